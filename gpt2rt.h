@@ -1,0 +1,2410 @@
+/* gpt2rt.h - a single-header training runtime for GPT-2, in C.
+
+   ============================================================================
+   USING IT
+   ============================================================================
+   In exactly one C or C++ file of your program:
+
+       #define GPT2RT_IMPLEMENTATION
+       #include "gpt2rt.h"
+
+   Everywhere else include it without the define. Compile the implementation file
+   with OpenMP (-fopenmp) to use every core; without it the CPU backend runs on one.
+   Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
+   Compiled by nvcc from a .cu file it also compiles; the CUDA backend itself has
+   not landed yet and asking for it reports GPT2RT_ERR_NOT_IMPLEMENTED.
+
+   Configuration macros (define before the implementation include):
+       GPT2RT_STATIC        every API function becomes `static` (private to one file)
+       GPT2RT_DEF           linkage of the API functions (default `extern`)
+
+   ============================================================================
+   A WHOLE PROGRAM
+   ============================================================================
+       gpt2rt_config cfg = {0};            // zero means default: GPT-2 124M shape
+       cfg.batch_size = 4; cfg.seq_len = 64;
+       gpt2rt_ctx *ctx;
+       if (gpt2rt_create(&ctx, &cfg) != GPT2RT_OK) {
+           fprintf(stderr, "%s\n", gpt2rt_last_error(ctx)); gpt2rt_free(ctx); return 1;
+       }
+       gpt2rt_weights_load(ctx, "gpt2/model.safetensors");    // optional: Hugging Face weights
+       for (int step = 0; step < 100; step++) {
+           gpt2rt_step_stats st;
+           gpt2rt_step(ctx, inputs, targets, &st);  // int32 (B,T) each
+           printf("step %d loss %.4f\n", step, st.loss);
+       }
+       gpt2rt_weights_save(ctx, "out");   // out/model.safetensors + out/config.json
+       gpt2rt_free(ctx);
+
+   ============================================================================
+   THE MODEL AND ITS CONVENTIONS
+   ============================================================================
+   GPT-2 exactly as Hugging Face `GPT2LMHeadModel` computes it in fp32: token +
+   position embeddings; per layer x += attn(ln_1(x)); x += mlp(ln_2(x)) with causal
+   multi-head self-attention and the tanh GELU ("gelu_new"); ln_f; an LM head tied
+   to the token embedding. LayerNorm epsilon is 1e-5. No dropout.
+   - The vocabulary is padded to `padded_vocab` rows (a multiple of 128 by default)
+     so that the head's matrix product has friendly sizes; padded rows stay zero
+     and padded logits never enter the loss.
+   - Loss: mean cross-entropy over the targets that are >= 0; a negative target
+     (Hugging Face uses -100) is ignored. Inputs must lie in [0, vocab_size).
+   - Weights are stored (out, in) like nn.Linear; the Hugging Face files store the
+     Conv1D matrices (in, out): load and save transpose them, and
+     gpt2rt_param_read/write speak the Hugging Face layout.
+   - AdamW as torch.optim.AdamW (decoupled weight decay, bias correction), with
+     weight decay on 2-D weights only (embeddings and matrices; never biases or
+     LayerNorm parameters), global-norm gradient clipping as
+     torch.nn.utils.clip_grad_norm_ (coefficient clip/(norm+1e-6)), and the
+     learning rate of optimizer step s (0-based):
+         s <  warmup:              lr * (s+1) / warmup
+         s >= warmup, total == 0:  lr
+         otherwise:                lr_min + (lr - lr_min) * (1 + cos(pi*r)) / 2,
+                                   r = min(1, (s-warmup) / max(1, total-warmup)),
+                                   lr_min = lr * min_lr_frac
+   - A step whose gradient norm is not finite is skipped (weights and moments
+     untouched, stats.skipped = 1) and does not advance the step count.
+   - Initialisation (when no weights are loaded) is Hugging Face's: N(0, 0.02) for
+     embeddings and matrices, N(0, 0.02/sqrt(2*n_layer)) for the two residual
+     projections, zero biases, LayerNorm weight 1, all drawn from `seed`.
+   - Results are deterministic: the same config, seed and data give bitwise the
+     same weights on the same machine, whatever the thread count.
+
+   ============================================================================
+   CALLS
+   ============================================================================
+   gpt2rt_create / gpt2rt_free           context: plans memory, allocates, initialises
+   gpt2rt_config_get                     the config with every default filled in
+   gpt2rt_forward                        logits and (with targets) the loss
+   gpt2rt_backward                       gradients of the last forward's loss (+=)
+   gpt2rt_update                         one AdamW step, then zero the gradients
+   gpt2rt_step                           forward + backward + update in one call
+   gpt2rt_logits                         copy the last forward's logits (B,T,vocab)
+   gpt2rt_weights_load / _save           Hugging Face safetensors (+ config.json)
+   gpt2rt_state_save / _load             the training state: weights, moments, step,
+                                         RNG; resuming continues bitwise identically
+   gpt2rt_param_count/_info/_read/_write parameters and gradients by name
+   gpt2rt_plan                           bytes of every memory category, from the
+                                         config alone, before anything is allocated
+   gpt2rt_plan_allocated                 what a context really allocated, same form
+   gpt2rt_plan_format                    a plan as a printable table
+   gpt2rt_result_string / gpt2rt_last_error   what went wrong, with the numbers
+
+   Every call returns a gpt2rt_result. On failure the context keeps a message that
+   names the values involved (gpt2rt_last_error) and stays usable: a failed load
+   leaves the weights as they were, a failed save leaves no partial file behind.
+   The library never exits, never prints; messages go to the optional log callback.
+   gpt2rt_create returns, on failure, a context that only holds the error message:
+   read it, then gpt2rt_free it (NULL only if even that could not be allocated).
+
+   ============================================================================
+   MEMORY
+   ============================================================================
+   gpt2rt_plan(&cfg, &plan) computes the bytes of each category below; creation
+   then allocates one arena per category of exactly that size (through the
+   optional allocator hook, which is told the category), and nothing else of
+   consequence. The categories (fp32, CPU backend):
+       weights       all parameters, padded vocabulary included
+       master        fp32 master copy of low-precision weights (0 in fp32)
+       grads         one gradient per parameter
+       moments       AdamW m and v
+       activations   what the forward saves for the backward (per layer: ln_1 out,
+                     qkv, attention out + softmax statistics, residuals, ln_2 out,
+                     MLP pre- and post-GELU)
+       transient     backward scratch alive only during one layer's backward
+       logits        (B, T, padded_vocab), turned into dlogits in place
+       workspace     per-thread scratch (matrix-product packing, attention rows)
+       comm          communication buffers of the two-device modes (0 here)
+
+   ============================================================================
+   NOT YET IMPLEMENTED (the fields exist; setting them reports
+   GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
+   ============================================================================
+   CUDA backend, bf16/fp16 precisions, TF32, loss scaling, recompute levels,
+   gradient accumulation > 1, data-parallel and layer-split modes, more than one
+   device, patch inputs, regression heads, frozen parameter groups.
+
+   ============================================================================
+   LICENSE: MIT. See the end of the file.
+*/
+#ifndef GPT2RT_H
+#define GPT2RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef GPT2RT_DEF
+#ifdef GPT2RT_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define GPT2RT_DEF static __attribute__((unused))
+#else
+#define GPT2RT_DEF static
+#endif
+#else
+#define GPT2RT_DEF extern
+#endif
+#endif
+
+#define GPT2RT_VERSION_MAJOR 0
+#define GPT2RT_VERSION_MINOR 1
+#define GPT2RT_MAX_DEVICES 8
+#define GPT2RT_ALIGN 64 /* bytes; every arena and every allocator-hook result */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gpt2rt_result {
+    GPT2RT_OK = 0,
+    GPT2RT_ERR_INVALID_ARGUMENT, /* a config field or argument is out of range */
+    GPT2RT_ERR_NOT_IMPLEMENTED,  /* the field exists, its implementation has not landed */
+    GPT2RT_ERR_UNAVAILABLE,      /* backend not compiled in, or no device */
+    GPT2RT_ERR_OUT_OF_MEMORY,    /* the plan exceeds the budget, or an allocation failed */
+    GPT2RT_ERR_IO,               /* open, read, write or rename failed */
+    GPT2RT_ERR_FORMAT,           /* a file is malformed or does not match the model */
+    GPT2RT_ERR_STATE,            /* a call out of order (backward before forward...) */
+    GPT2RT_RESULT_COUNT
+} gpt2rt_result;
+
+typedef enum gpt2rt_backend {
+    GPT2RT_BACKEND_AUTO = 0, /* CUDA when compiled in and a GPU is present, else CPU */
+    GPT2RT_BACKEND_CPU,
+    GPT2RT_BACKEND_CUDA
+} gpt2rt_backend;
+
+typedef enum gpt2rt_precision {
+    GPT2RT_PRECISION_DEFAULT = 0, /* fp32 */
+    GPT2RT_PRECISION_FP32,
+    GPT2RT_PRECISION_BF16, /* bf16 weights and activations, fp32 master weights */
+    GPT2RT_PRECISION_FP16  /* fp16 with dynamic loss scaling */
+} gpt2rt_precision;
+
+typedef enum gpt2rt_input {
+    GPT2RT_INPUT_TOKENS = 0, /* int32 token ids (B,T) */
+    GPT2RT_INPUT_PATCHES     /* continuous series cut into patches (GPT4TS) */
+} gpt2rt_input;
+
+typedef enum gpt2rt_head {
+    GPT2RT_HEAD_LM = 0,   /* tied LM head, cross-entropy loss */
+    GPT2RT_HEAD_REGRESSION /* linear head to `horizon` values per channel, MSE loss */
+} gpt2rt_head;
+
+typedef enum gpt2rt_recompute {
+    GPT2RT_RECOMPUTE_NONE = 0,  /* keep every activation the backward needs */
+    GPT2RT_RECOMPUTE_SELECTIVE, /* drop GELU and LayerNorm outputs, recompute them */
+    GPT2RT_RECOMPUTE_FULL       /* keep every checkpoint_every-th layer input only */
+} gpt2rt_recompute;
+
+typedef enum gpt2rt_parallel {
+    GPT2RT_PARALLEL_NONE = 0,
+    GPT2RT_PARALLEL_DATA,       /* each device holds the model, the batch is split (DDP) */
+    GPT2RT_PARALLEL_LAYER_SPLIT /* the layers are split over the devices */
+} gpt2rt_parallel;
+
+/* parameter groups, a bitmask for gpt2rt_config.frozen */
+typedef enum gpt2rt_group {
+    GPT2RT_GROUP_TOKEN_EMBED = 1 << 0, /* wte (and so the tied LM head) */
+    GPT2RT_GROUP_POS_EMBED = 1 << 1,   /* wpe */
+    GPT2RT_GROUP_LAYERNORM = 1 << 2,   /* ln_1, ln_2, ln_f */
+    GPT2RT_GROUP_ATTENTION = 1 << 3,   /* attn.c_attn, attn.c_proj */
+    GPT2RT_GROUP_MLP = 1 << 4,         /* mlp.c_fc, mlp.c_proj */
+    GPT2RT_GROUP_HEAD = 1 << 5         /* input projection and regression head (patches) */
+} gpt2rt_group;
+
+typedef enum gpt2rt_mem {
+    GPT2RT_MEM_WEIGHTS = 0,
+    GPT2RT_MEM_MASTER,
+    GPT2RT_MEM_GRADS,
+    GPT2RT_MEM_MOMENTS,
+    GPT2RT_MEM_ACTIVATIONS,
+    GPT2RT_MEM_TRANSIENT,
+    GPT2RT_MEM_LOGITS,
+    GPT2RT_MEM_WORKSPACE,
+    GPT2RT_MEM_COMM,
+    GPT2RT_MEM_COUNT
+} gpt2rt_mem;
+/* the allocator hook is told GPT2RT_MEM_BOOKKEEPING for what is not in the plan:
+   the context struct, tables, file buffers during load and save */
+#define GPT2RT_MEM_BOOKKEEPING (-1)
+
+typedef enum gpt2rt_log_level {
+    GPT2RT_LOG_ERROR = 0,
+    GPT2RT_LOG_WARN,
+    GPT2RT_LOG_INFO,
+    GPT2RT_LOG_DEBUG
+} gpt2rt_log_level;
+
+typedef void (*gpt2rt_log_fn)(void *user, gpt2rt_log_level level, const char *message);
+/* must return memory aligned to GPT2RT_ALIGN bytes, or NULL */
+typedef void *(*gpt2rt_alloc_fn)(void *user, size_t bytes, int category);
+typedef void (*gpt2rt_free_fn)(void *user, void *ptr, int category);
+
+/* Every field: zero means default. Defaults give the GPT-2 124M shape, B=4, T=64. */
+typedef struct gpt2rt_config {
+    /* model shape */
+    int n_layer;      /* 0 -> 12 */
+    int n_head;       /* 0 -> 12 */
+    int n_embd;       /* 0 -> 768; a multiple of n_head */
+    int vocab_size;   /* 0 -> 50257 */
+    int padded_vocab; /* 0 -> vocab_size rounded up to a multiple of 128 */
+    int max_seq_len;  /* 0 -> 1024 (positions in wpe) */
+    gpt2rt_input input;
+    int patch_len, patch_stride, n_channels; /* patch inputs only */
+    gpt2rt_head head;
+    int horizon;     /* regression head only */
+    unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
+
+    /* batch */
+    int batch_size; /* micro-batch B, 0 -> 4 */
+    int seq_len;    /* T, 0 -> min(64, max_seq_len) */
+    int grad_accum; /* micro-batches per optimizer step, 0 -> 1 */
+
+    /* precision and memory */
+    gpt2rt_precision precision;
+    int tf32;           /* CUDA fp32 matrix products on TF32 tensor cores; 0 = off */
+    float loss_scale;   /* fp16: initial dynamic loss scale, 0 -> 65536 */
+    gpt2rt_recompute recompute;
+    int checkpoint_every; /* full recompute: keep every k-th layer input, 0 -> 1 */
+
+    /* parallel */
+    gpt2rt_parallel parallel;
+    int n_devices;                       /* 0 -> 1 */
+    int device_ids[GPT2RT_MAX_DEVICES];  /* CUDA ordinals, 0 -> 0,1,2,... */
+
+    /* optimizer and schedule (AdamW) */
+    float lr;            /* peak learning rate, 0 -> 3e-4 */
+    float min_lr_frac;   /* cosine decays to lr*min_lr_frac, 0 -> 0 */
+    int warmup_steps;    /* linear warmup length, 0 -> none */
+    int total_steps;     /* warmup + cosine length, 0 -> constant after warmup */
+    float beta1;         /* 0 -> 0.9 */
+    float beta2;         /* 0 -> 0.999 */
+    float eps;           /* 0 -> 1e-8 */
+    float weight_decay;  /* on 2-D weights only, 0 -> none */
+    float grad_clip;     /* max global gradient norm, 0 -> 1.0, negative -> no clipping */
+
+    /* runtime */
+    gpt2rt_backend backend;
+    int n_threads;          /* CPU threads, 0 -> OpenMP's default */
+    uint64_t memory_budget; /* bytes per device, 0 -> no limit beyond the device's */
+    uint64_t seed;          /* initialisation, 0 -> 1337 */
+    gpt2rt_log_fn log;
+    void *log_user;
+    gpt2rt_alloc_fn alloc; /* both or neither, 0 -> aligned malloc/free */
+    gpt2rt_free_fn free;
+    void *alloc_user;
+} gpt2rt_config;
+
+typedef struct gpt2rt_step_stats {
+    int64_t step;     /* optimizer steps taken so far, this one included */
+    float loss;       /* mean loss of the step's batch */
+    float grad_norm;  /* global L2 norm of the gradient, before clipping */
+    float lr;         /* learning rate this update used */
+    float loss_scale; /* fp16 dynamic loss scale; 1 otherwise */
+    int skipped;      /* 1: the update was skipped (gradient not finite) */
+    int64_t tokens;   /* tokens in the step's batch */
+    double seconds;   /* wall time of the call */
+} gpt2rt_step_stats;
+
+typedef struct gpt2rt_memory_plan {
+    gpt2rt_config config; /* resolved: every default filled in */
+    int64_t n_params;     /* parameters as Hugging Face counts them (vocab unpadded) */
+    int64_t n_params_padded;
+    double flops_per_token; /* training FLOPs (forward + backward) per token */
+    int n_devices;
+    uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT];
+    uint64_t total[GPT2RT_MAX_DEVICES];
+    char error[512]; /* why gpt2rt_plan failed */
+} gpt2rt_memory_plan;
+
+typedef struct gpt2rt_param_info {
+    char name[96];    /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
+    int ndim;
+    int64_t shape[2]; /* Hugging Face shape (Conv1D matrices are (in, out)) */
+    int64_t numel;
+    unsigned group;   /* one gpt2rt_group bit */
+    int decay;        /* 1 if weight decay applies */
+} gpt2rt_param_info;
+
+typedef enum gpt2rt_param_what {
+    GPT2RT_PARAM_VALUE = 0,
+    GPT2RT_PARAM_GRAD,
+    GPT2RT_PARAM_ADAM_M,
+    GPT2RT_PARAM_ADAM_V
+} gpt2rt_param_what;
+
+typedef struct gpt2rt_ctx gpt2rt_ctx;
+
+GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result result);
+GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem category);
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan);
+GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
+
+GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **ctx, const gpt2rt_config *config);
+GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx);
+GPT2RT_DEF const char *gpt2rt_last_error(const gpt2rt_ctx *ctx);
+GPT2RT_DEF gpt2rt_config gpt2rt_config_get(const gpt2rt_ctx *ctx);
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan);
+
+/* inputs, targets: int32 (B,T); targets may be NULL (no loss); loss may be NULL */
+GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs,
+                                        const int32_t *targets, float *loss);
+GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx);
+GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
+GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs,
+                                     const int32_t *targets, gpt2rt_step_stats *stats);
+/* dst: (B,T,vocab_size) floats, count must be B*T*vocab_size; valid until backward */
+GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count);
+
+GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path);
+GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir);
+GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path);
+GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path);
+
+GPT2RT_DEF int gpt2rt_param_count(const gpt2rt_ctx *ctx);
+GPT2RT_DEF gpt2rt_result gpt2rt_param_info_get(const gpt2rt_ctx *ctx, int index, gpt2rt_param_info *info);
+/* dst/src: numel floats in the Hugging Face layout of the named parameter */
+GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gpt2rt_param_what what,
+                                           float *dst, int64_t count);
+GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src,
+                                            int64_t count);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPT2RT_H */
+
+/* ==========================================================================
+   IMPLEMENTATION
+   ========================================================================== */
+#ifdef GPT2RT_IMPLEMENTATION
+#ifndef GPT2RT_IMPLEMENTATION_DONE
+#define GPT2RT_IMPLEMENTATION_DONE
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#ifdef _WIN32
+#include <direct.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+
+/* ==== SECTION: common ===================================================== */
+
+/* the loop that follows runs on nt threads, each a fixed contiguous share
+   (_RR: round robin, for triangular work) */
+#ifdef _OPENMP
+#define GPT2RT__PRAGMA(x) _Pragma(#x)
+#define GPT2RT__PARALLEL_FOR(nt) (void)(nt); GPT2RT__PRAGMA(omp parallel for num_threads(nt) schedule(static))
+#define GPT2RT__PARALLEL_FOR_RR(nt) (void)(nt); GPT2RT__PRAGMA(omp parallel for num_threads(nt) schedule(static, 1))
+static int gpt2rt__thread_id(void) { return omp_get_thread_num(); }
+static int gpt2rt__default_threads(void) { return omp_get_max_threads(); }
+#else
+#define GPT2RT__PARALLEL_FOR(nt) (void)(nt);
+#define GPT2RT__PARALLEL_FOR_RR(nt) (void)(nt);
+static int gpt2rt__thread_id(void) { return 0; }
+static int gpt2rt__default_threads(void) { return 1; }
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define GPT2RT__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define GPT2RT__PRINTF(a, b)
+#endif
+
+#define GPT2RT__PI 3.14159265358979323846
+
+/* sizes of the model, resolved from the config */
+typedef struct gpt2rt__dims {
+    int64_t L, NH, C, HS;  /* layers, heads, width, head size C/NH */
+    int64_t V, Vp, P;      /* vocab, padded vocab, positions (max_seq_len) */
+    int64_t B, T, BT;      /* micro-batch, sequence, B*T */
+    int nt;                /* CPU threads */
+} gpt2rt__dims;
+
+/* one parameter tensor; internal layout (rows, cols) row-major, matrices (out, in) */
+typedef struct gpt2rt__tensor {
+    char name[96];     /* Hugging Face name */
+    int64_t off;       /* offset in floats into the weights (and grads, m, v) arena */
+    int64_t rows, cols;/* internal shape; 1-D tensors have cols == 1 */
+    int64_t hf_rows;   /* rows that exist in the file (wte: vocab, not padded vocab) */
+    int ndim;
+    int transpose;     /* Conv1D: the file stores (cols, rows) */
+    unsigned group;
+    int decay;
+} gpt2rt__tensor;
+
+/* per-layer parameters, 12 tensors in this order in the table and the arena */
+enum { GPT2RT__LN1W, GPT2RT__LN1B, GPT2RT__QKVW, GPT2RT__QKVB, GPT2RT__PROJW, GPT2RT__PROJB,
+       GPT2RT__LN2W, GPT2RT__LN2B, GPT2RT__FCW, GPT2RT__FCB, GPT2RT__FCPROJW, GPT2RT__FCPROJB,
+       GPT2RT__PER_LAYER };
+
+typedef struct gpt2rt__layer_params {
+    float *ln1w, *ln1b;     /* (C) */
+    float *qkvw, *qkvb;     /* (3C, C), (3C) */
+    float *projw, *projb;   /* (C, C), (C) */
+    float *ln2w, *ln2b;     /* (C) */
+    float *fcw, *fcb;       /* (4C, C), (4C) */
+    float *fcprojw, *fcprojb; /* (C, 4C), (C) */
+} gpt2rt__layer_params;
+
+/* what one layer's forward saves for its backward */
+typedef struct gpt2rt__layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd; /* (BT,C), (BT), (BT) */
+    float *qkv;                       /* (BT,3C) */
+    float *lse;                       /* (B,NH,T) log-sum-exp of each softmax row */
+    float *atty;                      /* (BT,C) attention output, heads side by side */
+    float *res2;                      /* (BT,C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd; /* (BT,C), (BT), (BT) */
+    float *fch, *fch_gelu;            /* (BT,4C) before and after GELU */
+    float *res3;                      /* (BT,C) layer output */
+} gpt2rt__layer_acts;
+
+struct gpt2rt_ctx {
+    gpt2rt_config cfg; /* resolved */
+    gpt2rt__dims d;
+    int failed;        /* creation failed: the context only holds the error */
+    char error[1024];
+
+    gpt2rt__tensor *tensors;
+    int n_tensors;
+    int64_t n_params;  /* floats in the weights arena */
+
+    void *arena[GPT2RT_MEM_COUNT];
+    uint64_t arena_bytes[GPT2RT_MEM_COUNT];
+
+    float *params, *grads, *m, *v; /* (n_params) each */
+    /* activations arena */
+    int32_t *inputs, *targets;      /* (BT) copies, for the backward */
+    float *x0;                      /* (BT,C) embeddings, layer 0 input */
+    float *layer_acts;              /* L blocks of layer_stride floats */
+    int64_t layer_stride;
+    float *lnf, *lnf_mean, *lnf_rstd; /* (BT,C), (BT), (BT) */
+    float *losses, *logit_lse;        /* (BT) */
+    float *logits;                    /* (BT,Vp) logits arena */
+    float *dres, *dbuf, *dbig;        /* transient: (BT,C), (BT,C), (BT,4C) */
+    void *gemm_ws;                    /* workspace */
+    float *att_scratch;               /* (nt, 2*pad(T)) */
+    double *norm_parts;               /* (n_norm_chunks) */
+
+    int64_t step;   /* optimizer updates taken */
+    uint64_t rng;
+    float loss;
+    int64_t n_targets;
+    int have_logits, have_loss, grads_pending;
+};
+
+static void *gpt2rt__default_alloc(void *user, size_t bytes, int category) {
+    (void)user; (void)category;
+    if (bytes > SIZE_MAX - GPT2RT_ALIGN - sizeof(void *)) return NULL;
+    unsigned char *raw = (unsigned char *)malloc(bytes + GPT2RT_ALIGN + sizeof(void *));
+    if (!raw) return NULL;
+    uintptr_t p = ((uintptr_t)(raw + sizeof(void *)) + GPT2RT_ALIGN - 1) & ~(uintptr_t)(GPT2RT_ALIGN - 1);
+    memcpy((void *)(p - sizeof(void *)), &raw, sizeof(void *));
+    return (void *)p;
+}
+
+static void gpt2rt__default_free(void *user, void *ptr, int category) {
+    (void)user; (void)category;
+    if (!ptr) return;
+    void *raw;
+    memcpy(&raw, (unsigned char *)ptr - sizeof(void *), sizeof(void *));
+    free(raw);
+}
+
+static void *gpt2rt__alloc(const gpt2rt_config *c, size_t bytes, int category) {
+    if (c->alloc) return c->alloc(c->alloc_user, bytes, category);
+    return gpt2rt__default_alloc(NULL, bytes, category);
+}
+
+static void gpt2rt__free(const gpt2rt_config *c, void *ptr, int category) {
+    if (!ptr) return;
+    if (c->free) c->free(c->alloc_user, ptr, category);
+    else gpt2rt__default_free(NULL, ptr, category);
+}
+
+static void gpt2rt__vlog(const gpt2rt_config *c, gpt2rt_log_level level, const char *fmt, va_list ap) {
+    if (!c->log) return;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    c->log(c->log_user, level, msg);
+}
+
+static void gpt2rt__log(const gpt2rt_ctx *ctx, gpt2rt_log_level level, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
+static void gpt2rt__log(const gpt2rt_ctx *ctx, gpt2rt_log_level level, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    gpt2rt__vlog(&ctx->cfg, level, fmt, ap);
+    va_end(ap);
+}
+
+/* record the error in the context, tell the log, return the result */
+static gpt2rt_result gpt2rt__fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
+static gpt2rt_result gpt2rt__fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    if (ctx->cfg.log) ctx->cfg.log(ctx->cfg.log_user, GPT2RT_LOG_ERROR, ctx->error);
+    return r;
+}
+
+static double gpt2rt__now(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* splitmix64: the one random stream; normal() draws with Box-Muller */
+static uint64_t gpt2rt__rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
+    return ((double)(gpt2rt__rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
+
+GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result r) {
+    switch (r) {
+    case GPT2RT_OK: return "ok";
+    case GPT2RT_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case GPT2RT_ERR_NOT_IMPLEMENTED: return "not implemented yet";
+    case GPT2RT_ERR_UNAVAILABLE: return "unavailable";
+    case GPT2RT_ERR_OUT_OF_MEMORY: return "out of memory";
+    case GPT2RT_ERR_IO: return "i/o error";
+    case GPT2RT_ERR_FORMAT: return "bad file format";
+    case GPT2RT_ERR_STATE: return "call out of order";
+    case GPT2RT_RESULT_COUNT: break;
+    }
+    return "unknown result";
+}
+
+GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
+    static const char *names[GPT2RT_MEM_COUNT] = {"weights", "master", "grads", "moments", "activations",
+                                                  "transient", "logits", "workspace", "comm"};
+    if ((int)m < 0 || m >= GPT2RT_MEM_COUNT) return "bookkeeping";
+    return names[m];
+}
+
+/* ==== SECTION: config ===================================================== */
+
+/* Fill every default and check every field. err gets the reason, with numbers. */
+static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, char *err, size_t cap) {
+    *c = *in;
+#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
+#define GPT2RT__NYI(cond, what) \
+    do { if (cond) GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "%s is not implemented yet (set it to 0)", what); } while (0)
+#define GPT2RT__RANGE(field, lo, hi) \
+    do { if (c->field < (lo) || c->field > (hi)) \
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, #field " = %lld is out of range [%lld, %lld]", \
+                    (long long)c->field, (long long)(lo), (long long)(hi)); } while (0)
+    if ((c->alloc == NULL) != (c->free == NULL))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "alloc and free hooks must be set together (alloc %s, free %s)",
+                    c->alloc ? "set" : "NULL", c->free ? "set" : "NULL");
+    if (!c->n_layer) c->n_layer = 12;
+    if (!c->n_head) c->n_head = 12;
+    if (!c->n_embd) c->n_embd = 768;
+    if (!c->vocab_size) c->vocab_size = 50257;
+    if (!c->max_seq_len) c->max_seq_len = 1024;
+    GPT2RT__RANGE(n_layer, 1, 1024);
+    GPT2RT__RANGE(n_head, 1, 1024);
+    GPT2RT__RANGE(n_embd, 1, 65536);
+    GPT2RT__RANGE(vocab_size, 1, 1 << 24);
+    GPT2RT__RANGE(max_seq_len, 1, 1 << 20);
+    if (c->n_embd % c->n_head)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "n_embd = %d is not a multiple of n_head = %d", c->n_embd, c->n_head);
+    if (!c->padded_vocab) c->padded_vocab = (c->vocab_size + 127) / 128 * 128;
+    if (c->padded_vocab < c->vocab_size || c->padded_vocab > (1 << 24))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "padded_vocab = %d must lie in [vocab_size = %d, %d]",
+                    c->padded_vocab, c->vocab_size, 1 << 24);
+    GPT2RT__NYI(c->input != GPT2RT_INPUT_TOKENS, "input = GPT2RT_INPUT_PATCHES (time-series patches)");
+    GPT2RT__NYI(c->head != GPT2RT_HEAD_LM, "head = GPT2RT_HEAD_REGRESSION");
+    GPT2RT__NYI(c->patch_len || c->patch_stride || c->n_channels, "patch_len/patch_stride/n_channels (patch inputs)");
+    GPT2RT__NYI(c->horizon, "horizon (regression head)");
+    GPT2RT__NYI(c->frozen, "frozen parameter groups");
+
+    if (!c->batch_size) c->batch_size = 4;
+    if (!c->seq_len) c->seq_len = c->max_seq_len < 64 ? c->max_seq_len : 64;
+    if (!c->grad_accum) c->grad_accum = 1;
+    GPT2RT__RANGE(batch_size, 1, 1 << 20);
+    if (c->seq_len < 1 || c->seq_len > c->max_seq_len)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "seq_len = %d must lie in [1, max_seq_len = %d]", c->seq_len, c->max_seq_len);
+    if ((int64_t)c->batch_size * c->seq_len > ((int64_t)1 << 30))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "batch_size * seq_len = %d * %d exceeds 2^30 tokens",
+                    c->batch_size, c->seq_len);
+    GPT2RT__RANGE(grad_accum, 1, 1 << 20);
+    GPT2RT__NYI(c->grad_accum > 1, "grad_accum > 1 (gradient accumulation)");
+
+    if (c->precision == GPT2RT_PRECISION_DEFAULT) c->precision = GPT2RT_PRECISION_FP32;
+    if ((int)c->precision < 0 || c->precision > GPT2RT_PRECISION_FP16)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "precision = %d is not a gpt2rt_precision", (int)c->precision);
+    GPT2RT__NYI(c->precision == GPT2RT_PRECISION_BF16, "precision = GPT2RT_PRECISION_BF16");
+    GPT2RT__NYI(c->precision == GPT2RT_PRECISION_FP16, "precision = GPT2RT_PRECISION_FP16");
+    GPT2RT__NYI(c->tf32, "tf32 (needs the CUDA backend)");
+    GPT2RT__NYI(c->loss_scale != 0.0f, "loss_scale (fp16 dynamic loss scaling)");
+    GPT2RT__NYI(c->recompute != GPT2RT_RECOMPUTE_NONE, "recompute (activation recompute)");
+    GPT2RT__NYI(c->checkpoint_every, "checkpoint_every (full recompute)");
+
+    if (!c->n_devices) c->n_devices = 1;
+    GPT2RT__RANGE(n_devices, 1, GPT2RT_MAX_DEVICES);
+    GPT2RT__NYI(c->parallel != GPT2RT_PARALLEL_NONE, "parallel (data-parallel and layer-split modes)");
+    GPT2RT__NYI(c->n_devices > 1, "n_devices > 1");
+    for (int i = 0; i < GPT2RT_MAX_DEVICES; i++)
+        if (c->device_ids[i] < 0)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = %d is negative", i, c->device_ids[i]);
+
+    if (c->lr == 0.0f) c->lr = 3e-4f;
+    if (c->beta1 == 0.0f) c->beta1 = 0.9f;
+    if (c->beta2 == 0.0f) c->beta2 = 0.999f;
+    if (c->eps == 0.0f) c->eps = 1e-8f;
+    if (c->grad_clip == 0.0f) c->grad_clip = 1.0f;
+    if (!(c->lr > 0.0f && c->lr < 1e3f)) GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "lr = %g must lie in (0, 1000)", (double)c->lr);
+    if (!(c->min_lr_frac >= 0.0f && c->min_lr_frac <= 1.0f))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "min_lr_frac = %g must lie in [0, 1]", (double)c->min_lr_frac);
+    if (!(c->beta1 > 0.0f && c->beta1 < 1.0f)) GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "beta1 = %g must lie in (0, 1)", (double)c->beta1);
+    if (!(c->beta2 > 0.0f && c->beta2 < 1.0f)) GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "beta2 = %g must lie in (0, 1)", (double)c->beta2);
+    if (!(c->eps > 0.0f && c->eps < 1.0f)) GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "eps = %g must lie in (0, 1)", (double)c->eps);
+    if (!(c->weight_decay >= 0.0f && c->weight_decay < 1e3f))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "weight_decay = %g must lie in [0, 1000)", (double)c->weight_decay);
+    if (c->grad_clip != c->grad_clip) GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "grad_clip is NaN");
+    GPT2RT__RANGE(warmup_steps, 0, INT32_MAX);
+    GPT2RT__RANGE(total_steps, 0, INT32_MAX);
+
+    if ((int)c->backend < 0 || c->backend > GPT2RT_BACKEND_CUDA)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "backend = %d is not a gpt2rt_backend", (int)c->backend);
+    GPT2RT__NYI(c->backend == GPT2RT_BACKEND_CUDA, "backend = GPT2RT_BACKEND_CUDA (the CUDA backend)");
+    c->backend = GPT2RT_BACKEND_CPU; /* AUTO: the CUDA backend has not landed */
+    if (!c->n_threads) c->n_threads = gpt2rt__default_threads();
+    GPT2RT__RANGE(n_threads, 1, 1024);
+    if (!c->seed) c->seed = 1337;
+#undef GPT2RT__RANGE
+#undef GPT2RT__NYI
+#undef GPT2RT__BAD
+    return GPT2RT_OK;
+}
+
+static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
+    gpt2rt__dims d;
+    d.L = c->n_layer; d.NH = c->n_head; d.C = c->n_embd; d.HS = d.C / d.NH;
+    d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
+    d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
+    d.nt = c->n_threads;
+    return d;
+}
+
+/* ==== SECTION: layout (the memory documentation) ========================== */
+
+/* The parameter table, in arena order: wte, wpe, L x 12 per-layer tensors, ln_f.
+   Returns the number of tensors; fills tab when non-NULL; *n_floats gets the total. */
+static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64_t *n_floats) {
+    int n = 0;
+    int64_t off = 0, C = d->C;
+#define GPT2RT__T(nm_fmt, layer, r, co, hfr, nd, tr, grp, dec) do { \
+        if (tab) { gpt2rt__tensor *t = &tab[n]; snprintf(t->name, sizeof t->name, nm_fmt, layer); \
+                   t->off = off; t->rows = (r); t->cols = (co); t->hf_rows = (hfr); t->ndim = (nd); \
+                   t->transpose = (tr); t->group = (grp); t->decay = (dec); } \
+        n++; off += (int64_t)(r) * (co); } while (0)
+    GPT2RT__T("transformer.wte.weight%.0d", 0, d->Vp, C, d->V, 2, 0, GPT2RT_GROUP_TOKEN_EMBED, 1);
+    GPT2RT__T("transformer.wpe.weight%.0d", 0, d->P, C, d->P, 2, 0, GPT2RT_GROUP_POS_EMBED, 1);
+    for (int l = 0; l < (int)d->L; l++) {
+        GPT2RT__T("transformer.h.%d.ln_1.weight", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
+        GPT2RT__T("transformer.h.%d.ln_1.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
+        GPT2RT__T("transformer.h.%d.attn.c_attn.weight", l, 3 * C, C, 3 * C, 2, 1, GPT2RT_GROUP_ATTENTION, 1);
+        GPT2RT__T("transformer.h.%d.attn.c_attn.bias", l, 3 * C, 1, 3 * C, 1, 0, GPT2RT_GROUP_ATTENTION, 0);
+        GPT2RT__T("transformer.h.%d.attn.c_proj.weight", l, C, C, C, 2, 1, GPT2RT_GROUP_ATTENTION, 1);
+        GPT2RT__T("transformer.h.%d.attn.c_proj.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_ATTENTION, 0);
+        GPT2RT__T("transformer.h.%d.ln_2.weight", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
+        GPT2RT__T("transformer.h.%d.ln_2.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
+        GPT2RT__T("transformer.h.%d.mlp.c_fc.weight", l, 4 * C, C, 4 * C, 2, 1, GPT2RT_GROUP_MLP, 1);
+        GPT2RT__T("transformer.h.%d.mlp.c_fc.bias", l, 4 * C, 1, 4 * C, 1, 0, GPT2RT_GROUP_MLP, 0);
+        GPT2RT__T("transformer.h.%d.mlp.c_proj.weight", l, C, 4 * C, C, 2, 1, GPT2RT_GROUP_MLP, 1);
+        GPT2RT__T("transformer.h.%d.mlp.c_proj.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_MLP, 0);
+    }
+    GPT2RT__T("transformer.ln_f.weight%.0d", 0, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
+    GPT2RT__T("transformer.ln_f.bias%.0d", 0, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
+#undef GPT2RT__T
+    if (n_floats) *n_floats = off;
+    return n;
+}
+
+static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, int64_t l) {
+    const gpt2rt__tensor *t = ctx->tensors + 2 + l * GPT2RT__PER_LAYER;
+    gpt2rt__layer_params p;
+    p.ln1w = base + t[GPT2RT__LN1W].off; p.ln1b = base + t[GPT2RT__LN1B].off;
+    p.qkvw = base + t[GPT2RT__QKVW].off; p.qkvb = base + t[GPT2RT__QKVB].off;
+    p.projw = base + t[GPT2RT__PROJW].off; p.projb = base + t[GPT2RT__PROJB].off;
+    p.ln2w = base + t[GPT2RT__LN2W].off; p.ln2b = base + t[GPT2RT__LN2B].off;
+    p.fcw = base + t[GPT2RT__FCW].off; p.fcb = base + t[GPT2RT__FCB].off;
+    p.fcprojw = base + t[GPT2RT__FCPROJW].off; p.fcprojb = base + t[GPT2RT__FCPROJB].off;
+    return p;
+}
+
+/* One layer's saved activations, in order. Returns the block's size in floats;
+   fills a (pointers from base) when a is non-NULL. */
+static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, float *base, gpt2rt__layer_acts *a) {
+    int64_t o = 0, BT = d->BT, C = d->C;
+#define GPT2RT__CARVE(field, n) do { if (a) a->field = base + o; o += gpt2rt__pad16(n); } while (0)
+    GPT2RT__CARVE(ln1, BT * C);
+    GPT2RT__CARVE(ln1_mean, BT);
+    GPT2RT__CARVE(ln1_rstd, BT);
+    GPT2RT__CARVE(qkv, BT * 3 * C);
+    GPT2RT__CARVE(lse, d->B * d->NH * d->T);
+    GPT2RT__CARVE(atty, BT * C);
+    GPT2RT__CARVE(res2, BT * C);
+    GPT2RT__CARVE(ln2, BT * C);
+    GPT2RT__CARVE(ln2_mean, BT);
+    GPT2RT__CARVE(ln2_rstd, BT);
+    GPT2RT__CARVE(fch, BT * 4 * C);
+    GPT2RT__CARVE(fch_gelu, BT * 4 * C);
+    GPT2RT__CARVE(res3, BT * C);
+#undef GPT2RT__CARVE
+    return o;
+}
+
+static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
+    gpt2rt__layer_acts a;
+    gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + l * ctx->layer_stride, &a);
+    return a;
+}
+
+static size_t gpt2rt__sgemm_workspace_bytes(int n_threads);
+static int64_t gpt2rt__norm_chunks(int64_t n_params);
+
+/* The arenas of every category, in bytes, and (when ctx is non-NULL and its arenas
+   are allocated) the pointers into them. The single source of truth for the plan
+   and for creation: planned == allocated by construction. */
+static void gpt2rt__layout(const gpt2rt__dims *d, uint64_t bytes[GPT2RT_MEM_COUNT], gpt2rt_ctx *ctx) {
+    int64_t n_params, BT = d->BT, C = d->C;
+    gpt2rt__param_table(d, NULL, &n_params);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) bytes[i] = 0;
+    bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)n_params * 4;
+    bytes[GPT2RT_MEM_GRADS] = (uint64_t)n_params * 4;
+    bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)n_params * 8;
+
+    /* activations: tokens, embeddings, L layer blocks, ln_f, per-token losses */
+    int64_t o = 0, stride = gpt2rt__layer_acts_carve(d, NULL, NULL);
+    int64_t o_inputs = o; o += gpt2rt__pad16(BT);
+    int64_t o_targets = o; o += gpt2rt__pad16(BT);
+    int64_t o_x0 = o; o += gpt2rt__pad16(BT * C);
+    int64_t o_layers = o; o += d->L * stride;
+    int64_t o_lnf = o; o += gpt2rt__pad16(BT * C);
+    int64_t o_lnf_mean = o; o += gpt2rt__pad16(BT);
+    int64_t o_lnf_rstd = o; o += gpt2rt__pad16(BT);
+    int64_t o_losses = o; o += gpt2rt__pad16(BT);
+    int64_t o_lse = o; o += gpt2rt__pad16(BT);
+    bytes[GPT2RT_MEM_ACTIVATIONS] = (uint64_t)o * 4;
+
+    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * gpt2rt__pad16(BT * C) + gpt2rt__pad16(BT * 4 * C)) * 4;
+    bytes[GPT2RT_MEM_LOGITS] = (uint64_t)(BT * d->Vp) * 4;
+
+    uint64_t ws_gemm = ((uint64_t)gpt2rt__sgemm_workspace_bytes(d->nt) + 63) / 64 * 64;
+    uint64_t ws_att = (uint64_t)d->nt * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
+    uint64_t ws_norm = (uint64_t)gpt2rt__pad16(gpt2rt__norm_chunks(n_params)) * 8;
+    bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
+
+    if (!ctx) return;
+    ctx->n_params = n_params;
+    ctx->params = (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
+    ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
+    ctx->m = (float *)ctx->arena[GPT2RT_MEM_MOMENTS];
+    ctx->v = ctx->m + n_params;
+    float *a = (float *)ctx->arena[GPT2RT_MEM_ACTIVATIONS];
+    ctx->inputs = (int32_t *)(a + o_inputs);
+    ctx->targets = (int32_t *)(a + o_targets);
+    ctx->x0 = a + o_x0;
+    ctx->layer_acts = a + o_layers;
+    ctx->layer_stride = stride;
+    ctx->lnf = a + o_lnf; ctx->lnf_mean = a + o_lnf_mean; ctx->lnf_rstd = a + o_lnf_rstd;
+    ctx->losses = a + o_losses; ctx->logit_lse = a + o_lse;
+    float *tr = (float *)ctx->arena[GPT2RT_MEM_TRANSIENT];
+    ctx->dres = tr; ctx->dbuf = tr + gpt2rt__pad16(BT * C); ctx->dbig = tr + 2 * gpt2rt__pad16(BT * C);
+    ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
+    unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
+    ctx->gemm_ws = ws;
+    ctx->att_scratch = (float *)(ws + ws_gemm);
+    ctx->norm_parts = (double *)(ws + ws_gemm + ws_att);
+}
+
+/* ==== SECTION: plan ======================================================= */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
+    if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
+    memset(plan, 0, sizeof *plan);
+    if (!config) {
+        snprintf(plan->error, sizeof plan->error, "config is NULL");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    gpt2rt_result r = gpt2rt__resolve(config, &plan->config, plan->error, sizeof plan->error);
+    if (r != GPT2RT_OK) return r;
+    gpt2rt__dims d = gpt2rt__dims_of(&plan->config);
+    plan->n_devices = 1;
+    gpt2rt__layout(&d, plan->bytes[0], NULL);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[0] += plan->bytes[0][i];
+    gpt2rt__param_table(&d, NULL, &plan->n_params_padded);
+    plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
+    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
+    size_t n = 0;
+#define GPT2RT__PUT(...) do { int k_ = snprintf(buf ? buf + (n < cap ? n : cap) : NULL, \
+        buf && n < cap ? cap - n : 0, __VA_ARGS__); if (k_ > 0) n += (size_t)k_; } while (0)
+    if (!p) return 0;
+    const gpt2rt_config *c = &p->config;
+    GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters\n", c->n_layer, c->n_head,
+                c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6);
+    GPT2RT__PUT("B=%d T=%d, fp32, %d thread(s)\n", c->batch_size, c->seq_len, c->n_threads);
+    GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
+    for (int dev = 0; dev < p->n_devices; dev++) {
+        if (p->n_devices > 1) GPT2RT__PUT("device %d\n", dev);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            GPT2RT__PUT("%-12s %16llu %12.2f\n", gpt2rt_mem_name((gpt2rt_mem)i),
+                        (unsigned long long)p->bytes[dev][i], (double)p->bytes[dev][i] / 1048576.0);
+        GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[dev],
+                    (double)p->total[dev] / 1048576.0);
+    }
+#undef GPT2RT__PUT
+    if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+    return n;
+}
+
+/* ==== SECTION: formats ==================================================== */
+/* safetensors: 8-byte little-endian header length N, N bytes of JSON
+   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+    "__metadata__": {"key": "value"}}, then the data; offsets count from the data's
+   first byte. The parser trusts nothing: every length, offset and count is checked
+   against the bytes that exist before use. Little-endian hosts only. */
+
+enum { GPT2RT__F32, GPT2RT__F16, GPT2RT__BF16, GPT2RT__F64, GPT2RT__I64, GPT2RT__I32, GPT2RT__I16, GPT2RT__I8,
+       GPT2RT__U8, GPT2RT__U16, GPT2RT__U32, GPT2RT__U64, GPT2RT__BOOL, GPT2RT__F8E4M3, GPT2RT__F8E5M2,
+       GPT2RT__NDTYPE };
+static const char *gpt2rt__dtype_names[GPT2RT__NDTYPE] = {"F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8", "U8",
+                                                         "U16", "U32", "U64", "BOOL", "F8_E4M3", "F8_E5M2"};
+static const int gpt2rt__dtype_size[GPT2RT__NDTYPE] = {4, 2, 2, 8, 8, 4, 2, 1, 1, 2, 4, 8, 1, 1, 1};
+
+#define GPT2RT__ST_MAX_DIMS 8
+typedef struct gpt2rt__st_tensor {
+    const char *name; /* points into the parser's header copy */
+    int dtype, ndim;
+    int64_t shape[GPT2RT__ST_MAX_DIMS];
+    uint64_t begin, end; /* bytes, relative to the data section */
+} gpt2rt__st_tensor;
+
+typedef struct gpt2rt__st {
+    char *header;                   /* copy of the JSON, strings unescaped in place */
+    gpt2rt__st_tensor *t;
+    int n, cap;
+    const char **meta;              /* key, value, key, value ... */
+    int n_meta, cap_meta;
+    const unsigned char *data;
+    uint64_t data_len;
+} gpt2rt__st;
+
+typedef struct gpt2rt__json {
+    char *p, *begin, *end;
+    gpt2rt_ctx *ctx;
+    const char *what; /* file name, for messages */
+} gpt2rt__json;
+
+static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
+    return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s: safetensors header byte %lld: %s", j->what,
+                        (long long)(j->p - j->begin), msg);
+}
+
+static void gpt2rt__json_ws(gpt2rt__json *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+static int gpt2rt__json_eat(gpt2rt__json *j, char c) {
+    gpt2rt__json_ws(j);
+    if (j->p < j->end && *j->p == c) { j->p++; return 1; }
+    return 0;
+}
+
+static int gpt2rt__hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int gpt2rt__json_u4(gpt2rt__json *j, unsigned *u) {
+    if (j->end - j->p < 4) return 0;
+    *u = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = gpt2rt__hex(j->p[i]);
+        if (h < 0) return 0;
+        *u = *u * 16 + (unsigned)h;
+    }
+    j->p += 4;
+    return 1;
+}
+
+/* a string, unescaped in place (never longer than its source), NUL-terminated */
+static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
+    if (!gpt2rt__json_eat(j, '"')) return gpt2rt__json_fail(j, "expected a string");
+    char *w = j->p, *start = j->p;
+    while (1) {
+        if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated string");
+        unsigned char c = (unsigned char)*j->p++;
+        if (c == '"') break;
+        if (c < 0x20) return gpt2rt__json_fail(j, "control character in a string");
+        if (c != '\\') { *w++ = (char)c; continue; }
+        if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated escape");
+        char e = *j->p++;
+        switch (e) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '/': *w++ = '/'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'n': *w++ = '\n'; break;
+        case 'r': *w++ = '\r'; break;
+        case 't': *w++ = '\t'; break;
+        case 'u': {
+            unsigned u, lo;
+            if (!gpt2rt__json_u4(j, &u)) return gpt2rt__json_fail(j, "bad \\u escape");
+            if (u >= 0xD800 && u < 0xDC00) {
+                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u') return gpt2rt__json_fail(j, "lone surrogate");
+                j->p += 2;
+                if (!gpt2rt__json_u4(j, &lo) || lo < 0xDC00 || lo >= 0xE000) return gpt2rt__json_fail(j, "bad surrogate pair");
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (u >= 0xDC00 && u < 0xE000) return gpt2rt__json_fail(j, "lone surrogate");
+            if (u == 0) return gpt2rt__json_fail(j, "NUL character in a string");
+            if (u < 0x80) *w++ = (char)u;
+            else if (u < 0x800) { *w++ = (char)(0xC0 | (u >> 6)); *w++ = (char)(0x80 | (u & 63)); }
+            else if (u < 0x10000) {
+                *w++ = (char)(0xE0 | (u >> 12)); *w++ = (char)(0x80 | ((u >> 6) & 63)); *w++ = (char)(0x80 | (u & 63));
+            } else {
+                *w++ = (char)(0xF0 | (u >> 18)); *w++ = (char)(0x80 | ((u >> 12) & 63));
+                *w++ = (char)(0x80 | ((u >> 6) & 63)); *w++ = (char)(0x80 | (u & 63));
+            }
+            break;
+        }
+        default: return gpt2rt__json_fail(j, "unknown escape");
+        }
+    }
+    *w = 0; /* w <= the closing quote, which has been read */
+    *out = start;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
+    gpt2rt__json_ws(j);
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return gpt2rt__json_fail(j, "expected a non-negative integer");
+    uint64_t v = 0;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        if (v > (UINT64_MAX - 9) / 10) return gpt2rt__json_fail(j, "integer too large");
+        v = v * 10 + (uint64_t)(*j->p++ - '0');
+    }
+    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
+        return gpt2rt__json_fail(j, "expected an integer, found a fraction");
+    *out = v;
+    return GPT2RT_OK;
+}
+
+/* skip any JSON value (for keys we do not use), nesting at most 32 deep */
+static gpt2rt_result gpt2rt__json_skip(gpt2rt__json *j, int depth) {
+    if (depth > 32) return gpt2rt__json_fail(j, "nested too deeply");
+    gpt2rt__json_ws(j);
+    if (j->p >= j->end) return gpt2rt__json_fail(j, "unexpected end of header");
+    const char *s;
+    char c = *j->p;
+    if (c == '"') return gpt2rt__json_string(j, &s);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->p++;
+        if (gpt2rt__json_eat(j, close)) return GPT2RT_OK;
+        do {
+            gpt2rt_result r;
+            if (c == '{') {
+                if ((r = gpt2rt__json_string(j, &s)) != GPT2RT_OK) return r;
+                if (!gpt2rt__json_eat(j, ':')) return gpt2rt__json_fail(j, "expected ':'");
+            }
+            if ((r = gpt2rt__json_skip(j, depth + 1)) != GPT2RT_OK) return r;
+        } while (gpt2rt__json_eat(j, ','));
+        if (!gpt2rt__json_eat(j, close)) return gpt2rt__json_fail(j, c == '{' ? "expected '}'" : "expected ']'");
+        return GPT2RT_OK;
+    }
+    const char *lits[3] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(lits[i]);
+        if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, lits[i], n)) { j->p += n; return GPT2RT_OK; }
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        j->p++;
+        while (j->p < j->end && strchr("0123456789.eE+-", *j->p)) j->p++;
+        return GPT2RT_OK;
+    }
+    return gpt2rt__json_fail(j, "unexpected character");
+}
+
+static int gpt2rt__grow(gpt2rt_ctx *ctx, void **arr, int *cap, int n, size_t elem) {
+    if (n < *cap) return 1;
+    int nc = *cap ? *cap * 2 : 64;
+    void *na = gpt2rt__alloc(&ctx->cfg, (size_t)nc * elem, GPT2RT_MEM_BOOKKEEPING);
+    if (!na) return 0;
+    if (*arr) memcpy(na, *arr, (size_t)n * elem);
+    gpt2rt__free(&ctx->cfg, *arr, GPT2RT_MEM_BOOKKEEPING);
+    *arr = na;
+    *cap = nc;
+    return 1;
+}
+
+static void gpt2rt__st_release(gpt2rt_ctx *ctx, gpt2rt__st *st) {
+    gpt2rt__free(&ctx->cfg, st->header, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, st->t, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, (void *)st->meta, GPT2RT_MEM_BOOKKEEPING);
+    memset(st, 0, sizeof *st);
+}
+
+static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor *t) {
+    int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
+    gpt2rt_result r;
+    if (!gpt2rt__json_eat(j, '{')) return gpt2rt__json_fail(j, "expected '{' (a tensor entry)");
+    if (gpt2rt__json_eat(j, '}')) return gpt2rt__json_fail(j, "empty tensor entry");
+    do {
+        const char *key;
+        if ((r = gpt2rt__json_string(j, &key)) != GPT2RT_OK) return r;
+        if (!gpt2rt__json_eat(j, ':')) return gpt2rt__json_fail(j, "expected ':'");
+        if (!strcmp(key, "dtype")) {
+            const char *dt;
+            if (seen_dtype++) return gpt2rt__json_fail(j, "duplicate \"dtype\"");
+            if ((r = gpt2rt__json_string(j, &dt)) != GPT2RT_OK) return r;
+            t->dtype = -1;
+            for (int i = 0; i < GPT2RT__NDTYPE; i++)
+                if (!strcmp(dt, gpt2rt__dtype_names[i])) t->dtype = i;
+            if (t->dtype < 0) return gpt2rt__json_fail(j, "unknown dtype");
+        } else if (!strcmp(key, "shape")) {
+            if (seen_shape++) return gpt2rt__json_fail(j, "duplicate \"shape\"");
+            if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (shape)");
+            t->ndim = 0;
+            if (!gpt2rt__json_eat(j, ']')) {
+                do {
+                    uint64_t v;
+                    if (t->ndim == GPT2RT__ST_MAX_DIMS) return gpt2rt__json_fail(j, "more than 8 dimensions");
+                    if ((r = gpt2rt__json_u64(j, &v)) != GPT2RT_OK) return r;
+                    if (v > ((uint64_t)1 << 40)) return gpt2rt__json_fail(j, "dimension larger than 2^40");
+                    t->shape[t->ndim++] = (int64_t)v;
+                } while (gpt2rt__json_eat(j, ','));
+                if (!gpt2rt__json_eat(j, ']')) return gpt2rt__json_fail(j, "expected ']' (shape)");
+            }
+        } else if (!strcmp(key, "data_offsets")) {
+            if (seen_offsets++) return gpt2rt__json_fail(j, "duplicate \"data_offsets\"");
+            if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (data_offsets)");
+            if ((r = gpt2rt__json_u64(j, &t->begin)) != GPT2RT_OK) return r;
+            if (!gpt2rt__json_eat(j, ',')) return gpt2rt__json_fail(j, "expected ',' (data_offsets has 2 numbers)");
+            if ((r = gpt2rt__json_u64(j, &t->end)) != GPT2RT_OK) return r;
+            if (!gpt2rt__json_eat(j, ']')) return gpt2rt__json_fail(j, "expected ']' (data_offsets has 2 numbers)");
+        } else if ((r = gpt2rt__json_skip(j, 1)) != GPT2RT_OK) return r;
+    } while (gpt2rt__json_eat(j, ','));
+    if (!gpt2rt__json_eat(j, '}')) return gpt2rt__json_fail(j, "expected '}' (end of a tensor entry)");
+    if (!seen_dtype || !seen_shape || !seen_offsets)
+        return gpt2rt__json_fail(j, "tensor entry lacks dtype, shape or data_offsets");
+    return GPT2RT_OK;
+}
+
+/* Parse a whole safetensors file held in memory. On success st describes it and
+   must be released with gpt2rt__st_release; on failure nothing is left allocated. */
+static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what,
+                                      gpt2rt__st *st) {
+    memset(st, 0, sizeof *st);
+    if (len < 8)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: %llu bytes, too short for a safetensors file (at least 8)",
+                            what, (unsigned long long)len);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | buf[i];
+    if (hlen > 100000000u || hlen > len - 8)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu exceeds the %llu bytes after the length "
+                            "field%s", what, (unsigned long long)hlen, (unsigned long long)(len - 8),
+                            hlen > 100000000u ? " (and the 100 MB limit)" : " (truncated file?)");
+    if (hlen < 2) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu is too short", what,
+                                      (unsigned long long)hlen);
+    st->header = (char *)gpt2rt__alloc(&ctx->cfg, (size_t)hlen + 1, GPT2RT_MEM_BOOKKEEPING);
+    if (!st->header) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: header copy of %llu bytes", what,
+                                         (unsigned long long)hlen);
+    memcpy(st->header, buf + 8, (size_t)hlen);
+    st->header[hlen] = 0;
+    st->data = buf + 8 + hlen;
+    st->data_len = len - 8 - hlen;
+    gpt2rt__json j;
+    j.p = j.begin = st->header;
+    j.end = st->header + hlen;
+    j.ctx = ctx;
+    j.what = what;
+    gpt2rt_result r = GPT2RT_OK;
+    if (!gpt2rt__json_eat(&j, '{')) { r = gpt2rt__json_fail(&j, "expected '{' at the start of the header"); goto fail; }
+    if (!gpt2rt__json_eat(&j, '}')) {
+        do {
+            const char *key;
+            if ((r = gpt2rt__json_string(&j, &key)) != GPT2RT_OK) goto fail;
+            if (!gpt2rt__json_eat(&j, ':')) { r = gpt2rt__json_fail(&j, "expected ':'"); goto fail; }
+            if (!strcmp(key, "__metadata__")) {
+                if (!gpt2rt__json_eat(&j, '{')) { r = gpt2rt__json_fail(&j, "expected '{' (__metadata__)"); goto fail; }
+                if (gpt2rt__json_eat(&j, '}')) continue;
+                do {
+                    const char *k, *v;
+                    if ((r = gpt2rt__json_string(&j, &k)) != GPT2RT_OK) goto fail;
+                    if (!gpt2rt__json_eat(&j, ':')) { r = gpt2rt__json_fail(&j, "expected ':'"); goto fail; }
+                    if ((r = gpt2rt__json_string(&j, &v)) != GPT2RT_OK) goto fail;
+                    if (!gpt2rt__grow(ctx, (void **)&st->meta, &st->cap_meta, st->n_meta + 2, sizeof(char *))) {
+                        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: metadata table", what);
+                        goto fail;
+                    }
+                    st->meta[st->n_meta++] = k;
+                    st->meta[st->n_meta++] = v;
+                } while (gpt2rt__json_eat(&j, ','));
+                if (!gpt2rt__json_eat(&j, '}')) { r = gpt2rt__json_fail(&j, "expected '}' (__metadata__)"); goto fail; }
+                continue;
+            }
+            if (!gpt2rt__grow(ctx, (void **)&st->t, &st->cap, st->n, sizeof(gpt2rt__st_tensor))) {
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: tensor table of %d entries", what, st->n);
+                goto fail;
+            }
+            gpt2rt__st_tensor *t = &st->t[st->n];
+            memset(t, 0, sizeof *t);
+            t->name = key;
+            if ((r = gpt2rt__st_tensor_entry(&j, t)) != GPT2RT_OK) goto fail;
+            st->n++;
+        } while (gpt2rt__json_eat(&j, ','));
+        if (!gpt2rt__json_eat(&j, '}')) { r = gpt2rt__json_fail(&j, "expected '}' or ','"); goto fail; }
+    }
+    gpt2rt__json_ws(&j);
+    if (j.p != j.end) { r = gpt2rt__json_fail(&j, "trailing bytes after the header object"); goto fail; }
+    for (int i = 0; i < st->n; i++) {
+        gpt2rt__st_tensor *t = &st->t[i];
+        uint64_t numel = 1;
+        for (int k = 0; k < t->ndim; k++) {
+            if (t->shape[k] && numel > ((uint64_t)1 << 50) / (uint64_t)t->shape[k]) {
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has more than 2^50 elements", what, t->name);
+                goto fail;
+            }
+            numel *= (uint64_t)t->shape[k];
+        }
+        uint64_t bytes = numel * (uint64_t)gpt2rt__dtype_size[t->dtype];
+        if (t->end < t->begin || t->end > st->data_len || t->end - t->begin != bytes) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has data_offsets [%llu, %llu] but needs %llu "
+                             "bytes (%s, %llu elements) within the %llu data bytes%s", what, t->name,
+                             (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)bytes,
+                             gpt2rt__dtype_names[t->dtype], (unsigned long long)numel,
+                             (unsigned long long)st->data_len, t->end > st->data_len ? " (truncated file?)" : "");
+            goto fail;
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(st->t[k].name, t->name)) {
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' appears twice", what, t->name);
+                goto fail;
+            }
+    }
+    return GPT2RT_OK;
+fail:
+    gpt2rt__st_release(ctx, st);
+    return r;
+}
+
+static const gpt2rt__st_tensor *gpt2rt__st_find(const gpt2rt__st *st, const char *name) {
+    for (int i = 0; i < st->n; i++)
+        if (!strcmp(st->t[i].name, name)) return &st->t[i];
+    return NULL;
+}
+
+static const char *gpt2rt__st_meta(const gpt2rt__st *st, const char *key) {
+    for (int i = 0; i + 1 < st->n_meta; i += 2)
+        if (!strcmp(st->meta[i], key)) return st->meta[i + 1];
+    return NULL;
+}
+
+static float gpt2rt__f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
+    if (exp == 31) bits = sign | 0x7F800000u | (man << 13);
+    else if (exp) bits = sign | ((exp + 112) << 23) | (man << 13);
+    else if (!man) bits = sign;
+    else { /* subnormal: renormalise */
+        exp = 113;
+        while (!(man & 1024)) { man <<= 1; exp--; }
+        bits = sign | (exp << 23) | ((man & 1023) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* element i of a F32/F16/BF16 tensor in the file, as float */
+static float gpt2rt__st_get(const unsigned char *src, int dtype, int64_t i) {
+    if (dtype == GPT2RT__F32) { float f; memcpy(&f, src + 4 * i, 4); return f; }
+    uint16_t h;
+    memcpy(&h, src + 2 * i, 2);
+    if (dtype == GPT2RT__F16) return gpt2rt__f16_to_f32(h);
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* ---- writing ---- */
+
+typedef struct gpt2rt__st_out {
+    const char *name;
+    const float *src;       /* (rows, cols) row-major */
+    int64_t rows, cols;
+    int transpose;          /* write (cols, rows) */
+    int ndim;               /* 1: shape (rows*cols); 2: 2-D */
+} gpt2rt__st_out;
+
+static int gpt2rt__ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* JSON-escape s into out (cap bytes); returns the length written */
+static size_t gpt2rt__json_escape(char *out, size_t cap, const char *s) {
+    size_t n = 0;
+    for (; *s && n + 7 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { out[n++] = '\\'; out[n++] = (char)c; }
+        else if (c < 0x20) n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+        else out[n++] = (char)c;
+    }
+    out[n] = 0;
+    return n;
+}
+
+static gpt2rt_result gpt2rt__write_close(gpt2rt_ctx *ctx, FILE *f, const char *tmp, const char *path, int ok) {
+    if (f) {
+        if (fflush(f) != 0 || ferror(f)) ok = 0;
+        if (fclose(f) != 0) ok = 0;
+    }
+    if (!ok) {
+        int e = errno;
+        remove(tmp);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "writing %s failed: %s (nothing was replaced)", path, strerror(e));
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__rename(gpt2rt_ctx *ctx, const char *tmp, const char *path) {
+#ifdef _WIN32
+    remove(path);
+#endif
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        remove(tmp);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "renaming %s to %s failed: %s", tmp, path, strerror(e));
+    }
+    return GPT2RT_OK;
+}
+
+/* Write a safetensors file of F32 tensors to tmp (the caller renames it into place). */
+static gpt2rt_result gpt2rt__st_write(gpt2rt_ctx *ctx, const char *tmp, const char *path, const gpt2rt__st_out *t,
+                                      int n, const char *const *meta, int n_meta) {
+    size_t cap = 256 + (size_t)n * 256;
+    for (int i = 0; i < n_meta; i++) cap += 8 * strlen(meta[i]) + 8;
+    int64_t stage_n = 0;
+    for (int i = 0; i < n; i++)
+        if (t[i].transpose && t[i].rows * t[i].cols > stage_n) stage_n = t[i].rows * t[i].cols;
+    char *h = (char *)gpt2rt__alloc(&ctx->cfg, cap, GPT2RT_MEM_BOOKKEEPING);
+    float *stage = stage_n ? (float *)gpt2rt__alloc(&ctx->cfg, (size_t)stage_n * 4, GPT2RT_MEM_BOOKKEEPING) : NULL;
+    if (!h || (stage_n && !stage)) {
+        gpt2rt__free(&ctx->cfg, h, GPT2RT_MEM_BOOKKEEPING);
+        gpt2rt__free(&ctx->cfg, stage, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "writing %s: %llu bytes of staging", path,
+                            (unsigned long long)(cap + (size_t)stage_n * 4));
+    }
+    size_t hn = 0;
+    hn += (size_t)snprintf(h + hn, cap - hn, "{\"__metadata__\":{");
+    for (int i = 0; i + 1 < n_meta; i += 2) {
+        h[hn++] = '"'; hn += gpt2rt__json_escape(h + hn, cap - hn, meta[i]);
+        hn += (size_t)snprintf(h + hn, cap - hn, "\":\"");
+        hn += gpt2rt__json_escape(h + hn, cap - hn, meta[i + 1]);
+        hn += (size_t)snprintf(h + hn, cap - hn, "\"%s", i + 2 < n_meta ? "," : "");
+    }
+    h[hn++] = '}';
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t bytes = (uint64_t)(t[i].rows * t[i].cols) * 4;
+        if (t[i].ndim == 1)
+            hn += (size_t)snprintf(h + hn, cap - hn, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld],\"data_offsets\":[%llu,%llu]}",
+                                   t[i].name, (long long)(t[i].rows * t[i].cols), (unsigned long long)off,
+                                   (unsigned long long)(off + bytes));
+        else
+            hn += (size_t)snprintf(h + hn, cap - hn, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%llu,%llu]}",
+                                   t[i].name, (long long)(t[i].transpose ? t[i].cols : t[i].rows),
+                                   (long long)(t[i].transpose ? t[i].rows : t[i].cols), (unsigned long long)off,
+                                   (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    h[hn++] = '}';
+    while (hn % 8) h[hn++] = ' '; /* the data starts 8-byte aligned */
+    FILE *f = fopen(tmp, "wb");
+    int ok = f != NULL;
+    if (ok) {
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hn >> (8 * i));
+        ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h, 1, hn, f) == hn;
+    }
+    for (int i = 0; ok && i < n; i++) {
+        size_t cnt = (size_t)(t[i].rows * t[i].cols);
+        const float *src = t[i].src;
+        if (t[i].transpose) {
+            for (int64_t r = 0; r < t[i].rows; r++)
+                for (int64_t c = 0; c < t[i].cols; c++) stage[c * t[i].rows + r] = src[r * t[i].cols + c];
+            src = stage;
+        }
+        ok = fwrite(src, 4, cnt, f) == cnt;
+    }
+    gpt2rt__free(&ctx->cfg, h, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, stage, GPT2RT_MEM_BOOKKEEPING);
+    return gpt2rt__write_close(ctx, f, tmp, path, ok);
+}
+
+static gpt2rt_result gpt2rt__read_file(gpt2rt_ctx *ctx, const char *path, unsigned char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot find the size of %s (not a regular file?)", path);
+    }
+    unsigned char *buf = (unsigned char *)gpt2rt__alloc(&ctx->cfg, (size_t)size + 1, GPT2RT_MEM_BOOKKEEPING);
+    if (!buf) {
+        fclose(f);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "reading %s: %ld bytes", path, size);
+    }
+    size_t got = fread(buf, 1, (size_t)size, f);
+    fclose(f);
+    if (got != (size_t)size) {
+        gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "reading %s: got %llu of %ld bytes", path, (unsigned long long)got, size);
+    }
+    *out = buf;
+    *len = (size_t)size;
+    return GPT2RT_OK;
+}
+
+static void gpt2rt__reset_training(gpt2rt_ctx *ctx);
+
+static const gpt2rt__tensor *gpt2rt__tensor_named(const gpt2rt_ctx *ctx, const char *name) {
+    for (int i = 0; i < ctx->n_tensors; i++)
+        if (!strcmp(ctx->tensors[i].name, name)) return &ctx->tensors[i];
+    return NULL;
+}
+
+/* the Hugging Face shape of a tensor: (rows) | (hf_rows, cols) | transposed (cols, rows) */
+static void gpt2rt__hf_shape(const gpt2rt__tensor *t, int64_t shape[2]) {
+    shape[0] = t->ndim == 1 ? t->rows : t->transpose ? t->cols : t->hf_rows;
+    shape[1] = t->ndim == 1 ? 1 : t->transpose ? t->rows : t->cols;
+}
+
+/* Load Hugging Face GPT-2 weights from a safetensors image in memory. Checks
+   everything first, then copies: a failure leaves the weights untouched. */
+static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__st_tensor **src = (const gpt2rt__st_tensor **)gpt2rt__alloc(
+        &ctx->cfg, (size_t)ctx->n_tensors * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
+    if (!src) { gpt2rt__st_release(ctx, &st); return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: table", what); }
+    const size_t plen = strlen("transformer.");
+    for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        const gpt2rt__st_tensor *e = gpt2rt__st_find(&st, t->name);
+        if (!e) e = gpt2rt__st_find(&st, t->name + plen); /* the original GPT-2 files have no prefix */
+        src[i] = e;
+        int64_t want[2];
+        gpt2rt__hf_shape(t, want);
+        if (!e) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' (or '%s') is missing; the file has %d tensors%s%s",
+                             what, t->name, t->name + plen, st.n, st.n ? ", the first is " : "", st.n ? st.t[0].name : "");
+        } else if (e->dtype != GPT2RT__F32 && e->dtype != GPT2RT__F16 && e->dtype != GPT2RT__BF16) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, F16 or BF16 expected", what,
+                             e->name, gpt2rt__dtype_names[e->dtype]);
+        } else {
+            int is_wpe = i == 1;
+            int ok = e->ndim == t->ndim && e->shape[0] == want[0] && (t->ndim == 1 || e->shape[1] == want[1]);
+            if (is_wpe && e->ndim == 2 && e->shape[1] == want[1] && e->shape[0] >= want[0]) ok = 1;
+            if (!ok) {
+                char got[128];
+                int gn = snprintf(got, sizeof got, "(");
+                for (int k = 0; k < e->ndim && gn < 100; k++) gn += snprintf(got + gn, sizeof got - (size_t)gn, "%s%lld", k ? ", " : "", (long long)e->shape[k]);
+                snprintf(got + gn, sizeof got - (size_t)gn, ")");
+                if (t->ndim == 1)
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld)",
+                                     what, e->name, got, (long long)want[0]);
+                else
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld, %lld)%s",
+                                     what, e->name, got, (long long)want[0], (long long)want[1],
+                                     is_wpe ? " (or more positions)" : "");
+            }
+        }
+    }
+    if (r == GPT2RT_OK) {
+        int ignored_layers = 0, unknown = 0;
+        for (int k = 0; k < st.n; k++) {
+            const char *nm = st.t[k].name, *base = strncmp(nm, "transformer.", plen) ? nm : nm + plen;
+            char full[128];
+            snprintf(full, sizeof full, "transformer.%s", base);
+            int layer = -1;
+            if (gpt2rt__tensor_named(ctx, full) || gpt2rt__ends_with(base, ".attn.bias") ||
+                gpt2rt__ends_with(base, ".attn.masked_bias") || !strcmp(base, "lm_head.weight") ||
+                !strcmp(nm, "lm_head.weight"))
+                continue;
+            if (sscanf(base, "h.%d.", &layer) == 1 && layer >= ctx->d.L) ignored_layers++;
+            else if (unknown++ < 4) gpt2rt__log(ctx, GPT2RT_LOG_WARN, "%s: ignoring unknown tensor '%s'", what, nm);
+        }
+        if (ignored_layers)
+            gpt2rt__log(ctx, GPT2RT_LOG_INFO, "%s: loaded the first %lld layers; %d tensors of deeper layers ignored",
+                        what, (long long)ctx->d.L, ignored_layers);
+        for (int i = 0; i < ctx->n_tensors; i++) {
+            const gpt2rt__tensor *t = &ctx->tensors[i];
+            const gpt2rt__st_tensor *e = src[i];
+            const unsigned char *p = st.data + e->begin;
+            float *dst = ctx->params + t->off;
+            if (t->transpose) {
+                for (int64_t row = 0; row < t->rows; row++)
+                    for (int64_t c = 0; c < t->cols; c++) dst[row * t->cols + c] = gpt2rt__st_get(p, e->dtype, c * t->rows + row);
+            } else {
+                int64_t n = t->hf_rows * t->cols;
+                for (int64_t j = 0; j < n; j++) dst[j] = gpt2rt__st_get(p, e->dtype, j);
+                if (t->rows > t->hf_rows) memset(dst + n, 0, (size_t)((t->rows - t->hf_rows) * t->cols) * 4);
+            }
+        }
+        gpt2rt__reset_training(ctx);
+    }
+    gpt2rt__free(&ctx->cfg, (void *)src, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__st_release(ctx, &st);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
+    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_weights_load: the context failed to create");
+    if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
+    char file[4096];
+    if (snprintf(file, sizeof file, gpt2rt__ends_with(path, ".safetensors") ? "%s" : "%s/model.safetensors", path) >=
+        (int)sizeof file)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path longer than %d bytes",
+                            (int)sizeof file - 20);
+    unsigned char *buf;
+    size_t len;
+    gpt2rt_result r = gpt2rt__read_file(ctx, file, &buf, &len);
+    if (r != GPT2RT_OK) return r;
+    r = gpt2rt__weights_load_mem(ctx, buf, len, file);
+    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
+}
+
+static int gpt2rt__mkdir(const char *dir) {
+#ifdef _WIN32
+    int rc = _mkdir(dir);
+#else
+    int rc = mkdir(dir, 0777);
+#endif
+    return rc == 0 || errno == EEXIST;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
+    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_weights_save: the context failed to create");
+    if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
+    if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
+    char path[4200], tmp[4200], cpath[4200], ctmp[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(tmp, sizeof tmp, "%s/model.safetensors.tmp", dir);
+    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    snprintf(ctmp, sizeof ctmp, "%s/config.json.tmp", dir);
+    gpt2rt__st_out *outs = (gpt2rt__st_out *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__st_out),
+                                                           GPT2RT_MEM_BOOKKEEPING);
+    if (!outs) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_weights_save: table");
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        outs[i].name = t->name;
+        outs[i].src = ctx->params + t->off;
+        outs[i].rows = t->hf_rows;
+        outs[i].cols = t->cols;
+        outs[i].transpose = t->transpose;
+        outs[i].ndim = t->ndim;
+    }
+    const char *meta[2] = {"format", "pt"}; /* transformers requires it */
+    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, ctx->n_tensors, meta, 2);
+    gpt2rt__free(&ctx->cfg, outs, GPT2RT_MEM_BOOKKEEPING);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__dims *d = &ctx->d;
+    FILE *f = fopen(ctmp, "wb");
+    int ok = f && fprintf(f,
+        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+        "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
+        "  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
+        "  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
+        "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+        "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
+        "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
+        "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
+        (long long)d->V, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
+        (long long)(d->V - 1), (long long)(d->V - 1)) > 0;
+    if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
+    if ((r = gpt2rt__rename(ctx, tmp, path)) != GPT2RT_OK) { remove(ctmp); return r; }
+    return gpt2rt__rename(ctx, ctmp, cpath);
+}
+
+/* ---- training state: weights, moments, step and RNG in one safetensors file ---- */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
+    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: the context failed to create");
+    if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
+                            "save between optimizer steps");
+    const gpt2rt__dims *d = &ctx->d;
+    char v[8][32], tmp[4200];
+    snprintf(v[0], 32, "%lld", (long long)d->L); snprintf(v[1], 32, "%lld", (long long)d->NH);
+    snprintf(v[2], 32, "%lld", (long long)d->C); snprintf(v[3], 32, "%lld", (long long)d->V);
+    snprintf(v[4], 32, "%lld", (long long)d->Vp); snprintf(v[5], 32, "%lld", (long long)d->P);
+    snprintf(v[6], 32, "%lld", (long long)ctx->step); snprintf(v[7], 32, "%llu", (unsigned long long)ctx->rng);
+    const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
+                          "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7]};
+    gpt2rt__st_out outs[3];
+    const char *names[3] = {"params", "adam_m", "adam_v"};
+    const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
+    for (int i = 0; i < 3; i++) {
+        outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = ctx->n_params; outs[i].cols = 1;
+        outs[i].transpose = 0; outs[i].ndim = 1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, (int)(sizeof meta / sizeof meta[0]));
+    if (r != GPT2RT_OK) return r;
+    return gpt2rt__rename(ctx, tmp, path);
+}
+
+static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__dims *d = &ctx->d;
+    const char *fmt = gpt2rt__st_meta(&st, "format");
+    const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len"};
+    int64_t want[6] = {d->L, d->NH, d->C, d->V, d->Vp, d->P};
+    const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
+                                     gpt2rt__st_find(&st, "adam_v")};
+    const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
+    if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
+                         "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
+    for (int i = 0; i < 6 && r == GPT2RT_OK; i++) {
+        const char *s = gpt2rt__st_meta(&st, keys[i]);
+        if (!s || strtoll(s, NULL, 10) != want[i])
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s, this context has %lld", what, keys[i],
+                             s ? s : "(missing)", (long long)want[i]);
+    }
+    for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
+        if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != ctx->n_params)
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' must be F32 of shape (%lld)%s", what,
+                             i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v", (long long)ctx->n_params,
+                             e[i] ? "" : " and is missing");
+    if (r == GPT2RT_OK && (!step_s || !rng_s))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata lacks step or rng", what);
+    if (r == GPT2RT_OK) {
+        gpt2rt__reset_training(ctx);
+        memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
+        memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_params * 4);
+        memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_params * 4);
+        ctx->step = strtoll(step_s, NULL, 10);
+        ctx->rng = strtoull(rng_s, NULL, 10);
+    }
+    gpt2rt__st_release(ctx, &st);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
+    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_load: the context failed to create");
+    if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
+    unsigned char *buf;
+    size_t len;
+    gpt2rt_result r = gpt2rt__read_file(ctx, path, &buf, &len);
+    if (r != GPT2RT_OK) return r;
+    r = gpt2rt__state_load_mem(ctx, buf, len, path);
+    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
+}
+
+/* ---- parameters by name, in the Hugging Face layout ---- */
+
+GPT2RT_DEF int gpt2rt_param_count(const gpt2rt_ctx *ctx) { return ctx && !ctx->failed ? ctx->n_tensors : 0; }
+
+GPT2RT_DEF gpt2rt_result gpt2rt_param_info_get(const gpt2rt_ctx *ctx, int index, gpt2rt_param_info *info) {
+    if (!ctx || !info || ctx->failed || index < 0 || index >= ctx->n_tensors) return GPT2RT_ERR_INVALID_ARGUMENT;
+    const gpt2rt__tensor *t = &ctx->tensors[index];
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", t->name);
+    info->ndim = t->ndim;
+    gpt2rt__hf_shape(t, info->shape);
+    if (t->ndim == 1) info->shape[1] = 0;
+    info->numel = t->hf_rows * t->cols;
+    info->group = t->group;
+    info->decay = t->decay;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__param_access(gpt2rt_ctx *ctx, const char *fn, const char *name, int64_t count,
+                                          const void *buf, const gpt2rt__tensor **out) {
+    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: the context failed to create", fn);
+    const gpt2rt__tensor *t = name ? gpt2rt__tensor_named(ctx, name) : NULL;
+    if (!t) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: no parameter named '%s'", fn, name ? name : "(null)");
+    if (!buf || count != t->hf_rows * t->cols)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements, the buffer %lld", fn, name,
+                            (long long)(t->hf_rows * t->cols), (long long)count);
+    *out = t;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gpt2rt_param_what what, float *dst,
+                                           int64_t count) {
+    const gpt2rt__tensor *t;
+    gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
+    if (r != GPT2RT_OK) return r;
+    const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
+                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
+    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    const float *s = base + t->off;
+    if (t->transpose) {
+        for (int64_t r0 = 0; r0 < t->rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++) dst[c * t->rows + r0] = s[r0 * t->cols + c];
+    } else memcpy(dst, s, (size_t)count * sizeof(float));
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src, int64_t count) {
+    const gpt2rt__tensor *t;
+    gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
+    if (r != GPT2RT_OK) return r;
+    float *d = ctx->params + t->off;
+    if (t->transpose) {
+        for (int64_t r0 = 0; r0 < t->rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
+    } else memcpy(d, src, (size_t)count * sizeof(float));
+    ctx->have_logits = ctx->have_loss = 0;
+    return GPT2RT_OK;
+}
+
+/* ==== SECTION: CPU ops ==================================================== */
+/* Each op is a pair *_forward / *_backward with shapes next to the arguments.
+   Every loop that reduces does so in an order fixed by the shapes alone, so the
+   results do not depend on the thread count. nt: threads. */
+
+/* ---- matrix product ---- */
+/* C (M,N) (+)= op(A) (M,K) op(B) (K,N) (+ bias (N)), row-major; see kernels/cpu_matmul.c */
+static size_t gpt2rt__sgemm_workspace_bytes(int n_threads) { (void)n_threads; return 0; }
+static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, const float *bias,
+                          int accumulate, float *C, int64_t ldc, void *workspace, int nt) {
+    (void)workspace;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++) {
+            float s = 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                float a = trans_a ? A[k * lda + m] : A[m * lda + k];
+                float b = trans_b ? B[n * ldb + k] : B[k * ldb + n];
+                s += a * b;
+            }
+            if (bias) s += bias[n];
+            C[m * ldc + n] = accumulate ? C[m * ldc + n] + s : s;
+        }
+    }
+}
+
+/* out (BT,OC) = inp (BT,IC) W^T + b;  W (OC,IC), b (OC) or NULL */
+static void gpt2rt__matmul_forward(float *out, const float *inp, const float *w, const float *b,
+                                   int64_t BT, int64_t IC, int64_t OC, void *ws, int nt) {
+    gpt2rt__sgemm(0, 1, BT, OC, IC, inp, IC, w, IC, b, 0, out, OC, ws, nt);
+}
+
+/* dinp (BT,IC) = dout W;  dw (OC,IC) += dout^T inp;  db (OC) += sum over rows of dout */
+static void gpt2rt__matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                    const float *w, int64_t BT, int64_t IC, int64_t OC, void *ws, int nt) {
+    gpt2rt__sgemm(0, 0, BT, IC, OC, dout, OC, w, IC, NULL, 0, dinp, IC, ws, nt);
+    gpt2rt__sgemm(1, 0, OC, IC, BT, dout, OC, inp, IC, NULL, 1, dw, IC, ws, nt);
+    if (!db) return;
+    /* column sums: threads own column blocks, rows are summed in order */
+    int64_t nblk = (OC + 63) / 64;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
+        float acc[64];
+        for (int64_t o = o0; o < o1; o++) acc[o - o0] = 0.0f;
+        for (int64_t r = 0; r < BT; r++) {
+            const float *row = dout + r * OC;
+            for (int64_t o = o0; o < o1; o++) acc[o - o0] += row[o];
+        }
+        for (int64_t o = o0; o < o1; o++) db[o] += acc[o - o0];
+    }
+}
+
+/* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
+static float gpt2rt__dot(const float *a, const float *b, int64_t n) {
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
+    float s = 0.0f;
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int j = 0; j < 16; j += 2) s += acc[j] + acc[j + 1];
+    return s;
+}
+
+static void gpt2rt__axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* ---- embeddings ---- */
+/* out (B,T,C) = wte[tokens] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (P,C) */
+static void gpt2rt__encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                                    int64_t B, int64_t T, int64_t C, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        const float *te = wte + (int64_t)tokens[bt] * C, *pe = wpe + (bt % T) * C;
+        float *o = out + bt * C;
+        for (int64_t c = 0; c < C; c++) o[c] = te[c] + pe[c];
+    }
+}
+
+/* dwte (Vp,C) += scatter of dout by token; dwpe (P,C) += dout summed over the batch.
+   Threads own column blocks and walk the tokens in order: deterministic. */
+static void gpt2rt__encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                     int64_t B, int64_t T, int64_t C, int nt) {
+    int64_t nblk = (C + 15) / 16;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int64_t bt = 0; bt < B * T; bt++) {
+            const float *d = dout + bt * C;
+            float *te = dwte + (int64_t)tokens[bt] * C, *pe = dwpe + (bt % T) * C;
+            for (int64_t c = c0; c < c1; c++) { te[c] += d[c]; pe[c] += d[c]; }
+        }
+    }
+}
+
+/* ---- LayerNorm (eps 1e-5, biased variance) ---- */
+/* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
+static void gpt2rt__layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                      const float *b, int64_t N, int64_t C, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        const float *x = inp + i * C;
+        float m = 0.0f;
+        for (int64_t c = 0; c < C; c++) m += x[c];
+        m /= (float)C;
+        float v = 0.0f;
+        for (int64_t c = 0; c < C; c++) { float dx = x[c] - m; v += dx * dx; }
+        v /= (float)C;
+        float s = 1.0f / sqrtf(v + 1e-5f);
+        float *o = out + i * C;
+        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = s;
+    }
+}
+
+/* dinp (N,C) +=, dw (C) +=, db (C) += from dout (N,C) and the forward's inp, mean, rstd */
+static void gpt2rt__layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                       const float *w, const float *mean, const float *rstd,
+                                       int64_t N, int64_t C, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        const float *x = inp + i * C, *g = dout + i * C;
+        float m = mean[i], s = rstd[i];
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        for (int64_t c = 0; c < C; c++) {
+            float dnorm = w[c] * g[c];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * (x[c] - m) * s;
+        }
+        dnorm_mean /= (float)C;
+        dnorm_norm_mean /= (float)C;
+        float *dx = dinp + i * C;
+        for (int64_t c = 0; c < C; c++) {
+            float norm = (x[c] - m) * s;
+            dx[c] += (w[c] * g[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+    int64_t nblk = (C + 15) / 16;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
+        float aw[16] = {0}, ab[16] = {0};
+        for (int64_t i = 0; i < N; i++) {
+            const float *x = inp + i * C, *g = dout + i * C;
+            float m = mean[i], s = rstd[i];
+            for (int64_t c = c0; c < c1; c++) { aw[c - c0] += (x[c] - m) * s * g[c]; ab[c - c0] += g[c]; }
+        }
+        for (int64_t c = c0; c < c1; c++) { dw[c] += aw[c - c0]; db[c] += ab[c - c0]; }
+    }
+}
+
+/* ---- causal self-attention ---- */
+/* Never stores the (T,T) probabilities: the forward keeps each softmax row's
+   log-sum-exp, the backward recomputes the scores from q and k.
+   out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
+static void gpt2rt__attention_forward(float *out, float *lse, const float *qkv, float *scratch,
+                                      int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
+    int64_t HS = C / NH, C3 = 3 * C, rows = B * NH * T;
+    float scale = 1.0f / sqrtf((float)HS);
+    GPT2RT__PARALLEL_FOR_RR(nt)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
+        float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
+        const float *q = qkv + (b * T + t) * C3 + h * HS;
+        float mx = -INFINITY;
+        for (int64_t s = 0; s <= t; s++) {
+            const float *k = qkv + (b * T + s) * C3 + C + h * HS;
+            sc[s] = gpt2rt__dot(q, k, HS) * scale;
+            if (sc[s] > mx) mx = sc[s];
+        }
+        float sum = 0.0f;
+        for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+        float inv = 1.0f / sum;
+        float *y = out + (b * T + t) * C + h * HS;
+        for (int64_t i = 0; i < HS; i++) y[i] = 0.0f;
+        for (int64_t s = 0; s <= t; s++) gpt2rt__axpy(y, sc[s] * inv, qkv + (b * T + s) * C3 + 2 * C + h * HS, HS);
+        lse[(b * NH + h) * T + t] = mx + logf(sum);
+    }
+}
+
+/* dqkv (B,T,3C) = (overwritten) from dout (B,T,C), the forward's qkv and lse.
+   One (b,h) per task: dk and dv of a head are summed over t in order. */
+static void gpt2rt__attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                                       float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
+    int64_t HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t bh = 0; bh < B * NH; bh++) {
+        int64_t b = bh / NH, h = bh % NH;
+        float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
+        for (int64_t t = 0; t < T; t++) {
+            float *d = dqkv + (b * T + t) * C3 + h * HS;
+            for (int64_t i = 0; i < HS; i++) d[i] = d[C + i] = d[2 * C + i] = 0.0f;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            const float *q = qkv + (b * T + t) * C3 + h * HS;
+            const float *dy = dout + (b * T + t) * C + h * HS;
+            float l = lse[(b * NH + h) * T + t], dsum = 0.0f;
+            for (int64_t s = 0; s <= t; s++) {
+                const float *k = qkv + (b * T + s) * C3 + C + h * HS;
+                const float *v = k + C;
+                p[s] = expf(gpt2rt__dot(q, k, HS) * scale - l);
+                ds[s] = gpt2rt__dot(dy, v, HS); /* dP */
+                dsum += p[s] * ds[s];
+            }
+            float *dq = dqkv + (b * T + t) * C3 + h * HS;
+            for (int64_t s = 0; s <= t; s++) {
+                float g = p[s] * (ds[s] - dsum) * scale; /* dScore, scaled */
+                float *dk = dqkv + (b * T + s) * C3 + C + h * HS;
+                gpt2rt__axpy(dq, g, qkv + (b * T + s) * C3 + C + h * HS, HS);
+                gpt2rt__axpy(dk, g, q, HS);
+                gpt2rt__axpy(dk + C, p[s], dy, HS); /* dv */
+            }
+        }
+    }
+}
+
+/* ---- GELU, tanh form ---- */
+#define GPT2RT__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+/* out (N) = gelu(inp (N)) */
+static void gpt2rt__gelu_forward(float *out, const float *inp, int64_t N, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GPT2RT__GELU_K * (x + 0.044715f * x * x * x)));
+    }
+}
+
+/* dinp (N) = gelu'(inp) * dout; dinp may alias dout */
+static void gpt2rt__gelu_backward(float *dinp, const float *inp, const float *dout, int64_t N, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GPT2RT__GELU_K * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GPT2RT__GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = g * dout[i];
+    }
+}
+
+/* y (N) += x (N) */
+static void gpt2rt__residual_add(float *y, const float *x, int64_t N, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) y[i] += x[i];
+}
+
+/* ---- cross-entropy over the first V of Vp logits ---- */
+/* losses (BT) and lse (BT) from logits (BT,Vp) and targets (BT) (negative: ignored).
+   Returns the mean loss over the counted targets; *count gets their number. */
+static float gpt2rt__crossentropy_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
+                                          int64_t BT, int64_t V, int64_t Vp, int64_t *count, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < BT; i++) {
+        const float *x = logits + i * Vp;
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+        float sum = 0.0f;
+        for (int64_t v = 0; v < V; v++) sum += expf(x[v] - mx);
+        lse[i] = mx + logf(sum);
+        losses[i] = targets[i] >= 0 ? lse[i] - x[targets[i]] : 0.0f;
+    }
+    double total = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < BT; i++)
+        if (targets[i] >= 0) { total += losses[i]; n++; }
+    *count = n;
+    return n ? (float)(total / (double)n) : 0.0f;
+}
+
+/* logits (BT,Vp) become dlogits in place: (softmax - onehot) * dloss; padded
+   columns and ignored rows get 0 */
+static void gpt2rt__crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
+                                          float dloss, int64_t BT, int64_t V, int64_t Vp, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < BT; i++) {
+        float *x = logits + i * Vp;
+        if (targets[i] < 0) { memset(x, 0, (size_t)Vp * sizeof(float)); continue; }
+        float l = lse[i];
+        for (int64_t v = 0; v < V; v++) x[v] = expf(x[v] - l) * dloss;
+        x[targets[i]] -= dloss;
+        for (int64_t v = V; v < Vp; v++) x[v] = 0.0f;
+    }
+}
+
+/* ==== SECTION: model ====================================================== */
+
+static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t BT = d->BT, C = d->C;
+    int nt = d->nt;
+    void *ws = ctx->gemm_ws;
+    gpt2rt__encoder_forward(ctx->x0, ctx->inputs, ctx->params + ctx->tensors[0].off,
+                            ctx->params + ctx->tensors[1].off, d->B, d->T, C, nt);
+    const float *res = ctx->x0;
+    for (int64_t l = 0; l < d->L; l++) {
+        gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, l);
+        gpt2rt__layer_acts a = gpt2rt__lacts(ctx, l);
+        gpt2rt__layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
+        gpt2rt__matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
+        gpt2rt__attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+        gpt2rt__matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
+        gpt2rt__residual_add(a.res2, res, BT * C, nt);
+        gpt2rt__layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+        gpt2rt__matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
+        gpt2rt__gelu_forward(a.fch_gelu, a.fch, BT * 4 * C, nt);
+        gpt2rt__matmul_forward(a.res3, a.fch_gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
+        gpt2rt__residual_add(a.res3, a.res2, BT * C, nt);
+        res = a.res3;
+    }
+    const gpt2rt__tensor *lnf = ctx->tensors + ctx->n_tensors - 2;
+    gpt2rt__layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, ctx->params + lnf[0].off,
+                              ctx->params + lnf[1].off, BT, C, nt);
+    gpt2rt__matmul_forward(ctx->logits, ctx->lnf, ctx->params + ctx->tensors[0].off, NULL, BT, C, d->Vp, ws, nt);
+}
+
+/* gradients of mean loss over the counted targets, accumulated into ctx->grads */
+static void gpt2rt__model_backward(gpt2rt_ctx *ctx) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t BT = d->BT, C = d->C, L = d->L;
+    int nt = d->nt;
+    void *ws = ctx->gemm_ws;
+    float *P = ctx->params, *G = ctx->grads;
+    const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
+    float dloss = ctx->n_targets ? 1.0f / (float)ctx->n_targets : 0.0f;
+
+    gpt2rt__crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
+    /* LM head (tied): dlnf -> dbuf */
+    gpt2rt__matmul_backward(ctx->dbuf, G + wte->off, NULL, ctx->logits, ctx->lnf, P + wte->off, BT, C, d->Vp, ws, nt);
+    const float *res_last = L ? gpt2rt__lacts(ctx, L - 1).res3 : ctx->x0;
+    memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
+    gpt2rt__layernorm_backward(ctx->dres, G + lnf[0].off, G + lnf[1].off, ctx->dbuf, res_last, P + lnf[0].off,
+                               ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt);
+    for (int64_t l = L - 1; l >= 0; l--) {
+        gpt2rt__layer_params p = gpt2rt__lparams(ctx, P, l), g = gpt2rt__lparams(ctx, G, l);
+        gpt2rt__layer_acts a = gpt2rt__lacts(ctx, l);
+        const float *res_in = l ? gpt2rt__lacts(ctx, l - 1).res3 : ctx->x0;
+        /* MLP; dres holds d(res3) */
+        gpt2rt__matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, a.fch_gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
+        gpt2rt__gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
+        gpt2rt__matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, a.ln2, p.fcw, BT, C, 4 * C, ws, nt);
+        gpt2rt__layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
+                                   BT, C, nt);
+        /* attention; dres holds d(res2) */
+        gpt2rt__matmul_backward(ctx->dbuf, g.projw, g.projb, ctx->dres, a.atty, p.projw, BT, C, C, ws, nt);
+        gpt2rt__attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+        gpt2rt__matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, a.ln1, p.qkvw, BT, C, 3 * C, ws, nt);
+        gpt2rt__layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd,
+                                   BT, C, nt);
+    }
+    gpt2rt__encoder_backward(G + wte->off, G + wpe->off, ctx->dres, ctx->inputs, d->B, d->T, C, nt);
+}
+
+/* ==== SECTION: optimizer ================================================== */
+
+#define GPT2RT__NORM_CHUNK 65536
+static int64_t gpt2rt__norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
+
+/* global L2 norm of the gradients; fixed chunks summed in order: deterministic */
+static float gpt2rt__grad_norm(gpt2rt_ctx *ctx) {
+    int64_t n = ctx->n_params, nch = gpt2rt__norm_chunks(n);
+    const float *g = ctx->grads;
+    double *parts = ctx->norm_parts;
+    GPT2RT__PARALLEL_FOR(ctx->d.nt)
+    for (int64_t ch = 0; ch < nch; ch++) {
+        int64_t i0 = ch * GPT2RT__NORM_CHUNK, i1 = i0 + GPT2RT__NORM_CHUNK < n ? i0 + GPT2RT__NORM_CHUNK : n;
+        double s = 0.0;
+        for (int64_t i = i0; i < i1; i++) s += (double)g[i] * (double)g[i];
+        parts[ch] = s;
+    }
+    double s = 0.0;
+    for (int64_t ch = 0; ch < nch; ch++) s += parts[ch];
+    return (float)sqrt(s);
+}
+
+static float gpt2rt__lr_at(const gpt2rt_config *c, int64_t s) {
+    double lr = c->lr;
+    if (s < c->warmup_steps) return (float)(lr * (double)(s + 1) / (double)c->warmup_steps);
+    if (c->total_steps == 0) return (float)lr;
+    double span = c->total_steps - c->warmup_steps > 1 ? (double)(c->total_steps - c->warmup_steps) : 1.0;
+    double r = (double)(s - c->warmup_steps) / span;
+    if (r > 1.0) r = 1.0;
+    double lr_min = lr * c->min_lr_frac;
+    return (float)(lr_min + 0.5 * (1.0 + cos(GPT2RT__PI * r)) * (lr - lr_min));
+}
+
+/* AdamW as torch.optim.AdamW, gradients scaled by clip_coef, then zeroed */
+static void gpt2rt__adamw(gpt2rt_ctx *ctx, float lr, float clip_coef) {
+    const gpt2rt_config *c = &ctx->cfg;
+    int64_t t = ctx->step + 1;
+    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    float step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
+    float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *tn = &ctx->tensors[i];
+        float *p = ctx->params + tn->off, *g = ctx->grads + tn->off, *m = ctx->m + tn->off, *v = ctx->v + tn->off;
+        float decay = tn->decay ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
+        int64_t n = tn->rows * tn->cols;
+        GPT2RT__PARALLEL_FOR(ctx->d.nt)
+        for (int64_t j = 0; j < n; j++) {
+            float gj = g[j] * clip_coef;
+            g[j] = 0.0f;
+            float pj = p[j] * decay;
+            float mj = m[j] + (1.0f - b1) * (gj - m[j]);
+            float vj = v[j] * b2 + (1.0f - b2) * gj * gj;
+            m[j] = mj;
+            v[j] = vj;
+            p[j] = pj - step_size * (mj / (sqrtf(vj) / bc2_sqrt + eps));
+        }
+    }
+}
+
+/* ==== SECTION: context ==================================================== */
+
+/* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
+   result does not depend on the thread count */
+static void gpt2rt__init_normal(float *x, int64_t n, float std, uint64_t seed, int nt) {
+    int64_t nch = (n + 4095) / 4096;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t ch = 0; ch < nch; ch++) {
+        uint64_t s = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(ch + 1));
+        gpt2rt__rng_next(&s);
+        int64_t i1 = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
+        for (int64_t i = ch * 4096; i < i1; i += 2) {
+            double u1 = gpt2rt__rng_uniform(&s), u2 = gpt2rt__rng_uniform(&s);
+            double r = sqrt(-2.0 * log(u1)) * std;
+            x[i] = (float)(r * cos(2.0 * GPT2RT__PI * u2));
+            if (i + 1 < i1) x[i + 1] = (float)(r * sin(2.0 * GPT2RT__PI * u2));
+        }
+    }
+}
+
+static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
+    float resid_std = 0.02f / sqrtf(2.0f * (float)ctx->d.L);
+    uint64_t s = ctx->cfg.seed;
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        float *p = ctx->params + t->off;
+        int64_t n = t->rows * t->cols;
+        uint64_t ts = gpt2rt__rng_next(&s);
+        if (t->ndim == 2) {
+            int k = i >= 2 ? (i - 2) % GPT2RT__PER_LAYER : -1;
+            int resid = k == GPT2RT__PROJW || k == GPT2RT__FCPROJW;
+            gpt2rt__init_normal(p, t->hf_rows * t->cols, resid ? resid_std : 0.02f, ts, ctx->d.nt);
+            if (t->hf_rows < t->rows) memset(p + t->hf_rows * t->cols, 0, (size_t)((t->rows - t->hf_rows) * t->cols) * 4);
+        } else {
+            int is_weight = strstr(t->name, ".weight") != NULL;
+            for (int64_t j = 0; j < n; j++) p[j] = is_weight ? 1.0f : 0.0f;
+        }
+    }
+    ctx->rng = s;
+}
+
+static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
+    memset(ctx->grads, 0, (size_t)ctx->n_params * sizeof(float));
+    memset(ctx->m, 0, (size_t)ctx->n_params * 2 * sizeof(float));
+    ctx->step = 0;
+    ctx->have_logits = ctx->have_loss = ctx->grads_pending = 0;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *config) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    gpt2rt_config hooks;
+    memset(&hooks, 0, sizeof hooks);
+    if (config && config->alloc && config->free) {
+        hooks.alloc = config->alloc; hooks.free = config->free; hooks.alloc_user = config->alloc_user;
+    }
+    gpt2rt_ctx *ctx = (gpt2rt_ctx *)gpt2rt__alloc(&hooks, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    if (!ctx) return GPT2RT_ERR_OUT_OF_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->cfg = hooks;
+    ctx->failed = 1;
+    *out = ctx;
+    if (!config) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: config is NULL");
+    if (config->log) { ctx->cfg.log = config->log; ctx->cfg.log_user = config->log_user; }
+
+    gpt2rt_memory_plan plan;
+    gpt2rt_result r = gpt2rt_plan(config, &plan);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", plan.error);
+    ctx->cfg = plan.config;
+    ctx->d = gpt2rt__dims_of(&ctx->cfg);
+    if (ctx->cfg.memory_budget && plan.total[0] > ctx->cfg.memory_budget) {
+        char table[2048];
+        gpt2rt_plan_format(&plan, table, sizeof table);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY,
+                            "gpt2rt_create: the plan needs %llu bytes (%.1f MiB), memory_budget is %llu bytes "
+                            "(%.1f MiB):\n%s", (unsigned long long)plan.total[0], (double)plan.total[0] / 1048576.0,
+                            (unsigned long long)ctx->cfg.memory_budget,
+                            (double)ctx->cfg.memory_budget / 1048576.0, table);
+    }
+    if (plan.total[0] > (uint64_t)SIZE_MAX)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the plan needs %llu bytes, more than "
+                            "this machine can address", (unsigned long long)plan.total[0]);
+
+    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL);
+    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                   GPT2RT_MEM_BOOKKEEPING);
+    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
+    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan.bytes[0][i];
+        if (!b) continue;
+        ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
+        if (!ctx->arena[i]) {
+            char table[2048];
+            gpt2rt_plan_format(&plan, table, sizeof table);
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY,
+                                "gpt2rt_create: allocating %llu bytes (%.1f MiB) for %s failed; the whole plan:\n%s",
+                                (unsigned long long)b, (double)b / 1048576.0, gpt2rt_mem_name((gpt2rt_mem)i), table);
+        }
+        ctx->arena_bytes[i] = b;
+    }
+    uint64_t check[GPT2RT_MEM_COUNT];
+    gpt2rt__layout(&ctx->d, check, ctx);
+    gpt2rt__init_params(ctx);
+    gpt2rt__reset_training(ctx);
+    ctx->failed = 0;
+    gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)",
+                (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
+    if (!ctx) return;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
+    gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt_config hooks = ctx->cfg;
+    gpt2rt__free(&hooks, ctx, GPT2RT_MEM_BOOKKEEPING);
+}
+
+GPT2RT_DEF const char *gpt2rt_last_error(const gpt2rt_ctx *ctx) {
+    if (!ctx) return "no context (allocating the context itself failed)";
+    return ctx->error;
+}
+
+GPT2RT_DEF gpt2rt_config gpt2rt_config_get(const gpt2rt_ctx *ctx) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    if (ctx) c = ctx->cfg;
+    return c;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
+    if (!ctx || !plan) return GPT2RT_ERR_INVALID_ARGUMENT;
+    memset(plan, 0, sizeof *plan);
+    if (ctx->failed) return GPT2RT_ERR_STATE;
+    plan->config = ctx->cfg;
+    plan->n_devices = 1;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        plan->bytes[0][i] = ctx->arena_bytes[i];
+        plan->total[0] += ctx->arena_bytes[i];
+    }
+    plan->n_params_padded = ctx->n_params;
+    plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
+    return GPT2RT_OK;
+}
+
+#define GPT2RT__CHECK_CTX(ctx, fn) do { \
+        if (!(ctx)) return GPT2RT_ERR_INVALID_ARGUMENT; \
+        if ((ctx)->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, fn ": the context failed to create: %s", (ctx)->error); \
+    } while (0)
+
+/* ==== SECTION: training calls ============================================= */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
+    GPT2RT__CHECK_CTX(ctx, "gpt2rt_forward");
+    const gpt2rt__dims *d = &ctx->d;
+    if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
+    for (int64_t i = 0; i < d->BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= d->V)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT,
+                                "gpt2rt_forward: inputs[%lld] (batch %lld, position %lld) = %d is outside the "
+                                "vocabulary [0, %lld)", (long long)i, (long long)(i / d->T), (long long)(i % d->T),
+                                inputs[i], (long long)d->V);
+        if (targets && targets[i] >= d->V)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT,
+                                "gpt2rt_forward: targets[%lld] (batch %lld, position %lld) = %d is outside the "
+                                "vocabulary [0, %lld) (negative targets are ignored)", (long long)i,
+                                (long long)(i / d->T), (long long)(i % d->T), targets[i], (long long)d->V);
+    }
+    memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
+    gpt2rt__model_forward(ctx);
+    ctx->have_logits = 1;
+    ctx->have_loss = 0;
+    if (targets) {
+        memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
+        ctx->loss = gpt2rt__crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
+                                                 d->V, d->Vp, &ctx->n_targets, d->nt);
+        ctx->have_loss = 1;
+    }
+    if (loss) *loss = targets ? ctx->loss : 0.0f;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
+    GPT2RT__CHECK_CTX(ctx, "gpt2rt_backward");
+    if (!ctx->have_loss)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
+                            "(and at most one backward per forward)");
+    gpt2rt__model_backward(ctx);
+    ctx->have_loss = ctx->have_logits = 0; /* the logits became dlogits */
+    ctx->grads_pending = 1;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    GPT2RT__CHECK_CTX(ctx, "gpt2rt_update");
+    if (!ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
+                            "(call gpt2rt_backward first)");
+    double t0 = gpt2rt__now();
+    float norm = gpt2rt__grad_norm(ctx);
+    float lr = gpt2rt__lr_at(&ctx->cfg, ctx->step);
+    int skipped = !isfinite(norm);
+    if (skipped) {
+        memset(ctx->grads, 0, (size_t)ctx->n_params * sizeof(float));
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped",
+                    (double)norm, (long long)ctx->step);
+    } else {
+        float coef = 1.0f;
+        if (ctx->cfg.grad_clip > 0.0f) {
+            coef = ctx->cfg.grad_clip / (norm + 1e-6f);
+            if (coef > 1.0f) coef = 1.0f;
+        }
+        gpt2rt__adamw(ctx, lr, coef);
+        ctx->step++;
+    }
+    ctx->grads_pending = 0;
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->step = ctx->step;
+        stats->loss = ctx->loss;
+        stats->grad_norm = norm;
+        stats->lr = lr;
+        stats->loss_scale = 1.0f;
+        stats->skipped = skipped;
+        stats->tokens = ctx->d.BT;
+        stats->seconds = gpt2rt__now() - t0;
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
+                                     gpt2rt_step_stats *stats) {
+    GPT2RT__CHECK_CTX(ctx, "gpt2rt_step");
+    if (!targets) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: targets is NULL");
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step: gradients from an earlier gpt2rt_backward are "
+                            "waiting for gpt2rt_update");
+    double t0 = gpt2rt__now();
+    gpt2rt_result r = gpt2rt_forward(ctx, inputs, targets, NULL);
+    if (r == GPT2RT_OK) r = gpt2rt_backward(ctx);
+    if (r == GPT2RT_OK) r = gpt2rt_update(ctx, stats);
+    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
+    GPT2RT__CHECK_CTX(ctx, "gpt2rt_logits");
+    const gpt2rt__dims *d = &ctx->d;
+    if (!dst || count != d->BT * d->V)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst holds %lld floats, needs "
+                            "B*T*vocab = %lld*%lld*%lld = %lld", (long long)count, (long long)d->B, (long long)d->T,
+                            (long long)d->V, (long long)(d->BT * d->V));
+    if (!ctx->have_logits)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
+                            "consumes them)");
+    for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
+    return GPT2RT_OK;
+}
+
+#endif /* GPT2RT_IMPLEMENTATION_DONE */
+#endif /* GPT2RT_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2026 the gpt2rt authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+*/

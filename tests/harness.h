@@ -1,0 +1,64 @@
+/* tests/harness.h - the smallest test harness: CHECK counts, names failures,
+   and every test program ends with the line "RESULT <passed> <failed>" that
+   tests/run.sh adds up. Include after gpt2rt.h (with the implementation). */
+#ifndef GPT2RT_TEST_HARNESS_H
+#define GPT2RT_TEST_HARNESS_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int harness_passed, harness_failed;
+#if defined(__GNUC__) || defined(__clang__)
+#define HARNESS_UNUSED __attribute__((unused))
+#else
+#define HARNESS_UNUSED
+#endif
+
+#define CHECK(cond, ...) do { \
+        if (cond) harness_passed++; \
+        else { harness_failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
+    } while (0)
+
+/* a gpt2rt call that must succeed: on failure, print the context's message */
+#define CHECK_OK(ctx, call) do { \
+        gpt2rt_result r_ = (call); \
+        CHECK(r_ == GPT2RT_OK, "%s -> %s: %s", #call, gpt2rt_result_string(r_), gpt2rt_last_error(ctx)); \
+    } while (0)
+
+static int harness_finish(void) {
+    printf("RESULT %d %d\n", harness_passed, harness_failed);
+    return harness_failed ? 1 : 0;
+}
+
+/* max |a-b| / max |b|: error relative to the reference tensor's scale */
+HARNESS_UNUSED static double rel_err(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]), m = fabs((double)b[i]);
+        if (d > num || d != d) num = d != d ? INFINITY : d;
+        if (m > den) den = m;
+    }
+    return den > 0 ? num / den : num;
+}
+
+HARNESS_UNUSED static unsigned char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = (unsigned char *)malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+HARNESS_UNUSED static int write_all(const char *path, const void *buf, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int ok = fwrite(buf, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+#endif
