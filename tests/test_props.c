@@ -1,0 +1,410 @@
+/* Exact properties of the CPU backend: finite differences, bitwise determinism
+   (across runs and thread counts), save + resume == uninterrupted, planned ==
+   allocated, resolved defaults, every not-yet-implemented knob refused, errors
+   that name their numbers, call order, allocation failure, non-finite steps. */
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include "harness.h"
+
+static gpt2rt_config tiny(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 37; c.max_seq_len = 8;
+    c.batch_size = 2; c.seq_len = 8;
+    c.lr = 1e-2f; c.warmup_steps = 2; c.total_steps = 8; c.min_lr_frac = 0.1f; c.weight_decay = 0.1f;
+    c.seed = 7;
+    return c;
+}
+
+static gpt2rt_ctx *make(const gpt2rt_config *c) {
+    gpt2rt_ctx *ctx;
+    gpt2rt_result r = gpt2rt_create(&ctx, c);
+    if (r != GPT2RT_OK) { printf("create: %s\n", gpt2rt_last_error(ctx)); exit(2); }
+    return ctx;
+}
+
+static void batch(const gpt2rt_config *c, int seed, int32_t *x, int32_t *y) {
+    uint64_t s = (uint64_t)seed * 77 + 1;
+    int n = c->batch_size * c->seq_len;
+    for (int i = 0; i < n; i++) {
+        x[i] = (int32_t)(gpt2rt__rng_next(&s) % (uint64_t)c->vocab_size);
+        y[i] = (int32_t)(gpt2rt__rng_next(&s) % (uint64_t)c->vocab_size);
+    }
+}
+
+static float loss_of(gpt2rt_ctx *ctx, const int32_t *x, const int32_t *y) {
+    float l = 0;
+    CHECK_OK(ctx, gpt2rt_forward(ctx, x, y, &l));
+    return l;
+}
+
+/* ---- finite differences: for each tensor, along the gradient and along a random direction ---- */
+static void test_finite_differences(void) {
+    gpt2rt_config c = tiny();
+    gpt2rt_ctx *ctx = make(&c);
+    int32_t x[16], y[16];
+    batch(&c, 1, x, y);
+    y[3] = -100; /* an ignored target takes part too */
+    /* spread the weights so every tensor has a sizeable gradient */
+    uint64_t s = 99;
+    for (int64_t i = 0; i < ctx->n_params; i++) ctx->params[i] += 0.2f * (float)(gpt2rt__rng_uniform(&s) - 0.5);
+    loss_of(ctx, x, y);
+    CHECK_OK(ctx, gpt2rt_backward(ctx));
+    double worst = 0;
+    const char *worst_name = "";
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++) {
+        gpt2rt_param_info info;
+        gpt2rt_param_info_get(ctx, i, &info);
+        int64_t n = info.numel;
+        float *p = (float *)malloc(4 * (size_t)n), *g = (float *)malloc(4 * (size_t)n), *q = (float *)malloc(4 * (size_t)n);
+        double *dir = (double *)malloc(8 * (size_t)n);
+        gpt2rt_param_read(ctx, info.name, GPT2RT_PARAM_VALUE, p, n);
+        gpt2rt_param_read(ctx, info.name, GPT2RT_PARAM_GRAD, g, n);
+        for (int pass = 0; pass < 2; pass++) {
+            double norm = 0, gd = 0;
+            for (int64_t j = 0; j < n; j++) {
+                dir[j] = pass == 0 ? g[j] : gpt2rt__rng_uniform(&s) - 0.5;
+                norm += dir[j] * dir[j];
+            }
+            norm = sqrt(norm);
+            if (norm == 0) continue;
+            for (int64_t j = 0; j < n; j++) { dir[j] /= norm; gd += dir[j] * g[j]; }
+            double h = 1e-2, lp, lm;
+            for (int64_t j = 0; j < n; j++) q[j] = (float)(p[j] + h * dir[j]);
+            gpt2rt_param_write(ctx, info.name, q, n);
+            lp = loss_of(ctx, x, y);
+            for (int64_t j = 0; j < n; j++) q[j] = (float)(p[j] - h * dir[j]);
+            gpt2rt_param_write(ctx, info.name, q, n);
+            lm = loss_of(ctx, x, y);
+            gpt2rt_param_write(ctx, info.name, p, n);
+            double fd = (lp - lm) / (2 * h), gnorm = 0;
+            for (int64_t j = 0; j < n; j++) gnorm += (double)g[j] * g[j];
+            double err = fabs(fd - gd) / (sqrt(gnorm) + 1e-3);
+            CHECK(err < 1e-2, "finite difference of %s (%s direction): numeric %.6g analytic %.6g", info.name,
+                  pass ? "random" : "gradient", fd, gd);
+            if (err > worst) { worst = err; worst_name = info.name; }
+        }
+        free(p); free(g); free(q); free(dir);
+    }
+    printf("finite differences: %d tensors x 2 directions, worst error %.2e of |grad| (%s)\n",
+           gpt2rt_param_count(ctx), worst, worst_name);
+    gpt2rt_free(ctx);
+}
+
+/* ---- determinism ---- */
+static void train(gpt2rt_ctx *ctx, const gpt2rt_config *c, int first, int steps, float *losses) {
+    int32_t x[4096], y[4096];
+    for (int k = first; k < first + steps; k++) {
+        gpt2rt_step_stats st;
+        batch(c, k, x, y);
+        CHECK_OK(ctx, gpt2rt_step(ctx, x, y, &st));
+        if (losses) losses[k] = st.loss;
+    }
+}
+
+static int same_state(const gpt2rt_ctx *a, const gpt2rt_ctx *b) {
+    size_t n = (size_t)a->n_params * 4;
+    return a->n_params == b->n_params && !memcmp(a->params, b->params, n) && !memcmp(a->m, b->m, n) &&
+           !memcmp(a->v, b->v, n) && a->step == b->step;
+}
+
+static void test_determinism(void) {
+    gpt2rt_config c = tiny();
+    c.n_threads = 2;
+    float la[8], lb[8];
+    gpt2rt_ctx *a = make(&c), *b = make(&c);
+    train(a, &c, 0, 5, la);
+    train(b, &c, 0, 5, lb);
+    CHECK(same_state(a, b) && !memcmp(la, lb, 5 * sizeof(float)), "two identical runs differ");
+    c.n_threads = 1;
+    gpt2rt_ctx *one = make(&c);
+    train(one, &c, 0, 5, lb);
+    CHECK(same_state(a, one), "1 thread and 2 threads differ");
+    printf("determinism: two runs bitwise equal; 1 and 2 threads bitwise equal\n");
+    gpt2rt_free(a); gpt2rt_free(b); gpt2rt_free(one);
+}
+
+static void test_resume(void) {
+    gpt2rt_config c = tiny();
+    float la[8], lb[8];
+    gpt2rt_ctx *a = make(&c);
+    train(a, &c, 0, 6, la);
+    gpt2rt_ctx *b = make(&c);
+    train(b, &c, 0, 3, lb);
+    CHECK_OK(b, gpt2rt_state_save(b, "build/props_state.safetensors"));
+    gpt2rt_free(b);
+    gpt2rt_config c2 = c;
+    c2.seed = 12345; /* a different init, overwritten by the state */
+    gpt2rt_ctx *r = make(&c2);
+    CHECK_OK(r, gpt2rt_state_load(r, "build/props_state.safetensors"));
+    CHECK(r->step == 3, "resumed step %lld, expected 3", (long long)r->step);
+    train(r, &c, 3, 3, lb);
+    CHECK(same_state(a, r), "save + resume differs from an uninterrupted run");
+    CHECK(!memcmp(la + 3, lb + 3, 3 * sizeof(float)), "losses after resume differ");
+    printf("save + resume: 3 + 3 steps bitwise equal to 6 (weights, moments, step, losses)\n");
+    gpt2rt_free(a); gpt2rt_free(r);
+}
+
+/* ---- memory: a counting allocator ---- */
+typedef struct counter {
+    uint64_t bytes[GPT2RT_MEM_COUNT];
+    int64_t live, book_live;
+    int calls, fail_at;
+} counter;
+
+static void *count_alloc(void *user, size_t bytes, int cat) {
+    counter *k = (counter *)user;
+    if (++k->calls == k->fail_at) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, GPT2RT_ALIGN, bytes ? bytes : 1)) return NULL;
+    if (cat >= 0) k->bytes[cat] += bytes;
+    else k->book_live++;
+    k->live++;
+    return p;
+}
+
+static void count_free(void *user, void *p, int cat) {
+    counter *k = (counter *)user;
+    if (cat < 0) k->book_live--;
+    k->live--;
+    free(p);
+}
+
+static void test_plan_equals_allocated(void) {
+    gpt2rt_config cs[5];
+    for (int i = 0; i < 5; i++) cs[i] = tiny();
+    cs[1].n_layer = 3; cs[1].n_head = 3; cs[1].n_embd = 48; cs[1].vocab_size = 50; cs[1].seq_len = 7;
+    cs[1].batch_size = 3; cs[1].n_threads = 1;
+    cs[2].n_layer = 1; cs[2].n_head = 1; cs[2].n_embd = 8; cs[2].vocab_size = 1; cs[2].max_seq_len = 1; cs[2].seq_len = 1;
+    cs[2].batch_size = 1;
+    memset(&cs[3], 0, sizeof cs[3]); /* GPT-2 124M, small batch */
+    cs[3].batch_size = 1; cs[3].seq_len = 8;
+    cs[4].padded_vocab = 64; cs[4].n_threads = 3;
+    for (int i = 0; i < 5; i++) {
+        counter k;
+        memset(&k, 0, sizeof k);
+        cs[i].alloc = count_alloc; cs[i].free = count_free; cs[i].alloc_user = &k;
+        gpt2rt_memory_plan plan, got;
+        CHECK(gpt2rt_plan(&cs[i], &plan) == GPT2RT_OK, "plan: %s", plan.error);
+        gpt2rt_ctx *ctx = make(&cs[i]);
+        CHECK_OK(ctx, gpt2rt_plan_allocated(ctx, &got));
+        for (int m = 0; m < GPT2RT_MEM_COUNT; m++) {
+            CHECK(k.bytes[m] == plan.bytes[0][m], "config %d, %s: planned %llu, allocated %llu", i,
+                  gpt2rt_mem_name((gpt2rt_mem)m), (unsigned long long)plan.bytes[0][m], (unsigned long long)k.bytes[m]);
+            CHECK(got.bytes[0][m] == plan.bytes[0][m], "config %d, %s: plan_allocated disagrees", i,
+                  gpt2rt_mem_name((gpt2rt_mem)m));
+        }
+        if (i == 3) {
+            gpt2rt_config r = gpt2rt_config_get(ctx);
+            CHECK(r.n_layer == 12 && r.n_head == 12 && r.n_embd == 768 && r.vocab_size == 50257 && r.padded_vocab == 50304 &&
+                  r.max_seq_len == 1024 && r.grad_accum == 1 && r.precision == GPT2RT_PRECISION_FP32 &&
+                  r.backend == GPT2RT_BACKEND_CPU && r.lr == 3e-4f && r.beta2 == 0.999f && r.grad_clip == 1.0f &&
+                  r.seed == 1337 && r.n_threads >= 1, "resolved defaults of the zero config are wrong");
+            CHECK(plan.n_params == 124439808, "GPT-2 124M has %lld parameters, expected 124439808 (Hugging Face)",
+                  (long long)plan.n_params);
+            char table[4096];
+            gpt2rt_plan_format(&plan, table, sizeof table);
+            printf("%s", table);
+        }
+        /* a training step allocates nothing more */
+        int32_t x[64], y[64];
+        gpt2rt_config rc = gpt2rt_config_get(ctx);
+        batch(&rc, 0, x, y);
+        if (rc.batch_size * rc.seq_len <= 64) {
+            int calls = k.calls;
+            gpt2rt_step_stats st;
+            CHECK_OK(ctx, gpt2rt_step(ctx, x, y, &st));
+            CHECK(k.calls == calls, "config %d: a training step made %d allocations", i, k.calls - calls);
+        }
+        gpt2rt_free(ctx);
+        CHECK(k.live == 0, "config %d: %lld allocations leaked", i, (long long)k.live);
+    }
+    printf("plan == allocated: 5 configs, every category exact, no allocation during a step, no leaks\n");
+
+    /* every allocation failing in turn: a clear error, then a clean free */
+    int max_calls;
+    {
+        counter k;
+        memset(&k, 0, sizeof k);
+        gpt2rt_config c = tiny();
+        c.alloc = count_alloc; c.free = count_free; c.alloc_user = &k;
+        gpt2rt_ctx *ctx = make(&c);
+        max_calls = k.calls;
+        gpt2rt_free(ctx);
+    }
+    for (int f = 1; f <= max_calls; f++) {
+        counter k;
+        memset(&k, 0, sizeof k);
+        k.fail_at = f;
+        gpt2rt_config c = tiny();
+        c.alloc = count_alloc; c.free = count_free; c.alloc_user = &k;
+        gpt2rt_ctx *ctx;
+        gpt2rt_result r = gpt2rt_create(&ctx, &c);
+        CHECK(r == GPT2RT_ERR_OUT_OF_MEMORY, "allocation %d failing: result %s", f, gpt2rt_result_string(r));
+        CHECK(f == 1 ? ctx == NULL : strstr(gpt2rt_last_error(ctx), "bytes") != NULL || strstr(gpt2rt_last_error(ctx), "table"),
+              "allocation %d failing: message '%s'", f, gpt2rt_last_error(ctx));
+        gpt2rt_free(ctx);
+        CHECK(k.live == 0, "allocation %d failing: %lld allocations leaked", f, (long long)k.live);
+    }
+    printf("allocation failure: each of %d allocations failed in turn, each reported and freed cleanly\n", max_calls);
+
+    /* a budget below the plan is refused before allocating, with the numbers */
+    gpt2rt_config c = tiny();
+    c.memory_budget = 100000;
+    gpt2rt_memory_plan plan;
+    gpt2rt_plan(&c, &plan);
+    gpt2rt_ctx *ctx;
+    CHECK(gpt2rt_create(&ctx, &c) == GPT2RT_ERR_OUT_OF_MEMORY, "budget below the plan accepted");
+    char want[64];
+    snprintf(want, sizeof want, "%llu bytes", (unsigned long long)plan.total[0]);
+    CHECK(strstr(gpt2rt_last_error(ctx), want) && strstr(gpt2rt_last_error(ctx), "100000") &&
+          strstr(gpt2rt_last_error(ctx), "activations"), "budget message: %s", gpt2rt_last_error(ctx));
+    CHECK(gpt2rt_forward(ctx, NULL, NULL, NULL) == GPT2RT_ERR_STATE, "a failed context accepted a forward");
+    gpt2rt_free(ctx);
+}
+
+/* ---- configuration errors ---- */
+static void expect_refused(gpt2rt_config c, gpt2rt_result want, const char *needle, const char *what) {
+    gpt2rt_ctx *ctx;
+    gpt2rt_result r = gpt2rt_create(&ctx, &c);
+    CHECK(r == want, "%s: result %s, expected %s", what, gpt2rt_result_string(r), gpt2rt_result_string(want));
+    CHECK(ctx && strstr(gpt2rt_last_error(ctx), needle), "%s: message '%s' lacks '%s'", what,
+          ctx ? gpt2rt_last_error(ctx) : "", needle);
+    gpt2rt_memory_plan plan;
+    CHECK(gpt2rt_plan(&c, &plan) == want && strstr(plan.error, needle), "%s: plan gives '%s'", what, plan.error);
+    gpt2rt_free(ctx);
+}
+
+static void test_config_errors(void) {
+    gpt2rt_config c;
+    int n = 0;
+#define NYI(field, value, needle) do { c = tiny(); c.field = value; \
+        expect_refused(c, GPT2RT_ERR_NOT_IMPLEMENTED, needle, #field " = " #value); n++; } while (0)
+    NYI(input, GPT2RT_INPUT_PATCHES, "input");
+    NYI(head, GPT2RT_HEAD_REGRESSION, "head");
+    NYI(patch_len, 16, "patch_len");
+    NYI(n_channels, 7, "n_channels");
+    NYI(horizon, 96, "horizon");
+    NYI(frozen, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP, "frozen");
+    NYI(grad_accum, 4, "grad_accum");
+    NYI(precision, GPT2RT_PRECISION_BF16, "BF16");
+    NYI(precision, GPT2RT_PRECISION_FP16, "FP16");
+    NYI(tf32, 1, "tf32");
+    NYI(loss_scale, 1024.0f, "loss_scale");
+    NYI(recompute, GPT2RT_RECOMPUTE_SELECTIVE, "recompute");
+    NYI(recompute, GPT2RT_RECOMPUTE_FULL, "recompute");
+    NYI(checkpoint_every, 3, "checkpoint_every");
+    NYI(parallel, GPT2RT_PARALLEL_DATA, "parallel");
+    NYI(parallel, GPT2RT_PARALLEL_LAYER_SPLIT, "parallel");
+    NYI(n_devices, 2, "n_devices");
+    NYI(backend, GPT2RT_BACKEND_CUDA, "CUDA");
+#undef NYI
+#define BAD(field, value, needle) do { c = tiny(); c.field = value; \
+        expect_refused(c, GPT2RT_ERR_INVALID_ARGUMENT, needle, #field " = " #value); n++; } while (0)
+    BAD(n_embd, 15, "n_embd = 15 is not a multiple of n_head = 2");
+    BAD(n_head, -3, "n_head = -3");
+    BAD(seq_len, 9, "seq_len = 9 must lie in [1, max_seq_len = 8]");
+    BAD(padded_vocab, 30, "padded_vocab = 30");
+    BAD(lr, -1.0f, "lr = -1");
+    BAD(beta2, 1.0f, "beta2 = 1");
+    BAD(n_threads, -1, "n_threads = -1");
+    BAD(precision, (gpt2rt_precision)9, "precision = 9");
+    BAD(device_ids[3], -1, "device_ids[3] = -1");
+    BAD(alloc, count_alloc, "alloc and free hooks must be set together");
+#undef BAD
+    printf("config: %d refused configurations, each with the field and its value in the message\n", n);
+    gpt2rt_ctx *ctx;
+    CHECK(gpt2rt_create(&ctx, NULL) == GPT2RT_ERR_INVALID_ARGUMENT && ctx, "NULL config");
+    gpt2rt_free(ctx);
+}
+
+/* ---- call order and bad tokens: refused, context still usable ---- */
+static void test_call_order(void) {
+    gpt2rt_config c = tiny();
+    gpt2rt_ctx *ctx = make(&c);
+    int32_t x[16], y[16];
+    batch(&c, 3, x, y);
+    float logits[16 * 37];
+    CHECK(gpt2rt_backward(ctx) == GPT2RT_ERR_STATE, "backward before forward");
+    CHECK(gpt2rt_update(ctx, NULL) == GPT2RT_ERR_STATE, "update before backward");
+    CHECK(gpt2rt_logits(ctx, logits, 16 * 37) == GPT2RT_ERR_STATE, "logits before forward");
+    CHECK_OK(ctx, gpt2rt_forward(ctx, x, NULL, NULL));
+    CHECK(gpt2rt_backward(ctx) == GPT2RT_ERR_STATE, "backward after a forward without targets");
+    CHECK(gpt2rt_logits(ctx, logits, 15) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "2*8*37 = 592"), "logits count: %s", gpt2rt_last_error(ctx));
+    x[13] = 37;
+    CHECK(gpt2rt_forward(ctx, x, y, NULL) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "inputs[13] (batch 1, position 5) = 37") &&
+          strstr(gpt2rt_last_error(ctx), "[0, 37)"), "bad token: %s", gpt2rt_last_error(ctx));
+    x[13] = 0;
+    y[2] = 40;
+    CHECK(gpt2rt_forward(ctx, x, y, NULL) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(ctx), "targets[2]"),
+          "bad target: %s", gpt2rt_last_error(ctx));
+    y[2] = 1;
+    CHECK_OK(ctx, gpt2rt_forward(ctx, x, y, NULL));
+    CHECK_OK(ctx, gpt2rt_backward(ctx));
+    CHECK(gpt2rt_logits(ctx, logits, 16 * 37) == GPT2RT_ERR_STATE, "logits after backward");
+    CHECK(gpt2rt_state_save(ctx, "build/props_pending.safetensors") == GPT2RT_ERR_STATE, "state save with pending grads");
+    gpt2rt_step_stats st;
+    CHECK(gpt2rt_step(ctx, x, y, &st) == GPT2RT_ERR_STATE, "step with pending grads");
+    CHECK_OK(ctx, gpt2rt_update(ctx, &st));
+    CHECK(st.step == 1 && !st.skipped, "update stats: step %lld skipped %d", (long long)st.step, st.skipped);
+
+    /* backward accumulates: two forward+backward == twice one */
+    gpt2rt_ctx *a = make(&c), *b = make(&c);
+    CHECK_OK(a, gpt2rt_forward(a, x, y, NULL)); CHECK_OK(a, gpt2rt_backward(a));
+    CHECK_OK(b, gpt2rt_forward(b, x, y, NULL)); CHECK_OK(b, gpt2rt_backward(b));
+    CHECK_OK(b, gpt2rt_forward(b, x, y, NULL)); CHECK_OK(b, gpt2rt_backward(b));
+    double worst = 0;
+    for (int64_t i = 0; i < a->n_params; i++) {
+        double e = fabs(2.0 * a->grads[i] - b->grads[i]) / (fabs(2.0 * a->grads[i]) + 1e-12);
+        if (a->grads[i] != 0 && e > worst) worst = e;
+    }
+    CHECK(worst < 1e-6, "two backwards are not twice one: rel %.2e", worst);
+
+    /* a non-finite gradient skips the update and keeps the weights */
+    float nan_w[16];
+    gpt2rt_param_read(a, "transformer.ln_f.weight", GPT2RT_PARAM_VALUE, nan_w, 16);
+    CHECK_OK(a, gpt2rt_update(a, &st));
+    nan_w[0] = NAN;
+    gpt2rt_param_write(a, "transformer.ln_f.weight", nan_w, 16);
+    float *before = (float *)malloc(4 * (size_t)a->n_params);
+    memcpy(before, a->params, 4 * (size_t)a->n_params);
+    CHECK_OK(a, gpt2rt_step(a, x, y, &st));
+    CHECK(st.skipped == 1 && st.step == 1, "non-finite step: skipped %d step %lld", st.skipped, (long long)st.step);
+    CHECK(!memcmp(before, a->params, 4 * (size_t)a->n_params), "a skipped step changed the weights");
+    free(before);
+    printf("call order: 9 misuses refused with STATE/INVALID_ARGUMENT, context usable after; backward accumulates "
+           "(rel %.1e); a NaN step is skipped\n", worst);
+    gpt2rt_free(a); gpt2rt_free(b); gpt2rt_free(ctx);
+}
+
+/* ---- learning: a fixed batch is memorised ---- */
+static void test_learns(void) {
+    gpt2rt_config c = tiny();
+    c.warmup_steps = 0; c.total_steps = 0; c.lr = 3e-3f;
+    gpt2rt_ctx *ctx = make(&c);
+    int32_t x[16], y[16];
+    batch(&c, 5, x, y);
+    gpt2rt_step_stats st;
+    float first = 0;
+    for (int k = 0; k < 60; k++) {
+        CHECK_OK(ctx, gpt2rt_step(ctx, x, y, &st));
+        if (!k) first = st.loss;
+    }
+    printf("learning: a fixed batch, loss %.3f -> %.3f in 60 steps\n", first, st.loss);
+    CHECK(first > 3.4f && st.loss < 0.5f * first, "loss %.3f -> %.3f", first, st.loss);
+    gpt2rt_free(ctx);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    test_finite_differences();
+    test_determinism();
+    test_resume();
+    test_plan_equals_allocated();
+    test_config_errors();
+    test_call_order();
+    test_learns();
+    return harness_finish();
+}
