@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# tests/run.sh [normal|asan|compile-only|nvcc] - every check that runs here, then
+# the line "N passed, N failed" (individual checks, compile checks count one each).
+set -u
+cd "$(dirname "$0")/.."
+mode=${1:-normal}
+B=build
+mkdir -p $B
+passed=0 failed=0 skipped=0
+CC=${CC:-cc}
+CFLAGS=${CFLAGS:--O3 -march=native}
+
+ok()   { passed=$((passed + 1)); echo "ok   $1"; }
+bad()  { failed=$((failed + 1)); echo "FAIL $1"; }
+skip() { skipped=$((skipped + 1)); echo "skip $1"; }
+
+# compile: NAME COMMAND... (warnings are errors)
+compile() {
+    local name=$1; shift
+    local log; log=$("$@" 2>&1)
+    if [ $? -eq 0 ]; then ok "compile: $name"; else bad "compile: $name"; echo "$log" | head -20; fi
+}
+
+# run a test program and add up its "RESULT passed failed" line
+run_prog() {
+    local name=$1; shift
+    local out rc p f
+    out=$("$@" 2>&1); rc=$?
+    echo "$out" | grep -v '^RESULT ' | sed 's/^/    /'
+    read -r p f < <(echo "$out" | awk '/^RESULT /{print $2, $3}')
+    if [ -z "${p:-}" ]; then bad "$name (exit $rc, no RESULT line)"; return; fi
+    passed=$((passed + p)); failed=$((failed + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); echo "FAIL $name: exit $rc"; fi
+    echo "$([ "$f" -eq 0 ] && [ "$rc" -eq 0 ] && echo ok || echo FAIL)  $name: $p passed, $f failed"
+}
+
+compile_checks() {
+    local W="-Wall -Wextra -Werror -Wpedantic -I."
+    printf '#define GPT2RT_IMPLEMENTATION\n#include "gpt2rt.h"\n' > $B/impl.c
+    cp $B/impl.c $B/impl.cpp
+    cp $B/impl.c $B/impl.cu
+    printf '#include "gpt2rt.h"\nint use_api(void);\nint use_api(void) { gpt2rt_memory_plan p; gpt2rt_config c = {0}; return gpt2rt_plan(&c, &p); }\nint main(void) { return use_api() == GPT2RT_OK ? 0 : 1; }\n' > $B/api.c
+    printf '#define GPT2RT_STATIC\n#define GPT2RT_IMPLEMENTATION\n#include "gpt2rt.h"\nint other(void) { return 0; }\n' > $B/static_a.c
+    printf '#define GPT2RT_STATIC\n#define GPT2RT_IMPLEMENTATION\n#include "gpt2rt.h"\nint other(void);\nint main(void) { return other() + (int)gpt2rt_result_string(GPT2RT_OK)[0] - (int)(unsigned char)111; }\n' > $B/static_b.c
+    compile "gcc C11 + OpenMP"     gcc -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_gcc.o
+    compile "gcc C11, no OpenMP"   gcc -std=c11 $W -c $B/impl.c -o $B/impl_gcc_noomp.o
+    if command -v clang >/dev/null 2>&1; then
+        compile "clang C11 + OpenMP" clang -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_clang.o
+        compile "clang C11, no OpenMP" clang -std=c11 $W -c $B/impl.c -o $B/impl_clang_noomp.o
+        compile "clang++ C++17"      clang++ -std=c++17 $W -x c++ -c $B/impl.cpp -o $B/impl_clangxx.o
+    else
+        skip "clang not installed"
+    fi
+    compile "g++ C++17 + OpenMP"   g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl.cpp -o $B/impl_gxx.o
+    compile "API in one file, implementation in another (C and C++ link)" \
+        bash -c "gcc -std=c11 $W -c $B/api.c -o $B/api.o && g++ -fopenmp $B/api.o $B/impl_gxx.o -o $B/api_link -lm && $B/api_link"
+    compile "GPT2RT_STATIC in two files of one program" \
+        bash -c "gcc -std=c11 $W -fopenmp $B/static_a.c $B/static_b.c -o $B/static_link -lm && $B/static_link"
+    if command -v nvcc >/dev/null 2>&1; then
+        compile "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
+        compile "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
+    else
+        skip "nvcc not found: the CUDA compile check did not run"
+    fi
+    for f in examples/*.c tools/*.c; do
+        [ -f "$f" ] || continue
+        compile "$f" $CC -std=c11 -Wall -Wextra -Werror -O1 -fopenmp -fsyntax-only "$f"
+    done
+}
+
+build() { # build NAME SOURCE EXTRA_FLAGS...
+    local out=$1 src=$2; shift 2
+    local log; log=$($CC -std=c11 -Wall -Wextra -Werror "$@" -fopenmp -o "$out" "$src" -lm 2>&1)
+    if [ $? -ne 0 ]; then bad "build $src"; echo "$log" | head -20; return 1; fi
+}
+
+run_suite() { # flags...
+    local tag=$1; shift
+    for t in test_hf_parity test_props test_formats; do
+        [ -f tests/$t.c ] || continue
+        build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
+    done
+    if [ -f tests/fuzz_safetensors.c ]; then
+        build $B/fuzz_replay$tag tests/fuzz_safetensors.c -DFUZZ_REPLAY "$@" &&
+            run_prog "fuzz corpus replay$tag" ./$B/fuzz_replay$tag tests/fuzz_corpus
+    fi
+    build $B/minimal$tag examples/minimal.c "$@" && {
+        if ./$B/minimal$tag > $B/minimal$tag.log 2>&1; then ok "examples/minimal learns$tag ($(tail -1 $B/minimal$tag.log))"
+        else bad "examples/minimal$tag"; cat $B/minimal$tag.log; fi
+    }
+}
+
+hf_check() { # transformers loads what gpt2rt saved (needs the parity test to have run)
+    if [ ! -f $B/saved_tiny/model.safetensors ]; then bad "HF load check: build/saved_tiny missing"; return; fi
+    python3 tools/hf_check_saved.py $B/saved_tiny tests/fixtures/hf_tiny/reference.safetensors > $B/hf_check.log 2>&1
+    local rc=$?
+    sed 's/^/    /' $B/hf_check.log
+    case $rc in
+        0) ok "transformers.GPT2LMHeadModel.from_pretrained loads gpt2rt's save, same logits" ;;
+        77) skip "transformers load check: torch/transformers not installed (pip install torch transformers)" ;;
+        *) bad "transformers load check (exit $rc)" ;;
+    esac
+}
+
+case $mode in
+    compile-only) compile_checks ;;
+    normal) compile_checks; run_suite "" $CFLAGS; hf_check ;;
+    asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
+    nvcc)
+        for t in test_hf_parity test_props; do
+            cp tests/$t.c $B/$t.cu
+            sed -i 's#"../gpt2rt.h"#"../gpt2rt.h"#; s#"harness.h"#"../tests/harness.h"#' $B/$t.cu
+            if nvcc -std=c++17 -O2 -Xcompiler -fopenmp -I. -Itests -o $B/${t}_nvcc $B/$t.cu 2>&1 | tail -5; then
+                run_prog "${t} (nvcc)" ./$B/${t}_nvcc
+            else bad "nvcc build $t"; fi
+        done ;;
+esac
+echo "${skipped} skipped"
+echo "${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ]
