@@ -79,7 +79,8 @@
    gpt2rt_update                         one AdamW step, then zero the gradients
    gpt2rt_step                           forward + backward + update in one call
    gpt2rt_logits                         copy the last forward's logits (B,T,vocab)
-   gpt2rt_weights_load / _save           Hugging Face safetensors (+ config.json)
+   gpt2rt_weights_load / _save           Hugging Face safetensors (+ config.json);
+                                         a load also resets the optimizer state
    gpt2rt_state_save / _load             the training state: weights, moments, step,
                                          RNG; resuming continues bitwise identically
    gpt2rt_param_count/_info/_read/_write parameters and gradients by name
