@@ -53,7 +53,7 @@ bench: $(B)/bench_cpu
 fuzz: | $(B)
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_safetensors tests/fuzz_safetensors.c $(LDLIBS)
 	mkdir -p $(B)/fuzz_corpus && cp tests/fuzz_corpus/* $(B)/fuzz_corpus/
-	./$(B)/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -max_len=4096 -rss_limit_mb=2048 \
+	./$(B)/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -max_len=32768 -rss_limit_mb=2048 \
 	    -dict=tests/fuzz_safetensors.dict $(B)/fuzz_corpus
 
 kernels: $(B)/cpu_matmul

@@ -1049,7 +1049,7 @@ static gpt2rt_result gpt2rt__json_skip(gpt2rt__json *j, int depth) {
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
         j->p++;
-        while (j->p < j->end && strchr("0123456789.eE+-", *j->p)) j->p++;
+        while (j->p < j->end && *j->p && strchr("0123456789.eE+-", *j->p)) j->p++;
         return GPT2RT_OK;
     }
     return gpt2rt__json_fail(j, "unexpected character");
@@ -1075,6 +1075,7 @@ static void gpt2rt__st_release(gpt2rt_ctx *ctx, gpt2rt__st *st) {
 }
 
 static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor *t) {
+    char msg[160];
     int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
     gpt2rt_result r;
     if (!gpt2rt__json_eat(j, '{')) return gpt2rt__json_fail(j, "expected '{' (a tensor entry)");
@@ -1090,7 +1091,10 @@ static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor 
             t->dtype = -1;
             for (int i = 0; i < GPT2RT__NDTYPE; i++)
                 if (!strcmp(dt, gpt2rt__dtype_names[i])) t->dtype = i;
-            if (t->dtype < 0) return gpt2rt__json_fail(j, "unknown dtype");
+            if (t->dtype < 0) {
+                snprintf(msg, sizeof msg, "tensor '%.60s' has unknown dtype '%.20s'", t->name, dt);
+                return gpt2rt__json_fail(j, msg);
+            }
         } else if (!strcmp(key, "shape")) {
             if (seen_shape++) return gpt2rt__json_fail(j, "duplicate \"shape\"");
             if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (shape)");
@@ -1118,6 +1122,21 @@ static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor 
     if (!seen_dtype || !seen_shape || !seen_offsets)
         return gpt2rt__json_fail(j, "tensor entry lacks dtype, shape or data_offsets");
     return GPT2RT_OK;
+}
+
+static int gpt2rt__cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* a whole decimal integer in [lo, hi], nothing else: the only way text becomes a number */
+static int gpt2rt__parse_int(const char *s, long long lo, long long hi, long long *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
 }
 
 /* Parse a whole safetensors file held in memory. On success st describes it and
@@ -1206,11 +1225,17 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
                              (unsigned long long)st->data_len, t->end > st->data_len ? " (truncated file?)" : "");
             goto fail;
         }
-        for (int k = 0; k < i; k++)
-            if (!strcmp(st->t[k].name, t->name)) {
-                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' appears twice", what, t->name);
-                goto fail;
-            }
+    }
+    if (st->n > 1) { /* duplicate names: sort a copy of the names, compare neighbours */
+        const char **names = (const char **)gpt2rt__alloc(&ctx->cfg, (size_t)st->n * sizeof(char *), GPT2RT_MEM_BOOKKEEPING);
+        if (!names) { r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: name table", what); goto fail; }
+        for (int i = 0; i < st->n; i++) names[i] = st->t[i].name;
+        qsort((void *)names, (size_t)st->n, sizeof(char *), gpt2rt__cmp_names);
+        for (int i = 1; i < st->n && r == GPT2RT_OK; i++)
+            if (!strcmp(names[i - 1], names[i]))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' appears twice", what, names[i]);
+        gpt2rt__free(&ctx->cfg, (void *)names, GPT2RT_MEM_BOOKKEEPING);
+        if (r != GPT2RT_OK) goto fail;
     }
     return GPT2RT_OK;
 fail:
@@ -1378,8 +1403,14 @@ static gpt2rt_result gpt2rt__read_file(gpt2rt_ctx *ctx, const char *path, unsign
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fgetc(f) == EOF && ferror(f)) { /* a directory opens, then fails to read */
+        int e = errno;
+        fclose(f);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot read %s: %s", path, strerror(e));
+    }
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size > ((long)1 << 46)) size = -1; /* 64 TiB: no real checkpoint, a device or a directory */
     if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot find the size of %s (not a regular file?)", path);
@@ -1467,7 +1498,15 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                 gpt2rt__ends_with(base, ".attn.masked_bias") || !strcmp(base, "lm_head.weight") ||
                 !strcmp(nm, "lm_head.weight"))
                 continue;
-            if (sscanf(base, "h.%d.", &layer) == 1 && layer >= ctx->d.L) ignored_layers++;
+            if (!strncmp(base, "h.", 2)) {
+                char num[16];
+                size_t k = 0;
+                while (k < sizeof num - 1 && base[2 + k] >= '0' && base[2 + k] <= '9') { num[k] = base[2 + k]; k++; }
+                num[k] = 0;
+                long long lv;
+                if (base[2 + k] == '.' && gpt2rt__parse_int(num, 0, 1 << 30, &lv)) layer = (int)lv;
+            }
+            if (layer >= ctx->d.L) ignored_layers++;
             else if (unknown++ < 4) gpt2rt__log(ctx, GPT2RT_LOG_WARN, "%s: ignoring unknown tensor '%s'", what, nm);
         }
         if (ignored_layers)
@@ -1611,7 +1650,8 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
     for (int i = 0; i < 6 && r == GPT2RT_OK; i++) {
         const char *s = gpt2rt__st_meta(&st, keys[i]);
-        if (!s || strtoll(s, NULL, 10) != want[i])
+        long long got;
+        if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s, this context has %lld", what, keys[i],
                              s ? s : "(missing)", (long long)want[i]);
     }
@@ -1620,15 +1660,26 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' must be F32 of shape (%lld)%s", what,
                              i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v", (long long)ctx->n_params,
                              e[i] ? "" : " and is missing");
-    if (r == GPT2RT_OK && (!step_s || !rng_s))
-        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata lacks step or rng", what);
+    long long step = 0;
+    uint64_t rng = 0;
+    char *end = NULL;
+    if (r == GPT2RT_OK && !gpt2rt__parse_int(step_s, 0, (long long)1 << 62, &step))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata step = '%s' is not an integer in [0, 2^62]", what,
+                         step_s ? step_s : "(missing)");
+    if (r == GPT2RT_OK) {
+        errno = 0;
+        if (rng_s && *rng_s >= '0' && *rng_s <= '9') rng = strtoull(rng_s, &end, 10);
+        if (!rng_s || !end || *end || errno)
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata rng = '%s' is not an unsigned 64-bit integer",
+                             what, rng_s ? rng_s : "(missing)");
+    }
     if (r == GPT2RT_OK) {
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
         memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_params * 4);
         memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_params * 4);
-        ctx->step = strtoll(step_s, NULL, 10);
-        ctx->rng = strtoull(rng_s, NULL, 10);
+        ctx->step = step;
+        ctx->rng = rng;
     }
     gpt2rt__st_release(ctx, &st);
     return r;
