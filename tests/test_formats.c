@@ -434,7 +434,7 @@ static void check_half(int bf16) {
     CHECK(r == GPT2RT_OK, "%s: %s", path, gpt2rt_last_error(ctx));
     double worst = 0, limit = bf16 ? 1e-2 : 1e-3;
     int64_t inexact = 0;
-    const char *worst_name = "";
+    char worst_name[96] = "";
     for (int i = 0; r == GPT2RT_OK && i < gpt2rt_param_count(ctx); i++) {
         gpt2rt_param_info info;
         gpt2rt_param_info_get(ctx, i, &info);
@@ -447,7 +447,7 @@ static void check_half(int bf16) {
         if (!w) fatal("out of memory");
         memcpy(w, want, (size_t)info.numel * 4);
         double err = rel_err(got, w, info.numel);
-        if (err > worst) { worst = err; worst_name = info.name; }
+        if (err > worst) { worst = err; snprintf(worst_name, sizeof worst_name, "%s", info.name); }
         for (int64_t j = 0; j < info.numel; j++) {
             float x = bf16 ? from_bf16(to_bf16(w[j])) : from_f16(to_f16(w[j]));
             if (memcmp(&x, &got[j], 4)) inexact++;

@@ -89,7 +89,7 @@ int main(void) {
     CHECK(e_logits <= 1e-4, "logits rel error %.3e", e_logits);
     CHECK(e_loss <= 1e-5, "loss rel error %.3e", e_loss);
     CHECK_OK(ctx, gpt2rt_backward(ctx));
-    const char *worst_name = "";
+    char worst_name[96] = "";
     for (int i = 0; i < gpt2rt_param_count(ctx); i++) {
         gpt2rt_param_info info;
         CHECK_OK(ctx, gpt2rt_param_info_get(ctx, i, &info));
@@ -101,7 +101,7 @@ int main(void) {
         CHECK_OK(ctx, gpt2rt_param_read(ctx, info.name, GPT2RT_PARAM_GRAD, g, info.numel));
         double e = rel_err(g, rg, n);
         CHECK(e <= 1e-4, "gradient of %s: rel error %.3e", info.name, e);
-        if (e > worst_grad) { worst_grad = e; worst_name = info.name; }
+        if (e > worst_grad) { worst_grad = e; snprintf(worst_name, sizeof worst_name, "%s", info.name); }
         free(g);
     }
     printf("gradients: %d tensors, worst rel error %.3e (%s) (target 1e-4)\n", gpt2rt_param_count(ctx), worst_grad,

@@ -51,7 +51,7 @@ static void test_finite_differences(void) {
     loss_of(ctx, x, y);
     CHECK_OK(ctx, gpt2rt_backward(ctx));
     double worst = 0;
-    const char *worst_name = "";
+    char worst_name[96] = "";
     for (int i = 0; i < gpt2rt_param_count(ctx); i++) {
         gpt2rt_param_info info;
         gpt2rt_param_info_get(ctx, i, &info);
@@ -82,7 +82,7 @@ static void test_finite_differences(void) {
             double err = fabs(fd - gd) / (sqrt(gnorm) + 1e-3);
             CHECK(err < 1e-2, "finite difference of %s (%s direction): numeric %.6g analytic %.6g", info.name,
                   pass ? "random" : "gradient", fd, gd);
-            if (err > worst) { worst = err; worst_name = info.name; }
+            if (err > worst) { worst = err; snprintf(worst_name, sizeof worst_name, "%s", info.name); }
         }
         free(p); free(g); free(q); free(dir);
     }
