@@ -25,6 +25,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include "harness.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -253,32 +254,6 @@ static void fz_put(const char *dir, const char *name, const void *buf, size_t le
     printf("wrote %s (%zu bytes)\n", path, len);
 }
 
-static uint16_t fz_f16(float x) { /* round to nearest even; finite inputs of modest size */
-    uint32_t b;
-    memcpy(&b, &x, 4);
-    uint32_t sign = (b >> 16) & 0x8000u;
-    int32_t exp = (int32_t)((b >> 23) & 255) - 127 + 15;
-    uint32_t man = b & 0x7FFFFFu;
-    if (exp >= 31) return (uint16_t)(sign | 0x7C00u);
-    if (exp <= 0) { /* subnormal or zero */
-        if (exp < -10) return (uint16_t)sign;
-        man |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - exp), half = 1u << (shift - 1);
-        uint32_t v = man >> shift, rem = man & ((1u << shift) - 1);
-        if (rem > half || (rem == half && (v & 1))) v++;
-        return (uint16_t)(sign | v);
-    }
-    uint32_t v = ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (v & 1))) v++;
-    return (uint16_t)(sign | v);
-}
-
-static uint16_t fz_bf16(float x) {
-    uint32_t b;
-    memcpy(&b, &x, 4);
-    b += 0x7FFFu + ((b >> 16) & 1);
-    return (uint16_t)(b >> 16);
-}
 
 /* the entries of a parsed F32 file, optionally converted to F16/BF16 and renamed */
 static void fz_variant(const gpt2rt__st *st, const char *dtype, int strip_prefix, int extra_buffers,
@@ -308,7 +283,7 @@ static void fz_variant(const gpt2rt__st *st, const char *dtype, int strip_prefix
             for (size_t j = 0; j < cnt; j++) {
                 float f;
                 memcpy(&f, st->data + t->begin + 4 * j, 4);
-                h[j] = strcmp(dtype, "F16") ? fz_bf16(f) : fz_f16(f);
+                h[j] = strcmp(dtype, "F16") ? to_bf16(f) : to_f16(f);
             }
             bufs[i] = h;
             e[m].dtype = dtype; e[m].data = h; e[m].nbytes = cnt * 2;

@@ -26,7 +26,7 @@ static int harness_passed, harness_failed;
         CHECK(r_ == GPT2RT_OK, "%s -> %s: %s", #call, gpt2rt_result_string(r_), gpt2rt_last_error(ctx)); \
     } while (0)
 
-static int harness_finish(void) {
+HARNESS_UNUSED static int harness_finish(void) {
     printf("RESULT %d %d\n", harness_passed, harness_failed);
     return harness_failed ? 1 : 0;
 }
@@ -61,4 +61,33 @@ HARNESS_UNUSED static int write_all(const char *path, const void *buf, size_t le
     int ok = fwrite(buf, 1, len, f) == len;
     return fclose(f) == 0 && ok;
 }
+
+/* float -> F16 / BF16, round to nearest even (finite values): test files in other dtypes */
+HARNESS_UNUSED static uint16_t to_f16(float x) { /* round to nearest even; finite values */
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    uint32_t sign = (b >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((b >> 23) & 255) - 127 + 15;
+    uint32_t man = b & 0x7FFFFFu;
+    if (exp >= 31) return (uint16_t)(sign | 0x7C00u);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp), half = 1u << (shift - 1);
+        uint32_t v = man >> shift, rem = man & ((1u << shift) - 1);
+        if (rem > half || (rem == half && (v & 1))) v++;
+        return (uint16_t)(sign | v);
+    }
+    uint32_t v = ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (v & 1))) v++;
+    return (uint16_t)(sign | v);
+}
+
+HARNESS_UNUSED static uint16_t to_bf16(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    b += 0x7FFFu + ((b >> 16) & 1);
+    return (uint16_t)(b >> 16);
+}
+
 #endif

@@ -367,37 +367,10 @@ static void write_entries(const char *path, const entry *e, int n, const char *s
 
 /* ---- F16 / BF16 ---- */
 
-static uint16_t to_f16(float x) { /* round to nearest even; finite values */
-    uint32_t b;
-    memcpy(&b, &x, 4);
-    uint32_t sign = (b >> 16) & 0x8000u;
-    int32_t exp = (int32_t)((b >> 23) & 255) - 127 + 15;
-    uint32_t man = b & 0x7FFFFFu;
-    if (exp >= 31) return (uint16_t)(sign | 0x7C00u);
-    if (exp <= 0) {
-        if (exp < -10) return (uint16_t)sign;
-        man |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - exp), half = 1u << (shift - 1);
-        uint32_t v = man >> shift, rem = man & ((1u << shift) - 1);
-        if (rem > half || (rem == half && (v & 1))) v++;
-        return (uint16_t)(sign | v);
-    }
-    uint32_t v = ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1FFFu;
-    if (rem > 0x1000u || (rem == 0x1000u && (v & 1))) v++;
-    return (uint16_t)(sign | v);
-}
-
 static float from_f16(uint16_t h) { /* an independent decoder: ldexp */
     int exp = (h >> 10) & 31, man = h & 1023;
     double v = exp ? ldexp(1.0 + man / 1024.0, exp - 15) : ldexp(man / 1024.0, -14);
     return (float)((h & 0x8000) ? -v : v);
-}
-
-static uint16_t to_bf16(float x) {
-    uint32_t b;
-    memcpy(&b, &x, 4);
-    b += 0x7FFFu + ((b >> 16) & 1);
-    return (uint16_t)(b >> 16);
 }
 
 static float from_bf16(uint16_t h) {
