@@ -46,8 +46,14 @@ test-asan: | $(B)
 demo: $(B)/train_text
 	./$(B)/train_text
 
+# gpt2rt, then PyTorch on the same step and threads (where installed), then the ratio
 bench: $(B)/bench_cpu
-	./$(B)/bench_cpu
+	./$(B)/bench_cpu | tee $(B)/bench_cpu.log
+	@python3 tools/bench_torch_cpu.py > $(B)/bench_torch.log 2>&1; rc=$$?; cat $(B)/bench_torch.log; \
+	if [ $$rc -eq 0 ]; then \
+	    a=$$(awk '/^tokens\/s:/{print $$2}' $(B)/bench_cpu.log); b=$$(awk '/^tokens\/s:/{print $$2}' $(B)/bench_torch.log); \
+	    awk -v a=$$a -v b=$$b 'BEGIN{printf "\ngpt2rt %.1f tokens/s, PyTorch %.1f tokens/s: %.2fx, same machine, same run\n", a, b, a/b}'; \
+	fi
 
 # libFuzzer on the safetensors parser and loaders (clang); FUZZ_TIME seconds
 fuzz: | $(B)
