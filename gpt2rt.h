@@ -95,7 +95,8 @@
    leaves the weights as they were, a failed save leaves no partial file behind.
    The library never exits, never prints; messages go to the optional log callback.
    gpt2rt_create returns, on failure, a context that only holds the error message:
-   read it, then gpt2rt_free it (NULL only if even that could not be allocated).
+   read it, then gpt2rt_free it (NULL only if even that could not be allocated);
+   any other call on it returns GPT2RT_ERR_STATE.
 
    ============================================================================
    MEMORY
@@ -558,6 +559,13 @@ static gpt2rt_result gpt2rt__fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *
     if (ctx->cfg.log) ctx->cfg.log(ctx->cfg.log_user, GPT2RT_LOG_ERROR, ctx->error);
     return r;
 }
+
+/* every call on a context starts here; a context whose creation failed answers
+   GPT2RT_ERR_STATE and keeps the creation error as its message */
+#define GPT2RT__CHECK_CTX(ctx) do { \
+        if (!(ctx)) return GPT2RT_ERR_INVALID_ARGUMENT; \
+        if ((ctx)->failed) return GPT2RT_ERR_STATE; \
+    } while (0)
 
 static double gpt2rt__now(void) {
     struct timespec ts;
@@ -1534,8 +1542,7 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
-    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_weights_load: the context failed to create");
+    GPT2RT__CHECK_CTX(ctx);
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
     char file[4096];
     if (snprintf(file, sizeof file, gpt2rt__ends_with(path, ".safetensors") ? "%s" : "%s/model.safetensors", path) >=
@@ -1561,8 +1568,7 @@ static int gpt2rt__mkdir(const char *dir) {
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
-    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_weights_save: the context failed to create");
+    GPT2RT__CHECK_CTX(ctx);
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
     char path[4200], tmp[4200], cpath[4200], ctmp[4200];
@@ -1607,8 +1613,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 /* ---- training state: weights, moments, step and RNG in one safetensors file ---- */
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
-    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: the context failed to create");
+    GPT2RT__CHECK_CTX(ctx);
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
@@ -1686,8 +1691,7 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
-    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_load: the context failed to create");
+    GPT2RT__CHECK_CTX(ctx);
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
     size_t len;
@@ -1718,8 +1722,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_info_get(const gpt2rt_ctx *ctx, int index,
 
 static gpt2rt_result gpt2rt__param_access(gpt2rt_ctx *ctx, const char *fn, const char *name, int64_t count,
                                           const void *buf, const gpt2rt__tensor **out) {
-    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (ctx->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: the context failed to create", fn);
+    GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__tensor *t = name ? gpt2rt__tensor_named(ctx, name) : NULL;
     if (!t) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: no parameter named '%s'", fn, name ? name : "(null)");
     if (!buf || count != t->hf_rows * t->cols)
@@ -2811,15 +2814,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     return GPT2RT_OK;
 }
 
-#define GPT2RT__CHECK_CTX(ctx, fn) do { \
-        if (!(ctx)) return GPT2RT_ERR_INVALID_ARGUMENT; \
-        if ((ctx)->failed) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, fn ": the context failed to create: %s", (ctx)->error); \
-    } while (0)
-
 /* ==== SECTION: training calls ============================================= */
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
-    GPT2RT__CHECK_CTX(ctx, "gpt2rt_forward");
+    GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     for (int64_t i = 0; i < d->BT; i++) {
@@ -2849,7 +2847,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, 
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
-    GPT2RT__CHECK_CTX(ctx, "gpt2rt_backward");
+    GPT2RT__CHECK_CTX(ctx);
     if (!ctx->have_loss)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
@@ -2860,7 +2858,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
-    GPT2RT__CHECK_CTX(ctx, "gpt2rt_update");
+    GPT2RT__CHECK_CTX(ctx);
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
@@ -2898,7 +2896,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
 
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
-    GPT2RT__CHECK_CTX(ctx, "gpt2rt_step");
+    GPT2RT__CHECK_CTX(ctx);
     if (!targets) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: targets is NULL");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step: gradients from an earlier gpt2rt_backward are "
@@ -2912,7 +2910,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
-    GPT2RT__CHECK_CTX(ctx, "gpt2rt_logits");
+    GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     if (!dst || count != d->BT * d->V)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst holds %lld floats, needs "
