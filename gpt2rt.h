@@ -83,7 +83,8 @@
                                          a load also resets the optimizer state
    gpt2rt_state_save / _load             the training state: weights, moments, step,
                                          RNG; resuming continues bitwise identically
-   gpt2rt_param_count/_info/_read/_write parameters and gradients by name
+   gpt2rt_param_count / _info_get        the parameters: Hugging Face names and shapes
+   gpt2rt_param_read / _write            values, gradients, Adam moments by name
    gpt2rt_plan                           bytes of every memory category, from the
                                          config alone, before anything is allocated
    gpt2rt_plan_allocated                 what a context really allocated, same form

@@ -115,6 +115,5 @@ case $mode in
             else bad "nvcc build $t"; fi
         done ;;
 esac
-echo "${skipped} skipped"
-echo "${passed} passed, ${failed} failed"
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 [ "$failed" -eq 0 ]
