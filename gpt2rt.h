@@ -2773,8 +2773,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         }
         ctx->arena_bytes[i] = b;
     }
-    uint64_t check[GPT2RT_MEM_COUNT];
-    gpt2rt__layout(&ctx->d, check, ctx);
+    gpt2rt__layout(&ctx->d, plan.bytes[0], ctx); /* binds the pointers; same sizes as planned */
     gpt2rt__init_params(ctx);
     gpt2rt__reset_training(ctx);
     ctx->failed = 0;
