@@ -196,6 +196,8 @@ typedef enum gpt2rt_recompute {
     GPT2RT_RECOMPUTE_SELECTIVE, /* drop GELU and LayerNorm outputs, recompute them */
     GPT2RT_RECOMPUTE_FULL       /* keep every checkpoint_every-th layer input only */
 } gpt2rt_recompute;
+/* gpt2rt_config.checkpoint_every: every round(sqrt(n_layer))-th layer */
+#define GPT2RT_CHECKPOINT_SQRT (-1)
 
 typedef enum gpt2rt_parallel {
     GPT2RT_PARALLEL_NONE = 0,
@@ -257,16 +259,18 @@ typedef struct gpt2rt_config {
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
 
     /* batch */
-    int batch_size; /* micro-batch B, 0 -> 4 */
+    int batch_size; /* micro-batch B (per device under DATA parallel), 0 -> 4 */
     int seq_len;    /* T, 0 -> min(64, max_seq_len) */
-    int grad_accum; /* micro-batches per optimizer step, 0 -> 1 */
+    int grad_accum; /* micro-batches per optimizer step, 0 -> 1 (gpt2rt_step takes
+                       grad_accum * batch_size rows) */
 
     /* precision and memory */
     gpt2rt_precision precision;
     int tf32;           /* CUDA fp32 matrix products on TF32 tensor cores; 0 = off */
     float loss_scale;   /* fp16: initial dynamic loss scale, 0 -> 65536 */
     gpt2rt_recompute recompute;
-    int checkpoint_every; /* full recompute: keep every k-th layer input, 0 -> 1 */
+    int checkpoint_every; /* full recompute: keep every k-th layer input, 0 -> 1,
+                             GPT2RT_CHECKPOINT_SQRT -> round(sqrt(n_layer)) */
 
     /* parallel */
     gpt2rt_parallel parallel;
@@ -303,7 +307,8 @@ typedef struct gpt2rt_step_stats {
     float lr;         /* learning rate this update used */
     float loss_scale; /* fp16 dynamic loss scale; 1 otherwise */
     int skipped;      /* 1: the update was skipped (gradient not finite) */
-    int64_t tokens;   /* tokens in the step's batch */
+    int64_t tokens;   /* tokens in the step's batch (every micro-batch) */
+    int micro_batches; /* backward calls this update summed */
     double seconds;   /* wall time of the call */
 } gpt2rt_step_stats;
 
@@ -311,12 +316,28 @@ typedef struct gpt2rt_memory_plan {
     gpt2rt_config config; /* resolved: every default filled in */
     int64_t n_params;     /* parameters as Hugging Face counts them (vocab unpadded) */
     int64_t n_params_padded;
-    double flops_per_token; /* training FLOPs (forward + backward) per token */
+    int64_t n_trainable;    /* parameters that get gradients and moments (padded vocab included) */
+    double flops_per_token; /* model FLOPs (forward + backward) per token, recompute excluded */
+    double flops_per_step;  /* FLOPs of one optimizer step on all devices, recompute included */
+    int64_t tokens_per_step;  /* micro-batch x grad_accum x data-parallel devices x seq_len */
+    double predicted_seconds; /* the advisor's coarse model of one optimizer step (for ranking) */
     int n_devices;
     uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT];
-    uint64_t total[GPT2RT_MAX_DEVICES];
+    uint64_t total[GPT2RT_MAX_DEVICES];    /* sum of the categories: what creation allocates */
+    uint64_t overhead[GPT2RT_MAX_DEVICES]; /* beyond the arenas: estimated by gpt2rt_plan (CUDA
+                                              context, cuBLASLt, NCCL; 0 on the CPU backend),
+                                              measured by gpt2rt_plan_allocated */
     char error[512]; /* why gpt2rt_plan failed */
 } gpt2rt_memory_plan;
+
+/* what gpt2rt_fit may change (bits); 0 means GPT2RT_FIT_DEFAULT */
+typedef enum gpt2rt_fit_allow {
+    GPT2RT_FIT_BATCH = 1 << 0,     /* micro-batch down, grad_accum up: same global batch */
+    GPT2RT_FIT_RECOMPUTE = 1 << 1, /* selective, then full recompute */
+    GPT2RT_FIT_PARALLEL = 1 << 2,  /* data parallel <-> layer split (same devices) */
+    GPT2RT_FIT_PRECISION = 1 << 3, /* fp32 -> bf16 (CUDA only; changes the numerics, so opt-in) */
+    GPT2RT_FIT_DEFAULT = GPT2RT_FIT_BATCH | GPT2RT_FIT_RECOMPUTE | GPT2RT_FIT_PARALLEL
+} gpt2rt_fit_allow;
 
 typedef struct gpt2rt_param_info {
     char name[96];    /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
@@ -341,6 +362,13 @@ GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem category);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan);
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
+/* A config like *config whose plan fits budget_bytes on every device (arenas plus the
+   estimated overhead), with the same global batch, that the coarse throughput model
+   ranks fastest among those `allow` reaches. *out gets it (a copy of *config when that
+   fits); explain (may be NULL) gets one line per change with the bytes it saves.
+   GPT2RT_ERR_OUT_OF_MEMORY when nothing fits: *out is then the smallest found. */
+GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget_bytes, unsigned allow,
+                                    gpt2rt_config *out, char *explain, size_t cap);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **ctx, const gpt2rt_config *config);
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx);
@@ -426,18 +454,33 @@ static int gpt2rt__default_threads(void) { return 1; }
 
 #define GPT2RT__PI 3.14159265358979323846
 
-/* sizes of the model, resolved from the config */
+/* sizes of the model and what the memory knobs decide, resolved from the config */
 typedef struct gpt2rt__dims {
     int64_t L, NH, C, HS;  /* layers, heads, width, head size C/NH */
     int64_t V, Vp, P;      /* vocab, padded vocab, positions (max_seq_len) */
     int64_t B, T, BT;      /* micro-batch, sequence, B*T */
     int nt;                /* CPU threads */
+    int cuda;              /* planned for the CUDA backend */
+    int ab;                /* bytes per activation element: 4 (fp32), 2 (bf16, fp16) */
+    int wb;                /* bytes per stored weight: 4, or 2 with an fp32 master copy */
+    unsigned frozen;       /* gpt2rt_group bits */
+    int recompute, ck;     /* recompute level; FULL: checkpoint spacing k */
+    int need_ln1, need_mlp_in; /* ln_1 out / ln_2 out and GELU out feed a trained weight's gradient */
+    int keep_ln1, keep_ln2, keep_gelu; /* saved by the forward; else recomputed (if needed) or dropped */
+    int rc;                /* a transient buffer holds what is not kept */
 } gpt2rt__dims;
+
+/* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
+typedef struct gpt2rt__span {
+    int64_t l0, l1;
+    int first, last;
+} gpt2rt__span;
 
 /* one parameter tensor; internal layout (rows, cols) row-major, matrices (out, in) */
 typedef struct gpt2rt__tensor {
     char name[96];     /* Hugging Face name */
-    int64_t off;       /* offset in floats into the weights (and grads, m, v) arena */
+    int64_t off;       /* offset in floats into the weights arena */
+    int64_t goff;      /* offset into the grads, m and v arenas; -1: frozen */
     int64_t rows, cols;/* internal shape; 1-D tensors have cols == 1 */
     int64_t hf_rows;   /* rows that exist in the file (wte: vocab, not padded vocab) */
     int ndim;
@@ -476,7 +519,7 @@ struct gpt2rt_ctx {
     gpt2rt_config cfg; /* resolved */
     gpt2rt__dims d;
     int failed;        /* creation failed: the context only holds the error */
-    char error[1024];
+    char error[4096];
 
     gpt2rt__tensor *tensors;
     int n_tensors;
@@ -485,24 +528,36 @@ struct gpt2rt_ctx {
     void *arena[GPT2RT_MEM_COUNT];
     uint64_t arena_bytes[GPT2RT_MEM_COUNT];
 
-    float *params, *grads, *m, *v; /* (n_params) each */
+    int64_t n_train;   /* floats in the grads arena (and in m, v): the trainable ones */
+    float *params;     /* (n_params) */
+    float *grads, *m, *v; /* (n_train) each */
     /* activations arena */
     int32_t *inputs, *targets;      /* (BT) copies, for the backward */
-    float *x0;                      /* (BT,C) embeddings, layer 0 input */
-    float *layer_acts;              /* L blocks of layer_stride floats */
+    float *x0;                      /* (BT,C) embeddings, layer 0 input (FULL: checkpoint 0) */
+    unsigned char *layer_acts;      /* NONE/SELECTIVE: L blocks; FULL: ck slots; layer_stride bytes each */
     int64_t layer_stride;
+    float *ckpt;                    /* FULL: (ceil(L/ck)-1, BT, C) inputs of layers ck, 2ck, ... */
+    float *xout;                    /* FULL: (BT,C) the last layer's output */
     float *lnf, *lnf_mean, *lnf_rstd; /* (BT,C), (BT), (BT) */
     float *losses, *logit_lse;        /* (BT) */
     float *logits;                    /* (BT,Vp) logits arena */
     float *dres, *dbuf, *dbig;        /* transient: (BT,C), (BT,C), (BT,4C) */
+    float *rcbuf;                     /* transient: (BT,4C) outputs not kept (selective, frozen) */
     void *gemm_ws;                    /* workspace */
     float *att_scratch;               /* (nt, 2*pad(T)) */
     double *norm_parts;               /* (n_norm_chunks) */
 
     int64_t step;   /* optimizer updates taken */
     uint64_t rng;
-    float loss;
-    int64_t n_targets;
+    float loss;          /* the last forward's mean loss */
+    double loss_sum;     /* the last forward's summed token losses */
+    int64_t n_targets;   /* the last forward's counted targets */
+    /* since the last update: gradients are of (sum of token losses) / (BT * grad_accum);
+       the update rescales them to the mean over acc_targets, so the loss is
+       normalised once however the micro-batches were cut */
+    double acc_loss_sum;
+    int64_t acc_targets;
+    int acc_micro;
     int have_logits, have_loss, grads_pending;
 };
 
@@ -587,6 +642,7 @@ static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
 }
 
 static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
+static int64_t gpt2rt__al(int64_t bytes) { return (bytes + 63) & ~(int64_t)63; }
 
 GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result r) {
     switch (r) {
@@ -645,7 +701,20 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     GPT2RT__NYI(c->head != GPT2RT_HEAD_LM, "head = GPT2RT_HEAD_REGRESSION");
     GPT2RT__NYI(c->patch_len || c->patch_stride || c->n_channels, "patch_len/patch_stride/n_channels (patch inputs)");
     GPT2RT__NYI(c->horizon, "horizon (regression head)");
-    GPT2RT__NYI(c->frozen, "frozen parameter groups");
+    {
+        const unsigned all = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
+                             GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
+        const unsigned model = all & ~(unsigned)GPT2RT_GROUP_HEAD; /* the groups tokens + LM head have */
+        if (c->frozen & ~all)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x has bits outside the gpt2rt_group values (0x%x)",
+                        c->frozen, all);
+        if (c->frozen & GPT2RT_GROUP_HEAD)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen includes GPT2RT_GROUP_HEAD, which has no parameters "
+                        "with token inputs and the tied LM head");
+        if ((c->frozen & model) == model)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x freezes every parameter group: nothing to train",
+                        c->frozen);
+    }
 
     if (!c->batch_size) c->batch_size = 4;
     if (!c->seq_len) c->seq_len = c->max_seq_len < 64 ? c->max_seq_len : 64;
@@ -657,22 +726,58 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "batch_size * seq_len = %d * %d exceeds 2^30 tokens",
                     c->batch_size, c->seq_len);
     GPT2RT__RANGE(grad_accum, 1, 1 << 20);
-    GPT2RT__NYI(c->grad_accum > 1, "grad_accum > 1 (gradient accumulation)");
+
+    if ((int)c->backend < 0 || c->backend > GPT2RT_BACKEND_CUDA)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "backend = %d is not a gpt2rt_backend", (int)c->backend);
+    if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = GPT2RT_BACKEND_CPU; /* the CUDA backend has not landed */
+    int cuda = c->backend == GPT2RT_BACKEND_CUDA;
 
     if (c->precision == GPT2RT_PRECISION_DEFAULT) c->precision = GPT2RT_PRECISION_FP32;
     if ((int)c->precision < 0 || c->precision > GPT2RT_PRECISION_FP16)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "precision = %d is not a gpt2rt_precision", (int)c->precision);
-    GPT2RT__NYI(c->precision == GPT2RT_PRECISION_BF16, "precision = GPT2RT_PRECISION_BF16");
-    GPT2RT__NYI(c->precision == GPT2RT_PRECISION_FP16, "precision = GPT2RT_PRECISION_FP16");
-    GPT2RT__NYI(c->tf32, "tf32 (needs the CUDA backend)");
-    GPT2RT__NYI(c->loss_scale != 0.0f, "loss_scale (fp16 dynamic loss scaling)");
-    GPT2RT__NYI(c->recompute != GPT2RT_RECOMPUTE_NONE, "recompute (activation recompute)");
-    GPT2RT__NYI(c->checkpoint_every, "checkpoint_every (full recompute)");
+    if (!cuda && c->precision != GPT2RT_PRECISION_FP32)
+        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "precision = %s needs backend = GPT2RT_BACKEND_CUDA; the CPU backend "
+                    "computes in fp32", c->precision == GPT2RT_PRECISION_BF16 ? "BF16" : "FP16");
+    if (!cuda && c->tf32)
+        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "tf32 = %d needs backend = GPT2RT_BACKEND_CUDA", c->tf32);
+    if (c->tf32 && c->precision != GPT2RT_PRECISION_FP32)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "tf32 = %d applies to fp32 matrix products only", c->tf32);
+    if (c->loss_scale != 0.0f && c->precision != GPT2RT_PRECISION_FP16)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "loss_scale = %g applies to precision = FP16 only",
+                    (double)c->loss_scale);
+    if (c->precision == GPT2RT_PRECISION_FP16 && c->loss_scale == 0.0f) c->loss_scale = 65536.0f;
+    if (c->precision == GPT2RT_PRECISION_FP16 && !(c->loss_scale >= 1.0f && c->loss_scale <= 16777216.0f))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "loss_scale = %g must lie in [1, 2^24]", (double)c->loss_scale);
+
+    if ((int)c->recompute < 0 || c->recompute > GPT2RT_RECOMPUTE_FULL)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "recompute = %d is not a gpt2rt_recompute", (int)c->recompute);
+    if (c->recompute != GPT2RT_RECOMPUTE_FULL && c->checkpoint_every)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = %d applies to recompute = FULL only",
+                    c->checkpoint_every);
+    if (c->recompute == GPT2RT_RECOMPUTE_FULL) {
+        if (!c->checkpoint_every) c->checkpoint_every = 1;
+        if (c->checkpoint_every == GPT2RT_CHECKPOINT_SQRT) {
+            c->checkpoint_every = (int)floor(sqrt((double)c->n_layer) + 0.5);
+            if (c->checkpoint_every < 1) c->checkpoint_every = 1;
+        }
+        if (c->checkpoint_every < 1 || c->checkpoint_every > c->n_layer)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = %d must lie in [1, n_layer = %d] "
+                        "(or be GPT2RT_CHECKPOINT_SQRT)", c->checkpoint_every, c->n_layer);
+    }
 
     if (!c->n_devices) c->n_devices = 1;
     GPT2RT__RANGE(n_devices, 1, GPT2RT_MAX_DEVICES);
-    GPT2RT__NYI(c->parallel != GPT2RT_PARALLEL_NONE, "parallel (data-parallel and layer-split modes)");
-    GPT2RT__NYI(c->n_devices > 1, "n_devices > 1");
+    if ((int)c->parallel < 0 || c->parallel > GPT2RT_PARALLEL_LAYER_SPLIT)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = %d is not a gpt2rt_parallel", (int)c->parallel);
+    if (c->parallel == GPT2RT_PARALLEL_NONE && c->n_devices > 1)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "n_devices = %d needs parallel = DATA or LAYER_SPLIT",
+                    c->n_devices);
+    if (c->parallel != GPT2RT_PARALLEL_NONE && c->n_devices < 2)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = %s needs n_devices >= 2 (it is %d)",
+                    c->parallel == GPT2RT_PARALLEL_DATA ? "DATA" : "LAYER_SPLIT", c->n_devices);
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->n_layer < c->n_devices)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = LAYER_SPLIT over %d devices needs n_layer >= %d "
+                    "(it is %d)", c->n_devices, c->n_devices, c->n_layer);
     for (int i = 0; i < GPT2RT_MAX_DEVICES; i++)
         if (c->device_ids[i] < 0)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = %d is negative", i, c->device_ids[i]);
@@ -694,10 +799,6 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     GPT2RT__RANGE(warmup_steps, 0, INT32_MAX);
     GPT2RT__RANGE(total_steps, 0, INT32_MAX);
 
-    if ((int)c->backend < 0 || c->backend > GPT2RT_BACKEND_CUDA)
-        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "backend = %d is not a gpt2rt_backend", (int)c->backend);
-    GPT2RT__NYI(c->backend == GPT2RT_BACKEND_CUDA, "backend = GPT2RT_BACKEND_CUDA (the CUDA backend)");
-    c->backend = GPT2RT_BACKEND_CPU; /* AUTO: the CUDA backend has not landed */
     if (!c->n_threads) c->n_threads = gpt2rt__default_threads();
     GPT2RT__RANGE(n_threads, 1, 1024);
     if (!c->seed) c->seed = 1337;
@@ -713,21 +814,48 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.nt = c->n_threads;
+    d.cuda = c->backend == GPT2RT_BACKEND_CUDA;
+    d.ab = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
+    d.wb = d.ab;
+    d.frozen = c->frozen;
+    d.recompute = (int)c->recompute;
+    d.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    d.need_ln1 = !(c->frozen & GPT2RT_GROUP_ATTENTION);  /* ln_1 out: input of c_attn's dW */
+    d.need_mlp_in = !(c->frozen & GPT2RT_GROUP_MLP);     /* ln_2 out, GELU out: c_fc's, c_proj's dW */
+    int keep = c->recompute == GPT2RT_RECOMPUTE_NONE, full = c->recompute == GPT2RT_RECOMPUTE_FULL;
+    d.keep_ln1 = full || (keep && d.need_ln1);
+    d.keep_ln2 = d.keep_gelu = full || (keep && d.need_mlp_in);
+    d.rc = !d.keep_ln1 || !d.keep_ln2;
     return d;
+}
+
+static gpt2rt__span gpt2rt__span_of(const gpt2rt_config *c, int dev) {
+    gpt2rt__span s;
+    s.l0 = 0; s.l1 = c->n_layer; s.first = s.last = 1;
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* even split, earlier devices take the remainder */
+        int64_t n = c->n_devices, L = c->n_layer, q = L / n, r = L % n;
+        s.l0 = dev * q + (dev < r ? dev : r);
+        s.l1 = s.l0 + q + (dev < r ? 1 : 0);
+        s.first = dev == 0;
+        s.last = dev == n - 1;
+    }
+    return s;
 }
 
 /* ==== SECTION: layout (the memory documentation) ========================== */
 
 /* The parameter table, in arena order: wte, wpe, L x 12 per-layer tensors, ln_f.
-   Returns the number of tensors; fills tab when non-NULL; *n_floats gets the total. */
-static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64_t *n_floats) {
+   Returns the number of tensors; fills tab when non-NULL; *n_floats gets the total,
+   *n_train the trainable part (frozen groups get no gradient, no moments). */
+static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64_t *n_floats, int64_t *n_train) {
     int n = 0;
-    int64_t off = 0, C = d->C;
+    int64_t off = 0, goff = 0, C = d->C;
 #define GPT2RT__T(nm_fmt, layer, r, co, hfr, nd, tr, grp, dec) do { \
+        int frz_ = (d->frozen & (grp)) != 0; \
         if (tab) { gpt2rt__tensor *t = &tab[n]; snprintf(t->name, sizeof t->name, nm_fmt, layer); \
-                   t->off = off; t->rows = (r); t->cols = (co); t->hf_rows = (hfr); t->ndim = (nd); \
-                   t->transpose = (tr); t->group = (grp); t->decay = (dec); } \
-        n++; off += (int64_t)(r) * (co); } while (0)
+                   t->off = off; t->goff = frz_ ? -1 : goff; t->rows = (r); t->cols = (co); t->hf_rows = (hfr); \
+                   t->ndim = (nd); t->transpose = (tr); t->group = (grp); t->decay = (dec); } \
+        n++; off += (int64_t)(r) * (co); if (!frz_) goff += (int64_t)(r) * (co); } while (0)
     GPT2RT__T("transformer.wte.weight%.0d", 0, d->Vp, C, d->V, 2, 0, GPT2RT_GROUP_TOKEN_EMBED, 1);
     GPT2RT__T("transformer.wpe.weight%.0d", 0, d->P, C, d->P, 2, 0, GPT2RT_GROUP_POS_EMBED, 1);
     for (int l = 0; l < (int)d->L; l++) {
@@ -748,108 +876,225 @@ static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64
     GPT2RT__T("transformer.ln_f.bias%.0d", 0, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
 #undef GPT2RT__T
     if (n_floats) *n_floats = off;
+    if (n_train) *n_train = goff;
     return n;
 }
 
-static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, int64_t l) {
+/* per-layer tensors of layer l; base: params (by off) or grads (by goff; NULL when frozen) */
+static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, int grads, int64_t l) {
     const gpt2rt__tensor *t = ctx->tensors + 2 + l * GPT2RT__PER_LAYER;
+    float *q[GPT2RT__PER_LAYER];
+    for (int i = 0; i < GPT2RT__PER_LAYER; i++)
+        q[i] = !grads ? base + t[i].off : t[i].goff >= 0 ? base + t[i].goff : NULL;
     gpt2rt__layer_params p;
-    p.ln1w = base + t[GPT2RT__LN1W].off; p.ln1b = base + t[GPT2RT__LN1B].off;
-    p.qkvw = base + t[GPT2RT__QKVW].off; p.qkvb = base + t[GPT2RT__QKVB].off;
-    p.projw = base + t[GPT2RT__PROJW].off; p.projb = base + t[GPT2RT__PROJB].off;
-    p.ln2w = base + t[GPT2RT__LN2W].off; p.ln2b = base + t[GPT2RT__LN2B].off;
-    p.fcw = base + t[GPT2RT__FCW].off; p.fcb = base + t[GPT2RT__FCB].off;
-    p.fcprojw = base + t[GPT2RT__FCPROJW].off; p.fcprojb = base + t[GPT2RT__FCPROJB].off;
+    p.ln1w = q[GPT2RT__LN1W]; p.ln1b = q[GPT2RT__LN1B];
+    p.qkvw = q[GPT2RT__QKVW]; p.qkvb = q[GPT2RT__QKVB];
+    p.projw = q[GPT2RT__PROJW]; p.projb = q[GPT2RT__PROJB];
+    p.ln2w = q[GPT2RT__LN2W]; p.ln2b = q[GPT2RT__LN2B];
+    p.fcw = q[GPT2RT__FCW]; p.fcb = q[GPT2RT__FCB];
+    p.fcprojw = q[GPT2RT__FCPROJW]; p.fcprojb = q[GPT2RT__FCPROJB];
     return p;
 }
 
-/* One layer's saved activations, in order. Returns the block's size in floats;
-   fills a (pointers from base) when a is non-NULL. */
-static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, float *base, gpt2rt__layer_acts *a) {
-    int64_t o = 0, BT = d->BT, C = d->C;
-#define GPT2RT__CARVE(field, n) do { if (a) a->field = base + o; o += gpt2rt__pad16(n); } while (0)
-    GPT2RT__CARVE(ln1, BT * C);
-    GPT2RT__CARVE(ln1_mean, BT);
-    GPT2RT__CARVE(ln1_rstd, BT);
-    GPT2RT__CARVE(qkv, BT * 3 * C);
-    GPT2RT__CARVE(lse, d->B * d->NH * d->T);
-    GPT2RT__CARVE(atty, BT * C);
-    GPT2RT__CARVE(res2, BT * C);
-    GPT2RT__CARVE(ln2, BT * C);
-    GPT2RT__CARVE(ln2_mean, BT);
-    GPT2RT__CARVE(ln2_rstd, BT);
-    GPT2RT__CARVE(fch, BT * 4 * C);
-    GPT2RT__CARVE(fch_gelu, BT * 4 * C);
-    GPT2RT__CARVE(res3, BT * C);
+/* One layer's saved activations, in order, in bytes (activations of d->ab bytes,
+   statistics fp32). full: every field (the FULL recompute slots); else the ones
+   d->keep_* asks for, the others NULL. Fills a (pointers from base) when non-NULL. */
+static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *base, gpt2rt__layer_acts *a, int full) {
+    int64_t o = 0, BT = d->BT, C = d->C, ab = d->ab;
+#define GPT2RT__CARVE(field, n, eb, keep) do { int k_ = full || (keep); \
+        if (a) { a->field = k_ ? (float *)(void *)(base + o) : NULL; } \
+        if (k_) { o += gpt2rt__al((n) * (eb)); } } while (0)
+    GPT2RT__CARVE(ln1, BT * C, ab, d->keep_ln1);
+    GPT2RT__CARVE(ln1_mean, BT, 4, 1);
+    GPT2RT__CARVE(ln1_rstd, BT, 4, 1);
+    GPT2RT__CARVE(qkv, BT * 3 * C, ab, 1);
+    GPT2RT__CARVE(lse, d->B * d->NH * d->T, 4, 1);
+    GPT2RT__CARVE(atty, BT * C, ab, 1);
+    GPT2RT__CARVE(res2, BT * C, ab, 1);
+    GPT2RT__CARVE(ln2, BT * C, ab, d->keep_ln2);
+    GPT2RT__CARVE(ln2_mean, BT, 4, 1);
+    GPT2RT__CARVE(ln2_rstd, BT, 4, 1);
+    GPT2RT__CARVE(fch, BT * 4 * C, ab, 1);
+    GPT2RT__CARVE(fch_gelu, BT * 4 * C, ab, d->keep_gelu);
+    GPT2RT__CARVE(res3, BT * C, ab, 1);
 #undef GPT2RT__CARVE
     return o;
 }
 
+/* the saved activations of layer l (NONE, SELECTIVE), or of its FULL recompute slot */
 static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     gpt2rt__layer_acts a;
-    gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + l * ctx->layer_stride, &a);
+    int full = ctx->d.recompute == GPT2RT_RECOMPUTE_FULL;
+    int64_t slot = full ? l % ctx->d.ck : l;
+    gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + slot * ctx->layer_stride, &a, full);
     return a;
 }
 
 static size_t gpt2rt__sgemm_workspace_bytes(int n_threads);
 static int64_t gpt2rt__norm_chunks(int64_t n_params);
+#define GPT2RT__CU_BLAS_WORKSPACE ((int64_t)32 << 20) /* cuBLASLt workspace on Hopper */
 
-/* The arenas of every category, in bytes, and (when ctx is non-NULL and its arenas
-   are allocated) the pointers into them. The single source of truth for the plan
-   and for creation: planned == allocated by construction. */
-static void gpt2rt__layout(const gpt2rt__dims *d, uint64_t bytes[GPT2RT_MEM_COUNT], gpt2rt_ctx *ctx) {
-    int64_t n_params, BT = d->BT, C = d->C;
-    gpt2rt__param_table(d, NULL, &n_params);
+/* The arenas of every category, in bytes, for the device holding span s, and (when
+   ctx is non-NULL and its arenas are allocated: the CPU backend, one device) the
+   pointers into them. The single source of truth for the plan and for creation:
+   planned == allocated by construction.
+   Layer split: the first device holds wte (a weights-only copy unless it is also
+   the last) and wpe; the last holds wte for the tied head with its gradient,
+   moments and master copy, ln_f and the logits; the first device's wte gradient is
+   staged in comm and sent to the last. Data parallel: every device holds it all. */
+static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_t bytes[GPT2RT_MEM_COUNT],
+                           gpt2rt_ctx *ctx) {
+    int64_t BT = d->BT, C = d->C, ab = d->ab, nl = s->l1 - s->l0;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) bytes[i] = 0;
-    bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)n_params * 4;
-    bytes[GPT2RT_MEM_GRADS] = (uint64_t)n_params * 4;
-    bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)n_params * 8;
 
-    /* activations: tokens, embeddings, L layer blocks, ln_f, per-token losses */
-    int64_t o = 0, stride = gpt2rt__layer_acts_carve(d, NULL, NULL);
-    int64_t o_inputs = o; o += gpt2rt__pad16(BT);
-    int64_t o_targets = o; o += gpt2rt__pad16(BT);
-    int64_t o_x0 = o; o += gpt2rt__pad16(BT * C);
-    int64_t o_layers = o; o += d->L * stride;
-    int64_t o_lnf = o; o += gpt2rt__pad16(BT * C);
-    int64_t o_lnf_mean = o; o += gpt2rt__pad16(BT);
-    int64_t o_lnf_rstd = o; o += gpt2rt__pad16(BT);
-    int64_t o_losses = o; o += gpt2rt__pad16(BT);
-    int64_t o_lse = o; o += gpt2rt__pad16(BT);
-    bytes[GPT2RT_MEM_ACTIVATIONS] = (uint64_t)o * 4;
+    /* parameters, by group: held (weights) and owned (master, grads, moments) */
+    int64_t ln = 4 * C, attn = 4 * C * C + 4 * C, mlp = 8 * C * C + 5 * C;
+    unsigned fz = d->frozen;
+    int64_t held = nl * (ln + attn + mlp), owned = nl * ((fz & GPT2RT_GROUP_LAYERNORM ? 0 : ln) +
+                   (fz & GPT2RT_GROUP_ATTENTION ? 0 : attn) + (fz & GPT2RT_GROUP_MLP ? 0 : mlp));
+    int64_t wte = d->Vp * C, wpe = d->P * C, lnf = 2 * C;
+    int wte_train = !(fz & GPT2RT_GROUP_TOKEN_EMBED);
+    if (s->first || s->last) held += wte;
+    if (s->last && wte_train) owned += wte;
+    if (s->first) { held += wpe; if (!(fz & GPT2RT_GROUP_POS_EMBED)) owned += wpe; }
+    if (s->last) { held += lnf; if (!(fz & GPT2RT_GROUP_LAYERNORM)) owned += lnf; }
+    bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->wb);
+    /* low precision: an fp32 master of what this device trains */
+    bytes[GPT2RT_MEM_MASTER] = d->wb == 4 ? 0 : (uint64_t)(owned * 4);
+    bytes[GPT2RT_MEM_GRADS] = (uint64_t)(owned * 4);
+    bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)(owned * 8);
 
-    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * gpt2rt__pad16(BT * C) + gpt2rt__pad16(BT * 4 * C)) * 4;
-    bytes[GPT2RT_MEM_LOGITS] = (uint64_t)(BT * d->Vp) * 4;
+    /* activations: tokens, layer input, the layers (or FULL's checkpoints and slots), ln_f, losses */
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    int64_t stride = gpt2rt__layer_acts_carve(d, NULL, NULL, full);
+    int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : nl;
+    int64_t n_ckpt = full ? (nl + d->ck - 1) / d->ck - 1 : 0; /* the layer input is checkpoint 0 */
+    int64_t o = 0, act = gpt2rt__al(BT * C * ab);
+    int64_t o_inputs = o; if (s->first) o += gpt2rt__al(BT * 4);
+    int64_t o_targets = o; if (s->last) o += gpt2rt__al(BT * 4);
+    int64_t o_x0 = o; o += act;
+    int64_t o_layers = o; o += n_blocks * stride;
+    int64_t o_ckpt = o; o += n_ckpt * act;
+    int64_t o_xout = o; if (full && s->last) o += act;
+    int64_t o_lnf = o, o_lnf_mean = o, o_lnf_rstd = o, o_losses = o, o_lse = o;
+    if (s->last) {
+        o_lnf = o; o += act;
+        o_lnf_mean = o; o += gpt2rt__al(BT * 4);
+        o_lnf_rstd = o; o += gpt2rt__al(BT * 4);
+        o_losses = o; o += gpt2rt__al(BT * 4);
+        o_lse = o; o += gpt2rt__al(BT * 4);
+    }
+    bytes[GPT2RT_MEM_ACTIVATIONS] = (uint64_t)o;
 
-    uint64_t ws_gemm = ((uint64_t)gpt2rt__sgemm_workspace_bytes(d->nt) + 63) / 64 * 64;
-    uint64_t ws_att = (uint64_t)d->nt * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
-    uint64_t ws_norm = (uint64_t)gpt2rt__pad16(gpt2rt__norm_chunks(n_params)) * 8;
+    /* transient: gradient of the residual stream, two scratch buffers, and the
+       recompute buffer for outputs not kept */
+    int64_t big = gpt2rt__al(BT * 4 * C * ab);
+    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0));
+    bytes[GPT2RT_MEM_LOGITS] = s->last ? (uint64_t)(BT * d->Vp * ab) : 0;
+
+    int64_t n_norm = owned; /* the norm's partial sums cover what this device owns */
+    uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__al(gpt2rt__norm_chunks(n_norm) * 8);
+    if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the embedding's token buckets */
+        ws_gemm = (uint64_t)GPT2RT__CU_BLAS_WORKSPACE;
+        ws_att = (uint64_t)(gpt2rt__al(d->B * d->NH * d->T * 4) + gpt2rt__al(BT * 4 * 3));
+    } else {
+        ws_gemm = (uint64_t)gpt2rt__al((int64_t)gpt2rt__sgemm_workspace_bytes(d->nt));
+        ws_att = (uint64_t)d->nt * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
+    }
     bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
+    if (s->first && !s->last && wte_train) bytes[GPT2RT_MEM_COMM] = (uint64_t)(wte * 4);
 
     if (!ctx) return;
-    ctx->n_params = n_params;
+    gpt2rt__param_table(d, NULL, &ctx->n_params, &ctx->n_train);
     ctx->params = (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
     ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
     ctx->m = (float *)ctx->arena[GPT2RT_MEM_MOMENTS];
-    ctx->v = ctx->m + n_params;
-    float *a = (float *)ctx->arena[GPT2RT_MEM_ACTIVATIONS];
-    ctx->inputs = (int32_t *)(a + o_inputs);
-    ctx->targets = (int32_t *)(a + o_targets);
-    ctx->x0 = a + o_x0;
+    ctx->v = ctx->m + ctx->n_train;
+    unsigned char *a = (unsigned char *)ctx->arena[GPT2RT_MEM_ACTIVATIONS];
+    ctx->inputs = (int32_t *)(void *)(a + o_inputs);
+    ctx->targets = (int32_t *)(void *)(a + o_targets);
+    ctx->x0 = (float *)(void *)(a + o_x0);
     ctx->layer_acts = a + o_layers;
     ctx->layer_stride = stride;
-    ctx->lnf = a + o_lnf; ctx->lnf_mean = a + o_lnf_mean; ctx->lnf_rstd = a + o_lnf_rstd;
-    ctx->losses = a + o_losses; ctx->logit_lse = a + o_lse;
-    float *tr = (float *)ctx->arena[GPT2RT_MEM_TRANSIENT];
-    ctx->dres = tr; ctx->dbuf = tr + gpt2rt__pad16(BT * C); ctx->dbig = tr + 2 * gpt2rt__pad16(BT * C);
+    ctx->ckpt = (float *)(void *)(a + o_ckpt);
+    ctx->xout = (float *)(void *)(a + o_xout);
+    ctx->lnf = (float *)(void *)(a + o_lnf);
+    ctx->lnf_mean = (float *)(void *)(a + o_lnf_mean);
+    ctx->lnf_rstd = (float *)(void *)(a + o_lnf_rstd);
+    ctx->losses = (float *)(void *)(a + o_losses);
+    ctx->logit_lse = (float *)(void *)(a + o_lse);
+    unsigned char *tr = (unsigned char *)ctx->arena[GPT2RT_MEM_TRANSIENT];
+    ctx->dres = (float *)(void *)tr;
+    ctx->dbuf = (float *)(void *)(tr + act);
+    ctx->dbig = (float *)(void *)(tr + 2 * act);
+    ctx->rcbuf = d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
     ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
     unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
     ctx->gemm_ws = ws;
-    ctx->att_scratch = (float *)(ws + ws_gemm);
-    ctx->norm_parts = (double *)(ws + ws_gemm + ws_att);
+    ctx->att_scratch = (float *)(void *)(ws + ws_gemm);
+    ctx->norm_parts = (double *)(void *)(ws + ws_gemm + ws_att);
 }
 
 /* ==== SECTION: plan ======================================================= */
+
+#define GPT2RT__GIB(x) ((double)(x) / 1073741824.0)
+/* a size as "%.2f %s": KiB, MiB or GiB, whichever reads best */
+#define GPT2RT__SZ(x) gpt2rt__sz_val((uint64_t)(x)), gpt2rt__sz_unit((uint64_t)(x))
+static double gpt2rt__sz_val(uint64_t b) {
+    return b >= ((uint64_t)1 << 30) ? (double)b / 1073741824.0 : b >= ((uint64_t)1 << 20) ? (double)b / 1048576.0
+         : (double)b / 1024.0;
+}
+static const char *gpt2rt__sz_unit(uint64_t b) {
+    return b >= ((uint64_t)1 << 30) ? "GiB" : b >= ((uint64_t)1 << 20) ? "MiB" : "KiB";
+}
+#define GPT2RT__MIB(x) ((double)(x) / 1048576.0)
+
+/* What one device holds beyond the arenas, as gpt2rt_plan estimates it: the CUDA
+   context and cuBLASLt's own state, and NCCL's buffers with two devices. The CUDA
+   backend measures it (gpt2rt_plan_allocated); these are its round figures. */
+static uint64_t gpt2rt__overhead_estimate(const gpt2rt_config *c) {
+    if (c->backend != GPT2RT_BACKEND_CUDA) return 0;
+    return ((uint64_t)600 << 20) + (c->n_devices > 1 ? (uint64_t)256 << 20 : 0);
+}
+
+/* The advisor's coarse model of one optimizer step in seconds. Matrix products run
+   at a peak scaled by an efficiency that grows with the tokens of a micro-batch;
+   element-wise recompute and the update move bytes at memory bandwidth; each
+   layer's kernels cost a launch latency per micro-batch; two devices exchange
+   gradients (data parallel) or activations (layer split) over a link, and layer
+   split runs its devices one after the other. Round figures for an H100-class GPU
+   and a small multicore CPU: it ranks configurations, it does not promise times.
+   *flops gets the FLOPs of the step, recompute included. */
+static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    int cuda = d.cuda, n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    double peak = !cuda ? 1.5e11 : c->precision != GPT2RT_PRECISION_FP32 ? 4.0e14 : c->tf32 ? 2.0e14 : 4.0e13;
+    double bw = cuda ? 2.5e12 : 2.0e10, link = cuda ? 1.0e11 : 1.0e10, half = cuda ? 4096.0 : 128.0;
+    double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
+    double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
+    double layer = 72 * C * C + 12 * C * T, layer_fwd = 24 * C * C + 4 * C * T, head = 6 * (double)d.Vp * C;
+    if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
+    if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
+    if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
+    double t_micro = 0.0, f_micro = 0.0, owned_max = 0.0;
+    for (int dev = 0; dev < (split ? n : 1); dev++) {
+        gpt2rt__span s = gpt2rt__span_of(c, dev);
+        double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
+        if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
+        if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
+            bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
+        t_micro += f / (peak * eff) + bytes / bw + nl * launch;
+        f_micro += f;
+        uint64_t b[GPT2RT_MEM_COUNT];
+        gpt2rt__layout(&d, &s, b, NULL);
+        if ((double)b[GPT2RT_MEM_GRADS] / 4 > owned_max) owned_max = (double)b[GPT2RT_MEM_GRADS] / 4;
+    }
+    if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
+    double t = c->grad_accum * t_micro + owned_max * (32.0 + d.wb) / bw; /* AdamW: p, g, m, v in and out */
+    if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
+    if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
+    return t;
+}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
     if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -860,38 +1105,256 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     }
     gpt2rt_result r = gpt2rt__resolve(config, &plan->config, plan->error, sizeof plan->error);
     if (r != GPT2RT_OK) return r;
-    gpt2rt__dims d = gpt2rt__dims_of(&plan->config);
-    plan->n_devices = 1;
-    gpt2rt__layout(&d, plan->bytes[0], NULL);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[0] += plan->bytes[0][i];
-    gpt2rt__param_table(&d, NULL, &plan->n_params_padded);
+    const gpt2rt_config *c = &plan->config;
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    plan->n_devices = c->n_devices;
+    for (int dev = 0; dev < c->n_devices; dev++) {
+        gpt2rt__span s = gpt2rt__span_of(c, dev);
+        gpt2rt__layout(&d, &s, plan->bytes[dev], NULL);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
+        plan->overhead[dev] = gpt2rt__overhead_estimate(c);
+    }
+    gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
     plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
+    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1);
+    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
     return GPT2RT_OK;
 }
 
-GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
-    size_t n = 0;
+static const char *gpt2rt__precision_name(gpt2rt_precision p) {
+    return p == GPT2RT_PRECISION_BF16 ? "bf16" : p == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32";
+}
+
+/* "none", "selective", "full (every 3rd layer input)" */
+static const char *gpt2rt__recompute_name(const gpt2rt_config *c, char *buf, size_t cap) {
+    if (c->recompute == GPT2RT_RECOMPUTE_SELECTIVE) return "selective";
+    if (c->recompute != GPT2RT_RECOMPUTE_FULL) return "none";
+    snprintf(buf, cap, "full, checkpoint every %d layer%s", c->checkpoint_every, c->checkpoint_every > 1 ? "s" : "");
+    return buf;
+}
+
+static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
+    return p == GPT2RT_PARALLEL_DATA ? "data parallel" : p == GPT2RT_PARALLEL_LAYER_SPLIT ? "layer split" : "one device";
+}
+
+static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
+    uint64_t m = 0;
+    for (int dev = 0; dev < p->n_devices; dev++)
+        if (p->total[dev] + p->overhead[dev] >= m) { m = p->total[dev] + p->overhead[dev]; if (at) *at = dev; }
+    return m;
+}
+
 #define GPT2RT__PUT(...) do { int k_ = snprintf(buf ? buf + (n < cap ? n : cap) : NULL, \
         buf && n < cap ? cap - n : 0, __VA_ARGS__); if (k_ > 0) n += (size_t)k_; } while (0)
+
+GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
+    size_t n = 0;
     if (!p) return 0;
     const gpt2rt_config *c = &p->config;
-    GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters\n", c->n_layer, c->n_head,
-                c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6);
-    GPT2RT__PUT("B=%d T=%d, fp32, %d thread(s)\n", c->batch_size, c->seq_len, c->n_threads);
-    GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
-    for (int dev = 0; dev < p->n_devices; dev++) {
-        if (p->n_devices > 1) GPT2RT__PUT("device %d\n", dev);
+    char rb[64];
+    GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
+                c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
+                (double)p->n_trainable / 1e6);
+    GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
+                c->seq_len, c->grad_accum, (long long)p->tokens_per_step, gpt2rt__precision_name(c->precision),
+                gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
+                gpt2rt__parallel_name(c->parallel));
+    if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
+    if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
+    GPT2RT__PUT("\n");
+    if (p->n_devices == 1) {
+        GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
             GPT2RT__PUT("%-12s %16llu %12.2f\n", gpt2rt_mem_name((gpt2rt_mem)i),
-                        (unsigned long long)p->bytes[dev][i], (double)p->bytes[dev][i] / 1048576.0);
-        GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[dev],
-                    (double)p->total[dev] / 1048576.0);
+                        (unsigned long long)p->bytes[0][i], GPT2RT__MIB(p->bytes[0][i]));
+        GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[0], GPT2RT__MIB(p->total[0]));
+        if (p->overhead[0])
+            GPT2RT__PUT("%-12s %16llu %12.2f\n%-12s %16llu %12.2f\n", "+ overhead", (unsigned long long)p->overhead[0],
+                        GPT2RT__MIB(p->overhead[0]), "= device", (unsigned long long)(p->total[0] + p->overhead[0]),
+                        GPT2RT__MIB(p->total[0] + p->overhead[0]));
+    } else {
+        GPT2RT__PUT("%-12s", "MiB");
+        for (int dev = 0; dev < p->n_devices; dev++) GPT2RT__PUT(" %11s%d", "device ", dev);
+        GPT2RT__PUT("\n");
+        for (int i = 0; i <= GPT2RT_MEM_COUNT + 2; i++) {
+            GPT2RT__PUT("%-12s", i < GPT2RT_MEM_COUNT ? gpt2rt_mem_name((gpt2rt_mem)i)
+                                 : i == GPT2RT_MEM_COUNT ? "total" : i == GPT2RT_MEM_COUNT + 1 ? "+ overhead" : "= device");
+            for (int dev = 0; dev < p->n_devices; dev++) {
+                uint64_t v = i < GPT2RT_MEM_COUNT ? p->bytes[dev][i] : i == GPT2RT_MEM_COUNT ? p->total[dev]
+                           : i == GPT2RT_MEM_COUNT + 1 ? p->overhead[dev] : p->total[dev] + p->overhead[dev];
+                GPT2RT__PUT(" %12.2f", GPT2RT__MIB(v));
+            }
+            GPT2RT__PUT("\n");
+        }
     }
-#undef GPT2RT__PUT
     if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
     return n;
 }
+
+/* ---- the advisor ---- */
+
+/* one line per knob that differs between plans a and b, with what it saves */
+static size_t gpt2rt__explain_step(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *a,
+                                   const gpt2rt_memory_plan *b, const char *what, const char *why) {
+    int da = 0, db = 0;
+    uint64_t pa = gpt2rt__plan_peak(a, &da), pb = gpt2rt__plan_peak(b, &db);
+    double sa = a->predicted_seconds, sb = b->predicted_seconds;
+    GPT2RT__PUT("- %s: the fullest device needs %.2f %s -> %.2f %s (%s %.2f %s); predicted step %.3f -> %.3f s%s%s\n",
+                what, GPT2RT__SZ(pa), GPT2RT__SZ(pb), pb <= pa ? "saves" : "costs",
+                GPT2RT__SZ(pb <= pa ? pa - pb : pb - pa), sa, sb, why ? ": " : "", why ? why : "");
+    return n;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget, unsigned allow, gpt2rt_config *out,
+                                    char *buf, size_t cap) {
+    size_t n = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!config || !out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_memory_plan base, cand, best;
+    memset(&best, 0, sizeof best);
+    gpt2rt_result r = gpt2rt_plan(config, &base);
+    if (r != GPT2RT_OK) { GPT2RT__PUT("%s\n", base.error); return r; }
+    if (!allow) allow = GPT2RT_FIT_DEFAULT;
+    const gpt2rt_config *c0 = &base.config;
+    int nd = c0->n_devices;
+    int64_t global = (int64_t)c0->batch_size * c0->grad_accum * (c0->parallel == GPT2RT_PARALLEL_DATA ? nd : 1);
+
+    int found = 0, best_changes = 0;
+    uint64_t small_peak = UINT64_MAX;
+    gpt2rt_config smallest = *c0;
+    gpt2rt_parallel modes[2] = {c0->parallel, c0->parallel};
+    int n_modes = 1;
+    if ((allow & GPT2RT_FIT_PARALLEL) && nd > 1) {
+        modes[0] = GPT2RT_PARALLEL_DATA; modes[1] = GPT2RT_PARALLEL_LAYER_SPLIT; n_modes = 2;
+    }
+    for (int mi = 0; mi < n_modes; mi++) {
+        int64_t reps = modes[mi] == GPT2RT_PARALLEL_DATA ? nd : 1;
+        if (global % reps) continue;
+        int64_t g = global / reps; /* micro-batch x accumulation on one replica */
+        for (int64_t b = 1; b <= g; b++) {
+            if (g % b) continue;
+            if (!(allow & GPT2RT_FIT_BATCH) && !(b == c0->batch_size && g / b == c0->grad_accum)) continue;
+            if (b > (1 << 20) || g / b > (1 << 20)) continue;
+            for (int ri = 0; ri < 4; ri++) {
+                gpt2rt_recompute rc = ri == 0 ? GPT2RT_RECOMPUTE_NONE : ri == 1 ? GPT2RT_RECOMPUTE_SELECTIVE
+                                    : GPT2RT_RECOMPUTE_FULL;
+                int ck = ri == 2 ? 1 : ri == 3 ? GPT2RT_CHECKPOINT_SQRT : 0;
+                if (!(allow & GPT2RT_FIT_RECOMPUTE) && ri) continue; /* keep the config's */
+                for (int pi = 0; pi < 2; pi++) {
+                    gpt2rt_config t = *c0;
+                    if (pi == 1) {
+                        if (!(allow & GPT2RT_FIT_PRECISION) || t.backend != GPT2RT_BACKEND_CUDA ||
+                            t.precision != GPT2RT_PRECISION_FP32) continue;
+                        t.precision = GPT2RT_PRECISION_BF16; t.tf32 = 0;
+                    }
+                    t.parallel = modes[mi];
+                    t.batch_size = (int)b;
+                    t.grad_accum = (int)(g / b);
+                    if (allow & GPT2RT_FIT_RECOMPUTE) { t.recompute = rc; t.checkpoint_every = ck; }
+                    if (gpt2rt_plan(&t, &cand) != GPT2RT_OK) continue;
+                    uint64_t peak = gpt2rt__plan_peak(&cand, NULL);
+                    if (peak < small_peak) { small_peak = peak; smallest = cand.config; }
+                    if (peak > budget) continue;
+                    const gpt2rt_config *k = &cand.config;
+                    int changes = (k->parallel != c0->parallel) + (k->precision != c0->precision) +
+                                  (k->batch_size != c0->batch_size) + (k->recompute != c0->recompute ||
+                                  k->checkpoint_every != c0->checkpoint_every);
+                    /* faster by more than 0.5%, or as fast with fewer changes */
+                    if (!found || cand.predicted_seconds < best.predicted_seconds * 0.995 ||
+                        (cand.predicted_seconds <= best.predicted_seconds * 1.005 && changes < best_changes)) {
+                        best = cand; best_changes = changes; found = 1;
+                    }
+                }
+            }
+        }
+    }
+
+    int at = 0;
+    uint64_t peak0 = gpt2rt__plan_peak(&base, &at);
+    GPT2RT__PUT("the config needs %.2f %s on %s%d (%.2f %s arenas + %.2f %s overhead); the budget is %.2f %s "
+                "per device\n", GPT2RT__SZ(peak0), nd > 1 ? "device " : "device ", at, GPT2RT__SZ(base.total[at]),
+                GPT2RT__SZ(base.overhead[at]), GPT2RT__SZ(budget));
+    if (c0->frozen) {
+        gpt2rt_config u = *c0;
+        gpt2rt_memory_plan up;
+        u.frozen = 0;
+        if (gpt2rt_plan(&u, &up) == GPT2RT_OK)
+            GPT2RT__PUT("- frozen groups 0x%x already save %.2f %s: %.2fM parameters get no gradient, no moments "
+                        "and no master copy, and the inputs only their weight gradients need are not kept\n",
+                        c0->frozen, GPT2RT__SZ(gpt2rt__plan_peak(&up, NULL) - peak0),
+                        (double)(base.n_params_padded - base.n_trainable) / 1e6);
+    }
+    if (!found) {
+        *out = smallest;
+        GPT2RT__PUT("nothing reachable fits: the smallest, %s, micro-batch %d x accumulation %d, recompute %s, "
+                    "needs %.2f %s\n", gpt2rt__parallel_name(smallest.parallel), smallest.batch_size,
+                    smallest.grad_accum, smallest.recompute == GPT2RT_RECOMPUTE_NONE ? "none"
+                    : smallest.recompute == GPT2RT_RECOMPUTE_SELECTIVE ? "selective" : "full", GPT2RT__SZ(small_peak));
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    /* walk from the config to the choice one knob at a time, so each line's saving is its own */
+    gpt2rt_memory_plan cur = base, next;
+    gpt2rt_config w = *c0;
+    const gpt2rt_config *k = &best.config;
+    char what[256], r0[64], r1[64];
+    if (k->parallel != w.parallel) {
+        gpt2rt_parallel from = w.parallel;
+        w.parallel = k->parallel;
+        int64_t g = global / (w.parallel == GPT2RT_PARALLEL_DATA ? nd : 1); /* keep the micro-batch if it divides */
+        if (g % w.batch_size) w.batch_size = k->batch_size;
+        w.grad_accum = (int)(g / w.batch_size);
+        gpt2rt_plan(&w, &next);
+        snprintf(what, sizeof what, "%s -> %s (micro-batch %d x accumulation %d, global batch %lld kept)",
+                 gpt2rt__parallel_name(from), gpt2rt__parallel_name(w.parallel), w.batch_size, w.grad_accum,
+                 (long long)global);
+        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, what, w.parallel == GPT2RT_PARALLEL_LAYER_SPLIT
+            ? "data parallel keeps every weight, gradient and moment on every device; layer split keeps each "
+              "layer's on one device"
+            : "each device holds the whole model but only its share of the batch");
+        cur = next;
+    }
+    if (k->precision != w.precision) {
+        w.precision = k->precision; w.tf32 = 0;
+        gpt2rt_plan(&w, &next);
+        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, "precision fp32 -> bf16",
+                                 "bf16 weights and activations, fp32 master weights and moments");
+        cur = next;
+    }
+    if (k->batch_size != w.batch_size || k->grad_accum != w.grad_accum) {
+        int b0 = w.batch_size, a0 = w.grad_accum;
+        w.batch_size = k->batch_size; w.grad_accum = k->grad_accum;
+        gpt2rt_plan(&w, &next);
+        snprintf(what, sizeof what, "micro-batch %d x accumulation %d -> %d x %d (global batch %lld kept)", b0, a0,
+                 w.batch_size, w.grad_accum, (long long)global);
+        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, what, "activations and logits scale with the micro-batch");
+        cur = next;
+    }
+    if (k->recompute != w.recompute || k->checkpoint_every != w.checkpoint_every) {
+        gpt2rt_config from = w;
+        w.recompute = k->recompute; w.checkpoint_every = k->checkpoint_every;
+        gpt2rt_plan(&w, &next);
+        snprintf(what, sizeof what, "recompute %s -> %s", gpt2rt__recompute_name(&from, r0, sizeof r0),
+                 gpt2rt__recompute_name(&w, r1, sizeof r1));
+        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, what, w.recompute == GPT2RT_RECOMPUTE_SELECTIVE
+            ? "LayerNorm and GELU outputs are recomputed in the backward"
+            : "only layer inputs are kept; each layer's forward runs again in the backward");
+        cur = next;
+    }
+    *out = best.config;
+    int bat = 0;
+    uint64_t pk = gpt2rt__plan_peak(&best, &bat);
+    if (best_changes == 0)
+        GPT2RT__PUT("it fits as it is: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
+                    GPT2RT__SZ(budget), bat);
+    else
+        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d); predicted %.0f tokens/s "
+                    "(was %.0f, a coarse model)\n", GPT2RT__SZ(pk), GPT2RT__SZ(budget), bat,
+                    (double)best.tokens_per_step / best.predicted_seconds,
+                    (double)base.tokens_per_step / base.predicted_seconds);
+    return GPT2RT_OK;
+}
+#undef GPT2RT__PUT
 
 /* ==== SECTION: formats ==================================================== */
 /* safetensors: 8-byte little-endian header length N, N bytes of JSON
@@ -1441,6 +1904,7 @@ static gpt2rt_result gpt2rt__read_file(gpt2rt_ctx *ctx, const char *path, unsign
 }
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx);
+static double gpt2rt__grad_unscale(const gpt2rt_ctx *ctx);
 
 static const gpt2rt__tensor *gpt2rt__tensor_named(const gpt2rt_ctx *ctx, const char *name) {
     for (int i = 0; i < ctx->n_tensors; i++)
@@ -1620,18 +2084,20 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
                             "save between optimizer steps");
     const gpt2rt__dims *d = &ctx->d;
-    char v[8][32], tmp[4200];
+    char v[9][32], tmp[4200];
     snprintf(v[0], 32, "%lld", (long long)d->L); snprintf(v[1], 32, "%lld", (long long)d->NH);
     snprintf(v[2], 32, "%lld", (long long)d->C); snprintf(v[3], 32, "%lld", (long long)d->V);
     snprintf(v[4], 32, "%lld", (long long)d->Vp); snprintf(v[5], 32, "%lld", (long long)d->P);
     snprintf(v[6], 32, "%lld", (long long)ctx->step); snprintf(v[7], 32, "%llu", (unsigned long long)ctx->rng);
+    snprintf(v[8], 32, "%u", ctx->cfg.frozen);
     const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
-                          "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7]};
+                          "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7],
+                          "frozen", v[8]};
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
     for (int i = 0; i < 3; i++) {
-        outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = ctx->n_params; outs[i].cols = 1;
+        outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = i ? ctx->n_train : ctx->n_params; outs[i].cols = 1;
         outs[i].transpose = 0; outs[i].ndim = 1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -1646,26 +2112,28 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (r != GPT2RT_OK) return r;
     const gpt2rt__dims *d = &ctx->d;
     const char *fmt = gpt2rt__st_meta(&st, "format");
-    const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len"};
-    int64_t want[6] = {d->L, d->NH, d->C, d->V, d->Vp, d->P};
+    /* frozen: the moments cover the trained parameters only (absent: nothing frozen) */
+    const char *keys[7] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen"};
+    int64_t want[7] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen};
     const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
                                      gpt2rt__st_find(&st, "adam_v")};
     const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
     if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
         r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    for (int i = 0; i < 6 && r == GPT2RT_OK; i++) {
+    for (int i = 0; i < 7 && r == GPT2RT_OK; i++) {
         const char *s = gpt2rt__st_meta(&st, keys[i]);
+        if (i == 6 && !s) s = "0";
         long long got;
         if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s, this context has %lld", what, keys[i],
                              s ? s : "(missing)", (long long)want[i]);
     }
     for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
-        if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != ctx->n_params)
+        if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' must be F32 of shape (%lld)%s", what,
-                             i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v", (long long)ctx->n_params,
-                             e[i] ? "" : " and is missing");
+                             i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v",
+                             (long long)(i ? ctx->n_train : ctx->n_params), e[i] ? "" : " and is missing");
     long long step = 0;
     uint64_t rng = 0;
     char *end = NULL;
@@ -1682,8 +2150,8 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (r == GPT2RT_OK) {
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
-        memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_params * 4);
-        memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_params * 4);
+        memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_train * 4);
+        memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_train * 4);
         ctx->step = step;
         ctx->rng = rng;
     }
@@ -1741,10 +2209,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
     if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    const float *s = base + t->off;
+    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                            "has no gradient and no moments", name, t->group);
+    const float *s = base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff);
+    /* gradients: of the mean loss over the targets since the last update */
+    float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__grad_unscale(ctx) : 1.0f;
     if (t->transpose) {
         for (int64_t r0 = 0; r0 < t->rows; r0++)
-            for (int64_t c = 0; c < t->cols; c++) dst[c * t->rows + r0] = s[r0 * t->cols + c];
+            for (int64_t c = 0; c < t->cols; c++) dst[c * t->rows + r0] = s[r0 * t->cols + c] * k;
+    } else if (k != 1.0f) {
+        for (int64_t i = 0; i < count; i++) dst[i] = s[i] * k;
     } else memcpy(dst, s, (size_t)count * sizeof(float));
     return GPT2RT_OK;
 }
@@ -2238,11 +2713,12 @@ static void gpt2rt__matmul_forward(float *out, const float *inp, const float *w,
     gpt2rt__sgemm(0, 1, BT, OC, IC, inp, IC, w, IC, b, 0, out, OC, ws, nt);
 }
 
-/* dinp (BT,IC) = dout W;  dw (OC,IC) += dout^T inp;  db (OC) += sum over rows of dout */
+/* dinp (BT,IC) = dout W;  dw (OC,IC) += dout^T inp;  db (OC) += sum over rows of dout.
+   dw and db NULL: a frozen weight, only dinp (and inp may be NULL) */
 static void gpt2rt__matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                     const float *w, int64_t BT, int64_t IC, int64_t OC, void *ws, int nt) {
     gpt2rt__sgemm(0, 0, BT, IC, OC, dout, OC, w, IC, NULL, 0, dinp, IC, ws, nt);
-    gpt2rt__sgemm(1, 0, OC, IC, BT, dout, OC, inp, IC, NULL, 1, dw, IC, ws, nt);
+    if (dw) gpt2rt__sgemm(1, 0, OC, IC, BT, dout, OC, inp, IC, NULL, 1, dw, IC, ws, nt);
     if (!db) return;
     /* column sums: threads own column blocks, rows are summed in order */
     int64_t nblk = (OC + 63) / 64;
@@ -2287,8 +2763,9 @@ static void gpt2rt__encoder_forward(float *out, const int32_t *tokens, const flo
     }
 }
 
-/* dwte (Vp,C) += scatter of dout by token; dwpe (P,C) += dout summed over the batch.
-   Threads own column blocks and walk the tokens in order: deterministic. */
+/* dwte (Vp,C) += scatter of dout by token; dwpe (P,C) += dout summed over the batch
+   (either NULL: frozen). Threads own column blocks and walk the tokens in order:
+   deterministic. */
 static void gpt2rt__encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                                      int64_t B, int64_t T, int64_t C, int nt) {
     int64_t nblk = (C + 15) / 16;
@@ -2297,8 +2774,9 @@ static void gpt2rt__encoder_backward(float *dwte, float *dwpe, const float *dout
         int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
         for (int64_t bt = 0; bt < B * T; bt++) {
             const float *d = dout + bt * C;
-            float *te = dwte + (int64_t)tokens[bt] * C, *pe = dwpe + (bt % T) * C;
-            for (int64_t c = c0; c < c1; c++) { te[c] += d[c]; pe[c] += d[c]; }
+            float *te = dwte ? dwte + (int64_t)tokens[bt] * C : NULL, *pe = dwpe ? dwpe + (bt % T) * C : NULL;
+            if (dwte) for (int64_t c = c0; c < c1; c++) te[c] += d[c];
+            if (dwpe) for (int64_t c = c0; c < c1; c++) pe[c] += d[c];
         }
     }
 }
@@ -2324,7 +2802,8 @@ static void gpt2rt__layernorm_forward(float *out, float *mean, float *rstd, cons
     }
 }
 
-/* dinp (N,C) +=, dw (C) +=, db (C) += from dout (N,C) and the forward's inp, mean, rstd */
+/* dinp (N,C) +=, dw (C) +=, db (C) += from dout (N,C) and the forward's inp, mean, rstd
+   (dw and db NULL: frozen) */
 static void gpt2rt__layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                        const float *w, const float *mean, const float *rstd,
                                        int64_t N, int64_t C, int nt) {
@@ -2346,6 +2825,7 @@ static void gpt2rt__layernorm_backward(float *dinp, float *dw, float *db, const 
             dx[c] += (w[c] * g[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
         }
     }
+    if (!dw) return;
     int64_t nblk = (C + 15) / 16;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -2458,9 +2938,10 @@ static void gpt2rt__residual_add(float *y, const float *x, int64_t N, int nt) {
 
 /* ---- cross-entropy over the first V of Vp logits ---- */
 /* losses (BT) and lse (BT) from logits (BT,Vp) and targets (BT) (negative: ignored).
-   Returns the mean loss over the counted targets; *count gets their number. */
+   Returns the mean loss over the counted targets; *count gets their number, *sum
+   the losses' sum. */
 static float gpt2rt__crossentropy_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
-                                          int64_t BT, int64_t V, int64_t Vp, int64_t *count, int nt) {
+                                          int64_t BT, int64_t V, int64_t Vp, int64_t *count, double *sum, int nt) {
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         const float *x = logits + i * Vp;
@@ -2476,6 +2957,7 @@ static float gpt2rt__crossentropy_forward(float *losses, float *lse, const float
     for (int64_t i = 0; i < BT; i++)
         if (targets[i] >= 0) { total += losses[i]; n++; }
     *count = n;
+    *sum = total;
     return n ? (float)(total / (double)n) : 0.0f;
 }
 
@@ -2496,70 +2978,114 @@ static void gpt2rt__crossentropy_backward(float *logits, const float *lse, const
 
 /* ==== SECTION: model ====================================================== */
 
-static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
+/* One layer's forward from res (BT,C) into a; outputs not kept (NULL in a) go to
+   rc, the transient recompute buffer, and are used at once. The backward's
+   recompute calls this same function on the same input: bitwise the same values. */
+static void gpt2rt__layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
     int nt = d->nt;
     void *ws = ctx->gemm_ws;
+    gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
+    float *ln1 = a.ln1 ? a.ln1 : ctx->rcbuf, *ln2 = a.ln2 ? a.ln2 : ctx->rcbuf;
+    float *gelu = a.fch_gelu ? a.fch_gelu : ctx->rcbuf;
+    gpt2rt__layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
+    gpt2rt__matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
+    gpt2rt__attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+    gpt2rt__matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
+    gpt2rt__residual_add(a.res2, res, BT * C, nt);
+    gpt2rt__layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+    gpt2rt__matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
+    gpt2rt__gelu_forward(gelu, a.fch, BT * 4 * C, nt);
+    gpt2rt__matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
+    gpt2rt__residual_add(a.res3, a.res2, BT * C, nt);
+}
+
+/* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
+static float *gpt2rt__layer_input(const gpt2rt_ctx *ctx, int64_t l) {
+    const gpt2rt__dims *d = &ctx->d;
+    if (l == 0) return ctx->x0;
+    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) return ctx->ckpt + (l / d->ck - 1) * d->BT * d->C;
+    return gpt2rt__lacts(ctx, l - 1).res3;
+}
+
+static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t BT = d->BT, C = d->C, L = d->L;
+    int nt = d->nt, full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     gpt2rt__encoder_forward(ctx->x0, ctx->inputs, ctx->params + ctx->tensors[0].off,
                             ctx->params + ctx->tensors[1].off, d->B, d->T, C, nt);
-    const float *res = ctx->x0;
-    for (int64_t l = 0; l < d->L; l++) {
-        gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, l);
-        gpt2rt__layer_acts a = gpt2rt__lacts(ctx, l);
-        gpt2rt__layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
-        gpt2rt__matmul_forward(a.qkv, a.ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
-        gpt2rt__attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
-        gpt2rt__matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
-        gpt2rt__residual_add(a.res2, res, BT * C, nt);
-        gpt2rt__layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
-        gpt2rt__matmul_forward(a.fch, a.ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
-        gpt2rt__gelu_forward(a.fch_gelu, a.fch, BT * 4 * C, nt);
-        gpt2rt__matmul_forward(a.res3, a.fch_gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
-        gpt2rt__residual_add(a.res3, a.res2, BT * C, nt);
-        res = a.res3;
+    for (int64_t l = 0; l < L; l++) {
+        gpt2rt__layer_forward(ctx, l, gpt2rt__layer_input(ctx, l), gpt2rt__lacts(ctx, l));
+        /* FULL: the slots are reused, so keep the next checkpoint's input and the last output */
+        if (full && l + 1 < L && (l + 1) % d->ck == 0)
+            memcpy(gpt2rt__layer_input(ctx, l + 1), gpt2rt__lacts(ctx, l).res3, (size_t)(BT * C) * sizeof(float));
     }
+    const float *res = L ? gpt2rt__lacts(ctx, L - 1).res3 : ctx->x0;
+    if (full && L) { memcpy(ctx->xout, res, (size_t)(BT * C) * sizeof(float)); res = ctx->xout; }
     const gpt2rt__tensor *lnf = ctx->tensors + ctx->n_tensors - 2;
     gpt2rt__layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, ctx->params + lnf[0].off,
                               ctx->params + lnf[1].off, BT, C, nt);
-    gpt2rt__matmul_forward(ctx->logits, ctx->lnf, ctx->params + ctx->tensors[0].off, NULL, BT, C, d->Vp, ws, nt);
+    gpt2rt__matmul_forward(ctx->logits, ctx->lnf, ctx->params + ctx->tensors[0].off, NULL, BT, C, d->Vp, ctx->gemm_ws, nt);
 }
 
-/* gradients of mean loss over the counted targets, accumulated into ctx->grads */
-static void gpt2rt__model_backward(gpt2rt_ctx *ctx) {
+static float *gpt2rt__grad_of(const gpt2rt_ctx *ctx, const gpt2rt__tensor *t) {
+    return t->goff >= 0 ? ctx->grads + t->goff : NULL;
+}
+
+/* gradients of (sum of the counted targets' losses) * dloss, accumulated into ctx->grads */
+static void gpt2rt__model_backward(gpt2rt_ctx *ctx, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C, L = d->L;
-    int nt = d->nt;
+    int nt = d->nt, full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     void *ws = ctx->gemm_ws;
     float *P = ctx->params, *G = ctx->grads;
     const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
-    float dloss = ctx->n_targets ? 1.0f / (float)ctx->n_targets : 0.0f;
 
     gpt2rt__crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
     /* LM head (tied): dlnf -> dbuf */
-    gpt2rt__matmul_backward(ctx->dbuf, G + wte->off, NULL, ctx->logits, ctx->lnf, P + wte->off, BT, C, d->Vp, ws, nt);
-    const float *res_last = L ? gpt2rt__lacts(ctx, L - 1).res3 : ctx->x0;
+    gpt2rt__matmul_backward(ctx->dbuf, gpt2rt__grad_of(ctx, wte), NULL, ctx->logits, ctx->lnf, P + wte->off, BT, C,
+                            d->Vp, ws, nt);
+    const float *res_last = !L ? ctx->x0 : full ? ctx->xout : gpt2rt__lacts(ctx, L - 1).res3;
     memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
-    gpt2rt__layernorm_backward(ctx->dres, G + lnf[0].off, G + lnf[1].off, ctx->dbuf, res_last, P + lnf[0].off,
-                               ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt);
+    gpt2rt__layernorm_backward(ctx->dres, gpt2rt__grad_of(ctx, lnf), gpt2rt__grad_of(ctx, lnf + 1), ctx->dbuf,
+                               res_last, P + lnf[0].off, ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt);
     for (int64_t l = L - 1; l >= 0; l--) {
-        gpt2rt__layer_params p = gpt2rt__lparams(ctx, P, l), g = gpt2rt__lparams(ctx, G, l);
+        /* FULL: entering a segment from its top, run its forward again from its checkpoint
+           (the last segment's activations are still in the slots from the forward) */
+        if (full && (l + 1) % d->ck == 0 && l + 1 < L)
+            for (int64_t j = l - l % d->ck; j <= l; j++)
+                gpt2rt__layer_forward(ctx, j, gpt2rt__layer_input(ctx, j), gpt2rt__lacts(ctx, j));
+        gpt2rt__layer_params p = gpt2rt__lparams(ctx, P, 0, l), g = gpt2rt__lparams(ctx, G, 1, l);
         gpt2rt__layer_acts a = gpt2rt__lacts(ctx, l);
-        const float *res_in = l ? gpt2rt__lacts(ctx, l - 1).res3 : ctx->x0;
-        /* MLP; dres holds d(res3) */
-        gpt2rt__matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, a.fch_gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
+        const float *res_in = gpt2rt__layer_input(ctx, l);
+        /* MLP; dres holds d(res3). Outputs not kept are recomputed into rcbuf, only
+           for the weight gradients that need them (NULL g: frozen, skipped) */
+        const float *gelu = a.fch_gelu, *ln2 = a.ln2;
+        if (!gelu && g.fcprojw) { gpt2rt__gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
+        gpt2rt__matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
         gpt2rt__gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
-        gpt2rt__matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, a.ln2, p.fcw, BT, C, 4 * C, ws, nt);
+        if (!ln2 && g.fcw) {
+            gpt2rt__layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+            ln2 = ctx->rcbuf;
+        }
+        gpt2rt__matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw, BT, C, 4 * C, ws, nt);
         gpt2rt__layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
                                    BT, C, nt);
         /* attention; dres holds d(res2) */
         gpt2rt__matmul_backward(ctx->dbuf, g.projw, g.projb, ctx->dres, a.atty, p.projw, BT, C, C, ws, nt);
         gpt2rt__attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
-        gpt2rt__matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, a.ln1, p.qkvw, BT, C, 3 * C, ws, nt);
+        const float *ln1 = a.ln1;
+        if (!ln1 && g.qkvw) {
+            gpt2rt__layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res_in, p.ln1w, p.ln1b, BT, C, nt);
+            ln1 = ctx->rcbuf;
+        }
+        gpt2rt__matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1, p.qkvw, BT, C, 3 * C, ws, nt);
         gpt2rt__layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd,
                                    BT, C, nt);
     }
-    gpt2rt__encoder_backward(G + wte->off, G + wpe->off, ctx->dres, ctx->inputs, d->B, d->T, C, nt);
+    gpt2rt__encoder_backward(gpt2rt__grad_of(ctx, wte), gpt2rt__grad_of(ctx, wpe), ctx->dres, ctx->inputs, d->B,
+                             d->T, C, nt);
 }
 
 /* ==== SECTION: optimizer ================================================== */
@@ -2567,9 +3093,10 @@ static void gpt2rt__model_backward(gpt2rt_ctx *ctx) {
 #define GPT2RT__NORM_CHUNK 65536
 static int64_t gpt2rt__norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
 
-/* global L2 norm of the gradients; fixed chunks summed in order: deterministic */
-static float gpt2rt__grad_norm(gpt2rt_ctx *ctx) {
-    int64_t n = ctx->n_params, nch = gpt2rt__norm_chunks(n);
+/* global L2 norm of the (raw, unscaled) gradients; fixed chunks summed in order:
+   deterministic */
+static double gpt2rt__grad_norm(gpt2rt_ctx *ctx) {
+    int64_t n = ctx->n_train, nch = gpt2rt__norm_chunks(n);
     const float *g = ctx->grads;
     double *parts = ctx->norm_parts;
     GPT2RT__PARALLEL_FOR(ctx->d.nt)
@@ -2584,7 +3111,7 @@ static float gpt2rt__grad_norm(gpt2rt_ctx *ctx) {
     }
     double s = 0.0;
     for (int64_t ch = 0; ch < nch; ch++) s += parts[ch];
-    return (float)sqrt(s);
+    return sqrt(s);
 }
 
 static float gpt2rt__lr_at(const gpt2rt_config *c, int64_t s) {
@@ -2617,6 +3144,10 @@ static void gpt2rt__adamw_scalar(float *p, float *g, float *m, float *v, int64_t
 /* the same operations 16 at a time: sqrtf's errno keeps compilers from vectorising
    the scalar loop unless built with -fno-math-errno, and the update is a quarter
    of a CPU training step */
+#if defined(__GNUC__) && !defined(__clang__) /* g++ -O3 (nvcc's host pass) misreads avx512fintrin.h */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 __attribute__((target("avx512f")))
 static void gpt2rt__adamw_avx512(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
                                  float b1, float b2, float step_size, float bc2_sqrt, float eps) {
@@ -2638,6 +3169,9 @@ static void gpt2rt__adamw_avx512(float *p, float *g, float *m, float *v, int64_t
     }
     gpt2rt__adamw_scalar(p + j, g + j, m + j, v + j, n - j, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 static void gpt2rt__adamw_kernel(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
@@ -2651,8 +3185,9 @@ static void gpt2rt__adamw_kernel(float *p, float *g, float *m, float *v, int64_t
     gpt2rt__adamw_scalar(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
 }
 
-/* one AdamW step over every tensor, at learning rate lr */
-static void gpt2rt__adamw(gpt2rt_ctx *ctx, float lr, float clip_coef) {
+/* one AdamW step over every trained tensor, at learning rate lr, the gradients
+   scaled by grad_scale (normalisation and clipping) */
+static void gpt2rt__adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     const gpt2rt_config *c = &ctx->cfg;
     int64_t t = ctx->step + 1;
     float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
@@ -2660,13 +3195,14 @@ static void gpt2rt__adamw(gpt2rt_ctx *ctx, float lr, float clip_coef) {
     float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *tn = &ctx->tensors[i];
-        float *p = ctx->params + tn->off, *g = ctx->grads + tn->off, *m = ctx->m + tn->off, *v = ctx->v + tn->off;
+        if (tn->goff < 0) continue;
+        float *p = ctx->params + tn->off, *g = ctx->grads + tn->goff, *m = ctx->m + tn->goff, *v = ctx->v + tn->goff;
         float decay = tn->decay ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
         int64_t n = tn->rows * tn->cols, nch = (n + 4095) / 4096;
         GPT2RT__PARALLEL_FOR(ctx->d.nt)
         for (int64_t ch = 0; ch < nch; ch++) {
             int64_t j0 = ch * 4096, len = n - j0 < 4096 ? n - j0 : 4096;
-            gpt2rt__adamw_kernel(p + j0, g + j0, m + j0, v + j0, len, clip_coef, decay, b1, b2, step_size,
+            gpt2rt__adamw_kernel(p + j0, g + j0, m + j0, v + j0, len, grad_scale, decay, b1, b2, step_size,
                                  bc2_sqrt, eps);
         }
     }
@@ -2714,10 +3250,52 @@ static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
 }
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
-    memset(ctx->grads, 0, (size_t)ctx->n_params * sizeof(float));
-    memset(ctx->m, 0, (size_t)ctx->n_params * 2 * sizeof(float));
+    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+    memset(ctx->m, 0, (size_t)ctx->n_train * 2 * sizeof(float));
     ctx->step = 0;
+    ctx->acc_loss_sum = 0.0;
+    ctx->acc_targets = 0;
+    ctx->acc_micro = 0;
     ctx->have_logits = ctx->have_loss = ctx->grads_pending = 0;
+}
+
+/* bytes the OS could give us now (Linux MemAvailable); 0 when unknown */
+static uint64_t gpt2rt__host_available(void) {
+#ifdef __linux__
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+#else
+    return 0;
+#endif
+}
+
+/* The out-of-memory message: what failed, the free memory, the plan's categories,
+   and what the advisor would change to fit. budget 0: use free_bytes (if known). */
+static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
+                                      uint64_t free_bytes, const char *what, int allocation_failed) {
+    char table[1400], advice[1400], head[400], fb[64] = "unknown";
+    gpt2rt_plan_format(plan, table, sizeof table);
+    if (free_bytes) snprintf(fb, sizeof fb, "%.2f %s", GPT2RT__SZ(free_bytes));
+    if (!budget) budget = free_bytes;
+    if (allocation_failed)
+        snprintf(head, sizeof head, "%s; %.2f %s planned in all, %s free", what, GPT2RT__SZ(plan->total[0]), fb);
+    else
+        snprintf(head, sizeof head, "the plan needs %.2f %s (%llu bytes), the budget is %.2f %s (%llu bytes), "
+                 "%s free; nothing was allocated", GPT2RT__SZ(plan->total[0]), (unsigned long long)plan->total[0],
+                 GPT2RT__SZ(budget), (unsigned long long)budget, fb);
+    advice[0] = 0;
+    if (budget) {
+        gpt2rt_config fit;
+        size_t k = (size_t)snprintf(advice, sizeof advice, "what would fit %.2f %s:\n", GPT2RT__SZ(budget));
+        gpt2rt_fit(&plan->config, budget, GPT2RT_FIT_DEFAULT, &fit, advice + k, sizeof advice - k);
+    }
+    return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *config) {
@@ -2742,38 +3320,41 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", plan.error);
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
-    if (ctx->cfg.memory_budget && plan.total[0] > ctx->cfg.memory_budget) {
-        char table[2048];
-        gpt2rt_plan_format(&plan, table, sizeof table);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY,
-                            "gpt2rt_create: the plan needs %llu bytes (%.1f MiB), memory_budget is %llu bytes "
-                            "(%.1f MiB):\n%s", (unsigned long long)plan.total[0], (double)plan.total[0] / 1048576.0,
-                            (unsigned long long)ctx->cfg.memory_budget,
-                            (double)ctx->cfg.memory_budget / 1048576.0, table);
-    }
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA is not "
+                            "implemented yet (gpt2rt_plan and gpt2rt_fit plan for it already)");
+    if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices is not "
+                            "implemented yet (gpt2rt_plan and gpt2rt_fit plan for it already)",
+                            gpt2rt__parallel_name(ctx->cfg.parallel), ctx->cfg.n_devices);
+    uint64_t free_bytes = gpt2rt__host_available();
+    if (ctx->cfg.memory_budget && plan.total[0] > ctx->cfg.memory_budget)
+        return gpt2rt__fail_oom(ctx, &plan, ctx->cfg.memory_budget, free_bytes, NULL, 0);
+    if (free_bytes && plan.total[0] > free_bytes)
+        return gpt2rt__fail_oom(ctx, &plan, free_bytes, free_bytes, NULL, 0);
     if (plan.total[0] > (uint64_t)SIZE_MAX)
         return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the plan needs %llu bytes, more than "
                             "this machine can address", (unsigned long long)plan.total[0]);
 
-    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL);
+    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
     ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
                                                    GPT2RT_MEM_BOOKKEEPING);
     if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
-    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL);
+    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
         uint64_t b = plan.bytes[0][i];
         if (!b) continue;
         ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
         if (!ctx->arena[i]) {
-            char table[2048];
-            gpt2rt_plan_format(&plan, table, sizeof table);
-            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY,
-                                "gpt2rt_create: allocating %llu bytes (%.1f MiB) for %s failed; the whole plan:\n%s",
-                                (unsigned long long)b, (double)b / 1048576.0, gpt2rt_mem_name((gpt2rt_mem)i), table);
+            char what[160];
+            snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
+                     (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
+            return gpt2rt__fail_oom(ctx, &plan, 0, gpt2rt__host_available(), what, 1);
         }
         ctx->arena_bytes[i] = b;
     }
-    gpt2rt__layout(&ctx->d, plan.bytes[0], ctx); /* binds the pointers; same sizes as planned */
+    gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
+    gpt2rt__layout(&ctx->d, &whole, plan.bytes[0], ctx); /* binds the pointers; same sizes as planned */
     gpt2rt__init_params(ctx);
     gpt2rt__reset_training(ctx);
     ctx->failed = 0;
@@ -2814,6 +3395,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     }
     plan->n_params_padded = ctx->n_params;
     plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
+    plan->n_trainable = ctx->n_train;
     return GPT2RT_OK;
 }
 
@@ -2842,7 +3424,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, 
     if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
         ctx->loss = gpt2rt__crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
-                                                 d->V, d->Vp, &ctx->n_targets, d->nt);
+                                                 d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
         ctx->have_loss = 1;
     }
     if (loss) *loss = targets ? ctx->loss : 0.0f;
@@ -2854,10 +3436,27 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     if (!ctx->have_loss)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
-    gpt2rt__model_backward(ctx);
+    /* one fixed scale for every micro-batch; the update divides by the counted targets */
+    gpt2rt__model_backward(ctx, 1.0f / (float)(ctx->d.BT * ctx->cfg.grad_accum));
+    ctx->acc_loss_sum += ctx->loss_sum;
+    ctx->acc_targets += ctx->n_targets;
+    ctx->acc_micro++;
     ctx->have_loss = ctx->have_logits = 0; /* the logits became dlogits */
     ctx->grads_pending = 1;
     return GPT2RT_OK;
+}
+
+/* raw gradients times this = gradients of the mean loss over every target counted
+   since the last update */
+static double gpt2rt__grad_unscale(const gpt2rt_ctx *ctx) {
+    return ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
+}
+
+static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
+    ctx->acc_loss_sum = 0.0;
+    ctx->acc_targets = 0;
+    ctx->acc_micro = 0;
+    ctx->grads_pending = 0;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
@@ -2865,12 +3464,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
-    double t0 = gpt2rt__now();
-    float norm = gpt2rt__grad_norm(ctx);
+    double t0 = gpt2rt__now(), unscale = gpt2rt__grad_unscale(ctx);
+    float norm = (float)(gpt2rt__grad_norm(ctx) * unscale);
     float lr = gpt2rt__lr_at(&ctx->cfg, ctx->step);
     int skipped = !isfinite(norm);
     if (skipped) {
-        memset(ctx->grads, 0, (size_t)ctx->n_params * sizeof(float));
+        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped",
                     (double)norm, (long long)ctx->step);
     } else {
@@ -2879,34 +3478,45 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
             coef = ctx->cfg.grad_clip / (norm + 1e-6f);
             if (coef > 1.0f) coef = 1.0f;
         }
-        gpt2rt__adamw(ctx, lr, coef);
+        gpt2rt__adamw(ctx, lr, (float)(unscale * (double)coef));
         ctx->step++;
     }
-    ctx->grads_pending = 0;
     if (stats) {
         memset(stats, 0, sizeof *stats);
         stats->step = ctx->step;
-        stats->loss = ctx->loss;
+        stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
         stats->grad_norm = norm;
         stats->lr = lr;
         stats->loss_scale = 1.0f;
         stats->skipped = skipped;
-        stats->tokens = ctx->d.BT;
+        stats->tokens = ctx->d.BT * ctx->acc_micro;
+        stats->micro_batches = ctx->acc_micro;
         stats->seconds = gpt2rt__now() - t0;
     }
+    gpt2rt__accum_reset(ctx);
     return GPT2RT_OK;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
-    if (!targets) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: targets is NULL");
+    if (!inputs || !targets)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: %s is NULL", inputs ? "targets" : "inputs");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step: gradients from an earlier gpt2rt_backward are "
                             "waiting for gpt2rt_update");
     double t0 = gpt2rt__now();
-    gpt2rt_result r = gpt2rt_forward(ctx, inputs, targets, NULL);
-    if (r == GPT2RT_OK) r = gpt2rt_backward(ctx);
+    int64_t BT = ctx->d.BT;
+    gpt2rt_result r = GPT2RT_OK;
+    /* grad_accum micro-batches of B rows each, then one update */
+    for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
+        r = gpt2rt_forward(ctx, inputs + k * BT, targets + k * BT, NULL);
+        if (r == GPT2RT_OK) r = gpt2rt_backward(ctx);
+    }
+    if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
+        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        gpt2rt__accum_reset(ctx);
+    }
     if (r == GPT2RT_OK) r = gpt2rt_update(ctx, stats);
     if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
     return r;

@@ -59,6 +59,13 @@ compile_checks() {
     if command -v nvcc >/dev/null 2>&1; then
         compile "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
         compile "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
+        compile "nvcc -O3 sm_90 (.cu)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_o3.o
+        # the CUDA kernel labs (kernels/*.cu): the kernels the CUDA backend is built from
+        for f in kernels/*.cu; do
+            [ -f "$f" ] || continue
+            compile "nvcc $f (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
+                -o $B/lab_$(basename "$f" .cu) "$f" -lcublasLt
+        done
     else
         skip "nvcc not found: the CUDA compile check did not run"
     fi
@@ -76,7 +83,7 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_formats; do
+    for t in test_hf_parity test_props test_memory test_formats; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
@@ -107,7 +114,7 @@ case $mode in
     normal) compile_checks; run_suite "" $CFLAGS; hf_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
-        for t in test_hf_parity test_props; do
+        for t in test_hf_parity test_props test_memory; do
             cp tests/$t.c $B/$t.cu
             sed -i 's#"../gpt2rt.h"#"../gpt2rt.h"#; s#"harness.h"#"../tests/harness.h"#' $B/$t.cu
             if nvcc -std=c++17 -O2 -Xcompiler -fopenmp -I. -Itests -o $B/${t}_nvcc $B/$t.cu 2>&1 | tail -5; then

@@ -285,19 +285,30 @@ static void test_config_errors(void) {
     NYI(patch_len, 16, "patch_len");
     NYI(n_channels, 7, "n_channels");
     NYI(horizon, 96, "horizon");
-    NYI(frozen, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP, "frozen");
-    NYI(grad_accum, 4, "grad_accum");
-    NYI(precision, GPT2RT_PRECISION_BF16, "BF16");
-    NYI(precision, GPT2RT_PRECISION_FP16, "FP16");
-    NYI(tf32, 1, "tf32");
-    NYI(loss_scale, 1024.0f, "loss_scale");
-    NYI(recompute, GPT2RT_RECOMPUTE_SELECTIVE, "recompute");
-    NYI(recompute, GPT2RT_RECOMPUTE_FULL, "recompute");
-    NYI(checkpoint_every, 3, "checkpoint_every");
-    NYI(parallel, GPT2RT_PARALLEL_DATA, "parallel");
-    NYI(parallel, GPT2RT_PARALLEL_LAYER_SPLIT, "parallel");
-    NYI(n_devices, 2, "n_devices");
-    NYI(backend, GPT2RT_BACKEND_CUDA, "CUDA");
+#define UNAVAILABLE(field, value, needle) do { c = tiny(); c.field = value; \
+        expect_refused(c, GPT2RT_ERR_UNAVAILABLE, needle, #field " = " #value); n++; } while (0)
+    UNAVAILABLE(precision, GPT2RT_PRECISION_BF16, "BF16 needs backend = GPT2RT_BACKEND_CUDA");
+    UNAVAILABLE(precision, GPT2RT_PRECISION_FP16, "FP16 needs backend = GPT2RT_BACKEND_CUDA");
+    UNAVAILABLE(tf32, 1, "tf32 = 1 needs backend = GPT2RT_BACKEND_CUDA");
+#undef UNAVAILABLE
+    /* planned, not yet created: the plan works, creation says what is missing */
+    {
+        gpt2rt_config k[3];
+        const char *needle[3] = {"CUDA", "data parallel over 2 devices", "layer split over 2 devices"};
+        for (int i = 0; i < 3; i++) k[i] = tiny();
+        k[0].backend = GPT2RT_BACKEND_CUDA; k[0].precision = GPT2RT_PRECISION_BF16;
+        k[1].parallel = GPT2RT_PARALLEL_DATA; k[1].n_devices = 2;
+        k[2].parallel = GPT2RT_PARALLEL_LAYER_SPLIT; k[2].n_devices = 2;
+        for (int i = 0; i < 3; i++) {
+            gpt2rt_memory_plan plan;
+            gpt2rt_ctx *x;
+            CHECK(gpt2rt_plan(&k[i], &plan) == GPT2RT_OK, "plan of %s: %s", needle[i], plan.error);
+            CHECK(gpt2rt_create(&x, &k[i]) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), needle[i]),
+                  "create of %s: %s", needle[i], gpt2rt_last_error(x));
+            gpt2rt_free(x);
+            n++;
+        }
+    }
 #undef NYI
 #define BAD(field, value, needle) do { c = tiny(); c.field = value; \
         expect_refused(c, GPT2RT_ERR_INVALID_ARGUMENT, needle, #field " = " #value); n++; } while (0)
@@ -311,6 +322,20 @@ static void test_config_errors(void) {
     BAD(precision, (gpt2rt_precision)9, "precision = 9");
     BAD(device_ids[3], -1, "device_ids[3] = -1");
     BAD(alloc, count_alloc, "alloc and free hooks must be set together");
+    BAD(loss_scale, 1024.0f, "loss_scale = 1024 applies to precision = FP16 only");
+    BAD(checkpoint_every, 3, "checkpoint_every = 3 applies to recompute = FULL only");
+    BAD(recompute, (gpt2rt_recompute)7, "recompute = 7");
+    BAD(parallel, GPT2RT_PARALLEL_DATA, "parallel = DATA needs n_devices >= 2 (it is 1)");
+    BAD(parallel, GPT2RT_PARALLEL_LAYER_SPLIT, "parallel = LAYER_SPLIT needs n_devices >= 2");
+    BAD(n_devices, 2, "n_devices = 2 needs parallel = DATA or LAYER_SPLIT");
+    BAD(frozen, 0x40, "frozen = 0x40 has bits outside");
+    BAD(frozen, GPT2RT_GROUP_HEAD, "GPT2RT_GROUP_HEAD");
+    BAD(frozen, 0x1f, "freezes every parameter group");
+    BAD(grad_accum, -2, "grad_accum = -2");
+    c = tiny(); c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 3;
+    expect_refused(c, GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = 3 must lie in [1, n_layer = 2]", "checkpoint 3 of 2"); n++;
+    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 3;
+    expect_refused(c, GPT2RT_ERR_INVALID_ARGUMENT, "needs n_layer >= 3 (it is 2)", "split 2 layers over 3"); n++;
 #undef BAD
     printf("config: %d refused configurations, each with the field and its value in the message\n", n);
     gpt2rt_ctx *ctx;
