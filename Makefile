@@ -11,7 +11,7 @@ FUZZ_TIME ?= 60
 B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text
-TOOLS    := $(B)/bench_cpu
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory
 TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/fuzz_replay
 
 .PHONY: all test test-asan demo bench fuzz kernels install clean test-gpu bench-gpu check
@@ -54,6 +54,8 @@ bench: $(B)/bench_cpu
 	    a=$$(awk '/^tokens\/s:/{print $$2}' $(B)/bench_cpu.log); b=$$(awk '/^tokens\/s:/{print $$2}' $(B)/bench_torch.log); \
 	    awk -v a=$$a -v b=$$b 'BEGIN{printf "\ngpt2rt %.1f tokens/s, PyTorch %.1f tokens/s: %.2fx, same machine, same run\n", a, b, a/b}'; \
 	fi
+	@echo
+	./$(B)/bench_memory
 
 # libFuzzer on the safetensors parser and loaders (clang); FUZZ_TIME seconds
 fuzz: | $(B)
@@ -64,6 +66,8 @@ fuzz: | $(B)
 
 kernels: $(B)/cpu_matmul
 	OMP_NUM_THREADS=2 ./$(B)/cpu_matmul
+	@if command -v nvcc >/dev/null 2>&1; then bash kernels/run_labs.sh build; \
+	else echo "kernels: nvcc not found: the CUDA labs were not built"; fi
 
 $(B)/cpu_matmul: kernels/cpu_matmul.c | $(B)
 	$(CC) -std=c11 -O3 -march=native $(OMP) -o $@ $< $(LDLIBS)
@@ -73,16 +77,23 @@ install:
 	install -m 644 gpt2rt.h $(DESTDIR)$(PREFIX)/include/gpt2rt.h
 	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/gpt2rt/README.md
 
-test-gpu bench-gpu:
-	@if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then \
-	    echo "$@: skipped: no NVIDIA GPU on this machine (nvidia-smi finds none)"; \
+# the GPU targets: on a machine with an NVIDIA GPU and nvcc. test-gpu runs every
+# kernel lab (each validates against the CPU reference and checks determinism)
+# and the CPU suites built by nvcc; bench-gpu runs the end-to-end step lab's
+# timing and the PyTorch reference (eager and torch.compile) in the same run.
+GPU_CHECK = if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then \
+	    echo "$@: skipped: no NVIDIA GPU on this machine (nvidia-smi finds none)"; exit 0; \
 	elif ! command -v nvcc >/dev/null 2>&1; then \
-	    echo "$@: skipped: nvcc not found (install the CUDA toolkit)"; \
-	else \
-	    echo "$@: GPU: $$(nvidia-smi -L | head -1)"; \
-	    echo "$@: the CUDA backend has not landed yet; running the CPU tests built by nvcc instead"; \
-	    bash tests/run.sh nvcc; \
-	fi
+	    echo "$@: skipped: nvcc not found (install the CUDA toolkit)"; exit 0; \
+	fi; echo "$@: GPU: $$(nvidia-smi -L | head -1)"
+
+test-gpu:
+	@$(GPU_CHECK); rc=0; bash kernels/run_labs.sh run || rc=1; bash tests/run.sh nvcc || rc=1; exit $$rc
+
+bench-gpu:
+	@$(GPU_CHECK); bash kernels/run_labs.sh build >/dev/null; \
+	if [ -x $(B)/lab_train_step ]; then ./$(B)/lab_train_step bench | tee $(B)/bench_gpu.log; fi; \
+	python3 tools/bench_torch_gpu.py --batch 8 --mode both --max-batch-for-gib 40 | tee $(B)/bench_torch_gpu.log
 
 clean:
 	rm -rf $(B)

@@ -12,7 +12,8 @@
    with OpenMP (-fopenmp) to use every core; without it the CPU backend runs on one.
    Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
    Compiled by nvcc from a .cu file it also compiles; the CUDA backend itself has
-   not landed yet and asking for it reports GPT2RT_ERR_NOT_IMPLEMENTED.
+   not landed yet (its kernels are in kernels/staging/, compile-checked) and
+   creating a CUDA context reports GPT2RT_ERR_NOT_IMPLEMENTED.
 
    Configuration macros (define before the implementation include):
        GPT2RT_STATIC        every API function becomes `static` (private to one file)
@@ -85,8 +86,11 @@
                                          RNG; resuming continues bitwise identically
    gpt2rt_param_count / _info_get        the parameters: Hugging Face names and shapes
    gpt2rt_param_read / _write            values, gradients, Adam moments by name
-   gpt2rt_plan                           bytes of every memory category, from the
-                                         config alone, before anything is allocated
+   gpt2rt_plan                           bytes of every memory category on every
+                                         device, from the config alone, before
+                                         anything is allocated
+   gpt2rt_fit                            a config that fits a budget with the same
+                                         global batch, each change explained
    gpt2rt_plan_allocated                 what a context really allocated, same form
    gpt2rt_plan_format                    a plan as a printable table
    gpt2rt_result_string / gpt2rt_last_error   what went wrong, with the numbers
@@ -102,29 +106,60 @@
    ============================================================================
    MEMORY
    ============================================================================
-   gpt2rt_plan(&cfg, &plan) computes the bytes of each category below; creation
-   then allocates one arena per category of exactly that size (through the
-   optional allocator hook, which is told the category), and nothing else of
-   consequence. The categories (fp32, CPU backend):
+   gpt2rt_plan(&cfg, &plan) computes the bytes of each category below on each
+   device; creation then allocates one arena per category of exactly that size
+   (through the optional allocator hook, which is told the category), and nothing
+   else of consequence. The plan knows every knob: precision (bf16/fp16: 2-byte
+   weights and activations plus an fp32 master copy), recompute, micro-batch,
+   accumulation, frozen groups, data parallel (every device holds everything) and
+   layer split (each device its layers; the first the embeddings, the last ln_f,
+   the tied head and the logits). It plans the CUDA backend and the two-device
+   modes from any machine, before they run. The categories:
        weights       all parameters, padded vocabulary included
        master        fp32 master copy of low-precision weights (0 in fp32)
        grads         one gradient per parameter
        moments       AdamW m and v
        activations   what the forward saves for the backward (per layer: ln_1 out,
                      qkv, attention out + softmax statistics, residuals, ln_2 out,
-                     MLP pre- and post-GELU)
-       transient     backward scratch alive only during one layer's backward
+                     MLP pre- and post-GELU; fewer with recompute or frozen groups)
+       transient     backward scratch alive only during one layer's backward, and
+                     the buffer recomputed (or not kept) outputs pass through
        logits        (B, T, padded_vocab), turned into dlogits in place
        workspace     per-thread scratch (matrix-product packing, attention rows)
-       comm          communication buffers of the two-device modes (0 here)
+       comm          communication buffers of the two-device modes
+   plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
+   NCCL): estimated by gpt2rt_plan, measured by the CUDA backend.
+
+   Recompute (config.recompute). SELECTIVE drops the LayerNorm and GELU outputs and
+   recomputes them in the backward; FULL keeps every checkpoint_every-th layer's
+   input (GPT2RT_CHECKPOINT_SQRT: round(sqrt(L))) and runs each segment's forward
+   again in the backward. Either gives bitwise the same gradients as NONE.
+
+   Gradient accumulation. Gradients are of the summed token losses, scaled by
+   1/(B*T*grad_accum); the update rescales them to the mean over every target
+   counted since the last update, so the loss is normalised once: k micro-batches
+   of b give the update of one batch of k*b however ignored targets fall. Either
+   call gpt2rt_step with grad_accum*B rows, or gpt2rt_forward + gpt2rt_backward per
+   micro-batch and gpt2rt_update once. gpt2rt_param_read(GRAD) reads the rescaled
+   gradient.
+
+   Frozen groups (config.frozen, gpt2rt_group bits): no gradient, no moments, no
+   master copy, and the inputs only their weight gradients need are not kept
+   (GPT4TS freezes ATTENTION | MLP). The gradients that remain are bitwise those of
+   the unfrozen model.
+
+   Out of memory. A plan above memory_budget (or, on Linux, above the available
+   memory) is refused before anything is allocated; that error and a failed
+   allocation list the categories, the free memory and what gpt2rt_fit suggests.
 
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   CUDA backend, bf16/fp16 precisions, TF32, loss scaling, recompute levels,
-   gradient accumulation > 1, data-parallel and layer-split modes, more than one
-   device, patch inputs, regression heads, frozen parameter groups.
+   Creating a context with the CUDA backend (bf16/fp16/TF32 and loss scaling are
+   CUDA precisions: the CPU backend answers GPT2RT_ERR_UNAVAILABLE), the
+   data-parallel and layer-split modes, patch inputs, regression heads.
+   gpt2rt_plan and gpt2rt_fit already plan the first two.
 
    ============================================================================
    LICENSE: MIT. See the end of the file.
@@ -1155,7 +1190,8 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     char rb[64];
     GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
                 c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
-                (double)p->n_trainable / 1e6);
+                (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params))
+                / 1e6);
     GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
                 c->seq_len, c->grad_accum, (long long)p->tokens_per_step, gpt2rt__precision_name(c->precision),
                 gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
