@@ -10,8 +10,8 @@ PREFIX  ?= /usr/local
 FUZZ_TIME ?= 60
 B := build
 
-EXAMPLES := $(B)/minimal $(B)/train_text
-TOOLS    := $(B)/bench_cpu $(B)/bench_memory
+EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem
 TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/fuzz_replay
 
 .PHONY: all test test-asan demo bench fuzz kernels install clean test-gpu bench-gpu check
@@ -29,6 +29,10 @@ $(B)/%: examples/%.c gpt2rt.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
 
 $(B)/%: tools/%.c gpt2rt.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
+
+# the memory CLI: tables, the advisor, PNG charts (stb, Debian libstb-dev)
+$(B)/gpt2rt-mem: tools/gpt2rt_mem.c gpt2rt.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c tests/harness.h gpt2rt.h | $(B)

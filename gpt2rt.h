@@ -133,7 +133,10 @@
    Recompute (config.recompute). SELECTIVE drops the LayerNorm and GELU outputs and
    recomputes them in the backward; FULL keeps every checkpoint_every-th layer's
    input (GPT2RT_CHECKPOINT_SQRT: round(sqrt(L))) and runs each segment's forward
-   again in the backward. Either gives bitwise the same gradients as NONE.
+   again in the backward. Either gives bitwise the same gradients as NONE. sqrt(L)
+   is the classic spacing when a layer saves about as much as its input; a GPT-2
+   layer saves about 16 times its input, so every layer (k = 1) keeps the least,
+   and the plan shows it.
 
    Gradient accumulation. Gradients are of the summed token losses, scaled by
    1/(B*T*grad_accum); the update rescales them to the mean over every target
@@ -399,9 +402,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
 /* A config like *config whose plan fits budget_bytes on every device (arenas plus the
    estimated overhead), with the same global batch, that the coarse throughput model
-   ranks fastest among those `allow` reaches. *out gets it (a copy of *config when that
-   fits); explain (may be NULL) gets one line per change with the bytes it saves.
-   GPT2RT_ERR_OUT_OF_MEMORY when nothing fits: *out is then the smallest found. */
+   ranks fastest among those `allow` reaches: *out gets it (*config itself when that
+   fits and nothing reachable is predicted faster). explain (may be NULL) gets one
+   line per change with the bytes it saves. GPT2RT_ERR_OUT_OF_MEMORY when nothing
+   fits: *out is then the smallest found. budget_bytes must be > 0. */
 GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget_bytes, unsigned allow,
                                     gpt2rt_config *out, char *explain, size_t cap);
 
@@ -502,7 +506,8 @@ typedef struct gpt2rt__dims {
     int recompute, ck;     /* recompute level; FULL: checkpoint spacing k */
     int need_ln1, need_mlp_in; /* ln_1 out / ln_2 out and GELU out feed a trained weight's gradient */
     int keep_ln1, keep_ln2, keep_gelu; /* saved by the forward; else recomputed (if needed) or dropped */
-    int rc;                /* a transient buffer holds what is not kept */
+    int rc;                /* SELECTIVE: a transient buffer for what the backward recomputes */
+    int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
 } gpt2rt__dims;
 
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
@@ -677,7 +682,6 @@ static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
 }
 
 static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
-static int64_t gpt2rt__al(int64_t bytes) { return (bytes + 63) & ~(int64_t)63; }
 
 GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result r) {
     switch (r) {
@@ -860,7 +864,10 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     int keep = c->recompute == GPT2RT_RECOMPUTE_NONE, full = c->recompute == GPT2RT_RECOMPUTE_FULL;
     d.keep_ln1 = full || (keep && d.need_ln1);
     d.keep_ln2 = d.keep_gelu = full || (keep && d.need_mlp_in);
-    d.rc = !d.keep_ln1 || !d.keep_ln2;
+    /* SELECTIVE recomputes into its own buffer; outputs merely not kept (frozen
+       weights) pass through dbig in the forward, which is free until the backward */
+    d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
+    d.align = d.cuda ? 256 : 64;
     return d;
 }
 
@@ -934,11 +941,13 @@ static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, 
 /* One layer's saved activations, in order, in bytes (activations of d->ab bytes,
    statistics fp32). full: every field (the FULL recompute slots); else the ones
    d->keep_* asks for, the others NULL. Fills a (pointers from base) when non-NULL. */
+static int64_t gpt2rt__ald(const gpt2rt__dims *d, int64_t bytes) { return (bytes + d->align - 1) / d->align * d->align; }
+
 static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *base, gpt2rt__layer_acts *a, int full) {
     int64_t o = 0, BT = d->BT, C = d->C, ab = d->ab;
 #define GPT2RT__CARVE(field, n, eb, keep) do { int k_ = full || (keep); \
         if (a) { a->field = k_ ? (float *)(void *)(base + o) : NULL; } \
-        if (k_) { o += gpt2rt__al((n) * (eb)); } } while (0)
+        if (k_) { o += gpt2rt__ald(d, (n) * (eb)); } } while (0)
     GPT2RT__CARVE(ln1, BT * C, ab, d->keep_ln1);
     GPT2RT__CARVE(ln1_mean, BT, 4, 1);
     GPT2RT__CARVE(ln1_rstd, BT, 4, 1);
@@ -1004,9 +1013,9 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     int64_t stride = gpt2rt__layer_acts_carve(d, NULL, NULL, full);
     int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : nl;
     int64_t n_ckpt = full ? (nl + d->ck - 1) / d->ck - 1 : 0; /* the layer input is checkpoint 0 */
-    int64_t o = 0, act = gpt2rt__al(BT * C * ab);
-    int64_t o_inputs = o; if (s->first) o += gpt2rt__al(BT * 4);
-    int64_t o_targets = o; if (s->last) o += gpt2rt__al(BT * 4);
+    int64_t o = 0, act = gpt2rt__ald(d, BT * C * ab);
+    int64_t o_inputs = o; if (s->first) o += gpt2rt__ald(d, BT * 4);
+    int64_t o_targets = o; if (s->last) o += gpt2rt__ald(d, BT * 4);
     int64_t o_x0 = o; o += act;
     int64_t o_layers = o; o += n_blocks * stride;
     int64_t o_ckpt = o; o += n_ckpt * act;
@@ -1014,26 +1023,30 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     int64_t o_lnf = o, o_lnf_mean = o, o_lnf_rstd = o, o_losses = o, o_lse = o;
     if (s->last) {
         o_lnf = o; o += act;
-        o_lnf_mean = o; o += gpt2rt__al(BT * 4);
-        o_lnf_rstd = o; o += gpt2rt__al(BT * 4);
-        o_losses = o; o += gpt2rt__al(BT * 4);
-        o_lse = o; o += gpt2rt__al(BT * 4);
+        o_lnf_mean = o; o += gpt2rt__ald(d, BT * 4);
+        o_lnf_rstd = o; o += gpt2rt__ald(d, BT * 4);
+        o_losses = o; o += gpt2rt__ald(d, BT * 4);
+        o_lse = o; o += gpt2rt__ald(d, BT * 4);
     }
     bytes[GPT2RT_MEM_ACTIVATIONS] = (uint64_t)o;
 
     /* transient: gradient of the residual stream, two scratch buffers, and the
        recompute buffer for outputs not kept */
-    int64_t big = gpt2rt__al(BT * 4 * C * ab);
+    int64_t big = gpt2rt__ald(d, BT * 4 * C * ab);
     bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0));
     bytes[GPT2RT_MEM_LOGITS] = s->last ? (uint64_t)(BT * d->Vp * ab) : 0;
 
     int64_t n_norm = owned; /* the norm's partial sums cover what this device owns */
-    uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__al(gpt2rt__norm_chunks(n_norm) * 8);
+    uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__norm_chunks(n_norm) * 8);
     if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the embedding's token buckets */
+        int64_t n_tensors = 2 + GPT2RT__PER_LAYER * d->L + 2, rows = (BT + 31) / 32;
+        int64_t red = rows * 2 * C * 4 > 4 * C * 4 ? rows * 2 * C * 4 : 4 * C * 4; /* LayerNorm / bias partials */
+        if (n_tensors * 32 + 16 > red) red = n_tensors * 32 + 16;                  /* the AdamW tensor table */
         ws_gemm = (uint64_t)GPT2RT__CU_BLAS_WORKSPACE;
-        ws_att = (uint64_t)(gpt2rt__al(d->B * d->NH * d->T * 4) + gpt2rt__al(BT * 4 * 3));
+        ws_att = (uint64_t)(gpt2rt__ald(d, d->B * d->NH * d->T * 4) + gpt2rt__ald(d, (3 * BT + 1) * 4) +
+                            gpt2rt__ald(d, red));
     } else {
-        ws_gemm = (uint64_t)gpt2rt__al((int64_t)gpt2rt__sgemm_workspace_bytes(d->nt));
+        ws_gemm = (uint64_t)gpt2rt__ald(d, (int64_t)gpt2rt__sgemm_workspace_bytes(d->nt));
         ws_att = (uint64_t)d->nt * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
     }
     bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
@@ -1176,7 +1189,7 @@ static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
 static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
     uint64_t m = 0;
     for (int dev = 0; dev < p->n_devices; dev++)
-        if (p->total[dev] + p->overhead[dev] >= m) { m = p->total[dev] + p->overhead[dev]; if (at) *at = dev; }
+        if (p->total[dev] + p->overhead[dev] > m || !dev) { m = p->total[dev] + p->overhead[dev]; if (at) *at = dev; }
     return m;
 }
 
@@ -1247,8 +1260,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
     size_t n = 0;
     if (buf && cap) buf[0] = 0;
     if (!config || !out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
     gpt2rt_memory_plan base, cand, best;
     memset(&best, 0, sizeof best);
+    char r0[64];
     gpt2rt_result r = gpt2rt_plan(config, &base);
     if (r != GPT2RT_OK) { GPT2RT__PUT("%s\n", base.error); return r; }
     if (!allow) allow = GPT2RT_FIT_DEFAULT;
@@ -1270,7 +1285,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
         int64_t g = global / reps; /* micro-batch x accumulation on one replica */
         for (int64_t b = 1; b <= g; b++) {
             if (g % b) continue;
-            if (!(allow & GPT2RT_FIT_BATCH) && !(b == c0->batch_size && g / b == c0->grad_accum)) continue;
+            /* without FIT_BATCH the micro-batch stays; only a change of mode may change the accumulation */
+            if (!(allow & GPT2RT_FIT_BATCH) &&
+                !(b == c0->batch_size && (modes[mi] != c0->parallel || g / b == c0->grad_accum))) continue;
             if (b > (1 << 20) || g / b > (1 << 20)) continue;
             for (int ri = 0; ri < 4; ri++) {
                 gpt2rt_recompute rc = ri == 0 ? GPT2RT_RECOMPUTE_NONE : ri == 1 ? GPT2RT_RECOMPUTE_SELECTIVE
@@ -1308,9 +1325,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
 
     int at = 0;
     uint64_t peak0 = gpt2rt__plan_peak(&base, &at);
-    GPT2RT__PUT("the config needs %.2f %s on %s%d (%.2f %s arenas + %.2f %s overhead); the budget is %.2f %s "
-                "per device\n", GPT2RT__SZ(peak0), nd > 1 ? "device " : "device ", at, GPT2RT__SZ(base.total[at]),
-                GPT2RT__SZ(base.overhead[at]), GPT2RT__SZ(budget));
+    GPT2RT__PUT("the config needs %.2f %s on device %d", GPT2RT__SZ(peak0), at);
+    if (base.overhead[at])
+        GPT2RT__PUT(" (%.2f %s arenas + %.2f %s estimated overhead)", GPT2RT__SZ(base.total[at]),
+                    GPT2RT__SZ(base.overhead[at]));
+    GPT2RT__PUT("; the budget is %.2f %s per device\n", GPT2RT__SZ(budget));
     if (c0->frozen) {
         gpt2rt_config u = *c0;
         gpt2rt_memory_plan up;
@@ -1323,17 +1342,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
     }
     if (!found) {
         *out = smallest;
-        GPT2RT__PUT("nothing reachable fits: the smallest, %s, micro-batch %d x accumulation %d, recompute %s, "
-                    "needs %.2f %s\n", gpt2rt__parallel_name(smallest.parallel), smallest.batch_size,
-                    smallest.grad_accum, smallest.recompute == GPT2RT_RECOMPUTE_NONE ? "none"
-                    : smallest.recompute == GPT2RT_RECOMPUTE_SELECTIVE ? "selective" : "full", GPT2RT__SZ(small_peak));
+        GPT2RT__PUT("nothing reachable fits: the smallest, %s, %s, micro-batch %d x accumulation %d, recompute %s, "
+                    "needs %.2f %s\n", gpt2rt__parallel_name(smallest.parallel),
+                    gpt2rt__precision_name(smallest.precision), smallest.batch_size, smallest.grad_accum,
+                    gpt2rt__recompute_name(&smallest, r0, sizeof r0), GPT2RT__SZ(small_peak));
         return GPT2RT_ERR_OUT_OF_MEMORY;
     }
     /* walk from the config to the choice one knob at a time, so each line's saving is its own */
     gpt2rt_memory_plan cur = base, next;
     gpt2rt_config w = *c0;
     const gpt2rt_config *k = &best.config;
-    char what[256], r0[64], r1[64];
+    char what[256], r1[64];
     if (k->parallel != w.parallel) {
         gpt2rt_parallel from = w.parallel;
         w.parallel = k->parallel;
@@ -3015,7 +3034,7 @@ static void gpt2rt__crossentropy_backward(float *logits, const float *lse, const
 /* ==== SECTION: model ====================================================== */
 
 /* One layer's forward from res (BT,C) into a; outputs not kept (NULL in a) go to
-   rc, the transient recompute buffer, and are used at once. The backward's
+   dbig, the backward's scratch (free during the forward), and are used at once. The backward's
    recompute calls this same function on the same input: bitwise the same values. */
 static void gpt2rt__layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
@@ -3023,8 +3042,8 @@ static void gpt2rt__layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, 
     int nt = d->nt;
     void *ws = ctx->gemm_ws;
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
-    float *ln1 = a.ln1 ? a.ln1 : ctx->rcbuf, *ln2 = a.ln2 ? a.ln2 : ctx->rcbuf;
-    float *gelu = a.fch_gelu ? a.fch_gelu : ctx->rcbuf;
+    float *ln1 = a.ln1 ? a.ln1 : ctx->dbig, *ln2 = a.ln2 ? a.ln2 : ctx->dbig; /* not kept: scratch */
+    float *gelu = a.fch_gelu ? a.fch_gelu : ctx->dbig;
     gpt2rt__layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
     gpt2rt__matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
     gpt2rt__attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, nt);

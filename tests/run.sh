@@ -109,9 +109,34 @@ hf_check() { # transformers loads what gpt2rt saved (needs the parity test to ha
     esac
 }
 
+memory_tools() { # the memory CLI and the trade-off tour, run for real
+    if ! $CC -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -o $B/gpt2rt-mem tools/gpt2rt_mem.c -lm > $B/mem_build.log 2>&1; then
+        bad "build tools/gpt2rt_mem.c"; head -20 $B/mem_build.log; return
+    fi
+    local out rc
+    out=$(./$B/gpt2rt-mem --model 124M --batch 32 --seq 1024 --budget 24GiB 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "does NOT fit" && echo "$out" | grep -q "suggested"; then
+        ok "gpt2rt-mem: GPT-2 124M B=32 T=1024 fp32 on 24 GiB: does not fit, advice given"
+    else bad "gpt2rt-mem advice (exit $rc)"; echo "$out" | tail -20; fi
+    rm -f $B/mem_sweep.png
+    out=$(./$B/gpt2rt-mem --model 124M --sweep batch=1,2,4,8 --budget 24GiB --png $B/mem_sweep.png 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(head -c 8 $B/mem_sweep.png 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then
+        ok "gpt2rt-mem: batch sweep table and PNG ($(stat -c %s $B/mem_sweep.png) bytes)"
+    else bad "gpt2rt-mem sweep/PNG (exit $rc)"; echo "$out" | tail -10; fi
+    ./$B/gpt2rt-mem --model 124M --batch 0x9 > /dev/null 2>&1; rc=$?
+    if [ $rc -eq 2 ]; then ok "gpt2rt-mem: a bad argument exits 2"; else bad "gpt2rt-mem bad argument: exit $rc"; fi
+    if ! $CC -std=c11 -Wall -Wextra -Werror $CFLAGS -fopenmp -o $B/memory_tradeoffs examples/memory_tradeoffs.c -lm > $B/mt_build.log 2>&1; then
+        bad "build examples/memory_tradeoffs.c"; head -20 $B/mt_build.log; return
+    fi
+    if ./$B/memory_tradeoffs --steps 1 > $B/memory_tradeoffs.log 2>&1; then
+        ok "examples/memory_tradeoffs: every knob for real, planned == allocated, recompute losses bitwise equal"
+        grep -A 9 "^config" $B/memory_tradeoffs.log | sed 's/^/    /'
+    else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
+}
+
 case $mode in
     compile-only) compile_checks ;;
-    normal) compile_checks; run_suite "" $CFLAGS; hf_check ;;
+    normal) compile_checks; run_suite "" $CFLAGS; memory_tools; hf_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

@@ -1,0 +1,718 @@
+/* tools/gpt2rt_mem.c - gpt2rt-mem: why does this GPT-2 run out of memory, and what
+   would fit? A teaching tool around gpt2rt_plan and gpt2rt_fit: nothing is
+   allocated and no GPU is needed, so it can plan a 1558M run on a laptop.
+
+   It prints the resolved config and the bytes of every memory category (what
+   gpt2rt_create would allocate), which categories dominate and which knob shrinks
+   them; with --budget, whether the run fits and what the advisor would change;
+   with --sweep, one row per value of one knob, and with --png, a stacked bar chart.
+
+   build: gcc -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -I. -o build/gpt2rt-mem tools/gpt2rt_mem.c -lm
+   usage: see --help (or usage() below). */
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* stb is written for many compilers at once; its unused statics and casts are not
+   ours to fix, so its warnings are silenced for the two includes only */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb/stb_image_write.h>
+#include <stb/stb_easy_font.h>
+#pragma GCC diagnostic pop
+
+#define MIB(x) ((double)(x) / 1048576.0)
+#define GIB(x) ((double)(x) / 1073741824.0)
+#define MAX_SWEEP 32
+
+/* ---- errors: exit code 2 for anything wrong on the command line ---- */
+
+static void die_arg(const char *arg, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "gpt2rt-mem: %s: ", arg);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see --help)\n");
+    va_end(ap);
+    exit(2);
+}
+
+static void usage(void) {
+    printf(
+        "gpt2rt-mem - why does this GPT-2 run out of memory, and what would fit?\n"
+        "\n"
+        "Plans the memory of one training run (gpt2rt_plan) without allocating anything.\n"
+        "The backend defaults to cuda: the tool plans GPU runs (use --backend cpu for the\n"
+        "CPU backend, which computes in fp32 and has no CUDA overhead).\n"
+        "\n"
+        "model:\n"
+        "  --model 124M|355M|774M|1558M   GPT-2 sizes (also gpt2, gpt2-medium, -large, -xl)\n"
+        "  --layers N --heads N --embd N  a custom shape (override --model)\n"
+        "  --vocab N                      vocabulary (default 50257)\n"
+        "  --ctx N                        max positions (default 1024)\n"
+        "  --frozen LIST                  comma list of token,pos,ln,attn,mlp; gpt4ts = attn,mlp\n"
+        "batch and memory knobs:\n"
+        "  --batch B --seq T --accum K    micro-batch, sequence length, accumulation steps\n"
+        "  --precision fp32|bf16|fp16     --tf32 (fp32 matrix products on tensor cores)\n"
+        "  --recompute none|selective|full\n"
+        "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
+        "                                 (implies --recompute full when that is not given)\n"
+        "devices:\n"
+        "  --devices N --mode none|ddp|split   (mode defaults to ddp when N > 1)\n"
+        "  --backend cpu|cuda             default cuda\n"
+        "  --threads N                    CPU backend threads (its workspace depends on them)\n"
+        "questions:\n"
+        "  --budget SIZE                  bytes per device: 24GiB, 40GB, 512MiB, 80G (G = GiB)\n"
+        "                                 prints whether it fits and what gpt2rt_fit suggests\n"
+        "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
+        "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
+        "                                 devices|mode; recompute values: none, selective,\n"
+        "                                 full, full:K, full:sqrt\n"
+        "  --png FILE                     with --sweep: a stacked bar chart of the sweep\n"
+        "\n"
+        "exit status: 0 ok (with --budget: it fits, or the advisor found a config that does;\n"
+        "with --sweep --budget: some value fits), 1 nothing fits, 2 bad arguments or config.\n"
+        "\n"
+        "examples:\n"
+        "  gpt2rt-mem --model 355M --batch 16 --seq 1024 --budget 24GiB\n"
+        "  gpt2rt-mem --model 124M --seq 1024 --sweep batch=1,2,4,8,16,32 --budget 24GiB --png mem.png\n"
+        "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --devices 2 --mode split --budget 40GB\n");
+}
+
+/* ---- parsing values ---- */
+
+/* a bounded copy that truncates quietly: snprintf("%s") makes gcc -O3 warn
+   about the truncation, which here is what we want (labels, text to draw) */
+static void copy_text(char *dst, size_t cap, const char *src) {
+    size_t i = 0;
+    for (; src[i] && i + 1 < cap; i++) dst[i] = src[i];
+    dst[i] = 0;
+}
+
+static long parse_int(const char *arg, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        die_arg(arg, "'%s' is not an integer in [%ld, %ld]", s, lo, hi);
+    return v;
+}
+
+/* "24GiB", "40GB", "512MiB", "1.5 TiB", "80G" (a bare letter is binary, as GPUs count) */
+static int parse_size(const char *s, uint64_t *out) {
+    static const struct { const char *unit; double mult; } units[] = {
+        {"", 1.0}, {"b", 1.0},
+        {"k", 1024.0}, {"kib", 1024.0}, {"kb", 1e3},
+        {"m", 1048576.0}, {"mib", 1048576.0}, {"mb", 1e6},
+        {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
+        {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+    };
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0.0)) return 0;
+    while (*end == ' ') end++;
+    char unit[8] = {0};
+    for (int i = 0; end[i]; i++) {
+        if (i >= 7) return 0;
+        unit[i] = (char)tolower((unsigned char)end[i]);
+    }
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(unit, units[i].unit)) {
+            double bytes = v * units[i].mult;
+            if (bytes >= 1.8e19 || bytes < 1.0) return 0;
+            *out = (uint64_t)(bytes + 0.5);
+            return 1;
+        }
+    return 0;
+}
+
+static unsigned parse_frozen(const char *arg, const char *list) {
+    unsigned bits = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (!strcmp(tok, "token")) bits |= GPT2RT_GROUP_TOKEN_EMBED;
+        else if (!strcmp(tok, "pos")) bits |= GPT2RT_GROUP_POS_EMBED;
+        else if (!strcmp(tok, "ln")) bits |= GPT2RT_GROUP_LAYERNORM;
+        else if (!strcmp(tok, "attn")) bits |= GPT2RT_GROUP_ATTENTION;
+        else if (!strcmp(tok, "mlp")) bits |= GPT2RT_GROUP_MLP;
+        else if (!strcmp(tok, "gpt4ts")) bits |= GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+        else if (!strcmp(tok, "none")) {}
+        else die_arg(arg, "'%s' is not one of token,pos,ln,attn,mlp,gpt4ts,none", tok);
+    }
+    return bits;
+}
+
+static int same_ci(const char *a, const char *b) { /* strcasecmp is POSIX, not C11 */
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+    return *a == *b;
+}
+
+static int set_model(gpt2rt_config *c, const char *name) {
+    static const struct { const char *a, *b; int L, H, C; } sizes[] = {
+        {"124M", "gpt2", 12, 12, 768},
+        {"355M", "gpt2-medium", 24, 16, 1024},
+        {"774M", "gpt2-large", 36, 20, 1280},
+        {"1558M", "gpt2-xl", 48, 25, 1600},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (same_ci(name, sizes[i].a) || same_ci(name, sizes[i].b)) {
+            c->n_layer = sizes[i].L; c->n_head = sizes[i].H; c->n_embd = sizes[i].C;
+            return 1;
+        }
+    return 0;
+}
+
+/* ---- the knobs a sweep can turn ----
+   One setter for the command line and for --sweep, so a value means the same in
+   both. Returns NULL, or why the value is wrong. */
+
+typedef struct knobs {
+    gpt2rt_config cfg;
+    int mode_given;      /* --mode given: keep it; else it follows --devices */
+    int recompute_given; /* --recompute given: --checkpoint-every does not override it */
+} knobs;
+
+static int to_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+static const char *set_recompute(gpt2rt_config *c, const char *v) {
+    int ck = c->checkpoint_every; /* plain "full" keeps a --checkpoint-every given before */
+    c->checkpoint_every = 0;      /* the library rejects it outside full recompute */
+    if (!strcmp(v, "none")) { c->recompute = GPT2RT_RECOMPUTE_NONE; return NULL; }
+    if (!strcmp(v, "selective")) { c->recompute = GPT2RT_RECOMPUTE_SELECTIVE; return NULL; }
+    if (strncmp(v, "full", 4) || (v[4] && v[4] != ':')) return "is not none, selective, full, full:K or full:sqrt";
+    c->recompute = GPT2RT_RECOMPUTE_FULL;
+    if (!v[4]) { c->checkpoint_every = ck; return NULL; }
+    if (!strcmp(v + 5, "sqrt")) { c->checkpoint_every = GPT2RT_CHECKPOINT_SQRT; return NULL; }
+    return to_int(v + 5, 1, 1 << 20, &c->checkpoint_every) ? NULL : "full:K needs a positive K (or full:sqrt)";
+}
+
+static const char *set_knob(knobs *k, const char *knob, const char *v) {
+    gpt2rt_config *c = &k->cfg;
+    if (!strcmp(knob, "batch")) return to_int(v, 1, 1 << 20, &c->batch_size) ? NULL : "is not a positive integer";
+    if (!strcmp(knob, "seq")) return to_int(v, 1, 1 << 20, &c->seq_len) ? NULL : "is not a positive integer";
+    if (!strcmp(knob, "accum")) return to_int(v, 1, 1 << 20, &c->grad_accum) ? NULL : "is not a positive integer";
+    if (!strcmp(knob, "layers")) return to_int(v, 1, 1 << 20, &c->n_layer) ? NULL : "is not a positive integer";
+    if (!strcmp(knob, "devices"))
+        return to_int(v, 1, GPT2RT_MAX_DEVICES, &c->n_devices) ? NULL : "is not an integer in [1, 8]";
+    if (!strcmp(knob, "recompute")) { k->recompute_given = 1; return set_recompute(c, v); }
+    if (!strcmp(knob, "precision")) {
+        if (!strcmp(v, "fp32")) c->precision = GPT2RT_PRECISION_FP32;
+        else if (!strcmp(v, "bf16")) c->precision = GPT2RT_PRECISION_BF16;
+        else if (!strcmp(v, "fp16")) c->precision = GPT2RT_PRECISION_FP16;
+        else return "is not fp32, bf16 or fp16";
+        return NULL;
+    }
+    if (!strcmp(knob, "mode")) {
+        k->mode_given = 1;
+        if (!strcmp(v, "none")) c->parallel = GPT2RT_PARALLEL_NONE;
+        else if (!strcmp(v, "ddp")) c->parallel = GPT2RT_PARALLEL_DATA;
+        else if (!strcmp(v, "split")) c->parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
+        else return "is not none, ddp or split";
+        return NULL;
+    }
+    return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode)";
+}
+
+/* What the flags leave implicit: the mode follows the device count unless given,
+   so `--sweep devices=1,2,4` means one device, then DDP over 2 and 4. */
+static gpt2rt_config finish(const knobs *k) {
+    gpt2rt_config c = k->cfg;
+    if (!k->mode_given) c.parallel = c.n_devices > 1 ? GPT2RT_PARALLEL_DATA : GPT2RT_PARALLEL_NONE;
+    /* the tool plans real runs: T defaults to GPT-2's whole context, not the library's toy 64 */
+    if (!c.seq_len) c.seq_len = c.max_seq_len && c.max_seq_len < 1024 ? c.max_seq_len : 1024;
+    return c;
+}
+
+/* ---- the command line ---- */
+
+typedef struct options {
+    knobs k;
+    uint64_t budget; /* 0: none given */
+    unsigned allow;
+    const char *sweep; /* "knob=v1,v2" */
+    const char *png;
+} options;
+
+static void parse_args(int argc, char **argv, options *o) {
+    memset(o, 0, sizeof *o);
+    gpt2rt_config *c = &o->k.cfg;
+    c->backend = GPT2RT_BACKEND_CUDA;
+    int ck = 0, ck_given = 0, L = 0, H = 0, C = 0;
+    o->allow = GPT2RT_FIT_DEFAULT;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
+        if (!strcmp(a, "--tf32")) { c->tf32 = 1; continue; }
+        if (!strcmp(a, "--allow-precision")) { o->allow |= GPT2RT_FIT_PRECISION; continue; }
+        if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
+        /* every other option takes a value: --opt V or --opt=V */
+        char name[64];
+        const char *eq = strchr(a, '='), *v;
+        if (eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            v = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", a);
+            if (i + 1 >= argc) die_arg(a, "needs a value");
+            v = argv[++i];
+        }
+        const char *err;
+        if (!strcmp(name, "--model")) { if (!set_model(c, v)) die_arg(name, "'%s' is not 124M, 355M, 774M or 1558M", v); }
+        else if (!strcmp(name, "--layers")) L = (int)parse_int(name, v, 1, 1024);
+        else if (!strcmp(name, "--heads")) H = (int)parse_int(name, v, 1, 1024);
+        else if (!strcmp(name, "--embd")) C = (int)parse_int(name, v, 1, 65536);
+        else if (!strcmp(name, "--vocab")) c->vocab_size = (int)parse_int(name, v, 1, 1 << 24);
+        else if (!strcmp(name, "--ctx")) c->max_seq_len = (int)parse_int(name, v, 1, 1 << 20);
+        else if (!strcmp(name, "--threads")) c->n_threads = (int)parse_int(name, v, 1, 1024);
+        else if (!strcmp(name, "--frozen")) c->frozen = parse_frozen(name, v);
+        else if (!strcmp(name, "--checkpoint-every")) {
+            ck_given = 1;
+            ck = !strcmp(v, "sqrt") ? GPT2RT_CHECKPOINT_SQRT : (int)parse_int(name, v, 1, 1024);
+        } else if (!strcmp(name, "--backend")) {
+            if (!strcmp(v, "cpu")) c->backend = GPT2RT_BACKEND_CPU;
+            else if (!strcmp(v, "cuda")) c->backend = GPT2RT_BACKEND_CUDA;
+            else die_arg(name, "'%s' is not cpu or cuda", v);
+        } else if (!strcmp(name, "--budget")) {
+            if (!parse_size(v, &o->budget)) die_arg(name, "'%s' is not a size like 24GiB, 40GB or 512MiB", v);
+        } else if (!strcmp(name, "--sweep")) o->sweep = v;
+        else if (!strcmp(name, "--png")) o->png = v;
+        else if (!strcmp(name, "--batch") || !strcmp(name, "--seq") || !strcmp(name, "--accum") ||
+                 !strcmp(name, "--precision") || !strcmp(name, "--recompute") || !strcmp(name, "--devices") ||
+                 !strcmp(name, "--mode")) {
+            if ((err = set_knob(&o->k, name + 2, v))) die_arg(name, "'%s' %s", v, err);
+        } else die_arg(name, "unknown option");
+    }
+    if (L) c->n_layer = L;
+    if (H) c->n_head = H;
+    if (C) c->n_embd = C;
+    if (ck_given) {
+        if (!o->k.recompute_given) c->recompute = GPT2RT_RECOMPUTE_FULL;
+        c->checkpoint_every = ck;
+    }
+    if (o->png && !o->sweep) die_arg("--png", "needs --sweep (it draws one bar per sweep value)");
+}
+
+/* ---- printing one plan ---- */
+
+static uint64_t device_bytes(const gpt2rt_memory_plan *p, int dev) { return p->total[dev] + p->overhead[dev]; }
+
+static int fullest_device(const gpt2rt_memory_plan *p) {
+    int at = 0;
+    for (int d = 1; d < p->n_devices; d++)
+        if (device_bytes(p, d) > device_bytes(p, at)) at = d;
+    return at;
+}
+
+/* the knob that shrinks each category: the lesson of the table */
+static const char *category_hint(int cat) {
+    switch (cat) {
+    case GPT2RT_MEM_WEIGHTS: return "model size; --precision bf16 halves it; --mode split divides it";
+    case GPT2RT_MEM_MASTER: return "fp32 copy kept by bf16/fp16 for the update";
+    case GPT2RT_MEM_GRADS: return "trained parameters: --frozen, --mode split";
+    case GPT2RT_MEM_MOMENTS: return "AdamW m and v, 8 bytes per trained parameter: --frozen, --mode split";
+    case GPT2RT_MEM_ACTIVATIONS: return "grows with --batch x --seq x layers: --recompute, smaller --batch";
+    case GPT2RT_MEM_TRANSIENT: return "one layer's backward scratch: --batch x --seq";
+    case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum";
+    case GPT2RT_MEM_WORKSPACE: return "library scratch, roughly fixed";
+    case GPT2RT_MEM_COMM: return "layer split: the first device's wte gradient";
+    }
+    return "";
+}
+
+/* the three largest categories of the fullest device, with their share */
+static void print_shares(const gpt2rt_memory_plan *p) {
+    int dev = fullest_device(p), order[GPT2RT_MEM_COUNT];
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) order[i] = i;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) /* selection sort, largest first: 9 entries */
+        for (int j = i + 1; j < GPT2RT_MEM_COUNT; j++)
+            if (p->bytes[dev][order[j]] > p->bytes[dev][order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+    printf("\nwhere it goes%s:\n", p->n_devices > 1 ? " (fullest device)" : "");
+    for (int i = 0; i < 3; i++) {
+        int cat = order[i];
+        if (!p->bytes[dev][cat]) break;
+        printf("  %-12s %5.1f%%  %s\n", gpt2rt_mem_name((gpt2rt_mem)cat),
+               100.0 * (double)p->bytes[dev][cat] / (double)device_bytes(p, dev), category_hint(cat));
+    }
+    if (p->overhead[dev])
+        printf("  %-12s %5.1f%%  CUDA context, cuBLASLt%s (an estimate)\n", "overhead",
+               100.0 * (double)p->overhead[dev] / (double)device_bytes(p, dev), p->n_devices > 1 ? ", NCCL" : "");
+    printf("coarse model of one step: %.3f s, %.0f tokens/s, %.1f TFLOP a step (it ranks configs, "
+           "it promises no times)\n", p->predicted_seconds, (double)p->tokens_per_step / p->predicted_seconds,
+           p->flops_per_step / 1e12);
+}
+
+static void print_plan(const gpt2rt_memory_plan *p) {
+    char buf[8192];
+    gpt2rt_plan_format(p, buf, sizeof buf);
+    fputs(buf, stdout);
+}
+
+/* the first two lines of gpt2rt_plan_format: the resolved settings, without the table */
+static void print_settings(const gpt2rt_memory_plan *p) {
+    char buf[8192];
+    gpt2rt_plan_format(p, buf, sizeof buf);
+    char *nl = strchr(buf, '\n');
+    if (nl) nl = strchr(nl + 1, '\n');
+    if (nl) nl[1] = 0;
+    fputs(buf, stdout);
+}
+
+/* the config as flags of this tool, so the advice can be pasted back */
+static void print_flags(const gpt2rt_config *c) {
+    static const char *prec[] = {"fp32", "fp32", "bf16", "fp16"}, *rc[] = {"none", "selective", "full"},
+                      *mode[] = {"none", "ddp", "split"};
+    printf("  --batch %d --accum %d --precision %s%s --recompute %s", c->batch_size, c->grad_accum,
+           prec[c->precision], c->tf32 ? " --tf32" : "", rc[c->recompute]);
+    if (c->recompute == GPT2RT_RECOMPUTE_FULL) printf(" --checkpoint-every %d", c->checkpoint_every);
+    if (c->n_devices > 1) printf(" --devices %d --mode %s", c->n_devices, mode[c->parallel]);
+    printf("\n");
+}
+
+/* ---- --budget: does it fit, and if not, what would ---- */
+
+/* the fields gpt2rt_fit may change */
+static int same_knobs(const gpt2rt_config *a, const gpt2rt_config *b) {
+    return a->batch_size == b->batch_size && a->grad_accum == b->grad_accum && a->precision == b->precision &&
+           a->tf32 == b->tf32 && a->recompute == b->recompute && a->checkpoint_every == b->checkpoint_every &&
+           a->parallel == b->parallel && a->n_devices == b->n_devices;
+}
+
+static int report_budget(const options *o, const gpt2rt_config *c, const gpt2rt_memory_plan *p) {
+    int dev = fullest_device(p);
+    uint64_t need = device_bytes(p, dev);
+    printf("\nbudget %.2f GiB (%llu bytes) per device: ", GIB(o->budget), (unsigned long long)o->budget);
+    if (need <= o->budget)
+        printf("fits on every device (fullest: device %d, %.2f GiB, %.2f GiB to spare)\n", dev, GIB(need),
+               GIB(o->budget - need));
+    else
+        printf("does NOT fit: device %d needs %.2f GiB, %.2f GiB too much\n", dev, GIB(need), GIB(need - o->budget));
+
+    gpt2rt_config out;
+    char explain[4096];
+    gpt2rt_result r = gpt2rt_fit(c, o->budget, o->allow, &out, explain, sizeof explain);
+    printf("\nadvisor (gpt2rt_fit; may change micro-batch/accumulation, recompute, parallel mode%s):\n",
+           o->allow & GPT2RT_FIT_PRECISION ? ", precision" : "");
+    for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) printf("  %s\n", line);
+    if (r == GPT2RT_ERR_OUT_OF_MEMORY) {
+        if (!(o->allow & GPT2RT_FIT_PRECISION) && c->backend == GPT2RT_BACKEND_CUDA &&
+            p->config.precision == GPT2RT_PRECISION_FP32)
+            printf("  (--allow-precision would also let it try bf16)\n");
+        return 1;
+    }
+    if (r != GPT2RT_OK) { printf("  gpt2rt_fit: %s\n", gpt2rt_result_string(r)); return 1; }
+    gpt2rt_memory_plan s;
+    if (gpt2rt_plan(&out, &s) != GPT2RT_OK) { printf("  the suggestion does not plan: %s\n", s.error); return 1; }
+    if (same_knobs(&s.config, &p->config)) return 0;
+    /* it also answers a config that fits: the coarse model may rank another one faster */
+    printf("\n%s (as flags):\n", need <= o->budget ? "faster, and it fits too" : "suggested");
+    print_flags(&s.config);
+    printf("\n");
+    print_plan(&s);
+    return 0;
+}
+
+/* ---- --sweep ---- */
+
+typedef struct sweep_row {
+    char label[32];
+    int ok;
+    gpt2rt_memory_plan plan;
+} sweep_row;
+
+/* splits "knob=v1,v2,..." and plans each value; exits 2 on a malformed sweep */
+static int run_sweep_plans(const options *o, char *knob, sweep_row *rows) {
+    const char *eq = strchr(o->sweep, '=');
+    if (!eq || eq == o->sweep || !eq[1]) die_arg("--sweep", "'%s' is not KNOB=V1,V2,...", o->sweep);
+    snprintf(knob, 32, "%.*s", (int)(eq - o->sweep), o->sweep);
+    char values[1024];
+    snprintf(values, sizeof values, "%s", eq + 1);
+    int n = 0;
+    for (char *v = strtok(values, ","); v; v = strtok(NULL, ",")) {
+        if (n == MAX_SWEEP) die_arg("--sweep", "more than %d values", MAX_SWEEP);
+        knobs k = o->k;
+        const char *err = set_knob(&k, knob, v);
+        if (err) die_arg("--sweep", "%s=%s: '%s' %s", knob, v, strstr(err, "knob") ? knob : v, err);
+        /* a precision sweep from a --tf32 config: tf32 only applies to fp32 */
+        if (!strcmp(knob, "precision") && k.cfg.precision != GPT2RT_PRECISION_FP32) k.cfg.tf32 = 0;
+        /* one device has one mode: --sweep devices=1,2,4 --mode split starts without an error */
+        if (!strcmp(knob, "devices") && k.cfg.n_devices == 1) k.cfg.parallel = GPT2RT_PARALLEL_NONE;
+        gpt2rt_config c = finish(&k);
+        copy_text(rows[n].label, sizeof rows[n].label, v);
+        rows[n].ok = gpt2rt_plan(&c, &rows[n].plan) == GPT2RT_OK;
+        n++;
+    }
+    return n;
+}
+
+static void print_sweep_header(void) {
+    printf("%-10s %-5s", "value", "dev");
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) printf(" %11s", gpt2rt_mem_name((gpt2rt_mem)i));
+    printf(" %10s %10s %10s  %s\n", "total", "+overhead", "=device", "fits");
+}
+
+static void print_sweep_device(const sweep_row *r, int dev, const char *label, uint64_t budget, int fullest) {
+    const gpt2rt_memory_plan *p = &r->plan;
+    char dv[8];
+    snprintf(dv, sizeof dv, "%d%s", dev, fullest && p->n_devices > 1 ? "*" : "");
+    printf("%-10s %-5s", label, dv);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) printf(" %11.1f", MIB(p->bytes[dev][i]));
+    printf(" %10.1f %10.1f %10.1f  %s\n", MIB(p->total[dev]), MIB(p->overhead[dev]), MIB(device_bytes(p, dev)),
+           !budget ? "" : device_bytes(p, dev) <= budget ? "yes" : "NO");
+}
+
+static void print_sweep(const options *o, const char *knob, const sweep_row *rows, int n) {
+    printf("\nsweep of %s: MiB per device", knob);
+    if (o->budget) printf("; fits: total + overhead <= %.2f GiB", GIB(o->budget));
+    printf("\n(with more than one device: device 0, then the fullest, marked *)\n");
+    print_sweep_header();
+    for (int i = 0; i < n; i++) {
+        if (!rows[i].ok) { printf("%-10s invalid: %s\n", rows[i].label, rows[i].plan.error); continue; }
+        int full = fullest_device(&rows[i].plan);
+        print_sweep_device(&rows[i], 0, rows[i].label, o->budget, full == 0);
+        if (full != 0) print_sweep_device(&rows[i], full, "", o->budget, 1);
+    }
+}
+
+/* ---- --png: stacked bars, drawn into an RGB buffer ---- */
+
+typedef struct image {
+    int w, h;
+    unsigned char *px; /* RGB, row-major */
+} image;
+
+typedef struct rgb { unsigned char r, g, b; } rgb;
+
+static const rgb CATEGORY_COLOUR[GPT2RT_MEM_COUNT + 1] = {
+    {31, 119, 180},  /* weights: blue */
+    {174, 199, 232}, /* master: light blue, the weights' fp32 twin */
+    {255, 127, 14},  /* grads: orange */
+    {255, 187, 120}, /* moments: light orange, the optimizer's share */
+    {44, 160, 44},   /* activations: green */
+    {152, 223, 138}, /* transient: light green, the activations' scratch */
+    {148, 103, 189}, /* logits: purple */
+    {140, 86, 75},   /* workspace: brown */
+    {227, 119, 194}, /* comm: pink */
+    {160, 160, 160}, /* overhead: grey */
+};
+static const rgb BLACK = {0, 0, 0}, GRID = {225, 225, 225}, RED = {214, 39, 40}, DARK = {90, 90, 90};
+
+static void fill_rect(image *im, int x0, int y0, int x1, int y1, rgb c) { /* [x0,x1) x [y0,y1), clipped */
+    if (x0 < 0) x0 = 0;
+    if (y0 < 0) y0 = 0;
+    if (x1 > im->w) x1 = im->w;
+    if (y1 > im->h) y1 = im->h;
+    for (int y = y0; y < y1; y++)
+        for (int x = x0; x < x1; x++) {
+            unsigned char *p = im->px + 3 * ((size_t)y * im->w + x);
+            p[0] = c.r; p[1] = c.g; p[2] = c.b;
+        }
+}
+
+/* stb_easy_font gives axis-aligned quads (4 vertices of x, y, z floats and 4 colour
+   bytes each) for text at 1 pixel per unit; we fill each quad's box, scaled */
+static int text_width(const char *text, int scale) {
+    char buf[256];
+    copy_text(buf, sizeof buf, text);
+    return stb_easy_font_width(buf) * scale;
+}
+
+static void draw_text(image *im, int x, int y, int scale, const char *text, rgb c) {
+    static char vbuf[1 << 16]; /* about 270 bytes a character: room for 240 */
+    char buf[256];
+    copy_text(buf, sizeof buf, text);
+    int quads = stb_easy_font_print(0.0f, 0.0f, buf, NULL, vbuf, (int)sizeof vbuf);
+    for (int q = 0; q < quads; q++) {
+        float x0 = 1e9f, y0 = 1e9f, x1 = -1e9f, y1 = -1e9f;
+        for (int v = 0; v < 4; v++) {
+            float xy[2];
+            memcpy(xy, vbuf + (size_t)(q * 4 + v) * 16, sizeof xy);
+            if (xy[0] < x0) x0 = xy[0];
+            if (xy[0] > x1) x1 = xy[0];
+            if (xy[1] < y0) y0 = xy[1];
+            if (xy[1] > y1) y1 = xy[1];
+        }
+        fill_rect(im, x + (int)(x0 * scale), y + (int)(y0 * scale), x + (int)(x1 * scale), y + (int)(y1 * scale), c);
+    }
+}
+
+static void draw_text_centered(image *im, int cx, int y, int scale, const char *text, rgb c) {
+    draw_text(im, cx - text_width(text, scale) / 2, y, scale, text, c);
+}
+
+/* a tick step of 1, 2 or 5 x 10^k that cuts [0, top] into 4 to 10 pieces */
+static double nice_step(double top) {
+    double raw = top / 6.0, p = pow(10.0, floor(log10(raw))), m = raw / p;
+    return (m < 1.5 ? 1.0 : m < 3.5 ? 2.0 : m < 7.5 ? 5.0 : 10.0) * p;
+}
+
+/* the bytes drawn for a row: its fullest device, the one that decides whether it fits */
+static uint64_t bar_bytes(const sweep_row *r, int cat) {
+    int d = fullest_device(&r->plan);
+    return cat < GPT2RT_MEM_COUNT ? r->plan.bytes[d][cat] : r->plan.overhead[d];
+}
+
+static void draw_legend(image *im, int x, int y) {
+    draw_text(im, x, y, 2, "category", BLACK);
+    y += 24;
+    for (int i = GPT2RT_MEM_COUNT; i >= 0; i--) { /* top of the stack first, as in the bars */
+        fill_rect(im, x, y, x + 16, y + 16, CATEGORY_COLOUR[i]);
+        draw_text(im, x + 24, y + 2, 2, i < GPT2RT_MEM_COUNT ? gpt2rt_mem_name((gpt2rt_mem)i) : "overhead", BLACK);
+        y += 24;
+    }
+}
+
+/* the settings the sweep holds fixed, for the chart: "L=12 H=12 C=768 B=4 T=1024 ..." */
+static void subtitle(char *buf, size_t cap, const gpt2rt_config *c, const char *knob) {
+    static const char *prec[] = {"fp32", "fp32", "bf16", "fp16"}, *rc[] = {"none", "selective", "full"},
+                      *mode[] = {"", "ddp", "split"};
+    size_t n = 0;
+#define PUT(skip, ...) do { if (!(skip) && n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__); } while (0)
+    PUT(!strcmp(knob, "layers"), "L=%d ", c->n_layer);
+    PUT(0, "C=%d ", c->n_embd);
+    PUT(!strcmp(knob, "batch"), "B=%d ", c->batch_size);
+    PUT(!strcmp(knob, "seq"), "T=%d ", c->seq_len);
+    PUT(!strcmp(knob, "accum"), "accum %d ", c->grad_accum);
+    PUT(!strcmp(knob, "precision"), "%s%s ", prec[c->precision], c->tf32 ? "+tf32" : "");
+    PUT(!strcmp(knob, "recompute"), "recompute %s ", rc[c->recompute]);
+    PUT(!strcmp(knob, "devices") || c->n_devices == 1, "%d devices ", c->n_devices);
+    PUT(!strcmp(knob, "mode") || c->parallel == GPT2RT_PARALLEL_NONE, "%s ", mode[c->parallel]);
+    PUT(0, "%s", c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU");
+#undef PUT
+}
+
+static int write_png(const options *o, const gpt2rt_config *base, const char *knob, const sweep_row *rows, int n) {
+    image im = {900, 560, NULL};
+    im.px = (unsigned char *)malloc((size_t)im.w * im.h * 3);
+    if (!im.px) return 0;
+    memset(im.px, 255, (size_t)im.w * im.h * 3);
+    const int left = 80, right = im.w - 190, top = 70, bottom = im.h - 70; /* the plot area */
+
+    double ymax = o->budget ? GIB(o->budget) : 0.0;
+    for (int i = 0; i < n; i++) {
+        if (!rows[i].ok) continue;
+        double s = 0.0;
+        for (int c = 0; c <= GPT2RT_MEM_COUNT; c++) s += GIB(bar_bytes(&rows[i], c));
+        if (s > ymax) ymax = s;
+    }
+    if (ymax <= 0.0) ymax = 1.0;
+    double step = nice_step(ymax * 1.08);
+    ymax = ceil(ymax * 1.08 / step) * step;
+#define YPIX(gib) (bottom - (int)((gib) / ymax * (bottom - top) + 0.5))
+
+    /* title and subtitle */
+    char title[160], sub[256];
+    snprintf(title, sizeof title, "gpt2rt-mem: planned memory per device vs %s", knob);
+    subtitle(sub, sizeof sub, base, knob);
+    draw_text_centered(&im, im.w / 2, 14, text_width(title, 3) < im.w - 16 ? 3 : 2, title, BLACK);
+    draw_text_centered(&im, im.w / 2, 46, text_width(sub, 2) < im.w - 20 ? 2 : 1, sub, DARK);
+
+    /* y axis: grid lines and labels in GiB */
+    for (double v = 0.0; v <= ymax + step * 0.01; v += step) {
+        char lab[32];
+        int y = YPIX(v);
+        snprintf(lab, sizeof lab, "%g", v);
+        fill_rect(&im, left, y, right, y + 1, GRID);
+        fill_rect(&im, left - 6, y, left, y + 1, BLACK);
+        draw_text(&im, left - 10 - text_width(lab, 2), y - 6, 2, lab, BLACK);
+    }
+    draw_text(&im, 8, top - 22, 2, "GiB", BLACK);
+
+    /* the bars, bottom to top in category order, then the overhead */
+    int slot = (right - left) / (n > 0 ? n : 1), bw = slot * 6 / 10;
+    for (int i = 0; i < n; i++) {
+        int cx = left + slot * i + slot / 2;
+        int ls = text_width(rows[i].label, 2) < slot - 4 ? 2 : 1;
+        draw_text_centered(&im, cx, bottom + 10, ls, rows[i].label, BLACK);
+        if (!rows[i].ok) { draw_text_centered(&im, cx, bottom - 20, 2, "invalid", RED); continue; }
+        double base = 0.0;
+        for (int cat = 0; cat <= GPT2RT_MEM_COUNT; cat++) {
+            double h = GIB(bar_bytes(&rows[i], cat));
+            if (h <= 0.0) continue;
+            fill_rect(&im, cx - bw / 2, YPIX(base + h), cx + bw / 2, YPIX(base), CATEGORY_COLOUR[cat]);
+            base += h;
+        }
+    }
+    draw_text_centered(&im, (left + right) / 2, bottom + 40, 2, knob, BLACK);
+
+    /* axes over the bars, the budget dashed over everything */
+    fill_rect(&im, left - 1, top, left + 1, bottom + 1, BLACK);
+    fill_rect(&im, left - 1, bottom, right, bottom + 2, BLACK);
+    if (o->budget) {
+        int y = YPIX(GIB(o->budget));
+        for (int x = left; x < right; x += 12) fill_rect(&im, x, y - 1, x + 8 < right ? x + 8 : right, y + 1, RED);
+        char lab[48];
+        snprintf(lab, sizeof lab, "budget %.3g GiB", GIB(o->budget));
+        int w = text_width(lab, 2), x = right - w - 4;
+        fill_rect(&im, x - 4, y - 20, x + w + 2, y - 3, (rgb){255, 255, 255}); /* readable over a bar */
+        draw_text(&im, x, y - 18, 2, lab, RED);
+    }
+#undef YPIX
+    draw_legend(&im, right + 24, top);
+    for (int i = 0; i < n; i++)
+        if (rows[i].ok && rows[i].plan.n_devices > 1) { /* say which device a bar is */
+            draw_text(&im, right + 24, top + 24 * (GPT2RT_MEM_COUNT + 2) + 8, 2, "bars: the", DARK);
+            draw_text(&im, right + 24, top + 24 * (GPT2RT_MEM_COUNT + 2) + 26, 2, "fullest device", DARK);
+            break;
+        }
+    int ok = stbi_write_png(o->png, im.w, im.h, 3, im.px, im.w * 3) != 0;
+    free(im.px);
+    return ok;
+}
+
+/* ---- main ---- */
+
+static int sweep_main(const options *o, const gpt2rt_memory_plan *base) {
+    char knob[32];
+    gpt2rt_config base_cfg = base->config;
+    static sweep_row rows[MAX_SWEEP]; /* a plan is ~1 KiB; static keeps the stack small */
+    int n = run_sweep_plans(o, knob, rows);
+    for (int i = 0; i < n && base->error[0]; i++) /* resolved defaults for the chart's subtitle */
+        if (rows[i].ok) { base_cfg = rows[i].plan.config; base_cfg.parallel = finish(&o->k).parallel; break; }
+    if (base->error[0]) printf("the config without the sweep is invalid (%s); the sweep sets %s\n", base->error, knob);
+    else print_settings(base);
+    print_sweep(o, knob, rows, n);
+    int any_fit = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].ok && device_bytes(&rows[i].plan, fullest_device(&rows[i].plan)) <= o->budget) any_fit = 1;
+    if (o->png) {
+        if (!write_png(o, &base_cfg, knob, rows, n)) { fprintf(stderr, "gpt2rt-mem: --png: cannot write %s\n", o->png); return 2; }
+        printf("\nwrote %s\n", o->png);
+    }
+    return !o->budget || any_fit ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    parse_args(argc, argv, &o);
+    gpt2rt_config cfg = finish(&o.k);
+    gpt2rt_memory_plan plan;
+    gpt2rt_result r = gpt2rt_plan(&cfg, &plan);
+    if (r != GPT2RT_OK && !o.sweep) { /* a sweep may be what makes it valid (--sweep devices=2,4 and --mode split) */
+        fprintf(stderr, "gpt2rt-mem: invalid config (%s): %s\n", gpt2rt_result_string(r), plan.error);
+        return 2;
+    }
+    if (o.sweep) return sweep_main(&o, &plan);
+    print_plan(&plan);
+    print_shares(&plan);
+    return o.budget ? report_budget(&o, &cfg, &plan) : 0;
+}
