@@ -96,7 +96,7 @@ test-gpu:
 
 bench-gpu:
 	@$(GPU_CHECK); bash kernels/run_labs.sh build >/dev/null; \
-	if [ -x $(B)/lab_train_step ]; then ./$(B)/lab_train_step bench | tee $(B)/bench_gpu.log; fi; \
+	if [ -x $(B)/lab_train_step ]; then ./$(B)/lab_train_step | tee $(B)/bench_gpu.log; fi; \
 	python3 tools/bench_torch_gpu.py --batch 8 --mode both --max-batch-for-gib 40 | tee $(B)/bench_torch_gpu.log
 
 clean:
