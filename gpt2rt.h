@@ -505,7 +505,8 @@ typedef struct gpt2rt__dims {
     unsigned frozen;       /* gpt2rt_group bits */
     int recompute, ck;     /* recompute level; FULL: checkpoint spacing k */
     int need_ln1, need_mlp_in; /* ln_1 out / ln_2 out and GELU out feed a trained weight's gradient */
-    int keep_ln1, keep_ln2, keep_gelu; /* saved by the forward; else recomputed (if needed) or dropped */
+    int keep_ln1, keep_mlp_in; /* ln_1 out; ln_2 out and GELU out: saved by the forward, else
+                                  recomputed (if needed) or dropped */
     int rc;                /* SELECTIVE: a transient buffer for what the backward recomputes */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
 } gpt2rt__dims;
@@ -863,7 +864,7 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.need_mlp_in = !(c->frozen & GPT2RT_GROUP_MLP);     /* ln_2 out, GELU out: c_fc's, c_proj's dW */
     int keep = c->recompute == GPT2RT_RECOMPUTE_NONE, full = c->recompute == GPT2RT_RECOMPUTE_FULL;
     d.keep_ln1 = full || (keep && d.need_ln1);
-    d.keep_ln2 = d.keep_gelu = full || (keep && d.need_mlp_in);
+    d.keep_mlp_in = full || (keep && d.need_mlp_in);
     /* SELECTIVE recomputes into its own buffer; outputs merely not kept (frozen
        weights) pass through dbig in the forward, which is free until the backward */
     d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
@@ -955,11 +956,11 @@ static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *ba
     GPT2RT__CARVE(lse, d->B * d->NH * d->T, 4, 1);
     GPT2RT__CARVE(atty, BT * C, ab, 1);
     GPT2RT__CARVE(res2, BT * C, ab, 1);
-    GPT2RT__CARVE(ln2, BT * C, ab, d->keep_ln2);
+    GPT2RT__CARVE(ln2, BT * C, ab, d->keep_mlp_in);
     GPT2RT__CARVE(ln2_mean, BT, 4, 1);
     GPT2RT__CARVE(ln2_rstd, BT, 4, 1);
     GPT2RT__CARVE(fch, BT * 4 * C, ab, 1);
-    GPT2RT__CARVE(fch_gelu, BT * 4 * C, ab, d->keep_gelu);
+    GPT2RT__CARVE(fch_gelu, BT * 4 * C, ab, d->keep_mlp_in);
     GPT2RT__CARVE(res3, BT * C, ab, 1);
 #undef GPT2RT__CARVE
     return o;
@@ -1036,8 +1037,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0));
     bytes[GPT2RT_MEM_LOGITS] = s->last ? (uint64_t)(BT * d->Vp * ab) : 0;
 
-    int64_t n_norm = owned; /* the norm's partial sums cover what this device owns */
-    uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__norm_chunks(n_norm) * 8);
+    /* the norm's partial sums cover what this device owns */
+    uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__norm_chunks(owned) * 8);
     if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the embedding's token buckets */
         int64_t n_tensors = 2 + GPT2RT__PER_LAYER * d->L + 2, rows = (BT + 31) / 32;
         int64_t red = rows * 2 * C * 4 > 4 * C * 4 ? rows * 2 * C * 4 : 4 * C * 4; /* LayerNorm / bias partials */
@@ -3304,14 +3305,20 @@ static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
     ctx->rng = s;
 }
 
+/* forget the micro-batches summed since the last update (not the gradients themselves) */
+static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
+    ctx->acc_loss_sum = 0.0;
+    ctx->acc_targets = 0;
+    ctx->acc_micro = 0;
+    ctx->grads_pending = 0;
+}
+
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
     memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
     memset(ctx->m, 0, (size_t)ctx->n_train * 2 * sizeof(float));
     ctx->step = 0;
-    ctx->acc_loss_sum = 0.0;
-    ctx->acc_targets = 0;
-    ctx->acc_micro = 0;
-    ctx->have_logits = ctx->have_loss = ctx->grads_pending = 0;
+    gpt2rt__accum_reset(ctx);
+    ctx->have_logits = ctx->have_loss = 0;
 }
 
 /* bytes the OS could give us now (Linux MemAvailable); 0 when unknown */
@@ -3505,13 +3512,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
    since the last update */
 static double gpt2rt__grad_unscale(const gpt2rt_ctx *ctx) {
     return ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
-}
-
-static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
-    ctx->acc_loss_sum = 0.0;
-    ctx->acc_targets = 0;
-    ctx->acc_micro = 0;
-    ctx->grads_pending = 0;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
