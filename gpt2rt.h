@@ -15,9 +15,52 @@
    not landed yet (its kernels are in kernels/staging/, compile-checked) and
    creating a CUDA context reports GPT2RT_ERR_NOT_IMPLEMENTED.
 
-   Configuration macros (define before the implementation include):
-       GPT2RT_STATIC        every API function becomes `static` (private to one file)
-       GPT2RT_DEF           linkage of the API functions (default `extern`)
+   Version: GPT2RT_VERSION (major * 10000 + minor * 100 + patch, for #if) and
+   GPT2RT_VERSION_STRING ("0.1.0"). Little-endian hosts only (x86-64, AArch64...):
+   the safetensors files are little-endian and are read and written with memcpy;
+   a big-endian build stops with #error.
+
+   ============================================================================
+   CONFIGURATION MACROS (define before the include that has the implementation;
+   none is needed)
+   ============================================================================
+       GPT2RT_IMPLEMENTATION  compile the implementation into this file (exactly one)
+       GPT2RT_STATIC          every API function becomes `static` (private to one file)
+       GPT2RT_DEF             linkage of the API functions (default `extern`); overrides
+                              GPT2RT_STATIC
+       GPT2RT_SGEMM_NO_SIMD   the CPU matrix product and AdamW use portable C only (no
+                              AVX2/AVX-512 paths, no <immintrin.h>); results then differ
+                              from the SIMD build's in the last bits, still
+                              deterministic
+       GPT2RT_SGEMM_KC        CPU matrix-product blocking (floats; defaults 256, 384,
+       GPT2RT_SGEMM_MC        768, tuned for 48 KiB L1 / 2 MiB L2). KC is the slice
+       GPT2RT_SGEMM_NC        of the inner dimension summed in one pass, so changing
+                              it changes the summation order (results differ in the
+                              last bits); MC and NC change only the speed. KC, MC, NC
+                              must satisfy KC >= 1, MC >= 14, NC >= 32 (checked when
+                              compiling: every SIMD tile fits a block).
+       GPT2RT_SGEMM_FORCE_PATH  testing the kernels: 1 = portable C, 2 = AVX2 even
+                              where AVX-512 exists (kernels/cpu_matmul.c uses it)
+   Compile with OpenMP (-fopenmp, which defines _OPENMP) for threads; compile with
+   nvcc (__CUDACC__) for the CUDA backend.
+
+   ============================================================================
+   THREADS
+   ============================================================================
+   - A context is not thread-safe: the calls on one context must not overlap (the
+     application serialises them). Different contexts may be used from different
+     threads at the same time: the library has no global or static mutable state.
+   - gpt2rt_plan, gpt2rt_plan_format, gpt2rt_fit, gpt2rt_result_string and
+     gpt2rt_mem_name touch no context and may run anywhere, concurrently.
+   - Each call runs on the calling thread plus, with OpenMP, parallel regions of
+     config.n_threads threads that end before it returns. Never call gpt2rt from
+     inside an OpenMP parallel region: its own regions would then nest (one thread
+     each, or n_threads^2 threads with nesting enabled).
+   - The hooks (log, alloc, free) are called only on the thread that made the gpt2rt
+     call, never from inside a parallel region, and before that call returns; they
+     may be called while the context is in an intermediate state, so they must not
+     call gpt2rt on the same context. A log message is valid during the callback
+     only.
 
    ============================================================================
    A WHOLE PROGRAM
@@ -165,6 +208,32 @@
    gpt2rt_plan and gpt2rt_fit already plan the first two.
 
    ============================================================================
+   CONTENTS of the implementation, in the order data flows (grep "==== N." to
+   jump; each subsystem has one infix)
+   ============================================================================
+    1. Common                    1.1 Threads, compiler helpers  1.2 Types: sizes,
+                                 tensors, the context  1.3 Hooks, errors, time,
+                                 random numbers
+    2. Config                    defaults, then checks (gpt2rt__cfg_)
+    3. Layout and plan           3.1 Parameter table  3.2 Activations and arenas
+                                 3.3 Plan  3.4 Advisor (gpt2rt__fit_)
+    4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
+                                 4.2 safetensors: writing; files  4.3 Hugging Face
+                                 weights  4.4 Training state
+    5. Tokenizer                 (slot: the GPT-2 BPE, gpt2rt__tok_)
+    6. Inputs                    6.1 Tokens (gpt2rt__input_)  6.2 Patches (slot:
+                                 time series, gpt2rt__ts_)
+    7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
+                                 (gpt2rt__cpu_; the driver every backend plugs
+                                 into: gpt2rt__model_)
+    8. CUDA backend              (slot: kernels/staging/, gpt2rt__cu_)
+    9. Optimizer                 (gpt2rt__opt_)
+   10. Context                   creation's parts, initialisation, out of memory
+   11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
+                                 11.4 Training  11.5 Weights and training state
+                                 files  11.6 Parameters by name
+
+   ============================================================================
    LICENSE: MIT. See the end of the file.
 */
 #ifndef GPT2RT_H
@@ -187,6 +256,9 @@
 
 #define GPT2RT_VERSION_MAJOR 0
 #define GPT2RT_VERSION_MINOR 1
+#define GPT2RT_VERSION_PATCH 0
+#define GPT2RT_VERSION (GPT2RT_VERSION_MAJOR * 10000 + GPT2RT_VERSION_MINOR * 100 + GPT2RT_VERSION_PATCH)
+#define GPT2RT_VERSION_STRING "0.1.0"
 #define GPT2RT_MAX_DEVICES 8
 #define GPT2RT_ALIGN 64 /* bytes; every arena and every allocator-hook result */
 
@@ -467,8 +539,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
 #include <immintrin.h>
 #endif
+#if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#error "gpt2rt.h: little-endian hosts only (safetensors files are little-endian, read and written with memcpy)"
+#endif
 
-/* ==== SECTION: common ===================================================== */
+/* ==== 1. Common ==== */
+
+/* ==== 1.1 Threads, compiler helpers ==== */
 
 /* the loop that follows runs on nt threads, each a fixed contiguous share
    (_RR: round robin, for triangular work) */
@@ -492,6 +569,13 @@ static int gpt2rt__default_threads(void) { return 1; }
 #endif
 
 #define GPT2RT__PI 3.14159265358979323846
+
+/* append printf-style text to (buf, cap) at n, counting what did not fit: the
+   formatters return the length they needed, as snprintf does */
+#define GPT2RT__PUT(...) do { int k_ = snprintf(buf ? buf + (n < cap ? n : cap) : NULL, \
+        buf && n < cap ? cap - n : 0, __VA_ARGS__); if (k_ > 0) n += (size_t)k_; } while (0)
+
+/* ==== 1.2 Types: sizes, tensors, the context ==== */
 
 /* sizes of the model and what the memory knobs decide, resolved from the config */
 typedef struct gpt2rt__dims {
@@ -602,6 +686,8 @@ struct gpt2rt_ctx {
     int have_logits, have_loss, grads_pending;
 };
 
+/* ==== 1.3 Hooks, errors, time, random numbers ==== */
+
 static void *gpt2rt__default_alloc(void *user, size_t bytes, int category) {
     (void)user; (void)category;
     if (bytes > SIZE_MAX - GPT2RT_ALIGN - sizeof(void *)) return NULL;
@@ -684,29 +770,7 @@ static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
 
 static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
 
-GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result r) {
-    switch (r) {
-    case GPT2RT_OK: return "ok";
-    case GPT2RT_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case GPT2RT_ERR_NOT_IMPLEMENTED: return "not implemented yet";
-    case GPT2RT_ERR_UNAVAILABLE: return "unavailable";
-    case GPT2RT_ERR_OUT_OF_MEMORY: return "out of memory";
-    case GPT2RT_ERR_IO: return "i/o error";
-    case GPT2RT_ERR_FORMAT: return "bad file format";
-    case GPT2RT_ERR_STATE: return "call out of order";
-    case GPT2RT_RESULT_COUNT: break;
-    }
-    return "unknown result";
-}
-
-GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
-    static const char *names[GPT2RT_MEM_COUNT] = {"weights", "master", "grads", "moments", "activations",
-                                                  "transient", "logits", "workspace", "comm"};
-    if ((int)m < 0 || m >= GPT2RT_MEM_COUNT) return "bookkeeping";
-    return names[m];
-}
-
-/* ==== SECTION: config ===================================================== */
+/* ==== 2. Config ==== */
 
 /* Fill every default and check every field. err gets the reason, with numbers. */
 static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, char *err, size_t cap) {
@@ -885,7 +949,9 @@ static gpt2rt__span gpt2rt__span_of(const gpt2rt_config *c, int dev) {
     return s;
 }
 
-/* ==== SECTION: layout (the memory documentation) ========================== */
+/* ==== 3. Layout and plan ==== */
+
+/* ==== 3.1 Parameter table ==== */
 
 /* The parameter table, in arena order: wte, wpe, L x 12 per-layer tensors, ln_f.
    Returns the number of tensors; fills tab when non-NULL; *n_floats gets the total,
@@ -939,6 +1005,8 @@ static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, 
     return p;
 }
 
+/* ==== 3.2 Activations and arenas (the memory documentation) ==== */
+
 /* One layer's saved activations, in order, in bytes (activations of d->ab bytes,
    statistics fp32). full: every field (the FULL recompute slots); else the ones
    d->keep_* asks for, the others NULL. Fills a (pointers from base) when non-NULL. */
@@ -976,7 +1044,7 @@ static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
 }
 
 static size_t gpt2rt__sgemm_workspace_bytes(int n_threads);
-static int64_t gpt2rt__norm_chunks(int64_t n_params);
+static int64_t gpt2rt__opt_norm_chunks(int64_t n_params);
 #define GPT2RT__CU_BLAS_WORKSPACE ((int64_t)32 << 20) /* cuBLASLt workspace on Hopper */
 
 /* The arenas of every category, in bytes, for the device holding span s, and (when
@@ -1038,7 +1106,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     bytes[GPT2RT_MEM_LOGITS] = s->last ? (uint64_t)(BT * d->Vp * ab) : 0;
 
     /* the norm's partial sums cover what this device owns */
-    uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__norm_chunks(owned) * 8);
+    uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
     if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the embedding's token buckets */
         int64_t n_tensors = 2 + GPT2RT__PER_LAYER * d->L + 2, rows = (BT + 31) / 32;
         int64_t red = rows * 2 * C * 4 > 4 * C * 4 ? rows * 2 * C * 4 : 4 * C * 4; /* LayerNorm / bias partials */
@@ -1084,7 +1152,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->norm_parts = (double *)(void *)(ws + ws_gemm + ws_att);
 }
 
-/* ==== SECTION: plan ======================================================= */
+/* ==== 3.3 Plan ==== */
 
 #define GPT2RT__GIB(x) ((double)(x) / 1073741824.0)
 /* a size as "%.2f %s": KiB, MiB or GiB, whichever reads best */
@@ -1145,32 +1213,6 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
     return t;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
-    if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
-    memset(plan, 0, sizeof *plan);
-    if (!config) {
-        snprintf(plan->error, sizeof plan->error, "config is NULL");
-        return GPT2RT_ERR_INVALID_ARGUMENT;
-    }
-    gpt2rt_result r = gpt2rt__resolve(config, &plan->config, plan->error, sizeof plan->error);
-    if (r != GPT2RT_OK) return r;
-    const gpt2rt_config *c = &plan->config;
-    gpt2rt__dims d = gpt2rt__dims_of(c);
-    plan->n_devices = c->n_devices;
-    for (int dev = 0; dev < c->n_devices; dev++) {
-        gpt2rt__span s = gpt2rt__span_of(c, dev);
-        gpt2rt__layout(&d, &s, plan->bytes[dev], NULL);
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
-        plan->overhead[dev] = gpt2rt__overhead_estimate(c);
-    }
-    gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
-    plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
-    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
-    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1);
-    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
-    return GPT2RT_OK;
-}
-
 static const char *gpt2rt__precision_name(gpt2rt_precision p) {
     return p == GPT2RT_PRECISION_BF16 ? "bf16" : p == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32";
 }
@@ -1194,55 +1236,7 @@ static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
     return m;
 }
 
-#define GPT2RT__PUT(...) do { int k_ = snprintf(buf ? buf + (n < cap ? n : cap) : NULL, \
-        buf && n < cap ? cap - n : 0, __VA_ARGS__); if (k_ > 0) n += (size_t)k_; } while (0)
-
-GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
-    size_t n = 0;
-    if (!p) return 0;
-    const gpt2rt_config *c = &p->config;
-    char rb[64];
-    GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
-                c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
-                (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params))
-                / 1e6);
-    GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
-                c->seq_len, c->grad_accum, (long long)p->tokens_per_step, gpt2rt__precision_name(c->precision),
-                gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
-                gpt2rt__parallel_name(c->parallel));
-    if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
-    if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
-    GPT2RT__PUT("\n");
-    if (p->n_devices == 1) {
-        GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-            GPT2RT__PUT("%-12s %16llu %12.2f\n", gpt2rt_mem_name((gpt2rt_mem)i),
-                        (unsigned long long)p->bytes[0][i], GPT2RT__MIB(p->bytes[0][i]));
-        GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[0], GPT2RT__MIB(p->total[0]));
-        if (p->overhead[0])
-            GPT2RT__PUT("%-12s %16llu %12.2f\n%-12s %16llu %12.2f\n", "+ overhead", (unsigned long long)p->overhead[0],
-                        GPT2RT__MIB(p->overhead[0]), "= device", (unsigned long long)(p->total[0] + p->overhead[0]),
-                        GPT2RT__MIB(p->total[0] + p->overhead[0]));
-    } else {
-        GPT2RT__PUT("%-12s", "MiB");
-        for (int dev = 0; dev < p->n_devices; dev++) GPT2RT__PUT(" %11s%d", "device ", dev);
-        GPT2RT__PUT("\n");
-        for (int i = 0; i <= GPT2RT_MEM_COUNT + 2; i++) {
-            GPT2RT__PUT("%-12s", i < GPT2RT_MEM_COUNT ? gpt2rt_mem_name((gpt2rt_mem)i)
-                                 : i == GPT2RT_MEM_COUNT ? "total" : i == GPT2RT_MEM_COUNT + 1 ? "+ overhead" : "= device");
-            for (int dev = 0; dev < p->n_devices; dev++) {
-                uint64_t v = i < GPT2RT_MEM_COUNT ? p->bytes[dev][i] : i == GPT2RT_MEM_COUNT ? p->total[dev]
-                           : i == GPT2RT_MEM_COUNT + 1 ? p->overhead[dev] : p->total[dev] + p->overhead[dev];
-                GPT2RT__PUT(" %12.2f", GPT2RT__MIB(v));
-            }
-            GPT2RT__PUT("\n");
-        }
-    }
-    if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
-    return n;
-}
-
-/* ---- the advisor ---- */
+/* ==== 3.4 Advisor ==== */
 
 /* one line per knob that differs between plans a and b, with what it saves */
 static size_t gpt2rt__explain_step(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *a,
@@ -1410,9 +1404,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
                     (double)base.tokens_per_step / base.predicted_seconds);
     return GPT2RT_OK;
 }
-#undef GPT2RT__PUT
 
-/* ==== SECTION: formats ==================================================== */
+/* ==== 4. Formats ==== */
+
+/* ==== 4.1 safetensors: reading ==== */
+
 /* safetensors: 8-byte little-endian header length N, N bytes of JSON
    {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
     "__metadata__": {"key": "value"}}, then the data; offsets count from the data's
@@ -1810,7 +1806,7 @@ static float gpt2rt__st_get(const unsigned char *src, int dtype, int64_t i) {
     return f;
 }
 
-/* ---- writing ---- */
+/* ==== 4.2 safetensors: writing; files ==== */
 
 typedef struct gpt2rt__st_out {
     const char *name;
@@ -1959,8 +1955,18 @@ static gpt2rt_result gpt2rt__read_file(gpt2rt_ctx *ctx, const char *path, unsign
     return GPT2RT_OK;
 }
 
+static int gpt2rt__mkdir(const char *dir) {
+#ifdef _WIN32
+    int rc = _mkdir(dir);
+#else
+    int rc = mkdir(dir, 0777);
+#endif
+    return rc == 0 || errno == EEXIST;
+}
+
+/* ==== 4.3 Hugging Face weights ==== */
+
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx);
-static double gpt2rt__grad_unscale(const gpt2rt_ctx *ctx);
 
 static const gpt2rt__tensor *gpt2rt__tensor_named(const gpt2rt_ctx *ctx, const char *name) {
     for (int i = 0; i < ctx->n_tensors; i++)
@@ -2062,105 +2068,9 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
     return r;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
-    GPT2RT__CHECK_CTX(ctx);
-    if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
-    char file[4096];
-    if (snprintf(file, sizeof file, gpt2rt__ends_with(path, ".safetensors") ? "%s" : "%s/model.safetensors", path) >=
-        (int)sizeof file)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path longer than %d bytes",
-                            (int)sizeof file - 20);
-    unsigned char *buf;
-    size_t len;
-    gpt2rt_result r = gpt2rt__read_file(ctx, file, &buf, &len);
-    if (r != GPT2RT_OK) return r;
-    r = gpt2rt__weights_load_mem(ctx, buf, len, file);
-    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-    return r;
-}
+/* ==== 4.4 Training state ==== */
 
-static int gpt2rt__mkdir(const char *dir) {
-#ifdef _WIN32
-    int rc = _mkdir(dir);
-#else
-    int rc = mkdir(dir, 0777);
-#endif
-    return rc == 0 || errno == EEXIST;
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
-    GPT2RT__CHECK_CTX(ctx);
-    if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
-    if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
-    char path[4200], tmp[4200], cpath[4200], ctmp[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    snprintf(tmp, sizeof tmp, "%s/model.safetensors.tmp", dir);
-    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
-    snprintf(ctmp, sizeof ctmp, "%s/config.json.tmp", dir);
-    gpt2rt__st_out *outs = (gpt2rt__st_out *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__st_out),
-                                                           GPT2RT_MEM_BOOKKEEPING);
-    if (!outs) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_weights_save: table");
-    for (int i = 0; i < ctx->n_tensors; i++) {
-        const gpt2rt__tensor *t = &ctx->tensors[i];
-        outs[i].name = t->name;
-        outs[i].src = ctx->params + t->off;
-        outs[i].rows = t->hf_rows;
-        outs[i].cols = t->cols;
-        outs[i].transpose = t->transpose;
-        outs[i].ndim = t->ndim;
-    }
-    const char *meta[2] = {"format", "pt"}; /* transformers requires it */
-    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, ctx->n_tensors, meta, 2);
-    gpt2rt__free(&ctx->cfg, outs, GPT2RT_MEM_BOOKKEEPING);
-    if (r != GPT2RT_OK) return r;
-    const gpt2rt__dims *d = &ctx->d;
-    FILE *f = fopen(ctmp, "wb");
-    int ok = f && fprintf(f,
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-        "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
-        "  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
-        "  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
-        "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
-        "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
-        "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
-        "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
-        (long long)d->V, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
-        (long long)(d->V - 1), (long long)(d->V - 1)) > 0;
-    if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
-    if ((r = gpt2rt__rename(ctx, tmp, path)) != GPT2RT_OK) { remove(ctmp); return r; }
-    return gpt2rt__rename(ctx, ctmp, cpath);
-}
-
-/* ---- training state: weights, moments, step and RNG in one safetensors file ---- */
-
-GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
-    GPT2RT__CHECK_CTX(ctx);
-    if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
-    if (ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
-                            "save between optimizer steps");
-    const gpt2rt__dims *d = &ctx->d;
-    char v[9][32], tmp[4200];
-    snprintf(v[0], 32, "%lld", (long long)d->L); snprintf(v[1], 32, "%lld", (long long)d->NH);
-    snprintf(v[2], 32, "%lld", (long long)d->C); snprintf(v[3], 32, "%lld", (long long)d->V);
-    snprintf(v[4], 32, "%lld", (long long)d->Vp); snprintf(v[5], 32, "%lld", (long long)d->P);
-    snprintf(v[6], 32, "%lld", (long long)ctx->step); snprintf(v[7], 32, "%llu", (unsigned long long)ctx->rng);
-    snprintf(v[8], 32, "%u", ctx->cfg.frozen);
-    const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
-                          "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7],
-                          "frozen", v[8]};
-    gpt2rt__st_out outs[3];
-    const char *names[3] = {"params", "adam_m", "adam_v"};
-    const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
-    for (int i = 0; i < 3; i++) {
-        outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = i ? ctx->n_train : ctx->n_params; outs[i].cols = 1;
-        outs[i].transpose = 0; outs[i].ndim = 1;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, (int)(sizeof meta / sizeof meta[0]));
-    if (r != GPT2RT_OK) return r;
-    return gpt2rt__rename(ctx, tmp, path);
-}
+/* weights, moments, step and RNG in one safetensors file */
 
 static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
     gpt2rt__st st;
@@ -2215,88 +2125,289 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     return r;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
-    GPT2RT__CHECK_CTX(ctx);
-    if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
-    unsigned char *buf;
-    size_t len;
-    gpt2rt_result r = gpt2rt__read_file(ctx, path, &buf, &len);
-    if (r != GPT2RT_OK) return r;
-    r = gpt2rt__state_load_mem(ctx, buf, len, path);
-    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-    return r;
-}
+/* ==== 5. Tokenizer ==== */
 
-/* ---- parameters by name, in the Hugging Face layout ---- */
+/* (slot) the GPT-2 byte-level BPE tokenizer arrives here, infix gpt2rt__tok_ */
 
-GPT2RT_DEF int gpt2rt_param_count(const gpt2rt_ctx *ctx) { return ctx && !ctx->failed ? ctx->n_tensors : 0; }
+/* ==== 6. Inputs ==== */
 
-GPT2RT_DEF gpt2rt_result gpt2rt_param_info_get(const gpt2rt_ctx *ctx, int index, gpt2rt_param_info *info) {
-    if (!ctx || !info || ctx->failed || index < 0 || index >= ctx->n_tensors) return GPT2RT_ERR_INVALID_ARGUMENT;
-    const gpt2rt__tensor *t = &ctx->tensors[index];
-    memset(info, 0, sizeof *info);
-    snprintf(info->name, sizeof info->name, "%s", t->name);
-    info->ndim = t->ndim;
-    gpt2rt__hf_shape(t, info->shape);
-    if (t->ndim == 1) info->shape[1] = 0;
-    info->numel = t->hf_rows * t->cols;
-    info->group = t->group;
-    info->decay = t->decay;
+/* ==== 6.1 Tokens ==== */
+
+/* inputs (B,T) must lie in [0, vocab_size); targets (B,T), when given, below
+   vocab_size (negative: ignored). The message names the first bad one. */
+static gpt2rt_result gpt2rt__input_tokens_check(gpt2rt_ctx *ctx, const char *fn, const int32_t *inputs,
+                                                const int32_t *targets) {
+    const gpt2rt__dims *d = &ctx->d;
+    for (int64_t i = 0; i < d->BT; i++) {
+        if (inputs[i] < 0 || inputs[i] >= d->V)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT,
+                                "%s: inputs[%lld] (batch %lld, position %lld) = %d is outside the "
+                                "vocabulary [0, %lld)", fn, (long long)i, (long long)(i / d->T), (long long)(i % d->T),
+                                inputs[i], (long long)d->V);
+        if (targets && targets[i] >= d->V)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT,
+                                "%s: targets[%lld] (batch %lld, position %lld) = %d is outside the "
+                                "vocabulary [0, %lld) (negative targets are ignored)", fn, (long long)i,
+                                (long long)(i / d->T), (long long)(i % d->T), targets[i], (long long)d->V);
+    }
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__param_access(gpt2rt_ctx *ctx, const char *fn, const char *name, int64_t count,
-                                          const void *buf, const gpt2rt__tensor **out) {
-    GPT2RT__CHECK_CTX(ctx);
-    const gpt2rt__tensor *t = name ? gpt2rt__tensor_named(ctx, name) : NULL;
-    if (!t) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: no parameter named '%s'", fn, name ? name : "(null)");
-    if (!buf || count != t->hf_rows * t->cols)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements, the buffer %lld", fn, name,
-                            (long long)(t->hf_rows * t->cols), (long long)count);
-    *out = t;
-    return GPT2RT_OK;
-}
+/* ==== 6.2 Patches ==== */
 
-GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gpt2rt_param_what what, float *dst,
-                                           int64_t count) {
-    const gpt2rt__tensor *t;
-    gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
-    if (r != GPT2RT_OK) return r;
-    const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
-                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
-    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                            "has no gradient and no moments", name, t->group);
-    const float *s = base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff);
-    /* gradients: of the mean loss over the targets since the last update */
-    float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__grad_unscale(ctx) : 1.0f;
-    if (t->transpose) {
-        for (int64_t r0 = 0; r0 < t->rows; r0++)
-            for (int64_t c = 0; c < t->cols; c++) dst[c * t->rows + r0] = s[r0 * t->cols + c] * k;
-    } else if (k != 1.0f) {
-        for (int64_t i = 0; i < count; i++) dst[i] = s[i] * k;
-    } else memcpy(dst, s, (size_t)count * sizeof(float));
-    return GPT2RT_OK;
-}
+/* (slot) continuous series cut into patches (GPT4TS) arrive here, infix gpt2rt__ts_ */
 
-GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src, int64_t count) {
-    const gpt2rt__tensor *t;
-    gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
-    if (r != GPT2RT_OK) return r;
-    float *d = ctx->params + t->off;
-    if (t->transpose) {
-        for (int64_t r0 = 0; r0 < t->rows; r0++)
-            for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
-    } else memcpy(d, src, (size_t)count * sizeof(float));
-    ctx->have_logits = ctx->have_loss = 0;
-    return GPT2RT_OK;
-}
+/* ==== 7. CPU backend ==== */
 
-/* ==== SECTION: CPU ops ==================================================== */
-/* Each op is a pair *_forward / *_backward with shapes next to the arguments.
+/* fp32 with OpenMP; infix gpt2rt__cpu_ (the matrix product's internals: gpt2rt__sg_).
+   Each op is a pair *_forward / *_backward with shapes next to the arguments.
    Every loop that reduces does so in an order fixed by the shapes alone, so the
    results do not depend on the thread count. nt: threads. */
+
+/* ==== 7.1 Ops ==== */
+
+/* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
+static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
+    float s = 0.0f;
+    for (; i < n; i++) s += a[i] * b[i];
+    for (int j = 0; j < 16; j += 2) s += acc[j] + acc[j + 1];
+    return s;
+}
+
+static void gpt2rt__cpu_axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* ---- embeddings ---- */
+/* out (B,T,C) = wte[tokens] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (P,C) */
+static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                                    int64_t B, int64_t T, int64_t C, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t bt = 0; bt < B * T; bt++) {
+        const float *te = wte + (int64_t)tokens[bt] * C, *pe = wpe + (bt % T) * C;
+        float *o = out + bt * C;
+        for (int64_t c = 0; c < C; c++) o[c] = te[c] + pe[c];
+    }
+}
+
+/* dwte (Vp,C) += scatter of dout by token; dwpe (P,C) += dout summed over the batch
+   (either NULL: frozen). Threads own column blocks and walk the tokens in order:
+   deterministic. */
+static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                                     int64_t B, int64_t T, int64_t C, int nt) {
+    int64_t nblk = (C + 15) / 16;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int64_t bt = 0; bt < B * T; bt++) {
+            const float *d = dout + bt * C;
+            float *te = dwte ? dwte + (int64_t)tokens[bt] * C : NULL, *pe = dwpe ? dwpe + (bt % T) * C : NULL;
+            if (dwte) for (int64_t c = c0; c < c1; c++) te[c] += d[c];
+            if (dwpe) for (int64_t c = c0; c < c1; c++) pe[c] += d[c];
+        }
+    }
+}
+
+/* ---- LayerNorm (eps 1e-5, biased variance) ---- */
+/* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
+static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                      const float *b, int64_t N, int64_t C, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        const float *x = inp + i * C;
+        float m = 0.0f;
+        for (int64_t c = 0; c < C; c++) m += x[c];
+        m /= (float)C;
+        float v = 0.0f;
+        for (int64_t c = 0; c < C; c++) { float dx = x[c] - m; v += dx * dx; }
+        v /= (float)C;
+        float s = 1.0f / sqrtf(v + 1e-5f);
+        float *o = out + i * C;
+        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = s;
+    }
+}
+
+/* dinp (N,C) +=, dw (C) +=, db (C) += from dout (N,C) and the forward's inp, mean, rstd
+   (dw and db NULL: frozen) */
+static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                       const float *w, const float *mean, const float *rstd,
+                                       int64_t N, int64_t C, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        const float *x = inp + i * C, *g = dout + i * C;
+        float m = mean[i], s = rstd[i];
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        for (int64_t c = 0; c < C; c++) {
+            float dnorm = w[c] * g[c];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * (x[c] - m) * s;
+        }
+        dnorm_mean /= (float)C;
+        dnorm_norm_mean /= (float)C;
+        float *dx = dinp + i * C;
+        for (int64_t c = 0; c < C; c++) {
+            float norm = (x[c] - m) * s;
+            dx[c] += (w[c] * g[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+    if (!dw) return;
+    int64_t nblk = (C + 15) / 16;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
+        float aw[16] = {0}, ab[16] = {0};
+        for (int64_t i = 0; i < N; i++) {
+            const float *x = inp + i * C, *g = dout + i * C;
+            float m = mean[i], s = rstd[i];
+            for (int64_t c = c0; c < c1; c++) { aw[c - c0] += (x[c] - m) * s * g[c]; ab[c - c0] += g[c]; }
+        }
+        for (int64_t c = c0; c < c1; c++) { dw[c] += aw[c - c0]; db[c] += ab[c - c0]; }
+    }
+}
+
+/* ---- causal self-attention ---- */
+/* Never stores the (T,T) probabilities: the forward keeps each softmax row's
+   log-sum-exp, the backward recomputes the scores from q and k.
+   out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
+static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *qkv, float *scratch,
+                                      int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
+    int64_t HS = C / NH, C3 = 3 * C, rows = B * NH * T;
+    float scale = 1.0f / sqrtf((float)HS);
+    GPT2RT__PARALLEL_FOR_RR(nt)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
+        float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
+        const float *q = qkv + (b * T + t) * C3 + h * HS;
+        float mx = -INFINITY;
+        for (int64_t s = 0; s <= t; s++) {
+            const float *k = qkv + (b * T + s) * C3 + C + h * HS;
+            sc[s] = gpt2rt__cpu_dot(q, k, HS) * scale;
+            if (sc[s] > mx) mx = sc[s];
+        }
+        float sum = 0.0f;
+        for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+        float inv = 1.0f / sum;
+        float *y = out + (b * T + t) * C + h * HS;
+        for (int64_t i = 0; i < HS; i++) y[i] = 0.0f;
+        for (int64_t s = 0; s <= t; s++) gpt2rt__cpu_axpy(y, sc[s] * inv, qkv + (b * T + s) * C3 + 2 * C + h * HS, HS);
+        lse[(b * NH + h) * T + t] = mx + logf(sum);
+    }
+}
+
+/* dqkv (B,T,3C) = (overwritten) from dout (B,T,C), the forward's qkv and lse.
+   One (b,h) per task: dk and dv of a head are summed over t in order. */
+static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                                       float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
+    int64_t HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t bh = 0; bh < B * NH; bh++) {
+        int64_t b = bh / NH, h = bh % NH;
+        float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
+        for (int64_t t = 0; t < T; t++) {
+            float *d = dqkv + (b * T + t) * C3 + h * HS;
+            for (int64_t i = 0; i < HS; i++) d[i] = d[C + i] = d[2 * C + i] = 0.0f;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            const float *q = qkv + (b * T + t) * C3 + h * HS;
+            const float *dy = dout + (b * T + t) * C + h * HS;
+            float l = lse[(b * NH + h) * T + t], dsum = 0.0f;
+            for (int64_t s = 0; s <= t; s++) {
+                const float *k = qkv + (b * T + s) * C3 + C + h * HS;
+                const float *v = k + C;
+                p[s] = expf(gpt2rt__cpu_dot(q, k, HS) * scale - l);
+                ds[s] = gpt2rt__cpu_dot(dy, v, HS); /* dP */
+                dsum += p[s] * ds[s];
+            }
+            float *dq = dqkv + (b * T + t) * C3 + h * HS;
+            for (int64_t s = 0; s <= t; s++) {
+                float g = p[s] * (ds[s] - dsum) * scale; /* dScore, scaled */
+                float *dk = dqkv + (b * T + s) * C3 + C + h * HS;
+                gpt2rt__cpu_axpy(dq, g, qkv + (b * T + s) * C3 + C + h * HS, HS);
+                gpt2rt__cpu_axpy(dk, g, q, HS);
+                gpt2rt__cpu_axpy(dk + C, p[s], dy, HS); /* dv */
+            }
+        }
+    }
+}
+
+/* ---- GELU, tanh form ---- */
+#define GPT2RT__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+/* out (N) = gelu(inp (N)) */
+static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GPT2RT__GELU_K * (x + 0.044715f * x * x * x)));
+    }
+}
+
+/* dinp (N) = gelu'(inp) * dout; dinp may alias dout */
+static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t N, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GPT2RT__GELU_K * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GPT2RT__GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = g * dout[i];
+    }
+}
+
+/* y (N) += x (N) */
+static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) y[i] += x[i];
+}
+
+/* ---- cross-entropy over the first V of Vp logits ---- */
+/* losses (BT) and lse (BT) from logits (BT,Vp) and targets (BT) (negative: ignored).
+   Returns the mean loss over the counted targets; *count gets their number, *sum
+   the losses' sum. */
+static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
+                                          int64_t BT, int64_t V, int64_t Vp, int64_t *count, double *sum, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < BT; i++) {
+        const float *x = logits + i * Vp;
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+        float sum = 0.0f;
+        for (int64_t v = 0; v < V; v++) sum += expf(x[v] - mx);
+        lse[i] = mx + logf(sum);
+        losses[i] = targets[i] >= 0 ? lse[i] - x[targets[i]] : 0.0f;
+    }
+    double total = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < BT; i++)
+        if (targets[i] >= 0) { total += losses[i]; n++; }
+    *count = n;
+    *sum = total;
+    return n ? (float)(total / (double)n) : 0.0f;
+}
+
+/* logits (BT,Vp) become dlogits in place: (softmax - onehot) * dloss; padded
+   columns and ignored rows get 0 */
+static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
+                                          float dloss, int64_t BT, int64_t V, int64_t Vp, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < BT; i++) {
+        float *x = logits + i * Vp;
+        if (targets[i] < 0) { memset(x, 0, (size_t)Vp * sizeof(float)); continue; }
+        float l = lse[i];
+        for (int64_t v = 0; v < V; v++) x[v] = expf(x[v] - l) * dloss;
+        x[targets[i]] -= dloss;
+        for (int64_t v = V; v < Vp; v++) x[v] = 0.0f;
+    }
+}
+
+/* ==== 7.2 Matrix product ==== */
 
 /* ---- matrix product (kernels/cpu_matmul.c validates and times it) ---- */
 /* ---------------------------------------------------------------------------
@@ -2333,14 +2444,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
 #define GPT2RT__SG_OMP_PARALLEL
 #endif
 
-#ifndef GPT2RT__SG_KC
-#define GPT2RT__SG_KC 256   /* k slice: B micro-panel KC*NR*4 = 32 KiB stays in L1 (48 KiB) */
+#ifndef GPT2RT_SGEMM_KC
+#define GPT2RT_SGEMM_KC 256   /* k slice: B micro-panel KC*NR*4 = 32 KiB stays in L1 (48 KiB) */
 #endif
-#ifndef GPT2RT__SG_MC
-#define GPT2RT__SG_MC 384   /* rows of packed A block: MC*KC*4 = 384 KiB, L2 resident */
+#ifndef GPT2RT_SGEMM_MC
+#define GPT2RT_SGEMM_MC 384   /* rows of packed A block: MC*KC*4 = 384 KiB, L2 resident */
 #endif
-#ifndef GPT2RT__SG_NC
-#define GPT2RT__SG_NC 768   /* cols of packed B block: KC*NC*4 = 768 KiB; with M=256 the C block (M x NC) also stays in L2 */
+#ifndef GPT2RT_SGEMM_NC
+#define GPT2RT_SGEMM_NC 768   /* cols of packed B block: KC*NC*4 = 768 KiB; with M=256 the C block (M x NC) also stays in L2 */
+#endif
+#if GPT2RT_SGEMM_KC < 1 || GPT2RT_SGEMM_MC < 14 || GPT2RT_SGEMM_NC < 32
+#error "gpt2rt.h: GPT2RT_SGEMM_KC >= 1, GPT2RT_SGEMM_MC >= 14 and GPT2RT_SGEMM_NC >= 32 (one SIMD tile per block at least)"
 #endif
 
 /* micro-kernel: acc = Ap(kc x MR packed) * Bp(kc x NR packed);
@@ -2621,9 +2735,9 @@ static gpt2rt__sg_impl gpt2rt__sg_select(void) {
     im.nr = GPT2RT__SG_GEN_NR;
 #if GPT2RT__SG_X86
     __builtin_cpu_init();
-#ifdef GPT2RT__SG_FORCE_PATH /* lab testing only: 1 = portable C, 2 = AVX2 */
-    if (GPT2RT__SG_FORCE_PATH == 1) return im;
-    if (GPT2RT__SG_FORCE_PATH != 2 && __builtin_cpu_supports("avx512f")) {
+#ifdef GPT2RT_SGEMM_FORCE_PATH /* lab testing only: 1 = portable C, 2 = AVX2 */
+    if (GPT2RT_SGEMM_FORCE_PATH == 1) return im;
+    if (GPT2RT_SGEMM_FORCE_PATH != 2 && __builtin_cpu_supports("avx512f")) {
 #else
     if (__builtin_cpu_supports("avx512f")) {
 #endif
@@ -2643,7 +2757,7 @@ static gpt2rt__sg_impl gpt2rt__sg_select(void) {
 
 /* floats of workspace per thread (rounded to 64 bytes) */
 static size_t gpt2rt__sg_thread_floats(void) {
-    size_t f = (size_t)GPT2RT__SG_MC * GPT2RT__SG_KC + (size_t)GPT2RT__SG_KC * GPT2RT__SG_NC + 16;
+    size_t f = (size_t)GPT2RT_SGEMM_MC * GPT2RT_SGEMM_KC + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC + 16;
     return (f + 15) & ~(size_t)15;
 }
 
@@ -2659,10 +2773,10 @@ static void gpt2rt__sg_region(const gpt2rt__sg_impl *im, int trans_a, int trans_
                               const float *A, int64_t lda, const float *B, int64_t ldb,
                               const float *bias, int accumulate, float *C, int64_t ldc, float *ws) {
     const int mr = im->mr, nr = im->nr;
-    const int64_t mcb = GPT2RT__SG_MC - GPT2RT__SG_MC % mr;
-    const int64_t ncb = GPT2RT__SG_NC - GPT2RT__SG_NC % nr;
+    const int64_t mcb = GPT2RT_SGEMM_MC - GPT2RT_SGEMM_MC % mr;
+    const int64_t ncb = GPT2RT_SGEMM_NC - GPT2RT_SGEMM_NC % nr;
     float *Bp = ws;
-    float *Ap = ws + (size_t)GPT2RT__SG_KC * GPT2RT__SG_NC;
+    float *Ap = ws + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC;
     float tmp[32 * 32]; /* edge tile buffer, >= mr*nr for every kernel */
     int64_t jc, pc, ic, jr, ir, i, j;
     for (jc = n0; jc < n1; jc += ncb) {
@@ -2720,7 +2834,7 @@ static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
     }
     im = gpt2rt__sg_select();
     /* K slicing depends only on K: equal-ish slices of at most KC */
-    nkb = (K + GPT2RT__SG_KC - 1) / GPT2RT__SG_KC;
+    nkb = (K + GPT2RT_SGEMM_KC - 1) / GPT2RT_SGEMM_KC;
     kcb = (K + nkb - 1) / nkb;
     GPT2RT__SG_OMP_PARALLEL
     {
@@ -2742,7 +2856,7 @@ static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
             if (dm > tiles_m || dn > tiles_n) continue;
             rm = (tiles_m + dm - 1) / dm * im.mr;
             rn = (tiles_n + dn - 1) / dn * im.nr;
-            cost = rm * rn * K / 32 + K * (rm * ((rn + GPT2RT__SG_NC - 1) / GPT2RT__SG_NC) + rn);
+            cost = rm * rn * K / 32 + K * (rm * ((rn + GPT2RT_SGEMM_NC - 1) / GPT2RT_SGEMM_NC) + rn);
             if (best < 0 || cost < best) { best = cost; tm = dm; tn = dn; }
         }
         if (best < 0) { /* fewer tiles than threads: split the longer side only */
@@ -2764,14 +2878,14 @@ static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
 }
 
 /* out (BT,OC) = inp (BT,IC) W^T + b;  W (OC,IC), b (OC) or NULL */
-static void gpt2rt__matmul_forward(float *out, const float *inp, const float *w, const float *b,
+static void gpt2rt__cpu_matmul_forward(float *out, const float *inp, const float *w, const float *b,
                                    int64_t BT, int64_t IC, int64_t OC, void *ws, int nt) {
     gpt2rt__sgemm(0, 1, BT, OC, IC, inp, IC, w, IC, b, 0, out, OC, ws, nt);
 }
 
 /* dinp (BT,IC) = dout W;  dw (OC,IC) += dout^T inp;  db (OC) += sum over rows of dout.
    dw and db NULL: a frozen weight, only dinp (and inp may be NULL) */
-static void gpt2rt__matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                     const float *w, int64_t BT, int64_t IC, int64_t OC, void *ws, int nt) {
     gpt2rt__sgemm(0, 0, BT, IC, OC, dout, OC, w, IC, NULL, 0, dinp, IC, ws, nt);
     if (dw) gpt2rt__sgemm(1, 0, OC, IC, BT, dout, OC, inp, IC, NULL, 1, dw, IC, ws, nt);
@@ -2791,248 +2905,7 @@ static void gpt2rt__matmul_backward(float *dinp, float *dw, float *db, const flo
     }
 }
 
-/* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
-static float gpt2rt__dot(const float *a, const float *b, int64_t n) {
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
-    float s = 0.0f;
-    for (; i < n; i++) s += a[i] * b[i];
-    for (int j = 0; j < 16; j += 2) s += acc[j] + acc[j + 1];
-    return s;
-}
-
-static void gpt2rt__axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-/* ---- embeddings ---- */
-/* out (B,T,C) = wte[tokens] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (P,C) */
-static void gpt2rt__encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
-                                    int64_t B, int64_t T, int64_t C, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t bt = 0; bt < B * T; bt++) {
-        const float *te = wte + (int64_t)tokens[bt] * C, *pe = wpe + (bt % T) * C;
-        float *o = out + bt * C;
-        for (int64_t c = 0; c < C; c++) o[c] = te[c] + pe[c];
-    }
-}
-
-/* dwte (Vp,C) += scatter of dout by token; dwpe (P,C) += dout summed over the batch
-   (either NULL: frozen). Threads own column blocks and walk the tokens in order:
-   deterministic. */
-static void gpt2rt__encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
-                                     int64_t B, int64_t T, int64_t C, int nt) {
-    int64_t nblk = (C + 15) / 16;
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t blk = 0; blk < nblk; blk++) {
-        int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
-        for (int64_t bt = 0; bt < B * T; bt++) {
-            const float *d = dout + bt * C;
-            float *te = dwte ? dwte + (int64_t)tokens[bt] * C : NULL, *pe = dwpe ? dwpe + (bt % T) * C : NULL;
-            if (dwte) for (int64_t c = c0; c < c1; c++) te[c] += d[c];
-            if (dwpe) for (int64_t c = c0; c < c1; c++) pe[c] += d[c];
-        }
-    }
-}
-
-/* ---- LayerNorm (eps 1e-5, biased variance) ---- */
-/* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
-static void gpt2rt__layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                                      const float *b, int64_t N, int64_t C, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        const float *x = inp + i * C;
-        float m = 0.0f;
-        for (int64_t c = 0; c < C; c++) m += x[c];
-        m /= (float)C;
-        float v = 0.0f;
-        for (int64_t c = 0; c < C; c++) { float dx = x[c] - m; v += dx * dx; }
-        v /= (float)C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
-        float *o = out + i * C;
-        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
-        mean[i] = m;
-        rstd[i] = s;
-    }
-}
-
-/* dinp (N,C) +=, dw (C) +=, db (C) += from dout (N,C) and the forward's inp, mean, rstd
-   (dw and db NULL: frozen) */
-static void gpt2rt__layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                                       const float *w, const float *mean, const float *rstd,
-                                       int64_t N, int64_t C, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        const float *x = inp + i * C, *g = dout + i * C;
-        float m = mean[i], s = rstd[i];
-        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-        for (int64_t c = 0; c < C; c++) {
-            float dnorm = w[c] * g[c];
-            dnorm_mean += dnorm;
-            dnorm_norm_mean += dnorm * (x[c] - m) * s;
-        }
-        dnorm_mean /= (float)C;
-        dnorm_norm_mean /= (float)C;
-        float *dx = dinp + i * C;
-        for (int64_t c = 0; c < C; c++) {
-            float norm = (x[c] - m) * s;
-            dx[c] += (w[c] * g[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
-        }
-    }
-    if (!dw) return;
-    int64_t nblk = (C + 15) / 16;
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t blk = 0; blk < nblk; blk++) {
-        int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
-        float aw[16] = {0}, ab[16] = {0};
-        for (int64_t i = 0; i < N; i++) {
-            const float *x = inp + i * C, *g = dout + i * C;
-            float m = mean[i], s = rstd[i];
-            for (int64_t c = c0; c < c1; c++) { aw[c - c0] += (x[c] - m) * s * g[c]; ab[c - c0] += g[c]; }
-        }
-        for (int64_t c = c0; c < c1; c++) { dw[c] += aw[c - c0]; db[c] += ab[c - c0]; }
-    }
-}
-
-/* ---- causal self-attention ---- */
-/* Never stores the (T,T) probabilities: the forward keeps each softmax row's
-   log-sum-exp, the backward recomputes the scores from q and k.
-   out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
-static void gpt2rt__attention_forward(float *out, float *lse, const float *qkv, float *scratch,
-                                      int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
-    int64_t HS = C / NH, C3 = 3 * C, rows = B * NH * T;
-    float scale = 1.0f / sqrtf((float)HS);
-    GPT2RT__PARALLEL_FOR_RR(nt)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
-        float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
-        const float *q = qkv + (b * T + t) * C3 + h * HS;
-        float mx = -INFINITY;
-        for (int64_t s = 0; s <= t; s++) {
-            const float *k = qkv + (b * T + s) * C3 + C + h * HS;
-            sc[s] = gpt2rt__dot(q, k, HS) * scale;
-            if (sc[s] > mx) mx = sc[s];
-        }
-        float sum = 0.0f;
-        for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
-        float inv = 1.0f / sum;
-        float *y = out + (b * T + t) * C + h * HS;
-        for (int64_t i = 0; i < HS; i++) y[i] = 0.0f;
-        for (int64_t s = 0; s <= t; s++) gpt2rt__axpy(y, sc[s] * inv, qkv + (b * T + s) * C3 + 2 * C + h * HS, HS);
-        lse[(b * NH + h) * T + t] = mx + logf(sum);
-    }
-}
-
-/* dqkv (B,T,3C) = (overwritten) from dout (B,T,C), the forward's qkv and lse.
-   One (b,h) per task: dk and dv of a head are summed over t in order. */
-static void gpt2rt__attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
-                                       float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
-    int64_t HS = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)HS);
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t bh = 0; bh < B * NH; bh++) {
-        int64_t b = bh / NH, h = bh % NH;
-        float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
-        for (int64_t t = 0; t < T; t++) {
-            float *d = dqkv + (b * T + t) * C3 + h * HS;
-            for (int64_t i = 0; i < HS; i++) d[i] = d[C + i] = d[2 * C + i] = 0.0f;
-        }
-        for (int64_t t = 0; t < T; t++) {
-            const float *q = qkv + (b * T + t) * C3 + h * HS;
-            const float *dy = dout + (b * T + t) * C + h * HS;
-            float l = lse[(b * NH + h) * T + t], dsum = 0.0f;
-            for (int64_t s = 0; s <= t; s++) {
-                const float *k = qkv + (b * T + s) * C3 + C + h * HS;
-                const float *v = k + C;
-                p[s] = expf(gpt2rt__dot(q, k, HS) * scale - l);
-                ds[s] = gpt2rt__dot(dy, v, HS); /* dP */
-                dsum += p[s] * ds[s];
-            }
-            float *dq = dqkv + (b * T + t) * C3 + h * HS;
-            for (int64_t s = 0; s <= t; s++) {
-                float g = p[s] * (ds[s] - dsum) * scale; /* dScore, scaled */
-                float *dk = dqkv + (b * T + s) * C3 + C + h * HS;
-                gpt2rt__axpy(dq, g, qkv + (b * T + s) * C3 + C + h * HS, HS);
-                gpt2rt__axpy(dk, g, q, HS);
-                gpt2rt__axpy(dk + C, p[s], dy, HS); /* dv */
-            }
-        }
-    }
-}
-
-/* ---- GELU, tanh form ---- */
-#define GPT2RT__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-/* out (N) = gelu(inp (N)) */
-static void gpt2rt__gelu_forward(float *out, const float *inp, int64_t N, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GPT2RT__GELU_K * (x + 0.044715f * x * x * x)));
-    }
-}
-
-/* dinp (N) = gelu'(inp) * dout; dinp may alias dout */
-static void gpt2rt__gelu_backward(float *dinp, const float *inp, const float *dout, int64_t N, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        float x = inp[i];
-        float u = GPT2RT__GELU_K * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
-        float sech2 = 1.0f - th * th;
-        float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GPT2RT__GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = g * dout[i];
-    }
-}
-
-/* y (N) += x (N) */
-static void gpt2rt__residual_add(float *y, const float *x, int64_t N, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) y[i] += x[i];
-}
-
-/* ---- cross-entropy over the first V of Vp logits ---- */
-/* losses (BT) and lse (BT) from logits (BT,Vp) and targets (BT) (negative: ignored).
-   Returns the mean loss over the counted targets; *count gets their number, *sum
-   the losses' sum. */
-static float gpt2rt__crossentropy_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
-                                          int64_t BT, int64_t V, int64_t Vp, int64_t *count, double *sum, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < BT; i++) {
-        const float *x = logits + i * Vp;
-        float mx = -INFINITY;
-        for (int64_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
-        float sum = 0.0f;
-        for (int64_t v = 0; v < V; v++) sum += expf(x[v] - mx);
-        lse[i] = mx + logf(sum);
-        losses[i] = targets[i] >= 0 ? lse[i] - x[targets[i]] : 0.0f;
-    }
-    double total = 0.0;
-    int64_t n = 0;
-    for (int64_t i = 0; i < BT; i++)
-        if (targets[i] >= 0) { total += losses[i]; n++; }
-    *count = n;
-    *sum = total;
-    return n ? (float)(total / (double)n) : 0.0f;
-}
-
-/* logits (BT,Vp) become dlogits in place: (softmax - onehot) * dloss; padded
-   columns and ignored rows get 0 */
-static void gpt2rt__crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
-                                          float dloss, int64_t BT, int64_t V, int64_t Vp, int nt) {
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < BT; i++) {
-        float *x = logits + i * Vp;
-        if (targets[i] < 0) { memset(x, 0, (size_t)Vp * sizeof(float)); continue; }
-        float l = lse[i];
-        for (int64_t v = 0; v < V; v++) x[v] = expf(x[v] - l) * dloss;
-        x[targets[i]] -= dloss;
-        for (int64_t v = V; v < Vp; v++) x[v] = 0.0f;
-    }
-}
-
-/* ==== SECTION: model ====================================================== */
+/* ==== 7.3 Model ==== */
 
 /* One layer's forward from res (BT,C) into a; outputs not kept (NULL in a) go to
    dbig, the backward's scratch (free during the forward), and are used at once. The backward's
@@ -3045,16 +2918,16 @@ static void gpt2rt__layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, 
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
     float *ln1 = a.ln1 ? a.ln1 : ctx->dbig, *ln2 = a.ln2 ? a.ln2 : ctx->dbig; /* not kept: scratch */
     float *gelu = a.fch_gelu ? a.fch_gelu : ctx->dbig;
-    gpt2rt__layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
-    gpt2rt__matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
-    gpt2rt__attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
-    gpt2rt__matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
-    gpt2rt__residual_add(a.res2, res, BT * C, nt);
-    gpt2rt__layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
-    gpt2rt__matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
-    gpt2rt__gelu_forward(gelu, a.fch, BT * 4 * C, nt);
-    gpt2rt__matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
-    gpt2rt__residual_add(a.res3, a.res2, BT * C, nt);
+    gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
+    gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
+    gpt2rt__cpu_attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+    gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
+    gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt);
+    gpt2rt__cpu_layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+    gpt2rt__cpu_matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
+    gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt);
+    gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
+    gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt);
 }
 
 /* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
@@ -3069,7 +2942,7 @@ static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C, L = d->L;
     int nt = d->nt, full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    gpt2rt__encoder_forward(ctx->x0, ctx->inputs, ctx->params + ctx->tensors[0].off,
+    gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, ctx->params + ctx->tensors[0].off,
                             ctx->params + ctx->tensors[1].off, d->B, d->T, C, nt);
     for (int64_t l = 0; l < L; l++) {
         gpt2rt__layer_forward(ctx, l, gpt2rt__layer_input(ctx, l), gpt2rt__lacts(ctx, l));
@@ -3080,9 +2953,9 @@ static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
     const float *res = L ? gpt2rt__lacts(ctx, L - 1).res3 : ctx->x0;
     if (full && L) { memcpy(ctx->xout, res, (size_t)(BT * C) * sizeof(float)); res = ctx->xout; }
     const gpt2rt__tensor *lnf = ctx->tensors + ctx->n_tensors - 2;
-    gpt2rt__layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, ctx->params + lnf[0].off,
+    gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, ctx->params + lnf[0].off,
                               ctx->params + lnf[1].off, BT, C, nt);
-    gpt2rt__matmul_forward(ctx->logits, ctx->lnf, ctx->params + ctx->tensors[0].off, NULL, BT, C, d->Vp, ctx->gemm_ws, nt);
+    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, ctx->params + ctx->tensors[0].off, NULL, BT, C, d->Vp, ctx->gemm_ws, nt);
 }
 
 static float *gpt2rt__grad_of(const gpt2rt_ctx *ctx, const gpt2rt__tensor *t) {
@@ -3098,13 +2971,13 @@ static void gpt2rt__model_backward(gpt2rt_ctx *ctx, float dloss) {
     float *P = ctx->params, *G = ctx->grads;
     const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
 
-    gpt2rt__crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
+    gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
     /* LM head (tied): dlnf -> dbuf */
-    gpt2rt__matmul_backward(ctx->dbuf, gpt2rt__grad_of(ctx, wte), NULL, ctx->logits, ctx->lnf, P + wte->off, BT, C,
+    gpt2rt__cpu_matmul_backward(ctx->dbuf, gpt2rt__grad_of(ctx, wte), NULL, ctx->logits, ctx->lnf, P + wte->off, BT, C,
                             d->Vp, ws, nt);
     const float *res_last = !L ? ctx->x0 : full ? ctx->xout : gpt2rt__lacts(ctx, L - 1).res3;
     memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
-    gpt2rt__layernorm_backward(ctx->dres, gpt2rt__grad_of(ctx, lnf), gpt2rt__grad_of(ctx, lnf + 1), ctx->dbuf,
+    gpt2rt__cpu_layernorm_backward(ctx->dres, gpt2rt__grad_of(ctx, lnf), gpt2rt__grad_of(ctx, lnf + 1), ctx->dbuf,
                                res_last, P + lnf[0].off, ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt);
     for (int64_t l = L - 1; l >= 0; l--) {
         /* FULL: entering a segment from its top, run its forward again from its checkpoint
@@ -3118,41 +2991,46 @@ static void gpt2rt__model_backward(gpt2rt_ctx *ctx, float dloss) {
         /* MLP; dres holds d(res3). Outputs not kept are recomputed into rcbuf, only
            for the weight gradients that need them (NULL g: frozen, skipped) */
         const float *gelu = a.fch_gelu, *ln2 = a.ln2;
-        if (!gelu && g.fcprojw) { gpt2rt__gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
-        gpt2rt__matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
-        gpt2rt__gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
+        if (!gelu && g.fcprojw) { gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
+        gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
+        gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
         if (!ln2 && g.fcw) {
-            gpt2rt__layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+            gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
             ln2 = ctx->rcbuf;
         }
-        gpt2rt__matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw, BT, C, 4 * C, ws, nt);
-        gpt2rt__layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
+        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw, BT, C, 4 * C, ws, nt);
+        gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
                                    BT, C, nt);
         /* attention; dres holds d(res2) */
-        gpt2rt__matmul_backward(ctx->dbuf, g.projw, g.projb, ctx->dres, a.atty, p.projw, BT, C, C, ws, nt);
-        gpt2rt__attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, ctx->dres, a.atty, p.projw, BT, C, C, ws, nt);
+        gpt2rt__cpu_attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
         const float *ln1 = a.ln1;
         if (!ln1 && g.qkvw) {
-            gpt2rt__layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res_in, p.ln1w, p.ln1b, BT, C, nt);
+            gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res_in, p.ln1w, p.ln1b, BT, C, nt);
             ln1 = ctx->rcbuf;
         }
-        gpt2rt__matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1, p.qkvw, BT, C, 3 * C, ws, nt);
-        gpt2rt__layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd,
+        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1, p.qkvw, BT, C, 3 * C, ws, nt);
+        gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd,
                                    BT, C, nt);
     }
-    gpt2rt__encoder_backward(gpt2rt__grad_of(ctx, wte), gpt2rt__grad_of(ctx, wpe), ctx->dres, ctx->inputs, d->B,
+    gpt2rt__cpu_encoder_backward(gpt2rt__grad_of(ctx, wte), gpt2rt__grad_of(ctx, wpe), ctx->dres, ctx->inputs, d->B,
                              d->T, C, nt);
 }
 
-/* ==== SECTION: optimizer ================================================== */
+/* ==== 8. CUDA backend ==== */
+
+/* (slot) under __CUDACC__: the kernels and the driver staged in kernels/staging/
+   (cu_common, cu_ops, cu_matmul, cu_attention, cu_backend), infix gpt2rt__cu_ */
+
+/* ==== 9. Optimizer ==== */
 
 #define GPT2RT__NORM_CHUNK 65536
-static int64_t gpt2rt__norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
+static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
 
 /* global L2 norm of the (raw, unscaled) gradients; fixed chunks summed in order:
    deterministic */
-static double gpt2rt__grad_norm(gpt2rt_ctx *ctx) {
-    int64_t n = ctx->n_train, nch = gpt2rt__norm_chunks(n);
+static double gpt2rt__opt_grad_norm(gpt2rt_ctx *ctx) {
+    int64_t n = ctx->n_train, nch = gpt2rt__opt_norm_chunks(n);
     const float *g = ctx->grads;
     double *parts = ctx->norm_parts;
     GPT2RT__PARALLEL_FOR(ctx->d.nt)
@@ -3170,7 +3048,7 @@ static double gpt2rt__grad_norm(gpt2rt_ctx *ctx) {
     return sqrt(s);
 }
 
-static float gpt2rt__lr_at(const gpt2rt_config *c, int64_t s) {
+static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s) {
     double lr = c->lr;
     if (s < c->warmup_steps) return (float)(lr * (double)(s + 1) / (double)c->warmup_steps);
     if (c->total_steps == 0) return (float)lr;
@@ -3182,7 +3060,7 @@ static float gpt2rt__lr_at(const gpt2rt_config *c, int64_t s) {
 }
 
 /* AdamW as torch.optim.AdamW, gradients scaled by clip_coef, then zeroed */
-static void gpt2rt__adamw_scalar(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
+static void gpt2rt__opt_adamw_scalar(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
                                  float b1, float b2, float step_size, float bc2_sqrt, float eps) {
     for (int64_t j = 0; j < n; j++) {
         float gj = g[j] * clip_coef;
@@ -3205,7 +3083,7 @@ static void gpt2rt__adamw_scalar(float *p, float *g, float *m, float *v, int64_t
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 __attribute__((target("avx512f")))
-static void gpt2rt__adamw_avx512(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
+static void gpt2rt__opt_adamw_avx512(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
                                  float b1, float b2, float step_size, float bc2_sqrt, float eps) {
     const __m512 coef = _mm512_set1_ps(clip_coef), dec = _mm512_set1_ps(decay), omb1 = _mm512_set1_ps(1.0f - b1);
     const __m512 vb2 = _mm512_set1_ps(b2), omb2 = _mm512_set1_ps(1.0f - b2), st = _mm512_set1_ps(step_size);
@@ -3223,27 +3101,27 @@ static void gpt2rt__adamw_avx512(float *p, float *g, float *m, float *v, int64_t
         __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vj), bc2), ve);
         _mm512_storeu_ps(p + j, _mm512_sub_ps(pj, _mm512_mul_ps(st, _mm512_div_ps(mj, den))));
     }
-    gpt2rt__adamw_scalar(p + j, g + j, m + j, v + j, n - j, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
+    gpt2rt__opt_adamw_scalar(p + j, g + j, m + j, v + j, n - j, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #endif
 
-static void gpt2rt__adamw_kernel(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
+static void gpt2rt__opt_adamw_kernel(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
                                  float b1, float b2, float step_size, float bc2_sqrt, float eps) {
 #if GPT2RT__SG_X86
     if (__builtin_cpu_supports("avx512f")) {
-        gpt2rt__adamw_avx512(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
+        gpt2rt__opt_adamw_avx512(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
         return;
     }
 #endif
-    gpt2rt__adamw_scalar(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
+    gpt2rt__opt_adamw_scalar(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
 }
 
 /* one AdamW step over every trained tensor, at learning rate lr, the gradients
    scaled by grad_scale (normalisation and clipping) */
-static void gpt2rt__adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
+static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     const gpt2rt_config *c = &ctx->cfg;
     int64_t t = ctx->step + 1;
     float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
@@ -3258,13 +3136,19 @@ static void gpt2rt__adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
         GPT2RT__PARALLEL_FOR(ctx->d.nt)
         for (int64_t ch = 0; ch < nch; ch++) {
             int64_t j0 = ch * 4096, len = n - j0 < 4096 ? n - j0 : 4096;
-            gpt2rt__adamw_kernel(p + j0, g + j0, m + j0, v + j0, len, grad_scale, decay, b1, b2, step_size,
+            gpt2rt__opt_adamw_kernel(p + j0, g + j0, m + j0, v + j0, len, grad_scale, decay, b1, b2, step_size,
                                  bc2_sqrt, eps);
         }
     }
 }
 
-/* ==== SECTION: context ==================================================== */
+/* raw gradients times this = gradients of the mean loss over every target counted
+   since the last update */
+static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) {
+    return ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
+}
+
+/* ==== 10. Context ==== */
 
 /* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
    result does not depend on the thread count */
@@ -3359,6 +3243,110 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
     }
     return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
 }
+
+/* ==== 11. Public calls ==== */
+
+/* every GPT2RT_DEF function, in the order of the manual's CALLS; each checks its
+   arguments and the context, then calls into the sections above */
+
+/* ==== 11.1 Results and names ==== */
+
+GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result r) {
+    switch (r) {
+    case GPT2RT_OK: return "ok";
+    case GPT2RT_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case GPT2RT_ERR_NOT_IMPLEMENTED: return "not implemented yet";
+    case GPT2RT_ERR_UNAVAILABLE: return "unavailable";
+    case GPT2RT_ERR_OUT_OF_MEMORY: return "out of memory";
+    case GPT2RT_ERR_IO: return "i/o error";
+    case GPT2RT_ERR_FORMAT: return "bad file format";
+    case GPT2RT_ERR_STATE: return "call out of order";
+    case GPT2RT_RESULT_COUNT: break;
+    }
+    return "unknown result";
+}
+
+GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
+    static const char *names[GPT2RT_MEM_COUNT] = {"weights", "master", "grads", "moments", "activations",
+                                                  "transient", "logits", "workspace", "comm"};
+    if ((int)m < 0 || m >= GPT2RT_MEM_COUNT) return "bookkeeping";
+    return names[m];
+}
+
+/* ==== 11.2 Plan ==== */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
+    if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
+    memset(plan, 0, sizeof *plan);
+    if (!config) {
+        snprintf(plan->error, sizeof plan->error, "config is NULL");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    gpt2rt_result r = gpt2rt__resolve(config, &plan->config, plan->error, sizeof plan->error);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt_config *c = &plan->config;
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    plan->n_devices = c->n_devices;
+    for (int dev = 0; dev < c->n_devices; dev++) {
+        gpt2rt__span s = gpt2rt__span_of(c, dev);
+        gpt2rt__layout(&d, &s, plan->bytes[dev], NULL);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
+        plan->overhead[dev] = gpt2rt__overhead_estimate(c);
+    }
+    gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
+    plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
+    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
+    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1);
+    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
+    size_t n = 0;
+    if (!p) return 0;
+    const gpt2rt_config *c = &p->config;
+    char rb[64];
+    GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
+                c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
+                (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params))
+                / 1e6);
+    GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
+                c->seq_len, c->grad_accum, (long long)p->tokens_per_step, gpt2rt__precision_name(c->precision),
+                gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
+                gpt2rt__parallel_name(c->parallel));
+    if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
+    if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
+    GPT2RT__PUT("\n");
+    if (p->n_devices == 1) {
+        GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            GPT2RT__PUT("%-12s %16llu %12.2f\n", gpt2rt_mem_name((gpt2rt_mem)i),
+                        (unsigned long long)p->bytes[0][i], GPT2RT__MIB(p->bytes[0][i]));
+        GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[0], GPT2RT__MIB(p->total[0]));
+        if (p->overhead[0])
+            GPT2RT__PUT("%-12s %16llu %12.2f\n%-12s %16llu %12.2f\n", "+ overhead", (unsigned long long)p->overhead[0],
+                        GPT2RT__MIB(p->overhead[0]), "= device", (unsigned long long)(p->total[0] + p->overhead[0]),
+                        GPT2RT__MIB(p->total[0] + p->overhead[0]));
+    } else {
+        GPT2RT__PUT("%-12s", "MiB");
+        for (int dev = 0; dev < p->n_devices; dev++) GPT2RT__PUT(" %11s%d", "device ", dev);
+        GPT2RT__PUT("\n");
+        for (int i = 0; i <= GPT2RT_MEM_COUNT + 2; i++) {
+            GPT2RT__PUT("%-12s", i < GPT2RT_MEM_COUNT ? gpt2rt_mem_name((gpt2rt_mem)i)
+                                 : i == GPT2RT_MEM_COUNT ? "total" : i == GPT2RT_MEM_COUNT + 1 ? "+ overhead" : "= device");
+            for (int dev = 0; dev < p->n_devices; dev++) {
+                uint64_t v = i < GPT2RT_MEM_COUNT ? p->bytes[dev][i] : i == GPT2RT_MEM_COUNT ? p->total[dev]
+                           : i == GPT2RT_MEM_COUNT + 1 ? p->overhead[dev] : p->total[dev] + p->overhead[dev];
+                GPT2RT__PUT(" %12.2f", GPT2RT__MIB(v));
+            }
+            GPT2RT__PUT("\n");
+        }
+    }
+    if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+    return n;
+}
+
+/* ==== 11.3 Context ==== */
 
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *config) {
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -3461,31 +3449,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     return GPT2RT_OK;
 }
 
-/* ==== SECTION: training calls ============================================= */
+/* ==== 11.4 Training ==== */
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
-    for (int64_t i = 0; i < d->BT; i++) {
-        if (inputs[i] < 0 || inputs[i] >= d->V)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT,
-                                "gpt2rt_forward: inputs[%lld] (batch %lld, position %lld) = %d is outside the "
-                                "vocabulary [0, %lld)", (long long)i, (long long)(i / d->T), (long long)(i % d->T),
-                                inputs[i], (long long)d->V);
-        if (targets && targets[i] >= d->V)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT,
-                                "gpt2rt_forward: targets[%lld] (batch %lld, position %lld) = %d is outside the "
-                                "vocabulary [0, %lld) (negative targets are ignored)", (long long)i,
-                                (long long)(i / d->T), (long long)(i % d->T), targets[i], (long long)d->V);
-    }
+    gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
+    if (r != GPT2RT_OK) return r;
     memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
     gpt2rt__model_forward(ctx);
     ctx->have_logits = 1;
     ctx->have_loss = 0;
     if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
-        ctx->loss = gpt2rt__crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
+        ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
                                                  d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
         ctx->have_loss = 1;
     }
@@ -3508,20 +3486,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     return GPT2RT_OK;
 }
 
-/* raw gradients times this = gradients of the mean loss over every target counted
-   since the last update */
-static double gpt2rt__grad_unscale(const gpt2rt_ctx *ctx) {
-    return ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
-}
-
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
-    double t0 = gpt2rt__now(), unscale = gpt2rt__grad_unscale(ctx);
-    float norm = (float)(gpt2rt__grad_norm(ctx) * unscale);
-    float lr = gpt2rt__lr_at(&ctx->cfg, ctx->step);
+    double t0 = gpt2rt__now(), unscale = gpt2rt__opt_grad_unscale(ctx);
+    float norm = (float)(gpt2rt__opt_grad_norm(ctx) * unscale);
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
     int skipped = !isfinite(norm);
     if (skipped) {
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
@@ -3533,7 +3505,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
             coef = ctx->cfg.grad_clip / (norm + 1e-6f);
             if (coef > 1.0f) coef = 1.0f;
         }
-        gpt2rt__adamw(ctx, lr, (float)(unscale * (double)coef));
+        gpt2rt__opt_adamw(ctx, lr, (float)(unscale * (double)coef));
         ctx->step++;
     }
     if (stats) {
@@ -3588,6 +3560,175 @@ GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t coun
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
     for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
+    return GPT2RT_OK;
+}
+
+/* ==== 11.5 Weights and training state files ==== */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
+    char file[4096];
+    if (snprintf(file, sizeof file, gpt2rt__ends_with(path, ".safetensors") ? "%s" : "%s/model.safetensors", path) >=
+        (int)sizeof file)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path longer than %d bytes",
+                            (int)sizeof file - 20);
+    unsigned char *buf;
+    size_t len;
+    gpt2rt_result r = gpt2rt__read_file(ctx, file, &buf, &len);
+    if (r != GPT2RT_OK) return r;
+    r = gpt2rt__weights_load_mem(ctx, buf, len, file);
+    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
+    if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
+    char path[4200], tmp[4200], cpath[4200], ctmp[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(tmp, sizeof tmp, "%s/model.safetensors.tmp", dir);
+    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    snprintf(ctmp, sizeof ctmp, "%s/config.json.tmp", dir);
+    gpt2rt__st_out *outs = (gpt2rt__st_out *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__st_out),
+                                                           GPT2RT_MEM_BOOKKEEPING);
+    if (!outs) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_weights_save: table");
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        outs[i].name = t->name;
+        outs[i].src = ctx->params + t->off;
+        outs[i].rows = t->hf_rows;
+        outs[i].cols = t->cols;
+        outs[i].transpose = t->transpose;
+        outs[i].ndim = t->ndim;
+    }
+    const char *meta[2] = {"format", "pt"}; /* transformers requires it */
+    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, ctx->n_tensors, meta, 2);
+    gpt2rt__free(&ctx->cfg, outs, GPT2RT_MEM_BOOKKEEPING);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__dims *d = &ctx->d;
+    FILE *f = fopen(ctmp, "wb");
+    int ok = f && fprintf(f,
+        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+        "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
+        "  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
+        "  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
+        "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+        "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
+        "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
+        "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
+        (long long)d->V, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
+        (long long)(d->V - 1), (long long)(d->V - 1)) > 0;
+    if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
+    if ((r = gpt2rt__rename(ctx, tmp, path)) != GPT2RT_OK) { remove(ctmp); return r; }
+    return gpt2rt__rename(ctx, ctmp, cpath);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
+                            "save between optimizer steps");
+    const gpt2rt__dims *d = &ctx->d;
+    char v[9][32], tmp[4200];
+    snprintf(v[0], 32, "%lld", (long long)d->L); snprintf(v[1], 32, "%lld", (long long)d->NH);
+    snprintf(v[2], 32, "%lld", (long long)d->C); snprintf(v[3], 32, "%lld", (long long)d->V);
+    snprintf(v[4], 32, "%lld", (long long)d->Vp); snprintf(v[5], 32, "%lld", (long long)d->P);
+    snprintf(v[6], 32, "%lld", (long long)ctx->step); snprintf(v[7], 32, "%llu", (unsigned long long)ctx->rng);
+    snprintf(v[8], 32, "%u", ctx->cfg.frozen);
+    const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
+                          "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7],
+                          "frozen", v[8]};
+    gpt2rt__st_out outs[3];
+    const char *names[3] = {"params", "adam_m", "adam_v"};
+    const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
+    for (int i = 0; i < 3; i++) {
+        outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = i ? ctx->n_train : ctx->n_params; outs[i].cols = 1;
+        outs[i].transpose = 0; outs[i].ndim = 1;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, (int)(sizeof meta / sizeof meta[0]));
+    if (r != GPT2RT_OK) return r;
+    return gpt2rt__rename(ctx, tmp, path);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
+    unsigned char *buf;
+    size_t len;
+    gpt2rt_result r = gpt2rt__read_file(ctx, path, &buf, &len);
+    if (r != GPT2RT_OK) return r;
+    r = gpt2rt__state_load_mem(ctx, buf, len, path);
+    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
+}
+
+/* ==== 11.6 Parameters by name, in the Hugging Face layout ==== */
+
+GPT2RT_DEF int gpt2rt_param_count(const gpt2rt_ctx *ctx) { return ctx && !ctx->failed ? ctx->n_tensors : 0; }
+
+GPT2RT_DEF gpt2rt_result gpt2rt_param_info_get(const gpt2rt_ctx *ctx, int index, gpt2rt_param_info *info) {
+    if (!ctx || !info || ctx->failed || index < 0 || index >= ctx->n_tensors) return GPT2RT_ERR_INVALID_ARGUMENT;
+    const gpt2rt__tensor *t = &ctx->tensors[index];
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", t->name);
+    info->ndim = t->ndim;
+    gpt2rt__hf_shape(t, info->shape);
+    if (t->ndim == 1) info->shape[1] = 0;
+    info->numel = t->hf_rows * t->cols;
+    info->group = t->group;
+    info->decay = t->decay;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__param_access(gpt2rt_ctx *ctx, const char *fn, const char *name, int64_t count,
+                                          const void *buf, const gpt2rt__tensor **out) {
+    GPT2RT__CHECK_CTX(ctx);
+    const gpt2rt__tensor *t = name ? gpt2rt__tensor_named(ctx, name) : NULL;
+    if (!t) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: no parameter named '%s'", fn, name ? name : "(null)");
+    if (!buf || count != t->hf_rows * t->cols)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements, the buffer %lld", fn, name,
+                            (long long)(t->hf_rows * t->cols), (long long)count);
+    *out = t;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gpt2rt_param_what what, float *dst,
+                                           int64_t count) {
+    const gpt2rt__tensor *t;
+    gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
+    if (r != GPT2RT_OK) return r;
+    const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
+                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
+    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                            "has no gradient and no moments", name, t->group);
+    const float *s = base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff);
+    /* gradients: of the mean loss over the targets since the last update */
+    float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__opt_grad_unscale(ctx) : 1.0f;
+    if (t->transpose) {
+        for (int64_t r0 = 0; r0 < t->rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++) dst[c * t->rows + r0] = s[r0 * t->cols + c] * k;
+    } else if (k != 1.0f) {
+        for (int64_t i = 0; i < count; i++) dst[i] = s[i] * k;
+    } else memcpy(dst, s, (size_t)count * sizeof(float));
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src, int64_t count) {
+    const gpt2rt__tensor *t;
+    gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
+    if (r != GPT2RT_OK) return r;
+    float *d = ctx->params + t->off;
+    if (t->transpose) {
+        for (int64_t r0 = 0; r0 < t->rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
+    } else memcpy(d, src, (size_t)count * sizeof(float));
+    ctx->have_logits = ctx->have_loss = 0;
     return GPT2RT_OK;
 }
 

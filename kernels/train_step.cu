@@ -175,7 +175,7 @@ static void lab_bwd(Run &r) {
 static gpt2rt_step_stats lab_upd(Run &r) {
     gpt2rt_step_stats s;
     memset(&s, 0, sizeof s);
-    s.lr = gpt2rt__lr_at(&r.h->cfg, r.h->step);
+    s.lr = gpt2rt__opt_lr_at(&r.h->cfg, r.h->step);
     LAB_OK(r.h, gpt2rt__cu_update(r.h, r.st, s.lr, &s.grad_norm, &s.skipped, &s.loss_scale));
     if (!s.skipped) r.h->step++;
     s.step = r.h->step;

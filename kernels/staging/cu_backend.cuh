@@ -1,4 +1,4 @@
-/* STAGING: the CUDA backend driver. Pasted into gpt2rt.h (section "CUDA backend", under
+/* STAGING: the CUDA backend driver. Pasted into gpt2rt.h (section 8 "CUDA backend", under
    __CUDACC__, after the CUDA ops: cu_common, cu_ops, cu_matmul, cu_attention; the
    #includes below are then dropped) once kernels/train_step.cu passes on a GPU.
    Until then kernels/train_step.cu includes it after gpt2rt.h.
@@ -89,12 +89,12 @@
      gpt2rt_create: after the plan, gpt2rt__cu_create(ctx, &ctx->cu, ...); the host arenas
        are then only weights (ctx->params, fp32) - see LAYOUT GAPS for the rest.
      gpt2rt_forward:  validation as now, then gpt2rt__cu_forward (instead of the memcpys,
-       gpt2rt__model_forward and gpt2rt__crossentropy_forward); flags as now.
+       gpt2rt__model_forward and gpt2rt__cpu_crossentropy_forward); flags as now.
      gpt2rt_backward: gpt2rt__cu_backward instead of gpt2rt__model_backward; bookkeeping
        as now. gpt2rt_step sets st->dlogits_in_forward = 1 before each forward (the
        classifier then writes dlogits in the same pass; the logits are not readable).
-     gpt2rt_update: gpt2rt__cu_update(ctx, st, gpt2rt__lr_at(&ctx->cfg, ctx->step), ...)
-       instead of gpt2rt__grad_norm/gpt2rt__adamw; step++ when not skipped, stats as
+     gpt2rt_update: gpt2rt__cu_update(ctx, st, gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), ...)
+       instead of gpt2rt__opt_grad_norm/gpt2rt__opt_adamw; step++ when not skipped, stats as
        now with stats->loss_scale from it.
      gpt2rt_logits: gpt2rt__cu_logits. weights_save/state_save/param_read(VALUE):
        download_params first if st->host_stale (and download_moments for the state);
@@ -934,7 +934,7 @@ static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) 
     return GPT2RT_OK;
 }
 
-/* One AdamW step at learning rate lr (the caller: gpt2rt__lr_at(&ctx->cfg, ctx->step)),
+/* One AdamW step at learning rate lr (the caller: gpt2rt__opt_lr_at(&ctx->cfg, ctx->step)),
    bias correction for step ctx->step + 1, over the gradients summed since the last update
    (ctx->acc_targets counted targets). *norm: the global gradient norm of the mean loss
    (before clipping, loss scale removed); *skipped: 1 when it is not finite (gradients
