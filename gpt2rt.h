@@ -601,9 +601,34 @@ typedef struct gpt2rt__span {
     int first, last;
 } gpt2rt__span;
 
+/* a size a parameter's shape is made of (the parameter table's shape columns) */
+typedef enum gpt2rt__dim {
+    GPT2RT__DIM_1, GPT2RT__DIM_C, GPT2RT__DIM_3C, GPT2RT__DIM_4C, GPT2RT__DIM_VP, GPT2RT__DIM_P
+} gpt2rt__dim;
+
+/* how a parameter starts when no weights are loaded: Hugging Face's rule */
+typedef enum gpt2rt__init {
+    GPT2RT__INIT_NORMAL, /* N(0, 0.02) */
+    GPT2RT__INIT_RESID,  /* N(0, 0.02/sqrt(2*n_layer)): the projections into the residual stream */
+    GPT2RT__INIT_ONES,   /* LayerNorm weights */
+    GPT2RT__INIT_ZEROS   /* biases */
+} gpt2rt__init;
+
+/* one row of the parameter table (3.1) */
+typedef struct gpt2rt__param_row {
+    const char *name;       /* Hugging Face name; per layer: after "transformer.h.<l>." */
+    gpt2rt__dim rows, cols; /* internal shape (out, in); cols DIM_1: a vector */
+    int transpose;          /* Conv1D: the file stores (cols, rows) */
+    int decay;              /* AdamW's weight decay applies */
+    unsigned group;         /* one gpt2rt_group bit */
+    gpt2rt__init init;
+} gpt2rt__param_row;
+
 /* one parameter tensor; internal layout (rows, cols) row-major, matrices (out, in) */
 typedef struct gpt2rt__tensor {
     char name[96];     /* Hugging Face name */
+    const gpt2rt__param_row *row; /* what it is */
+    int64_t layer;     /* -1: a whole-model tensor */
     int64_t off;       /* offset in floats into the weights arena */
     int64_t goff;      /* offset into the grads, m and v arenas; -1: frozen */
     int64_t rows, cols;/* internal shape; 1-D tensors have cols == 1 */
@@ -614,7 +639,18 @@ typedef struct gpt2rt__tensor {
     int decay;
 } gpt2rt__tensor;
 
-/* per-layer parameters, 12 tensors in this order in the table and the arena */
+/* the whole-model parameters, rows of gpt2rt__model_rows; in the table and the arena
+   wte and wpe precede the layers, ln_f follows them */
+enum { GPT2RT__WTE, GPT2RT__WPE, GPT2RT__LNFW, GPT2RT__LNFB, GPT2RT__N_MODEL };
+
+typedef struct gpt2rt__model_params {
+    float *wte;         /* (Vp, C), also the tied LM head */
+    float *wpe;         /* (P, C) */
+    float *lnfw, *lnfb; /* (C) */
+} gpt2rt__model_params;
+
+/* per-layer parameters, rows of gpt2rt__layer_rows: 12 tensors in this order in the
+   table and the arena */
 enum { GPT2RT__LN1W, GPT2RT__LN1B, GPT2RT__QKVW, GPT2RT__QKVB, GPT2RT__PROJW, GPT2RT__PROJB,
        GPT2RT__LN2W, GPT2RT__LN2B, GPT2RT__FCW, GPT2RT__FCB, GPT2RT__FCPROJW, GPT2RT__FCPROJB,
        GPT2RT__PER_LAYER };
@@ -953,45 +989,112 @@ static gpt2rt__span gpt2rt__span_of(const gpt2rt_config *c, int dev) {
 
 /* ==== 3.1 Parameter table ==== */
 
-/* The parameter table, in arena order: wte, wpe, L x 12 per-layer tensors, ln_f.
-   Returns the number of tensors; fills tab when non-NULL; *n_floats gets the total,
-   *n_train the trainable part (frozen groups get no gradient, no moments). */
+/* The parameter table. Columns: Hugging Face name, internal shape (out, in), whether
+   the file transposes it (Conv1D), weight decay, group, initialisation. */
+static const gpt2rt__param_row gpt2rt__model_rows[GPT2RT__N_MODEL] = {
+    /* name                      rows            cols           transpose decay group                     init */
+    {"transformer.wte.weight",  GPT2RT__DIM_VP, GPT2RT__DIM_C, 0, 1, GPT2RT_GROUP_TOKEN_EMBED, GPT2RT__INIT_NORMAL},
+    {"transformer.wpe.weight",  GPT2RT__DIM_P,  GPT2RT__DIM_C, 0, 1, GPT2RT_GROUP_POS_EMBED,   GPT2RT__INIT_NORMAL},
+    {"transformer.ln_f.weight", GPT2RT__DIM_C,  GPT2RT__DIM_1, 0, 0, GPT2RT_GROUP_LAYERNORM,   GPT2RT__INIT_ONES},
+    {"transformer.ln_f.bias",   GPT2RT__DIM_C,  GPT2RT__DIM_1, 0, 0, GPT2RT_GROUP_LAYERNORM,   GPT2RT__INIT_ZEROS},
+};
+static const gpt2rt__param_row gpt2rt__layer_rows[GPT2RT__PER_LAYER] = {
+    /* name                rows            cols            transpose decay group                  init */
+    {"ln_1.weight",        GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_LAYERNORM, GPT2RT__INIT_ONES},
+    {"ln_1.bias",          GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_LAYERNORM, GPT2RT__INIT_ZEROS},
+    {"attn.c_attn.weight", GPT2RT__DIM_3C, GPT2RT__DIM_C,  1, 1, GPT2RT_GROUP_ATTENTION, GPT2RT__INIT_NORMAL},
+    {"attn.c_attn.bias",   GPT2RT__DIM_3C, GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_ATTENTION, GPT2RT__INIT_ZEROS},
+    {"attn.c_proj.weight", GPT2RT__DIM_C,  GPT2RT__DIM_C,  1, 1, GPT2RT_GROUP_ATTENTION, GPT2RT__INIT_RESID},
+    {"attn.c_proj.bias",   GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_ATTENTION, GPT2RT__INIT_ZEROS},
+    {"ln_2.weight",        GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_LAYERNORM, GPT2RT__INIT_ONES},
+    {"ln_2.bias",          GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_LAYERNORM, GPT2RT__INIT_ZEROS},
+    {"mlp.c_fc.weight",    GPT2RT__DIM_4C, GPT2RT__DIM_C,  1, 1, GPT2RT_GROUP_MLP,       GPT2RT__INIT_NORMAL},
+    {"mlp.c_fc.bias",      GPT2RT__DIM_4C, GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_MLP,       GPT2RT__INIT_ZEROS},
+    {"mlp.c_proj.weight",  GPT2RT__DIM_C,  GPT2RT__DIM_4C, 1, 1, GPT2RT_GROUP_MLP,       GPT2RT__INIT_RESID},
+    {"mlp.c_proj.bias",    GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_MLP,       GPT2RT__INIT_ZEROS},
+};
+
+static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
+    switch (k) {
+    case GPT2RT__DIM_1: return 1;
+    case GPT2RT__DIM_C: return d->C;
+    case GPT2RT__DIM_3C: return 3 * d->C;
+    case GPT2RT__DIM_4C: return 4 * d->C;
+    case GPT2RT__DIM_VP: return d->Vp;
+    case GPT2RT__DIM_P: return d->P;
+    }
+    return 0;
+}
+
+/* append row's tensor (of layer l, or -1) at *n, *off floats into the weights and *goff
+   into the grads (frozen groups get no gradient, no moments); tab may be NULL */
+static void gpt2rt__param_add(const gpt2rt__dims *d, const gpt2rt__param_row *row, int64_t l, gpt2rt__tensor *tab,
+                              int *n, int64_t *off, int64_t *goff) {
+    int64_t rows = gpt2rt__dim_size(d, row->rows), cols = gpt2rt__dim_size(d, row->cols);
+    int frozen = (d->frozen & row->group) != 0;
+    if (tab) {
+        gpt2rt__tensor *t = &tab[*n];
+        if (l < 0) snprintf(t->name, sizeof t->name, "%s", row->name);
+        else snprintf(t->name, sizeof t->name, "transformer.h.%lld.%s", (long long)l, row->name);
+        t->row = row;
+        t->layer = l;
+        t->off = *off;
+        t->goff = frozen ? -1 : *goff;
+        t->rows = rows;
+        t->cols = cols;
+        t->hf_rows = row->rows == GPT2RT__DIM_VP ? d->V : rows; /* the file has no padded rows */
+        t->ndim = row->cols == GPT2RT__DIM_1 ? 1 : 2;
+        t->transpose = row->transpose;
+        t->group = row->group;
+        t->decay = row->decay;
+    }
+    (*n)++;
+    *off += rows * cols;
+    if (!frozen) *goff += rows * cols;
+}
+
+/* The table in arena order: wte, wpe, the layers' rows layer by layer, ln_f. Returns
+   the number of tensors; fills tab when non-NULL; *n_floats gets the total, *n_train
+   the trainable part. */
 static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64_t *n_floats, int64_t *n_train) {
     int n = 0;
-    int64_t off = 0, goff = 0, C = d->C;
-#define GPT2RT__T(nm_fmt, layer, r, co, hfr, nd, tr, grp, dec) do { \
-        int frz_ = (d->frozen & (grp)) != 0; \
-        if (tab) { gpt2rt__tensor *t = &tab[n]; snprintf(t->name, sizeof t->name, nm_fmt, layer); \
-                   t->off = off; t->goff = frz_ ? -1 : goff; t->rows = (r); t->cols = (co); t->hf_rows = (hfr); \
-                   t->ndim = (nd); t->transpose = (tr); t->group = (grp); t->decay = (dec); } \
-        n++; off += (int64_t)(r) * (co); if (!frz_) goff += (int64_t)(r) * (co); } while (0)
-    GPT2RT__T("transformer.wte.weight%.0d", 0, d->Vp, C, d->V, 2, 0, GPT2RT_GROUP_TOKEN_EMBED, 1);
-    GPT2RT__T("transformer.wpe.weight%.0d", 0, d->P, C, d->P, 2, 0, GPT2RT_GROUP_POS_EMBED, 1);
-    for (int l = 0; l < (int)d->L; l++) {
-        GPT2RT__T("transformer.h.%d.ln_1.weight", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
-        GPT2RT__T("transformer.h.%d.ln_1.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
-        GPT2RT__T("transformer.h.%d.attn.c_attn.weight", l, 3 * C, C, 3 * C, 2, 1, GPT2RT_GROUP_ATTENTION, 1);
-        GPT2RT__T("transformer.h.%d.attn.c_attn.bias", l, 3 * C, 1, 3 * C, 1, 0, GPT2RT_GROUP_ATTENTION, 0);
-        GPT2RT__T("transformer.h.%d.attn.c_proj.weight", l, C, C, C, 2, 1, GPT2RT_GROUP_ATTENTION, 1);
-        GPT2RT__T("transformer.h.%d.attn.c_proj.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_ATTENTION, 0);
-        GPT2RT__T("transformer.h.%d.ln_2.weight", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
-        GPT2RT__T("transformer.h.%d.ln_2.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
-        GPT2RT__T("transformer.h.%d.mlp.c_fc.weight", l, 4 * C, C, 4 * C, 2, 1, GPT2RT_GROUP_MLP, 1);
-        GPT2RT__T("transformer.h.%d.mlp.c_fc.bias", l, 4 * C, 1, 4 * C, 1, 0, GPT2RT_GROUP_MLP, 0);
-        GPT2RT__T("transformer.h.%d.mlp.c_proj.weight", l, C, 4 * C, C, 2, 1, GPT2RT_GROUP_MLP, 1);
-        GPT2RT__T("transformer.h.%d.mlp.c_proj.bias", l, C, 1, C, 1, 0, GPT2RT_GROUP_MLP, 0);
-    }
-    GPT2RT__T("transformer.ln_f.weight%.0d", 0, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
-    GPT2RT__T("transformer.ln_f.bias%.0d", 0, C, 1, C, 1, 0, GPT2RT_GROUP_LAYERNORM, 0);
-#undef GPT2RT__T
+    int64_t off = 0, goff = 0;
+    for (int k = 0; k < GPT2RT__LNFW; k++) gpt2rt__param_add(d, &gpt2rt__model_rows[k], -1, tab, &n, &off, &goff);
+    for (int64_t l = 0; l < d->L; l++)
+        for (int k = 0; k < GPT2RT__PER_LAYER; k++)
+            gpt2rt__param_add(d, &gpt2rt__layer_rows[k], l, tab, &n, &off, &goff);
+    for (int k = GPT2RT__LNFW; k < GPT2RT__N_MODEL; k++)
+        gpt2rt__param_add(d, &gpt2rt__model_rows[k], -1, tab, &n, &off, &goff);
     if (n_floats) *n_floats = off;
     if (n_train) *n_train = goff;
     return n;
 }
 
+/* the table's tensors by name: a whole-model one (GPT2RT__WTE...), layer l's 12 */
+static const gpt2rt__tensor *gpt2rt__model_tensor(const gpt2rt_ctx *ctx, int which) {
+    return which < GPT2RT__LNFW ? ctx->tensors + which : ctx->tensors + ctx->n_tensors - (GPT2RT__N_MODEL - which);
+}
+
+static const gpt2rt__tensor *gpt2rt__layer_tensors(const gpt2rt_ctx *ctx, int64_t l) {
+    return ctx->tensors + GPT2RT__LNFW + l * GPT2RT__PER_LAYER;
+}
+
+/* the whole-model tensors; base: params (by off) or grads (by goff; NULL when frozen) */
+static gpt2rt__model_params gpt2rt__mparams(const gpt2rt_ctx *ctx, float *base, int grads) {
+    float *q[GPT2RT__N_MODEL];
+    for (int i = 0; i < GPT2RT__N_MODEL; i++) {
+        const gpt2rt__tensor *t = gpt2rt__model_tensor(ctx, i);
+        q[i] = !grads ? base + t->off : t->goff >= 0 ? base + t->goff : NULL;
+    }
+    gpt2rt__model_params p;
+    p.wte = q[GPT2RT__WTE]; p.wpe = q[GPT2RT__WPE];
+    p.lnfw = q[GPT2RT__LNFW]; p.lnfb = q[GPT2RT__LNFB];
+    return p;
+}
+
 /* per-layer tensors of layer l; base: params (by off) or grads (by goff; NULL when frozen) */
 static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, int grads, int64_t l) {
-    const gpt2rt__tensor *t = ctx->tensors + 2 + l * GPT2RT__PER_LAYER;
+    const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
     float *q[GPT2RT__PER_LAYER];
     for (int i = 0; i < GPT2RT__PER_LAYER; i++)
         q[i] = !grads ? base + t[i].off : t[i].goff >= 0 ? base + t[i].goff : NULL;
@@ -1108,7 +1211,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
     if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the embedding's token buckets */
-        int64_t n_tensors = 2 + GPT2RT__PER_LAYER * d->L + 2, rows = (BT + 31) / 32;
+        int64_t n_tensors = GPT2RT__N_MODEL + GPT2RT__PER_LAYER * d->L, rows = (BT + 31) / 32;
         int64_t red = rows * 2 * C * 4 > 4 * C * 4 ? rows * 2 * C * 4 : 4 * C * 4; /* LayerNorm / bias partials */
         if (n_tensors * 32 + 16 > red) red = n_tensors * 32 + 16;                  /* the AdamW tensor table */
         ws_gemm = (uint64_t)GPT2RT__CU_BLAS_WORKSPACE;
@@ -2004,7 +2107,7 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, F16 or BF16 expected", what,
                              e->name, gpt2rt__dtype_names[e->dtype]);
         } else {
-            int is_wpe = i == 1;
+            int is_wpe = t->row == &gpt2rt__model_rows[GPT2RT__WPE];
             int ok = e->ndim == t->ndim && e->shape[0] == want[0] && (t->ndim == 1 || e->shape[1] == want[1]);
             if (is_wpe && e->ndim == 2 && e->shape[1] == want[1] && e->shape[0] >= want[0]) ok = 1;
             if (!ok) {
@@ -2942,8 +3045,8 @@ static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C, L = d->L;
     int nt = d->nt, full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, ctx->params + ctx->tensors[0].off,
-                            ctx->params + ctx->tensors[1].off, d->B, d->T, C, nt);
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, C, nt);
     for (int64_t l = 0; l < L; l++) {
         gpt2rt__layer_forward(ctx, l, gpt2rt__layer_input(ctx, l), gpt2rt__lacts(ctx, l));
         /* FULL: the slots are reused, so keep the next checkpoint's input and the last output */
@@ -2952,14 +3055,8 @@ static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
     }
     const float *res = L ? gpt2rt__lacts(ctx, L - 1).res3 : ctx->x0;
     if (full && L) { memcpy(ctx->xout, res, (size_t)(BT * C) * sizeof(float)); res = ctx->xout; }
-    const gpt2rt__tensor *lnf = ctx->tensors + ctx->n_tensors - 2;
-    gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, ctx->params + lnf[0].off,
-                              ctx->params + lnf[1].off, BT, C, nt);
-    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, ctx->params + ctx->tensors[0].off, NULL, BT, C, d->Vp, ctx->gemm_ws, nt);
-}
-
-static float *gpt2rt__grad_of(const gpt2rt_ctx *ctx, const gpt2rt__tensor *t) {
-    return t->goff >= 0 ? ctx->grads + t->goff : NULL;
+    gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, p.lnfw, p.lnfb, BT, C, nt);
+    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, BT, C, d->Vp, ctx->gemm_ws, nt);
 }
 
 /* gradients of (sum of the counted targets' losses) * dloss, accumulated into ctx->grads */
@@ -2969,16 +3066,16 @@ static void gpt2rt__model_backward(gpt2rt_ctx *ctx, float dloss) {
     int nt = d->nt, full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     void *ws = ctx->gemm_ws;
     float *P = ctx->params, *G = ctx->grads;
-    const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
+    gpt2rt__model_params mp = gpt2rt__mparams(ctx, P, 0), mg = gpt2rt__mparams(ctx, G, 1);
 
     gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
     /* LM head (tied): dlnf -> dbuf */
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, gpt2rt__grad_of(ctx, wte), NULL, ctx->logits, ctx->lnf, P + wte->off, BT, C,
+    gpt2rt__cpu_matmul_backward(ctx->dbuf, mg.wte, NULL, ctx->logits, ctx->lnf, mp.wte, BT, C,
                             d->Vp, ws, nt);
     const float *res_last = !L ? ctx->x0 : full ? ctx->xout : gpt2rt__lacts(ctx, L - 1).res3;
     memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
-    gpt2rt__cpu_layernorm_backward(ctx->dres, gpt2rt__grad_of(ctx, lnf), gpt2rt__grad_of(ctx, lnf + 1), ctx->dbuf,
-                               res_last, P + lnf[0].off, ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt);
+    gpt2rt__cpu_layernorm_backward(ctx->dres, mg.lnfw, mg.lnfb, ctx->dbuf, res_last, mp.lnfw, ctx->lnf_mean,
+                                   ctx->lnf_rstd, BT, C, nt);
     for (int64_t l = L - 1; l >= 0; l--) {
         /* FULL: entering a segment from its top, run its forward again from its checkpoint
            (the last segment's activations are still in the slots from the forward) */
@@ -3013,7 +3110,7 @@ static void gpt2rt__model_backward(gpt2rt_ctx *ctx, float dloss) {
         gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd,
                                    BT, C, nt);
     }
-    gpt2rt__cpu_encoder_backward(gpt2rt__grad_of(ctx, wte), gpt2rt__grad_of(ctx, wpe), ctx->dres, ctx->inputs, d->B,
+    gpt2rt__cpu_encoder_backward(mg.wte, mg.wpe, ctx->dres, ctx->inputs, d->B,
                              d->T, C, nt);
 }
 
@@ -3174,16 +3271,20 @@ static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
         float *p = ctx->params + t->off;
-        int64_t n = t->rows * t->cols;
-        uint64_t ts = gpt2rt__rng_next(&s);
-        if (t->ndim == 2) {
-            int k = i >= 2 ? (i - 2) % GPT2RT__PER_LAYER : -1;
-            int resid = k == GPT2RT__PROJW || k == GPT2RT__FCPROJW;
-            gpt2rt__init_normal(p, t->hf_rows * t->cols, resid ? resid_std : 0.02f, ts, ctx->d.nt);
-            if (t->hf_rows < t->rows) memset(p + t->hf_rows * t->cols, 0, (size_t)((t->rows - t->hf_rows) * t->cols) * 4);
-        } else {
-            int is_weight = strstr(t->name, ".weight") != NULL;
-            for (int64_t j = 0; j < n; j++) p[j] = is_weight ? 1.0f : 0.0f;
+        int64_t n = t->rows * t->cols, n_file = t->hf_rows * t->cols;
+        uint64_t ts = gpt2rt__rng_next(&s); /* one draw per tensor, used or not */
+        switch (t->row->init) {
+        case GPT2RT__INIT_NORMAL:
+        case GPT2RT__INIT_RESID:
+            gpt2rt__init_normal(p, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts, ctx->d.nt);
+            if (n_file < n) memset(p + n_file, 0, (size_t)(n - n_file) * sizeof(float)); /* padded vocab rows */
+            break;
+        case GPT2RT__INIT_ONES:
+            for (int64_t j = 0; j < n; j++) p[j] = 1.0f;
+            break;
+        case GPT2RT__INIT_ZEROS:
+            memset(p, 0, (size_t)n * sizeof(float));
+            break;
         }
     }
     ctx->rng = s;

@@ -268,7 +268,7 @@ template <typename X> struct gpt2rt__cu_lw {
 };
 template <typename X>
 static gpt2rt__cu_lw<X> gpt2rt__cu_lweights(const gpt2rt_ctx *ctx, const gpt2rt__cu_state *st, int64_t l) {
-    const gpt2rt__tensor *t = ctx->tensors + 2 + l * GPT2RT__PER_LAYER;
+    const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
     const X *w = (const X *)st->w;
     gpt2rt__cu_lw<X> p;
     p.ln1w = w + t[GPT2RT__LN1W].off; p.ln1b = w + t[GPT2RT__LN1B].off;
@@ -698,7 +698,8 @@ static gpt2rt_result gpt2rt__cu_model_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
     const int full = gpt2rt__cu_is_full(st);
     cudaStream_t s = st->stream;
     const X *w = (const X *)st->w;
-    const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
+    const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE), *wpe = gpt2rt__model_tensor(ctx, GPT2RT__WPE);
+    const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     gpt2rt_ctx *dv = st->dev;
     st->layer = -1;
     GPT2RT__CU_CK(gpt2rt__cu_encoder_forward<X>((X *)dv->x0, dv->inputs, w + wte->off, w + wpe->off, d->B, d->T, C, s));
@@ -716,8 +717,8 @@ static gpt2rt_result gpt2rt__cu_model_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->xout, res, (size_t)(BT * C * d->ab), cudaMemcpyDeviceToDevice, s));
         res = (const X *)dv->xout;
     }
-    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>((X *)dv->lnf, dv->lnf_mean, dv->lnf_rstd, res, w + lnf[0].off,
-                                                  w + lnf[1].off, BT, C, s));
+    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>((X *)dv->lnf, dv->lnf_mean, dv->lnf_rstd, res, w + lnfw->off,
+                                                  w + lnfb->off, BT, C, s));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, gpt2rt__cu_dtype<X>::value, dv->logits, NULL, dv->lnf,
                                             w + wte->off, NULL, BT, C, d->Vp, st->mm_err, sizeof st->mm_err));
     return GPT2RT_OK;
@@ -750,7 +751,8 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
     const size_t mc = sizeof st->mm_err;
     gpt2rt_ctx *dv = st->dev;
     const X *w = (const X *)st->w;
-    const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
+    const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE), *wpe = gpt2rt__model_tensor(ctx, GPT2RT__WPE);
+    const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf, *dbig = (X *)dv->dbig;
     X *rc = (X *)dv->rcbuf;
     /* the bias-gradient vector of accumulating matmuls (acc = 1 only): dbig while it is idle
@@ -770,8 +772,8 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, logits, w + wte->off, NULL, BT, C, d->Vp, me, mc));
     const X *res_last = (const X *)(!L ? dv->x0 : full ? dv->xout : (float *)gpt2rt__lacts(dv, L - 1).res3);
     GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->ab), s));
-    GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnf), gpt2rt__cu_grad_of(st, lnf + 1), dbuf,
-                                            res_last, w + lnf[0].off, dv->lnf_mean, dv->lnf_rstd));
+    GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnfw), gpt2rt__cu_grad_of(st, lnfb), dbuf,
+                                            res_last, w + lnfw->off, dv->lnf_mean, dv->lnf_rstd));
     for (int64_t l = L - 1; l >= 0; l--) {
         /* FULL: entering a segment from its top, run its forward again from its checkpoint
            (the last segment's activations are still in the slots from the forward) */
@@ -866,7 +868,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->targets, h_tg, (size_t)BT * 4, cudaMemcpyHostToDevice, s));
     }
     st->nb = -1;
-    if (targets && ctx->tensors[0].goff >= 0) { /* the wte gradient's token buckets (host sort) */
+    if (targets && gpt2rt__model_tensor(ctx, GPT2RT__WTE)->goff >= 0) { /* the wte gradient's token buckets (host sort) */
         st->nb = gpt2rt__cu_encoder_buckets(h_bk, h_in, BT, d->Vp);
         if (st->nb < 0)
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_forward: a token is outside [0, %lld)",
