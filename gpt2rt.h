@@ -3010,10 +3010,45 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
 
 /* ==== 7.3 Model ==== */
 
+/* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the
+   arenas that gpt2rt__layout carved for it (the CPU: the context's own; the CUDA
+   backend: its device arenas, carved by the same function on a shadow context).
+   Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
+   context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
+   of the residual stream down the backward. */
+typedef struct gpt2rt__backend {
+    /* x0 (BT,C) = wte[inputs] + wpe */
+    gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
+    /* layer l from res (BT,C) into a; also the recompute of FULL, which must give
+       bitwise the same values */
+    gpt2rt_result (*layer_forward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
+    /* ln_f of res (BT,C), then logits (BT,Vp) */
+    gpt2rt_result (*head_forward)(gpt2rt_ctx *ctx, const float *res);
+    /* logits -> dlogits (scaled by dloss), the tied head's and ln_f's gradients;
+       dres = d(res) */
+    gpt2rt_result (*head_backward)(gpt2rt_ctx *ctx, const float *res, float dloss);
+    /* dres holds d(layer l's output) and becomes d(res), the layer's input res
+       (BT,C); weight gradients += */
+    gpt2rt_result (*layer_backward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
+    /* wte, wpe gradients += from dres */
+    gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
+    /* bytes from src to dst, both in the backend's arenas */
+    gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
+} gpt2rt__backend;
+
+/* ---- the CPU backend's steps ---- */
+
+static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, d->C, d->nt);
+    return GPT2RT_OK;
+}
+
 /* One layer's forward from res (BT,C) into a; outputs not kept (NULL in a) go to
    dbig, the backward's scratch (free during the forward), and are used at once. The backward's
    recompute calls this same function on the same input: bitwise the same values. */
-static void gpt2rt__layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
+static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
     int nt = d->nt;
@@ -3031,88 +3066,140 @@ static void gpt2rt__layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, 
     gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt);
     gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
     gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt);
+    return GPT2RT_OK;
 }
 
-/* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
-static float *gpt2rt__layer_input(const gpt2rt_ctx *ctx, int64_t l) {
+static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res) {
     const gpt2rt__dims *d = &ctx->d;
-    if (l == 0) return ctx->x0;
-    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) return ctx->ckpt + (l / d->ck - 1) * d->BT * d->C;
-    return gpt2rt__lacts(ctx, l - 1).res3;
-}
-
-static void gpt2rt__model_forward(gpt2rt_ctx *ctx) {
-    const gpt2rt__dims *d = &ctx->d;
-    int64_t BT = d->BT, C = d->C, L = d->L;
-    int nt = d->nt, full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, C, nt);
-    for (int64_t l = 0; l < L; l++) {
-        gpt2rt__layer_forward(ctx, l, gpt2rt__layer_input(ctx, l), gpt2rt__lacts(ctx, l));
-        /* FULL: the slots are reused, so keep the next checkpoint's input and the last output */
-        if (full && l + 1 < L && (l + 1) % d->ck == 0)
-            memcpy(gpt2rt__layer_input(ctx, l + 1), gpt2rt__lacts(ctx, l).res3, (size_t)(BT * C) * sizeof(float));
-    }
-    const float *res = L ? gpt2rt__lacts(ctx, L - 1).res3 : ctx->x0;
-    if (full && L) { memcpy(ctx->xout, res, (size_t)(BT * C) * sizeof(float)); res = ctx->xout; }
-    gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, p.lnfw, p.lnfb, BT, C, nt);
-    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, BT, C, d->Vp, ctx->gemm_ws, nt);
+    gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, p.lnfw, p.lnfb, d->BT, d->C, d->nt);
+    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
+    return GPT2RT_OK;
 }
 
-/* gradients of (sum of the counted targets' losses) * dloss, accumulated into ctx->grads */
-static void gpt2rt__model_backward(gpt2rt_ctx *ctx, float dloss) {
+static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
-    int64_t BT = d->BT, C = d->C, L = d->L;
-    int nt = d->nt, full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    void *ws = ctx->gemm_ws;
-    float *P = ctx->params, *G = ctx->grads;
-    gpt2rt__model_params mp = gpt2rt__mparams(ctx, P, 0), mg = gpt2rt__mparams(ctx, G, 1);
-
+    int64_t BT = d->BT, C = d->C;
+    int nt = d->nt;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
     gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
     /* LM head (tied): dlnf -> dbuf */
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, mg.wte, NULL, ctx->logits, ctx->lnf, mp.wte, BT, C,
-                            d->Vp, ws, nt);
-    const float *res_last = !L ? ctx->x0 : full ? ctx->xout : gpt2rt__lacts(ctx, L - 1).res3;
+    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits, ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt);
     memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
-    gpt2rt__cpu_layernorm_backward(ctx->dres, mg.lnfw, mg.lnfb, ctx->dbuf, res_last, mp.lnfw, ctx->lnf_mean,
-                                   ctx->lnf_rstd, BT, C, nt);
+    gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw, ctx->lnf_mean, ctx->lnf_rstd,
+                                   BT, C, nt);
+    return GPT2RT_OK;
+}
+
+/* Layer l's backward: dres holds d(res3) and becomes d(res), res (BT,C) the layer's
+   input. Outputs the forward did not keep are recomputed into rcbuf, only for the
+   weight gradients that need them (NULL g: frozen, skipped). */
+static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t BT = d->BT, C = d->C;
+    int nt = d->nt;
+    void *ws = ctx->gemm_ws;
+    gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l), g = gpt2rt__lparams(ctx, ctx->grads, 1, l);
+    /* MLP; dres holds d(res3) */
+    const float *gelu = a.fch_gelu, *ln2 = a.ln2;
+    if (!gelu && g.fcprojw) { gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
+    gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
+    gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
+    if (!ln2 && g.fcw) {
+        gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+        ln2 = ctx->rcbuf;
+    }
+    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw, BT, C, 4 * C, ws, nt);
+    gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
+                                   BT, C, nt);
+    /* attention; dres holds d(res2) */
+    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, ctx->dres, a.atty, p.projw, BT, C, C, ws, nt);
+    gpt2rt__cpu_attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+    const float *ln1 = a.ln1;
+    if (!ln1 && g.qkvw) {
+        gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
+        ln1 = ctx->rcbuf;
+    }
+    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1, p.qkvw, BT, C, 3 * C, ws, nt);
+    gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res, p.ln1w, a.ln1_mean, a.ln1_rstd,
+                                   BT, C, nt);
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
+    gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B, d->T, d->C, d->nt);
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_copy(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    memcpy(dst, src, bytes);
+    return GPT2RT_OK;
+}
+
+static const gpt2rt__backend gpt2rt__cpu_backend = {
+    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
+    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy};
+
+/* ---- the driver: one for every backend ---- */
+/* It owns the order of the steps and what recompute decides: which layer input is a
+   checkpoint, when a FULL segment runs its forward again. ax: the context whose
+   arenas the backend's steps use (the CPU: ctx itself). */
+
+#define GPT2RT__TRY(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
+
+/* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
+static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
+    const gpt2rt__dims *d = &ax->d;
+    if (l == 0) return ax->x0;
+    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
+        return (float *)(void *)((unsigned char *)ax->ckpt + (l / d->ck - 1) * gpt2rt__ald(d, d->BT * d->C * d->ab));
+    return gpt2rt__lacts(ax, l - 1).res3;
+}
+
+/* embeddings, the layers, ln_f, the tied LM head: logits (BT,Vp) */
+static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax) {
+    const gpt2rt__dims *d = &ax->d;
+    int64_t L = d->L;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C * d->ab);
+    GPT2RT__TRY(be->embed_forward(ctx));
+    for (int64_t l = 0; l < L; l++) {
+        GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        /* FULL: the slots are reused, so keep the next checkpoint's input and the last output */
+        if (full && l + 1 < L && (l + 1) % d->ck == 0)
+            GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
+    }
+    const float *res = L ? gpt2rt__lacts(ax, L - 1).res3 : ax->x0;
+    if (full && L) {
+        GPT2RT__TRY(be->copy(ctx, ax->xout, res, act));
+        res = ax->xout;
+    }
+    return be->head_forward(ctx, res);
+}
+
+/* gradients of (sum of the counted targets' losses) * dloss, accumulated into the grads */
+static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                            float dloss) {
+    const gpt2rt__dims *d = &ax->d;
+    int64_t L = d->L;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    const float *res_last = !L ? ax->x0 : full ? ax->xout : gpt2rt__lacts(ax, L - 1).res3;
+    GPT2RT__TRY(be->head_backward(ctx, res_last, dloss));
     for (int64_t l = L - 1; l >= 0; l--) {
         /* FULL: entering a segment from its top, run its forward again from its checkpoint
            (the last segment's activations are still in the slots from the forward) */
         if (full && (l + 1) % d->ck == 0 && l + 1 < L)
             for (int64_t j = l - l % d->ck; j <= l; j++)
-                gpt2rt__layer_forward(ctx, j, gpt2rt__layer_input(ctx, j), gpt2rt__lacts(ctx, j));
-        gpt2rt__layer_params p = gpt2rt__lparams(ctx, P, 0, l), g = gpt2rt__lparams(ctx, G, 1, l);
-        gpt2rt__layer_acts a = gpt2rt__lacts(ctx, l);
-        const float *res_in = gpt2rt__layer_input(ctx, l);
-        /* MLP; dres holds d(res3). Outputs not kept are recomputed into rcbuf, only
-           for the weight gradients that need them (NULL g: frozen, skipped) */
-        const float *gelu = a.fch_gelu, *ln2 = a.ln2;
-        if (!gelu && g.fcprojw) { gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
-        gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
-        gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
-        if (!ln2 && g.fcw) {
-            gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
-            ln2 = ctx->rcbuf;
-        }
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw, BT, C, 4 * C, ws, nt);
-        gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
-                                   BT, C, nt);
-        /* attention; dres holds d(res2) */
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, ctx->dres, a.atty, p.projw, BT, C, C, ws, nt);
-        gpt2rt__cpu_attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
-        const float *ln1 = a.ln1;
-        if (!ln1 && g.qkvw) {
-            gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res_in, p.ln1w, p.ln1b, BT, C, nt);
-            ln1 = ctx->rcbuf;
-        }
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1, p.qkvw, BT, C, 3 * C, ws, nt);
-        gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd,
-                                   BT, C, nt);
+                GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
+        GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
     }
-    gpt2rt__cpu_encoder_backward(mg.wte, mg.wpe, ctx->dres, ctx->inputs, d->B,
-                             d->T, C, nt);
+    return be->embed_backward(ctx);
 }
+
+#undef GPT2RT__TRY
 
 /* ==== 8. CUDA backend ==== */
 
@@ -3559,7 +3646,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, 
     gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
     if (r != GPT2RT_OK) return r;
     memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
-    gpt2rt__model_forward(ctx);
+    if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
     ctx->have_logits = 1;
     ctx->have_loss = 0;
     if (targets) {
@@ -3578,7 +3665,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
     /* one fixed scale for every micro-batch; the update divides by the counted targets */
-    gpt2rt__model_backward(ctx, 1.0f / (float)(ctx->d.BT * ctx->cfg.grad_accum));
+    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.BT * ctx->cfg.grad_accum));
+    if (r != GPT2RT_OK) return r;
     ctx->acc_loss_sum += ctx->loss_sum;
     ctx->acc_targets += ctx->n_targets;
     ctx->acc_micro++;

@@ -167,6 +167,14 @@ int main(int argc, char **argv) {
     c.checkpoint_every = 0;
     run("frozen_wte_ln_odd", c, NULL, 5, 0, work);
 
+    c = fix; /* width 36, 3 heads, B*T*C not a multiple of 16: FULL's checkpoints sit on the
+                laid-out 64-byte stride, not packed */
+    c.n_layer = 5; c.n_head = 3; c.n_embd = 36; c.vocab_size = 333; c.batch_size = 3; c.seq_len = 7;
+    c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 2;
+    run("full_ck2_c36", c, NULL, 5, 1, work);
+    c.checkpoint_every = GPT2RT_CHECKPOINT_SQRT; c.grad_accum = 3;
+    run("full_sqrt_c36_accum3", c, NULL, 4, 0, work);
+
     if (fclose(out) != 0) return 1;
     return 0;
 }

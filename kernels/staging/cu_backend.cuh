@@ -101,6 +101,13 @@
        param_read(GRAD/M/V): gpt2rt__cu_read_tensor; weights_load/state_load/param_write:
        upload after the host change (param_write: download first if stale).
      gpt2rt_plan_allocated: overhead[0] = st->overhead.
+     The model driver (gpt2rt.h 7.3, gpt2rt__model_forward / _backward) owns the layer
+     loop and the recompute schedule once for every backend: splice gpt2rt__cu_model_*
+     as a gpt2rt__backend table (embed_forward, layer_forward, head_forward,
+     head_backward, layer_backward, embed_backward, copy) whose entries dispatch on
+     st->xt to the templates here (the body of the backward's layer loop becomes
+     layer_backward; the classifier and LM head, head_backward), and call the driver
+     with ax = st->dev, the shadow context whose arenas are the device's.
 
    ============================================================================
    LAYOUT GAPS (what gpt2rt__layout should add for the CUDA backend; until then the
@@ -660,7 +667,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
 
 /* One layer's forward from res (BT,C) into a (device pointers; NULL fields: not kept, go to
    rcbuf and are used at once). The backward's recompute calls this same function on the
-   same input: bitwise the same values. Mirrors gpt2rt__layer_forward. */
+   same input: bitwise the same values. Mirrors gpt2rt__cpu_layer_forward. */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t l, const X *res,
                                               gpt2rt__layer_acts a) {
