@@ -1108,7 +1108,8 @@ static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, 
     return p;
 }
 
-/* ==== 3.2 Activations and arenas (the memory documentation) ==== */
+/* ==== 3.2 Activations and arenas ==== */
+/* the memory documentation: what every byte of the plan is for */
 
 /* One layer's saved activations, in order, in bytes (activations of d->ab bytes,
    statistics fp32). full: every field (the FULL recompute slots); else the ones
@@ -3855,7 +3856,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     return r;
 }
 
-/* ==== 11.6 Parameters by name, in the Hugging Face layout ==== */
+/* ==== 11.6 Parameters by name ==== */
+/* in the Hugging Face layout */
 
 GPT2RT_DEF int gpt2rt_param_count(const gpt2rt_ctx *ctx) { return ctx && !ctx->failed ? ctx->n_tensors : 0; }
 

@@ -75,6 +75,18 @@ compile_checks() {
     done
 }
 
+# every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
+contents_check() {
+    local list banners missing=0 t
+    list=$(awk '/^   CONTENTS of the implementation/{f=1} f&&/^   LICENSE/{f=0} f' gpt2rt.h | tr -s ' \n' ' ')
+    banners=$(sed -n 's/^\/\* ==== \(.*\) ==== \*\/$/\1/p' gpt2rt.h)
+    while IFS= read -r t; do
+        case "$list" in *"$t"*) ;; *) echo "    banner '$t' is not in the manual's CONTENTS"; missing=1 ;; esac
+    done <<< "$banners"
+    if [ $missing -eq 0 ] && [ -n "$banners" ]; then ok "manual CONTENTS lists every section banner ($(echo "$banners" | wc -l))"
+    else bad "manual CONTENTS and section banners differ"; fi
+}
+
 build() { # build NAME SOURCE EXTRA_FLAGS...
     local out=$1 src=$2; shift 2
     local log; log=$($CC -std=c11 -Wall -Wextra -Werror "$@" -fopenmp -o "$out" "$src" -lm 2>&1)
@@ -135,8 +147,8 @@ memory_tools() { # the memory CLI and the trade-off tour, run for real
 }
 
 case $mode in
-    compile-only) compile_checks ;;
-    normal) compile_checks; run_suite "" $CFLAGS; memory_tools; hf_check ;;
+    compile-only) compile_checks; contents_check ;;
+    normal) compile_checks; contents_check; run_suite "" $CFLAGS; memory_tools; hf_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
