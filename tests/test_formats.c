@@ -53,7 +53,8 @@ static void fatal(const char *fmt, ...) {
 static gpt2rt_ctx *ctx;
 static unsigned char *fix_buf; /* model.safetensors */
 static size_t fix_len;
-static gpt2rt__st fix;         /* its parse (owned by ctx) */
+static gpt2rt__st fix;         /* its parse (owned by ctx): the public API reads only GPT-2 tensors,
+                                  the cases below need the file's own entries and offsets */
 static char *fix_hdr;          /* its header JSON, NUL-terminated */
 static size_t fix_hlen;
 static int32_t *in_tok, *tg_tok;
@@ -92,7 +93,7 @@ static void prime(void) {
         ctx->have_logits = ctx->have_loss = ctx->grads_pending = 0;
         return;
     }
-    gpt2rt_result r = gpt2rt__weights_load_mem(ctx, fix_buf, fix_len, "fixture");
+    gpt2rt_result r = gpt2rt_weights_load(ctx, FIX "model.safetensors");
     if (r != GPT2RT_OK) fatal("loading the fixture: %s", gpt2rt_last_error(ctx));
     gpt2rt_step_stats st;
     r = gpt2rt_step(ctx, in_tok, tg_tok, &st);
@@ -128,13 +129,13 @@ static void group_begin(const char *name) {
     g_name = name;
     g_cases = 0;
     g_fail0 = harness_failed;
-    g_t0 = gpt2rt__now();
+    g_t0 = harness_now();
 }
 
 static void group_end(void) {
     int bad = harness_failed - g_fail0;
     printf("%-58s %3d cases, %s (%.1f s)\n", g_name, g_cases, bad ? "FAILED" : "all as expected",
-           gpt2rt__now() - g_t0);
+           harness_now() - g_t0);
     if (bad) printf("    (%d failed checks above)\n", bad);
 }
 
@@ -1067,7 +1068,7 @@ static void good_paths(void) {
 }
 
 int main(void) {
-    double t_start = gpt2rt__now();
+    double t_start = harness_now();
     rm_rf(TMP);
     mkdirs(TMP);
     all_steps = getenv("TEST_FORMATS_ALL_STEPS") && atoi(getenv("TEST_FORMATS_ALL_STEPS"));
@@ -1093,7 +1094,7 @@ int main(void) {
     }
     for (int64_t i = 0; i < BT; i++) tg_tok[i] = (i + 1) % c.seq_len ? in_tok[i + 1] : -100;
     /* the reference: the loss of the second step after prime() */
-    if (gpt2rt__weights_load_mem(ctx, fix_buf, fix_len, "fixture") != GPT2RT_OK) fatal("%s", gpt2rt_last_error(ctx));
+    if (gpt2rt_weights_load(ctx, FIX "model.safetensors") != GPT2RT_OK) fatal("%s", gpt2rt_last_error(ctx));
     memcpy(fix_params, ctx->params, (size_t)ctx->n_params * 4);
     prime();
     gpt2rt_step_stats st;
@@ -1126,6 +1127,6 @@ int main(void) {
     free(tg_tok);
     free(primed);
     printf("%d of the rejected loads were followed by a whole step (TEST_FORMATS_ALL_STEPS=1: all); %.1f s\n",
-           n_usable, gpt2rt__now() - t_start);
+           n_usable, harness_now() - t_start);
     return harness_finish();
 }
