@@ -41,6 +41,8 @@
                               compiling: every SIMD tile fits a block).
        GPT2RT_SGEMM_FORCE_PATH  testing the kernels: 1 = portable C, 2 = AVX2 even
                               where AVX-512 exists (kernels/cpu_matmul.c uses it)
+       GPT2RT__TEST_HOOKS     private, tests only: fault injection (a failing rename);
+                              never define it in a program
    Compile with OpenMP (-fopenmp, which defines _OPENMP) for threads; compile with
    nvcc (__CUDACC__) for the CUDA backend.
 
@@ -50,8 +52,9 @@
    - A context is not thread-safe: the calls on one context must not overlap (the
      application serialises them). Different contexts may be used from different
      threads at the same time: the library has no global or static mutable state.
-   - gpt2rt_plan, gpt2rt_plan_format, gpt2rt_fit, gpt2rt_result_string and
-     gpt2rt_mem_name touch no context and may run anywhere, concurrently.
+   - gpt2rt_plan, gpt2rt_plan_format, gpt2rt_fit, gpt2rt_config_load,
+     gpt2rt_result_string and gpt2rt_mem_name touch no context and may run anywhere,
+     concurrently.
    - Each call runs on the calling thread plus, with OpenMP, parallel regions of
      config.n_threads threads that end before it returns. Never call gpt2rt from
      inside an OpenMP parallel region: its own regions would then nest (one thread
@@ -105,8 +108,9 @@
          otherwise:                lr_min + (lr - lr_min) * (1 + cos(pi*r)) / 2,
                                    r = min(1, (s-warmup) / max(1, total-warmup)),
                                    lr_min = lr * min_lr_frac
-   - A step whose gradient norm is not finite is skipped (weights and moments
-     untouched, stats.skipped = 1) and does not advance the step count.
+   - A step whose gradient norm is not finite, or whose every target is ignored,
+     is skipped (weights and moments untouched, stats.skipped = 1) and does not
+     advance the step count.
    - Initialisation (when no weights are loaded) is Hugging Face's: N(0, 0.02) for
      embeddings and matrices, N(0, 0.02/sqrt(2*n_layer)) for the two residual
      projections, zero biases, LayerNorm weight 1, all drawn from `seed`.
@@ -125,6 +129,7 @@
    gpt2rt_logits                         copy the last forward's logits (B,T,vocab)
    gpt2rt_weights_load / _save           Hugging Face safetensors (+ config.json);
                                          a load also resets the optimizer state
+   gpt2rt_config_load                    the model shape from a Hugging Face config.json
    gpt2rt_state_save / _load             the training state: weights, moments, step,
                                          RNG; resuming continues bitwise identically
    gpt2rt_param_count / _info_get        the parameters: Hugging Face names and shapes
@@ -219,7 +224,7 @@
                                  3.3 Plan  3.4 Advisor (gpt2rt__fit_)
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
                                  4.2 safetensors: writing; files  4.3 Hugging Face
-                                 weights  4.4 Training state
+                                 weights and config.json  4.4 Training state
     5. Tokenizer                 (slot: the GPT-2 BPE, gpt2rt__tok_)
     6. Inputs                    6.1 Tokens (gpt2rt__input_)  6.2 Patches (slot:
                                  time series, gpt2rt__ts_)
@@ -400,7 +405,7 @@ typedef struct gpt2rt_config {
 
     /* runtime */
     gpt2rt_backend backend;
-    int n_threads;          /* CPU threads, 0 -> OpenMP's default */
+    int n_threads;          /* CPU threads, 0 -> OpenMP's default (OMP_NUM_THREADS), at most 1024 */
     uint64_t memory_budget; /* bytes per device, 0 -> no limit beyond the device's */
     uint64_t seed;          /* initialisation, 0 -> 1337 */
     gpt2rt_log_fn log;
@@ -416,7 +421,7 @@ typedef struct gpt2rt_step_stats {
     float grad_norm;  /* global L2 norm of the gradient, before clipping */
     float lr;         /* learning rate this update used */
     float loss_scale; /* fp16 dynamic loss scale; 1 otherwise */
-    int skipped;      /* 1: the update was skipped (gradient not finite) */
+    int skipped;      /* 1: the update was skipped (gradient not finite, or every target ignored) */
     int64_t tokens;   /* tokens in the step's batch (every micro-batch) */
     int micro_batches; /* backward calls this update summed */
     double seconds;   /* wall time of the call */
@@ -498,6 +503,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs,
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path);
+/* The model shape of a Hugging Face GPT-2 config.json (path: the file, or the directory
+   holding it) into *config: n_layer, n_head, n_embd, vocab_size, max_seq_len
+   (n_positions); other fields are left as they are. err (may be NULL) gets the reason
+   of a failure. */
+GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *path, char *err, size_t cap);
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir);
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path);
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path);
@@ -532,6 +542,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
 #include <sys/stat.h>
 #ifdef _WIN32
 #include <direct.h>
+#else
+#include <fcntl.h>  /* open(O_NONBLOCK): a FIFO is refused, not waited on */
+#include <unistd.h>
+#endif
+#ifdef _WIN32
+#define GPT2RT__IS_REG(mode) (((mode) & _S_IFMT) == _S_IFREG)
+#define GPT2RT__IS_DIR(mode) (((mode) & _S_IFMT) == _S_IFDIR)
+#else
+#define GPT2RT__IS_REG(mode) S_ISREG(mode)
+#define GPT2RT__IS_DIR(mode) S_ISDIR(mode)
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -938,8 +958,16 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     if (c->grad_clip != c->grad_clip) GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "grad_clip is NaN");
     GPT2RT__RANGE(warmup_steps, 0, INT32_MAX);
     GPT2RT__RANGE(total_steps, 0, INT32_MAX);
+    if (c->total_steps && c->warmup_steps > c->total_steps)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "warmup_steps = %d exceeds total_steps = %d (the schedule would "
+                    "end before the warmup does); make warmup_steps <= total_steps, or total_steps 0 for a constant "
+                    "learning rate after the warmup", c->warmup_steps, c->total_steps);
 
-    if (!c->n_threads) c->n_threads = gpt2rt__default_threads();
+    /* the default follows OpenMP (OMP_NUM_THREADS), clamped to the range a user may set */
+    if (!c->n_threads) {
+        int t = gpt2rt__default_threads();
+        c->n_threads = t < 1 ? 1 : t > 1024 ? 1024 : t;
+    }
     GPT2RT__RANGE(n_threads, 1, 1024);
     if (!c->seed) c->seed = 1337;
 #undef GPT2RT__RANGE
@@ -1354,6 +1382,34 @@ static size_t gpt2rt__explain_step(char *buf, size_t cap, size_t n, const gpt2rt
     return n;
 }
 
+/* The micro-batches gpt2rt_fit tries when one replica runs g rows a step: divisors b
+   of g with b and g/b in [1, 2^20]. Bytes and the predicted time both grow with b,
+   so in each octave [2^k, 2^(k+1)) the smallest and the largest divisor stand for
+   the others; keep (the config's own) is always tried. At most 43 candidates,
+   ascending, found with at most 2^20 divisions whatever g is: the advice costs
+   milliseconds at the limits (batch 2^20, accumulation 2^20), not hours. */
+static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43]) {
+    const int64_t lim = (int64_t)1 << 20;
+    int64_t first[21] = {0}, last[21] = {0}, lo = g > lim ? (g + lim - 1) / lim : 1, hi = g < lim ? g : lim;
+    for (int64_t b = lo; b <= hi; b++) {
+        if (g % b) continue;
+        int k = 0;
+        while (((int64_t)2 << k) <= b) k++;
+        if (!first[k]) first[k] = b;
+        last[k] = b;
+    }
+    int n = 0, kept = !(keep >= lo && keep <= hi && g % keep == 0);
+    for (int k = 0; k < 21; k++)
+        for (int i = 0; i < 2; i++) {
+            int64_t b = i ? last[k] : first[k];
+            if (!b || (i && b == first[k])) continue;
+            if (!kept && keep <= b) { if (keep < b) out[n++] = keep; kept = 1; }
+            out[n++] = b;
+        }
+    if (!kept) out[n++] = keep;
+    return n;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget, unsigned allow, gpt2rt_config *out,
                                     char *buf, size_t cap) {
     size_t n = 0;
@@ -1382,8 +1438,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
         int64_t reps = modes[mi] == GPT2RT_PARALLEL_DATA ? nd : 1;
         if (global % reps) continue;
         int64_t g = global / reps; /* micro-batch x accumulation on one replica */
-        for (int64_t b = 1; b <= g; b++) {
-            if (g % b) continue;
+        int64_t bs[43];
+        int nb = gpt2rt__fit_batches(g, c0->batch_size, bs);
+        for (int bi = 0; bi < nb; bi++) {
+            int64_t b = bs[bi];
             /* without FIT_BATCH the micro-batch stays; only a change of mode may change the accumulation */
             if (!(allow & GPT2RT_FIT_BATCH) &&
                 !(b == c0->batch_size && (modes[mi] != c0->parallel || g / b == c0->grad_accum))) continue;
@@ -1548,10 +1606,11 @@ typedef struct gpt2rt__json {
     char *p, *begin, *end;
     gpt2rt_ctx *ctx;
     const char *what; /* file name, for messages */
+    const char *kind; /* "safetensors header", "config.json" */
 } gpt2rt__json;
 
 static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
-    return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s: safetensors header byte %lld: %s", j->what,
+    return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s: %s byte %lld: %s", j->what, j->kind,
                         (long long)(j->p - j->begin), msg);
 }
 
@@ -1795,6 +1854,7 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
     j.end = st->header + hlen;
     j.ctx = ctx;
     j.what = what;
+    j.kind = "safetensors header";
     gpt2rt_result r = GPT2RT_OK;
     if (!gpt2rt__json_eat(&j, '{')) { r = gpt2rt__json_fail(&j, "expected '{' at the start of the header"); goto fail; }
     if (!gpt2rt__json_eat(&j, '}')) {
@@ -1951,11 +2011,20 @@ static gpt2rt_result gpt2rt__write_close(gpt2rt_ctx *ctx, FILE *f, const char *t
     return GPT2RT_OK;
 }
 
+#ifdef GPT2RT__TEST_HOOKS
+static int gpt2rt__test_rename_fail; /* tests only: the n-th gpt2rt__rename from now fails with EIO */
+#endif
+
 static gpt2rt_result gpt2rt__rename(gpt2rt_ctx *ctx, const char *tmp, const char *path) {
 #ifdef _WIN32
     remove(path);
 #endif
-    if (rename(tmp, path) != 0) {
+    int rc;
+#ifdef GPT2RT__TEST_HOOKS
+    if (gpt2rt__test_rename_fail > 0 && --gpt2rt__test_rename_fail == 0) { errno = EIO; rc = -1; } else
+#endif
+    rc = rename(tmp, path);
+    if (rc != 0) {
         int e = errno;
         remove(tmp);
         return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "renaming %s to %s failed: %s", tmp, path, strerror(e));
@@ -2026,34 +2095,91 @@ static gpt2rt_result gpt2rt__st_write(gpt2rt_ctx *ctx, const char *tmp, const ch
     return gpt2rt__write_close(ctx, f, tmp, path, ok);
 }
 
+/* What a path names when it is not a regular file: loading one would block (a FIFO
+   with no writer), never end (/dev/zero) or read a size that is not its length (/proc). */
+static const char *gpt2rt__file_kind(unsigned mode) {
+#ifdef S_ISFIFO
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+#endif
+#ifdef S_ISCHR
+    if (S_ISCHR(mode)) return "a character device";
+#endif
+#ifdef S_ISBLK
+    if (S_ISBLK(mode)) return "a block device";
+#endif
+#ifdef S_ISSOCK
+    if (S_ISSOCK(mode)) return "a socket";
+#endif
+#ifdef S_ISDIR
+    if (S_ISDIR(mode)) return "a directory";
+#endif
+    (void)mode;
+    return "not a plain file";
+}
+
+/* The whole of a regular file, in a buffer of len + 1 bytes (buf[len] = 0). On POSIX
+   the file is opened non-blocking and checked with fstat before anything is read, so
+   a FIFO, a device or a directory is refused at once, and a swap between a check and
+   the open cannot fool it. */
 static gpt2rt_result gpt2rt__read_file(gpt2rt_ctx *ctx, const char *path, unsigned char **out, size_t *len) {
     *out = NULL;
     *len = 0;
+    struct stat sb;
+#ifdef _WIN32
     FILE *f = fopen(path, "rb");
     if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    if (fgetc(f) == EOF && ferror(f)) { /* a directory opens, then fails to read */
-        int e = errno;
+    if (fstat(_fileno(f), &sb) != 0 || !GPT2RT__IS_REG(sb.st_mode)) {
         fclose(f);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot read %s: %s", path, strerror(e));
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "%s is not a regular file; give the path of a file", path);
     }
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size > ((long)1 << 46)) size = -1; /* 64 TiB: no real checkpoint, a device or a directory */
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot find the size of %s (not a regular file?)", path);
+#define GPT2RT__RF_CLOSE() fclose(f)
+#else
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0 || !GPT2RT__IS_REG(sb.st_mode)) {
+        close(fd);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "%s is not a regular file (%s); give the path of a file",
+                            path, gpt2rt__file_kind((unsigned)sb.st_mode));
+    }
+#define GPT2RT__RF_CLOSE() close(fd)
+#endif
+    long long size = (long long)sb.st_size;
+    if (size < 0 || size > ((long long)1 << 46)) { /* 64 TiB: no real checkpoint */
+        GPT2RT__RF_CLOSE();
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "%s: a size of %lld bytes is not plausible", path, size);
     }
     unsigned char *buf = (unsigned char *)gpt2rt__alloc(&ctx->cfg, (size_t)size + 1, GPT2RT_MEM_BOOKKEEPING);
     if (!buf) {
-        fclose(f);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "reading %s: %ld bytes", path, size);
+        GPT2RT__RF_CLOSE();
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "reading %s: %lld bytes", path, size);
     }
-    size_t got = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    if (got != (size_t)size) {
+    /* up to one byte past the size: a file that reads more than fstat says is not regular */
+    size_t got = 0, want = (size_t)size + 1;
+    int e = 0;
+#ifdef _WIN32
+    got = fread(buf, 1, want, f);
+    if (ferror(f)) e = errno ? errno : EIO;
+#else
+    while (got < want) {
+        long k = (long)read(fd, buf + got, want - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) { e = errno; break; }
+        if (k == 0) break;
+        got += (size_t)k;
+    }
+#endif
+    GPT2RT__RF_CLOSE();
+#undef GPT2RT__RF_CLOSE
+    if (e || got != (size_t)size) {
         gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "reading %s: got %llu of %ld bytes", path, (unsigned long long)got, size);
+        if (e) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "reading %s: %s", path, strerror(e));
+        if (got > (size_t)size)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "%s is not a regular file: its size is %lld bytes but it reads "
+                                "more (a /proc or /sys file, or a file that grew while being read)", path, size);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "reading %s: got %llu of %lld bytes (it shrank while being read)",
+                            path, (unsigned long long)got, size);
     }
+    buf[size] = 0;
     *out = buf;
     *len = (size_t)size;
     return GPT2RT_OK;
@@ -2068,7 +2194,7 @@ static int gpt2rt__mkdir(const char *dir) {
     return rc == 0 || errno == EEXIST;
 }
 
-/* ==== 4.3 Hugging Face weights ==== */
+/* ==== 4.3 Hugging Face weights and config.json ==== */
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx);
 
@@ -2082,6 +2208,16 @@ static const gpt2rt__tensor *gpt2rt__tensor_named(const gpt2rt_ctx *ctx, const c
 static void gpt2rt__hf_shape(const gpt2rt__tensor *t, int64_t shape[2]) {
     shape[0] = t->ndim == 1 ? t->rows : t->transpose ? t->cols : t->hf_rows;
     shape[1] = t->ndim == 1 ? 1 : t->transpose ? t->rows : t->cols;
+}
+
+/* path itself, or path/name when path is a directory (a Hugging Face model directory);
+   0 when that does not fit in cap */
+static int gpt2rt__in_dir(const char *path, const char *name, char *out, size_t cap) {
+    struct stat sb;
+    /* a directory, or a missing path not named like the file (".safetensors", ".json") */
+    int dir = stat(path, &sb) == 0 ? GPT2RT__IS_DIR(sb.st_mode) : !gpt2rt__ends_with(path, strchr(name, '.'));
+    int n = dir ? snprintf(out, cap, "%s/%s", path, name) : snprintf(out, cap, "%s", path);
+    return n >= 0 && (size_t)n < cap;
 }
 
 /* Load Hugging Face GPT-2 weights from a safetensors image in memory. Checks
@@ -2123,6 +2259,17 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                     r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld, %lld)%s",
                                      what, e->name, got, (long long)want[0], (long long)want[1],
                                      is_wpe ? " (or more positions)" : "");
+            }
+            /* NaN or inf in a weight would make every step after the load non-finite */
+            const unsigned char *p = st.data + e->begin;
+            for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
+                float x = gpt2rt__st_get(p, e->dtype, j);
+                if (!isfinite(x)) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
+                                     "%g: weights must be finite", what, e->name, (long long)j,
+                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
+                    ok = 0;
+                }
             }
         }
     }
@@ -2172,6 +2319,62 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
     return r;
 }
 
+/* ---- config.json: the model shape of a Hugging Face GPT-2 directory ---- */
+
+/* buf: len bytes followed by a NUL (gpt2rt__read_file), unescaped in place */
+static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t len, const char *what,
+                                              gpt2rt_config *c) {
+    static const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_ctx"};
+    int64_t val[6] = {-1, -1, -1, -1, -1, -1};
+    gpt2rt__json j;
+    j.p = j.begin = buf;
+    j.end = buf + len;
+    j.ctx = ctx;
+    j.what = what;
+    j.kind = "config.json";
+    gpt2rt_result r;
+    if (!gpt2rt__json_eat(&j, '{')) return gpt2rt__json_fail(&j, "expected '{' (a JSON object)");
+    if (!gpt2rt__json_eat(&j, '}')) {
+        do {
+            const char *key;
+            int k = 0;
+            if ((r = gpt2rt__json_string(&j, &key)) != GPT2RT_OK) return r;
+            if (!gpt2rt__json_eat(&j, ':')) return gpt2rt__json_fail(&j, "expected ':'");
+            while (k < 6 && strcmp(key, keys[k])) k++;
+            if (k == 6) { if ((r = gpt2rt__json_skip(&j, 1)) != GPT2RT_OK) return r; continue; }
+            uint64_t v;
+            gpt2rt__json_ws(&j);
+            if (j.p < j.end && *j.p == 'n' && k >= 4) { /* null lengths: the other one rules */
+                if ((r = gpt2rt__json_skip(&j, 1)) != GPT2RT_OK) return r;
+                continue;
+            }
+            if (val[k] >= 0) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" appears twice", what, keys[k]);
+            if ((r = gpt2rt__json_u64(&j, &v)) != GPT2RT_OK) return r;
+            if (v < 1 || v > INT32_MAX)
+                return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" = %llu is outside [1, 2^31)", what, keys[k],
+                                    (unsigned long long)v);
+            val[k] = (int64_t)v;
+        } while (gpt2rt__json_eat(&j, ','));
+        if (!gpt2rt__json_eat(&j, '}')) return gpt2rt__json_fail(&j, "expected '}' or ','");
+    }
+    gpt2rt__json_ws(&j);
+    if (j.p != j.end) return gpt2rt__json_fail(&j, "text after the object");
+    if (val[4] < 0) val[4] = val[5]; /* older files give only n_ctx */
+    for (int k = 0; k < 5; k++)
+        if (val[k] < 0)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing (a GPT-2 config.json has n_layer, "
+                                "n_head, n_embd, vocab_size and n_positions)", what, keys[k]);
+    if (val[5] >= 0 && val[5] != val[4])
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: n_positions = %lld but n_ctx = %lld", what,
+                            (long long)val[4], (long long)val[5]);
+    c->n_layer = (int)val[0];
+    c->n_head = (int)val[1];
+    c->n_embd = (int)val[2];
+    c->vocab_size = (int)val[3];
+    c->max_seq_len = (int)val[4];
+    return GPT2RT_OK;
+}
+
 /* ==== 4.4 Training state ==== */
 
 /* weights, moments, step and RNG in one safetensors file */
@@ -2204,6 +2407,20 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' must be F32 of shape (%lld)%s", what,
                              i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v",
                              (long long)(i ? ctx->n_train : ctx->n_params), e[i] ? "" : " and is missing");
+    /* one bad number here poisons every weight at the next update */
+    for (int i = 0; i < 3 && r == GPT2RT_OK; i++) {
+        const unsigned char *p = st.data + e[i]->begin;
+        for (int64_t j = 0; j < e[i]->shape[0]; j++) {
+            float x;
+            memcpy(&x, p + 4 * j, 4);
+            if (!isfinite(x) || (i == 2 && x < 0.0f)) {
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld is %g: %s", what,
+                                 i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v", (long long)j, (double)x,
+                                 i == 2 ? "the second moment must be finite and >= 0" : "it must be finite");
+                break;
+            }
+        }
+    }
     long long step = 0;
     uint64_t rng = 0;
     char *end = NULL;
@@ -3684,11 +3901,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
     double t0 = gpt2rt__now(), unscale = gpt2rt__opt_grad_unscale(ctx);
     float norm = (float)(gpt2rt__opt_grad_norm(ctx) * unscale);
     float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
-    int skipped = !isfinite(norm);
+    int skipped = !isfinite(norm) || !ctx->acc_targets;
     if (skipped) {
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped",
-                    (double)norm, (long long)ctx->step);
+        if (!ctx->acc_targets) /* no loss to descend: Adam's momentum alone would still move the weights */
+            gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
+                        "update is ignored (negative); update skipped at step %lld", ctx->acc_micro,
+                        ctx->acc_micro == 1 ? "" : "es", (long long)ctx->step);
+        else
+            gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped",
+                        (double)norm, (long long)ctx->step);
     } else {
         float coef = 1.0f;
         if (ctx->cfg.grad_clip > 0.0f) {
@@ -3742,7 +3964,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
-    if (!dst || count != d->BT * d->V)
+    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst is NULL");
+    if (count != d->BT * d->V)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst holds %lld floats, needs "
                             "B*T*vocab = %lld*%lld*%lld = %lld", (long long)count, (long long)d->B, (long long)d->T,
                             (long long)d->V, (long long)(d->BT * d->V));
@@ -3759,8 +3982,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     GPT2RT__CHECK_CTX(ctx);
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
     char file[4096];
-    if (snprintf(file, sizeof file, gpt2rt__ends_with(path, ".safetensors") ? "%s" : "%s/model.safetensors", path) >=
-        (int)sizeof file)
+    if (!gpt2rt__in_dir(path, "model.safetensors", file, sizeof file))
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path longer than %d bytes",
                             (int)sizeof file - 20);
     unsigned char *buf;
@@ -3769,6 +3991,35 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *path, char *err, size_t cap) {
+    if (err && cap) err[0] = 0;
+    if (!config || !path) {
+        if (err && cap) snprintf(err, cap, "gpt2rt_config_load: %s is NULL", config ? "path" : "config");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    /* a context that only carries the allocator, the log and the message */
+    gpt2rt_ctx *tmp = (gpt2rt_ctx *)gpt2rt__alloc(config, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    if (!tmp) {
+        if (err && cap) snprintf(err, cap, "gpt2rt_config_load: out of memory");
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    memset(tmp, 0, sizeof *tmp);
+    tmp->cfg = *config;
+    char file[4096];
+    gpt2rt_result r;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (!gpt2rt__in_dir(path, "config.json", file, sizeof file))
+        r = gpt2rt__fail(tmp, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_config_load: path longer than %d bytes",
+                         (int)sizeof file - 20);
+    else if ((r = gpt2rt__read_file(tmp, file, &buf, &len)) == GPT2RT_OK)
+        r = gpt2rt__config_parse_mem(tmp, (char *)buf, len, file, config);
+    gpt2rt__free(config, buf, GPT2RT_MEM_BOOKKEEPING);
+    if (r != GPT2RT_OK && err && cap) snprintf(err, cap, "%s", tmp->error);
+    gpt2rt__free(config, tmp, GPT2RT_MEM_BOOKKEEPING);
     return r;
 }
 
@@ -3811,8 +4062,41 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
         (long long)d->V, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
         (long long)(d->V - 1), (long long)(d->V - 1)) > 0;
     if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
-    if ((r = gpt2rt__rename(ctx, tmp, path)) != GPT2RT_OK) { remove(ctmp); return r; }
-    return gpt2rt__rename(ctx, ctmp, cpath);
+    /* Two renames cannot replace a pair at once. The old model.safetensors stays under
+       a second name (a hard link on POSIX, so the path never goes missing) until
+       config.json is in place: when the second rename fails, the old pair comes back. */
+    char old[4200];
+    snprintf(old, sizeof old, "%s/model.safetensors.old", dir);
+    remove(old);
+    struct stat sb;
+    int is_file = stat(path, &sb) == 0 && GPT2RT__IS_REG(sb.st_mode), have_old = 0;
+#ifndef _WIN32
+    have_old = is_file && link(path, old) == 0;
+#endif
+    if (is_file && !have_old) have_old = rename(path, old) == 0; /* no hard links here */
+    if (is_file && !have_old) {
+        int e = errno;
+        remove(tmp); remove(ctmp);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot keep the previous %s as %s while saving: %s (nothing was "
+                            "replaced)", path, old, strerror(e));
+    }
+    if ((r = gpt2rt__rename(ctx, tmp, path)) != GPT2RT_OK) {
+        remove(ctmp);
+        if (have_old) remove(old); /* path was not replaced (rename() of two links to one file is a no-op) */
+        return r;
+    }
+    if ((r = gpt2rt__rename(ctx, ctmp, cpath)) != GPT2RT_OK) {
+        int back = have_old ? rename(old, path) == 0 : remove(path) == 0;
+        if (!back) {
+            char first[sizeof ctx->error];
+            snprintf(first, sizeof first, "%s", ctx->error);
+            gpt2rt__fail(ctx, r, "%s; putting the previous %s back failed too: %s (the previous weights are in %s)",
+                         first, path, strerror(errno), have_old ? old : "(none)");
+        }
+        return r;
+    }
+    if (have_old) remove(old);
+    return GPT2RT_OK;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
@@ -3880,7 +4164,8 @@ static gpt2rt_result gpt2rt__param_access(gpt2rt_ctx *ctx, const char *fn, const
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__tensor *t = name ? gpt2rt__tensor_named(ctx, name) : NULL;
     if (!t) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: no parameter named '%s'", fn, name ? name : "(null)");
-    if (!buf || count != t->hf_rows * t->cols)
+    if (!buf) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the buffer for '%s' is NULL", fn, name);
+    if (count != t->hf_rows * t->cols)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements, the buffer %lld", fn, name,
                             (long long)(t->hf_rows * t->cols), (long long)count);
     *out = t;
