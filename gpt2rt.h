@@ -827,10 +827,59 @@ static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
 static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
 
 /* ==== 2. Config ==== */
+/* Zero means default. gpt2rt__cfg_resolve fills every default (gpt2rt__cfg_default_*),
+   then checks every field (gpt2rt__cfg_check_*), subsystem by subsystem in the order
+   of the config struct; the first failed check names the field, its value and the
+   valid range in err. Defaults never fail: they may see unchecked values and only
+   compute from them what the checks will then refuse. */
 
-/* Fill every default and check every field. err gets the reason, with numbers. */
-static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, char *err, size_t cap) {
-    *c = *in;
+static void gpt2rt__cfg_default_model(gpt2rt_config *c) {
+    if (!c->n_layer) c->n_layer = 12;
+    if (!c->n_head) c->n_head = 12;
+    if (!c->n_embd) c->n_embd = 768;
+    if (!c->vocab_size) c->vocab_size = 50257;
+    if (!c->max_seq_len) c->max_seq_len = 1024;
+    if (!c->padded_vocab) c->padded_vocab = (int)(((int64_t)c->vocab_size + 127) / 128 * 128 & INT32_MAX);
+}
+
+static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
+    if (!c->batch_size) c->batch_size = 4;
+    if (!c->seq_len) c->seq_len = c->max_seq_len < 64 ? c->max_seq_len : 64;
+    if (!c->grad_accum) c->grad_accum = 1;
+}
+
+/* backend, precision and memory */
+static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
+    if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = GPT2RT_BACKEND_CPU; /* the CUDA backend has not landed */
+    if (c->precision == GPT2RT_PRECISION_DEFAULT) c->precision = GPT2RT_PRECISION_FP32;
+    if (c->precision == GPT2RT_PRECISION_FP16 && c->loss_scale == 0.0f) c->loss_scale = 65536.0f;
+    if (c->recompute == GPT2RT_RECOMPUTE_FULL) {
+        if (!c->checkpoint_every) c->checkpoint_every = 1;
+        if (c->checkpoint_every == GPT2RT_CHECKPOINT_SQRT)
+            c->checkpoint_every = c->n_layer > 1 ? (int)floor(sqrt((double)c->n_layer) + 0.5) : 1;
+    }
+}
+
+static void gpt2rt__cfg_default_parallel(gpt2rt_config *c) {
+    if (!c->n_devices) c->n_devices = 1;
+}
+
+/* optimizer and runtime */
+static void gpt2rt__cfg_default_optimizer(gpt2rt_config *c) {
+    if (c->lr == 0.0f) c->lr = 3e-4f;
+    if (c->beta1 == 0.0f) c->beta1 = 0.9f;
+    if (c->beta2 == 0.0f) c->beta2 = 0.999f;
+    if (c->eps == 0.0f) c->eps = 1e-8f;
+    if (c->grad_clip == 0.0f) c->grad_clip = 1.0f;
+    /* the thread count follows OpenMP (OMP_NUM_THREADS), clamped to the range a user may set */
+    if (!c->n_threads) {
+        int t = gpt2rt__default_threads();
+        c->n_threads = t < 1 ? 1 : t > 1024 ? 1024 : t;
+    }
+    if (!c->seed) c->seed = 1337;
+}
+
+/* the checks report through err, cap */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 #define GPT2RT__NYI(cond, what) \
     do { if (cond) GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "%s is not implemented yet (set it to 0)", what); } while (0)
@@ -838,14 +887,15 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     do { if (c->field < (lo) || c->field > (hi)) \
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, #field " = %lld is out of range [%lld, %lld]", \
                     (long long)c->field, (long long)(lo), (long long)(hi)); } while (0)
+
+static gpt2rt_result gpt2rt__cfg_check_hooks(const gpt2rt_config *c, char *err, size_t cap) {
     if ((c->alloc == NULL) != (c->free == NULL))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "alloc and free hooks must be set together (alloc %s, free %s)",
                     c->alloc ? "set" : "NULL", c->free ? "set" : "NULL");
-    if (!c->n_layer) c->n_layer = 12;
-    if (!c->n_head) c->n_head = 12;
-    if (!c->n_embd) c->n_embd = 768;
-    if (!c->vocab_size) c->vocab_size = 50257;
-    if (!c->max_seq_len) c->max_seq_len = 1024;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, size_t cap) {
     GPT2RT__RANGE(n_layer, 1, 1024);
     GPT2RT__RANGE(n_head, 1, 1024);
     GPT2RT__RANGE(n_embd, 1, 65536);
@@ -853,7 +903,6 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     GPT2RT__RANGE(max_seq_len, 1, 1 << 20);
     if (c->n_embd % c->n_head)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "n_embd = %d is not a multiple of n_head = %d", c->n_embd, c->n_head);
-    if (!c->padded_vocab) c->padded_vocab = (c->vocab_size + 127) / 128 * 128;
     if (c->padded_vocab < c->vocab_size || c->padded_vocab > (1 << 24))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "padded_vocab = %d must lie in [vocab_size = %d, %d]",
                     c->padded_vocab, c->vocab_size, 1 << 24);
@@ -861,24 +910,22 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     GPT2RT__NYI(c->head != GPT2RT_HEAD_LM, "head = GPT2RT_HEAD_REGRESSION");
     GPT2RT__NYI(c->patch_len || c->patch_stride || c->n_channels, "patch_len/patch_stride/n_channels (patch inputs)");
     GPT2RT__NYI(c->horizon, "horizon (regression head)");
-    {
-        const unsigned all = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
-                             GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
-        const unsigned model = all & ~(unsigned)GPT2RT_GROUP_HEAD; /* the groups tokens + LM head have */
-        if (c->frozen & ~all)
-            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x has bits outside the gpt2rt_group values (0x%x)",
-                        c->frozen, all);
-        if (c->frozen & GPT2RT_GROUP_HEAD)
-            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen includes GPT2RT_GROUP_HEAD, which has no parameters "
-                        "with token inputs and the tied LM head");
-        if ((c->frozen & model) == model)
-            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x freezes every parameter group: nothing to train",
-                        c->frozen);
-    }
+    const unsigned all = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
+                         GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
+    const unsigned model = all & ~(unsigned)GPT2RT_GROUP_HEAD; /* the groups tokens + LM head have */
+    if (c->frozen & ~all)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x has bits outside the gpt2rt_group values (0x%x)",
+                    c->frozen, all);
+    if (c->frozen & GPT2RT_GROUP_HEAD)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen includes GPT2RT_GROUP_HEAD, which has no parameters "
+                    "with token inputs and the tied LM head");
+    if ((c->frozen & model) == model)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x freezes every parameter group: nothing to train",
+                    c->frozen);
+    return GPT2RT_OK;
+}
 
-    if (!c->batch_size) c->batch_size = 4;
-    if (!c->seq_len) c->seq_len = c->max_seq_len < 64 ? c->max_seq_len : 64;
-    if (!c->grad_accum) c->grad_accum = 1;
+static gpt2rt_result gpt2rt__cfg_check_batch(const gpt2rt_config *c, char *err, size_t cap) {
     GPT2RT__RANGE(batch_size, 1, 1 << 20);
     if (c->seq_len < 1 || c->seq_len > c->max_seq_len)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "seq_len = %d must lie in [1, max_seq_len = %d]", c->seq_len, c->max_seq_len);
@@ -886,13 +933,14 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "batch_size * seq_len = %d * %d exceeds 2^30 tokens",
                     c->batch_size, c->seq_len);
     GPT2RT__RANGE(grad_accum, 1, 1 << 20);
+    return GPT2RT_OK;
+}
 
+/* backend, precision and memory */
+static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *err, size_t cap) {
     if ((int)c->backend < 0 || c->backend > GPT2RT_BACKEND_CUDA)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "backend = %d is not a gpt2rt_backend", (int)c->backend);
-    if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = GPT2RT_BACKEND_CPU; /* the CUDA backend has not landed */
     int cuda = c->backend == GPT2RT_BACKEND_CUDA;
-
-    if (c->precision == GPT2RT_PRECISION_DEFAULT) c->precision = GPT2RT_PRECISION_FP32;
     if ((int)c->precision < 0 || c->precision > GPT2RT_PRECISION_FP16)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "precision = %d is not a gpt2rt_precision", (int)c->precision);
     if (!cuda && c->precision != GPT2RT_PRECISION_FP32)
@@ -905,27 +953,20 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     if (c->loss_scale != 0.0f && c->precision != GPT2RT_PRECISION_FP16)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "loss_scale = %g applies to precision = FP16 only",
                     (double)c->loss_scale);
-    if (c->precision == GPT2RT_PRECISION_FP16 && c->loss_scale == 0.0f) c->loss_scale = 65536.0f;
     if (c->precision == GPT2RT_PRECISION_FP16 && !(c->loss_scale >= 1.0f && c->loss_scale <= 16777216.0f))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "loss_scale = %g must lie in [1, 2^24]", (double)c->loss_scale);
-
     if ((int)c->recompute < 0 || c->recompute > GPT2RT_RECOMPUTE_FULL)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "recompute = %d is not a gpt2rt_recompute", (int)c->recompute);
     if (c->recompute != GPT2RT_RECOMPUTE_FULL && c->checkpoint_every)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = %d applies to recompute = FULL only",
                     c->checkpoint_every);
-    if (c->recompute == GPT2RT_RECOMPUTE_FULL) {
-        if (!c->checkpoint_every) c->checkpoint_every = 1;
-        if (c->checkpoint_every == GPT2RT_CHECKPOINT_SQRT) {
-            c->checkpoint_every = (int)floor(sqrt((double)c->n_layer) + 0.5);
-            if (c->checkpoint_every < 1) c->checkpoint_every = 1;
-        }
-        if (c->checkpoint_every < 1 || c->checkpoint_every > c->n_layer)
-            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = %d must lie in [1, n_layer = %d] "
-                        "(or be GPT2RT_CHECKPOINT_SQRT)", c->checkpoint_every, c->n_layer);
-    }
+    if (c->recompute == GPT2RT_RECOMPUTE_FULL && (c->checkpoint_every < 1 || c->checkpoint_every > c->n_layer))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = %d must lie in [1, n_layer = %d] "
+                    "(or be GPT2RT_CHECKPOINT_SQRT)", c->checkpoint_every, c->n_layer);
+    return GPT2RT_OK;
+}
 
-    if (!c->n_devices) c->n_devices = 1;
+static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *err, size_t cap) {
     GPT2RT__RANGE(n_devices, 1, GPT2RT_MAX_DEVICES);
     if ((int)c->parallel < 0 || c->parallel > GPT2RT_PARALLEL_LAYER_SPLIT)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = %d is not a gpt2rt_parallel", (int)c->parallel);
@@ -941,12 +982,11 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
     for (int i = 0; i < GPT2RT_MAX_DEVICES; i++)
         if (c->device_ids[i] < 0)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = %d is negative", i, c->device_ids[i]);
+    return GPT2RT_OK;
+}
 
-    if (c->lr == 0.0f) c->lr = 3e-4f;
-    if (c->beta1 == 0.0f) c->beta1 = 0.9f;
-    if (c->beta2 == 0.0f) c->beta2 = 0.999f;
-    if (c->eps == 0.0f) c->eps = 1e-8f;
-    if (c->grad_clip == 0.0f) c->grad_clip = 1.0f;
+/* optimizer and runtime */
+static gpt2rt_result gpt2rt__cfg_check_optimizer(const gpt2rt_config *c, char *err, size_t cap) {
     if (!(c->lr > 0.0f && c->lr < 1e3f)) GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "lr = %g must lie in (0, 1000)", (double)c->lr);
     if (!(c->min_lr_frac >= 0.0f && c->min_lr_frac <= 1.0f))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "min_lr_frac = %g must lie in [0, 1]", (double)c->min_lr_frac);
@@ -962,18 +1002,29 @@ static gpt2rt_result gpt2rt__resolve(const gpt2rt_config *in, gpt2rt_config *c, 
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "warmup_steps = %d exceeds total_steps = %d (the schedule would "
                     "end before the warmup does); make warmup_steps <= total_steps, or total_steps 0 for a constant "
                     "learning rate after the warmup", c->warmup_steps, c->total_steps);
-
-    /* the default follows OpenMP (OMP_NUM_THREADS), clamped to the range a user may set */
-    if (!c->n_threads) {
-        int t = gpt2rt__default_threads();
-        c->n_threads = t < 1 ? 1 : t > 1024 ? 1024 : t;
-    }
     GPT2RT__RANGE(n_threads, 1, 1024);
-    if (!c->seed) c->seed = 1337;
+    return GPT2RT_OK;
+}
+
 #undef GPT2RT__RANGE
 #undef GPT2RT__NYI
 #undef GPT2RT__BAD
-    return GPT2RT_OK;
+
+/* Fill every default, then check every field. err gets the reason, with numbers. */
+static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config *c, char *err, size_t cap) {
+    gpt2rt_result r;
+    *c = *in;
+    gpt2rt__cfg_default_model(c);
+    gpt2rt__cfg_default_batch(c);
+    gpt2rt__cfg_default_precision(c);
+    gpt2rt__cfg_default_parallel(c);
+    gpt2rt__cfg_default_optimizer(c);
+    if ((r = gpt2rt__cfg_check_hooks(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_model(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_batch(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
+    return gpt2rt__cfg_check_optimizer(c, err, cap);
 }
 
 static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
@@ -1371,8 +1422,8 @@ static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
 /* ==== 3.4 Advisor ==== */
 
 /* one line per knob that differs between plans a and b, with what it saves */
-static size_t gpt2rt__explain_step(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *a,
-                                   const gpt2rt_memory_plan *b, const char *what, const char *why) {
+static size_t gpt2rt__fit_explain_step(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *a,
+                                       const gpt2rt_memory_plan *b, const char *what, const char *why) {
     int da = 0, db = 0;
     uint64_t pa = gpt2rt__plan_peak(a, &da), pb = gpt2rt__plan_peak(b, &db);
     double sa = a->predicted_seconds, sb = b->predicted_seconds;
@@ -1410,22 +1461,25 @@ static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43]) {
     return n;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget, unsigned allow, gpt2rt_config *out,
-                                    char *buf, size_t cap) {
-    size_t n = 0;
-    if (buf && cap) buf[0] = 0;
-    if (!config || !out) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
-    gpt2rt_memory_plan base, cand, best;
-    memset(&best, 0, sizeof best);
-    char r0[64];
-    gpt2rt_result r = gpt2rt_plan(config, &base);
-    if (r != GPT2RT_OK) { GPT2RT__PUT("%s\n", base.error); return r; }
-    if (!allow) allow = GPT2RT_FIT_DEFAULT;
-    const gpt2rt_config *c0 = &base.config;
+/* What the search found: the fastest config that fits (the coarse model's ranking,
+   fewer changes on a tie), or the smallest reachable one when nothing fits. */
+typedef struct gpt2rt__fit_result {
+    int found;
+    gpt2rt_memory_plan best; /* found */
+    int best_changes;        /* knobs best changes from the config */
+    gpt2rt_config smallest;  /* not found */
+    uint64_t small_peak;
+} gpt2rt__fit_result;
+
+/* Every config allow reaches from base's with the same global batch: parallel mode,
+   micro-batch x accumulation, recompute level, precision. */
+static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, unsigned allow,
+                               gpt2rt__fit_result *fr) {
+    const gpt2rt_config *c0 = &base->config;
     int nd = c0->n_devices;
     int64_t global = (int64_t)c0->batch_size * c0->grad_accum * (c0->parallel == GPT2RT_PARALLEL_DATA ? nd : 1);
-
+    gpt2rt_memory_plan cand, best;
+    memset(&best, 0, sizeof best);
     int found = 0, best_changes = 0;
     uint64_t small_peak = UINT64_MAX;
     gpt2rt_config smallest = *c0;
@@ -1479,13 +1533,24 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
             }
         }
     }
+    fr->found = found;
+    fr->best = best;
+    fr->best_changes = best_changes;
+    fr->smallest = smallest;
+    fr->small_peak = small_peak;
+}
 
+/* the first lines of the explanation: what the config needs against the budget, and
+   what its frozen groups already save */
+static size_t gpt2rt__fit_explain_start(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *base,
+                                        uint64_t budget) {
+    const gpt2rt_config *c0 = &base->config;
     int at = 0;
-    uint64_t peak0 = gpt2rt__plan_peak(&base, &at);
+    uint64_t peak0 = gpt2rt__plan_peak(base, &at);
     GPT2RT__PUT("the config needs %.2f %s on device %d", GPT2RT__SZ(peak0), at);
-    if (base.overhead[at])
-        GPT2RT__PUT(" (%.2f %s arenas + %.2f %s estimated overhead)", GPT2RT__SZ(base.total[at]),
-                    GPT2RT__SZ(base.overhead[at]));
+    if (base->overhead[at])
+        GPT2RT__PUT(" (%.2f %s arenas + %.2f %s estimated overhead)", GPT2RT__SZ(base->total[at]),
+                    GPT2RT__SZ(base->overhead[at]));
     GPT2RT__PUT("; the budget is %.2f %s per device\n", GPT2RT__SZ(budget));
     if (c0->frozen) {
         gpt2rt_config u = *c0;
@@ -1495,20 +1560,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
             GPT2RT__PUT("- frozen groups 0x%x already save %.2f %s: %.2fM parameters get no gradient, no moments "
                         "and no master copy, and the inputs only their weight gradients need are not kept\n",
                         c0->frozen, GPT2RT__SZ(gpt2rt__plan_peak(&up, NULL) - peak0),
-                        (double)(base.n_params_padded - base.n_trainable) / 1e6);
+                        (double)(base->n_params_padded - base->n_trainable) / 1e6);
     }
-    if (!found) {
-        *out = smallest;
-        GPT2RT__PUT("nothing reachable fits: the smallest, %s, %s, micro-batch %d x accumulation %d, recompute %s, "
-                    "needs %.2f %s\n", gpt2rt__parallel_name(smallest.parallel),
-                    gpt2rt__precision_name(smallest.precision), smallest.batch_size, smallest.grad_accum,
-                    gpt2rt__recompute_name(&smallest, r0, sizeof r0), GPT2RT__SZ(small_peak));
-        return GPT2RT_ERR_OUT_OF_MEMORY;
-    }
-    /* walk from the config to the choice one knob at a time, so each line's saving is its own */
-    gpt2rt_memory_plan cur = base, next;
+    return n;
+}
+
+/* Walk from base's config to best's one knob at a time, so each line's saving is its own. */
+static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *base,
+                                          const gpt2rt_memory_plan *best) {
+    const gpt2rt_config *c0 = &base->config;
+    int nd = c0->n_devices;
+    int64_t global = (int64_t)c0->batch_size * c0->grad_accum * (c0->parallel == GPT2RT_PARALLEL_DATA ? nd : 1);
+    char r0[64];
+    gpt2rt_memory_plan cur = *base, next;
     gpt2rt_config w = *c0;
-    const gpt2rt_config *k = &best.config;
+    const gpt2rt_config *k = &best->config;
     char what[256], r1[64];
     if (k->parallel != w.parallel) {
         gpt2rt_parallel from = w.parallel;
@@ -1520,7 +1586,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
         snprintf(what, sizeof what, "%s -> %s (micro-batch %d x accumulation %d, global batch %lld kept)",
                  gpt2rt__parallel_name(from), gpt2rt__parallel_name(w.parallel), w.batch_size, w.grad_accum,
                  (long long)global);
-        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, what, w.parallel == GPT2RT_PARALLEL_LAYER_SPLIT
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, w.parallel == GPT2RT_PARALLEL_LAYER_SPLIT
             ? "data parallel keeps every weight, gradient and moment on every device; layer split keeps each "
               "layer's on one device"
             : "each device holds the whole model but only its share of the batch");
@@ -1529,7 +1595,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
     if (k->precision != w.precision) {
         w.precision = k->precision; w.tf32 = 0;
         gpt2rt_plan(&w, &next);
-        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, "precision fp32 -> bf16",
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, "precision fp32 -> bf16",
                                  "bf16 weights and activations, fp32 master weights and moments");
         cur = next;
     }
@@ -1539,7 +1605,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
         gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "micro-batch %d x accumulation %d -> %d x %d (global batch %lld kept)", b0, a0,
                  w.batch_size, w.grad_accum, (long long)global);
-        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, what, "activations and logits scale with the micro-batch");
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, "activations and logits scale with the micro-batch");
         cur = next;
     }
     if (k->recompute != w.recompute || k->checkpoint_every != w.checkpoint_every) {
@@ -1548,23 +1614,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
         gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "recompute %s -> %s", gpt2rt__recompute_name(&from, r0, sizeof r0),
                  gpt2rt__recompute_name(&w, r1, sizeof r1));
-        n = gpt2rt__explain_step(buf, cap, n, &cur, &next, what, w.recompute == GPT2RT_RECOMPUTE_SELECTIVE
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, w.recompute == GPT2RT_RECOMPUTE_SELECTIVE
             ? "LayerNorm and GELU outputs are recomputed in the backward"
             : "only layer inputs are kept; each layer's forward runs again in the backward");
         cur = next;
     }
-    *out = best.config;
-    int bat = 0;
-    uint64_t pk = gpt2rt__plan_peak(&best, &bat);
-    if (best_changes == 0)
-        GPT2RT__PUT("it fits as it is: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
-                    GPT2RT__SZ(budget), bat);
-    else
-        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d); predicted %.0f tokens/s "
-                    "(was %.0f, a coarse model)\n", GPT2RT__SZ(pk), GPT2RT__SZ(budget), bat,
-                    (double)best.tokens_per_step / best.predicted_seconds,
-                    (double)base.tokens_per_step / base.predicted_seconds);
-    return GPT2RT_OK;
+    return n;
 }
 
 /* ==== 4. Formats ==== */
@@ -3688,7 +3743,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
         snprintf(plan->error, sizeof plan->error, "config is NULL");
         return GPT2RT_ERR_INVALID_ARGUMENT;
     }
-    gpt2rt_result r = gpt2rt__resolve(config, &plan->config, plan->error, sizeof plan->error);
+    gpt2rt_result r = gpt2rt__cfg_resolve(config, &plan->config, plan->error, sizeof plan->error);
     if (r != GPT2RT_OK) return r;
     const gpt2rt_config *c = &plan->config;
     gpt2rt__dims d = gpt2rt__dims_of(c);
@@ -3750,6 +3805,43 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     }
     if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
     return n;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget, unsigned allow, gpt2rt_config *out,
+                                    char *buf, size_t cap) {
+    size_t n = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!config || !out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
+    gpt2rt_memory_plan base;
+    gpt2rt__fit_result fr;
+    char r0[64];
+    gpt2rt_result r = gpt2rt_plan(config, &base);
+    if (r != GPT2RT_OK) { GPT2RT__PUT("%s\n", base.error); return r; }
+    if (!allow) allow = GPT2RT_FIT_DEFAULT;
+    gpt2rt__fit_search(&base, budget, allow, &fr);
+    n = gpt2rt__fit_explain_start(buf, cap, n, &base, budget);
+    if (!fr.found) {
+        *out = fr.smallest;
+        GPT2RT__PUT("nothing reachable fits: the smallest, %s, %s, micro-batch %d x accumulation %d, recompute %s, "
+                    "needs %.2f %s\n", gpt2rt__parallel_name(fr.smallest.parallel),
+                    gpt2rt__precision_name(fr.smallest.precision), fr.smallest.batch_size, fr.smallest.grad_accum,
+                    gpt2rt__recompute_name(&fr.smallest, r0, sizeof r0), GPT2RT__SZ(fr.small_peak));
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    n = gpt2rt__fit_explain_changes(buf, cap, n, &base, &fr.best);
+    *out = fr.best.config;
+    int bat = 0;
+    uint64_t pk = gpt2rt__plan_peak(&fr.best, &bat);
+    if (fr.best_changes == 0)
+        GPT2RT__PUT("it fits as it is: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
+                    GPT2RT__SZ(budget), bat);
+    else
+        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d); predicted %.0f tokens/s "
+                    "(was %.0f, a coarse model)\n", GPT2RT__SZ(pk), GPT2RT__SZ(budget), bat,
+                    (double)fr.best.tokens_per_step / fr.best.predicted_seconds,
+                    (double)base.tokens_per_step / base.predicted_seconds);
+    return GPT2RT_OK;
 }
 
 /* ==== 11.3 Context ==== */
