@@ -156,6 +156,27 @@
    allocation list the categories, the free memory and what gpt2rt_fit suggests.
 
    ============================================================================
+   TEXT: THE GPT-2 TOKENIZER AND LLM.C TOKEN FILES
+   ============================================================================
+       gpt2rt_tokenizer *tok;
+       if (gpt2rt_tok_load(&tok, "data") != GPT2RT_OK) { ... gpt2rt_tok_last_error(tok) ... }
+       gpt2rt_tok_encode(tok, text, len, GPT2RT_TOK_SPECIAL_TEXT, ids, len, &n); // cap = len suffices
+       gpt2rt_tok_decode(tok, ids, n, buf, cap, &nbytes);
+   Exactly GPT-2's ids (OpenAI's encoder.py, tiktoken, Hugging Face), byte-level, so
+   any bytes round-trip: decode(encode(x)) == x, invalid UTF-8 included. The
+   pre-tokeniser is GPT-2's pattern as a hand-written scanner with Unicode 15.0
+   letter / number / White_Space tables (tools/gen_unicode_tables.py); BPE merges
+   the adjacent pair listed first in the merges. "<|endoftext|>" in the text is
+   ordinary text, the special token 50256, or an error, as gpt2rt_tok_special
+   says. The vocabulary: data/gpt2_merges.bin (200 KB, the merges only: for GPT-2
+   the ids follow from them), or OpenAI's encoder.json + vocab.bpe, or Hugging
+   Face's vocab.json + merges.txt. A tokenizer takes about 5 MB; encoding is not
+   thread-safe (the piece cache): one tokenizer per thread.
+   gpt2rt_shard_* read and write llm.c's .bin token files and cut them into
+   (B,T) input/target batches: fixed windows in an order drawn from a seed, each
+   data-parallel rank its own share, none repeated within an epoch.
+
+   ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
