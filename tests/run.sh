@@ -157,6 +157,12 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
     printf 'a<|endoftext|>' | ./$B/gpt2rt-tok encode --special refuse > /dev/null 2> $B/tok_err.log
     if [ $? -eq 1 ] && grep -q "refused" $B/tok_err.log; then ok "gpt2rt-tok: --special refuse exits 1 with the reason"
     else bad "gpt2rt-tok --special refuse"; fi
+    python3 tools/gen_unicode_tables.py --check > $B/ucd_check.log 2>&1
+    case $? in
+        0) ok "tokenizer Unicode tables == tools/gen_unicode_tables.py on /usr/share/unicode" ;;
+        77) skip "Unicode table check: no Unicode database (apt-get install unicode-data)" ;;
+        *) bad "tokenizer Unicode tables differ from the database"; cat $B/ucd_check.log ;;
+    esac
 }
 
 case $mode in
