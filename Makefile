@@ -1,5 +1,5 @@
 # gpt2rt - make (checks, examples, tools), make test, make demo, make bench,
-# make test-asan, make fuzz, make kernels, make install PREFIX=..., and the GPU
+# make test-asan, make fuzz, make fuzz-tok, make kernels, make install PREFIX=..., and the GPU
 # targets make test-gpu / make bench-gpu (they say so and skip without a GPU).
 CC      ?= cc
 CFLAGS  ?= -O3 -march=native
@@ -11,10 +11,10 @@ FUZZ_TIME ?= 60
 B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
-TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/fuzz_replay
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok
+TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/fuzz_replay $(B)/test_tokenizer
 
-.PHONY: all test test-asan demo bench fuzz kernels install clean test-gpu bench-gpu check
+.PHONY: all test test-asan demo bench bench-tok fuzz fuzz-tok kernels install clean test-gpu bench-gpu check
 
 all: check $(EXAMPLES) $(TOOLS)
 
@@ -33,6 +33,10 @@ $(B)/%: tools/%.c gpt2rt.h | $(B)
 
 # the memory CLI: tables, the advisor, PNG charts (stb, Debian libstb-dev)
 $(B)/gpt2rt-mem: tools/gpt2rt_mem.c gpt2rt.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
+
+# the tokenizer CLI: encode / decode text, u16 and llm.c .bin token files
+$(B)/gpt2rt-tok: tools/gpt2rt_tok.c gpt2rt.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c tests/harness.h gpt2rt.h | $(B)
@@ -60,6 +64,17 @@ bench: $(B)/bench_cpu
 	fi
 	@echo
 	./$(B)/bench_memory
+	@echo
+	@$(MAKE) --no-print-directory bench-tok
+
+# GPT-2 encoding MB/s on one core, gpt2rt then tiktoken on the same text, and the ratio
+bench-tok: $(B)/bench_tok
+	./$(B)/bench_tok | tee $(B)/bench_tok.log
+	@python3 tools/bench_tiktoken.py > $(B)/bench_tiktoken.log 2>&1; rc=$$?; cat $(B)/bench_tiktoken.log; \
+	if [ $$rc -eq 0 ]; then \
+	    a=$$(awk '/^encode MB\/s:/{print $$5}' $(B)/bench_tok.log); b=$$(awk '/^encode MB\/s:/{print $$5}' $(B)/bench_tiktoken.log); \
+	    awk -v a=$$a -v b=$$b 'BEGIN{printf "\ngpt2rt encodes %.1f MB/s, tiktoken %.1f MB/s (medians, one core): %.2fx, same text, same run\n", a, b, a/b}'; \
+	fi
 
 # libFuzzer on the safetensors parser and loaders (clang); FUZZ_TIME seconds
 fuzz: | $(B)
@@ -67,6 +82,12 @@ fuzz: | $(B)
 	mkdir -p $(B)/fuzz_corpus && cp tests/fuzz_corpus/* $(B)/fuzz_corpus/
 	./$(B)/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -max_len=32768 -rss_limit_mb=2048 \
 	    -dict=tests/fuzz_safetensors.dict $(B)/fuzz_corpus
+
+# libFuzzer on the tokenizer: encode, the vocabulary loaders, the shard reader
+fuzz-tok: | $(B)
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_tokenizer tests/fuzz_tokenizer.c $(LDLIBS)
+	mkdir -p $(B)/fuzz_tok_corpus && cp tests/fuzz_corpus_tokenizer/* $(B)/fuzz_tok_corpus/
+	./$(B)/fuzz_tokenizer -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 $(B)/fuzz_tok_corpus
 
 kernels: $(B)/cpu_matmul
 	OMP_NUM_THREADS=2 ./$(B)/cpu_matmul

@@ -204,6 +204,27 @@
    allocation list the categories, the free memory and what gpt2rt_fit suggests.
 
    ============================================================================
+   TEXT: THE GPT-2 TOKENIZER AND LLM.C TOKEN FILES
+   ============================================================================
+       gpt2rt_tokenizer *tok;
+       if (gpt2rt_tok_load(&tok, "data") != GPT2RT_OK) { ... gpt2rt_tok_last_error(tok) ... }
+       gpt2rt_tok_encode(tok, text, len, GPT2RT_TOK_SPECIAL_TEXT, ids, len, &n); // cap = len suffices
+       gpt2rt_tok_decode(tok, ids, n, buf, cap, &nbytes);
+   Exactly GPT-2's ids (OpenAI's encoder.py, tiktoken, Hugging Face), byte-level, so
+   any bytes round-trip: decode(encode(x)) == x, invalid UTF-8 included. The
+   pre-tokeniser is GPT-2's pattern as a hand-written scanner with Unicode 15.0
+   letter / number / White_Space tables (tools/gen_unicode_tables.py); BPE merges
+   the adjacent pair listed first in the merges. "<|endoftext|>" in the text is
+   ordinary text, the special token 50256, or an error, as gpt2rt_tok_special
+   says. The vocabulary: data/gpt2_merges.bin (200 KB, the merges only: for GPT-2
+   the ids follow from them), or OpenAI's encoder.json + vocab.bpe, or Hugging
+   Face's vocab.json + merges.txt. A tokenizer takes about 5 MB; encoding is not
+   thread-safe (the piece cache): one tokenizer per thread.
+   gpt2rt_shard_* read and write llm.c's .bin token files and cut them into
+   (B,T) input/target batches: fixed windows in an order drawn from a seed, each
+   data-parallel rank its own share, none repeated within an epoch.
+
+   ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
@@ -225,7 +246,10 @@
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
                                  4.2 safetensors: writing; files  4.3 Hugging Face
                                  weights and config.json  4.4 Training state
-    5. Tokenizer                 (slot: the GPT-2 BPE, gpt2rt__tok_)
+    5. Tokenizer                 5.1 Unicode classes  5.2 Merges: (left, right) ->
+                                 rank and merged id  5.3 BPE of one piece  5.4 Loading,
+                                 encoding, decoding  5.5 llm.c token shards
+                                 (gpt2rt__tok_, gpt2rt__shard_)
     6. Inputs                    6.1 Tokens (gpt2rt__input_)  6.2 Patches (slot:
                                  time series, gpt2rt__ts_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
@@ -519,6 +543,67 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
                                            float *dst, int64_t count);
 GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src,
                                             int64_t count);
+
+/* ---- text: the GPT-2 tokenizer and llm.c token shards --------------------
+   Objects of their own, no gpt2rt_ctx needed. Like gpt2rt_create, a failed load
+   still returns an object that holds only the message (read it with *_last_error,
+   then free it; NULL only when even that could not be allocated). One tokenizer
+   per thread: encoding updates its cache. */
+typedef struct gpt2rt_tokenizer gpt2rt_tokenizer;
+typedef struct gpt2rt_shard gpt2rt_shard;
+
+/* what gpt2rt_tok_encode does with the text "<|endoftext|>" */
+typedef enum gpt2rt_tok_special {
+    GPT2RT_TOK_SPECIAL_TEXT = 0, /* ordinary text: encoded as the 7 tokens of its bytes */
+    GPT2RT_TOK_SPECIAL_ALLOW,    /* the special token (50256) */
+    GPT2RT_TOK_SPECIAL_REFUSE    /* GPT2RT_ERR_INVALID_ARGUMENT naming its byte offset */
+} gpt2rt_tok_special;
+
+/* dir holds gpt2_merges.bin (the compact copy in data/), or encoder.json + vocab.bpe,
+   or vocab.json + merges.txt (tried in that order) */
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir);
+/* vocab_json: encoder.json / vocab.json; merges: vocab.bpe / merges.txt, or with
+   vocab_json NULL the compact file gpt2rt_tok_save writes */
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_files(gpt2rt_tokenizer **tok, const char *vocab_json, const char *merges);
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_mem(gpt2rt_tokenizer **tok, const void *vocab_json, size_t vocab_len,
+                                             const void *merges, size_t merges_len);
+/* the compact copy: the merges only (ids follow from them), 4 bytes per merge */
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_save(gpt2rt_tokenizer *tok, const char *path);
+GPT2RT_DEF void gpt2rt_tok_free(gpt2rt_tokenizer *tok);
+GPT2RT_DEF const char *gpt2rt_tok_last_error(const gpt2rt_tokenizer *tok);
+GPT2RT_DEF int32_t gpt2rt_tok_vocab_size(const gpt2rt_tokenizer *tok); /* 50257 for GPT-2 */
+GPT2RT_DEF int32_t gpt2rt_tok_eot(const gpt2rt_tokenizer *tok);        /* <|endoftext|>'s id, -1: none */
+/* text: len bytes, any bytes (invalid UTF-8 is kept byte-exactly); ids: cap slots.
+   *n_ids = the number of ids, also when cap is too small (then nothing useful is
+   written and the result is GPT2RT_ERR_INVALID_ARGUMENT): cap >= len always suffices */
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_encode(gpt2rt_tokenizer *tok, const void *text, size_t len,
+                                           gpt2rt_tok_special special, int32_t *ids, size_t cap, size_t *n_ids);
+/* out: cap bytes (not NUL-terminated); *n_bytes = the length, also when cap is too small */
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_decode(gpt2rt_tokenizer *tok, const int32_t *ids, size_t n,
+                                           void *out, size_t cap, size_t *n_bytes);
+/* the bytes of one token (for streaming output), NULL for an id out of range */
+GPT2RT_DEF const char *gpt2rt_tok_token(const gpt2rt_tokenizer *tok, int32_t id, size_t *len);
+
+/* llm.c token files: 256 int32 header (magic 20240520, version 1, token count, zeros),
+   then uint16 tokens, little endian */
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_load(gpt2rt_shard **shard, const char *path);
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_load_mem(gpt2rt_shard **shard, const void *data, size_t len,
+                                               const char *name);
+/* tokens: n ids in [0, 65535] */
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_from_tokens(gpt2rt_shard **shard, const int32_t *tokens, int64_t n);
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_save(gpt2rt_shard *shard, const char *path);
+GPT2RT_DEF void gpt2rt_shard_free(gpt2rt_shard *shard);
+GPT2RT_DEF const char *gpt2rt_shard_last_error(const gpt2rt_shard *shard);
+GPT2RT_DEF int64_t gpt2rt_shard_count(const gpt2rt_shard *shard);
+GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *shard);
+/* inputs, targets: int32 (B,T), the batch of data-parallel `rank` of n_ranks at `step`.
+   The shard is cut into windows of T+1 tokens starting at multiples of T; each epoch
+   visits them in an order drawn from (seed, epoch), and a step takes the next
+   B * n_ranks of them, rank r the r-th B: no two ranks share a window, no window
+   repeats within an epoch, the same arguments give the same batch. targets are
+   inputs shifted by one token. */
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, int64_t step, int rank,
+                                            int n_ranks, int B, int T, int32_t *inputs, int32_t *targets);
 
 #ifdef __cplusplus
 }
@@ -2502,8 +2587,1201 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
 }
 
 /* ==== 5. Tokenizer ==== */
+/* GPT-2's byte-level BPE, exactly (the ids of OpenAI's encoder.py and tiktoken).
+   1. Pre-tokenisation: GPT-2 cuts text with the pattern
+        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+      Here it is a hand-written scanner over code points (gpt2rt__tok_piece_end):
+      each code point has one class (letter, number, space, other) from tables
+      generated from the Unicode database. Bytes that are not valid UTF-8 are
+      class "other", one byte each, so any input is cut into pieces that cover it.
+   2. BPE per piece: start from one token per byte, repeatedly merge the adjacent
+      pair listed earliest in the merges (leftmost on ties). A heap over the pairs
+      makes a piece of n bytes O(n log n), so a megabyte without spaces is no
+      denial of service. Whole pieces up to 32 bytes are cached (direct mapped).
+   3. Ids: encoder.json names them, but for GPT-2 they follow from the merges: the
+      256 byte tokens in the order of GPT-2's bytes_to_unicode table, merge i ->
+      256 + i, <|endoftext|> = 256 + merges (tools/tok_fixture.py and the tests
+      check it), so the compact copy in data/ holds the merges only. */
 
-/* (slot) the GPT-2 byte-level BPE tokenizer arrives here, infix gpt2rt__tok_ */
+enum { GPT2RT__TOK_OTHER = 0, GPT2RT__TOK_LETTER = 1, GPT2RT__TOK_NUMBER = 2, GPT2RT__TOK_SPACE = 3 };
+#define GPT2RT__TOK_MAX_VOCAB 65536     /* ids fit uint16, like llm.c's token files */
+#define GPT2RT__TOK_CACHE_BITS 15       /* 32768 pieces, 2 MiB */
+#define GPT2RT__TOK_CACHE_KEY 32        /* bytes of the longest cached piece */
+#define GPT2RT__TOK_CACHE_IDS 13        /* ids of the longest cached piece */
+#define GPT2RT__TOK_EOT_TEXT "<|endoftext|>"
+#define GPT2RT__SHARD_MAGIC 20240520
+#define GPT2RT__SHARD_HEADER 256        /* int32 */
+
+/* BEGIN generated by tools/gen_unicode_tables.py: do not edit */
+/* Unicode 15.0.0: 1561 class boundaries (UnicodeData.txt, PropList.txt) */
+#define GPT2RT__TOK_UCD_COUNT 1561
+static const char gpt2rt__tok_ucd[] =
+    "nBUrCE+BoBdoDZoDrBErDElBEeIFEOFEGMF8CF8DFo5BRwB5BUdEFElQUFIJQFEZEFMFEFwCFsKFsRhB4UF4EJEZkF9IsDRQ"
+    "1FsF2CoBRIFsMFE9BIdKpBMJEhCEF4D1DkLtBE6BpBkElBIREV4CRElBENE9CkDdsBVgDFYlCoFpH4GNEpCEdoBSoBFgCRgB"
+    "JIJ4CFcFENQNEhCE1BIFMSpBIKYJEhBYRIJ4CFcFIFIFI9DQFEeoBJMhCkBFMF4CFcFIFUNEpCE9BISoBlBEtBgBJIJ4CFcF"
+    "IFUNE5DIFMSoBFGYtBEFYNMFQNIFEFININMNwB5CE2C0BpCgBFMF8CFgCNEpDMJEJISoBiBcFERgBFMF8CFoBFUNE9DIFISo"
+    "BFIlCkBFMFkFJEhCEVMGdMSsCFYVoCNgDFkBFEJc+DoBlCgGFIxBcmBoB9EIFEFUFgDFEFoBFIlBEJUFEmBoBJQhEE+DwCxB"
+    "gBFwEtDUtOsFxCGoBZYRQNENIdMR0BxBEGoBZ4EFEVEJsFF0pBFQJcFEFQJkFFQJkEFQJcFEFQJ8BFkHFQJsI6BwCNgChC4K"
+    "JYNwtCJnCFoDVsJONgBdoC1BsC5BoC5B0BFM9BwGtEEREOoBaoB6CoBZkLdUJoEFEV4IpB8D+EpB4DJUtBwFRoDasB1E8ClB"
+    "0GuFoBaoB1BE1L8FlCgBOoBlF4D1BKpBwFpDwEyDoBNOpBwEJkBdsFJMlFQFYFINEVgYhI4iBJYJ4EJYJgBFEFEFEF8DJ0GF"
+    "cFENMFcNQJYR0BVMFcPsB3DIXE/FEiCFEKYVGoBZ0B1MEREJoBFENUZEFEFEFQFsBJQVUREGtGKU66CwH6J4C6uC4DxtE0cZ"
+    "QNImBEJ4EFEVEJgHdEhC8ClBcFcFcFcFcFcFcFchKEj6BERKEmDkBdUKNIR4KZMFoLFQVsFF4LOQpBgEhGgCiEoB6DgBG8Bi"
+    "EoB+E8BhoBg4ZhI0x2CtI4FJ0hBNiCpBIxC8FhC8DJ6IoB9EkBJ8MJgIVIFEFUhDgCFMFQF8C2BYpBwG5BoGyDoBhDYNEFIG"
+    "pBwDpB8ClD0Dd8FxDGoBZUFqBpBUFkF9CMFgBSoBZ8CNENoGFENIJUJEFEhDMJsBdMxBYJYJYlBcFcFsFF4BZsO2BoBZw0rB"
+    "xB8CRkGxghB4tBJoN5EcxBUVEFoBF0BFUFEFIFIFwNlEstBpCgIJ4GhFwBxOUF8QuCoBdoDZoDtBkLNYJYJYJMtEwBFoDFsC"
+    "FIF8BJ4BpEsPyB0FyBkHmCIxe0DNkGiCsDRiEQlByCFiBEV4EpB4DJwERgBGUpF4TKoBZwERwERgFhBwGxBsBF8BFcFIFsBF"
+    "8BFcFItI8mBlB4CpBgBhDYFoFFkB1IYJEFwFFINEJ8CKhB8CKd8DiBkBhGsCFIWV6CYRoD5IgHSJKgCK5FE9BQFMF0DqBkB9"
+    "C2DIF2DMhEgBFwDaUhC4GpB4CKhBsCWhBoC+CchKkJ9GsG1BsGeZwEyBoB6kB8DFoFZI5J2DpBEhB4CuBQtDoC5F2CcxC8Cx"
+    "B0GqD4DFIJE1B0FhEkDeoBlBwE+BoBREJEhBsENExBgG5BQuBpBEFESwCtBoCFkDtCI9HcFEFQF8BFoBd8FmCoBtBgBJIJ4C"
+    "FcFIFUNEpCExBU5T0GpCQWoBVM5DgGxCIFEiBoB5U8FlFQxEgGxCEuBoB5EsF1BEeoB5GsD2CwBRclXwFxOiIsCxBgBJEJgB"
+    "FIFgD9BEFE6BoB5IgBJ8EhCEFExDEpBgFdE1CEtB4FtCEpCkJ9gBkBF0ElCE+B0DV4DhOcFIF4E1CEmBoBZYFIFgE5BEeoB5"
+    "mBsC9BEF0BFoEyDoB5KE+B0CtFozD6M8NlCwYxpKkM9BgmElCYl3P8oCl3hBknCd8DGoBZ8JGoBZ4DpCgGhCQyBoBGcF0CVs"
+    "Ch2CiI8ClNsJVEpI0BhIIFExDg/XhB46EpFkB98iBQFcFIFskB9BE1DMJE5BQhBwxBxgJsNV0BNkBdoB6kWwCyBwCyNkD9Q0"
+    "KF8IFIJEJIJQFwBFEFcFkIFQJgBFcFwDFQFUFENcFwqBJkDFkDF8DFkDF8DFkDF8DFkDF8DFkDFgBKoGhgH8DZY1gB4HpS0F"
+    "pBcKoBREloB4DpCwFSoB56BwDSoB58CcFQFIF8BF0YKkBhGwIdESoB+iDsHGMGQyJ0FG8BpYQFsDFIFEJEFoBFQFEFEZEREF"
+    "EFEFMFIFEJEFEFEFEFEFIFEJQFcFQFQFEFoBFkCVMFUFkCyoC0Bu8KoB5gEg8mFhEonQZ4bJowW5Bkmd9jM4jCp8FspTVgsQ";
+/* END generated */
+
+typedef struct gpt2rt__tok_merge {
+    uint32_t left, right; /* token ids; left == UINT32_MAX: empty slot */
+    int32_t rank, id;     /* position in the merges, the merged token */
+} gpt2rt__tok_merge;
+
+typedef struct gpt2rt__tok_cache_entry {
+    uint32_t hash;
+    uint8_t len, n; /* len 0: empty */
+    uint16_t ids[GPT2RT__TOK_CACHE_IDS];
+    unsigned char key[GPT2RT__TOK_CACHE_KEY];
+} gpt2rt__tok_cache_entry;
+
+struct gpt2rt_tokenizer {
+    int failed;           /* the load failed: only error is meaningful */
+    char error[512];
+    int32_t n_vocab;      /* ids [0, n_vocab) */
+    int32_t n_merges;
+    int32_t eot;          /* <|endoftext|>, -1: none */
+    int32_t byte_id[256]; /* the token of each single byte */
+    uint32_t *tok_off;    /* (n_vocab + 1) offsets into tok_bytes */
+    unsigned char *tok_bytes;
+    int32_t *merges;      /* (n_merges, 2) left, right in rank order (for the compact copy) */
+    gpt2rt__tok_merge *mtab; /* open addressing, mmask + 1 slots */
+    uint32_t mmask;
+    uint8_t *cls_bmp;     /* (65536) class of every BMP code point */
+    uint32_t *ucd;        /* (GPT2RT__TOK_UCD_COUNT) cp << 2 | class where the class changes */
+    gpt2rt__tok_cache_entry *cache;
+    /* BPE scratch for one piece, grown on demand */
+    size_t cap;
+    int32_t *ids, *next, *prev;
+    uint64_t *heap;       /* (3 * cap) rank << 32 | position */
+};
+
+struct gpt2rt_shard {
+    int failed;
+    char error[512];
+    uint16_t *tokens;
+    int64_t n;
+};
+
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error, 512, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* ==== 5.1 Unicode classes ==== */
+
+static int gpt2rt__tok_ucd_decode(uint32_t *out) {
+    int8_t val[128];
+    const char *abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    memset(val, -1, sizeof val);
+    for (int i = 0; i < 64; i++) val[(int)abc[i]] = (int8_t)i;
+    uint32_t cp = 0;
+    int n = 0;
+    for (const char *p = gpt2rt__tok_ucd; *p && n < GPT2RT__TOK_UCD_COUNT;) {
+        uint32_t v = 0;
+        int shift = 0, d;
+        do {
+            if (!*p || shift > 25) return 0;
+            d = val[(unsigned char)*p++ & 127];
+            if (d < 0) return 0;
+            v |= (uint32_t)(d & 31) << shift;
+            shift += 5;
+        } while (d & 32);
+        cp += v >> 2;
+        out[n++] = cp << 2 | (v & 3);
+    }
+    return n == GPT2RT__TOK_UCD_COUNT && cp < 0x110000;
+}
+
+static int gpt2rt__tok_ucd_class(const uint32_t *ucd, uint32_t cp) {
+    /* the last boundary at or below cp */
+    int lo = 0, hi = GPT2RT__TOK_UCD_COUNT; /* ucd[lo-1] <= cp < ucd[hi] in code points */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if ((ucd[mid] >> 2) <= cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? (int)(ucd[lo - 1] & 3) : (int)GPT2RT__TOK_OTHER;
+}
+
+/* the class of the code point at s[0] (n >= 1 bytes left) and its length in
+   bytes; a byte that does not start valid UTF-8 is "other", 1 byte long */
+static int gpt2rt__tok_class(const gpt2rt_tokenizer *t, const unsigned char *s, size_t n, int *w) {
+    uint32_t c = s[0], cp;
+    if (c < 0x80) { *w = 1; return t->cls_bmp[c]; }
+    *w = 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        if (n < 2 || (s[1] & 0xC0) != 0x80) return GPT2RT__TOK_OTHER;
+        *w = 2;
+        return t->cls_bmp[(c & 31) << 6 | (s[1] & 63)];
+    }
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return GPT2RT__TOK_OTHER;
+        if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)) return GPT2RT__TOK_OTHER; /* overlong, surrogate */
+        *w = 3;
+        return t->cls_bmp[(c & 15) << 12 | (uint32_t)(s[1] & 63) << 6 | (s[2] & 63)];
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return GPT2RT__TOK_OTHER;
+        if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)) return GPT2RT__TOK_OTHER; /* overlong, > U+10FFFF */
+        *w = 4;
+        cp = (c & 7) << 18 | (uint32_t)(s[1] & 63) << 12 | (uint32_t)(s[2] & 63) << 6 | (s[3] & 63);
+        return gpt2rt__tok_ucd_class(t->ucd, cp);
+    }
+    return GPT2RT__TOK_OTHER;
+}
+
+/* the end of the piece that starts at s[i], s[0..n) one segment (no special token) */
+static size_t gpt2rt__tok_piece_end(const gpt2rt_tokenizer *t, const unsigned char *s, size_t i, size_t n) {
+    int w, k;
+    if (s[i] == '\'' && i + 1 < n) { /* 's 't 're 've 'm 'll 'd, case-sensitive like GPT-2 */
+        unsigned char a = s[i + 1], b = i + 2 < n ? s[i + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    }
+    size_t j = i;
+    k = gpt2rt__tok_class(t, s + i, n - i, &w);
+    if (s[i] == ' ' && i + 1 < n) { /* ' ?' before a letter, number or other run */
+        int w2, k2 = gpt2rt__tok_class(t, s + i + 1, n - i - 1, &w2);
+        if (k2 != GPT2RT__TOK_SPACE) { k = k2; w = w2; j = i + 1; }
+    }
+    if (k != GPT2RT__TOK_SPACE) {
+        j += (size_t)w;
+        while (j < n) {
+            if (s[j] < 0x80) { /* ASCII without a call */
+                if ((int)t->cls_bmp[s[j]] != k) break;
+                j++;
+                continue;
+            }
+            if (gpt2rt__tok_class(t, s + j, n - j, &w) != k) break;
+            j += (size_t)w;
+        }
+        return j;
+    }
+    /* a whitespace run: \s+(?!\S) keeps its last code point for the next piece
+       (where " x" takes the space) unless the run ends the text or is 1 long */
+    size_t last = i;
+    j = i + (size_t)w;
+    while (j < n && gpt2rt__tok_class(t, s + j, n - j, &w) == GPT2RT__TOK_SPACE) { last = j; j += (size_t)w; }
+    if (j == n || last == i) return j;
+    return last;
+}
+
+/* ==== 5.2 Merges: (left, right) -> rank and merged id ==== */
+
+static uint32_t gpt2rt__tok_pair_hash(uint32_t a, uint32_t b) {
+    uint64_t h = ((uint64_t)a << 32 | b) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32);
+}
+
+static const gpt2rt__tok_merge *gpt2rt__tok_find(const gpt2rt_tokenizer *t, uint32_t a, uint32_t b) {
+    for (uint32_t h = gpt2rt__tok_pair_hash(a, b) & t->mmask;; h = (h + 1) & t->mmask) {
+        const gpt2rt__tok_merge *m = &t->mtab[h];
+        if (m->left == a && m->right == b) return m;
+        if (m->left == UINT32_MAX) return NULL;
+    }
+}
+
+/* 1: added, 0: the pair is already there */
+static int gpt2rt__tok_add_merge(gpt2rt_tokenizer *t, uint32_t a, uint32_t b, int32_t rank, int32_t id) {
+    uint32_t h = gpt2rt__tok_pair_hash(a, b) & t->mmask;
+    while (t->mtab[h].left != UINT32_MAX) {
+        if (t->mtab[h].left == a && t->mtab[h].right == b) return 0;
+        h = (h + 1) & t->mmask;
+    }
+    gpt2rt__tok_merge m = {a, b, rank, id};
+    t->mtab[h] = m;
+    t->merges[2 * rank] = (int32_t)a;
+    t->merges[2 * rank + 1] = (int32_t)b;
+    return 1;
+}
+
+/* ==== 5.3 BPE of one piece ==== */
+
+static int gpt2rt__tok_scratch(gpt2rt_tokenizer *t, size_t n) {
+    if (n <= t->cap) return 1;
+    size_t c = n < 256 ? 256 : n + n / 2;
+    if (c > SIZE_MAX / (3 * sizeof(uint64_t))) return 0;
+    int32_t *ids = (int32_t *)realloc(t->ids, c * sizeof(int32_t));
+    if (ids) t->ids = ids;
+    int32_t *nx = (int32_t *)realloc(t->next, c * sizeof(int32_t));
+    if (nx) t->next = nx;
+    int32_t *pv = (int32_t *)realloc(t->prev, c * sizeof(int32_t));
+    if (pv) t->prev = pv;
+    uint64_t *hp = (uint64_t *)realloc(t->heap, 3 * c * sizeof(uint64_t));
+    if (hp) t->heap = hp;
+    if (!ids || !nx || !pv || !hp) return 0;
+    t->cap = c;
+    return 1;
+}
+
+static void gpt2rt__tok_heap_push(uint64_t *heap, size_t *n, uint64_t v) {
+    size_t i = (*n)++;
+    while (i && heap[(i - 1) / 2] > v) { heap[i] = heap[(i - 1) / 2]; i = (i - 1) / 2; }
+    heap[i] = v;
+}
+
+static uint64_t gpt2rt__tok_heap_pop(uint64_t *heap, size_t *n) {
+    uint64_t top = heap[0], v = heap[--*n];
+    size_t i = 0, m = *n;
+    while (2 * i + 1 < m) {
+        size_t c = 2 * i + 1;
+        if (c + 1 < m && heap[c + 1] < heap[c]) c++;
+        if (heap[c] >= v) break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    if (m) heap[i] = v;
+    return top;
+}
+
+/* pushes the pair that starts at node i, if it merges */
+static void gpt2rt__tok_push_pair(gpt2rt_tokenizer *t, size_t *hn, int32_t i) {
+    if (i < 0 || t->next[i] < 0) return;
+    const gpt2rt__tok_merge *m = gpt2rt__tok_find(t, (uint32_t)t->ids[i], (uint32_t)t->ids[t->next[i]]);
+    if (m) gpt2rt__tok_heap_push(t->heap, hn, (uint64_t)m->rank << 32 | (uint32_t)i);
+}
+
+/* the ids of piece s[0..n), n >= 1, into t->ids (returns how many); -1: no memory.
+   Node i starts as byte i; a merge keeps the left node, so node order is text order
+   and (rank, left node) orders the heap as GPT-2 chooses: lowest rank, leftmost. */
+static int64_t gpt2rt__tok_bpe(gpt2rt_tokenizer *t, const unsigned char *s, size_t n) {
+    if (n > INT32_MAX || !gpt2rt__tok_scratch(t, n)) return -1;
+    size_t hn = 0;
+    for (size_t i = 0; i < n; i++) {
+        t->ids[i] = t->byte_id[s[i]];
+        t->prev[i] = (int32_t)i - 1;
+        t->next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) gpt2rt__tok_push_pair(t, &hn, (int32_t)i);
+    while (hn) {
+        uint64_t top = gpt2rt__tok_heap_pop(t->heap, &hn);
+        int32_t i = (int32_t)(uint32_t)top, rank = (int32_t)(top >> 32);
+        /* stale entries: node i was merged away (ids[i] < 0) or its pair changed */
+        if (t->ids[i] < 0 || t->next[i] < 0) continue;
+        const gpt2rt__tok_merge *m = gpt2rt__tok_find(t, (uint32_t)t->ids[i], (uint32_t)t->ids[t->next[i]]);
+        if (!m || m->rank != rank) continue;
+        int32_t j = t->next[i];
+        t->ids[i] = m->id;
+        t->ids[j] = -1;
+        t->next[i] = t->next[j];
+        if (t->next[j] >= 0) t->prev[t->next[j]] = i;
+        gpt2rt__tok_push_pair(t, &hn, t->prev[i]);
+        gpt2rt__tok_push_pair(t, &hn, i);
+    }
+    int64_t k = 0;
+    for (int32_t i = 0; i >= 0; i = t->next[i]) t->ids[k++] = t->ids[i];
+    return k;
+}
+
+/* ==== 5.4 Loading, encoding, decoding ==== */
+
+static gpt2rt_tokenizer *gpt2rt__tok_new(void) {
+    gpt2rt_tokenizer *t = (gpt2rt_tokenizer *)calloc(1, sizeof(gpt2rt_tokenizer));
+    if (t) t->eot = -1;
+    return t;
+}
+
+/* tables every tokenizer needs; vocabulary size known */
+static gpt2rt_result gpt2rt__tok_alloc(gpt2rt_tokenizer *t, int32_t n_vocab, int32_t n_merges, size_t n_bytes) {
+    uint32_t slots = 64;
+    while (slots < 2u * (uint32_t)n_merges + 2) slots *= 2;
+    t->n_vocab = n_vocab;
+    t->n_merges = n_merges;
+    t->mmask = slots - 1;
+    t->tok_off = (uint32_t *)calloc((size_t)n_vocab + 1, sizeof(uint32_t));
+    t->tok_bytes = (unsigned char *)malloc(n_bytes ? n_bytes : 1);
+    t->merges = (int32_t *)malloc(2 * (size_t)n_merges * sizeof(int32_t) + 1);
+    t->mtab = (gpt2rt__tok_merge *)malloc(slots * sizeof(gpt2rt__tok_merge));
+    t->cls_bmp = (uint8_t *)malloc(65536);
+    t->ucd = (uint32_t *)malloc(GPT2RT__TOK_UCD_COUNT * sizeof(uint32_t));
+    t->cache = (gpt2rt__tok_cache_entry *)calloc((size_t)1 << GPT2RT__TOK_CACHE_BITS, sizeof(gpt2rt__tok_cache_entry));
+    if (!t->tok_off || !t->tok_bytes || !t->merges || !t->mtab || !t->cls_bmp || !t->ucd || !t->cache)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "tokenizer: out of memory for %d tokens and %d merges",
+                               (int)n_vocab, (int)n_merges);
+    for (uint32_t i = 0; i < slots; i++) t->mtab[i].left = UINT32_MAX;
+    if (!gpt2rt__tok_ucd_decode(t->ucd))
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "tokenizer: the embedded Unicode table is corrupt");
+    for (uint32_t cp = 0, k = 0; cp < 65536; cp++) {
+        while (k < GPT2RT__TOK_UCD_COUNT && (t->ucd[k] >> 2) <= cp) k++;
+        t->cls_bmp[cp] = (uint8_t)(k ? t->ucd[k - 1] & 3 : (uint32_t)GPT2RT__TOK_OTHER);
+    }
+    return GPT2RT_OK;
+}
+
+/* GPT-2's bytes_to_unicode: byte -> the code point that stands for it in the
+   vocabulary files; bytes 33..126, 161..172, 174..255 stand for themselves, the
+   rest get 256, 257, ... in byte order. The ids of the byte tokens follow the
+   same order (the bytes that stand for themselves first). */
+static void gpt2rt__tok_byte_order(uint32_t cp_of[256], int order[256]) {
+    int k = 0, extra = 0;
+    for (int b = 0; b < 256; b++)
+        if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174)) { cp_of[b] = (uint32_t)b; order[k++] = b; }
+    for (int b = 0; b < 256; b++)
+        if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174))) { cp_of[b] = 256u + (uint32_t)extra++; order[k++] = b; }
+}
+
+static void gpt2rt__tok_finish(gpt2rt_tokenizer *t) {
+    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->tok_off[id + 1] - t->tok_off[id] == 1 && id != t->eot && t->byte_id[t->tok_bytes[t->tok_off[id]]] < 0)
+            t->byte_id[t->tok_bytes[t->tok_off[id]]] = id;
+}
+
+/* the compact copy: "GPT2RTBP", u32 version 1, u32 merges M, u32 eot id (256 + M,
+   or 0xFFFFFFFF: none), then M x (u16 left, u16 right); little endian */
+static gpt2rt_result gpt2rt__tok_load_compact(gpt2rt_tokenizer *t, const unsigned char *p, size_t len) {
+    if (len < 20 || memcmp(p, "GPT2RTBP", 8))
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: %zu bytes that do not start with "
+                               "\"GPT2RTBP\" (not a file gpt2rt_tok_save wrote)", len);
+    uint32_t ver, m, eot;
+    memcpy(&ver, p + 8, 4);
+    memcpy(&m, p + 12, 4);
+    memcpy(&eot, p + 16, 4);
+    if (ver != 1) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: version %u, expected 1", ver);
+    if (m > GPT2RT__TOK_MAX_VOCAB - 257)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: %u merges, at most %d fit uint16 ids",
+                               m, GPT2RT__TOK_MAX_VOCAB - 257);
+    if (len != 20 + 4 * (size_t)m)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: %u merges need %zu bytes, the file has %zu",
+                               m, 20 + 4 * (size_t)m, len);
+    if (eot != UINT32_MAX && eot != 256 + m)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: <|endoftext|> id %u, expected %u (after "
+                               "the %u merged tokens) or none", eot, 256 + m, m);
+    int32_t n_vocab = 256 + (int32_t)m + (eot != UINT32_MAX);
+    /* token lengths first, to size the byte table */
+    uint32_t *lens = (uint32_t *)malloc(((size_t)n_vocab + 1) * sizeof(uint32_t));
+    if (!lens) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "compact vocabulary: out of memory");
+    size_t total = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (i < 256) lens[i] = 1;
+        else if (i == (int32_t)eot) lens[i] = (uint32_t)(sizeof(GPT2RT__TOK_EOT_TEXT) - 1);
+        else {
+            uint16_t a, b;
+            memcpy(&a, p + 20 + 4 * (size_t)(i - 256), 2);
+            memcpy(&b, p + 22 + 4 * (size_t)(i - 256), 2);
+            if (a >= i || b >= i) { /* a merge can only join tokens that exist before it */
+                free(lens);
+                return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: merge %d joins tokens %u and %u, "
+                                       "but only ids below %d exist before it", (int)(i - 256), a, b, (int)i);
+            }
+            lens[i] = lens[a] + lens[b];
+            if (lens[i] > (1u << 20)) {
+                uint32_t l = lens[i];
+                free(lens);
+                return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: merge %d makes a token of %u "
+                                       "bytes (at most 2^20)", (int)(i - 256), l);
+            }
+        }
+        total += lens[i];
+    }
+    gpt2rt_result r = total > UINT32_MAX ? gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: tokens of "
+                                                           "%zu bytes in all (at most 2^32)", total)
+                                         : gpt2rt__tok_alloc(t, n_vocab, (int32_t)m, total);
+    if (r != GPT2RT_OK) { free(lens); return r; }
+    uint32_t cp_of[256];
+    int order[256];
+    gpt2rt__tok_byte_order(cp_of, order);
+    uint32_t off = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        t->tok_off[i] = off;
+        if (i < 256) t->tok_bytes[off] = (unsigned char)order[i];
+        else if (i == (int32_t)eot) { t->eot = i; memcpy(t->tok_bytes + off, GPT2RT__TOK_EOT_TEXT, lens[i]); }
+        else {
+            uint16_t a, b;
+            memcpy(&a, p + 20 + 4 * (size_t)(i - 256), 2);
+            memcpy(&b, p + 22 + 4 * (size_t)(i - 256), 2);
+            memcpy(t->tok_bytes + off, t->tok_bytes + t->tok_off[a], lens[a]);
+            memcpy(t->tok_bytes + off + lens[a], t->tok_bytes + t->tok_off[b], lens[b]);
+            if (!gpt2rt__tok_add_merge(t, a, b, i - 256, i)) {
+                free(lens);
+                return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "compact vocabulary: merge %d repeats the pair "
+                                       "(%u, %u)", (int)(i - 256), a, b);
+            }
+        }
+        off += lens[i];
+    }
+    t->tok_off[n_vocab] = off;
+    free(lens);
+    gpt2rt__tok_finish(t);
+    return GPT2RT_OK;
+}
+
+/* one code point of valid UTF-8 at s[0..n): its length, 0 if invalid */
+static int gpt2rt__tok_utf8(const unsigned char *s, size_t n, uint32_t *cp) {
+    uint32_t c = s[0];
+    if (c < 0x80) { *cp = c; return 1; }
+    int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!len || n < (size_t)len) return 0;
+    uint32_t v = c & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (s[i] & 63);
+    }
+    if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v < 0xE000))) || (len == 4 && (v < 0x10000 || v > 0x10FFFF))) return 0;
+    *cp = v;
+    return len;
+}
+
+static uint32_t gpt2rt__tok_hash_bytes(const unsigned char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h;
+}
+
+/* what the vocabulary files give before the tables are built */
+typedef struct gpt2rt__tok_files {
+    unsigned char *bytes; /* every entry's bytes, back to back */
+    size_t n_bytes, cap_bytes;
+    uint32_t *off, *len;  /* per entry */
+    int32_t *id;
+    int32_t n, cap;
+    int32_t *slot;        /* bytes -> entry, open addressing */
+    uint32_t smask;
+    int byte_of[324];     /* code point of the vocabulary alphabet -> byte, -1: not one */
+} gpt2rt__tok_files;
+
+static void gpt2rt__tok_files_free(gpt2rt__tok_files *f) {
+    free(f->bytes); free(f->off); free(f->len); free(f->id); free(f->slot);
+}
+
+static int gpt2rt__tok_put_byte(gpt2rt__tok_files *f, unsigned char b) {
+    if (f->n_bytes == f->cap_bytes) {
+        size_t c = f->cap_bytes ? 2 * f->cap_bytes : 4096;
+        unsigned char *nb = (unsigned char *)realloc(f->bytes, c);
+        if (!nb) return 0;
+        f->bytes = nb;
+        f->cap_bytes = c;
+    }
+    f->bytes[f->n_bytes++] = b;
+    return 1;
+}
+
+/* the entry with these bytes, -1: none */
+static int32_t gpt2rt__tok_lookup(const gpt2rt__tok_files *f, const unsigned char *s, size_t n) {
+    for (uint32_t h = gpt2rt__tok_hash_bytes(s, n) & f->smask;; h = (h + 1) & f->smask) {
+        int32_t e = f->slot[h];
+        if (e < 0) return -1;
+        if (f->len[e] == n && !memcmp(f->bytes + f->off[e], s, n)) return e;
+    }
+}
+
+/* a JSON string at p (after its opening quote) -> bytes through the alphabet,
+   appended to f->bytes; *p moves past the closing quote. NULL: fine, else why not */
+static const char *gpt2rt__tok_json_key(gpt2rt__tok_files *f, const unsigned char **pp, const unsigned char *end,
+                                        uint32_t *bad_cp) {
+    const unsigned char *p = *pp;
+    while (1) {
+        if (p >= end) return "unterminated string";
+        uint32_t cp;
+        if (*p == '"') { p++; break; }
+        if (*p < 0x20) return "control character in a string";
+        if (*p == '\\') {
+            if (end - p < 2) return "unterminated escape";
+            char e = (char)p[1];
+            p += 2;
+            const char *esc = "\"\\/bfnrt", *val = "\"\\/\b\f\n\r\t";
+            const char *k = e ? strchr(esc, e) : NULL;
+            if (k) cp = (unsigned char)val[k - esc];
+            else if (e == 'u') {
+                uint32_t u[2] = {0, 0};
+                int n_u = 1;
+                for (int q = 0; q < n_u; q++) {
+                    if (q && (end - p < 2 || p[0] != '\\' || p[1] != 'u')) return "lone surrogate";
+                    if (q) p += 2;
+                    if (end - p < 4) return "bad \\u escape";
+                    for (int i = 0; i < 4; i++) {
+                        int h = gpt2rt__hex((char)p[i]);
+                        if (h < 0) return "bad \\u escape";
+                        u[q] = u[q] * 16 + (uint32_t)h;
+                    }
+                    p += 4;
+                    if (!q && u[0] >= 0xD800 && u[0] < 0xDC00) n_u = 2;
+                }
+                if (n_u == 2 && (u[1] < 0xDC00 || u[1] >= 0xE000)) return "bad surrogate pair";
+                if (n_u == 1 && u[0] >= 0xDC00 && u[0] < 0xE000) return "lone surrogate";
+                cp = n_u == 2 ? 0x10000 + ((u[0] - 0xD800) << 10) + (u[1] - 0xDC00) : u[0];
+            } else return "unknown escape";
+        } else {
+            int n = gpt2rt__tok_utf8(p, (size_t)(end - p), &cp);
+            if (!n) return "invalid UTF-8";
+            p += n;
+        }
+        if (cp >= 324 || f->byte_of[cp] < 0) { *bad_cp = cp; return "a character outside GPT-2's 256 byte characters"; }
+        if (!gpt2rt__tok_put_byte(f, (unsigned char)f->byte_of[cp])) return "out of memory";
+    }
+    *pp = p;
+    return NULL;
+}
+
+/* encoder.json / vocab.json: {"token": id, ...} with ids 0..n-1, each once */
+static gpt2rt_result gpt2rt__tok_parse_vocab(gpt2rt_tokenizer *t, gpt2rt__tok_files *f, const unsigned char *p, size_t len) {
+    const unsigned char *begin = p, *end = p + len;
+    const char *why = NULL;
+    uint32_t bad_cp = UINT32_MAX;
+#define GPT2RT__TOK_WS() while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++
+    GPT2RT__TOK_WS();
+    if (p >= end || *p++ != '{') { why = "expected '{'"; goto fail; }
+    GPT2RT__TOK_WS();
+    if (p < end && *p == '}') { p++; goto done; }
+    while (1) {
+        GPT2RT__TOK_WS();
+        if (p >= end || *p++ != '"') { why = "expected a string (a token)"; goto fail; }
+        if (f->n == GPT2RT__TOK_MAX_VOCAB) { why = "more than 65536 tokens (ids must fit uint16)"; goto fail; }
+        if (f->n == f->cap) {
+            int32_t c = f->cap ? 2 * f->cap : 1024;
+            uint32_t *o = (uint32_t *)realloc(f->off, (size_t)c * 4);
+            if (o) f->off = o;
+            uint32_t *l = (uint32_t *)realloc(f->len, (size_t)c * 4);
+            if (l) f->len = l;
+            int32_t *d = (int32_t *)realloc(f->id, (size_t)c * 4);
+            if (d) f->id = d;
+            if (!o || !l || !d) { why = "out of memory"; goto fail; }
+            f->cap = c;
+        }
+        size_t start = f->n_bytes;
+        if ((why = gpt2rt__tok_json_key(f, &p, end, &bad_cp)) != NULL) goto fail;
+        if (f->n_bytes == start) { why = "an empty token"; goto fail; }
+        if (f->n_bytes - start > (1u << 20)) { why = "a token longer than 2^20 bytes"; goto fail; }
+        GPT2RT__TOK_WS();
+        if (p >= end || *p++ != ':') { why = "expected ':'"; goto fail; }
+        GPT2RT__TOK_WS();
+        int64_t v = 0;
+        if (p >= end || *p < '0' || *p > '9') { why = "expected a non-negative integer id"; goto fail; }
+        for (; p < end && *p >= '0' && *p <= '9'; p++)
+            if (v <= GPT2RT__TOK_MAX_VOCAB) v = v * 10 + (*p - '0');
+        if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) { why = "expected an integer id, found a fraction"; goto fail; }
+        f->off[f->n] = (uint32_t)start;
+        f->len[f->n] = (uint32_t)(f->n_bytes - start);
+        f->id[f->n++] = v < GPT2RT__TOK_MAX_VOCAB ? (int32_t)v : GPT2RT__TOK_MAX_VOCAB;
+        GPT2RT__TOK_WS();
+        if (p < end && *p == ',') { p++; continue; }
+        if (p < end && *p == '}') { p++; break; }
+        why = "expected ',' or '}'";
+        goto fail;
+    }
+done:
+    GPT2RT__TOK_WS();
+#undef GPT2RT__TOK_WS
+    if (p != end) { why = "trailing characters after the object"; goto fail; }
+    return GPT2RT_OK;
+fail:
+    if (bad_cp != UINT32_MAX)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "vocabulary json byte %zu (entry %d): U+%04X is %s",
+                               (size_t)(p - begin), (int)f->n, (unsigned)bad_cp, why);
+    return gpt2rt__tok_msg(t->error, !strcmp(why, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT,
+                           "vocabulary json byte %zu (entry %d): %s", (size_t)(p - begin), (int)f->n, why);
+}
+
+/* vocab.bpe / merges.txt: an optional "#version" line, then one "left right" per
+   line in the alphabet of the vocabulary, rank = line order */
+static gpt2rt_result gpt2rt__tok_load_json(gpt2rt_tokenizer *t, const unsigned char *vj, size_t vlen,
+                                           const unsigned char *mg, size_t mlen) {
+    gpt2rt__tok_files f;
+    memset(&f, 0, sizeof f);
+    uint32_t cp_of[256];
+    int order[256];
+    gpt2rt__tok_byte_order(cp_of, order);
+    for (int i = 0; i < 324; i++) f.byte_of[i] = -1;
+    for (int b = 0; b < 256; b++) f.byte_of[cp_of[b]] = b;
+    gpt2rt_result r = gpt2rt__tok_parse_vocab(t, &f, vj, vlen);
+    int32_t n = f.n, *by_id = NULL, n_merges = 0, rank = 0, line = 0;
+    unsigned char *cat = NULL;
+    uint32_t slots = 64, o = 0;
+    size_t first = 0;
+    if (r != GPT2RT_OK) goto out;
+    /* ids dense and unique; bytes unique */
+    by_id = (int32_t *)malloc(((size_t)n + 1) * sizeof(int32_t));
+    while (slots < 2u * (uint32_t)n) slots *= 2;
+    f.slot = (int32_t *)malloc(slots * sizeof(int32_t));
+    f.smask = slots - 1;
+    if (!by_id || !f.slot) { r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "vocabulary: out of memory"); goto out; }
+    for (int32_t i = 0; i < n; i++) by_id[i] = -1;
+    for (uint32_t i = 0; i < slots; i++) f.slot[i] = -1;
+    for (int32_t e = 0; e < n; e++) {
+        if (f.id[e] >= n) {
+            r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "vocabulary json entry %d: id %d is not below the %d "
+                                "entries (ids must be 0..%d, each once)", (int)e, (int)f.id[e], (int)n, (int)n - 1);
+            goto out;
+        }
+        if (by_id[f.id[e]] >= 0) {
+            r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "vocabulary json entries %d and %d both have id %d",
+                                (int)by_id[f.id[e]], (int)e, (int)f.id[e]);
+            goto out;
+        }
+        by_id[f.id[e]] = e;
+        int32_t other = gpt2rt__tok_lookup(&f, f.bytes + f.off[e], f.len[e]);
+        if (other >= 0) {
+            r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "vocabulary json entries %d and %d (ids %d and %d) are the "
+                                "same bytes", (int)other, (int)e, (int)f.id[other], (int)f.id[e]);
+            goto out;
+        }
+        uint32_t h = gpt2rt__tok_hash_bytes(f.bytes + f.off[e], f.len[e]) & f.smask;
+        while (f.slot[h] >= 0) h = (h + 1) & f.smask;
+        f.slot[h] = e;
+    }
+    /* count the merges */
+    if (mlen >= 8 && !memcmp(mg, "#version", 8)) {
+        while (first < mlen && mg[first] != '\n') first++;
+    }
+    for (size_t i = first; i < mlen;) {
+        size_t e = i;
+        while (e < mlen && mg[e] != '\n') e++;
+        size_t le = e > i && mg[e - 1] == '\r' ? e - 1 : e;
+        if (le > i) n_merges++;
+        i = e + 1;
+    }
+    if (n_merges > n) {
+        r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "merges: %d merges for %d tokens (each merge makes a token)",
+                            (int)n_merges, (int)n);
+        goto out;
+    }
+    if ((r = gpt2rt__tok_alloc(t, n, n_merges, f.n_bytes)) != GPT2RT_OK) goto out;
+    for (int32_t id = 0; id < n; id++) {
+        int32_t e = by_id[id];
+        t->tok_off[id] = o;
+        memcpy(t->tok_bytes + o, f.bytes + f.off[e], f.len[e]);
+        o += f.len[e];
+        if (f.len[e] == sizeof(GPT2RT__TOK_EOT_TEXT) - 1 && !memcmp(f.bytes + f.off[e], GPT2RT__TOK_EOT_TEXT, f.len[e]))
+            t->eot = id;
+    }
+    t->tok_off[n] = o;
+    /* the merges themselves */
+    line = first ? 1 : 0;
+    for (size_t i = first ? first + 1 : 0; i < mlen && rank < n_merges; line++) {
+        size_t e = i;
+        while (e < mlen && mg[e] != '\n') e++;
+        size_t le = e > i && mg[e - 1] == '\r' ? e - 1 : e;
+        if (le > i) {
+            int32_t part[2] = {-1, -1}, ids[3];
+            size_t sp = i;
+            while (sp < le && mg[sp] != ' ') sp++;
+            const char *why = NULL;
+            uint32_t bad_cp = UINT32_MAX;
+            for (int k = 0; k < 2 && !why; k++) {
+                const unsigned char *q = mg + (k ? sp + 1 : i), *qe = mg + (k ? le : sp);
+                size_t start = f.n_bytes;
+                if (k && sp >= le) { why = "expected two tokens separated by one space"; break; }
+                while (q < qe && !why) {
+                    uint32_t cp;
+                    int w = gpt2rt__tok_utf8(q, (size_t)(qe - q), &cp);
+                    if (!w) why = "invalid UTF-8";
+                    else if (cp >= 324 || f.byte_of[cp] < 0) { why = "a character outside GPT-2's 256 byte characters"; bad_cp = cp; }
+                    else if (!gpt2rt__tok_put_byte(&f, (unsigned char)f.byte_of[cp])) why = "out of memory";
+                    q += w;
+                }
+                if (!why && f.n_bytes == start) why = "expected two tokens separated by one space";
+                if (!why && (part[k] = gpt2rt__tok_lookup(&f, f.bytes + start, f.n_bytes - start)) < 0)
+                    why = k ? "its second token is not in the vocabulary" : "its first token is not in the vocabulary";
+                f.n_bytes = start;
+            }
+            if (!why) {
+                ids[0] = f.id[part[0]];
+                ids[1] = f.id[part[1]];
+                size_t la = f.len[part[0]], lb = f.len[part[1]];
+                cat = (unsigned char *)realloc(cat, la + lb);
+                if (!cat) why = "out of memory";
+                else {
+                    memcpy(cat, f.bytes + f.off[part[0]], la);
+                    memcpy(cat + la, f.bytes + f.off[part[1]], lb);
+                    int32_t res = gpt2rt__tok_lookup(&f, cat, la + lb);
+                    if (res < 0) why = "the merged token is not in the vocabulary";
+                    else if (!gpt2rt__tok_add_merge(t, (uint32_t)ids[0], (uint32_t)ids[1], rank, f.id[res]))
+                        why = "it repeats an earlier merge";
+                }
+            }
+            if (why) {
+                r = !strcmp(why, "out of memory")
+                        ? gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "merges: out of memory")
+                    : bad_cp != UINT32_MAX ? gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "merges line %d: U+%04X is %s", (int)line + 1,
+                                               (unsigned)bad_cp, why)
+                             : gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "merges line %d: %s", (int)line + 1, why);
+                goto out;
+            }
+            rank++;
+        }
+        i = e + 1;
+    }
+    gpt2rt__tok_finish(t);
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] < 0) {
+            r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "vocabulary: byte 0x%02X has no token of its own (U+%04X), "
+                                "so some text could not be encoded", b, (unsigned)cp_of[b]);
+            goto out;
+        }
+out:
+    free(by_id);
+    free(cat);
+    gpt2rt__tok_files_free(&f);
+    return r;
+}
+
+static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
+    struct stat st;
+    *buf = NULL;
+    *len = 0;
+    if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file", path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t n = (size_t)st.st_size;
+    *buf = (unsigned char *)malloc(n ? n : 1);
+    if (!*buf) { fclose(fp); return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n); }
+    size_t got = fread(*buf, 1, n, fp);
+    fclose(fp);
+    if (got != n) {
+        free(*buf);
+        *buf = NULL;
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: read %zu of %zu bytes", path, got, n);
+    }
+    *len = n;
+    return GPT2RT_OK;
+}
+
+/* write to path.tmp, then rename: never a half-written file at path */
+static gpt2rt_result gpt2rt__tok_write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen,
+                                            char *error) {
+    size_t pl = strlen(path);
+    char *tmp = (char *)malloc(pl + 5);
+    if (!tmp) return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    memcpy(tmp, path, pl);
+    memcpy(tmp + pl, ".tmp", 5);
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) {
+        gpt2rt_result r = gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", tmp, strerror(errno));
+        free(tmp);
+        return r;
+    }
+    int ok = fwrite(a, 1, alen, fp) == alen && (!blen || fwrite(b, 1, blen, fp) == blen);
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        gpt2rt_result r = gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", ok ? path : tmp, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return r;
+    }
+    free(tmp);
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__tok_done(gpt2rt_tokenizer **tok, gpt2rt_tokenizer *t, gpt2rt_result r) {
+    if (r != GPT2RT_OK) {
+        /* keep only the message */
+        free(t->tok_off); free(t->tok_bytes); free(t->merges); free(t->mtab); free(t->cls_bmp); free(t->ucd);
+        free(t->cache);
+        t->tok_off = NULL; t->tok_bytes = NULL; t->merges = NULL; t->mtab = NULL; t->cls_bmp = NULL; t->ucd = NULL;
+        t->cache = NULL;
+        t->failed = 1;
+    }
+    *tok = t;
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_mem(gpt2rt_tokenizer **tok, const void *vocab_json, size_t vocab_len,
+                                             const void *merges, size_t merges_len) {
+    if (!tok) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_tokenizer *t = gpt2rt__tok_new();
+    *tok = t;
+    if (!t) return GPT2RT_ERR_OUT_OF_MEMORY;
+    if (!merges || (vocab_json == NULL && vocab_len))
+        return gpt2rt__tok_done(tok, t, gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT,
+                                                        "gpt2rt_tok_load_mem: merges is NULL, or vocab_json is NULL with "
+                                                        "vocab_len = %zu", vocab_len));
+    gpt2rt_result r = vocab_json ? gpt2rt__tok_load_json(t, (const unsigned char *)vocab_json, vocab_len,
+                                                         (const unsigned char *)merges, merges_len)
+                                 : gpt2rt__tok_load_compact(t, (const unsigned char *)merges, merges_len);
+    return gpt2rt__tok_done(tok, t, r);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_files(gpt2rt_tokenizer **tok, const char *vocab_json, const char *merges) {
+    if (!tok) return GPT2RT_ERR_INVALID_ARGUMENT;
+    unsigned char *vb = NULL, *mb = NULL;
+    size_t vl = 0, ml = 0;
+    char error[512];
+    gpt2rt_result r = merges ? GPT2RT_OK : gpt2rt__tok_msg(error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_load_files: merges is NULL");
+    if (r == GPT2RT_OK && vocab_json) r = gpt2rt__tok_read_file(vocab_json, &vb, &vl, error);
+    if (r == GPT2RT_OK) r = gpt2rt__tok_read_file(merges, &mb, &ml, error);
+    if (r == GPT2RT_OK) {
+        r = gpt2rt_tok_load_mem(tok, vb, vl, mb, ml);
+        if (r != GPT2RT_OK && *tok) { /* name the files */
+            char msg[512];
+            if (vocab_json) gpt2rt__tok_msg(msg, r, "%s + %s: %s", vocab_json, merges, (*tok)->error);
+            else gpt2rt__tok_msg(msg, r, "%s: %s", merges, (*tok)->error);
+            memcpy((*tok)->error, msg, sizeof msg);
+        }
+    } else {
+        gpt2rt_tokenizer *t = gpt2rt__tok_new();
+        *tok = t;
+        if (t) { memcpy(t->error, error, sizeof error); t->failed = 1; }
+    }
+    free(vb);
+    free(mb);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir) {
+    if (!tok) return GPT2RT_ERR_INVALID_ARGUMENT;
+    static const char *names[3][2] = {{NULL, "gpt2_merges.bin"}, {"encoder.json", "vocab.bpe"}, {"vocab.json", "merges.txt"}};
+    char p[2][1024];
+    if (!dir) dir = ".";
+    for (int i = 0; i < 3; i++) {
+        struct stat st;
+        snprintf(p[1], sizeof p[1], "%s/%s", dir, names[i][1]);
+        if (names[i][0]) snprintf(p[0], sizeof p[0], "%s/%s", dir, names[i][0]);
+        if (stat(p[1], &st) != 0 || (names[i][0] && stat(p[0], &st) != 0)) continue;
+        return gpt2rt_tok_load_files(tok, names[i][0] ? p[0] : NULL, p[1]);
+    }
+    gpt2rt_tokenizer *t = gpt2rt__tok_new();
+    *tok = t;
+    if (!t) return GPT2RT_ERR_OUT_OF_MEMORY;
+    t->failed = 1;
+    return gpt2rt__tok_msg(t->error, GPT2RT_ERR_IO, "%s: no GPT-2 vocabulary here (looked for gpt2_merges.bin, "
+                           "encoder.json + vocab.bpe, vocab.json + merges.txt)", dir);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_save(gpt2rt_tokenizer *t, const char *path) {
+    if (!t || !path) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (t->failed) return GPT2RT_ERR_STATE;
+    /* the compact form holds only what follows from the merges: check that it does */
+    uint32_t cp_of[256];
+    int order[256];
+    gpt2rt__tok_byte_order(cp_of, order);
+    int ok = t->n_vocab == 256 + t->n_merges + (t->eot >= 0) && (t->eot < 0 || t->eot == 256 + t->n_merges) &&
+             t->n_vocab <= GPT2RT__TOK_MAX_VOCAB;
+    for (int i = 0; ok && i < 256; i++) ok = t->byte_id[order[i]] == i;
+    for (int32_t r = 0; ok && r < t->n_merges; r++) {
+        const gpt2rt__tok_merge *m = gpt2rt__tok_find(t, (uint32_t)t->merges[2 * r], (uint32_t)t->merges[2 * r + 1]);
+        ok = m && m->id == 256 + r && t->merges[2 * r] < 256 + r && t->merges[2 * r + 1] < 256 + r;
+    }
+    if (!ok)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: this vocabulary's ids do not follow from its "
+                               "merges (byte tokens in GPT-2's order, merge i -> 256 + i, then <|endoftext|>), so the "
+                               "compact form cannot hold it", path);
+    size_t n = 20 + 4 * (size_t)t->n_merges;
+    unsigned char *buf = (unsigned char *)malloc(n);
+    if (!buf) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    uint32_t head[3] = {1, (uint32_t)t->n_merges, t->eot >= 0 ? (uint32_t)t->eot : UINT32_MAX};
+    memcpy(buf, "GPT2RTBP", 8);
+    memcpy(buf + 8, head, 12);
+    for (int32_t r = 0; r < t->n_merges; r++) {
+        uint16_t ab[2] = {(uint16_t)t->merges[2 * r], (uint16_t)t->merges[2 * r + 1]};
+        memcpy(buf + 20 + 4 * (size_t)r, ab, 4);
+    }
+    gpt2rt_result res = gpt2rt__tok_write_file(path, buf, n, NULL, 0, t->error);
+    free(buf);
+    return res;
+}
+
+GPT2RT_DEF void gpt2rt_tok_free(gpt2rt_tokenizer *t) {
+    if (!t) return;
+    gpt2rt__tok_done(&t, t, GPT2RT_ERR_STATE);
+    free(t->ids); free(t->next); free(t->prev); free(t->heap);
+    free(t);
+}
+
+GPT2RT_DEF const char *gpt2rt_tok_last_error(const gpt2rt_tokenizer *t) {
+    return t ? t->error : "gpt2rt_tok: no tokenizer (out of memory)";
+}
+
+GPT2RT_DEF int32_t gpt2rt_tok_vocab_size(const gpt2rt_tokenizer *t) { return t && !t->failed ? t->n_vocab : 0; }
+GPT2RT_DEF int32_t gpt2rt_tok_eot(const gpt2rt_tokenizer *t) { return t && !t->failed ? t->eot : -1; }
+
+GPT2RT_DEF const char *gpt2rt_tok_token(const gpt2rt_tokenizer *t, int32_t id, size_t *len) {
+    if (!t || t->failed || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return NULL; }
+    if (len) *len = t->tok_off[id + 1] - t->tok_off[id];
+    return (const char *)t->tok_bytes + t->tok_off[id];
+}
+
+/* the ids of one piece, through the cache; -1: out of memory */
+static int gpt2rt__tok_piece(gpt2rt_tokenizer *t, const unsigned char *s, size_t n, int32_t *ids, size_t cap, size_t *k) {
+    if (n == 1) {
+        if (*k < cap) ids[*k] = t->byte_id[s[0]];
+        (*k)++;
+        return 0;
+    }
+    gpt2rt__tok_cache_entry *e = NULL;
+    uint32_t h = 0;
+    if (n <= GPT2RT__TOK_CACHE_KEY) {
+        h = gpt2rt__tok_hash_bytes(s, n);
+        e = &t->cache[h >> (32 - GPT2RT__TOK_CACHE_BITS)];
+        if (e->hash == h && e->len == n && !memcmp(e->key, s, n)) {
+            for (int i = 0; i < e->n; i++, (*k)++)
+                if (*k < cap) ids[*k] = e->ids[i];
+            return 0;
+        }
+    }
+    int64_t m = gpt2rt__tok_bpe(t, s, n);
+    if (m < 0) return -1;
+    for (int64_t i = 0; i < m; i++, (*k)++)
+        if (*k < cap) ids[*k] = t->ids[i];
+    if (e && m <= GPT2RT__TOK_CACHE_IDS) {
+        e->hash = h;
+        e->len = (uint8_t)n;
+        e->n = (uint8_t)m;
+        memcpy(e->key, s, n);
+        for (int64_t i = 0; i < m; i++) e->ids[i] = (uint16_t)t->ids[i];
+    }
+    return 0;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_encode(gpt2rt_tokenizer *t, const void *text, size_t len,
+                                           gpt2rt_tok_special special, int32_t *ids, size_t cap, size_t *n_ids) {
+    if (n_ids) *n_ids = 0;
+    if (!t || !n_ids || (!text && len) || (!ids && cap)) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (t->failed) return GPT2RT_ERR_STATE;
+    if ((unsigned)special > GPT2RT_TOK_SPECIAL_REFUSE)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: special = %d is not a "
+                               "gpt2rt_tok_special", (int)special);
+    const unsigned char *s = (const unsigned char *)text;
+    const size_t eot_len = sizeof(GPT2RT__TOK_EOT_TEXT) - 1;
+    size_t k = 0, seg = 0;
+    while (seg < len) {
+        /* the segment up to the next <|endoftext|> (when it is special): tiktoken
+           and Hugging Face cut the text there before pre-tokenising */
+        size_t end = len, after = len;
+        if (special != GPT2RT_TOK_SPECIAL_TEXT) {
+            for (const unsigned char *q = s + seg; (q = (const unsigned char *)memchr(q, '<', (size_t)(s + len - q))) != NULL; q++)
+                if ((size_t)(s + len - q) >= eot_len && !memcmp(q, GPT2RT__TOK_EOT_TEXT, eot_len)) {
+                    end = (size_t)(q - s);
+                    after = end + eot_len;
+                    break;
+                }
+            if (end < len && special == GPT2RT_TOK_SPECIAL_REFUSE)
+                return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "text byte %zu: \"<|endoftext|>\" is refused "
+                                       "(GPT2RT_TOK_SPECIAL_ALLOW encodes it as id %d, _TEXT as ordinary text)", end, (int)t->eot);
+            if (end < len && t->eot < 0)
+                return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "text byte %zu: \"<|endoftext|>\" is allowed, "
+                                       "but this vocabulary has no such token", end);
+        }
+        for (size_t i = seg; i < end;) {
+            size_t j = gpt2rt__tok_piece_end(t, s + seg, i - seg, end - seg) + seg;
+            if (gpt2rt__tok_piece(t, s + i, j - i, ids, cap, &k) < 0)
+                return gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_tok_encode: out of memory for a piece "
+                                       "of %zu bytes at text byte %zu", j - i, i);
+            i = j;
+        }
+        if (after > end) {
+            if (k < cap) ids[k] = t->eot;
+            k++;
+        }
+        seg = after;
+    }
+    *n_ids = k;
+    if (k > cap)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: %zu bytes need %zu ids, "
+                               "cap = %zu", len, k, cap);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_tok_decode(gpt2rt_tokenizer *t, const int32_t *ids, size_t n, void *out, size_t cap,
+                                           size_t *n_bytes) {
+    if (n_bytes) *n_bytes = 0;
+    if (!t || !n_bytes || (!ids && n) || (!out && cap)) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (t->failed) return GPT2RT_ERR_STATE;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->n_vocab)
+            return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: ids[%zu] = %d is not in "
+                                   "[0, %d)", i, (int)ids[i], (int)t->n_vocab);
+        size_t l = t->tok_off[ids[i] + 1] - t->tok_off[ids[i]];
+        if (o + l <= cap) memcpy((unsigned char *)out + o, t->tok_bytes + t->tok_off[ids[i]], l);
+        o += l;
+    }
+    *n_bytes = o;
+    if (o > cap)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: %zu ids make %zu bytes, "
+                               "cap = %zu", n, o, cap);
+    return GPT2RT_OK;
+}
+
+/* ==== 5.5 llm.c token shards ==== */
+
+static gpt2rt_result gpt2rt__shard_done(gpt2rt_shard **out, gpt2rt_shard *s, gpt2rt_result r) {
+    if (r != GPT2RT_OK) {
+        free(s->tokens);
+        s->tokens = NULL;
+        s->n = 0;
+        s->failed = 1;
+    }
+    *out = s;
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_load_mem(gpt2rt_shard **out, const void *data, size_t len, const char *name) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_shard *s = (gpt2rt_shard *)calloc(1, sizeof(gpt2rt_shard));
+    *out = s;
+    if (!s) return GPT2RT_ERR_OUT_OF_MEMORY;
+    const unsigned char *p = (const unsigned char *)data;
+    const size_t hb = GPT2RT__SHARD_HEADER * 4;
+    if (!name) name = "token shard";
+    if (!p && len) return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: data is NULL", name));
+    if (len < 12)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %zu bytes, shorter than the "
+                                                          "%zu-byte header of an llm.c token file (truncated?)", name, len, hb));
+    int32_t h[3];
+    memcpy(h, p, 12);
+    if (h[0] != GPT2RT__SHARD_MAGIC)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: magic %d, not llm.c's token "
+                                                          "file magic %d (not a token file?)", name, (int)h[0], GPT2RT__SHARD_MAGIC));
+    if (h[1] != 1)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: version %d; only version 1 "
+                                                          "(uint16 tokens) is read", name, (int)h[1]));
+    if (len < hb)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %zu bytes, shorter than the "
+                                                          "%zu-byte header (truncated)", name, len, hb));
+    if (h[2] < 0)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: header token count %d is "
+                                                          "negative", name, (int)h[2]));
+    size_t want = hb + 2 * (size_t)h[2];
+    if (len != want)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header says %d tokens = "
+                                                          "%zu bytes, the file has %zu (%s)", name, (int)h[2], want, len,
+                                                          len < want ? "truncated" : "trailing bytes"));
+    s->n = h[2];
+    s->tokens = (uint16_t *)malloc(s->n ? 2 * (size_t)s->n : 2);
+    if (!s->tokens)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %d "
+                                                          "tokens", name, (int)h[2]));
+    memcpy(s->tokens, p + hb, 2 * (size_t)s->n);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_load(gpt2rt_shard **out, const char *path) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    unsigned char *buf;
+    size_t len;
+    char error[512];
+    gpt2rt_result r = path ? gpt2rt__tok_read_file(path, &buf, &len, error)
+                           : gpt2rt__tok_msg(error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_load: path is NULL");
+    if (r != GPT2RT_OK) {
+        gpt2rt_shard *s = (gpt2rt_shard *)calloc(1, sizeof(gpt2rt_shard));
+        *out = s;
+        if (s) { memcpy(s->error, error, sizeof error); s->failed = 1; }
+        return r;
+    }
+    r = gpt2rt_shard_load_mem(out, buf, len, path);
+    free(buf);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_from_tokens(gpt2rt_shard **out, const int32_t *tokens, int64_t n) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_shard *s = (gpt2rt_shard *)calloc(1, sizeof(gpt2rt_shard));
+    *out = s;
+    if (!s) return GPT2RT_ERR_OUT_OF_MEMORY;
+    if (n < 0 || n > INT32_MAX || (!tokens && n))
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_from_tokens: "
+                                                          "n = %lld must lie in [0, 2^31) (the header's int32 count)", (long long)n));
+    s->tokens = (uint16_t *)malloc(n ? 2 * (size_t)n : 2);
+    if (!s->tokens)
+        return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_shard_from_tokens: out "
+                                                          "of memory for %lld tokens", (long long)n));
+    for (int64_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] > 65535)
+            return gpt2rt__shard_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_from_tokens: "
+                                                              "tokens[%lld] = %d does not fit uint16", (long long)i, (int)tokens[i]));
+        s->tokens[i] = (uint16_t)tokens[i];
+    }
+    s->n = n;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_save(gpt2rt_shard *s, const char *path) {
+    if (!s || !path) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE;
+    int32_t h[GPT2RT__SHARD_HEADER];
+    memset(h, 0, sizeof h);
+    h[0] = GPT2RT__SHARD_MAGIC;
+    h[1] = 1;
+    h[2] = (int32_t)s->n;
+    return gpt2rt__tok_write_file(path, h, sizeof h, s->tokens, 2 * (size_t)s->n, s->error);
+}
+
+GPT2RT_DEF void gpt2rt_shard_free(gpt2rt_shard *s) {
+    if (!s) return;
+    free(s->tokens);
+    free(s);
+}
+
+GPT2RT_DEF const char *gpt2rt_shard_last_error(const gpt2rt_shard *s) {
+    return s ? s->error : "gpt2rt_shard: no shard (out of memory)";
+}
+GPT2RT_DEF int64_t gpt2rt_shard_count(const gpt2rt_shard *s) { return s && !s->failed ? s->n : 0; }
+GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *s) { return s && !s->failed ? s->tokens : NULL; }
+
+/* a bijection of [0, n) drawn from key: a 4-round Feistel network on the smallest
+   even number of bits that covers n, walking the cycle until the value is below n
+   (at most 4x the domain, so a few steps); no table, so any window of any epoch
+   costs O(1) */
+static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
+    int bits = 2;
+    while (((uint64_t)1 << bits) < n) bits += 2;
+    int half = bits / 2;
+    uint64_t mask = ((uint64_t)1 << half) - 1;
+    do {
+        uint64_t l = x >> half, r = x & mask;
+        for (int round = 0; round < 4; round++) {
+            uint64_t s = key + (uint64_t)round * 0x632BE59BD9B4E019ull + r;
+            uint64_t f = gpt2rt__rng_next(&s) & mask;
+            uint64_t nl = r;
+            r = l ^ f;
+            l = nl;
+        }
+        x = l << half | r;
+    } while (x >= n);
+    return x;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int64_t step, int rank, int n_ranks, int B,
+                                            int T, int32_t *inputs, int32_t *targets) {
+    if (!s || !inputs || !targets) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE;
+    if (B < 1 || T < 1 || n_ranks < 1 || rank < 0 || rank >= n_ranks || step < 0)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: B = %d and T = %d must be >= 1, "
+                               "rank = %d in [0, n_ranks = %d), step = %lld >= 0", B, T, rank, n_ranks, (long long)step);
+    int64_t windows = s->n > 0 ? (s->n - 1) / T : 0, per_step = (int64_t)B * n_ranks;
+    if (windows < per_step)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: %lld tokens make %lld windows of "
+                               "T+1 = %d tokens; a step needs B x n_ranks = %d x %d = %lld", (long long)s->n,
+                               (long long)windows, T + 1, B, n_ranks, (long long)per_step);
+    /* whole steps per epoch: the windows left over are skipped in that epoch */
+    int64_t steps_per_epoch = windows / per_step, epoch = step / steps_per_epoch;
+    uint64_t st = seed ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull), key = gpt2rt__rng_next(&st);
+    for (int b = 0; b < B; b++) {
+        int64_t j = (step % steps_per_epoch) * per_step + (int64_t)rank * B + b;
+        int64_t w = (int64_t)gpt2rt__shard_permute((uint64_t)j, (uint64_t)windows, key);
+        const uint16_t *src = s->tokens + w * T;
+        for (int t = 0; t < T; t++) {
+            inputs[(int64_t)b * T + t] = src[t];
+            targets[(int64_t)b * T + t] = src[t + 1];
+        }
+    }
+    return GPT2RT_OK;
+}
 
 /* ==== 6. Inputs ==== */
 

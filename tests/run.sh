@@ -95,13 +95,17 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats; do
+    for t in test_hf_parity test_props test_memory test_formats test_tokenizer; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
     if [ -f tests/fuzz_safetensors.c ]; then
         build $B/fuzz_replay$tag tests/fuzz_safetensors.c -DFUZZ_REPLAY "$@" &&
             run_prog "fuzz corpus replay$tag" ./$B/fuzz_replay$tag tests/fuzz_corpus
+    fi
+    if [ -f tests/fuzz_tokenizer.c ]; then
+        build $B/fuzz_tok_replay$tag tests/fuzz_tokenizer.c -DFUZZ_REPLAY "$@" &&
+            run_prog "tokenizer fuzz corpus replay$tag" ./$B/fuzz_tok_replay$tag tests/fuzz_corpus_tokenizer
     fi
     build $B/minimal$tag examples/minimal.c "$@" && {
         if ./$B/minimal$tag > $B/minimal$tag.log 2>&1; then ok "examples/minimal learns$tag ($(tail -1 $B/minimal$tag.log))"
@@ -146,9 +150,36 @@ memory_tools() { # the memory CLI and the trade-off tour, run for real
     else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
 }
 
+tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shards decode and re-encode
+    if ! $CC -std=c11 -Wall -Wextra -Werror -O2 -o $B/gpt2rt-tok tools/gpt2rt_tok.c -lm > $B/tok_build.log 2>&1; then
+        bad "build tools/gpt2rt_tok.c"; head -20 $B/tok_build.log; return
+    fi
+    local ids
+    ids=$(printf "Hello world, it's GPT-2!" | ./$B/gpt2rt-tok encode)
+    if [ "$ids" = "15496 995 11 340 338 402 11571 12 17 0" ]; then ok "gpt2rt-tok encode: ids as text"
+    else bad "gpt2rt-tok encode: got '$ids'"; fi
+    if [ "$(echo "$ids" | ./$B/gpt2rt-tok decode)" = "Hello world, it's GPT-2!" ]; then ok "gpt2rt-tok decode: ids as text"
+    else bad "gpt2rt-tok decode"; fi
+    ./$B/gpt2rt-tok decode --format bin < data/tinyshakespeare_val.bin > $B/tok_val.txt &&
+        ./$B/gpt2rt-tok encode --format bin < $B/tok_val.txt > $B/tok_val.bin
+    if cmp -s $B/tok_val.bin data/tinyshakespeare_val.bin; then ok "gpt2rt-tok: data/tinyshakespeare_val.bin decodes and re-encodes to the same file"
+    else bad "gpt2rt-tok .bin round trip"; fi
+    ./$B/gpt2rt-tok encode --format u16 < $B/tok_val.txt | ./$B/gpt2rt-tok decode --format u16 > $B/tok_val2.txt
+    if cmp -s $B/tok_val.txt $B/tok_val2.txt; then ok "gpt2rt-tok: u16 round trip"; else bad "gpt2rt-tok u16 round trip"; fi
+    printf 'a<|endoftext|>' | ./$B/gpt2rt-tok encode --special refuse > /dev/null 2> $B/tok_err.log
+    if [ $? -eq 1 ] && grep -q "refused" $B/tok_err.log; then ok "gpt2rt-tok: --special refuse exits 1 with the reason"
+    else bad "gpt2rt-tok --special refuse"; fi
+    python3 tools/gen_unicode_tables.py --check > $B/ucd_check.log 2>&1
+    case $? in
+        0) ok "tokenizer Unicode tables == tools/gen_unicode_tables.py on /usr/share/unicode" ;;
+        77) skip "Unicode table check: no Unicode database (apt-get install unicode-data)" ;;
+        *) bad "tokenizer Unicode tables differ from the database"; cat $B/ucd_check.log ;;
+    esac
+}
+
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; run_suite "" $CFLAGS; memory_tools; hf_check ;;
+    normal) compile_checks; contents_check; run_suite "" $CFLAGS; memory_tools; tok_tool; hf_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
