@@ -12,7 +12,7 @@ B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/fuzz_replay
+TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay
 
 .PHONY: all test test-asan demo bench fuzz kernels install clean test-gpu bench-gpu check
 
