@@ -213,8 +213,9 @@
    input = GPT2RT_INPUT_PATCHES with head = GPT2RT_HEAD_REGRESSION forecasts
    `horizon` steps of M = n_channels series from a lookback of L = seq_len steps:
    - Channel independence: a batch of B windows (B,L,M) is B*M univariate series,
-     each normalised over its lookback (RevIN without affine: mean, and std =
-     sqrt(biased variance + 1e-5)).
+     each normalised over its lookback (RevIN: mean, and std = sqrt(biased
+     variance + 1e-5); with revin_affine, PatchTST's learned per-channel scale and
+     shift, revin.affine_weight / revin.affine_bias (M), undone on the way out).
    - Patching: the series is padded at the end with stride copies of its last
      value and cut into n_patches = (L - patch_len)/stride + 2 patches of
      patch_len steps, stride apart (GPT4TS's ReplicationPad1d + unfold).
@@ -240,7 +241,7 @@
    Creating a context with the CUDA backend (bf16/fp16/TF32 and loss scaling are
    CUDA precisions: the CPU backend answers GPT2RT_ERR_UNAVAILABLE), the
    data-parallel and layer-split modes. gpt2rt_plan and gpt2rt_fit already plan
-   them. Time series: RevIN's learned affine and dropout.
+   them. Time series: dropout.
 
    ============================================================================
    CONTENTS of the implementation, in the order data flows (grep "==== N." to
@@ -401,6 +402,8 @@ typedef struct gpt2rt_config {
     int patch_len, patch_stride, n_channels; /* patch inputs only: 0 -> 16, 8, 1 */
     gpt2rt_head head;   /* REGRESSION goes with PATCHES (and LM with TOKENS) */
     int horizon;     /* regression head only: 0 -> 96 */
+    int revin_affine; /* patch inputs: RevIN's learned per-channel scale and shift
+                         (PatchTST's), 0 = off (GPT4TS) */
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
 
     /* batch */
@@ -650,6 +653,7 @@ typedef struct gpt2rt__dims {
     int patches;           /* time series: patch inputs, regression head (V = Vp = 0) */
     int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
     int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
+    int affine;            /* patches: RevIN's learned affine */
     int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
     int nt;                /* CPU threads */
     int cuda;              /* planned for the CUDA backend */
@@ -673,7 +677,8 @@ typedef struct gpt2rt__span {
 /* a size a parameter's shape is made of (the parameter table's shape columns) */
 typedef enum gpt2rt__dim {
     GPT2RT__DIM_1, GPT2RT__DIM_C, GPT2RT__DIM_3C, GPT2RT__DIM_4C, GPT2RT__DIM_VP, GPT2RT__DIM_P,
-    GPT2RT__DIM_PL, GPT2RT__DIM_H, GPT2RT__DIM_TC /* patches: patch_len, horizon, n_patches*C */
+    GPT2RT__DIM_PL, GPT2RT__DIM_H, GPT2RT__DIM_TC, /* patches: patch_len, horizon, n_patches*C */
+    GPT2RT__DIM_M /* patches: channels */
 } gpt2rt__dim;
 
 /* how a parameter starts when no weights are loaded: Hugging Face's rule */
@@ -713,7 +718,7 @@ typedef struct gpt2rt__tensor {
    wte and wpe precede the layers, ln_f follows them. Patch models have no wte; their
    rows of gpt2rt__ts_rows follow wpe (in_layer) and ln_f (out_layer). */
 enum { GPT2RT__WTE, GPT2RT__WPE, GPT2RT__LNFW, GPT2RT__LNFB, GPT2RT__N_MODEL };
-enum { GPT2RT__INW, GPT2RT__INB, GPT2RT__OUTW, GPT2RT__OUTB, GPT2RT__N_TS };
+enum { GPT2RT__INW, GPT2RT__INB, GPT2RT__OUTW, GPT2RT__OUTB, GPT2RT__REVW, GPT2RT__REVB, GPT2RT__N_TS };
 
 typedef struct gpt2rt__model_params {
     float *wte;         /* (Vp, C), also the tied LM head; NULL for patches */
@@ -721,6 +726,7 @@ typedef struct gpt2rt__model_params {
     float *lnfw, *lnfb; /* (C) */
     float *inw, *inb;   /* patches: (C, PL), (C) */
     float *outw, *outb; /* patches: (H, T*C), (H) */
+    float *revw, *revb; /* patches with revin_affine: (M), (M); else NULL */
 } gpt2rt__model_params;
 
 /* per-layer parameters, rows of gpt2rt__layer_rows: 12 tensors in this order in the
@@ -778,6 +784,8 @@ struct gpt2rt_ctx {
     float *ts_patch;                  /* patches: (BT, PL) normalised patches, in_layer's input */
     float *ts_mean, *ts_std;          /* patches: (B) RevIN statistics of each series */
     float *ts_y, *ts_pred;            /* patches: (Bw,H,M) targets, de-normalised predictions */
+    float *ts_z, *ts_dpatch;          /* revin_affine: (BT,PL) patches before the affine; transient:
+                                         their gradient */
     float *logits;                    /* (BT,Vp) logits arena */
     float *dres, *dbuf, *dbig;        /* transient: (BT,C), (BT,C), (BT,4C) */
     float *rcbuf;                     /* transient: (BT,4C) outputs not kept (selective, frozen) */
@@ -979,15 +987,16 @@ static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, 
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "input = %s goes with head = %s (got head = %s): token inputs have "
                     "the tied LM head, patch inputs the regression head", patches ? "PATCHES" : "TOKENS",
                     patches ? "REGRESSION" : "LM", c->head == GPT2RT_HEAD_REGRESSION ? "REGRESSION" : "LM");
-    if (!patches && (c->patch_len || c->patch_stride || c->n_channels || c->horizon))
-        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "patch_len = %d, patch_stride = %d, n_channels = %d, horizon = %d "
-                    "apply to input = PATCHES only (set them to 0 for tokens)", c->patch_len, c->patch_stride,
-                    c->n_channels, c->horizon);
+    if (!patches && (c->patch_len || c->patch_stride || c->n_channels || c->horizon || c->revin_affine))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "patch_len = %d, patch_stride = %d, n_channels = %d, horizon = %d, "
+                    "revin_affine = %d apply to input = PATCHES only (set them to 0 for tokens)", c->patch_len,
+                    c->patch_stride, c->n_channels, c->horizon, c->revin_affine);
     if (patches) {
         GPT2RT__RANGE(patch_len, 1, 1 << 16);
         GPT2RT__RANGE(patch_stride, 1, 1 << 16);
         GPT2RT__RANGE(n_channels, 1, 1 << 16);
         GPT2RT__RANGE(horizon, 1, 1 << 20);
+        GPT2RT__RANGE(revin_affine, 0, 1);
     }
     const unsigned all = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
                          GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
@@ -1137,9 +1146,10 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.patches = c->input == GPT2RT_INPUT_PATCHES;
-    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0;
+    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0;
     if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
         d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
+        d.affine = c->revin_affine;
         d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
         d.V = d.Vp = 0;
     }
@@ -1204,13 +1214,16 @@ static const gpt2rt__param_row gpt2rt__layer_rows[GPT2RT__PER_LAYER] = {
     {"mlp.c_proj.weight",  GPT2RT__DIM_C,  GPT2RT__DIM_4C, 1, 1, GPT2RT_GROUP_MLP,       GPT2RT__INIT_RESID},
     {"mlp.c_proj.bias",    GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_MLP,       GPT2RT__INIT_ZEROS},
 };
-/* patch models: GPT4TS's names; in_layer follows wpe, out_layer follows ln_f */
+/* patch models: GPT4TS's names; in_layer follows wpe, out_layer follows ln_f, then
+   (revin_affine only) RevIN's affine under PatchTST's names */
 static const gpt2rt__param_row gpt2rt__ts_rows[GPT2RT__N_TS] = {
     /* name                rows            cols            transpose decay group             init */
     {"in_layer.weight",    GPT2RT__DIM_C,  GPT2RT__DIM_PL, 0, 1, GPT2RT_GROUP_HEAD, GPT2RT__INIT_NORMAL},
     {"in_layer.bias",      GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ZEROS},
     {"out_layer.weight",   GPT2RT__DIM_H,  GPT2RT__DIM_TC, 0, 1, GPT2RT_GROUP_HEAD, GPT2RT__INIT_NORMAL},
     {"out_layer.bias",     GPT2RT__DIM_H,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ZEROS},
+    {"revin.affine_weight", GPT2RT__DIM_M, GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ONES},
+    {"revin.affine_bias",  GPT2RT__DIM_M,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ZEROS},
 };
 
 static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
@@ -1224,6 +1237,7 @@ static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
     case GPT2RT__DIM_PL: return d->PL;
     case GPT2RT__DIM_H: return d->H;
     case GPT2RT__DIM_TC: return d->T * d->C;
+    case GPT2RT__DIM_M: return d->M;
     }
     return 0;
 }
@@ -1269,7 +1283,7 @@ static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64
             gpt2rt__param_add(d, &gpt2rt__layer_rows[k], l, tab, &n, &off, &goff);
     for (int k = GPT2RT__LNFW; k < GPT2RT__N_MODEL; k++)
         gpt2rt__param_add(d, &gpt2rt__model_rows[k], -1, tab, &n, &off, &goff);
-    for (int k = GPT2RT__OUTW; d->patches && k < GPT2RT__N_TS; k++)
+    for (int k = GPT2RT__OUTW; d->patches && k < (d->affine ? GPT2RT__N_TS : GPT2RT__REVW); k++)
         gpt2rt__param_add(d, &gpt2rt__ts_rows[k], -1, tab, &n, &off, &goff);
     if (n_floats) *n_floats = off;
     if (n_train) *n_train = goff;
@@ -1290,6 +1304,7 @@ static const gpt2rt__tensor *gpt2rt__model_tensor(const gpt2rt_ctx *ctx, int whi
 
 static const gpt2rt__tensor *gpt2rt__ts_tensor(const gpt2rt_ctx *ctx, int which) {
     int64_t after = gpt2rt__layer0(&ctx->d) + ctx->d.L * GPT2RT__PER_LAYER + 2; /* past ln_f */
+    if (which >= GPT2RT__REVW && !ctx->d.affine) return NULL;
     return which < GPT2RT__OUTW ? ctx->tensors + 1 + which : ctx->tensors + after + (which - GPT2RT__OUTW);
 }
 
@@ -1303,7 +1318,7 @@ static float *gpt2rt__tensor_at(const gpt2rt__tensor *t, float *base, int grads)
 
 /* the whole-model tensors; base: params (by off) or grads (by goff; NULL when frozen) */
 static gpt2rt__model_params gpt2rt__mparams(const gpt2rt_ctx *ctx, float *base, int grads) {
-    float *q[GPT2RT__N_MODEL], *ts[GPT2RT__N_TS] = {NULL, NULL, NULL, NULL};
+    float *q[GPT2RT__N_MODEL], *ts[GPT2RT__N_TS] = {NULL, NULL, NULL, NULL, NULL, NULL};
     for (int i = 0; i < GPT2RT__N_MODEL; i++) q[i] = gpt2rt__tensor_at(gpt2rt__model_tensor(ctx, i), base, grads);
     for (int i = 0; ctx->d.patches && i < GPT2RT__N_TS; i++) ts[i] = gpt2rt__tensor_at(gpt2rt__ts_tensor(ctx, i), base, grads);
     gpt2rt__model_params p;
@@ -1311,6 +1326,7 @@ static gpt2rt__model_params gpt2rt__mparams(const gpt2rt_ctx *ctx, float *base, 
     p.lnfw = q[GPT2RT__LNFW]; p.lnfb = q[GPT2RT__LNFB];
     p.inw = ts[GPT2RT__INW]; p.inb = ts[GPT2RT__INB];
     p.outw = ts[GPT2RT__OUTW]; p.outb = ts[GPT2RT__OUTB];
+    p.revw = ts[GPT2RT__REVW]; p.revb = ts[GPT2RT__REVB];
     return p;
 }
 
@@ -1397,8 +1413,9 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     if (s->last && wte_train) owned += wte;
     if (s->first) { held += wpe; if (!(fz & GPT2RT_GROUP_POS_EMBED)) owned += wpe; }
     if (s->last) { held += lnf; if (!(fz & GPT2RT_GROUP_LAYERNORM)) owned += lnf; }
-    if (d->patches) { /* in_layer on the first device, out_layer on the last (wte is 0 here) */
-        int64_t in = d->PL * C + C, out = d->H * d->T * C + d->H, head_train = !(fz & GPT2RT_GROUP_HEAD);
+    if (d->patches) { /* in_layer (and RevIN's affine) first, out_layer last (wte is 0 here) */
+        int64_t in = d->PL * C + C + 2 * d->M * d->affine, out = d->H * d->T * C + d->H;
+        int64_t head_train = !(fz & GPT2RT_GROUP_HEAD);
         if (s->first) { held += in; owned += head_train * in; }
         if (s->last) { held += out; owned += head_train * out; }
     }
@@ -1416,7 +1433,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     int64_t o = 0, act = gpt2rt__ald(d, BT * C * ab);
     /* tokens: the ids; patches: the normalised patches and their series' statistics,
        the targets and the de-normalised predictions */
-    int64_t o_inputs = o, o_targets = o, o_patch = o, o_mean = o, o_std = o, o_y = o, o_pred = o;
+    int64_t o_inputs = o, o_targets = o, o_patch = o, o_mean = o, o_std = o, o_y = o, o_pred = o, o_z = o;
     if (!d->patches) {
         o_inputs = o; if (s->first) o += gpt2rt__ald(d, BT * 4);
         o_targets = o; if (s->last) o += gpt2rt__ald(d, BT * 4);
@@ -1425,6 +1442,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
             o_patch = o; o += gpt2rt__ald(d, BT * d->PL * 4);
             o_mean = o; o += gpt2rt__ald(d, d->B * 4);
             o_std = o; o += gpt2rt__ald(d, d->B * 4);
+            o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
         }
         if (s->last) {
             o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
@@ -1450,7 +1468,9 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     /* transient: gradient of the residual stream, two scratch buffers, and the
        recompute buffer for outputs not kept */
     int64_t big = gpt2rt__ald(d, BT * 4 * C * ab);
-    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0));
+    /* patches with RevIN's affine: the gradient of the patches (BT,PL) */
+    int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
+    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
     /* the head's output: logits (BT,Vp), or the normalised predictions (B*M,H) */
     bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(BT * d->Vp * ab);
 
@@ -1494,11 +1514,13 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->ts_std = d->patches ? (float *)(void *)(a + o_std) : NULL;
     ctx->ts_y = d->patches ? (float *)(void *)(a + o_y) : NULL;
     ctx->ts_pred = d->patches ? (float *)(void *)(a + o_pred) : NULL;
+    ctx->ts_z = d->affine ? (float *)(void *)(a + o_z) : NULL;
     unsigned char *tr = (unsigned char *)ctx->arena[GPT2RT_MEM_TRANSIENT];
     ctx->dres = (float *)(void *)tr;
     ctx->dbuf = (float *)(void *)(tr + act);
     ctx->dbig = (float *)(void *)(tr + 2 * act);
     ctx->rcbuf = d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
+    ctx->ts_dpatch = dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
     ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
     unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
     ctx->gemm_ws = ws;
@@ -2618,17 +2640,17 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     const char *fmt = gpt2rt__st_meta(&st, "format");
     /* frozen: the moments cover the trained parameters only (absent: nothing frozen) */
     /* patch models: their shape too (absent in a token state: 0) */
-    const char *keys[12] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
-                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon"};
-    int64_t want[12] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
-                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H};
+    const char *keys[13] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
+                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine"};
+    int64_t want[13] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
+                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine};
     const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
                                      gpt2rt__st_find(&st, "adam_v")};
     const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
     if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
         r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    for (int i = 0; i < 12 && r == GPT2RT_OK; i++) {
+    for (int i = 0; i < 13 && r == GPT2RT_OK; i++) {
         const char *s = gpt2rt__st_meta(&st, keys[i]);
         if (i >= 6 && !s) s = "0";
         long long got;
@@ -2734,10 +2756,12 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
 }
 
 /* patch (B*M*T, PL), mean (B*M), std (B*M) from x (Bw,L,M): RevIN as GPT4TS computes
-   it (mean; std = sqrt(biased variance + 1e-5); (x - mean) / std in fp32), then
-   patch p of series bm holds its normalised steps p*PS .. p*PS+PL-1, steps past the
-   end repeating step L-1. Statistics are summed in double in step order. */
-static void gpt2rt__ts_revin_patch(float *patch, float *mean, float *std, const float *x, const gpt2rt__dims *d) {
+   it (mean; std = sqrt(biased variance + 1e-5); z = (x - mean) / std in fp32; with
+   the affine w (M), b (M): z * w[m] + b[m], and z kept in zs), then patch p of series
+   bm holds its normalised steps p*PS .. p*PS+PL-1, steps past the end repeating step
+   L-1. Statistics are summed in double in step order. */
+static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
+                                   const float *b, const gpt2rt__dims *d) {
     int64_t L = d->Lb, M = d->M, T = d->T, PL = d->PL, PS = d->PS;
     GPT2RT__PARALLEL_FOR(d->nt)
     for (int64_t bm = 0; bm < d->B; bm++) {
@@ -2751,18 +2775,27 @@ static void gpt2rt__ts_revin_patch(float *patch, float *mean, float *std, const 
         std[bm] = sd;
         for (int64_t p = 0; p < T; p++)
             for (int64_t k = 0; k < PL; k++) {
-                int64_t t = p * PS + k < L ? p * PS + k : L - 1;
-                patch[(bm * T + p) * PL + k] = (xs[t * M] - mu) / sd;
+                int64_t t = p * PS + k < L ? p * PS + k : L - 1, i = (bm * T + p) * PL + k;
+                float z = (xs[t * M] - mu) / sd;
+                patch[i] = w ? z * w[bm % M] + b[bm % M] : z;
+                if (zs) zs[i] = z;
             }
     }
 }
 
-/* pred (Bw,H,M) = yn (B*M,H) * std + mean: the original scale */
-static void gpt2rt__ts_denorm(float *pred, const float *yn, const float *mean, const float *std, const gpt2rt__dims *d) {
+/* RevIN's affine undone as PatchTST does: (yn - b) / (w + 1e-10) */
+#define GPT2RT__TS_AFFINE_EPS 1e-10f
+
+/* pred (Bw,H,M) = yn (B*M,H) * std + mean: the original scale (affine w, b: undone first) */
+static void gpt2rt__ts_denorm(float *pred, const float *yn, const float *mean, const float *std, const float *w,
+                              const float *b, const gpt2rt__dims *d) {
     int64_t M = d->M, H = d->H;
     for (int64_t bm = 0; bm < d->B; bm++)
-        for (int64_t h = 0; h < H; h++)
-            pred[((bm / M) * H + h) * M + bm % M] = yn[bm * H + h] * std[bm] + mean[bm];
+        for (int64_t h = 0; h < H; h++) {
+            float u = yn[bm * H + h];
+            if (w) u = (u - b[bm % M]) / (w[bm % M] + GPT2RT__TS_AFFINE_EPS);
+            pred[((bm / M) * H + h) * M + bm % M] = u * std[bm] + mean[bm];
+        }
 }
 
 /* sum of squared errors of pred against y, both (Bw,H,M), in double in order */
@@ -2772,15 +2805,43 @@ static double gpt2rt__ts_mse_sum(const float *pred, const float *y, int64_t n) {
     return s;
 }
 
-/* dyn (B*M,H) = d(dloss * sum of squared errors) / d(yn): through the de-normalisation */
-static void gpt2rt__ts_mse_backward(float *dyn, const float *pred, const float *y, const float *std, float dloss,
-                                    const gpt2rt__dims *d) {
+/* dyn (B*M,H) = d(dloss * sum of squared errors) / d(yn), in place over yn: through
+   the de-normalisation; with the affine w, b also dw, db (M) += (NULL: frozen), summed
+   per channel in double in (window, step) order */
+static void gpt2rt__ts_mse_backward(float *dyn, const float *pred, const float *y, const float *std, const float *w,
+                                    const float *b, float *dw, float *db, float dloss, const gpt2rt__dims *d) {
     int64_t M = d->M, H = d->H;
-    for (int64_t bm = 0; bm < d->B; bm++)
-        for (int64_t h = 0; h < H; h++) {
-            int64_t i = ((bm / M) * H + h) * M + bm % M;
-            dyn[bm * H + h] = 2.0f * (pred[i] - y[i]) * dloss * std[bm];
+    for (int64_t m = 0; m < M; m++) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t bw = 0; bw < d->Bw; bw++)
+            for (int64_t h = 0; h < H; h++) {
+                int64_t bm = bw * M + m, i = (bw * H + h) * M + m;
+                float du = 2.0f * (pred[i] - y[i]) * dloss * std[bm];
+                if (!w) { dyn[bm * H + h] = du; continue; }
+                float inv = 1.0f / (w[m] + GPT2RT__TS_AFFINE_EPS), u = (dyn[bm * H + h] - b[m]) * inv;
+                dyn[bm * H + h] = du * inv;
+                sw -= (double)du * inv * u; /* d/dw of (yn - b) / (w + eps) = -u / (w + eps) */
+                sb -= (double)du * inv;
+            }
+        if (dw) { dw[m] += (float)sw; db[m] += (float)sb; }
+    }
+}
+
+/* the affine's input side: dw, db (M) += from dpatch (BT,PL), the gradient of
+   z * w + b, with zs (BT,PL) the patches' z; each patch element counts once, padded
+   copies included (the chain rule through the padding); summed per channel in
+   double in order */
+static void gpt2rt__ts_affine_backward(float *dw, float *db, const float *dpatch, const float *zs, const gpt2rt__dims *d) {
+    int64_t M = d->M, n = d->T * d->PL;
+    for (int64_t m = 0; m < M; m++) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t bw = 0; bw < d->Bw; bw++) {
+            const float *dp = dpatch + (bw * M + m) * n, *z = zs + (bw * M + m) * n;
+            for (int64_t i = 0; i < n; i++) { sw += (double)dp[i] * z[i]; sb += dp[i]; }
         }
+        dw[m] += (float)sw;
+        db[m] += (float)sb;
+    }
 }
 
 /* ==== 7. CPU backend ==== */
@@ -3621,7 +3682,8 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
     if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
-        gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, dloss, d);
+        gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
+                                dloss, d);
         gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, d->B, d->T * C, d->H,
                                     ctx->gemm_ws, nt);
     } else {
@@ -3677,12 +3739,14 @@ static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
         gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B, d->T, d->C, d->nt);
         return GPT2RT_OK;
     }
-    /* patches: wpe as for tokens (no wte); in_layer's weight gradients, no input gradient */
+    /* patches: wpe as for tokens (no wte); in_layer's weight gradients; the patches'
+       gradient only for RevIN's affine */
     gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C, d->nt);
     if (g.inw) {
         gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-        gpt2rt__cpu_matmul_backward(NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw, d->BT, d->PL, d->C,
-                                    ctx->gemm_ws, d->nt);
+        gpt2rt__cpu_matmul_backward(g.revw ? ctx->ts_dpatch : NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw,
+                                    d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+        if (g.revw) gpt2rt__ts_affine_backward(g.revw, g.revb, ctx->ts_dpatch, ctx->ts_z, d);
     }
     return GPT2RT_OK;
 }
@@ -4369,10 +4433,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, 
     if (r != GPT2RT_OK) return r;
     if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
     if ((r = gpt2rt__ts_check(ctx, "gpt2rt_forward_series", x, y)) != GPT2RT_OK) return r;
-    gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_mean, ctx->ts_std, x, d);
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
     ctx->have_pred = 0;
     if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
-    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, d);
+    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
     ctx->have_logits = ctx->have_pred = 1;
     ctx->have_loss = 0;
     if (y) {
@@ -4564,16 +4629,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     snprintf(v[4], 32, "%lld", (long long)d->Vp); snprintf(v[5], 32, "%lld", (long long)d->P);
     snprintf(v[6], 32, "%lld", (long long)ctx->step); snprintf(v[7], 32, "%llu", (unsigned long long)ctx->rng);
     snprintf(v[8], 32, "%u", ctx->cfg.frozen);
-    char tv[5][32];
+    char tv[6][32];
     snprintf(tv[0], 32, "%d", ctx->cfg.seq_len); snprintf(tv[1], 32, "%lld", (long long)d->PL);
     snprintf(tv[2], 32, "%lld", (long long)d->PS); snprintf(tv[3], 32, "%lld", (long long)d->M);
-    snprintf(tv[4], 32, "%lld", (long long)d->H);
+    snprintf(tv[4], 32, "%lld", (long long)d->H); snprintf(tv[5], 32, "%d", d->affine);
     /* patch models add their shape (token states keep the keys they always had) */
     const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
                           "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7],
                           "frozen", v[8], "seq_len", tv[0], "patch_len", tv[1], "patch_stride", tv[2],
-                          "n_channels", tv[3], "horizon", tv[4]};
-    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (d->patches ? 0 : 10);
+                          "n_channels", tv[3], "horizon", tv[4], "revin_affine", tv[5]};
+    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (d->patches ? 0 : 12);
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};

@@ -288,7 +288,7 @@ static void test_config_errors(void) {
         expect_refused(c, GPT2RT_ERR_INVALID_ARGUMENT, needle, #field " = " #value); n++; } while (0)
     MISMATCH(input, GPT2RT_INPUT_PATCHES, "input = PATCHES goes with head = REGRESSION (got head = LM)");
     MISMATCH(head, GPT2RT_HEAD_REGRESSION, "input = TOKENS goes with head = LM (got head = REGRESSION)");
-    MISMATCH(patch_len, 16, "patch_len = 16, patch_stride = 0, n_channels = 0, horizon = 0 apply to input = PATCHES");
+    MISMATCH(patch_len, 16, "patch_len = 16, patch_stride = 0, n_channels = 0, horizon = 0, revin_affine = 0 apply to input = PATCHES");
     MISMATCH(n_channels, 7, "n_channels = 7");
     MISMATCH(horizon, 96, "horizon = 96");
 #undef MISMATCH

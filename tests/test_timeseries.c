@@ -3,7 +3,8 @@
    forecaster around Hugging Face transformers' GPT2Model (B=3, L=32, M=2, patch 8
    stride 4, C=16, 2 layers, horizon 8). This test reads it (no Python) and compares
    the predictions, the loss, every gradient, 3 AdamW steps (all trained, and
-   attention + MLP frozen as GPT4TS does); then finite differences on in_layer,
+   attention + MLP frozen as GPT4TS does), the same with RevIN's learned affine;
+   then finite differences on RevIN's affine, in_layer,
    out_layer and wpe, the plan (no wte, no LM head), the config checks, a GPT-2
    truncation load, save / resume bitwise, recompute bitwise, micro-batches. */
 #define GPT2RT_IMPLEMENTATION
@@ -166,6 +167,56 @@ int main(void) {
         gpt2rt_free(ctx);
     }
 
+    /* 2b. RevIN's learned affine (PatchTST's): predictions, loss, every gradient, 3 AdamW steps */
+    {
+        gpt2rt_config c = cfg;
+        c.revin_affine = 1;
+        if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) { printf("create: %s\n", gpt2rt_last_error(ctx)); return 2; }
+        CHECK_OK(ctx, gpt2rt_weights_load(ctx, FIX "model_affine.safetensors"));
+        const float *lref = ref_f32("affine.loss", NULL);
+        CHECK_OK(ctx, gpt2rt_forward_series(ctx, x, y, &loss));
+        CHECK_OK(ctx, gpt2rt_predictions(ctx, pred, n_pred));
+        double ep = rel_err(pred, ref_f32("affine.pred", NULL), n_pred), el = fabs(loss - lref[0]) / lref[0];
+        CHECK(ep <= TOL && el <= TOL, "affine: predictions %.3g, loss %.7f vs %.7f", ep, (double)loss, (double)lref[0]);
+        CHECK_OK(ctx, gpt2rt_backward(ctx));
+        double eg = compare_params(ctx, GPT2RT_PARAM_GRAD, "affine.grad", "affine gradient");
+        CHECK_OK(ctx, gpt2rt_update(ctx, NULL)); /* a first step taken apart, then two whole ones */
+        const float *sl = ref_f32("affine.step_loss", NULL);
+        double es = 0;
+        for (int s = 1; s < (int)meta_num("steps"); s++) {
+            gpt2rt_step_stats st;
+            CHECK_OK(ctx, gpt2rt_step_series(ctx, x, y, &st));
+            double e = fabs(st.loss - sl[s]) / fabs(sl[s]);
+            CHECK(e <= TOL, "affine step %d: loss %.7f vs %.7f", s, (double)st.loss, (double)sl[s]);
+            if (e > es) es = e;
+        }
+        double ef = compare_params(ctx, GPT2RT_PARAM_VALUE, "affine.final", "affine after AdamW");
+        printf("    RevIN affine vs PyTorch: predictions %.2e, loss %.2e, worst gradient %.2e, steps %.2e, "
+               "weights %.2e\n", ep, el, eg, es, ef);
+        /* finite differences on the affine itself */
+        CHECK_OK(ctx, gpt2rt_forward_series(ctx, x, y, NULL));
+        CHECK_OK(ctx, gpt2rt_backward(ctx));
+        const char *an[2] = {"revin.affine_weight", "revin.affine_bias"};
+        double worst = 0;
+        for (int k = 0; k < 2; k++)
+            for (int j = 0; j < 2; j++) {
+                float w[2], g[2];
+                CHECK_OK(ctx, gpt2rt_param_read(ctx, an[k], GPT2RT_PARAM_GRAD, g, 2));
+                CHECK_OK(ctx, gpt2rt_param_read(ctx, an[k], GPT2RT_PARAM_VALUE, w, 2));
+                float keep = w[j], h = 1e-2f;
+                w[j] = keep + h; CHECK_OK(ctx, gpt2rt_param_write(ctx, an[k], w, 2));
+                double lp = loss_at(ctx, x, y);
+                w[j] = keep - h; CHECK_OK(ctx, gpt2rt_param_write(ctx, an[k], w, 2));
+                double lm = loss_at(ctx, x, y);
+                w[j] = keep; CHECK_OK(ctx, gpt2rt_param_write(ctx, an[k], w, 2));
+                double fd = (lp - lm) / (2.0 * h), e = fabs(fd - g[j]) / (fabs(g[j]) + 1e-2);
+                CHECK(e < 1e-2, "finite difference %s[%d]: %.6f vs gradient %.6f", an[k], j, fd, (double)g[j]);
+                if (e > worst) worst = e;
+            }
+        printf("    finite differences (RevIN affine): worst %.2e\n", worst);
+        gpt2rt_free(ctx);
+    }
+
     /* 3. finite differences on the new parts: in_layer, out_layer, wpe (central, fp32
        loss, so a loose bound; it catches a wrong index or a missing term) */
     {
@@ -278,6 +329,8 @@ int main(void) {
         CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT, "tokens + regression: %s", p.error);
         c = tok; c.horizon = 5;
         CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(p.error, "horizon = 5"), "tokens + horizon: %s", p.error);
+        c = tok; c.revin_affine = 1;
+        CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(p.error, "revin_affine = 1"), "tokens + affine: %s", p.error);
         c = cfg; c.max_seq_len = 7;
         CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(p.error, "= 8 exceeds max_seq_len = 7"),
               "too many patches: %s", p.error);
@@ -381,6 +434,7 @@ int main(void) {
     {
         gpt2rt_config c = cfg;
         c.batch_size = 2;
+        c.revin_affine = 1; /* the affine's buffers too (loaded file lacks it: ones and zeros) */
         static float x4[4 * 32 * 2], y4[4 * 8 * 2];
         for (int i = 0; i < 4 * 32 * 2; i++) x4[i] = x[i % (3 * 32 * 2)] + 0.1f * (float)(i / (3 * 32 * 2));
         for (int i = 0; i < 4 * 8 * 2; i++) y4[i] = y[i % (3 * 8 * 2)];

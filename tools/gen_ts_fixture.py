@@ -13,10 +13,14 @@ Files (safetensors, written without the safetensors package; metadata sorted):
                          Conv1D layout as Hugging Face stores it, in_layer/out_layer
                          as nn.Linear) plus transformer.wte.weight, which a patch
                          model must skip
+  model_affine.safetensors  the same with RevIN's affine (revin.affine_weight,
+                         revin.affine_bias: PatchTST's per-channel scale and shift)
   reference.safetensors  x (B,L,M), y (B,H,M), pred (B,H,M), loss, grad.<name> for
                          every parameter, the losses of 3 AdamW steps and the
                          weights after them (final.<name>), the same for 3 steps with
-                         attention and MLP frozen (frozen_loss, frozen_final.<name>)
+                         attention and MLP frozen (frozen_loss, frozen_final.<name>),
+                         and for the affine model (affine.pred, affine.loss,
+                         affine.grad.<name>, affine.step_loss, affine.final.<name>)
 
 Run: python3 tools/gen_ts_fixture.py [outdir]   (needs torch and transformers)
 """
@@ -37,8 +41,13 @@ LR, WD, CLIP, B1, B2, EPS, STEPS = 1e-3, 0.1, 1.0, 0.9, 0.999, 1e-8, 3
 
 
 class GPT4TS(nn.Module):
-    def __init__(self):
+    def __init__(self, affine=False):
         super().__init__()
+        self.affine = affine
+        if affine:  # PatchTST's RevIN affine, one scale and shift per channel
+            self.revin = nn.Module()
+            self.revin.affine_weight = nn.Parameter(torch.ones(M))
+            self.revin.affine_bias = nn.Parameter(torch.zeros(M))
         cfg = GPT2Config(n_embd=C, n_layer=NL, n_head=NH, n_positions=NPOS, vocab_size=50,
                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
                          activation_function="gelu_new", layer_norm_epsilon=1e-5)
@@ -54,6 +63,8 @@ class GPT4TS(nn.Module):
         x = x - means
         stdev = torch.sqrt(torch.var(x, dim=1, keepdim=True, unbiased=False) + 1e-5).detach()
         x = x / stdev
+        if self.affine:
+            x = x * self.revin.affine_weight + self.revin.affine_bias
         x = x.permute(0, 2, 1)                    # (B,M,L)
         x = self.pad(x)                           # (B,M,L+S)
         x = x.unfold(-1, PL, S)                   # (B,M,NP,PL)
@@ -61,6 +72,8 @@ class GPT4TS(nn.Module):
         h = self.gpt2(inputs_embeds=self.in_layer(x)).last_hidden_state  # (B*M,NP,C)
         out = self.out_layer(h.reshape(b * M, NP * C))                     # (B*M,H)
         out = out.reshape(b, M, H).permute(0, 2, 1)                        # (B,H,M)
+        if self.affine:
+            out = (out - self.revin.affine_bias) / (self.revin.affine_weight + 1e-10)
         return out * stdev + means
 
 
@@ -142,12 +155,29 @@ def main():
     ref += [("frozen_loss", torch.tensor(losses))]
     ref += [("frozen_final." + n, p.detach().clone()) for n, p in params(model)]
 
+    # the same model with RevIN's affine (scale and shift away from 1 and 0)
+    amodel = GPT4TS(affine=True)
+    with torch.no_grad():
+        for n, p in amodel.named_parameters():
+            p.copy_(init[our_name(n)] if our_name(n) in init else
+                    (1.0 if n.endswith("weight") else 0.0) + 0.3 * torch.randn_like(p))
+    ainit = {our_name(n): p.detach().clone() for n, p in amodel.named_parameters()}
+    apred = amodel(x)
+    aloss = torch.mean((apred - y) ** 2)
+    aloss.backward()
+    ref += [("affine.pred", apred), ("affine.loss", aloss.reshape(1))]
+    ref += [("affine.grad." + n, p.grad.detach().clone()) for n, p in params(amodel)]
+    losses = adamw_run(amodel, x, y, frozen=False)
+    ref += [("affine.step_loss", torch.tensor(losses))]
+    ref += [("affine.final." + n, p.detach().clone()) for n, p in params(amodel)]
+
     n_params = sum(p.numel() for n, p in params(model))
     meta = {"format": "gpt2rt-ts-reference", "B": B, "L": L, "M": M, "patch_len": PL, "stride": S,
             "horizon": H, "n_embd": C, "n_layer": NL, "n_head": NH, "n_positions": NPOS, "n_patches": NP,
             "lr": LR, "weight_decay": WD, "grad_clip": CLIP, "beta1": B1, "beta2": B2, "eps": EPS,
             "steps": STEPS, "n_params": n_params, "torch": torch.__version__}
     write_st(os.path.join(out, "model.safetensors"), list(init.items()), {"format": "pt"})
+    write_st(os.path.join(out, "model_affine.safetensors"), list(ainit.items()), {"format": "pt"})
     write_st(os.path.join(out, "reference.safetensors"), ref, meta)
     print("wrote %s: loss %.6f, %d parameters (no wte), %d patches" % (out, loss.item(), n_params, NP))
     assert math.isfinite(loss.item())
