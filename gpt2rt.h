@@ -231,8 +231,10 @@
      none; vocab_size does not apply). gpt2rt_weights_load of a GPT-2 checkpoint
      fills the blocks, wpe and ln_f (the first n_layer layers) and keeps in_layer
      and out_layer as they are unless the file has them. GPT4TS freezes
-     ATTENTION | MLP.
-   - Initialisation: in_layer and out_layer weights N(0, 0.02), biases 0.
+     ATTENTION | MLP. With revin_affine: revin.affine_weight, revin.affine_bias (M).
+   - Initialisation: in_layer and out_layer weights N(0, 0.02), biases 0; the
+     affine 1 and 0.
+   - No dropout yet (the config has no field for it).
 
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
@@ -241,7 +243,7 @@
    Creating a context with the CUDA backend (bf16/fp16/TF32 and loss scaling are
    CUDA precisions: the CPU backend answers GPT2RT_ERR_UNAVAILABLE), the
    data-parallel and layer-split modes. gpt2rt_plan and gpt2rt_fit already plan
-   them. Time series: dropout.
+   them.
 
    ============================================================================
    CONTENTS of the implementation, in the order data flows (grep "==== N." to
@@ -4566,6 +4568,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     gpt2rt__free(&ctx->cfg, outs, GPT2RT_MEM_BOOKKEEPING);
     if (r != GPT2RT_OK) return r;
     const gpt2rt__dims *d = &ctx->d;
+    int64_t c_vocab = ctx->cfg.vocab_size; /* d->V, except patch models (no vocabulary: the configured one) */
     FILE *f = fopen(ctmp, "wb");
     int ok = f && fprintf(f,
         "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
@@ -4576,8 +4579,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
         "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
         "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
         "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
-        (long long)d->V, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
-        (long long)(d->V - 1), (long long)(d->V - 1)) > 0;
+        (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
+        (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
     if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
     /* Two renames cannot replace a pair at once. The old model.safetensors stays under
        a second name (a hard link on POSIX, so the path never goes missing) until

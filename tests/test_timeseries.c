@@ -420,6 +420,11 @@ int main(void) {
         CHECK_OK(b, gpt2rt_weights_load(b, "build/ts_weights"));
         int64_t nb = harness_params(b, GPT2RT_PARAM_VALUE, pb);
         CHECK(na == nb && !memcmp(pa, pb, sizeof(float) * (size_t)na), "weights_save + weights_load round trip");
+        gpt2rt_config back;
+        memset(&back, 0, sizeof back);
+        char err[256];
+        CHECK(gpt2rt_config_load(&back, "build/ts_weights", err, sizeof err) == GPT2RT_OK && back.n_embd == cfg.n_embd &&
+              back.n_layer == cfg.n_layer && back.max_seq_len == cfg.max_seq_len, "config.json of a patch model: %s", err);
         /* a state of another shape is refused with the numbers */
         gpt2rt_free(b);
         c = cfg; c.horizon = 4;
