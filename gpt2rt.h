@@ -127,6 +127,9 @@
    gpt2rt_update                         one AdamW step, then zero the gradients
    gpt2rt_step                           forward + backward + update in one call
    gpt2rt_logits                         copy the last forward's logits (B,T,vocab)
+   gpt2rt_forward_series / _step_series  the same with float windows (time series)
+   gpt2rt_predictions                    the last series forward's predictions
+                                         (B,horizon,M), original scale
    gpt2rt_weights_load / _save           Hugging Face safetensors (+ config.json);
                                          a load also resets the optimizer state
    gpt2rt_config_load                    the model shape from a Hugging Face config.json
@@ -172,7 +175,8 @@
                      MLP pre- and post-GELU; fewer with recompute or frozen groups)
        transient     backward scratch alive only during one layer's backward, and
                      the buffer recomputed (or not kept) outputs pass through
-       logits        (B, T, padded_vocab), turned into dlogits in place
+       logits        (B, T, padded_vocab), turned into dlogits in place; time series:
+                     the normalised predictions (B*M, horizon)
        workspace     per-thread scratch (matrix-product packing, attention rows)
        comm          communication buffers of the two-device modes
    plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
@@ -225,13 +229,42 @@
    data-parallel rank its own share, none repeated within an epoch.
 
    ============================================================================
+   TIME SERIES (GPT4TS, "One Fits All")
+   ============================================================================
+   input = GPT2RT_INPUT_PATCHES with head = GPT2RT_HEAD_REGRESSION forecasts
+   `horizon` steps of M = n_channels series from a lookback of L = seq_len steps:
+   - Channel independence: a batch of B windows (B,L,M) is B*M univariate series,
+     each normalised over its lookback (RevIN: mean, and std = sqrt(biased
+     variance + 1e-5); with revin_affine, PatchTST's learned per-channel scale and
+     shift, revin.affine_weight / revin.affine_bias (M), undone on the way out).
+   - Patching: the series is padded at the end with stride copies of its last
+     value and cut into n_patches = (L - patch_len)/stride + 2 patches of
+     patch_len steps, stride apart (GPT4TS's ReplicationPad1d + unfold).
+   - in_layer: Linear(patch_len -> C) plus GPT-2's position embedding, the GPT-2
+     blocks and ln_f on the B*M sequences of n_patches tokens, then out_layer:
+     Linear(n_patches*C -> horizon) on each series' flattened (n_patches, C)
+     states, de-normalised (times std, plus mean). Loss: mean squared error over
+     (B,horizon,M) in the original scale.
+   - Parameters: transformer.wpe, transformer.h.*, transformer.ln_f as GPT-2, and
+     in_layer.weight (C, patch_len), in_layer.bias (C), out_layer.weight (horizon,
+     n_patches*C), out_layer.bias (horizon), all nn.Linear layout, group
+     GPT2RT_GROUP_HEAD. No token embedding and no LM head exist (the plan counts
+     none; vocab_size does not apply). gpt2rt_weights_load of a GPT-2 checkpoint
+     fills the blocks, wpe and ln_f (the first n_layer layers) and keeps in_layer
+     and out_layer as they are unless the file has them. GPT4TS freezes
+     ATTENTION | MLP. With revin_affine: revin.affine_weight, revin.affine_bias (M).
+   - Initialisation: in_layer and out_layer weights N(0, 0.02), biases 0; the
+     affine 1 and 0.
+   - No dropout yet (the config has no field for it).
+
+   ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
    Creating a context with the CUDA backend (bf16/fp16/TF32 and loss scaling are
    CUDA precisions: the CPU backend answers GPT2RT_ERR_UNAVAILABLE), the
-   data-parallel and layer-split modes, patch inputs, regression heads.
-   gpt2rt_plan and gpt2rt_fit already plan the first two.
+   data-parallel and layer-split modes. gpt2rt_plan and gpt2rt_fit already plan
+   them.
 
    ============================================================================
    CONTENTS of the implementation, in the order data flows (grep "==== N." to
@@ -250,8 +283,8 @@
                                  rank and merged id  5.3 BPE of one piece  5.4 Loading,
                                  encoding, decoding  5.5 llm.c token shards
                                  (gpt2rt__tok_, gpt2rt__shard_)
-    6. Inputs                    6.1 Tokens (gpt2rt__input_)  6.2 Patches (slot:
-                                 time series, gpt2rt__ts_)
+    6. Inputs                    6.1 Tokens (gpt2rt__input_)  6.2 Patches (time
+                                 series: RevIN, patching, MSE, gpt2rt__ts_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)
@@ -391,15 +424,18 @@ typedef struct gpt2rt_config {
     int vocab_size;   /* 0 -> 50257 */
     int padded_vocab; /* 0 -> vocab_size rounded up to a multiple of 128 */
     int max_seq_len;  /* 0 -> 1024 (positions in wpe) */
-    gpt2rt_input input;
-    int patch_len, patch_stride, n_channels; /* patch inputs only */
-    gpt2rt_head head;
-    int horizon;     /* regression head only */
+    gpt2rt_input input; /* PATCHES: seq_len is the lookback L in time steps */
+    int patch_len, patch_stride, n_channels; /* patch inputs only: 0 -> 16, 8, 1 */
+    gpt2rt_head head;   /* REGRESSION goes with PATCHES (and LM with TOKENS) */
+    int horizon;     /* regression head only: 0 -> 96 */
+    int revin_affine; /* patch inputs: RevIN's learned per-channel scale and shift
+                         (PatchTST's), 0 = off (GPT4TS) */
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
 
     /* batch */
     int batch_size; /* micro-batch B (per device under DATA parallel), 0 -> 4 */
-    int seq_len;    /* T, 0 -> min(64, max_seq_len) */
+    int seq_len;    /* T, 0 -> min(64, max_seq_len); patch inputs: the lookback L,
+                       0 -> 336 */
     int grad_accum; /* micro-batches per optimizer step, 0 -> 1 (gpt2rt_step takes
                        grad_accum * batch_size rows) */
 
@@ -525,6 +561,20 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs,
                                      const int32_t *targets, gpt2rt_step_stats *stats);
 /* dst: (B,T,vocab_size) floats, count must be B*T*vocab_size; valid until backward */
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count);
+
+/* Time series (input = GPT2RT_INPUT_PATCHES, head = GPT2RT_HEAD_REGRESSION): the same
+   calls with float windows. x: (B,L,M) floats, L = seq_len (the lookback), M =
+   n_channels; y: (B,horizon,M) targets in the same scale, or NULL (no loss). The loss
+   is the mean squared error of the de-normalised predictions. gpt2rt_backward and
+   gpt2rt_update are shared with token models; gpt2rt_step_series takes grad_accum*B
+   windows. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y,
+                                            gpt2rt_step_stats *stats);
+/* dst: (B,horizon,M) predictions of the last gpt2rt_forward_series in the original
+   scale (also after gpt2rt_step_series: its last micro-batch's, before the update);
+   count must be B*horizon*M; a load or gpt2rt_param_write forgets them */
+GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t count);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path);
 /* The model shape of a Hugging Face GPT-2 config.json (path: the file, or the directory
@@ -686,7 +736,12 @@ static int gpt2rt__default_threads(void) { return 1; }
 typedef struct gpt2rt__dims {
     int64_t L, NH, C, HS;  /* layers, heads, width, head size C/NH */
     int64_t V, Vp, P;      /* vocab, padded vocab, positions (max_seq_len) */
-    int64_t B, T, BT;      /* micro-batch, sequence, B*T */
+    int64_t B, T, BT;      /* micro-batch, sequence, B*T (patches: B*M series of n_patches tokens) */
+    int patches;           /* time series: patch inputs, regression head (V = Vp = 0) */
+    int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
+    int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
+    int affine;            /* patches: RevIN's learned affine */
+    int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
     int nt;                /* CPU threads */
     int cuda;              /* planned for the CUDA backend */
     int ab;                /* bytes per activation element: 4 (fp32), 2 (bf16, fp16) */
@@ -708,7 +763,9 @@ typedef struct gpt2rt__span {
 
 /* a size a parameter's shape is made of (the parameter table's shape columns) */
 typedef enum gpt2rt__dim {
-    GPT2RT__DIM_1, GPT2RT__DIM_C, GPT2RT__DIM_3C, GPT2RT__DIM_4C, GPT2RT__DIM_VP, GPT2RT__DIM_P
+    GPT2RT__DIM_1, GPT2RT__DIM_C, GPT2RT__DIM_3C, GPT2RT__DIM_4C, GPT2RT__DIM_VP, GPT2RT__DIM_P,
+    GPT2RT__DIM_PL, GPT2RT__DIM_H, GPT2RT__DIM_TC, /* patches: patch_len, horizon, n_patches*C */
+    GPT2RT__DIM_M /* patches: channels */
 } gpt2rt__dim;
 
 /* how a parameter starts when no weights are loaded: Hugging Face's rule */
@@ -745,13 +802,18 @@ typedef struct gpt2rt__tensor {
 } gpt2rt__tensor;
 
 /* the whole-model parameters, rows of gpt2rt__model_rows; in the table and the arena
-   wte and wpe precede the layers, ln_f follows them */
+   wte and wpe precede the layers, ln_f follows them. Patch models have no wte; their
+   rows of gpt2rt__ts_rows follow wpe (in_layer) and ln_f (out_layer). */
 enum { GPT2RT__WTE, GPT2RT__WPE, GPT2RT__LNFW, GPT2RT__LNFB, GPT2RT__N_MODEL };
+enum { GPT2RT__INW, GPT2RT__INB, GPT2RT__OUTW, GPT2RT__OUTB, GPT2RT__REVW, GPT2RT__REVB, GPT2RT__N_TS };
 
 typedef struct gpt2rt__model_params {
-    float *wte;         /* (Vp, C), also the tied LM head */
+    float *wte;         /* (Vp, C), also the tied LM head; NULL for patches */
     float *wpe;         /* (P, C) */
     float *lnfw, *lnfb; /* (C) */
+    float *inw, *inb;   /* patches: (C, PL), (C) */
+    float *outw, *outb; /* patches: (H, T*C), (H) */
+    float *revw, *revb; /* patches with revin_affine: (M), (M); else NULL */
 } gpt2rt__model_params;
 
 /* per-layer parameters, rows of gpt2rt__layer_rows: 12 tensors in this order in the
@@ -806,6 +868,11 @@ struct gpt2rt_ctx {
     float *xout;                    /* FULL: (BT,C) the last layer's output */
     float *lnf, *lnf_mean, *lnf_rstd; /* (BT,C), (BT), (BT) */
     float *losses, *logit_lse;        /* (BT) */
+    float *ts_patch;                  /* patches: (BT, PL) normalised patches, in_layer's input */
+    float *ts_mean, *ts_std;          /* patches: (B) RevIN statistics of each series */
+    float *ts_y, *ts_pred;            /* patches: (Bw,H,M) targets, de-normalised predictions */
+    float *ts_z, *ts_dpatch;          /* revin_affine: (BT,PL) patches before the affine; transient:
+                                         their gradient */
     float *logits;                    /* (BT,Vp) logits arena */
     float *dres, *dbuf, *dbig;        /* transient: (BT,C), (BT,C), (BT,4C) */
     float *rcbuf;                     /* transient: (BT,4C) outputs not kept (selective, frozen) */
@@ -825,6 +892,7 @@ struct gpt2rt_ctx {
     int64_t acc_targets;
     int acc_micro;
     int have_logits, have_loss, grads_pending;
+    int have_pred; /* ts_pred holds the last series forward's predictions */
 };
 
 /* ==== 1.3 Hooks, errors, time, random numbers ==== */
@@ -925,11 +993,17 @@ static void gpt2rt__cfg_default_model(gpt2rt_config *c) {
     if (!c->vocab_size) c->vocab_size = 50257;
     if (!c->max_seq_len) c->max_seq_len = 1024;
     if (!c->padded_vocab) c->padded_vocab = (int)(((int64_t)c->vocab_size + 127) / 128 * 128 & INT32_MAX);
+    if (c->input == GPT2RT_INPUT_PATCHES) { /* GPT4TS's ETT setting */
+        if (!c->patch_len) c->patch_len = 16;
+        if (!c->patch_stride) c->patch_stride = 8;
+        if (!c->n_channels) c->n_channels = 1;
+    }
+    if (c->head == GPT2RT_HEAD_REGRESSION && !c->horizon) c->horizon = 96;
 }
 
 static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (!c->batch_size) c->batch_size = 4;
-    if (!c->seq_len) c->seq_len = c->max_seq_len < 64 ? c->max_seq_len : 64;
+    if (!c->seq_len) c->seq_len = c->input == GPT2RT_INPUT_PATCHES ? 336 : c->max_seq_len < 64 ? c->max_seq_len : 64;
     if (!c->grad_accum) c->grad_accum = 1;
 }
 
@@ -991,27 +1065,68 @@ static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, 
     if (c->padded_vocab < c->vocab_size || c->padded_vocab > (1 << 24))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "padded_vocab = %d must lie in [vocab_size = %d, %d]",
                     c->padded_vocab, c->vocab_size, 1 << 24);
-    GPT2RT__NYI(c->input != GPT2RT_INPUT_TOKENS, "input = GPT2RT_INPUT_PATCHES (time-series patches)");
-    GPT2RT__NYI(c->head != GPT2RT_HEAD_LM, "head = GPT2RT_HEAD_REGRESSION");
-    GPT2RT__NYI(c->patch_len || c->patch_stride || c->n_channels, "patch_len/patch_stride/n_channels (patch inputs)");
-    GPT2RT__NYI(c->horizon, "horizon (regression head)");
+    if ((int)c->input < 0 || c->input > GPT2RT_INPUT_PATCHES)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "input = %d is not a gpt2rt_input", (int)c->input);
+    if ((int)c->head < 0 || c->head > GPT2RT_HEAD_REGRESSION)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "head = %d is not a gpt2rt_head", (int)c->head);
+    int patches = c->input == GPT2RT_INPUT_PATCHES;
+    if (patches != (c->head == GPT2RT_HEAD_REGRESSION))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "input = %s goes with head = %s (got head = %s): token inputs have "
+                    "the tied LM head, patch inputs the regression head", patches ? "PATCHES" : "TOKENS",
+                    patches ? "REGRESSION" : "LM", c->head == GPT2RT_HEAD_REGRESSION ? "REGRESSION" : "LM");
+    if (!patches && (c->patch_len || c->patch_stride || c->n_channels || c->horizon || c->revin_affine))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "patch_len = %d, patch_stride = %d, n_channels = %d, horizon = %d, "
+                    "revin_affine = %d apply to input = PATCHES only (set them to 0 for tokens)", c->patch_len,
+                    c->patch_stride, c->n_channels, c->horizon, c->revin_affine);
+    if (patches) {
+        GPT2RT__RANGE(patch_len, 1, 1 << 16);
+        GPT2RT__RANGE(patch_stride, 1, 1 << 16);
+        GPT2RT__RANGE(n_channels, 1, 1 << 16);
+        GPT2RT__RANGE(horizon, 1, 1 << 20);
+        GPT2RT__RANGE(revin_affine, 0, 1);
+    }
     const unsigned all = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
                          GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
-    const unsigned model = all & ~(unsigned)GPT2RT_GROUP_HEAD; /* the groups tokens + LM head have */
+    /* the groups this model has: tokens + LM head, or patches + in/out layers */
+    const unsigned model = all & ~(unsigned)(patches ? GPT2RT_GROUP_TOKEN_EMBED : GPT2RT_GROUP_HEAD);
     if (c->frozen & ~all)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x has bits outside the gpt2rt_group values (0x%x)",
                     c->frozen, all);
-    if (c->frozen & GPT2RT_GROUP_HEAD)
+    if (!patches && (c->frozen & GPT2RT_GROUP_HEAD))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen includes GPT2RT_GROUP_HEAD, which has no parameters "
                     "with token inputs and the tied LM head");
+    if (patches && (c->frozen & GPT2RT_GROUP_TOKEN_EMBED))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen includes GPT2RT_GROUP_TOKEN_EMBED, which patch inputs do "
+                    "not have (in_layer and out_layer are GPT2RT_GROUP_HEAD)");
     if ((c->frozen & model) == model)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "frozen = 0x%x freezes every parameter group: nothing to train",
                     c->frozen);
     return GPT2RT_OK;
 }
 
+/* patches: the tokens of one series, (L - patch_len)/stride + 2 (GPT4TS pads stride steps) */
+static int64_t gpt2rt__cfg_n_patches(const gpt2rt_config *c) {
+    return ((int64_t)c->seq_len - c->patch_len) / c->patch_stride + 2;
+}
+
 static gpt2rt_result gpt2rt__cfg_check_batch(const gpt2rt_config *c, char *err, size_t cap) {
     GPT2RT__RANGE(batch_size, 1, 1 << 20);
+    if (c->input == GPT2RT_INPUT_PATCHES) {
+        if (c->seq_len < c->patch_len || c->seq_len > (1 << 24))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "seq_len = %d (the lookback) must lie in [patch_len = %d, 2^24]",
+                        c->seq_len, c->patch_len);
+        int64_t np = gpt2rt__cfg_n_patches(c);
+        if (np > c->max_seq_len)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "n_patches = (seq_len - patch_len)/patch_stride + 2 = (%d - %d)/%d "
+                        "+ 2 = %lld exceeds max_seq_len = %d (the positions of wpe)", c->seq_len, c->patch_len,
+                        c->patch_stride, (long long)np, c->max_seq_len);
+        if ((int64_t)c->batch_size * c->n_channels * (np > c->seq_len ? np : c->seq_len) > ((int64_t)1 << 30) ||
+            (int64_t)c->batch_size * c->n_channels * c->horizon > ((int64_t)1 << 30))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "batch_size * n_channels * max(seq_len, horizon) = %d * %d * %d "
+                        "exceeds 2^30", c->batch_size, c->n_channels, c->seq_len > c->horizon ? c->seq_len : c->horizon);
+        GPT2RT__RANGE(grad_accum, 1, 1 << 20);
+        return GPT2RT_OK;
+    }
     if (c->seq_len < 1 || c->seq_len > c->max_seq_len)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "seq_len = %d must lie in [1, max_seq_len = %d]", c->seq_len, c->max_seq_len);
     if ((int64_t)c->batch_size * c->seq_len > ((int64_t)1 << 30))
@@ -1117,6 +1232,15 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.L = c->n_layer; d.NH = c->n_head; d.C = c->n_embd; d.HS = d.C / d.NH;
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
+    d.patches = c->input == GPT2RT_INPUT_PATCHES;
+    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0;
+    if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
+        d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
+        d.affine = c->revin_affine;
+        d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
+        d.V = d.Vp = 0;
+    }
+    d.n_out = d.patches ? d.Bw * d.H * d.M : d.BT;
     d.nt = c->n_threads;
     d.cuda = c->backend == GPT2RT_BACKEND_CUDA;
     d.ab = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
@@ -1177,6 +1301,17 @@ static const gpt2rt__param_row gpt2rt__layer_rows[GPT2RT__PER_LAYER] = {
     {"mlp.c_proj.weight",  GPT2RT__DIM_C,  GPT2RT__DIM_4C, 1, 1, GPT2RT_GROUP_MLP,       GPT2RT__INIT_RESID},
     {"mlp.c_proj.bias",    GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_MLP,       GPT2RT__INIT_ZEROS},
 };
+/* patch models: GPT4TS's names; in_layer follows wpe, out_layer follows ln_f, then
+   (revin_affine only) RevIN's affine under PatchTST's names */
+static const gpt2rt__param_row gpt2rt__ts_rows[GPT2RT__N_TS] = {
+    /* name                rows            cols            transpose decay group             init */
+    {"in_layer.weight",    GPT2RT__DIM_C,  GPT2RT__DIM_PL, 0, 1, GPT2RT_GROUP_HEAD, GPT2RT__INIT_NORMAL},
+    {"in_layer.bias",      GPT2RT__DIM_C,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ZEROS},
+    {"out_layer.weight",   GPT2RT__DIM_H,  GPT2RT__DIM_TC, 0, 1, GPT2RT_GROUP_HEAD, GPT2RT__INIT_NORMAL},
+    {"out_layer.bias",     GPT2RT__DIM_H,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ZEROS},
+    {"revin.affine_weight", GPT2RT__DIM_M, GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ONES},
+    {"revin.affine_bias",  GPT2RT__DIM_M,  GPT2RT__DIM_1,  0, 0, GPT2RT_GROUP_HEAD, GPT2RT__INIT_ZEROS},
+};
 
 static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
     switch (k) {
@@ -1186,6 +1321,10 @@ static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
     case GPT2RT__DIM_4C: return 4 * d->C;
     case GPT2RT__DIM_VP: return d->Vp;
     case GPT2RT__DIM_P: return d->P;
+    case GPT2RT__DIM_PL: return d->PL;
+    case GPT2RT__DIM_H: return d->H;
+    case GPT2RT__DIM_TC: return d->T * d->C;
+    case GPT2RT__DIM_M: return d->M;
     }
     return 0;
 }
@@ -1217,42 +1356,64 @@ static void gpt2rt__param_add(const gpt2rt__dims *d, const gpt2rt__param_row *ro
     if (!frozen) *goff += rows * cols;
 }
 
-/* The table in arena order: wte, wpe, the layers' rows layer by layer, ln_f. Returns
-   the number of tensors; fills tab when non-NULL; *n_floats gets the total, *n_train
-   the trainable part. */
+/* The table in arena order: wte, wpe, the layers' rows layer by layer, ln_f; patch
+   models: wpe, in_layer, the layers, ln_f, out_layer. Returns the number of tensors;
+   fills tab when non-NULL; *n_floats gets the total, *n_train the trainable part. */
 static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64_t *n_floats, int64_t *n_train) {
     int n = 0;
     int64_t off = 0, goff = 0;
-    for (int k = 0; k < GPT2RT__LNFW; k++) gpt2rt__param_add(d, &gpt2rt__model_rows[k], -1, tab, &n, &off, &goff);
+    for (int k = d->patches ? GPT2RT__WPE : 0; k < GPT2RT__LNFW; k++)
+        gpt2rt__param_add(d, &gpt2rt__model_rows[k], -1, tab, &n, &off, &goff);
+    for (int k = 0; d->patches && k < GPT2RT__OUTW; k++) gpt2rt__param_add(d, &gpt2rt__ts_rows[k], -1, tab, &n, &off, &goff);
     for (int64_t l = 0; l < d->L; l++)
         for (int k = 0; k < GPT2RT__PER_LAYER; k++)
             gpt2rt__param_add(d, &gpt2rt__layer_rows[k], l, tab, &n, &off, &goff);
     for (int k = GPT2RT__LNFW; k < GPT2RT__N_MODEL; k++)
         gpt2rt__param_add(d, &gpt2rt__model_rows[k], -1, tab, &n, &off, &goff);
+    for (int k = GPT2RT__OUTW; d->patches && k < (d->affine ? GPT2RT__N_TS : GPT2RT__REVW); k++)
+        gpt2rt__param_add(d, &gpt2rt__ts_rows[k], -1, tab, &n, &off, &goff);
     if (n_floats) *n_floats = off;
     if (n_train) *n_train = goff;
     return n;
 }
 
-/* the table's tensors by name: a whole-model one (GPT2RT__WTE...), layer l's 12 */
+/* the tensors before the first layer's: wte, wpe; patches: wpe, in_layer (2) */
+static int64_t gpt2rt__layer0(const gpt2rt__dims *d) { return d->patches ? 1 + GPT2RT__OUTW : GPT2RT__LNFW; }
+
+/* the table's tensors by name: a whole-model one (GPT2RT__WTE...; NULL: this model has
+   none), a patch model's (GPT2RT__INW...), layer l's 12 */
 static const gpt2rt__tensor *gpt2rt__model_tensor(const gpt2rt_ctx *ctx, int which) {
-    return which < GPT2RT__LNFW ? ctx->tensors + which : ctx->tensors + ctx->n_tensors - (GPT2RT__N_MODEL - which);
+    int64_t after = gpt2rt__layer0(&ctx->d) + ctx->d.L * GPT2RT__PER_LAYER; /* ln_f */
+    if (which >= GPT2RT__LNFW) return ctx->tensors + after + (which - GPT2RT__LNFW);
+    if (!ctx->d.patches) return ctx->tensors + which;
+    return which == GPT2RT__WPE ? ctx->tensors : NULL;
+}
+
+static const gpt2rt__tensor *gpt2rt__ts_tensor(const gpt2rt_ctx *ctx, int which) {
+    int64_t after = gpt2rt__layer0(&ctx->d) + ctx->d.L * GPT2RT__PER_LAYER + 2; /* past ln_f */
+    if (which >= GPT2RT__REVW && !ctx->d.affine) return NULL;
+    return which < GPT2RT__OUTW ? ctx->tensors + 1 + which : ctx->tensors + after + (which - GPT2RT__OUTW);
 }
 
 static const gpt2rt__tensor *gpt2rt__layer_tensors(const gpt2rt_ctx *ctx, int64_t l) {
-    return ctx->tensors + GPT2RT__LNFW + l * GPT2RT__PER_LAYER;
+    return ctx->tensors + gpt2rt__layer0(&ctx->d) + l * GPT2RT__PER_LAYER;
+}
+
+static float *gpt2rt__tensor_at(const gpt2rt__tensor *t, float *base, int grads) {
+    return !t ? NULL : !grads ? base + t->off : t->goff >= 0 ? base + t->goff : NULL;
 }
 
 /* the whole-model tensors; base: params (by off) or grads (by goff; NULL when frozen) */
 static gpt2rt__model_params gpt2rt__mparams(const gpt2rt_ctx *ctx, float *base, int grads) {
-    float *q[GPT2RT__N_MODEL];
-    for (int i = 0; i < GPT2RT__N_MODEL; i++) {
-        const gpt2rt__tensor *t = gpt2rt__model_tensor(ctx, i);
-        q[i] = !grads ? base + t->off : t->goff >= 0 ? base + t->goff : NULL;
-    }
+    float *q[GPT2RT__N_MODEL], *ts[GPT2RT__N_TS] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    for (int i = 0; i < GPT2RT__N_MODEL; i++) q[i] = gpt2rt__tensor_at(gpt2rt__model_tensor(ctx, i), base, grads);
+    for (int i = 0; ctx->d.patches && i < GPT2RT__N_TS; i++) ts[i] = gpt2rt__tensor_at(gpt2rt__ts_tensor(ctx, i), base, grads);
     gpt2rt__model_params p;
     p.wte = q[GPT2RT__WTE]; p.wpe = q[GPT2RT__WPE];
     p.lnfw = q[GPT2RT__LNFW]; p.lnfb = q[GPT2RT__LNFB];
+    p.inw = ts[GPT2RT__INW]; p.inb = ts[GPT2RT__INB];
+    p.outw = ts[GPT2RT__OUTW]; p.outb = ts[GPT2RT__OUTB];
+    p.revw = ts[GPT2RT__REVW]; p.revb = ts[GPT2RT__REVB];
     return p;
 }
 
@@ -1339,6 +1500,12 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     if (s->last && wte_train) owned += wte;
     if (s->first) { held += wpe; if (!(fz & GPT2RT_GROUP_POS_EMBED)) owned += wpe; }
     if (s->last) { held += lnf; if (!(fz & GPT2RT_GROUP_LAYERNORM)) owned += lnf; }
+    if (d->patches) { /* in_layer (and RevIN's affine) first, out_layer last (wte is 0 here) */
+        int64_t in = d->PL * C + C + 2 * d->M * d->affine, out = d->H * d->T * C + d->H;
+        int64_t head_train = !(fz & GPT2RT_GROUP_HEAD);
+        if (s->first) { held += in; owned += head_train * in; }
+        if (s->last) { held += out; owned += head_train * out; }
+    }
     bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->wb);
     /* low precision: an fp32 master of what this device trains */
     bytes[GPT2RT_MEM_MASTER] = d->wb == 4 ? 0 : (uint64_t)(owned * 4);
@@ -1351,8 +1518,24 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : nl;
     int64_t n_ckpt = full ? (nl + d->ck - 1) / d->ck - 1 : 0; /* the layer input is checkpoint 0 */
     int64_t o = 0, act = gpt2rt__ald(d, BT * C * ab);
-    int64_t o_inputs = o; if (s->first) o += gpt2rt__ald(d, BT * 4);
-    int64_t o_targets = o; if (s->last) o += gpt2rt__ald(d, BT * 4);
+    /* tokens: the ids; patches: the normalised patches and their series' statistics,
+       the targets and the de-normalised predictions */
+    int64_t o_inputs = o, o_targets = o, o_patch = o, o_mean = o, o_std = o, o_y = o, o_pred = o, o_z = o;
+    if (!d->patches) {
+        o_inputs = o; if (s->first) o += gpt2rt__ald(d, BT * 4);
+        o_targets = o; if (s->last) o += gpt2rt__ald(d, BT * 4);
+    } else {
+        if (s->first) {
+            o_patch = o; o += gpt2rt__ald(d, BT * d->PL * 4);
+            o_mean = o; o += gpt2rt__ald(d, d->B * 4);
+            o_std = o; o += gpt2rt__ald(d, d->B * 4);
+            o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
+        }
+        if (s->last) {
+            o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
+            o_pred = o; o += gpt2rt__ald(d, d->n_out * 4);
+        }
+    }
     int64_t o_x0 = o; o += act;
     int64_t o_layers = o; o += n_blocks * stride;
     int64_t o_ckpt = o; o += n_ckpt * act;
@@ -1362,16 +1545,21 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
         o_lnf = o; o += act;
         o_lnf_mean = o; o += gpt2rt__ald(d, BT * 4);
         o_lnf_rstd = o; o += gpt2rt__ald(d, BT * 4);
-        o_losses = o; o += gpt2rt__ald(d, BT * 4);
-        o_lse = o; o += gpt2rt__ald(d, BT * 4);
+        if (!d->patches) { /* the cross-entropy's */
+            o_losses = o; o += gpt2rt__ald(d, BT * 4);
+            o_lse = o; o += gpt2rt__ald(d, BT * 4);
+        }
     }
     bytes[GPT2RT_MEM_ACTIVATIONS] = (uint64_t)o;
 
     /* transient: gradient of the residual stream, two scratch buffers, and the
        recompute buffer for outputs not kept */
     int64_t big = gpt2rt__ald(d, BT * 4 * C * ab);
-    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0));
-    bytes[GPT2RT_MEM_LOGITS] = s->last ? (uint64_t)(BT * d->Vp * ab) : 0;
+    /* patches with RevIN's affine: the gradient of the patches (BT,PL) */
+    int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
+    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
+    /* the head's output: logits (BT,Vp), or the normalised predictions (B*M,H) */
+    bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(BT * d->Vp * ab);
 
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
@@ -1408,11 +1596,18 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->lnf_rstd = (float *)(void *)(a + o_lnf_rstd);
     ctx->losses = (float *)(void *)(a + o_losses);
     ctx->logit_lse = (float *)(void *)(a + o_lse);
+    ctx->ts_patch = d->patches ? (float *)(void *)(a + o_patch) : NULL;
+    ctx->ts_mean = d->patches ? (float *)(void *)(a + o_mean) : NULL;
+    ctx->ts_std = d->patches ? (float *)(void *)(a + o_std) : NULL;
+    ctx->ts_y = d->patches ? (float *)(void *)(a + o_y) : NULL;
+    ctx->ts_pred = d->patches ? (float *)(void *)(a + o_pred) : NULL;
+    ctx->ts_z = d->affine ? (float *)(void *)(a + o_z) : NULL;
     unsigned char *tr = (unsigned char *)ctx->arena[GPT2RT_MEM_TRANSIENT];
     ctx->dres = (float *)(void *)tr;
     ctx->dbuf = (float *)(void *)(tr + act);
     ctx->dbig = (float *)(void *)(tr + 2 * act);
     ctx->rcbuf = d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
+    ctx->ts_dpatch = dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
     ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
     unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
     ctx->gemm_ws = ws;
@@ -1458,6 +1653,7 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
     double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
     double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
     double layer = 72 * C * C + 12 * C * T, layer_fwd = 24 * C * C + 4 * C * T, head = 6 * (double)d.Vp * C;
+    if (d.patches) head = 6 * (double)(d.PL + d.H) * C; /* in_layer and out_layer, per patch */
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
@@ -2373,10 +2569,12 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
     for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
         const gpt2rt__st_tensor *e = gpt2rt__st_find(&st, t->name);
-        if (!e) e = gpt2rt__st_find(&st, t->name + plen); /* the original GPT-2 files have no prefix */
+        int gpt2 = !strncmp(t->name, "transformer.", plen);
+        if (!e && gpt2) e = gpt2rt__st_find(&st, t->name + plen); /* the original GPT-2 files have no prefix */
         src[i] = e;
         int64_t want[2];
         gpt2rt__hf_shape(t, want);
+        if (!e && !gpt2) continue; /* patches: a GPT-2 checkpoint has no in_layer/out_layer; they stay */
         if (!e) {
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' (or '%s') is missing; the file has %d tensors%s%s",
                              what, t->name, t->name + plen, st.n, st.n ? ", the first is " : "", st.n ? st.t[0].name : "");
@@ -2420,10 +2618,11 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
             char full[128];
             snprintf(full, sizeof full, "transformer.%s", base);
             int layer = -1;
-            if (gpt2rt__tensor_named(ctx, full) || gpt2rt__ends_with(base, ".attn.bias") ||
+            if (gpt2rt__tensor_named(ctx, full) || gpt2rt__tensor_named(ctx, nm) ||
+                gpt2rt__ends_with(base, ".attn.bias") ||
                 gpt2rt__ends_with(base, ".attn.masked_bias") || !strcmp(base, "lm_head.weight") ||
-                !strcmp(nm, "lm_head.weight"))
-                continue;
+                !strcmp(nm, "lm_head.weight") || (ctx->d.patches && !strcmp(base, "wte.weight")))
+                continue; /* ours, a causal mask buffer, the tied head, or a patch model's unused wte */
             if (!strncmp(base, "h.", 2)) {
                 char num[16];
                 size_t k = 0;
@@ -2441,6 +2640,7 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
         for (int i = 0; i < ctx->n_tensors; i++) {
             const gpt2rt__tensor *t = &ctx->tensors[i];
             const gpt2rt__st_tensor *e = src[i];
+            if (!e) continue; /* kept as it is (patches' in_layer/out_layer) */
             const unsigned char *p = st.data + e->begin;
             float *dst = ctx->params + t->off;
             if (t->transpose) {
@@ -2526,17 +2726,20 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     const gpt2rt__dims *d = &ctx->d;
     const char *fmt = gpt2rt__st_meta(&st, "format");
     /* frozen: the moments cover the trained parameters only (absent: nothing frozen) */
-    const char *keys[7] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen"};
-    int64_t want[7] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen};
+    /* patch models: their shape too (absent in a token state: 0) */
+    const char *keys[13] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
+                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine"};
+    int64_t want[13] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
+                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine};
     const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
                                      gpt2rt__st_find(&st, "adam_v")};
     const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
     if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
         r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    for (int i = 0; i < 7 && r == GPT2RT_OK; i++) {
+    for (int i = 0; i < 13 && r == GPT2RT_OK; i++) {
         const char *s = gpt2rt__st_meta(&st, keys[i]);
-        if (i == 6 && !s) s = "0";
+        if (i >= 6 && !s) s = "0";
         long long got;
         if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s, this context has %lld", what, keys[i],
@@ -3809,7 +4012,117 @@ static gpt2rt_result gpt2rt__input_tokens_check(gpt2rt_ctx *ctx, const char *fn,
 
 /* ==== 6.2 Patches ==== */
 
-/* (slot) continuous series cut into patches (GPT4TS) arrive here, infix gpt2rt__ts_ */
+/* Continuous series cut into patches (GPT4TS): a window x (Bw,L,M) is M series, each
+   instance-normalised over its lookback (RevIN), padded with stride copies of its
+   last value and cut into T = n_patches patches; the predictions (B*M,H) of the
+   regression head come back to (Bw,H,M) in the original scale; the loss is their
+   mean squared error. Series bm = b*M + m is row bm of the transformer's batch. */
+
+/* x (Bw,L,M) and y (Bw,H,M) (may be NULL) must be finite; the message names the first
+   bad value by window, step and channel */
+static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const float *x, const float *y) {
+    const gpt2rt__dims *d = &ctx->d;
+    for (int k = 0; k < 2; k++) {
+        const float *v = k ? y : x;
+        int64_t steps = k ? d->H : d->Lb, n = d->Bw * steps * d->M;
+        for (int64_t i = 0; v && i < n; i++)
+            if (!isfinite(v[i]))
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s[%lld] (window %lld, step %lld, channel "
+                                    "%lld) is %g; series values must be finite", fn, k ? "y" : "x", (long long)i,
+                                    (long long)(i / (steps * d->M)), (long long)(i / d->M % steps),
+                                    (long long)(i % d->M), (double)v[i]);
+    }
+    return GPT2RT_OK;
+}
+
+/* patch (B*M*T, PL), mean (B*M), std (B*M) from x (Bw,L,M): RevIN as GPT4TS computes
+   it (mean; std = sqrt(biased variance + 1e-5); z = (x - mean) / std in fp32; with
+   the affine w (M), b (M): z * w[m] + b[m], and z kept in zs), then patch p of series
+   bm holds its normalised steps p*PS .. p*PS+PL-1, steps past the end repeating step
+   L-1. Statistics are summed in double in step order. */
+static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
+                                   const float *b, const gpt2rt__dims *d) {
+    int64_t L = d->Lb, M = d->M, T = d->T, PL = d->PL, PS = d->PS;
+    GPT2RT__PARALLEL_FOR(d->nt)
+    for (int64_t bm = 0; bm < d->B; bm++) {
+        const float *xs = x + (bm / M) * L * M + bm % M; /* step t at xs[t*M] */
+        double s = 0.0, ss = 0.0;
+        for (int64_t t = 0; t < L; t++) s += xs[t * M];
+        float mu = (float)(s / (double)L);
+        for (int64_t t = 0; t < L; t++) { double c = (double)(xs[t * M] - mu); ss += c * c; }
+        float sd = (float)sqrt(ss / (double)L + 1e-5);
+        mean[bm] = mu;
+        std[bm] = sd;
+        for (int64_t p = 0; p < T; p++)
+            for (int64_t k = 0; k < PL; k++) {
+                int64_t t = p * PS + k < L ? p * PS + k : L - 1, i = (bm * T + p) * PL + k;
+                float z = (xs[t * M] - mu) / sd;
+                patch[i] = w ? z * w[bm % M] + b[bm % M] : z;
+                if (zs) zs[i] = z;
+            }
+    }
+}
+
+/* RevIN's affine undone as PatchTST does: (yn - b) / (w + 1e-10) */
+#define GPT2RT__TS_AFFINE_EPS 1e-10f
+
+/* pred (Bw,H,M) = yn (B*M,H) * std + mean: the original scale (affine w, b: undone first) */
+static void gpt2rt__ts_denorm(float *pred, const float *yn, const float *mean, const float *std, const float *w,
+                              const float *b, const gpt2rt__dims *d) {
+    int64_t M = d->M, H = d->H;
+    for (int64_t bm = 0; bm < d->B; bm++)
+        for (int64_t h = 0; h < H; h++) {
+            float u = yn[bm * H + h];
+            if (w) u = (u - b[bm % M]) / (w[bm % M] + GPT2RT__TS_AFFINE_EPS);
+            pred[((bm / M) * H + h) * M + bm % M] = u * std[bm] + mean[bm];
+        }
+}
+
+/* sum of squared errors of pred against y, both (Bw,H,M), in double in order */
+static double gpt2rt__ts_mse_sum(const float *pred, const float *y, int64_t n) {
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) { double e = (double)pred[i] - (double)y[i]; s += e * e; }
+    return s;
+}
+
+/* dyn (B*M,H) = d(dloss * sum of squared errors) / d(yn), in place over yn: through
+   the de-normalisation; with the affine w, b also dw, db (M) += (NULL: frozen), summed
+   per channel in double in (window, step) order */
+static void gpt2rt__ts_mse_backward(float *dyn, const float *pred, const float *y, const float *std, const float *w,
+                                    const float *b, float *dw, float *db, float dloss, const gpt2rt__dims *d) {
+    int64_t M = d->M, H = d->H;
+    for (int64_t m = 0; m < M; m++) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t bw = 0; bw < d->Bw; bw++)
+            for (int64_t h = 0; h < H; h++) {
+                int64_t bm = bw * M + m, i = (bw * H + h) * M + m;
+                float du = 2.0f * (pred[i] - y[i]) * dloss * std[bm];
+                if (!w) { dyn[bm * H + h] = du; continue; }
+                float inv = 1.0f / (w[m] + GPT2RT__TS_AFFINE_EPS), u = (dyn[bm * H + h] - b[m]) * inv;
+                dyn[bm * H + h] = du * inv;
+                sw -= (double)du * inv * u; /* d/dw of (yn - b) / (w + eps) = -u / (w + eps) */
+                sb -= (double)du * inv;
+            }
+        if (dw) { dw[m] += (float)sw; db[m] += (float)sb; }
+    }
+}
+
+/* the affine's input side: dw, db (M) += from dpatch (BT,PL), the gradient of
+   z * w + b, with zs (BT,PL) the patches' z; each patch element counts once, padded
+   copies included (the chain rule through the padding); summed per channel in
+   double in order */
+static void gpt2rt__ts_affine_backward(float *dw, float *db, const float *dpatch, const float *zs, const gpt2rt__dims *d) {
+    int64_t M = d->M, n = d->T * d->PL;
+    for (int64_t m = 0; m < M; m++) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t bw = 0; bw < d->Bw; bw++) {
+            const float *dp = dpatch + (bw * M + m) * n, *z = zs + (bw * M + m) * n;
+            for (int64_t i = 0; i < n; i++) { sw += (double)dp[i] * z[i]; sb += dp[i]; }
+        }
+        dw[m] += (float)sw;
+        db[m] += (float)sb;
+    }
+}
 
 /* ==== 7. CPU backend ==== */
 
@@ -4538,10 +4851,11 @@ static void gpt2rt__cpu_matmul_forward(float *out, const float *inp, const float
 }
 
 /* dinp (BT,IC) = dout W;  dw (OC,IC) += dout^T inp;  db (OC) += sum over rows of dout.
-   dw and db NULL: a frozen weight, only dinp (and inp may be NULL) */
+   dw and db NULL: a frozen weight, only dinp (and inp may be NULL); dinp NULL: the
+   input needs no gradient (patches' in_layer) */
 static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                     const float *w, int64_t BT, int64_t IC, int64_t OC, void *ws, int nt) {
-    gpt2rt__sgemm(0, 0, BT, IC, OC, dout, OC, w, IC, NULL, 0, dinp, IC, ws, nt);
+    if (dinp) gpt2rt__sgemm(0, 0, BT, IC, OC, dout, OC, w, IC, NULL, 0, dinp, IC, ws, nt);
     if (dw) gpt2rt__sgemm(1, 0, OC, IC, BT, dout, OC, inp, IC, NULL, 1, dw, IC, ws, nt);
     if (!db) return;
     /* column sums: threads own column blocks, rows are summed in order */
@@ -4568,20 +4882,20 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
    context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
    of the residual stream down the backward. */
 typedef struct gpt2rt__backend {
-    /* x0 (BT,C) = wte[inputs] + wpe */
+    /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
     gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
     /* layer l from res (BT,C) into a; also the recompute of FULL, which must give
        bitwise the same values */
     gpt2rt_result (*layer_forward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
-    /* ln_f of res (BT,C), then logits (BT,Vp) */
+    /* ln_f of res (BT,C), then logits (BT,Vp); patches: out_layer, (B*M,H) */
     gpt2rt_result (*head_forward)(gpt2rt_ctx *ctx, const float *res);
     /* logits -> dlogits (scaled by dloss), the tied head's and ln_f's gradients;
-       dres = d(res) */
+       dres = d(res); patches: the MSE's gradient, out_layer's */
     gpt2rt_result (*head_backward)(gpt2rt_ctx *ctx, const float *res, float dloss);
     /* dres holds d(layer l's output) and becomes d(res), the layer's input res
        (BT,C); weight gradients += */
     gpt2rt_result (*layer_backward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
-    /* wte, wpe gradients += from dres */
+    /* wte, wpe gradients += from dres; patches: wpe, in_layer */
     gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
     /* bytes from src to dst, both in the backend's arenas */
     gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
@@ -4592,7 +4906,18 @@ typedef struct gpt2rt__backend {
 static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, d->C, d->nt);
+    if (!d->patches) {
+        gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, d->C, d->nt);
+        return GPT2RT_OK;
+    }
+    /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
+    gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+    GPT2RT__PARALLEL_FOR(d->nt)
+    for (int64_t bt = 0; bt < d->BT; bt++) {
+        float *o = ctx->x0 + bt * d->C;
+        const float *pe = p.wpe + (bt % d->T) * d->C;
+        for (int64_t c = 0; c < d->C; c++) o[c] += pe[c];
+    }
     return GPT2RT_OK;
 }
 
@@ -4624,7 +4949,10 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, p.lnfw, p.lnfb, d->BT, d->C, d->nt);
-    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
+    if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
+        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B, d->T * d->C, d->H, ctx->gemm_ws, d->nt);
+    else
+        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
     return GPT2RT_OK;
 }
 
@@ -4633,9 +4961,16 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int64_t BT = d->BT, C = d->C;
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
-    /* LM head (tied): dlnf -> dbuf */
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits, ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt);
+    if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
+        gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
+                                dloss, d);
+        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, d->B, d->T * C, d->H,
+                                    ctx->gemm_ws, nt);
+    } else {
+        gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
+        /* LM head (tied): dlnf -> dbuf */
+        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits, ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt);
+    }
     memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
     gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw, ctx->lnf_mean, ctx->lnf_rstd,
                                    BT, C, nt);
@@ -4680,7 +5015,19 @@ static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, cons
 static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B, d->T, d->C, d->nt);
+    if (!d->patches) {
+        gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B, d->T, d->C, d->nt);
+        return GPT2RT_OK;
+    }
+    /* patches: wpe as for tokens (no wte); in_layer's weight gradients; the patches'
+       gradient only for RevIN's affine */
+    gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C, d->nt);
+    if (g.inw) {
+        gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+        gpt2rt__cpu_matmul_backward(g.revw ? ctx->ts_dpatch : NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw,
+                                    d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+        if (g.revw) gpt2rt__ts_affine_backward(g.revw, g.revb, ctx->ts_dpatch, ctx->ts_z, d);
+    }
     return GPT2RT_OK;
 }
 
@@ -4880,7 +5227,7 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
 /* raw gradients times this = gradients of the mean loss over every target counted
    since the last update */
 static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) {
-    return ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
+    return ctx->acc_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
 }
 
 /* ==== 10. Context ==== */
@@ -4941,7 +5288,7 @@ static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
     memset(ctx->m, 0, (size_t)ctx->n_train * 2 * sizeof(float));
     ctx->step = 0;
     gpt2rt__accum_reset(ctx);
-    ctx->have_logits = ctx->have_loss = 0;
+    ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
 }
 
 /* bytes the OS could give us now (Linux MemAvailable); 0 when unknown */
@@ -5035,6 +5382,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
     plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
+    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
     plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1);
     plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
     return GPT2RT_OK;
@@ -5227,9 +5575,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
 
 /* ==== 11.4 Training ==== */
 
+/* the call fn is made for the context's input kind (series: the _series calls) */
+static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int series) {
+    if (ctx->d.patches == series) return GPT2RT_OK;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context has input = %s; use %s", fn,
+                        ctx->d.patches ? "PATCHES (time series)" : "TOKENS",
+                        ctx->d.patches ? "gpt2rt_forward_series / gpt2rt_step_series / gpt2rt_predictions"
+                                       : "gpt2rt_forward / gpt2rt_step / gpt2rt_logits");
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
+    if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
     if (r != GPT2RT_OK) return r;
@@ -5253,7 +5611,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
     /* one fixed scale for every micro-batch; the update divides by the counted targets */
-    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.BT * ctx->cfg.grad_accum));
+    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
     if (r != GPT2RT_OK) return r;
     ctx->acc_loss_sum += ctx->loss_sum;
     ctx->acc_targets += ctx->n_targets;
@@ -5309,6 +5667,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
     if (!inputs || !targets)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: %s is NULL", inputs ? "targets" : "inputs");
     if (ctx->grads_pending)
@@ -5334,6 +5693,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
+    if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
     if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst is NULL");
     if (count != d->BT * d->V)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst holds %lld floats, needs "
@@ -5343,6 +5703,73 @@ GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t coun
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
     for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+    GPT2RT__CHECK_CTX(ctx);
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1);
+    if (r != GPT2RT_OK) return r;
+    if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
+    if ((r = gpt2rt__ts_check(ctx, "gpt2rt_forward_series", x, y)) != GPT2RT_OK) return r;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
+    ctx->have_pred = 0;
+    if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
+    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
+    ctx->have_logits = ctx->have_pred = 1;
+    ctx->have_loss = 0;
+    if (y) {
+        memcpy(ctx->ts_y, y, (size_t)d->n_out * sizeof(float));
+        ctx->loss_sum = gpt2rt__ts_mse_sum(ctx->ts_pred, ctx->ts_y, d->n_out);
+        ctx->n_targets = d->n_out;
+        ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
+        ctx->have_loss = 1;
+    }
+    if (loss) *loss = y ? ctx->loss : 0.0f;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
+    if (r != GPT2RT_OK) return r;
+    if (!x || !y)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step_series: gradients from an earlier gpt2rt_backward "
+                            "are waiting for gpt2rt_update");
+    double t0 = gpt2rt__now();
+    const gpt2rt__dims *d = &ctx->d;
+    /* grad_accum micro-batches of Bw windows each, then one update */
+    for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
+        r = gpt2rt_forward_series(ctx, x + k * d->Bw * d->Lb * d->M, y + k * d->n_out, NULL);
+        if (r == GPT2RT_OK) r = gpt2rt_backward(ctx);
+    }
+    if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
+        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        gpt2rt__accum_reset(ctx);
+    }
+    if (r == GPT2RT_OK) r = gpt2rt_update(ctx, stats);
+    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t count) {
+    GPT2RT__CHECK_CTX(ctx);
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
+    if (r != GPT2RT_OK) return r;
+    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst is NULL");
+    if (count != d->n_out)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst holds %lld floats, needs "
+                            "B*horizon*M = %lld*%lld*%lld = %lld", (long long)count, (long long)d->Bw, (long long)d->H,
+                            (long long)d->M, (long long)d->n_out);
+    if (!ctx->have_pred)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_predictions: no predictions (call gpt2rt_forward_series; "
+                            "a load or gpt2rt_param_write forgets them)");
+    memcpy(dst, ctx->ts_pred, (size_t)count * sizeof(float));
     return GPT2RT_OK;
 }
 
@@ -5419,6 +5846,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     gpt2rt__free(&ctx->cfg, outs, GPT2RT_MEM_BOOKKEEPING);
     if (r != GPT2RT_OK) return r;
     const gpt2rt__dims *d = &ctx->d;
+    int64_t c_vocab = ctx->cfg.vocab_size; /* d->V, except patch models (no vocabulary: the configured one) */
     FILE *f = fopen(ctmp, "wb");
     int ok = f && fprintf(f,
         "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
@@ -5429,8 +5857,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
         "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
         "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
         "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
-        (long long)d->V, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
-        (long long)(d->V - 1), (long long)(d->V - 1)) > 0;
+        (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
+        (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
     if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
     /* Two renames cannot replace a pair at once. The old model.safetensors stays under
        a second name (a hard link on POSIX, so the path never goes missing) until
@@ -5482,9 +5910,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     snprintf(v[4], 32, "%lld", (long long)d->Vp); snprintf(v[5], 32, "%lld", (long long)d->P);
     snprintf(v[6], 32, "%lld", (long long)ctx->step); snprintf(v[7], 32, "%llu", (unsigned long long)ctx->rng);
     snprintf(v[8], 32, "%u", ctx->cfg.frozen);
+    char tv[6][32];
+    snprintf(tv[0], 32, "%d", ctx->cfg.seq_len); snprintf(tv[1], 32, "%lld", (long long)d->PL);
+    snprintf(tv[2], 32, "%lld", (long long)d->PS); snprintf(tv[3], 32, "%lld", (long long)d->M);
+    snprintf(tv[4], 32, "%lld", (long long)d->H); snprintf(tv[5], 32, "%d", d->affine);
+    /* patch models add their shape (token states keep the keys they always had) */
     const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
                           "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7],
-                          "frozen", v[8]};
+                          "frozen", v[8], "seq_len", tv[0], "patch_len", tv[1], "patch_stride", tv[2],
+                          "n_channels", tv[3], "horizon", tv[4], "revin_affine", tv[5]};
+    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (d->patches ? 0 : 12);
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
@@ -5493,7 +5928,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
         outs[i].transpose = 0; outs[i].ndim = 1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, (int)(sizeof meta / sizeof meta[0]));
+    gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, n_meta);
     if (r != GPT2RT_OK) return r;
     return gpt2rt__rename(ctx, tmp, path);
 }
@@ -5574,7 +6009,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
         for (int64_t r0 = 0; r0 < t->rows; r0++)
             for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
     } else memcpy(d, src, (size_t)count * sizeof(float));
-    ctx->have_logits = ctx->have_loss = 0;
+    ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
     return GPT2RT_OK;
 }
 

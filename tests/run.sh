@@ -109,7 +109,7 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer; do
+    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
@@ -159,6 +159,18 @@ hf_check() { # transformers loads what gpt2rt saved (needs the parity test to ha
         77) skip "transformers load check: torch/transformers not installed (pip install torch transformers)" ;;
         *) bad "transformers load check (exit $rc)" ;;
     esac
+}
+
+ts_fixture_check() { # PyTorch, run again, writes the committed time-series fixture byte for byte
+    if ! python3 -c "import torch, transformers" > /dev/null 2>&1; then
+        skip "time-series fixture regeneration: torch/transformers not installed"; return
+    fi
+    rm -rf $B/ts_tiny
+    if python3 tools/gen_ts_fixture.py $B/ts_tiny > $B/ts_fixture.log 2>&1 &&
+        cmp -s $B/ts_tiny/reference.safetensors tests/fixtures/ts_tiny/reference.safetensors &&
+        cmp -s $B/ts_tiny/model.safetensors tests/fixtures/ts_tiny/model.safetensors; then
+        ok "tools/gen_ts_fixture.py reproduces tests/fixtures/ts_tiny byte for byte"
+    else bad "tools/gen_ts_fixture.py output differs from tests/fixtures/ts_tiny"; tail -5 $B/ts_fixture.log; fi
 }
 
 memory_tools() { # the memory CLI (with and without stb) and the trade-off tour, run for real
@@ -241,7 +253,7 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check ;;
+    normal) compile_checks; contents_check; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

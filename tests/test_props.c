@@ -282,13 +282,16 @@ static void expect_refused(gpt2rt_config c, gpt2rt_result want, const char *need
 static void test_config_errors(void) {
     gpt2rt_config c;
     int n = 0;
-#define NYI(field, value, needle) do { c = tiny(); c.field = value; \
-        expect_refused(c, GPT2RT_ERR_NOT_IMPLEMENTED, needle, #field " = " #value); n++; } while (0)
-    NYI(input, GPT2RT_INPUT_PATCHES, "input");
-    NYI(head, GPT2RT_HEAD_REGRESSION, "head");
-    NYI(patch_len, 16, "patch_len");
-    NYI(n_channels, 7, "n_channels");
-    NYI(horizon, 96, "horizon");
+    /* time series (tests/test_timeseries.c): the input and head kinds go together, and
+       patch fields do not apply to tokens */
+#define MISMATCH(field, value, needle) do { c = tiny(); c.field = value; \
+        expect_refused(c, GPT2RT_ERR_INVALID_ARGUMENT, needle, #field " = " #value); n++; } while (0)
+    MISMATCH(input, GPT2RT_INPUT_PATCHES, "input = PATCHES goes with head = REGRESSION (got head = LM)");
+    MISMATCH(head, GPT2RT_HEAD_REGRESSION, "input = TOKENS goes with head = LM (got head = REGRESSION)");
+    MISMATCH(patch_len, 16, "patch_len = 16, patch_stride = 0, n_channels = 0, horizon = 0, revin_affine = 0 apply to input = PATCHES");
+    MISMATCH(n_channels, 7, "n_channels = 7");
+    MISMATCH(horizon, 96, "horizon = 96");
+#undef MISMATCH
 #define UNAVAILABLE(field, value, needle) do { c = tiny(); c.field = value; \
         expect_refused(c, GPT2RT_ERR_UNAVAILABLE, needle, #field " = " #value); n++; } while (0)
     UNAVAILABLE(precision, GPT2RT_PRECISION_BF16, "BF16 needs backend = GPT2RT_BACKEND_CUDA");
@@ -313,7 +316,6 @@ static void test_config_errors(void) {
             n++;
         }
     }
-#undef NYI
 #define BAD(field, value, needle) do { c = tiny(); c.field = value; \
         expect_refused(c, GPT2RT_ERR_INVALID_ARGUMENT, needle, #field " = " #value); n++; } while (0)
     BAD(n_embd, 15, "n_embd = 15 is not a multiple of n_head = 2");
