@@ -65,6 +65,7 @@ static void fx_load(void) {
     gpt2rt_config z;
     memset(&z, 0, sizeof z);
     z.n_layer = 1; z.n_head = 1; z.n_embd = 4; z.vocab_size = 4; z.max_seq_len = 4;
+    z.backend = GPT2RT_BACKEND_CPU; /* only parses the fixture */
     if (gpt2rt_create(&fx_ctx, &z) != GPT2RT_OK) { printf("create: %s\n", gpt2rt_last_error(fx_ctx)); exit(2); }
     unsigned char *buf = NULL;
     size_t len = 0;

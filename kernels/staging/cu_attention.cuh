@@ -58,14 +58,39 @@ enum {
 #define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
 #define GPT2RT__CU_ATT_LN2 0.6931471805599453f
 
+/* The fast path's instructions (cp.async, bf16 mma.m16n8k16) need sm_80. Device code built
+   for an older -arch gets helpers that trap instead, and the host never launches the fast
+   kernels from such code (gpt2rt__cu_attn_fast16::built): so the header compiles for any
+   -arch, and runs the generic path there. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GPT2RT__CU_ATT_SM80 0
+#else
+#define GPT2RT__CU_ATT_SM80 1
+#endif
+
 /* 16-byte global -> shared copy, asynchronous; bytes = 0 zero-fills the destination */
 __device__ __forceinline__ void gpt2rt__cu_attn_cp16(void *dst, const void *src, int bytes) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes) : "memory");
+#else
+    (void)dst; (void)src; (void)bytes;
+    __trap();
+#endif
 }
-__device__ __forceinline__ void gpt2rt__cu_attn_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void gpt2rt__cu_attn_cp_commit(void) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
 template <int N> __device__ __forceinline__ void gpt2rt__cu_attn_cp_wait(void) {
+#if GPT2RT__CU_ATT_SM80
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+    __trap();
+#endif
 }
 
 /* Start copying a 64 x 64 tile of 16-bit values into smem (row stride LD): rows r0..r0+63 of a
@@ -103,14 +128,24 @@ __device__ __forceinline__ void gpt2rt__cu_attn_kv_step(uint16_t *k_next, uint16
             -> b[0..1] for n0, b[2..3] for n0+8                  (M holds B transposed: K, Q, dO)
    frag_bt: the same with B(k,n) = M[k0+k][n0+n] (M holds B as is: V, dO, Q, K), via .trans */
 __device__ __forceinline__ void gpt2rt__cu_attn_ldsm(unsigned r[4], const uint16_t *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+#if GPT2RT__CU_ATT_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+#else
+    (void)p;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_ldsm_t(unsigned r[4], const uint16_t *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+#if GPT2RT__CU_ATT_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+#else
+    (void)p;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_frag_a(unsigned a[4], const uint16_t *M, int row0, int col0, int lane) {
     gpt2rt__cu_attn_ldsm(a, M + (row0 + (lane & 15)) * GPT2RT__CU_ATT_LD + col0 + (lane >> 4) * 8);
@@ -124,14 +159,24 @@ __device__ __forceinline__ void gpt2rt__cu_attn_frag_bt(unsigned b[4], const uin
 
 /* c (16x8 fp32) += a (16x16) * b (16x8); the pointer argument only selects the input type */
 __device__ __forceinline__ void gpt2rt__cu_attn_mma(const __nv_bfloat16 *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+#if GPT2RT__CU_ATT_SM80
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c; (void)a; (void)b0; (void)b1;
+    __trap();
+#endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_mma(const __half *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+#if GPT2RT__CU_ATT_SM80
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c; (void)a; (void)b0; (void)b1;
+    __trap();
+#endif
 }
 /* two floats -> one register of two 16-bit values, lo in the low half */
 __device__ __forceinline__ unsigned gpt2rt__cu_attn_pack(const __nv_bfloat16 *, float lo, float hi) {
@@ -673,6 +718,7 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
    cudaErrorNotSupported and is never called: see gpt2rt__cu_attn_use_fast). */
 template <typename X> struct gpt2rt__cu_attn_fast {
     enum { available = 0 };
+    static int built(void) { return 0; }
     static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t) { return cudaErrorNotSupported; }
     static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t) {
         return cudaErrorNotSupported;
@@ -680,6 +726,13 @@ template <typename X> struct gpt2rt__cu_attn_fast {
 };
 template <typename X> struct gpt2rt__cu_attn_fast16 {
     enum { available = 1 };
+    /* the kernels were compiled for sm_80 or newer (see GPT2RT__CU_ATT_SM80), and their
+       image is the one this device runs */
+    static int built(void) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+        return fa.ptxVersion >= 80;
+    }
     static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
@@ -705,11 +758,12 @@ template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<
 template <> struct gpt2rt__cu_attn_fast<__half> : gpt2rt__cu_attn_fast16<__half> {};
 
 /* fast path: 16-bit type, HS == 64, every pointer 16-byte aligned (the row strides C and 3C
-   are then multiples of 8 elements); allow_fast = 0 forces the generic path (lab cross-check) */
+   are then multiples of 8 elements), kernels built for sm_80+; allow_fast = 0 forces the generic
+   path (lab cross-check) */
 template <typename X>
 static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b, const void *c, int allow_fast) {
     return allow_fast && gpt2rt__cu_attn_fast<X>::available && C / NH == 64 &&
-           ((uintptr_t)a % 16 | (uintptr_t)b % 16 | (uintptr_t)c % 16) == 0;
+           ((uintptr_t)a % 16 | (uintptr_t)b % 16 | (uintptr_t)c % 16) == 0 && gpt2rt__cu_attn_fast<X>::built();
 }
 static inline int gpt2rt__cu_attn_npl(int HS) { return HS <= 32 ? 1 : HS <= 64 ? 2 : HS <= 128 ? 4 : 8; }
 

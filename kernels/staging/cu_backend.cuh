@@ -80,6 +80,7 @@
    gpt2rt__cu_download_params(ctx, st)            device master -> ctx->params (trained tensors)
    gpt2rt__cu_upload_moments / _download_moments  m, v (n_train each, host arrays)
    gpt2rt__cu_download_grads(ctx, st, g)          raw gradients (n_train) to the host
+   gpt2rt__cu_zero(ctx, st, moments)              gradients (and m, v) to zero
    gpt2rt__cu_read_tensor(ctx, st, t, what, dst)  one tensor (internal layout) to the host
    gpt2rt__cu_forward(ctx, st, inputs, targets, &loss)   sets ctx->loss, loss_sum, n_targets
    gpt2rt__cu_backward(ctx, st)                   += gradients of the last forward's loss
@@ -608,6 +609,21 @@ static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     return GPT2RT_OK;
 }
+/* zero the gradients (a dropped accumulation), and with moments = 1 also m and v (a
+   training reset); the next backward then overwrites instead of accumulating. Synchronous. */
+static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int moments) {
+    st->phase = "zero";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
+    if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->n_train * 8, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    st->grads_dirty = 0;
+    st->have_targets = 0;
+    st->dlogits_ready = 0;
+    return GPT2RT_OK;
+}
+
 /* the raw gradients (n_train fp32, goff order): (sum of token losses) * loss_scale / (BT*grad_accum) */
 static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *g) {
     st->phase = "download_grads";
