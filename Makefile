@@ -1,7 +1,7 @@
-# gpt2rt - make (checks, examples, tools), make test, make demo, make bench,
-# make test-asan, make fuzz, make kernels, make install PREFIX=..., and the GPU
-# targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu
-# (they say so and skip without a GPU).
+# gpt2rt - make (examples, tools), make test (every check), make demo, make bench,
+# make test-asan, make fuzz, make fuzz-tok, make kernels, make install PREFIX=..., and the GPU
+# targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu (they say
+# so and skip without a GPU).
 CC      ?= cc
 CFLAGS  ?= -O3 -march=native
 WARN    := -std=c11 -Wall -Wextra -Werror
@@ -12,12 +12,13 @@ FUZZ_TIME ?= 60
 B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
-TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/fuzz_replay
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok
+TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/fuzz_replay $(B)/test_tokenizer
 
-.PHONY: all test test-asan demo bench fuzz kernels install clean gpu-build test-gpu bench-gpu check
+.PHONY: all test test-asan demo bench bench-tok fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
 
-all: check $(EXAMPLES) $(TOOLS)
+# what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
+all: $(EXAMPLES) $(TOOLS)
 
 $(B):
 	@mkdir -p $(B)
@@ -32,8 +33,12 @@ $(B)/%: examples/%.c gpt2rt.h | $(B)
 $(B)/%: tools/%.c gpt2rt.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
 
-# the memory CLI: tables, the advisor, PNG charts (stb, Debian libstb-dev)
+# the memory CLI: tables, the advisor, PNG charts (with stb, Debian libstb-dev; without, no --png)
 $(B)/gpt2rt-mem: tools/gpt2rt_mem.c gpt2rt.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
+
+# the tokenizer CLI: encode / decode text, u16 and llm.c .bin token files
+$(B)/gpt2rt-tok: tools/gpt2rt_tok.c gpt2rt.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
 
 $(B)/test_%: tests/test_%.c tests/harness.h gpt2rt.h | $(B)
@@ -61,13 +66,38 @@ bench: $(B)/bench_cpu
 	fi
 	@echo
 	./$(B)/bench_memory
+	@echo
+	@$(MAKE) --no-print-directory bench-tok
 
-# libFuzzer on the safetensors parser and loaders (clang); FUZZ_TIME seconds
+# GPT-2 encoding MB/s on one core, gpt2rt then tiktoken on the same text, and the ratio
+bench-tok: $(B)/bench_tok
+	./$(B)/bench_tok | tee $(B)/bench_tok.log
+	@python3 tools/bench_tiktoken.py > $(B)/bench_tiktoken.log 2>&1; rc=$$?; cat $(B)/bench_tiktoken.log; \
+	if [ $$rc -eq 0 ]; then \
+	    a=$$(awk '/^encode MB\/s:/{print $$5}' $(B)/bench_tok.log); b=$$(awk '/^encode MB\/s:/{print $$5}' $(B)/bench_tiktoken.log); \
+	    awk -v a=$$a -v b=$$b 'BEGIN{printf "\ngpt2rt encodes %.1f MB/s, tiktoken %.1f MB/s (medians, one core): %.2fx, same text, same run\n", a, b, a/b}'; \
+	fi
+
+# libFuzzer (clang) on each reader in turn, FUZZ_TIME seconds each: the weights and the
+# training-state loaders (safetensors), config.json. tests/FUZZING.md has the log.
+FUZZ_FLAGS = -max_total_time=$(FUZZ_TIME) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
 fuzz: | $(B)
-	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_safetensors tests/fuzz_safetensors.c $(LDLIBS)
-	mkdir -p $(B)/fuzz_corpus && cp tests/fuzz_corpus/* $(B)/fuzz_corpus/
-	./$(B)/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -max_len=32768 -rss_limit_mb=2048 \
-	    -dict=tests/fuzz_safetensors.dict $(B)/fuzz_corpus
+	@if ! command -v clang >/dev/null 2>&1; then echo "fuzz: skipped: clang not found (apt-get install clang)"; exit 0; fi; \
+	set -e; mkdir -p $(B)/fuzz_w $(B)/fuzz_s $(B)/fuzz_c $(B)/fuzz_artifacts; \
+	F="clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined"; \
+	$$F -DFUZZ_LOADERS=1 -o $(B)/fuzz_weights tests/fuzz_safetensors.c $(LDLIBS); \
+	$$F -DFUZZ_LOADERS=2 -o $(B)/fuzz_state tests/fuzz_safetensors.c $(LDLIBS); \
+	$$F -o $(B)/fuzz_config tests/fuzz_config.c $(LDLIBS); \
+	./$(B)/fuzz_weights $(B)/fuzz_w tests/fuzz_corpus -dict=tests/fuzz_safetensors.dict -max_len=32768 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/; \
+	./$(B)/fuzz_state $(B)/fuzz_s tests/fuzz_corpus -dict=tests/fuzz_safetensors.dict -max_len=32768 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/; \
+	./$(B)/fuzz_config $(B)/fuzz_c tests/fuzz_corpus_config -dict=tests/fuzz_config.dict -max_len=4096 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/
+
+# libFuzzer on the tokenizer: encode, the vocabulary loaders, the shard reader
+fuzz-tok: | $(B)
+	@if ! command -v clang >/dev/null 2>&1; then echo "fuzz-tok: skipped: clang not found (apt-get install clang)"; exit 0; fi
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_tokenizer tests/fuzz_tokenizer.c $(LDLIBS)
+	mkdir -p $(B)/fuzz_tok_corpus && cp tests/fuzz_corpus_tokenizer/* $(B)/fuzz_tok_corpus/
+	./$(B)/fuzz_tokenizer -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 $(B)/fuzz_tok_corpus
 
 kernels: $(B)/cpu_matmul
 	OMP_NUM_THREADS=2 ./$(B)/cpu_matmul

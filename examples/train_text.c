@@ -6,8 +6,9 @@
    usage: train_text [-steps N] [-layers L] [-heads H] [-width C] [-batch B] [-seq T]
                      [-lr X] [-eval-every N] [-init DIR] [-save DIR]
                      [-train FILE] [-val FILE]
-   -init loads Hugging Face GPT-2 weights (model.safetensors) before training;
-   the shape options must then match the checkpoint. */
+   -init DIR loads Hugging Face GPT-2 weights (DIR/model.safetensors) before
+   training, with the model shape of DIR/config.json; -layers may then ask for
+   fewer layers (the first ones load), the other shape options are not needed. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <stdio.h>
@@ -61,23 +62,33 @@ int main(int argc, char **argv) {
     cfg.n_layer = 4; cfg.n_head = 4; cfg.n_embd = 128; cfg.max_seq_len = 64;
     cfg.batch_size = 8; cfg.seq_len = 64;
     cfg.lr = 2e-3f; cfg.warmup_steps = 20; cfg.min_lr_frac = 0.1f; cfg.weight_decay = 0.1f;
+    int layers = 0, heads = 0, width = 0, seq = 0; /* 0: not given */
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "-steps")) steps = atoi(v);
-        else if (!strcmp(k, "-layers")) cfg.n_layer = atoi(v);
-        else if (!strcmp(k, "-heads")) cfg.n_head = atoi(v);
-        else if (!strcmp(k, "-width")) cfg.n_embd = atoi(v);
+        else if (!strcmp(k, "-layers")) layers = atoi(v);
+        else if (!strcmp(k, "-heads")) heads = atoi(v);
+        else if (!strcmp(k, "-width")) width = atoi(v);
         else if (!strcmp(k, "-batch")) cfg.batch_size = atoi(v);
-        else if (!strcmp(k, "-seq")) cfg.seq_len = cfg.max_seq_len = atoi(v);
+        else if (!strcmp(k, "-seq")) seq = atoi(v);
         else if (!strcmp(k, "-lr")) cfg.lr = (float)atof(v);
         else if (!strcmp(k, "-eval-every")) eval_every = atoi(v);
-        else if (!strcmp(k, "-init")) { init = v; cfg.max_seq_len = 1024; }
+        else if (!strcmp(k, "-init")) init = v;
         else if (!strcmp(k, "-save")) save = v;
         else if (!strcmp(k, "-train")) train_path = v;
         else if (!strcmp(k, "-val")) val_path = v;
         else { fprintf(stderr, "unknown option %s (see the comment at the top of examples/train_text.c)\n", k); return 1; }
     }
+    if (init) { /* the checkpoint's shape: n_layer, n_head, n_embd, vocab_size, n_positions */
+        char err[512];
+        if (gpt2rt_config_load(&cfg, init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", err); return 1; }
+    }
+    if (layers) cfg.n_layer = layers;
+    if (heads) cfg.n_head = heads;
+    if (width) cfg.n_embd = width;
+    if (seq) { cfg.seq_len = seq; if (!init) cfg.max_seq_len = seq; }
     cfg.total_steps = steps;
+    if (cfg.warmup_steps > steps) cfg.warmup_steps = steps; /* a short run: warm up over all of it */
     tokens train, val;
     if (!load_tokens(train_path, &train) || !load_tokens(val_path, &val)) return 1;
 

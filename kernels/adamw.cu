@@ -1,6 +1,6 @@
 /* kernels/adamw.cu - lab of the CUDA multi-tensor AdamW (staging/cu_ops.cuh):
    gpt2rt__cu_adamw_table + gpt2rt__cu_adamw, every tensor in one launch, against the CPU
-   gpt2rt__adamw_scalar applied tensor by tensor as gpt2rt__adamw does.
+   gpt2rt__opt_adamw_scalar applied tensor by tensor as gpt2rt__opt_adamw does.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
          --Werror all-warnings -o /tmp/lab_adamw adamw.cu -lcublasLt && /tmp/lab_adamw
    Validation: a table of ~43M parameters with odd sizes (so some tensors start at offsets
@@ -29,13 +29,13 @@ static int64_t add(gpt2rt__cu_adamw_tensor *t, int *nt, int64_t off, int64_t n, 
     return off + n;
 }
 
-/* CPU reference: the update of gpt2rt__adamw, tensor by tensor */
+/* CPU reference: the update of gpt2rt__opt_adamw, tensor by tensor */
 static void cpu_adamw(float *p, float *g, float *m, float *v, const gpt2rt__cu_adamw_tensor *t, int nt) {
     float step_size = (float)(LR / (1.0 - pow(B1, (double)STEP)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(B2, (double)STEP));
     for (int i = 0; i < nt; i++) {
         float decay = t[i].decay ? (float)(1.0 - (double)LR * WD) : 1.0f;
-        gpt2rt__adamw_scalar(p + t[i].off, g + t[i].off, m + t[i].off, v + t[i].off, t[i].n, GRAD_SCALE, decay, B1, B2,
+        gpt2rt__opt_adamw_scalar(p + t[i].off, g + t[i].off, m + t[i].off, v + t[i].off, t[i].n, GRAD_SCALE, decay, B1, B2,
                              step_size, bc2_sqrt, EPS);
     }
 }

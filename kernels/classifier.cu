@@ -1,7 +1,7 @@
 /* kernels/classifier.cu - lab of the fused CUDA classifier (staging/cu_ops.cuh):
    gpt2rt__cu_classifier, softmax cross-entropy over the first V of Vp columns, losses and
    lse per row, logits -> dlogits in place (write_dlogits = 1) or untouched (= 0, eval),
-   against the CPU gpt2rt__crossentropy_forward / gpt2rt__crossentropy_backward.
+   against the CPU gpt2rt__cpu_crossentropy_forward / gpt2rt__cpu_crossentropy_backward.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
          --Werror all-warnings -o /tmp/lab_classifier classifier.cu -lcublasLt && /tmp/lab_classifier
    The logits (BT = 8192 rows of Vp = 50304) are generated on the device; the CPU checks a
@@ -78,8 +78,8 @@ static void run(int64_t BT, int64_t V, int64_t Vp, int timing) {
     }
     int64_t count = 0;
     double loss_sum = 0.0;
-    gpt2rt__crossentropy_forward(loss_ref, lse_ref, xs, ts, S, V, Vp, &count, &loss_sum, 1);
-    gpt2rt__crossentropy_backward(xs, lse_ref, ts, dloss, S, V, Vp, 1); /* xs: reference dlogits */
+    gpt2rt__cpu_crossentropy_forward(loss_ref, lse_ref, xs, ts, S, V, Vp, &count, &loss_sum, 1);
+    gpt2rt__cpu_crossentropy_backward(xs, lse_ref, ts, dloss, S, V, Vp, 1); /* xs: reference dlogits */
 
     /* eval: losses only, logits untouched */
     LAB_CK(gpt2rt__cu_classifier<floatX>(d_logits, d_loss0, d_lse0, d_tgt, dloss, 0, BT, V, Vp, 0));

@@ -1,5 +1,5 @@
 /* gpt2rt CPU fp32 matmul lab: validates and times gpt2rt__sgemm, the header's
- * matrix product (section "CPU ops"), against a double-accumulating reference.
+ * matrix product (section 7.2), against a double-accumulating reference.
  *
  * Build + run:
  *   gcc -O3 -std=c11 -fopenmp kernels/cpu_matmul.c -o /tmp/cpu_matmul -lm
@@ -7,8 +7,8 @@
  * Options: /tmp/cpu_matmul quick   (validation only, skip timing)
  *          /tmp/cpu_matmul bench TA TB M N K REPS   (one shape; env CPUTIME=1 times
  *          process CPU seconds instead of wall clock, useful on a shared machine)
- * Lab-only macros: -DGPT2RT__SG_FORCE_PATH=1 (portable C) / =2 (AVX2) to test the
- * other paths; -DGPT2RT__SG_KC/MC/NC=... to sweep blocking.
+ * Macros (gpt2rt.h's manual): -DGPT2RT_SGEMM_FORCE_PATH=1 (portable C) / =2 (AVX2) to test the
+ * other paths; -DGPT2RT_SGEMM_KC/MC/NC=... to sweep blocking.
  */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"

@@ -1,6 +1,6 @@
 /* kernels/encoder.cu - lab of the CUDA embedding ops (staging/cu_ops.cuh):
    gpt2rt__cu_encoder_forward, gpt2rt__cu_encoder_buckets + gpt2rt__cu_encoder_backward,
-   against the CPU gpt2rt__encoder_forward / gpt2rt__encoder_backward, for fp32, bf16, fp16.
+   against the CPU gpt2rt__cpu_encoder_forward / gpt2rt__cpu_encoder_backward, for fp32, bf16, fp16.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
          --Werror all-warnings -o /tmp/lab_encoder encoder.cu -lcublasLt && /tmp/lab_encoder
    The backward sums the same (storage-rounded) values in the same order as the CPU, so
@@ -65,7 +65,7 @@ static void run(int64_t B, int64_t T, int64_t C, int64_t V, int64_t Vp, int64_t 
     LAB_CK(gpt2rt__cu_encoder_forward<floatX>(d_out, d_tok, d_wte, d_wpe, B, T, C, 0));
     LAB_CK(cudaDeviceSynchronize());
     lab_download<floatX>(out, d_out, (size_t)(BT * C));
-    gpt2rt__encoder_forward(ref, tok, wte, wpe, B, T, C, 1);
+    gpt2rt__cpu_encoder_forward(ref, tok, wte, wpe, B, T, C, 1);
     lab_compare("forward out", out, ref, (size_t)(BT * C), tol, tol);
 
     /* backward, twice from the same start: the second copy for the determinism check */
@@ -82,7 +82,7 @@ static void run(int64_t B, int64_t T, int64_t C, int64_t V, int64_t Vp, int64_t 
     float *got_te = (float *)malloc((size_t)(Vp * C) * 4), *got_pe = (float *)malloc((size_t)(P * C) * 4);
     lab_download<float>(got_te, d_dwte, (size_t)(Vp * C));
     lab_download<float>(got_pe, d_dwpe, (size_t)(P * C));
-    gpt2rt__encoder_backward(dwte, dwpe, dout, tok, B, T, C, 1);
+    gpt2rt__cpu_encoder_backward(dwte, dwpe, dout, tok, B, T, C, 1);
     lab_compare("backward dwte (fp32)", got_te, dwte, (size_t)(Vp * C), 1e-6f, 1e-6f);
     lab_compare("backward dwpe (fp32)", got_pe, dwpe, (size_t)(P * C), 1e-6f, 1e-6f);
     size_t same = 0;

@@ -1,7 +1,7 @@
 /* kernels/gelu.cu - lab of the CUDA elementwise ops (staging/cu_ops.cuh):
    gpt2rt__cu_gelu_forward, gpt2rt__cu_gelu_backward (in place: dinp aliases dout),
    gpt2rt__cu_residual_forward and the casts gpt2rt__cu_cast (fp32 <-> floatX), against
-   the CPU gpt2rt__gelu_forward / gpt2rt__gelu_backward / gpt2rt__residual_add.
+   the CPU gpt2rt__cpu_gelu_forward / gpt2rt__cpu_gelu_backward / gpt2rt__cpu_residual_add.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
          --Werror all-warnings -o /tmp/lab_gelu gelu.cu -lcublasLt && /tmp/lab_gelu */
 #define GPT2RT_IMPLEMENTATION
@@ -41,7 +41,7 @@ static void run(int64_t n, int shift, int timing) {
     LAB_CK(gpt2rt__cu_gelu_forward<floatX>(d_out, d_inp, n, 0));
     LAB_CK(gpt2rt__cu_gelu_forward<floatX>(d_buf, d_inp, n, 0));
     LAB_CK(cudaDeviceSynchronize());
-    gpt2rt__gelu_forward(ref, h_inp, n, 1);
+    gpt2rt__cpu_gelu_forward(ref, h_inp, n, 1);
     lab_download<floatX>(got, d_out, (size_t)n);
     lab_compare("gelu forward", got, ref, (size_t)n, tol, tol);
     lab_same_bits("gelu forward, run twice", d_out, d_buf, (size_t)n * sizeof(floatX));
@@ -51,7 +51,7 @@ static void run(int64_t n, int shift, int timing) {
     LAB_CK(gpt2rt__cu_gelu_backward<floatX>(d_buf, d_inp, d_buf, n, 0));
     LAB_CK(gpt2rt__cu_gelu_backward<floatX>(d_buf2, d_inp, d_dout, n, 0));
     LAB_CK(cudaDeviceSynchronize());
-    gpt2rt__gelu_backward(ref, h_inp, h_dout, n, 1);
+    gpt2rt__cpu_gelu_backward(ref, h_inp, h_dout, n, 1);
     lab_download<floatX>(got, d_buf, (size_t)n);
     lab_compare("gelu backward (dinp aliases dout)", got, ref, (size_t)n, tol, tol);
     lab_same_bits("gelu backward, in place == separate", d_buf, d_buf2, (size_t)n * sizeof(floatX));
@@ -62,7 +62,7 @@ static void run(int64_t n, int shift, int timing) {
     LAB_CK(gpt2rt__cu_residual_forward<floatX>(d_buf, d_buf, d_dout, n, 0));
     LAB_CK(cudaDeviceSynchronize());
     memcpy(ref, h_inp, (size_t)n * 4);
-    gpt2rt__residual_add(ref, h_dout, n, 1);
+    gpt2rt__cpu_residual_add(ref, h_dout, n, 1);
     lab_download<floatX>(got, d_out, (size_t)n);
     lab_compare("residual out = a + b", got, ref, (size_t)n, tol, tol);
     lab_same_bits("residual in place == out of place", d_out, d_buf, (size_t)n * sizeof(floatX));

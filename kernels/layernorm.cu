@@ -1,7 +1,7 @@
 /* kernels/layernorm.cu - lab of the CUDA LayerNorm ops (staging/cu_ops.cuh):
    gpt2rt__cu_layernorm_forward, gpt2rt__cu_residual_layernorm_forward (res = a + b, then
    LayerNorm), gpt2rt__cu_layernorm_backward (dinp +=, dw +=, db +=, deterministic), and the
-   plain gpt2rt__cu_residual_forward, against the CPU gpt2rt__layernorm_forward/_backward.
+   plain gpt2rt__cu_residual_forward, against the CPU gpt2rt__cpu_layernorm_forward/_backward.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
          --Werror all-warnings -o /tmp/lab_layernorm layernorm.cu -lcublasLt && /tmp/lab_layernorm */
 #define GPT2RT_IMPLEMENTATION
@@ -63,7 +63,7 @@ static void run(int64_t N, int64_t C, int timing) {
     LAB_CK(gpt2rt__cu_layernorm_forward<floatX>(d_out, d_mean, d_rstd, d_a, d_w, d_bias, N, C, 0));
     LAB_CK(gpt2rt__cu_layernorm_forward<floatX>(d_out2, d_mean2, d_rstd2, d_a, d_w, d_bias, N, C, 0));
     LAB_CK(cudaDeviceSynchronize());
-    gpt2rt__layernorm_forward(ref, mean, rstd, a, w, bias, N, C, 1);
+    gpt2rt__cpu_layernorm_forward(ref, mean, rstd, a, w, bias, N, C, 1);
     lab_download<floatX>(got, d_out, NC);
     lab_download<float>(gmean, d_mean, (size_t)N);
     lab_download<float>(grstd, d_rstd, (size_t)N);
@@ -77,7 +77,7 @@ static void run(int64_t N, int64_t C, int timing) {
     LAB_CK(gpt2rt__cu_residual_layernorm_forward<floatX>(d_res, d_out, d_mean, d_rstd, d_a, d_b, d_w, d_bias, N, C, 0));
     LAB_CK(cudaDeviceSynchronize());
     for (size_t i = 0; i < NC; i++) res[i] = lab_f(lab_to<floatX>(a[i] + b[i]));
-    gpt2rt__layernorm_forward(ref, mean, rstd, res, w, bias, N, C, 1);
+    gpt2rt__cpu_layernorm_forward(ref, mean, rstd, res, w, bias, N, C, 1);
     lab_download<floatX>(got, d_res, NC);
     lab_compare("fused residual: res = a + b", got, res, NC, tol, tol);
     lab_download<floatX>(got, d_out, NC);
@@ -105,7 +105,7 @@ static void run(int64_t N, int64_t C, int timing) {
     LAB_CK(cudaDeviceSynchronize());
     lab_same_bits("backward dw = db = NULL (frozen): same dinp", d_dinp, d_dinp3, NC * sizeof(floatX));
     LAB_CK(cudaFree(d_dinp3));
-    gpt2rt__layernorm_backward(dinp, dw, db, dout, res, w, mean, rstd, N, C, 1);
+    gpt2rt__cpu_layernorm_backward(dinp, dw, db, dout, res, w, mean, rstd, N, C, 1);
     lab_download<floatX>(got, d_dinp, NC);
     lab_download<float>(gdw, d_dw, (size_t)C);
     lab_download<float>(gdb, d_db, (size_t)C);

@@ -77,7 +77,7 @@ static void ref_bwd_w(float *dw, float *db, const float *dout, const float *inp,
 
 /* random host data rounded to T, and its device copy */
 template <typename T> struct lab_buf {
-    float *h = NULL; T *d = NULL; size_t n = 0; /* release() of a buffer never filled is a no-op */
+    float *h = nullptr; T *d = nullptr; size_t n = 0; /* zero: g++ cannot see that release() follows init() */
     void init(size_t n_, float scale) {
         n = n_; h = hmalloc(n);
         lab_fill(h, n, scale);

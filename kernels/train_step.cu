@@ -177,7 +177,7 @@ static void lab_bwd(Run &r) {
 static gpt2rt_step_stats lab_upd(Run &r) {
     gpt2rt_step_stats s;
     memset(&s, 0, sizeof s);
-    s.lr = gpt2rt__lr_at(&r.h->cfg, r.h->step);
+    s.lr = gpt2rt__opt_lr_at(&r.h->cfg, r.h->step);
     LAB_OK(r.h, gpt2rt__cu_update(r.h, r.st, s.lr, &s.grad_norm, &s.skipped, &s.loss_scale));
     if (!s.skipped) r.h->step++;
     s.step = r.h->step;
@@ -580,7 +580,7 @@ static void check_resume(gpt2rt_config cfg) {
         same_arena(what, a, b, GPT2RT_MEM_MOMENTS);
         same_arena(what, a, b, GPT2RT_MEM_GRADS);
         /* one tensor through read_tensor vs the whole gradient */
-        const gpt2rt__tensor *t = &a.h->tensors[2 + GPT2RT__FCW];
+        const gpt2rt__tensor *t = &gpt2rt__layer_tensors(a.h, 0)[GPT2RT__FCW];
         float *g = (float *)malloc((size_t)n * 4), *one = (float *)malloc((size_t)(t->rows * t->cols) * 4);
         LAB_OK(a.h, gpt2rt__cu_download_grads(a.h, a.st, g));
         LAB_OK(a.h, gpt2rt__cu_read_tensor(a.h, a.st, t, GPT2RT_PARAM_GRAD, one));

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int harness_passed, harness_failed;
 #if defined(__GNUC__) || defined(__clang__)
@@ -40,6 +41,69 @@ HARNESS_UNUSED static double rel_err(const float *a, const float *b, int64_t n) 
         if (m > den) den = m;
     }
     return den > 0 ? num / den : num;
+}
+
+/* splitmix64 (the tests' own stream of test data) and wall-clock seconds */
+HARNESS_UNUSED static uint64_t harness_rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+HARNESS_UNUSED static double harness_rng_uniform(uint64_t *s) { /* in (0,1) */
+    return ((double)(harness_rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+HARNESS_UNUSED static double harness_now(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* every parameter's values (or gradients, moments) in the public order and layout,
+   one after another into out; frozen tensors (no gradient, no moments) are skipped.
+   Returns the floats written. */
+HARNESS_UNUSED static int64_t harness_params(gpt2rt_ctx *ctx, gpt2rt_param_what what, float *out) {
+    int64_t total = 0;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++) {
+        gpt2rt_param_info in;
+        if (gpt2rt_param_info_get(ctx, i, &in) != GPT2RT_OK) break;
+        if (what != GPT2RT_PARAM_VALUE && (gpt2rt_config_get(ctx).frozen & in.group)) continue;
+        if (gpt2rt_param_read(ctx, in.name, what, out + total, in.numel) != GPT2RT_OK) {
+            printf("harness_params: %s\n", gpt2rt_last_error(ctx));
+            exit(2);
+        }
+        total += in.numel;
+    }
+    return total;
+}
+
+/* the same floats in two contexts: values (what) bitwise equal */
+HARNESS_UNUSED static int harness_params_equal(gpt2rt_ctx *a, gpt2rt_ctx *b, gpt2rt_param_what what) {
+    gpt2rt_memory_plan p;
+    if (gpt2rt_plan_allocated(a, &p) != GPT2RT_OK) return 0;
+    float *x = (float *)malloc((size_t)p.n_params_padded * 4), *y = (float *)malloc((size_t)p.n_params_padded * 4);
+    int64_t n = harness_params(a, what, x), m = harness_params(b, what, y);
+    int same = n == m && !memcmp(x, y, (size_t)n * 4);
+    free(x);
+    free(y);
+    return same;
+}
+
+HARNESS_UNUSED static unsigned char *read_all(const char *path, size_t *len);
+
+/* two contexts hold the same training state (weights, moments, step, RNG): their
+   gpt2rt_state_save files are byte for byte the same */
+HARNESS_UNUSED static int harness_same_state(gpt2rt_ctx *a, gpt2rt_ctx *b) {
+    const char *pa = "build/harness_state_a.safetensors", *pb = "build/harness_state_b.safetensors";
+    if (gpt2rt_state_save(a, pa) != GPT2RT_OK || gpt2rt_state_save(b, pb) != GPT2RT_OK) return 0;
+    size_t na = 0, nb = 0;
+    unsigned char *x = read_all(pa, &na), *y = read_all(pb, &nb);
+    int same = x && y && na == nb && !memcmp(x, y, na);
+    free(x);
+    free(y);
+    return same;
 }
 
 HARNESS_UNUSED static unsigned char *read_all(const char *path, size_t *len) {

@@ -45,15 +45,23 @@ compile_checks() {
     compile "gcc C11 + OpenMP"     gcc -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_gcc.o
     compile "gcc C11, no OpenMP"   gcc -std=c11 $W -c $B/impl.c -o $B/impl_gcc_noomp.o
     if command -v clang >/dev/null 2>&1; then
-        compile "clang C11 + OpenMP" clang -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_clang.o
+        if echo '#include <omp.h>' | clang -fopenmp -E -x c - >/dev/null 2>&1; then
+            compile "clang C11 + OpenMP" clang -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_clang.o
+        else skip "clang + OpenMP: omp.h not found (apt-get install libomp-dev)"; fi
         compile "clang C11, no OpenMP" clang -std=c11 $W -c $B/impl.c -o $B/impl_clang_noomp.o
-        compile "clang++ C++17"      clang++ -std=c++17 $W -x c++ -c $B/impl.cpp -o $B/impl_clangxx.o
+        if command -v clang++ >/dev/null 2>&1 && echo '#include <cstdio>' | clang++ -E -x c++ - >/dev/null 2>&1; then
+            compile "clang++ C++17"      clang++ -std=c++17 $W -x c++ -c $B/impl.cpp -o $B/impl_clangxx.o
+        else skip "clang++ C++17: no C++ standard library for clang (apt-get install g++)"; fi
     else
-        skip "clang not installed"
+        skip "clang checks: clang not found (apt-get install clang)"
     fi
-    compile "g++ C++17 + OpenMP"   g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl.cpp -o $B/impl_gxx.o
-    compile "API in one file, implementation in another (C and C++ link)" \
-        bash -c "gcc -std=c11 $W -c $B/api.c -o $B/api.o && g++ -fopenmp $B/api.o $B/impl_gxx.o -o $B/api_link -lm && $B/api_link"
+    if command -v g++ >/dev/null 2>&1; then
+        compile "g++ C++17 + OpenMP"   g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl.cpp -o $B/impl_gxx.o
+        compile "API in one file, implementation in another (C and C++ link)" \
+            bash -c "gcc -std=c11 $W -c $B/api.c -o $B/api.o && g++ -fopenmp $B/api.o $B/impl_gxx.o -o $B/api_link -lm && $B/api_link"
+    else
+        skip "C++ checks: g++ not found (apt-get install g++)"
+    fi
     compile "GPT2RT_STATIC in two files of one program" \
         bash -c "gcc -std=c11 $W -fopenmp $B/static_a.c $B/static_b.c -o $B/static_link -lm && $B/static_link"
     if command -v nvcc >/dev/null 2>&1; then
@@ -70,12 +78,30 @@ compile_checks() {
         compile "nvcc -DNDEBUG kernels/train_step.cu (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -DNDEBUG \
             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -o $B/lab_train_step_ndebug kernels/train_step.cu -lcublasLt
     else
-        skip "nvcc not found: the CUDA compile check did not run"
+        skip "nvcc checks: nvcc not found (install the CUDA toolkit: apt-get install nvidia-cuda-toolkit)"
     fi
     for f in examples/*.c tools/*.c; do
         [ -f "$f" ] || continue
         compile "$f" $CC -std=c11 -Wall -Wextra -Werror -O1 -fopenmp -fsyntax-only "$f"
     done
+    # the memory CLI without stb (no --png) builds wherever the C compiler does
+    compile "tools/gpt2rt_mem.c without stb" $CC -std=c11 -Wall -Wextra -Werror -O1 -fopenmp -fsyntax-only \
+        -DGPT2RT_MEM_NO_PNG tools/gpt2rt_mem.c
+    # the README's embedding example, as printed
+    awk '/^## Embedding it/{on=1} on&&/^```c/{p=1;next} p&&/^```/{exit} p' README.md > $B/readme_embed.c
+    compile "README.md: the embedding example" $CC -std=c11 -Wall -Wextra -Werror -O1 -fopenmp -I. -fsyntax-only $B/readme_embed.c
+}
+
+# every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
+contents_check() {
+    local list banners missing=0 t
+    list=$(awk '/^   CONTENTS of the implementation/{f=1} f&&/^   LICENSE/{f=0} f' gpt2rt.h | tr -s ' \n' ' ')
+    banners=$(sed -n 's/^\/\* ==== \(.*\) ==== \*\/$/\1/p' gpt2rt.h)
+    while IFS= read -r t; do
+        case "$list" in *"$t"*) ;; *) echo "    banner '$t' is not in the manual's CONTENTS"; missing=1 ;; esac
+    done <<< "$banners"
+    if [ $missing -eq 0 ] && [ -n "$banners" ]; then ok "manual CONTENTS lists every section banner ($(echo "$banners" | wc -l))"
+    else bad "manual CONTENTS and section banners differ"; fi
 }
 
 # make test-gpu without a GPU: kernels/test_gpu.sh under a fake nvidia-smi (and, for the
@@ -115,18 +141,44 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats; do
+    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
+    # n_threads unset and OMP_NUM_THREADS above the 1024 a user may set: the default is clamped
+    [ -x $B/test_bad_input$tag ] && OMP_NUM_THREADS=2000 run_prog "OMP_NUM_THREADS=2000$tag" ./$B/test_bad_input$tag omp
     if [ -f tests/fuzz_safetensors.c ]; then
         build $B/fuzz_replay$tag tests/fuzz_safetensors.c -DFUZZ_REPLAY "$@" &&
             run_prog "fuzz corpus replay$tag" ./$B/fuzz_replay$tag tests/fuzz_corpus
+    fi
+    if [ -f tests/fuzz_tokenizer.c ]; then
+        build $B/fuzz_tok_replay$tag tests/fuzz_tokenizer.c -DFUZZ_REPLAY "$@" &&
+            run_prog "tokenizer fuzz corpus replay$tag" ./$B/fuzz_tok_replay$tag tests/fuzz_corpus_tokenizer
+    fi
+    if [ -f tests/fuzz_config.c ]; then
+        build $B/fuzz_config_replay$tag tests/fuzz_config.c -DFUZZ_REPLAY "$@" &&
+            run_prog "config.json fuzz corpus replay$tag" ./$B/fuzz_config_replay$tag tests/fuzz_corpus_config
     fi
     build $B/minimal$tag examples/minimal.c "$@" && {
         if ./$B/minimal$tag > $B/minimal$tag.log 2>&1; then ok "examples/minimal learns$tag ($(tail -1 $B/minimal$tag.log))"
         else bad "examples/minimal$tag"; cat $B/minimal$tag.log; fi
     }
+}
+
+train_text_init() { # train_text -init DIR takes the shape from DIR/config.json, no shape flags
+    if ! $CC -std=c11 -Wall -Wextra -Werror $CFLAGS -fopenmp -o $B/train_text examples/train_text.c -lm > $B/tt_build.log 2>&1; then
+        bad "build examples/train_text.c"; head -20 $B/tt_build.log; return
+    fi
+    rm -rf $B/tt_init
+    local out rc
+    out=$(./$B/train_text -steps 1 -eval-every 1 -layers 2 -heads 2 -width 32 -batch 2 -seq 16 -save $B/tt_init 2>&1) &&
+        out=$(./$B/train_text -init $B/tt_init -steps 1 -eval-every 1 -batch 2 -seq 8 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "^GPT-2 L=2 H=2 C=32 V=50257 (padded 50304) P=16:"; then
+        ok "examples/train_text -init DIR: the shape (L=2 H=2 C=32 P=16) from DIR/config.json"
+    else bad "train_text -init (exit $rc)"; echo "$out" | tail -5; fi
+    out=$(./$B/train_text -init $B/no_such_model -steps 1 2>&1); rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q "no_such_model/config.json"; then ok "train_text -init of a missing directory names config.json"
+    else bad "train_text -init missing (exit $rc): $out"; fi
 }
 
 hf_check() { # transformers loads what gpt2rt saved (needs the parity test to have run)
@@ -141,22 +193,47 @@ hf_check() { # transformers loads what gpt2rt saved (needs the parity test to ha
     esac
 }
 
-memory_tools() { # the memory CLI and the trade-off tour, run for real
-    if ! $CC -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -o $B/gpt2rt-mem tools/gpt2rt_mem.c -lm > $B/mem_build.log 2>&1; then
-        bad "build tools/gpt2rt_mem.c"; head -20 $B/mem_build.log; return
-    fi
-    local out rc
-    out=$(./$B/gpt2rt-mem --model 124M --batch 32 --seq 1024 --budget 24GiB 2>&1); rc=$?
-    if [ $rc -eq 0 ] && echo "$out" | grep -q "does NOT fit" && echo "$out" | grep -q "suggested"; then
-        ok "gpt2rt-mem: GPT-2 124M B=32 T=1024 fp32 on 24 GiB: does not fit, advice given"
-    else bad "gpt2rt-mem advice (exit $rc)"; echo "$out" | tail -20; fi
-    rm -f $B/mem_sweep.png
-    out=$(./$B/gpt2rt-mem --model 124M --sweep batch=1,2,4,8 --budget 24GiB --png $B/mem_sweep.png 2>&1); rc=$?
-    if [ $rc -eq 0 ] && [ "$(head -c 8 $B/mem_sweep.png 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then
-        ok "gpt2rt-mem: batch sweep table and PNG ($(stat -c %s $B/mem_sweep.png) bytes)"
-    else bad "gpt2rt-mem sweep/PNG (exit $rc)"; echo "$out" | tail -10; fi
-    ./$B/gpt2rt-mem --model 124M --batch 0x9 > /dev/null 2>&1; rc=$?
-    if [ $rc -eq 2 ]; then ok "gpt2rt-mem: a bad argument exits 2"; else bad "gpt2rt-mem bad argument: exit $rc"; fi
+memory_tools() { # the memory CLI (with and without stb) and the trade-off tour, run for real
+    local out rc variant mem have_stb=0
+    echo '#include <stb/stb_image_write.h>' | $CC -E -x c - >/dev/null 2>&1 && have_stb=1
+    [ $have_stb -eq 1 ] || skip "gpt2rt-mem with stb (--png): stb not found (apt-get install libstb-dev)"
+    for variant in nostb stb; do
+        [ $variant = stb ] && [ $have_stb -eq 0 ] && continue
+        mem=$B/gpt2rt-mem-$variant
+        if ! $CC -std=c11 -Wall -Wextra -Werror -O2 -fopenmp $([ $variant = nostb ] && echo -DGPT2RT_MEM_NO_PNG) \
+                -o $mem tools/gpt2rt_mem.c -lm > $B/mem_build.log 2>&1; then
+            bad "build tools/gpt2rt_mem.c ($variant)"; head -20 $B/mem_build.log; continue
+        fi
+        out=$(./$mem --model 124M --batch 32 --seq 1024 --budget 24GiB 2>&1); rc=$?
+        if [ $rc -eq 0 ] && echo "$out" | grep -q "does NOT fit" && echo "$out" | grep -q "suggested"; then
+            ok "gpt2rt-mem ($variant): GPT-2 124M B=32 T=1024 fp32 on 24 GiB: does not fit, advice given"
+        else bad "gpt2rt-mem advice ($variant, exit $rc)"; echo "$out" | tail -20; fi
+        # the README quotes this run: each quoted line must be printed as it stands
+        local quoted missing=0 line
+        quoted=$(awk '/tests\/run.sh checks these lines against/{on=1;next} on&&/^```/{if(p)exit;p=1;next} p' README.md)
+        while IFS= read -r line; do
+            [ -n "$line" ] || continue
+            printf '%s\n' "$out" | sed 's/^ *//' | grep -qxF -- "$line" || { missing=$((missing + 1)); echo "    README line not printed: $line"; }
+        done <<< "$quoted"
+        if [ -n "$quoted" ] && [ $missing -eq 0 ]; then ok "README.md: the gpt2rt-mem figures match what it prints ($variant, $(echo "$quoted" | wc -l) lines)"
+        else bad "README.md: gpt2rt-mem figures drifted ($missing lines)"; fi
+        rm -f $B/mem_sweep.png
+        out=$(./$mem --model 124M --sweep batch=1,2,4,8 --budget 24GiB --png $B/mem_sweep.png 2>&1); rc=$?
+        if [ $variant = stb ]; then
+            if [ $rc -eq 0 ] && [ "$(head -c 8 $B/mem_sweep.png 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then
+                ok "gpt2rt-mem (stb): batch sweep table and PNG ($(stat -c %s $B/mem_sweep.png) bytes)"
+            else bad "gpt2rt-mem sweep/PNG (exit $rc)"; echo "$out" | tail -10; fi
+        else
+            if [ $rc -eq 2 ] && [ ! -e $B/mem_sweep.png ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "libstb-dev"; then
+                ok "gpt2rt-mem (no stb): --png refused in one line naming libstb-dev"
+            else bad "gpt2rt-mem (no stb) --png: exit $rc: $out"; fi
+            out=$(./$mem --model 124M --sweep batch=1,2,4,8 --budget 24GiB 2>&1); rc=$?
+            if [ $rc -eq 0 ] && echo "$out" | grep -q "^ *8 "; then ok "gpt2rt-mem (no stb): the sweep table"
+            else bad "gpt2rt-mem (no stb) sweep: exit $rc"; echo "$out" | tail -10; fi
+        fi
+        ./$mem --model 124M --batch 0x9 > /dev/null 2>&1; rc=$?
+        if [ $rc -eq 2 ]; then ok "gpt2rt-mem ($variant): a bad argument exits 2"; else bad "gpt2rt-mem bad argument: exit $rc"; fi
+    done
     if ! $CC -std=c11 -Wall -Wextra -Werror $CFLAGS -fopenmp -o $B/memory_tradeoffs examples/memory_tradeoffs.c -lm > $B/mt_build.log 2>&1; then
         bad "build examples/memory_tradeoffs.c"; head -20 $B/mt_build.log; return
     fi
@@ -166,17 +243,45 @@ memory_tools() { # the memory CLI and the trade-off tour, run for real
     else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
 }
 
+tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shards decode and re-encode
+    if ! $CC -std=c11 -Wall -Wextra -Werror -O2 -o $B/gpt2rt-tok tools/gpt2rt_tok.c -lm > $B/tok_build.log 2>&1; then
+        bad "build tools/gpt2rt_tok.c"; head -20 $B/tok_build.log; return
+    fi
+    local ids
+    ids=$(printf "Hello world, it's GPT-2!" | ./$B/gpt2rt-tok encode)
+    if [ "$ids" = "15496 995 11 340 338 402 11571 12 17 0" ]; then ok "gpt2rt-tok encode: ids as text"
+    else bad "gpt2rt-tok encode: got '$ids'"; fi
+    if [ "$(echo "$ids" | ./$B/gpt2rt-tok decode)" = "Hello world, it's GPT-2!" ]; then ok "gpt2rt-tok decode: ids as text"
+    else bad "gpt2rt-tok decode"; fi
+    ./$B/gpt2rt-tok decode --format bin < data/tinyshakespeare_val.bin > $B/tok_val.txt &&
+        ./$B/gpt2rt-tok encode --format bin < $B/tok_val.txt > $B/tok_val.bin
+    if cmp -s $B/tok_val.bin data/tinyshakespeare_val.bin; then ok "gpt2rt-tok: data/tinyshakespeare_val.bin decodes and re-encodes to the same file"
+    else bad "gpt2rt-tok .bin round trip"; fi
+    ./$B/gpt2rt-tok encode --format u16 < $B/tok_val.txt | ./$B/gpt2rt-tok decode --format u16 > $B/tok_val2.txt
+    if cmp -s $B/tok_val.txt $B/tok_val2.txt; then ok "gpt2rt-tok: u16 round trip"; else bad "gpt2rt-tok u16 round trip"; fi
+    printf 'a<|endoftext|>' | ./$B/gpt2rt-tok encode --special refuse > /dev/null 2> $B/tok_err.log
+    if [ $? -eq 1 ] && grep -q "refused" $B/tok_err.log; then ok "gpt2rt-tok: --special refuse exits 1 with the reason"
+    else bad "gpt2rt-tok --special refuse"; fi
+    if command -v python3 >/dev/null 2>&1; then python3 tools/gen_unicode_tables.py --check > $B/ucd_check.log 2>&1
+    else echo "python3 not found" > $B/ucd_check.log; (exit 77); fi
+    case $? in
+        0) ok "tokenizer Unicode tables == tools/gen_unicode_tables.py on /usr/share/unicode" ;;
+        77) skip "Unicode table check: no python3 or no Unicode database (apt-get install python3 unicode-data)" ;;
+        *) bad "tokenizer Unicode tables differ from the database"; cat $B/ucd_check.log ;;
+    esac
+}
+
 case $mode in
-    compile-only) compile_checks ;;
-    normal) compile_checks; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; hf_check ;;
+    compile-only) compile_checks; contents_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
             cp tests/$t.c $B/$t.cu
             sed -i 's#"../gpt2rt.h"#"../gpt2rt.h"#; s#"harness.h"#"../tests/harness.h"#' $B/$t.cu
-            if nvcc -std=c++17 -O2 -Xcompiler -fopenmp -I. -Itests -o $B/${t}_nvcc $B/$t.cu 2>&1 | tail -5; then
+            if nvcc -std=c++17 -O2 -Xcompiler -fopenmp -I. -Itests -o $B/${t}_nvcc $B/$t.cu > $B/${t}_nvcc.log 2>&1; then
                 run_prog "${t} (nvcc)" ./$B/${t}_nvcc
-            else bad "nvcc build $t"; fi
+            else bad "nvcc build $t"; tail -5 $B/${t}_nvcc.log; fi
         done ;;
 esac
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"

@@ -53,13 +53,17 @@ static void fatal(const char *fmt, ...) {
 static gpt2rt_ctx *ctx;
 static unsigned char *fix_buf; /* model.safetensors */
 static size_t fix_len;
-static gpt2rt__st fix;         /* its parse (owned by ctx) */
+static gpt2rt__st fix;         /* its parse (owned by ctx): the public API reads only GPT-2 tensors,
+                                  the cases below need the file's own entries and offsets */
 static char *fix_hdr;          /* its header JSON, NUL-terminated */
 static size_t fix_hlen;
 static int32_t *in_tok, *tg_tok;
-static float *snap;            /* params, m, v before a load */
+static float *snap, *probe;    /* values, m, v (public order) before a load; the same now */
+static int64_t snap_n;
+static int64_t n_padded;       /* floats in the weights arena: the state file's 'params' */
+static float *logits_buf;      /* (B,T,V) */
 static float ref_loss;         /* loss of the second step after prime() */
-static float *fix_params;      /* params right after loading the fixture */
+static float *fix_params;      /* values right after loading the fixture */
 
 static gpt2rt_config fixture_config(void) {
     gpt2rt_config c;
@@ -77,44 +81,60 @@ static gpt2rt_ctx *make_ctx(gpt2rt_config c) {
 }
 
 /* The fixture's weights, then one step: step count 1, moments non-zero. Computed
-   once; later calls restore that state from memory (cheaper than a step). */
-static float *primed;          /* params, m, v after that step */
-static uint64_t primed_rng;
+   once and saved; later calls restore that state with gpt2rt_state_load (cheaper than
+   a step). */
+#define PRIMED "build/test_formats_primed.safetensors"
+#define PROBE "build/test_formats_probe.safetensors"
+static unsigned char *primed;  /* the primed state file */
+static size_t primed_len;
+static unsigned long long primed_rng;
 static void prime(void) {
-    size_t n = (size_t)ctx->n_params;
     if (primed) {
-        memcpy(ctx->params, primed, n * 4);
-        memcpy(ctx->m, primed + n, n * 4);
-        memcpy(ctx->v, primed + 2 * n, n * 4);
-        memset(ctx->grads, 0, n * 4);
-        ctx->step = 1;
-        ctx->rng = primed_rng;
-        ctx->have_logits = ctx->have_loss = ctx->grads_pending = 0;
+        if (gpt2rt_state_load(ctx, PRIMED) != GPT2RT_OK) fatal("restoring the primed state: %s", gpt2rt_last_error(ctx));
         return;
     }
-    gpt2rt_result r = gpt2rt__weights_load_mem(ctx, fix_buf, fix_len, "fixture");
+    gpt2rt_result r = gpt2rt_weights_load(ctx, FIX "model.safetensors");
     if (r != GPT2RT_OK) fatal("loading the fixture: %s", gpt2rt_last_error(ctx));
     gpt2rt_step_stats st;
     r = gpt2rt_step(ctx, in_tok, tg_tok, &st);
     if (r != GPT2RT_OK || st.step != 1) fatal("first step: %s", gpt2rt_last_error(ctx));
-    primed = (float *)malloc(3 * n * 4);
-    if (!primed) fatal("out of memory");
-    memcpy(primed, ctx->params, n * 4);
-    memcpy(primed + n, ctx->m, n * 4);
-    memcpy(primed + 2 * n, ctx->v, n * 4);
-    primed_rng = ctx->rng;
+    if (gpt2rt_state_save(ctx, PRIMED) != GPT2RT_OK) fatal("saving the primed state: %s", gpt2rt_last_error(ctx));
+    primed = read_all(PRIMED, &primed_len);
+    const char *k = primed ? strstr((const char *)primed + 8, "\"rng\":\"") : NULL;
+    if (!k) fatal("the primed state has no rng");
+    primed_rng = strtoull(k + 7, NULL, 10);
 }
 
-static void take_snapshot(void) {
-    size_t n = (size_t)ctx->n_params;
-    memcpy(snap, ctx->params, n * 4);
-    memcpy(snap + n, ctx->m, n * 4);
-    memcpy(snap + 2 * n, ctx->v, n * 4);
+/* values, then m, then v of every parameter through gpt2rt_param_read */
+static int64_t read_state(float *out) {
+    int64_t k = harness_params(ctx, GPT2RT_PARAM_VALUE, out);
+    k += harness_params(ctx, GPT2RT_PARAM_ADAM_M, out + k);
+    return k + harness_params(ctx, GPT2RT_PARAM_ADAM_V, out + k);
 }
 
-static int unchanged(void) {
-    size_t n = (size_t)ctx->n_params;
-    return !memcmp(snap, ctx->params, n * 4) && !memcmp(snap + n, ctx->m, n * 4) && !memcmp(snap + 2 * n, ctx->v, n * 4);
+static void take_snapshot(void) { snap_n = read_state(snap); }
+
+static int unchanged(void) { return read_state(probe) == snap_n && !memcmp(snap, probe, (size_t)snap_n * 4); }
+
+/* the values equal the first n floats of ref */
+static int values_equal(const float *ref) {
+    int64_t n = harness_params(ctx, GPT2RT_PARAM_VALUE, probe);
+    return !memcmp(ref, probe, (size_t)n * 4);
+}
+
+/* the training state is the primed one: gpt2rt_state_save writes the same bytes
+   (weights, moments, step, RNG; it refuses while gradients wait for an update),
+   and there are no logits (nothing was run) */
+static int state_as_primed(void) {
+    size_t len = 0;
+    if (gpt2rt_state_save(ctx, PROBE) != GPT2RT_OK) return 0;
+    unsigned char *b = read_all(PROBE, &len);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t n = (int64_t)c.batch_size * c.seq_len * c.vocab_size;
+    int same = b && len == primed_len && !memcmp(b, primed, len) &&
+               gpt2rt_logits(ctx, logits_buf, n) == GPT2RT_ERR_STATE;
+    free(b);
+    return same;
 }
 
 /* ---- groups of cases ---- */
@@ -128,13 +148,13 @@ static void group_begin(const char *name) {
     g_name = name;
     g_cases = 0;
     g_fail0 = harness_failed;
-    g_t0 = gpt2rt__now();
+    g_t0 = harness_now();
 }
 
 static void group_end(void) {
     int bad = harness_failed - g_fail0;
     printf("%-58s %3d cases, %s (%.1f s)\n", g_name, g_cases, bad ? "FAILED" : "all as expected",
-           gpt2rt__now() - g_t0);
+           harness_now() - g_t0);
     if (bad) printf("    (%d failed checks above)\n", bad);
 }
 
@@ -158,7 +178,7 @@ static void expect_reject(int state, const char *label, const char *path, gpt2rt
         CHECK(strstr(err, s) != NULL, "%s: the message lacks \"%s\": %s", label, s, err);
     va_end(ap);
     CHECK(unchanged(), "%s: the failed load changed weights or moments", label);
-    CHECK(ctx->step == 1 && ctx->rng == primed_rng && !ctx->grads_pending && !ctx->have_loss,
+    CHECK(state_as_primed(),
           "%s: the failed load changed the step count, RNG or call-order state", label);
     /* a whole step (the expensive part) on the first case of each group and on
        every 4th; TEST_FORMATS_ALL_STEPS=1 takes one after every case */
@@ -779,15 +799,15 @@ static void state_cases(void) {
     CHECK(!tmps[0], "state save left %s behind", tmps);
     /* the good path: a step, then load: the same weights and the same next step */
     take_snapshot();
-    float *saved = (float *)malloc((size_t)ctx->n_params * 12);
+    float *saved = (float *)malloc((size_t)snap_n * 4);
     if (!saved) fatal("out of memory");
-    memcpy(saved, snap, (size_t)ctx->n_params * 12);
+    memcpy(saved, snap, (size_t)snap_n * 4);
     gpt2rt_step_stats st1, st2;
     CHECK_OK(ctx, gpt2rt_step(ctx, in_tok, tg_tok, &st1));
     CHECK_OK(ctx, gpt2rt_step(ctx, in_tok, tg_tok, &st2));
     CHECK_OK(ctx, gpt2rt_state_load(ctx, path));
     g_cases++;
-    memcpy(snap, saved, (size_t)ctx->n_params * 12);
+    memcpy(snap, saved, (size_t)snap_n * 4);
     CHECK(unchanged(), "state load did not restore weights and moments bitwise");
     gpt2rt_step_stats st3;
     CHECK_OK(ctx, gpt2rt_step(ctx, in_tok, tg_tok, &st3));
@@ -807,7 +827,7 @@ static void state_cases(void) {
         snprintf(label, sizeof label, "state truncated to %zu bytes", cuts[i]);
         put_file(CASE_FILE, sbuf, cuts[i]);
         /* the data holds params, adam_m, adam_v in that order, n_params floats each */
-        uint64_t dl = cuts[i] >= 8 + shlen ? cuts[i] - 8 - shlen : 0, nb = (uint64_t)ctx->n_params * 4;
+        uint64_t dl = cuts[i] >= 8 + shlen ? cuts[i] - 8 - shlen : 0, nb = (uint64_t)n_padded * 4;
         const char *first_cut = dl < nb ? "'params'" : dl < 2 * nb ? "'adam_m'" : "'adam_v'";
         expect_reject(1, label, CASE_FILE, GPT2RT_ERR_FORMAT, CASE_FILE,
                       cuts[i] < 8 ? "too short" : cuts[i] < 8 + shlen ? num(shlen) : first_cut, NULL);
@@ -852,7 +872,7 @@ static void state_cases(void) {
         memcpy(sbuf + 8, shdr, (size_t)shlen);
         free(h);
         char n_params[64];
-        snprintf(n_params, sizeof n_params, "%lld", (long long)ctx->n_params);
+        snprintf(n_params, sizeof n_params, "%lld", (long long)n_padded);
         expect_reject(1, ed[i].label, CASE_FILE, GPT2RT_ERR_FORMAT, CASE_FILE, ed[i].msg,
                       strstr(ed[i].msg, "must be F32") ? n_params : NULL, NULL);
     }
@@ -1012,7 +1032,7 @@ static void saves(void) {
     tmp_files(d4, tmps, sizeof tmps);
     CHECK(!tmps[0], "a second save left %s", tmps);
     CHECK_OK(ctx, gpt2rt_weights_load(ctx, d4));
-    CHECK(!memcmp(snap, ctx->params, (size_t)ctx->n_params * 4), "saved and reloaded weights differ");
+    CHECK(values_equal(snap), "saved and reloaded weights differ");
     group_end();
 }
 
@@ -1027,7 +1047,7 @@ static void good_paths(void) {
         g_cases++;
         prime(); /* weights moved by a step */
         CHECK_OK(ctx, gpt2rt_weights_load(ctx, dirs[i]));
-        CHECK(!memcmp(fix_params, ctx->params, (size_t)ctx->n_params * 4), "%s: weights differ from the fixture",
+        CHECK(values_equal(fix_params), "%s: weights differ from the fixture",
               dirs[i]);
     }
     /* wpe with 128 positions for a 64-position model: the first 64 rows load */
@@ -1046,7 +1066,7 @@ static void good_paths(void) {
         g_cases++;
         prime();
         CHECK_OK(ctx, gpt2rt_weights_load(ctx, CASE_FILE));
-        CHECK(!memcmp(fix_params, ctx->params, (size_t)ctx->n_params * 4), "wpe (128,64): weights differ");
+        CHECK(values_equal(fix_params), "wpe (128,64): weights differ");
         free(big);
         free(e);
     }
@@ -1059,7 +1079,7 @@ static void good_paths(void) {
         g_cases++;
         prime();
         CHECK_OK(ctx, gpt2rt_weights_load(ctx, CASE_FILE));
-        CHECK(!memcmp(fix_params, ctx->params, (size_t)ctx->n_params * 4), "32-deep unknown key: weights differ");
+        CHECK(values_equal(fix_params), "32-deep unknown key: weights differ");
     }
     check_half(0);
     check_half(1);
@@ -1067,7 +1087,7 @@ static void good_paths(void) {
 }
 
 int main(void) {
-    double t_start = gpt2rt__now();
+    double t_start = harness_now();
     rm_rf(TMP);
     mkdirs(TMP);
     all_steps = getenv("TEST_FORMATS_ALL_STEPS") && atoi(getenv("TEST_FORMATS_ALL_STEPS"));
@@ -1077,13 +1097,18 @@ int main(void) {
     if (gpt2rt__st_parse(ctx, fix_buf, fix_len, "fixture", &fix) != GPT2RT_OK) fatal("%s", gpt2rt_last_error(ctx));
     fix_hlen = (size_t)(fix.data - fix_buf) - 8;
     fix_hdr = (char *)malloc(fix_hlen + 1);
-    snap = (float *)malloc((size_t)ctx->n_params * 12);
-    fix_params = (float *)malloc((size_t)ctx->n_params * 4);
+    gpt2rt_memory_plan pl;
+    if (gpt2rt_plan_allocated(ctx, &pl) != GPT2RT_OK) fatal("plan_allocated");
+    n_padded = pl.n_params_padded;
+    snap = (float *)malloc((size_t)n_padded * 12);
+    probe = (float *)malloc((size_t)n_padded * 12);
+    fix_params = (float *)malloc((size_t)n_padded * 4);
     gpt2rt_config c = gpt2rt_config_get(ctx);
     int64_t BT = (int64_t)c.batch_size * c.seq_len;
     in_tok = (int32_t *)malloc((size_t)BT * 4);
     tg_tok = (int32_t *)malloc((size_t)BT * 4);
-    if (!fix_hdr || !snap || !fix_params || !in_tok || !tg_tok) fatal("out of memory");
+    logits_buf = (float *)malloc((size_t)BT * (size_t)c.vocab_size * 4);
+    if (!fix_hdr || !snap || !probe || !fix_params || !in_tok || !tg_tok || !logits_buf) fatal("out of memory");
     memcpy(fix_hdr, fix_buf + 8, fix_hlen);
     fix_hdr[fix_hlen] = 0;
     uint32_t s = 12345;
@@ -1093,8 +1118,8 @@ int main(void) {
     }
     for (int64_t i = 0; i < BT; i++) tg_tok[i] = (i + 1) % c.seq_len ? in_tok[i + 1] : -100;
     /* the reference: the loss of the second step after prime() */
-    if (gpt2rt__weights_load_mem(ctx, fix_buf, fix_len, "fixture") != GPT2RT_OK) fatal("%s", gpt2rt_last_error(ctx));
-    memcpy(fix_params, ctx->params, (size_t)ctx->n_params * 4);
+    if (gpt2rt_weights_load(ctx, FIX "model.safetensors") != GPT2RT_OK) fatal("%s", gpt2rt_last_error(ctx));
+    harness_params(ctx, GPT2RT_PARAM_VALUE, fix_params);
     prime();
     gpt2rt_step_stats st;
     if (gpt2rt_step(ctx, in_tok, tg_tok, &st) != GPT2RT_OK || st.step != 2 || !(st.loss > 0))
@@ -1121,11 +1146,13 @@ int main(void) {
     free(fix_buf);
     free(fix_hdr);
     free(snap);
+    free(probe);
+    free(logits_buf);
     free(fix_params);
     free(in_tok);
     free(tg_tok);
     free(primed);
     printf("%d of the rejected loads were followed by a whole step (TEST_FORMATS_ALL_STEPS=1: all); %.1f s\n",
-           n_usable, gpt2rt__now() - t_start);
+           n_usable, harness_now() - t_start);
     return harness_finish();
 }

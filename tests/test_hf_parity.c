@@ -9,6 +9,8 @@
 
 #define FIX "tests/fixtures/hf_tiny/"
 
+/* the reference file holds inputs, logits and gradients, not a model: the public API
+   cannot read it, the header's safetensors parser can */
 static gpt2rt_ctx *ref_ctx; /* owns the reference file's parse */
 static gpt2rt__st ref;
 static unsigned char *ref_buf;

@@ -1,4 +1,4 @@
-/* STAGING: pasted into gpt2rt.h (section "CUDA ops", under __CUDACC__) once validated on a GPU.
+/* STAGING: pasted into gpt2rt.h (section 8 "CUDA backend", under __CUDACC__) once validated on a GPU.
    Fused causal self-attention, forward and backward, flash-attention style: the (T,T) score
    matrix never exists in global memory; the forward keeps one log-sum-exp per query row and
    the backward recomputes the scores tile by tile.

@@ -1,4 +1,4 @@
-/* STAGING: the CUDA backend driver. Pasted into gpt2rt.h (section "CUDA backend", under
+/* STAGING: the CUDA backend driver. Pasted into gpt2rt.h (section 8 "CUDA backend", under
    __CUDACC__, after the CUDA ops: cu_common, cu_ops, cu_matmul, cu_attention; the
    #includes below are then dropped) once kernels/train_step.cu passes on a GPU.
    Until then kernels/train_step.cu includes it after gpt2rt.h.
@@ -95,18 +95,25 @@
        3BT+1 int32 tokens and buckets, BT fp32 losses, an 8 MiB (or V*4) stage, the AdamW
        table) are host bookkeeping.
      gpt2rt_forward:  validation as now, then gpt2rt__cu_forward (instead of the memcpys,
-       gpt2rt__model_forward and gpt2rt__crossentropy_forward); flags as now.
+       gpt2rt__model_forward and gpt2rt__cpu_crossentropy_forward); flags as now.
      gpt2rt_backward: gpt2rt__cu_backward instead of gpt2rt__model_backward; bookkeeping
        as now. gpt2rt_step sets st->dlogits_in_forward = 1 before each forward (the
        classifier then writes dlogits in the same pass; the logits are not readable).
-     gpt2rt_update: gpt2rt__cu_update(ctx, st, gpt2rt__lr_at(&ctx->cfg, ctx->step), ...)
-       instead of gpt2rt__grad_norm/gpt2rt__adamw; step++ when not skipped, stats as
+     gpt2rt_update: gpt2rt__cu_update(ctx, st, gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), ...)
+       instead of gpt2rt__opt_grad_norm/gpt2rt__opt_adamw; step++ when not skipped, stats as
        now with stats->loss_scale from it.
      gpt2rt_logits: gpt2rt__cu_logits. weights_save/state_save/param_read(VALUE):
        download_params first if st->host_stale (and download_moments for the state);
        param_read(GRAD/M/V): gpt2rt__cu_read_tensor; weights_load/state_load/param_write:
        upload after the host change (param_write: download first if stale).
      gpt2rt_plan_allocated: overhead[0] = st->overhead.
+     The model driver (gpt2rt.h 7.3, gpt2rt__model_forward / _backward) owns the layer
+     loop and the recompute schedule once for every backend: splice gpt2rt__cu_model_*
+     as a gpt2rt__backend table (embed_forward, layer_forward, head_forward,
+     head_backward, layer_backward, embed_backward, copy) whose entries dispatch on
+     st->xt to the templates here (the body of the backward's layer loop becomes
+     layer_backward; the classifier and LM head, head_backward), and call the driver
+     with ax = st->dev, the shadow context whose arenas are the device's.
 */
 #ifndef GPT2RT__CU_BACKEND
 #define GPT2RT__CU_BACKEND
@@ -255,7 +262,7 @@ template <typename X> struct gpt2rt__cu_lw {
 };
 template <typename X>
 static gpt2rt__cu_lw<X> gpt2rt__cu_lweights(const gpt2rt_ctx *ctx, const gpt2rt__cu_state *st, int64_t l) {
-    const gpt2rt__tensor *t = ctx->tensors + 2 + l * GPT2RT__PER_LAYER;
+    const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
     const X *w = (const X *)st->w;
     gpt2rt__cu_lw<X> p;
     p.ln1w = w + t[GPT2RT__LN1W].off; p.ln1b = w + t[GPT2RT__LN1B].off;
@@ -662,7 +669,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
 /* One layer's forward from res (BT,C) into a (device pointers; NULL fields: not kept, go to
    dbig, the backward's scratch, free during the forward, and are used at once; rcbuf only
    exists under SELECTIVE). The backward's recompute calls this same function on the same
-   input: bitwise the same values. Mirrors gpt2rt__layer_forward. */
+   input: bitwise the same values. Mirrors gpt2rt__cpu_layer_forward. */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t l, const X *res,
                                               gpt2rt__layer_acts a) {
@@ -700,7 +707,8 @@ static gpt2rt_result gpt2rt__cu_model_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
     const int full = gpt2rt__cu_is_full(st);
     cudaStream_t s = st->stream;
     const X *w = (const X *)st->w;
-    const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
+    const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE), *wpe = gpt2rt__model_tensor(ctx, GPT2RT__WPE);
+    const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     gpt2rt_ctx *dv = st->dev;
     st->layer = -1;
     GPT2RT__CU_CK(gpt2rt__cu_encoder_forward<X>((X *)dv->x0, dv->inputs, w + wte->off, w + wpe->off, d->B, d->T, C, s));
@@ -718,8 +726,8 @@ static gpt2rt_result gpt2rt__cu_model_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->xout, res, (size_t)(BT * C * d->ab), cudaMemcpyDeviceToDevice, s));
         res = (const X *)dv->xout;
     }
-    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>((X *)dv->lnf, dv->lnf_mean, dv->lnf_rstd, res, w + lnf[0].off,
-                                                  w + lnf[1].off, BT, C, s));
+    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>((X *)dv->lnf, dv->lnf_mean, dv->lnf_rstd, res, w + lnfw->off,
+                                                  w + lnfb->off, BT, C, s));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, gpt2rt__cu_dtype<X>::value, dv->logits, NULL, dv->lnf,
                                             w + wte->off, NULL, BT, C, d->Vp, st->mm_err, sizeof st->mm_err));
     return GPT2RT_OK;
@@ -749,7 +757,8 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
     const size_t mc = sizeof st->mm_err;
     gpt2rt_ctx *dv = st->dev;
     const X *w = (const X *)st->w;
-    const gpt2rt__tensor *wte = ctx->tensors, *wpe = ctx->tensors + 1, *lnf = ctx->tensors + ctx->n_tensors - 2;
+    const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE), *wpe = gpt2rt__model_tensor(ctx, GPT2RT__WPE);
+    const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf, *dbig = (X *)dv->dbig;
     X *rc = (X *)dv->rcbuf; /* SELECTIVE: outputs not kept, recomputed for a weight gradient */
     float *dbs = acc ? st->red : NULL; /* the bias-gradient vector of an accumulating matmul */
@@ -768,8 +777,8 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, logits, w + wte->off, NULL, BT, C, d->Vp, me, mc));
     const X *res_last = (const X *)(!L ? dv->x0 : full ? dv->xout : (float *)gpt2rt__lacts(dv, L - 1).res3);
     GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->ab), s));
-    GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnf), gpt2rt__cu_grad_of(st, lnf + 1), dbuf,
-                                            res_last, w + lnf[0].off, dv->lnf_mean, dv->lnf_rstd));
+    GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnfw), gpt2rt__cu_grad_of(st, lnfb), dbuf,
+                                            res_last, w + lnfw->off, dv->lnf_mean, dv->lnf_rstd));
     for (int64_t l = L - 1; l >= 0; l--) {
         /* FULL: entering a segment from its top, run its forward again from its checkpoint
            (the last segment's activations are still in the slots from the forward) */
@@ -857,7 +866,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     memcpy(h_in, inputs, (size_t)BT * 4);
     if (targets) memcpy(h_tg, targets, (size_t)BT * 4);
     st->nb = -1;
-    if (targets && ctx->tensors[0].goff >= 0) { /* the wte gradient's token buckets (host sort) */
+    if (targets && gpt2rt__model_tensor(ctx, GPT2RT__WTE)->goff >= 0) { /* the wte gradient's token buckets (host sort) */
         st->nb = gpt2rt__cu_encoder_buckets(h_bk, h_in, BT, d->Vp);
         if (st->nb < 0)
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_forward: a token is outside [0, %lld)",
@@ -926,7 +935,7 @@ static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) 
     return GPT2RT_OK;
 }
 
-/* One AdamW step at learning rate lr (the caller: gpt2rt__lr_at(&ctx->cfg, ctx->step)),
+/* One AdamW step at learning rate lr (the caller: gpt2rt__opt_lr_at(&ctx->cfg, ctx->step)),
    bias correction for step ctx->step + 1, over the gradients summed since the last update
    (ctx->acc_targets counted targets). *norm: the global gradient norm of the mean loss
    (before clipping, loss scale removed); *skipped: 1 when it is not finite (gradients

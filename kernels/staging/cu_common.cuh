@@ -1,4 +1,4 @@
-/* STAGING: pasted verbatim into gpt2rt.h (section "CUDA ops", under __CUDACC__)
+/* STAGING: pasted verbatim into gpt2rt.h (section 8 "CUDA backend", under __CUDACC__)
    once the kernels are validated on a GPU. Until then the lab files in kernels/
    include it after gpt2rt.h. Shared by cu_ops.cuh, cu_attention.cuh, cu_matmul.cuh. */
 #ifndef GPT2RT__CU_COMMON

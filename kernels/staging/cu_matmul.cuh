@@ -1,4 +1,4 @@
-/* STAGING: pasted into gpt2rt.h (section "CUDA ops", under __CUDACC__) once validated
+/* STAGING: pasted into gpt2rt.h (section 8 "CUDA backend", under __CUDACC__) once validated
    on a GPU; until then kernels/matmul.cu includes it after gpt2rt.h.
 
    Matrix products of the model through cuBLASLt (link with -lcublasLt).
@@ -40,7 +40,7 @@
    backward: the dGELU attaches to the *input gradient of c_proj* (IC = 4C, OC = C):
              dinp = (dy Wproj) * gelu'(fch) is directly d(fch), the gradient at c_fc's
              output, so CUBLASLT_EPILOGUE_DGELU with aux = fch replaces
-             gpt2rt__gelu_backward. c_fc's own backward (weight with BGRADB, input)
+             gpt2rt__cpu_gelu_backward. c_fc's own backward (weight with BGRADB, input)
              then uses that d(fch) as its dout.
    (DGELU_BGRAD could also emit c_fc's bias gradient there; we do not use it: the
    bias gradient comes from the c_fc weight-gradient matmul, BGRADB, like every layer.)

@@ -1,4 +1,4 @@
-/* STAGING: pasted verbatim into gpt2rt.h (section "CUDA ops", under __CUDACC__, after
+/* STAGING: pasted verbatim into gpt2rt.h (section 8 "CUDA backend", under __CUDACC__, after
    cu_common.cuh; the #include below is then dropped). The lab files kernels/encoder.cu,
    layernorm.cu, gelu.cu, classifier.cu, bias_grad.cu, adamw.cu, global_norm.cu validate
    these kernels against the CPU ops of gpt2rt.h and time them.
@@ -240,7 +240,7 @@ __global__ void gpt2rt__cuk_encoder_backward_wpe(float *dwpe, const floatX *dout
 
 /* dwte (Vp,C) +=, dwpe (P,C) += from dout (B,T,C) (either NULL: frozen, not computed);
    buckets (device) and nb from gpt2rt__cu_encoder_buckets over the same tokens (unused
-   when dwte is NULL). Bitwise equal to the CPU gpt2rt__encoder_backward on the same
+   when dwte is NULL). Bitwise equal to the CPU gpt2rt__cpu_encoder_backward on the same
    (fp32-converted) dout. No scratch. */
 template <typename floatX>
 static cudaError_t gpt2rt__cu_encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int32_t *buckets,
@@ -815,7 +815,7 @@ static __global__ void __launch_bounds__(1024) gpt2rt__cuk_global_norm_final(dou
 /* norm (1 double, device) = ||g||_2 over g (n) fp32 (n up to ~2^40); sumsq (1 double,
    device) = the sum of squares; either may be NULL. A non-finite norm means an inf/NaN
    gradient. Fixed chunks of 65536 summed in fp64 (squares exact), so the result is
-   deterministic; it is not bitwise the CPU gpt2rt__grad_norm (same chunks, another order
+   deterministic; it is not bitwise the CPU gpt2rt__opt_grad_norm (same chunks, another order
    inside a chunk), the two agree to ~1e-15 relative.
    scratch: device, gpt2rt__cu_global_norm_scratch_bytes(n), 8-byte aligned. */
 static inline cudaError_t gpt2rt__cu_global_norm(double *norm, double *sumsq, const float *g, int64_t n,
@@ -892,7 +892,7 @@ static inline int64_t gpt2rt__cu_adamw_table(gpt2rt__cu_adamw_tensor *t, int n_t
     return b;
 }
 
-/* One element, the CPU gpt2rt__adamw_scalar operation for operation, with explicitly
+/* One element, the CPU gpt2rt__opt_adamw_scalar operation for operation, with explicitly
    rounded intrinsics so that nothing is contracted into an FMA: the same bits as the CPU
    when the CPU build does not contract either. */
 __device__ __forceinline__ void gpt2rt__cu_adamw_one(float &p, float &g, float &m, float &v, float grad_scale,
@@ -956,7 +956,7 @@ gpt2rt__cuk_adamw(float *params, floatX *params_x, float *grads, float *m, float
     }
 }
 
-/* One AdamW step (torch.optim.AdamW; the CPU gpt2rt__adamw) over every tensor of table
+/* One AdamW step (torch.optim.AdamW; the CPU gpt2rt__opt_adamw) over every tensor of table
    (device, nt rows, block0 filled by gpt2rt__cu_adamw_table, which also gave n_blocks).
    params, grads, m, v: flat fp32 arrays; grads are read scaled by grad_scale (clip
    coefficient times the loss-scale unscale) and zeroed. params_x: flat floatX copy of the

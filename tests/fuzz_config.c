@@ -1,0 +1,114 @@
+/* tests/fuzz_config.c - libFuzzer target for the config.json reader
+   (gpt2rt__config_parse_mem, what gpt2rt_config_load runs on the file's bytes).
+
+   Oracles, beyond "no crash, no sanitizer report":
+   - a failure is GPT2RT_ERR_FORMAT, its message names the input, and the config
+     is left exactly as it was;
+   - a success sets n_layer, n_head, n_embd, vocab_size, max_seq_len to values in
+     [1, 2^31) and nothing else.
+
+   Fuzzing (clang, libFuzzer), one process on one core:
+     clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
+           -o build/fuzz_config tests/fuzz_config.c -lm
+     ./build/fuzz_config build/fuzz_c tests/fuzz_corpus_config -dict=tests/fuzz_config.dict
+   Replay without libFuzzer (what make test runs):
+     cc -std=c11 -DFUZZ_REPLAY -o build/fuzz_config_replay tests/fuzz_config.c -lm
+     ./build/fuzz_config_replay tests/fuzz_corpus_config
+   See tests/FUZZING.md. */
+#define _POSIX_C_SOURCE 200809L
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FZ_NAME "fuzz-config.json"
+
+static gpt2rt_ctx *fz_ctx;
+static gpt2rt_result fz_last;
+
+static void fz_die(const char *what, const char *detail) {
+    fprintf(stderr, "fuzz_config: %s: %s\n", what, detail ? detail : "");
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!fz_ctx) { /* a context that carries only the message, as gpt2rt_config_load makes */
+        fz_ctx = (gpt2rt_ctx *)calloc(1, sizeof(gpt2rt_ctx));
+        if (!fz_ctx) fz_die("calloc", "context");
+    }
+    /* the reader unescapes in place and expects the NUL that gpt2rt__read_file adds */
+    char *buf = (char *)malloc(size + 1);
+    if (!buf) fz_die("malloc", "input");
+    memcpy(buf, data, size);
+    buf[size] = 0;
+    gpt2rt_config c, before;
+    memset(&c, 0x5A, sizeof c); /* every byte set: a change anywhere shows */
+    before = c;
+    fz_ctx->error[0] = 0;
+    gpt2rt_result r = gpt2rt__config_parse_mem(fz_ctx, buf, size, FZ_NAME, &c);
+    fz_last = r;
+    if (r != GPT2RT_OK) {
+        if (r != GPT2RT_ERR_FORMAT) fz_die("result", gpt2rt_result_string(r));
+        if (!strstr(fz_ctx->error, FZ_NAME)) fz_die("error message does not name the input", fz_ctx->error);
+        if (memcmp(&c, &before, sizeof c)) fz_die("a failed parse changed the config", fz_ctx->error);
+    } else {
+        int v[5] = {c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.max_seq_len};
+        for (int i = 0; i < 5; i++)
+            if (v[i] < 1) fz_die("accepted a shape value below 1", "");
+        gpt2rt_config rest = c;
+        rest.n_layer = before.n_layer; rest.n_head = before.n_head; rest.n_embd = before.n_embd;
+        rest.vocab_size = before.vocab_size; rest.max_seq_len = before.max_seq_len;
+        if (memcmp(&rest, &before, sizeof c)) fz_die("a parse changed a field outside the shape", "");
+    }
+    free(buf);
+    return 0;
+}
+
+#ifdef FUZZ_REPLAY
+#include <dirent.h>
+#include <sys/stat.h>
+
+static int fz_replayed, fz_verbose;
+
+static void fz_replay_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(2); }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = (unsigned char *)malloc(n > 0 ? (size_t)n : 1);
+    if (!buf || (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)) { fprintf(stderr, "cannot read %s\n", path); exit(2); }
+    fclose(f);
+    LLVMFuzzerTestOneInput(buf, (size_t)n);
+    free(buf);
+    if (fz_verbose) printf("%-60s %6ld bytes  %s\n", path, n, fz_last == GPT2RT_OK ? "ok" : fz_ctx->error);
+    fz_replayed++;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-v")) { fz_verbose = 1; continue; }
+        struct stat sb;
+        if (stat(argv[i], &sb) != 0) { fprintf(stderr, "cannot stat %s\n", argv[i]); return 2; }
+        if (!S_ISDIR(sb.st_mode)) { fz_replay_file(argv[i]); continue; }
+        DIR *dir = opendir(argv[i]);
+        struct dirent *de;
+        while (dir && (de = readdir(dir)) != NULL) {
+            char full[4096];
+            if (de->d_name[0] == '.' || snprintf(full, sizeof full, "%s/%s", argv[i], de->d_name) >= (int)sizeof full)
+                continue;
+            if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) fz_replay_file(full);
+        }
+        if (dir) closedir(dir);
+    }
+    printf("replayed %d inputs\n", fz_replayed);
+    printf("RESULT %d 0\n", fz_replayed);
+    free(fz_ctx);
+    return fz_replayed ? 0 : 1;
+}
+#endif

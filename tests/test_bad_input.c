@@ -1,0 +1,499 @@
+/* tests/test_bad_input.c - the bad inputs of issue 8, each with the error it must
+   get and the proof that nothing was lost:
+   - special files (FIFO with no writer, /dev/zero, /dev/urandom, /proc/self/status,
+     a directory) are refused as "not a regular file", without blocking;
+   - gpt2rt_fit (and create's out-of-memory advice) answers in < 100 ms at the limits;
+   - a weights_save whose first or second rename fails leaves the previous
+     model.safetensors + config.json pair byte for byte;
+   - a state with a negative / non-finite Adam moment, a weights file with NaN or inf,
+     warmup_steps > total_steps: refused with the tensor, the index or the numbers;
+   - a step whose every target is ignored is skipped (weights, moments, step kept);
+   - NULL buffers are reported as NULL, not as a size mismatch;
+   - gpt2rt_config_load reads the shape of a Hugging Face config.json and refuses
+     broken ones;
+   - `test_bad_input omp` (run with OMP_NUM_THREADS=2000 by tests/run.sh): the
+     default thread count is clamped, create succeeds. */
+#define _POSIX_C_SOURCE 200809L
+#define GPT2RT__TEST_HOOKS
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include "harness.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define TMP "build/tmp_bad_input"
+
+static double now_s(void) {
+    struct timespec t;
+    timespec_get(&t, TIME_UTC);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL test_bad_input: a load blocked for 20 s (special file opened before a check)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+    _exit(3);
+}
+
+static int has(const char *s, const char *needle) { return s && strstr(s, needle) != NULL; }
+
+static gpt2rt_ctx *tiny(int grad_accum) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 32; c.max_seq_len = 8;
+    c.batch_size = 2; c.seq_len = 4; c.grad_accum = grad_accum; c.n_threads = 1; c.lr = 1e-2f;
+    gpt2rt_ctx *ctx = NULL;
+    gpt2rt_result r = gpt2rt_create(&ctx, &c);
+    if (r != GPT2RT_OK) { printf("FAIL create: %s\n", gpt2rt_last_error(ctx)); exit(1); }
+    return ctx;
+}
+
+static int32_t in_tok[16], tg_tok[16], tg_none[16];
+
+/* weights, moments, step: what a refused load or a skipped step must not change */
+typedef struct { float *p; int64_t step; uint64_t rng; } snap;
+static snap take(const gpt2rt_ctx *ctx) {
+    snap s;
+    size_t n = (size_t)ctx->n_params, t = (size_t)ctx->n_train;
+    s.p = (float *)malloc((n + 2 * t) * sizeof(float));
+    memcpy(s.p, ctx->params, n * 4);
+    memcpy(s.p + n, ctx->m, t * 4);
+    memcpy(s.p + n + t, ctx->v, t * 4);
+    s.step = ctx->step;
+    s.rng = ctx->rng;
+    return s;
+}
+static int same(const gpt2rt_ctx *ctx, snap s) {
+    size_t n = (size_t)ctx->n_params, t = (size_t)ctx->n_train;
+    return !memcmp(s.p, ctx->params, n * 4) && !memcmp(s.p + n, ctx->m, t * 4) &&
+           !memcmp(s.p + n + t, ctx->v, t * 4) && s.step == ctx->step && s.rng == ctx->rng;
+}
+
+static int files_equal(const char *a, const unsigned char *b, size_t blen) {
+    size_t n;
+    unsigned char *x = read_all(a, &n);
+    int eq = x && n == blen && !memcmp(x, b, n);
+    free(x);
+    return eq;
+}
+
+static int exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
+
+/* the byte offset (from the file start) of element idx of tensor name in a safetensors file */
+static size_t st_elem(const unsigned char *buf, const char *name, size_t idx) {
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | buf[i];
+    char key[160];
+    snprintf(key, sizeof key, "\"%s\":", name);
+    const char *h = (const char *)buf + 8, *e = strstr(h, key);
+    if (!e || (size_t)(e - h) > hlen) { printf("FAIL no tensor %s in the file\n", name); exit(1); }
+    const char *o = strstr(e, "\"data_offsets\":[");
+    unsigned long long begin = strtoull(o + 16, NULL, 10);
+    return 8 + (size_t)hlen + (size_t)begin + 4 * idx;
+}
+
+static void put(const char *path, const void *b, size_t n) {
+    if (!write_all(path, b, n)) { printf("FAIL cannot write %s\n", path); exit(1); }
+}
+
+static void special_files(void) {
+    gpt2rt_ctx *ctx = tiny(1);
+    snap s0 = take(ctx);
+    const char *fifo = TMP "/fifo.safetensors";
+    unlink(fifo);
+    int have_fifo = mkfifo(fifo, 0600) == 0;
+    CHECK(have_fifo, "mkfifo %s: %s", fifo, strerror(errno));
+    struct { const char *path, *kind; } cases[] = {
+        {fifo, "FIFO"}, {"/dev/zero", "character device"}, {"/dev/urandom", "character device"},
+        {"/dev/null", "character device"}, {"/proc/self/status", "not a regular file"}, {TMP, "directory"}};
+    alarm(20);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (!exists(cases[i].path)) { printf("    (skip %s: not on this machine)\n", cases[i].path); continue; }
+        for (int k = 0; k < 3; k++) {
+            double t0 = now_s();
+            gpt2rt_result r;
+            char err[512] = "";
+            if (k == 0) r = gpt2rt_weights_load(ctx, cases[i].path);
+            else if (k == 1) r = gpt2rt_state_load(ctx, cases[i].path);
+            else { gpt2rt_config c = {0}; r = gpt2rt_config_load(&c, cases[i].path, err, sizeof err); }
+            const char *msg = k == 2 ? err : gpt2rt_last_error(ctx);
+            double dt = now_s() - t0;
+            /* weights_load and config_load of a directory read DIR/model.safetensors, DIR/config.json */
+            if (k != 1 && !strcmp(cases[i].path, TMP)) {
+                CHECK(r == GPT2RT_ERR_IO && has(msg, k ? "/config.json" : "/model.safetensors"),
+                      "load of a directory without the file: %s", msg);
+                continue;
+            }
+            CHECK(r == GPT2RT_ERR_IO && has(msg, "not a regular file") && has(msg, cases[i].kind) &&
+                  has(msg, cases[i].path) && dt < 1.0,
+                  "%s of %s: %s in %.2f s: %s", k == 0 ? "weights_load" : k == 1 ? "state_load" : "config_load",
+                  cases[i].path, gpt2rt_result_string(r), dt, msg);
+            if (i == 0 && k == 0) printf("    %s\n", msg);
+        }
+    }
+    alarm(0);
+    CHECK(same(ctx, s0), "a refused special file changed the context");
+    unlink(fifo);
+    free(s0.p);
+    gpt2rt_free(ctx);
+}
+
+/* 100 ms in an optimised build; sanitizers slow the planner down several times */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+#define FIT_LIMIT_S 0.5
+#else
+#define FIT_LIMIT_S 0.1
+#endif
+
+static void fit_bounded(void) {
+    struct { int B, A, T, L, nd; gpt2rt_parallel par; } cs[] = {
+        {16384, 1 << 20, 1, 12, 1, GPT2RT_PARALLEL_NONE},           /* 66 s before the bound */
+        {1 << 20, 1 << 20, 1, 12, 1, GPT2RT_PARALLEL_NONE},          /* the limits */
+        {1 << 20, 1 << 20, 1, 1024, 8, GPT2RT_PARALLEL_DATA},
+        {1 << 20, 1 << 20, 1, 1024, 8, GPT2RT_PARALLEL_LAYER_SPLIT},
+        {720720, 1 << 20, 1, 1024, 8, GPT2RT_PARALLEL_LAYER_SPLIT},  /* 240 divisors below 2^20 */
+        {720720, 720720, 1, 1024, 8, GPT2RT_PARALLEL_DATA},
+        {65536, 65536, 16, 48, 2, GPT2RT_PARALLEL_DATA}};
+    double worst = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        gpt2rt_config c;
+        memset(&c, 0, sizeof c);
+        c.batch_size = cs[i].B; c.grad_accum = cs[i].A; c.seq_len = cs[i].T; c.max_seq_len = 1024;
+        c.n_layer = cs[i].L; c.n_devices = cs[i].nd; c.parallel = cs[i].par;
+        if (cs[i].nd > 1) c.backend = GPT2RT_BACKEND_CUDA; /* planned only; two devices are CUDA's */
+        for (int k = 0; k < 2; k++) {
+            gpt2rt_config out;
+            char buf[4096];
+            uint64_t budget = k ? (uint64_t)1 << 20 : (uint64_t)80 << 30;
+            double t0 = now_s();
+            gpt2rt_result r = gpt2rt_fit(&c, budget, GPT2RT_FIT_DEFAULT, &out, buf, sizeof buf);
+            double dt = now_s() - t0;
+            if (dt > worst) worst = dt;
+            CHECK((r == GPT2RT_OK || r == GPT2RT_ERR_OUT_OF_MEMORY) && dt < FIT_LIMIT_S,
+                  "gpt2rt_fit B=%d A=%d T=%d L=%d devices %d, budget %llu: %s in %.1f ms", cs[i].B, cs[i].A, cs[i].T,
+                  cs[i].L, cs[i].nd, (unsigned long long)budget, gpt2rt_result_string(r), dt * 1e3);
+            /* whatever it picks keeps the global batch */
+            int64_t g0 = (int64_t)c.batch_size * c.grad_accum * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1);
+            int64_t g1 = (int64_t)out.batch_size * out.grad_accum * (out.parallel == GPT2RT_PARALLEL_DATA ? out.n_devices : 1);
+            CHECK(g0 == g1, "gpt2rt_fit changed the global batch: %lld -> %lld", (long long)g0, (long long)g1);
+        }
+    }
+    /* create builds its out-of-memory advice with gpt2rt_fit: as fast */
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = 16384; c.grad_accum = 1 << 20; c.seq_len = 1; c.memory_budget = (uint64_t)1 << 20;
+    gpt2rt_ctx *ctx = NULL;
+    double t0 = now_s();
+    gpt2rt_result r = gpt2rt_create(&ctx, &c);
+    double dt = now_s() - t0;
+    CHECK(r == GPT2RT_ERR_OUT_OF_MEMORY && dt < FIT_LIMIT_S && has(gpt2rt_last_error(ctx), "micro-batch"),
+          "create over budget at batch 16384 x accumulation 2^20: %s in %.1f ms: %.200s", gpt2rt_result_string(r),
+          dt * 1e3, gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+    printf("    gpt2rt_fit at the limits: slowest of 14 calls %.1f ms; create's OOM advice %.1f ms\n", worst * 1e3,
+           dt * 1e3);
+}
+
+static void save_rollback(void) {
+    gpt2rt_ctx *ctx = tiny(1);
+    const char *dir = TMP "/pair";
+    char model[256], config[256], old[256];
+    snprintf(model, sizeof model, "%s/model.safetensors", dir);
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    snprintf(old, sizeof old, "%s/model.safetensors.old", dir);
+    CHECK_OK(ctx, gpt2rt_weights_save(ctx, dir));
+    size_t mlen, clen;
+    unsigned char *m0 = read_all(model, &mlen), *c0 = read_all(config, &clen);
+    snap w0 = take(ctx);
+    gpt2rt_step_stats st;
+    CHECK_OK(ctx, gpt2rt_step(ctx, in_tok, tg_tok, &st)); /* the weights now differ from the saved pair */
+    for (int which = 1; which <= 2; which++) {
+        gpt2rt__test_rename_fail = which; /* the first (model) or the second (config.json) rename fails */
+        gpt2rt_result r = gpt2rt_weights_save(ctx, dir);
+        gpt2rt__test_rename_fail = 0;
+        CHECK(r == GPT2RT_ERR_IO && has(gpt2rt_last_error(ctx), "renaming"), "save with rename %d failing: %s: %s",
+              which, gpt2rt_result_string(r), gpt2rt_last_error(ctx));
+        CHECK(files_equal(model, m0, mlen) && files_equal(config, c0, clen),
+              "rename %d failed: the previous model.safetensors + config.json pair changed", which);
+        CHECK(!exists(old) && !exists(TMP "/pair/model.safetensors.tmp") && !exists(TMP "/pair/config.json.tmp"),
+              "rename %d failed: a .old or .tmp file is left", which);
+    }
+    /* the pair on disk is the one saved first: it loads as those weights */
+    gpt2rt_ctx *back = tiny(1);
+    CHECK_OK(back, gpt2rt_weights_load(back, dir));
+    CHECK(!memcmp(back->params, w0.p, (size_t)back->n_params * 4), "the kept pair does not load as the old weights");
+    gpt2rt_free(back);
+    /* a real failure of the second rename: config.json is a non-empty directory */
+    const char *dir2 = TMP "/pair_blocked";
+    CHECK_OK(ctx, gpt2rt_weights_save(ctx, dir2));
+    char m2[256], c2[256];
+    snprintf(m2, sizeof m2, "%s/model.safetensors", dir2);
+    snprintf(c2, sizeof c2, "%s/config.json", dir2);
+    size_t m2len;
+    unsigned char *m2buf = read_all(m2, &m2len);
+    remove(c2);
+    mkdir(c2, 0777);
+    char keep[300];
+    snprintf(keep, sizeof keep, "%s/keep", c2);
+    put(keep, "x", 1);
+    CHECK_OK(ctx, gpt2rt_step(ctx, in_tok, tg_tok, &st));
+    gpt2rt_result r = gpt2rt_weights_save(ctx, dir2);
+    CHECK(r == GPT2RT_ERR_IO && has(gpt2rt_last_error(ctx), "config.json"), "save onto a config.json directory: %s: %s",
+          gpt2rt_result_string(r), gpt2rt_last_error(ctx));
+    CHECK(files_equal(m2, m2buf, m2len), "the second rename failed for real: model.safetensors changed");
+    remove(keep); rmdir(c2);
+    /* success still removes the kept copy */
+    CHECK_OK(ctx, gpt2rt_weights_save(ctx, dir));
+    CHECK(!exists(old), "a successful save left model.safetensors.old");
+    free(m0); free(c0); free(m2buf); free(w0.p);
+    gpt2rt_free(ctx);
+}
+
+static void nonfinite_files(void) {
+    gpt2rt_ctx *ctx = tiny(1);
+    gpt2rt_step_stats st;
+    CHECK_OK(ctx, gpt2rt_step(ctx, in_tok, tg_tok, &st)); /* moments are not zero */
+    const char *sp = TMP "/state.safetensors", *bad = TMP "/bad.safetensors";
+    CHECK_OK(ctx, gpt2rt_state_save(ctx, sp));
+    CHECK_OK(ctx, gpt2rt_weights_save(ctx, TMP "/w"));
+    size_t slen, wlen;
+    unsigned char *s = read_all(sp, &slen), *w = read_all(TMP "/w/model.safetensors", &wlen);
+    snap s0 = take(ctx);
+    struct { const char *tensor; size_t idx; float val; const char *want; } sc[] = {
+        {"adam_v", 7, -1e-3f, "'adam_v' element 7 is -0.001"}, {"adam_v", 0, NAN, "'adam_v' element 0 is nan"},
+        {"adam_m", 123, INFINITY, "'adam_m' element 123 is inf"}, {"params", 5, NAN, "'params' element 5 is nan"}};
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        unsigned char *b = (unsigned char *)malloc(slen);
+        memcpy(b, s, slen);
+        memcpy(b + st_elem(b, sc[i].tensor, sc[i].idx), &sc[i].val, 4);
+        put(bad, b, slen);
+        gpt2rt_result r = gpt2rt_state_load(ctx, bad);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(gpt2rt_last_error(ctx), sc[i].want) && same(ctx, s0),
+              "state with %s[%zu] = %g: %s: %s", sc[i].tensor, sc[i].idx, (double)sc[i].val, gpt2rt_result_string(r),
+              gpt2rt_last_error(ctx));
+        if (i == 0) printf("    %s\n", gpt2rt_last_error(ctx));
+        free(b);
+    }
+    /* -0.0 is a valid second moment (it compares equal to 0) */
+    {
+        unsigned char *b = (unsigned char *)malloc(slen);
+        float z = -0.0f;
+        memcpy(b, s, slen);
+        memcpy(b + st_elem(b, "adam_v", 3), &z, 4);
+        put(bad, b, slen);
+        CHECK_OK(ctx, gpt2rt_state_load(ctx, bad));
+        free(b);
+    }
+    CHECK_OK(ctx, gpt2rt_state_load(ctx, sp));
+    s0.p = (free(s0.p), take(ctx).p);
+    struct { const char *tensor; size_t idx; float val; const char *want; } wc[] = {
+        {"transformer.h.1.mlp.c_fc.bias", 3, NAN, "'transformer.h.1.mlp.c_fc.bias' element 3 (row 3, column 0) is nan"},
+        {"transformer.wte.weight", 16 * 5 + 2, INFINITY, "'transformer.wte.weight' element 82 (row 5, column 2) is inf"},
+        {"transformer.h.0.attn.c_attn.weight", 48 + 1, -INFINITY,
+         "'transformer.h.0.attn.c_attn.weight' element 49 (row 1, column 1) is -inf"}};
+    for (size_t i = 0; i < sizeof wc / sizeof wc[0]; i++) {
+        unsigned char *b = (unsigned char *)malloc(wlen);
+        memcpy(b, w, wlen);
+        memcpy(b + st_elem(b, wc[i].tensor, wc[i].idx), &wc[i].val, 4);
+        put(bad, b, wlen);
+        gpt2rt_result r = gpt2rt_weights_load(ctx, bad);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(gpt2rt_last_error(ctx), wc[i].want) && same(ctx, s0),
+              "weights with %s[%zu] = %g: %s: %s", wc[i].tensor, wc[i].idx, (double)wc[i].val,
+              gpt2rt_result_string(r), gpt2rt_last_error(ctx));
+        if (i == 0) printf("    %s\n", gpt2rt_last_error(ctx));
+        free(b);
+    }
+    free(s); free(w); free(s0.p);
+    gpt2rt_free(ctx);
+}
+
+static void schedule(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 1; c.n_head = 1; c.n_embd = 8; c.vocab_size = 16; c.max_seq_len = 4; c.n_threads = 1;
+    c.warmup_steps = 100; c.total_steps = 50;
+    gpt2rt_memory_plan p;
+    gpt2rt_result r = gpt2rt_plan(&c, &p);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "warmup_steps = 100") && has(p.error, "total_steps = 50"),
+          "warmup 100 > total 50: %s: %s", gpt2rt_result_string(r), p.error);
+    printf("    %s\n", p.error);
+    gpt2rt_ctx *ctx = NULL;
+    r = gpt2rt_create(&ctx, &c);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(ctx), "warmup_steps = 100"),
+          "create with warmup 100 > total 50: %s", gpt2rt_result_string(r));
+    gpt2rt_free(ctx);
+    c.total_steps = 100; /* equal: allowed */
+    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK, "warmup == total refused: %s", p.error);
+    c.total_steps = 0; /* constant after the warmup: allowed */
+    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK, "warmup with total 0 refused: %s", p.error);
+}
+
+static char g_log[2048];
+static void log_cb(void *user, gpt2rt_log_level level, const char *msg) {
+    (void)user;
+    if (level == GPT2RT_LOG_WARN) snprintf(g_log, sizeof g_log, "%s", msg);
+}
+
+static void ignored_targets(void) {
+    for (int accum = 1; accum <= 2; accum++) {
+        gpt2rt_ctx *ctx = tiny(accum);
+        ctx->cfg.log = log_cb;
+        gpt2rt_step_stats st;
+        int32_t in2[32], tg2[32], none2[32];
+        for (int i = 0; i < 32; i++) { in2[i] = in_tok[i % 16]; tg2[i] = tg_tok[i % 16]; none2[i] = -100; }
+        CHECK_OK(ctx, gpt2rt_step(ctx, in2, tg2, &st)); /* Adam's momentum is now non-zero */
+        snap s0 = take(ctx);
+        g_log[0] = 0;
+        memset(&st, 0, sizeof st);
+        gpt2rt_result r = gpt2rt_step(ctx, in2, none2, &st);
+        CHECK(r == GPT2RT_OK && st.skipped == 1 && st.step == 1 && st.loss == 0.0f, "all targets ignored (accum %d): "
+              "%s, skipped %d, step %lld, loss %g", accum, gpt2rt_result_string(r), st.skipped, (long long)st.step,
+              (double)st.loss);
+        CHECK(same(ctx, s0), "all targets ignored (accum %d): weights, moments or step changed", accum);
+        CHECK(has(g_log, "ignored") && has(g_log, "skipped"), "all targets ignored: the log says '%s'", g_log);
+        if (accum == 1) printf("    %s\n", g_log);
+        /* one micro-batch with targets is enough for a real step */
+        if (accum == 2) {
+            for (int i = 0; i < 8; i++) none2[8 + i] = tg_tok[i]; /* the second of two micro-batches of B*T = 8 */
+            CHECK_OK(ctx, gpt2rt_step(ctx, in2, none2, &st));
+            CHECK(!st.skipped && st.step == 2 && !same(ctx, s0), "half the micro-batches with targets: skipped %d, "
+                  "step %lld", st.skipped, (long long)st.step);
+        }
+        free(s0.p);
+        gpt2rt_free(ctx);
+    }
+}
+
+static void null_buffers(void) {
+    gpt2rt_ctx *ctx = tiny(1);
+    CHECK_OK(ctx, gpt2rt_forward(ctx, in_tok, NULL, NULL));
+    gpt2rt_result r = gpt2rt_logits(ctx, NULL, 2 * 4 * 32);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(ctx), "NULL") && !has(gpt2rt_last_error(ctx), "holds"),
+          "gpt2rt_logits(NULL): %s", gpt2rt_last_error(ctx));
+    r = gpt2rt_param_read(ctx, "transformer.ln_f.bias", GPT2RT_PARAM_VALUE, NULL, 16);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(ctx), "NULL") &&
+          has(gpt2rt_last_error(ctx), "transformer.ln_f.bias") && !has(gpt2rt_last_error(ctx), "elements"),
+          "gpt2rt_param_read(NULL): %s", gpt2rt_last_error(ctx));
+    r = gpt2rt_param_write(ctx, "transformer.ln_f.bias", NULL, 16);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(ctx), "NULL") && !has(gpt2rt_last_error(ctx), "elements"),
+          "gpt2rt_param_write(NULL): %s", gpt2rt_last_error(ctx));
+    float b[16];
+    r = gpt2rt_param_read(ctx, "transformer.ln_f.bias", GPT2RT_PARAM_VALUE, b, 15); /* a real mismatch still says so */
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(ctx), "16 elements, the buffer 15"),
+          "size mismatch: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+}
+
+static void config_json(void) {
+    char err[1024];
+    gpt2rt_config c;
+    /* what gpt2rt_weights_save writes */
+    gpt2rt_ctx *ctx = tiny(1);
+    CHECK_OK(ctx, gpt2rt_weights_save(ctx, TMP "/cfg_saved"));
+    memset(&c, 0, sizeof c);
+    c.batch_size = 7;
+    gpt2rt_result r = gpt2rt_config_load(&c, TMP "/cfg_saved", err, sizeof err);
+    CHECK(r == GPT2RT_OK && c.n_layer == 2 && c.n_head == 2 && c.n_embd == 16 && c.vocab_size == 32 &&
+          c.max_seq_len == 8 && c.batch_size == 7, "config_load of a saved dir: %s: %s, L=%d H=%d C=%d V=%d P=%d",
+          gpt2rt_result_string(r), err, c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.max_seq_len);
+    gpt2rt_free(ctx);
+    /* the config.json of the Hugging Face hub's gpt2-medium (as published) */
+    static const char hub[] =
+        "{\n  \"activation_function\": \"gelu_new\",\n  \"architectures\": [\n    \"GPT2LMHeadModel\"\n  ],\n"
+        "  \"attn_pdrop\": 0.1,\n  \"bos_token_id\": 50256,\n  \"embd_pdrop\": 0.1,\n  \"eos_token_id\": 50256,\n"
+        "  \"initializer_range\": 0.02,\n  \"layer_norm_epsilon\": 1e-05,\n  \"model_type\": \"gpt2\",\n"
+        "  \"n_ctx\": 1024,\n  \"n_embd\": 1024,\n  \"n_head\": 16,\n  \"n_layer\": 24,\n  \"n_positions\": 1024,\n"
+        "  \"n_special\": 0,\n  \"predict_special_tokens\": true,\n  \"resid_pdrop\": 0.1,\n"
+        "  \"summary_activation\": null,\n  \"summary_first_dropout\": 0.1,\n  \"summary_proj_to_labels\": true,\n"
+        "  \"summary_type\": \"cls_index\",\n  \"summary_use_proj\": true,\n  \"task_specific_params\": {\n"
+        "    \"text-generation\": {\n      \"do_sample\": true,\n      \"max_length\": 50\n    }\n  },\n"
+        "  \"vocab_size\": 50257\n}\n";
+    put(TMP "/hub_config.json", hub, sizeof hub - 1);
+    memset(&c, 0, sizeof c);
+    r = gpt2rt_config_load(&c, TMP "/hub_config.json", err, sizeof err);
+    CHECK(r == GPT2RT_OK && c.n_layer == 24 && c.n_head == 16 && c.n_embd == 1024 && c.vocab_size == 50257 &&
+          c.max_seq_len == 1024, "config_load of gpt2-medium's config.json: %s: %s", gpt2rt_result_string(r), err);
+    struct { const char *text, *want; } bad[] = {
+        {"{\"n_layer\": 12, \"n_head\": 12, \"n_embd\": 768, \"vocab_size\": 50257}", "\"n_positions\" is missing"},
+        {"{\"n_layer\": 12, \"n_layer\": 12, \"n_head\": 12}", "\"n_layer\" appears twice"},
+        {"{\"n_layer\": 12.5}", "found a fraction"},
+        {"{\"n_layer\": -1}", "expected a non-negative integer"},
+        {"{\"n_layer\": 0}", "\"n_layer\" = 0 is outside [1, 2^31)"},
+        {"{\"n_layer\": 99999999999}", "\"n_layer\" = 99999999999 is outside"},
+        {"{\"n_layer\": \"12\"}", "expected a non-negative integer"},
+        {"[1, 2]", "expected '{'"},
+        {"", "expected '{'"},
+        {"{\"n_layer\": 1, \"n_head\": 1, \"n_embd\": 8, \"vocab_size\": 4, \"n_positions\": 8} x", "text after the object"},
+        {"{\"n_layer\": 1, \"n_head\": 1, \"n_embd\": 8, \"vocab_size\": 4, \"n_positions\": 8, \"n_ctx\": 4}",
+         "n_positions = 8 but n_ctx = 4"},
+        {"{\"a\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}", "nested too deeply"},
+        {"{\"n_layer\": 1,", "config.json byte"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        put(TMP "/bad_config.json", bad[i].text, strlen(bad[i].text));
+        memset(&c, 0, sizeof c);
+        r = gpt2rt_config_load(&c, TMP "/bad_config.json", err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, bad[i].want) && has(err, "bad_config.json") && c.n_layer == 0,
+              "config.json '%s': %s: %s (want '%s')", bad[i].text, gpt2rt_result_string(r), err, bad[i].want);
+    }
+    /* n_ctx alone (older files), n_ctx null */
+    const char *old = "{\"n_layer\":1,\"n_head\":1,\"n_embd\":8,\"vocab_size\":4,\"n_ctx\":6,\"n_positions\":null}";
+    put(TMP "/old_config.json", old, strlen(old));
+    r = gpt2rt_config_load(&c, TMP "/old_config.json", err, sizeof err);
+    CHECK(r == GPT2RT_OK && c.max_seq_len == 6, "n_ctx only: %s: %s", gpt2rt_result_string(r), err);
+    r = gpt2rt_config_load(&c, TMP "/no_such_dir", err, sizeof err);
+    CHECK(r == GPT2RT_ERR_IO && has(err, "no_such_dir/config.json"), "missing config.json: %s", err);
+    r = gpt2rt_config_load(NULL, TMP, err, sizeof err);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(err, "NULL"), "config_load(NULL): %s", err);
+}
+
+/* OMP_NUM_THREADS=2000 and n_threads unset: create succeeds with the default clamped */
+static int omp_mode(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 1; c.n_head = 1; c.n_embd = 8; c.vocab_size = 16; c.max_seq_len = 4;
+    gpt2rt_ctx *ctx = NULL;
+    gpt2rt_result r = gpt2rt_create(&ctx, &c);
+    gpt2rt_config got = gpt2rt_config_get(ctx);
+#ifdef _OPENMP
+    int want = omp_get_max_threads() > 1024 ? 1024 : omp_get_max_threads();
+#else
+    int want = 1;
+#endif
+    CHECK(r == GPT2RT_OK && got.n_threads == want, "OMP_NUM_THREADS=%s, n_threads unset: %s (%s), n_threads %d, "
+          "want %d", env ? env : "(unset)", gpt2rt_result_string(r), gpt2rt_last_error(ctx), got.n_threads, want);
+    if (r == GPT2RT_OK) {
+        int32_t in[16], tg[16]; /* B=4, T=4 by default */
+        for (int i = 0; i < 16; i++) { in[i] = i; tg[i] = (i + 1) % 16; }
+        float loss = 0;
+        CHECK_OK(ctx, gpt2rt_forward(ctx, in, tg, &loss));
+        CHECK(isfinite(loss), "loss %g", (double)loss);
+    }
+    printf("    OMP_NUM_THREADS=%s: created with n_threads = %d\n", env ? env : "(unset)", got.n_threads);
+    gpt2rt_free(ctx);
+    return harness_finish();
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "omp")) return omp_mode();
+    signal(SIGALRM, on_alarm);
+    mkdir("build", 0777);
+    mkdir(TMP, 0777);
+    for (int i = 0; i < 16; i++) { in_tok[i] = (i * 7 + 3) % 32; tg_tok[i] = (i * 5 + 1) % 32; tg_none[i] = -100; }
+    special_files();
+    fit_bounded();
+    save_rollback();
+    nonfinite_files();
+    schedule();
+    ignored_targets();
+    null_buffers();
+    config_json();
+    return harness_finish();
+}
