@@ -1,6 +1,7 @@
 # gpt2rt - make (examples, tools), make test (every check), make demo, make bench,
 # make test-asan, make fuzz, make fuzz-tok, make kernels, make install PREFIX=..., and the GPU
-# targets make test-gpu / make bench-gpu (they say so and skip without a GPU).
+# targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu (they say
+# so and skip without a GPU).
 CC      ?= cc
 CFLAGS  ?= -O3 -march=native
 WARN    := -std=c11 -Wall -Wextra -Werror
@@ -14,7 +15,7 @@ EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok
 TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay $(B)/test_tokenizer
 
-.PHONY: all test test-asan demo bench bench-tok fuzz fuzz-tok kernels install clean test-gpu bench-gpu check
+.PHONY: all test test-asan demo bench bench-tok fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -100,7 +101,7 @@ fuzz-tok: | $(B)
 
 kernels: $(B)/cpu_matmul
 	OMP_NUM_THREADS=2 ./$(B)/cpu_matmul
-	@if command -v nvcc >/dev/null 2>&1; then bash kernels/run_labs.sh build; \
+	@if command -v $(NVCC) >/dev/null 2>&1; then $(MAKE) --no-print-directory gpu-build; \
 	else echo "kernels: nvcc not found: the CUDA labs were not built"; fi
 
 $(B)/cpu_matmul: kernels/cpu_matmul.c | $(B)
@@ -111,22 +112,37 @@ install:
 	install -m 644 gpt2rt.h $(DESTDIR)$(PREFIX)/include/gpt2rt.h
 	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/gpt2rt/README.md
 
-# the GPU targets: on a machine with an NVIDIA GPU and nvcc. test-gpu runs every
-# kernel lab (each validates against the CPU reference and checks determinism)
-# and the CPU suites built by nvcc; bench-gpu runs the end-to-end step lab's
-# timing and the PyTorch reference (eager and torch.compile) in the same run.
-GPU_CHECK = if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then \
-	    echo "$@: skipped: no NVIDIA GPU on this machine (nvidia-smi finds none)"; exit 0; \
-	elif ! command -v nvcc >/dev/null 2>&1; then \
-	    echo "$@: skipped: nvcc not found (install the CUDA toolkit)"; exit 0; \
-	fi; echo "$@: GPU: $$(nvidia-smi -L | head -1)"
+# the GPU binaries, built here (nvcc, no GPU needed) for sm_90 (CUDA_ARCH=sm_80 ... to
+# change) and taken to a GPU machine, where make test-gpu reuses them while they are up
+# to date: every kernel lab (kernels/*.cu, lab_device first) and the CPU suites compiled
+# by nvcc (the header as a .cu translation unit).
+NVCC      ?= nvcc
+CUDA_ARCH ?= sm_90
+NVFLAGS   := -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings
+CU_STAGED := $(wildcard kernels/staging/*.cuh)
+GPU_LABS  := $(patsubst kernels/%.cu,$(B)/lab_%,$(wildcard kernels/*.cu))
+GPU_SUITES := $(B)/test_hf_parity_nvcc $(B)/test_props_nvcc $(B)/test_memory_nvcc
 
+gpu-build: $(GPU_LABS) $(GPU_SUITES)
+
+$(B)/lab_%: kernels/%.cu kernels/lab.cuh $(CU_STAGED) gpt2rt.h | $(B)
+	$(NVCC) $(NVFLAGS) -o $@ $< -lcublasLt
+
+$(B)/%_nvcc: tests/%.c tests/harness.h gpt2rt.h | $(B)
+	$(NVCC) $(NVFLAGS) -x cu -Xcompiler -fopenmp -o $@ $< -lgomp
+
+# test-gpu: device, attention, matrix products, the other op labs, the end-to-end step
+# lab and the nvcc-built suites, then compute-sanitizer memcheck and racecheck on a few
+# small steps; one line per check, "N passed, N failed" last (kernels/test_gpu.sh).
+# bench-gpu: the step lab's timing and the PyTorch reference (eager and torch.compile).
 test-gpu:
-	@$(GPU_CHECK); rc=0; bash kernels/run_labs.sh run || rc=1; bash tests/run.sh nvcc || rc=1; exit $$rc
+	@bash kernels/test_gpu.sh
 
 bench-gpu:
-	@$(GPU_CHECK); bash kernels/run_labs.sh build >/dev/null; \
-	if [ -x $(B)/lab_train_step ]; then ./$(B)/lab_train_step | tee $(B)/bench_gpu.log; fi; \
+	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
+	    echo "$@: skipped: no NVIDIA GPU on this machine (nvidia-smi finds none)"; exit 0; fi; \
+	$(MAKE) --no-print-directory gpu-build >/dev/null && \
+	./$(B)/lab_train_step | tee $(B)/bench_gpu.log && ./$(B)/lab_matmul | tee $(B)/bench_matmul.log; \
 	python3 tools/bench_torch_gpu.py --batch 8 --mode both --max-batch-for-gib 40 | tee $(B)/bench_torch_gpu.log
 
 clean:

@@ -99,6 +99,12 @@ static void run(int64_t N, int64_t C, int timing) {
     lab_same_bits("backward dinp, run twice", d_dinp, d_dinp2, NC * sizeof(floatX));
     lab_same_bits("backward dw, run twice", d_dw, d_dw2, (size_t)C * 4);
     lab_same_bits("backward db, run twice", d_db, d_db2, (size_t)C * 4);
+    /* a frozen LayerNorm (dw = db = NULL) gives the same dinp */
+    floatX *d_dinp3 = lab_upload<floatX>(dinp, NC);
+    LAB_CK(gpt2rt__cu_layernorm_backward<floatX>(d_dinp3, NULL, NULL, d_dout, d_res, d_w, d_cmean, d_crstd, d_scratch, N, C, 0));
+    LAB_CK(cudaDeviceSynchronize());
+    lab_same_bits("backward dw = db = NULL (frozen): same dinp", d_dinp, d_dinp3, NC * sizeof(floatX));
+    LAB_CK(cudaFree(d_dinp3));
     gpt2rt__cpu_layernorm_backward(dinp, dw, db, dout, res, w, mean, rstd, N, C, 1);
     lab_download<floatX>(got, d_dinp, NC);
     lab_download<float>(gdw, d_dw, (size_t)C);

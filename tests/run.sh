@@ -68,12 +68,15 @@ compile_checks() {
         compile "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
         compile "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
         compile "nvcc -O3 sm_90 (.cu)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_o3.o
-        # the CUDA kernel labs (kernels/*.cu): the kernels the CUDA backend is built from
+        # the CUDA kernel labs (kernels/*.cu): the kernels the CUDA backend is built from,
+        # built by make gpu-build's rules (so test-gpu reuses them), and once with -DNDEBUG
+        # (the step lab includes every staged kernel and the driver)
         for f in kernels/*.cu; do
             [ -f "$f" ] || continue
-            compile "nvcc $f (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
-                -o $B/lab_$(basename "$f" .cu) "$f" -lcublasLt
+            compile "nvcc $f (sm_90)" make --no-print-directory -s $B/lab_$(basename "$f" .cu)
         done
+        compile "nvcc -DNDEBUG kernels/train_step.cu (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -DNDEBUG \
+            -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -o $B/lab_train_step_ndebug kernels/train_step.cu -lcublasLt
     else
         skip "nvcc checks: nvcc not found (install the CUDA toolkit: apt-get install nvidia-cuda-toolkit)"
     fi
@@ -99,6 +102,35 @@ contents_check() {
     done <<< "$banners"
     if [ $missing -eq 0 ] && [ -n "$banners" ]; then ok "manual CONTENTS lists every section banner ($(echo "$banners" | wc -l))"
     else bad "manual CONTENTS and section banners differ"; fi
+}
+
+# make test-gpu without a GPU: kernels/test_gpu.sh under a fake nvidia-smi (and, for the
+# second part, fake lab binaries and a fake compute-sanitizer): it must skip cleanly with no
+# device, and with one it must run the checks in order and fail when one lab fails
+gpu_suite_dry_run() {
+    local d=$B/gpu_dry out rc
+    rm -rf $d && mkdir -p $d/nodev $d/dev $d/bin
+    printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' > $d/nodev/nvidia-smi
+    printf '#!/bin/sh\ncase "$1" in -L) echo "GPU 0: Fake GPU (UUID: GPU-0)";; *) echo "Fake GPU, 0.0, 80 GiB, 0 MiB";; esac\n' > $d/dev/nvidia-smi
+    for f in kernels/*.cu; do
+        printf '#!/bin/sh\necho "%s $*: PASS"\n' "$(basename "$f" .cu)" > $d/bin/lab_$(basename "$f" .cu)
+    done
+    printf '#!/bin/sh\necho "  backward dinp: FAIL"\necho "layernorm: FAIL (1 failure)"\nexit 1\n' > $d/bin/lab_layernorm
+    for t in test_hf_parity test_props test_memory; do printf '#!/bin/sh\necho "RESULT 1 0"\n' > $d/bin/${t}_nvcc; done
+    printf '#!/bin/sh\nshift 4\n"$@" >/dev/null\necho "========= ERROR SUMMARY: 0 errors"\n' > $d/sanitizer
+    chmod +x $d/nodev/* $d/dev/* $d/bin/* $d/sanitizer
+    out=$(PATH="$PWD/$d/nodev:$PATH" bash kernels/test_gpu.sh 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "^test-gpu: skipped: no NVIDIA GPU"; then
+        ok "make test-gpu without a GPU: one skip line, exit 0"
+    else bad "make test-gpu without a GPU (exit $rc):"; echo "$out" | head -10; fi
+    out=$(PATH="$PWD/$d/dev:$PATH" TEST_GPU_BIN=$d/bin TEST_GPU_NO_BUILD=1 COMPUTE_SANITIZER=$PWD/$d/sanitizer \
+          bash kernels/test_gpu.sh 2>&1); rc=$?
+    local order; order=$(echo "$out" | awk '/^(ok  |FAIL)/{print $2}' | tr -d ':' | tr '\n' ' ')
+    local want="device attention matmul encoder layernorm gelu classifier bias_grad adamw global_norm train_step test_hf_parity_nvcc test_props_nvcc test_memory_nvcc compute-sanitizer compute-sanitizer "
+    if [ $rc -ne 0 ] && echo "$out" | grep -q "^FAIL layernorm: exit 1" && [ "$(echo "$out" | tail -1)" = "15 passed, 1 failed" ] \
+        && [ "$order" = "$want" ]; then
+        ok "make test-gpu with a (fake) GPU: the checks in order, a failing lab fails the run (exit $rc, FAIL line, 15 passed, 1 failed)"
+    else bad "make test-gpu with a fake GPU and a failing lab (exit $rc), order: $order"; echo "$out" | tail -25; fi
 }
 
 build() { # build NAME SOURCE EXTRA_FLAGS...
@@ -253,7 +285,7 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

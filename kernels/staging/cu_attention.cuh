@@ -58,14 +58,39 @@ enum {
 #define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
 #define GPT2RT__CU_ATT_LN2 0.6931471805599453f
 
+/* The fast path's instructions (cp.async, bf16 mma.m16n8k16) need sm_80. Device code built
+   for an older -arch gets helpers that trap instead, and the host never launches the fast
+   kernels from such code (gpt2rt__cu_attn_fast16::built): so the header compiles for any
+   -arch, and runs the generic path there. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GPT2RT__CU_ATT_SM80 0
+#else
+#define GPT2RT__CU_ATT_SM80 1
+#endif
+
 /* 16-byte global -> shared copy, asynchronous; bytes = 0 zero-fills the destination */
 __device__ __forceinline__ void gpt2rt__cu_attn_cp16(void *dst, const void *src, int bytes) {
-    unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes) : "memory");
+#else
+    (void)dst; (void)src; (void)bytes;
+    __trap();
+#endif
 }
-__device__ __forceinline__ void gpt2rt__cu_attn_cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void gpt2rt__cu_attn_cp_commit(void) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
 template <int N> __device__ __forceinline__ void gpt2rt__cu_attn_cp_wait(void) {
+#if GPT2RT__CU_ATT_SM80
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+    __trap();
+#endif
 }
 
 /* Start copying a 64 x 64 tile of 16-bit values into smem (row stride LD): rows r0..r0+63 of a
@@ -80,20 +105,47 @@ __device__ __forceinline__ void gpt2rt__cu_attn_load_tile(uint16_t *dst, const u
     }
 }
 
+/* One step of the key-tile pipeline of the forward and dQ kernels (K, V double-buffered):
+   while tile kt < qt is about to be used, start copying tile kt+1 into k_next, v_next;
+   then wait until tile kt has landed and every thread sees it. All 128 threads call it. */
+__device__ __forceinline__ void gpt2rt__cu_attn_kv_step(uint16_t *k_next, uint16_t *v_next, const uint16_t *k_g,
+                                                        const uint16_t *v_g, int kt, int qt, int T, int64_t C3,
+                                                        int tid) {
+    if (kt < qt) {
+        gpt2rt__cu_attn_load_tile(k_next, k_g, (kt + 1) * 64, T, C3, tid);
+        gpt2rt__cu_attn_load_tile(v_next, v_g, (kt + 1) * 64, T, C3, tid);
+        gpt2rt__cu_attn_cp_commit();
+        gpt2rt__cu_attn_cp_wait<1>();
+    } else {
+        gpt2rt__cu_attn_cp_wait<0>();
+    }
+    __syncthreads();
+}
+
 /* ldmatrix.x4 helpers. A smem matrix M is row-major with row stride LD (16-bit elements).
    frag_a:  A operand (16x16, "row") = M[row0.., col0..]                   -> a[0..3]
    frag_b:  two B operands (16 k x 8 n, "col") with B(k,n) = M[n0+n][k0+k], n-tiles n0 and n0+8
             -> b[0..1] for n0, b[2..3] for n0+8                  (M holds B transposed: K, Q, dO)
    frag_bt: the same with B(k,n) = M[k0+k][n0+n] (M holds B as is: V, dO, Q, K), via .trans */
 __device__ __forceinline__ void gpt2rt__cu_attn_ldsm(unsigned r[4], const uint16_t *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+#if GPT2RT__CU_ATT_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+#else
+    (void)p;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_ldsm_t(unsigned r[4], const uint16_t *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+#if GPT2RT__CU_ATT_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+#else
+    (void)p;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_frag_a(unsigned a[4], const uint16_t *M, int row0, int col0, int lane) {
     gpt2rt__cu_attn_ldsm(a, M + (row0 + (lane & 15)) * GPT2RT__CU_ATT_LD + col0 + (lane >> 4) * 8);
@@ -107,14 +159,24 @@ __device__ __forceinline__ void gpt2rt__cu_attn_frag_bt(unsigned b[4], const uin
 
 /* c (16x8 fp32) += a (16x16) * b (16x8); the pointer argument only selects the input type */
 __device__ __forceinline__ void gpt2rt__cu_attn_mma(const __nv_bfloat16 *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+#if GPT2RT__CU_ATT_SM80
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c; (void)a; (void)b0; (void)b1;
+    __trap();
+#endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_mma(const __half *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+#if GPT2RT__CU_ATT_SM80
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c; (void)a; (void)b0; (void)b1;
+    __trap();
+#endif
 }
 /* two floats -> one register of two 16-bit values, lo in the low half */
 __device__ __forceinline__ unsigned gpt2rt__cu_attn_pack(const __nv_bfloat16 *, float lo, float hi) {
@@ -134,6 +196,50 @@ __device__ __forceinline__ void gpt2rt__cu_attn_acc_to_a(unsigned a[4], const fl
     a[1] = gpt2rt__cu_attn_pack(tag, acc[2 * kj][2], acc[2 * kj][3]);
     a[2] = gpt2rt__cu_attn_pack(tag, acc[2 * kj + 1][0], acc[2 * kj + 1][1]);
     a[3] = gpt2rt__cu_attn_pack(tag, acc[2 * kj + 1][2], acc[2 * kj + 1][3]);
+}
+
+/* The three tile products every fast kernel is made of. A warp's 16 x 64 rows of a smem
+   matrix M (rows row0 .., all 64 columns) as the A operands of 4 k-slices of 16: */
+__device__ __forceinline__ void gpt2rt__cu_attn_rows_a(unsigned a[4][4], const uint16_t *M, int row0, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) gpt2rt__cu_attn_frag_a(a[kk], M, row0, 16 * kk, lane);
+}
+/* s (16 x 64 fp32) = A (16 x 64: rows_a) M^T, M (64 x 64 smem); every element of s sums its
+   4 k-slices in increasing order */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_attn_mma_abt(float s[8][4], const unsigned a[4][4], const uint16_t *M,
+                                                        int lane) {
+    const X *tag = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            unsigned bb[4];
+            gpt2rt__cu_attn_frag_b(bb, M, 16 * np, 16 * kk, lane);
+            gpt2rt__cu_attn_mma(tag, s[2 * np], a[kk], bb[0], bb[1]);
+            gpt2rt__cu_attn_mma(tag, s[2 * np + 1], a[kk], bb[2], bb[3]);
+        }
+}
+/* acc (16 x 64 fp32) += p (16 x 64 accumulator tile, rounded to X) M, M (64 x 64 smem);
+   the 4 k-slices are added in increasing order */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_attn_mma_pm(float acc[8][4], const float p[8][4], const uint16_t *M,
+                                                       int lane) {
+    const X *tag = 0;
+#pragma unroll
+    for (int kj = 0; kj < 4; kj++) {
+        unsigned a[4];
+        gpt2rt__cu_attn_acc_to_a<X>(a, p, kj);
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            unsigned bb[4];
+            gpt2rt__cu_attn_frag_bt(bb, M, 16 * kj, 16 * dp, lane);
+            gpt2rt__cu_attn_mma(tag, acc[2 * dp], a, bb[0], bb[1]);
+            gpt2rt__cu_attn_mma(tag, acc[2 * dp + 1], a, bb[2], bb[3]);
+        }
+    }
 }
 
 /* Store one warp's 16 x 64 accumulator tile, row r multiplied by mul[r >= 8], rounded to X,
@@ -177,7 +283,6 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
     const int b = blockIdx.y / NH, h = blockIdx.y % NH, q0 = qt * 64;
     const int64_t C3 = 3 * (int64_t)C;
     const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
-    const X *tag = 0;
 
     gpt2rt__cu_attn_load_tile(sQ, q_g, q0, T, C3, tid);
     gpt2rt__cu_attn_load_tile(sm + 1 * GPT2RT__CU_ATT_TE, k_g, 0, T, C3, tid);
@@ -192,35 +297,15 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
     for (int j = 0; j < 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
     for (int kt = 0; kt <= qt; kt++) {
-        const int buf = kt & 1;
-        if (kt < qt) { /* prefetch the next K,V tile into the other buffer */
-            gpt2rt__cu_attn_load_tile(sm + (2 - buf) * GPT2RT__CU_ATT_TE, k_g, (kt + 1) * 64, T, C3, tid);
-            gpt2rt__cu_attn_load_tile(sm + (4 - buf) * GPT2RT__CU_ATT_TE, v_g, (kt + 1) * 64, T, C3, tid);
-            gpt2rt__cu_attn_cp_commit();
-            gpt2rt__cu_attn_cp_wait<1>();
-        } else {
-            gpt2rt__cu_attn_cp_wait<0>();
-        }
-        __syncthreads();
+        const int buf = kt & 1; /* the next K,V tile goes to the other buffer */
+        gpt2rt__cu_attn_kv_step(sm + (2 - buf) * GPT2RT__CU_ATT_TE, sm + (4 - buf) * GPT2RT__CU_ATT_TE, k_g, v_g, kt, qt,
+                                T, C3, tid);
         const uint16_t *sK = sm + (1 + buf) * GPT2RT__CU_ATT_TE, *sV = sm + (3 + buf) * GPT2RT__CU_ATT_TE;
-        if (kt == 0) {
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_attn_frag_a(qf[kk], sQ, 16 * warp, 16 * kk, lane);
-        }
+        if (kt == 0) gpt2rt__cu_attn_rows_a(qf, sQ, 16 * warp, lane);
 
         /* S (16 x 64) = Q K^T */
         float s[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_b(bb, sK, 16 * np, 16 * kk, lane);
-                gpt2rt__cu_attn_mma(tag, s[2 * np], qf[kk], bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, s[2 * np + 1], qf[kk], bb[2], bb[3]);
-            }
+        gpt2rt__cu_attn_mma_abt<X>(s, qf, sK, lane);
 
         /* scale to base 2, causal mask on the diagonal tile, row max over the quad */
         float mx[2] = {-INFINITY, -INFINITY};
@@ -254,18 +339,7 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
             }
 
         /* O (16 x 64) += P (16 x 64 keys) V (64 keys x 64) */
-#pragma unroll
-        for (int kj = 0; kj < 4; kj++) {
-            unsigned a[4];
-            gpt2rt__cu_attn_acc_to_a<X>(a, s, kj);
-#pragma unroll
-            for (int dp = 0; dp < 4; dp++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_bt(bb, sV, 16 * kj, 16 * dp, lane);
-                gpt2rt__cu_attn_mma(tag, o[2 * dp], a, bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, o[2 * dp + 1], a, bb[2], bb[3]);
-            }
-        }
+        gpt2rt__cu_attn_mma_pm<X>(o, s, sV, lane);
         __syncthreads(); /* everyone is done with buffer buf before it is refilled */
     }
 
@@ -313,7 +387,6 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
     const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
     const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
     const float *lse_g = lse + (int64_t)blockIdx.y * T, *D_g = Dv + (int64_t)blockIdx.y * T;
-    const X *tag = 0;
 
     gpt2rt__cu_attn_load_tile(sK, k_g, k0, T, C3, tid);
     gpt2rt__cu_attn_load_tile(sV, v_g, k0, T, C3, tid);
@@ -346,21 +419,10 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
         const float *sLb = sL + 64 * buf, *sDb = sD + 64 * buf;
 
         /* S^T (16 keys x 64 queries) = K Q^T */
+        unsigned a[4][4];
         float s[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            unsigned a[4];
-            gpt2rt__cu_attn_frag_a(a, sK, 16 * warp, 16 * kk, lane);
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_b(bb, sQ, 16 * np, 16 * kk, lane);
-                gpt2rt__cu_attn_mma(tag, s[2 * np], a, bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, s[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        gpt2rt__cu_attn_rows_a(a, sK, 16 * warp, lane);
+        gpt2rt__cu_attn_mma_abt<X>(s, a, sQ, lane);
         /* P^T, zero where the query precedes the key (diagonal tile only) */
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -371,52 +433,18 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
                 s[j][c] = (qt == kt && ql < kl) ? 0.0f : p;
             }
         /* dV (16 x 64) += P^T (16 x 64 queries) dO (64 queries x 64) */
-#pragma unroll
-        for (int kj = 0; kj < 4; kj++) {
-            unsigned a[4];
-            gpt2rt__cu_attn_acc_to_a<X>(a, s, kj);
-#pragma unroll
-            for (int dp = 0; dp < 4; dp++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_bt(bb, sdO, 16 * kj, 16 * dp, lane);
-                gpt2rt__cu_attn_mma(tag, dv[2 * dp], a, bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, dv[2 * dp + 1], a, bb[2], bb[3]);
-            }
-        }
+        gpt2rt__cu_attn_mma_pm<X>(dv, s, sdO, lane);
         /* dP^T (16 keys x 64 queries) = V dO^T */
         float dp_[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++) dp_[j][0] = dp_[j][1] = dp_[j][2] = dp_[j][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            unsigned a[4];
-            gpt2rt__cu_attn_frag_a(a, sV, 16 * warp, 16 * kk, lane);
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_b(bb, sdO, 16 * np, 16 * kk, lane);
-                gpt2rt__cu_attn_mma(tag, dp_[2 * np], a, bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, dp_[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        gpt2rt__cu_attn_rows_a(a, sV, 16 * warp, lane);
+        gpt2rt__cu_attn_mma_abt<X>(dp_, a, sdO, lane);
         /* dS^T = P^T (dP^T - D) scale, in place of P^T */
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int c = 0; c < 4; c++) s[j][c] = s[j][c] * (dp_[j][c] - sDb[8 * j + 2 * (lane & 3) + (c & 1)]) * scale;
         /* dK (16 x 64) += dS^T (16 x 64 queries) Q (64 queries x 64) */
-#pragma unroll
-        for (int kj = 0; kj < 4; kj++) {
-            unsigned a[4];
-            gpt2rt__cu_attn_acc_to_a<X>(a, s, kj);
-#pragma unroll
-            for (int dp = 0; dp < 4; dp++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_bt(bb, sQ, 16 * kj, 16 * dp, lane);
-                gpt2rt__cu_attn_mma(tag, dk[2 * dp], a, bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, dk[2 * dp + 1], a, bb[2], bb[3]);
-            }
-        }
+        gpt2rt__cu_attn_mma_pm<X>(dk, s, sQ, lane);
         __syncthreads(); /* buffer buf is refilled next iteration */
     }
 #undef GPT2RT__CU_ATT_PREFETCH_Q
@@ -451,7 +479,6 @@ gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
     const int64_t C3 = 3 * (int64_t)C;
     const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
     const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
-    const X *tag = 0;
 
     gpt2rt__cu_attn_load_tile(sQ, q_g, q0, T, C3, tid);
     gpt2rt__cu_attn_load_tile(sdO, do_g, q0, T, C, tid);
@@ -473,41 +500,17 @@ gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
 
     for (int kt = 0; kt <= qt; kt++) {
         const int buf = kt & 1;
-        if (kt < qt) {
-            gpt2rt__cu_attn_load_tile(sQ + (3 - buf) * GPT2RT__CU_ATT_TE, k_g, (kt + 1) * 64, T, C3, tid);
-            gpt2rt__cu_attn_load_tile(sQ + (5 - buf) * GPT2RT__CU_ATT_TE, v_g, (kt + 1) * 64, T, C3, tid);
-            gpt2rt__cu_attn_cp_commit();
-            gpt2rt__cu_attn_cp_wait<1>();
-        } else {
-            gpt2rt__cu_attn_cp_wait<0>();
-        }
-        __syncthreads();
+        gpt2rt__cu_attn_kv_step(sQ + (3 - buf) * GPT2RT__CU_ATT_TE, sQ + (5 - buf) * GPT2RT__CU_ATT_TE, k_g, v_g, kt, qt,
+                                T, C3, tid);
         const uint16_t *sK = sQ + (2 + buf) * GPT2RT__CU_ATT_TE, *sV = sQ + (4 + buf) * GPT2RT__CU_ATT_TE;
         if (kt == 0) {
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                gpt2rt__cu_attn_frag_a(qf[kk], sQ, 16 * warp, 16 * kk, lane);
-                gpt2rt__cu_attn_frag_a(df[kk], sdO, 16 * warp, 16 * kk, lane);
-            }
+            gpt2rt__cu_attn_rows_a(qf, sQ, 16 * warp, lane);
+            gpt2rt__cu_attn_rows_a(df, sdO, 16 * warp, lane);
         }
         /* S = Q K^T and dP = dO V^T (16 queries x 64 keys) */
         float s[8][4], dp_[8][4];
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int c = 0; c < 4; c++) s[j][c] = dp_[j][c] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_b(bb, sK, 16 * np, 16 * kk, lane);
-                gpt2rt__cu_attn_mma(tag, s[2 * np], qf[kk], bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, s[2 * np + 1], qf[kk], bb[2], bb[3]);
-                gpt2rt__cu_attn_frag_b(bb, sV, 16 * np, 16 * kk, lane);
-                gpt2rt__cu_attn_mma(tag, dp_[2 * np], df[kk], bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, dp_[2 * np + 1], df[kk], bb[2], bb[3]);
-            }
+        gpt2rt__cu_attn_mma_abt<X>(s, qf, sK, lane);
+        gpt2rt__cu_attn_mma_abt<X>(dp_, df, sV, lane);
         /* dS = P (dP - D) scale, P zero above the diagonal */
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -519,18 +522,7 @@ gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
                 s[j][c] = p * (dp_[j][c] - Dr[c >> 1]) * scale;
             }
         /* dQ (16 x 64) += dS (16 x 64 keys) K (64 keys x 64) */
-#pragma unroll
-        for (int kj = 0; kj < 4; kj++) {
-            unsigned a[4];
-            gpt2rt__cu_attn_acc_to_a<X>(a, s, kj);
-#pragma unroll
-            for (int dp = 0; dp < 4; dp++) {
-                unsigned bb[4];
-                gpt2rt__cu_attn_frag_bt(bb, sK, 16 * kj, 16 * dp, lane);
-                gpt2rt__cu_attn_mma(tag, dq[2 * dp], a, bb[0], bb[1]);
-                gpt2rt__cu_attn_mma(tag, dq[2 * dp + 1], a, bb[2], bb[3]);
-            }
-        }
+        gpt2rt__cu_attn_mma_pm<X>(dq, s, sK, lane);
         __syncthreads();
     }
     const int row0 = q0 + 16 * warp;
@@ -726,6 +718,7 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
    cudaErrorNotSupported and is never called: see gpt2rt__cu_attn_use_fast). */
 template <typename X> struct gpt2rt__cu_attn_fast {
     enum { available = 0 };
+    static int built(void) { return 0; }
     static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t) { return cudaErrorNotSupported; }
     static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t) {
         return cudaErrorNotSupported;
@@ -733,6 +726,13 @@ template <typename X> struct gpt2rt__cu_attn_fast {
 };
 template <typename X> struct gpt2rt__cu_attn_fast16 {
     enum { available = 1 };
+    /* the kernels were compiled for sm_80 or newer (see GPT2RT__CU_ATT_SM80), and their
+       image is the one this device runs */
+    static int built(void) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+        return fa.ptxVersion >= 80;
+    }
     static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
@@ -758,11 +758,12 @@ template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<
 template <> struct gpt2rt__cu_attn_fast<__half> : gpt2rt__cu_attn_fast16<__half> {};
 
 /* fast path: 16-bit type, HS == 64, every pointer 16-byte aligned (the row strides C and 3C
-   are then multiples of 8 elements); allow_fast = 0 forces the generic path (lab cross-check) */
+   are then multiples of 8 elements), kernels built for sm_80+; allow_fast = 0 forces the generic
+   path (lab cross-check) */
 template <typename X>
 static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b, const void *c, int allow_fast) {
     return allow_fast && gpt2rt__cu_attn_fast<X>::available && C / NH == 64 &&
-           ((uintptr_t)a % 16 | (uintptr_t)b % 16 | (uintptr_t)c % 16) == 0;
+           ((uintptr_t)a % 16 | (uintptr_t)b % 16 | (uintptr_t)c % 16) == 0 && gpt2rt__cu_attn_fast<X>::built();
 }
 static inline int gpt2rt__cu_attn_npl(int HS) { return HS <= 32 ? 1 : HS <= 64 ? 2 : HS <= 128 ? 4 : 8; }
 

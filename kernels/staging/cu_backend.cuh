@@ -25,16 +25,17 @@
                   logit_lse (BT) fp32 - layer blocks as gpt2rt__layer_acts_carve says
                   (activations floatX, statistics fp32)
      transient    dres, dbuf (BT,C) floatX; dbig (BT,4C) floatX; rcbuf (BT,4C) floatX
+                  (SELECTIVE only); the forward's outputs that are not kept (frozen
+                  weights, SELECTIVE) pass through dbig, free until the backward, as on the CPU
      logits       (BT,Vp) floatX, turned into dlogits in place
-     workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets | norm parts
-   Scratch the plan does not name (see "LAYOUT GAPS" below) is borrowed, stream-ordered,
-   from buffers that are provably idle at that moment:
-     LayerNorm backward partials (ceil(BT/32), 2C) fp32  -> dbig (idle at every LN bwd)
-     bias-gradient vector of an accumulating matmul (OC) -> dbig (c_proj, attn.c_proj),
-                                                            dbuf (c_fc, c_attn)
-     AdamW tensor table, the norm result (2 doubles)     -> the cuBLASLt workspace
-                                                            (no matmul runs in the update)
-     token buckets when the planned slot is 4 bytes short -> dbig, uploaded in the backward
+     workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets (3BT+1) int32
+                  | reduction scratch "red" fp32 | norm parts (one double per 65536)
+   Every buffer starts on 256 bytes (d.align), so a cuBLASLt plan keyed on pointer
+   alignment is the same for a kept block, a FULL slot, dbig and rcbuf. The reduction
+   scratch is used strictly one kernel pair at a time on the stream: the LayerNorm
+   backward's partials (ceil(BT/32), 2C), the bias-gradient vector (OC <= 4C) of an
+   accumulating weight-gradient matmul, and in the update the norm result (2 doubles)
+   followed by the AdamW tensor table (n_tensors rows of 32 bytes).
    The host keeps the fp32 weights in ctx->params (load/save/param_read/_write source of
    truth): gpt2rt__cu_upload_params after the host changed them, gpt2rt__cu_download_params
    before the host reads them (st->host_stale says whether the device moved on).
@@ -46,13 +47,14 @@
      epilogue: selective recompute runs the same gelu kernel on the same fch, so its
      output is bitwise the forward's (an epilogue GELU is computed from the fp32
      accumulator and would differ). Same for ln_2 (separate residual add + LayerNorm).
-   * Backward: the fused classifier (softmax - onehot) * dloss in place; the dGELU is the
-     DGELU epilogue of mlp.c_proj's input gradient (fch is always kept, so every
-     recompute level does the same); weight gradients fp32 with BGRADB bias gradients.
+   * Backward: the fused classifier (softmax - onehot) * dloss in place; the dGELU is, in
+     bf16/fp16, the DGELU epilogue of mlp.c_proj's input gradient, and in fp32 the gelu
+     backward kernel after a plain product (cuBLASLt's GELU derivative differs from the
+     CPU's by ~2e-3, beyond fp32's 1e-4 against the CPU); fch is always kept, so every
+     recompute level does the same. Weight gradients fp32 with BGRADB bias gradients.
    * Recompute (selective, full + checkpoint spacing) and frozen groups follow
-     gpt2rt__model_forward / _backward line by line: the same kernels on the same inputs,
-     so recompute levels give bitwise the same gradients (given the matmul algorithm
-     does not change with the pointer alignment of the activation buffers: see risks).
+     gpt2rt__model_forward / _backward line by line: the same kernels on the same inputs
+     at the same (256-byte) alignment, so recompute levels give bitwise the same gradients.
    * Gradients accumulate as (sum of token losses) * loss_scale / (BT * grad_accum); the
      update multiplies by BT*grad_accum / targets_counted / loss_scale (the AdamW
      grad_scale, with the clip coefficient), exactly the CPU grad_unscale scheme.
@@ -78,6 +80,7 @@
    gpt2rt__cu_download_params(ctx, st)            device master -> ctx->params (trained tensors)
    gpt2rt__cu_upload_moments / _download_moments  m, v (n_train each, host arrays)
    gpt2rt__cu_download_grads(ctx, st, g)          raw gradients (n_train) to the host
+   gpt2rt__cu_zero(ctx, st, moments)              gradients (and m, v) to zero
    gpt2rt__cu_read_tensor(ctx, st, t, what, dst)  one tensor (internal layout) to the host
    gpt2rt__cu_forward(ctx, st, inputs, targets, &loss)   sets ctx->loss, loss_sum, n_targets
    gpt2rt__cu_backward(ctx, st)                   += gradients of the last forward's loss
@@ -87,7 +90,10 @@
 
    Splicing into gpt2rt.h (what the public calls become, backend CUDA):
      gpt2rt_create: after the plan, gpt2rt__cu_create(ctx, &ctx->cu, ...); the host arenas
-       are then only weights (ctx->params, fp32) - see LAYOUT GAPS for the rest.
+       are then only weights (ctx->params, fp32, n_params): grads, moments, activations,
+       logits and workspace belong to the device. The driver's pinned host buffers (2BT +
+       3BT+1 int32 tokens and buckets, BT fp32 losses, an 8 MiB (or V*4) stage, the AdamW
+       table) are host bookkeeping.
      gpt2rt_forward:  validation as now, then gpt2rt__cu_forward (instead of the memcpys,
        gpt2rt__model_forward and gpt2rt__cpu_crossentropy_forward); flags as now.
      gpt2rt_backward: gpt2rt__cu_backward instead of gpt2rt__model_backward; bookkeeping
@@ -108,26 +114,6 @@
      st->xt to the templates here (the body of the backward's layer loop becomes
      layer_backward; the classifier and LM head, head_backward), and call the driver
      with ax = st->dev, the shadow context whose arenas are the device's.
-
-   ============================================================================
-   LAYOUT GAPS (what gpt2rt__layout should add for the CUDA backend; until then the
-   borrowing above keeps planned == allocated)
-   ============================================================================
-   1. workspace, token buckets: al(BT*4*3) holds 3*BT ints, the bucket list needs
-      3*BT+1 (gpt2rt__cu_encoder_bucket_ints): use al((3*BT+1)*4).
-   2. workspace, a reduction scratch (fp32) of
-        max(gpt2rt__cu_layernorm_backward_scratch_bytes(BT, C) = ceil(BT/32)*2C*4,
-            4C*4 (the bias-gradient vector of an accumulating c_fc matmul),
-            n_tensors*sizeof(gpt2rt__cu_adamw_tensor) + 16 (AdamW table, norm result))
-      so that no transient buffer is borrowed (today: BT*ab < 16 with grad_accum > 1
-      is refused because dbuf cannot hold the c_fc bias-gradient vector).
-   3. activations: align every sub-buffer to 256 bytes on CUDA (gpt2rt__al is 64), so the
-      cuBLASLt algorithm key (which includes pointer alignment) is the same for a layer's
-      block, a FULL slot and a SELECTIVE block: then recompute is bitwise for every shape.
-   4. host side of a CUDA context: only ctx->params (fp32, n_params) is needed on the host;
-      grads/m/v/activations/logits/workspace arenas belong to the device. Add a host
-      "pinned" line to the bookkeeping: 2*BT + 3*BT+1 int32 tokens/buckets, BT fp32
-      losses, an 8 MiB (or V*4 if larger) staging buffer, the AdamW table.
 */
 #ifndef GPT2RT__CU_BACKEND
 #define GPT2RT__CU_BACKEND
@@ -189,10 +175,11 @@ typedef struct gpt2rt__cu_state {
     float *master;            /* (n_train) fp32 by goff; NULL in fp32 (w is the master) */
     float *grads, *m, *v;     /* (n_train) fp32 each, by goff */
     int64_t n_params, n_train;
-    int64_t act_bytes;        /* one (BT,C) floatX activation, 64-aligned: checkpoint stride */
+    int64_t act_bytes;        /* one (BT,C) floatX activation, 256-aligned: checkpoint stride */
     float *att_D;             /* (B,NH,T) fp32 attention backward scratch */
-    int32_t *buckets_ws;      /* planned bucket slot in the workspace */
-    int bucket_in_ws;         /* 1: the slot holds 3BT+1 ints; 0: use dbig in the backward */
+    int32_t *buckets_ws;      /* (3BT+1) int32: the wte gradient's token buckets */
+    float *red;               /* reduction scratch, red_bytes (see the top comment) */
+    int64_t red_bytes;
     double *norm_parts;       /* (norm chunks) fp64 */
 
     /* host (pinned) */
@@ -469,23 +456,22 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     st->v = st->dev->v;
     st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
     st->att_D = st->dev->att_scratch;
-    {
-        int64_t d_bytes = gpt2rt__ald(d, d->B * d->NH * d->T * 4), slot = gpt2rt__ald(d, (3 * d->BT + 1) * 4);
-        st->buckets_ws = (int32_t *)(void *)((unsigned char *)st->dev->att_scratch + d_bytes);
-        st->bucket_in_ws = slot / 4 >= gpt2rt__cu_encoder_bucket_ints(d->BT);
-    }
     st->norm_parts = st->dev->norm_parts;
-
-    /* borrowed scratch must fit where it is borrowed (see the top comment) */
-    {
-        uint64_t big = (uint64_t)gpt2rt__ald(d, d->BT * 4 * d->C * d->ab);
-        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
-        uint64_t tab = (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor) + 16;
-        if (ln > big || (uint64_t)gpt2rt__cu_encoder_bucket_ints(d->BT) * 4 > big || tab + 256 > (uint64_t)GPT2RT__CU_BLAS_WORKSPACE)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: borrowed scratch does not fit: LayerNorm partials "
-                             "%llu bytes, buckets %llu, in dbig %llu; AdamW table %llu in the %lld-byte workspace",
-                             (unsigned long long)ln, (unsigned long long)gpt2rt__cu_encoder_bucket_ints(d->BT) * 4,
-                             (unsigned long long)big, (unsigned long long)tab, (long long)GPT2RT__CU_BLAS_WORKSPACE);
+    { /* the workspace after attention's D: token buckets, then the reduction scratch up to the norm parts */
+        unsigned char *b = (unsigned char *)st->dev->att_scratch + gpt2rt__ald(d, d->B * d->NH * d->T * 4);
+        int64_t slot = gpt2rt__ald(d, gpt2rt__cu_encoder_bucket_ints(d->BT) * 4);
+        st->buckets_ws = (int32_t *)(void *)b;
+        st->red = (float *)(void *)(b + slot);
+        st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
+        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C), bias = (uint64_t)(4 * d->C * 4);
+        uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
+        uint64_t need = ln > bias ? ln : bias;
+        if (upd > need) need = upd;
+        if (st->red_bytes < 0 || (uint64_t)st->red_bytes < need)
+            GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: the planned reduction scratch holds %lld bytes, the "
+                             "kernels need %llu (LayerNorm partials %llu, bias vector %llu, update %llu): gpt2rt__layout "
+                             "and the driver disagree", (long long)st->red_bytes, (unsigned long long)need,
+                             (unsigned long long)ln, (unsigned long long)bias, (unsigned long long)upd);
     }
 
     /* stream, cuBLASLt, events, pinned host buffers */
@@ -630,6 +616,21 @@ static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     return GPT2RT_OK;
 }
+/* zero the gradients (a dropped accumulation), and with moments = 1 also m and v (a
+   training reset); the next backward then overwrites instead of accumulating. Synchronous. */
+static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int moments) {
+    st->phase = "zero";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
+    if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->n_train * 8, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    st->grads_dirty = 0;
+    st->have_targets = 0;
+    st->dlogits_ready = 0;
+    return GPT2RT_OK;
+}
+
 /* the raw gradients (n_train fp32, goff order): (sum of token losses) * loss_scale / (BT*grad_accum) */
 static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *g) {
     st->phase = "download_grads";
@@ -666,8 +667,9 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
 /* ==== the model ==== */
 
 /* One layer's forward from res (BT,C) into a (device pointers; NULL fields: not kept, go to
-   rcbuf and are used at once). The backward's recompute calls this same function on the
-   same input: bitwise the same values. Mirrors gpt2rt__cpu_layer_forward. */
+   dbig, the backward's scratch, free during the forward, and are used at once; rcbuf only
+   exists under SELECTIVE). The backward's recompute calls this same function on the same
+   input: bitwise the same values. Mirrors gpt2rt__cpu_layer_forward. */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t l, const X *res,
                                               gpt2rt__layer_acts a) {
@@ -679,8 +681,8 @@ static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
     char *me = st->mm_err;
     const size_t mc = sizeof st->mm_err;
     gpt2rt__cu_lw<X> p = gpt2rt__cu_lweights<X>(ctx, st, l);
-    X *rc = (X *)st->dev->rcbuf;
-    X *ln1 = a.ln1 ? (X *)a.ln1 : rc, *ln2 = a.ln2 ? (X *)a.ln2 : rc, *gelu = a.fch_gelu ? (X *)a.fch_gelu : rc;
+    X *scr = (X *)st->dev->dbig;
+    X *ln1 = a.ln1 ? (X *)a.ln1 : scr, *ln2 = a.ln2 ? (X *)a.ln2 : scr, *gelu = a.fch_gelu ? (X *)a.fch_gelu : scr;
     X *qkv = (X *)a.qkv, *atty = (X *)a.atty, *res2 = (X *)a.res2, *fch = (X *)a.fch, *res3 = (X *)a.res3;
     st->layer = l;
     GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, s));
@@ -731,15 +733,12 @@ static gpt2rt_result gpt2rt__cu_model_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
     return GPT2RT_OK;
 }
 
-/* LayerNorm backward with the partials in dbig (idle at every LayerNorm backward of the
-   model: it last held d(fch) or d(qkv), both consumed). dw, db NULL (frozen): the sums go
-   into the partials' own first row, which only the summing thread of a column touches. */
+/* LayerNorm backward of the model (BT rows of C), partials in the reduction scratch;
+   dw, db NULL: frozen */
 template <typename X>
 static cudaError_t gpt2rt__cu_ln_backward(gpt2rt__cu_state *st, X *dinp, float *dw, float *db, const X *dout,
                                           const X *inp, const X *w, const float *mean, const float *rstd) {
-    float *scratch = (float *)st->dev->dbig;
-    if (!dw || !db) { dw = scratch; db = scratch + st->d.C; }
-    return gpt2rt__cu_layernorm_backward<X>(dinp, dw, db, dout, inp, w, mean, rstd, scratch, st->d.BT, st->d.C,
+    return gpt2rt__cu_layernorm_backward<X>(dinp, dw, db, dout, inp, w, mean, rstd, st->red, st->d.BT, st->d.C,
                                             st->stream);
 }
 
@@ -761,10 +760,9 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
     const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE), *wpe = gpt2rt__model_tensor(ctx, GPT2RT__WPE);
     const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf, *dbig = (X *)dv->dbig;
-    X *rc = (X *)dv->rcbuf;
-    /* the bias-gradient vector of accumulating matmuls (acc = 1 only): dbig while it is idle
-       (mlp.c_proj, attn.c_proj: before their input gradient fills it), dbuf otherwise */
-    float *dbs_big = acc ? (float *)(void *)dbig : NULL, *dbs_buf = acc ? (float *)(void *)dbuf : NULL;
+    X *rc = (X *)dv->rcbuf; /* SELECTIVE: outputs not kept, recomputed for a weight gradient */
+    float *dbs = acc ? st->red : NULL; /* the bias-gradient vector of an accumulating matmul */
+    const int dgelu_epilogue = sizeof(X) == 2; /* fp32: the gelu backward kernel (see the top comment) */
     st->layer = -1;
 
     if (!st->dlogits_ready)
@@ -802,22 +800,24 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
             gelu = rc;
         }
         if (g.fcprojw)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcprojw, g.fcprojb, dbs_big, dres, gelu, BT, 4 * C,
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcprojw, g.fcprojb, dbs, dres, gelu, BT, 4 * C,
                                                             C, acc, me, mc));
-        /* d(fch) = (dres Wproj) * gelu'(fch): the DGELU epilogue */
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbig, dres, p.fcprojw, fch, BT, 4 * C, C, me, mc));
+        /* d(fch) = (dres Wproj) * gelu'(fch): the DGELU epilogue (bf16/fp16) or the kernel (fp32) */
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbig, dres, p.fcprojw, dgelu_epilogue ? fch : NULL, BT,
+                                                       4 * C, C, me, mc));
+        if (!dgelu_epilogue) GPT2RT__CU_CK(gpt2rt__cu_gelu_backward<X>(dbig, fch, dbig, BT * 4 * C, s));
         if (!ln2 && g.fcw) {
             GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(rc, NULL, NULL, res2, p.ln2w, p.ln2b, BT, C, s));
             ln2 = rc;
         }
         if (g.fcw)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcw, g.fcb, dbs_buf, dbig, ln2, BT, C, 4 * C, acc,
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcw, g.fcb, dbs, dbig, ln2, BT, C, 4 * C, acc,
                                                             me, mc));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbig, p.fcw, NULL, BT, C, 4 * C, me, mc));
         GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, g.ln2w, g.ln2b, dbuf, res2, p.ln2w, a.ln2_mean, a.ln2_rstd));
         /* attention; dres holds d(res2) */
         if (g.projw)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.projw, g.projb, dbs_big, dres, atty, BT, C, C, acc,
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.projw, g.projb, dbs, dres, atty, BT, C, C, acc,
                                                             me, mc));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dres, p.projw, NULL, BT, C, C, me, mc));
         GPT2RT__CU_CK(gpt2rt__cu_attention_backward<X>(dbig, dbuf, qkv, atty, a.lse, st->att_D, (int)d->B, (int)d->T,
@@ -828,7 +828,7 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
             ln1 = rc;
         }
         if (g.qkvw)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.qkvw, g.qkvb, dbs_buf, dbig, ln1, BT, C, 3 * C, acc,
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.qkvw, g.qkvb, dbs, dbig, ln1, BT, C, 3 * C, acc,
                                                             me, mc));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbig, p.qkvw, NULL, BT, C, 3 * C, me, mc));
         GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, g.ln1w, g.ln1b, dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd));
@@ -836,14 +836,8 @@ static gpt2rt_result gpt2rt__cu_model_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state
     st->layer = -1;
     /* embeddings: dwte by token buckets (deterministic), dwpe summed over the batch */
     float *g_wpe = gpt2rt__cu_grad_of(st, wpe);
-    const int32_t *buckets = st->buckets_ws;
-    if (g_wte && !st->bucket_in_ws) { /* the planned slot is short: the list goes to dbig, idle now */
-        GPT2RT__CU_CK(cudaMemcpyAsync(dbig, st->h_tok + 2 * BT, (size_t)gpt2rt__cu_encoder_bucket_ints(BT) * 4,
-                                      cudaMemcpyHostToDevice, s));
-        GPT2RT__CU_CK(cudaEventRecord(st->ev_tok, s));
-        buckets = (const int32_t *)(void *)dbig;
-    }
-    GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(g_wte, g_wpe, dres, buckets, g_wte ? st->nb : 0, d->B, d->T, C, s));
+    GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(g_wte, g_wpe, dres, st->buckets_ws, g_wte ? st->nb : 0, d->B, d->T,
+                                                 C, s));
     return GPT2RT_OK;
 }
 
@@ -867,24 +861,26 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     st->layer = -1;
     /* the pinned token buffers are free once the last copy out of them ran */
     GPT2RT__CU_CK(cudaEventSynchronize(st->ev_tok));
+    /* host side first: a bad token returns before anything is queued */
     int32_t *h_in = st->h_tok, *h_tg = st->h_tok + BT, *h_bk = st->h_tok + 2 * BT;
     memcpy(h_in, inputs, (size_t)BT * 4);
-    GPT2RT__CU_CK(cudaMemcpyAsync(dv->inputs, h_in, (size_t)BT * 4, cudaMemcpyHostToDevice, s));
-    if (targets) {
-        memcpy(h_tg, targets, (size_t)BT * 4);
-        GPT2RT__CU_CK(cudaMemcpyAsync(dv->targets, h_tg, (size_t)BT * 4, cudaMemcpyHostToDevice, s));
-    }
+    if (targets) memcpy(h_tg, targets, (size_t)BT * 4);
     st->nb = -1;
     if (targets && gpt2rt__model_tensor(ctx, GPT2RT__WTE)->goff >= 0) { /* the wte gradient's token buckets (host sort) */
         st->nb = gpt2rt__cu_encoder_buckets(h_bk, h_in, BT, d->Vp);
         if (st->nb < 0)
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_forward: a token is outside [0, %lld)",
                                 (long long)d->Vp);
-        if (st->bucket_in_ws)
-            GPT2RT__CU_CK(cudaMemcpyAsync(st->buckets_ws, h_bk, (size_t)gpt2rt__cu_encoder_bucket_ints(BT) * 4,
-                                          cudaMemcpyHostToDevice, s));
     }
-    GPT2RT__CU_CK(cudaEventRecord(st->ev_tok, s));
+    /* the copies out of h_tok, then the event that frees it, recorded whatever happened */
+    cudaError_t e = cudaMemcpyAsync(dv->inputs, h_in, (size_t)BT * 4, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess && targets) e = cudaMemcpyAsync(dv->targets, h_tg, (size_t)BT * 4, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess && st->nb >= 0)
+        e = cudaMemcpyAsync(st->buckets_ws, h_bk, (size_t)gpt2rt__cu_encoder_bucket_ints(BT) * 4,
+                            cudaMemcpyHostToDevice, s);
+    cudaError_t er = cudaEventRecord(st->ev_tok, s);
+    GPT2RT__CU_CK(e);
+    GPT2RT__CU_CK(er);
     GPT2RT__CU_RET(gpt2rt__cu_model_forward<X>(ctx, st));
     st->have_targets = targets != NULL;
     if (!targets) {
@@ -929,10 +925,6 @@ static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) 
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     const gpt2rt__dims *d = &st->d;
     int acc = st->grads_dirty;
-    if (acc && d->BT * d->ab < 16)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt__cu_backward: accumulating a second micro-batch "
-                            "needs B*T*%d >= 16 bytes of dbuf for the c_fc bias-gradient vector (B*T = %lld); the "
-                            "planned reduction scratch has not landed", d->ab, (long long)d->BT);
     float dloss = st->loss_scale / (float)(d->BT * st->cfg.grad_accum);
     gpt2rt_result r = st->xt == CUDA_R_32F ? gpt2rt__cu_model_backward<float>(ctx, st, dloss, acc)
                     : st->xt == CUDA_R_16BF ? gpt2rt__cu_model_backward<__nv_bfloat16>(ctx, st, dloss, acc)
@@ -956,10 +948,9 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
     const gpt2rt__dims *d = &st->d;
     const gpt2rt_config *c = &st->cfg;
     cudaStream_t s = st->stream;
-    /* norm result and AdamW table borrow the cuBLASLt workspace: no matmul runs here */
-    unsigned char *ws = (unsigned char *)st->dev->gemm_ws;
-    double *d_norm = (double *)(void *)ws;
-    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)(ws + 256);
+    /* the reduction scratch: norm result (2 doubles), then the AdamW table */
+    double *d_norm = (double *)(void *)st->red;
+    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
     double unscale = ctx->acc_targets ? (double)(d->BT * c->grad_accum) / (double)ctx->acc_targets : 0.0;
     unscale /= (double)st->loss_scale;
     GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));

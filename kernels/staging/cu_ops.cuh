@@ -432,7 +432,8 @@ __global__ void gpt2rt__cuk_layernorm_backward(floatX *dinp, float *parts, const
 }
 
 /* dinp (N,C) floatX +=, dw (C) fp32 +=, db (C) fp32 += from dout (N,C) and the forward's
-   inp (N,C), w (C), mean (N), rstd (N). dinp must not alias dout or inp.
+   inp (N,C), w (C), mean (N), rstd (N). dinp must not alias dout or inp. dw and db may be
+   NULL (a frozen LayerNorm: only dinp is wanted; the partials are still written).
    scratch: device, gpt2rt__cu_layernorm_backward_scratch_bytes(N, C). For C > 6144 the
    launcher raises the kernel's dynamic shared memory limit (8*C bytes, C <= ~29000). */
 template <typename floatX>
@@ -461,8 +462,8 @@ static cudaError_t gpt2rt__cu_layernorm_backward(floatX *dinp, float *dw, float 
                                                                                         mean, rstd, N, C);
     }
     GPT2RT__CU_LAUNCHED();
-    GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(dw, scratch, G, 2 * C, C, stream));
-    GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(db, scratch + C, G, 2 * C, C, stream));
+    if (dw) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(dw, scratch, G, 2 * C, C, stream));
+    if (db) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(db, scratch + C, G, 2 * C, C, stream));
     return cudaSuccess;
 }
 
