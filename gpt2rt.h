@@ -11,9 +11,12 @@
    Everywhere else include it without the define. Compile the implementation file
    with OpenMP (-fopenmp) to use every core; without it the CPU backend runs on one.
    Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
-   Compiled by nvcc from a .cu file it also compiles; the CUDA backend itself has
-   not landed yet (its kernels are in kernels/staging/, compile-checked) and
-   creating a CUDA context reports GPT2RT_ERR_NOT_IMPLEMENTED.
+   Compiled by nvcc from a .cu file (nvcc -arch=sm_90 ... -lcublasLt) it also holds
+   the CUDA backend: hand-written kernels, cuBLASLt matrix products, fp32 / bf16 /
+   fp16 with dynamic loss scaling, one device. GPT2RT_BACKEND_AUTO then picks CUDA
+   when a device is present. Its kernels use tensor cores from sm_80 on; built for
+   an older -arch, attention takes its generic path. NOT YET RUN ON A GPU: the
+   kernel labs and `make test-gpu` (kernels/) are how it gets proven.
 
    Version: GPT2RT_VERSION (major * 10000 + minor * 100 + patch, for #if) and
    GPT2RT_VERSION_STRING ("0.1.0"). Little-endian hosts only (x86-64, AArch64...):
@@ -261,10 +264,11 @@
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Creating a context with the CUDA backend (bf16/fp16/TF32 and loss scaling are
-   CUDA precisions: the CPU backend answers GPT2RT_ERR_UNAVAILABLE), the
-   data-parallel and layer-split modes. gpt2rt_plan and gpt2rt_fit already plan
-   them.
+   The data-parallel and layer-split modes (gpt2rt_plan and gpt2rt_fit already plan
+   them), and patch inputs / regression heads on the CUDA backend. bf16/fp16/TF32
+   and loss scaling are CUDA precisions: the CPU backend answers
+   GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
+   compiled by nvcc.
 
    ============================================================================
    CONTENTS of the implementation, in the order data flows (grep "==== N." to
@@ -288,7 +292,8 @@
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)
-    8. CUDA backend              (slot: kernels/staging/, gpt2rt__cu_)
+    8. CUDA backend              (nvcc only, gpt2rt__cu_) 8.1 Common  8.2 Ops
+                                 8.3 Attention  8.4 Matrix products  8.5 Driver
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
@@ -675,6 +680,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, 
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#ifdef __CUDACC__ /* the CUDA backend (section 8); link with -lcublasLt */
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cublasLt.h>
+#endif
 #ifdef _WIN32
 #include <direct.h>
 #else
@@ -893,6 +904,9 @@ struct gpt2rt_ctx {
     int acc_micro;
     int have_logits, have_loss, grads_pending;
     int have_pred; /* ts_pred holds the last series forward's predictions */
+#ifdef __CUDACC__
+    struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
+#endif
 };
 
 /* ==== 1.3 Hooks, errors, time, random numbers ==== */
@@ -1007,9 +1021,20 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (!c->grad_accum) c->grad_accum = 1;
 }
 
+/* AUTO's choice: CUDA when the implementation was compiled by nvcc and a device is present */
+static int gpt2rt__cuda_present(void) {
+#ifdef __CUDACC__
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
+#else
+    return 0;
+#endif
+}
+
 /* backend, precision and memory */
 static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
-    if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = GPT2RT_BACKEND_CPU; /* the CUDA backend has not landed */
+    if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = gpt2rt__cuda_present() ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
     if (c->precision == GPT2RT_PRECISION_DEFAULT) c->precision = GPT2RT_PRECISION_FP32;
     if (c->precision == GPT2RT_PRECISION_FP16 && c->loss_scale == 0.0f) c->loss_scale = 65536.0f;
     if (c->recompute == GPT2RT_RECOMPUTE_FULL) {
@@ -2546,6 +2571,17 @@ static void gpt2rt__hf_shape(const gpt2rt__tensor *t, int64_t shape[2]) {
     shape[1] = t->ndim == 1 ? 1 : t->transpose ? t->rows : t->cols;
 }
 
+/* dst (the Hugging Face layout of t, hf_rows * cols) = s (t's internal layout) * k */
+static void gpt2rt__param_out(const gpt2rt__tensor *t, const float *s, float k, float *dst) {
+    int64_t count = t->hf_rows * t->cols; /* wte: the padded rows stay behind */
+    if (t->transpose) {
+        for (int64_t r0 = 0; r0 < t->rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++) dst[c * t->rows + r0] = s[r0 * t->cols + c] * k;
+    } else if (k != 1.0f) {
+        for (int64_t i = 0; i < count; i++) dst[i] = s[i] * k;
+    } else memcpy(dst, s, (size_t)count * sizeof(float));
+}
+
 /* path itself, or path/name when path is a directory (a Hugging Face model directory);
    0 when that does not fit in cap */
 static int gpt2rt__in_dir(const char *path, const char *name, char *out, size_t cap) {
@@ -2717,6 +2753,13 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
 
 /* ==== 4.4 Training state ==== */
 
+#ifdef __CUDACC__ /* 8.5 */
+struct gpt2rt__cu_state;
+static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, struct gpt2rt__cu_state *st);
+static gpt2rt_result gpt2rt__cu_upload_moments(gpt2rt_ctx *ctx, struct gpt2rt__cu_state *st, const float *m,
+                                               const float *v);
+#endif
+
 /* weights, moments, step and RNG in one safetensors file */
 
 static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
@@ -2780,8 +2823,18 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (r == GPT2RT_OK) {
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
-        memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_train * 4);
-        memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_train * 4);
+#ifdef __CUDACC__
+        if (ctx->cu) { /* the moments live on the device only */
+            r = gpt2rt__cu_upload_params(ctx, ctx->cu);
+            if (r == GPT2RT_OK)
+                r = gpt2rt__cu_upload_moments(ctx, ctx->cu, (const float *)(const void *)(st.data + e[1]->begin),
+                                              (const float *)(const void *)(st.data + e[2]->begin));
+        } else
+#endif
+        {
+            memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_train * 4);
+            memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_train * 4);
+        }
         ctx->step = step;
         ctx->rng = rng;
     }
@@ -5101,8 +5154,3571 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
 
 /* ==== 8. CUDA backend ==== */
 
-/* (slot) under __CUDACC__: the kernels and the driver staged in kernels/staging/
-   (cu_common, cu_ops, cu_matmul, cu_attention, cu_backend), infix gpt2rt__cu_ */
+/* Compiled by nvcc only (infix gpt2rt__cu_): hand-written kernels for every op that is
+   not a matrix product (8.2, 8.3), cuBLASLt for the matrix products (8.4), and the driver
+   (8.5): the steps of 7.3's model driver on the device, the optimizer, creation and what
+   the public calls do on a CUDA context. The kernel labs in kernels/ validate each part
+   against the CPU backend and time it. */
+#ifdef __CUDACC__
+
+/* ==== 8.1 Common ==== */
+
+/* What the CUDA sections share: checked calls that return the error (never exit, never
+   print), storage-type conversions, launch sizes. Arithmetic is always fp32. */
+
+/* return the cudaError_t of a failing call to the caller; never exits, never prints */
+#define GPT2RT__CU_TRY(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return e_; } while (0)
+/* after a <<<>>> launch */
+#define GPT2RT__CU_LAUNCHED() do { cudaError_t e_ = cudaGetLastError(); if (e_ != cudaSuccess) return e_; } while (0)
+
+/* storage types: float, __nv_bfloat16, __half; arithmetic is always fp32 */
+__device__ __forceinline__ float gpt2rt__cu_f(float x) { return x; }
+__device__ __forceinline__ float gpt2rt__cu_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float gpt2rt__cu_f(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T gpt2rt__cu_to(float x);
+template <> __device__ __forceinline__ float gpt2rt__cu_to<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 gpt2rt__cu_to<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half gpt2rt__cu_to<__half>(float x) { return __float2half_rn(x); }
+
+static inline unsigned gpt2rt__cu_blocks(int64_t n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+/* ==== 8.2 Ops ==== */
+
+/* The lab files kernels/encoder.cu, layernorm.cu, gelu.cu, classifier.cu, bias_grad.cu,
+   adamw.cu, global_norm.cu validate these kernels against the CPU ops and time them.
+
+   The non-attention, non-matmul ops of the CUDA backend:
+     embedding fwd/bwd, LayerNorm fwd (plain and fused with the residual add) and bwd,
+     GELU fwd/bwd, residual add, casts, fused classifier (softmax cross-entropy with the
+     backward in place), bias gradient, global gradient norm, inf/NaN check, AdamW.
+
+   Conventions
+   * floatX is the activation storage type: float, __nv_bfloat16 or __half. All arithmetic
+     is fp32. Statistics (mean, rstd, losses, lse) and every gradient of a PARAMETER are
+     fp32; gradients of activations are floatX.
+   * Deterministic: no floating-point atomics. Every reduction runs in an order fixed by
+     the shapes (never by the device or the timing), so two runs give the same bits.
+     Ops that reduce across blocks write per-block partials into a caller-provided device
+     scratch buffer (size: gpt2rt__cu_<op>_scratch_bytes) and a second kernel adds them
+     in a fixed order.
+   * Each launcher takes a cudaStream_t and returns the first cudaError_t (launch errors
+     only; execution errors show up at the next synchronising call). No allocation, no
+     synchronisation, no global state.
+   * Fast paths use 128-bit loads/stores. They need the row length (C, OC, Vp) to be a
+     multiple of VN = 16 / sizeof(floatX) (4 for fp32, 8 for bf16/fp16) and every pointer
+     16-byte aligned (cudaMalloc gives 256); the launchers check this and otherwise take
+     a generic scalar path that handles any size and alignment. Both paths do the same
+     arithmetic per element, but the reductions group terms differently, so the fast and
+     the generic path may differ in the last bits. */
+
+#define GPT2RT__CU_NEG_BIG (-3.402823466e+38f) /* -FLT_MAX: "no value yet" of the running max */
+
+/* ---- shared helpers ---- */
+
+/* f (VN) = p (VN) converted to fp32. With VN * sizeof(S) a multiple of 16 the loads are
+   128-bit and p must be 16-byte aligned; otherwise scalar. */
+template <int VN, typename S>
+__device__ __forceinline__ void gpt2rt__cu_ldv(float *f, const S *p) {
+    if constexpr ((VN * sizeof(S)) % 16 == 0) {
+        constexpr int per = (int)(16 / sizeof(S));
+#pragma unroll
+        for (int q = 0; q < VN / per; q++) {
+            int4 raw = reinterpret_cast<const int4 *>(p)[q];
+            const S *e = reinterpret_cast<const S *>(&raw);
+#pragma unroll
+            for (int k = 0; k < per; k++) f[q * per + k] = gpt2rt__cu_f(e[k]);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VN; k++) f[k] = gpt2rt__cu_f(p[k]);
+    }
+}
+
+/* p (VN) = f (VN) rounded to S; same access rules as gpt2rt__cu_ldv */
+template <int VN, typename S>
+__device__ __forceinline__ void gpt2rt__cu_stv(S *p, const float *f) {
+    if constexpr ((VN * sizeof(S)) % 16 == 0) {
+        constexpr int per = (int)(16 / sizeof(S));
+#pragma unroll
+        for (int q = 0; q < VN / per; q++) {
+            int4 raw;
+            S *e = reinterpret_cast<S *>(&raw);
+#pragma unroll
+            for (int k = 0; k < per; k++) e[k] = gpt2rt__cu_to<S>(f[q * per + k]);
+            reinterpret_cast<int4 *>(p)[q] = raw;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < VN; k++) p[k] = gpt2rt__cu_to<S>(f[k]);
+    }
+}
+
+/* sum over the 32 lanes, xor butterfly: every lane gets the same bits */
+__device__ __forceinline__ float gpt2rt__cu_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ double gpt2rt__cu_warp_sum_d(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* sum over the block (blockDim.x a multiple of 32, at most 1024), fixed order; the result
+   is returned to every thread. sh: 32 doubles of shared memory, reusable after return. */
+__device__ __forceinline__ double gpt2rt__cu_block_sum_d(double v, double *sh) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    v = gpt2rt__cu_warp_sum_d(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.0;
+    v = gpt2rt__cu_warp_sum_d(v);
+    __syncthreads(); /* sh may be reused */
+    return v;
+}
+
+static inline int gpt2rt__cu_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* dst (n) fp32 += sum over g < G of parts[g * ld + i]. Block (32, 16): x a column,
+   y one of 16 running sums over g = y, y+16, ...; the 16 are then added in order of y.
+   The order depends only on G: deterministic. */
+static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n) {
+    __shared__ float sh[16][33];
+    int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (i < n)
+        for (int64_t g = threadIdx.y; g < G; g += 16) acc += parts[g * ld + i];
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && i < n) {
+        float s = 0.0f;
+        for (int y = 0; y < 16; y++) s += sh[y][threadIdx.x];
+        dst[i] += s;
+    }
+}
+
+static inline cudaError_t gpt2rt__cu_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n,
+                                               cudaStream_t stream) {
+    if (n <= 0) return cudaSuccess;
+    gpt2rt__cuk_sum_parts<<<gpt2rt__cu_blocks(n, 32), dim3(32, 16), 0, stream>>>(dst, parts, G, ld, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---- embeddings ---- */
+
+/* out (B,T,C) = wte[tokens] + wpe[t]; tokens (B,T) int32 in [0,Vp), wte (Vp,C), wpe (P,C).
+   One thread per VN consecutive elements of a row (C % VN == 0). */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_encoder_forward(floatX *out, const int32_t *tokens, const floatX *wte,
+                                            const floatX *wpe, int64_t BT, int64_t T, int64_t C) {
+    int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VN; /* element of (BT,C) */
+    if (i >= BT * C) return;
+    int64_t bt = i / C, c = i - bt * C, t = bt % T;
+    float a[VN], b[VN];
+    gpt2rt__cu_ldv<VN>(a, wte + (int64_t)tokens[bt] * C + c);
+    gpt2rt__cu_ldv<VN>(b, wpe + t * C + c);
+#pragma unroll
+    for (int k = 0; k < VN; k++) a[k] += b[k];
+    gpt2rt__cu_stv<VN>(out + i, a);
+}
+
+template <typename floatX>
+static cudaError_t gpt2rt__cu_encoder_forward(floatX *out, const int32_t *tokens, const floatX *wte,
+                                              const floatX *wpe, int64_t B, int64_t T, int64_t C,
+                                              cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    int64_t n = B * T * C;
+    if (n <= 0) return cudaSuccess;
+    if (C % VN == 0 && gpt2rt__cu_al16(out) && gpt2rt__cu_al16(wte) && gpt2rt__cu_al16(wpe))
+        gpt2rt__cuk_encoder_forward<floatX, VN><<<gpt2rt__cu_blocks(n / VN, 256), 256, 0, stream>>>(
+            out, tokens, wte, wpe, B * T, T, C);
+    else
+        gpt2rt__cuk_encoder_forward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(
+            out, tokens, wte, wpe, B * T, T, C);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* The bucket list of the deterministic dwte: the BT positions grouped by token.
+   buf: int32, gpt2rt__cu_encoder_bucket_ints(BT) = 3*BT + 1 entries, fixed offsets:
+     buf[0 .. nb]               start of bucket k in pos (nb + 1 entries, start[nb] = BT)
+     buf[BT+1 .. BT+nb]         token of bucket k (increasing)
+     buf[2BT+1 .. 3BT]          pos: the positions bt, grouped by token, increasing in a bucket
+   Host code (heap sort by (token, position): O(BT log BT), no allocation). Upload the
+   whole buffer (or its first 3*BT+1 entries) and pass nb to gpt2rt__cu_encoder_backward.
+   Returns nb, the number of distinct tokens, or -1 if a token is outside [0, Vp). BT < 2^31. */
+static inline int64_t gpt2rt__cu_encoder_bucket_ints(int64_t BT) { return 3 * BT + 1; }
+
+static inline int gpt2rt__cu_bucket_less(const int32_t *tokens, int32_t a, int32_t b) {
+    return tokens[a] < tokens[b] || (tokens[a] == tokens[b] && a < b);
+}
+
+static inline int64_t gpt2rt__cu_encoder_buckets(int32_t *buf, const int32_t *tokens, int64_t BT, int64_t Vp) {
+    int32_t *start = buf, *ids = buf + BT + 1, *pos = buf + 2 * BT + 1;
+    for (int64_t i = 0; i < BT; i++) {
+        if (tokens[i] < 0 || tokens[i] >= Vp) return -1;
+        pos[i] = (int32_t)i;
+    }
+    /* heap sort of pos by (token, position); the keys are unique, so the order is unique */
+    for (int64_t n = BT, i = BT / 2 - 1;; ) {
+        int64_t root;
+        if (i >= 0) root = i--;                     /* building the heap */
+        else if (--n > 0) { int32_t t = pos[0]; pos[0] = pos[n]; pos[n] = t; root = 0; } /* pop the max */
+        else break;
+        for (;;) { /* sift down */
+            int64_t ch = 2 * root + 1;
+            if (ch >= n) break;
+            if (ch + 1 < n && gpt2rt__cu_bucket_less(tokens, pos[ch], pos[ch + 1])) ch++;
+            if (!gpt2rt__cu_bucket_less(tokens, pos[root], pos[ch])) break;
+            int32_t t = pos[root]; pos[root] = pos[ch]; pos[ch] = t;
+            root = ch;
+        }
+    }
+    int64_t nb = 0;
+    for (int64_t i = 0; i < BT; i++)
+        if (i == 0 || tokens[pos[i]] != tokens[pos[i - 1]]) { start[nb] = (int32_t)i; ids[nb] = tokens[pos[i]]; nb++; }
+    start[nb] = (int32_t)BT;
+    return nb;
+}
+
+/* dwte (Vp,C) fp32 += the rows of dout (BT,C) of each bucket, added in increasing position
+   order (the CPU order). buckets: device copy of the list above. Grid (nb, column blocks);
+   one thread per VN columns of one bucket. */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_encoder_backward_wte(float *dwte, const floatX *dout, const int32_t *buckets,
+                                                 int64_t BT, int64_t C) {
+    int64_t k = blockIdx.x, c = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * VN;
+    if (c >= C) return;
+    const int32_t *start = buckets, *ids = buckets + BT + 1, *pos = buckets + 2 * BT + 1;
+    float *dst = dwte + (int64_t)ids[k] * C + c;
+    float acc[VN], d[VN];
+    gpt2rt__cu_ldv<VN>(acc, dst);
+    for (int32_t p = start[k], p1 = start[k + 1]; p < p1; p++) {
+        gpt2rt__cu_ldv<VN>(d, dout + (int64_t)pos[p] * C + c);
+#pragma unroll
+        for (int q = 0; q < VN; q++) acc[q] += d[q];
+    }
+    gpt2rt__cu_stv<VN>(dst, acc);
+}
+
+/* dwpe (P,C) fp32 += dout (B,T,C) summed over b in increasing order (rows t < T only).
+   One thread per VN elements of (T,C). */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_encoder_backward_wpe(float *dwpe, const floatX *dout, int64_t B, int64_t T, int64_t C) {
+    int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VN; /* element of (T,C) */
+    if (i >= T * C) return;
+    float acc[VN], d[VN];
+    gpt2rt__cu_ldv<VN>(acc, dwpe + i);
+    for (int64_t b = 0; b < B; b++) {
+        gpt2rt__cu_ldv<VN>(d, dout + b * T * C + i);
+#pragma unroll
+        for (int q = 0; q < VN; q++) acc[q] += d[q];
+    }
+    gpt2rt__cu_stv<VN>(dwpe + i, acc);
+}
+
+/* dwte (Vp,C) +=, dwpe (P,C) += from dout (B,T,C) (either NULL: frozen, not computed);
+   buckets (device) and nb from gpt2rt__cu_encoder_buckets over the same tokens (unused
+   when dwte is NULL). Bitwise equal to the CPU gpt2rt__cpu_encoder_backward on the same
+   (fp32-converted) dout. No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_encoder_backward(float *dwte, float *dwpe, const floatX *dout, const int32_t *buckets,
+                                               int64_t nb, int64_t B, int64_t T, int64_t C, cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (B * T * C <= 0) return cudaSuccess;
+    if (nb < 0 || nb > B * T) return cudaErrorInvalidValue;
+    int fast = C % VN == 0 && gpt2rt__cu_al16(dwte) && gpt2rt__cu_al16(dwpe) && gpt2rt__cu_al16(dout);
+    int vn = fast ? VN : 1;
+    dim3 grid_wte((unsigned)nb, gpt2rt__cu_blocks(C / vn, 64));
+    unsigned grid_wpe = gpt2rt__cu_blocks(T * C / vn, 256);
+    if (dwte && nb) {
+        if (fast) gpt2rt__cuk_encoder_backward_wte<floatX, VN><<<grid_wte, 64, 0, stream>>>(dwte, dout, buckets, B * T, C);
+        else gpt2rt__cuk_encoder_backward_wte<floatX, 1><<<grid_wte, 64, 0, stream>>>(dwte, dout, buckets, B * T, C);
+        GPT2RT__CU_LAUNCHED();
+    }
+    if (dwpe) {
+        if (fast) gpt2rt__cuk_encoder_backward_wpe<floatX, VN><<<grid_wpe, 256, 0, stream>>>(dwpe, dout, B, T, C);
+        else gpt2rt__cuk_encoder_backward_wpe<floatX, 1><<<grid_wpe, 256, 0, stream>>>(dwpe, dout, B, T, C);
+        GPT2RT__CU_LAUNCHED();
+    }
+    return cudaSuccess;
+}
+
+/* ---- LayerNorm (eps 1e-5, biased variance) ---- */
+
+/* One warp per row; lane l handles the VN-wide column groups l, l+32, ... (the same ones
+   in every pass, so a lane re-reads only what it wrote itself).
+   out (N,C) floatX; mean (N), rstd (N) fp32, either may be NULL; w (C), b (C).
+   RESID = false: normalises inp (N,C).
+   RESID = true : res (N,C) = inp + inp2 rounded to floatX, then normalises res (the value
+                  as stored, so the backward sees the same input). res may alias inp or inp2. */
+template <typename floatX, int VN, bool RESID>
+__global__ void gpt2rt__cuk_layernorm_forward(floatX *out, float *mean, float *rstd, floatX *res, const floatX *inp,
+                                              const floatX *inp2, const floatX *w, const floatX *b, int64_t N,
+                                              int64_t C) {
+    int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const floatX *x = inp + row * C;
+    float a[VN], t[VN], sum = 0.0f;
+    if (RESID) {
+        floatX *r = res + row * C;
+        for (int64_t c = (int64_t)lane * VN; c < C; c += 32 * VN) {
+            gpt2rt__cu_ldv<VN>(a, x + c);
+            gpt2rt__cu_ldv<VN>(t, inp2 + row * C + c);
+#pragma unroll
+            for (int k = 0; k < VN; k++) { a[k] = gpt2rt__cu_f(gpt2rt__cu_to<floatX>(a[k] + t[k])); sum += a[k]; }
+            gpt2rt__cu_stv<VN>(r + c, a);
+        }
+        x = r;
+    } else {
+        for (int64_t c = (int64_t)lane * VN; c < C; c += 32 * VN) {
+            gpt2rt__cu_ldv<VN>(a, x + c);
+#pragma unroll
+            for (int k = 0; k < VN; k++) sum += a[k];
+        }
+    }
+    float m = gpt2rt__cu_warp_sum(sum) / (float)C, var = 0.0f;
+    for (int64_t c = (int64_t)lane * VN; c < C; c += 32 * VN) {
+        gpt2rt__cu_ldv<VN>(a, x + c);
+#pragma unroll
+        for (int k = 0; k < VN; k++) { float d = a[k] - m; var += d * d; }
+    }
+    float s = 1.0f / sqrtf(gpt2rt__cu_warp_sum(var) / (float)C + 1e-5f);
+    floatX *o = out + row * C;
+    for (int64_t c = (int64_t)lane * VN; c < C; c += 32 * VN) {
+        float wv[VN], bv[VN];
+        gpt2rt__cu_ldv<VN>(a, x + c);
+        gpt2rt__cu_ldv<VN>(wv, w + c);
+        gpt2rt__cu_ldv<VN>(bv, b + c);
+#pragma unroll
+        for (int k = 0; k < VN; k++) a[k] = (a[k] - m) * s * wv[k] + bv[k];
+        gpt2rt__cu_stv<VN>(o + c, a);
+    }
+    if (lane == 0) {
+        if (mean) mean[row] = m;
+        if (rstd) rstd[row] = s;
+    }
+}
+
+template <typename floatX, bool RESID>
+static cudaError_t gpt2rt__cu_layernorm_forward_impl(floatX *out, float *mean, float *rstd, floatX *res,
+                                                     const floatX *inp, const floatX *inp2, const floatX *w,
+                                                     const floatX *b, int64_t N, int64_t C, cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (N <= 0 || C <= 0) return cudaSuccess;
+    unsigned grid = gpt2rt__cu_blocks(N, 8); /* 8 warps (rows) per block */
+    int fast = C % VN == 0 && gpt2rt__cu_al16(out) && gpt2rt__cu_al16(inp) && gpt2rt__cu_al16(w) &&
+               gpt2rt__cu_al16(b) && (!RESID || (gpt2rt__cu_al16(res) && gpt2rt__cu_al16(inp2)));
+    if (fast)
+        gpt2rt__cuk_layernorm_forward<floatX, VN, RESID><<<grid, 256, 0, stream>>>(out, mean, rstd, res, inp, inp2, w, b, N, C);
+    else
+        gpt2rt__cuk_layernorm_forward<floatX, 1, RESID><<<grid, 256, 0, stream>>>(out, mean, rstd, res, inp, inp2, w, b, N, C);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* out (N,C), mean (N), rstd (N) (NULL: not stored) from inp (N,C), w (C), b (C). No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp,
+                                                const floatX *w, const floatX *b, int64_t N, int64_t C,
+                                                cudaStream_t stream) {
+    return gpt2rt__cu_layernorm_forward_impl<floatX, false>(out, mean, rstd, (floatX *)0, inp, (const floatX *)0,
+                                                           w, b, N, C, stream);
+}
+
+/* res (N,C) = a + b (rounded to floatX; may alias a or b), then out (N,C), mean, rstd =
+   LayerNorm(res) with w (C), bias (C). The `x += attn; ln_2(x)` pair. No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_residual_layernorm_forward(floatX *res, floatX *out, float *mean, float *rstd,
+                                                         const floatX *a, const floatX *b, const floatX *w,
+                                                         const floatX *bias, int64_t N, int64_t C,
+                                                         cudaStream_t stream) {
+    return gpt2rt__cu_layernorm_forward_impl<floatX, true>(out, mean, rstd, res, a, b, w, bias, N, C, stream);
+}
+
+#define GPT2RT__CU_LN_ROWS 32 /* rows per block of the LayerNorm backward = rows per dw/db partial */
+
+/* warps per block of the LayerNorm backward: each warp keeps fp32 dw and db accumulators
+   for the whole row (8*C bytes of shared memory), at most 48 KiB in all when C <= 6144 */
+static inline int gpt2rt__cu_ln_warps(int64_t C) {
+    int64_t w = 49152 / (8 * C);
+    return w < 1 ? 1 : w > 8 ? 8 : (int)w;
+}
+
+/* device bytes of scratch gpt2rt__cu_layernorm_backward needs: ceil(N/32) partials of 2C floats */
+static inline size_t gpt2rt__cu_layernorm_backward_scratch_bytes(int64_t N, int64_t C) {
+    return (size_t)((N + GPT2RT__CU_LN_ROWS - 1) / GPT2RT__CU_LN_ROWS) * (size_t)(2 * C) * sizeof(float);
+}
+
+/* Block g owns rows [32g, 32g+32); its W warps take rows warp, warp+W, ... in order.
+   Per row: dinp (N,C) += (w*dout - mean(w*dout) - norm*mean(w*dout*norm)) * rstd, and the
+   row's norm*dout and dout are added into the warp's shared dw, db accumulators. Then the
+   block adds its warps in order: parts (G, 2C) with parts[g][0,C) = dw, parts[g][C,2C) = db.
+   Shared layout: warp slice of 2C floats; column c = j*VN + k stored at k*(C/VN) + j so
+   the 32 lanes hit 32 banks. dout, inp, w (C) floatX; mean, rstd (N) fp32 from the forward. */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_layernorm_backward(floatX *dinp, float *parts, const floatX *dout, const floatX *inp,
+                                               const floatX *w, const float *mean, const float *rstd, int64_t N,
+                                               int64_t C) {
+    extern __shared__ float gpt2rt__cu_ln_sh[]; /* (W, 2C) */
+    int W = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int64_t CV = C / VN;
+    for (int64_t i = threadIdx.x; i < (int64_t)W * 2 * C; i += blockDim.x) gpt2rt__cu_ln_sh[i] = 0.0f;
+    __syncthreads();
+    float *acc_w = gpt2rt__cu_ln_sh + (int64_t)warp * 2 * C, *acc_b = acc_w + C;
+    int64_t r0 = (int64_t)blockIdx.x * GPT2RT__CU_LN_ROWS;
+    int64_t r1 = r0 + GPT2RT__CU_LN_ROWS < N ? r0 + GPT2RT__CU_LN_ROWS : N;
+    for (int64_t row = r0 + warp; row < r1; row += W) {
+        const floatX *x = inp + row * C, *g = dout + row * C;
+        float m = mean[row], s = rstd[row], dm = 0.0f, dnm = 0.0f;
+        float xv[VN], gv[VN], wv[VN];
+        for (int64_t j = lane; j < CV; j += 32) {
+            gpt2rt__cu_ldv<VN>(xv, x + j * VN);
+            gpt2rt__cu_ldv<VN>(gv, g + j * VN);
+            gpt2rt__cu_ldv<VN>(wv, w + j * VN);
+#pragma unroll
+            for (int k = 0; k < VN; k++) {
+                float n = (xv[k] - m) * s, dn = wv[k] * gv[k];
+                dm += dn;
+                dnm += dn * n;
+                acc_w[k * CV + j] += n * gv[k];
+                acc_b[k * CV + j] += gv[k];
+            }
+        }
+        dm = gpt2rt__cu_warp_sum(dm) / (float)C;
+        dnm = gpt2rt__cu_warp_sum(dnm) / (float)C;
+        floatX *dx = dinp + row * C;
+        for (int64_t j = lane; j < CV; j += 32) {
+            float dv[VN];
+            gpt2rt__cu_ldv<VN>(xv, x + j * VN);
+            gpt2rt__cu_ldv<VN>(gv, g + j * VN);
+            gpt2rt__cu_ldv<VN>(wv, w + j * VN);
+            gpt2rt__cu_ldv<VN>(dv, dx + j * VN);
+#pragma unroll
+            for (int k = 0; k < VN; k++) dv[k] += (wv[k] * gv[k] - dm - (xv[k] - m) * s * dnm) * s;
+            gpt2rt__cu_stv<VN>(dx + j * VN, dv);
+        }
+    }
+    __syncthreads();
+    float *p = parts + (int64_t)blockIdx.x * 2 * C;
+    for (int64_t i = threadIdx.x; i < 2 * C; i += blockDim.x) {
+        float s = 0.0f;
+        for (int v = 0; v < W; v++) s += gpt2rt__cu_ln_sh[(int64_t)v * 2 * C + i];
+        int64_t half = i / C, li = i - half * C, k = li / CV, j = li - k * CV;
+        p[half * C + j * VN + k] = s;
+    }
+}
+
+/* dinp (N,C) floatX +=, dw (C) fp32 +=, db (C) fp32 += from dout (N,C) and the forward's
+   inp (N,C), w (C), mean (N), rstd (N). dinp must not alias dout or inp. dw and db may be
+   NULL (a frozen LayerNorm: only dinp is wanted; the partials are still written).
+   scratch: device, gpt2rt__cu_layernorm_backward_scratch_bytes(N, C). For C > 6144 the
+   launcher raises the kernel's dynamic shared memory limit (8*C bytes, C <= ~29000). */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_layernorm_backward(floatX *dinp, float *dw, float *db, const floatX *dout,
+                                                 const floatX *inp, const floatX *w, const float *mean,
+                                                 const float *rstd, float *scratch, int64_t N, int64_t C,
+                                                 cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (N <= 0 || C <= 0) return cudaSuccess;
+    int W = gpt2rt__cu_ln_warps(C);
+    int64_t G = (N + GPT2RT__CU_LN_ROWS - 1) / GPT2RT__CU_LN_ROWS;
+    size_t smem = (size_t)W * 2 * (size_t)C * sizeof(float);
+    int fast = C % VN == 0 && gpt2rt__cu_al16(dinp) && gpt2rt__cu_al16(dout) && gpt2rt__cu_al16(inp) &&
+               gpt2rt__cu_al16(w);
+    if (fast) {
+        if (smem > 49152)
+            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_layernorm_backward<floatX, VN>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        gpt2rt__cuk_layernorm_backward<floatX, VN><<<(unsigned)G, W * 32, smem, stream>>>(dinp, scratch, dout, inp, w,
+                                                                                         mean, rstd, N, C);
+    } else {
+        if (smem > 49152)
+            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_layernorm_backward<floatX, 1>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        gpt2rt__cuk_layernorm_backward<floatX, 1><<<(unsigned)G, W * 32, smem, stream>>>(dinp, scratch, dout, inp, w,
+                                                                                        mean, rstd, N, C);
+    }
+    GPT2RT__CU_LAUNCHED();
+    if (dw) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(dw, scratch, G, 2 * C, C, stream));
+    if (db) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(db, scratch + C, G, 2 * C, C, stream));
+    return cudaSuccess;
+}
+
+/* ---- GELU (tanh form), residual add, casts: elementwise ---- */
+/* Elementwise kernels: one thread per VN elements; the last thread does the tail of n
+   that is not a multiple of VN with scalar accesses. */
+
+__device__ __forceinline__ float gpt2rt__cu_gelu(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gpt2rt__cu_gelu_grad(float x) {
+    float th = tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/* out (n) = gelu(inp (n)); out may alias inp */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_gelu_forward(floatX *out, const floatX *inp, int64_t n) {
+    int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VN;
+    if (i >= n) return;
+    if (i + VN <= n) {
+        float x[VN];
+        gpt2rt__cu_ldv<VN>(x, inp + i);
+#pragma unroll
+        for (int k = 0; k < VN; k++) x[k] = gpt2rt__cu_gelu(x[k]);
+        gpt2rt__cu_stv<VN>(out + i, x);
+    } else {
+        for (; i < n; i++) out[i] = gpt2rt__cu_to<floatX>(gpt2rt__cu_gelu(gpt2rt__cu_f(inp[i])));
+    }
+}
+
+/* dinp (n) = gelu'(inp (n)) * dout (n); dinp may alias dout */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, int64_t n) {
+    int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VN;
+    if (i >= n) return;
+    if (i + VN <= n) {
+        float x[VN], d[VN];
+        gpt2rt__cu_ldv<VN>(x, inp + i);
+        gpt2rt__cu_ldv<VN>(d, dout + i);
+#pragma unroll
+        for (int k = 0; k < VN; k++) x[k] = gpt2rt__cu_gelu_grad(x[k]) * d[k];
+        gpt2rt__cu_stv<VN>(dinp + i, x);
+    } else {
+        for (; i < n; i++)
+            dinp[i] = gpt2rt__cu_to<floatX>(gpt2rt__cu_gelu_grad(gpt2rt__cu_f(inp[i])) * gpt2rt__cu_f(dout[i]));
+    }
+}
+
+/* out (n) = a (n) + b (n); out may alias a or b */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_residual_forward(floatX *out, const floatX *a, const floatX *b, int64_t n) {
+    int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VN;
+    if (i >= n) return;
+    if (i + VN <= n) {
+        float x[VN], y[VN];
+        gpt2rt__cu_ldv<VN>(x, a + i);
+        gpt2rt__cu_ldv<VN>(y, b + i);
+#pragma unroll
+        for (int k = 0; k < VN; k++) x[k] += y[k];
+        gpt2rt__cu_stv<VN>(out + i, x);
+    } else {
+        for (; i < n; i++) out[i] = gpt2rt__cu_to<floatX>(gpt2rt__cu_f(a[i]) + gpt2rt__cu_f(b[i]));
+    }
+}
+
+/* out (n) To = in (n) From, round to nearest even; VN = 8 (one or two 128-bit accesses) */
+template <typename To, typename From, int VN>
+__global__ void gpt2rt__cuk_cast(To *out, const From *in, int64_t n) {
+    int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VN;
+    if (i >= n) return;
+    if (i + VN <= n) {
+        float x[VN];
+        gpt2rt__cu_ldv<VN>(x, in + i);
+        gpt2rt__cu_stv<VN>(out + i, x);
+    } else {
+        for (; i < n; i++) out[i] = gpt2rt__cu_to<To>(gpt2rt__cu_f(in[i]));
+    }
+}
+
+/* out (n) = gelu(inp (n)). No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_gelu_forward(floatX *out, const floatX *inp, int64_t n, cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (n <= 0) return cudaSuccess;
+    if (gpt2rt__cu_al16(out) && gpt2rt__cu_al16(inp))
+        gpt2rt__cuk_gelu_forward<floatX, VN><<<gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream>>>(out, inp, n);
+    else
+        gpt2rt__cuk_gelu_forward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, inp, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* dinp (n) = gelu'(inp) * dout; dinp may alias dout. No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_gelu_backward(floatX *dinp, const floatX *inp, const floatX *dout, int64_t n,
+                                            cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (n <= 0) return cudaSuccess;
+    if (gpt2rt__cu_al16(dinp) && gpt2rt__cu_al16(inp) && gpt2rt__cu_al16(dout))
+        gpt2rt__cuk_gelu_backward<floatX, VN><<<gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream>>>(dinp, inp, dout, n);
+    else
+        gpt2rt__cuk_gelu_backward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(dinp, inp, dout, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* out (n) = a (n) + b (n); out may alias a or b. No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_residual_forward(floatX *out, const floatX *a, const floatX *b, int64_t n,
+                                               cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (n <= 0) return cudaSuccess;
+    if (gpt2rt__cu_al16(out) && gpt2rt__cu_al16(a) && gpt2rt__cu_al16(b))
+        gpt2rt__cuk_residual_forward<floatX, VN><<<gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream>>>(out, a, b, n);
+    else
+        gpt2rt__cuk_residual_forward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, a, b, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* out (n) To = in (n) From (fp32 -> floatX, floatX -> fp32, or same-type copy). No scratch. */
+template <typename To, typename From>
+static cudaError_t gpt2rt__cu_cast(To *out, const From *in, int64_t n, cudaStream_t stream) {
+    if (n <= 0) return cudaSuccess;
+    if (gpt2rt__cu_al16(out) && gpt2rt__cu_al16(in))
+        gpt2rt__cuk_cast<To, From, 8><<<gpt2rt__cu_blocks((n + 7) / 8, 256), 256, 0, stream>>>(out, in, n);
+    else
+        gpt2rt__cuk_cast<To, From, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, in, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---- fused classifier: softmax cross-entropy over the first V of Vp columns ---- */
+
+#define GPT2RT__CU_CLS_THREADS 512
+
+/* (m, s) <- the log-sum-exp pair of (m, s) and (m2, s2): sum = s e^m + s2 e^m2. Symmetric
+   in its two arguments, so both lanes of a butterfly get the same bits. m = -FLT_MAX,
+   s = 0 is the empty pair (no inf - inf). */
+__device__ __forceinline__ void gpt2rt__cu_lse_merge(float &m, float &s, float m2, float s2) {
+    float M = fmaxf(m, m2);
+    s = s * expf(m - M) + s2 * expf(m2 - M);
+    m = M;
+}
+
+/* One block per row i. logits (BT,Vp) floatX; targets (BT) int32, < 0: ignored, else < V.
+   Pass 1: per-thread online max/sum of exp over columns < V, merged over the block in a
+   fixed order -> lse; losses[i] = lse - x[target] (0 for ignored rows); lse_out[i] = lse
+   unless NULL. Pass 2 (WRITE): the row becomes dlogits in place,
+   (softmax - onehot(target)) * dloss for columns < V, 0 for columns >= V and ignored rows.
+   The second read of the row mostly hits L2. VN columns per access (Vp % VN == 0). */
+template <typename floatX, int VN, bool WRITE>
+__global__ void __launch_bounds__(GPT2RT__CU_CLS_THREADS)
+gpt2rt__cuk_classifier(floatX *logits, float *losses, float *lse_out, const int32_t *targets, float dloss,
+                       int64_t V, int64_t Vp) {
+    __shared__ float sh_m[32], sh_s[32];
+    int64_t row = blockIdx.x;
+    floatX *x = logits + row * Vp;
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    int32_t tgt = targets[row];
+    float x_tgt = 0.0f;
+    if (threadIdx.x == 0 && tgt >= 0) x_tgt = gpt2rt__cu_f(x[tgt]); /* read before anyone writes */
+    float m = GPT2RT__CU_NEG_BIG, s = 0.0f, v[VN];
+    int64_t nv = (V + VN - 1) / VN; /* VN-groups holding columns < V */
+    for (int64_t j = threadIdx.x; j < nv; j += blockDim.x) {
+        gpt2rt__cu_ldv<VN>(v, x + j * VN);
+#pragma unroll
+        for (int k = 0; k < VN; k++) {
+            if (j * VN + k >= V) break;
+            if (v[k] > m) { s = s * expf(m - v[k]) + 1.0f; m = v[k]; }
+            else s += expf(v[k] - m);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        gpt2rt__cu_lse_merge(m, s, m2, s2);
+    }
+    if (lane == 0) { sh_m[warp] = m; sh_s[warp] = s; }
+    __syncthreads();
+    m = lane < nw ? sh_m[lane] : GPT2RT__CU_NEG_BIG;
+    s = lane < nw ? sh_s[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        gpt2rt__cu_lse_merge(m, s, m2, s2);
+    }
+    float lse = m + logf(s); /* every warp computed the same bits */
+    if (threadIdx.x == 0) {
+        losses[row] = tgt >= 0 ? lse - x_tgt : 0.0f;
+        if (lse_out) lse_out[row] = lse;
+    }
+    if constexpr (WRITE) { /* stores, all after the barrier above, so after the read of x[tgt] */
+        for (int64_t j = threadIdx.x; j < Vp / VN; j += blockDim.x) {
+            gpt2rt__cu_ldv<VN>(v, x + j * VN);
+#pragma unroll
+            for (int k = 0; k < VN; k++) {
+                int64_t col = j * VN + k;
+                float d = 0.0f;
+                if (tgt >= 0 && col < V) {
+                    d = expf(v[k] - lse) * dloss;
+                    if (col == tgt) d -= dloss;
+                }
+                v[k] = d;
+            }
+            gpt2rt__cu_stv<VN>(x + j * VN, v);
+        }
+    }
+}
+
+/* losses (BT) fp32 (0 for ignored rows), lse (BT) fp32 or NULL, from logits (BT,Vp) and
+   targets (BT) (negative: ignored; else < V). write_dlogits = 1: logits become dlogits in
+   place, (softmax - onehot) * dloss, 0 in padded columns and ignored rows (dloss: e.g.
+   1/n_targets, or loss_scale/n_targets). write_dlogits = 0: logits untouched (eval).
+   Never materialises probabilities. No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_classifier(floatX *logits, float *losses, float *lse, const int32_t *targets,
+                                         float dloss, int write_dlogits, int64_t BT, int64_t V, int64_t Vp,
+                                         cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (BT <= 0) return cudaSuccess;
+    if (V <= 0 || V > Vp) return cudaErrorInvalidValue;
+    int fast = Vp % VN == 0 && gpt2rt__cu_al16(logits);
+    unsigned grid = (unsigned)BT;
+    if (fast && write_dlogits)
+        gpt2rt__cuk_classifier<floatX, VN, true><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+    else if (fast)
+        gpt2rt__cuk_classifier<floatX, VN, false><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+    else if (write_dlogits)
+        gpt2rt__cuk_classifier<floatX, 1, true><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+    else
+        gpt2rt__cuk_classifier<floatX, 1, false><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---- bias gradient ---- */
+
+#define GPT2RT__CU_BIAS_ROWS 64 /* rows per partial of the bias gradient */
+
+/* device bytes of scratch gpt2rt__cu_bias_backward needs: ceil(BT/64) partials of OC floats */
+static inline size_t gpt2rt__cu_bias_backward_scratch_bytes(int64_t BT, int64_t OC) {
+    return (size_t)((BT + GPT2RT__CU_BIAS_ROWS - 1) / GPT2RT__CU_BIAS_ROWS) * (size_t)OC * sizeof(float);
+}
+
+/* parts (G, OC): parts[g][c] = sum of dout[r][c] over the 64 rows r of chunk g.
+   Block (32, 8), grid (G, column tiles of 32*VN): x picks VN columns, y sums the rows
+   r = 64g + y, +8, ... in order; the 8 sums are then added in order of y. dout (BT,OC) */
+template <typename floatX, int VN>
+__global__ void gpt2rt__cuk_bias_backward_parts(float *parts, const floatX *dout, int64_t BT, int64_t OC) {
+    __shared__ float sh[8][VN][33];
+    int64_t c = ((int64_t)blockIdx.y * 32 + threadIdx.x) * VN;
+    int64_t r0 = (int64_t)blockIdx.x * GPT2RT__CU_BIAS_ROWS;
+    int64_t r1 = r0 + GPT2RT__CU_BIAS_ROWS < BT ? r0 + GPT2RT__CU_BIAS_ROWS : BT;
+    float acc[VN], d[VN];
+#pragma unroll
+    for (int k = 0; k < VN; k++) acc[k] = 0.0f;
+    if (c < OC)
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+            gpt2rt__cu_ldv<VN>(d, dout + r * OC + c);
+#pragma unroll
+            for (int k = 0; k < VN; k++) acc[k] += d[k];
+        }
+#pragma unroll
+    for (int k = 0; k < VN; k++) sh[threadIdx.y][k][threadIdx.x] = acc[k];
+    __syncthreads();
+    if (threadIdx.y == 0 && c < OC) {
+#pragma unroll
+        for (int k = 0; k < VN; k++) {
+            float s = 0.0f;
+            for (int y = 0; y < 8; y++) s += sh[y][k][threadIdx.x];
+            acc[k] = s;
+        }
+        float *p = parts + (int64_t)blockIdx.x * OC + c;
+#pragma unroll
+        for (int k = 0; k < VN; k++) p[k] = acc[k];
+    }
+}
+
+/* db (OC) fp32 += column sums of dout (BT,OC) floatX. scratch: device,
+   gpt2rt__cu_bias_backward_scratch_bytes(BT, OC). OC / (32*VN) < 65536. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_bias_backward(float *db, const floatX *dout, float *scratch, int64_t BT, int64_t OC,
+                                            cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(floatX));
+    if (BT <= 0 || OC <= 0) return cudaSuccess;
+    int64_t G = (BT + GPT2RT__CU_BIAS_ROWS - 1) / GPT2RT__CU_BIAS_ROWS;
+    if (OC % VN == 0 && gpt2rt__cu_al16(dout)) {
+        dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC / VN, 32));
+        gpt2rt__cuk_bias_backward_parts<floatX, VN><<<grid, dim3(32, 8), 0, stream>>>(scratch, dout, BT, OC);
+    } else {
+        dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC, 32));
+        gpt2rt__cuk_bias_backward_parts<floatX, 1><<<grid, dim3(32, 8), 0, stream>>>(scratch, dout, BT, OC);
+    }
+    GPT2RT__CU_LAUNCHED();
+    return gpt2rt__cu_sum_parts(db, scratch, G, OC, OC, stream);
+}
+
+/* ---- global gradient norm, inf/NaN check ---- */
+
+#define GPT2RT__CU_NORM_CHUNK 65536 /* elements per block of the first pass */
+
+/* device bytes of scratch gpt2rt__cu_global_norm needs: one double per chunk of 65536 */
+static inline size_t gpt2rt__cu_global_norm_scratch_bytes(int64_t n) {
+    return (size_t)((n + GPT2RT__CU_NORM_CHUNK - 1) / GPT2RT__CU_NORM_CHUNK) * sizeof(double);
+}
+
+/* parts[b] = sum of g[i]^2 over chunk b (fp64, products exact), block of 256 threads:
+   each thread keeps VN running sums over its VN-groups, then the block sums in fixed order.
+   g (n) fp32; VN = 4 needs g 16-byte aligned (chunks start at multiples of 65536). */
+template <int VN>
+__global__ void __launch_bounds__(256) gpt2rt__cuk_global_norm_parts(double *parts, const float *g, int64_t n) {
+    __shared__ double sh[32];
+    int64_t i0 = (int64_t)blockIdx.x * GPT2RT__CU_NORM_CHUNK;
+    int64_t i1 = i0 + GPT2RT__CU_NORM_CHUNK < n ? i0 + GPT2RT__CU_NORM_CHUNK : n;
+    int64_t iv = i0 + (i1 - i0) / VN * VN; /* end of the whole VN-groups */
+    double acc[VN];
+#pragma unroll
+    for (int k = 0; k < VN; k++) acc[k] = 0.0;
+    for (int64_t i = i0 + (int64_t)threadIdx.x * VN; i < iv; i += (int64_t)blockDim.x * VN) {
+        float x[VN];
+        gpt2rt__cu_ldv<VN>(x, g + i);
+#pragma unroll
+        for (int k = 0; k < VN; k++) acc[k] += (double)x[k] * (double)x[k];
+    }
+    for (int64_t i = iv + threadIdx.x; i < i1; i += blockDim.x) acc[0] += (double)g[i] * (double)g[i];
+    double t = 0.0;
+#pragma unroll
+    for (int k = 0; k < VN; k++) t += acc[k];
+    t = gpt2rt__cu_block_sum_d(t, sh);
+    if (threadIdx.x == 0) parts[blockIdx.x] = t;
+}
+
+/* norm[0] = sqrt(the sum of parts (G)), sumsq[0] = the sum; fp64, either may be NULL.
+   One block of 1024 threads: thread t sums parts t, t+1024, ... then the block sums. */
+static __global__ void __launch_bounds__(1024) gpt2rt__cuk_global_norm_final(double *norm, double *sumsq,
+                                                                             const double *parts, int64_t G) {
+    __shared__ double sh[32];
+    double acc = 0.0;
+    for (int64_t i = threadIdx.x; i < G; i += blockDim.x) acc += parts[i];
+    acc = gpt2rt__cu_block_sum_d(acc, sh);
+    if (threadIdx.x == 0) {
+        if (norm) norm[0] = sqrt(acc);
+        if (sumsq) sumsq[0] = acc;
+    }
+}
+
+/* norm (1 double, device) = ||g||_2 over g (n) fp32 (n up to ~2^40); sumsq (1 double,
+   device) = the sum of squares; either may be NULL. A non-finite norm means an inf/NaN
+   gradient. Fixed chunks of 65536 summed in fp64 (squares exact), so the result is
+   deterministic; it is not bitwise the CPU gpt2rt__opt_grad_norm (same chunks, another order
+   inside a chunk), the two agree to ~1e-15 relative.
+   scratch: device, gpt2rt__cu_global_norm_scratch_bytes(n), 8-byte aligned. */
+static inline cudaError_t gpt2rt__cu_global_norm(double *norm, double *sumsq, const float *g, int64_t n,
+                                                 double *scratch, cudaStream_t stream) {
+    int64_t G = (n + GPT2RT__CU_NORM_CHUNK - 1) / GPT2RT__CU_NORM_CHUNK;
+    if (n > 0) {
+        if (gpt2rt__cu_al16(g)) gpt2rt__cuk_global_norm_parts<4><<<(unsigned)G, 256, 0, stream>>>(scratch, g, n);
+        else gpt2rt__cuk_global_norm_parts<1><<<(unsigned)G, 256, 0, stream>>>(scratch, g, n);
+        GPT2RT__CU_LAUNCHED();
+    }
+    gpt2rt__cuk_global_norm_final<<<1, 1024, 0, stream>>>(norm, sumsq, scratch, n > 0 ? G : 0);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* flag[0] = 1 if any of x (n) is inf or NaN (otherwise untouched). Grid-stride over
+   VN-groups; a block stores 1 once if any of its threads saw one. Plain stores of the same
+   value: the result does not depend on timing. */
+template <typename S, int VN>
+__global__ void gpt2rt__cuk_nonfinite(int *flag, const S *x, int64_t n) {
+    int bad = 0;
+    int64_t nv = n / VN, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < nv; j += stride) {
+        float v[VN];
+        gpt2rt__cu_ldv<VN>(v, x + j * VN);
+#pragma unroll
+        for (int k = 0; k < VN; k++) bad |= !isfinite(v[k]);
+    }
+    for (int64_t i = nv * VN + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        bad |= !isfinite(gpt2rt__cu_f(x[i]));
+    if (__syncthreads_or(bad) && threadIdx.x == 0) flag[0] = 1;
+}
+
+/* flag (1 int, device) = 1 if x (n) (fp32, bf16 or fp16) holds an inf or NaN.
+   reset = 1: the flag is first set to 0 (stream-ordered memset); reset = 0: ORs into the
+   flag, to check several buffers with one flag. No scratch. */
+template <typename S>
+static cudaError_t gpt2rt__cu_nonfinite(int *flag, const S *x, int64_t n, int reset, cudaStream_t stream) {
+    constexpr int VN = (int)(16 / sizeof(S));
+    if (reset) GPT2RT__CU_TRY(cudaMemsetAsync(flag, 0, sizeof(int), stream));
+    if (n <= 0) return cudaSuccess;
+    if (gpt2rt__cu_al16(x)) {
+        int64_t b = (int64_t)gpt2rt__cu_blocks(n / VN + 1, 256);
+        gpt2rt__cuk_nonfinite<S, VN><<<(unsigned)(b < 4096 ? b : 4096), 256, 0, stream>>>(flag, x, n);
+    } else {
+        int64_t b = (int64_t)gpt2rt__cu_blocks(n, 256);
+        gpt2rt__cuk_nonfinite<S, 1><<<(unsigned)(b < 4096 ? b : 4096), 256, 0, stream>>>(flag, x, n);
+    }
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---- AdamW, all tensors in one launch ---- */
+
+/* one row of the AdamW tensor table (the launcher reads it from device memory) */
+typedef struct gpt2rt__cu_adamw_tensor {
+    int64_t off;    /* element offset into the flat params / grads / m / v (and params_x) */
+    int64_t n;      /* elements */
+    int64_t block0; /* first block of the launch on this tensor: gpt2rt__cu_adamw_table fills it */
+    int decay;      /* 1: decoupled weight decay applies (2-D weights) */
+    int pad_;
+} gpt2rt__cu_adamw_tensor;
+
+#define GPT2RT__CU_ADAMW_CHUNK 4096 /* elements per block */
+
+/* host: fills t[i].block0 (tensors in table order, each cut into chunks of 4096); returns
+   the number of blocks of the launch. Upload the table afterwards. */
+static inline int64_t gpt2rt__cu_adamw_table(gpt2rt__cu_adamw_tensor *t, int n_tensors) {
+    int64_t b = 0;
+    for (int i = 0; i < n_tensors; i++) {
+        t[i].block0 = b;
+        b += (t[i].n + GPT2RT__CU_ADAMW_CHUNK - 1) / GPT2RT__CU_ADAMW_CHUNK;
+    }
+    return b;
+}
+
+/* One element, the CPU gpt2rt__opt_adamw_scalar operation for operation, with explicitly
+   rounded intrinsics so that nothing is contracted into an FMA: the same bits as the CPU
+   when the CPU build does not contract either. */
+__device__ __forceinline__ void gpt2rt__cu_adamw_one(float &p, float &g, float &m, float &v, float grad_scale,
+                                                     float decay, float omb1, float b2, float omb2, float step_size,
+                                                     float bc2_sqrt, float eps) {
+    float gj = __fmul_rn(g, grad_scale);
+    float pj = __fmul_rn(p, decay);
+    float mj = __fadd_rn(m, __fmul_rn(omb1, __fsub_rn(gj, m)));
+    float vj = __fadd_rn(__fmul_rn(v, b2), __fmul_rn(__fmul_rn(omb2, gj), gj));
+    float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vj), bc2_sqrt), eps);
+    p = __fsub_rn(pj, __fmul_rn(step_size, __fdiv_rn(mj, den)));
+    g = 0.0f;
+    m = mj;
+    v = vj;
+}
+
+/* Block b finds its tensor (largest block0 <= b, binary search in the table (nt)) and
+   updates its chunk: params, grads, m, v (flat, fp32); params_x (flat floatX) = the new
+   params, unless NULL. VN = 4: 128-bit accesses when the tensor's offset is a multiple of 4
+   (the arrays are 16-byte aligned), scalar otherwise. */
+template <typename floatX, int VN>
+__global__ void __launch_bounds__(256)
+gpt2rt__cuk_adamw(float *params, floatX *params_x, float *grads, float *m, float *v,
+                  const gpt2rt__cu_adamw_tensor *table, int nt, float grad_scale, float decay_on, float omb1,
+                  float b2, float omb2, float step_size, float bc2_sqrt, float eps) {
+    int64_t b = blockIdx.x;
+    int lo = 0, hi = nt - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (table[mid].block0 <= b) lo = mid; else hi = mid - 1;
+    }
+    const gpt2rt__cu_adamw_tensor tn = table[lo];
+    float decay = tn.decay ? decay_on : 1.0f;
+    int64_t e0 = tn.off + (b - tn.block0) * GPT2RT__CU_ADAMW_CHUNK;
+    int64_t e1 = e0 + GPT2RT__CU_ADAMW_CHUNK < tn.off + tn.n ? e0 + GPT2RT__CU_ADAMW_CHUNK : tn.off + tn.n;
+    int64_t ev = e0;
+    if (VN > 1 && tn.off % VN == 0) {
+        ev = e0 + (e1 - e0) / VN * VN;
+        for (int64_t e = e0 + (int64_t)threadIdx.x * VN; e < ev; e += (int64_t)blockDim.x * VN) {
+            float pv[VN], gv[VN], mv[VN], vv[VN];
+            gpt2rt__cu_ldv<VN>(pv, params + e);
+            gpt2rt__cu_ldv<VN>(gv, grads + e);
+            gpt2rt__cu_ldv<VN>(mv, m + e);
+            gpt2rt__cu_ldv<VN>(vv, v + e);
+#pragma unroll
+            for (int k = 0; k < VN; k++)
+                gpt2rt__cu_adamw_one(pv[k], gv[k], mv[k], vv[k], grad_scale, decay, omb1, b2, omb2, step_size,
+                                     bc2_sqrt, eps);
+            gpt2rt__cu_stv<VN>(params + e, pv);
+            gpt2rt__cu_stv<VN>(grads + e, gv);
+            gpt2rt__cu_stv<VN>(m + e, mv);
+            gpt2rt__cu_stv<VN>(v + e, vv);
+            if (params_x) gpt2rt__cu_stv<VN>(params_x + e, pv);
+        }
+    }
+    for (int64_t e = ev + threadIdx.x; e < e1; e += blockDim.x) {
+        float pe = params[e], ge = grads[e], me = m[e], ve = v[e];
+        gpt2rt__cu_adamw_one(pe, ge, me, ve, grad_scale, decay, omb1, b2, omb2, step_size, bc2_sqrt, eps);
+        params[e] = pe; grads[e] = ge; m[e] = me; v[e] = ve;
+        if (params_x) params_x[e] = gpt2rt__cu_to<floatX>(pe);
+    }
+}
+
+/* One AdamW step (torch.optim.AdamW; the CPU gpt2rt__opt_adamw) over every tensor of table
+   (device, nt rows, block0 filled by gpt2rt__cu_adamw_table, which also gave n_blocks).
+   params, grads, m, v: flat fp32 arrays; grads are read scaled by grad_scale (clip
+   coefficient times the loss-scale unscale) and zeroed. params_x: flat floatX copy of the
+   weights to refresh, or NULL (fp32 training: the master is the copy). t: 1-based step.
+   step_size = lr/(1-b1^t), bc2_sqrt = sqrt(1-b2^t), decay = 1 - lr*wd, in double on the
+   host exactly as the CPU does. No scratch. */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_adamw(float *params, floatX *params_x, float *grads, float *m, float *v,
+                                    const gpt2rt__cu_adamw_tensor *table, int nt, int64_t n_blocks, float lr,
+                                    float beta1, float beta2, float eps, float weight_decay, int64_t t,
+                                    float grad_scale, cudaStream_t stream) {
+    if (nt <= 0 || n_blocks <= 0) return cudaSuccess;
+    float step_size = (float)(lr / (1.0 - pow(beta1, (double)t)));
+    float bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)t));
+    float decay_on = (float)(1.0 - (double)lr * weight_decay);
+    int fast = gpt2rt__cu_al16(params) && gpt2rt__cu_al16(grads) && gpt2rt__cu_al16(m) && gpt2rt__cu_al16(v) &&
+               (!params_x || gpt2rt__cu_al16(params_x));
+    if (fast)
+        gpt2rt__cuk_adamw<floatX, 4><<<(unsigned)n_blocks, 256, 0, stream>>>(
+            params, params_x, grads, m, v, table, nt, grad_scale, decay_on, 1.0f - beta1, beta2, 1.0f - beta2,
+            step_size, bc2_sqrt, eps);
+    else
+        gpt2rt__cuk_adamw<floatX, 1><<<(unsigned)n_blocks, 256, 0, stream>>>(
+            params, params_x, grads, m, v, table, nt, grad_scale, decay_on, 1.0f - beta1, beta2, 1.0f - beta2,
+            step_size, bc2_sqrt, eps);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ==== 8.3 Attention ==== */
+
+/* kernels/attention.cu validates and times this section.
+   Fused causal self-attention, forward and backward, flash-attention style: the (T,T) score
+   matrix never exists in global memory; the forward keeps one log-sum-exp per query row and
+   the backward recomputes the scores tile by tile.
+
+   Shapes (row-major, floatX = float, __nv_bfloat16 or __half):
+     qkv  (B,T,3C)  q at columns [0,C), k at [C,2C), v at [2C,3C); head h is HS = C/NH columns
+                    h*HS .. h*HS+HS-1 inside each of the three
+     out  (B,T,C)   heads side by side
+     lse  (B,NH,T)  fp32, lse[b,h,t] = log sum_{s<=t} exp(q_t.k_s / sqrt(HS))
+     dout (B,T,C), dqkv (B,T,3C) (overwritten, never accumulated)
+     scratch_D (B,NH,T) fp32: D[b,h,t] = sum_i dout[b,t,h*HS+i] * out[b,t,h*HS+i]
+
+   Launchers (host, return the first CUDA error, never exit or print):
+     gpt2rt__cu_attention_forward<floatX>(out, lse, qkv, B, T, C, NH, stream)
+     gpt2rt__cu_attention_backward<floatX>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, stream)
+   Requirements: C % NH == 0, HS <= 256 (else cudaErrorInvalidValue); B or T <= 0 is a no-op.
+
+   Two paths, chosen per call:
+   * fast (HS == 64, floatX bf16 or fp16, 16-byte aligned pointers): tensor cores through
+     mma.sync.m16n8k16 (inline PTX, fp32 accumulation), ldmatrix from padded shared memory,
+     cp.async double buffering. Tiles of 64 queries x 64 keys, 4 warps per CTA, each warp owns
+     16 rows of the CTA's tile. The softmax probabilities P and dS are rounded to floatX before
+     they enter a tensor-core product (as in FlashAttention 2); everything else is fp32.
+   * generic (any HS <= 256, any storage type, fp32 always): one warp per row, lanes split the
+     head dimension, the dot products are reduced with a xor butterfly. Plain fp32 SIMT code,
+     close to the CPU reference (about 1e-6 relative).
+
+   Causality: key tile kt is visited by query tile qt only when kt <= qt (tiles are square), the
+   mask is applied only on the diagonal tile kt == qt. Rows/keys past T are zero-filled in
+   shared memory and never stored.
+
+   DETERMINISM (bitwise identical results run to run): no atomics anywhere. Every output
+   element is written by exactly one thread and is a sum in a fixed order:
+     forward  one CTA per (query tile, b, h), key tiles visited in increasing order.
+     backward 1) D kernel: one warp per (b,t,h) row.
+              2) dK,dV: one CTA per (key tile, b, h) owns its 64 rows of dK and dV and loops
+                 over the query tiles qt = kt .. last in increasing order.
+              3) dQ: one CTA per (query tile, b, h) owns its 64 rows of dQ and loops over the
+                 key tiles kt = 0 .. qt in increasing order (recomputing S and dP; this costs
+                 two extra tile products compared with atomically accumulated dQ).
+     The generic path is the same with rows instead of tiles (one warp per q row for out and
+     dQ, one warp per k row for dK,dV). */
+
+/* ---------------------------------------------------------------------------------------------
+   Fast path building blocks (HS = 64, 16-bit storage)
+   ------------------------------------------------------------------------------------------- */
+enum {
+    GPT2RT__CU_ATT_TILE = 64,         /* queries per query tile = keys per key tile = HS */
+    GPT2RT__CU_ATT_LD = 72,           /* smem row stride in 16-bit elements: 64 + 8 padding, so the
+                                         8 rows an ldmatrix reads start in 8 different 16 B bank groups */
+    GPT2RT__CU_ATT_TE = 64 * 72,      /* 16-bit elements per smem tile */
+    GPT2RT__CU_ATT_THREADS = 128      /* 4 warps, 16 tile rows each */
+};
+#define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
+#define GPT2RT__CU_ATT_LN2 0.6931471805599453f
+
+/* The fast path's instructions (cp.async, bf16 mma.m16n8k16) need sm_80. Device code built
+   for an older -arch gets helpers that trap instead, and the host never launches the fast
+   kernels from such code (gpt2rt__cu_attn_fast16::built): so the header compiles for any
+   -arch, and runs the generic path there. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GPT2RT__CU_ATT_SM80 0
+#else
+#define GPT2RT__CU_ATT_SM80 1
+#endif
+
+/* 16-byte global -> shared copy, asynchronous; bytes = 0 zero-fills the destination */
+__device__ __forceinline__ void gpt2rt__cu_attn_cp16(void *dst, const void *src, int bytes) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes) : "memory");
+#else
+    (void)dst; (void)src; (void)bytes;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void gpt2rt__cu_attn_cp_commit(void) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+template <int N> __device__ __forceinline__ void gpt2rt__cu_attn_cp_wait(void) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+    __trap();
+#endif
+}
+
+/* Start copying a 64 x 64 tile of 16-bit values into smem (row stride LD): rows r0..r0+63 of a
+   row-major matrix src with row stride ld elements and nrows rows; rows >= nrows read as zero.
+   All 128 threads call it. */
+__device__ __forceinline__ void gpt2rt__cu_attn_load_tile(uint16_t *dst, const uint16_t *src, int r0, int nrows,
+                                                          int64_t ld, int tid) {
+#pragma unroll
+    for (int i = tid; i < 64 * 8; i += GPT2RT__CU_ATT_THREADS) {
+        int r = i >> 3, c = (i & 7) * 8, gr = r0 + r, ok = gr < nrows;
+        gpt2rt__cu_attn_cp16(dst + r * GPT2RT__CU_ATT_LD + c, src + (int64_t)(ok ? gr : 0) * ld + c, ok ? 16 : 0);
+    }
+}
+
+/* One step of the key-tile pipeline of the forward and dQ kernels (K, V double-buffered):
+   while tile kt < qt is about to be used, start copying tile kt+1 into k_next, v_next;
+   then wait until tile kt has landed and every thread sees it. All 128 threads call it. */
+__device__ __forceinline__ void gpt2rt__cu_attn_kv_step(uint16_t *k_next, uint16_t *v_next, const uint16_t *k_g,
+                                                        const uint16_t *v_g, int kt, int qt, int T, int64_t C3,
+                                                        int tid) {
+    if (kt < qt) {
+        gpt2rt__cu_attn_load_tile(k_next, k_g, (kt + 1) * 64, T, C3, tid);
+        gpt2rt__cu_attn_load_tile(v_next, v_g, (kt + 1) * 64, T, C3, tid);
+        gpt2rt__cu_attn_cp_commit();
+        gpt2rt__cu_attn_cp_wait<1>();
+    } else {
+        gpt2rt__cu_attn_cp_wait<0>();
+    }
+    __syncthreads();
+}
+
+/* ldmatrix.x4 helpers. A smem matrix M is row-major with row stride LD (16-bit elements).
+   frag_a:  A operand (16x16, "row") = M[row0.., col0..]                   -> a[0..3]
+   frag_b:  two B operands (16 k x 8 n, "col") with B(k,n) = M[n0+n][k0+k], n-tiles n0 and n0+8
+            -> b[0..1] for n0, b[2..3] for n0+8                  (M holds B transposed: K, Q, dO)
+   frag_bt: the same with B(k,n) = M[k0+k][n0+n] (M holds B as is: V, dO, Q, K), via .trans */
+__device__ __forceinline__ void gpt2rt__cu_attn_ldsm(unsigned r[4], const uint16_t *p) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+#else
+    (void)p;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void gpt2rt__cu_attn_ldsm_t(unsigned r[4], const uint16_t *p) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
+#else
+    (void)p;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void gpt2rt__cu_attn_frag_a(unsigned a[4], const uint16_t *M, int row0, int col0, int lane) {
+    gpt2rt__cu_attn_ldsm(a, M + (row0 + (lane & 15)) * GPT2RT__CU_ATT_LD + col0 + (lane >> 4) * 8);
+}
+__device__ __forceinline__ void gpt2rt__cu_attn_frag_b(unsigned b[4], const uint16_t *M, int n0, int k0, int lane) {
+    gpt2rt__cu_attn_ldsm(b, M + (n0 + (lane & 7) + (lane >> 4) * 8) * GPT2RT__CU_ATT_LD + k0 + ((lane >> 3) & 1) * 8);
+}
+__device__ __forceinline__ void gpt2rt__cu_attn_frag_bt(unsigned b[4], const uint16_t *M, int k0, int n0, int lane) {
+    gpt2rt__cu_attn_ldsm_t(b, M + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * GPT2RT__CU_ATT_LD + n0 + (lane >> 4) * 8);
+}
+
+/* c (16x8 fp32) += a (16x16) * b (16x8); the pointer argument only selects the input type */
+__device__ __forceinline__ void gpt2rt__cu_attn_mma(const __nv_bfloat16 *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c; (void)a; (void)b0; (void)b1;
+    __trap();
+#endif
+}
+__device__ __forceinline__ void gpt2rt__cu_attn_mma(const __half *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
+#if GPT2RT__CU_ATT_SM80
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c; (void)a; (void)b0; (void)b1;
+    __trap();
+#endif
+}
+/* two floats -> one register of two 16-bit values, lo in the low half */
+__device__ __forceinline__ unsigned gpt2rt__cu_attn_pack(const __nv_bfloat16 *, float lo, float hi) {
+    return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+}
+__device__ __forceinline__ unsigned gpt2rt__cu_attn_pack(const __half *, float lo, float hi) {
+    return (unsigned)__half_as_ushort(__float2half_rn(lo)) | ((unsigned)__half_as_ushort(__float2half_rn(hi)) << 16);
+}
+
+/* Accumulator layout of one warp's 16 x 64 fp32 tile, acc[j][c] (j = 8-column block):
+   row (lane >> 2) + 8 * (c >> 1), column 8 * j + 2 * (lane & 3) + (c & 1).
+   The A operand of a 16 x 16 slice (columns 16 kj ..) of such a tile, rounded to 16 bits: */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_attn_acc_to_a(unsigned a[4], const float acc[8][4], int kj) {
+    const X *tag = 0;
+    a[0] = gpt2rt__cu_attn_pack(tag, acc[2 * kj][0], acc[2 * kj][1]);
+    a[1] = gpt2rt__cu_attn_pack(tag, acc[2 * kj][2], acc[2 * kj][3]);
+    a[2] = gpt2rt__cu_attn_pack(tag, acc[2 * kj + 1][0], acc[2 * kj + 1][1]);
+    a[3] = gpt2rt__cu_attn_pack(tag, acc[2 * kj + 1][2], acc[2 * kj + 1][3]);
+}
+
+/* The three tile products every fast kernel is made of. A warp's 16 x 64 rows of a smem
+   matrix M (rows row0 .., all 64 columns) as the A operands of 4 k-slices of 16: */
+__device__ __forceinline__ void gpt2rt__cu_attn_rows_a(unsigned a[4][4], const uint16_t *M, int row0, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) gpt2rt__cu_attn_frag_a(a[kk], M, row0, 16 * kk, lane);
+}
+/* s (16 x 64 fp32) = A (16 x 64: rows_a) M^T, M (64 x 64 smem); every element of s sums its
+   4 k-slices in increasing order */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_attn_mma_abt(float s[8][4], const unsigned a[4][4], const uint16_t *M,
+                                                        int lane) {
+    const X *tag = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            unsigned bb[4];
+            gpt2rt__cu_attn_frag_b(bb, M, 16 * np, 16 * kk, lane);
+            gpt2rt__cu_attn_mma(tag, s[2 * np], a[kk], bb[0], bb[1]);
+            gpt2rt__cu_attn_mma(tag, s[2 * np + 1], a[kk], bb[2], bb[3]);
+        }
+}
+/* acc (16 x 64 fp32) += p (16 x 64 accumulator tile, rounded to X) M, M (64 x 64 smem);
+   the 4 k-slices are added in increasing order */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_attn_mma_pm(float acc[8][4], const float p[8][4], const uint16_t *M,
+                                                       int lane) {
+    const X *tag = 0;
+#pragma unroll
+    for (int kj = 0; kj < 4; kj++) {
+        unsigned a[4];
+        gpt2rt__cu_attn_acc_to_a<X>(a, p, kj);
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            unsigned bb[4];
+            gpt2rt__cu_attn_frag_bt(bb, M, 16 * kj, 16 * dp, lane);
+            gpt2rt__cu_attn_mma(tag, acc[2 * dp], a, bb[0], bb[1]);
+            gpt2rt__cu_attn_mma(tag, acc[2 * dp + 1], a, bb[2], bb[3]);
+        }
+    }
+}
+
+/* Store one warp's 16 x 64 accumulator tile, row r multiplied by mul[r >= 8], rounded to X,
+   to dst (row stride ld elements); only rows < nvalid. Goes through stage, the warp's own 16
+   smem rows (stride LD), so that global stores are 16-byte and coalesced. */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_attn_store_rows(X *dst, int64_t ld, int nvalid, const float acc[8][4],
+                                                           float mul_lo, float mul_hi, uint16_t *stage, int lane) {
+    const X *tag = 0;
+    unsigned *st = (unsigned *)stage;
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        st[(lane >> 2) * (GPT2RT__CU_ATT_LD / 2) + 4 * j + (lane & 3)] = gpt2rt__cu_attn_pack(tag, acc[j][0] * mul_lo, acc[j][1] * mul_lo);
+        st[((lane >> 2) + 8) * (GPT2RT__CU_ATT_LD / 2) + 4 * j + (lane & 3)] = gpt2rt__cu_attn_pack(tag, acc[j][2] * mul_hi, acc[j][3] * mul_hi);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = lane; i < 16 * 8; i += 32) {
+        int r = i >> 3, c = (i & 7) * 8;
+        if (r < nvalid) *(uint4 *)(dst + r * ld + c) = *(const uint4 *)(stage + r * GPT2RT__CU_ATT_LD + c);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Fast forward. grid (T/64 query tiles, B*NH), 128 threads, 45 KiB static smem:
+   Q tile + double-buffered K and V tiles. Warp w: query rows q0+16w .. q0+16w+15.
+   Online softmax in base 2: scores are scaled by scale*log2(e), m is the running row max,
+   l the running row sum of 2^(x - m), o the unnormalised output.
+   ------------------------------------------------------------------------------------------- */
+template <typename X>
+__global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
+gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
+                       float *lse,      /* (B,NH,T) */
+                       const X *qkv,    /* (B,T,3C) */
+                       int T, int C, int NH, float scale_log2) {
+    __shared__ __align__(128) uint16_t sm[5 * GPT2RT__CU_ATT_TE];
+    uint16_t *sQ = sm; /* K tile of buffer i at sm + (1+i)*TE, V tile at sm + (3+i)*TE */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int qt = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, q0 = qt * 64;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+
+    gpt2rt__cu_attn_load_tile(sQ, q_g, q0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sm + 1 * GPT2RT__CU_ATT_TE, k_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sm + 3 * GPT2RT__CU_ATT_TE, v_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_cp_commit();
+
+    unsigned qf[4][4];                       /* this warp's 16 x 64 Q rows as 4 A operands */
+    float o[8][4];                           /* 16 x 64 output accumulator */
+    float m[2] = {-INFINITY, -INFINITY};     /* rows lane/4 and lane/4 + 8 */
+    float l[2] = {0.0f, 0.0f};               /* this thread's partial row sums */
+#pragma unroll
+    for (int j = 0; j < 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+
+    for (int kt = 0; kt <= qt; kt++) {
+        const int buf = kt & 1; /* the next K,V tile goes to the other buffer */
+        gpt2rt__cu_attn_kv_step(sm + (2 - buf) * GPT2RT__CU_ATT_TE, sm + (4 - buf) * GPT2RT__CU_ATT_TE, k_g, v_g, kt, qt,
+                                T, C3, tid);
+        const uint16_t *sK = sm + (1 + buf) * GPT2RT__CU_ATT_TE, *sV = sm + (3 + buf) * GPT2RT__CU_ATT_TE;
+        if (kt == 0) gpt2rt__cu_attn_rows_a(qf, sQ, 16 * warp, lane);
+
+        /* S (16 x 64) = Q K^T */
+        float s[8][4];
+        gpt2rt__cu_attn_mma_abt<X>(s, qf, sK, lane);
+
+        /* scale to base 2, causal mask on the diagonal tile, row max over the quad */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                float x = s[j][c] * scale_log2;
+                if (kt == qt && 8 * j + 2 * (lane & 3) + (c & 1) > 16 * warp + (lane >> 2) + 8 * (c >> 1)) x = -INFINITY;
+                s[j][c] = x;
+                mx[c >> 1] = fmaxf(mx[c >> 1], x);
+            }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            float mnew = fmaxf(m[r], mx[r]); /* finite: key 0 of tile 0 is never masked */
+            corr[r] = exp2f(m[r] - mnew);     /* 0 on the first tile */
+            m[r] = mnew;
+            l[r] *= corr[r];
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                float p = exp2f(s[j][c] - m[c >> 1]);
+                s[j][c] = p;
+                l[c >> 1] += p;
+                o[j][c] *= corr[c >> 1];
+            }
+
+        /* O (16 x 64) += P (16 x 64 keys) V (64 keys x 64) */
+        gpt2rt__cu_attn_mma_pm<X>(o, s, sV, lane);
+        __syncthreads(); /* everyone is done with buffer buf before it is refilled */
+    }
+
+    /* finish: full row sums, lse, normalised output */
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.0f / l[r];
+        int t = q0 + 16 * warp + (lane >> 2) + 8 * r;
+        if ((lane & 3) == 0 && t < T) lse[(int64_t)blockIdx.y * T + t] = (m[r] + log2f(l[r])) * GPT2RT__CU_ATT_LN2;
+    }
+    const int row0 = q0 + 16 * warp;
+    gpt2rt__cu_attn_store_rows<X>(out + ((int64_t)b * T + row0) * C + h * 64, C, T - row0, o, inv[0], inv[1],
+                                  sQ + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Fast backward, dK and dV. grid (T/64 key tiles, B*NH), 128 threads, 55 KiB dynamic smem:
+   K and V of this key tile, double-buffered Q, dO tiles and their lse (base 2) and D.
+   Warp w owns keys k0+16w .. +15 and accumulates their dK, dV rows in registers over the
+   query tiles qt = kt .. last, in order. All products are done transposed (keys as rows):
+     S^T = K Q^T,  P^T = 2^(S^T scale log2e - lse2),  dV += P^T dO,
+     dP^T = V dO^T,  dS^T = P^T (dP^T - D) scale,   dK += dS^T Q
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_SMEM (6 * GPT2RT__CU_ATT_TE * 2 + 4 * 64 * 4)
+
+template <typename X>
+__global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
+gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v columns */
+                            const X *dout,    /* (B,T,C) */
+                            const X *qkv,     /* (B,T,3C) */
+                            const float *lse, /* (B,NH,T) */
+                            const float *Dv,  /* (B,NH,T) */
+                            int T, int C, int NH, float scale, float scale_log2) {
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    uint16_t *sK = (uint16_t *)gpt2rt__cu_attn_dsm, *sV = sK + GPT2RT__CU_ATT_TE;
+    /* Q tile of buffer i at sK + (2+i)*TE, dO tile at sK + (4+i)*TE */
+    float *sL = (float *)(sK + 6 * GPT2RT__CU_ATT_TE), *sD = sL + 128; /* [2][64] each */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int kt = blockIdx.x, nqt = gridDim.x; /* first key tiles see the most query tiles */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, k0 = kt * 64;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const float *lse_g = lse + (int64_t)blockIdx.y * T, *D_g = Dv + (int64_t)blockIdx.y * T;
+
+    gpt2rt__cu_attn_load_tile(sK, k_g, k0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sV, v_g, k0, T, C3, tid);
+    /* query tile qt into buffer i: Q, dO, lse*log2e (+inf past T, so P = 0 there), D */
+#define GPT2RT__CU_ATT_PREFETCH_Q(qt_, i_) do { \
+        gpt2rt__cu_attn_load_tile(sK + (2 + (i_)) * GPT2RT__CU_ATT_TE, q_g, (qt_) * 64, T, C3, tid); \
+        gpt2rt__cu_attn_load_tile(sK + (4 + (i_)) * GPT2RT__CU_ATT_TE, do_g, (qt_) * 64, T, C, tid); \
+        if (tid < 64) { int t_ = (qt_) * 64 + tid; \
+            sL[64 * (i_) + tid] = t_ < T ? lse_g[t_] * GPT2RT__CU_ATT_LOG2E : INFINITY; \
+            sD[64 * (i_) + tid] = t_ < T ? D_g[t_] : 0.0f; } \
+        gpt2rt__cu_attn_cp_commit(); } while (0)
+    GPT2RT__CU_ATT_PREFETCH_Q(kt, 0);
+
+    float dk[8][4], dv[8][4]; /* this warp's 16 keys x 64 */
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) dk[j][c] = dv[j][c] = 0.0f;
+
+    for (int qt = kt; qt < nqt; qt++) {
+        const int buf = (qt - kt) & 1;
+        if (qt + 1 < nqt) {
+            GPT2RT__CU_ATT_PREFETCH_Q(qt + 1, buf ^ 1);
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        __syncthreads();
+        const uint16_t *sQ = sK + (2 + buf) * GPT2RT__CU_ATT_TE, *sdO = sK + (4 + buf) * GPT2RT__CU_ATT_TE;
+        const float *sLb = sL + 64 * buf, *sDb = sD + 64 * buf;
+
+        /* S^T (16 keys x 64 queries) = K Q^T */
+        unsigned a[4][4];
+        float s[8][4];
+        gpt2rt__cu_attn_rows_a(a, sK, 16 * warp, lane);
+        gpt2rt__cu_attn_mma_abt<X>(s, a, sQ, lane);
+        /* P^T, zero where the query precedes the key (diagonal tile only) */
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                int ql = 8 * j + 2 * (lane & 3) + (c & 1), kl = 16 * warp + (lane >> 2) + 8 * (c >> 1);
+                float p = exp2f(s[j][c] * scale_log2 - sLb[ql]);
+                s[j][c] = (qt == kt && ql < kl) ? 0.0f : p;
+            }
+        /* dV (16 x 64) += P^T (16 x 64 queries) dO (64 queries x 64) */
+        gpt2rt__cu_attn_mma_pm<X>(dv, s, sdO, lane);
+        /* dP^T (16 keys x 64 queries) = V dO^T */
+        float dp_[8][4];
+        gpt2rt__cu_attn_rows_a(a, sV, 16 * warp, lane);
+        gpt2rt__cu_attn_mma_abt<X>(dp_, a, sdO, lane);
+        /* dS^T = P^T (dP^T - D) scale, in place of P^T */
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[j][c] = s[j][c] * (dp_[j][c] - sDb[8 * j + 2 * (lane & 3) + (c & 1)]) * scale;
+        /* dK (16 x 64) += dS^T (16 x 64 queries) Q (64 queries x 64) */
+        gpt2rt__cu_attn_mma_pm<X>(dk, s, sQ, lane);
+        __syncthreads(); /* buffer buf is refilled next iteration */
+    }
+#undef GPT2RT__CU_ATT_PREFETCH_Q
+
+    /* each warp only ever read its own 16 rows of sK and sV: stage its results there */
+    const int row0 = k0 + 16 * warp;
+    X *dk_g = dqkv + ((int64_t)b * T + row0) * C3 + C + h * 64;
+    gpt2rt__cu_attn_store_rows<X>(dk_g, C3, T - row0, dk, 1.0f, 1.0f, sK + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+    gpt2rt__cu_attn_store_rows<X>(dk_g + C, C3, T - row0, dv, 1.0f, 1.0f, sV + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Fast backward, dQ. grid (T/64 query tiles, B*NH), 128 threads, 54 KiB dynamic smem:
+   Q and dO of this query tile, double-buffered K and V tiles. Warp w owns queries q0+16w ..
+   and accumulates their dQ over the key tiles 0 .. qt, in order:
+     S = Q K^T, P = 2^(S scale log2e - lse2), dP = dO V^T, dS = P (dP - D) scale, dQ += dS K
+   ------------------------------------------------------------------------------------------- */
+template <typename X>
+__global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
+gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
+                          const X *dout,    /* (B,T,C) */
+                          const X *qkv,     /* (B,T,3C) */
+                          const float *lse, /* (B,NH,T) */
+                          const float *Dv,  /* (B,NH,T) */
+                          int T, int C, int NH, float scale, float scale_log2) {
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    uint16_t *sQ = (uint16_t *)gpt2rt__cu_attn_dsm, *sdO = sQ + GPT2RT__CU_ATT_TE;
+    /* K tile of buffer i at sQ + (2+i)*TE, V tile at sQ + (4+i)*TE */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int qt = gridDim.x - 1 - blockIdx.x; /* longest rows first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, q0 = qt * 64;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+
+    gpt2rt__cu_attn_load_tile(sQ, q_g, q0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sdO, do_g, q0, T, C, tid);
+    gpt2rt__cu_attn_load_tile(sQ + 2 * GPT2RT__CU_ATT_TE, k_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sQ + 4 * GPT2RT__CU_ATT_TE, v_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_cp_commit();
+
+    float lse2[2], Dr[2]; /* rows lane/4 and lane/4 + 8; rows past T get P = 0 */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int t = q0 + 16 * warp + (lane >> 2) + 8 * r;
+        lse2[r] = t < T ? lse[(int64_t)blockIdx.y * T + t] * GPT2RT__CU_ATT_LOG2E : INFINITY;
+        Dr[r] = t < T ? Dv[(int64_t)blockIdx.y * T + t] : 0.0f;
+    }
+    unsigned qf[4][4], df[4][4]; /* this warp's Q and dO rows as A operands */
+    float dq[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+
+    for (int kt = 0; kt <= qt; kt++) {
+        const int buf = kt & 1;
+        gpt2rt__cu_attn_kv_step(sQ + (3 - buf) * GPT2RT__CU_ATT_TE, sQ + (5 - buf) * GPT2RT__CU_ATT_TE, k_g, v_g, kt, qt,
+                                T, C3, tid);
+        const uint16_t *sK = sQ + (2 + buf) * GPT2RT__CU_ATT_TE, *sV = sQ + (4 + buf) * GPT2RT__CU_ATT_TE;
+        if (kt == 0) {
+            gpt2rt__cu_attn_rows_a(qf, sQ, 16 * warp, lane);
+            gpt2rt__cu_attn_rows_a(df, sdO, 16 * warp, lane);
+        }
+        /* S = Q K^T and dP = dO V^T (16 queries x 64 keys) */
+        float s[8][4], dp_[8][4];
+        gpt2rt__cu_attn_mma_abt<X>(s, qf, sK, lane);
+        gpt2rt__cu_attn_mma_abt<X>(dp_, df, sV, lane);
+        /* dS = P (dP - D) scale, P zero above the diagonal */
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                int kl = 8 * j + 2 * (lane & 3) + (c & 1), ql = 16 * warp + (lane >> 2) + 8 * (c >> 1);
+                float p = exp2f(s[j][c] * scale_log2 - lse2[c >> 1]);
+                if (kt == qt && kl > ql) p = 0.0f;
+                s[j][c] = p * (dp_[j][c] - Dr[c >> 1]) * scale;
+            }
+        /* dQ (16 x 64) += dS (16 x 64 keys) K (64 keys x 64) */
+        gpt2rt__cu_attn_mma_pm<X>(dq, s, sK, lane);
+        __syncthreads();
+    }
+    const int row0 = q0 + 16 * warp;
+    gpt2rt__cu_attn_store_rows<X>(dqkv + ((int64_t)b * T + row0) * C3 + h * 64, C3, T - row0, dq, 1.0f, 1.0f,
+                                  sQ + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   D[b,h,t] = dout . out over the head's HS columns. One warp per (b,t,h) row (any HS, any type).
+   ------------------------------------------------------------------------------------------- */
+template <typename X>
+__global__ void gpt2rt__cuk_attn_bwd_rowdot(float *Dv,       /* (B,NH,T) */
+                                            const X *dout,   /* (B,T,C) */
+                                            const X *out,    /* (B,T,C) */
+                                            int B, int T, int C, int NH) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; /* (b,t,h) */
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * T * NH) return;
+    const int h = (int)(row % NH);
+    const int64_t bt = row / NH, b = bt / T, t = bt % T;
+    const X *dy = dout + bt * C + h * HS, *y = out + bt * C + h * HS;
+    float acc = 0.0f;
+    for (int i = lane; i < HS; i += 32) acc += gpt2rt__cu_f(dy[i]) * gpt2rt__cu_f(y[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) Dv[(b * NH + h) * T + t] = acc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Generic path: one warp per row, lane owns head dims lane + 32 i (i < NPL = ceil(HS/32)).
+   Dot products: per-lane partial sums, then a xor butterfly, which leaves the same bits in
+   every lane (fp add is commutative) and the same order every run.
+   ------------------------------------------------------------------------------------------- */
+__device__ __forceinline__ float gpt2rt__cu_attn_warp_sum(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+/* one warp per (b,h,t) query row; t runs backwards so long rows start first */
+template <typename X, int NPL>
+__global__ void __launch_bounds__(128)
+gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH,T), (B,T,3C) */
+                             int B, int T, int C, int NH, float scale) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * NH * T) return;
+    const int64_t bh = row / T, b = bh / NH, h = bh % NH, t = T - 1 - row % T, C3 = 3 * (int64_t)C;
+    const X *q = qkv + (b * T + t) * C3 + h * HS;
+    float qr[NPL], acc[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < HS ? gpt2rt__cu_f(q[d]) : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f; /* running max and sum of exp(x - m) */
+    for (int64_t s = 0; s <= t; s++) {
+        const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            if (d < HS) dot += qr[i] * gpt2rt__cu_f(k[d]);
+        }
+        float x = gpt2rt__cu_attn_warp_sum(dot) * scale;
+        if (x > m) { /* warp-uniform: every lane holds the same x */
+            float corr = expf(m - x);
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < NPL; i++) acc[i] *= corr;
+            m = x;
+        }
+        float p = expf(x - m);
+        l += p;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            if (d < HS) acc[i] += p * gpt2rt__cu_f(v[d]);
+        }
+    }
+    float inv = 1.0f / l;
+    X *y = out + (b * T + t) * C + h * HS;
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HS) y[d] = gpt2rt__cu_to<X>(acc[i] * inv);
+    }
+    if (lane == 0) lse[bh * T + t] = m + logf(l);
+}
+
+/* dQ: one warp per (b,h,t) query row, keys s = 0..t in order */
+template <typename X, int NPL>
+__global__ void __launch_bounds__(128)
+gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
+                                const float *lse, const float *Dv,    /* (B,NH,T) each */
+                                int B, int T, int C, int NH, float scale) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * NH * T) return;
+    const int64_t bh = row / T, b = bh / NH, h = bh % NH, t = T - 1 - row % T, C3 = 3 * (int64_t)C;
+    const X *q = qkv + (b * T + t) * C3 + h * HS, *dy = dout + (b * T + t) * C + h * HS;
+    const float L = lse[bh * T + t], Dt = Dv[bh * T + t];
+    float qr[NPL], dyr[NPL], dq[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < HS ? gpt2rt__cu_f(q[d]) : 0.0f;
+        dyr[i] = d < HS ? gpt2rt__cu_f(dy[d]) : 0.0f;
+        dq[i] = 0.0f;
+    }
+    for (int64_t s = 0; s <= t; s++) {
+        const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
+        float kr[NPL], d1 = 0.0f, d2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            kr[i] = d < HS ? gpt2rt__cu_f(k[d]) : 0.0f;
+            d1 += qr[i] * kr[i];
+            if (d < HS) d2 += dyr[i] * gpt2rt__cu_f(v[d]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            d1 += __shfl_xor_sync(0xffffffffu, d1, o);
+            d2 += __shfl_xor_sync(0xffffffffu, d2, o);
+        }
+        float p = expf(d1 * scale - L), g = p * (d2 - Dt) * scale;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) dq[i] += g * kr[i];
+    }
+    X *dqp = dqkv + (b * T + t) * C3 + h * HS;
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HS) dqp[d] = gpt2rt__cu_to<X>(dq[i]);
+    }
+}
+
+/* dK, dV: one warp per (b,h,s) key row, queries t = s..T-1 in order */
+template <typename X, int NPL>
+__global__ void __launch_bounds__(128)
+gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
+                                  const float *lse, const float *Dv,    /* (B,NH,T) each */
+                                  int B, int T, int C, int NH, float scale) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * NH * T) return;
+    const int64_t bh = row / T, b = bh / NH, h = bh % NH, s = row % T, C3 = 3 * (int64_t)C;
+    const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
+    float kr[NPL], vr[NPL], dk[NPL], dv[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        kr[i] = d < HS ? gpt2rt__cu_f(k[d]) : 0.0f;
+        vr[i] = d < HS ? gpt2rt__cu_f(v[d]) : 0.0f;
+        dk[i] = dv[i] = 0.0f;
+    }
+    for (int64_t t = s; t < T; t++) {
+        const X *q = qkv + (b * T + t) * C3 + h * HS, *dy = dout + (b * T + t) * C + h * HS;
+        float qr[NPL], dyr[NPL], d1 = 0.0f, d2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            qr[i] = d < HS ? gpt2rt__cu_f(q[d]) : 0.0f;
+            dyr[i] = d < HS ? gpt2rt__cu_f(dy[d]) : 0.0f;
+            d1 += qr[i] * kr[i];
+            d2 += dyr[i] * vr[i];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            d1 += __shfl_xor_sync(0xffffffffu, d1, o);
+            d2 += __shfl_xor_sync(0xffffffffu, d2, o);
+        }
+        float p = expf(d1 * scale - lse[bh * T + t]), g = p * (d2 - Dv[bh * T + t]) * scale;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            dv[i] += p * dyr[i];
+            dk[i] += g * qr[i];
+        }
+    }
+    X *dkp = dqkv + (b * T + s) * C3 + C + h * HS;
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HS) { dkp[d] = gpt2rt__cu_to<X>(dk[i]); dkp[C + d] = gpt2rt__cu_to<X>(dv[i]); }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Host side
+   ------------------------------------------------------------------------------------------- */
+/* Tensor-core launches; only bf16 and fp16 have them (the float version reports
+   cudaErrorNotSupported and is never called: see gpt2rt__cu_attn_use_fast). */
+template <typename X> struct gpt2rt__cu_attn_fast {
+    enum { available = 0 };
+    static int built(void) { return 0; }
+    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t) { return cudaErrorNotSupported; }
+    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t) {
+        return cudaErrorNotSupported;
+    }
+};
+template <typename X> struct gpt2rt__cu_attn_fast16 {
+    enum { available = 1 };
+    /* the kernels were compiled for sm_80 or newer (see GPT2RT__CU_ATT_SM80), and their
+       image is the one this device runs */
+    static int built(void) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+        return fa.ptxVersion >= 80;
+    }
+    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
+        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+        float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
+        gpt2rt__cuk_attn_fwd64<X><<<grid, GPT2RT__CU_ATT_THREADS, 0, s>>>(out, lse, qkv, T, C, NH, scale_log2);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+    static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                int B, int T, int C, int NH, cudaStream_t s) {
+        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+        float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
+        const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
+        gpt2rt__cuk_attn_bwd_dkdv64<X><<<grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s>>>(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
+        GPT2RT__CU_LAUNCHED();
+        gpt2rt__cuk_attn_bwd_dq64<X><<<grid, GPT2RT__CU_ATT_THREADS, smem_dq, s>>>(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+};
+template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<__nv_bfloat16> {};
+template <> struct gpt2rt__cu_attn_fast<__half> : gpt2rt__cu_attn_fast16<__half> {};
+
+/* fast path: 16-bit type, HS == 64, every pointer 16-byte aligned (the row strides C and 3C
+   are then multiples of 8 elements), kernels built for sm_80+; allow_fast = 0 forces the generic
+   path (lab cross-check) */
+template <typename X>
+static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b, const void *c, int allow_fast) {
+    return allow_fast && gpt2rt__cu_attn_fast<X>::available && C / NH == 64 &&
+           ((uintptr_t)a % 16 | (uintptr_t)b % 16 | (uintptr_t)c % 16) == 0 && gpt2rt__cu_attn_fast<X>::built();
+}
+static inline int gpt2rt__cu_attn_npl(int HS) { return HS <= 32 ? 1 : HS <= 64 ? 2 : HS <= 128 ? 4 : 8; }
+
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X *qkv, int B, int T, int C, int NH,
+                                                     cudaStream_t s, int allow_fast) {
+    if (B <= 0 || T <= 0) return cudaSuccess;
+    if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    if (gpt2rt__cu_attn_use_fast<X>(C, NH, out, qkv, qkv, allow_fast))
+        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s);
+    const int HS = C / NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
+    switch (gpt2rt__cu_attn_npl(HS)) {
+    case 1: gpt2rt__cuk_attn_fwd_generic<X, 1><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
+    case 2: gpt2rt__cuk_attn_fwd_generic<X, 2><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
+    case 4: gpt2rt__cuk_attn_fwd_generic<X, 4><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
+    default: gpt2rt__cuk_attn_fwd_generic<X, 8><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
+    }
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
+                                                      float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
+                                                      int allow_fast) {
+    if (B <= 0 || T <= 0) return cudaSuccess;
+    if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    gpt2rt__cuk_attn_bwd_rowdot<X><<<gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s>>>(scratch_D, dout, out, B, T, C, NH);
+    GPT2RT__CU_LAUNCHED();
+    if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
+        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s);
+    const int HS = C / NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
+#define GPT2RT__CU_ATT_GENERIC_BWD(npl_) do { \
+        gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale); \
+        GPT2RT__CU_LAUNCHED(); \
+        gpt2rt__cuk_attn_bwd_dq_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale); \
+        GPT2RT__CU_LAUNCHED(); } while (0)
+    switch (gpt2rt__cu_attn_npl(HS)) {
+    case 1: GPT2RT__CU_ATT_GENERIC_BWD(1); break;
+    case 2: GPT2RT__CU_ATT_GENERIC_BWD(2); break;
+    case 4: GPT2RT__CU_ATT_GENERIC_BWD(4); break;
+    default: GPT2RT__CU_ATT_GENERIC_BWD(8); break;
+    }
+#undef GPT2RT__CU_ATT_GENERIC_BWD
+    return cudaSuccess;
+}
+
+/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C) */
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
+    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1);
+}
+
+/* dqkv (B,T,3C) (overwritten) <- dout (B,T,C), qkv (B,T,3C), out (B,T,C), lse (B,NH,T);
+   scratch_D: B*NH*T floats, clobbered */
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
+                                                 float *scratch_D, int B, int T, int C, int NH, cudaStream_t s) {
+    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1);
+}
+
+/* ==== 8.4 Matrix products ==== */
+
+/* kernels/matmul.cu validates and times this section.
+
+   Matrix products of the model through cuBLASLt (link with -lcublasLt).
+
+   ---- Row-major (ours) vs column-major (cuBLASLt) -------------------------------
+   A row-major matrix X (R,C) with leading dimension C has exactly the bytes of the
+   column-major matrix X^T (C x R) with leading dimension C. cuBLASLt computes, in
+   column-major, D (m x n) = op(A) (m x k) * op(B) (k x n) [+ epilogue], where a layout
+   describes the matrix as stored (before op). So each of our row-major products is
+   written as its transpose:
+
+   forward      out (BT,OC) = inp (BT,IC) W^T          W (OC,IC) like nn.Linear
+                out^T (OC x BT) = W (OC x IC) * inp^T (IC x BT)
+                A = W    stored col-major (IC x OC), ld IC  -> transA = T
+                B = inp  stored col-major (IC x BT), ld IC  -> transB = N
+                D = out  col-major (OC x BT), ld OC;  m = OC, n = BT, k = IC
+                bias (OC) has the length of D's rows (m) and is broadcast along the
+                columns (the BT tokens): CUBLASLT_EPILOGUE_BIAS / GELU_AUX_BIAS.
+                aux (pre-GELU) has D's layout: row-major (BT,OC), ld OC.
+   backward     dinp (BT,IC) = dout (BT,OC) W
+   input        dinp^T (IC x BT) = W^T (IC x OC) * dout^T (OC x BT)
+                A = W    stored col-major (IC x OC), ld IC  -> transA = N
+                B = dout stored col-major (OC x BT), ld OC  -> transB = N
+                D = dinp col-major (IC x BT), ld IC;  m = IC, n = BT, k = OC
+                DGELU: aux = pre-GELU activation in D's layout, row-major (BT,IC).
+   backward     dW (OC,IC) += dout^T (OC,BT) inp (BT,IC)
+   weight       dW^T (IC x OC) = inp^T (IC x BT) * dout (BT x OC)
+                A = inp  stored col-major (IC x BT), ld IC  -> transA = N
+                B = dout stored col-major (OC x BT), ld OC  -> transB = T
+                D = C = dW col-major (IC x OC), ld IC;  m = IC, n = OC, k = BT
+                db (OC) = sum over tokens of dout = sum over GEMM-k of B: that is
+                CUBLASLT_EPILOGUE_BGRADB ("bias size = number of columns of D, the
+                reduction happens over k"). BGRADA would reduce inp: wrong one.
+
+   ---- Which matmul the GELU epilogues attach to -----------------------------------
+   MLP: fch = ln2 Wfc^T + bfc (BT,4C); fch_gelu = gelu(fch); y = fch_gelu Wproj^T + bproj.
+   forward:  the c_fc matmul (IC = C, OC = 4C) with GELU_AUX_BIAS writes out = fch_gelu
+             and aux = fch (pre-GELU, kept for the backward).
+   backward: the dGELU attaches to the *input gradient of c_proj* (IC = 4C, OC = C):
+             dinp = (dy Wproj) * gelu'(fch) is directly d(fch), the gradient at c_fc's
+             output, so CUBLASLT_EPILOGUE_DGELU with aux = fch replaces
+             gpt2rt__cpu_gelu_backward. c_fc's own backward (weight with BGRADB, input)
+             then uses that d(fch) as its dout.
+   (DGELU_BGRAD could also emit c_fc's bias gradient there; we do not use it: the
+   bias gradient comes from the c_fc weight-gradient matmul, BGRADB, like every layer.)
+
+   ---- Bias gradient semantics ------------------------------------------------------
+   cuBLASLt's bias-gradient epilogues OVERWRITE the bias vector (there is no beta for
+   it). gpt2rt__cu_matmul_backward_weight(accumulate = 0) lets BGRADB write db directly
+   (db = column sums, dW = dout^T inp). With accumulate = 1 (dW += ..., gradient
+   accumulation over micro-batches) BGRADB writes into the caller's db_scratch (OC
+   floats) and a small kernel does db[o] += db_scratch[o] (deterministic). With
+   accumulate = 1 and db != NULL, db_scratch is required.
+
+   ---- Types --------------------------------------------------------------------------
+   t = CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F is the storage type of activations and
+   weights (A, B, and D of forward / backward input, bias, aux). Compute is always
+   CUBLAS_COMPUTE_32F with fp32 alpha/beta (scale type CUDA_R_32F); for t = CUDA_R_32F
+   and blas->tf32 != 0 it is CUBLAS_COMPUTE_32F_FAST_TF32. The weight gradient always
+   has C = D = fp32 (A, B of type t), and its bias gradient is fp32 (the bias-gradient
+   vector has the type of C). The bias (forward) and aux have the output's type
+   (BIAS_DATA_TYPE / EPILOGUE_AUX_DATA_TYPE left at their defaults = D's type).
+   cuBLAS's table of supported cublasLtMatmul type combinations for COMPUTE_32F lists
+   A/B = 16BF with C/D = 16BF or 32F, A/B = 16F with C/D = 16F or 32F, and 32F/32F.
+   Epilogue support for a given combination is only discoverable at run time: if the
+   heuristic returns no algorithm for a fused epilogue, the plan falls back to the plain
+   product (or BIAS for GELU_AUX_BIAS) plus a small hand-written kernel here
+   (GELU / dGELU elementwise, deterministic column sums for db). blas->fallbacks records
+   which fallbacks were taken (GPT2RT__CU_MM_FB_* bits); blas->fuse = 0 forces them.
+
+   ---- Determinism -------------------------------------------------------------------
+   cuBLAS results are bitwise reproducible run to run for a given toolkit, GPU
+   architecture and SM count, one stream, and a fixed algorithm + workspace. We pick
+   the algorithm once per (op, types, shape, epilogue, pointer alignments, reduction
+   mask) with cublasLtMatmulAlgoGetHeuristic and reuse it (plan cache in the struct).
+   Split-K reduction schemes are controlled by blas->reduction_mask
+   (CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK); the default
+   GPT2RT__CU_BLAS_REDUCTION_DEFAULT = CUBLASLT_REDUCTION_SCHEME_NONE excludes split-K
+   entirely (the header documents INPLACE as counter-ordered and COMPUTE/OUTPUT_TYPE
+   as a separate reduction step, i.e. none of them is atomics-ordered, so
+   CUBLASLT_REDUCTION_SCHEME_MASK may be allowed for speed once the lab shows it
+   bitwise stable on the target GPU; kernels/matmul.cu measures both).
+   Different BT (so different shapes) may pick different kernels: results are then
+   not bitwise comparable across batch sizes.
+
+   ---- Workspace ------------------------------------------------------------------------
+   GPT2RT__CU_BLAS_WORKSPACE = 32 MiB: cuBLAS's documented recommendation for Hopper
+   (cublasSetWorkspace: 32 MiB on sm_90, 4 MiB for earlier architectures). The memory
+   planner provides it (256-byte aligned device memory; cudaMalloc is).
+
+   Not thread-safe: one gpt2rt__cu_blas per host thread / stream.
+*/
+
+#define GPT2RT__CU_BLAS_MAX_PLANS 64                           /* cached (op, shape, type) plans */
+#define GPT2RT__CU_BLAS_REDUCTION_DEFAULT ((uint32_t)CUBLASLT_REDUCTION_SCHEME_NONE)
+/* blas->fallbacks bits: a fused epilogue was unavailable and the kernel here ran instead */
+#define GPT2RT__CU_MM_FB_GELU 1u  /* forward GELU_AUX(_BIAS) -> BIAS/DEFAULT + gelu kernel */
+#define GPT2RT__CU_MM_FB_DGELU 2u /* backward input DGELU -> DEFAULT + dgelu kernel */
+#define GPT2RT__CU_MM_FB_BGRAD 4u /* backward weight BGRADB -> DEFAULT + column-sum kernel */
+
+enum { GPT2RT__CU_MM_FWD = 0, GPT2RT__CU_MM_BWD_IN = 1, GPT2RT__CU_MM_BWD_W = 2 };
+
+/* everything the algorithm choice depends on; compared with memcmp (memset first) */
+typedef struct {
+    int32_t op;           /* GPT2RT__CU_MM_* */
+    int32_t epilogue;     /* cublasLtEpilogue_t requested */
+    int32_t ab_type;      /* cudaDataType_t of A, B */
+    int32_t cd_type;      /* cudaDataType_t of C, D */
+    int32_t compute;      /* cublasComputeType_t */
+    int32_t fuse;         /* blas->fuse when planned */
+    int64_t m, n, k;      /* column-major GEMM sizes (see top comment) */
+    uint32_t align_abcd;  /* min alignment (bytes, <= 256) of A, B, C, D pointers */
+    uint32_t align_bias;  /* of the bias / bias-gradient pointer (256 when none) */
+    uint32_t align_aux;   /* of the aux pointer (256 when none) */
+    uint32_t reduction_mask;
+} gpt2rt__cu_mm_key;
+
+typedef struct {
+    gpt2rt__cu_mm_key key;
+    int32_t epilogue;              /* the epilogue actually planned (may be a fallback) */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc; /* lc describes both C and D */
+    cublasLtMatmulAlgo_t algo;
+} gpt2rt__cu_mm_plan;
+
+typedef struct gpt2rt__cu_blas {
+    cublasLtHandle_t lt;
+    void *workspace;            /* device, workspace_bytes, 256-byte aligned */
+    size_t workspace_bytes;     /* GPT2RT__CU_BLAS_WORKSPACE */
+    cudaStream_t stream;        /* every call runs on it */
+    int tf32;                   /* fp32 storage: 1 -> CUBLAS_COMPUTE_32F_FAST_TF32 */
+    int fuse;                   /* 1 (default): cuBLASLt epilogues; 0: force the kernels here */
+    uint32_t reduction_mask;    /* allowed CUBLASLT_REDUCTION_SCHEME_* (default NONE) */
+    unsigned fallbacks;         /* GPT2RT__CU_MM_FB_* taken so far */
+    int n_plans;
+    gpt2rt__cu_mm_plan plans[GPT2RT__CU_BLAS_MAX_PLANS];
+} gpt2rt__cu_blas;
+
+/* ------------------------------------------------------------------ helpers */
+static const char *gpt2rt__cu_blas_status_name(int s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "cublasStatus_t(?)";
+    }
+}
+static const char *gpt2rt__cu_mm_type_name(cudaDataType_t t) {
+    return t == CUDA_R_32F ? "fp32" : t == CUDA_R_16BF ? "bf16" : t == CUDA_R_16F ? "fp16" : "type?";
+}
+static const char *gpt2rt__cu_mm_op_name(int op) {
+    return op == GPT2RT__CU_MM_FWD ? "matmul_forward"
+         : op == GPT2RT__CU_MM_BWD_IN ? "matmul_backward_input" : "matmul_backward_weight";
+}
+static const char *gpt2rt__cu_mm_epi_name(int e) {
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "none";
+    case CUBLASLT_EPILOGUE_BIAS: return "bias";
+    case CUBLASLT_EPILOGUE_GELU_AUX: return "gelu_aux";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "gelu_aux_bias";
+    case CUBLASLT_EPILOGUE_DGELU: return "dgelu";
+    case CUBLASLT_EPILOGUE_BGRADB: return "bgradb";
+    default: return "epilogue?";
+    }
+}
+/* largest power of two <= 256 dividing the address (256 for NULL) */
+static uint32_t gpt2rt__cu_mm_align(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 1 && (a % al) != 0) al >>= 1;
+    return al;
+}
+static uint32_t gpt2rt__cu_mm_min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* "<call>(<op> <type> BT= IC= OC= <epilogue>): <status>" into err */
+static int gpt2rt__cu_mm_fail(char *err, size_t cap, const char *call, int op, cudaDataType_t t,
+                              int64_t BT, int64_t IC, int64_t OC, int epi, int status, int is_cuda) {
+    if (err && cap)
+        snprintf(err, cap, "%s(%s %s BT=%lld IC=%lld OC=%lld epilogue=%s): %s (%d)", call,
+                 gpt2rt__cu_mm_op_name(op), gpt2rt__cu_mm_type_name(t), (long long)BT, (long long)IC,
+                 (long long)OC, gpt2rt__cu_mm_epi_name(epi),
+                 is_cuda ? cudaGetErrorString((cudaError_t)status) : gpt2rt__cu_blas_status_name(status), status);
+    return status;
+}
+
+/* ------------------------------------------------------------------ fallback kernels */
+#define GPT2RT__CU_MM_GELU_K 0.7978845608028654f /* sqrt(2/pi); same tanh form as the CPU */
+__device__ __forceinline__ float gpt2rt__cu_mm_gelu(float x) {
+    return 0.5f * x * (1.0f + tanhf(GPT2RT__CU_MM_GELU_K * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float gpt2rt__cu_mm_dgelu(float x) {
+    float th = tanhf(GPT2RT__CU_MM_GELU_K * (x + 0.044715f * x * x * x));
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GPT2RT__CU_MM_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+}
+/* out (n) = gelu(pre (n)) */
+template <typename T>
+__global__ void gpt2rt__cu_mm_gelu_kernel(T *out, const T *pre, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = gpt2rt__cu_to<T>(gpt2rt__cu_mm_gelu(gpt2rt__cu_f(pre[i])));
+}
+/* d (n) *= gelu'(pre (n)) */
+template <typename T>
+__global__ void gpt2rt__cu_mm_dgelu_kernel(T *d, const T *pre, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        d[i] = gpt2rt__cu_to<T>(gpt2rt__cu_mm_dgelu(gpt2rt__cu_f(pre[i])) * gpt2rt__cu_f(d[i]));
+}
+/* db (OC) (+)= column sums of x (R,OC); block (32,16): 32 columns, 16 row lanes, each
+   lane sums its rows in increasing order, lanes are added in increasing order */
+template <typename T>
+__global__ void gpt2rt__cu_mm_colsum_kernel(float *db, const T *x, int64_t R, int64_t OC, int accumulate) {
+    __shared__ float part[16][33];
+    int64_t o = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (o < OC)
+        for (int64_t r = threadIdx.y; r < R; r += 16) acc += gpt2rt__cu_f(x[r * OC + o]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < OC) {
+        float s = 0.0f;
+        for (int j = 0; j < 16; j++) s += part[j][threadIdx.x];
+        db[o] = accumulate ? db[o] + s : s;
+    }
+}
+/* y (n) += x (n) */
+__global__ void gpt2rt__cu_mm_add_kernel(float *y, const float *x, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+static unsigned gpt2rt__cu_mm_grid(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return (unsigned)(b < 65536 ? (b < 1 ? 1 : b) : 65536);
+}
+static cudaError_t gpt2rt__cu_mm_gelu_launch(cudaDataType_t t, void *out, const void *pre, int64_t n, cudaStream_t s) {
+    if (t == CUDA_R_32F) gpt2rt__cu_mm_gelu_kernel<float><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((float *)out, (const float *)pre, n);
+    else if (t == CUDA_R_16BF) gpt2rt__cu_mm_gelu_kernel<__nv_bfloat16><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__nv_bfloat16 *)out, (const __nv_bfloat16 *)pre, n);
+    else gpt2rt__cu_mm_gelu_kernel<__half><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__half *)out, (const __half *)pre, n);
+    return cudaGetLastError();
+}
+static cudaError_t gpt2rt__cu_mm_dgelu_launch(cudaDataType_t t, void *d, const void *pre, int64_t n, cudaStream_t s) {
+    if (t == CUDA_R_32F) gpt2rt__cu_mm_dgelu_kernel<float><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((float *)d, (const float *)pre, n);
+    else if (t == CUDA_R_16BF) gpt2rt__cu_mm_dgelu_kernel<__nv_bfloat16><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__nv_bfloat16 *)d, (const __nv_bfloat16 *)pre, n);
+    else gpt2rt__cu_mm_dgelu_kernel<__half><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__half *)d, (const __half *)pre, n);
+    return cudaGetLastError();
+}
+static cudaError_t gpt2rt__cu_mm_colsum_launch(cudaDataType_t t, float *db, const void *x, int64_t R, int64_t OC,
+                                               int accumulate, cudaStream_t s) {
+    dim3 grid((unsigned)((OC + 31) / 32)), block(32, 16);
+    if (t == CUDA_R_32F) gpt2rt__cu_mm_colsum_kernel<float><<<grid, block, 0, s>>>(db, (const float *)x, R, OC, accumulate);
+    else if (t == CUDA_R_16BF) gpt2rt__cu_mm_colsum_kernel<__nv_bfloat16><<<grid, block, 0, s>>>(db, (const __nv_bfloat16 *)x, R, OC, accumulate);
+    else gpt2rt__cu_mm_colsum_kernel<__half><<<grid, block, 0, s>>>(db, (const __half *)x, R, OC, accumulate);
+    return cudaGetLastError();
+}
+
+/* ------------------------------------------------------------------ handle */
+/* workspace: device memory of workspace_bytes (GPT2RT__CU_BLAS_WORKSPACE), 256-byte aligned */
+static int gpt2rt__cu_blas_init(gpt2rt__cu_blas *b, void *workspace, size_t workspace_bytes, cudaStream_t stream,
+                                char *err, size_t cap) {
+    cublasStatus_t s;
+    memset(b, 0, sizeof(*b));
+    if (!workspace || ((uintptr_t)workspace % 256) != 0) {
+        if (err && cap) snprintf(err, cap, "gpt2rt__cu_blas_init: workspace %p must be non-NULL and 256-byte aligned", workspace);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    s = cublasLtCreate(&b->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        if (err && cap) snprintf(err, cap, "cublasLtCreate: %s (%d)", gpt2rt__cu_blas_status_name(s), (int)s);
+        b->lt = NULL;
+        return s;
+    }
+    b->workspace = workspace;
+    b->workspace_bytes = workspace_bytes;
+    b->stream = stream;
+    b->tf32 = 0;
+    b->fuse = 1;
+    b->reduction_mask = GPT2RT__CU_BLAS_REDUCTION_DEFAULT;
+    return 0;
+}
+
+static void gpt2rt__cu_mm_plan_free(gpt2rt__cu_mm_plan *p) {
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    p->la = p->lb = p->lc = NULL;
+    p->desc = NULL;
+}
+
+/* drop the cached plans (e.g. after changing tf32 / fuse / reduction_mask: not needed,
+   those are part of the key, but frees host memory of unused shapes) */
+static void gpt2rt__cu_blas_clear_plans(gpt2rt__cu_blas *b) {
+    for (int i = 0; i < b->n_plans; i++) gpt2rt__cu_mm_plan_free(&b->plans[i]);
+    b->n_plans = 0;
+}
+
+static void gpt2rt__cu_blas_destroy(gpt2rt__cu_blas *b) {
+    gpt2rt__cu_blas_clear_plans(b);
+    if (b->lt) cublasLtDestroy(b->lt);
+    b->lt = NULL;
+}
+
+/* ------------------------------------------------------------------ planning */
+#define GPT2RT__CU_MM_CK(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { st = s_; what = #call; goto fail; } } while (0)
+
+/* Build desc + layouts for key with epilogue epi and ask the heuristic for an algorithm.
+   bias / aux: the real pointers (the heuristic reads their alignment). Returns 0,
+   CUBLAS_STATUS_NOT_SUPPORTED when no algorithm exists, or another status; *what names
+   the failing call. */
+static int gpt2rt__cu_mm_make_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *key, int epi, const void *bias,
+                                   const void *aux, gpt2rt__cu_mm_plan *p, const char **what_out) {
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    const char *what = "";
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res[8];
+    int n_res = 0, i, found = -1;
+    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    uint64_t a_rows, a_cols, b_rows, b_cols;
+    int64_t lda, ldb, ldc = key->m;
+    uint32_t epilogue = (uint32_t)epi, al = key->align_abcd, mask = key->reduction_mask;
+    uint64_t ws = b->workspace_bytes;
+
+    memset(p, 0, sizeof(*p));
+    p->key = *key;
+    p->epilogue = epi;
+    /* stored shapes (before op), see the mapping at the top */
+    if (key->op == GPT2RT__CU_MM_FWD) { /* A = W: (k x m) stored, op T; B = inp: (k x n), op N */
+        ta = CUBLAS_OP_T; a_rows = (uint64_t)key->k; a_cols = (uint64_t)key->m; lda = key->k;
+        b_rows = (uint64_t)key->k; b_cols = (uint64_t)key->n; ldb = key->k;
+    } else if (key->op == GPT2RT__CU_MM_BWD_IN) { /* A = W: (m x k), op N; B = dout: (k x n), op N */
+        a_rows = (uint64_t)key->m; a_cols = (uint64_t)key->k; lda = key->m;
+        b_rows = (uint64_t)key->k; b_cols = (uint64_t)key->n; ldb = key->k;
+    } else { /* A = inp: (m x k), op N; B = dout: (n x k) stored, op T */
+        tb = CUBLAS_OP_T;
+        a_rows = (uint64_t)key->m; a_cols = (uint64_t)key->k; lda = key->m;
+        b_rows = (uint64_t)key->n; b_cols = (uint64_t)key->k; ldb = key->n;
+    }
+    GPT2RT__CU_MM_CK(cublasLtMatmulDescCreate(&p->desc, (cublasComputeType_t)key->compute, CUDA_R_32F));
+    GPT2RT__CU_MM_CK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    GPT2RT__CU_MM_CK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    GPT2RT__CU_MM_CK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_BGRADB)
+        GPT2RT__CU_MM_CK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU) {
+        int64_t ld_aux = key->m; /* aux has D's layout */
+        GPT2RT__CU_MM_CK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        GPT2RT__CU_MM_CK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof(ld_aux)));
+    }
+    GPT2RT__CU_MM_CK(cublasLtMatrixLayoutCreate(&p->la, (cudaDataType_t)key->ab_type, a_rows, a_cols, lda));
+    GPT2RT__CU_MM_CK(cublasLtMatrixLayoutCreate(&p->lb, (cudaDataType_t)key->ab_type, b_rows, b_cols, ldb));
+    GPT2RT__CU_MM_CK(cublasLtMatrixLayoutCreate(&p->lc, (cudaDataType_t)key->cd_type, (uint64_t)key->m, (uint64_t)key->n, ldc));
+
+    GPT2RT__CU_MM_CK(cublasLtMatmulPreferenceCreate(&pref));
+    GPT2RT__CU_MM_CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    GPT2RT__CU_MM_CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof(mask)));
+    GPT2RT__CU_MM_CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof(al)));
+    GPT2RT__CU_MM_CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof(al)));
+    GPT2RT__CU_MM_CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof(al)));
+    GPT2RT__CU_MM_CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al)));
+
+    memset(res, 0, sizeof(res));
+    st = cublasLtMatmulAlgoGetHeuristic(b->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 8, res, &n_res);
+    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) { what = "cublasLtMatmulAlgoGetHeuristic"; goto fail; }
+    /* the heuristic's first usable answer (its ranking is deterministic for fixed inputs) */
+    for (i = 0; st == CUBLAS_STATUS_SUCCESS && i < n_res; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= b->workspace_bytes) { found = i; break; }
+    if (found < 0) { st = CUBLAS_STATUS_NOT_SUPPORTED; what = "cublasLtMatmulAlgoGetHeuristic (no algorithm)"; goto fail; }
+    p->algo = res[found].algo;
+    cublasLtMatmulPreferenceDestroy(pref);
+    return 0;
+fail:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    gpt2rt__cu_mm_plan_free(p);
+    *what_out = what;
+    return (int)st;
+}
+
+/* The cached plan for key (made on first use). want: the fused epilogue; plain: what
+   remains of it when the fused one is unavailable (the caller then runs the kernel). */
+static int gpt2rt__cu_mm_get_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *key, int plain, const void *bias,
+                                  const void *aux, gpt2rt__cu_mm_plan **out, const char **what) {
+    gpt2rt__cu_mm_plan tmp, *p;
+    int i, st, want = key->epilogue;
+    for (i = 0; i < b->n_plans; i++)
+        if (memcmp(&b->plans[i].key, key, sizeof(*key)) == 0) { *out = &b->plans[i]; return 0; }
+    if (b->n_plans == GPT2RT__CU_BLAS_MAX_PLANS) { /* full: recycle the oldest slot (still correct, only slower) */
+        gpt2rt__cu_mm_plan_free(&b->plans[0]);
+        memmove(&b->plans[0], &b->plans[1], sizeof(b->plans[0]) * (GPT2RT__CU_BLAS_MAX_PLANS - 1));
+        b->n_plans--;
+    }
+    if (!key->fuse) want = plain;
+    st = gpt2rt__cu_mm_make_plan(b, key, want, bias, aux, &tmp, what);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED && want != plain)
+        st = gpt2rt__cu_mm_make_plan(b, key, plain, bias, aux, &tmp, what);
+    if (st) return st;
+    p = &b->plans[b->n_plans++];
+    *p = tmp;
+    *out = p;
+    return 0;
+}
+
+static void gpt2rt__cu_mm_key_init(gpt2rt__cu_mm_key *k, const gpt2rt__cu_blas *b, int op, int epi,
+                                   cudaDataType_t ab, cudaDataType_t cd, int64_t m, int64_t n, int64_t kk) {
+    memset(k, 0, sizeof(*k));
+    k->op = op;
+    k->epilogue = epi;
+    k->ab_type = (int32_t)ab;
+    k->cd_type = (int32_t)cd;
+    k->compute = (int32_t)((ab == CUDA_R_32F && b->tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+    k->fuse = b->fuse;
+    k->m = m;
+    k->n = n;
+    k->k = kk;
+    k->reduction_mask = b->reduction_mask;
+    k->align_bias = 256;
+    k->align_aux = 256;
+}
+
+/* D = alpha op(A) op(B) + beta C with the plan's desc; bias / aux pointers set per call */
+static int gpt2rt__cu_mm_exec(gpt2rt__cu_blas *b, gpt2rt__cu_mm_plan *p, const void *A, const void *B, void *D,
+                              float beta, const void *bias, const void *aux, const char **what) {
+    const float alpha = 1.0f;
+    cublasStatus_t st;
+    int e = p->epilogue;
+    if (e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_BGRADB) {
+        st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+        if (st) { *what = "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"; return (int)st; }
+    }
+    if (e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU) {
+        st = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux));
+        if (st) { *what = "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)"; return (int)st; }
+    }
+    st = cublasLtMatmul(b->lt, p->desc, &alpha, A, p->la, B, p->lb, &beta, D, p->lc, D, p->lc, &p->algo,
+                        b->workspace, b->workspace_bytes, b->stream);
+    if (st) { *what = "cublasLtMatmul"; return (int)st; }
+    return 0;
+}
+
+static int gpt2rt__cu_mm_check_args(cudaDataType_t t, int64_t BT, int64_t IC, int64_t OC) {
+    if (BT <= 0 || IC <= 0 || OC <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (t != CUDA_R_32F && t != CUDA_R_16BF && t != CUDA_R_16F) return CUBLAS_STATUS_INVALID_VALUE;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the three ops */
+
+/* Forward of a linear layer, all buffers of type t (row-major):
+     out      (BT,OC) = inp (BT,IC) @ w^T + bias     w (OC,IC), bias (OC) or NULL
+   with pre_gelu (BT,OC) != NULL:
+     pre_gelu (BT,OC) = inp @ w^T + bias;  out = gelu_tanh(pre_gelu)   (GELU_AUX[_BIAS])
+   LM head: bias = NULL, pre_gelu = NULL, OC = Vp. Returns 0 or a cublasStatus_t /
+   cudaError_t (err says which call). */
+static int gpt2rt__cu_matmul_forward(gpt2rt__cu_blas *b, cudaDataType_t t,
+                                     void *out,            /* (BT,OC) */
+                                     void *pre_gelu,       /* (BT,OC) or NULL */
+                                     const void *inp,      /* (BT,IC) */
+                                     const void *w,        /* (OC,IC) */
+                                     const void *bias,     /* (OC) or NULL */
+                                     int64_t BT, int64_t IC, int64_t OC, char *err, size_t cap) {
+    const int op = GPT2RT__CU_MM_FWD;
+    int want, plain, st;
+    const char *what = "";
+    gpt2rt__cu_mm_key key;
+    gpt2rt__cu_mm_plan *p;
+    if (pre_gelu) want = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    else want = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    plain = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if ((st = gpt2rt__cu_mm_check_args(t, BT, IC, OC)) != 0 || !out || !inp || !w || out == pre_gelu)
+        return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_matmul_forward arguments", op, t, BT, IC, OC, want,
+                                  CUBLAS_STATUS_INVALID_VALUE, 0);
+    /* the aux leading dimension must be a multiple of 8: otherwise unfused */
+    if (pre_gelu && OC % 8 != 0) want = plain;
+    gpt2rt__cu_mm_key_init(&key, b, op, want, t, t, OC, BT, IC);
+    key.align_abcd = gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_align(inp), gpt2rt__cu_mm_align(w)),
+                                           gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_align(out), gpt2rt__cu_mm_align(pre_gelu)));
+    key.align_bias = gpt2rt__cu_mm_align(bias);
+    key.align_aux = gpt2rt__cu_mm_align(pre_gelu);
+    if ((st = gpt2rt__cu_mm_get_plan(b, &key, plain, bias, pre_gelu, &p, &what)) != 0)
+        return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, want, st, 0);
+    if (pre_gelu && p->epilogue == plain) { /* unfused: product (+bias) into pre_gelu, then the kernel */
+        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_GELU : 0u;
+        if ((st = gpt2rt__cu_mm_exec(b, p, w, inp, pre_gelu, 0.0f, bias, NULL, &what)) != 0)
+            return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
+        if ((st = (int)gpt2rt__cu_mm_gelu_launch(t, out, pre_gelu, BT * OC, b->stream)) != 0)
+            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_gelu_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
+        return 0;
+    }
+    if ((st = gpt2rt__cu_mm_exec(b, p, w, inp, out, 0.0f, bias, pre_gelu, &what)) != 0)
+        return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
+    return 0;
+}
+
+/* Input gradient, type t (row-major):
+     dinp (BT,IC) = dout (BT,OC) @ w (OC,IC)
+   with pre_gelu (BT,IC) != NULL (only for c_proj of the MLP, IC = 4C):
+     dinp = (dout @ w) * gelu'(pre_gelu)   (DGELU; pre_gelu = the forward's aux, fch)
+   dinp must not alias dout, w or pre_gelu. */
+static int gpt2rt__cu_matmul_backward_input(gpt2rt__cu_blas *b, cudaDataType_t t,
+                                            void *dinp,           /* (BT,IC) */
+                                            const void *dout,     /* (BT,OC) */
+                                            const void *w,        /* (OC,IC) */
+                                            const void *pre_gelu, /* (BT,IC) or NULL */
+                                            int64_t BT, int64_t IC, int64_t OC, char *err, size_t cap) {
+    const int op = GPT2RT__CU_MM_BWD_IN;
+    int want = pre_gelu ? CUBLASLT_EPILOGUE_DGELU : CUBLASLT_EPILOGUE_DEFAULT, plain = CUBLASLT_EPILOGUE_DEFAULT, st;
+    const char *what = "";
+    gpt2rt__cu_mm_key key;
+    gpt2rt__cu_mm_plan *p;
+    if ((st = gpt2rt__cu_mm_check_args(t, BT, IC, OC)) != 0 || !dinp || !dout || !w || dinp == pre_gelu)
+        return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_matmul_backward_input arguments", op, t, BT, IC, OC, want,
+                                  CUBLAS_STATUS_INVALID_VALUE, 0);
+    if (pre_gelu && IC % 8 != 0) want = plain;
+    gpt2rt__cu_mm_key_init(&key, b, op, want, t, t, IC, BT, OC);
+    key.align_abcd = gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_align(dinp), gpt2rt__cu_mm_align(dout)),
+                                           gpt2rt__cu_mm_align(w));
+    key.align_aux = gpt2rt__cu_mm_align(pre_gelu);
+    if ((st = gpt2rt__cu_mm_get_plan(b, &key, plain, NULL, pre_gelu, &p, &what)) != 0)
+        return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, want, st, 0);
+    if ((st = gpt2rt__cu_mm_exec(b, p, w, dout, dinp, 0.0f, NULL, pre_gelu, &what)) != 0)
+        return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
+    if (pre_gelu && p->epilogue == plain) {
+        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_DGELU : 0u;
+        if ((st = (int)gpt2rt__cu_mm_dgelu_launch(t, dinp, pre_gelu, BT * IC, b->stream)) != 0)
+            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_dgelu_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
+    }
+    return 0;
+}
+
+/* Weight (and bias) gradient; dout, inp of type t, dw / db / db_scratch fp32 (row-major):
+     accumulate = 1:  dw (OC,IC) += dout^T (OC,BT) @ inp (BT,IC);  db (OC) += sum_t dout[t,:]
+     accumulate = 0:  dw  = dout^T @ inp;                          db  = sum_t dout[t,:]
+   db = NULL: no bias. cuBLASLt's BGRADB overwrites its vector, so with accumulate = 1
+   it writes db_scratch (OC floats, device) and a kernel adds it into db; db_scratch
+   is not needed otherwise (may be NULL). */
+static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t t,
+                                             float *dw,          /* (OC,IC) fp32 */
+                                             float *db,          /* (OC) fp32 or NULL */
+                                             float *db_scratch,  /* (OC) fp32, needed when accumulate && db */
+                                             const void *dout,   /* (BT,OC) */
+                                             const void *inp,    /* (BT,IC) */
+                                             int64_t BT, int64_t IC, int64_t OC, int accumulate,
+                                             char *err, size_t cap) {
+    const int op = GPT2RT__CU_MM_BWD_W;
+    int want = db ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT, plain = CUBLASLT_EPILOGUE_DEFAULT, st;
+    const char *what = "";
+    float *bvec = (db && accumulate) ? db_scratch : db; /* what BGRADB writes */
+    gpt2rt__cu_mm_key key;
+    gpt2rt__cu_mm_plan *p;
+    if ((st = gpt2rt__cu_mm_check_args(t, BT, IC, OC)) != 0 || !dw || !dout || !inp || (db && accumulate && !db_scratch))
+        return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_matmul_backward_weight arguments (db_scratch is required when accumulating db)",
+                                  op, t, BT, IC, OC, want, CUBLAS_STATUS_INVALID_VALUE, 0);
+    gpt2rt__cu_mm_key_init(&key, b, op, want, t, CUDA_R_32F, IC, OC, BT);
+    key.align_abcd = gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_align(dw), gpt2rt__cu_mm_align(dout)),
+                                           gpt2rt__cu_mm_align(inp));
+    key.align_bias = gpt2rt__cu_mm_align(bvec);
+    if ((st = gpt2rt__cu_mm_get_plan(b, &key, plain, bvec, NULL, &p, &what)) != 0)
+        return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, want, st, 0);
+    if ((st = gpt2rt__cu_mm_exec(b, p, inp, dout, dw, accumulate ? 1.0f : 0.0f, bvec, NULL, &what)) != 0)
+        return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
+    if (!db) return 0;
+    if (p->epilogue == plain) { /* no BGRADB: deterministic column sums straight into db */
+        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_BGRAD : 0u;
+        if ((st = (int)gpt2rt__cu_mm_colsum_launch(t, db, dout, BT, OC, accumulate, b->stream)) != 0)
+            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_colsum_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
+    } else if (accumulate) {
+        gpt2rt__cu_mm_add_kernel<<<gpt2rt__cu_mm_grid(OC), 256, 0, b->stream>>>(db, db_scratch, OC);
+        if ((st = (int)cudaGetLastError()) != 0)
+            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_add_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
+    }
+    return 0;
+}
+#undef GPT2RT__CU_MM_CK
+
+/* ==== 8.5 Driver ==== */
+
+/* The CUDA backend driver; kernels/train_step.cu checks it end to end against the CPU
+   backend and the Hugging Face fixture, and times it.
+
+   ============================================================================
+   WHAT IT IS
+   ============================================================================
+   The model of gpt2rt.h (gpt2rt__model_forward / _backward / the optimizer) on one GPU,
+   with the kernels of cu_ops.cuh, cu_matmul.cuh (cuBLASLt) and cu_attention.cuh, in
+   fp32 (optionally TF32 matrix products), bf16 or fp16 (dynamic loss scaling).
+   Everything runs on one stream; the host waits only where a number must come back
+   (the loss after a forward with targets, the gradient norm in the update, copies of
+   weights and logits).
+
+   Memory: one cudaMalloc per gpt2rt_mem category of exactly the bytes gpt2rt__layout
+   plans for the CUDA dims (d.cuda = 1, d.ab = d.wb = 2 in bf16/fp16), and the pointers
+   are carved by that same function, called on a "shadow" gpt2rt_ctx whose arenas are
+   the device arenas: planned == allocated by construction. Per category:
+     weights      (n_params) floatX, by tensor.off (fp32: these ARE the master weights)
+     master       (n_train) fp32, by tensor.goff (bf16/fp16 only; frozen tensors have none)
+     grads        (n_train) fp32, by goff        moments  m (n_train), v (n_train) fp32
+     activations  inputs, targets (BT) int32; x0 (BT,C) floatX; per-layer blocks (or FULL
+                  slots + checkpoints + xout); lnf (BT,C) floatX; lnf_mean/rstd, losses,
+                  logit_lse (BT) fp32 - layer blocks as gpt2rt__layer_acts_carve says
+                  (activations floatX, statistics fp32)
+     transient    dres, dbuf (BT,C) floatX; dbig (BT,4C) floatX; rcbuf (BT,4C) floatX
+                  (SELECTIVE only); the forward's outputs that are not kept (frozen
+                  weights, SELECTIVE) pass through dbig, free until the backward, as on the CPU
+     logits       (BT,Vp) floatX, turned into dlogits in place
+     workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets (3BT+1) int32
+                  | reduction scratch "red" fp32 | norm parts (one double per 65536)
+   Every buffer starts on 256 bytes (d.align), so a cuBLASLt plan keyed on pointer
+   alignment is the same for a kept block, a FULL slot, dbig and rcbuf. The reduction
+   scratch is used strictly one kernel pair at a time on the stream: the LayerNorm
+   backward's partials (ceil(BT/32), 2C), the bias-gradient vector (OC <= 4C) of an
+   accumulating weight-gradient matmul, and in the update the norm result (2 doubles)
+   followed by the AdamW tensor table (n_tensors rows of 32 bytes).
+   The host keeps the fp32 weights in ctx->params (load/save/param_read/_write source of
+   truth): gpt2rt__cu_upload_params after the host changed them, gpt2rt__cu_download_params
+   before the host reads them (st->host_stale says whether the device moved on).
+
+   Numerics, mirroring the CPU backend:
+   * Forward of a layer: ln_1; c_attn (+bias epilogue); attention (lse kept); attn.c_proj
+     (+bias) then res2 = that + res; ln_2; c_fc (+bias) -> fch; gelu kernel -> fch_gelu;
+     mlp.c_proj (+bias) then res3 = that + res2. The GELU is NOT fused into the c_fc
+     epilogue: selective recompute runs the same gelu kernel on the same fch, so its
+     output is bitwise the forward's (an epilogue GELU is computed from the fp32
+     accumulator and would differ). Same for ln_2 (separate residual add + LayerNorm).
+   * Backward: the fused classifier (softmax - onehot) * dloss in place; the dGELU is, in
+     bf16/fp16, the DGELU epilogue of mlp.c_proj's input gradient, and in fp32 the gelu
+     backward kernel after a plain product (cuBLASLt's GELU derivative differs from the
+     CPU's by ~2e-3, beyond fp32's 1e-4 against the CPU); fch is always kept, so every
+     recompute level does the same. Weight gradients fp32 with BGRADB bias gradients.
+   * Recompute (selective, full + checkpoint spacing) and frozen groups follow
+     gpt2rt__model_forward / _backward line by line: the same kernels on the same inputs
+     at the same (256-byte) alignment, so recompute levels give bitwise the same gradients.
+   * Gradients accumulate as (sum of token losses) * loss_scale / (BT * grad_accum); the
+     update multiplies by BT*grad_accum / targets_counted / loss_scale (the AdamW
+     grad_scale, with the clip coefficient), exactly the CPU grad_unscale scheme.
+   * fp16 dynamic loss scale: starts at cfg.loss_scale, x2 after 2000 clean updates
+     (at most 2^24), x0.5 (at least 1) and the update skipped when the gradient norm
+     is not finite. bf16/fp32: scale 1; a non-finite norm still skips (as the CPU).
+   * The first backward after an update (grads known to be zero) runs the weight-gradient
+     matmuls with accumulate = 0 (so BGRADB writes the bias gradient directly, no
+     scratch, no add kernel); later micro-batches accumulate (dW += ..., db via scratch).
+   * Deterministic: no atomics anywhere (see the kernel files); cuBLASLt algorithms are
+     fixed per (shape, type, alignment) and split-K is off by default.
+
+   ============================================================================
+   ENTRY POINTS (all return gpt2rt_result; errors go to ctx->error via gpt2rt__fail,
+   naming the call, the layer and the sizes; never exit, never print)
+   ============================================================================
+   gpt2rt__cu_create(ctx, &st, err, cap)          device state for ctx->cfg (backend CUDA)
+   gpt2rt__cu_create_cfg(ctx, cfg, &st, err, cap) the same for another resolved config with
+                                                  the same parameter table (the lab: a CPU
+                                                  ctx as host side of a CUDA run)
+   gpt2rt__cu_free(st)
+   gpt2rt__cu_upload_params(ctx, st)              ctx->params -> device master + floatX copy
+   gpt2rt__cu_download_params(ctx, st)            device master -> ctx->params (trained tensors)
+   gpt2rt__cu_upload_moments / _download_moments  m, v (n_train each, host arrays)
+   gpt2rt__cu_download_grads(ctx, st, g)          raw gradients (n_train) to the host
+   gpt2rt__cu_zero(ctx, st, moments)              gradients (and m, v) to zero
+   gpt2rt__cu_read_tensor(ctx, st, t, what, dst)  one tensor (internal layout) to the host
+   gpt2rt__cu_forward(ctx, st, inputs, targets, &loss)   sets ctx->loss, loss_sum, n_targets
+   gpt2rt__cu_backward(ctx, st)                   += gradients of the last forward's loss
+   gpt2rt__cu_update(ctx, st, lr, &norm, &skipped, &loss_scale)  AdamW at step ctx->step+1
+   gpt2rt__cu_logits(ctx, st, dst, count)         (BT, V) fp32 from the device logits
+   gpt2rt__cu_refresh_overhead(st)                re-measure the non-arena device memory
+
+   The public calls on a CUDA context (11; ctx->cu is the state): gpt2rt_create plans,
+   then gpt2rt__cu_open allocates the host weights (ctx->params, fp32, the only host
+   arena: grads, moments, activations, logits and workspace live on the device; the
+   pinned token, loss and staging buffers are host bookkeeping) and this state.
+   gpt2rt_forward / _backward / _update / _logits call the entry points above;
+   gpt2rt_step asks for dlogits in the forward. Loads upload after the host change;
+   saves and param_read download what the device moved on (host_stale) or read the
+   device (gradients, moments); param_write uploads.
+   The model itself is 7.3's driver (gpt2rt__model_forward / _backward, which owns the
+   layer loop and the recompute schedule for every backend) over gpt2rt__cu_backend,
+   whose steps dispatch on st->xt to the templates here, with ax = st->dev, the shadow
+   context whose arenas are the device's.
+*/
+
+#define GPT2RT__CU_STAGE_BYTES ((size_t)8 << 20)   /* pinned host staging buffer (at least) */
+#define GPT2RT__CU_SCALE_WINDOW 2000               /* clean fp16 updates before the scale doubles */
+#define GPT2RT__CU_SCALE_MAX 16777216.0f           /* 2^24 */
+
+/* storage type -> cuBLASLt data type */
+template <typename X> struct gpt2rt__cu_dtype;
+template <> struct gpt2rt__cu_dtype<float> { static constexpr cudaDataType_t value = CUDA_R_32F; };
+template <> struct gpt2rt__cu_dtype<__nv_bfloat16> { static constexpr cudaDataType_t value = CUDA_R_16BF; };
+template <> struct gpt2rt__cu_dtype<__half> { static constexpr cudaDataType_t value = CUDA_R_16F; };
+
+/* host conversion fp32 -> storage type, round to nearest even (what the device casts do) */
+static inline void gpt2rt__cu_host_cvt(float *dst, const float *src, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
+static inline void gpt2rt__cu_host_cvt(__nv_bfloat16 *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = __float2bfloat16_rn(src[i]);
+}
+static inline void gpt2rt__cu_host_cvt(__half *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = __float2half_rn(src[i]);
+}
+static inline float gpt2rt__cu_host_f(float x) { return x; }
+static inline float gpt2rt__cu_host_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+static inline float gpt2rt__cu_host_f(__half x) { return __half2float(x); }
+
+/* one AdamW launch: trainable tensors [i0, i0+n) of the device table whose weights sit at
+   a constant distance delta = off - goff (floats) from their grads; block0 is relative */
+typedef struct gpt2rt__cu_adamw_run {
+    int i0, n;
+    int64_t delta;
+    int64_t blocks;
+} gpt2rt__cu_adamw_run;
+
+typedef struct gpt2rt__cu_state {
+    gpt2rt_config cfg;        /* the resolved CUDA config (backend CUDA) */
+    gpt2rt_config hooks;      /* allocator hooks of the host context (bookkeeping) */
+    gpt2rt__dims d;           /* d.cuda = 1, d.ab = d.wb = 4 or 2 */
+    gpt2rt__span span;
+    int device;
+    cudaStream_t stream;
+    gpt2rt__cu_blas blas;
+    int blas_ok;
+    cudaDataType_t xt;        /* storage type of activations and weights */
+
+    /* device arenas, one cudaMalloc each, exactly gpt2rt__layout's bytes */
+    void *arena[GPT2RT_MEM_COUNT];
+    uint64_t bytes[GPT2RT_MEM_COUNT];     /* planned (gpt2rt__layout for st->d) */
+    uint64_t allocated[GPT2RT_MEM_COUNT]; /* what cudaMalloc was asked for */
+    uint64_t arena_total;
+    gpt2rt_ctx *dev;          /* shadow context: gpt2rt__layout's pointers into the device arenas */
+
+    /* named device pointers (the rest through st->dev: x0, layer blocks, lnf, ...) */
+    void *w;                  /* (n_params) floatX weights by off */
+    float *master;            /* (n_train) fp32 by goff; NULL in fp32 (w is the master) */
+    float *grads, *m, *v;     /* (n_train) fp32 each, by goff */
+    int64_t n_params, n_train;
+    int64_t act_bytes;        /* one (BT,C) floatX activation, 256-aligned: checkpoint stride */
+    float *att_D;             /* (B,NH,T) fp32 attention backward scratch */
+    int32_t *buckets_ws;      /* (3BT+1) int32: the wte gradient's token buckets */
+    float *red;               /* reduction scratch, red_bytes (see the top comment) */
+    int64_t red_bytes;
+    double *norm_parts;       /* (norm chunks) fp64 */
+
+    /* host (pinned) */
+    int32_t *h_tok;           /* inputs (BT) | targets (BT) | buckets (3BT+1) */
+    float *h_losses;          /* (BT) */
+    double *h_norm;           /* (2) */
+    unsigned char *h_stage;   /* stage_bytes, conversions and logits */
+    size_t stage_bytes;
+    gpt2rt__cu_adamw_tensor *h_adamw; /* (n_adamw) goff-indexed table, block0 per run */
+    int n_adamw, n_runs;
+    gpt2rt__cu_adamw_run *runs;
+    cudaEvent_t ev_tok;       /* recorded after the last H2D copy out of h_tok */
+    int ev_ok;
+
+    /* training state */
+    float loss_scale;         /* fp16: dynamic; else 1 */
+    int clean_steps;          /* fp16 updates since the last overflow or doubling */
+    int64_t nb;               /* distinct tokens in the last forward's buckets (-1: none) */
+    int have_targets;         /* the last forward had targets (targets and losses on the device) */
+    int dlogits_in_forward;   /* set by the caller before a forward: fuse the classifier's backward */
+    int dlogits_ready;        /* the logits arena holds dlogits (backward skips the classifier) */
+    int grads_dirty;          /* some gradient may be non-zero (accumulate in the next backward) */
+    int acc;                  /* the running backward accumulates (grads_dirty when it began) */
+    int host_stale;           /* device weights moved on since the last download/upload */
+
+    /* memory figures */
+    uint64_t mem_total, free_at_create, free_after;
+    uint64_t overhead;        /* device memory in use beyond the arenas (context, cuBLASLt, ...) */
+
+    /* error context */
+    const char *phase;        /* "forward", "backward", ... */
+    int64_t layer;            /* -1 outside the layers */
+    char mm_err[384];
+} gpt2rt__cu_state;
+
+/* ---- errors ---- */
+
+static gpt2rt_result gpt2rt__cu_fail(gpt2rt_ctx *ctx, const gpt2rt__cu_state *st, cudaError_t e, const char *call) {
+    const gpt2rt__dims *d = &st->d;
+    char where[64] = "";
+    if (st->layer >= 0) snprintf(where, sizeof where, "layer %lld of %lld, ", (long long)st->layer, (long long)d->L);
+    return gpt2rt__fail(ctx, e == cudaErrorMemoryAllocation ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_UNAVAILABLE,
+                        "gpt2rt CUDA %s: %s failed: %s (%s = %d) [%sB=%lld T=%lld C=%lld NH=%lld Vp=%lld, %s, device %d]",
+                        st->phase ? st->phase : "?", call, cudaGetErrorString(e), cudaGetErrorName(e), (int)e, where,
+                        (long long)d->B, (long long)d->T, (long long)d->C, (long long)d->NH, (long long)d->Vp,
+                        gpt2rt__precision_name(st->cfg.precision), st->device);
+}
+static gpt2rt_result gpt2rt__cu_fail_mm(gpt2rt_ctx *ctx, const gpt2rt__cu_state *st, int status) {
+    char where[64] = "";
+    if (st->layer >= 0) snprintf(where, sizeof where, " [layer %lld of %lld]", (long long)st->layer, (long long)st->d.L);
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt CUDA %s: %s (status %d)%s", st->phase ? st->phase : "?",
+                        st->mm_err, status, where);
+}
+/* inside functions with `ctx` and `st` in scope */
+#define GPT2RT__CU_CK(call) do { cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
+#define GPT2RT__CU_MM(call) do { int s_ = (call); if (s_ != 0) return gpt2rt__cu_fail_mm(ctx, st, s_); } while (0)
+#define GPT2RT__CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
+
+/* ---- small helpers ---- */
+
+/* the weights (floatX) of layer l on the device */
+template <typename X> struct gpt2rt__cu_lw {
+    const X *ln1w, *ln1b;       /* (C) */
+    const X *qkvw, *qkvb;       /* (3C, C), (3C) */
+    const X *projw, *projb;     /* (C, C), (C) */
+    const X *ln2w, *ln2b;       /* (C) */
+    const X *fcw, *fcb;         /* (4C, C), (4C) */
+    const X *fcprojw, *fcprojb; /* (C, 4C), (C) */
+};
+template <typename X>
+static gpt2rt__cu_lw<X> gpt2rt__cu_lweights(const gpt2rt_ctx *ctx, const gpt2rt__cu_state *st, int64_t l) {
+    const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
+    const X *w = (const X *)st->w;
+    gpt2rt__cu_lw<X> p;
+    p.ln1w = w + t[GPT2RT__LN1W].off; p.ln1b = w + t[GPT2RT__LN1B].off;
+    p.qkvw = w + t[GPT2RT__QKVW].off; p.qkvb = w + t[GPT2RT__QKVB].off;
+    p.projw = w + t[GPT2RT__PROJW].off; p.projb = w + t[GPT2RT__PROJB].off;
+    p.ln2w = w + t[GPT2RT__LN2W].off; p.ln2b = w + t[GPT2RT__LN2B].off;
+    p.fcw = w + t[GPT2RT__FCW].off; p.fcb = w + t[GPT2RT__FCB].off;
+    p.fcprojw = w + t[GPT2RT__FCPROJW].off; p.fcprojb = w + t[GPT2RT__FCPROJB].off;
+    return p;
+}
+static float *gpt2rt__cu_grad_of(const gpt2rt__cu_state *st, const gpt2rt__tensor *t) {
+    return t->goff >= 0 ? st->grads + t->goff : NULL;
+}
+
+/* ---- creation ---- */
+
+static void gpt2rt__cu_free(gpt2rt__cu_state *st);
+
+static void gpt2rt__cu_measure(gpt2rt__cu_state *st) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { (void)cudaGetLastError(); return; }
+    st->free_after = fr;
+    st->mem_total = tot;
+    uint64_t used = (uint64_t)tot - (uint64_t)fr;
+    st->overhead = used > st->arena_total ? used - st->arena_total : 0;
+}
+
+/* Re-measure the device memory beyond the arenas (kernel modules load lazily, cuBLASLt
+   grows on first use): call after the first training step for the steady-state figure.
+   It is (total - free) - arenas: other processes' memory on the device counts too, the
+   runtime gives no free figure before its own context exists. */
+static void gpt2rt__cu_refresh_overhead(gpt2rt__cu_state *st) {
+    if (st && cudaSetDevice(st->device) == cudaSuccess) gpt2rt__cu_measure(st);
+}
+
+/* AdamW launches: the trainable tensors in table order, cut where off - goff changes
+   (after a frozen tensor). Without frozen groups: one run. */
+static int gpt2rt__cu_adamw_plan(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    int n = 0, runs = 0;
+    int64_t last = -1;
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        if (t->goff < 0) continue;
+        gpt2rt__cu_adamw_tensor *a = &st->h_adamw[n];
+        memset(a, 0, sizeof *a);
+        a->off = t->goff;
+        a->n = t->rows * t->cols;
+        a->decay = t->decay;
+        int64_t delta = t->off - t->goff;
+        if (runs == 0 || delta != last) {
+            st->runs[runs].i0 = n; st->runs[runs].n = 0; st->runs[runs].delta = delta; st->runs[runs].blocks = 0;
+            runs++;
+            last = delta;
+        }
+        st->runs[runs - 1].n++;
+        n++;
+    }
+    for (int r = 0; r < runs; r++)
+        st->runs[r].blocks = gpt2rt__cu_adamw_table(st->h_adamw + st->runs[r].i0, st->runs[r].n);
+    st->n_adamw = n;
+    st->n_runs = runs;
+    return n;
+}
+
+static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st);
+
+/* The device state for the resolved config cfg (backend CUDA) on top of the host context
+   ctx, whose parameter table (shape and frozen groups) must be the one cfg gives.
+   err gets the reason on failure (with the numbers); *out is NULL then. */
+static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, gpt2rt__cu_state **out,
+                                               char *err, size_t cap) {
+#define GPT2RT__CU_CFAIL(r, ...) do { snprintf(err, cap, __VA_ARGS__); gpt2rt__cu_free(st); return (r); } while (0)
+#define GPT2RT__CU_CCK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
+        GPT2RT__CU_CFAIL(e_ == cudaErrorMemoryAllocation ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_UNAVAILABLE, \
+                         "gpt2rt__cu_create: %s failed: %s (%s = %d) on device %d", #call, cudaGetErrorString(e_), \
+                         cudaGetErrorName(e_), (int)e_, dev_id); } while (0)
+    gpt2rt__cu_state *st = NULL;
+    int dev_id = 0;
+    if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    err[0] = 0;
+    if (cfg->backend != GPT2RT_BACKEND_CUDA)
+        GPT2RT__CU_CFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: config backend = %d, not GPT2RT_BACKEND_CUDA",
+                         (int)cfg->backend);
+    if (cfg->parallel != GPT2RT_PARALLEL_NONE || cfg->n_devices != 1)
+        GPT2RT__CU_CFAIL(GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA "
+                         "driver runs one device", (int)cfg->parallel, cfg->n_devices);
+
+    st = (gpt2rt__cu_state *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__cu_state), GPT2RT_MEM_BOOKKEEPING);
+    if (!st) { snprintf(err, cap, "gpt2rt__cu_create: %zu bytes of host memory for the state", sizeof(gpt2rt__cu_state)); return GPT2RT_ERR_OUT_OF_MEMORY; }
+    memset(st, 0, sizeof *st);
+    st->hooks = ctx->cfg;
+    st->cfg = *cfg;
+    st->d = gpt2rt__dims_of(cfg);
+    st->span = gpt2rt__span_of(cfg, 0);
+    st->device = dev_id = cfg->device_ids[0];
+    st->layer = -1;
+    st->phase = "create";
+    st->nb = -1;
+    st->xt = st->d.ab == 4 ? CUDA_R_32F : cfg->precision == GPT2RT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    st->loss_scale = cfg->precision == GPT2RT_PRECISION_FP16 ? cfg->loss_scale : 1.0f;
+    const gpt2rt__dims *d = &st->d;
+
+    /* the host table must be this config's */
+    {
+        int64_t np = 0, ntr = 0;
+        int nt = gpt2rt__param_table(d, NULL, &np, &ntr);
+        if (nt != ctx->n_tensors || np != ctx->n_params || ntr != ctx->n_train || ctx->d.frozen != d->frozen ||
+            ctx->d.C != d->C || ctx->d.L != d->L || ctx->d.Vp != d->Vp || ctx->d.P != d->P)
+            GPT2RT__CU_CFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: the host context's parameter table "
+                             "(%d tensors, %lld floats, %lld trained, frozen 0x%x) is not the config's (%d, %lld, %lld, 0x%x)",
+                             ctx->n_tensors, (long long)ctx->n_params, (long long)ctx->n_train, ctx->d.frozen, nt,
+                             (long long)np, (long long)ntr, d->frozen);
+        st->n_params = np;
+        st->n_train = ntr;
+    }
+
+    /* device, and its free memory against the plan */
+    int n_dev = 0;
+    {
+        cudaError_t e = cudaGetDeviceCount(&n_dev);
+        if (e != cudaSuccess || n_dev == 0) {
+            (void)cudaGetLastError();
+            GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: no CUDA device (cudaGetDeviceCount: %s, %d "
+                             "devices)", cudaGetErrorString(e), n_dev);
+        }
+    }
+    if (dev_id >= n_dev)
+        GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: device_ids[0] = %d, but there are %d CUDA "
+                         "device(s)", dev_id, n_dev);
+    GPT2RT__CU_CCK(cudaSetDevice(dev_id));
+    gpt2rt__layout(d, &st->span, st->bytes, NULL);
+    uint64_t plan_total = 0;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan_total += st->bytes[i];
+    {
+        size_t fr = 0, tot = 0;
+        GPT2RT__CU_CCK(cudaMemGetInfo(&fr, &tot)); /* creates the context */
+        st->free_at_create = fr;
+        st->mem_total = tot;
+        if (cfg->memory_budget && plan_total > cfg->memory_budget)
+            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB), "
+                             "memory_budget is %llu bytes (%.2f GiB); nothing was allocated",
+                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total),
+                             (unsigned long long)cfg->memory_budget, GPT2RT__GIB(cfg->memory_budget));
+        if (plan_total > (uint64_t)fr)
+            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB) on "
+                             "device %d, which has %llu bytes (%.2f GiB) free of %llu (%.2f GiB); nothing was allocated",
+                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total), dev_id, (unsigned long long)fr,
+                             GPT2RT__GIB(fr), (unsigned long long)tot, GPT2RT__GIB(tot));
+    }
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        if (!st->bytes[i]) continue;
+        cudaError_t e = cudaMalloc(&st->arena[i], (size_t)st->bytes[i]);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st->arena[i] = NULL;
+            size_t fr = 0, tot = 0;
+            (void)cudaMemGetInfo(&fr, &tot);
+            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: cudaMalloc of %llu bytes (%.1f MiB) for %s "
+                             "failed: %s; %llu of %llu bytes planned were allocated, %llu bytes free now",
+                             (unsigned long long)st->bytes[i], GPT2RT__MIB(st->bytes[i]), gpt2rt_mem_name((gpt2rt_mem)i),
+                             cudaGetErrorString(e), (unsigned long long)st->arena_total, (unsigned long long)plan_total,
+                             (unsigned long long)fr);
+        }
+        st->allocated[i] = st->bytes[i];
+        st->arena_total += st->bytes[i];
+    }
+
+    /* the pointers: gpt2rt__layout on a shadow context whose arenas are the device's */
+    st->dev = (gpt2rt_ctx *)gpt2rt__alloc(&st->hooks, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    if (!st->dev) GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: shadow context (%zu bytes)", sizeof(gpt2rt_ctx));
+    memset(st->dev, 0, sizeof(gpt2rt_ctx));
+    st->dev->cfg = *cfg;
+    st->dev->d = *d;
+    st->dev->tensors = ctx->tensors; /* shared, read-only: same table */
+    st->dev->n_tensors = ctx->n_tensors;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { st->dev->arena[i] = st->arena[i]; st->dev->arena_bytes[i] = st->bytes[i]; }
+    {
+        uint64_t again[GPT2RT_MEM_COUNT];
+        gpt2rt__layout(d, &st->span, again, st->dev);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            if (again[i] != st->bytes[i])
+                GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: gpt2rt__layout gave %llu then %llu bytes for %s",
+                                 (unsigned long long)st->bytes[i], (unsigned long long)again[i],
+                                 gpt2rt_mem_name((gpt2rt_mem)i));
+    }
+    st->w = st->arena[GPT2RT_MEM_WEIGHTS];
+    st->master = d->wb == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
+    st->grads = st->dev->grads;
+    st->m = st->dev->m;
+    st->v = st->dev->v;
+    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
+    st->att_D = st->dev->att_scratch;
+    st->norm_parts = st->dev->norm_parts;
+    { /* the workspace after attention's D: token buckets, then the reduction scratch up to the norm parts */
+        unsigned char *b = (unsigned char *)st->dev->att_scratch + gpt2rt__ald(d, d->B * d->NH * d->T * 4);
+        int64_t slot = gpt2rt__ald(d, gpt2rt__cu_encoder_bucket_ints(d->BT) * 4);
+        st->buckets_ws = (int32_t *)(void *)b;
+        st->red = (float *)(void *)(b + slot);
+        st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
+        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C), bias = (uint64_t)(4 * d->C * 4);
+        uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
+        uint64_t need = ln > bias ? ln : bias;
+        if (upd > need) need = upd;
+        if (st->red_bytes < 0 || (uint64_t)st->red_bytes < need)
+            GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: the planned reduction scratch holds %lld bytes, the "
+                             "kernels need %llu (LayerNorm partials %llu, bias vector %llu, update %llu): gpt2rt__layout "
+                             "and the driver disagree", (long long)st->red_bytes, (unsigned long long)need,
+                             (unsigned long long)ln, (unsigned long long)bias, (unsigned long long)upd);
+    }
+
+    /* stream, cuBLASLt, events, pinned host buffers */
+    GPT2RT__CU_CCK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    {
+        int s = gpt2rt__cu_blas_init(&st->blas, st->dev->gemm_ws, (size_t)GPT2RT__CU_BLAS_WORKSPACE, st->stream,
+                                     st->mm_err, sizeof st->mm_err);
+        if (s) GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: %s", st->mm_err);
+        st->blas_ok = 1;
+        st->blas.tf32 = cfg->tf32 ? 1 : 0;
+    }
+    GPT2RT__CU_CCK(cudaEventCreateWithFlags(&st->ev_tok, cudaEventDisableTiming));
+    st->ev_ok = 1;
+    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_tok, (size_t)(2 * d->BT + gpt2rt__cu_encoder_bucket_ints(d->BT)) * 4));
+    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_losses, (size_t)d->BT * 4));
+    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_norm, 2 * sizeof(double)));
+    st->stage_bytes = GPT2RT__CU_STAGE_BYTES;
+    if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
+    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
+    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
+    st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
+                                                     GPT2RT_MEM_BOOKKEEPING);
+    if (!st->runs) GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: AdamW run table");
+    gpt2rt__cu_adamw_plan(ctx, st);
+
+    /* zero gradients and moments, then the weights from the host */
+    GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
+    GPT2RT__CU_CCK(cudaMemsetAsync(st->m, 0, (size_t)st->n_train * 8, st->stream));
+    GPT2RT__CU_CCK(cudaStreamSynchronize(st->stream));
+    {
+        gpt2rt_result r = gpt2rt__cu_upload_params(ctx, st);
+        if (r != GPT2RT_OK) GPT2RT__CU_CFAIL(r, "gpt2rt__cu_create: %.1000s", ctx->error);
+    }
+    gpt2rt__cu_measure(st);
+    st->phase = "idle";
+    *out = st;
+    return GPT2RT_OK;
+#undef GPT2RT__CU_CCK
+#undef GPT2RT__CU_CFAIL
+}
+
+/* the device state of ctx->cfg (after the splice: backend CUDA) */
+static gpt2rt_result gpt2rt__cu_create(gpt2rt_ctx *ctx, gpt2rt__cu_state **out, char *err, size_t cap) {
+    if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
+    return gpt2rt__cu_create_cfg(ctx, &ctx->cfg, out, err, cap);
+}
+
+/* everything the state holds; safe on a partly created state and on NULL */
+static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
+    if (!st) return;
+    (void)cudaSetDevice(st->device);
+    if (st->stream) (void)cudaStreamSynchronize(st->stream);
+    if (st->blas_ok) gpt2rt__cu_blas_destroy(&st->blas);
+    if (st->ev_ok) (void)cudaEventDestroy(st->ev_tok);
+    if (st->stream) (void)cudaStreamDestroy(st->stream);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+        if (st->arena[i]) (void)cudaFree(st->arena[i]);
+    if (st->h_tok) (void)cudaFreeHost(st->h_tok);
+    if (st->h_losses) (void)cudaFreeHost(st->h_losses);
+    if (st->h_norm) (void)cudaFreeHost(st->h_norm);
+    if (st->h_stage) (void)cudaFreeHost(st->h_stage);
+    if (st->h_adamw) (void)cudaFreeHost(st->h_adamw);
+    (void)cudaGetLastError();
+    gpt2rt_config hooks = st->hooks;
+    gpt2rt__free(&hooks, st->runs, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&hooks, st->dev, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&hooks, st, GPT2RT_MEM_BOOKKEEPING);
+}
+
+/* ---- weights and optimizer state between host and device ---- */
+
+/* ctx->params (fp32, every tensor) -> the device: the fp32 master of the trained tensors
+   (bf16/fp16: master arena by goff; fp32: the weights arena is the master) and the floatX
+   copy of every tensor (converted on the host, round to nearest even, as the device's
+   casts). Gradients and moments are untouched. Synchronous. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_upload_params_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    cudaStream_t s = st->stream;
+    const int64_t per = (int64_t)(st->stage_bytes / sizeof(X));
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        int64_t n = t->rows * t->cols;
+        const float *src = ctx->params + t->off;
+        if (st->master && t->goff >= 0)
+            GPT2RT__CU_CK(cudaMemcpyAsync(st->master + t->goff, src, (size_t)n * 4, cudaMemcpyHostToDevice, s));
+        for (int64_t j = 0; j < n; j += per) {
+            int64_t k = n - j < per ? n - j : per;
+            GPT2RT__CU_CK(cudaStreamSynchronize(s)); /* the stage is free again */
+            gpt2rt__cu_host_cvt((X *)(void *)st->h_stage, src + j, k);
+            GPT2RT__CU_CK(cudaMemcpyAsync((X *)st->w + t->off + j, st->h_stage, (size_t)k * sizeof(X),
+                                          cudaMemcpyHostToDevice, s));
+        }
+    }
+    GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    st->host_stale = 0;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    st->phase = "upload_params";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_upload_params_t<float>(ctx, st);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_upload_params_t<__nv_bfloat16>(ctx, st);
+    return gpt2rt__cu_upload_params_t<__half>(ctx, st);
+}
+
+/* the trained tensors' fp32 master -> ctx->params (frozen tensors never change on the
+   device: the host copy is already theirs). Synchronous. */
+static gpt2rt_result gpt2rt__cu_download_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    st->phase = "download_params";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        if (t->goff < 0) continue;
+        const float *src = st->master ? st->master + t->goff : (const float *)st->w + t->off;
+        GPT2RT__CU_CK(cudaMemcpyAsync(ctx->params + t->off, src, (size_t)(t->rows * t->cols) * 4,
+                                      cudaMemcpyDeviceToHost, st->stream));
+    }
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    st->host_stale = 0;
+    return GPT2RT_OK;
+}
+
+/* m, v (n_train fp32 each, goff order) host -> device, and back; either may be NULL */
+static gpt2rt_result gpt2rt__cu_upload_moments(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const float *m, const float *v) {
+    st->phase = "upload_moments";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (m) GPT2RT__CU_CK(cudaMemcpyAsync(st->m, m, (size_t)st->n_train * 4, cudaMemcpyHostToDevice, st->stream));
+    if (v) GPT2RT__CU_CK(cudaMemcpyAsync(st->v, v, (size_t)st->n_train * 4, cudaMemcpyHostToDevice, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *m, float *v) {
+    st->phase = "download_moments";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (m) GPT2RT__CU_CK(cudaMemcpyAsync(m, st->m, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
+    if (v) GPT2RT__CU_CK(cudaMemcpyAsync(v, st->v, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+/* zero the gradients (a dropped accumulation), and with moments = 1 also m and v (a
+   training reset); the next backward then overwrites instead of accumulating. Synchronous. */
+static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int moments) {
+    st->phase = "zero";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
+    if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->n_train * 8, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    st->grads_dirty = 0;
+    st->have_targets = 0;
+    st->dlogits_ready = 0;
+    return GPT2RT_OK;
+}
+
+/* the raw gradients (n_train fp32, goff order): (sum of token losses) * loss_scale / (BT*grad_accum) */
+static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *g) {
+    st->phase = "download_grads";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemcpyAsync(g, st->grads, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+
+/* one tensor (rows*cols floats, internal layout) to dst: its value (fp32 master; frozen:
+   the host copy), raw gradient, m or v (frozen: GPT2RT_ERR_INVALID_ARGUMENT) */
+static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
+                                                gpt2rt_param_what what, float *dst) {
+    st->phase = "read_tensor";
+    st->layer = -1;
+    size_t bytes = (size_t)(t->rows * t->cols) * 4;
+    const float *src = NULL;
+    if (what == GPT2RT_PARAM_VALUE) {
+        if (t->goff < 0) { memcpy(dst, ctx->params + t->off, bytes); return GPT2RT_OK; }
+        src = st->master ? st->master + t->goff : (const float *)st->w + t->off;
+    } else {
+        if (t->goff < 0)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_read_tensor: %s is frozen: no gradient "
+                                "or moments", t->name);
+        src = (what == GPT2RT_PARAM_GRAD ? st->grads : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + t->goff;
+    }
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+
+/* ---- the model ---- */
+
+/* One layer's forward from res (BT,C) into a (device pointers; NULL fields: not kept, go to
+   dbig, the backward's scratch, free during the forward, and are used at once; rcbuf only
+   exists under SELECTIVE). The backward's recompute calls this same function on the same
+   input: bitwise the same values. Mirrors gpt2rt__cpu_layer_forward. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t l, const X *res,
+                                              gpt2rt__layer_acts a) {
+    const gpt2rt__dims *d = &st->d;
+    const int64_t BT = d->BT, C = d->C;
+    const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
+    cudaStream_t s = st->stream;
+    gpt2rt__cu_blas *bl = &st->blas;
+    char *me = st->mm_err;
+    const size_t mc = sizeof st->mm_err;
+    gpt2rt__cu_lw<X> p = gpt2rt__cu_lweights<X>(ctx, st, l);
+    X *scr = (X *)st->dev->dbig;
+    X *ln1 = a.ln1 ? (X *)a.ln1 : scr, *ln2 = a.ln2 ? (X *)a.ln2 : scr, *gelu = a.fch_gelu ? (X *)a.fch_gelu : scr;
+    X *qkv = (X *)a.qkv, *atty = (X *)a.atty, *res2 = (X *)a.res2, *fch = (X *)a.fch, *res3 = (X *)a.res3;
+    st->layer = l;
+    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, s));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, qkv, NULL, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_attention_forward<X>(atty, a.lse, qkv, (int)d->B, (int)d->T, (int)C, (int)d->NH, s));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, res2, NULL, atty, p.projw, p.projb, BT, C, C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(res2, res2, res, BT * C, s));
+    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln2, a.ln2_mean, a.ln2_rstd, res2, p.ln2w, p.ln2b, BT, C, s));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, fch, NULL, ln2, p.fcw, p.fcb, BT, C, 4 * C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_gelu_forward<X>(gelu, fch, BT * 4 * C, s));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, res3, NULL, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(res3, res3, res2, BT * C, s));
+    return GPT2RT_OK;
+}
+
+/* ---- the steps of gpt2rt__model_forward / _backward (7.3) on the device: the driver
+   owns the layer loop and the recompute schedule for every backend and hands these
+   the device pointers of ax = st->dev, typed float * there, floatX here ---- */
+
+template <typename X>
+static gpt2rt_result gpt2rt__cu_embed_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    const gpt2rt__dims *d = &st->d;
+    const X *w = (const X *)st->w;
+    gpt2rt_ctx *dv = st->dev;
+    st->layer = -1;
+    GPT2RT__CU_CK(gpt2rt__cu_encoder_forward<X>((X *)dv->x0, dv->inputs, w + gpt2rt__model_tensor(ctx, GPT2RT__WTE)->off,
+                                                w + gpt2rt__model_tensor(ctx, GPT2RT__WPE)->off, d->B, d->T, d->C,
+                                                st->stream));
+    return GPT2RT_OK;
+}
+
+/* ln_f of res (BT,C), then the tied LM head: logits (BT,Vp) */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const X *res) {
+    const gpt2rt__dims *d = &st->d;
+    const X *w = (const X *)st->w;
+    gpt2rt_ctx *dv = st->dev;
+    st->layer = -1;
+    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>((X *)dv->lnf, dv->lnf_mean, dv->lnf_rstd, res,
+                                                  w + gpt2rt__model_tensor(ctx, GPT2RT__LNFW)->off,
+                                                  w + gpt2rt__model_tensor(ctx, GPT2RT__LNFB)->off, d->BT, d->C,
+                                                  st->stream));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, gpt2rt__cu_dtype<X>::value, dv->logits, NULL, dv->lnf,
+                                            w + gpt2rt__model_tensor(ctx, GPT2RT__WTE)->off, NULL, d->BT, d->C, d->Vp,
+                                            st->mm_err, sizeof st->mm_err));
+    return GPT2RT_OK;
+}
+
+/* LayerNorm backward of the model (BT rows of C), partials in the reduction scratch;
+   dw, db NULL: frozen */
+template <typename X>
+static cudaError_t gpt2rt__cu_ln_backward(gpt2rt__cu_state *st, X *dinp, float *dw, float *db, const X *dout,
+                                          const X *inp, const X *w, const float *mean, const float *rstd) {
+    return gpt2rt__cu_layernorm_backward<X>(dinp, dw, db, dout, inp, w, mean, rstd, st->red, st->d.BT, st->d.C,
+                                            st->stream);
+}
+
+/* logits -> dlogits * dloss (unless the forward fused it), the tied head's and ln_f's
+   gradients; dres = d(res), res (BT,C) the input of ln_f. Weight gradients overwrite when
+   st->acc = 0 (known zero) and accumulate otherwise. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const X *res, float dloss) {
+    const gpt2rt__dims *d = &st->d;
+    const int64_t BT = d->BT, C = d->C;
+    const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
+    cudaStream_t s = st->stream;
+    gpt2rt_ctx *dv = st->dev;
+    const X *w = (const X *)st->w;
+    const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE);
+    const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
+    X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf;
+    st->layer = -1;
+    if (!st->dlogits_ready)
+        GPT2RT__CU_CK(gpt2rt__cu_classifier<X>(logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT, d->V,
+                                               d->Vp, s));
+    st->dlogits_ready = 0;
+    /* LM head (tied): dlnf -> dbuf */
+    float *g_wte = gpt2rt__cu_grad_of(st, wte);
+    if (g_wte)
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, BT, C, d->Vp,
+                                                        st->acc, st->mm_err, sizeof st->mm_err));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, w + wte->off, NULL, BT, C, d->Vp,
+                                                   st->mm_err, sizeof st->mm_err));
+    GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->ab), s));
+    GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnfw), gpt2rt__cu_grad_of(st, lnfb), dbuf,
+                                            res, w + lnfw->off, dv->lnf_mean, dv->lnf_rstd));
+    return GPT2RT_OK;
+}
+
+/* Layer l's backward: dres holds d(res3) and becomes d(res), res_in (BT,C) the layer's
+   input. Outputs the forward did not keep are recomputed into rcbuf, only for the weight
+   gradients that need them (NULL g: frozen, skipped). Mirrors gpt2rt__cpu_layer_backward. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t l, const X *res_in,
+                                                 gpt2rt__layer_acts a) {
+    const gpt2rt__dims *d = &st->d;
+    const int64_t BT = d->BT, C = d->C;
+    const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
+    cudaStream_t s = st->stream;
+    gpt2rt__cu_blas *bl = &st->blas;
+    char *me = st->mm_err;
+    const size_t mc = sizeof st->mm_err;
+    const int acc = st->acc;
+    gpt2rt_ctx *dv = st->dev;
+    X *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf, *dbig = (X *)dv->dbig;
+    X *rc = (X *)dv->rcbuf; /* SELECTIVE: outputs not kept, recomputed for a weight gradient */
+    float *dbs = acc ? st->red : NULL; /* the bias-gradient vector of an accumulating matmul */
+    const int dgelu_epilogue = sizeof(X) == 2; /* fp32: the gelu backward kernel (see the top comment) */
+    st->layer = l;
+    gpt2rt__cu_lw<X> p = gpt2rt__cu_lweights<X>(ctx, st, l);
+    gpt2rt__layer_params g = gpt2rt__lparams(dv, st->grads, 1, l); /* device fp32, NULL: frozen */
+    const X *fch = (const X *)a.fch, *res2 = (const X *)a.res2, *atty = (const X *)a.atty, *qkv = (const X *)a.qkv;
+    /* MLP; dres holds d(res3) */
+    const X *gelu = (const X *)a.fch_gelu, *ln2 = (const X *)a.ln2;
+    if (!gelu && g.fcprojw) {
+        GPT2RT__CU_CK(gpt2rt__cu_gelu_forward<X>(rc, fch, BT * 4 * C, s));
+        gelu = rc;
+    }
+    if (g.fcprojw)
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcprojw, g.fcprojb, dbs, dres, gelu, BT, 4 * C, C, acc,
+                                                        me, mc));
+    /* d(fch) = (dres Wproj) * gelu'(fch): the DGELU epilogue (bf16/fp16) or the kernel (fp32) */
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbig, dres, p.fcprojw, dgelu_epilogue ? fch : NULL, BT, 4 * C,
+                                                   C, me, mc));
+    if (!dgelu_epilogue) GPT2RT__CU_CK(gpt2rt__cu_gelu_backward<X>(dbig, fch, dbig, BT * 4 * C, s));
+    if (!ln2 && g.fcw) {
+        GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(rc, NULL, NULL, res2, p.ln2w, p.ln2b, BT, C, s));
+        ln2 = rc;
+    }
+    if (g.fcw)
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcw, g.fcb, dbs, dbig, ln2, BT, C, 4 * C, acc, me, mc));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbig, p.fcw, NULL, BT, C, 4 * C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, g.ln2w, g.ln2b, dbuf, res2, p.ln2w, a.ln2_mean, a.ln2_rstd));
+    /* attention; dres holds d(res2) */
+    if (g.projw)
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.projw, g.projb, dbs, dres, atty, BT, C, C, acc, me, mc));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dres, p.projw, NULL, BT, C, C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_attention_backward<X>(dbig, dbuf, qkv, atty, a.lse, st->att_D, (int)d->B, (int)d->T,
+                                                   (int)C, (int)d->NH, s));
+    const X *ln1 = (const X *)a.ln1;
+    if (!ln1 && g.qkvw) {
+        GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(rc, NULL, NULL, res_in, p.ln1w, p.ln1b, BT, C, s));
+        ln1 = rc;
+    }
+    if (g.qkvw)
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.qkvw, g.qkvb, dbs, dbig, ln1, BT, C, 3 * C, acc, me,
+                                                        mc));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbig, p.qkvw, NULL, BT, C, 3 * C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, g.ln1w, g.ln1b, dbuf, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd));
+    st->layer = -1;
+    return GPT2RT_OK;
+}
+
+/* embeddings: dwte by token buckets (deterministic), dwpe summed over the batch */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_embed_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    const gpt2rt__dims *d = &st->d;
+    float *g_wte = gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE));
+    float *g_wpe = gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WPE));
+    st->layer = -1;
+    GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(g_wte, g_wpe, (const X *)st->dev->dres, st->buckets_ws,
+                                                 g_wte ? st->nb : 0, d->B, d->T, d->C, st->stream));
+    return GPT2RT_OK;
+}
+
+/* the table's entries: the state is ctx->cu, the storage type st->xt */
+#define GPT2RT__CU_BY_TYPE(st, fn, ...) \
+    ((st)->xt == CUDA_R_32F ? fn<float>(__VA_ARGS__) \
+     : (st)->xt == CUDA_R_16BF ? fn<__nv_bfloat16>(__VA_ARGS__) : fn<__half>(__VA_ARGS__))
+static gpt2rt_result gpt2rt__cu_embed_forward(gpt2rt_ctx *ctx) {
+    return GPT2RT__CU_BY_TYPE(ctx->cu, gpt2rt__cu_embed_forward_t, ctx, ctx->cu);
+}
+static gpt2rt_result gpt2rt__cu_layer_forward_any(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
+    gpt2rt__cu_state *st = ctx->cu;
+    return st->xt == CUDA_R_32F ? gpt2rt__cu_layer_forward<float>(ctx, st, l, res, a)
+         : st->xt == CUDA_R_16BF ? gpt2rt__cu_layer_forward<__nv_bfloat16>(ctx, st, l, (const __nv_bfloat16 *)(const void *)res, a)
+         : gpt2rt__cu_layer_forward<__half>(ctx, st, l, (const __half *)(const void *)res, a);
+}
+static gpt2rt_result gpt2rt__cu_head_forward(gpt2rt_ctx *ctx, const float *res) {
+    gpt2rt__cu_state *st = ctx->cu;
+    return st->xt == CUDA_R_32F ? gpt2rt__cu_head_forward_t<float>(ctx, st, res)
+         : st->xt == CUDA_R_16BF ? gpt2rt__cu_head_forward_t<__nv_bfloat16>(ctx, st, (const __nv_bfloat16 *)(const void *)res)
+         : gpt2rt__cu_head_forward_t<__half>(ctx, st, (const __half *)(const void *)res);
+}
+static gpt2rt_result gpt2rt__cu_head_backward(gpt2rt_ctx *ctx, const float *res, float dloss) {
+    gpt2rt__cu_state *st = ctx->cu;
+    return st->xt == CUDA_R_32F ? gpt2rt__cu_head_backward_t<float>(ctx, st, res, dloss)
+         : st->xt == CUDA_R_16BF ? gpt2rt__cu_head_backward_t<__nv_bfloat16>(ctx, st, (const __nv_bfloat16 *)(const void *)res, dloss)
+         : gpt2rt__cu_head_backward_t<__half>(ctx, st, (const __half *)(const void *)res, dloss);
+}
+static gpt2rt_result gpt2rt__cu_layer_backward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
+    gpt2rt__cu_state *st = ctx->cu;
+    return st->xt == CUDA_R_32F ? gpt2rt__cu_layer_backward_t<float>(ctx, st, l, res, a)
+         : st->xt == CUDA_R_16BF ? gpt2rt__cu_layer_backward_t<__nv_bfloat16>(ctx, st, l, (const __nv_bfloat16 *)(const void *)res, a)
+         : gpt2rt__cu_layer_backward_t<__half>(ctx, st, l, (const __half *)(const void *)res, a);
+}
+static gpt2rt_result gpt2rt__cu_embed_backward(gpt2rt_ctx *ctx) {
+    return GPT2RT__CU_BY_TYPE(ctx->cu, gpt2rt__cu_embed_backward_t, ctx, ctx->cu);
+}
+#undef GPT2RT__CU_BY_TYPE
+/* bytes device to device, stream-ordered (FULL's checkpoints and last output) */
+static gpt2rt_result gpt2rt__cu_copy(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    gpt2rt__cu_state *st = ctx->cu;
+    GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream));
+    return GPT2RT_OK;
+}
+static const gpt2rt__backend gpt2rt__cu_backend = {
+    gpt2rt__cu_embed_forward, gpt2rt__cu_layer_forward_any, gpt2rt__cu_head_forward, gpt2rt__cu_head_backward,
+    gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy};
+
+/* ---- training calls ---- */
+
+/* inputs, targets: host int32 (B,T), validated by the caller (inputs in [0,V), targets < V,
+   negative ignored); targets may be NULL. With targets: the losses come back, *loss (may
+   be NULL) and ctx->loss, ctx->loss_sum, ctx->n_targets are set as the CPU forward sets
+   them. st->dlogits_in_forward = 1 (set by the caller, cleared here): the classifier also
+   turns the logits into dlogits for the backward that must follow (one pass less). */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const int32_t *inputs,
+                                          const int32_t *targets, float *loss) {
+    const gpt2rt__dims *d = &st->d;
+    const int64_t BT = d->BT;
+    cudaStream_t s = st->stream;
+    gpt2rt_ctx *dv = st->dev;
+    int fuse = st->dlogits_in_forward && targets;
+    st->dlogits_in_forward = 0;
+    st->dlogits_ready = 0;
+    st->layer = -1;
+    /* the pinned token buffers are free once the last copy out of them ran */
+    GPT2RT__CU_CK(cudaEventSynchronize(st->ev_tok));
+    /* host side first: a bad token returns before anything is queued */
+    int32_t *h_in = st->h_tok, *h_tg = st->h_tok + BT, *h_bk = st->h_tok + 2 * BT;
+    memcpy(h_in, inputs, (size_t)BT * 4);
+    if (targets) memcpy(h_tg, targets, (size_t)BT * 4);
+    st->nb = -1;
+    if (targets && gpt2rt__model_tensor(ctx, GPT2RT__WTE)->goff >= 0) { /* the wte gradient's token buckets (host sort) */
+        st->nb = gpt2rt__cu_encoder_buckets(h_bk, h_in, BT, d->Vp);
+        if (st->nb < 0)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_forward: a token is outside [0, %lld)",
+                                (long long)d->Vp);
+    }
+    /* the copies out of h_tok, then the event that frees it, recorded whatever happened */
+    cudaError_t e = cudaMemcpyAsync(dv->inputs, h_in, (size_t)BT * 4, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess && targets) e = cudaMemcpyAsync(dv->targets, h_tg, (size_t)BT * 4, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess && st->nb >= 0)
+        e = cudaMemcpyAsync(st->buckets_ws, h_bk, (size_t)gpt2rt__cu_encoder_bucket_ints(BT) * 4,
+                            cudaMemcpyHostToDevice, s);
+    cudaError_t er = cudaEventRecord(st->ev_tok, s);
+    GPT2RT__CU_CK(e);
+    GPT2RT__CU_CK(er);
+    GPT2RT__CU_RET(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    st->have_targets = targets != NULL;
+    if (!targets) {
+        if (loss) *loss = 0.0f;
+        return GPT2RT_OK;
+    }
+    float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
+    GPT2RT__CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, fuse, BT,
+                                           d->V, d->Vp, s));
+    st->dlogits_ready = fuse;
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->h_losses, dv->losses, (size_t)BT * 4, cudaMemcpyDeviceToHost, s));
+    GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    /* the CPU's sum: in order, in double, over the counted targets */
+    double total = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < BT; i++)
+        if (targets[i] >= 0) { total += st->h_losses[i]; n++; }
+    ctx->n_targets = n;
+    ctx->loss_sum = total;
+    ctx->loss = n ? (float)(total / (double)n) : 0.0f;
+    if (loss) *loss = ctx->loss;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const int32_t *inputs,
+                                            const int32_t *targets, float *loss) {
+    st->phase = "forward";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_forward_t<float>(ctx, st, inputs, targets, loss);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_forward_t<__nv_bfloat16>(ctx, st, inputs, targets, loss);
+    return gpt2rt__cu_forward_t<__half>(ctx, st, inputs, targets, loss);
+}
+
+/* += the gradients of the last forward's loss (it must have had targets; the caller keeps
+   the at-most-one-backward-per-forward rule). Does not wait for the device. */
+static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    st->phase = "backward";
+    st->layer = -1;
+    if (!st->have_targets)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt__cu_backward: the last forward had no targets");
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    const gpt2rt__dims *d = &st->d;
+    st->acc = st->grads_dirty;
+    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cu_backend, st->dev,
+                                             st->loss_scale / (float)(d->BT * st->cfg.grad_accum));
+    if (r != GPT2RT_OK) return r;
+    st->have_targets = 0;
+    st->grads_dirty = 1;
+    return GPT2RT_OK;
+}
+
+/* One AdamW step at learning rate lr (the caller: gpt2rt__opt_lr_at(&ctx->cfg, ctx->step)),
+   bias correction for step ctx->step + 1, over the gradients summed since the last update
+   (ctx->acc_targets counted targets). *norm: the global gradient norm of the mean loss
+   (before clipping, loss scale removed); *skipped: 1 when it is not finite (gradients
+   zeroed, weights and moments untouched; fp16: the scale halves); *loss_scale: the scale
+   the next backward uses. The caller advances ctx->step when not skipped and resets its
+   accumulation counters, as gpt2rt_update does. Waits for the device once (the norm). */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm_out,
+                                         int *skipped_out, float *scale_out) {
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt_config *c = &st->cfg;
+    cudaStream_t s = st->stream;
+    /* the reduction scratch: norm result (2 doubles), then the AdamW table */
+    double *d_norm = (double *)(void *)st->red;
+    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
+    double unscale = ctx->acc_targets ? (double)(d->BT * c->grad_accum) / (double)ctx->acc_targets : 0.0;
+    unscale /= (double)st->loss_scale;
+    GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
+    GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    float norm = (float)(st->h_norm[0] * unscale);
+    int skipped = !isfinite(norm);
+    if (skipped) {
+        GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
+        if (c->precision == GPT2RT_PRECISION_FP16) {
+            st->loss_scale = st->loss_scale * 0.5f < 1.0f ? 1.0f : st->loss_scale * 0.5f;
+            st->clean_steps = 0;
+        }
+        char sc[64] = "";
+        if (c->precision == GPT2RT_PRECISION_FP16) snprintf(sc, sizeof sc, ", fp16 loss scale now %g", (double)st->loss_scale);
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped%s",
+                    (double)norm, (long long)ctx->step, sc);
+    } else {
+        float coef = 1.0f;
+        if (c->grad_clip > 0.0f) {
+            coef = c->grad_clip / (norm + 1e-6f);
+            if (coef > 1.0f) coef = 1.0f;
+        }
+        float grad_scale = (float)(unscale * (double)coef);
+        GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
+                                      cudaMemcpyHostToDevice, s));
+        for (int r = 0; r < st->n_runs; r++) {
+            const gpt2rt__cu_adamw_run *run = &st->runs[r];
+            float *params = st->master ? st->master : (float *)st->w + run->delta;
+            X *params_x = st->master ? (X *)st->w + run->delta : NULL;
+            GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads, st->m, st->v, d_tab + run->i0, run->n,
+                                              run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                                              ctx->step + 1, grad_scale, s));
+        }
+        st->host_stale = 1;
+        if (c->precision == GPT2RT_PRECISION_FP16 && ++st->clean_steps >= GPT2RT__CU_SCALE_WINDOW) {
+            st->loss_scale = st->loss_scale * 2.0f > GPT2RT__CU_SCALE_MAX ? GPT2RT__CU_SCALE_MAX : st->loss_scale * 2.0f;
+            st->clean_steps = 0;
+        }
+    }
+    st->grads_dirty = 0;
+    if (norm_out) *norm_out = norm;
+    if (skipped_out) *skipped_out = skipped;
+    if (scale_out) *scale_out = st->loss_scale;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm,
+                                           int *skipped, float *loss_scale) {
+    st->phase = "update";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_update_t<float>(ctx, st, lr, norm, skipped, loss_scale);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_update_t<__nv_bfloat16>(ctx, st, lr, norm, skipped, loss_scale);
+    return gpt2rt__cu_update_t<__half>(ctx, st, lr, norm, skipped, loss_scale);
+}
+
+/* dst (BT, V) fp32 = the last forward's logits without the padded columns (count must be
+   BT*V, checked by the caller); fails if the classifier already turned them into dlogits */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_logits_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *dst) {
+    const gpt2rt__dims *d = &st->d;
+    const size_t row = (size_t)d->V * sizeof(X);
+    int64_t rows = (int64_t)(st->stage_bytes / row);
+    if (rows < 1) rows = 1;
+    const X *h = (const X *)(void *)st->h_stage;
+    for (int64_t r0 = 0; r0 < d->BT; r0 += rows) {
+        int64_t n = d->BT - r0 < rows ? d->BT - r0 : rows;
+        GPT2RT__CU_CK(cudaMemcpy2DAsync(st->h_stage, row, (const X *)st->dev->logits + r0 * d->Vp, (size_t)d->Vp * sizeof(X),
+                                        row, (size_t)n, cudaMemcpyDeviceToHost, st->stream));
+        GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+        for (int64_t i = 0; i < n * d->V; i++) dst[r0 * d->V + i] = gpt2rt__cu_host_f(h[i]);
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_logits(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *dst, int64_t count) {
+    st->phase = "logits";
+    st->layer = -1;
+    if (!dst || count != st->d.BT * st->d.V)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_logits: dst holds %lld floats, needs B*T*vocab "
+                            "= %lld", (long long)count, (long long)(st->d.BT * st->d.V));
+    if (st->dlogits_ready)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt__cu_logits: the forward fused the classifier's backward "
+                            "(dlogits_in_forward): the logits are gone");
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_logits_t<float>(ctx, st, dst);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_logits_t<__nv_bfloat16>(ctx, st, dst);
+    return gpt2rt__cu_logits_t<__half>(ctx, st, dst);
+}
+
+#undef GPT2RT__CU_CK
+#undef GPT2RT__CU_MM
+#undef GPT2RT__CU_RET
+
+/* ---- the public calls on a CUDA context: the host keeps the fp32 weights (ctx->params,
+   every tensor by off), the source of truth for loads, saves and parameter calls; the
+   rest lives on the device. The training calls reach the driver directly. ---- */
+
+static void gpt2rt__init_params(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
+                                      uint64_t free_bytes, const char *what, int allocation_failed);
+static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx);
+
+/* gpt2rt_create, backend CUDA (ctx->cfg resolved, ctx->tensors filled): the budget and the
+   device's free memory against the plan before anything is allocated (the table and the
+   advisor's suggestion when it does not fit), the host weights, initialised, then the
+   device state, which uploads them */
+static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    size_t fr = 0, tot = 0;
+    if (cudaSetDevice(ctx->cfg.device_ids[0]) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no device: gpt2rt__cu_create says so */
+        fr = 0;
+    }
+    if (ctx->cfg.memory_budget && plan->total[0] > ctx->cfg.memory_budget)
+        return gpt2rt__fail_oom(ctx, plan, ctx->cfg.memory_budget, fr, NULL, 0);
+    if (fr && plan->total[0] > (uint64_t)fr) return gpt2rt__fail_oom(ctx, plan, fr, fr, NULL, 0);
+    gpt2rt__param_table(&ctx->d, NULL, &ctx->n_params, &ctx->n_train);
+    size_t pb = (size_t)ctx->n_params * sizeof(float);
+    ctx->params = (float *)gpt2rt__alloc(&ctx->cfg, pb, GPT2RT_MEM_WEIGHTS);
+    if (!ctx->params)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: %zu bytes of host memory for the fp32 "
+                            "weights", pb);
+    ctx->arena[GPT2RT_MEM_WEIGHTS] = ctx->params; /* gpt2rt_free frees it */
+    ctx->arena_bytes[GPT2RT_MEM_WEIGHTS] = pb;
+    gpt2rt__init_params(ctx);
+    char err[2048];
+    gpt2rt_result r = gpt2rt__cu_create(ctx, &ctx->cu, err, sizeof err);
+    if (r == GPT2RT_ERR_OUT_OF_MEMORY) {
+        if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) { (void)cudaGetLastError(); fr = 0; }
+        return gpt2rt__fail_oom(ctx, plan, 0, fr, err, 1);
+    }
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
+    return GPT2RT_OK;
+}
+
+/* ctx->params caught up with the device (updates move the device copy only) */
+static gpt2rt_result gpt2rt__cu_host_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    return st->host_stale ? gpt2rt__cu_download_params(ctx, st) : GPT2RT_OK;
+}
+
+/* gpt2rt_param_read on a CUDA context (name and count checked): the value from the host
+   copy, the gradient and the moments from the device */
+static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
+                                           gpt2rt_param_what what, float *dst) {
+    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
+        what != GPT2RT_PARAM_ADAM_V)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                            "has no gradient and no moments", t->name, t->group);
+    gpt2rt_result r;
+    if (what == GPT2RT_PARAM_VALUE) {
+        if ((r = gpt2rt__cu_host_weights(ctx, st)) != GPT2RT_OK) return r;
+        gpt2rt__param_out(t, ctx->params + t->off, 1.0f, dst);
+        return GPT2RT_OK;
+    }
+    size_t n = (size_t)(t->rows * t->cols);
+    float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
+    if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
+    r = gpt2rt__cu_read_tensor(ctx, st, t, what, tmp);
+    /* the device's raw gradients also carry the loss scale */
+    float k = what == GPT2RT_PARAM_GRAD ? (float)(gpt2rt__opt_grad_unscale(ctx) / (double)st->loss_scale) : 1.0f;
+    if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
+    gpt2rt__free(&ctx->cfg, tmp, GPT2RT_MEM_BOOKKEEPING);
+    return r;
+}
+
+#endif /* __CUDACC__ */
 
 /* ==== 9. Optimizer ==== */
 
@@ -5284,8 +8900,13 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
 }
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
-    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-    memset(ctx->m, 0, (size_t)ctx->n_train * 2 * sizeof(float));
+#ifdef __CUDACC__
+    if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 1); /* a failure shows at the next call */
+#endif
+    if (ctx->grads) { /* the CPU; a CUDA context's host holds the weights only */
+        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        memset(ctx->m, 0, (size_t)ctx->n_train * 2 * sizeof(float));
+    }
     ctx->step = 0;
     gpt2rt__accum_reset(ctx);
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
@@ -5494,13 +9115,27 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", plan.error);
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA is not "
-                            "implemented yet (gpt2rt_plan and gpt2rt_fit plan for it already)");
     if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices is not "
                             "implemented yet (gpt2rt_plan and gpt2rt_fit plan for it already)",
                             gpt2rt__parallel_name(ctx->cfg.parallel), ctx->cfg.n_devices);
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: patch inputs on the CUDA backend are not "
+                            "implemented yet: set backend = GPT2RT_BACKEND_CPU");
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
+#ifdef __CUDACC__
+        if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
+        gpt2rt__reset_training(ctx);
+        ctx->failed = 0;
+        gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated on CUDA device %d",
+                    (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->cfg.device_ids[0]);
+        return GPT2RT_OK;
+#else
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
+                            "implementation compiled by nvcc (GPT2RT_IMPLEMENTATION in a .cu file, linked with "
+                            "-lcublasLt); this one was compiled without CUDA");
+#endif
+    }
     uint64_t free_bytes = gpt2rt__host_available();
     if (ctx->cfg.memory_budget && plan.total[0] > ctx->cfg.memory_budget)
         return gpt2rt__fail_oom(ctx, &plan, ctx->cfg.memory_budget, free_bytes, NULL, 0);
@@ -5539,6 +9174,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
 
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
+#ifdef __CUDACC__
+    gpt2rt__cu_free(ctx->cu);
+#endif
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
     gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
     gpt2rt_config hooks = ctx->cfg;
@@ -5565,8 +9203,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     plan->n_devices = 1;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
         plan->bytes[0][i] = ctx->arena_bytes[i];
-        plan->total[0] += ctx->arena_bytes[i];
+#ifdef __CUDACC__
+        if (ctx->cu) plan->bytes[0][i] = ctx->cu->allocated[i]; /* device arenas; the host holds the fp32 weights */
+#endif
+        plan->total[0] += plan->bytes[0][i];
     }
+#ifdef __CUDACC__
+    if (ctx->cu) plan->overhead[0] = ctx->cu->overhead;
+#endif
     plan->n_params_padded = ctx->n_params;
     plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
     plan->n_trainable = ctx->n_train;
@@ -5591,6 +9235,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, 
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
     if (r != GPT2RT_OK) return r;
+#ifdef __CUDACC__
+    if (ctx->cu) {
+        r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
+        ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready; /* gpt2rt_step fuses dlogits in */
+        ctx->have_loss = r == GPT2RT_OK && targets;
+        return r;
+    }
+#endif
     memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
     if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
     ctx->have_logits = 1;
@@ -5611,7 +9263,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
     /* one fixed scale for every micro-batch; the update divides by the counted targets */
+#ifdef __CUDACC__
+    gpt2rt_result r = ctx->cu ? gpt2rt__cu_backward(ctx, ctx->cu) /* the same scale, times the loss scale */
+                    : gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
+#else
     gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
+#endif
     if (r != GPT2RT_OK) return r;
     ctx->acc_loss_sum += ctx->loss_sum;
     ctx->acc_targets += ctx->n_targets;
@@ -5626,10 +9283,28 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
-    double t0 = gpt2rt__now(), unscale = gpt2rt__opt_grad_unscale(ctx);
-    float norm = (float)(gpt2rt__opt_grad_norm(ctx) * unscale);
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
-    int skipped = !isfinite(norm) || !ctx->acc_targets;
+    double t0 = gpt2rt__now();
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f, loss_scale = 1.0f;
+    int skipped = 0;
+#ifdef __CUDACC__
+    if (ctx->cu && ctx->acc_targets) { /* no targets: skipped below, as on the CPU */
+        gpt2rt_result r = gpt2rt__cu_update(ctx, ctx->cu, lr, &norm, &skipped, &loss_scale);
+        if (r != GPT2RT_OK) return r;
+        if (!skipped) ctx->step++;
+    } else if (ctx->cu) {
+        gpt2rt_result r = gpt2rt__cu_zero(ctx, ctx->cu, 0);
+        if (r != GPT2RT_OK) return r;
+        loss_scale = ctx->cu->loss_scale;
+        skipped = 1;
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
+                    "update is ignored (negative); update skipped at step %lld", ctx->acc_micro,
+                    ctx->acc_micro == 1 ? "" : "es", (long long)ctx->step);
+    } else
+#endif
+    {
+    double unscale = gpt2rt__opt_grad_unscale(ctx);
+    norm = (float)(gpt2rt__opt_grad_norm(ctx) * unscale);
+    skipped = !isfinite(norm) || !ctx->acc_targets;
     if (skipped) {
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         if (!ctx->acc_targets) /* no loss to descend: Adam's momentum alone would still move the weights */
@@ -5648,13 +9323,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
         gpt2rt__opt_adamw(ctx, lr, (float)(unscale * (double)coef));
         ctx->step++;
     }
+    }
     if (stats) {
         memset(stats, 0, sizeof *stats);
         stats->step = ctx->step;
         stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
         stats->grad_norm = norm;
         stats->lr = lr;
-        stats->loss_scale = 1.0f;
+        stats->loss_scale = loss_scale;
         stats->skipped = skipped;
         stats->tokens = ctx->d.BT * ctx->acc_micro;
         stats->micro_batches = ctx->acc_micro;
@@ -5678,10 +9354,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
     gpt2rt_result r = GPT2RT_OK;
     /* grad_accum micro-batches of B rows each, then one update */
     for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
+#ifdef __CUDACC__
+        if (ctx->cu) ctx->cu->dlogits_in_forward = 1; /* the classifier writes dlogits in the same pass */
+#endif
         r = gpt2rt_forward(ctx, inputs + k * BT, targets + k * BT, NULL);
         if (r == GPT2RT_OK) r = gpt2rt_backward(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
+#ifdef __CUDACC__
+        if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
+        else
+#endif
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         gpt2rt__accum_reset(ctx);
     }
@@ -5702,6 +9385,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t coun
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
+#ifdef __CUDACC__
+    if (ctx->cu) return gpt2rt__cu_logits(ctx, ctx->cu, dst, count);
+#endif
     for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
     return GPT2RT_OK;
 }
@@ -5788,6 +9474,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+#ifdef __CUDACC__
+    if (r == GPT2RT_OK && ctx->cu) r = gpt2rt__cu_upload_params(ctx, ctx->cu);
+#endif
     return r;
 }
 
@@ -5824,6 +9513,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
+#ifdef __CUDACC__
+    gpt2rt_result rc = ctx->cu ? gpt2rt__cu_host_weights(ctx, ctx->cu) : GPT2RT_OK;
+    if (rc != GPT2RT_OK) return rc;
+#endif
     char path[4200], tmp[4200], cpath[4200], ctmp[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     snprintf(tmp, sizeof tmp, "%s/model.safetensors.tmp", dir);
@@ -5923,12 +9616,31 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
+#ifdef __CUDACC__
+    float *mv = NULL; /* CUDA: the moments come to the host for the write */
+    if (ctx->cu) {
+        gpt2rt_result rc = gpt2rt__cu_host_weights(ctx, ctx->cu);
+        if (rc != GPT2RT_OK) return rc;
+        mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
+                                     "the moments", (long long)ctx->n_train * 8);
+        if ((rc = gpt2rt__cu_download_moments(ctx, ctx->cu, mv, mv + ctx->n_train)) != GPT2RT_OK) {
+            gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+            return rc;
+        }
+        srcs[1] = mv;
+        srcs[2] = mv + ctx->n_train;
+    }
+#endif
     for (int i = 0; i < 3; i++) {
         outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = i ? ctx->n_train : ctx->n_params; outs[i].cols = 1;
         outs[i].transpose = 0; outs[i].ndim = 1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, n_meta);
+#ifdef __CUDACC__
+    gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+#endif
     if (r != GPT2RT_OK) return r;
     return gpt2rt__rename(ctx, tmp, path);
 }
@@ -5982,21 +9694,18 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t;
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
+#ifdef __CUDACC__
+    if (ctx->cu) return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
+#endif
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
     if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
     if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
-    const float *s = base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff);
     /* gradients: of the mean loss over the targets since the last update */
     float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__opt_grad_unscale(ctx) : 1.0f;
-    if (t->transpose) {
-        for (int64_t r0 = 0; r0 < t->rows; r0++)
-            for (int64_t c = 0; c < t->cols; c++) dst[c * t->rows + r0] = s[r0 * t->cols + c] * k;
-    } else if (k != 1.0f) {
-        for (int64_t i = 0; i < count; i++) dst[i] = s[i] * k;
-    } else memcpy(dst, s, (size_t)count * sizeof(float));
+    gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
     return GPT2RT_OK;
 }
 
@@ -6004,12 +9713,18 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     const gpt2rt__tensor *t;
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
+#ifdef __CUDACC__
+    if (ctx->cu && (r = gpt2rt__cu_host_weights(ctx, ctx->cu)) != GPT2RT_OK) return r;
+#endif
     float *d = ctx->params + t->off;
     if (t->transpose) {
         for (int64_t r0 = 0; r0 < t->rows; r0++)
             for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
     } else memcpy(d, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
+#ifdef __CUDACC__
+    if (ctx->cu) return gpt2rt__cu_upload_params(ctx, ctx->cu); /* every tensor: simple, not fast */
+#endif
     return GPT2RT_OK;
 }
 

@@ -1,4 +1,4 @@
-/* kernels/adamw.cu - lab of the CUDA multi-tensor AdamW (staging/cu_ops.cuh):
+/* kernels/adamw.cu - lab of the CUDA multi-tensor AdamW (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_adamw_table + gpt2rt__cu_adamw, every tensor in one launch, against the CPU
    gpt2rt__opt_adamw_scalar applied tensor by tensor as gpt2rt__opt_adamw does.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
@@ -9,7 +9,6 @@
    the pass criterion is 1e-6 relative. Timing: the GPT-2 124M table (148 tensors). */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_ops.cuh"
 #include "lab.cuh"
 
 /* relative (and absolute) tolerance of a value stored in T */

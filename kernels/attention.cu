@@ -1,4 +1,4 @@
-/* kernels/attention.cu - lab for the fused causal attention (kernels/staging/cu_attention.cuh).
+/* kernels/attention.cu - lab for the fused causal attention (gpt2rt.h, section 8.3 Attention).
    Validates out, lse and dqkv against the CPU reference in gpt2rt.h (run in fp32 on inputs
    rounded to the storage type), checks that dqkv is overwritten and that two runs give the same
    bits, cross-checks the generic path against the tensor-core path, then times
@@ -13,7 +13,6 @@
 #endif
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_attention.cuh"
 #include "lab.cuh"
 
 struct Shape { int B, T, C, NH; };

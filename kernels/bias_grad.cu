@@ -1,4 +1,4 @@
-/* kernels/bias_grad.cu - lab of the CUDA bias gradient (staging/cu_ops.cuh):
+/* kernels/bias_grad.cu - lab of the CUDA bias gradient (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_bias_backward, db (OC) fp32 += column sums of dout (BT,OC) floatX,
    deterministic (64-row partials, then a fixed-order sum). The reference is the CPU
    order (rows in increasing order, fp32) on the values as stored; an fp64 sum shows how
@@ -7,7 +7,6 @@
          --Werror all-warnings -o /tmp/lab_bias_grad bias_grad.cu -lcublasLt && /tmp/lab_bias_grad */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_ops.cuh"
 #include "lab.cuh"
 
 template <typename floatX>

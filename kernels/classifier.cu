@@ -1,4 +1,4 @@
-/* kernels/classifier.cu - lab of the fused CUDA classifier (staging/cu_ops.cuh):
+/* kernels/classifier.cu - lab of the fused CUDA classifier (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_classifier, softmax cross-entropy over the first V of Vp columns, losses and
    lse per row, logits -> dlogits in place (write_dlogits = 1) or untouched (= 0, eval),
    against the CPU gpt2rt__cpu_crossentropy_forward / gpt2rt__cpu_crossentropy_backward.
@@ -8,7 +8,6 @@
    sample of 256 rows (the CPU reference over all rows would take seconds per type). */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_ops.cuh"
 #include "lab.cuh"
 
 /* relative (and absolute) tolerance of a value stored in T */

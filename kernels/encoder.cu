@@ -1,4 +1,4 @@
-/* kernels/encoder.cu - lab of the CUDA embedding ops (staging/cu_ops.cuh):
+/* kernels/encoder.cu - lab of the CUDA embedding ops (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_encoder_forward, gpt2rt__cu_encoder_buckets + gpt2rt__cu_encoder_backward,
    against the CPU gpt2rt__cpu_encoder_forward / gpt2rt__cpu_encoder_backward, for fp32, bf16, fp16.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
@@ -7,7 +7,6 @@
    dwte and dwpe are expected to match the CPU bit for bit; the check allows 1e-6. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_ops.cuh"
 #include "lab.cuh"
 
 /* tokens: mostly uniform in [0, V), with a quarter drawn from 4 frequent tokens so that

@@ -1,4 +1,4 @@
-/* kernels/gelu.cu - lab of the CUDA elementwise ops (staging/cu_ops.cuh):
+/* kernels/gelu.cu - lab of the CUDA elementwise ops (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_gelu_forward, gpt2rt__cu_gelu_backward (in place: dinp aliases dout),
    gpt2rt__cu_residual_forward and the casts gpt2rt__cu_cast (fp32 <-> floatX), against
    the CPU gpt2rt__cpu_gelu_forward / gpt2rt__cpu_gelu_backward / gpt2rt__cpu_residual_add.
@@ -6,7 +6,6 @@
          --Werror all-warnings -o /tmp/lab_gelu gelu.cu -lcublasLt && /tmp/lab_gelu */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_ops.cuh"
 #include "lab.cuh"
 
 /* relative (and absolute) tolerance of a value stored in T */

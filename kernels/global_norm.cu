@@ -1,4 +1,4 @@
-/* kernels/global_norm.cu - lab of the CUDA gradient checks (staging/cu_ops.cuh):
+/* kernels/global_norm.cu - lab of the CUDA gradient checks (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_global_norm (||g||_2 over the fp32 gradients, fp64 fixed-order sums; a
    non-finite norm is the inf/NaN check of fp32 training) and gpt2rt__cu_nonfinite (inf/NaN
    flag of an fp32, bf16 or fp16 buffer, for the fp16 loss-scaling path).
@@ -6,7 +6,6 @@
          --Werror all-warnings -o /tmp/lab_global_norm global_norm.cu -lcublasLt && /tmp/lab_global_norm */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_ops.cuh"
 #include "lab.cuh"
 
 static void check(const char *what, int ok) {

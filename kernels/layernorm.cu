@@ -1,4 +1,4 @@
-/* kernels/layernorm.cu - lab of the CUDA LayerNorm ops (staging/cu_ops.cuh):
+/* kernels/layernorm.cu - lab of the CUDA LayerNorm ops (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_layernorm_forward, gpt2rt__cu_residual_layernorm_forward (res = a + b, then
    LayerNorm), gpt2rt__cu_layernorm_backward (dinp +=, dw +=, db +=, deterministic), and the
    plain gpt2rt__cu_residual_forward, against the CPU gpt2rt__cpu_layernorm_forward/_backward.
@@ -6,7 +6,6 @@
          --Werror all-warnings -o /tmp/lab_layernorm layernorm.cu -lcublasLt && /tmp/lab_layernorm */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_ops.cuh"
 #include "lab.cuh"
 
 /* relative (and absolute) tolerance of a value stored in T */

@@ -1,4 +1,4 @@
-/* kernels/matmul.cu - lab for the cuBLASLt matrix products (kernels/staging/cu_matmul.cuh).
+/* kernels/matmul.cu - lab for the cuBLASLt matrix products (gpt2rt.h, section 8.4 Matrix products).
  *
  * Build (from kernels/):
  *   nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
@@ -24,7 +24,6 @@
  */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_matmul.cuh"
 #include "lab.cuh"
 
 #define LAB_BLAS(call) do { int s_ = (call); if (s_ != 0) { \

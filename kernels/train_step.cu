@@ -1,4 +1,4 @@
-/* kernels/train_step.cu - lab of the CUDA backend driver (staging/cu_backend.cuh): whole
+/* kernels/train_step.cu - lab of the CUDA backend driver (gpt2rt.h, section 8.5 Driver): whole
    training steps on the GPU against the CPU backend of gpt2rt.h and the Hugging Face
    fixture, then a GPT-2 124M timing.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
@@ -33,12 +33,8 @@
 #define GPT2RT_SGEMM_NO_SIMD
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "staging/cu_common.cuh"
-#include "staging/cu_ops.cuh"
-#include "staging/cu_matmul.cuh"
-#include "staging/cu_attention.cuh"
-#include "staging/cu_backend.cuh"
 #include "lab.cuh"
+#include <unistd.h>
 
 #define LAB_OK(ctx, call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) { \
     fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, gpt2rt_result_string(r_), \
@@ -94,7 +90,8 @@ static char fx_weights[300];
 
 /* ---------------------------------------------------------------- runs */
 /* a CUDA run: a CPU context as its host side (tensor table, fp32 weights, step and
-   accumulation bookkeeping) and the device state */
+   accumulation bookkeeping) and the device state, hung on it as ctx->cu as gpt2rt_create
+   does (the public calls on r.h would then take the CUDA paths: the lab calls the driver) */
 struct Run {
     gpt2rt_ctx *h;
     gpt2rt__cu_state *st;
@@ -131,6 +128,7 @@ static Run run_make(gpt2rt_config base, gpt2rt_precision prec, gpt2rt_recompute 
         printf("gpt2rt__cu_create: %s\n", err);
         exit(2);
     }
+    r.h->cu = r.st; /* the driver's steps (8.5) find the state through the context */
     int same = 1;
     uint64_t alloc = 0;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
@@ -154,8 +152,7 @@ static Run run_make(gpt2rt_config base, gpt2rt_precision prec, gpt2rt_recompute 
     return r;
 }
 static void run_free(Run &r) {
-    gpt2rt__cu_free(r.st);
-    gpt2rt_free(r.h);
+    gpt2rt_free(r.h); /* frees r.h->cu = r.st too */
 }
 
 /* the public calls' bookkeeping around the driver (what gpt2rt_forward/backward/update
@@ -646,6 +643,89 @@ static void check_bad_token(gpt2rt_config base) {
     run_free(r);
 }
 
+/* the public API on a CUDA context (gpt2rt_create with backend CUDA): 3 gpt2rt_step calls
+   give bitwise the losses of the driver run above them; gradients through
+   gpt2rt_param_read against the CPU backend; gpt2rt_state_save on the GPU, then
+   gpt2rt_state_load on the CPU and on the GPU: the same weights, bitwise in fp32 */
+static void check_public_api(gpt2rt_config base) {
+    printf("public API on a CUDA context\n");
+    const int32_t *si = (const int32_t *)fx_f32("step_inputs", NULL), *stg = (const int32_t *)fx_f32("step_targets", NULL);
+    int64_t BT = (int64_t)base.batch_size * base.seq_len;
+    gpt2rt_config c = base;
+    c.backend = GPT2RT_BACKEND_CUDA;
+    gpt2rt_ctx *g = NULL, *g2 = NULL;
+    LAB_OK(g, gpt2rt_create(&g, &c));
+    LAB_OK(g, gpt2rt_weights_load(g, fx_weights));
+    Run r = run_make(base, GPT2RT_PRECISION_FP32, GPT2RT_RECOMPUTE_NONE, 0, fx_weights);
+    int same = 1;
+    for (int k = 0; k < 3; k++) {
+        gpt2rt_step_stats a, b = lab_step(r, si + k * BT, stg + k * BT);
+        LAB_OK(g, gpt2rt_step(g, si + k * BT, stg + k * BT, &a));
+        same &= memcmp(&a.loss, &b.loss, 4) == 0 && memcmp(&a.grad_norm, &b.grad_norm, 4) == 0;
+    }
+    check_true("gpt2rt_step on CUDA == the driver run (losses, norms)", same);
+    run_free(r);
+    /* gradients of one more forward/backward, public API, against the CPU backend */
+    gpt2rt_ctx *cpu = cpu_make(base, NULL);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gpt2rt_lab_state_%d.safetensors", (int)getpid());
+    LAB_OK(g, gpt2rt_state_save(g, path));
+    LAB_OK(cpu, gpt2rt_state_load(cpu, path));
+    LAB_OK(g, gpt2rt_forward(g, si + 3 * BT, stg + 3 * BT, NULL));
+    LAB_OK(g, gpt2rt_backward(g));
+    LAB_OK(cpu, gpt2rt_forward(cpu, si + 3 * BT, stg + 3 * BT, NULL));
+    LAB_OK(cpu, gpt2rt_backward(cpu));
+    double worst = 0.0;
+    for (int i = 0; i < gpt2rt_param_count(g); i++) {
+        gpt2rt_param_info in;
+        LAB_OK(g, gpt2rt_param_info_get(g, i, &in));
+        float *x = (float *)malloc((size_t)in.numel * 4), *y = (float *)malloc((size_t)in.numel * 4);
+        LAB_OK(g, gpt2rt_param_read(g, in.name, GPT2RT_PARAM_GRAD, x, in.numel));
+        LAB_OK(cpu, gpt2rt_param_read(cpu, in.name, GPT2RT_PARAM_GRAD, y, in.numel));
+        double mx = 0.0, md = 0.0;
+        for (int64_t j = 0; j < in.numel; j++) {
+            mx = fmax(mx, fabs((double)y[j]));
+            md = fmax(md, fabs((double)x[j] - (double)y[j]));
+        }
+        double rel = md / (mx > 0.0 ? mx : 1.0);
+        worst = !(rel <= worst) ? rel : worst;
+        free(x); free(y);
+    }
+    check_close("gpt2rt_param_read(GRAD) CUDA vs CPU, worst relative", worst, 0.0, 1e-4);
+    LAB_OK(g, gpt2rt_update(g, NULL));
+    LAB_OK(cpu, gpt2rt_update(cpu, NULL));
+    /* save on the GPU, resume on the CPU and on a second CUDA context */
+    LAB_OK(g, gpt2rt_state_save(g, path));
+    gpt2rt_ctx *cpu2 = cpu_make(base, NULL);
+    LAB_OK(cpu2, gpt2rt_state_load(cpu2, path));
+    LAB_OK(g2, gpt2rt_create(&g2, &c));
+    LAB_OK(g2, gpt2rt_state_load(g2, path));
+    int w_cpu = 1, w_gpu = 1;
+    for (int i = 0; i < gpt2rt_param_count(g); i++) {
+        gpt2rt_param_info in;
+        LAB_OK(g, gpt2rt_param_info_get(g, i, &in));
+        float *x = (float *)malloc((size_t)in.numel * 4), *y = (float *)malloc((size_t)in.numel * 4);
+        float *z = (float *)malloc((size_t)in.numel * 4);
+        LAB_OK(g, gpt2rt_param_read(g, in.name, GPT2RT_PARAM_VALUE, x, in.numel));
+        LAB_OK(cpu2, gpt2rt_param_read(cpu2, in.name, GPT2RT_PARAM_VALUE, y, in.numel));
+        LAB_OK(g2, gpt2rt_param_read(g2, in.name, GPT2RT_PARAM_VALUE, z, in.numel));
+        w_cpu &= !memcmp(x, y, (size_t)in.numel * 4);
+        w_gpu &= !memcmp(x, z, (size_t)in.numel * 4);
+        free(x); free(y); free(z);
+    }
+    check_true("state saved on CUDA, loaded on the CPU: same weights", w_cpu);
+    check_true("state saved on CUDA, loaded on CUDA: same weights", w_gpu);
+    gpt2rt_step_stats a, b;
+    LAB_OK(g, gpt2rt_step(g, si + 4 * BT, stg + 4 * BT, &a));
+    LAB_OK(g2, gpt2rt_step(g2, si + 4 * BT, stg + 4 * BT, &b));
+    check_true("the resumed CUDA context steps bitwise like the original", !memcmp(&a.loss, &b.loss, 4));
+    remove(path);
+    gpt2rt_free(cpu2);
+    gpt2rt_free(cpu);
+    gpt2rt_free(g2);
+    gpt2rt_free(g);
+}
+
 /* ---------------------------------------------------------------- sanitizer steps */
 /* A few small steps that launch every kernel of the driver, for compute-sanitizer
    (memcheck, racecheck; make test-gpu): the fixture (HS = 16: generic attention) in fp32
@@ -722,6 +802,7 @@ static void time_gpt2(int B, const char *gpu, double peak) {
         gpt2rt_free(r.h);
         return;
     }
+    r.h->cu = r.st;
     int64_t BT = (int64_t)B * 1024;
     int32_t *tok = (int32_t *)malloc((size_t)(4 * BT + 1) * 4);
     for (int64_t i = 0; i <= 4 * BT; i++) tok[i] = (int32_t)((lab_uniform() * 0.5f + 0.5f) * 50256.0f);
@@ -796,6 +877,7 @@ int main(int argc, char **argv) {
     check_resume(cfg);
     check_odd_shape(cfg);
     check_bad_token(cfg);
+    check_public_api(cfg);
     check_hs64();
 
     if (strcmp(mode, "checks") != 0) {

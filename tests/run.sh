@@ -92,18 +92,6 @@ compile_checks() {
     compile "README.md: the embedding example" $CC -std=c11 -Wall -Wextra -Werror -O1 -fopenmp -I. -fsyntax-only $B/readme_embed.c
 }
 
-# every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
-contents_check() {
-    local list banners missing=0 t
-    list=$(awk '/^   CONTENTS of the implementation/{f=1} f&&/^   LICENSE/{f=0} f' gpt2rt.h | tr -s ' \n' ' ')
-    banners=$(sed -n 's/^\/\* ==== \(.*\) ==== \*\/$/\1/p' gpt2rt.h)
-    while IFS= read -r t; do
-        case "$list" in *"$t"*) ;; *) echo "    banner '$t' is not in the manual's CONTENTS"; missing=1 ;; esac
-    done <<< "$banners"
-    if [ $missing -eq 0 ] && [ -n "$banners" ]; then ok "manual CONTENTS lists every section banner ($(echo "$banners" | wc -l))"
-    else bad "manual CONTENTS and section banners differ"; fi
-}
-
 # make test-gpu without a GPU: kernels/test_gpu.sh under a fake nvidia-smi (and, for the
 # second part, fake lab binaries and a fake compute-sanitizer): it must skip cleanly with no
 # device, and with one it must run the checks in order and fail when one lab fails
@@ -131,6 +119,18 @@ gpu_suite_dry_run() {
         && [ "$order" = "$want" ]; then
         ok "make test-gpu with a (fake) GPU: the checks in order, a failing lab fails the run (exit $rc, FAIL line, 15 passed, 1 failed)"
     else bad "make test-gpu with a fake GPU and a failing lab (exit $rc), order: $order"; echo "$out" | tail -25; fi
+}
+
+# every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
+contents_check() {
+    local list banners missing=0 t
+    list=$(awk '/^   CONTENTS of the implementation/{f=1} f&&/^   LICENSE/{f=0} f' gpt2rt.h | tr -s ' \n' ' ')
+    banners=$(sed -n 's/^\/\* ==== \(.*\) ==== \*\/$/\1/p' gpt2rt.h)
+    while IFS= read -r t; do
+        case "$list" in *"$t"*) ;; *) echo "    banner '$t' is not in the manual's CONTENTS"; missing=1 ;; esac
+    done <<< "$banners"
+    if [ $missing -eq 0 ] && [ -n "$banners" ]; then ok "manual CONTENTS lists every section banner ($(echo "$banners" | wc -l))"
+    else bad "manual CONTENTS and section banners differ"; fi
 }
 
 build() { # build NAME SOURCE EXTRA_FLAGS...
@@ -291,7 +291,7 @@ case $mode in
         for t in test_hf_parity test_props test_memory; do
             cp tests/$t.c $B/$t.cu
             sed -i 's#"../gpt2rt.h"#"../gpt2rt.h"#; s#"harness.h"#"../tests/harness.h"#' $B/$t.cu
-            if nvcc -std=c++17 -O2 -Xcompiler -fopenmp -I. -Itests -o $B/${t}_nvcc $B/$t.cu > $B/${t}_nvcc.log 2>&1; then
+            if nvcc -std=c++17 -O2 -Xcompiler -fopenmp -I. -Itests -o $B/${t}_nvcc $B/$t.cu -lcublasLt > $B/${t}_nvcc.log 2>&1; then
                 run_prog "${t} (nvcc)" ./$B/${t}_nvcc
             else bad "nvcc build $t"; tail -5 $B/${t}_nvcc.log; fi
         done ;;

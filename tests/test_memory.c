@@ -102,7 +102,8 @@ static void read_all_params(gpt2rt_ctx *ctx, gpt2rt_param_what what, float *out)
     int n = gpt2rt_param_count(ctx);
     for (int i = 0; i < n; i++) {
         gpt2rt_param_info in;
-        gpt2rt_param_info_get(ctx, i, &in);
+        memset(&in, 0, sizeof in);
+        CHECK_OK(ctx, gpt2rt_param_info_get(ctx, i, &in));
         CHECK_OK(ctx, gpt2rt_param_read(ctx, in.name, what, out, in.numel));
         out += in.numel;
     }

@@ -298,15 +298,33 @@ static void test_config_errors(void) {
     UNAVAILABLE(precision, GPT2RT_PRECISION_FP16, "FP16 needs backend = GPT2RT_BACKEND_CUDA");
     UNAVAILABLE(tf32, 1, "tf32 = 1 needs backend = GPT2RT_BACKEND_CUDA");
 #undef UNAVAILABLE
+    /* backend CUDA: created where the implementation was compiled by nvcc and a device is
+       present; otherwise refused, saying why */
+    {
+        gpt2rt_config k = tiny();
+        k.backend = GPT2RT_BACKEND_CUDA; k.precision = GPT2RT_PRECISION_BF16;
+        gpt2rt_ctx *x;
+        gpt2rt_result r = gpt2rt_create(&x, &k);
+#ifdef __CUDACC__
+        int n_dev = 0;
+        if (cudaGetDeviceCount(&n_dev) != cudaSuccess) n_dev = 0;
+        CHECK(n_dev ? r == GPT2RT_OK : r == GPT2RT_ERR_UNAVAILABLE && strstr(gpt2rt_last_error(x), "CUDA device"),
+              "create of CUDA with %d device(s): %s", n_dev, gpt2rt_last_error(x));
+#else
+        CHECK(r == GPT2RT_ERR_UNAVAILABLE && strstr(gpt2rt_last_error(x), "compiled by nvcc"), "create of CUDA: %s",
+              gpt2rt_last_error(x));
+#endif
+        gpt2rt_free(x);
+        n++;
+    }
     /* planned, not yet created: the plan works, creation says what is missing */
     {
-        gpt2rt_config k[3];
-        const char *needle[3] = {"CUDA", "data parallel over 2 devices", "layer split over 2 devices"};
-        for (int i = 0; i < 3; i++) k[i] = tiny();
-        k[0].backend = GPT2RT_BACKEND_CUDA; k[0].precision = GPT2RT_PRECISION_BF16;
-        k[1].parallel = GPT2RT_PARALLEL_DATA; k[1].n_devices = 2;
-        k[2].parallel = GPT2RT_PARALLEL_LAYER_SPLIT; k[2].n_devices = 2;
-        for (int i = 0; i < 3; i++) {
+        gpt2rt_config k[2];
+        const char *needle[2] = {"data parallel over 2 devices", "layer split over 2 devices"};
+        for (int i = 0; i < 2; i++) k[i] = tiny();
+        k[0].parallel = GPT2RT_PARALLEL_DATA; k[0].n_devices = 2;
+        k[1].parallel = GPT2RT_PARALLEL_LAYER_SPLIT; k[1].n_devices = 2;
+        for (int i = 0; i < 2; i++) {
             gpt2rt_memory_plan plan;
             gpt2rt_ctx *x;
             CHECK(gpt2rt_plan(&k[i], &plan) == GPT2RT_OK, "plan of %s: %s", needle[i], plan.error);
