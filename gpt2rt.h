@@ -8654,7 +8654,7 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
                                       uint64_t free_bytes, const char *what, int allocation_failed);
 static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx);
 
-/* gpt2rt_create, backend CUDA (ctx->cfg resolved, ctx->tensors filled): the budget and the
+/* gpt2rt_create, backend CUDA (ctx->cfg resolved): the budget and the
    device's free memory against the plan before anything is allocated (the table and the
    advisor's suggestion when it does not fit), the host weights, initialised, then the
    device state, which uploads them */
@@ -8667,7 +8667,11 @@ static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
     if (ctx->cfg.memory_budget && plan->total[0] > ctx->cfg.memory_budget)
         return gpt2rt__fail_oom(ctx, plan, ctx->cfg.memory_budget, fr, NULL, 0);
     if (fr && plan->total[0] > (uint64_t)fr) return gpt2rt__fail_oom(ctx, plan, fr, fr, NULL, 0);
-    gpt2rt__param_table(&ctx->d, NULL, &ctx->n_params, &ctx->n_train);
+    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, &ctx->n_params, &ctx->n_train);
+    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                   GPT2RT_MEM_BOOKKEEPING);
+    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
+    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
     size_t pb = (size_t)ctx->n_params * sizeof(float);
     ctx->params = (float *)gpt2rt__alloc(&ctx->cfg, pb, GPT2RT_MEM_WEIGHTS);
     if (!ctx->params)
