@@ -519,6 +519,8 @@ typedef enum gpt2rt_fit_allow {
     GPT2RT_FIT_RECOMPUTE = 1 << 1, /* selective, then full recompute */
     GPT2RT_FIT_PARALLEL = 1 << 2,  /* data parallel <-> layer split (same devices) */
     GPT2RT_FIT_PRECISION = 1 << 3, /* fp32 -> bf16 (CUDA only; changes the numerics, so opt-in) */
+    GPT2RT_FIT_SHARD = 1 << 4,     /* data parallel: shard_optimizer (ZeRO-1) on or off; opt-in, as it
+                                      all-gathers the weights after every update */
     GPT2RT_FIT_DEFAULT = GPT2RT_FIT_BATCH | GPT2RT_FIT_RECOMPUTE | GPT2RT_FIT_PARALLEL
 } gpt2rt_fit_allow;
 
@@ -1931,7 +1933,9 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
         if ((double)b[GPT2RT_MEM_GRADS] / 4 > owned_max) owned_max = (double)b[GPT2RT_MEM_GRADS] / 4;
     }
     if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
-    double t = c->grad_accum * t_micro + owned_max * (32.0 + d.wb) / bw; /* AdamW: p, g, m, v in and out */
+    /* AdamW: p, g, m, v in and out, over this rank's shard with ZeRO-1 (whose reduce-scatter
+       and all-gather move what the all-reduce below does) */
+    double t = c->grad_accum * t_micro + owned_max / d.shards * (32.0 + d.wb) / bw;
     if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
     if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
     return t;
@@ -2046,9 +2050,13 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                                     : GPT2RT_RECOMPUTE_FULL;
                 int ck = ri == 2 ? 1 : ri == 3 ? GPT2RT_CHECKPOINT_SQRT : 0;
                 if (!(allow & GPT2RT_FIT_RECOMPUTE) && ri) continue; /* keep the config's */
-                for (int pi = 0; pi < 2; pi++) {
+                for (int pi = 0; pi < 4; pi++) {
                     gpt2rt_config t = *c0;
-                    if (pi == 1) {
+                    int si = pi / 2; /* 1: shard_optimizer toggled */
+                    t.shard_optimizer = modes[mi] != GPT2RT_PARALLEL_DATA ? 0 : si ? !c0->shard_optimizer
+                                      : c0->shard_optimizer;
+                    if (si && (!(allow & GPT2RT_FIT_SHARD) || modes[mi] != GPT2RT_PARALLEL_DATA)) continue;
+                    if (pi % 2 == 1) {
                         if (!(allow & GPT2RT_FIT_PRECISION) || t.backend != GPT2RT_BACKEND_CUDA ||
                             t.precision != GPT2RT_PRECISION_FP32) continue;
                         t.precision = GPT2RT_PRECISION_BF16; t.tf32 = 0;
@@ -2063,6 +2071,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                     if (peak > budget) continue;
                     const gpt2rt_config *k = &cand.config;
                     int changes = (k->parallel != c0->parallel) + (k->precision != c0->precision) +
+                                  (k->shard_optimizer != c0->shard_optimizer) +
                                   (k->batch_size != c0->batch_size) + (k->recompute != c0->recompute ||
                                   k->checkpoint_every != c0->checkpoint_every);
                     /* faster by more than 0.5%, or as fast with fewer changes */
@@ -2120,6 +2129,7 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
     if (k->parallel != w.parallel) {
         gpt2rt_parallel from = w.parallel;
         w.parallel = k->parallel;
+        if (w.parallel != GPT2RT_PARALLEL_DATA) w.shard_optimizer = 0; /* a data-parallel knob */
         int64_t g = global / (w.parallel == GPT2RT_PARALLEL_DATA ? nd : 1); /* keep the micro-batch if it divides */
         if (g % w.batch_size) w.batch_size = k->batch_size;
         w.grad_accum = (int)(g / w.batch_size);
@@ -2131,6 +2141,16 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
             ? "data parallel keeps every weight, gradient and moment on every device; layer split keeps each "
               "layer's on one device"
             : "each device holds the whole model but only its share of the batch");
+        cur = next;
+    }
+    if (k->shard_optimizer != w.shard_optimizer) {
+        w.shard_optimizer = k->shard_optimizer;
+        gpt2rt_plan(&w, &next);
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, w.shard_optimizer ? "optimizer sharding (ZeRO-1) on"
+                                     : "optimizer sharding (ZeRO-1) off", w.shard_optimizer
+            ? "each device keeps the moments (and master weights) of its 1/n of the parameters and all-gathers "
+              "the weights after each update"
+            : "every device keeps every moment: no all-gather of the weights");
         cur = next;
     }
     if (k->precision != w.precision) {

@@ -242,6 +242,24 @@ static void series(void) {
     gpt2rt_free(one); gpt2rt_free(par);
 }
 
+/* the advisor: ZeRO-1 makes data parallel of GPT-2 1558M (B=1, T=1024, fp32) fit two
+   24 GiB cards: 29.0 GiB a device without, 23.2 GiB with (moments halved) */
+static void advisor(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 48; c.n_head = 25; c.n_embd = 1600; c.batch_size = 1; c.seq_len = 1024;
+    c.backend = GPT2RT_BACKEND_CUDA; c.parallel = GPT2RT_PARALLEL_DATA; c.n_devices = 2;
+    uint64_t budget = (uint64_t)24 << 30;
+    gpt2rt_config out;
+    char why[2048];
+    gpt2rt_result r = gpt2rt_fit(&c, budget, GPT2RT_FIT_BATCH, &out, why, sizeof why);
+    CHECK(r == GPT2RT_ERR_OUT_OF_MEMORY, "1558M data parallel fitted 24 GiB without sharding: %s", why);
+    r = gpt2rt_fit(&c, budget, GPT2RT_FIT_BATCH | GPT2RT_FIT_SHARD, &out, why, sizeof why);
+    CHECK(r == GPT2RT_OK && out.shard_optimizer == 1 && out.parallel == GPT2RT_PARALLEL_DATA && strstr(why, "ZeRO-1"),
+          "1558M with FIT_SHARD: %s, shard_optimizer %d:\n%s", gpt2rt_result_string(r), out.shard_optimizer, why);
+    printf("    advisor, 1558M data parallel on 2 x 24 GiB:\n%s", why);
+}
+
 static void refused(void) {
     gpt2rt_ctx *x;
     gpt2rt_config c = tiny();
@@ -291,6 +309,7 @@ int main(void) {
     memory();
     resume();
     series();
+    advisor();
     refused();
     printf("    test_parallel: %.1f s\n", harness_now() - t0);
     return harness_finish();
