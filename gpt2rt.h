@@ -62,6 +62,10 @@
      config.n_threads threads that end before it returns. Never call gpt2rt from
      inside an OpenMP parallel region: its own regions would then nest (one thread
      each, or n_threads^2 threads with nesting enabled).
+   - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX
+     threads, one per data-parallel rank (rank 0 runs on the calling thread), each
+     with parallel regions of n_threads / n_devices threads (at least 1); they end
+     before the call returns.
    - The hooks (log, alloc, free) are called only on the thread that made the gpt2rt
      call, never from inside a parallel region, and before that call returns; they
      may be called while the context is in an intermediate state, so they must not
@@ -165,7 +169,8 @@
    (through the optional allocator hook, which is told the category), and nothing
    else of consequence. The plan knows every knob: precision (bf16/fp16: 2-byte
    weights and activations plus an fp32 master copy), recompute, micro-batch,
-   accumulation, frozen groups, data parallel (every device holds everything) and
+   accumulation, frozen groups, data parallel (every device holds everything; with
+   shard_optimizer, ZeRO-1, 1/n_devices of the moments and master weights) and
    layer split (each device its layers; the first the embeddings, the last ln_f,
    the tied head and the logits). It plans the CUDA backend and the two-device
    modes from any machine, before they run. The categories:
@@ -261,11 +266,41 @@
    - No dropout yet (the config has no field for it).
 
    ============================================================================
+   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
+   ============================================================================
+   One process, no launcher: the context holds N ranks, each a full replica with its
+   own arenas (the plan's device r), run by one thread each.
+   - batch_size is per rank. gpt2rt_step / _step_series take grad_accum * N *
+     batch_size rows: micro-batch k is rows [k*N*B, (k+1)*N*B), rank r takes rows
+     [r*B, (r+1)*B) of it. gpt2rt_forward / _forward_series take N*B rows (one
+     micro-batch), gpt2rt_logits / gpt2rt_predictions return the N ranks' rows in
+     that order. So N ranks of B rows train on the batches one device of N*B does.
+   - Gradients are summed over the ranks during the last micro-step's backward, in
+     buckets: each layer's as soon as every rank has finished that layer, then the
+     embeddings' and ln_f's. Sums run in rank order 0, 1, ..., N-1: results are
+     bitwise the same run to run (and for any n_threads). Against one device of N*B
+     rows they differ by fp32 reassociation only (the ranks' partial sums are added
+     at the end): about 1e-7 relative in the gradients (tests/test_parallel.c).
+   - The loss, the counted targets and the gradient norm (for clipping) are global;
+     the update is the one the whole batch gives, on every rank alike.
+   - shard_optimizer = 1 (ZeRO stage 1): rank r keeps the AdamW moments of shard r
+     of the trained parameters (1/N, in 64-byte-aligned shares); the gradient is
+     reduce-scattered once after the backward, each rank updates its shard and the
+     weights are all-gathered. Bitwise the same weights as without sharding.
+   - Weights load / save, gpt2rt_param_read / _write and state save / load see
+     rank 0 (all ranks hold the same weights; loads and writes reach every rank).
+     gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
+     micro-step's backward. Sharded moments cannot be saved, loaded or read yet
+     (GPT2RT_ERR_NOT_IMPLEMENTED). With data parallel, call gpt2rt_update after at
+     most grad_accum gpt2rt_backward calls.
+
+   ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   The data-parallel and layer-split modes (gpt2rt_plan and gpt2rt_fit already plan
-   them), and patch inputs / regression heads on the CUDA backend. bf16/fp16/TF32
+   The layer-split mode (gpt2rt_plan and gpt2rt_fit already plan it), both parallel
+   modes on the CUDA backend, saving sharded optimizer state, and patch inputs /
+   regression heads on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -439,7 +474,7 @@ typedef struct gpt2rt_config {
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
 
     /* batch */
-    int batch_size; /* micro-batch B (per device under DATA parallel), 0 -> 4 */
+    int batch_size; /* micro-batch B (per rank under DATA parallel: calls take n_devices*B rows), 0 -> 4 */
     int seq_len;    /* T, 0 -> min(64, max_seq_len); patch inputs: the lookback L,
                        0 -> 336 */
     int grad_accum; /* micro-batches per optimizer step, 0 -> 1 (gpt2rt_step takes
@@ -473,7 +508,8 @@ typedef struct gpt2rt_config {
 
     /* runtime */
     gpt2rt_backend backend;
-    int n_threads;          /* CPU threads, 0 -> OpenMP's default (OMP_NUM_THREADS), at most 1024 */
+    int n_threads;          /* CPU threads, 0 -> OpenMP's default (OMP_NUM_THREADS), at most 1024;
+                               DATA parallel: shared by the ranks, n_threads/n_devices each */
     uint64_t memory_budget; /* bytes per device, 0 -> no limit beyond the device's */
     uint64_t seed;          /* initialisation, 0 -> 1337 */
     gpt2rt_log_fn log;
@@ -9247,6 +9283,19 @@ static int gpt2rt__dp_layer_range(const gpt2rt_ctx *ctx, int64_t l, int64_t *lo,
     return *hi > *lo;
 }
 
+/* make ctx a rank of c: its reductions go through c, and with ZeRO-1 it updates shard
+   c->rank of the trained floats. The plan sized the moments for d.shards ranks, so a
+   sharded context needs c->size == d.shards (a process communicator checks it). */
+static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
+    ctx->comm = c;
+    ctx->opt_lo = 0;
+    ctx->opt_hi = ctx->n_train;
+    if (ctx->d.shards > 1) {
+        ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
+        ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
+    }
+}
+
 static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what) {
     return gpt2rt__fail(ctx, r, "data parallel: %s: %s", what, ctx->comm->err);
 }
@@ -9609,14 +9658,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         rc->rng = ctx->rng;
         gpt2rt__reset_training(rc);
     }
-    for (int r = 0; r < n; r++) {
-        gpt2rt_ctx *rc = ctx->ranks[r];
-        rc->comm = &g->comms[r];
-        if (ctx->d.shards > 1) {
-            rc->opt_lo = gpt2rt__shard_lo(rc->n_train, n, r);
-            rc->opt_hi = gpt2rt__shard_lo(rc->n_train, n, r + 1);
-        }
-    }
+    for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
     return GPT2RT_OK;
 #else
     (void)plan;
