@@ -13,6 +13,69 @@
 #include "../gpt2rt.h"
 #include "harness.h"
 
+/* ---- the threads' communicator itself ---- */
+typedef struct comm_job {
+    gpt2rt__comm *c;
+    int fail;  /* 1: this rank fails instead of reducing */
+    float buf[40];
+    gpt2rt_result r[5];
+    char err[256];
+} comm_job;
+
+static void *comm_rank(void *p) {
+    comm_job *j = (comm_job *)p;
+    gpt2rt__comm *c = j->c;
+    if (j->fail) { gpt2rt__comm_threads_fail(c); return NULL; }
+    /* values whose sum depends on the order: (1 + 1e8) - 1e8 = 0 in fp32, 1 + (1e8 - 1e8) = 1 */
+    const float v[3] = {1.0f, 1e8f, -1e8f};
+    for (int i = 0; i < 40; i++) j->buf[i] = v[c->rank] * (float)(i + 1);
+    j->r[0] = c->all_reduce(c, j->buf, 40);
+    float s[40];
+    for (int i = 0; i < 40; i++) s[i] = (float)(c->rank + 1);
+    j->r[1] = c->reduce_scatter(c, s, 40);
+    /* shard rank of s holds 1 + 2 + 3 = 6; make it rank-specific, then gather */
+    int64_t lo = gpt2rt__shard_lo(40, c->size, c->rank), hi = gpt2rt__shard_lo(40, c->size, c->rank + 1);
+    for (int64_t i = lo; i < hi; i++) s[i] = s[i] * 10.0f + (float)c->rank;
+    j->r[2] = c->all_gather(c, s, 40);
+    for (int i = 0; i < 40; i++) j->buf[i] += s[i] * 1000.0f; /* 0 + 60000 + 1000 * owner */
+    double x = c->rank == 1 ? 42.5 : -1.0;
+    j->r[3] = c->broadcast(c, &x, sizeof x, 1);
+    if (x != 42.5) j->r[3] = GPT2RT_ERR_FORMAT;
+    j->r[4] = c->barrier(c);
+    snprintf(j->err, sizeof j->err, "%s", c->err);
+    return NULL;
+}
+
+static void comm_threads(void) {
+    gpt2rt__comm_group g;
+    CHECK(gpt2rt__comm_group_init(&g, 3) == 0, "comm group init");
+    for (int round = 0; round < 2; round++) { /* round 1: rank 2 fails; the others must return, not hang */
+        comm_job jobs[3];
+        pthread_t th[3];
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 3; r++) { jobs[r].c = &g.comms[r]; jobs[r].fail = round == 1 && r == 2; }
+        for (int r = 0; r < 3; r++) pthread_create(&th[r], NULL, comm_rank, &jobs[r]);
+        for (int r = 0; r < 3; r++) pthread_join(th[r], NULL);
+        gpt2rt__comm_group_reset(&g);
+        for (int r = 0; r < 3 && round == 0; r++) {
+            int ok = 1;
+            for (int k = 0; k < 5; k++) ok &= jobs[r].r[k] == GPT2RT_OK;
+            CHECK(ok, "rank %d: a collective failed: %s", r, jobs[r].err);
+            int bad = -1;
+            for (int i = 0; i < 40 && bad < 0; i++) {
+                int owner = i < 16 ? 0 : i < 32 ? 1 : 2; /* shares of 40 over 3, rounded up to 16 floats */
+                if (jobs[r].buf[i] != 60000.0f + 1000.0f * (float)owner) bad = i;
+            }
+            CHECK(bad < 0, "rank %d: element %d is %.9g: not the rank-order sum (1 + 1e8) - 1e8 = 0 plus the gathered "
+                  "shard", r, bad, bad < 0 ? 0.0 : (double)jobs[r].buf[bad]);
+        }
+        for (int r = 0; r < 2 && round == 1; r++)
+            CHECK(jobs[r].r[0] == GPT2RT_ERR_STATE && strstr(jobs[r].err, "rank 2 failed"),
+                  "rank %d with rank 2 failed: result %d, '%s'", r, (int)jobs[r].r[0], jobs[r].err);
+    }
+    gpt2rt__comm_group_free(&g);
+}
+
 static gpt2rt_config tiny(void) {
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
@@ -134,15 +197,17 @@ static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned
 static void bitwise(void) {
     gpt2rt_config c = dp(tiny(), 2);
     c.grad_accum = 2;
-    gpt2rt_config variants[4];
-    const char *names[4] = {"again", "recompute SELECTIVE", "recompute FULL (every layer)", "ZeRO-1 sharded"};
-    for (int i = 0; i < 4; i++) variants[i] = c;
+    gpt2rt_config variants[5];
+    const char *names[5] = {"again", "recompute SELECTIVE", "recompute FULL (every layer)", "ZeRO-1 sharded",
+                            "n_threads = 4 (2 per rank)"};
+    for (int i = 0; i < 5; i++) variants[i] = c;
+    variants[4].n_threads = 4;
     variants[1].recompute = GPT2RT_RECOMPUTE_SELECTIVE;
     variants[2].recompute = GPT2RT_RECOMPUTE_FULL; variants[2].checkpoint_every = 1;
     variants[3].shard_optimizer = 1;
     gpt2rt_ctx *ref = make(&c);
     train(ref, 3, 2 * 2 * 2, 7, NULL);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         gpt2rt_ctx *x = make(&variants[i]);
         train(x, 3, 2 * 2 * 2, 7, NULL);
         CHECK(same_weights(ref, x), "data parallel, %s: weights differ from the first run", names[i]);
@@ -301,6 +366,7 @@ static void refused(void) {
 
 int main(void) {
     double t0 = harness_now();
+    comm_threads();
     dp_equals_one(2, 2, 1, GPT2RT_RECOMPUTE_NONE, 0);
     dp_equals_one(3, 1, 2, GPT2RT_RECOMPUTE_NONE, 0);
     dp_equals_one(2, 1, 3, GPT2RT_RECOMPUTE_SELECTIVE, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP);
