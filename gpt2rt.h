@@ -290,17 +290,17 @@
    - Weights load / save, gpt2rt_param_read / _write and state save / load see
      rank 0 (all ranks hold the same weights; loads and writes reach every rank).
      gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
-     micro-step's backward. Sharded moments cannot be saved, loaded or read yet
-     (GPT2RT_ERR_NOT_IMPLEMENTED). With data parallel, call gpt2rt_update after at
-     most grad_accum gpt2rt_backward calls.
+     micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
+     gathered from the ranks that keep them under ZeRO-1. With data parallel, call
+     gpt2rt_update after at most grad_accum gpt2rt_backward calls.
 
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
    The layer-split mode (gpt2rt_plan and gpt2rt_fit already plan it), both parallel
-   modes on the CUDA backend, saving sharded optimizer state, and patch inputs /
-   regression heads on the CUDA backend. bf16/fp16/TF32
+   modes on the CUDA backend, and patch inputs / regression heads on the CUDA
+   backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -3051,6 +3051,8 @@ static gpt2rt_result gpt2rt__cu_upload_moments(gpt2rt_ctx *ctx, struct gpt2rt__c
                                                const float *v);
 #endif
 
+static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in); /* 10.1 */
+
 /* weights, moments, step and RNG in one safetensors file */
 
 static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
@@ -3122,10 +3124,8 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                                               (const float *)(const void *)(st.data + e[2]->begin));
         } else
 #endif
-        {
-            memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_train * 4);
-            memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_train * 4);
-        }
+        gpt2rt__dp_moments(ctx, (float *)(void *)(st.data + e[1]->begin), (float *)(void *)(st.data + e[2]->begin),
+                           0, ctx->n_train, 1); /* data parallel with ZeRO-1: each rank its shard */
         ctx->step = step;
         ctx->rng = rng;
     }
@@ -9381,6 +9381,21 @@ static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx) {
     return GPT2RT_OK;
 }
 
+/* In one process: the moments of the trained floats [lo, hi) into m, v (each hi-lo
+   floats), from whichever rank keeps them (ZeRO-1), or set them there (in = 1). */
+static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in) {
+    int n = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
+    for (int r = 0; r < n; r++) {
+        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
+        if (b <= a) continue;
+        size_t bytes = (size_t)(b - a) * sizeof(float);
+        if (in) { memcpy(rc->m + (a - rc->opt_lo), m + (a - lo), bytes); memcpy(rc->v + (a - rc->opt_lo), v + (a - lo), bytes); }
+        else { memcpy(m + (a - lo), rc->m + (a - rc->opt_lo), bytes); memcpy(v + (a - lo), rc->v + (a - rc->opt_lo), bytes); }
+        if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
+    }
+}
+
 /* ==== 11. Public calls ==== */
 
 /* every GPT2RT_DEF function, in the order of the manual's CALLS; each checks its
@@ -10219,16 +10234,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
     return gpt2rt__dp_gather_out(ctx, "gpt2rt_predictions", dst, count, 1);
 }
 
-/* data parallel: after rank 0's weights (and with state, its optimizer state) changed
-   by a load or a write, every rank gets them */
-static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int state) {
+/* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
+   which also resets the training; 2: a state load, whose moments reached every rank's
+   shard with ZeRO-1, else rank 0's), every rank gets them */
+static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
     for (int r = 1; r < ctx->n_ranks; r++) {
         gpt2rt_ctx *rc = ctx->ranks[r];
         memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
         rc->have_logits = rc->have_loss = rc->have_pred = 0;
-        if (!state) continue;
-        if (ctx->d.shards > 1) memset(rc->m, 0, (size_t)rc->n_opt * 2 * sizeof(float)); /* only a reset is synced */
-        else memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
+        if (!what) continue;
+        if (what == 1) gpt2rt__reset_training(rc);
+        else if (ctx->d.shards == 1) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
         memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
         rc->step = ctx->step;
         rc->rng = ctx->rng;
@@ -10369,17 +10385,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     return GPT2RT_OK;
 }
 
-/* ZeRO-1 spreads the moments over the ranks; the state file holds them whole */
-static gpt2rt_result gpt2rt__dp_sharded_refuse(gpt2rt_ctx *ctx, const char *fn) {
-    if (ctx->d.shards == 1) return GPT2RT_OK;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: the AdamW moments are sharded over the %d data-parallel "
-                        "ranks (shard_optimizer = 1); gathering them is not implemented yet: use shard_optimizer = 0 "
-                        "to save, load or read them", fn, ctx->d.shards);
-}
-
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__dp_sharded_refuse(ctx, "gpt2rt_state_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
@@ -10404,6 +10411,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
+    float *zmv = NULL; /* ZeRO-1: the ranks' shards of the moments, whole */
+    if (ctx->d.shards > 1) {
+        zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+        if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
+                                      "sharded moments", (long long)ctx->n_train * 8);
+        gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
+        srcs[1] = zmv;
+        srcs[2] = zmv + ctx->n_train;
+    }
 #ifdef __CUDACC__
     float *mv = NULL; /* CUDA: the moments come to the host for the write */
     if (ctx->cu) {
@@ -10426,6 +10442,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, n_meta);
+    gpt2rt__free(&ctx->cfg, zmv, GPT2RT_MEM_BOOKKEEPING);
 #ifdef __CUDACC__
     gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
 #endif
@@ -10435,7 +10452,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__dp_sharded_refuse(ctx, "gpt2rt_state_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
     size_t len;
@@ -10443,7 +10459,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__state_load_mem(ctx, buf, len, path);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-    if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 1);
+    if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 2);
     return r;
 }
 
@@ -10490,8 +10506,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
     if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if ((what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V) &&
-        gpt2rt__dp_sharded_refuse(ctx, "gpt2rt_param_read") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
@@ -10502,6 +10516,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
         int64_t all = 0;
         for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
         k = all ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all) : 0.0f;
+    }
+    if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
+        int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
+        float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
+        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
+        gpt2rt__dp_moments(ctx, mv, mv + n, t->goff, t->goff + n, 0);
+        gpt2rt__param_out(t, what == GPT2RT_PARAM_ADAM_M ? mv : mv + n, 1.0f, dst);
+        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
     }
     gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
     return GPT2RT_OK;
