@@ -5234,9 +5234,11 @@ static const gpt2rt__backend gpt2rt__cpu_backend = {
    A pass feeds N new tokens of any rows at any positions (ctx->kv: tok, row, pos)
    through the model, keeping their keys and values in the cache, and gives the
    logits of the tokens listed in sel. Every op computes a token's values from the
-   same inputs in the same order as the training forward does (row-wise LayerNorm,
-   GELU and residual adds; matrix products whose sums depend on K only; the
-   attention below): the logits are those of a forward over the whole prefix. */
+   same inputs as the training forward does, most in the same order (row-wise
+   LayerNorm, GELU and residual adds; matrix products whose sums depend on K only;
+   the attention below), so a prefill's logits are bitwise those of a forward over
+   the whole prefix; a decode step's few rows take a matrix-vector product, equal
+   within rounding. */
 
 /* out (N,C) from qkv (N,3C) of N new tokens, token i of cache row row[i] at position
    pos[i]. First every token's k and v go into kc, vc (KB,KS,C) at (row, pos); then
@@ -5274,24 +5276,48 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
     }
 }
 
+/* out (N,OC) = inp (N,IC) W^T + b, W (OC,IC), b (OC) or NULL, for the few rows of a
+   decode step: each weight row is read once for all N (the matrix product would pack
+   every weight for one row). Threads own output columns, each value one dot product
+   in a fixed order: the same on any thread count, equal to the matrix product's
+   within rounding (about 1e-7 relative). */
+#define GPT2RT__KV_MATVEC_ROWS 8 /* below this many rows a pass uses the matrix-vector product */
+static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float *w, const float *b, int64_t N,
+                                       int64_t IC, int64_t OC, int nt) {
+    int64_t nblk = (OC + 63) / 64;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t o1 = blk * 64 + 64 < OC ? blk * 64 + 64 : OC;
+        for (int64_t o = blk * 64; o < o1; o++)
+            for (int64_t i = 0; i < N; i++)
+                out[i * OC + o] = gpt2rt__cpu_dot(inp + i * IC, w + o * IC, IC) + (b ? b[o] : 0.0f);
+    }
+}
+
+/* a pass's matrix products: few rows (the decode steps) by rows of W, many (a prefill) by 7.2 */
+static void gpt2rt__cpu_decode_matmul(gpt2rt_ctx *ctx, float *out, const float *inp, const float *w, const float *b,
+                                      int64_t N, int64_t IC, int64_t OC) {
+    if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.nt);
+    else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.nt);
+}
+
 /* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
 static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__kv *kv = &ctx->kv;
     int64_t C = d->C, cache = l * d->KB * d->KS * C;
     int nt = d->nt;
-    void *ws = ctx->gemm_ws;
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, nt);
-    gpt2rt__cpu_matmul_forward(kv->qkv, kv->ln, p.qkvw, p.qkvb, N, C, 3 * C, ws, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, p.qkvb, N, C, 3 * C);
     gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
                                  d->KS, C, d->NH, nt);
-    gpt2rt__cpu_matmul_forward(kv->proj, kv->atty, p.projw, p.projb, N, C, C, ws, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, p.projb, N, C, C);
     gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, nt);
-    gpt2rt__cpu_matmul_forward(kv->fch, kv->ln, p.fcw, p.fcb, N, C, 4 * C, ws, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, p.fcb, N, C, 4 * C);
     gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, nt);
-    gpt2rt__cpu_matmul_forward(kv->proj, kv->fch, p.fcprojw, p.fcprojb, N, 4 * C, C, ws, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, p.fcprojb, N, 4 * C, C);
     gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
 }
 
@@ -5311,7 +5337,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     for (int64_t l = 0; l < d->L; l++) gpt2rt__cpu_layer_decode(ctx, l, N);
     for (int64_t m = 0; m < M; m++) memcpy(kv->proj + m * C, kv->x + (int64_t)kv->sel[m] * C, (size_t)C * sizeof(float));
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C, d->nt);
-    gpt2rt__cpu_matmul_forward(kv->logits, kv->ln, p.wte, NULL, M, C, d->Vp, ctx->gemm_ws, d->nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, NULL, M, C, d->Vp);
 }
 
 /* ---- the driver: one for every backend ---- */

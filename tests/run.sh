@@ -141,7 +141,7 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries; do
+    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_generate; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
@@ -203,6 +203,16 @@ ts_fixture_check() { # PyTorch, run again, writes the committed time-series fixt
         cmp -s $B/ts_tiny/model.safetensors tests/fixtures/ts_tiny/model.safetensors; then
         ok "tools/gen_ts_fixture.py reproduces tests/fixtures/ts_tiny byte for byte"
     else bad "tools/gen_ts_fixture.py output differs from tests/fixtures/ts_tiny"; tail -5 $B/ts_fixture.log; fi
+}
+
+gen_fixture_check() { # transformers, run again, writes the committed greedy continuations byte for byte
+    if ! python3 -c "import torch, transformers" > /dev/null 2>&1; then
+        skip "generation fixture regeneration: torch/transformers not installed"; return
+    fi
+    if python3 tools/gen_generate_fixture.py --out $B/generate.txt > $B/gen_fixture.log 2>&1 &&
+        cmp -s $B/generate.txt tests/fixtures/hf_tiny/generate.txt; then
+        ok "tools/gen_generate_fixture.py (transformers' greedy generate) reproduces tests/fixtures/hf_tiny/generate.txt"
+    else bad "tools/gen_generate_fixture.py output differs from tests/fixtures/hf_tiny/generate.txt"; tail -5 $B/gen_fixture.log; fi
 }
 
 memory_tools() { # the memory CLI (with and without stb) and the trade-off tour, run for real
@@ -285,7 +295,7 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check; gen_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
