@@ -181,6 +181,30 @@ train_text_init() { # train_text -init DIR takes the shape from DIR/config.json,
     else bad "train_text -init missing (exit $rc): $out"; fi
 }
 
+train_text_text() { # train_text --text FILE: tokenized here, 90/10 split, validation, a sample, a save; twice, the same
+    [ -x $B/train_text ] || return
+    local f=$B/tt_text.txt out out2 rc n total
+    rm -rf $B/tt_text_save
+    for i in $(seq 1 150); do printf 'Line %d: the naïve café ☕ owner said, "it'"'"'s fine" — again and again.\n' $i; done > $f
+    total=$(./$B/gpt2rt-tok encode < $f 2>/dev/null | wc -w)
+    out=$(./$B/train_text --text $f --steps 2 --eval-every 1 --layers 2 --heads 2 --width 32 --batch 2 --seq 16 \
+          --prompt "Line 7:" --gen 6 --seed 3 --save $B/tt_text_save 2>&1); rc=$?
+    n=$(echo "$out" | grep -c "val loss")
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "tokens: $((total * 9 / 10)) to train on, $((total - total * 9 / 10)) to validate (90/10)" &&
+        [ "$n" -eq 3 ] && echo "$out" | grep -q "^Line 7:" && echo "$out" | grep -Eq "^\([1-6] new tokens\)$" &&
+        [ -s $B/tt_text_save/model.safetensors ] && [ -s $B/tt_text_save/config.json ]; then
+        ok "examples/train_text --text: $total tokens split 90/10 (gpt2rt-tok's count), val loss at steps 0-2, a sample from --prompt, --save"
+    else bad "train_text --text (exit $rc, $n val lines, $total tokens)"; echo "$out" | tail -12; fi
+    out2=$(./$B/train_text --text $f --steps 2 --eval-every 1 --layers 2 --heads 2 --width 32 --batch 2 --seq 16 \
+          --prompt "Line 7:" --gen 6 --seed 3 2>&1)
+    if [ "$(echo "$out" | sed -n '/^sample/,/new tokens)$/p')" = "$(echo "$out2" | sed -n '/^sample/,/new tokens)$/p')" ] &&
+        echo "$out2" | grep -q "^sample"; then ok "train_text: the same --seed samples the same text"
+    else bad "train_text: two runs with --seed 3 sampled different text"; fi
+    out=$(./$B/train_text --text $B/no_such.txt 2>&1); rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q "no_such.txt"; then ok "train_text --text of a missing file names it"
+    else bad "train_text --text missing (exit $rc): $out"; fi
+}
+
 hf_check() { # transformers loads what gpt2rt saved (needs the parity test to have run)
     if [ ! -f $B/saved_tiny/model.safetensors ]; then bad "HF load check: build/saved_tiny missing"; return; fi
     python3 tools/hf_check_saved.py $B/saved_tiny tests/fixtures/hf_tiny/reference.safetensors > $B/hf_check.log 2>&1
@@ -295,7 +319,7 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check; gen_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; train_text_text; hf_check; ts_fixture_check; gen_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
