@@ -66,7 +66,7 @@
      call, never from inside a parallel region, and before that call returns; they
      may be called while the context is in an intermediate state, so they must not
      call gpt2rt on the same context. A log message is valid during the callback
-     only.
+     only. gpt2rt_generate's on_token callback follows the same rules.
 
    ============================================================================
    A WHOLE PROGRAM
@@ -140,6 +140,8 @@
                                          RNG; resuming continues bitwise identically
    gpt2rt_param_count / _info_get        the parameters: Hugging Face names and shapes
    gpt2rt_param_read / _write            values, gradients, Adam moments by name
+   gpt2rt_generate                       continue B prompts with the KV cache: greedy,
+                                         or temperature / top-k / top-p from a seed
    gpt2rt_plan                           bytes of every memory category on every
                                          device, from the config alone, before
                                          anything is allocated
@@ -182,6 +184,9 @@
                      the normalised predictions (B*M, horizon)
        workspace     per-thread scratch (matrix-product packing, attention rows)
        comm          communication buffers of the two-device modes
+       kvcache       generation (kv_batch > 0): keys and values of every layer for
+                     kv_batch x kv_len positions, and the scratch of one pass (up to
+                     128 prompt positions a row); 0 and not shown otherwise
    plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
    NCCL): estimated by gpt2rt_plan, measured by the CUDA backend.
 
@@ -231,6 +236,19 @@
    (B,T) input/target batches: fixed windows in an order drawn from a seed, each
    data-parallel rank its own share, none repeated within an epoch.
 
+   Generation: a context created with kv_batch > 0 holds a KV cache of kv_batch rows
+   of kv_len positions (config fields; the kvcache category of the plan).
+       int32_t row[64] = {50256};  int64_t len = 1;       // the prompt: <|endoftext|>
+       gpt2rt_sample s = {0};  s.temperature = 0.8f; s.top_k = 40; s.max_new_tokens = 40;
+       gpt2rt_generate(ctx, &s, 1, row, 64, &len);       // row[1..len) is new
+   The prompts run through the model once (prefill), then each new token alone,
+   attending to the cached keys and values: no recompute of the prefix. Rows of
+   different prompt lengths each keep their positions and stop on their own (eot,
+   max_new_tokens, the row's capacity, the callback). A zero gpt2rt_sample is greedy
+   decoding, as Hugging Face's generate; sampling draws from a per-row stream of the
+   seed, so the ids do not depend on the thread count. The training state is
+   untouched, so generation can interleave with training steps.
+
    ============================================================================
    TIME SERIES (GPT4TS, "One Fits All")
    ============================================================================
@@ -265,7 +283,8 @@
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
    The data-parallel and layer-split modes (gpt2rt_plan and gpt2rt_fit already plan
-   them), and patch inputs / regression heads on the CUDA backend. bf16/fp16/TF32
+   them), and patch inputs / regression heads and generation (kv_batch) on the CUDA
+   backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
