@@ -177,6 +177,19 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    /* the prompt, checked before training: it and the new tokens share the context */
+    size_t plen = strlen(prompt), n_prompt = 0;
+    int32_t *row = (int32_t *)malloc(sizeof(int32_t) * (plen + (size_t)cfg.max_seq_len + 1));
+    if (gpt2rt_tok_encode(tok, prompt, plen, GPT2RT_TOK_SPECIAL_ALLOW, row, plen + 1, &n_prompt) != GPT2RT_OK) {
+        fprintf(stderr, "train_text: --prompt: %s\n", gpt2rt_tok_last_error(tok));
+        return 1;
+    }
+    if (n_gen && (n_prompt < 1 || n_prompt >= (size_t)cfg.max_seq_len)) {
+        fprintf(stderr, "train_text: --prompt is %zu tokens; it must hold 1 to %d (the context, %d positions, holds "
+                "the prompt and the new tokens)\n", n_prompt, cfg.max_seq_len - 1, cfg.max_seq_len);
+        return 1;
+    }
+
     gpt2rt_memory_plan plan;
     if (gpt2rt_plan(&cfg, &plan) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", plan.error); return 1; }
     char table[2048];
@@ -223,37 +236,26 @@ int main(int argc, char **argv) {
     }
     if (step) printf("%d steps in %.1f s of training: %.0f tokens/s\n", step, t_train, (double)step * BT / t_train);
 
+    int rc = 0;
     if (n_gen) { /* a sample from the prompt, through the KV cache */
-        int64_t cap = cfg.kv_len, len = 0;
-        int32_t *row = (int32_t *)malloc(sizeof(int32_t) * (size_t)(strlen(prompt) + 1 > (size_t)cap ? strlen(prompt) + 1 : (size_t)cap));
-        size_t n = 0;
-        if (gpt2rt_tok_encode(tok, prompt, strlen(prompt), GPT2RT_TOK_SPECIAL_ALLOW, row, strlen(prompt) + 1 > (size_t)cap ?
-                              strlen(prompt) + 1 : (size_t)cap, &n) != GPT2RT_OK) {
-            fprintf(stderr, "train_text: --prompt: %s\n", gpt2rt_tok_last_error(tok));
-            return 1;
-        }
-        len = (int64_t)n;
+        int64_t cap = cfg.kv_len, len = (int64_t)n_prompt;
         samp.max_new_tokens = n_gen;
         samp.on_token = print_token; samp.user = tok;
         printf("\nsample (temperature %g, top-k %d, top-p %g, seed %llu):\n%s", (double)samp.temperature, samp.top_k,
                (double)(samp.top_p ? samp.top_p : 1.0f), (unsigned long long)(samp.seed ? samp.seed : cfg.seed), prompt);
         if (gpt2rt_generate(ctx, &samp, 1, row, cap, &len) != GPT2RT_OK) {
             fprintf(stderr, "\ngpt2rt: %s\n", gpt2rt_last_error(ctx));
-            return 1;
-        }
-        printf("\n(%lld new tokens)\n", (long long)(len - (int64_t)n));
-        free(row);
+            rc = 1;
+        } else printf("\n(%lld new tokens)\n", (long long)(len - (int64_t)n_prompt));
     }
-    if (save) {
+    if (save && !rc) {
         if (gpt2rt_weights_save(ctx, save) != GPT2RT_OK) {
             fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx));
-            gpt2rt_free(ctx);
-            return 1;
-        }
-        printf("saved %s/model.safetensors and %s/config.json\n", save, save);
+            rc = 1;
+        } else printf("saved %s/model.safetensors and %s/config.json\n", save, save);
     }
     gpt2rt_free(ctx);
     gpt2rt_tok_free(tok);
-    free(x); free(y); free(train.tok); free(val.tok);
-    return 0;
+    free(row); free(x); free(y); free(train.tok); free(val.tok);
+    return rc;
 }
