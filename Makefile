@@ -12,10 +12,11 @@ FUZZ_TIME ?= 60
 B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
-TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay $(B)/test_tokenizer $(B)/test_parallel
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok $(B)/bench_gen
+TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay $(B)/test_tokenizer \
+            $(B)/test_parallel $(B)/test_generate
 
-.PHONY: all test test-asan demo bench bench-tok fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
+.PHONY: all test test-asan demo bench bench-tok bench-gen fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -68,6 +69,8 @@ bench: $(B)/bench_cpu
 	./$(B)/bench_memory
 	@echo
 	@$(MAKE) --no-print-directory bench-tok
+	@echo
+	@$(MAKE) --no-print-directory bench-gen
 
 # GPT-2 encoding MB/s on one core, gpt2rt then tiktoken on the same text, and the ratio
 bench-tok: $(B)/bench_tok
@@ -76,6 +79,20 @@ bench-tok: $(B)/bench_tok
 	if [ $$rc -eq 0 ]; then \
 	    a=$$(awk '/^encode MB\/s:/{print $$5}' $(B)/bench_tok.log); b=$$(awk '/^encode MB\/s:/{print $$5}' $(B)/bench_tiktoken.log); \
 	    awk -v a=$$a -v b=$$b 'BEGIN{printf "\ngpt2rt encodes %.1f MB/s, tiktoken %.1f MB/s (medians, one core): %.2fx, same text, same run\n", a, b, a/b}'; \
+	fi
+
+# generation with the KV cache: GPT-2 124M shape, B=1, a 64-token prompt, greedy, new
+# tokens/s of gpt2rt_generate, then Hugging Face's generate (use_cache) with the same
+# threads, and the ratio (GEN_NEW new tokens, GEN_REPS timed runs each: a few minutes)
+GEN_NEW ?= 32
+GEN_REPS ?= 3
+bench-gen: $(B)/bench_gen
+	./$(B)/bench_gen -new $(GEN_NEW) -reps $(GEN_REPS) | tee $(B)/bench_gen.log
+	@python3 tools/bench_hf_generate.py --new $(GEN_NEW) --reps $(GEN_REPS) > $(B)/bench_hf_generate.log 2>&1; rc=$$?; \
+	cat $(B)/bench_hf_generate.log; \
+	if [ $$rc -eq 0 ]; then \
+	    a=$$(awk '/^generate tokens\/s:/{print $$3}' $(B)/bench_gen.log); b=$$(awk '/^generate tokens\/s:/{print $$3}' $(B)/bench_hf_generate.log); \
+	    awk -v a=$$a -v b=$$b 'BEGIN{printf "\ngpt2rt generates %.1f tokens/s, Hugging Face generate %.1f tokens/s (B=1, 64-token prompt, greedy, KV cache): %.2fx, same machine, same run\n", a, b, a/b}'; \
 	fi
 
 # libFuzzer (clang) on each reader in turn, FUZZ_TIME seconds each: the weights and the

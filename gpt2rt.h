@@ -70,7 +70,7 @@
      call, never from inside a parallel region, and before that call returns; they
      may be called while the context is in an intermediate state, so they must not
      call gpt2rt on the same context. A log message is valid during the callback
-     only.
+     only. gpt2rt_generate's on_token callback follows the same rules.
 
    ============================================================================
    A WHOLE PROGRAM
@@ -144,6 +144,8 @@
                                          RNG; resuming continues bitwise identically
    gpt2rt_param_count / _info_get        the parameters: Hugging Face names and shapes
    gpt2rt_param_read / _write            values, gradients, Adam moments by name
+   gpt2rt_generate                       continue B prompts with the KV cache: greedy,
+                                         or temperature / top-k / top-p from a seed
    gpt2rt_plan                           bytes of every memory category on every
                                          device, from the config alone, before
                                          anything is allocated
@@ -187,6 +189,9 @@
                      the normalised predictions (B*M, horizon)
        workspace     per-thread scratch (matrix-product packing, attention rows)
        comm          communication buffers of the two-device modes
+       kvcache       generation (kv_batch > 0): keys and values of every layer for
+                     kv_batch x kv_len positions, and the scratch of one pass (up to
+                     128 prompt positions a row); 0 and not shown otherwise
    plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
    NCCL): estimated by gpt2rt_plan, measured by the CUDA backend.
 
@@ -235,6 +240,19 @@
    gpt2rt_shard_* read and write llm.c's .bin token files and cut them into
    (B,T) input/target batches: fixed windows in an order drawn from a seed, each
    data-parallel rank its own share, none repeated within an epoch.
+
+   Generation: a context created with kv_batch > 0 holds a KV cache of kv_batch rows
+   of kv_len positions (config fields; the kvcache category of the plan).
+       int32_t row[64] = {50256};  int64_t len = 1;       // the prompt: <|endoftext|>
+       gpt2rt_sample s = {0};  s.temperature = 0.8f; s.top_k = 40; s.max_new_tokens = 40;
+       gpt2rt_generate(ctx, &s, 1, row, 64, &len);       // row[1..len) is new
+   The prompts run through the model once (prefill), then each new token alone,
+   attending to the cached keys and values: no recompute of the prefix. Rows of
+   different prompt lengths each keep their positions and stop on their own (eot,
+   max_new_tokens, the row's capacity, the callback). A zero gpt2rt_sample is greedy
+   decoding, as Hugging Face's generate; sampling draws from a per-row stream of the
+   seed, so the ids do not depend on the thread count. The training state is
+   untouched, so generation can interleave with training steps.
 
    ============================================================================
    TIME SERIES (GPT4TS, "One Fits All")
@@ -299,7 +317,8 @@
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
    The layer-split mode (gpt2rt_plan and gpt2rt_fit already plan it), both parallel
-   modes on the CUDA backend, and patch inputs / regression heads on the CUDA
+   modes on the CUDA backend, and patch inputs / regression heads and generation
+   (kv_batch) on the CUDA
    backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
@@ -334,7 +353,8 @@
                                  10.1 Data parallel (gpt2rt__dp_)
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
                                  11.4 Training  11.5 Weights and training state
-                                 files  11.6 Parameters by name
+                                 files  11.6 Parameters by name  11.7 Generation
+                                 (gpt2rt__gen_)
 
    ============================================================================
    LICENSE: MIT. See the end of the file.
@@ -438,6 +458,7 @@ typedef enum gpt2rt_mem {
     GPT2RT_MEM_LOGITS,
     GPT2RT_MEM_WORKSPACE,
     GPT2RT_MEM_COMM,
+    GPT2RT_MEM_KVCACHE, /* generation: keys and values of every layer, and a pass's scratch */
     GPT2RT_MEM_COUNT
 } gpt2rt_mem;
 /* the allocator hook is told GPT2RT_MEM_BOOKKEEPING for what is not in the plan:
@@ -479,6 +500,10 @@ typedef struct gpt2rt_config {
                        0 -> 336 */
     int grad_accum; /* micro-batches per optimizer step, 0 -> 1 (gpt2rt_step takes
                        grad_accum * batch_size rows) */
+
+    /* generation (gpt2rt_generate): the KV cache, planned and allocated like the rest */
+    int kv_batch;   /* sequences generated at once (rows of the cache), 0 -> no cache */
+    int kv_len;     /* positions of a row, prompt + generated, 0 -> max_seq_len */
 
     /* precision and memory */
     gpt2rt_precision precision;
@@ -701,6 +726,42 @@ GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *shard);
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, int64_t step, int rank,
                                             int n_ranks, int B, int T, int32_t *inputs, int32_t *targets);
 
+/* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
+   The prompts run through the model once (the prefill), then each new token alone,
+   attending to the keys and values the cache keeps: no recompute of the prefix. */
+
+/* called once per new token, rows in ascending order within a step: the token
+   chosen for `row` and the vocab_size logits it was drawn from (before temperature;
+   valid during the call only). Return nonzero to end that row (the token is kept). */
+typedef int (*gpt2rt_token_fn)(void *user, int row, int32_t token, const float *logits, int64_t n_logits);
+
+/* Zero means default: greedy decoding (Hugging Face's generate default) until the
+   row is full or <|endoftext|>. */
+typedef struct gpt2rt_sample {
+    float temperature;  /* 0 -> greedy (argmax, the lowest id among equals); > 0: sample from
+                           softmax(logits / temperature) */
+    int top_k;          /* sampling: only the top_k most likely tokens, 0 -> all */
+    float top_p;        /* sampling: only the smallest set of most likely tokens whose probability
+                           reaches top_p (the nucleus, after top_k), in (0, 1]; 0 -> 1 */
+    uint64_t seed;      /* sampling: 0 -> config.seed; row b draws from its own stream, so a row's
+                           text depends on the seed and its prompt, not on B or the threads */
+    int max_new_tokens; /* per row, 0 -> until the row holds kv_len (or row_cap) tokens */
+    int32_t eot;        /* the token that ends a row (kept in it): 0 -> 50256 (<|endoftext|>) when
+                           vocab_size > 50256, else none; negative: none */
+    gpt2rt_token_fn on_token; /* may be NULL */
+    void *user;
+} gpt2rt_sample;
+
+/* tokens: (B, row_cap) int32; row b starts with its prompt of lens[b] ids, and the new
+   ids are appended to it: lens[b] becomes the row's length. B <= config.kv_batch,
+   1 <= lens[b] <= min(row_cap, kv_len); ids in [0, vocab_size). A row ends at its
+   eot, after max_new_tokens, when it holds min(row_cap, kv_len) tokens, or when
+   on_token says so. opts NULL: the defaults. Deterministic: the same weights,
+   prompts and options give the same ids, whatever the thread count. The training
+   state (logits, gradients) is untouched. */
+GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *opts, int B, int32_t *tokens,
+                                         int64_t row_cap, int64_t *lens);
+
 #ifdef __cplusplus
 }
 #endif
@@ -806,6 +867,7 @@ typedef struct gpt2rt__dims {
     int rc;                /* SELECTIVE: a transient buffer for what the backward recomputes */
     int shards;            /* ZeRO-1: ranks the moments and master weights are split over; 1: none */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
+    int64_t KB, KS;        /* generation: KV cache rows and positions (0: no cache) */
 } gpt2rt__dims;
 
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
@@ -920,6 +982,27 @@ struct gpt2rt__comm {
     gpt2rt_result (*barrier)(gpt2rt__comm *c);
     void (*destroy)(gpt2rt__comm *c);
 };
+/* generation's arena (GPT2RT_MEM_KVCACHE, 3.2): the cache, and the scratch of one
+   pass of up to N = KB * min(KS, GPT2RT__KV_CHUNK) new tokens through the model */
+typedef struct gpt2rt__kv {
+    float *k, *v;                  /* (L, KB, KS, C) keys and values, heads side by side */
+    int64_t N;                     /* tokens a pass holds */
+    int32_t *tok, *row, *pos;      /* (N) a pass's tokens, their row and position */
+    float *x;                      /* (N,C) the residual stream */
+    float *ln, *ln_mean, *ln_rstd; /* (N,C), (N), (N) */
+    float *qkv;                    /* (N,3C) */
+    float *atty, *proj;            /* (N,C) attention output; a projection's output */
+    float *fch;                    /* (N,4C) MLP hidden, GELU in place */
+    float *att;                    /* (nt, pad16(KS)) one attention row per thread */
+    float *logits;                 /* (KB,Vp) of the rows that sample after a pass */
+    int32_t *sel;                  /* (KB) the pass's token whose logits each such row gets */
+    int64_t *done, *cached, *limit;/* (KB) per row: ended; positions in the cache; last length */
+    uint64_t *rng;                 /* (KB) per row sampling streams */
+    double *prob;                  /* (Vp) sampling: unnormalised probabilities */
+    struct gpt2rt__kv_cand *cand;  /* (Vp) sampling: candidates, sorted */
+} gpt2rt__kv;
+
+typedef struct gpt2rt__kv_cand { double p; int32_t id; } gpt2rt__kv_cand;
 
 struct gpt2rt_ctx {
     gpt2rt_config cfg; /* resolved */
@@ -982,6 +1065,7 @@ struct gpt2rt_ctx {
     int n_ranks;
     struct gpt2rt_ctx *ranks[GPT2RT_MAX_DEVICES]; /* ranks[0] == this context */
     void *group;        /* the threads' gpt2rt__comm_group */
+    gpt2rt__kv kv; /* generation (config.kv_batch > 0) */
 #ifdef __CUDACC__
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
 #endif
@@ -1279,6 +1363,7 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (!c->batch_size) c->batch_size = 4;
     if (!c->seq_len) c->seq_len = c->input == GPT2RT_INPUT_PATCHES ? 336 : c->max_seq_len < 64 ? c->max_seq_len : 64;
     if (!c->grad_accum) c->grad_accum = 1;
+    if (c->kv_batch && !c->kv_len) c->kv_len = c->max_seq_len;
 }
 
 /* AUTO's choice: CUDA when the implementation was compiled by nvcc and a device is present */
@@ -1421,6 +1506,27 @@ static gpt2rt_result gpt2rt__cfg_check_batch(const gpt2rt_config *c, char *err, 
     return GPT2RT_OK;
 }
 
+/* generation's KV cache: token models only, at most max_seq_len positions */
+static gpt2rt_result gpt2rt__cfg_check_kv(const gpt2rt_config *c, char *err, size_t cap) {
+    if (c->kv_batch < 0 || c->kv_batch > (1 << 16))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "kv_batch = %d is out of range [0, 65536] (0: no KV cache)",
+                    c->kv_batch);
+    if (!c->kv_batch && c->kv_len)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "kv_len = %d applies with kv_batch > 0 (the KV cache's rows; "
+                    "it is 0)", c->kv_len);
+    if (!c->kv_batch) return GPT2RT_OK;
+    if (c->input == GPT2RT_INPUT_PATCHES)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "kv_batch = %d: generation needs input = TOKENS (this model "
+                    "has patch inputs)", c->kv_batch);
+    if (c->kv_len < 1 || c->kv_len > c->max_seq_len)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "kv_len = %d must lie in [1, max_seq_len = %d]", c->kv_len,
+                    c->max_seq_len);
+    if ((int64_t)c->kv_batch * c->kv_len > ((int64_t)1 << 30))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "kv_batch * kv_len = %d * %d exceeds 2^30 positions",
+                    c->kv_batch, c->kv_len);
+    return GPT2RT_OK;
+}
+
 /* backend, precision and memory */
 static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *err, size_t cap) {
     if ((int)c->backend < 0 || c->backend > GPT2RT_BACKEND_CUDA)
@@ -1513,6 +1619,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     if ((r = gpt2rt__cfg_check_hooks(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_model(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_batch(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_kv(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
     return gpt2rt__cfg_check_optimizer(c, err, cap);
@@ -1550,6 +1657,7 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
        weights) pass through dbig in the forward, which is free until the backward */
     d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
     d.align = d.cuda ? 256 : 64;
+    d.KB = c->kv_batch; d.KS = c->kv_batch ? c->kv_len : 0;
     return d;
 }
 
@@ -1769,6 +1877,49 @@ static size_t gpt2rt__sgemm_workspace_bytes(int n_threads);
 static int64_t gpt2rt__opt_norm_chunks(int64_t n_params);
 #define GPT2RT__CU_BLAS_WORKSPACE ((int64_t)32 << 20) /* cuBLASLt workspace on Hopper */
 
+/* prompt positions one row feeds the model in one generation pass: bounds the
+   pass's scratch; a longer prompt takes several passes */
+#define GPT2RT__KV_CHUNK 128
+
+/* Generation's arena (GPT2RT_MEM_KVCACHE) in bytes for nl layers (last: the device
+   with the head samples, so it holds the logits and the sampling scratch); binds
+   *kv's pointers into base when both are non-NULL. 0 without a cache. */
+static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, unsigned char *base, gpt2rt__kv *kv) {
+    if (kv) memset(kv, 0, sizeof *kv);
+    if (!d->KB) return 0;
+    int64_t C = d->C, KB = d->KB, N = KB * (d->KS < GPT2RT__KV_CHUNK ? d->KS : GPT2RT__KV_CHUNK), o = 0;
+    int bind = base && kv;
+#define GPT2RT__KV(field, type, n) do { if (bind) kv->field = (type *)(void *)(base + o); \
+        o += gpt2rt__ald(d, (int64_t)(n) * (int64_t)sizeof(type)); } while (0)
+    GPT2RT__KV(k, float, nl * KB * d->KS * C);
+    GPT2RT__KV(v, float, nl * KB * d->KS * C);
+    GPT2RT__KV(tok, int32_t, N);
+    GPT2RT__KV(row, int32_t, N);
+    GPT2RT__KV(pos, int32_t, N);
+    GPT2RT__KV(x, float, N * C);
+    GPT2RT__KV(ln, float, N * C);
+    GPT2RT__KV(ln_mean, float, N);
+    GPT2RT__KV(ln_rstd, float, N);
+    GPT2RT__KV(qkv, float, N * 3 * C);
+    GPT2RT__KV(atty, float, N * C);
+    GPT2RT__KV(proj, float, N * C);
+    GPT2RT__KV(fch, float, N * 4 * C);
+    GPT2RT__KV(att, float, d->nt * gpt2rt__pad16(d->KS));
+    if (last) {
+        GPT2RT__KV(logits, float, KB * d->Vp);
+        GPT2RT__KV(sel, int32_t, KB);
+        GPT2RT__KV(done, int64_t, KB);
+        GPT2RT__KV(cached, int64_t, KB);
+        GPT2RT__KV(limit, int64_t, KB);
+        GPT2RT__KV(rng, uint64_t, KB);
+        GPT2RT__KV(prob, double, d->Vp);
+        GPT2RT__KV(cand, gpt2rt__kv_cand, d->Vp);
+    }
+#undef GPT2RT__KV
+    if (bind) kv->N = N;
+    return o;
+}
+
 /* The arenas of every category, in bytes, for the device holding span s, and (when
    ctx is non-NULL and its arenas are allocated: the CPU backend, one device) the
    pointers into them. The single source of truth for the plan and for creation:
@@ -1872,8 +2023,11 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     }
     bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
     if (s->first && !s->last && wte_train) bytes[GPT2RT_MEM_COMM] = (uint64_t)(wte * 4);
+    /* generation: the cache of this device's layers and a pass's scratch */
+    bytes[GPT2RT_MEM_KVCACHE] = (uint64_t)gpt2rt__kv_layout(d, nl, s->last, NULL, NULL);
 
     if (!ctx) return;
+    gpt2rt__kv_layout(d, nl, s->last, (unsigned char *)ctx->arena[GPT2RT_MEM_KVCACHE], &ctx->kv);
     gpt2rt__param_table(d, NULL, &ctx->n_params, &ctx->n_train);
     ctx->params = (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
     ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
@@ -5387,6 +5541,116 @@ static gpt2rt_result gpt2rt__cpu_copy(gpt2rt_ctx *ctx, void *dst, const void *sr
 static const gpt2rt__backend gpt2rt__cpu_backend = {
     gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
     gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy};
+
+/* ---- the CPU backend's decode step (generation, 11.7) ----
+   A pass feeds N new tokens of any rows at any positions (ctx->kv: tok, row, pos)
+   through the model, keeping their keys and values in the cache, and gives the
+   logits of the tokens listed in sel. Every op computes a token's values from the
+   same inputs as the training forward does, most in the same order (row-wise
+   LayerNorm, GELU and residual adds; matrix products whose sums depend on K only;
+   the attention below), so a prefill's logits are bitwise those of a forward over
+   the whole prefix; a decode step's few rows take a matrix-vector product, equal
+   within rounding. */
+
+/* out (N,C) from qkv (N,3C) of N new tokens, token i of cache row row[i] at position
+   pos[i]. First every token's k and v go into kc, vc (KB,KS,C) at (row, pos); then
+   token i attends to its row's positions [0, pos[i]] with the sums of
+   gpt2rt__cpu_attention_forward, in its order. Tokens of one row in one pass must
+   have distinct positions, and every position before theirs must be cached. */
+static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc, float *vc, const int32_t *row,
+                                         const int32_t *pos, float *scratch, int64_t N, int64_t KS, int64_t C,
+                                         int64_t NH, int nt) {
+    int64_t HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        int64_t at = ((int64_t)row[i] * KS + pos[i]) * C;
+        memcpy(kc + at, qkv + i * C3 + C, (size_t)C * sizeof(float));
+        memcpy(vc + at, qkv + i * C3 + 2 * C, (size_t)C * sizeof(float));
+    }
+    GPT2RT__PARALLEL_FOR_RR(nt)
+    for (int64_t r = 0; r < N * NH; r++) {
+        int64_t i = r / NH, h = r % NH, t = pos[i];
+        const float *kr = kc + (int64_t)row[i] * KS * C + h * HS, *vr = vc + (int64_t)row[i] * KS * C + h * HS;
+        float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(KS);
+        const float *q = qkv + i * C3 + h * HS;
+        float mx = -INFINITY;
+        for (int64_t s = 0; s <= t; s++) {
+            sc[s] = gpt2rt__cpu_dot(q, kr + s * C, HS) * scale;
+            if (sc[s] > mx) mx = sc[s];
+        }
+        float sum = 0.0f;
+        for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+        float inv = 1.0f / sum;
+        float *y = out + i * C + h * HS;
+        for (int64_t j = 0; j < HS; j++) y[j] = 0.0f;
+        for (int64_t s = 0; s <= t; s++) gpt2rt__cpu_axpy(y, sc[s] * inv, vr + s * C, HS);
+    }
+}
+
+/* out (N,OC) = inp (N,IC) W^T + b, W (OC,IC), b (OC) or NULL, for the few rows of a
+   decode step: each weight row is read once for all N (the matrix product would pack
+   every weight for one row). Threads own output columns, each value one dot product
+   in a fixed order: the same on any thread count, equal to the matrix product's
+   within rounding (about 1e-7 relative). */
+#define GPT2RT__KV_MATVEC_ROWS 8 /* below this many rows a pass uses the matrix-vector product */
+static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float *w, const float *b, int64_t N,
+                                       int64_t IC, int64_t OC, int nt) {
+    int64_t nblk = (OC + 63) / 64;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t o1 = blk * 64 + 64 < OC ? blk * 64 + 64 : OC;
+        for (int64_t o = blk * 64; o < o1; o++)
+            for (int64_t i = 0; i < N; i++)
+                out[i * OC + o] = gpt2rt__cpu_dot(inp + i * IC, w + o * IC, IC) + (b ? b[o] : 0.0f);
+    }
+}
+
+/* a pass's matrix products: few rows (the decode steps) by rows of W, many (a prefill) by 7.2 */
+static void gpt2rt__cpu_decode_matmul(gpt2rt_ctx *ctx, float *out, const float *inp, const float *w, const float *b,
+                                      int64_t N, int64_t IC, int64_t OC) {
+    if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.nt);
+    else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.nt);
+}
+
+/* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
+static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__kv *kv = &ctx->kv;
+    int64_t C = d->C, cache = l * d->KB * d->KS * C;
+    int nt = d->nt;
+    gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, p.qkvb, N, C, 3 * C);
+    gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
+                                 d->KS, C, d->NH, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, p.projb, N, C, C);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, p.fcb, N, C, 4 * C);
+    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, p.fcprojb, N, 4 * C, C);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
+}
+
+/* one pass: embeddings of the N tokens, every layer, then ln_f and the tied head on
+   the M tokens kv->sel lists: kv->logits (M,Vp) */
+static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__kv *kv = &ctx->kv;
+    int64_t C = d->C;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    GPT2RT__PARALLEL_FOR(d->nt)
+    for (int64_t i = 0; i < N; i++) { /* wte[tok] + wpe[pos], as gpt2rt__cpu_encoder_forward */
+        const float *te = p.wte + (int64_t)kv->tok[i] * C, *pe = p.wpe + (int64_t)kv->pos[i] * C;
+        float *o = kv->x + i * C;
+        for (int64_t c = 0; c < C; c++) o[c] = te[c] + pe[c];
+    }
+    for (int64_t l = 0; l < d->L; l++) gpt2rt__cpu_layer_decode(ctx, l, N);
+    for (int64_t m = 0; m < M; m++) memcpy(kv->proj + m * C, kv->x + (int64_t)kv->sel[m] * C, (size_t)C * sizeof(float));
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C, d->nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, NULL, M, C, d->Vp);
+}
 
 /* ---- the driver: one for every backend ---- */
 /* It owns the order of the steps and what recompute decides: which layer input is a
@@ -9420,7 +9684,7 @@ GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result r) {
 
 GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
     static const char *names[GPT2RT_MEM_COUNT] = {"weights", "master", "grads", "moments", "activations",
-                                                  "transient", "logits", "workspace", "comm"};
+                                                  "transient", "logits", "workspace", "comm", "kvcache"};
     if ((int)m < 0 || m >= GPT2RT_MEM_COUNT) return "bookkeeping";
     return names[m];
 }
@@ -9473,9 +9737,11 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     GPT2RT__PUT("\n");
     if (p->n_devices == 1) {
         GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+            if (i == GPT2RT_MEM_KVCACHE && !p->bytes[0][i]) continue; /* shown when the config asks for one */
             GPT2RT__PUT("%-12s %16llu %12.2f\n", gpt2rt_mem_name((gpt2rt_mem)i),
                         (unsigned long long)p->bytes[0][i], GPT2RT__MIB(p->bytes[0][i]));
+        }
         GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[0], GPT2RT__MIB(p->total[0]));
         if (p->overhead[0])
             GPT2RT__PUT("%-12s %16llu %12.2f\n%-12s %16llu %12.2f\n", "+ overhead", (unsigned long long)p->overhead[0],
@@ -9486,6 +9752,7 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
         for (int dev = 0; dev < p->n_devices; dev++) GPT2RT__PUT(" %11s%d", "device ", dev);
         GPT2RT__PUT("\n");
         for (int i = 0; i <= GPT2RT_MEM_COUNT + 2; i++) {
+            if (i == GPT2RT_MEM_KVCACHE && !p->config.kv_batch) continue;
             GPT2RT__PUT("%-12s", i < GPT2RT_MEM_COUNT ? gpt2rt_mem_name((gpt2rt_mem)i)
                                  : i == GPT2RT_MEM_COUNT ? "total" : i == GPT2RT_MEM_COUNT + 1 ? "+ overhead" : "= device");
             for (int dev = 0; dev < p->n_devices; dev++) {
@@ -9582,6 +9849,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: patch inputs on the CUDA backend are not "
                             "implemented yet: set backend = GPT2RT_BACKEND_CPU");
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
+                            "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
+                            ctx->cfg.kv_batch);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
 #ifdef __CUDACC__
         if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
@@ -10547,6 +10818,170 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     if (ctx->cu) return gpt2rt__cu_upload_params(ctx, ctx->cu); /* every tensor: simple, not fast */
 #endif
     gpt2rt__dp_sync(ctx, 0);
+    return GPT2RT_OK;
+}
+
+/* ==== 11.7 Generation ==== */
+/* gpt2rt_generate: passes of the CPU decode step (7.3) over the KV cache (3.2), and
+   the choice of each new token (infix gpt2rt__gen_). A pass feeds every live row its
+   pending tokens (the rest of its prompt, up to GPT2RT__KV_CHUNK at a time, or the
+   token it chose last); a row whose pending tokens are all in then chooses the next.
+   So rows of different prompt lengths each keep their own positions and stop. */
+
+/* the defaults of a gpt2rt_sample, then its checks (numbers in the message) */
+static gpt2rt_result gpt2rt__gen_options(gpt2rt_ctx *ctx, const gpt2rt_sample *in, gpt2rt_sample *o) {
+    memset(o, 0, sizeof *o);
+    if (in) *o = *in;
+    const char *fn = "gpt2rt_generate";
+    if (!(o->temperature >= 0.0f) || !isfinite(o->temperature))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: temperature = %g must be >= 0 and finite (0: "
+                            "greedy)", fn, (double)o->temperature);
+    if (o->top_k < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: top_k = %d must be >= 0 (0: every token)", fn,
+                            o->top_k);
+    if (!(o->top_p >= 0.0f && o->top_p <= 1.0f))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: top_p = %g must lie in (0, 1] (0: the default, "
+                            "1)", fn, (double)o->top_p);
+    if (o->max_new_tokens < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: max_new_tokens = %d must be >= 0 (0: until the "
+                            "row is full)", fn, o->max_new_tokens);
+    if (o->eot >= ctx->d.V)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: eot = %d is outside the vocabulary [0, %lld)", fn,
+                            o->eot, (long long)ctx->d.V);
+    if (o->top_p == 0.0f) o->top_p = 1.0f;
+    if (!o->seed) o->seed = ctx->cfg.seed;
+    if (o->eot == 0) o->eot = ctx->d.V > 50256 ? 50256 : -1;
+    return GPT2RT_OK;
+}
+
+/* candidates: probability descending, then id ascending (a total order: the same
+   ids whatever qsort does with equals) */
+static int gpt2rt__gen_cmp(const void *a, const void *b) {
+    const gpt2rt__kv_cand *x = (const gpt2rt__kv_cand *)a, *y = (const gpt2rt__kv_cand *)b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The next token from logits (V): greedy, or a draw from *rng among the top_k, then
+   the nucleus of top_p, of softmax(logits / temperature). Only the tokens that can
+   be in that set are sorted: those at least as likely as a threshold whose set
+   already holds top_k tokens, or top_p of the mass; any token below it comes after
+   every token above it in the sorted order, so the set is exact. */
+static int32_t gpt2rt__gen_choose(gpt2rt__kv *kv, const float *logits, int64_t V, const gpt2rt_sample *o, uint64_t *rng) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; v++)
+        if (logits[v] > logits[best]) best = v;
+    if (o->temperature == 0.0f) return (int32_t)best;
+    double mx = logits[best], inv_t = 1.0 / (double)o->temperature, total = 0.0;
+    for (int64_t v = 0; v < V; v++) { kv->prob[v] = exp(((double)logits[v] - mx) * inv_t); total += kv->prob[v]; }
+    int64_t k = o->top_k > 0 && o->top_k < V ? o->top_k : V, n = 0;
+    double u = gpt2rt__rng_uniform(rng);
+    if (k == V && o->top_p >= 1.0f) { /* every token: a draw in id order */
+        double acc = 0.0, target = u * total;
+        for (int64_t v = 0; v < V; v++) { acc += kv->prob[v]; if (acc > target) return (int32_t)v; }
+        return (int32_t)best;
+    }
+    for (double tau = 1.0 / 16.0;; tau /= 16.0) { /* prob[best] = 1 */
+        double mass = 0.0;
+        n = 0;
+        for (int64_t v = 0; v < V; v++)
+            if (kv->prob[v] >= tau || tau < 1e-300) { kv->cand[n].p = kv->prob[v]; kv->cand[n].id = (int32_t)v; n++; mass += kv->prob[v]; }
+        if (tau < 1e-300 || (k < V ? n >= k : mass >= (double)o->top_p * total)) break;
+    }
+    qsort(kv->cand, (size_t)n, sizeof *kv->cand, gpt2rt__gen_cmp);
+    if (n > k) n = k;
+    double kept = 0.0;
+    for (int64_t i = 0; i < n; i++) kept += kv->cand[i].p;
+    if (o->top_p < 1.0f) { /* the shortest prefix whose share of the kept mass reaches top_p */
+        double acc = 0.0, need = (double)o->top_p * kept;
+        for (int64_t i = 0; i < n; i++) {
+            acc += kv->cand[i].p;
+            if (acc >= need) { n = i + 1; break; }
+        }
+        kept = 0.0;
+        for (int64_t i = 0; i < n; i++) kept += kv->cand[i].p;
+    }
+    double acc = 0.0, target = u * kept;
+    for (int64_t i = 0; i < n; i++) { acc += kv->cand[i].p; if (acc > target) return kv->cand[i].id; }
+    return kv->cand[n - 1].id;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *opts, int B, int32_t *tokens,
+                                         int64_t row_cap, int64_t *lens) {
+    GPT2RT__CHECK_CTX(ctx);
+    const gpt2rt__dims *d = &ctx->d;
+    const char *fn = "gpt2rt_generate";
+#ifdef __CUDACC__
+    if (ctx->cu)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: generation on the CUDA backend is not implemented "
+                            "yet (create the context with backend = GPT2RT_BACKEND_CPU)", fn);
+#endif
+    if (d->patches) return gpt2rt__input_kind(ctx, fn, 0);
+    if (!d->KB)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context has no KV cache: set config.kv_batch (the "
+                            "prompts generated at once) before gpt2rt_create", fn);
+    if (!tokens || !lens) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: tokens or lens is NULL", fn);
+    if (B < 1 || B > d->KB)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: B = %d must lie in [1, kv_batch = %lld] (the "
+                            "rows of the KV cache)", fn, B, (long long)d->KB);
+    if (row_cap < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: row_cap = %lld must be >= 1", fn, (long long)row_cap);
+    gpt2rt_sample o;
+    gpt2rt_result r = gpt2rt__gen_options(ctx, opts, &o);
+    if (r != GPT2RT_OK) return r;
+    int64_t cap = row_cap < d->KS ? row_cap : d->KS; /* a row's tokens all fit the cache */
+    for (int b = 0; b < B; b++) {
+        if (lens[b] < 1)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld: a prompt needs at least one "
+                                "token (e.g. <|endoftext|>)", fn, b, (long long)lens[b]);
+        if (lens[b] > cap)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld: the prompt is longer than "
+                                "min(row_cap = %lld, kv_len = %lld) (kv_len <= max_seq_len = %lld)", fn, b,
+                                (long long)lens[b], (long long)row_cap, (long long)d->KS, (long long)d->P);
+        for (int64_t i = 0; i < lens[b]; i++) {
+            int32_t t = tokens[b * row_cap + i];
+            if (t < 0 || t >= d->V)
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: tokens[%d][%lld] = %d is outside the "
+                                    "vocabulary [0, %lld)", fn, b, (long long)i, t, (long long)d->V);
+        }
+    }
+    gpt2rt__kv *kv = &ctx->kv;
+    int64_t live = 0;
+    for (int b = 0; b < B; b++) {
+        int64_t lim = cap;
+        if (o.max_new_tokens && lens[b] + o.max_new_tokens < lim) lim = lens[b] + o.max_new_tokens;
+        kv->limit[b] = lim;
+        kv->cached[b] = 0;
+        kv->done[b] = lens[b] >= lim;
+        uint64_t s0 = o.seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(b + 1));
+        kv->rng[b] = gpt2rt__rng_next(&s0); /* a hashed start: the rows' streams do not overlap */
+        live += !kv->done[b];
+    }
+    while (live) {
+        int64_t n = 0, m = 0;
+        for (int b = 0; b < B; b++) {
+            if (kv->done[b]) continue;
+            int64_t take = lens[b] - kv->cached[b];
+            if (take > GPT2RT__KV_CHUNK) take = GPT2RT__KV_CHUNK;
+            for (int64_t j = 0; j < take; j++, n++) {
+                kv->tok[n] = tokens[b * row_cap + kv->cached[b] + j];
+                kv->row[n] = b;
+                kv->pos[n] = (int32_t)(kv->cached[b] + j);
+            }
+            kv->cached[b] += take;
+            if (kv->cached[b] == lens[b]) kv->sel[m++] = (int32_t)(n - 1);
+        }
+        gpt2rt__cpu_decode_pass(ctx, n, m);
+        for (int64_t i = 0; i < m; i++) {
+            int b = kv->row[kv->sel[i]];
+            const float *lg = kv->logits + i * d->Vp;
+            int32_t t = gpt2rt__gen_choose(kv, lg, d->V, &o, &kv->rng[b]);
+            tokens[b * row_cap + lens[b]++] = t;
+            int stop = t == o.eot || lens[b] >= kv->limit[b];
+            if (o.on_token && o.on_token(o.user, b, t, lg, d->V)) stop = 1;
+            if (stop) { kv->done[b] = 1; live--; }
+        }
+    }
     return GPT2RT_OK;
 }
 

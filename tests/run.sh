@@ -141,7 +141,7 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_parallel; do
+    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_parallel test_generate; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
@@ -181,6 +181,30 @@ train_text_init() { # train_text -init DIR takes the shape from DIR/config.json,
     else bad "train_text -init missing (exit $rc): $out"; fi
 }
 
+train_text_text() { # train_text --text FILE: tokenized here, 90/10 split, validation, a sample, a save; twice, the same
+    [ -x $B/train_text ] || return
+    local f=$B/tt_text.txt out out2 rc n total
+    rm -rf $B/tt_text_save
+    for i in $(seq 1 150); do printf 'Line %d: the naïve café ☕ owner said, "it'"'"'s fine" — again and again.\n' $i; done > $f
+    total=$(./$B/gpt2rt-tok encode < $f 2>/dev/null | wc -w)
+    out=$(./$B/train_text --text $f --steps 2 --eval-every 1 --layers 2 --heads 2 --width 32 --batch 2 --seq 16 \
+          --prompt "Line 7:" --gen 6 --seed 3 --save $B/tt_text_save 2>&1); rc=$?
+    n=$(echo "$out" | grep -c "val loss")
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "tokens: $((total * 9 / 10)) to train on, $((total - total * 9 / 10)) to validate (90/10)" &&
+        [ "$n" -eq 3 ] && echo "$out" | grep -q "^Line 7:" && echo "$out" | grep -Eq "^\([1-6] new tokens\)$" &&
+        [ -s $B/tt_text_save/model.safetensors ] && [ -s $B/tt_text_save/config.json ]; then
+        ok "examples/train_text --text: $total tokens split 90/10 (gpt2rt-tok's count), val loss at steps 0-2, a sample from --prompt, --save"
+    else bad "train_text --text (exit $rc, $n val lines, $total tokens)"; echo "$out" | tail -12; fi
+    out2=$(./$B/train_text --text $f --steps 2 --eval-every 1 --layers 2 --heads 2 --width 32 --batch 2 --seq 16 \
+          --prompt "Line 7:" --gen 6 --seed 3 2>&1)
+    if [ "$(echo "$out" | sed -n '/^sample/,/new tokens)$/p')" = "$(echo "$out2" | sed -n '/^sample/,/new tokens)$/p')" ] &&
+        echo "$out2" | grep -q "^sample"; then ok "train_text: the same --seed samples the same text"
+    else bad "train_text: two runs with --seed 3 sampled different text"; fi
+    out=$(./$B/train_text --text $B/no_such.txt 2>&1); rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q "no_such.txt"; then ok "train_text --text of a missing file names it"
+    else bad "train_text --text missing (exit $rc): $out"; fi
+}
+
 hf_check() { # transformers loads what gpt2rt saved (needs the parity test to have run)
     if [ ! -f $B/saved_tiny/model.safetensors ]; then bad "HF load check: build/saved_tiny missing"; return; fi
     python3 tools/hf_check_saved.py $B/saved_tiny tests/fixtures/hf_tiny/reference.safetensors > $B/hf_check.log 2>&1
@@ -203,6 +227,16 @@ ts_fixture_check() { # PyTorch, run again, writes the committed time-series fixt
         cmp -s $B/ts_tiny/model.safetensors tests/fixtures/ts_tiny/model.safetensors; then
         ok "tools/gen_ts_fixture.py reproduces tests/fixtures/ts_tiny byte for byte"
     else bad "tools/gen_ts_fixture.py output differs from tests/fixtures/ts_tiny"; tail -5 $B/ts_fixture.log; fi
+}
+
+gen_fixture_check() { # transformers, run again, writes the committed greedy continuations byte for byte
+    if ! python3 -c "import torch, transformers" > /dev/null 2>&1; then
+        skip "generation fixture regeneration: torch/transformers not installed"; return
+    fi
+    if python3 tools/gen_generate_fixture.py --out $B/generate.txt > $B/gen_fixture.log 2>&1 &&
+        cmp -s $B/generate.txt tests/fixtures/hf_tiny/generate.txt; then
+        ok "tools/gen_generate_fixture.py (transformers' greedy generate) reproduces tests/fixtures/hf_tiny/generate.txt"
+    else bad "tools/gen_generate_fixture.py output differs from tests/fixtures/hf_tiny/generate.txt"; tail -5 $B/gen_fixture.log; fi
 }
 
 memory_tools() { # the memory CLI (with and without stb) and the trade-off tour, run for real
@@ -285,7 +319,7 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; train_text_text; hf_check; ts_fixture_check; gen_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

@@ -77,6 +77,8 @@ static void usage(void) {
         "  --recompute none|selective|full\n"
         "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
         "                                 (implies --recompute full when that is not given)\n"
+        "  --kv-batch N --kv-len N        the KV cache of generation: N sequences at once,\n"
+        "                                 positions each (default --ctx)\n"
         "devices:\n"
         "  --devices N --mode none|ddp|split   (mode defaults to ddp when N > 1)\n"
         "  --shard                        ddp: shard the optimizer state over the devices (ZeRO-1)\n"
@@ -298,6 +300,8 @@ static void parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(name, "--vocab")) c->vocab_size = (int)parse_int(name, v, 1, 1 << 24);
         else if (!strcmp(name, "--ctx")) c->max_seq_len = (int)parse_int(name, v, 1, 1 << 20);
         else if (!strcmp(name, "--threads")) c->n_threads = (int)parse_int(name, v, 1, 1024);
+        else if (!strcmp(name, "--kv-batch")) c->kv_batch = (int)parse_int(name, v, 1, 1 << 16);
+        else if (!strcmp(name, "--kv-len")) c->kv_len = (int)parse_int(name, v, 1, 1 << 20);
         else if (!strcmp(name, "--frozen")) c->frozen = parse_frozen(name, v);
         else if (!strcmp(name, "--checkpoint-every")) {
             ck_given = 1;
@@ -352,6 +356,7 @@ static const char *category_hint(int cat) {
     case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum";
     case GPT2RT_MEM_WORKSPACE: return "library scratch, roughly fixed";
     case GPT2RT_MEM_COMM: return "layer split: the first device's wte gradient";
+    case GPT2RT_MEM_KVCACHE: return "generation: 2 x layers x --kv-batch x --kv-len x width floats";
     }
     return "";
 }
@@ -360,7 +365,7 @@ static const char *category_hint(int cat) {
 static void print_shares(const gpt2rt_memory_plan *p) {
     int dev = fullest_device(p), order[GPT2RT_MEM_COUNT];
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) order[i] = i;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) /* selection sort, largest first: 9 entries */
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) /* selection sort, largest first: 10 entries */
         for (int j = i + 1; j < GPT2RT_MEM_COUNT; j++)
             if (p->bytes[dev][order[j]] > p->bytes[dev][order[i]]) { int t = order[i]; order[i] = order[j]; order[j] = t; }
     printf("\nwhere it goes%s:\n", p->n_devices > 1 ? " (fullest device)" : "");
@@ -531,6 +536,7 @@ static const rgb CATEGORY_COLOUR[GPT2RT_MEM_COUNT + 1] = {
     {148, 103, 189}, /* logits: purple */
     {140, 86, 75},   /* workspace: brown */
     {227, 119, 194}, /* comm: pink */
+    {188, 189, 34},  /* kvcache: olive */
     {160, 160, 160}, /* overhead: grey */
 };
 static const rgb BLACK = {0, 0, 0}, GRID = {225, 225, 225}, RED = {214, 39, 40}, DARK = {90, 90, 90};
