@@ -283,9 +283,48 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
     esac
 }
 
+# processes: rank variables and device checks (unit), then several processes of
+# tests/test_ranks.c as torchrun or mpirun would start them; each waits at most a few
+# seconds, so a hang shows as a failure, not a stuck run
+ranks_checks() {
+    local T=$B/test_ranks P out rc f ok_all
+    build $T tests/test_ranks.c $CFLAGS || return
+    run_prog "test_ranks unit: rank variables, config, device checks" ./$T unit
+    # rank_set NAME TIMEOUT EXPECT0 EXPECT1 [EXPECT2]: world_size = number of EXPECTs,
+    # torchrun's variables, a fresh port; rank 0 starts last (the others retry)
+    rank_set() {
+        local name=$1 timeout=$2; shift 2
+        local w=$# r pids=() logs=() fail=0
+        P=$(./$T freeport)
+        for ((r = w - 1; r >= 0; r--)); do
+            local want=${@:$((r + 1)):1}
+            [ "$want" = "absent" ] && continue
+            env WORLD_SIZE=$w RANK=$r LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$P ${RDV_FILE:+GPT2RT_TEST_RDV_FILE=$RDV_FILE} \
+                timeout $((${timeout%.*} + 10)) ./$T rdv $timeout "$want" > $B/ranks_$r.log 2>&1 &
+            pids+=($!); logs+=($B/ranks_$r.log)
+            sleep 0.2
+        done
+        for p in "${pids[@]}"; do wait $p || fail=1; done
+        for l in "${logs[@]}"; do grep -v '^RESULT' $l | sed 's/^/    /'; grep -q '^RESULT [0-9]* 0$' $l || fail=1; done
+        if [ $fail -eq 0 ]; then ok "$name"; else bad "$name"; cat "${logs[@]}"; fi
+    }
+    rank_set "2 processes, torchrun's variables: rank 0's id over TCP on 127.0.0.1" 20 ok ok
+    rank_set "3 processes over TCP, ranks 1 and 2 start before rank 0" 20 ok ok ok
+    rank_set "TCP: rank 1 never starts: rank 0 returns an error naming it within the timeout" 2 "rank(s) 1 of world_size = 2 did not come" absent
+    rank_set "TCP: rank 0 never starts: rank 1 returns an error within the timeout" 2 absent "could not reach rank 0"
+    rank_set "TCP: rank 2 never starts: ranks 0 and 1 both return errors within the timeout" 2 "rank(s) 2 of world_size = 3" "rank 0 did not hear from every rank" absent
+    rm -f $B/ranks.rdv*
+    RDV_FILE=$B/ranks.rdv rank_set "2 processes, file rendezvous: the id through a shared file, nothing left behind" 20 ok ok
+    if ls $B/ranks.rdv* > /dev/null 2>&1; then bad "file rendezvous left files: $(ls $B/ranks.rdv*)"; fi
+    RDV_FILE=$B/ranks.rdv rank_set "file rendezvous: rank 1 never starts: rank 0 returns an error naming it" 1 "rank(s) 1 of world_size = 2 did not read" absent
+    rm -f $B/ranks.rdv*
+    RDV_FILE=$B/ranks.rdv rank_set "file rendezvous: rank 0 never starts: rank 1 returns an error" 1 absent "waited for rank 0 to create"
+    rm -f $B/ranks.rdv*
+}
+
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
