@@ -276,7 +276,7 @@
    ============================================================================
     1. Common                    1.1 Threads, compiler helpers  1.2 Types: sizes,
                                  tensors, the context  1.3 Hooks, errors, time,
-                                 random numbers
+                                 random numbers  1.4 Communicators (gpt2rt__comm_)
     2. Config                    defaults, then checks (gpt2rt__cfg_)
     3. Layout and plan           3.1 Parameter table  3.2 Activations and arenas
                                  3.3 Plan  3.4 Advisor (gpt2rt__fit_)
@@ -893,6 +893,31 @@ typedef struct gpt2rt__layer_acts {
     float *res3;                      /* (BT,C) layer output */
 } gpt2rt__layer_acts;
 
+/* A group of ranks that reduce together: the rank threads of one process (CPU data
+   parallel, 1.4), processes under MPI, later NCCL. Every call is collective: every rank
+   makes it with the same arguments. Sums are taken in rank order 0, 1, ..., size-1 (one
+   fixed left-to-right sum), so every rank gets bitwise the same result, run to run. A
+   failed call returns an error result with err set; it never waits forever (a timeout or
+   a peer's failure gives an error naming the rank). */
+typedef struct gpt2rt__comm gpt2rt__comm;
+struct gpt2rt__comm {
+    int rank, size;
+    void *impl;
+    char err[256];
+    /* buf (n floats) := the sum over the ranks of buf */
+    gpt2rt_result (*all_reduce)(gpt2rt__comm *c, float *buf, int64_t n);
+    /* rank r's shard of buf := the sum over the ranks of that shard; the other shards
+       are left unspecified. Shard r is [gpt2rt__shard_lo(n, size, r),
+       gpt2rt__shard_lo(n, size, r + 1)). */
+    gpt2rt_result (*reduce_scatter)(gpt2rt__comm *c, float *buf, int64_t n);
+    /* every rank's shard r := rank r's shard r */
+    gpt2rt_result (*all_gather)(gpt2rt__comm *c, float *buf, int64_t n);
+    /* bytes of buf from root to every rank */
+    gpt2rt_result (*broadcast)(gpt2rt__comm *c, void *buf, size_t bytes, int root);
+    gpt2rt_result (*barrier)(gpt2rt__comm *c);
+    void (*destroy)(gpt2rt__comm *c);
+};
+
 struct gpt2rt_ctx {
     gpt2rt_config cfg; /* resolved */
     gpt2rt__dims d;
@@ -943,6 +968,8 @@ struct gpt2rt_ctx {
     int acc_micro;
     int have_logits, have_loss, grads_pending;
     int have_pred; /* ts_pred holds the last series forward's predictions */
+    gpt2rt__comm *comm; /* the data-parallel ranks this context reduces with (1.4); &comm_self alone */
+    gpt2rt__comm comm_self;
 #ifdef __CUDACC__
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
 #endif
@@ -1031,6 +1058,46 @@ static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
 }
 
 static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
+
+/* ==== 1.4 Communicators ==== */
+/* gpt2rt__comm (1.2) implementations: "self" (one rank: every collective is the
+   identity), and more below as the parallel modes land. */
+
+/* where shard r of n floats split over size ranks starts: equal shares rounded up to
+   16 floats, so every shard starts 64-byte aligned (the last may be shorter or empty) */
+static int64_t gpt2rt__shard_lo(int64_t n, int size, int r) {
+    int64_t per = gpt2rt__pad16((n + size - 1) / size), lo = per * r;
+    return lo < n ? lo : n;
+}
+
+static gpt2rt_result gpt2rt__comm_self_floats(gpt2rt__comm *c, float *buf, int64_t n) {
+    (void)c; (void)buf; (void)n;
+    return GPT2RT_OK;
+}
+static gpt2rt_result gpt2rt__comm_self_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    (void)buf; (void)bytes;
+    if (root != 0) {
+        snprintf(c->err, sizeof c->err, "broadcast: root = %d must lie in [0, size = 1)", root);
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    return GPT2RT_OK;
+}
+static gpt2rt_result gpt2rt__comm_self_barrier(gpt2rt__comm *c) { (void)c; return GPT2RT_OK; }
+static void gpt2rt__comm_self_destroy(gpt2rt__comm *c) { (void)c; }
+
+/* a one-rank communicator in caller-owned storage (nothing to free) */
+static void gpt2rt__comm_self_init(gpt2rt__comm *c) {
+    memset(c, 0, sizeof *c);
+    c->rank = 0;
+    c->size = 1;
+    c->all_reduce = gpt2rt__comm_self_floats;
+    c->reduce_scatter = gpt2rt__comm_self_floats;
+    c->all_gather = gpt2rt__comm_self_floats;
+    c->broadcast = gpt2rt__comm_self_broadcast;
+    c->barrier = gpt2rt__comm_self_barrier;
+    c->destroy = gpt2rt__comm_self_destroy;
+    (void)gpt2rt__shard_lo; /* the sharded optimizer's; referenced until it lands */
+}
 
 /* ==== 2. Config ==== */
 /* Zero means default. gpt2rt__cfg_resolve fills every default (gpt2rt__cfg_default_*),
@@ -9921,6 +9988,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg = hooks;
     ctx->failed = 1;
+    gpt2rt__comm_self_init(&ctx->comm_self);
+    ctx->comm = &ctx->comm_self;
     *out = ctx;
     if (!config) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: config is NULL");
     if (config->log) { ctx->cfg.log = config->log; ctx->cfg.log_user = config->log_user; }
