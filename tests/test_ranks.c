@@ -287,6 +287,34 @@ static int mpi_comm(void) {
     free(x); free(want); free(copy);
     return harness_finish();
 }
+
+/* one rank leaves mid-run (how: "crash", _Exit without MPI's goodbye; "stop", it
+   returns normally without making the collective): the others must not hang */
+static int mpi_leave(const char *how) {
+    gpt2rt_config c = tiny();
+    c.timeout_s = 3.0f;
+    gpt2rt_memory_plan p;
+    if (gpt2rt_plan(&c, &p) != GPT2RT_OK) { CHECK(0, "plan: %s", p.error); return harness_finish(); }
+    gpt2rt__comm comm;
+    char err[512] = "";
+    if (gpt2rt__mpi_comm(&p.config, &comm, err, sizeof err) != GPT2RT_OK) { CHECK(0, "%s", err); return harness_finish(); }
+    float x[64] = {0};
+    CHECK(comm.all_reduce(&comm, x, 64) == GPT2RT_OK, "the first all_reduce: %s", comm.err);
+    if (comm.rank == 1) {
+        fflush(stdout);
+        if (!strcmp(how, "crash")) _Exit(3);
+        return harness_finish(); /* "stop": leaves, MPI finalised at exit */
+    }
+    double t0 = harness_now();
+    gpt2rt_result r = comm.all_reduce(&comm, x, 64);
+    double dt = harness_now() - t0;
+    CHECK(r == GPT2RT_ERR_IO && strstr(comm.err, "did not finish within the timeout") && dt < 6.0,
+          "rank %d: a collective without rank 1 returns an error within the timeout (%.1f s): %s: %s", comm.rank, dt,
+          gpt2rt_result_string(r), comm.err);
+    printf("rank %d after %.1f s: %s\n", comm.rank, dt, comm.err);
+    comm.destroy(&comm);
+    return harness_finish();
+}
 #endif
 
 int main(int argc, char **argv) {
@@ -296,6 +324,7 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "rdv") && argc == 4) return rdv(atof(argv[2]), argv[3]);
 #ifdef GPT2RT_MPI
     if (!strcmp(mode, "mpi")) return mpi_comm();
+    if (!strcmp(mode, "mpi-leave") && argc == 3) return mpi_leave(argv[2]);
 #endif
     fprintf(stderr, "usage: test_ranks unit | freeport | rdv TIMEOUT EXPECT | mpi (GPT2RT_MPI builds)\n");
     return 2;
