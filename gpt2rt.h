@@ -575,6 +575,38 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, 
 GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget_bytes, unsigned allow,
                                     gpt2rt_config *out, char *explain, size_t cap);
 
+/* The step-time model of the two-device modes (gpt2rt-mem prints it; the formulas and
+   the figures' sources are in the manual, MULTIPLE DEVICES AND PROCESSES). hw: one
+   GPU's datasheet figures and the link between two; the model's efficiency curve
+   takes the rest. */
+typedef struct gpt2rt_hardware {
+    double flops_fp32; /* FLOP/s of fp32 matrix products without tensor cores */
+    double flops_tf32; /* FLOP/s of fp32 products on tensor cores (config.tf32) */
+    double flops_16;   /* FLOP/s of bf16/fp16 products with fp32 accumulation */
+    double mem_bw;     /* device memory, bytes/s */
+    double link_bw;    /* between two devices, bytes/s each way */
+} gpt2rt_hardware;
+
+typedef struct gpt2rt_step_time {
+    double compute;    /* s: forward + backward of every micro-batch on the busiest device */
+    double update;     /* s: AdamW over the parameters that device updates */
+    double comm;       /* s: its bytes over the link: gradients (data parallel), activations
+                          and their gradients (layer split), the reduce-scatter (sharded) */
+    double hidden;     /* s: the part of comm overlapped with the backward (gradient buckets) */
+    double bubble;     /* s: layer split: pipeline fill and drain, (stages - 1) stage times */
+    double gather;     /* s: sharded optimizer: the all-gather of the updated weights */
+    double total;      /* compute + update + comm - hidden + bubble + gather */
+    double one_device; /* s: the same global batch on one such device (if it fitted) */
+    double comm_bytes; /* bytes the busiest device sends in one step */
+} gpt2rt_step_time;
+
+/* One optimizer step of config (parallel DATA or LAYER_SPLIT over n_devices, or one
+   device) on hw, term by term; sharded: data parallel with the optimizer state
+   sharded over the ranks (ZeRO stage 1). err (may be NULL) gets the reason of a
+   failure (the config's). */
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
+                                               gpt2rt_step_time *out, char *err, size_t cap);
+
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **ctx, const gpt2rt_config *config);
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx);
 GPT2RT_DEF const char *gpt2rt_last_error(const gpt2rt_ctx *ctx);
@@ -1984,36 +2016,105 @@ static uint64_t gpt2rt__overhead_estimate(const gpt2rt_config *c) {
    split runs its devices one after the other. Round figures for an H100-class GPU
    and a small multicore CPU: it ranks configurations, it does not promise times.
    *flops gets the FLOPs of the step, recompute included. */
-static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
-    gpt2rt__dims d = gpt2rt__dims_of(c);
-    int cuda = d.cuda, n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    double peak = !cuda ? 1.5e11 : c->precision != GPT2RT_PRECISION_FP32 ? 4.0e14 : c->tf32 ? 2.0e14 : 4.0e13;
-    double bw = cuda ? 2.5e12 : 2.0e10, link = cuda ? 1.0e11 : 1.0e10, half = cuda ? 4096.0 : 128.0;
-    double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
+/* One micro-batch's forward and backward on the layers of device dev, in seconds:
+   matrix products at peak FLOP/s scaled by the efficiency tok/(tok + half), the
+   element-wise traffic of recompute at bw bytes/s, a launch latency per layer.
+   *flops: its FLOPs (recompute included); *owned: the parameters it trains. */
+static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *dp, int dev, double peak, double bw,
+                                    double half, double launch, double *flops, double *owned) {
+    const gpt2rt__dims d = *dp;
     double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
     double layer = 72 * C * C + 12 * C * T, layer_fwd = 24 * C * C + 4 * C * T, head = 6 * (double)d.Vp * C;
     if (d.patches) head = 6 * (double)(d.PL + d.H) * C; /* in_layer and out_layer, per patch */
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
+    gpt2rt__span s = gpt2rt__span_of(c, dev);
+    double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
+    if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
+    if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
+        bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
+    uint64_t b[GPT2RT_MEM_COUNT];
+    gpt2rt__layout(&d, &s, b, NULL);
+    *flops = f;
+    *owned = (double)b[GPT2RT_MEM_GRADS] / 4;
+    return f / (peak * eff) + bytes / bw + nl * launch;
+}
+
+static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    int cuda = d.cuda, n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    double peak = !cuda ? 1.5e11 : c->precision != GPT2RT_PRECISION_FP32 ? 4.0e14 : c->tf32 ? 2.0e14 : 4.0e13;
+    double bw = cuda ? 2.5e12 : 2.0e10, link = cuda ? 1.0e11 : 1.0e10, half = cuda ? 4096.0 : 128.0;
+    double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
+    double C = (double)d.C, tok = (double)d.BT;
     double t_micro = 0.0, f_micro = 0.0, owned_max = 0.0;
     for (int dev = 0; dev < (split ? n : 1); dev++) {
-        gpt2rt__span s = gpt2rt__span_of(c, dev);
-        double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
-        if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
-        if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
-            bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
-        t_micro += f / (peak * eff) + bytes / bw + nl * launch;
+        double f, owned;
+        t_micro += gpt2rt__predict_micro(c, &d, dev, peak, bw, half, launch, &f, &owned);
         f_micro += f;
-        uint64_t b[GPT2RT_MEM_COUNT];
-        gpt2rt__layout(&d, &s, b, NULL);
-        if ((double)b[GPT2RT_MEM_GRADS] / 4 > owned_max) owned_max = (double)b[GPT2RT_MEM_GRADS] / 4;
+        if (owned > owned_max) owned_max = owned;
     }
     if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
     double t = c->grad_accum * t_micro + owned_max * (32.0 + d.wb) / bw; /* AdamW: p, g, m, v in and out */
     if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
     if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
     return t;
+}
+
+/* The step-time model of gpt2rt_plan_step_time (its formulas are the manual's).
+   Data parallel over N ranks: every rank runs grad_accum micro-batches; a ring
+   all-reduce sends 2(N-1)/N of the gradient bytes G per rank, in buckets of 25 MiB
+   (PyTorch DDP's default) that start while the backward of the last micro-batch goes
+   on, so all of it but the last bucket can hide behind that backward. Sharded
+   (ZeRO-1): a reduce-scatter of (N-1)/N G (hidden the same way), the update of 1/N
+   of the parameters, then an all-gather of (N-1)/N of the weights W, which nothing
+   hides. Layer split over S stages, GPipe with m = grad_accum micro-batches: the
+   step is (m + S - 1) stage times, the S - 1 extra being the bubble; each
+   micro-batch sends its activations (B,T,C) forward and their gradient back over
+   each boundary, not overlapped. */
+static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw, int sharded, gpt2rt_step_time *st) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    double peak = c->precision != GPT2RT_PRECISION_FP32 ? hw->flops_16 : c->tf32 ? hw->flops_tf32 : hw->flops_fp32;
+    double half = 4096.0, launch = 25 * 5e-6, link = hw->link_bw, bucket = 25.0 * 1048576.0;
+    int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    int ranks = c->parallel == GPT2RT_PARALLEL_DATA ? n * c->world_size : 1, m = c->grad_accum;
+    double f, owned, t_stage = 0.0, owned_max = 0.0, t_all = 0.0, owned_all = 0.0;
+    memset(st, 0, sizeof *st);
+    for (int dev = 0; dev < (split ? n : 1); dev++) {
+        double t = gpt2rt__predict_micro(c, &d, dev, peak, hw->mem_bw, half, launch, &f, &owned);
+        if (t > t_stage) t_stage = t;
+        if (owned > owned_max) owned_max = owned;
+        t_all += t;
+        owned_all += owned;
+    }
+    double adam = (32.0 + d.wb) / hw->mem_bw; /* s per parameter: p, g, m, v in and out */
+    uint64_t b[GPT2RT_MEM_COUNT];
+    gpt2rt__span whole = gpt2rt__span_of(c, 0);
+    gpt2rt__layout(&d, &whole, b, NULL);
+    double G = (double)b[GPT2RT_MEM_GRADS], W = (double)b[GPT2RT_MEM_WEIGHTS];
+    st->compute = m * t_stage;
+    st->update = owned_max * adam;
+    if (c->parallel == GPT2RT_PARALLEL_DATA && ranks > 1) {
+        double share = (double)(ranks - 1) / ranks, t_bwd = t_stage * 2.0 / 3.0; /* backward: 2/3 of the FLOPs */
+        st->comm_bytes = (sharded ? 1.0 : 2.0) * share * G;
+        st->comm = st->comm_bytes / link;
+        double last = (G < bucket ? 1.0 : bucket / G) * st->comm; /* the last bucket waits for the backward's end */
+        st->hidden = st->comm - last < t_bwd ? st->comm - last : t_bwd;
+        if (sharded) {
+            st->update /= ranks;
+            st->gather = share * W / link;
+            st->comm_bytes += share * W;
+        }
+    } else if (split) {
+        double act = (double)d.BT * d.C * d.ab;
+        st->comm_bytes = m * 2.0 * act;
+        st->comm = st->comm_bytes / link;
+        st->bubble = (n - 1) * (t_stage + 2.0 * act / link);
+    }
+    st->total = st->compute + st->update + st->comm - st->hidden + st->bubble + st->gather;
+    /* one device, the same global batch: every micro-batch of every rank through every layer */
+    st->one_device = t_all * m * ranks + owned_all * adam;
 }
 
 static const char *gpt2rt__precision_name(gpt2rt_precision p) {
@@ -9887,6 +9988,35 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
                             c->world_size; /* every process its own micro-batches */
     plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
+                                               gpt2rt_step_time *out, char *err, size_t cap) {
+    gpt2rt_config c;
+    char why[512];
+    if (!config || !hw || !out) {
+        if (err && cap) snprintf(err, cap, "gpt2rt_plan_step_time: config, hw and out must not be NULL");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    memset(out, 0, sizeof *out);
+    gpt2rt_result r = gpt2rt__cfg_resolve(config, &c, why, sizeof why);
+    if (r == GPT2RT_OK && !(hw->flops_fp32 > 0 && hw->flops_tf32 > 0 && hw->flops_16 > 0 && hw->mem_bw > 0 &&
+                            hw->link_bw > 0)) {
+        snprintf(why, sizeof why, "gpt2rt_plan_step_time: every gpt2rt_hardware figure must be > 0 (fp32 %g, tf32 %g, "
+                 "16-bit %g FLOP/s, memory %g, link %g bytes/s)", hw->flops_fp32, hw->flops_tf32, hw->flops_16,
+                 hw->mem_bw, hw->link_bw);
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r == GPT2RT_OK && sharded && c.parallel != GPT2RT_PARALLEL_DATA) {
+        snprintf(why, sizeof why, "gpt2rt_plan_step_time: sharded applies to parallel = DATA");
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r != GPT2RT_OK) {
+        if (err && cap) snprintf(err, cap, "%s", why);
+        return r;
+    }
+    gpt2rt__step_time(&c, hw, sharded, out);
     return GPT2RT_OK;
 }
 
