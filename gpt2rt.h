@@ -44,6 +44,10 @@
                               compiling: every SIMD tile fits a block).
        GPT2RT_SGEMM_FORCE_PATH  testing the kernels: 1 = portable C, 2 = AVX2 even
                               where AVX-512 exists (kernels/cpu_matmul.c uses it)
+       GPT2RT_MPI             CPU ranks in separate processes reduce with MPI (compile
+                              with mpicc; Debian: openmpi-bin libopenmpi-dev), and
+                              rendezvous = MPI is available
+       GPT2RT_NCCL            (nvcc) the NCCL communicator of CUDA ranks; link -lnccl
        GPT2RT__TEST_HOOKS     private, tests only: fault injection (a failing rename);
                               never define it in a program
    Compile with OpenMP (-fopenmp, which defines _OPENMP) for threads; compile with
@@ -261,6 +265,65 @@
    - No dropout yet (the config has no field for it).
 
    ============================================================================
+   MULTIPLE PROCESSES (torchrun, mpirun, clusters)
+   ============================================================================
+   A config field, never the launcher, picks the mode: parallel = DATA over
+   world_size processes x n_devices each (the global data-parallel size). With
+   world_size 0 the process reads what its launcher set: torchrun's RANK,
+   WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, else mpirun's
+   OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK; no variables: one process.
+   gpt2rt_config_get shows what was resolved. The classic failures are errors that
+   name the fix, never a hang: RANK without WORLD_SIZE or LOCAL_RANK (what torchrun
+   would have set), RANK >= WORLD_SIZE, torchrun's and mpirun's variables
+   disagreeing, several ranks with parallel = NONE (each would train alone), a
+   device ordinal beyond the visible devices (CUDA_VISIBLE_DEVICES renumbers them;
+   device_ids default to local_rank * n_devices + i), one GPU named twice (except
+   allow_shared_device, the test mode), more processes on a node than GPUs. The
+   processes meet through a rendezvous (rendezvous: ENV = torchrun's env://,
+   TCP, FILE, MPI) that carries rank 0's 128-byte id (NCCL's unique id) to every
+   rank; it and every collective wait at most timeout_s (default 300 s), so a rank
+   that never starts, dies or stops makes the others return GPT2RT_ERR_IO naming
+   the missing ranks. CPU ranks in separate processes reduce with MPI (GPT2RT_MPI):
+   rank 0 sums in rank order and broadcasts, so every rank holds bitwise the same
+   sum, run to run, equal to the in-process threads'. Under mpirun a rank that
+   crashes makes mpirun end the others; one that stops makes them time out. CUDA
+   ranks use NCCL (GPT2RT_NCCL; on a hang try NCCL_P2P_DISABLE=1, and NCCL_DEBUG=INFO
+   to see why): compiled, not yet run on two GPUs.
+
+   Step time over two GPUs (gpt2rt_plan_step_time; gpt2rt-mem prints it beside the
+   plan with --devices 2, --gpu, --link). A micro-batch of n tokens on a device
+   holding layers [l0, l1) takes f / (peak * n / (n + 4096)) + recompute bytes /
+   memory bandwidth + 125 us per layer, f = n * (72 C^2 + 12 C T) per layer (+ 6 Vp C
+   for the head), the planner's FLOPs; AdamW moves 32 + 4 bytes per parameter.
+   Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
+   (bytes/s each way), m = grad_accum micro-batches:
+   - data parallel: compute m * t_micro; a ring all-reduce sends 2 (N-1)/N G,
+     taking 2 (N-1)/N G / BW; in 25 MiB buckets (PyTorch DDP's default) it starts
+     during the last micro-batch's backward (2/3 of t_micro), so all but the last
+     bucket hides: exposed = comm - min(comm - last bucket, backward);
+   - sharded (ZeRO-1): a reduce-scatter of (N-1)/N G, hidden the same way, the
+     update of 1/N of the parameters, then an all-gather of (N-1)/N W / BW that
+     nothing hides (the price of keeping 1/N of the moments);
+   - layer split, GPipe over S devices: (m + S - 1) stage times, the S - 1 extra the
+     bubble, a stage time being the slowest device's micro-batch plus its
+     activations (B,T,C) forward and their gradient back over the link.
+   Figures (dense, no sparsity), each way: RTX 3090 35.6 TFLOP/s fp32 and TF32, 71
+   bf16/fp16 with fp32 accumulation, 936 GB/s (NVIDIA Ampere GA102 whitepaper);
+   A100 SXM4 19.5 / 156 / 312, 2039 GB/s; H100 SXM5 67 / 495 / 989, 3350 GB/s
+   (NVIDIA datasheets). PCIe 4.0 x16: 31.5 GB/s on paper (16 GT/s x 16 lanes,
+   128b/130b), modelled at 24 GB/s, the figure NCCL's topology search gives a Gen4
+   x16 link (its NCCL_DEBUG=INFO "PCI[24.0]"); through host memory when the cards
+   have no peer-to-peer (GeForce), 10 GB/s (p2pBandwidthLatencyTest with P2P
+   disabled: about 20 GB/s both ways together). NVLink: RTX 3090 bridge 112.5 GB/s
+   both ways (56.25 each), A100 600 (300), H100 900 (450). The seed case, two
+   24 GiB RTX 3090s on PCIe: GPT-2 124M (B=8, accumulation 4) scales to 1.99x with
+   data parallel on any link (its 0.5 GB all-reduce hides behind the backward);
+   a 2.02B-parameter model (L=50, C=1792: 30.1 GiB of fp32 weights, gradients and
+   moments) fits neither data parallel (31.7 GiB a device) nor sharded (24.1 GiB),
+   only layer split (17.1 GiB), at 1.82x for 16 micro-batches (the bubble is 1/17
+   of the step). A model, not a measurement.
+
+   ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
@@ -294,8 +357,11 @@
                                  into: gpt2rt__model_)
     8. CUDA backend              (nvcc only, gpt2rt__cu_) 8.1 Common  8.2 Ops
                                  8.3 Attention  8.4 Matrix products  8.5 Driver
+                                 8.6 NCCL communicator (GPT2RT_NCCL, gpt2rt__nccl_)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory
+                                 10.1 Processes: rendezvous (gpt2rt__rdv_)
+                                 10.2 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name
@@ -741,6 +807,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cublasLt.h>
+#ifdef GPT2RT_NCCL /* the NCCL communicator (8.6): link with -lnccl */
+#include <nccl.h>
+#endif
 #endif
 #ifdef _WIN32
 #include <direct.h>
@@ -1184,6 +1253,10 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
 
 /* the checks report through err, cap */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
+
+/* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank
+   (10.1): NCCL's ncclUniqueId is 128 bytes */
+#define GPT2RT__RDV_ID_BYTES 128
 
 /* The rank variables a launcher sets, as strings (NULL: unset): torchrun's, then
    mpirun's (Open MPI). A struct, so that every inconsistency is testable without
@@ -9143,6 +9216,187 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
     return r;
 }
 
+
+/* ==== 8.6 NCCL communicator ==== */
+/* The gpt2rt__comm of CUDA ranks (GPT2RT_NCCL builds, linked with -lnccl): one rank per
+   device, world_size processes x n_devices each, ids exchanged by the rendezvous
+   (10.1). Collectives run on the communicator's own stream, so a bucket's reduction
+   can overlap the backward on the compute stream; the caller orders the two with
+   events. The buffers are device pointers. NCCL's all-reduce gives every rank the
+   same bits and is deterministic run to run on one topology, but it does not sum in
+   rank order: the CUDA equalities with one device hold within fp32 reassociation.
+   The communicator is non-blocking (ncclConfig_t.blocking = 0), so initialisation and
+   every collective are polled against timeout_s and aborted after it, never waited on
+   forever. COMPILED, NEVER RUN: no machine with two GPUs has run it yet. */
+#ifdef GPT2RT_NCCL
+static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap);
+
+typedef struct gpt2rt__nccl {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    float *one;       /* a device float the barrier reduces */
+    double timeout_s;
+    int device;
+} gpt2rt__nccl;
+
+/* the advice every NCCL failure ends with */
+#define GPT2RT__NCCL_HINT "(NCCL_DEBUG=INFO shows why; NCCL_P2P_DISABLE=1 helps where peer-to-peer copies hang, " \
+                          "e.g. GeForce cards or a virtualised PCIe)"
+
+/* wait for the communicator's last call and its stream, at most timeout_s; a hang or
+   a failed peer aborts the communicator (it is unusable afterwards) */
+static gpt2rt_result gpt2rt__nccl_wait(gpt2rt__comm *c, ncclResult_t started, const char *what) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    ncclResult_t e = started;
+    for (;;) {
+        if (e == ncclSuccess) {
+            cudaError_t q = cudaStreamQuery(m->stream);
+            if (q == cudaSuccess) return GPT2RT_OK;
+            if (q != cudaErrorNotReady) {
+                snprintf(c->err, sizeof c->err, "NCCL %s on rank %d: %s", what, c->rank, cudaGetErrorString(q));
+                return GPT2RT_ERR_UNAVAILABLE;
+            }
+        } else if (e != ncclInProgress) {
+            snprintf(c->err, sizeof c->err, "NCCL %s on rank %d failed: %s %s", what, c->rank, ncclGetErrorString(e),
+                     GPT2RT__NCCL_HINT);
+            (void)ncclCommAbort(m->comm);
+            m->comm = NULL;
+            return GPT2RT_ERR_IO;
+        }
+        if (gpt2rt__now() > deadline) {
+            snprintf(c->err, sizeof c->err, "NCCL %s on rank %d did not finish within %g s: another rank failed or "
+                     "stopped %s", what, c->rank, m->timeout_s, GPT2RT__NCCL_HINT);
+            (void)ncclCommAbort(m->comm);
+            m->comm = NULL;
+            return GPT2RT_ERR_IO;
+        }
+        ncclResult_t a = ncclSuccess;
+        if (ncclCommGetAsyncError(m->comm, &a) != ncclSuccess) a = ncclInternalError;
+        e = a;
+    }
+}
+
+static gpt2rt_result gpt2rt__nccl_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    return gpt2rt__nccl_wait(c, ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, m->comm, m->stream),
+                             "all_reduce");
+}
+
+/* in place where the shards are equal (n a multiple of the padded share), else the
+   whole sum (the contract leaves the other shards unspecified) */
+static gpt2rt_result gpt2rt__nccl_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    int64_t per = gpt2rt__shard_lo(n, c->size, 1);
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    if (per * c->size != n) return gpt2rt__nccl_all_reduce(c, buf, n);
+    return gpt2rt__nccl_wait(c, ncclReduceScatter(buf, buf + per * c->rank, (size_t)per, ncclFloat, ncclSum, m->comm,
+                                                  m->stream), "reduce_scatter");
+}
+
+static gpt2rt_result gpt2rt__nccl_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    int64_t per = gpt2rt__shard_lo(n, c->size, 1);
+    if (per * c->size == n)
+        return gpt2rt__nccl_wait(c, ncclAllGather(buf + per * c->rank, buf, (size_t)per, ncclFloat, m->comm, m->stream),
+                                 "all_gather");
+    ncclResult_t e = ncclGroupStart(); /* unequal shards: one broadcast each, as one group */
+    for (int r = 0; r < c->size && (e == ncclSuccess || e == ncclInProgress); r++) {
+        int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
+        e = ncclBroadcast(buf + lo, buf + lo, (size_t)(hi - lo), ncclFloat, r, m->comm, m->stream);
+    }
+    ncclResult_t g = ncclGroupEnd();
+    return gpt2rt__nccl_wait(c, e != ncclSuccess && e != ncclInProgress ? e : g, "all_gather");
+}
+
+static gpt2rt_result gpt2rt__nccl_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    return gpt2rt__nccl_wait(c, ncclBroadcast(buf, buf, bytes, ncclChar, root, m->comm, m->stream), "broadcast");
+}
+
+static gpt2rt_result gpt2rt__nccl_barrier(gpt2rt__comm *c) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    return gpt2rt__nccl_all_reduce(c, m->one, 1);
+}
+
+static void gpt2rt__nccl_destroy(gpt2rt__comm *c) {
+    if (!c || !c->impl) return;
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    (void)cudaSetDevice(m->device);
+    if (m->comm) (void)ncclCommDestroy(m->comm);
+    if (m->stream) (void)cudaStreamDestroy(m->stream);
+    if (m->one) (void)cudaFree(m->one);
+    free(m);
+    c->impl = NULL;
+}
+
+/* rank 0 of the run draws the id, the rendezvous takes it to every process: id is
+   NCCL's ncclUniqueId (128 bytes) */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_id(const gpt2rt_config *cfg, ncclUniqueId *id, char *err,
+                                                          size_t cap) {
+    unsigned char bytes[GPT2RT__RDV_ID_BYTES];
+    memset(bytes, 0, sizeof bytes);
+    if (cfg->rank == 0) {
+        ncclResult_t e = ncclGetUniqueId(id);
+        if (e != ncclSuccess) {
+            snprintf(err, cap, "ncclGetUniqueId failed: %s %s", ncclGetErrorString(e), GPT2RT__NCCL_HINT);
+            return GPT2RT_ERR_UNAVAILABLE;
+        }
+        memcpy(bytes, id, sizeof *id);
+    }
+    gpt2rt_result r = gpt2rt__rdv_exchange(cfg, bytes, err, cap);
+    if (r == GPT2RT_OK) memcpy(id, bytes, sizeof *id);
+    return r;
+}
+
+/* c := rank `rank` of `nranks` on CUDA device `device` (ncclCommInitRank's arguments,
+   non-blocking, polled at most timeout_s) */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_comm(ncclUniqueId id, int nranks, int rank, int device,
+                                                            double timeout_s, gpt2rt__comm *c, char *err,
+                                                            size_t cap) {
+    memset(c, 0, sizeof *c);
+    gpt2rt__nccl *m = (gpt2rt__nccl *)calloc(1, sizeof *m);
+    if (!m) { snprintf(err, cap, "NCCL communicator: %zu bytes", sizeof *m); return GPT2RT_ERR_OUT_OF_MEMORY; }
+    m->timeout_s = timeout_s;
+    m->device = device;
+    c->rank = rank; c->size = nranks; c->impl = m;
+    c->all_reduce = gpt2rt__nccl_all_reduce;
+    c->reduce_scatter = gpt2rt__nccl_reduce_scatter;
+    c->all_gather = gpt2rt__nccl_all_gather;
+    c->broadcast = gpt2rt__nccl_broadcast;
+    c->barrier = gpt2rt__nccl_barrier;
+    c->destroy = gpt2rt__nccl_destroy;
+    cudaError_t ce = cudaSetDevice(device);
+    if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaMalloc((void **)&m->one, sizeof(float));
+    if (ce != cudaSuccess) {
+        snprintf(err, cap, "NCCL communicator on device %d: %s", device, cudaGetErrorString(ce));
+        gpt2rt__nccl_destroy(c);
+        return GPT2RT_ERR_UNAVAILABLE;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t e = ncclCommInitRankConfig(&m->comm, nranks, id, rank, &config);
+    if (e != ncclSuccess && e != ncclInProgress) {
+        snprintf(err, cap, "ncclCommInitRank (rank %d of %d, device %d) failed: %s %s", rank, nranks, device,
+                 ncclGetErrorString(e), GPT2RT__NCCL_HINT);
+        if (m->comm) (void)ncclCommAbort(m->comm);
+        m->comm = NULL;
+        gpt2rt__nccl_destroy(c);
+        return GPT2RT_ERR_UNAVAILABLE;
+    }
+    gpt2rt_result r = gpt2rt__nccl_wait(c, e, "initialisation (ncclCommInitRank)");
+    if (r != GPT2RT_OK) {
+        snprintf(err, cap, "%s", c->err);
+        gpt2rt__nccl_destroy(c);
+    }
+    return r;
+}
+#endif /* GPT2RT_NCCL */
+
 #endif /* __CUDACC__ */
 
 /* ==== 9. Optimizer ==== */
@@ -9393,7 +9647,6 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
    rank that dies before the rendezvous makes the others return an error, never hang.
    The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
 
-#define GPT2RT__RDV_ID_BYTES 128
 #define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
 #define GPT2RT__RDV_MAX_PEERS 1024   /* processes in one run (rank 0 holds a socket per rank) */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)

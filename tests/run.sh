@@ -67,6 +67,9 @@ compile_checks() {
     if command -v nvcc >/dev/null 2>&1; then
         compile "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
         compile "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
+        if [ -f /usr/local/cuda/include/nccl.h ] || echo '#include <nccl.h>' | nvcc -E -x cu - > /dev/null 2>&1; then
+            compile "nvcc -DGPT2RT_NCCL (.cu): the NCCL communicator" nvcc -std=c++17 -DGPT2RT_NCCL -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_nccl.o
+        else skip "nvcc -DGPT2RT_NCCL: nccl.h not found (NVIDIA's libnccl-dev)"; fi
         compile "nvcc -O3 sm_90 (.cu)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_o3.o
         # the CUDA kernel labs (kernels/*.cu): the kernels the CUDA backend is built from,
         # built by make gpu-build's rules (so test-gpu reuses them), and once with -DNDEBUG
@@ -255,6 +258,25 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
     else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
 }
 
+step_time_tool() { # gpt2rt-mem's step-time model for the seed case: two 24 GiB RTX 3090s over PCIe
+    local mem=$B/gpt2rt-mem-nostb out rc
+    [ -x $mem ] || { bad "step-time model: $mem was not built"; return; }
+    out=$(./$mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "^step-time model over 2 x RTX 3090" &&
+        echo "$out" | grep -q "^  data parallel  .* yes   PCIe 4.0 x16 24 .* 1\.9[0-9]x$" &&
+        echo "$out" | grep -q "^  layer split  .*PCIe 4.0 x16 24" && echo "$out" | grep -q " NVLink 56 "; then
+        ok "gpt2rt-mem: step time of GPT-2 124M on 2 x RTX 3090, data parallel / sharded / layer split over PCIe and NVLink"
+        echo "$out" | sed -n '/^step-time model/,/^  (vs 1/p' | sed 's/^/    /'
+    else bad "gpt2rt-mem step-time model, 124M (exit $rc)"; echo "$out" | tail -15; fi
+    out=$(./$mem --layers 50 --heads 28 --embd 1792 --batch 1 --accum 8 --recompute full --devices 2 --gpu rtx3090 \
+          --link pcie4 --budget 24GiB 2>&1); rc=$?
+    if echo "$out" | grep -q "^  data parallel  *3[01]\.[0-9]* NO " && echo "$out" | grep -q "^  data parallel, sharded .* NO " &&
+        echo "$out" | grep -q "^  layer split  *1[0-9]\.[0-9]* yes "; then
+        ok "gpt2rt-mem: a 2.02B model (30 GiB of state) on 2 x 24 GiB RTX 3090 over PCIe fits only layer split"
+        echo "$out" | sed -n '/^step-time model/,/^  layer split/p' | sed 's/^/    /'
+    else bad "gpt2rt-mem step-time model, 2B model (exit $rc)"; echo "$out" | tail -15; fi
+}
+
 tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shards decode and re-encode
     if ! $CC -std=c11 -Wall -Wextra -Werror -O2 -o $B/gpt2rt-tok tools/gpt2rt_tok.c -lm > $B/tok_build.log 2>&1; then
         bad "build tools/gpt2rt_tok.c"; head -20 $B/tok_build.log; return
@@ -320,11 +342,36 @@ ranks_checks() {
     rm -f $B/ranks.rdv*
     RDV_FILE=$B/ranks.rdv rank_set "file rendezvous: rank 0 never starts: rank 1 returns an error" 1 absent "waited for rank 0 to create"
     rm -f $B/ranks.rdv*
+    # MPI: CPU ranks in separate processes (Open MPI; as root mpirun needs --allow-run-as-root,
+    # and --oversubscribe runs 3 ranks on 2 cores)
+    if ! command -v mpicc > /dev/null 2>&1 || ! command -v mpirun > /dev/null 2>&1; then
+        skip "MPI checks: mpicc/mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; return
+    fi
+    local M=$B/test_ranks_mpi MPIRUN="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
+    if ! mpicc -std=c11 -Wall -Wextra -Werror -Wpedantic $CFLAGS -fopenmp -DGPT2RT_MPI -o $M tests/test_ranks.c -lm > $B/mpi_build.log 2>&1; then
+        bad "build tests/test_ranks.c with mpicc -DGPT2RT_MPI"; head -20 $B/mpi_build.log; return
+    fi
+    for np in 2 3; do
+        out=$(timeout 60 $MPIRUN -np $np ./$M mpi 2>&1); rc=$?
+        if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^RESULT [0-9]* 0$')" -eq $np ]; then
+            ok "mpirun -np $np: the MPI communicator's sums are rank-ordered and bitwise equal on every rank"
+        else bad "mpirun -np $np communicator (exit $rc)"; echo "$out" | tail -10; fi
+    done
+    local t0=$SECONDS
+    out=$(timeout 60 $MPIRUN -np 2 ./$M mpi-leave stop 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "did not finish within the timeout" && [ $((SECONDS - t0)) -lt 30 ]; then
+        ok "mpirun: rank 1 leaves mid-run: rank 0's collective returns a timeout error ($((SECONDS - t0)) s)"
+    else bad "mpirun rank leaves (exit $rc, $((SECONDS - t0)) s)"; echo "$out" | tail -10; fi
+    t0=$SECONDS
+    out=$(timeout 60 $MPIRUN -np 2 ./$M mpi-leave crash 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - t0)) -lt 30 ]; then
+        ok "mpirun: rank 1 crashes mid-run: the run ends (exit $rc, $((SECONDS - t0)) s), no hang"
+    else bad "mpirun rank crash (exit $rc, $((SECONDS - t0)) s)"; echo "$out" | tail -10; fi
 }
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; hf_check; ts_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

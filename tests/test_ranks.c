@@ -200,11 +200,57 @@ static void unit_file_stale(void) {
     remove(c.rendezvous_file);
 }
 
+/* the step-time model computes the formulas the manual states, term by term */
+static void unit_step_time(void) {
+    env_clear();
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = 8; c.seq_len = 1024; c.grad_accum = 4; c.backend = GPT2RT_BACKEND_CUDA;
+    c.parallel = GPT2RT_PARALLEL_DATA; c.n_devices = 2;
+    gpt2rt_hardware hw = {35.6e12, 35.6e12, 71e12, 936e9, 24e9};
+    gpt2rt_step_time a, sh, fast;
+    gpt2rt_memory_plan p;
+    char err[512] = "";
+    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK, "plan: %s", p.error);
+    double G = (double)p.bytes[0][GPT2RT_MEM_GRADS], W = (double)p.bytes[0][GPT2RT_MEM_WEIGHTS];
+    CHECK(gpt2rt_plan_step_time(&c, &hw, 0, &a, err, sizeof err) == GPT2RT_OK, "step time: %s", err);
+    CHECK(a.comm_bytes == G && fabs(a.comm - G / 24e9) < 1e-12, "ring all-reduce over 2: 2 (N-1)/N G = %.0f bytes, "
+          "got %.0f", G, a.comm_bytes);
+    double last = 25.0 * 1048576.0 / G * a.comm, bwd = a.compute / c.grad_accum * 2.0 / 3.0;
+    CHECK(fabs(a.hidden - (a.comm - last < bwd ? a.comm - last : bwd)) < 1e-12 && a.hidden < a.comm,
+          "all but the last 25 MiB bucket hides behind the backward: hidden %.6f of %.6f s", a.hidden, a.comm);
+    CHECK(fabs(a.total - (a.compute + a.update + a.comm - a.hidden)) < 1e-12, "data parallel total");
+    CHECK(a.one_device / a.total > 1.9 && a.one_device / a.total <= 2.0, "GPT-2 124M over 2 GPUs: %.3fx",
+          a.one_device / a.total);
+    CHECK(gpt2rt_plan_step_time(&c, &hw, 1, &sh, err, sizeof err) == GPT2RT_OK &&
+          fabs(sh.gather - 0.5 * W / 24e9) < 1e-12 && fabs(sh.update - a.update / 2) < 1e-12 &&
+          fabs(sh.comm - a.comm / 2) < 1e-12, "sharded: half the update, a reduce-scatter of (N-1)/N G and an "
+          "all-gather of (N-1)/N W: gather %.6f, want %.6f", sh.gather, 0.5 * W / 24e9);
+    hw.link_bw = 48e9;
+    CHECK(gpt2rt_plan_step_time(&c, &hw, 0, &fast, err, sizeof err) == GPT2RT_OK && fabs(fast.comm * 2 - a.comm) < 1e-12,
+          "twice the link bandwidth, half the link time");
+    /* layer split, GPipe: (m + S - 1) stage times */
+    gpt2rt_config s = c;
+    s.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; s.batch_size = 1; s.grad_accum = 16;
+    CHECK(gpt2rt_plan_step_time(&s, &hw, 0, &a, err, sizeof err) == GPT2RT_OK, "split: %s", err);
+    CHECK(fabs(a.bubble - (a.compute + a.comm) / 16.0) < 1e-9 * a.total && a.hidden == 0.0,
+          "layer split over 2 with 16 micro-batches: bubble %.6f = 1/16 of the %.6f s of compute and transfers",
+          a.bubble, a.compute + a.comm);
+    CHECK(a.comm_bytes == 16.0 * 2.0 * 1024 * 768 * 4, "each micro-batch sends (B,T,C) fp32 each way: %.0f bytes",
+          a.comm_bytes);
+    CHECK(gpt2rt_plan_step_time(&s, &hw, 1, &a, err, sizeof err) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(err, "sharded applies to parallel = DATA"), "sharded layer split is refused: %s", err);
+    hw.link_bw = 0;
+    CHECK(gpt2rt_plan_step_time(&c, &hw, 0, &a, err, sizeof err) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(err, "link 0"), "a zero link is refused: %s", err);
+}
+
 static int unit(void) {
     unit_env();
     unit_config();
     unit_devices();
     unit_file_stale();
+    unit_step_time();
     env_clear();
     return harness_finish();
 }
