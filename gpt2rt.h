@@ -66,6 +66,10 @@
      config.n_threads threads that end before it returns. Never call gpt2rt from
      inside an OpenMP parallel region: its own regions would then nest (one thread
      each, or n_threads^2 threads with nesting enabled).
+   - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX
+     threads, one per data-parallel rank (rank 0 runs on the calling thread), each
+     with parallel regions of n_threads / n_devices threads (at least 1); they end
+     before the call returns.
    - The hooks (log, alloc, free) are called only on the thread that made the gpt2rt
      call, never from inside a parallel region, and before that call returns; they
      may be called while the context is in an intermediate state, so they must not
@@ -169,7 +173,8 @@
    (through the optional allocator hook, which is told the category), and nothing
    else of consequence. The plan knows every knob: precision (bf16/fp16: 2-byte
    weights and activations plus an fp32 master copy), recompute, micro-batch,
-   accumulation, frozen groups, data parallel (every device holds everything) and
+   accumulation, frozen groups, data parallel (every device holds everything; with
+   shard_optimizer, ZeRO-1, 1/n_devices of the moments and master weights) and
    layer split (each device its layers; the first the embeddings, the last ln_f,
    the tied head and the logits). It plans the CUDA backend and the two-device
    modes from any machine, before they run. The categories:
@@ -265,8 +270,6 @@
    - No dropout yet (the config has no field for it).
 
    ============================================================================
-   MULTIPLE PROCESSES (torchrun, mpirun, clusters)
-   ============================================================================
    A config field, never the launcher, picks the mode: parallel = DATA over
    world_size processes x n_devices each (the global data-parallel size). With
    world_size 0 the process reads what its launcher set: torchrun's RANK,
@@ -322,13 +325,45 @@
    moments) fits neither data parallel (31.7 GiB a device) nor sharded (24.1 GiB),
    only layer split (17.1 GiB), at 1.82x for 16 micro-batches (the bubble is 1/17
    of the step). A model, not a measurement.
+=======
+   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
+   ============================================================================
+   One process, no launcher: the context holds N ranks, each a full replica with its
+   own arenas (the plan's device r), run by one thread each.
+   - batch_size is per rank. gpt2rt_step / _step_series take grad_accum * N *
+     batch_size rows: micro-batch k is rows [k*N*B, (k+1)*N*B), rank r takes rows
+     [r*B, (r+1)*B) of it. gpt2rt_forward / _forward_series take N*B rows (one
+     micro-batch), gpt2rt_logits / gpt2rt_predictions return the N ranks' rows in
+     that order. So N ranks of B rows train on the batches one device of N*B does.
+   - Gradients are summed over the ranks during the last micro-step's backward, in
+     buckets: each layer's as soon as every rank has finished that layer, then the
+     embeddings' and ln_f's. Sums run in rank order 0, 1, ..., N-1: results are
+     bitwise the same run to run (and for any n_threads). Against one device of N*B
+     rows they differ by fp32 reassociation only (the ranks' partial sums are added
+     at the end): about 1e-7 relative in the gradients (tests/test_parallel.c).
+   - The loss, the counted targets and the gradient norm (for clipping) are global;
+     the update is the one the whole batch gives, on every rank alike.
+   - shard_optimizer = 1 (ZeRO stage 1): rank r keeps the AdamW moments of shard r
+     of the trained parameters (1/N, in 64-byte-aligned shares); the gradient is
+     reduce-scattered once after the backward, each rank updates its shard and the
+     weights are all-gathered. Bitwise the same weights as without sharding.
+   - Weights load / save, gpt2rt_param_read / _write and state save / load see
+     rank 0 (all ranks hold the same weights; loads and writes reach every rank).
+     gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
+     micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
+     gathered from the ranks that keep them under ZeRO-1. With data parallel, call
+     gpt2rt_update after at most grad_accum gpt2rt_backward calls.
 
+   ============================================================================
+   MULTIPLE PROCESSES (torchrun, mpirun, clusters)
+   =====================================================================
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   The data-parallel and layer-split modes (gpt2rt_plan and gpt2rt_fit already plan
-   them), and patch inputs / regression heads on the CUDA backend. bf16/fp16/TF32
+   The layer-split mode (gpt2rt_plan and gpt2rt_fit already plan it), both parallel
+   modes on the CUDA backend, and patch inputs / regression heads on the CUDA
+   backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -360,8 +395,9 @@
                                  8.6 NCCL communicator (GPT2RT_NCCL, gpt2rt__nccl_)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory
-                                 10.1 Processes: rendezvous (gpt2rt__rdv_)
-                                 10.2 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
+                                 10.1 Data parallel (gpt2rt__dp_)
+                                 10.2 Processes: rendezvous (gpt2rt__rdv_)
+                                 10.3 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name
@@ -514,7 +550,7 @@ typedef struct gpt2rt_config {
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
 
     /* batch */
-    int batch_size; /* micro-batch B (per device under DATA parallel), 0 -> 4 */
+    int batch_size; /* micro-batch B (per rank under DATA parallel: calls take n_devices*B rows), 0 -> 4 */
     int seq_len;    /* T, 0 -> min(64, max_seq_len); patch inputs: the lookback L,
                        0 -> 336 */
     int grad_accum; /* micro-batches per optimizer step, 0 -> 1 (gpt2rt_step takes
@@ -546,6 +582,8 @@ typedef struct gpt2rt_config {
     int master_port;           /* TCP: rank 0's port, 0 -> 29500 (ENV: MASTER_PORT) */
     char rendezvous_file[256]; /* FILE: a path every rank sees, absent before the run */
     float timeout_s;           /* rendezvous and each collective, 0 -> 300 s */
+    int shard_optimizer; /* DATA only, ZeRO stage 1: each rank keeps the AdamW moments (and
+                            master weights) of 1/n_devices of the parameters; 0 = off */
 
     /* optimizer and schedule (AdamW) */
     float lr;            /* peak learning rate, 0 -> 3e-4 */
@@ -560,7 +598,8 @@ typedef struct gpt2rt_config {
 
     /* runtime */
     gpt2rt_backend backend;
-    int n_threads;          /* CPU threads, 0 -> OpenMP's default (OMP_NUM_THREADS), at most 1024 */
+    int n_threads;          /* CPU threads, 0 -> OpenMP's default (OMP_NUM_THREADS), at most 1024;
+                               DATA parallel: shared by the ranks, n_threads/n_devices each */
     uint64_t memory_budget; /* bytes per device, 0 -> no limit beyond the device's */
     uint64_t seed;          /* initialisation, 0 -> 1337 */
     gpt2rt_log_fn log;
@@ -606,6 +645,8 @@ typedef enum gpt2rt_fit_allow {
     GPT2RT_FIT_RECOMPUTE = 1 << 1, /* selective, then full recompute */
     GPT2RT_FIT_PARALLEL = 1 << 2,  /* data parallel <-> layer split (same devices) */
     GPT2RT_FIT_PRECISION = 1 << 3, /* fp32 -> bf16 (CUDA only; changes the numerics, so opt-in) */
+    GPT2RT_FIT_SHARD = 1 << 4,     /* data parallel: shard_optimizer (ZeRO-1) on or off; opt-in, as it
+                                      all-gathers the weights after every update */
     GPT2RT_FIT_DEFAULT = GPT2RT_FIT_BATCH | GPT2RT_FIT_RECOMPUTE | GPT2RT_FIT_PARALLEL
 } gpt2rt_fit_allow;
 
@@ -816,13 +857,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, 
 #else
 #include <fcntl.h>  /* open(O_NONBLOCK): a FIFO is refused, not waited on */
 #include <unistd.h>
-#include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.1) */
+#include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.2) */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #endif
-#ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.2): compile with mpicc */
+#ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.3): compile with mpicc */
 #include <mpi.h>
 #endif
 #ifdef _WIN32
@@ -903,6 +944,7 @@ typedef struct gpt2rt__dims {
     int keep_ln1, keep_mlp_in; /* ln_1 out; ln_2 out and GELU out: saved by the forward, else
                                   recomputed (if needed) or dropped */
     int rc;                /* SELECTIVE: a transient buffer for what the backward recomputes */
+    int shards;            /* ZeRO-1: ranks the moments and master weights are split over; 1: none */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
 } gpt2rt__dims;
 
@@ -1034,7 +1076,10 @@ struct gpt2rt_ctx {
 
     int64_t n_train;   /* floats in the grads arena (and in m, v): the trainable ones */
     float *params;     /* (n_params) */
-    float *grads, *m, *v; /* (n_train) each */
+    float *grads;      /* (n_train) */
+    float *m, *v;      /* (n_opt) each: the moments of the trained floats [opt_lo, opt_lo + n_opt)
+                          (ZeRO-1: this rank's shard; else all, opt_lo = 0, n_opt = n_train) */
+    int64_t n_opt, opt_lo, opt_hi;
     /* activations arena */
     int32_t *inputs, *targets;      /* (BT) copies, for the backward */
     float *x0;                      /* (BT,C) embeddings, layer 0 input (FULL: checkpoint 0) */
@@ -1071,6 +1116,14 @@ struct gpt2rt_ctx {
     int have_pred; /* ts_pred holds the last series forward's predictions */
     gpt2rt__comm *comm; /* the data-parallel ranks this context reduces with (1.4); &comm_self alone */
     gpt2rt__comm comm_self;
+    gpt2rt__comm comm_proc; /* world_size > 1: this process's communicator (10.3); destroy NULL: none */
+    int64_t proc_targets;   /* world_size > 1: every rank's acc_targets, once the gradients are summed */
+    int dp_reduced;     /* data parallel: this step's gradients are summed over the ranks */
+    /* CPU data parallel in one process (10.1): the context the application holds is rank 0;
+       ranks[1..n_ranks-1] are contexts of its own kind, driven by threads */
+    int n_ranks;
+    struct gpt2rt_ctx *ranks[GPT2RT_MAX_DEVICES]; /* ranks[0] == this context */
+    void *group;        /* the threads' gpt2rt__comm_group */
 #ifdef __CUDACC__
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
 #endif
@@ -1197,8 +1250,150 @@ static void gpt2rt__comm_self_init(gpt2rt__comm *c) {
     c->broadcast = gpt2rt__comm_self_broadcast;
     c->barrier = gpt2rt__comm_self_barrier;
     c->destroy = gpt2rt__comm_self_destroy;
-    (void)gpt2rt__shard_lo; /* the sharded optimizer's; referenced until it lands */
 }
+
+/* "threads": the ranks are threads of this process (CPU data parallel). Each call
+   publishes the rank's buffer, waits for every rank, works on shared memory, and waits
+   again before returning, so no rank changes a buffer another still reads. Rank r sums
+   shard r over the ranks in rank order: a fixed order, bitwise the same every run.
+   A rank that fails marks the group failed: the others' waits return an error instead
+   of hanging, and so does a wait longer than GPT2RT__COMM_TIMEOUT seconds. */
+#ifndef _WIN32
+#include <pthread.h>
+#define GPT2RT__COMM_THREADS 1
+#define GPT2RT__COMM_TIMEOUT 600
+typedef struct gpt2rt__comm_group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int size, arrived, failed; /* failed: 1 + the rank that failed first */
+    unsigned gen;              /* barrier generation */
+    void *bufs[GPT2RT_MAX_DEVICES];
+    gpt2rt__comm comms[GPT2RT_MAX_DEVICES];
+} gpt2rt__comm_group;
+
+static gpt2rt_result gpt2rt__comm_threads_wait(gpt2rt__comm *c) {
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)c->impl;
+    gpt2rt_result r = GPT2RT_OK;
+    struct timespec until;
+    timespec_get(&until, TIME_UTC);
+    until.tv_sec += GPT2RT__COMM_TIMEOUT;
+    pthread_mutex_lock(&g->mu);
+    unsigned gen = g->gen;
+    if (!g->failed && ++g->arrived == g->size) {
+        g->arrived = 0;
+        g->gen++;
+        pthread_cond_broadcast(&g->cv);
+    }
+    while (!g->failed && g->gen == gen)
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) != 0 && g->gen == gen && !g->failed) {
+            g->failed = 1 + c->rank;
+            pthread_cond_broadcast(&g->cv);
+            snprintf(c->err, sizeof c->err, "rank %d of %d waited %d s for the other ranks at a collective",
+                     c->rank, g->size, GPT2RT__COMM_TIMEOUT);
+            pthread_mutex_unlock(&g->mu);
+            return GPT2RT_ERR_STATE;
+        }
+    if (g->failed && g->gen == gen) {
+        snprintf(c->err, sizeof c->err, "rank %d of %d stopped: rank %d failed", c->rank, g->size, g->failed - 1);
+        r = GPT2RT_ERR_STATE;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
+/* rank c->rank failed outside a collective: release the ranks waiting for it */
+static void gpt2rt__comm_threads_fail(gpt2rt__comm *c) {
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)c->impl;
+    pthread_mutex_lock(&g->mu);
+    if (!g->failed) g->failed = 1 + c->rank;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* publish buf, then wait for every rank */
+static gpt2rt_result gpt2rt__comm_threads_post(gpt2rt__comm *c, void *buf) {
+    ((gpt2rt__comm_group *)c->impl)->bufs[c->rank] = buf;
+    return gpt2rt__comm_threads_wait(c);
+}
+
+static gpt2rt_result gpt2rt__comm_threads_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)c->impl;
+    gpt2rt_result r = gpt2rt__comm_threads_post(c, buf);
+    if (r != GPT2RT_OK) return r;
+    int64_t lo = gpt2rt__shard_lo(n, c->size, c->rank), hi = gpt2rt__shard_lo(n, c->size, c->rank + 1);
+    for (int64_t i = lo; i < hi; i++) {
+        float s = ((const float *)g->bufs[0])[i];
+        for (int k = 1; k < c->size; k++) s += ((const float *)g->bufs[k])[i];
+        buf[i] = s;
+    }
+    return gpt2rt__comm_threads_wait(c);
+}
+
+static gpt2rt_result gpt2rt__comm_threads_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)c->impl;
+    gpt2rt_result r = gpt2rt__comm_threads_post(c, buf);
+    if (r != GPT2RT_OK) return r;
+    for (int k = 0; k < c->size; k++) {
+        int64_t lo = gpt2rt__shard_lo(n, c->size, k), hi = gpt2rt__shard_lo(n, c->size, k + 1);
+        if (k != c->rank && hi > lo) memcpy(buf + lo, (const float *)g->bufs[k] + lo, (size_t)(hi - lo) * sizeof(float));
+    }
+    return gpt2rt__comm_threads_wait(c);
+}
+
+static gpt2rt_result gpt2rt__comm_threads_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt_result r = gpt2rt__comm_threads_reduce_scatter(c, buf, n);
+    return r != GPT2RT_OK ? r : gpt2rt__comm_threads_all_gather(c, buf, n);
+}
+
+static gpt2rt_result gpt2rt__comm_threads_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)c->impl;
+    if (root < 0 || root >= c->size) {
+        snprintf(c->err, sizeof c->err, "broadcast: root = %d must lie in [0, size = %d)", root, c->size);
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    gpt2rt_result r = gpt2rt__comm_threads_post(c, buf);
+    if (r != GPT2RT_OK) return r;
+    if (c->rank != root && bytes) memcpy(buf, g->bufs[root], bytes);
+    return gpt2rt__comm_threads_wait(c);
+}
+
+static gpt2rt_result gpt2rt__comm_threads_barrier(gpt2rt__comm *c) { return gpt2rt__comm_threads_wait(c); }
+
+/* the group is freed once, by its owner (gpt2rt__comm_group_free), not per rank */
+static void gpt2rt__comm_threads_destroy(gpt2rt__comm *c) { (void)c; }
+
+/* after every rank thread has returned: a failed group can be used again */
+static void gpt2rt__comm_group_reset(gpt2rt__comm_group *g) {
+    g->failed = 0;
+    g->arrived = 0;
+}
+
+/* a group of size ranks; g->comms[r] is rank r's communicator. 0 on success. */
+static int gpt2rt__comm_group_init(gpt2rt__comm_group *g, int size) {
+    memset(g, 0, sizeof *g);
+    if (pthread_mutex_init(&g->mu, NULL) != 0) return -1;
+    if (pthread_cond_init(&g->cv, NULL) != 0) { pthread_mutex_destroy(&g->mu); return -1; }
+    g->size = size;
+    for (int r = 0; r < size; r++) {
+        gpt2rt__comm *c = &g->comms[r];
+        c->rank = r;
+        c->size = size;
+        c->impl = g;
+        c->all_reduce = gpt2rt__comm_threads_all_reduce;
+        c->reduce_scatter = gpt2rt__comm_threads_reduce_scatter;
+        c->all_gather = gpt2rt__comm_threads_all_gather;
+        c->broadcast = gpt2rt__comm_threads_broadcast;
+        c->barrier = gpt2rt__comm_threads_barrier;
+        c->destroy = gpt2rt__comm_threads_destroy;
+    }
+    return 0;
+}
+
+static void gpt2rt__comm_group_free(gpt2rt__comm_group *g) {
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+#endif
 
 /* ==== 2. Config ==== */
 /* Zero means default. gpt2rt__cfg_resolve fills every default (gpt2rt__cfg_default_*),
@@ -1255,7 +1450,7 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 
 /* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank
-   (10.1): NCCL's ncclUniqueId is 128 bytes */
+   (10.2): NCCL's ncclUniqueId is 128 bytes */
 #define GPT2RT__RDV_ID_BYTES 128
 
 /* The rank variables a launcher sets, as strings (NULL: unset): torchrun's, then
@@ -1522,6 +1717,12 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
     if (c->parallel == GPT2RT_PARALLEL_DATA && c->n_devices < 2 && c->world_size == 1)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = DATA needs world_size x n_devices >= 2 (it is 1 x %d): "
                     "set n_devices, or launch several processes (torchrun, mpirun)", c->n_devices);
+    if (c->shard_optimizer != 0 && c->shard_optimizer != 1)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "shard_optimizer = %d must be 0 or 1", c->shard_optimizer);
+    if (c->shard_optimizer && c->parallel != GPT2RT_PARALLEL_DATA)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "shard_optimizer = 1 shards the optimizer over data-parallel "
+                    "ranks: it needs parallel = DATA (it is %s)", c->parallel == GPT2RT_PARALLEL_NONE ? "NONE"
+                    : "LAYER_SPLIT");
     if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->n_layer < c->n_devices)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = LAYER_SPLIT over %d devices needs n_layer >= %d "
                     "(it is %d)", c->n_devices, c->n_devices, c->n_layer);
@@ -1685,7 +1886,9 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
         d.V = d.Vp = 0;
     }
     d.n_out = d.patches ? d.Bw * d.H * d.M : d.BT;
-    d.nt = c->n_threads;
+    d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
+    if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
+    d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
     d.cuda = c->backend == GPT2RT_BACKEND_CUDA;
     d.ab = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
     d.wb = d.ab;
@@ -1951,10 +2154,13 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
         if (s->last) { held += out; owned += head_train * out; }
     }
     bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->wb);
+    /* ZeRO-1: the optimizer state of rank r's shard of the trained floats only (shard 0
+       is the largest); the gradients stay whole: the backward writes all of them */
+    int64_t opt_owned = gpt2rt__shard_lo(owned, d->shards, 1);
     /* low precision: an fp32 master of what this device trains */
-    bytes[GPT2RT_MEM_MASTER] = d->wb == 4 ? 0 : (uint64_t)(owned * 4);
+    bytes[GPT2RT_MEM_MASTER] = d->wb == 4 ? 0 : (uint64_t)(opt_owned * 4);
     bytes[GPT2RT_MEM_GRADS] = (uint64_t)(owned * 4);
-    bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)(owned * 8);
+    bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)(opt_owned * 8);
 
     /* activations: tokens, layer input, the layers (or FULL's checkpoints and slots), ln_f, losses */
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
@@ -2026,7 +2232,9 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->params = (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
     ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
     ctx->m = (float *)ctx->arena[GPT2RT_MEM_MOMENTS];
-    ctx->v = ctx->m + ctx->n_train;
+    ctx->n_opt = gpt2rt__shard_lo(ctx->n_train, d->shards, 1);
+    ctx->opt_lo = 0; ctx->opt_hi = ctx->n_train; /* a data-parallel rank narrows it to its shard (10.1) */
+    ctx->v = ctx->m + ctx->n_opt;
     unsigned char *a = (unsigned char *)ctx->arena[GPT2RT_MEM_ACTIVATIONS];
     ctx->inputs = (int32_t *)(void *)(a + o_inputs);
     ctx->targets = (int32_t *)(void *)(a + o_targets);
@@ -2129,7 +2337,9 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
         if (owned > owned_max) owned_max = owned;
     }
     if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
-    double t = c->grad_accum * t_micro + owned_max * (32.0 + d.wb) / bw; /* AdamW: p, g, m, v in and out */
+    /* AdamW: p, g, m, v in and out, over this rank's shard with ZeRO-1 (whose reduce-scatter
+       and all-gather move what the all-reduce below does) */
+    double t = c->grad_accum * t_micro + owned_max / d.shards * (32.0 + d.wb) / bw;
     if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
     if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
     return t;
@@ -2299,9 +2509,13 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                                     : GPT2RT_RECOMPUTE_FULL;
                 int ck = ri == 2 ? 1 : ri == 3 ? GPT2RT_CHECKPOINT_SQRT : 0;
                 if (!(allow & GPT2RT_FIT_RECOMPUTE) && ri) continue; /* keep the config's */
-                for (int pi = 0; pi < 2; pi++) {
+                for (int pi = 0; pi < 4; pi++) {
                     gpt2rt_config t = *c0;
-                    if (pi == 1) {
+                    int si = pi / 2; /* 1: shard_optimizer toggled */
+                    t.shard_optimizer = modes[mi] != GPT2RT_PARALLEL_DATA ? 0 : si ? !c0->shard_optimizer
+                                      : c0->shard_optimizer;
+                    if (si && (!(allow & GPT2RT_FIT_SHARD) || modes[mi] != GPT2RT_PARALLEL_DATA)) continue;
+                    if (pi % 2 == 1) {
                         if (!(allow & GPT2RT_FIT_PRECISION) || t.backend != GPT2RT_BACKEND_CUDA ||
                             t.precision != GPT2RT_PRECISION_FP32) continue;
                         t.precision = GPT2RT_PRECISION_BF16; t.tf32 = 0;
@@ -2316,6 +2530,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                     if (peak > budget) continue;
                     const gpt2rt_config *k = &cand.config;
                     int changes = (k->parallel != c0->parallel) + (k->precision != c0->precision) +
+                                  (k->shard_optimizer != c0->shard_optimizer) +
                                   (k->batch_size != c0->batch_size) + (k->recompute != c0->recompute ||
                                   k->checkpoint_every != c0->checkpoint_every);
                     /* faster by more than 0.5%, or as fast with fewer changes */
@@ -2373,6 +2588,7 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
     if (k->parallel != w.parallel) {
         gpt2rt_parallel from = w.parallel;
         w.parallel = k->parallel;
+        if (w.parallel != GPT2RT_PARALLEL_DATA) w.shard_optimizer = 0; /* a data-parallel knob */
         int64_t g = global / (w.parallel == GPT2RT_PARALLEL_DATA ? nd : 1); /* keep the micro-batch if it divides */
         if (g % w.batch_size) w.batch_size = k->batch_size;
         w.grad_accum = (int)(g / w.batch_size);
@@ -2384,6 +2600,16 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
             ? "data parallel keeps every weight, gradient and moment on every device; layer split keeps each "
               "layer's on one device"
             : "each device holds the whole model but only its share of the batch");
+        cur = next;
+    }
+    if (k->shard_optimizer != w.shard_optimizer) {
+        w.shard_optimizer = k->shard_optimizer;
+        gpt2rt_plan(&w, &next);
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, w.shard_optimizer ? "optimizer sharding (ZeRO-1) on"
+                                     : "optimizer sharding (ZeRO-1) off", w.shard_optimizer
+            ? "each device keeps the moments (and master weights) of its 1/n of the parameters and all-gathers "
+              "the weights after each update"
+            : "every device keeps every moment: no all-gather of the weights");
         cur = next;
     }
     if (k->precision != w.precision) {
@@ -3248,6 +3474,8 @@ static gpt2rt_result gpt2rt__cu_upload_moments(gpt2rt_ctx *ctx, struct gpt2rt__c
                                                const float *v);
 #endif
 
+static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in); /* 10.1 */
+
 /* weights, moments, step and RNG in one safetensors file */
 
 static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
@@ -3319,10 +3547,8 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                                               (const float *)(const void *)(st.data + e[2]->begin));
         } else
 #endif
-        {
-            memcpy(ctx->m, st.data + e[1]->begin, (size_t)ctx->n_train * 4);
-            memcpy(ctx->v, st.data + e[2]->begin, (size_t)ctx->n_train * 4);
-        }
+        gpt2rt__dp_moments(ctx, (float *)(void *)(st.data + e[1]->begin), (float *)(void *)(st.data + e[2]->begin),
+                           0, ctx->n_train, 1); /* data parallel with ZeRO-1: each rank its shard */
         ctx->step = step;
         ctx->rng = rng;
     }
@@ -5442,6 +5668,9 @@ typedef struct gpt2rt__backend {
     gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
 } gpt2rt__backend;
 
+/* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
+static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l);
+
 /* ---- the CPU backend's steps ---- */
 
 static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
@@ -5634,8 +5863,10 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
             for (int64_t j = l - l % d->ck; j <= l; j++)
                 GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
         GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
     }
-    return be->embed_backward(ctx);
+    GPT2RT__TRY(be->embed_backward(ctx));
+    return gpt2rt__dp_bucket_ready(ctx, -1);
 }
 
 #undef GPT2RT__TRY
@@ -6484,7 +6715,7 @@ static __global__ void __launch_bounds__(1024) gpt2rt__cuk_global_norm_final(dou
 /* norm (1 double, device) = ||g||_2 over g (n) fp32 (n up to ~2^40); sumsq (1 double,
    device) = the sum of squares; either may be NULL. A non-finite norm means an inf/NaN
    gradient. Fixed chunks of 65536 summed in fp64 (squares exact), so the result is
-   deterministic; it is not bitwise the CPU gpt2rt__opt_grad_norm (same chunks, another order
+   deterministic; it is not bitwise the CPU gpt2rt__opt_sumsq (same chunks, another order
    inside a chunk), the two agree to ~1e-15 relative.
    scratch: device, gpt2rt__cu_global_norm_scratch_bytes(n), 8-byte aligned. */
 static inline cudaError_t gpt2rt__cu_global_norm(double *norm, double *sumsq, const float *g, int64_t n,
@@ -9220,7 +9451,7 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
 /* ==== 8.6 NCCL communicator ==== */
 /* The gpt2rt__comm of CUDA ranks (GPT2RT_NCCL builds, linked with -lnccl): one rank per
    device, world_size processes x n_devices each, ids exchanged by the rendezvous
-   (10.1). Collectives run on the communicator's own stream, so a bucket's reduction
+   (10.2). Collectives run on the communicator's own stream, so a bucket's reduction
    can overlap the backward on the compute stream; the caller orders the two with
    events. The buffers are device pointers. NCCL's all-reduce gives every rank the
    same bits and is deterministic run to run on one topology, but it does not sum in
@@ -9404,11 +9635,9 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_comm(ncclUniqueId id, int
 #define GPT2RT__NORM_CHUNK 65536
 static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
 
-/* global L2 norm of the (raw, unscaled) gradients; fixed chunks summed in order:
-   deterministic */
-static double gpt2rt__opt_grad_norm(gpt2rt_ctx *ctx) {
-    int64_t n = ctx->n_train, nch = gpt2rt__opt_norm_chunks(n);
-    const float *g = ctx->grads;
+/* sum of squares of g (n floats); fixed chunks summed in order: deterministic */
+static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {
+    int64_t nch = gpt2rt__opt_norm_chunks(n);
     double *parts = ctx->norm_parts;
     GPT2RT__PARALLEL_FOR(ctx->d.nt)
     for (int64_t ch = 0; ch < nch; ch++) {
@@ -9422,8 +9651,9 @@ static double gpt2rt__opt_grad_norm(gpt2rt_ctx *ctx) {
     }
     double s = 0.0;
     for (int64_t ch = 0; ch < nch; ch++) s += parts[ch];
-    return sqrt(s);
+    return s;
 }
+
 
 static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s) {
     double lr = c->lr;
@@ -9496,8 +9726,10 @@ static void gpt2rt__opt_adamw_kernel(float *p, float *g, float *m, float *v, int
     gpt2rt__opt_adamw_scalar(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
 }
 
-/* one AdamW step over every trained tensor, at learning rate lr, the gradients
-   scaled by grad_scale (normalisation and clipping) */
+/* one AdamW step over the trained floats [ctx->opt_lo, ctx->opt_hi) (all of them, or
+   this rank's ZeRO-1 shard), at learning rate lr, the gradients scaled by grad_scale
+   (normalisation and clipping). Element-wise: how the floats are cut into chunks or
+   shards does not change a bit. */
 static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     const gpt2rt_config *c = &ctx->cfg;
     int64_t t = ctx->step + 1;
@@ -9507,9 +9739,13 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *tn = &ctx->tensors[i];
         if (tn->goff < 0) continue;
-        float *p = ctx->params + tn->off, *g = ctx->grads + tn->goff, *m = ctx->m + tn->goff, *v = ctx->v + tn->goff;
+        int64_t lo = tn->goff > ctx->opt_lo ? tn->goff : ctx->opt_lo; /* the part in [opt_lo, opt_hi) */
+        int64_t hi = tn->goff + tn->rows * tn->cols < ctx->opt_hi ? tn->goff + tn->rows * tn->cols : ctx->opt_hi;
+        if (hi <= lo) continue;
+        float *p = ctx->params + tn->off + (lo - tn->goff), *g = ctx->grads + lo;
+        float *m = ctx->m + (lo - ctx->opt_lo), *v = ctx->v + (lo - ctx->opt_lo);
         float decay = tn->decay ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
-        int64_t n = tn->rows * tn->cols, nch = (n + 4095) / 4096;
+        int64_t n = hi - lo, nch = (n + 4095) / 4096;
         GPT2RT__PARALLEL_FOR(ctx->d.nt)
         for (int64_t ch = 0; ch < nch; ch++) {
             int64_t j0 = ch * 4096, len = n - j0 < 4096 ? n - j0 : 4096;
@@ -9584,7 +9820,7 @@ static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
 #endif
     if (ctx->grads) { /* the CPU; a CUDA context's host holds the weights only */
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-        memset(ctx->m, 0, (size_t)ctx->n_train * 2 * sizeof(float));
+        memset(ctx->m, 0, (size_t)ctx->n_opt * 2 * sizeof(float));
     }
     ctx->step = 0;
     gpt2rt__accum_reset(ctx);
@@ -9630,7 +9866,146 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
     return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
 }
 
-/* ==== 10.1 Processes: rendezvous ==== */
+/* ==== 10.1 Data parallel ==== */
+/* A rank of data parallel is an ordinary context whose comm has size > 1: the
+   in-process ranks (threads, 11.4) or one process of several (MPI). Its forward and
+   backward are the one-device ones on its rows; the gradients are summed over the
+   ranks in buckets as the backward finishes them, on the last micro-step only:
+   each layer's as soon as its backward is done (the ranks wait for each other
+   there, so the reduction of layer l runs while the faster ranks would otherwise idle;
+   a GPU backend would overlap it with layer l-1 on a second stream), the embeddings'
+   and ln_f's last. ZeRO-1 instead reduce-scatters the whole gradient once, so that
+   each rank's shard is the one it updates. The update then agrees on the global
+   loss, target count and gradient norm, and (ZeRO-1) all-gathers the weights. */
+
+/* [*lo, *hi): the trained floats of layer l; l = -1: of every layer together. 0: none */
+static int gpt2rt__dp_layer_range(const gpt2rt_ctx *ctx, int64_t l, int64_t *lo, int64_t *hi) {
+    int64_t l0 = l < 0 ? 0 : l, l1 = l < 0 ? ctx->d.L : l + 1;
+    *lo = INT64_MAX; *hi = -1;
+    for (int64_t j = l0; j < l1; j++) {
+        const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, j);
+        for (int i = 0; i < GPT2RT__PER_LAYER; i++)
+            if (t[i].goff >= 0) {
+                if (t[i].goff < *lo) *lo = t[i].goff;
+                if (t[i].goff + t[i].rows * t[i].cols > *hi) *hi = t[i].goff + t[i].rows * t[i].cols;
+            }
+    }
+    return *hi > *lo;
+}
+
+/* make ctx a rank of c: its reductions go through c, and with ZeRO-1 it updates shard
+   c->rank of the trained floats. The plan sized the moments for d.shards ranks, so a
+   sharded context needs c->size == d.shards (a process communicator checks it). */
+static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
+    ctx->comm = c;
+    ctx->opt_lo = 0;
+    ctx->opt_hi = ctx->n_train;
+    if (ctx->d.shards > 1) {
+        ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
+        ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
+    }
+}
+
+static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what) {
+    return gpt2rt__fail(ctx, r, "data parallel: %s: %s", what, ctx->comm->err);
+}
+
+static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
+    gpt2rt__comm *c = ctx->comm;
+    if (c->size == 1 || ctx->acc_micro + 1 != ctx->cfg.grad_accum) return GPT2RT_OK; /* not the last micro-step */
+    gpt2rt_result r = GPT2RT_OK;
+    if (ctx->d.shards > 1) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
+        if (l >= 0) return GPT2RT_OK;
+        r = c->reduce_scatter(c, ctx->grads, ctx->n_train);
+    } else {
+        int64_t lo, hi;
+        int any = gpt2rt__dp_layer_range(ctx, l, &lo, &hi);
+        if (l >= 0) { if (any) r = c->all_reduce(c, ctx->grads + lo, hi - lo); }
+        else if (!any) r = c->all_reduce(c, ctx->grads, ctx->n_train); /* every layer frozen */
+        else { /* what precedes the layers (wte, wpe, in_layer) and follows them (ln_f, out_layer) */
+            r = c->all_reduce(c, ctx->grads, lo);
+            if (r == GPT2RT_OK) r = c->all_reduce(c, ctx->grads + hi, ctx->n_train - hi);
+        }
+    }
+    if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
+    if (l < 0) ctx->dp_reduced = 1;
+    return GPT2RT_OK;
+}
+
+/* v[0..n) := the sum over the ranks, in rank order (8-byte broadcasts: the counts
+   and sums are doubles, the collectives' sums are floats) */
+static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n) {
+    gpt2rt__comm *c = ctx->comm;
+    double acc[4] = {0, 0, 0, 0}, x[4];
+    for (int root = 0; root < c->size; root++) {
+        memcpy(x, v, (size_t)n * sizeof(double));
+        gpt2rt_result r = c->broadcast(c, x, (size_t)n * sizeof(double), root);
+        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "summing the loss");
+        for (int i = 0; i < n; i++) acc[i] += x[i];
+    }
+    memcpy(v, acc, (size_t)n * sizeof(double));
+    return GPT2RT_OK;
+}
+
+/* Before a data-parallel update: the gradients summed (if the last backward did not),
+   acc_loss_sum and acc_targets made global, *sumsq the squared norm of the summed
+   gradient: each rank that of shard rank of it, added in rank order, so sharded and
+   not sharded agree bitwise. */
+static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
+    gpt2rt__comm *c = ctx->comm;
+    gpt2rt_result r = GPT2RT_OK;
+    if (!ctx->dp_reduced) { /* fewer micro-batches than grad_accum */
+        r = ctx->d.shards > 1 ? c->reduce_scatter(c, ctx->grads, ctx->n_train) : c->all_reduce(c, ctx->grads, ctx->n_train);
+        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
+    }
+    ctx->dp_reduced = 0;
+    int64_t lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank), hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
+    double v[3] = {ctx->acc_loss_sum, (double)ctx->acc_targets, gpt2rt__opt_sumsq(ctx, ctx->grads + lo, hi - lo)};
+    if ((r = gpt2rt__dp_sum(ctx, v, 3)) != GPT2RT_OK) return r;
+    ctx->acc_loss_sum = v[0];
+    ctx->acc_targets = (int64_t)v[1];
+    *sumsq = v[2];
+    return GPT2RT_OK;
+}
+
+/* ZeRO-1, after the update of this rank's shard: every rank gets every weight. The
+   gradient buffer (free now) carries them: the shard's weights go to their gradients'
+   places, the all-gather fills the others, and every trained tensor is copied back. */
+static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx) {
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            gpt2rt_result r = ctx->comm->all_gather(ctx->comm, ctx->grads, ctx->n_train);
+            if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "gathering the weights");
+        }
+        for (int i = 0; i < ctx->n_tensors; i++) {
+            const gpt2rt__tensor *t = &ctx->tensors[i];
+            if (t->goff < 0) continue;
+            int64_t n = t->rows * t->cols;
+            if (pass == 1) { memcpy(ctx->params + t->off, ctx->grads + t->goff, (size_t)n * sizeof(float)); continue; }
+            int64_t lo = t->goff > ctx->opt_lo ? t->goff : ctx->opt_lo;
+            int64_t hi = t->goff + n < ctx->opt_hi ? t->goff + n : ctx->opt_hi;
+            if (hi > lo) memcpy(ctx->grads + lo, ctx->params + t->off + (lo - t->goff), (size_t)(hi - lo) * sizeof(float));
+        }
+    }
+    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+    return GPT2RT_OK;
+}
+
+/* In one process: the moments of the trained floats [lo, hi) into m, v (each hi-lo
+   floats), from whichever rank keeps them (ZeRO-1), or set them there (in = 1). */
+static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in) {
+    int n = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
+    for (int r = 0; r < n; r++) {
+        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
+        if (b <= a) continue;
+        size_t bytes = (size_t)(b - a) * sizeof(float);
+        if (in) { memcpy(rc->m + (a - rc->opt_lo), m + (a - lo), bytes); memcpy(rc->v + (a - rc->opt_lo), v + (a - lo), bytes); }
+        else { memcpy(m + (a - lo), rc->m + (a - rc->opt_lo), bytes); memcpy(v + (a - lo), rc->v + (a - rc->opt_lo), bytes); }
+        if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
+    }
+}
+/* ==== 10.2 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
    a rendezvous: rank 0's opaque id (128 bytes: what ncclCommInitRank needs, its
    ncclUniqueId) reaches every rank, and every rank learns that all the others are
@@ -9999,7 +10374,7 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
                 "system; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
 }
 
-/* ==== 10.2 Processes: MPI ==== */
+/* ==== 10.3 Processes: MPI ==== */
 /* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
    openmpi-bin libopenmpi-dev). MPI_Allreduce may sum in any order, different on each
    rank and from run to run; so every sum here is taken by rank 0 in rank order
@@ -10183,6 +10558,65 @@ static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned cha
     return gpt2rt__mpi_wait(&req, gpt2rt__now() + cfg->timeout_s, "rendezvous broadcast", rank, err, cap);
 }
 #endif /* GPT2RT_MPI */
+
+static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx); /* 11.4 */
+
+/* ZeRO-1 over processes keeps each rank's moments in its own process: the calls that
+   need them all (state files, moment reads) are refused by name (1), not half-done */
+static int gpt2rt__proc_sharded(gpt2rt_ctx *ctx, const char *fn) {
+    if (!ctx->comm_proc.destroy || ctx->d.shards == 1) return 0;
+    gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: with shard_optimizer = 1 over world_size = %d processes each "
+                 "process keeps 1/%d of the AdamW moments; gathering them across processes is not implemented yet "
+                 "(use shard_optimizer = 0 to save or read them)", fn, ctx->cfg.world_size, ctx->d.shards);
+    return 1;
+}
+
+/* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
+   sums the gradients over the processes (10.1); then the targets every rank counted,
+   so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
+static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
+    if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
+                            "processes during backward number grad_accum = %d; call gpt2rt_update after at most "
+                            "that many", ctx->cfg.grad_accum);
+    gpt2rt_result r = gpt2rt__backward_one(ctx);
+    if (r != GPT2RT_OK || !ctx->dp_reduced) return r;
+    double v = (double)ctx->acc_targets;
+    if ((r = gpt2rt__dp_sum(ctx, &v, 1)) != GPT2RT_OK) return r;
+    ctx->proc_targets = (int64_t)v;
+    return GPT2RT_OK;
+}
+
+/* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
+   threads of 10.1 are for n_devices > 1 in one process), its communicator MPI's; every
+   rank starts from rank 0's weights. */
+static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx) {
+    const gpt2rt_config *c = &ctx->cfg;
+    if (c->n_devices > 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: world_size = %d processes x n_devices "
+                            "= %d ranks each is not implemented yet on the CPU backend: start %d processes of "
+                            "n_devices = 1", c->world_size, c->n_devices, c->world_size * c->n_devices);
+#ifdef GPT2RT_MPI
+    if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
+                            "with MPI: launch with mpirun (rendezvous = MPI); the %s rendezvous carries NCCL's id "
+                            "for CUDA ranks only", c->rendezvous == GPT2RT_RENDEZVOUS_FILE ? "FILE" : "TCP");
+    char err[512];
+    gpt2rt_result r = gpt2rt__mpi_comm(c, &ctx->comm_proc, err, sizeof err);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
+    if (ctx->d.shards > 1 && ctx->comm_proc.size != ctx->d.shards)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: the moments are planned for %d "
+                            "shards, MPI has %d ranks", ctx->d.shards, ctx->comm_proc.size);
+    gpt2rt__dp_attach(ctx, &ctx->comm_proc);
+    r = ctx->comm_proc.broadcast(&ctx->comm_proc, ctx->params, (size_t)ctx->n_params * sizeof(float), 0);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: rank 0's weights: %s", ctx->comm_proc.err);
+    return GPT2RT_OK;
+#else
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: world_size = %d processes on the CPU backend "
+                        "reduce with MPI: compile the implementation with mpicc -DGPT2RT_MPI (Debian: apt-get "
+                        "install openmpi-bin libopenmpi-dev) and launch with mpirun", c->world_size);
+#endif
+}
 #undef GPT2RT__BAD
 
 /* ==== 11. Public calls ==== */
@@ -10288,6 +10722,7 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
                 gpt2rt__parallel_name(c->parallel));
     if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
     if (c->world_size > 1) GPT2RT__PUT(" x %d processes (this is rank %d)", c->world_size, c->rank);
+    if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
     GPT2RT__PUT("\n");
     if (p->n_devices == 1) {
@@ -10358,6 +10793,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
 
 /* ==== 11.3 Context ==== */
 
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
+static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
+
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *config) {
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
     *out = NULL;
@@ -10382,10 +10820,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", plan.error);
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
-    if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices is not "
-                            "implemented yet (gpt2rt_plan and gpt2rt_fit plan for it already)",
-                            gpt2rt__parallel_name(ctx->cfg.parallel), ctx->cfg.n_devices);
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT over %d devices "
+                            "is not implemented yet (gpt2rt_plan and gpt2rt_fit plan for it already); parallel = DATA "
+                            "runs on the CPU backend", ctx->cfg.n_devices);
+    if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices on the "
+                            "CUDA backend is not implemented yet (NCCL); set backend = GPT2RT_BACKEND_CPU to run it "
+                            "with one thread per rank", gpt2rt__parallel_name(ctx->cfg.parallel), ctx->cfg.n_devices);
+#ifndef GPT2RT__COMM_THREADS
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads, "
+                            "which this build lacks");
+#endif
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: patch inputs on the CUDA backend are not "
                             "implemented yet: set backend = GPT2RT_BACKEND_CPU");
@@ -10404,43 +10851,101 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
 #endif
     }
     uint64_t free_bytes = gpt2rt__host_available();
+    /* CPU ranks share the host: data parallel needs n_devices times one device's plan */
+    uint64_t host = plan.total[0] * (uint64_t)(ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? ctx->cfg.n_devices : 1);
     if (ctx->cfg.memory_budget && plan.total[0] > ctx->cfg.memory_budget)
         return gpt2rt__fail_oom(ctx, &plan, ctx->cfg.memory_budget, free_bytes, NULL, 0);
-    if (free_bytes && plan.total[0] > free_bytes)
-        return gpt2rt__fail_oom(ctx, &plan, free_bytes, free_bytes, NULL, 0);
+    if (free_bytes && host > free_bytes)
+        return gpt2rt__fail_oom(ctx, &plan, free_bytes / (host / plan.total[0]), free_bytes, NULL, 0);
     if (plan.total[0] > (uint64_t)SIZE_MAX)
         return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the plan needs %llu bytes, more than "
                             "this machine can address", (unsigned long long)plan.total[0]);
+    if ((r = gpt2rt__ctx_alloc(ctx, &plan)) != GPT2RT_OK) return r;
+    gpt2rt__init_params(ctx);
+    gpt2rt__reset_training(ctx);
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA &&
+        (r = ctx->cfg.world_size > 1 ? gpt2rt__proc_open(ctx) : gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
+    ctx->failed = 0;
+    gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)%s",
+                (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
+                ctx->n_ranks > 1 ? " on each of the data-parallel ranks" : "");
+    return GPT2RT_OK;
+}
 
+/* the parameter table and the arenas of the plan's device 0, the pointers bound */
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
     ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
                                                    GPT2RT_MEM_BOOKKEEPING);
     if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
     gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        uint64_t b = plan.bytes[0][i];
+        uint64_t b = plan->bytes[0][i];
         if (!b) continue;
         ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
         if (!ctx->arena[i]) {
             char what[160];
             snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
                      (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
-            return gpt2rt__fail_oom(ctx, &plan, 0, gpt2rt__host_available(), what, 1);
+            return gpt2rt__fail_oom(ctx, plan, 0, gpt2rt__host_available(), what, 1);
         }
         ctx->arena_bytes[i] = b;
     }
     gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
-    gpt2rt__layout(&ctx->d, &whole, plan.bytes[0], ctx); /* binds the pointers; same sizes as planned */
-    gpt2rt__init_params(ctx);
-    gpt2rt__reset_training(ctx);
-    ctx->failed = 0;
-    gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)",
-                (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt);
+    uint64_t bytes[GPT2RT_MEM_COUNT];
+    memcpy(bytes, plan->bytes[0], sizeof bytes);
+    gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
     return GPT2RT_OK;
+}
+
+/* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
+   and the threads' communicator */
+static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+#ifdef GPT2RT__COMM_THREADS
+    int n = ctx->cfg.n_devices;
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__comm_group),
+                                                                GPT2RT_MEM_BOOKKEEPING);
+    if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the ranks' communicator");
+    if (gpt2rt__comm_group_init(g, n) != 0) {
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the ranks failed");
+    }
+    ctx->group = g;
+    ctx->n_ranks = n;
+    ctx->ranks[0] = ctx;
+    for (int r = 1; r < n; r++) {
+        gpt2rt_ctx *rc = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+        if (!rc) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: rank %d's context", r);
+        memset(rc, 0, sizeof *rc);
+        ctx->ranks[r] = rc;
+        rc->cfg = ctx->cfg;
+        rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
+        rc->d = ctx->d;
+        gpt2rt_result res = gpt2rt__ctx_alloc(rc, plan);
+        if (res != GPT2RT_OK)
+            return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
+        memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        rc->rng = ctx->rng;
+        gpt2rt__reset_training(rc);
+    }
+    for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
+    return GPT2RT_OK;
+#else
+    (void)plan;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
+#endif
 }
 
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
+    if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
+    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
+#ifdef GPT2RT__COMM_THREADS
+    if (ctx->group) {
+        gpt2rt__comm_group_free((gpt2rt__comm_group *)ctx->group);
+        gpt2rt__free(&ctx->cfg, ctx->group, GPT2RT_MEM_BOOKKEEPING);
+    }
+#endif
 #ifdef __CUDACC__
     gpt2rt__cu_free(ctx->cu);
 #endif
@@ -10467,13 +10972,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     memset(plan, 0, sizeof *plan);
     if (ctx->failed) return GPT2RT_ERR_STATE;
     plan->config = ctx->cfg;
-    plan->n_devices = 1;
+    plan->n_devices = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
         plan->bytes[0][i] = ctx->arena_bytes[i];
 #ifdef __CUDACC__
         if (ctx->cu) plan->bytes[0][i] = ctx->cu->allocated[i]; /* device arenas; the host holds the fp32 weights */
 #endif
         plan->total[0] += plan->bytes[0][i];
+        for (int r = 1; r < ctx->n_ranks; r++) { /* data parallel: each rank's own arenas */
+            plan->bytes[r][i] = ctx->ranks[r]->arena_bytes[i];
+            plan->total[r] += plan->bytes[r][i];
+        }
     }
 #ifdef __CUDACC__
     if (ctx->cu) plan->overhead[0] = ctx->cu->overhead;
@@ -10495,7 +11004,7 @@ static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int ser
                                        : "gpt2rt_forward / gpt2rt_step / gpt2rt_logits");
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
+static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
@@ -10524,7 +11033,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, 
     return GPT2RT_OK;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
+static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
     if (!ctx->have_loss)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
@@ -10545,7 +11054,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     return GPT2RT_OK;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
@@ -10569,8 +11078,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
     } else
 #endif
     {
+    double sumsq = 0.0;
+    if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
+        gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
+        if (r != GPT2RT_OK) return r;
+    } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
     double unscale = gpt2rt__opt_grad_unscale(ctx);
-    norm = (float)(gpt2rt__opt_grad_norm(ctx) * unscale);
+    norm = (float)(sqrt(sumsq) * unscale);
     skipped = !isfinite(norm) || !ctx->acc_targets;
     if (skipped) {
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
@@ -10588,6 +11102,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
             if (coef > 1.0f) coef = 1.0f;
         }
         gpt2rt__opt_adamw(ctx, lr, (float)(unscale * (double)coef));
+        if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
+            gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
+            if (r != GPT2RT_OK) return r;
+        }
         ctx->step++;
     }
     }
@@ -10599,7 +11117,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
         stats->lr = lr;
         stats->loss_scale = loss_scale;
         stats->skipped = skipped;
-        stats->tokens = ctx->d.BT * ctx->acc_micro;
+        stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
         stats->micro_batches = ctx->acc_micro;
         stats->seconds = gpt2rt__now() - t0;
     }
@@ -10607,7 +11125,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
     return GPT2RT_OK;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
+static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
@@ -10624,8 +11142,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
 #ifdef __CUDACC__
         if (ctx->cu) ctx->cu->dlogits_in_forward = 1; /* the classifier writes dlogits in the same pass */
 #endif
-        r = gpt2rt_forward(ctx, inputs + k * BT, targets + k * BT, NULL);
-        if (r == GPT2RT_OK) r = gpt2rt_backward(ctx);
+        r = gpt2rt__forward_one(ctx, inputs + k * BT, targets + k * BT, NULL);
+        if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
 #ifdef __CUDACC__
@@ -10635,12 +11153,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         gpt2rt__accum_reset(ctx);
     }
-    if (r == GPT2RT_OK) r = gpt2rt_update(ctx, stats);
+    if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
     if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
     return r;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
+static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
@@ -10659,7 +11177,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t coun
     return GPT2RT_OK;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1);
@@ -10684,7 +11202,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, 
     return GPT2RT_OK;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
+static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
@@ -10697,19 +11215,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
     const gpt2rt__dims *d = &ctx->d;
     /* grad_accum micro-batches of Bw windows each, then one update */
     for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
-        r = gpt2rt_forward_series(ctx, x + k * d->Bw * d->Lb * d->M, y + k * d->n_out, NULL);
-        if (r == GPT2RT_OK) r = gpt2rt_backward(ctx);
+        r = gpt2rt__forward_series_one(ctx, x + k * d->Bw * d->Lb * d->M, y + k * d->n_out, NULL);
+        if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         gpt2rt__accum_reset(ctx);
     }
-    if (r == GPT2RT_OK) r = gpt2rt_update(ctx, stats);
+    if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
     if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
     return r;
 }
 
-GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t count) {
+static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
@@ -10724,6 +11242,271 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
                             "a load or gpt2rt_param_write forgets them)");
     memcpy(dst, ctx->ts_pred, (size_t)count * sizeof(float));
     return GPT2RT_OK;
+}
+
+/* ---- data parallel in one process: rank r's work on thread r (rank 0 on the caller's) ----
+   The batch of a call holds n_devices * B rows per micro-batch: rank r takes rows
+   [r*B, (r+1)*B) of each micro-batch (gpt2rt_step: micro-batch k is rows
+   [k*n*B, (k+1)*n*B)), so n ranks of B rows see the batches one device of n*B would. */
+
+typedef enum gpt2rt__dp_what {
+    GPT2RT__DP_FORWARD, GPT2RT__DP_FORWARD_SERIES, GPT2RT__DP_BACKWARD, GPT2RT__DP_UPDATE,
+    GPT2RT__DP_STEP, GPT2RT__DP_STEP_SERIES
+} gpt2rt__dp_what;
+
+typedef struct gpt2rt__dp_job {
+    gpt2rt_ctx *rc;
+    int rank, n;
+    gpt2rt__dp_what what;
+    const void *a, *b; /* the whole call's inputs and targets (tokens), or x and y (series) */
+    gpt2rt_step_stats stats;
+    gpt2rt_result r;
+} gpt2rt__dp_job;
+
+static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
+    gpt2rt_ctx *rc = j->rc;
+    const gpt2rt__dims *d = &rc->d;
+    int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
+    const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
+    const float *x = (const float *)j->a, *y = (const float *)j->b;
+    gpt2rt_result r = GPT2RT_OK;
+    switch (j->what) {
+    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL);
+    case GPT2RT__DP_FORWARD_SERIES:
+        return gpt2rt__forward_series_one(rc, x + j->rank * xs, y ? y + j->rank * ys : NULL, NULL);
+    case GPT2RT__DP_BACKWARD: return gpt2rt__backward_one(rc);
+    case GPT2RT__DP_UPDATE: return gpt2rt__update_one(rc, &j->stats);
+    case GPT2RT__DP_STEP:
+    case GPT2RT__DP_STEP_SERIES:
+        for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
+            int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
+            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL)
+                                           : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
+            if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
+        }
+        return r == GPT2RT_OK ? gpt2rt__update_one(rc, &j->stats) : r;
+    }
+    return GPT2RT_ERR_INVALID_ARGUMENT;
+}
+
+#ifdef GPT2RT__COMM_THREADS
+static void *gpt2rt__dp_thread(void *p) {
+    gpt2rt__dp_job *j = (gpt2rt__dp_job *)p;
+    j->r = gpt2rt__dp_work(j);
+    if (j->r != GPT2RT_OK) gpt2rt__comm_threads_fail(j->rc->comm); /* the others must not wait for it */
+    return NULL;
+}
+#endif
+
+/* every rank drops what it summed since the last update (after a failed call) */
+static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
+        gpt2rt__accum_reset(rc);
+        rc->dp_reduced = 0;
+    }
+}
+
+/* run `what` on every rank at once; the first rank that failed names the error */
+static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const void *a, const void *b,
+                                    gpt2rt__dp_job *jobs) {
+#ifdef GPT2RT__COMM_THREADS
+    int n = ctx->n_ranks, started[GPT2RT_MAX_DEVICES] = {0};
+    pthread_t th[GPT2RT_MAX_DEVICES];
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)ctx->group;
+    for (int r = 0; r < n; r++) {
+        gpt2rt__dp_job j;
+        memset(&j, 0, sizeof j);
+        j.rc = ctx->ranks[r]; j.rank = r; j.n = n; j.what = what; j.a = a; j.b = b;
+        jobs[r] = j;
+    }
+    for (int r = 1; r < n; r++) {
+        started[r] = pthread_create(&th[r], NULL, gpt2rt__dp_thread, &jobs[r]) == 0;
+        if (!started[r]) {
+            jobs[r].r = gpt2rt__fail(jobs[r].rc, GPT2RT_ERR_UNAVAILABLE, "starting its thread failed");
+            gpt2rt__comm_threads_fail(jobs[r].rc->comm);
+        }
+    }
+    gpt2rt__dp_thread(&jobs[0]);
+    for (int r = 1; r < n; r++)
+        if (started[r]) pthread_join(th[r], NULL);
+    int first = g->failed ? g->failed - 1 : -1;
+    gpt2rt__comm_group_reset(g);
+    if (first < 0 || jobs[first].r == GPT2RT_OK)
+        for (int r = n - 1; r >= 0; r--) if (jobs[r].r != GPT2RT_OK) first = r;
+    if (first < 0 || jobs[first].r == GPT2RT_OK) return GPT2RT_OK;
+    char msg[sizeof ctx->error];
+    memcpy(msg, ctx->ranks[first]->error, sizeof msg); /* rank 0's message is ctx->error itself */
+    return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
+#else
+    (void)what; (void)a; (void)b; (void)jobs;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
+#endif
+}
+
+/* the checks of a call that takes n_ranks * B rows per micro-batch, micro micro-batches */
+static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b, int micro) {
+    const gpt2rt__dims *d = &ctx->d;
+    for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
+        gpt2rt_result r = d->patches
+            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M, b ? (const float *)b + m * d->n_out : NULL)
+            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
+        if (r != GPT2RT_OK) {
+            char msg[sizeof ctx->error];
+            memcpy(msg, ctx->error, sizeof msg);
+            return gpt2rt__fail(ctx, r, "%s (in the rows of data-parallel rank %d, micro-batch %d: indices count from "
+                                "that rank's first row)", msg, (int)(m % ctx->n_ranks), (int)(m / ctx->n_ranks));
+        }
+    }
+    return GPT2RT_OK;
+}
+
+/* the global mean loss of the ranks' last forward */
+static float gpt2rt__dp_loss(const gpt2rt_ctx *ctx) {
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int r = 0; r < ctx->n_ranks; r++) { sum += ctx->ranks[r]->loss_sum; n += ctx->ranks[r]->n_targets; }
+    return n ? (float)(sum / (double)n) : 0.0f;
+}
+
+static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
+                                        const void *b, float *loss) {
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
+    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
+    if (r == GPT2RT_OK && loss) *loss = b ? gpt2rt__dp_loss(ctx) : 0.0f;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
+                                     const void *b, gpt2rt_step_stats *stats) {
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
+                            "gpt2rt_update", fn);
+    double t0 = gpt2rt__now();
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, ctx->cfg.grad_accum);
+    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
+    if (r != GPT2RT_OK) { gpt2rt__dp_drop(ctx); return r; }
+    if (stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
+    return GPT2RT_OK;
+}
+
+/* ---- the public calls: one device, or every data-parallel rank ---- */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss);
+    if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
+    if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
+    return gpt2rt__dp_forward(ctx, "gpt2rt_forward", GPT2RT__DP_FORWARD, inputs, targets, loss);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return gpt2rt__forward_series_one(ctx, x, y, loss);
+    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1);
+    if (r != GPT2RT_OK) return r;
+    if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
+    return gpt2rt__dp_forward(ctx, "gpt2rt_forward_series", GPT2RT__DP_FORWARD_SERIES, x, y, loss);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return ctx->comm_proc.destroy ? gpt2rt__proc_backward(ctx) : gpt2rt__backward_one(ctx);
+    if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
+                            "ranks during backward number grad_accum = %d; call gpt2rt_update after at most that "
+                            "many", ctx->cfg.grad_accum);
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
+    if (r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending) gpt2rt__dp_drop(ctx);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return gpt2rt__update_one(ctx, stats);
+    double t0 = gpt2rt__now();
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_UPDATE, NULL, NULL, jobs);
+    if (r == GPT2RT_OK && stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
+                                     gpt2rt_step_stats *stats) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return gpt2rt__step_one(ctx, inputs, targets, stats);
+    if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
+    if (!inputs || !targets)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: %s is NULL", inputs ? "targets" : "inputs");
+    return gpt2rt__dp_step(ctx, "gpt2rt_step", GPT2RT__DP_STEP, inputs, targets, stats);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
+    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
+    if (r != GPT2RT_OK) return r;
+    if (!x || !y)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
+    return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
+}
+
+/* logits, predictions: each rank's rows in rank order */
+static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, float *dst, int64_t count, int series) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t per = series ? d->n_out : d->BT * d->V;
+    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+    if (count != per * ctx->n_ranks)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs n_devices = %d times "
+                            "one rank's %lld", fn, (long long)count, ctx->n_ranks, (long long)per);
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        gpt2rt_result res = series ? gpt2rt__predictions_one(ctx->ranks[r], dst + r * per, per)
+                                   : gpt2rt__logits_one(ctx->ranks[r], dst + r * per, per);
+        if (res != GPT2RT_OK) {
+            char msg[sizeof ctx->error];
+            memcpy(msg, ctx->ranks[r]->error, sizeof msg);
+            return gpt2rt__fail(ctx, res, "%s", msg);
+        }
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
+    if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
+    return gpt2rt__dp_gather_out(ctx, "gpt2rt_logits", dst, count, 0);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t count) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (ctx->n_ranks <= 1) return gpt2rt__predictions_one(ctx, dst, count);
+    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
+    if (r != GPT2RT_OK) return r;
+    return gpt2rt__dp_gather_out(ctx, "gpt2rt_predictions", dst, count, 1);
+}
+
+/* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
+   which also resets the training; 2: a state load, whose moments reached every rank's
+   shard with ZeRO-1, else rank 0's), every rank gets them */
+static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
+    for (int r = 1; r < ctx->n_ranks; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        rc->have_logits = rc->have_loss = rc->have_pred = 0;
+        if (!what) continue;
+        if (what == 1) gpt2rt__reset_training(rc);
+        else if (ctx->d.shards == 1) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
+        memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
+        rc->step = ctx->step;
+        rc->rng = ctx->rng;
+        gpt2rt__accum_reset(rc);
+        rc->dp_reduced = 0;
+    }
 }
 
 /* ==== 11.5 Weights and training state files ==== */
@@ -10744,6 +11527,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
 #ifdef __CUDACC__
     if (r == GPT2RT_OK && ctx->cu) r = gpt2rt__cu_upload_params(ctx, ctx->cu);
 #endif
+    if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 1);
     return r;
 }
 
@@ -10859,6 +11643,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
@@ -10883,6 +11668,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
+    float *zmv = NULL; /* ZeRO-1: the ranks' shards of the moments, whole */
+    if (ctx->d.shards > 1) {
+        zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+        if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
+                                      "sharded moments", (long long)ctx->n_train * 8);
+        gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
+        srcs[1] = zmv;
+        srcs[2] = zmv + ctx->n_train;
+    }
 #ifdef __CUDACC__
     float *mv = NULL; /* CUDA: the moments come to the host for the write */
     if (ctx->cu) {
@@ -10905,6 +11699,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, n_meta);
+    gpt2rt__free(&ctx->cfg, zmv, GPT2RT_MEM_BOOKKEEPING);
 #ifdef __CUDACC__
     gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
 #endif
@@ -10914,6 +11709,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
     size_t len;
@@ -10921,6 +11717,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__state_load_mem(ctx, buf, len, path);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 2);
     return r;
 }
 
@@ -10970,8 +11767,26 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
-    /* gradients: of the mean loss over the targets since the last update */
+    /* gradients: of the mean loss over the targets since the last update (data parallel,
+       once summed over the ranks: over every rank's targets) */
     float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__opt_grad_unscale(ctx) : 1.0f;
+    if (what == GPT2RT_PARAM_GRAD && ctx->n_ranks > 1 && ctx->dp_reduced) {
+        int64_t all = 0;
+        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
+        k = all ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all) : 0.0f;
+    }
+    if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
+        k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
+    if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
+        if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
+        int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
+        float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
+        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
+        gpt2rt__dp_moments(ctx, mv, mv + n, t->goff, t->goff + n, 0);
+        gpt2rt__param_out(t, what == GPT2RT_PARAM_ADAM_M ? mv : mv + n, 1.0f, dst);
+        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
     gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
     return GPT2RT_OK;
 }
@@ -10992,6 +11807,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
 #ifdef __CUDACC__
     if (ctx->cu) return gpt2rt__cu_upload_params(ctx, ctx->cu); /* every tensor: simple, not fast */
 #endif
+    gpt2rt__dp_sync(ctx, 0);
     return GPT2RT_OK;
 }
 

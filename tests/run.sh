@@ -144,7 +144,7 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries; do
+    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_parallel; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
@@ -356,6 +356,14 @@ ranks_checks() {
         if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^RESULT [0-9]* 0$')" -eq $np ]; then
             ok "mpirun -np $np: the MPI communicator's sums are rank-ordered and bitwise equal on every rank"
         else bad "mpirun -np $np communicator (exit $rc)"; echo "$out" | tail -10; fi
+    done
+    for args in "2" "3" "2 sharded"; do
+        set -- $args
+        out=$(OMP_NUM_THREADS=1 timeout 120 $MPIRUN -np $1 ./$M mpi-train ${2:-} 2>&1); rc=$?
+        echo "$out" | grep '^rank 0 ' | sed 's/^/    /'
+        if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^RESULT [0-9]* 0$')" -eq $1 ]; then
+            ok "mpirun -np $1: data parallel over $1 processes${2:+ (ZeRO-1)} == $1 threads in one process, bitwise; == one device of $1*B rows to fp32 reassociation"
+        else bad "mpirun -np $1 training${2:+ (ZeRO-1)} (exit $rc)"; echo "$out" | tail -12; fi
     done
     local t0=$SECONDS
     out=$(timeout 60 $MPIRUN -np 2 ./$M mpi-leave stop 2>&1); rc=$?

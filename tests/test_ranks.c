@@ -103,6 +103,16 @@ static void unit_config(void) {
           "torchrun's variables resolved: %s world %d rank %d port %d device %d", p.error, p.config.world_size,
           p.config.rank, p.config.master_port, p.config.device_ids[0]);
     CHECK(p.tokens_per_step == 2LL * 2 * 8, "tokens a step over 2 processes: %lld, want 32", (long long)p.tokens_per_step);
+#ifndef GPT2RT_MPI
+    { /* CPU ranks in separate processes need MPI: without it, creation says what to install */
+        gpt2rt_ctx *ctx;
+        gpt2rt_result r = gpt2rt_create(&ctx, &c);
+        CHECK(r == GPT2RT_ERR_UNAVAILABLE && strstr(gpt2rt_last_error(ctx), "openmpi-bin libopenmpi-dev"),
+              "2 CPU processes without MPI: %s: %s", gpt2rt_result_string(r), gpt2rt_last_error(ctx));
+        printf("    2 CPU processes without MPI: %s\n", gpt2rt_last_error(ctx));
+        gpt2rt_free(ctx);
+    }
+#endif
     gpt2rt_config none = c;
     none.parallel = GPT2RT_PARALLEL_NONE;
     plan_case("launched as 2 ranks, parallel NONE", none, GPT2RT_ERR_INVALID_ARGUMENT, "set parallel = DATA");
@@ -334,6 +344,105 @@ static int mpi_comm(void) {
     return harness_finish();
 }
 
+/* Training under mpirun: each process one rank of B rows; the same run in one process
+   with N threads of B rows (world_size 1, n_devices N) must give bitwise the same
+   losses and weights (both sum in rank order), and one device of N*B rows the same
+   within fp32 reassociation. sharded: shard_optimizer = 1 (ZeRO-1 over the processes). */
+static int mpi_train(int sharded) {
+    const int B = 2, T = 8, accum = 2, steps = 3;
+    gpt2rt_config c = tiny();
+    c.batch_size = B; c.seq_len = T; c.grad_accum = accum; c.timeout_s = 30.0f; c.shard_optimizer = sharded;
+    c.weight_decay = 0.1f;
+    gpt2rt_ctx *ctx;
+    gpt2rt_result r = gpt2rt_create(&ctx, &c);
+    CHECK(r == GPT2RT_OK, "create under mpirun: %s", gpt2rt_last_error(ctx));
+    if (r != GPT2RT_OK) { gpt2rt_free(ctx); return harness_finish(); }
+    gpt2rt_config got = gpt2rt_config_get(ctx);
+    int N = got.world_size, me = got.rank;
+    CHECK(N >= 2 && got.rendezvous == GPT2RT_RENDEZVOUS_MPI, "rank %d of %d from mpirun's variables, rendezvous %d",
+          me, N, (int)got.rendezvous);
+    /* the reference: the same global batches in one process, N threads, and one device of N*B */
+    gpt2rt_config th = c, one = c;
+    th.world_size = 1; th.n_devices = N;
+    one.world_size = 1; one.parallel = GPT2RT_PARALLEL_NONE; one.batch_size = N * B; one.shard_optimizer = 0;
+    gpt2rt_ctx *tctx, *octx;
+    CHECK_OK(tctx, gpt2rt_create(&tctx, &th));
+    CHECK_OK(octx, gpt2rt_create(&octx, &one));
+    int64_t rows = (int64_t)accum * N * B;
+    int32_t *in = (int32_t *)malloc((size_t)(rows * T) * sizeof(int32_t)),
+            *tg = (int32_t *)malloc((size_t)(rows * T) * sizeof(int32_t)),
+            *mine_in = (int32_t *)malloc((size_t)(accum * B * T) * sizeof(int32_t)),
+            *mine_tg = (int32_t *)malloc((size_t)(accum * B * T) * sizeof(int32_t));
+    uint64_t seed = 99;
+    int same_loss = 1;
+    double worst = 0.0;
+    for (int step = 0; step < steps; step++) {
+        for (int64_t i = 0; i < rows * T; i++) {
+            in[i] = (int32_t)(harness_rng_next(&seed) % 64);
+            tg[i] = (int32_t)(harness_rng_next(&seed) % 64);
+        }
+        /* micro-batch k is rows [k*N*B, (k+1)*N*B); rank r takes rows [r*B, (r+1)*B) of it */
+        for (int k = 0; k < accum; k++) {
+            memcpy(mine_in + (size_t)k * B * T, in + ((size_t)k * N * B + (size_t)me * B) * T, (size_t)B * T * sizeof(int32_t));
+            memcpy(mine_tg + (size_t)k * B * T, tg + ((size_t)k * N * B + (size_t)me * B) * T, (size_t)B * T * sizeof(int32_t));
+        }
+        gpt2rt_step_stats sp, st, so;
+        CHECK_OK(ctx, gpt2rt_step(ctx, mine_in, mine_tg, &sp));
+        CHECK_OK(tctx, gpt2rt_step(tctx, in, tg, &st));
+        CHECK_OK(octx, gpt2rt_step(octx, in, tg, &so));
+        same_loss &= sp.loss == st.loss && sp.grad_norm == st.grad_norm && sp.tokens == st.tokens;
+        double d = fabs((double)sp.loss - so.loss) / fabs((double)so.loss);
+        if (d > worst) worst = d;
+    }
+    /* one more batch, backward only: the summed gradients (Adam amplifies fp32 noise in
+       the weights, the gradients show the reduction itself) */
+    for (int k = 0; k < accum; k++) {
+        CHECK_OK(ctx, gpt2rt_forward(ctx, mine_in + (size_t)k * B * T, mine_tg + (size_t)k * B * T, NULL));
+        CHECK_OK(ctx, gpt2rt_backward(ctx));
+        CHECK_OK(tctx, gpt2rt_forward(tctx, in + (size_t)k * N * B * T, tg + (size_t)k * N * B * T, NULL));
+        CHECK_OK(tctx, gpt2rt_backward(tctx));
+        CHECK_OK(octx, gpt2rt_forward(octx, in + (size_t)k * N * B * T, tg + (size_t)k * N * B * T, NULL));
+        CHECK_OK(octx, gpt2rt_backward(octx));
+    }
+    CHECK(same_loss, "rank %d: losses and gradient norms under mpirun == %d threads in one process, bitwise", me, N);
+    CHECK(worst < 1e-5, "rank %d: loss within %.2g of one device of N*B rows (fp32 reassociation)", me, worst);
+    /* every weight, bitwise */
+    int n_bad = 0, n_cmp = 2 * gpt2rt_param_count(ctx);
+    double werr = 0.0;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++) {
+        gpt2rt_param_info info;
+        gpt2rt_param_info_get(ctx, i, &info);
+        float *a = (float *)malloc((size_t)info.numel * sizeof(float)), *b = (float *)malloc((size_t)info.numel * sizeof(float)),
+              *o = (float *)malloc((size_t)info.numel * sizeof(float));
+        gpt2rt_param_read(ctx, info.name, GPT2RT_PARAM_VALUE, a, info.numel);
+        gpt2rt_param_read(tctx, info.name, GPT2RT_PARAM_VALUE, b, info.numel);
+        n_bad += memcmp(a, b, (size_t)info.numel * sizeof(float)) != 0;
+        gpt2rt_param_read(ctx, info.name, GPT2RT_PARAM_GRAD, a, info.numel);
+        gpt2rt_param_read(tctx, info.name, GPT2RT_PARAM_GRAD, b, info.numel);
+        gpt2rt_param_read(octx, info.name, GPT2RT_PARAM_GRAD, o, info.numel);
+        /* ZeRO-1 sums only each rank's own shard of the gradient (the rest is unspecified) */
+        if (!sharded) n_bad += memcmp(a, b, (size_t)info.numel * sizeof(float)) != 0;
+        else n_cmp--;
+        double e = rel_err(a, o, info.numel);
+        if (e > werr) werr = e;
+        free(a); free(b); free(o);
+    }
+    CHECK(n_bad == 0, "rank %d: %d weights or gradients differ from the threads' run (want bitwise equal)", me, n_bad);
+    CHECK(sharded || werr < 2e-5, "rank %d: gradients within %.2g of one device (want < 2e-5)", me, werr);
+    printf("rank %d of %d%s: %d steps, losses bitwise == %d threads, %d %s bitwise equal; vs one device of %d "
+           "rows: loss %.1e%s %.1e\n", me, N, sharded ? " (ZeRO-1)" : "", steps, N, n_cmp - n_bad,
+           sharded ? "weight tensors" : "weight and gradient tensors", N * B, worst,
+           ", gradients", werr);
+    if (sharded) {
+        r = gpt2rt_state_save(ctx, "build/ranks_state.safetensors");
+        CHECK(r == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(ctx), "shard_optimizer = 0"),
+              "ZeRO-1 over processes: a state save is refused by name: %s", gpt2rt_last_error(ctx));
+    }
+    free(in); free(tg); free(mine_in); free(mine_tg);
+    gpt2rt_free(ctx); gpt2rt_free(tctx); gpt2rt_free(octx);
+    return harness_finish();
+}
+
 /* one rank leaves mid-run (how: "crash", _Exit without MPI's goodbye; "stop", it
    returns normally without making the collective): the others must not hang */
 static int mpi_leave(const char *how) {
@@ -371,6 +480,7 @@ int main(int argc, char **argv) {
 #ifdef GPT2RT_MPI
     if (!strcmp(mode, "mpi")) return mpi_comm();
     if (!strcmp(mode, "mpi-leave") && argc == 3) return mpi_leave(argv[2]);
+    if (!strcmp(mode, "mpi-train")) return mpi_train(argc > 2 && !strcmp(argv[2], "sharded"));
 #endif
     fprintf(stderr, "usage: test_ranks unit | freeport | rdv TIMEOUT EXPECT | mpi (GPT2RT_MPI builds)\n");
     return 2;

@@ -79,6 +79,7 @@ static void usage(void) {
         "                                 (implies --recompute full when that is not given)\n"
         "devices:\n"
         "  --devices N --mode none|ddp|split   (mode defaults to ddp when N > 1)\n"
+        "  --shard                        ddp: shard the optimizer state over the devices (ZeRO-1)\n"
         "  --backend cpu|cuda             default cuda\n"
         "  --threads N                    CPU backend threads (its workspace depends on them)\n"
         "step time over several devices (printed with --devices N > 1, beside the plan):\n"
@@ -89,6 +90,7 @@ static void usage(void) {
         "  --budget SIZE                  bytes per device: 24GiB, 40GB, 512MiB, 80G (G = GiB)\n"
         "                                 prints whether it fits and what gpt2rt_fit suggests\n"
         "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
+        "  --allow-shard                  let the advisor also switch ZeRO-1 sharding (ddp)\n"
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
         "                                 devices|mode; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
@@ -297,6 +299,8 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
         if (!strcmp(a, "--tf32")) { c->tf32 = 1; continue; }
         if (!strcmp(a, "--allow-precision")) { o->allow |= GPT2RT_FIT_PRECISION; continue; }
+        if (!strcmp(a, "--allow-shard")) { o->allow |= GPT2RT_FIT_SHARD; continue; }
+        if (!strcmp(a, "--shard")) { c->shard_optimizer = 1; continue; }
         if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
         /* every other option takes a value: --opt V or --opt=V */
         char name[64];
@@ -434,6 +438,7 @@ static void print_flags(const gpt2rt_config *c) {
            prec[c->precision], c->tf32 ? " --tf32" : "", rc[c->recompute]);
     if (c->recompute == GPT2RT_RECOMPUTE_FULL) printf(" --checkpoint-every %d", c->checkpoint_every);
     if (c->n_devices > 1) printf(" --devices %d --mode %s", c->n_devices, mode[c->parallel]);
+    if (c->shard_optimizer) printf(" --shard");
     printf("\n");
 }
 
@@ -526,7 +531,7 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
 static int same_knobs(const gpt2rt_config *a, const gpt2rt_config *b) {
     return a->batch_size == b->batch_size && a->grad_accum == b->grad_accum && a->precision == b->precision &&
            a->tf32 == b->tf32 && a->recompute == b->recompute && a->checkpoint_every == b->checkpoint_every &&
-           a->parallel == b->parallel && a->n_devices == b->n_devices;
+           a->parallel == b->parallel && a->n_devices == b->n_devices && a->shard_optimizer == b->shard_optimizer;
 }
 
 static int report_budget(const options *o, const gpt2rt_config *c, const gpt2rt_memory_plan *p) {
@@ -542,8 +547,8 @@ static int report_budget(const options *o, const gpt2rt_config *c, const gpt2rt_
     gpt2rt_config out;
     char explain[4096];
     gpt2rt_result r = gpt2rt_fit(c, o->budget, o->allow, &out, explain, sizeof explain);
-    printf("\nadvisor (gpt2rt_fit; may change micro-batch/accumulation, recompute, parallel mode%s):\n",
-           o->allow & GPT2RT_FIT_PRECISION ? ", precision" : "");
+    printf("\nadvisor (gpt2rt_fit; may change micro-batch/accumulation, recompute, parallel mode%s%s):\n",
+           o->allow & GPT2RT_FIT_PRECISION ? ", precision" : "", o->allow & GPT2RT_FIT_SHARD ? ", ZeRO-1" : "");
     for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) printf("  %s\n", line);
     if (r == GPT2RT_ERR_OUT_OF_MEMORY) {
         if (!(o->allow & GPT2RT_FIT_PRECISION) && c->backend == GPT2RT_BACKEND_CUDA &&

@@ -1,0 +1,414 @@
+/* Data parallel on the CPU backend: ranks as threads of one process (issue 12).
+   - n ranks of b rows == one device of n*b rows, within fp32 reassociation: each rank's
+     matrix products sum its own b rows, and the ranks' sums are then added, where one
+     device sums all n*b rows in one pass; the gradients agree to ~1e-6 relative (we
+     allow 2e-5), the losses of later steps to 1e-4;
+   - bitwise the same run to run (the reduction sums in rank order);
+   - gradient accumulation, recompute levels and frozen groups under data parallel;
+   - ZeRO-1 (shard_optimizer) bitwise equals the unsharded run, with less moment memory;
+   - save + resume under data parallel == uninterrupted (bitwise);
+   - time series (patch inputs) under data parallel;
+   - planned == allocated on every rank; bad configs and bad rows refused by name. */
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include "harness.h"
+
+/* ---- the threads' communicator itself ---- */
+typedef struct comm_job {
+    gpt2rt__comm *c;
+    int fail;  /* 1: this rank fails instead of reducing */
+    float buf[40];
+    gpt2rt_result r[5];
+    char err[256];
+} comm_job;
+
+static void *comm_rank(void *p) {
+    comm_job *j = (comm_job *)p;
+    gpt2rt__comm *c = j->c;
+    if (j->fail) { gpt2rt__comm_threads_fail(c); return NULL; }
+    /* values whose sum depends on the order: (1 + 1e8) - 1e8 = 0 in fp32, 1 + (1e8 - 1e8) = 1 */
+    const float v[3] = {1.0f, 1e8f, -1e8f};
+    for (int i = 0; i < 40; i++) j->buf[i] = v[c->rank] * (float)(i + 1);
+    j->r[0] = c->all_reduce(c, j->buf, 40);
+    float s[40];
+    for (int i = 0; i < 40; i++) s[i] = (float)(c->rank + 1);
+    j->r[1] = c->reduce_scatter(c, s, 40);
+    /* shard rank of s holds 1 + 2 + 3 = 6; make it rank-specific, then gather */
+    int64_t lo = gpt2rt__shard_lo(40, c->size, c->rank), hi = gpt2rt__shard_lo(40, c->size, c->rank + 1);
+    for (int64_t i = lo; i < hi; i++) s[i] = s[i] * 10.0f + (float)c->rank;
+    j->r[2] = c->all_gather(c, s, 40);
+    for (int i = 0; i < 40; i++) j->buf[i] += s[i] * 1000.0f; /* 0 + 60000 + 1000 * owner */
+    double x = c->rank == 1 ? 42.5 : -1.0;
+    j->r[3] = c->broadcast(c, &x, sizeof x, 1);
+    if (x != 42.5) j->r[3] = GPT2RT_ERR_FORMAT;
+    j->r[4] = c->barrier(c);
+    snprintf(j->err, sizeof j->err, "%s", c->err);
+    return NULL;
+}
+
+static void comm_threads(void) {
+    gpt2rt__comm_group g;
+    CHECK(gpt2rt__comm_group_init(&g, 3) == 0, "comm group init");
+    for (int round = 0; round < 2; round++) { /* round 1: rank 2 fails; the others must return, not hang */
+        comm_job jobs[3];
+        pthread_t th[3];
+        memset(jobs, 0, sizeof jobs);
+        for (int r = 0; r < 3; r++) { jobs[r].c = &g.comms[r]; jobs[r].fail = round == 1 && r == 2; }
+        for (int r = 0; r < 3; r++) pthread_create(&th[r], NULL, comm_rank, &jobs[r]);
+        for (int r = 0; r < 3; r++) pthread_join(th[r], NULL);
+        gpt2rt__comm_group_reset(&g);
+        for (int r = 0; r < 3 && round == 0; r++) {
+            int ok = 1;
+            for (int k = 0; k < 5; k++) ok &= jobs[r].r[k] == GPT2RT_OK;
+            CHECK(ok, "rank %d: a collective failed: %s", r, jobs[r].err);
+            int bad = -1;
+            for (int i = 0; i < 40 && bad < 0; i++) {
+                int owner = i < 16 ? 0 : i < 32 ? 1 : 2; /* shares of 40 over 3, rounded up to 16 floats */
+                if (jobs[r].buf[i] != 60000.0f + 1000.0f * (float)owner) bad = i;
+            }
+            CHECK(bad < 0, "rank %d: element %d is %.9g: not the rank-order sum (1 + 1e8) - 1e8 = 0 plus the gathered "
+                  "shard", r, bad, bad < 0 ? 0.0 : (double)jobs[r].buf[bad]);
+        }
+        for (int r = 0; r < 2 && round == 1; r++)
+            CHECK(jobs[r].r[0] == GPT2RT_ERR_STATE && strstr(jobs[r].err, "rank 2 failed"),
+                  "rank %d with rank 2 failed: result %d, '%s'", r, (int)jobs[r].r[0], jobs[r].err);
+    }
+    gpt2rt__comm_group_free(&g);
+}
+
+static gpt2rt_config tiny(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 3; c.n_head = 2; c.n_embd = 32; c.vocab_size = 61; c.max_seq_len = 8;
+    c.batch_size = 2; c.seq_len = 8;
+    c.lr = 1e-2f; c.warmup_steps = 1; c.weight_decay = 0.1f; c.grad_clip = 0.5f; /* clipping active */
+    c.seed = 11;
+    c.n_threads = 1; /* one core per rank: the ranks run at once, as they would on a laptop */
+    return c;
+}
+
+static gpt2rt_config dp(gpt2rt_config c, int n) {
+    c.parallel = GPT2RT_PARALLEL_DATA;
+    c.n_devices = n;
+    return c;
+}
+
+static gpt2rt_ctx *make(const gpt2rt_config *c) {
+    gpt2rt_ctx *ctx;
+    gpt2rt_result r = gpt2rt_create(&ctx, c);
+    if (r != GPT2RT_OK) { printf("create: %s\n", gpt2rt_last_error(ctx)); exit(2); }
+    return ctx;
+}
+
+/* rows of tokens; every 5th target ignored, so ranks count different targets */
+static void tokens(int rows, int T, int V, int seed, int32_t *x, int32_t *y) {
+    uint64_t s = (uint64_t)seed * 1000003 + 5;
+    for (int i = 0; i < rows * T; i++) {
+        x[i] = (int32_t)(harness_rng_next(&s) % (uint64_t)V);
+        y[i] = i % 5 == 3 && i < T ? -100 : (int32_t)(harness_rng_next(&s) % (uint64_t)V);
+    }
+}
+
+/* every weight (Hugging Face layout) of ctx into a fresh buffer */
+static float *weights(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t *n_out) {
+    int64_t n = 0;
+    gpt2rt_param_info info;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++) { gpt2rt_param_info_get(ctx, i, &info); n += info.numel; }
+    float *w = (float *)calloc((size_t)n, sizeof(float));
+    int64_t o = 0;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++) {
+        gpt2rt_param_info_get(ctx, i, &info);
+        if (what == GPT2RT_PARAM_VALUE || !(gpt2rt_config_get(ctx).frozen & info.group))
+            CHECK_OK(ctx, gpt2rt_param_read(ctx, info.name, what, w + o, info.numel));
+        o += info.numel;
+    }
+    *n_out = n;
+    return w;
+}
+
+static int same_weights(gpt2rt_ctx *a, gpt2rt_ctx *b) {
+    int64_t na, nb;
+    float *wa = weights(a, GPT2RT_PARAM_VALUE, &na), *wb = weights(b, GPT2RT_PARAM_VALUE, &nb);
+    int same = na == nb && memcmp(wa, wb, (size_t)na * sizeof(float)) == 0;
+    free(wa); free(wb);
+    return same;
+}
+
+/* k steps of rows per step; losses into loss[] */
+static void train(gpt2rt_ctx *ctx, int steps, int rows, int seed0, float *loss) {
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int32_t *x = (int32_t *)malloc((size_t)rows * c.seq_len * 4), *y = (int32_t *)malloc((size_t)rows * c.seq_len * 4);
+    for (int s = 0; s < steps; s++) {
+        gpt2rt_step_stats st;
+        tokens(rows, c.seq_len, c.vocab_size, seed0 + s, x, y);
+        CHECK_OK(ctx, gpt2rt_step(ctx, x, y, &st));
+        if (loss) loss[s] = st.loss;
+        CHECK(st.tokens == (int64_t)rows * c.seq_len, "stats.tokens = %lld, the step had %d rows of %d",
+              (long long)st.tokens, rows, c.seq_len);
+    }
+    free(x); free(y);
+}
+
+/* n ranks of b rows against one device of n*b rows: gradients, then losses over steps */
+static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned frozen) {
+    gpt2rt_config c1 = tiny(), cn;
+    c1.batch_size = n * b; c1.grad_accum = accum; c1.recompute = rc; c1.frozen = frozen;
+    cn = dp(c1, n);
+    cn.batch_size = b;
+    gpt2rt_ctx *one = make(&c1), *par = make(&cn);
+    int rows = n * b * accum, T = c1.seq_len;
+    int32_t *x = (int32_t *)malloc((size_t)rows * T * 4), *y = (int32_t *)malloc((size_t)rows * T * 4);
+    tokens(rows, T, c1.vocab_size, 99, x, y);
+    /* the gradients of one accumulated batch, through forward/backward per micro-batch */
+    for (int k = 0; k < accum; k++) {
+        float l1, ln;
+        CHECK_OK(one, gpt2rt_forward(one, x + k * n * b * T, y + k * n * b * T, &l1));
+        CHECK_OK(par, gpt2rt_forward(par, x + k * n * b * T, y + k * n * b * T, &ln));
+        CHECK(fabsf(l1 - ln) <= 1e-5f * fabsf(l1), "n=%d: forward loss %.7g vs one device %.7g", n, (double)ln, (double)l1);
+        CHECK_OK(one, gpt2rt_backward(one));
+        CHECK_OK(par, gpt2rt_backward(par));
+    }
+    int64_t ng;
+    float *g1 = weights(one, GPT2RT_PARAM_GRAD, &ng), *gn = weights(par, GPT2RT_PARAM_GRAD, &ng);
+    double e = rel_err(gn, g1, ng);
+    CHECK(e < 2e-5, "n=%d b=%d accum=%d recompute=%d frozen=0x%x: gradient rel err %.3g", n, b, accum, (int)rc, frozen, e);
+    free(g1); free(gn);
+    gpt2rt_step_stats s1, sn;
+    CHECK_OK(one, gpt2rt_update(one, &s1));
+    CHECK_OK(par, gpt2rt_update(par, &sn));
+    CHECK(fabsf(s1.grad_norm - sn.grad_norm) <= 1e-5f * s1.grad_norm && fabsf(s1.loss - sn.loss) <= 1e-5f * s1.loss &&
+          s1.tokens == sn.tokens && sn.micro_batches == accum,
+          "n=%d: update stats: norm %.7g vs %.7g, loss %.7g vs %.7g, tokens %lld vs %lld, micro %d", n,
+          (double)sn.grad_norm, (double)s1.grad_norm, (double)sn.loss, (double)s1.loss, (long long)sn.tokens,
+          (long long)s1.tokens, sn.micro_batches);
+    float L1[3], Ln[3];
+    train(one, 3, rows, 500, L1);
+    train(par, 3, rows, 500, Ln);
+    double worst = 0;
+    for (int s = 0; s < 3; s++) if (fabs((double)L1[s] - Ln[s]) / L1[s] > worst) worst = fabs((double)L1[s] - Ln[s]) / L1[s];
+    CHECK(worst < 1e-4, "n=%d accum=%d: losses of later steps differ by %.3g relative", n, accum, worst);
+    printf("    %d ranks x %d rows, accum %d, recompute %d, frozen 0x%x: gradient rel err %.2g, loss rel diff %.2g\n",
+           n, b, accum, (int)rc, frozen, e, worst);
+    free(x); free(y);
+    gpt2rt_free(one); gpt2rt_free(par);
+}
+
+/* the same data parallel run twice, and with other knobs that must not change a bit */
+static void bitwise(void) {
+    gpt2rt_config c = dp(tiny(), 2);
+    c.grad_accum = 2;
+    gpt2rt_config variants[5];
+    const char *names[5] = {"again", "recompute SELECTIVE", "recompute FULL (every layer)", "ZeRO-1 sharded",
+                            "n_threads = 4 (2 per rank)"};
+    for (int i = 0; i < 5; i++) variants[i] = c;
+    variants[4].n_threads = 4;
+    variants[1].recompute = GPT2RT_RECOMPUTE_SELECTIVE;
+    variants[2].recompute = GPT2RT_RECOMPUTE_FULL; variants[2].checkpoint_every = 1;
+    variants[3].shard_optimizer = 1;
+    gpt2rt_ctx *ref = make(&c);
+    train(ref, 3, 2 * 2 * 2, 7, NULL);
+    for (int i = 0; i < 5; i++) {
+        gpt2rt_ctx *x = make(&variants[i]);
+        train(x, 3, 2 * 2 * 2, 7, NULL);
+        CHECK(same_weights(ref, x), "data parallel, %s: weights differ from the first run", names[i]);
+        gpt2rt_free(x);
+    }
+    gpt2rt_free(ref);
+    /* three ranks, sharded vs not, frozen groups: the shards' edges fall inside tensors */
+    for (int fz = 0; fz < 2; fz++) {
+        gpt2rt_config a = dp(tiny(), 3), b;
+        a.batch_size = 1;
+        a.frozen = fz ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_POS_EMBED : 0;
+        b = a; b.shard_optimizer = 1;
+        gpt2rt_ctx *xa = make(&a), *xb = make(&b);
+        train(xa, 3, 3, 3, NULL);
+        train(xb, 3, 3, 3, NULL);
+        CHECK(same_weights(xa, xb), "3 ranks, frozen 0x%x: ZeRO-1 weights differ from unsharded", a.frozen);
+        gpt2rt_free(xa); gpt2rt_free(xb);
+    }
+}
+
+/* planned == allocated on every rank; ZeRO-1 keeps 1/n of the moments */
+static void memory(void) {
+    gpt2rt_config c = dp(tiny(), 3), z;
+    z = c; z.shard_optimizer = 1;
+    gpt2rt_memory_plan pc, pz, ac, az;
+    CHECK(gpt2rt_plan(&c, &pc) == GPT2RT_OK && gpt2rt_plan(&z, &pz) == GPT2RT_OK, "plan: %s %s", pc.error, pz.error);
+    gpt2rt_ctx *xc = make(&c), *xz = make(&z);
+    CHECK_OK(xc, gpt2rt_plan_allocated(xc, &ac));
+    CHECK_OK(xz, gpt2rt_plan_allocated(xz, &az));
+    CHECK(ac.n_devices == 3 && az.n_devices == 3, "allocated plans over %d and %d devices", ac.n_devices, az.n_devices);
+    for (int dev = 0; dev < 3; dev++) {
+        CHECK(ac.total[dev] == pc.total[dev] && az.total[dev] == pz.total[dev],
+              "device %d: planned %llu / %llu, allocated %llu / %llu", dev, (unsigned long long)pc.total[dev],
+              (unsigned long long)pz.total[dev], (unsigned long long)ac.total[dev], (unsigned long long)az.total[dev]);
+        uint64_t m = pc.bytes[dev][GPT2RT_MEM_MOMENTS], mz = pz.bytes[dev][GPT2RT_MEM_MOMENTS];
+        /* one third, rounded up to 16 floats */
+        CHECK(mz < m / 3 + 2 * 16 * 4 + 1 && mz >= m / 3, "device %d: sharded moments %llu bytes, unsharded %llu", dev,
+              (unsigned long long)mz, (unsigned long long)m);
+    }
+    char buf[4096];
+    gpt2rt_plan_format(&pz, buf, sizeof buf);
+    CHECK(strstr(buf, "ZeRO-1") != NULL, "the plan table does not mention the sharded optimizer:\n%s", buf);
+    gpt2rt_free(xc); gpt2rt_free(xz);
+}
+
+/* save after 2 steps, 2 more; load into a fresh context, the same 2: bitwise */
+static void resume(void) {
+    gpt2rt_config c = dp(tiny(), 2);
+    char path[] = "build/test_parallel_state.safetensors";
+    gpt2rt_ctx *a = make(&c), *b = make(&c);
+    train(a, 2, 4, 40, NULL);
+    CHECK_OK(a, gpt2rt_state_save(a, path));
+    train(a, 2, 4, 42, NULL);
+    CHECK_OK(b, gpt2rt_state_load(b, path));
+    train(b, 2, 4, 42, NULL);
+    CHECK(same_weights(a, b), "data parallel: save + resume differs from the uninterrupted run");
+    /* ZeRO-1: the state file holds the moments whole, gathered from the ranks; resuming
+       with or without sharding continues bitwise alike, and the moments read the same */
+    gpt2rt_config z = c;
+    z.shard_optimizer = 1;
+    gpt2rt_ctx *za = make(&z), *zb = make(&z), *u = make(&c);
+    train(za, 2, 4, 40, NULL);
+    CHECK_OK(za, gpt2rt_state_save(za, path));
+    train(za, 2, 4, 42, NULL);
+    CHECK_OK(zb, gpt2rt_state_load(zb, path));
+    CHECK_OK(u, gpt2rt_state_load(u, path));
+    train(zb, 2, 4, 42, NULL);
+    train(u, 2, 4, 42, NULL);
+    CHECK(same_weights(za, zb) && same_weights(za, u) && same_weights(za, a),
+          "ZeRO-1: save + resume (sharded, unsharded) differs from the uninterrupted run");
+    int64_t n1, n2;
+    for (int w = 0; w < 2; w++) {
+        gpt2rt_param_what what = w ? GPT2RT_PARAM_ADAM_V : GPT2RT_PARAM_ADAM_M;
+        float *m1 = weights(za, what, &n1), *m2 = weights(a, what, &n2);
+        CHECK(n1 == n2 && memcmp(m1, m2, (size_t)n1 * 4) == 0, "ZeRO-1: %s read differs from unsharded",
+              w ? "adam_v" : "adam_m");
+        free(m1); free(m2);
+    }
+    remove(path);
+    /* Hugging Face weights into running contexts: every rank gets them and restarts its
+       optimizer (rank 1's stale moments would show in the next step) */
+    CHECK_OK(a, gpt2rt_weights_save(a, "build/test_parallel_weights"));
+    gpt2rt_config one = tiny();
+    one.batch_size = 4;
+    gpt2rt_ctx *o = make(&one);
+    CHECK_OK(o, gpt2rt_weights_load(o, "build/test_parallel_weights"));
+    CHECK_OK(za, gpt2rt_weights_load(za, "build/test_parallel_weights"));
+    CHECK_OK(u, gpt2rt_weights_load(u, "build/test_parallel_weights"));
+    train(o, 1, 4, 60, NULL);
+    train(za, 1, 4, 60, NULL);
+    train(u, 1, 4, 60, NULL);
+    int64_t nw;
+    float *w1 = weights(o, GPT2RT_PARAM_VALUE, &nw), *w2 = weights(u, GPT2RT_PARAM_VALUE, &nw);
+    CHECK(same_weights(za, u) && rel_err(w2, w1, nw) < 1e-4, "after a weights load: sharded %s unsharded, "
+          "one device rel err %.3g", same_weights(za, u) ? "==" : "!=", rel_err(w2, w1, nw));
+    free(w1); free(w2);
+    gpt2rt_free(o);
+    gpt2rt_free(za); gpt2rt_free(zb); gpt2rt_free(u);
+    gpt2rt_free(a); gpt2rt_free(b);
+}
+
+/* patch inputs (time series): 2 ranks of 2 windows == one device of 4 */
+static void series(void) {
+    gpt2rt_config c1 = tiny(), c2;
+    c1.input = GPT2RT_INPUT_PATCHES; c1.head = GPT2RT_HEAD_REGRESSION;
+    c1.seq_len = 24; c1.patch_len = 8; c1.patch_stride = 4; c1.n_channels = 2; c1.horizon = 6; c1.max_seq_len = 8;
+    c1.batch_size = 4;
+    c2 = dp(c1, 2); c2.batch_size = 2;
+    gpt2rt_ctx *one = make(&c1), *par = make(&c2);
+    int nx = 4 * 24 * 2, ny = 4 * 6 * 2;
+    float x[4 * 24 * 2], y[4 * 6 * 2];
+    uint64_t s = 3;
+    float L1 = 0, L2 = 0;
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < nx; i++) x[i] = (float)sin(0.3 * i) + (float)harness_rng_uniform(&s);
+        for (int i = 0; i < ny; i++) y[i] = (float)harness_rng_uniform(&s);
+        gpt2rt_step_stats a, b;
+        CHECK_OK(one, gpt2rt_step_series(one, x, y, &a));
+        CHECK_OK(par, gpt2rt_step_series(par, x, y, &b));
+        L1 = a.loss; L2 = b.loss;
+    }
+    CHECK(fabsf(L1 - L2) <= 1e-4f * L1, "series: loss %.7g with 2 ranks, %.7g on one device", (double)L2, (double)L1);
+    float p1[4 * 6 * 2], p2[4 * 6 * 2];
+    CHECK_OK(one, gpt2rt_forward_series(one, x, NULL, NULL));
+    CHECK_OK(par, gpt2rt_forward_series(par, x, NULL, NULL));
+    CHECK_OK(one, gpt2rt_predictions(one, p1, ny));
+    CHECK_OK(par, gpt2rt_predictions(par, p2, ny));
+    CHECK(rel_err(p2, p1, ny) < 1e-4, "series: predictions rel err %.3g", rel_err(p2, p1, ny));
+    gpt2rt_free(one); gpt2rt_free(par);
+}
+
+/* the advisor: ZeRO-1 makes data parallel of GPT-2 1558M (B=1, T=1024, fp32) fit two
+   24 GiB cards: 29.0 GiB a device without, 23.2 GiB with (moments halved) */
+static void advisor(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 48; c.n_head = 25; c.n_embd = 1600; c.batch_size = 1; c.seq_len = 1024;
+    c.backend = GPT2RT_BACKEND_CUDA; c.parallel = GPT2RT_PARALLEL_DATA; c.n_devices = 2;
+    uint64_t budget = (uint64_t)24 << 30;
+    gpt2rt_config out;
+    char why[2048];
+    gpt2rt_result r = gpt2rt_fit(&c, budget, GPT2RT_FIT_BATCH, &out, why, sizeof why);
+    CHECK(r == GPT2RT_ERR_OUT_OF_MEMORY, "1558M data parallel fitted 24 GiB without sharding: %s", why);
+    r = gpt2rt_fit(&c, budget, GPT2RT_FIT_BATCH | GPT2RT_FIT_SHARD, &out, why, sizeof why);
+    CHECK(r == GPT2RT_OK && out.shard_optimizer == 1 && out.parallel == GPT2RT_PARALLEL_DATA && strstr(why, "ZeRO-1"),
+          "1558M with FIT_SHARD: %s, shard_optimizer %d:\n%s", gpt2rt_result_string(r), out.shard_optimizer, why);
+    printf("    advisor, 1558M data parallel on 2 x 24 GiB:\n%s", why);
+}
+
+static void refused(void) {
+    gpt2rt_ctx *x;
+    gpt2rt_config c = tiny();
+    c.shard_optimizer = 1;
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "needs parallel = DATA"),
+          "sharding without DATA: %s", gpt2rt_last_error(x));
+    gpt2rt_free(x);
+    c = dp(tiny(), 9);
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "n_devices = 9"),
+          "9 devices: %s", gpt2rt_last_error(x));
+    gpt2rt_free(x);
+    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2;
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "LAYER_SPLIT"),
+          "layer split: %s", gpt2rt_last_error(x));
+    gpt2rt_free(x);
+    /* a bad token in rank 1's rows: named, nothing updated, the context still works */
+    c = dp(tiny(), 2);
+    x = make(&c);
+    int32_t in[4 * 8], tg[4 * 8];
+    tokens(4, 8, c.vocab_size, 1, in, tg);
+    in[2 * 8 + 3] = 1000;
+    gpt2rt_result r = gpt2rt_step(x, in, tg, NULL);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "rank 1") &&
+          strstr(gpt2rt_last_error(x), "= 1000"), "bad token in rank 1's rows: %s", gpt2rt_last_error(x));
+    in[2 * 8 + 3] = 0;
+    CHECK_OK(x, gpt2rt_step(x, in, tg, NULL));
+    float lg[8];
+    CHECK(gpt2rt_logits(x, lg, 8) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "n_devices = 2"),
+          "logits count: %s", gpt2rt_last_error(x));
+    /* more backward calls than grad_accum before an update */
+    CHECK_OK(x, gpt2rt_forward(x, in, tg, NULL));
+    CHECK_OK(x, gpt2rt_backward(x));
+    CHECK_OK(x, gpt2rt_forward(x, in, tg, NULL));
+    CHECK(gpt2rt_backward(x) == GPT2RT_ERR_STATE && strstr(gpt2rt_last_error(x), "grad_accum = 1"),
+          "a second backward: %s", gpt2rt_last_error(x));
+    CHECK_OK(x, gpt2rt_update(x, NULL));
+    gpt2rt_free(x);
+}
+
+int main(void) {
+    double t0 = harness_now();
+    comm_threads();
+    dp_equals_one(2, 2, 1, GPT2RT_RECOMPUTE_NONE, 0);
+    dp_equals_one(3, 1, 2, GPT2RT_RECOMPUTE_NONE, 0);
+    dp_equals_one(2, 1, 3, GPT2RT_RECOMPUTE_SELECTIVE, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP);
+    dp_equals_one(2, 2, 1, GPT2RT_RECOMPUTE_FULL, GPT2RT_GROUP_TOKEN_EMBED);
+    bitwise();
+    memory();
+    resume();
+    series();
+    advisor();
+    refused();
+    printf("    test_parallel: %.1f s\n", harness_now() - t0);
+    return harness_finish();
+}
