@@ -708,9 +708,9 @@ typedef struct gpt2rt_step_time {
 } gpt2rt_step_time;
 
 /* One optimizer step of config (parallel DATA or LAYER_SPLIT over n_devices, or one
-   device) on hw, term by term; sharded: data parallel with the optimizer state
-   sharded over the ranks (ZeRO stage 1). err (may be NULL) gets the reason of a
-   failure (the config's). */
+   device) on hw, term by term; sharded (or config->shard_optimizer): data parallel
+   with the optimizer state sharded over the ranks (ZeRO stage 1). err (may be NULL)
+   gets the reason of a failure (the config's). */
 GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
                                                gpt2rt_step_time *out, char *err, size_t cap);
 
@@ -10703,7 +10703,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
         if (err && cap) snprintf(err, cap, "%s", why);
         return r;
     }
-    gpt2rt__step_time(&c, hw, sharded, out);
+    gpt2rt__step_time(&c, hw, sharded || c.shard_optimizer, out);
     return GPT2RT_OK;
 }
 

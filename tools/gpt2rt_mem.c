@@ -460,19 +460,13 @@ static int links_of(const options *o, link_spec *out) {
     return n;
 }
 
-/* the fullest device of a mode's plan; sharded: the optimizer state (moments, master
-   copy) divided over the ranks, as ZeRO-1 keeps it */
+/* the fullest device of a mode's plan (sharded: shard_optimizer, ZeRO-1) */
 static double mode_gib(const gpt2rt_config *c, int sharded, int *ok) {
     gpt2rt_memory_plan p;
-    *ok = gpt2rt_plan(c, &p) == GPT2RT_OK;
-    if (!*ok) return 0.0;
-    int dev = fullest_device(&p);
-    double b = (double)device_bytes(&p, dev);
-    if (sharded) {
-        int ranks = c->n_devices * (p.config.world_size > 0 ? p.config.world_size : 1);
-        b -= (double)(p.bytes[dev][GPT2RT_MEM_MOMENTS] + p.bytes[dev][GPT2RT_MEM_MASTER]) * (ranks - 1) / ranks;
-    }
-    return GIB(b);
+    gpt2rt_config k = *c;
+    k.shard_optimizer = sharded;
+    *ok = gpt2rt_plan(&k, &p) == GPT2RT_OK;
+    return *ok ? GIB(device_bytes(&p, fullest_device(&p))) : 0.0;
 }
 
 static void print_step_time(const options *o, const gpt2rt_config *base) {
@@ -492,6 +486,7 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
     for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
         gpt2rt_config c = *base;
         c.parallel = modes[mi].mode;
+        c.shard_optimizer = modes[mi].sharded;
         /* the same global batch: data parallel splits it over the devices, layer split pipelines it */
         int64_t global = (int64_t)base->batch_size * base->grad_accum * (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1);
         int64_t per = c.parallel == GPT2RT_PARALLEL_DATA ? global / base->n_devices : global;
