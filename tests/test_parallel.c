@@ -372,6 +372,10 @@ static void refused(void) {
     CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "LAYER_SPLIT"),
           "layer split: %s", gpt2rt_last_error(x));
     gpt2rt_free(x);
+    c = dp(tiny(), 2); c.backend = GPT2RT_BACKEND_CUDA;
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "CUDA backend") &&
+          strstr(gpt2rt_last_error(x), "GPT2RT_BACKEND_CPU"), "data parallel on CUDA: %s", gpt2rt_last_error(x));
+    gpt2rt_free(x);
     /* a bad token in rank 1's rows: named, nothing updated, the context still works */
     c = dp(tiny(), 2);
     x = make(&c);
