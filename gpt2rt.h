@@ -44,6 +44,10 @@
                               compiling: every SIMD tile fits a block).
        GPT2RT_SGEMM_FORCE_PATH  testing the kernels: 1 = portable C, 2 = AVX2 even
                               where AVX-512 exists (kernels/cpu_matmul.c uses it)
+       GPT2RT_MPI             CPU ranks in separate processes reduce with MPI (compile
+                              with mpicc; Debian: openmpi-bin libopenmpi-dev), and
+                              rendezvous = MPI is available
+       GPT2RT_NCCL            (nvcc) the NCCL communicator of CUDA ranks; link -lnccl
        GPT2RT__TEST_HOOKS     private, tests only: fault injection (a failing rename);
                               never define it in a program
    Compile with OpenMP (-fopenmp, which defines _OPENMP) for threads; compile with
@@ -284,6 +288,62 @@
    - No dropout yet (the config has no field for it).
 
    ============================================================================
+   A config field, never the launcher, picks the mode: parallel = DATA over
+   world_size processes x n_devices each (the global data-parallel size). With
+   world_size 0 the process reads what its launcher set: torchrun's RANK,
+   WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, else mpirun's
+   OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK; no variables: one process.
+   gpt2rt_config_get shows what was resolved. The classic failures are errors that
+   name the fix, never a hang: RANK without WORLD_SIZE or LOCAL_RANK (what torchrun
+   would have set), RANK >= WORLD_SIZE, torchrun's and mpirun's variables
+   disagreeing, several ranks with parallel = NONE (each would train alone), a
+   device ordinal beyond the visible devices (CUDA_VISIBLE_DEVICES renumbers them;
+   device_ids default to local_rank * n_devices + i), one GPU named twice (except
+   allow_shared_device, the test mode), more processes on a node than GPUs. The
+   processes meet through a rendezvous (rendezvous: ENV = torchrun's env://,
+   TCP, FILE, MPI) that carries rank 0's 128-byte id (NCCL's unique id) to every
+   rank; it and every collective wait at most timeout_s (default 300 s), so a rank
+   that never starts, dies or stops makes the others return GPT2RT_ERR_IO naming
+   the missing ranks. CPU ranks in separate processes reduce with MPI (GPT2RT_MPI):
+   rank 0 sums in rank order and broadcasts, so every rank holds bitwise the same
+   sum, run to run, equal to the in-process threads'. Under mpirun a rank that
+   crashes makes mpirun end the others; one that stops makes them time out. CUDA
+   ranks use NCCL (GPT2RT_NCCL; on a hang try NCCL_P2P_DISABLE=1, and NCCL_DEBUG=INFO
+   to see why): compiled, not yet run on two GPUs.
+
+   Step time over two GPUs (gpt2rt_plan_step_time; gpt2rt-mem prints it beside the
+   plan with --devices 2, --gpu, --link). A micro-batch of n tokens on a device
+   holding layers [l0, l1) takes f / (peak * n / (n + 4096)) + recompute bytes /
+   memory bandwidth + 125 us per layer, f = n * (72 C^2 + 12 C T) per layer (+ 6 Vp C
+   for the head), the planner's FLOPs; AdamW moves 32 + 4 bytes per parameter.
+   Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
+   (bytes/s each way), m = grad_accum micro-batches:
+   - data parallel: compute m * t_micro; a ring all-reduce sends 2 (N-1)/N G,
+     taking 2 (N-1)/N G / BW; in 25 MiB buckets (PyTorch DDP's default) it starts
+     during the last micro-batch's backward (2/3 of t_micro), so all but the last
+     bucket hides: exposed = comm - min(comm - last bucket, backward);
+   - sharded (ZeRO-1): a reduce-scatter of (N-1)/N G, hidden the same way, the
+     update of 1/N of the parameters, then an all-gather of (N-1)/N W / BW that
+     nothing hides (the price of keeping 1/N of the moments);
+   - layer split, GPipe over S devices: (m + S - 1) stage times, the S - 1 extra the
+     bubble, a stage time being the slowest device's micro-batch plus its
+     activations (B,T,C) forward and their gradient back over the link.
+   Figures (dense, no sparsity), each way: RTX 3090 35.6 TFLOP/s fp32 and TF32, 71
+   bf16/fp16 with fp32 accumulation, 936 GB/s (NVIDIA Ampere GA102 whitepaper);
+   A100 SXM4 19.5 / 156 / 312, 2039 GB/s; H100 SXM5 67 / 495 / 989, 3350 GB/s
+   (NVIDIA datasheets). PCIe 4.0 x16: 31.5 GB/s on paper (16 GT/s x 16 lanes,
+   128b/130b), modelled at 24 GB/s, the figure NCCL's topology search gives a Gen4
+   x16 link (its NCCL_DEBUG=INFO "PCI[24.0]"); through host memory when the cards
+   have no peer-to-peer (GeForce), 10 GB/s (p2pBandwidthLatencyTest with P2P
+   disabled: about 20 GB/s both ways together). NVLink: RTX 3090 bridge 112.5 GB/s
+   both ways (56.25 each), A100 600 (300), H100 900 (450). The seed case, two
+   24 GiB RTX 3090s on PCIe: GPT-2 124M (B=8, accumulation 4) scales to 1.99x with
+   data parallel on any link (its 0.5 GB all-reduce hides behind the backward);
+   a 2.02B-parameter model (L=50, C=1792: 30.1 GiB of fp32 weights, gradients and
+   moments) fits neither data parallel (31.7 GiB a device) nor sharded (24.1 GiB),
+   only layer split (17.1 GiB), at 1.82x for 16 micro-batches (the bubble is 1/17
+   of the step). A model, not a measurement.
+   ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
    ============================================================================
    One process, no launcher: the context holds N ranks, each a full replica with its
@@ -312,6 +372,9 @@
      gathered from the ranks that keep them under ZeRO-1. With data parallel, call
      gpt2rt_update after at most grad_accum gpt2rt_backward calls.
 
+   ============================================================================
+   MULTIPLE PROCESSES (torchrun, mpirun, clusters)
+   =====================================================================
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
@@ -348,9 +411,12 @@
                                  into: gpt2rt__model_)
     8. CUDA backend              (nvcc only, gpt2rt__cu_) 8.1 Common  8.2 Ops
                                  8.3 Attention  8.4 Matrix products  8.5 Driver
+                                 8.6 NCCL communicator (GPT2RT_NCCL, gpt2rt__nccl_)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory
                                  10.1 Data parallel (gpt2rt__dp_)
+                                 10.2 Processes: rendezvous (gpt2rt__rdv_)
+                                 10.3 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name  11.7 Generation
@@ -438,6 +504,16 @@ typedef enum gpt2rt_parallel {
     GPT2RT_PARALLEL_LAYER_SPLIT /* the layers are split over the devices */
 } gpt2rt_parallel;
 
+/* how the processes of a multi-process run find each other (gpt2rt_config.rendezvous) */
+typedef enum gpt2rt_rendezvous {
+    GPT2RT_RENDEZVOUS_DEFAULT = 0, /* one process: none; several: MPI when launched by mpirun and
+                                      compiled with GPT2RT_MPI, else ENV */
+    GPT2RT_RENDEZVOUS_ENV,  /* TCP to MASTER_ADDR:MASTER_PORT as torchrun sets them (env://) */
+    GPT2RT_RENDEZVOUS_TCP,  /* TCP to the config's master_addr:master_port */
+    GPT2RT_RENDEZVOUS_FILE, /* a file every rank can read: rendezvous_file */
+    GPT2RT_RENDEZVOUS_MPI   /* MPI (implementation compiled with -DGPT2RT_MPI) */
+} gpt2rt_rendezvous;
+
 /* parameter groups, a bitmask for gpt2rt_config.frozen */
 typedef enum gpt2rt_group {
     GPT2RT_GROUP_TOKEN_EMBED = 1 << 0, /* wte (and so the tied LM head) */
@@ -516,7 +592,21 @@ typedef struct gpt2rt_config {
     /* parallel */
     gpt2rt_parallel parallel;
     int n_devices;                       /* 0 -> 1 */
-    int device_ids[GPT2RT_MAX_DEVICES];  /* CUDA ordinals, 0 -> 0,1,2,... */
+    int device_ids[GPT2RT_MAX_DEVICES];  /* CUDA ordinals, all 0 -> local_rank*n_devices + 0,1,2,... */
+    int allow_shared_device; /* test mode: device_ids may name one GPU twice (two virtual
+                                devices on one GPU); 0: refused */
+    /* processes (torchrun, mpirun, clusters): data parallel runs over world_size
+       processes x n_devices each. world_size 0: world_size, rank and local_rank come
+       from the environment (WORLD_SIZE, RANK, LOCAL_RANK as torchrun sets them, else
+       OMPI_COMM_WORLD_SIZE, _RANK, _LOCAL_RANK as mpirun does), 1 process without them */
+    int world_size;
+    int rank;       /* with world_size set: this process, in [0, world_size) */
+    int local_rank; /* with world_size set: this process's index on its node */
+    gpt2rt_rendezvous rendezvous;
+    char master_addr[64];      /* TCP: rank 0's address, "" -> 127.0.0.1 (ENV: MASTER_ADDR) */
+    int master_port;           /* TCP: rank 0's port, 0 -> 29500 (ENV: MASTER_PORT) */
+    char rendezvous_file[256]; /* FILE: a path every rank sees, absent before the run */
+    float timeout_s;           /* rendezvous and each collective, 0 -> 300 s */
     int shard_optimizer; /* DATA only, ZeRO stage 1: each rank keeps the AdamW moments (and
                             master weights) of 1/n_devices of the parameters; 0 = off */
 
@@ -563,7 +653,7 @@ typedef struct gpt2rt_memory_plan {
     int64_t n_trainable;    /* parameters that get gradients and moments (padded vocab included) */
     double flops_per_token; /* model FLOPs (forward + backward) per token, recompute excluded */
     double flops_per_step;  /* FLOPs of one optimizer step on all devices, recompute included */
-    int64_t tokens_per_step;  /* micro-batch x grad_accum x data-parallel devices x seq_len */
+    int64_t tokens_per_step;  /* micro-batch x grad_accum x data-parallel devices x processes x seq_len */
     double predicted_seconds; /* the advisor's coarse model of one optimizer step (for ranking) */
     int n_devices;
     uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT];
@@ -616,6 +706,38 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, 
    fits: *out is then the smallest found. budget_bytes must be > 0. */
 GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget_bytes, unsigned allow,
                                     gpt2rt_config *out, char *explain, size_t cap);
+
+/* The step-time model of the two-device modes (gpt2rt-mem prints it; the formulas and
+   the figures' sources are in the manual, MULTIPLE DEVICES AND PROCESSES). hw: one
+   GPU's datasheet figures and the link between two; the model's efficiency curve
+   takes the rest. */
+typedef struct gpt2rt_hardware {
+    double flops_fp32; /* FLOP/s of fp32 matrix products without tensor cores */
+    double flops_tf32; /* FLOP/s of fp32 products on tensor cores (config.tf32) */
+    double flops_16;   /* FLOP/s of bf16/fp16 products with fp32 accumulation */
+    double mem_bw;     /* device memory, bytes/s */
+    double link_bw;    /* between two devices, bytes/s each way */
+} gpt2rt_hardware;
+
+typedef struct gpt2rt_step_time {
+    double compute;    /* s: forward + backward of every micro-batch on the busiest device */
+    double update;     /* s: AdamW over the parameters that device updates */
+    double comm;       /* s: its bytes over the link: gradients (data parallel), activations
+                          and their gradients (layer split), the reduce-scatter (sharded) */
+    double hidden;     /* s: the part of comm overlapped with the backward (gradient buckets) */
+    double bubble;     /* s: layer split: pipeline fill and drain, (stages - 1) stage times */
+    double gather;     /* s: sharded optimizer: the all-gather of the updated weights */
+    double total;      /* compute + update + comm - hidden + bubble + gather */
+    double one_device; /* s: the same global batch on one such device (if it fitted) */
+    double comm_bytes; /* bytes the busiest device sends in one step */
+} gpt2rt_step_time;
+
+/* One optimizer step of config (parallel DATA or LAYER_SPLIT over n_devices, or one
+   device) on hw, term by term; sharded (or config->shard_optimizer): data parallel
+   with the optimizer state sharded over the ranks (ZeRO stage 1). err (may be NULL)
+   gets the reason of a failure (the config's). */
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
+                                               gpt2rt_step_time *out, char *err, size_t cap);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **ctx, const gpt2rt_config *config);
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx);
@@ -787,12 +909,23 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cublasLt.h>
+#ifdef GPT2RT_NCCL /* the NCCL communicator (8.6): link with -lnccl */
+#include <nccl.h>
+#endif
 #endif
 #ifdef _WIN32
 #include <direct.h>
 #else
 #include <fcntl.h>  /* open(O_NONBLOCK): a FIFO is refused, not waited on */
 #include <unistd.h>
+#include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.2) */
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#endif
+#ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.3): compile with mpicc */
+#include <mpi.h>
 #endif
 #ifdef _WIN32
 #define GPT2RT__IS_REG(mode) (((mode) & _S_IFMT) == _S_IFREG)
@@ -834,6 +967,13 @@ static int gpt2rt__default_threads(void) { return 1; }
 #define GPT2RT__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define GPT2RT__PRINTF(a, b)
+#endif
+
+/* a function only some builds call (the CUDA or MPI code, the tests) */
+#if defined(__GNUC__) || defined(__clang__)
+#define GPT2RT__MAYBE_UNUSED __attribute__((unused))
+#else
+#define GPT2RT__MAYBE_UNUSED
 #endif
 
 #define GPT2RT__PI 3.14159265358979323846
@@ -1059,6 +1199,8 @@ struct gpt2rt_ctx {
     int have_pred; /* ts_pred holds the last series forward's predictions */
     gpt2rt__comm *comm; /* the data-parallel ranks this context reduces with (1.4); &comm_self alone */
     gpt2rt__comm comm_self;
+    gpt2rt__comm comm_proc; /* world_size > 1: this process's communicator (10.3); destroy NULL: none */
+    int64_t proc_targets;   /* world_size > 1: every rank's acc_targets, once the gradients are summed */
     int dp_reduced;     /* data parallel: this step's gradients are summed over the ranks */
     /* CPU data parallel in one process (10.1): the context the application holds is rank 0;
        ranks[1..n_ranks-1] are contexts of its own kind, driven by threads */
@@ -1389,8 +1531,121 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     }
 }
 
+/* the checks report through err, cap */
+#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
+
+/* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank
+   (10.2): NCCL's ncclUniqueId is 128 bytes */
+#define GPT2RT__RDV_ID_BYTES 128
+
+/* The rank variables a launcher sets, as strings (NULL: unset): torchrun's, then
+   mpirun's (Open MPI). A struct, so that every inconsistency is testable without
+   touching the process environment. */
+typedef struct gpt2rt__proc_env {
+    const char *world_size, *rank, *local_rank, *local_world_size; /* WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE */
+    const char *master_addr, *master_port;                         /* MASTER_ADDR, MASTER_PORT */
+    const char *ompi_size, *ompi_rank, *ompi_local_rank, *ompi_local_size; /* OMPI_COMM_WORLD_SIZE, _RANK,
+                                                                              _LOCAL_RANK, _LOCAL_SIZE */
+} gpt2rt__proc_env;
+
+static gpt2rt__proc_env gpt2rt__proc_env_get(void) {
+    gpt2rt__proc_env e;
+    e.world_size = getenv("WORLD_SIZE"); e.rank = getenv("RANK"); e.local_rank = getenv("LOCAL_RANK");
+    e.local_world_size = getenv("LOCAL_WORLD_SIZE");
+    e.master_addr = getenv("MASTER_ADDR"); e.master_port = getenv("MASTER_PORT");
+    e.ompi_size = getenv("OMPI_COMM_WORLD_SIZE"); e.ompi_rank = getenv("OMPI_COMM_WORLD_RANK");
+    e.ompi_local_rank = getenv("OMPI_COMM_WORLD_LOCAL_RANK"); e.ompi_local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    return e;
+}
+
+/* an environment variable that must be a whole decimal integer in [lo, hi] */
+static int gpt2rt__env_int(const char *s, long lo, long hi, int *out) {
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || errno || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* What the launcher says this process is: *world, *rank, *local (1, 0, 0 without a
+   launcher), *mpi = 1 when mpirun's variables said it. Missing or inconsistent
+   variables are an error that says what torchrun would have set. */
+static gpt2rt_result gpt2rt__proc_from_env(const gpt2rt__proc_env *e, int *world, int *rank, int *local, int *mpi,
+                                           char *err, size_t cap) {
+    const char *fix = "torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT in every process it "
+                      "starts (torchrun --nproc_per_node=N prog); another launcher must set all of them, or the "
+                      "program sets world_size, rank and local_rank in the config";
+    *world = 1; *rank = 0; *local = 0; *mpi = 0;
+    if (e->rank || e->world_size || e->local_rank) {
+        if (!e->world_size || !e->rank || !e->local_rank)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rank variables incomplete: RANK %s%s%s, WORLD_SIZE %s%s%s, "
+                        "LOCAL_RANK %s%s%s (%s)", e->rank ? "= " : "is not set", e->rank ? e->rank : "", "",
+                        e->world_size ? "= " : "is not set", e->world_size ? e->world_size : "", "",
+                        e->local_rank ? "= " : "is not set", e->local_rank ? e->local_rank : "", "", fix);
+        if (!gpt2rt__env_int(e->world_size, 1, 1 << 20, world))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "WORLD_SIZE = '%s' is not an integer in [1, 2^20] (%s)",
+                        e->world_size, fix);
+        if (!gpt2rt__env_int(e->rank, 0, *world - 1, rank))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "RANK = '%s' must be an integer in [0, WORLD_SIZE - 1 = %d] "
+                        "(ranks count from 0; %s)", e->rank, *world - 1, fix);
+        if (!gpt2rt__env_int(e->local_rank, 0, *rank, local))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "LOCAL_RANK = '%s' must be an integer in [0, RANK = %d] (the "
+                        "process's index on its node; %s)", e->local_rank, *rank, fix);
+        if (e->ompi_size && e->ompi_rank && (strcmp(e->ompi_size, e->world_size) || strcmp(e->ompi_rank, e->rank)))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "torchrun's RANK = %s of WORLD_SIZE = %s and mpirun's "
+                        "OMPI_COMM_WORLD_RANK = %s of OMPI_COMM_WORLD_SIZE = %s disagree: launch with one of them",
+                        e->rank, e->world_size, e->ompi_rank, e->ompi_size);
+        return GPT2RT_OK;
+    }
+    if (e->ompi_size || e->ompi_rank) {
+        if (!gpt2rt__env_int(e->ompi_size, 1, 1 << 20, world) || !gpt2rt__env_int(e->ompi_rank, 0, *world - 1, rank))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "mpirun's OMPI_COMM_WORLD_RANK = %s, OMPI_COMM_WORLD_SIZE = %s "
+                        "are not a rank in [0, size - 1]", e->ompi_rank ? e->ompi_rank : "(not set)",
+                        e->ompi_size ? e->ompi_size : "(not set)");
+        if (e->ompi_local_rank && !gpt2rt__env_int(e->ompi_local_rank, 0, *rank, local))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "OMPI_COMM_WORLD_LOCAL_RANK = '%s' must lie in [0, rank = %d]",
+                        e->ompi_local_rank, *rank);
+        *mpi = 1;
+    }
+    return GPT2RT_OK;
+}
+
 static void gpt2rt__cfg_default_parallel(gpt2rt_config *c) {
     if (!c->n_devices) c->n_devices = 1;
+    if (!c->world_size) { /* from the launcher; a failure leaves 0, which the check explains */
+        char err[8];
+        size_t cap = sizeof err;
+        int w, r, l, mpi;
+        gpt2rt__proc_env e = gpt2rt__proc_env_get();
+        if (gpt2rt__proc_from_env(&e, &w, &r, &l, &mpi, err, cap) == GPT2RT_OK) {
+            c->world_size = w; c->rank = r; c->local_rank = l;
+            if (w > 1 && c->rendezvous == GPT2RT_RENDEZVOUS_DEFAULT) {
+#ifdef GPT2RT_MPI
+                if (mpi) c->rendezvous = GPT2RT_RENDEZVOUS_MPI;
+#endif
+                if (c->rendezvous == GPT2RT_RENDEZVOUS_DEFAULT && e.master_addr) c->rendezvous = GPT2RT_RENDEZVOUS_ENV;
+            }
+        }
+    }
+    if (c->world_size > 1 && c->rendezvous == GPT2RT_RENDEZVOUS_ENV) {
+        gpt2rt__proc_env e = gpt2rt__proc_env_get();
+        if (!c->master_addr[0] && e.master_addr && strlen(e.master_addr) < sizeof c->master_addr)
+            memcpy(c->master_addr, e.master_addr, strlen(e.master_addr) + 1);
+        if (!c->master_port && e.master_port) (void)gpt2rt__env_int(e.master_port, 1, 65535, &c->master_port);
+    }
+    if (c->world_size > 1 && c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
+        if (!c->master_addr[0]) memcpy(c->master_addr, "127.0.0.1", 10);
+        if (!c->master_port) c->master_port = 29500;
+    }
+    if (c->timeout_s == 0.0f) c->timeout_s = 300.0f;
+    int all_zero = 1;
+    for (int i = 0; i < GPT2RT_MAX_DEVICES; i++) all_zero &= c->device_ids[i] == 0;
+    if (all_zero && !c->allow_shared_device && c->n_devices >= 1 && c->n_devices <= GPT2RT_MAX_DEVICES)
+        /* torchrun's habit: process LOCAL_RANK uses cuda:LOCAL_RANK */
+        for (int i = 0; i < c->n_devices && i < GPT2RT_MAX_DEVICES; i++)
+            c->device_ids[i] = (c->local_rank > 0 && c->local_rank < 4096 ? c->local_rank : 0) * c->n_devices + i;
 }
 
 /* optimizer and runtime */
@@ -1408,8 +1663,6 @@ static void gpt2rt__cfg_default_optimizer(gpt2rt_config *c) {
     if (!c->seed) c->seed = 1337;
 }
 
-/* the checks report through err, cap */
-#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 #define GPT2RT__NYI(cond, what) \
     do { if (cond) GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "%s is not implemented yet (set it to 0)", what); } while (0)
 #define GPT2RT__RANGE(field, lo, hi) \
@@ -1564,9 +1817,12 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
     if (c->parallel == GPT2RT_PARALLEL_NONE && c->n_devices > 1)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "n_devices = %d needs parallel = DATA or LAYER_SPLIT",
                     c->n_devices);
-    if (c->parallel != GPT2RT_PARALLEL_NONE && c->n_devices < 2)
-        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = %s needs n_devices >= 2 (it is %d)",
-                    c->parallel == GPT2RT_PARALLEL_DATA ? "DATA" : "LAYER_SPLIT", c->n_devices);
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->n_devices < 2)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = LAYER_SPLIT needs n_devices >= 2 (it is %d)", c->n_devices);
+    /* data parallel runs over world_size processes x n_devices each (checked below) */
+    if (c->parallel == GPT2RT_PARALLEL_DATA && c->n_devices < 2 && c->world_size == 1)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = DATA needs world_size x n_devices >= 2 (it is 1 x %d): "
+                    "set n_devices, or launch several processes (torchrun, mpirun)", c->n_devices);
     if (c->shard_optimizer != 0 && c->shard_optimizer != 1)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "shard_optimizer = %d must be 0 or 1", c->shard_optimizer);
     if (c->shard_optimizer && c->parallel != GPT2RT_PARALLEL_DATA)
@@ -1579,6 +1835,103 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
     for (int i = 0; i < GPT2RT_MAX_DEVICES; i++)
         if (c->device_ids[i] < 0)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = %d is negative", i, c->device_ids[i]);
+    return GPT2RT_OK;
+}
+
+/* The processes: world_size resolved from the config or the launcher (0 after the
+   defaults: the launcher's variables were wrong, and gpt2rt__proc_from_env says how). */
+static gpt2rt_result gpt2rt__cfg_check_process(const gpt2rt_config *c, char *err, size_t cap) {
+    if (c->world_size == 0) {
+        int w, r, l, mpi;
+        gpt2rt__proc_env e = gpt2rt__proc_env_get();
+        gpt2rt_result res = gpt2rt__proc_from_env(&e, &w, &r, &l, &mpi, err, cap);
+        if (res != GPT2RT_OK) return res;
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "world_size = 0 was not resolved"); /* not reached */
+    }
+    GPT2RT__RANGE(world_size, 1, 1 << 20);
+    if (c->rank < 0 || c->rank >= c->world_size)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rank = %d must lie in [0, world_size - 1 = %d] (ranks count from 0)",
+                    c->rank, c->world_size - 1);
+    if (c->local_rank < 0 || c->local_rank > c->rank)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "local_rank = %d must lie in [0, rank = %d] (the process's index on "
+                    "its node)", c->local_rank, c->rank);
+    if ((int)c->rendezvous < 0 || c->rendezvous > GPT2RT_RENDEZVOUS_MPI)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous = %d is not a gpt2rt_rendezvous", (int)c->rendezvous);
+    if (!(c->timeout_s > 0.0f && c->timeout_s <= 86400.0f))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "timeout_s = %g must lie in (0, 86400] seconds", (double)c->timeout_s);
+    GPT2RT__RANGE(allow_shared_device, 0, 1);
+    if (c->world_size == 1) return GPT2RT_OK;
+    if (c->parallel == GPT2RT_PARALLEL_NONE)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "this process is rank %d of world_size = %d (from the config or the "
+                    "launcher) but parallel = NONE: every process would train its own copy; set parallel = DATA, "
+                    "or world_size = 1 to train alone", c->rank, c->world_size);
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "parallel = LAYER_SPLIT splits the layers over the devices of one "
+                    "process; world_size = %d processes is for parallel = DATA", c->world_size);
+    switch (c->rendezvous) {
+    case GPT2RT_RENDEZVOUS_DEFAULT:
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "world_size = %d processes need a rendezvous: torchrun sets "
+                    "MASTER_ADDR and MASTER_PORT (rendezvous ENV), mpirun with a GPT2RT_MPI build uses MPI; or set "
+                    "rendezvous = TCP, FILE or MPI in the config", c->world_size);
+    case GPT2RT_RENDEZVOUS_ENV:
+    case GPT2RT_RENDEZVOUS_TCP:
+        if (!c->master_addr[0] || memchr(c->master_addr, 0, sizeof c->master_addr) == NULL)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous = %s needs rank 0's address: MASTER_ADDR is not set "
+                        "(torchrun sets it; or set master_addr in the config)",
+                        c->rendezvous == GPT2RT_RENDEZVOUS_ENV ? "ENV" : "TCP");
+        if (c->master_port < 1 || c->master_port > 65535)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous = %s needs rank 0's port in [1, 65535]: master_port "
+                        "= %d (MASTER_PORT %s%s%s; torchrun sets it, default 29500)",
+                        c->rendezvous == GPT2RT_RENDEZVOUS_ENV ? "ENV" : "TCP", c->master_port,
+                        getenv("MASTER_PORT") ? "= '" : "is not set", getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "",
+                        getenv("MASTER_PORT") ? "'" : "");
+        break;
+    case GPT2RT_RENDEZVOUS_FILE:
+        if (!c->rendezvous_file[0] || memchr(c->rendezvous_file, 0, sizeof c->rendezvous_file) == NULL)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous = FILE needs rendezvous_file: a path every rank "
+                        "can read and write");
+        break;
+    case GPT2RT_RENDEZVOUS_MPI:
+#ifndef GPT2RT_MPI
+        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "rendezvous = MPI needs the implementation compiled with -DGPT2RT_MPI "
+                    "(mpicc; Debian: apt-get install openmpi-bin libopenmpi-dev)");
+#else
+        break;
+#endif
+    }
+    return GPT2RT_OK;
+}
+
+/* The devices this process drives, against the `visible` devices the driver counts
+   (CUDA_VISIBLE_DEVICES = cvd, NULL: unset; local_world: processes on this node, 0:
+   unknown). A pure function of its arguments, so every refusal is testable on a
+   machine without a GPU. */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__dev_check(int visible, const char *cvd, int local_world, const gpt2rt_config *c,
+                                       char *err, size_t cap) {
+    char vis[160];
+    snprintf(vis, sizeof vis, "CUDA_VISIBLE_DEVICES %s%.100s%s", cvd ? "= '" : "is not set", cvd ? cvd : "",
+             cvd ? "' renumbers them from 0" : "");
+    if (visible < 1)
+        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "no CUDA device is visible (%s); backend = CPU runs without one", vis);
+    int n = c->n_devices < GPT2RT_MAX_DEVICES ? c->n_devices : GPT2RT_MAX_DEVICES;
+    if (local_world > 1 && (int64_t)local_world * n > visible && !c->allow_shared_device)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "%d processes on this node x n_devices = %d need %lld GPUs, %d "
+                    "visible (%s): start at most %d processes per node (torchrun --nproc_per_node=%d)", local_world,
+                    n, (long long)local_world * n, visible, vis, visible / n > 0 ? visible / n : 1,
+                    visible / n > 0 ? visible / n : 1);
+    for (int i = 0; i < n; i++) {
+        if (c->device_ids[i] >= visible)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "invalid device ordinal: device_ids[%d] = %d%s, but %d CUDA "
+                        "device(s) are visible, ordinals 0..%d (%s); fix device_ids, or run fewer processes per node",
+                        i, c->device_ids[i], c->local_rank ? " (from local_rank x n_devices + i)" : "", visible,
+                        visible - 1, vis);
+        for (int j = 0; j < i; j++)
+            if (c->device_ids[j] == c->device_ids[i] && !c->allow_shared_device)
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = device_ids[%d] = %d: one GPU twice would "
+                            "hold two replicas in one memory, and NCCL refuses it (\"Duplicate GPU detected\"); give "
+                            "distinct ordinals (allow_shared_device = 1 is "
+                            "the test mode that allows it)", j, i, c->device_ids[i]);
+    }
     return GPT2RT_OK;
 }
 
@@ -1621,6 +1974,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     if ((r = gpt2rt__cfg_check_batch(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_kv(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_process(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
     return gpt2rt__cfg_check_optimizer(c, err, cap);
 }
@@ -1641,7 +1995,7 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.n_out = d.patches ? d.Bw * d.H * d.M : d.BT;
     d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
     if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
-    d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices : 1;
+    d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
     d.cuda = c->backend == GPT2RT_BACKEND_CUDA;
     d.ab = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
     d.wb = d.ab;
@@ -2097,30 +2451,44 @@ static uint64_t gpt2rt__overhead_estimate(const gpt2rt_config *c) {
    split runs its devices one after the other. Round figures for an H100-class GPU
    and a small multicore CPU: it ranks configurations, it does not promise times.
    *flops gets the FLOPs of the step, recompute included. */
-static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
-    gpt2rt__dims d = gpt2rt__dims_of(c);
-    int cuda = d.cuda, n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    double peak = !cuda ? 1.5e11 : c->precision != GPT2RT_PRECISION_FP32 ? 4.0e14 : c->tf32 ? 2.0e14 : 4.0e13;
-    double bw = cuda ? 2.5e12 : 2.0e10, link = cuda ? 1.0e11 : 1.0e10, half = cuda ? 4096.0 : 128.0;
-    double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
+/* One micro-batch's forward and backward on the layers of device dev, in seconds:
+   matrix products at peak FLOP/s scaled by the efficiency tok/(tok + half), the
+   element-wise traffic of recompute at bw bytes/s, a launch latency per layer.
+   *flops: its FLOPs (recompute included); *owned: the parameters it trains. */
+static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *dp, int dev, double peak, double bw,
+                                    double half, double launch, double *flops, double *owned) {
+    const gpt2rt__dims d = *dp;
     double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
     double layer = 72 * C * C + 12 * C * T, layer_fwd = 24 * C * C + 4 * C * T, head = 6 * (double)d.Vp * C;
     if (d.patches) head = 6 * (double)(d.PL + d.H) * C; /* in_layer and out_layer, per patch */
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
+    gpt2rt__span s = gpt2rt__span_of(c, dev);
+    double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
+    if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
+    if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
+        bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
+    uint64_t b[GPT2RT_MEM_COUNT];
+    gpt2rt__layout(&d, &s, b, NULL);
+    *flops = f;
+    *owned = (double)b[GPT2RT_MEM_GRADS] / 4;
+    return f / (peak * eff) + bytes / bw + nl * launch;
+}
+
+static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    int cuda = d.cuda, n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    double peak = !cuda ? 1.5e11 : c->precision != GPT2RT_PRECISION_FP32 ? 4.0e14 : c->tf32 ? 2.0e14 : 4.0e13;
+    double bw = cuda ? 2.5e12 : 2.0e10, link = cuda ? 1.0e11 : 1.0e10, half = cuda ? 4096.0 : 128.0;
+    double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
+    double C = (double)d.C, tok = (double)d.BT;
     double t_micro = 0.0, f_micro = 0.0, owned_max = 0.0;
     for (int dev = 0; dev < (split ? n : 1); dev++) {
-        gpt2rt__span s = gpt2rt__span_of(c, dev);
-        double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
-        if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
-        if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
-            bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
-        t_micro += f / (peak * eff) + bytes / bw + nl * launch;
+        double f, owned;
+        t_micro += gpt2rt__predict_micro(c, &d, dev, peak, bw, half, launch, &f, &owned);
         f_micro += f;
-        uint64_t b[GPT2RT_MEM_COUNT];
-        gpt2rt__layout(&d, &s, b, NULL);
-        if ((double)b[GPT2RT_MEM_GRADS] / 4 > owned_max) owned_max = (double)b[GPT2RT_MEM_GRADS] / 4;
+        if (owned > owned_max) owned_max = owned;
     }
     if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
     /* AdamW: p, g, m, v in and out, over this rank's shard with ZeRO-1 (whose reduce-scatter
@@ -2129,6 +2497,61 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
     if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
     if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
     return t;
+}
+
+/* The step-time model of gpt2rt_plan_step_time (its formulas are the manual's).
+   Data parallel over N ranks: every rank runs grad_accum micro-batches; a ring
+   all-reduce sends 2(N-1)/N of the gradient bytes G per rank, in buckets of 25 MiB
+   (PyTorch DDP's default) that start while the backward of the last micro-batch goes
+   on, so all of it but the last bucket can hide behind that backward. Sharded
+   (ZeRO-1): a reduce-scatter of (N-1)/N G (hidden the same way), the update of 1/N
+   of the parameters, then an all-gather of (N-1)/N of the weights W, which nothing
+   hides. Layer split over S stages, GPipe with m = grad_accum micro-batches: the
+   step is (m + S - 1) stage times, the S - 1 extra being the bubble; each
+   micro-batch sends its activations (B,T,C) forward and their gradient back over
+   each boundary, not overlapped. */
+static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw, int sharded, gpt2rt_step_time *st) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    double peak = c->precision != GPT2RT_PRECISION_FP32 ? hw->flops_16 : c->tf32 ? hw->flops_tf32 : hw->flops_fp32;
+    double half = 4096.0, launch = 25 * 5e-6, link = hw->link_bw, bucket = 25.0 * 1048576.0;
+    int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    int ranks = c->parallel == GPT2RT_PARALLEL_DATA ? n * c->world_size : 1, m = c->grad_accum;
+    double f, owned, t_stage = 0.0, owned_max = 0.0, t_all = 0.0, owned_all = 0.0;
+    memset(st, 0, sizeof *st);
+    for (int dev = 0; dev < (split ? n : 1); dev++) {
+        double t = gpt2rt__predict_micro(c, &d, dev, peak, hw->mem_bw, half, launch, &f, &owned);
+        if (t > t_stage) t_stage = t;
+        if (owned > owned_max) owned_max = owned;
+        t_all += t;
+        owned_all += owned;
+    }
+    double adam = (32.0 + d.wb) / hw->mem_bw; /* s per parameter: p, g, m, v in and out */
+    uint64_t b[GPT2RT_MEM_COUNT];
+    gpt2rt__span whole = gpt2rt__span_of(c, 0);
+    gpt2rt__layout(&d, &whole, b, NULL);
+    double G = (double)b[GPT2RT_MEM_GRADS], W = (double)b[GPT2RT_MEM_WEIGHTS];
+    st->compute = m * t_stage;
+    st->update = owned_max * adam;
+    if (c->parallel == GPT2RT_PARALLEL_DATA && ranks > 1) {
+        double share = (double)(ranks - 1) / ranks, t_bwd = t_stage * 2.0 / 3.0; /* backward: 2/3 of the FLOPs */
+        st->comm_bytes = (sharded ? 1.0 : 2.0) * share * G;
+        st->comm = st->comm_bytes / link;
+        double last = (G < bucket ? 1.0 : bucket / G) * st->comm; /* the last bucket waits for the backward's end */
+        st->hidden = st->comm - last < t_bwd ? st->comm - last : t_bwd;
+        if (sharded) {
+            st->update /= ranks;
+            st->gather = share * W / link;
+            st->comm_bytes += share * W;
+        }
+    } else if (split) {
+        double act = (double)d.BT * d.C * d.ab;
+        st->comm_bytes = m * 2.0 * act;
+        st->comm = st->comm_bytes / link;
+        st->bubble = (n - 1) * (t_stage + 2.0 * act / link);
+    }
+    st->total = st->compute + st->update + st->comm - st->hidden + st->bubble + st->gather;
+    /* one device, the same global batch: every micro-batch of every rank through every layer */
+    st->one_device = t_all * m * ranks + owned_all * adam;
 }
 
 static const char *gpt2rt__precision_name(gpt2rt_precision p) {
@@ -8499,9 +8922,15 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
                              "devices)", cudaGetErrorString(e), n_dev);
         }
     }
-    if (dev_id >= n_dev)
-        GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: device_ids[0] = %d, but there are %d CUDA "
-                         "device(s)", dev_id, n_dev);
+    {
+        gpt2rt__proc_env e = gpt2rt__proc_env_get();
+        int local_world = 0;
+        if (!gpt2rt__env_int(e.local_world_size, 1, 1 << 20, &local_world))
+            (void)gpt2rt__env_int(e.ompi_local_size, 1, 1 << 20, &local_world);
+        char why[600];
+        gpt2rt_result dr = gpt2rt__dev_check(n_dev, getenv("CUDA_VISIBLE_DEVICES"), local_world, cfg, why, sizeof why);
+        if (dr != GPT2RT_OK) GPT2RT__CU_CFAIL(dr, "gpt2rt__cu_create: %s", why);
+    }
     GPT2RT__CU_CCK(cudaSetDevice(dev_id));
     gpt2rt__layout(d, &st->span, st->bytes, NULL);
     uint64_t plan_total = 0;
@@ -9282,6 +9711,187 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
     return r;
 }
 
+
+/* ==== 8.6 NCCL communicator ==== */
+/* The gpt2rt__comm of CUDA ranks (GPT2RT_NCCL builds, linked with -lnccl): one rank per
+   device, world_size processes x n_devices each, ids exchanged by the rendezvous
+   (10.2). Collectives run on the communicator's own stream, so a bucket's reduction
+   can overlap the backward on the compute stream; the caller orders the two with
+   events. The buffers are device pointers. NCCL's all-reduce gives every rank the
+   same bits and is deterministic run to run on one topology, but it does not sum in
+   rank order: the CUDA equalities with one device hold within fp32 reassociation.
+   The communicator is non-blocking (ncclConfig_t.blocking = 0), so initialisation and
+   every collective are polled against timeout_s and aborted after it, never waited on
+   forever. COMPILED, NEVER RUN: no machine with two GPUs has run it yet. */
+#ifdef GPT2RT_NCCL
+static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap);
+
+typedef struct gpt2rt__nccl {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    float *one;       /* a device float the barrier reduces */
+    double timeout_s;
+    int device;
+} gpt2rt__nccl;
+
+/* the advice every NCCL failure ends with */
+#define GPT2RT__NCCL_HINT "(NCCL_DEBUG=INFO shows why; NCCL_P2P_DISABLE=1 helps where peer-to-peer copies hang, " \
+                          "e.g. GeForce cards or a virtualised PCIe)"
+
+/* wait for the communicator's last call and its stream, at most timeout_s; a hang or
+   a failed peer aborts the communicator (it is unusable afterwards) */
+static gpt2rt_result gpt2rt__nccl_wait(gpt2rt__comm *c, ncclResult_t started, const char *what) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    ncclResult_t e = started;
+    for (;;) {
+        if (e == ncclSuccess) {
+            cudaError_t q = cudaStreamQuery(m->stream);
+            if (q == cudaSuccess) return GPT2RT_OK;
+            if (q != cudaErrorNotReady) {
+                snprintf(c->err, sizeof c->err, "NCCL %s on rank %d: %s", what, c->rank, cudaGetErrorString(q));
+                return GPT2RT_ERR_UNAVAILABLE;
+            }
+        } else if (e != ncclInProgress) {
+            snprintf(c->err, sizeof c->err, "NCCL %s on rank %d failed: %s %s", what, c->rank, ncclGetErrorString(e),
+                     GPT2RT__NCCL_HINT);
+            (void)ncclCommAbort(m->comm);
+            m->comm = NULL;
+            return GPT2RT_ERR_IO;
+        }
+        if (gpt2rt__now() > deadline) {
+            snprintf(c->err, sizeof c->err, "NCCL %s on rank %d did not finish within %g s: another rank failed or "
+                     "stopped %s", what, c->rank, m->timeout_s, GPT2RT__NCCL_HINT);
+            (void)ncclCommAbort(m->comm);
+            m->comm = NULL;
+            return GPT2RT_ERR_IO;
+        }
+        ncclResult_t a = ncclSuccess;
+        if (ncclCommGetAsyncError(m->comm, &a) != ncclSuccess) a = ncclInternalError;
+        e = a;
+    }
+}
+
+static gpt2rt_result gpt2rt__nccl_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    return gpt2rt__nccl_wait(c, ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, m->comm, m->stream),
+                             "all_reduce");
+}
+
+/* in place where the shards are equal (n a multiple of the padded share), else the
+   whole sum (the contract leaves the other shards unspecified) */
+static gpt2rt_result gpt2rt__nccl_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    int64_t per = gpt2rt__shard_lo(n, c->size, 1);
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    if (per * c->size != n) return gpt2rt__nccl_all_reduce(c, buf, n);
+    return gpt2rt__nccl_wait(c, ncclReduceScatter(buf, buf + per * c->rank, (size_t)per, ncclFloat, ncclSum, m->comm,
+                                                  m->stream), "reduce_scatter");
+}
+
+static gpt2rt_result gpt2rt__nccl_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    int64_t per = gpt2rt__shard_lo(n, c->size, 1);
+    if (per * c->size == n)
+        return gpt2rt__nccl_wait(c, ncclAllGather(buf + per * c->rank, buf, (size_t)per, ncclFloat, m->comm, m->stream),
+                                 "all_gather");
+    ncclResult_t e = ncclGroupStart(); /* unequal shards: one broadcast each, as one group */
+    for (int r = 0; r < c->size && (e == ncclSuccess || e == ncclInProgress); r++) {
+        int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
+        e = ncclBroadcast(buf + lo, buf + lo, (size_t)(hi - lo), ncclFloat, r, m->comm, m->stream);
+    }
+    ncclResult_t g = ncclGroupEnd();
+    return gpt2rt__nccl_wait(c, e != ncclSuccess && e != ncclInProgress ? e : g, "all_gather");
+}
+
+static gpt2rt_result gpt2rt__nccl_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    return gpt2rt__nccl_wait(c, ncclBroadcast(buf, buf, bytes, ncclChar, root, m->comm, m->stream), "broadcast");
+}
+
+static gpt2rt_result gpt2rt__nccl_barrier(gpt2rt__comm *c) {
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    return gpt2rt__nccl_all_reduce(c, m->one, 1);
+}
+
+static void gpt2rt__nccl_destroy(gpt2rt__comm *c) {
+    if (!c || !c->impl) return;
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
+    (void)cudaSetDevice(m->device);
+    if (m->comm) (void)ncclCommDestroy(m->comm);
+    if (m->stream) (void)cudaStreamDestroy(m->stream);
+    if (m->one) (void)cudaFree(m->one);
+    free(m);
+    c->impl = NULL;
+}
+
+/* rank 0 of the run draws the id, the rendezvous takes it to every process: id is
+   NCCL's ncclUniqueId (128 bytes) */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_id(const gpt2rt_config *cfg, ncclUniqueId *id, char *err,
+                                                          size_t cap) {
+    unsigned char bytes[GPT2RT__RDV_ID_BYTES];
+    memset(bytes, 0, sizeof bytes);
+    if (cfg->rank == 0) {
+        ncclResult_t e = ncclGetUniqueId(id);
+        if (e != ncclSuccess) {
+            snprintf(err, cap, "ncclGetUniqueId failed: %s %s", ncclGetErrorString(e), GPT2RT__NCCL_HINT);
+            return GPT2RT_ERR_UNAVAILABLE;
+        }
+        memcpy(bytes, id, sizeof *id);
+    }
+    gpt2rt_result r = gpt2rt__rdv_exchange(cfg, bytes, err, cap);
+    if (r == GPT2RT_OK) memcpy(id, bytes, sizeof *id);
+    return r;
+}
+
+/* c := rank `rank` of `nranks` on CUDA device `device` (ncclCommInitRank's arguments,
+   non-blocking, polled at most timeout_s) */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_comm(ncclUniqueId id, int nranks, int rank, int device,
+                                                            double timeout_s, gpt2rt__comm *c, char *err,
+                                                            size_t cap) {
+    memset(c, 0, sizeof *c);
+    gpt2rt__nccl *m = (gpt2rt__nccl *)calloc(1, sizeof *m);
+    if (!m) { snprintf(err, cap, "NCCL communicator: %zu bytes", sizeof *m); return GPT2RT_ERR_OUT_OF_MEMORY; }
+    m->timeout_s = timeout_s;
+    m->device = device;
+    c->rank = rank; c->size = nranks; c->impl = m;
+    c->all_reduce = gpt2rt__nccl_all_reduce;
+    c->reduce_scatter = gpt2rt__nccl_reduce_scatter;
+    c->all_gather = gpt2rt__nccl_all_gather;
+    c->broadcast = gpt2rt__nccl_broadcast;
+    c->barrier = gpt2rt__nccl_barrier;
+    c->destroy = gpt2rt__nccl_destroy;
+    cudaError_t ce = cudaSetDevice(device);
+    if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaMalloc((void **)&m->one, sizeof(float));
+    if (ce != cudaSuccess) {
+        snprintf(err, cap, "NCCL communicator on device %d: %s", device, cudaGetErrorString(ce));
+        gpt2rt__nccl_destroy(c);
+        return GPT2RT_ERR_UNAVAILABLE;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t e = ncclCommInitRankConfig(&m->comm, nranks, id, rank, &config);
+    if (e != ncclSuccess && e != ncclInProgress) {
+        snprintf(err, cap, "ncclCommInitRank (rank %d of %d, device %d) failed: %s %s", rank, nranks, device,
+                 ncclGetErrorString(e), GPT2RT__NCCL_HINT);
+        if (m->comm) (void)ncclCommAbort(m->comm);
+        m->comm = NULL;
+        gpt2rt__nccl_destroy(c);
+        return GPT2RT_ERR_UNAVAILABLE;
+    }
+    gpt2rt_result r = gpt2rt__nccl_wait(c, e, "initialisation (ncclCommInitRank)");
+    if (r != GPT2RT_OK) {
+        snprintf(err, cap, "%s", c->err);
+        gpt2rt__nccl_destroy(c);
+    }
+    return r;
+}
+#endif /* GPT2RT_NCCL */
+
 #endif /* __CUDACC__ */
 
 /* ==== 9. Optimizer ==== */
@@ -9659,6 +10269,619 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
         if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
     }
 }
+/* ==== 10.2 Processes: rendezvous ==== */
+/* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
+   a rendezvous: rank 0's opaque id (128 bytes: what ncclCommInitRank needs, its
+   ncclUniqueId) reaches every rank, and every rank learns that all the others are
+   there. Three ways, as torch.distributed offers them:
+   - TCP (rendezvous ENV or TCP): rank 0 listens on master_addr:master_port; the
+     others connect (refused connections are retried until the timeout: rank 0 may
+     start last), say (world_size, rank), and get the id once every rank is there.
+   - FILE: rank 0 creates rendezvous_file (with link(), so it appears whole and only
+     once: a file left by a crashed run is refused by name, never read as new); each
+     other rank reads it and leaves rendezvous_file.ack<rank>; rank 0 waits for every
+     ack and then removes them, which tells each rank that the rendezvous succeeded.
+   - MPI: a broadcast from rank 0 (GPT2RT_MPI builds).
+   Each waits at most timeout_s and then fails naming the ranks that did not come: a
+   rank that dies before the rendezvous makes the others return an error, never hang.
+   The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
+
+#define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
+#define GPT2RT__RDV_MAX_PEERS 1024   /* processes in one run (rank 0 holds a socket per rank) */
+#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
+#ifdef GPT2RT_MPI
+static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
+#endif
+
+#ifndef _WIN32
+/* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */
+static int gpt2rt__rdv_left_ms(double deadline) {
+    double left = (deadline - gpt2rt__now()) * 1e3;
+    return left <= 0.0 ? 0 : left > 1e9 ? 1000000000 : (int)left + 1;
+}
+
+static void gpt2rt__rdv_sleep_ms(int ms) { (void)poll(NULL, 0, ms); } /* nanosleep is not C11 */
+
+/* all n bytes through fd (want POLLOUT: send, else receive) before deadline: 1 done,
+   0 timed out, -1 the peer closed or the socket failed */
+static int gpt2rt__rdv_io(int fd, void *buf, size_t n, int out, double deadline) {
+    unsigned char *p = (unsigned char *)buf;
+    size_t done = 0;
+    while (done < n) {
+        struct pollfd pf;
+        pf.fd = fd; pf.events = (short)(out ? POLLOUT : POLLIN); pf.revents = 0;
+        int left = gpt2rt__rdv_left_ms(deadline);
+        if (left == 0) return 0;
+        int k = poll(&pf, 1, left);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) return 0;
+#ifdef MSG_NOSIGNAL /* a peer that died must not kill this process with SIGPIPE */
+        ssize_t m = out ? send(fd, p + done, n - done, MSG_NOSIGNAL) : recv(fd, p + done, n - done, 0);
+#else
+        ssize_t m = out ? send(fd, p + done, n - done, 0) : recv(fd, p + done, n - done, 0);
+#endif
+        if (m < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (m <= 0) return -1;
+        done += (size_t)m;
+    }
+    return 1;
+}
+
+/* master_addr as an IPv4 address: numeric, "localhost", or (where the C library
+   declares getaddrinfo: POSIX 2001, i.e. not strict -std=c11) a host name */
+static gpt2rt_result gpt2rt__rdv_addr(const gpt2rt_config *c, struct sockaddr_in *a, char *err, size_t cap) {
+    memset(a, 0, sizeof *a);
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)c->master_port);
+    const char *host = strcmp(c->master_addr, "localhost") ? c->master_addr : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &a->sin_addr) == 1) return GPT2RT_OK;
+#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    int e = getaddrinfo(host, NULL, &hints, &res);
+    if (e == 0 && res) {
+        memcpy(&a->sin_addr, &((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr, sizeof a->sin_addr);
+        freeaddrinfo(res);
+        return GPT2RT_OK;
+    }
+    GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "master_addr (MASTER_ADDR) = '%s' does not resolve to an IPv4 address "
+                "(%s)", c->master_addr, gai_strerror(e));
+#else
+    GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "master_addr (MASTER_ADDR) = '%s' is not a numeric IPv4 address, and "
+                "this build cannot resolve host names (compile the implementation file without strict -std=c11, or "
+                "with -D_POSIX_C_SOURCE=200112L); give rank 0's IP address", c->master_addr);
+#endif
+}
+
+/* the 16-byte hello a rank sends rank 0, and rank 0's answer */
+typedef struct gpt2rt__rdv_hello { uint32_t magic, world, rank, pad; } gpt2rt__rdv_hello;
+typedef struct gpt2rt__rdv_reply {
+    uint32_t status, world;                  /* status 0: ok, 1: world_size differs, 2: rank taken or out of range */
+    unsigned char id[GPT2RT__RDV_ID_BYTES];
+} gpt2rt__rdv_reply;
+
+static gpt2rt_result gpt2rt__rdv_tcp_root(const gpt2rt_config *c, const struct sockaddr_in *a,
+                                          const unsigned char *id, char *err, size_t cap) {
+    double deadline = gpt2rt__now() + c->timeout_s;
+    int peers[GPT2RT__RDV_MAX_PEERS], n_in = 0, one = 1, w = c->world_size;
+    for (int i = 0; i < w && i < GPT2RT__RDV_MAX_PEERS; i++) peers[i] = -1;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (lfd < 0) GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: socket() failed: %s", strerror(errno));
+    struct sockaddr_in any = *a;
+    any.sin_addr.s_addr = htonl(INADDR_ANY); /* MASTER_ADDR names this host; listen on all of its addresses */
+    (void)setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, (struct sockaddr *)&any, sizeof any) != 0 || listen(lfd, w) != 0) {
+        int e = errno;
+        close(lfd);
+        GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 cannot listen on port %d (MASTER_PORT): %s%s", c->master_port,
+                    strerror(e), e == EADDRINUSE ? ": another job, or a previous run's rank 0, holds it; choose "
+                    "another MASTER_PORT" : "");
+    }
+    (void)fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+    gpt2rt_result r = GPT2RT_OK;
+    while (n_in < w - 1) {
+        struct pollfd pf;
+        pf.fd = lfd; pf.events = POLLIN; pf.revents = 0;
+        int left = gpt2rt__rdv_left_ms(deadline);
+        if (left == 0 || poll(&pf, 1, left) == 0) {
+            size_t k = (size_t)snprintf(err, cap, "rendezvous timed out after %g s: rank 0 listens on %s:%d, and "
+                                        "rank(s)", (double)c->timeout_s, c->master_addr, c->master_port);
+            for (int i = 1, shown = 0; i < w && k < cap; i++)
+                if (peers[i] < 0 && shown++ < 16) k += (size_t)snprintf(err + k, cap - k, " %d", i);
+            if (k < cap)
+                snprintf(err + k, cap - k, " of world_size = %d did not come (not started, crashed, or given another "
+                         "MASTER_ADDR/MASTER_PORT or WORLD_SIZE)", w);
+            r = GPT2RT_ERR_IO;
+            break;
+        }
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue; /* EAGAIN: the connection went away */
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        gpt2rt__rdv_hello h;
+        double hd = gpt2rt__now() + 10.0 < deadline ? gpt2rt__now() + 10.0 : deadline;
+        if (gpt2rt__rdv_io(fd, &h, sizeof h, 0, hd) != 1 || h.magic != GPT2RT__RDV_MAGIC) { close(fd); continue; }
+        gpt2rt__rdv_reply rep;
+        memset(&rep, 0, sizeof rep);
+        rep.world = (uint32_t)w;
+        if (h.world != (uint32_t)w) rep.status = 1;
+        else if (h.rank == 0 || h.rank >= (uint32_t)w || peers[h.rank] >= 0) rep.status = 2;
+        if (rep.status) {
+            (void)gpt2rt__rdv_io(fd, &rep, sizeof rep, 1, hd);
+            close(fd);
+            if (rep.status == 1)
+                snprintf(err, cap, "rendezvous: rank %u has world_size = %u, rank 0 has %d: every process must get "
+                         "the same WORLD_SIZE", h.rank, h.world, w);
+            else
+                snprintf(err, cap, "rendezvous: a second process says it is rank %u (or rank %u is outside [1, %d]): "
+                         "every process needs its own RANK", h.rank, h.rank, w - 1);
+            r = GPT2RT_ERR_INVALID_ARGUMENT;
+            break;
+        }
+        peers[h.rank] = fd;
+        n_in++;
+    }
+    for (int i = 1; i < w; i++) {
+        if (peers[i] < 0) continue;
+        if (r == GPT2RT_OK) {
+            gpt2rt__rdv_reply rep;
+            memset(&rep, 0, sizeof rep);
+            rep.world = (uint32_t)w;
+            memcpy(rep.id, id, GPT2RT__RDV_ID_BYTES);
+            if (gpt2rt__rdv_io(peers[i], &rep, sizeof rep, 1, deadline) != 1) {
+                snprintf(err, cap, "rendezvous: rank %d went away before rank 0 could send it the id", i);
+                r = GPT2RT_ERR_IO;
+            }
+        }
+        close(peers[i]); /* on failure: the others see the connection close and fail too */
+    }
+    close(lfd);
+    return r;
+}
+
+static gpt2rt_result gpt2rt__rdv_tcp_peer(const gpt2rt_config *c, const struct sockaddr_in *a, unsigned char *id,
+                                          char *err, size_t cap) {
+    double deadline = gpt2rt__now() + c->timeout_s;
+    int refused = 0;
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: socket() failed: %s", strerror(errno));
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        int ok = connect(fd, (const struct sockaddr *)a, sizeof *a) == 0, e = errno;
+        if (!ok && e == EINPROGRESS) { /* wait for the answer, at most a second a try */
+            struct pollfd pf;
+            pf.fd = fd; pf.events = POLLOUT; pf.revents = 0;
+            int left = gpt2rt__rdv_left_ms(deadline);
+            if (poll(&pf, 1, left < 1000 ? left : 1000) == 1) {
+                socklen_t len = sizeof e;
+                e = 0;
+                (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
+                ok = e == 0;
+            } else e = ETIMEDOUT;
+        }
+        if (ok) {
+            gpt2rt__rdv_hello h;
+            gpt2rt__rdv_reply rep;
+            h.magic = GPT2RT__RDV_MAGIC; h.world = (uint32_t)c->world_size; h.rank = (uint32_t)c->rank; h.pad = 0;
+            int got = gpt2rt__rdv_io(fd, &h, sizeof h, 1, deadline);
+            if (got == 1) got = gpt2rt__rdv_io(fd, &rep, sizeof rep, 0, deadline);
+            close(fd);
+            if (got == 0)
+                GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d reached rank 0 at %s:%d, but "
+                            "rank 0 did not hear from every rank of world_size = %d (one not started or crashed?)",
+                            (double)c->timeout_s, c->rank, c->master_addr, c->master_port, c->world_size);
+            if (got < 0)
+                GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 at %s:%d closed the connection before sending the id "
+                            "(rank 0 failed, or refused this rank: its error says why)", c->master_addr,
+                            c->master_port);
+            if (rep.status == 1)
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous: rank 0 has world_size = %u, this rank %d has "
+                            "%d: every process must get the same WORLD_SIZE", rep.world, c->rank, c->world_size);
+            if (rep.status)
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous: rank 0 refused rank %d: another process has "
+                            "it (every process needs its own RANK)", c->rank);
+            memcpy(id, rep.id, GPT2RT__RDV_ID_BYTES);
+            return GPT2RT_OK;
+        }
+        close(fd);
+        refused++;
+        int left = gpt2rt__rdv_left_ms(deadline);
+        if (left == 0)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d could not reach rank 0 at %s:%d "
+                        "(%d tries, last: %s); is rank 0 running, with the same MASTER_ADDR and MASTER_PORT, and is "
+                        "the port open between the nodes?", (double)c->timeout_s, c->rank, c->master_addr,
+                        c->master_port, refused, strerror(e));
+        gpt2rt__rdv_sleep_ms(left < 100 ? left : 100); /* rank 0 may not listen yet */
+    }
+}
+
+/* FILE: see the subsection's comment for the protocol */
+static void gpt2rt__rdv_file_name(char *out, size_t cap, const gpt2rt_config *c, const char *what, int r) {
+    if (r >= 0) snprintf(out, cap, "%s.%s%d", c->rendezvous_file, what, r);
+    else snprintf(out, cap, "%s%s", c->rendezvous_file, what);
+}
+
+static int gpt2rt__rdv_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* path := bytes, appearing whole: written to a temporary name, then linked (fails
+   with EEXIST if path is there) */
+static int gpt2rt__rdv_publish(const char *path, const char *tmp, const void *bytes, size_t n) {
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return -1;
+    int ok = fwrite(bytes, 1, n, f) == n;
+    ok &= fclose(f) == 0;
+    if (ok && link(tmp, path) != 0) ok = errno == EEXIST ? -2 : 0;
+    int e = errno;
+    remove(tmp);
+    errno = e;
+    return ok == 1 ? 0 : ok == -2 ? -2 : -1;
+}
+
+static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
+    double deadline = gpt2rt__now() + c->timeout_s;
+    char path[300], tmp[320], ack[320];
+    gpt2rt__rdv_file_name(path, sizeof path, c, "", -1);
+    gpt2rt__rdv_reply rec; /* the file: world_size and the id */
+    int w = c->world_size;
+    if (c->rank == 0) {
+        memset(&rec, 0, sizeof rec);
+        rec.status = GPT2RT__RDV_MAGIC; rec.world = (uint32_t)w;
+        memcpy(rec.id, id, GPT2RT__RDV_ID_BYTES);
+        gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", 0);
+        int p = gpt2rt__rdv_publish(path, tmp, &rec, sizeof rec);
+        if (p == -2)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s exists already (left by an earlier run, or another job "
+                        "uses it): delete it, or give each run a fresh path", path);
+        if (p)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s: cannot create it: %s", path, strerror(errno));
+        int waiting = w - 1;
+        while (waiting > 0) {
+            waiting = 0;
+            for (int i = 1; i < w; i++) {
+                gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
+                waiting += !gpt2rt__rdv_exists(ack);
+            }
+            if (waiting == 0) break;
+            if (gpt2rt__rdv_left_ms(deadline) == 0) {
+                remove(path); /* the acks stay: the ranks that came see the file go with theirs there, and fail */
+                size_t k = (size_t)snprintf(err, cap, "rendezvous timed out after %g s: rank(s)", (double)c->timeout_s);
+                for (int i = 1, shown = 0; i < w && k < cap; i++) {
+                    gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
+                    if (!gpt2rt__rdv_exists(ack) && shown++ < 16) k += (size_t)snprintf(err + k, cap - k, " %d", i);
+                }
+                if (k < cap)
+                    snprintf(err + k, cap - k, " of world_size = %d did not read rendezvous_file %s (not started, "
+                             "crashed, or given another path or WORLD_SIZE)", w, path);
+                return GPT2RT_ERR_IO;
+            }
+            gpt2rt__rdv_sleep_ms(20);
+        }
+        for (int i = 1; i < w; i++) { /* success, as each rank sees it: its ack is gone */
+            gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
+            remove(ack);
+        }
+        remove(path);
+        return GPT2RT_OK;
+    }
+    for (;;) { /* read the id */
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t got = fread(&rec, 1, sizeof rec, f);
+            fclose(f);
+            if (got != sizeof rec || rec.status != GPT2RT__RDV_MAGIC)
+                GPT2RT__BAD(GPT2RT_ERR_FORMAT, "rendezvous_file %s is not a gpt2rt rendezvous file (%zu bytes): "
+                            "another program's file? delete it, or choose another path", path, got);
+            if (rec.world != (uint32_t)w)
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s: rank 0 has world_size = %u, rank %d "
+                            "has %d: every process must get the same WORLD_SIZE (or the file is an earlier run's: "
+                            "delete it)", path, rec.world, c->rank, w);
+            break;
+        }
+        if (gpt2rt__rdv_left_ms(deadline) == 0)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d waited for rank 0 to create "
+                        "rendezvous_file %s (is rank 0 running, with the same path on a file system both see?)",
+                        (double)c->timeout_s, c->rank, path);
+        gpt2rt__rdv_sleep_ms(20);
+    }
+    gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", c->rank);
+    gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", c->rank);
+    int p = gpt2rt__rdv_publish(ack, tmp, "ok", 2);
+    if (p)
+        GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank %d cannot create %s: %s", c->rank, ack,
+                    p == -2 ? "it exists (another process with the same RANK, or an earlier run's: delete it)"
+                            : strerror(errno));
+    for (;;) { /* rank 0 removes the ack when every rank has come */
+        if (!gpt2rt__rdv_exists(ack)) break;
+        if (!gpt2rt__rdv_exists(path)) {
+            remove(ack);
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 gave up (rendezvous_file %s went away before every rank "
+                        "came: its error names the missing ranks)", path);
+        }
+        if (gpt2rt__rdv_left_ms(deadline) == 0) {
+            remove(ack);
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d read rendezvous_file %s but rank 0 "
+                        "did not confirm that every rank came (rank 0 crashed, or another rank is missing)",
+                        (double)c->timeout_s, c->rank, path);
+        }
+        gpt2rt__rdv_sleep_ms(20);
+    }
+    memcpy(id, rec.id, GPT2RT__RDV_ID_BYTES);
+    return GPT2RT_OK;
+}
+#endif /* !_WIN32 */
+
+/* Every rank gets rank 0's id: id (GPT2RT__RDV_ID_BYTES) is rank 0's input and the
+   others' output. One process: nothing to do. */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
+    if (c->world_size <= 1) return GPT2RT_OK;
+    if (c->world_size > GPT2RT__RDV_MAX_PEERS)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "rendezvous of world_size = %d processes: at most %d", c->world_size,
+                    GPT2RT__RDV_MAX_PEERS);
+#ifdef GPT2RT_MPI
+    if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
+#endif
+#ifndef _WIN32
+    if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
+    if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
+        struct sockaddr_in a;
+        gpt2rt_result r = gpt2rt__rdv_addr(c, &a, err, cap);
+        if (r != GPT2RT_OK) return r;
+        return c->rank == 0 ? gpt2rt__rdv_tcp_root(c, &a, id, err, cap) : gpt2rt__rdv_tcp_peer(c, &a, id, err, cap);
+    }
+#endif
+    GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "rendezvous = %d is not available in this build (TCP and FILE need a POSIX "
+                "system; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
+}
+
+/* ==== 10.3 Processes: MPI ==== */
+/* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
+   openmpi-bin libopenmpi-dev). MPI_Allreduce may sum in any order, different on each
+   rank and from run to run; so every sum here is taken by rank 0 in rank order
+   (x_0 + x_1 + ... + x_{size-1}, left to right, as the in-process communicator sums)
+   and broadcast, which makes it bitwise the same on every rank and in every run, and
+   equal to the in-process result. Each call is nonblocking underneath and waits at
+   most timeout_s: a rank that stops or dies makes the others return an error. MPI is
+   initialised here if the program has not done it (and finalised at exit). */
+#ifdef GPT2RT_MPI
+#define GPT2RT__MPI_CHUNK ((int64_t)1 << 18) /* floats rank 0 takes from each rank at once (1 MiB) */
+
+typedef struct gpt2rt__mpi {
+    MPI_Comm comm;    /* a duplicate of MPI_COMM_WORLD, errors returned, not fatal */
+    double timeout_s;
+    float *scratch;   /* rank 0: (size - 1, GPT2RT__MPI_CHUNK) the other ranks' chunks */
+} gpt2rt__mpi;
+
+static void gpt2rt__mpi_at_exit(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+/* MPI up, once per process; *rank and *size of MPI_COMM_WORLD */
+static gpt2rt_result gpt2rt__mpi_init(int *rank, int *size, char *err, size_t cap) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Init_thread failed (run under mpirun, or as one process)");
+        atexit(gpt2rt__mpi_at_exit);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return GPT2RT_OK;
+}
+
+/* wait for req until the deadline: MPI_Wait cannot time out, so poll MPI_Test */
+static gpt2rt_result gpt2rt__mpi_wait(MPI_Request *req, double deadline, const char *what, int rank, char *err,
+                                      size_t cap) {
+    int done = 0, sleep_us = 0;
+    for (;;) {
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s failed on rank %d (a peer died?)", what, rank);
+        if (done) return GPT2RT_OK;
+        if (gpt2rt__now() > deadline)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s on rank %d did not finish within the timeout: another rank failed, "
+                        "stopped, or is making a different call", what, rank);
+        if (sleep_us > 50) (void)poll(NULL, 0, 1); /* spin briefly, then yield the core */
+        sleep_us++;
+    }
+}
+
+static gpt2rt_result gpt2rt__mpi_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    char *err = c->err;
+    size_t cap = sizeof c->err;
+    MPI_Request req[GPT2RT__RDV_MAX_PEERS];
+    gpt2rt_result r;
+    for (int64_t lo = 0; lo < n; lo += GPT2RT__MPI_CHUNK) {
+        int k = (int)(n - lo < GPT2RT__MPI_CHUNK ? n - lo : GPT2RT__MPI_CHUNK);
+        if (c->rank == 0) {
+            for (int s = 1; s < c->size; s++)
+                MPI_Irecv(m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK, k, MPI_FLOAT, s, 7, m->comm, &req[s]);
+            for (int s = 1; s < c->size; s++)
+                if ((r = gpt2rt__mpi_wait(&req[s], deadline, "all_reduce (gather)", c->rank, err, cap)) != GPT2RT_OK)
+                    return r;
+            for (int s = 1; s < c->size; s++) { /* rank order: ((x0 + x1) + x2) + ... */
+                const float *x = m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK;
+                for (int i = 0; i < k; i++) buf[lo + i] += x[i];
+            }
+        } else {
+            MPI_Isend(buf + lo, k, MPI_FLOAT, 0, 7, m->comm, &req[0]);
+            if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (send)", c->rank, err, cap)) != GPT2RT_OK) return r;
+        }
+        MPI_Ibcast(buf + lo, k, MPI_FLOAT, 0, m->comm, &req[0]);
+        if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (broadcast)", c->rank, err, cap)) != GPT2RT_OK)
+            return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* the sum of every shard, so each rank's own shard is right (the rest too) */
+static gpt2rt_result gpt2rt__mpi_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    return gpt2rt__mpi_all_reduce(c, buf, n);
+}
+
+static gpt2rt_result gpt2rt__mpi_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    for (size_t lo = 0; lo < bytes; lo += (size_t)1 << 30) {
+        size_t k = bytes - lo < ((size_t)1 << 30) ? bytes - lo : (size_t)1 << 30;
+        MPI_Request req;
+        MPI_Ibcast((char *)buf + lo, (int)k, MPI_BYTE, root, m->comm, &req);
+        gpt2rt_result r = gpt2rt__mpi_wait(&req, deadline, "broadcast", c->rank, c->err, sizeof c->err);
+        if (r != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* shard r from rank r, one broadcast per shard (shards are contiguous) */
+static gpt2rt_result gpt2rt__mpi_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
+    for (int r = 0; r < c->size; r++) {
+        int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
+        gpt2rt_result res = gpt2rt__mpi_broadcast(c, buf + lo, (size_t)(hi - lo) * sizeof(float), r);
+        if (res != GPT2RT_OK) return res;
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__mpi_barrier(gpt2rt__comm *c) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    MPI_Request req;
+    MPI_Ibarrier(m->comm, &req);
+    return gpt2rt__mpi_wait(&req, gpt2rt__now() + m->timeout_s, "barrier", c->rank, c->err, sizeof c->err);
+}
+
+static void gpt2rt__mpi_destroy(gpt2rt__comm *c) {
+    if (!c || !c->impl) return;
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done && m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
+    free(m->scratch);
+    free(m);
+    c->impl = NULL;
+}
+
+/* c := the MPI communicator of this process's config (rank, world_size checked
+   against mpirun's) */
+static gpt2rt_result gpt2rt__mpi_comm(const gpt2rt_config *cfg, gpt2rt__comm *c, char *err, size_t cap) {
+    int rank = 0, size = 1;
+    memset(c, 0, sizeof *c);
+    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
+    if (r != GPT2RT_OK) return r;
+    if (rank != cfg->rank || size != cfg->world_size)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config (or RANK / "
+                    "WORLD_SIZE) says rank %d of %d: launch with mpirun -np %d and leave them 0, or make them agree",
+                    rank, size, cfg->rank, cfg->world_size, cfg->world_size);
+    if (size > GPT2RT__RDV_MAX_PEERS)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "MPI world of %d processes: at most %d", size, GPT2RT__RDV_MAX_PEERS);
+    gpt2rt__mpi *m = (gpt2rt__mpi *)calloc(1, sizeof *m);
+    if (!m) GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %zu bytes", sizeof *m);
+    m->comm = MPI_COMM_NULL;
+    m->timeout_s = cfg->timeout_s;
+    if (rank == 0 && size > 1) {
+        m->scratch = (float *)malloc((size_t)(size - 1) * GPT2RT__MPI_CHUNK * sizeof(float));
+        if (!m->scratch) {
+            free(m);
+            GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %lld MiB of scratch on rank 0",
+                        (long long)(size - 1) * GPT2RT__MPI_CHUNK * 4 / 1048576);
+        }
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
+        free(m->scratch); free(m);
+        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Comm_dup failed on rank %d", rank);
+    }
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    c->rank = rank; c->size = size; c->impl = m;
+    c->all_reduce = gpt2rt__mpi_all_reduce;
+    c->reduce_scatter = gpt2rt__mpi_reduce_scatter;
+    c->all_gather = gpt2rt__mpi_all_gather;
+    c->broadcast = gpt2rt__mpi_broadcast;
+    c->barrier = gpt2rt__mpi_barrier;
+    c->destroy = gpt2rt__mpi_destroy;
+    return GPT2RT_OK;
+}
+
+/* the rendezvous through MPI: rank 0's id to every rank */
+static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap) {
+    int rank = 0, size = 1;
+    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
+    if (r != GPT2RT_OK) return r;
+    if (rank != cfg->rank || size != cfg->world_size)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config says rank %d "
+                    "of %d", rank, size, cfg->rank, cfg->world_size);
+    MPI_Request req;
+    MPI_Ibcast(id, GPT2RT__RDV_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    return gpt2rt__mpi_wait(&req, gpt2rt__now() + cfg->timeout_s, "rendezvous broadcast", rank, err, cap);
+}
+#endif /* GPT2RT_MPI */
+
+static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx); /* 11.4 */
+
+/* ZeRO-1 over processes keeps each rank's moments in its own process: the calls that
+   need them all (state files, moment reads) are refused by name (1), not half-done */
+static int gpt2rt__proc_sharded(gpt2rt_ctx *ctx, const char *fn) {
+    if (!ctx->comm_proc.destroy || ctx->d.shards == 1) return 0;
+    gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: with shard_optimizer = 1 over world_size = %d processes each "
+                 "process keeps 1/%d of the AdamW moments; gathering them across processes is not implemented yet "
+                 "(use shard_optimizer = 0 to save or read them)", fn, ctx->cfg.world_size, ctx->d.shards);
+    return 1;
+}
+
+/* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
+   sums the gradients over the processes (10.1); then the targets every rank counted,
+   so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
+static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
+    if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
+                            "processes during backward number grad_accum = %d; call gpt2rt_update after at most "
+                            "that many", ctx->cfg.grad_accum);
+    gpt2rt_result r = gpt2rt__backward_one(ctx);
+    if (r != GPT2RT_OK || !ctx->dp_reduced) return r;
+    double v = (double)ctx->acc_targets;
+    if ((r = gpt2rt__dp_sum(ctx, &v, 1)) != GPT2RT_OK) return r;
+    ctx->proc_targets = (int64_t)v;
+    return GPT2RT_OK;
+}
+
+/* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
+   threads of 10.1 are for n_devices > 1 in one process), its communicator MPI's; every
+   rank starts from rank 0's weights. */
+static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx) {
+    const gpt2rt_config *c = &ctx->cfg;
+    if (c->n_devices > 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: world_size = %d processes x n_devices "
+                            "= %d ranks each is not implemented yet on the CPU backend: start %d processes of "
+                            "n_devices = 1", c->world_size, c->n_devices, c->world_size * c->n_devices);
+#ifdef GPT2RT_MPI
+    if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
+                            "with MPI: launch with mpirun (rendezvous = MPI); the %s rendezvous carries NCCL's id "
+                            "for CUDA ranks only", c->rendezvous == GPT2RT_RENDEZVOUS_FILE ? "FILE" : "TCP");
+    char err[512];
+    gpt2rt_result r = gpt2rt__mpi_comm(c, &ctx->comm_proc, err, sizeof err);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
+    if (ctx->d.shards > 1 && ctx->comm_proc.size != ctx->d.shards)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: the moments are planned for %d "
+                            "shards, MPI has %d ranks", ctx->d.shards, ctx->comm_proc.size);
+    gpt2rt__dp_attach(ctx, &ctx->comm_proc);
+    r = ctx->comm_proc.broadcast(&ctx->comm_proc, ctx->params, (size_t)ctx->n_params * sizeof(float), 0);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: rank 0's weights: %s", ctx->comm_proc.err);
+    return GPT2RT_OK;
+#else
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: world_size = %d processes on the CPU backend "
+                        "reduce with MPI: compile the implementation with mpicc -DGPT2RT_MPI (Debian: apt-get "
+                        "install openmpi-bin libopenmpi-dev) and launch with mpirun", c->world_size);
+#endif
+}
+#undef GPT2RT__BAD
 
 /* ==== 11. Public calls ==== */
 
@@ -9713,8 +10936,38 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
     plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
     if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
-    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1);
+    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
+                            c->world_size; /* every process its own micro-batches */
     plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
+                                               gpt2rt_step_time *out, char *err, size_t cap) {
+    gpt2rt_config c;
+    char why[512];
+    if (!config || !hw || !out) {
+        if (err && cap) snprintf(err, cap, "gpt2rt_plan_step_time: config, hw and out must not be NULL");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    memset(out, 0, sizeof *out);
+    gpt2rt_result r = gpt2rt__cfg_resolve(config, &c, why, sizeof why);
+    if (r == GPT2RT_OK && !(hw->flops_fp32 > 0 && hw->flops_tf32 > 0 && hw->flops_16 > 0 && hw->mem_bw > 0 &&
+                            hw->link_bw > 0)) {
+        snprintf(why, sizeof why, "gpt2rt_plan_step_time: every gpt2rt_hardware figure must be > 0 (fp32 %g, tf32 %g, "
+                 "16-bit %g FLOP/s, memory %g, link %g bytes/s)", hw->flops_fp32, hw->flops_tf32, hw->flops_16,
+                 hw->mem_bw, hw->link_bw);
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r == GPT2RT_OK && sharded && c.parallel != GPT2RT_PARALLEL_DATA) {
+        snprintf(why, sizeof why, "gpt2rt_plan_step_time: sharded applies to parallel = DATA");
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r != GPT2RT_OK) {
+        if (err && cap) snprintf(err, cap, "%s", why);
+        return r;
+    }
+    gpt2rt__step_time(&c, hw, sharded || c.shard_optimizer, out);
     return GPT2RT_OK;
 }
 
@@ -9732,6 +10985,7 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
                 gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                 gpt2rt__parallel_name(c->parallel));
     if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
+    if (c->world_size > 1) GPT2RT__PUT(" x %d processes (this is rank %d)", c->world_size, c->rank);
     if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
     GPT2RT__PUT("\n");
@@ -9880,7 +11134,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if ((r = gpt2rt__ctx_alloc(ctx, &plan)) != GPT2RT_OK) return r;
     gpt2rt__init_params(ctx);
     gpt2rt__reset_training(ctx);
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && (r = gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA &&
+        (r = ctx->cfg.world_size > 1 ? gpt2rt__proc_open(ctx) : gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
     ctx->failed = 0;
     gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)%s",
                 (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
@@ -9954,6 +11209,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
 
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
+    if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
     for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
 #ifdef GPT2RT__COMM_THREADS
     if (ctx->group) {
@@ -10429,7 +11685,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, 
 
 GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
-    if (ctx->n_ranks <= 1) return gpt2rt__backward_one(ctx);
+    if (ctx->n_ranks <= 1) return ctx->comm_proc.destroy ? gpt2rt__proc_backward(ctx) : gpt2rt__backward_one(ctx);
     if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
                             "ranks during backward number grad_accum = %d; call gpt2rt_update after at most that "
@@ -10658,6 +11914,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
@@ -10723,6 +11980,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
     size_t len;
@@ -10788,7 +12046,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
         for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
         k = all ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all) : 0.0f;
     }
+    if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
+        k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
+        if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
         float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
         if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);

@@ -67,6 +67,9 @@ compile_checks() {
     if command -v nvcc >/dev/null 2>&1; then
         compile "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
         compile "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
+        if [ -f /usr/local/cuda/include/nccl.h ] || echo '#include <nccl.h>' | nvcc -E -x cu - > /dev/null 2>&1; then
+            compile "nvcc -DGPT2RT_NCCL (.cu): the NCCL communicator" nvcc -std=c++17 -DGPT2RT_NCCL -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_nccl.o
+        else skip "nvcc -DGPT2RT_NCCL: nccl.h not found (NVIDIA's libnccl-dev)"; fi
         compile "nvcc -O3 sm_90 (.cu)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_o3.o
         # the CUDA kernel labs (kernels/*.cu): the kernels the CUDA backend is built from,
         # built by make gpu-build's rules (so test-gpu reuses them), and once with -DNDEBUG
@@ -289,6 +292,25 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
     else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
 }
 
+step_time_tool() { # gpt2rt-mem's step-time model for the seed case: two 24 GiB RTX 3090s over PCIe
+    local mem=$B/gpt2rt-mem-nostb out rc
+    [ -x $mem ] || { bad "step-time model: $mem was not built"; return; }
+    out=$(./$mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "^step-time model over 2 x RTX 3090" &&
+        echo "$out" | grep -q "^  data parallel  .* yes   PCIe 4.0 x16 24 .* 1\.9[0-9]x$" &&
+        echo "$out" | grep -q "^  layer split  .*PCIe 4.0 x16 24" && echo "$out" | grep -q " NVLink 56 "; then
+        ok "gpt2rt-mem: step time of GPT-2 124M on 2 x RTX 3090, data parallel / sharded / layer split over PCIe and NVLink"
+        echo "$out" | sed -n '/^step-time model/,/^  (vs 1/p' | sed 's/^/    /'
+    else bad "gpt2rt-mem step-time model, 124M (exit $rc)"; echo "$out" | tail -15; fi
+    out=$(./$mem --layers 50 --heads 28 --embd 1792 --batch 1 --accum 8 --recompute full --devices 2 --gpu rtx3090 \
+          --link pcie4 --budget 24GiB 2>&1); rc=$?
+    if echo "$out" | grep -q "^  data parallel  *3[01]\.[0-9]* NO " && echo "$out" | grep -q "^  data parallel, sharded .* NO " &&
+        echo "$out" | grep -q "^  layer split  *1[0-9]\.[0-9]* yes "; then
+        ok "gpt2rt-mem: a 2.02B model (30 GiB of state) on 2 x 24 GiB RTX 3090 over PCIe fits only layer split"
+        echo "$out" | sed -n '/^step-time model/,/^  layer split/p' | sed 's/^/    /'
+    else bad "gpt2rt-mem step-time model, 2B model (exit $rc)"; echo "$out" | tail -15; fi
+}
+
 tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shards decode and re-encode
     if ! $CC -std=c11 -Wall -Wextra -Werror -O2 -o $B/gpt2rt-tok tools/gpt2rt_tok.c -lm > $B/tok_build.log 2>&1; then
         bad "build tools/gpt2rt_tok.c"; head -20 $B/tok_build.log; return
@@ -317,9 +339,81 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
     esac
 }
 
+# processes: rank variables and device checks (unit), then several processes of
+# tests/test_ranks.c as torchrun or mpirun would start them; each waits at most a few
+# seconds, so a hang shows as a failure, not a stuck run
+ranks_checks() {
+    local T=$B/test_ranks P out rc f ok_all
+    build $T tests/test_ranks.c $CFLAGS || return
+    run_prog "test_ranks unit: rank variables, config, device checks" ./$T unit
+    # rank_set NAME TIMEOUT EXPECT0 EXPECT1 [EXPECT2]: world_size = number of EXPECTs,
+    # torchrun's variables, a fresh port; rank 0 starts last (the others retry)
+    rank_set() {
+        local name=$1 timeout=$2; shift 2
+        local w=$# r pids=() logs=() fail=0
+        P=$(./$T freeport)
+        for ((r = w - 1; r >= 0; r--)); do
+            local want=${@:$((r + 1)):1}
+            [ "$want" = "absent" ] && continue
+            env WORLD_SIZE=$w RANK=$r LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$P ${RDV_FILE:+GPT2RT_TEST_RDV_FILE=$RDV_FILE} \
+                timeout $((${timeout%.*} + 10)) ./$T rdv $timeout "$want" > $B/ranks_$r.log 2>&1 &
+            pids+=($!); logs+=($B/ranks_$r.log)
+            sleep 0.2
+        done
+        for p in "${pids[@]}"; do wait $p || fail=1; done
+        for l in "${logs[@]}"; do grep -v '^RESULT' $l | sed 's/^/    /'; grep -q '^RESULT [0-9]* 0$' $l || fail=1; done
+        if [ $fail -eq 0 ]; then ok "$name"; else bad "$name"; cat "${logs[@]}"; fi
+    }
+    rank_set "2 processes, torchrun's variables: rank 0's id over TCP on 127.0.0.1" 20 ok ok
+    rank_set "3 processes over TCP, ranks 1 and 2 start before rank 0" 20 ok ok ok
+    rank_set "TCP: rank 1 never starts: rank 0 returns an error naming it within the timeout" 2 "rank(s) 1 of world_size = 2 did not come" absent
+    rank_set "TCP: rank 0 never starts: rank 1 returns an error within the timeout" 2 absent "could not reach rank 0"
+    rank_set "TCP: rank 2 never starts: ranks 0 and 1 both return errors within the timeout" 2 "rank(s) 2 of world_size = 3" "rank 0 did not hear from every rank" absent
+    rm -f $B/ranks.rdv*
+    RDV_FILE=$B/ranks.rdv rank_set "2 processes, file rendezvous: the id through a shared file, nothing left behind" 20 ok ok
+    if ls $B/ranks.rdv* > /dev/null 2>&1; then bad "file rendezvous left files: $(ls $B/ranks.rdv*)"; fi
+    RDV_FILE=$B/ranks.rdv rank_set "file rendezvous: rank 1 never starts: rank 0 returns an error naming it" 1 "rank(s) 1 of world_size = 2 did not read" absent
+    rm -f $B/ranks.rdv*
+    RDV_FILE=$B/ranks.rdv rank_set "file rendezvous: rank 0 never starts: rank 1 returns an error" 1 absent "waited for rank 0 to create"
+    rm -f $B/ranks.rdv*
+    # MPI: CPU ranks in separate processes (Open MPI; as root mpirun needs --allow-run-as-root,
+    # and --oversubscribe runs 3 ranks on 2 cores)
+    if ! command -v mpicc > /dev/null 2>&1 || ! command -v mpirun > /dev/null 2>&1; then
+        skip "MPI checks: mpicc/mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"; return
+    fi
+    local M=$B/test_ranks_mpi MPIRUN="mpirun --oversubscribe $([ "$(id -u)" = 0 ] && echo --allow-run-as-root)"
+    if ! mpicc -std=c11 -Wall -Wextra -Werror -Wpedantic $CFLAGS -fopenmp -DGPT2RT_MPI -o $M tests/test_ranks.c -lm > $B/mpi_build.log 2>&1; then
+        bad "build tests/test_ranks.c with mpicc -DGPT2RT_MPI"; head -20 $B/mpi_build.log; return
+    fi
+    for np in 2 3; do
+        out=$(timeout 60 $MPIRUN -np $np ./$M mpi 2>&1); rc=$?
+        if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^RESULT [0-9]* 0$')" -eq $np ]; then
+            ok "mpirun -np $np: the MPI communicator's sums are rank-ordered and bitwise equal on every rank"
+        else bad "mpirun -np $np communicator (exit $rc)"; echo "$out" | tail -10; fi
+    done
+    for args in "2" "3" "2 sharded"; do
+        set -- $args
+        out=$(OMP_NUM_THREADS=1 timeout 120 $MPIRUN -np $1 ./$M mpi-train ${2:-} 2>&1); rc=$?
+        echo "$out" | grep '^rank 0 ' | sed 's/^/    /'
+        if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^RESULT [0-9]* 0$')" -eq $1 ]; then
+            ok "mpirun -np $1: data parallel over $1 processes${2:+ (ZeRO-1)} == $1 threads in one process, bitwise; == one device of $1*B rows to fp32 reassociation"
+        else bad "mpirun -np $1 training${2:+ (ZeRO-1)} (exit $rc)"; echo "$out" | tail -12; fi
+    done
+    local t0=$SECONDS
+    out=$(timeout 60 $MPIRUN -np 2 ./$M mpi-leave stop 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "did not finish within the timeout" && [ $((SECONDS - t0)) -lt 30 ]; then
+        ok "mpirun: rank 1 leaves mid-run: rank 0's collective returns a timeout error ($((SECONDS - t0)) s)"
+    else bad "mpirun rank leaves (exit $rc, $((SECONDS - t0)) s)"; echo "$out" | tail -10; fi
+    t0=$SECONDS
+    out=$(timeout 60 $MPIRUN -np 2 ./$M mpi-leave crash 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - t0)) -lt 30 ]; then
+        ok "mpirun: rank 1 crashes mid-run: the run ends (exit $rc, $((SECONDS - t0)) s), no hang"
+    else bad "mpirun rank crash (exit $rc, $((SECONDS - t0)) s)"; echo "$out" | tail -10; fi
+}
+
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; memory_tools; tok_tool; train_text_init; train_text_text; hf_check; ts_fixture_check; gen_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; hf_check; ts_fixture_check; gen_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

@@ -349,7 +349,7 @@ static void test_config_errors(void) {
     BAD(loss_scale, 1024.0f, "loss_scale = 1024 applies to precision = FP16 only");
     BAD(checkpoint_every, 3, "checkpoint_every = 3 applies to recompute = FULL only");
     BAD(recompute, (gpt2rt_recompute)7, "recompute = 7");
-    BAD(parallel, GPT2RT_PARALLEL_DATA, "parallel = DATA needs n_devices >= 2 (it is 1)");
+    BAD(parallel, GPT2RT_PARALLEL_DATA, "parallel = DATA needs world_size x n_devices >= 2 (it is 1 x 1)");
     BAD(parallel, GPT2RT_PARALLEL_LAYER_SPLIT, "parallel = LAYER_SPLIT needs n_devices >= 2");
     BAD(n_devices, 2, "n_devices = 2 needs parallel = DATA or LAYER_SPLIT");
     BAD(frozen, 0x40, "frozen = 0x40 has bits outside");

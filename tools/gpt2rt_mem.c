@@ -84,6 +84,10 @@ static void usage(void) {
         "  --shard                        ddp: shard the optimizer state over the devices (ZeRO-1)\n"
         "  --backend cpu|cuda             default cuda\n"
         "  --threads N                    CPU backend threads (its workspace depends on them)\n"
+        "step time over several devices (printed with --devices N > 1, beside the plan):\n"
+        "  --gpu rtx3090|a100|h100        datasheet figures of the step-time model (default rtx3090)\n"
+        "  --link pcie4|pcie4-host|nvlink|GBPS   the link between the devices, GB/s each way\n"
+        "                                 (default: all three of the GPU's links side by side)\n"
         "questions:\n"
         "  --budget SIZE                  bytes per device: 24GiB, 40GB, 512MiB, 80G (G = GiB)\n"
         "                                 prints whether it fits and what gpt2rt_fit suggests\n"
@@ -100,7 +104,8 @@ static void usage(void) {
         "examples:\n"
         "  gpt2rt-mem --model 355M --batch 16 --seq 1024 --budget 24GiB\n"
         "  gpt2rt-mem --model 124M --seq 1024 --sweep batch=1,2,4,8,16,32 --budget 24GiB --png mem.png\n"
-        "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --devices 2 --mode split --budget 40GB\n");
+        "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --devices 2 --mode split --budget 40GB\n"
+        "  gpt2rt-mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB\n");
 }
 
 /* ---- parsing values ---- */
@@ -259,8 +264,26 @@ static gpt2rt_config finish(const knobs *k) {
 
 /* ---- the command line ---- */
 
+/* ---- the step-time model's hardware: datasheet figures (sources in gpt2rt.h's manual) ---- */
+
+typedef struct gpu_spec {
+    const char *name, *label;
+    double fp32, tf32, b16, mem; /* FLOP/s dense, bytes/s */
+    double nvlink;               /* bytes/s each way between two of them, 0: none */
+} gpu_spec;
+
+static const gpu_spec GPUS[] = {
+    {"rtx3090", "RTX 3090", 35.6e12, 35.6e12, 71e12, 936e9, 56.25e9},
+    {"a100", "A100 SXM4 80GB", 19.5e12, 156e12, 312e12, 2039e9, 300e9},
+    {"h100", "H100 SXM5", 67e12, 494.7e12, 989.4e12, 3350e9, 450e9},
+};
+
+typedef struct link_spec { const char *name, *label; double bw; } link_spec;
+
 typedef struct options {
     knobs k;
+    const gpu_spec *gpu;
+    link_spec link; /* bw 0: compare the three */
     uint64_t budget; /* 0: none given */
     unsigned allow;
     const char *sweep; /* "knob=v1,v2" */
@@ -312,6 +335,17 @@ static void parse_args(int argc, char **argv, options *o) {
             else die_arg(name, "'%s' is not cpu or cuda", v);
         } else if (!strcmp(name, "--budget")) {
             if (!parse_size(v, &o->budget)) die_arg(name, "'%s' is not a size like 24GiB, 40GB or 512MiB", v);
+        } else if (!strcmp(name, "--gpu")) {
+            o->gpu = NULL;
+            for (size_t g = 0; g < sizeof GPUS / sizeof GPUS[0]; g++)
+                if (same_ci(v, GPUS[g].name)) o->gpu = &GPUS[g];
+            if (!o->gpu) die_arg(name, "'%s' is not rtx3090, a100 or h100", v);
+        } else if (!strcmp(name, "--link")) {
+            char *end;
+            double gbps = strtod(v, &end);
+            if (!strcmp(v, "pcie4") || !strcmp(v, "pcie4-host") || !strcmp(v, "nvlink")) o->link.name = v;
+            else if (end != v && !*end && gbps > 0 && gbps < 1e5) { o->link.name = "custom"; o->link.bw = gbps * 1e9; }
+            else die_arg(name, "'%s' is not pcie4, pcie4-host, nvlink or a bandwidth in GB/s", v);
         } else if (!strcmp(name, "--sweep")) o->sweep = v;
         else if (!strcmp(name, "--png")) o->png = v;
         else if (!strcmp(name, "--batch") || !strcmp(name, "--seq") || !strcmp(name, "--accum") ||
@@ -328,6 +362,8 @@ static void parse_args(int argc, char **argv, options *o) {
         c->checkpoint_every = ck;
     }
     if (o->png && !o->sweep) die_arg("--png", "needs --sweep (it draws one bar per sweep value)");
+    if (!o->gpu) o->gpu = &GPUS[0];
+    if (o->link.name && !strcmp(o->link.name, "nvlink") && !o->gpu->nvlink) die_arg("--link", "this GPU has no NVLink");
 #ifndef GPT2RT_MEM_PNG
     if (o->png) die_arg("--png", "this gpt2rt-mem was built without stb: apt-get install libstb-dev, then make");
 #endif
@@ -409,6 +445,84 @@ static void print_flags(const gpt2rt_config *c) {
     if (c->n_devices > 1) printf(" --devices %d --mode %s", c->n_devices, mode[c->parallel]);
     if (c->shard_optimizer) printf(" --shard");
     printf("\n");
+}
+
+/* ---- the step-time model over several devices ---- */
+
+/* the links compared: PCIe 4.0 x16 with peer-to-peer, the same staged through host
+   memory (GeForce cards without P2P), and the GPU's NVLink */
+static int links_of(const options *o, link_spec *out) {
+    link_spec all[3] = {{"pcie4", "PCIe 4.0 x16", 24e9}, {"pcie4-host", "PCIe via host", 10e9},
+                        {"nvlink", "NVLink", o->gpu->nvlink}};
+    if (o->link.name && !strcmp(o->link.name, "custom")) {
+        out[0] = o->link;
+        out[0].label = "--link";
+        return 1;
+    }
+    int n = 0;
+    for (int i = 0; i < 3; i++)
+        if ((!o->link.name || !strcmp(o->link.name, all[i].name)) && all[i].bw > 0) out[n++] = all[i];
+    return n;
+}
+
+/* the fullest device of a mode's plan (sharded: shard_optimizer, ZeRO-1) */
+static double mode_gib(const gpt2rt_config *c, int sharded, int *ok) {
+    gpt2rt_memory_plan p;
+    gpt2rt_config k = *c;
+    k.shard_optimizer = sharded;
+    *ok = gpt2rt_plan(&k, &p) == GPT2RT_OK;
+    return *ok ? GIB(device_bytes(&p, fullest_device(&p))) : 0.0;
+}
+
+static void print_step_time(const options *o, const gpt2rt_config *base) {
+    const gpu_spec *g = o->gpu;
+    link_spec links[3];
+    int n_links = links_of(o, links);
+    printf("\nstep-time model over %d x %s (%.1f/%.1f/%.0f TFLOP/s fp32/tf32/bf16, %.0f GB/s memory; "
+           "link GB/s each way; a model, not a measurement):\n", base->n_devices, g->label, g->fp32 / 1e12,
+           g->tf32 / 1e12, g->b16 / 1e12, g->mem / 1e9);
+    printf("  %-22s %9s %-5s %-17s %8s %8s %8s %8s %8s %8s %8s %9s %7s\n", "mode", "GiB/dev", "fits", "link", "compute",
+           "update", "comm", "hidden", "bubble", "gather", "step s", "tokens/s", "vs 1");
+    static const struct { gpt2rt_parallel mode; int sharded; const char *name; } modes[] = {
+        {GPT2RT_PARALLEL_DATA, 0, "data parallel"},
+        {GPT2RT_PARALLEL_DATA, 1, "data parallel, sharded"},
+        {GPT2RT_PARALLEL_LAYER_SPLIT, 0, "layer split"},
+    };
+    for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
+        gpt2rt_config c = *base;
+        c.parallel = modes[mi].mode;
+        c.shard_optimizer = modes[mi].sharded;
+        /* the same global batch: data parallel splits it over the devices, layer split pipelines it */
+        int64_t global = (int64_t)base->batch_size * base->grad_accum * (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1);
+        int64_t per = c.parallel == GPT2RT_PARALLEL_DATA ? global / base->n_devices : global;
+        if (per < 1 || global % (c.parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1)) continue;
+        c.grad_accum = (int)(per / base->batch_size > 0 && per % base->batch_size == 0 ? per / base->batch_size : 1);
+        if ((int64_t)c.grad_accum * base->batch_size != per) { c.batch_size = (int)per; c.grad_accum = 1; }
+        int ok;
+        double gib = mode_gib(&c, modes[mi].sharded, &ok);
+        if (!ok) { printf("  %-22s invalid here\n", modes[mi].name); continue; }
+        const char *fits = !o->budget ? "" : gib <= GIB(o->budget) ? "yes" : "NO";
+        gpt2rt_memory_plan p;
+        gpt2rt_plan(&c, &p);
+        for (int li = 0; li < n_links; li++) {
+            gpt2rt_hardware hw = {g->fp32, g->tf32, g->b16, g->mem, links[li].bw};
+            gpt2rt_step_time st;
+            char err[512];
+            if (gpt2rt_plan_step_time(&c, &hw, modes[mi].sharded, &st, err, sizeof err) != GPT2RT_OK) {
+                printf("  %-22s %s\n", modes[mi].name, err);
+                break;
+            }
+            char lab[40];
+            snprintf(lab, sizeof lab, "%s %.0f", links[li].label, links[li].bw / 1e9);
+            printf("  %-22s %9.2f %-5s %-17s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2fx\n",
+                   li ? "" : modes[mi].name, gib, li ? "" : fits, lab, st.compute, st.update, st.comm, st.hidden,
+                   st.bubble, st.gather, st.total, (double)p.tokens_per_step / st.total, st.one_device / st.total);
+        }
+    }
+    printf("  (vs 1: the same global batch on one such GPU, were it to fit, over this step; data parallel\n"
+           "  splits the batch over the devices, layer split pipelines its %d micro-batches; sharded keeps\n"
+           "  1/N of the moments and master weights per device)\n", base->grad_accum *
+           (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1));
 }
 
 /* ---- --budget: does it fit, and if not, what would ---- */
@@ -745,5 +859,6 @@ int main(int argc, char **argv) {
     if (o.sweep) return sweep_main(&o, &plan);
     print_plan(&plan);
     print_shares(&plan);
+    if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
 }
