@@ -4280,6 +4280,23 @@ static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+/* out[s] = gpt2rt__cpu_dot(a, b + s*stride, n) for s in [0, ns), bitwise. Under 16
+   elements that dot is one chain of additions from +0 in order (its lanes stay 0 and
+   add nothing: a sum from +0 is never -0), so 8 rows at a time run as 8 independent
+   chains: attention's small heads (patch models: 8 per head) score one query against
+   the keys without waiting on each addition. */
+static void gpt2rt__cpu_dot_rows(float *out, const float *a, const float *b, int64_t stride, int64_t n, int64_t ns) {
+    int64_t s = 0;
+    if (n < 16)
+        for (; s + 8 <= ns; s += 8) {
+            float acc[8] = {0};
+            for (int64_t i = 0; i < n; i++)
+                for (int j = 0; j < 8; j++) acc[j] += a[i] * b[(s + j) * stride + i];
+            for (int j = 0; j < 8; j++) out[s + j] = acc[j];
+        }
+    for (; s < ns; s++) out[s] = gpt2rt__cpu_dot(a, b + s * stride, n);
+}
+
 static void gpt2rt__cpu_axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
@@ -4414,9 +4431,9 @@ static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *q
         float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
         const float *q = qkv + (b * T + t) * C3 + h * HS;
         float mx = -INFINITY;
+        gpt2rt__cpu_dot_rows(sc, q, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);
         for (int64_t s = 0; s <= t; s++) {
-            const float *k = qkv + (b * T + s) * C3 + C + h * HS;
-            sc[s] = gpt2rt__cpu_dot(q, k, HS) * scale;
+            sc[s] *= scale;
             if (sc[s] > mx) mx = sc[s];
         }
         float sum = 0.0f;
@@ -4453,11 +4470,10 @@ static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const
             const float *q = qkv + (b * T + t) * C3 + h * HS;
             const float *dy = dout + (b * T + t) * C + h * HS;
             float l = lse[(b * NH + h) * T + t], dsum = 0.0f;
+            gpt2rt__cpu_dot_rows(p, q, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);      /* q . k */
+            gpt2rt__cpu_dot_rows(ds, dy, qkv + b * T * C3 + 2 * C + h * HS, C3, HS, t + 1); /* dP = dy . v */
             for (int64_t s = 0; s <= t; s++) {
-                const float *k = qkv + (b * T + s) * C3 + C + h * HS;
-                const float *v = k + C;
-                p[s] = expf(gpt2rt__cpu_dot(q, k, HS) * scale - l);
-                ds[s] = gpt2rt__cpu_dot(dy, v, HS); /* dP */
+                p[s] = expf(p[s] * scale - l);
                 if (drop) ds[s] *= gpt2rt__drop_factor(dr, (bh * T + t) * T + s);
                 dsum += p[s] * ds[s];
             }
