@@ -222,6 +222,21 @@ static void test_bitwise(int patches) {
         CHECK(harness_same_state(base, o), "%s: %s with dropout differs from NONE, 2 threads", kind, v[k].name);
         gpt2rt_free(o);
     }
+    /* GPT4TS's frozen attention and MLP: the saved inputs change, the masks must not */
+    gpt2rt_config f = c;
+    f.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+    gpt2rt_ctx *fb = make(f);
+    for (int s = 0; s < 3; s++) step(fb, patches);
+    for (int k = 0; k < 2; k++) {
+        gpt2rt_config r = f;
+        r.recompute = k ? GPT2RT_RECOMPUTE_FULL : GPT2RT_RECOMPUTE_SELECTIVE;
+        gpt2rt_ctx *o = make(r);
+        for (int s = 0; s < 3; s++) step(o, patches);
+        CHECK(harness_same_state(fb, o), "%s: frozen attention + MLP, recompute %s with dropout differs from NONE", kind,
+              k ? "FULL" : "SELECTIVE");
+        gpt2rt_free(o);
+    }
+    gpt2rt_free(fb);
     /* resume: 1 step, save, 2 more == load the save into a context of another seed's
        initialisation (same seed: the masks' key comes from the state), 2 steps */
     gpt2rt_ctx *a = make(c);
@@ -238,7 +253,8 @@ static void test_bitwise(int patches) {
     gpt2rt_ctx *nod = make(base_config(patches));
     for (int s = 0; s < 3; s++) step(nod, patches);
     CHECK(!harness_same_state(base, nod), "%s: training with and without dropout is the same", kind);
-    printf("    %s: recompute SELECTIVE / FULL k=1,2, 1 thread, resume: bitwise equal with dropout %.1f\n", kind,
+    printf("    %s: recompute SELECTIVE / FULL k=1,2 (also frozen attention + MLP), 1 thread, resume: bitwise equal "
+           "with dropout %.1f\n", kind,
            (double)P_DROP);
     gpt2rt_free(nod); gpt2rt_free(a); gpt2rt_free(b); gpt2rt_free(base);
 }
