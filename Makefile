@@ -1,4 +1,4 @@
-# gpt2rt - make (examples, tools), make test (every check), make demo, make bench,
+# gpt2rt - make (examples, tools), make test (every check), make demo, make bench (bench-tok, bench-ts),
 # make test-asan, make fuzz, make fuzz-tok, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu (they say
 # so and skip without a GPU).
@@ -12,11 +12,11 @@ FUZZ_TIME ?= 60
 B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
-TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok $(B)/bench_gen
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay $(B)/test_tokenizer \
-            $(B)/test_parallel $(B)/test_generate
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
+TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/test_dropout $(B)/fuzz_replay \
+            $(B)/test_tokenizer $(B)/test_parallel $(B)/test_generate
 
-.PHONY: all test test-asan demo bench bench-tok bench-gen fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
+.PHONY: all test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -71,6 +71,20 @@ bench: $(B)/bench_cpu
 	@$(MAKE) --no-print-directory bench-tok
 	@echo
 	@$(MAKE) --no-print-directory bench-gen
+	@echo
+	@$(MAKE) --no-print-directory bench-ts
+
+# time-series training windows/s (examples/timeseries.c's --preset cpu shape), gpt2rt then
+# PyTorch on the same shapes and threads, and the ratio; BENCH_TS="-width 32 -heads 4 ..."
+# changes the shape of both (flags: tools/bench_ts.c)
+BENCH_TS ?=
+bench-ts: $(B)/bench_ts
+	./$(B)/bench_ts -threads $$(nproc) $(BENCH_TS) | tee $(B)/bench_ts.log
+	@python3 tools/bench_torch_ts.py --threads $$(nproc) $(BENCH_TS) > $(B)/bench_torch_ts.log 2>&1; rc=$$?; cat $(B)/bench_torch_ts.log; \
+	if [ $$rc -eq 0 ]; then \
+	    a=$$(awk '/^windows\/s:/{print $$2}' $(B)/bench_ts.log); b=$$(awk '/^windows\/s:/{print $$2}' $(B)/bench_torch_ts.log); \
+	    awk -v a=$$a -v b=$$b -v l="$$(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN{printf "\ngpt2rt %.1f windows/s, PyTorch %.1f windows/s: %.2fx, same machine, same run (load average %s)\n", a, b, a/b, l}'; \
+	fi
 
 # GPT-2 encoding MB/s on one core, gpt2rt then tiktoken on the same text, and the ratio
 bench-tok: $(B)/bench_tok

@@ -150,9 +150,12 @@ static void train(gpt2rt_ctx *ctx, int steps, int rows, int seed0, float *loss) 
 }
 
 /* n ranks of b rows against one device of n*b rows: gradients, then losses over steps */
-static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned frozen) {
+/* drop > 0: dropout at every site; rank r draws the masks of its rows in one device's
+   batch, so the equality holds with dropout too */
+static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned frozen, float drop) {
     gpt2rt_config c1 = tiny(), cn;
     c1.batch_size = n * b; c1.grad_accum = accum; c1.recompute = rc; c1.frozen = frozen;
+    c1.dropout = c1.attn_dropout = c1.head_dropout = drop;
     cn = dp(c1, n);
     cn.batch_size = b;
     gpt2rt_ctx *one = make(&c1), *par = make(&cn);
@@ -187,8 +190,8 @@ static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned
     double worst = 0;
     for (int s = 0; s < 3; s++) if (fabs((double)L1[s] - Ln[s]) / L1[s] > worst) worst = fabs((double)L1[s] - Ln[s]) / L1[s];
     CHECK(worst < 1e-4, "n=%d accum=%d: losses of later steps differ by %.3g relative", n, accum, worst);
-    printf("    %d ranks x %d rows, accum %d, recompute %d, frozen 0x%x: gradient rel err %.2g, loss rel diff %.2g\n",
-           n, b, accum, (int)rc, frozen, e, worst);
+    printf("    %d ranks x %d rows, accum %d, recompute %d, frozen 0x%x, dropout %g: gradient rel err %.2g, "
+           "loss rel diff %.2g\n", n, b, accum, (int)rc, frozen, (double)drop, e, worst);
     free(x); free(y);
     gpt2rt_free(one); gpt2rt_free(par);
 }
@@ -403,10 +406,12 @@ static void refused(void) {
 int main(void) {
     double t0 = harness_now();
     comm_threads();
-    dp_equals_one(2, 2, 1, GPT2RT_RECOMPUTE_NONE, 0);
-    dp_equals_one(3, 1, 2, GPT2RT_RECOMPUTE_NONE, 0);
-    dp_equals_one(2, 1, 3, GPT2RT_RECOMPUTE_SELECTIVE, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP);
-    dp_equals_one(2, 2, 1, GPT2RT_RECOMPUTE_FULL, GPT2RT_GROUP_TOKEN_EMBED);
+    dp_equals_one(2, 2, 1, GPT2RT_RECOMPUTE_NONE, 0, 0.0f);
+    dp_equals_one(3, 1, 2, GPT2RT_RECOMPUTE_NONE, 0, 0.0f);
+    dp_equals_one(2, 1, 3, GPT2RT_RECOMPUTE_SELECTIVE, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP, 0.0f);
+    dp_equals_one(2, 2, 1, GPT2RT_RECOMPUTE_FULL, GPT2RT_GROUP_TOKEN_EMBED, 0.0f);
+    dp_equals_one(2, 2, 2, GPT2RT_RECOMPUTE_NONE, 0, 0.2f);
+    dp_equals_one(3, 1, 1, GPT2RT_RECOMPUTE_SELECTIVE, 0, 0.3f);
     bitwise();
     memory();
     resume();

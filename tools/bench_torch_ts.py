@@ -1,0 +1,107 @@
+"""tools/bench_torch_ts.py - the reference for `make bench-ts`: the training step of
+tools/bench_ts.c in PyTorch + transformers on the CPU, same shapes, same kind of data, same
+thread count: RevIN (mean, std = sqrt(biased var + 1e-5)), the series padded at the
+end by repeating its last value (ReplicationPad1d) and unfolded into patches,
+in_layer Linear(patch -> C), transformers' GPT2Model (inputs_embeds: + wpe, the
+blocks, ln_f), out_layer Linear(n_patches * C -> horizon), de-normalised, MSE;
+backward, clip_grad_norm_(1.0), AdamW. Prints windows/s.
+
+usage: python3 tools/bench_torch_ts.py [--steps N] [--batch B] [--lookback L] [--patch P]
+       [--stride S] [--channels M] [--horizon H] [--layers N] [--heads N] [--width C]
+       [--dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
+Prints 'SKIP ...' and exits 77 when torch or transformers is missing."""
+import argparse
+import math
+import os
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", "-steps", type=int, default=20)
+    ap.add_argument("--batch", "-batch", type=int, default=64)
+    ap.add_argument("--lookback", "-lookback", type=int, default=336)
+    ap.add_argument("--patch", "-patch", type=int, default=16)
+    ap.add_argument("--stride", "-stride", type=int, default=16)
+    ap.add_argument("--channels", "-channels", type=int, default=7)
+    ap.add_argument("--horizon", "-horizon", type=int, default=96)
+    ap.add_argument("--layers", "-layers", type=int, default=1)
+    ap.add_argument("--heads", "-heads", type=int, default=2)
+    ap.add_argument("--width", "-width", type=int, default=16)
+    ap.add_argument("--dropout", "-dropout", type=float, default=0.0)
+    ap.add_argument("--threads", "-threads", type=int, default=os.cpu_count())
+    a = ap.parse_args()
+    try:
+        import torch
+        from torch import nn
+        from transformers import GPT2Config, GPT2Model
+    except ImportError:
+        print("SKIP: torch/transformers not installed (pip install torch transformers)")
+        return 77
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    L, PL, PS, M, H, C = a.lookback, a.patch, a.stride, a.channels, a.horizon, a.width
+    NP = (L - PL) // PS + 2
+
+    class Forecaster(nn.Module):  # GPT4TS's long-term forecaster, random init
+        def __init__(self):
+            super().__init__()
+            self.pad = nn.ReplicationPad1d((0, PS))
+            self.in_layer = nn.Linear(PL, C)
+            cfg = GPT2Config(n_layer=a.layers, n_head=a.heads, n_embd=C, n_positions=NP, vocab_size=1,
+                             bos_token_id=0, eos_token_id=0,  # the 1-token vocabulary is unused (inputs_embeds)
+                             resid_pdrop=a.dropout, embd_pdrop=a.dropout, attn_pdrop=0.0)
+            self.gpt2 = GPT2Model(cfg)
+            self.out_layer = nn.Linear(NP * C, H)
+
+        def forward(self, x):  # x (B, L, M) -> (B, H, M)
+            B = x.shape[0]
+            mean = x.mean(1, keepdim=True).detach()
+            x = x - mean
+            std = torch.sqrt(torch.var(x, dim=1, keepdim=True, unbiased=False) + 1e-5).detach()
+            x = x / std
+            x = self.pad(x.permute(0, 2, 1))               # (B, M, L + PS)
+            x = x.unfold(-1, PL, PS).reshape(B * M, NP, PL)  # (B*M, NP, PL)
+            h = self.gpt2(inputs_embeds=self.in_layer(x)).last_hidden_state
+            y = self.out_layer(h.reshape(B * M, NP * C))   # (B*M, H)
+            y = y.reshape(B, M, H).permute(0, 2, 1)
+            return y * std + mean
+
+    model = Forecaster().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    # the data of bench_ts.c: per channel a daily and a weekly cycle, a drift and noise
+    B = a.batch
+    n = L + H + B * 8
+    t = torch.arange(n, dtype=torch.float64).unsqueeze(1)
+    m = torch.arange(M, dtype=torch.float64).unsqueeze(0)
+    g = torch.Generator().manual_seed(1)
+    series = (torch.sin(2 * math.pi * t / 24.0 + m) * (1 + 0.2 * m) + 0.5 * torch.sin(2 * math.pi * t / 168.0)
+              + 1e-3 * t + 0.3 * (torch.rand(n, M, generator=g, dtype=torch.float64) - 0.5)).float()
+    times = []
+    for k in range(-2, a.steps):  # two steps warm up
+        t0 = (k + 2) % 8
+        x = torch.stack([series[t0 + b * 8: t0 + b * 8 + L] for b in range(B)])
+        y = torch.stack([series[t0 + b * 8 + L: t0 + b * 8 + L + H] for b in range(B)])
+        s = time.perf_counter()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - s
+        if k < 0 or k % 5 == 4 or k == a.steps - 1:
+            print(f"torch step {k:3d}: loss {loss.item():.4f}  {dt * 1e3:.1f} ms")
+        if k >= 0:
+            times.append(dt)
+    mean = sum(times) / len(times)
+    med = sorted(times)[len(times) // 2] if len(times) % 2 else sum(sorted(times)[len(times) // 2 - 1:][:2]) / 2
+    n_params = sum(p.numel() for p in model.parameters()) - C  # less the unused 1-token wte
+    print(f"torch {torch.__version__}, {n_params} parameters, {a.threads} threads, {a.steps} steps of {B} windows: "
+          f"median {med * 1e3:.2f} ms, mean {mean * 1e3:.2f} ms")
+    print(f"windows/s: {B / med:.1f} (median step)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+/* tools/bench_ts.c - `make bench-ts` (part of `make bench`): training windows/s of the
+   GPT4TS-style forecaster (input = PATCHES, head = REGRESSION) on the CPU backend:
+   full steps (RevIN, patching, in_layer, GPT-2 blocks, ln_f, out_layer, MSE, backward,
+   AdamW) on ETTh-like windows. tools/bench_torch_ts.py is the same model in PyTorch;
+   the Makefile prints both and the ratio. A benchmark, not a test.
+   The default shape is examples/timeseries.c's --preset cpu (ETTh: 7 channels,
+   lookback 336, patch 16, stride 16, horizon 96; 1 layer, 2 heads, width 16, batch 64
+   windows); every part of it is a flag:
+   usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
+                   [-channels M] [-horizon H] [-layers N] [-heads N] [-width C]
+                   [-dropout P] [-threads N] */
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double now(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void cpu_name(char *out, size_t cap) {
+    snprintf(out, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10)) {
+            char *p = strchr(line, ':');
+            if (p) { snprintf(out, cap, "%s", p + 2); out[strcspn(out, "\n")] = 0; }
+            break;
+        }
+    fclose(f);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int steps = 20;
+    gpt2rt_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.input = GPT2RT_INPUT_PATCHES; cfg.head = GPT2RT_HEAD_REGRESSION;
+    cfg.seq_len = 336; cfg.patch_len = 16; cfg.patch_stride = 16; cfg.n_channels = 7; cfg.horizon = 96;
+    cfg.n_layer = 1; cfg.n_head = 2; cfg.n_embd = 16; cfg.batch_size = 64;
+    cfg.lr = 1e-3f;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *o = argv[i];
+        int v = atoi(argv[i + 1]);
+        if (!strcmp(o, "-steps")) steps = v;
+        else if (!strcmp(o, "-batch")) cfg.batch_size = v;
+        else if (!strcmp(o, "-lookback")) cfg.seq_len = v;
+        else if (!strcmp(o, "-patch")) cfg.patch_len = v;
+        else if (!strcmp(o, "-stride")) cfg.patch_stride = v;
+        else if (!strcmp(o, "-channels")) cfg.n_channels = v;
+        else if (!strcmp(o, "-horizon")) cfg.horizon = v;
+        else if (!strcmp(o, "-layers")) cfg.n_layer = v;
+        else if (!strcmp(o, "-heads")) cfg.n_head = v;
+        else if (!strcmp(o, "-width")) cfg.n_embd = v;
+        else if (!strcmp(o, "-dropout")) cfg.dropout = (float)atof(argv[i + 1]);
+        else if (!strcmp(o, "-threads")) cfg.n_threads = v;
+        else { fprintf(stderr, "bench_ts: unknown option %s\n", o); return 2; }
+    }
+    if (steps < 1) { fprintf(stderr, "bench_ts: -steps must be >= 1\n"); return 2; }
+    /* the positions the patches need (GPT-2's 1024 otherwise: a bigger wpe, the same work) */
+    cfg.max_seq_len = (cfg.seq_len - cfg.patch_len) / (cfg.patch_stride > 0 ? cfg.patch_stride : 1) + 2;
+    gpt2rt_memory_plan plan;
+    gpt2rt_ctx *ctx = NULL;
+    if (gpt2rt_plan(&cfg, &plan) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", plan.error); return 2; }
+    if (gpt2rt_create(&ctx, &cfg) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", gpt2rt_last_error(ctx)); return 1; }
+    cfg = gpt2rt_config_get(ctx);
+    char cpu[256];
+    cpu_name(cpu, sizeof cpu);
+    int B = cfg.batch_size, L = cfg.seq_len, M = cfg.n_channels, H = cfg.horizon;
+    printf("bench_ts: %lld parameters (L=%d NH=%d C=%d), windows B=%d lookback %d patch %d stride %d (%d patches) "
+           "channels %d horizon %d, dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
+           cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H, (double)cfg.dropout,
+           cfg.n_threads, cpu);
+    /* ETTh-like data: per channel a daily and a weekly cycle, a drift and noise */
+    int64_t len = (int64_t)L + H + B * 8;
+    float *series = (float *)malloc(sizeof(float) * (size_t)(len * M));
+    float *x = (float *)malloc(sizeof(float) * (size_t)B * L * M), *y = (float *)malloc(sizeof(float) * (size_t)B * H * M);
+    uint64_t s = 1;
+    for (int64_t t = 0; t < len; t++)
+        for (int m = 0; m < M; m++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            double noise = (double)(s >> 11) / 9007199254740992.0 - 0.5;
+            series[t * M + m] = (float)(sin(2 * GPT2RT__PI * t / 24.0 + m) * (1 + 0.2 * m) +
+                                        0.5 * sin(2 * GPT2RT__PI * t / 168.0) + 1e-3 * t + 0.3 * noise);
+        }
+    double total = 0, *dts = (double *)malloc(sizeof(double) * (size_t)steps);
+    for (int k = -2; k < steps; k++) { /* two steps warm up */
+        int64_t t0 = (int64_t)(((unsigned)k + 2u) % 8u); /* windows start t0, t0 + 8, ...: a new batch each step */
+        for (int b = 0; b < B; b++) {
+            memcpy(x + (size_t)b * L * M, series + (t0 + (int64_t)b * 8) * M, sizeof(float) * (size_t)L * M);
+            memcpy(y + (size_t)b * H * M, series + (t0 + (int64_t)b * 8 + L) * M, sizeof(float) * (size_t)H * M);
+        }
+        gpt2rt_step_stats st;
+        double a = now();
+        if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", gpt2rt_last_error(ctx)); return 1; }
+        double dt = now() - a;
+        if (k >= 0) { total += dt; dts[k] = dt; }
+        if (k < 0 || k % 5 == 4 || k == steps - 1)
+            printf("step %3d: loss %.4f  %.1f ms\n", k, (double)st.loss, dt * 1e3);
+    }
+    /* the median step: a shared machine's load spikes move the mean, not the median */
+    for (int i = 1; i < steps; i++)
+        for (int j = i; j > 0 && dts[j - 1] > dts[j]; j--) { double t = dts[j]; dts[j] = dts[j - 1]; dts[j - 1] = t; }
+    double med = steps % 2 ? dts[steps / 2] : 0.5 * (dts[steps / 2 - 1] + dts[steps / 2]);
+    printf("\n%d steps of %d windows: median %.2f ms, mean %.2f ms\n", steps, B, med * 1e3, total / steps * 1e3);
+    printf("windows/s: %.1f (median step)\n", B / med);
+    free(dts);
+    gpt2rt_free(ctx);
+    free(series); free(x); free(y);
+    return 0;
+}
