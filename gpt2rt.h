@@ -321,15 +321,16 @@
      (grad_accum - 1 further sets of one device's activations, device 0) and a
      transient and workspace for each further stage (device s). gpt2rt_plan shows
      instead what N devices would each hold (the layout a GPU split would use).
-   - recompute = FULL is refused (NOT_IMPLEMENTED): its checkpoints are laid out for
-     one device.
+   - recompute = FULL needs each stage's first layer to be a multiple of
+     checkpoint_every (so no recomputed segment spans two stages; 1 always works),
+     else creation answers NOT_IMPLEMENTED naming the stage.
 
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Both parallel modes on the CUDA backend, layer split with recompute = FULL,
-   and patch inputs / regression heads on the CUDA
+   Both parallel modes on the CUDA backend, layer split with recompute = FULL whose
+   stages do not start at checkpoints, and patch inputs / regression heads on the CUDA
    backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
@@ -9448,9 +9449,12 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
    two stages add into one buffer (the tied wte: the head's part on the last stage,
    the embedding's on the first; RevIN's affine likewise) the head backward of
    micro-batch k+1 waits for the first stage's backward of k, the one-device order
-   head(0), embed(0), head(1), ... FULL recompute is refused (its checkpoints are
-   laid out for one device). gpt2rt_forward / _backward / _update run the one-device
-   path on the context (one micro-batch in flight, no pipelining). */
+   head(0), embed(0), head(1), ... FULL recompute runs one device's segments, so each
+   stage must start at a checkpoint (else refused at creation): within a micro-batch's
+   set only one stage works at a time (forward down the stages, backward up), so the
+   FULL slots a set shares among its layers are safe. gpt2rt_forward / _backward /
+   _update run the one-device path on the context (one micro-batch in flight, no
+   pipelining). */
 
 typedef struct gpt2rt__ls {
     int n, m;                  /* stages, micro-batch slots (grad_accum) */
@@ -9583,10 +9587,16 @@ static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
         else memcpy(sc->inputs, (const int32_t *)ls->a + k * d->BT, (size_t)d->BT * sizeof(int32_t));
         (void)be->embed_forward(sc);
     }
-    for (int64_t l = sp.l0; l < sp.l1; l++)
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C) * sizeof(float);
+    for (int64_t l = sp.l0; l < sp.l1; l++) { /* as gpt2rt__model_forward does, over [l0, l1) */
         (void)be->layer_forward(sc, l, gpt2rt__model_layer_input(sc, l), gpt2rt__lacts(sc, l));
+        if (full && l + 1 < d->L && (l + 1) % d->ck == 0) /* FULL: the next checkpoint (stage s+1's input) */
+            memcpy(gpt2rt__model_layer_input(sc, l + 1), gpt2rt__lacts(sc, l).res3, act);
+    }
     if (!sp.last) return;
-    (void)be->head_forward(sc, gpt2rt__lacts(sc, d->L - 1).res3);
+    if (full) memcpy(sc->xout, gpt2rt__lacts(sc, d->L - 1).res3, act);
+    (void)be->head_forward(sc, full ? sc->xout : gpt2rt__lacts(sc, d->L - 1).res3);
     if (d->patches) {
         gpt2rt__ts_denorm(sc->ts_pred, sc->logits, sc->ts_mean, sc->ts_std, p.revw, p.revb, d);
         memcpy(sc->ts_y, (const float *)ls->b + k * d->n_out, (size_t)d->n_out * sizeof(float));
@@ -9606,15 +9616,20 @@ static int gpt2rt__ls_backward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
     const gpt2rt__dims *d = &sc->d;
     const gpt2rt__backend *be = &gpt2rt__cpu_backend;
     size_t act = (size_t)(d->BT * d->C) * sizeof(float);
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     if (sp.last) {
         if (ls->order && k && !gpt2rt__ls_wait(ls, &ls->bwd[0], k - 1)) return 0; /* embed(k-1) before head(k) */
-        (void)be->head_backward(sc, gpt2rt__lacts(sc, d->L - 1).res3, 1.0f / (float)(d->n_out * ls->m));
+        (void)be->head_backward(sc, full ? sc->xout : gpt2rt__lacts(sc, d->L - 1).res3, 1.0f / (float)(d->n_out * ls->m));
     } else {
         if (!gpt2rt__ls_wait(ls, &ls->bwd[s + 1], k)) return 0;
-        memcpy(sc->dres, gpt2rt__lacts(sc, sp.l1 - 1).res3, act);
+        memcpy(sc->dres, gpt2rt__model_layer_input(sc, sp.l1), act);
     }
-    for (int64_t l = sp.l1 - 1; l >= sp.l0; l--)
+    for (int64_t l = sp.l1 - 1; l >= sp.l0; l--) { /* as gpt2rt__model_backward does, over [l0, l1) */
+        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L) /* FULL: the segment's forward again */
+            for (int64_t j = l - l % d->ck; j <= l; j++)
+                (void)be->layer_forward(sc, j, gpt2rt__model_layer_input(sc, j), gpt2rt__lacts(sc, j));
         (void)be->layer_backward(sc, l, gpt2rt__model_layer_input(sc, l), gpt2rt__lacts(sc, l));
+    }
     if (sp.first) (void)be->embed_backward(sc);
     else memcpy(gpt2rt__model_layer_input(sc, sp.l0), sc->dres, act);
     gpt2rt__ls_done(ls, &ls->bwd[s]);
@@ -9850,10 +9865,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    if (split && ctx->cfg.recompute == GPT2RT_RECOMPUTE_FULL && ctx->cfg.backend == GPT2RT_BACKEND_CPU)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with recompute = "
-                            "FULL is not implemented (its checkpoints are laid out for one device); use recompute = "
-                            "NONE or SELECTIVE");
+    for (int s = 1; split && s < ctx->cfg.n_devices && ctx->cfg.recompute == GPT2RT_RECOMPUTE_FULL; s++) {
+        gpt2rt__span sp = gpt2rt__span_of(&ctx->cfg, s);
+        if (sp.l0 % ctx->cfg.checkpoint_every)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with recompute "
+                                "= FULL needs every stage to start at a checkpoint, but stage %d starts at layer %lld, "
+                                "not a multiple of checkpoint_every = %d (a recomputed segment would span two "
+                                "stages); choose checkpoint_every dividing each stage's first layer (1 always does)",
+                                s, (long long)sp.l0, ctx->cfg.checkpoint_every);
+    }
     if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices on the "
                             "CUDA backend is not implemented yet (NCCL); set backend = GPT2RT_BACKEND_CPU to run it "

@@ -375,9 +375,9 @@ static int same_read(gpt2rt_ctx *a, gpt2rt_ctx *b, gpt2rt_param_what what) {
 
 /* n stages == one device with the same config, bitwise: the losses and gradient norms
    of every step, the weights and Adam's moments after 3 steps; run to run too */
-static void ls_equals_one(int n, int accum, gpt2rt_recompute rc, unsigned frozen, int threads) {
+static void ls_equals_one(int n, int accum, gpt2rt_recompute rc, int ck, unsigned frozen, int threads) {
     gpt2rt_config c1 = tiny(), cn;
-    c1.grad_accum = accum; c1.recompute = rc; c1.frozen = frozen; c1.n_threads = threads;
+    c1.grad_accum = accum; c1.recompute = rc; c1.frozen = frozen; c1.n_threads = threads; c1.checkpoint_every = ck;
     cn = ls_cfg(c1, n);
     gpt2rt_ctx *one = make(&c1), *par = make(&cn), *again = make(&cn);
     int rows = c1.batch_size * accum, T = c1.seq_len;
@@ -420,8 +420,8 @@ static void ls_equals_one(int n, int accum, gpt2rt_recompute rc, unsigned frozen
     CHECK_OK(one, gpt2rt_step(one, x, y, NULL));
     CHECK_OK(par, gpt2rt_step(par, x, y, NULL));
     CHECK(same_weights(one, par), "layer split: a step after separate calls differs from one device");
-    printf("    layer split, %d stages, accum %d, recompute %d, frozen 0x%x, n_threads %d: bitwise one device\n", n, accum,
-           (int)rc, frozen, threads);
+    printf("    layer split, %d stages, accum %d, recompute %d (ck %d), frozen 0x%x, n_threads %d: bitwise one device\n",
+           n, accum, (int)rc, ck, frozen, threads);
     free(x); free(y);
     gpt2rt_free(one); gpt2rt_free(par); gpt2rt_free(again);
 }
@@ -492,9 +492,11 @@ static void refused(void) {
     CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "n_devices = 9"),
           "9 devices: %s", gpt2rt_last_error(x));
     gpt2rt_free(x);
-    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2; c.recompute = GPT2RT_RECOMPUTE_FULL;
-    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "recompute = FULL"),
-          "layer split with FULL recompute: %s", gpt2rt_last_error(x));
+    /* 3 layers over 3 stages: stage 1 starts at layer 1, inside FULL's first segment of 2 */
+    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 3; c.recompute = GPT2RT_RECOMPUTE_FULL;
+    c.checkpoint_every = 2;
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "stage 1 starts at "
+          "layer 1, not a multiple of checkpoint_every = 2"), "layer split with FULL recompute: %s", gpt2rt_last_error(x));
     gpt2rt_free(x);
     c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 4; /* 3 layers */
     CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "n_layer >= 4"),
@@ -540,11 +542,13 @@ int main(void) {
     resume();
     series();
     advisor();
-    ls_equals_one(2, 1, GPT2RT_RECOMPUTE_NONE, 0, 1);
-    ls_equals_one(2, 4, GPT2RT_RECOMPUTE_NONE, 0, 2);
-    ls_equals_one(3, 4, GPT2RT_RECOMPUTE_SELECTIVE, 0, 1);
-    ls_equals_one(3, 1, GPT2RT_RECOMPUTE_SELECTIVE, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_POS_EMBED, 1);
-    ls_equals_one(2, 3, GPT2RT_RECOMPUTE_NONE, GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_MLP, 4);
+    ls_equals_one(2, 1, GPT2RT_RECOMPUTE_NONE, 0, 0, 1);
+    ls_equals_one(2, 4, GPT2RT_RECOMPUTE_NONE, 0, 0, 2);
+    ls_equals_one(3, 4, GPT2RT_RECOMPUTE_SELECTIVE, 0, 0, 1);
+    ls_equals_one(3, 1, GPT2RT_RECOMPUTE_SELECTIVE, 0, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_POS_EMBED, 1);
+    ls_equals_one(2, 3, GPT2RT_RECOMPUTE_NONE, 0, GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_MLP, 4);
+    ls_equals_one(3, 3, GPT2RT_RECOMPUTE_FULL, 1, 0, 1);                /* a checkpoint every layer */
+    ls_equals_one(2, 2, GPT2RT_RECOMPUTE_FULL, 2, GPT2RT_GROUP_MLP, 2); /* every 2nd: stages [0,2), [2,3) */
     ls_series(2, 3);
     ls_series(3, 2);
     ls_memory();
