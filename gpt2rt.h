@@ -69,7 +69,8 @@
    - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX
      threads, one per data-parallel rank (rank 0 runs on the calling thread), each
      with parallel regions of n_threads / n_devices threads (at least 1); they end
-     before the call returns.
+     before the call returns. parallel = LAYER_SPLIT on the CPU: gpt2rt_step and
+     gpt2rt_step_series likewise run one thread per stage (stage 0 on the caller's).
    - The hooks (log, alloc, free) are called only on the thread that made the gpt2rt
      call, never from inside a parallel region, and before that call returns; they
      may be called while the context is in an intermediate state, so they must not
@@ -317,6 +318,67 @@
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
 
    ============================================================================
+   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
+   ============================================================================
+   One process, no launcher: the context holds N ranks, each a full replica with its
+   own arenas (the plan's device r), run by one thread each.
+   - batch_size is per rank. gpt2rt_step / _step_series take grad_accum * N *
+     batch_size rows: micro-batch k is rows [k*N*B, (k+1)*N*B), rank r takes rows
+     [r*B, (r+1)*B) of it. gpt2rt_forward / _forward_series take N*B rows (one
+     micro-batch), gpt2rt_logits / gpt2rt_predictions return the N ranks' rows in
+     that order. So N ranks of B rows train on the batches one device of N*B does.
+   - Gradients are summed over the ranks during the last micro-step's backward, in
+     buckets: each layer's as soon as every rank has finished that layer, then the
+     embeddings' and ln_f's. Sums run in rank order 0, 1, ..., N-1: results are
+     bitwise the same run to run (and for any n_threads). Against one device of N*B
+     rows they differ by fp32 reassociation only (the ranks' partial sums are added
+     at the end): about 1e-7 relative in the gradients (tests/test_parallel.c).
+   - The loss, the counted targets and the gradient norm (for clipping) are global;
+     the update is the one the whole batch gives, on every rank alike.
+   - shard_optimizer = 1 (ZeRO stage 1): rank r keeps the AdamW moments of shard r
+     of the trained parameters (1/N, in 64-byte-aligned shares); the gradient is
+     reduce-scattered once after the backward, each rank updates its shard and the
+     weights are all-gathered. Bitwise the same weights as without sharding.
+   - Weights load / save, gpt2rt_param_read / _write and state save / load see
+     rank 0 (all ranks hold the same weights; loads and writes reach every rank).
+     gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
+     micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
+     gathered from the ranks that keep them under ZeRO-1. With data parallel, call
+     gpt2rt_update after at most grad_accum gpt2rt_backward calls.
+
+   ============================================================================
+   LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2; CPU backend)
+   ============================================================================
+   The layers in N stages, as the plan splits them (stage s: an even share of the
+   layers, earlier stages taking the remainder; the embedding on stage 0, ln_f, the
+   head and the loss on stage N-1); calls take batch_size rows per micro-batch, as
+   on one device.
+   - gpt2rt_step / _step_series pipeline the grad_accum micro-batches through the
+     stages, one thread each (GPipe: a stage runs the forwards of micro-batches
+     0..grad_accum-1, then their backwards; the last stage runs each backward right
+     after its forward). Stage s hands its output to stage s+1 and gets back its
+     gradient; the update then runs once.
+   - Results are bitwise those of one device with the same config (batch_size,
+     grad_accum, recompute, frozen): each micro-batch takes the same steps, each
+     gradient gets its micro-batches in order, and the tied wte's gradient (RevIN's
+     affine's for patch inputs) gets the head's and the embedding's parts in one
+     device's order, so the last stage's backward of micro-batch k+1 waits for the
+     first stage's backward of k (the backwards of the two overlap less).
+   - gpt2rt_forward / _backward / _update and everything else run the one-device
+     path on the context (no pipelining).
+   - Memory on the CPU (gpt2rt_plan_allocated): the stages share the host, so the
+     context holds one device's arenas (the whole model's weights, gradients and
+     moments: device 0), plus the activations of every micro-batch in flight
+     (grad_accum - 1 further sets of one device's activations, device 0) and a
+     transient and workspace for each further stage (device s). gpt2rt_plan shows
+     instead what N devices would each hold (the layout a GPU split would use).
+   - recompute = FULL needs each stage's first layer to be a multiple of
+     checkpoint_every (so no recomputed segment spans two stages; 1 always works),
+     else creation answers NOT_IMPLEMENTED naming the stage.
+
+   ============================================================================
+   MULTIPLE PROCESSES (torchrun, mpirun, clusters)
+   ============================================================================
    A config field, never the launcher, picks the mode: parallel = DATA over
    world_size processes x n_devices each (the global data-parallel size). With
    world_size 0 the process reads what its launcher set: torchrun's RANK,
@@ -372,45 +434,14 @@
    moments) fits neither data parallel (31.7 GiB a device) nor sharded (24.1 GiB),
    only layer split (17.1 GiB), at 1.82x for 16 micro-batches (the bubble is 1/17
    of the step). A model, not a measurement.
-   ============================================================================
-   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
-   ============================================================================
-   One process, no launcher: the context holds N ranks, each a full replica with its
-   own arenas (the plan's device r), run by one thread each.
-   - batch_size is per rank. gpt2rt_step / _step_series take grad_accum * N *
-     batch_size rows: micro-batch k is rows [k*N*B, (k+1)*N*B), rank r takes rows
-     [r*B, (r+1)*B) of it. gpt2rt_forward / _forward_series take N*B rows (one
-     micro-batch), gpt2rt_logits / gpt2rt_predictions return the N ranks' rows in
-     that order. So N ranks of B rows train on the batches one device of N*B does.
-   - Gradients are summed over the ranks during the last micro-step's backward, in
-     buckets: each layer's as soon as every rank has finished that layer, then the
-     embeddings' and ln_f's. Sums run in rank order 0, 1, ..., N-1: results are
-     bitwise the same run to run (and for any n_threads). Against one device of N*B
-     rows they differ by fp32 reassociation only (the ranks' partial sums are added
-     at the end): about 1e-7 relative in the gradients (tests/test_parallel.c).
-   - The loss, the counted targets and the gradient norm (for clipping) are global;
-     the update is the one the whole batch gives, on every rank alike.
-   - shard_optimizer = 1 (ZeRO stage 1): rank r keeps the AdamW moments of shard r
-     of the trained parameters (1/N, in 64-byte-aligned shares); the gradient is
-     reduce-scattered once after the backward, each rank updates its shard and the
-     weights are all-gathered. Bitwise the same weights as without sharding.
-   - Weights load / save, gpt2rt_param_read / _write and state save / load see
-     rank 0 (all ranks hold the same weights; loads and writes reach every rank).
-     gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
-     micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
-     gathered from the ranks that keep them under ZeRO-1. With data parallel, call
-     gpt2rt_update after at most grad_accum gpt2rt_backward calls.
 
-   ============================================================================
-   MULTIPLE PROCESSES (torchrun, mpirun, clusters)
-   =====================================================================
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   The layer-split mode (gpt2rt_plan and gpt2rt_fit already plan it), both parallel
-   modes on the CUDA backend, and patch inputs / regression heads, generation
-   (kv_batch) and dropout on the CUDA backend. bf16/fp16/TF32
+   Both parallel modes on the CUDA backend, layer split with recompute = FULL whose
+   stages do not start at checkpoints, layer split with dropout, and patch inputs /
+   regression heads, generation (kv_batch) and dropout on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -442,9 +473,10 @@
                                  8.6 NCCL communicator (GPT2RT_NCCL, gpt2rt__nccl_)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory
-                                 10.1 Data parallel (gpt2rt__dp_)
-                                 10.2 Processes: rendezvous (gpt2rt__rdv_)
-                                 10.3 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
+                                 10.1 Data parallel (gpt2rt__dp_)  10.2 Layer split
+                                 (gpt2rt__ls_)  10.3 Processes: rendezvous
+                                 (gpt2rt__rdv_)  10.4 Processes: MPI (GPT2RT_MPI,
+                                 gpt2rt__mpi_)
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name  11.7 Generation
@@ -669,7 +701,8 @@ typedef struct gpt2rt_config {
     /* runtime */
     gpt2rt_backend backend;
     int n_threads;          /* CPU threads, 0 -> OpenMP's default (OMP_NUM_THREADS), at most 1024;
-                               DATA parallel: shared by the ranks, n_threads/n_devices each */
+                               DATA parallel: shared by the ranks, n_threads/n_devices each;
+                               LAYER_SPLIT: by the stages of gpt2rt_step, likewise */
     uint64_t memory_budget; /* bytes per device, 0 -> no limit beyond the device's */
     uint64_t seed;          /* initialisation, 0 -> 1337 */
     gpt2rt_log_fn log;
@@ -968,13 +1001,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #else
 #include <fcntl.h>  /* open(O_NONBLOCK): a FIFO is refused, not waited on */
 #include <unistd.h>
-#include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.2) */
+#include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.3) */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #endif
-#ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.3): compile with mpicc */
+#ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.4): compile with mpicc */
 #include <mpi.h>
 #endif
 #ifdef _WIN32
@@ -1249,7 +1282,7 @@ struct gpt2rt_ctx {
     int have_pred; /* ts_pred holds the last series forward's predictions */
     gpt2rt__comm *comm; /* the data-parallel ranks this context reduces with (1.4); &comm_self alone */
     gpt2rt__comm comm_self;
-    gpt2rt__comm comm_proc; /* world_size > 1: this process's communicator (10.3); destroy NULL: none */
+    gpt2rt__comm comm_proc; /* world_size > 1: this process's communicator (10.4); destroy NULL: none */
     int64_t proc_targets;   /* world_size > 1: every rank's acc_targets, once the gradients are summed */
     int dp_reduced;     /* data parallel: this step's gradients are summed over the ranks */
     /* CPU data parallel in one process (10.1): the context the application holds is rank 0;
@@ -1264,6 +1297,7 @@ struct gpt2rt_ctx {
     int drop_train;
     uint64_t drop_key;
     int64_t drop_micro;
+    struct gpt2rt__ls *ls; /* CPU layer split (10.2): the stages' buffers; NULL otherwise */
 #ifdef __CUDACC__
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
 #endif
@@ -1604,7 +1638,7 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 
 /* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank
-   (10.2): NCCL's ncclUniqueId is 128 bytes */
+   (10.3): NCCL's ncclUniqueId is 128 bytes */
 #define GPT2RT__RDV_ID_BYTES 128
 
 /* The rank variables a launcher sets, as strings (NULL: unset): torchrun's, then
@@ -9913,7 +9947,7 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
 /* ==== 8.6 NCCL communicator ==== */
 /* The gpt2rt__comm of CUDA ranks (GPT2RT_NCCL builds, linked with -lnccl): one rank per
    device, world_size processes x n_devices each, ids exchanged by the rendezvous
-   (10.2). Collectives run on the communicator's own stream, so a bucket's reduction
+   (10.3). Collectives run on the communicator's own stream, so a bucket's reduction
    can overlap the backward on the compute stream; the caller orders the two with
    events. The buffers are device pointers. NCCL's all-reduce gives every rank the
    same bits and is deterministic run to run on one topology, but it does not sum in
@@ -10467,7 +10501,271 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
         if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
     }
 }
-/* ==== 10.2 Processes: rendezvous ==== */
+/* ==== 10.2 Layer split ==== */
+/* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
+   stage s runs layers [l0, l1); the embedding on stage 0, ln_f, the head and the loss
+   on stage N-1), one thread per stage, the grad_accum micro-batches of gpt2rt_step
+   pipelined through them (GPipe: stage s < N-1 runs the forwards of micro-batches
+   0..m-1, then their backwards in the same order; the last stage runs each
+   micro-batch's backward right after its forward, so one logits buffer serves).
+   The stages share the host memory: one context's weights, gradients and optimizer
+   (the update runs once, as on one device); an activation set per micro-batch in
+   flight (all layers: micro-batch 0 uses the context's own, 1..m-1 extra sets), and a
+   transient + workspace per stage thread. Stage s hands micro-batch k to stage s+1 by
+   a counter under a mutex (the output already lies in set k: on a GPU this is the
+   peer copy); the gradient of that boundary comes back by a copy into the output's
+   place (no longer read: a layer's backward reads its input, not its output).
+   Bitwise equal to one device: every micro-batch runs the same steps on the same
+   inputs, every gradient buffer gets its micro-batches in order 0..m-1, and where
+   two stages add into one buffer (the tied wte: the head's part on the last stage,
+   the embedding's on the first; RevIN's affine likewise) the head backward of
+   micro-batch k+1 waits for the first stage's backward of k, the one-device order
+   head(0), embed(0), head(1), ... FULL recompute runs one device's segments, so each
+   stage must start at a checkpoint (else refused at creation): within a micro-batch's
+   set only one stage works at a time (forward down the stages, backward up), so the
+   FULL slots a set shares among its layers are safe. gpt2rt_forward / _backward /
+   _update run the one-device path on the context (one micro-batch in flight, no
+   pipelining). */
+
+typedef struct gpt2rt__ls {
+    int n, m;                  /* stages, micro-batch slots (grad_accum) */
+    int order;                 /* the head's and the embedding's gradients share a buffer */
+    unsigned char **acts;      /* (m-1) extra activation sets */
+    void *scratch[GPT2RT_MAX_DEVICES][2]; /* stages 1..n-1: transient, workspace */
+    uint64_t act_bytes, scratch_bytes[2];
+    gpt2rt_ctx *sc;            /* (n*m) stage s, micro-batch k: sc[s*m + k] */
+    double *loss_sum;          /* (m) */
+    int64_t *n_targets;        /* (m) */
+#ifdef GPT2RT__COMM_THREADS
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+#endif
+    int fwd[GPT2RT_MAX_DEVICES], bwd[GPT2RT_MAX_DEVICES]; /* micro-batches done per stage */
+    int stop;                  /* a stage's thread did not start: the others return at once */
+    const void *a, *b;         /* this call's inputs and targets (tokens) or x and y (series) */
+} gpt2rt__ls;
+
+static void gpt2rt__ls_free(gpt2rt_ctx *ctx) {
+    gpt2rt__ls *ls = ctx->ls;
+    if (!ls) return;
+    for (int k = 0; ls->acts && k < ls->m - 1; k++) gpt2rt__free(&ctx->cfg, ls->acts[k], GPT2RT_MEM_ACTIVATIONS);
+    for (int s = 1; s < ls->n; s++) {
+        gpt2rt__free(&ctx->cfg, ls->scratch[s][0], GPT2RT_MEM_TRANSIENT);
+        gpt2rt__free(&ctx->cfg, ls->scratch[s][1], GPT2RT_MEM_WORKSPACE);
+    }
+    gpt2rt__free(&ctx->cfg, ls->acts, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->sc, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->loss_sum, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->n_targets, GPT2RT_MEM_BOOKKEEPING);
+#ifdef GPT2RT__COMM_THREADS
+    pthread_mutex_destroy(&ls->mu);
+    pthread_cond_destroy(&ls->cv);
+#endif
+    gpt2rt__free(&ctx->cfg, ls, GPT2RT_MEM_BOOKKEEPING);
+    ctx->ls = NULL;
+}
+
+/* after gpt2rt__ctx_alloc (the context: one device's arenas): the stages' buffers and
+   their contexts (shallow copies of ctx bound to set k's activations and stage s's
+   scratch; the weights, gradients and table are ctx's) */
+static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx) {
+#ifdef GPT2RT__COMM_THREADS
+    int n = ctx->cfg.n_devices, m = ctx->cfg.grad_accum;
+    gpt2rt__ls *ls = (gpt2rt__ls *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__ls), GPT2RT_MEM_BOOKKEEPING);
+    if (!ls) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stages");
+    memset(ls, 0, sizeof *ls);
+    if (pthread_mutex_init(&ls->mu, NULL) != 0 || pthread_cond_init(&ls->cv, NULL) != 0) {
+        gpt2rt__free(&ctx->cfg, ls, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the stages failed");
+    }
+    ctx->ls = ls;
+    ls->n = n; ls->m = m;
+    const gpt2rt__dims *d = &ctx->d;
+    ls->order = d->patches ? d->affine : !(d->frozen & GPT2RT_GROUP_TOKEN_EMBED);
+    ls->act_bytes = ctx->arena_bytes[GPT2RT_MEM_ACTIVATIONS];
+    ls->scratch_bytes[0] = ctx->arena_bytes[GPT2RT_MEM_TRANSIENT];
+    ls->scratch_bytes[1] = ctx->arena_bytes[GPT2RT_MEM_WORKSPACE];
+    ls->acts = (unsigned char **)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(unsigned char *), GPT2RT_MEM_BOOKKEEPING);
+    ls->sc = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, (size_t)(n * m) * sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    ls->loss_sum = (double *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(double), GPT2RT_MEM_BOOKKEEPING);
+    ls->n_targets = (int64_t *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(int64_t), GPT2RT_MEM_BOOKKEEPING);
+    if (!ls->acts || !ls->sc || !ls->loss_sum || !ls->n_targets)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stage table");
+    memset(ls->acts, 0, (size_t)m * sizeof(unsigned char *));
+    for (int k = 0; k < m - 1; k++)
+        if (!(ls->acts[k] = (unsigned char *)gpt2rt__alloc(&ctx->cfg, (size_t)ls->act_bytes, GPT2RT_MEM_ACTIVATIONS)))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split: allocating %.1f MiB for "
+                                "the activations of micro-batch %d of grad_accum = %d failed",
+                                GPT2RT__MIB(ls->act_bytes), k + 1, m);
+    for (int s = 1; s < n; s++)
+        for (int i = 0; i < 2; i++)
+            if (ls->scratch_bytes[i] && !(ls->scratch[s][i] = gpt2rt__alloc(&ctx->cfg, (size_t)ls->scratch_bytes[i],
+                                                i ? GPT2RT_MEM_WORKSPACE : GPT2RT_MEM_TRANSIENT)))
+                return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split: allocating %.1f MiB "
+                                    "of scratch for stage %d failed", GPT2RT__MIB(ls->scratch_bytes[i]), s);
+    gpt2rt__span whole;
+    whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
+    for (int s = 0; s < n; s++)
+        for (int k = 0; k < m; k++) {
+            gpt2rt_ctx *sc = &ls->sc[s * m + k];
+            memcpy(sc, ctx, sizeof *sc);
+            sc->ls = NULL;
+            sc->cfg.log = NULL;
+            if (k) sc->arena[GPT2RT_MEM_ACTIVATIONS] = ls->acts[k - 1];
+            if (s) { sc->arena[GPT2RT_MEM_TRANSIENT] = ls->scratch[s][0]; sc->arena[GPT2RT_MEM_WORKSPACE] = ls->scratch[s][1]; }
+            uint64_t bytes[GPT2RT_MEM_COUNT];
+            gpt2rt__layout(&sc->d, &whole, bytes, sc); /* the same carving as ctx's, on these arenas */
+            /* the stages share the cores: each its share of the threads (the kernels give
+               bitwise the same results for any thread count) */
+            sc->d.nt = ctx->d.nt / n > 1 ? ctx->d.nt / n : 1;
+        }
+    return GPT2RT_OK;
+#else
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT needs POSIX threads, "
+                        "which this build lacks");
+#endif
+}
+
+#ifdef GPT2RT__COMM_THREADS
+/* wait until *cnt > k (a stage's counter), under the mutex; 0: stopped instead */
+static int gpt2rt__ls_wait(gpt2rt__ls *ls, const int *cnt, int k) {
+    pthread_mutex_lock(&ls->mu);
+    while (*cnt <= k && !ls->stop) pthread_cond_wait(&ls->cv, &ls->mu);
+    int ok = !ls->stop;
+    pthread_mutex_unlock(&ls->mu);
+    return ok;
+}
+
+static void gpt2rt__ls_done(gpt2rt__ls *ls, int *cnt) {
+    pthread_mutex_lock(&ls->mu);
+    (*cnt)++;
+    pthread_cond_broadcast(&ls->cv);
+    pthread_mutex_unlock(&ls->mu);
+}
+
+typedef struct gpt2rt__ls_job { gpt2rt_ctx *ctx; int s; } gpt2rt__ls_job;
+
+/* the forward of stage s on micro-batch k (sc: its context); the last stage also takes the loss */
+static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, int k) {
+    const gpt2rt__dims *d = &sc->d;
+    const gpt2rt__backend *be = &gpt2rt__cpu_backend;
+    gpt2rt__model_params p = gpt2rt__mparams(sc, sc->params, 0);
+    int64_t xs = d->Bw * d->Lb * d->M;
+    if (sp.first) {
+        if (d->patches)
+            gpt2rt__ts_revin_patch(sc->ts_patch, sc->ts_z, sc->ts_mean, sc->ts_std, (const float *)ls->a + k * xs,
+                                   p.revw, p.revb, d);
+        else memcpy(sc->inputs, (const int32_t *)ls->a + k * d->BT, (size_t)d->BT * sizeof(int32_t));
+        (void)be->embed_forward(sc);
+    }
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C) * sizeof(float);
+    for (int64_t l = sp.l0; l < sp.l1; l++) { /* as gpt2rt__model_forward does, over [l0, l1) */
+        (void)be->layer_forward(sc, l, gpt2rt__model_layer_input(sc, l), gpt2rt__lacts(sc, l));
+        if (full && l + 1 < d->L && (l + 1) % d->ck == 0) /* FULL: the next checkpoint (stage s+1's input) */
+            memcpy(gpt2rt__model_layer_input(sc, l + 1), gpt2rt__lacts(sc, l).res3, act);
+    }
+    if (!sp.last) return;
+    if (full) memcpy(sc->xout, gpt2rt__lacts(sc, d->L - 1).res3, act);
+    (void)be->head_forward(sc, full ? sc->xout : gpt2rt__lacts(sc, d->L - 1).res3);
+    if (d->patches) {
+        gpt2rt__ts_denorm(sc->ts_pred, sc->logits, sc->ts_mean, sc->ts_std, p.revw, p.revb, d);
+        memcpy(sc->ts_y, (const float *)ls->b + k * d->n_out, (size_t)d->n_out * sizeof(float));
+        ls->loss_sum[k] = gpt2rt__ts_mse_sum(sc->ts_pred, sc->ts_y, d->n_out);
+        ls->n_targets[k] = d->n_out;
+    } else {
+        memcpy(sc->targets, (const int32_t *)ls->b + k * d->BT, (size_t)d->BT * sizeof(int32_t));
+        (void)gpt2rt__cpu_crossentropy_forward(sc->losses, sc->logit_lse, sc->logits, sc->targets, d->BT, d->V, d->Vp,
+                                               &ls->n_targets[k], &ls->loss_sum[k], d->nt);
+    }
+}
+
+/* the backward of stage s on micro-batch k: from the head (last stage) or the gradient
+   stage s+1 left at this stage's output, down to the embedding (first) or that
+   gradient left at stage s-1's output */
+static int gpt2rt__ls_backward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, int s, int k) {
+    const gpt2rt__dims *d = &sc->d;
+    const gpt2rt__backend *be = &gpt2rt__cpu_backend;
+    size_t act = (size_t)(d->BT * d->C) * sizeof(float);
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    if (sp.last) {
+        if (ls->order && k && !gpt2rt__ls_wait(ls, &ls->bwd[0], k - 1)) return 0; /* embed(k-1) before head(k) */
+        (void)be->head_backward(sc, full ? sc->xout : gpt2rt__lacts(sc, d->L - 1).res3, 1.0f / (float)(d->n_out * ls->m));
+    } else {
+        if (!gpt2rt__ls_wait(ls, &ls->bwd[s + 1], k)) return 0;
+        memcpy(sc->dres, gpt2rt__model_layer_input(sc, sp.l1), act);
+    }
+    for (int64_t l = sp.l1 - 1; l >= sp.l0; l--) { /* as gpt2rt__model_backward does, over [l0, l1) */
+        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L) /* FULL: the segment's forward again */
+            for (int64_t j = l - l % d->ck; j <= l; j++)
+                (void)be->layer_forward(sc, j, gpt2rt__model_layer_input(sc, j), gpt2rt__lacts(sc, j));
+        (void)be->layer_backward(sc, l, gpt2rt__model_layer_input(sc, l), gpt2rt__lacts(sc, l));
+    }
+    if (sp.first) (void)be->embed_backward(sc);
+    else memcpy(gpt2rt__model_layer_input(sc, sp.l0), sc->dres, act);
+    gpt2rt__ls_done(ls, &ls->bwd[s]);
+    return 1;
+}
+
+static void *gpt2rt__ls_stage(void *p) {
+    gpt2rt__ls_job *j = (gpt2rt__ls_job *)p;
+    gpt2rt__ls *ls = j->ctx->ls;
+    int s = j->s, m = ls->m;
+    gpt2rt__span sp = gpt2rt__span_of(&j->ctx->cfg, s);
+    for (int k = 0; k < m; k++) {
+        gpt2rt_ctx *sc = &ls->sc[s * m + k];
+        if (s && !gpt2rt__ls_wait(ls, &ls->fwd[s - 1], k)) return NULL;
+        gpt2rt__ls_forward(ls, sc, sp, k);
+        gpt2rt__ls_done(ls, &ls->fwd[s]);
+        if (sp.last && !gpt2rt__ls_backward(ls, sc, sp, s, k)) return NULL;
+    }
+    for (int k = 0; k < m && !sp.last; k++)
+        if (!gpt2rt__ls_backward(ls, &ls->sc[s * m + k], sp, s, k)) return NULL;
+    return NULL;
+}
+#endif
+
+/* gpt2rt_step / gpt2rt_step_series under layer split: the grad_accum micro-batches of
+   a (inputs or x) and b (targets or y), already checked, through the stages; the
+   gradients and the accumulated loss as one device's micro-steps leave them */
+static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const void *b) {
+#ifdef GPT2RT__COMM_THREADS
+    gpt2rt__ls *ls = ctx->ls;
+    int n = ls->n, started[GPT2RT_MAX_DEVICES] = {0};
+    pthread_t th[GPT2RT_MAX_DEVICES];
+    gpt2rt__ls_job jobs[GPT2RT_MAX_DEVICES];
+    ls->a = a; ls->b = b;
+    ls->stop = 0;
+    for (int s = 0; s < n; s++) { ls->fwd[s] = ls->bwd[s] = 0; jobs[s].ctx = ctx; jobs[s].s = s; }
+    int failed = 0;
+    for (int s = 1; s < n && !failed; s++)
+        failed = !(started[s] = pthread_create(&th[s], NULL, gpt2rt__ls_stage, &jobs[s]) == 0);
+    if (failed) { /* stage 0 has not run: the started stages wait for it and did nothing */
+        pthread_mutex_lock(&ls->mu);
+        ls->stop = 1;
+        pthread_cond_broadcast(&ls->cv);
+        pthread_mutex_unlock(&ls->mu);
+    } else gpt2rt__ls_stage(&jobs[0]);
+    for (int s = 1; s < n; s++)
+        if (started[s]) pthread_join(th[s], NULL);
+    if (failed)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split: starting a stage's thread failed; nothing "
+                            "was computed");
+    for (int k = 0; k < ls->m; k++) { /* in micro-batch order, as one device adds them */
+        ctx->acc_loss_sum += ls->loss_sum[k];
+        ctx->acc_targets += ls->n_targets[k];
+        ctx->acc_micro++;
+    }
+    ctx->have_loss = ctx->have_logits = ctx->have_pred = 0;
+    ctx->grads_pending = 1;
+    return GPT2RT_OK;
+#else
+    (void)a; (void)b;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "layer split needs POSIX threads");
+#endif
+}
+
+/* ==== 10.3 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
    a rendezvous: rank 0's opaque id (128 bytes: what ncclCommInitRank needs, its
    ncclUniqueId) reaches every rank, and every rank learns that all the others are
@@ -10836,7 +11134,7 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
                 "system; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
 }
 
-/* ==== 10.3 Processes: MPI ==== */
+/* ==== 10.4 Processes: MPI ==== */
 /* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
    openmpi-bin libopenmpi-dev). MPI_Allreduce may sum in any order, different on each
    rank and from run to run; so every sum here is taken by rank 0 in rank order
@@ -11285,18 +11583,30 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", plan.error);
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT over %d devices "
-                            "is not implemented yet (gpt2rt_plan and gpt2rt_fit plan for it already); parallel = DATA "
-                            "runs on the CPU backend", ctx->cfg.n_devices);
+    int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    for (int s = 1; split && s < ctx->cfg.n_devices && ctx->cfg.recompute == GPT2RT_RECOMPUTE_FULL; s++) {
+        gpt2rt__span sp = gpt2rt__span_of(&ctx->cfg, s);
+        if (sp.l0 % ctx->cfg.checkpoint_every)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with recompute "
+                                "= FULL needs every stage to start at a checkpoint, but stage %d starts at layer %lld, "
+                                "not a multiple of checkpoint_every = %d (a recomputed segment would span two "
+                                "stages); choose checkpoint_every dividing each stage's first layer (1 always does)",
+                                s, (long long)sp.l0, ctx->cfg.checkpoint_every);
+    }
+    /* the stages run several micro-batches at once, and a context draws one forward's masks */
+    if (split && (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with dropout is "
+                            "not implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, "
+                            "or use parallel = DATA", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
+                            (double)ctx->cfg.head_dropout);
     if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices on the "
                             "CUDA backend is not implemented yet (NCCL); set backend = GPT2RT_BACKEND_CPU to run it "
                             "with one thread per rank", gpt2rt__parallel_name(ctx->cfg.parallel), ctx->cfg.n_devices);
 #ifndef GPT2RT__COMM_THREADS
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads, "
-                            "which this build lacks");
+    if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s needs POSIX threads, "
+                            "which this build lacks", split ? "LAYER_SPLIT" : "DATA");
 #endif
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: patch inputs on the CUDA backend are not "
@@ -11328,6 +11638,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     uint64_t free_bytes = gpt2rt__host_available();
     /* CPU ranks share the host: data parallel needs n_devices times one device's plan */
     uint64_t host = plan.total[0] * (uint64_t)(ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? ctx->cfg.n_devices : 1);
+    if (split) { /* CPU layer split (10.2): one device's arenas, then an activation set per further
+                    micro-batch and a transient + workspace per further stage */
+        gpt2rt__span whole;
+        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
+        gpt2rt__layout(&ctx->d, &whole, plan.bytes[0], NULL);
+        plan.total[0] = 0;
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan.total[0] += plan.bytes[0][i];
+        host = plan.total[0] + (uint64_t)(ctx->cfg.grad_accum - 1) * plan.bytes[0][GPT2RT_MEM_ACTIVATIONS] +
+               (uint64_t)(ctx->cfg.n_devices - 1) * (plan.bytes[0][GPT2RT_MEM_TRANSIENT] +
+                                                     plan.bytes[0][GPT2RT_MEM_WORKSPACE]);
+    }
     if (ctx->cfg.memory_budget && plan.total[0] > ctx->cfg.memory_budget)
         return gpt2rt__fail_oom(ctx, &plan, ctx->cfg.memory_budget, free_bytes, NULL, 0);
     if (free_bytes && host > free_bytes)
@@ -11340,6 +11661,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     gpt2rt__reset_training(ctx);
     if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA &&
         (r = ctx->cfg.world_size > 1 ? gpt2rt__proc_open(ctx) : gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
+    if (split && (r = gpt2rt__ls_open(ctx)) != GPT2RT_OK) return r;
     ctx->failed = 0;
     gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)%s",
                 (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
@@ -11367,6 +11689,9 @@ static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
         ctx->arena_bytes[i] = b;
     }
     gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* the CPU stages share one context: all of it */
+        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
+    }
     uint64_t bytes[GPT2RT_MEM_COUNT];
     memcpy(bytes, plan->bytes[0], sizeof bytes);
     gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
@@ -11415,6 +11740,7 @@ GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
     for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
+    gpt2rt__ls_free(ctx);
 #ifdef GPT2RT__COMM_THREADS
     if (ctx->group) {
         gpt2rt__comm_group_free((gpt2rt__comm_group *)ctx->group);
@@ -11457,6 +11783,18 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
         for (int r = 1; r < ctx->n_ranks; r++) { /* data parallel: each rank's own arenas */
             plan->bytes[r][i] = ctx->ranks[r]->arena_bytes[i];
             plan->total[r] += plan->bytes[r][i];
+        }
+    }
+    if (ctx->ls) { /* CPU layer split: the context's arenas and micro-batches 1.. 's activations on
+                      device 0; stage s's transient and workspace on device s */
+        const gpt2rt__ls *ls = ctx->ls;
+        plan->n_devices = ls->n;
+        plan->bytes[0][GPT2RT_MEM_ACTIVATIONS] += (uint64_t)(ls->m - 1) * ls->act_bytes;
+        plan->total[0] += (uint64_t)(ls->m - 1) * ls->act_bytes;
+        for (int s = 1; s < ls->n; s++) {
+            plan->bytes[s][GPT2RT_MEM_TRANSIENT] = ls->scratch_bytes[0];
+            plan->bytes[s][GPT2RT_MEM_WORKSPACE] = ls->scratch_bytes[1];
+            plan->total[s] = ls->scratch_bytes[0] + ls->scratch_bytes[1];
         }
     }
 #ifdef __CUDACC__
@@ -11882,6 +12220,27 @@ static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp
     return GPT2RT_OK;
 }
 
+/* layer split (10.2): gpt2rt_step's micro-batches pipelined through the stages, then
+   the update as on one device; every micro-batch is checked before any stage starts */
+static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b,
+                                     gpt2rt_step_stats *stats) {
+    const gpt2rt__dims *d = &ctx->d;
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
+                            "gpt2rt_update", fn);
+    double t0 = gpt2rt__now();
+    for (int64_t k = 0; k < ctx->cfg.grad_accum; k++) {
+        gpt2rt_result r = d->patches
+            ? gpt2rt__ts_check(ctx, fn, (const float *)a + k * d->Bw * d->Lb * d->M, (const float *)b + k * d->n_out)
+            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + k * d->BT, (const int32_t *)b + k * d->BT);
+        if (r != GPT2RT_OK) return r;
+    }
+    gpt2rt_result r = gpt2rt__ls_accumulate(ctx, a, b);
+    if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
+    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
+    return r;
+}
+
 /* ---- the public calls: one device, or every data-parallel rank ---- */
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
@@ -11927,6 +12286,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    if (ctx->ls && !ctx->d.patches && inputs && targets) return gpt2rt__ls_step(ctx, "gpt2rt_step", inputs, targets, stats);
     if (ctx->n_ranks <= 1) return gpt2rt__step_one(ctx, inputs, targets, stats);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
     if (!inputs || !targets)
@@ -11936,6 +12296,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    if (ctx->ls && ctx->d.patches && x && y) return gpt2rt__ls_step(ctx, "gpt2rt_step_series", x, y, stats);
     if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;

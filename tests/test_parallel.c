@@ -360,6 +360,130 @@ static void advisor(void) {
     printf("    advisor, 1558M data parallel on 2 x 24 GiB:\n%s", why);
 }
 
+/* ---- layer split: the layers in stages, one thread each, micro-batches pipelined ---- */
+
+static gpt2rt_config ls_cfg(gpt2rt_config c, int n) {
+    c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
+    c.n_devices = n;
+    return c;
+}
+
+static int same_read(gpt2rt_ctx *a, gpt2rt_ctx *b, gpt2rt_param_what what) {
+    int64_t na, nb;
+    float *wa = weights(a, what, &na), *wb = weights(b, what, &nb);
+    int same = na == nb && memcmp(wa, wb, (size_t)na * sizeof(float)) == 0;
+    free(wa); free(wb);
+    return same;
+}
+
+/* n stages == one device with the same config, bitwise: the losses and gradient norms
+   of every step, the weights and Adam's moments after 3 steps; run to run too */
+static void ls_equals_one(int n, int accum, gpt2rt_recompute rc, int ck, unsigned frozen, int threads) {
+    gpt2rt_config c1 = tiny(), cn;
+    c1.grad_accum = accum; c1.recompute = rc; c1.frozen = frozen; c1.n_threads = threads; c1.checkpoint_every = ck;
+    cn = ls_cfg(c1, n);
+    gpt2rt_ctx *one = make(&c1), *par = make(&cn), *again = make(&cn);
+    int rows = c1.batch_size * accum, T = c1.seq_len;
+    int32_t *x = (int32_t *)malloc((size_t)rows * T * 4), *y = (int32_t *)malloc((size_t)rows * T * 4);
+    int bad = -1;
+    for (int s = 0; s < 3; s++) {
+        gpt2rt_step_stats a, b, e;
+        tokens(rows, T, c1.vocab_size, 300 + s, x, y);
+        CHECK_OK(one, gpt2rt_step(one, x, y, &a));
+        CHECK_OK(par, gpt2rt_step(par, x, y, &b));
+        CHECK_OK(again, gpt2rt_step(again, x, y, &e));
+        if (bad < 0 && (a.loss != b.loss || a.grad_norm != b.grad_norm || b.loss != e.loss ||
+                        b.micro_batches != accum || b.tokens != a.tokens)) {
+            bad = s;
+            printf("    step %d: loss %.9g / %.9g / %.9g, norm %.9g / %.9g, micro %d\n", s, (double)a.loss,
+                   (double)b.loss, (double)e.loss, (double)a.grad_norm, (double)b.grad_norm, b.micro_batches);
+        }
+    }
+    CHECK(bad < 0, "layer split %d stages, accum %d, recompute %d, frozen 0x%x: step %d's loss or norm differs from "
+          "one device (or from the same run again)", n, accum, (int)rc, frozen, bad);
+    CHECK(same_weights(one, par) && same_weights(par, again) && same_read(one, par, GPT2RT_PARAM_ADAM_M) &&
+          same_read(one, par, GPT2RT_PARAM_ADAM_V),
+          "layer split %d stages, accum %d, recompute %d, frozen 0x%x: weights or moments differ from one device "
+          "(or run to run)", n, accum, (int)rc, frozen);
+    /* forward / backward / update called one by one (one micro-batch in flight) */
+    tokens(c1.batch_size, T, c1.vocab_size, 77, x, y);
+    float l1, ln;
+    CHECK_OK(one, gpt2rt_forward(one, x, y, &l1));
+    CHECK_OK(par, gpt2rt_forward(par, x, y, &ln));
+    CHECK_OK(one, gpt2rt_backward(one));
+    CHECK_OK(par, gpt2rt_backward(par));
+    CHECK(l1 == ln && same_read(one, par, GPT2RT_PARAM_GRAD), "layer split: forward/backward differ from one device");
+    for (int k = 1; k < accum; k++) { /* the rest of the accumulation, then the update */
+        CHECK_OK(one, gpt2rt_forward(one, x, y, NULL)); CHECK_OK(one, gpt2rt_backward(one));
+        CHECK_OK(par, gpt2rt_forward(par, x, y, NULL)); CHECK_OK(par, gpt2rt_backward(par));
+    }
+    CHECK_OK(one, gpt2rt_update(one, NULL));
+    CHECK_OK(par, gpt2rt_update(par, NULL));
+    tokens(rows, T, c1.vocab_size, 400, x, y);
+    CHECK_OK(one, gpt2rt_step(one, x, y, NULL));
+    CHECK_OK(par, gpt2rt_step(par, x, y, NULL));
+    CHECK(same_weights(one, par), "layer split: a step after separate calls differs from one device");
+    printf("    layer split, %d stages, accum %d, recompute %d (ck %d), frozen 0x%x, n_threads %d: bitwise one device\n",
+           n, accum, (int)rc, ck, frozen, threads);
+    free(x); free(y);
+    gpt2rt_free(one); gpt2rt_free(par); gpt2rt_free(again);
+}
+
+/* patch inputs with RevIN's affine (its gradient, like wte's, gets parts from the first
+   and the last stage) */
+static void ls_series(int n, int accum) {
+    gpt2rt_config c1 = tiny(), cn;
+    c1.input = GPT2RT_INPUT_PATCHES; c1.head = GPT2RT_HEAD_REGRESSION;
+    c1.seq_len = 24; c1.patch_len = 8; c1.patch_stride = 4; c1.n_channels = 2; c1.horizon = 6; c1.max_seq_len = 8;
+    c1.batch_size = 2; c1.grad_accum = accum; c1.revin_affine = 1;
+    cn = ls_cfg(c1, n);
+    gpt2rt_ctx *one = make(&c1), *par = make(&cn);
+    int nx = 2 * accum * 24 * 2, ny = 2 * accum * 6 * 2;
+    float *x = (float *)malloc((size_t)nx * 4), *y = (float *)malloc((size_t)ny * 4);
+    uint64_t s = 5;
+    int same = 1;
+    for (int step = 0; step < 3; step++) {
+        for (int i = 0; i < nx; i++) x[i] = (float)sin(0.3 * i) + (float)harness_rng_uniform(&s);
+        for (int i = 0; i < ny; i++) y[i] = (float)harness_rng_uniform(&s);
+        gpt2rt_step_stats a, b;
+        CHECK_OK(one, gpt2rt_step_series(one, x, y, &a));
+        CHECK_OK(par, gpt2rt_step_series(par, x, y, &b));
+        same &= a.loss == b.loss && a.grad_norm == b.grad_norm;
+    }
+    CHECK(same && same_weights(one, par), "series, layer split %d stages, accum %d: differs from one device", n, accum);
+    printf("    layer split, series (RevIN affine), %d stages, accum %d: bitwise one device\n", n, accum);
+    free(x); free(y);
+    gpt2rt_free(one); gpt2rt_free(par);
+}
+
+/* what a layer-split context allocated: one device's arenas and an activation set per
+   further micro-batch on device 0, a transient and workspace per further stage */
+static void ls_memory(void) {
+    gpt2rt_config c1 = tiny(), c3;
+    c1.grad_accum = 4;
+    c3 = ls_cfg(c1, 3);
+    gpt2rt_memory_plan p1, a3;
+    CHECK(gpt2rt_plan(&c1, &p1) == GPT2RT_OK, "plan: %s", p1.error);
+    gpt2rt_ctx *x = make(&c3);
+    CHECK_OK(x, gpt2rt_plan_allocated(x, &a3));
+    uint64_t act = p1.bytes[0][GPT2RT_MEM_ACTIVATIONS], scratch = p1.bytes[0][GPT2RT_MEM_TRANSIENT] +
+                   p1.bytes[0][GPT2RT_MEM_WORKSPACE];
+    CHECK(a3.n_devices == 3 && a3.total[0] == p1.total[0] + 3 * act && a3.total[1] == scratch &&
+          a3.total[2] == scratch, "layer split allocated %llu / %llu / %llu over %d devices; one device plans %llu "
+          "(activations %llu, scratch %llu)", (unsigned long long)a3.total[0], (unsigned long long)a3.total[1],
+          (unsigned long long)a3.total[2], a3.n_devices, (unsigned long long)p1.total[0], (unsigned long long)act,
+          (unsigned long long)scratch);
+    /* a bad token in micro-batch 2: refused before any stage runs, the context still works */
+    int32_t in[8 * 8], tg[8 * 8];
+    tokens(8, 8, c1.vocab_size, 2, in, tg);
+    in[4 * 8 + 1] = 999;
+    CHECK(gpt2rt_step(x, in, tg, NULL) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "= 999"),
+          "layer split, bad token: %s", gpt2rt_last_error(x));
+    in[4 * 8 + 1] = 0;
+    CHECK_OK(x, gpt2rt_step(x, in, tg, NULL));
+    gpt2rt_free(x);
+}
+
 static void refused(void) {
     gpt2rt_ctx *x;
     gpt2rt_config c = tiny();
@@ -371,9 +495,19 @@ static void refused(void) {
     CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "n_devices = 9"),
           "9 devices: %s", gpt2rt_last_error(x));
     gpt2rt_free(x);
-    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2;
-    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "LAYER_SPLIT"),
-          "layer split: %s", gpt2rt_last_error(x));
+    /* 3 layers over 3 stages: stage 1 starts at layer 1, inside FULL's first segment of 2 */
+    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 3; c.recompute = GPT2RT_RECOMPUTE_FULL;
+    c.checkpoint_every = 2;
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "stage 1 starts at "
+          "layer 1, not a multiple of checkpoint_every = 2"), "layer split with FULL recompute: %s", gpt2rt_last_error(x));
+    gpt2rt_free(x);
+    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2; c.attn_dropout = 0.1f;
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "attn_dropout = 0.1"),
+          "layer split with dropout: %s", gpt2rt_last_error(x));
+    gpt2rt_free(x);
+    c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 4; /* 3 layers */
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "n_layer >= 4"),
+          "layer split over more stages than layers: %s", gpt2rt_last_error(x));
     gpt2rt_free(x);
     c = dp(tiny(), 2); c.backend = GPT2RT_BACKEND_CUDA;
     CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "CUDA backend") &&
@@ -417,6 +551,16 @@ int main(void) {
     resume();
     series();
     advisor();
+    ls_equals_one(2, 1, GPT2RT_RECOMPUTE_NONE, 0, 0, 1);
+    ls_equals_one(2, 4, GPT2RT_RECOMPUTE_NONE, 0, 0, 2);
+    ls_equals_one(3, 4, GPT2RT_RECOMPUTE_SELECTIVE, 0, 0, 1);
+    ls_equals_one(3, 1, GPT2RT_RECOMPUTE_SELECTIVE, 0, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_POS_EMBED, 1);
+    ls_equals_one(2, 3, GPT2RT_RECOMPUTE_NONE, 0, GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_MLP, 4);
+    ls_equals_one(3, 3, GPT2RT_RECOMPUTE_FULL, 1, 0, 1);                /* a checkpoint every layer */
+    ls_equals_one(2, 2, GPT2RT_RECOMPUTE_FULL, 2, GPT2RT_GROUP_MLP, 2); /* every 2nd: stages [0,2), [2,3) */
+    ls_series(2, 3);
+    ls_series(3, 2);
+    ls_memory();
     refused();
     printf("    test_parallel: %.1f s\n", harness_now() - t0);
     return harness_finish();
