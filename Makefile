@@ -11,9 +11,9 @@ PREFIX  ?= /usr/local
 FUZZ_TIME ?= 60
 B := build
 
-EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
+EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay $(B)/test_tokenizer
+TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay $(B)/test_tokenizer $(B)/test_series_data
 
 .PHONY: all test test-asan demo bench bench-tok fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
 
