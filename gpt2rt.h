@@ -4293,16 +4293,17 @@ static int64_t gpt2rt__csv_split(const char *p, const char *end, gpt2rt__csv_fie
     }
 }
 
-/* a finite number filling [b, e) entirely, in *v; 0 when it is not one */
+/* a number filling [b, e) entirely that fits a float (|v| <= FLT_MAX), in *v; 0
+   when it is not one */
 static int gpt2rt__csv_number(const char *b, const char *e, double *v) {
-    char buf[64];
+    char buf[256];
     size_t n = (size_t)(e - b);
     if (n == 0 || n >= sizeof buf) return 0;
     memcpy(buf, b, n);
     buf[n] = 0;
     char *stop;
     *v = strtod(buf, &stop);
-    return stop == buf + n && isfinite(*v);
+    return stop == buf + n && fabs(*v) <= 3.4028234663852886e38;
 }
 
 /* a field for a message: at most 24 bytes of it, quoted, non-printing bytes as '?' */
@@ -4478,7 +4479,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
                     gpt2rt__csv_show(hname, hdr[c].b, hdr[c].e);
                     r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column %lld (%s): %s is not a %s",
                                         name, (long long)line, (long long)(c + 1), hname, show,
-                                        f[c].b == f[c].e ? "number (empty field)" : "finite number");
+                                        f[c].b == f[c].e ? "number (empty field)" : "finite number that fits a float");
                     goto done;
                 }
                 if (m < M && col[m] == c) raw[rows * M + m++] = v;
@@ -4525,7 +4526,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
             if (desc->no_scale) { mu = 0.0; sd = 1.0; }
             s->mean[m] = mu;
             s->std[m] = sd;
-            for (int64_t t = 0; t < rows; t++) s->values[t * M + m] = (float)((raw[t * M + m] - mu) / sd);
+            for (int64_t t = 0; t < rows; t++) {
+                double z = (raw[t * M + m] - mu) / sd;
+                if (!(fabs(z) <= 3.4028234663852886e38)) {
+                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column \"%s\": the scaled value "
+                                        "(%g - mean %g) / std %g = %g does not fit a float", name, (long long)t + 2,
+                                        s->name[m], raw[t * M + m], mu, sd, z);
+                    goto done;
+                }
+                s->values[t * M + m] = (float)z;
+            }
         }
     }
 done:

@@ -214,6 +214,12 @@ static void test_errors(void) {
     bad("empty field", "date,a,b\n1,,2\n", d, GPT2RT_ERR_FORMAT, "line 2, column 2 (\"a\")", "empty field", NULL);
     bad("nan", "date,a,b\n1,1,2\n2,nan,3\n", d, GPT2RT_ERR_FORMAT, "line 3, column 2", "\"nan\"", NULL);
     bad("inf", "date,a,b\n1,1,2\n2,1e999,3\n", d, GPT2RT_ERR_FORMAT, "line 3, column 2", "\"1e999\"", NULL);
+    bad("beyond float", "date,a,b\n1,1,2\n2,1e39,3\n", d, GPT2RT_ERR_FORMAT, "line 3, column 2", "\"1e39\"",
+        "fits a float");
+    /* training rows 0 and 1e-14 (std 5e-15), then 3e38: (3e38 - 5e-15) / 5e-15 overflows a float */
+    bad("scaled beyond float", "date,a\n1,0\n2,1e-14\n3,0\n4,1e-14\n5,0\n6,1e-14\n7,0\n8,0\n9,3e38\n10,0\n",
+        desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO), GPT2RT_ERR_FORMAT, "line 10, column \"a\"", "does not fit a float",
+        NULL);
     bad("blank line inside", "date,a,b\n1,1,2\n\n2,2,3\n", d, GPT2RT_ERR_FORMAT, "line 3 is empty", NULL, NULL);
     /* 10 rows, 70/10/20: train [0, 7), val [5, 8), test [6, 10); L + H = 3 + 2 = 5
        does not fit the 3 rows of validation (lookback included) */
