@@ -259,6 +259,21 @@
    - Initialisation: in_layer and out_layer weights N(0, 0.02), biases 0; the
      affine 1 and 0.
    - No dropout yet (the config has no field for it).
+   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a date and
+     numbers per row; every column, or one target column) and cuts it as the
+     Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
+     [8640-L, 11520), test [11520-L, 14400); ETTm the same times 4; other files
+     70/10/20 (n_train = int(rows*0.7), n_test = int(rows*0.2)). A StandardScaler
+     (population std) fit on the training rows scales every row; a split holds
+     end - begin - L - H + 1 stride-1 windows, and gpt2rt_series_batch copies B of
+     them into x (B,L,M), y (B,H,M): training windows in an order drawn from
+     (seed, epoch), the others in time order. A malformed file names the line, the
+     column and the numbers. examples/timeseries.c trains, stops early on
+     validation and scores the test split with it.
+           gpt2rt_series_desc d = {0}; d.lookback = 336; d.horizon = 96;
+           gpt2rt_series *s;
+           if (gpt2rt_series_load(&s, "ETTh2.csv", &d) != GPT2RT_OK) { ... gpt2rt_series_last_error(s) ... }
+           gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, seed, epoch, step * B, B, x, y);
 
    ============================================================================
    NOT YET IMPLEMENTED (the fields exist; setting them reports
@@ -289,6 +304,8 @@
                                  (gpt2rt__tok_, gpt2rt__shard_)
     6. Inputs                    6.1 Tokens (gpt2rt__input_)  6.2 Patches (time
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
+                                 6.3 Series files (ETT-format CSV, splits, scaler,
+                                 windows: gpt2rt__csv_, gpt2rt__series_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)
