@@ -13,7 +13,7 @@ B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/fuzz_replay $(B)/test_tokenizer $(B)/test_series_data
+TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/test_dropout $(B)/fuzz_replay $(B)/test_tokenizer $(B)/test_series_data
 
 .PHONY: all test test-asan demo bench bench-tok fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check
 

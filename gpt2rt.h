@@ -92,7 +92,8 @@
    GPT-2 exactly as Hugging Face `GPT2LMHeadModel` computes it in fp32: token +
    position embeddings; per layer x += attn(ln_1(x)); x += mlp(ln_2(x)) with causal
    multi-head self-attention and the tanh GELU ("gelu_new"); ln_f; an LM head tied
-   to the token embedding. LayerNorm epsilon is 1e-5. No dropout.
+   to the token embedding. LayerNorm epsilon is 1e-5. Dropout is off unless
+   configured (DROPOUT below).
    - The vocabulary is padded to `padded_vocab` rows (a multiple of 128 by default)
      so that the head's matrix product has friendly sizes; padded rows stay zero
      and padded logits never enter the loss.
@@ -121,6 +122,32 @@
      same weights on the same machine, whatever the thread count.
 
    ============================================================================
+   DROPOUT, TRAINING AND EVALUATION
+   ============================================================================
+   config.dropout (the embeddings' output and each residual branch before its add,
+   as Hugging Face's embd_pdrop and resid_pdrop), config.attn_dropout (the
+   attention probabilities, attn_pdrop) and config.head_dropout (ln_f's output
+   before the head: out_layer for patches, as PatchTST's head_dropout; Hugging Face
+   GPT-2 has none before the LM head, so 0 there matches it) are probabilities in
+   [0, 1), 0 = off = the default, and then every result is bitwise what it is
+   without the fields. Inverted dropout: kept values are multiplied by 1/(1-p).
+   - Training and evaluation: gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL) turns dropout
+     off for the forwards that follow (validation loss, predictions, generation),
+     GPT2RT_MODE_TRAIN (the default, as a fresh torch module) back on; the mode
+     changes nothing else, so a backward after an EVAL forward is the gradient of
+     the model without dropout.
+   - The masks are a stateless hash of (seed, optimizer step, layer, site, element
+     index), drawn again where needed, never stored: the backward and the recompute
+     (SELECTIVE, FULL) see the forward's masks, and a run resumed from a state file
+     or on another thread count is bitwise the uninterrupted one. The element index
+     counts from the start of the optimizer step's batch, so grad_accum micro-batches
+     of B draw the masks of one batch of grad_accum*B; a forward after a backward
+     and before the update is the step's next micro-batch (other masks). A skipped
+     update does not advance the step: the next one draws the same masks.
+   - The CPU backend only, for now: a CUDA context refuses dropout > 0
+     (GPT2RT_ERR_NOT_IMPLEMENTED, naming the fields).
+
+   ============================================================================
    CALLS
    ============================================================================
    gpt2rt_create / gpt2rt_free           context: plans memory, allocates, initialises
@@ -130,6 +157,7 @@
    gpt2rt_update                         one AdamW step, then zero the gradients
    gpt2rt_step                           forward + backward + update in one call
    gpt2rt_logits                         copy the last forward's logits (B,T,vocab)
+   gpt2rt_mode_set / _get                TRAIN (dropout on, the default) or EVAL
    gpt2rt_forward_series / _step_series  the same with float windows (time series)
    gpt2rt_predictions                    the last series forward's predictions
                                          (B,horizon,M), original scale
@@ -258,7 +286,8 @@
      ATTENTION | MLP. With revin_affine: revin.affine_weight, revin.affine_bias (M).
    - Initialisation: in_layer and out_layer weights N(0, 0.02), biases 0; the
      affine 1 and 0.
-   - No dropout yet (the config has no field for it).
+   - Dropout: config.dropout, attn_dropout, head_dropout (before out_layer), as
+     for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
    - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a date and
      numbers per row; every column, or one target column) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
@@ -280,7 +309,7 @@
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
    The data-parallel and layer-split modes (gpt2rt_plan and gpt2rt_fit already plan
-   them), and patch inputs / regression heads on the CUDA backend. bf16/fp16/TF32
+   them), and patch inputs / regression heads and dropout on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -409,6 +438,13 @@ typedef enum gpt2rt_group {
     GPT2RT_GROUP_HEAD = 1 << 5         /* input projection and regression head (patches) */
 } gpt2rt_group;
 
+/* what a context's forward computes (gpt2rt_mode_set): as torch's model.train() /
+   model.eval(), the mode decides dropout only */
+typedef enum gpt2rt_mode {
+    GPT2RT_MODE_TRAIN = 0, /* the default: dropout applies (when configured) */
+    GPT2RT_MODE_EVAL       /* no dropout: validation, predictions, generation */
+} gpt2rt_mode;
+
 typedef enum gpt2rt_mem {
     GPT2RT_MEM_WEIGHTS = 0,
     GPT2RT_MEM_MASTER,
@@ -453,6 +489,16 @@ typedef struct gpt2rt_config {
     int revin_affine; /* patch inputs: RevIN's learned per-channel scale and shift
                          (PatchTST's), 0 = off (GPT4TS) */
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
+
+    /* dropout: probabilities in [0, 1), 0 = off; inverted (kept values times
+       1/(1-p)), in GPT2RT_MODE_TRAIN only, CPU backend only for now */
+    float dropout;      /* the embeddings' output and both residual branches (after
+                           attn.c_proj and mlp.c_proj): Hugging Face's embd_pdrop and
+                           resid_pdrop */
+    float attn_dropout; /* the attention probabilities: Hugging Face's attn_pdrop */
+    float head_dropout; /* ln_f's output, before the head: out_layer for patches
+                           (PatchTST's head_dropout); Hugging Face GPT-2 has none
+                           before the LM head, so leave it 0 to match it */
 
     /* batch */
     int batch_size; /* micro-batch B (per device under DATA parallel), 0 -> 4 */
@@ -581,6 +627,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx);
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs,
                                      const int32_t *targets, gpt2rt_step_stats *stats);
+/* GPT2RT_MODE_TRAIN (the default) or GPT2RT_MODE_EVAL: whether the forwards that
+   follow apply dropout. Evaluate (validation loss, predictions, generation) in
+   EVAL; a backward follows the mode of its forward. */
+GPT2RT_DEF gpt2rt_result gpt2rt_mode_set(gpt2rt_ctx *ctx, gpt2rt_mode mode);
+GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx);
 /* dst: (B,T,vocab_size) floats, count must be B*T*vocab_size; valid until backward */
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count);
 
@@ -985,6 +1036,12 @@ struct gpt2rt_ctx {
     int acc_micro;
     int have_logits, have_loss, grads_pending;
     int have_pred; /* ts_pred holds the last series forward's predictions */
+    int eval;      /* gpt2rt_mode: GPT2RT_MODE_EVAL turns dropout off */
+    /* dropout of the last forward (its backward and recompute draw the same masks):
+       on, the key of its optimizer step, its micro-batch since the last update */
+    int drop_train;
+    uint64_t drop_key;
+    int64_t drop_micro;
 #ifdef __CUDACC__
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
 #endif
@@ -1071,6 +1128,19 @@ static uint64_t gpt2rt__rng_next(uint64_t *s) {
 static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
     return ((double)(gpt2rt__rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
+
+/* Counter-based random numbers (dropout): element i of the stream `key` is a
+   stateless hash of (key, i), splitmix64's i-th output from state key, so a mask is
+   a function of where it is used and is never stored: the backward and the
+   recompute draw it again, and neither the thread count nor a resume changes it.
+   mix64 is splitmix64's finaliser, a bijection of 64 bits. */
+static uint64_t gpt2rt__mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t gpt2rt__hash_at(uint64_t key, uint64_t i) { return gpt2rt__mix64(key + (i + 1) * 0x9E3779B97F4A7C15ull); }
 
 static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
 
@@ -1210,6 +1280,17 @@ static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, 
     return GPT2RT_OK;
 }
 
+/* dropout: probabilities in [0, 1) (1 would drop everything and scale by 1/0) */
+static gpt2rt_result gpt2rt__cfg_check_dropout(const gpt2rt_config *c, char *err, size_t cap) {
+    const char *names[3] = {"dropout", "attn_dropout", "head_dropout"};
+    const float ps[3] = {c->dropout, c->attn_dropout, c->head_dropout};
+    for (int i = 0; i < 3; i++)
+        if (!(ps[i] >= 0.0f && ps[i] < 1.0f))
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "%s = %g must lie in [0, 1) (a probability; 0 = off)", names[i],
+                        (double)ps[i]);
+    return GPT2RT_OK;
+}
+
 /* patches: the tokens of one series, (L - patch_len)/stride + 2 (GPT4TS pads stride steps) */
 static int64_t gpt2rt__cfg_n_patches(const gpt2rt_config *c) {
     return ((int64_t)c->seq_len - c->patch_len) / c->patch_stride + 2;
@@ -1327,6 +1408,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     gpt2rt__cfg_default_optimizer(c);
     if ((r = gpt2rt__cfg_check_hooks(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_model(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_dropout(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_batch(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
@@ -4661,6 +4743,31 @@ static void gpt2rt__cpu_axpy(float *y, float a, const float *x, int64_t n) { /* 
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+/* ---- dropout (inverted) ---- */
+/* One site's mask in one forward (gpt2rt__drop_at, 7.3, fills it): element i is
+   dropped when the top 32 bits of gpt2rt__hash_at(key, off + i) are below thresh =
+   round(p * 2^32), and kept ones are multiplied by scale = 1/(1-p). key holds (seed,
+   optimizer step, layer, site); off counts the elements of the step's earlier
+   micro-batches, so k micro-batches draw the masks of one batch k times the size.
+   on = 0: the identity (evaluation, or p = 0), and callers skip the op. */
+typedef struct gpt2rt__drop {
+    int on;
+    uint32_t thresh;
+    float scale;
+    uint64_t key, off;
+} gpt2rt__drop;
+
+static float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t i) { /* 0 or 1/(1-p) */
+    return (uint32_t)(gpt2rt__hash_at(dr->key, dr->off + (uint64_t)i) >> 32) >= dr->thresh ? dr->scale : 0.0f;
+}
+
+/* out (N) = in (N) * mask / (1-p), element by element (out may alias in); it is its
+   own backward: the same op on the gradient */
+static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop *dr, int64_t N, int nt) {
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) out[i] = in[i] * gpt2rt__drop_factor(dr, i);
+}
+
 /* ---- embeddings ---- */
 /* out (B,T,C) = wte[tokens] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (P,C) */
 static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
@@ -4752,10 +4859,12 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
 
 /* ---- causal self-attention ---- */
 /* Never stores the (T,T) probabilities: the forward keeps each softmax row's
-   log-sum-exp, the backward recomputes the scores from q and k.
+   log-sum-exp, the backward recomputes the scores from q and k, and with dropout
+   (dr non-NULL and on) draws the probabilities' mask again: element ((b*NH + h)*T
+   + t)*T + s of the (B,NH,T,T) probabilities. lse is the softmax's, before dropout.
    out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
 static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *qkv, float *scratch,
-                                      int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
+                                      int64_t B, int64_t T, int64_t C, int64_t NH, const gpt2rt__drop *dr, int nt) {
     int64_t HS = C / NH, C3 = 3 * C, rows = B * NH * T;
     float scale = 1.0f / sqrtf((float)HS);
     GPT2RT__PARALLEL_FOR_RR(nt)
@@ -4774,21 +4883,27 @@ static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *q
         float inv = 1.0f / sum;
         float *y = out + (b * T + t) * C + h * HS;
         for (int64_t i = 0; i < HS; i++) y[i] = 0.0f;
+        if (dr && dr->on)
+            for (int64_t s = 0; s <= t; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + s);
         for (int64_t s = 0; s <= t; s++) gpt2rt__cpu_axpy(y, sc[s] * inv, qkv + (b * T + s) * C3 + 2 * C + h * HS, HS);
         lse[(b * NH + h) * T + t] = mx + logf(sum);
     }
 }
 
-/* dqkv (B,T,3C) = (overwritten) from dout (B,T,C), the forward's qkv and lse.
-   One (b,h) per task: dk and dv of a head are summed over t in order. */
+/* dqkv (B,T,3C) = (overwritten) from dout (B,T,C), the forward's qkv and lse (and
+   dropout mask). One (b,h) per task: dk and dv of a head are summed over t in order.
+   With dropout (factor f = mask/(1-p)): y = sum_s p_s f_s v_s, so dv_s += p_s f_s dy
+   and dP_s = f_s (dy . v_s), and the softmax's backward is unchanged. */
 static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
-                                       float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH, int nt) {
+                                       float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                       const gpt2rt__drop *dr, int nt) {
     int64_t HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bh = 0; bh < B * NH; bh++) {
         int64_t b = bh / NH, h = bh % NH;
         float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
+        int drop = dr && dr->on;
         for (int64_t t = 0; t < T; t++) {
             float *d = dqkv + (b * T + t) * C3 + h * HS;
             for (int64_t i = 0; i < HS; i++) d[i] = d[C + i] = d[2 * C + i] = 0.0f;
@@ -4802,6 +4917,7 @@ static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const
                 const float *v = k + C;
                 p[s] = expf(gpt2rt__cpu_dot(q, k, HS) * scale - l);
                 ds[s] = gpt2rt__cpu_dot(dy, v, HS); /* dP */
+                if (drop) ds[s] *= gpt2rt__drop_factor(dr, (bh * T + t) * T + s);
                 dsum += p[s] * ds[s];
             }
             float *dq = dqkv + (b * T + t) * C3 + h * HS;
@@ -4810,7 +4926,7 @@ static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const
                 float *dk = dqkv + (b * T + s) * C3 + C + h * HS;
                 gpt2rt__cpu_axpy(dq, g, qkv + (b * T + s) * C3 + C + h * HS, HS);
                 gpt2rt__cpu_axpy(dk, g, q, HS);
-                gpt2rt__cpu_axpy(dk + C, p[s], dy, HS); /* dv */
+                gpt2rt__cpu_axpy(dk + C, drop ? p[s] * gpt2rt__drop_factor(dr, (bh * T + t) * T + s) : p[s], dy, HS); /* dv */
             }
         }
     }
@@ -5413,6 +5529,36 @@ typedef struct gpt2rt__backend {
     gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
 } gpt2rt__backend;
 
+/* ---- dropout's masks ---- */
+/* the sites where the model drops, a part of each mask's key */
+enum { GPT2RT__DROP_EMBED, GPT2RT__DROP_ATTN, GPT2RT__DROP_ATTN_RESID, GPT2RT__DROP_MLP_RESID, GPT2RT__DROP_HEAD };
+
+/* The start of a forward: whether it drops, and the key of its optimizer step,
+   from the seed (the RNG state, which the training state file keeps) and the step
+   count, so a resumed run draws the masks the uninterrupted one would. A step
+   that is skipped does not advance the count: the next one draws its masks again. */
+static void gpt2rt__drop_begin(gpt2rt_ctx *ctx) {
+    const gpt2rt_config *c = &ctx->cfg;
+    ctx->drop_train = !ctx->eval && (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->head_dropout > 0.0f);
+    ctx->drop_key = gpt2rt__mix64(gpt2rt__mix64(ctx->rng ^ 0x44524F504F555431ull) + (uint64_t)ctx->step);
+    ctx->drop_micro = ctx->acc_micro;
+}
+
+/* the mask of site `site` of layer l (-1: the embeddings and the head) in the last
+   forward, over n elements per micro-batch, with probability p */
+static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, int site, int64_t n) {
+    gpt2rt__drop dr;
+    memset(&dr, 0, sizeof dr);
+    dr.on = ctx->drop_train && p > 0.0f;
+    if (!dr.on) return dr;
+    double t = floor((double)p * 4294967296.0 + 0.5);
+    dr.thresh = t > 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+    dr.scale = (float)(1.0 / (1.0 - (double)p));
+    dr.key = gpt2rt__mix64(ctx->drop_key ^ gpt2rt__mix64(((uint64_t)(l + 1) << 8) | (uint64_t)site));
+    dr.off = (uint64_t)ctx->drop_micro * (uint64_t)n;
+    return dr;
+}
+
 /* ---- the CPU backend's steps ---- */
 
 static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
@@ -5420,16 +5566,18 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     if (!d->patches) {
         gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, d->C, d->nt);
-        return GPT2RT_OK;
+    } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
+        gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+        GPT2RT__PARALLEL_FOR(d->nt)
+        for (int64_t bt = 0; bt < d->BT; bt++) {
+            float *o = ctx->x0 + bt * d->C;
+            const float *pe = p.wpe + (bt % d->T) * d->C;
+            for (int64_t c = 0; c < d->C; c++) o[c] += pe[c];
+        }
     }
-    /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
-    gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
-    GPT2RT__PARALLEL_FOR(d->nt)
-    for (int64_t bt = 0; bt < d->BT; bt++) {
-        float *o = ctx->x0 + bt * d->C;
-        const float *pe = p.wpe + (bt % d->T) * d->C;
-        for (int64_t c = 0; c < d->C; c++) o[c] += pe[c];
-    }
+    /* x0 keeps the dropped embeddings: layer 0's input, and FULL's checkpoint 0 */
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
+    if (dr.on) gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt);
     return GPT2RT_OK;
 }
 
@@ -5444,15 +5592,20 @@ static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
     float *ln1 = a.ln1 ? a.ln1 : ctx->dbig, *ln2 = a.ln2 ? a.ln2 : ctx->dbig; /* not kept: scratch */
     float *gelu = a.fch_gelu ? a.fch_gelu : ctx->dbig;
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
+    gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
+    gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
     gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
     gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
-    gpt2rt__cpu_attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+    gpt2rt__cpu_attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, &da, nt);
     gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
+    if (dr2.on) gpt2rt__cpu_dropout(a.res2, a.res2, &dr2, BT * C, nt); /* the branch, before the add */
     gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt);
     gpt2rt__cpu_layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
     gpt2rt__cpu_matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
     gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt);
     gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
+    if (dr3.on) gpt2rt__cpu_dropout(a.res3, a.res3, &dr3, BT * C, nt);
     gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt);
     return GPT2RT_OK;
 }
@@ -5461,6 +5614,9 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, p.lnfw, p.lnfb, d->BT, d->C, d->nt);
+    /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
+    if (dr.on) gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt);
     if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
         gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B, d->T * d->C, d->H, ctx->gemm_ws, d->nt);
     else
@@ -5483,6 +5639,8 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
         /* LM head (tied): dlnf -> dbuf */
         gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits, ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt);
     }
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
+    if (dr.on) gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt);
     memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
     gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw, ctx->lnf_mean, ctx->lnf_rstd,
                                    BT, C, nt);
@@ -5491,7 +5649,9 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
 
 /* Layer l's backward: dres holds d(res3) and becomes d(res), res (BT,C) the layer's
    input. Outputs the forward did not keep are recomputed into rcbuf, only for the
-   weight gradients that need them (NULL g: frozen, skipped). */
+   weight gradients that need them (NULL g: frozen, skipped). Dropout: the masked
+   gradient of a residual branch goes through the scratch buffer free at that point
+   (dbuf for the MLP's, dbig for the attention's), dres stays the stream's. */
 static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
@@ -5499,9 +5659,13 @@ static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, cons
     void *ws = ctx->gemm_ws;
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l), g = gpt2rt__lparams(ctx, ctx->grads, 1, l);
     /* MLP; dres holds d(res3) */
-    const float *gelu = a.fch_gelu, *ln2 = a.ln2;
+    const float *gelu = a.fch_gelu, *ln2 = a.ln2, *dbranch = ctx->dres;
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
+    gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
+    gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
     if (!gelu && g.fcprojw) { gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
-    gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, ctx->dres, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
+    if (dr3.on) { gpt2rt__cpu_dropout(ctx->dbuf, ctx->dres, &dr3, BT * C, nt); dbranch = ctx->dbuf; }
+    gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, dbranch, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
     gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
     if (!ln2 && g.fcw) {
         gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
@@ -5511,8 +5675,10 @@ static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, cons
     gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
                                    BT, C, nt);
     /* attention; dres holds d(res2) */
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, ctx->dres, a.atty, p.projw, BT, C, C, ws, nt);
-    gpt2rt__cpu_attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, nt);
+    dbranch = ctx->dres;
+    if (dr2.on) { gpt2rt__cpu_dropout(ctx->dbig, ctx->dres, &dr2, BT * C, nt); dbranch = ctx->dbig; }
+    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, dbranch, a.atty, p.projw, BT, C, C, ws, nt);
+    gpt2rt__cpu_attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, &da, nt);
     const float *ln1 = a.ln1;
     if (!ln1 && g.qkvw) {
         gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
@@ -5527,6 +5693,8 @@ static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, cons
 static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
+    if (dr.on) gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C, d->nt); /* d(x0 before dropout): dres ends here */
     if (!d->patches) {
         gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B, d->T, d->C, d->nt);
         return GPT2RT_OK;
@@ -5575,6 +5743,7 @@ static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backen
     int64_t L = d->L;
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     size_t act = (size_t)(d->BT * d->C * d->ab);
+    gpt2rt__drop_begin(ctx);
     GPT2RT__TRY(be->embed_forward(ctx));
     for (int64_t l = 0; l < L; l++) {
         GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
@@ -9585,6 +9754,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: patch inputs on the CUDA backend are not "
                             "implemented yet: set backend = GPT2RT_BACKEND_CPU");
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA &&
+        (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: dropout on the CUDA backend is not "
+                            "implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, or "
+                            "backend = GPT2RT_BACKEND_CPU", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
+                            (double)ctx->cfg.head_dropout);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
 #ifdef __CUDACC__
         if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
@@ -9689,6 +9864,19 @@ static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int ser
                         ctx->d.patches ? "PATCHES (time series)" : "TOKENS",
                         ctx->d.patches ? "gpt2rt_forward_series / gpt2rt_step_series / gpt2rt_predictions"
                                        : "gpt2rt_forward / gpt2rt_step / gpt2rt_logits");
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_mode_set(gpt2rt_ctx *ctx, gpt2rt_mode mode) {
+    GPT2RT__CHECK_CTX(ctx);
+    if ((int)mode < 0 || mode > GPT2RT_MODE_EVAL)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_mode_set: mode = %d is not a gpt2rt_mode "
+                            "(GPT2RT_MODE_TRAIN = 0, GPT2RT_MODE_EVAL = 1)", (int)mode);
+    ctx->eval = mode == GPT2RT_MODE_EVAL;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
+    return ctx && ctx->eval ? GPT2RT_MODE_EVAL : GPT2RT_MODE_TRAIN;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
@@ -10154,7 +10342,7 @@ static gpt2rt_result gpt2rt__param_access(gpt2rt_ctx *ctx, const char *fn, const
 
 GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gpt2rt_param_what what, float *dst,
                                            int64_t count) {
-    const gpt2rt__tensor *t;
+    const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
 #ifdef __CUDACC__
@@ -10173,7 +10361,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src, int64_t count) {
-    const gpt2rt__tensor *t;
+    const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
 #ifdef __CUDACC__

@@ -46,7 +46,7 @@ typedef struct opts {
     const char *data, *preset, *init, *png, *target;
     int horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch;
-    float lr, min_lr_frac, weight_decay, clip;
+    float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
 
@@ -59,6 +59,7 @@ static void usage(void) {
            "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
            "  --warmup N          warmup steps           --weight-decay X        AdamW weight decay\n"
            "  --clip X            gradient-norm clip (negative: none)\n"
+           "  --dropout P         embeddings + residual branches   --attn-dropout P / --head-dropout P\n"
            "  --batch B           windows per step       --epochs N              at most N epochs\n"
            "  --patience N        stop after N epochs without a better validation MSE\n"
            "  --revin-affine 0|1  RevIN's learned affine  --freeze 0|1           freeze attention + MLP (GPT4TS)\n"
@@ -143,6 +144,9 @@ static int parse(opts *o, int argc, char **argv) {
         FLOAT_OPT("--min-lr-frac", min_lr_frac)
         FLOAT_OPT("--weight-decay", weight_decay)
         FLOAT_OPT("--clip", clip)
+        FLOAT_OPT("--dropout", dropout)
+        FLOAT_OPT("--attn-dropout", attn_dropout)
+        FLOAT_OPT("--head-dropout", head_dropout)
         fprintf(stderr, "unknown option %s (see --help)\n", a);
         return 0;
     }
@@ -202,6 +206,7 @@ static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split sp
     gpt2rt_series_info_get(data, &info);
     int64_t n = info.windows[split];
     memset(sc, 0, sizeof *sc);
+    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
     for (int64_t first = 0; first < n; first += B) {
         int real = (int)(n - first < B ? n - first : B);
         if (gpt2rt_series_batch(data, split, 0, 0, first, real, x, y) != GPT2RT_OK) {
@@ -349,6 +354,9 @@ int main(int argc, char **argv) {
     c.total_steps = (int)(steps_per_epoch * o.epochs);
     c.weight_decay = o.weight_decay;
     c.grad_clip = o.clip;
+    c.dropout = o.dropout;
+    c.attn_dropout = o.attn_dropout;
+    c.head_dropout = o.head_dropout;
     c.n_threads = o.threads;
     c.seed = o.seed;
     gpt2rt_ctx *ctx;
@@ -370,8 +378,10 @@ int main(int argc, char **argv) {
            r.patch_stride, r.horizon, (double)plan.n_params / 1e6, (double)plan.n_trainable / 1e6,
            o.init ? ", blocks from --init" : ", random init");
     printf("training: batch %lld, lr %g cosine to %g over %d steps (%lld a epoch), at most %d epochs, patience %d, "
-           "seed %llu, weight decay %g\n", (long long)B, (double)r.lr, (double)(r.lr * r.min_lr_frac), r.total_steps,
-           (long long)steps_per_epoch, o.epochs, o.patience, (unsigned long long)o.seed, (double)r.weight_decay);
+           "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)r.lr,
+           (double)(r.lr * r.min_lr_frac), r.total_steps, (long long)steps_per_epoch, o.epochs, o.patience,
+           (unsigned long long)o.seed, (double)r.weight_decay, (double)r.dropout, (double)r.attn_dropout,
+           (double)r.head_dropout);
 
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
     float *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
@@ -382,6 +392,7 @@ int main(int argc, char **argv) {
     scores sc;
     for (int epoch = 0; epoch < o.epochs; epoch++) {
         double t0 = now(), loss_sum = 0;
+        gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
         for (int64_t s = 0; s < steps_per_epoch; s++) {
             gpt2rt_step_stats st;
             if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK ||

@@ -51,8 +51,8 @@ template <typename X> static void validate(Shape sh, int allow_fast) {
     /* CPU reference, one thread */
     float *out_ref = (float *)malloc(n_out * 4), *lse_ref = (float *)malloc(n_lse * 4);
     float *dqkv_ref = (float *)malloc(n_qkv * 4), *scratch = (float *)malloc(gpt2rt__pad16(2 * T) * 4);
-    gpt2rt__cpu_attention_forward(out_ref, lse_ref, qkv, scratch, B, T, C, NH, 1);
-    gpt2rt__cpu_attention_backward(dqkv_ref, dout, qkv, lse_ref, scratch, B, T, C, NH, 1);
+    gpt2rt__cpu_attention_forward(out_ref, lse_ref, qkv, scratch, B, T, C, NH, NULL, 1);
+    gpt2rt__cpu_attention_backward(dqkv_ref, dout, qkv, lse_ref, scratch, B, T, C, NH, NULL, 1);
 
     /* GPU; outputs start as NaN (all-ones bytes) to catch rows that are never written */
     X *d_qkv = lab_upload<X>(qkv, n_qkv), *d_dout = lab_upload<X>(dout, n_out), *d_out, *d_out2, *d_dqkv, *d_dqkv2;
