@@ -65,8 +65,8 @@ static void usage(void) {
            "  --revin-affine 0|1  RevIN's learned affine  --freeze 0|1           freeze attention + MLP (GPT4TS)\n"
            "  --steps-per-epoch N at most N steps an epoch (0: every batch; for quick runs)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
-           "presets: cpu (default): lookback 336, patch 16, stride 8, 1 layer, 4 heads, width 32, lr 1e-3,\n"
-           "         batch 64, 10 epochs, patience 3, cosine to 0, no weight decay;\n"
+           "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
+           "         frozen at their random init, lr 1e-3, batch 64, 10 epochs, patience 3, cosine to 0, no weight decay;\n"
            "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
            "         lr 1e-4, batch 256, 10 epochs, patience 3, cosine; attention + MLP frozen when --init is given\n");
 }
@@ -76,8 +76,11 @@ static void preset(opts *o, const char *name) {
     o->min_lr_frac = 0.0f; o->weight_decay = 0.0f; o->clip = 1.0f; o->warmup = 0; o->revin_affine = 0;
     if (strcmp(name, "gpt4ts") == 0) {
         o->layers = 6; o->heads = 12; o->width = 768; o->lr = 1e-4f; o->batch = 256; o->freeze = -1;
-    } else { /* cpu: chosen on ETTh2's validation split (README, "Time series") */
-        o->layers = 1; o->heads = 4; o->width = 32; o->lr = 1e-3f; o->batch = 64; o->freeze = 0;
+    } else { /* cpu: the best validation MSE of a small search on ETTh2, horizon 96 (README,
+                "Time series"): one small block whose attention and MLP keep their random
+                init (frozen: a fixed random feature map, nothing to overfit), patches that
+                do not overlap (half the tokens of stride 8, a third of the time) */
+        o->stride = 16; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-3f; o->batch = 64; o->freeze = 1;
     }
 }
 
