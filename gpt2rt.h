@@ -4503,18 +4503,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     gpt2rt_result r = GPT2RT_OK;
     double *raw = NULL; /* (rows, M) as parsed: the scaler is fit in double, as sklearn's on pandas' float64 */
     gpt2rt__csv_split(p, he, hdr, ncol);
-    f = hdr; /* until the rows begin */
     int64_t M = 0;
     if (desc->target && desc->target[0]) {
         size_t tl = strlen(desc->target);
         for (int64_t c = 1; c < ncol && !M; c++)
-            if ((size_t)(f[c].e - f[c].b) == tl && memcmp(f[c].b, desc->target, tl) == 0) { col[0] = (int)c; M = 1; }
+            if ((size_t)(hdr[c].e - hdr[c].b) == tl && memcmp(hdr[c].b, desc->target, tl) == 0) { col[0] = (int)c; M = 1; }
         if (!M) {
             size_t k = (size_t)snprintf(s->error, 512, "%s: no column named \"%.64s\" (target); the header (line 1) has:",
                                         name, desc->target);
             for (int64_t c = 1; c < ncol && k < 400; c++) {
                 char show[40];
-                gpt2rt__csv_show(show, f[c].b, f[c].e);
+                gpt2rt__csv_show(show, hdr[c].b, hdr[c].e);
                 k += (size_t)snprintf(s->error + k, 512 - k, "%s %s", c > 1 ? "," : "", show);
             }
             r = GPT2RT_ERR_FORMAT;
@@ -4526,7 +4525,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     {   /* the names of the channels */
         size_t total = 0;
         for (int64_t m = 0; m < M; m++) total += (size_t)(hdr[col[m]].e - hdr[col[m]].b) + 1;
-        f = hdr + ncol;
         s->names = (char *)malloc(total);
         s->name = (char **)malloc(sizeof(char *) * (size_t)M);
         if (!s->names || !s->name) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", name); goto done; }
