@@ -1,5 +1,5 @@
-# gpt2rt - make (examples, tools), make test (every check), make demo, make bench (bench-tok, bench-ts),
-# make test-asan, make fuzz, make fuzz-tok, make kernels, make install PREFIX=..., and the GPU
+# gpt2rt - make (examples, tools), make test (every check), make demo, make bench (bench-tok, bench-gen, bench-ts),
+# make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu (they say
 # so and skip without a GPU).
 CC      ?= cc
@@ -11,12 +11,12 @@ PREFIX  ?= /usr/local
 FUZZ_TIME ?= 60
 B := build
 
-EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs
+EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/test_dropout $(B)/fuzz_replay \
-            $(B)/test_tokenizer $(B)/test_parallel $(B)/test_generate
+            $(B)/test_tokenizer $(B)/test_series_data $(B)/test_parallel $(B)/test_generate
 
-.PHONY: all test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok kernels install clean gpu-build test-gpu bench-gpu check
+.PHONY: all test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -129,6 +129,13 @@ fuzz-tok: | $(B)
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_tokenizer tests/fuzz_tokenizer.c $(LDLIBS)
 	mkdir -p $(B)/fuzz_tok_corpus && cp tests/fuzz_corpus_tokenizer/* $(B)/fuzz_tok_corpus/
 	./$(B)/fuzz_tokenizer -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 $(B)/fuzz_tok_corpus
+
+# libFuzzer on the ETT-format CSV reader (gpt2rt_series_load_mem), FUZZ_TIME seconds
+fuzz-csv: | $(B)
+	@if ! command -v clang >/dev/null 2>&1; then echo "fuzz-csv: skipped: clang not found (apt-get install clang)"; exit 0; fi
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_csv tests/fuzz_csv.c $(LDLIBS)
+	mkdir -p $(B)/fuzz_csv_work $(B)/fuzz_artifacts
+	./$(B)/fuzz_csv $(B)/fuzz_csv_work tests/fuzz_corpus_csv -dict=tests/fuzz_csv.dict -max_len=4096 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/
 
 kernels: $(B)/cpu_matmul
 	OMP_NUM_THREADS=2 ./$(B)/cpu_matmul

@@ -316,6 +316,21 @@
      affine 1 and 0.
    - Dropout: config.dropout, attn_dropout, head_dropout (before out_layer), as
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
+   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a date and
+     numbers per row; every column, or one target column) and cuts it as the
+     Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
+     [8640-L, 11520), test [11520-L, 14400); ETTm the same times 4; other files
+     70/10/20 (n_train = int(rows*0.7), n_test = int(rows*0.2)). A StandardScaler
+     (population std) fit on the training rows scales every row; a split holds
+     end - begin - L - H + 1 stride-1 windows, and gpt2rt_series_batch copies B of
+     them into x (B,L,M), y (B,H,M): training windows in an order drawn from
+     (seed, epoch), the others in time order. A malformed file names the line, the
+     column and the numbers. examples/timeseries.c trains, stops early on
+     validation and scores the test split with it.
+           gpt2rt_series_desc d = {0}; d.lookback = 336; d.horizon = 96;
+           gpt2rt_series *s;
+           if (gpt2rt_series_load(&s, "ETTh2.csv", &d) != GPT2RT_OK) { ... gpt2rt_series_last_error(s) ... }
+           gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, seed, epoch, step * B, B, x, y);
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
@@ -465,6 +480,8 @@
                                  (gpt2rt__tok_, gpt2rt__shard_)
     6. Inputs                    6.1 Tokens (gpt2rt__input_)  6.2 Patches (time
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
+                                 6.3 Series files (ETT-format CSV, splits, scaler,
+                                 windows: gpt2rt__csv_, gpt2rt__series_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)
@@ -931,6 +948,69 @@ GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *shard);
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, int64_t step, int rank,
                                             int n_ranks, int B, int T, int32_t *inputs, int32_t *targets);
 
+/* ---- time series: ETT-format CSV files ------------------------------------
+   An object of its own like the tokenizer: no gpt2rt_ctx needed; a failed load
+   returns an object holding only the message (read it with
+   gpt2rt_series_last_error, then free it). */
+typedef struct gpt2rt_series gpt2rt_series;
+
+typedef enum gpt2rt_series_split {
+    GPT2RT_SERIES_TRAIN = 0,
+    GPT2RT_SERIES_VAL,
+    GPT2RT_SERIES_TEST,
+    GPT2RT_SERIES_SPLIT_COUNT
+} gpt2rt_series_split;
+
+/* where the three splits lie (Time-Series-Library's borders) */
+typedef enum gpt2rt_series_borders {
+    GPT2RT_SERIES_BORDERS_AUTO = 0, /* from the name: ETTh* -> ETTH, ETTm* -> ETTM, else RATIO */
+    GPT2RT_SERIES_BORDERS_ETTH,     /* hours: train [0, 8640), val [8640-L, 11520),
+                                       test [11520-L, 14400) (12/4/4 months of 30 days) */
+    GPT2RT_SERIES_BORDERS_ETTM,     /* the same in 15-minute rows: every border times 4 */
+    GPT2RT_SERIES_BORDERS_RATIO     /* 70/10/20: n_train = int(rows*0.7), n_test = int(rows*0.2) */
+} gpt2rt_series_borders;
+
+typedef struct gpt2rt_series_desc {
+    int lookback;        /* L >= 1, time steps of x */
+    int horizon;         /* H >= 1, time steps of y */
+    const char *target;  /* NULL or "": every numeric column; else that column alone (M = 1) */
+    gpt2rt_series_borders borders;
+    int no_scale;        /* 1: raw values; 0: StandardScaler fit on the training rows */
+} gpt2rt_series_desc;
+
+typedef struct gpt2rt_series_info {
+    int64_t rows;     /* data rows (the header line not counted) */
+    int channels;     /* M */
+    gpt2rt_series_borders borders;  /* resolved (never AUTO) */
+    int64_t begin[GPT2RT_SERIES_SPLIT_COUNT], end[GPT2RT_SERIES_SPLIT_COUNT]; /* rows [begin, end),
+                                                                       the lookback included */
+    int64_t windows[GPT2RT_SERIES_SPLIT_COUNT]; /* end - begin - L - H + 1 stride-1 windows */
+} gpt2rt_series_info;
+
+/* A CSV file: a header line, then one row per time step: a date (any text, not
+   read), then numbers (strtod syntax, finite), every row as many fields as the
+   header. name (may be NULL) labels messages and picks the AUTO borders. */
+GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *path, const gpt2rt_series_desc *desc);
+GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
+                                                const gpt2rt_series_desc *desc);
+GPT2RT_DEF void gpt2rt_series_free(gpt2rt_series *series);
+GPT2RT_DEF const char *gpt2rt_series_last_error(const gpt2rt_series *series);
+GPT2RT_DEF gpt2rt_result gpt2rt_series_info_get(const gpt2rt_series *series, gpt2rt_series_info *info);
+/* channel m's column name, NULL when m is out of range */
+GPT2RT_DEF const char *gpt2rt_series_column(const gpt2rt_series *series, int m);
+/* channel m's scaler: value = (raw - mean) / std; std is the population standard
+   deviation of the training rows (sklearn's StandardScaler), 1 where they are
+   constant; mean 0, std 1 with no_scale */
+GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *series, int m, double *mean, double *std);
+/* every row's scaled values, (rows, M) */
+GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
+/* windows first .. first+B-1 of a split into x (B,L,M) and y (B,H,M) (the H rows
+   after x's L). The validation and test windows come in time order; the training
+   windows in an order drawn from (seed, epoch): each epoch visits every window
+   once, the same arguments give the same batch. first + B must not exceed
+   info.windows[split]. */
+GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *series, gpt2rt_series_split split, uint64_t seed,
+                                             int64_t epoch, int64_t first, int B, float *x, float *y);
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
    The prompts run through the model once (the prefill), then each new token alone,
    attending to the keys and values the cache keeps: no recompute of the prefix. */
@@ -5158,6 +5238,382 @@ static void gpt2rt__ts_affine_backward(float *dw, float *db, const float *dpatch
         dw[m] += (float)sw;
         db[m] += (float)sb;
     }
+}
+
+/* ==== 6.3 Series files ==== */
+
+/* ETT-format CSV (a date column, then numeric columns) cut as the Time-Series-Library
+   cuts it (thuml/Time-Series-Library, data_provider/data_loader.py: Dataset_ETT_hour,
+   Dataset_ETT_minute, Dataset_Custom):
+       ETTh:  border1s = [0, 12*30*24 - L, 12*30*24 + 4*30*24 - L]
+              border2s = [12*30*24, 12*30*24 + 4*30*24, 12*30*24 + 8*30*24]
+       ETTm:  the same times 4
+       other: num_train = int(len*0.7), num_test = int(len*0.2),
+              num_vali = len - num_train - num_test,
+              border1s = [0, num_train - L, len - num_test - L]
+              border2s = [num_train, num_train + num_vali, len]
+   and __len__ = border2 - border1 - L - H + 1 windows per split. The scaler is fit on
+   rows [0, border2s[0]) (sklearn's StandardScaler: population variance; a constant
+   column gets scale 1). Dataset_Custom moves the target column last in 'M' mode;
+   here every mode keeps the file's order (the MSE over channels does not change).
+   The values are parsed with strtod, so the C locale's '.' is the decimal point. */
+
+struct gpt2rt_series {
+    int failed;
+    char error[512];
+    gpt2rt_series_desc desc; /* target not kept (the caller's string) */
+    gpt2rt_series_info info;
+    float *values;           /* (rows, M) scaled */
+    double *mean, *std;      /* (M) */
+    char *names;             /* M NUL-terminated column names, one after another */
+    char **name;             /* (M) into names */
+};
+
+/* one field of a line: [b, e) with surrounding spaces and tabs trimmed */
+typedef struct gpt2rt__csv_field { const char *b, *e; } gpt2rt__csv_field;
+
+static const char *gpt2rt__csv_trim(const char **b, const char *e) {
+    while (*b < e && (**b == ' ' || **b == '\t')) (*b)++;
+    while (e > *b && (e[-1] == ' ' || e[-1] == '\t')) e--;
+    return e;
+}
+
+/* the fields of line [p, end) (no newline inside) into f (cap): the count, which
+   may exceed cap (then only cap are stored) */
+static int64_t gpt2rt__csv_split(const char *p, const char *end, gpt2rt__csv_field *f, int64_t cap) {
+    int64_t n = 0;
+    for (;;) {
+        const char *c = p;
+        while (c < end && *c != ',') c++;
+        if (n < cap) { f[n].b = p; f[n].e = gpt2rt__csv_trim(&f[n].b, c); }
+        n++;
+        if (c == end) return n;
+        p = c + 1;
+    }
+}
+
+/* a number filling [b, e) entirely that fits a float (|v| <= FLT_MAX), in *v; 0
+   when it is not one */
+static int gpt2rt__csv_number(const char *b, const char *e, double *v) {
+    char buf[256];
+    size_t n = (size_t)(e - b);
+    if (n == 0 || n >= sizeof buf) return 0;
+    memcpy(buf, b, n);
+    buf[n] = 0;
+    char *stop;
+    *v = strtod(buf, &stop);
+    return stop == buf + n && fabs(*v) <= 3.4028234663852886e38;
+}
+
+/* a field for a message: at most 24 bytes of it, quoted, non-printing bytes as '?' */
+static void gpt2rt__csv_show(char *out, const char *b, const char *e) {
+    size_t n = (size_t)(e - b), k = 0;
+    out[k++] = '"';
+    for (size_t i = 0; i < n && i < 24; i++) out[k++] = (b[i] >= 32 && b[i] < 127) ? b[i] : '?';
+    if (n > 24) { memcpy(out + k, "...", 3); k += 3; }
+    out[k++] = '"';
+    out[k] = 0;
+}
+
+static gpt2rt_result gpt2rt__series_done(gpt2rt_series **out, gpt2rt_series *s, gpt2rt_result r) {
+    if (r != GPT2RT_OK) {
+        free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
+        s->values = NULL; s->mean = s->std = NULL; s->names = NULL; s->name = NULL;
+        memset(&s->info, 0, sizeof s->info);
+        s->failed = 1;
+    }
+    *out = s;
+    return r;
+}
+
+/* the split borders of info->rows rows for lookback L, horizon H (info->borders
+   resolved); an error names the split that holds no window */
+static gpt2rt_result gpt2rt__series_borders(gpt2rt_series *s, const char *name, int64_t L, int64_t H) {
+    gpt2rt_series_info *in = &s->info;
+    int64_t rows = in->rows, b2[3];
+    if (in->borders == GPT2RT_SERIES_BORDERS_RATIO) {
+        /* Python's int(len * 0.7): the same double product, truncated */
+        int64_t n_train = (int64_t)((double)rows * 0.7), n_test = (int64_t)((double)rows * 0.2);
+        int64_t n_val = rows - n_train - n_test;
+        b2[0] = n_train; b2[1] = n_train + n_val; b2[2] = rows;
+    } else {
+        int64_t unit = (in->borders == GPT2RT_SERIES_BORDERS_ETTM ? 4 : 1) * 30 * 24; /* rows a month */
+        b2[0] = 12 * unit; b2[1] = 16 * unit; b2[2] = 20 * unit;
+        if (rows < b2[2])
+            return gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %lld data rows; the %s borders need %lld (train "
+                                   "[0, %lld), validation and test up to %lld); use borders RATIO for other files",
+                                   name, (long long)rows, in->borders == GPT2RT_SERIES_BORDERS_ETTM ? "ETTm" : "ETTh",
+                                   (long long)b2[2], (long long)b2[0], (long long)b2[2]);
+    }
+    static const char *split_name[3] = {"training", "validation", "test"};
+    for (int k = 0; k < 3; k++) {
+        in->begin[k] = k ? b2[k - 1] - L : 0;
+        in->end[k] = b2[k];
+        in->windows[k] = in->end[k] - in->begin[k] - L - H + 1;
+        if (in->begin[k] < 0 || in->windows[k] < 1)
+            return gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %lld data rows are too few: the %s split ends at "
+                                   "row %lld and must hold lookback + horizon = %lld + %lld = %lld rows%s (it has %lld)",
+                                   name, (long long)rows, split_name[k], (long long)b2[k], (long long)L, (long long)H,
+                                   (long long)(L + H), k ? " counting the lookback before it" : "",
+                                   (long long)(in->end[k] - (in->begin[k] > 0 ? in->begin[k] : 0)));
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void *data, size_t len, const char *name,
+                                                const gpt2rt_series_desc *desc) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_series *s = (gpt2rt_series *)calloc(1, sizeof(gpt2rt_series));
+    *out = s;
+    if (!s) return GPT2RT_ERR_OUT_OF_MEMORY;
+    if (!name) name = "series";
+    if (!desc || (!data && len))
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name,
+                                                           desc ? "data" : "desc"));
+    if (desc->lookback < 1 || desc->horizon < 1 || (unsigned)desc->borders > GPT2RT_SERIES_BORDERS_RATIO)
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lookback = %d and "
+                                                           "horizon = %d must be >= 1, borders = %d in [0, %d]", name,
+                                                           desc->lookback, desc->horizon, (int)desc->borders,
+                                                           (int)GPT2RT_SERIES_BORDERS_RATIO));
+    s->desc = *desc;
+    s->desc.target = NULL;
+    const char *p = (const char *)data, *end = p + len;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3; /* a UTF-8 byte-order mark */
+    /* the header */
+    const char *nl = p;
+    while (nl < end && *nl != '\n') nl++;
+    const char *he = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+    if (p == he)
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line 1 is empty: an ETT-style "
+                                                           "CSV starts with a header (date,column,...)%s", name,
+                                                           len ? "" : " (the file is empty)"));
+    int64_t ncol = gpt2rt__csv_split(p, he, NULL, 0);
+    if (ncol < 2)
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header (line 1) has 1 "
+                                                           "column; a date column and at least one numeric column are "
+                                                           "needed (comma-separated)", name));
+    /* hdr: the header's fields (kept for messages), f: the current row's */
+    gpt2rt__csv_field *hdr = (gpt2rt__csv_field *)malloc(sizeof(gpt2rt__csv_field) * 2 * (size_t)ncol), *f = hdr + ncol;
+    int *col = (int *)malloc(sizeof(int) * (size_t)ncol); /* the file column of channel m */
+    if (!hdr || !col) {
+        free(hdr); free(col);
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld "
+                                                           "columns", name, (long long)ncol));
+    }
+    gpt2rt_result r = GPT2RT_OK;
+    double *raw = NULL; /* (rows, M) as parsed: the scaler is fit in double, as sklearn's on pandas' float64 */
+    gpt2rt__csv_split(p, he, hdr, ncol);
+    int64_t M = 0;
+    if (desc->target && desc->target[0]) {
+        size_t tl = strlen(desc->target);
+        for (int64_t c = 1; c < ncol && !M; c++)
+            if ((size_t)(hdr[c].e - hdr[c].b) == tl && memcmp(hdr[c].b, desc->target, tl) == 0) { col[0] = (int)c; M = 1; }
+        if (!M) {
+            size_t k = (size_t)snprintf(s->error, 512, "%s: no column named \"%.64s\" (target); the header (line 1) has:",
+                                        name, desc->target);
+            for (int64_t c = 1; c < ncol && k < 400; c++) {
+                char show[40];
+                gpt2rt__csv_show(show, hdr[c].b, hdr[c].e);
+                k += (size_t)snprintf(s->error + k, 512 - k, "%s %s", c > 1 ? "," : "", show);
+            }
+            r = GPT2RT_ERR_FORMAT;
+            goto done;
+        }
+    } else {
+        for (int64_t c = 1; c < ncol; c++) col[M++] = (int)c;
+    }
+    {   /* the names of the channels */
+        size_t total = 0;
+        for (int64_t m = 0; m < M; m++) total += (size_t)(hdr[col[m]].e - hdr[col[m]].b) + 1;
+        s->names = (char *)malloc(total);
+        s->name = (char **)malloc(sizeof(char *) * (size_t)M);
+        if (!s->names || !s->name) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", name); goto done; }
+        char *q = s->names;
+        for (int64_t m = 0; m < M; m++) {
+            size_t n = (size_t)(hdr[col[m]].e - hdr[col[m]].b);
+            memcpy(q, hdr[col[m]].b, n);
+            q[n] = 0;
+            s->name[m] = q;
+            q += n + 1;
+        }
+    }
+    /* the rows: every field checked (numbers in every column, the target's or not) */
+    {
+        int64_t rows = 0, cap = 0, line = 1;
+        for (p = nl < end ? nl + 1 : end; p < end; p = nl < end ? nl + 1 : end) {
+            line++;
+            nl = p;
+            while (nl < end && *nl != '\n') nl++;
+            const char *le = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+            if (le == p) { /* blank lines may only end the file */
+                const char *q = nl;
+                while (q < end && (*q == '\n' || *q == '\r')) q++;
+                if (q == end) break;
+                r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld is empty, but data rows follow it", name,
+                                    (long long)line);
+                goto done;
+            }
+            int64_t n = gpt2rt__csv_split(p, le, f, ncol);
+            if (n != ncol) {
+                r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld has %lld fields; the header (line 1) has "
+                                    "%lld (a ragged row)", name, (long long)line, (long long)n, (long long)ncol);
+                goto done;
+            }
+            if (rows == cap) {
+                int64_t nc = cap ? 2 * cap : 1024;
+                double *nv = (double *)realloc(raw, sizeof(double) * (size_t)(nc * M));
+                if (!nv) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld rows", name,
+                                               (long long)nc); goto done; }
+                raw = nv;
+                cap = nc;
+            }
+            int64_t m = 0;
+            for (int64_t c = 1; c < ncol; c++) {
+                double v;
+                if (!gpt2rt__csv_number(f[c].b, f[c].e, &v)) {
+                    char show[40], hname[40];
+                    gpt2rt__csv_show(show, f[c].b, f[c].e);
+                    gpt2rt__csv_show(hname, hdr[c].b, hdr[c].e);
+                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column %lld (%s): %s is not a %s",
+                                        name, (long long)line, (long long)(c + 1), hname, show,
+                                        f[c].b == f[c].e ? "number (empty field)" : "finite number that fits a float");
+                    goto done;
+                }
+                if (m < M && col[m] == c) raw[rows * M + m++] = v;
+            }
+            rows++;
+        }
+        s->info.rows = rows;
+        s->info.channels = (int)M;
+        if (rows == 0) {
+            r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: no data rows after the header (line 1)", name);
+            goto done;
+        }
+    }
+    /* borders: AUTO reads the name's last path component */
+    {
+        gpt2rt_series_borders b = desc->borders;
+        if (b == GPT2RT_SERIES_BORDERS_AUTO) {
+            const char *base = name;
+            for (const char *q = name; *q; q++) if (*q == '/' || *q == '\\') base = q + 1;
+            b = strncmp(base, "ETTh", 4) == 0 ? GPT2RT_SERIES_BORDERS_ETTH
+              : strncmp(base, "ETTm", 4) == 0 ? GPT2RT_SERIES_BORDERS_ETTM : GPT2RT_SERIES_BORDERS_RATIO;
+        }
+        s->info.borders = b;
+        r = gpt2rt__series_borders(s, name, desc->lookback, desc->horizon);
+        if (r != GPT2RT_OK) goto done;
+    }
+    /* StandardScaler on the training rows, fit and applied in double, rounded to
+       float once (the Time-Series-Library's float64 arrays become fp32 tensors) */
+    s->mean = (double *)calloc((size_t)M, sizeof(double));
+    s->std = (double *)calloc((size_t)M, sizeof(double));
+    s->values = (float *)malloc(sizeof(float) * (size_t)(s->info.rows * M));
+    if (!s->mean || !s->std || !s->values) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", name); goto done; }
+    {
+        int64_t n = s->info.end[GPT2RT_SERIES_TRAIN], rows = s->info.rows;
+        for (int64_t m = 0; m < M; m++) {
+            double mu = 0.0, var = 0.0;
+            for (int64_t t = 0; t < n; t++) mu += raw[t * M + m];
+            mu /= (double)n;
+            for (int64_t t = 0; t < n; t++) { double c = raw[t * M + m] - mu; var += c * c; }
+            var /= (double)n;
+            /* sklearn's _handle_zeros_in_scale: a (near-)constant column keeps scale 1 */
+            double sd = sqrt(var);
+            if (sd < 10.0 * 2.220446049250313e-16 * (fabs(mu) > 1.0 ? fabs(mu) : 1.0)) sd = 1.0;
+            if (desc->no_scale) { mu = 0.0; sd = 1.0; }
+            s->mean[m] = mu;
+            s->std[m] = sd;
+            for (int64_t t = 0; t < rows; t++) {
+                double z = (raw[t * M + m] - mu) / sd;
+                if (!(fabs(z) <= 3.4028234663852886e38)) {
+                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column \"%s\": the scaled value "
+                                        "(%g - mean %g) / std %g = %g does not fit a float", name, (long long)t + 2,
+                                        s->name[m], raw[t * M + m], mu, sd, z);
+                    goto done;
+                }
+                s->values[t * M + m] = (float)z;
+            }
+        }
+    }
+done:
+    free(hdr);
+    free(col);
+    free(raw);
+    return gpt2rt__series_done(out, s, r);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **out, const char *path, const gpt2rt_series_desc *desc) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    unsigned char *buf;
+    size_t len;
+    char error[512];
+    gpt2rt_result r = path ? gpt2rt__tok_read_file(path, &buf, &len, error)
+                           : gpt2rt__tok_msg(error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_load: path is NULL");
+    if (r != GPT2RT_OK) {
+        gpt2rt_series *s = (gpt2rt_series *)calloc(1, sizeof(gpt2rt_series));
+        *out = s;
+        if (s) { memcpy(s->error, error, sizeof error); s->failed = 1; }
+        return r;
+    }
+    r = gpt2rt_series_load_mem(out, buf, len, path, desc);
+    free(buf);
+    return r;
+}
+
+GPT2RT_DEF void gpt2rt_series_free(gpt2rt_series *s) {
+    if (!s) return;
+    free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
+    free(s);
+}
+
+GPT2RT_DEF const char *gpt2rt_series_last_error(const gpt2rt_series *s) {
+    return s ? s->error : "gpt2rt_series: no series (out of memory)";
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_series_info_get(const gpt2rt_series *s, gpt2rt_series_info *info) {
+    if (!s || !info) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE;
+    *info = s->info;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF const char *gpt2rt_series_column(const gpt2rt_series *s, int m) {
+    return s && !s->failed && m >= 0 && m < s->info.channels ? s->name[m] : NULL;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *s, int m, double *mean, double *std) {
+    if (!s || !mean || !std) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE;
+    if (m < 0 || m >= s->info.channels) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *mean = s->mean[m];
+    *std = s->std[m];
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *s) { return s && !s->failed ? s->values : NULL; }
+
+GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_split split, uint64_t seed, int64_t epoch,
+                                             int64_t first, int B, float *x, float *y) {
+    if (!s || !x || !y) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE;
+    if ((unsigned)split >= GPT2RT_SERIES_SPLIT_COUNT)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: split = %d must lie in [0, %d)",
+                               (int)split, (int)GPT2RT_SERIES_SPLIT_COUNT);
+    int64_t n = s->info.windows[split];
+    if (B < 1 || first < 0 || epoch < 0 || first > n - B)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: windows [first, first + B) = "
+                               "[%lld, %lld) must lie in the split's [0, %lld) (B >= 1, epoch = %lld >= 0)",
+                               (long long)first, (long long)first + B, (long long)n, (long long)epoch);
+    int64_t M = s->info.channels, L = s->desc.lookback, H = s->desc.horizon;
+    uint64_t st = seed ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull), key = gpt2rt__rng_next(&st);
+    for (int b = 0; b < B; b++) {
+        int64_t w = first + b;
+        if (split == GPT2RT_SERIES_TRAIN) w = (int64_t)gpt2rt__shard_permute((uint64_t)w, (uint64_t)n, key);
+        const float *src = s->values + (s->info.begin[split] + w) * M;
+        memcpy(x + (int64_t)b * L * M, src, sizeof(float) * (size_t)(L * M));
+        memcpy(y + (int64_t)b * H * M, src + L * M, sizeof(float) * (size_t)(H * M));
+    }
+    return GPT2RT_OK;
 }
 
 /* ==== 7. CPU backend ==== */

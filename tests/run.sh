@@ -144,7 +144,7 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_dropout test_parallel test_generate; do
+    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_dropout test_series_data test_parallel test_generate; do
         [ -f tests/$t.c ] || continue
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
@@ -162,10 +162,31 @@ run_suite() { # flags...
         build $B/fuzz_config_replay$tag tests/fuzz_config.c -DFUZZ_REPLAY "$@" &&
             run_prog "config.json fuzz corpus replay$tag" ./$B/fuzz_config_replay$tag tests/fuzz_corpus_config
     fi
+    if [ -f tests/fuzz_csv.c ]; then
+        build $B/fuzz_csv_replay$tag tests/fuzz_csv.c -DFUZZ_REPLAY "$@" &&
+            run_prog "CSV fuzz corpus replay$tag" ./$B/fuzz_csv_replay$tag tests/fuzz_corpus_csv
+    fi
     build $B/minimal$tag examples/minimal.c "$@" && {
         if ./$B/minimal$tag > $B/minimal$tag.log 2>&1; then ok "examples/minimal learns$tag ($(tail -1 $B/minimal$tag.log))"
         else bad "examples/minimal$tag"; cat $B/minimal$tag.log; fi
     }
+}
+
+ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the last two lines' format
+    if ! $CC -std=c11 -Wall -Wextra -Werror $CFLAGS -fopenmp -o $B/timeseries examples/timeseries.c -lm > $B/ts_build.log 2>&1; then
+        bad "build examples/timeseries.c"; head -20 $B/ts_build.log; return
+    fi
+    local out rc
+    # 70/10/20 of 30 rows, L 4, H 2: 5 test windows, 4 in whole batches of 2
+    out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
+          --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --steps-per-epoch 3 --seed 3 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | tail -1 | grep -Eq '^test mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 5$' &&
+       echo "$out" | tail -2 | head -1 | grep -Eq '^test \(drop last\) mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 4$'; then
+        ok "examples/timeseries trains, stops, scores every test window ($(echo "$out" | tail -1))"
+    else bad "examples/timeseries smoke run (rc $rc)"; echo "$out" | tail -5; fi
+    out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 40 2>&1); rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q "too few"; then ok "examples/timeseries refuses a file too short for the windows"
+    else bad "examples/timeseries on a too-short file (rc $rc)"; echo "$out" | tail -3; fi
 }
 
 train_text_init() { # train_text -init DIR takes the shape from DIR/config.json, no shape flags
@@ -413,7 +434,7 @@ ranks_checks() {
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; hf_check; ts_fixture_check; gen_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

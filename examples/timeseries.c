@@ -1,0 +1,444 @@
+/* examples/timeseries.c - GPT4TS-style forecasting ("One Fits All") on an ETT-format
+   CSV: train on the training split, stop early on the validation split, then score
+   every test window.
+
+   usage: timeseries --data FILE.csv --horizon H [--preset cpu|gpt4ts] [--seed S]
+                     [--init DIR] [--png FILE] [setting flags, see --help]
+
+   The splits, the scaler and the windows are the Time-Series-Library's (gpt2rt.h,
+   "6.3 Series files"); every channel is forecast (channel independence) unless
+   --target names one. Each epoch visits the training windows in a seeded order in
+   batches of --batch (the last incomplete batch dropped); after each epoch the MSE
+   over every validation window decides early stopping (--patience epochs without
+   improvement), and the best epoch's weights are restored for the test. The last
+   two lines are
+       test (drop last) mse <x> mae <y> windows <n>   the last incomplete batch dropped,
+                                                      as some published tables count
+       test mse <x> mae <y> windows <n>               every test window
+   on the scaled data. --init DIR starts the blocks from a Hugging Face GPT-2
+   checkpoint (DIR/model.safetensors; its first --layers layers); --png draws
+   forecast against truth for a few test windows (needs stb: Debian libstb-dev). */
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#if defined(__has_include)
+#if __has_include(<stb/stb_image_write.h>)
+#define TS_PNG 1
+#endif
+#endif
+#ifdef TS_PNG
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+#endif
+
+typedef struct opts {
+    const char *data, *preset, *init, *png, *target;
+    int horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
+    int revin_affine, freeze, threads, steps_per_epoch;
+    float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
+    uint64_t seed;
+} opts;
+
+static void usage(void) {
+    printf("usage: timeseries --data FILE.csv --horizon H [--preset cpu|gpt4ts] [--seed S] [--init DIR] [--png FILE]\n"
+           "settings (each overrides the preset):\n"
+           "  --target NAME       forecast one column (default: every column, channel independent)\n"
+           "  --lookback L        input steps            --patch P / --stride S  patching\n"
+           "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
+           "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
+           "  --warmup N          warmup steps           --weight-decay X        AdamW weight decay\n"
+           "  --clip X            gradient-norm clip (negative: none)\n"
+           "  --dropout P         embeddings + residual branches   --attn-dropout P / --head-dropout P\n"
+           "  --batch B           windows per step       --epochs N              at most N epochs\n"
+           "  --patience N        stop after N epochs without a better validation MSE\n"
+           "  --revin-affine 0|1  RevIN's learned affine  --freeze 0|1           freeze attention + MLP (GPT4TS)\n"
+           "  --steps-per-epoch N at most N steps an epoch (0: every batch; for quick runs)\n"
+           "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
+           "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
+           "         frozen at their random init, lr 1e-3, batch 64, 10 epochs, patience 3, cosine to 0, no weight decay;\n"
+           "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
+           "         lr 1e-4, batch 256, 10 epochs, patience 3, cosine; attention + MLP frozen when --init is given\n");
+}
+
+static void preset(opts *o, const char *name) {
+    o->lookback = 336; o->patch = 16; o->stride = 8; o->epochs = 10; o->patience = 3;
+    o->min_lr_frac = 0.0f; o->weight_decay = 0.0f; o->clip = 1.0f; o->warmup = 0; o->revin_affine = 0;
+    if (strcmp(name, "gpt4ts") == 0) {
+        o->layers = 6; o->heads = 12; o->width = 768; o->lr = 1e-4f; o->batch = 256; o->freeze = -1;
+    } else { /* cpu: the best validation MSE of a small search on ETTh2, horizon 96 (README,
+                "Time series"): one small block whose attention and MLP keep their random
+                init (frozen: a fixed random feature map, nothing to overfit), patches that
+                do not overlap (half the tokens of stride 8, a third of the time) */
+        o->stride = 16; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-3f; o->batch = 64; o->freeze = 1;
+    }
+}
+
+static int parse(opts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    o->preset = "cpu";
+    o->seed = 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) o->preset = argv[i + 1];
+    if (strcmp(o->preset, "cpu") != 0 && strcmp(o->preset, "gpt4ts") != 0) {
+        fprintf(stderr, "--preset %s: expected cpu or gpt4ts\n", o->preset);
+        return 0;
+    }
+    preset(o, o->preset);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(); exit(0); }
+        if (!v) { fprintf(stderr, "%s: missing value (see --help)\n", a); return 0; }
+        i++;
+        char *e = NULL;
+        double num = strtod(v, &e);
+        int is_num = e && e != v && *e == 0;
+#define INT_OPT(flag, field, lo)                                                                      \
+    if (strcmp(a, flag) == 0) {                                                                       \
+        if (!is_num || num != (int)num || num < (lo)) {                                               \
+            fprintf(stderr, "%s %s: expected an integer >= %d\n", flag, v, lo);                        \
+            return 0;                                                                                 \
+        }                                                                                             \
+        o->field = (int)num;                                                                          \
+        continue;                                                                                     \
+    }
+#define FLOAT_OPT(flag, field)                                                                        \
+    if (strcmp(a, flag) == 0) {                                                                       \
+        if (!is_num) { fprintf(stderr, "%s %s: expected a number\n", flag, v); return 0; }            \
+        o->field = (float)num;                                                                        \
+        continue;                                                                                     \
+    }
+        if (strcmp(a, "--data") == 0) { o->data = v; continue; }
+        if (strcmp(a, "--preset") == 0) continue;
+        if (strcmp(a, "--init") == 0) { o->init = v; continue; }
+        if (strcmp(a, "--png") == 0) { o->png = v; continue; }
+        if (strcmp(a, "--target") == 0) { o->target = v; continue; }
+        if (strcmp(a, "--seed") == 0) {
+            if (!is_num || num < 0 || num != floor(num)) { fprintf(stderr, "--seed %s: expected an integer >= 0\n", v); return 0; }
+            o->seed = (uint64_t)num;
+            continue;
+        }
+        INT_OPT("--horizon", horizon, 1)
+        INT_OPT("--lookback", lookback, 1)
+        INT_OPT("--patch", patch, 1)
+        INT_OPT("--stride", stride, 1)
+        INT_OPT("--layers", layers, 1)
+        INT_OPT("--heads", heads, 1)
+        INT_OPT("--width", width, 1)
+        INT_OPT("--batch", batch, 1)
+        INT_OPT("--epochs", epochs, 1)
+        INT_OPT("--patience", patience, 1)
+        INT_OPT("--warmup", warmup, 0)
+        INT_OPT("--revin-affine", revin_affine, 0)
+        INT_OPT("--freeze", freeze, 0)
+        INT_OPT("--threads", threads, 0)
+        INT_OPT("--steps-per-epoch", steps_per_epoch, 0)
+        FLOAT_OPT("--lr", lr)
+        FLOAT_OPT("--min-lr-frac", min_lr_frac)
+        FLOAT_OPT("--weight-decay", weight_decay)
+        FLOAT_OPT("--clip", clip)
+        FLOAT_OPT("--dropout", dropout)
+        FLOAT_OPT("--attn-dropout", attn_dropout)
+        FLOAT_OPT("--head-dropout", head_dropout)
+        fprintf(stderr, "unknown option %s (see --help)\n", a);
+        return 0;
+    }
+    if (!o->data || !o->horizon) { fprintf(stderr, "--data FILE.csv and --horizon H are required (see --help)\n"); return 0; }
+    if (o->freeze < 0) o->freeze = o->init != NULL; /* GPT4TS freezes only what it loaded */
+    return 1;
+}
+
+static double now(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* every parameter's values, to keep the best epoch's weights */
+typedef struct snapshot {
+    int n;
+    float **v;
+} snapshot;
+
+static int snapshot_take(gpt2rt_ctx *ctx, snapshot *s) {
+    if (!s->v) {
+        s->n = gpt2rt_param_count(ctx);
+        s->v = (float **)calloc((size_t)s->n, sizeof(float *));
+    }
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if (gpt2rt_param_info_get(ctx, i, &in) != GPT2RT_OK) return 0;
+        if (!s->v[i]) s->v[i] = (float *)malloc(sizeof(float) * (size_t)in.numel);
+        if (gpt2rt_param_read(ctx, in.name, GPT2RT_PARAM_VALUE, s->v[i], in.numel) != GPT2RT_OK) return 0;
+    }
+    return 1;
+}
+
+static int snapshot_restore(gpt2rt_ctx *ctx, const snapshot *s) {
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if (gpt2rt_param_info_get(ctx, i, &in) != GPT2RT_OK) return 0;
+        if (gpt2rt_param_write(ctx, in.name, s->v[i], in.numel) != GPT2RT_OK) return 0;
+    }
+    return 1;
+}
+
+/* squared and absolute errors over the windows of a split, B at a time; the last
+   batch is filled up by repeating its last window (each series is forecast on its
+   own, so the filler changes nothing) and only the real windows count. keep_pred
+   (may be NULL): the predictions of the first `keep` windows. sse_full / sae_full
+   (may be NULL) get the sums over the whole batches only. */
+typedef struct scores {
+    double sse, sae, sse_full, sae_full;
+    int64_t windows, windows_full;
+} scores;
+
+static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split, int B, int64_t L, int64_t H,
+                    int64_t M, float *x, float *y, float *pred, float *keep_pred, int64_t keep, scores *sc) {
+    gpt2rt_series_info info;
+    gpt2rt_series_info_get(data, &info);
+    int64_t n = info.windows[split];
+    memset(sc, 0, sizeof *sc);
+    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
+    for (int64_t first = 0; first < n; first += B) {
+        int real = (int)(n - first < B ? n - first : B);
+        if (gpt2rt_series_batch(data, split, 0, 0, first, real, x, y) != GPT2RT_OK) {
+            fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
+            return 0;
+        }
+        for (int b = real; b < B; b++) memcpy(x + b * L * M, x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
+        if (gpt2rt_forward_series(ctx, x, NULL, NULL) != GPT2RT_OK ||
+            gpt2rt_predictions(ctx, pred, (int64_t)B * H * M) != GPT2RT_OK) {
+            fprintf(stderr, "forward: %s\n", gpt2rt_last_error(ctx));
+            return 0;
+        }
+        double se = 0, ae = 0;
+        for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
+            double e = (double)pred[i] - (double)y[i];
+            se += e * e;
+            ae += fabs(e);
+        }
+        sc->sse += se; sc->sae += ae; sc->windows += real;
+        if (real == B) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full += real; }
+        for (int b = 0; keep_pred && b < real && first + b < keep; b++)
+            memcpy(keep_pred + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
+    }
+    return 1;
+}
+
+#ifdef TS_PNG
+static void plot_line(unsigned char *px, int w, int h, int x0, int y0, int x1, int y1, const unsigned char rgb[3]) {
+    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
+    for (;;) {
+        for (int oy = 0; oy < 2; oy++) /* 2 pixels thick */
+            if (x0 >= 0 && x0 < w && y0 + oy >= 0 && y0 + oy < h) memcpy(px + ((size_t)(y0 + oy) * w + x0) * 3, rgb, 3);
+        if (x0 == x1 && y0 == y1) break;
+        int e2 = 2 * err;
+        if (e2 >= dy) { err += dy; x0 += sx; }
+        if (e2 <= dx) { err += dx; y0 += sy; }
+    }
+}
+#endif
+
+/* panels, one per test window, of the last channel: the lookback (grey), the truth
+   (black) and the forecast (red), each panel scaled to its own range */
+static void draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H, int64_t M, const float *pred,
+                     int64_t n_win, int64_t spacing) {
+#ifdef TS_PNG
+    const int pw = 600, ph = 200, w = pw, h = ph * (int)n_win;
+    unsigned char *px = (unsigned char *)malloc((size_t)w * h * 3);
+    memset(px, 255, (size_t)w * h * 3);
+    float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
+    static const unsigned char grey[3] = {150, 150, 150}, black[3] = {0, 0, 0}, red[3] = {220, 30, 30}, rule[3] = {200, 200, 255};
+    int64_t m = M - 1, show = L < 2 * H ? L : 2 * H; /* the lookback's tail */
+    for (int64_t k = 0; k < n_win; k++) {
+        gpt2rt_series_batch(data, GPT2RT_SERIES_TEST, 0, 0, k * spacing, 1, x, y);
+        const float *p = pred + k * H * M;
+        float lo = 1e30f, hi = -1e30f;
+        for (int64_t t = L - show; t < L; t++) { lo = fminf(lo, x[t * M + m]); hi = fmaxf(hi, x[t * M + m]); }
+        for (int64_t t = 0; t < H; t++) {
+            lo = fminf(lo, fminf(y[t * M + m], p[t * M + m]));
+            hi = fmaxf(hi, fmaxf(y[t * M + m], p[t * M + m]));
+        }
+        if (hi - lo < 1e-6f) hi = lo + 1e-6f;
+        int top = (int)k * ph;
+        int64_t steps = show + H;
+#define PX(t) (int)(10 + (double)(t) * (pw - 20) / (double)(steps - 1))
+#define PY(v) (top + 10 + (int)((double)(hi - (v)) * (ph - 20) / (double)(hi - lo)))
+        plot_line(px, w, h, 0, top + ph - 1, pw - 1, top + ph - 1, rule);
+        plot_line(px, w, h, PX(show - 1), top, PX(show - 1), top + ph - 2, rule);
+        for (int64_t t = 1; t < show; t++)
+            plot_line(px, w, h, PX(t - 1), PY(x[(L - show + t - 1) * M + m]), PX(t), PY(x[(L - show + t) * M + m]), grey);
+        for (int64_t t = 0; t < H; t++) {
+            float ty0 = t ? y[(t - 1) * M + m] : x[(L - 1) * M + m], py0 = t ? p[(t - 1) * M + m] : x[(L - 1) * M + m];
+            plot_line(px, w, h, PX(show + t - 1), PY(ty0), PX(show + t), PY(y[t * M + m]), black);
+            plot_line(px, w, h, PX(show + t - 1), PY(py0), PX(show + t), PY(p[t * M + m]), red);
+        }
+#undef PX
+#undef PY
+    }
+    if (stbi_write_png(path, w, h, 3, px, w * 3)) printf("wrote %s: %lld test windows of %s (grey lookback, black truth, "
+                                                         "red forecast)\n", path, (long long)n_win,
+                                                         gpt2rt_series_column(data, (int)m));
+    else fprintf(stderr, "--png %s: could not write the file\n", path);
+    free(px); free(x); free(y);
+#else
+    (void)data; (void)L; (void)H; (void)M; (void)pred; (void)n_win; (void)spacing;
+    printf("--png %s: skipped: this build has no stb_image_write (apt-get install libstb-dev, then make)\n", path);
+#endif
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    opts o;
+    if (!parse(&o, argc, argv)) return 2;
+    double t_start = now();
+
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = o.lookback;
+    sd.horizon = o.horizon;
+    sd.target = o.target;
+    gpt2rt_series *data;
+    if (gpt2rt_series_load(&data, o.data, &sd) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_series_last_error(data));
+        gpt2rt_series_free(data);
+        return 1;
+    }
+    gpt2rt_series_info info;
+    gpt2rt_series_info_get(data, &info);
+    const int64_t L = o.lookback, H = o.horizon, M = info.channels, B = o.batch;
+    static const char *bname[] = {"auto", "ETTh", "ETTm", "70/10/20"};
+    printf("data %s: %lld rows, %lld channels, %s borders; windows train %lld, validation %lld, test %lld\n", o.data,
+           (long long)info.rows, (long long)M, bname[info.borders], (long long)info.windows[0],
+           (long long)info.windows[1], (long long)info.windows[2]);
+    int64_t steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
+    if (steps_per_epoch < 1) {
+        fprintf(stderr, "--batch %lld exceeds the %lld training windows\n", (long long)B,
+                (long long)info.windows[GPT2RT_SERIES_TRAIN]);
+        return 1;
+    }
+    if (o.steps_per_epoch && o.steps_per_epoch < steps_per_epoch) steps_per_epoch = o.steps_per_epoch;
+
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    if (o.init) {
+        char err[512];
+        if (gpt2rt_config_load(&c, o.init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "%s\n", err); return 1; }
+        c.n_layer = o.layers < c.n_layer ? o.layers : c.n_layer;
+    } else {
+        c.n_layer = o.layers;
+        c.n_head = o.heads;
+        c.n_embd = o.width;
+    }
+    c.input = GPT2RT_INPUT_PATCHES;
+    c.head = GPT2RT_HEAD_REGRESSION;
+    c.seq_len = o.lookback;
+    c.patch_len = o.patch;
+    c.patch_stride = o.stride;
+    c.n_channels = (int)M;
+    c.horizon = o.horizon;
+    c.revin_affine = o.revin_affine;
+    c.frozen = o.freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
+    c.batch_size = o.batch;
+    c.lr = o.lr;
+    c.min_lr_frac = o.min_lr_frac;
+    c.warmup_steps = o.warmup;
+    c.total_steps = (int)(steps_per_epoch * o.epochs);
+    c.weight_decay = o.weight_decay;
+    c.grad_clip = o.clip;
+    c.dropout = o.dropout;
+    c.attn_dropout = o.attn_dropout;
+    c.head_dropout = o.head_dropout;
+    c.n_threads = o.threads;
+    c.seed = o.seed;
+    gpt2rt_ctx *ctx;
+    if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
+        gpt2rt_free(ctx);
+        return 1;
+    }
+    if (o.init && gpt2rt_weights_load(ctx, o.init) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
+        gpt2rt_free(ctx);
+        return 1;
+    }
+    gpt2rt_config r = gpt2rt_config_get(ctx);
+    gpt2rt_memory_plan plan;
+    gpt2rt_plan(&r, &plan);
+    printf("model: preset %s, %d layers, %d heads, width %d, lookback %d, patch %d stride %d, horizon %d, %.3fM "
+           "parameters (%.3fM trained)%s\n", o.preset, r.n_layer, r.n_head, r.n_embd, r.seq_len, r.patch_len,
+           r.patch_stride, r.horizon, (double)plan.n_params / 1e6, (double)plan.n_trainable / 1e6,
+           o.init ? ", blocks from --init" : ", random init");
+    printf("training: batch %lld, lr %g cosine to %g over %d steps (%lld a epoch), at most %d epochs, patience %d, "
+           "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)r.lr,
+           (double)(r.lr * r.min_lr_frac), r.total_steps, (long long)steps_per_epoch, o.epochs, o.patience,
+           (unsigned long long)o.seed, (double)r.weight_decay, (double)r.dropout, (double)r.attn_dropout,
+           (double)r.head_dropout);
+
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
+    float *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    snapshot best_w = {0, NULL};
+    double best = INFINITY;
+    int best_epoch = -1, bad_epochs = 0;
+    scores sc;
+    for (int epoch = 0; epoch < o.epochs; epoch++) {
+        double t0 = now(), loss_sum = 0;
+        gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
+        for (int64_t s = 0; s < steps_per_epoch; s++) {
+            gpt2rt_step_stats st;
+            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK ||
+                gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) {
+                fprintf(stderr, "step: %s%s\n", gpt2rt_last_error(ctx), gpt2rt_series_last_error(data));
+                return 1;
+            }
+            loss_sum += st.loss;
+        }
+        double t1 = now();
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &sc)) return 1;
+        double val = sc.sse / (double)(sc.windows * H * M);
+        int better = val < best;
+        printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", epoch + 1,
+               loss_sum / (double)steps_per_epoch, val, better ? "  best" : "", t1 - t0, now() - t1);
+        if (better) {
+            best = val;
+            best_epoch = epoch + 1;
+            bad_epochs = 0;
+            if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); return 1; }
+        } else if (++bad_epochs >= o.patience) {
+            printf("early stop: %d epochs without a better validation mse\n", o.patience);
+            break;
+        }
+    }
+    if (!snapshot_restore(ctx, &best_w)) { fprintf(stderr, "restore: %s\n", gpt2rt_last_error(ctx)); return 1; }
+    int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
+    float *keep = o.png ? (float *)malloc(sizeof(float) * (size_t)(n_test * H * M)) : NULL;
+    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &sc)) return 1;
+    if (o.png) {
+        /* windows spread over the test split: gather them first */
+        for (int64_t k = 1; k < n_png; k++) memmove(keep + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
+        draw_png(o.png, data, L, H, M, keep, n_png, spacing);
+    }
+    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
+    double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
+    printf("test (drop last) mse %.4f mae %.4f windows %lld\n", n_full ? sc.sse_full / n_full : NAN,
+           n_full ? sc.sae_full / n_full : NAN, (long long)sc.windows_full);
+    printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
+    for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
+    free(best_w.v);
+    free(keep); free(x); free(y); free(pred);
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(data);
+    return 0;
+}

@@ -1,0 +1,266 @@
+/* ETT-format CSV files (gpt2rt.h 6.3): the Time-Series-Library's split borders and
+   window counts (ETTh, ETTm, 70/10/20 including sizes where Python's int(n * 0.7)
+   is not n * 7 // 10), the StandardScaler against values worked out by hand on
+   tests/fixtures/series_small.csv, the windows' contents, the seeded training
+   order, and every malformed-file error naming its line, column and numbers. */
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include "harness.h"
+
+#define SMALL "tests/fixtures/series_small.csv"
+
+static gpt2rt_series_desc desc(int L, int H, const char *target, gpt2rt_series_borders b) {
+    gpt2rt_series_desc d;
+    memset(&d, 0, sizeof d);
+    d.lookback = L;
+    d.horizon = H;
+    d.target = target;
+    d.borders = b;
+    return d;
+}
+
+/* a CSV of n rows and m numeric columns (value = row + column / 10) in a malloc'd string */
+static char *make_csv(int64_t n, int m, size_t *len) {
+    size_t cap = (size_t)(n + 1) * (size_t)(24 + 12 * m) + 64, k = 0;
+    char *s = (char *)malloc(cap);
+    k += (size_t)snprintf(s + k, cap - k, "date");
+    for (int j = 0; j < m; j++) k += (size_t)snprintf(s + k, cap - k, ",c%d", j);
+    k += (size_t)snprintf(s + k, cap - k, "\n");
+    for (int64_t i = 0; i < n; i++) {
+        k += (size_t)snprintf(s + k, cap - k, "d%lld", (long long)i);
+        for (int j = 0; j < m; j++) k += (size_t)snprintf(s + k, cap - k, ",%lld.%d", (long long)i, j);
+        k += (size_t)snprintf(s + k, cap - k, "\n");
+    }
+    *len = k;
+    return s;
+}
+
+/* the expected borders: b1 = {0, v1, t1}, b2 = {tr, v2, t2} */
+static void check_borders(const char *label, const gpt2rt_series_info *in, gpt2rt_series_borders kind, int64_t L,
+                          int64_t H, int64_t tr, int64_t v2, int64_t t2) {
+    int64_t b1[3] = {0, tr - L, v2 - L}, b2[3] = {tr, v2, t2};
+    CHECK(in->borders == kind, "%s: borders %d, expected %d", label, (int)in->borders, (int)kind);
+    for (int k = 0; k < 3; k++) {
+        CHECK(in->begin[k] == b1[k] && in->end[k] == b2[k], "%s: split %d is [%lld, %lld), expected [%lld, %lld)", label,
+              k, (long long)in->begin[k], (long long)in->end[k], (long long)b1[k], (long long)b2[k]);
+        int64_t w = b2[k] - b1[k] - L - H + 1;
+        CHECK(in->windows[k] == w, "%s: split %d has %lld windows, expected %lld", label, k, (long long)in->windows[k],
+              (long long)w);
+    }
+}
+
+static void test_borders(void) {
+    size_t len;
+    gpt2rt_series *s;
+    gpt2rt_series_info in;
+    gpt2rt_series_desc d = desc(336, 96, NULL, GPT2RT_SERIES_BORDERS_AUTO);
+    /* ETTh: 12/4/4 months of 30 days of hours; the extra rows of the real files
+       (ETTh2 has 17420) are not used */
+    char *csv = make_csv(14500, 2, &len);
+    CHECK(gpt2rt_series_load_mem(&s, csv, len, "some/dir/ETTh1.csv", &d) == GPT2RT_OK, "ETTh: %s",
+          gpt2rt_series_last_error(s));
+    gpt2rt_series_info_get(s, &in);
+    check_borders("ETTh", &in, GPT2RT_SERIES_BORDERS_ETTH, 336, 96, 8640, 11520, 14400);
+    /* the windows the Time-Series-Library reports for ETTh, L 336, H 96 */
+    CHECK(in.windows[0] == 8209 && in.windows[1] == 2785 && in.windows[2] == 2785, "ETTh windows %lld %lld %lld, "
+          "expected 8209 2785 2785", (long long)in.windows[0], (long long)in.windows[1], (long long)in.windows[2]);
+    gpt2rt_series_free(s);
+    /* too short for the ETTh borders: the message gives both counts */
+    free(csv);
+    csv = make_csv(14399, 2, &len);
+    CHECK(gpt2rt_series_load_mem(&s, csv, len, "ETTh2.csv", &d) == GPT2RT_ERR_FORMAT &&
+              strstr(gpt2rt_series_last_error(s), "14399 data rows") && strstr(gpt2rt_series_last_error(s), "need 14400"),
+          "short ETTh: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    free(csv);
+    /* ETTm: every border times 4 */
+    csv = make_csv(57600, 1, &len);
+    d = desc(512, 720, NULL, GPT2RT_SERIES_BORDERS_AUTO);
+    CHECK(gpt2rt_series_load_mem(&s, csv, len, "ETTm2.csv", &d) == GPT2RT_OK, "ETTm: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_info_get(s, &in);
+    check_borders("ETTm", &in, GPT2RT_SERIES_BORDERS_ETTM, 512, 720, 34560, 46080, 57600);
+    gpt2rt_series_free(s);
+    /* the same file named otherwise: 70/10/20 */
+    d = desc(96, 96, NULL, GPT2RT_SERIES_BORDERS_AUTO);
+    CHECK(gpt2rt_series_load_mem(&s, csv, len, "weather.csv", &d) == GPT2RT_OK, "ratio: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_info_get(s, &in);
+    check_borders("70/10/20 of 57600", &in, GPT2RT_SERIES_BORDERS_RATIO, 96, 96, 40320, 46080, 57600);
+    gpt2rt_series_free(s);
+    free(csv);
+    /* sizes where Python's int(n * 0.7) and int(n * 0.2) (doubles, truncated) differ
+       from n * 7 // 10: 90 * 0.7 = 62.99999999999999 -> 62, 700 * 0.7 -> 489 */
+    struct { int64_t n, tr, te; } cases[] = {{90, 62, 18}, {700, 489, 140}, {1000, 700, 200}, {17420, 12194, 3484}};
+    for (int i = 0; i < 4; i++) {
+        csv = make_csv(cases[i].n, 1, &len);
+        d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
+        char label[64];
+        snprintf(label, sizeof label, "70/10/20 of %lld", (long long)cases[i].n);
+        CHECK(gpt2rt_series_load_mem(&s, csv, len, "ETTh1.csv", &d) == GPT2RT_OK, "%s: %s", label,
+              gpt2rt_series_last_error(s));
+        gpt2rt_series_info_get(s, &in);
+        check_borders(label, &in, GPT2RT_SERIES_BORDERS_RATIO, 2, 1, cases[i].tr, cases[i].n - cases[i].te, cases[i].n);
+        gpt2rt_series_free(s);
+        free(csv);
+    }
+}
+
+/* series_small.csv: 30 rows, a = t, b = 5, c = 2t + 1 for row t. 70/10/20 of 30:
+   train [0, 21), so the scaler sees t = 0..20: a has mean 10 and population variance
+   2 (1^2 + ... + 10^2) / 21 = 770 / 21 = 110 / 3; c = 2a + 1 has mean 21 and twice
+   a's std; b is constant, so sklearn keeps its scale at 1 (mean 5). */
+static void test_scaler_and_windows(void) {
+    gpt2rt_series *s;
+    gpt2rt_series_info in;
+    gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_AUTO);
+    CHECK(gpt2rt_series_load(&s, SMALL, &d) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(s));
+    CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.rows == 30 && in.channels == 3, "rows %lld channels %d",
+          (long long)in.rows, in.channels);
+    check_borders("small", &in, GPT2RT_SERIES_BORDERS_RATIO, 2, 1, 21, 24, 30);
+    const double sa = sqrt(110.0 / 3.0), want_mean[3] = {10, 5, 21}, want_std[3] = {sa, 1, 2 * sa};
+    const char *names[3] = {"a", "b", "c"};
+    for (int m = 0; m < 3; m++) {
+        double mu = -1, sd = -1;
+        CHECK(gpt2rt_series_scaler(s, m, &mu, &sd) == GPT2RT_OK, "scaler %d", m);
+        CHECK(fabs(mu - want_mean[m]) < 1e-12 && fabs(sd - want_std[m]) < 1e-12, "column %s: mean %.15g std %.15g, "
+              "expected %.15g %.15g", names[m], mu, sd, want_mean[m], want_std[m]);
+        CHECK(gpt2rt_series_column(s, m) && strcmp(gpt2rt_series_column(s, m), names[m]) == 0, "column %d name", m);
+    }
+    CHECK(gpt2rt_series_column(s, 3) == NULL && gpt2rt_series_column(s, -1) == NULL, "column out of range");
+    /* the scaled values of every row, test rows included (fit on train only) */
+    const float *v = gpt2rt_series_values(s);
+    double worst = 0;
+    for (int t = 0; t < 30; t++) {
+        double want[3] = {(t - 10) / sa, 0.0, (2 * t + 1 - 21) / (2 * sa)};
+        for (int m = 0; m < 3; m++) worst = fmax(worst, fabs(v[t * 3 + m] - want[m]));
+    }
+    CHECK(worst < 1e-6, "scaled values off by %g", worst);
+    /* validation and test windows in time order: window w of a split starts at row
+       begin + w, y is the H rows after the L of x */
+    float x[2 * 2 * 3], y[2 * 1 * 3];
+    CHECK(gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 4, 2, x, y) == GPT2RT_OK, "test batch: %s",
+          gpt2rt_series_last_error(s));
+    CHECK(x[0] == v[(22 + 4) * 3] && x[3 * 2 + 2] == v[(22 + 5) * 3 + 2] && y[0] == v[(22 + 4 + 2) * 3] &&
+              y[3 + 1] == v[(22 + 5 + 2) * 3 + 1], "test windows 4 and 5 are not rows 26.. and 27..");
+    CHECK(gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 5, 2, x, y) == GPT2RT_ERR_INVALID_ARGUMENT &&
+              strstr(gpt2rt_series_last_error(s), "[5, 7)") && strstr(gpt2rt_series_last_error(s), "[0, 6)"),
+          "a batch past the split: %s", gpt2rt_series_last_error(s));
+    /* training order: each epoch visits all 19 windows once; the same (seed, epoch)
+       gives the same order, another seed or epoch another */
+    int order[3][19];
+    uint64_t seeds[3] = {7, 7, 8};
+    int64_t epochs[3] = {0, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        int seen[19] = {0};
+        for (int w = 0; w < 19; w++) {
+            float xx[2 * 3], yy[3];
+            gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, seeds[k], epochs[k], w, 1, xx, yy);
+            int start = (int)lround(xx[0] * sa + 10); /* a = t recovers the row */
+            order[k][w] = start;
+            if (start >= 0 && start < 19) seen[start]++;
+        }
+        int all = 1;
+        for (int w = 0; w < 19; w++) all &= seen[w] == 1;
+        CHECK(all, "seed %llu epoch %lld does not visit every training window once", (unsigned long long)seeds[k],
+              (long long)epochs[k]);
+    }
+    float xa[4 * 2 * 3], ya[4 * 3], xb[4 * 2 * 3], yb[4 * 3];
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 7, 0, 3, 4, xa, ya);
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 7, 0, 3, 4, xb, yb);
+    CHECK(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0, "the same batch twice differs");
+    CHECK(memcmp(order[0], order[1], sizeof order[0]) != 0 && memcmp(order[0], order[2], sizeof order[0]) != 0,
+          "another epoch or seed gives the same training order");
+    gpt2rt_series_free(s);
+
+    /* one target column: M = 1, its own scaler; no_scale keeps the raw values */
+    d = desc(2, 1, "c", GPT2RT_SERIES_BORDERS_AUTO);
+    d.no_scale = 1;
+    CHECK(gpt2rt_series_load(&s, SMALL, &d) == GPT2RT_OK, "target c: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_info_get(s, &in);
+    v = gpt2rt_series_values(s);
+    CHECK(in.channels == 1 && v[29] == 59.0f && strcmp(gpt2rt_series_column(s, 0), "c") == 0,
+          "target c unscaled: channels %d, row 29 = %g", in.channels, (double)v[29]);
+    gpt2rt_series_free(s);
+}
+
+/* a malformed file: the load fails with result r and a message holding every
+   fragment; the failed object answers nothing but its message */
+static void bad(const char *label, const char *csv, gpt2rt_series_desc d, gpt2rt_result r, const char *f1,
+                const char *f2, const char *f3) {
+    gpt2rt_series *s;
+    gpt2rt_result got = gpt2rt_series_load_mem(&s, csv, strlen(csv), "bad.csv", &d);
+    const char *e = gpt2rt_series_last_error(s);
+    CHECK(got == r && strstr(e, "bad.csv") && (!f1 || strstr(e, f1)) && (!f2 || strstr(e, f2)) && (!f3 || strstr(e, f3)),
+          "%s: %s: \"%s\" (want %s, \"%s\", \"%s\", \"%s\")", label, gpt2rt_result_string(got), e, gpt2rt_result_string(r),
+          f1 ? f1 : "", f2 ? f2 : "", f3 ? f3 : "");
+    gpt2rt_series_info in;
+    float x[4], y[4];
+    CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_ERR_STATE && gpt2rt_series_values(s) == NULL &&
+              gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 0, 0, 0, 1, x, y) == GPT2RT_ERR_STATE,
+          "%s: the failed object still answers", label);
+    gpt2rt_series_free(s);
+}
+
+static void test_errors(void) {
+    gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
+    const char *ok10 = "date,a,b\n1,1,2\n2,2,3\n3,3,4\n4,4,5\n5,5,6\n6,6,7\n7,7,8\n8,8,9\n9,9,10\n10,10,11\n";
+    bad("empty file", "", d, GPT2RT_ERR_FORMAT, "line 1 is empty", "the file is empty", NULL);
+    bad("header only", "date,a,b\n", d, GPT2RT_ERR_FORMAT, "no data rows", NULL, NULL);
+    bad("one column", "date\n1\n2\n", d, GPT2RT_ERR_FORMAT, "header (line 1) has 1 column", NULL, NULL);
+    bad("ragged row", "date,a,b\n1,1,2\n2,2\n", d, GPT2RT_ERR_FORMAT, "line 3 has 2 fields", "has 3", NULL);
+    bad("extra field", "date,a,b\n1,1,2\n2,2,3,4\n", d, GPT2RT_ERR_FORMAT, "line 3 has 4 fields", NULL, NULL);
+    bad("not a number", "date,a,b\n1,1,2\n2,2,x7\n", d, GPT2RT_ERR_FORMAT, "line 3, column 3 (\"b\")", "\"x7\"",
+        "not a finite number");
+    bad("trailing junk", "date,a,b\n1,1,2e\n", d, GPT2RT_ERR_FORMAT, "line 2, column 3", "\"2e\"", NULL);
+    bad("empty field", "date,a,b\n1,,2\n", d, GPT2RT_ERR_FORMAT, "line 2, column 2 (\"a\")", "empty field", NULL);
+    bad("nan", "date,a,b\n1,1,2\n2,nan,3\n", d, GPT2RT_ERR_FORMAT, "line 3, column 2", "\"nan\"", NULL);
+    bad("inf", "date,a,b\n1,1,2\n2,1e999,3\n", d, GPT2RT_ERR_FORMAT, "line 3, column 2", "\"1e999\"", NULL);
+    bad("beyond float", "date,a,b\n1,1,2\n2,1e39,3\n", d, GPT2RT_ERR_FORMAT, "line 3, column 2", "\"1e39\"",
+        "fits a float");
+    /* training rows 0 and 1e-14 (std 5e-15), then 3e38: (3e38 - 5e-15) / 5e-15 overflows a float */
+    bad("scaled beyond float", "date,a\n1,0\n2,1e-14\n3,0\n4,1e-14\n5,0\n6,1e-14\n7,0\n8,0\n9,3e38\n10,0\n",
+        desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO), GPT2RT_ERR_FORMAT, "line 10, column \"a\"", "does not fit a float",
+        NULL);
+    bad("blank line inside", "date,a,b\n1,1,2\n\n2,2,3\n", d, GPT2RT_ERR_FORMAT, "line 3 is empty", NULL, NULL);
+    /* 10 rows, 70/10/20: train [0, 7), val [5, 8), test [6, 10); L + H = 3 + 2 = 5
+       does not fit the 3 rows of validation (lookback included) */
+    bad("too few rows", ok10, desc(3, 2, NULL, GPT2RT_SERIES_BORDERS_RATIO), GPT2RT_ERR_FORMAT,
+        "10 data rows are too few", "validation split ends at row 8", "3 + 2 = 5");
+    bad("too few rows for training", "date,a\n1,1\n2,2\n", desc(336, 96, NULL, GPT2RT_SERIES_BORDERS_RATIO),
+        GPT2RT_ERR_FORMAT, "2 data rows are too few", "training split", "336 + 96 = 432");
+    bad("missing target", ok10, desc(2, 1, "OT", GPT2RT_SERIES_BORDERS_RATIO), GPT2RT_ERR_FORMAT,
+        "no column named \"OT\"", "\"a\", \"b\"", NULL);
+    bad("target is the date", ok10, desc(2, 1, "date", GPT2RT_SERIES_BORDERS_RATIO), GPT2RT_ERR_FORMAT,
+        "no column named \"date\"", NULL, NULL);
+    bad("lookback 0", ok10, desc(0, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO), GPT2RT_ERR_INVALID_ARGUMENT,
+        "lookback = 0", NULL, NULL);
+    bad("ETTm borders on 10 rows", ok10, desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_ETTM), GPT2RT_ERR_FORMAT,
+        "10 data rows", "ETTm borders need 57600", NULL);
+    /* a bad number in a column the target leaves out is still an error: the file is wrong */
+    bad("bad other column", "date,a,b\n1,1,2\n2,zz,3\n", desc(1, 1, "b", GPT2RT_SERIES_BORDERS_RATIO),
+        GPT2RT_ERR_FORMAT, "line 3, column 2 (\"a\")", NULL, NULL);
+    /* the file itself */
+    gpt2rt_series *s;
+    CHECK(gpt2rt_series_load(&s, "tests/fixtures/no_such_file.csv", &d) == GPT2RT_ERR_IO &&
+              strstr(gpt2rt_series_last_error(s), "no_such_file.csv"), "missing file: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    /* what is accepted: CRLF, a byte-order mark, spaces around fields, trailing
+       blank lines, exponents */
+    const char *fine = "\xEF\xBB\xBF" "date , a,b\r\n1, 1 ,2e0\r\n2,2,3\r\n3,3,4\r\n4,4,5\r\n5,5,6\r\n6,6,7\r\n7,7,8\r\n"
+                       "8,8,9\r\n9,9,10\r\n10,10,1.1E1\r\n\r\n\n";
+    gpt2rt_series_desc dn = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
+    dn.no_scale = 1;
+    CHECK(gpt2rt_series_load_mem(&s, fine, strlen(fine), "fine.csv", &dn) == GPT2RT_OK, "accepted forms: %s",
+          gpt2rt_series_last_error(s));
+    gpt2rt_series_info in;
+    if (gpt2rt_series_info_get(s, &in) == GPT2RT_OK)
+        CHECK(in.rows == 10 && gpt2rt_series_values(s)[19] == 11.0f && strcmp(gpt2rt_series_column(s, 0), "a") == 0,
+              "accepted forms: rows %lld, last value %g", (long long)in.rows, (double)gpt2rt_series_values(s)[19]);
+    gpt2rt_series_free(s);
+}
+
+int main(void) {
+    test_borders();
+    test_scaler_and_windows();
+    test_errors();
+    return harness_finish();
+}
