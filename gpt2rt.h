@@ -6792,6 +6792,41 @@ static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
     return gpt2rt__lacts(ax, l - 1).res3;
 }
 
+/* layers [l0, l1) forward, each from its input (the driver's, and a layer-split
+   stage's range, 10.2); FULL: the slots are reused, so keep the input of each
+   checkpoint the range reaches */
+static gpt2rt_result gpt2rt__model_layers_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                                  int64_t l0, int64_t l1) {
+    const gpt2rt__dims *d = &ax->d;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C * d->ab);
+    for (int64_t l = l0; l < l1; l++) {
+        GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        if (full && l + 1 < d->L && (l + 1) % d->ck == 0)
+            GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
+    }
+    return GPT2RT_OK;
+}
+
+/* layers l1-1 down to l0: dres holds d(layer l1-1's output) and becomes d(layer l0's
+   input); each layer's gradients go to the data-parallel hook once final. FULL:
+   entering a segment from its top, run its forward again from its checkpoint (the
+   last segment's activations are still in the slots from the forward; a range
+   starts at a checkpoint) */
+static gpt2rt_result gpt2rt__model_layers_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                                   int64_t l0, int64_t l1) {
+    const gpt2rt__dims *d = &ax->d;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    for (int64_t l = l1 - 1; l >= l0; l--) {
+        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L)
+            for (int64_t j = l - l % d->ck; j <= l; j++)
+                GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
+        GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
+    }
+    return GPT2RT_OK;
+}
+
 /* embeddings, the layers, ln_f, the tied LM head: logits (BT,Vp) */
 static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax) {
     const gpt2rt__dims *d = &ax->d;
@@ -6800,12 +6835,8 @@ static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backen
     size_t act = (size_t)(d->BT * d->C * d->ab);
     gpt2rt__drop_begin(ctx);
     GPT2RT__TRY(be->embed_forward(ctx));
-    for (int64_t l = 0; l < L; l++) {
-        GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        /* FULL: the slots are reused, so keep the next checkpoint's input and the last output */
-        if (full && l + 1 < L && (l + 1) % d->ck == 0)
-            GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
-    }
+    GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, ax, 0, L));
+    /* FULL: the slots are reused, so keep the last output */
     const float *res = L ? gpt2rt__lacts(ax, L - 1).res3 : ax->x0;
     if (full && L) {
         GPT2RT__TRY(be->copy(ctx, ax->xout, res, act));
@@ -6822,15 +6853,7 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     const float *res_last = !L ? ax->x0 : full ? ax->xout : gpt2rt__lacts(ax, L - 1).res3;
     GPT2RT__TRY(be->head_backward(ctx, res_last, dloss));
-    for (int64_t l = L - 1; l >= 0; l--) {
-        /* FULL: entering a segment from its top, run its forward again from its checkpoint
-           (the last segment's activations are still in the slots from the forward) */
-        if (full && (l + 1) % d->ck == 0 && l + 1 < L)
-            for (int64_t j = l - l % d->ck; j <= l; j++)
-                GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
-        GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
-    }
+    GPT2RT__TRY(gpt2rt__model_layers_backward(ctx, be, ax, 0, L));
     GPT2RT__TRY(be->embed_backward(ctx));
     return gpt2rt__dp_bucket_ready(ctx, -1);
 }
@@ -11130,11 +11153,7 @@ static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
     }
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     size_t act = (size_t)(d->BT * d->C) * sizeof(float);
-    for (int64_t l = sp.l0; l < sp.l1; l++) { /* as gpt2rt__model_forward does, over [l0, l1) */
-        (void)be->layer_forward(sc, l, gpt2rt__model_layer_input(sc, l), gpt2rt__lacts(sc, l));
-        if (full && l + 1 < d->L && (l + 1) % d->ck == 0) /* FULL: the next checkpoint (stage s+1's input) */
-            memcpy(gpt2rt__model_layer_input(sc, l + 1), gpt2rt__lacts(sc, l).res3, act);
-    }
+    (void)gpt2rt__model_layers_forward(sc, be, sc, sp.l0, sp.l1); /* FULL: keeps stage s+1's input */
     if (!sp.last) return;
     if (full) memcpy(sc->xout, gpt2rt__lacts(sc, d->L - 1).res3, act);
     (void)be->head_forward(sc, full ? sc->xout : gpt2rt__lacts(sc, d->L - 1).res3);
@@ -11165,12 +11184,7 @@ static int gpt2rt__ls_backward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
         if (!gpt2rt__ls_wait(ls, &ls->bwd[s + 1], k)) return 0;
         memcpy(sc->dres, gpt2rt__model_layer_input(sc, sp.l1), act);
     }
-    for (int64_t l = sp.l1 - 1; l >= sp.l0; l--) { /* as gpt2rt__model_backward does, over [l0, l1) */
-        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L) /* FULL: the segment's forward again */
-            for (int64_t j = l - l % d->ck; j <= l; j++)
-                (void)be->layer_forward(sc, j, gpt2rt__model_layer_input(sc, j), gpt2rt__lacts(sc, j));
-        (void)be->layer_backward(sc, l, gpt2rt__model_layer_input(sc, l), gpt2rt__lacts(sc, l));
-    }
+    (void)gpt2rt__model_layers_backward(sc, be, sc, sp.l0, sp.l1);
     if (sp.first) (void)be->embed_backward(sc);
     else memcpy(gpt2rt__model_layer_input(sc, sp.l0), sc->dres, act);
     gpt2rt__ls_done(ls, &ls->bwd[s]);
