@@ -231,6 +231,9 @@ train_text_text() { # train_text --text FILE: tokenized here, 90/10 split, valid
 
 hf_check() { # transformers loads what gpt2rt saved (needs the parity test to have run)
     if [ ! -f $B/saved_tiny/model.safetensors ]; then bad "HF load check: build/saved_tiny missing"; return; fi
+    if ! command -v python3 > /dev/null 2>&1; then
+        skip "transformers load check: python3 not installed (apt-get install python3; pip install torch transformers)"; return
+    fi
     python3 tools/hf_check_saved.py $B/saved_tiny tests/fixtures/hf_tiny/reference.safetensors > $B/hf_check.log 2>&1
     local rc=$?
     sed 's/^/    /' $B/hf_check.log
