@@ -364,10 +364,12 @@
    ============================================================================
    LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2; CPU backend)
    ============================================================================
-   The layers in N stages, as the plan splits them (stage s: an even share of the
-   layers, earlier stages taking the remainder; the embedding on stage 0, ln_f, the
-   head and the loss on stage N-1); calls take batch_size rows per micro-batch, as
-   on one device.
+   The layers in N stages: stage_first_layer[s] (s = 1..N-1, increasing, each stage
+   at least one layer) gives the first layer of stage s; all 0, the planner splits
+   (an even share of the layers, earlier stages taking the remainder; under FULL
+   recompute an even share of the checkpoint segments). The embedding is on stage 0,
+   ln_f, the head and the loss on stage N-1; gpt2rt_plan_format prints the stages.
+   Calls take batch_size rows per micro-batch, as on one device.
    - gpt2rt_step / _step_series pipeline the grad_accum micro-batches through the
      stages, one thread each (GPipe: a stage runs the forwards of micro-batches
      0..grad_accum-1, then their backwards; the last stage runs each backward right
@@ -388,8 +390,9 @@
      transient and workspace for each further stage (device s). gpt2rt_plan shows
      instead what N devices would each hold (the layout a GPU split would use).
    - recompute = FULL needs each stage's first layer to be a multiple of
-     checkpoint_every (so no recomputed segment spans two stages; 1 always works),
-     else creation answers NOT_IMPLEMENTED naming the stage.
+     checkpoint_every (so no recomputed segment spans two stages; 1 always works):
+     the planner's split does so, given stages that do not are refused (and so is a
+     checkpoint_every leaving fewer segments than stages), naming the numbers.
 
    ============================================================================
    MULTIPLE PROCESSES (torchrun, mpirun, clusters)
@@ -689,6 +692,9 @@ typedef struct gpt2rt_config {
     int device_ids[GPT2RT_MAX_DEVICES];  /* CUDA ordinals, all 0 -> local_rank*n_devices + 0,1,2,... */
     int allow_shared_device; /* test mode: device_ids may name one GPU twice (two virtual
                                 devices on one GPU); 0: refused */
+    int stage_first_layer[GPT2RT_MAX_DEVICES]; /* LAYER_SPLIT: the first layer of stage s for
+                                s = 1..n_devices-1 (stage 0 starts at 0), increasing; all 0 ->
+                                the planner's split (gpt2rt_plan_format shows it) */
     /* processes (torchrun, mpirun, clusters): data parallel runs over world_size
        processes x n_devices each. world_size 0: world_size, rank and local_rank come
        from the environment (WORLD_SIZE, RANK, LOCAL_RANK as torchrun sets them, else
@@ -2032,6 +2038,57 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
     return GPT2RT_OK;
 }
 
+/* layer split's stages: explicit first layers (stage_first_layer), or the planner's
+   split (gpt2rt__stage_first); under FULL recompute every stage starts at a checkpoint,
+   so no recomputed segment spans two stages */
+static gpt2rt_result gpt2rt__cfg_check_stages(const gpt2rt_config *c, char *err, size_t cap) {
+    const int *f = c->stage_first_layer;
+    int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT, given = 0;
+    int ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    for (int s = 0; s < GPT2RT_MAX_DEVICES; s++) {
+        if (!f[s]) continue;
+        if (!split)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "stage_first_layer[%d] = %d applies to parallel = LAYER_SPLIT "
+                        "(it is %s); set it to 0", s, f[s], c->parallel == GPT2RT_PARALLEL_DATA ? "DATA" : "NONE");
+        if (s >= n)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "stage_first_layer[%d] = %d names a stage beyond the n_devices = "
+                        "%d stages (0..%d); set it to 0", s, f[s], n, n - 1);
+        if (!s)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "stage_first_layer[0] = %d: stage 0 starts at layer 0 (it holds "
+                        "the embedding); give the first layers of stages 1..%d", f[0], n - 1);
+        given = 1;
+    }
+    if (!split) return GPT2RT_OK;
+    if (!given) { /* the planner's: an even share of the checkpoint segments */
+        int segs = (c->n_layer + ck - 1) / ck;
+        if (segs < n)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = LAYER_SPLIT over %d devices with recompute = FULL "
+                        "needs every stage to start at a checkpoint, but checkpoint_every = %d cuts n_layer = %d "
+                        "into %d segment%s; lower checkpoint_every (1 always works)", n, ck, c->n_layer, segs,
+                        segs > 1 ? "s" : "");
+        return GPT2RT_OK;
+    }
+    for (int s = 1; s < n; s++) {
+        if (!f[s])
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "stage_first_layer[%d] = 0 while others are set: give the first "
+                        "layer of every stage 1..%d, or none (all 0: the planner's split)", s, n - 1);
+        if (f[s] < 1 || f[s] > c->n_layer - 1)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "stage_first_layer[%d] = %d must lie in [1, n_layer - 1 = %d]: "
+                        "every stage holds at least one layer", s, f[s], c->n_layer - 1);
+        if (s > 1 && f[s] == f[s - 1])
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "stage %d would hold no layer: stage_first_layer[%d] = "
+                        "stage_first_layer[%d] = %d", s - 1, s - 1, s, f[s]);
+        if (s > 1 && f[s] < f[s - 1])
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "stage_first_layer must increase: stage_first_layer[%d] = %d < "
+                        "stage_first_layer[%d] = %d", s, f[s], s - 1, f[s - 1]);
+        if (f[s] % ck)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "recompute = FULL keeps every %d-th layer's input "
+                        "(checkpoint_every = %d) and each stage must start at one: stage_first_layer[%d] = %d is not "
+                        "a multiple of %d", ck, ck, s, f[s], ck);
+    }
+    return GPT2RT_OK;
+}
+
 /* The processes: world_size resolved from the config or the launcher (0 after the
    defaults: the launcher's variables were wrong, and gpt2rt__proc_from_env says how). */
 static gpt2rt_result gpt2rt__cfg_check_process(const gpt2rt_config *c, char *err, size_t cap) {
@@ -2171,6 +2228,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_process(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_stages(c, err, cap)) != GPT2RT_OK) return r;
     return gpt2rt__cfg_check_optimizer(c, err, cap);
 }
 
@@ -2210,15 +2268,28 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     return d;
 }
 
+/* Layer split: the first layer of stage s (s = n_devices: n_layer), as the config gives
+   it or, all 0 there, the planner's even split of the checkpoint segments (of
+   checkpoint_every layers under FULL recompute, else 1), earlier stages taking the
+   remainder, so each stage starts at a checkpoint. */
+static int64_t gpt2rt__stage_first(const gpt2rt_config *c, int s) {
+    int64_t n = c->n_devices, L = c->n_layer;
+    if (s <= 0) return 0;
+    if (s >= n) return L;
+    if (c->stage_first_layer[1]) return c->stage_first_layer[s];
+    int64_t ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1, segs = (L + ck - 1) / ck;
+    int64_t q = segs / n, r = segs % n;
+    return (s * q + (s < r ? s : r)) * ck;
+}
+
 static gpt2rt__span gpt2rt__span_of(const gpt2rt_config *c, int dev) {
     gpt2rt__span s;
     s.l0 = 0; s.l1 = c->n_layer; s.first = s.last = 1;
-    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* even split, earlier devices take the remainder */
-        int64_t n = c->n_devices, L = c->n_layer, q = L / n, r = L % n;
-        s.l0 = dev * q + (dev < r ? dev : r);
-        s.l1 = s.l0 + q + (dev < r ? 1 : 0);
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
+        s.l0 = gpt2rt__stage_first(c, dev);
+        s.l1 = gpt2rt__stage_first(c, dev + 1);
         s.first = dev == 0;
-        s.last = dev == n - 1;
+        s.last = dev == c->n_devices - 1;
     }
     return s;
 }
@@ -2870,6 +2941,8 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                         t.precision = GPT2RT_PRECISION_BF16; t.tf32 = 0;
                     }
                     t.parallel = modes[mi];
+                    if (t.parallel != GPT2RT_PARALLEL_LAYER_SPLIT) /* explicit stages are the split's, kept there */
+                        memset(t.stage_first_layer, 0, sizeof t.stage_first_layer);
                     t.batch_size = (int)b;
                     t.grad_accum = (int)(g / b);
                     if (allow & GPT2RT_FIT_RECOMPUTE) { t.recompute = rc; t.checkpoint_every = ck; }
@@ -2938,6 +3011,7 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
         gpt2rt_parallel from = w.parallel;
         w.parallel = k->parallel;
         if (w.parallel != GPT2RT_PARALLEL_DATA) w.shard_optimizer = 0; /* a data-parallel knob */
+        if (w.parallel != GPT2RT_PARALLEL_LAYER_SPLIT) memset(w.stage_first_layer, 0, sizeof w.stage_first_layer);
         int64_t g = global / (w.parallel == GPT2RT_PARALLEL_DATA ? nd : 1); /* keep the micro-batch if it divides */
         if (g % w.batch_size) w.batch_size = k->batch_size;
         w.grad_accum = (int)(g / w.batch_size);
@@ -11014,7 +11088,7 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
    the embedding's on the first; RevIN's affine likewise) the head backward of
    micro-batch k+1 waits for the first stage's backward of k, the one-device order
    head(0), embed(0), head(1), ... FULL recompute runs one device's segments, so each
-   stage must start at a checkpoint (else refused at creation): within a micro-batch's
+   stage starts at a checkpoint (the config check sees to it): within a micro-batch's
    set only one stage works at a time (forward down the stages, backward up), so the
    FULL slots a set shares among its layers are safe. gpt2rt_forward / _backward /
    _update run the one-device path on the context (one micro-batch in flight, no
@@ -11969,6 +12043,14 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
     GPT2RT__PUT("\n");
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
+        GPT2RT__PUT("stages (%s):", c->stage_first_layer[1] ? "stage_first_layer" : "the planner's split");
+        for (int dev = 0; dev < c->n_devices; dev++) {
+            gpt2rt__span sp = gpt2rt__span_of(c, dev);
+            GPT2RT__PUT(" %d: layers %lld..%lld%s", dev, (long long)sp.l0, (long long)sp.l1 - 1,
+                        dev + 1 < c->n_devices ? "," : "\n");
+        }
+    }
     if (p->n_devices == 1) {
         GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
@@ -12068,15 +12150,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    for (int s = 1; split && s < ctx->cfg.n_devices && ctx->cfg.recompute == GPT2RT_RECOMPUTE_FULL; s++) {
-        gpt2rt__span sp = gpt2rt__span_of(&ctx->cfg, s);
-        if (sp.l0 % ctx->cfg.checkpoint_every)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with recompute "
-                                "= FULL needs every stage to start at a checkpoint, but stage %d starts at layer %lld, "
-                                "not a multiple of checkpoint_every = %d (a recomputed segment would span two "
-                                "stages); choose checkpoint_every dividing each stage's first layer (1 always does)",
-                                s, (long long)sp.l0, ctx->cfg.checkpoint_every);
-    }
     /* the stages run several micro-batches at once, and a context draws one forward's masks */
     if (split && (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with dropout is "

@@ -304,6 +304,14 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
             if [ $rc -eq 0 ] && echo "$out" | grep -q "^ *8 "; then ok "gpt2rt-mem (no stb): the sweep table"
             else bad "gpt2rt-mem (no stb) sweep: exit $rc"; echo "$out" | tail -10; fi
         fi
+        out=$(./$mem --model 124M --seq 1024 --stages 8 --budget 24GiB 2>&1); rc=$?
+        if [ $rc -eq 0 ] && echo "$out" | grep -q "^stages (stage_first_layer): 0: layers 0..7, 1: layers 8..11$"; then
+            ok "gpt2rt-mem ($variant): --stages 8 plans layers 0..7 and 8..11"
+        else bad "gpt2rt-mem --stages (exit $rc)"; echo "$out" | head -5; fi
+        out=$(./$mem --model 124M --stages 8,4 2>&1); rc=$?
+        if [ $rc -eq 2 ] && echo "$out" | grep -q "stage_first_layer\[2\] = 4 < stage_first_layer\[1\] = 8"; then
+            ok "gpt2rt-mem ($variant): --stages 8,4 refused naming the numbers"
+        else bad "gpt2rt-mem --stages 8,4: exit $rc: $out"; fi
         ./$mem --model 124M --batch 0x9 > /dev/null 2>&1; rc=$?
         if [ $rc -eq 2 ]; then ok "gpt2rt-mem ($variant): a bad argument exits 2"; else bad "gpt2rt-mem bad argument: exit $rc"; fi
     done

@@ -376,12 +376,23 @@ static int same_read(gpt2rt_ctx *a, gpt2rt_ctx *b, gpt2rt_param_what what) {
     return same;
 }
 
+static void ls_equals_one_at(int n, int layers, int f1, int f2, int accum, gpt2rt_recompute rc, int ck,
+                             unsigned frozen, int threads);
+
 /* n stages == one device with the same config, bitwise: the losses and gradient norms
    of every step, the weights and Adam's moments after 3 steps; run to run too */
 static void ls_equals_one(int n, int accum, gpt2rt_recompute rc, int ck, unsigned frozen, int threads) {
+    ls_equals_one_at(n, 3, 0, 0, accum, rc, ck, frozen, threads);
+}
+
+/* the same with `layers` layers and the stages' first layers given (f1, f2; 0: the planner's) */
+static void ls_equals_one_at(int n, int layers, int f1, int f2, int accum, gpt2rt_recompute rc, int ck,
+                             unsigned frozen, int threads) {
     gpt2rt_config c1 = tiny(), cn;
+    c1.n_layer = layers;
     c1.grad_accum = accum; c1.recompute = rc; c1.frozen = frozen; c1.n_threads = threads; c1.checkpoint_every = ck;
     cn = ls_cfg(c1, n);
+    cn.stage_first_layer[1] = f1; cn.stage_first_layer[2] = f2;
     gpt2rt_ctx *one = make(&c1), *par = make(&cn), *again = make(&cn);
     int rows = c1.batch_size * accum, T = c1.seq_len;
     int32_t *x = (int32_t *)malloc((size_t)rows * T * 4), *y = (int32_t *)malloc((size_t)rows * T * 4);
@@ -423,8 +434,16 @@ static void ls_equals_one(int n, int accum, gpt2rt_recompute rc, int ck, unsigne
     CHECK_OK(one, gpt2rt_step(one, x, y, NULL));
     CHECK_OK(par, gpt2rt_step(par, x, y, NULL));
     CHECK(same_weights(one, par), "layer split: a step after separate calls differs from one device");
-    printf("    layer split, %d stages, accum %d, recompute %d (ck %d), frozen 0x%x, n_threads %d: bitwise one device\n",
-           n, accum, (int)rc, ck, frozen, threads);
+    char fmt[2048], want[64];
+    gpt2rt_memory_plan pn;
+    CHECK(gpt2rt_plan(&cn, &pn) == GPT2RT_OK, "plan: %s", pn.error);
+    gpt2rt_plan_format(&pn, fmt, sizeof fmt);
+    if (f1) { /* the stages given are the stages run */
+        snprintf(want, sizeof want, "0: layers 0..%d, 1: layers %d..", f1 - 1, f1);
+        CHECK(strstr(fmt, "stages (stage_first_layer)") && strstr(fmt, want), "plan shows %s: %s", want, fmt);
+    }
+    printf("    layer split, %d stages (%s), %d layers, accum %d, recompute %d (ck %d), frozen 0x%x, n_threads %d: "
+           "bitwise one device\n", n, f1 ? "given" : "planner's", layers, accum, (int)rc, ck, frozen, threads);
     free(x); free(y);
     gpt2rt_free(one); gpt2rt_free(par); gpt2rt_free(again);
 }
@@ -454,6 +473,41 @@ static void ls_series(int n, int accum) {
     printf("    layer split, series (RevIN affine), %d stages, accum %d: bitwise one device\n", n, accum);
     free(x); free(y);
     gpt2rt_free(one); gpt2rt_free(par);
+}
+
+/* the stages given are the stages planned: per-device weights follow the layers each
+   holds, the planner's FULL split starts each stage at a checkpoint, and the advisor
+   keeps given stages under layer split */
+static void ls_stages_plan(void) {
+    gpt2rt_config c = ls_cfg(tiny(), 2);
+    gpt2rt_memory_plan a, b;
+    c.n_layer = 5;
+    c.stage_first_layer[1] = 4;
+    CHECK(gpt2rt_plan(&c, &a) == GPT2RT_OK, "plan: %s", a.error);
+    c.stage_first_layer[1] = 1;
+    CHECK(gpt2rt_plan(&c, &b) == GPT2RT_OK, "plan: %s", b.error);
+    uint64_t layer = (uint64_t)(12 * 32 * 32 + 13 * 32) * 4; /* one layer's fp32 weights, C = 32 */
+    CHECK(a.bytes[0][GPT2RT_MEM_WEIGHTS] - b.bytes[0][GPT2RT_MEM_WEIGHTS] == 3 * layer &&
+          b.bytes[1][GPT2RT_MEM_WEIGHTS] - a.bytes[1][GPT2RT_MEM_WEIGHTS] == 3 * layer,
+          "stages [0,4),[4,5) vs [0,1),[1,5): device weights %llu/%llu vs %llu/%llu, 3 layers = %llu bytes",
+          (unsigned long long)a.bytes[0][GPT2RT_MEM_WEIGHTS], (unsigned long long)a.bytes[1][GPT2RT_MEM_WEIGHTS],
+          (unsigned long long)b.bytes[0][GPT2RT_MEM_WEIGHTS], (unsigned long long)b.bytes[1][GPT2RT_MEM_WEIGHTS],
+          (unsigned long long)(3 * layer));
+    char fmt[2048];
+    c.stage_first_layer[1] = 0; c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 2;
+    CHECK(gpt2rt_plan(&c, &a) == GPT2RT_OK, "plan: %s", a.error);
+    gpt2rt_plan_format(&a, fmt, sizeof fmt);
+    CHECK(strstr(fmt, "stages (the planner's split): 0: layers 0..3, 1: layers 4..4"), "planner's FULL split: %s", fmt);
+    /* the advisor: a budget everything fits keeps the given stages */
+    gpt2rt_config out;
+    c = ls_cfg(tiny(), 2); c.n_layer = 5; c.stage_first_layer[1] = 3;
+    CHECK(gpt2rt_fit(&c, (uint64_t)1 << 40, GPT2RT_FIT_BATCH | GPT2RT_FIT_RECOMPUTE, &out, fmt, sizeof fmt) ==
+          GPT2RT_OK && out.parallel == GPT2RT_PARALLEL_LAYER_SPLIT && out.stage_first_layer[1] == 3,
+          "advisor with given stages: %s", fmt);
+    /* allowed to switch to data parallel, its answer plans (no stages left over) */
+    CHECK(gpt2rt_fit(&c, (uint64_t)1 << 40, GPT2RT_FIT_DEFAULT, &out, fmt, sizeof fmt) == GPT2RT_OK &&
+          gpt2rt_plan(&out, &a) == GPT2RT_OK && (out.parallel == GPT2RT_PARALLEL_LAYER_SPLIT ||
+          out.stage_first_layer[1] == 0), "advisor from given stages: %s / %s", fmt, a.error);
 }
 
 /* what a layer-split context allocated: one device's arenas and an activation set per
@@ -495,12 +549,42 @@ static void refused(void) {
     CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "n_devices = 9"),
           "9 devices: %s", gpt2rt_last_error(x));
     gpt2rt_free(x);
-    /* 3 layers over 3 stages: stage 1 starts at layer 1, inside FULL's first segment of 2 */
+    /* 3 layers over 3 stages with FULL every 2nd: two segments, so some stage would start inside one */
     c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 3; c.recompute = GPT2RT_RECOMPUTE_FULL;
     c.checkpoint_every = 2;
-    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "stage 1 starts at "
-          "layer 1, not a multiple of checkpoint_every = 2"), "layer split with FULL recompute: %s", gpt2rt_last_error(x));
+    CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), "checkpoint_every "
+          "= 2 cuts n_layer = 3 into 2 segments"), "layer split with FULL recompute: %s", gpt2rt_last_error(x));
     gpt2rt_free(x);
+    /* explicit stages (stage_first_layer), 5 layers: each refusal names the numbers */
+    {
+        struct { int parallel, n, ck, f[4]; const char *needle; } bad[] = {
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 3, 0, {0, 3, 2, 0}, "stage_first_layer must increase: stage_first_layer[2] "
+             "= 2 < stage_first_layer[1] = 3"},
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 3, 0, {0, 2, 2, 0}, "stage 1 would hold no layer: stage_first_layer[1] = "
+             "stage_first_layer[2] = 2"},
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 2, 0, {0, 5, 0, 0}, "stage_first_layer[1] = 5 must lie in [1, n_layer - 1 = "
+             "4]"},
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 2, 0, {0, -1, 0, 0}, "stage_first_layer[1] = -1 must lie in [1, n_layer - 1"},
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 2, 2, {0, 3, 0, 0}, "stage_first_layer[1] = 3 is not a multiple of 2"},
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 2, 0, {0, 2, 4, 0}, "stage_first_layer[2] = 4 names a stage beyond the "
+             "n_devices = 2 stages"},
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 2, 0, {1, 3, 0, 0}, "stage_first_layer[0] = 1: stage 0 starts at layer 0"},
+            {GPT2RT_PARALLEL_LAYER_SPLIT, 3, 0, {0, 0, 3, 0}, "stage_first_layer[1] = 0 while others are set"},
+            {GPT2RT_PARALLEL_DATA, 2, 0, {0, 3, 0, 0}, "stage_first_layer[1] = 3 applies to parallel = LAYER_SPLIT "
+             "(it is DATA)"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            gpt2rt_memory_plan pl;
+            c = tiny(); c.n_layer = 5; c.parallel = (gpt2rt_parallel)bad[i].parallel; c.n_devices = bad[i].n;
+            if (bad[i].ck) { c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = bad[i].ck; }
+            for (int s = 0; s < 4; s++) c.stage_first_layer[s] = bad[i].f[s];
+            CHECK(gpt2rt_plan(&c, &pl) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(pl.error, bad[i].needle),
+                  "plan of bad stages %zu: %s (wanted: %s)", i, pl.error, bad[i].needle);
+            CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(x), bad[i].needle),
+                  "create with bad stages %zu: %s", i, gpt2rt_last_error(x));
+            gpt2rt_free(x);
+        }
+    }
     c = tiny(); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2; c.attn_dropout = 0.1f;
     CHECK(gpt2rt_create(&x, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(x), "attn_dropout = 0.1"),
           "layer split with dropout: %s", gpt2rt_last_error(x));
@@ -558,6 +642,13 @@ int main(void) {
     ls_equals_one(2, 3, GPT2RT_RECOMPUTE_NONE, 0, GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_MLP, 4);
     ls_equals_one(3, 3, GPT2RT_RECOMPUTE_FULL, 1, 0, 1);                /* a checkpoint every layer */
     ls_equals_one(2, 2, GPT2RT_RECOMPUTE_FULL, 2, GPT2RT_GROUP_MLP, 2); /* every 2nd: stages [0,2), [2,3) */
+    /* the stages given (stage_first_layer), uneven; FULL with the stage starting at a checkpoint */
+    ls_equals_one_at(2, 5, 4, 0, 4, GPT2RT_RECOMPUTE_NONE, 0, 0, 2);
+    ls_equals_one_at(3, 5, 1, 4, 3, GPT2RT_RECOMPUTE_SELECTIVE, 0, 0, 1);
+    ls_equals_one_at(2, 5, 2, 0, 2, GPT2RT_RECOMPUTE_FULL, 2, 0, 1);
+    /* the planner's split of FULL's segments: 5 layers, every 2nd kept -> stages [0,4), [4,5) */
+    ls_equals_one_at(2, 5, 0, 0, 2, GPT2RT_RECOMPUTE_FULL, 2, GPT2RT_GROUP_ATTENTION, 1);
+    ls_stages_plan();
     ls_series(2, 3);
     ls_series(3, 2);
     ls_memory();

@@ -321,10 +321,10 @@ static void test_config_errors(void) {
        (data parallel and layer split run: tests/test_parallel.c) */
     {
         gpt2rt_config k[1];
-        const char *needle[1] = {"not a multiple of checkpoint_every = 2"};
+        const char *needle[1] = {"LAYER_SPLIT with dropout"};
         k[0] = tiny();
-        k[0].parallel = GPT2RT_PARALLEL_LAYER_SPLIT; k[0].n_devices = 3; k[0].n_layer = 3;
-        k[0].recompute = GPT2RT_RECOMPUTE_FULL; k[0].checkpoint_every = 2;
+        k[0].parallel = GPT2RT_PARALLEL_LAYER_SPLIT; k[0].n_devices = 2; k[0].n_layer = 3;
+        k[0].attn_dropout = 0.1f;
         for (int i = 0; i < 1; i++) {
             gpt2rt_memory_plan plan;
             gpt2rt_ctx *x;

@@ -81,6 +81,9 @@ static void usage(void) {
         "                                 positions each (default --ctx)\n"
         "devices:\n"
         "  --devices N --mode none|ddp|split   (mode defaults to ddp when N > 1)\n"
+        "  --stages L1,L2,...             split: the first layer of stages 1, 2, ... (stage 0\n"
+        "                                 starts at 0); implies --mode split and, when not\n"
+        "                                 given, --devices (values + 1); default: the planner's\n"
         "  --shard                        ddp: shard the optimizer state over the devices (ZeRO-1)\n"
         "  --backend cpu|cuda             default cuda\n"
         "  --threads N                    CPU backend threads (its workspace depends on them)\n"
@@ -105,6 +108,7 @@ static void usage(void) {
         "  gpt2rt-mem --model 355M --batch 16 --seq 1024 --budget 24GiB\n"
         "  gpt2rt-mem --model 124M --seq 1024 --sweep batch=1,2,4,8,16,32 --budget 24GiB --png mem.png\n"
         "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --devices 2 --mode split --budget 40GB\n"
+        "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --stages 30 --budget 40GB\n"
         "  gpt2rt-mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB\n");
 }
 
@@ -294,7 +298,7 @@ static void parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     gpt2rt_config *c = &o->k.cfg;
     c->backend = GPT2RT_BACKEND_CUDA;
-    int ck = 0, ck_given = 0, L = 0, H = 0, C = 0;
+    int ck = 0, ck_given = 0, L = 0, H = 0, C = 0, stages = 0;
     o->allow = GPT2RT_FIT_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -346,6 +350,22 @@ static void parse_args(int argc, char **argv, options *o) {
             if (!strcmp(v, "pcie4") || !strcmp(v, "pcie4-host") || !strcmp(v, "nvlink")) o->link.name = v;
             else if (end != v && !*end && gbps > 0 && gbps < 1e5) { o->link.name = "custom"; o->link.bw = gbps * 1e9; }
             else die_arg(name, "'%s' is not pcie4, pcie4-host, nvlink or a bandwidth in GB/s", v);
+        } else if (!strcmp(name, "--stages")) {
+            const char *q = v;
+            for (int st = 1;; st++) {
+                char num[16];
+                size_t len = strcspn(q, ",");
+                if (st >= GPT2RT_MAX_DEVICES) die_arg(name, "'%s' has more than %d values", v, GPT2RT_MAX_DEVICES - 1);
+                if (!len || len >= sizeof num) die_arg(name, "'%s' is not a comma list of layer numbers", v);
+                memcpy(num, q, len);
+                num[len] = 0;
+                c->stage_first_layer[st] = (int)parse_int(name, num, 1, 1 << 20);
+                stages = st + 1;
+                if (!q[len]) break;
+                q += len + 1;
+            }
+            o->k.mode_given = 1;
+            c->parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
         } else if (!strcmp(name, "--sweep")) o->sweep = v;
         else if (!strcmp(name, "--png")) o->png = v;
         else if (!strcmp(name, "--batch") || !strcmp(name, "--seq") || !strcmp(name, "--accum") ||
@@ -354,6 +374,7 @@ static void parse_args(int argc, char **argv, options *o) {
             if ((err = set_knob(&o->k, name + 2, v))) die_arg(name, "'%s' %s", v, err);
         } else die_arg(name, "unknown option");
     }
+    if (stages && !c->n_devices) c->n_devices = stages; /* else the library names any mismatch */
     if (L) c->n_layer = L;
     if (H) c->n_head = H;
     if (C) c->n_embd = C;
@@ -444,6 +465,8 @@ static void print_flags(const gpt2rt_config *c) {
     if (c->recompute == GPT2RT_RECOMPUTE_FULL) printf(" --checkpoint-every %d", c->checkpoint_every);
     if (c->n_devices > 1) printf(" --devices %d --mode %s", c->n_devices, mode[c->parallel]);
     if (c->shard_optimizer) printf(" --shard");
+    for (int st = 1; c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->stage_first_layer[1] && st < c->n_devices; st++)
+        printf("%s%d", st == 1 ? " --stages " : ",", c->stage_first_layer[st]);
     printf("\n");
 }
 
@@ -492,6 +515,8 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
         gpt2rt_config c = *base;
         c.parallel = modes[mi].mode;
         c.shard_optimizer = modes[mi].sharded;
+        if (c.parallel != GPT2RT_PARALLEL_LAYER_SPLIT) /* --stages is the split's */
+            memset(c.stage_first_layer, 0, sizeof c.stage_first_layer);
         /* the same global batch: data parallel splits it over the devices, layer split pipelines it */
         int64_t global = (int64_t)base->batch_size * base->grad_accum * (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1);
         int64_t per = c.parallel == GPT2RT_PARALLEL_DATA ? global / base->n_devices : global;
