@@ -1335,6 +1335,7 @@ struct gpt2rt_ctx {
     /* activations arena */
     int32_t *inputs, *targets;      /* (BT) copies, for the backward */
     float *x0;                      /* (BT,C) embeddings, layer 0 input (FULL: checkpoint 0) */
+    int64_t l0;                     /* the first layer these activations hold (a layer-split stage's; 0) */
     unsigned char *layer_acts;      /* NONE/SELECTIVE: L blocks; FULL: ck slots; layer_stride bytes each */
     int64_t layer_stride;
     float *ckpt;                    /* FULL: (ceil(L/ck)-1, BT, C) inputs of layers ck, 2ck, ... */
@@ -2401,6 +2402,61 @@ static int gpt2rt__param_table(const gpt2rt__dims *d, gpt2rt__tensor *tab, int64
 /* the tensors before the first layer's: wte, wpe; patches: wpe, in_layer (2) */
 static int64_t gpt2rt__layer0(const gpt2rt__dims *d) { return d->patches ? 1 + GPT2RT__OUTW : GPT2RT__LNFW; }
 
+/* row i of the table (gpt2rt__param_table's order); *layer: its layer, -1 for a whole-model row */
+static const gpt2rt__param_row *gpt2rt__param_row_of(const gpt2rt__dims *d, int64_t i, int64_t *layer) {
+    int64_t head = gpt2rt__layer0(d), nl = d->L * GPT2RT__PER_LAYER;
+    *layer = -1;
+    if (i < head) return d->patches ? (i ? &gpt2rt__ts_rows[i - 1] : &gpt2rt__model_rows[GPT2RT__WPE]) : &gpt2rt__model_rows[i];
+    if (i < head + nl) { *layer = (i - head) / GPT2RT__PER_LAYER; return &gpt2rt__layer_rows[(i - head) % GPT2RT__PER_LAYER]; }
+    i -= head + nl;
+    return i < 2 ? &gpt2rt__model_rows[GPT2RT__LNFW + i] : &gpt2rt__ts_rows[GPT2RT__OUTW + i - 2];
+}
+
+/* The parameters of the device holding span s (layer split): its layers' tensors; wte
+   on the first (weights only, for the embedding) and on the last (for the tied head,
+   trained there: its gradient, moments and master live on the last); wpe, in_layer and
+   RevIN's affine on the first; ln_f and out_layer on the last. tab (may be NULL) gets
+   the whole table with this device's offsets: a tensor it does not hold has no rows
+   (rows = cols = 0, off 0, goff -1), one it holds but does not train goff -1. Offsets
+   follow the table's order, each congruent to the one-device offset modulo d->align
+   bytes (a gap of less than that where the held tensors are not contiguous), so every
+   tensor has the alignment it has on one device: the kernels and cuBLASLt take the same
+   paths, and a stage computes bitwise what one device does. The whole span gives the
+   one-device table itself. *n_floats, *n_train: the weights' and the gradients' floats. */
+static void gpt2rt__span_params(const gpt2rt__dims *d, const gpt2rt__span *s, gpt2rt__tensor *tab, int64_t *n_floats,
+                                int64_t *n_train) {
+    int n = gpt2rt__param_table(d, NULL, NULL, NULL);
+    int64_t off = 0, goff = 0, loff = 0, lgoff = 0, aw = d->align / d->wb, ag = d->align / 4;
+    for (int i = 0; i < n; i++) {
+        int64_t l, o0 = off, g0 = goff;
+        int k = 0;
+        const gpt2rt__param_row *row = gpt2rt__param_row_of(d, i, &l);
+        gpt2rt__tensor t;
+        gpt2rt__param_add(d, row, l, &t, &k, &off, &goff);
+        int held, owned;
+        if (l >= 0) held = l >= s->l0 && l < s->l1;
+        else if (row == &gpt2rt__model_rows[GPT2RT__WTE]) held = s->first || s->last;
+        else if (row == &gpt2rt__model_rows[GPT2RT__WPE] || row == &gpt2rt__ts_rows[GPT2RT__INW] ||
+                 row == &gpt2rt__ts_rows[GPT2RT__INB] || row == &gpt2rt__ts_rows[GPT2RT__REVW] ||
+                 row == &gpt2rt__ts_rows[GPT2RT__REVB]) held = s->first;
+        else held = s->last; /* ln_f, out_layer */
+        owned = held && t.goff >= 0 && (row != &gpt2rt__model_rows[GPT2RT__WTE] || s->last);
+        if (held) {
+            loff += ((o0 - loff) % aw + aw) % aw; /* the next offset congruent to one device's */
+            t.off = loff;
+            loff += t.rows * t.cols;
+        } else { t.off = 0; t.rows = t.cols = 0; }
+        if (owned) {
+            lgoff += ((g0 - lgoff) % ag + ag) % ag;
+            t.goff = lgoff;
+            lgoff += t.rows * t.cols;
+        } else t.goff = -1;
+        if (tab) tab[i] = t;
+    }
+    if (n_floats) *n_floats = loff;
+    if (n_train) *n_train = lgoff;
+}
+
 /* the table's tensors by name: a whole-model one (GPT2RT__WTE...; NULL: this model has
    none), a patch model's (GPT2RT__INW...), layer l's 12 */
 static const gpt2rt__tensor *gpt2rt__model_tensor(const gpt2rt_ctx *ctx, int which) {
@@ -2488,7 +2544,7 @@ static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *ba
 static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     gpt2rt__layer_acts a;
     int full = ctx->d.recompute == GPT2RT_RECOMPUTE_FULL;
-    int64_t slot = full ? l % ctx->d.ck : l;
+    int64_t slot = full ? l % ctx->d.ck : l - ctx->l0; /* a layer-split stage's blocks start at its first layer */
     gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + slot * ctx->layer_stride, &a, full);
     return a;
 }
@@ -2544,32 +2600,19 @@ static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, un
    ctx is non-NULL and its arenas are allocated: the CPU backend, one device) the
    pointers into them. The single source of truth for the plan and for creation:
    planned == allocated by construction.
-   Layer split: the first device holds wte (a weights-only copy unless it is also
-   the last) and wpe; the last holds wte for the tied head with its gradient,
-   moments and master copy, ln_f and the logits; the first device's wte gradient is
-   staged in comm and sent to the last. Data parallel: every device holds it all. */
+   Layer split: the parameters of gpt2rt__span_params (wte on the first device a
+   weights-only copy unless it is also the last; its gradient, moments and master on
+   the last, which also runs the embedding's part of the wte gradient on the first's
+   d(x0), 10.2), the activations of the span's layers (x0 is the span's input), ln_f
+   and the logits on the last. Data parallel: every device holds it all. */
 static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_t bytes[GPT2RT_MEM_COUNT],
                            gpt2rt_ctx *ctx) {
     int64_t BT = d->BT, C = d->C, ab = d->ab, nl = s->l1 - s->l0;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) bytes[i] = 0;
 
-    /* parameters, by group: held (weights) and owned (master, grads, moments) */
-    int64_t ln = 4 * C, attn = 4 * C * C + 4 * C, mlp = 8 * C * C + 5 * C;
-    unsigned fz = d->frozen;
-    int64_t held = nl * (ln + attn + mlp), owned = nl * ((fz & GPT2RT_GROUP_LAYERNORM ? 0 : ln) +
-                   (fz & GPT2RT_GROUP_ATTENTION ? 0 : attn) + (fz & GPT2RT_GROUP_MLP ? 0 : mlp));
-    int64_t wte = d->Vp * C, wpe = d->P * C, lnf = 2 * C;
-    int wte_train = !(fz & GPT2RT_GROUP_TOKEN_EMBED);
-    if (s->first || s->last) held += wte;
-    if (s->last && wte_train) owned += wte;
-    if (s->first) { held += wpe; if (!(fz & GPT2RT_GROUP_POS_EMBED)) owned += wpe; }
-    if (s->last) { held += lnf; if (!(fz & GPT2RT_GROUP_LAYERNORM)) owned += lnf; }
-    if (d->patches) { /* in_layer (and RevIN's affine) first, out_layer last (wte is 0 here) */
-        int64_t in = d->PL * C + C + 2 * d->M * d->affine, out = d->H * d->T * C + d->H;
-        int64_t head_train = !(fz & GPT2RT_GROUP_HEAD);
-        if (s->first) { held += in; owned += head_train * in; }
-        if (s->last) { held += out; owned += head_train * out; }
-    }
+    /* parameters: held (weights) and owned (master, grads, moments) */
+    int64_t held, owned;
+    gpt2rt__span_params(d, s, NULL, &held, &owned);
     bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->wb);
     /* ZeRO-1: the optimizer state of rank r's shard of the trained floats only (shard 0
        is the largest); the gradients stay whole: the backward writes all of them */
@@ -2642,13 +2685,14 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
         ws_att = (uint64_t)d->nt * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
     }
     bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
-    if (s->first && !s->last && wte_train) bytes[GPT2RT_MEM_COMM] = (uint64_t)(wte * 4);
     /* generation: the cache of this device's layers and a pass's scratch */
     bytes[GPT2RT_MEM_KVCACHE] = (uint64_t)gpt2rt__kv_layout(d, nl, s->last, NULL, NULL);
 
     if (!ctx) return;
     gpt2rt__kv_layout(d, nl, s->last, (unsigned char *)ctx->arena[GPT2RT_MEM_KVCACHE], &ctx->kv);
-    gpt2rt__param_table(d, NULL, &ctx->n_params, &ctx->n_train);
+    ctx->n_params = held;
+    ctx->n_train = owned;
+    ctx->l0 = s->l0;
     ctx->params = (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
     ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
     ctx->m = (float *)ctx->arena[GPT2RT_MEM_MOMENTS];
@@ -6860,9 +6904,10 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
 /* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
 static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
     const gpt2rt__dims *d = &ax->d;
-    if (l == 0) return ax->x0;
+    if (l == ax->l0) return ax->x0; /* a layer-split stage's input lies in x0 too */
     if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
-        return (float *)(void *)((unsigned char *)ax->ckpt + (l / d->ck - 1) * gpt2rt__ald(d, d->BT * d->C * d->ab));
+        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->ck - 1) *
+                                 gpt2rt__ald(d, d->BT * d->C * d->ab));
     return gpt2rt__lacts(ax, l - 1).res3;
 }
 

@@ -510,6 +510,71 @@ static void ls_stages_plan(void) {
           out.stage_first_layer[1] == 0), "advisor from given stages: %s / %s", fmt, a.error);
 }
 
+/* The parameters a layer-split device holds (gpt2rt__span_params), for the CUDA layout
+   (256-byte alignment, bf16 weights) where C = 32 leaves tensors off the alignment: each
+   held tensor sits at an offset congruent to its one-device offset, none overlap, the
+   gaps are below the alignment, the whole span is the one-device table, and a stage's
+   first layer reads its input from x0. */
+static void ls_span_tables(void) {
+    gpt2rt_config c = ls_cfg(tiny(), 3);
+    gpt2rt_config r;
+    char err[512];
+    c.n_layer = 5; c.backend = GPT2RT_BACKEND_CUDA; c.precision = GPT2RT_PRECISION_BF16;
+    c.frozen = GPT2RT_GROUP_ATTENTION; c.stage_first_layer[1] = 1; c.stage_first_layer[2] = 3;
+    CHECK(gpt2rt__cfg_resolve(&c, &r, err, sizeof err) == GPT2RT_OK, "resolve: %s", err);
+    gpt2rt__dims d = gpt2rt__dims_of(&r);
+    int n = gpt2rt__param_table(&d, NULL, NULL, NULL), bad = 0;
+    int64_t nf, nt, aw = d.align / d.wb, ag = d.align / 4;
+    gpt2rt__tensor *g = (gpt2rt__tensor *)malloc((size_t)n * sizeof *g), *t = (gpt2rt__tensor *)malloc((size_t)n * sizeof *t);
+    gpt2rt__param_table(&d, g, &nf, &nt);
+    gpt2rt__span whole = {0, 5, 1, 1};
+    gpt2rt__span_params(&d, &whole, t, NULL, NULL);
+    for (int i = 0; i < n; i++) bad += t[i].off != g[i].off || t[i].goff != g[i].goff || t[i].rows != g[i].rows;
+    CHECK(bad == 0, "the whole span's table differs from the one-device table in %d tensors", bad);
+    int64_t held_sum = 0;
+    for (int s = 0; s < 3; s++) {
+        gpt2rt__span sp = gpt2rt__span_of(&r, s);
+        int64_t f, tr, end = 0, gend = 0, size = 0, gaps = 0;
+        gpt2rt__span_params(&d, &sp, t, &f, &tr);
+        for (int i = 0; i < n; i++) {
+            if (!t[i].rows) continue;
+            int64_t e = t[i].rows * t[i].cols;
+            size += e;
+            gaps += t[i].off - end;
+            bad += t[i].off < end || (t[i].off - g[i].off) % aw != 0 || t[i].off - end >= aw;
+            end = t[i].off + e;
+            if (t[i].goff >= 0) {
+                bad += t[i].goff < gend || (t[i].goff - g[i].goff) % ag != 0 || g[i].goff < 0;
+                gend = t[i].goff + e;
+            }
+            int in = g[i].layer >= 0 ? g[i].layer >= sp.l0 && g[i].layer < sp.l1 : 1;
+            bad += !in;
+        }
+        bad += end != f || gend != tr || (s == 0 && t[0].goff != -1) || (s == 2 && t[0].goff != 0);
+        held_sum += size;
+        uint64_t b[GPT2RT_MEM_COUNT];
+        gpt2rt__layout(&d, &sp, b, NULL);
+        bad += b[GPT2RT_MEM_WEIGHTS] != (uint64_t)(f * d.wb) || b[GPT2RT_MEM_GRADS] != (uint64_t)(tr * 4);
+        printf("    span [%lld,%lld): %lld weights (%lld in gaps), %lld trained\n", (long long)sp.l0, (long long)sp.l1,
+               (long long)f, (long long)gaps, (long long)tr);
+        /* a stage context's first layer input is its x0, its layers' blocks its own */
+        gpt2rt_ctx *x = (gpt2rt_ctx *)calloc(1, sizeof *x);
+        x->d = d;
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) x->arena[i] = b[i] ? malloc((size_t)b[i]) : NULL;
+        gpt2rt__layout(&d, &sp, b, x);
+        unsigned char *a0 = (unsigned char *)x->arena[GPT2RT_MEM_ACTIVATIONS];
+        bad += gpt2rt__model_layer_input(x, sp.l0) != x->x0 || (unsigned char *)gpt2rt__lacts(x, sp.l1 - 1).res3 +
+               gpt2rt__ald(&d, d.BT * d.C * d.ab) > a0 + b[GPT2RT_MEM_ACTIVATIONS] || gpt2rt__lacts(x, sp.l0).ln1_mean <
+               (float *)(void *)a0;
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) free(x->arena[i]);
+        free(x);
+    }
+    CHECK(bad == 0, "stage tables: %d offsets off their one-device alignment, overlapping, or beyond the layout", bad);
+    CHECK(held_sum == nf + d.Vp * d.C, "the stages hold %lld floats, the model %lld plus wte's copy %lld",
+          (long long)held_sum, (long long)nf, (long long)(d.Vp * d.C));
+    free(g); free(t);
+}
+
 /* what a layer-split context allocated: one device's arenas and an activation set per
    further micro-batch on device 0, a transient and workspace per further stage */
 static void ls_memory(void) {
@@ -649,6 +714,7 @@ int main(void) {
     /* the planner's split of FULL's segments: 5 layers, every 2nd kept -> stages [0,4), [4,5) */
     ls_equals_one_at(2, 5, 0, 0, 2, GPT2RT_RECOMPUTE_FULL, 2, GPT2RT_GROUP_ATTENTION, 1);
     ls_stages_plan();
+    ls_span_tables();
     ls_series(2, 3);
     ls_series(3, 2);
     ls_memory();
