@@ -362,7 +362,7 @@
      gpt2rt_update after at most grad_accum gpt2rt_backward calls.
 
    ============================================================================
-   LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2; CPU backend)
+   LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2)
    ============================================================================
    The layers in N stages: stage_first_layer[s] (s = 1..N-1, increasing, each stage
    at least one layer) gives the first layer of stage s; all 0, the planner splits
@@ -389,6 +389,21 @@
      (grad_accum - 1 further sets of one device's activations, device 0) and a
      transient and workspace for each further stage (device s). gpt2rt_plan shows
      instead what N devices would each hold (the layout a GPU split would use).
+   - On the CUDA backend each stage is a device state on device_ids[s] holding only
+     its parameters (offsets keeping one device's alignment, so every kernel takes
+     one device's path), its layers' activations for each of the grad_accum
+     micro-batches in flight, and its scratch; the activation and its gradient cross
+     the boundary by peer copy (cudaMemcpyPeerAsync) where peer access is on, else
+     through pinned host memory. The first stage keeps a weights-only copy of wte for
+     the embedding, refreshed after each update; the last stage, which trains wte,
+     also runs the embedding's part of its gradient on the first stage's d(x0), in one
+     device's order. gpt2rt_step, gpt2rt_param_read and the plan calls run; the other
+     calls answer NOT_IMPLEMENTED for now. Bitwise one device's results, but for the
+     gradient norm: its square is summed per stage, then over the stages (fp64), so
+     the fp32 norm can differ in its last bit when that sum lies at an fp32 rounding
+     boundary (about 1e-8 of steps). Test mode: device_ids 0, 0 with
+     allow_shared_device runs two stages on one GPU (kernels/layer_split.cu).
+     Compiled, not yet run on a GPU.
    - recompute = FULL needs each stage's first layer to be a multiple of
      checkpoint_every (so no recomputed segment spans two stages; 1 always works):
      the planner's split does so, given stages that do not are refused (and so is a
@@ -457,8 +472,8 @@
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Both parallel modes on the CUDA backend, layer split with recompute = FULL whose
-   stages do not start at checkpoints, layer split with dropout, and patch inputs /
+   Data parallel on the CUDA backend; on a CUDA layer split the calls other than
+   gpt2rt_step, gpt2rt_param_read and the plan's; layer split with dropout, and patch inputs /
    regression heads, generation (kv_batch) and dropout on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
@@ -2423,38 +2438,99 @@ static const gpt2rt__param_row *gpt2rt__param_row_of(const gpt2rt__dims *d, int6
    tensor has the alignment it has on one device: the kernels and cuBLASLt take the same
    paths, and a stage computes bitwise what one device does. The whole span gives the
    one-device table itself. *n_floats, *n_train: the weights' and the gradients' floats. */
+/* the walk of gpt2rt__span_params: one device's offsets (off, goff) and this device's */
+typedef struct gpt2rt__span_walk { int64_t off, goff, loff, lgoff, aw, ag; } gpt2rt__span_walk;
+
+/* row (of layer l, -1: whole-model) at index i: held and owned or not; tab: its entry */
+static void gpt2rt__span_row(const gpt2rt__dims *d, const gpt2rt__span *s, gpt2rt__span_walk *w,
+                             const gpt2rt__param_row *row, int64_t l, gpt2rt__tensor *tab) {
+    int64_t size = gpt2rt__dim_size(d, row->rows) * gpt2rt__dim_size(d, row->cols), o0 = w->off, g0 = w->goff;
+    int trained = !(d->frozen & row->group), held;
+    w->off += size;
+    w->goff += trained ? size : 0;
+    if (l >= 0) held = l >= s->l0 && l < s->l1;
+    else if (row == &gpt2rt__model_rows[GPT2RT__WTE]) held = s->first || s->last;
+    else if (row == &gpt2rt__model_rows[GPT2RT__WPE] || row == &gpt2rt__ts_rows[GPT2RT__INW] ||
+             row == &gpt2rt__ts_rows[GPT2RT__INB] || row == &gpt2rt__ts_rows[GPT2RT__REVW] ||
+             row == &gpt2rt__ts_rows[GPT2RT__REVB]) held = s->first;
+    else held = s->last; /* ln_f, out_layer */
+    int owned = held && trained && (row != &gpt2rt__model_rows[GPT2RT__WTE] || s->last);
+    int64_t lo = 0, lg = -1;
+    if (held) {
+        w->loff += ((o0 - w->loff) % w->aw + w->aw) % w->aw; /* the next offset congruent to one device's */
+        lo = w->loff;
+        w->loff += size;
+    }
+    if (owned) {
+        w->lgoff += ((g0 - w->lgoff) % w->ag + w->ag) % w->ag;
+        lg = w->lgoff;
+        w->lgoff += size;
+    }
+    if (tab) { /* the row's entry (name, shape), then this device's offsets */
+        int k = 0;
+        int64_t o = 0, g = 0;
+        gpt2rt__param_add(d, row, l, tab, &k, &o, &g);
+        tab->off = lo;
+        tab->goff = lg;
+        if (!held) tab->rows = tab->cols = 0;
+    }
+}
+
+/* The parameters of the device holding span s (layer split): its layers' tensors; wte
+   on the first (weights only, for the embedding) and on the last (for the tied head,
+   trained there: its gradient, moments and master live on the last); wpe, in_layer and
+   RevIN's affine on the first; ln_f and out_layer on the last. tab (may be NULL) gets
+   the whole table with this device's offsets: a tensor it does not hold has no rows
+   (rows = cols = 0, off 0, goff -1), one it holds but does not train goff -1. Offsets
+   follow the table's order, each congruent to the one-device offset modulo d->align
+   bytes (a gap of less than that where the held tensors are not contiguous), so every
+   tensor has the alignment it has on one device: the kernels and cuBLASLt take the same
+   paths, and a stage computes bitwise what one device does. The whole span gives the
+   one-device table itself. *n_floats, *n_train: the weights' and the gradients' floats.
+   Without tab the span's layers go as one block (they are contiguous in both offsets),
+   so the plan of a deep model costs no walk over every tensor. */
 static void gpt2rt__span_params(const gpt2rt__dims *d, const gpt2rt__span *s, gpt2rt__tensor *tab, int64_t *n_floats,
                                 int64_t *n_train) {
-    int n = gpt2rt__param_table(d, NULL, NULL, NULL);
-    int64_t off = 0, goff = 0, loff = 0, lgoff = 0, aw = d->align / d->wb, ag = d->align / 4;
-    for (int i = 0; i < n; i++) {
-        int64_t l, o0 = off, g0 = goff;
-        int k = 0;
+    int64_t head = gpt2rt__layer0(d), nl = d->L * GPT2RT__PER_LAYER, l;
+    int64_t n = head + nl + 2 + (d->patches ? (d->affine ? 4 : 2) : 0);
+    gpt2rt__span_walk w = {0, 0, 0, 0, d->align / d->wb, d->align / 4};
+    for (int64_t i = 0; i < head; i++) {
         const gpt2rt__param_row *row = gpt2rt__param_row_of(d, i, &l);
-        gpt2rt__tensor t;
-        gpt2rt__param_add(d, row, l, &t, &k, &off, &goff);
-        int held, owned;
-        if (l >= 0) held = l >= s->l0 && l < s->l1;
-        else if (row == &gpt2rt__model_rows[GPT2RT__WTE]) held = s->first || s->last;
-        else if (row == &gpt2rt__model_rows[GPT2RT__WPE] || row == &gpt2rt__ts_rows[GPT2RT__INW] ||
-                 row == &gpt2rt__ts_rows[GPT2RT__INB] || row == &gpt2rt__ts_rows[GPT2RT__REVW] ||
-                 row == &gpt2rt__ts_rows[GPT2RT__REVB]) held = s->first;
-        else held = s->last; /* ln_f, out_layer */
-        owned = held && t.goff >= 0 && (row != &gpt2rt__model_rows[GPT2RT__WTE] || s->last);
-        if (held) {
-            loff += ((o0 - loff) % aw + aw) % aw; /* the next offset congruent to one device's */
-            t.off = loff;
-            loff += t.rows * t.cols;
-        } else { t.off = 0; t.rows = t.cols = 0; }
-        if (owned) {
-            lgoff += ((g0 - lgoff) % ag + ag) % ag;
-            t.goff = lgoff;
-            lgoff += t.rows * t.cols;
-        } else t.goff = -1;
-        if (tab) tab[i] = t;
+        gpt2rt__span_row(d, s, &w, row, l, tab ? tab + i : NULL);
     }
-    if (n_floats) *n_floats = loff;
-    if (n_train) *n_train = lgoff;
+    if (tab) {
+        for (int64_t i = head; i < head + nl; i++) {
+            const gpt2rt__param_row *row = gpt2rt__param_row_of(d, i, &l);
+            gpt2rt__span_row(d, s, &w, row, l, tab + i);
+        }
+    } else { /* the layers [l0, l1) as one block */
+        int64_t lsz = 0, lgsz = 0;
+        for (int k = 0; k < GPT2RT__PER_LAYER; k++) {
+            const gpt2rt__param_row *row = &gpt2rt__layer_rows[k];
+            int64_t size = gpt2rt__dim_size(d, row->rows) * gpt2rt__dim_size(d, row->cols);
+            lsz += size;
+            lgsz += d->frozen & row->group ? 0 : size;
+        }
+        int64_t h = s->l1 - s->l0;
+        w.off += s->l0 * lsz;
+        w.goff += s->l0 * lgsz;
+        if (h > 0) {
+            w.loff += ((w.off - w.loff) % w.aw + w.aw) % w.aw;
+            w.loff += h * lsz;
+            if (lgsz) {
+                w.lgoff += ((w.goff - w.lgoff) % w.ag + w.ag) % w.ag;
+                w.lgoff += h * lgsz;
+            }
+        }
+        w.off += (d->L - s->l0) * lsz;
+        w.goff += (d->L - s->l0) * lgsz;
+    }
+    for (int64_t i = head + nl; i < n; i++) {
+        const gpt2rt__param_row *row = gpt2rt__param_row_of(d, i, &l);
+        gpt2rt__span_row(d, s, &w, row, l, tab ? tab + i : NULL);
+    }
+    if (n_floats) *n_floats = w.loff;
+    if (n_train) *n_train = w.lgoff;
 }
 
 /* the table's tensors by name: a whole-model one (GPT2RT__WTE...; NULL: this model has
@@ -9481,6 +9557,9 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    gpt2rt__cu_create_cfg(ctx, cfg, &st, err, cap) the same for another resolved config with
                                                   the same parameter table (the lab: a CPU
                                                   ctx as host side of a CUDA run)
+   gpt2rt__cu_create_span(ctx, cfg, span, dev, &st, err, cap)  the layers of span on device
+                                                  dev: a layer-split stage (10.2), ctx its
+                                                  host context (gpt2rt__span_params's table)
    gpt2rt__cu_free(st)
    gpt2rt__cu_upload_params(ctx, st)              ctx->params -> device master + floatX copy
    gpt2rt__cu_download_params(ctx, st)            device master -> ctx->params (trained tensors)
@@ -9705,27 +9784,42 @@ static int gpt2rt__cu_adamw_plan(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
 
 static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st);
 
+static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, const gpt2rt__span *span,
+                                            int dev_id, gpt2rt__cu_state **out, char *err, size_t cap);
+
 /* The device state for the resolved config cfg (backend CUDA) on top of the host context
    ctx, whose parameter table (shape and frozen groups) must be the one cfg gives.
    err gets the reason on failure (with the numbers); *out is NULL then. */
 static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, gpt2rt__cu_state **out,
-                                               char *err, size_t cap) {
+                                           char *err, size_t cap) {
+    if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    if (cfg->parallel != GPT2RT_PARALLEL_NONE || cfg->n_devices != 1) {
+        snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device",
+                 (int)cfg->parallel, cfg->n_devices);
+        return GPT2RT_ERR_NOT_IMPLEMENTED;
+    }
+    gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
+    return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
+}
+
+/* The same for the layers of span on device dev_id (a layer-split stage, 10.2): ctx is
+   then the stage's host context, whose table is gpt2rt__span_params's for span and
+   whose params hold that table's fp32 weights. */
+static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, const gpt2rt__span *span,
+                                            int dev_id, gpt2rt__cu_state **out, char *err, size_t cap) {
 #define GPT2RT__CU_CFAIL(r, ...) do { snprintf(err, cap, __VA_ARGS__); gpt2rt__cu_free(st); return (r); } while (0)
 #define GPT2RT__CU_CCK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
         GPT2RT__CU_CFAIL(e_ == cudaErrorMemoryAllocation ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_UNAVAILABLE, \
                          "gpt2rt__cu_create: %s failed: %s (%s = %d) on device %d", #call, cudaGetErrorString(e_), \
                          cudaGetErrorName(e_), (int)e_, dev_id); } while (0)
     gpt2rt__cu_state *st = NULL;
-    int dev_id = 0;
-    if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!out || !ctx || !cfg || !span || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
     *out = NULL;
     err[0] = 0;
     if (cfg->backend != GPT2RT_BACKEND_CUDA)
         GPT2RT__CU_CFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: config backend = %d, not GPT2RT_BACKEND_CUDA",
                          (int)cfg->backend);
-    if (cfg->parallel != GPT2RT_PARALLEL_NONE || cfg->n_devices != 1)
-        GPT2RT__CU_CFAIL(GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA "
-                         "driver runs one device", (int)cfg->parallel, cfg->n_devices);
 
     st = (gpt2rt__cu_state *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__cu_state), GPT2RT_MEM_BOOKKEEPING);
     if (!st) { snprintf(err, cap, "gpt2rt__cu_create: %zu bytes of host memory for the state", sizeof(gpt2rt__cu_state)); return GPT2RT_ERR_OUT_OF_MEMORY; }
@@ -9733,8 +9827,8 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     st->hooks = ctx->cfg;
     st->cfg = *cfg;
     st->d = gpt2rt__dims_of(cfg);
-    st->span = gpt2rt__span_of(cfg, 0);
-    st->device = dev_id = cfg->device_ids[0];
+    st->span = *span;
+    st->device = dev_id;
     st->layer = -1;
     st->phase = "create";
     st->nb = -1;
@@ -9742,10 +9836,11 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     st->loss_scale = cfg->precision == GPT2RT_PRECISION_FP16 ? cfg->loss_scale : 1.0f;
     const gpt2rt__dims *d = &st->d;
 
-    /* the host table must be this config's */
+    /* the host table must be this config's (this span's) */
     {
         int64_t np = 0, ntr = 0;
-        int nt = gpt2rt__param_table(d, NULL, &np, &ntr);
+        int nt = gpt2rt__param_table(d, NULL, NULL, NULL);
+        gpt2rt__span_params(d, span, NULL, &np, &ntr);
         if (nt != ctx->n_tensors || np != ctx->n_params || ntr != ctx->n_train || ctx->d.frozen != d->frozen ||
             ctx->d.C != d->C || ctx->d.L != d->L || ctx->d.Vp != d->Vp || ctx->d.P != d->P)
             GPT2RT__CU_CFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: the host context's parameter table "
@@ -11155,11 +11250,33 @@ typedef struct gpt2rt__ls {
     int fwd[GPT2RT_MAX_DEVICES], bwd[GPT2RT_MAX_DEVICES]; /* micro-batches done per stage */
     int stop;                  /* a stage's thread did not start: the others return at once */
     const void *a, *b;         /* this call's inputs and targets (tokens) or x and y (series) */
+#ifdef __CUDACC__
+    /* the CUDA backend's stages (below) */
+    int cuda;
+    gpt2rt_ctx *hs;            /* (n) stage s's host context: its table, its fp32 weights, cu */
+    struct gpt2rt__cu_state *cu[GPT2RT_MAX_DEVICES]; /* stage s's device state */
+    gpt2rt_ctx *dev0[GPT2RT_MAX_DEVICES];           /* its own shadow context (cu[s]->dev between steps) */
+    gpt2rt_ctx *cudev;         /* (n*m) stage s, micro-batch k: the shadow bound to activation set k */
+    void **cuacts;             /* (n*m) the further activation sets (device; NULL for k = 0) */
+    int peer[GPT2RT_MAX_DEVICES][GPT2RT_MAX_DEVICES]; /* peer copies between the stages' devices */
+    int32_t *h_buckets;        /* (m, gpt2rt__cu_encoder_bucket_ints(BT)) the wte gradient's token buckets */
+    int64_t *nb;               /* (m) their counts */
+    gpt2rt_result res[GPT2RT_MAX_DEVICES]; /* a stage's failure in the last step */
+    float loss_scale;          /* fp16: the dynamic loss scale of every stage; else 1 */
+    int clean_steps;           /* fp16: updates since the last overflow or doubling */
+#endif
 } gpt2rt__ls;
+
+#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+static void gpt2rt__ls_cu_free(gpt2rt_ctx *ctx, gpt2rt__ls *ls);
+#endif
 
 static void gpt2rt__ls_free(gpt2rt_ctx *ctx) {
     gpt2rt__ls *ls = ctx->ls;
     if (!ls) return;
+#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+    if (ls->cuda) gpt2rt__ls_cu_free(ctx, ls);
+#endif
     for (int k = 0; ls->acts && k < ls->m - 1; k++) gpt2rt__free(&ctx->cfg, ls->acts[k], GPT2RT_MEM_ACTIVATIONS);
     for (int s = 1; s < ls->n; s++) {
         gpt2rt__free(&ctx->cfg, ls->scratch[s][0], GPT2RT_MEM_TRANSIENT);
@@ -11328,6 +11445,555 @@ static void *gpt2rt__ls_stage(void *p) {
 }
 #endif
 
+#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+/* ---- layer split on CUDA devices ----
+   Stage s: a device state for its span (gpt2rt__cu_create_span) on device_ids[s],
+   driven through the stage's host context hs[s] (the table gpt2rt__span_params gives
+   for the span, whose offsets keep one device's alignment; its fp32 weights; cu = the
+   state). The steps are the driver's (8.5) and 7.3's layer loops over the span; the
+   schedule the CPU's (GPipe, one thread a stage). Each stage keeps an activation set
+   per micro-batch (set 0 is the state's own, 1..m-1 further device buffers, each bound
+   by gpt2rt__layout on a copy of the state's shadow context): the last stage runs each
+   backward right after its forward, but the gradient it leaves in x0 of set k waits
+   there for stage N-2's backward k. A stage's
+   thread waits for its own stream before it counts a micro-batch done, and the next
+   stage pulls what it needs on its own stream: forward k, stage s-1's output (its set
+   k's last res3) into its x0 of set k; backward k, the gradient stage s+1 left in its
+   x0 of set k (read no more: a layer's backward reads its input, x0 being the stage's
+   own) into its dres. Between devices the pull is a peer copy where peer access is on
+   (cudaMemcpyPeerAsync), else it goes through the pulling state's pinned staging
+   buffer; on one device (device_ids 0, 0, allow_shared_device) a device copy.
+   The tied wte: its gradient, moments and master live on the last stage, which runs
+   head(k) and then, once the first stage has left d(x0) of micro-batch k in its x0 of
+   set k, the embedding's part of the wte gradient on that d(x0) (the same bucket
+   kernel, same alignment) before head(k+1): one device's order head(0), embed(0),
+   head(1), ...; the first stage's embedding backward adds wpe's only. The first
+   backward after an update overwrites the weight gradients (acc = 0) as one device's
+   does. The update: the gradient norm's square is the sum of the stages' (fp64, in
+   stage order), then each stage's AdamW with one device's coefficient, then the last
+   stage's new wte weights to the first. One device sums the squares in its own chunks,
+   so the fp64 sum may differ in its last bits; the fp32 norm (and with it the clip
+   coefficient) is then the same unless that sum lies within those bits of an fp32
+   rounding boundary (some 1e-8 of steps). */
+
+/* inside functions with `ctx` (a stage's host context) and `st` in scope */
+#define GPT2RT__LS_CU_CK(call) do { cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
+#define GPT2RT__LS_CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
+
+/* stage s's device shadow for micro-batch k */
+static gpt2rt_ctx *gpt2rt__ls_cu_set(gpt2rt__ls *ls, int s, int k) {
+    return &ls->cudev[s * ls->m + k];
+}
+
+/* bytes from src (stage `from`'s device) to dst (stage s's), ordered on stage s's
+   stream. The source is at rest: its stage synchronised its stream before counting it
+   done. Through the host: chunks of the pinned staging buffer, synchronously. */
+static cudaError_t gpt2rt__ls_cu_pull(gpt2rt__ls *ls, int s, int from, void *dst, const void *src, size_t bytes) {
+    gpt2rt__cu_state *st = ls->cu[s], *sf = ls->cu[from];
+    if (st->device == sf->device) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream);
+    if (ls->peer[s][from]) return cudaMemcpyPeerAsync(dst, st->device, src, sf->device, bytes, st->stream);
+    for (size_t o = 0; o < bytes; o += st->stage_bytes) {
+        size_t n = bytes - o < st->stage_bytes ? bytes - o : st->stage_bytes;
+        cudaError_t e = cudaStreamSynchronize(st->stream); /* the staging buffer is free again */
+        if (e == cudaSuccess) e = cudaSetDevice(sf->device);
+        if (e == cudaSuccess) e = cudaMemcpy(st->h_stage, (const unsigned char *)src + o, n, cudaMemcpyDeviceToHost);
+        cudaError_t e2 = cudaSetDevice(st->device);
+        if (e == cudaSuccess) e = e2;
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync((unsigned char *)dst + o, st->h_stage, n, cudaMemcpyHostToDevice, st->stream);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaStreamSynchronize(st->stream);
+}
+
+/* the forward of stage s on micro-batch k; the last stage also takes the loss (the
+   classifier writes dlogits in the same pass, as gpt2rt_step's on one device) */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt__span sp = st->span;
+    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const int64_t BT = d->BT;
+    const size_t act = (size_t)(BT * d->C * d->ab);
+    cudaStream_t cs = st->stream;
+    st->phase = "layer split forward";
+    st->layer = -1;
+    if (sp.first) {
+        GPT2RT__LS_CU_CK(cudaMemcpyAsync(dv->inputs, (const int32_t *)ls->a + k * BT, (size_t)BT * 4,
+                                      cudaMemcpyHostToDevice, cs));
+        GPT2RT__LS_CU_RET(be->embed_forward(ctx));
+    } else
+        GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, s - 1, dv->x0, gpt2rt__lacts(gpt2rt__ls_cu_set(ls, s - 1, k), sp.l0 - 1).res3,
+                                         act));
+    /* the span's layers; the copy into the next stage's first checkpoint is the pull's */
+    GPT2RT__LS_CU_RET(gpt2rt__model_layers_forward(ctx, be, dv, sp.l0, sp.l1 - 1));
+    GPT2RT__LS_CU_RET(be->layer_forward(ctx, sp.l1 - 1, gpt2rt__model_layer_input(dv, sp.l1 - 1), gpt2rt__lacts(dv, sp.l1 - 1)));
+    if (sp.last) {
+        const int32_t *tg = (const int32_t *)ls->b + k * BT;
+        const float *res = gpt2rt__lacts(dv, d->L - 1).res3;
+        if (d->recompute == GPT2RT_RECOMPUTE_FULL) { /* the slots are reused: keep the last output */
+            GPT2RT__LS_CU_RET(be->copy(ctx, dv->xout, res, act));
+            res = dv->xout;
+        }
+        GPT2RT__LS_CU_CK(cudaMemcpyAsync(dv->targets, tg, (size_t)BT * 4, cudaMemcpyHostToDevice, cs));
+        GPT2RT__LS_CU_RET(be->head_forward(ctx, res));
+        float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
+        GPT2RT__LS_CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT,
+                                               d->V, d->Vp, cs));
+        st->dlogits_ready = 1;
+        GPT2RT__LS_CU_CK(cudaMemcpyAsync(st->h_losses, dv->losses, (size_t)BT * 4, cudaMemcpyDeviceToHost, cs));
+        GPT2RT__LS_CU_CK(cudaStreamSynchronize(cs));
+        double total = 0.0; /* the CPU's sum: in order, in double, over the counted targets */
+        int64_t n = 0;
+        for (int64_t i = 0; i < BT; i++)
+            if (tg[i] >= 0) { total += st->h_losses[i]; n++; }
+        ls->loss_sum[k] = total;
+        ls->n_targets[k] = n;
+    }
+    GPT2RT__LS_CU_CK(cudaStreamSynchronize(cs));
+    return GPT2RT_OK;
+}
+
+/* the backward of stage s on micro-batch k: from the head (last stage) or the gradient
+   stage s+1 left in its x0, down to the embedding (first stage: wpe's gradient) or the
+   stage's input; then d(input) into x0 of set k for the stage before (the first
+   stage: for the last stage's part of the wte gradient) */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt__span sp = st->span;
+    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const size_t act = (size_t)(d->BT * d->C * d->ab);
+    st->phase = "layer split backward";
+    st->layer = -1;
+    st->acc = k > 0; /* the first micro-batch after an update overwrites, as one device's */
+    if (sp.last) {
+        const float *res = d->recompute == GPT2RT_RECOMPUTE_FULL ? dv->xout : gpt2rt__lacts(dv, d->L - 1).res3;
+        GPT2RT__LS_CU_RET(be->head_backward(ctx, res, st->loss_scale / (float)(d->BT * st->cfg.grad_accum)));
+    } else
+        GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, s + 1, dv->dres, gpt2rt__ls_cu_set(ls, s + 1, k)->x0, act));
+    GPT2RT__LS_CU_RET(gpt2rt__model_layers_backward(ctx, be, dv, sp.l0, sp.l1));
+    if (sp.first) GPT2RT__LS_CU_RET(be->embed_backward(ctx));
+    if (!sp.first || ls->order) GPT2RT__LS_CU_RET(be->copy(ctx, dv->x0, dv->dres, act));
+    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+
+/* the last stage: the embedding's part of the wte gradient of micro-batch k, from the
+   first stage's d(x0) (pulled into dbuf, free between backwards) and k's token buckets */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_embed_wte(gpt2rt__ls *ls, int k) {
+    int s = ls->n - 1;
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
+    const gpt2rt__dims *d = &st->d;
+    int64_t nbi = gpt2rt__cu_encoder_bucket_ints(d->BT);
+    st->phase = "layer split wte gradient";
+    st->layer = -1;
+    GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, 0, dv->dbuf, gpt2rt__ls_cu_set(ls, 0, k)->x0,
+                                     (size_t)(d->BT * d->C * d->ab)));
+    GPT2RT__LS_CU_CK(cudaMemcpyAsync(st->buckets_ws, ls->h_buckets + k * nbi, (size_t)nbi * 4, cudaMemcpyHostToDevice,
+                                  st->stream));
+    GPT2RT__LS_CU_CK(gpt2rt__cu_encoder_backward<X>(gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
+                                                 (const X *)dv->dbuf, st->buckets_ws, ls->nb[k], d->B, d->T, d->C,
+                                                 st->stream));
+    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+
+#define GPT2RT__LS_CU_BY_TYPE(st, fn, ...) \
+    ((st)->xt == CUDA_R_32F ? fn<float>(__VA_ARGS__) \
+     : (st)->xt == CUDA_R_16BF ? fn<__nv_bfloat16>(__VA_ARGS__) : fn<__half>(__VA_ARGS__))
+
+/* a stage's thread: the CPU schedule (gpt2rt__ls_stage) on its device; a failure is
+   kept in ls->res[s] (the message in hs[s]) and stops the others */
+static void *gpt2rt__ls_cu_stage(void *p) {
+    gpt2rt__ls_job *j = (gpt2rt__ls_job *)p;
+    gpt2rt__ls *ls = j->ctx->ls;
+    int s = j->s, m = ls->m, last = s == ls->n - 1;
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt_result r = GPT2RT_OK;
+    cudaError_t e = cudaSetDevice(st->device);
+    if (e != cudaSuccess) r = gpt2rt__cu_fail(ctx, st, e, "cudaSetDevice");
+    for (int k = 0; k < m && r == GPT2RT_OK; k++) {
+        if (s && !gpt2rt__ls_wait(ls, &ls->fwd[s - 1], k)) return NULL;
+        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_forward, ls, s, k)) != GPT2RT_OK) break;
+        gpt2rt__ls_done(ls, &ls->fwd[s]);
+        if (!last) continue;
+        if (ls->order && k) { /* embed(k-1) before head(k) */
+            if (!gpt2rt__ls_wait(ls, &ls->bwd[0], k - 1)) return NULL;
+            if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_embed_wte, ls, k - 1)) != GPT2RT_OK) break;
+        }
+        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_backward, ls, s, k)) != GPT2RT_OK) break;
+        gpt2rt__ls_done(ls, &ls->bwd[s]);
+    }
+    for (int k = 0; k < m && !last && r == GPT2RT_OK; k++) {
+        if (!gpt2rt__ls_wait(ls, &ls->bwd[s + 1], k)) return NULL;
+        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_backward, ls, s, k)) != GPT2RT_OK) break;
+        gpt2rt__ls_done(ls, &ls->bwd[s]);
+    }
+    if (r == GPT2RT_OK && last && ls->order) {
+        if (!gpt2rt__ls_wait(ls, &ls->bwd[0], m - 1)) return NULL;
+        r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_embed_wte, ls, m - 1);
+    }
+    if (r != GPT2RT_OK) {
+        pthread_mutex_lock(&ls->mu);
+        ls->res[s] = r;
+        ls->stop = 1;
+        pthread_cond_broadcast(&ls->cv);
+        pthread_mutex_unlock(&ls->mu);
+    }
+    return NULL;
+}
+
+/* stage s's AdamW over its parameters (gpt2rt__cu_update_t's launches) */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_adamw(gpt2rt__ls *ls, int s, float lr, float grad_scale, int64_t t) {
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    const gpt2rt_config *c = &st->cfg;
+    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
+    GPT2RT__LS_CU_CK(cudaSetDevice(st->device));
+    GPT2RT__LS_CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
+                                  cudaMemcpyHostToDevice, st->stream));
+    for (int r = 0; r < st->n_runs; r++) {
+        const gpt2rt__cu_adamw_run *run = &st->runs[r];
+        float *params = st->master ? st->master : (float *)st->w + run->delta;
+        X *params_x = st->master ? (X *)st->w + run->delta : NULL;
+        GPT2RT__LS_CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads, st->m, st->v, d_tab + run->i0, run->n,
+                                          run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay, t, grad_scale,
+                                          st->stream));
+    }
+    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
+    st->host_stale = 1;
+    return GPT2RT_OK;
+}
+
+/* a stage's failure as the context's */
+static gpt2rt_result gpt2rt__ls_cu_fail(gpt2rt_ctx *ctx, int s, gpt2rt_result r) {
+    return gpt2rt__fail(ctx, r, "layer split, stage %d (device %d): %.3900s", s, ctx->ls->cu[s]->device,
+                        ctx->ls->hs[s].error);
+}
+
+/* gpt2rt_update after the pipelined micro-batches (gpt2rt__update_one's CUDA branch over
+   the stages): the global norm, one device's skip, clip and loss-scale rules, each
+   stage's AdamW, then wte's new weights to the first stage */
+static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    gpt2rt__ls *ls = ctx->ls;
+    int n = ls->n;
+    double t0 = gpt2rt__now();
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f;
+    int skipped = !ctx->acc_targets;
+    double unscale = ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
+    unscale /= (double)ls->loss_scale;
+    if (ctx->acc_targets) {
+        double sumsq = 0.0;
+        for (int s = 0; s < n; s++) {
+            gpt2rt_ctx *hs = &ls->hs[s];
+            gpt2rt__cu_state *st = ls->cu[s];
+            st->phase = "layer split update";
+            st->layer = -1;
+            cudaError_t e = cudaSetDevice(st->device);
+            if (e == cudaSuccess) e = gpt2rt__cu_global_norm(NULL, (double *)(void *)st->red, st->grads, st->n_train,
+                                                             st->norm_parts, st->stream);
+            if (e == cudaSuccess) e = cudaMemcpyAsync(st->h_norm, st->red, sizeof(double), cudaMemcpyDeviceToHost,
+                                                      st->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
+            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(hs, st, e, "the gradient norm"));
+            sumsq += st->h_norm[0];
+        }
+        norm = (float)(sqrt(sumsq) * unscale);
+        skipped = !isfinite(norm);
+    }
+    if (skipped) {
+        for (int s = 0; s < n; s++) {
+            gpt2rt__cu_state *st = ls->cu[s];
+            cudaError_t e = cudaSetDevice(st->device);
+            if (e == cudaSuccess) e = cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
+            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(&ls->hs[s], st, e, "zeroing"));
+        }
+        if (ctx->acc_targets && ctx->cfg.precision == GPT2RT_PRECISION_FP16) {
+            ls->loss_scale = ls->loss_scale * 0.5f < 1.0f ? 1.0f : ls->loss_scale * 0.5f;
+            ls->clean_steps = 0;
+        }
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: %s at step %lld; update skipped", ctx->acc_targets ?
+                    "the gradient norm is not finite" : "every target since the last update is ignored",
+                    (long long)ctx->step);
+    } else {
+        float coef = 1.0f;
+        if (ctx->cfg.grad_clip > 0.0f) {
+            coef = ctx->cfg.grad_clip / (norm + 1e-6f);
+            if (coef > 1.0f) coef = 1.0f;
+        }
+        float grad_scale = (float)(unscale * (double)coef);
+        for (int s = 0; s < n; s++) {
+            gpt2rt__cu_state *st = ls->cu[s];
+            gpt2rt_result r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_adamw, ls, s, lr, grad_scale, ctx->step + 1);
+            if (r != GPT2RT_OK) return gpt2rt__ls_cu_fail(ctx, s, r);
+        }
+        const gpt2rt__tensor *w0 = gpt2rt__model_tensor(&ls->hs[0], GPT2RT__WTE);
+        const gpt2rt__tensor *wl = gpt2rt__model_tensor(&ls->hs[n - 1], GPT2RT__WTE);
+        if (!ctx->d.patches && wl->goff >= 0) { /* the first stage's copy of wte for the embedding */
+            gpt2rt__cu_state *s0 = ls->cu[0], *sl = ls->cu[n - 1];
+            size_t wb = (size_t)ctx->d.wb;
+            cudaError_t e = cudaSetDevice(s0->device);
+            if (e == cudaSuccess) e = gpt2rt__ls_cu_pull(ls, 0, n - 1, (unsigned char *)s0->w + (size_t)w0->off * wb,
+                                                         (const unsigned char *)sl->w + (size_t)wl->off * wb,
+                                                         (size_t)(wl->rows * wl->cols) * wb);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(s0->stream);
+            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, 0, gpt2rt__cu_fail(&ls->hs[0], s0, e, "wte to stage 0"));
+        }
+        if (ctx->cfg.precision == GPT2RT_PRECISION_FP16 && ++ls->clean_steps >= GPT2RT__CU_SCALE_WINDOW) {
+            ls->loss_scale = ls->loss_scale * 2.0f > GPT2RT__CU_SCALE_MAX ? GPT2RT__CU_SCALE_MAX : ls->loss_scale * 2.0f;
+            ls->clean_steps = 0;
+        }
+        ctx->step++;
+    }
+    for (int s = 0; s < n; s++) ls->cu[s]->loss_scale = ls->loss_scale;
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->step = ctx->step;
+        stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
+        stats->grad_norm = norm;
+        stats->lr = lr;
+        stats->loss_scale = ls->loss_scale;
+        stats->skipped = skipped;
+        stats->tokens = ctx->d.BT * ctx->acc_micro;
+        stats->micro_batches = ctx->acc_micro;
+        stats->seconds = gpt2rt__now() - t0;
+    }
+    gpt2rt__accum_reset(ctx);
+    return GPT2RT_OK;
+}
+
+/* gpt2rt_param_read on a CUDA layer split: the stage that trains the tensor (weights of
+   a frozen one: the host's, they never change) */
+static gpt2rt_result gpt2rt__ls_cu_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                              float *dst) {
+    gpt2rt__ls *ls = ctx->ls;
+    int i = (int)(t - ctx->tensors), owner = -1;
+    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
+        what != GPT2RT_PARAM_ADAM_V)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (t->goff < 0) {
+        if (what != GPT2RT_PARAM_VALUE)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                                "has no gradient and no moments", t->name, t->group);
+        gpt2rt__param_out(t, ctx->params + t->off, 1.0f, dst);
+        return GPT2RT_OK;
+    }
+    for (int s = 0; s < ls->n; s++)
+        if (ls->hs[s].tensors[i].goff >= 0) owner = s;
+    if (owner < 0) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_param_read: no stage trains '%s'", t->name);
+    gpt2rt_ctx *hs = &ls->hs[owner];
+    gpt2rt__cu_state *st = ls->cu[owner];
+    const gpt2rt__tensor *ts = &hs->tensors[i];
+    gpt2rt_result r;
+    if (what == GPT2RT_PARAM_VALUE) {
+        if (st->host_stale && (r = gpt2rt__cu_download_params(hs, st)) != GPT2RT_OK)
+            return gpt2rt__ls_cu_fail(ctx, owner, r);
+        gpt2rt__param_out(t, hs->params + ts->off, 1.0f, dst);
+        return GPT2RT_OK;
+    }
+    size_t n = (size_t)(t->rows * t->cols);
+    float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
+    if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
+    r = gpt2rt__cu_read_tensor(hs, st, ts, what, tmp);
+    float k = what == GPT2RT_PARAM_GRAD ? (float)(gpt2rt__opt_grad_unscale(ctx) / (double)ls->loss_scale) : 1.0f;
+    if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
+    gpt2rt__free(&ctx->cfg, tmp, GPT2RT_MEM_BOOKKEEPING);
+    return r == GPT2RT_OK ? r : gpt2rt__ls_cu_fail(ctx, owner, r);
+}
+
+/* the device arenas of every stage, and its further activation sets */
+static void gpt2rt__ls_cu_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
+    const gpt2rt__ls *ls = ctx->ls;
+    plan->n_devices = ls->n;
+    for (int s = 0; s < ls->n; s++) {
+        const gpt2rt__cu_state *st = ls->cu[s];
+        plan->total[s] = 0; /* the devices' arenas only: the host holds the fp32 weights */
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+            plan->bytes[s][i] = st->allocated[i];
+            if (i == GPT2RT_MEM_ACTIVATIONS) plan->bytes[s][i] += (uint64_t)(ls->m - 1) * st->bytes[i];
+            plan->total[s] += plan->bytes[s][i];
+        }
+        plan->overhead[s] = st->overhead;
+    }
+}
+
+static void gpt2rt__ls_cu_free(gpt2rt_ctx *ctx, gpt2rt__ls *ls) {
+    for (int s = 0; s < ls->n; s++) {
+        if (ls->cu[s]) {
+            (void)cudaSetDevice(ls->cu[s]->device);
+            (void)cudaDeviceSynchronize();
+            for (int k = 0; ls->cuacts && k < ls->m; k++)
+                if (ls->cuacts[s * ls->m + k]) (void)cudaFree(ls->cuacts[s * ls->m + k]);
+            ls->cu[s]->dev = ls->dev0[s];
+            gpt2rt__cu_free(ls->cu[s]);
+            ls->cu[s] = NULL;
+        }
+        if (ls->hs) {
+            gpt2rt__free(&ctx->cfg, ls->hs[s].tensors, GPT2RT_MEM_BOOKKEEPING);
+            gpt2rt__free(&ctx->cfg, ls->hs[s].params, GPT2RT_MEM_BOOKKEEPING);
+        }
+    }
+    (void)cudaGetLastError();
+    gpt2rt__free(&ctx->cfg, ls->hs, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->cudev, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->cuacts, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->h_buckets, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->nb, GPT2RT_MEM_BOOKKEEPING);
+}
+
+/* gpt2rt_create, CUDA layer split (ctx->cfg resolved): the memory budget against each
+   device's plan and the further activation sets, the host table and fp32 weights,
+   initialised, then each stage: its host context, its device state (which uploads its
+   weights), its further activation sets and their shadows; peer access between the
+   devices that exchange activations */
+static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    int n = ctx->cfg.n_devices, m = ctx->cfg.grad_accum;
+    for (int s = 0; s < n && ctx->cfg.memory_budget; s++) {
+        uint64_t need = plan->total[s] + (uint64_t)(m - 1) * plan->bytes[s][GPT2RT_MEM_ACTIVATIONS];
+        if (need > ctx->cfg.memory_budget)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d needs %.2f GiB on "
+                                "device %d (its plan, %.2f GiB, and the activations of the %d further micro-batches "
+                                "GPipe keeps in flight, %.2f GiB each), memory_budget is %.2f GiB; nothing was "
+                                "allocated", s, GPT2RT__GIB(need), ctx->cfg.device_ids[s], GPT2RT__GIB(plan->total[s]),
+                                m - 1, GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS]),
+                                GPT2RT__GIB(ctx->cfg.memory_budget));
+    }
+    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, &ctx->n_params, &ctx->n_train);
+    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                   GPT2RT_MEM_BOOKKEEPING);
+    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
+    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
+    size_t pb = (size_t)ctx->n_params * sizeof(float);
+    ctx->params = (float *)gpt2rt__alloc(&ctx->cfg, pb, GPT2RT_MEM_WEIGHTS);
+    if (!ctx->params)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: %zu bytes of host memory for the fp32 "
+                            "weights", pb);
+    ctx->arena[GPT2RT_MEM_WEIGHTS] = ctx->params; /* gpt2rt_free frees it */
+    ctx->arena_bytes[GPT2RT_MEM_WEIGHTS] = pb;
+    gpt2rt__init_params(ctx);
+
+    gpt2rt__ls *ls = (gpt2rt__ls *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__ls), GPT2RT_MEM_BOOKKEEPING);
+    if (!ls) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stages");
+    memset(ls, 0, sizeof *ls);
+    if (pthread_mutex_init(&ls->mu, NULL) != 0 || pthread_cond_init(&ls->cv, NULL) != 0) {
+        gpt2rt__free(&ctx->cfg, ls, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the stages failed");
+    }
+    ctx->ls = ls;
+    ls->n = n; ls->m = m; ls->cuda = 1;
+    ls->order = !(ctx->d.frozen & GPT2RT_GROUP_TOKEN_EMBED);
+    ls->loss_scale = ctx->cfg.precision == GPT2RT_PRECISION_FP16 ? ctx->cfg.loss_scale : 1.0f;
+    int64_t nbi = gpt2rt__cu_encoder_bucket_ints(ctx->d.BT);
+    ls->loss_sum = (double *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(double), GPT2RT_MEM_BOOKKEEPING);
+    ls->n_targets = (int64_t *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(int64_t), GPT2RT_MEM_BOOKKEEPING);
+    ls->hs = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, (size_t)n * sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    ls->cudev = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, (size_t)(n * m) * sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    ls->cuacts = (void **)gpt2rt__alloc(&ctx->cfg, (size_t)(n * m) * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
+    ls->h_buckets = (int32_t *)gpt2rt__alloc(&ctx->cfg, (size_t)(m * nbi) * 4, GPT2RT_MEM_BOOKKEEPING);
+    ls->nb = (int64_t *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(int64_t), GPT2RT_MEM_BOOKKEEPING);
+    if (!ls->loss_sum || !ls->n_targets || !ls->hs || !ls->cudev || !ls->cuacts || !ls->h_buckets || !ls->nb)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stage table");
+    memset(ls->hs, 0, (size_t)n * sizeof(gpt2rt_ctx));
+    memset(ls->cuacts, 0, (size_t)(n * m) * sizeof(void *));
+    for (int s = 0; s < n; s++) {
+        gpt2rt_ctx *hs = &ls->hs[s];
+        gpt2rt__span sp = gpt2rt__span_of(&ctx->cfg, s);
+        memcpy(hs, ctx, sizeof *hs);
+        hs->ls = NULL;
+        hs->cu = NULL;
+        hs->cfg.log = NULL; /* the stages report through the context */
+        hs->tensors = NULL;
+        hs->params = NULL;
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { hs->arena[i] = NULL; hs->arena_bytes[i] = 0; }
+        hs->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                      GPT2RT_MEM_BOOKKEEPING);
+        if (!hs->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: stage %d's table", s);
+        gpt2rt__span_params(&ctx->d, &sp, hs->tensors, &hs->n_params, &hs->n_train);
+        hs->params = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)hs->n_params * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
+        if (!hs->params)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: %lld bytes of host memory for stage "
+                                "%d's weights", (long long)hs->n_params * 4, s);
+        memset(hs->params, 0, (size_t)hs->n_params * sizeof(float));
+        for (int i = 0; i < ctx->n_tensors; i++)
+            if (hs->tensors[i].rows)
+                memcpy(hs->params + hs->tensors[i].off, ctx->params + ctx->tensors[i].off,
+                       (size_t)(hs->tensors[i].rows * hs->tensors[i].cols) * sizeof(float));
+        char err[2048];
+        gpt2rt_result r = gpt2rt__cu_create_span(hs, &ctx->cfg, &sp, ctx->cfg.device_ids[s], &ls->cu[s], err, sizeof err);
+        if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: layer split stage %d (layers %lld..%lld): %s", s,
+                                                (long long)sp.l0, (long long)sp.l1 - 1, err);
+        gpt2rt__cu_state *st = ls->cu[s];
+        hs->cu = st;
+        ls->dev0[s] = st->dev;
+        for (int k = 0; k < m; k++) {
+            gpt2rt_ctx *dv = &ls->cudev[s * m + k];
+            memcpy(dv, st->dev, sizeof *dv);
+            if (k == 0) continue; /* the state's own activations */
+            (void)cudaSetDevice(st->device);
+            cudaError_t e = cudaMalloc(&ls->cuacts[s * m + k], (size_t)st->bytes[GPT2RT_MEM_ACTIVATIONS]);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                ls->cuacts[s * m + k] = NULL;
+                return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d: cudaMalloc of "
+                                    "%.1f MiB for the activations of micro-batch %d of grad_accum = %d on device %d "
+                                    "failed: %s", s, GPT2RT__MIB(st->bytes[GPT2RT_MEM_ACTIVATIONS]), k, m, st->device,
+                                    cudaGetErrorString(e));
+            }
+            dv->arena[GPT2RT_MEM_ACTIVATIONS] = ls->cuacts[s * m + k];
+            uint64_t bytes[GPT2RT_MEM_COUNT];
+            gpt2rt__layout(&st->d, &sp, bytes, dv); /* the state's carving, on this set */
+        }
+        gpt2rt__cu_measure(st);
+    }
+    /* peer access between the devices that exchange: neighbours, and the last with the first (wte) */
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            int da = ctx->cfg.device_ids[a], db = ctx->cfg.device_ids[b], ab = 0, ba = 0;
+            if (a == b || da == db || !(b == a + 1 || a == b + 1 || (a == 0 && b == n - 1) || (b == 0 && a == n - 1)))
+                continue;
+            if (cudaDeviceCanAccessPeer(&ab, da, db) != cudaSuccess || cudaDeviceCanAccessPeer(&ba, db, da) != cudaSuccess)
+                ab = ba = 0;
+            if (ab && ba && cudaSetDevice(da) == cudaSuccess) {
+                cudaError_t e = cudaDeviceEnablePeerAccess(db, 0);
+                ls->peer[a][b] = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
+            }
+            (void)cudaGetLastError();
+        }
+    for (int a = 0; a < n; a++) /* both ways, or neither: a copy goes through the host then */
+        for (int b = 0; b < a; b++) ls->peer[a][b] = ls->peer[b][a] = ls->peer[a][b] && ls->peer[b][a];
+    return GPT2RT_OK;
+}
+#undef GPT2RT__LS_CU_CK
+#undef GPT2RT__LS_CU_RET
+#undef GPT2RT__LS_CU_BY_TYPE
+#endif /* __CUDACC__ */
+
+/* the calls a CUDA layer split does not run yet (it runs gpt2rt_step, gpt2rt_param_read,
+   the plan and the parameter table): the one-device paths would find no device state */
+static gpt2rt_result gpt2rt__ls_cu_only_step(gpt2rt_ctx *ctx, const char *fn) {
+#ifdef __CUDACC__
+    if (ctx->ls && ctx->ls->cuda)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: parallel = LAYER_SPLIT on the CUDA backend runs "
+                            "gpt2rt_step (and gpt2rt_param_read), not yet %s; use gpt2rt_step, or backend = CPU", fn, fn);
+#endif
+    (void)ctx; (void)fn;
+    return GPT2RT_OK;
+}
+
 /* gpt2rt_step / gpt2rt_step_series under layer split: the grad_accum micro-batches of
    a (inputs or x) and b (targets or y), already checked, through the stages; the
    gradients and the accumulated loss as one device's micro-steps leave them */
@@ -11337,23 +12003,48 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     int n = ls->n, started[GPT2RT_MAX_DEVICES] = {0};
     pthread_t th[GPT2RT_MAX_DEVICES];
     gpt2rt__ls_job jobs[GPT2RT_MAX_DEVICES];
+    void *(*stage)(void *) = gpt2rt__ls_stage;
     ls->a = a; ls->b = b;
     ls->stop = 0;
     for (int s = 0; s < n; s++) { ls->fwd[s] = ls->bwd[s] = 0; jobs[s].ctx = ctx; jobs[s].s = s; }
+#ifdef __CUDACC__
+    if (ls->cuda) { /* the wte gradient's token buckets of every micro-batch (checked tokens) */
+        int64_t BT = ctx->d.BT, nbi = gpt2rt__cu_encoder_bucket_ints(BT);
+        for (int k = 0; ls->order && k < ls->m; k++)
+            ls->nb[k] = gpt2rt__cu_encoder_buckets(ls->h_buckets + k * nbi, (const int32_t *)a + k * BT, BT, ctx->d.Vp);
+        for (int s = 0; s < n; s++) ls->res[s] = GPT2RT_OK;
+        stage = gpt2rt__ls_cu_stage;
+    }
+#endif
     int failed = 0;
     for (int s = 1; s < n && !failed; s++)
-        failed = !(started[s] = pthread_create(&th[s], NULL, gpt2rt__ls_stage, &jobs[s]) == 0);
+        failed = !(started[s] = pthread_create(&th[s], NULL, stage, &jobs[s]) == 0);
     if (failed) { /* stage 0 has not run: the started stages wait for it and did nothing */
         pthread_mutex_lock(&ls->mu);
         ls->stop = 1;
         pthread_cond_broadcast(&ls->cv);
         pthread_mutex_unlock(&ls->mu);
-    } else gpt2rt__ls_stage(&jobs[0]);
+    } else stage(&jobs[0]);
     for (int s = 1; s < n; s++)
         if (started[s]) pthread_join(th[s], NULL);
     if (failed)
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split: starting a stage's thread failed; nothing "
                             "was computed");
+#ifdef __CUDACC__
+    for (int s = 0; ls->cuda && s < n; s++) ls->cu[s]->dev = ls->dev0[s];
+    for (int s = 0; ls->cuda && s < n; s++)
+        if (ls->res[s] != GPT2RT_OK) { /* the others stopped: drop what the stages summed */
+            for (int i = 0; i < n; i++) {
+                (void)cudaSetDevice(ls->cu[i]->device);
+                (void)cudaStreamSynchronize(ls->cu[i]->stream);
+                (void)cudaMemset(ls->cu[i]->grads, 0, (size_t)ls->cu[i]->n_train * 4);
+                (void)cudaDeviceSynchronize();
+            }
+            (void)cudaGetLastError();
+            gpt2rt__accum_reset(ctx);
+            return gpt2rt__ls_cu_fail(ctx, s, ls->res[s]);
+        }
+#endif
     for (int k = 0; k < ls->m; k++) { /* in micro-batch order, as one device adds them */
         ctx->acc_loss_sum += ls->loss_sum[k];
         ctx->acc_targets += ls->n_targets[k];
@@ -12201,7 +12892,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "not implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, "
                             "or use parallel = DATA", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
                             (double)ctx->cfg.head_dropout);
-    if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices on the "
                             "CUDA backend is not implemented yet (NCCL); set backend = GPT2RT_BACKEND_CPU to run it "
                             "with one thread per rank", gpt2rt__parallel_name(ctx->cfg.parallel), ctx->cfg.n_devices);
@@ -12225,7 +12916,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             (double)ctx->cfg.head_dropout);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
 #ifdef __CUDACC__
+#ifdef GPT2RT__COMM_THREADS
+        if ((r = split ? gpt2rt__ls_cu_open(ctx, &plan) : gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
+#else
         if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
+#endif
         gpt2rt__reset_training(ctx);
         ctx->failed = 0;
         gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated on CUDA device %d",
@@ -12387,6 +13082,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
             plan->total[r] += plan->bytes[r][i];
         }
     }
+#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+    if (ctx->ls && ctx->ls->cuda) gpt2rt__ls_cu_allocated(ctx, plan);
+    else
+#endif
     if (ctx->ls) { /* CPU layer split: the context's arenas and micro-batches 1.. 's activations on
                       device 0; stage s's transient and workspace on device s */
         const gpt2rt__ls *ls = ctx->ls;
@@ -12435,6 +13134,7 @@ GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
 
 static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_forward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     const gpt2rt__dims *d = &ctx->d;
     if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -12464,6 +13164,7 @@ static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs,
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_backward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!ctx->have_loss)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
@@ -12485,6 +13186,7 @@ static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
 
 static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_update") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
@@ -12838,6 +13540,10 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
         if (r != GPT2RT_OK) return r;
     }
     gpt2rt_result r = gpt2rt__ls_accumulate(ctx, a, b);
+#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+    if (r == GPT2RT_OK && ctx->ls->cuda) r = gpt2rt__ls_cu_update(ctx, stats);
+    else
+#endif
     if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
     if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
     return r;
@@ -12929,6 +13635,7 @@ static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, floa
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_logits") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
     return gpt2rt__dp_gather_out(ctx, "gpt2rt_logits", dst, count, 0);
@@ -12965,6 +13672,7 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
     char file[4096];
     if (!gpt2rt__in_dir(path, "model.safetensors", file, sizeof file))
@@ -13014,6 +13722,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
 #ifdef __CUDACC__
@@ -13095,6 +13804,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
@@ -13161,6 +13871,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
@@ -13212,6 +13923,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     if (r != GPT2RT_OK) return r;
 #ifdef __CUDACC__
     if (ctx->cu) return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
+#ifdef GPT2RT__COMM_THREADS
+    if (ctx->ls && ctx->ls->cuda) return gpt2rt__ls_cu_param_read(ctx, t, what, dst);
+#endif
 #endif
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
@@ -13247,6 +13961,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
+    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
 #ifdef __CUDACC__
     if (ctx->cu && (r = gpt2rt__cu_host_weights(ctx, ctx->cu)) != GPT2RT_OK) return r;
 #endif
