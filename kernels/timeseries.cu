@@ -17,7 +17,8 @@
      - planned == cudaMalloc'ed bytes per category
      - fp32, RevIN affine off / on, every group trained / GPT4TS's frozen attention + MLP:
        predictions within 1e-4, loss within 1e-5 relative, every trained gradient within
-       1e-4 relative (max-norm), then 3 AdamW steps: losses within 1e-4, weights within 1e-4
+       1e-4 relative (max-norm), then 3 AdamW steps: losses within 1e-4, weights within 1e-3
+       (AdamW's step is about lr for any gradient, so near-zero gradients amplify)
      - bf16: the 3 steps' losses within 5e-2 relative of the CPU's
      - dropout = head_dropout = 0.1 (TRAIN), fp32: predictions, loss and gradients against
        the CPU within 1e-4 (one differing mask element moves them by far more), patches
@@ -326,7 +327,9 @@ static void check_model(int affine, unsigned frozen, float dropout) {
         worst = !(d <= worst) ? d : worst;
     }
     check_rel("fp32 losses of 3 more AdamW steps vs CPU, relative", worst, 1e-4);
-    check_rel("fp32 weights after them vs CPU, relative", weights_err(g, cpu), 1e-4);
+    /* AdamW moves a weight by about lr whatever its gradient's size, so a gradient near 0
+       whose last bits differ moves it differently: 1e-3 of the largest weight per tensor */
+    check_rel("fp32 weights after them vs CPU, relative", weights_err(g, cpu), 1e-3);
     gpt2rt_free(g);
     gpt2rt_free(cpu);
     free(pc); free(pg);
