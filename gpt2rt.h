@@ -153,9 +153,9 @@
      of B draw the masks of one batch of grad_accum*B; a forward after a backward
      and before the update is the step's next micro-batch (other masks). A skipped
      update does not advance the step: the next one draws the same masks.
-   - The CUDA backend draws the same masks (the same hash, bit for bit) for
-     dropout and head_dropout; it refuses attn_dropout > 0 for now
-     (GPT2RT_ERR_NOT_IMPLEMENTED, naming the field).
+   - The CUDA backend draws the same masks (the same hash, bit for bit). With
+     attn_dropout > 0 its attention runs the generic kernels (the tensor-core ones
+     of HS = 64 in bf16/fp16 have no mask): slower, the same results.
 
    ============================================================================
    CALLS
@@ -457,7 +457,7 @@
    ============================================================================
    Both parallel modes on the CUDA backend, layer split with recompute = FULL whose
    stages do not start at checkpoints, layer split with dropout, and generation
-   (kv_batch) and attn_dropout on the CUDA backend. bf16/fp16/TF32
+   (kv_batch) on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -8102,8 +8102,12 @@ static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const flo
      scratch_D (B,NH,T) fp32: D[b,h,t] = sum_i dout[b,t,h*HS+i] * out[b,t,h*HS+i]
 
    Launchers (host, return the first CUDA error, never exit or print):
-     gpt2rt__cu_attention_forward<floatX>(out, lse, qkv, B, T, C, NH, stream)
-     gpt2rt__cu_attention_backward<floatX>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, stream)
+     gpt2rt__cu_attention_forward<floatX>(out, lse, qkv, B, T, C, NH, stream[, dr])
+     gpt2rt__cu_attention_backward<floatX>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, stream[, dr])
+   dr: the attention probabilities' dropout (7.1's gpt2rt__drop, the CPU's mask bit for bit),
+   NULL or off for none; with a mask the generic path runs, which multiplies each
+   probability by its factor before it weights v (the softmax's sum and lse stay those
+   before dropout), and in the backward dP = factor * (dout . v) and dV += p * factor * dout.
    Requirements: C % NH == 0, HS <= 256 (else cudaErrorInvalidValue); B or T <= 0 is a no-op.
 
    Two paths, chosen per call:
@@ -8653,7 +8657,7 @@ __device__ __forceinline__ float gpt2rt__cu_attn_warp_sum(float x) {
 template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH,T), (B,T,3C) */
-                             int B, int T, int C, int NH, float scale) {
+                             int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -8684,7 +8688,8 @@ gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH
             m = x;
         }
         float p = expf(x - m);
-        l += p;
+        l += p; /* the softmax's sum: before dropout */
+        if (dr.on) p *= gpt2rt__drop_factor(&dr, (bh * T + t) * T + s);
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
             int d = lane + 32 * i;
@@ -8706,7 +8711,7 @@ template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
                                 const float *lse, const float *Dv,    /* (B,NH,T) each */
-                                int B, int T, int C, int NH, float scale) {
+                                int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -8736,6 +8741,7 @@ gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C
             d1 += __shfl_xor_sync(0xffffffffu, d1, o);
             d2 += __shfl_xor_sync(0xffffffffu, d2, o);
         }
+        if (dr.on) d2 *= gpt2rt__drop_factor(&dr, (bh * T + t) * T + s); /* dP through the mask */
         float p = expf(d1 * scale - L), g = p * (d2 - Dt) * scale;
 #pragma unroll
         for (int i = 0; i < NPL; i++) dq[i] += g * kr[i];
@@ -8753,7 +8759,7 @@ template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
                                   const float *lse, const float *Dv,    /* (B,NH,T) each */
-                                  int B, int T, int C, int NH, float scale) {
+                                  int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -8783,10 +8789,12 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
             d1 += __shfl_xor_sync(0xffffffffu, d1, o);
             d2 += __shfl_xor_sync(0xffffffffu, d2, o);
         }
-        float p = expf(d1 * scale - lse[bh * T + t]), g = p * (d2 - Dv[bh * T + t]) * scale;
+        float f = dr.on ? gpt2rt__drop_factor(&dr, (bh * T + t) * T + s) : 1.0f; /* the forward's mask */
+        if (dr.on) d2 *= f;
+        float p = expf(d1 * scale - lse[bh * T + t]), g = p * (d2 - Dv[bh * T + t]) * scale, pv = dr.on ? p * f : p;
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
-            dv[i] += p * dyr[i];
+            dv[i] += pv * dyr[i];
             dk[i] += g * qr[i];
         }
     }
@@ -8854,21 +8862,27 @@ static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b,
 }
 static inline int gpt2rt__cu_attn_npl(int HS) { return HS <= 32 ? 1 : HS <= 64 ? 2 : HS <= 128 ? 4 : 8; }
 
+/* dr (NULL or off: none): the probabilities' dropout (7.1's mask, element ((b*NH + h)*T +
+   t)*T + s, as the CPU's attention); with a mask the generic path runs (the tensor-core
+   kernels have none) */
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X *qkv, int B, int T, int C, int NH,
-                                                     cudaStream_t s, int allow_fast) {
+                                                     cudaStream_t s, int allow_fast, const gpt2rt__drop *dr = NULL) {
     if (B <= 0 || T <= 0) return cudaSuccess;
     if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    gpt2rt__drop nd;
+    memset(&nd, 0, sizeof nd);
+    if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, out, qkv, qkv, allow_fast))
         return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
     switch (gpt2rt__cu_attn_npl(HS)) {
-    case 1: gpt2rt__cuk_attn_fwd_generic<X, 1><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
-    case 2: gpt2rt__cuk_attn_fwd_generic<X, 2><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
-    case 4: gpt2rt__cuk_attn_fwd_generic<X, 4><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
-    default: gpt2rt__cuk_attn_fwd_generic<X, 8><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
+    case 1: gpt2rt__cuk_attn_fwd_generic<X, 1><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 2: gpt2rt__cuk_attn_fwd_generic<X, 2><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 4: gpt2rt__cuk_attn_fwd_generic<X, 4><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    default: gpt2rt__cuk_attn_fwd_generic<X, 8><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
     }
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -8877,9 +8891,12 @@ static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
                                                       float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
-                                                      int allow_fast) {
+                                                      int allow_fast, const gpt2rt__drop *dr = NULL) {
     if (B <= 0 || T <= 0) return cudaSuccess;
     if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    gpt2rt__drop nd; /* D = rowsum(dout * out) holds with the mask too: out is the dropped output */
+    memset(&nd, 0, sizeof nd);
+    if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     gpt2rt__cuk_attn_bwd_rowdot<X><<<gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s>>>(scratch_D, dout, out, B, T, C, NH);
     GPT2RT__CU_LAUNCHED();
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
@@ -8888,9 +8905,9 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
 #define GPT2RT__CU_ATT_GENERIC_BWD(npl_) do { \
-        gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale); \
+        gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
         GPT2RT__CU_LAUNCHED(); \
-        gpt2rt__cuk_attn_bwd_dq_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale); \
+        gpt2rt__cuk_attn_bwd_dq_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
         GPT2RT__CU_LAUNCHED(); } while (0)
     switch (gpt2rt__cu_attn_npl(HS)) {
     case 1: GPT2RT__CU_ATT_GENERIC_BWD(1); break;
@@ -8902,18 +8919,20 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     return cudaSuccess;
 }
 
-/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C) */
+/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C); dr: the probabilities' dropout or NULL */
 template <typename X>
-static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
-    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1);
+static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s,
+                                                const gpt2rt__drop *dr = NULL) {
+    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1, dr);
 }
 
 /* dqkv (B,T,3C) (overwritten) <- dout (B,T,C), qkv (B,T,3C), out (B,T,C), lse (B,NH,T);
-   scratch_D: B*NH*T floats, clobbered */
+   scratch_D: B*NH*T floats, clobbered; dr: the forward's dropout mask or NULL */
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
-                                                 float *scratch_D, int B, int T, int C, int NH, cudaStream_t s) {
-    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1);
+                                                 float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
+                                                 const gpt2rt__drop *dr = NULL) {
+    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1, dr);
 }
 
 /* ==== 8.4 Matrix products ==== */
@@ -9533,9 +9552,10 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
                   mean, std (B), the patches before the affine zs (BT,PL), targets y and
                   predictions (Bw,H,M) fp32; transient: the patches' gradient (floatX in
                   its fp32 slot, affine only); logits: the normalised predictions (B,H)
-   Dropout (dropout, head_dropout): 7.1's masks by the same hash (gpt2rt__drop_factor is
-   host and device code), at the CPU's sites in the CPU's order, so the masks are the
-   CPU's bit for bit; attn_dropout is refused (the attention kernels have no mask).
+   Dropout: 7.1's masks by the same hash (gpt2rt__drop_factor is host and device code),
+   at the CPU's sites in the CPU's order, so the masks are the CPU's bit for bit; the
+   attention probabilities' mask (attn_dropout) in 8.3's generic kernels, which then run
+   for every head size and type (the tensor-core path has no mask).
    Every buffer starts on 256 bytes (d.align), so a cuBLASLt plan keyed on pointer
    alignment is the same for a kept block, a FULL slot, dbig and rcbuf. The reduction
    scratch is used strictly one kernel pair at a time on the stream: the LayerNorm
@@ -9833,10 +9853,6 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     if (cfg->parallel != GPT2RT_PARALLEL_NONE || cfg->n_devices != 1)
         GPT2RT__CU_CFAIL(GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA "
                          "driver runs one device", (int)cfg->parallel, cfg->n_devices);
-    if (cfg->attn_dropout > 0.0f) /* the attention kernels (8.3) have no probability mask */
-        GPT2RT__CU_CFAIL(GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt__cu_create: attn_dropout = %g (dropout on the attention "
-                         "probabilities) is not implemented on the CUDA backend yet: set it to 0 (dropout and "
-                         "head_dropout work), or use backend = GPT2RT_BACKEND_CPU", (double)cfg->attn_dropout);
 
     st = (gpt2rt__cu_state *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__cu_state), GPT2RT_MEM_BOOKKEEPING);
     if (!st) { snprintf(err, cap, "gpt2rt__cu_create: %zu bytes of host memory for the state", sizeof(gpt2rt__cu_state)); return GPT2RT_ERR_OUT_OF_MEMORY; }
@@ -10182,13 +10198,14 @@ static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
     X *scr = (X *)st->dev->dbig;
     X *ln1 = a.ln1 ? (X *)a.ln1 : scr, *ln2 = a.ln2 ? (X *)a.ln2 : scr, *gelu = a.fch_gelu ? (X *)a.fch_gelu : scr;
     X *qkv = (X *)a.qkv, *atty = (X *)a.atty, *res2 = (X *)a.res2, *fch = (X *)a.fch, *res3 = (X *)a.res3;
-    /* the residual branches' masks (attn_dropout: refused at creation) */
+    /* the masks: attention probabilities, residual branches */
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
     gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
     gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
     st->layer = l;
     GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, s));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, qkv, NULL, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, me, mc));
-    GPT2RT__CU_CK(gpt2rt__cu_attention_forward<X>(atty, a.lse, qkv, (int)d->B, (int)d->T, (int)C, (int)d->NH, s));
+    GPT2RT__CU_CK(gpt2rt__cu_attention_forward<X>(atty, a.lse, qkv, (int)d->B, (int)d->T, (int)C, (int)d->NH, s, &da));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, res2, NULL, atty, p.projw, p.projb, BT, C, C, me, mc));
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(res2, res2, &dr2, BT * C, s)); /* the branch, before the add */
     GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(res2, res2, res, BT * C, s));
@@ -10342,6 +10359,7 @@ static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     gpt2rt__cu_lw<X> p = gpt2rt__cu_lweights<X>(ctx, st, l);
     gpt2rt__layer_params g = gpt2rt__lparams(dv, st->grads, 1, l); /* device fp32, NULL: frozen */
     const X *fch = (const X *)a.fch, *res2 = (const X *)a.res2, *atty = (const X *)a.atty, *qkv = (const X *)a.qkv;
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
     gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
     gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
     /* MLP; dres holds d(res3), dbranch the gradient of the branch (masked) */
@@ -10380,7 +10398,7 @@ static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
                                                         mc));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbranch, p.projw, NULL, BT, C, C, me, mc));
     GPT2RT__CU_CK(gpt2rt__cu_attention_backward<X>(dbig, dbuf, qkv, atty, a.lse, st->att_D, (int)d->B, (int)d->T,
-                                                   (int)C, (int)d->NH, s));
+                                                   (int)C, (int)d->NH, s, &da));
     const X *ln1 = (const X *)a.ln1;
     if (!ln1 && g.qkvw) {
         GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(rc, NULL, NULL, res_in, p.ln1w, p.ln1b, BT, C, s));
@@ -12459,11 +12477,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
                             "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
                             ctx->cfg.kv_batch);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.attn_dropout > 0.0f) /* 8.3 has no probability mask */
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: attn_dropout = %g (dropout on the "
-                            "attention probabilities) on the CUDA backend is not implemented yet: set it to 0 "
-                            "(dropout = %g and head_dropout = %g work there), or backend = GPT2RT_BACKEND_CPU",
-                            (double)ctx->cfg.attn_dropout, (double)ctx->cfg.dropout, (double)ctx->cfg.head_dropout);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
 #ifdef __CUDACC__
         if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;

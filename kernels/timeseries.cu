@@ -7,6 +7,9 @@
    Ops (fp32, against the CPU functions of 6.2 and 7.1 on the same inputs):
      - dropout: gpt2rt__cu_dropout == gpt2rt__cpu_dropout bitwise (2^20 + 3 elements, p = 0.1,
        0.5, 0.9, three keys and element offsets): the same masks and the same products
+     - attention with dropout on its probabilities (HS 16, 64; p = 0.2) against the CPU's
+       attention with the same mask: out, lse 1e-5, dqkv 1e-5 + 1e-4 relative; without the
+       mask the output differs
      - RevIN + patching (affine on and off): patches, zs, mean, std bitwise
      - de-normalisation: bitwise; the MSE's gradient: dyn bitwise, the affine's dw, db
        (a tree sum against the CPU's sequential one) within 1e-6 relative; the affine's
@@ -20,14 +23,14 @@
        1e-4 relative (max-norm), then 3 AdamW steps: losses within 1e-4, weights within 1e-3
        (AdamW's step is about lr for any gradient, so near-zero gradients amplify)
      - bf16: the 3 steps' losses within 5e-2 relative of the CPU's
-     - dropout = head_dropout = 0.1 (TRAIN), fp32: predictions, loss and gradients against
-       the CPU within 1e-4 (one differing mask element moves them by far more), patches
-       and tokens (HS = 16)
+     - dropout = attn_dropout = head_dropout = 0.1 (TRAIN), fp32: predictions, loss and
+       gradients against the CPU within 1e-4 (one differing mask element moves them by far
+       more), patches and tokens (HS = 16); bf16 tokens with HS = 64 (tensor-core attention
+       off under attn_dropout): 4 steps' losses within 2e-2 relative of the CPU's
      - recompute SELECTIVE and FULL (checkpoint 1 and 2) with dropout: gradients bitwise
        equal to NONE on the GPU; two runs of 3 steps bitwise equal
      - EVAL with dropout set == a context without dropout, bitwise (predictions, loss,
-       gradients); TRAIN differs from it
-     - attn_dropout > 0 is refused (GPT2RT_ERR_NOT_IMPLEMENTED naming attn_dropout) */
+       gradients); TRAIN differs from it */
 /* g++ 12 reports a false -Wmaybe-uninitialized inside its AVX-512 headers for the CPU AdamW
    of gpt2rt.h under nvcc -O3: the portable CPU kernels here (as kernels/train_step.cu). */
 #define GPT2RT_SGEMM_NO_SIMD
@@ -221,6 +224,49 @@ static void check_dropout_op(void) {
     LAB_CK(cudaFree(din)); LAB_CK(cudaFree(dout));
 }
 
+/* the attention probabilities' dropout: the device's generic attention with a mask against
+   the CPU's attention with the same mask (HS 16 and 64, fp32), forward and backward */
+static void check_attention_dropout_op(void) {
+    printf("attention with dropout on its probabilities: the device against the CPU (fp32)\n");
+    const int B = 2, T = 37, shapes[2][2] = {{64, 4}, {128, 2}};
+    for (int k = 0; k < 2; k++) {
+        int C = shapes[k][0], NH = shapes[k][1];
+        int64_t nq = (int64_t)B * T * 3 * C, no = (int64_t)B * T * C, nl = (int64_t)B * NH * T;
+        float *qkv = (float *)malloc((size_t)nq * 4), *dout = (float *)malloc((size_t)no * 4);
+        float *out = (float *)malloc((size_t)no * 4), *lse = (float *)malloc((size_t)nl * 4);
+        float *dqkv = (float *)malloc((size_t)nq * 4), *scratch = (float *)malloc((size_t)gpt2rt__pad16(2 * T) * 4);
+        lab_fill(qkv, (size_t)nq, 1.0f);
+        lab_fill(dout, (size_t)no, 1.0f);
+        gpt2rt__drop dr;
+        memset(&dr, 0, sizeof dr);
+        dr.on = 1; dr.thresh = 858993459u; /* p = 0.2 */
+        dr.scale = (float)(1.0 / 0.8); dr.key = 0x5EEDull + (uint64_t)k; dr.off = (uint64_t)nl * T;
+        gpt2rt__cpu_attention_forward(out, lse, qkv, scratch, B, T, C, NH, &dr, 1);
+        gpt2rt__cpu_attention_backward(dqkv, dout, qkv, lse, scratch, B, T, C, NH, &dr, 1);
+        float *d_qkv = dev_floats(qkv, nq), *d_dout = dev_floats(dout, no), *d_out = dev_floats(NULL, no);
+        float *d_lse = dev_floats(NULL, nl), *d_dqkv = dev_floats(NULL, nq), *d_D = dev_floats(NULL, nl);
+        LAB_CK(gpt2rt__cu_attention_forward<float>(d_out, d_lse, d_qkv, B, T, C, NH, 0, &dr));
+        LAB_CK(gpt2rt__cu_attention_backward<float>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, &dr));
+        float *g_out = host_of(d_out, no), *g_lse = host_of(d_lse, nl), *g_dqkv = host_of(d_dqkv, nq);
+        char name[96];
+        snprintf(name, sizeof name, "HS %d: out vs CPU", C / NH);
+        lab_compare(name, g_out, out, (size_t)no, 1e-5f, 1e-5f);
+        snprintf(name, sizeof name, "HS %d: lse vs CPU", C / NH);
+        lab_compare(name, g_lse, lse, (size_t)nl, 1e-5f, 1e-5f);
+        snprintf(name, sizeof name, "HS %d: dqkv vs CPU", C / NH);
+        lab_compare(name, g_dqkv, dqkv, (size_t)nq, 1e-5f, 1e-4f);
+        /* without the mask the result must differ (the mask is applied at all) */
+        LAB_CK(gpt2rt__cu_attention_forward<float>(d_out, d_lse, d_qkv, B, T, C, NH, 0, NULL));
+        free(g_out);
+        g_out = host_of(d_out, no);
+        snprintf(name, sizeof name, "HS %d: no mask gives another output", C / NH);
+        check_true(name, rel_err(g_out, out, no) > 1e-2);
+        free(qkv); free(dout); free(out); free(lse); free(dqkv); free(scratch); free(g_out); free(g_lse); free(g_dqkv);
+        float *dev[] = {d_qkv, d_dout, d_out, d_lse, d_dqkv, d_D};
+        for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) LAB_CK(cudaFree(dev[i]));
+    }
+}
+
 static void check_ts_ops(void) {
     printf("time-series ops against 6.2's CPU functions (fp32)\n");
     for (int affine = 0; affine < 2; affine++) {
@@ -295,8 +341,9 @@ static void check_ts_ops(void) {
 /* fp32 CUDA against the CPU: predictions, loss, gradients, 3 steps; bf16's 3 steps */
 static void check_model(int affine, unsigned frozen, float dropout) {
     gpt2rt_config c = ts_config(affine, frozen);
-    c.dropout = c.head_dropout = dropout;
-    printf("patch model: affine %d, frozen 0x%x, dropout %g\n", affine, frozen, (double)dropout);
+    c.dropout = c.head_dropout = c.attn_dropout = dropout;
+    printf("patch model: affine %d, frozen 0x%x, dropout = attn_dropout = head_dropout = %g\n", affine, frozen,
+           (double)dropout);
     gpt2rt_ctx *cpu = make(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_DEFAULT);
     gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_FP32);
     check_plan(g, "fp32");
@@ -353,11 +400,11 @@ static void check_model(int affine, unsigned frozen, float dropout) {
 
 /* token inputs with dropout (HS = 16, the generic attention): gradients vs the CPU */
 static void check_tokens_dropout(void) {
-    printf("token model with dropout = head_dropout = 0.1\n");
+    printf("token model with dropout = attn_dropout = head_dropout = 0.1\n");
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
     c.n_layer = 2; c.n_head = 2; c.n_embd = 32; c.vocab_size = 100; c.max_seq_len = 32;
-    c.batch_size = 2; c.seq_len = 32; c.seed = 5; c.dropout = 0.1f; c.head_dropout = 0.1f;
+    c.batch_size = 2; c.seq_len = 32; c.seed = 5; c.dropout = 0.1f; c.head_dropout = 0.1f; c.attn_dropout = 0.1f;
     int32_t tok[2 * 32 + 1];
     for (int i = 0; i <= 64; i++) tok[i] = (int32_t)((lab_uniform() * 0.5f + 0.5f) * 99.0f);
     gpt2rt_ctx *cpu = make(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_DEFAULT);
@@ -390,7 +437,7 @@ static gpt2rt_ctx *ts_fwd_bwd(gpt2rt_config c, gpt2rt_recompute rec, int ck, flo
 static void check_recompute_and_modes(void) {
     printf("dropout on the GPU: recompute, determinism, EVAL\n");
     gpt2rt_config c = ts_config(1, 0);
-    c.dropout = c.head_dropout = 0.2f;
+    c.dropout = c.head_dropout = c.attn_dropout = 0.2f;
     c.n_layer = 4; /* FULL with checkpoint 2: two segments */
     float l0, l1;
     gpt2rt_ctx *none = ts_fwd_bwd(c, GPT2RT_RECOMPUTE_NONE, 0, &l0);
@@ -419,7 +466,7 @@ static void check_recompute_and_modes(void) {
     gpt2rt_free(b);
     /* EVAL == no dropout, TRAIN differs */
     gpt2rt_config off = c;
-    off.dropout = off.head_dropout = 0.0f;
+    off.dropout = off.head_dropout = off.attn_dropout = 0.0f;
     gpt2rt_ctx *ev = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_FP32), *nd = make(off, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_FP32);
     LAB_OK(ev, gpt2rt_mode_set(ev, GPT2RT_MODE_EVAL));
     int64_t ny = ev->d.n_out;
@@ -441,16 +488,31 @@ static void check_recompute_and_modes(void) {
     free(pe); free(pn);
     gpt2rt_free(ev);
     gpt2rt_free(nd);
-    /* attention-probability dropout: refused by name */
-    gpt2rt_config at = ts_config(0, 0);
-    at.attn_dropout = 0.1f;
-    at.backend = GPT2RT_BACKEND_CUDA;
-    gpt2rt_ctx *r = NULL;
-    gpt2rt_result res = gpt2rt_create(&r, &at);
-    printf("    %s\n", gpt2rt_last_error(r));
-    check_true("attn_dropout = 0.1 on CUDA: GPT2RT_ERR_NOT_IMPLEMENTED naming it",
-               res == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(r), "attn_dropout = 0.1"));
-    gpt2rt_free(r);
+}
+
+/* bf16 with HS = 64 (the tensor-core attention without dropout, the generic one with
+   attn_dropout): a token model's 4 steps with every dropout against the CPU's */
+static void check_bf16_hs64_dropout(void) {
+    printf("bf16, HS = 64, every dropout 0.1: 4 steps against the CPU\n");
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = 128; c.vocab_size = 256; c.max_seq_len = 64;
+    c.batch_size = 2; c.seq_len = 64; c.seed = 3; c.dropout = c.attn_dropout = c.head_dropout = 0.1f;
+    int32_t tok[5 * 128 + 1];
+    for (int i = 0; i <= 5 * 128; i++) tok[i] = (int32_t)((lab_uniform() * 0.5f + 0.5f) * 255.0f);
+    gpt2rt_ctx *cpu = make(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_DEFAULT);
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_BF16);
+    double worst = 0.0;
+    for (int k = 0; k < 4; k++) {
+        gpt2rt_step_stats a, b;
+        LAB_OK(cpu, gpt2rt_step(cpu, tok + k * 128, tok + k * 128 + 1, &a));
+        LAB_OK(g, gpt2rt_step(g, tok + k * 128, tok + k * 128 + 1, &b));
+        double d = fabs((double)a.loss - (double)b.loss) / fabs((double)a.loss);
+        worst = !(d <= worst) ? d : worst;
+    }
+    check_rel("bf16 losses of 4 steps vs CPU fp32, relative", worst, 2e-2);
+    gpt2rt_free(g);
+    gpt2rt_free(cpu);
 }
 
 int main(void) {
@@ -464,6 +526,7 @@ int main(void) {
     printf("device: %s\n", prop.name);
     make_data();
     check_dropout_op();
+    check_attention_dropout_op();
     check_ts_ops();
     for (int affine = 0; affine < 2; affine++)
         for (int fz = 0; fz < 2; fz++) check_model(affine, fz ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0u, 0.0f);
@@ -471,5 +534,6 @@ int main(void) {
     check_model(0, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP, 0.1f);
     check_tokens_dropout();
     check_recompute_and_modes();
+    check_bf16_hs64_dropout();
     return lab_finish("timeseries");
 }
