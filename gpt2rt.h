@@ -153,8 +153,9 @@
      of B draw the masks of one batch of grad_accum*B; a forward after a backward
      and before the update is the step's next micro-batch (other masks). A skipped
      update does not advance the step: the next one draws the same masks.
-   - The CPU backend only, for now: a CUDA context refuses dropout > 0
-     (GPT2RT_ERR_NOT_IMPLEMENTED, naming the fields).
+   - The CUDA backend draws the same masks (the same hash, bit for bit). With
+     attn_dropout > 0 its attention runs the generic kernels (the tensor-core ones
+     of HS = 64 in bf16/fp16 have no mask): slower, the same results.
 
    ============================================================================
    CALLS
@@ -473,8 +474,8 @@
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
    Data parallel on the CUDA backend; on a CUDA layer split the calls other than
-   gpt2rt_step, gpt2rt_param_read and the plan's; layer split with dropout, and patch inputs /
-   regression heads, generation (kv_batch) and dropout on the CUDA backend. bf16/fp16/TF32
+   gpt2rt_step, gpt2rt_param_read and the plan's, and patch inputs; layer split with
+   dropout, and generation (kv_batch) on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -1162,6 +1163,14 @@ static int gpt2rt__default_threads(void) { return 1; }
 
 #define GPT2RT__PI 3.14159265358979323846
 
+/* a function the CUDA kernels call too (the dropout hash: one definition, so the
+   device draws the CPU's masks bit for bit) */
+#ifdef __CUDACC__
+#define GPT2RT__HOSTDEV __host__ __device__
+#else
+#define GPT2RT__HOSTDEV
+#endif
+
 /* append printf-style text to (buf, cap) at n, counting what did not fit: the
    formatters return the length they needed, as snprintf does */
 #define GPT2RT__PUT(...) do { int k_ = snprintf(buf ? buf + (n < cap ? n : cap) : NULL, \
@@ -1492,13 +1501,13 @@ static double gpt2rt__rng_uniform(uint64_t *s) { /* in (0,1) */
    a function of where it is used and is never stored: the backward and the
    recompute draw it again, and neither the thread count nor a resume changes it.
    mix64 is splitmix64's finaliser, a bijection of 64 bits. */
-static uint64_t gpt2rt__mix64(uint64_t z) {
+static GPT2RT__HOSTDEV uint64_t gpt2rt__mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-static uint64_t gpt2rt__hash_at(uint64_t key, uint64_t i) { return gpt2rt__mix64(key + (i + 1) * 0x9E3779B97F4A7C15ull); }
+static GPT2RT__HOSTDEV uint64_t gpt2rt__hash_at(uint64_t key, uint64_t i) { return gpt2rt__mix64(key + (i + 1) * 0x9E3779B97F4A7C15ull); }
 
 static int64_t gpt2rt__pad16(int64_t n) { return (n + 15) & ~(int64_t)15; } /* floats to 64 bytes */
 
@@ -2629,6 +2638,12 @@ static size_t gpt2rt__sgemm_workspace_bytes(int n_threads);
 static int64_t gpt2rt__opt_norm_chunks(int64_t n_params);
 #define GPT2RT__CU_BLAS_WORKSPACE ((int64_t)32 << 20) /* cuBLASLt workspace on Hopper */
 
+/* the CUDA workspace's input slot: tokens, the wte gradient's buckets ((3BT+1) int32);
+   patches, the windows x (Bw,L,M) fp32 that RevIN reads on the device */
+static int64_t gpt2rt__cu_inputs_bytes(const gpt2rt__dims *d) {
+    return gpt2rt__ald(d, d->patches ? d->B * d->Lb * 4 : (3 * d->BT + 1) * 4);
+}
+
 /* prompt positions one row feeds the model in one generation pass: bounds the
    pass's scratch; a longer prompt takes several passes */
 #define GPT2RT__KV_CHUNK 128
@@ -2749,12 +2764,13 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
 
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
-    if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the embedding's token buckets */
-        int64_t n_tensors = GPT2RT__N_MODEL + GPT2RT__PER_LAYER * d->L, rows = (BT + 31) / 32;
-        int64_t red = rows * 2 * C * 4 > 4 * C * 4 ? rows * 2 * C * 4 : 4 * C * 4; /* LayerNorm / bias partials */
+    if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the inputs' slot; reductions */
+        int64_t n_tensors = GPT2RT__N_MODEL + GPT2RT__PER_LAYER * d->L + (d->patches ? GPT2RT__N_TS : 0);
+        int64_t rows = (BT + 31) / 32, bias = 4 * C > d->H ? 4 * C : d->H; /* out_layer's bias: H */
+        int64_t red = rows * 2 * C * 4 > bias * 4 ? rows * 2 * C * 4 : bias * 4; /* LayerNorm / bias partials */
         if (n_tensors * 32 + 16 > red) red = n_tensors * 32 + 16;                  /* the AdamW tensor table */
         ws_gemm = (uint64_t)GPT2RT__CU_BLAS_WORKSPACE;
-        ws_att = (uint64_t)(gpt2rt__ald(d, d->B * d->NH * d->T * 4) + gpt2rt__ald(d, (3 * BT + 1) * 4) +
+        ws_att = (uint64_t)(gpt2rt__ald(d, d->B * d->NH * d->T * 4) + gpt2rt__cu_inputs_bytes(d) +
                             gpt2rt__ald(d, red));
     } else {
         ws_gemm = (uint64_t)gpt2rt__ald(d, (int64_t)gpt2rt__sgemm_workspace_bytes(d->nt));
@@ -5866,7 +5882,7 @@ typedef struct gpt2rt__drop {
     uint64_t key, off;
 } gpt2rt__drop;
 
-static float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t i) { /* 0 or 1/(1-p) */
+static GPT2RT__HOSTDEV float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t i) { /* 0 or 1/(1-p) */
     return (uint32_t)(gpt2rt__hash_at(dr->key, dr->off + (uint64_t)i) >> 32) >= dr->thresh ? dr->scale : 0.0f;
 }
 
@@ -7093,7 +7109,9 @@ static inline unsigned gpt2rt__cu_blocks(int64_t n, int threads) { return (unsig
    The non-attention, non-matmul ops of the CUDA backend:
      embedding fwd/bwd, LayerNorm fwd (plain and fused with the residual add) and bwd,
      GELU fwd/bwd, residual add, casts, fused classifier (softmax cross-entropy with the
-     backward in place), bias gradient, global gradient norm, inf/NaN check, AdamW.
+     backward in place), bias gradient, global gradient norm, inf/NaN check, AdamW;
+     dropout (7.1's masks); time series: RevIN and patching, the position add, the
+     de-normalisation, the MSE's gradient and the affine's (kernels/timeseries.cu).
 
    Conventions
    * floatX is the activation storage type: float, __nv_bfloat16 or __half. All arithmetic
@@ -8070,6 +8088,199 @@ static cudaError_t gpt2rt__cu_adamw(float *params, floatX *params_x, float *grad
     return cudaSuccess;
 }
 
+/* ---- dropout ----
+   7.1's inverted dropout with 7.1's mask: element i of a site is kept when the hash
+   gpt2rt__drop_factor draws (the same host-and-device function), so a mask on the
+   device is bit for bit the CPU's, and the backward and the recompute draw it again. */
+
+/* out (n) = in (n) * mask / (1-p) (out may alias in); its own backward. One thread per
+   element; in fp32 the CPU's bits (one product per element). */
+template <typename floatX>
+__global__ void gpt2rt__cuk_dropout(floatX *out, const floatX *in, gpt2rt__drop dr, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = gpt2rt__cu_to<floatX>(gpt2rt__cu_f(in[i]) * gpt2rt__drop_factor(&dr, i));
+}
+
+/* a site's mask (dr->on = 0: nothing to do) */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_dropout(floatX *out, const floatX *in, const gpt2rt__drop *dr, int64_t n,
+                                      cudaStream_t stream) {
+    if (n <= 0 || !dr->on) return cudaSuccess;
+    gpt2rt__cuk_dropout<floatX><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, in, *dr, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---- time series: 6.2's RevIN, patches, head output and MSE gradient ----
+   Series bm = b*M + m of the windows x (Bw,L,M) is row bm of the transformer's batch
+   (B = Bw*M series of T = n_patches tokens). The statistics, patches and predictions
+   are the CPU's bits in fp32: the same sums in double in the same order, IEEE division
+   and square root, explicitly rounded products where the compiler could contract an
+   FMA. The affine's gradients sum over the batch in a fixed tree (one block per
+   channel), within rounding of the CPU's sequential sums and the same on every run. */
+
+#define GPT2RT__CU_TS_THREADS 256 /* the per-channel reductions' block */
+
+/* mean (B), std (B) of each series of x (Bw,L,M): gpt2rt__ts_revin_patch's statistics,
+   one thread per series */
+__global__ void gpt2rt__cuk_ts_stats(float *mean, float *std, const float *x, int64_t B, int64_t L, int64_t M) {
+    int64_t bm = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (bm >= B) return;
+    const float *xs = x + (bm / M) * L * M + bm % M; /* step t at xs[t*M] */
+    double s = 0.0, ss = 0.0;
+    for (int64_t t = 0; t < L; t++) s = __dadd_rn(s, (double)xs[t * M]);
+    float mu = (float)(s / (double)L);
+    for (int64_t t = 0; t < L; t++) {
+        double c = (double)(xs[t * M] - mu);
+        ss = __dadd_rn(ss, __dmul_rn(c, c));
+    }
+    mean[bm] = mu;
+    std[bm] = (float)sqrt(ss / (double)L + 1e-5);
+}
+
+/* patch (B*T,PL) floatX, zs (B*T,PL) fp32 (NULL: no affine): element k of patch p of
+   series bm is step p*PS + k (past the end: step L-1), z = (x - mean) / std, then
+   z * w[m] + b[m] with the affine (w, b (M); NULL: none). One thread per element. */
+template <typename floatX>
+__global__ void gpt2rt__cuk_ts_patch(floatX *patch, float *zs, const float *x, const float *mean, const float *std,
+                                     const floatX *w, const floatX *b, int64_t B, int64_t L, int64_t M, int64_t T,
+                                     int64_t PL, int64_t PS) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * T * PL) return;
+    int64_t k = i % PL, p = i / PL % T, bm = i / (PL * T), m = bm % M;
+    int64_t t = p * PS + k < L ? p * PS + k : L - 1;
+    float z = (x[(bm / M) * L * M + t * M + m] - mean[bm]) / std[bm];
+    patch[i] = gpt2rt__cu_to<floatX>(w ? __fadd_rn(__fmul_rn(z, gpt2rt__cu_f(w[m])), gpt2rt__cu_f(b[m])) : z);
+    if (zs) zs[i] = z;
+}
+
+/* RevIN and patching (gpt2rt__ts_revin_patch): mean, std (B) and the patches (with the
+   affine: zs the patches before it) from the windows x (Bw,L,M) on the device */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_ts_revin_patch(floatX *patch, float *zs, float *mean, float *std, const float *x,
+                                             const floatX *w, const floatX *b, const gpt2rt__dims *d,
+                                             cudaStream_t stream) {
+    int64_t n = d->B * d->T * d->PL;
+    if (n <= 0) return cudaSuccess;
+    gpt2rt__cuk_ts_stats<<<gpt2rt__cu_blocks(d->B, 128), 128, 0, stream>>>(mean, std, x, d->B, d->Lb, d->M);
+    GPT2RT__CU_LAUNCHED();
+    gpt2rt__cuk_ts_patch<floatX><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(patch, zs, x, mean, std, w, b, d->B,
+                                                                               d->Lb, d->M, d->T, d->PL, d->PS);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* x (BT,C) += wpe[t] (T rows of (P,C)): in_layer's output plus the position, as the CPU
+   adds it after the product */
+template <typename floatX>
+__global__ void gpt2rt__cuk_add_pos(floatX *x, const floatX *wpe, int64_t BT, int64_t T, int64_t C) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= BT * C) return;
+    x[i] = gpt2rt__cu_to<floatX>(gpt2rt__cu_f(x[i]) + gpt2rt__cu_f(wpe[(i / C % T) * C + i % C]));
+}
+
+template <typename floatX>
+static cudaError_t gpt2rt__cu_add_pos(floatX *x, const floatX *wpe, int64_t BT, int64_t T, int64_t C,
+                                      cudaStream_t stream) {
+    if (BT * C <= 0) return cudaSuccess;
+    gpt2rt__cuk_add_pos<floatX><<<gpt2rt__cu_blocks(BT * C, 256), 256, 0, stream>>>(x, wpe, BT, T, C);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* pred (Bw,H,M) fp32 = yn (B,H) in the original scale (gpt2rt__ts_denorm): the affine
+   (w, b; NULL: none) undone as PatchTST does, then * std + mean. One thread per value. */
+template <typename floatX>
+__global__ void gpt2rt__cuk_ts_denorm(float *pred, const floatX *yn, const float *mean, const float *std,
+                                      const floatX *w, const floatX *b, int64_t B, int64_t H, int64_t M) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * H) return;
+    int64_t bm = i / H, h = i % H, m = bm % M;
+    float u = gpt2rt__cu_f(yn[i]);
+    if (w) u = (u - gpt2rt__cu_f(b[m])) / (gpt2rt__cu_f(w[m]) + GPT2RT__TS_AFFINE_EPS);
+    pred[((bm / M) * H + h) * M + m] = __fadd_rn(__fmul_rn(u, std[bm]), mean[bm]);
+}
+
+template <typename floatX>
+static cudaError_t gpt2rt__cu_ts_denorm(float *pred, const floatX *yn, const float *mean, const float *std,
+                                        const floatX *w, const floatX *b, const gpt2rt__dims *d, cudaStream_t stream) {
+    if (d->B * d->H <= 0) return cudaSuccess;
+    gpt2rt__cuk_ts_denorm<floatX><<<gpt2rt__cu_blocks(d->B * d->H, 256), 256, 0, stream>>>(pred, yn, mean, std, w, b,
+                                                                                        d->B, d->H, d->M);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* dyn (B,H) floatX, in place over yn: d(dloss * sum of squared errors of pred against y,
+   both (Bw,H,M)) / d(yn) through the de-normalisation (gpt2rt__ts_mse_backward); with
+   the affine (w, b) also dw, db (M) fp32 += (NULL: frozen). One block per channel m, its
+   (window, step) pairs strided over the threads. */
+template <typename floatX>
+__global__ void __launch_bounds__(GPT2RT__CU_TS_THREADS)
+gpt2rt__cuk_ts_mse_backward(floatX *dyn, const float *pred, const float *y, const float *std, const floatX *w,
+                            const floatX *b, float *dw, float *db, float dloss, int64_t Bw, int64_t H, int64_t M) {
+    __shared__ double sh[32];
+    int64_t m = blockIdx.x;
+    double sw = 0.0, sb = 0.0;
+    float inv = w ? 1.0f / (gpt2rt__cu_f(w[m]) + GPT2RT__TS_AFFINE_EPS) : 1.0f;
+    for (int64_t j = threadIdx.x; j < Bw * H; j += blockDim.x) {
+        int64_t bw = j / H, h = j % H, bm = bw * M + m, i = (bw * H + h) * M + m;
+        float du = 2.0f * (pred[i] - y[i]) * dloss * std[bm];
+        if (!w) { dyn[bm * H + h] = gpt2rt__cu_to<floatX>(du); continue; }
+        float u = (gpt2rt__cu_f(dyn[bm * H + h]) - gpt2rt__cu_f(b[m])) * inv;
+        dyn[bm * H + h] = gpt2rt__cu_to<floatX>(du * inv);
+        sw -= (double)du * inv * u; /* d/dw of (yn - b) / (w + eps) = -u / (w + eps) */
+        sb -= (double)du * inv;
+    }
+    if (!w || !dw) return; /* the same for the whole block */
+    sw = gpt2rt__cu_block_sum_d(sw, sh);
+    sb = gpt2rt__cu_block_sum_d(sb, sh);
+    if (threadIdx.x == 0) { dw[m] += (float)sw; db[m] += (float)sb; }
+}
+
+template <typename floatX>
+static cudaError_t gpt2rt__cu_ts_mse_backward(floatX *dyn, const float *pred, const float *y, const float *std,
+                                              const floatX *w, const floatX *b, float *dw, float *db, float dloss,
+                                              const gpt2rt__dims *d, cudaStream_t stream) {
+    if (d->B * d->H <= 0) return cudaSuccess;
+    gpt2rt__cuk_ts_mse_backward<floatX><<<(unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream>>>(
+        dyn, pred, y, std, w, b, dw, db, dloss, d->Bw, d->H, d->M);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* dw, db (M) fp32 += the affine's input side (gpt2rt__ts_affine_backward): over the
+   patch elements of channel m (padded copies included), dpatch * z and dpatch, with
+   dpatch (B*T*PL) floatX the patches' gradient and zs (B*T*PL) the patches before the
+   affine. One block per channel. */
+template <typename floatX>
+__global__ void __launch_bounds__(GPT2RT__CU_TS_THREADS)
+gpt2rt__cuk_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const float *zs, int64_t Bw, int64_t M,
+                               int64_t n) {
+    __shared__ double sh[32];
+    int64_t m = blockIdx.x;
+    double sw = 0.0, sb = 0.0;
+    for (int64_t j = threadIdx.x; j < Bw * n; j += blockDim.x) {
+        int64_t i = ((j / n) * M + m) * n + j % n;
+        double g = (double)gpt2rt__cu_f(dpatch[i]);
+        sw += g * (double)zs[i];
+        sb += g;
+    }
+    sw = gpt2rt__cu_block_sum_d(sw, sh);
+    sb = gpt2rt__cu_block_sum_d(sb, sh);
+    if (threadIdx.x == 0) { dw[m] += (float)sw; db[m] += (float)sb; }
+}
+
+template <typename floatX>
+static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const float *zs,
+                                                 const gpt2rt__dims *d, cudaStream_t stream) {
+    if (d->B * d->T * d->PL <= 0) return cudaSuccess;
+    gpt2rt__cuk_ts_affine_backward<floatX><<<(unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream>>>(
+        dw, db, dpatch, zs, d->Bw, d->M, d->T * d->PL);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
 /* ==== 8.3 Attention ==== */
 
 /* kernels/attention.cu validates and times this section.
@@ -8086,8 +8297,12 @@ static cudaError_t gpt2rt__cu_adamw(float *params, floatX *params_x, float *grad
      scratch_D (B,NH,T) fp32: D[b,h,t] = sum_i dout[b,t,h*HS+i] * out[b,t,h*HS+i]
 
    Launchers (host, return the first CUDA error, never exit or print):
-     gpt2rt__cu_attention_forward<floatX>(out, lse, qkv, B, T, C, NH, stream)
-     gpt2rt__cu_attention_backward<floatX>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, stream)
+     gpt2rt__cu_attention_forward<floatX>(out, lse, qkv, B, T, C, NH, stream[, dr])
+     gpt2rt__cu_attention_backward<floatX>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, stream[, dr])
+   dr: the attention probabilities' dropout (7.1's gpt2rt__drop, the CPU's mask bit for bit),
+   NULL or off for none; with a mask the generic path runs, which multiplies each
+   probability by its factor before it weights v (the softmax's sum and lse stay those
+   before dropout), and in the backward dP = factor * (dout . v) and dV += p * factor * dout.
    Requirements: C % NH == 0, HS <= 256 (else cudaErrorInvalidValue); B or T <= 0 is a no-op.
 
    Two paths, chosen per call:
@@ -8637,7 +8852,7 @@ __device__ __forceinline__ float gpt2rt__cu_attn_warp_sum(float x) {
 template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH,T), (B,T,3C) */
-                             int B, int T, int C, int NH, float scale) {
+                             int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -8668,7 +8883,8 @@ gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH
             m = x;
         }
         float p = expf(x - m);
-        l += p;
+        l += p; /* the softmax's sum: before dropout */
+        if (dr.on) p *= gpt2rt__drop_factor(&dr, (bh * T + t) * T + s);
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
             int d = lane + 32 * i;
@@ -8690,7 +8906,7 @@ template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
                                 const float *lse, const float *Dv,    /* (B,NH,T) each */
-                                int B, int T, int C, int NH, float scale) {
+                                int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -8720,6 +8936,7 @@ gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C
             d1 += __shfl_xor_sync(0xffffffffu, d1, o);
             d2 += __shfl_xor_sync(0xffffffffu, d2, o);
         }
+        if (dr.on) d2 *= gpt2rt__drop_factor(&dr, (bh * T + t) * T + s); /* dP through the mask */
         float p = expf(d1 * scale - L), g = p * (d2 - Dt) * scale;
 #pragma unroll
         for (int i = 0; i < NPL; i++) dq[i] += g * kr[i];
@@ -8737,7 +8954,7 @@ template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
                                   const float *lse, const float *Dv,    /* (B,NH,T) each */
-                                  int B, int T, int C, int NH, float scale) {
+                                  int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -8767,10 +8984,12 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
             d1 += __shfl_xor_sync(0xffffffffu, d1, o);
             d2 += __shfl_xor_sync(0xffffffffu, d2, o);
         }
-        float p = expf(d1 * scale - lse[bh * T + t]), g = p * (d2 - Dv[bh * T + t]) * scale;
+        float f = dr.on ? gpt2rt__drop_factor(&dr, (bh * T + t) * T + s) : 1.0f; /* the forward's mask */
+        if (dr.on) d2 *= f;
+        float p = expf(d1 * scale - lse[bh * T + t]), g = p * (d2 - Dv[bh * T + t]) * scale, pv = dr.on ? p * f : p;
 #pragma unroll
         for (int i = 0; i < NPL; i++) {
-            dv[i] += p * dyr[i];
+            dv[i] += pv * dyr[i];
             dk[i] += g * qr[i];
         }
     }
@@ -8838,21 +9057,27 @@ static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b,
 }
 static inline int gpt2rt__cu_attn_npl(int HS) { return HS <= 32 ? 1 : HS <= 64 ? 2 : HS <= 128 ? 4 : 8; }
 
+/* dr (NULL or off: none): the probabilities' dropout (7.1's mask, element ((b*NH + h)*T +
+   t)*T + s, as the CPU's attention); with a mask the generic path runs (the tensor-core
+   kernels have none) */
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X *qkv, int B, int T, int C, int NH,
-                                                     cudaStream_t s, int allow_fast) {
+                                                     cudaStream_t s, int allow_fast, const gpt2rt__drop *dr = NULL) {
     if (B <= 0 || T <= 0) return cudaSuccess;
     if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    gpt2rt__drop nd;
+    memset(&nd, 0, sizeof nd);
+    if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, out, qkv, qkv, allow_fast))
         return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
     switch (gpt2rt__cu_attn_npl(HS)) {
-    case 1: gpt2rt__cuk_attn_fwd_generic<X, 1><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
-    case 2: gpt2rt__cuk_attn_fwd_generic<X, 2><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
-    case 4: gpt2rt__cuk_attn_fwd_generic<X, 4><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
-    default: gpt2rt__cuk_attn_fwd_generic<X, 8><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale); break;
+    case 1: gpt2rt__cuk_attn_fwd_generic<X, 1><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 2: gpt2rt__cuk_attn_fwd_generic<X, 2><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 4: gpt2rt__cuk_attn_fwd_generic<X, 4><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    default: gpt2rt__cuk_attn_fwd_generic<X, 8><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
     }
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -8861,9 +9086,12 @@ static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
                                                       float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
-                                                      int allow_fast) {
+                                                      int allow_fast, const gpt2rt__drop *dr = NULL) {
     if (B <= 0 || T <= 0) return cudaSuccess;
     if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    gpt2rt__drop nd; /* D = rowsum(dout * out) holds with the mask too: out is the dropped output */
+    memset(&nd, 0, sizeof nd);
+    if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     gpt2rt__cuk_attn_bwd_rowdot<X><<<gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s>>>(scratch_D, dout, out, B, T, C, NH);
     GPT2RT__CU_LAUNCHED();
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
@@ -8872,9 +9100,9 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
 #define GPT2RT__CU_ATT_GENERIC_BWD(npl_) do { \
-        gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale); \
+        gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
         GPT2RT__CU_LAUNCHED(); \
-        gpt2rt__cuk_attn_bwd_dq_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale); \
+        gpt2rt__cuk_attn_bwd_dq_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
         GPT2RT__CU_LAUNCHED(); } while (0)
     switch (gpt2rt__cu_attn_npl(HS)) {
     case 1: GPT2RT__CU_ATT_GENERIC_BWD(1); break;
@@ -8886,18 +9114,20 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     return cudaSuccess;
 }
 
-/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C) */
+/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C); dr: the probabilities' dropout or NULL */
 template <typename X>
-static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
-    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1);
+static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s,
+                                                const gpt2rt__drop *dr = NULL) {
+    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1, dr);
 }
 
 /* dqkv (B,T,3C) (overwritten) <- dout (B,T,C), qkv (B,T,3C), out (B,T,C), lse (B,NH,T);
-   scratch_D: B*NH*T floats, clobbered */
+   scratch_D: B*NH*T floats, clobbered; dr: the forward's dropout mask or NULL */
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
-                                                 float *scratch_D, int B, int T, int C, int NH, cudaStream_t s) {
-    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1);
+                                                 float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
+                                                 const gpt2rt__drop *dr = NULL) {
+    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1, dr);
 }
 
 /* ==== 8.4 Matrix products ==== */
@@ -9510,13 +9740,22 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
                   (SELECTIVE only); the forward's outputs that are not kept (frozen
                   weights, SELECTIVE) pass through dbig, free until the backward, as on the CPU
      logits       (BT,Vp) floatX, turned into dlogits in place
-     workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets (3BT+1) int32
-                  | reduction scratch "red" fp32 | norm parts (one double per 65536)
+     workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets (3BT+1) int32,
+                  or (patches) the windows x (Bw,L,M) fp32 | reduction scratch "red" fp32
+                  | norm parts (one double per 65536)
+     patches      activations: the patches (BT,PL) (floatX in their fp32 slot), RevIN's
+                  mean, std (B), the patches before the affine zs (BT,PL), targets y and
+                  predictions (Bw,H,M) fp32; transient: the patches' gradient (floatX in
+                  its fp32 slot, affine only); logits: the normalised predictions (B,H)
+   Dropout: 7.1's masks by the same hash (gpt2rt__drop_factor is host and device code),
+   at the CPU's sites in the CPU's order, so the masks are the CPU's bit for bit; the
+   attention probabilities' mask (attn_dropout) in 8.3's generic kernels, which then run
+   for every head size and type (the tensor-core path has no mask).
    Every buffer starts on 256 bytes (d.align), so a cuBLASLt plan keyed on pointer
    alignment is the same for a kept block, a FULL slot, dbig and rcbuf. The reduction
    scratch is used strictly one kernel pair at a time on the stream: the LayerNorm
-   backward's partials (ceil(BT/32), 2C), the bias-gradient vector (OC <= 4C) of an
-   accumulating weight-gradient matmul, and in the update the norm result (2 doubles)
+   backward's partials (ceil(BT/32), 2C), the bias-gradient vector (OC <= 4C; out_layer:
+   H) of an accumulating weight-gradient matmul, and in the update the norm result (2 doubles)
    followed by the AdamW tensor table (n_tensors rows of 32 bytes).
    The host keeps the fp32 weights in ctx->params (load/save/param_read/_write source of
    truth): gpt2rt__cu_upload_params after the host changed them, gpt2rt__cu_download_params
@@ -9568,6 +9807,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    gpt2rt__cu_zero(ctx, st, moments)              gradients (and m, v) to zero
    gpt2rt__cu_read_tensor(ctx, st, t, what, dst)  one tensor (internal layout) to the host
    gpt2rt__cu_forward(ctx, st, inputs, targets, &loss)   sets ctx->loss, loss_sum, n_targets
+   gpt2rt__cu_forward_series(ctx, st, x, y, &loss)       patches: the same; predictions in st->h_pred
    gpt2rt__cu_backward(ctx, st)                   += gradients of the last forward's loss
    gpt2rt__cu_update(ctx, st, lr, &norm, &skipped, &loss_scale)  AdamW at step ctx->step+1
    gpt2rt__cu_logits(ctx, st, dst, count)         (BT, V) fp32 from the device logits
@@ -9642,7 +9882,8 @@ typedef struct gpt2rt__cu_state {
     int64_t n_params, n_train;
     int64_t act_bytes;        /* one (BT,C) floatX activation, 256-aligned: checkpoint stride */
     float *att_D;             /* (B,NH,T) fp32 attention backward scratch */
-    int32_t *buckets_ws;      /* (3BT+1) int32: the wte gradient's token buckets */
+    int32_t *buckets_ws;      /* tokens: (3BT+1) int32, the wte gradient's token buckets */
+    float *ts_x;              /* patches: (Bw,L,M) fp32, the windows RevIN reads (the same slot) */
     float *red;               /* reduction scratch, red_bytes (see the top comment) */
     int64_t red_bytes;
     double *norm_parts;       /* (norm chunks) fp64 */
@@ -9650,6 +9891,7 @@ typedef struct gpt2rt__cu_state {
     /* host (pinned) */
     int32_t *h_tok;           /* inputs (BT) | targets (BT) | buckets (3BT+1) */
     float *h_losses;          /* (BT) */
+    float *h_pred;            /* patches: (Bw,H,M) the last forward's de-normalised predictions */
     double *h_norm;           /* (2) */
     unsigned char *h_stage;   /* stage_bytes, conversions and logits */
     size_t stage_bytes;
@@ -9729,7 +9971,11 @@ static gpt2rt__cu_lw<X> gpt2rt__cu_lweights(const gpt2rt_ctx *ctx, const gpt2rt_
     return p;
 }
 static float *gpt2rt__cu_grad_of(const gpt2rt__cu_state *st, const gpt2rt__tensor *t) {
-    return t->goff >= 0 ? st->grads + t->goff : NULL;
+    return t && t->goff >= 0 ? st->grads + t->goff : NULL;
+}
+/* a tensor's floatX weights on the device (NULL: this model has none) */
+template <typename X> static const X *gpt2rt__cu_weight(const gpt2rt__cu_state *st, const gpt2rt__tensor *t) {
+    return t ? (const X *)st->w + t->off : NULL;
 }
 
 /* ---- creation ---- */
@@ -9934,13 +10180,16 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
     st->att_D = st->dev->att_scratch;
     st->norm_parts = st->dev->norm_parts;
-    { /* the workspace after attention's D: token buckets, then the reduction scratch up to the norm parts */
+    { /* the workspace after attention's D: the inputs' slot (token buckets, or the series
+         windows), then the reduction scratch up to the norm parts */
         unsigned char *b = (unsigned char *)st->dev->att_scratch + gpt2rt__ald(d, d->B * d->NH * d->T * 4);
-        int64_t slot = gpt2rt__ald(d, gpt2rt__cu_encoder_bucket_ints(d->BT) * 4);
-        st->buckets_ws = (int32_t *)(void *)b;
+        int64_t slot = gpt2rt__cu_inputs_bytes(d);
+        st->buckets_ws = d->patches ? NULL : (int32_t *)(void *)b;
+        st->ts_x = d->patches ? (float *)(void *)b : NULL;
         st->red = (float *)(void *)(b + slot);
         st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
-        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C), bias = (uint64_t)(4 * d->C * 4);
+        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
+        uint64_t bias = (uint64_t)((4 * d->C > d->H ? 4 * d->C : d->H) * 4); /* the widest bias vector */
         uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
         uint64_t need = ln > bias ? ln : bias;
         if (upd > need) need = upd;
@@ -9964,6 +10213,7 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     st->ev_ok = 1;
     GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_tok, (size_t)(2 * d->BT + gpt2rt__cu_encoder_bucket_ints(d->BT)) * 4));
     GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_losses, (size_t)d->BT * 4));
+    if (d->patches) GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_pred, (size_t)d->n_out * 4));
     GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_norm, 2 * sizeof(double)));
     st->stage_bytes = GPT2RT__CU_STAGE_BYTES;
     if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
@@ -10008,6 +10258,7 @@ static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
         if (st->arena[i]) (void)cudaFree(st->arena[i]);
     if (st->h_tok) (void)cudaFreeHost(st->h_tok);
     if (st->h_losses) (void)cudaFreeHost(st->h_losses);
+    if (st->h_pred) (void)cudaFreeHost(st->h_pred);
     if (st->h_norm) (void)cudaFreeHost(st->h_norm);
     if (st->h_stage) (void)cudaFreeHost(st->h_stage);
     if (st->h_adamw) (void)cudaFreeHost(st->h_adamw);
@@ -10161,16 +10412,22 @@ static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
     X *scr = (X *)st->dev->dbig;
     X *ln1 = a.ln1 ? (X *)a.ln1 : scr, *ln2 = a.ln2 ? (X *)a.ln2 : scr, *gelu = a.fch_gelu ? (X *)a.fch_gelu : scr;
     X *qkv = (X *)a.qkv, *atty = (X *)a.atty, *res2 = (X *)a.res2, *fch = (X *)a.fch, *res3 = (X *)a.res3;
+    /* the masks: attention probabilities, residual branches */
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
+    gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
+    gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
     st->layer = l;
     GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, s));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, qkv, NULL, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, me, mc));
-    GPT2RT__CU_CK(gpt2rt__cu_attention_forward<X>(atty, a.lse, qkv, (int)d->B, (int)d->T, (int)C, (int)d->NH, s));
+    GPT2RT__CU_CK(gpt2rt__cu_attention_forward<X>(atty, a.lse, qkv, (int)d->B, (int)d->T, (int)C, (int)d->NH, s, &da));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, res2, NULL, atty, p.projw, p.projb, BT, C, C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(res2, res2, &dr2, BT * C, s)); /* the branch, before the add */
     GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(res2, res2, res, BT * C, s));
     GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln2, a.ln2_mean, a.ln2_rstd, res2, p.ln2w, p.ln2b, BT, C, s));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, fch, NULL, ln2, p.fcw, p.fcb, BT, C, 4 * C, me, mc));
     GPT2RT__CU_CK(gpt2rt__cu_gelu_forward<X>(gelu, fch, BT * 4 * C, s));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, res3, NULL, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, me, mc));
+    GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(res3, res3, &dr3, BT * C, s));
     GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(res3, res3, res2, BT * C, s));
     return GPT2RT_OK;
 }
@@ -10179,32 +10436,57 @@ static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
    owns the layer loop and the recompute schedule for every backend and hands these
    the device pointers of ax = st->dev, typed float * there, floatX here ---- */
 
+/* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe (the patches are
+   floatX on the device, in the fp32 slot the plan gives them); then the embeddings'
+   dropout, in place: x0 keeps the dropped values (layer 0's input, FULL's checkpoint 0) */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_embed_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     const gpt2rt__dims *d = &st->d;
-    const X *w = (const X *)st->w;
     gpt2rt_ctx *dv = st->dev;
+    X *x0 = (X *)dv->x0;
+    const X *wpe = gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WPE));
     st->layer = -1;
-    GPT2RT__CU_CK(gpt2rt__cu_encoder_forward<X>((X *)dv->x0, dv->inputs, w + gpt2rt__model_tensor(ctx, GPT2RT__WTE)->off,
-                                                w + gpt2rt__model_tensor(ctx, GPT2RT__WPE)->off, d->B, d->T, d->C,
-                                                st->stream));
+    if (!d->patches) {
+        GPT2RT__CU_CK(gpt2rt__cu_encoder_forward<X>(x0, dv->inputs, gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx,
+                                                    GPT2RT__WTE)), wpe, d->B, d->T, d->C, st->stream));
+    } else {
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, gpt2rt__cu_dtype<X>::value, x0, NULL, dv->ts_patch,
+                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__INW)),
+                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__INB)), d->BT,
+                                                d->PL, d->C, st->mm_err, sizeof st->mm_err));
+        GPT2RT__CU_CK(gpt2rt__cu_add_pos<X>(x0, wpe, d->BT, d->T, d->C, st->stream));
+    }
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
+    GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(x0, x0, &dr, d->BT * d->C, st->stream));
     return GPT2RT_OK;
 }
 
-/* ln_f of res (BT,C), then the tied LM head: logits (BT,Vp) */
+/* ln_f of res (BT,C) (its dropout in place: lnf keeps the dropped values, the head's
+   input; ln_f's backward reads res), then the tied LM head: logits (BT,Vp); patches:
+   out_layer on each series' flattened (T,C) states, (B, T*C) -> the normalised
+   predictions (B,H) in the logits arena */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const X *res) {
     const gpt2rt__dims *d = &st->d;
-    const X *w = (const X *)st->w;
     gpt2rt_ctx *dv = st->dev;
+    const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
+    X *lnf = (X *)dv->lnf;
     st->layer = -1;
-    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>((X *)dv->lnf, dv->lnf_mean, dv->lnf_rstd, res,
-                                                  w + gpt2rt__model_tensor(ctx, GPT2RT__LNFW)->off,
-                                                  w + gpt2rt__model_tensor(ctx, GPT2RT__LNFB)->off, d->BT, d->C,
-                                                  st->stream));
-    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, gpt2rt__cu_dtype<X>::value, dv->logits, NULL, dv->lnf,
-                                            w + gpt2rt__model_tensor(ctx, GPT2RT__WTE)->off, NULL, d->BT, d->C, d->Vp,
-                                            st->mm_err, sizeof st->mm_err));
+    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(lnf, dv->lnf_mean, dv->lnf_rstd, res,
+                                                  gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__LNFW)),
+                                                  gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__LNFB)),
+                                                  d->BT, d->C, st->stream));
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
+    GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(lnf, lnf, &dr, d->BT * d->C, st->stream));
+    if (d->patches)
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
+                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
+                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->B,
+                                                d->T * d->C, d->H, st->mm_err, sizeof st->mm_err));
+    else
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
+                                                gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
+                                                d->BT, d->C, d->Vp, st->mm_err, sizeof st->mm_err));
     return GPT2RT_OK;
 }
 
@@ -10218,8 +10500,10 @@ static cudaError_t gpt2rt__cu_ln_backward(gpt2rt__cu_state *st, X *dinp, float *
 }
 
 /* logits -> dlogits * dloss (unless the forward fused it), the tied head's and ln_f's
-   gradients; dres = d(res), res (BT,C) the input of ln_f. Weight gradients overwrite when
-   st->acc = 0 (known zero) and accumulate otherwise. */
+   gradients; patches: the MSE's gradient through the de-normalisation (and RevIN's
+   affine), out_layer's; then the head dropout's mask on d(lnf); dres = d(res), res
+   (BT,C) the input of ln_f. Weight gradients overwrite when st->acc = 0 (known zero)
+   and accumulate otherwise. */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const X *res, float dloss) {
     const gpt2rt__dims *d = &st->d;
@@ -10227,31 +10511,48 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
     cudaStream_t s = st->stream;
     gpt2rt_ctx *dv = st->dev;
-    const X *w = (const X *)st->w;
-    const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE);
     const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf;
     st->layer = -1;
-    if (!st->dlogits_ready)
-        GPT2RT__CU_CK(gpt2rt__cu_classifier<X>(logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT, d->V,
-                                               d->Vp, s));
-    st->dlogits_ready = 0;
-    /* LM head (tied): dlnf -> dbuf */
-    float *g_wte = gpt2rt__cu_grad_of(st, wte);
-    if (g_wte)
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, BT, C, d->Vp,
-                                                        st->acc, st->mm_err, sizeof st->mm_err));
-    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, w + wte->off, NULL, BT, C, d->Vp,
-                                                   st->mm_err, sizeof st->mm_err));
+    if (d->patches) { /* dyn (B,H) in place, then out_layer: dlnf (B, T*C) -> dbuf */
+        const gpt2rt__tensor *ow = gpt2rt__ts_tensor(ctx, GPT2RT__OUTW), *ob = gpt2rt__ts_tensor(ctx, GPT2RT__OUTB);
+        const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
+        GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(logits, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
+                                                    gpt2rt__cu_weight<X>(st, rb), gpt2rt__cu_grad_of(st, rw),
+                                                    gpt2rt__cu_grad_of(st, rb), dloss, d, s));
+        float *g_outw = gpt2rt__cu_grad_of(st, ow);
+        if (g_outw)
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
+                                                            st->acc ? st->red : NULL, logits, dv->lnf, d->B, d->T * C,
+                                                            d->H, st->acc, st->mm_err, sizeof st->mm_err));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, ow), NULL,
+                                                       d->B, d->T * C, d->H, st->mm_err, sizeof st->mm_err));
+    } else { /* LM head (tied): dlnf -> dbuf */
+        const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE);
+        if (!st->dlogits_ready)
+            GPT2RT__CU_CK(gpt2rt__cu_classifier<X>(logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT, d->V,
+                                                   d->Vp, s));
+        st->dlogits_ready = 0;
+        float *g_wte = gpt2rt__cu_grad_of(st, wte);
+        if (g_wte)
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, BT, C,
+                                                            d->Vp, st->acc, st->mm_err, sizeof st->mm_err));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, wte), NULL,
+                                                       BT, C, d->Vp, st->mm_err, sizeof st->mm_err));
+    }
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
+    GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dbuf, &dr, BT * C, s));
     GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->ab), s));
     GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnfw), gpt2rt__cu_grad_of(st, lnfb), dbuf,
-                                            res, w + lnfw->off, dv->lnf_mean, dv->lnf_rstd));
+                                            res, gpt2rt__cu_weight<X>(st, lnfw), dv->lnf_mean, dv->lnf_rstd));
     return GPT2RT_OK;
 }
 
 /* Layer l's backward: dres holds d(res3) and becomes d(res), res_in (BT,C) the layer's
    input. Outputs the forward did not keep are recomputed into rcbuf, only for the weight
-   gradients that need them (NULL g: frozen, skipped). Mirrors gpt2rt__cpu_layer_backward. */
+   gradients that need them (NULL g: frozen, skipped). Dropout: the masked gradient of a
+   residual branch goes through the scratch free at that point (dbuf for the MLP's, dbig
+   for the attention's), dres stays the stream's. Mirrors gpt2rt__cpu_layer_backward. */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t l, const X *res_in,
                                                  gpt2rt__layer_acts a) {
@@ -10272,18 +10573,25 @@ static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     gpt2rt__cu_lw<X> p = gpt2rt__cu_lweights<X>(ctx, st, l);
     gpt2rt__layer_params g = gpt2rt__lparams(dv, st->grads, 1, l); /* device fp32, NULL: frozen */
     const X *fch = (const X *)a.fch, *res2 = (const X *)a.res2, *atty = (const X *)a.atty, *qkv = (const X *)a.qkv;
-    /* MLP; dres holds d(res3) */
-    const X *gelu = (const X *)a.fch_gelu, *ln2 = (const X *)a.ln2;
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
+    gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
+    gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
+    /* MLP; dres holds d(res3), dbranch the gradient of the branch (masked) */
+    const X *gelu = (const X *)a.fch_gelu, *ln2 = (const X *)a.ln2, *dbranch = dres;
     if (!gelu && g.fcprojw) {
         GPT2RT__CU_CK(gpt2rt__cu_gelu_forward<X>(rc, fch, BT * 4 * C, s));
         gelu = rc;
     }
+    if (dr3.on) {
+        GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dres, &dr3, BT * C, s));
+        dbranch = dbuf;
+    }
     if (g.fcprojw)
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcprojw, g.fcprojb, dbs, dres, gelu, BT, 4 * C, C, acc,
-                                                        me, mc));
-    /* d(fch) = (dres Wproj) * gelu'(fch): the DGELU epilogue (bf16/fp16) or the kernel (fp32) */
-    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbig, dres, p.fcprojw, dgelu_epilogue ? fch : NULL, BT, 4 * C,
-                                                   C, me, mc));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.fcprojw, g.fcprojb, dbs, dbranch, gelu, BT, 4 * C, C,
+                                                        acc, me, mc));
+    /* d(fch) = (dbranch Wproj) * gelu'(fch): the DGELU epilogue (bf16/fp16) or the kernel (fp32) */
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbig, dbranch, p.fcprojw, dgelu_epilogue ? fch : NULL, BT,
+                                                   4 * C, C, me, mc));
     if (!dgelu_epilogue) GPT2RT__CU_CK(gpt2rt__cu_gelu_backward<X>(dbig, fch, dbig, BT * 4 * C, s));
     if (!ln2 && g.fcw) {
         GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(rc, NULL, NULL, res2, p.ln2w, p.ln2b, BT, C, s));
@@ -10294,11 +10602,17 @@ static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbig, p.fcw, NULL, BT, C, 4 * C, me, mc));
     GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, g.ln2w, g.ln2b, dbuf, res2, p.ln2w, a.ln2_mean, a.ln2_rstd));
     /* attention; dres holds d(res2) */
+    dbranch = dres;
+    if (dr2.on) {
+        GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbig, dres, &dr2, BT * C, s));
+        dbranch = dbig;
+    }
     if (g.projw)
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.projw, g.projb, dbs, dres, atty, BT, C, C, acc, me, mc));
-    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dres, p.projw, NULL, BT, C, C, me, mc));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(bl, t, g.projw, g.projb, dbs, dbranch, atty, BT, C, C, acc, me,
+                                                        mc));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbranch, p.projw, NULL, BT, C, C, me, mc));
     GPT2RT__CU_CK(gpt2rt__cu_attention_backward<X>(dbig, dbuf, qkv, atty, a.lse, st->att_D, (int)d->B, (int)d->T,
-                                                   (int)C, (int)d->NH, s));
+                                                   (int)C, (int)d->NH, s, &da));
     const X *ln1 = (const X *)a.ln1;
     if (!ln1 && g.qkvw) {
         GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(rc, NULL, NULL, res_in, p.ln1w, p.ln1b, BT, C, s));
@@ -10313,15 +10627,34 @@ static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     return GPT2RT_OK;
 }
 
-/* embeddings: dwte by token buckets (deterministic), dwpe summed over the batch */
+/* embeddings: the dropout's mask on dres (then d(x0 before dropout): dres ends here);
+   dwte by token buckets (deterministic), dwpe summed over the batch; patches: dwpe, and
+   in_layer's weight gradients, the patches' gradient only for RevIN's affine */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_embed_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     const gpt2rt__dims *d = &st->d;
-    float *g_wte = gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE));
+    gpt2rt_ctx *dv = st->dev;
+    const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
+    X *dres = (X *)dv->dres;
+    float *g_wte = d->patches ? NULL : gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE));
     float *g_wpe = gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WPE));
     st->layer = -1;
-    GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(g_wte, g_wpe, (const X *)st->dev->dres, st->buckets_ws,
-                                                 g_wte ? st->nb : 0, d->B, d->T, d->C, st->stream));
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
+    GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dres, dres, &dr, d->BT * d->C, st->stream));
+    GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(g_wte, g_wpe, dres, st->buckets_ws, g_wte ? st->nb : 0, d->B, d->T,
+                                                 d->C, st->stream));
+    const gpt2rt__tensor *iw = d->patches ? gpt2rt__ts_tensor(ctx, GPT2RT__INW) : NULL;
+    float *g_inw = gpt2rt__cu_grad_of(st, iw);
+    if (!g_inw) return GPT2RT_OK; /* tokens, or the head group frozen */
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_inw, gpt2rt__cu_grad_of(st, gpt2rt__ts_tensor(ctx,
+                                                    GPT2RT__INB)), st->acc ? st->red : NULL, dres, dv->ts_patch, d->BT,
+                                                    d->PL, d->C, st->acc, st->mm_err, sizeof st->mm_err));
+    const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
+    if (!gpt2rt__cu_grad_of(st, rw)) return GPT2RT_OK;
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dv->ts_dpatch, dres, gpt2rt__cu_weight<X>(st, iw), NULL,
+                                                   d->BT, d->PL, d->C, st->mm_err, sizeof st->mm_err));
+    GPT2RT__CU_CK(gpt2rt__cu_ts_affine_backward<X>(gpt2rt__cu_grad_of(st, rw), gpt2rt__cu_grad_of(st, rb),
+                                                   (const X *)(const void *)dv->ts_dpatch, dv->ts_z, d, st->stream));
     return GPT2RT_OK;
 }
 
@@ -10444,6 +10777,54 @@ static gpt2rt_result gpt2rt__cu_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, c
     return gpt2rt__cu_forward_t<__half>(ctx, st, inputs, targets, loss);
 }
 
+/* Patches: x (Bw,L,M) and y (Bw,H,M) (may be NULL) host fp32, checked by the caller
+   (finite). RevIN and the patches on the device, the model, the de-normalised
+   predictions back to the host (st->h_pred, what gpt2rt_predictions reads), and with y
+   the loss, summed there as the CPU sums it: *loss (may be NULL), ctx->loss,
+   ctx->loss_sum, ctx->n_targets. Waits for the device (the predictions), so x and y
+   are free again on return. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const float *x, const float *y,
+                                                 float *loss) {
+    const gpt2rt__dims *d = &st->d;
+    cudaStream_t s = st->stream;
+    gpt2rt_ctx *dv = st->dev;
+    const X *rw = gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__REVW));
+    const X *rb = gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__REVB));
+    st->dlogits_in_forward = st->dlogits_ready = 0;
+    st->have_targets = 0;
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->Lb) * 4, cudaMemcpyHostToDevice, s));
+    if (y) GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
+    GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
+                                               rb, d, s));
+    GPT2RT__CU_RET(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__CU_CK(gpt2rt__cu_ts_denorm<X>(dv->ts_pred, (const X *)(const void *)dv->logits, dv->ts_mean, dv->ts_std, rw,
+                                          rb, d, s));
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->h_pred, dv->ts_pred, (size_t)d->n_out * 4, cudaMemcpyDeviceToHost, s));
+    GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    st->have_targets = y != NULL;
+    if (y) {
+        ctx->loss_sum = gpt2rt__ts_mse_sum(st->h_pred, y, d->n_out);
+        ctx->n_targets = d->n_out;
+        ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
+    }
+    if (loss) *loss = y ? ctx->loss : 0.0f;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_forward_series(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const float *x, const float *y,
+                                               float *loss) {
+    st->phase = "forward";
+    st->layer = -1;
+    if (!st->d.patches)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt__cu_forward_series: the context has token inputs");
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_forward_series_t<float>(ctx, st, x, y, loss);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_forward_series_t<__nv_bfloat16>(ctx, st, x, y, loss);
+    return gpt2rt__cu_forward_series_t<__half>(ctx, st, x, y, loss);
+}
+
 /* += the gradients of the last forward's loss (it must have had targets; the caller keeps
    the at-most-one-backward-per-forward rule). Does not wait for the device. */
 static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
@@ -10455,7 +10836,7 @@ static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) 
     const gpt2rt__dims *d = &st->d;
     st->acc = st->grads_dirty;
     gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cu_backend, st->dev,
-                                             st->loss_scale / (float)(d->BT * st->cfg.grad_accum));
+                                             st->loss_scale / (float)(d->n_out * st->cfg.grad_accum));
     if (r != GPT2RT_OK) return r;
     st->have_targets = 0;
     st->grads_dirty = 1;
@@ -10478,7 +10859,7 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
     /* the reduction scratch: norm result (2 doubles), then the AdamW table */
     double *d_norm = (double *)(void *)st->red;
     gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
-    double unscale = ctx->acc_targets ? (double)(d->BT * c->grad_accum) / (double)ctx->acc_targets : 0.0;
+    double unscale = ctx->acc_targets ? (double)(d->n_out * c->grad_accum) / (double)ctx->acc_targets : 0.0;
     unscale /= (double)st->loss_scale;
     GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
@@ -12901,19 +13282,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s needs POSIX threads, "
                             "which this build lacks", split ? "LAYER_SPLIT" : "DATA");
 #endif
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: patch inputs on the CUDA backend are not "
-                            "implemented yet: set backend = GPT2RT_BACKEND_CPU");
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && split && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with patch inputs "
+                            "on the CUDA backend is not implemented yet (its stages feed tokens): use one device, "
+                            "or backend = GPT2RT_BACKEND_CPU");
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
                             "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
                             ctx->cfg.kv_batch);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA &&
-        (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: dropout on the CUDA backend is not "
-                            "implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, or "
-                            "backend = GPT2RT_BACKEND_CPU", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
-                            (double)ctx->cfg.head_dropout);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
 #ifdef __CUDACC__
 #ifdef GPT2RT__COMM_THREADS
@@ -13315,6 +13691,15 @@ static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x,
     if (r != GPT2RT_OK) return r;
     if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
     if ((r = gpt2rt__ts_check(ctx, "gpt2rt_forward_series", x, y)) != GPT2RT_OK) return r;
+#ifdef __CUDACC__
+    if (ctx->cu) {
+        ctx->have_pred = 0;
+        r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
+        ctx->have_logits = ctx->have_pred = r == GPT2RT_OK;
+        ctx->have_loss = r == GPT2RT_OK && y;
+        return r;
+    }
+#endif
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
     ctx->have_pred = 0;
@@ -13350,6 +13735,10 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
+#ifdef __CUDACC__
+        if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
+        else
+#endif
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         gpt2rt__accum_reset(ctx);
     }
@@ -13371,6 +13760,12 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     if (!ctx->have_pred)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_predictions: no predictions (call gpt2rt_forward_series; "
                             "a load or gpt2rt_param_write forgets them)");
+#ifdef __CUDACC__
+    if (ctx->cu) { /* the forward brought them to the host */
+        memcpy(dst, ctx->cu->h_pred, (size_t)count * sizeof(float));
+        return GPT2RT_OK;
+    }
+#endif
     memcpy(dst, ctx->ts_pred, (size_t)count * sizeof(float));
     return GPT2RT_OK;
 }

@@ -43,7 +43,7 @@
 #endif
 
 typedef struct opts {
-    const char *data, *preset, *init, *png, *target;
+    const char *data, *preset, *init, *png, *target, *backend;
     int horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch;
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
@@ -65,6 +65,7 @@ static void usage(void) {
            "  --revin-affine 0|1  RevIN's learned affine  --freeze 0|1           freeze attention + MLP (GPT4TS)\n"
            "  --steps-per-epoch N at most N steps an epoch (0: every batch; for quick runs)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
+           "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
            "         frozen at their random init, lr 1e-3, batch 64, 10 epochs, patience 3, cosine to 0, no weight decay;\n"
            "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
@@ -123,6 +124,14 @@ static int parse(opts *o, int argc, char **argv) {
         if (strcmp(a, "--init") == 0) { o->init = v; continue; }
         if (strcmp(a, "--png") == 0) { o->png = v; continue; }
         if (strcmp(a, "--target") == 0) { o->target = v; continue; }
+        if (strcmp(a, "--backend") == 0) {
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strcmp(v, "auto") != 0) {
+                fprintf(stderr, "--backend %s: expected cpu, cuda or auto\n", v);
+                return 0;
+            }
+            o->backend = v;
+            continue;
+        }
         if (strcmp(a, "--seed") == 0) {
             if (!is_num || num < 0 || num != floor(num)) { fprintf(stderr, "--seed %s: expected an integer >= 0\n", v); return 0; }
             o->seed = (uint64_t)num;
@@ -362,6 +371,8 @@ int main(int argc, char **argv) {
     c.head_dropout = o.head_dropout;
     c.n_threads = o.threads;
     c.seed = o.seed;
+    if (o.backend) c.backend = strcmp(o.backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
+                             : strcmp(o.backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) {
         fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));

@@ -5,7 +5,8 @@
 #   1. the binaries: make gpu-build (a no-op when the prebuilt ones are up to date)
 #   2. driver and device (nvidia-smi, then build/lab_device runs a kernel)
 #   3. attention lab   4. matrix-product lab (prints which cuBLASLt fallbacks were taken)
-#   5. the other op labs   6. end to end: the step lab's checks, the nvcc-built CPU suites
+#   5. the other op labs   6. end to end: the step lab's checks, the time-series lab (patch
+#      model and dropout against the CPU backend), the nvcc-built CPU suites
 #   7. compute-sanitizer memcheck and racecheck on a few small training steps
 # Logs: build/gpu_<check>.log. Designed for under 8 minutes on an H100; each run has a
 # time limit so that a hang costs minutes, not the session.
@@ -72,7 +73,7 @@ for lab in encoder layernorm gelu classifier bias_grad adamw global_norm; do
 done
 for f in kernels/*.cu; do # a lab added without a line above still runs
     n=$(basename "$f" .cu)
-    case " device attention matmul encoder layernorm gelu classifier bias_grad adamw global_norm train_step " in
+    case " device attention matmul encoder layernorm gelu classifier bias_grad adamw global_norm train_step timeseries " in
         *" $n "*) ;;
         *) run "$n" 120 $B/lab_$n ;;
     esac
@@ -80,6 +81,7 @@ done
 
 # 6. end to end
 run train_step 300 $B/lab_train_step checks
+run timeseries 120 $B/lab_timeseries # the patch model and dropout against the CPU backend
 # the CPU suites compiled by nvcc: with no device visible, AUTO picks the CPU backend they test
 for t in test_hf_parity test_props test_memory; do
     CUDA_VISIBLE_DEVICES= run "${t}_nvcc" 180 $B/${t}_nvcc
