@@ -13,7 +13,7 @@
    Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
    Compiled by nvcc from a .cu file (nvcc -arch=sm_90 ... -lcublasLt) it also holds
    the CUDA backend: hand-written kernels, cuBLASLt matrix products, fp32 / bf16 /
-   fp16 with dynamic loss scaling, one device. GPT2RT_BACKEND_AUTO then picks CUDA
+   fp16 with dynamic loss scaling, one device or data parallel. GPT2RT_BACKEND_AUTO picks CUDA
    when a device is present. Its kernels use tensor cores from sm_80 on; built for
    an older -arch, attention takes its generic path. NOT YET RUN ON A GPU: the
    kernel labs and `make test-gpu` (kernels/) are how it gets proven.
@@ -333,7 +333,7 @@
            gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, seed, epoch, step * B, B, x, y);
 
    ============================================================================
-   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
+   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
    ============================================================================
    One process, no launcher: the context holds N ranks, each a full replica with its
    own arenas (the plan's device r), run by one thread each.
@@ -360,6 +360,19 @@
      micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
      gathered from the ranks that keep them under ZeRO-1. With data parallel, call
      gpt2rt_update after at most grad_accum gpt2rt_backward calls.
+   - CUDA (one process, rank r on device_ids[r], one host thread each): the gradients
+     of a layer are reduced on a communicator stream of their own while the backward
+     goes on with the layers below; NCCL where the implementation is built with
+     GPT2RT_NCCL (link -lnccl) and the devices differ, else a loopback reduction of
+     this process's ranks (same device, or peer access) that sums in rank order, so
+     the results are bitwise the same run to run; NCCL's sums are deterministic on one
+     topology but not in rank order. Every precision: fp16's ranks skip an update and
+     halve the loss scale together (the norm is global). ZeRO-1 keeps 1/N of the fp32
+     master weights and moments per device and all-gathers the weights after the
+     update. device_ids = {0, 0} with allow_shared_device = 1 runs two ranks on one
+     GPU (the test mode: kernels/data_parallel.cu). A rank that fails, or a collective
+     that does not finish within timeout_s, makes every rank's call return an error
+     (NCCL: with the NCCL_P2P_DISABLE=1 / NCCL_DEBUG=INFO hint). NOT YET RUN ON A GPU.
 
    ============================================================================
    LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2; CPU backend)
@@ -454,7 +467,8 @@
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Both parallel modes on the CUDA backend, layer split with recompute = FULL whose
+   Layer split, and data parallel over several processes, on the CUDA backend (data
+   parallel in one process is implemented, not yet run on a GPU), layer split with recompute = FULL whose
    stages do not start at checkpoints, layer split with dropout, and patch inputs /
    regression heads, generation (kv_batch) and dropout on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
@@ -9547,6 +9561,14 @@ static float *gpt2rt__cu_grad_of(const gpt2rt__cu_state *st, const gpt2rt__tenso
     return t->goff >= 0 ? st->grads + t->goff : NULL;
 }
 
+/* data parallel: the reductions a backward left in flight on the device communicator's
+   stream (8.6) have finished, before the host reads the gradients or a memset clears them */
+static gpt2rt_result gpt2rt__cu_comm_idle(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    if (!st->dcomm) return GPT2RT_OK;
+    gpt2rt_result r = st->dcomm->wait(st->dcomm);
+    return r == GPT2RT_OK ? r : gpt2rt__fail(ctx, r, "data parallel: the gradient reductions: %s", st->dcomm->err);
+}
+
 /* ---- creation ---- */
 
 static void gpt2rt__cu_free(gpt2rt__cu_state *st);
@@ -9918,6 +9940,7 @@ static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_sta
 static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int moments) {
     st->phase = "zero";
     st->layer = -1;
+    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
     if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream));
@@ -9932,6 +9955,7 @@ static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int 
 static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *g) {
     st->phase = "download_grads";
     st->layer = -1;
+    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(g, st->grads, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
@@ -9964,6 +9988,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_read_tensor: %s is frozen: no gradient "
                                 "or moments", t->name);
         src = (what == GPT2RT_PARAM_GRAD ? st->grads : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + t->goff;
+        if (what == GPT2RT_PARAM_GRAD) GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
     }
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
@@ -13444,7 +13469,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
                             "many", ctx->cfg.grad_accum);
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
-    if (r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending) gpt2rt__dp_drop(ctx);
+    int drop = r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending;
+#ifdef __CUDACC__
+    drop |= r != GPT2RT_OK && ctx->cu != NULL; /* a device backward that stopped halfway left partial sums */
+#endif
+    if (drop) gpt2rt__dp_drop(ctx);
     return r;
 }
 
