@@ -9893,7 +9893,7 @@ static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state 
 
 /* the trained tensors' fp32 master -> ctx->params (frozen tensors never change on the
    device: the host copy is already theirs). ZeRO-1 in bf16/fp16: the part in the own
-   shard only (gpt2rt__cu_dp_host_weights asks every rank). Synchronous. */
+   shard only (gpt2rt__cu_host_weights asks every rank). Synchronous. */
 static gpt2rt_result gpt2rt__cu_download_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     st->phase = "download_params";
     st->layer = -1;
@@ -9965,7 +9965,7 @@ static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state
 /* one tensor (rows*cols floats, internal layout) to dst: its value (fp32 master; frozen:
    the host copy), raw gradient, m or v (frozen: GPT2RT_ERR_INVALID_ARGUMENT). ZeRO-1: the
    master (bf16/fp16) and the moments of the part in the own shard only, to the same
-   place of dst (the rest of dst untouched; gpt2rt__cu_dp_read asks every rank). */
+   place of dst (the rest of dst untouched; gpt2rt__cu_param_read asks every rank). */
 static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                                 gpt2rt_param_what what, float *dst) {
     st->phase = "read_tensor";

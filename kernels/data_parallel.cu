@@ -3,7 +3,9 @@
    allow_shared_device, the loopback communicator) against one device, through the public API.
      nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
          -o build/lab_data_parallel kernels/data_parallel.cu -lcublasLt   [-DGPT2RT_NCCL ... -lnccl]
-     build/lab_data_parallel        every check; exit 77 without a CUDA device
+     build/lab_data_parallel           every check; exit 77 without a CUDA device
+     build/lab_data_parallel sanitize  a few small data-parallel steps for compute-sanitizer (the
+                                       shard arithmetic of ZeRO-1 in bf16, accumulation), no checks
    (make gpu-build builds it, with NCCL where nccl.h is installed; make test-gpu runs it.)
 
    Model: random init, L2 H2 C128 (head size 64: the tensor-core attention) V500 (padded 512),
@@ -409,7 +411,24 @@ static void check_nccl_one_rank(void) {
 }
 #endif
 
-int main(void) {
+/* for compute-sanitizer memcheck: every device path of data parallel once, no checks */
+static void sanitize_steps(void) {
+    int64_t rows = 2 * B;
+    for (int k = 0; k < 2; k++) {
+        gpt2rt_config c = with_ranks(base(), 2);
+        c.precision = k ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32;
+        c.shard_optimizer = k;
+        c.grad_accum = 2 - k;
+        gpt2rt_ctx *x = make(c);
+        train(x, g_in, g_tg, rows * c.grad_accum, 2, NULL, NULL, NULL);
+        int64_t n;
+        free(read_all(x, GPT2RT_PARAM_ADAM_M, &n));
+        gpt2rt_free(x);
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "checks";
     int dev_count = 0;
     if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
         printf("data_parallel: SKIP: no CUDA device\n");
@@ -422,6 +441,12 @@ int main(void) {
     g_in = (int32_t *)malloc((size_t)n * 4);
     g_tg = (int32_t *)malloc((size_t)n * 4);
     tokens(n, 12345, g_in, g_tg);
+    if (strcmp(mode, "sanitize") == 0) {
+        sanitize_steps();
+        free(g_in);
+        free(g_tg);
+        return lab_finish("data_parallel sanitize");
+    }
 
     check_plan();
     check_fp32_vs_one();

@@ -124,7 +124,7 @@ gpu_suite_dry_run() {
         n=$(basename "$f" .cu)
         case " $named train_step " in *" $n "*) ;; *) want="$want$n " ;; esac
     done
-    want="${want}train_step test_hf_parity_nvcc test_props_nvcc test_memory_nvcc compute-sanitizer compute-sanitizer "
+    want="${want}train_step test_hf_parity_nvcc test_props_nvcc test_memory_nvcc compute-sanitizer compute-sanitizer compute-sanitizer "
     local passed=$(( $(echo $want | wc -w) - 1 ))
     if [ $rc -ne 0 ] && echo "$out" | grep -q "^FAIL layernorm: exit 1" && [ "$(echo "$out" | tail -1)" = "$passed passed, 1 failed" ] \
         && [ "$order" = "$want" ]; then
