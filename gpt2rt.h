@@ -69,7 +69,8 @@
    - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX
      threads, one per data-parallel rank (rank 0 runs on the calling thread), each
      with parallel regions of n_threads / n_devices threads (at least 1); they end
-     before the call returns. parallel = LAYER_SPLIT on the CPU: gpt2rt_step and
+     before the call returns (CUDA: one thread per rank likewise, each driving its
+     device). parallel = LAYER_SPLIT on the CPU: gpt2rt_step and
      gpt2rt_step_series likewise run one thread per stage (stage 0 on the caller's).
    - The hooks (log, alloc, free) are called only on the thread that made the gpt2rt
      call, never from inside a parallel region, and before that call returns; they
@@ -9314,7 +9315,8 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    The model of gpt2rt.h (gpt2rt__model_forward / _backward / the optimizer) on one GPU,
    with the kernels of cu_ops.cuh, cu_matmul.cuh (cuBLASLt) and cu_attention.cuh, in
    fp32 (optionally TF32 matrix products), bf16 or fp16 (dynamic loss scaling).
-   Everything runs on one stream; the host waits only where a number must come back
+   Everything runs on one stream (data parallel adds a communicator's stream, 8.6); the
+   host waits only where a number must come back
    (the loss after a forward with targets, the gradient norm in the update, copies of
    weights and logits).
 
