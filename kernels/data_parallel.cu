@@ -51,6 +51,12 @@ static gpt2rt_config base(void) {
     c.seed = 7;
     return c;
 }
+/* fp16 starts at a loss scale of 1024 (headroom: only the forced overflow overflows) */
+static gpt2rt_config with_prec(gpt2rt_config c, gpt2rt_precision p) {
+    c.precision = p;
+    c.loss_scale = p == GPT2RT_PRECISION_FP16 ? 1024.0f : 0.0f;
+    return c;
+}
 /* n ranks on GPU 0 (the loopback's test mode), or one device with n times the rows */
 static gpt2rt_config with_ranks(gpt2rt_config c, int n) {
     if (n == 1) return c;
@@ -187,7 +193,7 @@ static void check_plan(void) {
         for (int p = 0; p < 2; p++) {
             gpt2rt_config c = with_ranks(base(), 2);
             c.shard_optimizer = sh;
-            c.precision = p ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32;
+            c = with_prec(c, p ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32);
             gpt2rt_memory_plan want, got;
             if (gpt2rt_plan(&c, &want) != GPT2RT_OK) { printf("plan: %s\n", want.error); exit(2); }
             gpt2rt_ctx *x = make(c);
@@ -260,7 +266,7 @@ static void check_bitwise(gpt2rt_precision prec) {
     printf("%s: bitwise properties of 2 ranks\n", pn);
     int64_t rows = 2 * B;
     gpt2rt_config c = with_ranks(base(), 2);
-    c.precision = prec;
+    c = with_prec(c, prec);
     float la[16], lb[16], na[16], nb[16];
     gpt2rt_ctx *a = make(c), *b = make(c);
     train(a, g_in, g_tg, rows, STEPS, la, na, NULL);
@@ -307,7 +313,7 @@ static void check_low_vs_one(gpt2rt_precision prec) {
     const char *pn = prec == GPT2RT_PRECISION_BF16 ? "bf16" : "fp16";
     int64_t rows = 2 * B;
     gpt2rt_config c = base();
-    c.precision = prec;
+    c = with_prec(c, prec);
     gpt2rt_ctx *dp = make(with_ranks(c, 2)), *one = make(one_device(c, 2));
     float a[16], b[16];
     train(dp, g_in, g_tg, rows, STEPS, a, NULL, NULL);
@@ -326,7 +332,7 @@ static void check_overflow(void) {
     printf("fp16: a forced overflow skips the same update on every rank\n");
     int64_t rows = 2 * B;
     gpt2rt_config c = base();
-    c.precision = GPT2RT_PRECISION_FP16;
+    c = with_prec(c, GPT2RT_PRECISION_FP16);
     gpt2rt_ctx *x[2] = {make(with_ranks(c, 2)), make(one_device(c, 2))};
     int skipped[2][4];
     float scale[2][4];
@@ -416,7 +422,7 @@ static void sanitize_steps(void) {
     int64_t rows = 2 * B;
     for (int k = 0; k < 2; k++) {
         gpt2rt_config c = with_ranks(base(), 2);
-        c.precision = k ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32;
+        c = with_prec(c, k ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32);
         c.shard_optimizer = k;
         c.grad_accum = 2 - k;
         gpt2rt_ctx *x = make(c);
