@@ -165,6 +165,13 @@ gpu-build: $(GPU_LABS) $(GPU_SUITES)
 $(B)/lab_%: kernels/%.cu kernels/lab.cuh gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -o $@ $< -lcublasLt
 
+# the data-parallel lab also checks the NCCL communicator where NCCL is installed (nccl.h
+# beside the CUDA headers, or on nvcc's include path): -DGPT2RT_NCCL ... -lnccl
+NCCL_FLAGS = $(shell if [ -f $$(dirname $$(command -v $(NVCC) 2>/dev/null || echo /x/x))/../include/nccl.h ] || \
+             echo '\#include <nccl.h>' | $(NVCC) -E -x cu - >/dev/null 2>&1; then echo "-DGPT2RT_NCCL"; fi)
+$(B)/lab_data_parallel: kernels/data_parallel.cu kernels/lab.cuh gpt2rt.h | $(B)
+	$(NVCC) $(NVFLAGS) $(NCCL_FLAGS) -o $@ $< -lcublasLt $(if $(NCCL_FLAGS),-lnccl)
+
 $(B)/%_nvcc: tests/%.c tests/harness.h gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -x cu -Xcompiler -fopenmp -o $@ $< -lgomp -lcublasLt
 

@@ -13,7 +13,7 @@
    Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
    Compiled by nvcc from a .cu file (nvcc -arch=sm_90 ... -lcublasLt) it also holds
    the CUDA backend: hand-written kernels, cuBLASLt matrix products, fp32 / bf16 /
-   fp16 with dynamic loss scaling, one device. GPT2RT_BACKEND_AUTO then picks CUDA
+   fp16 with dynamic loss scaling, one device or data parallel. GPT2RT_BACKEND_AUTO picks CUDA
    when a device is present. Its kernels use tensor cores from sm_80 on; built for
    an older -arch, attention takes its generic path. NOT YET RUN ON A GPU: the
    kernel labs and `make test-gpu` (kernels/) are how it gets proven.
@@ -69,7 +69,8 @@
    - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX
      threads, one per data-parallel rank (rank 0 runs on the calling thread), each
      with parallel regions of n_threads / n_devices threads (at least 1); they end
-     before the call returns. parallel = LAYER_SPLIT on the CPU: gpt2rt_step and
+     before the call returns (CUDA: one thread per rank likewise, each driving its
+     device). parallel = LAYER_SPLIT on the CPU: gpt2rt_step and
      gpt2rt_step_series likewise run one thread per stage (stage 0 on the caller's).
    - The hooks (log, alloc, free) are called only on the thread that made the gpt2rt
      call, never from inside a parallel region, and before that call returns; they
@@ -334,7 +335,7 @@
            gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, seed, epoch, step * B, B, x, y);
 
    ============================================================================
-   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU backend)
+   DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
    ============================================================================
    One process, no launcher: the context holds N ranks, each a full replica with its
    own arenas (the plan's device r), run by one thread each.
@@ -361,6 +362,19 @@
      micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
      gathered from the ranks that keep them under ZeRO-1. With data parallel, call
      gpt2rt_update after at most grad_accum gpt2rt_backward calls.
+   - CUDA (one process, rank r on device_ids[r], one host thread each): the gradients
+     of a layer are reduced on a communicator stream of their own while the backward
+     goes on with the layers below; NCCL where the implementation is built with
+     GPT2RT_NCCL (link -lnccl) and the devices differ, else a loopback reduction of
+     this process's ranks (same device, or peer access) that sums in rank order, so
+     the results are bitwise the same run to run; NCCL's sums are deterministic on one
+     topology but not in rank order. Every precision: fp16's ranks skip an update and
+     halve the loss scale together (the norm is global). ZeRO-1 keeps 1/N of the fp32
+     master weights and moments per device and all-gathers the weights after the
+     update. device_ids = {0, 0} with allow_shared_device = 1 runs two ranks on one
+     GPU (the test mode: kernels/data_parallel.cu). A rank that fails, or a collective
+     that does not finish within timeout_s, makes every rank's call return an error
+     (NCCL: with the NCCL_P2P_DISABLE=1 / NCCL_DEBUG=INFO hint). NOT YET RUN ON A GPU.
 
    ============================================================================
    LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2)
@@ -473,7 +487,8 @@
    NOT YET IMPLEMENTED (the fields exist; setting them reports
    GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Data parallel on the CUDA backend; on a CUDA layer split the calls other than
+   Data parallel over several processes on the CUDA backend (in one process it is
+   implemented, not yet run on a GPU); on a CUDA layer split the calls other than
    gpt2rt_step, gpt2rt_param_read and the plan's, and patch inputs; layer split with
    dropout, and generation (kv_batch) on the CUDA backend. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
@@ -506,7 +521,9 @@
                                  into: gpt2rt__model_)
     8. CUDA backend              (nvcc only, gpt2rt__cu_) 8.1 Common  8.2 Ops
                                  8.3 Attention  8.4 Matrix products  8.5 Driver
-                                 8.6 NCCL communicator (GPT2RT_NCCL, gpt2rt__nccl_)
+                                 8.6 Device communicators: NCCL, loopback; data
+                                 parallel on the device (gpt2rt__nccl_, gpt2rt__loop_,
+                                 gpt2rt__cu_dp_)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory
                                  10.1 Data parallel (gpt2rt__dp_)  10.2 Layer split
@@ -1292,7 +1309,7 @@ typedef struct gpt2rt__layer_acts {
 } gpt2rt__layer_acts;
 
 /* A group of ranks that reduce together: the rank threads of one process (CPU data
-   parallel, 1.4), processes under MPI, later NCCL. Every call is collective: every rank
+   parallel, 1.4), processes under MPI, the devices of CUDA ranks (8.6). Every call is collective: every rank
    makes it with the same arguments. Sums are taken in rank order 0, 1, ..., size-1 (one
    fixed left-to-right sum), so every rank gets bitwise the same result, run to run. A
    failed call returns an error result with err set; it never waits forever (a timeout or
@@ -1314,6 +1331,12 @@ struct gpt2rt__comm {
     gpt2rt_result (*broadcast)(gpt2rt__comm *c, void *buf, size_t bytes, int root);
     gpt2rt_result (*barrier)(gpt2rt__comm *c);
     void (*destroy)(gpt2rt__comm *c);
+    /* Device communicators (8.6: NCCL, loopback) only; NULL in the host ones. Their
+       buffers are device pointers and a collective is only enqueued on `stream` (a
+       cudaStream_t, the communicator's own) when it returns; wait() returns once
+       everything enqueued has finished, at most the timeout. */
+    void *stream;
+    gpt2rt_result (*wait)(gpt2rt__comm *c);
 };
 /* generation's arena (GPT2RT_MEM_KVCACHE, 3.2): the cache, and the scratch of one
    pass of up to N = KB * min(KS, GPT2RT__KV_CHUNK) new tokens through the model */
@@ -1411,6 +1434,7 @@ struct gpt2rt_ctx {
     struct gpt2rt__ls *ls; /* CPU layer split (10.2): the stages' buffers; NULL otherwise */
 #ifdef __CUDACC__
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
+    void *dgroup; /* CUDA data parallel, rank 0: the ranks' device communicators (8.6) */
 #endif
 };
 
@@ -4026,11 +4050,8 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
 
 /* ==== 4.4 Training state ==== */
 
-#ifdef __CUDACC__ /* 8.5 */
-struct gpt2rt__cu_state;
-static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, struct gpt2rt__cu_state *st);
-static gpt2rt_result gpt2rt__cu_upload_moments(gpt2rt_ctx *ctx, struct gpt2rt__cu_state *st, const float *m,
-                                               const float *v);
+#ifdef __CUDACC__ /* 8.6 */
+static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
 #endif
 
 static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in); /* 10.1 */
@@ -4099,12 +4120,10 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
 #ifdef __CUDACC__
-        if (ctx->cu) { /* the moments live on the device only */
-            r = gpt2rt__cu_upload_params(ctx, ctx->cu);
-            if (r == GPT2RT_OK)
-                r = gpt2rt__cu_upload_moments(ctx, ctx->cu, (const float *)(const void *)(st.data + e[1]->begin),
-                                              (const float *)(const void *)(st.data + e[2]->begin));
-        } else
+        if (ctx->cu) /* the moments live on the device only (every data-parallel rank's) */
+            r = gpt2rt__cu_dp_upload(ctx, (const float *)(const void *)(st.data + e[1]->begin),
+                                     (const float *)(const void *)(st.data + e[2]->begin));
+        else
 #endif
         gpt2rt__dp_moments(ctx, (float *)(void *)(st.data + e[1]->begin), (float *)(void *)(st.data + e[2]->begin),
                            0, ctx->n_train, 1); /* data parallel with ZeRO-1: each rank its shard */
@@ -9721,7 +9740,8 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    The model of gpt2rt.h (gpt2rt__model_forward / _backward / the optimizer) on one GPU,
    with the kernels of cu_ops.cuh, cu_matmul.cuh (cuBLASLt) and cu_attention.cuh, in
    fp32 (optionally TF32 matrix products), bf16 or fp16 (dynamic loss scaling).
-   Everything runs on one stream; the host waits only where a number must come back
+   Everything runs on one stream (data parallel adds a communicator's stream, 8.6); the
+   host waits only where a number must come back
    (the loss after a forward with targets, the gradient norm in the update, copies of
    weights and logits).
 
@@ -9916,6 +9936,15 @@ typedef struct gpt2rt__cu_state {
     uint64_t mem_total, free_at_create, free_after;
     uint64_t overhead;        /* device memory in use beyond the arenas (context, cuBLASLt, ...) */
 
+    /* data parallel (8.6): the rank's device communicator (NULL on one device), the trained
+       floats [opt_lo, opt_hi) whose master and moments this device keeps (ZeRO-1: its shard,
+       master and moments indexed from opt_lo; else 0, n_train), and the events that order
+       the communicator's stream after the compute stream (ev_grads) and back (ev_comm) */
+    gpt2rt__comm *dcomm;
+    int64_t opt_lo, opt_hi;
+    cudaEvent_t ev_grads, ev_comm;
+    int dp_ev_ok;
+
     /* error context */
     const char *phase;        /* "forward", "backward", ... */
     int64_t layer;            /* -1 outside the layers */
@@ -9978,6 +10007,14 @@ template <typename X> static const X *gpt2rt__cu_weight(const gpt2rt__cu_state *
     return t ? (const X *)st->w + t->off : NULL;
 }
 
+/* data parallel: the reductions a backward left in flight on the device communicator's
+   stream (8.6) have finished, before the host reads the gradients or a memset clears them */
+static gpt2rt_result gpt2rt__cu_comm_idle(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    if (!st->dcomm) return GPT2RT_OK;
+    gpt2rt_result r = st->dcomm->wait(st->dcomm);
+    return r == GPT2RT_OK ? r : gpt2rt__fail(ctx, r, "data parallel: the gradient reductions: %s", st->dcomm->err);
+}
+
 /* ---- creation ---- */
 
 static void gpt2rt__cu_free(gpt2rt__cu_state *st);
@@ -10000,17 +10037,21 @@ static void gpt2rt__cu_refresh_overhead(gpt2rt__cu_state *st) {
 }
 
 /* AdamW launches: the trainable tensors in table order, cut where off - goff changes
-   (after a frozen tensor). Without frozen groups: one run. */
+   (after a frozen tensor). Without frozen groups: one run. ZeRO-1: the parts of them in
+   [opt_lo, opt_hi), offsets counted from opt_lo (the update adds it to the pointers). */
 static int gpt2rt__cu_adamw_plan(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     int n = 0, runs = 0;
     int64_t last = -1;
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
         if (t->goff < 0) continue;
+        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo;
+        int64_t hi = t->goff + t->rows * t->cols < st->opt_hi ? t->goff + t->rows * t->cols : st->opt_hi;
+        if (hi <= lo) continue;
         gpt2rt__cu_adamw_tensor *a = &st->h_adamw[n];
         memset(a, 0, sizeof *a);
-        a->off = t->goff;
-        a->n = t->rows * t->cols;
+        a->off = lo - st->opt_lo;
+        a->n = hi - lo;
         a->decay = t->decay;
         int64_t delta = t->off - t->goff;
         if (runs == 0 || delta != last) {
@@ -10040,9 +10081,11 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
                                            char *err, size_t cap) {
     if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    if (cfg->parallel != GPT2RT_PARALLEL_NONE || cfg->n_devices != 1) {
-        snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device",
-                 (int)cfg->parallel, cfg->n_devices);
+    /* data parallel: one state per rank, on device_ids[0] (gpt2rt__dp_open passes each rank
+       a config whose device_ids start with its own device); layer split: gpt2rt__cu_create_span */
+    if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
+        snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
+                 "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
         return GPT2RT_ERR_NOT_IMPLEMENTED;
     }
     gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
@@ -10095,6 +10138,10 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
                              (long long)np, (long long)ntr, d->frozen);
         st->n_params = np;
         st->n_train = ntr;
+        /* ZeRO-1: the master and the moments hold shard 0's floats until gpt2rt__cu_dp_attach
+           (8.6) gives the rank its own shard */
+        st->opt_lo = 0;
+        st->opt_hi = d->shards > 1 ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
     }
 
     /* device, and its free memory against the plan */
@@ -10226,7 +10273,7 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
 
     /* zero gradients and moments, then the weights from the host */
     GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
-    GPT2RT__CU_CCK(cudaMemsetAsync(st->m, 0, (size_t)st->n_train * 8, st->stream));
+    GPT2RT__CU_CCK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream)); /* m, v: n_opt each */
     GPT2RT__CU_CCK(cudaStreamSynchronize(st->stream));
     {
         gpt2rt_result r = gpt2rt__cu_upload_params(ctx, st);
@@ -10253,6 +10300,7 @@ static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
     if (st->stream) (void)cudaStreamSynchronize(st->stream);
     if (st->blas_ok) gpt2rt__cu_blas_destroy(&st->blas);
     if (st->ev_ok) (void)cudaEventDestroy(st->ev_tok);
+    if (st->dp_ev_ok) { (void)cudaEventDestroy(st->ev_grads); (void)cudaEventDestroy(st->ev_comm); }
     if (st->stream) (void)cudaStreamDestroy(st->stream);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
         if (st->arena[i]) (void)cudaFree(st->arena[i]);
@@ -10283,8 +10331,11 @@ static gpt2rt_result gpt2rt__cu_upload_params_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         const gpt2rt__tensor *t = &ctx->tensors[i];
         int64_t n = t->rows * t->cols;
         const float *src = ctx->params + t->off;
-        if (st->master && t->goff >= 0)
-            GPT2RT__CU_CK(cudaMemcpyAsync(st->master + t->goff, src, (size_t)n * 4, cudaMemcpyHostToDevice, s));
+        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo; /* ZeRO-1: the master of the own shard */
+        int64_t hi = t->goff + n < st->opt_hi ? t->goff + n : st->opt_hi;
+        if (st->master && t->goff >= 0 && hi > lo)
+            GPT2RT__CU_CK(cudaMemcpyAsync(st->master + (lo - st->opt_lo), src + (lo - t->goff), (size_t)(hi - lo) * 4,
+                                          cudaMemcpyHostToDevice, s));
         for (int64_t j = 0; j < n; j += per) {
             int64_t k = n - j < per ? n - j : per;
             GPT2RT__CU_CK(cudaStreamSynchronize(s)); /* the stage is free again */
@@ -10308,7 +10359,8 @@ static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state 
 }
 
 /* the trained tensors' fp32 master -> ctx->params (frozen tensors never change on the
-   device: the host copy is already theirs). Synchronous. */
+   device: the host copy is already theirs). ZeRO-1 in bf16/fp16: the part in the own
+   shard only (gpt2rt__cu_host_weights asks every rank). Synchronous. */
 static gpt2rt_result gpt2rt__cu_download_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     st->phase = "download_params";
     st->layer = -1;
@@ -10316,8 +10368,11 @@ static gpt2rt_result gpt2rt__cu_download_params(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
         if (t->goff < 0) continue;
-        const float *src = st->master ? st->master + t->goff : (const float *)st->w + t->off;
-        GPT2RT__CU_CK(cudaMemcpyAsync(ctx->params + t->off, src, (size_t)(t->rows * t->cols) * 4,
+        int64_t n = t->rows * t->cols, lo = t->goff, hi = t->goff + n;
+        if (st->master) { if (lo < st->opt_lo) lo = st->opt_lo; if (hi > st->opt_hi) hi = st->opt_hi; }
+        if (hi <= lo) continue;
+        const float *src = st->master ? st->master + (lo - st->opt_lo) : (const float *)st->w + t->off;
+        GPT2RT__CU_CK(cudaMemcpyAsync(ctx->params + t->off + (lo - t->goff), src, (size_t)(hi - lo) * 4,
                                       cudaMemcpyDeviceToHost, st->stream));
     }
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
@@ -10325,22 +10380,25 @@ static gpt2rt_result gpt2rt__cu_download_params(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     return GPT2RT_OK;
 }
 
-/* m, v (n_train fp32 each, goff order) host -> device, and back; either may be NULL */
+/* m, v (n_train fp32 each, goff order) host -> device, and back; either may be NULL.
+   ZeRO-1: the own shard [opt_lo, opt_hi) of them only. */
 static gpt2rt_result gpt2rt__cu_upload_moments(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const float *m, const float *v) {
     st->phase = "upload_moments";
     st->layer = -1;
+    size_t bytes = (size_t)(st->opt_hi - st->opt_lo) * 4;
     GPT2RT__CU_CK(cudaSetDevice(st->device));
-    if (m) GPT2RT__CU_CK(cudaMemcpyAsync(st->m, m, (size_t)st->n_train * 4, cudaMemcpyHostToDevice, st->stream));
-    if (v) GPT2RT__CU_CK(cudaMemcpyAsync(st->v, v, (size_t)st->n_train * 4, cudaMemcpyHostToDevice, st->stream));
+    if (m) GPT2RT__CU_CK(cudaMemcpyAsync(st->m, m + st->opt_lo, bytes, cudaMemcpyHostToDevice, st->stream));
+    if (v) GPT2RT__CU_CK(cudaMemcpyAsync(st->v, v + st->opt_lo, bytes, cudaMemcpyHostToDevice, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     return GPT2RT_OK;
 }
 static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *m, float *v) {
     st->phase = "download_moments";
     st->layer = -1;
+    size_t bytes = (size_t)(st->opt_hi - st->opt_lo) * 4;
     GPT2RT__CU_CK(cudaSetDevice(st->device));
-    if (m) GPT2RT__CU_CK(cudaMemcpyAsync(m, st->m, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
-    if (v) GPT2RT__CU_CK(cudaMemcpyAsync(v, st->v, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
+    if (m) GPT2RT__CU_CK(cudaMemcpyAsync(m + st->opt_lo, st->m, bytes, cudaMemcpyDeviceToHost, st->stream));
+    if (v) GPT2RT__CU_CK(cudaMemcpyAsync(v + st->opt_lo, st->v, bytes, cudaMemcpyDeviceToHost, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     return GPT2RT_OK;
 }
@@ -10349,9 +10407,10 @@ static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_sta
 static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int moments) {
     st->phase = "zero";
     st->layer = -1;
+    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
-    if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->n_train * 8, st->stream));
+    if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     st->grads_dirty = 0;
     st->have_targets = 0;
@@ -10363,6 +10422,7 @@ static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int 
 static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *g) {
     st->phase = "download_grads";
     st->layer = -1;
+    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(g, st->grads, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
@@ -10370,14 +10430,24 @@ static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state
 }
 
 /* one tensor (rows*cols floats, internal layout) to dst: its value (fp32 master; frozen:
-   the host copy), raw gradient, m or v (frozen: GPT2RT_ERR_INVALID_ARGUMENT) */
+   the host copy), raw gradient, m or v (frozen: GPT2RT_ERR_INVALID_ARGUMENT). ZeRO-1: the
+   master (bf16/fp16) and the moments of the part in the own shard only, to the same
+   place of dst (the rest of dst untouched; gpt2rt__cu_param_read asks every rank). */
 static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                                 gpt2rt_param_what what, float *dst) {
     st->phase = "read_tensor";
     st->layer = -1;
     size_t bytes = (size_t)(t->rows * t->cols) * 4;
     const float *src = NULL;
-    if (what == GPT2RT_PARAM_VALUE) {
+    int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master);
+    if (t->goff >= 0 && sharded && (st->opt_lo > 0 || st->opt_hi < st->n_train)) {
+        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo;
+        int64_t hi = t->goff + t->rows * t->cols < st->opt_hi ? t->goff + t->rows * t->cols : st->opt_hi;
+        if (hi <= lo) return GPT2RT_OK;
+        dst += lo - t->goff;
+        bytes = (size_t)(hi - lo) * 4;
+        src = (what == GPT2RT_PARAM_VALUE ? st->master : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + (lo - st->opt_lo);
+    } else if (what == GPT2RT_PARAM_VALUE) {
         if (t->goff < 0) { memcpy(dst, ctx->params + t->off, bytes); return GPT2RT_OK; }
         src = st->master ? st->master + t->goff : (const float *)st->w + t->off;
     } else {
@@ -10385,6 +10455,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_read_tensor: %s is frozen: no gradient "
                                 "or moments", t->name);
         src = (what == GPT2RT_PARAM_GRAD ? st->grads : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + t->goff;
+        if (what == GPT2RT_PARAM_GRAD) GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
     }
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
@@ -10850,6 +10921,8 @@ static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) 
    zeroed, weights and moments untouched; fp16: the scale halves); *loss_scale: the scale
    the next backward uses. The caller advances ctx->step when not skipped and resets its
    accumulation counters, as gpt2rt_update does. Waits for the device once (the norm). */
+static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, double *sumsq); /* 8.6 */
+template <typename X> static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *st);
 template <typename X>
 static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm_out,
                                          int *skipped_out, float *scale_out) {
@@ -10859,14 +10932,24 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
     /* the reduction scratch: norm result (2 doubles), then the AdamW table */
     double *d_norm = (double *)(void *)st->red;
     gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
+    double sumsq = 0.0;
+    if (st->dcomm) /* data parallel (8.6): the summed gradients; global loss, targets, squared norm */
+        GPT2RT__CU_RET(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
     double unscale = ctx->acc_targets ? (double)(d->n_out * c->grad_accum) / (double)ctx->acc_targets : 0.0;
     unscale /= (double)st->loss_scale;
-    GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
-    GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
-    GPT2RT__CU_CK(cudaStreamSynchronize(s));
-    float norm = (float)(st->h_norm[0] * unscale);
-    int skipped = !isfinite(norm);
-    if (skipped) {
+    if (!st->dcomm) {
+        GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
+        GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
+        GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    }
+    float norm = (float)((st->dcomm ? sqrt(sumsq) : st->h_norm[0]) * unscale);
+    /* no counted target: data parallel only (one device skips before calling), every rank alike */
+    int skipped = !isfinite(norm) || !ctx->acc_targets;
+    if (!ctx->acc_targets) {
+        GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the micro-batches since the last update is "
+                    "ignored (negative) on every rank; update skipped at step %lld", (long long)ctx->step);
+    } else if (skipped) {
         GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
         if (c->precision == GPT2RT_PRECISION_FP16) {
             st->loss_scale = st->loss_scale * 0.5f < 1.0f ? 1.0f : st->loss_scale * 0.5f;
@@ -10885,14 +10968,17 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
         float grad_scale = (float)(unscale * (double)coef);
         GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
                                       cudaMemcpyHostToDevice, s));
+        /* the table counts from opt_lo (0 without ZeRO-1), where the master and moments start */
         for (int r = 0; r < st->n_runs; r++) {
             const gpt2rt__cu_adamw_run *run = &st->runs[r];
-            float *params = st->master ? st->master : (float *)st->w + run->delta;
-            X *params_x = st->master ? (X *)st->w + run->delta : NULL;
-            GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads, st->m, st->v, d_tab + run->i0, run->n,
-                                              run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+            float *params = st->master ? st->master : (float *)st->w + run->delta + st->opt_lo;
+            X *params_x = st->master ? (X *)st->w + run->delta + st->opt_lo : NULL;
+            GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads + st->opt_lo, st->m, st->v, d_tab + run->i0,
+                                              run->n, run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
                                               ctx->step + 1, grad_scale, s));
         }
+        if (st->opt_hi - st->opt_lo < st->n_train) /* ZeRO-1: every rank gets every updated weight */
+            GPT2RT__CU_RET(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
         st->host_stale = 1;
         if (c->precision == GPT2RT_PRECISION_FP16 && ++st->clean_steps >= GPT2RT__CU_SCALE_WINDOW) {
             st->loss_scale = st->loss_scale * 2.0f > GPT2RT__CU_SCALE_MAX ? GPT2RT__CU_SCALE_MAX : st->loss_scale * 2.0f;
@@ -10999,9 +11085,15 @@ static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
     return GPT2RT_OK;
 }
 
-/* ctx->params caught up with the device (updates move the device copy only) */
+/* ctx->params caught up with the device (updates move the device copy only); data
+   parallel with ZeRO-1 in bf16/fp16: every rank's master holds its shard of them */
 static gpt2rt_result gpt2rt__cu_host_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
-    return st->host_stale ? gpt2rt__cu_download_params(ctx, st) : GPT2RT_OK;
+    if (!st->host_stale) return GPT2RT_OK;
+    for (int r = 1; r < ctx->n_ranks && st->master && st->opt_hi - st->opt_lo < st->n_train; r++) {
+        gpt2rt_result res = gpt2rt__cu_download_params(ctx, ctx->ranks[r]->cu);
+        if (res != GPT2RT_OK) return res;
+    }
+    return gpt2rt__cu_download_params(ctx, st);
 }
 
 /* gpt2rt_param_read on a CUDA context (name and count checked): the value from the host
@@ -11024,25 +11116,298 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
     float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
     if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
     r = gpt2rt__cu_read_tensor(ctx, st, t, what, tmp);
-    /* the device's raw gradients also carry the loss scale */
-    float k = what == GPT2RT_PARAM_GRAD ? (float)(gpt2rt__opt_grad_unscale(ctx) / (double)st->loss_scale) : 1.0f;
+    /* data parallel with ZeRO-1: each rank holds the moments of its shard */
+    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && what != GPT2RT_PARAM_GRAD && ctx->d.shards > 1; i++)
+        if ((r = gpt2rt__cu_read_tensor(ctx->ranks[i], ctx->ranks[i]->cu, t, what, tmp)) != GPT2RT_OK) {
+            char msg[sizeof ctx->error];
+            memcpy(msg, ctx->ranks[i]->error, sizeof msg);
+            gpt2rt__fail(ctx, r, "%s", msg);
+        }
+    /* the device's raw gradients also carry the loss scale; data parallel, once summed over
+       the ranks: of every rank's targets (as the CPU's gpt2rt_param_read) */
+    double unscale = gpt2rt__opt_grad_unscale(ctx);
+    if (ctx->n_ranks > 1 && ctx->dp_reduced) {
+        int64_t all = 0;
+        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
+        unscale = all ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all : 0.0;
+    }
+    float k = what == GPT2RT_PARAM_GRAD ? (float)(unscale / (double)st->loss_scale) : 1.0f;
     if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
     gpt2rt__free(&ctx->cfg, tmp, GPT2RT_MEM_BOOKKEEPING);
     return r;
 }
 
 
-/* ==== 8.6 NCCL communicator ==== */
-/* The gpt2rt__comm of CUDA ranks (GPT2RT_NCCL builds, linked with -lnccl): one rank per
-   device, world_size processes x n_devices each, ids exchanged by the rendezvous
-   (10.3). Collectives run on the communicator's own stream, so a bucket's reduction
-   can overlap the backward on the compute stream; the caller orders the two with
-   events. The buffers are device pointers. NCCL's all-reduce gives every rank the
-   same bits and is deterministic run to run on one topology, but it does not sum in
-   rank order: the CUDA equalities with one device hold within fp32 reassociation.
-   The communicator is non-blocking (ncclConfig_t.blocking = 0), so initialisation and
-   every collective are polled against timeout_s and aborted after it, never waited on
-   forever. COMPILED, NEVER RUN: no machine with two GPUs has run it yet. */
+/* ==== 8.6 Device communicators: NCCL, loopback; data parallel on the device ==== */
+/* CUDA data parallel in one process (parallel = DATA, backend CUDA): rank r is a context
+   of its own (rank 0 the application's, ranks 1.. made by gpt2rt__dp_open, 11.3) with its
+   own device state on device_ids[r], run by one host thread as on the CPU (11.4), each
+   rank the one-device forward and backward on its rows. Two communicators per rank:
+   - the host one, ctx->comm: the rank threads' group of 1.4, for the few doubles the
+     update agrees on (loss, counted targets, squared gradient norm: summed in rank order
+     on the host) and to end every rank's waits when one fails;
+   - the device one, st->dcomm, for the fp32 gradient and weight buffers: the 1.4
+     interface (float buffers, the same shards) extended by a stream and wait() (1.2):
+     a collective is enqueued on the communicator's own stream and returns. Two kinds:
+       NCCL (GPT2RT_NCCL builds, linked with -lnccl) where the devices differ;
+       loopback (every build; the test mode of one GPU named twice, allow_shared_device):
+       the ranks are this process's threads, each publishes its device pointer, and
+       rank r sums shard r over every rank's buffer in rank order 0, 1, ..., N-1 with a
+       kernel (same device, or peer access), then the shards are copied to every rank:
+       every rank gets the same bits, run to run, the CPU ranks' order of sums.
+   The backward's last micro-step hands each layer's gradients to the device
+   communicator as soon as the layer is done (gpt2rt__dp_bucket_ready, 10.1): the
+   compute stream records ev_grads, the communicator's stream waits for it, and the
+   reduction runs there while the compute stream goes on with the layers below. The
+   update waits for the communicator (wait(), at most the timeout), orders the compute
+   stream after it (ev_comm), and takes the norm of its shard of the summed gradient;
+   the doubles are summed on the host, so every rank takes the same decision (clip,
+   skip, fp16 loss scale). ZeRO-1 (shard_optimizer): one reduce-scatter after the
+   backward, AdamW of the own shard (master weights and moments sized for it), then the
+   fp32 weights are all-gathered through the gradient buffer and every floatX working
+   copy is refreshed from them (the same rounding as the update's: bitwise the
+   unsharded weights). NCCL does not sum in rank order: with it, data parallel equals
+   one device within fp32 reassociation only, as with the loopback.
+   COMPILED, NEVER RUN: kernels/data_parallel.cu checks it on a GPU (make test-gpu). */
+
+/* inside functions with `ctx` and `st` in scope, as in 8.5 */
+#define GPT2RT__CU_CK(call) do { cudaError_t e_ = (call); \
+        if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
+#define GPT2RT__CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
+
+/* ---- kernels ---- */
+
+typedef struct gpt2rt__cu_ptrs { const float *p[GPT2RT_MAX_DEVICES]; } gpt2rt__cu_ptrs;
+
+/* out[i] = in.p[0][i] + in.p[1][i] + ... + in.p[n_in-1][i], left to right (the CPU threads'
+   order); out may be one of the inputs (each element is read before it is written) */
+__global__ void gpt2rt__cuk_rank_sum(float *out, gpt2rt__cu_ptrs in, int n_in, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float s = in.p[0][i];
+        for (int k = 1; k < n_in; k++) s = __fadd_rn(s, in.p[k][i]);
+        out[i] = s;
+    }
+}
+static cudaError_t gpt2rt__cu_rank_sum(float *out, const gpt2rt__cu_ptrs *in, int n_in, int64_t n, cudaStream_t s) {
+    if (n <= 0) return cudaSuccess;
+    int64_t b = (int64_t)gpt2rt__cu_blocks(n, 256);
+    gpt2rt__cuk_rank_sum<<<(unsigned)(b < 4096 ? b : 4096), 256, 0, s>>>(out, *in, n_in, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* out (n) floatX = in (n) fp32, rounded as the AdamW kernel rounds its floatX copy */
+template <typename X>
+__global__ void gpt2rt__cuk_cast(X *out, const float *in, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = gpt2rt__cu_to<X>(in[i]);
+}
+template <typename X>
+static cudaError_t gpt2rt__cu_cast(X *out, const float *in, int64_t n, cudaStream_t s) {
+    if (n <= 0) return cudaSuccess;
+    int64_t b = (int64_t)gpt2rt__cu_blocks(n, 256);
+    gpt2rt__cuk_cast<X><<<(unsigned)(b < 4096 ? b : 4096), 256, 0, s>>>(out, in, n);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---- the ranks' device communicators ---- */
+
+/* every rank's device communicator (gpt2rt_ctx.dgroup of rank 0); the loopback's state */
+typedef struct gpt2rt__dcomms {
+    int n, nccl;
+    gpt2rt__comm comms[GPT2RT_MAX_DEVICES]; /* rank r's */
+    void *host;                             /* the rank threads' gpt2rt__comm_group (1.4) */
+    int device[GPT2RT_MAX_DEVICES];
+    cudaStream_t stream[GPT2RT_MAX_DEVICES];       /* loopback: rank r's communicator stream */
+    cudaEvent_t ev[GPT2RT_MAX_DEVICES][3];         /* loopback: rank r's point in a phase */
+    int made[GPT2RT_MAX_DEVICES];                  /* loopback: stream and events created */
+} gpt2rt__dcomms;
+
+#ifdef GPT2RT__COMM_THREADS
+/* a rank thread of the group failed (the host group of 1.4): the device waits stop */
+static int gpt2rt__dcomm_peer_failed(void *host) {
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)host;
+    if (!g) return 0;
+    pthread_mutex_lock(&g->mu);
+    int f = g->failed;
+    pthread_mutex_unlock(&g->mu);
+    return f;
+}
+
+/* Loopback. A collective is a few phases; each ends with gpt2rt__loop_sync: the rank
+   records its phase event on its stream, waits for every rank thread at the host
+   group's barrier, then makes its stream wait for every other rank's event. So a rank
+   reads another's buffer only after that rank's stream reached the point where the
+   buffer is ready, and changes its own only after every reader is done. The event of
+   a phase is ev[rank][gen % 3], gen the host barrier's generation (the same on every
+   rank; it cannot move before this rank arrives): an event is recorded again only
+   two barriers later, when every rank has issued its waits for the earlier record.
+   Every event waited on was recorded before the barrier, so the device never waits
+   for something no one will do: a failed rank ends the host barrier, not the device. */
+static gpt2rt_result gpt2rt__loop_fail(gpt2rt__comm *c, cudaError_t e, const char *what) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    snprintf(c->err, sizeof c->err, "loopback %s on rank %d (device %d): %s", what, c->rank, lp->device[c->rank],
+             cudaGetErrorString(e));
+    gpt2rt__comm_threads_fail(&((gpt2rt__comm_group *)lp->host)->comms[c->rank]);
+    return GPT2RT_ERR_UNAVAILABLE;
+}
+
+static gpt2rt_result gpt2rt__loop_sync(gpt2rt__comm *c) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)lp->host;
+    int r = c->rank, p = (int)(g->gen % 3);
+    cudaError_t e = cudaEventRecord(lp->ev[r][p], lp->stream[r]);
+    if (e != cudaSuccess) return gpt2rt__loop_fail(c, e, "cudaEventRecord");
+    gpt2rt_result res = gpt2rt__comm_threads_wait(&g->comms[r]);
+    if (res != GPT2RT_OK) { snprintf(c->err, sizeof c->err, "%s", g->comms[r].err); return res; }
+    for (int k = 0; k < lp->n; k++)
+        if (k != r && (e = cudaStreamWaitEvent(lp->stream[r], lp->ev[k][p], 0)) != cudaSuccess)
+            return gpt2rt__loop_fail(c, e, "cudaStreamWaitEvent");
+    return GPT2RT_OK;
+}
+
+/* publish buf (rank order is the slot order), set the device, then the first phase */
+static gpt2rt_result gpt2rt__loop_begin(gpt2rt__comm *c, void *buf) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    ((gpt2rt__comm_group *)lp->host)->bufs[c->rank] = buf;
+    cudaError_t e = cudaSetDevice(lp->device[c->rank]);
+    if (e != cudaSuccess) return gpt2rt__loop_fail(c, e, "cudaSetDevice");
+    return gpt2rt__loop_sync(c);
+}
+
+/* shard c->rank of buf := the sum over the ranks' bufs, in rank order */
+static gpt2rt_result gpt2rt__loop_sum_own(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)lp->host;
+    int64_t lo = gpt2rt__shard_lo(n, c->size, c->rank), hi = gpt2rt__shard_lo(n, c->size, c->rank + 1);
+    gpt2rt__cu_ptrs in;
+    memset(&in, 0, sizeof in);
+    for (int k = 0; k < lp->n; k++) in.p[k] = (const float *)g->bufs[k] + lo;
+    cudaError_t e = gpt2rt__cu_rank_sum(buf + lo, &in, lp->n, hi - lo, lp->stream[c->rank]);
+    return e == cudaSuccess ? GPT2RT_OK : gpt2rt__loop_fail(c, e, "the rank-order sum kernel");
+}
+
+/* every shard but c->rank's from the rank that owns it */
+static gpt2rt_result gpt2rt__loop_copy_others(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)lp->host;
+    int r = c->rank;
+    for (int k = 0; k < lp->n; k++) {
+        int64_t lo = gpt2rt__shard_lo(n, c->size, k), hi = gpt2rt__shard_lo(n, c->size, k + 1);
+        if (k == r || hi <= lo) continue;
+        cudaError_t e = cudaMemcpyPeerAsync(buf + lo, lp->device[r], (const float *)g->bufs[k] + lo, lp->device[k],
+                                            (size_t)(hi - lo) * sizeof(float), lp->stream[r]);
+        if (e != cudaSuccess) return gpt2rt__loop_fail(c, e, "cudaMemcpyPeerAsync");
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__loop_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt_result r = gpt2rt__loop_begin(c, buf);
+    if (r == GPT2RT_OK) r = gpt2rt__loop_sum_own(c, buf, n);
+    return r == GPT2RT_OK ? gpt2rt__loop_sync(c) : r; /* no rank changes its buffer before the others read it */
+}
+static gpt2rt_result gpt2rt__loop_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt_result r = gpt2rt__loop_begin(c, buf);
+    if (r == GPT2RT_OK) r = gpt2rt__loop_copy_others(c, buf, n);
+    return r == GPT2RT_OK ? gpt2rt__loop_sync(c) : r;
+}
+/* the sums, then (once every rank's shard is summed) the others' shards */
+static gpt2rt_result gpt2rt__loop_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt_result r = gpt2rt__loop_begin(c, buf);
+    if (r == GPT2RT_OK) r = gpt2rt__loop_sum_own(c, buf, n);
+    if (r == GPT2RT_OK) r = gpt2rt__loop_sync(c);
+    if (r == GPT2RT_OK) r = gpt2rt__loop_copy_others(c, buf, n);
+    return r == GPT2RT_OK ? gpt2rt__loop_sync(c) : r;
+}
+static gpt2rt_result gpt2rt__loop_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    if (root < 0 || root >= c->size) {
+        snprintf(c->err, sizeof c->err, "broadcast: root = %d must lie in [0, size = %d)", root, c->size);
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    gpt2rt_result r = gpt2rt__loop_begin(c, buf);
+    if (r == GPT2RT_OK && c->rank != root && bytes) {
+        cudaError_t e = cudaMemcpyPeerAsync(buf, lp->device[c->rank], ((gpt2rt__comm_group *)lp->host)->bufs[root],
+                                            lp->device[root], bytes, lp->stream[c->rank]);
+        if (e != cudaSuccess) r = gpt2rt__loop_fail(c, e, "cudaMemcpyPeerAsync");
+    }
+    return r == GPT2RT_OK ? gpt2rt__loop_sync(c) : r;
+}
+static gpt2rt_result gpt2rt__loop_barrier(gpt2rt__comm *c) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    cudaError_t e = cudaSetDevice(lp->device[c->rank]);
+    return e == cudaSuccess ? gpt2rt__loop_sync(c) : gpt2rt__loop_fail(c, e, "cudaSetDevice");
+}
+/* nothing here can hang (every event waited on was recorded): a plain synchronize */
+static gpt2rt_result gpt2rt__loop_wait(gpt2rt__comm *c) {
+    gpt2rt__dcomms *lp = (gpt2rt__dcomms *)c->impl;
+    cudaError_t e = cudaSetDevice(lp->device[c->rank]);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(lp->stream[c->rank]);
+    return e == cudaSuccess ? GPT2RT_OK : gpt2rt__loop_fail(c, e, "waiting for the communicator stream");
+}
+static void gpt2rt__loop_destroy(gpt2rt__comm *c) { (void)c; } /* gpt2rt__dcomms_free frees the whole group */
+
+/* the loopback communicators of lp->n ranks on lp->device[], over the rank threads' group
+   host; devices that differ need peer access (else NCCL: GPT2RT_NCCL) */
+static gpt2rt_result gpt2rt__loop_open(gpt2rt__dcomms *lp, void *host, char *err, size_t cap) {
+    lp->host = host;
+    for (int r = 0; r < lp->n; r++) {
+        cudaError_t e = cudaSetDevice(lp->device[r]);
+        for (int k = 0; k < lp->n && e == cudaSuccess; k++) {
+            if (lp->device[k] == lp->device[r]) continue;
+            int can = 0;
+            e = cudaDeviceCanAccessPeer(&can, lp->device[r], lp->device[k]);
+            if (e == cudaSuccess && !can) {
+                snprintf(err, cap, "data parallel over devices %d and %d: the loopback reduction needs peer access "
+                         "between them, which they lack; build with -DGPT2RT_NCCL (link -lnccl) to reduce with NCCL",
+                         lp->device[r], lp->device[k]);
+                return GPT2RT_ERR_UNAVAILABLE;
+            }
+            if (e == cudaSuccess && (e = cudaDeviceEnablePeerAccess(lp->device[k], 0)) == cudaErrorPeerAccessAlreadyEnabled) {
+                (void)cudaGetLastError();
+                e = cudaSuccess;
+            }
+        }
+        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&lp->stream[r], cudaStreamNonBlocking);
+        for (int p = 0; p < 3 && e == cudaSuccess; p++) {
+            e = cudaEventCreateWithFlags(&lp->ev[r][p], cudaEventDisableTiming);
+            if (e != cudaSuccess) { /* undo this rank's part: made[r] stays 0 */
+                for (int q = 0; q < p; q++) (void)cudaEventDestroy(lp->ev[r][q]);
+                (void)cudaStreamDestroy(lp->stream[r]);
+            }
+        }
+        if (e != cudaSuccess) {
+            snprintf(err, cap, "loopback communicator of rank %d on device %d: %s", r, lp->device[r], cudaGetErrorString(e));
+            (void)cudaGetLastError();
+            return GPT2RT_ERR_UNAVAILABLE;
+        }
+        lp->made[r] = 1;
+        gpt2rt__comm *c = &lp->comms[r];
+        memset(c, 0, sizeof *c);
+        c->rank = r; c->size = lp->n; c->impl = lp;
+        c->all_reduce = gpt2rt__loop_all_reduce;
+        c->reduce_scatter = gpt2rt__loop_reduce_scatter;
+        c->all_gather = gpt2rt__loop_all_gather;
+        c->broadcast = gpt2rt__loop_broadcast;
+        c->barrier = gpt2rt__loop_barrier;
+        c->destroy = gpt2rt__loop_destroy;
+        c->stream = (void *)lp->stream[r];
+        c->wait = gpt2rt__loop_wait;
+    }
+    return GPT2RT_OK;
+}
+#endif /* GPT2RT__COMM_THREADS */
+
+/* NCCL (GPT2RT_NCCL builds, linked with -lnccl): one rank per device, the ids exchanged
+   by the rendezvous across processes (10.3; not used yet: multi-process CUDA runs are
+   refused) or drawn here for the ranks of one process. NCCL's sums give every rank the
+   same bits and are deterministic run to run on one topology, but not in rank order.
+   The communicator is non-blocking (ncclConfig_t.blocking = 0): initialisation, every
+   enqueue and wait() are polled against timeout_s and end early when a rank thread of
+   this process failed; either aborts the communicator (unusable afterwards), never a
+   wait forever. NCCL refuses one GPU twice: the test mode uses the loopback. */
 #ifdef GPT2RT_NCCL
 static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap);
 
@@ -11052,20 +11417,32 @@ typedef struct gpt2rt__nccl {
     float *one;       /* a device float the barrier reduces */
     double timeout_s;
     int device;
+    void *peers;      /* the rank threads' gpt2rt__comm_group when the ranks share this process, or NULL */
 } gpt2rt__nccl;
 
 /* the advice every NCCL failure ends with */
 #define GPT2RT__NCCL_HINT "(NCCL_DEBUG=INFO shows why; NCCL_P2P_DISABLE=1 helps where peer-to-peer copies hang, " \
                           "e.g. GeForce cards or a virtualised PCIe)"
 
-/* wait for the communicator's last call and its stream, at most timeout_s; a hang or
-   a failed peer aborts the communicator (it is unusable afterwards) */
-static gpt2rt_result gpt2rt__nccl_wait(gpt2rt__comm *c, ncclResult_t started, const char *what) {
+static int gpt2rt__nccl_peers_failed(const gpt2rt__nccl *m) {
+#ifdef GPT2RT__COMM_THREADS
+    return gpt2rt__dcomm_peer_failed(m->peers);
+#else
+    (void)m;
+    return 0;
+#endif
+}
+
+/* Poll the communicator after a call that returned `started`: until NCCL has taken it
+   (finish = 0: enqueued), or also until its stream has run it (finish = 1), at most
+   timeout_s. A failure, a hang or a failed rank thread aborts the communicator. */
+static gpt2rt_result gpt2rt__nccl_poll(gpt2rt__comm *c, ncclResult_t started, const char *what, int finish) {
     gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
     double deadline = gpt2rt__now() + m->timeout_s;
     ncclResult_t e = started;
     for (;;) {
         if (e == ncclSuccess) {
+            if (!finish) return GPT2RT_OK;
             cudaError_t q = cudaStreamQuery(m->stream);
             if (q == cudaSuccess) return GPT2RT_OK;
             if (q != cudaErrorNotReady) {
@@ -11079,9 +11456,13 @@ static gpt2rt_result gpt2rt__nccl_wait(gpt2rt__comm *c, ncclResult_t started, co
             m->comm = NULL;
             return GPT2RT_ERR_IO;
         }
-        if (gpt2rt__now() > deadline) {
-            snprintf(c->err, sizeof c->err, "NCCL %s on rank %d did not finish within %g s: another rank failed or "
-                     "stopped %s", what, c->rank, m->timeout_s, GPT2RT__NCCL_HINT);
+        int peer = gpt2rt__nccl_peers_failed(m);
+        if (peer || gpt2rt__now() > deadline) {
+            if (peer)
+                snprintf(c->err, sizeof c->err, "NCCL %s on rank %d stopped: rank %d failed", what, c->rank, peer - 1);
+            else
+                snprintf(c->err, sizeof c->err, "NCCL %s on rank %d did not finish within %g s: another rank failed "
+                         "or stopped %s", what, c->rank, m->timeout_s, GPT2RT__NCCL_HINT);
             (void)ncclCommAbort(m->comm);
             m->comm = NULL;
             return GPT2RT_ERR_IO;
@@ -11092,11 +11473,14 @@ static gpt2rt_result gpt2rt__nccl_wait(gpt2rt__comm *c, ncclResult_t started, co
     }
 }
 
+#define GPT2RT__NCCL_LIVE(c, m) do { if (!(m)->comm) { \
+        snprintf((c)->err, sizeof (c)->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; } } while (0)
+
 static gpt2rt_result gpt2rt__nccl_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
     gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
-    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
-    return gpt2rt__nccl_wait(c, ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, m->comm, m->stream),
-                             "all_reduce");
+    GPT2RT__NCCL_LIVE(c, m);
+    return gpt2rt__nccl_poll(c, ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, m->comm, m->stream),
+                             "all_reduce", 0);
 }
 
 /* in place where the shards are equal (n a multiple of the padded share), else the
@@ -11104,37 +11488,43 @@ static gpt2rt_result gpt2rt__nccl_all_reduce(gpt2rt__comm *c, float *buf, int64_
 static gpt2rt_result gpt2rt__nccl_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
     gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
     int64_t per = gpt2rt__shard_lo(n, c->size, 1);
-    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    GPT2RT__NCCL_LIVE(c, m);
     if (per * c->size != n) return gpt2rt__nccl_all_reduce(c, buf, n);
-    return gpt2rt__nccl_wait(c, ncclReduceScatter(buf, buf + per * c->rank, (size_t)per, ncclFloat, ncclSum, m->comm,
-                                                  m->stream), "reduce_scatter");
+    return gpt2rt__nccl_poll(c, ncclReduceScatter(buf, buf + per * c->rank, (size_t)per, ncclFloat, ncclSum, m->comm,
+                                                  m->stream), "reduce_scatter", 0);
 }
 
 static gpt2rt_result gpt2rt__nccl_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
     gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
-    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
+    GPT2RT__NCCL_LIVE(c, m);
     int64_t per = gpt2rt__shard_lo(n, c->size, 1);
     if (per * c->size == n)
-        return gpt2rt__nccl_wait(c, ncclAllGather(buf + per * c->rank, buf, (size_t)per, ncclFloat, m->comm, m->stream),
-                                 "all_gather");
+        return gpt2rt__nccl_poll(c, ncclAllGather(buf + per * c->rank, buf, (size_t)per, ncclFloat, m->comm, m->stream),
+                                 "all_gather", 0);
     ncclResult_t e = ncclGroupStart(); /* unequal shards: one broadcast each, as one group */
     for (int r = 0; r < c->size && (e == ncclSuccess || e == ncclInProgress); r++) {
         int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
         e = ncclBroadcast(buf + lo, buf + lo, (size_t)(hi - lo), ncclFloat, r, m->comm, m->stream);
     }
     ncclResult_t g = ncclGroupEnd();
-    return gpt2rt__nccl_wait(c, e != ncclSuccess && e != ncclInProgress ? e : g, "all_gather");
+    return gpt2rt__nccl_poll(c, e != ncclSuccess && e != ncclInProgress ? e : g, "all_gather", 0);
 }
 
 static gpt2rt_result gpt2rt__nccl_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
     gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
-    if (!m->comm) { snprintf(c->err, sizeof c->err, "NCCL communicator aborted earlier"); return GPT2RT_ERR_STATE; }
-    return gpt2rt__nccl_wait(c, ncclBroadcast(buf, buf, bytes, ncclChar, root, m->comm, m->stream), "broadcast");
+    GPT2RT__NCCL_LIVE(c, m);
+    return gpt2rt__nccl_poll(c, ncclBroadcast(buf, buf, bytes, ncclChar, root, m->comm, m->stream), "broadcast", 0);
+}
+
+static gpt2rt_result gpt2rt__nccl_wait(gpt2rt__comm *c) {
+    GPT2RT__NCCL_LIVE(c, (gpt2rt__nccl *)c->impl);
+    return gpt2rt__nccl_poll(c, ncclSuccess, "collective", 1);
 }
 
 static gpt2rt_result gpt2rt__nccl_barrier(gpt2rt__comm *c) {
     gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
-    return gpt2rt__nccl_all_reduce(c, m->one, 1);
+    gpt2rt_result r = gpt2rt__nccl_all_reduce(c, m->one, 1);
+    return r == GPT2RT_OK ? gpt2rt__nccl_wait(c) : r;
 }
 
 static void gpt2rt__nccl_destroy(gpt2rt__comm *c) {
@@ -11167,16 +11557,15 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_id(const gpt2rt_config *c
     return r;
 }
 
-/* c := rank `rank` of `nranks` on CUDA device `device` (ncclCommInitRank's arguments,
-   non-blocking, polled at most timeout_s) */
-GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_comm(ncclUniqueId id, int nranks, int rank, int device,
-                                                            double timeout_s, gpt2rt__comm *c, char *err,
-                                                            size_t cap) {
+/* c := rank `rank` of `nranks` on `device`, not yet joined: its stream and barrier float */
+static gpt2rt_result gpt2rt__nccl_make(int nranks, int rank, int device, double timeout_s, void *peers, gpt2rt__comm *c,
+                                       char *err, size_t cap) {
     memset(c, 0, sizeof *c);
     gpt2rt__nccl *m = (gpt2rt__nccl *)calloc(1, sizeof *m);
     if (!m) { snprintf(err, cap, "NCCL communicator: %zu bytes", sizeof *m); return GPT2RT_ERR_OUT_OF_MEMORY; }
     m->timeout_s = timeout_s;
     m->device = device;
+    m->peers = peers;
     c->rank = rank; c->size = nranks; c->impl = m;
     c->all_reduce = gpt2rt__nccl_all_reduce;
     c->reduce_scatter = gpt2rt__nccl_reduce_scatter;
@@ -11184,14 +11573,28 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_comm(ncclUniqueId id, int
     c->broadcast = gpt2rt__nccl_broadcast;
     c->barrier = gpt2rt__nccl_barrier;
     c->destroy = gpt2rt__nccl_destroy;
+    c->wait = gpt2rt__nccl_wait;
     cudaError_t ce = cudaSetDevice(device);
     if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking);
     if (ce == cudaSuccess) ce = cudaMalloc((void **)&m->one, sizeof(float));
     if (ce != cudaSuccess) {
         snprintf(err, cap, "NCCL communicator on device %d: %s", device, cudaGetErrorString(ce));
+        (void)cudaGetLastError();
         gpt2rt__nccl_destroy(c);
         return GPT2RT_ERR_UNAVAILABLE;
     }
+    c->stream = (void *)m->stream;
+    return GPT2RT_OK;
+}
+
+/* c := rank `rank` of `nranks` on CUDA device `device` (ncclCommInitRank's arguments,
+   non-blocking, polled at most timeout_s): one rank per process */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_comm(ncclUniqueId id, int nranks, int rank, int device,
+                                                            double timeout_s, gpt2rt__comm *c, char *err,
+                                                            size_t cap) {
+    gpt2rt_result r = gpt2rt__nccl_make(nranks, rank, device, timeout_s, NULL, c, err, cap);
+    if (r != GPT2RT_OK) return r;
+    gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t e = ncclCommInitRankConfig(&m->comm, nranks, id, rank, &config);
@@ -11203,14 +11606,289 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__nccl_comm(ncclUniqueId id, int
         gpt2rt__nccl_destroy(c);
         return GPT2RT_ERR_UNAVAILABLE;
     }
-    gpt2rt_result r = gpt2rt__nccl_wait(c, e, "initialisation (ncclCommInitRank)");
+    r = gpt2rt__nccl_poll(c, e, "initialisation (ncclCommInitRank)", 1);
     if (r != GPT2RT_OK) {
         snprintf(err, cap, "%s", c->err);
         gpt2rt__nccl_destroy(c);
     }
     return r;
 }
+
+/* comms[0..n) := the n ranks of this process on devices[] (distinct), initialised from
+   one thread as one NCCL group; peers: the rank threads' host group (or NULL) */
+static gpt2rt_result gpt2rt__nccl_ranks(int n, const int *devices, double timeout_s, void *peers, gpt2rt__comm *comms,
+                                        char *err, size_t cap) {
+    ncclUniqueId id;
+    ncclResult_t e = ncclGetUniqueId(&id);
+    if (e != ncclSuccess) {
+        snprintf(err, cap, "ncclGetUniqueId failed: %s %s", ncclGetErrorString(e), GPT2RT__NCCL_HINT);
+        return GPT2RT_ERR_UNAVAILABLE;
+    }
+    int made = 0;
+    gpt2rt_result r = GPT2RT_OK;
+    for (; made < n && r == GPT2RT_OK; made++)
+        if ((r = gpt2rt__nccl_make(n, made, devices[made], timeout_s, peers, &comms[made], err, cap)) != GPT2RT_OK) break;
+    if (r == GPT2RT_OK) {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        e = ncclGroupStart();
+        for (int k = 0; k < n && (e == ncclSuccess || e == ncclInProgress); k++) {
+            gpt2rt__nccl *m = (gpt2rt__nccl *)comms[k].impl;
+            (void)cudaSetDevice(m->device);
+            e = ncclCommInitRankConfig(&m->comm, n, id, k, &config);
+        }
+        ncclResult_t g = ncclGroupEnd();
+        if (e == ncclSuccess || e == ncclInProgress) e = g;
+        if (e != ncclSuccess && e != ncclInProgress) {
+            snprintf(err, cap, "ncclCommInitRank of %d ranks in one process failed: %s %s", n, ncclGetErrorString(e),
+                     GPT2RT__NCCL_HINT);
+            r = GPT2RT_ERR_UNAVAILABLE;
+        }
+        for (int k = 0; k < n && r == GPT2RT_OK; k++) {
+            gpt2rt__nccl *m = (gpt2rt__nccl *)comms[k].impl;
+            if (!m->comm) {
+                snprintf(err, cap, "ncclCommInitRank gave rank %d of %d no communicator %s", k, n, GPT2RT__NCCL_HINT);
+                r = GPT2RT_ERR_UNAVAILABLE;
+            } else if ((r = gpt2rt__nccl_poll(&comms[k], ncclInProgress, "initialisation (ncclCommInitRank)", 1)) != GPT2RT_OK)
+                snprintf(err, cap, "%s", comms[k].err);
+        }
+    }
+    if (r != GPT2RT_OK)
+        for (int k = 0; k < made && k < n; k++) {
+            gpt2rt__nccl *m = (gpt2rt__nccl *)comms[k].impl;
+            if (m && m->comm) { (void)ncclCommAbort(m->comm); m->comm = NULL; }
+            gpt2rt__nccl_destroy(&comms[k]);
+        }
+    return r;
+}
+#undef GPT2RT__NCCL_LIVE
 #endif /* GPT2RT_NCCL */
+
+/* ---- data parallel on the device: opening, the buckets, the update's agreement ---- */
+
+static void gpt2rt__dcomms_free(gpt2rt__dcomms *dc) {
+    if (!dc) return;
+    for (int r = 0; r < dc->n; r++) {
+        if (dc->nccl) { if (dc->comms[r].destroy) dc->comms[r].destroy(&dc->comms[r]); continue; }
+        if (!dc->made[r]) continue;
+        (void)cudaSetDevice(dc->device[r]);
+        (void)cudaStreamSynchronize(dc->stream[r]);
+        for (int p = 0; p < 3; p++) (void)cudaEventDestroy(dc->ev[r][p]);
+        (void)cudaStreamDestroy(dc->stream[r]);
+    }
+    (void)cudaGetLastError();
+    free(dc);
+}
+
+/* rank 0 closes the ranks' device communicators (gpt2rt_free) */
+static void gpt2rt__cu_dp_close(gpt2rt_ctx *ctx) {
+    gpt2rt__dcomms_free((gpt2rt__dcomms *)ctx->dgroup);
+    ctx->dgroup = NULL;
+    for (int r = 0; r < ctx->n_ranks; r++) /* the states no longer have a communicator */
+        if (ctx->ranks[r] && ctx->ranks[r]->cu) ctx->ranks[r]->cu->dcomm = NULL;
+}
+
+/* Rank r (>= 1) of the data-parallel context ctx (rank 0, whose device state exists):
+   rc (zeroed, cfg and d copied) gets its own parameter table and a device state on
+   device_ids[r], created against rank 0's host side (the fp32 weights it uploads). */
+static gpt2rt_result gpt2rt__cu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r) {
+    rc->n_tensors = ctx->n_tensors;
+    rc->n_params = ctx->n_params;
+    rc->n_train = ctx->n_train;
+    rc->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                  GPT2RT_MEM_BOOKKEEPING);
+    if (!rc->tensors) return gpt2rt__fail(rc, GPT2RT_ERR_OUT_OF_MEMORY, "parameter table");
+    memcpy(rc->tensors, ctx->tensors, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor));
+    /* the driver runs on device_ids[0]: this rank's config names its device first (the
+       set of ordinals, which gpt2rt__dev_check judges, is the same) */
+    gpt2rt_config c = ctx->cfg;
+    c.device_ids[0] = ctx->cfg.device_ids[r];
+    c.device_ids[r] = ctx->cfg.device_ids[0];
+    char err[2048];
+    gpt2rt_result res = gpt2rt__cu_create_cfg(ctx, &c, &rc->cu, err, sizeof err);
+    if (res != GPT2RT_OK) return gpt2rt__fail(rc, res, "%s", err);
+    return GPT2RT_OK;
+}
+
+/* st (rank `rank` of dcomm's group, host side ctx: rank 0's) reduces through dcomm; with
+   ZeRO-1 it keeps shard `rank` of the master weights and moments (its table and master
+   re-made: creation gave it shard 0's) */
+static gpt2rt_result gpt2rt__cu_dp_attach(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, gpt2rt__comm *dcomm, int rank) {
+    st->phase = "data parallel";
+    st->layer = -1;
+    st->dcomm = dcomm;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (!st->dp_ev_ok) {
+        GPT2RT__CU_CK(cudaEventCreateWithFlags(&st->ev_grads, cudaEventDisableTiming));
+        cudaError_t e = cudaEventCreateWithFlags(&st->ev_comm, cudaEventDisableTiming);
+        if (e != cudaSuccess) { (void)cudaEventDestroy(st->ev_grads); return gpt2rt__cu_fail(ctx, st, e, "cudaEventCreate"); }
+        st->dp_ev_ok = 1;
+    }
+    if (st->d.shards > 1) {
+        st->opt_lo = gpt2rt__shard_lo(st->n_train, dcomm->size, rank);
+        st->opt_hi = gpt2rt__shard_lo(st->n_train, dcomm->size, rank + 1);
+        gpt2rt__cu_adamw_plan(ctx, st);
+        if (st->master) GPT2RT__CU_RET(gpt2rt__cu_upload_params(ctx, st));
+    }
+    return GPT2RT_OK;
+}
+
+/* gpt2rt_create of a CUDA data-parallel context, after gpt2rt__dp_open made the ranks and
+   their host group: the device communicators (NCCL where built with it and the devices
+   differ, else the loopback), attached to every rank's state */
+static gpt2rt_result gpt2rt__cu_dp_open(gpt2rt_ctx *ctx) {
+    int n = ctx->n_ranks, dup = 0;
+    gpt2rt__dcomms *dc = (gpt2rt__dcomms *)calloc(1, sizeof(gpt2rt__dcomms));
+    if (!dc) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the device communicators");
+    ctx->dgroup = dc;
+    dc->n = n;
+    for (int r = 0; r < n; r++) {
+        dc->device[r] = ctx->ranks[r]->cu->device;
+        for (int k = 0; k < r; k++) dup |= dc->device[k] == dc->device[r];
+    }
+    char err[1024] = "";
+    gpt2rt_result res = GPT2RT_ERR_NOT_IMPLEMENTED;
+    snprintf(err, sizeof err, "data parallel on the CUDA backend needs POSIX threads, which this build lacks");
+#ifdef GPT2RT_NCCL
+    if (!dup) {
+        dc->nccl = 1;
+        res = gpt2rt__nccl_ranks(n, dc->device, (double)ctx->cfg.timeout_s, ctx->group, dc->comms, err, sizeof err);
+        if (res != GPT2RT_OK) dc->n = 0; /* nothing left to free */
+    } else
+#endif
+    {
+        (void)dup;
+#ifdef GPT2RT__COMM_THREADS
+        res = gpt2rt__loop_open(dc, ctx->group, err, sizeof err);
+#endif
+    }
+    if (res != GPT2RT_OK) return gpt2rt__fail(ctx, res, "gpt2rt_create: %s", err);
+    for (int r = 0; r < n; r++)
+        if ((res = gpt2rt__cu_dp_attach(ctx, ctx->ranks[r]->cu, &dc->comms[r], r)) != GPT2RT_OK) return res;
+    gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: data parallel over %d CUDA ranks, gradients reduced by %s", n,
+                dc->nccl ? "NCCL" : "the loopback communicator (rank-order sums)");
+    return GPT2RT_OK;
+}
+
+/* pieces[i] = {lo, n}: those gradient floats summed over the ranks (scatter: one piece,
+   the whole gradient, reduce-scattered: shard r for rank r), enqueued on the device
+   communicator's stream after what the compute stream did so far */
+static gpt2rt_result gpt2rt__cu_dp_reduce(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const int64_t (*pieces)[2], int np,
+                                          int scatter) {
+    gpt2rt__comm *dc = st->dcomm;
+    GPT2RT__CU_CK(cudaEventRecord(st->ev_grads, st->stream));
+    GPT2RT__CU_CK(cudaStreamWaitEvent((cudaStream_t)dc->stream, st->ev_grads, 0));
+    for (int i = 0; i < np; i++) {
+        if (pieces[i][1] <= 0) continue;
+        gpt2rt_result r = scatter ? dc->reduce_scatter(dc, st->grads, st->n_train)
+                                  : dc->all_reduce(dc, st->grads + pieces[i][0], pieces[i][1]);
+        if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "data parallel: reducing the gradients: %s", dc->err);
+    }
+    return GPT2RT_OK;
+}
+
+/* wait for the device communicator (at most the timeout), then order the compute stream after it */
+static gpt2rt_result gpt2rt__cu_dp_join(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const char *what) {
+    gpt2rt__comm *dc = st->dcomm;
+    gpt2rt_result r = dc->wait(dc);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "data parallel: %s: %s", what, dc->err);
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaEventRecord(st->ev_comm, (cudaStream_t)dc->stream));
+    GPT2RT__CU_CK(cudaStreamWaitEvent(st->stream, st->ev_comm, 0));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n); /* 10.1 */
+
+/* Before a data-parallel update (gpt2rt__cu_update_t): the gradients summed (if the last
+   backward did not: fewer micro-batches than grad_accum), the compute stream after the
+   reductions, acc_loss_sum and acc_targets made global, *sumsq the squared norm of the
+   summed gradient: each rank that of shard rank of it, the doubles added in rank order
+   on the host, so every rank (sharded or not) has the same bits. */
+static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, double *sumsq) {
+    gpt2rt__comm *dc = st->dcomm;
+    cudaStream_t s = st->stream;
+    if (!ctx->dp_reduced) {
+        const int64_t all[1][2] = {{0, st->n_train}};
+        GPT2RT__CU_RET(gpt2rt__cu_dp_reduce(ctx, st, all, 1, st->d.shards > 1));
+    }
+    ctx->dp_reduced = 0;
+    GPT2RT__CU_RET(gpt2rt__cu_dp_join(ctx, st, "reducing the gradients"));
+    int64_t lo = gpt2rt__shard_lo(st->n_train, dc->size, dc->rank), hi = gpt2rt__shard_lo(st->n_train, dc->size, dc->rank + 1);
+    double *d_norm = (double *)(void *)st->red; /* norm, sum of squares */
+    GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, d_norm + 1, st->grads + lo, hi - lo, st->norm_parts, s));
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, 2 * sizeof(double), cudaMemcpyDeviceToHost, s));
+    GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    double v[3] = {ctx->acc_loss_sum, (double)ctx->acc_targets, st->h_norm[1]};
+    GPT2RT__CU_RET(gpt2rt__dp_sum(ctx, v, 3));
+    ctx->acc_loss_sum = v[0];
+    ctx->acc_targets = (int64_t)v[1];
+    *sumsq = v[2];
+    return GPT2RT_OK;
+}
+
+/* ZeRO-1, after the AdamW of this rank's shard: every rank gets every weight. The fp32
+   gradient buffer (free now) carries them: the shard's fp32 weights (the master, or the
+   fp32 weights themselves) go to their gradients' places, the all-gather fills the
+   others, every trained tensor's weights are written back (floatX: cast as the AdamW
+   kernel casts), and the gradients are zeroed. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    gpt2rt__comm *dc = st->dcomm;
+    cudaStream_t s = st->stream;
+    if (st->master) {
+        if (st->opt_hi > st->opt_lo)
+            GPT2RT__CU_CK(cudaMemcpyAsync(st->grads + st->opt_lo, st->master, (size_t)(st->opt_hi - st->opt_lo) * 4,
+                                          cudaMemcpyDeviceToDevice, s));
+    } else {
+        for (int r = 0; r < st->n_runs; r++)
+            for (int i = st->runs[r].i0; i < st->runs[r].i0 + st->runs[r].n; i++) {
+                const gpt2rt__cu_adamw_tensor *a = &st->h_adamw[i];
+                GPT2RT__CU_CK(cudaMemcpyAsync(st->grads + st->opt_lo + a->off,
+                                              (const float *)st->w + st->runs[r].delta + st->opt_lo + a->off,
+                                              (size_t)a->n * 4, cudaMemcpyDeviceToDevice, s));
+            }
+    }
+    GPT2RT__CU_CK(cudaEventRecord(st->ev_grads, s));
+    GPT2RT__CU_CK(cudaStreamWaitEvent((cudaStream_t)dc->stream, st->ev_grads, 0));
+    gpt2rt_result r = dc->all_gather(dc, st->grads, st->n_train);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "data parallel: gathering the weights: %s", dc->err);
+    GPT2RT__CU_RET(gpt2rt__cu_dp_join(ctx, st, "gathering the weights"));
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        if (t->goff < 0) continue;
+        int64_t n = t->rows * t->cols;
+        if (sizeof(X) == 4)
+            GPT2RT__CU_CK(cudaMemcpyAsync((X *)st->w + t->off, st->grads + t->goff, (size_t)n * 4, cudaMemcpyDeviceToDevice, s));
+        else
+            GPT2RT__CU_CK(gpt2rt__cu_cast<X>((X *)st->w + t->off, st->grads + t->goff, n, s));
+    }
+    GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
+    return GPT2RT_OK;
+}
+
+/* the device state of data-parallel rank r of ctx (rank 0: ctx's own; one device: r = 0) */
+static gpt2rt__cu_state *gpt2rt__cu_rank(gpt2rt_ctx *ctx, int r) { return r ? ctx->ranks[r]->cu : ctx->cu; }
+
+/* ctx->params (rank 0's host weights) to every rank's device; m, v (n_train each, goff
+   order; NULL: untouched) to every rank's, each keeping its shard under ZeRO-1 */
+static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
+        GPT2RT__CU_RET(gpt2rt__cu_upload_params(ctx, gpt2rt__cu_rank(ctx, r)));
+        if (m || v) GPT2RT__CU_RET(gpt2rt__cu_upload_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
+    }
+    return GPT2RT_OK;
+}
+
+/* m, v (n_train each) from the ranks that keep them (every rank: rank 0's) */
+static gpt2rt_result gpt2rt__cu_dp_download_moments(gpt2rt_ctx *ctx, float *m, float *v) {
+    int n = ctx->n_ranks > 1 && ctx->d.shards > 1 ? ctx->n_ranks : 1;
+    for (int r = 0; r < n; r++) GPT2RT__CU_RET(gpt2rt__cu_download_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
+    return GPT2RT_OK;
+}
+
+#undef GPT2RT__CU_CK
+#undef GPT2RT__CU_RET
 
 #endif /* __CUDACC__ */
 
@@ -11457,7 +12135,7 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
    ranks in buckets as the backward finishes them, on the last micro-step only:
    each layer's as soon as its backward is done (the ranks wait for each other
    there, so the reduction of layer l runs while the faster ranks would otherwise idle;
-   a GPU backend would overlap it with layer l-1 on a second stream), the embeddings'
+   the CUDA backend overlaps it with layer l-1 on the communicator's stream, 8.6), the embeddings'
    and ln_f's last. ZeRO-1 instead reduce-scatters the whole gradient once, so that
    each rank's shard is the one it updates. The update then agrees on the global
    loss, target count and gradient norm, and (ZeRO-1) all-gathers the weights. */
@@ -11497,20 +12175,33 @@ static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, cons
 static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
     gpt2rt__comm *c = ctx->comm;
     if (c->size == 1 || ctx->acc_micro + 1 != ctx->cfg.grad_accum) return GPT2RT_OK; /* not the last micro-step */
-    gpt2rt_result r = GPT2RT_OK;
-    if (ctx->d.shards > 1) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
+    /* the bucket: pieces {first float, count} of the gradient */
+    int64_t pc[2][2] = {{0, 0}, {0, 0}};
+    int scatter = ctx->d.shards > 1;
+    if (scatter) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
         if (l >= 0) return GPT2RT_OK;
-        r = c->reduce_scatter(c, ctx->grads, ctx->n_train);
+        pc[0][1] = ctx->n_train;
     } else {
         int64_t lo, hi;
         int any = gpt2rt__dp_layer_range(ctx, l, &lo, &hi);
-        if (l >= 0) { if (any) r = c->all_reduce(c, ctx->grads + lo, hi - lo); }
-        else if (!any) r = c->all_reduce(c, ctx->grads, ctx->n_train); /* every layer frozen */
+        if (l >= 0) { if (any) { pc[0][0] = lo; pc[0][1] = hi - lo; } }
+        else if (!any) pc[0][1] = ctx->n_train; /* every layer frozen */
         else { /* what precedes the layers (wte, wpe, in_layer) and follows them (ln_f, out_layer) */
-            r = c->all_reduce(c, ctx->grads, lo);
-            if (r == GPT2RT_OK) r = c->all_reduce(c, ctx->grads + hi, ctx->n_train - hi);
+            pc[0][1] = lo;
+            pc[1][0] = hi; pc[1][1] = ctx->n_train - hi;
         }
     }
+#ifdef __CUDACC__
+    if (ctx->cu) { /* enqueued on the device communicator's stream: the backward goes on (8.6) */
+        gpt2rt_result r = gpt2rt__cu_dp_reduce(ctx, ctx->cu, pc, 2, scatter);
+        if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
+        return r;
+    }
+#endif
+    gpt2rt_result r = GPT2RT_OK;
+    for (int i = 0; i < 2 && r == GPT2RT_OK; i++)
+        if (pc[i][1] > 0)
+            r = scatter ? c->reduce_scatter(c, ctx->grads, ctx->n_train) : c->all_reduce(c, ctx->grads + pc[i][0], pc[i][1]);
     if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
     if (l < 0) ctx->dp_reduced = 1;
     return GPT2RT_OK;
@@ -13273,10 +13964,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "not implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, "
                             "or use parallel = DATA", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
                             (double)ctx->cfg.head_dropout);
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s over %d devices on the "
-                            "CUDA backend is not implemented yet (NCCL); set backend = GPT2RT_BACKEND_CPU to run it "
-                            "with one thread per rank", gpt2rt__parallel_name(ctx->cfg.parallel), ctx->cfg.n_devices);
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && ctx->cfg.world_size > 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA over %d devices in several "
+                            "processes (world_size = %d) on the CUDA backend is not implemented yet; use one process "
+                            "(world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU",
+                            ctx->cfg.n_devices, ctx->cfg.world_size);
 #ifndef GPT2RT__COMM_THREADS
     if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s needs POSIX threads, "
@@ -13298,9 +13990,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
 #endif
         gpt2rt__reset_training(ctx);
+        if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && (r = gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
         ctx->failed = 0;
-        gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated on CUDA device %d",
-                    (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->cfg.device_ids[0]);
+        gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated on CUDA device %d%s",
+                    (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->cfg.device_ids[0],
+                    ctx->n_ranks > 1 ? " and as much on each further data-parallel rank's" : "");
         return GPT2RT_OK;
 #else
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
@@ -13372,7 +14066,8 @@ static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
 }
 
 /* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
-   and the threads' communicator */
+   and the threads' communicator; CUDA: each rank a device state on its device (the
+   host weights are rank 0's) and the device communicators */
 static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
 #ifdef GPT2RT__COMM_THREADS
     int n = ctx->cfg.n_devices;
@@ -13394,14 +14089,22 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         rc->cfg = ctx->cfg;
         rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
         rc->d = ctx->d;
+#ifdef __CUDACC__
+        gpt2rt_result res = ctx->cu ? gpt2rt__cu_dp_rank(ctx, rc, r) /* a device state on device_ids[r] */
+                                    : gpt2rt__ctx_alloc(rc, plan);
+#else
         gpt2rt_result res = gpt2rt__ctx_alloc(rc, plan);
+#endif
         if (res != GPT2RT_OK)
             return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
-        memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
         rc->rng = ctx->rng;
         gpt2rt__reset_training(rc);
     }
     for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
+#ifdef __CUDACC__
+    if (ctx->cu) return gpt2rt__cu_dp_open(ctx); /* the device communicators (8.6) */
+#endif
     return GPT2RT_OK;
 #else
     (void)plan;
@@ -13412,6 +14115,9 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
+#ifdef __CUDACC__
+    gpt2rt__cu_dp_close(ctx);
+#endif
     for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
     gpt2rt__ls_free(ctx);
 #ifdef GPT2RT__COMM_THREADS
@@ -13455,6 +14161,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
         plan->total[0] += plan->bytes[0][i];
         for (int r = 1; r < ctx->n_ranks; r++) { /* data parallel: each rank's own arenas */
             plan->bytes[r][i] = ctx->ranks[r]->arena_bytes[i];
+#ifdef __CUDACC__
+            if (ctx->ranks[r]->cu) plan->bytes[r][i] = ctx->ranks[r]->cu->allocated[i];
+#endif
             plan->total[r] += plan->bytes[r][i];
         }
     }
@@ -13475,7 +14184,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
         }
     }
 #ifdef __CUDACC__
-    if (ctx->cu) plan->overhead[0] = ctx->cu->overhead;
+    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++)
+        if (gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)) plan->overhead[r] = gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)->overhead;
 #endif
     plan->n_params_padded = ctx->n_params;
     plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
@@ -13570,7 +14280,8 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
     float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f, loss_scale = 1.0f;
     int skipped = 0;
 #ifdef __CUDACC__
-    if (ctx->cu && ctx->acc_targets) { /* no targets: skipped below, as on the CPU */
+    /* no targets: skipped below, as on the CPU; data parallel: the ranks decide together (8.6) */
+    if (ctx->cu && (ctx->acc_targets || ctx->comm->size > 1)) {
         gpt2rt_result r = gpt2rt__cu_update(ctx, ctx->cu, lr, &norm, &skipped, &loss_scale);
         if (r != GPT2RT_OK) return r;
         if (!skipped) ctx->step++;
@@ -13806,6 +14517,9 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     case GPT2RT__DP_STEP_SERIES:
         for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
             int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
+#ifdef __CUDACC__
+            if (rc->cu) rc->cu->dlogits_in_forward = 1; /* as gpt2rt_step on one device */
+#endif
             r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL)
                                            : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
             if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
@@ -13828,6 +14542,10 @@ static void *gpt2rt__dp_thread(void *p) {
 static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
     for (int r = 0; r < ctx->n_ranks; r++) {
         gpt2rt_ctx *rc = ctx->ranks[r];
+#ifdef __CUDACC__
+        if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
+        else
+#endif
         memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
         gpt2rt__accum_reset(rc);
         rc->dp_reduced = 0;
@@ -13972,7 +14690,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
                             "many", ctx->cfg.grad_accum);
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
-    if (r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending) gpt2rt__dp_drop(ctx);
+    int drop = r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending;
+#ifdef __CUDACC__
+    drop |= r != GPT2RT_OK && ctx->cu != NULL; /* a device backward that stopped halfway left partial sums */
+#endif
+    if (drop) gpt2rt__dp_drop(ctx);
     return r;
 }
 
@@ -14046,15 +14768,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
 
 /* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
    which also resets the training; 2: a state load, whose moments reached every rank's
-   shard with ZeRO-1, else rank 0's), every rank gets them */
+   shard with ZeRO-1, else rank 0's), every rank gets them. CUDA ranks have no host
+   weights: the caller uploaded rank 0's (and the moments) to every device
+   (gpt2rt__cu_dp_upload). */
 static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
     for (int r = 1; r < ctx->n_ranks; r++) {
         gpt2rt_ctx *rc = ctx->ranks[r];
-        memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
         rc->have_logits = rc->have_loss = rc->have_pred = 0;
         if (!what) continue;
         if (what == 1) gpt2rt__reset_training(rc);
-        else if (ctx->d.shards == 1) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
+        else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
+#ifdef __CUDACC__
+        if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
+        else
+#endif
         memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
         rc->step = ctx->step;
         rc->rng = ctx->rng;
@@ -14080,7 +14808,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
 #ifdef __CUDACC__
-    if (r == GPT2RT_OK && ctx->cu) r = gpt2rt__cu_upload_params(ctx, ctx->cu);
+    if (r == GPT2RT_OK && ctx->cu) r = gpt2rt__cu_dp_upload(ctx, NULL, NULL); /* every rank's device */
 #endif
     if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 1);
     return r;
@@ -14225,8 +14953,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
-    float *zmv = NULL; /* ZeRO-1: the ranks' shards of the moments, whole */
-    if (ctx->d.shards > 1) {
+    float *zmv = NULL; /* ZeRO-1: the ranks' shards of the moments, whole (CUDA: below) */
+    int host_moments = 1;
+#ifdef __CUDACC__
+    host_moments = !ctx->cu;
+#endif
+    if (ctx->d.shards > 1 && host_moments) {
         zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
         if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
                                       "sharded moments", (long long)ctx->n_train * 8);
@@ -14242,7 +14974,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
         mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
         if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
                                      "the moments", (long long)ctx->n_train * 8);
-        if ((rc = gpt2rt__cu_download_moments(ctx, ctx->cu, mv, mv + ctx->n_train)) != GPT2RT_OK) {
+        if ((rc = gpt2rt__cu_dp_download_moments(ctx, mv, mv + ctx->n_train)) != GPT2RT_OK) {
             gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
             return rc;
         }
@@ -14367,7 +15099,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     } else memcpy(d, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
 #ifdef __CUDACC__
-    if (ctx->cu) return gpt2rt__cu_upload_params(ctx, ctx->cu); /* every tensor: simple, not fast */
+    if (ctx->cu && (r = gpt2rt__cu_dp_upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* every tensor: simple, not fast */
 #endif
     gpt2rt__dp_sync(ctx, 0);
     return GPT2RT_OK;

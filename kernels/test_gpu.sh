@@ -7,7 +7,8 @@
 #   3. attention lab   4. matrix-product lab (prints which cuBLASLt fallbacks were taken)
 #   5. the other op labs   6. end to end: the step lab's checks, the time-series lab (patch
 #      model and dropout against the CPU backend), the nvcc-built CPU suites
-#   7. compute-sanitizer memcheck and racecheck on a few small training steps
+#   7. compute-sanitizer memcheck and racecheck on a few small training steps, and memcheck on
+#      a few data-parallel steps (two ranks on GPU 0: kernels/data_parallel.cu)
 # Logs: build/gpu_<check>.log. Designed for under 8 minutes on an H100; each run has a
 # time limit so that a hang costs minutes, not the session.
 # Environment (for the dry-run test in tests/run.sh): TEST_GPU_BIN (default build) where
@@ -108,5 +109,15 @@ else
             grep -E "^========= (Invalid|Error|Race|.*hazard)" build/gpu_sanitize_$tool.log | head -10 | sed 's/^/    /'
         fi
     done
+    # data parallel's shard arithmetic (two ranks on GPU 0, ZeRO-1 in bf16, accumulation)
+    timeout --kill-after=10 150 "$cs" --tool memcheck --error-exitcode 3 $B/lab_data_parallel sanitize \
+        > build/gpu_sanitize_dp.log 2>&1
+    rc=$?
+    summary=$(grep -E "ERROR SUMMARY" build/gpu_sanitize_dp.log | tail -1)
+    if [ $rc -eq 0 ]; then ok "compute-sanitizer memcheck, data-parallel steps: ${summary:-no summary line}"
+    else
+        bad "compute-sanitizer memcheck of data parallel (exit $rc, build/gpu_sanitize_dp.log): ${summary:-}"
+        grep -E "^========= (Invalid|Error)" build/gpu_sanitize_dp.log | head -10 | sed 's/^/    /'
+    fi
 fi
 finish
