@@ -4,11 +4,13 @@ thread count: RevIN (mean, std = sqrt(biased var + 1e-5)), the series padded at 
 end by repeating its last value (ReplicationPad1d) and unfolded into patches,
 in_layer Linear(patch -> C), transformers' GPT2Model (inputs_embeds: + wpe, the
 blocks, ln_f), out_layer Linear(n_patches * C -> horizon), de-normalised, MSE;
-backward, clip_grad_norm_(1.0), AdamW. Prints windows/s.
+backward, clip_grad_norm_(1.0), AdamW. Attention and MLP frozen as GPT4TS does
+(requires_grad False: autograd computes their input gradients only; the optimizer and
+the clip see the trained parameters only). Prints windows/s.
 
 usage: python3 tools/bench_torch_ts.py [--steps N] [--batch B] [--lookback L] [--patch P]
        [--stride S] [--channels M] [--horizon H] [--layers N] [--heads N] [--width C]
-       [--dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
+       [--freeze 0|1] [--dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
 Prints 'SKIP ...' and exits 77 when torch or transformers is missing."""
 import argparse
 import math
@@ -29,6 +31,7 @@ def main():
     ap.add_argument("--layers", "-layers", type=int, default=1)
     ap.add_argument("--heads", "-heads", type=int, default=2)
     ap.add_argument("--width", "-width", type=int, default=16)
+    ap.add_argument("--freeze", "-freeze", type=int, default=1)
     ap.add_argument("--dropout", "-dropout", type=float, default=0.0)
     ap.add_argument("--threads", "-threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
@@ -69,7 +72,12 @@ def main():
             return y * std + mean
 
     model = Forecaster().train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    if a.freeze:  # GPT4TS: attention and MLP keep their init
+        for name, p in model.gpt2.named_parameters():
+            if ".attn." in name or ".mlp." in name:
+                p.requires_grad_(False)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trained, lr=1e-3, weight_decay=0.0)
     # the data of bench_ts.c: per channel a daily and a weekly cycle, a drift and noise
     B = a.batch
     n = L + H + B * 8
@@ -86,7 +94,7 @@ def main():
         s = time.perf_counter()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         dt = time.perf_counter() - s
@@ -97,7 +105,8 @@ def main():
     mean = sum(times) / len(times)
     med = sorted(times)[len(times) // 2] if len(times) % 2 else sum(sorted(times)[len(times) // 2 - 1:][:2]) / 2
     n_params = sum(p.numel() for p in model.parameters()) - C  # less the unused 1-token wte
-    print(f"torch {torch.__version__}, {n_params} parameters, {a.threads} threads, {a.steps} steps of {B} windows: "
+    n_trained = sum(p.numel() for p in trained)
+    print(f"torch {torch.__version__}, {n_params} parameters ({n_trained} trained), {a.threads} threads, {a.steps} steps of {B} windows: "
           f"median {med * 1e3:.2f} ms, mean {mean * 1e3:.2f} ms")
     print(f"windows/s: {B / med:.1f} (median step)")
     return 0

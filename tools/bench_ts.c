@@ -5,10 +5,10 @@
    the Makefile prints both and the ratio. A benchmark, not a test.
    The default shape is examples/timeseries.c's --preset cpu (ETTh: 7 channels,
    lookback 336, patch 16, stride 16, horizon 96; 1 layer, 2 heads, width 16, batch 64
-   windows); every part of it is a flag:
+   windows; attention and MLP frozen, as GPT4TS does); every part of it is a flag:
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
                    [-channels M] [-horizon H] [-layers N] [-heads N] [-width C]
-                   [-dropout P] [-threads N] */
+                   [-freeze 0|1] [-dropout P] [-threads N] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <stdio.h>
@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
     cfg.input = GPT2RT_INPUT_PATCHES; cfg.head = GPT2RT_HEAD_REGRESSION;
     cfg.seq_len = 336; cfg.patch_len = 16; cfg.patch_stride = 16; cfg.n_channels = 7; cfg.horizon = 96;
     cfg.n_layer = 1; cfg.n_head = 2; cfg.n_embd = 16; cfg.batch_size = 64;
+    cfg.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
     cfg.lr = 1e-3f;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *o = argv[i];
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "-layers")) cfg.n_layer = v;
         else if (!strcmp(o, "-heads")) cfg.n_head = v;
         else if (!strcmp(o, "-width")) cfg.n_embd = v;
+        else if (!strcmp(o, "-freeze")) cfg.frozen = v ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
         else if (!strcmp(o, "-dropout")) cfg.dropout = (float)atof(argv[i + 1]);
         else if (!strcmp(o, "-threads")) cfg.n_threads = v;
         else { fprintf(stderr, "bench_ts: unknown option %s\n", o); return 2; }
@@ -73,8 +75,9 @@ int main(int argc, char **argv) {
     cpu_name(cpu, sizeof cpu);
     int B = cfg.batch_size, L = cfg.seq_len, M = cfg.n_channels, H = cfg.horizon;
     printf("bench_ts: %lld parameters (L=%d NH=%d C=%d), windows B=%d lookback %d patch %d stride %d (%d patches) "
-           "channels %d horizon %d, dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
-           cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H, (double)cfg.dropout,
+           "channels %d horizon %d, %s, dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
+           cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H,
+           cfg.frozen ? "attention + MLP frozen" : "nothing frozen", (double)cfg.dropout,
            cfg.n_threads, cpu);
     /* ETTh-like data: per channel a daily and a weekly cycle, a drift and noise */
     int64_t len = (int64_t)L + H + B * 8;
