@@ -5641,17 +5641,21 @@ static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
    elements that dot is one chain of additions from +0 in order (its lanes stay 0 and
    add nothing: a sum from +0 is never -0), so 8 rows at a time run as 8 independent
    chains: attention's small heads (patch models: 8 per head) score one query against
-   the keys without waiting on each addition. */
+   the keys without waiting on each addition. The last block of fewer than 8 rows
+   repeats its last row in the lanes beyond ns (read, never stored). */
 static void gpt2rt__cpu_dot_rows(float *out, const float *a, const float *b, int64_t stride, int64_t n, int64_t ns) {
-    int64_t s = 0;
-    if (n < 16)
-        for (; s + 8 <= ns; s += 8) {
-            float acc[8] = {0};
-            for (int64_t i = 0; i < n; i++)
-                for (int j = 0; j < 8; j++) acc[j] += a[i] * b[(s + j) * stride + i];
-            for (int j = 0; j < 8; j++) out[s + j] = acc[j];
-        }
-    for (; s < ns; s++) out[s] = gpt2rt__cpu_dot(a, b + s * stride, n);
+    if (n >= 16) {
+        for (int64_t s = 0; s < ns; s++) out[s] = gpt2rt__cpu_dot(a, b + s * stride, n);
+        return;
+    }
+    for (int64_t s = 0; s < ns; s += 8) {
+        const float *r[8];
+        for (int j = 0; j < 8; j++) r[j] = b + (s + j < ns ? s + j : ns - 1) * stride;
+        float acc[8] = {0};
+        for (int64_t i = 0; i < n; i++)
+            for (int j = 0; j < 8; j++) acc[j] += a[i] * r[j][i];
+        for (int j = 0; j < 8 && s + j < ns; j++) out[s + j] = acc[j];
+    }
 }
 
 static void gpt2rt__cpu_axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
@@ -5848,21 +5852,36 @@ static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const
 
 /* ---- GELU, tanh form ---- */
 #define GPT2RT__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-/* tanh(u) = sign(u) (1 - 2 / (exp(2|u|) + 1)), exp by 2^n times a degree-6 Taylor
+/* tanh(u) = sign(u) (1 - 2 / (exp(2|u|) + 1)), exp by 2^k times a degree-6 Taylor
    polynomial on |r| <= ln2/2 (truncation r^7/7! < 1.2e-7 relative): plain arithmetic,
-   so the loops below vectorise, where the C library's tanhf is a call per element
-   (38% of a small model's step). Absolute error about 1e-7, which is what GELU
-   needs: it uses 1 + tanh and 1 - tanh^2. Above |u| = 10, tanh is 1 in float. */
-static float gpt2rt__tanh(float u) {
-    float a = fminf(fabsf(u), 10.0f) * 2.0f;
-    float n = floorf(a * 1.44269504088896341f + 0.5f);
-    float r = (a - n * 0.693145751953125f) - n * 1.42860682030941723e-6f; /* ln2 in two parts */
-    float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    int32_t bits = ((int32_t)n + 127) * (1 << 23); /* 2^n, n in [0, 29] */
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    float t = 1.0f - 2.0f / (e * two_n + 1.0f);
-    return u < 0.0f ? -t : t;
+   where the C library's tanhf is a call per element (38% of a small model's step).
+   Absolute error about 1e-7, which is what GELU needs: it uses 1 + tanh and
+   1 - tanh^2. Above |u| = 10, tanh is 1 in float. Written so that compilers vectorise
+   it under default flags: |u|, the clamp and the sign on the bits (no fminf call, no
+   comparison of floats, which -ftrapping-math keeps as a branch), k = floor(...) as
+   a conversion to int (exact: the value is positive; floorf does not vectorise in
+   gcc 12). */
+static void gpt2rt__tanh_n(float *x, int64_t n) { /* x (n) = tanh(x), in place */
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t ub, ab, tb;
+        memcpy(&ub, x + i, sizeof ub);
+        ab = ub & 0x7FFFFFFFu;
+        ab = ab < 0x41200000u ? ab : 0x41200000u; /* min(|u|, 10.0f); NaN too */
+        float a;
+        memcpy(&a, &ab, sizeof a);
+        a *= 2.0f;
+        int32_t k = (int32_t)(a * 1.44269504088896341f + 0.5f); /* round(a / ln2), in [0, 29] */
+        float kf = (float)k;
+        float r = (a - kf * 0.693145751953125f) - kf * 1.42860682030941723e-6f; /* ln2 in two parts */
+        float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+        int32_t bits = (k + 127) * (1 << 23); /* 2^k */
+        float two_k;
+        memcpy(&two_k, &bits, sizeof two_k);
+        float t = 1.0f - 2.0f / (e * two_k + 1.0f);
+        memcpy(&tb, &t, sizeof tb);
+        tb |= ub & 0x80000000u;
+        memcpy(x + i, &tb, sizeof tb);
+    }
 }
 
 /* out (N) = gelu(inp (N)); the backward computes tanh the same way (the same bits) */
@@ -5874,7 +5893,7 @@ static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, in
         const float *x = inp + i0;
         float th[64];
         for (int64_t i = 0; i < n; i++) th[i] = GPT2RT__GELU_K * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
-        for (int64_t i = 0; i < n; i++) th[i] = gpt2rt__tanh(th[i]);
+        gpt2rt__tanh_n(th, n);
         for (int64_t i = 0; i < n; i++) out[i0 + i] = 0.5f * x[i] * (1.0f + th[i]);
     }
 }
@@ -5888,7 +5907,7 @@ static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float
         const float *x = inp + i0;
         float th[64];
         for (int64_t i = 0; i < n; i++) th[i] = GPT2RT__GELU_K * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
-        for (int64_t i = 0; i < n; i++) th[i] = gpt2rt__tanh(th[i]);
+        gpt2rt__tanh_n(th, n);
         for (int64_t i = 0; i < n; i++) {
             float sech2 = 1.0f - th[i] * th[i];
             float g = 0.5f * (1.0f + th[i]) + 0.5f * x[i] * sech2 * GPT2RT__GELU_K * (1.0f + 3.0f * 0.044715f * x[i] * x[i]);
