@@ -5658,8 +5658,52 @@ static void gpt2rt__cpu_dot_rows(float *out, const float *a, const float *b, int
     }
 }
 
+/* The same dot products with the rows stored as columns: out[s] = gpt2rt__cpu_dot(a,
+   column s of bt) for s in [0, ns), bitwise, where bt (n, ld) holds row s's element i
+   at bt[i*ld + s] (ld >= ns rounded up to 8; the columns past ns are read, never
+   stored). 8 columns run at once, each in gpt2rt__cpu_dot's order: its 16 lanes over
+   the full blocks of 16, a chain from +0 over the rest, then the lanes in pairs. */
+static void gpt2rt__cpu_dot_cols(float *out, const float *a, const float *bt, int64_t ld, int64_t n, int64_t ns) {
+    int64_t n16 = n - n % 16;
+    for (int64_t s = 0; s < ns; s += 8) {
+        const float *b = bt + s;
+        float sum[8] = {0};
+        for (int64_t i = n16; i < n; i++)
+            for (int u = 0; u < 8; u++) sum[u] += a[i] * b[i * ld + u];
+        if (n16) {
+            float lane[16][8] = {{0}};
+            for (int64_t i0 = 0; i0 < n16; i0 += 16)
+                for (int j = 0; j < 16; j++)
+                    for (int u = 0; u < 8; u++) lane[j][u] += a[i0 + j] * b[(i0 + j) * ld + u];
+            for (int j = 0; j < 16; j += 2)
+                for (int u = 0; u < 8; u++) sum[u] += lane[j][u] + lane[j + 1][u];
+        }
+        for (int u = 0; u < 8 && s + u < ns; u++) out[s + u] = sum[u];
+    }
+}
+
 static void gpt2rt__cpu_axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) /* a fixed width: one vector, no loop tail for small heads */
+        for (int u = 0; u < 8; u++) y[i + u] += a * x[i + u];
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* y (n) = sum_s a[s] x[s*ld + .] for s in [0, ns), each element summed from +0 in s
+   order (gpt2rt__cpu_axpy's sums into a zeroed y), in 8-float pieces held in registers */
+static void gpt2rt__cpu_axpy_sum(float *y, const float *a, const float *x, int64_t ld, int64_t n, int64_t ns) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float acc[8] = {0};
+        for (int64_t s = 0; s < ns; s++)
+            for (int u = 0; u < 8; u++) acc[u] += a[s] * x[s * ld + i + u];
+        for (int u = 0; u < 8; u++) y[i + u] = acc[u];
+    }
+    for (; i < n; i++) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < ns; s++) acc += a[s] * x[s * ld + i];
+        y[i] = acc;
+    }
 }
 
 /* ---- dropout (inverted) ---- */
@@ -5781,31 +5825,67 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
    log-sum-exp, the backward recomputes the scores from q and k, and with dropout
    (dr non-NULL and on) draws the probabilities' mask again: element ((b*NH + h)*T
    + t)*T + s of the (B,NH,T,T) probabilities. lse is the softmax's, before dropout.
-   out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
+   Small heads (HS * T up to GPT2RT__ATT_TILE floats: patch models, short texts) copy
+   a head's keys (and in the backward its values) into a transposed tile on the
+   stack and score a query against 8 keys at a time with gpt2rt__cpu_dot_cols; larger
+   ones score with gpt2rt__cpu_dot_rows. Both give every score bitwise, so the paths
+   and the thread count never change a result. */
+#define GPT2RT__ATT_TILE 4096 /* floats: 16 KiB of stack a tile */
+
+/* tile (HS, Tp) = the head's rows src + s*C3 (s < T) transposed; columns T..Tp-1 zero */
+static void gpt2rt__cpu_att_tile(float *tile, const float *src, int64_t C3, int64_t T, int64_t Tp, int64_t HS) {
+    for (int64_t s = 0; s < T; s++)
+        for (int64_t i = 0; i < HS; i++) tile[i * Tp + s] = src[s * C3 + i];
+    for (int64_t i = 0; i < HS; i++)
+        for (int64_t s = T; s < Tp; s++) tile[i * Tp + s] = 0.0f;
+}
+
+/* one query's softmax over its scores sc[0..t] and its output y (HS) = sum_s p_s v_s
+   (v: key 0's value, rows C3 apart); row r of the (B*NH*T) rows; returns the lse */
+static float gpt2rt__cpu_att_row(float *y, float *sc, const float *v, int64_t C3, int64_t t, int64_t HS, int64_t T,
+                                 int64_t r, float scale, const gpt2rt__drop *dr) {
+    float mx = -INFINITY;
+    for (int64_t s = 0; s <= t; s++) {
+        sc[s] *= scale;
+        if (sc[s] > mx) mx = sc[s];
+    }
+    float sum = 0.0f;
+    for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+    float inv = 1.0f / sum;
+    if (dr && dr->on)
+        for (int64_t s = 0; s <= t; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + s);
+    for (int64_t s = 0; s <= t; s++) sc[s] *= inv;
+    gpt2rt__cpu_axpy_sum(y, sc, v, C3, HS, t + 1);
+    return mx + logf(sum);
+}
+
+/* out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
 static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *qkv, float *scratch,
                                       int64_t B, int64_t T, int64_t C, int64_t NH, const gpt2rt__drop *dr, int nt) {
-    int64_t HS = C / NH, C3 = 3 * C, rows = B * NH * T;
+    int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
     float scale = 1.0f / sqrtf((float)HS);
+    if (HS * Tp <= GPT2RT__ATT_TILE) {
+        GPT2RT__PARALLEL_FOR(nt)
+        for (int64_t bh = 0; bh < B * NH; bh++) {
+            int64_t b = bh / NH, h = bh % NH;
+            float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
+            float kt[GPT2RT__ATT_TILE];
+            gpt2rt__cpu_att_tile(kt, qkv + b * T * C3 + C + h * HS, C3, T, Tp, HS);
+            for (int64_t t = 0; t < T; t++) {
+                gpt2rt__cpu_dot_cols(sc, qkv + (b * T + t) * C3 + h * HS, kt, Tp, HS, t + 1);
+                lse[bh * T + t] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc,
+                                                      qkv + b * T * C3 + 2 * C + h * HS, C3, t, HS, T, bh * T + t, scale, dr);
+            }
+        }
+        return;
+    }
     GPT2RT__PARALLEL_FOR_RR(nt)
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < B * NH * T; r++) {
         int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
         float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
-        const float *q = qkv + (b * T + t) * C3 + h * HS;
-        float mx = -INFINITY;
-        gpt2rt__cpu_dot_rows(sc, q, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);
-        for (int64_t s = 0; s <= t; s++) {
-            sc[s] *= scale;
-            if (sc[s] > mx) mx = sc[s];
-        }
-        float sum = 0.0f;
-        for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
-        float inv = 1.0f / sum;
-        float *y = out + (b * T + t) * C + h * HS;
-        for (int64_t i = 0; i < HS; i++) y[i] = 0.0f;
-        if (dr && dr->on)
-            for (int64_t s = 0; s <= t; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + s);
-        for (int64_t s = 0; s <= t; s++) gpt2rt__cpu_axpy(y, sc[s] * inv, qkv + (b * T + s) * C3 + 2 * C + h * HS, HS);
-        lse[(b * NH + h) * T + t] = mx + logf(sum);
+        gpt2rt__cpu_dot_rows(sc, qkv + (b * T + t) * C3 + h * HS, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);
+        lse[r] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc, qkv + b * T * C3 + 2 * C + h * HS, C3, t, HS,
+                                     T, r, scale, dr);
     }
 }
 
@@ -5816,36 +5896,48 @@ static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *q
 static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
                                        float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                                        const gpt2rt__drop *dr, int nt) {
-    int64_t HS = C / NH, C3 = 3 * C;
+    int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
     float scale = 1.0f / sqrtf((float)HS);
+    int tiled = HS * Tp <= GPT2RT__ATT_TILE;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bh = 0; bh < B * NH; bh++) {
         int64_t b = bh / NH, h = bh % NH;
         float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
+        const float *k0 = qkv + b * T * C3 + C + h * HS, *v0 = k0 + C;
         int drop = dr && dr->on;
+        float kt[GPT2RT__ATT_TILE], vt[GPT2RT__ATT_TILE];
+        if (tiled) {
+            gpt2rt__cpu_att_tile(kt, k0, C3, T, Tp, HS);
+            gpt2rt__cpu_att_tile(vt, v0, C3, T, Tp, HS);
+        }
         for (int64_t t = 0; t < T; t++) {
             float *d = dqkv + (b * T + t) * C3 + h * HS;
-            for (int64_t i = 0; i < HS; i++) d[i] = d[C + i] = d[2 * C + i] = 0.0f;
+            for (int64_t i = 0; i < HS; i++) d[C + i] = d[2 * C + i] = 0.0f;
         }
         for (int64_t t = 0; t < T; t++) {
             const float *q = qkv + (b * T + t) * C3 + h * HS;
             const float *dy = dout + (b * T + t) * C + h * HS;
-            float l = lse[(b * NH + h) * T + t], dsum = 0.0f;
-            gpt2rt__cpu_dot_rows(p, q, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);      /* q . k */
-            gpt2rt__cpu_dot_rows(ds, dy, qkv + b * T * C3 + 2 * C + h * HS, C3, HS, t + 1); /* dP = dy . v */
+            float l = lse[bh * T + t], dsum = 0.0f;
+            if (tiled) {
+                gpt2rt__cpu_dot_cols(p, q, kt, Tp, HS, t + 1);  /* q . k */
+                gpt2rt__cpu_dot_cols(ds, dy, vt, Tp, HS, t + 1); /* dP = dy . v */
+            } else {
+                gpt2rt__cpu_dot_rows(p, q, k0, C3, HS, t + 1);
+                gpt2rt__cpu_dot_rows(ds, dy, v0, C3, HS, t + 1);
+            }
             for (int64_t s = 0; s <= t; s++) {
                 p[s] = expf(p[s] * scale - l);
                 if (drop) ds[s] *= gpt2rt__drop_factor(dr, (bh * T + t) * T + s);
                 dsum += p[s] * ds[s];
             }
-            float *dq = dqkv + (b * T + t) * C3 + h * HS;
             for (int64_t s = 0; s <= t; s++) {
                 float g = p[s] * (ds[s] - dsum) * scale; /* dScore, scaled */
                 float *dk = dqkv + (b * T + s) * C3 + C + h * HS;
-                gpt2rt__cpu_axpy(dq, g, qkv + (b * T + s) * C3 + C + h * HS, HS);
+                ds[s] = g;
                 gpt2rt__cpu_axpy(dk, g, q, HS);
                 gpt2rt__cpu_axpy(dk + C, drop ? p[s] * gpt2rt__drop_factor(dr, (bh * T + t) * T + s) : p[s], dy, HS); /* dv */
             }
+            gpt2rt__cpu_axpy_sum(dqkv + (b * T + t) * C3 + h * HS, ds, k0, C3, HS, t + 1); /* dq = sum_s g_s k_s */
         }
     }
 }
