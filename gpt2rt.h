@@ -6315,6 +6315,33 @@ static void gpt2rt__sg_kern_avx2(int64_t kc, const float *Ap, const float *Bp,
         GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST2)
     }
 }
+/* the same tile and the same fused multiply-adds in the same order with A read in
+   place (op(A) = A, rows lda apart) instead of packed: a skinny product (small N)
+   reads each A panel once or twice, so packing it would cost as much as the product.
+   Rows past `rows` repeat the last row (computed, then dropped by the caller). */
+#define GPT2RT__SG_256_DA(i) const float *a##i = A + (i < rows ? i : rows - 1) * lda;
+#define GPT2RT__SG_256_DFMA(i) { __m256 av = _mm256_broadcast_ss(a##i + k); \
+    c##i##a = _mm256_fmadd_ps(av, b0, c##i##a); c##i##b = _mm256_fmadd_ps(av, b1, c##i##b); }
+__attribute__((target("avx2,fma")))
+static void gpt2rt__sg_kern_avx2_direct(int64_t kc, const float *A, int64_t lda, int64_t rows, const float *Bp,
+                                        float *C, int64_t ldc, int mode, const float *bias) {
+    int64_t k;
+    GPT2RT__SG_256_ROWS(GPT2RT__SG_256_DECL)
+    GPT2RT__SG_256_ROWS(GPT2RT__SG_256_DA)
+    for (k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_DFMA)
+        Bp += GPT2RT__SG_256_NR;
+    }
+    if (mode == 0) {
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST0)
+    } else if (mode == 1) {
+        __m256 bv0 = _mm256_loadu_ps(bias), bv1 = _mm256_loadu_ps(bias + 8);
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST1)
+    } else {
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST2)
+    }
+}
 #endif /* GPT2RT__SG_X86 */
 
 /* pack op(A)[m0+i, k0+k] for i<mr_tot (zero beyond m_n), k<kc into mr-row micro-panels: Ap[p][k][i] */
@@ -6367,8 +6394,12 @@ static void gpt2rt__sg_pack_b(float *Bp, const float *B, int64_t ldb, int trans_
 
 typedef void (*gpt2rt__sg_pack_fn)(float *dst, const float *src, int64_t ld, int trans,
                                    int64_t i0, int64_t i_n, int64_t k0, int64_t kc, int r);
+/* a kernel that reads op(A) = A in place (rows lda apart, `rows` of them valid) */
+typedef void (*gpt2rt__sg_kern_direct_fn)(int64_t kc, const float *A, int64_t lda, int64_t rows, const float *Bp,
+                                          float *C, int64_t ldc, int mode, const float *bias);
 typedef struct {
     gpt2rt__sg_kern_fn kern;
+    gpt2rt__sg_kern_direct_fn kern_direct; /* NULL: A is always packed */
     gpt2rt__sg_pack_fn pack_a, pack_b;
     int mr, nr;
 } gpt2rt__sg_impl;
@@ -6376,6 +6407,7 @@ typedef struct {
 static gpt2rt__sg_impl gpt2rt__sg_select(void) {
     gpt2rt__sg_impl im;
     im.kern = gpt2rt__sg_kern_generic;
+    im.kern_direct = NULL;
     im.pack_a = gpt2rt__sg_pack_a;
     im.pack_b = gpt2rt__sg_pack_b;
     im.mr = GPT2RT__SG_GEN_MR;
@@ -6395,6 +6427,7 @@ static gpt2rt__sg_impl gpt2rt__sg_select(void) {
         im.nr = GPT2RT__SG_512_NR;
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         im.kern = gpt2rt__sg_kern_avx2;
+        im.kern_direct = gpt2rt__sg_kern_avx2_direct;
         im.mr = GPT2RT__SG_256_MR;
         im.nr = GPT2RT__SG_256_NR;
     }
@@ -6426,6 +6459,8 @@ static void gpt2rt__sg_region(const gpt2rt__sg_impl *im, int trans_a, int trans_
     float *Ap = ws + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC;
     float tmp[32 * 32]; /* edge tile buffer, >= mr*nr for every kernel */
     int64_t jc, pc, ic, jr, ir, i, j;
+    /* A in place where a packed panel would serve few column panels (N up to 4 of them) */
+    int direct = im->kern_direct && !trans_a && n1 - n0 <= 4 * (int64_t)nr;
     for (jc = n0; jc < n1; jc += ncb) {
         int64_t nn = n1 - jc < ncb ? n1 - jc : ncb;
         for (pc = 0; pc < K; pc += kcb) {
@@ -6435,19 +6470,21 @@ static void gpt2rt__sg_region(const gpt2rt__sg_impl *im, int trans_a, int trans_
             im->pack_b(Bp, B, ldb, trans_b, jc, nn, pc, kc, nr);
             for (ic = m0; ic < m1; ic += mcb) {
                 int64_t mm = m1 - ic < mcb ? m1 - ic : mcb;
-                im->pack_a(Ap, A, lda, trans_a, ic, mm, pc, kc, mr);
+                if (!direct) im->pack_a(Ap, A, lda, trans_a, ic, mm, pc, kc, mr);
                 for (jr = 0; jr < nn; jr += nr) {
                     int64_t nw = nn - jr < nr ? nn - jr : nr;
                     const float *bp = Bp + jr * kc;
                     const float *bb = bias ? bias + jc + jr : NULL;
                     for (ir = 0; ir < mm; ir += mr) {
                         int64_t mw = mm - ir < mr ? mm - ir : mr;
-                        const float *ap = Ap + ir * kc;
+                        const float *ap = Ap + ir * kc, *ad = A + (ic + ir) * lda + pc;
                         float *c = C + (ic + ir) * ldc + jc + jr;
                         if (mw == mr && nw == nr) {
-                            im->kern(kc, ap, bp, c, ldc, mode, bb);
+                            if (direct) im->kern_direct(kc, ad, lda, mw, bp, c, ldc, mode, bb);
+                            else im->kern(kc, ap, bp, c, ldc, mode, bb);
                         } else {
-                            im->kern(kc, ap, bp, tmp, nr, 0, NULL);
+                            if (direct) im->kern_direct(kc, ad, lda, mw, bp, tmp, nr, 0, NULL);
+                            else im->kern(kc, ap, bp, tmp, nr, 0, NULL);
                             for (i = 0; i < mw; i++)
                                 for (j = 0; j < nw; j++) {
                                     float t = tmp[i * nr + j];
