@@ -5762,23 +5762,33 @@ static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *
 }
 
 /* ---- LayerNorm (eps 1e-5, biased variance) ---- */
+/* Rows go 8 at a time: each row's sums are still one chain over c in order, the 8
+   chains run side by side (a small C's row would wait on each addition). The rows
+   past N in the last group repeat row N-1 (computed, never stored). */
+#define GPT2RT__LN_ROWS 8
 /* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
 static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                       const float *b, int64_t N, int64_t C, int nt) {
+    int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        const float *x = inp + i * C;
-        float m = 0.0f;
-        for (int64_t c = 0; c < C; c++) m += x[c];
-        m /= (float)C;
-        float v = 0.0f;
-        for (int64_t c = 0; c < C; c++) { float dx = x[c] - m; v += dx * dx; }
-        v /= (float)C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
-        float *o = out + i * C;
-        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
-        mean[i] = m;
-        rstd[i] = s;
+    for (int64_t g = 0; g < ng; g++) {
+        enum { R = GPT2RT__LN_ROWS };
+        int64_t i0 = g * R, nr = N - i0 < R ? N - i0 : R;
+        const float *x[R];
+        float m[R] = {0}, v[R] = {0}, s[R];
+        for (int j = 0; j < R; j++) x[j] = inp + (i0 + (j < nr ? j : nr - 1)) * C;
+        for (int64_t c = 0; c < C; c++)
+            for (int j = 0; j < R; j++) m[j] += x[j][c];
+        for (int j = 0; j < R; j++) m[j] /= (float)C;
+        for (int64_t c = 0; c < C; c++)
+            for (int j = 0; j < R; j++) { float dx = x[j][c] - m[j]; v[j] += dx * dx; }
+        for (int j = 0; j < R; j++) s[j] = 1.0f / sqrtf(v[j] / (float)C + 1e-5f);
+        for (int j = 0; j < nr; j++) {
+            float *o = out + (i0 + j) * C;
+            for (int64_t c = 0; c < C; c++) o[c] = (x[j][c] - m[j]) * s[j] * w[c] + b[c];
+            mean[i0 + j] = m[j];
+            rstd[i0 + j] = s[j];
+        }
     }
 }
 
@@ -5787,22 +5797,33 @@ static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, 
 static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                        const float *w, const float *mean, const float *rstd,
                                        int64_t N, int64_t C, int nt) {
+    int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        const float *x = inp + i * C, *g = dout + i * C;
-        float m = mean[i], s = rstd[i];
-        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-        for (int64_t c = 0; c < C; c++) {
-            float dnorm = w[c] * g[c];
-            dnorm_mean += dnorm;
-            dnorm_norm_mean += dnorm * (x[c] - m) * s;
+    for (int64_t gi = 0; gi < ng; gi++) {
+        enum { R = GPT2RT__LN_ROWS };
+        int64_t i0 = gi * R, nr = N - i0 < R ? N - i0 : R;
+        const float *x[R], *g[R];
+        float m[R], s[R], dnorm_mean[R] = {0}, dnorm_norm_mean[R] = {0};
+        for (int j = 0; j < R; j++) {
+            int64_t i = i0 + (j < nr ? j : nr - 1);
+            x[j] = inp + i * C;
+            g[j] = dout + i * C;
+            m[j] = mean[i];
+            s[j] = rstd[i];
         }
-        dnorm_mean /= (float)C;
-        dnorm_norm_mean /= (float)C;
-        float *dx = dinp + i * C;
-        for (int64_t c = 0; c < C; c++) {
-            float norm = (x[c] - m) * s;
-            dx[c] += (w[c] * g[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+        for (int64_t c = 0; c < C; c++)
+            for (int j = 0; j < R; j++) {
+                float dnorm = w[c] * g[j][c];
+                dnorm_mean[j] += dnorm;
+                dnorm_norm_mean[j] += dnorm * (x[j][c] - m[j]) * s[j];
+            }
+        for (int j = 0; j < nr; j++) {
+            float dm = dnorm_mean[j] / (float)C, dnm = dnorm_norm_mean[j] / (float)C;
+            float *dx = dinp + (i0 + j) * C;
+            for (int64_t c = 0; c < C; c++) {
+                float norm = (x[j][c] - m[j]) * s[j];
+                dx[c] += (w[c] * g[j][c] - dm - norm * dnm) * s[j];
+            }
         }
     }
     if (!dw) return;
