@@ -5773,7 +5773,7 @@ static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, 
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t g = 0; g < ng; g++) {
         enum { R = GPT2RT__LN_ROWS };
-        int64_t i0 = g * R, nr = N - i0 < R ? N - i0 : R;
+        int64_t i0 = g * R, nr = N - i0 < (int64_t)R ? N - i0 : (int64_t)R;
         const float *x[R];
         float m[R] = {0}, v[R] = {0}, s[R];
         for (int j = 0; j < R; j++) x[j] = inp + (i0 + (j < nr ? j : nr - 1)) * C;
@@ -5801,7 +5801,7 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t gi = 0; gi < ng; gi++) {
         enum { R = GPT2RT__LN_ROWS };
-        int64_t i0 = gi * R, nr = N - i0 < R ? N - i0 : R;
+        int64_t i0 = gi * R, nr = N - i0 < (int64_t)R ? N - i0 : (int64_t)R;
         const float *x[R], *g[R];
         float m[R], s[R], dnorm_mean[R] = {0}, dnorm_norm_mean[R] = {0};
         for (int j = 0; j < R; j++) {
