@@ -86,29 +86,34 @@ def main():
     g = torch.Generator().manual_seed(1)
     series = (torch.sin(2 * math.pi * t / 24.0 + m) * (1 + 0.2 * m) + 0.5 * torch.sin(2 * math.pi * t / 168.0)
               + 1e-3 * t + 0.3 * (torch.rand(n, M, generator=g, dtype=torch.float64) - 0.5)).float()
-    times = []
+    times, cpu_times = [], []
     for k in range(-2, a.steps):  # two steps warm up
         t0 = (k + 2) % 8
         x = torch.stack([series[t0 + b * 8: t0 + b * 8 + L] for b in range(B)])
         y = torch.stack([series[t0 + b * 8 + L: t0 + b * 8 + L + H] for b in range(B)])
-        s = time.perf_counter()
+        s, cs = time.perf_counter(), time.process_time()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        dt = time.perf_counter() - s
+        dt, ct = time.perf_counter() - s, time.process_time() - cs
         if k < 0 or k % 5 == 4 or k == a.steps - 1:
             print(f"torch step {k:3d}: loss {loss.item():.4f}  {dt * 1e3:.1f} ms")
         if k >= 0:
             times.append(dt)
+            cpu_times.append(ct)
+    def median(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
     mean = sum(times) / len(times)
-    med = sorted(times)[len(times) // 2] if len(times) % 2 else sum(sorted(times)[len(times) // 2 - 1:][:2]) / 2
+    med = median(times)
     n_params = sum(p.numel() for p in model.parameters()) - C  # less the unused 1-token wte
     n_trained = sum(p.numel() for p in trained)
     print(f"torch {torch.__version__}, {n_params} parameters ({n_trained} trained), {a.threads} threads, {a.steps} steps of {B} windows: "
           f"median {med * 1e3:.2f} ms, mean {mean * 1e3:.2f} ms")
     print(f"windows/s: {B / med:.1f} (median step)")
+    print(f"cpu ms/step: {median(cpu_times) * 1e3:.2f} (median, process CPU time of all threads)")
     return 0
 
 

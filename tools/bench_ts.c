@@ -21,6 +21,19 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* the process's CPU time: on a machine shared with other jobs it counts the work, not the waits */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double median(double *v, int n) { /* sorts v */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static void cpu_name(char *out, size_t cap) {
     snprintf(out, cap, "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -91,7 +104,7 @@ int main(int argc, char **argv) {
             series[t * M + m] = (float)(sin(2 * GPT2RT__PI * t / 24.0 + m) * (1 + 0.2 * m) +
                                         0.5 * sin(2 * GPT2RT__PI * t / 168.0) + 1e-3 * t + 0.3 * noise);
         }
-    double total = 0, *dts = (double *)malloc(sizeof(double) * (size_t)steps);
+    double total = 0, *dts = (double *)malloc(sizeof(double) * (size_t)steps), *cts = (double *)malloc(sizeof(double) * (size_t)steps);
     for (int k = -2; k < steps; k++) { /* two steps warm up */
         int64_t t0 = (int64_t)(((unsigned)k + 2u) % 8u); /* windows start t0, t0 + 8, ...: a new batch each step */
         for (int b = 0; b < B; b++) {
@@ -99,20 +112,20 @@ int main(int argc, char **argv) {
             memcpy(y + (size_t)b * H * M, series + (t0 + (int64_t)b * 8 + L) * M, sizeof(float) * (size_t)H * M);
         }
         gpt2rt_step_stats st;
-        double a = now();
+        double a = now(), ca = cpu_now();
         if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", gpt2rt_last_error(ctx)); return 1; }
-        double dt = now() - a;
-        if (k >= 0) { total += dt; dts[k] = dt; }
+        double dt = now() - a, ct = cpu_now() - ca;
+        if (k >= 0) { total += dt; dts[k] = dt; cts[k] = ct; }
         if (k < 0 || k % 5 == 4 || k == steps - 1)
             printf("step %3d: loss %.4f  %.1f ms\n", k, (double)st.loss, dt * 1e3);
     }
     /* the median step: a shared machine's load spikes move the mean, not the median */
-    for (int i = 1; i < steps; i++)
-        for (int j = i; j > 0 && dts[j - 1] > dts[j]; j--) { double t = dts[j]; dts[j] = dts[j - 1]; dts[j - 1] = t; }
-    double med = steps % 2 ? dts[steps / 2] : 0.5 * (dts[steps / 2 - 1] + dts[steps / 2]);
+    double med = median(dts, steps), cmed = median(cts, steps);
     printf("\n%d steps of %d windows: median %.2f ms, mean %.2f ms\n", steps, B, med * 1e3, total / steps * 1e3);
     printf("windows/s: %.1f (median step)\n", B / med);
+    printf("cpu ms/step: %.2f (median, process CPU time of all threads)\n", cmed * 1e3);
     free(dts);
+    free(cts);
     gpt2rt_free(ctx);
     free(series); free(x); free(y);
     return 0;
