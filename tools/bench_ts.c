@@ -9,6 +9,7 @@
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
                    [-channels M] [-horizon H] [-layers N] [-heads N] [-width C]
                    [-freeze 0|1] [-dropout P] [-threads N] */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime(CLOCK_PROCESS_CPUTIME_ID) under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <stdio.h>
