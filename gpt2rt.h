@@ -5870,21 +5870,69 @@ static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
    elements that dot is one chain of additions from +0 in order (its lanes stay 0 and
    add nothing: a sum from +0 is never -0), so 8 rows at a time run as 8 independent
    chains: attention's small heads (patch models: 8 per head) score one query against
-   the keys without waiting on each addition. */
+   the keys without waiting on each addition. The last block of fewer than 8 rows
+   repeats its last row in the lanes beyond ns (read, never stored). */
 static void gpt2rt__cpu_dot_rows(float *out, const float *a, const float *b, int64_t stride, int64_t n, int64_t ns) {
-    int64_t s = 0;
-    if (n < 16)
-        for (; s + 8 <= ns; s += 8) {
-            float acc[8] = {0};
-            for (int64_t i = 0; i < n; i++)
-                for (int j = 0; j < 8; j++) acc[j] += a[i] * b[(s + j) * stride + i];
-            for (int j = 0; j < 8; j++) out[s + j] = acc[j];
+    if (n >= 16) {
+        for (int64_t s = 0; s < ns; s++) out[s] = gpt2rt__cpu_dot(a, b + s * stride, n);
+        return;
+    }
+    for (int64_t s = 0; s < ns; s += 8) {
+        const float *r[8];
+        for (int j = 0; j < 8; j++) r[j] = b + (s + j < ns ? s + j : ns - 1) * stride;
+        float acc[8] = {0};
+        for (int64_t i = 0; i < n; i++)
+            for (int j = 0; j < 8; j++) acc[j] += a[i] * r[j][i];
+        for (int j = 0; j < 8 && s + j < ns; j++) out[s + j] = acc[j];
+    }
+}
+
+/* The same dot products with the rows stored as columns: out[s] = gpt2rt__cpu_dot(a,
+   column s of bt) for s in [0, ns), bitwise, where bt (n, ld) holds row s's element i
+   at bt[i*ld + s] (ld >= ns rounded up to 8; the columns past ns are read, never
+   stored). 8 columns run at once, each in gpt2rt__cpu_dot's order: its 16 lanes over
+   the full blocks of 16, a chain from +0 over the rest, then the lanes in pairs. */
+static void gpt2rt__cpu_dot_cols(float *out, const float *a, const float *bt, int64_t ld, int64_t n, int64_t ns) {
+    int64_t n16 = n - n % 16;
+    for (int64_t s = 0; s < ns; s += 8) {
+        const float *b = bt + s;
+        float sum[8] = {0};
+        for (int64_t i = n16; i < n; i++)
+            for (int u = 0; u < 8; u++) sum[u] += a[i] * b[i * ld + u];
+        if (n16) {
+            float lane[16][8] = {{0}};
+            for (int64_t i0 = 0; i0 < n16; i0 += 16)
+                for (int j = 0; j < 16; j++)
+                    for (int u = 0; u < 8; u++) lane[j][u] += a[i0 + j] * b[(i0 + j) * ld + u];
+            for (int j = 0; j < 16; j += 2)
+                for (int u = 0; u < 8; u++) sum[u] += lane[j][u] + lane[j + 1][u];
         }
-    for (; s < ns; s++) out[s] = gpt2rt__cpu_dot(a, b + s * stride, n);
+        for (int u = 0; u < 8 && s + u < ns; u++) out[s + u] = sum[u];
+    }
 }
 
 static void gpt2rt__cpu_axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) /* a fixed width: one vector, no loop tail for small heads */
+        for (int u = 0; u < 8; u++) y[i + u] += a * x[i + u];
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* y (n) = sum_s a[s] x[s*ld + .] for s in [0, ns), each element summed from +0 in s
+   order (gpt2rt__cpu_axpy's sums into a zeroed y), in 8-float pieces held in registers */
+static void gpt2rt__cpu_axpy_sum(float *y, const float *a, const float *x, int64_t ld, int64_t n, int64_t ns) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float acc[8] = {0};
+        for (int64_t s = 0; s < ns; s++)
+            for (int u = 0; u < 8; u++) acc[u] += a[s] * x[s * ld + i + u];
+        for (int u = 0; u < 8; u++) y[i + u] = acc[u];
+    }
+    for (; i < n; i++) {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < ns; s++) acc += a[s] * x[s * ld + i];
+        y[i] = acc;
+    }
 }
 
 /* ---- dropout (inverted) ---- */
@@ -5943,23 +5991,33 @@ static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *
 }
 
 /* ---- LayerNorm (eps 1e-5, biased variance) ---- */
+/* Rows go 8 at a time: each row's sums are still one chain over c in order, the 8
+   chains run side by side (a small C's row would wait on each addition). The rows
+   past N in the last group repeat row N-1 (computed, never stored). */
+#define GPT2RT__LN_ROWS 8
 /* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
 static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                       const float *b, int64_t N, int64_t C, int nt) {
+    int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        const float *x = inp + i * C;
-        float m = 0.0f;
-        for (int64_t c = 0; c < C; c++) m += x[c];
-        m /= (float)C;
-        float v = 0.0f;
-        for (int64_t c = 0; c < C; c++) { float dx = x[c] - m; v += dx * dx; }
-        v /= (float)C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
-        float *o = out + i * C;
-        for (int64_t c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
-        mean[i] = m;
-        rstd[i] = s;
+    for (int64_t g = 0; g < ng; g++) {
+        enum { R = GPT2RT__LN_ROWS };
+        int64_t i0 = g * R, nr = N - i0 < (int64_t)R ? N - i0 : (int64_t)R;
+        const float *x[R];
+        float m[R] = {0}, v[R] = {0}, s[R];
+        for (int j = 0; j < R; j++) x[j] = inp + (i0 + (j < nr ? j : nr - 1)) * C;
+        for (int64_t c = 0; c < C; c++)
+            for (int j = 0; j < R; j++) m[j] += x[j][c];
+        for (int j = 0; j < R; j++) m[j] /= (float)C;
+        for (int64_t c = 0; c < C; c++)
+            for (int j = 0; j < R; j++) { float dx = x[j][c] - m[j]; v[j] += dx * dx; }
+        for (int j = 0; j < R; j++) s[j] = 1.0f / sqrtf(v[j] / (float)C + 1e-5f);
+        for (int j = 0; j < nr; j++) {
+            float *o = out + (i0 + j) * C;
+            for (int64_t c = 0; c < C; c++) o[c] = (x[j][c] - m[j]) * s[j] * w[c] + b[c];
+            mean[i0 + j] = m[j];
+            rstd[i0 + j] = s[j];
+        }
     }
 }
 
@@ -5968,22 +6026,33 @@ static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, 
 static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                        const float *w, const float *mean, const float *rstd,
                                        int64_t N, int64_t C, int nt) {
+    int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) {
-        const float *x = inp + i * C, *g = dout + i * C;
-        float m = mean[i], s = rstd[i];
-        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-        for (int64_t c = 0; c < C; c++) {
-            float dnorm = w[c] * g[c];
-            dnorm_mean += dnorm;
-            dnorm_norm_mean += dnorm * (x[c] - m) * s;
+    for (int64_t gi = 0; gi < ng; gi++) {
+        enum { R = GPT2RT__LN_ROWS };
+        int64_t i0 = gi * R, nr = N - i0 < (int64_t)R ? N - i0 : (int64_t)R;
+        const float *x[R], *g[R];
+        float m[R], s[R], dnorm_mean[R] = {0}, dnorm_norm_mean[R] = {0};
+        for (int j = 0; j < R; j++) {
+            int64_t i = i0 + (j < nr ? j : nr - 1);
+            x[j] = inp + i * C;
+            g[j] = dout + i * C;
+            m[j] = mean[i];
+            s[j] = rstd[i];
         }
-        dnorm_mean /= (float)C;
-        dnorm_norm_mean /= (float)C;
-        float *dx = dinp + i * C;
-        for (int64_t c = 0; c < C; c++) {
-            float norm = (x[c] - m) * s;
-            dx[c] += (w[c] * g[c] - dnorm_mean - norm * dnorm_norm_mean) * s;
+        for (int64_t c = 0; c < C; c++)
+            for (int j = 0; j < R; j++) {
+                float dnorm = w[c] * g[j][c];
+                dnorm_mean[j] += dnorm;
+                dnorm_norm_mean[j] += dnorm * (x[j][c] - m[j]) * s[j];
+            }
+        for (int j = 0; j < nr; j++) {
+            float dm = dnorm_mean[j] / (float)C, dnm = dnorm_norm_mean[j] / (float)C;
+            float *dx = dinp + (i0 + j) * C;
+            for (int64_t c = 0; c < C; c++) {
+                float norm = (x[j][c] - m[j]) * s[j];
+                dx[c] += (w[c] * g[j][c] - dm - norm * dnm) * s[j];
+            }
         }
     }
     if (!dw) return;
@@ -6006,31 +6075,67 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
    log-sum-exp, the backward recomputes the scores from q and k, and with dropout
    (dr non-NULL and on) draws the probabilities' mask again: element ((b*NH + h)*T
    + t)*T + s of the (B,NH,T,T) probabilities. lse is the softmax's, before dropout.
-   out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
+   Small heads (HS * T up to GPT2RT__ATT_TILE floats: patch models, short texts) copy
+   a head's keys (and in the backward its values) into a transposed tile on the
+   stack and score a query against 8 keys at a time with gpt2rt__cpu_dot_cols; larger
+   ones score with gpt2rt__cpu_dot_rows. Both give every score bitwise, so the paths
+   and the thread count never change a result. */
+#define GPT2RT__ATT_TILE 4096 /* floats: 16 KiB of stack a tile */
+
+/* tile (HS, Tp) = the head's rows src + s*C3 (s < T) transposed; columns T..Tp-1 zero */
+static void gpt2rt__cpu_att_tile(float *tile, const float *src, int64_t C3, int64_t T, int64_t Tp, int64_t HS) {
+    for (int64_t s = 0; s < T; s++)
+        for (int64_t i = 0; i < HS; i++) tile[i * Tp + s] = src[s * C3 + i];
+    for (int64_t i = 0; i < HS; i++)
+        for (int64_t s = T; s < Tp; s++) tile[i * Tp + s] = 0.0f;
+}
+
+/* one query's softmax over its scores sc[0..t] and its output y (HS) = sum_s p_s v_s
+   (v: key 0's value, rows C3 apart); row r of the (B*NH*T) rows; returns the lse */
+static float gpt2rt__cpu_att_row(float *y, float *sc, const float *v, int64_t C3, int64_t t, int64_t HS, int64_t T,
+                                 int64_t r, float scale, const gpt2rt__drop *dr) {
+    float mx = -INFINITY;
+    for (int64_t s = 0; s <= t; s++) {
+        sc[s] *= scale;
+        if (sc[s] > mx) mx = sc[s];
+    }
+    float sum = 0.0f;
+    for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+    float inv = 1.0f / sum;
+    if (dr && dr->on)
+        for (int64_t s = 0; s <= t; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + s);
+    for (int64_t s = 0; s <= t; s++) sc[s] *= inv;
+    gpt2rt__cpu_axpy_sum(y, sc, v, C3, HS, t + 1);
+    return mx + logf(sum);
+}
+
+/* out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
 static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *qkv, float *scratch,
                                       int64_t B, int64_t T, int64_t C, int64_t NH, const gpt2rt__drop *dr, int nt) {
-    int64_t HS = C / NH, C3 = 3 * C, rows = B * NH * T;
+    int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
     float scale = 1.0f / sqrtf((float)HS);
+    if (HS * Tp <= GPT2RT__ATT_TILE) {
+        GPT2RT__PARALLEL_FOR(nt)
+        for (int64_t bh = 0; bh < B * NH; bh++) {
+            int64_t b = bh / NH, h = bh % NH;
+            float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
+            float kt[GPT2RT__ATT_TILE];
+            gpt2rt__cpu_att_tile(kt, qkv + b * T * C3 + C + h * HS, C3, T, Tp, HS);
+            for (int64_t t = 0; t < T; t++) {
+                gpt2rt__cpu_dot_cols(sc, qkv + (b * T + t) * C3 + h * HS, kt, Tp, HS, t + 1);
+                lse[bh * T + t] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc,
+                                                      qkv + b * T * C3 + 2 * C + h * HS, C3, t, HS, T, bh * T + t, scale, dr);
+            }
+        }
+        return;
+    }
     GPT2RT__PARALLEL_FOR_RR(nt)
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < B * NH * T; r++) {
         int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
         float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
-        const float *q = qkv + (b * T + t) * C3 + h * HS;
-        float mx = -INFINITY;
-        gpt2rt__cpu_dot_rows(sc, q, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);
-        for (int64_t s = 0; s <= t; s++) {
-            sc[s] *= scale;
-            if (sc[s] > mx) mx = sc[s];
-        }
-        float sum = 0.0f;
-        for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
-        float inv = 1.0f / sum;
-        float *y = out + (b * T + t) * C + h * HS;
-        for (int64_t i = 0; i < HS; i++) y[i] = 0.0f;
-        if (dr && dr->on)
-            for (int64_t s = 0; s <= t; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + s);
-        for (int64_t s = 0; s <= t; s++) gpt2rt__cpu_axpy(y, sc[s] * inv, qkv + (b * T + s) * C3 + 2 * C + h * HS, HS);
-        lse[(b * NH + h) * T + t] = mx + logf(sum);
+        gpt2rt__cpu_dot_rows(sc, qkv + (b * T + t) * C3 + h * HS, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);
+        lse[r] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc, qkv + b * T * C3 + 2 * C + h * HS, C3, t, HS,
+                                     T, r, scale, dr);
     }
 }
 
@@ -6041,57 +6146,84 @@ static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *q
 static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
                                        float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                                        const gpt2rt__drop *dr, int nt) {
-    int64_t HS = C / NH, C3 = 3 * C;
+    int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
     float scale = 1.0f / sqrtf((float)HS);
+    int tiled = HS * Tp <= GPT2RT__ATT_TILE;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bh = 0; bh < B * NH; bh++) {
         int64_t b = bh / NH, h = bh % NH;
         float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
+        const float *k0 = qkv + b * T * C3 + C + h * HS, *v0 = k0 + C;
         int drop = dr && dr->on;
+        float kt[GPT2RT__ATT_TILE], vt[GPT2RT__ATT_TILE];
+        if (tiled) {
+            gpt2rt__cpu_att_tile(kt, k0, C3, T, Tp, HS);
+            gpt2rt__cpu_att_tile(vt, v0, C3, T, Tp, HS);
+        }
         for (int64_t t = 0; t < T; t++) {
             float *d = dqkv + (b * T + t) * C3 + h * HS;
-            for (int64_t i = 0; i < HS; i++) d[i] = d[C + i] = d[2 * C + i] = 0.0f;
+            for (int64_t i = 0; i < HS; i++) d[C + i] = d[2 * C + i] = 0.0f;
         }
         for (int64_t t = 0; t < T; t++) {
             const float *q = qkv + (b * T + t) * C3 + h * HS;
             const float *dy = dout + (b * T + t) * C + h * HS;
-            float l = lse[(b * NH + h) * T + t], dsum = 0.0f;
-            gpt2rt__cpu_dot_rows(p, q, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);      /* q . k */
-            gpt2rt__cpu_dot_rows(ds, dy, qkv + b * T * C3 + 2 * C + h * HS, C3, HS, t + 1); /* dP = dy . v */
+            float l = lse[bh * T + t], dsum = 0.0f;
+            if (tiled) {
+                gpt2rt__cpu_dot_cols(p, q, kt, Tp, HS, t + 1);  /* q . k */
+                gpt2rt__cpu_dot_cols(ds, dy, vt, Tp, HS, t + 1); /* dP = dy . v */
+            } else {
+                gpt2rt__cpu_dot_rows(p, q, k0, C3, HS, t + 1);
+                gpt2rt__cpu_dot_rows(ds, dy, v0, C3, HS, t + 1);
+            }
             for (int64_t s = 0; s <= t; s++) {
                 p[s] = expf(p[s] * scale - l);
                 if (drop) ds[s] *= gpt2rt__drop_factor(dr, (bh * T + t) * T + s);
                 dsum += p[s] * ds[s];
             }
-            float *dq = dqkv + (b * T + t) * C3 + h * HS;
             for (int64_t s = 0; s <= t; s++) {
                 float g = p[s] * (ds[s] - dsum) * scale; /* dScore, scaled */
                 float *dk = dqkv + (b * T + s) * C3 + C + h * HS;
-                gpt2rt__cpu_axpy(dq, g, qkv + (b * T + s) * C3 + C + h * HS, HS);
+                ds[s] = g;
                 gpt2rt__cpu_axpy(dk, g, q, HS);
                 gpt2rt__cpu_axpy(dk + C, drop ? p[s] * gpt2rt__drop_factor(dr, (bh * T + t) * T + s) : p[s], dy, HS); /* dv */
             }
+            gpt2rt__cpu_axpy_sum(dqkv + (b * T + t) * C3 + h * HS, ds, k0, C3, HS, t + 1); /* dq = sum_s g_s k_s */
         }
     }
 }
 
 /* ---- GELU, tanh form ---- */
 #define GPT2RT__GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-/* tanh(u) = sign(u) (1 - 2 / (exp(2|u|) + 1)), exp by 2^n times a degree-6 Taylor
+/* tanh(u) = sign(u) (1 - 2 / (exp(2|u|) + 1)), exp by 2^k times a degree-6 Taylor
    polynomial on |r| <= ln2/2 (truncation r^7/7! < 1.2e-7 relative): plain arithmetic,
-   so the loops below vectorise, where the C library's tanhf is a call per element
-   (38% of a small model's step). Absolute error about 1e-7, which is what GELU
-   needs: it uses 1 + tanh and 1 - tanh^2. Above |u| = 10, tanh is 1 in float. */
-static float gpt2rt__tanh(float u) {
-    float a = fminf(fabsf(u), 10.0f) * 2.0f;
-    float n = floorf(a * 1.44269504088896341f + 0.5f);
-    float r = (a - n * 0.693145751953125f) - n * 1.42860682030941723e-6f; /* ln2 in two parts */
-    float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    int32_t bits = ((int32_t)n + 127) * (1 << 23); /* 2^n, n in [0, 29] */
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    float t = 1.0f - 2.0f / (e * two_n + 1.0f);
-    return u < 0.0f ? -t : t;
+   where the C library's tanhf is a call per element (38% of a small model's step).
+   Absolute error about 1e-7, which is what GELU needs: it uses 1 + tanh and
+   1 - tanh^2. Above |u| = 10, tanh is 1 in float. Written so that compilers vectorise
+   it under default flags: |u|, the clamp and the sign on the bits (no fminf call, no
+   comparison of floats, which -ftrapping-math keeps as a branch), k = floor(...) as
+   a conversion to int (exact: the value is positive; floorf does not vectorise in
+   gcc 12). */
+static void gpt2rt__tanh_n(float *x, int64_t n) { /* x (n) = tanh(x), in place */
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t ub, ab, tb;
+        memcpy(&ub, x + i, sizeof ub);
+        ab = ub & 0x7FFFFFFFu;
+        ab = ab < 0x41200000u ? ab : 0x41200000u; /* min(|u|, 10.0f); NaN too */
+        float a;
+        memcpy(&a, &ab, sizeof a);
+        a *= 2.0f;
+        int32_t k = (int32_t)(a * 1.44269504088896341f + 0.5f); /* round(a / ln2), in [0, 29] */
+        float kf = (float)k;
+        float r = (a - kf * 0.693145751953125f) - kf * 1.42860682030941723e-6f; /* ln2 in two parts */
+        float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+        int32_t bits = (k + 127) * (1 << 23); /* 2^k */
+        float two_k;
+        memcpy(&two_k, &bits, sizeof two_k);
+        float t = 1.0f - 2.0f / (e * two_k + 1.0f);
+        memcpy(&tb, &t, sizeof tb);
+        tb |= ub & 0x80000000u;
+        memcpy(x + i, &tb, sizeof tb);
+    }
 }
 
 /* out (N) = gelu(inp (N)); the backward computes tanh the same way (the same bits) */
@@ -6103,7 +6235,7 @@ static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, in
         const float *x = inp + i0;
         float th[64];
         for (int64_t i = 0; i < n; i++) th[i] = GPT2RT__GELU_K * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
-        for (int64_t i = 0; i < n; i++) th[i] = gpt2rt__tanh(th[i]);
+        gpt2rt__tanh_n(th, n);
         for (int64_t i = 0; i < n; i++) out[i0 + i] = 0.5f * x[i] * (1.0f + th[i]);
     }
 }
@@ -6117,7 +6249,7 @@ static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float
         const float *x = inp + i0;
         float th[64];
         for (int64_t i = 0; i < n; i++) th[i] = GPT2RT__GELU_K * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
-        for (int64_t i = 0; i < n; i++) th[i] = gpt2rt__tanh(th[i]);
+        gpt2rt__tanh_n(th, n);
         for (int64_t i = 0; i < n; i++) {
             float sech2 = 1.0f - th[i] * th[i];
             float g = 0.5f * (1.0f + th[i]) + 0.5f * x[i] * sech2 * GPT2RT__GELU_K * (1.0f + 3.0f * 0.044715f * x[i] * x[i]);
@@ -6433,6 +6565,33 @@ static void gpt2rt__sg_kern_avx2(int64_t kc, const float *Ap, const float *Bp,
         GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST2)
     }
 }
+/* the same tile and the same fused multiply-adds in the same order with A read in
+   place (op(A) = A, rows lda apart) instead of packed: a skinny product (small N)
+   reads each A panel once or twice, so packing it would cost as much as the product.
+   Rows past `rows` repeat the last row (computed, then dropped by the caller). */
+#define GPT2RT__SG_256_DA(i) const float *a##i = A + (i < rows ? i : rows - 1) * lda;
+#define GPT2RT__SG_256_DFMA(i) { __m256 av = _mm256_broadcast_ss(a##i + k); \
+    c##i##a = _mm256_fmadd_ps(av, b0, c##i##a); c##i##b = _mm256_fmadd_ps(av, b1, c##i##b); }
+__attribute__((target("avx2,fma")))
+static void gpt2rt__sg_kern_avx2_direct(int64_t kc, const float *A, int64_t lda, int64_t rows, const float *Bp,
+                                        float *C, int64_t ldc, int mode, const float *bias) {
+    int64_t k;
+    GPT2RT__SG_256_ROWS(GPT2RT__SG_256_DECL)
+    GPT2RT__SG_256_ROWS(GPT2RT__SG_256_DA)
+    for (k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_DFMA)
+        Bp += GPT2RT__SG_256_NR;
+    }
+    if (mode == 0) {
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST0)
+    } else if (mode == 1) {
+        __m256 bv0 = _mm256_loadu_ps(bias), bv1 = _mm256_loadu_ps(bias + 8);
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST1)
+    } else {
+        GPT2RT__SG_256_ROWS(GPT2RT__SG_256_ST2)
+    }
+}
 #endif /* GPT2RT__SG_X86 */
 
 /* pack op(A)[m0+i, k0+k] for i<mr_tot (zero beyond m_n), k<kc into mr-row micro-panels: Ap[p][k][i] */
@@ -6485,8 +6644,12 @@ static void gpt2rt__sg_pack_b(float *Bp, const float *B, int64_t ldb, int trans_
 
 typedef void (*gpt2rt__sg_pack_fn)(float *dst, const float *src, int64_t ld, int trans,
                                    int64_t i0, int64_t i_n, int64_t k0, int64_t kc, int r);
+/* a kernel that reads op(A) = A in place (rows lda apart, `rows` of them valid) */
+typedef void (*gpt2rt__sg_kern_direct_fn)(int64_t kc, const float *A, int64_t lda, int64_t rows, const float *Bp,
+                                          float *C, int64_t ldc, int mode, const float *bias);
 typedef struct {
     gpt2rt__sg_kern_fn kern;
+    gpt2rt__sg_kern_direct_fn kern_direct; /* NULL: A is always packed */
     gpt2rt__sg_pack_fn pack_a, pack_b;
     int mr, nr;
 } gpt2rt__sg_impl;
@@ -6494,6 +6657,7 @@ typedef struct {
 static gpt2rt__sg_impl gpt2rt__sg_select(void) {
     gpt2rt__sg_impl im;
     im.kern = gpt2rt__sg_kern_generic;
+    im.kern_direct = NULL;
     im.pack_a = gpt2rt__sg_pack_a;
     im.pack_b = gpt2rt__sg_pack_b;
     im.mr = GPT2RT__SG_GEN_MR;
@@ -6513,6 +6677,7 @@ static gpt2rt__sg_impl gpt2rt__sg_select(void) {
         im.nr = GPT2RT__SG_512_NR;
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         im.kern = gpt2rt__sg_kern_avx2;
+        im.kern_direct = gpt2rt__sg_kern_avx2_direct;
         im.mr = GPT2RT__SG_256_MR;
         im.nr = GPT2RT__SG_256_NR;
     }
@@ -6544,6 +6709,8 @@ static void gpt2rt__sg_region(const gpt2rt__sg_impl *im, int trans_a, int trans_
     float *Ap = ws + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC;
     float tmp[32 * 32]; /* edge tile buffer, >= mr*nr for every kernel */
     int64_t jc, pc, ic, jr, ir, i, j;
+    /* A in place where a packed panel would serve few column panels (N up to 4 of them) */
+    int direct = im->kern_direct && !trans_a && n1 - n0 <= 4 * (int64_t)nr;
     for (jc = n0; jc < n1; jc += ncb) {
         int64_t nn = n1 - jc < ncb ? n1 - jc : ncb;
         for (pc = 0; pc < K; pc += kcb) {
@@ -6553,19 +6720,21 @@ static void gpt2rt__sg_region(const gpt2rt__sg_impl *im, int trans_a, int trans_
             im->pack_b(Bp, B, ldb, trans_b, jc, nn, pc, kc, nr);
             for (ic = m0; ic < m1; ic += mcb) {
                 int64_t mm = m1 - ic < mcb ? m1 - ic : mcb;
-                im->pack_a(Ap, A, lda, trans_a, ic, mm, pc, kc, mr);
+                if (!direct) im->pack_a(Ap, A, lda, trans_a, ic, mm, pc, kc, mr);
                 for (jr = 0; jr < nn; jr += nr) {
                     int64_t nw = nn - jr < nr ? nn - jr : nr;
                     const float *bp = Bp + jr * kc;
                     const float *bb = bias ? bias + jc + jr : NULL;
                     for (ir = 0; ir < mm; ir += mr) {
                         int64_t mw = mm - ir < mr ? mm - ir : mr;
-                        const float *ap = Ap + ir * kc;
+                        const float *ap = Ap + ir * kc, *ad = A + (ic + ir) * lda + pc;
                         float *c = C + (ic + ir) * ldc + jc + jr;
                         if (mw == mr && nw == nr) {
-                            im->kern(kc, ap, bp, c, ldc, mode, bb);
+                            if (direct) im->kern_direct(kc, ad, lda, mw, bp, c, ldc, mode, bb);
+                            else im->kern(kc, ap, bp, c, ldc, mode, bb);
                         } else {
-                            im->kern(kc, ap, bp, tmp, nr, 0, NULL);
+                            if (direct) im->kern_direct(kc, ad, lda, mw, bp, tmp, nr, 0, NULL);
+                            else im->kern(kc, ap, bp, tmp, nr, 0, NULL);
                             for (i = 0; i < mw; i++)
                                 for (j = 0; j < nw; j++) {
                                     float t = tmp[i * nr + j];

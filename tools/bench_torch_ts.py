@@ -4,11 +4,13 @@ thread count: RevIN (mean, std = sqrt(biased var + 1e-5)), the series padded at 
 end by repeating its last value (ReplicationPad1d) and unfolded into patches,
 in_layer Linear(patch -> C), transformers' GPT2Model (inputs_embeds: + wpe, the
 blocks, ln_f), out_layer Linear(n_patches * C -> horizon), de-normalised, MSE;
-backward, clip_grad_norm_(1.0), AdamW. Prints windows/s.
+backward, clip_grad_norm_(1.0), AdamW. Attention and MLP frozen as GPT4TS does
+(requires_grad False: autograd computes their input gradients only; the optimizer and
+the clip see the trained parameters only). Prints windows/s.
 
 usage: python3 tools/bench_torch_ts.py [--steps N] [--batch B] [--lookback L] [--patch P]
        [--stride S] [--channels M] [--horizon H] [--layers N] [--heads N] [--width C]
-       [--dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
+       [--freeze 0|1] [--dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
 Prints 'SKIP ...' and exits 77 when torch or transformers is missing."""
 import argparse
 import math
@@ -21,14 +23,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", "-steps", type=int, default=20)
     ap.add_argument("--batch", "-batch", type=int, default=64)
-    ap.add_argument("--lookback", "-lookback", type=int, default=336)
+    ap.add_argument("--lookback", "-lookback", type=int, default=192)
     ap.add_argument("--patch", "-patch", type=int, default=16)
-    ap.add_argument("--stride", "-stride", type=int, default=16)
+    ap.add_argument("--stride", "-stride", type=int, default=8)
     ap.add_argument("--channels", "-channels", type=int, default=7)
     ap.add_argument("--horizon", "-horizon", type=int, default=96)
     ap.add_argument("--layers", "-layers", type=int, default=1)
     ap.add_argument("--heads", "-heads", type=int, default=2)
     ap.add_argument("--width", "-width", type=int, default=16)
+    ap.add_argument("--freeze", "-freeze", type=int, default=1)
     ap.add_argument("--dropout", "-dropout", type=float, default=0.0)
     ap.add_argument("--threads", "-threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
@@ -69,7 +72,12 @@ def main():
             return y * std + mean
 
     model = Forecaster().train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    if a.freeze:  # GPT4TS: attention and MLP keep their init
+        for name, p in model.gpt2.named_parameters():
+            if ".attn." in name or ".mlp." in name:
+                p.requires_grad_(False)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trained, lr=1e-3, weight_decay=0.0)
     # the data of bench_ts.c: per channel a daily and a weekly cycle, a drift and noise
     B = a.batch
     n = L + H + B * 8
@@ -78,28 +86,34 @@ def main():
     g = torch.Generator().manual_seed(1)
     series = (torch.sin(2 * math.pi * t / 24.0 + m) * (1 + 0.2 * m) + 0.5 * torch.sin(2 * math.pi * t / 168.0)
               + 1e-3 * t + 0.3 * (torch.rand(n, M, generator=g, dtype=torch.float64) - 0.5)).float()
-    times = []
+    times, cpu_times = [], []
     for k in range(-2, a.steps):  # two steps warm up
         t0 = (k + 2) % 8
         x = torch.stack([series[t0 + b * 8: t0 + b * 8 + L] for b in range(B)])
         y = torch.stack([series[t0 + b * 8 + L: t0 + b * 8 + L + H] for b in range(B)])
-        s = time.perf_counter()
+        s, cs = time.perf_counter(), time.process_time()
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        dt = time.perf_counter() - s
+        dt, ct = time.perf_counter() - s, time.process_time() - cs
         if k < 0 or k % 5 == 4 or k == a.steps - 1:
             print(f"torch step {k:3d}: loss {loss.item():.4f}  {dt * 1e3:.1f} ms")
         if k >= 0:
             times.append(dt)
+            cpu_times.append(ct)
+    def median(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
     mean = sum(times) / len(times)
-    med = sorted(times)[len(times) // 2] if len(times) % 2 else sum(sorted(times)[len(times) // 2 - 1:][:2]) / 2
+    med = median(times)
     n_params = sum(p.numel() for p in model.parameters()) - C  # less the unused 1-token wte
-    print(f"torch {torch.__version__}, {n_params} parameters, {a.threads} threads, {a.steps} steps of {B} windows: "
+    n_trained = sum(p.numel() for p in trained)
+    print(f"torch {torch.__version__}, {n_params} parameters ({n_trained} trained), {a.threads} threads, {a.steps} steps of {B} windows: "
           f"median {med * 1e3:.2f} ms, mean {mean * 1e3:.2f} ms")
     print(f"windows/s: {B / med:.1f} (median step)")
+    print(f"cpu ms/step: {median(cpu_times) * 1e3:.2f} (median, process CPU time of all threads)")
     return 0
 
 

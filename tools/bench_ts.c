@@ -4,11 +4,12 @@
    AdamW) on ETTh-like windows. tools/bench_torch_ts.py is the same model in PyTorch;
    the Makefile prints both and the ratio. A benchmark, not a test.
    The default shape is examples/timeseries.c's --preset cpu (ETTh: 7 channels,
-   lookback 336, patch 16, stride 16, horizon 96; 1 layer, 2 heads, width 16, batch 64
-   windows); every part of it is a flag:
+   lookback 192, patch 16, stride 8 (24 patches), horizon 96; 1 layer, 2 heads, width 16,
+   batch 64 windows; attention and MLP frozen, as GPT4TS does); every part of it is a flag:
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
                    [-channels M] [-horizon H] [-layers N] [-heads N] [-width C]
-                   [-dropout P] [-threads N] */
+                   [-freeze 0|1] [-dropout P] [-threads N] */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime(CLOCK_PROCESS_CPUTIME_ID) under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <stdio.h>
@@ -19,6 +20,19 @@ static double now(void) {
     struct timespec ts;
     timespec_get(&ts, TIME_UTC);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the process's CPU time: on a machine shared with other jobs it counts the work, not the waits */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double median(double *v, int n) { /* sorts v */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void cpu_name(char *out, size_t cap) {
@@ -41,8 +55,9 @@ int main(int argc, char **argv) {
     gpt2rt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.input = GPT2RT_INPUT_PATCHES; cfg.head = GPT2RT_HEAD_REGRESSION;
-    cfg.seq_len = 336; cfg.patch_len = 16; cfg.patch_stride = 16; cfg.n_channels = 7; cfg.horizon = 96;
+    cfg.seq_len = 192; cfg.patch_len = 16; cfg.patch_stride = 8; cfg.n_channels = 7; cfg.horizon = 96;
     cfg.n_layer = 1; cfg.n_head = 2; cfg.n_embd = 16; cfg.batch_size = 64;
+    cfg.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
     cfg.lr = 1e-3f;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *o = argv[i];
@@ -57,6 +72,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "-layers")) cfg.n_layer = v;
         else if (!strcmp(o, "-heads")) cfg.n_head = v;
         else if (!strcmp(o, "-width")) cfg.n_embd = v;
+        else if (!strcmp(o, "-freeze")) cfg.frozen = v ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
         else if (!strcmp(o, "-dropout")) cfg.dropout = (float)atof(argv[i + 1]);
         else if (!strcmp(o, "-threads")) cfg.n_threads = v;
         else { fprintf(stderr, "bench_ts: unknown option %s\n", o); return 2; }
@@ -73,8 +89,9 @@ int main(int argc, char **argv) {
     cpu_name(cpu, sizeof cpu);
     int B = cfg.batch_size, L = cfg.seq_len, M = cfg.n_channels, H = cfg.horizon;
     printf("bench_ts: %lld parameters (L=%d NH=%d C=%d), windows B=%d lookback %d patch %d stride %d (%d patches) "
-           "channels %d horizon %d, dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
-           cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H, (double)cfg.dropout,
+           "channels %d horizon %d, %s, dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
+           cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H,
+           cfg.frozen ? "attention + MLP frozen" : "nothing frozen", (double)cfg.dropout,
            cfg.n_threads, cpu);
     /* ETTh-like data: per channel a daily and a weekly cycle, a drift and noise */
     int64_t len = (int64_t)L + H + B * 8;
@@ -88,7 +105,7 @@ int main(int argc, char **argv) {
             series[t * M + m] = (float)(sin(2 * GPT2RT__PI * t / 24.0 + m) * (1 + 0.2 * m) +
                                         0.5 * sin(2 * GPT2RT__PI * t / 168.0) + 1e-3 * t + 0.3 * noise);
         }
-    double total = 0, *dts = (double *)malloc(sizeof(double) * (size_t)steps);
+    double total = 0, *dts = (double *)malloc(sizeof(double) * (size_t)steps), *cts = (double *)malloc(sizeof(double) * (size_t)steps);
     for (int k = -2; k < steps; k++) { /* two steps warm up */
         int64_t t0 = (int64_t)(((unsigned)k + 2u) % 8u); /* windows start t0, t0 + 8, ...: a new batch each step */
         for (int b = 0; b < B; b++) {
@@ -96,20 +113,20 @@ int main(int argc, char **argv) {
             memcpy(y + (size_t)b * H * M, series + (t0 + (int64_t)b * 8 + L) * M, sizeof(float) * (size_t)H * M);
         }
         gpt2rt_step_stats st;
-        double a = now();
+        double a = now(), ca = cpu_now();
         if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", gpt2rt_last_error(ctx)); return 1; }
-        double dt = now() - a;
-        if (k >= 0) { total += dt; dts[k] = dt; }
+        double dt = now() - a, ct = cpu_now() - ca;
+        if (k >= 0) { total += dt; dts[k] = dt; cts[k] = ct; }
         if (k < 0 || k % 5 == 4 || k == steps - 1)
             printf("step %3d: loss %.4f  %.1f ms\n", k, (double)st.loss, dt * 1e3);
     }
     /* the median step: a shared machine's load spikes move the mean, not the median */
-    for (int i = 1; i < steps; i++)
-        for (int j = i; j > 0 && dts[j - 1] > dts[j]; j--) { double t = dts[j]; dts[j] = dts[j - 1]; dts[j - 1] = t; }
-    double med = steps % 2 ? dts[steps / 2] : 0.5 * (dts[steps / 2 - 1] + dts[steps / 2]);
+    double med = median(dts, steps), cmed = median(cts, steps);
     printf("\n%d steps of %d windows: median %.2f ms, mean %.2f ms\n", steps, B, med * 1e3, total / steps * 1e3);
     printf("windows/s: %.1f (median step)\n", B / med);
+    printf("cpu ms/step: %.2f (median, process CPU time of all threads)\n", cmed * 1e3);
     free(dts);
+    free(cts);
     gpt2rt_free(ctx);
     free(series); free(x); free(y);
     return 0;
