@@ -192,6 +192,13 @@ ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the las
        echo "$out" | tail -2 | head -1 | grep -Eq '^test \(drop last\) mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 4$'; then
         ok "examples/timeseries trains, stops, scores every test window ($(echo "$out" | tail -1))"
     else bad "examples/timeseries smoke run (rc $rc)"; echo "$out" | tail -5; fi
+    # --max-steps: the steps, then the estimate, and no scoring (README's --preset gpt4ts timing)
+    out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
+          --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --max-steps 2 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^step [12]  train mse')" -eq 2 ] && ! echo "$out" | grep -q '^test' &&
+       echo "$out" | tail -1 | grep -Eq '^--max-steps 2: .* s a step; the whole run \(at most 16 steps and 5 scoring batches'; then
+        ok "examples/timeseries --max-steps 2 times 2 steps and estimates the run"
+    else bad "examples/timeseries --max-steps (rc $rc)"; echo "$out" | tail -4; fi
     out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 40 2>&1); rc=$?
     if [ $rc -ne 0 ] && echo "$out" | grep -q "too few"; then ok "examples/timeseries refuses a file too short for the windows"
     else bad "examples/timeseries on a too-short file (rc $rc)"; echo "$out" | tail -3; fi
