@@ -11218,19 +11218,9 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
                                       uint64_t free_bytes, const char *what, int allocation_failed);
 static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx);
 
-/* gpt2rt_create, backend CUDA (ctx->cfg resolved): the budget and the
-   device's free memory against the plan before anything is allocated (the table and the
-   advisor's suggestion when it does not fit), the host weights, initialised, then the
-   device state, which uploads them */
-static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-    size_t fr = 0, tot = 0;
-    if (cudaSetDevice(ctx->cfg.device_ids[0]) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
-        (void)cudaGetLastError(); /* no device: gpt2rt__cu_create says so */
-        fr = 0;
-    }
-    if (ctx->cfg.memory_budget && plan->total[0] > ctx->cfg.memory_budget)
-        return gpt2rt__fail_oom(ctx, plan, ctx->cfg.memory_budget, fr, NULL, 0);
-    if (fr && plan->total[0] > (uint64_t)fr) return gpt2rt__fail_oom(ctx, plan, fr, fr, NULL, 0);
+/* a CUDA context's host side: the whole model's parameter table and its fp32 weights
+   (the only host arena; gpt2rt_free frees it), initialised */
+static gpt2rt_result gpt2rt__cu_host_alloc(gpt2rt_ctx *ctx) {
     ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, &ctx->n_params, &ctx->n_train);
     ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
                                                    GPT2RT_MEM_BOOKKEEPING);
@@ -11244,6 +11234,24 @@ static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
     ctx->arena[GPT2RT_MEM_WEIGHTS] = ctx->params; /* gpt2rt_free frees it */
     ctx->arena_bytes[GPT2RT_MEM_WEIGHTS] = pb;
     gpt2rt__init_params(ctx);
+    return GPT2RT_OK;
+}
+
+/* gpt2rt_create, backend CUDA (ctx->cfg resolved): the budget and the
+   device's free memory against the plan before anything is allocated (the table and the
+   advisor's suggestion when it does not fit), the host weights, initialised, then the
+   device state, which uploads them */
+static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    size_t fr = 0, tot = 0;
+    if (cudaSetDevice(ctx->cfg.device_ids[0]) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no device: gpt2rt__cu_create says so */
+        fr = 0;
+    }
+    if (ctx->cfg.memory_budget && plan->total[0] > ctx->cfg.memory_budget)
+        return gpt2rt__fail_oom(ctx, plan, ctx->cfg.memory_budget, fr, NULL, 0);
+    if (fr && plan->total[0] > (uint64_t)fr) return gpt2rt__fail_oom(ctx, plan, fr, fr, NULL, 0);
+    gpt2rt_result hr = gpt2rt__cu_host_alloc(ctx);
+    if (hr != GPT2RT_OK) return hr;
     char err[2048];
     gpt2rt_result r = gpt2rt__cu_create(ctx, &ctx->cu, err, sizeof err);
     if (r == GPT2RT_ERR_OUT_OF_MEMORY) {
@@ -13113,19 +13121,8 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
                                 m - 1, GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS]),
                                 GPT2RT__GIB(ctx->cfg.memory_budget));
     }
-    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, &ctx->n_params, &ctx->n_train);
-    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
-                                                   GPT2RT_MEM_BOOKKEEPING);
-    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
-    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
-    size_t pb = (size_t)ctx->n_params * sizeof(float);
-    ctx->params = (float *)gpt2rt__alloc(&ctx->cfg, pb, GPT2RT_MEM_WEIGHTS);
-    if (!ctx->params)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: %zu bytes of host memory for the fp32 "
-                            "weights", pb);
-    ctx->arena[GPT2RT_MEM_WEIGHTS] = ctx->params; /* gpt2rt_free frees it */
-    ctx->arena_bytes[GPT2RT_MEM_WEIGHTS] = pb;
-    gpt2rt__init_params(ctx);
+    gpt2rt_result hr = gpt2rt__cu_host_alloc(ctx);
+    if (hr != GPT2RT_OK) return hr;
 
     gpt2rt__ls *ls = (gpt2rt__ls *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__ls), GPT2RT_MEM_BOOKKEEPING);
     if (!ls) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stages");

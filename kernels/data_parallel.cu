@@ -35,10 +35,6 @@
 #include "../gpt2rt.h"
 #include "lab.cuh"
 
-#define LAB_OK(ctx, call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) { \
-    fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, gpt2rt_result_string(r_), \
-            gpt2rt_last_error(ctx)); exit(2); } } while (0)
-
 static const int B = 2, T = 32, V = 500, STEPS = 4;
 
 static gpt2rt_config base(void) {

@@ -97,6 +97,13 @@ template <typename F> static float lab_time_ms(F fn, int reps) {
     return ms / (float)reps;
 }
 
+/* a public gpt2rt call that must succeed (the end-to-end labs): else the error, exit 2 */
+#ifdef GPT2RT_H
+#define LAB_OK(ctx, call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) { \
+    fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, gpt2rt_result_string(r_), \
+            gpt2rt_last_error(ctx)); exit(2); } } while (0)
+#endif
+
 static int lab_finish(const char *name) {
     printf("%s: %s (%d failure%s)\n", name, lab_failures ? "FAIL" : "PASS", lab_failures, lab_failures == 1 ? "" : "s");
     return lab_failures ? 1 : 0;

@@ -38,10 +38,6 @@
 #include "../gpt2rt.h"
 #include "lab.cuh"
 
-#define LAB_OK(ctx, call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) { \
-    fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, gpt2rt_result_string(r_), \
-            gpt2rt_last_error(ctx)); exit(2); } } while (0)
-
 static void check_true(const char *what, int ok) {
     printf("  %-56s %s\n", what, ok ? "PASS" : "FAIL");
     if (!ok) lab_failures++;

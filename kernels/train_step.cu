@@ -36,10 +36,6 @@
 #include "lab.cuh"
 #include <unistd.h>
 
-#define LAB_OK(ctx, call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) { \
-    fprintf(stderr, "%s:%d: %s: %s: %s\n", __FILE__, __LINE__, #call, gpt2rt_result_string(r_), \
-            gpt2rt_last_error(ctx)); exit(2); } } while (0)
-
 /* ---------------------------------------------------------------- the fixture */
 static gpt2rt_ctx *fx_ctx;   /* owns the parse */
 static gpt2rt__st fx;
