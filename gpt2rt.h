@@ -381,9 +381,12 @@
    ============================================================================
    The layers in N stages: stage_first_layer[s] (s = 1..N-1, increasing, each stage
    at least one layer) gives the first layer of stage s; all 0, the planner splits
-   (an even share of the layers, earlier stages taking the remainder; under FULL
-   recompute an even share of the checkpoint segments). The embedding is on stage 0,
-   ln_f, the head and the loss on stage N-1; gpt2rt_plan_format prints the stages.
+   at the boundaries (checkpoint multiples under FULL recompute) that make the
+   largest per-device total of gpt2rt_plan least, the even split where that is as
+   good (GPT-2 124M, B=8 T=1024, 2 devices: layers 0..7 and 8..11, 4271 and 4327
+   MiB, where 0..5 / 6..11 would need 5312 on the device with the logits). The
+   embedding is on stage 0, ln_f, the head and the loss on stage N-1;
+   gpt2rt_plan_format prints the stages.
    Calls take batch_size rows per micro-batch, as on one device.
    - gpt2rt_step / _step_series pipeline the grad_accum micro-batches through the
      stages, one thread each (GPipe: a stage runs the forwards of micro-batches
@@ -480,7 +483,7 @@
    data parallel on any link (its 0.5 GB all-reduce hides behind the backward);
    a 2.02B-parameter model (L=50, C=1792: 30.1 GiB of fp32 weights, gradients and
    moments) fits neither data parallel (31.7 GiB a device) nor sharded (24.1 GiB),
-   only layer split (17.1 GiB), at 1.82x for 16 micro-batches (the bubble is 1/17
+   only layer split (16.5 GiB), at 1.87x for 16 micro-batches (the bubble is 1/17
    of the step). A model, not a measurement.
 
    ============================================================================
@@ -2088,7 +2091,7 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
 }
 
 /* layer split's stages: explicit first layers (stage_first_layer), or the planner's
-   split (gpt2rt__stage_first); under FULL recompute every stage starts at a checkpoint,
+   split (gpt2rt__stage_bounds); under FULL recompute every stage starts at a checkpoint,
    so no recomputed segment spans two stages */
 static gpt2rt_result gpt2rt__cfg_check_stages(const gpt2rt_config *c, char *err, size_t cap) {
     const int *f = c->stage_first_layer;
@@ -2108,7 +2111,7 @@ static gpt2rt_result gpt2rt__cfg_check_stages(const gpt2rt_config *c, char *err,
         given = 1;
     }
     if (!split) return GPT2RT_OK;
-    if (!given) { /* the planner's: an even share of the checkpoint segments */
+    if (!given) { /* the planner's: at least a checkpoint segment a stage */
         int segs = (c->n_layer + ck - 1) / ck;
         if (segs < n)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "parallel = LAYER_SPLIT over %d devices with recompute = FULL "
@@ -2317,30 +2320,129 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     return d;
 }
 
-/* Layer split: the first layer of stage s (s = n_devices: n_layer), as the config gives
-   it or, all 0 there, the planner's even split of the checkpoint segments (of
-   checkpoint_every layers under FULL recompute, else 1), earlier stages taking the
-   remainder, so each stage starts at a checkpoint. */
-static int64_t gpt2rt__stage_first(const gpt2rt_config *c, int s) {
+static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_t bytes[GPT2RT_MEM_COUNT],
+                           gpt2rt_ctx *ctx);
+
+/* The planner's layer split works in checkpoint segments (checkpoint_every layers
+   under FULL recompute, else 1): a stage [a, b) in segments is layers [a ck, min(b ck, L)).
+   Its cost is what gpt2rt_plan reports for it: the device's planned total. */
+typedef struct gpt2rt__split {
+    const gpt2rt__dims *d;
+    int64_t n, S, ck, L;
+} gpt2rt__split;
+
+static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a, int64_t b) {
+    gpt2rt__span sp;
+    uint64_t bytes[GPT2RT_MEM_COUNT], t = 0;
+    sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
+    sp.first = s == 0; sp.last = s == p->n - 1;
+    gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) t += bytes[i];
+    return t;
+}
+
+/* Stage s starting at segment a: the last end in (a, hi] within cap M (a when none).
+   A stage's cost grows with its length, so a bisection finds it. */
+static int64_t gpt2rt__split_reach(const gpt2rt__split *p, int64_t s, int64_t a, int64_t hi, uint64_t M) {
+    int64_t lo = a; /* lo fits (or is a), hi + 1 does not */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (gpt2rt__split_cost(p, s, a, mid) <= M) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Stage s ending at segment b: the first start in [lo, b) within cap M (b when none). */
+static int64_t gpt2rt__split_back(const gpt2rt__split *p, int64_t s, int64_t b, int64_t lo, uint64_t M) {
+    int64_t hi = b;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (gpt2rt__split_cost(p, s, mid, b) <= M) hi = mid; else lo = mid + 1;
+    }
+    return hi;
+}
+
+/* Can n non-empty stages, each within M, cover the segments? Greedy: each stage as long
+   as M allows, leaving a segment for each later stage (optimal as costs grow with length). */
+static int gpt2rt__split_fits(const gpt2rt__split *p, uint64_t M) {
+    int64_t a = 0;
+    for (int64_t s = 0; s < p->n - 1; s++) {
+        int64_t b = gpt2rt__split_reach(p, s, a, p->S - (p->n - 1 - s), M);
+        if (b == a) return 0;
+        a = b;
+    }
+    return gpt2rt__split_cost(p, p->n - 1, a, p->S) <= M;
+}
+
+/* Layer split: the first layers of the stages, b[0] = 0 .. b[n_devices] = n_layer, as the
+   config gives them or, all 0 there, the planner's: the split of the checkpoint segments
+   whose largest per-device planned total is least (so each stage starts at a checkpoint).
+   M*, that least largest total, by bisection on the cap with the greedy above; then each
+   boundary as near the even split (earlier stages taking the remainder) as M* allows:
+   stage s-1 within M* bounds it above, the rest fitting in M* (a greedy from the end)
+   below. The even split comes back whenever it is as good. O(n log S) layouts a probe, no
+   state kept: the same config always gives the same split. */
+static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DEVICES + 1]) {
     int64_t n = c->n_devices, L = c->n_layer;
-    if (s <= 0) return 0;
-    if (s >= n) return L;
-    if (c->stage_first_layer[1]) return c->stage_first_layer[s];
-    int64_t ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1, segs = (L + ck - 1) / ck;
-    int64_t q = segs / n, r = segs % n;
-    return (s * q + (s < r ? s : r)) * ck;
+    b[0] = 0; b[n] = L;
+    if (c->stage_first_layer[1]) {
+        for (int64_t s = 1; s < n; s++) b[s] = c->stage_first_layer[s];
+        return;
+    }
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    gpt2rt__split p;
+    p.d = &d; p.n = n; p.L = L;
+    p.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    p.S = (L + p.ck - 1) / p.ck;
+    int64_t e[GPT2RT_MAX_DEVICES + 1], q = p.S / n, r = p.S % n, lo_b[GPT2RT_MAX_DEVICES + 1];
+    for (int64_t s = 0; s <= n; s++) e[s] = s * q + (s < r ? s : r);
+    if (n < 2 || p.S < n) { /* nothing to choose (the config check refuses too few segments) */
+        for (int64_t s = 1; s < n; s++) b[s] = e[s] * p.ck < L ? e[s] * p.ck : L;
+        return;
+    }
+    /* M* in (lo, hi]: the even split fits hi; the first and last stages hold a segment at least */
+    uint64_t hi = 0, lo = gpt2rt__split_cost(&p, 0, 0, 1), last = gpt2rt__split_cost(&p, n - 1, p.S - 1, p.S);
+    lo = (lo > last ? lo : last) - 1;
+    for (int64_t s = 0; s < n; s++) {
+        uint64_t t = gpt2rt__split_cost(&p, s, e[s], e[s + 1]);
+        if (t > hi) hi = t;
+    }
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (gpt2rt__split_fits(&p, mid)) hi = mid; else lo = mid;
+    }
+    lo_b[n] = p.S; /* lo_b[s]: the earliest start from which stages s..n-1 fit in hi */
+    for (int64_t s = n - 1; s >= 1; s--) lo_b[s] = gpt2rt__split_back(&p, s, lo_b[s + 1], s, hi);
+    int64_t prev = 0;
+    for (int64_t s = 1; s < n; s++) {
+        int64_t lower = lo_b[s] > prev + 1 ? lo_b[s] : prev + 1;
+        int64_t upper = gpt2rt__split_reach(&p, s - 1, prev, p.S - (n - s), hi);
+        int64_t x = e[s] < lower ? lower : e[s] > upper ? upper : e[s];
+        b[s] = x * p.ck < L ? x * p.ck : L;
+        prev = x;
+    }
+}
+
+/* the span of every device (one split computed for all); parallel != LAYER_SPLIT: the whole model */
+static void gpt2rt__spans_of(const gpt2rt_config *c, gpt2rt__span sp[GPT2RT_MAX_DEVICES]) {
+    int64_t b[GPT2RT_MAX_DEVICES + 1];
+    int split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    if (split) gpt2rt__stage_bounds(c, b);
+    for (int dev = 0; dev < GPT2RT_MAX_DEVICES; dev++) {
+        sp[dev].l0 = 0; sp[dev].l1 = c->n_layer; sp[dev].first = sp[dev].last = 1;
+        if (split && dev < c->n_devices) {
+            sp[dev].l0 = b[dev];
+            sp[dev].l1 = b[dev + 1];
+            sp[dev].first = dev == 0;
+            sp[dev].last = dev == c->n_devices - 1;
+        }
+    }
 }
 
 static gpt2rt__span gpt2rt__span_of(const gpt2rt_config *c, int dev) {
-    gpt2rt__span s;
-    s.l0 = 0; s.l1 = c->n_layer; s.first = s.last = 1;
-    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
-        s.l0 = gpt2rt__stage_first(c, dev);
-        s.l1 = gpt2rt__stage_first(c, dev + 1);
-        s.first = dev == 0;
-        s.last = dev == c->n_devices - 1;
-    }
-    return s;
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
+    return sp[dev];
 }
 
 /* ==== 3. Layout and plan ==== */
@@ -2881,7 +2983,7 @@ static uint64_t gpt2rt__overhead_estimate(const gpt2rt_config *c) {
    matrix products at peak FLOP/s scaled by the efficiency tok/(tok + half), the
    element-wise traffic of recompute at bw bytes/s, a launch latency per layer.
    *flops: its FLOPs (recompute included); *owned: the parameters it trains. */
-static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *dp, int dev, double peak, double bw,
+static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *dp, gpt2rt__span s, double peak, double bw,
                                     double half, double launch, double *flops, double *owned) {
     const gpt2rt__dims d = *dp;
     double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
@@ -2890,7 +2992,6 @@ static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
-    gpt2rt__span s = gpt2rt__span_of(c, dev);
     double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
     if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
     if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
@@ -2910,9 +3011,11 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
     double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
     double C = (double)d.C, tok = (double)d.BT;
     double t_micro = 0.0, f_micro = 0.0, owned_max = 0.0;
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
     for (int dev = 0; dev < (split ? n : 1); dev++) {
         double f, owned;
-        t_micro += gpt2rt__predict_micro(c, &d, dev, peak, bw, half, launch, &f, &owned);
+        t_micro += gpt2rt__predict_micro(c, &d, sp[dev], peak, bw, half, launch, &f, &owned);
         f_micro += f;
         if (owned > owned_max) owned_max = owned;
     }
@@ -2943,9 +3046,11 @@ static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw,
     int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     int ranks = c->parallel == GPT2RT_PARALLEL_DATA ? n * c->world_size : 1, m = c->grad_accum;
     double f, owned, t_stage = 0.0, owned_max = 0.0, t_all = 0.0, owned_all = 0.0;
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
     memset(st, 0, sizeof *st);
     for (int dev = 0; dev < (split ? n : 1); dev++) {
-        double t = gpt2rt__predict_micro(c, &d, dev, peak, hw->mem_bw, half, launch, &f, &owned);
+        double t = gpt2rt__predict_micro(c, &d, sp[dev], peak, hw->mem_bw, half, launch, &f, &owned);
         if (t > t_stage) t_stage = t;
         if (owned > owned_max) owned_max = owned;
         t_all += t;
@@ -13954,9 +14059,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     const gpt2rt_config *c = &plan->config;
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->n_devices = c->n_devices;
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
     for (int dev = 0; dev < c->n_devices; dev++) {
-        gpt2rt__span s = gpt2rt__span_of(c, dev);
-        gpt2rt__layout(&d, &s, plan->bytes[dev], NULL);
+        gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
         plan->overhead[dev] = gpt2rt__overhead_estimate(c);
     }
@@ -14018,10 +14124,11 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
     GPT2RT__PUT("\n");
     if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
+        gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+        gpt2rt__spans_of(c, sp);
         GPT2RT__PUT("stages (%s):", c->stage_first_layer[1] ? "stage_first_layer" : "the planner's split");
         for (int dev = 0; dev < c->n_devices; dev++) {
-            gpt2rt__span sp = gpt2rt__span_of(c, dev);
-            GPT2RT__PUT(" %d: layers %lld..%lld%s", dev, (long long)sp.l0, (long long)sp.l1 - 1,
+            GPT2RT__PUT(" %d: layers %lld..%lld%s", dev, (long long)sp[dev].l0, (long long)sp[dev].l1 - 1,
                         dev + 1 < c->n_devices ? "," : "\n");
         }
     }

@@ -187,7 +187,7 @@ int main(void) {
                     char label[96];
                     snprintf(label, sizeof label, "%s accum %d recompute %s", pi ? "bf16" : "fp32", accums[ai],
                              rc_names[ri]);
-                    /* given: layer 2 (a checkpoint of full/2), else the planner's [0,3) [3,6) or full's [0,4) [4,6) */
+                    /* given: layer 2 (a checkpoint of full/2), else the planner's (balanced per device) */
                     compare(base(precs[pi], accums[ai], rcs[ri]), given ? 2 : 0, label);
                 }
     {

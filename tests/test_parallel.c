@@ -497,7 +497,8 @@ static void ls_stages_plan(void) {
     c.stage_first_layer[1] = 0; c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 2;
     CHECK(gpt2rt_plan(&c, &a) == GPT2RT_OK, "plan: %s", a.error);
     gpt2rt_plan_format(&a, fmt, sizeof fmt);
-    CHECK(strstr(fmt, "stages (the planner's split): 0: layers 0..3, 1: layers 4..4"), "planner's FULL split: %s", fmt);
+    /* the balanced split of FULL's segments: [0,4),[4,5) would load device 0 with 4 layers */
+    CHECK(strstr(fmt, "stages (the planner's split): 0: layers 0..1, 1: layers 2..4"), "planner's FULL split: %s", fmt);
     /* the advisor: a budget everything fits keeps the given stages */
     gpt2rt_config out;
     c = ls_cfg(tiny(), 2); c.n_layer = 5; c.stage_first_layer[1] = 3;
@@ -508,6 +509,63 @@ static void ls_stages_plan(void) {
     CHECK(gpt2rt_fit(&c, (uint64_t)1 << 40, GPT2RT_FIT_DEFAULT, &out, fmt, sizeof fmt) == GPT2RT_OK &&
           gpt2rt_plan(&out, &a) == GPT2RT_OK && (out.parallel == GPT2RT_PARALLEL_LAYER_SPLIT ||
           out.stage_first_layer[1] == 0), "advisor from given stages: %s / %s", fmt, a.error);
+}
+
+/* the largest per-device planned total, and the planned first layer of stage 1 */
+static uint64_t plan_max(const gpt2rt_config *c, int64_t *first1) {
+    gpt2rt_memory_plan p;
+    uint64_t m = 0;
+    if (gpt2rt_plan(c, &p) != GPT2RT_OK) return UINT64_MAX;
+    for (int dev = 0; dev < p.n_devices; dev++) m = p.total[dev] > m ? p.total[dev] : m;
+    if (first1) *first1 = gpt2rt__span_of(&p.config, 1).l0;
+    return m;
+}
+
+/* The planner's layer split balances the plan: GPT-2 124M (V 50257, B 8, T 1024) over 2
+   devices, the embedding on the first and the logits (1.5 GiB) on the second. Its largest
+   per-device total is no more than that of any boundary given in stage_first_layer and
+   below the even split's; under FULL recompute its boundary is a multiple of
+   checkpoint_every. Over 3 devices against every pair of boundaries. */
+static void ls_balanced(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 12; c.n_head = 12; c.n_embd = 768; c.vocab_size = 50257; c.max_seq_len = 1024;
+    c.batch_size = 8; c.seq_len = 1024;
+    c = ls_cfg(c, 2);
+    int cks[] = {1, 2, 5};
+    for (int k = 0; k < 3; k++) {
+        gpt2rt_config g = c;
+        int ck = cks[k], worse = 0, bad_even = 0;
+        if (ck > 1) { g.recompute = GPT2RT_RECOMPUTE_FULL; g.checkpoint_every = ck; }
+        int64_t b = 0, segs = (12 + ck - 1) / ck, even = (segs - segs / 2) * ck; /* earlier stage: the remainder */
+        uint64_t m = plan_max(&g, &b), m_even = 0;
+        CHECK(m != UINT64_MAX && b >= 1 && b <= 11 && b % ck == 0,
+              "checkpoint_every %d: the planner's boundary %lld is not a checkpoint in [1, 11]", ck, (long long)b);
+        for (int l = ck; l < 12; l += ck) {
+            g.stage_first_layer[1] = l;
+            uint64_t t = plan_max(&g, NULL);
+            if (t < m) worse++;
+            if (l == even) m_even = t;
+            if (l == b && t != m) bad_even++;
+        }
+        CHECK(!worse && !bad_even, "checkpoint_every %d: %d given boundaries beat the planner's %lld (%llu bytes)", ck,
+              worse, (long long)b, (unsigned long long)m);
+        CHECK(ck == 5 || m < m_even, "checkpoint_every %d: the planner's %lld (%llu bytes) is no better than the even "
+              "split at %lld (%llu)", ck, (long long)b, (unsigned long long)m, (long long)even, (unsigned long long)m_even);
+        printf("    124M over 2 devices, checkpoint every %d: planner's boundary %lld, largest device %.2f MiB "
+               "(even split at %lld: %.2f MiB)\n", ck, (long long)b, m / 1048576.0, (long long)even, m_even / 1048576.0);
+    }
+    gpt2rt_config g = ls_cfg(c, 3);
+    int64_t b1;
+    uint64_t m = plan_max(&g, &b1), best = UINT64_MAX;
+    for (int l1 = 1; l1 < 11; l1++)
+        for (int l2 = l1 + 1; l2 < 12; l2++) {
+            g.stage_first_layer[1] = l1; g.stage_first_layer[2] = l2;
+            uint64_t t = plan_max(&g, NULL);
+            best = t < best ? t : best;
+        }
+    CHECK(m == best, "3 devices: the planner's largest device %llu bytes, the best given boundaries %llu",
+          (unsigned long long)m, (unsigned long long)best);
 }
 
 /* The parameters a layer-split device holds (gpt2rt__span_params), for the CUDA layout
@@ -719,9 +777,10 @@ int main(void) {
     ls_equals_one_at(2, 5, 4, 0, 4, GPT2RT_RECOMPUTE_NONE, 0, 0, 2);
     ls_equals_one_at(3, 5, 1, 4, 3, GPT2RT_RECOMPUTE_SELECTIVE, 0, 0, 1);
     ls_equals_one_at(2, 5, 2, 0, 2, GPT2RT_RECOMPUTE_FULL, 2, 0, 1);
-    /* the planner's split of FULL's segments: 5 layers, every 2nd kept -> stages [0,4), [4,5) */
+    /* the planner's split of FULL's segments: 5 layers, every 2nd kept -> stages [0,2), [2,5) (balanced) */
     ls_equals_one_at(2, 5, 0, 0, 2, GPT2RT_RECOMPUTE_FULL, 2, GPT2RT_GROUP_ATTENTION, 1);
     ls_stages_plan();
+    ls_balanced();
     ls_span_tables();
     ls_series(2, 3);
     ls_series(3, 2);
