@@ -2562,17 +2562,6 @@ static const gpt2rt__param_row *gpt2rt__param_row_of(const gpt2rt__dims *d, int6
     return i < 2 ? &gpt2rt__model_rows[GPT2RT__LNFW + i] : &gpt2rt__ts_rows[GPT2RT__OUTW + i - 2];
 }
 
-/* The parameters of the device holding span s (layer split): its layers' tensors; wte
-   on the first (weights only, for the embedding) and on the last (for the tied head,
-   trained there: its gradient, moments and master live on the last); wpe, in_layer and
-   RevIN's affine on the first; ln_f and out_layer on the last. tab (may be NULL) gets
-   the whole table with this device's offsets: a tensor it does not hold has no rows
-   (rows = cols = 0, off 0, goff -1), one it holds but does not train goff -1. Offsets
-   follow the table's order, each congruent to the one-device offset modulo d->align
-   bytes (a gap of less than that where the held tensors are not contiguous), so every
-   tensor has the alignment it has on one device: the kernels and cuBLASLt take the same
-   paths, and a stage computes bitwise what one device does. The whole span gives the
-   one-device table itself. *n_floats, *n_train: the weights' and the gradients' floats. */
 /* the walk of gpt2rt__span_params: one device's offsets (off, goff) and this device's */
 typedef struct gpt2rt__span_walk { int64_t off, goff, loff, lgoff, aw, ag; } gpt2rt__span_walk;
 
