@@ -69,7 +69,8 @@ static void usage(void) {
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 192, patch 16, stride 8, 1 layer, 2 heads, width 16, attention + MLP\n"
-           "         frozen at their random init, lr 1e-3, batch 64, 10 epochs, patience 3, cosine to 0, no weight decay;\n"
+           "         frozen at their random init, lr 1e-3, batch 16, head dropout 0.3, 10 epochs, patience 3, cosine\n"
+           "         to 0, no weight decay;\n"
            "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
            "         lr 1e-4, batch 256, 10 epochs, patience 3, cosine; attention + MLP frozen when --init is given;\n"
            "         full recompute (7.2 GiB planned instead of 23 GiB at batch 256)\n");
@@ -85,8 +86,10 @@ static void preset(opts *o, const char *name) {
                 (README, "Time series"): one small block whose attention and MLP keep their
                 random init (frozen: a fixed random feature map, nothing to overfit) over a
                 shorter lookback than GPT4TS's (validation MSE rose with the lookback:
-                192 < 336 < 512 < 720) */
-        o->lookback = 192; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-3f; o->batch = 64; o->freeze = 1;
+                192 < 336 < 512 < 720), small batches (more, noisier updates: batch 16 beat
+                64 by 0.002-0.003 at every seed) and dropout 0.3 before the head */
+        o->lookback = 192; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-3f; o->batch = 16; o->freeze = 1;
+        o->head_dropout = 0.3f;
     }
 }
 

@@ -3,14 +3,14 @@ tools/bench_ts.c in PyTorch + transformers on the CPU, same shapes, same kind of
 thread count: RevIN (mean, std = sqrt(biased var + 1e-5)), the series padded at the
 end by repeating its last value (ReplicationPad1d) and unfolded into patches,
 in_layer Linear(patch -> C), transformers' GPT2Model (inputs_embeds: + wpe, the
-blocks, ln_f), out_layer Linear(n_patches * C -> horizon), de-normalised, MSE;
+blocks, ln_f), dropout, out_layer Linear(n_patches * C -> horizon), de-normalised, MSE;
 backward, clip_grad_norm_(1.0), AdamW. Attention and MLP frozen as GPT4TS does
 (requires_grad False: autograd computes their input gradients only; the optimizer and
 the clip see the trained parameters only). Prints windows/s.
 
 usage: python3 tools/bench_torch_ts.py [--steps N] [--batch B] [--lookback L] [--patch P]
        [--stride S] [--channels M] [--horizon H] [--layers N] [--heads N] [--width C]
-       [--freeze 0|1] [--dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
+       [--freeze 0|1] [--dropout P] [--head-dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
 Prints 'SKIP ...' and exits 77 when torch or transformers is missing."""
 import argparse
 import math
@@ -22,7 +22,7 @@ import time
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", "-steps", type=int, default=20)
-    ap.add_argument("--batch", "-batch", type=int, default=64)
+    ap.add_argument("--batch", "-batch", type=int, default=16)
     ap.add_argument("--lookback", "-lookback", type=int, default=192)
     ap.add_argument("--patch", "-patch", type=int, default=16)
     ap.add_argument("--stride", "-stride", type=int, default=8)
@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--width", "-width", type=int, default=16)
     ap.add_argument("--freeze", "-freeze", type=int, default=1)
     ap.add_argument("--dropout", "-dropout", type=float, default=0.0)
+    ap.add_argument("--head-dropout", "-head-dropout", type=float, default=0.3)
     ap.add_argument("--threads", "-threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
     try:
@@ -56,6 +57,7 @@ def main():
                              bos_token_id=0, eos_token_id=0,  # the 1-token vocabulary is unused (inputs_embeds)
                              resid_pdrop=a.dropout, embd_pdrop=a.dropout, attn_pdrop=0.0)
             self.gpt2 = GPT2Model(cfg)
+            self.head_dropout = nn.Dropout(a.head_dropout)  # gpt2rt's head_dropout: ln_f's output, before out_layer
             self.out_layer = nn.Linear(NP * C, H)
 
         def forward(self, x):  # x (B, L, M) -> (B, H, M)
@@ -67,7 +69,7 @@ def main():
             x = self.pad(x.permute(0, 2, 1))               # (B, M, L + PS)
             x = x.unfold(-1, PL, PS).reshape(B * M, NP, PL)  # (B*M, NP, PL)
             h = self.gpt2(inputs_embeds=self.in_layer(x)).last_hidden_state
-            y = self.out_layer(h.reshape(B * M, NP * C))   # (B*M, H)
+            y = self.out_layer(self.head_dropout(h.reshape(B * M, NP * C)))  # (B*M, H)
             y = y.reshape(B, M, H).permute(0, 2, 1)
             return y * std + mean
 

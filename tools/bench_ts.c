@@ -5,10 +5,11 @@
    the Makefile prints both and the ratio. A benchmark, not a test.
    The default shape is examples/timeseries.c's --preset cpu (ETTh: 7 channels,
    lookback 192, patch 16, stride 8 (24 patches), horizon 96; 1 layer, 2 heads, width 16,
-   batch 64 windows; attention and MLP frozen, as GPT4TS does); every part of it is a flag:
+   batch 16 windows, dropout 0.3 before the head; attention and MLP frozen, as GPT4TS
+   does); every part of it is a flag:
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
                    [-channels M] [-horizon H] [-layers N] [-heads N] [-width C]
-                   [-freeze 0|1] [-dropout P] [-threads N] */
+                   [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N] */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime(CLOCK_PROCESS_CPUTIME_ID) under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
@@ -56,7 +57,8 @@ int main(int argc, char **argv) {
     memset(&cfg, 0, sizeof cfg);
     cfg.input = GPT2RT_INPUT_PATCHES; cfg.head = GPT2RT_HEAD_REGRESSION;
     cfg.seq_len = 192; cfg.patch_len = 16; cfg.patch_stride = 8; cfg.n_channels = 7; cfg.horizon = 96;
-    cfg.n_layer = 1; cfg.n_head = 2; cfg.n_embd = 16; cfg.batch_size = 64;
+    cfg.n_layer = 1; cfg.n_head = 2; cfg.n_embd = 16; cfg.batch_size = 16;
+    cfg.head_dropout = 0.3f;
     cfg.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
     cfg.lr = 1e-3f;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -74,6 +76,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "-width")) cfg.n_embd = v;
         else if (!strcmp(o, "-freeze")) cfg.frozen = v ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
         else if (!strcmp(o, "-dropout")) cfg.dropout = (float)atof(argv[i + 1]);
+        else if (!strcmp(o, "-head-dropout")) cfg.head_dropout = (float)atof(argv[i + 1]);
         else if (!strcmp(o, "-threads")) cfg.n_threads = v;
         else { fprintf(stderr, "bench_ts: unknown option %s\n", o); return 2; }
     }
@@ -89,10 +92,10 @@ int main(int argc, char **argv) {
     cpu_name(cpu, sizeof cpu);
     int B = cfg.batch_size, L = cfg.seq_len, M = cfg.n_channels, H = cfg.horizon;
     printf("bench_ts: %lld parameters (L=%d NH=%d C=%d), windows B=%d lookback %d patch %d stride %d (%d patches) "
-           "channels %d horizon %d, %s, dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
+           "channels %d horizon %d, %s, dropout %g, head dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
            cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H,
            cfg.frozen ? "attention + MLP frozen" : "nothing frozen", (double)cfg.dropout,
-           cfg.n_threads, cpu);
+           (double)cfg.head_dropout, cfg.n_threads, cpu);
     /* ETTh-like data: per channel a daily and a weekly cycle, a drift and noise */
     int64_t len = (int64_t)L + H + B * 8;
     float *series = (float *)malloc(sizeof(float) * (size_t)(len * M));
