@@ -199,6 +199,14 @@ ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the las
        echo "$out" | tail -1 | grep -Eq '^--max-steps 2: .* s a step; the whole run \(at most 16 steps and 5 scoring batches'; then
         ok "examples/timeseries --max-steps 2 times 2 steps and estimates the run"
     else bad "examples/timeseries --max-steps (rc $rc)"; echo "$out" | tail -4; fi
+    # --init DIR: the blocks from a GPT-2 file (hf_tiny: 2 layers, width 64; its first layer),
+    # attention and MLP frozen as GPT4TS freezes what it loaded (55k parameters, 5k trained)
+    out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
+          --preset gpt4ts --init tests/fixtures/hf_tiny --layers 1 --batch 2 --epochs 2 --steps-per-epoch 3 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^model: preset gpt4ts, 1 layers, 4 heads, width 64, .*(0\.005M trained), blocks from --init' &&
+       echo "$out" | tail -1 | grep -Eq '^test mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 5$'; then
+        ok "examples/timeseries --init: the first layer of a GPT-2 file, attention + MLP frozen, trains and scores"
+    else bad "examples/timeseries --init (rc $rc)"; echo "$out" | head -3; fi
     out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 40 2>&1); rc=$?
     if [ $rc -ne 0 ] && echo "$out" | grep -q "too few"; then ok "examples/timeseries refuses a file too short for the windows"
     else bad "examples/timeseries on a too-short file (rc $rc)"; echo "$out" | tail -3; fi
