@@ -4974,6 +4974,18 @@ static gpt2rt_result gpt2rt__tok_load_json(gpt2rt_tokenizer *t, const unsigned c
                                 "so some text could not be encoded", b, (unsigned)cp_of[b]);
             goto out;
         }
+    {   /* Every token but the 256 bytes and <|endoftext|> is made by one merge. A merges
+           file cut at a line boundary parses line by line, and would leave tokens no
+           merge makes: encoding then gives other ids than GPT-2 (more of them). */
+        int32_t special = t->eot >= 0, want = n - 256 - special;
+        if (n_merges != want) {
+            r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "merges: %d merges, but the vocabulary's %d tokens need %d "
+                                "(%d - 256 byte tokens - %d special): the merges file is %s", (int)n_merges, (int)n,
+                                (int)want, (int)n, (int)special, n_merges < want ? "cut short (truncated?) or "
+                                "another vocabulary's" : "another vocabulary's");
+            goto out;
+        }
+    }
 out:
     free(by_id);
     free(cat);
@@ -4981,19 +4993,49 @@ out:
     return r;
 }
 
+/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
+   before anything is read, so a FIFO or a device is refused at once and a swap
+   between a check and the open cannot make it block (as gpt2rt__read_file) */
 static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
     struct stat st;
     *buf = NULL;
     *len = 0;
+#ifdef _WIN32
     if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file", path);
+    if (!GPT2RT__IS_REG(st.st_mode))
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
+                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
     FILE *fp = fopen(path, "rb");
     if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t n = (size_t)st.st_size;
+#define GPT2RT__TRF_CLOSE() fclose(fp)
+#else
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
+                               gpt2rt__file_kind((unsigned)st.st_mode));
+    }
+#define GPT2RT__TRF_CLOSE() close(fd)
+#endif
+    size_t n = (size_t)st.st_size, got = 0;
     *buf = (unsigned char *)malloc(n ? n : 1);
-    if (!*buf) { fclose(fp); return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n); }
-    size_t got = fread(*buf, 1, n, fp);
-    fclose(fp);
+    if (!*buf) {
+        GPT2RT__TRF_CLOSE();
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
+    }
+#ifdef _WIN32
+    got = fread(*buf, 1, n, fp);
+#else
+    while (got < n) {
+        long k = (long)read(fd, *buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+#endif
+    GPT2RT__TRF_CLOSE();
+#undef GPT2RT__TRF_CLOSE
     if (got != n) {
         free(*buf);
         *buf = NULL;
