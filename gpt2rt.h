@@ -5680,6 +5680,15 @@ static void gpt2rt__csv_show(char *out, const char *b, const char *e) {
     out[k] = 0;
 }
 
+/* Lines end in LF, CRLF or a lone CR (files saved by old Mac programs, where a
+   reader that looks for LF alone sees one line): the end of the line at p, and the
+   start of the next (past its one line ending) in *next */
+static const char *gpt2rt__csv_eol(const char *p, const char *end, const char **next) {
+    while (p < end && *p != '\n' && *p != '\r') p++;
+    *next = p == end ? end : p + (*p == '\r' && p + 1 < end && p[1] == '\n' ? 2 : 1);
+    return p;
+}
+
 static gpt2rt_result gpt2rt__series_done(gpt2rt_series **out, gpt2rt_series *s, gpt2rt_result r) {
     if (r != GPT2RT_OK) {
         free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
@@ -5745,9 +5754,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     const char *p = (const char *)data, *end = p + len;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3; /* a UTF-8 byte-order mark */
     /* the header */
-    const char *nl = p;
-    while (nl < end && *nl != '\n') nl++;
-    const char *he = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+    const char *nl; /* the start of the next line */
+    const char *he = gpt2rt__csv_eol(p, end, &nl);
     if (p == he)
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line 1 is empty: an ETT-style "
                                                            "CSV starts with a header (date,column,...)%s", name,
@@ -5805,13 +5813,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     /* the rows: every field checked (numbers in every column, the target's or not) */
     {
         int64_t rows = 0, cap = 0, line = 1;
-        for (p = nl < end ? nl + 1 : end; p < end; p = nl < end ? nl + 1 : end) {
+        for (p = nl; p < end; p = nl) {
             line++;
-            nl = p;
-            while (nl < end && *nl != '\n') nl++;
-            const char *le = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+            const char *le = gpt2rt__csv_eol(p, end, &nl);
             if (le == p) { /* blank lines may only end the file */
-                const char *q = nl;
+                const char *q = le;
                 while (q < end && (*q == '\n' || *q == '\r')) q++;
                 if (q == end) break;
                 r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld is empty, but data rows follow it", name,
@@ -5935,9 +5941,15 @@ GPT2RT_DEF const char *gpt2rt_series_last_error(const gpt2rt_series *s) {
     return s ? s->error : "gpt2rt_series: no series (out of memory)";
 }
 
+/* the read-only calls take a const series but still record why they refuse: the
+   message is the one field they write (every series is ours, allocated writable) */
+#define GPT2RT__SERIES_ERR(s) (((gpt2rt_series *)(s))->error)
+
 GPT2RT_DEF gpt2rt_result gpt2rt_series_info_get(const gpt2rt_series *s, gpt2rt_series_info *info) {
-    if (!s || !info) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    if (!info)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_info_get: info is NULL");
     *info = s->info;
     return GPT2RT_OK;
 }
@@ -5947,9 +5959,14 @@ GPT2RT_DEF const char *gpt2rt_series_column(const gpt2rt_series *s, int m) {
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *s, int m, double *mean, double *std) {
-    if (!s || !mean || !std) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE;
-    if (m < 0 || m >= s->info.channels) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!mean || !std)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_scaler: %s is NULL",
+                               !mean ? "mean" : "std");
+    if (m < 0 || m >= s->info.channels)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_scaler: channel m = %d "
+                               "is outside [0, %d)", m, s->info.channels);
     *mean = s->mean[m];
     *std = s->std[m];
     return GPT2RT_OK;
@@ -5959,16 +5976,22 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *s) { return s 
 
 GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_split split, uint64_t seed, int64_t epoch,
                                              int64_t first, int B, float *x, float *y) {
-    if (!s || !x || !y) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    if (!x || !y)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: %s is NULL (it receives "
+                               "the %s, B x %s x %d floats)", !x ? "x" : "y", !x ? "inputs" : "targets",
+                               !x ? "lookback" : "horizon", s->info.channels);
     if ((unsigned)split >= GPT2RT_SERIES_SPLIT_COUNT)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: split = %d must lie in [0, %d)",
                                (int)split, (int)GPT2RT_SERIES_SPLIT_COUNT);
     int64_t n = s->info.windows[split];
-    if (B < 1 || first < 0 || epoch < 0 || first > n - B)
-        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: windows [first, first + B) = "
-                               "[%lld, %lld) must lie in the split's [0, %lld) (B >= 1, epoch = %lld >= 0)",
-                               (long long)first, (long long)first + B, (long long)n, (long long)epoch);
+    if (B < 1 || first < 0 || epoch < 0 || first > n - B) /* int64 minus an int: cannot overflow */
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: windows [first, first + B) "
+                               "with first = %lld, B = %d must lie in the %s split's [0, %lld) (B >= 1, first >= 0, "
+                               "epoch = %lld >= 0)", (long long)first, B,
+                               split == GPT2RT_SERIES_TRAIN ? "training" : split == GPT2RT_SERIES_VAL ? "validation" : "test",
+                               (long long)n, (long long)epoch);
     int64_t M = s->info.channels, L = s->desc.lookback, H = s->desc.horizon;
     uint64_t st = seed ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull), key = gpt2rt__rng_next(&st);
     for (int b = 0; b < B; b++) {
