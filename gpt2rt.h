@@ -5147,8 +5147,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_save(gpt2rt_tokenizer *t, const char *path) {
-    if (!t || !path) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (t->failed) return GPT2RT_ERR_STATE;
+    if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (t->failed) return GPT2RT_ERR_STATE; /* the message stays the load's: why it failed */
+    if (!path) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_save: path is NULL");
     /* the compact form holds only what follows from the merges: check that it does */
     uint32_t cp_of[256];
     int order[256];
@@ -5234,8 +5235,17 @@ static int gpt2rt__tok_piece(gpt2rt_tokenizer *t, const unsigned char *s, size_t
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_encode(gpt2rt_tokenizer *t, const void *text, size_t len,
                                            gpt2rt_tok_special special, int32_t *ids, size_t cap, size_t *n_ids) {
     if (n_ids) *n_ids = 0;
-    if (!t || !n_ids || (!text && len) || (!ids && cap)) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (t->failed) return GPT2RT_ERR_STATE;
+    if (!n_ids)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: n_ids is NULL (it receives "
+                               "the id count)");
+    if (!text && len)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: text is NULL with len = %zu",
+                               len);
+    if (!ids && cap)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: ids is NULL with cap = %zu",
+                               cap);
     if ((unsigned)special > GPT2RT_TOK_SPECIAL_REFUSE)
         return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: special = %d is not a "
                                "gpt2rt_tok_special", (int)special);
@@ -5283,8 +5293,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_encode(gpt2rt_tokenizer *t, const void *text
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_decode(gpt2rt_tokenizer *t, const int32_t *ids, size_t n, void *out, size_t cap,
                                            size_t *n_bytes) {
     if (n_bytes) *n_bytes = 0;
-    if (!t || !n_bytes || (!ids && n) || (!out && cap)) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (t->failed) return GPT2RT_ERR_STATE;
+    if (!n_bytes)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: n_bytes is NULL (it receives "
+                               "the length)");
+    if (!ids && n)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: ids is NULL with n = %zu", n);
+    if (!out && cap)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: out is NULL with cap = %zu",
+                               cap);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab)
@@ -5395,8 +5413,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_from_tokens(gpt2rt_shard **out, const int3
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_save(gpt2rt_shard *s, const char *path) {
-    if (!s || !path) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    if (!path) return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_save: path is NULL");
     int32_t h[GPT2RT__SHARD_HEADER];
     memset(h, 0, sizeof h);
     h[0] = GPT2RT__SHARD_MAGIC;
@@ -5442,16 +5461,19 @@ static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int64_t step, int rank, int n_ranks, int B,
                                             int T, int32_t *inputs, int32_t *targets) {
-    if (!s || !inputs || !targets) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE;
+    if (!inputs || !targets)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: %s is NULL",
+                               !inputs ? "inputs" : "targets");
     if (B < 1 || T < 1 || n_ranks < 1 || rank < 0 || rank >= n_ranks || step < 0)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: B = %d and T = %d must be >= 1, "
                                "rank = %d in [0, n_ranks = %d), step = %lld >= 0", B, T, rank, n_ranks, (long long)step);
     int64_t windows = s->n > 0 ? (s->n - 1) / T : 0, per_step = (int64_t)B * n_ranks;
     if (windows < per_step)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: %lld tokens make %lld windows of "
-                               "T+1 = %d tokens; a step needs B x n_ranks = %d x %d = %lld", (long long)s->n,
-                               (long long)windows, T + 1, B, n_ranks, (long long)per_step);
+                               "T+1 = %lld tokens; a step needs B x n_ranks = %d x %d = %lld", (long long)s->n,
+                               (long long)windows, (long long)T + 1, B, n_ranks, (long long)per_step);
     /* whole steps per epoch: the windows left over are skipped in that epoch */
     int64_t steps_per_epoch = windows / per_step, epoch = step / steps_per_epoch;
     uint64_t st = seed ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull), key = gpt2rt__rng_next(&st);
@@ -14222,7 +14244,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
                                     char *buf, size_t cap) {
     size_t n = 0;
     if (buf && cap) buf[0] = 0;
-    if (!config || !out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!config || !out) {
+        GPT2RT__PUT("gpt2rt_fit: %s is NULL\n", !config ? "config" : "out");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
     if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
     gpt2rt_memory_plan base;
     gpt2rt__fit_result fr;
