@@ -13718,17 +13718,34 @@ static int gpt2rt__rdv_exists(const char *path) {
 }
 
 /* path := bytes, appearing whole: written to a temporary name, then linked (fails
-   with EEXIST if path is there) */
+   with EEXIST if path is there). The temporary is opened non-blocking: a FIFO left
+   at its name fails at once (ENXIO) instead of waiting for a reader. */
 static int gpt2rt__rdv_publish(const char *path, const char *tmp, const void *bytes, size_t n) {
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
-    int ok = fwrite(bytes, 1, n, f) == n;
-    ok &= fclose(f) == 0;
-    if (ok && link(tmp, path) != 0) ok = errno == EEXIST ? -2 : 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0644);
+    if (fd < 0) return -1;
+    struct stat sb;
+    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode), mine = ok; /* never remove what is not a file */
+    if (!ok) errno = EINVAL;
+    for (size_t done = 0; ok && done < n;) {
+        long k = (long)write(fd, (const char *)bytes + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) { ok = 0; break; }
+        done += (size_t)k;
+    }
     int e = errno;
-    remove(tmp);
+    if (close(fd) != 0 && ok) { ok = 0; e = errno; }
+    if (ok && link(tmp, path) != 0) { ok = errno == EEXIST ? -2 : 0; e = errno; }
+    if (mine) remove(tmp);
     errno = e;
     return ok == 1 ? 0 : ok == -2 ? -2 : -1;
+}
+
+/* what is at path when it is not a regular file ("a directory", "a FIFO (named
+   pipe)", ...), NULL for a regular file or nothing */
+static const char *gpt2rt__rdv_not_file(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return NULL;
+    return gpt2rt__file_kind((unsigned)sb.st_mode);
 }
 
 static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
@@ -13742,6 +13759,12 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
         rec.status = GPT2RT__RDV_MAGIC; rec.world = (uint32_t)w;
         memcpy(rec.id, id, GPT2RT__RDV_ID_BYTES);
         gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", 0);
+        const char *kind = gpt2rt__rdv_not_file(path);
+        if (kind)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s: give every rank the path of a file "
+                        "rank 0 can create, absent before the run%s%s%s", path, kind,
+                        strcmp(kind, "a directory") ? "" : " (e.g. ", strcmp(kind, "a directory") ? "" : path,
+                        strcmp(kind, "a directory") ? "" : "/gpt2rt.rdv)");
         int p = gpt2rt__rdv_publish(path, tmp, &rec, sizeof rec);
         if (p == -2)
             GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s exists already (left by an earlier run, or another job "
@@ -13777,11 +13800,27 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
         remove(path);
         return GPT2RT_OK;
     }
-    for (;;) { /* read the id */
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t got = fread(&rec, 1, sizeof rec, f);
-            fclose(f);
+    int open_errno = ENOENT;
+    for (;;) { /* read the id; opened non-blocking, so a FIFO or a directory is refused at once */
+        int fd = open(path, O_RDONLY | O_NONBLOCK);
+        if (fd >= 0) {
+            struct stat sb;
+            if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+                close(fd);
+                const char *kind = gpt2rt__file_kind((unsigned)sb.st_mode);
+                int dir = !strcmp(kind, "a directory");
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s, not a file rank 0 wrote: give "
+                            "every rank the path of a file rank 0 can create%s%s%s", path, kind, dir ? " (e.g. " : "",
+                            dir ? path : "", dir ? "/gpt2rt.rdv)" : "");
+            }
+            size_t got = 0;
+            while (got < sizeof rec) {
+                long k = (long)read(fd, (unsigned char *)&rec + got, sizeof rec - got);
+                if (k < 0 && errno == EINTR) continue;
+                if (k <= 0) break;
+                got += (size_t)k;
+            }
+            close(fd);
             if (got != sizeof rec || rec.status != GPT2RT__RDV_MAGIC)
                 GPT2RT__BAD(GPT2RT_ERR_FORMAT, "rendezvous_file %s is not a gpt2rt rendezvous file (%zu bytes): "
                             "another program's file? delete it, or choose another path", path, got);
@@ -13791,10 +13830,12 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
                             "delete it)", path, rec.world, c->rank, w);
             break;
         }
+        open_errno = errno;
         if (gpt2rt__rdv_left_ms(deadline) == 0)
             GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d waited for rank 0 to create "
-                        "rendezvous_file %s (is rank 0 running, with the same path on a file system both see?)",
-                        (double)c->timeout_s, c->rank, path);
+                        "rendezvous_file %s (is rank 0 running, with the same path on a file system both see?)%s%s",
+                        (double)c->timeout_s, c->rank, path, open_errno == ENOENT ? "" : "; opening it: ",
+                        open_errno == ENOENT ? "" : strerror(open_errno));
         gpt2rt__rdv_sleep_ms(20);
     }
     gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", c->rank);

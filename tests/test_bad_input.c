@@ -18,6 +18,7 @@
      message naming the argument, after a different earlier refusal (no empty or
      stale message), and gpt2rt_series_batch(first = INT64_MAX - 1) builds its
      message without overflowing (run under UBSan);
+   - rendezvous_file naming a directory or a FIFO: refused at once, saying which;
    A check that cannot run here prints "skip <what>: <why>" at the start of a line. */
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT__TEST_HOOKS
@@ -568,6 +569,47 @@ static void own_messages(void) {
           p.error);
 }
 
+/* rendezvous_file that names a directory or a FIFO: the rank that reads it (rank 1)
+   said "not a gpt2rt rendezvous file (0 bytes)" of a directory and blocked in fopen
+   on a FIFO for as long as no one wrote to it, far past timeout_s; rank 0 said a
+   directory "exists already (left by an earlier run)" */
+static void rendezvous_paths(void) {
+    const char *fifo = TMP "/rdv.fifo";
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+    struct { const char *path, *kind; } cs[] = {{TMP, "is a directory"}, {fifo, "is a FIFO (named pipe)"},
+                                                 {"/dev/null", "is a character device"}};
+    alarm(20);
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int rank = 0; rank < 2; rank++) {
+            gpt2rt_config c;
+            memset(&c, 0, sizeof c);
+            c.n_layer = 1; c.n_head = 1; c.n_embd = 8; c.vocab_size = 16; c.max_seq_len = 4; c.n_threads = 1;
+            c.parallel = GPT2RT_PARALLEL_DATA; c.world_size = 2; c.rank = rank;
+            c.rendezvous = GPT2RT_RENDEZVOUS_FILE; c.timeout_s = 2.0f;
+            snprintf(c.rendezvous_file, sizeof c.rendezvous_file, "%s", cs[i].path);
+            gpt2rt_memory_plan p;
+            gpt2rt_result r = gpt2rt_plan(&c, &p);
+            CHECK(r == GPT2RT_OK, "plan of a FILE rendezvous: %s", p.error);
+            if (r != GPT2RT_OK) continue;
+            unsigned char id[GPT2RT__RDV_ID_BYTES];
+            memset(id, 7, sizeof id);
+            char err[1024] = "";
+            double t0 = now_s();
+            r = gpt2rt__rdv_exchange(&p.config, id, err, sizeof err);
+            double dt = now_s() - t0;
+            /* well under timeout_s = 2: refused at once, not after waiting */
+            CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(err, cs[i].path) && has(err, cs[i].kind) &&
+                  !has(err, "exists already") && !has(err, "bytes") && dt < 1.0,
+                  "rank %d, rendezvous_file %s: %s in %.2f s: %s", rank, cs[i].path, gpt2rt_result_string(r), dt, err);
+            if (i == 1 && rank == 1) printf("    %s\n", err);
+        }
+    alarm(0);
+    /* rank 0 left nothing beside the FIFO or in the directory */
+    CHECK(!exists(TMP ".tmp0") && !exists(TMP "/rdv.fifo.tmp0"), "a refused rendezvous left its temporary file");
+    unlink(fifo);
+}
+
 /* OMP_NUM_THREADS=2000 and n_threads unset: create succeeds with the default clamped */
 static int omp_mode(void) {
     const char *env = getenv("OMP_NUM_THREADS");
@@ -612,5 +654,6 @@ int main(int argc, char **argv) {
     null_buffers();
     config_json();
     own_messages();
+    rendezvous_paths();
     return harness_finish();
 }
