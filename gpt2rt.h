@@ -14164,6 +14164,22 @@ GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
 
 /* ==== 11.2 Plan ==== */
 
+/* The figures of a plan that follow from a resolved config alone (c: n_head and
+   n_devices > 0): FLOPs, tokens a step, the advisor's predicted seconds. One function,
+   so that gpt2rt_plan and a plan of what a context allocated cannot disagree. */
+static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *plan) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
+    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
+    /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
+    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
+                            c->world_size; /* every process its own micro-batches */
+    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+}
+
+/* a config gpt2rt__dims_of may read (it divides by both); a failed plan's is all zero */
+static int gpt2rt__plan_resolved(const gpt2rt_config *c) { return c->n_head > 0 && c->n_devices > 0; }
+
 GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
     if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
     memset(plan, 0, sizeof *plan);
@@ -14185,11 +14201,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     }
     gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
-    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
-    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
-    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
-                            c->world_size; /* every process its own micro-batches */
-    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+    gpt2rt__plan_figures(c, plan);
     return GPT2RT_OK;
 }
 
@@ -14227,12 +14239,17 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (!p) return 0;
     const gpt2rt_config *c = &p->config;
     char rb[64];
+    /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
+       config and the bytes, not the planner's figures (it printed 0 here) */
+    gpt2rt_memory_plan fig;
+    fig.tokens_per_step = p->tokens_per_step;
+    if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);
     GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
                 c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
                 (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params))
                 / 1e6);
     GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
-                c->seq_len, c->grad_accum, (long long)p->tokens_per_step, gpt2rt__precision_name(c->precision),
+                c->seq_len, c->grad_accum, (long long)fig.tokens_per_step, gpt2rt__precision_name(c->precision),
                 gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                 gpt2rt__parallel_name(c->parallel));
     if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);

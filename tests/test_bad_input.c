@@ -19,6 +19,8 @@
      stale message), and gpt2rt_series_batch(first = INT64_MAX - 1) builds its
      message without overflowing (run under UBSan);
    - rendezvous_file naming a directory or a FIFO: refused at once, saying which;
+   - the plan printed from gpt2rt_plan_allocated gives the same tokens a step as
+     gpt2rt_plan's.
    A check that cannot run here prints "skip <what>: <why>" at the start of a line. */
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT__TEST_HOOKS
@@ -610,6 +612,43 @@ static void rendezvous_paths(void) {
     unlink(fifo);
 }
 
+/* item 9: the plan printed from what a context allocated said "(0 tokens a step)"
+   where gpt2rt_plan's says 16 */
+static void plan_tokens(void) {
+    struct { int accum, devices; gpt2rt_parallel par; long long want; } cs[] = {
+        {2, 1, GPT2RT_PARALLEL_NONE, 2 * 4 * 2},      /* B x T x grad_accum */
+        {1, 2, GPT2RT_PARALLEL_DATA, 2 * 4 * 2},      /* B x T x data-parallel devices */
+        {2, 2, GPT2RT_PARALLEL_LAYER_SPLIT, 2 * 4 * 2}}; /* the stages share the micro-batches */
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        gpt2rt_config c;
+        memset(&c, 0, sizeof c);
+        c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 32; c.max_seq_len = 8; c.n_threads = 1;
+        c.batch_size = 2; c.seq_len = 4; c.grad_accum = cs[i].accum; c.n_devices = cs[i].devices;
+        c.parallel = cs[i].par;
+        gpt2rt_memory_plan planned, allocated;
+        gpt2rt_ctx *ctx = NULL;
+        CHECK(gpt2rt_plan(&c, &planned) == GPT2RT_OK, "plan: %s", planned.error);
+        gpt2rt_result r = gpt2rt_create(&ctx, &c);
+        CHECK(r == GPT2RT_OK, "create: %s", gpt2rt_last_error(ctx));
+        if (r != GPT2RT_OK) { gpt2rt_free(ctx); continue; }
+        CHECK_OK(ctx, gpt2rt_plan_allocated(ctx, &allocated));
+        char a[4096], b[4096], want[64];
+        gpt2rt_plan_format(&planned, a, sizeof a);
+        gpt2rt_plan_format(&allocated, b, sizeof b);
+        snprintf(want, sizeof want, "(%lld tokens a step)", cs[i].want);
+        CHECK(planned.tokens_per_step == cs[i].want && has(a, want) && has(b, want),
+              "case %zu: tokens_per_step %lld; gpt2rt_plan prints \"%.120s\", gpt2rt_plan_allocated \"%.120s\" (want %s)",
+              i, (long long)planned.tokens_per_step, strchr(a, '\n') ? strchr(a, '\n') + 1 : a,
+              strchr(b, '\n') ? strchr(b, '\n') + 1 : b, want);
+        gpt2rt_free(ctx);
+    }
+    /* a failed plan prints without reading its zeroed config */
+    gpt2rt_memory_plan bad;
+    gpt2rt_plan(NULL, &bad);
+    char buf[1024];
+    CHECK(gpt2rt_plan_format(&bad, buf, sizeof buf) > 0 && has(buf, "(0 tokens a step)"), "failed plan: %s", buf);
+}
+
 /* OMP_NUM_THREADS=2000 and n_threads unset: create succeeds with the default clamped */
 static int omp_mode(void) {
     const char *env = getenv("OMP_NUM_THREADS");
@@ -655,5 +694,6 @@ int main(int argc, char **argv) {
     config_json();
     own_messages();
     rendezvous_paths();
+    plan_tokens();
     return harness_finish();
 }
