@@ -1031,7 +1031,8 @@ typedef struct gpt2rt_series_info {
 
 /* A CSV file: a header line, then one row per time step: a date (any text, not
    read), then numbers (strtod syntax, finite), every row as many fields as the
-   header. name (may be NULL) labels messages and picks the AUTO borders. */
+   header; lines end in LF, CRLF or CR. name (may be NULL) labels messages and picks
+   the AUTO borders. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *path, const gpt2rt_series_desc *desc);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc);
