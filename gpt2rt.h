@@ -948,7 +948,9 @@ typedef enum gpt2rt_tok_special {
    or vocab.json + merges.txt (tried in that order) */
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir);
 /* vocab_json: encoder.json / vocab.json; merges: vocab.bpe / merges.txt, or with
-   vocab_json NULL the compact file gpt2rt_tok_save writes */
+   vocab_json NULL the compact file gpt2rt_tok_save writes. Every token but the 256
+   single bytes and <|endoftext|> must be made by one merge (GPT-2: 50257 tokens,
+   50000 merges): a merges file cut short is refused with both counts. */
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_files(gpt2rt_tokenizer **tok, const char *vocab_json, const char *merges);
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_mem(gpt2rt_tokenizer **tok, const void *vocab_json, size_t vocab_len,
                                              const void *merges, size_t merges_len);
