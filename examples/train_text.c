@@ -101,8 +101,8 @@ static const char *repo_path(const char *rel, char *buf, size_t cap) {
     char *slash = strrchr(exe, '/');
     if (!slash) return rel;
     *slash = 0;
-    snprintf(buf, cap, "%s/../%s", exe, rel);
-    return stat(buf, &st) == 0 ? buf : rel; /* not found: the error names the path as given */
+    int len = snprintf(buf, cap, "%s/../%s", exe, rel);
+    return len > 0 && (size_t)len < cap && stat(buf, &st) == 0 ? buf : rel; /* else the error names rel */
 }
 
 /* a file to read whole: a directory or a FIFO (whose open would block) is named, not read */
@@ -284,8 +284,9 @@ int main(int argc, char **argv) {
     if (seq) { cfg.seq_len = seq; if (!init) cfg.max_seq_len = seq; }
     if (split && cfg.n_layer < devices) {
         fprintf(stderr, "train_text: --parallel split over --devices %d needs at least %d layers (each device holds "
-                "whole layers), the model has %d: set --layers %d or more, or --devices %d or fewer\n", devices,
-                devices, cfg.n_layer, devices, cfg.n_layer);
+                "whole layers), the model has %d: set --layers %d or more", devices, devices, cfg.n_layer, devices);
+        if (cfg.n_layer >= 2) fprintf(stderr, ", or --devices %d", cfg.n_layer);
+        fprintf(stderr, "\n");
         return 2;
     }
     cfg.total_steps = steps;
