@@ -61,6 +61,7 @@ static void die_arg(const char *arg, const char *fmt, ...) {
 static void usage(void) {
     printf(
         "gpt2rt-mem - why does this GPT-2 run out of memory, and what would fit?\n"
+        "usage: gpt2rt-mem [--model SIZE | --layers N --heads N --embd N] [options below]\n"
         "\n"
         "Plans the memory of one training run (gpt2rt_plan) without allocating anything.\n"
         "The backend defaults to cuda: the tool plans GPU runs (use --backend cpu for the\n"
