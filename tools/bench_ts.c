@@ -4,7 +4,7 @@
    AdamW) on ETTh-like windows. tools/bench_torch_ts.py is the same model in PyTorch;
    the Makefile prints both and the ratio. A benchmark, not a test.
    The default shape is examples/timeseries.c's --preset cpu (ETTh: 7 channels,
-   lookback 192, patch 16, stride 8 (24 patches), horizon 96; 1 layer, 2 heads, width 16,
+   lookback 336, patch 16, stride 16 (22 patches), horizon 96; 1 layer, 2 heads, width 16,
    batch 16 windows, dropout 0.3 before the head; attention and MLP frozen, as GPT4TS
    does); every part of it is a flag:
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
     gpt2rt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.input = GPT2RT_INPUT_PATCHES; cfg.head = GPT2RT_HEAD_REGRESSION;
-    cfg.seq_len = 192; cfg.patch_len = 16; cfg.patch_stride = 8; cfg.n_channels = 7; cfg.horizon = 96;
+    cfg.seq_len = 336; cfg.patch_len = 16; cfg.patch_stride = 16; cfg.n_channels = 7; cfg.horizon = 96;
     cfg.n_layer = 1; cfg.n_head = 2; cfg.n_embd = 16; cfg.batch_size = 16;
     cfg.head_dropout = 0.3f;
     int freeze = 1; /* attention and MLP, as GPT4TS */
