@@ -6972,6 +6972,14 @@ typedef struct gpt2rt__backend {
 
 /* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
 static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l);
+
+/* what the update policy (9) decides for one update, whichever backend runs it */
+typedef struct gpt2rt__opt_decision {
+    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
+    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
+    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
+} gpt2rt__opt_decision;
+static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
 /* ---- dropout's masks ---- */
 /* the sites where the model drops, a part of each mask's key */
 enum { GPT2RT__DROP_EMBED, GPT2RT__DROP_ATTN, GPT2RT__DROP_ATTN_RESID, GPT2RT__DROP_MLP_RESID, GPT2RT__DROP_HEAD };
@@ -10125,8 +10133,6 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
 */
 
 #define GPT2RT__CU_STAGE_BYTES ((size_t)8 << 20)   /* pinned host staging buffer (at least) */
-#define GPT2RT__CU_SCALE_WINDOW 2000               /* clean fp16 updates before the scale doubles */
-#define GPT2RT__CU_SCALE_MAX 16777216.0f           /* 2^24 */
 
 /* storage type -> cuBLASLt data type */
 template <typename X> struct gpt2rt__cu_dtype;
@@ -11203,7 +11209,6 @@ template <typename X> static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_c
 template <typename X>
 static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm_out,
                                          int *skipped_out, float *scale_out) {
-    const gpt2rt__dims *d = &st->d;
     const gpt2rt_config *c = &st->cfg;
     cudaStream_t s = st->stream;
     /* the reduction scratch: norm result (2 doubles), then the AdamW table */
@@ -11212,37 +11217,16 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
     double sumsq = 0.0;
     if (st->dcomm) /* data parallel (8.6): the summed gradients; global loss, targets, squared norm */
         GPT2RT__CU_RET(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
-    double unscale = ctx->acc_targets ? (double)(d->n_out * c->grad_accum) / (double)ctx->acc_targets : 0.0;
-    unscale /= (double)st->loss_scale;
-    if (!st->dcomm) {
+    else {
         GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
         GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
         GPT2RT__CU_CK(cudaStreamSynchronize(s));
     }
-    float norm = (float)((st->dcomm ? sqrt(sumsq) : st->h_norm[0]) * unscale);
     /* no counted target: data parallel only (one device skips before calling), every rank alike */
-    int skipped = !isfinite(norm) || !ctx->acc_targets;
-    if (!ctx->acc_targets) {
-        GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the micro-batches since the last update is "
-                    "ignored (negative) on every rank; update skipped at step %lld", (long long)ctx->step);
-    } else if (skipped) {
-        GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
-        if (c->precision == GPT2RT_PRECISION_FP16) {
-            st->loss_scale = st->loss_scale * 0.5f < 1.0f ? 1.0f : st->loss_scale * 0.5f;
-            st->clean_steps = 0;
-        }
-        char sc[64] = "";
-        if (c->precision == GPT2RT_PRECISION_FP16) snprintf(sc, sizeof sc, ", fp16 loss scale now %g", (double)st->loss_scale);
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped%s",
-                    (double)norm, (long long)ctx->step, sc);
-    } else {
-        float coef = 1.0f;
-        if (c->grad_clip > 0.0f) {
-            coef = c->grad_clip / (norm + 1e-6f);
-            if (coef > 1.0f) coef = 1.0f;
-        }
-        float grad_scale = (float)(unscale * (double)coef);
+    gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, st->dcomm ? sqrt(sumsq) : st->h_norm[0], &st->loss_scale,
+                                                &st->clean_steps);
+    if (o.skipped) GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
+    else {
         GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
                                       cudaMemcpyHostToDevice, s));
         /* the table counts from opt_lo (0 without ZeRO-1), where the master and moments start */
@@ -11252,19 +11236,15 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
             X *params_x = st->master ? (X *)st->w + run->delta + st->opt_lo : NULL;
             GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads + st->opt_lo, st->m, st->v, d_tab + run->i0,
                                               run->n, run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                                              ctx->step + 1, grad_scale, s));
+                                              ctx->step + 1, o.grad_scale, s));
         }
         if (st->opt_hi - st->opt_lo < st->n_train) /* ZeRO-1: every rank gets every updated weight */
             GPT2RT__CU_RET(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
         st->host_stale = 1;
-        if (c->precision == GPT2RT_PRECISION_FP16 && ++st->clean_steps >= GPT2RT__CU_SCALE_WINDOW) {
-            st->loss_scale = st->loss_scale * 2.0f > GPT2RT__CU_SCALE_MAX ? GPT2RT__CU_SCALE_MAX : st->loss_scale * 2.0f;
-            st->clean_steps = 0;
-        }
     }
     st->grads_dirty = 0;
-    if (norm_out) *norm_out = norm;
-    if (skipped_out) *skipped_out = skipped;
+    if (norm_out) *norm_out = o.norm;
+    if (skipped_out) *skipped_out = o.skipped;
     if (scale_out) *scale_out = st->loss_scale;
     return GPT2RT_OK;
 }
@@ -12308,6 +12288,69 @@ static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) {
     return ctx->acc_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
 }
 
+#define GPT2RT__OPT_SCALE_WINDOW 2000     /* clean fp16 updates before the loss scale doubles */
+#define GPT2RT__OPT_SCALE_MAX 16777216.0f /* 2^24 */
+
+/* The update policy of every backend and mode (one device, data parallel, layer split),
+   so that they skip, clip and scale alike. norm_raw: the norm of the raw gradient sums
+   (loss scale in; the ranks' or stages' whole gradient; 0 when nothing was counted);
+   *loss_scale: the scale those sums carry (1 but fp16), *clean_steps: fp16 updates
+   since its last change. fp16's scale halves on an overflow (not below 1) and doubles
+   after GPT2RT__OPT_SCALE_WINDOW clean updates (not above 2^24); the new scale is the
+   next backward's. A skip is logged; the caller zeroes the gradients or updates. */
+static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps) {
+    const gpt2rt_config *c = &ctx->cfg;
+    int fp16 = c->precision == GPT2RT_PRECISION_FP16;
+    double unscale = gpt2rt__opt_grad_unscale(ctx) / (double)*loss_scale;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    o.norm = (float)(norm_raw * unscale);
+    o.skipped = !isfinite(o.norm) || !ctx->acc_targets;
+    o.grad_scale = 0.0f;
+    if (!ctx->acc_targets) { /* no loss to descend: Adam's momentum alone would still move the weights */
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
+                    "update is ignored (negative)%s; update skipped at step %lld", ctx->acc_micro,
+                    ctx->acc_micro == 1 ? "" : "es", ctx->comm->size > 1 ? " on every rank" : "", (long long)ctx->step);
+    } else if (o.skipped) {
+        char sc[64] = "";
+        if (fp16) {
+            *loss_scale = *loss_scale * 0.5f < 1.0f ? 1.0f : *loss_scale * 0.5f;
+            *clean_steps = 0;
+            snprintf(sc, sizeof sc, ", fp16 loss scale now %g", (double)*loss_scale);
+        }
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped%s",
+                    (double)o.norm, (long long)ctx->step, sc);
+    } else {
+        float coef = 1.0f;
+        if (c->grad_clip > 0.0f) {
+            coef = c->grad_clip / (o.norm + 1e-6f);
+            if (coef > 1.0f) coef = 1.0f;
+        }
+        o.grad_scale = (float)(unscale * (double)coef);
+        if (fp16 && ++*clean_steps >= GPT2RT__OPT_SCALE_WINDOW) {
+            *loss_scale = *loss_scale * 2.0f > GPT2RT__OPT_SCALE_MAX ? GPT2RT__OPT_SCALE_MAX : *loss_scale * 2.0f;
+            *clean_steps = 0;
+        }
+    }
+    return o;
+}
+
+/* what gpt2rt_update reports, after the update (ctx->step advanced) and before the
+   accumulation counters are reset; t0: when the call began */
+static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
+                              float loss_scale, double t0) {
+    if (!stats) return;
+    memset(stats, 0, sizeof *stats);
+    stats->step = ctx->step;
+    stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
+    stats->grad_norm = o.norm;
+    stats->lr = lr;
+    stats->loss_scale = loss_scale;
+    stats->skipped = o.skipped;
+    stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
+    stats->micro_batches = ctx->acc_micro;
+    stats->seconds = gpt2rt__now() - t0;
+}
+
 /* ==== 10. Context ==== */
 
 /* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
@@ -13048,12 +13091,9 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
     gpt2rt__ls *ls = ctx->ls;
     int n = ls->n;
     double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f;
-    int skipped = !ctx->acc_targets;
-    double unscale = ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
-    unscale /= (double)ls->loss_scale;
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
+    double sumsq = 0.0;
     if (ctx->acc_targets) {
-        double sumsq = 0.0;
         for (int s = 0; s < n; s++) {
             gpt2rt_ctx *hs = &ls->hs[s];
             gpt2rt__cu_state *st = ls->cu[s];
@@ -13068,10 +13108,9 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
             if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(hs, st, e, "the gradient norm"));
             sumsq += st->h_norm[0];
         }
-        norm = (float)(sqrt(sumsq) * unscale);
-        skipped = !isfinite(norm);
     }
-    if (skipped) {
+    gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, sqrt(sumsq), &ls->loss_scale, &ls->clean_steps);
+    if (o.skipped) {
         for (int s = 0; s < n; s++) {
             gpt2rt__cu_state *st = ls->cu[s];
             cudaError_t e = cudaSetDevice(st->device);
@@ -13079,23 +13118,10 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
             if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
             if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(&ls->hs[s], st, e, "zeroing"));
         }
-        if (ctx->acc_targets && ctx->cfg.precision == GPT2RT_PRECISION_FP16) {
-            ls->loss_scale = ls->loss_scale * 0.5f < 1.0f ? 1.0f : ls->loss_scale * 0.5f;
-            ls->clean_steps = 0;
-        }
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: %s at step %lld; update skipped", ctx->acc_targets ?
-                    "the gradient norm is not finite" : "every target since the last update is ignored",
-                    (long long)ctx->step);
     } else {
-        float coef = 1.0f;
-        if (ctx->cfg.grad_clip > 0.0f) {
-            coef = ctx->cfg.grad_clip / (norm + 1e-6f);
-            if (coef > 1.0f) coef = 1.0f;
-        }
-        float grad_scale = (float)(unscale * (double)coef);
         for (int s = 0; s < n; s++) {
             gpt2rt__cu_state *st = ls->cu[s];
-            gpt2rt_result r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_adamw, ls, s, lr, grad_scale, ctx->step + 1);
+            gpt2rt_result r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_adamw, ls, s, lr, o.grad_scale, ctx->step + 1);
             if (r != GPT2RT_OK) return gpt2rt__ls_cu_fail(ctx, s, r);
         }
         const gpt2rt__tensor *w0 = gpt2rt__model_tensor(&ls->hs[0], GPT2RT__WTE);
@@ -13110,25 +13136,10 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
             if (e == cudaSuccess) e = cudaStreamSynchronize(s0->stream);
             if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, 0, gpt2rt__cu_fail(&ls->hs[0], s0, e, "wte to stage 0"));
         }
-        if (ctx->cfg.precision == GPT2RT_PRECISION_FP16 && ++ls->clean_steps >= GPT2RT__CU_SCALE_WINDOW) {
-            ls->loss_scale = ls->loss_scale * 2.0f > GPT2RT__CU_SCALE_MAX ? GPT2RT__CU_SCALE_MAX : ls->loss_scale * 2.0f;
-            ls->clean_steps = 0;
-        }
         ctx->step++;
     }
     for (int s = 0; s < n; s++) ls->cu[s]->loss_scale = ls->loss_scale;
-    if (stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->step = ctx->step;
-        stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
-        stats->grad_norm = norm;
-        stats->lr = lr;
-        stats->loss_scale = ls->loss_scale;
-        stats->skipped = skipped;
-        stats->tokens = ctx->d.BT * ctx->acc_micro;
-        stats->micro_batches = ctx->acc_micro;
-        stats->seconds = gpt2rt__now() - t0;
-    }
+    gpt2rt__opt_stats(ctx, stats, o, lr, ls->loss_scale, t0);
     gpt2rt__accum_reset(ctx);
     return GPT2RT_OK;
 }
@@ -14553,22 +14564,20 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
     double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f, loss_scale = 1.0f;
-    int skipped = 0;
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
 #if GPT2RT__CUDA
     /* no targets: skipped below, as on the CPU; data parallel: the ranks decide together (8.6) */
     if (ctx->cu && (ctx->acc_targets || ctx->comm->size > 1)) {
-        gpt2rt_result r = gpt2rt__cu_update(ctx, ctx->cu, lr, &norm, &skipped, &loss_scale);
+        gpt2rt_result r = gpt2rt__cu_update(ctx, ctx->cu, lr, &o.norm, &o.skipped, &loss_scale);
         if (r != GPT2RT_OK) return r;
-        if (!skipped) ctx->step++;
+        if (!o.skipped) ctx->step++;
     } else if (ctx->cu) {
         gpt2rt_result r = gpt2rt__cu_zero(ctx, ctx->cu, 0);
         if (r != GPT2RT_OK) return r;
+        int clean = 0;
         loss_scale = ctx->cu->loss_scale;
-        skipped = 1;
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
-                    "update is ignored (negative); update skipped at step %lld", ctx->acc_micro,
-                    ctx->acc_micro == 1 ? "" : "es", (long long)ctx->step);
+        o = gpt2rt__opt_policy(ctx, 0.0, &loss_scale, &clean); /* skips; logs */
     } else
 #endif
     {
@@ -14577,25 +14586,11 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
         gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
         if (r != GPT2RT_OK) return r;
     } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
-    double unscale = gpt2rt__opt_grad_unscale(ctx);
-    norm = (float)(sqrt(sumsq) * unscale);
-    skipped = !isfinite(norm) || !ctx->acc_targets;
-    if (skipped) {
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-        if (!ctx->acc_targets) /* no loss to descend: Adam's momentum alone would still move the weights */
-            gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
-                        "update is ignored (negative); update skipped at step %lld", ctx->acc_micro,
-                        ctx->acc_micro == 1 ? "" : "es", (long long)ctx->step);
-        else
-            gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped",
-                        (double)norm, (long long)ctx->step);
-    } else {
-        float coef = 1.0f;
-        if (ctx->cfg.grad_clip > 0.0f) {
-            coef = ctx->cfg.grad_clip / (norm + 1e-6f);
-            if (coef > 1.0f) coef = 1.0f;
-        }
-        gpt2rt__opt_adamw(ctx, lr, (float)(unscale * (double)coef));
+    int clean = 0;
+    o = gpt2rt__opt_policy(ctx, sqrt(sumsq), &loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
+    if (o.skipped) memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+    else {
+        gpt2rt__opt_adamw(ctx, lr, o.grad_scale);
         if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
             gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
             if (r != GPT2RT_OK) return r;
@@ -14603,18 +14598,7 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
         ctx->step++;
     }
     }
-    if (stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->step = ctx->step;
-        stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
-        stats->grad_norm = norm;
-        stats->lr = lr;
-        stats->loss_scale = loss_scale;
-        stats->skipped = skipped;
-        stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
-        stats->micro_batches = ctx->acc_micro;
-        stats->seconds = gpt2rt__now() - t0;
-    }
+    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
     gpt2rt__accum_reset(ctx);
     return GPT2RT_OK;
 }
