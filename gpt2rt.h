@@ -1443,6 +1443,7 @@ struct gpt2rt_ctx {
     uint64_t drop_key;
     int64_t drop_micro;
     struct gpt2rt__ls *ls; /* CPU layer split (10.2): the stages' buffers; NULL otherwise */
+    const struct gpt2rt__backend *be; /* the backend that runs this context's steps (7.3, 8.5) */
 #if GPT2RT__CUDA
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
     void *dgroup; /* CUDA data parallel, rank 0: the ranks' device communicators (8.6) */
@@ -4152,11 +4153,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
 
 /* ==== 4.4 Training state ==== */
 
-#if GPT2RT__CUDA /* 8.6 */
-static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
-#endif
-
-static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in); /* 10.1 */
+static gpt2rt_result gpt2rt__upload(gpt2rt_ctx *ctx, const float *m, const float *v); /* 10: the backend's */
 
 /* weights, moments, step and RNG in one safetensors file */
 
@@ -4221,14 +4218,9 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (r == GPT2RT_OK) {
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
-#if GPT2RT__CUDA
-        if (ctx->cu) /* the moments live on the device only (every data-parallel rank's) */
-            r = gpt2rt__cu_dp_upload(ctx, (const float *)(const void *)(st.data + e[1]->begin),
-                                     (const float *)(const void *)(st.data + e[2]->begin));
-        else
-#endif
-        gpt2rt__dp_moments(ctx, (float *)(void *)(st.data + e[1]->begin), (float *)(void *)(st.data + e[2]->begin),
-                           0, ctx->n_train, 1); /* data parallel with ZeRO-1: each rank its shard */
+        /* every data-parallel rank's (ZeRO-1: each rank its shard; CUDA: on the devices) */
+        r = gpt2rt__upload(ctx, (const float *)(const void *)(st.data + e[1]->begin),
+                           (const float *)(const void *)(st.data + e[2]->begin));
         ctx->step = step;
         ctx->rng = rng;
     }
@@ -6949,7 +6941,18 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
    backend: its device arenas, carved by the same function on a shadow context).
    Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
    context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
-   of the residual stream down the backward. */
+   of the residual stream down the backward.
+   Below the layer steps, the step-level work of the public calls (10, 11): a context's
+   backend (ctx->be) runs its forwards, backwards, updates, host copies and data-parallel
+   reductions, so sections 10-11 never ask which backend they drive. */
+/* what the update policy (9) decides for one update, whichever backend runs it */
+typedef struct gpt2rt__opt_decision {
+    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
+    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
+    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
+} gpt2rt__opt_decision;
+static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
+
 typedef struct gpt2rt__backend {
     /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
     gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
@@ -6968,18 +6971,53 @@ typedef struct gpt2rt__backend {
     gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
     /* bytes from src to dst, both in the backend's arenas */
     gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+    /* ---- step level: the context is the public one (a data-parallel rank's own) ---- */
+    /* inputs, targets: host (B,T), checked (targets may be NULL): the logits, with targets
+       the loss (*loss if not NULL, ctx->loss, loss_sum, n_targets); sets have_logits and
+       have_loss. fuse: gpt2rt_step's forward, whose backward follows at once (CUDA: the
+       classifier writes dlogits in the same pass, and no logits are kept) */
+    gpt2rt_result (*forward)(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss, int fuse);
+    /* x (Bw,Lb,M), y (Bw,H,M) or NULL, checked: the predictions and the loss, as forward */
+    gpt2rt_result (*forward_series)(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+    /* += the gradients of the last forward's loss, one fixed scale for every micro-batch */
+    gpt2rt_result (*backward)(gpt2rt_ctx *ctx);
+    /* one AdamW step at lr over the gradients summed since the last update (data parallel:
+       summed over the ranks first); the policy (9) decides, *o says what it decided,
+       *loss_scale is the next backward's. Advances ctx->step unless skipped. */
+    gpt2rt_result (*update)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+    /* the gradients (and with moments, m and v) to zero */
+    gpt2rt_result (*zero_grads)(gpt2rt_ctx *ctx, int moments);
+    /* the last forward's logits (BT,V) / predictions (Bw,H,M) into host memory */
+    gpt2rt_result (*logits)(gpt2rt_ctx *ctx, float *dst);
+    gpt2rt_result (*predictions)(gpt2rt_ctx *ctx, float *dst);
+    /* data parallel (10.1): sum the gradient pieces {first float, count} over the ranks
+       (scatter: ZeRO-1's one reduce-scatter of the whole gradient) */
+    gpt2rt_result (*dp_reduce)(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+    /* ctx->params caught up with the weights the backend trains */
+    gpt2rt_result (*host_weights)(gpt2rt_ctx *ctx);
+    /* ctx->params (and the moments m, v of every trained float, if not NULL) to where
+       every data-parallel rank trains them */
+    gpt2rt_result (*upload)(gpt2rt_ctx *ctx, const float *m, const float *v);
+    /* *m, *v: the moments of every trained float on the host, with the weights caught up;
+       *buf: what the call allocated for them (the caller frees it), or NULL */
+    gpt2rt_result (*host_moments)(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
+    /* tensor t's value, gradient or moment (checked name t, dst of its size) */
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                float *dst);
+    /* the bytes of each category this context holds, and the driver's own (measured) */
+    void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
+    /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
+       like ctx (rank 0), then, once every rank is attached, what the ranks share */
+    gpt2rt_result (*dp_rank)(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+    gpt2rt_result (*dp_open)(gpt2rt_ctx *ctx);
+    /* at gpt2rt_free: before the ranks are freed (shared), then the context's own */
+    void (*release_shared)(gpt2rt_ctx *ctx);
+    void (*release)(gpt2rt_ctx *ctx);
 } gpt2rt__backend;
 
 /* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
 static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l);
-
-/* what the update policy (9) decides for one update, whichever backend runs it */
-typedef struct gpt2rt__opt_decision {
-    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
-    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
-    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
-} gpt2rt__opt_decision;
-static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
 /* ---- dropout's masks ---- */
 /* the sites where the model drops, a part of each mask's key */
 enum { GPT2RT__DROP_EMBED, GPT2RT__DROP_ATTN, GPT2RT__DROP_ATTN_RESID, GPT2RT__DROP_MLP_RESID, GPT2RT__DROP_HEAD };
@@ -7170,9 +7208,6 @@ static gpt2rt_result gpt2rt__cpu_copy(gpt2rt_ctx *ctx, void *dst, const void *sr
     return GPT2RT_OK;
 }
 
-static const gpt2rt__backend gpt2rt__cpu_backend = {
-    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
-    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy};
 
 /* ---- the CPU backend's decode step (generation, 11.7) ----
    A pass feeds N new tokens of any rows at any positions (ctx->kv: tok, row, pos)
@@ -7368,6 +7403,107 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
 }
 
 #undef GPT2RT__TRY
+
+/* ---- the CPU backend's step-level work (the table's second part) ---- */
+
+static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                         int fuse) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt_result r;
+    (void)fuse; /* the logits stay; the backward turns them into dlogits */
+    memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
+    if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
+    ctx->have_logits = 1;
+    ctx->have_loss = 0;
+    if (targets) {
+        memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
+        ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
+                                                 d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
+        ctx->have_loss = 1;
+    }
+    if (loss) *loss = targets ? ctx->loss : 0.0f;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt_result r;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
+    ctx->have_pred = 0;
+    if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
+    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
+    ctx->have_logits = ctx->have_pred = 1;
+    ctx->have_loss = 0;
+    if (y) {
+        memcpy(ctx->ts_y, y, (size_t)d->n_out * sizeof(float));
+        ctx->loss_sum = gpt2rt__ts_mse_sum(ctx->ts_pred, ctx->ts_y, d->n_out);
+        ctx->n_targets = d->n_out;
+        ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
+        ctx->have_loss = 1;
+    }
+    if (loss) *loss = y ? ctx->loss : 0.0f;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_backward(gpt2rt_ctx *ctx) {
+    return gpt2rt__model_backward(ctx, ctx->be, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
+}
+
+static gpt2rt_result gpt2rt__cpu_zero_grads(gpt2rt_ctx *ctx, int moments) {
+    if (!ctx->grads) return GPT2RT_OK; /* a context without arenas (a failed creation) */
+    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+    if (moments) memset(ctx->m, 0, (size_t)ctx->n_opt * 2 * sizeof(float));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_logits(gpt2rt_ctx *ctx, float *dst) {
+    const gpt2rt__dims *d = &ctx->d;
+    for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_predictions(gpt2rt_ctx *ctx, float *dst) {
+    memcpy(dst, ctx->ts_pred, (size_t)ctx->d.n_out * sizeof(float));
+    return GPT2RT_OK;
+}
+
+/* the host's weights are the ones trained */
+static gpt2rt_result gpt2rt__cpu_host_weights(gpt2rt_ctx *ctx) {
+    (void)ctx;
+    return GPT2RT_OK;
+}
+
+static void gpt2rt__cpu_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead) {
+    (void)overhead; /* no driver */
+    memcpy(bytes, ctx->arena_bytes, GPT2RT_MEM_COUNT * sizeof(uint64_t));
+}
+
+static gpt2rt_result gpt2rt__cpu_dp_open(gpt2rt_ctx *ctx) {
+    (void)ctx; /* the threads' communicator (10.1) is all the ranks share */
+    return GPT2RT_OK;
+}
+
+static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
+    (void)ctx; /* the arenas are the context's (gpt2rt_free) */
+}
+
+/* the CPU's step-level work further on: the update in 9, the rest in 10.1, 11.3, 11.6 */
+static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
+static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
+static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                            gpt2rt_param_what what, float *dst);
+static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+
+static const gpt2rt__backend gpt2rt__cpu_backend = {
+    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
+    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy,
+    gpt2rt__cpu_forward, gpt2rt__cpu_forward_series, gpt2rt__cpu_backward, gpt2rt__cpu_update, gpt2rt__cpu_zero_grads,
+    gpt2rt__cpu_logits, gpt2rt__cpu_predictions, gpt2rt__cpu_dp_reduce, gpt2rt__cpu_host_weights, gpt2rt__cpu_upload,
+    gpt2rt__cpu_host_moments, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
+    gpt2rt__cpu_release, gpt2rt__cpu_release};
 
 /* ==== 8. CUDA backend ==== */
 
@@ -11053,9 +11189,35 @@ static gpt2rt_result gpt2rt__cu_copy(gpt2rt_ctx *ctx, void *dst, const void *src
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream));
     return GPT2RT_OK;
 }
+/* the step-level entries (the end of 8.6): the public calls' work on ctx->cu */
+static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                           int fuse);
+static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments);
+static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst);
+static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst);
+static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
+static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                              gpt2rt_param_what what, float *dst);
+static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
+static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
+static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx);
+static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx);
+
 static const gpt2rt__backend gpt2rt__cu_backend = {
     gpt2rt__cu_embed_forward, gpt2rt__cu_layer_forward_any, gpt2rt__cu_head_forward, gpt2rt__cu_head_backward,
-    gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy};
+    gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy,
+    gpt2rt__cu_be_forward, gpt2rt__cu_be_forward_series, gpt2rt__cu_be_backward, gpt2rt__cu_be_update,
+    gpt2rt__cu_be_zero_grads, gpt2rt__cu_be_logits, gpt2rt__cu_be_predictions, gpt2rt__cu_be_dp_reduce,
+    gpt2rt__cu_be_host_weights, gpt2rt__cu_be_upload, gpt2rt__cu_be_host_moments, gpt2rt__cu_be_param_read,
+    gpt2rt__cu_be_allocated, gpt2rt__cu_be_dp_rank, gpt2rt__cu_be_dp_open, gpt2rt__cu_be_release_shared,
+    gpt2rt__cu_be_release};
 
 /* ---- training calls ---- */
 
@@ -12155,6 +12317,129 @@ static gpt2rt_result gpt2rt__cu_dp_download_moments(gpt2rt_ctx *ctx, float *m, f
 #undef GPT2RT__CU_CK
 #undef GPT2RT__CU_RET
 
+
+/* ---- the CUDA backend's step-level entries (gpt2rt__cu_backend's second part) ---- */
+
+static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                           int fuse) {
+    ctx->cu->dlogits_in_forward = fuse; /* the classifier writes dlogits in the same pass */
+    gpt2rt_result r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
+    ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready;
+    ctx->have_loss = r == GPT2RT_OK && targets;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+    ctx->have_pred = 0;
+    gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
+    ctx->have_logits = ctx->have_pred = r == GPT2RT_OK;
+    ctx->have_loss = r == GPT2RT_OK && y;
+    return r;
+}
+
+/* the CPU's scale, times the loss scale */
+static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx) { return gpt2rt__cu_backward(ctx, ctx->cu); }
+
+/* no counted target on one device: skipped as on the CPU, without a norm; data parallel:
+   the ranks decide together (8.6) */
+static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
+    gpt2rt_result r;
+    if (!ctx->acc_targets && ctx->comm->size == 1) {
+        if ((r = gpt2rt__cu_zero(ctx, ctx->cu, 0)) != GPT2RT_OK) return r;
+        int clean = 0;
+        *loss_scale = ctx->cu->loss_scale;
+        *o = gpt2rt__opt_policy(ctx, 0.0, loss_scale, &clean); /* skips and says why; the scale stays */
+        return GPT2RT_OK;
+    }
+    if ((r = gpt2rt__cu_update(ctx, ctx->cu, lr, &o->norm, &o->skipped, loss_scale)) != GPT2RT_OK) return r;
+    if (!o->skipped) ctx->step++;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments) {
+    return ctx->cu ? gpt2rt__cu_zero(ctx, ctx->cu, moments) : GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst) {
+    return gpt2rt__cu_logits(ctx, ctx->cu, dst, ctx->d.BT * ctx->d.V);
+}
+
+/* the forward brought them to the host */
+static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst) {
+    memcpy(dst, ctx->cu->h_pred, (size_t)ctx->d.n_out * sizeof(float));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
+    return gpt2rt__cu_dp_reduce(ctx, ctx->cu, pieces, 2, scatter);
+}
+
+static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx) { return gpt2rt__cu_host_weights(ctx, ctx->cu); }
+
+static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    return gpt2rt__cu_dp_upload(ctx, m, v); /* every rank's device */
+}
+
+/* the moments live on the devices only: they come to the host for the write */
+static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
+    *buf = NULL;
+    gpt2rt_result rc = gpt2rt__cu_host_weights(ctx, ctx->cu);
+    if (rc != GPT2RT_OK) return rc;
+    float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+    if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
+                                 "the moments", (long long)ctx->n_train * 8);
+    if ((rc = gpt2rt__cu_dp_download_moments(ctx, mv, mv + ctx->n_train)) != GPT2RT_OK) {
+        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+        return rc;
+    }
+    *m = mv;
+    *v = mv + ctx->n_train;
+    *buf = mv;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                              gpt2rt_param_what what, float *dst) {
+    (void)name;
+    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
+}
+
+/* the device arenas (the host holds the fp32 weights) and the driver's own bytes */
+static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead) {
+    memcpy(bytes, ctx->cu->allocated, GPT2RT_MEM_COUNT * sizeof(uint64_t));
+    *overhead = ctx->cu->overhead;
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
+    (void)plan; /* the device state plans its own arenas, as rank 0's */
+    return gpt2rt__cu_dp_rank(ctx, rc, r);
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx) { return gpt2rt__cu_dp_open(ctx); }
+static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx) { gpt2rt__cu_dp_close(ctx); }
+static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx) { gpt2rt__cu_free(ctx->cu); }
+
+/* gpt2rt_create with backend = CUDA: one device (or a data-parallel rank 0), or the
+   stages of a layer split (8.7), whose context keeps the host's entries */
+#ifdef GPT2RT__COMM_THREADS
+static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
+#endif
+static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+#ifdef GPT2RT__COMM_THREADS
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) return gpt2rt__ls_cu_open(ctx, plan);
+#endif
+    ctx->be = &gpt2rt__cu_backend; /* before the state exists: gpt2rt_free releases what was made */
+    return gpt2rt__cu_open(ctx, plan);
+}
+
+#else
+/* compiled without CUDA: gpt2rt_create refuses backend = CUDA */
+static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    (void)plan;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
+                        "implementation compiled by nvcc (GPT2RT_IMPLEMENTATION in a .cu file, linked with "
+                        "-lcublasLt); this one was compiled without CUDA");
+}
 #endif /* GPT2RT__CUDA */
 
 /* ==== 9. Optimizer ==== */
@@ -12351,6 +12636,31 @@ static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, g
     stats->seconds = gpt2rt__now() - t0;
 }
 
+/* the CPU backend's update (the table's): data parallel first sums the gradients and the
+   loss over the ranks (10.1), and with ZeRO-1 gathers the weights after */
+static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq);
+static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
+    double sumsq = 0.0;
+    int clean = 0;
+    if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
+        gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
+        if (r != GPT2RT_OK) return r;
+    } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
+    *o = gpt2rt__opt_policy(ctx, sqrt(sumsq), loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
+    if (o->skipped) {
+        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        return GPT2RT_OK;
+    }
+    gpt2rt__opt_adamw(ctx, lr, o->grad_scale);
+    if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
+        gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
+        if (r != GPT2RT_OK) return r;
+    }
+    ctx->step++;
+    return GPT2RT_OK;
+}
+
 /* ==== 10. Context ==== */
 
 /* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
@@ -12404,14 +12714,14 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
     ctx->grads_pending = 0;
 }
 
+/* the host's weights (and moments m, v of every trained float, if not NULL) to where the
+   backend trains them (for 4.4, which comes before the table) */
+static gpt2rt_result gpt2rt__upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    return ctx->be->upload(ctx, m, v);
+}
+
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
-#if GPT2RT__CUDA
-    if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 1); /* a failure shows at the next call */
-#endif
-    if (ctx->grads) { /* the CPU; a CUDA context's host holds the weights only */
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-        memset(ctx->m, 0, (size_t)ctx->n_opt * 2 * sizeof(float));
-    }
+    (void)ctx->be->zero_grads(ctx, 1); /* a failure shows at the next call */
     ctx->step = 0;
     gpt2rt__accum_reset(ctx);
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
@@ -12519,19 +12829,21 @@ static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
             pc[1][0] = hi; pc[1][1] = ctx->n_train - hi;
         }
     }
-#if GPT2RT__CUDA
-    if (ctx->cu) { /* enqueued on the device communicator's stream: the backward goes on (8.6) */
-        gpt2rt_result r = gpt2rt__cu_dp_reduce(ctx, ctx->cu, pc, 2, scatter);
-        if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
-        return r;
-    }
-#endif
+    /* CUDA: enqueued on the device communicator's stream, and the backward goes on (8.6) */
+    gpt2rt_result r = ctx->be->dp_reduce(ctx, (const int64_t (*)[2])pc, scatter);
+    if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
+    return r;
+}
+
+/* the CPU backend's reduction (the table's): the pieces over the ranks' communicator */
+static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
+    gpt2rt__comm *c = ctx->comm;
     gpt2rt_result r = GPT2RT_OK;
     for (int i = 0; i < 2 && r == GPT2RT_OK; i++)
-        if (pc[i][1] > 0)
-            r = scatter ? c->reduce_scatter(c, ctx->grads, ctx->n_train) : c->all_reduce(c, ctx->grads + pc[i][0], pc[i][1]);
+        if (pieces[i][1] > 0)
+            r = scatter ? c->reduce_scatter(c, ctx->grads, ctx->n_train)
+                        : c->all_reduce(c, ctx->grads + pieces[i][0], pieces[i][1]);
     if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
-    if (l < 0) ctx->dp_reduced = 1;
     return GPT2RT_OK;
 }
 
@@ -12607,6 +12919,29 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
         else { memcpy(m + (a - lo), rc->m + (a - rc->opt_lo), bytes); memcpy(v + (a - lo), rc->v + (a - rc->opt_lo), bytes); }
         if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
     }
+}
+
+/* the CPU backend's (the table's): the host weights are the trained ones; the moments go
+   to whichever rank keeps them */
+static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    if (m && v) gpt2rt__dp_moments(ctx, (float *)m, (float *)v, 0, ctx->n_train, 1);
+    return GPT2RT_OK;
+}
+
+/* ZeRO-1: the ranks' shards gathered whole */
+static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
+    *m = ctx->m;
+    *v = ctx->v;
+    *buf = NULL;
+    if (ctx->d.shards == 1) return GPT2RT_OK;
+    float *zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+    if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
+                                  "sharded moments", (long long)ctx->n_train * 8);
+    gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
+    *m = zmv;
+    *v = zmv + ctx->n_train;
+    *buf = zmv;
+    return GPT2RT_OK;
 }
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
@@ -14233,6 +14568,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg = hooks;
     ctx->failed = 1;
+    ctx->be = &gpt2rt__cpu_backend;
     gpt2rt__comm_self_init(&ctx->comm_self);
     ctx->comm = &ctx->comm_self;
     *out = ctx;
@@ -14270,12 +14606,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
                             ctx->cfg.kv_batch);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
-#if GPT2RT__CUDA
-#ifdef GPT2RT__COMM_THREADS
-        if ((r = split ? gpt2rt__ls_cu_open(ctx, &plan) : gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
-#else
-        if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
-#endif
+        /* sets ctx->be (8.6); refuses where the implementation was compiled without CUDA */
+        if ((r = gpt2rt__cuda_open(ctx, &plan)) != GPT2RT_OK) return r;
         gpt2rt__reset_training(ctx);
         if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && (r = gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
         ctx->failed = 0;
@@ -14283,11 +14615,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                     (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->cfg.device_ids[0],
                     ctx->n_ranks > 1 ? " and as much on each further data-parallel rank's" : "");
         return GPT2RT_OK;
-#else
-        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
-                            "implementation compiled by nvcc (GPT2RT_IMPLEMENTATION in a .cu file, linked with "
-                            "-lcublasLt); this one was compiled without CUDA");
-#endif
     }
     uint64_t free_bytes = gpt2rt__host_available();
     /* CPU ranks share the host: data parallel needs n_devices times one device's plan */
@@ -14321,6 +14648,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                 (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
                 ctx->n_ranks > 1 ? " on each of the data-parallel ranks" : "");
     return GPT2RT_OK;
+}
+
+/* a CPU data-parallel rank: arenas like rank 0's */
+static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
+    (void)ctx; (void)r;
+    return gpt2rt__ctx_alloc(rc, plan);
 }
 
 /* the parameter table and the arenas of the plan's device 0, the pointers bound */
@@ -14376,12 +14709,8 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         rc->cfg = ctx->cfg;
         rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
         rc->d = ctx->d;
-#if GPT2RT__CUDA
-        gpt2rt_result res = ctx->cu ? gpt2rt__cu_dp_rank(ctx, rc, r) /* a device state on device_ids[r] */
-                                    : gpt2rt__ctx_alloc(rc, plan);
-#else
-        gpt2rt_result res = gpt2rt__ctx_alloc(rc, plan);
-#endif
+        rc->be = ctx->be;
+        gpt2rt_result res = ctx->be->dp_rank(ctx, rc, r, plan); /* CUDA: a device state on device_ids[r] */
         if (res != GPT2RT_OK)
             return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
         if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
@@ -14389,10 +14718,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         gpt2rt__reset_training(rc);
     }
     for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
-#if GPT2RT__CUDA
-    if (ctx->cu) return gpt2rt__cu_dp_open(ctx); /* the device communicators (8.6) */
-#endif
-    return GPT2RT_OK;
+    return ctx->be->dp_open(ctx); /* CUDA: the device communicators (8.6) */
 #else
     (void)plan;
     return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
@@ -14402,9 +14728,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
-#if GPT2RT__CUDA
-    gpt2rt__cu_dp_close(ctx);
-#endif
+    ctx->be->release_shared(ctx);
     for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
     gpt2rt__ls_free(ctx);
 #ifdef GPT2RT__COMM_THREADS
@@ -14413,9 +14737,7 @@ GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
         gpt2rt__free(&ctx->cfg, ctx->group, GPT2RT_MEM_BOOKKEEPING);
     }
 #endif
-#if GPT2RT__CUDA
-    gpt2rt__cu_free(ctx->cu);
-#endif
+    ctx->be->release(ctx);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
     gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
     gpt2rt_config hooks = ctx->cfg;
@@ -14440,19 +14762,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     if (ctx->failed) return GPT2RT_ERR_STATE;
     plan->config = ctx->cfg;
     plan->n_devices = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        plan->bytes[0][i] = ctx->arena_bytes[i];
-#if GPT2RT__CUDA
-        if (ctx->cu) plan->bytes[0][i] = ctx->cu->allocated[i]; /* device arenas; the host holds the fp32 weights */
-#endif
-        plan->total[0] += plan->bytes[0][i];
-        for (int r = 1; r < ctx->n_ranks; r++) { /* data parallel: each rank's own arenas */
-            plan->bytes[r][i] = ctx->ranks[r]->arena_bytes[i];
-#if GPT2RT__CUDA
-            if (ctx->ranks[r]->cu) plan->bytes[r][i] = ctx->ranks[r]->cu->allocated[i];
-#endif
-            plan->total[r] += plan->bytes[r][i];
-        }
+    /* CUDA: the device arenas (the host holds the fp32 weights) and the driver's own bytes;
+       data parallel: each rank's */
+    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
+        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        rc->be->allocated(rc, plan->bytes[r], &plan->overhead[r]);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[r] += plan->bytes[r][i];
     }
 #if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
     if (ctx->ls && ctx->ls->cuda) gpt2rt__ls_cu_allocated(ctx, plan);
@@ -14470,10 +14785,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
             plan->total[s] = ls->scratch_bytes[0] + ls->scratch_bytes[1];
         }
     }
-#if GPT2RT__CUDA
-    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++)
-        if (gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)) plan->overhead[r] = gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)->overhead;
-#endif
     plan->n_params_padded = ctx->n_params;
     plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
     plan->n_trainable = ctx->n_train;
@@ -14505,7 +14816,8 @@ GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
     return ctx && ctx->eval ? GPT2RT_MODE_EVAL : GPT2RT_MODE_TRAIN;
 }
 
-static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
+static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                         int fuse) {
     GPT2RT__CHECK_CTX(ctx);
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_forward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     const gpt2rt__dims *d = &ctx->d;
@@ -14513,26 +14825,7 @@ static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs,
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
     if (r != GPT2RT_OK) return r;
-#if GPT2RT__CUDA
-    if (ctx->cu) {
-        r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
-        ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready; /* gpt2rt_step fuses dlogits in */
-        ctx->have_loss = r == GPT2RT_OK && targets;
-        return r;
-    }
-#endif
-    memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
-    if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
-    ctx->have_logits = 1;
-    ctx->have_loss = 0;
-    if (targets) {
-        memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
-        ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
-                                                 d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
-        ctx->have_loss = 1;
-    }
-    if (loss) *loss = targets ? ctx->loss : 0.0f;
-    return GPT2RT_OK;
+    return ctx->be->forward(ctx, inputs, targets, loss, fuse);
 }
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
@@ -14542,12 +14835,7 @@ static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
     /* one fixed scale for every micro-batch; the update divides by the counted targets */
-#if GPT2RT__CUDA
-    gpt2rt_result r = ctx->cu ? gpt2rt__cu_backward(ctx, ctx->cu) /* the same scale, times the loss scale */
-                    : gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
-#else
-    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
-#endif
+    gpt2rt_result r = ctx->be->backward(ctx);
     if (r != GPT2RT_OK) return r;
     ctx->acc_loss_sum += ctx->loss_sum;
     ctx->acc_targets += ctx->n_targets;
@@ -14566,38 +14854,8 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
     double t0 = gpt2rt__now();
     float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
     gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
-#if GPT2RT__CUDA
-    /* no targets: skipped below, as on the CPU; data parallel: the ranks decide together (8.6) */
-    if (ctx->cu && (ctx->acc_targets || ctx->comm->size > 1)) {
-        gpt2rt_result r = gpt2rt__cu_update(ctx, ctx->cu, lr, &o.norm, &o.skipped, &loss_scale);
-        if (r != GPT2RT_OK) return r;
-        if (!o.skipped) ctx->step++;
-    } else if (ctx->cu) {
-        gpt2rt_result r = gpt2rt__cu_zero(ctx, ctx->cu, 0);
-        if (r != GPT2RT_OK) return r;
-        int clean = 0;
-        loss_scale = ctx->cu->loss_scale;
-        o = gpt2rt__opt_policy(ctx, 0.0, &loss_scale, &clean); /* skips; logs */
-    } else
-#endif
-    {
-    double sumsq = 0.0;
-    if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
-        gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
-        if (r != GPT2RT_OK) return r;
-    } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
-    int clean = 0;
-    o = gpt2rt__opt_policy(ctx, sqrt(sumsq), &loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
-    if (o.skipped) memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-    else {
-        gpt2rt__opt_adamw(ctx, lr, o.grad_scale);
-        if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
-            gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
-            if (r != GPT2RT_OK) return r;
-        }
-        ctx->step++;
-    }
-    }
+    gpt2rt_result r = ctx->be->update(ctx, lr, &o, &loss_scale);
+    if (r != GPT2RT_OK) return r;
     gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
     gpt2rt__accum_reset(ctx);
     return GPT2RT_OK;
@@ -14617,18 +14875,11 @@ static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, co
     gpt2rt_result r = GPT2RT_OK;
     /* grad_accum micro-batches of B rows each, then one update */
     for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
-#if GPT2RT__CUDA
-        if (ctx->cu) ctx->cu->dlogits_in_forward = 1; /* the classifier writes dlogits in the same pass */
-#endif
-        r = gpt2rt__forward_one(ctx, inputs + k * BT, targets + k * BT, NULL);
+        r = gpt2rt__forward_one(ctx, inputs + k * BT, targets + k * BT, NULL, 1);
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-#if GPT2RT__CUDA
-        if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
-        else
-#endif
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        (void)ctx->be->zero_grads(ctx, 0);
         gpt2rt__accum_reset(ctx);
     }
     if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
@@ -14648,45 +14899,16 @@ static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t cou
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
-#if GPT2RT__CUDA
-    if (ctx->cu) return gpt2rt__cu_logits(ctx, ctx->cu, dst, count);
-#endif
-    for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
-    return GPT2RT_OK;
+    return ctx->be->logits(ctx, dst);
 }
 
 static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    const gpt2rt__dims *d = &ctx->d;
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1);
     if (r != GPT2RT_OK) return r;
     if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
     if ((r = gpt2rt__ts_check(ctx, "gpt2rt_forward_series", x, y)) != GPT2RT_OK) return r;
-#if GPT2RT__CUDA
-    if (ctx->cu) {
-        ctx->have_pred = 0;
-        r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
-        ctx->have_logits = ctx->have_pred = r == GPT2RT_OK;
-        ctx->have_loss = r == GPT2RT_OK && y;
-        return r;
-    }
-#endif
-    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
-    ctx->have_pred = 0;
-    if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
-    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
-    ctx->have_logits = ctx->have_pred = 1;
-    ctx->have_loss = 0;
-    if (y) {
-        memcpy(ctx->ts_y, y, (size_t)d->n_out * sizeof(float));
-        ctx->loss_sum = gpt2rt__ts_mse_sum(ctx->ts_pred, ctx->ts_y, d->n_out);
-        ctx->n_targets = d->n_out;
-        ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
-        ctx->have_loss = 1;
-    }
-    if (loss) *loss = y ? ctx->loss : 0.0f;
-    return GPT2RT_OK;
+    return ctx->be->forward_series(ctx, x, y, loss);
 }
 
 static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
@@ -14706,11 +14928,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-#if GPT2RT__CUDA
-        if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
-        else
-#endif
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        (void)ctx->be->zero_grads(ctx, 0);
         gpt2rt__accum_reset(ctx);
     }
     if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
@@ -14731,14 +14949,7 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     if (!ctx->have_pred)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_predictions: no predictions (call gpt2rt_forward_series; "
                             "a load or gpt2rt_param_write forgets them)");
-#if GPT2RT__CUDA
-    if (ctx->cu) { /* the forward brought them to the host */
-        memcpy(dst, ctx->cu->h_pred, (size_t)count * sizeof(float));
-        return GPT2RT_OK;
-    }
-#endif
-    memcpy(dst, ctx->ts_pred, (size_t)count * sizeof(float));
-    return GPT2RT_OK;
+    return ctx->be->predictions(ctx, dst);
 }
 
 /* ---- data parallel in one process: rank r's work on thread r (rank 0 on the caller's) ----
@@ -14768,7 +14979,7 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     const float *x = (const float *)j->a, *y = (const float *)j->b;
     gpt2rt_result r = GPT2RT_OK;
     switch (j->what) {
-    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL);
+    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
     case GPT2RT__DP_FORWARD_SERIES:
         return gpt2rt__forward_series_one(rc, x + j->rank * xs, y ? y + j->rank * ys : NULL, NULL);
     case GPT2RT__DP_BACKWARD: return gpt2rt__backward_one(rc);
@@ -14777,10 +14988,7 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     case GPT2RT__DP_STEP_SERIES:
         for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
             int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
-#if GPT2RT__CUDA
-            if (rc->cu) rc->cu->dlogits_in_forward = 1; /* as gpt2rt_step on one device */
-#endif
-            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL)
+            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL, 1)
                                            : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
             if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
         }
@@ -14802,11 +15010,7 @@ static void *gpt2rt__dp_thread(void *p) {
 static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
     for (int r = 0; r < ctx->n_ranks; r++) {
         gpt2rt_ctx *rc = ctx->ranks[r];
-#if GPT2RT__CUDA
-        if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
-        else
-#endif
-        memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
+        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
         gpt2rt__accum_reset(rc);
         rc->dp_reduced = 0;
     }
@@ -14926,7 +15130,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss);
+    if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss, 0);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     return gpt2rt__dp_forward(ctx, "gpt2rt_forward", GPT2RT__DP_FORWARD, inputs, targets, loss);
@@ -14950,10 +15154,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
                             "many", ctx->cfg.grad_accum);
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
-    int drop = r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending;
-#if GPT2RT__CUDA
-    drop |= r != GPT2RT_OK && ctx->cu != NULL; /* a device backward that stopped halfway left partial sums */
-#endif
+    /* a device backward that stopped halfway left partial sums */
+    int drop = r != GPT2RT_OK && (ctx->ranks[1]->grads_pending != ctx->grads_pending || ctx->be != &gpt2rt__cpu_backend);
     if (drop) gpt2rt__dp_drop(ctx);
     return r;
 }
@@ -15039,11 +15241,7 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
         if (!what) continue;
         if (what == 1) gpt2rt__reset_training(rc);
         else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
-#if GPT2RT__CUDA
-        if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
-        else
-#endif
-        memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
+        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
         rc->step = ctx->step;
         rc->rng = ctx->rng;
         gpt2rt__accum_reset(rc);
@@ -15067,9 +15265,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-#if GPT2RT__CUDA
-    if (r == GPT2RT_OK && ctx->cu) r = gpt2rt__cu_dp_upload(ctx, NULL, NULL); /* every rank's device */
-#endif
+    if (r == GPT2RT_OK) r = ctx->be->upload(ctx, NULL, NULL); /* CUDA: every rank's device */
     if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 1);
     return r;
 }
@@ -15108,10 +15304,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
-#if GPT2RT__CUDA
-    gpt2rt_result rc = ctx->cu ? gpt2rt__cu_host_weights(ctx, ctx->cu) : GPT2RT_OK;
+    gpt2rt_result rc = ctx->be->host_weights(ctx);
     if (rc != GPT2RT_OK) return rc;
-#endif
     char path[4200], tmp[4200], cpath[4200], ctmp[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     snprintf(tmp, sizeof tmp, "%s/model.safetensors.tmp", dir);
@@ -15213,45 +15407,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
-    float *zmv = NULL; /* ZeRO-1: the ranks' shards of the moments, whole (CUDA: below) */
-    int host_moments = 1;
-#if GPT2RT__CUDA
-    host_moments = !ctx->cu;
-#endif
-    if (ctx->d.shards > 1 && host_moments) {
-        zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
-        if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
-                                      "sharded moments", (long long)ctx->n_train * 8);
-        gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
-        srcs[1] = zmv;
-        srcs[2] = zmv + ctx->n_train;
-    }
-#if GPT2RT__CUDA
-    float *mv = NULL; /* CUDA: the moments come to the host for the write */
-    if (ctx->cu) {
-        gpt2rt_result rc = gpt2rt__cu_host_weights(ctx, ctx->cu);
-        if (rc != GPT2RT_OK) return rc;
-        mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
-        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
-                                     "the moments", (long long)ctx->n_train * 8);
-        if ((rc = gpt2rt__cu_dp_download_moments(ctx, mv, mv + ctx->n_train)) != GPT2RT_OK) {
-            gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-            return rc;
-        }
-        srcs[1] = mv;
-        srcs[2] = mv + ctx->n_train;
-    }
-#endif
+    float *mv = NULL; /* what the backend allocated for the moments (ZeRO-1, CUDA) */
+    gpt2rt_result rc = ctx->be->host_moments(ctx, &srcs[1], &srcs[2], &mv);
+    if (rc != GPT2RT_OK) return rc;
     for (int i = 0; i < 3; i++) {
         outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = i ? ctx->n_train : ctx->n_params; outs[i].cols = 1;
         outs[i].transpose = 0; outs[i].ndim = 1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, n_meta);
-    gpt2rt__free(&ctx->cfg, zmv, GPT2RT_MEM_BOOKKEEPING);
-#if GPT2RT__CUDA
     gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-#endif
     if (r != GPT2RT_OK) return r;
     return gpt2rt__rename(ctx, tmp, path);
 }
@@ -15308,12 +15473,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
-#if GPT2RT__CUDA
-    if (ctx->cu) return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
-#ifdef GPT2RT__COMM_THREADS
+#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
     if (ctx->ls && ctx->ls->cuda) return gpt2rt__ls_cu_param_read(ctx, t, what, dst);
 #endif
-#endif
+    return ctx->be->param_read(ctx, name, t, what, dst);
+}
+
+/* the CPU backend's (the table's) */
+static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                            gpt2rt_param_what what, float *dst) {
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
     if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
@@ -15349,18 +15517,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
-#if GPT2RT__CUDA
-    if (ctx->cu && (r = gpt2rt__cu_host_weights(ctx, ctx->cu)) != GPT2RT_OK) return r;
-#endif
+    if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
     float *d = ctx->params + t->off;
     if (t->transpose) {
         for (int64_t r0 = 0; r0 < t->rows; r0++)
             for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
     } else memcpy(d, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
-#if GPT2RT__CUDA
-    if (ctx->cu && (r = gpt2rt__cu_dp_upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* every tensor: simple, not fast */
-#endif
+    if ((r = ctx->be->upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* CUDA: every tensor, simple, not fast */
     gpt2rt__dp_sync(ctx, 0);
     return GPT2RT_OK;
 }
@@ -15455,11 +15619,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     const char *fn = "gpt2rt_generate";
-#if GPT2RT__CUDA
-    if (ctx->cu)
+    if (ctx->be != &gpt2rt__cpu_backend)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: generation on the CUDA backend is not implemented "
                             "yet (create the context with backend = GPT2RT_BACKEND_CPU)", fn);
-#endif
     if (d->patches) return gpt2rt__input_kind(ctx, fn, 0);
     if (!d->KB)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context has no KV cache: set config.kv_batch (the "
