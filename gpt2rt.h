@@ -7492,7 +7492,7 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
     (void)ctx; /* the arenas are the context's (gpt2rt_free) */
 }
 
-/* the CPU's step-level work further on: the update in 9, the rest in 10.1, 11.3, 11.6 */
+/* the CPU's step-level work further on: the update in 9, the rest in 10.1 and 11.6 */
 static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
 static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
 static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
@@ -11638,8 +11638,8 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
 
 /* ==== 8.6 Device communicators: NCCL, loopback; data parallel on the device ==== */
 /* CUDA data parallel in one process (parallel = DATA, backend CUDA): rank r is a context
-   of its own (rank 0 the application's, ranks 1.. made by gpt2rt__dp_open, 11.3) with its
-   own device state on device_ids[r], run by one host thread as on the CPU (11.4), each
+   of its own (rank 0 the application's, ranks 1.. made by gpt2rt__dp_open, 10.1) with its
+   own device state on device_ids[r], run by one host thread as on the CPU (10.1), each
    rank the one-device forward and backward on its rows. Two communicators per rank:
    - the host one, ctx->comm: the rank threads' group of 1.4, for the few doubles the
      update agrees on (loss, counted targets, squared gradient norm: summed in rank order
@@ -13369,7 +13369,7 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
 
 /* ==== 10.1 Data parallel ==== */
 /* A rank of data parallel is an ordinary context whose comm has size > 1: the
-   in-process ranks (threads, 11.4) or one process of several (MPI). Its forward and
+   in-process ranks (threads, below) or one process of several (MPI). Its forward and
    backward are the one-device ones on its rows; the gradients are summed over the
    ranks in buckets as the backward finishes them, on the last micro-step only:
    each layer's as soon as its backward is done (the ranks wait for each other
@@ -13544,6 +13544,255 @@ static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, 
     *buf = zmv;
     return GPT2RT_OK;
 }
+
+/* ---- the ranks of one process: opening, running a call on each, their outputs ---- */
+
+/* what a rank runs: the one-device calls of 11.4, and 11.3's arenas */
+static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                         int fuse);
+static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
+static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t count);
+static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_t count);
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
+
+/* a CPU data-parallel rank: arenas like rank 0's */
+static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
+    (void)ctx; (void)r;
+    return gpt2rt__ctx_alloc(rc, plan);
+}
+
+/* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
+   and the threads' communicator; CUDA: each rank a device state on its device (the
+   host weights are rank 0's) and the device communicators */
+static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+#ifdef GPT2RT__COMM_THREADS
+    int n = ctx->cfg.n_devices;
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__comm_group),
+                                                                GPT2RT_MEM_BOOKKEEPING);
+    if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the ranks' communicator");
+    if (gpt2rt__comm_group_init(g, n) != 0) {
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the ranks failed");
+    }
+    ctx->group = g;
+    ctx->n_ranks = n;
+    ctx->ranks[0] = ctx;
+    for (int r = 1; r < n; r++) {
+        gpt2rt_ctx *rc = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+        if (!rc) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: rank %d's context", r);
+        memset(rc, 0, sizeof *rc);
+        ctx->ranks[r] = rc;
+        rc->cfg = ctx->cfg;
+        rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
+        rc->d = ctx->d;
+        rc->be = ctx->be;
+        gpt2rt_result res = ctx->be->dp_rank(ctx, rc, r, plan); /* CUDA: a device state on device_ids[r] */
+        if (res != GPT2RT_OK)
+            return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
+        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        rc->rng = ctx->rng;
+        gpt2rt__reset_training(rc);
+    }
+    for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
+    return ctx->be->dp_open(ctx); /* CUDA: the device communicators (8.6) */
+#else
+    (void)plan;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
+#endif
+}
+
+/* rank r's work on thread r (rank 0 on the caller's).
+   The batch of a call holds n_devices * B rows per micro-batch: rank r takes rows
+   [r*B, (r+1)*B) of each micro-batch (gpt2rt_step: micro-batch k is rows
+   [k*n*B, (k+1)*n*B)), so n ranks of B rows see the batches one device of n*B would. */
+
+typedef enum gpt2rt__dp_what {
+    GPT2RT__DP_FORWARD, GPT2RT__DP_FORWARD_SERIES, GPT2RT__DP_BACKWARD, GPT2RT__DP_UPDATE,
+    GPT2RT__DP_STEP, GPT2RT__DP_STEP_SERIES
+} gpt2rt__dp_what;
+
+typedef struct gpt2rt__dp_job {
+    gpt2rt_ctx *rc;
+    int rank, n;
+    gpt2rt__dp_what what;
+    const void *a, *b; /* the whole call's inputs and targets (tokens), or x and y (series) */
+    gpt2rt_step_stats stats;
+    gpt2rt_result r;
+} gpt2rt__dp_job;
+
+static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
+    gpt2rt_ctx *rc = j->rc;
+    const gpt2rt__dims *d = &rc->d;
+    int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
+    const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
+    const float *x = (const float *)j->a, *y = (const float *)j->b;
+    gpt2rt_result r = GPT2RT_OK;
+    switch (j->what) {
+    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
+    case GPT2RT__DP_FORWARD_SERIES:
+        return gpt2rt__forward_series_one(rc, x + j->rank * xs, y ? y + j->rank * ys : NULL, NULL);
+    case GPT2RT__DP_BACKWARD: return gpt2rt__backward_one(rc);
+    case GPT2RT__DP_UPDATE: return gpt2rt__update_one(rc, &j->stats);
+    case GPT2RT__DP_STEP:
+    case GPT2RT__DP_STEP_SERIES:
+        for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
+            int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
+            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL, 1)
+                                           : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
+            if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
+        }
+        return r == GPT2RT_OK ? gpt2rt__update_one(rc, &j->stats) : r;
+    }
+    return GPT2RT_ERR_INVALID_ARGUMENT;
+}
+
+#ifdef GPT2RT__COMM_THREADS
+static void *gpt2rt__dp_thread(void *p) {
+    gpt2rt__dp_job *j = (gpt2rt__dp_job *)p;
+    j->r = gpt2rt__dp_work(j);
+    if (j->r != GPT2RT_OK) gpt2rt__comm_threads_fail(j->rc->comm); /* the others must not wait for it */
+    return NULL;
+}
+#endif
+
+/* every rank drops what it summed since the last update (after a failed call) */
+static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
+        gpt2rt__accum_reset(rc);
+        rc->dp_reduced = 0;
+    }
+}
+
+/* run `what` on every rank at once; the first rank that failed names the error */
+static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const void *a, const void *b,
+                                    gpt2rt__dp_job *jobs) {
+#ifdef GPT2RT__COMM_THREADS
+    int n = ctx->n_ranks, started[GPT2RT_MAX_DEVICES] = {0};
+    pthread_t th[GPT2RT_MAX_DEVICES];
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)ctx->group;
+    for (int r = 0; r < n; r++) {
+        gpt2rt__dp_job j;
+        memset(&j, 0, sizeof j);
+        j.rc = ctx->ranks[r]; j.rank = r; j.n = n; j.what = what; j.a = a; j.b = b;
+        jobs[r] = j;
+    }
+    for (int r = 1; r < n; r++) {
+        started[r] = pthread_create(&th[r], NULL, gpt2rt__dp_thread, &jobs[r]) == 0;
+        if (!started[r]) {
+            jobs[r].r = gpt2rt__fail(jobs[r].rc, GPT2RT_ERR_UNAVAILABLE, "starting its thread failed");
+            gpt2rt__comm_threads_fail(jobs[r].rc->comm);
+        }
+    }
+    gpt2rt__dp_thread(&jobs[0]);
+    for (int r = 1; r < n; r++)
+        if (started[r]) pthread_join(th[r], NULL);
+    int first = g->failed ? g->failed - 1 : -1;
+    gpt2rt__comm_group_reset(g);
+    if (first < 0 || jobs[first].r == GPT2RT_OK)
+        for (int r = n - 1; r >= 0; r--) if (jobs[r].r != GPT2RT_OK) first = r;
+    if (first < 0 || jobs[first].r == GPT2RT_OK) return GPT2RT_OK;
+    char msg[sizeof ctx->error];
+    memcpy(msg, ctx->ranks[first]->error, sizeof msg); /* rank 0's message is ctx->error itself */
+    return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
+#else
+    (void)what; (void)a; (void)b; (void)jobs;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
+#endif
+}
+
+/* the checks of a call that takes n_ranks * B rows per micro-batch, micro micro-batches */
+static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b, int micro) {
+    const gpt2rt__dims *d = &ctx->d;
+    for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
+        gpt2rt_result r = d->patches
+            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M, b ? (const float *)b + m * d->n_out : NULL)
+            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
+        if (r != GPT2RT_OK) {
+            char msg[sizeof ctx->error];
+            memcpy(msg, ctx->error, sizeof msg);
+            return gpt2rt__fail(ctx, r, "%s (in the rows of data-parallel rank %d, micro-batch %d: indices count from "
+                                "that rank's first row)", msg, (int)(m % ctx->n_ranks), (int)(m / ctx->n_ranks));
+        }
+    }
+    return GPT2RT_OK;
+}
+
+/* the global mean loss of the ranks' last forward */
+static float gpt2rt__dp_loss(const gpt2rt_ctx *ctx) {
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int r = 0; r < ctx->n_ranks; r++) { sum += ctx->ranks[r]->loss_sum; n += ctx->ranks[r]->n_targets; }
+    return n ? (float)(sum / (double)n) : 0.0f;
+}
+
+static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
+                                        const void *b, float *loss) {
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
+    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
+    if (r == GPT2RT_OK && loss) *loss = b ? gpt2rt__dp_loss(ctx) : 0.0f;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
+                                     const void *b, gpt2rt_step_stats *stats) {
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
+                            "gpt2rt_update", fn);
+    double t0 = gpt2rt__now();
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, ctx->cfg.grad_accum);
+    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
+    if (r != GPT2RT_OK) { gpt2rt__dp_drop(ctx); return r; }
+    if (stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
+    return GPT2RT_OK;
+}
+
+/* logits, predictions: each rank's rows in rank order */
+static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, float *dst, int64_t count, int series) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t per = series ? d->n_out : d->BT * d->V;
+    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+    if (count != per * ctx->n_ranks)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs n_devices = %d times "
+                            "one rank's %lld", fn, (long long)count, ctx->n_ranks, (long long)per);
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        gpt2rt_result res = series ? gpt2rt__predictions_one(ctx->ranks[r], dst + r * per, per)
+                                   : gpt2rt__logits_one(ctx->ranks[r], dst + r * per, per);
+        if (res != GPT2RT_OK) {
+            char msg[sizeof ctx->error];
+            memcpy(msg, ctx->ranks[r]->error, sizeof msg);
+            return gpt2rt__fail(ctx, res, "%s", msg);
+        }
+    }
+    return GPT2RT_OK;
+}
+
+/* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
+   which also resets the training; 2: a state load, whose moments reached every rank's
+   shard with ZeRO-1, else rank 0's), every rank gets them. CUDA ranks have no host
+   weights: the caller uploaded rank 0's (and the moments) to every device (the
+   backend table's upload). */
+static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
+    for (int r = 1; r < ctx->n_ranks; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        rc->have_logits = rc->have_loss = rc->have_pred = 0;
+        if (!what) continue;
+        if (what == 1) gpt2rt__reset_training(rc);
+        else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
+        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
+        rc->step = ctx->step;
+        rc->rng = ctx->rng;
+        gpt2rt__accum_reset(rc);
+        rc->dp_reduced = 0;
+    }
+}
+
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
    stage s runs layers [l0, l1); the embedding on stage 0, ln_f, the head and the loss
@@ -14583,8 +14832,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
 
 /* ==== 11.3 Context ==== */
 
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
-static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *config) {
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -14681,11 +14928,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     return GPT2RT_OK;
 }
 
-/* a CPU data-parallel rank: arenas like rank 0's */
-static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
-    (void)ctx; (void)r;
-    return gpt2rt__ctx_alloc(rc, plan);
-}
 
 /* the parameter table and the arenas of the plan's device 0, the pointers bound */
 static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
@@ -14716,45 +14958,6 @@ static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
     return GPT2RT_OK;
 }
 
-/* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
-   and the threads' communicator; CUDA: each rank a device state on its device (the
-   host weights are rank 0's) and the device communicators */
-static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-#ifdef GPT2RT__COMM_THREADS
-    int n = ctx->cfg.n_devices;
-    gpt2rt__comm_group *g = (gpt2rt__comm_group *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__comm_group),
-                                                                GPT2RT_MEM_BOOKKEEPING);
-    if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the ranks' communicator");
-    if (gpt2rt__comm_group_init(g, n) != 0) {
-        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the ranks failed");
-    }
-    ctx->group = g;
-    ctx->n_ranks = n;
-    ctx->ranks[0] = ctx;
-    for (int r = 1; r < n; r++) {
-        gpt2rt_ctx *rc = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
-        if (!rc) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: rank %d's context", r);
-        memset(rc, 0, sizeof *rc);
-        ctx->ranks[r] = rc;
-        rc->cfg = ctx->cfg;
-        rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
-        rc->d = ctx->d;
-        rc->be = ctx->be;
-        gpt2rt_result res = ctx->be->dp_rank(ctx, rc, r, plan); /* CUDA: a device state on device_ids[r] */
-        if (res != GPT2RT_OK)
-            return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
-        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
-        rc->rng = ctx->rng;
-        gpt2rt__reset_training(rc);
-    }
-    for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
-    return ctx->be->dp_open(ctx); /* CUDA: the device communicators (8.6) */
-#else
-    (void)plan;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
-#endif
-}
 
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
@@ -14980,154 +15183,6 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     return ctx->be->predictions(ctx, dst);
 }
 
-/* ---- data parallel in one process: rank r's work on thread r (rank 0 on the caller's) ----
-   The batch of a call holds n_devices * B rows per micro-batch: rank r takes rows
-   [r*B, (r+1)*B) of each micro-batch (gpt2rt_step: micro-batch k is rows
-   [k*n*B, (k+1)*n*B)), so n ranks of B rows see the batches one device of n*B would. */
-
-typedef enum gpt2rt__dp_what {
-    GPT2RT__DP_FORWARD, GPT2RT__DP_FORWARD_SERIES, GPT2RT__DP_BACKWARD, GPT2RT__DP_UPDATE,
-    GPT2RT__DP_STEP, GPT2RT__DP_STEP_SERIES
-} gpt2rt__dp_what;
-
-typedef struct gpt2rt__dp_job {
-    gpt2rt_ctx *rc;
-    int rank, n;
-    gpt2rt__dp_what what;
-    const void *a, *b; /* the whole call's inputs and targets (tokens), or x and y (series) */
-    gpt2rt_step_stats stats;
-    gpt2rt_result r;
-} gpt2rt__dp_job;
-
-static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
-    gpt2rt_ctx *rc = j->rc;
-    const gpt2rt__dims *d = &rc->d;
-    int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
-    const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
-    const float *x = (const float *)j->a, *y = (const float *)j->b;
-    gpt2rt_result r = GPT2RT_OK;
-    switch (j->what) {
-    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
-    case GPT2RT__DP_FORWARD_SERIES:
-        return gpt2rt__forward_series_one(rc, x + j->rank * xs, y ? y + j->rank * ys : NULL, NULL);
-    case GPT2RT__DP_BACKWARD: return gpt2rt__backward_one(rc);
-    case GPT2RT__DP_UPDATE: return gpt2rt__update_one(rc, &j->stats);
-    case GPT2RT__DP_STEP:
-    case GPT2RT__DP_STEP_SERIES:
-        for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
-            int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
-            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL, 1)
-                                           : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
-            if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
-        }
-        return r == GPT2RT_OK ? gpt2rt__update_one(rc, &j->stats) : r;
-    }
-    return GPT2RT_ERR_INVALID_ARGUMENT;
-}
-
-#ifdef GPT2RT__COMM_THREADS
-static void *gpt2rt__dp_thread(void *p) {
-    gpt2rt__dp_job *j = (gpt2rt__dp_job *)p;
-    j->r = gpt2rt__dp_work(j);
-    if (j->r != GPT2RT_OK) gpt2rt__comm_threads_fail(j->rc->comm); /* the others must not wait for it */
-    return NULL;
-}
-#endif
-
-/* every rank drops what it summed since the last update (after a failed call) */
-static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
-    for (int r = 0; r < ctx->n_ranks; r++) {
-        gpt2rt_ctx *rc = ctx->ranks[r];
-        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
-        gpt2rt__accum_reset(rc);
-        rc->dp_reduced = 0;
-    }
-}
-
-/* run `what` on every rank at once; the first rank that failed names the error */
-static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const void *a, const void *b,
-                                    gpt2rt__dp_job *jobs) {
-#ifdef GPT2RT__COMM_THREADS
-    int n = ctx->n_ranks, started[GPT2RT_MAX_DEVICES] = {0};
-    pthread_t th[GPT2RT_MAX_DEVICES];
-    gpt2rt__comm_group *g = (gpt2rt__comm_group *)ctx->group;
-    for (int r = 0; r < n; r++) {
-        gpt2rt__dp_job j;
-        memset(&j, 0, sizeof j);
-        j.rc = ctx->ranks[r]; j.rank = r; j.n = n; j.what = what; j.a = a; j.b = b;
-        jobs[r] = j;
-    }
-    for (int r = 1; r < n; r++) {
-        started[r] = pthread_create(&th[r], NULL, gpt2rt__dp_thread, &jobs[r]) == 0;
-        if (!started[r]) {
-            jobs[r].r = gpt2rt__fail(jobs[r].rc, GPT2RT_ERR_UNAVAILABLE, "starting its thread failed");
-            gpt2rt__comm_threads_fail(jobs[r].rc->comm);
-        }
-    }
-    gpt2rt__dp_thread(&jobs[0]);
-    for (int r = 1; r < n; r++)
-        if (started[r]) pthread_join(th[r], NULL);
-    int first = g->failed ? g->failed - 1 : -1;
-    gpt2rt__comm_group_reset(g);
-    if (first < 0 || jobs[first].r == GPT2RT_OK)
-        for (int r = n - 1; r >= 0; r--) if (jobs[r].r != GPT2RT_OK) first = r;
-    if (first < 0 || jobs[first].r == GPT2RT_OK) return GPT2RT_OK;
-    char msg[sizeof ctx->error];
-    memcpy(msg, ctx->ranks[first]->error, sizeof msg); /* rank 0's message is ctx->error itself */
-    return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
-#else
-    (void)what; (void)a; (void)b; (void)jobs;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
-#endif
-}
-
-/* the checks of a call that takes n_ranks * B rows per micro-batch, micro micro-batches */
-static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b, int micro) {
-    const gpt2rt__dims *d = &ctx->d;
-    for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
-        gpt2rt_result r = d->patches
-            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M, b ? (const float *)b + m * d->n_out : NULL)
-            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
-        if (r != GPT2RT_OK) {
-            char msg[sizeof ctx->error];
-            memcpy(msg, ctx->error, sizeof msg);
-            return gpt2rt__fail(ctx, r, "%s (in the rows of data-parallel rank %d, micro-batch %d: indices count from "
-                                "that rank's first row)", msg, (int)(m % ctx->n_ranks), (int)(m / ctx->n_ranks));
-        }
-    }
-    return GPT2RT_OK;
-}
-
-/* the global mean loss of the ranks' last forward */
-static float gpt2rt__dp_loss(const gpt2rt_ctx *ctx) {
-    double sum = 0.0;
-    int64_t n = 0;
-    for (int r = 0; r < ctx->n_ranks; r++) { sum += ctx->ranks[r]->loss_sum; n += ctx->ranks[r]->n_targets; }
-    return n ? (float)(sum / (double)n) : 0.0f;
-}
-
-static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
-                                        const void *b, float *loss) {
-    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
-    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r == GPT2RT_OK && loss) *loss = b ? gpt2rt__dp_loss(ctx) : 0.0f;
-    return r;
-}
-
-static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
-                                     const void *b, gpt2rt_step_stats *stats) {
-    if (ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
-                            "gpt2rt_update", fn);
-    double t0 = gpt2rt__now();
-    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, ctx->cfg.grad_accum);
-    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r != GPT2RT_OK) { gpt2rt__dp_drop(ctx); return r; }
-    if (stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
-    return GPT2RT_OK;
-}
 
 /* layer split (10.2): gpt2rt_step's micro-batches pipelined through the stages, then
    the update as on one device; every micro-batch is checked before any stage starts */
@@ -15216,25 +15271,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
     return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
 }
 
-/* logits, predictions: each rank's rows in rank order */
-static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, float *dst, int64_t count, int series) {
-    const gpt2rt__dims *d = &ctx->d;
-    int64_t per = series ? d->n_out : d->BT * d->V;
-    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
-    if (count != per * ctx->n_ranks)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs n_devices = %d times "
-                            "one rank's %lld", fn, (long long)count, ctx->n_ranks, (long long)per);
-    for (int r = 0; r < ctx->n_ranks; r++) {
-        gpt2rt_result res = series ? gpt2rt__predictions_one(ctx->ranks[r], dst + r * per, per)
-                                   : gpt2rt__logits_one(ctx->ranks[r], dst + r * per, per);
-        if (res != GPT2RT_OK) {
-            char msg[sizeof ctx->error];
-            memcpy(msg, ctx->ranks[r]->error, sizeof msg);
-            return gpt2rt__fail(ctx, res, "%s", msg);
-        }
-    }
-    return GPT2RT_OK;
-}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
@@ -15252,26 +15288,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
     return gpt2rt__dp_gather_out(ctx, "gpt2rt_predictions", dst, count, 1);
 }
 
-/* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
-   which also resets the training; 2: a state load, whose moments reached every rank's
-   shard with ZeRO-1, else rank 0's), every rank gets them. CUDA ranks have no host
-   weights: the caller uploaded rank 0's (and the moments) to every device (the
-   backend table's upload). */
-static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
-    for (int r = 1; r < ctx->n_ranks; r++) {
-        gpt2rt_ctx *rc = ctx->ranks[r];
-        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
-        rc->have_logits = rc->have_loss = rc->have_pred = 0;
-        if (!what) continue;
-        if (what == 1) gpt2rt__reset_training(rc);
-        else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
-        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
-        rc->step = ctx->step;
-        rc->rng = ctx->rng;
-        gpt2rt__accum_reset(rc);
-        rc->dp_reduced = 0;
-    }
-}
 
 /* ==== 11.5 Weights and training state files ==== */
 
