@@ -12075,6 +12075,9 @@ static gpt2rt_result gpt2rt__nccl_make(int nranks, int rank, int device, double 
     cudaError_t ce = cudaSetDevice(device);
     if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking);
     if (ce == cudaSuccess) ce = cudaMalloc((void **)&m->one, sizeof(float));
+    /* the barrier's all-reduce reads it: a defined value (0, whose sums stay 0), not
+       whatever the allocation held */
+    if (ce == cudaSuccess) ce = cudaMemset(m->one, 0, sizeof(float));
     if (ce != cudaSuccess) {
         snprintf(err, cap, "NCCL communicator on device %d: %s", device, cudaGetErrorString(ce));
         (void)cudaGetLastError();
