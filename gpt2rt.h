@@ -10040,7 +10040,11 @@ static int gpt2rt__cu_mm_get_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *k
     }
     if (!key->fuse) want = plain;
     st = gpt2rt__cu_mm_make_plan(b, key, want, bias, aux, &tmp, what);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED && want != plain)
+    /* a fused epilogue this cuBLASLt cannot plan takes the plain product and the kernel
+       after it: no algorithm (NOT_SUPPORTED), or a refusal of the epilogue itself or of
+       its vector (INVALID_VALUE from a version without DGELU, or one that will not write
+       BGRADB's bias gradient into an fp32 vector beside 16-bit inputs) */
+    if (st != CUBLAS_STATUS_SUCCESS && want != plain)
         st = gpt2rt__cu_mm_make_plan(b, key, plain, bias, aux, &tmp, what);
     if (st) return st;
     p = &b->plans[b->n_plans++];
