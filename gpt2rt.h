@@ -1124,6 +1124,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cublasLt.h>
+#include <atomic> /* once-per-device kernel setup (8.3) */
 #ifdef GPT2RT_NCCL /* the NCCL communicator (8.6): link with -lnccl */
 #include <nccl.h>
 #endif
@@ -9527,12 +9528,38 @@ template <typename X> struct gpt2rt__cu_attn_fast {
 };
 template <typename X> struct gpt2rt__cu_attn_fast16 {
     enum { available = 1 };
-    /* the kernels were compiled for sm_80 or newer (see GPT2RT__CU_ATT_SM80), and their
-       image is the one this device runs */
+    /* What is asked of the driver once per device (bit d of a mask: device d; ordinals
+       from 64 on ask at every launch), not before every launch: whether the kernels'
+       image this device runs was compiled for sm_80 or newer (GPT2RT__CU_ATT_SM80), and
+       the backward's dynamic shared memory beyond 48 KiB (a per-device setting). Two
+       threads that ask at once both ask: the answers and settings are the same. */
+    static std::atomic<unsigned long long> &mask(int which) {
+        static std::atomic<unsigned long long> m[3]; /* asked, built, shared memory set */
+        return m[which];
+    }
+    static unsigned long long device_bit(void) {
+        int dev = -1;
+        if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+        return dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    }
     static int built(void) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(0).load() & bit)) return (mask(1).load() & bit) != 0;
         cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-        return fa.ptxVersion >= 80;
+        int ok = cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) == cudaSuccess;
+        if (!ok) (void)cudaGetLastError();
+        ok = ok && fa.ptxVersion >= 80;
+        if (ok) mask(1).fetch_or(bit);
+        mask(0).fetch_or(bit);
+        return ok;
+    }
+    static cudaError_t allow_smem(int smem_dkdv, int smem_dq) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(2).load() & bit)) return cudaSuccess;
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
+        mask(2).fetch_or(bit);
+        return cudaSuccess;
     }
     static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
@@ -9546,8 +9573,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
         const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
+        GPT2RT__CU_TRY(allow_smem(smem_dkdv, smem_dq));
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
         GPT2RT__CU_LAUNCHED();
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
