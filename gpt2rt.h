@@ -1759,16 +1759,9 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (c->kv_batch && !c->kv_len) c->kv_len = c->max_seq_len;
 }
 
-/* AUTO's choice: CUDA when the implementation was compiled by nvcc and a device is present */
-static int gpt2rt__cuda_present(void) {
-#if GPT2RT__CUDA
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-    return n > 0;
-#else
-    return 0;
-#endif
-}
+/* AUTO's choice: CUDA when the implementation was compiled with it and a device is
+   present (the end of section 8) */
+static int gpt2rt__cuda_present(void);
 
 /* backend, precision and memory */
 static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
@@ -13066,8 +13059,16 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
 #undef GPT2RT__LS_CU_BY_TYPE
 #endif /* GPT2RT__COMM_THREADS */
 
+static int gpt2rt__cuda_present(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
+}
+
 #else
-/* compiled without CUDA: gpt2rt_create refuses backend = CUDA */
+/* compiled without CUDA: AUTO picks the CPU, and gpt2rt_create refuses backend = CUDA */
+static int gpt2rt__cuda_present(void) { return 0; }
+
 static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     (void)plan;
     return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
