@@ -7322,6 +7322,8 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
    checkpoint, when a FULL segment runs its forward again. ax: the context whose
    arenas the backend's steps use (the CPU: ctx itself). */
 
+/* return a failing gpt2rt_result (its message already set) to the caller: the one such
+   macro of every section from here on */
 #define GPT2RT__TRY(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
 
 /* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
@@ -7400,7 +7402,6 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
     return gpt2rt__dp_bucket_ready(ctx, -1);
 }
 
-#undef GPT2RT__TRY
 
 /* ---- the CPU backend's step-level work (the table's second part) ---- */
 
@@ -10486,7 +10487,6 @@ static gpt2rt_result gpt2rt__cu_fail_mm(gpt2rt_ctx *ctx, const gpt2rt__cu_state 
 #define GPT2RT__CU_CK(call) do { cudaError_t e_ = (call); \
         if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
 #define GPT2RT__CU_MM(call) do { int s_ = (call); if (s_ != 0) return gpt2rt__cu_fail_mm(ctx, st, s_); } while (0)
-#define GPT2RT__CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
 
 /* ---- small helpers ---- */
 
@@ -10920,7 +10920,7 @@ static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_sta
 static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int moments) {
     st->phase = "zero";
     st->layer = -1;
-    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
+    GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
     if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream));
@@ -10935,7 +10935,7 @@ static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int 
 static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *g) {
     st->phase = "download_grads";
     st->layer = -1;
-    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
+    GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(g, st->grads, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
@@ -10968,7 +10968,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_read_tensor: %s is frozen: no gradient "
                                 "or moments", t->name);
         src = (what == GPT2RT_PARAM_GRAD ? st->grads : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + t->goff;
-        if (what == GPT2RT_PARAM_GRAD) GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
+        if (what == GPT2RT_PARAM_GRAD) GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     }
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
@@ -11353,7 +11353,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     cudaError_t er = cudaEventRecord(st->ev_tok, s);
     GPT2RT__CU_CK(e);
     GPT2RT__CU_CK(er);
-    GPT2RT__CU_RET(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
     st->have_targets = targets != NULL;
     if (!targets) {
         if (loss) *loss = 0.0f;
@@ -11408,7 +11408,7 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     if (y) GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
-    GPT2RT__CU_RET(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
     GPT2RT__CU_CK(gpt2rt__cu_ts_denorm<X>(dv->ts_pred, (const X *)(const void *)dv->logits, dv->ts_mean, dv->ts_std, rw,
                                           rb, d, s));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->h_pred, dv->ts_pred, (size_t)d->n_out * 4, cudaMemcpyDeviceToHost, s));
@@ -11472,7 +11472,7 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
     gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
     double sumsq = 0.0;
     if (st->dcomm) /* data parallel (8.6): the summed gradients; global loss, targets, squared norm */
-        GPT2RT__CU_RET(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
+        GPT2RT__TRY(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
     else {
         GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
         GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
@@ -11495,7 +11495,7 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
                                               ctx->step + 1, o.grad_scale, s));
         }
         if (st->opt_hi - st->opt_lo < st->n_train) /* ZeRO-1: every rank gets every updated weight */
-            GPT2RT__CU_RET(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
+            GPT2RT__TRY(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
         st->host_stale = 1;
     }
     st->grads_dirty = 0;
@@ -11549,9 +11549,7 @@ static gpt2rt_result gpt2rt__cu_logits(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, fl
     return gpt2rt__cu_logits_t<__half>(ctx, st, dst);
 }
 
-#undef GPT2RT__CU_CK
 #undef GPT2RT__CU_MM
-#undef GPT2RT__CU_RET
 
 /* ---- the public calls on a CUDA context: the host keeps the fp32 weights (ctx->params,
    every tensor by off), the source of truth for loads, saves and parameter calls; the
@@ -11690,11 +11688,6 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
    unsharded weights). NCCL does not sum in rank order: with it, data parallel equals
    one device within fp32 reassociation only, as with the loopback.
    COMPILED, NEVER RUN: kernels/data_parallel.cu checks it on a GPU (make test-gpu). */
-
-/* inside functions with `ctx` and `st` in scope, as in 8.5 */
-#define GPT2RT__CU_CK(call) do { cudaError_t e_ = (call); \
-        if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
-#define GPT2RT__CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
 
 /* ---- kernels ---- */
 
@@ -12252,7 +12245,7 @@ static gpt2rt_result gpt2rt__cu_dp_attach(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         st->opt_lo = gpt2rt__shard_lo(st->n_train, dcomm->size, rank);
         st->opt_hi = gpt2rt__shard_lo(st->n_train, dcomm->size, rank + 1);
         gpt2rt__cu_adamw_plan(ctx, st);
-        if (st->master) GPT2RT__CU_RET(gpt2rt__cu_upload_params(ctx, st));
+        if (st->master) GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, st));
     }
     return GPT2RT_OK;
 }
@@ -12334,17 +12327,17 @@ static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     cudaStream_t s = st->stream;
     if (!ctx->dp_reduced) {
         const int64_t all[1][2] = {{0, st->n_train}};
-        GPT2RT__CU_RET(gpt2rt__cu_dp_reduce(ctx, st, all, 1, st->d.shards > 1));
+        GPT2RT__TRY(gpt2rt__cu_dp_reduce(ctx, st, all, 1, st->d.shards > 1));
     }
     ctx->dp_reduced = 0;
-    GPT2RT__CU_RET(gpt2rt__cu_dp_join(ctx, st, "reducing the gradients"));
+    GPT2RT__TRY(gpt2rt__cu_dp_join(ctx, st, "reducing the gradients"));
     int64_t lo = gpt2rt__shard_lo(st->n_train, dc->size, dc->rank), hi = gpt2rt__shard_lo(st->n_train, dc->size, dc->rank + 1);
     double *d_norm = (double *)(void *)st->red; /* norm, sum of squares */
     GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, d_norm + 1, st->grads + lo, hi - lo, st->norm_parts, s));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, 2 * sizeof(double), cudaMemcpyDeviceToHost, s));
     GPT2RT__CU_CK(cudaStreamSynchronize(s));
     double v[3] = {ctx->acc_loss_sum, (double)ctx->acc_targets, st->h_norm[1]};
-    GPT2RT__CU_RET(gpt2rt__dp_sum(ctx, v, 3));
+    GPT2RT__TRY(gpt2rt__dp_sum(ctx, v, 3));
     ctx->acc_loss_sum = v[0];
     ctx->acc_targets = (int64_t)v[1];
     *sumsq = v[2];
@@ -12377,7 +12370,7 @@ static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_st
     GPT2RT__CU_CK(cudaStreamWaitEvent((cudaStream_t)dc->stream, st->ev_grads, 0));
     gpt2rt_result r = dc->all_gather(dc, st->grads, st->n_train);
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "data parallel: gathering the weights: %s", dc->err);
-    GPT2RT__CU_RET(gpt2rt__cu_dp_join(ctx, st, "gathering the weights"));
+    GPT2RT__TRY(gpt2rt__cu_dp_join(ctx, st, "gathering the weights"));
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
         if (t->goff < 0) continue;
@@ -12398,8 +12391,8 @@ static gpt2rt__cu_state *gpt2rt__cu_rank(gpt2rt_ctx *ctx, int r) { return r ? ct
    order; NULL: untouched) to every rank's, each keeping its shard under ZeRO-1 */
 static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
     for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
-        GPT2RT__CU_RET(gpt2rt__cu_upload_params(ctx, gpt2rt__cu_rank(ctx, r)));
-        if (m || v) GPT2RT__CU_RET(gpt2rt__cu_upload_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
+        GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, gpt2rt__cu_rank(ctx, r)));
+        if (m || v) GPT2RT__TRY(gpt2rt__cu_upload_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
     }
     return GPT2RT_OK;
 }
@@ -12407,12 +12400,10 @@ static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const
 /* m, v (n_train each) from the ranks that keep them (every rank: rank 0's) */
 static gpt2rt_result gpt2rt__cu_dp_download_moments(gpt2rt_ctx *ctx, float *m, float *v) {
     int n = ctx->n_ranks > 1 && ctx->d.shards > 1 ? ctx->n_ranks : 1;
-    for (int r = 0; r < n; r++) GPT2RT__CU_RET(gpt2rt__cu_download_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
+    for (int r = 0; r < n; r++) GPT2RT__TRY(gpt2rt__cu_download_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
     return GPT2RT_OK;
 }
 
-#undef GPT2RT__CU_CK
-#undef GPT2RT__CU_RET
 
 
 /* ---- the CUDA backend's step-level entries (gpt2rt__cu_backend's second part) ---- */
@@ -12560,10 +12551,7 @@ static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
    coefficient) is then the same unless that sum lies within those bits of an fp32
    rounding boundary (some 1e-8 of steps). */
 
-/* inside functions with `ctx` (a stage's host context) and `st` in scope */
-#define GPT2RT__LS_CU_CK(call) do { cudaError_t e_ = (call); \
-        if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
-#define GPT2RT__LS_CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
+/* GPT2RT__CU_CK (8.5) with ctx a stage's host context */
 
 /* stage s's device shadow for micro-batch k */
 static gpt2rt_ctx *gpt2rt__ls_cu_set(gpt2rt__ls *ls, int s, int k) {
@@ -12607,30 +12595,30 @@ static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
     st->phase = "layer split forward";
     st->layer = -1;
     if (sp.first) {
-        GPT2RT__LS_CU_CK(cudaMemcpyAsync(dv->inputs, (const int32_t *)ls->a + k * BT, (size_t)BT * 4,
+        GPT2RT__CU_CK(cudaMemcpyAsync(dv->inputs, (const int32_t *)ls->a + k * BT, (size_t)BT * 4,
                                       cudaMemcpyHostToDevice, cs));
-        GPT2RT__LS_CU_RET(be->embed_forward(ctx));
+        GPT2RT__TRY(be->embed_forward(ctx));
     } else
-        GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, s - 1, dv->x0, gpt2rt__lacts(gpt2rt__ls_cu_set(ls, s - 1, k), sp.l0 - 1).res3,
+        GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, s - 1, dv->x0, gpt2rt__lacts(gpt2rt__ls_cu_set(ls, s - 1, k), sp.l0 - 1).res3,
                                          act));
     /* the span's layers; the copy into the next stage's first checkpoint is the pull's */
-    GPT2RT__LS_CU_RET(gpt2rt__model_layers_forward(ctx, be, dv, sp.l0, sp.l1 - 1));
-    GPT2RT__LS_CU_RET(be->layer_forward(ctx, sp.l1 - 1, gpt2rt__model_layer_input(dv, sp.l1 - 1), gpt2rt__lacts(dv, sp.l1 - 1)));
+    GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, dv, sp.l0, sp.l1 - 1));
+    GPT2RT__TRY(be->layer_forward(ctx, sp.l1 - 1, gpt2rt__model_layer_input(dv, sp.l1 - 1), gpt2rt__lacts(dv, sp.l1 - 1)));
     if (sp.last) {
         const int32_t *tg = (const int32_t *)ls->b + k * BT;
         const float *res = gpt2rt__lacts(dv, d->L - 1).res3;
         if (d->recompute == GPT2RT_RECOMPUTE_FULL) { /* the slots are reused: keep the last output */
-            GPT2RT__LS_CU_RET(be->copy(ctx, dv->xout, res, act));
+            GPT2RT__TRY(be->copy(ctx, dv->xout, res, act));
             res = dv->xout;
         }
-        GPT2RT__LS_CU_CK(cudaMemcpyAsync(dv->targets, tg, (size_t)BT * 4, cudaMemcpyHostToDevice, cs));
-        GPT2RT__LS_CU_RET(be->head_forward(ctx, res));
+        GPT2RT__CU_CK(cudaMemcpyAsync(dv->targets, tg, (size_t)BT * 4, cudaMemcpyHostToDevice, cs));
+        GPT2RT__TRY(be->head_forward(ctx, res));
         float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
-        GPT2RT__LS_CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT,
+        GPT2RT__CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT,
                                                d->V, d->Vp, cs));
         st->dlogits_ready = 1;
-        GPT2RT__LS_CU_CK(cudaMemcpyAsync(st->h_losses, dv->losses, (size_t)BT * 4, cudaMemcpyDeviceToHost, cs));
-        GPT2RT__LS_CU_CK(cudaStreamSynchronize(cs));
+        GPT2RT__CU_CK(cudaMemcpyAsync(st->h_losses, dv->losses, (size_t)BT * 4, cudaMemcpyDeviceToHost, cs));
+        GPT2RT__CU_CK(cudaStreamSynchronize(cs));
         double total = 0.0; /* the CPU's sum: in order, in double, over the counted targets */
         int64_t n = 0;
         for (int64_t i = 0; i < BT; i++)
@@ -12638,7 +12626,7 @@ static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
         ls->loss_sum[k] = total;
         ls->n_targets[k] = n;
     }
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(cs));
+    GPT2RT__CU_CK(cudaStreamSynchronize(cs));
     return GPT2RT_OK;
 }
 
@@ -12660,13 +12648,13 @@ static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
     st->acc = k > 0; /* the first micro-batch after an update overwrites, as one device's */
     if (sp.last) {
         const float *res = d->recompute == GPT2RT_RECOMPUTE_FULL ? dv->xout : gpt2rt__lacts(dv, d->L - 1).res3;
-        GPT2RT__LS_CU_RET(be->head_backward(ctx, res, st->loss_scale / (float)(d->BT * st->cfg.grad_accum)));
+        GPT2RT__TRY(be->head_backward(ctx, res, st->loss_scale / (float)(d->BT * st->cfg.grad_accum)));
     } else
-        GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, s + 1, dv->dres, gpt2rt__ls_cu_set(ls, s + 1, k)->x0, act));
-    GPT2RT__LS_CU_RET(gpt2rt__model_layers_backward(ctx, be, dv, sp.l0, sp.l1));
-    if (sp.first) GPT2RT__LS_CU_RET(be->embed_backward(ctx));
-    if (!sp.first || ls->order) GPT2RT__LS_CU_RET(be->copy(ctx, dv->x0, dv->dres, act));
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
+        GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, s + 1, dv->dres, gpt2rt__ls_cu_set(ls, s + 1, k)->x0, act));
+    GPT2RT__TRY(gpt2rt__model_layers_backward(ctx, be, dv, sp.l0, sp.l1));
+    if (sp.first) GPT2RT__TRY(be->embed_backward(ctx));
+    if (!sp.first || ls->order) GPT2RT__TRY(be->copy(ctx, dv->x0, dv->dres, act));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     return GPT2RT_OK;
 }
 
@@ -12682,14 +12670,14 @@ static gpt2rt_result gpt2rt__ls_cu_embed_wte(gpt2rt__ls *ls, int k) {
     int64_t nbi = gpt2rt__cu_encoder_bucket_ints(d->BT);
     st->phase = "layer split wte gradient";
     st->layer = -1;
-    GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, 0, dv->dbuf, gpt2rt__ls_cu_set(ls, 0, k)->x0,
+    GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, 0, dv->dbuf, gpt2rt__ls_cu_set(ls, 0, k)->x0,
                                      (size_t)(d->BT * d->C * d->ab)));
-    GPT2RT__LS_CU_CK(cudaMemcpyAsync(st->buckets_ws, ls->h_buckets + k * nbi, (size_t)nbi * 4, cudaMemcpyHostToDevice,
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->buckets_ws, ls->h_buckets + k * nbi, (size_t)nbi * 4, cudaMemcpyHostToDevice,
                                   st->stream));
-    GPT2RT__LS_CU_CK(gpt2rt__cu_encoder_backward<X>(gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
+    GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
                                                  (const X *)dv->dbuf, st->buckets_ws, ls->nb[k], d->B, d->T, d->C,
                                                  st->stream));
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     return GPT2RT_OK;
 }
 
@@ -12746,18 +12734,18 @@ static gpt2rt_result gpt2rt__ls_cu_adamw(gpt2rt__ls *ls, int s, float lr, float 
     gpt2rt__cu_state *st = ls->cu[s];
     const gpt2rt_config *c = &st->cfg;
     gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
-    GPT2RT__LS_CU_CK(cudaSetDevice(st->device));
-    GPT2RT__LS_CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
                                   cudaMemcpyHostToDevice, st->stream));
     for (int r = 0; r < st->n_runs; r++) {
         const gpt2rt__cu_adamw_run *run = &st->runs[r];
         float *params = st->master ? st->master : (float *)st->w + run->delta;
         X *params_x = st->master ? (X *)st->w + run->delta : NULL;
-        GPT2RT__LS_CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads, st->m, st->v, d_tab + run->i0, run->n,
+        GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads, st->m, st->v, d_tab + run->i0, run->n,
                                           run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay, t, grad_scale,
                                           st->stream));
     }
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     st->host_stale = 1;
     return GPT2RT_OK;
 }
@@ -13054,10 +13042,10 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
         for (int b = 0; b < a; b++) ls->peer[a][b] = ls->peer[b][a] = ls->peer[a][b] && ls->peer[b][a];
     return GPT2RT_OK;
 }
-#undef GPT2RT__LS_CU_CK
-#undef GPT2RT__LS_CU_RET
 #undef GPT2RT__LS_CU_BY_TYPE
 #endif /* GPT2RT__COMM_THREADS */
+
+#undef GPT2RT__CU_CK
 
 static int gpt2rt__cuda_present(void) {
     int n = 0;
