@@ -7539,7 +7539,7 @@ typedef struct gpt2rt__ls {
 
 /* what a CUDA layer split (8.7) does where the CPU's (10.2) does its own */
 typedef struct gpt2rt__ls_ops {
-    void (*free)(gpt2rt_ctx *ctx, gpt2rt__ls *ls);
+    void (*release)(gpt2rt_ctx *ctx, gpt2rt__ls *ls); /* its device memory, states and host contexts */
     void (*begin)(gpt2rt_ctx *ctx, const void *a);  /* before the stages start (a: the step's inputs) */
     void *(*stage)(void *job);                      /* stage job->s's thread (a gpt2rt__ls_job) */
     gpt2rt_result (*end)(gpt2rt_ctx *ctx);          /* after the stages joined: a stage's failure */
@@ -13844,7 +13844,7 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
 static void gpt2rt__ls_free(gpt2rt_ctx *ctx) {
     gpt2rt__ls *ls = ctx->ls;
     if (!ls) return;
-    if (ls->ops) ls->ops->free(ctx, ls);
+    if (ls->ops) ls->ops->release(ctx, ls);
     for (int k = 0; ls->acts && k < ls->m - 1; k++) gpt2rt__free(&ctx->cfg, ls->acts[k], GPT2RT_MEM_ACTIVATIONS);
     for (int s = 1; s < ls->n; s++) {
         gpt2rt__free(&ctx->cfg, ls->scratch[s][0], GPT2RT_MEM_TRANSIENT);
