@@ -10605,6 +10605,181 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
 }
 
+/* gpt2rt__cu_create_span's phases (st: the state so far; each writes err and returns
+   the result, and the caller frees st when one fails) */
+#define GPT2RT__CU_SFAIL(r, ...) do { snprintf(err, cap, __VA_ARGS__); return (r); } while (0)
+#define GPT2RT__CU_SCK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
+        GPT2RT__CU_SFAIL(e_ == cudaErrorMemoryAllocation ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_UNAVAILABLE, \
+                         "gpt2rt__cu_create: %s failed: %s (%s = %d) on device %d", #call, cudaGetErrorString(e_), \
+                         cudaGetErrorName(e_), (int)e_, st->device); } while (0)
+
+/* the host table must be this config's (this span's) */
+static gpt2rt_result gpt2rt__cu_create_table(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt__span *span = &st->span;
+    int64_t np = 0, ntr = 0;
+    int nt = gpt2rt__param_table(d, NULL, NULL, NULL);
+    gpt2rt__span_params(d, span, NULL, &np, &ntr);
+    if (nt != ctx->n_tensors || np != ctx->n_params || ntr != ctx->n_train || ctx->d.frozen != d->frozen ||
+        ctx->d.C != d->C || ctx->d.L != d->L || ctx->d.Vp != d->Vp || ctx->d.P != d->P)
+        GPT2RT__CU_SFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: the host context's parameter table "
+                         "(%d tensors, %lld floats, %lld trained, frozen 0x%x) is not the config's (%d, %lld, %lld, 0x%x)",
+                         ctx->n_tensors, (long long)ctx->n_params, (long long)ctx->n_train, ctx->d.frozen, nt,
+                         (long long)np, (long long)ntr, d->frozen);
+    st->n_params = np;
+    st->n_train = ntr;
+    /* ZeRO-1: the master and the moments hold shard 0's floats until gpt2rt__cu_dp_attach
+       (8.6) gives the rank its own shard */
+    st->opt_lo = 0;
+    st->opt_hi = d->shards > 1 ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
+    return GPT2RT_OK;
+}
+
+/* the device, its free memory against the plan, then the arenas */
+static gpt2rt_result gpt2rt__cu_create_arenas(gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt_config *cfg = &st->cfg;
+    const gpt2rt__dims *d = &st->d;
+    int dev_id = st->device;
+    int n_dev = 0;
+    {
+        cudaError_t e = cudaGetDeviceCount(&n_dev);
+        if (e != cudaSuccess || n_dev == 0) {
+            (void)cudaGetLastError();
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: no CUDA device (cudaGetDeviceCount: %s, %d "
+                             "devices)", cudaGetErrorString(e), n_dev);
+        }
+    }
+    {
+        gpt2rt__proc_env e = gpt2rt__proc_env_get();
+        int local_world = 0;
+        if (!gpt2rt__env_int(e.local_world_size, 1, 1 << 20, &local_world))
+            (void)gpt2rt__env_int(e.ompi_local_size, 1, 1 << 20, &local_world);
+        char why[600];
+        gpt2rt_result dr = gpt2rt__dev_check(n_dev, getenv("CUDA_VISIBLE_DEVICES"), local_world, cfg, why, sizeof why);
+        if (dr != GPT2RT_OK) GPT2RT__CU_SFAIL(dr, "gpt2rt__cu_create: %s", why);
+    }
+    GPT2RT__CU_SCK(cudaSetDevice(dev_id));
+    gpt2rt__layout(d, &st->span, st->bytes, NULL);
+    uint64_t plan_total = 0;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan_total += st->bytes[i];
+    {
+        size_t fr = 0, tot = 0;
+        GPT2RT__CU_SCK(cudaMemGetInfo(&fr, &tot)); /* creates the context */
+        st->free_at_create = fr;
+        st->mem_total = tot;
+        if (cfg->memory_budget && plan_total > cfg->memory_budget)
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB), "
+                             "memory_budget is %llu bytes (%.2f GiB); nothing was allocated",
+                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total),
+                             (unsigned long long)cfg->memory_budget, GPT2RT__GIB(cfg->memory_budget));
+        if (plan_total > (uint64_t)fr)
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB) on "
+                             "device %d, which has %llu bytes (%.2f GiB) free of %llu (%.2f GiB); nothing was allocated",
+                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total), dev_id, (unsigned long long)fr,
+                             GPT2RT__GIB(fr), (unsigned long long)tot, GPT2RT__GIB(tot));
+    }
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        if (!st->bytes[i]) continue;
+        cudaError_t e = cudaMalloc(&st->arena[i], (size_t)st->bytes[i]);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st->arena[i] = NULL;
+            size_t fr = 0, tot = 0;
+            (void)cudaMemGetInfo(&fr, &tot);
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: cudaMalloc of %llu bytes (%.1f MiB) for %s "
+                             "failed: %s; %llu of %llu bytes planned were allocated, %llu bytes free now",
+                             (unsigned long long)st->bytes[i], GPT2RT__MIB(st->bytes[i]), gpt2rt_mem_name((gpt2rt_mem)i),
+                             cudaGetErrorString(e), (unsigned long long)st->arena_total, (unsigned long long)plan_total,
+                             (unsigned long long)fr);
+        }
+        st->allocated[i] = st->bytes[i];
+        st->arena_total += st->bytes[i];
+    }
+    return GPT2RT_OK;
+}
+
+/* the pointers: gpt2rt__layout on a shadow context whose arenas are the device's */
+static gpt2rt_result gpt2rt__cu_create_pointers(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt_config *cfg = &st->cfg;
+    const gpt2rt__dims *d = &st->d;
+    st->dev = (gpt2rt_ctx *)gpt2rt__alloc(&st->hooks, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    if (!st->dev) GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: shadow context (%zu bytes)", sizeof(gpt2rt_ctx));
+    memset(st->dev, 0, sizeof(gpt2rt_ctx));
+    st->dev->cfg = *cfg;
+    st->dev->d = *d;
+    st->dev->tensors = ctx->tensors; /* shared, read-only: same table */
+    st->dev->n_tensors = ctx->n_tensors;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { st->dev->arena[i] = st->arena[i]; st->dev->arena_bytes[i] = st->bytes[i]; }
+    {
+        uint64_t again[GPT2RT_MEM_COUNT];
+        gpt2rt__layout(d, &st->span, again, st->dev);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            if (again[i] != st->bytes[i])
+                GPT2RT__CU_SFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: gpt2rt__layout gave %llu then %llu bytes for %s",
+                                 (unsigned long long)st->bytes[i], (unsigned long long)again[i],
+                                 gpt2rt_mem_name((gpt2rt_mem)i));
+    }
+    st->w = st->arena[GPT2RT_MEM_WEIGHTS];
+    st->master = d->wb == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
+    st->grads = st->dev->grads;
+    st->m = st->dev->m;
+    st->v = st->dev->v;
+    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
+    st->att_D = st->dev->att_scratch;
+    st->norm_parts = st->dev->norm_parts;
+    { /* the workspace after attention's D: the inputs' slot (token buckets, or the series
+         windows), then the reduction scratch up to the norm parts */
+        unsigned char *b = (unsigned char *)st->dev->att_scratch + gpt2rt__ald(d, d->B * d->NH * d->T * 4);
+        int64_t slot = gpt2rt__cu_inputs_bytes(d);
+        st->buckets_ws = d->patches ? NULL : (int32_t *)(void *)b;
+        st->ts_x = d->patches ? (float *)(void *)b : NULL;
+        st->red = (float *)(void *)(b + slot);
+        st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
+        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
+        uint64_t bias = (uint64_t)((4 * d->C > d->H ? 4 * d->C : d->H) * 4); /* the widest bias vector */
+        uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
+        uint64_t need = ln > bias ? ln : bias;
+        if (upd > need) need = upd;
+        if (st->red_bytes < 0 || (uint64_t)st->red_bytes < need)
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: the planned reduction scratch holds %lld bytes, the "
+                             "kernels need %llu (LayerNorm partials %llu, bias vector %llu, update %llu): gpt2rt__layout "
+                             "and the driver disagree", (long long)st->red_bytes, (unsigned long long)need,
+                             (unsigned long long)ln, (unsigned long long)bias, (unsigned long long)upd);
+    }
+    return GPT2RT_OK;
+}
+
+/* stream, cuBLASLt, events, pinned host buffers, the AdamW runs */
+static gpt2rt_result gpt2rt__cu_create_buffers(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt_config *cfg = &st->cfg;
+    const gpt2rt__dims *d = &st->d;
+    GPT2RT__CU_SCK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    {
+        int s = gpt2rt__cu_blas_init(&st->blas, st->dev->gemm_ws, (size_t)GPT2RT__CU_BLAS_WORKSPACE, st->stream,
+                                     st->mm_err, sizeof st->mm_err);
+        if (s) GPT2RT__CU_SFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: %s", st->mm_err);
+        st->blas_ok = 1;
+        st->blas.tf32 = cfg->tf32 ? 1 : 0;
+    }
+    GPT2RT__CU_SCK(cudaEventCreateWithFlags(&st->ev_tok, cudaEventDisableTiming));
+    st->ev_ok = 1;
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_tok, (size_t)(2 * d->BT + gpt2rt__cu_encoder_bucket_ints(d->BT)) * 4));
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_losses, (size_t)d->BT * 4));
+    if (d->patches) GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_pred, (size_t)d->n_out * 4));
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_norm, 2 * sizeof(double)));
+    st->stage_bytes = GPT2RT__CU_STAGE_BYTES;
+    if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
+    st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
+                                                     GPT2RT_MEM_BOOKKEEPING);
+    if (!st->runs) GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: AdamW run table");
+    gpt2rt__cu_adamw_plan(ctx, st);
+    return GPT2RT_OK;
+}
+#undef GPT2RT__CU_SCK
+#undef GPT2RT__CU_SFAIL
+
 /* The same for the layers of span on device dev_id (a layer-split stage, 10.2): ctx is
    then the stage's host context, whose table is gpt2rt__span_params's for span and
    whose params hold that table's fp32 weights. */
@@ -10636,153 +10811,15 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     st->nb = -1;
     st->xt = st->d.ab == 4 ? CUDA_R_32F : cfg->precision == GPT2RT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     st->loss_scale = cfg->precision == GPT2RT_PRECISION_FP16 ? cfg->loss_scale : 1.0f;
-    const gpt2rt__dims *d = &st->d;
 
-    /* the host table must be this config's (this span's) */
-    {
-        int64_t np = 0, ntr = 0;
-        int nt = gpt2rt__param_table(d, NULL, NULL, NULL);
-        gpt2rt__span_params(d, span, NULL, &np, &ntr);
-        if (nt != ctx->n_tensors || np != ctx->n_params || ntr != ctx->n_train || ctx->d.frozen != d->frozen ||
-            ctx->d.C != d->C || ctx->d.L != d->L || ctx->d.Vp != d->Vp || ctx->d.P != d->P)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: the host context's parameter table "
-                             "(%d tensors, %lld floats, %lld trained, frozen 0x%x) is not the config's (%d, %lld, %lld, 0x%x)",
-                             ctx->n_tensors, (long long)ctx->n_params, (long long)ctx->n_train, ctx->d.frozen, nt,
-                             (long long)np, (long long)ntr, d->frozen);
-        st->n_params = np;
-        st->n_train = ntr;
-        /* ZeRO-1: the master and the moments hold shard 0's floats until gpt2rt__cu_dp_attach
-           (8.6) gives the rank its own shard */
-        st->opt_lo = 0;
-        st->opt_hi = d->shards > 1 ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
+    gpt2rt_result pr = gpt2rt__cu_create_table(ctx, st, err, cap);
+    if (pr == GPT2RT_OK) pr = gpt2rt__cu_create_arenas(st, err, cap);
+    if (pr == GPT2RT_OK) pr = gpt2rt__cu_create_pointers(ctx, st, err, cap);
+    if (pr == GPT2RT_OK) pr = gpt2rt__cu_create_buffers(ctx, st, err, cap);
+    if (pr != GPT2RT_OK) {
+        gpt2rt__cu_free(st);
+        return pr;
     }
-
-    /* device, and its free memory against the plan */
-    int n_dev = 0;
-    {
-        cudaError_t e = cudaGetDeviceCount(&n_dev);
-        if (e != cudaSuccess || n_dev == 0) {
-            (void)cudaGetLastError();
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: no CUDA device (cudaGetDeviceCount: %s, %d "
-                             "devices)", cudaGetErrorString(e), n_dev);
-        }
-    }
-    {
-        gpt2rt__proc_env e = gpt2rt__proc_env_get();
-        int local_world = 0;
-        if (!gpt2rt__env_int(e.local_world_size, 1, 1 << 20, &local_world))
-            (void)gpt2rt__env_int(e.ompi_local_size, 1, 1 << 20, &local_world);
-        char why[600];
-        gpt2rt_result dr = gpt2rt__dev_check(n_dev, getenv("CUDA_VISIBLE_DEVICES"), local_world, cfg, why, sizeof why);
-        if (dr != GPT2RT_OK) GPT2RT__CU_CFAIL(dr, "gpt2rt__cu_create: %s", why);
-    }
-    GPT2RT__CU_CCK(cudaSetDevice(dev_id));
-    gpt2rt__layout(d, &st->span, st->bytes, NULL);
-    uint64_t plan_total = 0;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan_total += st->bytes[i];
-    {
-        size_t fr = 0, tot = 0;
-        GPT2RT__CU_CCK(cudaMemGetInfo(&fr, &tot)); /* creates the context */
-        st->free_at_create = fr;
-        st->mem_total = tot;
-        if (cfg->memory_budget && plan_total > cfg->memory_budget)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB), "
-                             "memory_budget is %llu bytes (%.2f GiB); nothing was allocated",
-                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total),
-                             (unsigned long long)cfg->memory_budget, GPT2RT__GIB(cfg->memory_budget));
-        if (plan_total > (uint64_t)fr)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB) on "
-                             "device %d, which has %llu bytes (%.2f GiB) free of %llu (%.2f GiB); nothing was allocated",
-                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total), dev_id, (unsigned long long)fr,
-                             GPT2RT__GIB(fr), (unsigned long long)tot, GPT2RT__GIB(tot));
-    }
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        if (!st->bytes[i]) continue;
-        cudaError_t e = cudaMalloc(&st->arena[i], (size_t)st->bytes[i]);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            st->arena[i] = NULL;
-            size_t fr = 0, tot = 0;
-            (void)cudaMemGetInfo(&fr, &tot);
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: cudaMalloc of %llu bytes (%.1f MiB) for %s "
-                             "failed: %s; %llu of %llu bytes planned were allocated, %llu bytes free now",
-                             (unsigned long long)st->bytes[i], GPT2RT__MIB(st->bytes[i]), gpt2rt_mem_name((gpt2rt_mem)i),
-                             cudaGetErrorString(e), (unsigned long long)st->arena_total, (unsigned long long)plan_total,
-                             (unsigned long long)fr);
-        }
-        st->allocated[i] = st->bytes[i];
-        st->arena_total += st->bytes[i];
-    }
-
-    /* the pointers: gpt2rt__layout on a shadow context whose arenas are the device's */
-    st->dev = (gpt2rt_ctx *)gpt2rt__alloc(&st->hooks, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
-    if (!st->dev) GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: shadow context (%zu bytes)", sizeof(gpt2rt_ctx));
-    memset(st->dev, 0, sizeof(gpt2rt_ctx));
-    st->dev->cfg = *cfg;
-    st->dev->d = *d;
-    st->dev->tensors = ctx->tensors; /* shared, read-only: same table */
-    st->dev->n_tensors = ctx->n_tensors;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { st->dev->arena[i] = st->arena[i]; st->dev->arena_bytes[i] = st->bytes[i]; }
-    {
-        uint64_t again[GPT2RT_MEM_COUNT];
-        gpt2rt__layout(d, &st->span, again, st->dev);
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-            if (again[i] != st->bytes[i])
-                GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: gpt2rt__layout gave %llu then %llu bytes for %s",
-                                 (unsigned long long)st->bytes[i], (unsigned long long)again[i],
-                                 gpt2rt_mem_name((gpt2rt_mem)i));
-    }
-    st->w = st->arena[GPT2RT_MEM_WEIGHTS];
-    st->master = d->wb == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
-    st->grads = st->dev->grads;
-    st->m = st->dev->m;
-    st->v = st->dev->v;
-    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
-    st->att_D = st->dev->att_scratch;
-    st->norm_parts = st->dev->norm_parts;
-    { /* the workspace after attention's D: the inputs' slot (token buckets, or the series
-         windows), then the reduction scratch up to the norm parts */
-        unsigned char *b = (unsigned char *)st->dev->att_scratch + gpt2rt__ald(d, d->B * d->NH * d->T * 4);
-        int64_t slot = gpt2rt__cu_inputs_bytes(d);
-        st->buckets_ws = d->patches ? NULL : (int32_t *)(void *)b;
-        st->ts_x = d->patches ? (float *)(void *)b : NULL;
-        st->red = (float *)(void *)(b + slot);
-        st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
-        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
-        uint64_t bias = (uint64_t)((4 * d->C > d->H ? 4 * d->C : d->H) * 4); /* the widest bias vector */
-        uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
-        uint64_t need = ln > bias ? ln : bias;
-        if (upd > need) need = upd;
-        if (st->red_bytes < 0 || (uint64_t)st->red_bytes < need)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: the planned reduction scratch holds %lld bytes, the "
-                             "kernels need %llu (LayerNorm partials %llu, bias vector %llu, update %llu): gpt2rt__layout "
-                             "and the driver disagree", (long long)st->red_bytes, (unsigned long long)need,
-                             (unsigned long long)ln, (unsigned long long)bias, (unsigned long long)upd);
-    }
-
-    /* stream, cuBLASLt, events, pinned host buffers */
-    GPT2RT__CU_CCK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
-    {
-        int s = gpt2rt__cu_blas_init(&st->blas, st->dev->gemm_ws, (size_t)GPT2RT__CU_BLAS_WORKSPACE, st->stream,
-                                     st->mm_err, sizeof st->mm_err);
-        if (s) GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: %s", st->mm_err);
-        st->blas_ok = 1;
-        st->blas.tf32 = cfg->tf32 ? 1 : 0;
-    }
-    GPT2RT__CU_CCK(cudaEventCreateWithFlags(&st->ev_tok, cudaEventDisableTiming));
-    st->ev_ok = 1;
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_tok, (size_t)(2 * d->BT + gpt2rt__cu_encoder_bucket_ints(d->BT)) * 4));
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_losses, (size_t)d->BT * 4));
-    if (d->patches) GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_pred, (size_t)d->n_out * 4));
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_norm, 2 * sizeof(double)));
-    st->stage_bytes = GPT2RT__CU_STAGE_BYTES;
-    if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
-    st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
-                                                     GPT2RT_MEM_BOOKKEEPING);
-    if (!st->runs) GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: AdamW run table");
-    gpt2rt__cu_adamw_plan(ctx, st);
 
     /* zero gradients and moments, then the weights from the host */
     GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
