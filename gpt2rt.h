@@ -15229,6 +15229,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     plan->n_params_padded = ctx->n_params;
     plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
     plan->n_trainable = ctx->n_train;
+    gpt2rt__plan_figures(&ctx->cfg, plan); /* tokens a step, FLOPs, seconds: as gpt2rt_plan says */
     return GPT2RT_OK;
 }
 

@@ -636,6 +636,11 @@ static void plan_tokens(void) {
         gpt2rt_plan_format(&planned, a, sizeof a);
         gpt2rt_plan_format(&allocated, b, sizeof b);
         snprintf(want, sizeof want, "(%lld tokens a step)", cs[i].want);
+        CHECK(allocated.tokens_per_step == planned.tokens_per_step &&
+              allocated.flops_per_token == planned.flops_per_token,
+              "case %zu: gpt2rt_plan_allocated's struct says %lld tokens a step, %g FLOPs a token; gpt2rt_plan %lld, %g",
+              i, (long long)allocated.tokens_per_step, allocated.flops_per_token, (long long)planned.tokens_per_step,
+              planned.flops_per_token);
         CHECK(planned.tokens_per_step == cs[i].want && has(a, want) && has(b, want),
               "case %zu: tokens_per_step %lld; gpt2rt_plan prints \"%.120s\", gpt2rt_plan_allocated \"%.120s\" (want %s)",
               i, (long long)planned.tokens_per_step, strchr(a, '\n') ? strchr(a, '\n') + 1 : a,
