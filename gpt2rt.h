@@ -605,8 +605,18 @@ typedef enum gpt2rt_input {
 
 typedef enum gpt2rt_head {
     GPT2RT_HEAD_LM = 0,   /* tied LM head, cross-entropy loss */
-    GPT2RT_HEAD_REGRESSION /* linear head to `horizon` values per channel, MSE loss */
+    GPT2RT_HEAD_REGRESSION, /* linear head to `horizon` values per channel, MSE loss */
+    /* aLLM4TS's sequence head, out_layer (patch_len <- C) at every position: */
+    GPT2RT_HEAD_NEXT_PATCH,  /* stage 1: MSE of position n's output against patch n+1 */
+    GPT2RT_HEAD_PATCH_DECODE /* stage 2: one placeholder per future patch, MSE as REGRESSION */
 } gpt2rt_head;
+
+/* which keys a query attends to (gpt2rt_config.attn_mask) */
+typedef enum gpt2rt_attn_mask {
+    GPT2RT_MASK_CAUSAL = 0,   /* every earlier position and itself (GPT-2) */
+    GPT2RT_MASK_PLACEHOLDERS  /* PATCH_DECODE: causal over the history; a placeholder sees
+                                 every history patch and itself, no other placeholder */
+} gpt2rt_attn_mask;
 
 typedef enum gpt2rt_recompute {
     GPT2RT_RECOMPUTE_NONE = 0,  /* keep every activation the backward needs */
@@ -689,8 +699,9 @@ typedef struct gpt2rt_config {
     int max_seq_len;  /* 0 -> 1024 (positions in wpe) */
     gpt2rt_input input; /* PATCHES: seq_len is the lookback L in time steps */
     int patch_len, patch_stride, n_channels; /* patch inputs only: 0 -> 16, 8, 1 */
-    gpt2rt_head head;   /* REGRESSION goes with PATCHES (and LM with TOKENS) */
-    int horizon;     /* regression head only: 0 -> 96 */
+    gpt2rt_head head;   /* REGRESSION, NEXT_PATCH, PATCH_DECODE go with PATCHES (LM with TOKENS) */
+    int horizon;     /* REGRESSION, PATCH_DECODE: 0 -> 96; NEXT_PATCH: 0 (none) */
+    gpt2rt_attn_mask attn_mask; /* PLACEHOLDERS with PATCH_DECODE only; 0: CAUSAL */
     int revin_affine; /* patch inputs: RevIN's learned per-channel scale and shift
                          (PatchTST's), 0 = off (GPT4TS) */
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
@@ -1221,6 +1232,9 @@ typedef struct gpt2rt__dims {
     int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
     int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
     int affine;            /* patches: RevIN's learned affine */
+    int seqhead;           /* aLLM4TS's sequence head: 0 none, 1 NEXT_PATCH, 2 PATCH_DECODE */
+    int64_t TH;            /* attention: queries t >= TH are placeholders (see only [0,TH) and
+                              themselves); T: plain causal */
     int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
     int nt;                /* CPU threads */
     int cuda;              /* planned for the CUDA backend */
@@ -1752,7 +1766,7 @@ static void gpt2rt__cfg_default_model(gpt2rt_config *c) {
         if (!c->patch_stride) c->patch_stride = 8;
         if (!c->n_channels) c->n_channels = 1;
     }
-    if (c->head == GPT2RT_HEAD_REGRESSION && !c->horizon) c->horizon = 96;
+    if ((c->head == GPT2RT_HEAD_REGRESSION || c->head == GPT2RT_HEAD_PATCH_DECODE) && !c->horizon) c->horizon = 96;
 }
 
 static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
@@ -1937,13 +1951,14 @@ static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, 
                     c->padded_vocab, c->vocab_size, 1 << 24);
     if ((int)c->input < 0 || c->input > GPT2RT_INPUT_PATCHES)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "input = %d is not a gpt2rt_input", (int)c->input);
-    if ((int)c->head < 0 || c->head > GPT2RT_HEAD_REGRESSION)
+    if ((int)c->head < 0 || c->head > GPT2RT_HEAD_PATCH_DECODE)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "head = %d is not a gpt2rt_head", (int)c->head);
     int patches = c->input == GPT2RT_INPUT_PATCHES;
-    if (patches != (c->head == GPT2RT_HEAD_REGRESSION))
+    const char *heads[4] = {"LM", "REGRESSION", "NEXT_PATCH", "PATCH_DECODE"};
+    if (patches != (c->head != GPT2RT_HEAD_LM))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "input = %s goes with head = %s (got head = %s): token inputs have "
                     "the tied LM head, patch inputs the regression head", patches ? "PATCHES" : "TOKENS",
-                    patches ? "REGRESSION" : "LM", c->head == GPT2RT_HEAD_REGRESSION ? "REGRESSION" : "LM");
+                    patches ? "REGRESSION" : "LM", heads[c->head]);
     if (!patches && (c->patch_len || c->patch_stride || c->n_channels || c->horizon || c->revin_affine))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "patch_len = %d, patch_stride = %d, n_channels = %d, horizon = %d, "
                     "revin_affine = %d apply to input = PATCHES only (set them to 0 for tokens)", c->patch_len,
@@ -1952,9 +1967,21 @@ static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, 
         GPT2RT__RANGE(patch_len, 1, 1 << 16);
         GPT2RT__RANGE(patch_stride, 1, 1 << 16);
         GPT2RT__RANGE(n_channels, 1, 1 << 16);
-        GPT2RT__RANGE(horizon, 1, 1 << 20);
+        if (c->head != GPT2RT_HEAD_NEXT_PATCH) GPT2RT__RANGE(horizon, 1, 1 << 20);
         GPT2RT__RANGE(revin_affine, 0, 1);
     }
+    /* aLLM4TS (issue 25): stage 1's targets are the model's own normalised patches, so
+       RevIN's affine (which would move the targets with the weights) and a horizon do
+       not apply; the placeholder mask needs placeholders */
+    if (c->head == GPT2RT_HEAD_NEXT_PATCH && (c->horizon || c->revin_affine))
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "head = NEXT_PATCH predicts the next patch of the lookback itself: "
+                    "horizon = %d and revin_affine = %d must be 0", c->horizon, c->revin_affine);
+    if ((int)c->attn_mask < 0 || c->attn_mask > GPT2RT_MASK_PLACEHOLDERS)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "attn_mask = %d is not a gpt2rt_attn_mask", (int)c->attn_mask);
+    if (c->attn_mask == GPT2RT_MASK_PLACEHOLDERS && c->head != GPT2RT_HEAD_PATCH_DECODE)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "attn_mask = PLACEHOLDERS needs head = PATCH_DECODE (got head = %s): "
+                    "only it has placeholder positions", heads[c->head]);
+
     const unsigned all = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
                          GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
     /* the groups this model has: tokens + LM head, or patches + in/out layers */
@@ -1985,9 +2012,16 @@ static gpt2rt_result gpt2rt__cfg_check_dropout(const gpt2rt_config *c, char *err
     return GPT2RT_OK;
 }
 
-/* patches: the tokens of one series, (L - patch_len)/stride + 2 (GPT4TS pads stride steps) */
+/* patches: the tokens of one series, (L - patch_len)/stride + 2 (GPT4TS pads stride steps);
+   NEXT_PATCH: (L - patch_len)/stride + 1, aLLM4TS's stage 1 (no padding: a padded last
+   patch would be a target of repeated values); PATCH_DECODE: the padded history, then
+   ceil(horizon/patch_len) placeholders */
+static int64_t gpt2rt__cfg_n_history(const gpt2rt_config *c) {
+    return ((int64_t)c->seq_len - c->patch_len) / c->patch_stride + (c->head == GPT2RT_HEAD_NEXT_PATCH ? 1 : 2);
+}
 static int64_t gpt2rt__cfg_n_patches(const gpt2rt_config *c) {
-    return ((int64_t)c->seq_len - c->patch_len) / c->patch_stride + 2;
+    int64_t f = c->head == GPT2RT_HEAD_PATCH_DECODE ? ((int64_t)c->horizon + c->patch_len - 1) / c->patch_len : 0;
+    return gpt2rt__cfg_n_history(c) + f;
 }
 
 static gpt2rt_result gpt2rt__cfg_check_batch(const gpt2rt_config *c, char *err, size_t cap) {
@@ -1997,6 +2031,15 @@ static gpt2rt_result gpt2rt__cfg_check_batch(const gpt2rt_config *c, char *err, 
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "seq_len = %d (the lookback) must lie in [patch_len = %d, 2^24]",
                         c->seq_len, c->patch_len);
         int64_t np = gpt2rt__cfg_n_patches(c);
+        if (c->head == GPT2RT_HEAD_NEXT_PATCH && np < 2)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "head = NEXT_PATCH needs 2 patches or more: seq_len = %d holds "
+                        "(%d - %d)/%d + 1 = %lld (seq_len >= patch_len + patch_stride)", c->seq_len, c->seq_len,
+                        c->patch_len, c->patch_stride, (long long)np);
+        if (c->head == GPT2RT_HEAD_PATCH_DECODE && np > c->max_seq_len)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "n_patches = %lld history + %lld placeholders (ceil(horizon / "
+                        "patch_len) = ceil(%d / %d)) = %lld exceeds max_seq_len = %d (the positions of wpe)",
+                        (long long)gpt2rt__cfg_n_history(c), (long long)(np - gpt2rt__cfg_n_history(c)), c->horizon,
+                        c->patch_len, (long long)np, c->max_seq_len);
         if (np > c->max_seq_len)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "n_patches = (seq_len - patch_len)/patch_stride + 2 = (%d - %d)/%d "
                         "+ 2 = %lld exceeds max_seq_len = %d (the positions of wpe)", c->seq_len, c->patch_len,
@@ -2296,14 +2339,17 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.patches = c->input == GPT2RT_INPUT_PATCHES;
-    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0;
+    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = 0;
     if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
         d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
         d.affine = c->revin_affine;
         d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
         d.V = d.Vp = 0;
+        d.seqhead = c->head == GPT2RT_HEAD_NEXT_PATCH ? 1 : c->head == GPT2RT_HEAD_PATCH_DECODE ? 2 : 0;
     }
-    d.n_out = d.patches ? d.Bw * d.H * d.M : d.BT;
+    d.TH = c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? gpt2rt__cfg_n_history(c) : d.T;
+    /* NEXT_PATCH: every position but the last predicts the next patch's PL values */
+    d.n_out = d.seqhead == 1 ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
     d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
     if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
     d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
@@ -2500,8 +2546,9 @@ static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
     case GPT2RT__DIM_VP: return d->Vp;
     case GPT2RT__DIM_P: return d->P;
     case GPT2RT__DIM_PL: return d->PL;
-    case GPT2RT__DIM_H: return d->H;
-    case GPT2RT__DIM_TC: return d->T * d->C;
+    /* out_layer: the flatten head (H, T*C); aLLM4TS's sequence head (PL, C), one patch a position */
+    case GPT2RT__DIM_H: return d->seqhead ? d->PL : d->H;
+    case GPT2RT__DIM_TC: return d->seqhead ? d->C : d->T * d->C;
     case GPT2RT__DIM_M: return d->M;
     }
     return 0;
@@ -2724,6 +2771,10 @@ static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, 
    d->keep_* asks for, the others NULL. Fills a (pointers from base) when non-NULL. */
 static int64_t gpt2rt__ald(const gpt2rt__dims *d, int64_t bytes) { return (bytes + d->align - 1) / d->align * d->align; }
 
+/* bytes into the logits arena where the normalised predictions (B*M,H) start: after a
+   sequence head's (BT,PL) outputs, 0 for the flatten head (they are its output) */
+static int64_t gpt2rt__ts_yn_off(const gpt2rt__dims *d) { return d->seqhead ? gpt2rt__ald(d, d->BT * d->PL * d->ab) : 0; }
+
 static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *base, gpt2rt__layer_acts *a, int full) {
     int64_t o = 0, BT = d->BT, C = d->C, ab = d->ab;
 #define GPT2RT__CARVE(field, n, eb, keep) do { int k_ = full || (keep); \
@@ -2853,7 +2904,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
             o_std = o; o += gpt2rt__ald(d, d->B * 4);
             o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
         }
-        if (s->last) {
+        if (s->last && d->seqhead != 1) { /* NEXT_PATCH: the targets are the patches themselves */
             o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
             o_pred = o; o += gpt2rt__ald(d, d->n_out * 4);
         }
@@ -2880,8 +2931,10 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     /* patches with RevIN's affine: the gradient of the patches (BT,PL) */
     int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
     bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
-    /* the head's output: logits (BT,Vp), or the normalised predictions (B*M,H) */
-    bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(BT * d->Vp * ab);
+    /* the head's output: logits (BT,Vp), or the normalised predictions (B*M,H); sequence
+       heads: a patch a position (BT,PL), PATCH_DECODE then its placeholders' (B*M,H) */
+    bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->seqhead ? (uint64_t)(gpt2rt__ts_yn_off(d) + d->B * d->H * ab)
+                               : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(BT * d->Vp * ab);
 
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
@@ -5540,9 +5593,14 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
    the affine w (M), b (M): z * w[m] + b[m], and z kept in zs), then patch p of series
    bm holds its normalised steps p*PS .. p*PS+PL-1, steps past the end repeating step
    L-1. Statistics are summed in double in step order. */
+/* PATCH_DECODE: the history's patches, then the placeholders (gpt2rt__ts_hist) */
+static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
+    return d->seqhead == 2 ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
+}
+
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
                                    const float *b, const gpt2rt__dims *d) {
-    int64_t L = d->Lb, M = d->M, T = d->T, PL = d->PL, PS = d->PS;
+    int64_t L = d->Lb, M = d->M, T = d->T, PL = d->PL, PS = d->PS, TH = gpt2rt__ts_hist(d);
     GPT2RT__PARALLEL_FOR(d->nt)
     for (int64_t bm = 0; bm < d->B; bm++) {
         const float *xs = x + (bm / M) * L * M + bm % M; /* step t at xs[t*M] */
@@ -5553,13 +5611,21 @@ static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *
         float sd = (float)sqrt(ss / (double)L + 1e-5);
         mean[bm] = mu;
         std[bm] = sd;
-        for (int64_t p = 0; p < T; p++)
+        for (int64_t p = 0; p < TH; p++)
             for (int64_t k = 0; k < PL; k++) {
                 int64_t t = p * PS + k < L ? p * PS + k : L - 1, i = (bm * T + p) * PL + k;
                 float z = (xs[t * M] - mu) / sd;
                 patch[i] = w ? z * w[bm % M] + b[bm % M] : z;
                 if (zs) zs[i] = z;
             }
+        /* PATCH_DECODE's placeholders: a zero patch, the series' mean in RevIN's scale,
+           in training and at test time alike (aLLM4TS's training embeds the true future,
+           which a forecast cannot have); in_layer makes it in_layer.bias, and wpe tells
+           the placeholders apart */
+        for (int64_t i = (bm * T + TH) * PL; i < (bm + 1) * T * PL; i++) {
+            patch[i] = 0.0f;
+            if (zs) zs[i] = 0.0f;
+        }
     }
 }
 
@@ -5612,15 +5678,68 @@ static void gpt2rt__ts_mse_backward(float *dyn, const float *pred, const float *
    copies included (the chain rule through the padding); summed per channel in
    double in order */
 static void gpt2rt__ts_affine_backward(float *dw, float *db, const float *dpatch, const float *zs, const gpt2rt__dims *d) {
-    int64_t M = d->M, n = d->T * d->PL;
+    int64_t M = d->M, n = gpt2rt__ts_hist(d) * d->PL, ld = d->T * d->PL; /* placeholders: no affine */
     for (int64_t m = 0; m < M; m++) {
         double sw = 0.0, sb = 0.0;
         for (int64_t bw = 0; bw < d->Bw; bw++) {
-            const float *dp = dpatch + (bw * M + m) * n, *z = zs + (bw * M + m) * n;
+            const float *dp = dpatch + (bw * M + m) * ld, *z = zs + (bw * M + m) * ld;
             for (int64_t i = 0; i < n; i++) { sw += (double)dp[i] * z[i]; sb += dp[i]; }
         }
         dw[m] += (float)sw;
         db[m] += (float)sb;
+    }
+}
+
+/* ---- aLLM4TS's sequence head (head = NEXT_PATCH, PATCH_DECODE) ----
+   out (BT,PL): out_layer at every position. NEXT_PATCH compares position t's output
+   with patch t+1 of the same series (t < T-1) in RevIN's scale; PATCH_DECODE reads the
+   placeholders' outputs as the normalised forecast yn (B*M,H): placeholder f gives
+   steps f*PL .. f*PL+PL-1, the last one cut at H; from there on it is the regression
+   head's loss. */
+
+/* the normalised predictions (B*M,H) in the logits arena (gpt2rt__ts_yn_off) */
+static float *gpt2rt__ts_yn(const gpt2rt_ctx *ctx) {
+    return (float *)(void *)((unsigned char *)ctx->logits + gpt2rt__ts_yn_off(&ctx->d));
+}
+
+/* yn (B*M,H) = the placeholders' rows of out (BT,PL) */
+static void gpt2rt__ts_decode_gather(float *yn, const float *out, const gpt2rt__dims *d) {
+    int64_t T = d->T, PL = d->PL, H = d->H, TH = gpt2rt__ts_hist(d);
+    for (int64_t bm = 0; bm < d->B; bm++)
+        for (int64_t h = 0; h < H; h++) yn[bm * H + h] = out[(bm * T + TH + h / PL) * PL + h % PL];
+}
+
+/* dout (BT,PL) = dyn (B*M,H) at the placeholders' rows, 0 elsewhere (the history's
+   outputs and the cut tail of the last placeholder feed no loss) */
+static void gpt2rt__ts_decode_scatter(float *dout, const float *dyn, const gpt2rt__dims *d) {
+    int64_t T = d->T, PL = d->PL, H = d->H, TH = gpt2rt__ts_hist(d);
+    memset(dout, 0, (size_t)(d->BT * PL) * sizeof(float));
+    for (int64_t bm = 0; bm < d->B; bm++)
+        for (int64_t h = 0; h < H; h++) dout[(bm * T + TH + h / PL) * PL + h % PL] = dyn[bm * H + h];
+}
+
+/* NEXT_PATCH: sum over series bm, t < T-1, k < PL of (out[bm,t,k] - patch[bm,t+1,k])^2,
+   in double in that order */
+static double gpt2rt__ts_next_sum(const float *out, const float *patch, const gpt2rt__dims *d) {
+    int64_t T = d->T, PL = d->PL;
+    double s = 0.0;
+    for (int64_t bm = 0; bm < d->B; bm++)
+        for (int64_t i = bm * T * PL; i < ((bm + 1) * T - 1) * PL; i++) {
+            double e = (double)out[i] - (double)patch[i + PL];
+            s += e * e;
+        }
+    return s;
+}
+
+/* NEXT_PATCH: dout (BT,PL) = d(dloss * gpt2rt__ts_next_sum) / d(out), in place over out;
+   the last position of each series predicts nothing (0) */
+static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss, const gpt2rt__dims *d) {
+    int64_t T = d->T, PL = d->PL;
+    for (int64_t bm = 0; bm < d->B; bm++) {
+        float *o = out + bm * T * PL;
+        const float *pt = patch + bm * T * PL;
+        for (int64_t i = 0; i < (T - 1) * PL; i++) o[i] = 2.0f * (o[i] - pt[i + PL]) * dloss;
+        for (int64_t i = (T - 1) * PL; i < T * PL; i++) o[i] = 0.0f;
     }
 }
 
@@ -6268,68 +6387,88 @@ static void gpt2rt__cpu_att_tile(float *tile, const float *src, int64_t C3, int6
         for (int64_t s = T; s < Tp; s++) tile[i * Tp + s] = 0.0f;
 }
 
-/* one query's softmax over its scores sc[0..t] and its output y (HS) = sum_s p_s v_s
-   (v: key 0's value, rows C3 apart); row r of the (B*NH*T) rows; returns the lse */
-static float gpt2rt__cpu_att_row(float *y, float *sc, const float *v, int64_t C3, int64_t t, int64_t HS, int64_t T,
-                                 int64_t r, float scale, const gpt2rt__drop *dr) {
+/* one query's softmax over its scores sc[0..ne) and its output y (HS) = sum p v: entries
+   [0, n) are keys 0..n-1, and with self >= 0 entry n is key self (a placeholder's own);
+   v: key 0's value, rows C3 apart; row r of the (B*NH*T) rows; returns the lse */
+static float gpt2rt__cpu_att_row(float *y, float *sc, const float *v, int64_t C3, int64_t n, int64_t self, int64_t HS,
+                                 int64_t T, int64_t r, float scale, const gpt2rt__drop *dr) {
+    int64_t ne = n + (self >= 0);
     float mx = -INFINITY;
-    for (int64_t s = 0; s <= t; s++) {
+    for (int64_t s = 0; s < ne; s++) {
         sc[s] *= scale;
         if (sc[s] > mx) mx = sc[s];
     }
     float sum = 0.0f;
-    for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+    for (int64_t s = 0; s < ne; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
     float inv = 1.0f / sum;
     if (dr && dr->on)
-        for (int64_t s = 0; s <= t; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + s);
-    for (int64_t s = 0; s <= t; s++) sc[s] *= inv;
-    gpt2rt__cpu_axpy_sum(y, sc, v, C3, HS, t + 1);
+        for (int64_t s = 0; s < ne; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + (s < n ? s : self));
+    for (int64_t s = 0; s < ne; s++) sc[s] *= inv;
+    gpt2rt__cpu_axpy_sum(y, sc, v, C3, HS, n);
+    if (self >= 0) gpt2rt__cpu_axpy(y, sc[n], v + self * C3, HS);
     return mx + logf(sum);
 }
 
-/* out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats */
-static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *qkv, float *scratch,
-                                      int64_t B, int64_t T, int64_t C, int64_t NH, const gpt2rt__drop *dr, int nt) {
+/* The keys of query t under the mask of history TH (gpt2rt__dims.TH): keys [0, *n), and
+   *self = t itself for a placeholder (t >= TH: it sees the history and itself only),
+   else -1. TH = T is GPT-2's causal mask: keys [0, t]. The placeholder's own score is
+   one gpt2rt__cpu_dot_rows, in the forward and the backward alike. */
+static void gpt2rt__cpu_att_keys(int64_t t, int64_t TH, int64_t *n, int64_t *self) {
+    *n = t < TH ? t + 1 : TH;
+    *self = t < TH ? -1 : t;
+}
+
+/* out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats;
+   TH: the mask (gpt2rt__cpu_att_keys) */
+static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const float *qkv, float *scratch, int64_t B,
+                                                 int64_t T, int64_t C, int64_t NH, int64_t TH, const gpt2rt__drop *dr,
+                                                 int nt) {
     int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
     float scale = 1.0f / sqrtf((float)HS);
     if (HS * Tp <= GPT2RT__ATT_TILE) {
         GPT2RT__PARALLEL_FOR(nt)
         for (int64_t bh = 0; bh < B * NH; bh++) {
-            int64_t b = bh / NH, h = bh % NH;
+            int64_t b = bh / NH, h = bh % NH, n, self;
             float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
+            const float *k0 = qkv + b * T * C3 + C + h * HS;
             float kt[GPT2RT__ATT_TILE];
-            gpt2rt__cpu_att_tile(kt, qkv + b * T * C3 + C + h * HS, C3, T, Tp, HS);
+            gpt2rt__cpu_att_tile(kt, k0, C3, T, Tp, HS);
             for (int64_t t = 0; t < T; t++) {
-                gpt2rt__cpu_dot_cols(sc, qkv + (b * T + t) * C3 + h * HS, kt, Tp, HS, t + 1);
-                lse[bh * T + t] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc,
-                                                      qkv + b * T * C3 + 2 * C + h * HS, C3, t, HS, T, bh * T + t, scale, dr);
+                const float *q = qkv + (b * T + t) * C3 + h * HS;
+                gpt2rt__cpu_att_keys(t, TH, &n, &self);
+                gpt2rt__cpu_dot_cols(sc, q, kt, Tp, HS, n);
+                if (self >= 0) gpt2rt__cpu_dot_rows(sc + n, q, k0 + self * C3, C3, HS, 1);
+                lse[bh * T + t] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc, k0 + C, C3, n, self, HS, T,
+                                                      bh * T + t, scale, dr);
             }
         }
         return;
     }
     GPT2RT__PARALLEL_FOR_RR(nt)
     for (int64_t r = 0; r < B * NH * T; r++) {
-        int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
+        int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH), n, self;
         float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
-        gpt2rt__cpu_dot_rows(sc, qkv + (b * T + t) * C3 + h * HS, qkv + b * T * C3 + C + h * HS, C3, HS, t + 1);
-        lse[r] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc, qkv + b * T * C3 + 2 * C + h * HS, C3, t, HS,
-                                     T, r, scale, dr);
+        const float *q = qkv + (b * T + t) * C3 + h * HS, *k0 = qkv + b * T * C3 + C + h * HS;
+        gpt2rt__cpu_att_keys(t, TH, &n, &self);
+        gpt2rt__cpu_dot_rows(sc, q, k0, C3, HS, n);
+        if (self >= 0) gpt2rt__cpu_dot_rows(sc + n, q, k0 + self * C3, C3, HS, 1);
+        lse[r] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc, k0 + C, C3, n, self, HS, T, r, scale, dr);
     }
 }
 
 /* dqkv (B,T,3C) = (overwritten) from dout (B,T,C), the forward's qkv and lse (and
-   dropout mask). One (b,h) per task: dk and dv of a head are summed over t in order.
-   With dropout (factor f = mask/(1-p)): y = sum_s p_s f_s v_s, so dv_s += p_s f_s dy
-   and dP_s = f_s (dy . v_s), and the softmax's backward is unchanged. */
-static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
-                                       float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
-                                       const gpt2rt__drop *dr, int nt) {
+   dropout mask), under the mask TH. One (b,h) per task: dk and dv of a head are summed
+   over t in order. With dropout (factor f = mask/(1-p)): y = sum_s p_s f_s v_s, so
+   dv_s += p_s f_s dy and dP_s = f_s (dy . v_s), and the softmax's backward is unchanged. */
+static void gpt2rt__cpu_attention_backward_masked(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                                                  float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                                  int64_t TH, const gpt2rt__drop *dr, int nt) {
     int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
     float scale = 1.0f / sqrtf((float)HS);
     int tiled = HS * Tp <= GPT2RT__ATT_TILE;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bh = 0; bh < B * NH; bh++) {
-        int64_t b = bh / NH, h = bh % NH;
+        int64_t b = bh / NH, h = bh % NH, n, self;
         float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
         const float *k0 = qkv + b * T * C3 + C + h * HS, *v0 = k0 + C;
         int drop = dr && dr->on;
@@ -6346,28 +6485,48 @@ static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const
             const float *q = qkv + (b * T + t) * C3 + h * HS;
             const float *dy = dout + (b * T + t) * C + h * HS;
             float l = lse[bh * T + t], dsum = 0.0f;
+            gpt2rt__cpu_att_keys(t, TH, &n, &self);
+            int64_t ne = n + (self >= 0);
             if (tiled) {
-                gpt2rt__cpu_dot_cols(p, q, kt, Tp, HS, t + 1);  /* q . k */
-                gpt2rt__cpu_dot_cols(ds, dy, vt, Tp, HS, t + 1); /* dP = dy . v */
+                gpt2rt__cpu_dot_cols(p, q, kt, Tp, HS, n);  /* q . k */
+                gpt2rt__cpu_dot_cols(ds, dy, vt, Tp, HS, n); /* dP = dy . v */
             } else {
-                gpt2rt__cpu_dot_rows(p, q, k0, C3, HS, t + 1);
-                gpt2rt__cpu_dot_rows(ds, dy, v0, C3, HS, t + 1);
+                gpt2rt__cpu_dot_rows(p, q, k0, C3, HS, n);
+                gpt2rt__cpu_dot_rows(ds, dy, v0, C3, HS, n);
             }
-            for (int64_t s = 0; s <= t; s++) {
+            if (self >= 0) {
+                gpt2rt__cpu_dot_rows(p + n, q, k0 + self * C3, C3, HS, 1);
+                gpt2rt__cpu_dot_rows(ds + n, dy, v0 + self * C3, C3, HS, 1);
+            }
+            for (int64_t s = 0; s < ne; s++) {
                 p[s] = expf(p[s] * scale - l);
-                if (drop) ds[s] *= gpt2rt__drop_factor(dr, (bh * T + t) * T + s);
+                if (drop) ds[s] *= gpt2rt__drop_factor(dr, (bh * T + t) * T + (s < n ? s : self));
                 dsum += p[s] * ds[s];
             }
-            for (int64_t s = 0; s <= t; s++) {
+            for (int64_t s = 0; s < ne; s++) {
+                int64_t key = s < n ? s : self;
                 float g = p[s] * (ds[s] - dsum) * scale; /* dScore, scaled */
-                float *dk = dqkv + (b * T + s) * C3 + C + h * HS;
+                float *dk = dqkv + (b * T + key) * C3 + C + h * HS;
                 ds[s] = g;
                 gpt2rt__cpu_axpy(dk, g, q, HS);
-                gpt2rt__cpu_axpy(dk + C, drop ? p[s] * gpt2rt__drop_factor(dr, (bh * T + t) * T + s) : p[s], dy, HS); /* dv */
+                gpt2rt__cpu_axpy(dk + C, drop ? p[s] * gpt2rt__drop_factor(dr, (bh * T + t) * T + key) : p[s], dy, HS); /* dv */
             }
-            gpt2rt__cpu_axpy_sum(dqkv + (b * T + t) * C3 + h * HS, ds, k0, C3, HS, t + 1); /* dq = sum_s g_s k_s */
+            float *dq = dqkv + (b * T + t) * C3 + h * HS;
+            gpt2rt__cpu_axpy_sum(dq, ds, k0, C3, HS, n); /* dq = sum_s g_s k_s */
+            if (self >= 0) gpt2rt__cpu_axpy(dq, ds[n], k0 + self * C3, HS);
         }
     }
+}
+
+/* GPT-2's causal mask (the kernel labs' reference) */
+GPT2RT__MAYBE_UNUSED static void gpt2rt__cpu_attention_forward(float *out, float *lse, const float *qkv, float *scratch, int64_t B, int64_t T,
+                                          int64_t C, int64_t NH, const gpt2rt__drop *dr, int nt) {
+    gpt2rt__cpu_attention_forward_masked(out, lse, qkv, scratch, B, T, C, NH, T, dr, nt);
+}
+GPT2RT__MAYBE_UNUSED static void gpt2rt__cpu_attention_backward(float *dqkv, const float *dout, const float *qkv, const float *lse,
+                                           float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
+                                           const gpt2rt__drop *dr, int nt) {
+    gpt2rt__cpu_attention_backward_masked(dqkv, dout, qkv, lse, scratch, B, T, C, NH, T, dr, nt);
 }
 
 /* ---- GELU, tanh form ---- */
@@ -7176,7 +7335,7 @@ static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const
     gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
     gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
     gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
-    gpt2rt__cpu_attention_forward(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, &da, nt);
+    gpt2rt__cpu_attention_forward_masked(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, d->TH, &da, nt);
     gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
     if (dr2.on) gpt2rt__cpu_dropout(a.res2, a.res2, &dr2, BT * C, nt); /* the branch, before the add */
     gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt);
@@ -7196,7 +7355,10 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     if (dr.on) gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt);
-    if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
+    if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
+        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->BT, d->C, d->PL, ctx->gemm_ws, d->nt);
+        if (d->seqhead == 2) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
+    } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
         gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B, d->T * d->C, d->H, ctx->gemm_ws, d->nt);
     else
         gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
@@ -7208,7 +7370,16 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int64_t BT = d->BT, C = d->C;
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
+    if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
+        if (d->seqhead == 1) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+        else {
+            float *yn = gpt2rt__ts_yn(ctx);
+            gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
+            gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
+        }
+        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, BT, C, d->PL,
+                                    ctx->gemm_ws, nt);
+    } else if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
         gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
                                 dloss, d);
         gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, d->B, d->T * C, d->H,
@@ -7257,7 +7428,8 @@ static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, cons
     dbranch = ctx->dres;
     if (dr2.on) { gpt2rt__cpu_dropout(ctx->dbig, ctx->dres, &dr2, BT * C, nt); dbranch = ctx->dbig; }
     gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, dbranch, a.atty, p.projw, BT, C, C, ws, nt);
-    gpt2rt__cpu_attention_backward(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH, &da, nt);
+    gpt2rt__cpu_attention_backward_masked(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH,
+                                          d->TH, &da, nt);
     const float *ln1 = a.ln1;
     if (!ln1 && g.qkvw) {
         gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
@@ -7521,8 +7693,17 @@ static gpt2rt_result gpt2rt__cpu_forward_series(gpt2rt_ctx *ctx, const float *x,
     gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
     ctx->have_pred = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
-    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
-    ctx->have_logits = ctx->have_pred = 1;
+    ctx->have_logits = 1;
+    if (d->seqhead == 1) { /* the loss needs no y: the targets are the lookback's next patches */
+        ctx->loss_sum = gpt2rt__ts_next_sum(ctx->logits, ctx->ts_patch, d);
+        ctx->n_targets = d->n_out;
+        ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
+        ctx->have_loss = 1;
+        if (loss) *loss = ctx->loss;
+        return GPT2RT_OK;
+    }
+    gpt2rt__ts_denorm(ctx->ts_pred, gpt2rt__ts_yn(ctx), ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
+    ctx->have_pred = 1;
     ctx->have_loss = 0;
     if (y) {
         memcpy(ctx->ts_y, y, (size_t)d->n_out * sizeof(float));
@@ -15089,6 +15270,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with patch inputs "
                             "on the CUDA backend is not implemented yet (its stages feed tokens): use one device, "
                             "or backend = GPT2RT_BACKEND_CPU");
+    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan), run on one CPU device */
+    if (ctx->d.seqhead && (ctx->cfg.backend == GPT2RT_BACKEND_CUDA || ctx->cfg.parallel != GPT2RT_PARALLEL_NONE))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CPU device for now "
+                            "(backend = %s, parallel = %s): set backend = GPT2RT_BACKEND_CPU and parallel = "
+                            "GPT2RT_PARALLEL_NONE", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
+                            ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
+                            ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
                             "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
@@ -15357,7 +15545,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
     GPT2RT__CHECK_CTX(ctx);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || !y)
+    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step_series: gradients from an earlier gpt2rt_backward "
@@ -15366,7 +15554,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
     const gpt2rt__dims *d = &ctx->d;
     /* grad_accum micro-batches of Bw windows each, then one update */
     for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
-        r = gpt2rt__forward_series_one(ctx, x + k * d->Bw * d->Lb * d->M, y + k * d->n_out, NULL);
+        r = gpt2rt__forward_series_one(ctx, x + k * d->Bw * d->Lb * d->M, y ? y + k * d->Bw * d->H * d->M : NULL, NULL);
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
@@ -15384,6 +15572,9 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
     if (r != GPT2RT_OK) return r;
     if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst is NULL");
+    if (d->seqhead == 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: head = NEXT_PATCH (aLLM4TS's stage "
+                            "1) forecasts no horizon; its loss is the next-patch MSE of gpt2rt_forward_series");
     if (count != d->n_out)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst holds %lld floats, needs "
                             "B*horizon*M = %lld*%lld*%lld = %lld", (long long)count, (long long)d->Bw, (long long)d->H,
