@@ -333,6 +333,25 @@
            gpt2rt_series *s;
            if (gpt2rt_series_load(&s, "ETTh2.csv", &d) != GPT2RT_OK) { ... gpt2rt_series_last_error(s) ... }
            gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, seed, epoch, step * B, B, x, y);
+   - aLLM4TS (Bian et al., ICML 2024), two stages as configuration: out_layer
+     becomes a sequence head, Linear(C -> patch_len) at every position
+     (out_layer.weight (patch_len, C), out_layer.bias (patch_len)).
+     head = NEXT_PATCH (stage 1): n_patches = (L - patch_len)/stride + 1, no padding
+     (aLLM4TS: L 1024, patch 16, stride 16); the loss is the MSE of position n's
+     output against patch n+1 in RevIN's scale; the targets come from x, so y may be
+     NULL, horizon and revin_affine stay 0, gpt2rt_predictions refuses.
+     head = PATCH_DECODE (stage 2): the history's n_patches as GPT4TS cuts them, then
+     ceil(horizon/patch_len) placeholder positions; placeholder f's output gives
+     steps f*patch_len.. of the forecast (the last one cut at horizon), de-normalised
+     and scored as the regression head's. A placeholder's patch is zeros (the
+     series' mean in RevIN's scale) in training and at test time: aLLM4TS's training
+     embeds the true future there, which a forecast cannot have, so in_layer gives
+     it in_layer.bias and wpe its position. attn_mask = PLACEHOLDERS: the history
+     attends causally; a placeholder sees every history patch and itself, no other
+     placeholder. Which groups train is config.frozen (aLLM4TS: stage 1 none,
+     stage 2 ATTENTION | MLP). A stage-1 model saved with gpt2rt_weights_save loads
+     into stage 2 when patch_len and n_embd agree. CPU backend, one device, for now
+     (gpt2rt_plan plans every backend and mode).
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)

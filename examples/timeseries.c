@@ -22,7 +22,17 @@
    --data defaults to the repository's data/ETTh2.csv, found from any directory (./data,
    else the data/ beside this program's directory). --devices 2 trains on two CPU ranks
    (threads of this process): data parallel (--batch split over them), the same with
-   ZeRO-1, or the layers split in stages. Exit status: 0 ok, 1 an error, 2 a bad argument. */
+   ZeRO-1, or the layers split in stages.
+
+   aLLM4TS (issue 25; gpt2rt.h "TIME SERIES"), two stages:
+       timeseries --preset allm4ts --stage pretrain --data A.csv,B.csv --save DIR
+       timeseries --preset allm4ts --stage finetune --init DIR --horizon 96
+   pretrain: causal next-patch pre-training (head NEXT_PATCH) on the training rows of
+   every --data file pooled, each channel of each window one series; it validates on
+   the files' validation rows and saves the best epoch's weights to --save DIR (a
+   Hugging Face directory). finetune: patch-wise decoding (head PATCH_DECODE, the
+   placeholder mask), the rest as above; --init takes a pretrain DIR or GPT-2's.
+   Exit status: 0 ok, 1 an error, 2 a bad argument. */
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
@@ -52,7 +62,8 @@
 #endif
 
 typedef struct opts {
-    const char *data, *preset, *init, *png, *target, *backend, *parallel;
+    const char *data, *preset, *init, *png, *target, *backend, *parallel, *save;
+    int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute;
@@ -61,7 +72,12 @@ typedef struct opts {
 } opts;
 
 static void usage(void) {
-    printf("usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts] [--seed S] [--init DIR] [--png FILE]\n"
+    printf("usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts|allm4ts] [--seed S] [--init DIR] [--png FILE]\n"
+           "       timeseries --stage pretrain --data A.csv[,B.csv...] --save DIR [settings]   (aLLM4TS stage 1)\n"
+           "       timeseries --stage finetune --init DIR --horizon H [settings]               (aLLM4TS stage 2)\n"
+           "  --stage S           pretrain: next-patch pre-training on every --data file's training rows, pooled;\n"
+           "                      finetune: patch-wise decoding with placeholders (default with --preset allm4ts)\n"
+           "  --save DIR          write the best epoch's weights there (model.safetensors + config.json)\n"
            "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv)\n"
            "  --devices N         CPU ranks, one thread each, in this process (default 1)\n"
            "  --parallel MODE     dp: data parallel (--batch split over the devices), zero1: dp with the\n"
@@ -88,13 +104,25 @@ static void usage(void) {
            "         to 0, no weight decay;\n"
            "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
            "         lr 1e-4, batch 256, 10 epochs, patience 3, cosine; attention + MLP frozen when --init is given;\n"
-           "         full recompute (7.2 GiB planned instead of 23 GiB at batch 256)\n");
+           "         full recompute (7.2 GiB planned instead of 23 GiB at batch 256)\n"
+           "         allm4ts: aLLM4TS's scripts: 6 layers, 12 heads, width 768 (GPT-2's, from --init); pretrain:\n"
+           "         lookback 1024, patch 16 stride 16, lr 1e-4, batch 2048 series, dropout 0.2, everything\n"
+           "         trained; finetune: lookback 336, patch 16 stride 8, lr 3e-3, batch 256, LayerNorms, wpe\n"
+           "         and in/out layers trained (attention + MLP frozen)\n");
 }
 
 static void preset(opts *o, const char *name) {
     o->lookback = 336; o->patch = 16; o->stride = 8; o->epochs = 10; o->patience = 3;
     o->min_lr_frac = 0.0f; o->weight_decay = 0.0f; o->clip = 1.0f; o->warmup = 0; o->revin_affine = 0;
-    if (strcmp(name, "gpt4ts") == 0) {
+    if (strcmp(name, "allm4ts") == 0) { /* aLLM4TS's scripts (Bian et al., ICML 2024), issue 25 */
+        o->layers = 6; o->heads = 12; o->width = 768;
+        if (o->stage == 1) {
+            o->lookback = 1024; o->stride = 16; o->lr = 1e-4f; o->batch = 2048; o->dropout = 0.2f; o->freeze = 0;
+        } else {
+            o->lr = 3e-3f; o->batch = 256; o->freeze = 1;
+        }
+        o->recompute = GPT2RT_RECOMPUTE_FULL;
+    } else if (strcmp(name, "gpt4ts") == 0) {
         o->layers = 6; o->heads = 12; o->width = 768; o->lr = 1e-4f; o->batch = 256; o->freeze = -1;
         o->recompute = GPT2RT_RECOMPUTE_FULL; /* 23 GiB of activations otherwise: more than a 24 GiB machine has free */
     } else { /* cpu: the published ETTh rows' lookback, 336 (GPT4TS, PatchTST, aLLM4TS use it;
@@ -160,14 +188,21 @@ static int parse(opts *o, int argc, char **argv) {
     o->preset = "cpu";
     o->seed = 1;
     o->devices = 1;
+    const char *stage = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { usage(); exit(0); }
         if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) o->preset = argv[i + 1];
+        if (strcmp(argv[i], "--stage") == 0 && i + 1 < argc) stage = argv[i + 1];
     }
-    if (strcmp(o->preset, "cpu") != 0 && strcmp(o->preset, "gpt4ts") != 0) {
-        fprintf(stderr, "timeseries: --preset '%s': expected cpu or gpt4ts\n", o->preset);
+    if (strcmp(o->preset, "cpu") != 0 && strcmp(o->preset, "gpt4ts") != 0 && strcmp(o->preset, "allm4ts") != 0) {
+        fprintf(stderr, "timeseries: --preset '%s': expected cpu, gpt4ts or allm4ts\n", o->preset);
         return 0;
     }
+    if (stage && strcmp(stage, "pretrain") != 0 && strcmp(stage, "finetune") != 0) {
+        fprintf(stderr, "timeseries: --stage '%s': expected pretrain or finetune\n", stage);
+        return 0;
+    }
+    o->stage = !stage ? (strcmp(o->preset, "allm4ts") == 0 ? 2 : 0) : strcmp(stage, "pretrain") == 0 ? 1 : 2;
     preset(o, o->preset);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -184,7 +219,8 @@ static int parse(opts *o, int argc, char **argv) {
         continue;                                        \
     }
         if (strcmp(a, "--data") == 0) { o->data = v; continue; }
-        if (strcmp(a, "--preset") == 0) continue;
+        if (strcmp(a, "--preset") == 0 || strcmp(a, "--stage") == 0) continue;
+        if (strcmp(a, "--save") == 0) { o->save = v; continue; }
         if (strcmp(a, "--init") == 0) { o->init = v; continue; }
         if (strcmp(a, "--png") == 0) { o->png = v; continue; }
         if (strcmp(a, "--target") == 0) { o->target = v; continue; }
@@ -246,7 +282,15 @@ static int parse(opts *o, int argc, char **argv) {
         fprintf(stderr, "timeseries: unknown option %s (see --help)\n", a);
         return 0;
     }
-    if (!o->horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
+    if (o->stage == 1 && o->horizon) {
+        fprintf(stderr, "timeseries: --stage pretrain predicts the next patch of the lookback: no --horizon\n");
+        return 0;
+    }
+    if (o->stage == 1 && !o->save) {
+        fprintf(stderr, "timeseries: --stage pretrain needs --save DIR (where the weights go)\n");
+        return 0;
+    }
+    if (o->stage != 1 && !o->horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
     if (!o->data) o->data = repo_path("data/ETTh2.csv", o->data_buf, sizeof o->data_buf);
     if (!o->parallel) o->parallel = o->devices > 1 ? "dp" : "none";
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1"), split = !strcmp(o->parallel, "split");
@@ -407,10 +451,182 @@ static void draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H
 #endif
 }
 
+/* the model's shape: GPT-2's from --init (a Hugging Face or pretrain directory, its
+   first --layers layers), else the flags'; 0 when --init has no readable config.json */
+static int model_shape(const opts *o, gpt2rt_config *c) {
+    memset(c, 0, sizeof *c);
+    if (o->init) {
+        char err[512];
+        if (gpt2rt_config_load(c, o->init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "%s\n", err); return 0; }
+        c->n_layer = o->layers < c->n_layer ? o->layers : c->n_layer;
+    } else {
+        c->n_layer = o->layers;
+        c->n_head = o->heads;
+        c->n_embd = o->width;
+    }
+    return 1;
+}
+
+/* the mean next-patch MSE over every validation window of every file, each channel a
+   series, in whole batches of B series (the last partial batch is left out: filling it
+   would weigh its series twice) */
+static int pretrain_val(gpt2rt_ctx *ctx, gpt2rt_series **ds, int nf, int B, int64_t L, float *x, float *tmp,
+                        float *ytmp, double *val) {
+    double sum = 0;
+    int64_t n = 0;
+    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL);
+    for (int k = 0; k < nf; k++) {
+        gpt2rt_series_info in;
+        gpt2rt_series_info_get(ds[k], &in);
+        int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
+        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
+            int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
+            if (gpt2rt_series_batch(ds[k], GPT2RT_SERIES_VAL, 0, 0, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK) {
+                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(ds[k]));
+                return 0;
+            }
+            for (int64_t j = 0; j < B; j++)
+                for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
+            float loss;
+            if (gpt2rt_forward_series(ctx, x, NULL, &loss) != GPT2RT_OK) {
+                fprintf(stderr, "forward: %s\n", gpt2rt_last_error(ctx));
+                return 0;
+            }
+            sum += loss;
+            n++;
+        }
+    }
+    *val = n ? sum / (double)n : NAN;
+    return 1;
+}
+
+/* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
+   rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
+   each channel of each window is one univariate series (n_channels 1), B series a
+   step, the files taking turns while each has a whole batch left in the epoch; early
+   stopping on pretrain_val; the best epoch's weights go to --save */
+static int pretrain(opts *o) {
+    enum { MAX_FILES = 16 };
+    gpt2rt_series *ds[MAX_FILES];
+    int64_t nser[MAX_FILES], pos[MAX_FILES], Mmax = 1, B = o->batch, L = o->lookback, steps = 0;
+    char names[4096];
+    snprintf(names, sizeof names, "%s", o->data);
+    int nf = 0;
+    for (char *f = strtok(names, ","); f; f = strtok(NULL, ",")) {
+        if (nf == MAX_FILES) { fprintf(stderr, "timeseries: --data: at most %d files\n", MAX_FILES); return 2; }
+        gpt2rt_series_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.lookback = o->lookback;
+        sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
+        sd.target = o->target;
+        if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
+            fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
+            return 1;
+        }
+        gpt2rt_series_info in;
+        gpt2rt_series_info_get(ds[nf], &in);
+        nser[nf] = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
+        if (in.channels > Mmax) Mmax = in.channels;
+        steps += nser[nf] / B;
+        printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
+               (long long)in.rows, (long long)in.channels, (long long)nser[nf], (long long)L,
+               (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
+        nf++;
+    }
+    if (steps < 1) { fprintf(stderr, "timeseries: --batch %lld exceeds every file's training series\n", (long long)B); return 1; }
+    if (o->steps_per_epoch && o->steps_per_epoch < steps) steps = o->steps_per_epoch;
+    gpt2rt_config c;
+    if (!model_shape(o, &c)) return 1;
+    c.input = GPT2RT_INPUT_PATCHES;
+    c.head = GPT2RT_HEAD_NEXT_PATCH;
+    c.seq_len = o->lookback; c.patch_len = o->patch; c.patch_stride = o->stride; c.n_channels = 1;
+    c.batch_size = (int)B;
+    c.frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
+    c.lr = o->lr; c.min_lr_frac = o->min_lr_frac; c.warmup_steps = o->warmup; c.total_steps = (int)(steps * o->epochs);
+    c.weight_decay = o->weight_decay; c.grad_clip = o->clip;
+    c.dropout = o->dropout; c.attn_dropout = o->attn_dropout; c.head_dropout = o->head_dropout;
+    c.n_threads = o->threads; c.recompute = (gpt2rt_recompute)o->recompute; c.seed = o->seed;
+    if (o->backend) c.backend = strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
+    gpt2rt_ctx *ctx;
+    if (gpt2rt_create(&ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(ctx, o->init) != GPT2RT_OK)) {
+        fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
+        gpt2rt_free(ctx);
+        return 1;
+    }
+    gpt2rt_config r = gpt2rt_config_get(ctx);
+    gpt2rt_memory_plan plan;
+    gpt2rt_plan(&r, &plan);
+    printf("aLLM4TS stage 1: %d layers, %d heads, width %d, lookback %d, patch %d stride %d (%lld patches), %.3fM "
+           "parameters (%.3fM trained)%s, %.2f GiB planned; batch %lld series, lr %g, %lld steps an epoch\n",
+           r.n_layer, r.n_head, r.n_embd, r.seq_len, r.patch_len, r.patch_stride,
+           (long long)((r.seq_len - r.patch_len) / r.patch_stride + 1), (double)plan.n_params / 1e6,
+           (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
+           (double)plan.total[0] / 1073741824.0, (long long)B, (double)r.lr, (long long)steps);
+    /* a batch of B series spans at most B windows (M = 1) of the widest file */
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
+    float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
+    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
+    snapshot best_w = {0, NULL};
+    double best = INFINITY, val = 0;
+    int bad_epochs = 0, best_epoch = 0, rc = 0;
+    for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
+        double t0 = now(), loss_sum = 0;
+        gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
+        for (int k = 0; k < nf; k++) pos[k] = 0;
+        for (int64_t s = 0, k = 0; s < steps; s++) {
+            while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
+            gpt2rt_series *d = ds[k % nf];
+            gpt2rt_series_info in;
+            gpt2rt_series_info_get(d, &in);
+            int64_t M = in.channels, i0 = pos[k % nf], w0 = i0 / M, w1 = (i0 + B - 1) / M;
+            gpt2rt_step_stats st;
+            if (gpt2rt_series_batch(d, GPT2RT_SERIES_TRAIN, o->seed, epoch, w0, (int)(w1 - w0 + 1), tmp, ytmp) !=
+                GPT2RT_OK) {
+                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(d));
+                rc = 1;
+                break;
+            }
+            for (int64_t j = 0; j < B; j++)
+                for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
+            if (gpt2rt_step_series(ctx, x, NULL, &st) != GPT2RT_OK) {
+                fprintf(stderr, "step: %s\n", gpt2rt_last_error(ctx));
+                rc = 1;
+                break;
+            }
+            loss_sum += st.loss;
+            pos[k % nf] += B;
+            k++;
+        }
+        if (rc || !pretrain_val(ctx, ds, nf, (int)B, L, x, tmp, ytmp, &val)) { rc = 1; break; }
+        int better = val < best || (best != best);
+        printf("epoch %2d  train next-patch mse %.4f  val %.4f%s  (%.1f s)\n", epoch + 1, loss_sum / (double)steps, val,
+               better ? "  best" : "", now() - t0);
+        if (better || val != val) { /* no validation series: keep the last epoch */
+            best = val; best_epoch = epoch + 1; bad_epochs = 0;
+            if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); rc = 1; }
+        } else if (++bad_epochs >= o->patience) {
+            printf("early stop: %d epochs without a better validation mse\n", o->patience);
+            break;
+        }
+    }
+    if (!rc && (!snapshot_restore(ctx, &best_w) || gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK)) {
+        fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx));
+        rc = 1;
+    }
+    if (!rc) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
+    for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
+    free(best_w.v);
+    free(x); free(tmp); free(ytmp);
+    gpt2rt_free(ctx);
+    for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     opts o;
     if (!parse(&o, argc, argv)) return 2;
+    if (o.stage == 1) return pretrain(&o);
     double t_start = now();
     struct stat fst; /* a directory is named, and a FIFO never opened (its open would block) */
     if (stat(o.data, &fst) != 0) { fprintf(stderr, "timeseries: --data %s: %s\n", o.data, strerror(errno)); return 1; }
@@ -453,16 +669,7 @@ int main(int argc, char **argv) {
     if (o.steps_per_epoch && o.steps_per_epoch < steps_per_epoch) steps_per_epoch = o.steps_per_epoch;
 
     gpt2rt_config c;
-    memset(&c, 0, sizeof c);
-    if (o.init) {
-        char err[512];
-        if (gpt2rt_config_load(&c, o.init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "%s\n", err); return 1; }
-        c.n_layer = o.layers < c.n_layer ? o.layers : c.n_layer;
-    } else {
-        c.n_layer = o.layers;
-        c.n_head = o.heads;
-        c.n_embd = o.width;
-    }
+    if (!model_shape(&o, &c)) return 1;
     if (!strcmp(o.parallel, "split") && c.n_layer < o.devices) {
         fprintf(stderr, "timeseries: --parallel split over --devices %d needs at least %d layers (each device holds "
                 "whole layers), the model has %d: set --layers %d or more", o.devices, o.devices, c.n_layer, o.devices);
@@ -477,7 +684,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     c.input = GPT2RT_INPUT_PATCHES;
-    c.head = GPT2RT_HEAD_REGRESSION;
+    /* aLLM4TS stage 2: out_layer on one placeholder per future patch, which sees the history only */
+    c.head = o.stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
+    c.attn_mask = o.stage == 2 ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
     c.seq_len = o.lookback;
     c.patch_len = o.patch;
     c.patch_stride = o.stride;
@@ -608,6 +817,7 @@ int main(int argc, char **argv) {
     else printf("test (drop last): no score: the %lld test windows are fewer than one batch of %lld, and drop-last "
                 "scoring counts whole batches only\n", (long long)sc.windows, (long long)B);
     printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
+    if (o.save && gpt2rt_weights_save(ctx, o.save) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
     free(keep); free(x); free(y); free(pred);
