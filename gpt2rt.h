@@ -9114,6 +9114,11 @@ static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const flo
    Causality: key tile kt is visited by query tile qt only when kt <= qt (tiles are square), the
    mask is applied only on the diagonal tile kt == qt. Rows/keys past T are zero-filled in
    shared memory and never stored.
+   The placeholder mask (7.1, gpt2rt_config.attn_mask; TH, the last argument of the launchers:
+   0 or >= T is GPT-2's causal mask): a query t >= TH sees keys [0, TH) and itself only.
+   Every path tests gpt2rt__cu_att_hidden per score instead of "s > t"; for TH = T the two
+   are the same predicate, so causal results are unchanged bit for bit. Key 0 (history)
+   stays visible to every row, so the fast forward's running max is finite from tile 0.
 
    DETERMINISM (bitwise identical results run to run): no atomics anywhere. Every output
    element is written by exactly one thread and is a sum in a fixed order:
@@ -9126,6 +9131,11 @@ static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const flo
                  two extra tile products compared with atomically accumulated dQ).
      The generic path is the same with rows instead of tiles (one warp per q row for out and
      dQ, one warp per k row for dK,dV). */
+
+/* key s is hidden from query t: a later key, or (TH < T) another placeholder */
+__device__ __forceinline__ bool gpt2rt__cu_att_hidden(int64_t t, int64_t s, int64_t TH) { /* T < 2^31 */
+    return s > t || (t >= TH && s >= TH && s != t);
+}
 
 /* ---------------------------------------------------------------------------------------------
    Fast path building blocks (HS = 64, 16-bit storage)
@@ -9357,7 +9367,7 @@ __global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
 gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
                        float *lse,      /* (B,NH,T) */
                        const X *qkv,    /* (B,T,3C) */
-                       int T, int C, int NH, float scale_log2) {
+                       int T, int C, int NH, float scale_log2, int TH) {
     __shared__ __align__(128) uint16_t sm[5 * GPT2RT__CU_ATT_TE];
     uint16_t *sQ = sm; /* K tile of buffer i at sm + (1+i)*TE, V tile at sm + (3+i)*TE */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -9389,14 +9399,17 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
         float s[8][4];
         gpt2rt__cu_attn_mma_abt<X>(s, qf, sK, lane);
 
-        /* scale to base 2, causal mask on the diagonal tile, row max over the quad */
+        /* scale to base 2, the mask, row max over the quad; only the diagonal tile and tiles
+           holding placeholder keys hide any (edge: warp-uniform, false off the diagonal when causal) */
+        const bool edge = kt == qt || (kt + 1) * 64 > TH;
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 float x = s[j][c] * scale_log2;
-                if (kt == qt && 8 * j + 2 * (lane & 3) + (c & 1) > 16 * warp + (lane >> 2) + 8 * (c >> 1)) x = -INFINITY;
+                if (edge && gpt2rt__cu_att_hidden(q0 + 16 * warp + (lane >> 2) + 8 * (c >> 1),
+                                                  kt * 64 + 8 * j + 2 * (lane & 3) + (c & 1), TH)) x = -INFINITY;
                 s[j][c] = x;
                 mx[c >> 1] = fmaxf(mx[c >> 1], x);
             }
@@ -9457,7 +9470,7 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
                             const X *qkv,     /* (B,T,3C) */
                             const float *lse, /* (B,NH,T) */
                             const float *Dv,  /* (B,NH,T) */
-                            int T, int C, int NH, float scale, float scale_log2) {
+                            int T, int C, int NH, float scale, float scale_log2, int TH) {
     extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
     uint16_t *sK = (uint16_t *)gpt2rt__cu_attn_dsm, *sV = sK + GPT2RT__CU_ATT_TE;
     /* Q tile of buffer i at sK + (2+i)*TE, dO tile at sK + (4+i)*TE */
@@ -9505,14 +9518,15 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
         float s[8][4];
         gpt2rt__cu_attn_rows_a(a, sK, 16 * warp, lane);
         gpt2rt__cu_attn_mma_abt<X>(s, a, sQ, lane);
-        /* P^T, zero where the query precedes the key (diagonal tile only) */
+        /* P^T, zero where the key is hidden from the query (causal: the diagonal tile only) */
+        const bool edge = kt == qt || (kt + 1) * 64 > TH;
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 int ql = 8 * j + 2 * (lane & 3) + (c & 1), kl = 16 * warp + (lane >> 2) + 8 * (c >> 1);
                 float p = exp2f(s[j][c] * scale_log2 - sLb[ql]);
-                s[j][c] = (qt == kt && ql < kl) ? 0.0f : p;
+                s[j][c] = edge && gpt2rt__cu_att_hidden(qt * 64 + ql, k0 + kl, TH) ? 0.0f : p;
             }
         /* dV (16 x 64) += P^T (16 x 64 queries) dO (64 queries x 64) */
         gpt2rt__cu_attn_mma_pm<X>(dv, s, sdO, lane);
@@ -9551,7 +9565,7 @@ gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
                           const X *qkv,     /* (B,T,3C) */
                           const float *lse, /* (B,NH,T) */
                           const float *Dv,  /* (B,NH,T) */
-                          int T, int C, int NH, float scale, float scale_log2) {
+                          int T, int C, int NH, float scale, float scale_log2, int TH) {
     extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
     uint16_t *sQ = (uint16_t *)gpt2rt__cu_attn_dsm, *sdO = sQ + GPT2RT__CU_ATT_TE;
     /* K tile of buffer i at sQ + (2+i)*TE, V tile at sQ + (4+i)*TE */
@@ -9593,14 +9607,15 @@ gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
         float s[8][4], dp_[8][4];
         gpt2rt__cu_attn_mma_abt<X>(s, qf, sK, lane);
         gpt2rt__cu_attn_mma_abt<X>(dp_, df, sV, lane);
-        /* dS = P (dP - D) scale, P zero above the diagonal */
+        /* dS = P (dP - D) scale, P zero where the key is hidden (causal: above the diagonal) */
+        const bool edge = kt == qt || (kt + 1) * 64 > TH;
 #pragma unroll
         for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 int kl = 8 * j + 2 * (lane & 3) + (c & 1), ql = 16 * warp + (lane >> 2) + 8 * (c >> 1);
                 float p = exp2f(s[j][c] * scale_log2 - lse2[c >> 1]);
-                if (kt == qt && kl > ql) p = 0.0f;
+                if (edge && gpt2rt__cu_att_hidden(q0 + ql, kt * 64 + kl, TH)) p = 0.0f;
                 s[j][c] = p * (dp_[j][c] - Dr[c >> 1]) * scale;
             }
         /* dQ (16 x 64) += dS (16 x 64 keys) K (64 keys x 64) */
@@ -9648,7 +9663,7 @@ __device__ __forceinline__ float gpt2rt__cu_attn_warp_sum(float x) {
 template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH,T), (B,T,3C) */
-                             int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
+                             int B, int T, int C, int NH, float scale, gpt2rt__drop dr, int TH) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -9663,6 +9678,7 @@ gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH
     }
     float m = -INFINITY, l = 0.0f; /* running max and sum of exp(x - m) */
     for (int64_t s = 0; s <= t; s++) {
+        if (gpt2rt__cu_att_hidden(t, s, TH)) continue; /* warp-uniform; never for TH = T */
         const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
         float dot = 0.0f;
 #pragma unroll
@@ -9702,7 +9718,7 @@ template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
                                 const float *lse, const float *Dv,    /* (B,NH,T) each */
-                                int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
+                                int B, int T, int C, int NH, float scale, gpt2rt__drop dr, int TH) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -9718,6 +9734,7 @@ gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C
         dq[i] = 0.0f;
     }
     for (int64_t s = 0; s <= t; s++) {
+        if (gpt2rt__cu_att_hidden(t, s, TH)) continue;
         const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
         float kr[NPL], d1 = 0.0f, d2 = 0.0f;
 #pragma unroll
@@ -9750,7 +9767,7 @@ template <typename X, int NPL>
 __global__ void __launch_bounds__(128)
 gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
                                   const float *lse, const float *Dv,    /* (B,NH,T) each */
-                                  int B, int T, int C, int NH, float scale, gpt2rt__drop dr) {
+                                  int B, int T, int C, int NH, float scale, gpt2rt__drop dr, int TH) {
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31, HS = C / NH;
     if (row >= (int64_t)B * NH * T) return;
@@ -9765,6 +9782,7 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
         dk[i] = dv[i] = 0.0f;
     }
     for (int64_t t = s; t < T; t++) {
+        if (gpt2rt__cu_att_hidden(t, s, TH)) continue;
         const X *q = qkv + (b * T + t) * C3 + h * HS, *dy = dout + (b * T + t) * C + h * HS;
         float qr[NPL], dyr[NPL], d1 = 0.0f, d2 = 0.0f;
 #pragma unroll
@@ -9805,8 +9823,8 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
 template <typename X> struct gpt2rt__cu_attn_fast {
     enum { available = 0 };
     static int built(void) { return 0; }
-    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t) { return cudaErrorNotSupported; }
-    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t) {
+    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t, int) { return cudaErrorNotSupported; }
+    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t, int) {
         return cudaErrorNotSupported;
     }
 };
@@ -9845,22 +9863,22 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(2).fetch_or(bit);
         return cudaSuccess;
     }
-    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
+    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(out, lse, qkv, T, C, NH, scale_log2);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(out, lse, qkv, T, C, NH, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
     static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
-                                int B, int T, int C, int NH, cudaStream_t s) {
+                                int B, int T, int C, int NH, cudaStream_t s, int TH) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
         const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
         GPT2RT__CU_TRY(allow_smem(smem_dkdv, smem_dq));
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
@@ -9883,22 +9901,24 @@ static inline int gpt2rt__cu_attn_npl(int HS) { return HS <= 32 ? 1 : HS <= 64 ?
    kernels have none) */
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X *qkv, int B, int T, int C, int NH,
-                                                     cudaStream_t s, int allow_fast, const gpt2rt__drop *dr = NULL) {
+                                                     cudaStream_t s, int allow_fast, const gpt2rt__drop *dr = NULL,
+                                                     int TH = 0) {
     if (B <= 0 || T <= 0) return cudaSuccess;
     if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    if (TH <= 0 || TH > T) TH = T; /* GPT-2's causal mask */
     gpt2rt__drop nd;
     memset(&nd, 0, sizeof nd);
     if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, out, qkv, qkv, allow_fast))
-        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s);
+        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s, TH);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
     switch (gpt2rt__cu_attn_npl(HS)) {
-    case 1: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 1>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
-    case 2: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 2>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
-    case 4: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 4>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
-    default: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 8>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 1: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 1>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
+    case 2: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 2>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
+    case 4: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 4>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
+    default: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 8>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
     }
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -9907,23 +9927,24 @@ static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
                                                       float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
-                                                      int allow_fast, const gpt2rt__drop *dr = NULL) {
+                                                      int allow_fast, const gpt2rt__drop *dr = NULL, int TH = 0) {
     if (B <= 0 || T <= 0) return cudaSuccess;
     if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    if (TH <= 0 || TH > T) TH = T; /* GPT-2's causal mask */
     gpt2rt__drop nd; /* D = rowsum(dout * out) holds with the mask too: out is the dropped output */
     memset(&nd, 0, sizeof nd);
     if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     GPT2RT__LAUNCH(gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s, gpt2rt__cuk_attn_bwd_rowdot<X>)(scratch_D, dout, out, B, T, C, NH);
     GPT2RT__CU_LAUNCHED();
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
-        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s);
+        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s, TH);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
 #define GPT2RT__CU_ATT_GENERIC_BWD(npl_) do { \
-        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
+        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd, TH); \
         GPT2RT__CU_LAUNCHED(); \
-        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dq_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
+        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dq_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd, TH); \
         GPT2RT__CU_LAUNCHED(); } while (0)
     switch (gpt2rt__cu_attn_npl(HS)) {
     case 1: GPT2RT__CU_ATT_GENERIC_BWD(1); break;
@@ -9935,11 +9956,12 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     return cudaSuccess;
 }
 
-/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C); dr: the probabilities' dropout or NULL */
+/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C); dr: the probabilities' dropout or NULL;
+   TH: the placeholder mask's history (7.1), 0: causal */
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s,
-                                                const gpt2rt__drop *dr = NULL) {
-    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1, dr);
+                                                const gpt2rt__drop *dr = NULL, int TH = 0) {
+    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1, dr, TH);
 }
 
 /* dqkv (B,T,3C) (overwritten) <- dout (B,T,C), qkv (B,T,3C), out (B,T,C), lse (B,NH,T);
@@ -9947,8 +9969,8 @@ static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
                                                  float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
-                                                 const gpt2rt__drop *dr = NULL) {
-    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1, dr);
+                                                 const gpt2rt__drop *dr = NULL, int TH = 0) {
+    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1, dr, TH);
 }
 
 /* ==== 8.4 Matrix products ==== */

@@ -1,7 +1,8 @@
 /* kernels/attention.cu - lab for the fused causal attention (gpt2rt.h, section 8.3 Attention).
    Validates out, lse and dqkv against the CPU reference in gpt2rt.h (run in fp32 on inputs
    rounded to the storage type), checks that dqkv is overwritten and that two runs give the same
-   bits, cross-checks the generic path against the tensor-core path, then times
+   bits, cross-checks the generic path against the tensor-core path, the same under aLLM4TS's
+   placeholder mask (TH history rows causal, each later row sees the history and itself), then times
    B=8 T=1024 C=768 NH=12. Exit status 0 when everything passes.
 
    cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
@@ -34,12 +35,13 @@ static void take_cols(float *y, const float *x, int64_t BT, int C, int c0) {
     for (int64_t i = 0; i < BT; i++) memcpy(y + i * C, x + i * 3 * C + c0, (size_t)C * sizeof(float));
 }
 
-template <typename X> static void validate(Shape sh, int allow_fast) {
+/* TH: the placeholder mask's history (0: causal) */
+template <typename X> static void validate(Shape sh, int allow_fast, int TH = 0) {
     const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, HS = C / NH;
     const int64_t BT = (int64_t)B * T, n_qkv = BT * 3 * C, n_out = BT * C, n_lse = (int64_t)B * NH * T;
     const int fast = gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, allow_fast);
-    printf("%s B=%d T=%d C=%d NH=%d (HS=%d), %s path\n", lab_type_name<X>(), B, T, C, NH, HS,
-           fast ? "tensor-core" : "generic");
+    printf("%s B=%d T=%d C=%d NH=%d (HS=%d), %s path%s\n", lab_type_name<X>(), B, T, C, NH, HS,
+           fast ? "tensor-core" : "generic", TH ? ", placeholder mask" : "");
 
     /* inputs, rounded to X so the CPU sees exactly what the GPU sees */
     float *qkv = (float *)malloc(n_qkv * 4), *dout = (float *)malloc(n_out * 4);
@@ -51,8 +53,8 @@ template <typename X> static void validate(Shape sh, int allow_fast) {
     /* CPU reference, one thread */
     float *out_ref = (float *)malloc(n_out * 4), *lse_ref = (float *)malloc(n_lse * 4);
     float *dqkv_ref = (float *)malloc(n_qkv * 4), *scratch = (float *)malloc(gpt2rt__pad16(2 * T) * 4);
-    gpt2rt__cpu_attention_forward(out_ref, lse_ref, qkv, scratch, B, T, C, NH, NULL, 1);
-    gpt2rt__cpu_attention_backward(dqkv_ref, dout, qkv, lse_ref, scratch, B, T, C, NH, NULL, 1);
+    gpt2rt__cpu_attention_forward_masked(out_ref, lse_ref, qkv, scratch, B, T, C, NH, TH ? TH : T, NULL, 1);
+    gpt2rt__cpu_attention_backward_masked(dqkv_ref, dout, qkv, lse_ref, scratch, B, T, C, NH, TH ? TH : T, NULL, 1);
 
     /* GPU; outputs start as NaN (all-ones bytes) to catch rows that are never written */
     X *d_qkv = lab_upload<X>(qkv, n_qkv), *d_dout = lab_upload<X>(dout, n_out), *d_out, *d_out2, *d_dqkv, *d_dqkv2;
@@ -69,10 +71,12 @@ template <typename X> static void validate(Shape sh, int allow_fast) {
     LAB_CK(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(X)));
     LAB_CK(cudaMemset(d_dqkv2, 0x3C, n_qkv * sizeof(X))); /* finite garbage: overwrite, not accumulate */
 
-    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_out, d_lse, d_qkv, B, T, C, NH, 0, allow_fast));
-    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_out2, d_lse2, d_qkv, B, T, C, NH, 0, allow_fast));
-    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, allow_fast));
-    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv2, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, allow_fast));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_out, d_lse, d_qkv, B, T, C, NH, 0, allow_fast, NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_out2, d_lse2, d_qkv, B, T, C, NH, 0, allow_fast, NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, allow_fast,
+                                                 NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv2, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, allow_fast,
+                                                 NULL, TH));
     LAB_CK(cudaDeviceSynchronize());
 
     float *out = (float *)malloc(n_out * 4), *lse = (float *)malloc(n_lse * 4), *dqkv = (float *)malloc(n_qkv * 4);
@@ -128,6 +132,10 @@ template <typename X> static void bench(int allow_fast) {
 template <typename X> static void validate_all(void) {
     const Shape shapes[3] = {{2, 256, 768, 12}, {2, 37, 64, 4}, {1, 1000, 768, 12}};
     for (int i = 0; i < 3; i++) validate<X>(shapes[i], 1);
+    /* the placeholder mask: history 130 of 200 (placeholders in tiles 2 and 3, hidden keys off
+       the diagonal), and 20 of 37 on the generic path */
+    validate<X>(Shape{2, 200, 768, 12}, 1, 130);
+    validate<X>(shapes[1], 1, 20);
 }
 
 int main(void) {
