@@ -351,7 +351,7 @@
      placeholder. Which groups train is config.frozen (aLLM4TS: stage 1 none,
      stage 2 ATTENTION | MLP). A stage-1 model saved with gpt2rt_weights_save loads
      into stage 2 when patch_len and n_embd agree. CPU backend, one device, for now
-     (gpt2rt_plan plans every backend and mode).
+     (gpt2rt_plan plans them for CUDA too; 8.3's kernels take the mask).
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
@@ -6386,7 +6386,7 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
     }
 }
 
-/* ---- causal self-attention ---- */
+/* ---- causal self-attention (and aLLM4TS's placeholder mask: gpt2rt__cpu_att_keys) ---- */
 /* Never stores the (T,T) probabilities: the forward keeps each softmax row's
    log-sum-exp, the backward recomputes the scores from q and k, and with dropout
    (dr non-NULL and on) draws the probabilities' mask again: element ((b*NH + h)*T
