@@ -25,6 +25,13 @@ static uint64_t rng = 12345;
 static float urand(void) { return (float)(2.0 * harness_rng_uniform(&rng) - 1.0); }
 
 /* ---- 1. a double reference of masked attention, written from the definition ---- */
+/* the probabilities' dropout the op under test draws (NULL: none); the reference multiplies
+   probability (b,h,t,s) by the same factor, 0 or 1/(1-p), after the softmax */
+static const gpt2rt__drop *ref_dr;
+static double ref_f(int64_t b, int64_t h, int64_t NH, int64_t T, int64_t t, int64_t s) {
+    return ref_dr ? gpt2rt__drop_factor(ref_dr, ((b * NH + h) * T + t) * T + s) : 1.0;
+}
+
 /* query t sees key s when s <= t and (t < TH or s < TH or s == t) */
 static int visible(int64_t t, int64_t s, int64_t TH) { return s <= t && (t < TH || s < TH || s == t); }
 
@@ -50,7 +57,7 @@ static void ref_attention(double *out, const double *qkv, int64_t B, int64_t T, 
                 for (int64_t s = 0; s < T; s++) {
                     if (!visible(t, s, TH)) continue;
                     const double *v = qkv + (b * T + s) * C3 + 2 * C + h * HS;
-                    for (int64_t i = 0; i < HS; i++) y[i] += sc[s] / sum * v[i];
+                    for (int64_t i = 0; i < HS; i++) y[i] += sc[s] / sum * ref_f(b, h, NH, T, t, s) * v[i];
                 }
             }
 }
@@ -81,6 +88,7 @@ static void ref_attention_backward(double *dqkv, const double *dout, const doubl
                     p[s] /= sum;
                     dp[s] = 0;
                     for (int64_t i = 0; i < HS; i++) dp[s] += dy[i] * v[i];
+                    dp[s] *= ref_f(b, h, NH, T, t, s); /* y = sum p f v: dP = f (dy . v) */
                     dsum += p[s] * dp[s];
                 }
                 for (int64_t s = 0; s < T; s++) {
@@ -91,7 +99,7 @@ static void ref_attention_backward(double *dqkv, const double *dout, const doubl
                     for (int64_t i = 0; i < HS; i++) {
                         dq[i] += g * k[i];
                         dk[i] += g * q[i];
-                        dk[C + i] += p[s] * dy[i]; /* dv */
+                        dk[C + i] += p[s] * ref_f(b, h, NH, T, t, s) * dy[i]; /* dv */
                     }
                 }
             }
@@ -115,7 +123,7 @@ static double rel_err_d(const float *a, const double *b, int64_t n) {
     return den > 0 ? num / den : num;
 }
 
-static void test_attention_op(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t TH, int fd) {
+static void test_attention_op(int64_t B, int64_t T, int64_t C, int64_t NH, int64_t TH, int fd, const gpt2rt__drop *dr) {
     int64_t n3 = B * T * 3 * C, n = B * T * C;
     float *qkv = malloc(sizeof(float) * (size_t)n3), *out = malloc(sizeof(float) * (size_t)n),
           *dout = malloc(sizeof(float) * (size_t)n), *dqkv = malloc(sizeof(float) * (size_t)n3),
@@ -124,14 +132,15 @@ static void test_attention_op(int64_t B, int64_t T, int64_t C, int64_t NH, int64
            *dd = malloc(sizeof(double) * (size_t)n), *gd = malloc(sizeof(double) * (size_t)n3);
     for (int64_t i = 0; i < n3; i++) { qkv[i] = urand(); qd[i] = qkv[i]; }
     for (int64_t i = 0; i < n; i++) { dout[i] = urand(); dd[i] = dout[i]; }
-    gpt2rt__cpu_attention_forward_masked(out, lse, qkv, scratch, B, T, C, NH, TH, NULL, 1);
+    ref_dr = dr;
+    gpt2rt__cpu_attention_forward_masked(out, lse, qkv, scratch, B, T, C, NH, TH, dr, 1);
     ref_attention(od, qd, B, T, C, NH, TH);
     /* fp32 scores of HS products and a softmax over <= T terms: about 1e-6 relative;
        1e-5 leaves a factor 10 and still fails on any wrong key set (errors O(0.1)) */
     double ef = rel_err_d(out, od, n);
     CHECK(ef < 1e-5, "masked attention forward (T %lld, HS %lld, TH %lld): rel err %.2e", (long long)T,
           (long long)(C / NH), (long long)TH, ef);
-    gpt2rt__cpu_attention_backward_masked(dqkv, dout, qkv, lse, scratch, B, T, C, NH, TH, NULL, 1);
+    gpt2rt__cpu_attention_backward_masked(dqkv, dout, qkv, lse, scratch, B, T, C, NH, TH, dr, 1);
     ref_attention_backward(gd, dd, qd, B, T, C, NH, TH);
     /* same fp32 rounding as the forward, through one more product: 1e-5 */
     double eb = rel_err_d(dqkv, gd, n3);
@@ -149,9 +158,10 @@ static void test_attention_op(int64_t B, int64_t T, int64_t C, int64_t NH, int64
             if (e > worst) worst = e;
         }
         CHECK(worst < 1e-7, "reference gradient vs finite differences: worst abs err %.2e", worst);
-        printf("    masked attention (T %lld, TH %lld): forward %.2e, backward %.2e, reference vs FD %.2e\n",
-               (long long)T, (long long)TH, ef, eb, worst);
+        printf("    masked attention (T %lld, TH %lld%s): forward %.2e, backward %.2e, reference vs FD %.2e\n",
+               (long long)T, (long long)TH, dr ? ", dropout 0.3" : "", ef, eb, worst);
     }
+    ref_dr = NULL;
     free(qkv); free(out); free(dout); free(dqkv); free(lse); free(scratch); free(qd); free(od); free(dd); free(gd);
 }
 
@@ -454,9 +464,16 @@ int main(void) {
     for (int i = 0; i < BW * L * M; i++) X[i] = (float)(sin(0.3 * i) * 2.0 + 0.3 * urand() + 1.0);
     for (int i = 0; i < BW * 20 * M; i++) Y[i] = (float)(sin(0.3 * (i + 80)) * 2.0 + 1.0);
     printf("test_allm4ts\n");
-    test_attention_op(2, 7, 8, 2, 4, 1);  /* tiled, 3 placeholders */
-    test_attention_op(1, 6, 8, 2, 6, 1);  /* TH = T: GPT-2's causal mask */
-    test_attention_op(1, 8, 1040, 2, 5, 0); /* HS * T > the tile: the untiled path */
+    test_attention_op(2, 7, 8, 2, 4, 1, NULL);    /* tiled, 3 placeholders */
+    test_attention_op(1, 6, 8, 2, 6, 1, NULL);    /* TH = T: GPT-2's causal mask */
+    test_attention_op(1, 8, 1040, 2, 5, 0, NULL); /* HS * T > the tile: the untiled path */
+    /* the probabilities' dropout under the mask (aLLM4TS stage 1 trains with dropout), p = 0.3:
+       the placeholder's own key draws element (row, t) of the mask as the forward did */
+    gpt2rt__drop dr;
+    memset(&dr, 0, sizeof dr);
+    dr.on = 1; dr.thresh = (uint32_t)(0.3 * 4294967296.0); dr.scale = 1.0f / 0.7f; dr.key = 0x5EEDull;
+    test_attention_op(2, 7, 8, 2, 4, 1, &dr);
+    test_attention_op(1, 8, 1040, 2, 5, 0, &dr);
     test_mask_op();
     test_losses();
     test_mask_model();
