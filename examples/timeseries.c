@@ -467,6 +467,15 @@ static int model_shape(const opts *o, gpt2rt_config *c) {
     return 1;
 }
 
+/* a loaded series' info (zero if the call failed, which a loaded series does not: the
+   zeroing also tells gcc -O2 the struct is set) */
+static gpt2rt_series_info info_of(gpt2rt_series *d) {
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    (void)gpt2rt_series_info_get(d, &in);
+    return in;
+}
+
 /* the mean next-patch MSE over every validation window of every file, each channel a
    series, in whole batches of B series (the last partial batch is left out: filling it
    would weigh its series twice) */
@@ -476,8 +485,7 @@ static int pretrain_val(gpt2rt_ctx *ctx, gpt2rt_series **ds, int nf, int B, int6
     int64_t n = 0;
     gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL);
     for (int k = 0; k < nf; k++) {
-        gpt2rt_series_info in;
-        gpt2rt_series_info_get(ds[k], &in);
+        gpt2rt_series_info in = info_of(ds[k]);
         int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
         for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
             int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
@@ -523,8 +531,7 @@ static int pretrain(opts *o) {
             fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
             return 1;
         }
-        gpt2rt_series_info in;
-        gpt2rt_series_info_get(ds[nf], &in);
+        gpt2rt_series_info in = info_of(ds[nf]);
         nser[nf] = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
         if (in.channels > Mmax) Mmax = in.channels;
         steps += nser[nf] / B;
@@ -576,8 +583,7 @@ static int pretrain(opts *o) {
         for (int64_t s = 0, k = 0; s < steps; s++) {
             while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
             gpt2rt_series *d = ds[k % nf];
-            gpt2rt_series_info in;
-            gpt2rt_series_info_get(d, &in);
+            gpt2rt_series_info in = info_of(d);
             int64_t M = in.channels, i0 = pos[k % nf], w0 = i0 / M, w1 = (i0 + B - 1) / M;
             gpt2rt_step_stats st;
             if (gpt2rt_series_batch(d, GPT2RT_SERIES_TRAIN, o->seed, epoch, w0, (int)(w1 - w0 + 1), tmp, ytmp) !=
