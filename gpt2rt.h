@@ -715,6 +715,10 @@ typedef struct gpt2rt_config {
     /* generation (gpt2rt_generate): the KV cache, planned and allocated like the rest */
     int kv_batch;   /* sequences generated at once (rows of the cache), 0 -> no cache */
     int kv_len;     /* positions of a row, prompt + generated, 0 -> max_seq_len */
+    int inference;  /* 1: a context for generation and forward-only evaluation: weights, the KV
+                       cache, the logits and a forward workspace (two layers' buffers, reused),
+                       no gradients, moments, master weights or saved activations; starts in
+                       GPT2RT_MODE_EVAL; training calls are refused. 0: training (the default) */
 
     /* precision and memory */
     gpt2rt_precision precision;
@@ -1235,6 +1239,8 @@ typedef struct gpt2rt__dims {
     int shards;            /* ZeRO-1: ranks the moments and master weights are split over; 1: none */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
     int64_t KB, KS;        /* generation: KV cache rows and positions (0: no cache) */
+    int infer;             /* inference context: every group counts as frozen (no gradients, moments,
+                              master), two layer blocks used in turn, no transient */
 } gpt2rt__dims;
 
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
@@ -2038,6 +2044,26 @@ static gpt2rt_result gpt2rt__cfg_check_kv(const gpt2rt_config *c, char *err, siz
     return GPT2RT_OK;
 }
 
+/* the inference context: forward only, so the knobs that shape training's memory have
+   nothing to act on (refused rather than silently ignored) */
+static gpt2rt_result gpt2rt__cfg_check_inference(const gpt2rt_config *c, char *err, size_t cap) {
+    if (c->inference != 0 && c->inference != 1)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = %d must be 0 (training) or 1 (generation and "
+                    "forward-only evaluation)", c->inference);
+    if (!c->inference) return GPT2RT_OK;
+    if (c->recompute != GPT2RT_RECOMPUTE_NONE)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with recompute = %d: recompute trades the "
+                    "backward's saved activations, which an inference context does not keep; set recompute = NONE",
+                    (int)c->recompute);
+    if (c->parallel != GPT2RT_PARALLEL_NONE)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference = 1 with parallel = %d is not implemented yet: "
+                    "use parallel = NONE (one device)", (int)c->parallel);
+    if (c->frozen)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with frozen = 0x%x: nothing is trained, so "
+                    "nothing is frozen; set frozen = 0", c->frozen);
+    return GPT2RT_OK;
+}
+
 /* backend, precision and memory */
 static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *err, size_t cap) {
     if ((int)c->backend < 0 || c->backend > GPT2RT_BACKEND_CUDA)
@@ -2283,6 +2309,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     if ((r = gpt2rt__cfg_check_dropout(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_batch(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_kv(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_inference(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_process(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
@@ -2323,6 +2350,14 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
     d.align = d.cuda ? 256 : 64;
     d.KB = c->kv_batch; d.KS = c->kv_batch ? c->kv_len : 0;
+    d.infer = c->inference;
+    if (d.infer) { /* nothing trains: no parameter owns a gradient; the forward keeps its outputs in the
+                      block it writes (no scratch for outputs not kept) */
+        d.frozen = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
+                   GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
+        d.keep_ln1 = d.keep_mlp_in = 1;
+        d.rc = 0;
+    }
     return d;
 }
 
@@ -2750,7 +2785,9 @@ static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *ba
 static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     gpt2rt__layer_acts a;
     int full = ctx->d.recompute == GPT2RT_RECOMPUTE_FULL;
-    int64_t slot = full ? l % ctx->d.ck : l - ctx->l0; /* a layer-split stage's blocks start at its first layer */
+    /* a layer-split stage's blocks start at its first layer; inference: two blocks in turn, so
+       layer l reads layer l-1's output from the other */
+    int64_t slot = full ? l % ctx->d.ck : ctx->d.infer ? (l - ctx->l0) % 2 : l - ctx->l0;
     gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + slot * ctx->layer_stride, &a, full);
     return a;
 }
@@ -2837,7 +2874,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     /* activations: tokens, layer input, the layers (or FULL's checkpoints and slots), ln_f, losses */
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     int64_t stride = gpt2rt__layer_acts_carve(d, NULL, NULL, full);
-    int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : nl;
+    int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : d->infer ? (nl < 2 ? nl : 2) : nl;
     int64_t n_ckpt = full ? (nl + d->ck - 1) / d->ck - 1 : 0; /* the layer input is checkpoint 0 */
     int64_t o = 0, act = gpt2rt__ald(d, BT * C * ab);
     /* tokens: the ids; patches: the normalised patches and their series' statistics,
@@ -2879,7 +2916,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     int64_t big = gpt2rt__ald(d, BT * 4 * C * ab);
     /* patches with RevIN's affine: the gradient of the patches (BT,PL) */
     int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
-    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
+    bytes[GPT2RT_MEM_TRANSIENT] = d->infer ? 0 : (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
     /* the head's output: logits (BT,Vp), or the normalised predictions (B*M,H) */
     bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(BT * d->Vp * ab);
 
@@ -2932,11 +2969,12 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->ts_pred = d->patches ? (float *)(void *)(a + o_pred) : NULL;
     ctx->ts_z = d->affine ? (float *)(void *)(a + o_z) : NULL;
     unsigned char *tr = (unsigned char *)ctx->arena[GPT2RT_MEM_TRANSIENT];
-    ctx->dres = (float *)(void *)tr;
-    ctx->dbuf = (float *)(void *)(tr + act);
-    ctx->dbig = (float *)(void *)(tr + 2 * act);
-    ctx->rcbuf = d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
-    ctx->ts_dpatch = dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
+    int has_tr = !d->infer; /* inference: no transient arena, no backward scratch */
+    ctx->dres = has_tr ? (float *)(void *)tr : NULL;
+    ctx->dbuf = has_tr ? (float *)(void *)(tr + act) : NULL;
+    ctx->dbig = has_tr ? (float *)(void *)(tr + 2 * act) : NULL;
+    ctx->rcbuf = has_tr && d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
+    ctx->ts_dpatch = has_tr && dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
     ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
     unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
     ctx->gemm_ws = ws;
@@ -2987,6 +3025,7 @@ static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
+    if (d.infer) { layer = layer_fwd; head /= 3; } /* the forward alone */
     double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
     if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
     if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
@@ -3243,6 +3282,16 @@ static size_t gpt2rt__fit_explain_start(char *buf, size_t cap, size_t n, const g
         GPT2RT__PUT(" (%.2f %s arenas + %.2f %s estimated overhead)", GPT2RT__SZ(base->total[at]),
                     GPT2RT__SZ(base->overhead[at]));
     GPT2RT__PUT("; the budget is %.2f %s per device\n", GPT2RT__SZ(budget));
+    if (c0->inference) {
+        gpt2rt_config u = *c0;
+        gpt2rt_memory_plan up;
+        u.inference = 0;
+        if (gpt2rt_plan(&u, &up) == GPT2RT_OK)
+            GPT2RT__PUT("- inference = 1 already saves %.2f %s against a training context of this shape: no "
+                        "gradients, no AdamW moments, no master weights, two layers' activations (reused) instead "
+                        "of %d, no backward scratch\n", GPT2RT__SZ(gpt2rt__plan_peak(&up, NULL) - peak0),
+                        c0->n_layer);
+    }
     if (c0->frozen) {
         gpt2rt_config u = *c0;
         gpt2rt_memory_plan up;
@@ -10912,8 +10961,10 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     }
 
     /* zero gradients and moments, then the weights from the host */
-    GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
-    GPT2RT__CU_CCK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream)); /* m, v: n_opt each */
+    if (st->n_train) { /* an inference context (config.inference) has neither */
+        GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
+        GPT2RT__CU_CCK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream)); /* m, v: n_opt each */
+    }
     GPT2RT__CU_CCK(cudaStreamSynchronize(st->stream));
     {
         gpt2rt_result r = gpt2rt__cu_upload_params(ctx, st);
@@ -11049,6 +11100,7 @@ static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int 
     st->layer = -1;
     GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (!st->n_train) return GPT2RT_OK; /* an inference context (config.inference): nothing to zero */
     GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
     if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
@@ -14873,6 +14925,7 @@ static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *pla
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
     if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
+    if (d.infer) plan->flops_per_token /= 3.0; /* the forward alone: a third of forward + backward */
     /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
     plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
                             c->world_size; /* every process its own micro-batches */
@@ -14948,8 +15001,8 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);
     GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
                 c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
-                (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params))
-                / 1e6);
+                c->inference ? 0.0 : (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0
+                                              : p->n_params_padded - p->n_params)) / 1e6);
     GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
                 c->seq_len, c->grad_accum, (long long)fig.tokens_per_step, gpt2rt__precision_name(c->precision),
                 gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
@@ -14958,6 +15011,7 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (c->world_size > 1) GPT2RT__PUT(" x %d processes (this is rank %d)", c->world_size, c->rank);
     if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
+    if (c->inference) GPT2RT__PUT(", inference (forward only)");
     GPT2RT__PUT("\n");
     if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
         gpt2rt__span sp[GPT2RT_MAX_DEVICES];
@@ -15068,6 +15122,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", plan.error);
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
+    ctx->eval = ctx->cfg.inference; /* an inference context evaluates: no dropout unless asked for */
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     /* the stages run several micro-batches at once, and a context draws one forward's masks */
     if (split && (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
@@ -15234,6 +15289,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
 }
 
 /* ==== 11.4 Training ==== */
+
+/* the training calls on an inference context (config.inference = 1): it holds no
+   gradients and no AdamW moments, so fn has nothing to work on */
+static gpt2rt_result gpt2rt__training_only(gpt2rt_ctx *ctx, const char *fn, const char *needs) {
+    if (!ctx->cfg.inference) return GPT2RT_OK;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context was created with config.inference = 1 (weights, "
+                        "KV cache and a forward workspace only: 0 bytes of gradients and AdamW moments), and %s "
+                        "needs %s; create the context with inference = 0 to train", fn, fn, needs);
+}
 
 /* the call fn is made for the context's input kind (series: the _series calls) */
 static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int series) {
@@ -15437,6 +15501,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, 
 
 GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_backward", "the gradients and the saved activations"));
     if (ctx->n_ranks <= 1) return ctx->comm_proc.destroy ? gpt2rt__proc_backward(ctx) : gpt2rt__backward_one(ctx);
     if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
@@ -15452,6 +15517,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_update", "the gradients and the AdamW moments"));
     if (ctx->n_ranks <= 1) return gpt2rt__update_one(ctx, stats);
     double t0 = gpt2rt__now();
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
@@ -15463,6 +15529,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_step", "the gradients and the AdamW moments"));
     if (ctx->ls && !ctx->d.patches && inputs && targets) return gpt2rt__ls_step(ctx, "gpt2rt_step", inputs, targets, stats);
     if (ctx->n_ranks <= 1) return gpt2rt__step_one(ctx, inputs, targets, stats);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
@@ -15473,6 +15540,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_step_series", "the gradients and the AdamW moments"));
     if (ctx->ls && ctx->d.patches && x && y) return gpt2rt__ls_step(ctx, "gpt2rt_step_series", x, y, stats);
     if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
@@ -15633,6 +15701,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_save", "the AdamW moments (gpt2rt_weights_save "
+                                      "writes the weights)"));
     if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
@@ -15675,6 +15745,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_load", "the AdamW moments (gpt2rt_weights_load "
+                                      "reads the weights)"));
     if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
@@ -15724,6 +15796,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
+    if (what != GPT2RT_PARAM_VALUE)
+        GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_param_read", "gradients or moments to read"));
     if (ctx->ls && ctx->ls->ops) return ctx->ls->ops->param_read(ctx, t, what, dst); /* CUDA (8.7) */
     return ctx->be->param_read(ctx, name, t, what, dst);
 }
