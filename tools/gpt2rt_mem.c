@@ -79,6 +79,9 @@ static void usage(void) {
         "  --recompute none|selective|full\n"
         "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
         "                                 (implies --recompute full when that is not given)\n"
+        "  --inference                    a context for generation and evaluation only: weights,\n"
+        "                                 KV cache, logits, two layers' activations; no gradients,\n"
+        "                                 moments or master weights (--sweep inference=0,1 compares)\n"
         "  --kv-batch N --kv-len N        the KV cache of generation: N sequences at once,\n"
         "                                 positions each (default --ctx)\n"
         "devices:\n"
@@ -99,7 +102,7 @@ static void usage(void) {
         "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
         "  --allow-shard                  let the advisor also switch ZeRO-1 sharding (ddp)\n"
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
-        "                                 devices|mode; recompute values: none, selective,\n"
+        "                                 devices|mode|inference; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
@@ -256,7 +259,8 @@ static const char *set_knob(knobs *k, const char *knob, const char *v) {
         else return "is not none, ddp or split";
         return NULL;
     }
-    return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode)";
+    if (!strcmp(knob, "inference")) return to_int(v, 0, 1, &c->inference) ? NULL : "is not 0 or 1";
+    return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode, inference)";
 }
 
 /* What the flags leave implicit: the mode follows the device count unless given,
@@ -310,6 +314,7 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--allow-precision")) { o->allow |= GPT2RT_FIT_PRECISION; continue; }
         if (!strcmp(a, "--allow-shard")) { o->allow |= GPT2RT_FIT_SHARD; continue; }
         if (!strcmp(a, "--shard")) { c->shard_optimizer = 1; continue; }
+        if (!strcmp(a, "--inference")) { c->inference = 1; continue; }
         if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
         /* every other option takes a value: --opt V or --opt=V */
         char name[64];
@@ -406,9 +411,10 @@ static const char *category_hint(int cat) {
     switch (cat) {
     case GPT2RT_MEM_WEIGHTS: return "model size; --precision bf16 halves it; --mode split divides it";
     case GPT2RT_MEM_MASTER: return "fp32 copy kept by bf16/fp16 for the update";
-    case GPT2RT_MEM_GRADS: return "trained parameters: --frozen, --mode split";
+    case GPT2RT_MEM_GRADS: return "trained parameters: --frozen, --mode split; none with --inference";
     case GPT2RT_MEM_MOMENTS: return "AdamW m and v, 8 bytes per trained parameter: --frozen, --mode split";
-    case GPT2RT_MEM_ACTIVATIONS: return "grows with --batch x --seq x layers: --recompute, smaller --batch";
+    case GPT2RT_MEM_ACTIVATIONS: return "grows with --batch x --seq x layers: --recompute, smaller --batch; "
+                                        "--inference keeps two layers'";
     case GPT2RT_MEM_TRANSIENT: return "one layer's backward scratch: --batch x --seq";
     case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum";
     case GPT2RT_MEM_WORKSPACE: return "library scratch, roughly fixed";
