@@ -251,6 +251,19 @@
    (GPT4TS freezes ATTENTION | MLP). The gradients that remain are bitwise those of
    the unfrozen model.
 
+   Inference (config.inference = 1): a context for generation and forward-only
+   evaluation. Every group counts as frozen, so no gradients, moments or master
+   weights; the layers' forward runs through two activation blocks in turn (layer l
+   reads layer l-1's output from the other), with no backward scratch; the weights,
+   the logits, the KV cache and the workspace are a training context's. It starts in
+   GPT2RT_MODE_EVAL. gpt2rt_forward (loss, logits), gpt2rt_forward_series,
+   gpt2rt_generate, loads, saves of the weights and gpt2rt_param_read / _write of
+   values run as on a training context, with bitwise the same results;
+   gpt2rt_backward, _update, _step, _step_series, state save / load and reads of
+   gradients or moments return GPT2RT_ERR_STATE naming the field. recompute, frozen
+   and parallel are refused with it. GPT-2 124M, one row, 192 cache positions:
+   496 MiB planned against 1921 MiB for a training context.
+
    Out of memory. A plan above memory_budget (or, on Linux, above the available
    memory) is refused before anything is allocated; that error and a failed
    allocation list the categories, the free memory and what gpt2rt_fit suggests.
