@@ -167,6 +167,7 @@
    gpt2rt_backward                       gradients of the last forward's loss (+=)
    gpt2rt_update                         one AdamW step, then zero the gradients
    gpt2rt_step                           forward + backward + update in one call
+   gpt2rt_schedule_set                   warmup and total steps changed mid-run
    gpt2rt_logits                         copy the last forward's logits (B,T,vocab)
    gpt2rt_mode_set / _get                TRAIN (dropout on, the default) or EVAL
    gpt2rt_forward_series / _step_series  the same with float windows (time series)
@@ -908,6 +909,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx);
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs,
                                      const int32_t *targets, gpt2rt_step_stats *stats);
+/* The learning-rate schedule from the next update on: warmup_steps and total_steps as
+   the config's fields (0 <= warmup <= total; total 0: constant after the warmup), for
+   a run whose length is known only once it started (a time budget sized from the
+   first steps' speed). The updates already taken count in it: the next one is step
+   gpt2rt_step_stats.step of the new schedule. gpt2rt_config_get shows it. */
+GPT2RT_DEF gpt2rt_result gpt2rt_schedule_set(gpt2rt_ctx *ctx, int warmup_steps, int total_steps);
 /* GPT2RT_MODE_TRAIN (the default) or GPT2RT_MODE_EVAL: whether the forwards that
    follow apply dropout. Evaluate (validation loss, predictions, generation) in
    EVAL; a backward follows the mode of its forward. */
@@ -15549,6 +15556,22 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
     if (!inputs || !targets)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: %s is NULL", inputs ? "targets" : "inputs");
     return gpt2rt__dp_step(ctx, "gpt2rt_step", GPT2RT__DP_STEP, inputs, targets, stats);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_schedule_set(gpt2rt_ctx *ctx, int warmup_steps, int total_steps) {
+    GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_schedule_set", "an optimizer"));
+    if (warmup_steps < 0 || total_steps < 0 || (total_steps && warmup_steps > total_steps))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_schedule_set: warmup_steps = %d, total_steps = "
+                            "%d: each must be >= 0 and warmup_steps <= total_steps (total_steps 0: a constant rate "
+                            "after the warmup)", warmup_steps, total_steps);
+    /* every data-parallel rank computes the rate of its own update */
+    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
+        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        rc->cfg.warmup_steps = warmup_steps;
+        rc->cfg.total_steps = total_steps;
+    }
+    return GPT2RT_OK;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {

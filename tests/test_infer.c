@@ -11,7 +11,9 @@
    - every training call is refused with GPT2RT_ERR_STATE naming config.inference, and
      the context still evaluates afterwards; bad configs are refused naming the field;
    - the plan's table, the advisor and the FLOPs say what it is (forward only: a third
-     of forward + backward). */
+     of forward + backward).
+   And gpt2rt_schedule_set (the schedule re-sized mid-run, as train_text --minutes does):
+   from the call on, bitwise the rates of a context configured with that schedule. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -269,10 +271,81 @@ static void test_refusals(void) {
     CHECK(gpt2rt_plan(&c2, &p) == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "frozen = 0x10"), "frozen: %s", p.error);
 }
 
+/* ---- gpt2rt_schedule_set: a schedule changed after some steps is the one configured ----
+   A context created for 40 steps and re-sized to warmup 2, total 10 after 3 updates
+   takes bitwise the rates and weights of one created with warmup 2, total 10 */
+static void test_schedule(void) {
+    gpt2rt_config a = small(2), b;
+    a.kv_batch = 0; a.kv_len = 0;
+    a.lr = 1e-2f; a.min_lr_frac = 0.1f; a.warmup_steps = 2; a.total_steps = 10;
+    b = a;
+    b.warmup_steps = 5; b.total_steps = 40;
+    gpt2rt_ctx *ca = make(&a), *cb = make(&b);
+    int32_t x[16], y[16];
+    float ra[12], rb[12];
+    int same_lr = 1;
+    for (int s = 0; s < 12; s++) {
+        gpt2rt_step_stats sa, sb;
+        if (s == 3) {
+            CHECK_OK(cb, gpt2rt_schedule_set(cb, 2, 10));
+            gpt2rt_config got = gpt2rt_config_get(cb);
+            CHECK(got.warmup_steps == 2 && got.total_steps == 10, "config_get: warmup %d total %d", got.warmup_steps,
+                  got.total_steps);
+        }
+        data(100 + s, 16, a.vocab_size, x, y);
+        CHECK_OK(ca, gpt2rt_step(ca, x, y, &sa));
+        CHECK_OK(cb, gpt2rt_step(cb, x, y, &sb));
+        ra[s] = sa.lr; rb[s] = sb.lr;
+        if (s >= 3) same_lr &= memcmp(&ra[s], &rb[s], sizeof(float)) == 0;
+    }
+    CHECK(same_lr, "rates after schedule_set differ from the configured schedule's");
+    /* steps 0..2 ran the old schedule: warmup 5 gives lr (s+1)/5, against (s+1)/2 */
+    CHECK(rb[0] == 1e-2f * 1.0f / 5.0f && ra[0] == 1e-2f / 2.0f, "step 0: %g, %g", rb[0], ra[0]);
+    /* the configured schedule itself, from the manual's formula: step 6 is the cosine's middle
+       (r = (6-2)/8), lr_min + (lr - lr_min)/2 = 5.5e-3, to fp32 rounding (2^-24 relative, a few ops) */
+    CHECK(fabs(ra[6] - 5.5e-3) <= 5.5e-3 * 4e-7, "step 6: %.9g, want 5.5e-3", ra[6]);
+    CHECK(ra[10] == 1e-3f && ra[11] == 1e-3f, "after total_steps: %g %g, want lr_min 1e-3", ra[10], ra[11]);
+    /* re-sized before its first update, a context trains bitwise the configured one's weights */
+    gpt2rt_ctx *cc = make(&b);
+    CHECK_OK(cc, gpt2rt_schedule_set(cc, 2, 10));
+    for (int s = 0; s < 12; s++) {
+        data(100 + s, 16, a.vocab_size, x, y);
+        CHECK_OK(cc, gpt2rt_step(cc, x, y, NULL));
+    }
+    static float wa[200000], wc[200000];
+    int64_t na = harness_params(ca, GPT2RT_PARAM_VALUE, wa), nc = harness_params(cc, GPT2RT_PARAM_VALUE, wc);
+    CHECK(na == nc && na > 0 && memcmp(wa, wc, (size_t)na * sizeof(float)) == 0, "weights after 12 steps differ");
+    gpt2rt_free(cc);
+    /* refusals */
+    gpt2rt_result r = gpt2rt_schedule_set(cb, 11, 10);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(cb), "warmup_steps = 11") &&
+          has(gpt2rt_last_error(cb), "total_steps = 10"), "warmup > total: %s", gpt2rt_last_error(cb));
+    r = gpt2rt_schedule_set(cb, -1, 0);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(cb), "warmup_steps = -1"), "negative: %s",
+          gpt2rt_last_error(cb));
+    gpt2rt_config got = gpt2rt_config_get(cb);
+    CHECK(got.warmup_steps == 2 && got.total_steps == 10, "a refused call changed the schedule");
+    /* total 0: constant after the warmup */
+    CHECK_OK(cb, gpt2rt_schedule_set(cb, 0, 0));
+    gpt2rt_step_stats st;
+    CHECK_OK(cb, gpt2rt_step(cb, x, y, &st));
+    CHECK(st.lr == 1e-2f, "total 0: lr %g, want the peak 1e-2", st.lr);
+    gpt2rt_free(ca);
+    gpt2rt_free(cb);
+    gpt2rt_config i = small(2);
+    i.inference = 1;
+    gpt2rt_ctx *ci = make(&i);
+    r = gpt2rt_schedule_set(ci, 1, 2);
+    CHECK(r == GPT2RT_ERR_STATE && has(gpt2rt_last_error(ci), "config.inference = 1"), "inference: %s",
+          gpt2rt_last_error(ci));
+    gpt2rt_free(ci);
+}
+
 int main(void) {
     test_plan();
     for (int L = 1; L <= 5; L += (L == 2 ? 3 : 1)) test_same_as_training(L);
     test_series();
     test_refusals();
+    test_schedule();
     return harness_finish();
 }
