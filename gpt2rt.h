@@ -741,6 +741,10 @@ typedef struct gpt2rt_config {
     gpt2rt_recompute recompute;
     int checkpoint_every; /* full recompute: keep every k-th layer input, 0 -> 1,
                              GPT2RT_CHECKPOINT_SQRT -> round(sqrt(n_layer)) */
+    int classifier_chunk; /* tokens whose logits are held at once: the LM head, the loss and
+                             their backward run chunk by chunk and the logits arena is (chunk,
+                             padded_vocab); 0 (or >= B*T) -> all B*T, as before. CPU backend,
+                             one device or data parallel; gpt2rt_logits then answers STATE */
 
     /* parallel */
     gpt2rt_parallel parallel;
@@ -1259,6 +1263,7 @@ typedef struct gpt2rt__dims {
     int shards;            /* ZeRO-1: ranks the moments and master weights are split over; 1: none */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
     int64_t KB, KS;        /* generation: KV cache rows and positions (0: no cache) */
+    int64_t hc;            /* tokens the LM head holds logits of at once (classifier_chunk; BT: all) */
     int infer;             /* inference context: every group counts as frozen (no gradients, moments,
                               master), two layer blocks used in turn, no transient */
 } gpt2rt__dims;
@@ -1456,6 +1461,7 @@ struct gpt2rt_ctx {
     int64_t acc_targets;
     int acc_micro;
     int have_logits, have_loss, grads_pending;
+    int head_fused; /* classifier_chunk: gpt2rt_step's forward already ran the head's backward */
     int have_pred; /* ts_pred holds the last series forward's predictions */
     gpt2rt__comm *comm; /* the data-parallel ranks this context reduces with (1.4); &comm_self alone */
     gpt2rt__comm comm_self;
@@ -2111,6 +2117,18 @@ static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *e
     if (c->recompute == GPT2RT_RECOMPUTE_FULL && (c->checkpoint_every < 1 || c->checkpoint_every > c->n_layer))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = %d must lie in [1, n_layer = %d] "
                     "(or be GPT2RT_CHECKPOINT_SQRT)", c->checkpoint_every, c->n_layer);
+    if (c->classifier_chunk < 0)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "classifier_chunk = %d must be >= 0 (0: every token's logits at "
+                    "once)", c->classifier_chunk);
+    if (c->classifier_chunk && c->input == GPT2RT_INPUT_PATCHES)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "classifier_chunk = %d applies to token models (the LM head); "
+                    "this one has patch inputs", c->classifier_chunk);
+    if (c->classifier_chunk && cuda)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d on the CUDA backend is not implemented yet: "
+                    "set 0, or backend = GPT2RT_BACKEND_CPU", c->classifier_chunk);
+    if (c->classifier_chunk && c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d with parallel = LAYER_SPLIT is not "
+                    "implemented yet: set 0, or use one device or DATA", c->classifier_chunk);
     return GPT2RT_OK;
 }
 
@@ -2370,6 +2388,7 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
     d.align = d.cuda ? 256 : 64;
     d.KB = c->kv_batch; d.KS = c->kv_batch ? c->kv_len : 0;
+    d.hc = c->classifier_chunk && c->classifier_chunk < d.BT ? c->classifier_chunk : d.BT;
     d.infer = c->inference;
     if (d.infer) { /* nothing trains: no parameter owns a gradient; the forward keeps its outputs in the
                       block it writes (no scratch for outputs not kept) */
@@ -2938,7 +2957,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
     bytes[GPT2RT_MEM_TRANSIENT] = d->infer ? 0 : (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
     /* the head's output: logits (BT,Vp), or the normalised predictions (B*M,H) */
-    bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(BT * d->Vp * ab);
+    bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(d->hc * d->Vp * ab);
 
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
@@ -7207,6 +7226,57 @@ static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, i
     return dr;
 }
 
+/* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
+   Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
+   token's lse and loss as the whole-batch path computes them, and, in the backward or
+   in a forward whose backward follows at once (gpt2rt_step: fused, no second product),
+   dlogits in place, the chunk's rows of d(lnf) into dbuf and wte's gradient +=. Every
+   step is row by row but wte's gradient, a sum over the tokens: bitwise the
+   whole-batch path's when hc is a multiple of the matrix product's KC slice
+   (GPT2RT_SGEMM_KC, 256 by default), else within fp32 reassociation. */
+static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int loss, int grad, float dloss) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t C = d->C;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n, C, d->Vp, ctx->gemm_ws, d->nt);
+    if (loss) {
+        int64_t cnt;
+        double sum;
+        (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i, ctx->logits, ctx->targets + i, n,
+                                               d->V, d->Vp, &cnt, &sum, d->nt);
+    }
+    if (!grad) return;
+    gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
+    gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i, ctx->targets + i, dloss, n, d->V, d->Vp, d->nt);
+    gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits, ctx->lnf + i * C, p.wte, n, C, d->Vp,
+                                ctx->gemm_ws, d->nt);
+}
+
+/* the loss of the last forward (targets copied): chunk by chunk, then summed over the
+   tokens in order as gpt2rt__cpu_crossentropy_forward does; fused: the head's backward too */
+static float gpt2rt__cpu_head_chunked_loss(gpt2rt_ctx *ctx, int fused) {
+    const gpt2rt__dims *d = &ctx->d;
+    float dloss = 1.0f / (float)(d->n_out * ctx->cfg.grad_accum); /* gpt2rt__cpu_backward's */
+    for (int64_t i = 0; i < d->BT; i += d->hc)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 1, fused, dloss);
+    ctx->head_fused = fused;
+    double total = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < d->BT; i++)
+        if (ctx->targets[i] >= 0) { total += ctx->losses[i]; n++; }
+    ctx->n_targets = n;
+    ctx->loss_sum = total;
+    return n ? (float)(total / (double)n) : 0.0f;
+}
+
+/* the head's backward unless the forward ran it: the logits again, chunk by chunk */
+static void gpt2rt__cpu_head_chunked_backward(gpt2rt_ctx *ctx, float dloss) {
+    const gpt2rt__dims *d = &ctx->d;
+    if (ctx->head_fused) { ctx->head_fused = 0; return; }
+    for (int64_t i = 0; i < d->BT; i += d->hc)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 0, 1, dloss);
+}
+
 /* ---- the CPU backend's steps ---- */
 
 static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
@@ -7267,7 +7337,7 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     if (dr.on) gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt);
     if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
         gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B, d->T * d->C, d->H, ctx->gemm_ws, d->nt);
-    else
+    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
         gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
     return GPT2RT_OK;
 }
@@ -7282,6 +7352,8 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
                                 dloss, d);
         gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, d->B, d->T * C, d->H,
                                     ctx->gemm_ws, nt);
+    } else if (d->hc < BT) {
+        gpt2rt__cpu_head_chunked_backward(ctx, dloss);
     } else {
         gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
         /* LM head (tied): dlnf -> dbuf */
@@ -7568,12 +7640,18 @@ static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs,
                                          int fuse) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt_result r;
-    (void)fuse; /* the logits stay; the backward turns them into dlogits */
+    /* the logits stay, the backward turns them into dlogits; classifier_chunk: fuse runs the
+       head's backward here, chunk by chunk, and no logits stay */
     memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
+    ctx->head_fused = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
-    ctx->have_logits = 1;
+    ctx->have_logits = d->hc == d->BT;
     ctx->have_loss = 0;
-    if (targets) {
+    if (targets && d->hc < d->BT) {
+        memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
+        ctx->loss = gpt2rt__cpu_head_chunked_loss(ctx, fuse);
+        ctx->have_loss = 1;
+    } else if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
         ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
                                                  d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
@@ -15422,6 +15500,10 @@ static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t cou
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst holds %lld floats, needs "
                             "B*T*vocab = %lld*%lld*%lld = %lld", (long long)count, (long long)d->B, (long long)d->T,
                             (long long)d->V, (long long)(d->BT * d->V));
+    if (d->hc < d->BT)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: classifier_chunk = %d holds the logits of %lld "
+                            "tokens at a time, never all B*T = %lld; create the context with classifier_chunk = 0 "
+                            "to read them", ctx->cfg.classifier_chunk, (long long)d->hc, (long long)d->BT);
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");

@@ -341,11 +341,122 @@ static void test_schedule(void) {
     gpt2rt_free(ci);
 }
 
+/* ---- classifier_chunk: the LM head, loss and backward over chunks of tokens ----
+   Against the whole-batch path (chunk 0) on B=2, T=256 (BT = 512): the loss bitwise for
+   every chunk (each token's row is computed alone); every gradient but wte's bitwise
+   (d(lnf) is row by row); wte's gradient, a sum over the tokens, bitwise for chunks that
+   are multiples of the matrix product's KC slice (256), else within reassociation;
+   the same through gpt2rt_step (the fused path: the head's backward in the forward) and
+   through forward + backward (the logits computed again). */
+static gpt2rt_ctx *make_chunk(int chunk, counter *k) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 37; c.max_seq_len = 256;
+    c.batch_size = 2; c.seq_len = 256; c.seed = 5; c.n_threads = 2; c.lr = 1e-2f; c.classifier_chunk = chunk;
+    if (k) { c.alloc = count_alloc; c.free = count_free; c.alloc_user = k; }
+    gpt2rt_memory_plan p;
+    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK && p.bytes[0][GPT2RT_MEM_LOGITS] == (uint64_t)(chunk ? chunk : 512) * 128 * 4,
+          "chunk %d: logits %llu bytes, want %d x 128 x 4", chunk, (unsigned long long)p.bytes[0][GPT2RT_MEM_LOGITS],
+          chunk ? chunk : 512);
+    gpt2rt_ctx *ctx = make(&c);
+    if (k) {
+        int bad = 0;
+        for (int m = 0; m < GPT2RT_MEM_COUNT; m++) bad += k->bytes[m] != p.bytes[0][m];
+        CHECK(bad == 0, "chunk %d: %d categories planned != allocated", chunk, bad);
+    }
+    return ctx;
+}
+
+static void test_chunked(void) {
+    enum { BT = 512, WTE = 37 * 16 }; /* wte comes first in the public order: vocab x C floats */
+    static int32_t x[BT], y[BT];
+    static float ga[20000], gb[20000], wa[20000], wb[20000];
+    uint64_t s = 3;
+    for (int i = 0; i < BT; i++) {
+        x[i] = (int32_t)(harness_rng_next(&s) % 37);
+        y[i] = i % 5 == 4 ? -100 : (int32_t)(harness_rng_next(&s) % 37);
+    }
+    gpt2rt_ctx *a = make_chunk(0, NULL), *a2 = make_chunk(0, NULL);
+    float la, lb;
+    CHECK_OK(a, gpt2rt_forward(a, x, y, &la));
+    CHECK_OK(a, gpt2rt_backward(a));
+    int64_t n = harness_params(a, GPT2RT_PARAM_GRAD, ga);
+    gpt2rt_step_stats sa, sb;
+    CHECK_OK(a2, gpt2rt_step(a2, x, y, &sa));
+    harness_params(a2, GPT2RT_PARAM_VALUE, wa);
+    int chunks[] = {1, 7, 100, 256, 300};
+    for (int k = 0; k < 5; k++) {
+        int c = chunks[k], bitwise = c % 256 == 0;
+        counter cnt;
+        memset(&cnt, 0, sizeof cnt);
+        gpt2rt_ctx *b = make_chunk(c, &cnt), *b2 = make_chunk(c, NULL);
+        /* forward + backward: the logits computed again in the backward */
+        CHECK_OK(b, gpt2rt_forward(b, x, y, &lb));
+        CHECK(memcmp(&la, &lb, sizeof la) == 0, "chunk %d: loss %.9g, whole batch %.9g", c, lb, la);
+        CHECK_OK(b, gpt2rt_backward(b));
+        harness_params(b, GPT2RT_PARAM_GRAD, gb);
+        /* wte: each element a sum of BT products; reassociating a sum of BT terms moves it by
+           at most BT units in the last place of its largest partial sum: BT * 2^-24 relative */
+        double tol = bitwise ? 0.0 : BT * 5.96e-8;
+        CHECK(rel_err(gb, ga, WTE) <= tol, "chunk %d: wte gradient rel %g > %g", c, rel_err(gb, ga, WTE), tol);
+        CHECK(memcmp(gb + WTE, ga + WTE, (size_t)(n - WTE) * sizeof(float)) == 0,
+              "chunk %d: a gradient other than wte's differs", c);
+        /* gpt2rt_step: the fused path (the head's backward inside the forward) */
+        CHECK_OK(b2, gpt2rt_step(b2, x, y, &sb));
+        CHECK(memcmp(&sb.loss, &sa.loss, sizeof sa.loss) == 0, "chunk %d: step loss %.9g, whole batch %.9g", c,
+              sb.loss, sa.loss);
+        harness_params(b2, GPT2RT_PARAM_VALUE, wb);
+        CHECK(memcmp(wb + WTE, wa + WTE, (size_t)(n - WTE) * sizeof(float)) == 0,
+              "chunk %d: after a step, a weight other than wte differs", c);
+        /* wte: AdamW's first step moves a weight by lr * g/(|g| + eps), at most lr either way
+           (no weight decay), so gradients within tol move it by at most 2 lr */
+        double md = 0;
+        for (int i = 0; i < WTE; i++) md = fabs((double)wb[i] - wa[i]) > md ? fabs((double)wb[i] - wa[i]) : md;
+        CHECK(bitwise ? md == 0 : md <= 2 * 1e-2, "chunk %d: wte after a step differs by %g", c, md);
+        float lg[8];
+        gpt2rt_result r = gpt2rt_logits(b, lg, BT * 37);
+        CHECK(r == GPT2RT_ERR_STATE && has(gpt2rt_last_error(b), "classifier_chunk"), "chunk %d logits: %s", c,
+              gpt2rt_last_error(b));
+        gpt2rt_free(b);
+        gpt2rt_free(b2);
+        CHECK(cnt.live == 0, "chunk %d: leak", c);
+    }
+    gpt2rt_free(a2);
+    gpt2rt_free(a);
+    /* refusals */
+    gpt2rt_config c;
+    gpt2rt_memory_plan p;
+    memset(&c, 0, sizeof c);
+    c.classifier_chunk = -1;
+    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "classifier_chunk = -1"), "%s", p.error);
+    memset(&c, 0, sizeof c);
+    c.classifier_chunk = 64; c.backend = GPT2RT_BACKEND_CUDA;
+    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_NOT_IMPLEMENTED && has(p.error, "CUDA"), "%s", p.error);
+    memset(&c, 0, sizeof c);
+    c.classifier_chunk = 64; c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_REGRESSION;
+    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "token models"), "%s", p.error);
+    /* at 124M, B=16, T=1024 the logits are 3.1 GiB; chunks of 1024 tokens hold 1/16 of them */
+    memset(&c, 0, sizeof c);
+    c.batch_size = 16; c.seq_len = 1024;
+    gpt2rt_memory_plan p0, p1;
+    CHECK(gpt2rt_plan(&c, &p0) == GPT2RT_OK, "%s", p0.error);
+    c.classifier_chunk = 1024;
+    CHECK(gpt2rt_plan(&c, &p1) == GPT2RT_OK, "%s", p1.error);
+    CHECK(p1.bytes[0][GPT2RT_MEM_LOGITS] * 16 == p0.bytes[0][GPT2RT_MEM_LOGITS] &&
+          p0.total[0] - p1.total[0] == p0.bytes[0][GPT2RT_MEM_LOGITS] - p1.bytes[0][GPT2RT_MEM_LOGITS],
+          "124M B=16 T=1024: logits %llu -> %llu", (unsigned long long)p0.bytes[0][GPT2RT_MEM_LOGITS],
+          (unsigned long long)p1.bytes[0][GPT2RT_MEM_LOGITS]);
+    printf("classifier_chunk: 124M B=16 T=1024 plan %.2f GiB -> %.2f GiB (logits %.2f GiB -> %.3f GiB)\n",
+           p0.total[0] / 1073741824.0, p1.total[0] / 1073741824.0, p0.bytes[0][GPT2RT_MEM_LOGITS] / 1073741824.0,
+           p1.bytes[0][GPT2RT_MEM_LOGITS] / 1073741824.0);
+}
+
 int main(void) {
     test_plan();
     for (int L = 1; L <= 5; L += (L == 2 ? 3 : 1)) test_same_as_training(L);
     test_series();
     test_refusals();
     test_schedule();
+    test_chunked();
     return harness_finish();
 }
