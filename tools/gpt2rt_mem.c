@@ -79,6 +79,8 @@ static void usage(void) {
         "  --recompute none|selective|full\n"
         "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
         "                                 (implies --recompute full when that is not given)\n"
+        "  --classifier-chunk N           the LM head and loss over N tokens at a time: the logits\n"
+        "                                 arena holds N rows, not batch x seq (CPU backend)\n"
         "  --inference                    a context for generation and evaluation only: weights,\n"
         "                                 KV cache, logits, two layers' activations; no gradients,\n"
         "                                 moments or master weights (--sweep inference=0,1 compares)\n"
@@ -102,7 +104,7 @@ static void usage(void) {
         "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
         "  --allow-shard                  let the advisor also switch ZeRO-1 sharding (ddp)\n"
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
-        "                                 devices|mode|inference; recompute values: none, selective,\n"
+        "                                 devices|mode|inference|chunk; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
@@ -260,7 +262,8 @@ static const char *set_knob(knobs *k, const char *knob, const char *v) {
         return NULL;
     }
     if (!strcmp(knob, "inference")) return to_int(v, 0, 1, &c->inference) ? NULL : "is not 0 or 1";
-    return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode, inference)";
+    if (!strcmp(knob, "chunk")) return to_int(v, 0, 1 << 30, &c->classifier_chunk) ? NULL : "is not an integer >= 0";
+    return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode, inference, chunk)";
 }
 
 /* What the flags leave implicit: the mode follows the device count unless given,
@@ -337,6 +340,7 @@ static void parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(name, "--threads")) c->n_threads = (int)parse_int(name, v, 1, 1024);
         else if (!strcmp(name, "--kv-batch")) c->kv_batch = (int)parse_int(name, v, 1, 1 << 16);
         else if (!strcmp(name, "--kv-len")) c->kv_len = (int)parse_int(name, v, 1, 1 << 20);
+        else if (!strcmp(name, "--classifier-chunk")) c->classifier_chunk = (int)parse_int(name, v, 0, 1 << 30);
         else if (!strcmp(name, "--frozen")) c->frozen = parse_frozen(name, v);
         else if (!strcmp(name, "--checkpoint-every")) {
             ck_given = 1;
@@ -416,7 +420,7 @@ static const char *category_hint(int cat) {
     case GPT2RT_MEM_ACTIVATIONS: return "grows with --batch x --seq x layers: --recompute, smaller --batch; "
                                         "--inference keeps two layers'";
     case GPT2RT_MEM_TRANSIENT: return "one layer's backward scratch: --batch x --seq";
-    case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum";
+    case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum, or --classifier-chunk";
     case GPT2RT_MEM_WORKSPACE: return "library scratch, roughly fixed";
     case GPT2RT_MEM_COMM: return "layer split: the first device's wte gradient";
     case GPT2RT_MEM_KVCACHE: return "generation: 2 x layers x --kv-batch x --kv-len x width floats";
