@@ -221,7 +221,8 @@
                      MLP pre- and post-GELU; fewer with recompute or frozen groups)
        transient     backward scratch alive only during one layer's backward, and
                      the buffer recomputed (or not kept) outputs pass through
-       logits        (B, T, padded_vocab), turned into dlogits in place; time series:
+       logits        (B, T, padded_vocab), turned into dlogits in place (classifier_chunk
+                     N: (N, padded_vocab)); time series:
                      the normalised predictions (B*M, horizon)
        workspace     per-thread scratch (matrix-product packing, attention rows)
        comm          communication buffers of the two-device modes
@@ -251,6 +252,19 @@
    master copy, and the inputs only their weight gradients need are not kept
    (GPT4TS freezes ATTENTION | MLP). The gradients that remain are bitwise those of
    the unfrozen model.
+
+   Chunked classifier (config.classifier_chunk = N, CPU): the LM head, the
+   cross-entropy and their backward run over N tokens at a time, so the logits arena
+   holds (N, padded_vocab) instead of (B*T, padded_vocab) (GPT-2 124M, B=16, T=1024:
+   3.07 GiB of logits become 0.19 GiB with N = 1024). gpt2rt_step runs the head's
+   backward inside the forward, chunk by chunk (no second product); a separate
+   gpt2rt_forward + gpt2rt_backward computes each chunk's logits again. The loss and
+   every gradient but wte's are bitwise the whole-batch path's for any N (each token's
+   row is computed alone); wte's gradient, a sum over the tokens, is bitwise for N a
+   multiple of GPT2RT_SGEMM_KC (256), else within fp32 reassociation (about 2e-7
+   relative). Each chunk reads wte and reads and writes its gradient once, so small
+   chunks cost time: take N >= 1024. gpt2rt_logits answers GPT2RT_ERR_STATE (no
+   logits are kept); generation keeps its own. Not yet on CUDA or with layer split.
 
    Inference (config.inference = 1): a context for generation and forward-only
    evaluation. Every group counts as frozen, so no gradients, moments or master

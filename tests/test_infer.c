@@ -13,7 +13,10 @@
    - the plan's table, the advisor and the FLOPs say what it is (forward only: a third
      of forward + backward).
    And gpt2rt_schedule_set (the schedule re-sized mid-run, as train_text --minutes does):
-   from the call on, bitwise the rates of a context configured with that schedule. */
+   from the call on, bitwise the rates of a context configured with that schedule.
+   And config.classifier_chunk (the LM head over chunks of tokens): the logits arena it
+   plans, planned == allocated, loss and gradients against the whole-batch path (bitwise
+   where the summation order allows, see test_chunked), one device and data parallel. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -423,6 +426,27 @@ static void test_chunked(void) {
     }
     gpt2rt_free(a2);
     gpt2rt_free(a);
+    /* data parallel: two CPU ranks of one row each, chunks of 100 (not a KC multiple: each
+       rank's wte gradient within reassociation, every other weight bitwise after a step) */
+    {
+        gpt2rt_ctx *dp[2];
+        for (int j = 0; j < 2; j++) {
+            gpt2rt_config c;
+            memset(&c, 0, sizeof c);
+            c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 37; c.max_seq_len = 256;
+            c.batch_size = 1; c.seq_len = 256; c.seed = 5; c.n_threads = 2; c.lr = 1e-2f;
+            c.parallel = GPT2RT_PARALLEL_DATA; c.n_devices = 2; c.classifier_chunk = j ? 100 : 0;
+            dp[j] = make(&c);
+            CHECK_OK(dp[j], gpt2rt_step(dp[j], x, y, j ? &sb : &sa));
+        }
+        harness_params(dp[0], GPT2RT_PARAM_VALUE, wa);
+        harness_params(dp[1], GPT2RT_PARAM_VALUE, wb);
+        CHECK(memcmp(&sa.loss, &sb.loss, sizeof sa.loss) == 0 &&
+              memcmp(wb + WTE, wa + WTE, (size_t)(n - WTE) * sizeof(float)) == 0,
+              "data parallel, chunk 100: loss %.9g vs %.9g, or a weight other than wte differs", sb.loss, sa.loss);
+        gpt2rt_free(dp[0]);
+        gpt2rt_free(dp[1]);
+    }
     /* refusals */
     gpt2rt_config c;
     gpt2rt_memory_plan p;
