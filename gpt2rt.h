@@ -15124,6 +15124,8 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
     if (c->inference) GPT2RT__PUT(", inference (forward only)");
+    if (c->classifier_chunk && (int64_t)c->classifier_chunk < (int64_t)c->batch_size * c->seq_len)
+        GPT2RT__PUT(", classifier over %d tokens at a time", c->classifier_chunk);
     GPT2RT__PUT("\n");
     if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
         gpt2rt__span sp[GPT2RT_MAX_DEVICES];

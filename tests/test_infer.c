@@ -466,6 +466,9 @@ static void test_chunked(void) {
     CHECK(gpt2rt_plan(&c, &p0) == GPT2RT_OK, "%s", p0.error);
     c.classifier_chunk = 1024;
     CHECK(gpt2rt_plan(&c, &p1) == GPT2RT_OK, "%s", p1.error);
+    char tb[4096];
+    gpt2rt_plan_format(&p1, tb, sizeof tb);
+    CHECK(has(tb, "classifier over 1024 tokens at a time"), "plan table: %s", tb);
     CHECK(p1.bytes[0][GPT2RT_MEM_LOGITS] * 16 == p0.bytes[0][GPT2RT_MEM_LOGITS] &&
           p0.total[0] - p1.total[0] == p0.bytes[0][GPT2RT_MEM_LOGITS] - p1.bytes[0][GPT2RT_MEM_LOGITS],
           "124M B=16 T=1024: logits %llu -> %llu", (unsigned long long)p0.bytes[0][GPT2RT_MEM_LOGITS],
