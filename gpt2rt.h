@@ -847,6 +847,8 @@ typedef enum gpt2rt_fit_allow {
     GPT2RT_FIT_PRECISION = 1 << 3, /* fp32 -> bf16 (CUDA only; changes the numerics, so opt-in) */
     GPT2RT_FIT_SHARD = 1 << 4,     /* data parallel: shard_optimizer (ZeRO-1) on or off; opt-in, as it
                                       all-gathers the weights after every update */
+    GPT2RT_FIT_CLASSIFIER = 1 << 5, /* CPU token models: classifier_chunk = 1024 (the logits of 1024
+                                       tokens at a time); opt-in, as gpt2rt_logits then has none */
     GPT2RT_FIT_DEFAULT = GPT2RT_FIT_BATCH | GPT2RT_FIT_RECOMPUTE | GPT2RT_FIT_PARALLEL
 } gpt2rt_fit_allow;
 
@@ -3237,6 +3239,10 @@ static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43]) {
     return n;
 }
 
+/* the chunk the advisor tries (GPT2RT_FIT_CLASSIFIER): four KC slices of the matrix
+   product, so wte's gradient stays bitwise the whole-batch path's */
+#define GPT2RT__FIT_CHUNK 1024
+
 /* What the search found: the fastest config that fits (the coarse model's ranking,
    fewer changes on a tie), or the smallest reachable one when nothing fits. */
 typedef struct gpt2rt__fit_result {
@@ -3281,9 +3287,15 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                                     : GPT2RT_RECOMPUTE_FULL;
                 int ck = ri == 2 ? 1 : ri == 3 ? GPT2RT_CHECKPOINT_SQRT : 0;
                 if (!(allow & GPT2RT_FIT_RECOMPUTE) && ri) continue; /* keep the config's */
-                for (int pi = 0; pi < 4; pi++) {
+                for (int pi = 0; pi < 8; pi++) {
                     gpt2rt_config t = *c0;
-                    int si = pi / 2; /* 1: shard_optimizer toggled */
+                    if (pi >= 4) { /* the chunked classifier, where it can hold fewer logits */
+                        if (!(allow & GPT2RT_FIT_CLASSIFIER) || t.backend == GPT2RT_BACKEND_CUDA || c0->classifier_chunk ||
+                            t.input != GPT2RT_INPUT_TOKENS || modes[mi] == GPT2RT_PARALLEL_LAYER_SPLIT ||
+                            b * t.seq_len <= GPT2RT__FIT_CHUNK) continue;
+                        t.classifier_chunk = GPT2RT__FIT_CHUNK;
+                    }
+                    int si = pi / 2 % 2; /* 1: shard_optimizer toggled */
                     t.shard_optimizer = modes[mi] != GPT2RT_PARALLEL_DATA ? 0 : si ? !c0->shard_optimizer
                                       : c0->shard_optimizer;
                     if (si && (!(allow & GPT2RT_FIT_SHARD) || modes[mi] != GPT2RT_PARALLEL_DATA)) continue;
@@ -3305,6 +3317,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                     const gpt2rt_config *k = &cand.config;
                     int changes = (k->parallel != c0->parallel) + (k->precision != c0->precision) +
                                   (k->shard_optimizer != c0->shard_optimizer) +
+                                  (k->classifier_chunk != c0->classifier_chunk) +
                                   (k->batch_size != c0->batch_size) + (k->recompute != c0->recompute ||
                                   k->checkpoint_every != c0->checkpoint_every);
                     /* faster by more than 0.5%, or as fast with fewer changes */
@@ -3402,6 +3415,14 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
         gpt2rt_plan(&w, &next);
         n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, "precision fp32 -> bf16",
                                  "bf16 weights and activations, fp32 master weights and moments");
+        cur = next;
+    }
+    if (k->classifier_chunk != w.classifier_chunk) {
+        w.classifier_chunk = k->classifier_chunk;
+        gpt2rt_plan(&w, &next);
+        snprintf(what, sizeof what, "classifier over %d tokens at a time", w.classifier_chunk);
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, "the LM head, the loss and their backward run "
+                                     "chunk by chunk: the logits of one chunk are held, never all of them");
         cur = next;
     }
     if (k->batch_size != w.batch_size || k->grad_accum != w.grad_accum) {

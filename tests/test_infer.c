@@ -473,6 +473,23 @@ static void test_chunked(void) {
           p0.total[0] - p1.total[0] == p0.bytes[0][GPT2RT_MEM_LOGITS] - p1.bytes[0][GPT2RT_MEM_LOGITS],
           "124M B=16 T=1024: logits %llu -> %llu", (unsigned long long)p0.bytes[0][GPT2RT_MEM_LOGITS],
           (unsigned long long)p1.bytes[0][GPT2RT_MEM_LOGITS]);
+    /* the advisor tries it when allowed: 11.44 GiB fits 12 GiB with nothing else changed
+       (chunks cost nothing in its coarse time model, a smaller batch or recompute does) */
+    {
+        gpt2rt_config fit;
+        char why[4096], want[160];
+        c.classifier_chunk = 0;
+        uint64_t budget = (uint64_t)12 << 30;
+        gpt2rt_result r = gpt2rt_fit(&c, budget, GPT2RT_FIT_DEFAULT | GPT2RT_FIT_CLASSIFIER, &fit, why, sizeof why);
+        snprintf(want, sizeof want, "classifier over 1024 tokens at a time: the fullest device needs %.2f GiB -> "
+                 "%.2f GiB (saves %.2f GiB)", p0.total[0] / 1073741824.0, p1.total[0] / 1073741824.0,
+                 (p0.total[0] - p1.total[0]) / 1073741824.0);
+        CHECK(r == GPT2RT_OK && fit.classifier_chunk == 1024 && fit.batch_size == 16 && fit.grad_accum == 1 &&
+              fit.recompute == GPT2RT_RECOMPUTE_NONE && has(why, want), "fit: chunk %d B %d accum %d: %s (want %s)",
+              fit.classifier_chunk, fit.batch_size, fit.grad_accum, why, want);
+        r = gpt2rt_fit(&c, budget, GPT2RT_FIT_DEFAULT, &fit, why, sizeof why);
+        CHECK(r == GPT2RT_OK && fit.classifier_chunk == 0, "fit without the bit chose chunk %d", fit.classifier_chunk);
+    }
     printf("classifier_chunk: 124M B=16 T=1024 plan %.2f GiB -> %.2f GiB (logits %.2f GiB -> %.3f GiB)\n",
            p0.total[0] / 1073741824.0, p1.total[0] / 1073741824.0, p0.bytes[0][GPT2RT_MEM_LOGITS] / 1073741824.0,
            p1.bytes[0][GPT2RT_MEM_LOGITS] / 1073741824.0);

@@ -103,6 +103,7 @@ static void usage(void) {
         "                                 prints whether it fits and what gpt2rt_fit suggests\n"
         "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
         "  --allow-shard                  let the advisor also switch ZeRO-1 sharding (ddp)\n"
+        "  --allow-classifier             let the advisor also try --classifier-chunk 1024 (CPU)\n"
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
         "                                 devices|mode|inference|chunk; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
@@ -316,6 +317,7 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--tf32")) { c->tf32 = 1; continue; }
         if (!strcmp(a, "--allow-precision")) { o->allow |= GPT2RT_FIT_PRECISION; continue; }
         if (!strcmp(a, "--allow-shard")) { o->allow |= GPT2RT_FIT_SHARD; continue; }
+        if (!strcmp(a, "--allow-classifier")) { o->allow |= GPT2RT_FIT_CLASSIFIER; continue; }
         if (!strcmp(a, "--shard")) { c->shard_optimizer = 1; continue; }
         if (!strcmp(a, "--inference")) { c->inference = 1; continue; }
         if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
