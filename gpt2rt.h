@@ -167,6 +167,7 @@
    gpt2rt_backward                       gradients of the last forward's loss (+=)
    gpt2rt_update                         one AdamW step, then zero the gradients
    gpt2rt_step                           forward + backward + update in one call
+   gpt2rt_schedule_set                   warmup and total steps changed mid-run
    gpt2rt_logits                         copy the last forward's logits (B,T,vocab)
    gpt2rt_mode_set / _get                TRAIN (dropout on, the default) or EVAL
    gpt2rt_forward_series / _step_series  the same with float windows (time series)
@@ -220,7 +221,8 @@
                      MLP pre- and post-GELU; fewer with recompute or frozen groups)
        transient     backward scratch alive only during one layer's backward, and
                      the buffer recomputed (or not kept) outputs pass through
-       logits        (B, T, padded_vocab), turned into dlogits in place; time series:
+       logits        (B, T, padded_vocab), turned into dlogits in place (classifier_chunk
+                     N: (N, padded_vocab)); time series:
                      the normalised predictions (B*M, horizon)
        workspace     per-thread scratch (matrix-product packing, attention rows)
        comm          communication buffers of the two-device modes
@@ -250,6 +252,32 @@
    master copy, and the inputs only their weight gradients need are not kept
    (GPT4TS freezes ATTENTION | MLP). The gradients that remain are bitwise those of
    the unfrozen model.
+
+   Chunked classifier (config.classifier_chunk = N, CPU): the LM head, the
+   cross-entropy and their backward run over N tokens at a time, so the logits arena
+   holds (N, padded_vocab) instead of (B*T, padded_vocab) (GPT-2 124M, B=16, T=1024:
+   3.07 GiB of logits become 0.19 GiB with N = 1024). gpt2rt_step runs the head's
+   backward inside the forward, chunk by chunk (no second product); a separate
+   gpt2rt_forward + gpt2rt_backward computes each chunk's logits again. The loss and
+   every gradient but wte's are bitwise the whole-batch path's for any N (each token's
+   row is computed alone); wte's gradient, a sum over the tokens, is bitwise for N a
+   multiple of GPT2RT_SGEMM_KC (256), else within fp32 reassociation (about 2e-7
+   relative). Each chunk reads wte and reads and writes its gradient once, so small
+   chunks cost time: take N >= 1024. gpt2rt_logits answers GPT2RT_ERR_STATE (no
+   logits are kept); generation keeps its own. Not yet on CUDA or with layer split.
+
+   Inference (config.inference = 1): a context for generation and forward-only
+   evaluation. Every group counts as frozen, so no gradients, moments or master
+   weights; the layers' forward runs through two activation blocks in turn (layer l
+   reads layer l-1's output from the other), with no backward scratch; the weights,
+   the logits, the KV cache and the workspace are a training context's. It starts in
+   GPT2RT_MODE_EVAL. gpt2rt_forward (loss, logits), gpt2rt_forward_series,
+   gpt2rt_generate, loads, saves of the weights and gpt2rt_param_read / _write of
+   values run as on a training context, with bitwise the same results;
+   gpt2rt_backward, _update, _step, _step_series, state save / load and reads of
+   gradients or moments return GPT2RT_ERR_STATE naming the field. recompute, frozen
+   and parallel are refused with it. GPT-2 124M, one row, 192 cache positions:
+   496 MiB planned against 1921 MiB for a training context.
 
    Out of memory. A plan above memory_budget (or, on Linux, above the available
    memory) is refused before anything is allocated; that error and a failed
@@ -745,6 +773,10 @@ typedef struct gpt2rt_config {
     /* generation (gpt2rt_generate): the KV cache, planned and allocated like the rest */
     int kv_batch;   /* sequences generated at once (rows of the cache), 0 -> no cache */
     int kv_len;     /* positions of a row, prompt + generated, 0 -> max_seq_len */
+    int inference;  /* 1: a context for generation and forward-only evaluation: weights, the KV
+                       cache, the logits and a forward workspace (two layers' buffers, reused),
+                       no gradients, moments, master weights or saved activations; starts in
+                       GPT2RT_MODE_EVAL; training calls are refused. 0: training (the default) */
 
     /* precision and memory */
     gpt2rt_precision precision;
@@ -753,6 +785,10 @@ typedef struct gpt2rt_config {
     gpt2rt_recompute recompute;
     int checkpoint_every; /* full recompute: keep every k-th layer input, 0 -> 1,
                              GPT2RT_CHECKPOINT_SQRT -> round(sqrt(n_layer)) */
+    int classifier_chunk; /* tokens whose logits are held at once: the LM head, the loss and
+                             their backward run chunk by chunk and the logits arena is (chunk,
+                             padded_vocab); 0 (or >= B*T) -> all B*T, as before. CPU backend,
+                             one device or data parallel; gpt2rt_logits then answers STATE */
 
     /* parallel */
     gpt2rt_parallel parallel;
@@ -841,6 +877,8 @@ typedef enum gpt2rt_fit_allow {
     GPT2RT_FIT_PRECISION = 1 << 3, /* fp32 -> bf16 (CUDA only; changes the numerics, so opt-in) */
     GPT2RT_FIT_SHARD = 1 << 4,     /* data parallel: shard_optimizer (ZeRO-1) on or off; opt-in, as it
                                       all-gathers the weights after every update */
+    GPT2RT_FIT_CLASSIFIER = 1 << 5, /* CPU token models: classifier_chunk = 1024 (the logits of 1024
+                                       tokens at a time); opt-in, as gpt2rt_logits then has none */
     GPT2RT_FIT_DEFAULT = GPT2RT_FIT_BATCH | GPT2RT_FIT_RECOMPUTE | GPT2RT_FIT_PARALLEL
 } gpt2rt_fit_allow;
 
@@ -921,6 +959,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx);
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs,
                                      const int32_t *targets, gpt2rt_step_stats *stats);
+/* The learning-rate schedule from the next update on: warmup_steps and total_steps as
+   the config's fields (0 <= warmup <= total; total 0: constant after the warmup), for
+   a run whose length is known only once it started (a time budget sized from the
+   first steps' speed). The updates already taken count in it: the next one is step
+   gpt2rt_step_stats.step of the new schedule. gpt2rt_config_get shows it. */
+GPT2RT_DEF gpt2rt_result gpt2rt_schedule_set(gpt2rt_ctx *ctx, int warmup_steps, int total_steps);
 /* GPT2RT_MODE_TRAIN (the default) or GPT2RT_MODE_EVAL: whether the forwards that
    follow apply dropout. Evaluate (validation loss, predictions, generation) in
    EVAL; a backward follows the mode of its forward. */
@@ -1268,6 +1312,9 @@ typedef struct gpt2rt__dims {
     int shards;            /* ZeRO-1: ranks the moments and master weights are split over; 1: none */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
     int64_t KB, KS;        /* generation: KV cache rows and positions (0: no cache) */
+    int64_t hc;            /* tokens the LM head holds logits of at once (classifier_chunk; BT: all) */
+    int infer;             /* inference context: every group counts as frozen (no gradients, moments,
+                              master), two layer blocks used in turn, no transient */
 } gpt2rt__dims;
 
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
@@ -1463,6 +1510,7 @@ struct gpt2rt_ctx {
     int64_t acc_targets;
     int acc_micro;
     int have_logits, have_loss, grads_pending;
+    int head_fused; /* classifier_chunk: gpt2rt_step's forward already ran the head's backward */
     int have_pred; /* ts_pred holds the last series forward's predictions */
     gpt2rt__comm *comm; /* the data-parallel ranks this context reduces with (1.4); &comm_self alone */
     gpt2rt__comm comm_self;
@@ -2100,6 +2148,26 @@ static gpt2rt_result gpt2rt__cfg_check_kv(const gpt2rt_config *c, char *err, siz
     return GPT2RT_OK;
 }
 
+/* the inference context: forward only, so the knobs that shape training's memory have
+   nothing to act on (refused rather than silently ignored) */
+static gpt2rt_result gpt2rt__cfg_check_inference(const gpt2rt_config *c, char *err, size_t cap) {
+    if (c->inference != 0 && c->inference != 1)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = %d must be 0 (training) or 1 (generation and "
+                    "forward-only evaluation)", c->inference);
+    if (!c->inference) return GPT2RT_OK;
+    if (c->recompute != GPT2RT_RECOMPUTE_NONE)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with recompute = %d: recompute trades the "
+                    "backward's saved activations, which an inference context does not keep; set recompute = NONE",
+                    (int)c->recompute);
+    if (c->parallel != GPT2RT_PARALLEL_NONE)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference = 1 with parallel = %d is not implemented yet: "
+                    "use parallel = NONE (one device)", (int)c->parallel);
+    if (c->frozen)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with frozen = 0x%x: nothing is trained, so "
+                    "nothing is frozen; set frozen = 0", c->frozen);
+    return GPT2RT_OK;
+}
+
 /* backend, precision and memory */
 static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *err, size_t cap) {
     if ((int)c->backend < 0 || c->backend > GPT2RT_BACKEND_CUDA)
@@ -2127,6 +2195,18 @@ static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *e
     if (c->recompute == GPT2RT_RECOMPUTE_FULL && (c->checkpoint_every < 1 || c->checkpoint_every > c->n_layer))
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "checkpoint_every = %d must lie in [1, n_layer = %d] "
                     "(or be GPT2RT_CHECKPOINT_SQRT)", c->checkpoint_every, c->n_layer);
+    if (c->classifier_chunk < 0)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "classifier_chunk = %d must be >= 0 (0: every token's logits at "
+                    "once)", c->classifier_chunk);
+    if (c->classifier_chunk && c->input == GPT2RT_INPUT_PATCHES)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "classifier_chunk = %d applies to token models (the LM head); "
+                    "this one has patch inputs", c->classifier_chunk);
+    if (c->classifier_chunk && cuda)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d on the CUDA backend is not implemented yet: "
+                    "set 0, or backend = GPT2RT_BACKEND_CPU", c->classifier_chunk);
+    if (c->classifier_chunk && c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
+        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d with parallel = LAYER_SPLIT is not "
+                    "implemented yet: set 0, or use one device or DATA", c->classifier_chunk);
     return GPT2RT_OK;
 }
 
@@ -2345,6 +2425,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     if ((r = gpt2rt__cfg_check_dropout(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_batch(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_kv(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cfg_check_inference(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_process(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
@@ -2388,6 +2469,15 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
     d.align = d.cuda ? 256 : 64;
     d.KB = c->kv_batch; d.KS = c->kv_batch ? c->kv_len : 0;
+    d.hc = c->classifier_chunk && c->classifier_chunk < d.BT ? c->classifier_chunk : d.BT;
+    d.infer = c->inference;
+    if (d.infer) { /* nothing trains: no parameter owns a gradient; the forward keeps its outputs in the
+                      block it writes (no scratch for outputs not kept) */
+        d.frozen = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
+                   GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
+        d.keep_ln1 = d.keep_mlp_in = 1;
+        d.rc = 0;
+    }
     return d;
 }
 
@@ -2820,7 +2910,9 @@ static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *ba
 static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     gpt2rt__layer_acts a;
     int full = ctx->d.recompute == GPT2RT_RECOMPUTE_FULL;
-    int64_t slot = full ? l % ctx->d.ck : l - ctx->l0; /* a layer-split stage's blocks start at its first layer */
+    /* a layer-split stage's blocks start at its first layer; inference: two blocks in turn, so
+       layer l reads layer l-1's output from the other */
+    int64_t slot = full ? l % ctx->d.ck : ctx->d.infer ? (l - ctx->l0) % 2 : l - ctx->l0;
     gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + slot * ctx->layer_stride, &a, full);
     return a;
 }
@@ -2907,7 +2999,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     /* activations: tokens, layer input, the layers (or FULL's checkpoints and slots), ln_f, losses */
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     int64_t stride = gpt2rt__layer_acts_carve(d, NULL, NULL, full);
-    int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : nl;
+    int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : d->infer ? (nl < 2 ? nl : 2) : nl;
     int64_t n_ckpt = full ? (nl + d->ck - 1) / d->ck - 1 : 0; /* the layer input is checkpoint 0 */
     int64_t o = 0, act = gpt2rt__ald(d, BT * C * ab);
     /* tokens: the ids; patches: the normalised patches and their series' statistics,
@@ -2949,11 +3041,12 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     int64_t big = gpt2rt__ald(d, BT * 4 * C * ab);
     /* patches with RevIN's affine: the gradient of the patches (BT,PL) */
     int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
-    bytes[GPT2RT_MEM_TRANSIENT] = (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
-    /* the head's output: logits (BT,Vp), or the normalised predictions (B*M,H); sequence
-       heads: a patch a position (BT,PL), PATCH_DECODE then its placeholders' (B*M,H) */
+    bytes[GPT2RT_MEM_TRANSIENT] = d->infer ? 0 : (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
+    /* the head's output: logits (hc,Vp) (hc: BT, or the chunked classifier's chunk), or the
+       normalised predictions (B*M,H); sequence heads: a patch a position (BT,PL),
+       PATCH_DECODE then its placeholders' (B*M,H) */
     bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->seqhead ? (uint64_t)(gpt2rt__ts_yn_off(d) + d->B * d->H * ab)
-                               : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(BT * d->Vp * ab);
+                               : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(d->hc * d->Vp * ab);
 
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
@@ -3004,11 +3097,12 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->ts_pred = d->patches ? (float *)(void *)(a + o_pred) : NULL;
     ctx->ts_z = d->affine ? (float *)(void *)(a + o_z) : NULL;
     unsigned char *tr = (unsigned char *)ctx->arena[GPT2RT_MEM_TRANSIENT];
-    ctx->dres = (float *)(void *)tr;
-    ctx->dbuf = (float *)(void *)(tr + act);
-    ctx->dbig = (float *)(void *)(tr + 2 * act);
-    ctx->rcbuf = d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
-    ctx->ts_dpatch = dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
+    int has_tr = !d->infer; /* inference: no transient arena, no backward scratch */
+    ctx->dres = has_tr ? (float *)(void *)tr : NULL;
+    ctx->dbuf = has_tr ? (float *)(void *)(tr + act) : NULL;
+    ctx->dbig = has_tr ? (float *)(void *)(tr + 2 * act) : NULL;
+    ctx->rcbuf = has_tr && d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
+    ctx->ts_dpatch = has_tr && dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
     ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
     unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
     ctx->gemm_ws = ws;
@@ -3059,6 +3153,7 @@ static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
+    if (d.infer) { layer = layer_fwd; head /= 3; } /* the forward alone */
     double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
     if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
     if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
@@ -3217,6 +3312,10 @@ static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43]) {
     return n;
 }
 
+/* the chunk the advisor tries (GPT2RT_FIT_CLASSIFIER): four KC slices of the matrix
+   product, so wte's gradient stays bitwise the whole-batch path's */
+#define GPT2RT__FIT_CHUNK 1024
+
 /* What the search found: the fastest config that fits (the coarse model's ranking,
    fewer changes on a tie), or the smallest reachable one when nothing fits. */
 typedef struct gpt2rt__fit_result {
@@ -3261,9 +3360,15 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                                     : GPT2RT_RECOMPUTE_FULL;
                 int ck = ri == 2 ? 1 : ri == 3 ? GPT2RT_CHECKPOINT_SQRT : 0;
                 if (!(allow & GPT2RT_FIT_RECOMPUTE) && ri) continue; /* keep the config's */
-                for (int pi = 0; pi < 4; pi++) {
+                for (int pi = 0; pi < 8; pi++) {
                     gpt2rt_config t = *c0;
-                    int si = pi / 2; /* 1: shard_optimizer toggled */
+                    if (pi >= 4) { /* the chunked classifier, where it can hold fewer logits */
+                        if (!(allow & GPT2RT_FIT_CLASSIFIER) || t.backend == GPT2RT_BACKEND_CUDA || c0->classifier_chunk ||
+                            t.input != GPT2RT_INPUT_TOKENS || modes[mi] == GPT2RT_PARALLEL_LAYER_SPLIT ||
+                            b * t.seq_len <= GPT2RT__FIT_CHUNK) continue;
+                        t.classifier_chunk = GPT2RT__FIT_CHUNK;
+                    }
+                    int si = pi / 2 % 2; /* 1: shard_optimizer toggled */
                     t.shard_optimizer = modes[mi] != GPT2RT_PARALLEL_DATA ? 0 : si ? !c0->shard_optimizer
                                       : c0->shard_optimizer;
                     if (si && (!(allow & GPT2RT_FIT_SHARD) || modes[mi] != GPT2RT_PARALLEL_DATA)) continue;
@@ -3285,6 +3390,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                     const gpt2rt_config *k = &cand.config;
                     int changes = (k->parallel != c0->parallel) + (k->precision != c0->precision) +
                                   (k->shard_optimizer != c0->shard_optimizer) +
+                                  (k->classifier_chunk != c0->classifier_chunk) +
                                   (k->batch_size != c0->batch_size) + (k->recompute != c0->recompute ||
                                   k->checkpoint_every != c0->checkpoint_every);
                     /* faster by more than 0.5%, or as fast with fewer changes */
@@ -3315,6 +3421,16 @@ static size_t gpt2rt__fit_explain_start(char *buf, size_t cap, size_t n, const g
         GPT2RT__PUT(" (%.2f %s arenas + %.2f %s estimated overhead)", GPT2RT__SZ(base->total[at]),
                     GPT2RT__SZ(base->overhead[at]));
     GPT2RT__PUT("; the budget is %.2f %s per device\n", GPT2RT__SZ(budget));
+    if (c0->inference) {
+        gpt2rt_config u = *c0;
+        gpt2rt_memory_plan up;
+        u.inference = 0;
+        if (gpt2rt_plan(&u, &up) == GPT2RT_OK)
+            GPT2RT__PUT("- inference = 1 already saves %.2f %s against a training context of this shape: no "
+                        "gradients, no AdamW moments, no master weights, two layers' activations (reused) instead "
+                        "of %d, no backward scratch\n", GPT2RT__SZ(gpt2rt__plan_peak(&up, NULL) - peak0),
+                        c0->n_layer);
+    }
     if (c0->frozen) {
         gpt2rt_config u = *c0;
         gpt2rt_memory_plan up;
@@ -3372,6 +3488,14 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
         gpt2rt_plan(&w, &next);
         n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, "precision fp32 -> bf16",
                                  "bf16 weights and activations, fp32 master weights and moments");
+        cur = next;
+    }
+    if (k->classifier_chunk != w.classifier_chunk) {
+        w.classifier_chunk = k->classifier_chunk;
+        gpt2rt_plan(&w, &next);
+        snprintf(what, sizeof what, "classifier over %d tokens at a time", w.classifier_chunk);
+        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, "the LM head, the loss and their backward run "
+                                     "chunk by chunk: the logits of one chunk are held, never all of them");
         cur = next;
     }
     if (k->batch_size != w.batch_size || k->grad_accum != w.grad_accum) {
@@ -7316,6 +7440,57 @@ static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, i
     return dr;
 }
 
+/* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
+   Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
+   token's lse and loss as the whole-batch path computes them, and, in the backward or
+   in a forward whose backward follows at once (gpt2rt_step: fused, no second product),
+   dlogits in place, the chunk's rows of d(lnf) into dbuf and wte's gradient +=. Every
+   step is row by row but wte's gradient, a sum over the tokens: bitwise the
+   whole-batch path's when hc is a multiple of the matrix product's KC slice
+   (GPT2RT_SGEMM_KC, 256 by default), else within fp32 reassociation. */
+static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int loss, int grad, float dloss) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t C = d->C;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n, C, d->Vp, ctx->gemm_ws, d->nt);
+    if (loss) {
+        int64_t cnt;
+        double sum;
+        (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i, ctx->logits, ctx->targets + i, n,
+                                               d->V, d->Vp, &cnt, &sum, d->nt);
+    }
+    if (!grad) return;
+    gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
+    gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i, ctx->targets + i, dloss, n, d->V, d->Vp, d->nt);
+    gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits, ctx->lnf + i * C, p.wte, n, C, d->Vp,
+                                ctx->gemm_ws, d->nt);
+}
+
+/* the loss of the last forward (targets copied): chunk by chunk, then summed over the
+   tokens in order as gpt2rt__cpu_crossentropy_forward does; fused: the head's backward too */
+static float gpt2rt__cpu_head_chunked_loss(gpt2rt_ctx *ctx, int fused) {
+    const gpt2rt__dims *d = &ctx->d;
+    float dloss = 1.0f / (float)(d->n_out * ctx->cfg.grad_accum); /* gpt2rt__cpu_backward's */
+    for (int64_t i = 0; i < d->BT; i += d->hc)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 1, fused, dloss);
+    ctx->head_fused = fused;
+    double total = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < d->BT; i++)
+        if (ctx->targets[i] >= 0) { total += ctx->losses[i]; n++; }
+    ctx->n_targets = n;
+    ctx->loss_sum = total;
+    return n ? (float)(total / (double)n) : 0.0f;
+}
+
+/* the head's backward unless the forward ran it: the logits again, chunk by chunk */
+static void gpt2rt__cpu_head_chunked_backward(gpt2rt_ctx *ctx, float dloss) {
+    const gpt2rt__dims *d = &ctx->d;
+    if (ctx->head_fused) { ctx->head_fused = 0; return; }
+    for (int64_t i = 0; i < d->BT; i += d->hc)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 0, 1, dloss);
+}
+
 /* ---- the CPU backend's steps ---- */
 
 static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
@@ -7379,7 +7554,7 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
         if (d->seqhead == 2) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
         gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B, d->T * d->C, d->H, ctx->gemm_ws, d->nt);
-    else
+    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
         gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
     return GPT2RT_OK;
 }
@@ -7403,6 +7578,8 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
                                 dloss, d);
         gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, d->B, d->T * C, d->H,
                                     ctx->gemm_ws, nt);
+    } else if (d->hc < BT) {
+        gpt2rt__cpu_head_chunked_backward(ctx, dloss);
     } else {
         gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
         /* LM head (tied): dlnf -> dbuf */
@@ -7690,12 +7867,18 @@ static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs,
                                          int fuse) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt_result r;
-    (void)fuse; /* the logits stay; the backward turns them into dlogits */
+    /* the logits stay, the backward turns them into dlogits; classifier_chunk: fuse runs the
+       head's backward here, chunk by chunk, and no logits stay */
     memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
+    ctx->head_fused = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
-    ctx->have_logits = 1;
+    ctx->have_logits = d->hc == d->BT;
     ctx->have_loss = 0;
-    if (targets) {
+    if (targets && d->hc < d->BT) {
+        memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
+        ctx->loss = gpt2rt__cpu_head_chunked_loss(ctx, fuse);
+        ctx->have_loss = 1;
+    } else if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
         ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
                                                  d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
@@ -11134,8 +11317,10 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     }
 
     /* zero gradients and moments, then the weights from the host */
-    GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
-    GPT2RT__CU_CCK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream)); /* m, v: n_opt each */
+    if (st->n_train) { /* an inference context (config.inference) has neither */
+        GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
+        GPT2RT__CU_CCK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream)); /* m, v: n_opt each */
+    }
     GPT2RT__CU_CCK(cudaStreamSynchronize(st->stream));
     {
         gpt2rt_result r = gpt2rt__cu_upload_params(ctx, st);
@@ -11271,6 +11456,7 @@ static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int 
     st->layer = -1;
     GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (!st->n_train) return GPT2RT_OK; /* an inference context (config.inference): nothing to zero */
     GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
     if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
@@ -15095,6 +15281,7 @@ static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *pla
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
     if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
+    if (d.infer) plan->flops_per_token /= 3.0; /* the forward alone: a third of forward + backward */
     /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
     plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
                             c->world_size; /* every process its own micro-batches */
@@ -15170,8 +15357,8 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);
     GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
                 c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
-                (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params))
-                / 1e6);
+                c->inference ? 0.0 : (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0
+                                              : p->n_params_padded - p->n_params)) / 1e6);
     GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
                 c->seq_len, c->grad_accum, (long long)fig.tokens_per_step, gpt2rt__precision_name(c->precision),
                 gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
@@ -15180,6 +15367,9 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (c->world_size > 1) GPT2RT__PUT(" x %d processes (this is rank %d)", c->world_size, c->rank);
     if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
+    if (c->inference) GPT2RT__PUT(", inference (forward only)");
+    if (c->classifier_chunk && (int64_t)c->classifier_chunk < (int64_t)c->batch_size * c->seq_len)
+        GPT2RT__PUT(", classifier over %d tokens at a time", c->classifier_chunk);
     GPT2RT__PUT("\n");
     if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
         gpt2rt__span sp[GPT2RT_MAX_DEVICES];
@@ -15290,6 +15480,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", plan.error);
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
+    ctx->eval = ctx->cfg.inference; /* an inference context evaluates: no dropout unless asked for */
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     /* the stages run several micro-batches at once, and a context draws one forward's masks */
     if (split && (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
@@ -15464,6 +15655,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
 
 /* ==== 11.4 Training ==== */
 
+/* the training calls on an inference context (config.inference = 1): it holds no
+   gradients and no AdamW moments, so fn has nothing to work on */
+static gpt2rt_result gpt2rt__training_only(gpt2rt_ctx *ctx, const char *fn, const char *needs) {
+    if (!ctx->cfg.inference) return GPT2RT_OK;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context was created with config.inference = 1 (weights, "
+                        "KV cache and a forward workspace only: 0 bytes of gradients and AdamW moments), and %s "
+                        "needs %s; create the context with inference = 0 to train", fn, fn, needs);
+}
+
 /* the call fn is made for the context's input kind (series: the _series calls) */
 static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int series) {
     if (ctx->d.patches == series) return GPT2RT_OK;
@@ -15567,6 +15767,10 @@ static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t cou
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst holds %lld floats, needs "
                             "B*T*vocab = %lld*%lld*%lld = %lld", (long long)count, (long long)d->B, (long long)d->T,
                             (long long)d->V, (long long)(d->BT * d->V));
+    if (d->hc < d->BT)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: classifier_chunk = %d holds the logits of %lld "
+                            "tokens at a time, never all B*T = %lld; create the context with classifier_chunk = 0 "
+                            "to read them", ctx->cfg.classifier_chunk, (long long)d->hc, (long long)d->BT);
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
@@ -15669,6 +15873,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, 
 
 GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_backward", "the gradients and the saved activations"));
     if (ctx->n_ranks <= 1) return ctx->comm_proc.destroy ? gpt2rt__proc_backward(ctx) : gpt2rt__backward_one(ctx);
     if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
@@ -15684,6 +15889,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_update", "the gradients and the AdamW moments"));
     if (ctx->n_ranks <= 1) return gpt2rt__update_one(ctx, stats);
     double t0 = gpt2rt__now();
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
@@ -15695,6 +15901,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_step", "the gradients and the AdamW moments"));
     if (ctx->ls && !ctx->d.patches && inputs && targets) return gpt2rt__ls_step(ctx, "gpt2rt_step", inputs, targets, stats);
     if (ctx->n_ranks <= 1) return gpt2rt__step_one(ctx, inputs, targets, stats);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
@@ -15703,8 +15910,25 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, con
     return gpt2rt__dp_step(ctx, "gpt2rt_step", GPT2RT__DP_STEP, inputs, targets, stats);
 }
 
+GPT2RT_DEF gpt2rt_result gpt2rt_schedule_set(gpt2rt_ctx *ctx, int warmup_steps, int total_steps) {
+    GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_schedule_set", "an optimizer"));
+    if (warmup_steps < 0 || total_steps < 0 || (total_steps && warmup_steps > total_steps))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_schedule_set: warmup_steps = %d, total_steps = "
+                            "%d: each must be >= 0 and warmup_steps <= total_steps (total_steps 0: a constant rate "
+                            "after the warmup)", warmup_steps, total_steps);
+    /* every data-parallel rank computes the rate of its own update */
+    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
+        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        rc->cfg.warmup_steps = warmup_steps;
+        rc->cfg.total_steps = total_steps;
+    }
+    return GPT2RT_OK;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_step_series", "the gradients and the AdamW moments"));
     if (ctx->ls && ctx->d.patches && x && y) return gpt2rt__ls_step(ctx, "gpt2rt_step_series", x, y, stats);
     if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
@@ -15865,6 +16089,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_save", "the AdamW moments (gpt2rt_weights_save "
+                                      "writes the weights)"));
     if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
@@ -15907,6 +16133,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_load", "the AdamW moments (gpt2rt_weights_load "
+                                      "reads the weights)"));
     if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
@@ -15956,6 +16184,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
+    if (what != GPT2RT_PARAM_VALUE)
+        GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_param_read", "gradients or moments to read"));
     if (ctx->ls && ctx->ls->ops) return ctx->ls->ops->param_read(ctx, t, what, dst); /* CUDA (8.7) */
     return ctx->be->param_read(ctx, name, t, what, dst);
 }

@@ -31,8 +31,10 @@ static void usage(void) {
            "           --layers L --heads H --width C --seq T   (a new model: 4, 4, 128, 64)\n"
            "  train:   --steps N (200) --batch B (8 sequences a step, over every device)\n"
            "           --lr X (2e-3) --eval-every N (50)\n"
-           "           --minutes M      stop training after M minutes of wall time (the\n"
-           "                            schedule still spans --steps: pick both)\n"
+           "           --minutes M      a time budget: the first 5 steps' speed sizes the\n"
+           "                            schedule (warmup and cosine end in M minutes, at most\n"
+           "                            --steps), the plan is printed, and training stops at M\n"
+           "                            minutes whatever happens\n"
            "  devices: --devices N      CPU ranks, one thread each, in this process (default 1)\n"
            "           --parallel dp|zero1|split   dp: data parallel, each device B/N of the\n"
            "                            batch; zero1: dp with the AdamW state sharded over the\n"
@@ -47,6 +49,21 @@ static void usage(void) {
            "The default data and vocabulary are found from any directory: ./data, else the\n"
            "data/ next to this program's directory (<repo>/build/train_text -> <repo>/data).\n"
            "Exit status: 0 ok, 1 an error, 2 a bad argument.\n");
+}
+
+/* ---- --minutes: the schedule sized from the first steps ----
+   After `done` steps measured at t_step seconds each (the first step excluded: it
+   touches every page), with a validation pass of t_eval seconds every eval_every steps
+   and one at the end: the steps that end within 95% of the budget (the margin absorbs a
+   slower step now and then on a shared machine), at least done, at most max_steps. */
+#define BUDGET_PROBE 5
+static int budget_steps(double budget_s, double elapsed, double t_step, double t_eval, int eval_every, int done,
+                        int max_steps, double *end_s) {
+    double per = t_step + t_eval / eval_every, left = 0.95 * budget_s - elapsed - t_eval;
+    double n = per > 0 && left > 0 ? floor(left / per) : 0;
+    int total = n >= (double)(max_steps - done) ? max_steps : done + (int)n;
+    *end_s = elapsed + (total - done) * per + t_eval;
+    return total;
 }
 
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
@@ -351,13 +368,15 @@ int main(int argc, char **argv) {
     int BT = rows * cfg.seq_len; /* every device's rows: data parallel calls take them all */
     int32_t *x = (int32_t *)malloc(sizeof(int32_t) * (size_t)BT), *y = (int32_t *)malloc(sizeof(int32_t) * (size_t)BT);
     uint64_t rng = 1, val_rng;
-    double t_train = 0, t0 = now();
-    int step = 0, rc = 0;
+    double t_train = 0, t0 = now(), t_eval = 0, t_probe = 0;
+    int step = 0, rc = 0, probe = minutes > 0 && steps > BUDGET_PROBE ? BUDGET_PROBE : 0;
+    if (probe) printf("--minutes %g: the schedule is sized after the first %d steps\n", minutes, probe);
     for (;; step++) {
         int out_of_time = minutes > 0 && now() - t0 >= minutes * 60.0;
         int last = step == steps || out_of_time;
         if (step % eval_every == 0 || last) {
             float sum = 0, l = 0;
+            double te = now();
             val_rng = 42; /* the same validation batches every time */
             for (int k = 0; k < 8 && !rc; k++) {
                 get_batch(&val, rows, cfg.seq_len, &val_rng, x, y);
@@ -365,6 +384,7 @@ int main(int argc, char **argv) {
                 sum += l;
             }
             if (rc) break;
+            t_eval = now() - te;
             printf("step %4d  val loss %.4f  (%.1f min)\n", step, sum / 8, (now() - t0) / 60.0);
         }
         if (last) break;
@@ -372,9 +392,29 @@ int main(int argc, char **argv) {
         get_batch(&train, rows, cfg.seq_len, &rng, x, y);
         if (gpt2rt_step(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx)); rc = 1; break; }
         t_train += st.seconds;
+        if (step) t_probe += st.seconds;
         if (step % 10 == 0 || steps <= 20) /* a short run: every step */
             printf("step %4d  loss %.4f  norm %.3f  lr %.2e  %.0f ms  %.0f tok/s\n", step, st.loss, st.grad_norm, st.lr,
                    st.seconds * 1e3, (double)st.tokens / st.seconds);
+        if (probe && step + 1 == probe) { /* the budget's plan: warmup and decay end within it */
+            double end_s, t_step = t_probe / (probe - 1);
+            int total = budget_steps(minutes * 60.0, now() - t0, t_step, t_eval, eval_every, probe, steps, &end_s);
+            int warm = cfg.warmup_steps;
+            if (total < steps) { /* the warmup keeps its share of the run */
+                warm = (int)floor((double)cfg.warmup_steps * total / steps + 0.5);
+                if (warm < 1 && cfg.warmup_steps) warm = 1;
+                if (gpt2rt_schedule_set(ctx, warm, total) != GPT2RT_OK) {
+                    fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx));
+                    rc = 1;
+                    break;
+                }
+            }
+            printf("plan: %.0f ms a step, %.1f s a validation pass -> %d steps (%s), warmup %d, cosine to %.2e at "
+                   "step %d; expected end %.1f min of %g\n", t_step * 1e3, t_eval, total,
+                   total < steps ? "re-sized to the budget" : "--steps fits", warm, lr * cfg.min_lr_frac, total,
+                   end_s / 60.0, minutes);
+            steps = total;
+        }
     }
     if (step && t_train > 0) printf("%d steps in %.1f s of training: %.0f tokens/s\n", step, t_train, (double)step * BT / t_train);
 

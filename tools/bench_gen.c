@@ -4,7 +4,10 @@
    the whole gpt2rt_generate call (prefill included, as tools/bench_hf_generate.py
    times Hugging Face's generate), and the decode steps alone. A benchmark, not a
    test.
-   usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] */
+   -inference 1 generates from an inference context (config.inference: no gradients,
+   moments or saved activations); both print the planned bytes and the process's peak
+   resident memory (VmHWM, Linux) after the runs, the figures of the README's table.
+   usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <errno.h>
@@ -16,6 +19,18 @@ static double now(void) {
     struct timespec ts;
     timespec_get(&ts, TIME_UTC);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* the process's peak resident set (VmHWM) in bytes; 0 where /proc is absent */
+static unsigned long long peak_rss(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -36,8 +51,9 @@ static int on_token(void *user, int row, int32_t token, const float *logits, int
 #define PROG "bench_gen"
 
 static void usage(void) {
-    printf("usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L]   (also --new ...)\n"
-           "  KV-cache generation speed, GPT-2 124M shape, B=1, greedy; defaults: 32 new, 64-token prompt, 3 reps\n");
+    printf("usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1]\n"
+           "  (also --new ...) KV-cache generation speed, GPT-2 124M shape, B=1, greedy; defaults: 32 new,\n"
+           "  64-token prompt, 3 reps, a training context (-inference 1: an inference context)\n");
 }
 
 /* every number parsed whole (no trailing text, no overflow, in range); a bad one is
@@ -70,6 +86,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-reps")) ok = arg_int(a, v, 1, 100000, &reps);
         else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
         else if (!strcmp(k, "-layers")) ok = arg_int(a, v, 1, 1024, &cfg.n_layer);
+        else if (!strcmp(k, "-inference")) ok = arg_int(a, v, 0, 1, &cfg.inference);
         else { fprintf(stderr, "bench_gen: unknown option %s (see --help)\n", a); return 2; }
         if (!ok) return 2;
     }
@@ -86,8 +103,9 @@ int main(int argc, char **argv) {
     }
     cfg = gpt2rt_config_get(ctx);
     printf("bench_gen: GPT-2 %.1fM (L=%d C=%d), B=1, %d-token prompt, %d new tokens greedy, fp32, %d threads; "
-           "kvcache %.1f MiB\n", (double)plan.n_params / 1e6, cfg.n_layer, cfg.n_embd, n_prompt, n_new, cfg.n_threads,
-           (double)plan.bytes[0][GPT2RT_MEM_KVCACHE] / 1048576.0);
+           "kvcache %.1f MiB; %s context\n", (double)plan.n_params / 1e6, cfg.n_layer, cfg.n_embd, n_prompt, n_new,
+           cfg.n_threads, (double)plan.bytes[0][GPT2RT_MEM_KVCACHE] / 1048576.0,
+           cfg.inference ? "an inference" : "a training");
     int32_t *row = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_prompt + n_new));
     double *tps = (double *)malloc(sizeof(double) * (size_t)reps), *dps = (double *)malloc(sizeof(double) * (size_t)reps);
     uint64_t s = 1;
@@ -118,6 +136,10 @@ int main(int argc, char **argv) {
     qsort(dps, (size_t)reps, sizeof *dps, cmp_double);
     printf("decode steps alone: %.1f tokens/s (median)\n", dps[reps / 2]);
     printf("generate tokens/s: %.1f (median of %d, prefill included)\n", tps[reps / 2], reps);
+    printf("memory: planned %.1f MiB (gradients and moments %.1f MiB), peak RSS %.1f MiB (VmHWM: the whole "
+           "process)\n", (double)plan.total[0] / 1048576.0,
+           (double)(plan.bytes[0][GPT2RT_MEM_GRADS] + plan.bytes[0][GPT2RT_MEM_MOMENTS]) / 1048576.0,
+           (double)peak_rss() / 1048576.0);
     gpt2rt_free(ctx);
     free(row); free(tps); free(dps);
     return 0;

@@ -79,6 +79,11 @@ static void usage(void) {
         "  --recompute none|selective|full\n"
         "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
         "                                 (implies --recompute full when that is not given)\n"
+        "  --classifier-chunk N           the LM head and loss over N tokens at a time: the logits\n"
+        "                                 arena holds N rows, not batch x seq (CPU backend)\n"
+        "  --inference                    a context for generation and evaluation only: weights,\n"
+        "                                 KV cache, logits, two layers' activations; no gradients,\n"
+        "                                 moments or master weights (--sweep inference=0,1 compares)\n"
         "  --kv-batch N --kv-len N        the KV cache of generation: N sequences at once,\n"
         "                                 positions each (default --ctx)\n"
         "devices:\n"
@@ -98,8 +103,9 @@ static void usage(void) {
         "                                 prints whether it fits and what gpt2rt_fit suggests\n"
         "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
         "  --allow-shard                  let the advisor also switch ZeRO-1 sharding (ddp)\n"
+        "  --allow-classifier             let the advisor also try --classifier-chunk 1024 (CPU)\n"
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
-        "                                 devices|mode; recompute values: none, selective,\n"
+        "                                 devices|mode|inference|chunk; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
@@ -256,7 +262,9 @@ static const char *set_knob(knobs *k, const char *knob, const char *v) {
         else return "is not none, ddp or split";
         return NULL;
     }
-    return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode)";
+    if (!strcmp(knob, "inference")) return to_int(v, 0, 1, &c->inference) ? NULL : "is not 0 or 1";
+    if (!strcmp(knob, "chunk")) return to_int(v, 0, 1 << 30, &c->classifier_chunk) ? NULL : "is not an integer >= 0";
+    return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode, inference, chunk)";
 }
 
 /* What the flags leave implicit: the mode follows the device count unless given,
@@ -309,7 +317,9 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--tf32")) { c->tf32 = 1; continue; }
         if (!strcmp(a, "--allow-precision")) { o->allow |= GPT2RT_FIT_PRECISION; continue; }
         if (!strcmp(a, "--allow-shard")) { o->allow |= GPT2RT_FIT_SHARD; continue; }
+        if (!strcmp(a, "--allow-classifier")) { o->allow |= GPT2RT_FIT_CLASSIFIER; continue; }
         if (!strcmp(a, "--shard")) { c->shard_optimizer = 1; continue; }
+        if (!strcmp(a, "--inference")) { c->inference = 1; continue; }
         if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
         /* every other option takes a value: --opt V or --opt=V */
         char name[64];
@@ -332,6 +342,7 @@ static void parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(name, "--threads")) c->n_threads = (int)parse_int(name, v, 1, 1024);
         else if (!strcmp(name, "--kv-batch")) c->kv_batch = (int)parse_int(name, v, 1, 1 << 16);
         else if (!strcmp(name, "--kv-len")) c->kv_len = (int)parse_int(name, v, 1, 1 << 20);
+        else if (!strcmp(name, "--classifier-chunk")) c->classifier_chunk = (int)parse_int(name, v, 0, 1 << 30);
         else if (!strcmp(name, "--frozen")) c->frozen = parse_frozen(name, v);
         else if (!strcmp(name, "--checkpoint-every")) {
             ck_given = 1;
@@ -406,11 +417,12 @@ static const char *category_hint(int cat) {
     switch (cat) {
     case GPT2RT_MEM_WEIGHTS: return "model size; --precision bf16 halves it; --mode split divides it";
     case GPT2RT_MEM_MASTER: return "fp32 copy kept by bf16/fp16 for the update";
-    case GPT2RT_MEM_GRADS: return "trained parameters: --frozen, --mode split";
+    case GPT2RT_MEM_GRADS: return "trained parameters: --frozen, --mode split; none with --inference";
     case GPT2RT_MEM_MOMENTS: return "AdamW m and v, 8 bytes per trained parameter: --frozen, --mode split";
-    case GPT2RT_MEM_ACTIVATIONS: return "grows with --batch x --seq x layers: --recompute, smaller --batch";
+    case GPT2RT_MEM_ACTIVATIONS: return "grows with --batch x --seq x layers: --recompute, smaller --batch; "
+                                        "--inference keeps two layers'";
     case GPT2RT_MEM_TRANSIENT: return "one layer's backward scratch: --batch x --seq";
-    case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum";
+    case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum, or --classifier-chunk";
     case GPT2RT_MEM_WORKSPACE: return "library scratch, roughly fixed";
     case GPT2RT_MEM_COMM: return "layer split: the first device's wte gradient";
     case GPT2RT_MEM_KVCACHE: return "generation: 2 x layers x --kv-batch x --kv-len x width floats";
