@@ -1101,6 +1101,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #ifndef GPT2RT_IMPLEMENTATION_DONE
 #define GPT2RT_IMPLEMENTATION_DONE
 
+/* the one switch for the CUDA backend: nvcc, or the host build of kernels/emu/, which
+   supplies its own cuda_runtime.h, cublasLt.h and nccl.h and runs the kernels on the CPU */
+#if defined(__CUDACC__) || defined(GPT2RT_CUDA_EMU)
+#define GPT2RT__CUDA 1
+#else
+#define GPT2RT__CUDA 0
+#endif
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1109,7 +1117,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
-#ifdef __CUDACC__ /* the CUDA backend (section 8); link with -lcublasLt */
+#if GPT2RT__CUDA /* the CUDA backend (section 8); link with -lcublasLt */
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -1185,7 +1193,7 @@ static int gpt2rt__default_threads(void) { return 1; }
 
 /* a function the CUDA kernels call too (the dropout hash: one definition, so the
    device draws the CPU's masks bit for bit) */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
 #define GPT2RT__HOSTDEV __host__ __device__
 #else
 #define GPT2RT__HOSTDEV
@@ -1435,7 +1443,7 @@ struct gpt2rt_ctx {
     uint64_t drop_key;
     int64_t drop_micro;
     struct gpt2rt__ls *ls; /* CPU layer split (10.2): the stages' buffers; NULL otherwise */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
     void *dgroup; /* CUDA data parallel, rank 0: the ranks' device communicators (8.6) */
 #endif
@@ -1751,7 +1759,7 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
 
 /* AUTO's choice: CUDA when the implementation was compiled by nvcc and a device is present */
 static int gpt2rt__cuda_present(void) {
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
     return n > 0;
@@ -4144,7 +4152,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
 
 /* ==== 4.4 Training state ==== */
 
-#ifdef __CUDACC__ /* 8.6 */
+#if GPT2RT__CUDA /* 8.6 */
 static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
 #endif
 
@@ -4213,7 +4221,7 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (r == GPT2RT_OK) {
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         if (ctx->cu) /* the moments live on the device only (every data-parallel rank's) */
             r = gpt2rt__cu_dp_upload(ctx, (const float *)(const void *)(st.data + e[1]->begin),
                                      (const float *)(const void *)(st.data + e[2]->begin));
@@ -7360,7 +7368,7 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
    (8.5): the steps of 7.3's model driver on the device, the optimizer, creation and what
    the public calls do on a CUDA context. The kernel labs in kernels/ validate each part
    against the CPU backend and time it. */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
 
 /* ==== 8.1 Common ==== */
 
@@ -7369,7 +7377,13 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
 
 /* return the cudaError_t of a failing call to the caller; never exits, never prints */
 #define GPT2RT__CU_TRY(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return e_; } while (0)
-/* after a <<<>>> launch */
+/* every kernel launch is written GPT2RT__LAUNCH(grid, block, smem, stream, k)(args),
+   never with the chevrons, so the emulator in kernels/emu/ can launch on the CPU (the
+   kernel goes last: a template's commas pass through; smem and stream always spelled) */
+#ifndef GPT2RT__LAUNCH
+#define GPT2RT__LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
+#endif
+/* after a GPT2RT__LAUNCH */
 #define GPT2RT__CU_LAUNCHED() do { cudaError_t e_ = cudaGetLastError(); if (e_ != cudaSuccess) return e_; } while (0)
 
 /* storage types: float, __nv_bfloat16, __half; arithmetic is always fp32 */
@@ -7504,7 +7518,7 @@ static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int
 static inline cudaError_t gpt2rt__cu_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n,
                                                cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
-    gpt2rt__cuk_sum_parts<<<gpt2rt__cu_blocks(n, 32), dim3(32, 16), 0, stream>>>(dst, parts, G, ld, n);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 32), dim3(32, 16), 0, stream, gpt2rt__cuk_sum_parts)(dst, parts, G, ld, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -7535,10 +7549,10 @@ static cudaError_t gpt2rt__cu_encoder_forward(floatX *out, const int32_t *tokens
     int64_t n = B * T * C;
     if (n <= 0) return cudaSuccess;
     if (C % VN == 0 && gpt2rt__cu_al16(out) && gpt2rt__cu_al16(wte) && gpt2rt__cu_al16(wpe))
-        gpt2rt__cuk_encoder_forward<floatX, VN><<<gpt2rt__cu_blocks(n / VN, 256), 256, 0, stream>>>(
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n / VN, 256), 256, 0, stream, gpt2rt__cuk_encoder_forward<floatX, VN>)(
             out, tokens, wte, wpe, B * T, T, C);
     else
-        gpt2rt__cuk_encoder_forward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_encoder_forward<floatX, 1>)(
             out, tokens, wte, wpe, B * T, T, C);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -7637,13 +7651,13 @@ static cudaError_t gpt2rt__cu_encoder_backward(float *dwte, float *dwpe, const f
     dim3 grid_wte((unsigned)nb, gpt2rt__cu_blocks(C / vn, 64));
     unsigned grid_wpe = gpt2rt__cu_blocks(T * C / vn, 256);
     if (dwte && nb) {
-        if (fast) gpt2rt__cuk_encoder_backward_wte<floatX, VN><<<grid_wte, 64, 0, stream>>>(dwte, dout, buckets, B * T, C);
-        else gpt2rt__cuk_encoder_backward_wte<floatX, 1><<<grid_wte, 64, 0, stream>>>(dwte, dout, buckets, B * T, C);
+        if (fast) GPT2RT__LAUNCH(grid_wte, 64, 0, stream, gpt2rt__cuk_encoder_backward_wte<floatX, VN>)(dwte, dout, buckets, B * T, C);
+        else GPT2RT__LAUNCH(grid_wte, 64, 0, stream, gpt2rt__cuk_encoder_backward_wte<floatX, 1>)(dwte, dout, buckets, B * T, C);
         GPT2RT__CU_LAUNCHED();
     }
     if (dwpe) {
-        if (fast) gpt2rt__cuk_encoder_backward_wpe<floatX, VN><<<grid_wpe, 256, 0, stream>>>(dwpe, dout, B, T, C);
-        else gpt2rt__cuk_encoder_backward_wpe<floatX, 1><<<grid_wpe, 256, 0, stream>>>(dwpe, dout, B, T, C);
+        if (fast) GPT2RT__LAUNCH(grid_wpe, 256, 0, stream, gpt2rt__cuk_encoder_backward_wpe<floatX, VN>)(dwpe, dout, B, T, C);
+        else GPT2RT__LAUNCH(grid_wpe, 256, 0, stream, gpt2rt__cuk_encoder_backward_wpe<floatX, 1>)(dwpe, dout, B, T, C);
         GPT2RT__CU_LAUNCHED();
     }
     return cudaSuccess;
@@ -7716,9 +7730,9 @@ static cudaError_t gpt2rt__cu_layernorm_forward_impl(floatX *out, float *mean, f
     int fast = C % VN == 0 && gpt2rt__cu_al16(out) && gpt2rt__cu_al16(inp) && gpt2rt__cu_al16(w) &&
                gpt2rt__cu_al16(b) && (!RESID || (gpt2rt__cu_al16(res) && gpt2rt__cu_al16(inp2)));
     if (fast)
-        gpt2rt__cuk_layernorm_forward<floatX, VN, RESID><<<grid, 256, 0, stream>>>(out, mean, rstd, res, inp, inp2, w, b, N, C);
+        GPT2RT__LAUNCH(grid, 256, 0, stream, gpt2rt__cuk_layernorm_forward<floatX, VN, RESID>)(out, mean, rstd, res, inp, inp2, w, b, N, C);
     else
-        gpt2rt__cuk_layernorm_forward<floatX, 1, RESID><<<grid, 256, 0, stream>>>(out, mean, rstd, res, inp, inp2, w, b, N, C);
+        GPT2RT__LAUNCH(grid, 256, 0, stream, gpt2rt__cuk_layernorm_forward<floatX, 1, RESID>)(out, mean, rstd, res, inp, inp2, w, b, N, C);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -7836,13 +7850,13 @@ static cudaError_t gpt2rt__cu_layernorm_backward(floatX *dinp, float *dw, float 
         if (smem > 49152)
             GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_layernorm_backward<floatX, VN>,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        gpt2rt__cuk_layernorm_backward<floatX, VN><<<(unsigned)G, W * 32, smem, stream>>>(dinp, scratch, dout, inp, w,
+        GPT2RT__LAUNCH((unsigned)G, W * 32, smem, stream, gpt2rt__cuk_layernorm_backward<floatX, VN>)(dinp, scratch, dout, inp, w,
                                                                                          mean, rstd, N, C);
     } else {
         if (smem > 49152)
             GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_layernorm_backward<floatX, 1>,
                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        gpt2rt__cuk_layernorm_backward<floatX, 1><<<(unsigned)G, W * 32, smem, stream>>>(dinp, scratch, dout, inp, w,
+        GPT2RT__LAUNCH((unsigned)G, W * 32, smem, stream, gpt2rt__cuk_layernorm_backward<floatX, 1>)(dinp, scratch, dout, inp, w,
                                                                                         mean, rstd, N, C);
     }
     GPT2RT__CU_LAUNCHED();
@@ -7934,9 +7948,9 @@ static cudaError_t gpt2rt__cu_gelu_forward(floatX *out, const floatX *inp, int64
     constexpr int VN = (int)(16 / sizeof(floatX));
     if (n <= 0) return cudaSuccess;
     if (gpt2rt__cu_al16(out) && gpt2rt__cu_al16(inp))
-        gpt2rt__cuk_gelu_forward<floatX, VN><<<gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream>>>(out, inp, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream, gpt2rt__cuk_gelu_forward<floatX, VN>)(out, inp, n);
     else
-        gpt2rt__cuk_gelu_forward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, inp, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_gelu_forward<floatX, 1>)(out, inp, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -7948,9 +7962,9 @@ static cudaError_t gpt2rt__cu_gelu_backward(floatX *dinp, const floatX *inp, con
     constexpr int VN = (int)(16 / sizeof(floatX));
     if (n <= 0) return cudaSuccess;
     if (gpt2rt__cu_al16(dinp) && gpt2rt__cu_al16(inp) && gpt2rt__cu_al16(dout))
-        gpt2rt__cuk_gelu_backward<floatX, VN><<<gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream>>>(dinp, inp, dout, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream, gpt2rt__cuk_gelu_backward<floatX, VN>)(dinp, inp, dout, n);
     else
-        gpt2rt__cuk_gelu_backward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(dinp, inp, dout, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_gelu_backward<floatX, 1>)(dinp, inp, dout, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -7962,9 +7976,9 @@ static cudaError_t gpt2rt__cu_residual_forward(floatX *out, const floatX *a, con
     constexpr int VN = (int)(16 / sizeof(floatX));
     if (n <= 0) return cudaSuccess;
     if (gpt2rt__cu_al16(out) && gpt2rt__cu_al16(a) && gpt2rt__cu_al16(b))
-        gpt2rt__cuk_residual_forward<floatX, VN><<<gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream>>>(out, a, b, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks((n + VN - 1) / VN, 256), 256, 0, stream, gpt2rt__cuk_residual_forward<floatX, VN>)(out, a, b, n);
     else
-        gpt2rt__cuk_residual_forward<floatX, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, a, b, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_residual_forward<floatX, 1>)(out, a, b, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -7974,9 +7988,9 @@ template <typename To, typename From>
 static cudaError_t gpt2rt__cu_cast(To *out, const From *in, int64_t n, cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
     if (gpt2rt__cu_al16(out) && gpt2rt__cu_al16(in))
-        gpt2rt__cuk_cast<To, From, 8><<<gpt2rt__cu_blocks((n + 7) / 8, 256), 256, 0, stream>>>(out, in, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks((n + 7) / 8, 256), 256, 0, stream, gpt2rt__cuk_cast<To, From, 8>)(out, in, n);
     else
-        gpt2rt__cuk_cast<To, From, 1><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, in, n);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_cast<To, From, 1>)(out, in, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -8074,13 +8088,13 @@ static cudaError_t gpt2rt__cu_classifier(floatX *logits, float *losses, float *l
     int fast = Vp % VN == 0 && gpt2rt__cu_al16(logits);
     unsigned grid = (unsigned)BT;
     if (fast && write_dlogits)
-        gpt2rt__cuk_classifier<floatX, VN, true><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_CLS_THREADS, 0, stream, gpt2rt__cuk_classifier<floatX, VN, true>)(logits, losses, lse, targets, dloss, V, Vp);
     else if (fast)
-        gpt2rt__cuk_classifier<floatX, VN, false><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_CLS_THREADS, 0, stream, gpt2rt__cuk_classifier<floatX, VN, false>)(logits, losses, lse, targets, dloss, V, Vp);
     else if (write_dlogits)
-        gpt2rt__cuk_classifier<floatX, 1, true><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_CLS_THREADS, 0, stream, gpt2rt__cuk_classifier<floatX, 1, true>)(logits, losses, lse, targets, dloss, V, Vp);
     else
-        gpt2rt__cuk_classifier<floatX, 1, false><<<grid, GPT2RT__CU_CLS_THREADS, 0, stream>>>(logits, losses, lse, targets, dloss, V, Vp);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_CLS_THREADS, 0, stream, gpt2rt__cuk_classifier<floatX, 1, false>)(logits, losses, lse, targets, dloss, V, Vp);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -8138,10 +8152,10 @@ static cudaError_t gpt2rt__cu_bias_backward(float *db, const floatX *dout, float
     int64_t G = (BT + GPT2RT__CU_BIAS_ROWS - 1) / GPT2RT__CU_BIAS_ROWS;
     if (OC % VN == 0 && gpt2rt__cu_al16(dout)) {
         dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC / VN, 32));
-        gpt2rt__cuk_bias_backward_parts<floatX, VN><<<grid, dim3(32, 8), 0, stream>>>(scratch, dout, BT, OC);
+        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, VN>)(scratch, dout, BT, OC);
     } else {
         dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC, 32));
-        gpt2rt__cuk_bias_backward_parts<floatX, 1><<<grid, dim3(32, 8), 0, stream>>>(scratch, dout, BT, OC);
+        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, 1>)(scratch, dout, BT, OC);
     }
     GPT2RT__CU_LAUNCHED();
     return gpt2rt__cu_sum_parts(db, scratch, G, OC, OC, stream);
@@ -8206,11 +8220,11 @@ static inline cudaError_t gpt2rt__cu_global_norm(double *norm, double *sumsq, co
                                                  double *scratch, cudaStream_t stream) {
     int64_t G = (n + GPT2RT__CU_NORM_CHUNK - 1) / GPT2RT__CU_NORM_CHUNK;
     if (n > 0) {
-        if (gpt2rt__cu_al16(g)) gpt2rt__cuk_global_norm_parts<4><<<(unsigned)G, 256, 0, stream>>>(scratch, g, n);
-        else gpt2rt__cuk_global_norm_parts<1><<<(unsigned)G, 256, 0, stream>>>(scratch, g, n);
+        if (gpt2rt__cu_al16(g)) GPT2RT__LAUNCH((unsigned)G, 256, 0, stream, gpt2rt__cuk_global_norm_parts<4>)(scratch, g, n);
+        else GPT2RT__LAUNCH((unsigned)G, 256, 0, stream, gpt2rt__cuk_global_norm_parts<1>)(scratch, g, n);
         GPT2RT__CU_LAUNCHED();
     }
-    gpt2rt__cuk_global_norm_final<<<1, 1024, 0, stream>>>(norm, sumsq, scratch, n > 0 ? G : 0);
+    GPT2RT__LAUNCH(1, 1024, 0, stream, gpt2rt__cuk_global_norm_final)(norm, sumsq, scratch, n > 0 ? G : 0);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -8243,10 +8257,10 @@ static cudaError_t gpt2rt__cu_nonfinite(int *flag, const S *x, int64_t n, int re
     if (n <= 0) return cudaSuccess;
     if (gpt2rt__cu_al16(x)) {
         int64_t b = (int64_t)gpt2rt__cu_blocks(n / VN + 1, 256);
-        gpt2rt__cuk_nonfinite<S, VN><<<(unsigned)(b < 4096 ? b : 4096), 256, 0, stream>>>(flag, x, n);
+        GPT2RT__LAUNCH((unsigned)(b < 4096 ? b : 4096), 256, 0, stream, gpt2rt__cuk_nonfinite<S, VN>)(flag, x, n);
     } else {
         int64_t b = (int64_t)gpt2rt__cu_blocks(n, 256);
-        gpt2rt__cuk_nonfinite<S, 1><<<(unsigned)(b < 4096 ? b : 4096), 256, 0, stream>>>(flag, x, n);
+        GPT2RT__LAUNCH((unsigned)(b < 4096 ? b : 4096), 256, 0, stream, gpt2rt__cuk_nonfinite<S, 1>)(flag, x, n);
     }
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -8359,11 +8373,11 @@ static cudaError_t gpt2rt__cu_adamw(float *params, floatX *params_x, float *grad
     int fast = gpt2rt__cu_al16(params) && gpt2rt__cu_al16(grads) && gpt2rt__cu_al16(m) && gpt2rt__cu_al16(v) &&
                (!params_x || gpt2rt__cu_al16(params_x));
     if (fast)
-        gpt2rt__cuk_adamw<floatX, 4><<<(unsigned)n_blocks, 256, 0, stream>>>(
+        GPT2RT__LAUNCH((unsigned)n_blocks, 256, 0, stream, gpt2rt__cuk_adamw<floatX, 4>)(
             params, params_x, grads, m, v, table, nt, grad_scale, decay_on, 1.0f - beta1, beta2, 1.0f - beta2,
             step_size, bc2_sqrt, eps);
     else
-        gpt2rt__cuk_adamw<floatX, 1><<<(unsigned)n_blocks, 256, 0, stream>>>(
+        GPT2RT__LAUNCH((unsigned)n_blocks, 256, 0, stream, gpt2rt__cuk_adamw<floatX, 1>)(
             params, params_x, grads, m, v, table, nt, grad_scale, decay_on, 1.0f - beta1, beta2, 1.0f - beta2,
             step_size, bc2_sqrt, eps);
     GPT2RT__CU_LAUNCHED();
@@ -8388,7 +8402,7 @@ template <typename floatX>
 static cudaError_t gpt2rt__cu_dropout(floatX *out, const floatX *in, const gpt2rt__drop *dr, int64_t n,
                                       cudaStream_t stream) {
     if (n <= 0 || !dr->on) return cudaSuccess;
-    gpt2rt__cuk_dropout<floatX><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(out, in, *dr, n);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_dropout<floatX>)(out, in, *dr, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -8444,9 +8458,9 @@ static cudaError_t gpt2rt__cu_ts_revin_patch(floatX *patch, float *zs, float *me
                                              cudaStream_t stream) {
     int64_t n = d->B * d->T * d->PL;
     if (n <= 0) return cudaSuccess;
-    gpt2rt__cuk_ts_stats<<<gpt2rt__cu_blocks(d->B, 128), 128, 0, stream>>>(mean, std, x, d->B, d->Lb, d->M);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_stats)(mean, std, x, d->B, d->Lb, d->M);
     GPT2RT__CU_LAUNCHED();
-    gpt2rt__cuk_ts_patch<floatX><<<gpt2rt__cu_blocks(n, 256), 256, 0, stream>>>(patch, zs, x, mean, std, w, b, d->B,
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_patch<floatX>)(patch, zs, x, mean, std, w, b, d->B,
                                                                                d->Lb, d->M, d->T, d->PL, d->PS);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -8465,7 +8479,7 @@ template <typename floatX>
 static cudaError_t gpt2rt__cu_add_pos(floatX *x, const floatX *wpe, int64_t BT, int64_t T, int64_t C,
                                       cudaStream_t stream) {
     if (BT * C <= 0) return cudaSuccess;
-    gpt2rt__cuk_add_pos<floatX><<<gpt2rt__cu_blocks(BT * C, 256), 256, 0, stream>>>(x, wpe, BT, T, C);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(BT * C, 256), 256, 0, stream, gpt2rt__cuk_add_pos<floatX>)(x, wpe, BT, T, C);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -8487,7 +8501,7 @@ template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_denorm(float *pred, const floatX *yn, const float *mean, const float *std,
                                         const floatX *w, const floatX *b, const gpt2rt__dims *d, cudaStream_t stream) {
     if (d->B * d->H <= 0) return cudaSuccess;
-    gpt2rt__cuk_ts_denorm<floatX><<<gpt2rt__cu_blocks(d->B * d->H, 256), 256, 0, stream>>>(pred, yn, mean, std, w, b,
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B * d->H, 256), 256, 0, stream, gpt2rt__cuk_ts_denorm<floatX>)(pred, yn, mean, std, w, b,
                                                                                         d->B, d->H, d->M);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -8525,7 +8539,7 @@ static cudaError_t gpt2rt__cu_ts_mse_backward(floatX *dyn, const float *pred, co
                                               const floatX *w, const floatX *b, float *dw, float *db, float dloss,
                                               const gpt2rt__dims *d, cudaStream_t stream) {
     if (d->B * d->H <= 0) return cudaSuccess;
-    gpt2rt__cuk_ts_mse_backward<floatX><<<(unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream>>>(
+    GPT2RT__LAUNCH((unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream, gpt2rt__cuk_ts_mse_backward<floatX>)(
         dyn, pred, y, std, w, b, dw, db, dloss, d->Bw, d->H, d->M);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -8557,7 +8571,7 @@ template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const float *zs,
                                                  const gpt2rt__dims *d, cudaStream_t stream) {
     if (d->B * d->T * d->PL <= 0) return cudaSuccess;
-    gpt2rt__cuk_ts_affine_backward<floatX><<<(unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream>>>(
+    GPT2RT__LAUNCH((unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream, gpt2rt__cuk_ts_affine_backward<floatX>)(
         dw, db, dpatch, zs, d->Bw, d->M, d->T * d->PL);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -9308,7 +9322,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
     static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
-        gpt2rt__cuk_attn_fwd64<X><<<grid, GPT2RT__CU_ATT_THREADS, 0, s>>>(out, lse, qkv, T, C, NH, scale_log2);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(out, lse, qkv, T, C, NH, scale_log2);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
@@ -9319,9 +9333,9 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
         GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
         GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
-        gpt2rt__cuk_attn_bwd_dkdv64<X><<<grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s>>>(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
         GPT2RT__CU_LAUNCHED();
-        gpt2rt__cuk_attn_bwd_dq64<X><<<grid, GPT2RT__CU_ATT_THREADS, smem_dq, s>>>(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
@@ -9356,10 +9370,10 @@ static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
     switch (gpt2rt__cu_attn_npl(HS)) {
-    case 1: gpt2rt__cuk_attn_fwd_generic<X, 1><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
-    case 2: gpt2rt__cuk_attn_fwd_generic<X, 2><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
-    case 4: gpt2rt__cuk_attn_fwd_generic<X, 4><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
-    default: gpt2rt__cuk_attn_fwd_generic<X, 8><<<blocks, 128, 0, s>>>(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 1: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 1>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 2: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 2>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    case 4: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 4>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
+    default: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 8>)(out, lse, qkv, B, T, C, NH, scale, nd); break;
     }
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -9374,7 +9388,7 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     gpt2rt__drop nd; /* D = rowsum(dout * out) holds with the mask too: out is the dropped output */
     memset(&nd, 0, sizeof nd);
     if (dr && dr->on) { nd = *dr; allow_fast = 0; }
-    gpt2rt__cuk_attn_bwd_rowdot<X><<<gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s>>>(scratch_D, dout, out, B, T, C, NH);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s, gpt2rt__cuk_attn_bwd_rowdot<X>)(scratch_D, dout, out, B, T, C, NH);
     GPT2RT__CU_LAUNCHED();
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
         return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s);
@@ -9382,9 +9396,9 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
 #define GPT2RT__CU_ATT_GENERIC_BWD(npl_) do { \
-        gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
+        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
         GPT2RT__CU_LAUNCHED(); \
-        gpt2rt__cuk_attn_bwd_dq_generic<X, npl_><<<blocks, 128, 0, s>>>(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
+        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dq_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd); \
         GPT2RT__CU_LAUNCHED(); } while (0)
     switch (gpt2rt__cu_attn_npl(HS)) {
     case 1: GPT2RT__CU_ATT_GENERIC_BWD(1); break;
@@ -9654,23 +9668,23 @@ static unsigned gpt2rt__cu_mm_grid(int64_t n) {
     return (unsigned)(b < 65536 ? (b < 1 ? 1 : b) : 65536);
 }
 static cudaError_t gpt2rt__cu_mm_gelu_launch(cudaDataType_t t, void *out, const void *pre, int64_t n, cudaStream_t s) {
-    if (t == CUDA_R_32F) gpt2rt__cu_mm_gelu_kernel<float><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((float *)out, (const float *)pre, n);
-    else if (t == CUDA_R_16BF) gpt2rt__cu_mm_gelu_kernel<__nv_bfloat16><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__nv_bfloat16 *)out, (const __nv_bfloat16 *)pre, n);
-    else gpt2rt__cu_mm_gelu_kernel<__half><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__half *)out, (const __half *)pre, n);
+    if (t == CUDA_R_32F) GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_gelu_kernel<float>)((float *)out, (const float *)pre, n);
+    else if (t == CUDA_R_16BF) GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_gelu_kernel<__nv_bfloat16>)((__nv_bfloat16 *)out, (const __nv_bfloat16 *)pre, n);
+    else GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_gelu_kernel<__half>)((__half *)out, (const __half *)pre, n);
     return cudaGetLastError();
 }
 static cudaError_t gpt2rt__cu_mm_dgelu_launch(cudaDataType_t t, void *d, const void *pre, int64_t n, cudaStream_t s) {
-    if (t == CUDA_R_32F) gpt2rt__cu_mm_dgelu_kernel<float><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((float *)d, (const float *)pre, n);
-    else if (t == CUDA_R_16BF) gpt2rt__cu_mm_dgelu_kernel<__nv_bfloat16><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__nv_bfloat16 *)d, (const __nv_bfloat16 *)pre, n);
-    else gpt2rt__cu_mm_dgelu_kernel<__half><<<gpt2rt__cu_mm_grid(n), 256, 0, s>>>((__half *)d, (const __half *)pre, n);
+    if (t == CUDA_R_32F) GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_dgelu_kernel<float>)((float *)d, (const float *)pre, n);
+    else if (t == CUDA_R_16BF) GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_dgelu_kernel<__nv_bfloat16>)((__nv_bfloat16 *)d, (const __nv_bfloat16 *)pre, n);
+    else GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_dgelu_kernel<__half>)((__half *)d, (const __half *)pre, n);
     return cudaGetLastError();
 }
 static cudaError_t gpt2rt__cu_mm_colsum_launch(cudaDataType_t t, float *db, const void *x, int64_t R, int64_t OC,
                                                int accumulate, cudaStream_t s) {
     dim3 grid((unsigned)((OC + 31) / 32)), block(32, 16);
-    if (t == CUDA_R_32F) gpt2rt__cu_mm_colsum_kernel<float><<<grid, block, 0, s>>>(db, (const float *)x, R, OC, accumulate);
-    else if (t == CUDA_R_16BF) gpt2rt__cu_mm_colsum_kernel<__nv_bfloat16><<<grid, block, 0, s>>>(db, (const __nv_bfloat16 *)x, R, OC, accumulate);
-    else gpt2rt__cu_mm_colsum_kernel<__half><<<grid, block, 0, s>>>(db, (const __half *)x, R, OC, accumulate);
+    if (t == CUDA_R_32F) GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<float>)(db, (const float *)x, R, OC, accumulate);
+    else if (t == CUDA_R_16BF) GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<__nv_bfloat16>)(db, (const __nv_bfloat16 *)x, R, OC, accumulate);
+    else GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<__half>)(db, (const __half *)x, R, OC, accumulate);
     return cudaGetLastError();
 }
 
@@ -9984,7 +9998,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
         if ((st = (int)gpt2rt__cu_mm_colsum_launch(t, db, dout, BT, OC, accumulate, b->stream)) != 0)
             return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_colsum_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
     } else if (accumulate) {
-        gpt2rt__cu_mm_add_kernel<<<gpt2rt__cu_mm_grid(OC), 256, 0, b->stream>>>(db, db_scratch, OC);
+        GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(OC), 256, 0, b->stream, gpt2rt__cu_mm_add_kernel)(db, db_scratch, OC);
         if ((st = (int)cudaGetLastError()) != 0)
             return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_add_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
     }
@@ -11462,7 +11476,7 @@ __global__ void gpt2rt__cuk_rank_sum(float *out, gpt2rt__cu_ptrs in, int n_in, i
 static cudaError_t gpt2rt__cu_rank_sum(float *out, const gpt2rt__cu_ptrs *in, int n_in, int64_t n, cudaStream_t s) {
     if (n <= 0) return cudaSuccess;
     int64_t b = (int64_t)gpt2rt__cu_blocks(n, 256);
-    gpt2rt__cuk_rank_sum<<<(unsigned)(b < 4096 ? b : 4096), 256, 0, s>>>(out, *in, n_in, n);
+    GPT2RT__LAUNCH((unsigned)(b < 4096 ? b : 4096), 256, 0, s, gpt2rt__cuk_rank_sum)(out, *in, n_in, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -11477,7 +11491,7 @@ template <typename X>
 static cudaError_t gpt2rt__cu_cast(X *out, const float *in, int64_t n, cudaStream_t s) {
     if (n <= 0) return cudaSuccess;
     int64_t b = (int64_t)gpt2rt__cu_blocks(n, 256);
-    gpt2rt__cuk_cast<X><<<(unsigned)(b < 4096 ? b : 4096), 256, 0, s>>>(out, in, n);
+    GPT2RT__LAUNCH((unsigned)(b < 4096 ? b : 4096), 256, 0, s, gpt2rt__cuk_cast<X>)(out, in, n);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -12161,7 +12175,7 @@ static gpt2rt_result gpt2rt__cu_dp_download_moments(gpt2rt_ctx *ctx, float *m, f
 #undef GPT2RT__CU_CK
 #undef GPT2RT__CU_RET
 
-#endif /* __CUDACC__ */
+#endif /* GPT2RT__CUDA */
 
 /* ==== 9. Optimizer ==== */
 
@@ -12348,7 +12362,7 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
 }
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 1); /* a failure shows at the next call */
 #endif
     if (ctx->grads) { /* the CPU; a CUDA context's host holds the weights only */
@@ -12462,7 +12476,7 @@ static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
             pc[1][0] = hi; pc[1][1] = ctx->n_train - hi;
         }
     }
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) { /* enqueued on the device communicator's stream: the backward goes on (8.6) */
         gpt2rt_result r = gpt2rt__cu_dp_reduce(ctx, ctx->cu, pc, 2, scatter);
         if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
@@ -12593,7 +12607,7 @@ typedef struct gpt2rt__ls {
     int fwd[GPT2RT_MAX_DEVICES], bwd[GPT2RT_MAX_DEVICES]; /* micro-batches done per stage */
     int stop;                  /* a stage's thread did not start: the others return at once */
     const void *a, *b;         /* this call's inputs and targets (tokens) or x and y (series) */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     /* the CUDA backend's stages (below) */
     int cuda;
     gpt2rt_ctx *hs;            /* (n) stage s's host context: its table, its fp32 weights, cu */
@@ -12610,14 +12624,14 @@ typedef struct gpt2rt__ls {
 #endif
 } gpt2rt__ls;
 
-#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
 static void gpt2rt__ls_cu_free(gpt2rt_ctx *ctx, gpt2rt__ls *ls);
 #endif
 
 static void gpt2rt__ls_free(gpt2rt_ctx *ctx) {
     gpt2rt__ls *ls = ctx->ls;
     if (!ls) return;
-#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
     if (ls->cuda) gpt2rt__ls_cu_free(ctx, ls);
 #endif
     for (int k = 0; ls->acts && k < ls->m - 1; k++) gpt2rt__free(&ctx->cfg, ls->acts[k], GPT2RT_MEM_ACTIVATIONS);
@@ -12788,7 +12802,7 @@ static void *gpt2rt__ls_stage(void *p) {
 }
 #endif
 
-#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
 /* ---- layer split on CUDA devices ----
    Stage s: a device state for its span (gpt2rt__cu_create_span) on device_ids[s],
    driven through the stage's host context hs[s] (the table gpt2rt__span_params gives
@@ -13312,12 +13326,12 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
 #undef GPT2RT__LS_CU_CK
 #undef GPT2RT__LS_CU_RET
 #undef GPT2RT__LS_CU_BY_TYPE
-#endif /* __CUDACC__ */
+#endif /* GPT2RT__CUDA */
 
 /* the calls a CUDA layer split does not run yet (it runs gpt2rt_step, gpt2rt_param_read,
    the plan and the parameter table): the one-device paths would find no device state */
 static gpt2rt_result gpt2rt__ls_cu_only_step(gpt2rt_ctx *ctx, const char *fn) {
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->ls && ctx->ls->cuda)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: parallel = LAYER_SPLIT on the CUDA backend runs "
                             "gpt2rt_step (and gpt2rt_param_read), not yet %s; use gpt2rt_step, or backend = CPU", fn, fn);
@@ -13339,7 +13353,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     ls->a = a; ls->b = b;
     ls->stop = 0;
     for (int s = 0; s < n; s++) { ls->fwd[s] = ls->bwd[s] = 0; jobs[s].ctx = ctx; jobs[s].s = s; }
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ls->cuda) { /* the wte gradient's token buckets of every micro-batch (checked tokens) */
         int64_t BT = ctx->d.BT, nbi = gpt2rt__cu_encoder_bucket_ints(BT);
         for (int k = 0; ls->order && k < ls->m; k++)
@@ -13362,7 +13376,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     if (failed)
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split: starting a stage's thread failed; nothing "
                             "was computed");
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     for (int s = 0; ls->cuda && s < n; s++) ls->cu[s]->dev = ls->dev0[s];
     for (int s = 0; ls->cuda && s < n; s++)
         if (ls->res[s] != GPT2RT_OK) { /* the others stopped: drop what the stages summed */
@@ -14245,7 +14259,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
                             ctx->cfg.kv_batch);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
 #ifdef GPT2RT__COMM_THREADS
         if ((r = split ? gpt2rt__ls_cu_open(ctx, &plan) : gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
 #else
@@ -14351,7 +14365,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         rc->cfg = ctx->cfg;
         rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
         rc->d = ctx->d;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         gpt2rt_result res = ctx->cu ? gpt2rt__cu_dp_rank(ctx, rc, r) /* a device state on device_ids[r] */
                                     : gpt2rt__ctx_alloc(rc, plan);
 #else
@@ -14364,7 +14378,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         gpt2rt__reset_training(rc);
     }
     for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) return gpt2rt__cu_dp_open(ctx); /* the device communicators (8.6) */
 #endif
     return GPT2RT_OK;
@@ -14377,7 +14391,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     gpt2rt__cu_dp_close(ctx);
 #endif
     for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
@@ -14388,7 +14402,7 @@ GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
         gpt2rt__free(&ctx->cfg, ctx->group, GPT2RT_MEM_BOOKKEEPING);
     }
 #endif
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     gpt2rt__cu_free(ctx->cu);
 #endif
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
@@ -14417,19 +14431,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     plan->n_devices = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
         plan->bytes[0][i] = ctx->arena_bytes[i];
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         if (ctx->cu) plan->bytes[0][i] = ctx->cu->allocated[i]; /* device arenas; the host holds the fp32 weights */
 #endif
         plan->total[0] += plan->bytes[0][i];
         for (int r = 1; r < ctx->n_ranks; r++) { /* data parallel: each rank's own arenas */
             plan->bytes[r][i] = ctx->ranks[r]->arena_bytes[i];
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
             if (ctx->ranks[r]->cu) plan->bytes[r][i] = ctx->ranks[r]->cu->allocated[i];
 #endif
             plan->total[r] += plan->bytes[r][i];
         }
     }
-#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
     if (ctx->ls && ctx->ls->cuda) gpt2rt__ls_cu_allocated(ctx, plan);
     else
 #endif
@@ -14445,7 +14459,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
             plan->total[s] = ls->scratch_bytes[0] + ls->scratch_bytes[1];
         }
     }
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++)
         if (gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)) plan->overhead[r] = gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)->overhead;
 #endif
@@ -14488,7 +14502,7 @@ static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs,
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
     if (r != GPT2RT_OK) return r;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) {
         r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
         ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready; /* gpt2rt_step fuses dlogits in */
@@ -14517,7 +14531,7 @@ static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
     /* one fixed scale for every micro-batch; the update divides by the counted targets */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     gpt2rt_result r = ctx->cu ? gpt2rt__cu_backward(ctx, ctx->cu) /* the same scale, times the loss scale */
                     : gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
 #else
@@ -14541,7 +14555,7 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
     double t0 = gpt2rt__now();
     float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f, loss_scale = 1.0f;
     int skipped = 0;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     /* no targets: skipped below, as on the CPU; data parallel: the ranks decide together (8.6) */
     if (ctx->cu && (ctx->acc_targets || ctx->comm->size > 1)) {
         gpt2rt_result r = gpt2rt__cu_update(ctx, ctx->cu, lr, &norm, &skipped, &loss_scale);
@@ -14619,14 +14633,14 @@ static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, co
     gpt2rt_result r = GPT2RT_OK;
     /* grad_accum micro-batches of B rows each, then one update */
     for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         if (ctx->cu) ctx->cu->dlogits_in_forward = 1; /* the classifier writes dlogits in the same pass */
 #endif
         r = gpt2rt__forward_one(ctx, inputs + k * BT, targets + k * BT, NULL);
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
         else
 #endif
@@ -14650,7 +14664,7 @@ static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t cou
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) return gpt2rt__cu_logits(ctx, ctx->cu, dst, count);
 #endif
     for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
@@ -14664,7 +14678,7 @@ static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x,
     if (r != GPT2RT_OK) return r;
     if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
     if ((r = gpt2rt__ts_check(ctx, "gpt2rt_forward_series", x, y)) != GPT2RT_OK) return r;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) {
         ctx->have_pred = 0;
         r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
@@ -14708,7 +14722,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
         else
 #endif
@@ -14733,7 +14747,7 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     if (!ctx->have_pred)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_predictions: no predictions (call gpt2rt_forward_series; "
                             "a load or gpt2rt_param_write forgets them)");
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) { /* the forward brought them to the host */
         memcpy(dst, ctx->cu->h_pred, (size_t)count * sizeof(float));
         return GPT2RT_OK;
@@ -14779,7 +14793,7 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     case GPT2RT__DP_STEP_SERIES:
         for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
             int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
             if (rc->cu) rc->cu->dlogits_in_forward = 1; /* as gpt2rt_step on one device */
 #endif
             r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL)
@@ -14804,7 +14818,7 @@ static void *gpt2rt__dp_thread(void *p) {
 static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
     for (int r = 0; r < ctx->n_ranks; r++) {
         gpt2rt_ctx *rc = ctx->ranks[r];
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
         else
 #endif
@@ -14915,7 +14929,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
         if (r != GPT2RT_OK) return r;
     }
     gpt2rt_result r = gpt2rt__ls_accumulate(ctx, a, b);
-#if defined(__CUDACC__) && defined(GPT2RT__COMM_THREADS)
+#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
     if (r == GPT2RT_OK && ctx->ls->cuda) r = gpt2rt__ls_cu_update(ctx, stats);
     else
 #endif
@@ -14953,7 +14967,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
     int drop = r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     drop |= r != GPT2RT_OK && ctx->cu != NULL; /* a device backward that stopped halfway left partial sums */
 #endif
     if (drop) gpt2rt__dp_drop(ctx);
@@ -15041,7 +15055,7 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
         if (!what) continue;
         if (what == 1) gpt2rt__reset_training(rc);
         else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
         if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
         else
 #endif
@@ -15069,7 +15083,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (r == GPT2RT_OK && ctx->cu) r = gpt2rt__cu_dp_upload(ctx, NULL, NULL); /* every rank's device */
 #endif
     if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 1);
@@ -15110,7 +15124,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     gpt2rt_result rc = ctx->cu ? gpt2rt__cu_host_weights(ctx, ctx->cu) : GPT2RT_OK;
     if (rc != GPT2RT_OK) return rc;
 #endif
@@ -15217,7 +15231,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
     float *zmv = NULL; /* ZeRO-1: the ranks' shards of the moments, whole (CUDA: below) */
     int host_moments = 1;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     host_moments = !ctx->cu;
 #endif
     if (ctx->d.shards > 1 && host_moments) {
@@ -15228,7 +15242,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
         srcs[1] = zmv;
         srcs[2] = zmv + ctx->n_train;
     }
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     float *mv = NULL; /* CUDA: the moments come to the host for the write */
     if (ctx->cu) {
         gpt2rt_result rc = gpt2rt__cu_host_weights(ctx, ctx->cu);
@@ -15251,7 +15265,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, n_meta);
     gpt2rt__free(&ctx->cfg, zmv, GPT2RT_MEM_BOOKKEEPING);
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
 #endif
     if (r != GPT2RT_OK) return r;
@@ -15310,7 +15324,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu) return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
 #ifdef GPT2RT__COMM_THREADS
     if (ctx->ls && ctx->ls->cuda) return gpt2rt__ls_cu_param_read(ctx, t, what, dst);
@@ -15351,7 +15365,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu && (r = gpt2rt__cu_host_weights(ctx, ctx->cu)) != GPT2RT_OK) return r;
 #endif
     float *d = ctx->params + t->off;
@@ -15360,7 +15374,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
             for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
     } else memcpy(d, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu && (r = gpt2rt__cu_dp_upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* every tensor: simple, not fast */
 #endif
     gpt2rt__dp_sync(ctx, 0);
@@ -15457,7 +15471,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     const char *fn = "gpt2rt_generate";
-#ifdef __CUDACC__
+#if GPT2RT__CUDA
     if (ctx->cu)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: generation on the CUDA backend is not implemented "
                             "yet (create the context with backend = GPT2RT_BACKEND_CPU)", fn);
