@@ -488,6 +488,16 @@ static inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaM
     }
     return gpt2rt_emu::wait_stream(q, q->issued);
 }
+/* a 2D copy is height row copies of width bytes, each checked as its own 1D copy */
+static inline cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                                            size_t height, cudaMemcpyKind k, cudaStream_t s = 0) {
+    if (width > dpitch || width > spitch) return gpt2rt_emu::set_last(cudaErrorInvalidValue);
+    for (size_t r = 0; r < height; r++) {
+        cudaError_t e = cudaMemcpyAsync((char *)dst + r * dpitch, (const char *)src + r * spitch, width, k, s);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
 static inline cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s = 0) {
     (void)dd; (void)sd;
     return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);

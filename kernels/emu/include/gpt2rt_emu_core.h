@@ -127,13 +127,16 @@ struct Ctx { /* per host thread */
     dim3 block_dim, grid_dim;
     char *stacks = nullptr;
     size_t nstacks = 0;
+    int dirty = 0;
 };
 inline thread_local Ctx tctx;
 
 static const size_t stack_bytes = (size_t)256 << 10; /* ASan's redzones make frames several times larger */
 
+struct WarpState { unsigned exists, exited, arrived; };
 struct Block {
     std::vector<Fiber> f;
+    std::vector<WarpState> w;
     const std::function<void()> *body;
     const char *kernel;
     int live, at_bar, bar_or, failed;
@@ -242,37 +245,36 @@ static inline const char *kind_name(int k) {
 }
 
 /* Warp collective: this lane deposits its operands (in) and where its result goes (out);
-   the last lane of mask to arrive checks that every lane of mask waits in the same
-   collective, runs fn over all of them, and releases them. */
+   the last lane of mask to arrive runs fn over all of them and releases them. Every lane
+   of mask must wait in the same collective with the same mask; a lane of mask that has
+   exited, or that waits in another collective, is an error. */
 inline void warp_collective(int kind, const char *name, unsigned mask, const void *in, void *out, WarpFn fn,
                             void *ctx) {
     Ctx &c = tctx;
     Block *b = c.blk;
     Fiber *f = c.cur;
-    if (!b || !f) GPT2RT_EMU_KFAIL("%s outside a kernel", name);
+    if (!b || !f) { fail("%s outside a kernel", name); return; }
     if (!(mask >> f->lane & 1u)) GPT2RT_EMU_KFAIL("%s with mask 0x%08x that leaves out the calling lane %d", name, mask, f->lane);
-    int base = f->warp * 32, n = (int)b->f.size();
+    WarpState &w = b->w[(size_t)f->warp];
+    if (mask & ~w.exists) GPT2RT_EMU_KFAIL("%s with mask 0x%08x names lanes past the block's last thread", name, mask);
+    if (mask & w.exited) GPT2RT_EMU_KFAIL("%s with mask 0x%08x reads lane %d, which has exited", name, mask, __builtin_ctz(mask & w.exited));
+    if (w.arrived & mask) {
+        /* someone of mask waits: it must be this very collective */
+        int l = __builtin_ctz(w.arrived & mask);
+        Fiber *g = &b->f[(size_t)(f->warp * 32 + l)];
+        if (g->wkind != kind || g->wmask != mask)
+            GPT2RT_EMU_KFAIL("%s (mask 0x%08x) meets lane %d waiting in %s (mask 0x%08x): diverged warp", name, mask, l,
+                             kind_name(g->wkind), g->wmask);
+    }
     f->state = F_WARP; f->wkind = kind; f->wmask = mask; f->wname = name; f->win = in; f->wout = out; f->wfn = fn;
     f->wctx = ctx;
-    Fiber *lanes[32] = {0};
-    int arrived = 1;
-    for (int l = 0; l < 32; l++) {
-        if (!(mask >> l & 1u)) continue;
-        if (base + l >= n) GPT2RT_EMU_KFAIL("%s with mask 0x%08x names lane %d, past the block's last thread", name, mask, l);
-        Fiber *g = &b->f[(size_t)(base + l)];
-        lanes[l] = g;
-        if (g == f) continue;
-        if (g->state == F_DONE) GPT2RT_EMU_KFAIL("%s reads lane %d, which has exited", name, l);
-        if (g->state == F_WARP) {
-            if (g->wkind != kind || g->wmask != mask) {
-                GPT2RT_EMU_KFAIL("%s (mask 0x%08x) meets lane %d in %s (mask 0x%08x): diverged warp", name, mask, l,
-                     kind_name(g->wkind), g->wmask);
-            }
-            arrived++;
-        }
-    }
-    if (arrived == __builtin_popcount(mask)) {
+    w.arrived |= 1u << f->lane;
+    if ((w.arrived & mask) == mask) {
+        Fiber *lanes[32] = {0};
+        for (int l = 0; l < 32; l++)
+            if (mask >> l & 1u) lanes[l] = &b->f[(size_t)(f->warp * 32 + l)];
         fn(lanes, mask, ctx);
+        w.arrived &= ~mask;
         for (int l = 0; l < 32; l++)
             if (lanes[l]) lanes[l]->state = F_RUN;
         return;
@@ -282,11 +284,12 @@ inline void warp_collective(int kind, const char *name, unsigned mask, const voi
 
 /* a lane leaves: fail every collective that still counts on it */
 inline void fiber_exit_checks(Block *b, Fiber *f) {
-    int base = f->warp * 32;
-    for (int l = 0; l < 32 && base + l < (int)b->f.size(); l++) {
-        Fiber *g = &b->f[(size_t)(base + l)];
-        if (g->state == F_WARP && (g->wmask >> f->lane & 1u)) {
-            fail("lane %d exited while lane %d waits for it in %s (mask 0x%08x)", f->lane, l, g->wname, g->wmask);
+    WarpState &w = b->w[(size_t)f->warp];
+    w.exited |= 1u << f->lane;
+    for (unsigned a = w.arrived; a; a &= a - 1) {
+        Fiber *g = &b->f[(size_t)(f->warp * 32 + __builtin_ctz(a))];
+        if (g->wmask >> f->lane & 1u) {
+            fail("lane %d exited while lane %d waits for it in %s (mask 0x%08x)", f->lane, g->lane, g->wname, g->wmask);
             return;
         }
     }
@@ -350,17 +353,19 @@ inline int run_block(Block &b, const dim3 &bd) {
         if (c.stacks == MAP_FAILED) { c.stacks = nullptr; c.nstacks = 0; fail("no memory for %d fiber stacks", n); return 1; }
         c.nstacks = (size_t)n;
     }
+#ifdef GPT2RT_EMU_ASAN
+    /* the fibers of a failed block were abandoned with their frames' redzones poisoned */
+    if (c.dirty) { __asan_unpoison_memory_region(c.stacks, c.nstacks * stack_bytes); c.dirty = 0; }
+#endif
     b.f.assign((size_t)n, Fiber());
     b.live = n; b.at_bar = 0; b.bar_or = 0; b.failed = 0;
+    b.w.assign((size_t)((n + 31) / 32), WarpState{0, 0, 0});
+    for (int i = 0; i < n; i++) b.w[(size_t)(i >> 5)].exists |= 1u << (i & 31);
     for (int i = 0; i < n; i++) {
         Fiber &f = b.f[(size_t)i];
         f.linear = i; f.lane = i & 31; f.warp = i >> 5; f.state = F_RUN;
         f.tid.x = (unsigned)i % bd.x; f.tid.y = (unsigned)i / bd.x % bd.y; f.tid.z = (unsigned)i / (bd.x * bd.y);
         f.stack = c.stacks + (size_t)i * stack_bytes;
-#ifdef GPT2RT_EMU_ASAN
-        /* an abandoned fiber leaves its frames' redzones poisoned */
-        __asan_unpoison_memory_region(f.stack, stack_bytes);
-#endif
         void **sp = (void **)(f.stack + stack_bytes - 16);
         *--sp = (void *)gpt2rt_emu_fiber_start; /* ret target; rsp is 16-aligned after it */
         *--sp = nullptr;                        /* rbp */
@@ -389,6 +394,7 @@ inline int run_block(Block &b, const dim3 &bd) {
         }
         if (!ran && !b.failed && b.live > 0) describe_deadlock(&b);
     }
+    if (b.failed) c.dirty = 1;
     return b.failed;
 }
 
