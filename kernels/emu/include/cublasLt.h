@@ -231,26 +231,27 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     gpt2rt_emu::enqueue(gpt2rt_emu::resolve(stream), "cublasLtMatmul", [=]() {
         using namespace gpt2rt_emu;
         int tf32 = d.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
-        /* op(A)(i, kk), op(B)(kk, j) as fp32 (column-major storage) */
-        auto ga = [&](uint64_t i, uint64_t kk) {
-            float v = d.ta ? lt_load(a.type, A, (int64_t)(i * (uint64_t)a.ld + kk)) : lt_load(a.type, A, (int64_t)(kk * (uint64_t)a.ld + i));
-            return tf32 ? lt_tf32(v) : v;
-        };
-        auto gb = [&](uint64_t kk, uint64_t j) {
-            float v = d.tb ? lt_load(b.type, B, (int64_t)(kk * (uint64_t)b.ld + j)) : lt_load(b.type, B, (int64_t)(j * (uint64_t)b.ld + kk));
-            return tf32 ? lt_tf32(v) : v;
-        };
-        std::vector<float> out((size_t)(m * n)), acol((size_t)k);
-        for (uint64_t i = 0; i < m; i++) {
-            for (uint64_t kk = 0; kk < k; kk++) acol[kk] = ga(i, kk);
-            for (uint64_t j = 0; j < n; j++) {
+        /* op(A) as rows of k (opa[i*k + kk]) and op(B) as columns of k (opb[j*k + kk]), fp32 */
+        std::vector<float> opa((size_t)(m * k)), opb((size_t)(n * k)), out((size_t)(m * n));
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t kk = 0; kk < k; kk++) {
+                float v = d.ta ? lt_load(a.type, A, (int64_t)(i * (uint64_t)a.ld + kk)) : lt_load(a.type, A, (int64_t)(kk * (uint64_t)a.ld + i));
+                opa[(size_t)(i * k + kk)] = tf32 ? lt_tf32(v) : v;
+            }
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t kk = 0; kk < k; kk++) {
+                float v = d.tb ? lt_load(b.type, B, (int64_t)(kk * (uint64_t)b.ld + j)) : lt_load(b.type, B, (int64_t)(j * (uint64_t)b.ld + kk));
+                opb[(size_t)(j * k + kk)] = tf32 ? lt_tf32(v) : v;
+            }
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t i = 0; i < m; i++) {
+                const float *x = &opa[(size_t)(i * k)], *y = &opb[(size_t)(j * k)];
                 float s = 0.0f;
-                for (uint64_t kk = 0; kk < k; kk++) s += acol[kk] * gb(kk, j);
+                for (uint64_t kk = 0; kk < k; kk++) s += x[kk] * y[kk];
                 float v = al * s;
                 if (be != 0.0f) v += be * lt_load(c.type, C, (int64_t)(j * (uint64_t)c.ld + i));
                 out[(size_t)(j * m + i)] = v;
             }
-        }
         for (uint64_t j = 0; j < n; j++)
             for (uint64_t i = 0; i < m; i++) {
                 float v = out[(size_t)(j * m + i)];
@@ -266,7 +267,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
         if (e == CUBLASLT_EPILOGUE_BGRADB) /* bias (n) = sum over k of op(B), in C's type */
             for (uint64_t j = 0; j < n; j++) {
                 float s = 0.0f;
-                for (uint64_t kk = 0; kk < k; kk++) s += gb(kk, j);
+                for (uint64_t kk = 0; kk < k; kk++) s += opb[(size_t)(j * k + kk)];
                 lt_store(c.type, (void *)d.bias, (int64_t)j, s);
             }
         return 0;

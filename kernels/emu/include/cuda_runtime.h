@@ -274,6 +274,27 @@ inline cudaError_t launch_check(const char *name, dim3 g, dim3 b, size_t smem, c
     return cudaSuccess;
 }
 
+/* EMU_LAUNCH_LOG=path: one line "kernel grid block" per distinct launch shape of each
+   kernel (the name without template arguments), appended; run.sh counts the kernels of
+   gpt2rt.h that ran at two shapes or more */
+inline void log_launch(const char *name, dim3 g, dim3 b) {
+    static const char *path = getenv("EMU_LAUNCH_LOG");
+    static std::map<std::string, int> *seen = new std::map<std::string, int>();
+    if (!path || !*path) return;
+    std::string k(name);
+    size_t lt = k.find('<');
+    if (lt != std::string::npos) k.resize(lt);
+    while (!k.empty() && k.back() == ' ') k.pop_back();
+    char shape[96];
+    snprintf(shape, sizeof shape, " %u,%u,%u %u,%u,%u", g.x, g.y, g.z, b.x, b.y, b.z);
+    k += shape;
+    if ((*seen)[k]++) return;
+    FILE *f = fopen(path, "a");
+    if (f) { fprintf(f, "%s\n", k.c_str()); fclose(f); }
+}
+/* tests that provoke a kernel fault clear the sticky error a GPU would keep */
+inline void reset_sticky(void) { st().sticky = cudaSuccess; last_err = cudaSuccess; }
+
 template <typename... P> struct Launcher {
     void (*fn)(P...);
     dim3 g, b;
@@ -286,6 +307,7 @@ template <typename... P> struct Launcher {
         Lock l(S.mu);
         cudaError_t e = launch_check(name, g, b, smem, (const void *)fn);
         if (e != cudaSuccess) { last_err = e; return; }
+        log_launch(name, g, b);
         /* arguments are copied at launch, as the GPU copies them into constant memory */
         auto args = std::make_shared<std::tuple<typename std::decay<P>::type...>>(std::forward<A>(a)...);
         auto f = fn;

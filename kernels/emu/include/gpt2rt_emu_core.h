@@ -143,11 +143,12 @@ struct Block {
     std::string error;
 };
 
-inline const char *&order_name() { static const char *o = nullptr; return o; }
-/* EMU_ORDER: forward (default), reverse, random[:seed] */
+/* EMU_ORDER: forward (default), reverse, random[:seed]; tests may switch it (set_order) */
+inline int &order_kind_ref() { static int kind = -1; return kind; }
+inline uint64_t &order_seed_ref() { static uint64_t s = 1; return s; }
 inline int order_kind(uint64_t *seed) {
-    static int kind = -1;
-    static uint64_t s0 = 1;
+    int &kind = order_kind_ref();
+    uint64_t &s0 = order_seed_ref();
     if (kind < 0) {
         const char *e = getenv("EMU_ORDER");
         kind = 0;
@@ -157,6 +158,7 @@ inline int order_kind(uint64_t *seed) {
     if (seed) *seed = s0;
     return kind;
 }
+inline void set_order(int kind, uint64_t seed) { order_kind_ref() = kind; order_seed_ref() = seed | 1; }
 inline uint64_t rng_next(uint64_t &s) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; return s; }
 
 inline void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
