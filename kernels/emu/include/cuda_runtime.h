@@ -292,6 +292,26 @@ inline void log_launch(const char *name, dim3 g, dim3 b) {
     FILE *f = fopen(path, "a");
     if (f) { fprintf(f, "%s\n", k.c_str()); fclose(f); }
 }
+/* EMU_DIGEST=path: an FNV-1a hash of every byte the device hands to the host (each copy
+   to host memory, in order), written at exit; two fiber orders must give the same */
+struct Digest {
+    uint64_t h = 1469598103934665603ull, bytes = 0;
+    const char *path = getenv("EMU_DIGEST");
+    ~Digest() {
+        if (!path || !*path) return;
+        FILE *f = fopen(path, "w");
+        if (f) { fprintf(f, "%016llx %llu\n", (unsigned long long)h, (unsigned long long)bytes); fclose(f); }
+    }
+};
+inline Digest &digest() { static Digest d; return d; }
+inline void digest_add(const void *p, size_t n) {
+    Digest &d = digest();
+    if (!d.path) return;
+    const unsigned char *c = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) { d.h ^= c[i]; d.h *= 1099511628211ull; }
+    d.bytes += n;
+}
+
 /* tests that provoke a kernel fault clear the sticky error a GPU would keep */
 inline void reset_sticky(void) { st().sticky = cudaSuccess; last_err = cudaSuccess; }
 
@@ -494,7 +514,14 @@ static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, 
             gpt2rt_emu::enqueue(q, "cudaMemcpyAsync", [dst, buf, n]() { memcpy(dst, buf->data(), n); return 0; });
             return cudaSuccess;
         }
-        gpt2rt_emu::enqueue(q, "cudaMemcpyAsync", [dst, src, n]() { memmove(dst, src, n); return 0; });
+        if (d_dev)
+            gpt2rt_emu::enqueue(q, "cudaMemcpyAsync", [dst, src, n]() { memmove(dst, src, n); return 0; });
+        else
+            gpt2rt_emu::enqueue(q, "cudaMemcpyAsync", [dst, src, n]() {
+                memmove(dst, src, n);
+                gpt2rt_emu::digest_add(dst, n);
+                return 0;
+            });
         if (d_dev || gpt2rt_emu::is_pinned(dst, n)) return cudaSuccess;
     }
     /* to pageable memory the call returns when the copy is done */

@@ -368,6 +368,10 @@ inline int run_block(Block &b, const dim3 &bd) {
         f.linear = i; f.lane = i & 31; f.warp = i >> 5; f.state = F_RUN;
         f.tid.x = (unsigned)i % bd.x; f.tid.y = (unsigned)i / bd.x % bd.y; f.tid.z = (unsigned)i / (bd.x * bd.y);
         f.stack = c.stacks + (size_t)i * stack_bytes;
+#ifdef GPT2RT_EMU_ASAN
+        /* the last fiber here ended inside fiber_main's frame, whose redzones stay poisoned */
+        __asan_unpoison_memory_region(f.stack + stack_bytes - 8192, 8192);
+#endif
         void **sp = (void **)(f.stack + stack_bytes - 16);
         *--sp = (void *)gpt2rt_emu_fiber_start; /* ret target; rsp is 16-aligned after it */
         *--sp = nullptr;                        /* rbp */
