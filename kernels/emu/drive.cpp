@@ -217,13 +217,14 @@ static void resume(gpt2rt_config c) {
     remove(path);
 }
 
-/* fp16: a loss scale of 2^40 overflows the first backward: that update is skipped and the
+/* fp16: a loss scale of 2^24 (the largest allowed) overflows the first backward: that update is skipped and the
    scale halves; the following steps then match the CPU's steps (the skip changed nothing) */
 static void fp16_overflow(gpt2rt_config c) {
     c.precision = GPT2RT_PRECISION_FP16;
-    c.loss_scale = 1099511627776.0f;
+    c.loss_scale = 16777216.0f; /* dlogits ~ 2^24 / 32 tokens overflow fp16's 65504 */
     gpt2rt_config cc = c;
     cc.precision = GPT2RT_PRECISION_FP32;
+    cc.loss_scale = 0.0f;
     gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA), *h = make(cc, GPT2RT_BACKEND_CPU);
     if (!g || !h) { gpt2rt_free(g); gpt2rt_free(h); return; }
     int64_t n = (int64_t)c.batch_size * c.seq_len;
@@ -273,19 +274,35 @@ static void frozen_unchanged(gpt2rt_config c) {
     gpt2rt_free(g);
 }
 
+/* weights after two gpt2rt_step calls (the layer-split CUDA path runs gpt2rt_step only) */
+static std::vector<std::vector<float>> cuda_weights(gpt2rt_config c) {
+    std::vector<std::vector<float>> out;
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
+    if (!g) return out;
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    gpt2rt_step_stats st;
+    for (int s = 0; s < 2; s++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 1100 + s), tg = tokens(n, c.vocab_size, 1200 + s);
+        if (gpt2rt_step(g, in.data(), tg.data(), &st) != GPT2RT_OK) { check(0, "step: %s", gpt2rt_last_error(g)); break; }
+    }
+    out = read_all(g, GPT2RT_PARAM_VALUE);
+    gpt2rt_free(g);
+    return out;
+}
 static void layer_split(gpt2rt_config c) {
-    auto one = cuda_grads(c);
+    auto one = cuda_weights(c);
     c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
     c.n_devices = 2;
-    auto two = cuda_grads(c);
-    check(!two.empty() && same_bits(one, two), "layer split on 2 emulated devices: gradients bitwise equal to one device");
+    auto two = cuda_weights(c);
+    check(!two.empty() && same_bits(one, two), "layer split on 2 emulated devices: weights after 2 steps bitwise equal to one device");
 }
 
 /* data parallel: 2 ranks on 2 emulated devices against the CPU's 2 ranks; ZeRO-1 against unsharded */
 static void data_parallel(gpt2rt_config c) {
     c.parallel = GPT2RT_PARALLEL_DATA;
     c.n_devices = 2;
-    parity("data parallel 2 ranks fp32", c, 1e-4, 1e-5, 3);
+    if (c.precision == GPT2RT_PRECISION_BF16) parity("data parallel 2 ranks bf16 C20 T7", c, 5e-2, 1e-2, 2);
+    else parity("data parallel 2 ranks fp32", c, 1e-4, 1e-5, 3);
     gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA);
     c.shard_optimizer = 1;
     gpt2rt_ctx *b = make(c, GPT2RT_BACKEND_CUDA);
@@ -301,6 +318,62 @@ static void data_parallel(gpt2rt_config c) {
           "data parallel ZeRO-1 (vocab %d: unequal shards) weights after 3 steps bitwise equal to unsharded", c.vocab_size);
     gpt2rt_free(a);
     gpt2rt_free(b);
+}
+
+/* ---- the ops no training path of this driver launches (the labs' own ops), each at an
+   aligned and an odd shape against a host reference ---- */
+static void op_bias_backward(int64_t BT, int64_t OC) {
+    std::vector<float> h = floats(BT * OC, (uint64_t)(BT * 131 + OC)), db((size_t)OC);
+    float *d_dout, *d_db, *d_s;
+    cudaMalloc(&d_dout, (size_t)(BT * OC) * 4); cudaMalloc(&d_db, (size_t)OC * 4);
+    cudaMalloc(&d_s, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC));
+    cudaMemcpy(d_dout, h.data(), (size_t)(BT * OC) * 4, cudaMemcpyHostToDevice);
+    cudaError_t e = gpt2rt__cu_bias_backward<float>(d_db, d_dout, d_s, BT, OC, 0);
+    cudaMemcpy(db.data(), d_db, (size_t)OC * 4, cudaMemcpyDeviceToHost);
+    double w = 0;
+    for (int64_t o = 0; o < OC; o++) {
+        double s = 0, a = 0;
+        for (int64_t r = 0; r < BT; r++) { s += h[(size_t)(r * OC + o)]; a += fabs(h[(size_t)(r * OC + o)]); }
+        w = fmax(w, fabs(db[(size_t)o] - s) / a);
+    }
+    /* fp32 sums of BT terms in another grouping: |error| <= BT * 2^-24 * sum|terms| */
+    check(e == cudaSuccess && w <= (double)BT / 16777216.0, "op bias_backward BT %lld OC %lld: err / sum|dout| %.2e, bound BT*2^-24 %.2e",
+          (long long)BT, (long long)OC, w, (double)BT / 16777216.0);
+    cudaFree(d_dout); cudaFree(d_db); cudaFree(d_s);
+}
+static void op_cast(int64_t n) {
+    std::vector<float> h = floats(n, (uint64_t)n), back((size_t)n);
+    std::vector<__nv_bfloat16> b((size_t)n);
+    float *d_f, *d_f2;
+    __nv_bfloat16 *d_b;
+    cudaMalloc(&d_f, (size_t)n * 4); cudaMalloc(&d_f2, (size_t)n * 4); cudaMalloc(&d_b, (size_t)n * 2);
+    cudaMemcpy(d_f, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_cast<__nv_bfloat16, float>(d_b, d_f, n, 0);
+    gpt2rt__cu_cast<float, __nv_bfloat16>(d_f2, d_b, n, 0);
+    cudaMemcpy(b.data(), d_b, (size_t)n * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(back.data(), d_f2, (size_t)n * 4, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        __nv_bfloat16 want = __float2bfloat16_rn(h[(size_t)i]);
+        bad += b[(size_t)i].__x != want.__x || back[(size_t)i] != __bfloat162float(want);
+    }
+    check(!bad, "op cast fp32 -> bf16 -> fp32, n %lld: bitwise the host's round-to-nearest-even (%d differ)", (long long)n, bad);
+    cudaFree(d_f); cudaFree(d_f2); cudaFree(d_b);
+}
+static void op_nonfinite(int64_t n) {
+    std::vector<float> h = floats(n, (uint64_t)n + 5);
+    float *d;
+    int *flag, f0 = -1, f1 = -1;
+    cudaMalloc(&d, (size_t)n * 4); cudaMalloc(&flag, 4);
+    cudaMemcpy(d, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_nonfinite<float>(flag, d, n, 1, 0);
+    cudaMemcpy(&f0, flag, 4, cudaMemcpyDeviceToHost);
+    h[(size_t)(n - 1)] = INFINITY; /* the last element: the tail of the vector path */
+    cudaMemcpy(d, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_nonfinite<float>(flag, d, n, 1, 0);
+    cudaMemcpy(&f1, flag, 4, cudaMemcpyDeviceToHost);
+    check(f0 == 0 && f1 == 1, "op nonfinite n %lld: finite -> %d, an inf in the last element -> %d", (long long)n, f0, f1);
+    cudaFree(d); cudaFree(flag);
 }
 
 int main(int argc, char **argv) {
@@ -355,12 +428,38 @@ int main(int argc, char **argv) {
         gpt2rt_config s32 = s;
         s32.precision = GPT2RT_PRECISION_FP32;
         parity("bf16 patch input + regression head", s, 5e-2, 1e-2, 2, &s32);
+        gpt2rt_config s2 = s32;
+        s2.seq_len = 27; s2.patch_len = 6; s2.patch_stride = 3; s2.n_channels = 3; s2.horizon = 5; s2.batch_size = 3;
+        s2.revin_affine = 0; s2.n_embd = 20; s2.dropout = 0.1f;
+        parity("fp32 patch input, odd shapes (L27 P6 S3 M3 H5 C20), dropout", s2, 1e-4, 1e-5, 2);
     }
     if (!*only || !strcmp(only, "parallel")) {
         gpt2rt_config p = c;
         p.vocab_size = 95; /* 95 * 64 wte floats: the shards of ZeRO-1 are unequal */
         data_parallel(p);
+        p.precision = GPT2RT_PRECISION_BF16;
+        p.n_embd = 20; p.seq_len = 7;
+        data_parallel(p);
         layer_split(c);
+    }
+    if (!*only || !strcmp(only, "ops")) {
+        op_bias_backward(128, 64);
+        op_bias_backward(37, 13);
+        op_cast(4096);
+        op_cast(37);
+        op_nonfinite(4096);
+        op_nonfinite(37);
+    }
+    if (!*only || !strcmp(only, "fallback")) {
+        /* a cuBLASLt without the fused epilogues: the header's GELU, dGELU and column-sum kernels */
+        setenv("EMU_BLAS_NO_EPILOGUE", "GELU_AUX,GELU_AUX_BIAS,DGELU,BGRADB", 1);
+        parity("fp32 without cuBLASLt's GELU/DGELU/BGRADB epilogues", c, 1e-4, 1e-5, 2);
+        gpt2rt_config o = c;
+        o.n_embd = 20; o.seq_len = 7; o.vocab_size = 53; o.batch_size = 3; o.grad_accum = 2;
+        o.precision = GPT2RT_PRECISION_BF16;
+        o.dropout = 0.1f;
+        parity("bf16 odd C20 T7, accumulation and dropout, without the fused epilogues", o, 5e-2, 1e-2, 2);
+        unsetenv("EMU_BLAS_NO_EPILOGUE");
     }
     if (!*only || !strcmp(only, "generate")) {
         gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
