@@ -103,6 +103,7 @@ static int same_bits(const std::vector<std::vector<float>> &a, const std::vector
 
 /* forward + backward once, then `steps` steps: loss per step and the first gradients vs the CPU */
 static void parity(const char *what, gpt2rt_config c, double gtol, double ltol, int steps, gpt2rt_config *cpu_cfg = NULL) {
+    gpt2rt_emu::set_problem(what);
     gpt2rt_config cc = cpu_cfg ? *cpu_cfg : c;
     if (!cpu_cfg) cc.precision = GPT2RT_PRECISION_FP32;
     gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA), *h = make(cc, GPT2RT_BACKEND_CPU);
@@ -181,6 +182,7 @@ static std::vector<std::vector<float>> cuda_grads(gpt2rt_config c, int steps = 1
 }
 
 static void recompute(gpt2rt_config c, const char *what) {
+    gpt2rt_emu::set_problem("recompute");
     auto none = cuda_grads(c, 2);
     c.recompute = GPT2RT_RECOMPUTE_SELECTIVE;
     auto sel = cuda_grads(c, 2);
@@ -193,6 +195,7 @@ static void recompute(gpt2rt_config c, const char *what) {
 
 /* two steps, save, two more; a fresh context loads the state and takes the same two: bitwise */
 static void resume(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("resume");
     gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA), *b = make(c, GPT2RT_BACKEND_CUDA);
     if (!a || !b) { gpt2rt_free(a); gpt2rt_free(b); return; }
     int64_t n = (int64_t)c.batch_size * c.seq_len;
@@ -220,6 +223,7 @@ static void resume(gpt2rt_config c) {
 /* fp16: a loss scale of 2^24 (the largest allowed) overflows the first backward: that update is skipped and the
    scale halves; the following steps then match the CPU's steps (the skip changed nothing) */
 static void fp16_overflow(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("fp16 overflow");
     c.precision = GPT2RT_PRECISION_FP16;
     c.loss_scale = 16777216.0f; /* dlogits ~ 2^24 / 32 tokens overflow fp16's 65504 */
     gpt2rt_config cc = c;
@@ -251,6 +255,7 @@ static void fp16_overflow(gpt2rt_config c) {
 }
 
 static void frozen_unchanged(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("frozen");
     c.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
     gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
     if (!g) return;
@@ -290,6 +295,7 @@ static std::vector<std::vector<float>> cuda_weights(gpt2rt_config c) {
     return out;
 }
 static void layer_split(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("layer split");
     auto one = cuda_weights(c);
     c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
     c.n_devices = 2;
@@ -299,6 +305,7 @@ static void layer_split(gpt2rt_config c) {
 
 /* data parallel: 2 ranks on 2 emulated devices against the CPU's 2 ranks; ZeRO-1 against unsharded */
 static void data_parallel(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("data parallel");
     c.parallel = GPT2RT_PARALLEL_DATA;
     c.n_devices = 2;
     if (c.precision == GPT2RT_PRECISION_BF16) parity("data parallel 2 ranks bf16 C20 T7", c, 5e-2, 1e-2, 2);
@@ -323,6 +330,7 @@ static void data_parallel(gpt2rt_config c) {
 /* ---- the ops no training path of this driver launches (the labs' own ops), each at an
    aligned and an odd shape against a host reference ---- */
 static void op_bias_backward(int64_t BT, int64_t OC) {
+    gpt2rt_emu::set_problem("bias_backward");
     std::vector<float> h = floats(BT * OC, (uint64_t)(BT * 131 + OC)), db((size_t)OC);
     float *d_dout, *d_db, *d_s;
     cudaMalloc(&d_dout, (size_t)(BT * OC) * 4); cudaMalloc(&d_db, (size_t)OC * 4);
@@ -342,6 +350,7 @@ static void op_bias_backward(int64_t BT, int64_t OC) {
     cudaFree(d_dout); cudaFree(d_db); cudaFree(d_s);
 }
 static void op_cast(int64_t n) {
+    gpt2rt_emu::set_problem("cast");
     std::vector<float> h = floats(n, (uint64_t)n), back((size_t)n);
     std::vector<__nv_bfloat16> b((size_t)n);
     float *d_f, *d_f2;
@@ -361,6 +370,7 @@ static void op_cast(int64_t n) {
     cudaFree(d_f); cudaFree(d_f2); cudaFree(d_b);
 }
 static void op_nonfinite(int64_t n) {
+    gpt2rt_emu::set_problem("nonfinite");
     std::vector<float> h = floats(n, (uint64_t)n + 5);
     float *d;
     int *flag, f0 = -1, f1 = -1;
@@ -376,6 +386,76 @@ static void op_nonfinite(int64_t n) {
     cudaFree(d); cudaFree(flag);
 }
 
+/* out (BT,OC) = gelu(inp W^T + bias) with pre_gelu kept: cuBLASLt's GELU_AUX_BIAS epilogue,
+   or (OC % 8 != 0, or no such epilogue) the product then the header's GELU kernel */
+static void op_matmul_gelu(int64_t BT, int64_t IC, int64_t OC) {
+    gpt2rt_emu::set_problem("matmul_gelu");
+    std::vector<float> inp = floats(BT * IC, 3), w = floats(OC * IC, 4), bias = floats(OC, 5), out((size_t)(BT * OC)),
+                       pre((size_t)(BT * OC));
+    float *d_inp, *d_w, *d_b, *d_out, *d_pre;
+    void *ws;
+    cudaMalloc(&d_inp, inp.size() * 4); cudaMalloc(&d_w, w.size() * 4); cudaMalloc(&d_b, bias.size() * 4);
+    cudaMalloc(&d_out, out.size() * 4); cudaMalloc(&d_pre, pre.size() * 4); cudaMalloc(&ws, 1 << 20);
+    cudaMemcpy(d_inp, inp.data(), inp.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_w, w.data(), w.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_b, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_blas bl;
+    char err[256] = "";
+    int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
+    if (!st) st = gpt2rt__cu_matmul_forward(&bl, CUDA_R_32F, d_out, d_pre, d_inp, d_w, d_b, BT, IC, OC, err, sizeof err);
+    cudaMemcpy(out.data(), d_out, out.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(pre.data(), d_pre, pre.size() * 4, cudaMemcpyDeviceToHost);
+    double m = 0, e = 0;
+    for (int64_t r = 0; r < BT; r++)
+        for (int64_t o = 0; o < OC; o++) {
+            double s = bias[(size_t)o];
+            for (int64_t i = 0; i < IC; i++) s += (double)inp[(size_t)(r * IC + i)] * w[(size_t)(o * IC + i)];
+            double g = 0.5 * s * (1.0 + tanh(0.7978845608028654 * (s + 0.044715 * s * s * s)));
+            m = fmax(m, fabs(g));
+            e = fmax(e, fmax(fabs(out[(size_t)(r * OC + o)] - g), fabs(pre[(size_t)(r * OC + o)] - s)));
+        }
+    /* fp32: IC + 1 terms of size <= 1 each, rounding IC * 2^-24 of their sum, gelu's slope <= 1.13 */
+    double tol = 1.13 * (double)(IC + 1) * (IC + 1) / 16777216.0;
+    check(!st && e <= tol, "op matmul_forward GELU (%s) BT %lld IC %lld OC %lld: max|err| %.2e, tol %.2e %s",
+          bl.fallbacks ? "the GELU kernel" : "fused epilogue", (long long)BT, (long long)IC, (long long)OC, e, tol, err);
+    gpt2rt__cu_blas_destroy(&bl);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_b); cudaFree(d_out); cudaFree(d_pre); cudaFree(ws);
+}
+
+/* dinp (BT,IC) = (dout (BT,OC) W (OC,IC)) * gelu'(pre (BT,IC)): cuBLASLt's DGELU epilogue or
+   the product then the header's dGELU kernel */
+static void op_matmul_dgelu(int64_t BT, int64_t IC, int64_t OC) {
+    gpt2rt_emu::set_problem("matmul_dgelu");
+    std::vector<float> dout = floats(BT * OC, 6), w = floats(OC * IC, 7), pre = floats(BT * IC, 8), dinp((size_t)(BT * IC));
+    float *d_dout, *d_w, *d_pre, *d_dinp;
+    void *ws;
+    cudaMalloc(&d_dout, dout.size() * 4); cudaMalloc(&d_w, w.size() * 4); cudaMalloc(&d_pre, pre.size() * 4);
+    cudaMalloc(&d_dinp, dinp.size() * 4); cudaMalloc(&ws, 1 << 20);
+    cudaMemcpy(d_dout, dout.data(), dout.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_w, w.data(), w.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_pre, pre.data(), pre.size() * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_blas bl;
+    char err[256] = "";
+    int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
+    if (!st) st = gpt2rt__cu_matmul_backward_input(&bl, CUDA_R_32F, d_dinp, d_dout, d_w, d_pre, BT, IC, OC, err, sizeof err);
+    cudaMemcpy(dinp.data(), d_dinp, dinp.size() * 4, cudaMemcpyDeviceToHost);
+    double e = 0;
+    for (int64_t r = 0; r < BT; r++)
+        for (int64_t i = 0; i < IC; i++) {
+            double s = 0, x = pre[(size_t)(r * IC + i)];
+            for (int64_t o = 0; o < OC; o++) s += (double)dout[(size_t)(r * OC + o)] * w[(size_t)(o * IC + i)];
+            double th = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+            double g = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+            e = fmax(e, fabs(dinp[(size_t)(r * IC + i)] - s * g));
+        }
+    /* fp32: OC terms of size <= 1, rounding OC * 2^-24 of their sum, gelu' <= 1.13, one more rounding */
+    double tol = 1.13 * (double)OC * OC / 16777216.0 + 1e-6;
+    check(!st && e <= tol, "op matmul_backward_input DGELU (%s) BT %lld IC %lld OC %lld: max|err| %.2e, tol %.2e %s",
+          bl.fallbacks ? "the dGELU kernel" : "fused epilogue", (long long)BT, (long long)IC, (long long)OC, e, tol, err);
+    gpt2rt__cu_blas_destroy(&bl);
+    cudaFree(d_dout); cudaFree(d_w); cudaFree(d_pre); cudaFree(d_dinp); cudaFree(ws);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -389,6 +469,7 @@ int main(int argc, char **argv) {
         parity("fp32 T=1", t1, 1e-4, 1e-5, 2);
         gpt2rt_config ga = c;
         ga.grad_accum = 2;
+        ga.n_embd = 128; ga.seq_len = 8; /* 4C = 512: the bias-add kernel's grid takes 2 blocks */
         parity("fp32 grad_accum 2", ga, 1e-4, 1e-5, 2);
         gpt2rt_config fr = c;
         fr.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
@@ -408,11 +489,13 @@ int main(int argc, char **argv) {
         f.precision = GPT2RT_PRECISION_FP16;
         parity("fp16 C64 HS16", f, 1.5e-2, 3e-3, 3);
         gpt2rt_config h = c;
-        h.n_embd = 128; h.n_head = 2; h.seq_len = 33; h.batch_size = 1; h.n_layer = 1;
+        h.n_embd = 128; h.n_head = 2; h.seq_len = 33; h.batch_size = 1; h.n_layer = 1; h.max_seq_len = 128;
         h.precision = GPT2RT_PRECISION_BF16;
         parity("bf16 C128 HS64 T33 (tensor-core attention)", h, 5e-2, 1e-2, 2);
         h.precision = GPT2RT_PRECISION_FP16;
-        parity("fp16 C128 HS64 T33 (tensor-core attention)", h, 1.5e-2, 3e-3, 2);
+        h.seq_len = 65; h.batch_size = 2;
+        parity("fp16 C128 HS64 B2 T65 (tensor-core attention, 2 tiles)", h, 1.5e-2, 3e-3, 2);
+        h.seq_len = 33; h.batch_size = 1;
         h.precision = GPT2RT_PRECISION_BF16;
         recompute(h, "bf16 HS64");
         fp16_overflow(c);
@@ -430,7 +513,7 @@ int main(int argc, char **argv) {
         parity("bf16 patch input + regression head", s, 5e-2, 1e-2, 2, &s32);
         gpt2rt_config s2 = s32;
         s2.seq_len = 27; s2.patch_len = 6; s2.patch_stride = 3; s2.n_channels = 3; s2.horizon = 5; s2.batch_size = 3;
-        s2.revin_affine = 0; s2.n_embd = 20; s2.dropout = 0.1f;
+        s2.n_embd = 20; s2.dropout = 0.1f;
         parity("fp32 patch input, odd shapes (L27 P6 S3 M3 H5 C20), dropout", s2, 1e-4, 1e-5, 2);
     }
     if (!*only || !strcmp(only, "parallel")) {
@@ -449,11 +532,22 @@ int main(int argc, char **argv) {
         op_cast(37);
         op_nonfinite(4096);
         op_nonfinite(37);
+        op_matmul_gelu(16, 32, 64);
+        op_matmul_gelu(9, 13, 21); /* OC % 8 != 0: unfused */
+        op_matmul_dgelu(16, 64, 32);
+        setenv("EMU_BLAS_NO_EPILOGUE", "GELU_AUX_BIAS,DGELU", 1);
+        op_matmul_gelu(16, 32, 64);
+        op_matmul_dgelu(16, 64, 32);
+        op_matmul_dgelu(300, 24, 8); /* 300 x 24 elements: the dGELU kernel's grid takes several blocks */
+        unsetenv("EMU_BLAS_NO_EPILOGUE");
     }
     if (!*only || !strcmp(only, "fallback")) {
         /* a cuBLASLt without the fused epilogues: the header's GELU, dGELU and column-sum kernels */
         setenv("EMU_BLAS_NO_EPILOGUE", "GELU_AUX,GELU_AUX_BIAS,DGELU,BGRADB", 1);
-        parity("fp32 without cuBLASLt's GELU/DGELU/BGRADB epilogues", c, 1e-4, 1e-5, 2);
+        gpt2rt_config fa = c;
+        fa.grad_accum = 2;
+        fa.n_embd = 128; fa.seq_len = 8; /* 4C = 512 columns: the bias kernels' grids take 2 blocks */
+        parity("fp32 accumulation without cuBLASLt's GELU/DGELU/BGRADB epilogues", fa, 1e-4, 1e-5, 2);
         gpt2rt_config o = c;
         o.n_embd = 20; o.seq_len = 7; o.vocab_size = 53; o.batch_size = 3; o.grad_accum = 2;
         o.precision = GPT2RT_PRECISION_BF16;

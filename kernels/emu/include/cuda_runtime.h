@@ -274,9 +274,12 @@ inline cudaError_t launch_check(const char *name, dim3 g, dim3 b, size_t smem, c
     return cudaSuccess;
 }
 
-/* EMU_LAUNCH_LOG=path: one line "kernel grid block" per distinct launch shape of each
-   kernel (the name without template arguments), appended; run.sh counts the kernels of
-   gpt2rt.h that ran at two shapes or more */
+/* EMU_LAUNCH_LOG=path: one line "kernel grid block | problem" per distinct launch of
+   each kernel (the name without template arguments; problem: what the test driver says
+   it runs, set_problem), appended; run.sh counts the kernels of gpt2rt.h that ran in
+   two distinct lines or more (two launch shapes, or one fixed shape in two problems) */
+inline std::string &problem() { static std::string *p = new std::string(); return *p; }
+inline void set_problem(const char *what) { problem() = what ? what : ""; }
 inline void log_launch(const char *name, dim3 g, dim3 b) {
     static const char *path = getenv("EMU_LAUNCH_LOG");
     static std::map<std::string, int> *seen = new std::map<std::string, int>();
@@ -288,14 +291,16 @@ inline void log_launch(const char *name, dim3 g, dim3 b) {
     char shape[96];
     snprintf(shape, sizeof shape, " %u,%u,%u %u,%u,%u", g.x, g.y, g.z, b.x, b.y, b.z);
     k += shape;
+    k += " | " + problem();
     if ((*seen)[k]++) return;
     FILE *f = fopen(path, "a");
     if (f) { fprintf(f, "%s\n", k.c_str()); fclose(f); }
 }
-/* EMU_DIGEST=path: an FNV-1a hash of every byte the device hands to the host (each copy
-   to host memory, in order), written at exit; two fiber orders must give the same */
+/* EMU_DIGEST=path: the sum of an FNV-1a hash of each copy the device hands to the host,
+   written at exit; two fiber orders must give the same. A sum, so that rank threads whose
+   copies interleave differently from run to run still agree when their bytes do. */
 struct Digest {
-    uint64_t h = 1469598103934665603ull, bytes = 0;
+    uint64_t h = 0, bytes = 0;
     const char *path = getenv("EMU_DIGEST");
     ~Digest() {
         if (!path || !*path) return;
@@ -308,7 +313,9 @@ inline void digest_add(const void *p, size_t n) {
     Digest &d = digest();
     if (!d.path) return;
     const unsigned char *c = (const unsigned char *)p;
-    for (size_t i = 0; i < n; i++) { d.h ^= c[i]; d.h *= 1099511628211ull; }
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) { h ^= c[i]; h *= 1099511628211ull; }
+    d.h += h;
     d.bytes += n;
 }
 

@@ -67,6 +67,14 @@ struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 static constexpr int warpSize = 32;
 
+/* the emulator's own bookkeeping is not what the sanitizers are here to check (the kernels
+   are): its hot paths go uninstrumented, which makes a shuffle several times cheaper */
+#if defined(__GNUC__) || defined(__clang__)
+#define GPT2RT_EMU_HOT __attribute__((no_sanitize("address", "undefined")))
+#else
+#define GPT2RT_EMU_HOT
+#endif
+
 namespace gpt2rt_emu {
 
 /* ---- fibers: a hand-rolled x86-64 switch (six callee-saved registers and the stack
@@ -187,7 +195,7 @@ inline void fail(const char *fmt, ...) {
 }
 
 /* from the running fiber back to the block's scheduler */
-inline void yield_to_sched(bool exiting) {
+GPT2RT_EMU_HOT inline void yield_to_sched(bool exiting) {
     Ctx &c = tctx;
     Fiber *f = c.cur;
 #ifdef GPT2RT_EMU_ASAN
@@ -202,7 +210,7 @@ inline void yield_to_sched(bool exiting) {
 }
 
 /* a fiber that failed never resumes past its wait: the block is abandoned */
-inline void block_wait(Fiber *f) {
+GPT2RT_EMU_HOT inline void block_wait(Fiber *f) {
     while (f->state != F_RUN) yield_to_sched(false);
 }
 
@@ -213,7 +221,7 @@ inline void block_wait(Fiber *f) {
 }
 #define GPT2RT_EMU_KFAIL(...) do { ::gpt2rt_emu::fail(__VA_ARGS__); if (::gpt2rt_emu::tctx.cur) ::gpt2rt_emu::abandon(); return; } while (0)
 
-inline void release_barrier(Block *b) {
+GPT2RT_EMU_HOT inline void release_barrier(Block *b) {
     int any = b->bar_or;
     for (auto &g : b->f)
         if (g.state == F_BAR) { g.state = F_RUN; g.bar_pred = any; }
@@ -223,7 +231,7 @@ inline void release_barrier(Block *b) {
 
 /* __syncthreads (with the OR of every thread's pred): every live thread waits; threads
    that returned count as arrived, as on sm_70 and later */
-inline int syncthreads_pred(int pred) {
+GPT2RT_EMU_HOT inline int syncthreads_pred(int pred) {
     Ctx &c = tctx;
     Block *b = c.blk;
     Fiber *f = c.cur;
@@ -250,7 +258,7 @@ static inline const char *kind_name(int k) {
    the last lane of mask to arrive runs fn over all of them and releases them. Every lane
    of mask must wait in the same collective with the same mask; a lane of mask that has
    exited, or that waits in another collective, is an error. */
-inline void warp_collective(int kind, const char *name, unsigned mask, const void *in, void *out, WarpFn fn,
+GPT2RT_EMU_HOT inline void warp_collective(int kind, const char *name, unsigned mask, const void *in, void *out, WarpFn fn,
                             void *ctx) {
     Ctx &c = tctx;
     Block *b = c.blk;
@@ -316,7 +324,7 @@ inline void fiber_main(void *arg) {
     abort(); /* never resumed */
 }
 
-inline void run_fiber(Fiber *f) {
+GPT2RT_EMU_HOT inline void run_fiber(Fiber *f) {
     Ctx &c = tctx;
     c.cur = f;
 #ifdef GPT2RT_EMU_ASAN
@@ -432,7 +440,7 @@ static inline void __trap(void) { GPT2RT_EMU_KFAIL("__trap()"); }
 
 namespace gpt2rt_emu {
 struct ShflIn { uint64_t bits; int src; };
-inline void shfl_fn(Fiber *const *lanes, unsigned mask, void *) {
+GPT2RT_EMU_HOT inline void shfl_fn(Fiber *const *lanes, unsigned mask, void *) {
     for (int l = 0; l < 32; l++) {
         if (!lanes[l]) continue;
         const ShflIn *in = (const ShflIn *)lanes[l]->win;
@@ -444,7 +452,7 @@ inline void shfl_fn(Fiber *const *lanes, unsigned mask, void *) {
         *(uint64_t *)lanes[l]->wout = ((const ShflIn *)lanes[s]->win)->bits;
     }
 }
-template <typename T> inline T shfl(unsigned mask, T v, int src) {
+template <typename T> GPT2RT_EMU_HOT inline T shfl(unsigned mask, T v, int src) {
     static_assert(sizeof(T) <= 8, "shuffle of a value wider than 8 bytes");
     ShflIn in{0, src};
     memcpy(&in.bits, &v, sizeof(T));
@@ -454,8 +462,8 @@ template <typename T> inline T shfl(unsigned mask, T v, int src) {
     memcpy(&r, &out, sizeof(T));
     return r;
 }
-inline int lane_id(void) { return tctx.cur ? tctx.cur->lane : 0; }
-inline void vote_fn(Fiber *const *lanes, unsigned, void *) {
+GPT2RT_EMU_HOT inline int lane_id(void) { return tctx.cur ? tctx.cur->lane : 0; }
+GPT2RT_EMU_HOT inline void vote_fn(Fiber *const *lanes, unsigned, void *) {
     unsigned bal = 0;
     for (int l = 0; l < 32; l++)
         if (lanes[l] && *(const int *)lanes[l]->win) bal |= 1u << l;
