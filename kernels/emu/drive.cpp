@@ -495,6 +495,10 @@ int main(int argc, char **argv) {
         h.precision = GPT2RT_PRECISION_FP16;
         h.seq_len = 65; h.batch_size = 2;
         parity("fp16 C128 HS64 B2 T65 (tensor-core attention, 2 tiles)", h, 1.5e-2, 3e-3, 2);
+        h.precision = GPT2RT_PRECISION_BF16;
+        h.seq_len = 130; h.batch_size = 1; h.max_seq_len = 192;
+        parity("bf16 C128 HS64 T130 (tensor-core attention, 3 tiles: the K/V double buffer refilled)", h, 5e-2, 1e-2, 1);
+        h.max_seq_len = 128;
         h.seq_len = 33; h.batch_size = 1;
         h.precision = GPT2RT_PRECISION_BF16;
         recompute(h, "bf16 HS64");

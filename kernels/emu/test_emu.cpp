@@ -124,8 +124,10 @@ static void test_cp_async(void) {
     float h[4] = {7, 8, 9, 10}, r[3], *d, *o;
     cudaMalloc(&d, 16); cudaMalloc(&o, 12);
     cudaMemcpy(d, h, 16, cudaMemcpyHostToDevice);
+    gpt2rt_emu::set_order(0, 1); /* the forward order lands copies at the wait (reverse: at the issue) */
     GPT2RT__LAUNCH(1, 1, 0, 0, k_cp)(o, d);
     cudaMemcpy(r, o, 12, cudaMemcpyDeviceToHost);
+    gpt2rt_emu::set_order(-1, 1);
     check(r[0] == -1.0f && r[1] == 7.0f && r[2] == 0.0f,
           "cp.async: before wait_group the destination is unchanged (%g), after it the copy (%g); src-size 4 zero-fills (%g)",
           r[0], r[1], r[2]);

@@ -148,6 +148,8 @@ struct Block {
     const std::function<void()> *body;
     const char *kernel;
     int live, at_bar, bar_or, failed;
+    std::vector<int> pos; /* each fiber's place in the schedule's order */
+    int min_rel;          /* the earliest place a release made runnable since the last switch */
     std::string error;
 };
 
@@ -224,7 +226,10 @@ GPT2RT_EMU_HOT inline void block_wait(Fiber *f) {
 GPT2RT_EMU_HOT inline void release_barrier(Block *b) {
     int any = b->bar_or;
     for (auto &g : b->f)
-        if (g.state == F_BAR) { g.state = F_RUN; g.bar_pred = any; }
+        if (g.state == F_BAR) {
+            g.state = F_RUN; g.bar_pred = any;
+            if (b->pos[(size_t)g.linear] < b->min_rel) b->min_rel = b->pos[(size_t)g.linear];
+        }
     b->at_bar = 0;
     b->bar_or = 0;
 }
@@ -286,7 +291,10 @@ GPT2RT_EMU_HOT inline void warp_collective(int kind, const char *name, unsigned 
         fn(lanes, mask, ctx);
         w.arrived &= ~mask;
         for (int l = 0; l < 32; l++)
-            if (lanes[l]) lanes[l]->state = F_RUN;
+            if (lanes[l]) {
+                lanes[l]->state = F_RUN;
+                if (b->pos[(size_t)lanes[l]->linear] < b->min_rel) b->min_rel = b->pos[(size_t)lanes[l]->linear];
+            }
         return;
     }
     block_wait(f);
@@ -352,6 +360,24 @@ inline void describe_deadlock(Block *b) {
         fail("deadlock: %d of %d live threads wait in __syncthreads", at_bar, b->live);
 }
 
+GPT2RT_EMU_HOT inline void run_schedule(Block &b, const std::vector<int> &order) {
+    int n = (int)order.size(), cur = 0;
+    while (b.live > 0 && !b.failed) {
+        int k = cur;
+        while (k < n && b.f[(size_t)order[(size_t)k]].state != F_RUN) k++;
+        if (k == n) {
+            int any = 0;
+            for (int i = 0; i < n && !any; i++) any = b.f[(size_t)i].state == F_RUN;
+            if (!any) { describe_deadlock(&b); break; }
+            cur = 0;
+            continue;
+        }
+        b.min_rel = n;
+        run_fiber(&b.f[(size_t)order[(size_t)k]]);
+        cur = b.min_rel < k ? b.min_rel : k;
+    }
+}
+
 /* run one block of nthreads fibers to completion (or to its first error) */
 inline int run_block(Block &b, const dim3 &bd) {
     Ctx &c = tctx;
@@ -390,24 +416,21 @@ inline int run_block(Block &b, const dim3 &bd) {
         *--sp = nullptr;                        /* r15 */
         f.sp = sp;
     }
+    /* The schedule always resumes the runnable fiber that comes first in the order: so
+       the first warp runs ahead as far as its barriers let it, lanes of a warp in order,
+       and a missing barrier between warps (or threads) shows. Orders: forward (thread 0
+       first), reverse, random (one permutation per block from the seed). */
     uint64_t seed;
     int kind = order_kind(&seed);
     seed ^= (uint64_t)c.block_idx.x * 0x9E3779B97F4A7C15ull + c.block_idx.y * 31u + c.block_idx.z;
     if (!seed) seed = 1;
     std::vector<int> order((size_t)n);
-    while (b.live > 0 && !b.failed) {
-        for (int i = 0; i < n; i++) order[(size_t)i] = kind == 1 ? n - 1 - i : i;
-        if (kind == 2)
-            for (int i = n - 1; i > 0; i--) std::swap(order[(size_t)i], order[(size_t)(rng_next(seed) % (uint64_t)(i + 1))]);
-        int ran = 0;
-        for (int k = 0; k < n && !b.failed; k++) {
-            Fiber &f = b.f[(size_t)order[(size_t)k]];
-            if (f.state != F_RUN) continue;
-            run_fiber(&f);
-            ran++;
-        }
-        if (!ran && !b.failed && b.live > 0) describe_deadlock(&b);
-    }
+    for (int i = 0; i < n; i++) order[(size_t)i] = kind == 1 ? n - 1 - i : i;
+    if (kind == 2)
+        for (int i = n - 1; i > 0; i--) std::swap(order[(size_t)i], order[(size_t)(rng_next(seed) % (uint64_t)(i + 1))]);
+    b.pos.assign((size_t)n, 0);
+    for (int i = 0; i < n; i++) b.pos[(size_t)order[(size_t)i]] = i;
+    run_schedule(b, order);
     if (b.failed) c.dirty = 1;
     return b.failed;
 }
@@ -529,6 +552,10 @@ static inline void gpt2rt_emu_cp_async16(void *dst, const void *src, int bytes) 
     gpt2rt_emu::Fiber *f = gpt2rt_emu::tctx.cur;
     if (((uintptr_t)dst & 15) || ((uintptr_t)src & 15)) GPT2RT_EMU_KFAIL("cp.async.cg 16 with an unaligned address");
     if (bytes < 0 || bytes > 16) GPT2RT_EMU_KFAIL("cp.async.cg 16 with src-size %d", bytes);
+    /* a copy may land anywhere between its issue and its wait_group: at the wait in the
+       forward and random orders (a read before the wait sees stale bytes), at the issue in
+       the reverse order (a refill of a buffer another warp still reads shows) */
+    if (gpt2rt_emu::order_kind(nullptr) == 1) { gpt2rt_emu::cp_do({dst, src, bytes}); return; }
     if (f) f->cp_pending.push_back({dst, src, bytes});
 }
 static inline void gpt2rt_emu_cp_commit(void) {
