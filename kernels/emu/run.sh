@@ -3,7 +3,7 @@
 # compiler against the emulator (kernels/emu/include), under AddressSanitizer and UBSan,
 # run on the CPU. One line per check ("ok   ..." / "FAIL ..."), then
 #   emulated: K of N kernels
-#   EMU: P passed, F failed, S skipped
+#   EMU: P passed, F failed, S skipped   (the programs' own checks, forward order, included)
 # Steps:
 #   1. test_emu (the emulator's own checks) with g++, and with clang++ where installed,
 #      under the forward and a random fiber order: bitwise the same device-to-host bytes
@@ -50,6 +50,10 @@ run_twice() {
         timeout 900 "$bin" "$@" > build/emu_$name.fwd.log 2>&1; rc1=$?
     EMU_ORDER=$second EMU_DIGEST=build/emu_$name.2nd.digest \
         timeout 900 "$bin" "$@" > build/emu_$name.2nd.log 2>&1; rc2=$?
+    # the program's own checks count too: its last line says "N passed, M failed"
+    local inner
+    inner=$(tail -1 build/emu_$name.fwd.log | grep -oE '[0-9]+ passed, [0-9]+ failed' | grep -oE '[0-9]+' | tr '\n' ' ')
+    if [ -n "$inner" ]; then set -- $inner; passed=$((passed + $1)); failed=$((failed + $2)); fi
     if [ $rc1 -eq 0 ]; then ok "$name (forward order): $(tail -1 build/emu_$name.fwd.log)"
     else bad "$name (forward order) exit $rc1 (build/emu_$name.fwd.log):"
          grep -E "FAIL|ERROR|error|emu:" build/emu_$name.fwd.log | head -15 | sed 's/^/    /'; fi
