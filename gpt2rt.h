@@ -522,11 +522,13 @@
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)
-    8. CUDA backend              (nvcc only, gpt2rt__cu_) 8.1 Common  8.2 Ops
-                                 8.3 Attention  8.4 Matrix products  8.5 Driver
-                                 8.6 Device communicators: NCCL, loopback; data
-                                 parallel on the device (gpt2rt__nccl_, gpt2rt__loop_,
-                                 gpt2rt__cu_dp_)
+    8. CUDA backend              (nvcc or the emulator: GPT2RT__CUDA, gpt2rt__cu_)
+                                 8.1 Common  8.2 Ops  8.3 Attention  8.4 Matrix
+                                 products  8.5 Driver  8.6 Device communicators:
+                                 NCCL, loopback; data parallel on the device
+                                 (gpt2rt__nccl_, gpt2rt__loop_, gpt2rt__cu_dp_; the
+                                 backend table's CUDA entries, gpt2rt__cu_be_)
+                                 8.7 Layer split on CUDA devices (gpt2rt__ls_cu_)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory
                                  10.1 Data parallel (gpt2rt__dp_)  10.2 Layer split
@@ -1122,6 +1124,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cublasLt.h>
+#include <atomic> /* once-per-device kernel setup (8.3) */
 #ifdef GPT2RT_NCCL /* the NCCL communicator (8.6): link with -lnccl */
 #include <nccl.h>
 #endif
@@ -1443,10 +1446,9 @@ struct gpt2rt_ctx {
     uint64_t drop_key;
     int64_t drop_micro;
     struct gpt2rt__ls *ls; /* CPU layer split (10.2): the stages' buffers; NULL otherwise */
-#if GPT2RT__CUDA
+    const struct gpt2rt__backend *be; /* the backend that runs this context's steps (7.3, 8.5) */
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
     void *dgroup; /* CUDA data parallel, rank 0: the ranks' device communicators (8.6) */
-#endif
 };
 
 /* ==== 1.3 Hooks, errors, time, random numbers ==== */
@@ -1757,16 +1759,9 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (c->kv_batch && !c->kv_len) c->kv_len = c->max_seq_len;
 }
 
-/* AUTO's choice: CUDA when the implementation was compiled by nvcc and a device is present */
-static int gpt2rt__cuda_present(void) {
-#if GPT2RT__CUDA
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-    return n > 0;
-#else
-    return 0;
-#endif
-}
+/* AUTO's choice: CUDA when the implementation was compiled with it and a device is
+   present (the end of section 8) */
+static int gpt2rt__cuda_present(void);
 
 /* backend, precision and memory */
 static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
@@ -4152,11 +4147,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
 
 /* ==== 4.4 Training state ==== */
 
-#if GPT2RT__CUDA /* 8.6 */
-static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
-#endif
-
-static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in); /* 10.1 */
+static gpt2rt_result gpt2rt__upload(gpt2rt_ctx *ctx, const float *m, const float *v); /* 10: the backend's */
 
 /* weights, moments, step and RNG in one safetensors file */
 
@@ -4221,14 +4212,9 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (r == GPT2RT_OK) {
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
-#if GPT2RT__CUDA
-        if (ctx->cu) /* the moments live on the device only (every data-parallel rank's) */
-            r = gpt2rt__cu_dp_upload(ctx, (const float *)(const void *)(st.data + e[1]->begin),
-                                     (const float *)(const void *)(st.data + e[2]->begin));
-        else
-#endif
-        gpt2rt__dp_moments(ctx, (float *)(void *)(st.data + e[1]->begin), (float *)(void *)(st.data + e[2]->begin),
-                           0, ctx->n_train, 1); /* data parallel with ZeRO-1: each rank its shard */
+        /* every data-parallel rank's (ZeRO-1: each rank its shard; CUDA: on the devices) */
+        r = gpt2rt__upload(ctx, (const float *)(const void *)(st.data + e[1]->begin),
+                           (const float *)(const void *)(st.data + e[2]->begin));
         ctx->step = step;
         ctx->rng = rng;
     }
@@ -6949,7 +6935,22 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
    backend: its device arenas, carved by the same function on a shadow context).
    Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
    context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
-   of the residual stream down the backward. */
+   of the residual stream down the backward.
+   Below the layer steps, the step-level work of the public calls (10, 11): a context's
+   backend (ctx->be) runs its forwards, backwards, updates, host copies and data-parallel
+   reductions, so sections 10-11 never ask which backend they drive. */
+/* what the update policy (9) decides for one update, whichever backend runs it */
+typedef struct gpt2rt__opt_decision {
+    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
+    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
+    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
+} gpt2rt__opt_decision;
+static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
+static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
+static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
+                              float loss_scale, double t0);
+static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
+
 typedef struct gpt2rt__backend {
     /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
     gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
@@ -6968,6 +6969,49 @@ typedef struct gpt2rt__backend {
     gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
     /* bytes from src to dst, both in the backend's arenas */
     gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+    /* ---- step level: the context is the public one (a data-parallel rank's own) ---- */
+    /* inputs, targets: host (B,T), checked (targets may be NULL): the logits, with targets
+       the loss (*loss if not NULL, ctx->loss, loss_sum, n_targets); sets have_logits and
+       have_loss. fuse: gpt2rt_step's forward, whose backward follows at once (CUDA: the
+       classifier writes dlogits in the same pass, and no logits are kept) */
+    gpt2rt_result (*forward)(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss, int fuse);
+    /* x (Bw,Lb,M), y (Bw,H,M) or NULL, checked: the predictions and the loss, as forward */
+    gpt2rt_result (*forward_series)(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+    /* += the gradients of the last forward's loss, one fixed scale for every micro-batch */
+    gpt2rt_result (*backward)(gpt2rt_ctx *ctx);
+    /* one AdamW step at lr over the gradients summed since the last update (data parallel:
+       summed over the ranks first); the policy (9) decides, *o says what it decided,
+       *loss_scale is the next backward's. Advances ctx->step unless skipped. */
+    gpt2rt_result (*update)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+    /* the gradients (and with moments, m and v) to zero */
+    gpt2rt_result (*zero_grads)(gpt2rt_ctx *ctx, int moments);
+    /* the last forward's logits (BT,V) / predictions (Bw,H,M) into host memory */
+    gpt2rt_result (*logits)(gpt2rt_ctx *ctx, float *dst);
+    gpt2rt_result (*predictions)(gpt2rt_ctx *ctx, float *dst);
+    /* data parallel (10.1): sum the gradient pieces {first float, count} over the ranks
+       (scatter: ZeRO-1's one reduce-scatter of the whole gradient) */
+    gpt2rt_result (*dp_reduce)(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+    /* ctx->params caught up with the weights the backend trains */
+    gpt2rt_result (*host_weights)(gpt2rt_ctx *ctx);
+    /* ctx->params (and the moments m, v of every trained float, if not NULL) to where
+       every data-parallel rank trains them */
+    gpt2rt_result (*upload)(gpt2rt_ctx *ctx, const float *m, const float *v);
+    /* *m, *v: the moments of every trained float on the host, with the weights caught up;
+       *buf: what the call allocated for them (the caller frees it), or NULL */
+    gpt2rt_result (*host_moments)(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
+    /* tensor t's value, gradient or moment (checked name t, dst of its size) */
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                float *dst);
+    /* the bytes of each category this context holds, and the driver's own (measured) */
+    void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
+    /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
+       like ctx (rank 0), then, once every rank is attached, what the ranks share */
+    gpt2rt_result (*dp_rank)(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+    gpt2rt_result (*dp_open)(gpt2rt_ctx *ctx);
+    /* at gpt2rt_free: before the ranks are freed (shared), then the context's own */
+    void (*release_shared)(gpt2rt_ctx *ctx);
+    void (*release)(gpt2rt_ctx *ctx);
 } gpt2rt__backend;
 
 /* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
@@ -7162,9 +7206,6 @@ static gpt2rt_result gpt2rt__cpu_copy(gpt2rt_ctx *ctx, void *dst, const void *sr
     return GPT2RT_OK;
 }
 
-static const gpt2rt__backend gpt2rt__cpu_backend = {
-    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
-    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy};
 
 /* ---- the CPU backend's decode step (generation, 11.7) ----
    A pass feeds N new tokens of any rows at any positions (ctx->kv: tok, row, pos)
@@ -7281,6 +7322,8 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
    checkpoint, when a FULL segment runs its forward again. ax: the context whose
    arenas the backend's steps use (the CPU: ctx itself). */
 
+/* return a failing gpt2rt_result (its message already set) to the caller: the one such
+   macro of every section from here on */
 #define GPT2RT__TRY(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
 
 /* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
@@ -7359,15 +7402,182 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
     return gpt2rt__dp_bucket_ready(ctx, -1);
 }
 
-#undef GPT2RT__TRY
+
+/* ---- the CPU backend's step-level work (the table's second part) ---- */
+
+static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                         int fuse) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt_result r;
+    (void)fuse; /* the logits stay; the backward turns them into dlogits */
+    memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
+    if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
+    ctx->have_logits = 1;
+    ctx->have_loss = 0;
+    if (targets) {
+        memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
+        ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
+                                                 d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
+        ctx->have_loss = 1;
+    }
+    if (loss) *loss = targets ? ctx->loss : 0.0f;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt_result r;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
+    ctx->have_pred = 0;
+    if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
+    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
+    ctx->have_logits = ctx->have_pred = 1;
+    ctx->have_loss = 0;
+    if (y) {
+        memcpy(ctx->ts_y, y, (size_t)d->n_out * sizeof(float));
+        ctx->loss_sum = gpt2rt__ts_mse_sum(ctx->ts_pred, ctx->ts_y, d->n_out);
+        ctx->n_targets = d->n_out;
+        ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
+        ctx->have_loss = 1;
+    }
+    if (loss) *loss = y ? ctx->loss : 0.0f;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_backward(gpt2rt_ctx *ctx) {
+    return gpt2rt__model_backward(ctx, ctx->be, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
+}
+
+static gpt2rt_result gpt2rt__cpu_zero_grads(gpt2rt_ctx *ctx, int moments) {
+    if (!ctx->grads) return GPT2RT_OK; /* a context without arenas (a failed creation) */
+    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+    if (moments) memset(ctx->m, 0, (size_t)ctx->n_opt * 2 * sizeof(float));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_logits(gpt2rt_ctx *ctx, float *dst) {
+    const gpt2rt__dims *d = &ctx->d;
+    for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_predictions(gpt2rt_ctx *ctx, float *dst) {
+    memcpy(dst, ctx->ts_pred, (size_t)ctx->d.n_out * sizeof(float));
+    return GPT2RT_OK;
+}
+
+/* the host's weights are the ones trained */
+static gpt2rt_result gpt2rt__cpu_host_weights(gpt2rt_ctx *ctx) {
+    (void)ctx;
+    return GPT2RT_OK;
+}
+
+static void gpt2rt__cpu_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead) {
+    (void)overhead; /* no driver */
+    memcpy(bytes, ctx->arena_bytes, GPT2RT_MEM_COUNT * sizeof(uint64_t));
+}
+
+static gpt2rt_result gpt2rt__cpu_dp_open(gpt2rt_ctx *ctx) {
+    (void)ctx; /* the threads' communicator (10.1) is all the ranks share */
+    return GPT2RT_OK;
+}
+
+static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
+    (void)ctx; /* the arenas are the context's (gpt2rt_free) */
+}
+
+/* the CPU's step-level work further on: the update in 9, the rest in 10.1 and 11.6 */
+static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
+static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
+static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                            gpt2rt_param_what what, float *dst);
+static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+
+static const gpt2rt__backend gpt2rt__cpu_backend = {
+    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
+    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy,
+    gpt2rt__cpu_forward, gpt2rt__cpu_forward_series, gpt2rt__cpu_backward, gpt2rt__cpu_update, gpt2rt__cpu_zero_grads,
+    gpt2rt__cpu_logits, gpt2rt__cpu_predictions, gpt2rt__cpu_dp_reduce, gpt2rt__cpu_host_weights, gpt2rt__cpu_upload,
+    gpt2rt__cpu_host_moments, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
+    gpt2rt__cpu_release, gpt2rt__cpu_release};
+
+/* ---- the layer split's stages: their state (10.2 runs them on the CPU, 8.7 on CUDA devices) ---- */
+
+typedef struct gpt2rt__ls {
+    int n, m;                  /* stages, micro-batch slots (grad_accum) */
+    int order;                 /* the head's and the embedding's gradients share a buffer */
+    unsigned char **acts;      /* (m-1) extra activation sets */
+    void *scratch[GPT2RT_MAX_DEVICES][2]; /* stages 1..n-1: transient, workspace */
+    uint64_t act_bytes, scratch_bytes[2];
+    gpt2rt_ctx *sc;            /* (n*m) stage s, micro-batch k: sc[s*m + k] */
+    double *loss_sum;          /* (m) */
+    int64_t *n_targets;        /* (m) */
+#ifdef GPT2RT__COMM_THREADS
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+#endif
+    int fwd[GPT2RT_MAX_DEVICES], bwd[GPT2RT_MAX_DEVICES]; /* micro-batches done per stage */
+    int stop;                  /* a stage's thread did not start: the others return at once */
+    const void *a, *b;         /* this call's inputs and targets (tokens) or x and y (series) */
+    /* the CUDA backend's stages (8.7); unused on the CPU */
+    const struct gpt2rt__ls_ops *ops; /* the CUDA stages' entries; NULL: the CPU's (10.2) */
+    gpt2rt_ctx *hs;            /* (n) stage s's host context: its table, its fp32 weights, cu */
+    struct gpt2rt__cu_state *cu[GPT2RT_MAX_DEVICES]; /* stage s's device state */
+    gpt2rt_ctx *dev0[GPT2RT_MAX_DEVICES];           /* its own shadow context (cu[s]->dev between steps) */
+    gpt2rt_ctx *cudev;         /* (n*m) stage s, micro-batch k: the shadow bound to activation set k */
+    void **cuacts;             /* (n*m) the further activation sets (device; NULL for k = 0) */
+    int peer[GPT2RT_MAX_DEVICES][GPT2RT_MAX_DEVICES]; /* peer copies between the stages' devices */
+    int32_t *h_buckets;        /* (m, gpt2rt__cu_encoder_bucket_ints(BT)) the wte gradient's token buckets */
+    int64_t *nb;               /* (m) their counts */
+    gpt2rt_result res[GPT2RT_MAX_DEVICES]; /* a stage's failure in the last step */
+    float loss_scale;          /* fp16: the dynamic loss scale of every stage; else 1 */
+    int clean_steps;           /* fp16: updates since the last overflow or doubling */
+} gpt2rt__ls;
+
+/* what a CUDA layer split (8.7) does where the CPU's (10.2) does its own */
+typedef struct gpt2rt__ls_ops {
+    void (*release)(gpt2rt_ctx *ctx, gpt2rt__ls *ls); /* its device memory, states and host contexts */
+    void (*begin)(gpt2rt_ctx *ctx, const void *a);  /* before the stages start (a: the step's inputs) */
+    void *(*stage)(void *job);                      /* stage job->s's thread (a gpt2rt__ls_job) */
+    gpt2rt_result (*end)(gpt2rt_ctx *ctx);          /* after the stages joined: a stage's failure */
+    gpt2rt_result (*update)(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, float *dst);
+    void (*allocated)(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan);
+} gpt2rt__ls_ops;
+
+#ifdef GPT2RT__COMM_THREADS
+/* wait until *cnt > k (a stage's counter), under the mutex; 0: stopped instead */
+static int gpt2rt__ls_wait(gpt2rt__ls *ls, const int *cnt, int k) {
+    pthread_mutex_lock(&ls->mu);
+    while (*cnt <= k && !ls->stop) pthread_cond_wait(&ls->cv, &ls->mu);
+    int ok = !ls->stop;
+    pthread_mutex_unlock(&ls->mu);
+    return ok;
+}
+
+static void gpt2rt__ls_done(gpt2rt__ls *ls, int *cnt) {
+    pthread_mutex_lock(&ls->mu);
+    (*cnt)++;
+    pthread_cond_broadcast(&ls->cv);
+    pthread_mutex_unlock(&ls->mu);
+}
+
+typedef struct gpt2rt__ls_job { gpt2rt_ctx *ctx; int s; } gpt2rt__ls_job;
+#endif
 
 /* ==== 8. CUDA backend ==== */
 
-/* Compiled by nvcc only (infix gpt2rt__cu_): hand-written kernels for every op that is
-   not a matrix product (8.2, 8.3), cuBLASLt for the matrix products (8.4), and the driver
-   (8.5): the steps of 7.3's model driver on the device, the optimizer, creation and what
-   the public calls do on a CUDA context. The kernel labs in kernels/ validate each part
-   against the CPU backend and time it. */
+/* Compiled by nvcc, or by a host C++ compiler against the emulator in kernels/emu/
+   (GPT2RT__CUDA; infix gpt2rt__cu_): hand-written kernels for every op that is not a
+   matrix product (8.2, 8.3), cuBLASLt for the matrix products (8.4), the driver (8.5):
+   the steps of 7.3's model driver on the device, the optimizer, creation and what the
+   public calls do on a CUDA context, data parallel on the devices (8.6, which ends with
+   the backend table's CUDA entries, gpt2rt__cu_be_) and the layer split's stages (8.7).
+   Sections 10-11 reach all of it through ctx->be and ctx->ls->ops only. The kernel labs
+   in kernels/ validate each part against the CPU backend and time it. */
 #if GPT2RT__CUDA
 
 /* ==== 8.1 Common ==== */
@@ -9329,12 +9539,38 @@ template <typename X> struct gpt2rt__cu_attn_fast {
 };
 template <typename X> struct gpt2rt__cu_attn_fast16 {
     enum { available = 1 };
-    /* the kernels were compiled for sm_80 or newer (see GPT2RT__CU_ATT_SM80), and their
-       image is the one this device runs */
+    /* What is asked of the driver once per device (bit d of a mask: device d; ordinals
+       from 64 on ask at every launch), not before every launch: whether the kernels'
+       image this device runs was compiled for sm_80 or newer (GPT2RT__CU_ATT_SM80), and
+       the backward's dynamic shared memory beyond 48 KiB (a per-device setting). Two
+       threads that ask at once both ask: the answers and settings are the same. */
+    static std::atomic<unsigned long long> &mask(int which) {
+        static std::atomic<unsigned long long> m[3]; /* asked, built, shared memory set */
+        return m[which];
+    }
+    static unsigned long long device_bit(void) {
+        int dev = -1;
+        if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+        return dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    }
     static int built(void) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(0).load() & bit)) return (mask(1).load() & bit) != 0;
         cudaFuncAttributes fa;
-        if (cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-        return fa.ptxVersion >= 80;
+        int ok = cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) == cudaSuccess;
+        if (!ok) (void)cudaGetLastError();
+        ok = ok && fa.ptxVersion >= 80;
+        if (ok) mask(1).fetch_or(bit);
+        mask(0).fetch_or(bit);
+        return ok;
+    }
+    static cudaError_t allow_smem(int smem_dkdv, int smem_dq) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(2).load() & bit)) return cudaSuccess;
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
+        mask(2).fetch_or(bit);
+        return cudaSuccess;
     }
     static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
@@ -9348,8 +9584,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
         const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
+        GPT2RT__CU_TRY(allow_smem(smem_dkdv, smem_dq));
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
         GPT2RT__CU_LAUNCHED();
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2);
@@ -9842,7 +10077,11 @@ static int gpt2rt__cu_mm_get_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *k
     }
     if (!key->fuse) want = plain;
     st = gpt2rt__cu_mm_make_plan(b, key, want, bias, aux, &tmp, what);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED && want != plain)
+    /* a fused epilogue this cuBLASLt cannot plan takes the plain product and the kernel
+       after it: no algorithm (NOT_SUPPORTED), or a refusal of the epilogue itself or of
+       its vector (INVALID_VALUE from a version without DGELU, or one that will not write
+       BGRADB's bias gradient into an fp32 vector beside 16-bit inputs) */
+    if (st != CUBLAS_STATUS_SUCCESS && want != plain)
         st = gpt2rt__cu_mm_make_plan(b, key, plain, bias, aux, &tmp, what);
     if (st) return st;
     p = &b->plans[b->n_plans++];
@@ -10142,8 +10381,6 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
 */
 
 #define GPT2RT__CU_STAGE_BYTES ((size_t)8 << 20)   /* pinned host staging buffer (at least) */
-#define GPT2RT__CU_SCALE_WINDOW 2000               /* clean fp16 updates before the scale doubles */
-#define GPT2RT__CU_SCALE_MAX 16777216.0f           /* 2^24 */
 
 /* storage type -> cuBLASLt data type */
 template <typename X> struct gpt2rt__cu_dtype;
@@ -10267,7 +10504,6 @@ static gpt2rt_result gpt2rt__cu_fail_mm(gpt2rt_ctx *ctx, const gpt2rt__cu_state 
 #define GPT2RT__CU_CK(call) do { cudaError_t e_ = (call); \
         if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
 #define GPT2RT__CU_MM(call) do { int s_ = (call); if (s_ != 0) return gpt2rt__cu_fail_mm(ctx, st, s_); } while (0)
-#define GPT2RT__CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
 
 /* ---- small helpers ---- */
 
@@ -10386,6 +10622,181 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
 }
 
+/* gpt2rt__cu_create_span's phases (st: the state so far; each writes err and returns
+   the result, and the caller frees st when one fails) */
+#define GPT2RT__CU_SFAIL(r, ...) do { snprintf(err, cap, __VA_ARGS__); return (r); } while (0)
+#define GPT2RT__CU_SCK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) \
+        GPT2RT__CU_SFAIL(e_ == cudaErrorMemoryAllocation ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_UNAVAILABLE, \
+                         "gpt2rt__cu_create: %s failed: %s (%s = %d) on device %d", #call, cudaGetErrorString(e_), \
+                         cudaGetErrorName(e_), (int)e_, st->device); } while (0)
+
+/* the host table must be this config's (this span's) */
+static gpt2rt_result gpt2rt__cu_create_table(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt__span *span = &st->span;
+    int64_t np = 0, ntr = 0;
+    int nt = gpt2rt__param_table(d, NULL, NULL, NULL);
+    gpt2rt__span_params(d, span, NULL, &np, &ntr);
+    if (nt != ctx->n_tensors || np != ctx->n_params || ntr != ctx->n_train || ctx->d.frozen != d->frozen ||
+        ctx->d.C != d->C || ctx->d.L != d->L || ctx->d.Vp != d->Vp || ctx->d.P != d->P)
+        GPT2RT__CU_SFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: the host context's parameter table "
+                         "(%d tensors, %lld floats, %lld trained, frozen 0x%x) is not the config's (%d, %lld, %lld, 0x%x)",
+                         ctx->n_tensors, (long long)ctx->n_params, (long long)ctx->n_train, ctx->d.frozen, nt,
+                         (long long)np, (long long)ntr, d->frozen);
+    st->n_params = np;
+    st->n_train = ntr;
+    /* ZeRO-1: the master and the moments hold shard 0's floats until gpt2rt__cu_dp_attach
+       (8.6) gives the rank its own shard */
+    st->opt_lo = 0;
+    st->opt_hi = d->shards > 1 ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
+    return GPT2RT_OK;
+}
+
+/* the device, its free memory against the plan, then the arenas */
+static gpt2rt_result gpt2rt__cu_create_arenas(gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt_config *cfg = &st->cfg;
+    const gpt2rt__dims *d = &st->d;
+    int dev_id = st->device;
+    int n_dev = 0;
+    {
+        cudaError_t e = cudaGetDeviceCount(&n_dev);
+        if (e != cudaSuccess || n_dev == 0) {
+            (void)cudaGetLastError();
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: no CUDA device (cudaGetDeviceCount: %s, %d "
+                             "devices)", cudaGetErrorString(e), n_dev);
+        }
+    }
+    {
+        gpt2rt__proc_env e = gpt2rt__proc_env_get();
+        int local_world = 0;
+        if (!gpt2rt__env_int(e.local_world_size, 1, 1 << 20, &local_world))
+            (void)gpt2rt__env_int(e.ompi_local_size, 1, 1 << 20, &local_world);
+        char why[600];
+        gpt2rt_result dr = gpt2rt__dev_check(n_dev, getenv("CUDA_VISIBLE_DEVICES"), local_world, cfg, why, sizeof why);
+        if (dr != GPT2RT_OK) GPT2RT__CU_SFAIL(dr, "gpt2rt__cu_create: %s", why);
+    }
+    GPT2RT__CU_SCK(cudaSetDevice(dev_id));
+    gpt2rt__layout(d, &st->span, st->bytes, NULL);
+    uint64_t plan_total = 0;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan_total += st->bytes[i];
+    {
+        size_t fr = 0, tot = 0;
+        GPT2RT__CU_SCK(cudaMemGetInfo(&fr, &tot)); /* creates the context */
+        st->free_at_create = fr;
+        st->mem_total = tot;
+        if (cfg->memory_budget && plan_total > cfg->memory_budget)
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB), "
+                             "memory_budget is %llu bytes (%.2f GiB); nothing was allocated",
+                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total),
+                             (unsigned long long)cfg->memory_budget, GPT2RT__GIB(cfg->memory_budget));
+        if (plan_total > (uint64_t)fr)
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB) on "
+                             "device %d, which has %llu bytes (%.2f GiB) free of %llu (%.2f GiB); nothing was allocated",
+                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total), dev_id, (unsigned long long)fr,
+                             GPT2RT__GIB(fr), (unsigned long long)tot, GPT2RT__GIB(tot));
+    }
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        if (!st->bytes[i]) continue;
+        cudaError_t e = cudaMalloc(&st->arena[i], (size_t)st->bytes[i]);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st->arena[i] = NULL;
+            size_t fr = 0, tot = 0;
+            (void)cudaMemGetInfo(&fr, &tot);
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: cudaMalloc of %llu bytes (%.1f MiB) for %s "
+                             "failed: %s; %llu of %llu bytes planned were allocated, %llu bytes free now",
+                             (unsigned long long)st->bytes[i], GPT2RT__MIB(st->bytes[i]), gpt2rt_mem_name((gpt2rt_mem)i),
+                             cudaGetErrorString(e), (unsigned long long)st->arena_total, (unsigned long long)plan_total,
+                             (unsigned long long)fr);
+        }
+        st->allocated[i] = st->bytes[i];
+        st->arena_total += st->bytes[i];
+    }
+    return GPT2RT_OK;
+}
+
+/* the pointers: gpt2rt__layout on a shadow context whose arenas are the device's */
+static gpt2rt_result gpt2rt__cu_create_pointers(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt_config *cfg = &st->cfg;
+    const gpt2rt__dims *d = &st->d;
+    st->dev = (gpt2rt_ctx *)gpt2rt__alloc(&st->hooks, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    if (!st->dev) GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: shadow context (%zu bytes)", sizeof(gpt2rt_ctx));
+    memset(st->dev, 0, sizeof(gpt2rt_ctx));
+    st->dev->cfg = *cfg;
+    st->dev->d = *d;
+    st->dev->tensors = ctx->tensors; /* shared, read-only: same table */
+    st->dev->n_tensors = ctx->n_tensors;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { st->dev->arena[i] = st->arena[i]; st->dev->arena_bytes[i] = st->bytes[i]; }
+    {
+        uint64_t again[GPT2RT_MEM_COUNT];
+        gpt2rt__layout(d, &st->span, again, st->dev);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            if (again[i] != st->bytes[i])
+                GPT2RT__CU_SFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: gpt2rt__layout gave %llu then %llu bytes for %s",
+                                 (unsigned long long)st->bytes[i], (unsigned long long)again[i],
+                                 gpt2rt_mem_name((gpt2rt_mem)i));
+    }
+    st->w = st->arena[GPT2RT_MEM_WEIGHTS];
+    st->master = d->wb == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
+    st->grads = st->dev->grads;
+    st->m = st->dev->m;
+    st->v = st->dev->v;
+    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
+    st->att_D = st->dev->att_scratch;
+    st->norm_parts = st->dev->norm_parts;
+    { /* the workspace after attention's D: the inputs' slot (token buckets, or the series
+         windows), then the reduction scratch up to the norm parts */
+        unsigned char *b = (unsigned char *)st->dev->att_scratch + gpt2rt__ald(d, d->B * d->NH * d->T * 4);
+        int64_t slot = gpt2rt__cu_inputs_bytes(d);
+        st->buckets_ws = d->patches ? NULL : (int32_t *)(void *)b;
+        st->ts_x = d->patches ? (float *)(void *)b : NULL;
+        st->red = (float *)(void *)(b + slot);
+        st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
+        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
+        uint64_t bias = (uint64_t)((4 * d->C > d->H ? 4 * d->C : d->H) * 4); /* the widest bias vector */
+        uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
+        uint64_t need = ln > bias ? ln : bias;
+        if (upd > need) need = upd;
+        if (st->red_bytes < 0 || (uint64_t)st->red_bytes < need)
+            GPT2RT__CU_SFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: the planned reduction scratch holds %lld bytes, the "
+                             "kernels need %llu (LayerNorm partials %llu, bias vector %llu, update %llu): gpt2rt__layout "
+                             "and the driver disagree", (long long)st->red_bytes, (unsigned long long)need,
+                             (unsigned long long)ln, (unsigned long long)bias, (unsigned long long)upd);
+    }
+    return GPT2RT_OK;
+}
+
+/* stream, cuBLASLt, events, pinned host buffers, the AdamW runs */
+static gpt2rt_result gpt2rt__cu_create_buffers(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, char *err, size_t cap) {
+    const gpt2rt_config *cfg = &st->cfg;
+    const gpt2rt__dims *d = &st->d;
+    GPT2RT__CU_SCK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    {
+        int s = gpt2rt__cu_blas_init(&st->blas, st->dev->gemm_ws, (size_t)GPT2RT__CU_BLAS_WORKSPACE, st->stream,
+                                     st->mm_err, sizeof st->mm_err);
+        if (s) GPT2RT__CU_SFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: %s", st->mm_err);
+        st->blas_ok = 1;
+        st->blas.tf32 = cfg->tf32 ? 1 : 0;
+    }
+    GPT2RT__CU_SCK(cudaEventCreateWithFlags(&st->ev_tok, cudaEventDisableTiming));
+    st->ev_ok = 1;
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_tok, (size_t)(2 * d->BT + gpt2rt__cu_encoder_bucket_ints(d->BT)) * 4));
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_losses, (size_t)d->BT * 4));
+    if (d->patches) GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_pred, (size_t)d->n_out * 4));
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_norm, 2 * sizeof(double)));
+    st->stage_bytes = GPT2RT__CU_STAGE_BYTES;
+    if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
+    GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
+    st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
+                                                     GPT2RT_MEM_BOOKKEEPING);
+    if (!st->runs) GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: AdamW run table");
+    gpt2rt__cu_adamw_plan(ctx, st);
+    return GPT2RT_OK;
+}
+#undef GPT2RT__CU_SCK
+#undef GPT2RT__CU_SFAIL
+
 /* The same for the layers of span on device dev_id (a layer-split stage, 10.2): ctx is
    then the stage's host context, whose table is gpt2rt__span_params's for span and
    whose params hold that table's fp32 weights. */
@@ -10417,153 +10828,15 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     st->nb = -1;
     st->xt = st->d.ab == 4 ? CUDA_R_32F : cfg->precision == GPT2RT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     st->loss_scale = cfg->precision == GPT2RT_PRECISION_FP16 ? cfg->loss_scale : 1.0f;
-    const gpt2rt__dims *d = &st->d;
 
-    /* the host table must be this config's (this span's) */
-    {
-        int64_t np = 0, ntr = 0;
-        int nt = gpt2rt__param_table(d, NULL, NULL, NULL);
-        gpt2rt__span_params(d, span, NULL, &np, &ntr);
-        if (nt != ctx->n_tensors || np != ctx->n_params || ntr != ctx->n_train || ctx->d.frozen != d->frozen ||
-            ctx->d.C != d->C || ctx->d.L != d->L || ctx->d.Vp != d->Vp || ctx->d.P != d->P)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_create: the host context's parameter table "
-                             "(%d tensors, %lld floats, %lld trained, frozen 0x%x) is not the config's (%d, %lld, %lld, 0x%x)",
-                             ctx->n_tensors, (long long)ctx->n_params, (long long)ctx->n_train, ctx->d.frozen, nt,
-                             (long long)np, (long long)ntr, d->frozen);
-        st->n_params = np;
-        st->n_train = ntr;
-        /* ZeRO-1: the master and the moments hold shard 0's floats until gpt2rt__cu_dp_attach
-           (8.6) gives the rank its own shard */
-        st->opt_lo = 0;
-        st->opt_hi = d->shards > 1 ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
+    gpt2rt_result pr = gpt2rt__cu_create_table(ctx, st, err, cap);
+    if (pr == GPT2RT_OK) pr = gpt2rt__cu_create_arenas(st, err, cap);
+    if (pr == GPT2RT_OK) pr = gpt2rt__cu_create_pointers(ctx, st, err, cap);
+    if (pr == GPT2RT_OK) pr = gpt2rt__cu_create_buffers(ctx, st, err, cap);
+    if (pr != GPT2RT_OK) {
+        gpt2rt__cu_free(st);
+        return pr;
     }
-
-    /* device, and its free memory against the plan */
-    int n_dev = 0;
-    {
-        cudaError_t e = cudaGetDeviceCount(&n_dev);
-        if (e != cudaSuccess || n_dev == 0) {
-            (void)cudaGetLastError();
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: no CUDA device (cudaGetDeviceCount: %s, %d "
-                             "devices)", cudaGetErrorString(e), n_dev);
-        }
-    }
-    {
-        gpt2rt__proc_env e = gpt2rt__proc_env_get();
-        int local_world = 0;
-        if (!gpt2rt__env_int(e.local_world_size, 1, 1 << 20, &local_world))
-            (void)gpt2rt__env_int(e.ompi_local_size, 1, 1 << 20, &local_world);
-        char why[600];
-        gpt2rt_result dr = gpt2rt__dev_check(n_dev, getenv("CUDA_VISIBLE_DEVICES"), local_world, cfg, why, sizeof why);
-        if (dr != GPT2RT_OK) GPT2RT__CU_CFAIL(dr, "gpt2rt__cu_create: %s", why);
-    }
-    GPT2RT__CU_CCK(cudaSetDevice(dev_id));
-    gpt2rt__layout(d, &st->span, st->bytes, NULL);
-    uint64_t plan_total = 0;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan_total += st->bytes[i];
-    {
-        size_t fr = 0, tot = 0;
-        GPT2RT__CU_CCK(cudaMemGetInfo(&fr, &tot)); /* creates the context */
-        st->free_at_create = fr;
-        st->mem_total = tot;
-        if (cfg->memory_budget && plan_total > cfg->memory_budget)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB), "
-                             "memory_budget is %llu bytes (%.2f GiB); nothing was allocated",
-                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total),
-                             (unsigned long long)cfg->memory_budget, GPT2RT__GIB(cfg->memory_budget));
-        if (plan_total > (uint64_t)fr)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: the plan needs %llu bytes (%.2f GiB) on "
-                             "device %d, which has %llu bytes (%.2f GiB) free of %llu (%.2f GiB); nothing was allocated",
-                             (unsigned long long)plan_total, GPT2RT__GIB(plan_total), dev_id, (unsigned long long)fr,
-                             GPT2RT__GIB(fr), (unsigned long long)tot, GPT2RT__GIB(tot));
-    }
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        if (!st->bytes[i]) continue;
-        cudaError_t e = cudaMalloc(&st->arena[i], (size_t)st->bytes[i]);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            st->arena[i] = NULL;
-            size_t fr = 0, tot = 0;
-            (void)cudaMemGetInfo(&fr, &tot);
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: cudaMalloc of %llu bytes (%.1f MiB) for %s "
-                             "failed: %s; %llu of %llu bytes planned were allocated, %llu bytes free now",
-                             (unsigned long long)st->bytes[i], GPT2RT__MIB(st->bytes[i]), gpt2rt_mem_name((gpt2rt_mem)i),
-                             cudaGetErrorString(e), (unsigned long long)st->arena_total, (unsigned long long)plan_total,
-                             (unsigned long long)fr);
-        }
-        st->allocated[i] = st->bytes[i];
-        st->arena_total += st->bytes[i];
-    }
-
-    /* the pointers: gpt2rt__layout on a shadow context whose arenas are the device's */
-    st->dev = (gpt2rt_ctx *)gpt2rt__alloc(&st->hooks, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
-    if (!st->dev) GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: shadow context (%zu bytes)", sizeof(gpt2rt_ctx));
-    memset(st->dev, 0, sizeof(gpt2rt_ctx));
-    st->dev->cfg = *cfg;
-    st->dev->d = *d;
-    st->dev->tensors = ctx->tensors; /* shared, read-only: same table */
-    st->dev->n_tensors = ctx->n_tensors;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { st->dev->arena[i] = st->arena[i]; st->dev->arena_bytes[i] = st->bytes[i]; }
-    {
-        uint64_t again[GPT2RT_MEM_COUNT];
-        gpt2rt__layout(d, &st->span, again, st->dev);
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-            if (again[i] != st->bytes[i])
-                GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: gpt2rt__layout gave %llu then %llu bytes for %s",
-                                 (unsigned long long)st->bytes[i], (unsigned long long)again[i],
-                                 gpt2rt_mem_name((gpt2rt_mem)i));
-    }
-    st->w = st->arena[GPT2RT_MEM_WEIGHTS];
-    st->master = d->wb == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
-    st->grads = st->dev->grads;
-    st->m = st->dev->m;
-    st->v = st->dev->v;
-    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
-    st->att_D = st->dev->att_scratch;
-    st->norm_parts = st->dev->norm_parts;
-    { /* the workspace after attention's D: the inputs' slot (token buckets, or the series
-         windows), then the reduction scratch up to the norm parts */
-        unsigned char *b = (unsigned char *)st->dev->att_scratch + gpt2rt__ald(d, d->B * d->NH * d->T * 4);
-        int64_t slot = gpt2rt__cu_inputs_bytes(d);
-        st->buckets_ws = d->patches ? NULL : (int32_t *)(void *)b;
-        st->ts_x = d->patches ? (float *)(void *)b : NULL;
-        st->red = (float *)(void *)(b + slot);
-        st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
-        uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
-        uint64_t bias = (uint64_t)((4 * d->C > d->H ? 4 * d->C : d->H) * 4); /* the widest bias vector */
-        uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
-        uint64_t need = ln > bias ? ln : bias;
-        if (upd > need) need = upd;
-        if (st->red_bytes < 0 || (uint64_t)st->red_bytes < need)
-            GPT2RT__CU_CFAIL(GPT2RT_ERR_STATE, "gpt2rt__cu_create: the planned reduction scratch holds %lld bytes, the "
-                             "kernels need %llu (LayerNorm partials %llu, bias vector %llu, update %llu): gpt2rt__layout "
-                             "and the driver disagree", (long long)st->red_bytes, (unsigned long long)need,
-                             (unsigned long long)ln, (unsigned long long)bias, (unsigned long long)upd);
-    }
-
-    /* stream, cuBLASLt, events, pinned host buffers */
-    GPT2RT__CU_CCK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
-    {
-        int s = gpt2rt__cu_blas_init(&st->blas, st->dev->gemm_ws, (size_t)GPT2RT__CU_BLAS_WORKSPACE, st->stream,
-                                     st->mm_err, sizeof st->mm_err);
-        if (s) GPT2RT__CU_CFAIL(GPT2RT_ERR_UNAVAILABLE, "gpt2rt__cu_create: %s", st->mm_err);
-        st->blas_ok = 1;
-        st->blas.tf32 = cfg->tf32 ? 1 : 0;
-    }
-    GPT2RT__CU_CCK(cudaEventCreateWithFlags(&st->ev_tok, cudaEventDisableTiming));
-    st->ev_ok = 1;
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_tok, (size_t)(2 * d->BT + gpt2rt__cu_encoder_bucket_ints(d->BT)) * 4));
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_losses, (size_t)d->BT * 4));
-    if (d->patches) GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_pred, (size_t)d->n_out * 4));
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_norm, 2 * sizeof(double)));
-    st->stage_bytes = GPT2RT__CU_STAGE_BYTES;
-    if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
-    GPT2RT__CU_CCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
-    st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
-                                                     GPT2RT_MEM_BOOKKEEPING);
-    if (!st->runs) GPT2RT__CU_CFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: AdamW run table");
-    gpt2rt__cu_adamw_plan(ctx, st);
 
     /* zero gradients and moments, then the weights from the host */
     GPT2RT__CU_CCK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
@@ -10701,7 +10974,7 @@ static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_sta
 static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int moments) {
     st->phase = "zero";
     st->layer = -1;
-    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
+    GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream));
     if (moments) GPT2RT__CU_CK(cudaMemsetAsync(st->m, 0, (size_t)st->dev->n_opt * 8, st->stream));
@@ -10716,7 +10989,7 @@ static gpt2rt_result gpt2rt__cu_zero(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int 
 static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *g) {
     st->phase = "download_grads";
     st->layer = -1;
-    GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
+    GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(g, st->grads, (size_t)st->n_train * 4, cudaMemcpyDeviceToHost, st->stream));
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
@@ -10749,7 +11022,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt__cu_read_tensor: %s is frozen: no gradient "
                                 "or moments", t->name);
         src = (what == GPT2RT_PARAM_GRAD ? st->grads : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + t->goff;
-        if (what == GPT2RT_PARAM_GRAD) GPT2RT__CU_RET(gpt2rt__cu_comm_idle(ctx, st));
+        if (what == GPT2RT_PARAM_GRAD) GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
     }
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st->stream));
@@ -11064,9 +11337,35 @@ static gpt2rt_result gpt2rt__cu_copy(gpt2rt_ctx *ctx, void *dst, const void *src
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream));
     return GPT2RT_OK;
 }
+/* the step-level entries (the end of 8.6): the public calls' work on ctx->cu */
+static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                           int fuse);
+static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments);
+static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst);
+static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst);
+static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
+static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                              gpt2rt_param_what what, float *dst);
+static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
+static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
+static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx);
+static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx);
+
 static const gpt2rt__backend gpt2rt__cu_backend = {
     gpt2rt__cu_embed_forward, gpt2rt__cu_layer_forward_any, gpt2rt__cu_head_forward, gpt2rt__cu_head_backward,
-    gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy};
+    gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy,
+    gpt2rt__cu_be_forward, gpt2rt__cu_be_forward_series, gpt2rt__cu_be_backward, gpt2rt__cu_be_update,
+    gpt2rt__cu_be_zero_grads, gpt2rt__cu_be_logits, gpt2rt__cu_be_predictions, gpt2rt__cu_be_dp_reduce,
+    gpt2rt__cu_be_host_weights, gpt2rt__cu_be_upload, gpt2rt__cu_be_host_moments, gpt2rt__cu_be_param_read,
+    gpt2rt__cu_be_allocated, gpt2rt__cu_be_dp_rank, gpt2rt__cu_be_dp_open, gpt2rt__cu_be_release_shared,
+    gpt2rt__cu_be_release};
 
 /* ---- training calls ---- */
 
@@ -11108,7 +11407,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     cudaError_t er = cudaEventRecord(st->ev_tok, s);
     GPT2RT__CU_CK(e);
     GPT2RT__CU_CK(er);
-    GPT2RT__CU_RET(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
     st->have_targets = targets != NULL;
     if (!targets) {
         if (loss) *loss = 0.0f;
@@ -11163,7 +11462,7 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     if (y) GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
-    GPT2RT__CU_RET(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
     GPT2RT__CU_CK(gpt2rt__cu_ts_denorm<X>(dv->ts_pred, (const X *)(const void *)dv->logits, dv->ts_mean, dv->ts_std, rw,
                                           rb, d, s));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->h_pred, dv->ts_pred, (size_t)d->n_out * 4, cudaMemcpyDeviceToHost, s));
@@ -11220,7 +11519,6 @@ template <typename X> static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_c
 template <typename X>
 static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm_out,
                                          int *skipped_out, float *scale_out) {
-    const gpt2rt__dims *d = &st->d;
     const gpt2rt_config *c = &st->cfg;
     cudaStream_t s = st->stream;
     /* the reduction scratch: norm result (2 doubles), then the AdamW table */
@@ -11228,38 +11526,17 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
     gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
     double sumsq = 0.0;
     if (st->dcomm) /* data parallel (8.6): the summed gradients; global loss, targets, squared norm */
-        GPT2RT__CU_RET(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
-    double unscale = ctx->acc_targets ? (double)(d->n_out * c->grad_accum) / (double)ctx->acc_targets : 0.0;
-    unscale /= (double)st->loss_scale;
-    if (!st->dcomm) {
+        GPT2RT__TRY(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
+    else {
         GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
         GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
         GPT2RT__CU_CK(cudaStreamSynchronize(s));
     }
-    float norm = (float)((st->dcomm ? sqrt(sumsq) : st->h_norm[0]) * unscale);
     /* no counted target: data parallel only (one device skips before calling), every rank alike */
-    int skipped = !isfinite(norm) || !ctx->acc_targets;
-    if (!ctx->acc_targets) {
-        GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the micro-batches since the last update is "
-                    "ignored (negative) on every rank; update skipped at step %lld", (long long)ctx->step);
-    } else if (skipped) {
-        GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
-        if (c->precision == GPT2RT_PRECISION_FP16) {
-            st->loss_scale = st->loss_scale * 0.5f < 1.0f ? 1.0f : st->loss_scale * 0.5f;
-            st->clean_steps = 0;
-        }
-        char sc[64] = "";
-        if (c->precision == GPT2RT_PRECISION_FP16) snprintf(sc, sizeof sc, ", fp16 loss scale now %g", (double)st->loss_scale);
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped%s",
-                    (double)norm, (long long)ctx->step, sc);
-    } else {
-        float coef = 1.0f;
-        if (c->grad_clip > 0.0f) {
-            coef = c->grad_clip / (norm + 1e-6f);
-            if (coef > 1.0f) coef = 1.0f;
-        }
-        float grad_scale = (float)(unscale * (double)coef);
+    gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, st->dcomm ? sqrt(sumsq) : st->h_norm[0], &st->loss_scale,
+                                                &st->clean_steps);
+    if (o.skipped) GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
+    else {
         GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
                                       cudaMemcpyHostToDevice, s));
         /* the table counts from opt_lo (0 without ZeRO-1), where the master and moments start */
@@ -11269,19 +11546,15 @@ static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
             X *params_x = st->master ? (X *)st->w + run->delta + st->opt_lo : NULL;
             GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads + st->opt_lo, st->m, st->v, d_tab + run->i0,
                                               run->n, run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                                              ctx->step + 1, grad_scale, s));
+                                              ctx->step + 1, o.grad_scale, s));
         }
         if (st->opt_hi - st->opt_lo < st->n_train) /* ZeRO-1: every rank gets every updated weight */
-            GPT2RT__CU_RET(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
+            GPT2RT__TRY(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
         st->host_stale = 1;
-        if (c->precision == GPT2RT_PRECISION_FP16 && ++st->clean_steps >= GPT2RT__CU_SCALE_WINDOW) {
-            st->loss_scale = st->loss_scale * 2.0f > GPT2RT__CU_SCALE_MAX ? GPT2RT__CU_SCALE_MAX : st->loss_scale * 2.0f;
-            st->clean_steps = 0;
-        }
     }
     st->grads_dirty = 0;
-    if (norm_out) *norm_out = norm;
-    if (skipped_out) *skipped_out = skipped;
+    if (norm_out) *norm_out = o.norm;
+    if (skipped_out) *skipped_out = o.skipped;
     if (scale_out) *scale_out = st->loss_scale;
     return GPT2RT_OK;
 }
@@ -11330,9 +11603,7 @@ static gpt2rt_result gpt2rt__cu_logits(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, fl
     return gpt2rt__cu_logits_t<__half>(ctx, st, dst);
 }
 
-#undef GPT2RT__CU_CK
 #undef GPT2RT__CU_MM
-#undef GPT2RT__CU_RET
 
 /* ---- the public calls on a CUDA context: the host keeps the fp32 weights (ctx->params,
    every tensor by off), the source of truth for loads, saves and parameter calls; the
@@ -11442,8 +11713,8 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
 
 /* ==== 8.6 Device communicators: NCCL, loopback; data parallel on the device ==== */
 /* CUDA data parallel in one process (parallel = DATA, backend CUDA): rank r is a context
-   of its own (rank 0 the application's, ranks 1.. made by gpt2rt__dp_open, 11.3) with its
-   own device state on device_ids[r], run by one host thread as on the CPU (11.4), each
+   of its own (rank 0 the application's, ranks 1.. made by gpt2rt__dp_open, 10.1) with its
+   own device state on device_ids[r], run by one host thread as on the CPU (10.1), each
    rank the one-device forward and backward on its rows. Two communicators per rank:
    - the host one, ctx->comm: the rank threads' group of 1.4, for the few doubles the
      update agrees on (loss, counted targets, squared gradient norm: summed in rank order
@@ -11471,11 +11742,6 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
    unsharded weights). NCCL does not sum in rank order: with it, data parallel equals
    one device within fp32 reassociation only, as with the loopback.
    COMPILED, NEVER RUN: kernels/data_parallel.cu checks it on a GPU (make test-gpu). */
-
-/* inside functions with `ctx` and `st` in scope, as in 8.5 */
-#define GPT2RT__CU_CK(call) do { cudaError_t e_ = (call); \
-        if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
-#define GPT2RT__CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
 
 /* ---- kernels ---- */
 
@@ -11879,6 +12145,9 @@ static gpt2rt_result gpt2rt__nccl_make(int nranks, int rank, int device, double 
     cudaError_t ce = cudaSetDevice(device);
     if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking);
     if (ce == cudaSuccess) ce = cudaMalloc((void **)&m->one, sizeof(float));
+    /* the barrier's all-reduce reads it: a defined value (0, whose sums stay 0), not
+       whatever the allocation held */
+    if (ce == cudaSuccess) ce = cudaMemset(m->one, 0, sizeof(float));
     if (ce != cudaSuccess) {
         snprintf(err, cap, "NCCL communicator on device %d: %s", device, cudaGetErrorString(ce));
         (void)cudaGetLastError();
@@ -12030,7 +12299,7 @@ static gpt2rt_result gpt2rt__cu_dp_attach(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         st->opt_lo = gpt2rt__shard_lo(st->n_train, dcomm->size, rank);
         st->opt_hi = gpt2rt__shard_lo(st->n_train, dcomm->size, rank + 1);
         gpt2rt__cu_adamw_plan(ctx, st);
-        if (st->master) GPT2RT__CU_RET(gpt2rt__cu_upload_params(ctx, st));
+        if (st->master) GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, st));
     }
     return GPT2RT_OK;
 }
@@ -12112,17 +12381,17 @@ static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     cudaStream_t s = st->stream;
     if (!ctx->dp_reduced) {
         const int64_t all[1][2] = {{0, st->n_train}};
-        GPT2RT__CU_RET(gpt2rt__cu_dp_reduce(ctx, st, all, 1, st->d.shards > 1));
+        GPT2RT__TRY(gpt2rt__cu_dp_reduce(ctx, st, all, 1, st->d.shards > 1));
     }
     ctx->dp_reduced = 0;
-    GPT2RT__CU_RET(gpt2rt__cu_dp_join(ctx, st, "reducing the gradients"));
+    GPT2RT__TRY(gpt2rt__cu_dp_join(ctx, st, "reducing the gradients"));
     int64_t lo = gpt2rt__shard_lo(st->n_train, dc->size, dc->rank), hi = gpt2rt__shard_lo(st->n_train, dc->size, dc->rank + 1);
     double *d_norm = (double *)(void *)st->red; /* norm, sum of squares */
     GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, d_norm + 1, st->grads + lo, hi - lo, st->norm_parts, s));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, 2 * sizeof(double), cudaMemcpyDeviceToHost, s));
     GPT2RT__CU_CK(cudaStreamSynchronize(s));
     double v[3] = {ctx->acc_loss_sum, (double)ctx->acc_targets, st->h_norm[1]};
-    GPT2RT__CU_RET(gpt2rt__dp_sum(ctx, v, 3));
+    GPT2RT__TRY(gpt2rt__dp_sum(ctx, v, 3));
     ctx->acc_loss_sum = v[0];
     ctx->acc_targets = (int64_t)v[1];
     *sumsq = v[2];
@@ -12155,7 +12424,7 @@ static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_st
     GPT2RT__CU_CK(cudaStreamWaitEvent((cudaStream_t)dc->stream, st->ev_grads, 0));
     gpt2rt_result r = dc->all_gather(dc, st->grads, st->n_train);
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "data parallel: gathering the weights: %s", dc->err);
-    GPT2RT__CU_RET(gpt2rt__cu_dp_join(ctx, st, "gathering the weights"));
+    GPT2RT__TRY(gpt2rt__cu_dp_join(ctx, st, "gathering the weights"));
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
         if (t->goff < 0) continue;
@@ -12176,8 +12445,8 @@ static gpt2rt__cu_state *gpt2rt__cu_rank(gpt2rt_ctx *ctx, int r) { return r ? ct
    order; NULL: untouched) to every rank's, each keeping its shard under ZeRO-1 */
 static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
     for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
-        GPT2RT__CU_RET(gpt2rt__cu_upload_params(ctx, gpt2rt__cu_rank(ctx, r)));
-        if (m || v) GPT2RT__CU_RET(gpt2rt__cu_upload_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
+        GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, gpt2rt__cu_rank(ctx, r)));
+        if (m || v) GPT2RT__TRY(gpt2rt__cu_upload_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
     }
     return GPT2RT_OK;
 }
@@ -12185,13 +12454,669 @@ static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const
 /* m, v (n_train each) from the ranks that keep them (every rank: rank 0's) */
 static gpt2rt_result gpt2rt__cu_dp_download_moments(gpt2rt_ctx *ctx, float *m, float *v) {
     int n = ctx->n_ranks > 1 && ctx->d.shards > 1 ? ctx->n_ranks : 1;
-    for (int r = 0; r < n; r++) GPT2RT__CU_RET(gpt2rt__cu_download_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
+    for (int r = 0; r < n; r++) GPT2RT__TRY(gpt2rt__cu_download_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
     return GPT2RT_OK;
 }
 
-#undef GPT2RT__CU_CK
-#undef GPT2RT__CU_RET
 
+
+/* ---- the CUDA backend's step-level entries (gpt2rt__cu_backend's second part) ---- */
+
+static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                           int fuse) {
+    ctx->cu->dlogits_in_forward = fuse; /* the classifier writes dlogits in the same pass */
+    gpt2rt_result r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
+    ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready;
+    ctx->have_loss = r == GPT2RT_OK && targets;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+    ctx->have_pred = 0;
+    gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
+    ctx->have_logits = ctx->have_pred = r == GPT2RT_OK;
+    ctx->have_loss = r == GPT2RT_OK && y;
+    return r;
+}
+
+/* the CPU's scale, times the loss scale */
+static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx) { return gpt2rt__cu_backward(ctx, ctx->cu); }
+
+/* no counted target on one device: skipped as on the CPU, without a norm; data parallel:
+   the ranks decide together (8.6) */
+static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
+    gpt2rt_result r;
+    if (!ctx->acc_targets && ctx->comm->size == 1) {
+        if ((r = gpt2rt__cu_zero(ctx, ctx->cu, 0)) != GPT2RT_OK) return r;
+        int clean = 0;
+        *loss_scale = ctx->cu->loss_scale;
+        *o = gpt2rt__opt_policy(ctx, 0.0, loss_scale, &clean); /* skips and says why; the scale stays */
+        return GPT2RT_OK;
+    }
+    if ((r = gpt2rt__cu_update(ctx, ctx->cu, lr, &o->norm, &o->skipped, loss_scale)) != GPT2RT_OK) return r;
+    if (!o->skipped) ctx->step++;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments) {
+    return ctx->cu ? gpt2rt__cu_zero(ctx, ctx->cu, moments) : GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst) {
+    return gpt2rt__cu_logits(ctx, ctx->cu, dst, ctx->d.BT * ctx->d.V);
+}
+
+/* the forward brought them to the host */
+static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst) {
+    memcpy(dst, ctx->cu->h_pred, (size_t)ctx->d.n_out * sizeof(float));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
+    return gpt2rt__cu_dp_reduce(ctx, ctx->cu, pieces, 2, scatter);
+}
+
+static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx) { return gpt2rt__cu_host_weights(ctx, ctx->cu); }
+
+static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    return gpt2rt__cu_dp_upload(ctx, m, v); /* every rank's device */
+}
+
+/* the moments live on the devices only: they come to the host for the write */
+static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
+    *buf = NULL;
+    gpt2rt_result rc = gpt2rt__cu_host_weights(ctx, ctx->cu);
+    if (rc != GPT2RT_OK) return rc;
+    float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+    if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
+                                 "the moments", (long long)ctx->n_train * 8);
+    if ((rc = gpt2rt__cu_dp_download_moments(ctx, mv, mv + ctx->n_train)) != GPT2RT_OK) {
+        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+        return rc;
+    }
+    *m = mv;
+    *v = mv + ctx->n_train;
+    *buf = mv;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                              gpt2rt_param_what what, float *dst) {
+    (void)name;
+    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
+}
+
+/* the device arenas (the host holds the fp32 weights) and the driver's own bytes */
+static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead) {
+    memcpy(bytes, ctx->cu->allocated, GPT2RT_MEM_COUNT * sizeof(uint64_t));
+    *overhead = ctx->cu->overhead;
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
+    (void)plan; /* the device state plans its own arenas, as rank 0's */
+    return gpt2rt__cu_dp_rank(ctx, rc, r);
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx) { return gpt2rt__cu_dp_open(ctx); }
+static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx) { gpt2rt__cu_dp_close(ctx); }
+static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx) { gpt2rt__cu_free(ctx->cu); }
+
+/* gpt2rt_create with backend = CUDA: one device (or a data-parallel rank 0), or the
+   stages of a layer split (8.7), whose context keeps the host's entries */
+#ifdef GPT2RT__COMM_THREADS
+static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
+#endif
+static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+#ifdef GPT2RT__COMM_THREADS
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) return gpt2rt__ls_cu_open(ctx, plan);
+#endif
+    ctx->be = &gpt2rt__cu_backend; /* before the state exists: gpt2rt_free releases what was made */
+    return gpt2rt__cu_open(ctx, plan);
+}
+
+/* ==== 8.7 Layer split on CUDA devices ==== */
+#ifdef GPT2RT__COMM_THREADS
+/* Stage s: a device state for its span (gpt2rt__cu_create_span) on device_ids[s],
+   driven through the stage's host context hs[s] (the table gpt2rt__span_params gives
+   for the span, whose offsets keep one device's alignment; its fp32 weights; cu = the
+   state). The steps are the driver's (8.5) and 7.3's layer loops over the span; the
+   schedule the CPU's (GPipe, one thread a stage). Each stage keeps an activation set
+   per micro-batch (set 0 is the state's own, 1..m-1 further device buffers, each bound
+   by gpt2rt__layout on a copy of the state's shadow context): the last stage runs each
+   backward right after its forward, but the gradient it leaves in x0 of set k waits
+   there for stage N-2's backward k. A stage's
+   thread waits for its own stream before it counts a micro-batch done, and the next
+   stage pulls what it needs on its own stream: forward k, stage s-1's output (its set
+   k's last res3) into its x0 of set k; backward k, the gradient stage s+1 left in its
+   x0 of set k (read no more: a layer's backward reads its input, x0 being the stage's
+   own) into its dres. Between devices the pull is a peer copy where peer access is on
+   (cudaMemcpyPeerAsync), else it goes through the pulling state's pinned staging
+   buffer; on one device (device_ids 0, 0, allow_shared_device) a device copy.
+   The tied wte: its gradient, moments and master live on the last stage, which runs
+   head(k) and then, once the first stage has left d(x0) of micro-batch k in its x0 of
+   set k, the embedding's part of the wte gradient on that d(x0) (the same bucket
+   kernel, same alignment) before head(k+1): one device's order head(0), embed(0),
+   head(1), ...; the first stage's embedding backward adds wpe's only. The first
+   backward after an update overwrites the weight gradients (acc = 0) as one device's
+   does. The update: the gradient norm's square is the sum of the stages' (fp64, in
+   stage order), then each stage's AdamW with one device's coefficient, then the last
+   stage's new wte weights to the first. One device sums the squares in its own chunks,
+   so the fp64 sum may differ in its last bits; the fp32 norm (and with it the clip
+   coefficient) is then the same unless that sum lies within those bits of an fp32
+   rounding boundary (some 1e-8 of steps). */
+
+/* GPT2RT__CU_CK (8.5) with ctx a stage's host context */
+
+/* stage s's device shadow for micro-batch k */
+static gpt2rt_ctx *gpt2rt__ls_cu_set(gpt2rt__ls *ls, int s, int k) {
+    return &ls->cudev[s * ls->m + k];
+}
+
+/* bytes from src (stage `from`'s device) to dst (stage s's), ordered on stage s's
+   stream. The source is at rest: its stage synchronised its stream before counting it
+   done. Through the host: chunks of the pinned staging buffer, synchronously. */
+static cudaError_t gpt2rt__ls_cu_pull(gpt2rt__ls *ls, int s, int from, void *dst, const void *src, size_t bytes) {
+    gpt2rt__cu_state *st = ls->cu[s], *sf = ls->cu[from];
+    if (st->device == sf->device) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream);
+    if (ls->peer[s][from]) return cudaMemcpyPeerAsync(dst, st->device, src, sf->device, bytes, st->stream);
+    for (size_t o = 0; o < bytes; o += st->stage_bytes) {
+        size_t n = bytes - o < st->stage_bytes ? bytes - o : st->stage_bytes;
+        cudaError_t e = cudaStreamSynchronize(st->stream); /* the staging buffer is free again */
+        if (e == cudaSuccess) e = cudaSetDevice(sf->device);
+        if (e == cudaSuccess) e = cudaMemcpy(st->h_stage, (const unsigned char *)src + o, n, cudaMemcpyDeviceToHost);
+        cudaError_t e2 = cudaSetDevice(st->device);
+        if (e == cudaSuccess) e = e2;
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync((unsigned char *)dst + o, st->h_stage, n, cudaMemcpyHostToDevice, st->stream);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaStreamSynchronize(st->stream);
+}
+
+/* the forward of stage s on micro-batch k; the last stage also takes the loss (the
+   classifier writes dlogits in the same pass, as gpt2rt_step's on one device) */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt__span sp = st->span;
+    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const int64_t BT = d->BT;
+    const size_t act = (size_t)(BT * d->C * d->ab);
+    cudaStream_t cs = st->stream;
+    st->phase = "layer split forward";
+    st->layer = -1;
+    if (sp.first) {
+        GPT2RT__CU_CK(cudaMemcpyAsync(dv->inputs, (const int32_t *)ls->a + k * BT, (size_t)BT * 4,
+                                      cudaMemcpyHostToDevice, cs));
+        GPT2RT__TRY(be->embed_forward(ctx));
+    } else
+        GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, s - 1, dv->x0, gpt2rt__lacts(gpt2rt__ls_cu_set(ls, s - 1, k), sp.l0 - 1).res3,
+                                         act));
+    /* the span's layers; the copy into the next stage's first checkpoint is the pull's */
+    GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, dv, sp.l0, sp.l1 - 1));
+    GPT2RT__TRY(be->layer_forward(ctx, sp.l1 - 1, gpt2rt__model_layer_input(dv, sp.l1 - 1), gpt2rt__lacts(dv, sp.l1 - 1)));
+    if (sp.last) {
+        const int32_t *tg = (const int32_t *)ls->b + k * BT;
+        const float *res = gpt2rt__lacts(dv, d->L - 1).res3;
+        if (d->recompute == GPT2RT_RECOMPUTE_FULL) { /* the slots are reused: keep the last output */
+            GPT2RT__TRY(be->copy(ctx, dv->xout, res, act));
+            res = dv->xout;
+        }
+        GPT2RT__CU_CK(cudaMemcpyAsync(dv->targets, tg, (size_t)BT * 4, cudaMemcpyHostToDevice, cs));
+        GPT2RT__TRY(be->head_forward(ctx, res));
+        float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
+        GPT2RT__CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT,
+                                               d->V, d->Vp, cs));
+        st->dlogits_ready = 1;
+        GPT2RT__CU_CK(cudaMemcpyAsync(st->h_losses, dv->losses, (size_t)BT * 4, cudaMemcpyDeviceToHost, cs));
+        GPT2RT__CU_CK(cudaStreamSynchronize(cs));
+        double total = 0.0; /* the CPU's sum: in order, in double, over the counted targets */
+        int64_t n = 0;
+        for (int64_t i = 0; i < BT; i++)
+            if (tg[i] >= 0) { total += st->h_losses[i]; n++; }
+        ls->loss_sum[k] = total;
+        ls->n_targets[k] = n;
+    }
+    GPT2RT__CU_CK(cudaStreamSynchronize(cs));
+    return GPT2RT_OK;
+}
+
+/* the backward of stage s on micro-batch k: from the head (last stage) or the gradient
+   stage s+1 left in its x0, down to the embedding (first stage: wpe's gradient) or the
+   stage's input; then d(input) into x0 of set k for the stage before (the first
+   stage: for the last stage's part of the wte gradient) */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt__span sp = st->span;
+    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const size_t act = (size_t)(d->BT * d->C * d->ab);
+    st->phase = "layer split backward";
+    st->layer = -1;
+    st->acc = k > 0; /* the first micro-batch after an update overwrites, as one device's */
+    if (sp.last) {
+        const float *res = d->recompute == GPT2RT_RECOMPUTE_FULL ? dv->xout : gpt2rt__lacts(dv, d->L - 1).res3;
+        GPT2RT__TRY(be->head_backward(ctx, res, st->loss_scale / (float)(d->BT * st->cfg.grad_accum)));
+    } else
+        GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, s + 1, dv->dres, gpt2rt__ls_cu_set(ls, s + 1, k)->x0, act));
+    GPT2RT__TRY(gpt2rt__model_layers_backward(ctx, be, dv, sp.l0, sp.l1));
+    if (sp.first) GPT2RT__TRY(be->embed_backward(ctx));
+    if (!sp.first || ls->order) GPT2RT__TRY(be->copy(ctx, dv->x0, dv->dres, act));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+
+/* the last stage: the embedding's part of the wte gradient of micro-batch k, from the
+   first stage's d(x0) (pulled into dbuf, free between backwards) and k's token buckets */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_embed_wte(gpt2rt__ls *ls, int k) {
+    int s = ls->n - 1;
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
+    const gpt2rt__dims *d = &st->d;
+    int64_t nbi = gpt2rt__cu_encoder_bucket_ints(d->BT);
+    st->phase = "layer split wte gradient";
+    st->layer = -1;
+    GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, 0, dv->dbuf, gpt2rt__ls_cu_set(ls, 0, k)->x0,
+                                     (size_t)(d->BT * d->C * d->ab)));
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->buckets_ws, ls->h_buckets + k * nbi, (size_t)nbi * 4, cudaMemcpyHostToDevice,
+                                  st->stream));
+    GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
+                                                 (const X *)dv->dbuf, st->buckets_ws, ls->nb[k], d->B, d->T, d->C,
+                                                 st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    return GPT2RT_OK;
+}
+
+#define GPT2RT__LS_CU_BY_TYPE(st, fn, ...) \
+    ((st)->xt == CUDA_R_32F ? fn<float>(__VA_ARGS__) \
+     : (st)->xt == CUDA_R_16BF ? fn<__nv_bfloat16>(__VA_ARGS__) : fn<__half>(__VA_ARGS__))
+
+/* a stage's thread: the CPU schedule (gpt2rt__ls_stage) on its device; a failure is
+   kept in ls->res[s] (the message in hs[s]) and stops the others */
+static void *gpt2rt__ls_cu_stage(void *p) {
+    gpt2rt__ls_job *j = (gpt2rt__ls_job *)p;
+    gpt2rt__ls *ls = j->ctx->ls;
+    int s = j->s, m = ls->m, last = s == ls->n - 1;
+    gpt2rt__cu_state *st = ls->cu[s];
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt_result r = GPT2RT_OK;
+    cudaError_t e = cudaSetDevice(st->device);
+    if (e != cudaSuccess) r = gpt2rt__cu_fail(ctx, st, e, "cudaSetDevice");
+    for (int k = 0; k < m && r == GPT2RT_OK; k++) {
+        if (s && !gpt2rt__ls_wait(ls, &ls->fwd[s - 1], k)) return NULL;
+        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_forward, ls, s, k)) != GPT2RT_OK) break;
+        gpt2rt__ls_done(ls, &ls->fwd[s]);
+        if (!last) continue;
+        if (ls->order && k) { /* embed(k-1) before head(k) */
+            if (!gpt2rt__ls_wait(ls, &ls->bwd[0], k - 1)) return NULL;
+            if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_embed_wte, ls, k - 1)) != GPT2RT_OK) break;
+        }
+        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_backward, ls, s, k)) != GPT2RT_OK) break;
+        gpt2rt__ls_done(ls, &ls->bwd[s]);
+    }
+    for (int k = 0; k < m && !last && r == GPT2RT_OK; k++) {
+        if (!gpt2rt__ls_wait(ls, &ls->bwd[s + 1], k)) return NULL;
+        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_backward, ls, s, k)) != GPT2RT_OK) break;
+        gpt2rt__ls_done(ls, &ls->bwd[s]);
+    }
+    if (r == GPT2RT_OK && last && ls->order) {
+        if (!gpt2rt__ls_wait(ls, &ls->bwd[0], m - 1)) return NULL;
+        r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_embed_wte, ls, m - 1);
+    }
+    if (r != GPT2RT_OK) {
+        pthread_mutex_lock(&ls->mu);
+        ls->res[s] = r;
+        ls->stop = 1;
+        pthread_cond_broadcast(&ls->cv);
+        pthread_mutex_unlock(&ls->mu);
+    }
+    return NULL;
+}
+
+/* stage s's AdamW over its parameters (gpt2rt__cu_update_t's launches) */
+template <typename X>
+static gpt2rt_result gpt2rt__ls_cu_adamw(gpt2rt__ls *ls, int s, float lr, float grad_scale, int64_t t) {
+    gpt2rt_ctx *ctx = &ls->hs[s];
+    gpt2rt__cu_state *st = ls->cu[s];
+    const gpt2rt_config *c = &st->cfg;
+    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
+                                  cudaMemcpyHostToDevice, st->stream));
+    for (int r = 0; r < st->n_runs; r++) {
+        const gpt2rt__cu_adamw_run *run = &st->runs[r];
+        float *params = st->master ? st->master : (float *)st->w + run->delta;
+        X *params_x = st->master ? (X *)st->w + run->delta : NULL;
+        GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads, st->m, st->v, d_tab + run->i0, run->n,
+                                          run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay, t, grad_scale,
+                                          st->stream));
+    }
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    st->host_stale = 1;
+    return GPT2RT_OK;
+}
+
+/* a stage's failure as the context's */
+static gpt2rt_result gpt2rt__ls_cu_fail(gpt2rt_ctx *ctx, int s, gpt2rt_result r) {
+    return gpt2rt__fail(ctx, r, "layer split, stage %d (device %d): %.3900s", s, ctx->ls->cu[s]->device,
+                        ctx->ls->hs[s].error);
+}
+
+/* gpt2rt_update after the pipelined micro-batches (gpt2rt__update_one's CUDA branch over
+   the stages): the global norm, one device's skip, clip and loss-scale rules, each
+   stage's AdamW, then wte's new weights to the first stage */
+static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    gpt2rt__ls *ls = ctx->ls;
+    int n = ls->n;
+    double t0 = gpt2rt__now();
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
+    double sumsq = 0.0;
+    if (ctx->acc_targets) {
+        for (int s = 0; s < n; s++) {
+            gpt2rt_ctx *hs = &ls->hs[s];
+            gpt2rt__cu_state *st = ls->cu[s];
+            st->phase = "layer split update";
+            st->layer = -1;
+            cudaError_t e = cudaSetDevice(st->device);
+            if (e == cudaSuccess) e = gpt2rt__cu_global_norm(NULL, (double *)(void *)st->red, st->grads, st->n_train,
+                                                             st->norm_parts, st->stream);
+            if (e == cudaSuccess) e = cudaMemcpyAsync(st->h_norm, st->red, sizeof(double), cudaMemcpyDeviceToHost,
+                                                      st->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
+            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(hs, st, e, "the gradient norm"));
+            sumsq += st->h_norm[0];
+        }
+    }
+    gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, sqrt(sumsq), &ls->loss_scale, &ls->clean_steps);
+    if (o.skipped) {
+        for (int s = 0; s < n; s++) {
+            gpt2rt__cu_state *st = ls->cu[s];
+            cudaError_t e = cudaSetDevice(st->device);
+            if (e == cudaSuccess) e = cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
+            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(&ls->hs[s], st, e, "zeroing"));
+        }
+    } else {
+        for (int s = 0; s < n; s++) {
+            gpt2rt__cu_state *st = ls->cu[s];
+            gpt2rt_result r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_adamw, ls, s, lr, o.grad_scale, ctx->step + 1);
+            if (r != GPT2RT_OK) return gpt2rt__ls_cu_fail(ctx, s, r);
+        }
+        const gpt2rt__tensor *w0 = gpt2rt__model_tensor(&ls->hs[0], GPT2RT__WTE);
+        const gpt2rt__tensor *wl = gpt2rt__model_tensor(&ls->hs[n - 1], GPT2RT__WTE);
+        if (!ctx->d.patches && wl->goff >= 0) { /* the first stage's copy of wte for the embedding */
+            gpt2rt__cu_state *s0 = ls->cu[0], *sl = ls->cu[n - 1];
+            size_t wb = (size_t)ctx->d.wb;
+            cudaError_t e = cudaSetDevice(s0->device);
+            if (e == cudaSuccess) e = gpt2rt__ls_cu_pull(ls, 0, n - 1, (unsigned char *)s0->w + (size_t)w0->off * wb,
+                                                         (const unsigned char *)sl->w + (size_t)wl->off * wb,
+                                                         (size_t)(wl->rows * wl->cols) * wb);
+            if (e == cudaSuccess) e = cudaStreamSynchronize(s0->stream);
+            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, 0, gpt2rt__cu_fail(&ls->hs[0], s0, e, "wte to stage 0"));
+        }
+        ctx->step++;
+    }
+    for (int s = 0; s < n; s++) ls->cu[s]->loss_scale = ls->loss_scale;
+    gpt2rt__opt_stats(ctx, stats, o, lr, ls->loss_scale, t0);
+    gpt2rt__accum_reset(ctx);
+    return GPT2RT_OK;
+}
+
+/* gpt2rt_param_read on a CUDA layer split: the stage that trains the tensor (weights of
+   a frozen one: the host's, they never change) */
+static gpt2rt_result gpt2rt__ls_cu_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                              float *dst) {
+    gpt2rt__ls *ls = ctx->ls;
+    int i = (int)(t - ctx->tensors), owner = -1;
+    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
+        what != GPT2RT_PARAM_ADAM_V)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (t->goff < 0) {
+        if (what != GPT2RT_PARAM_VALUE)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                                "has no gradient and no moments", t->name, t->group);
+        gpt2rt__param_out(t, ctx->params + t->off, 1.0f, dst);
+        return GPT2RT_OK;
+    }
+    for (int s = 0; s < ls->n; s++)
+        if (ls->hs[s].tensors[i].goff >= 0) owner = s;
+    if (owner < 0) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_param_read: no stage trains '%s'", t->name);
+    gpt2rt_ctx *hs = &ls->hs[owner];
+    gpt2rt__cu_state *st = ls->cu[owner];
+    const gpt2rt__tensor *ts = &hs->tensors[i];
+    gpt2rt_result r;
+    if (what == GPT2RT_PARAM_VALUE) {
+        if (st->host_stale && (r = gpt2rt__cu_download_params(hs, st)) != GPT2RT_OK)
+            return gpt2rt__ls_cu_fail(ctx, owner, r);
+        gpt2rt__param_out(t, hs->params + ts->off, 1.0f, dst);
+        return GPT2RT_OK;
+    }
+    size_t n = (size_t)(t->rows * t->cols);
+    float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
+    if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
+    r = gpt2rt__cu_read_tensor(hs, st, ts, what, tmp);
+    float k = what == GPT2RT_PARAM_GRAD ? (float)(gpt2rt__opt_grad_unscale(ctx) / (double)ls->loss_scale) : 1.0f;
+    if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
+    gpt2rt__free(&ctx->cfg, tmp, GPT2RT_MEM_BOOKKEEPING);
+    return r == GPT2RT_OK ? r : gpt2rt__ls_cu_fail(ctx, owner, r);
+}
+
+/* the device arenas of every stage, and its further activation sets */
+static void gpt2rt__ls_cu_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
+    const gpt2rt__ls *ls = ctx->ls;
+    plan->n_devices = ls->n;
+    for (int s = 0; s < ls->n; s++) {
+        const gpt2rt__cu_state *st = ls->cu[s];
+        plan->total[s] = 0; /* the devices' arenas only: the host holds the fp32 weights */
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+            plan->bytes[s][i] = st->allocated[i];
+            if (i == GPT2RT_MEM_ACTIVATIONS) plan->bytes[s][i] += (uint64_t)(ls->m - 1) * st->bytes[i];
+            plan->total[s] += plan->bytes[s][i];
+        }
+        plan->overhead[s] = st->overhead;
+    }
+}
+
+static void gpt2rt__ls_cu_free(gpt2rt_ctx *ctx, gpt2rt__ls *ls) {
+    for (int s = 0; s < ls->n; s++) {
+        if (ls->cu[s]) {
+            (void)cudaSetDevice(ls->cu[s]->device);
+            (void)cudaDeviceSynchronize();
+            for (int k = 0; ls->cuacts && k < ls->m; k++)
+                if (ls->cuacts[s * ls->m + k]) (void)cudaFree(ls->cuacts[s * ls->m + k]);
+            ls->cu[s]->dev = ls->dev0[s];
+            gpt2rt__cu_free(ls->cu[s]);
+            ls->cu[s] = NULL;
+        }
+        if (ls->hs) {
+            gpt2rt__free(&ctx->cfg, ls->hs[s].tensors, GPT2RT_MEM_BOOKKEEPING);
+            gpt2rt__free(&ctx->cfg, ls->hs[s].params, GPT2RT_MEM_BOOKKEEPING);
+        }
+    }
+    (void)cudaGetLastError();
+    gpt2rt__free(&ctx->cfg, ls->hs, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->cudev, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->cuacts, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->h_buckets, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&ctx->cfg, ls->nb, GPT2RT_MEM_BOOKKEEPING);
+}
+
+/* before the stages start: the wte gradient's token buckets of every micro-batch
+   (a: the step's checked tokens) */
+static void gpt2rt__ls_cu_begin(gpt2rt_ctx *ctx, const void *a) {
+    gpt2rt__ls *ls = ctx->ls;
+    int64_t BT = ctx->d.BT, nbi = gpt2rt__cu_encoder_bucket_ints(BT);
+    for (int k = 0; ls->order && k < ls->m; k++)
+        ls->nb[k] = gpt2rt__cu_encoder_buckets(ls->h_buckets + k * nbi, (const int32_t *)a + k * BT, BT, ctx->d.Vp);
+    for (int s = 0; s < ls->n; s++) ls->res[s] = GPT2RT_OK;
+}
+
+/* after the stages joined: each state's own shadow back; a stage that failed stopped
+   the others, so what the stages summed is dropped */
+static gpt2rt_result gpt2rt__ls_cu_end(gpt2rt_ctx *ctx) {
+    gpt2rt__ls *ls = ctx->ls;
+    int n = ls->n;
+    for (int s = 0; s < n; s++) ls->cu[s]->dev = ls->dev0[s];
+    for (int s = 0; s < n; s++)
+        if (ls->res[s] != GPT2RT_OK) {
+            for (int i = 0; i < n; i++) {
+                (void)cudaSetDevice(ls->cu[i]->device);
+                (void)cudaStreamSynchronize(ls->cu[i]->stream);
+                (void)cudaMemset(ls->cu[i]->grads, 0, (size_t)ls->cu[i]->n_train * 4);
+                (void)cudaDeviceSynchronize();
+            }
+            (void)cudaGetLastError();
+            gpt2rt__accum_reset(ctx);
+            return gpt2rt__ls_cu_fail(ctx, s, ls->res[s]);
+        }
+    return GPT2RT_OK;
+}
+
+static const gpt2rt__ls_ops gpt2rt__ls_cu_ops = {
+    gpt2rt__ls_cu_free, gpt2rt__ls_cu_begin, gpt2rt__ls_cu_stage, gpt2rt__ls_cu_end, gpt2rt__ls_cu_update,
+    gpt2rt__ls_cu_param_read, gpt2rt__ls_cu_allocated};
+
+/* gpt2rt_create, CUDA layer split (ctx->cfg resolved): the memory budget against each
+   device's plan and the further activation sets, the host table and fp32 weights,
+   initialised, then each stage: its host context, its device state (which uploads its
+   weights), its further activation sets and their shadows; peer access between the
+   devices that exchange activations */
+static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    int n = ctx->cfg.n_devices, m = ctx->cfg.grad_accum;
+    for (int s = 0; s < n && ctx->cfg.memory_budget; s++) {
+        uint64_t need = plan->total[s] + (uint64_t)(m - 1) * plan->bytes[s][GPT2RT_MEM_ACTIVATIONS];
+        if (need > ctx->cfg.memory_budget)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d needs %.2f GiB on "
+                                "device %d (its plan, %.2f GiB, and the activations of the %d further micro-batches "
+                                "GPipe keeps in flight, %.2f GiB each), memory_budget is %.2f GiB; nothing was "
+                                "allocated", s, GPT2RT__GIB(need), ctx->cfg.device_ids[s], GPT2RT__GIB(plan->total[s]),
+                                m - 1, GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS]),
+                                GPT2RT__GIB(ctx->cfg.memory_budget));
+    }
+    gpt2rt_result hr = gpt2rt__cu_host_alloc(ctx);
+    if (hr != GPT2RT_OK) return hr;
+
+    gpt2rt__ls *ls = (gpt2rt__ls *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__ls), GPT2RT_MEM_BOOKKEEPING);
+    if (!ls) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stages");
+    memset(ls, 0, sizeof *ls);
+    if (pthread_mutex_init(&ls->mu, NULL) != 0 || pthread_cond_init(&ls->cv, NULL) != 0) {
+        gpt2rt__free(&ctx->cfg, ls, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the stages failed");
+    }
+    ctx->ls = ls;
+    ls->n = n; ls->m = m;
+    ls->ops = &gpt2rt__ls_cu_ops;
+    ls->order = !(ctx->d.frozen & GPT2RT_GROUP_TOKEN_EMBED);
+    ls->loss_scale = ctx->cfg.precision == GPT2RT_PRECISION_FP16 ? ctx->cfg.loss_scale : 1.0f;
+    int64_t nbi = gpt2rt__cu_encoder_bucket_ints(ctx->d.BT);
+    ls->loss_sum = (double *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(double), GPT2RT_MEM_BOOKKEEPING);
+    ls->n_targets = (int64_t *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(int64_t), GPT2RT_MEM_BOOKKEEPING);
+    ls->hs = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, (size_t)n * sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    ls->cudev = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, (size_t)(n * m) * sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+    ls->cuacts = (void **)gpt2rt__alloc(&ctx->cfg, (size_t)(n * m) * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
+    ls->h_buckets = (int32_t *)gpt2rt__alloc(&ctx->cfg, (size_t)(m * nbi) * 4, GPT2RT_MEM_BOOKKEEPING);
+    ls->nb = (int64_t *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(int64_t), GPT2RT_MEM_BOOKKEEPING);
+    if (!ls->loss_sum || !ls->n_targets || !ls->hs || !ls->cudev || !ls->cuacts || !ls->h_buckets || !ls->nb)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stage table");
+    memset(ls->hs, 0, (size_t)n * sizeof(gpt2rt_ctx));
+    memset(ls->cuacts, 0, (size_t)(n * m) * sizeof(void *));
+    for (int s = 0; s < n; s++) {
+        gpt2rt_ctx *hs = &ls->hs[s];
+        gpt2rt__span sp = gpt2rt__span_of(&ctx->cfg, s);
+        memcpy(hs, ctx, sizeof *hs);
+        hs->ls = NULL;
+        hs->cu = NULL;
+        hs->cfg.log = NULL; /* the stages report through the context */
+        hs->tensors = NULL;
+        hs->params = NULL;
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { hs->arena[i] = NULL; hs->arena_bytes[i] = 0; }
+        hs->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                      GPT2RT_MEM_BOOKKEEPING);
+        if (!hs->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: stage %d's table", s);
+        gpt2rt__span_params(&ctx->d, &sp, hs->tensors, &hs->n_params, &hs->n_train);
+        hs->params = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)hs->n_params * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
+        if (!hs->params)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: %lld bytes of host memory for stage "
+                                "%d's weights", (long long)hs->n_params * 4, s);
+        memset(hs->params, 0, (size_t)hs->n_params * sizeof(float));
+        for (int i = 0; i < ctx->n_tensors; i++)
+            if (hs->tensors[i].rows)
+                memcpy(hs->params + hs->tensors[i].off, ctx->params + ctx->tensors[i].off,
+                       (size_t)(hs->tensors[i].rows * hs->tensors[i].cols) * sizeof(float));
+        char err[2048];
+        gpt2rt_result r = gpt2rt__cu_create_span(hs, &ctx->cfg, &sp, ctx->cfg.device_ids[s], &ls->cu[s], err, sizeof err);
+        if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: layer split stage %d (layers %lld..%lld): %s", s,
+                                                (long long)sp.l0, (long long)sp.l1 - 1, err);
+        gpt2rt__cu_state *st = ls->cu[s];
+        hs->cu = st;
+        ls->dev0[s] = st->dev;
+        for (int k = 0; k < m; k++) {
+            gpt2rt_ctx *dv = &ls->cudev[s * m + k];
+            memcpy(dv, st->dev, sizeof *dv);
+            if (k == 0) continue; /* the state's own activations */
+            (void)cudaSetDevice(st->device);
+            cudaError_t e = cudaMalloc(&ls->cuacts[s * m + k], (size_t)st->bytes[GPT2RT_MEM_ACTIVATIONS]);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                ls->cuacts[s * m + k] = NULL;
+                return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d: cudaMalloc of "
+                                    "%.1f MiB for the activations of micro-batch %d of grad_accum = %d on device %d "
+                                    "failed: %s", s, GPT2RT__MIB(st->bytes[GPT2RT_MEM_ACTIVATIONS]), k, m, st->device,
+                                    cudaGetErrorString(e));
+            }
+            dv->arena[GPT2RT_MEM_ACTIVATIONS] = ls->cuacts[s * m + k];
+            uint64_t bytes[GPT2RT_MEM_COUNT];
+            gpt2rt__layout(&st->d, &sp, bytes, dv); /* the state's carving, on this set */
+        }
+        gpt2rt__cu_measure(st);
+    }
+    /* peer access between the devices that exchange: neighbours, and the last with the first (wte) */
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++) {
+            int da = ctx->cfg.device_ids[a], db = ctx->cfg.device_ids[b], ab = 0, ba = 0;
+            if (a == b || da == db || !(b == a + 1 || a == b + 1 || (a == 0 && b == n - 1) || (b == 0 && a == n - 1)))
+                continue;
+            if (cudaDeviceCanAccessPeer(&ab, da, db) != cudaSuccess || cudaDeviceCanAccessPeer(&ba, db, da) != cudaSuccess)
+                ab = ba = 0;
+            if (ab && ba && cudaSetDevice(da) == cudaSuccess) {
+                cudaError_t e = cudaDeviceEnablePeerAccess(db, 0);
+                ls->peer[a][b] = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
+            }
+            (void)cudaGetLastError();
+        }
+    for (int a = 0; a < n; a++) /* both ways, or neither: a copy goes through the host then */
+        for (int b = 0; b < a; b++) ls->peer[a][b] = ls->peer[b][a] = ls->peer[a][b] && ls->peer[b][a];
+    return GPT2RT_OK;
+}
+#undef GPT2RT__LS_CU_BY_TYPE
+#endif /* GPT2RT__COMM_THREADS */
+
+#undef GPT2RT__CU_CK
+
+static int gpt2rt__cuda_present(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
+}
+
+#else
+/* compiled without CUDA: AUTO picks the CPU, and gpt2rt_create refuses backend = CUDA */
+static int gpt2rt__cuda_present(void) { return 0; }
+
+static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    (void)plan;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
+                        "implementation compiled by nvcc (GPT2RT_IMPLEMENTATION in a .cu file, linked with "
+                        "-lcublasLt); this one was compiled without CUDA");
+}
 #endif /* GPT2RT__CUDA */
 
 /* ==== 9. Optimizer ==== */
@@ -12325,6 +13250,94 @@ static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) {
     return ctx->acc_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
 }
 
+#define GPT2RT__OPT_SCALE_WINDOW 2000     /* clean fp16 updates before the loss scale doubles */
+#define GPT2RT__OPT_SCALE_MAX 16777216.0f /* 2^24 */
+
+/* The update policy of every backend and mode (one device, data parallel, layer split),
+   so that they skip, clip and scale alike. norm_raw: the norm of the raw gradient sums
+   (loss scale in; the ranks' or stages' whole gradient; 0 when nothing was counted);
+   *loss_scale: the scale those sums carry (1 but fp16), *clean_steps: fp16 updates
+   since its last change. fp16's scale halves on an overflow (not below 1) and doubles
+   after GPT2RT__OPT_SCALE_WINDOW clean updates (not above 2^24); the new scale is the
+   next backward's. A skip is logged; the caller zeroes the gradients or updates. */
+static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps) {
+    const gpt2rt_config *c = &ctx->cfg;
+    int fp16 = c->precision == GPT2RT_PRECISION_FP16;
+    double unscale = gpt2rt__opt_grad_unscale(ctx) / (double)*loss_scale;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    o.norm = (float)(norm_raw * unscale);
+    o.skipped = !isfinite(o.norm) || !ctx->acc_targets;
+    o.grad_scale = 0.0f;
+    if (!ctx->acc_targets) { /* no loss to descend: Adam's momentum alone would still move the weights */
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
+                    "update is ignored (negative)%s; update skipped at step %lld", ctx->acc_micro,
+                    ctx->acc_micro == 1 ? "" : "es", ctx->comm->size > 1 ? " on every rank" : "", (long long)ctx->step);
+    } else if (o.skipped) {
+        char sc[64] = "";
+        if (fp16) {
+            *loss_scale = *loss_scale * 0.5f < 1.0f ? 1.0f : *loss_scale * 0.5f;
+            *clean_steps = 0;
+            snprintf(sc, sizeof sc, ", fp16 loss scale now %g", (double)*loss_scale);
+        }
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped%s",
+                    (double)o.norm, (long long)ctx->step, sc);
+    } else {
+        float coef = 1.0f;
+        if (c->grad_clip > 0.0f) {
+            coef = c->grad_clip / (o.norm + 1e-6f);
+            if (coef > 1.0f) coef = 1.0f;
+        }
+        o.grad_scale = (float)(unscale * (double)coef);
+        if (fp16 && ++*clean_steps >= GPT2RT__OPT_SCALE_WINDOW) {
+            *loss_scale = *loss_scale * 2.0f > GPT2RT__OPT_SCALE_MAX ? GPT2RT__OPT_SCALE_MAX : *loss_scale * 2.0f;
+            *clean_steps = 0;
+        }
+    }
+    return o;
+}
+
+/* what gpt2rt_update reports, after the update (ctx->step advanced) and before the
+   accumulation counters are reset; t0: when the call began */
+static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
+                              float loss_scale, double t0) {
+    if (!stats) return;
+    memset(stats, 0, sizeof *stats);
+    stats->step = ctx->step;
+    stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
+    stats->grad_norm = o.norm;
+    stats->lr = lr;
+    stats->loss_scale = loss_scale;
+    stats->skipped = o.skipped;
+    stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
+    stats->micro_batches = ctx->acc_micro;
+    stats->seconds = gpt2rt__now() - t0;
+}
+
+/* the CPU backend's update (the table's): data parallel first sums the gradients and the
+   loss over the ranks (10.1), and with ZeRO-1 gathers the weights after */
+static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq);
+static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
+    double sumsq = 0.0;
+    int clean = 0;
+    if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
+        gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
+        if (r != GPT2RT_OK) return r;
+    } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
+    *o = gpt2rt__opt_policy(ctx, sqrt(sumsq), loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
+    if (o->skipped) {
+        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        return GPT2RT_OK;
+    }
+    gpt2rt__opt_adamw(ctx, lr, o->grad_scale);
+    if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
+        gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
+        if (r != GPT2RT_OK) return r;
+    }
+    ctx->step++;
+    return GPT2RT_OK;
+}
+
 /* ==== 10. Context ==== */
 
 /* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
@@ -12378,14 +13391,14 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
     ctx->grads_pending = 0;
 }
 
+/* the host's weights (and moments m, v of every trained float, if not NULL) to where the
+   backend trains them (for 4.4, which comes before the table) */
+static gpt2rt_result gpt2rt__upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    return ctx->be->upload(ctx, m, v);
+}
+
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
-#if GPT2RT__CUDA
-    if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 1); /* a failure shows at the next call */
-#endif
-    if (ctx->grads) { /* the CPU; a CUDA context's host holds the weights only */
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-        memset(ctx->m, 0, (size_t)ctx->n_opt * 2 * sizeof(float));
-    }
+    (void)ctx->be->zero_grads(ctx, 1); /* a failure shows at the next call */
     ctx->step = 0;
     gpt2rt__accum_reset(ctx);
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
@@ -12432,7 +13445,7 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
 
 /* ==== 10.1 Data parallel ==== */
 /* A rank of data parallel is an ordinary context whose comm has size > 1: the
-   in-process ranks (threads, 11.4) or one process of several (MPI). Its forward and
+   in-process ranks (threads, below) or one process of several (MPI). Its forward and
    backward are the one-device ones on its rows; the gradients are summed over the
    ranks in buckets as the backward finishes them, on the last micro-step only:
    each layer's as soon as its backward is done (the ranks wait for each other
@@ -12493,19 +13506,21 @@ static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
             pc[1][0] = hi; pc[1][1] = ctx->n_train - hi;
         }
     }
-#if GPT2RT__CUDA
-    if (ctx->cu) { /* enqueued on the device communicator's stream: the backward goes on (8.6) */
-        gpt2rt_result r = gpt2rt__cu_dp_reduce(ctx, ctx->cu, pc, 2, scatter);
-        if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
-        return r;
-    }
-#endif
+    /* CUDA: enqueued on the device communicator's stream, and the backward goes on (8.6) */
+    gpt2rt_result r = ctx->be->dp_reduce(ctx, (const int64_t (*)[2])pc, scatter);
+    if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
+    return r;
+}
+
+/* the CPU backend's reduction (the table's): the pieces over the ranks' communicator */
+static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
+    gpt2rt__comm *c = ctx->comm;
     gpt2rt_result r = GPT2RT_OK;
     for (int i = 0; i < 2 && r == GPT2RT_OK; i++)
-        if (pc[i][1] > 0)
-            r = scatter ? c->reduce_scatter(c, ctx->grads, ctx->n_train) : c->all_reduce(c, ctx->grads + pc[i][0], pc[i][1]);
+        if (pieces[i][1] > 0)
+            r = scatter ? c->reduce_scatter(c, ctx->grads, ctx->n_train)
+                        : c->all_reduce(c, ctx->grads + pieces[i][0], pieces[i][1]);
     if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
-    if (l < 0) ctx->dp_reduced = 1;
     return GPT2RT_OK;
 }
 
@@ -12582,6 +13597,278 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
         if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
     }
 }
+
+/* the CPU backend's (the table's): the host weights are the trained ones; the moments go
+   to whichever rank keeps them */
+static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    if (m && v) gpt2rt__dp_moments(ctx, (float *)m, (float *)v, 0, ctx->n_train, 1);
+    return GPT2RT_OK;
+}
+
+/* ZeRO-1: the ranks' shards gathered whole */
+static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
+    *m = ctx->m;
+    *v = ctx->v;
+    *buf = NULL;
+    if (ctx->d.shards == 1) return GPT2RT_OK;
+    float *zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+    if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
+                                  "sharded moments", (long long)ctx->n_train * 8);
+    gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
+    *m = zmv;
+    *v = zmv + ctx->n_train;
+    *buf = zmv;
+    return GPT2RT_OK;
+}
+
+/* ---- the ranks of one process: opening, running a call on each, their outputs ---- */
+
+/* what a rank runs: the one-device calls of 11.4, and 11.3's arenas */
+static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                         int fuse);
+static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
+static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t count);
+static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_t count);
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
+
+/* a CPU data-parallel rank: arenas like rank 0's */
+static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
+    (void)ctx; (void)r;
+    return gpt2rt__ctx_alloc(rc, plan);
+}
+
+/* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
+   and the threads' communicator; CUDA: each rank a device state on its device (the
+   host weights are rank 0's) and the device communicators */
+static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+#ifdef GPT2RT__COMM_THREADS
+    int n = ctx->cfg.n_devices;
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__comm_group),
+                                                                GPT2RT_MEM_BOOKKEEPING);
+    if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the ranks' communicator");
+    if (gpt2rt__comm_group_init(g, n) != 0) {
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the ranks failed");
+    }
+    ctx->group = g;
+    ctx->n_ranks = n;
+    ctx->ranks[0] = ctx;
+    for (int r = 1; r < n; r++) {
+        gpt2rt_ctx *rc = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
+        if (!rc) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: rank %d's context", r);
+        memset(rc, 0, sizeof *rc);
+        ctx->ranks[r] = rc;
+        rc->cfg = ctx->cfg;
+        rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
+        rc->d = ctx->d;
+        rc->be = ctx->be;
+        gpt2rt_result res = ctx->be->dp_rank(ctx, rc, r, plan); /* CUDA: a device state on device_ids[r] */
+        if (res != GPT2RT_OK)
+            return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
+        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        rc->rng = ctx->rng;
+        gpt2rt__reset_training(rc);
+    }
+    for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
+    return ctx->be->dp_open(ctx); /* CUDA: the device communicators (8.6) */
+#else
+    (void)plan;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
+#endif
+}
+
+/* rank r's work on thread r (rank 0 on the caller's).
+   The batch of a call holds n_devices * B rows per micro-batch: rank r takes rows
+   [r*B, (r+1)*B) of each micro-batch (gpt2rt_step: micro-batch k is rows
+   [k*n*B, (k+1)*n*B)), so n ranks of B rows see the batches one device of n*B would. */
+
+typedef enum gpt2rt__dp_what {
+    GPT2RT__DP_FORWARD, GPT2RT__DP_FORWARD_SERIES, GPT2RT__DP_BACKWARD, GPT2RT__DP_UPDATE,
+    GPT2RT__DP_STEP, GPT2RT__DP_STEP_SERIES
+} gpt2rt__dp_what;
+
+typedef struct gpt2rt__dp_job {
+    gpt2rt_ctx *rc;
+    int rank, n;
+    gpt2rt__dp_what what;
+    const void *a, *b; /* the whole call's inputs and targets (tokens), or x and y (series) */
+    gpt2rt_step_stats stats;
+    gpt2rt_result r;
+} gpt2rt__dp_job;
+
+static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
+    gpt2rt_ctx *rc = j->rc;
+    const gpt2rt__dims *d = &rc->d;
+    int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
+    const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
+    const float *x = (const float *)j->a, *y = (const float *)j->b;
+    gpt2rt_result r = GPT2RT_OK;
+    switch (j->what) {
+    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
+    case GPT2RT__DP_FORWARD_SERIES:
+        return gpt2rt__forward_series_one(rc, x + j->rank * xs, y ? y + j->rank * ys : NULL, NULL);
+    case GPT2RT__DP_BACKWARD: return gpt2rt__backward_one(rc);
+    case GPT2RT__DP_UPDATE: return gpt2rt__update_one(rc, &j->stats);
+    case GPT2RT__DP_STEP:
+    case GPT2RT__DP_STEP_SERIES:
+        for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
+            int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
+            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL, 1)
+                                           : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
+            if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
+        }
+        return r == GPT2RT_OK ? gpt2rt__update_one(rc, &j->stats) : r;
+    }
+    return GPT2RT_ERR_INVALID_ARGUMENT;
+}
+
+#ifdef GPT2RT__COMM_THREADS
+static void *gpt2rt__dp_thread(void *p) {
+    gpt2rt__dp_job *j = (gpt2rt__dp_job *)p;
+    j->r = gpt2rt__dp_work(j);
+    if (j->r != GPT2RT_OK) gpt2rt__comm_threads_fail(j->rc->comm); /* the others must not wait for it */
+    return NULL;
+}
+#endif
+
+/* every rank drops what it summed since the last update (after a failed call) */
+static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
+        gpt2rt__accum_reset(rc);
+        rc->dp_reduced = 0;
+    }
+}
+
+/* run `what` on every rank at once; the first rank that failed names the error */
+static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const void *a, const void *b,
+                                    gpt2rt__dp_job *jobs) {
+#ifdef GPT2RT__COMM_THREADS
+    int n = ctx->n_ranks, started[GPT2RT_MAX_DEVICES] = {0};
+    pthread_t th[GPT2RT_MAX_DEVICES];
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)ctx->group;
+    for (int r = 0; r < n; r++) {
+        gpt2rt__dp_job j;
+        memset(&j, 0, sizeof j);
+        j.rc = ctx->ranks[r]; j.rank = r; j.n = n; j.what = what; j.a = a; j.b = b;
+        jobs[r] = j;
+    }
+    for (int r = 1; r < n; r++) {
+        started[r] = pthread_create(&th[r], NULL, gpt2rt__dp_thread, &jobs[r]) == 0;
+        if (!started[r]) {
+            jobs[r].r = gpt2rt__fail(jobs[r].rc, GPT2RT_ERR_UNAVAILABLE, "starting its thread failed");
+            gpt2rt__comm_threads_fail(jobs[r].rc->comm);
+        }
+    }
+    gpt2rt__dp_thread(&jobs[0]);
+    for (int r = 1; r < n; r++)
+        if (started[r]) pthread_join(th[r], NULL);
+    int first = g->failed ? g->failed - 1 : -1;
+    gpt2rt__comm_group_reset(g);
+    if (first < 0 || jobs[first].r == GPT2RT_OK)
+        for (int r = n - 1; r >= 0; r--) if (jobs[r].r != GPT2RT_OK) first = r;
+    if (first < 0 || jobs[first].r == GPT2RT_OK) return GPT2RT_OK;
+    char msg[sizeof ctx->error];
+    memcpy(msg, ctx->ranks[first]->error, sizeof msg); /* rank 0's message is ctx->error itself */
+    return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
+#else
+    (void)what; (void)a; (void)b; (void)jobs;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
+#endif
+}
+
+/* the checks of a call that takes n_ranks * B rows per micro-batch, micro micro-batches */
+static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b, int micro) {
+    const gpt2rt__dims *d = &ctx->d;
+    for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
+        gpt2rt_result r = d->patches
+            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M, b ? (const float *)b + m * d->n_out : NULL)
+            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
+        if (r != GPT2RT_OK) {
+            char msg[sizeof ctx->error];
+            memcpy(msg, ctx->error, sizeof msg);
+            return gpt2rt__fail(ctx, r, "%s (in the rows of data-parallel rank %d, micro-batch %d: indices count from "
+                                "that rank's first row)", msg, (int)(m % ctx->n_ranks), (int)(m / ctx->n_ranks));
+        }
+    }
+    return GPT2RT_OK;
+}
+
+/* the global mean loss of the ranks' last forward */
+static float gpt2rt__dp_loss(const gpt2rt_ctx *ctx) {
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int r = 0; r < ctx->n_ranks; r++) { sum += ctx->ranks[r]->loss_sum; n += ctx->ranks[r]->n_targets; }
+    return n ? (float)(sum / (double)n) : 0.0f;
+}
+
+static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
+                                        const void *b, float *loss) {
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
+    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
+    if (r == GPT2RT_OK && loss) *loss = b ? gpt2rt__dp_loss(ctx) : 0.0f;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
+                                     const void *b, gpt2rt_step_stats *stats) {
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
+                            "gpt2rt_update", fn);
+    double t0 = gpt2rt__now();
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, ctx->cfg.grad_accum);
+    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
+    if (r != GPT2RT_OK) { gpt2rt__dp_drop(ctx); return r; }
+    if (stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
+    return GPT2RT_OK;
+}
+
+/* logits, predictions: each rank's rows in rank order */
+static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, float *dst, int64_t count, int series) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t per = series ? d->n_out : d->BT * d->V;
+    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
+    if (count != per * ctx->n_ranks)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs n_devices = %d times "
+                            "one rank's %lld", fn, (long long)count, ctx->n_ranks, (long long)per);
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        gpt2rt_result res = series ? gpt2rt__predictions_one(ctx->ranks[r], dst + r * per, per)
+                                   : gpt2rt__logits_one(ctx->ranks[r], dst + r * per, per);
+        if (res != GPT2RT_OK) {
+            char msg[sizeof ctx->error];
+            memcpy(msg, ctx->ranks[r]->error, sizeof msg);
+            return gpt2rt__fail(ctx, res, "%s", msg);
+        }
+    }
+    return GPT2RT_OK;
+}
+
+/* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
+   which also resets the training; 2: a state load, whose moments reached every rank's
+   shard with ZeRO-1, else rank 0's), every rank gets them. CUDA ranks have no host
+   weights: the caller uploaded rank 0's (and the moments) to every device (the
+   backend table's upload). */
+static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
+    for (int r = 1; r < ctx->n_ranks; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        rc->have_logits = rc->have_loss = rc->have_pred = 0;
+        if (!what) continue;
+        if (what == 1) gpt2rt__reset_training(rc);
+        else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
+        (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
+        rc->step = ctx->step;
+        rc->rng = ctx->rng;
+        gpt2rt__accum_reset(rc);
+        rc->dp_reduced = 0;
+    }
+}
+
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
    stage s runs layers [l0, l1); the embedding on stage 0, ln_f, the head and the loss
@@ -12608,49 +13895,10 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
    _update run the one-device path on the context (one micro-batch in flight, no
    pipelining). */
 
-typedef struct gpt2rt__ls {
-    int n, m;                  /* stages, micro-batch slots (grad_accum) */
-    int order;                 /* the head's and the embedding's gradients share a buffer */
-    unsigned char **acts;      /* (m-1) extra activation sets */
-    void *scratch[GPT2RT_MAX_DEVICES][2]; /* stages 1..n-1: transient, workspace */
-    uint64_t act_bytes, scratch_bytes[2];
-    gpt2rt_ctx *sc;            /* (n*m) stage s, micro-batch k: sc[s*m + k] */
-    double *loss_sum;          /* (m) */
-    int64_t *n_targets;        /* (m) */
-#ifdef GPT2RT__COMM_THREADS
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-#endif
-    int fwd[GPT2RT_MAX_DEVICES], bwd[GPT2RT_MAX_DEVICES]; /* micro-batches done per stage */
-    int stop;                  /* a stage's thread did not start: the others return at once */
-    const void *a, *b;         /* this call's inputs and targets (tokens) or x and y (series) */
-#if GPT2RT__CUDA
-    /* the CUDA backend's stages (below) */
-    int cuda;
-    gpt2rt_ctx *hs;            /* (n) stage s's host context: its table, its fp32 weights, cu */
-    struct gpt2rt__cu_state *cu[GPT2RT_MAX_DEVICES]; /* stage s's device state */
-    gpt2rt_ctx *dev0[GPT2RT_MAX_DEVICES];           /* its own shadow context (cu[s]->dev between steps) */
-    gpt2rt_ctx *cudev;         /* (n*m) stage s, micro-batch k: the shadow bound to activation set k */
-    void **cuacts;             /* (n*m) the further activation sets (device; NULL for k = 0) */
-    int peer[GPT2RT_MAX_DEVICES][GPT2RT_MAX_DEVICES]; /* peer copies between the stages' devices */
-    int32_t *h_buckets;        /* (m, gpt2rt__cu_encoder_bucket_ints(BT)) the wte gradient's token buckets */
-    int64_t *nb;               /* (m) their counts */
-    gpt2rt_result res[GPT2RT_MAX_DEVICES]; /* a stage's failure in the last step */
-    float loss_scale;          /* fp16: the dynamic loss scale of every stage; else 1 */
-    int clean_steps;           /* fp16: updates since the last overflow or doubling */
-#endif
-} gpt2rt__ls;
-
-#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
-static void gpt2rt__ls_cu_free(gpt2rt_ctx *ctx, gpt2rt__ls *ls);
-#endif
-
 static void gpt2rt__ls_free(gpt2rt_ctx *ctx) {
     gpt2rt__ls *ls = ctx->ls;
     if (!ls) return;
-#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
-    if (ls->cuda) gpt2rt__ls_cu_free(ctx, ls);
-#endif
+    if (ls->ops) ls->ops->release(ctx, ls);
     for (int k = 0; ls->acts && k < ls->m - 1; k++) gpt2rt__free(&ctx->cfg, ls->acts[k], GPT2RT_MEM_ACTIVATIONS);
     for (int s = 1; s < ls->n; s++) {
         gpt2rt__free(&ctx->cfg, ls->scratch[s][0], GPT2RT_MEM_TRANSIENT);
@@ -12730,23 +13978,6 @@ static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx) {
 }
 
 #ifdef GPT2RT__COMM_THREADS
-/* wait until *cnt > k (a stage's counter), under the mutex; 0: stopped instead */
-static int gpt2rt__ls_wait(gpt2rt__ls *ls, const int *cnt, int k) {
-    pthread_mutex_lock(&ls->mu);
-    while (*cnt <= k && !ls->stop) pthread_cond_wait(&ls->cv, &ls->mu);
-    int ok = !ls->stop;
-    pthread_mutex_unlock(&ls->mu);
-    return ok;
-}
-
-static void gpt2rt__ls_done(gpt2rt__ls *ls, int *cnt) {
-    pthread_mutex_lock(&ls->mu);
-    (*cnt)++;
-    pthread_cond_broadcast(&ls->cv);
-    pthread_mutex_unlock(&ls->mu);
-}
-
-typedef struct gpt2rt__ls_job { gpt2rt_ctx *ctx; int s; } gpt2rt__ls_job;
 
 /* the forward of stage s on micro-batch k (sc: its context); the last stage also takes the loss */
 static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, int k) {
@@ -12819,541 +14050,13 @@ static void *gpt2rt__ls_stage(void *p) {
 }
 #endif
 
-#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
-/* ---- layer split on CUDA devices ----
-   Stage s: a device state for its span (gpt2rt__cu_create_span) on device_ids[s],
-   driven through the stage's host context hs[s] (the table gpt2rt__span_params gives
-   for the span, whose offsets keep one device's alignment; its fp32 weights; cu = the
-   state). The steps are the driver's (8.5) and 7.3's layer loops over the span; the
-   schedule the CPU's (GPipe, one thread a stage). Each stage keeps an activation set
-   per micro-batch (set 0 is the state's own, 1..m-1 further device buffers, each bound
-   by gpt2rt__layout on a copy of the state's shadow context): the last stage runs each
-   backward right after its forward, but the gradient it leaves in x0 of set k waits
-   there for stage N-2's backward k. A stage's
-   thread waits for its own stream before it counts a micro-batch done, and the next
-   stage pulls what it needs on its own stream: forward k, stage s-1's output (its set
-   k's last res3) into its x0 of set k; backward k, the gradient stage s+1 left in its
-   x0 of set k (read no more: a layer's backward reads its input, x0 being the stage's
-   own) into its dres. Between devices the pull is a peer copy where peer access is on
-   (cudaMemcpyPeerAsync), else it goes through the pulling state's pinned staging
-   buffer; on one device (device_ids 0, 0, allow_shared_device) a device copy.
-   The tied wte: its gradient, moments and master live on the last stage, which runs
-   head(k) and then, once the first stage has left d(x0) of micro-batch k in its x0 of
-   set k, the embedding's part of the wte gradient on that d(x0) (the same bucket
-   kernel, same alignment) before head(k+1): one device's order head(0), embed(0),
-   head(1), ...; the first stage's embedding backward adds wpe's only. The first
-   backward after an update overwrites the weight gradients (acc = 0) as one device's
-   does. The update: the gradient norm's square is the sum of the stages' (fp64, in
-   stage order), then each stage's AdamW with one device's coefficient, then the last
-   stage's new wte weights to the first. One device sums the squares in its own chunks,
-   so the fp64 sum may differ in its last bits; the fp32 norm (and with it the clip
-   coefficient) is then the same unless that sum lies within those bits of an fp32
-   rounding boundary (some 1e-8 of steps). */
-
-/* inside functions with `ctx` (a stage's host context) and `st` in scope */
-#define GPT2RT__LS_CU_CK(call) do { cudaError_t e_ = (call); \
-        if (e_ != cudaSuccess) return gpt2rt__cu_fail(ctx, st, e_, #call); } while (0)
-#define GPT2RT__LS_CU_RET(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
-
-/* stage s's device shadow for micro-batch k */
-static gpt2rt_ctx *gpt2rt__ls_cu_set(gpt2rt__ls *ls, int s, int k) {
-    return &ls->cudev[s * ls->m + k];
-}
-
-/* bytes from src (stage `from`'s device) to dst (stage s's), ordered on stage s's
-   stream. The source is at rest: its stage synchronised its stream before counting it
-   done. Through the host: chunks of the pinned staging buffer, synchronously. */
-static cudaError_t gpt2rt__ls_cu_pull(gpt2rt__ls *ls, int s, int from, void *dst, const void *src, size_t bytes) {
-    gpt2rt__cu_state *st = ls->cu[s], *sf = ls->cu[from];
-    if (st->device == sf->device) return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream);
-    if (ls->peer[s][from]) return cudaMemcpyPeerAsync(dst, st->device, src, sf->device, bytes, st->stream);
-    for (size_t o = 0; o < bytes; o += st->stage_bytes) {
-        size_t n = bytes - o < st->stage_bytes ? bytes - o : st->stage_bytes;
-        cudaError_t e = cudaStreamSynchronize(st->stream); /* the staging buffer is free again */
-        if (e == cudaSuccess) e = cudaSetDevice(sf->device);
-        if (e == cudaSuccess) e = cudaMemcpy(st->h_stage, (const unsigned char *)src + o, n, cudaMemcpyDeviceToHost);
-        cudaError_t e2 = cudaSetDevice(st->device);
-        if (e == cudaSuccess) e = e2;
-        if (e == cudaSuccess)
-            e = cudaMemcpyAsync((unsigned char *)dst + o, st->h_stage, n, cudaMemcpyHostToDevice, st->stream);
-        if (e != cudaSuccess) return e;
-    }
-    return cudaStreamSynchronize(st->stream);
-}
-
-/* the forward of stage s on micro-batch k; the last stage also takes the loss (the
-   classifier writes dlogits in the same pass, as gpt2rt_step's on one device) */
-template <typename X>
-static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
-    gpt2rt_ctx *ctx = &ls->hs[s];
-    gpt2rt__cu_state *st = ls->cu[s];
-    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
-    const gpt2rt__dims *d = &st->d;
-    const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
-    const int64_t BT = d->BT;
-    const size_t act = (size_t)(BT * d->C * d->ab);
-    cudaStream_t cs = st->stream;
-    st->phase = "layer split forward";
-    st->layer = -1;
-    if (sp.first) {
-        GPT2RT__LS_CU_CK(cudaMemcpyAsync(dv->inputs, (const int32_t *)ls->a + k * BT, (size_t)BT * 4,
-                                      cudaMemcpyHostToDevice, cs));
-        GPT2RT__LS_CU_RET(be->embed_forward(ctx));
-    } else
-        GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, s - 1, dv->x0, gpt2rt__lacts(gpt2rt__ls_cu_set(ls, s - 1, k), sp.l0 - 1).res3,
-                                         act));
-    /* the span's layers; the copy into the next stage's first checkpoint is the pull's */
-    GPT2RT__LS_CU_RET(gpt2rt__model_layers_forward(ctx, be, dv, sp.l0, sp.l1 - 1));
-    GPT2RT__LS_CU_RET(be->layer_forward(ctx, sp.l1 - 1, gpt2rt__model_layer_input(dv, sp.l1 - 1), gpt2rt__lacts(dv, sp.l1 - 1)));
-    if (sp.last) {
-        const int32_t *tg = (const int32_t *)ls->b + k * BT;
-        const float *res = gpt2rt__lacts(dv, d->L - 1).res3;
-        if (d->recompute == GPT2RT_RECOMPUTE_FULL) { /* the slots are reused: keep the last output */
-            GPT2RT__LS_CU_RET(be->copy(ctx, dv->xout, res, act));
-            res = dv->xout;
-        }
-        GPT2RT__LS_CU_CK(cudaMemcpyAsync(dv->targets, tg, (size_t)BT * 4, cudaMemcpyHostToDevice, cs));
-        GPT2RT__LS_CU_RET(be->head_forward(ctx, res));
-        float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
-        GPT2RT__LS_CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, 1, BT,
-                                               d->V, d->Vp, cs));
-        st->dlogits_ready = 1;
-        GPT2RT__LS_CU_CK(cudaMemcpyAsync(st->h_losses, dv->losses, (size_t)BT * 4, cudaMemcpyDeviceToHost, cs));
-        GPT2RT__LS_CU_CK(cudaStreamSynchronize(cs));
-        double total = 0.0; /* the CPU's sum: in order, in double, over the counted targets */
-        int64_t n = 0;
-        for (int64_t i = 0; i < BT; i++)
-            if (tg[i] >= 0) { total += st->h_losses[i]; n++; }
-        ls->loss_sum[k] = total;
-        ls->n_targets[k] = n;
-    }
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(cs));
-    return GPT2RT_OK;
-}
-
-/* the backward of stage s on micro-batch k: from the head (last stage) or the gradient
-   stage s+1 left in its x0, down to the embedding (first stage: wpe's gradient) or the
-   stage's input; then d(input) into x0 of set k for the stage before (the first
-   stage: for the last stage's part of the wte gradient) */
-template <typename X>
-static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
-    gpt2rt_ctx *ctx = &ls->hs[s];
-    gpt2rt__cu_state *st = ls->cu[s];
-    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
-    const gpt2rt__dims *d = &st->d;
-    const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
-    const size_t act = (size_t)(d->BT * d->C * d->ab);
-    st->phase = "layer split backward";
-    st->layer = -1;
-    st->acc = k > 0; /* the first micro-batch after an update overwrites, as one device's */
-    if (sp.last) {
-        const float *res = d->recompute == GPT2RT_RECOMPUTE_FULL ? dv->xout : gpt2rt__lacts(dv, d->L - 1).res3;
-        GPT2RT__LS_CU_RET(be->head_backward(ctx, res, st->loss_scale / (float)(d->BT * st->cfg.grad_accum)));
-    } else
-        GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, s + 1, dv->dres, gpt2rt__ls_cu_set(ls, s + 1, k)->x0, act));
-    GPT2RT__LS_CU_RET(gpt2rt__model_layers_backward(ctx, be, dv, sp.l0, sp.l1));
-    if (sp.first) GPT2RT__LS_CU_RET(be->embed_backward(ctx));
-    if (!sp.first || ls->order) GPT2RT__LS_CU_RET(be->copy(ctx, dv->x0, dv->dres, act));
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
-    return GPT2RT_OK;
-}
-
-/* the last stage: the embedding's part of the wte gradient of micro-batch k, from the
-   first stage's d(x0) (pulled into dbuf, free between backwards) and k's token buckets */
-template <typename X>
-static gpt2rt_result gpt2rt__ls_cu_embed_wte(gpt2rt__ls *ls, int k) {
-    int s = ls->n - 1;
-    gpt2rt_ctx *ctx = &ls->hs[s];
-    gpt2rt__cu_state *st = ls->cu[s];
-    gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
-    const gpt2rt__dims *d = &st->d;
-    int64_t nbi = gpt2rt__cu_encoder_bucket_ints(d->BT);
-    st->phase = "layer split wte gradient";
-    st->layer = -1;
-    GPT2RT__LS_CU_CK(gpt2rt__ls_cu_pull(ls, s, 0, dv->dbuf, gpt2rt__ls_cu_set(ls, 0, k)->x0,
-                                     (size_t)(d->BT * d->C * d->ab)));
-    GPT2RT__LS_CU_CK(cudaMemcpyAsync(st->buckets_ws, ls->h_buckets + k * nbi, (size_t)nbi * 4, cudaMemcpyHostToDevice,
-                                  st->stream));
-    GPT2RT__LS_CU_CK(gpt2rt__cu_encoder_backward<X>(gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
-                                                 (const X *)dv->dbuf, st->buckets_ws, ls->nb[k], d->B, d->T, d->C,
-                                                 st->stream));
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
-    return GPT2RT_OK;
-}
-
-#define GPT2RT__LS_CU_BY_TYPE(st, fn, ...) \
-    ((st)->xt == CUDA_R_32F ? fn<float>(__VA_ARGS__) \
-     : (st)->xt == CUDA_R_16BF ? fn<__nv_bfloat16>(__VA_ARGS__) : fn<__half>(__VA_ARGS__))
-
-/* a stage's thread: the CPU schedule (gpt2rt__ls_stage) on its device; a failure is
-   kept in ls->res[s] (the message in hs[s]) and stops the others */
-static void *gpt2rt__ls_cu_stage(void *p) {
-    gpt2rt__ls_job *j = (gpt2rt__ls_job *)p;
-    gpt2rt__ls *ls = j->ctx->ls;
-    int s = j->s, m = ls->m, last = s == ls->n - 1;
-    gpt2rt__cu_state *st = ls->cu[s];
-    gpt2rt_ctx *ctx = &ls->hs[s];
-    gpt2rt_result r = GPT2RT_OK;
-    cudaError_t e = cudaSetDevice(st->device);
-    if (e != cudaSuccess) r = gpt2rt__cu_fail(ctx, st, e, "cudaSetDevice");
-    for (int k = 0; k < m && r == GPT2RT_OK; k++) {
-        if (s && !gpt2rt__ls_wait(ls, &ls->fwd[s - 1], k)) return NULL;
-        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_forward, ls, s, k)) != GPT2RT_OK) break;
-        gpt2rt__ls_done(ls, &ls->fwd[s]);
-        if (!last) continue;
-        if (ls->order && k) { /* embed(k-1) before head(k) */
-            if (!gpt2rt__ls_wait(ls, &ls->bwd[0], k - 1)) return NULL;
-            if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_embed_wte, ls, k - 1)) != GPT2RT_OK) break;
-        }
-        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_backward, ls, s, k)) != GPT2RT_OK) break;
-        gpt2rt__ls_done(ls, &ls->bwd[s]);
-    }
-    for (int k = 0; k < m && !last && r == GPT2RT_OK; k++) {
-        if (!gpt2rt__ls_wait(ls, &ls->bwd[s + 1], k)) return NULL;
-        if ((r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_backward, ls, s, k)) != GPT2RT_OK) break;
-        gpt2rt__ls_done(ls, &ls->bwd[s]);
-    }
-    if (r == GPT2RT_OK && last && ls->order) {
-        if (!gpt2rt__ls_wait(ls, &ls->bwd[0], m - 1)) return NULL;
-        r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_embed_wte, ls, m - 1);
-    }
-    if (r != GPT2RT_OK) {
-        pthread_mutex_lock(&ls->mu);
-        ls->res[s] = r;
-        ls->stop = 1;
-        pthread_cond_broadcast(&ls->cv);
-        pthread_mutex_unlock(&ls->mu);
-    }
-    return NULL;
-}
-
-/* stage s's AdamW over its parameters (gpt2rt__cu_update_t's launches) */
-template <typename X>
-static gpt2rt_result gpt2rt__ls_cu_adamw(gpt2rt__ls *ls, int s, float lr, float grad_scale, int64_t t) {
-    gpt2rt_ctx *ctx = &ls->hs[s];
-    gpt2rt__cu_state *st = ls->cu[s];
-    const gpt2rt_config *c = &st->cfg;
-    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
-    GPT2RT__LS_CU_CK(cudaSetDevice(st->device));
-    GPT2RT__LS_CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
-                                  cudaMemcpyHostToDevice, st->stream));
-    for (int r = 0; r < st->n_runs; r++) {
-        const gpt2rt__cu_adamw_run *run = &st->runs[r];
-        float *params = st->master ? st->master : (float *)st->w + run->delta;
-        X *params_x = st->master ? (X *)st->w + run->delta : NULL;
-        GPT2RT__LS_CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads, st->m, st->v, d_tab + run->i0, run->n,
-                                          run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay, t, grad_scale,
-                                          st->stream));
-    }
-    GPT2RT__LS_CU_CK(cudaStreamSynchronize(st->stream));
-    st->host_stale = 1;
-    return GPT2RT_OK;
-}
-
-/* a stage's failure as the context's */
-static gpt2rt_result gpt2rt__ls_cu_fail(gpt2rt_ctx *ctx, int s, gpt2rt_result r) {
-    return gpt2rt__fail(ctx, r, "layer split, stage %d (device %d): %.3900s", s, ctx->ls->cu[s]->device,
-                        ctx->ls->hs[s].error);
-}
-
-/* gpt2rt_update after the pipelined micro-batches (gpt2rt__update_one's CUDA branch over
-   the stages): the global norm, one device's skip, clip and loss-scale rules, each
-   stage's AdamW, then wte's new weights to the first stage */
-static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
-    gpt2rt__ls *ls = ctx->ls;
-    int n = ls->n;
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f;
-    int skipped = !ctx->acc_targets;
-    double unscale = ctx->acc_targets ? (double)(ctx->d.BT * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
-    unscale /= (double)ls->loss_scale;
-    if (ctx->acc_targets) {
-        double sumsq = 0.0;
-        for (int s = 0; s < n; s++) {
-            gpt2rt_ctx *hs = &ls->hs[s];
-            gpt2rt__cu_state *st = ls->cu[s];
-            st->phase = "layer split update";
-            st->layer = -1;
-            cudaError_t e = cudaSetDevice(st->device);
-            if (e == cudaSuccess) e = gpt2rt__cu_global_norm(NULL, (double *)(void *)st->red, st->grads, st->n_train,
-                                                             st->norm_parts, st->stream);
-            if (e == cudaSuccess) e = cudaMemcpyAsync(st->h_norm, st->red, sizeof(double), cudaMemcpyDeviceToHost,
-                                                      st->stream);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
-            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(hs, st, e, "the gradient norm"));
-            sumsq += st->h_norm[0];
-        }
-        norm = (float)(sqrt(sumsq) * unscale);
-        skipped = !isfinite(norm);
-    }
-    if (skipped) {
-        for (int s = 0; s < n; s++) {
-            gpt2rt__cu_state *st = ls->cu[s];
-            cudaError_t e = cudaSetDevice(st->device);
-            if (e == cudaSuccess) e = cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, st->stream);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(st->stream);
-            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, s, gpt2rt__cu_fail(&ls->hs[s], st, e, "zeroing"));
-        }
-        if (ctx->acc_targets && ctx->cfg.precision == GPT2RT_PRECISION_FP16) {
-            ls->loss_scale = ls->loss_scale * 0.5f < 1.0f ? 1.0f : ls->loss_scale * 0.5f;
-            ls->clean_steps = 0;
-        }
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: %s at step %lld; update skipped", ctx->acc_targets ?
-                    "the gradient norm is not finite" : "every target since the last update is ignored",
-                    (long long)ctx->step);
-    } else {
-        float coef = 1.0f;
-        if (ctx->cfg.grad_clip > 0.0f) {
-            coef = ctx->cfg.grad_clip / (norm + 1e-6f);
-            if (coef > 1.0f) coef = 1.0f;
-        }
-        float grad_scale = (float)(unscale * (double)coef);
-        for (int s = 0; s < n; s++) {
-            gpt2rt__cu_state *st = ls->cu[s];
-            gpt2rt_result r = GPT2RT__LS_CU_BY_TYPE(st, gpt2rt__ls_cu_adamw, ls, s, lr, grad_scale, ctx->step + 1);
-            if (r != GPT2RT_OK) return gpt2rt__ls_cu_fail(ctx, s, r);
-        }
-        const gpt2rt__tensor *w0 = gpt2rt__model_tensor(&ls->hs[0], GPT2RT__WTE);
-        const gpt2rt__tensor *wl = gpt2rt__model_tensor(&ls->hs[n - 1], GPT2RT__WTE);
-        if (!ctx->d.patches && wl->goff >= 0) { /* the first stage's copy of wte for the embedding */
-            gpt2rt__cu_state *s0 = ls->cu[0], *sl = ls->cu[n - 1];
-            size_t wb = (size_t)ctx->d.wb;
-            cudaError_t e = cudaSetDevice(s0->device);
-            if (e == cudaSuccess) e = gpt2rt__ls_cu_pull(ls, 0, n - 1, (unsigned char *)s0->w + (size_t)w0->off * wb,
-                                                         (const unsigned char *)sl->w + (size_t)wl->off * wb,
-                                                         (size_t)(wl->rows * wl->cols) * wb);
-            if (e == cudaSuccess) e = cudaStreamSynchronize(s0->stream);
-            if (e != cudaSuccess) return gpt2rt__ls_cu_fail(ctx, 0, gpt2rt__cu_fail(&ls->hs[0], s0, e, "wte to stage 0"));
-        }
-        if (ctx->cfg.precision == GPT2RT_PRECISION_FP16 && ++ls->clean_steps >= GPT2RT__CU_SCALE_WINDOW) {
-            ls->loss_scale = ls->loss_scale * 2.0f > GPT2RT__CU_SCALE_MAX ? GPT2RT__CU_SCALE_MAX : ls->loss_scale * 2.0f;
-            ls->clean_steps = 0;
-        }
-        ctx->step++;
-    }
-    for (int s = 0; s < n; s++) ls->cu[s]->loss_scale = ls->loss_scale;
-    if (stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->step = ctx->step;
-        stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
-        stats->grad_norm = norm;
-        stats->lr = lr;
-        stats->loss_scale = ls->loss_scale;
-        stats->skipped = skipped;
-        stats->tokens = ctx->d.BT * ctx->acc_micro;
-        stats->micro_batches = ctx->acc_micro;
-        stats->seconds = gpt2rt__now() - t0;
-    }
-    gpt2rt__accum_reset(ctx);
-    return GPT2RT_OK;
-}
-
-/* gpt2rt_param_read on a CUDA layer split: the stage that trains the tensor (weights of
-   a frozen one: the host's, they never change) */
-static gpt2rt_result gpt2rt__ls_cu_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                              float *dst) {
-    gpt2rt__ls *ls = ctx->ls;
-    int i = (int)(t - ctx->tensors), owner = -1;
-    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
-        what != GPT2RT_PARAM_ADAM_V)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (t->goff < 0) {
-        if (what != GPT2RT_PARAM_VALUE)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                                "has no gradient and no moments", t->name, t->group);
-        gpt2rt__param_out(t, ctx->params + t->off, 1.0f, dst);
-        return GPT2RT_OK;
-    }
-    for (int s = 0; s < ls->n; s++)
-        if (ls->hs[s].tensors[i].goff >= 0) owner = s;
-    if (owner < 0) return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_param_read: no stage trains '%s'", t->name);
-    gpt2rt_ctx *hs = &ls->hs[owner];
-    gpt2rt__cu_state *st = ls->cu[owner];
-    const gpt2rt__tensor *ts = &hs->tensors[i];
-    gpt2rt_result r;
-    if (what == GPT2RT_PARAM_VALUE) {
-        if (st->host_stale && (r = gpt2rt__cu_download_params(hs, st)) != GPT2RT_OK)
-            return gpt2rt__ls_cu_fail(ctx, owner, r);
-        gpt2rt__param_out(t, hs->params + ts->off, 1.0f, dst);
-        return GPT2RT_OK;
-    }
-    size_t n = (size_t)(t->rows * t->cols);
-    float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
-    if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
-    r = gpt2rt__cu_read_tensor(hs, st, ts, what, tmp);
-    float k = what == GPT2RT_PARAM_GRAD ? (float)(gpt2rt__opt_grad_unscale(ctx) / (double)ls->loss_scale) : 1.0f;
-    if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
-    gpt2rt__free(&ctx->cfg, tmp, GPT2RT_MEM_BOOKKEEPING);
-    return r == GPT2RT_OK ? r : gpt2rt__ls_cu_fail(ctx, owner, r);
-}
-
-/* the device arenas of every stage, and its further activation sets */
-static void gpt2rt__ls_cu_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
-    const gpt2rt__ls *ls = ctx->ls;
-    plan->n_devices = ls->n;
-    for (int s = 0; s < ls->n; s++) {
-        const gpt2rt__cu_state *st = ls->cu[s];
-        plan->total[s] = 0; /* the devices' arenas only: the host holds the fp32 weights */
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-            plan->bytes[s][i] = st->allocated[i];
-            if (i == GPT2RT_MEM_ACTIVATIONS) plan->bytes[s][i] += (uint64_t)(ls->m - 1) * st->bytes[i];
-            plan->total[s] += plan->bytes[s][i];
-        }
-        plan->overhead[s] = st->overhead;
-    }
-}
-
-static void gpt2rt__ls_cu_free(gpt2rt_ctx *ctx, gpt2rt__ls *ls) {
-    for (int s = 0; s < ls->n; s++) {
-        if (ls->cu[s]) {
-            (void)cudaSetDevice(ls->cu[s]->device);
-            (void)cudaDeviceSynchronize();
-            for (int k = 0; ls->cuacts && k < ls->m; k++)
-                if (ls->cuacts[s * ls->m + k]) (void)cudaFree(ls->cuacts[s * ls->m + k]);
-            ls->cu[s]->dev = ls->dev0[s];
-            gpt2rt__cu_free(ls->cu[s]);
-            ls->cu[s] = NULL;
-        }
-        if (ls->hs) {
-            gpt2rt__free(&ctx->cfg, ls->hs[s].tensors, GPT2RT_MEM_BOOKKEEPING);
-            gpt2rt__free(&ctx->cfg, ls->hs[s].params, GPT2RT_MEM_BOOKKEEPING);
-        }
-    }
-    (void)cudaGetLastError();
-    gpt2rt__free(&ctx->cfg, ls->hs, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&ctx->cfg, ls->cudev, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&ctx->cfg, ls->cuacts, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&ctx->cfg, ls->h_buckets, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&ctx->cfg, ls->nb, GPT2RT_MEM_BOOKKEEPING);
-}
-
-/* gpt2rt_create, CUDA layer split (ctx->cfg resolved): the memory budget against each
-   device's plan and the further activation sets, the host table and fp32 weights,
-   initialised, then each stage: its host context, its device state (which uploads its
-   weights), its further activation sets and their shadows; peer access between the
-   devices that exchange activations */
-static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-    int n = ctx->cfg.n_devices, m = ctx->cfg.grad_accum;
-    for (int s = 0; s < n && ctx->cfg.memory_budget; s++) {
-        uint64_t need = plan->total[s] + (uint64_t)(m - 1) * plan->bytes[s][GPT2RT_MEM_ACTIVATIONS];
-        if (need > ctx->cfg.memory_budget)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d needs %.2f GiB on "
-                                "device %d (its plan, %.2f GiB, and the activations of the %d further micro-batches "
-                                "GPipe keeps in flight, %.2f GiB each), memory_budget is %.2f GiB; nothing was "
-                                "allocated", s, GPT2RT__GIB(need), ctx->cfg.device_ids[s], GPT2RT__GIB(plan->total[s]),
-                                m - 1, GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS]),
-                                GPT2RT__GIB(ctx->cfg.memory_budget));
-    }
-    gpt2rt_result hr = gpt2rt__cu_host_alloc(ctx);
-    if (hr != GPT2RT_OK) return hr;
-
-    gpt2rt__ls *ls = (gpt2rt__ls *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__ls), GPT2RT_MEM_BOOKKEEPING);
-    if (!ls) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stages");
-    memset(ls, 0, sizeof *ls);
-    if (pthread_mutex_init(&ls->mu, NULL) != 0 || pthread_cond_init(&ls->cv, NULL) != 0) {
-        gpt2rt__free(&ctx->cfg, ls, GPT2RT_MEM_BOOKKEEPING);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the stages failed");
-    }
-    ctx->ls = ls;
-    ls->n = n; ls->m = m; ls->cuda = 1;
-    ls->order = !(ctx->d.frozen & GPT2RT_GROUP_TOKEN_EMBED);
-    ls->loss_scale = ctx->cfg.precision == GPT2RT_PRECISION_FP16 ? ctx->cfg.loss_scale : 1.0f;
-    int64_t nbi = gpt2rt__cu_encoder_bucket_ints(ctx->d.BT);
-    ls->loss_sum = (double *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(double), GPT2RT_MEM_BOOKKEEPING);
-    ls->n_targets = (int64_t *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(int64_t), GPT2RT_MEM_BOOKKEEPING);
-    ls->hs = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, (size_t)n * sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
-    ls->cudev = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, (size_t)(n * m) * sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
-    ls->cuacts = (void **)gpt2rt__alloc(&ctx->cfg, (size_t)(n * m) * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
-    ls->h_buckets = (int32_t *)gpt2rt__alloc(&ctx->cfg, (size_t)(m * nbi) * 4, GPT2RT_MEM_BOOKKEEPING);
-    ls->nb = (int64_t *)gpt2rt__alloc(&ctx->cfg, (size_t)m * sizeof(int64_t), GPT2RT_MEM_BOOKKEEPING);
-    if (!ls->loss_sum || !ls->n_targets || !ls->hs || !ls->cudev || !ls->cuacts || !ls->h_buckets || !ls->nb)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the layer split's stage table");
-    memset(ls->hs, 0, (size_t)n * sizeof(gpt2rt_ctx));
-    memset(ls->cuacts, 0, (size_t)(n * m) * sizeof(void *));
-    for (int s = 0; s < n; s++) {
-        gpt2rt_ctx *hs = &ls->hs[s];
-        gpt2rt__span sp = gpt2rt__span_of(&ctx->cfg, s);
-        memcpy(hs, ctx, sizeof *hs);
-        hs->ls = NULL;
-        hs->cu = NULL;
-        hs->cfg.log = NULL; /* the stages report through the context */
-        hs->tensors = NULL;
-        hs->params = NULL;
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) { hs->arena[i] = NULL; hs->arena_bytes[i] = 0; }
-        hs->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
-                                                      GPT2RT_MEM_BOOKKEEPING);
-        if (!hs->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: stage %d's table", s);
-        gpt2rt__span_params(&ctx->d, &sp, hs->tensors, &hs->n_params, &hs->n_train);
-        hs->params = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)hs->n_params * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
-        if (!hs->params)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: %lld bytes of host memory for stage "
-                                "%d's weights", (long long)hs->n_params * 4, s);
-        memset(hs->params, 0, (size_t)hs->n_params * sizeof(float));
-        for (int i = 0; i < ctx->n_tensors; i++)
-            if (hs->tensors[i].rows)
-                memcpy(hs->params + hs->tensors[i].off, ctx->params + ctx->tensors[i].off,
-                       (size_t)(hs->tensors[i].rows * hs->tensors[i].cols) * sizeof(float));
-        char err[2048];
-        gpt2rt_result r = gpt2rt__cu_create_span(hs, &ctx->cfg, &sp, ctx->cfg.device_ids[s], &ls->cu[s], err, sizeof err);
-        if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: layer split stage %d (layers %lld..%lld): %s", s,
-                                                (long long)sp.l0, (long long)sp.l1 - 1, err);
-        gpt2rt__cu_state *st = ls->cu[s];
-        hs->cu = st;
-        ls->dev0[s] = st->dev;
-        for (int k = 0; k < m; k++) {
-            gpt2rt_ctx *dv = &ls->cudev[s * m + k];
-            memcpy(dv, st->dev, sizeof *dv);
-            if (k == 0) continue; /* the state's own activations */
-            (void)cudaSetDevice(st->device);
-            cudaError_t e = cudaMalloc(&ls->cuacts[s * m + k], (size_t)st->bytes[GPT2RT_MEM_ACTIVATIONS]);
-            if (e != cudaSuccess) {
-                (void)cudaGetLastError();
-                ls->cuacts[s * m + k] = NULL;
-                return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d: cudaMalloc of "
-                                    "%.1f MiB for the activations of micro-batch %d of grad_accum = %d on device %d "
-                                    "failed: %s", s, GPT2RT__MIB(st->bytes[GPT2RT_MEM_ACTIVATIONS]), k, m, st->device,
-                                    cudaGetErrorString(e));
-            }
-            dv->arena[GPT2RT_MEM_ACTIVATIONS] = ls->cuacts[s * m + k];
-            uint64_t bytes[GPT2RT_MEM_COUNT];
-            gpt2rt__layout(&st->d, &sp, bytes, dv); /* the state's carving, on this set */
-        }
-        gpt2rt__cu_measure(st);
-    }
-    /* peer access between the devices that exchange: neighbours, and the last with the first (wte) */
-    for (int a = 0; a < n; a++)
-        for (int b = 0; b < n; b++) {
-            int da = ctx->cfg.device_ids[a], db = ctx->cfg.device_ids[b], ab = 0, ba = 0;
-            if (a == b || da == db || !(b == a + 1 || a == b + 1 || (a == 0 && b == n - 1) || (b == 0 && a == n - 1)))
-                continue;
-            if (cudaDeviceCanAccessPeer(&ab, da, db) != cudaSuccess || cudaDeviceCanAccessPeer(&ba, db, da) != cudaSuccess)
-                ab = ba = 0;
-            if (ab && ba && cudaSetDevice(da) == cudaSuccess) {
-                cudaError_t e = cudaDeviceEnablePeerAccess(db, 0);
-                ls->peer[a][b] = e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled;
-            }
-            (void)cudaGetLastError();
-        }
-    for (int a = 0; a < n; a++) /* both ways, or neither: a copy goes through the host then */
-        for (int b = 0; b < a; b++) ls->peer[a][b] = ls->peer[b][a] = ls->peer[a][b] && ls->peer[b][a];
-    return GPT2RT_OK;
-}
-#undef GPT2RT__LS_CU_CK
-#undef GPT2RT__LS_CU_RET
-#undef GPT2RT__LS_CU_BY_TYPE
-#endif /* GPT2RT__CUDA */
 
 /* the calls a CUDA layer split does not run yet (it runs gpt2rt_step, gpt2rt_param_read,
    the plan and the parameter table): the one-device paths would find no device state */
 static gpt2rt_result gpt2rt__ls_cu_only_step(gpt2rt_ctx *ctx, const char *fn) {
-#if GPT2RT__CUDA
-    if (ctx->ls && ctx->ls->cuda)
+    if (ctx->ls && ctx->ls->ops)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: parallel = LAYER_SPLIT on the CUDA backend runs "
                             "gpt2rt_step (and gpt2rt_param_read), not yet %s; use gpt2rt_step, or backend = CPU", fn, fn);
-#endif
-    (void)ctx; (void)fn;
     return GPT2RT_OK;
 }
 
@@ -13370,15 +14073,10 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     ls->a = a; ls->b = b;
     ls->stop = 0;
     for (int s = 0; s < n; s++) { ls->fwd[s] = ls->bwd[s] = 0; jobs[s].ctx = ctx; jobs[s].s = s; }
-#if GPT2RT__CUDA
-    if (ls->cuda) { /* the wte gradient's token buckets of every micro-batch (checked tokens) */
-        int64_t BT = ctx->d.BT, nbi = gpt2rt__cu_encoder_bucket_ints(BT);
-        for (int k = 0; ls->order && k < ls->m; k++)
-            ls->nb[k] = gpt2rt__cu_encoder_buckets(ls->h_buckets + k * nbi, (const int32_t *)a + k * BT, BT, ctx->d.Vp);
-        for (int s = 0; s < n; s++) ls->res[s] = GPT2RT_OK;
-        stage = gpt2rt__ls_cu_stage;
+    if (ls->ops) { /* CUDA (8.7) */
+        ls->ops->begin(ctx, a);
+        stage = ls->ops->stage;
     }
-#endif
     int failed = 0;
     for (int s = 1; s < n && !failed; s++)
         failed = !(started[s] = pthread_create(&th[s], NULL, stage, &jobs[s]) == 0);
@@ -13393,21 +14091,8 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     if (failed)
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split: starting a stage's thread failed; nothing "
                             "was computed");
-#if GPT2RT__CUDA
-    for (int s = 0; ls->cuda && s < n; s++) ls->cu[s]->dev = ls->dev0[s];
-    for (int s = 0; ls->cuda && s < n; s++)
-        if (ls->res[s] != GPT2RT_OK) { /* the others stopped: drop what the stages summed */
-            for (int i = 0; i < n; i++) {
-                (void)cudaSetDevice(ls->cu[i]->device);
-                (void)cudaStreamSynchronize(ls->cu[i]->stream);
-                (void)cudaMemset(ls->cu[i]->grads, 0, (size_t)ls->cu[i]->n_train * 4);
-                (void)cudaDeviceSynchronize();
-            }
-            (void)cudaGetLastError();
-            gpt2rt__accum_reset(ctx);
-            return gpt2rt__ls_cu_fail(ctx, s, ls->res[s]);
-        }
-#endif
+    gpt2rt_result r = ls->ops ? ls->ops->end(ctx) : GPT2RT_OK;
+    if (r != GPT2RT_OK) return r;
     for (int k = 0; k < ls->m; k++) { /* in micro-batch order, as one device adds them */
         ctx->acc_loss_sum += ls->loss_sum[k];
         ctx->acc_targets += ls->n_targets[k];
@@ -14223,8 +14908,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
 
 /* ==== 11.3 Context ==== */
 
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
-static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *config) {
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -14239,6 +14922,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     memset(ctx, 0, sizeof *ctx);
     ctx->cfg = hooks;
     ctx->failed = 1;
+    ctx->be = &gpt2rt__cpu_backend;
     gpt2rt__comm_self_init(&ctx->comm_self);
     ctx->comm = &ctx->comm_self;
     *out = ctx;
@@ -14276,12 +14960,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
                             ctx->cfg.kv_batch);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
-#if GPT2RT__CUDA
-#ifdef GPT2RT__COMM_THREADS
-        if ((r = split ? gpt2rt__ls_cu_open(ctx, &plan) : gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
-#else
-        if ((r = gpt2rt__cu_open(ctx, &plan)) != GPT2RT_OK) return r;
-#endif
+        /* sets ctx->be (8.6); refuses where the implementation was compiled without CUDA */
+        if ((r = gpt2rt__cuda_open(ctx, &plan)) != GPT2RT_OK) return r;
         gpt2rt__reset_training(ctx);
         if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && (r = gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
         ctx->failed = 0;
@@ -14289,11 +14969,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                     (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->cfg.device_ids[0],
                     ctx->n_ranks > 1 ? " and as much on each further data-parallel rank's" : "");
         return GPT2RT_OK;
-#else
-        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
-                            "implementation compiled by nvcc (GPT2RT_IMPLEMENTATION in a .cu file, linked with "
-                            "-lcublasLt); this one was compiled without CUDA");
-#endif
     }
     uint64_t free_bytes = gpt2rt__host_available();
     /* CPU ranks share the host: data parallel needs n_devices times one device's plan */
@@ -14329,6 +15004,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     return GPT2RT_OK;
 }
 
+
 /* the parameter table and the arenas of the plan's device 0, the pointers bound */
 static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
@@ -14358,59 +15034,11 @@ static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
     return GPT2RT_OK;
 }
 
-/* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
-   and the threads' communicator; CUDA: each rank a device state on its device (the
-   host weights are rank 0's) and the device communicators */
-static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-#ifdef GPT2RT__COMM_THREADS
-    int n = ctx->cfg.n_devices;
-    gpt2rt__comm_group *g = (gpt2rt__comm_group *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__comm_group),
-                                                                GPT2RT_MEM_BOOKKEEPING);
-    if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: the ranks' communicator");
-    if (gpt2rt__comm_group_init(g, n) != 0) {
-        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: creating a mutex for the ranks failed");
-    }
-    ctx->group = g;
-    ctx->n_ranks = n;
-    ctx->ranks[0] = ctx;
-    for (int r = 1; r < n; r++) {
-        gpt2rt_ctx *rc = (gpt2rt_ctx *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt_ctx), GPT2RT_MEM_BOOKKEEPING);
-        if (!rc) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: rank %d's context", r);
-        memset(rc, 0, sizeof *rc);
-        ctx->ranks[r] = rc;
-        rc->cfg = ctx->cfg;
-        rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
-        rc->d = ctx->d;
-#if GPT2RT__CUDA
-        gpt2rt_result res = ctx->cu ? gpt2rt__cu_dp_rank(ctx, rc, r) /* a device state on device_ids[r] */
-                                    : gpt2rt__ctx_alloc(rc, plan);
-#else
-        gpt2rt_result res = gpt2rt__ctx_alloc(rc, plan);
-#endif
-        if (res != GPT2RT_OK)
-            return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
-        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
-        rc->rng = ctx->rng;
-        gpt2rt__reset_training(rc);
-    }
-    for (int r = 0; r < n; r++) gpt2rt__dp_attach(ctx->ranks[r], &g->comms[r]);
-#if GPT2RT__CUDA
-    if (ctx->cu) return gpt2rt__cu_dp_open(ctx); /* the device communicators (8.6) */
-#endif
-    return GPT2RT_OK;
-#else
-    (void)plan;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
-#endif
-}
 
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
-#if GPT2RT__CUDA
-    gpt2rt__cu_dp_close(ctx);
-#endif
+    ctx->be->release_shared(ctx);
     for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
     gpt2rt__ls_free(ctx);
 #ifdef GPT2RT__COMM_THREADS
@@ -14419,9 +15047,7 @@ GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
         gpt2rt__free(&ctx->cfg, ctx->group, GPT2RT_MEM_BOOKKEEPING);
     }
 #endif
-#if GPT2RT__CUDA
-    gpt2rt__cu_free(ctx->cu);
-#endif
+    ctx->be->release(ctx);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
     gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
     gpt2rt_config hooks = ctx->cfg;
@@ -14446,25 +15072,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     if (ctx->failed) return GPT2RT_ERR_STATE;
     plan->config = ctx->cfg;
     plan->n_devices = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        plan->bytes[0][i] = ctx->arena_bytes[i];
-#if GPT2RT__CUDA
-        if (ctx->cu) plan->bytes[0][i] = ctx->cu->allocated[i]; /* device arenas; the host holds the fp32 weights */
-#endif
-        plan->total[0] += plan->bytes[0][i];
-        for (int r = 1; r < ctx->n_ranks; r++) { /* data parallel: each rank's own arenas */
-            plan->bytes[r][i] = ctx->ranks[r]->arena_bytes[i];
-#if GPT2RT__CUDA
-            if (ctx->ranks[r]->cu) plan->bytes[r][i] = ctx->ranks[r]->cu->allocated[i];
-#endif
-            plan->total[r] += plan->bytes[r][i];
-        }
+    /* CUDA: the device arenas (the host holds the fp32 weights) and the driver's own bytes;
+       data parallel: each rank's */
+    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
+        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        rc->be->allocated(rc, plan->bytes[r], &plan->overhead[r]);
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[r] += plan->bytes[r][i];
     }
-#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
-    if (ctx->ls && ctx->ls->cuda) gpt2rt__ls_cu_allocated(ctx, plan);
-    else
-#endif
-    if (ctx->ls) { /* CPU layer split: the context's arenas and micro-batches 1.. 's activations on
+    if (ctx->ls && ctx->ls->ops) ctx->ls->ops->allocated(ctx, plan); /* CUDA (8.7) */
+    else if (ctx->ls) { /* CPU layer split: the context's arenas and micro-batches 1.. 's activations on
                       device 0; stage s's transient and workspace on device s */
         const gpt2rt__ls *ls = ctx->ls;
         plan->n_devices = ls->n;
@@ -14476,10 +15092,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
             plan->total[s] = ls->scratch_bytes[0] + ls->scratch_bytes[1];
         }
     }
-#if GPT2RT__CUDA
-    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++)
-        if (gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)) plan->overhead[r] = gpt2rt__cu_rank((gpt2rt_ctx *)ctx, r)->overhead;
-#endif
     plan->n_params_padded = ctx->n_params;
     plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
     plan->n_trainable = ctx->n_train;
@@ -14511,7 +15123,8 @@ GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
     return ctx && ctx->eval ? GPT2RT_MODE_EVAL : GPT2RT_MODE_TRAIN;
 }
 
-static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
+static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                         int fuse) {
     GPT2RT__CHECK_CTX(ctx);
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_forward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     const gpt2rt__dims *d = &ctx->d;
@@ -14519,26 +15132,7 @@ static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs,
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
     if (r != GPT2RT_OK) return r;
-#if GPT2RT__CUDA
-    if (ctx->cu) {
-        r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
-        ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready; /* gpt2rt_step fuses dlogits in */
-        ctx->have_loss = r == GPT2RT_OK && targets;
-        return r;
-    }
-#endif
-    memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
-    if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
-    ctx->have_logits = 1;
-    ctx->have_loss = 0;
-    if (targets) {
-        memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
-        ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
-                                                 d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
-        ctx->have_loss = 1;
-    }
-    if (loss) *loss = targets ? ctx->loss : 0.0f;
-    return GPT2RT_OK;
+    return ctx->be->forward(ctx, inputs, targets, loss, fuse);
 }
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
@@ -14548,12 +15142,7 @@ static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
     /* one fixed scale for every micro-batch; the update divides by the counted targets */
-#if GPT2RT__CUDA
-    gpt2rt_result r = ctx->cu ? gpt2rt__cu_backward(ctx, ctx->cu) /* the same scale, times the loss scale */
-                    : gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
-#else
-    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cpu_backend, ctx, 1.0f / (float)(ctx->d.n_out * ctx->cfg.grad_accum));
-#endif
+    gpt2rt_result r = ctx->be->backward(ctx);
     if (r != GPT2RT_OK) return r;
     ctx->acc_loss_sum += ctx->loss_sum;
     ctx->acc_targets += ctx->n_targets;
@@ -14570,68 +15159,11 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
     double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), norm = 0.0f, loss_scale = 1.0f;
-    int skipped = 0;
-#if GPT2RT__CUDA
-    /* no targets: skipped below, as on the CPU; data parallel: the ranks decide together (8.6) */
-    if (ctx->cu && (ctx->acc_targets || ctx->comm->size > 1)) {
-        gpt2rt_result r = gpt2rt__cu_update(ctx, ctx->cu, lr, &norm, &skipped, &loss_scale);
-        if (r != GPT2RT_OK) return r;
-        if (!skipped) ctx->step++;
-    } else if (ctx->cu) {
-        gpt2rt_result r = gpt2rt__cu_zero(ctx, ctx->cu, 0);
-        if (r != GPT2RT_OK) return r;
-        loss_scale = ctx->cu->loss_scale;
-        skipped = 1;
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
-                    "update is ignored (negative); update skipped at step %lld", ctx->acc_micro,
-                    ctx->acc_micro == 1 ? "" : "es", (long long)ctx->step);
-    } else
-#endif
-    {
-    double sumsq = 0.0;
-    if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
-        gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
-        if (r != GPT2RT_OK) return r;
-    } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
-    double unscale = gpt2rt__opt_grad_unscale(ctx);
-    norm = (float)(sqrt(sumsq) * unscale);
-    skipped = !isfinite(norm) || !ctx->acc_targets;
-    if (skipped) {
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-        if (!ctx->acc_targets) /* no loss to descend: Adam's momentum alone would still move the weights */
-            gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
-                        "update is ignored (negative); update skipped at step %lld", ctx->acc_micro,
-                        ctx->acc_micro == 1 ? "" : "es", (long long)ctx->step);
-        else
-            gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped",
-                        (double)norm, (long long)ctx->step);
-    } else {
-        float coef = 1.0f;
-        if (ctx->cfg.grad_clip > 0.0f) {
-            coef = ctx->cfg.grad_clip / (norm + 1e-6f);
-            if (coef > 1.0f) coef = 1.0f;
-        }
-        gpt2rt__opt_adamw(ctx, lr, (float)(unscale * (double)coef));
-        if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
-            gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
-            if (r != GPT2RT_OK) return r;
-        }
-        ctx->step++;
-    }
-    }
-    if (stats) {
-        memset(stats, 0, sizeof *stats);
-        stats->step = ctx->step;
-        stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
-        stats->grad_norm = norm;
-        stats->lr = lr;
-        stats->loss_scale = loss_scale;
-        stats->skipped = skipped;
-        stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
-        stats->micro_batches = ctx->acc_micro;
-        stats->seconds = gpt2rt__now() - t0;
-    }
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    gpt2rt_result r = ctx->be->update(ctx, lr, &o, &loss_scale);
+    if (r != GPT2RT_OK) return r;
+    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
     gpt2rt__accum_reset(ctx);
     return GPT2RT_OK;
 }
@@ -14650,18 +15182,11 @@ static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, co
     gpt2rt_result r = GPT2RT_OK;
     /* grad_accum micro-batches of B rows each, then one update */
     for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
-#if GPT2RT__CUDA
-        if (ctx->cu) ctx->cu->dlogits_in_forward = 1; /* the classifier writes dlogits in the same pass */
-#endif
-        r = gpt2rt__forward_one(ctx, inputs + k * BT, targets + k * BT, NULL);
+        r = gpt2rt__forward_one(ctx, inputs + k * BT, targets + k * BT, NULL, 1);
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-#if GPT2RT__CUDA
-        if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
-        else
-#endif
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        (void)ctx->be->zero_grads(ctx, 0);
         gpt2rt__accum_reset(ctx);
     }
     if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
@@ -14681,45 +15206,16 @@ static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t cou
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
-#if GPT2RT__CUDA
-    if (ctx->cu) return gpt2rt__cu_logits(ctx, ctx->cu, dst, count);
-#endif
-    for (int64_t i = 0; i < d->BT; i++) memcpy(dst + i * d->V, ctx->logits + i * d->Vp, (size_t)d->V * sizeof(float));
-    return GPT2RT_OK;
+    return ctx->be->logits(ctx, dst);
 }
 
 static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    const gpt2rt__dims *d = &ctx->d;
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1);
     if (r != GPT2RT_OK) return r;
     if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
     if ((r = gpt2rt__ts_check(ctx, "gpt2rt_forward_series", x, y)) != GPT2RT_OK) return r;
-#if GPT2RT__CUDA
-    if (ctx->cu) {
-        ctx->have_pred = 0;
-        r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
-        ctx->have_logits = ctx->have_pred = r == GPT2RT_OK;
-        ctx->have_loss = r == GPT2RT_OK && y;
-        return r;
-    }
-#endif
-    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__ts_revin_patch(ctx->ts_patch, ctx->ts_z, ctx->ts_mean, ctx->ts_std, x, p.revw, p.revb, d);
-    ctx->have_pred = 0;
-    if ((r = gpt2rt__model_forward(ctx, &gpt2rt__cpu_backend, ctx)) != GPT2RT_OK) return r;
-    gpt2rt__ts_denorm(ctx->ts_pred, ctx->logits, ctx->ts_mean, ctx->ts_std, p.revw, p.revb, d);
-    ctx->have_logits = ctx->have_pred = 1;
-    ctx->have_loss = 0;
-    if (y) {
-        memcpy(ctx->ts_y, y, (size_t)d->n_out * sizeof(float));
-        ctx->loss_sum = gpt2rt__ts_mse_sum(ctx->ts_pred, ctx->ts_y, d->n_out);
-        ctx->n_targets = d->n_out;
-        ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
-        ctx->have_loss = 1;
-    }
-    if (loss) *loss = y ? ctx->loss : 0.0f;
-    return GPT2RT_OK;
+    return ctx->be->forward_series(ctx, x, y, loss);
 }
 
 static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
@@ -14739,11 +15235,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
         if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
     }
     if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-#if GPT2RT__CUDA
-        if (ctx->cu) (void)gpt2rt__cu_zero(ctx, ctx->cu, 0);
-        else
-#endif
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        (void)ctx->be->zero_grads(ctx, 0);
         gpt2rt__accum_reset(ctx);
     }
     if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
@@ -14764,171 +15256,9 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     if (!ctx->have_pred)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_predictions: no predictions (call gpt2rt_forward_series; "
                             "a load or gpt2rt_param_write forgets them)");
-#if GPT2RT__CUDA
-    if (ctx->cu) { /* the forward brought them to the host */
-        memcpy(dst, ctx->cu->h_pred, (size_t)count * sizeof(float));
-        return GPT2RT_OK;
-    }
-#endif
-    memcpy(dst, ctx->ts_pred, (size_t)count * sizeof(float));
-    return GPT2RT_OK;
+    return ctx->be->predictions(ctx, dst);
 }
 
-/* ---- data parallel in one process: rank r's work on thread r (rank 0 on the caller's) ----
-   The batch of a call holds n_devices * B rows per micro-batch: rank r takes rows
-   [r*B, (r+1)*B) of each micro-batch (gpt2rt_step: micro-batch k is rows
-   [k*n*B, (k+1)*n*B)), so n ranks of B rows see the batches one device of n*B would. */
-
-typedef enum gpt2rt__dp_what {
-    GPT2RT__DP_FORWARD, GPT2RT__DP_FORWARD_SERIES, GPT2RT__DP_BACKWARD, GPT2RT__DP_UPDATE,
-    GPT2RT__DP_STEP, GPT2RT__DP_STEP_SERIES
-} gpt2rt__dp_what;
-
-typedef struct gpt2rt__dp_job {
-    gpt2rt_ctx *rc;
-    int rank, n;
-    gpt2rt__dp_what what;
-    const void *a, *b; /* the whole call's inputs and targets (tokens), or x and y (series) */
-    gpt2rt_step_stats stats;
-    gpt2rt_result r;
-} gpt2rt__dp_job;
-
-static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
-    gpt2rt_ctx *rc = j->rc;
-    const gpt2rt__dims *d = &rc->d;
-    int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
-    const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
-    const float *x = (const float *)j->a, *y = (const float *)j->b;
-    gpt2rt_result r = GPT2RT_OK;
-    switch (j->what) {
-    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL);
-    case GPT2RT__DP_FORWARD_SERIES:
-        return gpt2rt__forward_series_one(rc, x + j->rank * xs, y ? y + j->rank * ys : NULL, NULL);
-    case GPT2RT__DP_BACKWARD: return gpt2rt__backward_one(rc);
-    case GPT2RT__DP_UPDATE: return gpt2rt__update_one(rc, &j->stats);
-    case GPT2RT__DP_STEP:
-    case GPT2RT__DP_STEP_SERIES:
-        for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
-            int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
-#if GPT2RT__CUDA
-            if (rc->cu) rc->cu->dlogits_in_forward = 1; /* as gpt2rt_step on one device */
-#endif
-            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL)
-                                           : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
-            if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
-        }
-        return r == GPT2RT_OK ? gpt2rt__update_one(rc, &j->stats) : r;
-    }
-    return GPT2RT_ERR_INVALID_ARGUMENT;
-}
-
-#ifdef GPT2RT__COMM_THREADS
-static void *gpt2rt__dp_thread(void *p) {
-    gpt2rt__dp_job *j = (gpt2rt__dp_job *)p;
-    j->r = gpt2rt__dp_work(j);
-    if (j->r != GPT2RT_OK) gpt2rt__comm_threads_fail(j->rc->comm); /* the others must not wait for it */
-    return NULL;
-}
-#endif
-
-/* every rank drops what it summed since the last update (after a failed call) */
-static void gpt2rt__dp_drop(gpt2rt_ctx *ctx) {
-    for (int r = 0; r < ctx->n_ranks; r++) {
-        gpt2rt_ctx *rc = ctx->ranks[r];
-#if GPT2RT__CUDA
-        if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
-        else
-#endif
-        memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
-        gpt2rt__accum_reset(rc);
-        rc->dp_reduced = 0;
-    }
-}
-
-/* run `what` on every rank at once; the first rank that failed names the error */
-static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const void *a, const void *b,
-                                    gpt2rt__dp_job *jobs) {
-#ifdef GPT2RT__COMM_THREADS
-    int n = ctx->n_ranks, started[GPT2RT_MAX_DEVICES] = {0};
-    pthread_t th[GPT2RT_MAX_DEVICES];
-    gpt2rt__comm_group *g = (gpt2rt__comm_group *)ctx->group;
-    for (int r = 0; r < n; r++) {
-        gpt2rt__dp_job j;
-        memset(&j, 0, sizeof j);
-        j.rc = ctx->ranks[r]; j.rank = r; j.n = n; j.what = what; j.a = a; j.b = b;
-        jobs[r] = j;
-    }
-    for (int r = 1; r < n; r++) {
-        started[r] = pthread_create(&th[r], NULL, gpt2rt__dp_thread, &jobs[r]) == 0;
-        if (!started[r]) {
-            jobs[r].r = gpt2rt__fail(jobs[r].rc, GPT2RT_ERR_UNAVAILABLE, "starting its thread failed");
-            gpt2rt__comm_threads_fail(jobs[r].rc->comm);
-        }
-    }
-    gpt2rt__dp_thread(&jobs[0]);
-    for (int r = 1; r < n; r++)
-        if (started[r]) pthread_join(th[r], NULL);
-    int first = g->failed ? g->failed - 1 : -1;
-    gpt2rt__comm_group_reset(g);
-    if (first < 0 || jobs[first].r == GPT2RT_OK)
-        for (int r = n - 1; r >= 0; r--) if (jobs[r].r != GPT2RT_OK) first = r;
-    if (first < 0 || jobs[first].r == GPT2RT_OK) return GPT2RT_OK;
-    char msg[sizeof ctx->error];
-    memcpy(msg, ctx->ranks[first]->error, sizeof msg); /* rank 0's message is ctx->error itself */
-    return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
-#else
-    (void)what; (void)a; (void)b; (void)jobs;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
-#endif
-}
-
-/* the checks of a call that takes n_ranks * B rows per micro-batch, micro micro-batches */
-static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b, int micro) {
-    const gpt2rt__dims *d = &ctx->d;
-    for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
-        gpt2rt_result r = d->patches
-            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M, b ? (const float *)b + m * d->n_out : NULL)
-            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
-        if (r != GPT2RT_OK) {
-            char msg[sizeof ctx->error];
-            memcpy(msg, ctx->error, sizeof msg);
-            return gpt2rt__fail(ctx, r, "%s (in the rows of data-parallel rank %d, micro-batch %d: indices count from "
-                                "that rank's first row)", msg, (int)(m % ctx->n_ranks), (int)(m / ctx->n_ranks));
-        }
-    }
-    return GPT2RT_OK;
-}
-
-/* the global mean loss of the ranks' last forward */
-static float gpt2rt__dp_loss(const gpt2rt_ctx *ctx) {
-    double sum = 0.0;
-    int64_t n = 0;
-    for (int r = 0; r < ctx->n_ranks; r++) { sum += ctx->ranks[r]->loss_sum; n += ctx->ranks[r]->n_targets; }
-    return n ? (float)(sum / (double)n) : 0.0f;
-}
-
-static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
-                                        const void *b, float *loss) {
-    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
-    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r == GPT2RT_OK && loss) *loss = b ? gpt2rt__dp_loss(ctx) : 0.0f;
-    return r;
-}
-
-static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
-                                     const void *b, gpt2rt_step_stats *stats) {
-    if (ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
-                            "gpt2rt_update", fn);
-    double t0 = gpt2rt__now();
-    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, ctx->cfg.grad_accum);
-    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r != GPT2RT_OK) { gpt2rt__dp_drop(ctx); return r; }
-    if (stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
-    return GPT2RT_OK;
-}
 
 /* layer split (10.2): gpt2rt_step's micro-batches pipelined through the stages, then
    the update as on one device; every micro-batch is checked before any stage starts */
@@ -14946,11 +15276,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
         if (r != GPT2RT_OK) return r;
     }
     gpt2rt_result r = gpt2rt__ls_accumulate(ctx, a, b);
-#if GPT2RT__CUDA && defined(GPT2RT__COMM_THREADS)
-    if (r == GPT2RT_OK && ctx->ls->cuda) r = gpt2rt__ls_cu_update(ctx, stats);
-    else
-#endif
-    if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
+    if (r == GPT2RT_OK) r = ctx->ls->ops ? ctx->ls->ops->update(ctx, stats) : gpt2rt__update_one(ctx, stats);
     if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
     return r;
 }
@@ -14959,7 +15285,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss);
+    if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss, 0);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
     return gpt2rt__dp_forward(ctx, "gpt2rt_forward", GPT2RT__DP_FORWARD, inputs, targets, loss);
@@ -14983,10 +15309,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
                             "many", ctx->cfg.grad_accum);
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
-    int drop = r != GPT2RT_OK && ctx->ranks[1]->grads_pending != ctx->grads_pending;
-#if GPT2RT__CUDA
-    drop |= r != GPT2RT_OK && ctx->cu != NULL; /* a device backward that stopped halfway left partial sums */
-#endif
+    /* a device backward that stopped halfway left partial sums */
+    int drop = r != GPT2RT_OK && (ctx->ranks[1]->grads_pending != ctx->grads_pending || ctx->be != &gpt2rt__cpu_backend);
     if (drop) gpt2rt__dp_drop(ctx);
     return r;
 }
@@ -15023,25 +15347,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
     return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
 }
 
-/* logits, predictions: each rank's rows in rank order */
-static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, float *dst, int64_t count, int series) {
-    const gpt2rt__dims *d = &ctx->d;
-    int64_t per = series ? d->n_out : d->BT * d->V;
-    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
-    if (count != per * ctx->n_ranks)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs n_devices = %d times "
-                            "one rank's %lld", fn, (long long)count, ctx->n_ranks, (long long)per);
-    for (int r = 0; r < ctx->n_ranks; r++) {
-        gpt2rt_result res = series ? gpt2rt__predictions_one(ctx->ranks[r], dst + r * per, per)
-                                   : gpt2rt__logits_one(ctx->ranks[r], dst + r * per, per);
-        if (res != GPT2RT_OK) {
-            char msg[sizeof ctx->error];
-            memcpy(msg, ctx->ranks[r]->error, sizeof msg);
-            return gpt2rt__fail(ctx, res, "%s", msg);
-        }
-    }
-    return GPT2RT_OK;
-}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
@@ -15059,30 +15364,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
     return gpt2rt__dp_gather_out(ctx, "gpt2rt_predictions", dst, count, 1);
 }
 
-/* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
-   which also resets the training; 2: a state load, whose moments reached every rank's
-   shard with ZeRO-1, else rank 0's), every rank gets them. CUDA ranks have no host
-   weights: the caller uploaded rank 0's (and the moments) to every device
-   (gpt2rt__cu_dp_upload). */
-static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
-    for (int r = 1; r < ctx->n_ranks; r++) {
-        gpt2rt_ctx *rc = ctx->ranks[r];
-        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
-        rc->have_logits = rc->have_loss = rc->have_pred = 0;
-        if (!what) continue;
-        if (what == 1) gpt2rt__reset_training(rc);
-        else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
-#if GPT2RT__CUDA
-        if (rc->cu) (void)gpt2rt__cu_zero(rc, rc->cu, 0); /* a failure shows at the next call */
-        else
-#endif
-        memset(rc->grads, 0, (size_t)rc->n_train * sizeof(float));
-        rc->step = ctx->step;
-        rc->rng = ctx->rng;
-        gpt2rt__accum_reset(rc);
-        rc->dp_reduced = 0;
-    }
-}
 
 /* ==== 11.5 Weights and training state files ==== */
 
@@ -15100,9 +15381,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-#if GPT2RT__CUDA
-    if (r == GPT2RT_OK && ctx->cu) r = gpt2rt__cu_dp_upload(ctx, NULL, NULL); /* every rank's device */
-#endif
+    if (r == GPT2RT_OK) r = ctx->be->upload(ctx, NULL, NULL); /* CUDA: every rank's device */
     if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 1);
     return r;
 }
@@ -15141,10 +15420,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
-#if GPT2RT__CUDA
-    gpt2rt_result rc = ctx->cu ? gpt2rt__cu_host_weights(ctx, ctx->cu) : GPT2RT_OK;
+    gpt2rt_result rc = ctx->be->host_weights(ctx);
     if (rc != GPT2RT_OK) return rc;
-#endif
     char path[4200], tmp[4200], cpath[4200], ctmp[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     snprintf(tmp, sizeof tmp, "%s/model.safetensors.tmp", dir);
@@ -15246,45 +15523,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
-    float *zmv = NULL; /* ZeRO-1: the ranks' shards of the moments, whole (CUDA: below) */
-    int host_moments = 1;
-#if GPT2RT__CUDA
-    host_moments = !ctx->cu;
-#endif
-    if (ctx->d.shards > 1 && host_moments) {
-        zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
-        if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
-                                      "sharded moments", (long long)ctx->n_train * 8);
-        gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
-        srcs[1] = zmv;
-        srcs[2] = zmv + ctx->n_train;
-    }
-#if GPT2RT__CUDA
-    float *mv = NULL; /* CUDA: the moments come to the host for the write */
-    if (ctx->cu) {
-        gpt2rt_result rc = gpt2rt__cu_host_weights(ctx, ctx->cu);
-        if (rc != GPT2RT_OK) return rc;
-        mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
-        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
-                                     "the moments", (long long)ctx->n_train * 8);
-        if ((rc = gpt2rt__cu_dp_download_moments(ctx, mv, mv + ctx->n_train)) != GPT2RT_OK) {
-            gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-            return rc;
-        }
-        srcs[1] = mv;
-        srcs[2] = mv + ctx->n_train;
-    }
-#endif
+    float *mv = NULL; /* what the backend allocated for the moments (ZeRO-1, CUDA) */
+    gpt2rt_result rc = ctx->be->host_moments(ctx, &srcs[1], &srcs[2], &mv);
+    if (rc != GPT2RT_OK) return rc;
     for (int i = 0; i < 3; i++) {
         outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = i ? ctx->n_train : ctx->n_params; outs[i].cols = 1;
         outs[i].transpose = 0; outs[i].ndim = 1;
     }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     gpt2rt_result r = gpt2rt__st_write(ctx, tmp, path, outs, 3, meta, n_meta);
-    gpt2rt__free(&ctx->cfg, zmv, GPT2RT_MEM_BOOKKEEPING);
-#if GPT2RT__CUDA
     gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-#endif
     if (r != GPT2RT_OK) return r;
     return gpt2rt__rename(ctx, tmp, path);
 }
@@ -15341,12 +15589,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
-#if GPT2RT__CUDA
-    if (ctx->cu) return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
-#ifdef GPT2RT__COMM_THREADS
-    if (ctx->ls && ctx->ls->cuda) return gpt2rt__ls_cu_param_read(ctx, t, what, dst);
-#endif
-#endif
+    if (ctx->ls && ctx->ls->ops) return ctx->ls->ops->param_read(ctx, t, what, dst); /* CUDA (8.7) */
+    return ctx->be->param_read(ctx, name, t, what, dst);
+}
+
+/* the CPU backend's (the table's) */
+static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                            gpt2rt_param_what what, float *dst) {
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
     if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
@@ -15382,18 +15631,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
-#if GPT2RT__CUDA
-    if (ctx->cu && (r = gpt2rt__cu_host_weights(ctx, ctx->cu)) != GPT2RT_OK) return r;
-#endif
+    if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
     float *d = ctx->params + t->off;
     if (t->transpose) {
         for (int64_t r0 = 0; r0 < t->rows; r0++)
             for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
     } else memcpy(d, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
-#if GPT2RT__CUDA
-    if (ctx->cu && (r = gpt2rt__cu_dp_upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* every tensor: simple, not fast */
-#endif
+    if ((r = ctx->be->upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* CUDA: every tensor, simple, not fast */
     gpt2rt__dp_sync(ctx, 0);
     return GPT2RT_OK;
 }
@@ -15488,11 +15733,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     const char *fn = "gpt2rt_generate";
-#if GPT2RT__CUDA
-    if (ctx->cu)
+    if (ctx->be != &gpt2rt__cpu_backend)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: generation on the CUDA backend is not implemented "
                             "yet (create the context with backend = GPT2RT_BACKEND_CPU)", fn);
-#endif
     if (d->patches) return gpt2rt__input_kind(ctx, fn, 0);
     if (!d->KB)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context has no KV cache: set config.kv_batch (the "
