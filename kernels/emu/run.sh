@@ -10,7 +10,8 @@
 #   2. drive.cpp: whole training paths through gpt2rt_create / gpt2rt_step with the CUDA
 #      backend against the CPU backend, and the ops no path launches, under two fiber
 #      orders (forward, reverse): its checks must pass, and everything the device handed
-#      the host must be bitwise identical across the orders (EMU_DIGEST); then the labs
+#      the host must be bitwise identical across the orders (EMU_DIGEST); its data-parallel
+#      part once more with the header's NCCL communicator (-DGPT2RT_NCCL); then the labs
 #      named in EMU_LABS likewise (none by default: the labs' checks take minutes each)
 #   3. coverage: every __global__ of gpt2rt.h must have run in two distinct launches (two
 #      launch shapes, or one fixed shape in two problems) inside step 2 (EMU_LAUNCH_LOG);
@@ -83,6 +84,11 @@ if [ "${1:-}" != quick ]; then
         LAUNCH_LOG=$LAUNCH_LOG run_twice drive build/emu_drive
         grep -E "^(ok|FAIL|skip) " build/emu_drive.fwd.log | sed 's/^/    /'
         skipped=$((skipped + $(grep -c "^skip " build/emu_drive.fwd.log)))
+    fi
+    # the header's NCCL communicator (GPT2RT_NCCL: rank threads, one NCCL group) on the
+    # emulator's NCCL: data parallel and ZeRO-1 again
+    if build drive_nccl "$CXX" kernels/emu/drive.cpp -DGPT2RT_NCCL -include nccl.h; then
+        LAUNCH_LOG=$LAUNCH_LOG run_twice drive_nccl build/emu_drive_nccl parallel
     fi
     for lab in ${EMU_LABS:-}; do
         name=${lab%%:*} mode=${lab#*:}
