@@ -9343,9 +9343,14 @@ enum {
 #define GPT2RT__CU_ATT_SM80 1
 #endif
 
+/* The seven inline-PTX statements of the header live in the helpers below; under
+   GPT2RT_CUDA_EMU (kernels/emu, the CPU emulator of `make test-emu`) each calls the
+   emulator's model of the instruction instead. */
 /* 16-byte global -> shared copy, asynchronous; bytes = 0 zero-fills the destination */
 __device__ __forceinline__ void gpt2rt__cu_attn_cp16(void *dst, const void *src, int bytes) {
-#if GPT2RT__CU_ATT_SM80
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_cp_async16(dst, src, bytes);
+#elif GPT2RT__CU_ATT_SM80
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(bytes) : "memory");
 #else
@@ -9354,14 +9359,18 @@ __device__ __forceinline__ void gpt2rt__cu_attn_cp16(void *dst, const void *src,
 #endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_cp_commit(void) {
-#if GPT2RT__CU_ATT_SM80
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_cp_commit();
+#elif GPT2RT__CU_ATT_SM80
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 #else
     __trap();
 #endif
 }
 template <int N> __device__ __forceinline__ void gpt2rt__cu_attn_cp_wait(void) {
-#if GPT2RT__CU_ATT_SM80
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_cp_wait(N);
+#elif GPT2RT__CU_ATT_SM80
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #else
     __trap();
@@ -9403,7 +9412,9 @@ __device__ __forceinline__ void gpt2rt__cu_attn_kv_step(uint16_t *k_next, uint16
             -> b[0..1] for n0, b[2..3] for n0+8                  (M holds B transposed: K, Q, dO)
    frag_bt: the same with B(k,n) = M[k0+k][n0+n] (M holds B as is: V, dO, Q, K), via .trans */
 __device__ __forceinline__ void gpt2rt__cu_attn_ldsm(unsigned r[4], const uint16_t *p) {
-#if GPT2RT__CU_ATT_SM80
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_ldmatrix_x4(r, p, 0);
+#elif GPT2RT__CU_ATT_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
 #else
@@ -9413,7 +9424,9 @@ __device__ __forceinline__ void gpt2rt__cu_attn_ldsm(unsigned r[4], const uint16
 #endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_ldsm_t(unsigned r[4], const uint16_t *p) {
-#if GPT2RT__CU_ATT_SM80
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_ldmatrix_x4(r, p, 1);
+#elif GPT2RT__CU_ATT_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)));
 #else
@@ -9434,7 +9447,9 @@ __device__ __forceinline__ void gpt2rt__cu_attn_frag_bt(unsigned b[4], const uin
 
 /* c (16x8 fp32) += a (16x16) * b (16x8); the pointer argument only selects the input type */
 __device__ __forceinline__ void gpt2rt__cu_attn_mma(const __nv_bfloat16 *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-#if GPT2RT__CU_ATT_SM80
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_mma_m16n8k16(c, a, b0, b1, 0);
+#elif GPT2RT__CU_ATT_SM80
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -9444,7 +9459,9 @@ __device__ __forceinline__ void gpt2rt__cu_attn_mma(const __nv_bfloat16 *, float
 #endif
 }
 __device__ __forceinline__ void gpt2rt__cu_attn_mma(const __half *, float c[4], const unsigned a[4], unsigned b0, unsigned b1) {
-#if GPT2RT__CU_ATT_SM80
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_mma_m16n8k16(c, a, b0, b1, 1);
+#elif GPT2RT__CU_ATT_SM80
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));

@@ -135,10 +135,10 @@ static void run_time(void) {
     LAB_CK(cudaMalloc(&m, (size_t)n * 4)); LAB_CK(cudaMalloc(&v, (size_t)n * 4));
     if (copy) LAB_CK(cudaMalloc(&px, (size_t)n * sizeof(floatX)));
     unsigned nb = gpt2rt__cu_blocks(n, 256);
-    fill_uniform<<<nb, 256>>>(p, n, 1, 0.1f, 0.0f);
-    fill_uniform<<<nb, 256>>>(g, n, 2, 1e-2f, 0.0f);
-    fill_uniform<<<nb, 256>>>(m, n, 3, 1e-3f, 0.0f);
-    fill_uniform<<<nb, 256>>>(v, n, 4, 5e-5f, 5e-5f);
+    GPT2RT__LAUNCH(nb, 256, 0, 0, fill_uniform)(p, n, 1, 0.1f, 0.0f);
+    GPT2RT__LAUNCH(nb, 256, 0, 0, fill_uniform)(g, n, 2, 1e-2f, 0.0f);
+    GPT2RT__LAUNCH(nb, 256, 0, 0, fill_uniform)(m, n, 3, 1e-3f, 0.0f);
+    GPT2RT__LAUNCH(nb, 256, 0, 0, fill_uniform)(v, n, 4, 5e-5f, 5e-5f);
     LAB_CK(cudaGetLastError());
     LAB_CK(cudaMalloc(&d_t, (size_t)nt * sizeof *t));
     LAB_CK(cudaMemcpy(d_t, t, (size_t)nt * sizeof *t, cudaMemcpyHostToDevice));

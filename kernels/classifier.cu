@@ -59,7 +59,7 @@ static void run(int64_t BT, int64_t V, int64_t Vp, int timing) {
     LAB_CK(cudaMalloc(&d_loss2, (size_t)BT * 4));
     LAB_CK(cudaMalloc(&d_tgt, (size_t)BT * 4));
     LAB_CK(cudaMemcpy(d_tgt, tgt, (size_t)BT * 4, cudaMemcpyHostToDevice));
-    fill_uniform<floatX><<<gpt2rt__cu_blocks((int64_t)n, 256), 256>>>(d_back, (int64_t)n, 12345, 4.0f);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks((int64_t)n, 256), 256, 0, 0, fill_uniform<floatX>)(d_back, (int64_t)n, 12345, 4.0f);
     LAB_CK(cudaGetLastError());
     LAB_CK(cudaMemcpy(d_logits, d_back, n * sizeof(floatX), cudaMemcpyDeviceToDevice));
     LAB_CK(cudaMemcpy(d_logits2, d_back, n * sizeof(floatX), cudaMemcpyDeviceToDevice));

@@ -34,7 +34,7 @@ int main(void) {
     const int n = 1000;
     int *d = NULL, h[1000];
     if ((e = cudaMalloc(&d, n * sizeof(int))) != cudaSuccess) return fail("cudaMalloc", e);
-    device_probe<<<(n + 255) / 256, 256>>>(d, n);
+    GPT2RT__LAUNCH((n + 255) / 256, 256, 0, 0, device_probe)(d, n);
     if ((e = cudaGetLastError()) != cudaSuccess) return fail("launching a kernel (built for another -arch?)", e);
     if ((e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost)) != cudaSuccess) return fail("running a kernel", e);
     cudaFree(d);

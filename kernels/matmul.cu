@@ -278,8 +278,8 @@ template <typename T> __global__ void lab_dev_cast_kernel(T *y, const float *x, 
 }
 /* random device buffer of n T (via an fp32 staging buffer of >= n floats) */
 template <typename T> static void dev_random(T *d, int64_t n, float *stage, uint32_t seed, float scale) {
-    lab_dev_fill_kernel<<<4096, 256>>>(stage, n, seed, scale);
-    lab_dev_cast_kernel<T><<<4096, 256>>>(d, stage, n);
+    GPT2RT__LAUNCH(4096, 256, 0, 0, lab_dev_fill_kernel)(stage, n, seed, scale);
+    GPT2RT__LAUNCH(4096, 256, 0, 0, lab_dev_cast_kernel<T>)(d, stage, n);
     LAB_CK(cudaGetLastError());
 }
 __global__ void lab_dev_diff_kernel(const uint32_t *a, const uint32_t *b, int64_t n, unsigned long long *count) {
@@ -292,7 +292,7 @@ __global__ void lab_dev_diff_kernel(const uint32_t *a, const uint32_t *b, int64_
 static void dev_same_bits(const char *what, const void *a, const void *b, size_t bytes, unsigned long long *dcount) {
     unsigned long long c = 0;
     LAB_CK(cudaMemset(dcount, 0, sizeof(c)));
-    lab_dev_diff_kernel<<<4096, 256>>>((const uint32_t *)a, (const uint32_t *)b, (int64_t)(bytes / 4), dcount);
+    GPT2RT__LAUNCH(4096, 256, 0, 0, lab_dev_diff_kernel)((const uint32_t *)a, (const uint32_t *)b, (int64_t)(bytes / 4), dcount);
     LAB_CK(cudaGetLastError());
     LAB_CK(cudaMemcpy(&c, dcount, sizeof(c), cudaMemcpyDeviceToHost));
     printf("  %-52s %s (%llu words differ)\n", what, c ? "differ: FAIL" : "bitwise equal: PASS", c);

@@ -1,0 +1,577 @@
+/* kernels/emu/drive.cpp - whole training paths through the public API with the CUDA
+   backend, run on the emulator, against the CPU backend of the same header.
+   Tiny shapes (a step takes well under a second under ASan): two layers, C = 64 with head
+   size 16 (the generic attention), C = 128 with head size 64 and T = 33 (the tensor-core
+   attention with a partial tile), odd C = 20 with head size 5.
+   Each check prints "ok   " / "FAIL " and the numbers; the last line counts them.
+   Tolerances (relative to the max-norm of the CPU tensor unless said otherwise):
+     fp32  gradients 1e-4, loss 1e-5: both backends sum fp32 in different orders; a sum of
+           n terms moves by about n * 2^-24 relative, n <= 256 here, through two layers,
+           so ~1e-5, and the margin is 10x
+     bf16  gradients 5e-2, loss 1e-2: activations and weights are rounded to 8 bits of
+           mantissa (2^-9 relative each), some tens of roundings along a path
+     fp16  gradients 1.5e-2, loss 3e-3: the same with 11 bits (2^-11), 4x tighter
+   Weights after several AdamW steps are not compared against the CPU: an AdamW step is
+   about lr whatever the gradient's size, so a gradient that is zero up to rounding moves a
+   weight by +-lr on either backend; losses over the steps and the first gradients are. */
+#define GPT2RT_IMPLEMENTATION
+#include "../../gpt2rt.h"
+#include <stdarg.h>
+#include <vector>
+#include <string>
+
+static int passed = 0, failed = 0, skipped = 0;
+static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s", ok ? "ok   " : "FAIL ");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    if (ok) passed++; else failed++;
+}
+static void skip(const char *what) { printf("skip %s\n", what); skipped++; }
+
+static gpt2rt_config base(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 2; c.n_head = 4; c.n_embd = 64; c.vocab_size = 96; c.max_seq_len = 64;
+    c.batch_size = 2; c.seq_len = 16;
+    c.lr = 1e-3f; c.warmup_steps = 1; c.total_steps = 8; c.weight_decay = 0.1f;
+    c.n_threads = 1; c.seed = 7;
+    return c;
+}
+static gpt2rt_ctx *make(gpt2rt_config c, gpt2rt_backend b) {
+    c.backend = b;
+    gpt2rt_ctx *x = NULL;
+    gpt2rt_result r = gpt2rt_create(&x, &c);
+    if (r != GPT2RT_OK) {
+        printf("FAIL gpt2rt_create (%s): %s\n", b == GPT2RT_BACKEND_CUDA ? "cuda" : "cpu", x ? gpt2rt_last_error(x) : "?");
+        failed++;
+        gpt2rt_free(x);
+        return NULL;
+    }
+    return x;
+}
+static std::vector<int32_t> tokens(int64_t n, int V, uint64_t seed) {
+    std::vector<int32_t> t((size_t)n);
+    for (auto &x : t) { seed = seed * 6364136223846793005ull + 1442695040888963407ull; x = (int32_t)((seed >> 33) % (uint64_t)V); }
+    return t;
+}
+static std::vector<float> floats(int64_t n, uint64_t seed) {
+    std::vector<float> t((size_t)n);
+    for (auto &x : t) { seed = seed * 6364136223846793005ull + 1442695040888963407ull; x = (float)((seed >> 40) / 8388608.0 - 1.0); }
+    return t;
+}
+/* every parameter's `what` as one vector per tensor */
+static std::vector<std::vector<float>> read_all(gpt2rt_ctx *x, gpt2rt_param_what what, std::vector<std::string> *names = NULL) {
+    std::vector<std::vector<float>> out;
+    for (int i = 0; i < gpt2rt_param_count(x); i++) {
+        gpt2rt_param_info pi;
+        gpt2rt_param_info_get(x, i, &pi);
+        std::vector<float> v((size_t)pi.numel);
+        if (gpt2rt_param_read(x, pi.name, what, v.data(), pi.numel) != GPT2RT_OK) v.assign(v.size(), NAN);
+        out.push_back(v);
+        if (names) names->push_back(pi.name);
+    }
+    return out;
+}
+/* worst over tensors of max|a-b| / max|b| (a tensor of zeros in b compares absolutely) */
+static double worst_rel(const std::vector<std::vector<float>> &a, const std::vector<std::vector<float>> &b, int *at) {
+    double w = -1;
+    *at = -1;
+    for (size_t t = 0; t < a.size() && t < b.size(); t++) {
+        double m = 0, e = 0;
+        for (size_t i = 0; i < b[t].size(); i++) {
+            m = fmax(m, fabs(b[t][i]));
+            double d = fabs((double)a[t][i] - b[t][i]);
+            if (!(d <= e)) e = d; /* NaN is worst */
+        }
+        double r = m > 0 ? e / m : e;
+        if (!(r <= w)) { w = r; *at = (int)t; }
+    }
+    return w;
+}
+static int same_bits(const std::vector<std::vector<float>> &a, const std::vector<std::vector<float>> &b) {
+    if (a.size() != b.size()) return 0;
+    for (size_t t = 0; t < a.size(); t++)
+        if (a[t].size() != b[t].size() || memcmp(a[t].data(), b[t].data(), a[t].size() * 4)) return 0;
+    return 1;
+}
+
+/* forward + backward once, then `steps` steps: loss per step and the first gradients vs the CPU */
+static void parity(const char *what, gpt2rt_config c, double gtol, double ltol, int steps, gpt2rt_config *cpu_cfg = NULL) {
+    gpt2rt_emu::set_problem(what);
+    gpt2rt_config cc = cpu_cfg ? *cpu_cfg : c;
+    if (!cpu_cfg) cc.precision = GPT2RT_PRECISION_FP32;
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA), *h = make(cc, GPT2RT_BACKEND_CPU);
+    if (!g || !h) { gpt2rt_free(g); gpt2rt_free(h); return; }
+    int rows = c.batch_size * (c.grad_accum ? c.grad_accum : 1) * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1);
+    int64_t n = (int64_t)rows * c.seq_len;
+    int patches = c.input == GPT2RT_INPUT_PATCHES;
+    int M = c.n_channels ? c.n_channels : 1;
+    double lw = 0;
+    std::vector<std::vector<float>> gg, hg;
+    std::vector<std::string> names;
+    int accum = c.grad_accum ? c.grad_accum : 1;
+    int64_t per = n / accum; /* rows x T of one micro-batch */
+    for (int s = 0; s < steps; s++) {
+        gpt2rt_step_stats a, b;
+        gpt2rt_result ra = GPT2RT_OK, rb = GPT2RT_OK;
+        double la = 0, lb = 0;
+        /* micro-batches by forward + backward, so the gradients can be read before the update zeroes them */
+        for (int k = 0; k < accum && ra == GPT2RT_OK && rb == GPT2RT_OK; k++) {
+            float fa = 0, fb = 0;
+            if (patches) {
+                int64_t prow = (int64_t)rows / accum;
+                std::vector<float> x = floats(prow * c.seq_len * M, 11 + 7 * s + k), y = floats(prow * c.horizon * M, 23 + 7 * s + k);
+                ra = gpt2rt_forward_series(g, x.data(), y.data(), &fa);
+                rb = gpt2rt_forward_series(h, x.data(), y.data(), &fb);
+            } else {
+                std::vector<int32_t> in = tokens(per, c.vocab_size, 100 + 7 * s + k), tg = tokens(per, c.vocab_size, 200 + 7 * s + k);
+                ra = gpt2rt_forward(g, in.data(), tg.data(), &fa);
+                rb = gpt2rt_forward(h, in.data(), tg.data(), &fb);
+            }
+            if (ra == GPT2RT_OK) ra = gpt2rt_backward(g);
+            if (rb == GPT2RT_OK) rb = gpt2rt_backward(h);
+            la += fa; lb += fb;
+        }
+        if (s == 0 && ra == GPT2RT_OK && rb == GPT2RT_OK) { gg = read_all(g, GPT2RT_PARAM_GRAD, &names); hg = read_all(h, GPT2RT_PARAM_GRAD); }
+        if (ra == GPT2RT_OK) ra = gpt2rt_update(g, &a);
+        if (rb == GPT2RT_OK) rb = gpt2rt_update(h, &b);
+        if (ra != GPT2RT_OK || rb != GPT2RT_OK) {
+            check(0, "%s: step %d: cuda %s (%s), cpu %s (%s)", what, s, gpt2rt_result_string(ra), gpt2rt_last_error(g),
+                  gpt2rt_result_string(rb), gpt2rt_last_error(h));
+            gpt2rt_free(g); gpt2rt_free(h);
+            return;
+        }
+        double d = fabs(la - lb) / fabs(lb);
+        if (!(d <= lw)) lw = d;
+    }
+    double gmax = 0;
+    for (auto &t : hg) for (float v : t) gmax = fmax(gmax, fabs(v));
+    if (!(gmax > 0)) check(0, "%s: the CPU's gradients are all zero: nothing compared", what);
+    int at;
+    double w = worst_rel(gg, hg, &at);
+    check(w <= gtol, "%s: gradients vs CPU: worst rel err %.3e (%s), tol %.0e", what, w, at >= 0 ? names[(size_t)at].c_str() : "-", gtol);
+    check(lw <= ltol, "%s: loss of %d steps vs CPU: worst rel err %.3e, tol %.0e", what, steps, lw, ltol);
+    gpt2rt_free(g);
+    gpt2rt_free(h);
+}
+
+/* the gradients of one step on CUDA (after backward, before the update) */
+static std::vector<std::vector<float>> cuda_grads(gpt2rt_config c, int steps = 1) {
+    std::vector<std::vector<float>> out;
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
+    if (!g) return out;
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    for (int s = 0; s < steps; s++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 100 + s), tg = tokens(n, c.vocab_size, 200 + s);
+        float loss;
+        if (s) { gpt2rt_step_stats st; gpt2rt_update(g, &st); }
+        if (gpt2rt_forward(g, in.data(), tg.data(), &loss) != GPT2RT_OK || gpt2rt_backward(g) != GPT2RT_OK) {
+            check(0, "forward/backward: %s", gpt2rt_last_error(g));
+            break;
+        }
+    }
+    out = read_all(g, GPT2RT_PARAM_GRAD);
+    gpt2rt_free(g);
+    return out;
+}
+
+static void recompute(gpt2rt_config c, const char *what) {
+    gpt2rt_emu::set_problem("recompute");
+    auto none = cuda_grads(c, 2);
+    c.recompute = GPT2RT_RECOMPUTE_SELECTIVE;
+    auto sel = cuda_grads(c, 2);
+    c.recompute = GPT2RT_RECOMPUTE_FULL;
+    c.checkpoint_every = 1;
+    auto full = cuda_grads(c, 2);
+    check(!none.empty() && same_bits(none, sel) && same_bits(none, full),
+          "%s: recompute selective and full gradients bitwise equal to none (CUDA)", what);
+}
+
+/* two steps, save, two more; a fresh context loads the state and takes the same two: bitwise */
+static void resume(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("resume");
+    gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA), *b = make(c, GPT2RT_BACKEND_CUDA);
+    if (!a || !b) { gpt2rt_free(a); gpt2rt_free(b); return; }
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    const char *path = "build/emu_drive_state.bin";
+    gpt2rt_step_stats st;
+    for (int s = 0; s < 4; s++) {
+        if (s == 2 && gpt2rt_state_save(a, path) != GPT2RT_OK) { check(0, "state_save: %s", gpt2rt_last_error(a)); break; }
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 300 + s), tg = tokens(n, c.vocab_size, 400 + s);
+        gpt2rt_step(a, in.data(), tg.data(), &st);
+    }
+    gpt2rt_result r = gpt2rt_state_load(b, path);
+    for (int s = 2; s < 4 && r == GPT2RT_OK; s++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 300 + s), tg = tokens(n, c.vocab_size, 400 + s);
+        gpt2rt_step(b, in.data(), tg.data(), &st);
+    }
+    check(r == GPT2RT_OK && same_bits(read_all(a, GPT2RT_PARAM_VALUE), read_all(b, GPT2RT_PARAM_VALUE)) &&
+          same_bits(read_all(a, GPT2RT_PARAM_ADAM_V), read_all(b, GPT2RT_PARAM_ADAM_V)),
+          "state save at step 2 + load + 2 steps == 4 uninterrupted steps, weights and moments bitwise (CUDA, %s)",
+          c.precision == GPT2RT_PRECISION_BF16 ? "bf16" : "fp32");
+    gpt2rt_free(a);
+    gpt2rt_free(b);
+    remove(path);
+}
+
+/* fp16: a loss scale of 2^24 (the largest allowed) overflows the first backward: that update is skipped and the
+   scale halves; the following steps then match the CPU's steps (the skip changed nothing) */
+static void fp16_overflow(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("fp16 overflow");
+    c.precision = GPT2RT_PRECISION_FP16;
+    c.loss_scale = 16777216.0f; /* dlogits ~ 2^24 / 32 tokens overflow fp16's 65504 */
+    gpt2rt_config cc = c;
+    cc.precision = GPT2RT_PRECISION_FP32;
+    cc.loss_scale = 0.0f;
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA), *h = make(cc, GPT2RT_BACKEND_CPU);
+    if (!g || !h) { gpt2rt_free(g); gpt2rt_free(h); return; }
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    std::vector<int32_t> in = tokens(n, c.vocab_size, 500), tg = tokens(n, c.vocab_size, 600);
+    gpt2rt_step_stats a, b;
+    int skips = 0;
+    float scale0 = 0, scale1 = 0;
+    for (int s = 0; s < 40; s++) {
+        gpt2rt_step(g, in.data(), tg.data(), &a);
+        if (s == 0) scale0 = a.loss_scale;
+        if (!a.skipped) break;
+        skips++;
+        scale1 = a.loss_scale;
+    }
+    gpt2rt_step(h, in.data(), tg.data(), &b);
+    int64_t step_after = a.step;
+    check(skips >= 1 && scale1 <= scale0 / 2 && step_after == 1,
+          "fp16 loss scaling: %d overflowing steps skipped (scale %g -> %g), the first good one is step %lld", skips,
+          (double)scale0, (double)scale1, (long long)step_after);
+    double d = fabs((double)a.loss - b.loss) / fabs((double)b.loss);
+    check(d <= 3e-3, "fp16: the first update after the skips vs the CPU's first: loss rel err %.3e, tol 3e-3", d);
+    gpt2rt_free(g);
+    gpt2rt_free(h);
+}
+
+static void frozen_unchanged(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("frozen");
+    c.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
+    if (!g) return;
+    std::vector<std::string> names;
+    auto w0 = read_all(g, GPT2RT_PARAM_VALUE, &names);
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    gpt2rt_step_stats st;
+    for (int s = 0; s < 2; s++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 700 + s), tg = tokens(n, c.vocab_size, 800 + s);
+        gpt2rt_step(g, in.data(), tg.data(), &st);
+    }
+    auto w1 = read_all(g, GPT2RT_PARAM_VALUE);
+    int frozen_same = 1, others_moved = 0;
+    for (size_t t = 0; t < names.size(); t++) {
+        int is_frozen = names[t].find(".attn.") != std::string::npos || names[t].find(".mlp.") != std::string::npos;
+        int same = !memcmp(w0[t].data(), w1[t].data(), w0[t].size() * 4);
+        if (is_frozen && !same) frozen_same = 0;
+        if (!is_frozen && !same) others_moved++;
+    }
+    check(frozen_same && others_moved > 0, "frozen attention + MLP: their weights bitwise unchanged after 2 CUDA steps, %d other tensors moved", others_moved);
+    gpt2rt_free(g);
+}
+
+/* weights after two gpt2rt_step calls (the layer-split CUDA path runs gpt2rt_step only) */
+static std::vector<std::vector<float>> cuda_weights(gpt2rt_config c) {
+    std::vector<std::vector<float>> out;
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
+    if (!g) return out;
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    gpt2rt_step_stats st;
+    for (int s = 0; s < 2; s++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 1100 + s), tg = tokens(n, c.vocab_size, 1200 + s);
+        if (gpt2rt_step(g, in.data(), tg.data(), &st) != GPT2RT_OK) { check(0, "step: %s", gpt2rt_last_error(g)); break; }
+    }
+    out = read_all(g, GPT2RT_PARAM_VALUE);
+    gpt2rt_free(g);
+    return out;
+}
+static void layer_split(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("layer split");
+    auto one = cuda_weights(c);
+    c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
+    c.n_devices = 2;
+    auto two = cuda_weights(c);
+    check(!two.empty() && same_bits(one, two), "layer split on 2 emulated devices: weights after 2 steps bitwise equal to one device");
+}
+
+/* data parallel: 2 ranks on 2 emulated devices against the CPU's 2 ranks; ZeRO-1 against unsharded */
+static void data_parallel(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("data parallel");
+    c.parallel = GPT2RT_PARALLEL_DATA;
+    c.n_devices = 2;
+    if (c.precision == GPT2RT_PRECISION_BF16) parity("data parallel 2 ranks bf16 C20 T7", c, 5e-2, 1e-2, 2);
+    else parity("data parallel 2 ranks fp32", c, 1e-4, 1e-5, 3);
+    gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA);
+    c.shard_optimizer = 1;
+    gpt2rt_ctx *b = make(c, GPT2RT_BACKEND_CUDA);
+    if (!a || !b) { gpt2rt_free(a); gpt2rt_free(b); return; }
+    int64_t n = (int64_t)2 * c.batch_size * c.seq_len;
+    gpt2rt_step_stats st;
+    for (int s = 0; s < 3; s++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 900 + s), tg = tokens(n, c.vocab_size, 1000 + s);
+        gpt2rt_step(a, in.data(), tg.data(), &st);
+        gpt2rt_step(b, in.data(), tg.data(), &st);
+    }
+    check(same_bits(read_all(a, GPT2RT_PARAM_VALUE), read_all(b, GPT2RT_PARAM_VALUE)),
+          "data parallel ZeRO-1 (vocab %d: unequal shards) weights after 3 steps bitwise equal to unsharded", c.vocab_size);
+    gpt2rt_free(a);
+    gpt2rt_free(b);
+}
+
+/* ---- the ops no training path of this driver launches (the labs' own ops), each at an
+   aligned and an odd shape against a host reference ---- */
+static void op_bias_backward(int64_t BT, int64_t OC) {
+    gpt2rt_emu::set_problem("bias_backward");
+    std::vector<float> h = floats(BT * OC, (uint64_t)(BT * 131 + OC)), db((size_t)OC);
+    float *d_dout, *d_db, *d_s;
+    cudaMalloc(&d_dout, (size_t)(BT * OC) * 4); cudaMalloc(&d_db, (size_t)OC * 4);
+    cudaMalloc(&d_s, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC));
+    cudaMemcpy(d_dout, h.data(), (size_t)(BT * OC) * 4, cudaMemcpyHostToDevice);
+    cudaError_t e = gpt2rt__cu_bias_backward<float>(d_db, d_dout, d_s, BT, OC, 0);
+    cudaMemcpy(db.data(), d_db, (size_t)OC * 4, cudaMemcpyDeviceToHost);
+    double w = 0;
+    for (int64_t o = 0; o < OC; o++) {
+        double s = 0, a = 0;
+        for (int64_t r = 0; r < BT; r++) { s += h[(size_t)(r * OC + o)]; a += fabs(h[(size_t)(r * OC + o)]); }
+        w = fmax(w, fabs(db[(size_t)o] - s) / a);
+    }
+    /* fp32 sums of BT terms in another grouping: |error| <= BT * 2^-24 * sum|terms| */
+    check(e == cudaSuccess && w <= (double)BT / 16777216.0, "op bias_backward BT %lld OC %lld: err / sum|dout| %.2e, bound BT*2^-24 %.2e",
+          (long long)BT, (long long)OC, w, (double)BT / 16777216.0);
+    cudaFree(d_dout); cudaFree(d_db); cudaFree(d_s);
+}
+static void op_cast(int64_t n) {
+    gpt2rt_emu::set_problem("cast");
+    std::vector<float> h = floats(n, (uint64_t)n), back((size_t)n);
+    std::vector<__nv_bfloat16> b((size_t)n);
+    float *d_f, *d_f2;
+    __nv_bfloat16 *d_b;
+    cudaMalloc(&d_f, (size_t)n * 4); cudaMalloc(&d_f2, (size_t)n * 4); cudaMalloc(&d_b, (size_t)n * 2);
+    cudaMemcpy(d_f, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_cast<__nv_bfloat16, float>(d_b, d_f, n, 0);
+    gpt2rt__cu_cast<float, __nv_bfloat16>(d_f2, d_b, n, 0);
+    cudaMemcpy(b.data(), d_b, (size_t)n * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(back.data(), d_f2, (size_t)n * 4, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        __nv_bfloat16 want = __float2bfloat16_rn(h[(size_t)i]);
+        bad += b[(size_t)i].__x != want.__x || back[(size_t)i] != __bfloat162float(want);
+    }
+    check(!bad, "op cast fp32 -> bf16 -> fp32, n %lld: bitwise the host's round-to-nearest-even (%d differ)", (long long)n, bad);
+    cudaFree(d_f); cudaFree(d_f2); cudaFree(d_b);
+}
+static void op_nonfinite(int64_t n) {
+    gpt2rt_emu::set_problem("nonfinite");
+    std::vector<float> h = floats(n, (uint64_t)n + 5);
+    float *d;
+    int *flag, f0 = -1, f1 = -1;
+    cudaMalloc(&d, (size_t)n * 4); cudaMalloc(&flag, 4);
+    cudaMemcpy(d, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_nonfinite<float>(flag, d, n, 1, 0);
+    cudaMemcpy(&f0, flag, 4, cudaMemcpyDeviceToHost);
+    h[(size_t)(n - 1)] = INFINITY; /* the last element: the tail of the vector path */
+    cudaMemcpy(d, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_nonfinite<float>(flag, d, n, 1, 0);
+    cudaMemcpy(&f1, flag, 4, cudaMemcpyDeviceToHost);
+    check(f0 == 0 && f1 == 1, "op nonfinite n %lld: finite -> %d, an inf in the last element -> %d", (long long)n, f0, f1);
+    cudaFree(d); cudaFree(flag);
+}
+
+/* out (BT,OC) = gelu(inp W^T + bias) with pre_gelu kept: cuBLASLt's GELU_AUX_BIAS epilogue,
+   or (OC % 8 != 0, or no such epilogue) the product then the header's GELU kernel */
+static void op_matmul_gelu(int64_t BT, int64_t IC, int64_t OC) {
+    gpt2rt_emu::set_problem("matmul_gelu");
+    std::vector<float> inp = floats(BT * IC, 3), w = floats(OC * IC, 4), bias = floats(OC, 5), out((size_t)(BT * OC)),
+                       pre((size_t)(BT * OC));
+    float *d_inp, *d_w, *d_b, *d_out, *d_pre;
+    void *ws;
+    cudaMalloc(&d_inp, inp.size() * 4); cudaMalloc(&d_w, w.size() * 4); cudaMalloc(&d_b, bias.size() * 4);
+    cudaMalloc(&d_out, out.size() * 4); cudaMalloc(&d_pre, pre.size() * 4); cudaMalloc(&ws, 1 << 20);
+    cudaMemcpy(d_inp, inp.data(), inp.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_w, w.data(), w.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_b, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_blas bl;
+    char err[256] = "";
+    int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
+    if (!st) st = gpt2rt__cu_matmul_forward(&bl, CUDA_R_32F, d_out, d_pre, d_inp, d_w, d_b, BT, IC, OC, err, sizeof err);
+    cudaMemcpy(out.data(), d_out, out.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(pre.data(), d_pre, pre.size() * 4, cudaMemcpyDeviceToHost);
+    double m = 0, e = 0;
+    for (int64_t r = 0; r < BT; r++)
+        for (int64_t o = 0; o < OC; o++) {
+            double s = bias[(size_t)o];
+            for (int64_t i = 0; i < IC; i++) s += (double)inp[(size_t)(r * IC + i)] * w[(size_t)(o * IC + i)];
+            double g = 0.5 * s * (1.0 + tanh(0.7978845608028654 * (s + 0.044715 * s * s * s)));
+            m = fmax(m, fabs(g));
+            e = fmax(e, fmax(fabs(out[(size_t)(r * OC + o)] - g), fabs(pre[(size_t)(r * OC + o)] - s)));
+        }
+    /* fp32: IC + 1 terms of size <= 1 each, rounding IC * 2^-24 of their sum, gelu's slope <= 1.13 */
+    double tol = 1.13 * (double)(IC + 1) * (IC + 1) / 16777216.0;
+    check(!st && e <= tol, "op matmul_forward GELU (%s) BT %lld IC %lld OC %lld: max|err| %.2e, tol %.2e %s",
+          bl.fallbacks ? "the GELU kernel" : "fused epilogue", (long long)BT, (long long)IC, (long long)OC, e, tol, err);
+    gpt2rt__cu_blas_destroy(&bl);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_b); cudaFree(d_out); cudaFree(d_pre); cudaFree(ws);
+}
+
+/* dinp (BT,IC) = (dout (BT,OC) W (OC,IC)) * gelu'(pre (BT,IC)): cuBLASLt's DGELU epilogue or
+   the product then the header's dGELU kernel */
+static void op_matmul_dgelu(int64_t BT, int64_t IC, int64_t OC) {
+    gpt2rt_emu::set_problem("matmul_dgelu");
+    std::vector<float> dout = floats(BT * OC, 6), w = floats(OC * IC, 7), pre = floats(BT * IC, 8), dinp((size_t)(BT * IC));
+    float *d_dout, *d_w, *d_pre, *d_dinp;
+    void *ws;
+    cudaMalloc(&d_dout, dout.size() * 4); cudaMalloc(&d_w, w.size() * 4); cudaMalloc(&d_pre, pre.size() * 4);
+    cudaMalloc(&d_dinp, dinp.size() * 4); cudaMalloc(&ws, 1 << 20);
+    cudaMemcpy(d_dout, dout.data(), dout.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_w, w.data(), w.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_pre, pre.data(), pre.size() * 4, cudaMemcpyHostToDevice);
+    gpt2rt__cu_blas bl;
+    char err[256] = "";
+    int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
+    if (!st) st = gpt2rt__cu_matmul_backward_input(&bl, CUDA_R_32F, d_dinp, d_dout, d_w, d_pre, BT, IC, OC, err, sizeof err);
+    cudaMemcpy(dinp.data(), d_dinp, dinp.size() * 4, cudaMemcpyDeviceToHost);
+    double e = 0;
+    for (int64_t r = 0; r < BT; r++)
+        for (int64_t i = 0; i < IC; i++) {
+            double s = 0, x = pre[(size_t)(r * IC + i)];
+            for (int64_t o = 0; o < OC; o++) s += (double)dout[(size_t)(r * OC + o)] * w[(size_t)(o * IC + i)];
+            double th = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+            double g = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+            e = fmax(e, fabs(dinp[(size_t)(r * IC + i)] - s * g));
+        }
+    /* fp32: OC terms of size <= 1, rounding OC * 2^-24 of their sum, gelu' <= 1.13, one more rounding */
+    double tol = 1.13 * (double)OC * OC / 16777216.0 + 1e-6;
+    check(!st && e <= tol, "op matmul_backward_input DGELU (%s) BT %lld IC %lld OC %lld: max|err| %.2e, tol %.2e %s",
+          bl.fallbacks ? "the dGELU kernel" : "fused epilogue", (long long)BT, (long long)IC, (long long)OC, e, tol, err);
+    gpt2rt__cu_blas_destroy(&bl);
+    cudaFree(d_dout); cudaFree(d_w); cudaFree(d_pre); cudaFree(d_dinp); cudaFree(ws);
+}
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : "";
+    gpt2rt_config c = base();
+    if (!*only || !strcmp(only, "fp32")) {
+        parity("fp32 C64 HS16", c, 1e-4, 1e-5, 3);
+        gpt2rt_config o = c;
+        o.n_embd = 20; o.n_head = 4; o.seq_len = 7; o.vocab_size = 53; o.batch_size = 3;
+        parity("fp32 odd C20 HS5 T7 V53", o, 1e-4, 1e-5, 2);
+        gpt2rt_config t1 = c;
+        t1.seq_len = 1;
+        parity("fp32 T=1", t1, 1e-4, 1e-5, 2);
+        gpt2rt_config ga = c;
+        ga.grad_accum = 2;
+        ga.n_embd = 128; ga.seq_len = 8; /* 4C = 512: the bias-add kernel's grid takes 2 blocks */
+        parity("fp32 grad_accum 2", ga, 1e-4, 1e-5, 2);
+        gpt2rt_config fr = c;
+        fr.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+        parity("fp32 frozen attention+MLP", fr, 1e-4, 1e-5, 2);
+        frozen_unchanged(c);
+        gpt2rt_config dr = c;
+        dr.dropout = 0.1f; dr.attn_dropout = 0.1f;
+        parity("fp32 dropout 0.1 (residual, embeddings, attention)", dr, 1e-4, 1e-5, 2);
+        recompute(c, "fp32");
+        resume(c);
+    }
+    if (!*only || !strcmp(only, "half")) {
+        gpt2rt_config b = c;
+        b.precision = GPT2RT_PRECISION_BF16;
+        parity("bf16 C64 HS16", b, 5e-2, 1e-2, 3);
+        gpt2rt_config f = c;
+        f.precision = GPT2RT_PRECISION_FP16;
+        parity("fp16 C64 HS16", f, 1.5e-2, 3e-3, 3);
+        gpt2rt_config h = c;
+        h.n_embd = 128; h.n_head = 2; h.seq_len = 33; h.batch_size = 1; h.n_layer = 1; h.max_seq_len = 128;
+        h.precision = GPT2RT_PRECISION_BF16;
+        parity("bf16 C128 HS64 T33 (tensor-core attention)", h, 5e-2, 1e-2, 2);
+        h.precision = GPT2RT_PRECISION_FP16;
+        h.seq_len = 65; h.batch_size = 2;
+        parity("fp16 C128 HS64 B2 T65 (tensor-core attention, 2 tiles)", h, 1.5e-2, 3e-3, 2);
+        h.precision = GPT2RT_PRECISION_BF16;
+        h.seq_len = 130; h.batch_size = 1; h.max_seq_len = 192;
+        parity("bf16 C128 HS64 T130 (tensor-core attention, 3 tiles: the K/V double buffer refilled)", h, 5e-2, 1e-2, 1);
+        h.max_seq_len = 128;
+        h.seq_len = 33; h.batch_size = 1;
+        h.precision = GPT2RT_PRECISION_BF16;
+        recompute(h, "bf16 HS64");
+        fp16_overflow(c);
+        b.recompute = GPT2RT_RECOMPUTE_SELECTIVE;
+        resume(b);
+    }
+    if (!*only || !strcmp(only, "series")) {
+        gpt2rt_config s = c;
+        s.input = GPT2RT_INPUT_PATCHES; s.head = GPT2RT_HEAD_REGRESSION;
+        s.seq_len = 32; s.patch_len = 8; s.patch_stride = 4; s.n_channels = 2; s.horizon = 8; s.revin_affine = 1;
+        parity("fp32 patch input + regression head (RevIN affine)", s, 1e-4, 1e-5, 2);
+        s.precision = GPT2RT_PRECISION_BF16;
+        gpt2rt_config s32 = s;
+        s32.precision = GPT2RT_PRECISION_FP32;
+        parity("bf16 patch input + regression head", s, 5e-2, 1e-2, 2, &s32);
+        gpt2rt_config s2 = s32;
+        s2.seq_len = 27; s2.patch_len = 6; s2.patch_stride = 3; s2.n_channels = 3; s2.horizon = 5; s2.batch_size = 3;
+        s2.n_embd = 20; s2.dropout = 0.1f;
+        parity("fp32 patch input, odd shapes (L27 P6 S3 M3 H5 C20), dropout", s2, 1e-4, 1e-5, 2);
+    }
+    if (!*only || !strcmp(only, "parallel")) {
+        gpt2rt_config p = c;
+        p.vocab_size = 95; /* 95 * 64 wte floats: the shards of ZeRO-1 are unequal */
+        data_parallel(p);
+        p.precision = GPT2RT_PRECISION_BF16;
+        p.n_embd = 20; p.seq_len = 7;
+        data_parallel(p);
+        layer_split(c);
+    }
+    if (!*only || !strcmp(only, "ops")) {
+        op_bias_backward(128, 64);
+        op_bias_backward(37, 13);
+        op_cast(4096);
+        op_cast(37);
+        op_nonfinite(4096);
+        op_nonfinite(37);
+        op_matmul_gelu(16, 32, 64);
+        op_matmul_gelu(9, 13, 21); /* OC % 8 != 0: unfused */
+        op_matmul_dgelu(16, 64, 32);
+        setenv("EMU_BLAS_NO_EPILOGUE", "GELU_AUX_BIAS,DGELU", 1);
+        op_matmul_gelu(16, 32, 64);
+        op_matmul_dgelu(16, 64, 32);
+        op_matmul_dgelu(300, 24, 8); /* 300 x 24 elements: the dGELU kernel's grid takes several blocks */
+        unsetenv("EMU_BLAS_NO_EPILOGUE");
+    }
+    if (!*only || !strcmp(only, "fallback")) {
+        /* a cuBLASLt without the fused epilogues: the header's GELU, dGELU and column-sum kernels */
+        setenv("EMU_BLAS_NO_EPILOGUE", "GELU_AUX,GELU_AUX_BIAS,DGELU,BGRADB", 1);
+        gpt2rt_config fa = c;
+        fa.grad_accum = 2;
+        fa.n_embd = 128; fa.seq_len = 8; /* 4C = 512 columns: the bias kernels' grids take 2 blocks */
+        parity("fp32 accumulation without cuBLASLt's GELU/DGELU/BGRADB epilogues", fa, 1e-4, 1e-5, 2);
+        gpt2rt_config o = c;
+        o.n_embd = 20; o.seq_len = 7; o.vocab_size = 53; o.batch_size = 3; o.grad_accum = 2;
+        o.precision = GPT2RT_PRECISION_BF16;
+        o.dropout = 0.1f;
+        parity("bf16 odd C20 T7, accumulation and dropout, without the fused epilogues", o, 5e-2, 1e-2, 2);
+        unsetenv("EMU_BLAS_NO_EPILOGUE");
+    }
+    if (!*only || !strcmp(only, "generate")) {
+        gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
+        if (g) {
+            gpt2rt_sample opt;
+            memset(&opt, 0, sizeof opt);
+            int32_t row[16] = {1, 2, 3};
+            int64_t len = 3;
+            gpt2rt_result r = gpt2rt_generate(g, &opt, 1, row, 16, &len);
+            if (r == GPT2RT_ERR_NOT_IMPLEMENTED) skip("generation with the KV cache on CUDA: the header says not implemented");
+            else check(r == GPT2RT_OK, "generation on CUDA: %s", gpt2rt_last_error(g));
+            gpt2rt_free(g);
+        }
+    }
+    printf("drive: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
