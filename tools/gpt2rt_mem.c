@@ -1128,6 +1128,14 @@ int main(int argc, char **argv) {
     if (o.sweep) return sweep_main(&o, &plan);
     if (o.preset) return allm4ts_report(&o);
     print_plan(&plan);
+    if (plan.config.parallel == GPT2RT_PARALLEL_LAYER_SPLIT && plan.config.grad_accum > 1) {
+        gpt2rt_memory_plan f = plan;
+        add_in_flight(&f);
+        int d = fullest_device(&f);
+        printf("GPipe keeps the %d micro-batches in flight: %d further activation sets a stage beyond this table "
+               "(gpt2rt_create allocates them on CUDA), the fullest device then %.2f GiB\n", plan.config.grad_accum,
+               plan.config.grad_accum - 1, GIB(device_bytes(&f, d)));
+    }
     print_shares(&plan);
     if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
