@@ -971,8 +971,8 @@ static int allm4ts_report(const options *o) {
     printf("  %d windows of %d steps, patch %d stride %d -> %lld patches; %d GPT-2 blocks, width %d, %d heads\n",
            g, rc->seq_len, rc->patch_len, rc->patch_stride, (long long)np, rc->n_layer, rc->n_embd, rc->n_head);
     printf("  channel-independent: each window is one univariate series, so B = %d windows with n_channels = %d\n"
-           "  (B windows of M channels are B*M sequences: M = 7 would be B = %d for the same batch)\n",
-           rc->batch_size, rc->n_channels, g / 7);
+           "  (B windows of M channels are B*M sequences of %lld patches: the same batch is %d/M windows)\n",
+           rc->batch_size, rc->n_channels, (long long)np, g);
     printf("  trained: LayerNorms, wpe, attention, MLP, in_layer, out_layer = %.2fM parameters (no wte: patch inputs)\n",
            p.n_trainable / 1e6);
 
