@@ -36,6 +36,7 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #pragma GCC diagnostic ignored "-Wsign-compare"
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wmissing-braces"
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 #include <stb/stb_easy_font.h>
@@ -72,7 +73,14 @@ static void usage(void) {
         "  --layers N --heads N --embd N  a custom shape (override --model)\n"
         "  --vocab N                      vocabulary (default 50257)\n"
         "  --ctx N                        max positions (default 1024)\n"
-        "  --frozen LIST                  comma list of token,pos,ln,attn,mlp; gpt4ts = attn,mlp\n"
+        "  --frozen LIST                  comma list of token,pos,ln,attn,mlp,head; gpt4ts = attn,mlp\n"
+        "time series (patch inputs; --seq is then the lookback):\n"
+        "  --input tokens|patches         --head lm|regression|next-patch|patch-decode\n"
+        "  --patch N --stride N --lookback N --channels N --horizon N\n"
+        "  --preset allm4ts-stage1        aLLM4TS's stage 1 as scripted (2048 windows x 64 patches of\n"
+        "                                 16, 6 blocks, width 768) and a report: the plan on one card\n"
+        "                                 (--budget, default 24GiB), what fits on one, what two buy;\n"
+        "                                 --png FILE charts the options; flags after it change it\n"
         "batch and memory knobs:\n"
         "  --batch B --seq T --accum K    micro-batch, sequence length, accumulation steps\n"
         "  --precision fp32|bf16|fp16     --tf32 (fp32 matrix products on tensor cores)\n"
@@ -118,7 +126,8 @@ static void usage(void) {
         "  gpt2rt-mem --model 124M --seq 1024 --sweep batch=1,2,4,8,16,32 --budget 24GiB --png mem.png\n"
         "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --devices 2 --mode split --budget 40GB\n"
         "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --stages 30 --budget 40GB\n"
-        "  gpt2rt-mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB\n");
+        "  gpt2rt-mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB\n"
+        "  gpt2rt-mem --preset allm4ts-stage1 --png build/allm4ts_mem.png\n");
 }
 
 /* ---- parsing values ---- */
@@ -179,9 +188,10 @@ static unsigned parse_frozen(const char *arg, const char *list) {
         else if (!strcmp(tok, "ln")) bits |= GPT2RT_GROUP_LAYERNORM;
         else if (!strcmp(tok, "attn")) bits |= GPT2RT_GROUP_ATTENTION;
         else if (!strcmp(tok, "mlp")) bits |= GPT2RT_GROUP_MLP;
+        else if (!strcmp(tok, "head")) bits |= GPT2RT_GROUP_HEAD;
         else if (!strcmp(tok, "gpt4ts")) bits |= GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
         else if (!strcmp(tok, "none")) {}
-        else die_arg(arg, "'%s' is not one of token,pos,ln,attn,mlp,gpt4ts,none", tok);
+        else die_arg(arg, "'%s' is not one of token,pos,ln,attn,mlp,head,gpt4ts,none", tok);
     }
     return bits;
 }
@@ -295,6 +305,20 @@ static const gpu_spec GPUS[] = {
 
 typedef struct link_spec { const char *name, *label; double bw; } link_spec;
 
+/* aLLM4TS stage 1 as its scripts run it (Bian et al., ICML 2024): windows of 1024
+   steps cut into 64 patches of 16 (stride 16), the first 6 GPT-2 blocks, next-patch
+   MSE at every position, 2048 windows a step, every group trained (patch inputs have
+   no wte). Channel independence: each window is one univariate series, so the
+   plan's B counts them with n_channels = 1 (B windows of M channels are B*M series). */
+static void set_allm4ts_stage1(gpt2rt_config *c) {
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->head = GPT2RT_HEAD_NEXT_PATCH;
+    c->patch_len = 16; c->patch_stride = 16; c->n_channels = 1; c->seq_len = 1024;
+    c->n_layer = 6; c->n_head = 12; c->n_embd = 768;
+    c->batch_size = 2048; c->grad_accum = 1;
+    c->frozen = 0;
+}
+
 typedef struct options {
     knobs k;
     const gpu_spec *gpu;
@@ -303,6 +327,7 @@ typedef struct options {
     unsigned allow;
     const char *sweep; /* "knob=v1,v2" */
     const char *png;
+    const char *preset; /* --preset: a named workload, answered as a report */
 } options;
 
 static void parse_args(int argc, char **argv, options *o) {
@@ -380,7 +405,26 @@ static void parse_args(int argc, char **argv, options *o) {
             }
             o->k.mode_given = 1;
             c->parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
-        } else if (!strcmp(name, "--sweep")) o->sweep = v;
+        } else if (!strcmp(name, "--preset")) {
+            if (strcmp(v, "allm4ts-stage1")) die_arg(name, "'%s' is not allm4ts-stage1", v);
+            o->preset = v;
+            set_allm4ts_stage1(c);
+        } else if (!strcmp(name, "--input")) {
+            if (!strcmp(v, "tokens")) c->input = GPT2RT_INPUT_TOKENS;
+            else if (!strcmp(v, "patches")) c->input = GPT2RT_INPUT_PATCHES;
+            else die_arg(name, "'%s' is not tokens or patches", v);
+        } else if (!strcmp(name, "--head")) {
+            if (!strcmp(v, "lm")) c->head = GPT2RT_HEAD_LM;
+            else if (!strcmp(v, "regression")) c->head = GPT2RT_HEAD_REGRESSION;
+            else if (!strcmp(v, "next-patch")) c->head = GPT2RT_HEAD_NEXT_PATCH;
+            else if (!strcmp(v, "patch-decode")) c->head = GPT2RT_HEAD_PATCH_DECODE;
+            else die_arg(name, "'%s' is not lm, regression, next-patch or patch-decode", v);
+        } else if (!strcmp(name, "--patch")) c->patch_len = (int)parse_int(name, v, 1, 1 << 20);
+        else if (!strcmp(name, "--stride")) c->patch_stride = (int)parse_int(name, v, 1, 1 << 20);
+        else if (!strcmp(name, "--channels")) c->n_channels = (int)parse_int(name, v, 1, 1 << 20);
+        else if (!strcmp(name, "--horizon")) c->horizon = (int)parse_int(name, v, 1, 1 << 20);
+        else if (!strcmp(name, "--lookback")) c->seq_len = (int)parse_int(name, v, 1, 1 << 24);
+        else if (!strcmp(name, "--sweep")) o->sweep = v;
         else if (!strcmp(name, "--png")) o->png = v;
         else if (!strcmp(name, "--batch") || !strcmp(name, "--seq") || !strcmp(name, "--accum") ||
                  !strcmp(name, "--precision") || !strcmp(name, "--recompute") || !strcmp(name, "--devices") ||
@@ -396,7 +440,7 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!o->k.recompute_given) c->recompute = GPT2RT_RECOMPUTE_FULL;
         c->checkpoint_every = ck;
     }
-    if (o->png && !o->sweep) die_arg("--png", "needs --sweep (it draws one bar per sweep value)");
+    if (o->png && !o->sweep && !o->preset) die_arg("--png", "needs --sweep or --preset (it draws one bar per sweep value or option)");
     if (!o->gpu) o->gpu = &GPUS[0];
     if (o->link.name && !strcmp(o->link.name, "nvlink") && !o->gpu->nvlink) die_arg("--link", "this GPU has no NVLink");
 }
@@ -500,12 +544,26 @@ static int links_of(const options *o, link_spec *out) {
     return n;
 }
 
+/* Layer split runs GPipe: a stage keeps the activations of all grad_accum micro-batches
+   until their backwards, and gpt2rt_create on CUDA allocates grad_accum - 1 further sets
+   beside the plan (gpt2rt__ls_cu_open), which gpt2rt_plan's per-device table leaves out.
+   The tool adds them, so a split is not shown smaller than it runs. */
+static void add_in_flight(gpt2rt_memory_plan *p) {
+    if (p->config.parallel != GPT2RT_PARALLEL_LAYER_SPLIT || p->config.grad_accum < 2) return;
+    for (int d = 0; d < p->n_devices; d++) {
+        uint64_t more = (uint64_t)(p->config.grad_accum - 1) * p->bytes[d][GPT2RT_MEM_ACTIVATIONS];
+        p->bytes[d][GPT2RT_MEM_ACTIVATIONS] += more;
+        p->total[d] += more;
+    }
+}
+
 /* the fullest device of a mode's plan (sharded: shard_optimizer, ZeRO-1) */
 static double mode_gib(const gpt2rt_config *c, int sharded, int *ok) {
     gpt2rt_memory_plan p;
     gpt2rt_config k = *c;
     k.shard_optimizer = sharded;
     *ok = gpt2rt_plan(&k, &p) == GPT2RT_OK;
+    if (*ok) add_in_flight(&p);
     return *ok ? GIB(device_bytes(&p, fullest_device(&p))) : 0.0;
 }
 
@@ -776,7 +834,8 @@ static void subtitle(char *buf, size_t cap, const gpt2rt_config *c, const char *
 #undef PUT
 }
 
-static int write_png(const options *o, const gpt2rt_config *base, const char *knob, const sweep_row *rows, int n) {
+static int write_png(const options *o, const char *title, const char *sub, const char *knob, const sweep_row *rows,
+                     int n) {
     image im = {900, 560, NULL};
     im.px = (unsigned char *)malloc((size_t)im.w * im.h * 3);
     if (!im.px) return 0;
@@ -796,9 +855,6 @@ static int write_png(const options *o, const gpt2rt_config *base, const char *kn
 #define YPIX(gib) (bottom - (int)((gib) / ymax * (bottom - top) + 0.5))
 
     /* title and subtitle */
-    char title[160], sub[256];
-    snprintf(title, sizeof title, "gpt2rt-mem: planned memory per device vs %s", knob);
-    subtitle(sub, sizeof sub, base, knob);
     draw_text_centered(&im, im.w / 2, 14, text_width(title, 3) < im.w - 16 ? 3 : 2, title, BLACK);
     draw_text_centered(&im, im.w / 2, 46, text_width(sub, 2) < im.w - 20 ? 2 : 1, sub, DARK);
 
@@ -856,6 +912,178 @@ static int write_png(const options *o, const gpt2rt_config *base, const char *kn
 }
 #endif
 
+/* ---- --preset allm4ts-stage1: the workload's question, answered as one report ---- */
+
+/* one option of the report: a label (the chart's bar) and its plan */
+static int plan_option(sweep_row *row, const char *label, const gpt2rt_config *c) {
+    copy_text(row->label, sizeof row->label, label);
+    row->ok = gpt2rt_plan(c, &row->plan) == GPT2RT_OK;
+    if (row->ok) add_in_flight(&row->plan);
+    return row->ok;
+}
+
+static uint64_t fullest_bytes(const gpt2rt_memory_plan *p) { return device_bytes(p, fullest_device(p)); }
+
+static void print_option(const sweep_row *r, uint64_t budget) {
+    if (!r->ok) { printf("  %-14s invalid: %s\n", r->label, r->plan.error); return; }
+    const gpt2rt_memory_plan *p = &r->plan;
+    int d = fullest_device(p);
+    uint64_t need = device_bytes(p, d), state = 0;
+    for (int cat = GPT2RT_MEM_WEIGHTS; cat <= GPT2RT_MEM_MOMENTS; cat++) state += p->bytes[d][cat];
+    printf("  %-14s %9.2f %9.2f %9.2f  %s %.2f GiB\n", r->label, GIB(need), GIB(p->bytes[d][GPT2RT_MEM_ACTIVATIONS]),
+           GIB(state), need <= budget ? "fits, spare" : "NO, over by ", need <= budget ? GIB(budget - need) : GIB(need - budget));
+}
+
+/* the largest micro-batch b (a divisor of g, halving) whose plan fits; 0: none */
+static int largest_fitting(gpt2rt_config c, int g, uint64_t budget, gpt2rt_memory_plan *out) {
+    for (int b = g; b >= 1; b /= 2) {
+        if (g % b) continue;
+        c.batch_size = b;
+        c.grad_accum = g / b;
+        if (gpt2rt_plan(&c, out) == GPT2RT_OK && fullest_bytes(out) <= budget) return b;
+    }
+    return 0;
+}
+
+static void print_advice(const gpt2rt_config *c, uint64_t budget, unsigned allow) {
+    gpt2rt_config out;
+    char explain[4096];
+    gpt2rt_result r = gpt2rt_fit(c, budget, allow, &out, explain, sizeof explain);
+    for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) printf("    %s\n", line);
+    if (r == GPT2RT_OK) { printf("    as flags:"); print_flags(&out); }
+}
+
+static int allm4ts_report(const options *o) {
+    const uint64_t budget = o->budget ? o->budget : (uint64_t)24 << 30; /* the user's two 24 GiB cards */
+    gpt2rt_config base = finish(&o->k);
+    base.n_devices = 1; base.parallel = GPT2RT_PARALLEL_NONE; base.shard_optimizer = 0;
+    const int g = base.batch_size * base.grad_accum; /* the effective batch every option keeps */
+    base.batch_size = g; base.grad_accum = 1;         /* "as scripted": one micro-batch of all of it */
+    gpt2rt_memory_plan p;
+    if (gpt2rt_plan(&base, &p) != GPT2RT_OK) {
+        fprintf(stderr, "gpt2rt-mem: invalid config: %s\n", p.error);
+        return 2;
+    }
+    const gpt2rt_config *rc = &p.config;
+    int64_t np = (rc->seq_len - rc->patch_len) / rc->patch_stride + 1;
+    printf("aLLM4TS stage 1 (next-patch pre-training) as scripted, planned for a %.0f GiB card (CUDA backend):\n",
+           GIB(budget));
+    printf("  %d windows of %d steps, patch %d stride %d -> %lld patches; %d GPT-2 blocks, width %d, %d heads\n",
+           g, rc->seq_len, rc->patch_len, rc->patch_stride, (long long)np, rc->n_layer, rc->n_embd, rc->n_head);
+    printf("  channel-independent: each window is one univariate series, so B = %d windows with n_channels = %d\n"
+           "  (B windows of M channels are B*M sequences of %lld patches: the same batch is %d/M windows)\n",
+           rc->batch_size, rc->n_channels, (long long)np, g);
+    printf("  trained: LayerNorms, wpe, attention, MLP, in_layer, out_layer = %.2fM parameters (no wte: patch inputs)\n",
+           p.n_trainable / 1e6);
+
+    static sweep_row rows[16];
+    int n = 0;
+    gpt2rt_config c;
+    printf("\n1. one card, as scripted (micro-batch %d, no accumulation, no recompute):\n", g);
+    printf("  %-14s %9s %9s %9s  %s\n", "option", "GiB", "activ.", "w+g+opt", "on the card");
+    c = base; c.precision = GPT2RT_PRECISION_FP32; c.batch_size = g; c.grad_accum = 1;
+    plan_option(&rows[n], "fp32", &c); print_option(&rows[n++], budget);
+    c.precision = GPT2RT_PRECISION_BF16;
+    plan_option(&rows[n], "bf16", &c); print_option(&rows[n++], budget);
+    const gpt2rt_memory_plan *f32 = &rows[0].plan;
+    uint64_t act = f32->bytes[0][GPT2RT_MEM_ACTIVATIONS] + f32->bytes[0][GPT2RT_MEM_TRANSIENT], state = 0;
+    for (int cat = GPT2RT_MEM_WEIGHTS; cat <= GPT2RT_MEM_MOMENTS; cat++) state += f32->bytes[0][cat];
+    printf("  why: activations and their scratch are %.1f%% of fp32's %.2f GiB (%d x %lld positions x %d blocks);\n"
+           "  weights, gradients and AdamW moments of %.2fM parameters are %.2f GiB\n",
+           100.0 * (double)act / (double)fullest_bytes(f32), GIB(fullest_bytes(f32)), g, (long long)np, rc->n_layer,
+           p.n_trainable / 1e6, GIB(state));
+
+    printf("\n2. what fits on one card, effective batch %d kept (micro-batch x accumulation):\n", g);
+    printf("  %-9s %-10s %s\n", "precision", "recompute", "largest micro-batch that fits");
+    static const char *rname[] = {"none", "selective", "full"};
+    for (int pr = 0; pr < 2; pr++)
+        for (int r = 0; r < 3; r++) {
+            c = base;
+            c.precision = pr ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32;
+            c.recompute = (gpt2rt_recompute)r;
+            c.checkpoint_every = r == 2 ? 1 : 0;
+            int b = largest_fitting(c, g, budget, &p);
+            if (b) printf("  %-9s %-10s %4d x %-4d %6.2f GiB, %5.0f windows/s (coarse model)\n", pr ? "bf16" : "fp32",
+                          rname[r], b, g / b, GIB(fullest_bytes(&p)), g / p.predicted_seconds);
+            else printf("  %-9s %-10s none (micro-batch 1 does not fit)\n", pr ? "bf16" : "fp32", rname[r]);
+        }
+    c = base; c.precision = GPT2RT_PRECISION_FP32; c.recompute = GPT2RT_RECOMPUTE_SELECTIVE;
+    plan_option(&rows[n++], "fp32 sel", &c);
+    c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 1;
+    plan_option(&rows[n++], "fp32 full", &c);
+    c = base; c.precision = GPT2RT_PRECISION_FP32;
+    int b = largest_fitting(c, g, budget, &p);
+    if (b) {
+        char lab[32];
+        snprintf(lab, sizeof lab, "fp32 %dx%d", b, g / b);
+        c.batch_size = b; c.grad_accum = g / b;
+        plan_option(&rows[n++], lab, &c);
+    }
+    printf("  frozen groups (fp32, micro-batch %d): no gradients or moments for them, and\n"
+           "  the inputs only their weight gradients need are not kept:\n", g);
+    static const struct { unsigned bits; const char *name; } fz[] = {
+        {GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP, "attn,mlp (stage 2's)"},
+        {GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_LAYERNORM | GPT2RT_GROUP_POS_EMBED, "all but head"},
+    };
+    for (size_t i = 0; i < sizeof fz / sizeof fz[0]; i++) {
+        c = base; c.precision = GPT2RT_PRECISION_FP32; c.frozen = fz[i].bits;
+        gpt2rt_memory_plan q;
+        if (gpt2rt_plan(&c, &q) != GPT2RT_OK) continue;
+        printf("    --frozen %-22s %6.2f GiB (saves %.2f GiB)\n", fz[i].name, GIB(fullest_bytes(&q)),
+               GIB(fullest_bytes(f32) - fullest_bytes(&q)));
+        if (!i) plan_option(&rows[n++], "frz attn,mlp", &c);
+    }
+    printf("  the advisor (gpt2rt_fit) on fp32 as scripted:\n");
+    c = base; c.precision = GPT2RT_PRECISION_FP32;
+    print_advice(&c, budget, GPT2RT_FIT_DEFAULT);
+    printf("  and allowed bf16 (--allow-precision):\n");
+    print_advice(&c, budget, GPT2RT_FIT_DEFAULT | GPT2RT_FIT_PRECISION);
+
+    printf("\n3. two cards, fp32, the same %d windows a step, no recompute:\n", g);
+    printf("  %-14s %9s %9s %9s  %s\n", "option", "GiB/dev", "activ.", "w+g+opt", "on each card");
+    gpt2rt_config two = base;
+    two.precision = GPT2RT_PRECISION_FP32;
+    two.n_devices = 2; two.parallel = GPT2RT_PARALLEL_DATA;
+    two.batch_size = g / 2; two.grad_accum = 1; /* batch_size is per rank: 2 x g/2 = g */
+    int ddp = n;
+    plan_option(&rows[n], "2 ddp", &two); print_option(&rows[n++], budget);
+    c = two; c.shard_optimizer = 1;
+    plan_option(&rows[n], "2 zero1", &c); print_option(&rows[n++], budget);
+    c = two; c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.grad_accum = 2; /* GPipe: 2 micro-batches of g/2 */
+    plan_option(&rows[n], "2 split", &c); print_option(&rows[n++], budget);
+    if (rows[ddp].ok && rows[ddp + 1].ok)
+        printf("  why: data parallel gives each card %d windows, halving the activations, and keeps the whole\n"
+               "  model state on both; ZeRO-1 shards only the moments (and bf16's master weights): %.0f MiB here.\n"
+               "  Layer split gives each card %d of %d blocks and keeps all its micro-batches in flight (GPipe;\n"
+               "  gpt2rt_plan counts one, the tool adds the other): the activations halve as well, and the\n"
+               "  pipeline's fill and drain cost time (the model below).\n",
+               g / 2, MIB(fullest_bytes(&rows[ddp].plan) - fullest_bytes(&rows[ddp + 1].plan)), rc->n_layer / 2,
+               rc->n_layer);
+    printf("  the advisor on two cards (fp32 as scripted, ZeRO-1 allowed):\n");
+    print_advice(&two, budget, GPT2RT_FIT_DEFAULT | GPT2RT_FIT_SHARD);
+    options so = *o;
+    so.budget = budget;
+    print_step_time(&so, &two);
+
+    if (o->png) {
+#ifdef GPT2RT_MEM_PNG
+        char title[96], sub[256];
+        snprintf(title, sizeof title, "gpt2rt-mem: what fits a %.3g GiB card", GIB(budget));
+        snprintf(sub, sizeof sub, "aLLM4TS stage 1: %d x %lld patches, L=%d C=%d, CUDA", g, (long long)np, rc->n_layer,
+                 rc->n_embd);
+        if (!write_png(&so, title, sub, "option (bars: fullest device)", rows, n)) {
+            fprintf(stderr, "gpt2rt-mem: --png: cannot write %s\n", o->png);
+            return 2;
+        }
+        printf("\nwrote %s\n", o->png);
+#else
+        printf("\n--png %s: not written: this gpt2rt-mem was built without stb (apt-get install libstb-dev, then make)\n",
+               o->png);
+#endif
+    }
+    return 0;
+}
+
 /* ---- main ---- */
 
 static int sweep_main(const options *o, const gpt2rt_memory_plan *base) {
@@ -873,7 +1101,10 @@ static int sweep_main(const options *o, const gpt2rt_memory_plan *base) {
         if (rows[i].ok && device_bytes(&rows[i].plan, fullest_device(&rows[i].plan)) <= o->budget) any_fit = 1;
     if (o->png) {
 #ifdef GPT2RT_MEM_PNG
-        if (!write_png(o, &base_cfg, knob, rows, n)) { fprintf(stderr, "gpt2rt-mem: --png: cannot write %s\n", o->png); return 2; }
+        char title[160], sub[256];
+        snprintf(title, sizeof title, "gpt2rt-mem: planned memory per device vs %s", knob);
+        subtitle(sub, sizeof sub, &base_cfg, knob);
+        if (!write_png(o, title, sub, knob, rows, n)) { fprintf(stderr, "gpt2rt-mem: --png: cannot write %s\n", o->png); return 2; }
         printf("\nwrote %s\n", o->png);
 #else
         (void)base_cfg; /* the chart's subtitle: no chart in this build */
@@ -895,7 +1126,16 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (o.sweep) return sweep_main(&o, &plan);
+    if (o.preset) return allm4ts_report(&o);
     print_plan(&plan);
+    if (plan.config.parallel == GPT2RT_PARALLEL_LAYER_SPLIT && plan.config.grad_accum > 1) {
+        gpt2rt_memory_plan f = plan;
+        add_in_flight(&f);
+        int d = fullest_device(&f);
+        printf("GPipe keeps the %d micro-batches in flight: %d further activation sets a stage beyond this table "
+               "(gpt2rt_create allocates them on CUDA), the fullest device then %.2f GiB\n", plan.config.grad_accum,
+               plan.config.grad_accum - 1, GIB(device_bytes(&f, d)));
+    }
     print_shares(&plan);
     if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
