@@ -186,10 +186,12 @@ run_suite() { # flags...
     local tag=$1; shift
     for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_dropout test_series_data test_parallel test_generate; do
         [ -f tests/$t.c ] || continue
+        rm -f $B/$t$tag # a failed build must not leave the last run's binary to be run below
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
     # n_threads unset and OMP_NUM_THREADS above the 1024 a user may set: the default is clamped
-    [ -x $B/test_bad_input$tag ] && OMP_NUM_THREADS=2000 run_prog "OMP_NUM_THREADS=2000$tag" ./$B/test_bad_input$tag omp
+    if [ -x $B/test_bad_input$tag ]; then OMP_NUM_THREADS=2000 run_prog "OMP_NUM_THREADS=2000$tag" ./$B/test_bad_input$tag omp
+    else bad "OMP_NUM_THREADS=2000$tag: $B/test_bad_input$tag was not built (tests/test_bad_input.c missing or failed to build)"; fi
     if [ -f tests/fuzz_safetensors.c ]; then
         build $B/fuzz_replay$tag tests/fuzz_safetensors.c -DFUZZ_REPLAY "$@" &&
             run_prog "fuzz corpus replay$tag" ./$B/fuzz_replay$tag tests/fuzz_corpus
@@ -352,9 +354,7 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
                 ok "gpt2rt-mem (stb): batch sweep table and PNG ($(stat -c %s $B/mem_sweep.png) bytes)"
             else bad "gpt2rt-mem sweep/PNG (exit $rc)"; echo "$out" | tail -10; fi
         else
-            if [ $rc -eq 2 ] && [ ! -e $B/mem_sweep.png ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "libstb-dev"; then
-                ok "gpt2rt-mem (no stb): --png refused in one line naming libstb-dev"
-            else bad "gpt2rt-mem (no stb) --png: exit $rc: $out"; fi
+            # --png without stb: tests/cli.sh checks the table and the line naming libstb-dev
             out=$(./$mem --model 124M --sweep batch=1,2,4,8 --budget 24GiB 2>&1); rc=$?
             if [ $rc -eq 0 ] && echo "$out" | grep -q "^ *8 "; then ok "gpt2rt-mem (no stb): the sweep table"
             else bad "gpt2rt-mem (no stb) sweep: exit $rc"; echo "$out" | tail -10; fi
@@ -374,7 +374,7 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
         bad "build examples/memory_tradeoffs.c"; head -20 $B/mt_build.log; return
     fi
     if ./$B/memory_tradeoffs --steps 1 > $B/memory_tradeoffs.log 2>&1; then
-        ok "examples/memory_tradeoffs: every knob for real, planned == allocated, recompute losses bitwise equal"
+        ok "examples/memory_tradeoffs: every knob for real, planned == allocated, recompute losses bitwise equal, accumulation within the rounding bound (it exits 1 otherwise)"
         grep -A 9 "^config" $B/memory_tradeoffs.log | sed 's/^/    /'
     else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
 }
@@ -424,6 +424,20 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
         77) skip "Unicode table check: no python3 or no Unicode database (apt-get install python3 unicode-data)" ;;
         *) bad "tokenizer Unicode tables differ from the database"; cat $B/ucd_check.log ;;
     esac
+}
+
+cli_checks() { # tests/cli.sh: every program's command line (--help, strict numbers, refusals); its last line counts
+    [ -f tests/cli.sh ] || return 0
+    local out rc last p f k
+    out=$(bash tests/cli.sh 2>&1); rc=$?
+    echo "$out" | sed '$d'
+    last=$(echo "$out" | tail -1)
+    echo "$last"
+    if [[ "$last" =~ ^CLI:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+        p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]} k=${BASH_REMATCH[3]}
+        passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then bad "tests/cli.sh exited $rc with no failure counted"; fi
+    else bad "tests/cli.sh (exit $rc): no 'CLI: N passed, N failed, N skipped' line"; fi
 }
 
 # processes: rank variables and device checks (unit), then several processes of
@@ -500,7 +514,7 @@ ranks_checks() {
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; cli_checks ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
