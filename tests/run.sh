@@ -156,11 +156,11 @@ gpu_suite_dry_run() {
         n=$(basename "$f" .cu)
         case " $named train_step timeseries " in *" $n "*) ;; *) want="$want$n " ;; esac
     done
-    want="${want}train_step timeseries test_hf_parity_nvcc test_props_nvcc test_memory_nvcc compute-sanitizer compute-sanitizer compute-sanitizer "
+    want="${want}train_step timeseries cpu_backend_under_nvcc_test_hf_parity cpu_backend_under_nvcc_test_props cpu_backend_under_nvcc_test_memory compute-sanitizer compute-sanitizer compute-sanitizer "
     local passed=$(( $(echo $want | wc -w) - 1 ))
     if [ $rc -ne 0 ] && echo "$out" | grep -q "^FAIL layernorm: exit 1" && [ "$(echo "$out" | tail -1)" = "$passed passed, 1 failed" ] \
-        && [ "$order" = "$want" ]; then
-        ok "make test-gpu with a (fake) GPU: the checks in order, a failing lab fails the run (exit $rc, FAIL line, $passed passed, 1 failed)"
+        && [ "$order" = "$want" ] && echo "$out" | grep -q "^of the passes: $((passed - 3)) on the GPU, 3 CPU-backend-under-nvcc (no GPU visible)"; then
+        ok "make test-gpu with a (fake) GPU: the checks in order, a failing lab fails the run (exit $rc, FAIL line, $passed passed, 1 failed), the nvcc-built suites named CPU-backend checks"
     else bad "make test-gpu with a fake GPU and a failing lab (exit $rc), order: $order"; echo "$out" | tail -25; fi
 }
 
