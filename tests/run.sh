@@ -436,6 +436,27 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
     esac
 }
 
+train_dump_check() { # tests/train_dump.c, the bitwise record of training: the same bytes at 1, 2 and 3 threads
+    # (a committed hash would not travel: the CPU backend picks AVX-512 or AVX2 code at run
+    # time and the compiler may fuse multiply-adds, so another CPU may round differently;
+    # before/after a refactoring on one machine is what README.md's record compares)
+    build $B/train_dump tests/train_dump.c $CFLAGS || return
+    local t h ref="" all=0 hs=""
+    for t in 1 2 3; do
+        rm -rf $B/train_dump_$t.d
+        if ! OMP_NUM_THREADS=$t ./$B/train_dump $B/train_dump_$t.bin $B/train_dump_$t.d > $B/train_dump_$t.log 2>&1; then
+            bad "tests/train_dump at $t thread(s) (exit $?)"; tail -5 $B/train_dump_$t.log; return
+        fi
+        h=$(sha256sum < $B/train_dump_$t.bin | cut -c1-16)
+        hs="$hs $t:$h"
+        [ -z "$ref" ] && ref=$h
+        [ "$h" = "$ref" ] || all=1
+    done
+    if [ $all -eq 0 ]; then ok "tests/train_dump: the training record (9 configurations) is the same bytes at 1, 2 and 3 threads (sha256 $ref...)"
+    else bad "tests/train_dump differs between thread counts:$hs"; fi
+    rm -rf $B/train_dump_*.d $B/train_dump_*.bin
+}
+
 cli_checks() { # tests/cli.sh: every program's command line (--help, strict numbers, refusals); its last line counts
     [ -f tests/cli.sh ] || return 0
     local out rc last p f k
@@ -524,7 +545,7 @@ ranks_checks() {
 
 case $mode in
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; cli_checks ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
