@@ -253,6 +253,9 @@ int main(void) {
                 double lm = loss_at(ctx, x, y);
                 w[j] = keep; CHECK_OK(ctx, gpt2rt_param_write(ctx, an[k], w, 2));
                 double fd = (lp - lm) / (2.0 * h), e = fabs(fd - g[j]) / (fabs(g[j]) + 1e-2);
+                /* central difference at h = 1e-2: truncation h^2 |third derivative| / 6 ~ 1e-4 of the
+                   slope, the fp32 loss's rounding eps32 |L| / h ~ 5e-5; 1e-2 leaves room for a random
+                   net's curvature */
                 CHECK(e < 1e-2, "finite difference %s[%d]: %.6f vs gradient %.6f", an[k], j, fd, (double)g[j]);
                 if (e > worst) worst = e;
             }
@@ -295,6 +298,7 @@ int main(void) {
                 double lm = loss_at(ctx, x, y);
                 w[j] = keep; CHECK_OK(ctx, gpt2rt_param_write(ctx, names[k], w, in.numel));
                 double fd = (lp - lm) / (2.0 * h), e = fabs(fd - gj) / (fabs(gj) + 1e-2);
+                /* as the affine's finite differences above */
                 CHECK(e < 1e-2, "finite difference %s[%lld]: %.6f vs gradient %.6f", names[k], (long long)j, fd,
                       (double)gj);
                 if (e > worst) worst = e;
