@@ -144,6 +144,50 @@ static float loss_at(gpt2rt_ctx *ctx, const float *x, const float *y) {
     return l;
 }
 
+/* RevIN against its definition (GPT4TS / PatchTST: per row and channel, mean and
+   std = sqrt(biased variance + 1e-5) over the lookback; the head's output times std plus
+   mean). With in_layer's weight zero every patch embeds to its bias alone, so the head's
+   output o is the same for every window and a prediction is exactly o x std + mean. Three
+   windows of zero mean (+a, -a alternating) and a = 1, 1e-3, 3e-3: the second's variance
+   (1e-6) is a tenth of eps, so the prediction follows sqrt(var + 1e-5), not the data. */
+static void revin_definition(gpt2rt_config cfg) {
+    if (cfg.batch_size < 3) { SKIP("RevIN definition check: the fixture's batch has %d windows, 3 needed", cfg.batch_size); return; }
+    gpt2rt_ctx *ctx = make(cfg);
+    int64_t B = cfg.batch_size, L = cfg.seq_len, M = cfg.n_channels, H = cfg.horizon;
+    gpt2rt_param_info in;
+    int found = 0;
+    for (int i = 0; i < gpt2rt_param_count(ctx) && !found; i++)
+        found = gpt2rt_param_info_get(ctx, i, &in) == GPT2RT_OK && !strcmp(in.name, "in_layer.weight");
+    CHECK(found, "no in_layer.weight");
+    if (!found) { gpt2rt_free(ctx); return; }
+    float *zero = (float *)calloc((size_t)in.numel, sizeof(float));
+    CHECK_OK(ctx, gpt2rt_param_write(ctx, "in_layer.weight", zero, in.numel));
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M)), *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    const double amp[3] = {1.0, 1e-3, 3e-3};
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < L; t++)
+            for (int64_t c = 0; c < M; c++) x[(b * L + t) * M + c] = (float)((t % 2 ? -1 : 1) * amp[b % 3] * (1 + c));
+    CHECK_OK(ctx, gpt2rt_forward_series(ctx, x, NULL, NULL));
+    CHECK_OK(ctx, gpt2rt_predictions(ctx, pred, B * H * M));
+    double worst = 0;
+    for (int64_t b = 1; b < 3; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t c = 0; c < M; c++) {
+                double a0 = amp[0] * (1 + c), ab = amp[b] * (1 + c); /* mean 0, biased variance a^2 (L even) */
+                double o = pred[(0 * H + h) * M + c] / sqrt(a0 * a0 + 1e-5);
+                double want = o * sqrt(ab * ab + 1e-5), e = fabs(pred[(b * H + h) * M + c] - want) / fabs(want);
+                if (e > worst) worst = e;
+            }
+    /* each prediction is o x std in fp32: the head's o carries the forward's rounding
+       (identical in every window: the same inputs to the head), std and the product one
+       rounding each: 4 eps32 = 4.8e-7 -> 1e-6 */
+    printf("    RevIN against its definition (std = sqrt(var + 1e-5), variance 1e-6 and 9e-6 windows): rel error %.2e "
+           "(bound 1e-6)\n", worst);
+    CHECK(worst <= 1e-6, "RevIN: predictions of low-variance windows off sqrt(var + 1e-5) by %.3g relative", worst);
+    free(zero); free(x); free(pred);
+    gpt2rt_free(ctx);
+}
+
 int main(void) {
     gpt2rt_config zero;
     memset(&zero, 0, sizeof zero);
@@ -523,6 +567,7 @@ int main(void) {
     }
     (void)n;
     free(pred);
+    revin_definition(cfg);
     gpt2rt__st_release(ref_ctx, &ref);
     gpt2rt_free(ref_ctx);
     free(ref_buf);
