@@ -30,7 +30,7 @@ compile() {
 # clang, warnings as errors, two compiles at a time; objects only (a v4 binary need not
 # run here)
 compile_matrix() {
-    local d=$B/cc_matrix cc arch f n jobs=() have_clang=1
+    local d=$B/cc_matrix cc arch f n jobs=() have_clang=1 t0=$SECONDS
     rm -rf $d && mkdir -p $d
     command -v clang >/dev/null 2>&1 || { have_clang=0; skip "clang -O3 compiles of examples/ and tools/: clang not found (apt-get install clang)"; }
     for cc in gcc clang; do
@@ -52,6 +52,7 @@ compile_matrix() {
         if [ "$(cat $d/$1.rc 2>/dev/null)" = 0 ]; then compiled=$((compiled + 1)); echo "cc   $2 -O3 -march=$3 -Werror: $4"
         else bad "compile: $2 -O3 -march=$3 -Wall -Wextra -Werror: $4"; head -20 $d/$1.log; fi
     done
+    echo "    ${#jobs[@]} -O3 compiles of examples/ and tools/ in $((SECONDS - t0)) s ($(nproc 2>/dev/null || echo 2) at a time)"
 }
 
 # run a test program and add up its "RESULT passed failed [skipped]" line; a program
