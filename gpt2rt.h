@@ -948,7 +948,9 @@ typedef enum gpt2rt_tok_special {
    or vocab.json + merges.txt (tried in that order) */
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir);
 /* vocab_json: encoder.json / vocab.json; merges: vocab.bpe / merges.txt, or with
-   vocab_json NULL the compact file gpt2rt_tok_save writes */
+   vocab_json NULL the compact file gpt2rt_tok_save writes. Every token but the 256
+   single bytes and <|endoftext|> must be made by one merge (GPT-2: 50257 tokens,
+   50000 merges): a merges file cut short is refused with both counts. */
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_files(gpt2rt_tokenizer **tok, const char *vocab_json, const char *merges);
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_load_mem(gpt2rt_tokenizer **tok, const void *vocab_json, size_t vocab_len,
                                              const void *merges, size_t merges_len);
@@ -1031,7 +1033,8 @@ typedef struct gpt2rt_series_info {
 
 /* A CSV file: a header line, then one row per time step: a date (any text, not
    read), then numbers (strtod syntax, finite), every row as many fields as the
-   header. name (may be NULL) labels messages and picks the AUTO borders. */
+   header; lines end in LF, CRLF or CR. name (may be NULL) labels messages and picks
+   the AUTO borders. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *path, const gpt2rt_series_desc *desc);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc);
@@ -4974,6 +4977,18 @@ static gpt2rt_result gpt2rt__tok_load_json(gpt2rt_tokenizer *t, const unsigned c
                                 "so some text could not be encoded", b, (unsigned)cp_of[b]);
             goto out;
         }
+    {   /* Every token but the 256 bytes and <|endoftext|> is made by one merge. A merges
+           file cut at a line boundary parses line by line, and would leave tokens no
+           merge makes: encoding then gives other ids than GPT-2 (more of them). */
+        int32_t special = t->eot >= 0, want = n - 256 - special;
+        if (n_merges != want) {
+            r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "merges: %d merges, but the vocabulary's %d tokens need %d "
+                                "(%d - 256 byte tokens - %d special): the merges file is %s", (int)n_merges, (int)n,
+                                (int)want, (int)n, (int)special, n_merges < want ? "cut short (truncated?) or "
+                                "another vocabulary's" : "another vocabulary's");
+            goto out;
+        }
+    }
 out:
     free(by_id);
     free(cat);
@@ -4981,19 +4996,49 @@ out:
     return r;
 }
 
+/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
+   before anything is read, so a FIFO or a device is refused at once and a swap
+   between a check and the open cannot make it block (as gpt2rt__read_file) */
 static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
     struct stat st;
     *buf = NULL;
     *len = 0;
+#ifdef _WIN32
     if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file", path);
+    if (!GPT2RT__IS_REG(st.st_mode))
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
+                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
     FILE *fp = fopen(path, "rb");
     if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t n = (size_t)st.st_size;
+#define GPT2RT__TRF_CLOSE() fclose(fp)
+#else
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
+                               gpt2rt__file_kind((unsigned)st.st_mode));
+    }
+#define GPT2RT__TRF_CLOSE() close(fd)
+#endif
+    size_t n = (size_t)st.st_size, got = 0;
     *buf = (unsigned char *)malloc(n ? n : 1);
-    if (!*buf) { fclose(fp); return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n); }
-    size_t got = fread(*buf, 1, n, fp);
-    fclose(fp);
+    if (!*buf) {
+        GPT2RT__TRF_CLOSE();
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
+    }
+#ifdef _WIN32
+    got = fread(*buf, 1, n, fp);
+#else
+    while (got < n) {
+        long k = (long)read(fd, *buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+#endif
+    GPT2RT__TRF_CLOSE();
+#undef GPT2RT__TRF_CLOSE
     if (got != n) {
         free(*buf);
         *buf = NULL;
@@ -5105,8 +5150,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_save(gpt2rt_tokenizer *t, const char *path) {
-    if (!t || !path) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (t->failed) return GPT2RT_ERR_STATE;
+    if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (t->failed) return GPT2RT_ERR_STATE; /* the message stays the load's: why it failed */
+    if (!path) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_save: path is NULL");
     /* the compact form holds only what follows from the merges: check that it does */
     uint32_t cp_of[256];
     int order[256];
@@ -5192,8 +5238,17 @@ static int gpt2rt__tok_piece(gpt2rt_tokenizer *t, const unsigned char *s, size_t
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_encode(gpt2rt_tokenizer *t, const void *text, size_t len,
                                            gpt2rt_tok_special special, int32_t *ids, size_t cap, size_t *n_ids) {
     if (n_ids) *n_ids = 0;
-    if (!t || !n_ids || (!text && len) || (!ids && cap)) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (t->failed) return GPT2RT_ERR_STATE;
+    if (!n_ids)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: n_ids is NULL (it receives "
+                               "the id count)");
+    if (!text && len)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: text is NULL with len = %zu",
+                               len);
+    if (!ids && cap)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: ids is NULL with cap = %zu",
+                               cap);
     if ((unsigned)special > GPT2RT_TOK_SPECIAL_REFUSE)
         return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: special = %d is not a "
                                "gpt2rt_tok_special", (int)special);
@@ -5241,8 +5296,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_encode(gpt2rt_tokenizer *t, const void *text
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_decode(gpt2rt_tokenizer *t, const int32_t *ids, size_t n, void *out, size_t cap,
                                            size_t *n_bytes) {
     if (n_bytes) *n_bytes = 0;
-    if (!t || !n_bytes || (!ids && n) || (!out && cap)) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (t->failed) return GPT2RT_ERR_STATE;
+    if (!n_bytes)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: n_bytes is NULL (it receives "
+                               "the length)");
+    if (!ids && n)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: ids is NULL with n = %zu", n);
+    if (!out && cap)
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: out is NULL with cap = %zu",
+                               cap);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n_vocab)
@@ -5353,8 +5416,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_from_tokens(gpt2rt_shard **out, const int3
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_save(gpt2rt_shard *s, const char *path) {
-    if (!s || !path) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    if (!path) return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_save: path is NULL");
     int32_t h[GPT2RT__SHARD_HEADER];
     memset(h, 0, sizeof h);
     h[0] = GPT2RT__SHARD_MAGIC;
@@ -5400,16 +5464,19 @@ static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int64_t step, int rank, int n_ranks, int B,
                                             int T, int32_t *inputs, int32_t *targets) {
-    if (!s || !inputs || !targets) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE;
+    if (!inputs || !targets)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: %s is NULL",
+                               !inputs ? "inputs" : "targets");
     if (B < 1 || T < 1 || n_ranks < 1 || rank < 0 || rank >= n_ranks || step < 0)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: B = %d and T = %d must be >= 1, "
                                "rank = %d in [0, n_ranks = %d), step = %lld >= 0", B, T, rank, n_ranks, (long long)step);
     int64_t windows = s->n > 0 ? (s->n - 1) / T : 0, per_step = (int64_t)B * n_ranks;
     if (windows < per_step)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: %lld tokens make %lld windows of "
-                               "T+1 = %d tokens; a step needs B x n_ranks = %d x %d = %lld", (long long)s->n,
-                               (long long)windows, T + 1, B, n_ranks, (long long)per_step);
+                               "T+1 = %lld tokens; a step needs B x n_ranks = %d x %d = %lld", (long long)s->n,
+                               (long long)windows, (long long)T + 1, B, n_ranks, (long long)per_step);
     /* whole steps per epoch: the windows left over are skipped in that epoch */
     int64_t steps_per_epoch = windows / per_step, epoch = step / steps_per_epoch;
     uint64_t st = seed ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull), key = gpt2rt__rng_next(&st);
@@ -5638,6 +5705,15 @@ static void gpt2rt__csv_show(char *out, const char *b, const char *e) {
     out[k] = 0;
 }
 
+/* Lines end in LF, CRLF or a lone CR (files saved by old Mac programs, where a
+   reader that looks for LF alone sees one line): the end of the line at p, and the
+   start of the next (past its one line ending) in *next */
+static const char *gpt2rt__csv_eol(const char *p, const char *end, const char **next) {
+    while (p < end && *p != '\n' && *p != '\r') p++;
+    *next = p == end ? end : p + (*p == '\r' && p + 1 < end && p[1] == '\n' ? 2 : 1);
+    return p;
+}
+
 static gpt2rt_result gpt2rt__series_done(gpt2rt_series **out, gpt2rt_series *s, gpt2rt_result r) {
     if (r != GPT2RT_OK) {
         free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
@@ -5703,9 +5779,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     const char *p = (const char *)data, *end = p + len;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3; /* a UTF-8 byte-order mark */
     /* the header */
-    const char *nl = p;
-    while (nl < end && *nl != '\n') nl++;
-    const char *he = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+    const char *nl; /* the start of the next line */
+    const char *he = gpt2rt__csv_eol(p, end, &nl);
     if (p == he)
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line 1 is empty: an ETT-style "
                                                            "CSV starts with a header (date,column,...)%s", name,
@@ -5763,13 +5838,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     /* the rows: every field checked (numbers in every column, the target's or not) */
     {
         int64_t rows = 0, cap = 0, line = 1;
-        for (p = nl < end ? nl + 1 : end; p < end; p = nl < end ? nl + 1 : end) {
+        for (p = nl; p < end; p = nl) {
             line++;
-            nl = p;
-            while (nl < end && *nl != '\n') nl++;
-            const char *le = nl > p && nl[-1] == '\r' ? nl - 1 : nl;
+            const char *le = gpt2rt__csv_eol(p, end, &nl);
             if (le == p) { /* blank lines may only end the file */
-                const char *q = nl;
+                const char *q = le;
                 while (q < end && (*q == '\n' || *q == '\r')) q++;
                 if (q == end) break;
                 r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld is empty, but data rows follow it", name,
@@ -5893,9 +5966,15 @@ GPT2RT_DEF const char *gpt2rt_series_last_error(const gpt2rt_series *s) {
     return s ? s->error : "gpt2rt_series: no series (out of memory)";
 }
 
+/* the read-only calls take a const series but still record why they refuse: the
+   message is the one field they write (every series is ours, allocated writable) */
+#define GPT2RT__SERIES_ERR(s) (((gpt2rt_series *)(s))->error)
+
 GPT2RT_DEF gpt2rt_result gpt2rt_series_info_get(const gpt2rt_series *s, gpt2rt_series_info *info) {
-    if (!s || !info) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    if (!info)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_info_get: info is NULL");
     *info = s->info;
     return GPT2RT_OK;
 }
@@ -5905,9 +5984,14 @@ GPT2RT_DEF const char *gpt2rt_series_column(const gpt2rt_series *s, int m) {
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *s, int m, double *mean, double *std) {
-    if (!s || !mean || !std) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE;
-    if (m < 0 || m >= s->info.channels) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!mean || !std)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_scaler: %s is NULL",
+                               !mean ? "mean" : "std");
+    if (m < 0 || m >= s->info.channels)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_scaler: channel m = %d "
+                               "is outside [0, %d)", m, s->info.channels);
     *mean = s->mean[m];
     *std = s->std[m];
     return GPT2RT_OK;
@@ -5917,16 +6001,22 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *s) { return s 
 
 GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_split split, uint64_t seed, int64_t epoch,
                                              int64_t first, int B, float *x, float *y) {
-    if (!s || !x || !y) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    if (!x || !y)
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: %s is NULL (it receives "
+                               "the %s, B x %s x %d floats)", !x ? "x" : "y", !x ? "inputs" : "targets",
+                               !x ? "lookback" : "horizon", s->info.channels);
     if ((unsigned)split >= GPT2RT_SERIES_SPLIT_COUNT)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: split = %d must lie in [0, %d)",
                                (int)split, (int)GPT2RT_SERIES_SPLIT_COUNT);
     int64_t n = s->info.windows[split];
-    if (B < 1 || first < 0 || epoch < 0 || first > n - B)
-        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: windows [first, first + B) = "
-                               "[%lld, %lld) must lie in the split's [0, %lld) (B >= 1, epoch = %lld >= 0)",
-                               (long long)first, (long long)first + B, (long long)n, (long long)epoch);
+    if (B < 1 || first < 0 || epoch < 0 || first > n - B) /* int64 minus an int: cannot overflow */
+        return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: windows [first, first + B) "
+                               "with first = %lld, B = %d must lie in the %s split's [0, %lld) (B >= 1, first >= 0, "
+                               "epoch = %lld >= 0)", (long long)first, B,
+                               split == GPT2RT_SERIES_TRAIN ? "training" : split == GPT2RT_SERIES_VAL ? "validation" : "test",
+                               (long long)n, (long long)epoch);
     int64_t M = s->info.channels, L = s->desc.lookback, H = s->desc.horizon;
     uint64_t st = seed ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull), key = gpt2rt__rng_next(&st);
     for (int b = 0; b < B; b++) {
@@ -13631,17 +13721,34 @@ static int gpt2rt__rdv_exists(const char *path) {
 }
 
 /* path := bytes, appearing whole: written to a temporary name, then linked (fails
-   with EEXIST if path is there) */
+   with EEXIST if path is there). The temporary is opened non-blocking: a FIFO left
+   at its name fails at once (ENXIO) instead of waiting for a reader. */
 static int gpt2rt__rdv_publish(const char *path, const char *tmp, const void *bytes, size_t n) {
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return -1;
-    int ok = fwrite(bytes, 1, n, f) == n;
-    ok &= fclose(f) == 0;
-    if (ok && link(tmp, path) != 0) ok = errno == EEXIST ? -2 : 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0644);
+    if (fd < 0) return -1;
+    struct stat sb;
+    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode), mine = ok; /* never remove what is not a file */
+    if (!ok) errno = EINVAL;
+    for (size_t done = 0; ok && done < n;) {
+        long k = (long)write(fd, (const char *)bytes + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) { ok = 0; break; }
+        done += (size_t)k;
+    }
     int e = errno;
-    remove(tmp);
+    if (close(fd) != 0 && ok) { ok = 0; e = errno; }
+    if (ok && link(tmp, path) != 0) { ok = errno == EEXIST ? -2 : 0; e = errno; }
+    if (mine) remove(tmp);
     errno = e;
     return ok == 1 ? 0 : ok == -2 ? -2 : -1;
+}
+
+/* what is at path when it is not a regular file ("a directory", "a FIFO (named
+   pipe)", ...), NULL for a regular file or nothing */
+static const char *gpt2rt__rdv_not_file(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return NULL;
+    return gpt2rt__file_kind((unsigned)sb.st_mode);
 }
 
 static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
@@ -13655,6 +13762,12 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
         rec.status = GPT2RT__RDV_MAGIC; rec.world = (uint32_t)w;
         memcpy(rec.id, id, GPT2RT__RDV_ID_BYTES);
         gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", 0);
+        const char *kind = gpt2rt__rdv_not_file(path);
+        if (kind)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s: give every rank the path of a file "
+                        "rank 0 can create, absent before the run%s%s%s", path, kind,
+                        strcmp(kind, "a directory") ? "" : " (e.g. ", strcmp(kind, "a directory") ? "" : path,
+                        strcmp(kind, "a directory") ? "" : "/gpt2rt.rdv)");
         int p = gpt2rt__rdv_publish(path, tmp, &rec, sizeof rec);
         if (p == -2)
             GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s exists already (left by an earlier run, or another job "
@@ -13690,11 +13803,27 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
         remove(path);
         return GPT2RT_OK;
     }
-    for (;;) { /* read the id */
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            size_t got = fread(&rec, 1, sizeof rec, f);
-            fclose(f);
+    int open_errno = ENOENT;
+    for (;;) { /* read the id; opened non-blocking, so a FIFO or a directory is refused at once */
+        int fd = open(path, O_RDONLY | O_NONBLOCK);
+        if (fd >= 0) {
+            struct stat sb;
+            if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+                close(fd);
+                const char *kind = gpt2rt__file_kind((unsigned)sb.st_mode);
+                int dir = !strcmp(kind, "a directory");
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s, not a file rank 0 wrote: give "
+                            "every rank the path of a file rank 0 can create%s%s%s", path, kind, dir ? " (e.g. " : "",
+                            dir ? path : "", dir ? "/gpt2rt.rdv)" : "");
+            }
+            size_t got = 0;
+            while (got < sizeof rec) {
+                long k = (long)read(fd, (unsigned char *)&rec + got, sizeof rec - got);
+                if (k < 0 && errno == EINTR) continue;
+                if (k <= 0) break;
+                got += (size_t)k;
+            }
+            close(fd);
             if (got != sizeof rec || rec.status != GPT2RT__RDV_MAGIC)
                 GPT2RT__BAD(GPT2RT_ERR_FORMAT, "rendezvous_file %s is not a gpt2rt rendezvous file (%zu bytes): "
                             "another program's file? delete it, or choose another path", path, got);
@@ -13704,10 +13833,12 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
                             "delete it)", path, rec.world, c->rank, w);
             break;
         }
+        open_errno = errno;
         if (gpt2rt__rdv_left_ms(deadline) == 0)
             GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d waited for rank 0 to create "
-                        "rendezvous_file %s (is rank 0 running, with the same path on a file system both see?)",
-                        (double)c->timeout_s, c->rank, path);
+                        "rendezvous_file %s (is rank 0 running, with the same path on a file system both see?)%s%s",
+                        (double)c->timeout_s, c->rank, path, open_errno == ENOENT ? "" : "; opening it: ",
+                        open_errno == ENOENT ? "" : strerror(open_errno));
         gpt2rt__rdv_sleep_ms(20);
     }
     gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", c->rank);
@@ -14036,6 +14167,22 @@ GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
 
 /* ==== 11.2 Plan ==== */
 
+/* The figures of a plan that follow from a resolved config alone (c: n_head and
+   n_devices > 0): FLOPs, tokens a step, the advisor's predicted seconds. One function,
+   so that gpt2rt_plan and a plan of what a context allocated cannot disagree. */
+static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *plan) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
+    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
+    /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
+    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
+                            c->world_size; /* every process its own micro-batches */
+    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+}
+
+/* a config gpt2rt__dims_of may read (it divides by both); a failed plan's is all zero */
+static int gpt2rt__plan_resolved(const gpt2rt_config *c) { return c->n_head > 0 && c->n_devices > 0; }
+
 GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
     if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
     memset(plan, 0, sizeof *plan);
@@ -14057,11 +14204,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     }
     gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
-    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
-    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
-    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
-                            c->world_size; /* every process its own micro-batches */
-    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+    gpt2rt__plan_figures(c, plan);
     return GPT2RT_OK;
 }
 
@@ -14099,12 +14242,17 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (!p) return 0;
     const gpt2rt_config *c = &p->config;
     char rb[64];
+    /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
+       config and the bytes, not the planner's figures (it printed 0 here) */
+    gpt2rt_memory_plan fig;
+    fig.tokens_per_step = p->tokens_per_step;
+    if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);
     GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
                 c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
                 (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params))
                 / 1e6);
     GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
-                c->seq_len, c->grad_accum, (long long)p->tokens_per_step, gpt2rt__precision_name(c->precision),
+                c->seq_len, c->grad_accum, (long long)fig.tokens_per_step, gpt2rt__precision_name(c->precision),
                 gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                 gpt2rt__parallel_name(c->parallel));
     if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
@@ -14157,7 +14305,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
                                     char *buf, size_t cap) {
     size_t n = 0;
     if (buf && cap) buf[0] = 0;
-    if (!config || !out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (!config || !out) {
+        GPT2RT__PUT("gpt2rt_fit: %s is NULL\n", !config ? "config" : "out");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
     if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
     gpt2rt_memory_plan base;
     gpt2rt__fit_result fr;

@@ -2,8 +2,15 @@
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <stdio.h>
+#include <string.h>
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) { /* no options: --help says so, anything else is refused */
+        int help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
+        fprintf(help ? stdout : stderr, "%s%susage: minimal (no options): a 2-layer GPT-2 learns to continue "
+                "0 1 2 3 ... (mod 50); exit 0 when it learned\n", help ? "" : argv[1], help ? "" : ": unknown option; ");
+        return help ? 0 : 2;
+    }
     gpt2rt_config cfg = {0};      /* zero means default */
     cfg.n_layer = 2; cfg.n_head = 2; cfg.n_embd = 32;
     cfg.vocab_size = 50; cfg.max_seq_len = 16;

@@ -3,30 +3,117 @@
    validation loss, samples text from a prompt with the KV cache at the end, and can
    save a checkpoint that Hugging Face transformers loads. `make demo` runs it with
    no options: a small model on the tinyshakespeare excerpt shipped in data/ (llm.c
-   token files).
-
-   usage: train_text [options]   (each option also with one dash: -steps 10)
-     data:    --text FILE      any UTF-8 file, tokenized here with the GPT-2 tokenizer
-                               ("<|endoftext|>" in it is the special token); the
-                               first 90% of the tokens train, the last 10% validate
-              --train FILE --val FILE   llm.c .bin token files (the default: data/'s)
-              --vocab DIR      the tokenizer's files (default data: gpt2_merges.bin)
-     model:   --init DIR       start from a Hugging Face checkpoint (DIR/model.safetensors,
-                               shape from DIR/config.json; --layers may then take fewer)
-              --layers L --heads H --width C --seq T   (a new model: 4, 4, 128, 64)
-     train:   --steps N --batch B --lr X --eval-every N
-              --minutes M      stop training after M minutes of wall time (the
-                               schedule still spans --steps: pick both)
-     sample:  --prompt TEXT    (default "<|endoftext|>": unconditional) --gen N new tokens
-                               (default 64; at most the context) --temperature X (default
-                               0.8; 0 greedy) --top-k K (default 40) --top-p P --seed S
-     save:    --save DIR       DIR/model.safetensors + DIR/config.json */
+   token files). --devices 2 trains on two CPU ranks (threads of this process): data
+   parallel, data parallel with ZeRO-1, or the layers split in two stages.
+   Options: see usage() below (train_text --help). */
+#define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+static void usage(void) {
+    printf("usage: train_text [options]   (each option also with one dash: -steps 10)\n"
+           "  data:    --text FILE      any UTF-8 file, tokenized here with the GPT-2 tokenizer\n"
+           "                            (\"<|endoftext|>\" in it is the special token); the\n"
+           "                            first 90%% of the tokens train, the last 10%% validate\n"
+           "           --train FILE --val FILE   llm.c .bin token files (default: data/'s\n"
+           "                            tinyshakespeare_train.bin and _val.bin)\n"
+           "           --vocab DIR      the tokenizer's files (default data: gpt2_merges.bin)\n"
+           "  model:   --init DIR       start from a Hugging Face checkpoint (DIR/model.safetensors,\n"
+           "                            shape from DIR/config.json; --layers may then take fewer)\n"
+           "           --layers L --heads H --width C --seq T   (a new model: 4, 4, 128, 64)\n"
+           "  train:   --steps N (200) --batch B (8 sequences a step, over every device)\n"
+           "           --lr X (2e-3) --eval-every N (50)\n"
+           "           --minutes M      stop training after M minutes of wall time (the\n"
+           "                            schedule still spans --steps: pick both)\n"
+           "  devices: --devices N      CPU ranks, one thread each, in this process (default 1)\n"
+           "           --parallel dp|zero1|split   dp: data parallel, each device B/N of the\n"
+           "                            batch; zero1: dp with the AdamW state sharded over the\n"
+           "                            devices; split: the layers in N stages (GPipe); default\n"
+           "                            dp when N > 1. Prints each device's planned memory.\n"
+           "  sample:  --prompt TEXT    (default \"<|endoftext|>\": unconditional) --gen N new\n"
+           "                            tokens (default 64; 0 none; at most the context)\n"
+           "           --temperature X (0.8; 0 greedy) --top-k K (40; 0 all) --top-p P (0 < P <= 1)\n"
+           "           --seed S\n"
+           "  save:    --save DIR       DIR/model.safetensors + DIR/config.json\n"
+           "  --help, -h                this text\n"
+           "The default data and vocabulary are found from any directory: ./data, else the\n"
+           "data/ next to this program's directory (<repo>/build/train_text -> <repo>/data).\n"
+           "Exit status: 0 ok, 1 an error, 2 a bad argument.\n");
+}
+
+/* ---- the command line: every number parsed whole (no trailing text, no overflow,
+   finite, in range); a bad one is refused naming the flag and the value, exit 2 ---- */
+
+static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "train_text: %s '%s': expected an integer in [%ld, %ld]\n", flag, v, lo, hi);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
+/* open_lo: lo itself is refused (a learning rate must be > 0) */
+static int arg_num(const char *flag, const char *v, double lo, double hi, int open_lo, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno == ERANGE || !isfinite(x) || x < lo || (open_lo && x == lo) || x > hi) {
+        fprintf(stderr, "train_text: %s '%s': expected a number in %c%g, %g]\n", flag, v, open_lo ? '(' : '[', lo, hi);
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+static int arg_u64(const char *flag, const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end || errno) { /* strtoull would take "-1" as 2^64 - 1 */
+        fprintf(stderr, "train_text: %s '%s': expected an integer in [0, %llu]\n", flag, v, (unsigned long long)UINT64_MAX);
+        return 0;
+    }
+    *out = (uint64_t)x;
+    return 1;
+}
+
+/* a default under the repository's data/: as given when it exists here, else beside
+   this program's directory (<repo>/build/train_text -> <repo>/data/...) */
+static const char *repo_path(const char *rel, char *buf, size_t cap) {
+    struct stat st;
+    char exe[4096];
+    if (stat(rel, &st) == 0) return rel;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return rel;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return rel;
+    *slash = 0;
+    int len = snprintf(buf, cap, "%s/../%s", exe, rel);
+    return len > 0 && (size_t)len < cap && stat(buf, &st) == 0 ? buf : rel; /* else the error names rel */
+}
+
+/* a file to read whole: a directory or a FIFO (whose open would block) is named, not read */
+static int regular_file(const char *flag, const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) { fprintf(stderr, "train_text: %s %s: %s\n", flag, path, strerror(errno)); return 0; }
+    if (S_ISREG(st.st_mode)) return 1;
+    fprintf(stderr, "train_text: %s %s: is %s, not a regular file\n", flag, path,
+            S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)" : "a device or socket");
+    return 0;
+}
 
 static double now(void) {
     struct timespec ts;
@@ -106,30 +193,42 @@ static int print_token(void *user, int row, int32_t token, const float *logits, 
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const char *train_path = "data/tinyshakespeare_train.bin", *val_path = "data/tinyshakespeare_val.bin";
-    const char *init = NULL, *save = NULL, *text = NULL, *vocab = "data", *prompt = "<|endoftext|>";
-    int steps = 200, eval_every = 50, n_gen = 64;
-    double minutes = 0;
+    char train_buf[4096], val_buf[4096], vocab_buf[4096];
+    const char *train_path = NULL, *val_path = NULL, *vocab = NULL;
+    const char *init = NULL, *save = NULL, *text = NULL, *prompt = "<|endoftext|>", *parallel = NULL;
+    int steps = 200, eval_every = 50, n_gen = 64, rows = 8, devices = 1;
+    double minutes = 0, lr = 2e-3, temperature = 0.8, top_p = 0;
     gpt2rt_sample samp;
     memset(&samp, 0, sizeof samp);
-    samp.temperature = 0.8f; samp.top_k = 40;
+    samp.top_k = 40;
     gpt2rt_config cfg = {0};
     cfg.n_layer = 4; cfg.n_head = 4; cfg.n_embd = 128; cfg.max_seq_len = 64;
-    cfg.batch_size = 8; cfg.seq_len = 64;
-    cfg.lr = 2e-3f; cfg.warmup_steps = 20; cfg.min_lr_frac = 0.1f; cfg.weight_decay = 0.1f;
+    cfg.seq_len = 64;
+    cfg.warmup_steps = 20; cfg.min_lr_frac = 0.1f; cfg.weight_decay = 0.1f;
     int layers = 0, heads = 0, width = 0, seq = 0; /* 0: not given */
-    for (int i = 1; i < argc; i += 2) {
+    for (int i = 1; i < argc; i++) {
         const char *k = argv[i] + (argv[i][0] == '-' && argv[i][1] == '-'), *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) { fprintf(stderr, "train_text: %s needs a value (see the comment at the top of examples/train_text.c)\n", argv[i]); return 1; }
-        if (!strcmp(k, "-steps")) steps = atoi(v);
-        else if (!strcmp(k, "-layers")) layers = atoi(v);
-        else if (!strcmp(k, "-heads")) heads = atoi(v);
-        else if (!strcmp(k, "-width")) width = atoi(v);
-        else if (!strcmp(k, "-batch")) cfg.batch_size = atoi(v);
-        else if (!strcmp(k, "-seq")) seq = atoi(v);
-        else if (!strcmp(k, "-lr")) cfg.lr = (float)atof(v);
-        else if (!strcmp(k, "-eval-every")) eval_every = atoi(v);
-        else if (!strcmp(k, "-minutes")) minutes = atof(v);
+        if (!strcmp(k, "-help") || !strcmp(k, "-h")) { usage(); return 0; }
+        if (!v) { fprintf(stderr, "train_text: %s needs a value (see --help)\n", argv[i]); return 2; }
+        const char *f = argv[i++];
+        int ok = 1;
+        if (!strcmp(k, "-steps")) ok = arg_int(f, v, 1, 1000000000, &steps);
+        else if (!strcmp(k, "-layers")) ok = arg_int(f, v, 1, 1024, &layers);
+        else if (!strcmp(k, "-heads")) ok = arg_int(f, v, 1, 1024, &heads);
+        else if (!strcmp(k, "-width")) ok = arg_int(f, v, 1, 65536, &width);
+        else if (!strcmp(k, "-batch")) ok = arg_int(f, v, 1, 1 << 20, &rows);
+        else if (!strcmp(k, "-seq")) ok = arg_int(f, v, 1, 1 << 20, &seq);
+        else if (!strcmp(k, "-lr")) ok = arg_num(f, v, 0, 10, 1, &lr);
+        else if (!strcmp(k, "-eval-every")) ok = arg_int(f, v, 1, 1000000000, &eval_every);
+        else if (!strcmp(k, "-minutes")) ok = arg_num(f, v, 0, 1e7, 0, &minutes);
+        else if (!strcmp(k, "-devices")) ok = arg_int(f, v, 1, GPT2RT_MAX_DEVICES, &devices);
+        else if (!strcmp(k, "-parallel")) {
+            parallel = v;
+            if (strcmp(v, "none") && strcmp(v, "dp") && strcmp(v, "zero1") && strcmp(v, "split")) {
+                fprintf(stderr, "train_text: %s '%s': expected dp, zero1, split or none\n", f, v);
+                ok = 0;
+            }
+        }
         else if (!strcmp(k, "-init")) init = v;
         else if (!strcmp(k, "-save")) save = v;
         else if (!strcmp(k, "-train")) train_path = v;
@@ -137,18 +236,44 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-text")) text = v;
         else if (!strcmp(k, "-vocab")) vocab = v;
         else if (!strcmp(k, "-prompt")) prompt = v;
-        else if (!strcmp(k, "-gen")) n_gen = atoi(v);
-        else if (!strcmp(k, "-temperature")) samp.temperature = (float)atof(v);
-        else if (!strcmp(k, "-top-k")) samp.top_k = atoi(v);
-        else if (!strcmp(k, "-top-p")) samp.top_p = (float)atof(v);
-        else if (!strcmp(k, "-seed")) samp.seed = strtoull(v, NULL, 10);
-        else { fprintf(stderr, "train_text: unknown option %s (see the comment at the top of examples/train_text.c)\n", argv[i]); return 1; }
+        else if (!strcmp(k, "-gen")) ok = arg_int(f, v, 0, 1 << 20, &n_gen);
+        else if (!strcmp(k, "-temperature")) ok = arg_num(f, v, 0, 100, 0, &temperature);
+        else if (!strcmp(k, "-top-k")) ok = arg_int(f, v, 0, 1 << 30, &samp.top_k);
+        else if (!strcmp(k, "-top-p")) ok = arg_num(f, v, 0, 1, 1, &top_p);
+        else if (!strcmp(k, "-seed")) ok = arg_u64(f, v, &samp.seed);
+        else { fprintf(stderr, "train_text: unknown option %s (see --help)\n", f); return 2; }
+        if (!ok) return 2;
     }
-    if (steps < 1 || eval_every < 1 || n_gen < 0 || minutes < 0) {
-        fprintf(stderr, "train_text: --steps %d and --eval-every %d must be >= 1, --gen %d and --minutes %g >= 0\n", steps,
-                eval_every, n_gen, minutes);
+    cfg.lr = (float)lr;
+    samp.temperature = (float)temperature;
+    samp.top_p = (float)top_p;
+    if (!train_path) train_path = repo_path("data/tinyshakespeare_train.bin", train_buf, sizeof train_buf);
+    if (!val_path) val_path = repo_path("data/tinyshakespeare_val.bin", val_buf, sizeof val_buf);
+    if (!vocab) vocab = repo_path("data", vocab_buf, sizeof vocab_buf);
+    if (text ? !regular_file("--text", text) : !regular_file("--train", train_path) || !regular_file("--val", val_path))
         return 1;
+
+    /* devices: the mode follows --devices unless given; each misconfiguration names what to set */
+    if (!parallel) parallel = devices > 1 ? "dp" : "none";
+    int dp = !strcmp(parallel, "dp") || !strcmp(parallel, "zero1"), split = !strcmp(parallel, "split");
+    if ((dp || split) && devices < 2) {
+        fprintf(stderr, "train_text: --parallel %s needs --devices 2 or more (it is %d)\n", parallel, devices);
+        return 2;
     }
+    if (!dp && !split && devices > 1) {
+        fprintf(stderr, "train_text: --devices %d with --parallel none: set --parallel dp, zero1 or split\n", devices);
+        return 2;
+    }
+    if (dp && rows % devices) {
+        fprintf(stderr, "train_text: --batch %d does not split over --devices %d (data parallel gives each device "
+                "batch / devices sequences): set --batch to a multiple of %d\n", rows, devices, devices);
+        return 2;
+    }
+    cfg.n_devices = devices;
+    cfg.parallel = dp ? GPT2RT_PARALLEL_DATA : split ? GPT2RT_PARALLEL_LAYER_SPLIT : GPT2RT_PARALLEL_NONE;
+    cfg.shard_optimizer = !strcmp(parallel, "zero1");
+    cfg.batch_size = dp ? rows / devices : rows; /* per rank under data parallel: calls take all the rows */
+
     if (init) { /* the checkpoint's shape: n_layer, n_head, n_embd, vocab_size, n_positions */
         char err[512];
         if (gpt2rt_config_load(&cfg, init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", err); return 1; }
@@ -157,6 +282,13 @@ int main(int argc, char **argv) {
     if (heads) cfg.n_head = heads;
     if (width) cfg.n_embd = width;
     if (seq) { cfg.seq_len = seq; if (!init) cfg.max_seq_len = seq; }
+    if (split && cfg.n_layer < devices) {
+        fprintf(stderr, "train_text: --parallel split over --devices %d needs at least %d layers (each device holds "
+                "whole layers), the model has %d: set --layers %d or more", devices, devices, cfg.n_layer, devices);
+        if (cfg.n_layer >= 2) fprintf(stderr, ", or --devices %d", cfg.n_layer);
+        fprintf(stderr, "\n");
+        return 2;
+    }
     cfg.total_steps = steps;
     if (cfg.warmup_steps > steps) cfg.warmup_steps = steps; /* a short run: warm up over all of it */
     cfg.kv_batch = n_gen ? 1 : 0; /* the KV cache for the sample at the end */
@@ -203,41 +335,50 @@ int main(int argc, char **argv) {
         return 1;
     }
     cfg = gpt2rt_config_get(ctx);
+    if (cfg.n_devices > 1) { /* what each rank holds here (the CPU ranks share one host) */
+        gpt2rt_memory_plan got;
+        if (gpt2rt_plan_allocated(ctx, &got) == GPT2RT_OK) {
+            printf("allocated (gpt2rt_plan_allocated), MiB:");
+            for (int d = 0; d < got.n_devices; d++) printf(" device %d %.2f%s", d, got.total[d] / 1048576.0, d + 1 < got.n_devices ? "," : "\n");
+        }
+        printf("%s over %d CPU devices: %d sequences a step, %d on each device%s\n", parallel, cfg.n_devices, rows,
+               dp ? cfg.batch_size : rows, split ? " in turn (each device runs its stage of the layers)" : "");
+    }
     printf("training on %lld tokens, validating on %lld; %d steps of %d x %d tokens", (long long)train.n,
-           (long long)val.n, steps, cfg.batch_size, cfg.seq_len);
+           (long long)val.n, steps, rows, cfg.seq_len);
     if (minutes > 0) printf(", at most %g minutes", minutes);
     printf("\n");
-    int BT = cfg.batch_size * cfg.seq_len;
+    int BT = rows * cfg.seq_len; /* every device's rows: data parallel calls take them all */
     int32_t *x = (int32_t *)malloc(sizeof(int32_t) * (size_t)BT), *y = (int32_t *)malloc(sizeof(int32_t) * (size_t)BT);
     uint64_t rng = 1, val_rng;
     double t_train = 0, t0 = now();
-    int step = 0;
+    int step = 0, rc = 0;
     for (;; step++) {
         int out_of_time = minutes > 0 && now() - t0 >= minutes * 60.0;
         int last = step == steps || out_of_time;
         if (step % eval_every == 0 || last) {
-            float sum = 0, l;
+            float sum = 0, l = 0;
             val_rng = 42; /* the same validation batches every time */
-            for (int k = 0; k < 8; k++) {
-                get_batch(&val, cfg.batch_size, cfg.seq_len, &val_rng, x, y);
-                gpt2rt_forward(ctx, x, y, &l);
+            for (int k = 0; k < 8 && !rc; k++) {
+                get_batch(&val, rows, cfg.seq_len, &val_rng, x, y);
+                if (gpt2rt_forward(ctx, x, y, &l) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx)); rc = 1; }
                 sum += l;
             }
+            if (rc) break;
             printf("step %4d  val loss %.4f  (%.1f min)\n", step, sum / 8, (now() - t0) / 60.0);
         }
         if (last) break;
         gpt2rt_step_stats st;
-        get_batch(&train, cfg.batch_size, cfg.seq_len, &rng, x, y);
-        if (gpt2rt_step(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx)); break; }
+        get_batch(&train, rows, cfg.seq_len, &rng, x, y);
+        if (gpt2rt_step(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx)); rc = 1; break; }
         t_train += st.seconds;
-        if (step % 10 == 0)
+        if (step % 10 == 0 || steps <= 20) /* a short run: every step */
             printf("step %4d  loss %.4f  norm %.3f  lr %.2e  %.0f ms  %.0f tok/s\n", step, st.loss, st.grad_norm, st.lr,
                    st.seconds * 1e3, (double)st.tokens / st.seconds);
     }
-    if (step) printf("%d steps in %.1f s of training: %.0f tokens/s\n", step, t_train, (double)step * BT / t_train);
+    if (step && t_train > 0) printf("%d steps in %.1f s of training: %.0f tokens/s\n", step, t_train, (double)step * BT / t_train);
 
-    int rc = 0;
-    if (n_gen) { /* a sample from the prompt, through the KV cache */
+    if (n_gen && !rc) { /* a sample from the prompt, through the KV cache */
         int64_t cap = cfg.kv_len, len = (int64_t)n_prompt;
         samp.max_new_tokens = n_gen;
         samp.on_token = print_token; samp.user = tok;

@@ -212,6 +212,8 @@ static void fz_write_seeds(const char *dir) {
     const char *merges = "#version: 0.2\nh e\n\xc4\xa0 he\n";
     fz_seed(dir, "json_small", 2, json, jl, merges, strlen(merges));
     fz_seed(dir, "json_bad_merge", 2, json, jl, "h x\n", 4);
+    /* the merges cut at a line boundary: 1 merge for 259 tokens, refused by count */
+    fz_seed(dir, "json_cut_merges", 2, json, jl, merges, strlen("#version: 0.2\nh e\n"));
     fz_seed(dir, "json_escapes", 2, "{\"\\ud83d\\ude00\": 0, \"\\u0041\\n\": 1}", 33, "", 0);
     /* shards: a valid one, truncated, foreign */
     unsigned char sh[1024 + 40];

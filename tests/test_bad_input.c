@@ -12,7 +12,16 @@
    - gpt2rt_config_load reads the shape of a Hugging Face config.json and refuses
      broken ones;
    - `test_bad_input omp` (run with OMP_NUM_THREADS=2000 by tests/run.sh): the
-     default thread count is clamped, create succeeds. */
+     default thread count is clamped, create succeeds.
+   Round 3 (issue 23):
+   - every refusal of the tokenizer, shard, series and plan calls writes its own
+     message naming the argument, after a different earlier refusal (no empty or
+     stale message), and gpt2rt_series_batch(first = INT64_MAX - 1) builds its
+     message without overflowing (run under UBSan);
+   - rendezvous_file naming a directory or a FIFO: refused at once, saying which;
+   - the plan printed from gpt2rt_plan_allocated gives the same tokens a step as
+     gpt2rt_plan's.
+   A check that cannot run here prints "skip <what>: <why>" at the start of a line. */
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT__TEST_HOOKS
 #define GPT2RT_IMPLEMENTATION
@@ -114,7 +123,7 @@ static void special_files(void) {
         {"/dev/null", "character device"}, {"/proc/self/status", "not a regular file"}, {TMP, "directory"}};
     alarm(20);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (!exists(cases[i].path)) { printf("    (skip %s: not on this machine)\n", cases[i].path); continue; }
+        if (!exists(cases[i].path)) { printf("skip %s as a special file: not on this machine\n", cases[i].path); continue; }
         for (int k = 0; k < 3; k++) {
             double t0 = now_s();
             gpt2rt_result r;
@@ -452,6 +461,194 @@ static void config_json(void) {
     CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(err, "NULL"), "config_load(NULL): %s", err);
 }
 
+/* a refusal's message contains want and not stale (the previous refusal's phrase) */
+#define REFUSED(call, result, getmsg, want, stale) do { \
+        gpt2rt_result r_ = (call); \
+        const char *m_ = (getmsg); \
+        CHECK(r_ == (result) && has(m_, want) && !has(m_, stale), "%s -> %s: \"%s\" (want \"%s\", not \"%s\")", #call, \
+              gpt2rt_result_string(r_), m_, want, stale); \
+    } while (0)
+
+/* Every refusal writes its own message: each call below is refused right after a
+   different refusal, so an empty message or the previous one fails the check. */
+static void own_messages(void) {
+    gpt2rt_tokenizer *tok;
+    gpt2rt_result r = gpt2rt_tok_load(&tok, "data");
+    CHECK(r == GPT2RT_OK, "data/: %s", gpt2rt_tok_last_error(tok));
+    if (r != GPT2RT_OK) { gpt2rt_tok_free(tok); return; }
+#define TOKMSG gpt2rt_tok_last_error(tok)
+    int32_t ids[8], bad_id = -5;
+    char out[8];
+    size_t n;
+    REFUSED(gpt2rt_tok_decode(tok, &bad_id, 1, out, sizeof out, &n), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG,
+            "ids[0] = -5", "NULL");
+    REFUSED(gpt2rt_tok_encode(tok, NULL, 5, GPT2RT_TOK_SPECIAL_TEXT, ids, 8, &n), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG,
+            "gpt2rt_tok_encode: text is NULL with len = 5", "ids[0]");
+    REFUSED(gpt2rt_tok_encode(tok, "abc", 3, GPT2RT_TOK_SPECIAL_TEXT, NULL, 8, &n), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG,
+            "gpt2rt_tok_encode: ids is NULL with cap = 8", "text is NULL");
+    REFUSED(gpt2rt_tok_encode(tok, "abc", 3, GPT2RT_TOK_SPECIAL_TEXT, ids, 8, NULL), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG,
+            "gpt2rt_tok_encode: n_ids is NULL", "with cap");
+    REFUSED(gpt2rt_tok_decode(tok, NULL, 2, out, sizeof out, &n), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG,
+            "gpt2rt_tok_decode: ids is NULL with n = 2", "n_ids");
+    REFUSED(gpt2rt_tok_decode(tok, ids, 0, NULL, 4, &n), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG,
+            "gpt2rt_tok_decode: out is NULL with cap = 4", "ids is NULL");
+    REFUSED(gpt2rt_tok_decode(tok, ids, 0, out, 0, NULL), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG,
+            "gpt2rt_tok_decode: n_bytes is NULL", "out is NULL");
+    REFUSED(gpt2rt_tok_save(tok, NULL), GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG, "gpt2rt_tok_save: path is NULL",
+            "n_bytes");
+    REFUSED(gpt2rt_tok_encode(tok, "<|endoftext|>", 13, (gpt2rt_tok_special)7, ids, 8, &n),
+            GPT2RT_ERR_INVALID_ARGUMENT, TOKMSG, "special = 7", "path is NULL");
+#undef TOKMSG
+    gpt2rt_tok_free(tok);
+
+    gpt2rt_shard *sh;
+    int32_t toks[64], in[16], tg[16];
+    for (int i = 0; i < 64; i++) toks[i] = i;
+    CHECK(gpt2rt_shard_from_tokens(&sh, toks, 64) == GPT2RT_OK, "shard: %s", gpt2rt_shard_last_error(sh));
+    REFUSED(gpt2rt_shard_batch(sh, 1, 0, 0, 1, 2, 4, NULL, tg), GPT2RT_ERR_INVALID_ARGUMENT, gpt2rt_shard_last_error(sh),
+            "gpt2rt_shard_batch: inputs is NULL", "targets");
+    REFUSED(gpt2rt_shard_batch(sh, 1, 0, 0, 1, 2, 4, in, NULL), GPT2RT_ERR_INVALID_ARGUMENT, gpt2rt_shard_last_error(sh),
+            "gpt2rt_shard_batch: targets is NULL", "inputs");
+    REFUSED(gpt2rt_shard_save(sh, NULL), GPT2RT_ERR_INVALID_ARGUMENT, gpt2rt_shard_last_error(sh),
+            "gpt2rt_shard_save: path is NULL", "targets");
+    /* T + 1 in the message: T = INT_MAX overflowed an int */
+    REFUSED(gpt2rt_shard_batch(sh, 1, 0, 0, 1, 1, INT32_MAX, in, tg), GPT2RT_ERR_INVALID_ARGUMENT,
+            gpt2rt_shard_last_error(sh), "64 tokens make 0 windows of T+1 = 2147483648 tokens", "path is NULL");
+    gpt2rt_shard_free(sh);
+
+    gpt2rt_series *se;
+    gpt2rt_series_desc d;
+    memset(&d, 0, sizeof d);
+    d.lookback = 2; d.horizon = 1; d.borders = GPT2RT_SERIES_BORDERS_RATIO;
+    r = gpt2rt_series_load(&se, "tests/fixtures/series_small.csv", &d);
+    CHECK(r == GPT2RT_OK, "series_small.csv: %s", gpt2rt_series_last_error(se));
+    if (r == GPT2RT_OK) {
+#define SERMSG gpt2rt_series_last_error(se)
+        float x[4 * 2 * 3], y[4 * 1 * 3];
+        double mu, sd;
+        gpt2rt_series_info info;
+        /* 30 rows, 70/10/20: the test split [22, 30) holds 30 - 22 - 2 - 1 + 1 = 6 windows */
+        REFUSED(gpt2rt_series_batch(se, GPT2RT_SERIES_TEST, 0, 0, INT64_MAX - 1, 4, x, y), GPT2RT_ERR_INVALID_ARGUMENT,
+                SERMSG, "first = 9223372036854775806, B = 4 must lie in the test split's [0, 6)", "NULL");
+        REFUSED(gpt2rt_series_batch(se, GPT2RT_SERIES_TRAIN, 0, 0, 0, 4, NULL, y), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "gpt2rt_series_batch: x is NULL", "first =");
+        REFUSED(gpt2rt_series_batch(se, GPT2RT_SERIES_TRAIN, 0, 0, 0, 4, x, NULL), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "gpt2rt_series_batch: y is NULL", "x is NULL");
+        REFUSED(gpt2rt_series_info_get(se, NULL), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "gpt2rt_series_info_get: info is NULL", "y is NULL");
+        REFUSED(gpt2rt_series_scaler(se, 3, &mu, &sd), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "gpt2rt_series_scaler: channel m = 3 is outside [0, 3)", "info is NULL");
+        REFUSED(gpt2rt_series_scaler(se, 0, NULL, &sd), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "gpt2rt_series_scaler: mean is NULL", "channel m");
+        REFUSED(gpt2rt_series_scaler(se, 0, &mu, NULL), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "gpt2rt_series_scaler: std is NULL", "mean is NULL");
+        REFUSED(gpt2rt_series_batch(se, (gpt2rt_series_split)5, 0, 0, 0, 1, x, y), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "split = 5", "std is NULL");
+        REFUSED(gpt2rt_series_batch(se, GPT2RT_SERIES_VAL, 0, -1, 0, 1, x, y), GPT2RT_ERR_INVALID_ARGUMENT, SERMSG,
+                "epoch = -1", "split = 5");
+        /* what a refusal leaves usable: the next batch works */
+        CHECK(gpt2rt_series_info_get(se, &info) == GPT2RT_OK && info.windows[GPT2RT_SERIES_TEST] == 6 &&
+              gpt2rt_series_batch(se, GPT2RT_SERIES_TEST, 0, 0, 2, 4, x, y) == GPT2RT_OK,
+              "after the refusals: test windows %lld: %s", (long long)info.windows[GPT2RT_SERIES_TEST], SERMSG);
+#undef SERMSG
+    }
+    gpt2rt_series_free(se);
+
+    /* the plan calls write into the caller's buffer */
+    char buf[512];
+    gpt2rt_config c, fitted;
+    memset(&c, 0, sizeof c);
+    strcpy(buf, "stale");
+    r = gpt2rt_fit(NULL, 1 << 30, 0, &fitted, buf, sizeof buf);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(buf, "gpt2rt_fit: config is NULL"), "gpt2rt_fit(NULL): %s", buf);
+    r = gpt2rt_fit(&c, 1 << 30, 0, NULL, buf, sizeof buf);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(buf, "gpt2rt_fit: out is NULL"), "gpt2rt_fit(out NULL): %s", buf);
+    gpt2rt_step_time st;
+    r = gpt2rt_plan_step_time(&c, NULL, 0, &st, buf, sizeof buf);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(buf, "hw and out must not be NULL"), "step_time(hw NULL): %s", buf);
+    gpt2rt_memory_plan p;
+    CHECK(gpt2rt_plan(NULL, &p) == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "config is NULL"), "plan(NULL): %s",
+          p.error);
+}
+
+/* rendezvous_file that names a directory or a FIFO: the rank that reads it (rank 1)
+   said "not a gpt2rt rendezvous file (0 bytes)" of a directory and blocked in fopen
+   on a FIFO for as long as no one wrote to it, far past timeout_s; rank 0 said a
+   directory "exists already (left by an earlier run)" */
+static void rendezvous_paths(void) {
+    const char *fifo = TMP "/rdv.fifo";
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s: %s", fifo, strerror(errno));
+    struct { const char *path, *kind; } cs[] = {{TMP, "is a directory"}, {fifo, "is a FIFO (named pipe)"},
+                                                 {"/dev/null", "is a character device"}};
+    alarm(20);
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int rank = 0; rank < 2; rank++) {
+            gpt2rt_config c;
+            memset(&c, 0, sizeof c);
+            c.n_layer = 1; c.n_head = 1; c.n_embd = 8; c.vocab_size = 16; c.max_seq_len = 4; c.n_threads = 1;
+            c.parallel = GPT2RT_PARALLEL_DATA; c.world_size = 2; c.rank = rank;
+            c.rendezvous = GPT2RT_RENDEZVOUS_FILE; c.timeout_s = 2.0f;
+            snprintf(c.rendezvous_file, sizeof c.rendezvous_file, "%s", cs[i].path);
+            gpt2rt_memory_plan p;
+            gpt2rt_result r = gpt2rt_plan(&c, &p);
+            CHECK(r == GPT2RT_OK, "plan of a FILE rendezvous: %s", p.error);
+            if (r != GPT2RT_OK) continue;
+            unsigned char id[GPT2RT__RDV_ID_BYTES];
+            memset(id, 7, sizeof id);
+            char err[1024] = "";
+            double t0 = now_s();
+            r = gpt2rt__rdv_exchange(&p.config, id, err, sizeof err);
+            double dt = now_s() - t0;
+            /* well under timeout_s = 2: refused at once, not after waiting */
+            CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(err, cs[i].path) && has(err, cs[i].kind) &&
+                  !has(err, "exists already") && !has(err, "bytes") && dt < 1.0,
+                  "rank %d, rendezvous_file %s: %s in %.2f s: %s", rank, cs[i].path, gpt2rt_result_string(r), dt, err);
+            if (i == 1 && rank == 1) printf("    %s\n", err);
+        }
+    alarm(0);
+    /* rank 0 left nothing beside the FIFO or in the directory */
+    CHECK(!exists(TMP ".tmp0") && !exists(TMP "/rdv.fifo.tmp0"), "a refused rendezvous left its temporary file");
+    unlink(fifo);
+}
+
+/* item 9: the plan printed from what a context allocated said "(0 tokens a step)"
+   where gpt2rt_plan's says 16 */
+static void plan_tokens(void) {
+    struct { int accum, devices; gpt2rt_parallel par; long long want; } cs[] = {
+        {2, 1, GPT2RT_PARALLEL_NONE, 2 * 4 * 2},      /* B x T x grad_accum */
+        {1, 2, GPT2RT_PARALLEL_DATA, 2 * 4 * 2},      /* B x T x data-parallel devices */
+        {2, 2, GPT2RT_PARALLEL_LAYER_SPLIT, 2 * 4 * 2}}; /* the stages share the micro-batches */
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        gpt2rt_config c;
+        memset(&c, 0, sizeof c);
+        c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 32; c.max_seq_len = 8; c.n_threads = 1;
+        c.batch_size = 2; c.seq_len = 4; c.grad_accum = cs[i].accum; c.n_devices = cs[i].devices;
+        c.parallel = cs[i].par;
+        gpt2rt_memory_plan planned, allocated;
+        gpt2rt_ctx *ctx = NULL;
+        CHECK(gpt2rt_plan(&c, &planned) == GPT2RT_OK, "plan: %s", planned.error);
+        gpt2rt_result r = gpt2rt_create(&ctx, &c);
+        CHECK(r == GPT2RT_OK, "create: %s", gpt2rt_last_error(ctx));
+        if (r != GPT2RT_OK) { gpt2rt_free(ctx); continue; }
+        CHECK_OK(ctx, gpt2rt_plan_allocated(ctx, &allocated));
+        char a[4096], b[4096], want[64];
+        gpt2rt_plan_format(&planned, a, sizeof a);
+        gpt2rt_plan_format(&allocated, b, sizeof b);
+        snprintf(want, sizeof want, "(%lld tokens a step)", cs[i].want);
+        CHECK(planned.tokens_per_step == cs[i].want && has(a, want) && has(b, want),
+              "case %zu: tokens_per_step %lld; gpt2rt_plan prints \"%.120s\", gpt2rt_plan_allocated \"%.120s\" (want %s)",
+              i, (long long)planned.tokens_per_step, strchr(a, '\n') ? strchr(a, '\n') + 1 : a,
+              strchr(b, '\n') ? strchr(b, '\n') + 1 : b, want);
+        gpt2rt_free(ctx);
+    }
+    /* a failed plan prints without reading its zeroed config */
+    gpt2rt_memory_plan bad;
+    gpt2rt_plan(NULL, &bad);
+    char buf[1024];
+    CHECK(gpt2rt_plan_format(&bad, buf, sizeof buf) > 0 && has(buf, "(0 tokens a step)"), "failed plan: %s", buf);
+}
+
 /* OMP_NUM_THREADS=2000 and n_threads unset: create succeeds with the default clamped */
 static int omp_mode(void) {
     const char *env = getenv("OMP_NUM_THREADS");
@@ -495,5 +692,8 @@ int main(int argc, char **argv) {
     ignored_targets();
     null_buffers();
     config_json();
+    own_messages();
+    rendezvous_paths();
+    plan_tokens();
     return harness_finish();
 }

@@ -2,7 +2,8 @@
    window counts (ETTh, ETTm, 70/10/20 including sizes where Python's int(n * 0.7)
    is not n * 7 // 10), the StandardScaler against values worked out by hand on
    tests/fixtures/series_small.csv, the windows' contents, the seeded training
-   order, and every malformed-file error naming its line, column and numbers. */
+   order, every malformed-file error naming its line, column and numbers, and the
+   line endings read (LF, CRLF, and CR alone). */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -142,7 +143,8 @@ static void test_scaler_and_windows(void) {
     CHECK(x[0] == v[(22 + 4) * 3] && x[3 * 2 + 2] == v[(22 + 5) * 3 + 2] && y[0] == v[(22 + 4 + 2) * 3] &&
               y[3 + 1] == v[(22 + 5 + 2) * 3 + 1], "test windows 4 and 5 are not rows 26.. and 27..");
     CHECK(gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 5, 2, x, y) == GPT2RT_ERR_INVALID_ARGUMENT &&
-              strstr(gpt2rt_series_last_error(s), "[5, 7)") && strstr(gpt2rt_series_last_error(s), "[0, 6)"),
+              strstr(gpt2rt_series_last_error(s), "first = 5, B = 2") &&
+              strstr(gpt2rt_series_last_error(s), "test split's [0, 6)"),
           "a batch past the split: %s", gpt2rt_series_last_error(s));
     /* training order: each epoch visits all 19 windows once; the same (seed, epoch)
        gives the same order, another seed or epoch another */
@@ -256,6 +258,23 @@ static void test_errors(void) {
         CHECK(in.rows == 10 && gpt2rt_series_values(s)[19] == 11.0f && strcmp(gpt2rt_series_column(s, 0), "a") == 0,
               "accepted forms: rows %lld, last value %g", (long long)in.rows, (double)gpt2rt_series_values(s)[19]);
     gpt2rt_series_free(s);
+    /* lines ending in CR alone (old Mac programs): before, the whole file was one
+       header line and the load said "no data rows after the header (line 1)" */
+    for (int mixed = 0; mixed < 2; mixed++) {
+        const char *cr = mixed ? "date,a,b\r1,1,2\n2,2,3\r\n3,3,4\r4,4,5\r5,5,6\r6,6,7\r7,7,8\r8,8,9\r9,9,10\r10,10,11\r\r"
+                               : "date,a,b\r1,1,2\r2,2,3\r3,3,4\r4,4,5\r5,5,6\r6,6,7\r7,7,8\r8,8,9\r9,9,10\r10,10,11\r";
+        gpt2rt_result r = gpt2rt_series_load_mem(&s, cr, strlen(cr), "old_mac.csv", &dn);
+        const float *v = gpt2rt_series_values(s);
+        CHECK(r == GPT2RT_OK && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.rows == 10 && in.channels == 2 &&
+                  v[0] == 1.0f && v[1] == 2.0f && v[18] == 10.0f && v[19] == 11.0f &&
+                  strcmp(gpt2rt_series_column(s, 1), "b") == 0,
+              "%s line endings: %s: %s", mixed ? "mixed CR, LF, CRLF" : "CR-only", gpt2rt_result_string(r),
+              gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+    }
+    /* a CR-only file's errors still count lines */
+    bad("CR-only, bad number", "date,a,b\r1,1,2\r2,2,x\r", d, GPT2RT_ERR_FORMAT, "line 3, column 3", "\"x\"", NULL);
+    bad("CR-only, blank line inside", "date,a,b\r1,1,2\r\r2,2,3\r", d, GPT2RT_ERR_FORMAT, "line 3 is empty", NULL, NULL);
 }
 
 int main(void) {

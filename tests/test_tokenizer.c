@@ -1,15 +1,20 @@
 /* tests/test_tokenizer.c - the GPT-2 tokenizer and llm.c token shards.
 
    References we did not write: tiktoken's ids (tests/fixtures/tokenizer, from
-   tools/tok_fixture.py), OpenAI's encoder.json + vocab.bpe (../shared/data, where
-   present), and the Hugging Face-tokenised shards in data/. Exact properties:
-   decode(encode(x)) == x for any bytes, the heap BPE == the textbook quadratic
-   one, shard windows disjoint across ranks. Run from the repository root. */
+   tools/tok_fixture.py), the Hugging Face-tokenised shards in data/ (decoded and
+   encoded again: the same ids), and, where ../shared/data is present, OpenAI's
+   encoder.json + vocab.bpe and tinyshakespeare.txt (a check that needs them and
+   cannot run prints a line "skip <what>: <file> not found", counted by run.sh).
+   encoder.json and vocab.bpe in OpenAI's own format are written from
+   data/gpt2_merges.bin, so the loaders of those files and the refusal of a cut
+   vocab.bpe run on a fresh clone. Exact properties: decode(encode(x)) == x for any
+   bytes, the heap BPE == the textbook quadratic one, shard windows disjoint across
+   ranks. Run from the repository root; GPT2RT_TEST_SHARED names another directory
+   for ../shared/data. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
 
-#define SHARED "../shared/data"
 #define FIXTURE "tests/fixtures/tokenizer/gpt2_cases.txt"
 
 static uint64_t rng_state = 42;
@@ -18,6 +23,16 @@ static uint32_t rnd(uint32_t n) { return (uint32_t)(gpt2rt__rng_next(&rng_state)
 static int file_exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
+}
+
+/* OpenAI's original files: ../shared/data/<name> (or $GPT2RT_TEST_SHARED/<name>) */
+static const char *shared(const char *name) {
+    static char buf[4][512];
+    static int k;
+    const char *dir = getenv("GPT2RT_TEST_SHARED");
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir && dir[0] ? dir : "../shared/data", name);
+    return buf[k];
 }
 
 static size_t put_utf8(unsigned char *o, uint32_t cp) {
@@ -118,8 +133,8 @@ static uint64_t fnv_u16(const int32_t *ids, size_t n) {
    shards in data/ (train = the first 120,000 tokens, val = the last 32,768) */
 static void test_shakespeare(gpt2rt_tokenizer *tok, uint64_t want_fnv, long want_n) {
     size_t len;
-    unsigned char *txt = read_all(SHARED "/tinyshakespeare.txt", &len);
-    if (!txt) { printf("    skip tinyshakespeare: %s/tinyshakespeare.txt not found\n", SHARED); return; }
+    unsigned char *txt = read_all(shared("tinyshakespeare.txt"), &len);
+    if (!txt) { printf("skip tinyshakespeare, all of it: %s not found\n", shared("tinyshakespeare.txt")); return; }
     int32_t *ids = (int32_t *)malloc(len * sizeof(int32_t));
     size_t n = 0;
     double t0 = gpt2rt__now();
@@ -205,19 +220,184 @@ static int write_hf_dir(const gpt2rt_tokenizer *t, const char *dir) {
     return 1;
 }
 
-static void test_loaders(gpt2rt_tokenizer *tok) {
-    /* the compact copy holds exactly OpenAI's two files */
-    if (file_exists(SHARED "/encoder.json")) {
-        gpt2rt_tokenizer *orig;
-        gpt2rt_result r = gpt2rt_tok_load_files(&orig, SHARED "/encoder.json", SHARED "/vocab.bpe");
-        CHECK(r == GPT2RT_OK, "encoder.json + vocab.bpe: %s", gpt2rt_tok_last_error(orig));
-        if (r == GPT2RT_OK) {
-            CHECK(same_vocab(tok, orig), "data/gpt2_merges.bin differs from encoder.json + vocab.bpe");
-            printf("    data/gpt2_merges.bin == encoder.json + vocab.bpe: %d tokens, %d merges, eot %d\n",
-                   (int)gpt2rt_tok_vocab_size(orig), (int)orig->n_merges, (int)gpt2rt_tok_eot(orig));
+/* OpenAI's two files as its encoder.py release has them, written from a vocabulary:
+   encoder.json = json.dumps of {token: id} in id order (", " and ": " separators,
+   non-ASCII as lowercase \u escapes, no newline at the end); vocab.bpe = the line
+   "#version: 0.2", then "left right" per merge in rank order, each line ending LF */
+static int write_openai_dir(const gpt2rt_tokenizer *t, const char *dir) {
+    char p[256];
+    uint32_t cp_of[256];
+    int order[256];
+    gpt2rt__tok_byte_order(cp_of, order);
+    mkdir(dir, 0755);
+    snprintf(p, sizeof p, "%s/encoder.json", dir);
+    FILE *f = fopen(p, "wb");
+    if (!f) return 0;
+    fputc('{', f);
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        size_t l;
+        const unsigned char *s = (const unsigned char *)gpt2rt_tok_token(t, id, &l);
+        fputs(id ? ", \"" : "\"", f);
+        for (size_t i = 0; i < l; i++) {
+            uint32_t c = id == t->eot ? s[i] : cp_of[s[i]];
+            if (c == '"' || c == '\\') fprintf(f, "\\%c", (char)c);
+            else if (c < 0x80) fputc((int)c, f);
+            else fprintf(f, "\\u%04x", c);
         }
+        fprintf(f, "\": %d", (int)id);
+    }
+    fputc('}', f);
+    int ok = fclose(f) == 0;
+    snprintf(p, sizeof p, "%s/vocab.bpe", dir);
+    f = fopen(p, "wb");
+    if (!f) return 0;
+    fputs("#version: 0.2\n", f);
+    for (int32_t r = 0; r < t->n_merges; r++)
+        for (int k = 0; k < 2; k++) {
+            size_t l;
+            const unsigned char *s = (const unsigned char *)gpt2rt_tok_token(t, t->merges[2 * r + k], &l);
+            unsigned char u[4];
+            for (size_t i = 0; i < l; i++) fwrite(u, 1, put_utf8(u, cp_of[s[i]]), f);
+            fputc(k ? '\n' : ' ', f);
+        }
+    return (fclose(f) == 0) && ok;
+}
+
+static int same_file(const char *a, const char *b) {
+    size_t la = 0, lb = 0;
+    unsigned char *x = read_all(a, &la), *y = read_all(b, &lb);
+    int eq = x && y && la == lb && !memcmp(x, y, la);
+    free(x);
+    free(y);
+    return eq;
+}
+
+/* encoder.json + vocab.bpe, as OpenAI ships them and cut short */
+static void test_openai_files(gpt2rt_tokenizer *tok) {
+    const char *dir = "build/tok_openai";
+    CHECK(write_openai_dir(tok, dir), "cannot write %s", dir);
+    gpt2rt_tokenizer *oa;
+    gpt2rt_result r = gpt2rt_tok_load(&oa, dir); /* no gpt2_merges.bin there: encoder.json + vocab.bpe */
+    CHECK(r == GPT2RT_OK && same_vocab(tok, oa), "encoder.json + vocab.bpe written from data/gpt2_merges.bin: %s",
+          gpt2rt_tok_last_error(oa));
+    gpt2rt_tok_free(oa);
+    /* the originals: ours byte for byte, and they load as the compact copy */
+    if (file_exists(shared("encoder.json")) && file_exists(shared("vocab.bpe"))) {
+        CHECK(same_file("build/tok_openai/encoder.json", shared("encoder.json")),
+              "encoder.json written from data/gpt2_merges.bin differs from %s", shared("encoder.json"));
+        CHECK(same_file("build/tok_openai/vocab.bpe", shared("vocab.bpe")),
+              "vocab.bpe written from data/gpt2_merges.bin differs from %s", shared("vocab.bpe"));
+        gpt2rt_tokenizer *orig;
+        r = gpt2rt_tok_load_files(&orig, shared("encoder.json"), shared("vocab.bpe"));
+        CHECK(r == GPT2RT_OK && same_vocab(tok, orig), "OpenAI's encoder.json + vocab.bpe: %s",
+              gpt2rt_tok_last_error(orig));
+        printf("    data/gpt2_merges.bin == OpenAI's encoder.json + vocab.bpe (byte for byte as written back): %d "
+               "tokens, %d merges\n", (int)gpt2rt_tok_vocab_size(orig), r == GPT2RT_OK ? (int)orig->n_merges : -1);
         gpt2rt_tok_free(orig);
-    } else printf("    skip encoder.json comparison: %s not found\n", SHARED);
+    } else printf("skip OpenAI's encoder.json + vocab.bpe, byte comparison: %s or %s not found\n",
+                  shared("encoder.json"), shared("vocab.bpe"));
+
+    /* vocab.bpe cut at a line boundary parses: before the merge count was checked it
+       loaded as a 50257-token vocabulary and encoded text to too many, wrong ids.
+       Cut at the end of the line that holds byte k/8 of the file (k = 0: the
+       version line alone), and the empty file. */
+    size_t vlen, jlen;
+    unsigned char *vb = read_all("build/tok_openai/vocab.bpe", &vlen), *jb = read_all("build/tok_openai/encoder.json", &jlen);
+    CHECK(vb && jb, "cannot read back build/tok_openai");
+    if (!vb || !jb) { free(vb); free(jb); return; }
+    const int eighths[6] = {0, 3, 4, 5, 7, -1};
+    for (int i = 0; i < 6; i++) {
+        size_t cut = 0;
+        if (eighths[i] >= 0) {
+            cut = vlen * (size_t)eighths[i] / 8;
+            while (cut < vlen && vb[cut] != '\n') cut++;
+            cut++;
+        }
+        int lines = 0;
+        for (size_t k = 0; k < cut; k++) lines += vb[k] == '\n';
+        int merges = lines > 0 ? lines - 1 : 0; /* the version line is not a merge */
+        char want[160];
+        snprintf(want, sizeof want, "merges: %d merges, but the vocabulary's 50257 tokens need 50000 (50257 - 256 byte "
+                 "tokens - 1 special)", merges);
+        gpt2rt_tokenizer *t;
+        r = gpt2rt_tok_load_mem(&t, jb, jlen, vb, cut);
+        CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_tok_last_error(t), want) && strstr(gpt2rt_tok_last_error(t), "cut short"),
+              "vocab.bpe cut to %zu of %zu bytes (%d merges): %s: %s", cut, vlen, merges, gpt2rt_result_string(r),
+              gpt2rt_tok_last_error(t));
+        CHECK(gpt2rt_tok_vocab_size(t) == 0, "a refused vocabulary reports %d tokens", (int)gpt2rt_tok_vocab_size(t));
+        if (i == 1) printf("    vocab.bpe cut at 3/8: %s\n", gpt2rt_tok_last_error(t));
+        gpt2rt_tok_free(t);
+    }
+    /* through the files: the message names both */
+    CHECK(write_all("build/tok_openai_cut.bpe", vb, vlen / 2), "cannot write build/tok_openai_cut.bpe");
+    gpt2rt_tokenizer *t;
+    r = gpt2rt_tok_load_files(&t, "build/tok_openai/encoder.json", "build/tok_openai_cut.bpe");
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_tok_last_error(t), "build/tok_openai/encoder.json + "
+          "build/tok_openai_cut.bpe: merges:") && strstr(gpt2rt_tok_last_error(t), "need 50000"),
+          "cut vocab.bpe through load_files: %s", gpt2rt_tok_last_error(t));
+    gpt2rt_tok_free(t);
+    /* the vocabulary cut instead (the last 1000 ids gone): more merges than it can hold */
+    size_t jcut = jlen;
+    for (int k = 0; k < 1000; k++) { /* back over 1000 ", " separators */
+        while (jcut > 0 && !(jb[jcut - 1] == ',' && jb[jcut] == ' ')) jcut--;
+        jcut--;
+    }
+    unsigned char *jshort = (unsigned char *)malloc(jcut + 1);
+    memcpy(jshort, jb, jcut);
+    jshort[jcut] = '}';
+    r = gpt2rt_tok_load_mem(&t, jshort, jcut + 1, vb, vlen);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_tok_last_error(t), "50000 merges for 49257 tokens"),
+          "encoder.json of 49257 tokens with 50000 merges: %s: %s", gpt2rt_result_string(r), gpt2rt_tok_last_error(t));
+    gpt2rt_tok_free(t);
+    free(jshort);
+    free(vb);
+    free(jb);
+}
+
+/* the Hugging Face shards in data/ (tokenised by transformers from the whole text),
+   decoded and encoded again: the same ids, with no file from outside the repo. A
+   stretch is cut where a line ends (after a "\n" token and before a letter), where
+   GPT-2's pre-tokeniser cuts too, so its ids do not depend on the text around it. */
+static void test_shards_reencode(gpt2rt_tokenizer *tok) {
+    const char *files[2] = {"data/tinyshakespeare_train.bin", "data/tinyshakespeare_val.bin"};
+    for (int f = 0; f < 2; f++) {
+        gpt2rt_shard *s;
+        gpt2rt_result r = gpt2rt_shard_load(&s, files[f]);
+        CHECK(r == GPT2RT_OK, "%s: %s", files[f], gpt2rt_shard_last_error(s));
+        if (r != GPT2RT_OK) { gpt2rt_shard_free(s); continue; }
+        const uint16_t *t = gpt2rt_shard_tokens(s);
+        int64_t n = gpt2rt_shard_count(s), a = 0, b = n;
+        /* a letter token after a newline token: a line's first word */
+#define LINE_START(i) (t[(i) - 1] == 198 && ((const char *)gpt2rt_tok_token(tok, t[i], NULL))[0] >= 'A' && \
+                       ((const char *)gpt2rt_tok_token(tok, t[i], NULL))[0] <= 'z')
+        if (f == 1) /* the validation shard starts inside the text: from its first line start */
+            for (a = 1; a < n && !LINE_START(a); a++) {}
+        if (f == 0) /* the training shard ends inside the text: up to its last line start */
+            for (b = n - 1; b > 1 && !LINE_START(b); b--) {}
+#undef LINE_START
+        int32_t *ids = (int32_t *)malloc((size_t)(b - a) * sizeof(int32_t)), *back = NULL;
+        for (int64_t i = a; i < b; i++) ids[i - a] = t[i];
+        size_t nb = 0, nk = 0;
+        gpt2rt_tok_decode(tok, ids, (size_t)(b - a), NULL, 0, &nb);
+        unsigned char *text = (unsigned char *)malloc(nb + 1);
+        r = gpt2rt_tok_decode(tok, ids, (size_t)(b - a), text, nb, &nb);
+        back = (int32_t *)malloc((nb + 1) * sizeof(int32_t));
+        if (r == GPT2RT_OK) r = gpt2rt_tok_encode(tok, text, nb, GPT2RT_TOK_SPECIAL_REFUSE, back, nb + 1, &nk);
+        int64_t first_diff = -1;
+        for (int64_t i = 0; r == GPT2RT_OK && i < b - a && i < (int64_t)nk && first_diff < 0; i++)
+            if (back[i] != ids[i]) first_diff = i;
+        CHECK(r == GPT2RT_OK && (int64_t)nk == b - a && first_diff < 0 && b - a > 30000,
+              "%s tokens [%lld, %lld): %zu bytes encode to %zu ids, transformers gave %lld; first difference at %lld: %s",
+              files[f], (long long)a, (long long)b, nb, nk, (long long)(b - a), (long long)first_diff,
+              gpt2rt_tok_last_error(tok));
+        printf("    %s tokens [%lld, %lld): decoded to %zu bytes, encoded back to the same %zu ids\n", files[f],
+               (long long)a, (long long)b, nb, nk);
+        free(ids); free(back); free(text);
+        gpt2rt_shard_free(s);
+    }
+}
+
+static void test_loaders(gpt2rt_tokenizer *tok) {
     CHECK(gpt2rt_tok_vocab_size(tok) == 50257 && gpt2rt_tok_eot(tok) == 50256, "vocab %d, eot %d",
           (int)gpt2rt_tok_vocab_size(tok), (int)gpt2rt_tok_eot(tok));
 
@@ -493,6 +673,8 @@ int main(void) {
     long n = 0;
     test_fixture(tok, &fnv, &n);
     test_shakespeare(tok, fnv, n);
+    test_shards_reencode(tok);
+    test_openai_files(tok);
     test_loaders(tok);
     test_api(tok);
     test_properties(tok);

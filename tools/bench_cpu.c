@@ -4,6 +4,7 @@
    usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,18 +29,45 @@ static void cpu_name(char *out, size_t cap) {
     fclose(f);
 }
 
+#define PROG "bench_cpu"
+
+static void usage(void) {
+    printf("usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N]   (also --steps ...)\n"
+           "  full training steps of the GPT-2 124M shape (fp32, CPU); defaults: 5 steps, B=4, T=64, 12 layers\n");
+}
+
+/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
+   refused naming the flag and the value, exit 2 */
+static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int steps = 5;
     gpt2rt_config cfg = {0}; /* GPT-2 124M */
     cfg.batch_size = 4; cfg.seq_len = 64;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-batch")) cfg.batch_size = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-seq")) cfg.seq_len = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-layers")) cfg.n_layer = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-threads")) cfg.n_threads = atoi(argv[i + 1]);
-        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 1; }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *k = a + (a[0] == '-' && a[1] == '-'); /* -steps or --steps */
+        if (!strcmp(k, "-h") || !strcmp(k, "-help")) { usage(); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "bench_cpu: %s needs a value (see --help)\n", a); return 2; }
+        const char *v = argv[++i];
+        int ok;
+        if (!strcmp(k, "-steps")) ok = arg_int(a, v, 1, 1000000, &steps);
+        else if (!strcmp(k, "-batch")) ok = arg_int(a, v, 1, 1 << 20, &cfg.batch_size);
+        else if (!strcmp(k, "-seq")) ok = arg_int(a, v, 1, 1 << 20, &cfg.seq_len);
+        else if (!strcmp(k, "-layers")) ok = arg_int(a, v, 1, 1024, &cfg.n_layer);
+        else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
+        else { fprintf(stderr, "bench_cpu: unknown option %s (see --help)\n", a); return 2; }
+        if (!ok) return 2;
     }
     gpt2rt_memory_plan plan;
     gpt2rt_ctx *ctx;

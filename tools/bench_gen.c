@@ -7,6 +7,7 @@
    usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,18 +33,45 @@ static int on_token(void *user, int row, int32_t token, const float *logits, int
     return 0;
 }
 
+#define PROG "bench_gen"
+
+static void usage(void) {
+    printf("usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L]   (also --new ...)\n"
+           "  KV-cache generation speed, GPT-2 124M shape, B=1, greedy; defaults: 32 new, 64-token prompt, 3 reps\n");
+}
+
+/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
+   refused naming the flag and the value, exit 2 */
+static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int n_new = 32, n_prompt = 64, reps = 3;
     gpt2rt_config cfg = {0}; /* GPT-2 124M */
     cfg.batch_size = 1; cfg.seq_len = 1; /* the training buffers are not used: keep them small */
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-new")) n_new = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-prompt")) n_prompt = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-reps")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-threads")) cfg.n_threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-layers")) cfg.n_layer = atoi(argv[i + 1]);
-        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 1; }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *k = a + (a[0] == '-' && a[1] == '-'); /* -steps or --steps */
+        if (!strcmp(k, "-h") || !strcmp(k, "-help")) { usage(); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "bench_gen: %s needs a value (see --help)\n", a); return 2; }
+        const char *v = argv[++i];
+        int ok;
+        if (!strcmp(k, "-new")) ok = arg_int(a, v, 1, 1023, &n_new);
+        else if (!strcmp(k, "-prompt")) ok = arg_int(a, v, 1, 1023, &n_prompt);
+        else if (!strcmp(k, "-reps")) ok = arg_int(a, v, 1, 100000, &reps);
+        else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
+        else if (!strcmp(k, "-layers")) ok = arg_int(a, v, 1, 1024, &cfg.n_layer);
+        else { fprintf(stderr, "bench_gen: unknown option %s (see --help)\n", a); return 2; }
+        if (!ok) return 2;
     }
     if (n_new < 1 || n_prompt < 1 || reps < 1 || n_new + n_prompt > 1024) {
         fprintf(stderr, "bench_gen: -new %d, -prompt %d, -reps %d: each >= 1, prompt + new <= 1024\n", n_new, n_prompt, reps);

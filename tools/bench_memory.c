@@ -5,6 +5,7 @@
    usage: bench_memory [-steps N] [-batch B] [-seq T] [-layers L] [-threads N] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,18 +18,45 @@ static double now(void) {
 
 typedef struct knob { const char *name; gpt2rt_recompute recompute; int every, div; } knob;
 
+#define PROG "bench_memory"
+
+static void usage(void) {
+    printf("usage: bench_memory [-steps N] [-batch B] [-seq T] [-layers L] [-threads N]   (also --steps ...)\n"
+           "  each memory knob's time and bytes on the GPT-2 124M shape; defaults: 3 steps, B=4, T=64, 12 layers\n");
+}
+
+/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
+   refused naming the flag and the value, exit 2 */
+static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int steps = 3;
     gpt2rt_config base = {0}; /* GPT-2 124M */
     base.batch_size = 4; base.seq_len = 64;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-batch")) base.batch_size = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-seq")) base.seq_len = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-layers")) base.n_layer = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "-threads")) base.n_threads = atoi(argv[i + 1]);
-        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *k = a + (a[0] == '-' && a[1] == '-'); /* -steps or --steps */
+        if (!strcmp(k, "-h") || !strcmp(k, "-help")) { usage(); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "bench_memory: %s needs a value (see --help)\n", a); return 2; }
+        const char *v = argv[++i];
+        int ok;
+        if (!strcmp(k, "-steps")) ok = arg_int(a, v, 1, 1000000, &steps);
+        else if (!strcmp(k, "-batch")) ok = arg_int(a, v, 1, 1 << 20, &base.batch_size);
+        else if (!strcmp(k, "-seq")) ok = arg_int(a, v, 1, 1 << 20, &base.seq_len);
+        else if (!strcmp(k, "-layers")) ok = arg_int(a, v, 1, 1024, &base.n_layer);
+        else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &base.n_threads);
+        else { fprintf(stderr, "bench_memory: unknown option %s (see --help)\n", a); return 2; }
+        if (!ok) return 2;
     }
     const knob knobs[] = {
         {"baseline", GPT2RT_RECOMPUTE_NONE, 0, 1},

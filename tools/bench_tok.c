@@ -2,32 +2,75 @@
 
      bench_tok [TEXT_FILE] [--vocab DIR] [--seconds S]
 
-   TEXT_FILE defaults to ../shared/data/tinyshakespeare.txt, else the text of
-   data/tinyshakespeare_train.bin decoded. Each repetition encodes the whole text
+   TEXT_FILE defaults to the text of the repository's data/tinyshakespeare_train.bin
+   decoded (found from any directory: ./data, else beside this program's directory);
+   --vocab defaults to that data/ too. Each repetition encodes the whole text
    with a freshly loaded tokenizer (its piece cache empty, as tiktoken starts every
    call), timing only the encode; prints the best and the median of the
    repetitions as "encode MB/s: <best>" lines that `make bench` compares with
    tools/bench_tiktoken.py on the same file. */
+#define _POSIX_C_SOURCE 200809L /* readlink under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* the repository's data/ as given when it exists here, else beside this program's
+   directory (<repo>/build/bench_tok -> <repo>/data/...) */
+static const char *repo_path(const char *rel, char *buf, size_t cap) {
+    struct stat st;
+    char exe[4096];
+    if (stat(rel, &st) == 0) return rel;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return rel;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return rel;
+    *slash = 0;
+    int len = snprintf(buf, cap, "%s/../%s", exe, rel);
+    return len > 0 && (size_t)len < cap && stat(buf, &st) == 0 ? buf : rel; /* else the error names rel */
+}
+
+static void usage(void) {
+    printf("usage: bench_tok [TEXT_FILE] [--vocab DIR] [--seconds S]\n"
+           "  GPT-2 encoding MB/s on one core; TEXT_FILE defaults to the text of data/tinyshakespeare_train.bin,\n"
+           "  --vocab to data/ (both found from any directory), --seconds (3) to repeat for, at least 3 times\n");
+}
+
 int main(int argc, char **argv) {
-    const char *path = NULL, *vocab = "data";
+    char vocab_buf[4096], shard_buf[4096];
+    const char *path = NULL, *vocab = NULL;
     double seconds = 3;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab = argv[++i];
-        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
-        else path = argv[i];
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+        if (!strcmp(a, "--vocab") || !strcmp(a, "--seconds")) {
+            if (i + 1 >= argc) { fprintf(stderr, "bench_tok: %s needs a value (see --help)\n", a); return 2; }
+            const char *v = argv[++i];
+            if (a[2] == 'v') { vocab = v; continue; }
+            char *end;
+            errno = 0;
+            seconds = strtod(v, &end);
+            if (end == v || *end || errno || !isfinite(seconds) || seconds < 0 || seconds > 86400) {
+                fprintf(stderr, "bench_tok: --seconds '%s': expected a number in [0, 86400]\n", v);
+                return 2;
+            }
+        } else if (a[0] == '-' && a[1]) { fprintf(stderr, "bench_tok: unknown option %s (see --help)\n", a); return 2; }
+        else if (path) { fprintf(stderr, "bench_tok: one TEXT_FILE only (%s, then %s)\n", path, a); return 2; }
+        else path = a;
     }
+    if (!vocab) vocab = repo_path("data", vocab_buf, sizeof vocab_buf);
     gpt2rt_tokenizer *tok;
     if (gpt2rt_tok_load(&tok, vocab) != GPT2RT_OK) {
         fprintf(stderr, "bench_tok: %s\n", gpt2rt_tok_last_error(tok));
@@ -36,18 +79,13 @@ int main(int argc, char **argv) {
     unsigned char *text = NULL;
     size_t len = 0;
     char error[512];
-    if (!path) {
-        path = "../shared/data/tinyshakespeare.txt";
-        FILE *f = fopen(path, "rb");
-        if (f) fclose(f);
-        else path = NULL;
-    }
     if (path) {
         if (gpt2rt__tok_read_file(path, &text, &len, error) != GPT2RT_OK) { fprintf(stderr, "bench_tok: %s\n", error); return 1; }
     } else {
+        const char *shard = repo_path("data/tinyshakespeare_train.bin", shard_buf, sizeof shard_buf);
         path = "data/tinyshakespeare_train.bin (decoded)";
         gpt2rt_shard *s;
-        if (gpt2rt_shard_load(&s, "data/tinyshakespeare_train.bin") != GPT2RT_OK) {
+        if (gpt2rt_shard_load(&s, shard) != GPT2RT_OK) {
             fprintf(stderr, "bench_tok: %s\n", gpt2rt_shard_last_error(s));
             return 1;
         }

@@ -4,7 +4,7 @@
    AdamW) on ETTh-like windows. tools/bench_torch_ts.py is the same model in PyTorch;
    the Makefile prints both and the ratio. A benchmark, not a test.
    The default shape is examples/timeseries.c's --preset cpu (ETTh: 7 channels,
-   lookback 192, patch 16, stride 8 (24 patches), horizon 96; 1 layer, 2 heads, width 16,
+   lookback 336, patch 16, stride 16 (22 patches), horizon 96; 1 layer, 2 heads, width 16,
    batch 16 windows, dropout 0.3 before the head; attention and MLP frozen, as GPT4TS
    does); every part of it is a flag:
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
@@ -13,6 +13,8 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime(CLOCK_PROCESS_CPUTIME_ID) under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,37 +52,75 @@ static void cpu_name(char *out, size_t cap) {
     fclose(f);
 }
 
+#define PROG "bench_ts"
+
+static void usage(void) {
+    printf("usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S] [-channels M] [-horizon H]\n"
+           "                [-layers N] [-heads N] [-width C] [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N]\n"
+           "  training windows/s of examples/timeseries' --preset cpu shape (the defaults); also --steps ...\n");
+}
+
+/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
+   refused naming the flag and the value, exit 2 */
+static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
+static int arg_num(const char *flag, const char *v, double lo, double hi, int open_hi, float *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno == ERANGE || !isfinite(x) || x < lo || x > hi || (open_hi && x == hi)) {
+        fprintf(stderr, "%s: %s '%s': expected a number in [%g, %g%c\n", PROG, flag, v, lo, hi, open_hi ? ')' : ']');
+        return 0;
+    }
+    *out = (float)x;
+    return 1;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int steps = 20;
     gpt2rt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.input = GPT2RT_INPUT_PATCHES; cfg.head = GPT2RT_HEAD_REGRESSION;
-    cfg.seq_len = 192; cfg.patch_len = 16; cfg.patch_stride = 8; cfg.n_channels = 7; cfg.horizon = 96;
+    cfg.seq_len = 336; cfg.patch_len = 16; cfg.patch_stride = 16; cfg.n_channels = 7; cfg.horizon = 96;
     cfg.n_layer = 1; cfg.n_head = 2; cfg.n_embd = 16; cfg.batch_size = 16;
     cfg.head_dropout = 0.3f;
-    cfg.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+    int freeze = 1; /* attention and MLP, as GPT4TS */
     cfg.lr = 1e-3f;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *o = argv[i];
-        int v = atoi(argv[i + 1]);
-        if (!strcmp(o, "-steps")) steps = v;
-        else if (!strcmp(o, "-batch")) cfg.batch_size = v;
-        else if (!strcmp(o, "-lookback")) cfg.seq_len = v;
-        else if (!strcmp(o, "-patch")) cfg.patch_len = v;
-        else if (!strcmp(o, "-stride")) cfg.patch_stride = v;
-        else if (!strcmp(o, "-channels")) cfg.n_channels = v;
-        else if (!strcmp(o, "-horizon")) cfg.horizon = v;
-        else if (!strcmp(o, "-layers")) cfg.n_layer = v;
-        else if (!strcmp(o, "-heads")) cfg.n_head = v;
-        else if (!strcmp(o, "-width")) cfg.n_embd = v;
-        else if (!strcmp(o, "-freeze")) cfg.frozen = v ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
-        else if (!strcmp(o, "-dropout")) cfg.dropout = (float)atof(argv[i + 1]);
-        else if (!strcmp(o, "-head-dropout")) cfg.head_dropout = (float)atof(argv[i + 1]);
-        else if (!strcmp(o, "-threads")) cfg.n_threads = v;
-        else { fprintf(stderr, "bench_ts: unknown option %s\n", o); return 2; }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *k = a + (a[0] == '-' && a[1] == '-'); /* -steps or --steps */
+        if (!strcmp(k, "-h") || !strcmp(k, "-help")) { usage(); return 0; }
+        if (i + 1 >= argc) { fprintf(stderr, "bench_ts: %s needs a value (see --help)\n", a); return 2; }
+        const char *v = argv[++i];
+        int ok;
+        if (!strcmp(k, "-steps")) ok = arg_int(a, v, 1, 1000000, &steps);
+        else if (!strcmp(k, "-batch")) ok = arg_int(a, v, 1, 1 << 20, &cfg.batch_size);
+        else if (!strcmp(k, "-lookback")) ok = arg_int(a, v, 1, 1 << 20, &cfg.seq_len);
+        else if (!strcmp(k, "-patch")) ok = arg_int(a, v, 1, 1 << 20, &cfg.patch_len);
+        else if (!strcmp(k, "-stride")) ok = arg_int(a, v, 1, 1 << 20, &cfg.patch_stride);
+        else if (!strcmp(k, "-channels")) ok = arg_int(a, v, 1, 1 << 20, &cfg.n_channels);
+        else if (!strcmp(k, "-horizon")) ok = arg_int(a, v, 1, 1 << 20, &cfg.horizon);
+        else if (!strcmp(k, "-layers")) ok = arg_int(a, v, 1, 1024, &cfg.n_layer);
+        else if (!strcmp(k, "-heads")) ok = arg_int(a, v, 1, 1024, &cfg.n_head);
+        else if (!strcmp(k, "-width")) ok = arg_int(a, v, 1, 65536, &cfg.n_embd);
+        else if (!strcmp(k, "-freeze")) ok = arg_int(a, v, 0, 1, &freeze);
+        else if (!strcmp(k, "-dropout")) ok = arg_num(a, v, 0, 1, 1, &cfg.dropout);
+        else if (!strcmp(k, "-head-dropout")) ok = arg_num(a, v, 0, 1, 1, &cfg.head_dropout);
+        else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
+        else { fprintf(stderr, "bench_ts: unknown option %s (see --help)\n", a); return 2; }
+        if (!ok) return 2;
     }
-    if (steps < 1) { fprintf(stderr, "bench_ts: -steps must be >= 1\n"); return 2; }
+    cfg.frozen = freeze ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
     /* the positions the patches need (GPT-2's 1024 otherwise: a bigger wpe, the same work) */
     cfg.max_seq_len = (cfg.seq_len - cfg.patch_len) / (cfg.patch_stride > 0 ? cfg.patch_stride : 1) + 2;
     gpt2rt_memory_plan plan;

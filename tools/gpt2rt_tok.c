@@ -9,9 +9,12 @@
    bin as an llm.c token file (256 int32 header, uint16 tokens). decode reads the
    same forms and writes the bytes. --vocab holds gpt2_merges.bin, or encoder.json
    + vocab.bpe, or vocab.json + merges.txt; default: the data/ directory of the
-   repository (./data, else the one next to the directory of this program).
+   repository (./data, else the one beside this program's directory, found through
+   /proc/self/exe, so a copy on PATH or a symlink to it works too).
    --special: what the text "<|endoftext|>" becomes (default: ordinary text).
+   --help / -h: the usage on stdout, exit 0.
    Exit status: 0 ok, 1 an error (the message on stderr), 2 a bad argument. */
+#define _POSIX_C_SOURCE 200809L /* readlink under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 
@@ -19,11 +22,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#define USAGE "usage: gpt2rt-tok encode|decode [--vocab DIR] [--format text|u16|bin] [--special text|allow|refuse]\n" \
+              "       gpt2rt-tok pack --vocab DIR OUT.bin\n"                                                        \
+              "  encode: UTF-8 on stdin -> ids on stdout; decode: ids on stdin -> bytes; pack: the compact\n"     \
+              "  vocabulary data/ ships. --vocab: default the repository's data/ (found from any directory)\n"
 
 static int usage(const char *msg) {
-    fprintf(stderr, "gpt2rt-tok: %s\n"
-                    "usage: gpt2rt-tok encode|decode [--vocab DIR] [--format text|u16|bin] [--special text|allow|refuse]\n"
-                    "       gpt2rt-tok pack --vocab DIR OUT.bin\n", msg);
+    fprintf(stderr, "gpt2rt-tok: %s\n" USAGE, msg);
     return 2;
 }
 
@@ -49,6 +56,8 @@ static int is_dir(const char *p) {
 }
 
 int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf(USAGE); return 0; }
     if (argc < 2) return usage("no command");
     const char *cmd = argv[1], *vocab = NULL, *format = "text", *out_path = NULL;
     gpt2rt_tok_special special = GPT2RT_TOK_SPECIAL_TEXT;
@@ -69,14 +78,17 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "encode") && strcmp(cmd, "decode") && strcmp(cmd, "pack")) return usage("unknown command");
     if (!strcmp(cmd, "pack") && (!vocab || !out_path)) return usage("pack needs --vocab DIR and an output path");
 
-    char fallback[4096];
+    char fallback[4096], exe[2048];
     if (!vocab) {
         vocab = "data";
-        if (!is_dir(vocab)) { /* next to build/: <repo>/build/gpt2rt-tok -> <repo>/data */
-            const char *slash = strrchr(argv[0], '/');
-            int len = slash ? (int)(slash - argv[0]) : 1;
-            snprintf(fallback, sizeof fallback, "%.*s/../data", len, slash ? argv[0] : ".");
-            vocab = fallback;
+        ssize_t n;
+        if (!is_dir(vocab) && (n = readlink("/proc/self/exe", exe, sizeof exe - 1)) > 0) {
+            /* beside the program: <repo>/build/gpt2rt-tok -> <repo>/data */
+            exe[n] = 0;
+            char *slash = strrchr(exe, '/');
+            if (slash) *slash = 0;
+            int len = snprintf(fallback, sizeof fallback, "%s/../data", slash ? exe : ".");
+            if (len > 0 && (size_t)len < sizeof fallback) vocab = fallback;
         }
     }
     gpt2rt_tokenizer *tok;

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# tests/cli.sh - the command lines of the examples and tools, as a user meets them:
+# --help, strict numbers, data/ from any directory, files that are not files, the
+# two-device modes. Run from the repository root (tests/run.sh calls it); builds into
+# build/cli_* with ${CC:-cc} and ${CFLAGS:--O2}; one line per check (ok / FAIL / skip),
+# then "CLI: N passed, N failed, N skipped"; exit 1 when a check failed. Every run is
+# tiny (the whole script: well under 2 minutes on 2 cores).
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+B=build
+mkdir -p $B
+passed=0 failed=0 skipped=0
+CC=${CC:-cc}
+CFLAGS=${CFLAGS:--O2}
+
+ok()   { passed=$((passed + 1)); echo "ok   $1"; }
+bad()  { failed=$((failed + 1)); echo "FAIL $1"; }
+skip() { skipped=$((skipped + 1)); echo "skip $1"; }
+
+# ---- build: every program at once (two cores), each into build/cli_NAME; build/ is
+# one level below the repository, so build/../data is what a program run elsewhere finds
+declare -A SRC=(
+    [minimal]=examples/minimal.c [train_text]=examples/train_text.c [timeseries]=examples/timeseries.c
+    [gpt2rt-tok]=tools/gpt2rt_tok.c [gpt2rt-mem]=tools/gpt2rt_mem.c [bench_cpu]=tools/bench_cpu.c
+    [bench_memory]=tools/bench_memory.c [bench_tok]=tools/bench_tok.c [bench_gen]=tools/bench_gen.c
+    [bench_ts]=tools/bench_ts.c
+)
+PROGS="minimal train_text timeseries gpt2rt-tok gpt2rt-mem bench_cpu bench_memory bench_tok bench_gen bench_ts"
+jobs_max=$(nproc 2>/dev/null || echo 2)
+build_one() { # NAME OUT EXTRA-FLAGS...
+    local name=$1 out=$2; shift 2
+    # shellcheck disable=SC2086
+    $CC -std=c11 -Wall -Wextra -Werror $CFLAGS -fopenmp "$@" -o "$out" "${SRC[$name]}" -lm > "$out.log" 2>&1
+    echo $? > "$out.rc"
+}
+for p in $PROGS; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 0.2; done
+    build_one "$p" "$B/cli_$p" &
+done
+while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 0.2; done
+build_one gpt2rt-mem "$B/cli_gpt2rt-mem-nopng" -DGPT2RT_MEM_NO_PNG &
+wait
+built() { [ "$(cat "$B/cli_$1.rc" 2>/dev/null)" = 0 ]; }
+for p in $PROGS gpt2rt-mem-nopng; do
+    if built "$p"; then ok "build $p ($CC $CFLAGS, warnings as errors)"
+    else bad "build $p"; head -20 "$B/cli_$p.log"; fi
+done
+
+# ---- --help and -h: usage on stdout, exit 0, nothing on stderr
+for p in $PROGS; do
+    built "$p" || { skip "$p --help: not built"; continue; }
+    good=1
+    for h in --help -h; do
+        out=$("$B/cli_$p" $h 2>"$B/cli_err.log"); rc=$?
+        if [ $rc -ne 0 ] || ! echo "$out" | grep -qi '^usage' || [ -s "$B/cli_err.log" ]; then good=0; fi
+    done
+    if [ $good = 1 ]; then ok "$p --help and -h: usage on stdout, exit 0"
+    else bad "$p --help / -h (exit $rc)"; echo "$out" | head -3; head -3 "$B/cli_err.log"; fi
+done
+
+# ---- strict numbers: PROG FLAG VALUE [more args]: exit 2 and one line naming the flag and the value
+refuse() {
+    local p=$1 flag=$2 value=$3; shift 3
+    built "$p" || { skip "$p $flag '$value': not built"; return; }
+    local out rc
+    out=$(timeout 20 "$B/cli_$p" "$@" "$flag" "$value" 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -qF -- "$flag" &&
+       echo "$out" | grep -qF -- "'$value'"; then
+        ok "$p $flag '$value' refused: $out"
+    else bad "$p $flag '$value' (exit $rc, want 2 and one line naming flag and value)"; echo "$out" | head -3; fi
+}
+refuse train_text --layers abc
+refuse train_text --lr abc
+refuse train_text --lr -1
+refuse train_text --lr 0
+refuse train_text --temperature abc
+refuse train_text --minutes nan
+refuse train_text --batch 0
+refuse train_text --steps 99999999999999999999   # beyond long: strtol's ERANGE
+refuse train_text --steps 10x
+refuse train_text --seed -1                      # strtoull would wrap it to 2^64 - 1
+refuse train_text --top-p 2
+refuse train_text --devices 9
+refuse train_text -gen 1.5
+refuse timeseries --horizon abc
+refuse timeseries --lr nan --horizon 2
+refuse timeseries --lr inf --horizon 2
+refuse timeseries --batch 0 --horizon 2
+refuse timeseries --dropout 1 --horizon 2
+refuse timeseries --epochs 1e99 --horizon 2      # once cast to int: undefined behaviour
+refuse timeseries --seed -3 --horizon 2
+refuse bench_cpu -steps abc
+refuse bench_memory -batch 1.5
+refuse bench_gen -new 0
+refuse bench_ts -dropout inf
+refuse bench_ts --threads 1e3
+refuse bench_tok --seconds nan
+refuse gpt2rt-mem --batch 0x10
+
+# ---- data/ from any directory (the program's own ../data)
+TINY="--layers 2 --heads 2 --width 32 --seq 16 --batch 4 --gen 0"
+if built train_text; then
+    out=$(cd /tmp && "$ROOT/$B/cli_train_text" $TINY --steps 1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^training on 120000 tokens, validating on 32768' &&
+       echo "$out" | grep -q 'step    1  val loss'; then ok "train_text run from /tmp finds data/ (120000 + 32768 tokens) and trains"
+    else bad "train_text from /tmp (exit $rc)"; echo "$out" | tail -3; fi
+fi
+if built timeseries; then
+    out=$(cd /tmp && "$ROOT/$B/cli_timeseries" --horizon 96 --max-steps 1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^data .*data/ETTh2\.csv: 17420 rows, 7 channels, ETTh borders'; then
+        ok "timeseries run from /tmp reads data/ETTh2.csv by default (17420 rows, 7 channels)"
+    else bad "timeseries from /tmp (exit $rc)"; echo "$out" | head -3; fi
+fi
+if built gpt2rt-tok; then
+    out=$(cd /tmp && echo "hello world" | "$ROOT/$B/cli_gpt2rt-tok" encode 2>&1); rc=$?
+    # GPT-2's ids: "hello" 31373, " world" 995, "\n" 198
+    if [ $rc -eq 0 ] && [ "$out" = "31373 995 198" ]; then ok "gpt2rt-tok run from /tmp finds data/ (hello world -> 31373 995 198)"
+    else bad "gpt2rt-tok from /tmp (exit $rc): $out"; fi
+fi
+if built bench_tok; then
+    out=$(cd /tmp && "$ROOT/$B/cli_bench_tok" --seconds 0 2>&1); rc=$?
+    # data/tinyshakespeare_train.bin holds 120000 ids: decoded and encoded again, the same count
+    if [ $rc -eq 0 ] && echo "$out" | grep -q 'bytes -> 120000 tokens'; then ok "bench_tok run from /tmp decodes data/'s tokens and encodes them back (120000)"
+    else bad "bench_tok from /tmp (exit $rc)"; echo "$out" | head -3; fi
+fi
+
+# ---- a directory or a FIFO as the input file: named at once, never opened (a FIFO's open blocks)
+fifo=$B/cli_fifo
+rm -f $fifo; mkfifo $fifo 2>/dev/null
+not_a_file() { # PROG FLAG PATH WORD [args]
+    local p=$1 flag=$2 path=$3 word=$4; shift 4
+    built "$p" || { skip "$p $flag $path: not built"; return; }
+    local out rc
+    out=$(timeout 10 "$B/cli_$p" "$@" "$flag" "$path" 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$out" | grep -qF -- "$flag $path: is $word"; then ok "$p $flag $word refused at once: $out"
+    else bad "$p $flag $path (exit $rc$([ $rc -eq 124 ] && echo ': blocked 10 s'))"; echo "$out" | tail -2; fi
+}
+not_a_file train_text --text "$B" "a directory"
+not_a_file timeseries --data "$B" "a directory" --horizon 2
+if [ -p $fifo ]; then
+    not_a_file train_text --text $fifo "a FIFO"
+    not_a_file timeseries --data $fifo "a FIFO" --horizon 2
+else skip "FIFO checks: mkfifo failed"; skip "FIFO checks: mkfifo failed"; fi
+rm -f $fifo
+
+# ---- timeseries: fewer test windows than a batch (series_small.csv: 5 test windows at L 4, H 2)
+SMALL="--data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 --heads 2 --width 8"
+if built timeseries; then
+    out=$("$B/cli_timeseries" $SMALL --layers 1 --batch 8 --epochs 1 --steps-per-epoch 1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && ! echo "$out" | grep -qi nan &&
+       echo "$out" | grep -q '^test (drop last): no score: the 5 test windows are fewer than one batch of 8' &&
+       echo "$out" | tail -1 | grep -Eq '^test mse [0-9.]+ mae [0-9.]+ windows 5$'; then
+        ok "timeseries with 5 test windows < batch 8: drop-last says why it has no score, no nan; every window scored"
+    else bad "timeseries few test windows (exit $rc)"; echo "$out" | tail -3; fi
+fi
+
+# ---- gpt2rt-mem --png built without stb: the table all the same, then one line
+if built gpt2rt-mem-nopng; then
+    rm -f $B/cli_nopng.png
+    out=$("$B/cli_gpt2rt-mem-nopng" --model 124M --seq 1024 --sweep batch=1,2 --png $B/cli_nopng.png 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -Ec '^[12] +0 ')" -eq 2 ] && [ ! -e $B/cli_nopng.png ] &&
+       echo "$out" | tail -1 | grep -q "^--png $B/cli_nopng.png: not written: .*without stb (apt-get install libstb-dev"; then
+        ok "gpt2rt-mem without stb, --sweep --png: both sweep rows, then one line naming libstb-dev, exit 0, no file"
+    else bad "gpt2rt-mem without stb --png (exit $rc)"; echo "$out" | tail -4; fi
+fi
+
+# ---- two devices on the CPU: train_text
+# losses of the printed "step N  loss X" lines, one per line
+losses() { awk '$1 == "step" && $3 == "loss" {print $4}'; }
+if built train_text; then
+    one=$("$B/cli_train_text" $TINY --steps 2 2>&1); rc1=$?
+    [ $rc1 -eq 0 ] || { bad "train_text 1 device (exit $rc1)"; echo "$one" | tail -3; }
+    for mode in dp zero1 split; do
+        out=$("$B/cli_train_text" $TINY --steps 2 --devices 2 --parallel $mode 2>&1); rc=$?
+        eval "out_$mode=\$out"
+        if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^MiB +device 0 +device 1$' &&
+           echo "$out" | grep -Eq '^total +[0-9.]+ +[0-9.]+$' &&
+           echo "$out" | grep -Eq '^allocated \(gpt2rt_plan_allocated\), MiB: device 0 [0-9.]+, device 1 [0-9.]+$' &&
+           [ "$(echo "$out" | losses | wc -l)" -eq 2 ]; then
+            ok "train_text --devices 2 --parallel $mode: 2 steps, each device's planned and allocated MiB, a loss each step"
+        else bad "train_text --parallel $mode (exit $rc)"; echo "$out" | tail -4; fi
+    done
+    # data parallel == one device of the whole batch up to fp32 reassociation: the loss is
+    # a mean over B*T = 64 token losses (~10.8), summed per rank then combined, so it may
+    # move by n*u*|L| = 64 * 2^-24 * 11 = 4.2e-5; step 1 follows one AdamW update whose
+    # first step is lr * g / (|g| + eps) ~ lr * sign(g), so the ~1e-7 relative gradient
+    # difference moves the weights by ~lr * 1e-7 (negligible). Printed to 4 decimals
+    # (0.5e-4 each side): tolerance 1e-4 + 4.2e-5 -> 1.5e-4.
+    a=$(echo "$one" | losses | tr '\n' ' '); b=$(echo "$out_dp" | losses | tr '\n' ' ')
+    if [ -n "$a" ] && awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x, " "); m = split(b, y, " "); if (n != 2 || m != 2) exit 1;
+         for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1.5e-4) exit 1 } }'; then
+        ok "train_text dp over 2 devices: step 0 and 1 losses ($b) == one device of batch 4 ($a) within 1.5e-4"
+    else bad "train_text dp losses ($b) vs one device ($a)"; fi
+    # ZeRO-1 updates the same weights bitwise (gpt2rt.h, DATA PARALLEL); layer split is
+    # bitwise one device (LAYER SPLIT): the printed losses are the same strings
+    if [ -n "$b" ] && [ "$(echo "$out_zero1" | losses | tr '\n' ' ')" = "$b" ]; then ok "train_text zero1 losses == dp losses, bitwise ($b)"
+    else bad "train_text zero1 losses ($(echo "$out_zero1" | losses | tr '\n' ' ')) != dp ($b)"; fi
+    if [ -n "$a" ] && [ "$(echo "$out_split" | losses | tr '\n' ' ')" = "$a" ]; then ok "train_text split losses == one device, bitwise ($a)"
+    else bad "train_text split losses ($(echo "$out_split" | losses | tr '\n' ' ')) != one device ($a)"; fi
+    # misconfigurations: refused before any work, naming what to set
+    out=$("$B/cli_train_text" $TINY --steps 1 --devices 4 --parallel split 2>&1); rc=$?
+    if [ $rc -eq 2 ] && echo "$out" | grep -q 'needs at least 4 layers.*set --layers 4 or more, or --devices 2'; then
+        ok "train_text split over more devices than layers: refused, says --layers 4 or --devices 2"
+    else bad "train_text split 4 devices, 2 layers (exit $rc)"; echo "$out" | tail -2; fi
+    out=$("$B/cli_train_text" $TINY --steps 1 --devices 2 --batch 3 2>&1); rc=$?
+    if [ $rc -eq 2 ] && echo "$out" | grep -q 'set --batch to a multiple of 2'; then ok "train_text dp with --batch 3 over 2 devices: refused, says a multiple of 2"
+    else bad "train_text dp batch 3 (exit $rc)"; echo "$out" | tail -2; fi
+    out=$("$B/cli_train_text" $TINY --steps 1 --parallel dp 2>&1); rc=$?
+    if [ $rc -eq 2 ] && echo "$out" | grep -q 'needs --devices 2 or more'; then ok "train_text --parallel dp on one device: refused, says --devices 2"
+    else bad "train_text dp on one device (exit $rc)"; echo "$out" | tail -2; fi
+fi
+
+# ---- two devices on the CPU: timeseries (--max-steps prints each step's training mse)
+if built timeseries; then
+    TS="$SMALL --layers 2 --batch 4 --max-steps 2 --head-dropout 0"
+    mses() { awk '$1 == "step" && $3 == "train" {print $5}'; }
+    one=$("$B/cli_timeseries" $TS 2>&1)
+    for mode in dp zero1 split; do
+        out=$("$B/cli_timeseries" $TS --devices 2 --parallel $mode 2>&1); rc=$?
+        eval "ts_$mode=\$out"
+        if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^MiB +device 0 +device 1$' &&
+           echo "$out" | grep -Eq '^allocated \(gpt2rt_plan_allocated\), MiB: device 0 [0-9.]+, device 1 [0-9.]+$' &&
+           [ "$(echo "$out" | mses | wc -l)" -eq 2 ]; then
+            ok "timeseries --devices 2 --parallel $mode: 2 steps, each device's planned and allocated MiB, a loss each step"
+        else bad "timeseries --parallel $mode (exit $rc)"; echo "$out" | tail -4; fi
+    done
+    # the mse is a mean over B*H*M = 4*2*3 = 24 squared errors (~0.17): reassociation moves
+    # it by 24 * 2^-24 * 0.2 = 3e-7; printed to 4 decimals: tolerance 1e-4 + 3e-7 -> 1.1e-4
+    a=$(echo "$one" | mses | tr '\n' ' '); b=$(echo "$ts_dp" | mses | tr '\n' ' ')
+    if [ -n "$a" ] && awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x, " "); m = split(b, y, " "); if (n != 2 || m != 2) exit 1;
+         for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1.1e-4) exit 1 } }'; then
+        ok "timeseries dp over 2 devices: step 1 and 2 mse ($b) == one device of batch 4 ($a) within 1.1e-4"
+    else bad "timeseries dp mse ($b) vs one device ($a)"; fi
+    if [ -n "$a" ] && [ "$(echo "$ts_split" | mses | tr '\n' ' ')" = "$a" ]; then ok "timeseries split mse == one device, bitwise ($a)"
+    else bad "timeseries split mse ($(echo "$ts_split" | mses | tr '\n' ' ')) != one device ($a)"; fi
+    out=$("$B/cli_timeseries" $SMALL --layers 2 --batch 4 --max-steps 1 --devices 2 --parallel split 2>&1); rc=$?
+    if [ $rc -eq 2 ] && echo "$out" | grep -q 'add --dropout 0 --attn-dropout 0 --head-dropout 0'; then
+        ok "timeseries split with the preset's head dropout: refused, names the flags to set"
+    else bad "timeseries split with dropout (exit $rc)"; echo "$out" | tail -2; fi
+fi
+
+echo "CLI: $passed passed, $failed failed, $skipped skipped"
+[ $failed -eq 0 ]
