@@ -4,7 +4,10 @@
 # so and skip without a GPU).
 CC      ?= cc
 CFLAGS  ?= -O3 -march=native
-WARN    := -std=c11 -Wall -Wextra -Werror
+# no -Werror here: a warning that a newer compiler or another -march=native finds must not
+# stop a user's build; make test compiles every example and tool with -Werror at fixed
+# flags (-O3, x86-64-v3 and v4, gcc and clang), so a warning still fails a check here
+WARN    := -std=c11 -Wall -Wextra
 OMP     := -fopenmp
 LDLIBS  := -lm
 PREFIX  ?= /usr/local
@@ -58,7 +61,7 @@ demo: $(B)/train_text
 	./$(B)/train_text
 
 # gpt2rt, then PyTorch on the same step and threads (where installed), then the ratio
-bench: $(B)/bench_cpu
+bench: $(B)/bench_cpu $(B)/bench_memory $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 	./$(B)/bench_cpu | tee $(B)/bench_cpu.log
 	@python3 tools/bench_torch_cpu.py > $(B)/bench_torch.log 2>&1; rc=$$?; cat $(B)/bench_torch.log; \
 	if [ $$rc -eq 0 ]; then \
@@ -164,7 +167,10 @@ install:
 # by nvcc (the header as a .cu translation unit).
 NVCC      ?= nvcc
 CUDA_ARCH ?= sm_90
-NVFLAGS   := -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings
+# warnings as errors only where tests/run.sh asks (NVWERROR=...): a user's nvcc of another
+# version must still build the labs
+NVWERROR  ?=
+NVFLAGS   := -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra $(NVWERROR)
 GPU_LABS  := $(patsubst kernels/%.cu,$(B)/lab_%,$(wildcard kernels/*.cu))
 GPU_SUITES := $(B)/test_hf_parity_nvcc $(B)/test_props_nvcc $(B)/test_memory_nvcc
 

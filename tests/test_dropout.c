@@ -302,6 +302,9 @@ static void test_fd(int patches) {
         double lm = fwd(ctx, patches);
         w[j] = keep; CHECK_OK(ctx, gpt2rt_param_write(ctx, names[k], w, n));
         double fd = (lp - lm) / (2.0 * h), e = fabs(fd - g[j]) / (fabs(g[j]) + 1e-3);
+        /* central difference at h = 1e-2: truncation h^2 |third derivative| / 6 ~ 1e-4 of the
+           slope, the fp32 loss's rounding eps32 |L| / h ~ 5e-5; 1e-2 leaves room for a random
+           net's curvature */
         CHECK(e < 1e-2, "%s: finite difference %s[%lld]: %.6f vs gradient %.6f", patches ? "patches" : "tokens",
               names[k], (long long)j, fd, (double)g[j]);
         if (e > worst) worst = e;
@@ -324,6 +327,8 @@ static void test_micro(int patches) {
     float *a = (float *)malloc(sizeof(float) * 65536), *b = (float *)malloc(sizeof(float) * 65536);
     int64_t na = harness_params(one, GPT2RT_PARAM_VALUE, a), nb = harness_params(two, GPT2RT_PARAM_VALUE, b);
     double e = na == nb ? rel_err(b, a, na) : 1.0;
+    /* the same token terms regrouped into 2 partial sums: a few eps32 through the chains,
+       ~8 eps32 = 9.5e-7 -> 1e-6 (test_memory's accumulation bound, k = 2) */
     CHECK(e < 1e-6 && fabs(s1.loss - s2.loss) <= 1e-6 * fabs(s1.loss), "%s: 2 micro-batches vs one of twice the "
           "size with dropout: weights %.3g, loss %.7f vs %.7f", patches ? "patches" : "tokens", e, (double)s2.loss,
           (double)s1.loss);

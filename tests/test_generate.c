@@ -1,5 +1,5 @@
 /* Generation with the KV cache (gpt2rt_generate):
-   - the logits of every step equal a full forward over the prefix (1e-5 relative),
+   - the logits of every step equal a full forward over the prefix (TOL_CACHE relative),
      for several prompts of different lengths at once, greedy and sampled, with a
      prompt longer than one prefill pass;
    - greedy continuations equal Hugging Face transformers' generate (greedy,
@@ -13,6 +13,12 @@
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
+
+/* cache vs full recompute: the same products summed in another order (matrix-vector
+   steps against the full forward's blocked matrix products), so each side's logits carry
+   fp32 eps x sqrt(4C = 256, the longest reduction) = 1.9e-6 per layer: 2 layers x 2 sides
+   = 7.6e-6 of the largest |logit|; measured 1.4e-6 */
+#define TOL_CACHE 7.6e-6
 
 #define FIX "tests/fixtures/hf_tiny/"
 #define MAXB 4
@@ -213,7 +219,7 @@ int main(void) {
         hf_same &= same;
     }
     double e = cache_vs_recompute(ctx, &rec, B, tokens, P, len0, lens, &steps);
-    CHECK(e <= 1e-5, "greedy, %d rows of unequal prompts: logits with the cache vs full recompute: %.3g relative", B, e);
+    CHECK(e <= TOL_CACHE, "greedy, %d rows of unequal prompts: logits with the cache vs full recompute: %.3g relative", B, e);
     printf("greedy, %d prompts at once (lengths %d..%d): %s transformers' generate; cache vs recompute over %d steps: "
            "%.2e relative\n", B, fx.plen[0], fx.plen[B - 1], hf_same ? "the same ids as" : "NOT", steps, e);
     for (int b = 0; b < B; b++) {
@@ -453,7 +459,7 @@ int main(void) {
         CHECK_OK(rc, gpt2rt_generate(rc, &sm, 3, tk, 320, ln));
         int st = 0;
         double er = cache_vs_recompute(rc, &rr, 3, tk, 320, l0, ln, &st);
-        CHECK(er <= 1e-5 && st == 90, "prompts of 200, 3, 129 (two prefill passes), top_p 0.9: cache vs recompute "
+        CHECK(er <= TOL_CACHE && st == 90, "prompts of 200, 3, 129 (two prefill passes), top_p 0.9: cache vs recompute "
               "%.3g relative over %d steps", er, st);
         printf("sampled, prompts of 200, 3 and 129 tokens (prefill passes of %d): cache vs recompute over %d steps: "
                "%.2e relative\n", GPT2RT__KV_CHUNK, st, er);

@@ -167,6 +167,7 @@ static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned
         float l1, ln;
         CHECK_OK(one, gpt2rt_forward(one, x + k * n * b * T, y + k * n * b * T, &l1));
         CHECK_OK(par, gpt2rt_forward(par, x + k * n * b * T, y + k * n * b * T, &ln));
+        /* n*b*T <= 64 token losses summed per rank, then across ranks: <= 64 eps32 = 7.6e-6 -> 1e-5 */
         CHECK(fabsf(l1 - ln) <= 1e-5f * fabsf(l1), "n=%d: forward loss %.7g vs one device %.7g", n, (double)ln, (double)l1);
         CHECK_OK(one, gpt2rt_backward(one));
         CHECK_OK(par, gpt2rt_backward(par));
@@ -174,11 +175,14 @@ static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned
     int64_t ng;
     float *g1 = weights(one, GPT2RT_PARAM_GRAD, &ng), *gn = weights(par, GPT2RT_PARAM_GRAD, &ng);
     double e = rel_err(gn, g1, ng);
+    /* each weight's gradient: rows <= 64 x accum regrouped by rank, on the forward's and the
+       backward's rounding: eps32 x 64 x 3 = 2.3e-5 -> 2e-5 (measured ~1e-6) */
     CHECK(e < 2e-5, "n=%d b=%d accum=%d recompute=%d frozen=0x%x: gradient rel err %.3g", n, b, accum, (int)rc, frozen, e);
     free(g1); free(gn);
     gpt2rt_step_stats s1, sn;
     CHECK_OK(one, gpt2rt_update(one, &s1));
     CHECK_OK(par, gpt2rt_update(par, &sn));
+    /* norm and loss: one regrouped sum over the rows, as the forward loss above (1e-5) */
     CHECK(fabsf(s1.grad_norm - sn.grad_norm) <= 1e-5f * s1.grad_norm && fabsf(s1.loss - sn.loss) <= 1e-5f * s1.loss &&
           s1.tokens == sn.tokens && sn.micro_batches == accum,
           "n=%d: update stats: norm %.7g vs %.7g, loss %.7g vs %.7g, tokens %lld vs %lld, micro %d", n,
@@ -189,6 +193,8 @@ static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned
     train(par, 3, rows, 500, Ln);
     double worst = 0;
     for (int s = 0; s < 3; s++) if (fabs((double)L1[s] - Ln[s]) / L1[s] > worst) worst = fabs((double)L1[s] - Ln[s]) / L1[s];
+    /* 3 updates carry the gradient bound into the weights, each step's m/sqrt(v) twice:
+       3 x 2 x 2e-5 = 1.2e-4 -> 1e-4 */
     CHECK(worst < 1e-4, "n=%d accum=%d: losses of later steps differ by %.3g relative", n, accum, worst);
     printf("    %d ranks x %d rows, accum %d, recompute %d, frozen 0x%x, dropout %g: gradient rel err %.2g, "
            "loss rel diff %.2g\n", n, b, accum, (int)rc, frozen, (double)drop, e, worst);
@@ -304,6 +310,8 @@ static void resume(void) {
     train(u, 1, 4, 60, NULL);
     int64_t nw;
     float *w1 = weights(o, GPT2RT_PARAM_VALUE, &nw), *w2 = weights(u, GPT2RT_PARAM_VALUE, &nw);
+    /* one device vs ranks after an update: the gradient bound twice (m, sqrt(v)) and
+       margin, 1e-4, as the later losses above */
     CHECK(same_weights(za, u) && rel_err(w2, w1, nw) < 1e-4, "after a weights load: sharded %s unsharded, "
           "one device rel err %.3g", same_weights(za, u) ? "==" : "!=", rel_err(w2, w1, nw));
     free(w1); free(w2);
@@ -332,6 +340,7 @@ static void series(void) {
         CHECK_OK(par, gpt2rt_step_series(par, x, y, &b));
         L1 = a.loss; L2 = b.loss;
     }
+    /* 3 steps, as the token losses above: 3 x 2 x 2e-5 -> 1e-4 */
     CHECK(fabsf(L1 - L2) <= 1e-4f * L1, "series: loss %.7g with 2 ranks, %.7g on one device", (double)L2, (double)L1);
     float p1[4 * 6 * 2], p2[4 * 6 * 2];
     CHECK_OK(one, gpt2rt_forward_series(one, x, NULL, NULL));

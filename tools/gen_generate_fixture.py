@@ -21,7 +21,7 @@ near tie would make greedy decoding fragile under rounding). No network access;
 re-running writes the same file.
 
 Usage (from the repository root):
-    python3 tools/gen_generate_fixture.py [--out tests/fixtures/hf_tiny/generate.txt]
+    python3 tools/gen_generate_fixture.py [--out tests/fixtures/hf_tiny/generate.txt] [--gaps FILE]
 """
 import argparse
 import os
@@ -46,6 +46,8 @@ SCALE = 16.0  # wpe and c_attn weights
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(FIXTURE, "generate.txt"))
+    ap.add_argument("--gaps", help="also write, for every prompt and step, 'gap PROMPT STEP TOP1-TOP2 MAX|LOGIT|' "
+                    "(tools/fixture_compare.py accepts a divergence only at a near tie)")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
@@ -60,19 +62,24 @@ def main():
     gen = torch.Generator().manual_seed(4321)
     lines = [f"max_new_tokens {MAX_NEW}", f"eos {eos}", f"scale {SCALE:g}"]
     min_gap = float("inf")
-    for n in PROMPT_LENS:
+    gap_lines = []
+    for pi, n in enumerate(PROMPT_LENS):
         prompt = torch.randint(0, vocab, (1, n), generator=gen, dtype=torch.int64)
         with torch.no_grad():
             out = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, num_beams=1,
                                  use_cache=True, max_new_tokens=MAX_NEW, pad_token_id=eos, eos_token_id=eos,
                                  output_scores=True, return_dict_in_generate=True)
-        for sc in out.scores:
+        for step, sc in enumerate(out.scores):
             top = torch.topk(sc[0].float(), 2).values
             min_gap = min(min_gap, float(top[0] - top[1]))
+            gap_lines.append(f"gap {pi} {step} {float(top[0] - top[1]):.9g} {float(sc[0].float().abs().max()):.9g}")
         lines.append("prompt " + " ".join(str(int(t)) for t in prompt[0]))
         lines.append("output " + " ".join(str(int(t)) for t in out.sequences[0]))
     with open(args.out, "w") as fh:
         fh.write("\n".join(lines) + "\n")
+    if args.gaps:
+        with open(args.gaps, "w") as fh:
+            fh.write("\n".join(gap_lines) + "\n")
     print(f"wrote {args.out}: {len(PROMPT_LENS)} prompts, transformers {transformers.__version__}, "
           f"torch {torch.__version__}; smallest top-2 logit gap {min_gap:.3e}")
     return 0

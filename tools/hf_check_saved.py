@@ -6,15 +6,21 @@ Loads DIR (model.safetensors + config.json, as written by gpt2rt) with
 ``transformers.GPT2LMHeadModel.from_pretrained(DIR)`` from the local folder
 only (no hub), runs the ``inputs`` tensor of REF.safetensors through it in
 fp32 on the CPU (eval mode, eager attention) and compares the logits with
-REF's ``logits`` tensor. Prints the max absolute error and the max relative
-error (|a - b| / max(|b|, 1e-3), elementwise).
+REF's ``logits`` tensor. Prints the max absolute error and that error relative
+to the reference's largest |logit|.
 
-Exit status: 0 if the max absolute error is <= --tol (default 1e-4), 1 if it
+The weights gpt2rt saved are the reference model's, bit for bit, so the two runs
+differ only by the rounding of torch on this CPU and on the one that wrote REF:
+the bound is fp32 eps x sqrt(the longest reduction, 4C = 256) = 1.9e-6 -> 2e-6
+of the largest |logit| (the C parity test's bound). A save that dropped or
+transposed a tensor moves the logits by far more.
+
+Exit status: 0 if the relative error is <= --tol (default 2e-6), 1 if it
 is larger or the model/reference cannot be used, 77 (the automake "skipped"
 code) if torch/transformers/safetensors are not installed.
 
 Usage:
-    python3 tools/hf_check_saved.py DIR REF.safetensors [--tol 1e-4]
+    python3 tools/hf_check_saved.py DIR REF.safetensors [--tol 2e-6]
 e.g.
     python3 tools/hf_check_saved.py tests/fixtures/hf_tiny tests/fixtures/hf_tiny/reference.safetensors
 """
@@ -30,8 +36,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="model directory (model.safetensors + config.json)")
     ap.add_argument("ref", help="reference .safetensors with 'inputs' and 'logits'")
-    ap.add_argument("--tol", type=float, default=1e-4,
-                    help="max absolute logit error allowed (default: %(default)s)")
+    ap.add_argument("--tol", type=float, default=2e-6,
+                    help="max logit error allowed, relative to the largest |logit| (default: %(default)s)")
     args = ap.parse_args()
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -82,15 +88,15 @@ def main():
         return 1
     diff = (got - want).abs()
     max_abs = diff.max().item()
-    max_rel = (diff / want.abs().clamp_min(1e-3)).max().item()
+    max_rel = max_abs / max(want.abs().max().item(), 1e-30)
     finite = bool(torch.isfinite(got).all())
     print(f"{args.dir}: logits {tuple(got.shape)}, max abs error {max_abs:.3e}, "
-          f"max rel error {max_rel:.3e} (tol {args.tol:g})")
+          f"{max_rel:.3e} of the largest |logit| (tol {args.tol:g})")
     if not finite:
         print("FAIL: non-finite logits")
         return 1
-    if max_abs > args.tol:
-        print(f"FAIL: max abs logit error {max_abs:.3e} > {args.tol:g}")
+    if not max_rel <= args.tol:
+        print(f"FAIL: logit error {max_rel:.3e} of the largest |logit| > {args.tol:g}")
         return 1
     print("OK")
     return 0
