@@ -17,9 +17,10 @@ B := build
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/test_dropout $(B)/fuzz_replay \
-            $(B)/test_tokenizer $(B)/test_series_data $(B)/test_parallel $(B)/test_generate
+            $(B)/test_tokenizer $(B)/test_series_data $(B)/test_parallel $(B)/test_generate $(B)/test_allm4ts \
+            $(B)/test_allm4ts_mem $(B)/test_infer
 
-.PHONY: all test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check
+.PHONY: all test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -193,6 +194,12 @@ $(B)/%_nvcc: tests/%.c tests/harness.h gpt2rt.h | $(B)
 # lab and the nvcc-built suites, then compute-sanitizer memcheck and racecheck on a few
 # small steps; one line per check, "N passed, N failed" last (kernels/test_gpu.sh).
 # bench-gpu: the step lab's timing and the PyTorch reference (eager and torch.compile).
+# test-emu: the CUDA backend compiled by the host C++ compiler against the emulator in
+# kernels/emu/ (ASan+UBSan, two fiber orders), run on the CPU against the CPU backend;
+# make test runs it too. No GPU, no CUDA toolkit needed.
+test-emu: | $(B)
+	@bash tests/run.sh emu
+
 test-gpu:
 	@bash kernels/test_gpu.sh
 

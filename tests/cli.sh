@@ -165,6 +165,28 @@ if built gpt2rt-mem-nopng; then
     else bad "gpt2rt-mem without stb --png (exit $rc)"; echo "$out" | tail -4; fi
 fi
 
+# ---- the README's aLLM4TS stage-1 worked example: fp32 on one 24 GiB card is 40.36 GiB
+# (16.36 over); the figures are the plan's arithmetic, exact on any machine
+if built gpt2rt-mem-nopng; then
+    out=$("$B/cli_gpt2rt-mem-nopng" --preset allm4ts-stage1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -Eq '^  fp32 +40\.36 .*NO, over by +16\.36 GiB$'; then
+        ok "gpt2rt-mem --preset allm4ts-stage1: fp32 needs 40.36 GiB, 16.36 over a 24 GiB card (the README's figure)"
+    else bad "gpt2rt-mem --preset allm4ts-stage1 (exit $rc)"; echo "$out" | head -12; fi
+fi
+
+# ---- aLLM4TS's two stages from the command line: pretrain saves, finetune starts from it
+if built timeseries; then
+    rm -rf $B/cli_a4
+    out=$("$B/cli_timeseries" --preset allm4ts --stage pretrain --data tests/fixtures/series_small.csv --lookback 8 \
+          --patch 2 --stride 2 --layers 1 --heads 2 --width 8 --batch 2 --epochs 1 --steps-per-epoch 3 --save $B/cli_a4 2>&1) &&
+        out2=$("$B/cli_timeseries" --preset allm4ts --stage finetune --init $B/cli_a4 --data tests/fixtures/series_small.csv \
+               --horizon 2 --lookback 4 --patch 2 --stride 2 --batch 2 --epochs 1 --steps-per-epoch 3 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^aLLM4TS stage 1: ' && [ -s $B/cli_a4/model.safetensors ] &&
+       echo "$out2" | tail -1 | grep -Eq '^test mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 5$'; then
+        ok "timeseries --preset allm4ts: --stage pretrain saves, --stage finetune --init of it scores every test window"
+    else bad "timeseries --preset allm4ts stages (exit $rc)"; echo "$out" | tail -3; echo "${out2:-}" | tail -3; fi
+fi
+
 # ---- two devices on the CPU: train_text
 # losses of the printed "step N  loss X" lines, one per line
 losses() { awk '$1 == "step" && $3 == "loss" {print $4}'; }

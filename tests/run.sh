@@ -187,7 +187,7 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_dropout test_series_data test_parallel test_generate; do
+    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_dropout test_series_data test_parallel test_generate test_allm4ts test_allm4ts_mem test_infer; do
         [ -f tests/$t.c ] || continue
         rm -f $B/$t$tag # a failed build must not leave the last run's binary to be run below
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
@@ -405,7 +405,7 @@ step_time_tool() { # gpt2rt-mem's step-time model for the seed case: two 24 GiB 
     out=$(./$mem --layers 50 --heads 28 --embd 1792 --batch 1 --accum 8 --recompute full --devices 2 --gpu rtx3090 \
           --link pcie4 --budget 24GiB 2>&1); rc=$?
     if echo "$out" | grep -q "^  data parallel  *3[01]\.[0-9]* NO " && echo "$out" | grep -q "^  data parallel, sharded .* NO " &&
-        echo "$out" | grep -q "^  layer split  *1[0-9]\.[0-9]* yes "; then
+        echo "$out" | grep -q "^  layer split  *[12][0-9]\.[0-9]* yes "; then
         ok "gpt2rt-mem: a 2.02B model (30 GiB of state) on 2 x 24 GiB RTX 3090 over PCIe fits only layer split"
         echo "$out" | sed -n '/^step-time model/,/^  layer split/p' | sed 's/^/    /'
     else bad "gpt2rt-mem step-time model, 2B model (exit $rc)"; echo "$out" | tail -15; fi
@@ -472,6 +472,19 @@ cli_checks() { # tests/cli.sh: every program's command line (--help, strict numb
         passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
         if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then bad "tests/cli.sh exited $rc with no failure counted"; fi
     else bad "tests/cli.sh (exit $rc): no 'CLI: N passed, N failed, N skipped' line"; fi
+}
+
+emu_checks() { # make test-emu (kernels/emu/run.sh): the CUDA backend on the CPU emulator; its last line counts
+    [ -f kernels/emu/run.sh ] || return 0
+    local out rc last
+    out=$(bash kernels/emu/run.sh 2>&1); rc=$?
+    echo "$out" | sed '$d'
+    last=$(echo "$out" | tail -1)
+    echo "$last"
+    if [[ "$last" =~ ^EMU:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+        passed=$((passed + BASH_REMATCH[1])); failed=$((failed + BASH_REMATCH[2])); skipped=$((skipped + BASH_REMATCH[3]))
+        if [ $rc -ne 0 ] && [ "${BASH_REMATCH[2]}" -eq 0 ]; then bad "kernels/emu/run.sh exited $rc with no failure counted"; fi
+    else bad "kernels/emu/run.sh (exit $rc): no 'EMU: N passed, N failed, N skipped' line"; fi
 }
 
 # processes: rank variables and device checks (unit), then several processes of
@@ -547,8 +560,9 @@ ranks_checks() {
 }
 
 case $mode in
+    emu) emu_checks ;;
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; emu_checks ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

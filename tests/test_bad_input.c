@@ -527,6 +527,7 @@ static void own_messages(void) {
         float x[4 * 2 * 3], y[4 * 1 * 3];
         double mu, sd;
         gpt2rt_series_info info;
+        memset(&info, 0, sizeof info); /* the failure message prints it even when info_get refused */
         /* 30 rows, 70/10/20: the test split [22, 30) holds 30 - 22 - 2 - 1 + 1 = 6 windows */
         REFUSED(gpt2rt_series_batch(se, GPT2RT_SERIES_TEST, 0, 0, INT64_MAX - 1, 4, x, y), GPT2RT_ERR_INVALID_ARGUMENT,
                 SERMSG, "first = 9223372036854775806, B = 4 must lie in the test split's [0, 6)", "NULL");
