@@ -36,6 +36,8 @@
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#define CLI_PROG "timeseries"
+#include "../tools/cli.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,18 +142,6 @@ static void preset(opts *o, const char *name) {
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
    finite, in range); a bad one is refused naming the flag and the value, exit 2 ---- */
 
-static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "timeseries: %s '%s': expected an integer in [%ld, %ld]\n", flag, v, lo, hi);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
-}
-
 /* open_lo / open_hi: the bound itself is refused (lr > 0, dropout < 1) */
 static int arg_num(const char *flag, const char *v, double lo, double hi, int open_lo, int open_hi, float *out) {
     char *end;
@@ -165,22 +155,6 @@ static int arg_num(const char *flag, const char *v, double lo, double hi, int op
     }
     *out = (float)x;
     return 1;
-}
-
-/* the repository's data/ as given when it exists here, else beside this program's
-   directory (<repo>/build/timeseries -> <repo>/data/...) */
-static const char *repo_path(const char *rel, char *buf, size_t cap) {
-    struct stat st;
-    char exe[4096];
-    if (stat(rel, &st) == 0) return rel;
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return rel;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return rel;
-    *slash = 0;
-    int len = snprintf(buf, cap, "%s/../%s", exe, rel);
-    return len > 0 && (size_t)len < cap && stat(buf, &st) == 0 ? buf : rel; /* else the error names rel */
 }
 
 static int parse(opts *o, int argc, char **argv) {

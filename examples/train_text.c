@@ -9,6 +9,8 @@
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#define CLI_PROG "train_text"
+#include "../tools/cli.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,18 +71,6 @@ static int budget_steps(double budget_s, double elapsed, double t_step, double t
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
    finite, in range); a bad one is refused naming the flag and the value, exit 2 ---- */
 
-static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "train_text: %s '%s': expected an integer in [%ld, %ld]\n", flag, v, lo, hi);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
-}
-
 /* open_lo: lo itself is refused (a learning rate must be > 0) */
 static int arg_num(const char *flag, const char *v, double lo, double hi, int open_lo, double *out) {
     char *end;
@@ -104,22 +94,6 @@ static int arg_u64(const char *flag, const char *v, uint64_t *out) {
     }
     *out = (uint64_t)x;
     return 1;
-}
-
-/* a default under the repository's data/: as given when it exists here, else beside
-   this program's directory (<repo>/build/train_text -> <repo>/data/...) */
-static const char *repo_path(const char *rel, char *buf, size_t cap) {
-    struct stat st;
-    char exe[4096];
-    if (stat(rel, &st) == 0) return rel;
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return rel;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return rel;
-    *slash = 0;
-    int len = snprintf(buf, cap, "%s/../%s", exe, rel);
-    return len > 0 && (size_t)len < cap && stat(buf, &st) == 0 ? buf : rel; /* else the error names rel */
 }
 
 /* a file to read whole: a directory or a FIFO (whose open would block) is named, not read */

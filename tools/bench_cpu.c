@@ -4,6 +4,8 @@
    usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#define CLI_PROG "bench_cpu"
+#include "../tools/cli.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +36,6 @@ static void cpu_name(char *out, size_t cap) {
 static void usage(void) {
     printf("usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N]   (also --steps ...)\n"
            "  full training steps of the GPT-2 124M shape (fp32, CPU); defaults: 5 steps, B=4, T=64, 12 layers\n");
-}
-
-/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
-   refused naming the flag and the value, exit 2 */
-static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
 }
 
 int main(int argc, char **argv) {

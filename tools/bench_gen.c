@@ -10,6 +10,8 @@
    usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#define CLI_PROG "bench_gen"
+#include "../tools/cli.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,20 +56,6 @@ static void usage(void) {
     printf("usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1]\n"
            "  (also --new ...) KV-cache generation speed, GPT-2 124M shape, B=1, greedy; defaults: 32 new,\n"
            "  64-token prompt, 3 reps, a training context (-inference 1: an inference context)\n");
-}
-
-/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
-   refused naming the flag and the value, exit 2 */
-static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
 }
 
 int main(int argc, char **argv) {

@@ -5,6 +5,8 @@
    usage: bench_memory [-steps N] [-batch B] [-seq T] [-layers L] [-threads N] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#define CLI_PROG "bench_memory"
+#include "../tools/cli.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,20 +25,6 @@ typedef struct knob { const char *name; gpt2rt_recompute recompute; int every, d
 static void usage(void) {
     printf("usage: bench_memory [-steps N] [-batch B] [-seq T] [-layers L] [-threads N]   (also --steps ...)\n"
            "  each memory knob's time and bytes on the GPT-2 124M shape; defaults: 3 steps, B=4, T=64, 12 layers\n");
-}
-
-/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
-   refused naming the flag and the value, exit 2 */
-static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
 }
 
 int main(int argc, char **argv) {

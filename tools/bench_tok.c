@@ -12,6 +12,8 @@
 #define _POSIX_C_SOURCE 200809L /* readlink under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#define CLI_PROG "bench_tok"
+#include "../tools/cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,22 +26,6 @@
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-/* the repository's data/ as given when it exists here, else beside this program's
-   directory (<repo>/build/bench_tok -> <repo>/data/...) */
-static const char *repo_path(const char *rel, char *buf, size_t cap) {
-    struct stat st;
-    char exe[4096];
-    if (stat(rel, &st) == 0) return rel;
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return rel;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash) return rel;
-    *slash = 0;
-    int len = snprintf(buf, cap, "%s/../%s", exe, rel);
-    return len > 0 && (size_t)len < cap && stat(buf, &st) == 0 ? buf : rel; /* else the error names rel */
 }
 
 static void usage(void) {

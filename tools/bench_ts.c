@@ -13,6 +13,8 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime(CLOCK_PROCESS_CPUTIME_ID) under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#define CLI_PROG "bench_ts"
+#include "../tools/cli.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,20 +60,6 @@ static void usage(void) {
     printf("usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S] [-channels M] [-horizon H]\n"
            "                [-layers N] [-heads N] [-width C] [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N]\n"
            "  training windows/s of examples/timeseries' --preset cpu shape (the defaults); also --steps ...\n");
-}
-
-/* every number parsed whole (no trailing text, no overflow, in range); a bad one is
-   refused naming the flag and the value, exit 2 */
-static int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", PROG, flag, v, lo, hi);
-        return 0;
-    }
-    *out = (int)x;
-    return 1;
 }
 
 static int arg_num(const char *flag, const char *v, double lo, double hi, int open_hi, float *out) {

@@ -1,0 +1,45 @@
+/* tools/cli.h - what the programs in examples/ and tools/ parse and look up the same way.
+   Define CLI_PROG (the program's name, for messages) before including it. Not part of
+   gpt2rt.h: the library never parses a command line. */
+#ifndef GPT2RT_TOOLS_CLI_H
+#define GPT2RT_TOOLS_CLI_H
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* an integer parsed whole (no trailing text, no overflow, in [lo, hi]); a bad one is
+   refused naming the program, the flag and the value: the caller exits 2 */
+static inline int arg_int(const char *flag, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "%s: %s '%s': expected an integer in [%ld, %ld]\n", CLI_PROG, flag, v, lo, hi);
+        return 0;
+    }
+    *out = (int)x;
+    return 1;
+}
+
+#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+#include <sys/stat.h>
+#include <unistd.h>
+/* the repository's file rel (e.g. "data/ETTh2.csv") as given when it exists here, else
+   beside this program's directory (<repo>/build/prog -> <repo>/data/...), so a program
+   finds data/ from any working directory; else rel, which the caller's error names */
+static inline const char *repo_path(const char *rel, char *buf, size_t cap) {
+    struct stat st;
+    char exe[4096];
+    if (stat(rel, &st) == 0) return rel;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return rel;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return rel;
+    *slash = 0;
+    int len = snprintf(buf, cap, "%s/../%s", exe, rel);
+    return len > 0 && (size_t)len < cap && stat(buf, &st) == 0 ? buf : rel;
+}
+#endif
+#endif
