@@ -35,7 +35,12 @@ static void run(int64_t BT, int64_t OC, int timing) {
     /* fp32 sums of BT terms of size <= 1 in another order: absolute slack ~ sqrt(BT) ulp */
     lab_compare("db += (fp32) vs CPU order", got, ref, (size_t)OC, 1e-3f, 1e-5f);
     lab_compare("db += (fp32) vs fp64 sum", got, exact, (size_t)OC, 1e-3f, 1e-5f);
-    lab_compare("  (CPU order vs fp64 sum)", ref, exact, (size_t)OC, 1e-3f, 1e-5f);
+    { /* the CPU order's own distance from exact: context for the two checks above, not a
+         check of the GPU (so not counted) */
+        double worst = 0;
+        for (int64_t c = 0; c < OC; c++) worst = fmax(worst, fabs((double)ref[c] - (double)exact[c]));
+        printf("  (info) CPU order vs fp64 sum: max |difference| %.3g, not counted\n", worst);
+    }
     if (timing) {
         float ms = lab_time_ms([&] { LAB_CK(gpt2rt__cu_bias_backward<floatX>(d_db2, d_dout, d_scratch, BT, OC, 0)); }, 50);
         printf("  %-40s %8.4f ms  %7.1f GB/s\n", "time", ms, (double)n * sizeof(floatX) / ms * 1e-6);

@@ -14,7 +14,8 @@
      - planned == cudaMalloc'ed bytes on each rank (gpt2rt_plan_allocated vs gpt2rt_plan),
        ZeRO-1 included (master and moments of a shard)
      - fp32: 2 ranks x B rows == 1 device x 2B rows within fp32 reassociation: loss 1e-5, every
-       gradient (max-norm relative, per tensor) 1e-5, every weight after 4 steps 1e-5; also
+       gradient (max-norm relative, per tensor) 1e-5, every weight after n steps within 2 n lr
+       absolute (AdamW turns a zero gradient's summation noise into lr-sized steps); also
        with grad_accum = 2 (only the last micro-step reduces) and with frozen ATTENTION | MLP
      - the ranks' device weights bitwise equal after steps (every precision, every mode)
      - bitwise run to run: two fresh runs, every weight, every step's loss and norm
@@ -136,6 +137,41 @@ static void check_rel(const char *what, gpt2rt_ctx *ref, gpt2rt_param_what kind,
     if (!ok) lab_failures++;
 }
 
+/* weights after `steps` AdamW steps, in units of lr. Gradients agree to fp32 reassociation
+   (checked strictly above), but AdamW divides by sqrt(v) + eps: where a true gradient is
+   zero (the key slice of c_attn's bias: softmax ignores a per-query constant) or near eps
+   (a LayerNorm bias under frozen attention and MLP: 1.4e-8 after clipping), +-1e-12 of
+   summation noise becomes a step of up to lr in either direction. A step moves a weight by
+   at most about lr whatever the gradient (|m_hat| / sqrt(v_hat) <= 1 at these betas), so
+   two runs part by at most 2 lr a step: the bound is 2 * steps * lr, absolute (weight decay
+   is the same on both sides) */
+static void check_weights(const char *what, gpt2rt_ctx *a, gpt2rt_ctx *b, int steps, double lr) {
+    double worst = 0.0;
+    int64_t n_loose = 0, n_all = 0;
+    static char name[96];
+    name[0] = 0;
+    for (int i = 0; i < gpt2rt_param_count(b); i++) {
+        gpt2rt_param_info in;
+        LAB_OK(b, gpt2rt_param_info_get(b, i, &in));
+        float *x = (float *)malloc((size_t)in.numel * 4 + 4), *y = (float *)malloc((size_t)in.numel * 4 + 4);
+        if (gpt2rt_param_read(a, in.name, GPT2RT_PARAM_VALUE, x, in.numel) == GPT2RT_OK &&
+            gpt2rt_param_read(b, in.name, GPT2RT_PARAM_VALUE, y, in.numel) == GPT2RT_OK)
+            for (int64_t j = 0; j < in.numel; j++) {
+                double dd = fabs((double)x[j] - (double)y[j]);
+                if (dd != dd) dd = INFINITY;
+                if (dd > 1e-5 * fabs((double)y[j])) n_loose++; /* beyond reassociation: AdamW's noise */
+                n_all++;
+                if (!(dd <= worst)) { worst = dd; snprintf(name, sizeof name, "%s", in.name); }
+            }
+        free(x); free(y);
+    }
+    double tol = 2.0 * steps * lr;
+    int ok = worst <= tol;
+    printf("  %-64s worst %.2e = %.2f lr (%s), bound 2 x %d steps x lr; %lld of %lld weights beyond 1e-5 relative  %s\n",
+           what, worst, worst / lr, name, steps, (long long)n_loose, (long long)n_all, ok ? "PASS" : "FAIL");
+    if (!ok) lab_failures++;
+}
+
 static void check_same(const char *what, gpt2rt_ctx *a, gpt2rt_ctx *b, gpt2rt_param_what kind) {
     int64_t na, nb;
     float *x = read_all(a, kind, &na), *y = read_all(b, kind, &nb);
@@ -226,7 +262,7 @@ static void check_fp32_vs_one(void) {
     for (int k = 0; k < STEPS - 1; k++) w = fmax(w, fabs((double)a[k] - b[k]) / fabs((double)b[k]));
     printf("  step losses: worst relative difference %.2e\n", w);
     check_true("step losses within 1e-5 relative", w <= 1e-5);
-    check_rel("weights after 4 steps", one, GPT2RT_PARAM_VALUE, dp, one, 1e-5);
+    check_weights("weights after 4 steps", dp, one, STEPS, 1e-3);
     check_ranks_agree("fp32", dp);
     gpt2rt_free(dp);
     gpt2rt_free(one);
@@ -240,7 +276,7 @@ static void check_fp32_vs_one(void) {
     train(one, g_in, g_tg, 2 * rows, 2, b, NULL, NULL);
     check_true("grad_accum 2: step losses within 1e-5 relative",
                fabs((double)a[1] - b[1]) <= 1e-5 * fabs((double)b[1]) && fabs((double)a[0] - b[0]) <= 1e-5 * fabs((double)b[0]));
-    check_rel("grad_accum 2: weights after 2 steps", one, GPT2RT_PARAM_VALUE, dp, one, 1e-5);
+    check_weights("grad_accum 2: weights after 2 steps", dp, one, 2, 1e-3);
     gpt2rt_free(dp);
     gpt2rt_free(one);
 
@@ -251,7 +287,7 @@ static void check_fp32_vs_one(void) {
     one = make(one_device(c, 2));
     train(dp, g_in, g_tg, rows, STEPS, NULL, NULL, NULL);
     train(one, g_in, g_tg, rows, STEPS, NULL, NULL, NULL);
-    check_rel("frozen ATTENTION|MLP: weights after 4 steps", one, GPT2RT_PARAM_VALUE, dp, one, 1e-5);
+    check_weights("frozen ATTENTION|MLP: weights after 4 steps", dp, one, STEPS, 1e-3);
     gpt2rt_free(dp);
     gpt2rt_free(one);
 }
