@@ -180,12 +180,18 @@ gpu-build: $(GPU_LABS) $(GPU_SUITES)
 $(B)/lab_%: kernels/%.cu kernels/lab.cuh gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -o $@ $< -lcublasLt
 
-# the data-parallel lab also checks the NCCL communicator where NCCL is installed (nccl.h
-# beside the CUDA headers, or on nvcc's include path): -DGPT2RT_NCCL ... -lnccl
-NCCL_FLAGS = $(shell if [ -f $$(dirname $$(command -v $(NVCC) 2>/dev/null || echo /x/x))/../include/nccl.h ] || \
-             echo '\#include <nccl.h>' | $(NVCC) -E -x cu - >/dev/null 2>&1; then echo "-DGPT2RT_NCCL"; fi)
+# the data-parallel lab also checks the NCCL communicator where NCCL is installed: nccl.h
+# beside the CUDA headers or on nvcc's include path (-lnccl), else NVIDIA's pip wheel
+# (nvidia-nccl-cu*: headers and libnccl.so.2 under site-packages/nvidia/nccl, found through
+# python3, linked by that file name with an rpath so the lab runs without LD_LIBRARY_PATH)
+NCCL_SYS = $(shell if [ -f $$(dirname $$(command -v $(NVCC) 2>/dev/null || echo /x/x))/../include/nccl.h ] || \
+             echo '\#include <nccl.h>' | $(NVCC) -E -x cu - >/dev/null 2>&1; then echo yes; fi)
+NCCL_PIP = $(if $(NCCL_SYS),,$(shell python3 -c 'import nvidia.nccl as n, os; d = list(n.__path__)[0]; \
+             print(d if os.path.isfile(os.path.join(d, "include", "nccl.h")) else "")' 2>/dev/null))
+NCCL_FLAGS = $(if $(NCCL_SYS),-DGPT2RT_NCCL,$(if $(NCCL_PIP),-DGPT2RT_NCCL -I$(NCCL_PIP)/include))
+NCCL_LIBS = $(if $(NCCL_SYS),-lnccl,$(if $(NCCL_PIP),-L$(NCCL_PIP)/lib -l:libnccl.so.2 -Xlinker -rpath=$(NCCL_PIP)/lib))
 $(B)/lab_data_parallel: kernels/data_parallel.cu kernels/lab.cuh gpt2rt.h | $(B)
-	$(NVCC) $(NVFLAGS) $(NCCL_FLAGS) -o $@ $< -lcublasLt $(if $(NCCL_FLAGS),-lnccl)
+	$(NVCC) $(NVFLAGS) $(NCCL_FLAGS) -o $@ $< -lcublasLt $(NCCL_LIBS)
 
 $(B)/%_nvcc: tests/%.c tests/harness.h gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -x cu -Xcompiler -fopenmp -o $@ $< -lgomp -lcublasLt
