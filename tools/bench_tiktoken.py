@@ -1,25 +1,21 @@
 #!/usr/bin/env python3
 """tiktoken's side of `make bench`: GPT-2 encoding MB/s on one core, same text as
-build/bench_tok (../shared/data/tinyshakespeare.txt, else the text of
-data/tinyshakespeare_train.bin decoded).
+build/bench_tok (TEXT_FILE, else the text of data/tinyshakespeare_train.bin decoded:
+only what the repository ships).
 
-tiktoken's GPT-2 encoding is built offline from the vocabulary (encoder.json +
-vocab.bpe in ../shared/data, else the merges-only copy data/gpt2_merges.bin, whose
-ids follow from the merges) with tiktoken's own GPT-2 pattern. encode_ordinary is
+tiktoken's GPT-2 encoding is built offline from the merges-only copy of the vocabulary
+in data/gpt2_merges.bin, whose ids follow from the merges (tests/test_tokenizer.c checks
+that they are OpenAI's encoder.json + vocab.bpe) with tiktoken's own GPT-2 pattern. encode_ordinary is
 single threaded. Each repetition is timed alone; prints "encode MB/s: <best>
 (best), <median> (median)". Exit 77 with one line when tiktoken is missing.
 
 Usage: python3 tools/bench_tiktoken.py [TEXT_FILE] [--seconds S]
 """
 import argparse
-import json
 import os
 import struct
 import sys
 import time
-
-SHARED = os.path.join("..", "shared", "data")
-
 
 def byte_order():
     keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
@@ -37,18 +33,6 @@ def ranks_from_compact(path):
     return {t: i for i, t in enumerate(toks)}
 
 
-def ranks_from_json():
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    byte_of = {chr(b): b for b in keep}
-    n = 0
-    for b in range(256):
-        if b not in keep:
-            byte_of[chr(256 + n)] = b
-            n += 1
-    enc = json.load(open(os.path.join(SHARED, "encoder.json"), encoding="utf-8"))
-    return {bytes(byte_of[c] for c in k): v for k, v in enc.items() if k != "<|endoftext|>"}
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("text", nargs="?")
@@ -63,12 +47,11 @@ def main():
         from tiktoken_ext.openai_public import r50k_pat_str as pattern
     except ImportError:
         pattern = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-    ranks = ranks_from_json() if os.path.exists(os.path.join(SHARED, "encoder.json")) else \
-        ranks_from_compact(os.path.join("data", "gpt2_merges.bin"))
+    ranks = ranks_from_compact(os.path.join("data", "gpt2_merges.bin"))
     enc = tiktoken.Encoding(name="gpt2_offline", pat_str=pattern, mergeable_ranks=ranks,
                             special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257)
-    path = args.text or os.path.join(SHARED, "tinyshakespeare.txt")
-    if os.path.exists(path):
+    path = args.text
+    if path:
         text = open(path, "rb").read().decode("utf-8")
     else:
         raw = open(os.path.join("data", "tinyshakespeare_train.bin"), "rb").read()
