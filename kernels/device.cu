@@ -7,6 +7,12 @@
 #include <stdio.h>
 #include <cuda_runtime.h>
 
+/* the launch seam of gpt2rt.h and lab.cuh (this lab includes neither: it must build and
+   run even where the header would not) */
+#ifndef GPT2RT__LAUNCH
+#define GPT2RT__LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
+#endif
+
 /* y[i] = 2 i + 1 */
 __global__ void device_probe(int *y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
