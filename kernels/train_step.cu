@@ -6,6 +6,7 @@
      /tmp/lab_train_step            checks + timing (B=8, and the largest B whose plan fits 40 GiB)
      /tmp/lab_train_step quick      checks + timing at B=8 only
      /tmp/lab_train_step checks     checks only
+     /tmp/lab_train_step time       timing only (B=8, 16 and the largest), in a fresh process
      /tmp/lab_train_step sanitize   a few small steps for compute-sanitizer, no checks
    Run from kernels/ or from the repository root (it looks for tests/fixtures/hf_tiny in both).
 
@@ -125,6 +126,10 @@ static Run run_make(gpt2rt_config base, gpt2rt_precision prec, gpt2rt_recompute 
         exit(2);
     }
     r.h->cu = r.st; /* the driver's steps (8.5) find the state through the context */
+    /* the update policy (section 9) reads the precision from the context, as gpt2rt_create
+       leaves it: fp16's loss scale halves on an overflow only when the context says FP16 */
+    r.h->cfg.precision = r.plan.config.precision;
+    r.h->cfg.loss_scale = r.plan.config.loss_scale;
     int same = 1;
     uint64_t alloc = 0;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
@@ -148,7 +153,18 @@ static Run run_make(gpt2rt_config base, gpt2rt_precision prec, gpt2rt_recompute 
     return r;
 }
 static void run_free(Run &r) {
-    gpt2rt_free(r.h); /* frees r.h->cu = r.st too */
+    /* r.h is a CPU context: its backend's release does not know the device state hung on
+       it, so the lab frees that itself (gpt2rt_free of a CUDA context does it in
+       gpt2rt__cu_be_release; check_public_api checks that the memory comes back) */
+    gpt2rt__cu_free(r.st);
+    r.h->cu = NULL;
+    gpt2rt_free(r.h);
+}
+
+static uint64_t device_used(void) {
+    size_t fr = 0, tot = 0;
+    LAB_CK(cudaMemGetInfo(&fr, &tot));
+    return (uint64_t)(tot - fr);
 }
 
 /* the public calls' bookkeeping around the driver (what gpt2rt_forward/backward/update
@@ -650,6 +666,7 @@ static void check_public_api(gpt2rt_config base) {
     gpt2rt_config c = base;
     c.backend = GPT2RT_BACKEND_CUDA;
     gpt2rt_ctx *g = NULL, *g2 = NULL;
+    uint64_t used0 = device_used();
     LAB_OK(g, gpt2rt_create(&g, &c));
     LAB_OK(g, gpt2rt_weights_load(g, fx_weights));
     Run r = run_make(base, GPT2RT_PRECISION_FP32, GPT2RT_RECOMPUTE_NONE, 0, fx_weights);
@@ -720,6 +737,11 @@ static void check_public_api(gpt2rt_config base) {
     gpt2rt_free(cpu);
     gpt2rt_free(g2);
     gpt2rt_free(g);
+    /* two CUDA contexts and a lab run created and freed: the device memory in use is back
+       where it was (cudaFree returns whole allocations; 2 MiB is the driver's granule) */
+    uint64_t used1 = device_used();
+    check_close("device MiB in use after gpt2rt_free vs before gpt2rt_create", GPT2RT__MIB(used1),
+                GPT2RT__MIB(used0), 2.0);
 }
 
 /* ---------------------------------------------------------------- sanitizer steps */
@@ -778,7 +800,10 @@ static double peak_tflops(const char *name) {
     return 989.4; /* unknown: printed with the name */
 }
 
-static void time_gpt2(int B, const char *gpu, double peak) {
+/* one timed configuration: micro-batch B, recompute rec (FULL: every ck-th layer kept),
+   accum micro-batches per update; label names it in the machine-readable line */
+static void time_gpt2_cfg(int B, const char *gpu, double peak, gpt2rt_recompute rec, int ck, int accum,
+                          const char *label) {
     gpt2rt_config c;
     memset(&c, 0, sizeof c); /* GPT-2 124M shape */
     c.seq_len = 1024;
@@ -791,35 +816,53 @@ static void time_gpt2(int B, const char *gpu, double peak) {
     c.batch_size = B;
     c.backend = GPT2RT_BACKEND_CUDA;
     c.precision = GPT2RT_PRECISION_BF16;
+    c.recompute = rec;
+    c.checkpoint_every = rec == GPT2RT_RECOMPUTE_FULL ? ck : 0;
+    c.grad_accum = accum;
     if (gpt2rt_plan(&c, &r.plan) != GPT2RT_OK) { printf("plan: %s\n", r.plan.error); exit(2); }
     char err[2048];
     if (gpt2rt__cu_create_cfg(r.h, &r.plan.config, &r.st, err, sizeof err) != GPT2RT_OK) {
-        printf("gpt2rt mode=bf16 batch=%d SKIP: %s\n", B, err);
+        printf("gpt2rt mode=bf16%s batch=%d SKIP: %s\n", label, B, err);
         gpt2rt_free(r.h);
         return;
     }
     r.h->cu = r.st;
+    r.h->cfg.precision = r.plan.config.precision;
+    double created = (double)(r.st->mem_total - r.st->free_after);
     int64_t BT = (int64_t)B * 1024;
     int32_t *tok = (int32_t *)malloc((size_t)(4 * BT + 1) * 4);
+    auto step = [&](int k) {
+        for (int a = 0; a < accum - 1; a++) {
+            int j = (k + a) % 4;
+            lab_fwd(r, tok + j * BT, tok + j * BT + 1, 1);
+            lab_bwd(r);
+        }
+        return lab_step(r, tok + ((k + accum - 1) % 4) * BT, tok + ((k + accum - 1) % 4) * BT + 1);
+    };
     for (int64_t i = 0; i <= 4 * BT; i++) tok[i] = (int32_t)((lab_uniform() * 0.5f + 0.5f) * 50256.0f);
     const int warm = 3, steps = 10;
     gpt2rt_step_stats s;
-    for (int k = 0; k < warm; k++) s = lab_step(r, tok + (k % 4) * BT, tok + (k % 4) * BT + 1);
+    for (int k = 0; k < warm; k++) s = step(k);
     LAB_CK(cudaDeviceSynchronize());
     double t0 = gpt2rt__now();
-    for (int k = 0; k < steps; k++) s = lab_step(r, tok + (k % 4) * BT, tok + (k % 4) * BT + 1);
+    for (int k = 0; k < steps; k++) s = step(k);
     LAB_CK(cudaDeviceSynchronize());
     double dt = gpt2rt__now() - t0;
     gpt2rt__cu_refresh_overhead(r.st);
-    double tps = (double)BT * steps / dt, mfu = tps * r.plan.flops_per_token / (peak * 1e12);
+    double tps = (double)BT * accum * steps / dt, mfu = tps * r.plan.flops_per_token / (peak * 1e12);
     double used = (double)(r.st->mem_total - r.st->free_after);
-    printf("gpt2rt mode=bf16 batch=%d tokens_per_s=%.0f step_ms=%.2f mfu=%.4f peak_gib=%.3f arenas_gib=%.3f "
-           "overhead_gib=%.3f plan_overhead_gib=%.3f last_loss=%.4f gpu=\"%s\"\n", B, tps, dt / steps * 1e3, mfu,
-           used / 1073741824.0, GPT2RT__GIB(r.st->arena_total), GPT2RT__GIB(r.st->overhead),
+    printf("gpt2rt mode=bf16%s batch=%d tokens_per_s=%.0f step_ms=%.2f mfu=%.4f peak_gib=%.3f arenas_gib=%.3f "
+           "overhead_gib=%.3f created_gib=%.3f plan_overhead_gib=%.3f last_loss=%.4f gpu=\"%s\"\n", label, B, tps,
+           dt / steps * 1e3, mfu, used / 1073741824.0, GPT2RT__GIB(r.st->arena_total), GPT2RT__GIB(r.st->overhead),
+           created / 1073741824.0,
            GPT2RT__GIB(r.plan.overhead[0]), s.loss, gpu);
     if (!(s.loss == s.loss) || s.loss > 12.0f) { printf("  loss %g is not sane: FAIL\n", s.loss); lab_failures++; }
     free(tok);
     run_free(r);
+}
+
+static void time_gpt2(int B, const char *gpu, double peak) {
+    time_gpt2_cfg(B, gpu, peak, GPT2RT_RECOMPUTE_NONE, 0, 1, "");
 }
 
 /* the largest micro-batch whose plan (arenas + estimated overhead) fits budget bytes */
@@ -861,6 +904,28 @@ int main(int argc, char **argv) {
         return lab_finish("train_step sanitize");
     }
 
+    if (strcmp(mode, "time") == 0) { /* timing alone, in a fresh process: B=8, 16, the largest */
+        double peak = peak_tflops(prop.name);
+        printf("timing: GPT-2 124M, T=1024, bf16, peak %.1f TFLOP/s for \"%s\"\n", peak, prop.name);
+        time_gpt2(8, prop.name, peak);
+        time_gpt2(16, prop.name, peak);
+        gpt2rt_memory_plan p;
+        memset(&p, 0, sizeof p);
+        int mb = max_batch_for((uint64_t)40 << 30, &p);
+        printf("gpt2rt max_batch_for_gib=40 batch=%d plan_gib=%.3f plan_overhead_gib=%.3f\n", mb, GPT2RT__GIB(p.total[0]),
+               GPT2RT__GIB(p.overhead[0]));
+        time_gpt2(mb, prop.name, peak);
+        /* the CPU table's GPU twin: recompute and accumulation at B=8, then B=8 again
+           (run-to-run spread) */
+        time_gpt2_cfg(8, prop.name, peak, GPT2RT_RECOMPUTE_SELECTIVE, 0, 1, " recompute=selective");
+        time_gpt2_cfg(8, prop.name, peak, GPT2RT_RECOMPUTE_FULL, 1, 1, " recompute=full:1");
+        time_gpt2_cfg(8, prop.name, peak, GPT2RT_RECOMPUTE_FULL, 3, 1, " recompute=full:3");
+        time_gpt2_cfg(4, prop.name, peak, GPT2RT_RECOMPUTE_NONE, 0, 2, " accum=2");
+        time_gpt2_cfg(2, prop.name, peak, GPT2RT_RECOMPUTE_NONE, 0, 4, " accum=4");
+        time_gpt2(8, prop.name, peak);
+        time_gpt2(16, prop.name, peak);
+        return lab_finish("train_step time");
+    }
     check_fp32_parity(cfg);
     float f16[16];
     check_steps(cfg, f16);
