@@ -199,7 +199,8 @@ $(B)/%_nvcc: tests/%.c tests/harness.h gpt2rt.h | $(B)
 # test-gpu: device, attention, matrix products, the other op labs, the end-to-end step
 # lab and the nvcc-built suites, then compute-sanitizer memcheck and racecheck on a few
 # small steps; one line per check, "N passed, N failed" last (kernels/test_gpu.sh).
-# bench-gpu: the step lab's timing and the PyTorch reference (eager and torch.compile).
+# bench-gpu: the step lab's timing (lab_train_step time: B=8, 16, the largest within 40 GiB, recompute
+# and accumulation) and the PyTorch reference (eager and torch.compile) at the same batches.
 # test-emu: the CUDA backend compiled by the host C++ compiler against the emulator in
 # kernels/emu/ (ASan+UBSan, two fiber orders), run on the CPU against the CPU backend;
 # make test runs it too. No GPU, no CUDA toolkit needed.
@@ -213,8 +214,8 @@ bench-gpu:
 	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
 	    echo "$@: skipped: no NVIDIA GPU on this machine (nvidia-smi finds none)"; exit 0; fi; \
 	$(MAKE) --no-print-directory gpu-build >/dev/null && \
-	./$(B)/lab_train_step | tee $(B)/bench_gpu.log && ./$(B)/lab_matmul | tee $(B)/bench_matmul.log; \
-	python3 tools/bench_torch_gpu.py --batch 8 --mode both --max-batch-for-gib 40 | tee $(B)/bench_torch_gpu.log
+	./$(B)/lab_train_step time | tee $(B)/bench_gpu.log && ./$(B)/lab_matmul | tee $(B)/bench_matmul.log; \
+	python3 tools/bench_torch_gpu.py --batch 8,16 --mode both --max-batch-for-gib 40 | tee $(B)/bench_torch_gpu.log
 
 clean:
 	rm -rf $(B)
