@@ -4357,24 +4357,36 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     const gpt2rt__dims *d = &ctx->d;
     const char *fmt = gpt2rt__st_meta(&st, "format");
     /* frozen: the moments cover the trained parameters only (absent: nothing frozen) */
-    /* patch models: their shape too (absent in a token state: 0) */
-    const char *keys[13] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
-                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine"};
-    int64_t want[13] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
-                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine};
+    /* patch models: their shape too (absent in a token state: 0); and their objective:
+       head and attn_mask (NEXT_PATCH and PATCH_DECODE have the same tensors, so only these
+       tell a stage-1 state from a stage-2 one; absent in states written before them: not
+       checked) */
+    const char *keys[15] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
+                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine",
+                            "head", "attn_mask"};
+    int64_t want[15] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
+                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine,
+                        (int64_t)ctx->cfg.head, (int64_t)ctx->cfg.attn_mask};
+    static const char *const enum_names[2][4] = {{" (LM)", " (REGRESSION)", " (NEXT_PATCH)", " (PATCH_DECODE)"},
+                                                 {" (CAUSAL)", " (PLACEHOLDERS)", "", ""}};
     const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
                                      gpt2rt__st_find(&st, "adam_v")};
     const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
     if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
         r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    for (int i = 0; i < 13 && r == GPT2RT_OK; i++) {
+    for (int i = 0; i < 15 && r == GPT2RT_OK; i++) {
         const char *s = gpt2rt__st_meta(&st, keys[i]);
+        if (i >= 13 && !s) continue;
         if (i >= 6 && !s) s = "0";
         long long got;
+        int named = i >= 13 && want[i] >= 0 && want[i] < (i == 13 ? 4 : 2);
         if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s, this context has %lld", what, keys[i],
-                             s ? s : "(missing)", (long long)want[i]);
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s%s, this context has %lld%s%s", what,
+                             keys[i], s ? s : "(missing)",
+                             named && got >= 0 && got < (i == 13 ? 4 : 2) ? enum_names[i - 13][got] : "",
+                             (long long)want[i], named ? enum_names[i - 13][want[i]] : "",
+                             i == 13 ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_load)" : "");
     }
     for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
         if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
@@ -16120,7 +16132,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     snprintf(v[4], 32, "%lld", (long long)d->Vp); snprintf(v[5], 32, "%lld", (long long)d->P);
     snprintf(v[6], 32, "%lld", (long long)ctx->step); snprintf(v[7], 32, "%llu", (unsigned long long)ctx->rng);
     snprintf(v[8], 32, "%u", ctx->cfg.frozen);
-    char tv[6][32];
+    char tv[8][32];
+    snprintf(tv[6], 32, "%d", (int)ctx->cfg.head); snprintf(tv[7], 32, "%d", (int)ctx->cfg.attn_mask);
     snprintf(tv[0], 32, "%d", ctx->cfg.seq_len); snprintf(tv[1], 32, "%lld", (long long)d->PL);
     snprintf(tv[2], 32, "%lld", (long long)d->PS); snprintf(tv[3], 32, "%lld", (long long)d->M);
     snprintf(tv[4], 32, "%lld", (long long)d->H); snprintf(tv[5], 32, "%d", d->affine);
@@ -16128,8 +16141,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
                           "vocab_size", v[3], "padded_vocab", v[4], "max_seq_len", v[5], "step", v[6], "rng", v[7],
                           "frozen", v[8], "seq_len", tv[0], "patch_len", tv[1], "patch_stride", tv[2],
-                          "n_channels", tv[3], "horizon", tv[4], "revin_affine", tv[5]};
-    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (d->patches ? 0 : 12);
+                          "n_channels", tv[3], "horizon", tv[4], "revin_affine", tv[5], "head", tv[6],
+                          "attn_mask", tv[7]};
+    int n_meta = (int)(sizeof meta / sizeof meta[0]) - (d->patches ? 0 : 16);
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};

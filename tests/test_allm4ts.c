@@ -433,6 +433,46 @@ static void test_stages(void) {
     gpt2rt_free(s1); gpt2rt_free(s2);
 }
 
+/* 6b. a training state records the objective: NEXT_PATCH and PATCH_DECODE have the same
+   tensors, so a resume must check head and attn_mask themselves */
+static void test_state_objective(void) {
+    gpt2rt_config ca = tiny(GPT2RT_HEAD_PATCH_DECODE);
+    ca.attn_mask = GPT2RT_MASK_CAUSAL; /* PATCH_DECODE under the plain causal mask */
+    gpt2rt_ctx *a = make(ca);
+    gpt2rt_mode_set(a, GPT2RT_MODE_TRAIN);
+    for (int i = 0; i < 2; i++) CHECK_OK(a, gpt2rt_step_series(a, X, Y, NULL));
+    char path[] = "/tmp/gpt2rt_allm4ts_state_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd >= 0) close(fd);
+    CHECK_OK(a, gpt2rt_state_save(a, path));
+    /* the same config resumes, and its next step is the original's, bitwise */
+    gpt2rt_ctx *same = make(ca);
+    gpt2rt_mode_set(same, GPT2RT_MODE_TRAIN);
+    CHECK(gpt2rt_state_load(same, path) == GPT2RT_OK, "the same objective resumes: %s", gpt2rt_last_error(same));
+    gpt2rt_step_stats sa, sb;
+    CHECK_OK(a, gpt2rt_step_series(a, X, Y, &sa));
+    CHECK_OK(same, gpt2rt_step_series(same, X, Y, &sb));
+    CHECK(!memcmp(&sa.loss, &sb.loss, 4), "resumed step's loss %.9g == the original's %.9g", (double)sb.loss,
+          (double)sa.loss);
+    /* another mask: refused, naming both */
+    gpt2rt_ctx *mask = make(tiny(GPT2RT_HEAD_PATCH_DECODE));
+    gpt2rt_result r = gpt2rt_state_load(mask, path);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_last_error(mask), "attn_mask = 0 (CAUSAL), this context has 1 "
+                                                                   "(PLACEHOLDERS)"),
+          "another attn_mask is refused: %s", gpt2rt_last_error(mask));
+    /* another head with every shape key equal: refused on the head, before the tensors */
+    gpt2rt_config cr = ca;
+    cr.head = GPT2RT_HEAD_REGRESSION;
+    gpt2rt_ctx *reg = make(cr);
+    r = gpt2rt_state_load(reg, path);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_last_error(reg), "head = 3 (PATCH_DECODE), this context has 1 "
+                                                                  "(REGRESSION)"),
+          "another head is refused: %s", gpt2rt_last_error(reg));
+    remove(path);
+    gpt2rt_free(a); gpt2rt_free(same); gpt2rt_free(mask); gpt2rt_free(reg);
+}
+
 /* 7. refusals name the field */
 static void test_config(void) {
     gpt2rt_memory_plan p;
@@ -480,6 +520,7 @@ int main(void) {
     test_fd();
     test_plan();
     test_stages();
+    test_state_objective();
     test_config();
     return harness_finish();
 }
