@@ -4379,7 +4379,7 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
         const char *s = gpt2rt__st_meta(&st, keys[i]);
         if (i >= 13 && !s) continue;
         if (i >= 6 && !s) s = "0";
-        long long got;
+        long long got = -1; /* read below only when parsed; -1 names nothing */
         int named = i >= 13 && want[i] >= 0 && want[i] < (i == 13 ? 4 : 2);
         if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
             r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s%s, this context has %lld%s%s", what,
