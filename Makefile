@@ -81,21 +81,29 @@ bench: $(B)/bench_cpu $(B)/bench_memory $(B)/bench_tok $(B)/bench_gen $(B)/bench
 # time-series training windows/s (examples/timeseries.c's --preset cpu shape), gpt2rt then
 # PyTorch on the same shapes and threads, and the ratio: at 1 thread, then at $(nproc)
 # (BENCH_TS_THREADS); BENCH_TS="-width 32 -heads 4 ..." changes the shape of both
-# (flags: tools/bench_ts.c). On a machine shared with other jobs the 1-thread ratio is
+# (flags: tools/bench_ts.c). Then aLLM4TS's stage 1 (next-patch pre-training) at
+# BENCH_TS_ALLM4TS's shape: the script's 1024-step windows (64 patches of 16) through 6
+# blocks, nothing frozen, dropout 0.2, scaled to the CPU at width 64 and 4 windows of 7
+# channels a step. On a machine shared with other jobs the 1-thread ratio is
 # the stable one (load average printed beside each), and at 1 thread the ratio of the
 # process CPU time a step (the work, not the waits for a core) more so.
 BENCH_TS ?=
+BENCH_TS_ALLM4TS ?= -head next-patch -lookback 1024 -patch 16 -stride 16 -layers 6 -heads 4 -width 64 -batch 4 \
+                    -channels 7 -freeze 0 -dropout 0.2 -head-dropout 0
 BENCH_TS_THREADS ?= 1 $(shell nproc)
 bench-ts: $(B)/bench_ts
-	@for t in $(BENCH_TS_THREADS); do \
-	    ./$(B)/bench_ts -threads $$t $(BENCH_TS) | tee $(B)/bench_ts.log; \
-	    python3 tools/bench_torch_ts.py --threads $$t $(BENCH_TS) > $(B)/bench_torch_ts.log 2>&1; rc=$$?; cat $(B)/bench_torch_ts.log; \
+	@for shape in gpt4ts allm4ts; do \
+	  if [ $$shape = gpt4ts ]; then args="$(BENCH_TS)"; else args="$(BENCH_TS_ALLM4TS)"; fi; \
+	  for t in $(BENCH_TS_THREADS); do \
+	    ./$(B)/bench_ts -threads $$t $$args | tee $(B)/bench_ts.log; \
+	    python3 tools/bench_torch_ts.py --threads $$t $$args > $(B)/bench_torch_ts.log 2>&1; rc=$$?; cat $(B)/bench_torch_ts.log; \
 	    if [ $$rc -eq 0 ]; then \
 	        a=$$(awk '/^windows\/s:/{print $$2}' $(B)/bench_ts.log); b=$$(awk '/^windows\/s:/{print $$2}' $(B)/bench_torch_ts.log); \
 	        ca=$$(awk '/^cpu ms\/step:/{print $$3}' $(B)/bench_ts.log); cb=$$(awk '/^cpu ms\/step:/{print $$3}' $(B)/bench_torch_ts.log); \
-	        awk -v a=$$a -v b=$$b -v t=$$t -v ca=$$ca -v cb=$$cb -v l="$$(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN{printf "\ngpt2rt %.1f windows/s, PyTorch %.1f windows/s at %d thread(s): %.2fx, same machine, same run (load average %s)\n", a, b, t, a/b, l; \
-	            if (t == 1) printf "process CPU time a step at 1 thread: gpt2rt %.2f ms, PyTorch %.2f ms: %.2fx\n", ca, cb, cb/ca; print ""}'; \
+	        awk -v s=$$shape -v a=$$a -v b=$$b -v t=$$t -v ca=$$ca -v cb=$$cb -v l="$$(cut -d' ' -f1-3 /proc/loadavg)" 'BEGIN{printf "\n%s: gpt2rt %.1f windows/s, PyTorch %.1f windows/s at %d thread(s): %.2fx, same machine, same run (load average %s)\n", s, a, b, t, a/b, l; \
+	            if (t == 1) printf "%s: process CPU time a step at 1 thread: gpt2rt %.2f ms, PyTorch %.2f ms: %.2fx\n", s, ca, cb, cb/ca; print ""}'; \
 	    fi; \
+	  done; \
 	done
 
 # GPT-2 encoding MB/s on one core, gpt2rt then tiktoken on the same text, and the ratio

@@ -7,10 +7,14 @@ blocks, ln_f), dropout, out_layer Linear(n_patches * C -> horizon), de-normalise
 backward, clip_grad_norm_(1.0), AdamW. Attention and MLP frozen as GPT4TS does
 (requires_grad False: autograd computes their input gradients only; the optimizer and
 the clip see the trained parameters only). Prints windows/s.
+--head next-patch: aLLM4TS's stage 1 instead (bench_ts.c -head next-patch): the patches
+unfolded without padding, out_layer Linear(C -> patch) at every position, MSE of
+position n's output against patch n + 1 in RevIN's scale, no targets.
 
 usage: python3 tools/bench_torch_ts.py [--steps N] [--batch B] [--lookback L] [--patch P]
        [--stride S] [--channels M] [--horizon H] [--layers N] [--heads N] [--width C]
-       [--freeze 0|1] [--dropout P] [--head-dropout P] [--threads N]     (bench_ts.c's single-dash spellings work too)
+       [--freeze 0|1] [--dropout P] [--head-dropout P] [--threads N] [--head regression|next-patch]
+       (bench_ts.c's single-dash spellings work too)
 Prints 'SKIP ...' and exits 77 when torch or transformers is missing."""
 import argparse
 import math
@@ -35,6 +39,7 @@ def main():
     ap.add_argument("--dropout", "-dropout", type=float, default=0.0)
     ap.add_argument("--head-dropout", "-head-dropout", type=float, default=0.3)
     ap.add_argument("--threads", "-threads", type=int, default=os.cpu_count())
+    ap.add_argument("--head", "-head", choices=["regression", "next-patch"], default="regression")
     a = ap.parse_args()
     try:
         import torch
@@ -46,7 +51,10 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     L, PL, PS, M, H, C = a.lookback, a.patch, a.stride, a.channels, a.horizon, a.width
-    NP = (L - PL) // PS + 2
+    nxt = a.head == "next-patch"
+    if nxt:
+        H = 0  # the targets are the window's own next patches
+    NP = (L - PL) // PS + (1 if nxt else 2)  # next-patch: no padding
 
     class Forecaster(nn.Module):  # GPT4TS's long-term forecaster, random init
         def __init__(self):
@@ -58,7 +66,18 @@ def main():
                              resid_pdrop=a.dropout, embd_pdrop=a.dropout, attn_pdrop=0.0)
             self.gpt2 = GPT2Model(cfg)
             self.head_dropout = nn.Dropout(a.head_dropout)  # gpt2rt's head_dropout: ln_f's output, before out_layer
-            self.out_layer = nn.Linear(NP * C, H)
+            self.out_layer = nn.Linear(C, PL) if nxt else nn.Linear(NP * C, H)
+
+        def forward_next(self, x):  # x (B, L, M) -> the next-patch MSE (aLLM4TS stage 1)
+            B = x.shape[0]
+            mean = x.mean(1, keepdim=True).detach()
+            x = x - mean
+            std = torch.sqrt(torch.var(x, dim=1, keepdim=True, unbiased=False) + 1e-5).detach()
+            x = x / std
+            p = x.permute(0, 2, 1).unfold(-1, PL, PS).reshape(B * M, NP, PL)  # (B*M, NP, PL)
+            h = self.gpt2(inputs_embeds=self.in_layer(p)).last_hidden_state
+            out = self.out_layer(self.head_dropout(h))                        # (B*M, NP, PL)
+            return torch.nn.functional.mse_loss(out[:, :-1], p[:, 1:])
 
         def forward(self, x):  # x (B, L, M) -> (B, H, M)
             B = x.shape[0]
@@ -94,7 +113,7 @@ def main():
         x = torch.stack([series[t0 + b * 8: t0 + b * 8 + L] for b in range(B)])
         y = torch.stack([series[t0 + b * 8 + L: t0 + b * 8 + L + H] for b in range(B)])
         s, cs = time.perf_counter(), time.process_time()
-        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss = model.forward_next(x) if nxt else torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()

@@ -7,9 +7,13 @@
    lookback 336, patch 16, stride 16 (22 patches), horizon 96; 1 layer, 2 heads, width 16,
    batch 16 windows, dropout 0.3 before the head; attention and MLP frozen, as GPT4TS
    does); every part of it is a flag:
+   -head next-patch times aLLM4TS's stage 1 instead (head = NEXT_PATCH: out_layer at every
+   position against the next patch, no padding, no targets; `make bench-ts` runs it at
+   BENCH_TS_ALLM4TS's shape, the script's 1024-step windows and 6 blocks at width 64).
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
                    [-channels M] [-horizon H] [-layers N] [-heads N] [-width C]
-                   [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N] */
+                   [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N]
+                   [-head regression|next-patch] */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime(CLOCK_PROCESS_CPUTIME_ID) under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
@@ -59,7 +63,9 @@ static void cpu_name(char *out, size_t cap) {
 static void usage(void) {
     printf("usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S] [-channels M] [-horizon H]\n"
            "                [-layers N] [-heads N] [-width C] [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N]\n"
-           "  training windows/s of examples/timeseries' --preset cpu shape (the defaults); also --steps ...\n");
+           "                [-head regression|next-patch]\n"
+           "  training windows/s of examples/timeseries' --preset cpu shape (the defaults); also --steps ...;\n"
+           "  -head next-patch: aLLM4TS's stage 1 (next-patch MSE at every position, no targets)\n");
 }
 
 static int arg_num(const char *flag, const char *v, double lo, double hi, int open_hi, float *out) {
@@ -105,12 +111,20 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-dropout")) ok = arg_num(a, v, 0, 1, 1, &cfg.dropout);
         else if (!strcmp(k, "-head-dropout")) ok = arg_num(a, v, 0, 1, 1, &cfg.head_dropout);
         else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
+        else if (!strcmp(k, "-head")) {
+            ok = !strcmp(v, "regression") || !strcmp(v, "next-patch");
+            if (ok) cfg.head = !strcmp(v, "regression") ? GPT2RT_HEAD_REGRESSION : GPT2RT_HEAD_NEXT_PATCH;
+            else fprintf(stderr, "bench_ts: %s '%s': expected regression or next-patch\n", a, v);
+        }
         else { fprintf(stderr, "bench_ts: unknown option %s (see --help)\n", a); return 2; }
         if (!ok) return 2;
     }
     cfg.frozen = freeze ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
-    /* the positions the patches need (GPT-2's 1024 otherwise: a bigger wpe, the same work) */
-    cfg.max_seq_len = (cfg.seq_len - cfg.patch_len) / (cfg.patch_stride > 0 ? cfg.patch_stride : 1) + 2;
+    int next = cfg.head == GPT2RT_HEAD_NEXT_PATCH;
+    if (next) cfg.horizon = 0; /* the targets are the window's own next patches */
+    /* the positions the patches need (GPT-2's 1024 otherwise: a bigger wpe, the same work);
+       NEXT_PATCH does not pad: one patch fewer */
+    cfg.max_seq_len = (cfg.seq_len - cfg.patch_len) / (cfg.patch_stride > 0 ? cfg.patch_stride : 1) + (next ? 1 : 2);
     gpt2rt_memory_plan plan;
     gpt2rt_ctx *ctx = NULL;
     if (gpt2rt_plan(&cfg, &plan) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", plan.error); return 2; }
@@ -119,8 +133,9 @@ int main(int argc, char **argv) {
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
     int B = cfg.batch_size, L = cfg.seq_len, M = cfg.n_channels, H = cfg.horizon;
-    printf("bench_ts: %lld parameters (L=%d NH=%d C=%d), windows B=%d lookback %d patch %d stride %d (%d patches) "
-           "channels %d horizon %d, %s, dropout %g, head dropout %g, fp32, %d threads, %s\n", (long long)plan.n_params, cfg.n_layer,
+    printf("bench_ts: %s, %lld parameters (L=%d NH=%d C=%d), windows B=%d lookback %d patch %d stride %d (%d patches) "
+           "channels %d horizon %d, %s, dropout %g, head dropout %g, fp32, %d threads, %s\n",
+           next ? "aLLM4TS stage 1 (next patch)" : "GPT4TS (regression head)", (long long)plan.n_params, cfg.n_layer,
            cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H,
            cfg.frozen ? "attention + MLP frozen" : "nothing frozen", (double)cfg.dropout,
            (double)cfg.head_dropout, cfg.n_threads, cpu);
@@ -145,7 +160,7 @@ int main(int argc, char **argv) {
         }
         gpt2rt_step_stats st;
         double a = now(), ca = cpu_now();
-        if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", gpt2rt_last_error(ctx)); return 1; }
+        if (gpt2rt_step_series(ctx, x, next ? NULL : y, &st) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", gpt2rt_last_error(ctx)); return 1; }
         double dt = now() - a, ct = cpu_now() - ca;
         if (k >= 0) { total += dt; dts[k] = dt; cts[k] = ct; }
         if (k < 0 || k % 5 == 4 || k == steps - 1)
