@@ -142,20 +142,6 @@ static void preset(opts *o, const char *name) {
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
    finite, in range); a bad one is refused naming the flag and the value, exit 2 ---- */
 
-/* open_lo / open_hi: the bound itself is refused (lr > 0, dropout < 1) */
-static int arg_num(const char *flag, const char *v, double lo, double hi, int open_lo, int open_hi, float *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno == ERANGE || !isfinite(x) || x < lo || x > hi || (open_lo && x == lo) ||
-        (open_hi && x == hi)) {
-        fprintf(stderr, "timeseries: %s '%s': expected a number in %c%g, %g%c\n", flag, v, open_lo ? '(' : '[', lo, hi,
-                open_hi ? ')' : ']');
-        return 0;
-    }
-    *out = (float)x;
-    return 1;
-}
 
 static int parse(opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
@@ -189,7 +175,7 @@ static int parse(opts *o, int argc, char **argv) {
     }
 #define FLOAT_OPT(flag, field, lo, hi, open_lo, open_hi) \
     if (strcmp(a, flag) == 0) {                          \
-        if (!arg_num(a, v, lo, hi, open_lo, open_hi, &o->field)) return 0; \
+        if (!arg_realf(a, v, lo, hi, open_lo, open_hi, &o->field)) return 0; \
         continue;                                        \
     }
         if (strcmp(a, "--data") == 0) { o->data = v; continue; }

@@ -71,18 +71,6 @@ static int budget_steps(double budget_s, double elapsed, double t_step, double t
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
    finite, in range); a bad one is refused naming the flag and the value, exit 2 ---- */
 
-/* open_lo: lo itself is refused (a learning rate must be > 0) */
-static int arg_num(const char *flag, const char *v, double lo, double hi, int open_lo, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno == ERANGE || !isfinite(x) || x < lo || (open_lo && x == lo) || x > hi) {
-        fprintf(stderr, "train_text: %s '%s': expected a number in %c%g, %g]\n", flag, v, open_lo ? '(' : '[', lo, hi);
-        return 0;
-    }
-    *out = x;
-    return 1;
-}
 
 static int arg_u64(const char *flag, const char *v, uint64_t *out) {
     char *end;
@@ -209,9 +197,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-width")) ok = arg_int(f, v, 1, 65536, &width);
         else if (!strcmp(k, "-batch")) ok = arg_int(f, v, 1, 1 << 20, &rows);
         else if (!strcmp(k, "-seq")) ok = arg_int(f, v, 1, 1 << 20, &seq);
-        else if (!strcmp(k, "-lr")) ok = arg_num(f, v, 0, 10, 1, &lr);
+        else if (!strcmp(k, "-lr")) ok = arg_real(f, v, 0, 10, 1, 0, &lr);
         else if (!strcmp(k, "-eval-every")) ok = arg_int(f, v, 1, 1000000000, &eval_every);
-        else if (!strcmp(k, "-minutes")) ok = arg_num(f, v, 0, 1e7, 0, &minutes);
+        else if (!strcmp(k, "-minutes")) ok = arg_real(f, v, 0, 1e7, 0, 0, &minutes);
         else if (!strcmp(k, "-devices")) ok = arg_int(f, v, 1, GPT2RT_MAX_DEVICES, &devices);
         else if (!strcmp(k, "-parallel")) {
             parallel = v;
@@ -228,9 +216,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-vocab")) vocab = v;
         else if (!strcmp(k, "-prompt")) prompt = v;
         else if (!strcmp(k, "-gen")) ok = arg_int(f, v, 0, 1 << 20, &n_gen);
-        else if (!strcmp(k, "-temperature")) ok = arg_num(f, v, 0, 100, 0, &temperature);
+        else if (!strcmp(k, "-temperature")) ok = arg_real(f, v, 0, 100, 0, 0, &temperature);
         else if (!strcmp(k, "-top-k")) ok = arg_int(f, v, 0, 1 << 30, &samp.top_k);
-        else if (!strcmp(k, "-top-p")) ok = arg_num(f, v, 0, 1, 1, &top_p);
+        else if (!strcmp(k, "-top-p")) ok = arg_real(f, v, 0, 1, 1, 0, &top_p);
         else if (!strcmp(k, "-seed")) ok = arg_u64(f, v, &samp.seed);
         else { fprintf(stderr, "train_text: unknown option %s (see --help)\n", f); return 2; }
         if (!ok) return 2;

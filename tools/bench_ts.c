@@ -58,7 +58,6 @@ static void cpu_name(char *out, size_t cap) {
     fclose(f);
 }
 
-#define PROG "bench_ts"
 
 static void usage(void) {
     printf("usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S] [-channels M] [-horizon H]\n"
@@ -68,17 +67,6 @@ static void usage(void) {
            "  -head next-patch: aLLM4TS's stage 1 (next-patch MSE at every position, no targets)\n");
 }
 
-static int arg_num(const char *flag, const char *v, double lo, double hi, int open_hi, float *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || *end || errno == ERANGE || !isfinite(x) || x < lo || x > hi || (open_hi && x == hi)) {
-        fprintf(stderr, "%s: %s '%s': expected a number in [%g, %g%c\n", PROG, flag, v, lo, hi, open_hi ? ')' : ']');
-        return 0;
-    }
-    *out = (float)x;
-    return 1;
-}
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -108,8 +96,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-heads")) ok = arg_int(a, v, 1, 1024, &cfg.n_head);
         else if (!strcmp(k, "-width")) ok = arg_int(a, v, 1, 65536, &cfg.n_embd);
         else if (!strcmp(k, "-freeze")) ok = arg_int(a, v, 0, 1, &freeze);
-        else if (!strcmp(k, "-dropout")) ok = arg_num(a, v, 0, 1, 1, &cfg.dropout);
-        else if (!strcmp(k, "-head-dropout")) ok = arg_num(a, v, 0, 1, 1, &cfg.head_dropout);
+        else if (!strcmp(k, "-dropout")) ok = arg_realf(a, v, 0, 1, 0, 1, &cfg.dropout);
+        else if (!strcmp(k, "-head-dropout")) ok = arg_realf(a, v, 0, 1, 0, 1, &cfg.head_dropout);
         else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
         else if (!strcmp(k, "-head")) {
             ok = !strcmp(v, "regression") || !strcmp(v, "next-patch");

@@ -4,6 +4,7 @@
 #ifndef GPT2RT_TOOLS_CLI_H
 #define GPT2RT_TOOLS_CLI_H
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,31 @@ static inline int arg_int(const char *flag, const char *v, long lo, long hi, int
         return 0;
     }
     *out = (int)x;
+    return 1;
+}
+
+/* a real number parsed whole (finite, no trailing text, no overflow) in [lo, hi]; with
+   open_lo / open_hi the bound itself is refused (a learning rate > 0, a dropout < 1) */
+static inline int arg_real(const char *flag, const char *v, double lo, double hi, int open_lo, int open_hi,
+                           double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno == ERANGE || !isfinite(x) || x < lo || x > hi || (open_lo && x == lo) ||
+        (open_hi && x == hi)) {
+        fprintf(stderr, "%s: %s '%s': expected a number in %c%g, %g%c\n", CLI_PROG, flag, v, open_lo ? '(' : '[', lo,
+                hi, open_hi ? ')' : ']');
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+/* the same into a float (config fields) */
+static inline int arg_realf(const char *flag, const char *v, double lo, double hi, int open_lo, int open_hi,
+                            float *out) {
+    double x;
+    if (!arg_real(flag, v, lo, hi, open_lo, open_hi, &x)) return 0;
+    *out = (float)x;
     return 1;
 }
 
