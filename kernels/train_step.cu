@@ -883,6 +883,31 @@ static int max_batch_for(uint64_t budget, gpt2rt_memory_plan *best) {
     return lo;
 }
 
+/* the timing runs: what = 0 (quick) B=8; 1 (after the checks) B=8 and the largest B whose
+   plan fits 40 GiB; 2 (time, a fresh process) B=8, 16, the largest, then the CPU table's GPU
+   twin (recompute and accumulation at 8 sequences a step) and B=8, 16 again (run-to-run spread) */
+static void timing(const char *gpu, int what) {
+    double peak = peak_tflops(gpu);
+    printf("timing: GPT-2 124M, T=1024, bf16, peak %.1f TFLOP/s for \"%s\"\n", peak, gpu);
+    time_gpt2(8, gpu, peak);
+    if (what == 0) return;
+    if (what == 2) time_gpt2(16, gpu, peak);
+    gpt2rt_memory_plan p;
+    memset(&p, 0, sizeof p);
+    int mb = max_batch_for((uint64_t)40 << 30, &p);
+    printf("gpt2rt max_batch_for_gib=40 batch=%d plan_gib=%.3f plan_overhead_gib=%.3f\n", mb, GPT2RT__GIB(p.total[0]),
+           GPT2RT__GIB(p.overhead[0]));
+    if (mb > 8 || what == 2) time_gpt2(mb, gpu, peak);
+    if (what != 2) return;
+    time_gpt2_cfg(8, gpu, peak, GPT2RT_RECOMPUTE_SELECTIVE, 0, 1, " recompute=selective");
+    time_gpt2_cfg(8, gpu, peak, GPT2RT_RECOMPUTE_FULL, 1, 1, " recompute=full:1");
+    time_gpt2_cfg(8, gpu, peak, GPT2RT_RECOMPUTE_FULL, 3, 1, " recompute=full:3");
+    time_gpt2_cfg(4, gpu, peak, GPT2RT_RECOMPUTE_NONE, 0, 2, " accum=2");
+    time_gpt2_cfg(2, gpu, peak, GPT2RT_RECOMPUTE_NONE, 0, 4, " accum=4");
+    time_gpt2(8, gpu, peak);
+    time_gpt2(16, gpu, peak);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "full";
     int dev_count = 0;
@@ -904,26 +929,8 @@ int main(int argc, char **argv) {
         return lab_finish("train_step sanitize");
     }
 
-    if (strcmp(mode, "time") == 0) { /* timing alone, in a fresh process: B=8, 16, the largest */
-        double peak = peak_tflops(prop.name);
-        printf("timing: GPT-2 124M, T=1024, bf16, peak %.1f TFLOP/s for \"%s\"\n", peak, prop.name);
-        time_gpt2(8, prop.name, peak);
-        time_gpt2(16, prop.name, peak);
-        gpt2rt_memory_plan p;
-        memset(&p, 0, sizeof p);
-        int mb = max_batch_for((uint64_t)40 << 30, &p);
-        printf("gpt2rt max_batch_for_gib=40 batch=%d plan_gib=%.3f plan_overhead_gib=%.3f\n", mb, GPT2RT__GIB(p.total[0]),
-               GPT2RT__GIB(p.overhead[0]));
-        time_gpt2(mb, prop.name, peak);
-        /* the CPU table's GPU twin: recompute and accumulation at B=8, then B=8 again
-           (run-to-run spread) */
-        time_gpt2_cfg(8, prop.name, peak, GPT2RT_RECOMPUTE_SELECTIVE, 0, 1, " recompute=selective");
-        time_gpt2_cfg(8, prop.name, peak, GPT2RT_RECOMPUTE_FULL, 1, 1, " recompute=full:1");
-        time_gpt2_cfg(8, prop.name, peak, GPT2RT_RECOMPUTE_FULL, 3, 1, " recompute=full:3");
-        time_gpt2_cfg(4, prop.name, peak, GPT2RT_RECOMPUTE_NONE, 0, 2, " accum=2");
-        time_gpt2_cfg(2, prop.name, peak, GPT2RT_RECOMPUTE_NONE, 0, 4, " accum=4");
-        time_gpt2(8, prop.name, peak);
-        time_gpt2(16, prop.name, peak);
+    if (strcmp(mode, "time") == 0) { /* timing alone, in a fresh process */
+        timing(prop.name, 2);
         return lab_finish("train_step time");
     }
     check_fp32_parity(cfg);
@@ -941,16 +948,6 @@ int main(int argc, char **argv) {
     check_public_api(cfg);
     check_hs64();
 
-    if (strcmp(mode, "checks") != 0) {
-        double peak = peak_tflops(prop.name);
-        printf("timing: GPT-2 124M, T=1024, bf16, peak %.1f TFLOP/s for \"%s\"\n", peak, prop.name);
-        time_gpt2(8, prop.name, peak);
-        gpt2rt_memory_plan p;
-        memset(&p, 0, sizeof p);
-        int mb = max_batch_for((uint64_t)40 << 30, &p);
-        printf("gpt2rt max_batch_for_gib=40 batch=%d plan_gib=%.3f plan_overhead_gib=%.3f\n", mb, GPT2RT__GIB(p.total[0]),
-               GPT2RT__GIB(p.overhead[0]));
-        if (strcmp(mode, "quick") != 0 && mb > 8) time_gpt2(mb, prop.name, peak);
-    }
+    if (strcmp(mode, "checks") != 0) timing(prop.name, strcmp(mode, "quick") == 0 ? 0 : 1);
     return lab_finish("train_step");
 }
