@@ -744,6 +744,45 @@ static void check_public_api(gpt2rt_config base) {
                 GPT2RT__MIB(used0), 2.0);
 }
 
+/* a plan above the device's free memory is refused before anything is allocated, with the
+   table and the advisor's suggestion, also when memory_budget is above the free memory;
+   and a plan above memory_budget, naming the budget */
+static int max_batch_for(uint64_t budget, gpt2rt_memory_plan *best); /* timing, below */
+static void check_oom_refusal(void) {
+    printf("refusals before allocating\n");
+    size_t fr = 0, tot = 0;
+    LAB_CK(cudaMemGetInfo(&fr, &tot));
+    gpt2rt_memory_plan p;
+    memset(&p, 0, sizeof p);
+    int b = max_batch_for((uint64_t)((double)fr * 1.3), &p); /* a plan between free and 1.3x free */
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.seq_len = 1024; c.batch_size = b; c.backend = GPT2RT_BACKEND_CUDA; c.precision = GPT2RT_PRECISION_BF16;
+    c.memory_budget = (uint64_t)fr * 2; /* above the free memory: the free memory decides */
+    gpt2rt_memory_plan q;
+    LAB_OK(NULL, gpt2rt_plan(&c, &q));
+    uint64_t used0 = device_used();
+    gpt2rt_ctx *g = NULL;
+    gpt2rt_result r = gpt2rt_create(&g, &c);
+    const char *e = gpt2rt_last_error(g);
+    printf("  B=%d: plan %.2f GiB, %.2f GiB free, budget %.2f GiB\n", b, GPT2RT__GIB(q.total[0]), GPT2RT__GIB(fr),
+           GPT2RT__GIB(c.memory_budget));
+    check_true("plan above the free memory (budget above it): refused OUT_OF_MEMORY",
+               q.total[0] > fr && r == GPT2RT_ERR_OUT_OF_MEMORY);
+    check_true("  its message: nothing allocated, the table, what would fit",
+               e && strstr(e, "nothing was allocated") && strstr(e, "activations") && strstr(e, "what would fit"));
+    check_close("  device MiB in use after the refusal vs before", GPT2RT__MIB(device_used()), GPT2RT__MIB(used0), 2.0);
+    gpt2rt_free(g);
+    g = NULL;
+    c.batch_size = 8;
+    c.memory_budget = (uint64_t)1 << 30; /* the B=8 plan is 5.2 GiB */
+    r = gpt2rt_create(&g, &c);
+    e = gpt2rt_last_error(g);
+    check_true("plan above memory_budget: refused OUT_OF_MEMORY, naming the budget (1.00 GiB)",
+               r == GPT2RT_ERR_OUT_OF_MEMORY && e && strstr(e, "the budget is 1.00 GiB"));
+    gpt2rt_free(g);
+}
+
 /* ---------------------------------------------------------------- sanitizer steps */
 /* A few small steps that launch every kernel of the driver, for compute-sanitizer
    (memcheck, racecheck; make test-gpu): the fixture (HS = 16: generic attention) in fp32
@@ -946,6 +985,7 @@ int main(int argc, char **argv) {
     check_odd_shape(cfg);
     check_bad_token(cfg);
     check_public_api(cfg);
+    check_oom_refusal();
     check_hs64();
 
     if (strcmp(mode, "checks") != 0) timing(prop.name, strcmp(mode, "quick") == 0 ? 0 : 1);
