@@ -10912,6 +10912,10 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
      workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets (3BT+1) int32,
                   or (patches) the windows x (Bw,L,M) fp32 | reduction scratch "red" fp32
                   | norm parts (one double per 65536)
+     kvcache      generation (kv_batch > 0): keys, values (L,KB,KS,C) floatX, a pass's ids
+                  (N) int32, its activations floatX (LayerNorm statistics fp32), the
+                  sampled rows' logits (KB,Vp) floatX: gpt2rt__kv_layout's DEVICE part; its
+                  HOST part (ids staged, fp32 logits, sampling) is pinned bookkeeping
      patches      activations: the patches (BT,PL) (floatX in their fp32 slot), RevIN's
                   mean, std (B), the patches before the affine zs (BT,PL), targets y and
                   predictions (Bw,H,M) fp32; transient: the patches' gradient (floatX in
@@ -10980,6 +10984,8 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    gpt2rt__cu_backward(ctx, st)                   += gradients of the last forward's loss
    gpt2rt__cu_update(ctx, st, lr, &norm, &skipped, &loss_scale)  AdamW at step ctx->step+1
    gpt2rt__cu_logits(ctx, st, dst, count)         (BT, V) fp32 from the device logits
+   gpt2rt__cu_be_decode(ctx, N, M)                generation's pass (the table's decode entry):
+                                                  N new tokens through the cache, M rows' logits
    gpt2rt__cu_refresh_overhead(st)                re-measure the non-arena device memory
 
    The public calls on a CUDA context (11; ctx->cu is the state): gpt2rt_create plans,
