@@ -228,7 +228,8 @@
        comm          communication buffers of the two-device modes
        kvcache       generation (kv_batch > 0): keys and values of every layer for
                      kv_batch x kv_len positions, and the scratch of one pass (up to
-                     128 prompt positions a row); 0 and not shown otherwise
+                     128 prompt positions a row); on CUDA the cache and the pass in
+                     the storage type, the sampling on the host; 0 and not shown otherwise
    plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
    NCCL): estimated by gpt2rt_plan, measured by the CUDA backend.
 
@@ -540,7 +541,7 @@
    Data parallel over several processes on the CUDA backend (in one process it is
    implemented, not yet run on a GPU); on a CUDA layer split the calls other than
    gpt2rt_step, gpt2rt_param_read and the plan's, and patch inputs; layer split with
-   dropout, and generation (kv_batch) on the CUDA backend. bf16/fp16/TF32
+   dropout, and generation (kv_batch) on more than one CUDA device. bf16/fp16/TF32
    and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
@@ -2931,41 +2932,52 @@ static int64_t gpt2rt__cu_inputs_bytes(const gpt2rt__dims *d) {
    pass's scratch; a longer prompt takes several passes */
 #define GPT2RT__KV_CHUNK 128
 
+/* what gpt2rt__kv_layout lays out: ALL, the CPU's one arena; DEVICE, a CUDA device's arena
+   (the cache and a pass's activations in the storage type d->ab, the pass's ids, the
+   sampled rows' logits); HOST, the CUDA context's host side of it (the ids staged, the
+   logits in fp32, the sampling scratch: pinned bookkeeping, no device bytes) */
+enum { GPT2RT__KV_ALL, GPT2RT__KV_DEVICE, GPT2RT__KV_HOST };
+
 /* Generation's arena (GPT2RT_MEM_KVCACHE) in bytes for nl layers (last: the device
    with the head samples, so it holds the logits and the sampling scratch); binds
    *kv's pointers into base when both are non-NULL. 0 without a cache. */
-static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, unsigned char *base, gpt2rt__kv *kv) {
+static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, unsigned char *base, gpt2rt__kv *kv,
+                                 int part) {
     if (kv) memset(kv, 0, sizeof *kv);
     if (!d->KB) return 0;
     int64_t C = d->C, KB = d->KB, N = KB * (d->KS < GPT2RT__KV_CHUNK ? d->KS : GPT2RT__KV_CHUNK), o = 0;
-    int bind = base && kv;
-#define GPT2RT__KV(field, type, n) do { if (bind) kv->field = (type *)(void *)(base + o); \
-        o += gpt2rt__ald(d, (int64_t)(n) * (int64_t)sizeof(type)); } while (0)
-    GPT2RT__KV(k, float, nl * KB * d->KS * C);
-    GPT2RT__KV(v, float, nl * KB * d->KS * C);
-    GPT2RT__KV(tok, int32_t, N);
-    GPT2RT__KV(row, int32_t, N);
-    GPT2RT__KV(pos, int32_t, N);
-    GPT2RT__KV(x, float, N * C);
-    GPT2RT__KV(ln, float, N * C);
-    GPT2RT__KV(ln_mean, float, N);
-    GPT2RT__KV(ln_rstd, float, N);
-    GPT2RT__KV(qkv, float, N * 3 * C);
-    GPT2RT__KV(atty, float, N * C);
-    GPT2RT__KV(proj, float, N * C);
-    GPT2RT__KV(fch, float, N * 4 * C);
-    GPT2RT__KV(att, float, d->nt * gpt2rt__pad16(d->KS));
+    int bind = base && kv, dev = part != GPT2RT__KV_HOST, cpu = part == GPT2RT__KV_ALL, host = part != GPT2RT__KV_DEVICE;
+    int64_t eb = part == GPT2RT__KV_DEVICE ? d->ab : 4; /* cache and activations: the storage type on a device */
+#define GPT2RT__KV(field, type, n, on) do { if (on) { if (bind) kv->field = (type *)(void *)(base + o); \
+        o += gpt2rt__ald(d, (int64_t)(n) * (int64_t)sizeof(type)); } } while (0)
+#define GPT2RT__KVX(field, n, on) do { if (on) { if (bind) kv->field = (float *)(void *)(base + o); \
+        o += gpt2rt__ald(d, (int64_t)(n) * eb); } } while (0)
+    GPT2RT__KVX(k, nl * KB * d->KS * C, dev);
+    GPT2RT__KVX(v, nl * KB * d->KS * C, dev);
+    GPT2RT__KV(tok, int32_t, N, 1);
+    GPT2RT__KV(row, int32_t, N, 1);
+    GPT2RT__KV(pos, int32_t, N, 1);
+    GPT2RT__KVX(x, N * C, dev);
+    GPT2RT__KVX(ln, N * C, dev);
+    GPT2RT__KV(ln_mean, float, N, dev);
+    GPT2RT__KV(ln_rstd, float, N, dev);
+    GPT2RT__KVX(qkv, N * 3 * C, dev);
+    GPT2RT__KVX(atty, N * C, dev);
+    GPT2RT__KVX(proj, N * C, dev);
+    GPT2RT__KVX(fch, N * 4 * C, dev);
+    GPT2RT__KV(att, float, d->nt * gpt2rt__pad16(d->KS), cpu);
     if (last) {
-        GPT2RT__KV(logits, float, KB * d->Vp);
-        GPT2RT__KV(sel, int32_t, KB);
-        GPT2RT__KV(done, int64_t, KB);
-        GPT2RT__KV(cached, int64_t, KB);
-        GPT2RT__KV(limit, int64_t, KB);
-        GPT2RT__KV(rng, uint64_t, KB);
-        GPT2RT__KV(prob, double, d->Vp);
-        GPT2RT__KV(cand, gpt2rt__kv_cand, d->Vp);
+        GPT2RT__KVX(logits, KB * d->Vp, 1);
+        GPT2RT__KV(sel, int32_t, KB, host);
+        GPT2RT__KV(done, int64_t, KB, host);
+        GPT2RT__KV(cached, int64_t, KB, host);
+        GPT2RT__KV(limit, int64_t, KB, host);
+        GPT2RT__KV(rng, uint64_t, KB, host);
+        GPT2RT__KV(prob, double, d->Vp, host);
+        GPT2RT__KV(cand, gpt2rt__kv_cand, d->Vp, host);
     }
 #undef GPT2RT__KV
+#undef GPT2RT__KVX
     if (bind) kv->N = N;
     return o;
 }
@@ -3064,10 +3076,11 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     }
     bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
     /* generation: the cache of this device's layers and a pass's scratch */
-    bytes[GPT2RT_MEM_KVCACHE] = (uint64_t)gpt2rt__kv_layout(d, nl, s->last, NULL, NULL);
+    int kv_part = d->cuda ? GPT2RT__KV_DEVICE : GPT2RT__KV_ALL; /* CUDA: the device's part; the host's is bookkeeping */
+    bytes[GPT2RT_MEM_KVCACHE] = (uint64_t)gpt2rt__kv_layout(d, nl, s->last, NULL, NULL, kv_part);
 
     if (!ctx) return;
-    gpt2rt__kv_layout(d, nl, s->last, (unsigned char *)ctx->arena[GPT2RT_MEM_KVCACHE], &ctx->kv);
+    gpt2rt__kv_layout(d, nl, s->last, (unsigned char *)ctx->arena[GPT2RT_MEM_KVCACHE], &ctx->kv, kv_part);
     ctx->n_params = held;
     ctx->n_train = owned;
     ctx->l0 = s->l0;
@@ -7416,6 +7429,10 @@ typedef struct gpt2rt__backend {
     /* at gpt2rt_free: before the ranks are freed (shared), then the context's own */
     void (*release_shared)(gpt2rt_ctx *ctx);
     void (*release)(gpt2rt_ctx *ctx);
+    /* generation (11.7): one pass of N new tokens over the KV cache, ctx->kv's tok, row,
+       pos on the host, and the logits of the M tokens kv->sel lists in kv->logits (M,Vp)
+       on the host */
+    gpt2rt_result (*decode)(gpt2rt_ctx *ctx, int64_t N, int64_t M);
 } gpt2rt__backend;
 
 /* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
@@ -7787,6 +7804,12 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, NULL, M, C, d->Vp);
 }
 
+/* the table's entry: the CPU's pass cannot fail */
+static gpt2rt_result gpt2rt__cpu_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
+    gpt2rt__cpu_decode_pass(ctx, N, M);
+    return GPT2RT_OK;
+}
+
 /* ---- the driver: one for every backend ---- */
 /* It owns the order of the steps and what recompute decides: which layer input is a
    checkpoint, when a FULL segment runs its forward again. ax: the context whose
@@ -7987,7 +8010,7 @@ static const gpt2rt__backend gpt2rt__cpu_backend = {
     gpt2rt__cpu_forward, gpt2rt__cpu_forward_series, gpt2rt__cpu_backward, gpt2rt__cpu_update, gpt2rt__cpu_zero_grads,
     gpt2rt__cpu_logits, gpt2rt__cpu_predictions, gpt2rt__cpu_dp_reduce, gpt2rt__cpu_host_weights, gpt2rt__cpu_upload,
     gpt2rt__cpu_host_moments, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
-    gpt2rt__cpu_release, gpt2rt__cpu_release};
+    gpt2rt__cpu_release, gpt2rt__cpu_release, gpt2rt__cpu_decode};
 
 /* ---- the layer split's stages: their state (10.2 runs them on the CPU, 8.7 on CUDA devices) ---- */
 
@@ -8249,6 +8272,27 @@ static cudaError_t gpt2rt__cu_encoder_forward(floatX *out, const int32_t *tokens
     else
         GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_encoder_forward<floatX, 1>)(
             out, tokens, wte, wpe, B * T, T, C);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* Generation (8.5's decode pass): x (N,C) = wte[tok] + wpe[pos], N new tokens at any
+   positions, the sum in fp32 as the encoder's. One thread per element. */
+template <typename floatX>
+__global__ void gpt2rt__cuk_decode_embed(floatX *x, const int32_t *tok, const int32_t *pos, const floatX *wte,
+                                         const floatX *wpe, int64_t N, int64_t C) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * C) return;
+    int64_t n = i / C, c = i - n * C;
+    x[i] = gpt2rt__cu_to<floatX>(gpt2rt__cu_f(wte[(int64_t)tok[n] * C + c]) + gpt2rt__cu_f(wpe[(int64_t)pos[n] * C + c]));
+}
+
+template <typename floatX>
+static cudaError_t gpt2rt__cu_decode_embed(floatX *x, const int32_t *tok, const int32_t *pos, const floatX *wte,
+                                           const floatX *wpe, int64_t N, int64_t C, cudaStream_t stream) {
+    if (N * C <= 0) return cudaSuccess;
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(N * C, 256), 256, 0, stream, gpt2rt__cuk_decode_embed<floatX>)(x, tok, pos, wte,
+                                                                                                   wpe, N, C);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -10185,6 +10229,83 @@ static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X
     return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1, dr, TH);
 }
 
+/* ---- generation: attention over the KV cache (8.5's decode pass) ----
+   kc, vc (KB,KS,C) one layer's cache, heads side by side; qkv (N,3C) of N new tokens,
+   token i of cache row row[i] at position pos[i]. First kv_store writes every token's
+   k and v into the cache, then attention_cached lets token i attend to its row's
+   positions [0, pos[i]]: one block per (token, head), the scores in shared memory, fp32
+   throughout, the sums of the CPU's gpt2rt__cpu_attention_cached (max, exp, their sum,
+   the weighted values). Two launches, so every key of a prefill is in the cache before
+   any token reads it. A simple kernel: decode moves the cache once per step, and the
+   matrix products dominate at 124M. */
+template <typename floatX>
+__global__ void gpt2rt__cuk_kv_store(floatX *kc, floatX *vc, const floatX *qkv, const int32_t *row,
+                                     const int32_t *pos, int64_t N, int64_t KS, int64_t C) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * C) return;
+    int64_t n = i / C, c = i - n * C, at = ((int64_t)row[n] * KS + pos[n]) * C + c;
+    kc[at] = qkv[n * 3 * C + C + c];
+    vc[at] = qkv[n * 3 * C + 2 * C + c];
+}
+
+#define GPT2RT__CU_KV_THREADS 128 /* a power of two: the block's tree reductions */
+template <typename floatX>
+__global__ void __launch_bounds__(GPT2RT__CU_KV_THREADS)
+gpt2rt__cuk_attention_cached(floatX *out, const floatX *qkv, const floatX *kc, const floatX *vc, const int32_t *row,
+                             const int32_t *pos, int64_t KS, int64_t C, int NH) {
+    extern __shared__ float gpt2rt__kv_sh[]; /* scores (KS), then the reduction (blockDim) */
+    float *sc = gpt2rt__kv_sh, *red = gpt2rt__kv_sh + KS;
+    int64_t i = blockIdx.x / NH, h = blockIdx.x % NH, HS = C / NH, t = pos[i];
+    int tid = threadIdx.x, nt = blockDim.x;
+    const floatX *q = qkv + i * 3 * C + h * HS;
+    const floatX *kr = kc + (int64_t)row[i] * KS * C + h * HS, *vr = vc + (int64_t)row[i] * KS * C + h * HS;
+    float scale = 1.0f / sqrtf((float)HS), mx = -INFINITY;
+    for (int64_t s = tid; s <= t; s += nt) {
+        float a = 0.0f;
+        for (int64_t j = 0; j < HS; j++) a += gpt2rt__cu_f(q[j]) * gpt2rt__cu_f(kr[s * C + j]);
+        sc[s] = a * scale;
+        mx = fmaxf(mx, sc[s]);
+    }
+    red[tid] = mx;
+    __syncthreads();
+    for (int w = nt / 2; w > 0; w >>= 1) {
+        if (tid < w) red[tid] = fmaxf(red[tid], red[tid + w]);
+        __syncthreads();
+    }
+    mx = red[0];
+    __syncthreads(); /* every thread has read red[0] before it is reused */
+    float sum = 0.0f;
+    for (int64_t s = tid; s <= t; s += nt) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+    red[tid] = sum;
+    __syncthreads();
+    for (int w = nt / 2; w > 0; w >>= 1) {
+        if (tid < w) red[tid] += red[tid + w];
+        __syncthreads();
+    }
+    float inv = 1.0f / red[0];
+    for (int64_t j = tid; j < HS; j += nt) {
+        float y = 0.0f;
+        for (int64_t s = 0; s <= t; s++) y += sc[s] * inv * gpt2rt__cu_f(vr[s * C + j]);
+        out[i * C + h * HS + j] = gpt2rt__cu_to<floatX>(y);
+    }
+}
+
+/* out (N,C); the cache kc, vc (KB,KS,C) gets the N tokens' keys and values first */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, floatX *kc, floatX *vc,
+                                               const int32_t *row, const int32_t *pos, int64_t N, int64_t KS,
+                                               int64_t C, int64_t NH, cudaStream_t stream) {
+    if (N <= 0) return cudaSuccess;
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(N * C, 256), 256, 0, stream, gpt2rt__cuk_kv_store<floatX>)(kc, vc, qkv, row, pos,
+                                                                                               N, KS, C);
+    GPT2RT__CU_LAUNCHED();
+    size_t smem = (size_t)(KS + GPT2RT__CU_KV_THREADS) * sizeof(float);
+    GPT2RT__LAUNCH((unsigned)(N * NH), GPT2RT__CU_KV_THREADS, smem, stream, gpt2rt__cuk_attention_cached<floatX>)(
+        out, qkv, kc, vc, row, pos, KS, C, (int)NH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
 /* ==== 8.4 Matrix products ==== */
 
 /* kernels/matmul.cu validates and times this section.
@@ -10803,6 +10924,10 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
      workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets (3BT+1) int32,
                   or (patches) the windows x (Bw,L,M) fp32 | reduction scratch "red" fp32
                   | norm parts (one double per 65536)
+     kvcache      generation (kv_batch > 0): keys, values (L,KB,KS,C) floatX, a pass's ids
+                  (N) int32, its activations floatX (LayerNorm statistics fp32), the
+                  sampled rows' logits (KB,Vp) floatX: gpt2rt__kv_layout's DEVICE part; its
+                  HOST part (ids staged, fp32 logits, sampling) is pinned bookkeeping
      patches      activations: the patches (BT,PL) (floatX in their fp32 slot), RevIN's
                   mean, std (B), the patches before the affine zs (BT,PL), targets y and
                   predictions (Bw,H,M) fp32; transient: the patches' gradient (floatX in
@@ -10871,6 +10996,8 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    gpt2rt__cu_backward(ctx, st)                   += gradients of the last forward's loss
    gpt2rt__cu_update(ctx, st, lr, &norm, &skipped, &loss_scale)  AdamW at step ctx->step+1
    gpt2rt__cu_logits(ctx, st, dst, count)         (BT, V) fp32 from the device logits
+   gpt2rt__cu_be_decode(ctx, N, M)                generation's pass (the table's decode entry):
+                                                  N new tokens through the cache, M rows' logits
    gpt2rt__cu_refresh_overhead(st)                re-measure the non-arena device memory
 
    The public calls on a CUDA context (11; ctx->cu is the state): gpt2rt_create plans,
@@ -10954,6 +11081,7 @@ typedef struct gpt2rt__cu_state {
     unsigned char *h_stage;   /* stage_bytes, conversions and logits */
     size_t stage_bytes;
     gpt2rt__cu_adamw_tensor *h_adamw; /* (n_adamw) goff-indexed table, block0 per run */
+    unsigned char *h_kv;      /* generation: the KV cache's host side (gpt2rt__kv_layout's HOST part) */
     int n_adamw, n_runs;
     gpt2rt__cu_adamw_run *runs;
     cudaEvent_t ev_tok;       /* recorded after the last H2D copy out of h_tok */
@@ -11295,6 +11423,9 @@ static gpt2rt_result gpt2rt__cu_create_buffers(gpt2rt_ctx *ctx, gpt2rt__cu_state
     if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
     GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
     GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
+    if (d->KB && st->span.last) /* generation's ids and logits pass through it: pinned */
+        GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_kv, (size_t)gpt2rt__kv_layout(d, 0, 1, NULL, NULL,
+                                                                                     GPT2RT__KV_HOST)));
     st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
                                                      GPT2RT_MEM_BOOKKEEPING);
     if (!st->runs) GPT2RT__CU_SFAIL(GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt__cu_create: AdamW run table");
@@ -11386,6 +11517,7 @@ static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
     if (st->h_norm) (void)cudaFreeHost(st->h_norm);
     if (st->h_stage) (void)cudaFreeHost(st->h_stage);
     if (st->h_adamw) (void)cudaFreeHost(st->h_adamw);
+    if (st->h_kv) (void)cudaFreeHost(st->h_kv);
     (void)cudaGetLastError();
     gpt2rt_config hooks = st->hooks;
     gpt2rt__free(&hooks, st->runs, GPT2RT_MEM_BOOKKEEPING);
@@ -11867,6 +11999,7 @@ static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int 
 static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
 static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx);
 static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx);
+static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M);
 
 static const gpt2rt__backend gpt2rt__cu_backend = {
     gpt2rt__cu_embed_forward, gpt2rt__cu_layer_forward_any, gpt2rt__cu_head_forward, gpt2rt__cu_head_backward,
@@ -11875,7 +12008,7 @@ static const gpt2rt__backend gpt2rt__cu_backend = {
     gpt2rt__cu_be_zero_grads, gpt2rt__cu_be_logits, gpt2rt__cu_be_predictions, gpt2rt__cu_be_dp_reduce,
     gpt2rt__cu_be_host_weights, gpt2rt__cu_be_upload, gpt2rt__cu_be_host_moments, gpt2rt__cu_be_param_read,
     gpt2rt__cu_be_allocated, gpt2rt__cu_be_dp_rank, gpt2rt__cu_be_dp_open, gpt2rt__cu_be_release_shared,
-    gpt2rt__cu_be_release};
+    gpt2rt__cu_be_release, gpt2rt__cu_be_decode};
 
 /* ---- training calls ---- */
 
@@ -12113,6 +12246,86 @@ static gpt2rt_result gpt2rt__cu_logits(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, fl
     return gpt2rt__cu_logits_t<__half>(ctx, st, dst);
 }
 
+/* ---- generation: the decode pass (11.7 through the table's decode entry) ----
+   gpt2rt__cpu_decode_pass's steps on the device, with 8.2's ops and 8.4's products on the
+   pass's N rows: the ids (host kv: tok, row, pos) up, x (N,C) = the embeddings, every
+   layer (its keys and values into the cache, attention over it), then ln_f and the tied
+   head only on the M rows kv->sel lists, and their logits (M,V) back to the host's kv
+   (fp32, rows Vp apart), the one wait of a pass. dk: the device's kv (st->dev's, carved by
+   gpt2rt__layout), its activations floatX. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_decode_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t N, int64_t M) {
+    const gpt2rt__dims *d = &st->d;
+    const gpt2rt__kv *hk = &ctx->kv, *dk = &st->dev->kv;
+    const int64_t C = d->C, cache = d->KB * d->KS * C; /* one layer's keys */
+    const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
+    cudaStream_t s = st->stream;
+    gpt2rt__cu_blas *bl = &st->blas;
+    char *me = st->mm_err;
+    const size_t mc = sizeof st->mm_err;
+    X *x = (X *)(void *)dk->x, *ln = (X *)(void *)dk->ln, *qkv = (X *)(void *)dk->qkv, *atty = (X *)(void *)dk->atty;
+    X *proj = (X *)(void *)dk->proj, *fch = (X *)(void *)dk->fch, *logits = (X *)(void *)dk->logits;
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaMemcpyAsync(dk->tok, hk->tok, (size_t)N * 4, cudaMemcpyHostToDevice, s));
+    GPT2RT__CU_CK(cudaMemcpyAsync(dk->row, hk->row, (size_t)N * 4, cudaMemcpyHostToDevice, s));
+    GPT2RT__CU_CK(cudaMemcpyAsync(dk->pos, hk->pos, (size_t)N * 4, cudaMemcpyHostToDevice, s));
+    const X *wte = gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE));
+    GPT2RT__CU_CK(gpt2rt__cu_decode_embed<X>(x, dk->tok, dk->pos, wte,
+                                             gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WPE)), N, C, s));
+    for (int64_t l = 0; l < d->L; l++) { /* gpt2rt__cpu_layer_decode's steps */
+        gpt2rt__cu_lw<X> p = gpt2rt__cu_lweights<X>(ctx, st, l);
+        st->layer = l;
+        GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln, dk->ln_mean, dk->ln_rstd, x, p.ln1w, p.ln1b, N, C, s));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, qkv, NULL, ln, p.qkvw, p.qkvb, N, C, 3 * C, me, mc));
+        GPT2RT__CU_CK(gpt2rt__cu_attention_cached<X>(atty, qkv, (X *)(void *)dk->k + l * cache,
+                                                     (X *)(void *)dk->v + l * cache, dk->row, dk->pos, N, d->KS, C,
+                                                     d->NH, s));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, proj, NULL, atty, p.projw, p.projb, N, C, C, me, mc));
+        GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(x, x, proj, N * C, s));
+        GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln, dk->ln_mean, dk->ln_rstd, x, p.ln2w, p.ln2b, N, C, s));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, fch, NULL, ln, p.fcw, p.fcb, N, C, 4 * C, me, mc));
+        GPT2RT__CU_CK(gpt2rt__cu_gelu_forward<X>(fch, fch, N * 4 * C, s));
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, proj, NULL, fch, p.fcprojw, p.fcprojb, N, 4 * C, C, me, mc));
+        GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(x, x, proj, N * C, s));
+    }
+    st->layer = -1;
+    for (int64_t m = 0; m < M; m++) /* the sampled rows' states side by side: ln_f and the head see M rows */
+        GPT2RT__CU_CK(cudaMemcpyAsync(proj + m * C, x + (int64_t)hk->sel[m] * C, (size_t)C * sizeof(X),
+                                      cudaMemcpyDeviceToDevice, s));
+    GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln, dk->ln_mean, dk->ln_rstd, proj,
+                                                  gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__LNFW)),
+                                                  gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__LNFB)), M,
+                                                  C, s));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, logits, NULL, ln, wte, NULL, M, C, d->Vp, me, mc));
+    /* the logits through the pinned stage, as many rows at a time as it holds */
+    const size_t row = (size_t)d->V * sizeof(X);
+    int64_t rows = (int64_t)(st->stage_bytes / row);
+    const X *h = (const X *)(void *)st->h_stage;
+    for (int64_t r0 = 0; r0 < M; r0 += rows) {
+        int64_t n = M - r0 < rows ? M - r0 : rows;
+        GPT2RT__CU_CK(cudaMemcpy2DAsync(st->h_stage, row, logits + r0 * d->Vp, (size_t)d->Vp * sizeof(X), row,
+                                        (size_t)n, cudaMemcpyDeviceToHost, s));
+        GPT2RT__CU_CK(cudaStreamSynchronize(s));
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t v = 0; v < d->V; v++) hk->logits[(r0 + i) * d->Vp + v] = gpt2rt__cu_host_f(h[i * d->V + v]);
+    }
+    if (!M) GPT2RT__CU_CK(cudaStreamSynchronize(s)); /* the ids' pinned buffers are free again */
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
+    gpt2rt__cu_state *st = ctx->cu;
+    if (!st || !st->h_kv)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_generate: this CUDA context has no device KV cache "
+                            "(kv_batch = %lld, one device only)", (long long)ctx->d.KB);
+    st->phase = "decode";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_decode_t<float>(ctx, st, N, M);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_decode_t<__nv_bfloat16>(ctx, st, N, M);
+    return gpt2rt__cu_decode_t<__half>(ctx, st, N, M);
+}
+
 #undef GPT2RT__CU_MM
 
 /* ---- the public calls on a CUDA context: the host keeps the fp32 weights (ctx->params,
@@ -12165,6 +12378,8 @@ static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         return gpt2rt__fail_oom(ctx, plan, 0, fr, err, 1);
     }
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
+    if (ctx->cu->h_kv) /* 11.7 fills the pass's ids and samples from the logits here */
+        gpt2rt__kv_layout(&ctx->cu->d, 0, 1, ctx->cu->h_kv, &ctx->kv, GPT2RT__KV_HOST); /* the dims it was sized by */
     return GPT2RT_OK;
 }
 
@@ -15538,10 +15753,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "GPT2RT_PARALLEL_NONE", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
                             ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                             ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch)
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
-                            "backend is not implemented yet: set kv_batch = 0, or backend = GPT2RT_BACKEND_CPU",
-                            ctx->cfg.kv_batch);
+                            "backend runs on one device (parallel = %s is not implemented for it): set parallel = "
+                            "NONE, or kv_batch = 0", ctx->cfg.kv_batch, split ? "LAYER_SPLIT" : "DATA");
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
         /* sets ctx->be (8.6); refuses where the implementation was compiled without CUDA */
         if ((r = gpt2rt__cuda_open(ctx, &plan)) != GPT2RT_OK) return r;
@@ -16361,9 +16576,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     GPT2RT__CHECK_CTX(ctx);
     const gpt2rt__dims *d = &ctx->d;
     const char *fn = "gpt2rt_generate";
-    if (ctx->be != &gpt2rt__cpu_backend)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: generation on the CUDA backend is not implemented "
-                            "yet (create the context with backend = GPT2RT_BACKEND_CPU)", fn);
     if (d->patches) return gpt2rt__input_kind(ctx, fn, 0);
     if (!d->KB)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context has no KV cache: set config.kv_batch (the "
@@ -16419,7 +16631,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
             kv->cached[b] += take;
             if (kv->cached[b] == lens[b]) kv->sel[m++] = (int32_t)(n - 1);
         }
-        gpt2rt__cpu_decode_pass(ctx, n, m);
+        GPT2RT__TRY(ctx->be->decode(ctx, n, m)); /* the CPU's pass (7.3) or the device's (8.5) */
         for (int64_t i = 0; i < m; i++) {
             int b = kv->row[kv->sel[i]];
             const float *lg = kv->logits + i * d->Vp;

@@ -456,6 +456,138 @@ static void op_matmul_dgelu(int64_t BT, int64_t IC, int64_t OC) {
     cudaFree(d_dout); cudaFree(d_w); cudaFree(d_pre); cudaFree(d_dinp); cudaFree(ws);
 }
 
+/* ---- generation with the KV cache ---- */
+/* every token's logits, per row, in the order on_token sees them */
+struct gen_log { int V; std::vector<std::vector<float>> lg[4]; };
+static int gen_on_token(void *user, int row, int32_t token, const float *logits, int64_t n) {
+    (void)token;
+    gen_log *g = (gen_log *)user;
+    g->lg[row].push_back(std::vector<float>(logits, logits + n));
+    return 0;
+}
+/* greedy generation from the same prompts on backend b at precision p: ids (B, cap), lens, logits */
+static int gen_run(gpt2rt_config c, gpt2rt_backend b, gpt2rt_precision p, const int64_t *plen, int B, int new_tokens,
+                   std::vector<int32_t> *ids, std::vector<int64_t> *lens, gen_log *log, gpt2rt_ctx **keep = NULL) {
+    c.precision = p;
+    gpt2rt_ctx *x = make(c, b);
+    if (!x) return 0;
+    int64_t cap = c.kv_len;
+    ids->assign((size_t)(B * cap), 0);
+    std::vector<int32_t> t = tokens(B * cap, c.vocab_size, 99);
+    for (int r = 0; r < B; r++)
+        for (int64_t i = 0; i < plen[r]; i++) (*ids)[(size_t)(r * cap + i)] = t[(size_t)(r * cap + i)];
+    lens->assign(plen, plen + B);
+    gpt2rt_sample o;
+    memset(&o, 0, sizeof o);
+    o.max_new_tokens = new_tokens; o.eot = -1; o.on_token = gen_on_token; o.user = log;
+    gpt2rt_result r = gpt2rt_generate(x, &o, B, ids->data(), cap, lens->data());
+    if (r != GPT2RT_OK) /* a failure only: the checks that count compare what came back */
+        check(0, "gpt2rt_generate (%s, %s): %s", b == GPT2RT_BACKEND_CUDA ? "cuda" : "cpu",
+              p == GPT2RT_PRECISION_FP32 ? "fp32" : p == GPT2RT_PRECISION_BF16 ? "bf16" : "fp16", gpt2rt_last_error(x));
+    if (keep) *keep = x;
+    else gpt2rt_free(x);
+    return r == GPT2RT_OK;
+}
+/* worst max|a-b| / max|b| over the steps where a row's ids still agree (after that the
+   contexts differ), and how many steps that covered */
+static double gen_logit_err(const gen_log &a, const gen_log &b, const std::vector<int32_t> &ia,
+                            const std::vector<int32_t> &ib, const int64_t *plen, int B, int64_t cap, int *steps) {
+    double w = 0;
+    *steps = 0;
+    for (int r = 0; r < B; r++)
+        for (size_t k = 0; k < a.lg[r].size() && k < b.lg[r].size(); k++) {
+            double m = 0, e = 0;
+            for (size_t v = 0; v < b.lg[r][k].size(); v++) {
+                m = fmax(m, fabs(b.lg[r][k][v]));
+                double d = fabs((double)a.lg[r][k][v] - b.lg[r][k][v]);
+                if (!(d <= e)) e = d;
+            }
+            double rel = m > 0 ? e / m : e;
+            if (!(rel <= w)) w = rel;
+            (*steps)++;
+            if (ia[(size_t)(r * cap + plen[r] + (int64_t)k)] != ib[(size_t)(r * cap + plen[r] + (int64_t)k)]) break;
+        }
+    return w;
+}
+/* CUDA's greedy ids equal the CPU backend's in fp32, with logits within fp32 rounding; bf16
+   and fp16 logits within their rounding of CUDA fp32's on the steps whose context agrees;
+   the device's KV arena planned == cudaMalloc'ed */
+static void generation(const char *what, gpt2rt_config c, const int64_t *plen, int B, int new_tokens) {
+    gpt2rt_emu::set_problem(what);
+    std::vector<int32_t> ih, ig;
+    std::vector<int64_t> lh, lg;
+    gen_log gh, gg;
+    gpt2rt_ctx *x = NULL;
+    if (!gen_run(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_FP32, plen, B, new_tokens, &ih, &lh, &gh) ||
+        !gen_run(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_FP32, plen, B, new_tokens, &ig, &lg, &gg, &x))
+        { gpt2rt_free(x); return; }
+    int64_t cap = c.kv_len;
+    int all = lg == lh && ig == ih, grew = 1;
+    for (int r = 0; r < B; r++) grew &= lg[(size_t)r] == plen[r] + new_tokens;
+    check(all && grew, "%s fp32: CUDA greedy ids == the CPU backend's, every row %d new tokens after prompts of "
+          "unequal length", what, new_tokens);
+    int steps = 0;
+    double e = gen_logit_err(gg, gh, ig, ih, plen, B, cap, &steps);
+    /* fp32: both sum the same products in other orders (n <= 4C terms, ~n 2^-24 each) through two layers */
+    check(e <= 1e-4 && steps == B * new_tokens, "%s fp32: logits of %d steps vs the CPU: rel err %.3e, tol 1e-4",
+          what, steps, e);
+    gpt2rt_memory_plan plan, got;
+    gpt2rt_config pc = c;
+    pc.backend = GPT2RT_BACKEND_CUDA;
+    int ok = gpt2rt_plan(&pc, &plan) == GPT2RT_OK && gpt2rt_plan_allocated(x, &got) == GPT2RT_OK, bad = 0;
+    for (int m = 0; m < GPT2RT_MEM_COUNT; m++) bad += got.bytes[0][m] != plan.bytes[0][m];
+    check(ok && !bad && plan.bytes[0][GPT2RT_MEM_KVCACHE] > 0, "%s: planned == cudaMalloc'ed in every category "
+          "(KV cache %llu bytes)", what, (unsigned long long)plan.bytes[0][GPT2RT_MEM_KVCACHE]);
+    gpt2rt_free(x);
+    const gpt2rt_precision half[2] = {GPT2RT_PRECISION_BF16, GPT2RT_PRECISION_FP16};
+    /* the header's derivation: 8 (bf16) or 11 (fp16) bits of mantissa, tens of roundings along a path */
+    const double tol[2] = {5e-2, 1.5e-2};
+    for (int k = 0; k < 2; k++) {
+        std::vector<int32_t> ix;
+        std::vector<int64_t> lx;
+        gen_log gx;
+        if (!gen_run(c, GPT2RT_BACKEND_CUDA, half[k], plen, B, new_tokens, &ix, &lx, &gx)) continue;
+        double ex = gen_logit_err(gx, gg, ix, ig, plen, B, cap, &steps);
+        check(ex <= tol[k] && steps >= B, "%s %s: logits of %d steps (where the ids agree) vs CUDA fp32: rel err %.3e, "
+              "tol %.1e", what, k ? "fp16" : "bf16", steps, ex, tol[k]);
+    }
+}
+/* an inference context (weights, KV cache, forward workspace) on CUDA: planned == allocated,
+   forward loss and logits bitwise the training context's, generation the CPU's ids, training refused */
+static void inference(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("inference");
+    c.kv_batch = 2; c.kv_len = 20;
+    gpt2rt_config ic = c;
+    ic.inference = 1;
+    gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA), *b = make(ic, GPT2RT_BACKEND_CUDA);
+    if (!a || !b) { gpt2rt_free(a); gpt2rt_free(b); return; }
+    gpt2rt_memory_plan plan, got;
+    ic.backend = GPT2RT_BACKEND_CUDA;
+    int ok = gpt2rt_plan(&ic, &plan) == GPT2RT_OK && gpt2rt_plan_allocated(b, &got) == GPT2RT_OK, bad = 0;
+    for (int m = 0; m < GPT2RT_MEM_COUNT; m++) bad += got.bytes[0][m] != plan.bytes[0][m];
+    check(ok && !bad && !plan.bytes[0][GPT2RT_MEM_GRADS] && !plan.bytes[0][GPT2RT_MEM_MOMENTS],
+          "inference on CUDA: planned == cudaMalloc'ed, no gradients or moments (%d categories differ)", bad);
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    std::vector<int32_t> x = tokens(n, c.vocab_size, 5), y = tokens(n, c.vocab_size, 6);
+    std::vector<float> la((size_t)(n * c.vocab_size)), lb(la.size());
+    float sa = -1, sb = -2;
+    ok = gpt2rt_forward(a, x.data(), y.data(), &sa) == GPT2RT_OK && gpt2rt_forward(b, x.data(), y.data(), &sb) == GPT2RT_OK &&
+         gpt2rt_logits(a, la.data(), n * c.vocab_size) == GPT2RT_OK &&
+         gpt2rt_logits(b, lb.data(), n * c.vocab_size) == GPT2RT_OK;
+    check(ok && sa == sb && la == lb, "inference on CUDA: forward loss %.7g and logits bitwise the training context's "
+          "(%.7g): %s", sb, sa, gpt2rt_last_error(b));
+    check(gpt2rt_step(b, x.data(), y.data(), NULL) == GPT2RT_ERR_STATE, "inference on CUDA: gpt2rt_step refused");
+    gpt2rt_free(a);
+    gpt2rt_free(b);
+    std::vector<int32_t> ih, ig;
+    std::vector<int64_t> lh, lg;
+    gen_log gh, gg;
+    int64_t plen[2] = {4, 6};
+    if (gen_run(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_FP32, plen, 2, 6, &ih, &lh, &gh) &&
+        gen_run(ic, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_FP32, plen, 2, 6, &ig, &lg, &gg))
+        check(ig == ih && lg == lh, "inference on CUDA: greedy ids == the CPU training context's");
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -560,17 +692,17 @@ int main(int argc, char **argv) {
         unsetenv("EMU_BLAS_NO_EPILOGUE");
     }
     if (!*only || !strcmp(only, "generate")) {
-        gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA);
-        if (g) {
-            gpt2rt_sample opt;
-            memset(&opt, 0, sizeof opt);
-            int32_t row[16] = {1, 2, 3};
-            int64_t len = 3;
-            gpt2rt_result r = gpt2rt_generate(g, &opt, 1, row, 16, &len);
-            if (r == GPT2RT_ERR_NOT_IMPLEMENTED) skip("generation with the KV cache on CUDA: the header says not implemented");
-            else check(r == GPT2RT_OK, "generation on CUDA: %s", gpt2rt_last_error(g));
-            gpt2rt_free(g);
-        }
+        /* generation at two shapes (the decode kernels at two launch shapes): C64 HS16 with
+           three rows of unequal prompts, and odd C20 HS5 V53 with two */
+        gpt2rt_config g = c;
+        g.kv_batch = 3; g.kv_len = 24;
+        int64_t l3[3] = {5, 1, 9};
+        generation("C64 HS16 B3", g, l3, 3, 8);
+        gpt2rt_config o = c;
+        o.n_embd = 20; o.n_head = 4; o.vocab_size = 53; o.max_seq_len = 32; o.kv_batch = 2; o.kv_len = 20;
+        int64_t l2[2] = {7, 3};
+        generation("odd C20 HS5 V53 B2", o, l2, 2, 9);
+        inference(c);
     }
     printf("drive: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;

@@ -13,4 +13,5 @@
 #include "cublasLt.h"
 GPT2RT_EMU_DYNAMIC_SHARED(float, gpt2rt__cu_ln_sh);
 GPT2RT_EMU_DYNAMIC_SHARED(unsigned char, gpt2rt__cu_attn_dsm);
+GPT2RT_EMU_DYNAMIC_SHARED(float, gpt2rt__kv_sh);
 #endif
