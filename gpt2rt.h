@@ -452,13 +452,13 @@
      context holds one device's arenas (the whole model's weights, gradients and
      moments: device 0), plus the activations of every micro-batch in flight
      (grad_accum - 1 further sets of one device's activations, device 0) and a
-     transient and workspace for each further stage (device s). gpt2rt_plan shows
-     instead what N devices would each hold (the layout a GPU split would use).
+     transient and workspace for each further stage (device s); gpt2rt_plan of a
+     CPU config shows exactly that, per device and category.
    - On the CUDA backend each stage is a device state on device_ids[s] holding only
      its parameters (offsets keeping one device's alignment, so every kernel takes
      one device's path), its layers' activations for each of the grad_accum
-     micro-batches in flight, and its scratch; the activation and its gradient cross
-     the boundary by peer copy (cudaMemcpyPeerAsync) where peer access is on, else
+     micro-batches in flight (gpt2rt_plan counts all of them), and its scratch; the
+     activation and its gradient cross the boundary by peer copy (cudaMemcpyPeerAsync) where peer access is on, else
      through pinned host memory. The first stage keeps a weights-only copy of wte for
      the embedding, refreshed after each update; the last stage, which trains wte,
      also runs the embedding's part of its gradient on the first stage's d(x0), in one
@@ -2489,7 +2489,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
    Its cost is what gpt2rt_plan reports for it: the device's planned total. */
 typedef struct gpt2rt__split {
     const gpt2rt__dims *d;
-    int64_t n, S, ck, L;
+    int64_t n, S, ck, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
 } gpt2rt__split;
 
 static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a, int64_t b) {
@@ -2498,6 +2498,7 @@ static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a,
     sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
     sp.first = s == 0; sp.last = s == p->n - 1;
     gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
+    bytes[GPT2RT_MEM_ACTIVATIONS] *= (uint64_t)p->m;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) t += bytes[i];
     return t;
 }
@@ -2553,6 +2554,7 @@ static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DE
     gpt2rt__dims d = gpt2rt__dims_of(c);
     gpt2rt__split p;
     p.d = &d; p.n = n; p.L = L;
+    p.m = d.cuda ? c->grad_accum : 1; /* CPU stages share the host: the spans' own layouts weigh them */
     p.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
     p.S = (L + p.ck - 1) / p.ck;
     int64_t e[GPT2RT_MAX_DEVICES + 1], q = p.S / n, r = p.S % n, lo_b[GPT2RT_MAX_DEVICES + 1];
@@ -3261,6 +3263,29 @@ static const char *gpt2rt__recompute_name(const gpt2rt_config *c, char *buf, siz
 
 static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
     return p == GPT2RT_PARALLEL_DATA ? "data parallel" : p == GPT2RT_PARALLEL_LAYER_SPLIT ? "layer split" : "one device";
+}
+
+/* Layer split, what each backend allocates per device beyond the spans' arenas of
+   gpt2rt__layout: GPipe keeps the activations of all grad_accum micro-batches in flight.
+   CUDA (8.7): each stage its span's arenas and grad_accum - 1 further activation sets of
+   its span. CPU (10.2): the stages share the host, so device 0 holds one device's arenas
+   of the whole model and the grad_accum - 1 further sets of those, device s > 0 the
+   transient and workspace of its stage thread. bytes: the spans' layouts on entry. */
+static void gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
+                               uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT]) {
+    uint64_t m = (uint64_t)c->grad_accum;
+    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return;
+    if (d->cuda) {
+        for (int dev = 0; dev < c->n_devices; dev++) bytes[dev][GPT2RT_MEM_ACTIVATIONS] *= m;
+        return;
+    }
+    gpt2rt__span whole;
+    whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
+    gpt2rt__layout(d, &whole, bytes[0], NULL);
+    bytes[0][GPT2RT_MEM_ACTIVATIONS] *= m;
+    for (int dev = 1; dev < c->n_devices; dev++)
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
 }
 
 static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
@@ -13490,13 +13515,14 @@ static const gpt2rt__ls_ops gpt2rt__ls_cu_ops = {
 static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     int n = ctx->cfg.n_devices, m = ctx->cfg.grad_accum;
     for (int s = 0; s < n && ctx->cfg.memory_budget; s++) {
-        uint64_t need = plan->total[s] + (uint64_t)(m - 1) * plan->bytes[s][GPT2RT_MEM_ACTIVATIONS];
+        /* the plan counts the activations of all m micro-batches GPipe keeps in flight (3.3) */
+        uint64_t need = plan->total[s];
         if (need > ctx->cfg.memory_budget)
             return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d needs %.2f GiB on "
-                                "device %d (its plan, %.2f GiB, and the activations of the %d further micro-batches "
-                                "GPipe keeps in flight, %.2f GiB each), memory_budget is %.2f GiB; nothing was "
-                                "allocated", s, GPT2RT__GIB(need), ctx->cfg.device_ids[s], GPT2RT__GIB(plan->total[s]),
-                                m - 1, GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS]),
+                                "device %d (its plan, with the activations of the %d micro-batches GPipe keeps in "
+                                "flight, %.2f GiB each), memory_budget is %.2f GiB; nothing was allocated", s,
+                                GPT2RT__GIB(need), ctx->cfg.device_ids[s], m,
+                                GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS] / (uint64_t)m),
                                 GPT2RT__GIB(ctx->cfg.memory_budget));
     }
     gpt2rt_result hr = gpt2rt__cu_host_alloc(ctx);
@@ -15322,8 +15348,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     plan->n_devices = c->n_devices;
     gpt2rt__span sp[GPT2RT_MAX_DEVICES];
     gpt2rt__spans_of(c, sp);
+    for (int dev = 0; dev < c->n_devices; dev++) gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
+    gpt2rt__plan_split(c, &d, plan->bytes); /* GPipe's micro-batches in flight, where each backend holds them */
     for (int dev = 0; dev < c->n_devices; dev++) {
-        gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
         plan->overhead[dev] = gpt2rt__overhead_estimate(c);
     }
