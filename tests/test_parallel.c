@@ -203,6 +203,42 @@ static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned
 }
 
 /* the same data parallel run twice, and with other knobs that must not change a bit */
+
+/* ZeRO-1 over n ranks (unequal: whose trained floats are NOT n equal shards of whole
+   16-float blocks, checked here, so the case stays unequal): the gradient is padded to n equal
+   shards (1.4), every reduce-scatter the threads communicator ran had equal shards
+   (none fell back to unequal ones: an NCCL build would have had to all-reduce them),
+   the padding is still zero on every rank after the steps, and the plan prints what it
+   costs: n * ceil16(ceil(n_train / n)) - n_train floats, derived here from n_train */
+static void zero1_equal_shards(gpt2rt_ctx *x, int n, int steps, int unequal) {
+    int64_t nt = x->n_train, per = (nt + n - 1) / n;
+    per = (per + 15) / 16 * 16;
+    int64_t pad = per * n - nt;
+    CHECK(!unequal || (nt % (16 * n) != 0 && pad > 0), "ZeRO-1 over %d ranks: %lld trained floats split equally; the case meant "
+          "unequal shards", n, (long long)nt);
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)x->group;
+    CHECK(g && g->n_scatter >= steps && g->n_scatter_unequal == 0, "ZeRO-1 over %d ranks, %lld trained floats: %lld "
+          "reduce-scatters (want >= %d), %lld of them over unequal shards", n, (long long)nt,
+          (long long)(g ? g->n_scatter : -1), steps, (long long)(g ? g->n_scatter_unequal : -1));
+    int nonzero = 0;
+    for (int r = 0; r < n; r++) {
+        const gpt2rt_ctx *rc = r ? x->ranks[r] : x;
+        CHECK(rc->arena_bytes[GPT2RT_MEM_GRADS] == (uint64_t)(per * n) * 4, "rank %d: gradient arena %llu bytes, "
+              "want %lld equal shards of %lld floats", r, (unsigned long long)rc->arena_bytes[GPT2RT_MEM_GRADS],
+              (long long)n, (long long)per);
+        for (int64_t i = nt; i < per * n; i++) nonzero += rc->grads[i] != 0.0f;
+    }
+    CHECK(nonzero == 0, "ZeRO-1: %d padding floats of the gradients are not zero", nonzero);
+    gpt2rt_memory_plan p;
+    char buf[4096], want[96];
+    CHECK_OK(x, gpt2rt_plan_allocated(x, &p));
+    gpt2rt_plan_format(&p, buf, sizeof buf);
+    snprintf(want, sizeof want, "ZeRO-1 padding: %lld floats, %.2f KiB a device", (long long)pad, pad * 4 / 1024.0);
+    CHECK(strstr(buf, want) != NULL, "the plan does not say \"%s\":\n%s", want, buf);
+    printf("    ZeRO-1 over %d ranks, %lld trained floats (%s multiple of %d): %lld reduce-scatters, all over %d "
+           "equal shards of %lld; %s\n", n, (long long)nt, nt % (16 * n) ? "not a" : "a", 16 * n,
+           (long long)g->n_scatter, n, (long long)per, want);
+}
 static void bitwise(void) {
     gpt2rt_config c = dp(tiny(), 2);
     c.grad_accum = 2;
@@ -233,6 +269,7 @@ static void bitwise(void) {
         train(xa, 3, 3, 3, NULL);
         train(xb, 3, 3, 3, NULL);
         CHECK(same_weights(xa, xb), "3 ranks, frozen 0x%x: ZeRO-1 weights differ from unsharded", a.frozen);
+        zero1_equal_shards(xb, 3, 3, fz); /* frozen: 29600 trained floats, not 3 x 16k; else 42528 = 48 x 886 */
         gpt2rt_free(xa); gpt2rt_free(xb);
     }
 }
