@@ -14037,9 +14037,11 @@ static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
     if (ctx->d.shards > 1) {
         ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
         ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
-        /* the gradient's padding (3.2) sums as zeros: nothing else writes it */
+        /* the gradient's padding (3.2) sums as zeros: nothing else writes it. Only where
+           the host holds the gradient: a CUDA rank's is on its device (8.6 zeroes it) */
         int64_t n_pad = gpt2rt__shard_padded(ctx->n_train, ctx->d.shards);
-        memset(ctx->grads + ctx->n_train, 0, (size_t)(n_pad - ctx->n_train) * sizeof(float));
+        if (ctx->grads && ctx->arena_bytes[GPT2RT_MEM_GRADS] >= (uint64_t)n_pad * sizeof(float))
+            memset(ctx->grads + ctx->n_train, 0, (size_t)(n_pad - ctx->n_train) * sizeof(float));
     }
 }
 
