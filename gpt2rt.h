@@ -403,7 +403,10 @@
    - shard_optimizer = 1 (ZeRO stage 1): rank r keeps the AdamW moments of shard r
      of the trained parameters (1/N, in 64-byte-aligned shares); the gradient is
      reduce-scattered once after the backward, each rank updates its shard and the
-     weights are all-gathered. Bitwise the same weights as without sharding.
+     weights are all-gathered. Bitwise the same weights as without sharding. The
+     gradient is padded to N equal shares (zero floats, never updated: at most
+     16 N - 1 of them), so every communicator reduce-scatters, NCCL included; the
+     plan counts them in grads and gpt2rt_plan_format prints "ZeRO-1 padding".
    - Weights load / save, gpt2rt_param_read / _write and state save / load see
      rank 0 (all ranks hold the same weights; loads and writes reach every rank).
      gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
@@ -453,13 +456,13 @@
      context holds one device's arenas (the whole model's weights, gradients and
      moments: device 0), plus the activations of every micro-batch in flight
      (grad_accum - 1 further sets of one device's activations, device 0) and a
-     transient and workspace for each further stage (device s). gpt2rt_plan shows
-     instead what N devices would each hold (the layout a GPU split would use).
+     transient and workspace for each further stage (device s); gpt2rt_plan of a
+     CPU config shows exactly that, per device and category.
    - On the CUDA backend each stage is a device state on device_ids[s] holding only
      its parameters (offsets keeping one device's alignment, so every kernel takes
      one device's path), its layers' activations for each of the grad_accum
-     micro-batches in flight, and its scratch; the activation and its gradient cross
-     the boundary by peer copy (cudaMemcpyPeerAsync) where peer access is on, else
+     micro-batches in flight (gpt2rt_plan counts all of them), and its scratch; the
+     activation and its gradient cross the boundary by peer copy (cudaMemcpyPeerAsync) where peer access is on, else
      through pinned host memory. The first stage keeps a weights-only copy of wte for
      the embedding, refreshed after each update; the last stage, which trains wte,
      also runs the embedding's part of its gradient on the first stage's d(x0), in one
@@ -1644,6 +1647,14 @@ static int64_t gpt2rt__shard_lo(int64_t n, int size, int r) {
     return lo < n ? lo : n;
 }
 
+/* ZeRO-1's gradient length: n floats rounded up to size shares of gpt2rt__shard_lo's
+   padded share, so every shard is equal and every communicator (NCCL's ReduceScatter and
+   AllGather take one count a rank) reduce-scatters. The padding floats are zero, summed
+   as zeros and never updated. size 1: n, nothing to shard. */
+static int64_t gpt2rt__shard_padded(int64_t n, int size) {
+    return size > 1 ? gpt2rt__pad16((n + size - 1) / size) * size : n;
+}
+
 static gpt2rt_result gpt2rt__comm_self_floats(gpt2rt__comm *c, float *buf, int64_t n) {
     (void)c; (void)buf; (void)n;
     return GPT2RT_OK;
@@ -1689,6 +1700,10 @@ typedef struct gpt2rt__comm_group {
     unsigned gen;              /* barrier generation */
     void *bufs[GPT2RT_MAX_DEVICES];
     gpt2rt__comm comms[GPT2RT_MAX_DEVICES];
+    /* rank 0's reduce-scatters, and those of them whose shards were unequal (n not size
+       equal shares): ZeRO-1 pads its gradient so that the second stays 0 (tests read them;
+       all-reduces are not counted) */
+    int64_t n_scatter, n_scatter_unequal;
 } gpt2rt__comm_group;
 
 static gpt2rt_result gpt2rt__comm_threads_wait(gpt2rt__comm *c) {
@@ -1736,7 +1751,8 @@ static gpt2rt_result gpt2rt__comm_threads_post(gpt2rt__comm *c, void *buf) {
     return gpt2rt__comm_threads_wait(c);
 }
 
-static gpt2rt_result gpt2rt__comm_threads_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+/* shard c->rank of buf := the sum of every rank's, in rank order */
+static gpt2rt_result gpt2rt__comm_threads_sum_own(gpt2rt__comm *c, float *buf, int64_t n) {
     gpt2rt__comm_group *g = (gpt2rt__comm_group *)c->impl;
     gpt2rt_result r = gpt2rt__comm_threads_post(c, buf);
     if (r != GPT2RT_OK) return r;
@@ -1747,6 +1763,15 @@ static gpt2rt_result gpt2rt__comm_threads_reduce_scatter(gpt2rt__comm *c, float 
         buf[i] = s;
     }
     return gpt2rt__comm_threads_wait(c);
+}
+
+static gpt2rt_result gpt2rt__comm_threads_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)c->impl;
+    if (c->rank == 0) { /* rank 0 alone writes them; tests read them after the ranks joined */
+        g->n_scatter++;
+        g->n_scatter_unequal += gpt2rt__shard_padded(n, c->size) != n;
+    }
+    return gpt2rt__comm_threads_sum_own(c, buf, n);
 }
 
 static gpt2rt_result gpt2rt__comm_threads_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
@@ -1761,7 +1786,7 @@ static gpt2rt_result gpt2rt__comm_threads_all_gather(gpt2rt__comm *c, float *buf
 }
 
 static gpt2rt_result gpt2rt__comm_threads_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
-    gpt2rt_result r = gpt2rt__comm_threads_reduce_scatter(c, buf, n);
+    gpt2rt_result r = gpt2rt__comm_threads_sum_own(c, buf, n);
     return r != GPT2RT_OK ? r : gpt2rt__comm_threads_all_gather(c, buf, n);
 }
 
@@ -2490,7 +2515,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
    Its cost is what gpt2rt_plan reports for it: the device's planned total. */
 typedef struct gpt2rt__split {
     const gpt2rt__dims *d;
-    int64_t n, S, ck, L;
+    int64_t n, S, ck, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
 } gpt2rt__split;
 
 static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a, int64_t b) {
@@ -2499,6 +2524,7 @@ static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a,
     sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
     sp.first = s == 0; sp.last = s == p->n - 1;
     gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
+    bytes[GPT2RT_MEM_ACTIVATIONS] *= (uint64_t)p->m;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) t += bytes[i];
     return t;
 }
@@ -2554,6 +2580,7 @@ static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DE
     gpt2rt__dims d = gpt2rt__dims_of(c);
     gpt2rt__split p;
     p.d = &d; p.n = n; p.L = L;
+    p.m = d.cuda ? c->grad_accum : 1; /* CPU stages share the host: the spans' own layouts weigh them */
     p.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
     p.S = (L + p.ck - 1) / p.ck;
     int64_t e[GPT2RT_MAX_DEVICES + 1], q = p.S / n, r = p.S % n, lo_b[GPT2RT_MAX_DEVICES + 1];
@@ -3001,11 +3028,12 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     gpt2rt__span_params(d, s, NULL, &held, &owned);
     bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->wb);
     /* ZeRO-1: the optimizer state of rank r's shard of the trained floats only (shard 0
-       is the largest); the gradients stay whole: the backward writes all of them */
+       is the largest); the gradients stay whole: the backward writes all of them, padded
+       to d->shards equal shards for the reduce-scatter (1.4) */
     int64_t opt_owned = gpt2rt__shard_lo(owned, d->shards, 1);
     /* low precision: an fp32 master of what this device trains */
     bytes[GPT2RT_MEM_MASTER] = d->wb == 4 ? 0 : (uint64_t)(opt_owned * 4);
-    bytes[GPT2RT_MEM_GRADS] = (uint64_t)(owned * 4);
+    bytes[GPT2RT_MEM_GRADS] = (uint64_t)(gpt2rt__shard_padded(owned, d->shards) * 4);
     bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)(opt_owned * 8);
 
     /* activations: tokens, layer input, the layers (or FULL's checkpoints and slots), ln_f, losses */
@@ -3274,6 +3302,29 @@ static const char *gpt2rt__recompute_name(const gpt2rt_config *c, char *buf, siz
 
 static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
     return p == GPT2RT_PARALLEL_DATA ? "data parallel" : p == GPT2RT_PARALLEL_LAYER_SPLIT ? "layer split" : "one device";
+}
+
+/* Layer split, what each backend allocates per device beyond the spans' arenas of
+   gpt2rt__layout: GPipe keeps the activations of all grad_accum micro-batches in flight.
+   CUDA (8.7): each stage its span's arenas and grad_accum - 1 further activation sets of
+   its span. CPU (10.2): the stages share the host, so device 0 holds one device's arenas
+   of the whole model and the grad_accum - 1 further sets of those, device s > 0 the
+   transient and workspace of its stage thread. bytes: the spans' layouts on entry. */
+static void gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
+                               uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT]) {
+    uint64_t m = (uint64_t)c->grad_accum;
+    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return;
+    if (d->cuda) {
+        for (int dev = 0; dev < c->n_devices; dev++) bytes[dev][GPT2RT_MEM_ACTIVATIONS] *= m;
+        return;
+    }
+    gpt2rt__span whole;
+    whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
+    gpt2rt__layout(d, &whole, bytes[0], NULL);
+    bytes[0][GPT2RT_MEM_ACTIVATIONS] *= m;
+    for (int dev = 1; dev < c->n_devices; dev++)
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
 }
 
 static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
@@ -12776,13 +12827,18 @@ static gpt2rt_result gpt2rt__nccl_all_reduce(gpt2rt__comm *c, float *buf, int64_
                              "all_reduce", 0);
 }
 
-/* in place where the shards are equal (n a multiple of the padded share), else the
-   whole sum (the contract leaves the other shards unspecified) */
+/* in place: ncclReduceScatter takes one count a rank, so the shards must be equal, and
+   ZeRO-1 pads its gradient to make them so (gpt2rt__shard_padded); unequal ones are
+   refused rather than silently all-reduced (twice the traffic) */
 static gpt2rt_result gpt2rt__nccl_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
     gpt2rt__nccl *m = (gpt2rt__nccl *)c->impl;
     int64_t per = gpt2rt__shard_lo(n, c->size, 1);
     GPT2RT__NCCL_LIVE(c, m);
-    if (per * c->size != n) return gpt2rt__nccl_all_reduce(c, buf, n);
+    if (per * c->size != n) {
+        snprintf(c->err, sizeof c->err, "reduce_scatter: %lld floats are not %d equal shards of %lld (pad to %lld)",
+                 (long long)n, c->size, (long long)per, (long long)gpt2rt__shard_padded(n, c->size));
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
     return gpt2rt__nccl_poll(c, ncclReduceScatter(buf, buf + per * c->rank, (size_t)per, ncclFloat, ncclSum, m->comm,
                                                   m->stream), "reduce_scatter", 0);
 }
@@ -13023,6 +13079,8 @@ static gpt2rt_result gpt2rt__cu_dp_attach(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     if (st->d.shards > 1) {
         st->opt_lo = gpt2rt__shard_lo(st->n_train, dcomm->size, rank);
         st->opt_hi = gpt2rt__shard_lo(st->n_train, dcomm->size, rank + 1);
+        /* the gradient's padding to equal shards (3.2, 1.4) sums as zeros: nothing else writes it */
+        GPT2RT__CU_CK(cudaMemset(st->grads, 0, (size_t)st->bytes[GPT2RT_MEM_GRADS]));
         gpt2rt__cu_adamw_plan(ctx, st);
         if (st->master) GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, st));
     }
@@ -13076,7 +13134,7 @@ static gpt2rt_result gpt2rt__cu_dp_reduce(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     GPT2RT__CU_CK(cudaStreamWaitEvent((cudaStream_t)dc->stream, st->ev_grads, 0));
     for (int i = 0; i < np; i++) {
         if (pieces[i][1] <= 0) continue;
-        gpt2rt_result r = scatter ? dc->reduce_scatter(dc, st->grads, st->n_train)
+        gpt2rt_result r = scatter ? dc->reduce_scatter(dc, st->grads, gpt2rt__shard_padded(st->n_train, st->d.shards))
                                   : dc->all_reduce(dc, st->grads + pieces[i][0], pieces[i][1]);
         if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "data parallel: reducing the gradients: %s", dc->err);
     }
@@ -13147,7 +13205,7 @@ static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_st
     }
     GPT2RT__CU_CK(cudaEventRecord(st->ev_grads, s));
     GPT2RT__CU_CK(cudaStreamWaitEvent((cudaStream_t)dc->stream, st->ev_grads, 0));
-    gpt2rt_result r = dc->all_gather(dc, st->grads, st->n_train);
+    gpt2rt_result r = dc->all_gather(dc, st->grads, gpt2rt__shard_padded(st->n_train, st->d.shards));
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "data parallel: gathering the weights: %s", dc->err);
     GPT2RT__TRY(gpt2rt__cu_dp_join(ctx, st, "gathering the weights"));
     for (int i = 0; i < ctx->n_tensors; i++) {
@@ -13717,13 +13775,14 @@ static const gpt2rt__ls_ops gpt2rt__ls_cu_ops = {
 static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     int n = ctx->cfg.n_devices, m = ctx->cfg.grad_accum;
     for (int s = 0; s < n && ctx->cfg.memory_budget; s++) {
-        uint64_t need = plan->total[s] + (uint64_t)(m - 1) * plan->bytes[s][GPT2RT_MEM_ACTIVATIONS];
+        /* the plan counts the activations of all m micro-batches GPipe keeps in flight (3.3) */
+        uint64_t need = plan->total[s];
         if (need > ctx->cfg.memory_budget)
             return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: layer split stage %d needs %.2f GiB on "
-                                "device %d (its plan, %.2f GiB, and the activations of the %d further micro-batches "
-                                "GPipe keeps in flight, %.2f GiB each), memory_budget is %.2f GiB; nothing was "
-                                "allocated", s, GPT2RT__GIB(need), ctx->cfg.device_ids[s], GPT2RT__GIB(plan->total[s]),
-                                m - 1, GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS]),
+                                "device %d (its plan, with the activations of the %d micro-batches GPipe keeps in "
+                                "flight, %.2f GiB each), memory_budget is %.2f GiB; nothing was allocated", s,
+                                GPT2RT__GIB(need), ctx->cfg.device_ids[s], m,
+                                GPT2RT__GIB(plan->bytes[s][GPT2RT_MEM_ACTIVATIONS] / (uint64_t)m),
                                 GPT2RT__GIB(ctx->cfg.memory_budget));
     }
     gpt2rt_result hr = gpt2rt__cu_host_alloc(ctx);
@@ -14205,8 +14264,16 @@ static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
     if (ctx->d.shards > 1) {
         ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
         ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
+        /* the gradient's padding (3.2) sums as zeros: nothing else writes it. Only where
+           the host holds the gradient: a CUDA rank's is on its device (8.6 zeroes it) */
+        int64_t n_pad = gpt2rt__shard_padded(ctx->n_train, ctx->d.shards);
+        if (ctx->grads && ctx->arena_bytes[GPT2RT_MEM_GRADS] >= (uint64_t)n_pad * sizeof(float))
+            memset(ctx->grads + ctx->n_train, 0, (size_t)(n_pad - ctx->n_train) * sizeof(float));
     }
 }
+
+/* the floats the gradient's collectives cover: ZeRO-1's padded to equal shards (1.4) */
+static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx) { return gpt2rt__shard_padded(ctx->n_train, ctx->d.shards); }
 
 static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what) {
     return gpt2rt__fail(ctx, r, "data parallel: %s: %s", what, ctx->comm->err);
@@ -14243,7 +14310,7 @@ static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*piec
     gpt2rt_result r = GPT2RT_OK;
     for (int i = 0; i < 2 && r == GPT2RT_OK; i++)
         if (pieces[i][1] > 0)
-            r = scatter ? c->reduce_scatter(c, ctx->grads, ctx->n_train)
+            r = scatter ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
                         : c->all_reduce(c, ctx->grads + pieces[i][0], pieces[i][1]);
     if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
     return GPT2RT_OK;
@@ -14272,7 +14339,8 @@ static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
     gpt2rt__comm *c = ctx->comm;
     gpt2rt_result r = GPT2RT_OK;
     if (!ctx->dp_reduced) { /* fewer micro-batches than grad_accum */
-        r = ctx->d.shards > 1 ? c->reduce_scatter(c, ctx->grads, ctx->n_train) : c->all_reduce(c, ctx->grads, ctx->n_train);
+        r = ctx->d.shards > 1 ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
+                              : c->all_reduce(c, ctx->grads, ctx->n_train);
         if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
     }
     ctx->dp_reduced = 0;
@@ -14291,7 +14359,7 @@ static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
 static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx) {
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
-            gpt2rt_result r = ctx->comm->all_gather(ctx->comm, ctx->grads, ctx->n_train);
+            gpt2rt_result r = ctx->comm->all_gather(ctx->comm, ctx->grads, gpt2rt__dp_grad_len(ctx));
             if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "gathering the weights");
         }
         for (int i = 0; i < ctx->n_tensors; i++) {
@@ -15549,8 +15617,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
     plan->n_devices = c->n_devices;
     gpt2rt__span sp[GPT2RT_MAX_DEVICES];
     gpt2rt__spans_of(c, sp);
+    for (int dev = 0; dev < c->n_devices; dev++) gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
+    gpt2rt__plan_split(c, &d, plan->bytes); /* GPipe's micro-batches in flight, where each backend holds them */
     for (int dev = 0; dev < c->n_devices; dev++) {
-        gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
         plan->overhead[dev] = gpt2rt__overhead_estimate(c);
     }
@@ -15651,6 +15720,21 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
             }
             GPT2RT__PUT("\n");
         }
+    }
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->grad_accum > 1)
+        GPT2RT__PUT("activations: the %d micro-batches GPipe keeps in flight, %s\n", c->grad_accum,
+                    c->backend == GPT2RT_BACKEND_CUDA ? "on each stage" : "on device 0 (the stages share the host)");
+    if (c->shard_optimizer && gpt2rt__plan_resolved(c)) {
+        /* the gradient padded to equal shards (1.4): its cost on every device */
+        gpt2rt__dims d = gpt2rt__dims_of(c);
+        gpt2rt__span whole = gpt2rt__span_of(c, 0);
+        int64_t held, owned;
+        gpt2rt__span_params(&d, &whole, NULL, &held, &owned);
+        int64_t pad = gpt2rt__shard_padded(owned, d.shards) - owned;
+        GPT2RT__PUT("ZeRO-1 padding: %lld floats, %.2f KiB a device (the gradient's %lld trained floats rounded up to "
+                    "%d equal shards of %lld, so the reduce-scatter never falls back to an all-reduce)\n",
+                    (long long)pad, (double)pad * 4.0 / 1024.0, (long long)owned, d.shards,
+                    (long long)gpt2rt__shard_lo(owned, d.shards, 1));
     }
     if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
     return n;

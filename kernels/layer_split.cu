@@ -9,8 +9,9 @@
      - 3 gpt2rt_step calls: the loss of every step bitwise that of one device with the same
        config, the gradient norm within one float (the stages' partial sums add in another order);
      - then every parameter's weights and Adam moments (gpt2rt_param_read) bitwise equal;
-     - planned == allocated: each device's arenas are gpt2rt_plan's for its stage, its
-       activations times grad_accum (GPipe keeps every micro-batch's);
+     - planned == allocated: each device's arenas are gpt2rt_plan's for its stage, to the
+       byte and per category (the plan counts the activations of every micro-batch GPipe
+       keeps in flight);
    and once: a frozen wte (no tied-gradient hand-off), fp16, a bad token in a later
    micro-batch refused with nothing changed, the calls not run yet (gpt2rt_forward)
    answering NOT_IMPLEMENTED. The model: L = 6, C = 64 (so in bf16 the layers' tensors are
@@ -89,14 +90,14 @@ static int same_params(gpt2rt_ctx *a, gpt2rt_ctx *b, gpt2rt_param_what what) {
     return same;
 }
 
-/* planned == allocated per device: gpt2rt_plan's arenas, activations times grad_accum */
+/* planned == allocated per device and category: gpt2rt_plan counts grad_accum activation sets */
 static int planned_allocated(gpt2rt_ctx *x, const gpt2rt_config *c) {
     gpt2rt_memory_plan p, a;
     if (gpt2rt_plan(c, &p) != GPT2RT_OK || gpt2rt_plan_allocated(x, &a) != GPT2RT_OK || a.n_devices != 2) return 0;
     int ok = 1;
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-            uint64_t want = p.bytes[s][i] * (i == GPT2RT_MEM_ACTIVATIONS ? (uint64_t)c->grad_accum : 1);
+            uint64_t want = p.bytes[s][i];
             if (a.bytes[s][i] != want) {
                 printf("    device %d %s: allocated %llu, planned %llu\n", s, gpt2rt_mem_name((gpt2rt_mem)i),
                        (unsigned long long)a.bytes[s][i], (unsigned long long)want);

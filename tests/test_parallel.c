@@ -203,6 +203,42 @@ static void dp_equals_one(int n, int b, int accum, gpt2rt_recompute rc, unsigned
 }
 
 /* the same data parallel run twice, and with other knobs that must not change a bit */
+
+/* ZeRO-1 over n ranks (unequal: whose trained floats are NOT n equal shards of whole
+   16-float blocks, checked here, so the case stays unequal): the gradient is padded to n equal
+   shards (1.4), every reduce-scatter the threads communicator ran had equal shards
+   (none fell back to unequal ones: an NCCL build would have had to all-reduce them),
+   the padding is still zero on every rank after the steps, and the plan prints what it
+   costs: n * ceil16(ceil(n_train / n)) - n_train floats, derived here from n_train */
+static void zero1_equal_shards(gpt2rt_ctx *x, int n, int steps, int unequal) {
+    int64_t nt = x->n_train, per = (nt + n - 1) / n;
+    per = (per + 15) / 16 * 16;
+    int64_t pad = per * n - nt;
+    CHECK(!unequal || (nt % (16 * n) != 0 && pad > 0), "ZeRO-1 over %d ranks: %lld trained floats split equally; the case meant "
+          "unequal shards", n, (long long)nt);
+    gpt2rt__comm_group *g = (gpt2rt__comm_group *)x->group;
+    CHECK(g && g->n_scatter >= steps && g->n_scatter_unequal == 0, "ZeRO-1 over %d ranks, %lld trained floats: %lld "
+          "reduce-scatters (want >= %d), %lld of them over unequal shards", n, (long long)nt,
+          (long long)(g ? g->n_scatter : -1), steps, (long long)(g ? g->n_scatter_unequal : -1));
+    int nonzero = 0;
+    for (int r = 0; r < n; r++) {
+        const gpt2rt_ctx *rc = r ? x->ranks[r] : x;
+        CHECK(rc->arena_bytes[GPT2RT_MEM_GRADS] == (uint64_t)(per * n) * 4, "rank %d: gradient arena %llu bytes, "
+              "want %lld equal shards of %lld floats", r, (unsigned long long)rc->arena_bytes[GPT2RT_MEM_GRADS],
+              (long long)n, (long long)per);
+        for (int64_t i = nt; i < per * n; i++) nonzero += rc->grads[i] != 0.0f;
+    }
+    CHECK(nonzero == 0, "ZeRO-1: %d padding floats of the gradients are not zero", nonzero);
+    gpt2rt_memory_plan p;
+    char buf[4096], want[96];
+    CHECK_OK(x, gpt2rt_plan_allocated(x, &p));
+    gpt2rt_plan_format(&p, buf, sizeof buf);
+    snprintf(want, sizeof want, "ZeRO-1 padding: %lld floats, %.2f KiB a device", (long long)pad, pad * 4 / 1024.0);
+    CHECK(strstr(buf, want) != NULL, "the plan does not say \"%s\":\n%s", want, buf);
+    printf("    ZeRO-1 over %d ranks, %lld trained floats (%s multiple of %d): %lld reduce-scatters, all over %d "
+           "equal shards of %lld; %s\n", n, (long long)nt, nt % (16 * n) ? "not a" : "a", 16 * n,
+           (long long)g->n_scatter, n, (long long)per, want);
+}
 static void bitwise(void) {
     gpt2rt_config c = dp(tiny(), 2);
     c.grad_accum = 2;
@@ -233,6 +269,7 @@ static void bitwise(void) {
         train(xa, 3, 3, 3, NULL);
         train(xb, 3, 3, 3, NULL);
         CHECK(same_weights(xa, xb), "3 ranks, frozen 0x%x: ZeRO-1 weights differ from unsharded", a.frozen);
+        zero1_equal_shards(xb, 3, 3, fz); /* frozen: 29600 trained floats, not 3 x 16k; else 42528 = 48 x 886 */
         gpt2rt_free(xa); gpt2rt_free(xb);
     }
 }
@@ -486,9 +523,11 @@ static void ls_series(int n, int accum) {
 
 /* the stages given are the stages planned: per-device weights follow the layers each
    holds, the planner's FULL split starts each stage at a checkpoint, and the advisor
-   keeps given stages under layer split */
+   keeps given stages under layer split. Planned for CUDA, whose stages hold their own
+   spans (on the CPU they share the host: device 0's column holds the whole model) */
 static void ls_stages_plan(void) {
     gpt2rt_config c = ls_cfg(tiny(), 2);
+    c.backend = GPT2RT_BACKEND_CUDA;
     gpt2rt_memory_plan a, b;
     c.n_layer = 5;
     c.stage_first_layer[1] = 4;
@@ -496,8 +535,10 @@ static void ls_stages_plan(void) {
     c.stage_first_layer[1] = 1;
     CHECK(gpt2rt_plan(&c, &b) == GPT2RT_OK, "plan: %s", b.error);
     uint64_t layer = (uint64_t)(12 * 32 * 32 + 13 * 32) * 4; /* one layer's fp32 weights, C = 32 */
-    CHECK(a.bytes[0][GPT2RT_MEM_WEIGHTS] - b.bytes[0][GPT2RT_MEM_WEIGHTS] == 3 * layer &&
-          b.bytes[1][GPT2RT_MEM_WEIGHTS] - a.bytes[1][GPT2RT_MEM_WEIGHTS] == 3 * layer,
+    /* CUDA aligns each tensor to 256 bytes: each of the 3 layers' 12 tensors adds under 256 */
+    uint64_t d0 = a.bytes[0][GPT2RT_MEM_WEIGHTS] - b.bytes[0][GPT2RT_MEM_WEIGHTS];
+    uint64_t d1 = b.bytes[1][GPT2RT_MEM_WEIGHTS] - a.bytes[1][GPT2RT_MEM_WEIGHTS];
+    CHECK(d0 >= 3 * layer && d0 < 3 * layer + 3 * 12 * 256 && d1 >= 3 * layer && d1 < 3 * layer + 3 * 12 * 256,
           "stages [0,4),[4,5) vs [0,1),[1,5): device weights %llu/%llu vs %llu/%llu, 3 layers = %llu bytes",
           (unsigned long long)a.bytes[0][GPT2RT_MEM_WEIGHTS], (unsigned long long)a.bytes[1][GPT2RT_MEM_WEIGHTS],
           (unsigned long long)b.bytes[0][GPT2RT_MEM_WEIGHTS], (unsigned long long)b.bytes[1][GPT2RT_MEM_WEIGHTS],
@@ -534,10 +575,12 @@ static uint64_t plan_max(const gpt2rt_config *c, int64_t *first1) {
    devices, the embedding on the first and the logits (1.5 GiB) on the second. Its largest
    per-device total is no more than that of any boundary given in stage_first_layer and
    below the even split's; under FULL recompute its boundary is a multiple of
-   checkpoint_every. Over 3 devices against every pair of boundaries. */
+   checkpoint_every. Over 3 devices against every pair of boundaries. Planned for CUDA,
+   where each stage holds its span (CPU stages share the host's one context). */
 static void ls_balanced(void) {
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
+    c.backend = GPT2RT_BACKEND_CUDA;
     c.n_layer = 12; c.n_head = 12; c.n_embd = 768; c.vocab_size = 50257; c.max_seq_len = 1024;
     c.batch_size = 8; c.seq_len = 1024;
     c = ls_cfg(c, 2);
@@ -640,6 +683,62 @@ static void ls_span_tables(void) {
     CHECK(held_sum == nf + d.Vp * d.C, "the stages hold %lld floats, the model %lld plus wte's copy %lld",
           (long long)held_sum, (long long)nf, (long long)(d.Vp * d.C));
     free(g); free(t);
+}
+
+/* gpt2rt_plan of a CPU layer split equals what gpt2rt_create allocated, per device and
+   category: GPipe's micro-batches in flight are activation sets on device 0 (the stages
+   share the host), a stage thread's scratch on device s. Over grad_accum 1..3, 2 and 3
+   stages, recompute none and selective, so a plan that counted one set (or put the sets
+   on each stage's column) fails here. */
+static void ls_plan_equals_allocated(void) {
+    int bad = 0, cases = 0;
+    for (int m = 1; m <= 3; m++)
+        for (int n = 2; n <= 3; n++)
+            for (int rc = 0; rc < 2; rc++) {
+                gpt2rt_config c = tiny();
+                c.grad_accum = m;
+                c.recompute = rc ? GPT2RT_RECOMPUTE_SELECTIVE : GPT2RT_RECOMPUTE_NONE;
+                c = ls_cfg(c, n);
+                gpt2rt_memory_plan p, a;
+                CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK, "plan: %s", p.error);
+                gpt2rt_ctx *x = make(&c);
+                CHECK_OK(x, gpt2rt_plan_allocated(x, &a));
+                cases++;
+                bad += a.n_devices != p.n_devices;
+                for (int dv = 0; dv < n; dv++) {
+                    for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+                        if (a.bytes[dv][i] != p.bytes[dv][i]) {
+                            printf("    accum %d, %d stages, recompute %d, device %d %s: planned %llu, allocated "
+                                   "%llu\n", m, n, rc, dv, gpt2rt_mem_name((gpt2rt_mem)i),
+                                   (unsigned long long)p.bytes[dv][i], (unsigned long long)a.bytes[dv][i]);
+                            bad++;
+                        }
+                    bad += a.total[dv] != p.total[dv];
+                }
+                gpt2rt_free(x);
+            }
+    CHECK(bad == 0 && cases == 12, "CPU layer split, accum 1..3 x 2..3 stages x recompute: %d of the plan's "
+          "figures differ from what was allocated", bad);
+    /* CUDA (8.7 allocates grad_accum - 1 further sets of each stage's span, checked on the GPU
+       by kernels/layer_split.cu): planned with fixed stages, a stage's activations are m times
+       accumulation 1's, every other category the same, in its own column */
+    bad = 0;
+    for (int m = 2; m <= 3; m++) {
+        gpt2rt_config c = ls_cfg(tiny(), 2), c1;
+        c.backend = GPT2RT_BACKEND_CUDA;
+        c.stage_first_layer[1] = 2;
+        c1 = c;
+        c.grad_accum = m;
+        gpt2rt_memory_plan p, p1;
+        CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK && gpt2rt_plan(&c1, &p1) == GPT2RT_OK, "CUDA plan: %s %s", p.error,
+              p1.error);
+        for (int dv = 0; dv < 2; dv++)
+            for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+                bad += p.bytes[dv][i] != p1.bytes[dv][i] * (i == GPT2RT_MEM_ACTIVATIONS ? (uint64_t)m : 1);
+        bad += p1.bytes[0][GPT2RT_MEM_ACTIVATIONS] == 0 || p1.bytes[1][GPT2RT_MEM_ACTIVATIONS] == 0;
+    }
+    CHECK(bad == 0, "CUDA layer split plan, accum 2 and 3: %d figures are not accumulation 1's with m activation "
+          "sets a stage", bad);
 }
 
 /* what a layer-split context allocated: one device's arenas and an activation set per
@@ -794,6 +893,7 @@ int main(void) {
     ls_series(2, 3);
     ls_series(3, 2);
     ls_memory();
+    ls_plan_equals_allocated();
     refused();
     printf("    test_parallel: %.1f s\n", harness_now() - t0);
     return harness_finish();

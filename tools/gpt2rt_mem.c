@@ -544,26 +544,12 @@ static int links_of(const options *o, link_spec *out) {
     return n;
 }
 
-/* Layer split runs GPipe: a stage keeps the activations of all grad_accum micro-batches
-   until their backwards, and gpt2rt_create on CUDA allocates grad_accum - 1 further sets
-   beside the plan (gpt2rt__ls_cu_open), which gpt2rt_plan's per-device table leaves out.
-   The tool adds them, so a split is not shown smaller than it runs. */
-static void add_in_flight(gpt2rt_memory_plan *p) {
-    if (p->config.parallel != GPT2RT_PARALLEL_LAYER_SPLIT || p->config.grad_accum < 2) return;
-    for (int d = 0; d < p->n_devices; d++) {
-        uint64_t more = (uint64_t)(p->config.grad_accum - 1) * p->bytes[d][GPT2RT_MEM_ACTIVATIONS];
-        p->bytes[d][GPT2RT_MEM_ACTIVATIONS] += more;
-        p->total[d] += more;
-    }
-}
-
 /* the fullest device of a mode's plan (sharded: shard_optimizer, ZeRO-1) */
 static double mode_gib(const gpt2rt_config *c, int sharded, int *ok) {
     gpt2rt_memory_plan p;
     gpt2rt_config k = *c;
     k.shard_optimizer = sharded;
     *ok = gpt2rt_plan(&k, &p) == GPT2RT_OK;
-    if (*ok) add_in_flight(&p);
     return *ok ? GIB(device_bytes(&p, fullest_device(&p))) : 0.0;
 }
 
@@ -918,7 +904,6 @@ static int write_png(const options *o, const char *title, const char *sub, const
 static int plan_option(sweep_row *row, const char *label, const gpt2rt_config *c) {
     copy_text(row->label, sizeof row->label, label);
     row->ok = gpt2rt_plan(c, &row->plan) == GPT2RT_OK;
-    if (row->ok) add_in_flight(&row->plan);
     return row->ok;
 }
 
@@ -1054,9 +1039,9 @@ static int allm4ts_report(const options *o) {
     if (rows[ddp].ok && rows[ddp + 1].ok)
         printf("  why: data parallel gives each card %d windows, halving the activations, and keeps the whole\n"
                "  model state on both; ZeRO-1 shards only the moments (and bf16's master weights): %.0f MiB here.\n"
-               "  Layer split gives each card %d of %d blocks and keeps all its micro-batches in flight (GPipe;\n"
-               "  gpt2rt_plan counts one, the tool adds the other): the activations halve as well, and the\n"
-               "  pipeline's fill and drain cost time (the model below).\n",
+               "  Layer split gives each card %d of %d blocks and keeps all its micro-batches in flight (GPipe,\n"
+               "  counted by gpt2rt_plan): the activations halve as well, and the pipeline's fill and drain\n"
+               "  cost time (the model below).\n",
                g / 2, MIB(fullest_bytes(&rows[ddp].plan) - fullest_bytes(&rows[ddp + 1].plan)), rc->n_layer / 2,
                rc->n_layer);
     printf("  the advisor on two cards (fp32 as scripted, ZeRO-1 allowed):\n");
@@ -1128,14 +1113,6 @@ int main(int argc, char **argv) {
     if (o.sweep) return sweep_main(&o, &plan);
     if (o.preset) return allm4ts_report(&o);
     print_plan(&plan);
-    if (plan.config.parallel == GPT2RT_PARALLEL_LAYER_SPLIT && plan.config.grad_accum > 1) {
-        gpt2rt_memory_plan f = plan;
-        add_in_flight(&f);
-        int d = fullest_device(&f);
-        printf("GPipe keeps the %d micro-batches in flight: %d further activation sets a stage beyond this table "
-               "(gpt2rt_create allocates them on CUDA), the fullest device then %.2f GiB\n", plan.config.grad_accum,
-               plan.config.grad_accum - 1, GIB(device_bytes(&f, d)));
-    }
     print_shares(&plan);
     if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
