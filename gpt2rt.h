@@ -279,6 +279,22 @@
    and parallel are refused with it. GPT-2 124M, one row, 192 cache positions:
    496 MiB planned against 1921 MiB for a training context.
 
+   bf16 weights (config.inference_weights = GPT2RT_PRECISION_BF16, inference = 1, CPU
+   backend, token inputs): every weight is stored in bf16, 2 bytes (the plan's weights
+   category says so; no master copy), rounded to nearest even from the fp32 values at
+   initialisation, gpt2rt_weights_load and gpt2rt_param_write; gpt2rt_param_read gives
+   them back widened, exactly. Generation's products (the decode steps, the prefill and
+   the LM head over wte) multiply bf16 weights by fp32 activations and sum in fp32: on
+   AVX-512 BF16 (VDPBF16PS, the activations split into two bf16 halves), else AVX2 /
+   AVX-512F (the weights widened by a shift, bitwise the portable C), else portable C;
+   every output is one dot product, so any thread count gives the same ids and logits.
+   The logits differ from the fp32 weights' by the weights' rounding (2^-8 relative
+   each; GPT-2-sized models: a few 0.1% of the largest logit), and from an fp32 context
+   holding the same rounded weights by fp32 rounding only (tests/test_infer_bf16.c).
+   gpt2rt_forward and gpt2rt_weights_save answer GPT2RT_ERR_NOT_IMPLEMENTED (they read
+   the weights as fp32); FP16, a training context, the CUDA backend and patch inputs
+   are refused naming the field. GPT-2 124M: 259 MiB planned against 496 MiB.
+
    Out of memory. A plan above memory_budget (or, on Linux, above the available
    memory) is refused before anything is allocated; that error and a failed
    allocation list the categories, the free memory and what gpt2rt_fit suggests.
@@ -15662,6 +15678,7 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
     if (c->inference) GPT2RT__PUT(", inference (forward only)");
+    if (c->inference && c->inference_weights == GPT2RT_PRECISION_BF16) GPT2RT__PUT(", bf16 weights (2 bytes each)");
     if (c->classifier_chunk && (int64_t)c->classifier_chunk < (int64_t)c->batch_size * c->seq_len)
         GPT2RT__PUT(", classifier over %d tokens at a time", c->classifier_chunk);
     GPT2RT__PUT("\n");

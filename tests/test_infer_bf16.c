@@ -10,7 +10,8 @@
      exceeds twice the bf16 bound, and the logits lie within that bound; against an fp32
      context holding the same rounded weights the logits agree to the kernels' tolerance;
      the same ids and logits on 1 and 2 threads;
-   - the plan counts the weights at 2 bytes, and planned == allocated (the hooks);
+   - the plan counts the weights at 2 bytes (and its table says so), and planned ==
+     allocated (the hooks);
    - refusals name the field: a training context, FP16, CUDA, patches; gpt2rt_forward and
      gpt2rt_weights_save say they need fp32 weights; training calls stay refused. */
 #define GPT2RT_IMPLEMENTATION
@@ -298,6 +299,11 @@ static void test_plan(void) {
     CHECK(p16.bytes[0][GPT2RT_MEM_KVCACHE] == p32.bytes[0][GPT2RT_MEM_KVCACHE] + wvec, "kv cache: %llu vs %llu + %llu",
           (unsigned long long)p16.bytes[0][GPT2RT_MEM_KVCACHE], (unsigned long long)p32.bytes[0][GPT2RT_MEM_KVCACHE],
           (unsigned long long)wvec);
+    char buf[8192];
+    gpt2rt_plan_format(&p16, buf, sizeof buf);
+    CHECK(has(buf, "bf16 weights (2 bytes each)"), "plan table: %s", buf);
+    gpt2rt_plan_format(&p32, buf, sizeof buf);
+    CHECK(!has(buf, "bf16 weights"), "fp32 plan table mentions bf16: %s", buf);
     counter k;
     memset(&k, 0, sizeof k);
     c16.alloc = count_alloc; c16.free = count_free; c16.alloc_user = &k;
