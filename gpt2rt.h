@@ -7401,21 +7401,23 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
    - portable C, AVX2, AVX-512F: each bf16 widens to its fp32 exactly (a 16-bit shift),
      the product and the sum are rounded apart (no FMA) in the 16 lanes of
      gpt2rt__cpu_dot, reduced in its order: the three give bitwise the same floats
-     (portable C compiled without FP contraction: -std=c11, as the tests do);
-   - AVX-512 BF16 (Zen 4, Sapphire Rapids): VDPBF16PS multiplies bf16 by bf16, so x is
+     (the product and the sum are separate statements, which clang never fuses; gcc
+     fuses across statements only outside ISO C modes: -std=gnu11 with FMA);
+   - AVX-512 BF16 (Zen 4, Sapphire Rapids), for a prefill's many rows: VDPBF16PS multiplies bf16 by bf16, so x is
      split once per call into hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo within
      2^-16 relative) and each weight meets both; the products are exact in fp32, the
      sums run in pairs per lane: within 2^-16 + 3K 2^-24 of sum |w x| of the others
-     (tests/test_infer_bf16.c). It reads 32 weights an instruction.
-   Four rows at a time give four independent chains of additions (the latency of one
-   chain, not the memory, would otherwise bound a core); a row's value does not
-   depend on which rows share its group. */
+     (tests/test_infer_bf16.c). It multiplies 32 weights an instruction.
+   */
 typedef void (*gpt2rt__bf16_rows_fn)(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows);
 
 /* the lanes' fold and the tail, in gpt2rt__cpu_dot's order */
 static float gpt2rt__bf16_fold(const float acc[16], const float *x, const uint16_t *w, int64_t k0, int64_t K) {
     float s = 0.0f;
-    for (int64_t i = k0; i < K; i++) s += x[i] * gpt2rt__bf16_widen(w[i]);
+    for (int64_t i = k0; i < K; i++) {
+        float p = x[i] * gpt2rt__bf16_widen(w[i]); /* its own statement: never fused (clang's fp-contract=on) */
+        s += p;
+    }
     for (int j = 0; j < 16; j += 2) s += acc[j] + acc[j + 1];
     return s;
 }
@@ -7426,7 +7428,10 @@ static void gpt2rt__bf16_rows_c(float *out, const float *x, const uint16_t *w, i
         float acc[16] = {0};
         int64_t i = 0;
         for (; i + 16 <= K; i += 16)
-            for (int j = 0; j < 16; j++) acc[j] += x[i + j] * gpt2rt__bf16_widen(wr[i + j]);
+            for (int j = 0; j < 16; j++) {
+                float p = x[i + j] * gpt2rt__bf16_widen(wr[i + j]); /* rounded, then added: as the SIMD paths */
+                acc[j] += p;
+            }
         out[r] = gpt2rt__bf16_fold(acc, x, wr, i, K);
     }
 }
@@ -7437,52 +7442,53 @@ static void gpt2rt__bf16_rows_c(float *out, const float *x, const uint16_t *w, i
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+/* Each path takes one row at a time: one stream of weights. Four rows at once (four
+   chains of additions in flight) measured 2.3x slower on the 2-core AMD EPYC (Zen 4):
+   the decode step is bound by the weights' bytes, and four streams 2C bytes apart
+   fetch worse than one. */
+__attribute__((target("avx2")))
+static inline __m256 gpt2rt__bf16_w8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
+}
+__attribute__((target("avx2")))
+static void gpt2rt__bf16_store8x2(float *out, const float *x, const uint16_t *w, int64_t K16, int64_t K, __m256 a0, __m256 a1) {
+    float acc[16];
+    _mm256_storeu_ps(acc, a0);
+    _mm256_storeu_ps(acc + 8, a1);
+    *out = gpt2rt__bf16_fold(acc, x, w, K16, K);
+}
 __attribute__((target("avx2")))
 static void gpt2rt__bf16_rows_avx2(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
-    int64_t K16 = K & ~(int64_t)15;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        int nr = n_rows - r0 < 4 ? (int)(n_rows - r0) : 4;
-        __m256 a[4][2];
-        for (int q = 0; q < 4; q++) a[q][0] = a[q][1] = _mm256_setzero_ps();
+    int64_t K16 = K & ~(int64_t)15, r = 0;
+    for (; r < n_rows; r++) {
+        const uint16_t *w0 = w + r * K;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00;
         for (int64_t i = 0; i < K16; i += 16) {
-            __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
-            for (int q = 0; q < nr; q++) {
-                const uint16_t *wr = w + (r0 + q) * K + i;
-                __m256 w0 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)wr)), 16));
-                __m256 w1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(wr + 8))), 16));
-                a[q][0] = _mm256_add_ps(a[q][0], _mm256_mul_ps(x0, w0));
-                a[q][1] = _mm256_add_ps(a[q][1], _mm256_mul_ps(x1, w1));
-            }
+            a00 = _mm256_add_ps(a00, _mm256_mul_ps(_mm256_loadu_ps(x + i), gpt2rt__bf16_w8(w0 + i)));
+            a01 = _mm256_add_ps(a01, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), gpt2rt__bf16_w8(w0 + i + 8)));
         }
-        for (int q = 0; q < nr; q++) {
-            float acc[16];
-            _mm256_storeu_ps(acc, a[q][0]);
-            _mm256_storeu_ps(acc + 8, a[q][1]);
-            out[r0 + q] = gpt2rt__bf16_fold(acc, x, w + (r0 + q) * K, K16, K);
-        }
+        gpt2rt__bf16_store8x2(out + r, x, w0, K16, K, a00, a01);
     }
 }
 
 __attribute__((target("avx512f")))
+static inline __m512 gpt2rt__bf16_w16(const uint16_t *p) { /* 16 bf16 -> 16 fp32, exactly */
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+}
+__attribute__((target("avx512f")))
+static void gpt2rt__bf16_store16(float *out, const float *x, const uint16_t *w, int64_t k0, int64_t K, __m512 a) {
+    float acc[16];
+    _mm512_storeu_ps(acc, a);
+    *out = gpt2rt__bf16_fold(acc, x, w, k0, K);
+}
+__attribute__((target("avx512f")))
 static void gpt2rt__bf16_rows_avx512(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
-    int64_t K16 = K & ~(int64_t)15;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        int nr = n_rows - r0 < 4 ? (int)(n_rows - r0) : 4;
-        __m512 a[4];
-        for (int q = 0; q < 4; q++) a[q] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < K16; i += 16) {
-            __m512 xv = _mm512_loadu_ps(x + i);
-            for (int q = 0; q < nr; q++) {
-                __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(w + (r0 + q) * K + i));
-                __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-                a[q] = _mm512_add_ps(a[q], _mm512_mul_ps(xv, wv));
-            }
-        }
-        for (int q = 0; q < nr; q++) {
-            float acc[16];
-            _mm512_storeu_ps(acc, a[q]);
-            out[r0 + q] = gpt2rt__bf16_fold(acc, x, w + (r0 + q) * K, K16, K);
-        }
+    int64_t K16 = K & ~(int64_t)15, r = 0;
+    for (; r < n_rows; r++) {
+        const uint16_t *w0 = w + r * K;
+        __m512 a0 = _mm512_setzero_ps();
+        for (int64_t i = 0; i < K16; i += 16) a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps(x + i), gpt2rt__bf16_w16(w0 + i)));
+        gpt2rt__bf16_store16(out + r, x, w0, K16, K, a0);
     }
 }
 
@@ -7492,7 +7498,7 @@ __attribute__((target("avx512bf16,avx512f")))
 static void gpt2rt__bf16_rows_avx512bf16(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
     if (K > GPT2RT__BF16_XMAX) { gpt2rt__bf16_rows_avx512(out, x, w, K, n_rows); return; }
     __attribute__((aligned(64))) uint16_t hi[GPT2RT__BF16_XMAX], lo[GPT2RT__BF16_XMAX];
-    int64_t K32 = K & ~(int64_t)31;
+    int64_t K32 = K & ~(int64_t)31, r = 0;
     for (int64_t i = 0; i < K32; i += 32) { /* cvtne2ps_pbh(b, a): a's 16 values go high, b's low */
         __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
         __m512i h = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
@@ -7502,24 +7508,24 @@ static void gpt2rt__bf16_rows_avx512bf16(float *out, const float *x, const uint1
         _mm512_store_si512((void *)(hi + i), h);
         _mm512_store_si512((void *)(lo + i), l);
     }
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        int nr = n_rows - r0 < 4 ? (int)(n_rows - r0) : 4;
-        __m512 a[4];
-        for (int q = 0; q < 4; q++) a[q] = _mm512_setzero_ps();
-        for (int64_t i = 0; i < K32; i += 32) {
-            __m512bh hv = (__m512bh)_mm512_load_si512((const void *)(hi + i));
-            __m512bh lv = (__m512bh)_mm512_load_si512((const void *)(lo + i));
-            for (int q = 0; q < nr; q++) {
-                __m512bh wv = (__m512bh)_mm512_loadu_si512((const void *)(w + (r0 + q) * K + i));
-                a[q] = _mm512_dpbf16_ps(a[q], wv, hv);
-                a[q] = _mm512_dpbf16_ps(a[q], wv, lv);
-            }
+    for (; r < n_rows; r++) { /* two chains (hi, lo) per 64 weights, unrolled twice: four in flight */
+        const uint16_t *w0 = w + r * K;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 64 <= K32; i += 64) {
+            __m512bh v0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i));
+            __m512bh v1 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i + 32));
+            a0 = _mm512_dpbf16_ps(a0, v0, (__m512bh)_mm512_load_si512((const void *)(hi + i)));
+            a1 = _mm512_dpbf16_ps(a1, v0, (__m512bh)_mm512_load_si512((const void *)(lo + i)));
+            a2 = _mm512_dpbf16_ps(a2, v1, (__m512bh)_mm512_load_si512((const void *)(hi + i + 32)));
+            a3 = _mm512_dpbf16_ps(a3, v1, (__m512bh)_mm512_load_si512((const void *)(lo + i + 32)));
         }
-        for (int q = 0; q < nr; q++) {
-            float acc[16];
-            _mm512_storeu_ps(acc, a[q]);
-            out[r0 + q] = gpt2rt__bf16_fold(acc, x, w + (r0 + q) * K, K32, K);
+        if (i < K32) {
+            __m512bh v0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i));
+            a0 = _mm512_dpbf16_ps(a0, v0, (__m512bh)_mm512_load_si512((const void *)(hi + i)));
+            a1 = _mm512_dpbf16_ps(a1, v0, (__m512bh)_mm512_load_si512((const void *)(lo + i)));
         }
+        gpt2rt__bf16_store16(out + r, x, w0, K32, K, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
     }
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -7527,13 +7533,20 @@ static void gpt2rt__bf16_rows_avx512bf16(float *out, const float *x, const uint1
 #endif
 #endif /* GPT2RT__SG_X86 */
 
-/* the fastest path this CPU has (GPT2RT_SGEMM_NO_SIMD: portable C) */
-static gpt2rt__bf16_rows_fn gpt2rt__bf16_rows_pick(void) {
+/* the fastest path this CPU has (GPT2RT_SGEMM_NO_SIMD: portable C) for few rows (a decode
+   step: bound by the weights' bytes, where the widening paths ran fastest, 4.4 ms for
+   wte against 6.0 ms with VDPBF16PS, one Zen 4 core) or many (a prefill, each weight
+   row reused from cache: bound by arithmetic, where VDPBF16PS's 32 products an
+   instruction ran 1.5x the AVX-512F path, 53 against 36 GFLOP/s) */
+#define GPT2RT__BF16_MANY_ROWS 8 /* rows from which a product counts as a prefill's (as the fp32 side's 7.3) */
+static gpt2rt__bf16_rows_fn gpt2rt__bf16_rows_pick(int many) {
 #if GPT2RT__SG_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")) return gpt2rt__bf16_rows_avx512bf16;
+    if (many && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")) return gpt2rt__bf16_rows_avx512bf16;
     if (__builtin_cpu_supports("avx512f")) return gpt2rt__bf16_rows_avx512;
     if (__builtin_cpu_supports("avx2")) return gpt2rt__bf16_rows_avx2;
+#else
+    (void)many;
 #endif
     return gpt2rt__bf16_rows_c;
 }
@@ -7545,7 +7558,7 @@ static gpt2rt__bf16_rows_fn gpt2rt__bf16_rows_pick(void) {
    row; a prefill's rows re-read it from cache. */
 static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t *w, const float *b, int64_t N,
                                     int64_t IC, int64_t OC, int nt) {
-    gpt2rt__bf16_rows_fn rows = gpt2rt__bf16_rows_pick();
+    gpt2rt__bf16_rows_fn rows = gpt2rt__bf16_rows_pick(N >= GPT2RT__BF16_MANY_ROWS);
     int64_t nblk = (OC + 63) / 64;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
