@@ -280,6 +280,22 @@
    and parallel are refused with it. GPT-2 124M, one row, 192 cache positions:
    496 MiB planned against 1921 MiB for a training context.
 
+   bf16 weights (config.inference_weights = GPT2RT_PRECISION_BF16, inference = 1, CPU
+   backend, token inputs): every weight is stored in bf16, 2 bytes (the plan's weights
+   category says so; no master copy), rounded to nearest even from the fp32 values at
+   initialisation, gpt2rt_weights_load and gpt2rt_param_write; gpt2rt_param_read gives
+   them back widened, exactly. Generation's products (the decode steps, the prefill and
+   the LM head over wte) multiply bf16 weights by fp32 activations and sum in fp32: on
+   AVX-512 BF16 (VDPBF16PS, the activations split into two bf16 halves), else AVX2 /
+   AVX-512F (the weights widened by a shift, bitwise the portable C), else portable C;
+   every output is one dot product, so any thread count gives the same ids and logits.
+   The logits differ from the fp32 weights' by the weights' rounding (2^-8 relative
+   each; GPT-2-sized models: a few 0.1% of the largest logit), and from an fp32 context
+   holding the same rounded weights by fp32 rounding only (tests/test_infer_bf16.c).
+   gpt2rt_forward and gpt2rt_weights_save answer GPT2RT_ERR_NOT_IMPLEMENTED (they read
+   the weights as fp32); FP16, a training context, the CUDA backend and patch inputs
+   are refused naming the field. GPT-2 124M: 259 MiB planned against 496 MiB.
+
    Out of memory. A plan above memory_budget (or, on Linux, above the available
    memory) is refused before anything is allocated; that error and a failed
    allocation list the categories, the free memory and what gpt2rt_fit suggests.
@@ -781,6 +797,9 @@ typedef struct gpt2rt_config {
                        cache, the logits and a forward workspace (two layers' buffers, reused),
                        no gradients, moments, master weights or saved activations; starts in
                        GPT2RT_MODE_EVAL; training calls are refused. 0: training (the default) */
+    gpt2rt_precision inference_weights; /* inference = 1, CPU backend: BF16 stores every weight in bf16
+                       (2 bytes, rounded to nearest even when set; fp32 sums): generation reads half
+                       the bytes. 0 (DEFAULT) -> FP32. Refused on a training context and with FP16 */
 
     /* precision and memory */
     gpt2rt_precision precision;
@@ -1319,6 +1338,7 @@ typedef struct gpt2rt__dims {
     int64_t hc;            /* tokens the LM head holds logits of at once (classifier_chunk; BT: all) */
     int infer;             /* inference context: every group counts as frozen (no gradients, moments,
                               master), two layer blocks used in turn, no transient */
+    int w16;               /* inference_weights = BF16: the weights arena holds bf16 (wb = 2, no master) */
 } gpt2rt__dims;
 
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
@@ -1450,6 +1470,7 @@ typedef struct gpt2rt__kv {
     float *qkv;                    /* (N,3C) */
     float *atty, *proj;            /* (N,C) attention output; a projection's output */
     float *fch;                    /* (N,4C) MLP hidden, GELU in place */
+    float *wvec;                   /* (13C) bf16 weights only: a layer's vectors widened (KV_WVEC) */
     float *att;                    /* (nt, pad16(KS)) one attention row per thread */
     float *logits;                 /* (KB,Vp) of the rows that sample after a pass */
     int32_t *sel;                  /* (KB) the pass's token whose logits each such row gets */
@@ -1475,7 +1496,8 @@ struct gpt2rt_ctx {
     uint64_t arena_bytes[GPT2RT_MEM_COUNT];
 
     int64_t n_train;   /* floats in the grads arena (and in m, v): the trainable ones */
-    float *params;     /* (n_params) */
+    float *params;     /* (n_params); NULL when d.w16 */
+    uint16_t *params16;/* (n_params) bf16 weights (d.w16), the same offsets; else NULL */
     float *grads;      /* (n_train) */
     float *m, *v;      /* (n_opt) each: the moments of the trained floats [opt_lo, opt_lo + n_opt)
                           (ZeRO-1: this rank's shard; else all, opt_lo = 0, n_opt = n_train) */
@@ -1877,6 +1899,7 @@ static int gpt2rt__cuda_present(void);
 static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = gpt2rt__cuda_present() ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
     if (c->precision == GPT2RT_PRECISION_DEFAULT) c->precision = GPT2RT_PRECISION_FP32;
+    if (c->inference_weights == GPT2RT_PRECISION_DEFAULT) c->inference_weights = GPT2RT_PRECISION_FP32;
     if (c->precision == GPT2RT_PRECISION_FP16 && c->loss_scale == 0.0f) c->loss_scale = 65536.0f;
     if (c->recompute == GPT2RT_RECOMPUTE_FULL) {
         if (!c->checkpoint_every) c->checkpoint_every = 1;
@@ -2180,6 +2203,24 @@ static gpt2rt_result gpt2rt__cfg_check_inference(const gpt2rt_config *c, char *e
     if (c->inference != 0 && c->inference != 1)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = %d must be 0 (training) or 1 (generation and "
                     "forward-only evaluation)", c->inference);
+    int w = (int)c->inference_weights;
+    if (w != GPT2RT_PRECISION_DEFAULT && w != GPT2RT_PRECISION_FP32 && w != GPT2RT_PRECISION_BF16)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference_weights = %d must be GPT2RT_PRECISION_FP32 (%d) or "
+                    "GPT2RT_PRECISION_BF16 (%d)", w, (int)GPT2RT_PRECISION_FP32, (int)GPT2RT_PRECISION_BF16);
+    if (w == GPT2RT_PRECISION_BF16) {
+        /* a training context's weights are what AdamW updates: fp32 (precision sets its CUDA copies) */
+        if (!c->inference)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference_weights = BF16 (%d) with inference = 0: bf16 "
+                        "weights are for an inference context (set inference = 1), a training context keeps "
+                        "fp32 weights", w);
+        if (c->backend != GPT2RT_BACKEND_CPU)
+            GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference_weights = BF16 (%d) with backend = %d: bf16 "
+                        "weights are implemented on the CPU backend only (set backend = GPT2RT_BACKEND_CPU)", w,
+                        (int)c->backend);
+        if (c->input == GPT2RT_INPUT_PATCHES)
+            GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference_weights = BF16 (%d) with input = PATCHES: bf16 "
+                        "weights serve token generation only (use FP32 for time series)", w);
+    }
     if (!c->inference) return GPT2RT_OK;
     if (c->recompute != GPT2RT_RECOMPUTE_NONE)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with recompute = %d: recompute trades the "
@@ -2497,6 +2538,8 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.KB = c->kv_batch; d.KS = c->kv_batch ? c->kv_len : 0;
     d.hc = c->classifier_chunk && c->classifier_chunk < d.BT ? c->classifier_chunk : d.BT;
     d.infer = c->inference;
+    d.w16 = c->inference && c->inference_weights == GPT2RT_PRECISION_BF16;
+    if (d.w16) d.wb = 2; /* activations stay fp32 (ab = 4); owned = 0, so no master copy */
     if (d.infer) { /* nothing trains: no parameter owns a gradient; the forward keeps its outputs in the
                       block it writes (no scratch for outputs not kept) */
         d.frozen = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
@@ -2958,6 +3001,35 @@ static int64_t gpt2rt__cu_inputs_bytes(const gpt2rt__dims *d) {
 /* prompt positions one row feeds the model in one generation pass: bounds the
    pass's scratch; a longer prompt takes several passes */
 #define GPT2RT__KV_CHUNK 128
+/* bf16 weights: a layer's LayerNorm weights and biases in fp32 for the ops that read
+   them (ln_1 2C, c_attn bias 3C, c_proj bias C, ln_2 2C, c_fc bias 4C, mlp c_proj bias C) */
+#define GPT2RT__KV_WVEC 13
+
+/* bf16 (the high half of an fp32) from f, rounded to nearest even; a NaN stays a
+   (quiet) NaN rather than rounding into an infinity */
+static uint16_t gpt2rt__bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float gpt2rt__bf16_widen(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* weight i of the arena (the tensor table's offsets count elements in either kind) */
+static void gpt2rt__w_set(gpt2rt_ctx *ctx, int64_t i, float v) {
+    if (ctx->params16) ctx->params16[i] = gpt2rt__bf16_round(v);
+    else ctx->params[i] = v;
+}
+static float gpt2rt__w_get(const gpt2rt_ctx *ctx, int64_t i) {
+    return ctx->params16 ? gpt2rt__bf16_widen(ctx->params16[i]) : ctx->params[i];
+}
 
 /* what gpt2rt__kv_layout lays out: ALL, the CPU's one arena; DEVICE, a CUDA device's arena
    (the cache and a pass's activations in the storage type d->ab, the pass's ids, the
@@ -2993,6 +3065,7 @@ static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, un
     GPT2RT__KVX(proj, N * C, dev);
     GPT2RT__KVX(fch, N * 4 * C, dev);
     GPT2RT__KV(att, float, d->nt * gpt2rt__pad16(d->KS), cpu);
+    if (d->w16) GPT2RT__KV(wvec, float, GPT2RT__KV_WVEC * C, cpu); /* a layer's vectors (or ln_f's), widened */
     if (last) {
         GPT2RT__KVX(logits, KB * d->Vp, 1);
         GPT2RT__KV(sel, int32_t, KB, host);
@@ -3112,7 +3185,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->n_params = held;
     ctx->n_train = owned;
     ctx->l0 = s->l0;
-    ctx->params = (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
+    ctx->params = d->w16 ? NULL : (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
+    ctx->params16 = d->w16 ? (uint16_t *)ctx->arena[GPT2RT_MEM_WEIGHTS] : NULL;
     ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
     ctx->m = (float *)ctx->arena[GPT2RT_MEM_MOMENTS];
     ctx->n_opt = gpt2rt__shard_lo(ctx->n_train, d->shards, 1);
@@ -4335,14 +4409,15 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
             const gpt2rt__st_tensor *e = src[i];
             if (!e) continue; /* kept as it is (patches' in_layer/out_layer) */
             const unsigned char *p = st.data + e->begin;
-            float *dst = ctx->params + t->off;
+            int64_t o = t->off; /* gpt2rt__w_set: fp32, or bf16 rounded to nearest even (inference_weights) */
             if (t->transpose) {
                 for (int64_t row = 0; row < t->rows; row++)
-                    for (int64_t c = 0; c < t->cols; c++) dst[row * t->cols + c] = gpt2rt__st_get(p, e->dtype, c * t->rows + row);
+                    for (int64_t c = 0; c < t->cols; c++)
+                        gpt2rt__w_set(ctx, o + row * t->cols + c, gpt2rt__st_get(p, e->dtype, c * t->rows + row));
             } else {
                 int64_t n = t->hf_rows * t->cols;
-                for (int64_t j = 0; j < n; j++) dst[j] = gpt2rt__st_get(p, e->dtype, j);
-                if (t->rows > t->hf_rows) memset(dst + n, 0, (size_t)((t->rows - t->hf_rows) * t->cols) * 4);
+                for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, o + j, gpt2rt__st_get(p, e->dtype, j));
+                for (int64_t j = n; j < t->rows * t->cols; j++) gpt2rt__w_set(ctx, o + j, 0.0f);
             }
         }
         gpt2rt__reset_training(ctx);
@@ -7396,6 +7471,182 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
     }
 }
 
+/* ---- bf16 weights: the matrix-vector products of generation (inference_weights) ----
+   out[r] = dot(x, w + r*K, K) over n_rows rows of bf16 weights (row stride K), x fp32,
+   the products and sums in fp32. Four paths, picked per call (gpt2rt__bf16_rows_pick):
+   - portable C, AVX2, AVX-512F: each bf16 widens to its fp32 exactly (a 16-bit shift),
+     the product and the sum are rounded apart (no FMA) in the 16 lanes of
+     gpt2rt__cpu_dot, reduced in its order: the three give bitwise the same floats
+     (the product and the sum are separate statements, which clang never fuses; gcc
+     fuses across statements only outside ISO C modes: -std=gnu11 with FMA);
+   - AVX-512 BF16 (Zen 4, Sapphire Rapids), for a prefill's many rows: VDPBF16PS multiplies bf16 by bf16, so x is
+     split once per call into hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo within
+     2^-16 relative) and each weight meets both; the products are exact in fp32, the
+     sums run in pairs per lane: within 2^-16 + 3K 2^-24 of sum |w x| of the others
+     (tests/test_infer_bf16.c). It multiplies 32 weights an instruction.
+   */
+typedef void (*gpt2rt__bf16_rows_fn)(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows);
+
+/* the lanes' fold and the tail, in gpt2rt__cpu_dot's order */
+static float gpt2rt__bf16_fold(const float acc[16], const float *x, const uint16_t *w, int64_t k0, int64_t K) {
+    float s = 0.0f;
+    for (int64_t i = k0; i < K; i++) {
+        float p = x[i] * gpt2rt__bf16_widen(w[i]); /* its own statement: never fused (clang's fp-contract=on) */
+        s += p;
+    }
+    for (int j = 0; j < 16; j += 2) s += acc[j] + acc[j + 1];
+    return s;
+}
+
+static void gpt2rt__bf16_rows_c(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        const uint16_t *wr = w + r * K;
+        float acc[16] = {0};
+        int64_t i = 0;
+        for (; i + 16 <= K; i += 16)
+            for (int j = 0; j < 16; j++) {
+                float p = x[i + j] * gpt2rt__bf16_widen(wr[i + j]); /* rounded, then added: as the SIMD paths */
+                acc[j] += p;
+            }
+        out[r] = gpt2rt__bf16_fold(acc, x, wr, i, K);
+    }
+}
+
+#if GPT2RT__SG_X86
+/* g++ 12's false -Wmaybe-uninitialized from inside its avx512 headers, as in the kernels above */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+/* Each path takes one row at a time: one stream of weights. Four rows at once (four
+   chains of additions in flight) measured 2.3x slower on the 2-core AMD EPYC (Zen 4):
+   the decode step is bound by the weights' bytes, and four streams 2C bytes apart
+   fetch worse than one. */
+__attribute__((target("avx2")))
+static inline __m256 gpt2rt__bf16_w8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
+}
+__attribute__((target("avx2")))
+static void gpt2rt__bf16_store8x2(float *out, const float *x, const uint16_t *w, int64_t K16, int64_t K, __m256 a0, __m256 a1) {
+    float acc[16];
+    _mm256_storeu_ps(acc, a0);
+    _mm256_storeu_ps(acc + 8, a1);
+    *out = gpt2rt__bf16_fold(acc, x, w, K16, K);
+}
+__attribute__((target("avx2")))
+static void gpt2rt__bf16_rows_avx2(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
+    int64_t K16 = K & ~(int64_t)15, r = 0;
+    for (; r < n_rows; r++) {
+        const uint16_t *w0 = w + r * K;
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00;
+        for (int64_t i = 0; i < K16; i += 16) {
+            a00 = _mm256_add_ps(a00, _mm256_mul_ps(_mm256_loadu_ps(x + i), gpt2rt__bf16_w8(w0 + i)));
+            a01 = _mm256_add_ps(a01, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), gpt2rt__bf16_w8(w0 + i + 8)));
+        }
+        gpt2rt__bf16_store8x2(out + r, x, w0, K16, K, a00, a01);
+    }
+}
+
+__attribute__((target("avx512f")))
+static inline __m512 gpt2rt__bf16_w16(const uint16_t *p) { /* 16 bf16 -> 16 fp32, exactly */
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+}
+__attribute__((target("avx512f")))
+static void gpt2rt__bf16_store16(float *out, const float *x, const uint16_t *w, int64_t k0, int64_t K, __m512 a) {
+    float acc[16];
+    _mm512_storeu_ps(acc, a);
+    *out = gpt2rt__bf16_fold(acc, x, w, k0, K);
+}
+__attribute__((target("avx512f")))
+static void gpt2rt__bf16_rows_avx512(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
+    int64_t K16 = K & ~(int64_t)15, r = 0;
+    for (; r < n_rows; r++) {
+        const uint16_t *w0 = w + r * K;
+        __m512 a0 = _mm512_setzero_ps();
+        for (int64_t i = 0; i < K16; i += 16) a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps(x + i), gpt2rt__bf16_w16(w0 + i)));
+        gpt2rt__bf16_store16(out + r, x, w0, K16, K, a0);
+    }
+}
+
+/* x's hi/lo split lives on the stack: longer rows take the AVX-512F path */
+#define GPT2RT__BF16_XMAX 8192
+__attribute__((target("avx512bf16,avx512f")))
+static void gpt2rt__bf16_rows_avx512bf16(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
+    if (K > GPT2RT__BF16_XMAX) { gpt2rt__bf16_rows_avx512(out, x, w, K, n_rows); return; }
+    __attribute__((aligned(64))) uint16_t hi[GPT2RT__BF16_XMAX], lo[GPT2RT__BF16_XMAX];
+    int64_t K32 = K & ~(int64_t)31, r = 0;
+    for (int64_t i = 0; i < K32; i += 32) { /* cvtne2ps_pbh(b, a): a's 16 values go high, b's low */
+        __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
+        __m512i h = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+        __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+        __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+        __m512i l = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+        _mm512_store_si512((void *)(hi + i), h);
+        _mm512_store_si512((void *)(lo + i), l);
+    }
+    for (; r < n_rows; r++) { /* two chains (hi, lo) per 64 weights, unrolled twice: four in flight */
+        const uint16_t *w0 = w + r * K;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 64 <= K32; i += 64) {
+            __m512bh v0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i));
+            __m512bh v1 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i + 32));
+            a0 = _mm512_dpbf16_ps(a0, v0, (__m512bh)_mm512_load_si512((const void *)(hi + i)));
+            a1 = _mm512_dpbf16_ps(a1, v0, (__m512bh)_mm512_load_si512((const void *)(lo + i)));
+            a2 = _mm512_dpbf16_ps(a2, v1, (__m512bh)_mm512_load_si512((const void *)(hi + i + 32)));
+            a3 = _mm512_dpbf16_ps(a3, v1, (__m512bh)_mm512_load_si512((const void *)(lo + i + 32)));
+        }
+        if (i < K32) {
+            __m512bh v0 = (__m512bh)_mm512_loadu_si512((const void *)(w0 + i));
+            a0 = _mm512_dpbf16_ps(a0, v0, (__m512bh)_mm512_load_si512((const void *)(hi + i)));
+            a1 = _mm512_dpbf16_ps(a1, v0, (__m512bh)_mm512_load_si512((const void *)(lo + i)));
+        }
+        gpt2rt__bf16_store16(out + r, x, w0, K32, K, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif /* GPT2RT__SG_X86 */
+
+/* the fastest path this CPU has (GPT2RT_SGEMM_NO_SIMD: portable C) for few rows (a decode
+   step: bound by the weights' bytes, where the widening paths ran fastest, 4.4 ms for
+   wte against 6.0 ms with VDPBF16PS, one Zen 4 core) or many (a prefill, each weight
+   row reused from cache: bound by arithmetic, where VDPBF16PS's 32 products an
+   instruction ran 1.5x the AVX-512F path, 53 against 36 GFLOP/s) */
+#define GPT2RT__BF16_MANY_ROWS 8 /* rows from which a product counts as a prefill's (as the fp32 side's 7.3) */
+static gpt2rt__bf16_rows_fn gpt2rt__bf16_rows_pick(int many) {
+#if GPT2RT__SG_X86
+    __builtin_cpu_init();
+    if (many && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")) return gpt2rt__bf16_rows_avx512bf16;
+    if (__builtin_cpu_supports("avx512f")) return gpt2rt__bf16_rows_avx512;
+    if (__builtin_cpu_supports("avx2")) return gpt2rt__bf16_rows_avx2;
+#else
+    (void)many;
+#endif
+    return gpt2rt__bf16_rows_c;
+}
+
+/* out (N,OC) = inp (N,IC) W^T + b, W (OC,IC) bf16, b (OC) fp32 or NULL: the decode
+   step's and the prefill's products on bf16 weights. Threads own blocks of 64 output
+   columns and each value is one gpt2rt__bf16_rows_fn dot product (K is never split), so
+   the result is the same on any thread count. Each weight row is read once per input
+   row; a prefill's rows re-read it from cache. */
+static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t *w, const float *b, int64_t N,
+                                    int64_t IC, int64_t OC, int nt) {
+    gpt2rt__bf16_rows_fn rows = gpt2rt__bf16_rows_pick(N >= GPT2RT__BF16_MANY_ROWS);
+    int64_t nblk = (OC + 63) / 64;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
+        for (int64_t i = 0; i < N; i++) {
+            float *y = out + i * OC;
+            rows(y + o0, inp + i * IC, w + o0 * IC, IC, o1 - o0);
+            if (b) for (int64_t o = o0; o < o1; o++) y[o] += b[o];
+        }
+    }
+}
+
 /* ==== 7.3 Model ==== */
 
 /* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the
@@ -7809,11 +8060,42 @@ static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float
     }
 }
 
-/* a pass's matrix products: few rows (the decode steps) by rows of W, many (a prefill) by 7.2 */
-static void gpt2rt__cpu_decode_matmul(gpt2rt_ctx *ctx, float *out, const float *inp, const float *w, const float *b,
-                                      int64_t N, int64_t IC, int64_t OC) {
-    if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.nt);
+/* a pass's matrix products: few rows (the decode steps) by rows of W, many (a prefill) by 7.2;
+   bf16 weights (inference_weights): every pass by gpt2rt__cpu_matvec_bf16 on tensor tw */
+static void gpt2rt__cpu_decode_matmul(gpt2rt_ctx *ctx, float *out, const float *inp, const float *w,
+                                      const gpt2rt__tensor *tw, const float *b, int64_t N, int64_t IC, int64_t OC) {
+    if (ctx->params16) gpt2rt__cpu_matvec_bf16(out, inp, ctx->params16 + tw->off, b, N, IC, OC, ctx->d.nt);
+    else if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.nt);
     else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.nt);
+}
+
+/* the first n tensors of t that are vectors (LayerNorm, biases), widened from bf16 into
+   kv->wvec in order; q[i] gets tensor i's floats, NULL for a matrix */
+static void gpt2rt__cpu_decode_vectors(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, int n, float **q) {
+    float *o = ctx->kv.wvec;
+    for (int i = 0; i < n; i++) {
+        q[i] = NULL;
+        if (t[i].ndim != 1) continue;
+        q[i] = o;
+        for (int64_t j = 0; j < t[i].rows; j++) o[j] = gpt2rt__bf16_widen(ctx->params16[t[i].off + j]);
+        o += t[i].rows;
+    }
+}
+
+/* layer l's parameters as floats: fp32 weights in place; bf16 weights: the vectors widened
+   (13C floats), the matrices NULL (gpt2rt__cpu_decode_matmul reads them as bf16) */
+static gpt2rt__layer_params gpt2rt__cpu_decode_lparams(gpt2rt_ctx *ctx, int64_t l) {
+    if (!ctx->params16) return gpt2rt__lparams(ctx, ctx->params, 0, l);
+    float *q[GPT2RT__PER_LAYER];
+    gpt2rt__cpu_decode_vectors(ctx, gpt2rt__layer_tensors(ctx, l), GPT2RT__PER_LAYER, q);
+    gpt2rt__layer_params p;
+    p.ln1w = q[GPT2RT__LN1W]; p.ln1b = q[GPT2RT__LN1B];
+    p.qkvw = NULL; p.qkvb = q[GPT2RT__QKVB];
+    p.projw = NULL; p.projb = q[GPT2RT__PROJB];
+    p.ln2w = q[GPT2RT__LN2W]; p.ln2b = q[GPT2RT__LN2B];
+    p.fcw = NULL; p.fcb = q[GPT2RT__FCB];
+    p.fcprojw = NULL; p.fcprojb = q[GPT2RT__FCPROJB];
+    return p;
 }
 
 /* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
@@ -7822,37 +8104,53 @@ static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
     gpt2rt__kv *kv = &ctx->kv;
     int64_t C = d->C, cache = l * d->KB * d->KS * C;
     int nt = d->nt;
-    gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
+    gpt2rt__layer_params p = gpt2rt__cpu_decode_lparams(ctx, l);
+    const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, nt);
-    gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, p.qkvb, N, C, 3 * C);
+    gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, &t[GPT2RT__QKVW], p.qkvb, N, C, 3 * C);
     gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
                                  d->KS, C, d->NH, nt);
-    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, p.projb, N, C, C);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, &t[GPT2RT__PROJW], p.projb, N, C, C);
     gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, nt);
-    gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, p.fcb, N, C, 4 * C);
+    gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, &t[GPT2RT__FCW], p.fcb, N, C, 4 * C);
     gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, nt);
-    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, p.fcprojb, N, 4 * C, C);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, &t[GPT2RT__FCPROJW], p.fcprojb, N, 4 * C, C);
     gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
 }
 
 /* one pass: embeddings of the N tokens, every layer, then ln_f and the tied head on
-   the M tokens kv->sel lists: kv->logits (M,Vp) */
+   the M tokens kv->sel lists: kv->logits (M,Vp). bf16 weights: the embeddings' rows
+   and ln_f widened, every product on bf16 (the head reads wte, the largest tensor, in
+   bf16 too) */
 static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__kv *kv = &ctx->kv;
     int64_t C = d->C;
-    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    const uint16_t *w16 = ctx->params16;
+    const gpt2rt__tensor *twte = gpt2rt__model_tensor(ctx, GPT2RT__WTE), *twpe = gpt2rt__model_tensor(ctx, GPT2RT__WPE);
+    gpt2rt__model_params p;
+    if (w16) memset(&p, 0, sizeof p);
+    else p = gpt2rt__mparams(ctx, ctx->params, 0);
     GPT2RT__PARALLEL_FOR(d->nt)
     for (int64_t i = 0; i < N; i++) { /* wte[tok] + wpe[pos], as gpt2rt__cpu_encoder_forward */
-        const float *te = p.wte + (int64_t)kv->tok[i] * C, *pe = p.wpe + (int64_t)kv->pos[i] * C;
+        int64_t te = (int64_t)kv->tok[i] * C, pe = (int64_t)kv->pos[i] * C;
         float *o = kv->x + i * C;
-        for (int64_t c = 0; c < C; c++) o[c] = te[c] + pe[c];
+        if (w16)
+            for (int64_t c = 0; c < C; c++)
+                o[c] = gpt2rt__bf16_widen(w16[twte->off + te + c]) + gpt2rt__bf16_widen(w16[twpe->off + pe + c]);
+        else
+            for (int64_t c = 0; c < C; c++) o[c] = p.wte[te + c] + p.wpe[pe + c];
     }
     for (int64_t l = 0; l < d->L; l++) gpt2rt__cpu_layer_decode(ctx, l, N);
     for (int64_t m = 0; m < M; m++) memcpy(kv->proj + m * C, kv->x + (int64_t)kv->sel[m] * C, (size_t)C * sizeof(float));
+    if (w16) { /* ln_f's weight and bias follow each other in the table */
+        float *q[2];
+        gpt2rt__cpu_decode_vectors(ctx, gpt2rt__model_tensor(ctx, GPT2RT__LNFW), 2, q);
+        p.lnfw = q[0]; p.lnfb = q[1];
+    }
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C, d->nt);
-    gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, NULL, M, C, d->Vp);
+    gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, twte, NULL, M, C, d->Vp);
 }
 
 /* the table's entry: the CPU's pass cannot fail */
@@ -14126,7 +14424,7 @@ static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_d
 
 /* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
    result does not depend on the thread count */
-static void gpt2rt__init_normal(float *x, int64_t n, float std, uint64_t seed, int nt) {
+static void gpt2rt__init_normal(float *x, uint16_t *x16, int64_t n, float std, uint64_t seed, int nt) {
     int64_t nch = (n + 4095) / 4096;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t ch = 0; ch < nch; ch++) {
@@ -14136,8 +14434,14 @@ static void gpt2rt__init_normal(float *x, int64_t n, float std, uint64_t seed, i
         for (int64_t i = ch * 4096; i < i1; i += 2) {
             double u1 = gpt2rt__rng_uniform(&s), u2 = gpt2rt__rng_uniform(&s);
             double r = sqrt(-2.0 * log(u1)) * std;
-            x[i] = (float)(r * cos(2.0 * GPT2RT__PI * u2));
-            if (i + 1 < i1) x[i + 1] = (float)(r * sin(2.0 * GPT2RT__PI * u2));
+            float a = (float)(r * cos(2.0 * GPT2RT__PI * u2)), b = (float)(r * sin(2.0 * GPT2RT__PI * u2));
+            if (x16) { /* bf16 weights: the fp32 draw, rounded (as a load of it would be) */
+                x16[i] = gpt2rt__bf16_round(a);
+                if (i + 1 < i1) x16[i + 1] = gpt2rt__bf16_round(b);
+            } else {
+                x[i] = a;
+                if (i + 1 < i1) x[i + 1] = b;
+            }
         }
     }
 }
@@ -14147,20 +14451,22 @@ static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
     uint64_t s = ctx->cfg.seed;
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
-        float *p = ctx->params + t->off;
+        float *p = ctx->params ? ctx->params + t->off : NULL;
+        uint16_t *p16 = ctx->params16 ? ctx->params16 + t->off : NULL; /* inference_weights = BF16 */
         int64_t n = t->rows * t->cols, n_file = t->hf_rows * t->cols;
         uint64_t ts = gpt2rt__rng_next(&s); /* one draw per tensor, used or not */
         switch (t->row->init) {
         case GPT2RT__INIT_NORMAL:
         case GPT2RT__INIT_RESID:
-            gpt2rt__init_normal(p, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts, ctx->d.nt);
-            if (n_file < n) memset(p + n_file, 0, (size_t)(n - n_file) * sizeof(float)); /* padded vocab rows */
+            gpt2rt__init_normal(p, p16, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts,
+                                ctx->d.nt);
+            for (int64_t j = n_file; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f); /* padded vocab rows */
             break;
         case GPT2RT__INIT_ONES:
-            for (int64_t j = 0; j < n; j++) p[j] = 1.0f;
+            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 1.0f);
             break;
         case GPT2RT__INIT_ZEROS:
-            memset(p, 0, (size_t)n * sizeof(float));
+            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f);
             break;
         }
     }
@@ -15681,6 +15987,7 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
     if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
     if (c->inference) GPT2RT__PUT(", inference (forward only)");
+    if (c->inference && c->inference_weights == GPT2RT_PRECISION_BF16) GPT2RT__PUT(", bf16 weights (2 bytes each)");
     if (c->classifier_chunk && (int64_t)c->classifier_chunk < (int64_t)c->batch_size * c->seq_len)
         GPT2RT__PUT(", classifier over %d tokens at a time", c->classifier_chunk);
     GPT2RT__PUT("\n");
@@ -15992,6 +16299,17 @@ static gpt2rt_result gpt2rt__training_only(gpt2rt_ctx *ctx, const char *fn, cons
                         "needs %s; create the context with inference = 0 to train", fn, fn, needs);
 }
 
+/* the calls that read the weights as fp32 arrays (the training forward, the file writer) on
+   a context whose weights are bf16 (config.inference_weights): generation and
+   gpt2rt_param_read are what it offers */
+static gpt2rt_result gpt2rt__w16_refuse(gpt2rt_ctx *ctx, const char *fn) {
+    if (!ctx->params16) return GPT2RT_OK;
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: this context holds its weights in bf16 "
+                        "(config.inference_weights = BF16), and %s is implemented for fp32 weights only; "
+                        "gpt2rt_generate and gpt2rt_param_read work here (create the context with "
+                        "inference_weights = FP32 for %s)", fn, fn, fn);
+}
+
 /* the call fn is made for the context's input kind (series: the _series calls) */
 static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int series) {
     if (ctx->d.patches == series) return GPT2RT_OK;
@@ -16184,6 +16502,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_forward"));
     if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss, 0);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -16336,6 +16655,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_weights_save"));
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
@@ -16525,6 +16845,12 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
                                             gpt2rt_param_what what, float *dst) {
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
+    if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
+        for (int64_t r0 = 0; r0 < t->hf_rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++)
+                dst[t->transpose ? c * t->rows + r0 : r0 * t->cols + c] = gpt2rt__w_get(ctx, t->off + r0 * t->cols + c);
+        return GPT2RT_OK;
+    }
     if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
     if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
@@ -16559,11 +16885,17 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     if (r != GPT2RT_OK) return r;
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
-    float *d = ctx->params + t->off;
-    if (t->transpose) {
+    if (ctx->params16) { /* inference_weights = BF16: rounded to nearest even */
+        for (int64_t r0 = 0; r0 < t->rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++)
+                if (t->transpose || r0 < t->hf_rows)
+                    gpt2rt__w_set(ctx, t->off + r0 * t->cols + c,
+                                  t->transpose ? src[c * t->rows + r0] : src[r0 * t->cols + c]);
+    } else if (t->transpose) {
+        float *d = ctx->params + t->off;
         for (int64_t r0 = 0; r0 < t->rows; r0++)
             for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
-    } else memcpy(d, src, (size_t)count * sizeof(float));
+    } else memcpy(ctx->params + t->off, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
     if ((r = ctx->be->upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* CUDA: every tensor, simple, not fast */
     gpt2rt__dp_sync(ctx, 0);

@@ -7,7 +7,9 @@
    -inference 1 generates from an inference context (config.inference: no gradients,
    moments or saved activations); both print the planned bytes and the process's peak
    resident memory (VmHWM, Linux) after the runs, the figures of the README's table.
-   usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1] */
+   -bf16 1 generates from an inference context whose weights are bf16
+   (config.inference_weights = BF16; implies -inference 1).
+   usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1] [-bf16 0|1] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #define CLI_PROG "bench_gen"
@@ -53,14 +55,15 @@ static int on_token(void *user, int row, int32_t token, const float *logits, int
 #define PROG "bench_gen"
 
 static void usage(void) {
-    printf("usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1]\n"
+    printf("usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1] [-bf16 0|1]\n"
            "  (also --new ...) KV-cache generation speed, GPT-2 124M shape, B=1, greedy; defaults: 32 new,\n"
-           "  64-token prompt, 3 reps, a training context (-inference 1: an inference context)\n");
+           "  64-token prompt, 3 reps, a training context (-inference 1: an inference context; -bf16 1: an\n"
+           "  inference context with bf16 weights)\n");
 }
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int n_new = 32, n_prompt = 64, reps = 3;
+    int n_new = 32, n_prompt = 64, reps = 3, bf16 = 0;
     gpt2rt_config cfg = {0}; /* GPT-2 124M */
     cfg.batch_size = 1; cfg.seq_len = 1; /* the training buffers are not used: keep them small */
     for (int i = 1; i < argc; i++) {
@@ -75,6 +78,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
         else if (!strcmp(k, "-layers")) ok = arg_int(a, v, 1, 1024, &cfg.n_layer);
         else if (!strcmp(k, "-inference")) ok = arg_int(a, v, 0, 1, &cfg.inference);
+        else if (!strcmp(k, "-bf16")) ok = arg_int(a, v, 0, 1, &bf16);
         else { fprintf(stderr, "bench_gen: unknown option %s (see --help)\n", a); return 2; }
         if (!ok) return 2;
     }
@@ -83,6 +87,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     cfg.kv_batch = 1; cfg.kv_len = n_prompt + n_new;
+    if (bf16) { cfg.inference = 1; cfg.inference_weights = GPT2RT_PRECISION_BF16; cfg.backend = GPT2RT_BACKEND_CPU; }
     gpt2rt_memory_plan plan;
     gpt2rt_ctx *ctx;
     if (gpt2rt_plan(&cfg, &plan) != GPT2RT_OK || gpt2rt_create(&ctx, &cfg) != GPT2RT_OK) {
@@ -90,9 +95,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     cfg = gpt2rt_config_get(ctx);
-    printf("bench_gen: GPT-2 %.1fM (L=%d C=%d), B=1, %d-token prompt, %d new tokens greedy, fp32, %d threads; "
+    printf("bench_gen: GPT-2 %.1fM (L=%d C=%d), B=1, %d-token prompt, %d new tokens greedy, %s weights, %d threads; "
            "kvcache %.1f MiB; %s context\n", (double)plan.n_params / 1e6, cfg.n_layer, cfg.n_embd, n_prompt, n_new,
-           cfg.n_threads, (double)plan.bytes[0][GPT2RT_MEM_KVCACHE] / 1048576.0,
+           bf16 ? "bf16" : "fp32", cfg.n_threads, (double)plan.bytes[0][GPT2RT_MEM_KVCACHE] / 1048576.0,
            cfg.inference ? "an inference" : "a training");
     int32_t *row = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_prompt + n_new));
     double *tps = (double *)malloc(sizeof(double) * (size_t)reps), *dps = (double *)malloc(sizeof(double) * (size_t)reps);
