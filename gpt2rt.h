@@ -1533,6 +1533,8 @@ struct gpt2rt_ctx {
     const struct gpt2rt__backend *be; /* the backend that runs this context's steps (7.3, 8.5) */
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
     void *dgroup; /* CUDA data parallel, rank 0: the ranks' device communicators (8.6) */
+    double *prof; /* (GPT2RT__PROF_COUNT) seconds per op class, summed; NULL: not profiled
+                     (tools/bench_cpu sets it; the CPU backend's steps add to it, 7) */
 };
 
 /* ==== 1.3 Hooks, errors, time, random numbers ==== */
@@ -6292,6 +6294,32 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
    Every loop that reduces does so in an order fixed by the shapes alone, so the
    results do not depend on the thread count. nt: threads. */
 
+/* ---- the per-op profile (tools/bench_cpu): off unless ctx->prof is set ----
+   Each op class's wall time, from the driver's thread around the op's call (its
+   parallel regions included), so the classes and the step's remainder add up to the
+   step. Off, an op pays one test of a pointer. */
+enum {
+    GPT2RT__PROF_MM_FWD,   /* the layers' matrix products, forward (bias fused) */
+    GPT2RT__PROF_MM_BWD,   /* their backward: dinp, dW and the bias's column sums */
+    GPT2RT__PROF_HEAD_FWD, /* the LM head's (tied wte) matrix product, forward */
+    GPT2RT__PROF_HEAD_BWD, /* and backward */
+    GPT2RT__PROF_ATT_FWD,
+    GPT2RT__PROF_ATT_BWD,
+    GPT2RT__PROF_GELU,     /* forward, backward and recompute */
+    GPT2RT__PROF_LN,       /* LayerNorm forward, backward and recompute */
+    GPT2RT__PROF_CE,       /* the classifier's softmax and cross-entropy, both ways */
+    GPT2RT__PROF_RESID,    /* residual adds, the embeddings, dropout, zeroing */
+    GPT2RT__PROF_NORM,     /* the update's gradient norm */
+    GPT2RT__PROF_ADAMW,    /* the update's AdamW pass */
+    GPT2RT__PROF_COUNT
+};
+static double gpt2rt__prof_t(const gpt2rt_ctx *ctx) { return ctx->prof ? gpt2rt__now() : 0.0; }
+static void gpt2rt__prof_add(const gpt2rt_ctx *ctx, int op, double t0) {
+    if (ctx->prof) ctx->prof[op] += gpt2rt__now() - t0;
+}
+/* run `call` (a statement), its time added to op class `op` when profiled */
+#define GPT2RT__PROF(ctx, op, call) do { double pt_ = gpt2rt__prof_t(ctx); call; gpt2rt__prof_add(ctx, op, pt_); } while (0)
+
 /* ==== 7.1 Ops ==== */
 
 /* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
@@ -7452,18 +7480,20 @@ static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int lo
     const gpt2rt__dims *d = &ctx->d;
     int64_t C = d->C;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n, C, d->Vp, ctx->gemm_ws, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n,
+                 C, d->Vp, ctx->gemm_ws, d->nt));
     if (loss) {
         int64_t cnt;
         double sum;
-        (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i, ctx->logits, ctx->targets + i, n,
-                                               d->V, d->Vp, &cnt, &sum, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i,
+                     ctx->logits, ctx->targets + i, n, d->V, d->Vp, &cnt, &sum, d->nt));
     }
     if (!grad) return;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i, ctx->targets + i, dloss, n, d->V, d->Vp, d->nt);
-    gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits, ctx->lnf + i * C, p.wte, n, C, d->Vp,
-                                ctx->gemm_ws, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i,
+                 ctx->targets + i, dloss, n, d->V, d->Vp, d->nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits,
+                 ctx->lnf + i * C, p.wte, n, C, d->Vp, ctx->gemm_ws, d->nt));
 }
 
 /* the loss of the last forward (targets copied): chunk by chunk, then summed over the
@@ -7497,7 +7527,8 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     if (!d->patches) {
-        gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, d->C, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B,
+                     d->T, d->C, d->nt));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
         gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
         GPT2RT__PARALLEL_FOR(d->nt)
@@ -7509,7 +7540,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     }
     /* x0 keeps the dropped embeddings: layer 0's input, and FULL's checkpoint 0 */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt));
     return GPT2RT_OK;
 }
 
@@ -7527,35 +7558,46 @@ static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const
     gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
     gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
     gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
-    gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
-    gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
-    gpt2rt__cpu_attention_forward_masked(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, d->TH, &da, nt);
-    gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
-    if (dr2.on) gpt2rt__cpu_dropout(a.res2, a.res2, &dr2, BT * C, nt); /* the branch, before the add */
-    gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt);
-    gpt2rt__cpu_layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
-    gpt2rt__cpu_matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
-    gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt);
-    gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
-    if (dr3.on) gpt2rt__cpu_dropout(a.res3, a.res3, &dr3, BT * C, nt);
-    gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b,
+                 BT, C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws,
+                 nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ATT_FWD, gpt2rt__cpu_attention_forward_masked(a.atty, a.lse, a.qkv, ctx->att_scratch,
+                 d->B, d->T, C, d->NH, d->TH, &da, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws,
+                 nt));
+    if (dr2.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(a.res2, a.res2, &dr2, BT * C,
+                             nt)); /* the branch, before the add */
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w,
+                 p.ln2b, BT, C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C,
+                 ws, nt));
+    if (dr3.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(a.res3, a.res3, &dr3, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt));
     return GPT2RT_OK;
 }
 
 static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, p.lnfw, p.lnfb, d->BT, d->C, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res,
+                 p.lnfw, p.lnfb, d->BT, d->C, d->nt));
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
     if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
-        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->BT, d->C, d->PL, ctx->gemm_ws, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
+                     d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
         if (d->seqhead == 2) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
-        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B, d->T * d->C, d->H, ctx->gemm_ws, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
+                     d->T * d->C, d->H, ctx->gemm_ws, d->nt));
     else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT,
+                     d->C, d->Vp, ctx->gemm_ws, d->nt));
     return GPT2RT_OK;
 }
 
@@ -7571,25 +7613,27 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
             gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
             gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
         }
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, BT, C, d->PL,
-                                    ctx->gemm_ws, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
+                     ctx->lnf, p.outw, BT, C, d->PL, ctx->gemm_ws, nt));
     } else if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
         gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
                                 dloss, d);
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, d->B, d->T * C, d->H,
-                                    ctx->gemm_ws, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
+                     ctx->lnf, p.outw, d->B, d->T * C, d->H, ctx->gemm_ws, nt));
     } else if (d->hc < BT) {
         gpt2rt__cpu_head_chunked_backward(ctx, dloss);
     } else {
-        gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets,
+                     dloss, BT, d->V, d->Vp, nt));
         /* LM head (tied): dlnf -> dbuf */
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits, ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits,
+                     ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt);
-    memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
-    gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw, ctx->lnf_mean, ctx->lnf_rstd,
-                                   BT, C, nt);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float)));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw,
+                 ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt));
     return GPT2RT_OK;
 }
 
@@ -7609,31 +7653,40 @@ static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, cons
     gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
     gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
     gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
-    if (!gelu && g.fcprojw) { gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
-    if (dr3.on) { gpt2rt__cpu_dropout(ctx->dbuf, ctx->dres, &dr3, BT * C, nt); dbranch = ctx->dbuf; }
-    gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, dbranch, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
-    gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
+    if (!gelu && g.fcprojw) { GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch,
+                                           BT * 4 * C, nt)); gelu = ctx->rcbuf; }
+    if (dr3.on) { GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dres, &dr3, BT * C,
+                               nt)); dbranch = ctx->dbuf; }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, dbranch, gelu,
+                 p.fcprojw, BT, 4 * C, C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt));
     if (!ln2 && g.fcw) {
-        gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2,
+                     p.ln2w, p.ln2b, BT, C, nt));
         ln2 = ctx->rcbuf;
     }
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw, BT, C, 4 * C, ws, nt);
-    gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
-                                   BT, C, nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw,
+                 BT, C, 4 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2,
+                 p.ln2w, a.ln2_mean, a.ln2_rstd, BT, C, nt));
     /* attention; dres holds d(res2) */
     dbranch = ctx->dres;
-    if (dr2.on) { gpt2rt__cpu_dropout(ctx->dbig, ctx->dres, &dr2, BT * C, nt); dbranch = ctx->dbig; }
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, dbranch, a.atty, p.projw, BT, C, C, ws, nt);
-    gpt2rt__cpu_attention_backward_masked(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH,
-                                          d->TH, &da, nt);
+    if (dr2.on) { GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbig, ctx->dres, &dr2, BT * C,
+                               nt)); dbranch = ctx->dbig; }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, dbranch, a.atty,
+                 p.projw, BT, C, C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ATT_BWD, gpt2rt__cpu_attention_backward_masked(ctx->dbig, ctx->dbuf, a.qkv, a.lse,
+                 ctx->att_scratch, d->B, d->T, C, d->NH, d->TH, &da, nt));
     const float *ln1 = a.ln1;
     if (!ln1 && g.qkvw) {
-        gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res,
+                     p.ln1w, p.ln1b, BT, C, nt));
         ln1 = ctx->rcbuf;
     }
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1, p.qkvw, BT, C, 3 * C, ws, nt);
-    gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res, p.ln1w, a.ln1_mean, a.ln1_rstd,
-                                   BT, C, nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1,
+                 p.qkvw, BT, C, 3 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res, p.ln1w,
+                 a.ln1_mean, a.ln1_rstd, BT, C, nt));
     return GPT2RT_OK;
 }
 
@@ -7641,14 +7694,17 @@ static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C, d->nt); /* d(x0 before dropout): dres ends here */
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C,
+                            d->nt)); /* d(x0 before dropout): dres ends here */
     if (!d->patches) {
-        gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B, d->T, d->C, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B,
+                     d->T, d->C, d->nt));
         return GPT2RT_OK;
     }
     /* patches: wpe as for tokens (no wte); in_layer's weight gradients; the patches'
        gradient only for RevIN's affine */
-    gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C,
+                 d->nt));
     if (g.inw) {
         gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
         gpt2rt__cpu_matmul_backward(g.revw ? ctx->ts_dpatch : NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw,
@@ -7880,8 +7936,8 @@ static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs,
         ctx->have_loss = 1;
     } else if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
-        ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
-                                                 d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse,
+                     ctx->logits, ctx->targets, d->BT, d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt));
         ctx->have_loss = 1;
     }
     if (loss) *loss = targets ? ctx->loss : 0.0f;
@@ -13821,13 +13877,13 @@ static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_d
     if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
         gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
         if (r != GPT2RT_OK) return r;
-    } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
+    } else GPT2RT__PROF(ctx, GPT2RT__PROF_NORM, sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train));
     *o = gpt2rt__opt_policy(ctx, sqrt(sumsq), loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
     if (o->skipped) {
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         return GPT2RT_OK;
     }
-    gpt2rt__opt_adamw(ctx, lr, o->grad_scale);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ADAMW, gpt2rt__opt_adamw(ctx, lr, o->grad_scale));
     if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
         gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
         if (r != GPT2RT_OK) return r;
