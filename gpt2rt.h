@@ -6320,16 +6320,6 @@ static void gpt2rt__prof_add(const gpt2rt_ctx *ctx, int op, double t0) {
 /* run `call` (a statement), its time added to op class `op` when profiled */
 #define GPT2RT__PROF(ctx, op, call) do { double pt_ = gpt2rt__prof_t(ctx); call; gpt2rt__prof_add(ctx, op, pt_); } while (0)
 
-/* one parallel region of nt threads, and in it a loop shared out as
-   GPT2RT__PARALLEL_FOR does, with no barrier at its end */
-#ifdef _OPENMP
-#define GPT2RT__PARALLEL(nt) GPT2RT__PRAGMA(omp parallel num_threads(nt))
-#define GPT2RT__FOR_NOWAIT GPT2RT__PRAGMA(omp for schedule(static) nowait)
-#else
-#define GPT2RT__PARALLEL(nt) (void)(nt);
-#define GPT2RT__FOR_NOWAIT
-#endif
-
 /* ==== 7.1 Ops ==== */
 
 /* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
@@ -6504,13 +6494,8 @@ static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, 
 static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                        const float *w, const float *mean, const float *rstd,
                                        int64_t N, int64_t C, int nt) {
-    int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS, nblk = dw ? (C + 15) / 16 : 0; /* 0: frozen */
-    /* one parallel region, two loops that share nothing (dinp by rows; dw, db by
-       columns, rows summed in order) and so need no barrier between them: half the
-       forks and joins of a region each */
-    GPT2RT__PARALLEL(nt)
-    {
-    GPT2RT__FOR_NOWAIT
+    int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
+    GPT2RT__PARALLEL_FOR(nt)
     for (int64_t gi = 0; gi < ng; gi++) {
         enum { R = GPT2RT__LN_ROWS };
         int64_t i0 = gi * R, nr = N - i0 < (int64_t)R ? N - i0 : (int64_t)R;
@@ -6538,7 +6523,9 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
             }
         }
     }
-    GPT2RT__FOR_NOWAIT
+    if (!dw) return;
+    int64_t nblk = (C + 15) / 16;
+    GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t c0 = blk * 16, c1 = c0 + 16 < C ? c0 + 16 : C;
         float aw[16] = {0}, ab[16] = {0};
@@ -6548,7 +6535,6 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
             for (int64_t c = c0; c < c1; c++) { aw[c - c0] += (x[c] - m) * s * g[c]; ab[c - c0] += g[c]; }
         }
         for (int64_t c = c0; c < c1; c++) { dw[c] += aw[c - c0]; db[c] += ab[c - c0]; }
-    }
     }
 }
 
