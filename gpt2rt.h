@@ -1559,6 +1559,8 @@ struct gpt2rt_ctx {
     const struct gpt2rt__backend *be; /* the backend that runs this context's steps (7.3, 8.5) */
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
     void *dgroup; /* CUDA data parallel, rank 0: the ranks' device communicators (8.6) */
+    double *prof; /* (GPT2RT__PROF_COUNT) seconds per op class, summed; NULL: not profiled
+                     (tools/bench_cpu sets it; the CPU backend's steps add to it, 7) */
 };
 
 /* ==== 1.3 Hooks, errors, time, random numbers ==== */
@@ -6443,6 +6445,32 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
    Every loop that reduces does so in an order fixed by the shapes alone, so the
    results do not depend on the thread count. nt: threads. */
 
+/* ---- the per-op profile (tools/bench_cpu): off unless ctx->prof is set ----
+   Each op class's wall time, from the driver's thread around the op's call (its
+   parallel regions included), so the classes and the step's remainder add up to the
+   step. Off, an op pays one test of a pointer. */
+enum {
+    GPT2RT__PROF_MM_FWD,   /* the layers' matrix products, forward (bias fused) */
+    GPT2RT__PROF_MM_BWD,   /* their backward: dinp, dW and the bias's column sums */
+    GPT2RT__PROF_HEAD_FWD, /* the LM head's (tied wte) matrix product, forward */
+    GPT2RT__PROF_HEAD_BWD, /* and backward */
+    GPT2RT__PROF_ATT_FWD,
+    GPT2RT__PROF_ATT_BWD,
+    GPT2RT__PROF_GELU,     /* forward, backward and recompute */
+    GPT2RT__PROF_LN,       /* LayerNorm forward, backward and recompute */
+    GPT2RT__PROF_CE,       /* the classifier's softmax and cross-entropy, both ways */
+    GPT2RT__PROF_RESID,    /* residual adds, the embeddings, dropout, zeroing */
+    GPT2RT__PROF_NORM,     /* the update's gradient norm */
+    GPT2RT__PROF_ADAMW,    /* the update's AdamW pass */
+    GPT2RT__PROF_COUNT
+};
+static double gpt2rt__prof_t(const gpt2rt_ctx *ctx) { return ctx->prof ? gpt2rt__now() : 0.0; }
+static void gpt2rt__prof_add(const gpt2rt_ctx *ctx, int op, double t0) {
+    if (ctx->prof) ctx->prof[op] += gpt2rt__now() - t0;
+}
+/* run `call` (a statement), its time added to op class `op` when profiled */
+#define GPT2RT__PROF(ctx, op, call) do { double pt_ = gpt2rt__prof_t(ctx); call; gpt2rt__prof_add(ctx, op, pt_); } while (0)
+
 /* ==== 7.1 Ops ==== */
 
 /* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
@@ -6895,6 +6923,32 @@ static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt
     for (int64_t i = 0; i < N; i++) y[i] += x[i];
 }
 
+/* ---- exp for the classifier's softmax: vectorisable, within 2 ulp of expf ----
+   exp(a) = 2^k exp(r), k = round(a / ln2) (taken as floor(y + 128.5) - 128, a
+   conversion of a positive value: exact and vectorised), r = a - k ln2 in two parts,
+   |r| <= ln2/2, exp(r) by its Taylor polynomial of degree 7 (truncation r^8/8! < 5e-9
+   relative). Arguments below -87 give exp(-87) (1.6e-38: nothing next to a softmax
+   sum of at least 1); the classifier's arguments are x - max and x - lse, at most 0,
+   and the formula holds up to 88. The C library's expf is a call per element: with
+   it, the softmax over 50257 logits was the largest op of the step after the matrix
+   products. The bits of -87.0f: a negative float's bits grow with its magnitude, so
+   the clamp is an unsigned min on them (no float comparison, see gpt2rt__tanh_n). */
+static inline float gpt2rt__exp_fast(float a) {
+    uint32_t ub;
+    memcpy(&ub, &a, sizeof ub);
+    ub = ub > 0xC2AE0000u && ub >= 0x80000000u ? 0xC2AE0000u : ub; /* max(a, -87) for a negative */
+    memcpy(&a, &ub, sizeof a);
+    int32_t k = (int32_t)(a * 1.44269504088896341f + 128.5f) - 128; /* in [-125, 127] */
+    float kf = (float)k;
+    float r = (a - kf * 0.693145751953125f) - kf * 1.42860682030941723e-6f;
+    float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 +
+              r * (1.0f / 5040)))))));
+    int32_t bits = (k + 127) * (1 << 23);
+    float two_k;
+    memcpy(&two_k, &bits, sizeof two_k);
+    return e * two_k;
+}
+
 /* ---- cross-entropy over the first V of Vp logits ---- */
 /* losses (BT) and lse (BT) from logits (BT,Vp) and targets (BT) (negative: ignored).
    Returns the mean loss over the counted targets; *count gets their number, *sum
@@ -6904,10 +6958,20 @@ static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const f
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         const float *x = logits + i * Vp;
+        /* the max and the sum in 16 lanes (vectorised; the lanes combined in a fixed order) */
+        float lm[16], ls[16] = {0};
+        for (int j = 0; j < 16; j++) lm[j] = -INFINITY;
+        int64_t v16 = V - V % 16;
+        for (int64_t v = 0; v < v16; v += 16)
+            for (int j = 0; j < 16; j++) lm[j] = x[v + j] > lm[j] ? x[v + j] : lm[j];
         float mx = -INFINITY;
-        for (int64_t v = 0; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+        for (int64_t v = v16; v < V; v++) mx = x[v] > mx ? x[v] : mx;
+        for (int j = 0; j < 16; j++) mx = lm[j] > mx ? lm[j] : mx;
+        for (int64_t v = 0; v < v16; v += 16)
+            for (int j = 0; j < 16; j++) ls[j] += gpt2rt__exp_fast(x[v + j] - mx);
         float sum = 0.0f;
-        for (int64_t v = 0; v < V; v++) sum += expf(x[v] - mx);
+        for (int64_t v = v16; v < V; v++) sum += gpt2rt__exp_fast(x[v] - mx);
+        for (int j = 0; j < 16; j += 2) sum += ls[j] + ls[j + 1];
         lse[i] = mx + logf(sum);
         losses[i] = targets[i] >= 0 ? lse[i] - x[targets[i]] : 0.0f;
     }
@@ -6929,7 +6993,7 @@ static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, c
         float *x = logits + i * Vp;
         if (targets[i] < 0) { memset(x, 0, (size_t)Vp * sizeof(float)); continue; }
         float l = lse[i];
-        for (int64_t v = 0; v < V; v++) x[v] = expf(x[v] - l) * dloss;
+        for (int64_t v = 0; v < V; v++) x[v] = gpt2rt__exp_fast(x[v] - l) * dloss;
         x[targets[i]] -= dloss;
         for (int64_t v = V; v < Vp; v++) x[v] = 0.0f;
     }
@@ -7783,18 +7847,20 @@ static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int lo
     const gpt2rt__dims *d = &ctx->d;
     int64_t C = d->C;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n, C, d->Vp, ctx->gemm_ws, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n,
+                 C, d->Vp, ctx->gemm_ws, d->nt));
     if (loss) {
         int64_t cnt;
         double sum;
-        (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i, ctx->logits, ctx->targets + i, n,
-                                               d->V, d->Vp, &cnt, &sum, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i,
+                     ctx->logits, ctx->targets + i, n, d->V, d->Vp, &cnt, &sum, d->nt));
     }
     if (!grad) return;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i, ctx->targets + i, dloss, n, d->V, d->Vp, d->nt);
-    gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits, ctx->lnf + i * C, p.wte, n, C, d->Vp,
-                                ctx->gemm_ws, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i,
+                 ctx->targets + i, dloss, n, d->V, d->Vp, d->nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits,
+                 ctx->lnf + i * C, p.wte, n, C, d->Vp, ctx->gemm_ws, d->nt));
 }
 
 /* the loss of the last forward (targets copied): chunk by chunk, then summed over the
@@ -7828,7 +7894,8 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     if (!d->patches) {
-        gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B, d->T, d->C, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B,
+                     d->T, d->C, d->nt));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
         gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
         GPT2RT__PARALLEL_FOR(d->nt)
@@ -7840,7 +7907,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     }
     /* x0 keeps the dropped embeddings: layer 0's input, and FULL's checkpoint 0 */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt));
     return GPT2RT_OK;
 }
 
@@ -7858,35 +7925,46 @@ static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const
     gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
     gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
     gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
-    gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
-    gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws, nt);
-    gpt2rt__cpu_attention_forward_masked(a.atty, a.lse, a.qkv, ctx->att_scratch, d->B, d->T, C, d->NH, d->TH, &da, nt);
-    gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws, nt);
-    if (dr2.on) gpt2rt__cpu_dropout(a.res2, a.res2, &dr2, BT * C, nt); /* the branch, before the add */
-    gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt);
-    gpt2rt__cpu_layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
-    gpt2rt__cpu_matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt);
-    gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt);
-    gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C, ws, nt);
-    if (dr3.on) gpt2rt__cpu_dropout(a.res3, a.res3, &dr3, BT * C, nt);
-    gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b,
+                 BT, C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws,
+                 nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ATT_FWD, gpt2rt__cpu_attention_forward_masked(a.atty, a.lse, a.qkv, ctx->att_scratch,
+                 d->B, d->T, C, d->NH, d->TH, &da, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws,
+                 nt));
+    if (dr2.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(a.res2, a.res2, &dr2, BT * C,
+                             nt)); /* the branch, before the add */
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w,
+                 p.ln2b, BT, C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C,
+                 ws, nt));
+    if (dr3.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(a.res3, a.res3, &dr3, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt));
     return GPT2RT_OK;
 }
 
 static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
-    gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res, p.lnfw, p.lnfb, d->BT, d->C, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res,
+                 p.lnfw, p.lnfb, d->BT, d->C, d->nt));
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
     if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
-        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->BT, d->C, d->PL, ctx->gemm_ws, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
+                     d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
         if (d->seqhead == 2) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
-        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B, d->T * d->C, d->H, ctx->gemm_ws, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
+                     d->T * d->C, d->H, ctx->gemm_ws, d->nt));
     else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT, d->C, d->Vp, ctx->gemm_ws, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT,
+                     d->C, d->Vp, ctx->gemm_ws, d->nt));
     return GPT2RT_OK;
 }
 
@@ -7902,25 +7980,27 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
             gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
             gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
         }
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, BT, C, d->PL,
-                                    ctx->gemm_ws, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
+                     ctx->lnf, p.outw, BT, C, d->PL, ctx->gemm_ws, nt));
     } else if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
         gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
                                 dloss, d);
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits, ctx->lnf, p.outw, d->B, d->T * C, d->H,
-                                    ctx->gemm_ws, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
+                     ctx->lnf, p.outw, d->B, d->T * C, d->H, ctx->gemm_ws, nt));
     } else if (d->hc < BT) {
         gpt2rt__cpu_head_chunked_backward(ctx, dloss);
     } else {
-        gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets, dloss, BT, d->V, d->Vp, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets,
+                     dloss, BT, d->V, d->Vp, nt));
         /* LM head (tied): dlnf -> dbuf */
-        gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits, ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits,
+                     ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt);
-    memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float));
-    gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw, ctx->lnf_mean, ctx->lnf_rstd,
-                                   BT, C, nt);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float)));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw,
+                 ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt));
     return GPT2RT_OK;
 }
 
@@ -7940,31 +8020,40 @@ static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, cons
     gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
     gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
     gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
-    if (!gelu && g.fcprojw) { gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch, BT * 4 * C, nt); gelu = ctx->rcbuf; }
-    if (dr3.on) { gpt2rt__cpu_dropout(ctx->dbuf, ctx->dres, &dr3, BT * C, nt); dbranch = ctx->dbuf; }
-    gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, dbranch, gelu, p.fcprojw, BT, 4 * C, C, ws, nt);
-    gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt);
+    if (!gelu && g.fcprojw) { GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch,
+                                           BT * 4 * C, nt)); gelu = ctx->rcbuf; }
+    if (dr3.on) { GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dres, &dr3, BT * C,
+                               nt)); dbranch = ctx->dbuf; }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, dbranch, gelu,
+                 p.fcprojw, BT, 4 * C, C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt));
     if (!ln2 && g.fcw) {
-        gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w, p.ln2b, BT, C, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2,
+                     p.ln2w, p.ln2b, BT, C, nt));
         ln2 = ctx->rcbuf;
     }
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw, BT, C, 4 * C, ws, nt);
-    gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
-                                   BT, C, nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw,
+                 BT, C, 4 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2,
+                 p.ln2w, a.ln2_mean, a.ln2_rstd, BT, C, nt));
     /* attention; dres holds d(res2) */
     dbranch = ctx->dres;
-    if (dr2.on) { gpt2rt__cpu_dropout(ctx->dbig, ctx->dres, &dr2, BT * C, nt); dbranch = ctx->dbig; }
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, dbranch, a.atty, p.projw, BT, C, C, ws, nt);
-    gpt2rt__cpu_attention_backward_masked(ctx->dbig, ctx->dbuf, a.qkv, a.lse, ctx->att_scratch, d->B, d->T, C, d->NH,
-                                          d->TH, &da, nt);
+    if (dr2.on) { GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbig, ctx->dres, &dr2, BT * C,
+                               nt)); dbranch = ctx->dbig; }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, dbranch, a.atty,
+                 p.projw, BT, C, C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ATT_BWD, gpt2rt__cpu_attention_backward_masked(ctx->dbig, ctx->dbuf, a.qkv, a.lse,
+                 ctx->att_scratch, d->B, d->T, C, d->NH, d->TH, &da, nt));
     const float *ln1 = a.ln1;
     if (!ln1 && g.qkvw) {
-        gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res,
+                     p.ln1w, p.ln1b, BT, C, nt));
         ln1 = ctx->rcbuf;
     }
-    gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1, p.qkvw, BT, C, 3 * C, ws, nt);
-    gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res, p.ln1w, a.ln1_mean, a.ln1_rstd,
-                                   BT, C, nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1,
+                 p.qkvw, BT, C, 3 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res, p.ln1w,
+                 a.ln1_mean, a.ln1_rstd, BT, C, nt));
     return GPT2RT_OK;
 }
 
@@ -7972,14 +8061,17 @@ static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
-    if (dr.on) gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C, d->nt); /* d(x0 before dropout): dres ends here */
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C,
+                            d->nt)); /* d(x0 before dropout): dres ends here */
     if (!d->patches) {
-        gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B, d->T, d->C, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B,
+                     d->T, d->C, d->nt));
         return GPT2RT_OK;
     }
     /* patches: wpe as for tokens (no wte); in_layer's weight gradients; the patches'
        gradient only for RevIN's affine */
-    gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C, d->nt);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C,
+                 d->nt));
     if (g.inw) {
         gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
         gpt2rt__cpu_matmul_backward(g.revw ? ctx->ts_dpatch : NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw,
@@ -8264,8 +8356,8 @@ static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs,
         ctx->have_loss = 1;
     } else if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
-        ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse, ctx->logits, ctx->targets, d->BT,
-                                                 d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse,
+                     ctx->logits, ctx->targets, d->BT, d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt));
         ctx->have_loss = 1;
     }
     if (loss) *loss = targets ? ctx->loss : 0.0f;
@@ -14300,28 +14392,31 @@ static void gpt2rt__opt_adamw_kernel(float *p, float *g, float *m, float *v, int
 /* one AdamW step over the trained floats [ctx->opt_lo, ctx->opt_hi) (all of them, or
    this rank's ZeRO-1 shard), at learning rate lr, the gradients scaled by grad_scale
    (normalisation and clipping). Element-wise: how the floats are cut into chunks or
-   shards does not change a bit. */
+   shards does not change a bit. One parallel region for the whole pass, each thread an
+   equal share of the floats walking the tensors that meet it: a region per tensor (148
+   at 124M, most of 768 floats) cost a fork and a join each, and on a machine with more
+   runnable jobs than cores each join waits for a descheduled thread. */
 static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     const gpt2rt_config *c = &ctx->cfg;
     int64_t t = ctx->step + 1;
     float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
     float step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
-    for (int i = 0; i < ctx->n_tensors; i++) {
-        const gpt2rt__tensor *tn = &ctx->tensors[i];
-        if (tn->goff < 0) continue;
-        int64_t lo = tn->goff > ctx->opt_lo ? tn->goff : ctx->opt_lo; /* the part in [opt_lo, opt_hi) */
-        int64_t hi = tn->goff + tn->rows * tn->cols < ctx->opt_hi ? tn->goff + tn->rows * tn->cols : ctx->opt_hi;
-        if (hi <= lo) continue;
-        float *p = ctx->params + tn->off + (lo - tn->goff), *g = ctx->grads + lo;
-        float *m = ctx->m + (lo - ctx->opt_lo), *v = ctx->v + (lo - ctx->opt_lo);
-        float decay = tn->decay ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f;
-        int64_t n = hi - lo, nch = (n + 4095) / 4096;
-        GPT2RT__PARALLEL_FOR(ctx->d.nt)
-        for (int64_t ch = 0; ch < nch; ch++) {
-            int64_t j0 = ch * 4096, len = n - j0 < 4096 ? n - j0 : 4096;
-            gpt2rt__opt_adamw_kernel(p + j0, g + j0, m + j0, v + j0, len, grad_scale, decay, b1, b2, step_size,
-                                 bc2_sqrt, eps);
+    float decay_on = (float)(1.0 - (double)lr * c->weight_decay);
+    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo, nparts = ctx->d.nt;
+    GPT2RT__PARALLEL_FOR(ctx->d.nt)
+    for (int64_t part = 0; part < nparts; part++) {
+        int64_t plo = lo0 + n_all * part / nparts, phi = lo0 + n_all * (part + 1) / nparts;
+        for (int i = 0; i < ctx->n_tensors; i++) {
+            const gpt2rt__tensor *tn = &ctx->tensors[i];
+            if (tn->goff < 0) continue;
+            int64_t lo = tn->goff > plo ? tn->goff : plo; /* the part of the tensor in [plo, phi) */
+            int64_t hi = tn->goff + tn->rows * tn->cols < phi ? tn->goff + tn->rows * tn->cols : phi;
+            if (hi <= lo) continue;
+            float *p = ctx->params + tn->off + (lo - tn->goff), *g = ctx->grads + lo;
+            float *m = ctx->m + (lo - lo0), *v = ctx->v + (lo - lo0);
+            gpt2rt__opt_adamw_kernel(p, g, m, v, hi - lo, grad_scale, tn->decay ? decay_on : 1.0f, b1, b2, step_size,
+                                     bc2_sqrt, eps);
         }
     }
 }
@@ -14405,13 +14500,13 @@ static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_d
     if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
         gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
         if (r != GPT2RT_OK) return r;
-    } else sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train);
+    } else GPT2RT__PROF(ctx, GPT2RT__PROF_NORM, sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train));
     *o = gpt2rt__opt_policy(ctx, sqrt(sumsq), loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
     if (o->skipped) {
         memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
         return GPT2RT_OK;
     }
-    gpt2rt__opt_adamw(ctx, lr, o->grad_scale);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ADAMW, gpt2rt__opt_adamw(ctx, lr, o->grad_scale));
     if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
         gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
         if (r != GPT2RT_OK) return r;
