@@ -6932,11 +6932,16 @@ static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt
    and the formula holds up to 88. The C library's expf is a call per element: with
    it, the softmax over 50257 logits was the largest op of the step after the matrix
    products. The bits of -87.0f: a negative float's bits grow with its magnitude, so
-   the clamp is an unsigned min on them (no float comparison, see gpt2rt__tanh_n). */
+   the clamp is an unsigned min on them (no float comparison, see gpt2rt__tanh_n).
+   Likewise a positive one above 88 is clamped (the int conversion below must stay in
+   range: a NaN or an infinity there is undefined behaviour), and a NaN argument gives
+   NaN, so a poisoned step's loss still reads NaN and its update is skipped. */
 static inline float gpt2rt__exp_fast(float a) {
     uint32_t ub;
     memcpy(&ub, &a, sizeof ub);
+    uint32_t nan = (ub & 0x7FFFFFFFu) > 0x7F800000u;
     ub = ub > 0xC2AE0000u && ub >= 0x80000000u ? 0xC2AE0000u : ub; /* max(a, -87) for a negative */
+    ub = ub > 0x42B00000u && ub < 0x80000000u ? 0x42B00000u : ub; /* min(a, 88) for a positive */
     memcpy(&a, &ub, sizeof a);
     int32_t k = (int32_t)(a * 1.44269504088896341f + 128.5f) - 128; /* in [-125, 127] */
     float kf = (float)k;
@@ -6944,9 +6949,14 @@ static inline float gpt2rt__exp_fast(float a) {
     float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 +
               r * (1.0f / 5040)))))));
     int32_t bits = (k + 127) * (1 << 23);
-    float two_k;
+    float two_k, y;
     memcpy(&two_k, &bits, sizeof two_k);
-    return e * two_k;
+    y = e * two_k;
+    uint32_t yb;
+    memcpy(&yb, &y, sizeof yb);
+    yb = nan ? 0x7FC00000u : yb;
+    memcpy(&y, &yb, sizeof y);
+    return y;
 }
 
 /* ---- cross-entropy over the first V of Vp logits ---- */
