@@ -166,4 +166,24 @@ HARNESS_UNUSED static uint16_t to_bf16(float x) {
     return (uint16_t)(b >> 16);
 }
 
+/* allocator hooks that count what gpt2rt asks for, by category (config.alloc = harness_count_alloc,
+   .free = harness_count_free, .alloc_user = &a zeroed harness_counter): the plan == allocated
+   checks compare bytes[] with the plan; live returns to 0 when everything was freed */
+typedef struct harness_counter { uint64_t bytes[GPT2RT_MEM_COUNT]; int64_t live; int calls; } harness_counter;
+static HARNESS_UNUSED void *harness_count_alloc(void *user, size_t bytes, int cat) {
+    harness_counter *k = (harness_counter *)user;
+    size_t n = (bytes + GPT2RT_ALIGN - 1) / GPT2RT_ALIGN * GPT2RT_ALIGN; /* aligned_alloc wants a multiple */
+    k->calls++;
+    void *p = aligned_alloc(GPT2RT_ALIGN, n ? n : GPT2RT_ALIGN);
+    if (!p) return NULL;
+    if (cat >= 0 && cat < GPT2RT_MEM_COUNT) k->bytes[cat] += bytes;
+    k->live++;
+    return p;
+}
+static HARNESS_UNUSED void harness_count_free(void *user, void *p, int cat) {
+    (void)cat;
+    ((harness_counter *)user)->live--;
+    free(p);
+}
+
 #endif

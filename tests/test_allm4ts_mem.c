@@ -31,21 +31,6 @@ static gpt2rt_config stage1_small(void) {
 }
 
 /* the allocator hook: bytes asked for, per category, over every rank */
-typedef struct counter { uint64_t bytes[GPT2RT_MEM_COUNT]; int64_t live; int calls; } counter;
-static void *count_alloc(void *user, size_t bytes, int cat) {
-    counter *k = (counter *)user;
-    void *p = NULL;
-    k->calls++;
-    if (posix_memalign(&p, GPT2RT_ALIGN, bytes ? bytes : 1)) return NULL;
-    if (cat >= 0 && cat < GPT2RT_MEM_COUNT) k->bytes[cat] += bytes;
-    k->live++;
-    return p;
-}
-static void count_free(void *user, void *p, int cat) {
-    (void)cat;
-    ((counter *)user)->live--;
-    free(p);
-}
 
 /* parameters by hand: per block ln_1, ln_2 (2C each), c_attn (C x 3C + 3C), attn
    c_proj (C x C + C), c_fc (C x 4C + 4C), mlp c_proj (4C x C + C); wpe (ctx x C),
@@ -57,9 +42,9 @@ static int64_t params_by_hand(int64_t ctx) {
 
 static int check_one(const gpt2rt_config *base, const char *name, int *n_cats) {
     gpt2rt_config c = *base;
-    counter k;
+    harness_counter k;
     memset(&k, 0, sizeof k);
-    c.alloc = count_alloc; c.free = count_free; c.alloc_user = &k;
+    c.alloc = harness_count_alloc; c.free = harness_count_free; c.alloc_user = &k;
     gpt2rt_memory_plan plan, got;
     if (gpt2rt_plan(&c, &plan) != GPT2RT_OK) { CHECK(0, "%s: plan: %s", name, plan.error); return 0; }
     gpt2rt_ctx *ctx;

@@ -32,20 +32,6 @@ static gpt2rt_config small(int L) {
 
 static int has(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
 
-typedef struct counter { uint64_t bytes[GPT2RT_MEM_COUNT]; int64_t live; } counter;
-static void *count_alloc(void *user, size_t bytes, int cat) {
-    counter *k = (counter *)user;
-    void *p = NULL;
-    if (posix_memalign(&p, GPT2RT_ALIGN, bytes ? bytes : 1)) return NULL;
-    if (cat >= 0) k->bytes[cat] += bytes;
-    k->live++;
-    return p;
-}
-static void count_free(void *user, void *p, int cat) {
-    (void)cat;
-    ((counter *)user)->live--;
-    free(p);
-}
 
 static gpt2rt_ctx *make(const gpt2rt_config *c) {
     gpt2rt_ctx *ctx;
@@ -132,9 +118,9 @@ static void test_plan(void) {
 static void test_same_as_training(int L) {
     gpt2rt_config t = small(L), i = t;
     i.inference = 1;
-    counter k;
+    harness_counter k;
     memset(&k, 0, sizeof k);
-    i.alloc = count_alloc; i.free = count_free; i.alloc_user = &k;
+    i.alloc = harness_count_alloc; i.free = harness_count_free; i.alloc_user = &k;
     gpt2rt_memory_plan pi, pa;
     CHECK(gpt2rt_plan(&i, &pi) == GPT2RT_OK, "plan: %s", pi.error);
     gpt2rt_ctx *a = make(&t), *b = make(&i);
@@ -196,9 +182,9 @@ static void test_series(void) {
     t.seed = 3; t.n_threads = 2;
     gpt2rt_config i = t;
     i.inference = 1;
-    counter k;
+    harness_counter k;
     memset(&k, 0, sizeof k);
-    i.alloc = count_alloc; i.free = count_free; i.alloc_user = &k;
+    i.alloc = harness_count_alloc; i.free = harness_count_free; i.alloc_user = &k;
     gpt2rt_memory_plan pi;
     CHECK(gpt2rt_plan(&i, &pi) == GPT2RT_OK, "plan: %s", pi.error);
     gpt2rt_ctx *a = make(&t), *b = make(&i);
@@ -351,12 +337,12 @@ static void test_schedule(void) {
    are multiples of the matrix product's KC slice (256), else within reassociation;
    the same through gpt2rt_step (the fused path: the head's backward in the forward) and
    through forward + backward (the logits computed again). */
-static gpt2rt_ctx *make_chunk(int chunk, counter *k) {
+static gpt2rt_ctx *make_chunk(int chunk, harness_counter *k) {
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
     c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 37; c.max_seq_len = 256;
     c.batch_size = 2; c.seq_len = 256; c.seed = 5; c.n_threads = 2; c.lr = 1e-2f; c.classifier_chunk = chunk;
-    if (k) { c.alloc = count_alloc; c.free = count_free; c.alloc_user = k; }
+    if (k) { c.alloc = harness_count_alloc; c.free = harness_count_free; c.alloc_user = k; }
     gpt2rt_memory_plan p;
     CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK && p.bytes[0][GPT2RT_MEM_LOGITS] == (uint64_t)(chunk ? chunk : 512) * 128 * 4,
           "chunk %d: logits %llu bytes, want %d x 128 x 4", chunk, (unsigned long long)p.bytes[0][GPT2RT_MEM_LOGITS],
@@ -390,7 +376,7 @@ static void test_chunked(void) {
     int chunks[] = {1, 7, 100, 256, 300};
     for (int k = 0; k < 5; k++) {
         int c = chunks[k], bitwise = c % 256 == 0;
-        counter cnt;
+        harness_counter cnt;
         memset(&cnt, 0, sizeof cnt);
         gpt2rt_ctx *b = make_chunk(c, &cnt), *b2 = make_chunk(c, NULL);
         /* forward + backward: the logits computed again in the backward */

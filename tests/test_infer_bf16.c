@@ -25,20 +25,6 @@
 
 static int has(const char *s, const char *sub) { return s && strstr(s, sub) != NULL; }
 
-typedef struct counter { uint64_t bytes[GPT2RT_MEM_COUNT]; int64_t live; } counter;
-static void *count_alloc(void *user, size_t bytes, int cat) {
-    counter *k = (counter *)user;
-    void *p = NULL;
-    if (posix_memalign(&p, GPT2RT_ALIGN, bytes ? bytes : 1)) return NULL;
-    if (cat >= 0) k->bytes[cat] += bytes;
-    k->live++;
-    return p;
-}
-static void count_free(void *user, void *p, int cat) {
-    (void)cat;
-    ((counter *)user)->live--;
-    free(p);
-}
 
 static float f_of(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t u_of(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -322,9 +308,9 @@ static void test_plan(void) {
     CHECK(has(buf, "bf16 weights (2 bytes each)"), "plan table: %s", buf);
     gpt2rt_plan_format(&p32, buf, sizeof buf);
     CHECK(!has(buf, "bf16 weights"), "fp32 plan table mentions bf16: %s", buf);
-    counter k;
+    harness_counter k;
     memset(&k, 0, sizeof k);
-    c16.alloc = count_alloc; c16.free = count_free; c16.alloc_user = &k;
+    c16.alloc = harness_count_alloc; c16.free = harness_count_free; c16.alloc_user = &k;
     gpt2rt_ctx *ctx = make(&c16);
     CHECK_OK(ctx, gpt2rt_plan_allocated(ctx, &pa));
     int bad = 0;

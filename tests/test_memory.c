@@ -248,21 +248,6 @@ static void test_frozen(void) {
 }
 
 /* ---- planned == allocated for every knob ---- */
-typedef struct counter { uint64_t bytes[GPT2RT_MEM_COUNT]; int64_t live; int calls; } counter;
-static void *count_alloc(void *user, size_t bytes, int cat) {
-    counter *k = (counter *)user;
-    void *p = NULL;
-    k->calls++;
-    if (posix_memalign(&p, GPT2RT_ALIGN, bytes ? bytes : 1)) return NULL;
-    if (cat >= 0) k->bytes[cat] += bytes;
-    k->live++;
-    return p;
-}
-static void count_free(void *user, void *p, int cat) {
-    (void)cat;
-    ((counter *)user)->live--;
-    free(p);
-}
 
 static void test_plan_knobs(void) {
     int n_cfg = 0, bad = 0;
@@ -275,9 +260,9 @@ static void test_plan_knobs(void) {
                 c.frozen = f == 0 ? 0 : f == 1 ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP
                                                  : GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_LAYERNORM;
                 c.grad_accum = acc;
-                counter k;
+                harness_counter k;
                 memset(&k, 0, sizeof k);
-                c.alloc = count_alloc; c.free = count_free; c.alloc_user = &k;
+                c.alloc = harness_count_alloc; c.free = harness_count_free; c.alloc_user = &k;
                 gpt2rt_memory_plan plan;
                 CHECK(gpt2rt_plan(&c, &plan) == GPT2RT_OK, "plan: %s", plan.error);
                 gpt2rt_ctx *ctx = make(&c);
