@@ -485,9 +485,10 @@ cli_checks() { # tests/cli.sh: every program's command line (--help, strict numb
 
 emu_checks() { # make test-emu (kernels/emu/run.sh): the CUDA backend on the CPU emulator; its last line counts
     [ -f kernels/emu/run.sh ] || return 0
-    local out rc last
+    local out rc last t0=$SECONDS
     out=$(bash kernels/emu/run.sh 2>&1); rc=$?
     echo "$out" | sed '$d'
+    echo "    make test-emu took $((SECONDS - t0)) s of wall time (load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null))"
     last=$(echo "$out" | tail -1)
     echo "$last"
     if [[ "$last" =~ ^EMU:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
