@@ -14420,8 +14420,18 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
         for (int i = 0; i < ctx->n_tensors; i++) {
             const gpt2rt__tensor *tn = &ctx->tensors[i];
             if (tn->goff < 0) continue;
+            int64_t t1 = tn->goff + tn->rows * tn->cols, base = tn->goff > lo0 ? tn->goff : lo0;
             int64_t lo = tn->goff > plo ? tn->goff : plo; /* the part of the tensor in [plo, phi) */
-            int64_t hi = tn->goff + tn->rows * tn->cols < phi ? tn->goff + tn->rows * tn->cols : phi;
+            int64_t hi = t1 < phi ? t1 : phi;
+            /* a cut inside the tensor lands 16 floats' multiples from where one thread's pass
+               of it starts (base), so every float takes the same path (the kernel's vector
+               body or its tail, which a compiler contracting a*b+c into an FMA rounds
+               differently) for any thread count; both sides of a cut round alike */
+            if (lo > base) lo = base + gpt2rt__pad16(lo - base);
+            if (hi > base && hi < t1 && hi < lo0 + n_all) hi = base + gpt2rt__pad16(hi - base);
+            if (lo > t1) lo = t1;
+            if (hi > t1) hi = t1;
+            if (hi > lo0 + n_all) hi = lo0 + n_all;
             if (hi <= lo) continue;
             float *p = ctx->params + tn->off + (lo - tn->goff), *g = ctx->grads + lo;
             float *m = ctx->m + (lo - lo0), *v = ctx->v + (lo - lo0);
