@@ -389,6 +389,12 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
         if [ $rc -eq 2 ] && echo "$out" | grep -q "stage_first_layer\[2\] = 4 < stage_first_layer\[1\] = 8"; then
             ok "gpt2rt-mem ($variant): --stages 8,4 refused naming the numbers"
         else bad "gpt2rt-mem --stages 8,4: exit $rc: $out"; fi
+        # bf16 inference weights: exactly half the fp32 weights row (2 bytes a weight, no master), on the CPU
+        w32=$(./$mem --model 124M --inference --backend cpu --batch 1 --seq 1 2>&1 | awk '$1 == "weights" && $2 ~ /^[0-9]+$/ {print $2; exit}')
+        w16=$(./$mem --model 124M --inference-weights bf16 --batch 1 --seq 1 2>&1 | awk '$1 == "weights" && $2 ~ /^[0-9]+$/ {print $2; exit}')
+        if [ -n "$w32" ] && [ -n "$w16" ] && [ $((w16 * 2)) -eq "$w32" ]; then
+            ok "gpt2rt-mem ($variant): --inference-weights bf16 plans $w16 weight bytes, half of fp32's $w32"
+        else bad "gpt2rt-mem --inference-weights bf16: weights '$w16' against fp32 '$w32'"; fi
         ./$mem --model 124M --batch 0x9 > /dev/null 2>&1; rc=$?
         if [ $rc -eq 2 ]; then ok "gpt2rt-mem ($variant): a bad argument exits 2"; else bad "gpt2rt-mem bad argument: exit $rc"; fi
     done

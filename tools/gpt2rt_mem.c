@@ -92,6 +92,9 @@ static void usage(void) {
         "  --inference                    a context for generation and evaluation only: weights,\n"
         "                                 KV cache, logits, two layers' activations; no gradients,\n"
         "                                 moments or master weights (--sweep inference=0,1 compares)\n"
+        "  --inference-weights fp32|bf16  an inference context's weights; bf16 halves them (implies\n"
+        "                                 --inference and, unless --backend is given, the CPU\n"
+        "                                 backend, the one that runs bf16 weights)\n"
         "  --kv-batch N --kv-len N        the KV cache of generation: N sequences at once,\n"
         "                                 positions each (default --ctx)\n"
         "devices:\n"
@@ -334,7 +337,7 @@ static void parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
     gpt2rt_config *c = &o->k.cfg;
     c->backend = GPT2RT_BACKEND_CUDA;
-    int ck = 0, ck_given = 0, L = 0, H = 0, C = 0, stages = 0;
+    int ck = 0, ck_given = 0, L = 0, H = 0, C = 0, stages = 0, backend_given = 0, w16 = 0;
     o->allow = GPT2RT_FIT_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -372,7 +375,12 @@ static void parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(name, "--checkpoint-every")) {
             ck_given = 1;
             ck = !strcmp(v, "sqrt") ? GPT2RT_CHECKPOINT_SQRT : (int)parse_int(name, v, 1, 1024);
+        } else if (!strcmp(name, "--inference-weights")) {
+            if (!strcmp(v, "fp32")) c->inference_weights = GPT2RT_PRECISION_FP32;
+            else if (!strcmp(v, "bf16")) { c->inference_weights = GPT2RT_PRECISION_BF16; c->inference = 1; w16 = 1; }
+            else die_arg(name, "'%s' is not fp32 or bf16", v);
         } else if (!strcmp(name, "--backend")) {
+            backend_given = 1;
             if (!strcmp(v, "cpu")) c->backend = GPT2RT_BACKEND_CPU;
             else if (!strcmp(v, "cuda")) c->backend = GPT2RT_BACKEND_CUDA;
             else die_arg(name, "'%s' is not cpu or cuda", v);
@@ -433,6 +441,7 @@ static void parse_args(int argc, char **argv, options *o) {
         } else die_arg(name, "unknown option");
     }
     if (stages && !c->n_devices) c->n_devices = stages; /* else the library names any mismatch */
+    if (w16 && !backend_given) c->backend = GPT2RT_BACKEND_CPU; /* bf16 weights run on the CPU backend */
     if (L) c->n_layer = L;
     if (H) c->n_head = H;
     if (C) c->n_embd = C;
@@ -459,7 +468,7 @@ static int fullest_device(const gpt2rt_memory_plan *p) {
 /* the knob that shrinks each category: the lesson of the table */
 static const char *category_hint(int cat) {
     switch (cat) {
-    case GPT2RT_MEM_WEIGHTS: return "model size; --precision bf16 halves it; --mode split divides it";
+    case GPT2RT_MEM_WEIGHTS: return "model size; --precision bf16 halves it (--inference-weights bf16 for inference); --mode split divides it";
     case GPT2RT_MEM_MASTER: return "fp32 copy kept by bf16/fp16 for the update";
     case GPT2RT_MEM_GRADS: return "trained parameters: --frozen, --mode split; none with --inference";
     case GPT2RT_MEM_MOMENTS: return "AdamW m and v, 8 bytes per trained parameter: --frozen, --mode split";
