@@ -16275,6 +16275,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         return GPT2RT_OK;
     }
     uint64_t free_bytes = gpt2rt__host_available();
+    /* memory_budget is bytes per device, against the plan's fullest device, as gpt2rt_plan and
+       gpt2rt_fit count it (CPU layer split: device 0 holds the further micro-batches' sets) */
+    uint64_t per_device = 0;
+    for (int i = 0; i < plan.n_devices; i++) per_device = plan.total[i] > per_device ? plan.total[i] : per_device;
     /* CPU ranks share the host: data parallel needs n_devices times one device's plan */
     uint64_t host = plan.total[0] * (uint64_t)(ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? ctx->cfg.n_devices : 1);
     if (split) { /* CPU layer split (10.2): one device's arenas, then an activation set per further
@@ -16288,7 +16292,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                (uint64_t)(ctx->cfg.n_devices - 1) * (plan.bytes[0][GPT2RT_MEM_TRANSIENT] +
                                                      plan.bytes[0][GPT2RT_MEM_WORKSPACE]);
     }
-    if (ctx->cfg.memory_budget && plan.total[0] > ctx->cfg.memory_budget)
+    if (ctx->cfg.memory_budget && per_device > ctx->cfg.memory_budget)
         return gpt2rt__fail_oom(ctx, &plan, ctx->cfg.memory_budget, free_bytes, NULL, 0);
     if (free_bytes && host > free_bytes)
         return gpt2rt__fail_oom(ctx, &plan, free_bytes / (host / plan.total[0]), free_bytes, NULL, 0);

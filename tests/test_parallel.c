@@ -758,6 +758,21 @@ static void ls_memory(void) {
           "(activations %llu, scratch %llu)", (unsigned long long)a3.total[0], (unsigned long long)a3.total[1],
           (unsigned long long)a3.total[2], a3.n_devices, (unsigned long long)p1.total[0], (unsigned long long)act,
           (unsigned long long)scratch);
+    /* memory_budget (bytes a device) against the plan's fullest device, device 0 with the
+       further micro-batches' sets: its total fits, one byte less is refused before allocating */
+    gpt2rt_memory_plan p3;
+    CHECK(gpt2rt_plan(&c3, &p3) == GPT2RT_OK, "plan: %s", p3.error);
+    gpt2rt_config cb = c3;
+    gpt2rt_ctx *xb = NULL;
+    cb.memory_budget = p3.total[0] - 1;
+    CHECK(gpt2rt_create(&xb, &cb) == GPT2RT_ERR_OUT_OF_MEMORY, "layer split: a budget of device 0's plan less one "
+          "byte (%llu, the single-device arenas %llu) was accepted", (unsigned long long)cb.memory_budget,
+          (unsigned long long)p1.total[0]);
+    gpt2rt_free(xb);
+    cb.memory_budget = p3.total[0];
+    CHECK(gpt2rt_create(&xb, &cb) == GPT2RT_OK, "layer split: a budget of device 0's plan refused: %s",
+          gpt2rt_last_error(xb));
+    gpt2rt_free(xb);
     /* a bad token in micro-batch 2: refused before any stage runs, the context still works */
     int32_t in[8 * 8], tg[8 * 8];
     tokens(8, 8, c1.vocab_size, 2, in, tg);
