@@ -506,6 +506,19 @@ emu_checks() { # make test-emu (kernels/emu/run.sh): the CUDA backend on the CPU
 # processes: rank variables and device checks (unit), then several processes of
 # tests/test_ranks.c as torchrun or mpirun would start them; each waits at most a few
 # seconds, so a hang shows as a failure, not a stuck run
+# the suites whose properties hold whatever the compiler contracts: gcc outside ISO C modes
+# (-std=gnu17, its default) fuses a*b+c into one FMA where -std=c11 rounds twice, and so do g++
+# and nvcc's host pass. Thread-count equality and the bf16 paths' bitwise claims must not rest
+# on which (a kernel's vector body and scalar tail would round a value differently)
+contraction_checks() {
+    local t
+    for t in test_props; do
+        [ -f tests/$t.c ] || continue
+        rm -f $B/${t}_gnu17
+        build $B/${t}_gnu17 tests/$t.c -std=gnu17 $CFLAGS && run_prog "$t (gcc -std=gnu17: contracted)" ./$B/${t}_gnu17
+    done
+}
+
 ranks_checks() {
     local T=$B/test_ranks P out rc f ok_all
     build $T tests/test_ranks.c $CFLAGS || return
@@ -578,7 +591,7 @@ ranks_checks() {
 case $mode in
     emu) emu_checks ;;
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; emu_checks ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; emu_checks ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
