@@ -16260,12 +16260,14 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "GPT2RT_PARALLEL_NONE", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
                             ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                             ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
-    /* data parallel runs them (10.1); a layer-split stage would need the last stage to hold
-       stage 1's target patches, which only the first stage computes */
+    /* data parallel runs them (10.1); under layer split the last stage's loss would need what
+       the first stage computes from x (stage 1's target patches, RevIN's statistics), which
+       neither the plan nor the stages carry yet */
     if (ctx->d.seqhead && split)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s with parallel = LAYER_SPLIT is "
-                            "not implemented (the last stage's loss needs the patches the first stage cuts): use "
-                            "parallel = GPT2RT_PARALLEL_DATA over the %d devices, or GPT2RT_PARALLEL_NONE",
+                            "not implemented (the last stage's loss needs the patches and RevIN statistics the first "
+                            "stage computes): use parallel = GPT2RT_PARALLEL_DATA over the %d devices, or "
+                            "GPT2RT_PARALLEL_NONE",
                             ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE", ctx->cfg.n_devices);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
