@@ -395,8 +395,9 @@
      attends causally; a placeholder sees every history patch and itself, no other
      placeholder. Which groups train is config.frozen (aLLM4TS: stage 1 none,
      stage 2 ATTENTION | MLP). A stage-1 model saved with gpt2rt_weights_save loads
-     into stage 2 when patch_len and n_embd agree. CPU backend, one device, for now
-     (gpt2rt_plan plans them for CUDA too; 8.3's kernels take the mask).
+     into stage 2 when patch_len and n_embd agree. CPU backend, one device or
+     parallel = DATA (not LAYER_SPLIT), for now (gpt2rt_plan plans them for CUDA too;
+     8.3's kernels take the mask).
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
