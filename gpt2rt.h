@@ -395,8 +395,9 @@
      attends causally; a placeholder sees every history patch and itself, no other
      placeholder. Which groups train is config.frozen (aLLM4TS: stage 1 none,
      stage 2 ATTENTION | MLP). A stage-1 model saved with gpt2rt_weights_save loads
-     into stage 2 when patch_len and n_embd agree. CPU backend, one device, for now
-     (gpt2rt_plan plans them for CUDA too; 8.3's kernels take the mask).
+     into stage 2 when patch_len and n_embd agree. CPU backend, one device or
+     parallel = DATA (not LAYER_SPLIT), for now (gpt2rt_plan plans them for CUDA too;
+     8.3's kernels take the mask).
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
@@ -14917,7 +14918,7 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     const gpt2rt__dims *d = &rc->d;
     int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
     const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
-    const float *x = (const float *)j->a, *y = (const float *)j->b;
+    const float *x = (const float *)j->a, *y = d->seqhead == 1 ? NULL : (const float *)j->b; /* NEXT_PATCH: in x */
     gpt2rt_result r = GPT2RT_OK;
     switch (j->what) {
     case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
@@ -14930,7 +14931,7 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
         for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
             int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
             r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL, 1)
-                                           : gpt2rt__forward_series_one(rc, x + m * xs, y + m * ys, NULL);
+                                           : gpt2rt__forward_series_one(rc, x + m * xs, y ? y + m * ys : NULL, NULL);
             if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
         }
         return r == GPT2RT_OK ? gpt2rt__update_one(rc, &j->stats) : r;
@@ -14999,7 +15000,8 @@ static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, cons
     const gpt2rt__dims *d = &ctx->d;
     for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
         gpt2rt_result r = d->patches
-            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M, b ? (const float *)b + m * d->n_out : NULL)
+            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M,
+                               b && d->seqhead != 1 ? (const float *)b + m * d->n_out : NULL)
             : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
         if (r != GPT2RT_OK) {
             char msg[sizeof ctx->error];
@@ -15024,7 +15026,7 @@ static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt_
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
     if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r == GPT2RT_OK && loss) *loss = b ? gpt2rt__dp_loss(ctx) : 0.0f;
+    if (r == GPT2RT_OK && loss) *loss = b || ctx->d.seqhead == 1 ? gpt2rt__dp_loss(ctx) : 0.0f; /* NEXT_PATCH: no y */
     return r;
 }
 
@@ -16252,13 +16254,22 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with patch inputs "
                             "on the CUDA backend is not implemented yet (its stages feed tokens): use one device, "
                             "or backend = GPT2RT_BACKEND_CPU");
-    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan), run on one CPU device */
-    if (ctx->d.seqhead && (ctx->cfg.backend == GPT2RT_BACKEND_CUDA || ctx->cfg.parallel != GPT2RT_PARALLEL_NONE))
+    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan), run on the CPU */
+    if (ctx->d.seqhead && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CPU device for now "
                             "(backend = %s, parallel = %s): set backend = GPT2RT_BACKEND_CPU and parallel = "
                             "GPT2RT_PARALLEL_NONE", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
                             ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                             ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
+    /* data parallel runs them (10.1); under layer split the last stage's loss would need what
+       the first stage computes from x (stage 1's target patches, RevIN's statistics), which
+       neither the plan nor the stages carry yet */
+    if (ctx->d.seqhead && split)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s with parallel = LAYER_SPLIT is "
+                            "not implemented (the last stage's loss needs the patches and RevIN statistics the first "
+                            "stage computes): use parallel = GPT2RT_PARALLEL_DATA over the %d devices, or "
+                            "GPT2RT_PARALLEL_NONE",
+                            ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE", ctx->cfg.n_devices);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
                             "backend runs on one device (parallel = %s is not implemented for it): set parallel = "
@@ -16699,7 +16710,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
     if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || !y)
+    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
 }

@@ -427,6 +427,25 @@ static int model_shape(const opts *o, gpt2rt_config *c) {
     return 1;
 }
 
+/* with --devices: each device's plan, and what each rank holds here (the CPU ranks share
+   one host); what: "windows" or "series" */
+static void print_devices(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, const opts *o, int64_t B, const char *what) {
+    gpt2rt_config r = gpt2rt_config_get(ctx);
+    if (r.n_devices < 2) return;
+    char table[4096];
+    gpt2rt_memory_plan got;
+    gpt2rt_plan_format(plan, table, sizeof table);
+    printf("%s", table);
+    if (gpt2rt_plan_allocated(ctx, &got) == GPT2RT_OK) {
+        printf("allocated (gpt2rt_plan_allocated), MiB:");
+        for (int d = 0; d < got.n_devices; d++)
+            printf(" device %d %.2f%s", d, got.total[d] / 1048576.0, d + 1 < got.n_devices ? "," : "\n");
+    }
+    int dp = r.parallel == GPT2RT_PARALLEL_DATA;
+    printf("%s over %d CPU devices: %lld %s a step, %lld on each device%s\n", o->parallel, r.n_devices, (long long)B,
+           what, (long long)(dp ? r.batch_size : B), dp ? "" : " in turn (each device runs its stage of the layers)");
+}
+
 /* a loaded series' info (zero if the call failed, which a loaded series does not: the
    zeroing also tells gcc -O2 the struct is set) */
 static gpt2rt_series_info info_of(gpt2rt_series *d) {
@@ -507,7 +526,12 @@ static int pretrain(opts *o) {
     c.input = GPT2RT_INPUT_PATCHES;
     c.head = GPT2RT_HEAD_NEXT_PATCH;
     c.seq_len = o->lookback; c.patch_len = o->patch; c.patch_stride = o->stride; c.n_channels = 1;
-    c.batch_size = (int)B;
+    int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
+    c.n_devices = o->devices;
+    c.parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
+                    : GPT2RT_PARALLEL_NONE; /* split: gpt2rt_create says why not */
+    c.shard_optimizer = !strcmp(o->parallel, "zero1");
+    c.batch_size = (int)(dp ? B / o->devices : B); /* per rank under data parallel: calls take all B series */
     c.frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
     c.lr = o->lr; c.min_lr_frac = o->min_lr_frac; c.warmup_steps = o->warmup; c.total_steps = (int)(steps * o->epochs);
     c.weight_decay = o->weight_decay; c.grad_clip = o->clip;
@@ -529,6 +553,7 @@ static int pretrain(opts *o) {
            (long long)((r.seq_len - r.patch_len) / r.patch_stride + 1), (double)plan.n_params / 1e6,
            (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
            (double)plan.total[0] / 1073741824.0, (long long)B, (double)r.lr, (long long)steps);
+    print_devices(ctx, &plan, o, B, "series");
     /* a batch of B series spans at most B windows (M = 1) of the widest file */
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
     float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
@@ -703,18 +728,7 @@ int main(int argc, char **argv) {
            (double)(r.lr * r.min_lr_frac), r.total_steps, (long long)steps_per_epoch, o.epochs, o.patience,
            (unsigned long long)o.seed, (double)r.weight_decay, (double)r.dropout, (double)r.attn_dropout,
            (double)r.head_dropout);
-    if (r.n_devices > 1) { /* each device's plan, and what each rank holds here (the CPU ranks share one host) */
-        char table[4096];
-        gpt2rt_memory_plan got;
-        gpt2rt_plan_format(&plan, table, sizeof table);
-        printf("%s", table);
-        if (gpt2rt_plan_allocated(ctx, &got) == GPT2RT_OK) {
-            printf("allocated (gpt2rt_plan_allocated), MiB:");
-            for (int d = 0; d < got.n_devices; d++) printf(" device %d %.2f%s", d, got.total[d] / 1048576.0, d + 1 < got.n_devices ? "," : "\n");
-        }
-        printf("%s over %d CPU devices: %lld windows a step, %lld on each device%s\n", o.parallel, r.n_devices,
-               (long long)B, (long long)(dp ? r.batch_size : B), dp ? "" : " in turn (each device runs its stage of the layers)");
-    }
+    print_devices(ctx, &plan, &o, B, "windows");
 
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
     float *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));

@@ -111,6 +111,11 @@ if built timeseries; then
     if [ $rc -eq 0 ] && echo "$out" | grep -q '^data .*data/ETTh2\.csv: 17420 rows, 7 channels, ETTh borders'; then
         ok "timeseries run from /tmp reads data/ETTh2.csv by default (17420 rows, 7 channels)"
     else bad "timeseries from /tmp (exit $rc)"; echo "$out" | head -3; fi
+    # the held-out file (issue 25) through --preset cpu: 3 steps, then every validation and test window scored
+    out=$("$ROOT/$B/cli_timeseries" --data "$ROOT/data/tmy3_greensboro.csv" --horizon 96 --epochs 1 --steps-per-epoch 3 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^data .*: 8760 rows, 8 channels, 70/10/20 borders; windows train 5701, validation 781, test 1657' &&
+       echo "$out" | tail -1 | grep -q '^test mse [0-9.]* mae [0-9.]* windows 1657$'; then ok "timeseries --preset cpu on data/tmy3_greensboro.csv: 70/10/20, scores all 1657 test windows"
+    else bad "timeseries on data/tmy3_greensboro.csv (exit $rc)"; echo "$out" | tail -3; fi
 fi
 if built gpt2rt-tok; then
     out=$(cd /tmp && echo "hello world" | "$ROOT/$B/cli_gpt2rt-tok" encode 2>&1); rc=$?
@@ -185,6 +190,19 @@ if built timeseries; then
        echo "$out2" | tail -1 | grep -Eq '^test mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 5$'; then
         ok "timeseries --preset allm4ts: --stage pretrain saves, --stage finetune --init of it scores every test window"
     else bad "timeseries --preset allm4ts stages (exit $rc)"; echo "$out" | tail -3; echo "${out2:-}" | tail -3; fi
+    # the same two stages on 2 CPU ranks (data parallel, the batch of 2 split 1 + 1)
+    rm -rf $B/cli_a4dp
+    out=$("$B/cli_timeseries" --preset allm4ts --stage pretrain --data tests/fixtures/series_small.csv --lookback 8 \
+          --patch 2 --stride 2 --layers 1 --heads 2 --width 8 --batch 2 --epochs 1 --steps-per-epoch 3 --save $B/cli_a4dp \
+          --devices 2 --parallel dp 2>&1) &&
+        out2=$("$B/cli_timeseries" --preset allm4ts --init $B/cli_a4dp --data tests/fixtures/series_small.csv --horizon 2 \
+               --lookback 4 --patch 2 --stride 2 --batch 2 --epochs 1 --steps-per-epoch 3 --devices 2 --parallel dp 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ -s $B/cli_a4dp/model.safetensors ] &&
+       [ "$(printf '%s\n%s\n' "$out" "$out2" | grep -Ec '^dp over 2 CPU devices: 2 (series|windows) a step, 1 on each device$')" -eq 2 ] &&
+       [ "$(printf '%s\n%s\n' "$out" "$out2" | grep -Ec '^allocated \(gpt2rt_plan_allocated\), MiB: device 0 [0-9.]+, device 1 [0-9.]+$')" -eq 2 ] &&
+       echo "$out2" | tail -1 | grep -Eq '^test mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 5$'; then
+        ok "timeseries --preset allm4ts --devices 2 --parallel dp: both stages on 2 ranks, each device's plan, every test window scored"
+    else bad "timeseries --preset allm4ts --parallel dp (exit $rc)"; echo "$out" | tail -3; echo "${out2:-}" | tail -3; fi
 fi
 
 # ---- two devices on the CPU: train_text

@@ -13,7 +13,11 @@
       in_layer, wpe, c_attn through the mask);
    5. the plan equals what a context allocates, and the parameter count;
    6. a stage-1 model saved and loaded into stage 2, tensor by tensor bitwise;
-   7. the config's refusals. */
+   7. the config's refusals;
+   8. data parallel (2 and 3 CPU ranks) against one device of the same total batch, both
+      stages, with accumulation and dropout: the loss, the gradients, the update's norm and
+      the weights after steps within fp32 reassociation (derived below); ZeRO-1 and a second
+      run bitwise; the plan equal to what each rank allocated. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
@@ -493,11 +497,194 @@ static void test_config(void) {
     c.horizon = 0;
     CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(p.error, "got head = PATCH_DECODE"),
           "tokens with PATCH_DECODE: %s", p.error);
-    c = tiny(GPT2RT_HEAD_NEXT_PATCH); c.parallel = GPT2RT_PARALLEL_DATA; c.n_devices = 2;
+    c = tiny(GPT2RT_HEAD_NEXT_PATCH); c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2;
     gpt2rt_ctx *ctx;
-    CHECK(gpt2rt_create(&ctx, &c) == GPT2RT_ERR_NOT_IMPLEMENTED && strstr(gpt2rt_last_error(ctx), "one CPU device"),
-          "NEXT_PATCH with data parallel: %s", gpt2rt_last_error(ctx));
+    CHECK(gpt2rt_create(&ctx, &c) == GPT2RT_ERR_NOT_IMPLEMENTED &&
+          strstr(gpt2rt_last_error(ctx), "NEXT_PATCH with parallel = LAYER_SPLIT") &&
+          strstr(gpt2rt_last_error(ctx), "GPT2RT_PARALLEL_DATA over the 2 devices"),
+          "NEXT_PATCH with layer split: %s", gpt2rt_last_error(ctx));
     gpt2rt_free(ctx);
+}
+
+/* ---- 8. data parallel: n CPU ranks of b windows against one device of n*b ---- */
+
+/* every parameter's value or gradient (frozen: zeros), in the table's order */
+static float *all_params(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t *n_out) {
+    int64_t n = 0, o = 0;
+    gpt2rt_param_info in;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++) { gpt2rt_param_info_get(ctx, i, &in); n += in.numel; }
+    float *w = calloc((size_t)n, sizeof(float));
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++) {
+        gpt2rt_param_info_get(ctx, i, &in);
+        if (what == GPT2RT_PARAM_VALUE || !(gpt2rt_config_get(ctx).frozen & in.group))
+            CHECK_OK(ctx, gpt2rt_param_read(ctx, in.name, what, w + o, in.numel));
+        o += in.numel;
+    }
+    *n_out = n;
+    return w;
+}
+
+/* max |a - b| / max |b| */
+static double rel_err_f(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > num || d != d) num = d != d ? INFINITY : d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* windows for seed s: x (W,L,M) a noisy sine per channel, y (W,20,M) its continuation */
+static void dp_windows(int64_t W, int s, float *x, float *y) {
+    uint64_t st = 77 + (uint64_t)s * 1000003u;
+    for (int64_t w = 0; w < W; w++)
+        for (int64_t m = 0; m < M; m++) {
+            double ph = 6.28 * harness_rng_uniform(&st), a = 1.0 + harness_rng_uniform(&st), lvl = 3.0 * urand();
+            for (int64_t t = 0; t < L + 20; t++) {
+                float v = (float)(lvl + a * sin(0.4 * (double)t + ph) + 0.2 * (2.0 * harness_rng_uniform(&st) - 1.0));
+                if (t < L) x[(w * L + t) * M + m] = v;
+                else y[(w * 20 + t - L) * M + m] = v;
+            }
+        }
+}
+
+static void dp_case(int stage, int n, int b, int accum, float drop) {
+    gpt2rt_config c1 = tiny(stage == 1 ? GPT2RT_HEAD_NEXT_PATCH : GPT2RT_HEAD_PATCH_DECODE), cn, cz;
+    c1.batch_size = n * b; c1.grad_accum = accum;
+    c1.lr = 1e-2f; c1.weight_decay = 0.1f; c1.grad_clip = 0.5f; /* clipping active: the global norm matters */
+    c1.dropout = c1.attn_dropout = drop;
+    if (stage == 2) c1.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP; /* aLLM4TS stage 2's groups */
+    cn = c1; cn.parallel = GPT2RT_PARALLEL_DATA; cn.n_devices = n; cn.batch_size = b;
+    cz = cn; cz.shard_optimizer = 1;
+    gpt2rt_ctx *one = make(c1), *par = make(cn), *zro = make(cz), *again = make(cn);
+    gpt2rt_ctx *all[4] = {one, par, zro, again};
+    for (int k = 0; k < 4; k++) gpt2rt_mode_set(all[k], GPT2RT_MODE_TRAIN);
+    const gpt2rt__dims *d = &one->d;
+    int64_t W = (int64_t)n * b * accum, xs = (int64_t)n * b * L * M, ys = (int64_t)n * b * 20 * M;
+    float *x = malloc(sizeof(float) * (size_t)(W * L * M)), *y = malloc(sizeof(float) * (size_t)(W * 20 * M));
+    const float *yy = stage == 1 ? NULL : y;
+    dp_windows(W, 1, x, y);
+
+    /* the plan is what every rank allocated, per device and category (ZeRO-1 too) */
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        gpt2rt_memory_plan p, a;
+        CHECK(gpt2rt_plan(k ? &cz : &cn, &p) == GPT2RT_OK, "plan: %s", p.error);
+        CHECK_OK(par, gpt2rt_plan_allocated(k ? zro : par, &a));
+        bad += a.n_devices != n || p.n_devices != n;
+        for (int dv = 0; dv < n; dv++)
+            for (int i = 0; i < GPT2RT_MEM_COUNT; i++) bad += a.bytes[dv][i] != p.bytes[dv][i];
+    }
+    CHECK(bad == 0, "stage %d, %d ranks: %d of the plan's per-device figures differ from what the ranks allocated",
+          stage, n, bad);
+
+    /* the gradients of one accumulated batch, micro-batch by micro-batch */
+    for (int k = 0; k < accum; k++) {
+        float l1 = 0, ln = 0;
+        CHECK_OK(one, gpt2rt_forward_series(one, x + k * xs, yy ? yy + k * ys : NULL, &l1));
+        CHECK_OK(par, gpt2rt_forward_series(par, x + k * xs, yy ? yy + k * ys : NULL, &ln));
+        /* each output is the same row's arithmetic but for the matrix product's row blocking,
+           which changes with the row count (a few fp32 ulps); the mean of squares over
+           n_out terms then agrees to a few eps32 relative: 1e-5 leaves a factor 20 */
+        CHECK(fabsf(l1 - ln) <= 1e-5f * fabsf(l1), "stage %d, %d ranks: forward loss %.8g, one device %.8g", stage, n,
+              (double)ln, (double)l1);
+        if (stage == 2) { /* the ranks' predictions in rank order are one device's rows */
+            int64_t np = (int64_t)n * b * d->H * M;
+            float *p1 = malloc(sizeof(float) * (size_t)np), *pn = malloc(sizeof(float) * (size_t)np);
+            CHECK_OK(one, gpt2rt_predictions(one, p1, np));
+            CHECK_OK(par, gpt2rt_predictions(par, pn, np));
+            double e = rel_err_f(pn, p1, np);
+            CHECK(e < 1e-5, "stage 2, %d ranks: predictions rel err %.3g", n, e); /* as the loss above */
+            free(p1); free(pn);
+        }
+        CHECK_OK(one, gpt2rt_backward(one));
+        CHECK_OK(par, gpt2rt_backward(par));
+    }
+    int64_t ng;
+    float *g1 = all_params(one, GPT2RT_PARAM_GRAD, &ng), *gn = all_params(par, GPT2RT_PARAM_GRAD, &ng);
+    double eg = rel_err_f(gn, g1, ng);
+    /* a weight's gradient sums R = accum x n x b x M x T position terms; n ranks regroup the
+       sum (each rank its own rows, then rank order) and each term carries the forward's and
+       the backward's rounding: 3 R eps32 */
+    double rows = (double)accum * n * b * M * (double)d->T, gbound = 3.0 * rows * 1.1920929e-7;
+    CHECK(eg < gbound, "stage %d, %d ranks x %d windows, accum %d, dropout %g: gradient rel err %.3g (bound %.3g)",
+          stage, n, b, accum, (double)drop, eg, gbound);
+    int64_t nw;
+    float *w0 = all_params(one, GPT2RT_PARAM_VALUE, &nw), *w0n = all_params(par, GPT2RT_PARAM_VALUE, &nw);
+    CHECK(!memcmp(w0, w0n, sizeof(float) * (size_t)nw), "stage %d, %d ranks: the initial weights differ", stage, n);
+    gpt2rt_step_stats s1, sn;
+    CHECK_OK(one, gpt2rt_update(one, &s1));
+    CHECK_OK(par, gpt2rt_update(par, &sn));
+    /* the weights after that first update, element by element: AdamW's first step is
+       lr g / (|g| + eps) (m and v of one gradient), whose change under a gradient error e is
+       at most 2 lr e / (|g| + eps), and e <= gbound max|g| (the normwise bound above); so
+       |dw_i| <= 2 lr gbound max|g| / (|g_i| + eps), plus 2 ulps of w_i for the update's own
+       rounding (weight decay and the step may round apart). Where g_i is within the error of
+       0 the bound exceeds 2 lr: the direction may differ there, and nowhere else */
+    float *w1u = all_params(one, GPT2RT_PARAM_VALUE, &nw), *wnu = all_params(par, GPT2RT_PARAM_VALUE, &nw);
+    double gmax = 0, wq = 0, lr = (double)c1.lr;
+    for (int64_t i = 0; i < ng; i++) if (fabs((double)g1[i]) > gmax) gmax = fabs((double)g1[i]);
+    int over = 0;
+    for (int64_t i = 0; i < nw; i++) {
+        double e = fabs((double)w1u[i] - (double)wnu[i]), moved = fabs((double)w1u[i] - (double)w0[i]);
+        double bound = 2.0 * lr * gbound * gmax / (fabs((double)g1[i]) + 1e-8) + 2.0 * 1.1920929e-7 * fabs((double)w1u[i]);
+        if (e > bound) over++;
+        if (moved > 0.5 * lr && e / moved > wq) wq = e / moved; /* elements the step moved: the error relative to it */
+    }
+    CHECK(over == 0, "stage %d, %d ranks: %d weights after the first update differ by more than the derived bound",
+          stage, n, over);
+    free(g1); free(gn); free(w0n); free(w1u); free(wnu);
+    /* the norm: the gradients' bound; the loss: the forward's */
+    CHECK(fabsf(s1.grad_norm - sn.grad_norm) <= (float)gbound * s1.grad_norm && fabsf(s1.loss - sn.loss) <= 1e-5f * s1.loss
+          && sn.micro_batches == accum, "stage %d, %d ranks: update norm %.8g vs %.8g, loss %.8g vs %.8g, micro %d",
+          stage, n, (double)sn.grad_norm, (double)s1.grad_norm, (double)sn.loss, (double)s1.loss, sn.micro_batches);
+    /* the ZeRO-1 and second plain runs reach this point through gpt2rt_step_series */
+    for (int k = 2; k < 4; k++) {
+        gpt2rt_step_stats st;
+        CHECK_OK(all[k], gpt2rt_step_series(all[k], x, yy, &st));
+        CHECK(!memcmp(&st.loss, &sn.loss, 4) && !memcmp(&st.grad_norm, &sn.grad_norm, 4), "stage %d, %d ranks: %s "
+              "step 1 loss %.9g norm %.9g, forward/backward/update %.9g %.9g: not bitwise", stage, n,
+              k == 2 ? "ZeRO-1" : "a second run's", (double)st.loss, (double)st.grad_norm, (double)sn.loss,
+              (double)sn.grad_norm);
+    }
+    /* 3 more steps on new windows */
+    float L1[3], Ln[3], Lz[3], La[3];
+    for (int s = 0; s < 3; s++) {
+        dp_windows(W, 2 + s, x, y);
+        float *out[4] = {L1, Ln, Lz, La};
+        for (int k = 0; k < 4; k++) {
+            gpt2rt_step_stats st;
+            CHECK_OK(all[k], gpt2rt_step_series(all[k], x, yy, &st));
+            out[k][s] = st.loss;
+        }
+    }
+    float *w1 = all_params(one, GPT2RT_PARAM_VALUE, &nw), *wn = all_params(par, GPT2RT_PARAM_VALUE, &nw);
+    float *wz = all_params(zro, GPT2RT_PARAM_VALUE, &nw), *wa = all_params(again, GPT2RT_PARAM_VALUE, &nw);
+    double worst = 0, dw = 0;
+    for (int s = 0; s < 3; s++)
+        if (fabs((double)L1[s] - Ln[s]) / L1[s] > worst) worst = fabs((double)L1[s] - Ln[s]) / L1[s];
+    for (int64_t i = 0; i < nw; i++) if (fabs((double)w1[i] - wn[i]) > dw) dw = fabs((double)w1[i] - wn[i]);
+    /* each step's weights move the next gradient by the bound again, and Adam's m/sqrt(v)
+       carries a gradient's relative error twice: 3 steps x 2 x gbound */
+    CHECK(worst < 6.0 * gbound, "stage %d, %d ranks: losses of later steps differ by %.3g relative (bound %.3g)", stage,
+          n, worst, 6.0 * gbound);
+    CHECK(!memcmp(wz, wn, sizeof(float) * (size_t)nw) && !memcmp(wa, wn, sizeof(float) * (size_t)nw) &&
+          !memcmp(Lz, Ln, sizeof Ln) && !memcmp(La, Ln, sizeof Ln), "stage %d, %d ranks: ZeRO-1 or a second run is "
+          "not bitwise the plain data-parallel run", stage, n);
+    printf("    stage %d, %d ranks x %d windows, accum %d, dropout %g: gradient rel err %.2g (bound %.2g), first "
+           "update within the per-weight bound (worst %.2g of a step), later losses %.2g, weights after 4 steps "
+           "%.2g apart; ZeRO-1 and a rerun bitwise; plan == allocated\n", stage, n, b, accum, (double)drop, eg,
+           gbound, wq, worst, dw);
+    free(w0); free(w1); free(wn); free(wz); free(wa); free(x); free(y);
+    for (int k = 0; k < 4; k++) gpt2rt_free(all[k]);
+}
+
+static void test_data_parallel(void) {
+    dp_case(1, 2, 1, 1, 0.0f);
+    dp_case(1, 3, 1, 2, 0.2f); /* aLLM4TS stage 1 trains with dropout 0.2 */
+    dp_case(2, 2, 2, 2, 0.0f);
+    dp_case(2, 3, 1, 1, 0.2f);
 }
 
 int main(void) {
@@ -522,5 +709,6 @@ int main(void) {
     test_stages();
     test_state_objective();
     test_config();
+    test_data_parallel();
     return harness_finish();
 }

@@ -3,7 +3,8 @@
    is not n * 7 // 10), the StandardScaler against values worked out by hand on
    tests/fixtures/series_small.csv, the windows' contents, the seeded training
    order, every malformed-file error naming its line, column and numbers, and the
-   line endings read (LF, CRLF, and CR alone). */
+   line endings read (LF, CRLF, and CR alone); the shipped held-out file
+   data/tmy3_greensboro.csv read through the loader and --preset cpu's model. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -277,9 +278,126 @@ static void test_errors(void) {
     bad("CR-only, blank line inside", "date,a,b\r1,1,2\r\r2,2,3\r", d, GPT2RT_ERR_FORMAT, "line 3 is empty", NULL, NULL);
 }
 
+/* the held-out dataset (data/tmy3_greensboro.csv, issue 25): the file as shipped (8760
+   rows, 8 named channels, 70/10/20 by name), Python's int(8760 * 0.7) = 6132 and
+   int(8760 * 0.2) = 1752 as the borders, the scaler against this test's own read of the
+   file (strtod in double, every training row), a test window's rows, and --preset cpu's
+   model (examples/timeseries.c: lookback 336, patch 16 stride 16, 1 layer, 2 heads, width
+   16, attention + MLP frozen, head dropout 0.3, batch 16) trained a few steps on its
+   training windows and scored on a few test windows, so the loader path stays exercised */
+#define HELDOUT "data/tmy3_greensboro.csv"
+static void test_heldout(void) {
+    enum { L = 336, H = 96, M = 8, ROWS = 8760, TRAIN = 6132, TEST = 1752, BW = 16 };
+    gpt2rt_series_desc d = desc(L, H, NULL, GPT2RT_SERIES_BORDERS_AUTO);
+    gpt2rt_series *s;
+    if (gpt2rt_series_load(&s, HELDOUT, &d) != GPT2RT_OK) {
+        CHECK(0, "%s: %s", HELDOUT, gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+        return;
+    }
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.rows == ROWS && in.channels == M, "%s: %lld rows, %d "
+          "channels; shipped: %d, %d", HELDOUT, (long long)in.rows, in.channels, ROWS, M);
+    check_borders(HELDOUT, &in, GPT2RT_SERIES_BORDERS_RATIO, L, H, TRAIN, ROWS - TEST, ROWS);
+    static const char *names[M] = {"ghi", "dni", "dhi", "temp", "dew_point", "rel_hum", "pressure", "wind_speed"};
+    int named = 0;
+    for (int m = 0; m < M; m++) named += gpt2rt_series_column(s, m) && !strcmp(gpt2rt_series_column(s, m), names[m]);
+    CHECK(named == M, "%s: %d of the %d column names as shipped", HELDOUT, named, M);
+    /* our own read: every value, in double */
+    double *raw = (double *)malloc(sizeof(double) * ROWS * M);
+    FILE *f = fopen(HELDOUT, "r");
+    char line[512];
+    int64_t r = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        if (r >= 0 && r < ROWS) {
+            char *p = strchr(line, ',');
+            for (int m = 0; m < M && p; m++) { raw[r * M + m] = strtod(p + 1, &p); }
+        }
+        r++;
+    }
+    if (f) fclose(f);
+    CHECK(r == ROWS, "%s: read %lld data rows here", HELDOUT, (long long)r);
+    double worst = 0;
+    for (int m = 0; m < M; m++) {
+        double mu = 0, var = 0, gm = 0, gs = 0;
+        for (int64_t t = 0; t < TRAIN; t++) mu += raw[t * M + m];
+        mu /= TRAIN;
+        for (int64_t t = 0; t < TRAIN; t++) var += (raw[t * M + m] - mu) * (raw[t * M + m] - mu);
+        double sd = sqrt(var / TRAIN);
+        gpt2rt_series_scaler(s, m, &gm, &gs);
+        /* the same sums in the same order: bitwise unless the loader summed otherwise */
+        double e = fabs(gm - mu) / (sd > 0 ? sd : 1) + fabs(gs - sd) / (sd > 0 ? sd : 1);
+        if (e > worst) worst = e;
+    }
+    CHECK(worst < 1e-12, "%s: the scaler differs from this test's mean and population std by %.3g (in stds)", HELDOUT,
+          worst);
+    /* test window 7 reads rows [TRAIN + 876 - L + 7, ... + L + H): (raw - mean) / std, to float once */
+    float *x = (float *)malloc(sizeof(float) * BW * L * M), *y = (float *)malloc(sizeof(float) * BW * H * M);
+    CHECK(gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 7, 1, x, y) == GPT2RT_OK, "test batch: %s",
+          gpt2rt_series_last_error(s));
+    int64_t row0 = ROWS - TEST - L + 7;
+    int off = 0;
+    for (int64_t t = 0; t < L + H; t++)
+        for (int m = 0; m < M; m++) {
+            double mu = 0, sd = 1;
+            gpt2rt_series_scaler(s, m, &mu, &sd);
+            float want = (float)((raw[(row0 + t) * M + m] - mu) / sd), got = t < L ? x[t * M + m] : y[(t - L) * M + m];
+            off += memcmp(&want, &got, sizeof got) != 0;
+        }
+    CHECK(off == 0, "%s: test window 7: %d of its %d values are not the scaled rows %lld..", HELDOUT, off, (L + H) * M,
+          (long long)row0);
+    /* --preset cpu's model: 5 steps on training windows, then 2 batches of test windows */
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_REGRESSION;
+    c.seq_len = L; c.patch_len = 16; c.patch_stride = 16; c.n_channels = M; c.horizon = H;
+    c.n_layer = 1; c.n_head = 2; c.n_embd = 16; c.batch_size = BW; c.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+    c.head_dropout = 0.3f; c.lr = 1e-3f; c.grad_clip = 1.0f; c.seed = 1; c.n_threads = 1;
+    gpt2rt_ctx *ctx;
+    if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) { CHECK(0, "create: %s", gpt2rt_last_error(ctx)); gpt2rt_free(ctx); }
+    else {
+        float first = 0, last = 0;
+        for (int k = 0; k < 5; k++) {
+            gpt2rt_step_stats st;
+            CHECK(gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 1, 0, (int64_t)k * BW, BW, x, y) == GPT2RT_OK, "train batch");
+            CHECK_OK(ctx, gpt2rt_step_series(ctx, x, y, &st));
+            if (k == 0) first = st.loss;
+            last = st.loss;
+        }
+        gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL);
+        float *pred = (float *)malloc(sizeof(float) * BW * H * M);
+        double se = 0, sl = 0;
+        for (int k = 0; k < 2; k++) {
+            float loss;
+            CHECK(gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, (int64_t)k * BW, BW, x, y) == GPT2RT_OK, "test batch");
+            CHECK_OK(ctx, gpt2rt_forward_series(ctx, x, y, &loss));
+            CHECK_OK(ctx, gpt2rt_predictions(ctx, pred, BW * H * M));
+            double e = 0;
+            for (int i = 0; i < BW * H * M; i++) e += ((double)pred[i] - y[i]) * ((double)pred[i] - y[i]);
+            se += e / (BW * H * M);
+            sl += loss;
+        }
+        /* the loss is the predictions' MSE (summed in double, rounded to float once: 1e-6);
+           the scaled data's MSE of a forecaster that learned anything is well below 2
+           (last value scores 1.3 over every test window, tools/ts_baselines) */
+        CHECK(fabs(se - sl) <= 1e-6 * se && se == se && se < 2.0 && first == first && last == last,
+              "%s, --preset cpu's model: 5 steps (loss %.4f -> %.4f), test MSE of 2 batches %.4f, the losses' %.4f",
+              HELDOUT, (double)first, (double)last, se / 2, sl / 2);
+        printf("    %s: %lld rows x %d, 70/10/20 windows %lld / %lld / %lld; --preset cpu's model, 5 steps (%.4f -> "
+               "%.4f), 2 test batches MSE %.4f\n", HELDOUT, (long long)in.rows, in.channels, (long long)in.windows[0],
+               (long long)in.windows[1], (long long)in.windows[2], (double)first, (double)last, se / 2);
+        free(pred);
+        gpt2rt_free(ctx);
+    }
+    free(raw); free(x); free(y);
+    gpt2rt_series_free(s);
+}
+
 int main(void) {
     test_borders();
     test_scaler_and_windows();
     test_errors();
+    test_heldout();
     return harness_finish();
 }
