@@ -6940,8 +6940,12 @@ static inline float gpt2rt__exp_fast(float a) {
     uint32_t ub;
     memcpy(&ub, &a, sizeof ub);
     uint32_t nan = (ub & 0x7FFFFFFFu) > 0x7F800000u;
-    ub = ub > 0xC2AE0000u && ub >= 0x80000000u ? 0xC2AE0000u : ub; /* max(a, -87) for a negative */
-    ub = ub > 0x42B00000u && ub < 0x80000000u ? 0x42B00000u : ub; /* min(a, 88) for a positive */
+    /* |a| clamped to 87 for a negative, 88 for a positive, by a limit that depends on the
+       sign: with a constant one (and a select for the NaN below) gcc folded the clamped
+       case to its constant result behind a branch, and -ftrapping-math then kept the float
+       work under it from vectorising: 6 ns a logit instead of under 1 */
+    uint32_t sign = ub & 0x80000000u, mag = ub & 0x7FFFFFFFu, lim = 0x42B00000u - (sign >> 31) * 0x20000u;
+    ub = sign | (mag > lim ? lim : mag);
     memcpy(&a, &ub, sizeof a);
     int32_t k = (int32_t)(a * 1.44269504088896341f + 128.5f) - 128; /* in [-125, 127] */
     float kf = (float)k;
@@ -6954,7 +6958,7 @@ static inline float gpt2rt__exp_fast(float a) {
     y = e * two_k;
     uint32_t yb;
     memcpy(&yb, &y, sizeof yb);
-    yb = nan ? 0x7FC00000u : yb;
+    yb = (yb & (nan - 1u)) | (0x7FC00000u & (0u - nan)); /* masks, not a select: see the clamp */
     memcpy(&y, &yb, sizeof y);
     return y;
 }
