@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # tools/bench_llamacpp.sh - llama.cpp's decode beside gpt2rt's, in one run (the README's
 # reference rows; llama.cpp is never a dependency and no make target runs this).
-#   LLAMA_CPP=DIR  a llama.cpp source tree with build/bin/llama-bench built (cmake
-#                  --build build --target llama-bench) and its gguf-py/
+#   LLAMA_CPP=DIR  a llama.cpp source tree with its library built (cmake -B build &&
+#                  cmake --build build --target llama) and its gguf-py/
 #   PYTHON=EXE     a python with numpy and pyyaml (gguf-py's needs); default python3
 #   VOCAB=DIR      GPT-2's encoder.json and vocab.bpe (the tokenizer in the GGUF)
 #   THREADS="1 2"  NEW=128  PROMPT=64  REPS=3
 # It writes GPT-2 124M GGUFs (F32, and F16 as llama.cpp's converter stores it: matrices
 # F16, LayerNorms and biases F32) with random weights (decode speed does not depend on
-# their values), then times llama-bench's decode of NEW tokens after PROMPT tokens of
-# context (-n NEW -d PROMPT) and bench_gen's decode steps after a PROMPT-token prompt,
-# at each thread count, with the load average before each. Skips with one line when
-# llama.cpp, python's modules or the vocabulary are missing.
+# their values), then, at each thread count with the load average before each, times
+# bench_gen's decode steps (bf16 weights) and llama.cpp's on each GGUF by the same
+# protocol through its C API: one llama_decode of a PROMPT-token prompt, then NEW
+# one-token llama_decode calls, each fed the greedy argmax of the last logits; new tokens
+# a second over the NEW steps, the median of REPS runs after one warm-up. Skips with one
+# line when llama.cpp, python's modules or the vocabulary are missing.
 set -u
 cd "$(dirname "$0")/.."
 THREADS=${THREADS:-"1 2"} NEW=${NEW:-128} PROMPT=${PROMPT:-64} REPS=${REPS:-3} PYTHON=${PYTHON:-python3}
 skip() { echo "bench_llamacpp: skipped: $*"; exit 0; }
-[ -n "${LLAMA_CPP:-}" ] && [ -x "$LLAMA_CPP/build/bin/llama-bench" ] ||
-    skip "llama.cpp not found (set LLAMA_CPP to a source tree with build/bin/llama-bench)"
+[ -n "${LLAMA_CPP:-}" ] && [ -f "$LLAMA_CPP/include/llama.h" ] && [ -f "$LLAMA_CPP/build/bin/libllama.so" ] ||
+    skip "llama.cpp not found (set LLAMA_CPP to a source tree with build/bin/libllama.so)"
 [ -n "${VOCAB:-}" ] && [ -f "$VOCAB/encoder.json" ] && [ -f "$VOCAB/vocab.bpe" ] ||
     skip "set VOCAB to a directory holding GPT-2's encoder.json and vocab.bpe"
 PYTHONPATH="$LLAMA_CPP/gguf-py" "$PYTHON" -c 'import numpy, gguf' 2>/dev/null ||
@@ -62,15 +64,70 @@ w.add_tensor("output_norm.weight", vec(C, 1.0)); w.add_tensor("output_norm.bias"
 w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
 EOF
 done
+cat > build/llamacpp/decode.c <<'EOF'
+/* llama.cpp's decode, timed as bench_gen times gpt2rt's (see tools/bench_llamacpp.sh) */
+#include "llama.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static void quiet(enum ggml_log_level l, const char *m, void *u) { (void)l; (void)m; (void)u; }
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+int main(int argc, char **argv) {
+    if (argc != 6) { fprintf(stderr, "usage: decode MODEL THREADS PROMPT NEW REPS\n"); return 2; }
+    int nt = atoi(argv[2]), np = atoi(argv[3]), nn = atoi(argv[4]), reps = atoi(argv[5]);
+    llama_log_set(quiet, NULL);
+    llama_backend_init();
+    struct llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = 0;
+    struct llama_model *m = llama_model_load_from_file(argv[1], mp);
+    if (!m) { fprintf(stderr, "decode: cannot load %s\n", argv[1]); return 1; }
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)(np + nn + 16); cp.n_batch = cp.n_ubatch = (uint32_t)np;
+    cp.n_threads = cp.n_threads_batch = nt;
+    struct llama_context *ctx = llama_init_from_model(m, cp);
+    if (!ctx) { fprintf(stderr, "decode: no context\n"); return 1; }
+    int V = llama_vocab_n_tokens(llama_model_get_vocab(m));
+    llama_token *tok = malloc(sizeof(llama_token) * (size_t)np);
+    double *tps = malloc(sizeof(double) * (size_t)reps);
+    unsigned long long s = 1;
+    for (int r = -1; r < reps; r++) { /* run -1 warms up */
+        llama_memory_clear(llama_get_memory(ctx), 1);
+        for (int i = 0; i < np; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            tok[i] = (llama_token)((s >> 33) % 50257);
+        }
+        if (llama_decode(ctx, llama_batch_get_one(tok, np))) { fprintf(stderr, "decode: prompt failed\n"); return 1; }
+        double t0 = now();
+        for (int k = 0; k < nn; k++) {
+            const float *lg = llama_get_logits_ith(ctx, -1);
+            llama_token best = 0;
+            for (int v = 1; v < V; v++) if (lg[v] > lg[best]) best = v;
+            if (llama_decode(ctx, llama_batch_get_one(&best, 1))) { fprintf(stderr, "decode: step %d failed\n", k); return 1; }
+        }
+        llama_synchronize(ctx);
+        if (r >= 0) tps[r] = nn / (now() - t0);
+    }
+    qsort(tps, (size_t)reps, sizeof *tps, cmp);
+    printf("decode steps alone: %.1f tokens/s (median of %d; range %.1f-%.1f)\n", tps[reps / 2], reps, tps[0],
+           tps[reps - 1]);
+    llama_free(ctx); llama_model_free(m); llama_backend_free();
+    return 0;
+}
+EOF
+cc -O2 -o build/llamacpp/decode build/llamacpp/decode.c -I"$LLAMA_CPP/include" -I"$LLAMA_CPP/ggml/include" \
+    -L"$LLAMA_CPP/build/bin" -Wl,-rpath,"$LLAMA_CPP/build/bin" -lllama -lggml -lggml-base || exit 1
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 commit=$(git -C "$LLAMA_CPP" rev-parse --short HEAD 2>/dev/null || echo unknown)
-echo "llama.cpp $LLAMA_CPP (commit $commit); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+echo "llama.cpp at $LLAMA_CPP: commit $commit, $(basename "$(readlink -f "$LLAMA_CPP/build/bin/libllama.so")");" \
+     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); $PROMPT-token prompt, $NEW new tokens greedy"
 for t in $THREADS; do
-    echo "== $t thread(s): load $(load)"
-    ./build/bench_gen -new "$NEW" -prompt "$PROMPT" -reps "$REPS" -threads "$t" -bf16 1 | grep -E '^(bench_gen|decode)' |
-        sed 's/^/gpt2rt bf16: /'
-    echo "   load $(load)"
-    "$LLAMA_CPP/build/bin/llama-bench" -m build/llamacpp/gpt2-124m-f16.gguf,build/llamacpp/gpt2-124m-f32.gguf \
-        -p 0 -n "$NEW" -d "$PROMPT" -t "$t" -r "$REPS" -o md 2>/dev/null | grep -E '^\| (model|gpt2)'
-    echo "   load $(load)"
+    echo "== $t thread(s), load $(load)"
+    echo "gpt2rt, bf16 weights (load $(load)): $(./build/bench_gen -new "$NEW" -prompt "$PROMPT" -reps "$REPS" \
+        -threads "$t" -bf16 1 | grep '^decode')"
+    for ft in f16 f32; do
+        echo "llama.cpp, $ft GGUF (load $(load)): $(./build/llamacpp/decode build/llamacpp/gpt2-124m-$ft.gguf "$t" \
+            "$PROMPT" "$NEW" "$REPS")"
+    done
+    echo "   load after: $(load)"
 done
