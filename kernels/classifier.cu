@@ -171,17 +171,18 @@ static double grads_rel(gpt2rt_ctx *a, gpt2rt_ctx *b, int *bitwise, int *bitwise
     return worst;
 }
 
-static void check_chunked(gpt2rt_precision prec) {
-    const int N = 1024;
+/* small: C 64, V 300, T 64, N 64 (the same checks in seconds on the emulator: `chunked-small`) */
+static void check_chunked(gpt2rt_precision prec, int small = 0) {
+    const int N = small ? 64 : 1024, T = small ? 64 : 1024, V = small ? 300 : 50257, Vp = small ? 384 : 50304;
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
-    c.n_layer = 2; c.n_head = 12; c.n_embd = 768; c.vocab_size = 50257; c.max_seq_len = 1024;
-    c.batch_size = 4; c.seq_len = 1024; c.precision = prec; c.backend = GPT2RT_BACKEND_CUDA; c.seed = 5;
+    c.n_layer = 2; c.n_head = small ? 4 : 12; c.n_embd = small ? 64 : 768; c.vocab_size = V; c.max_seq_len = T;
+    c.batch_size = 4; c.seq_len = T; c.precision = prec; c.backend = GPT2RT_BACKEND_CUDA; c.seed = 5;
     c.lr = 1e-4f; c.warmup_steps = 1; c.total_steps = 10;
     gpt2rt_config k = c;
     k.classifier_chunk = N;
     int bf = prec == GPT2RT_PRECISION_BF16;
-    printf("chunked classifier, %s, 2 layers C 768 V 50257 B 4 T 1024, N = %d\n", bf ? "bf16" : "fp32", N);
+    printf("chunked classifier, %s, 2 layers C %d V %d B 4 T %d, N = %d\n", bf ? "bf16" : "fp32", c.n_embd, V, T, N);
     gpt2rt_ctx *w = NULL, *h = NULL;
     LAB_OK(w, gpt2rt_create(&w, &c));
     LAB_OK(h, gpt2rt_create(&h, &k));
@@ -189,13 +190,13 @@ static void check_chunked(gpt2rt_precision prec) {
     if (gpt2rt_plan(&k, &p) != GPT2RT_OK) { printf("plan: %s\n", p.error); exit(2); }
     int ok = 1;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) ok &= p.bytes[0][i] == h->cu->allocated[i];
-    ok &= p.bytes[0][GPT2RT_MEM_LOGITS] == (uint64_t)N * 50304 * (bf ? 2 : 4);
+    ok &= p.bytes[0][GPT2RT_MEM_LOGITS] == (uint64_t)N * Vp * (bf ? 2 : 4);
     printf("  %-40s logits %.1f MiB (whole batch %.1f)  %s\n", "planned == cudaMalloc'ed, per category",
            GPT2RT__MIB(p.bytes[0][GPT2RT_MEM_LOGITS]), GPT2RT__MIB(w->cu->allocated[GPT2RT_MEM_LOGITS]), ok ? "PASS" : "FAIL");
     lab_failures += !ok;
-    int64_t n = 4 * 1024;
+    int64_t n = 4 * (int64_t)T;
     int32_t *tok = (int32_t *)malloc((size_t)(n + 1) * 4);
-    for (int64_t i = 0; i <= n; i++) tok[i] = (int32_t)(lab_uniform() * 0.5f * 50257.0f + 25128.0f) % 50257;
+    for (int64_t i = 0; i <= n; i++) tok[i] = (int32_t)((lab_uniform() * 0.5f + 0.5f) * (float)V) % V;
     float lw = 0, lh = 0;
     LAB_OK(w, gpt2rt_forward(w, tok, tok + 1, &lw));
     LAB_OK(w, gpt2rt_backward(w));
@@ -222,9 +223,10 @@ static void check_chunked(gpt2rt_precision prec) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "chunked")) { /* this part alone */
-        check_chunked(GPT2RT_PRECISION_FP32);
-        check_chunked(GPT2RT_PRECISION_BF16);
+    if (argc > 1 && !strncmp(argv[1], "chunked", 7)) { /* this part alone; chunked-small: at a small shape */
+        int small = !strcmp(argv[1], "chunked-small");
+        check_chunked(GPT2RT_PRECISION_FP32, small);
+        check_chunked(GPT2RT_PRECISION_BF16, small);
         return lab_finish("classifier chunked");
     }
     /* GPT-2 124M: BT = 8192 rows, V = 50257 of Vp = 50304 columns (vectorised path) */
