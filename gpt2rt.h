@@ -254,7 +254,7 @@
    (GPT4TS freezes ATTENTION | MLP). The gradients that remain are bitwise those of
    the unfrozen model.
 
-   Chunked classifier (config.classifier_chunk = N, CPU): the LM head, the
+   Chunked classifier (config.classifier_chunk = N, CPU and CUDA): the LM head, the
    cross-entropy and their backward run over N tokens at a time, so the logits arena
    holds (N, padded_vocab) instead of (B*T, padded_vocab) (GPT-2 124M, B=16, T=1024:
    3.07 GiB of logits become 0.19 GiB with N = 1024). gpt2rt_step runs the head's
@@ -263,9 +263,11 @@
    every gradient but wte's are bitwise the whole-batch path's for any N (each token's
    row is computed alone); wte's gradient, a sum over the tokens, is bitwise for N a
    multiple of GPT2RT_SGEMM_KC (256), else within fp32 reassociation (about 2e-7
-   relative). Each chunk reads wte and reads and writes its gradient once, so small
+   relative). On CUDA the same rows are bitwise under the emulator (cuBLASLt on a GPU may
+   pick another algorithm for another row count), wte's gradient within fp32
+   reassociation. Each chunk reads wte and reads and writes its gradient once, so small
    chunks cost time: take N >= 1024. gpt2rt_logits answers GPT2RT_ERR_STATE (no
-   logits are kept); generation keeps its own. Not yet on CUDA or with layer split.
+   logits are kept); generation keeps its own. Not yet with layer split.
 
    Inference (config.inference = 1): a context for generation and forward-only
    evaluation. Every group counts as frozen, so no gradients, moments or master
@@ -395,9 +397,9 @@
      attends causally; a placeholder sees every history patch and itself, no other
      placeholder. Which groups train is config.frozen (aLLM4TS: stage 1 none,
      stage 2 ATTENTION | MLP). A stage-1 model saved with gpt2rt_weights_save loads
-     into stage 2 when patch_len and n_embd agree. CPU backend, one device or
-     parallel = DATA (not LAYER_SPLIT), for now (gpt2rt_plan plans them for CUDA too;
-     8.3's kernels take the mask).
+     into stage 2 when patch_len and n_embd agree. CPU backend: one device or
+     parallel = DATA; CUDA backend: one device (parallel = NONE), for now; LAYER_SPLIT
+     on neither (gpt2rt_plan plans them for every backend and mode).
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
@@ -811,7 +813,7 @@ typedef struct gpt2rt_config {
                              GPT2RT_CHECKPOINT_SQRT -> round(sqrt(n_layer)) */
     int classifier_chunk; /* tokens whose logits are held at once: the LM head, the loss and
                              their backward run chunk by chunk and the logits arena is (chunk,
-                             padded_vocab); 0 (or >= B*T) -> all B*T, as before. CPU backend,
+                             padded_vocab); 0 (or >= B*T) -> all B*T, as before. CPU or CUDA,
                              one device or data parallel; gpt2rt_logits then answers STATE */
 
     /* parallel */
@@ -901,7 +903,7 @@ typedef enum gpt2rt_fit_allow {
     GPT2RT_FIT_PRECISION = 1 << 3, /* fp32 -> bf16 (CUDA only; changes the numerics, so opt-in) */
     GPT2RT_FIT_SHARD = 1 << 4,     /* data parallel: shard_optimizer (ZeRO-1) on or off; opt-in, as it
                                       all-gathers the weights after every update */
-    GPT2RT_FIT_CLASSIFIER = 1 << 5, /* CPU token models: classifier_chunk = 1024 (the logits of 1024
+    GPT2RT_FIT_CLASSIFIER = 1 << 5, /* token models: classifier_chunk = 1024 (the logits of 1024
                                        tokens at a time); opt-in, as gpt2rt_logits then has none */
     GPT2RT_FIT_DEFAULT = GPT2RT_FIT_BATCH | GPT2RT_FIT_RECOMPUTE | GPT2RT_FIT_PARALLEL
 } gpt2rt_fit_allow;
@@ -2271,9 +2273,6 @@ static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *e
     if (c->classifier_chunk && c->input == GPT2RT_INPUT_PATCHES)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "classifier_chunk = %d applies to token models (the LM head); "
                     "this one has patch inputs", c->classifier_chunk);
-    if (c->classifier_chunk && cuda)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d on the CUDA backend is not implemented yet: "
-                    "set 0, or backend = GPT2RT_BACKEND_CPU", c->classifier_chunk);
     if (c->classifier_chunk && c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
         GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d with parallel = LAYER_SPLIT is not "
                     "implemented yet: set 0, or use one device or DATA", c->classifier_chunk);
@@ -3168,7 +3167,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
     if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the inputs' slot; reductions */
         int64_t n_tensors = GPT2RT__N_MODEL + GPT2RT__PER_LAYER * d->L + (d->patches ? GPT2RT__N_TS : 0);
-        int64_t rows = (BT + 31) / 32, bias = 4 * C > d->H ? 4 * C : d->H; /* out_layer's bias: H */
+        int64_t oc = d->H > d->PL ? d->H : d->PL;                     /* out_layer's bias: H, or PL (aLLM4TS) */
+        int64_t rows = (BT + 31) / 32, bias = 4 * C > oc ? 4 * C : oc;
         int64_t red = rows * 2 * C * 4 > bias * 4 ? rows * 2 * C * 4 : bias * 4; /* LayerNorm / bias partials */
         if (n_tensors * 32 + 16 > red) red = n_tensors * 32 + 16;                  /* the AdamW tensor table */
         ws_gemm = (uint64_t)GPT2RT__CU_BLAS_WORKSPACE;
@@ -3504,7 +3504,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                 for (int pi = 0; pi < 8; pi++) {
                     gpt2rt_config t = *c0;
                     if (pi >= 4) { /* the chunked classifier, where it can hold fewer logits */
-                        if (!(allow & GPT2RT_FIT_CLASSIFIER) || t.backend == GPT2RT_BACKEND_CUDA || c0->classifier_chunk ||
+                        if (!(allow & GPT2RT_FIT_CLASSIFIER) || c0->classifier_chunk ||
                             t.input != GPT2RT_INPUT_TOKENS || modes[mi] == GPT2RT_PARALLEL_LAYER_SPLIT ||
                             b * t.seq_len <= GPT2RT__FIT_CHUNK) continue;
                         t.classifier_chunk = GPT2RT__FIT_CHUNK;
@@ -9640,14 +9640,20 @@ __global__ void gpt2rt__cuk_ts_stats(float *mean, float *std, const float *x, in
 
 /* patch (B*T,PL) floatX, zs (B*T,PL) fp32 (NULL: no affine): element k of patch p of
    series bm is step p*PS + k (past the end: step L-1), z = (x - mean) / std, then
-   z * w[m] + b[m] with the affine (w, b (M); NULL: none). One thread per element. */
+   z * w[m] + b[m] with the affine (w, b (M); NULL: none); PATCH_DECODE's placeholders
+   (p >= TH, gpt2rt__ts_hist) are 0 in both. One thread per element. */
 template <typename floatX>
 __global__ void gpt2rt__cuk_ts_patch(floatX *patch, float *zs, const float *x, const float *mean, const float *std,
                                      const floatX *w, const floatX *b, int64_t B, int64_t L, int64_t M, int64_t T,
-                                     int64_t PL, int64_t PS) {
+                                     int64_t PL, int64_t PS, int64_t TH) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * T * PL) return;
     int64_t k = i % PL, p = i / PL % T, bm = i / (PL * T), m = bm % M;
+    if (p >= TH) {
+        patch[i] = gpt2rt__cu_to<floatX>(0.0f);
+        if (zs) zs[i] = 0.0f;
+        return;
+    }
     int64_t t = p * PS + k < L ? p * PS + k : L - 1;
     float z = (x[(bm / M) * L * M + t * M + m] - mean[bm]) / std[bm];
     patch[i] = gpt2rt__cu_to<floatX>(w ? __fadd_rn(__fmul_rn(z, gpt2rt__cu_f(w[m])), gpt2rt__cu_f(b[m])) : z);
@@ -9665,7 +9671,8 @@ static cudaError_t gpt2rt__cu_ts_revin_patch(floatX *patch, float *zs, float *me
     GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_stats)(mean, std, x, d->B, d->Lb, d->M);
     GPT2RT__CU_LAUNCHED();
     GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_patch<floatX>)(patch, zs, x, mean, std, w, b, d->B,
-                                                                               d->Lb, d->M, d->T, d->PL, d->PS);
+                                                                               d->Lb, d->M, d->T, d->PL, d->PS,
+                                                                               gpt2rt__ts_hist(d));
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -9752,16 +9759,17 @@ static cudaError_t gpt2rt__cu_ts_mse_backward(floatX *dyn, const float *pred, co
 /* dw, db (M) fp32 += the affine's input side (gpt2rt__ts_affine_backward): over the
    patch elements of channel m (padded copies included), dpatch * z and dpatch, with
    dpatch (B*T*PL) floatX the patches' gradient and zs (B*T*PL) the patches before the
-   affine. One block per channel. */
+   affine; the first n = TH*PL of each series' ld = T*PL (placeholders: no affine). One
+   block per channel. */
 template <typename floatX>
 __global__ void __launch_bounds__(GPT2RT__CU_TS_THREADS)
 gpt2rt__cuk_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const float *zs, int64_t Bw, int64_t M,
-                               int64_t n) {
+                               int64_t n, int64_t ld) {
     __shared__ double sh[32];
     int64_t m = blockIdx.x;
     double sw = 0.0, sb = 0.0;
     for (int64_t j = threadIdx.x; j < Bw * n; j += blockDim.x) {
-        int64_t i = ((j / n) * M + m) * n + j % n;
+        int64_t i = ((j / n) * M + m) * ld + j % n;
         double g = (double)gpt2rt__cu_f(dpatch[i]);
         sw += g * (double)zs[i];
         sb += g;
@@ -9776,7 +9784,91 @@ static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const flo
                                                  const gpt2rt__dims *d, cudaStream_t stream) {
     if (d->B * d->T * d->PL <= 0) return cudaSuccess;
     GPT2RT__LAUNCH((unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream, gpt2rt__cuk_ts_affine_backward<floatX>)(
-        dw, db, dpatch, zs, d->Bw, d->M, d->T * d->PL);
+        dw, db, dpatch, zs, d->Bw, d->M, gpt2rt__ts_hist(d) * d->PL, d->T * d->PL);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---- aLLM4TS's sequence head (6.2: head = NEXT_PATCH, PATCH_DECODE) on the device ----
+   out (BT,PL) floatX: out_layer at every position, in the logits arena; yn (B,H) floatX
+   after it (gpt2rt__ts_yn_off). One thread per element, except the loss's sums. */
+
+/* PATCH_DECODE: yn (B,H) = the placeholders' rows of out (gpt2rt__ts_decode_gather) */
+template <typename floatX>
+__global__ void gpt2rt__cuk_ts_decode_gather(floatX *yn, const floatX *out, int64_t B, int64_t T, int64_t PL,
+                                             int64_t H, int64_t TH) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * H) return;
+    int64_t bm = i / H, h = i % H;
+    yn[i] = out[(bm * T + TH + h / PL) * PL + h % PL];
+}
+
+/* PATCH_DECODE: dout (BT,PL) = dyn (B,H) at the placeholders' rows, 0 elsewhere
+   (gpt2rt__ts_decode_scatter); dout and dyn do not overlap */
+template <typename floatX>
+__global__ void gpt2rt__cuk_ts_decode_scatter(floatX *dout, const floatX *dyn, int64_t B, int64_t T, int64_t PL,
+                                              int64_t H, int64_t TH) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * T * PL) return;
+    int64_t bm = i / (T * PL), h = (i / PL % T - TH) * PL + i % PL;
+    dout[i] = h >= 0 && h < H ? dyn[bm * H + h] : gpt2rt__cu_to<floatX>(0.0f);
+}
+
+template <typename floatX>
+static cudaError_t gpt2rt__cu_ts_decode(floatX *yn, floatX *out, int scatter, const gpt2rt__dims *d,
+                                        cudaStream_t stream) {
+    int64_t n = scatter ? d->BT * d->PL : d->B * d->H, TH = gpt2rt__ts_hist(d);
+    if (n <= 0) return cudaSuccess;
+    if (scatter)
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_decode_scatter<floatX>)(out, yn, d->B, d->T,
+                                                                                          d->PL, d->H, TH);
+    else
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_decode_gather<floatX>)(yn, out, d->B, d->T,
+                                                                                         d->PL, d->H, TH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* NEXT_PATCH: part (B) fp64 = each series' sum over t < T-1, k < PL of (out[bm,t,k] -
+   patch[bm,t+1,k])^2, in double in that order (gpt2rt__ts_next_sum's terms; the host adds
+   the B partial sums in series order). One thread per series. */
+template <typename floatX>
+__global__ void gpt2rt__cuk_ts_next_sum(double *part, const floatX *out, const floatX *patch, int64_t B, int64_t T,
+                                        int64_t PL) {
+    int64_t bm = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (bm >= B) return;
+    double s = 0.0;
+    for (int64_t i = bm * T * PL; i < ((bm + 1) * T - 1) * PL; i++) {
+        double e = (double)gpt2rt__cu_f(out[i]) - (double)gpt2rt__cu_f(patch[i + PL]);
+        s = __dadd_rn(s, __dmul_rn(e, e));
+    }
+    part[bm] = s;
+}
+
+/* NEXT_PATCH: dout (BT,PL) = 2 (out - the next patch) dloss, in place over out; a series'
+   last position 0 (gpt2rt__ts_next_backward, the same fp32 operations) */
+template <typename floatX>
+__global__ void gpt2rt__cuk_ts_next_backward(floatX *out, const floatX *patch, float dloss, int64_t B, int64_t T,
+                                             int64_t PL) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * T * PL) return;
+    float g = 0.0f;
+    if (i / PL % T < T - 1)
+        g = __fmul_rn(__fmul_rn(2.0f, __fsub_rn(gpt2rt__cu_f(out[i]), gpt2rt__cu_f(patch[i + PL]))), dloss);
+    out[i] = gpt2rt__cu_to<floatX>(g);
+}
+
+/* part != NULL: the loss's partial sums; else the gradient in place over out */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *patch, float dloss,
+                                      const gpt2rt__dims *d, cudaStream_t stream) {
+    if (d->BT * d->PL <= 0) return cudaSuccess;
+    if (part)
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_next_sum<floatX>)(part, out, patch, d->B,
+                                                                                       d->T, d->PL);
+    else
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->BT * d->PL, 256), 256, 0, stream, gpt2rt__cuk_ts_next_backward<floatX>)(
+            out, patch, dloss, d->B, d->T, d->PL);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -11396,7 +11488,10 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
      patches      activations: the patches (BT,PL) (floatX in their fp32 slot), RevIN's
                   mean, std (B), the patches before the affine zs (BT,PL), targets y and
                   predictions (Bw,H,M) fp32; transient: the patches' gradient (floatX in
-                  its fp32 slot, affine only); logits: the normalised predictions (B,H)
+                  its fp32 slot, affine only); logits: the normalised predictions (B,H);
+                  aLLM4TS's heads: out_layer's (BT,PL) then (PATCH_DECODE) the placeholders'
+                  yn (B,H), floatX; NEXT_PATCH's loss: B partial sums (fp64) in attention's
+                  D scratch, free between a forward and its backward
    Dropout: 7.1's masks by the same hash (gpt2rt__drop_factor is host and device code),
    at the CPU's sites in the CPU's order, so the masks are the CPU's bit for bit; the
    attention probabilities' mask (attn_dropout) in 8.3's generic kernels, which then run
@@ -11853,7 +11948,8 @@ static gpt2rt_result gpt2rt__cu_create_pointers(const gpt2rt_ctx *ctx, gpt2rt__c
         st->red = (float *)(void *)(b + slot);
         st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
         uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
-        uint64_t bias = (uint64_t)((4 * d->C > d->H ? 4 * d->C : d->H) * 4); /* the widest bias vector */
+        int64_t oc = d->H > d->PL ? d->H : d->PL; /* out_layer's bias: H, or PL (aLLM4TS) */
+        uint64_t bias = (uint64_t)((4 * d->C > oc ? 4 * d->C : oc) * 4); /* the widest bias vector */
         uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
         uint64_t need = ln > bias ? ln : bias;
         if (upd > need) need = upd;
@@ -12164,7 +12260,8 @@ static gpt2rt_result gpt2rt__cu_layer_forward(gpt2rt_ctx *ctx, gpt2rt__cu_state 
     st->layer = l;
     GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b, BT, C, s));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, qkv, NULL, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, me, mc));
-    GPT2RT__CU_CK(gpt2rt__cu_attention_forward<X>(atty, a.lse, qkv, (int)d->B, (int)d->T, (int)C, (int)d->NH, s, &da));
+    GPT2RT__CU_CK(gpt2rt__cu_attention_forward<X>(atty, a.lse, qkv, (int)d->B, (int)d->T, (int)C, (int)d->NH, s, &da,
+                                                  (int)d->TH)); /* TH: the placeholder mask's history, or T */
     GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, res2, NULL, atty, p.projw, p.projb, BT, C, C, me, mc));
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(res2, res2, &dr2, BT * C, s)); /* the branch, before the add */
     GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(res2, res2, res, BT * C, s));
@@ -12209,7 +12306,8 @@ static gpt2rt_result gpt2rt__cu_embed_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
 /* ln_f of res (BT,C) (its dropout in place: lnf keeps the dropped values, the head's
    input; ln_f's backward reads res), then the tied LM head: logits (BT,Vp); patches:
    out_layer on each series' flattened (T,C) states, (B, T*C) -> the normalised
-   predictions (B,H) in the logits arena */
+   predictions (B,H) in the logits arena; aLLM4TS's sequence heads: out_layer at every
+   position, (BT,C) -> (BT,PL), and PATCH_DECODE's placeholders' rows gathered to yn (B,H) */
 template <typename X>
 static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const X *res) {
     const gpt2rt__dims *d = &st->d;
@@ -12223,15 +12321,62 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                   d->BT, d->C, st->stream));
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(lnf, lnf, &dr, d->BT * d->C, st->stream));
-    if (d->patches)
+    if (d->seqhead) {
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
+                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
+                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
+                                                d->C, d->PL, st->mm_err, sizeof st->mm_err));
+        if (d->seqhead == 2)
+            GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
+    } else if (d->patches)
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->B,
                                                 d->T * d->C, d->H, st->mm_err, sizeof st->mm_err));
-    else
+    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
                                                 d->BT, d->C, d->Vp, st->mm_err, sizeof st->mm_err));
+    return GPT2RT_OK;
+}
+
+/* The chunked classifier (config.classifier_chunk; 7.3's gpt2rt__cpu_head_chunk): tokens
+   [i, i+n) of lnf (BT,C): their logits (n,Vp) in the logits arena (hc rows), their
+   losses and lse (the whole-batch classifier's kernel, row by row), and with grad the
+   logits become dlogits in place, dbuf's rows [i, i+n) = dlogits wte and wte's gradient
+   += dlogits^T lnf (overwritten by the first chunk when st->acc = 0). Every row is
+   computed alone but wte's gradient, a sum over the tokens that the chunks add in
+   pieces: within fp32 reassociation of the whole-batch product's. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_head_chunk_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t i, int64_t n, int grad,
+                                             float dloss) {
+    const gpt2rt__dims *d = &st->d;
+    const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
+    gpt2rt_ctx *dv = st->dev;
+    const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE);
+    X *logits = (X *)dv->logits;
+    const X *lnf = (const X *)dv->lnf + i * d->C;
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, logits, NULL, lnf, gpt2rt__cu_weight<X>(st, wte), NULL, n,
+                                            d->C, d->Vp, st->mm_err, sizeof st->mm_err));
+    GPT2RT__CU_CK(gpt2rt__cu_classifier<X>(logits, dv->losses + i, dv->logit_lse + i, dv->targets + i, dloss, grad, n,
+                                           d->V, d->Vp, st->stream));
+    if (!grad) return GPT2RT_OK;
+    float *g_wte = gpt2rt__cu_grad_of(st, wte);
+    if (g_wte)
+        GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, lnf, n, d->C, d->Vp,
+                                                        st->acc || i > 0, st->mm_err, sizeof st->mm_err));
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, (X *)dv->dbuf + i * d->C, logits,
+                                                   gpt2rt__cu_weight<X>(st, wte), NULL, n, d->C, d->Vp, st->mm_err,
+                                                   sizeof st->mm_err));
+    return GPT2RT_OK;
+}
+
+/* every chunk in order (grad: the head's backward too) */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_head_chunks_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int grad, float dloss) {
+    const gpt2rt__dims *d = &st->d;
+    for (int64_t i = 0; i < d->BT; i += d->hc)
+        GPT2RT__TRY(gpt2rt__cu_head_chunk_t<X>(ctx, st, i, d->BT - i < d->hc ? d->BT - i : d->hc, grad, dloss));
     return GPT2RT_OK;
 }
 
@@ -12259,19 +12404,29 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf;
     st->layer = -1;
-    if (d->patches) { /* dyn (B,H) in place, then out_layer: dlnf (B, T*C) -> dbuf */
+    if (d->patches) { /* dyn (B,H) in place, then out_layer: dlnf (B, T*C) -> dbuf; sequence heads:
+                         dout (BT,PL) from the next patches or the placeholders' dyn, then
+                         out_layer at every position: dlnf (BT,C) -> dbuf */
         const gpt2rt__tensor *ow = gpt2rt__ts_tensor(ctx, GPT2RT__OUTW), *ob = gpt2rt__ts_tensor(ctx, GPT2RT__OUTB);
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
-        GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(logits, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
+        X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
+        int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
+        if (d->seqhead == 1)
+            GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
+        else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
                                                     gpt2rt__cu_weight<X>(st, rb), gpt2rt__cu_grad_of(st, rw),
                                                     gpt2rt__cu_grad_of(st, rb), dloss, d, s));
+        if (d->seqhead == 2) GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>(yn, logits, 1, d, s));
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
-                                                            st->acc ? st->red : NULL, logits, dv->lnf, d->B, d->T * C,
-                                                            d->H, st->acc, st->mm_err, sizeof st->mm_err));
+                                                            st->acc ? st->red : NULL, logits, dv->lnf, rows, k, n,
+                                                            st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, ow), NULL,
-                                                       d->B, d->T * C, d->H, st->mm_err, sizeof st->mm_err));
+                                                       rows, k, n, st->mm_err, sizeof st->mm_err));
+    } else if (d->hc < BT) { /* classifier_chunk: the chunks again, unless gpt2rt_step's forward ran them */
+        if (!st->dlogits_ready) GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, 1, dloss));
+        st->dlogits_ready = 0;
     } else { /* LM head (tied): dlnf -> dbuf */
         const gpt2rt__tensor *wte = gpt2rt__model_tensor(ctx, GPT2RT__WTE);
         if (!st->dlogits_ready)
@@ -12357,7 +12512,7 @@ static gpt2rt_result gpt2rt__cu_layer_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
                                                         mc));
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(bl, t, dbuf, dbranch, p.projw, NULL, BT, C, C, me, mc));
     GPT2RT__CU_CK(gpt2rt__cu_attention_backward<X>(dbig, dbuf, qkv, atty, a.lse, st->att_D, (int)d->B, (int)d->T,
-                                                   (int)C, (int)d->NH, s, &da));
+                                                   (int)C, (int)d->NH, s, &da, (int)d->TH));
     const X *ln1 = (const X *)a.ln1;
     if (!ln1 && g.qkvw) {
         GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(rc, NULL, NULL, res_in, p.ln1w, p.ln1b, BT, C, s));
@@ -12522,8 +12677,12 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         return GPT2RT_OK;
     }
     float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
-    GPT2RT__CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, fuse, BT,
-                                           d->V, d->Vp, s));
+    if (d->hc < BT) { /* classifier_chunk: the fused head's weight gradient joins what is there */
+        st->acc = st->grads_dirty;
+        GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, fuse, dloss));
+    } else
+        GPT2RT__CU_CK(gpt2rt__cu_classifier<X>((X *)dv->logits, dv->losses, dv->logit_lse, dv->targets, dloss, fuse, BT,
+                                               d->V, d->Vp, s));
     st->dlogits_ready = fuse;
     GPT2RT__CU_CK(cudaMemcpyAsync(st->h_losses, dv->losses, (size_t)BT * 4, cudaMemcpyDeviceToHost, s));
     GPT2RT__CU_CK(cudaStreamSynchronize(s));
@@ -12567,12 +12726,29 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     st->have_targets = 0;
     st->layer = -1;
     GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->Lb) * 4, cudaMemcpyHostToDevice, s));
-    if (y) GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
+    if (y && d->seqhead != 1) /* NEXT_PATCH has no y slot: its targets are the patches */
+        GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
     GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
-    GPT2RT__CU_CK(gpt2rt__cu_ts_denorm<X>(dv->ts_pred, (const X *)(const void *)dv->logits, dv->ts_mean, dv->ts_std, rw,
-                                          rb, d, s));
+    if (d->seqhead == 1) { /* the targets are the lookback's next patches: the loss's B partial sums
+                              in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
+                              the backward), added on the host in series order */
+        double *part = (double *)(void *)st->att_D, *h_part = (double *)(void *)st->h_losses; /* (BT) floats >= B doubles */
+        GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(part, (X *)dv->logits, (const X *)(const void *)dv->ts_patch, 0.0f, d, s));
+        GPT2RT__CU_CK(cudaMemcpyAsync(h_part, part, (size_t)d->B * sizeof(double), cudaMemcpyDeviceToHost, s));
+        GPT2RT__CU_CK(cudaStreamSynchronize(s));
+        double sum = 0.0;
+        for (int64_t bm = 0; bm < d->B; bm++) sum += h_part[bm];
+        st->have_targets = 1;
+        ctx->loss_sum = sum;
+        ctx->n_targets = d->n_out;
+        ctx->loss = (float)(sum / (double)d->n_out);
+        if (loss) *loss = ctx->loss;
+        return GPT2RT_OK;
+    }
+    GPT2RT__CU_CK(gpt2rt__cu_ts_denorm<X>(dv->ts_pred, (const X *)(const void *)gpt2rt__ts_yn(dv), dv->ts_mean,
+                                          dv->ts_std, rw, rb, d, s));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->h_pred, dv->ts_pred, (size_t)d->n_out * 4, cudaMemcpyDeviceToHost, s));
     GPT2RT__CU_CK(cudaStreamSynchronize(s));
     st->have_targets = y != NULL;
@@ -13671,8 +13847,9 @@ static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *input
 static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
     ctx->have_pred = 0;
     gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
-    ctx->have_logits = ctx->have_pred = r == GPT2RT_OK;
-    ctx->have_loss = r == GPT2RT_OK && y;
+    ctx->have_logits = r == GPT2RT_OK;
+    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != 1; /* NEXT_PATCH forecasts no horizon */
+    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == 1); /* NEXT_PATCH: the targets are in x */
     return r;
 }
 
@@ -16267,11 +16444,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with patch inputs "
                             "on the CUDA backend is not implemented yet (its stages feed tokens): use one device, "
                             "or backend = GPT2RT_BACKEND_CPU");
-    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan), run on the CPU */
-    if (ctx->d.seqhead && ctx->cfg.backend == GPT2RT_BACKEND_CUDA)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CPU device for now "
-                            "(backend = %s, parallel = %s): set backend = GPT2RT_BACKEND_CPU and parallel = "
-                            "GPT2RT_PARALLEL_NONE", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
+    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan); run on the CPU (one
+       device or data parallel) and on one CUDA device */
+    if (ctx->d.seqhead && ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CUDA device for now "
+                            "(backend = %s, parallel = %s): set parallel = GPT2RT_PARALLEL_NONE, or backend = "
+                            "GPT2RT_BACKEND_CPU for data parallel", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
                             ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                             ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
     /* data parallel runs them (10.1); under layer split the last stage's loss would need what

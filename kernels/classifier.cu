@@ -5,7 +5,8 @@
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
          --Werror all-warnings -o /tmp/lab_classifier classifier.cu -lcublasLt && /tmp/lab_classifier
    The logits (BT = 8192 rows of Vp = 50304) are generated on the device; the CPU checks a
-   sample of 256 rows (the CPU reference over all rows would take seconds per type). */
+   sample of 256 rows (the CPU reference over all rows would take seconds per type).
+   Then the chunked classifier end to end (check_chunked; `lab_classifier chunked` alone). */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "lab.cuh"
@@ -136,7 +137,98 @@ static void run(int64_t BT, int64_t V, int64_t Vp, int timing) {
     LAB_CK(cudaFree(d_loss2)); LAB_CK(cudaFree(d_tgt));
 }
 
-int main(void) {
+/* ---- the chunked classifier end to end (config.classifier_chunk = N on CUDA, issue 26) ----
+   Two layers at GPT-2 124M's width and vocabulary (C 768, 12 heads, V 50257), B 4, T 1024,
+   N = 1024 against the whole batch on the same device: planned == cudaMalloc'ed per category
+   with the logits arena N x Vp; forward + backward: the loss and every gradient (wte's a sum
+   over 4096 tokens the chunks add in 4 pieces) within fp32 reassociation, 1e-5 relative
+   (max-norm) in fp32; bf16 1e-2 / 5e-2 (kernels/emu/drive.cpp's derivation: cuBLASLt may take
+   another algorithm for N rows than for BT, which in bf16 rounds the logits differently);
+   whether they are bitwise is printed (the emulator shows them bitwise but wte's); then one
+   gpt2rt_step each, timed (the fused head: no second product), the ratio printed. */
+static double grads_rel(gpt2rt_ctx *a, gpt2rt_ctx *b, int *bitwise, int *bitwise_but_wte) {
+    double worst = 0.0;
+    *bitwise = *bitwise_but_wte = 1;
+    for (int i = 0; i < gpt2rt_param_count(a); i++) {
+        gpt2rt_param_info in;
+        LAB_OK(a, gpt2rt_param_info_get(a, i, &in));
+        float *x = (float *)malloc((size_t)in.numel * 4), *y = (float *)malloc((size_t)in.numel * 4);
+        LAB_OK(a, gpt2rt_param_read(a, in.name, GPT2RT_PARAM_GRAD, x, in.numel));
+        LAB_OK(b, gpt2rt_param_read(b, in.name, GPT2RT_PARAM_GRAD, y, in.numel));
+        double num = 0, den = 0;
+        for (int64_t k = 0; k < in.numel; k++) {
+            double d = fabs((double)x[k] - y[k]);
+            if (!(d <= num)) num = d;
+            den = fmax(den, fabs((double)y[k]));
+        }
+        double e = den > 0 ? num / den : num;
+        if (!(e <= worst)) worst = e;
+        int same = memcmp(x, y, (size_t)in.numel * 4) == 0;
+        *bitwise &= same;
+        if (strcmp(in.name, "transformer.wte.weight")) *bitwise_but_wte &= same;
+        free(x); free(y);
+    }
+    return worst;
+}
+
+/* small: C 64, V 300, T 64, N 64 (the same checks in seconds on the emulator: `chunked-small`) */
+static void check_chunked(gpt2rt_precision prec, int small = 0) {
+    const int N = small ? 64 : 1024, T = small ? 64 : 1024, V = small ? 300 : 50257, Vp = small ? 384 : 50304;
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 2; c.n_head = small ? 4 : 12; c.n_embd = small ? 64 : 768; c.vocab_size = V; c.max_seq_len = T;
+    c.batch_size = 4; c.seq_len = T; c.precision = prec; c.backend = GPT2RT_BACKEND_CUDA; c.seed = 5;
+    c.lr = 1e-4f; c.warmup_steps = 1; c.total_steps = 10;
+    gpt2rt_config k = c;
+    k.classifier_chunk = N;
+    int bf = prec == GPT2RT_PRECISION_BF16;
+    printf("chunked classifier, %s, 2 layers C %d V %d B 4 T %d, N = %d\n", bf ? "bf16" : "fp32", c.n_embd, V, T, N);
+    gpt2rt_ctx *w = NULL, *h = NULL;
+    LAB_OK(w, gpt2rt_create(&w, &c));
+    LAB_OK(h, gpt2rt_create(&h, &k));
+    gpt2rt_memory_plan p;
+    if (gpt2rt_plan(&k, &p) != GPT2RT_OK) { printf("plan: %s\n", p.error); exit(2); }
+    int ok = 1;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) ok &= p.bytes[0][i] == h->cu->allocated[i];
+    ok &= p.bytes[0][GPT2RT_MEM_LOGITS] == (uint64_t)N * Vp * (bf ? 2 : 4);
+    printf("  %-40s logits %.1f MiB (whole batch %.1f)  %s\n", "planned == cudaMalloc'ed, per category",
+           GPT2RT__MIB(p.bytes[0][GPT2RT_MEM_LOGITS]), GPT2RT__MIB(w->cu->allocated[GPT2RT_MEM_LOGITS]), ok ? "PASS" : "FAIL");
+    lab_failures += !ok;
+    int64_t n = 4 * (int64_t)T;
+    int32_t *tok = (int32_t *)malloc((size_t)(n + 1) * 4);
+    for (int64_t i = 0; i <= n; i++) tok[i] = (int32_t)((lab_uniform() * 0.5f + 0.5f) * (float)V) % V;
+    float lw = 0, lh = 0;
+    LAB_OK(w, gpt2rt_forward(w, tok, tok + 1, &lw));
+    LAB_OK(w, gpt2rt_backward(w));
+    LAB_OK(h, gpt2rt_forward(h, tok, tok + 1, &lh));
+    LAB_OK(h, gpt2rt_backward(h));
+    double le = fabs((double)lh - lw) / fabs((double)lw), ltol = bf ? 1e-2 : 1e-5, gtol = bf ? 5e-2 : 1e-5;
+    printf("  %-40s %.3e (tol %.0e)%s  %s\n", "loss vs whole batch, relative", le, ltol, lh == lw ? ", bitwise" : "",
+           le <= ltol ? "PASS" : "FAIL");
+    lab_failures += !(le <= ltol);
+    int all, but_wte;
+    double ge = grads_rel(h, w, &all, &but_wte);
+    printf("  %-40s %.3e (tol %.0e), bitwise: all %s, all but wte %s  %s\n", "gradients vs whole batch, worst", ge,
+           gtol, all ? "yes" : "no", but_wte ? "yes" : "no", ge <= gtol ? "PASS" : "FAIL");
+    lab_failures += !(ge <= gtol);
+    LAB_OK(w, gpt2rt_update(w, NULL));
+    LAB_OK(h, gpt2rt_update(h, NULL));
+    gpt2rt_step_stats st;
+    float mw = lab_time_ms([&] { LAB_OK(w, gpt2rt_step(w, tok, tok + 1, &st)); }, 3);
+    float mh = lab_time_ms([&] { LAB_OK(h, gpt2rt_step(h, tok, tok + 1, &st)); }, 3);
+    printf("  %-40s whole %.2f ms, N = %d %.2f ms (x%.3f)\n", "gpt2rt_step time", mw, N, mh, mh / mw);
+    free(tok);
+    gpt2rt_free(w);
+    gpt2rt_free(h);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strncmp(argv[1], "chunked", 7)) { /* this part alone; chunked-small: at a small shape */
+        int small = !strcmp(argv[1], "chunked-small");
+        check_chunked(GPT2RT_PRECISION_FP32, small);
+        check_chunked(GPT2RT_PRECISION_BF16, small);
+        return lab_finish("classifier chunked");
+    }
     /* GPT-2 124M: BT = 8192 rows, V = 50257 of Vp = 50304 columns (vectorised path) */
     run<float>(8192, 50257, 50304, 1);
     run<__nv_bfloat16>(8192, 50257, 50304, 1);
@@ -147,5 +239,7 @@ int main(void) {
     run<__half>(37, 67, 70, 0);
     run<__nv_bfloat16>(50, 64, 64, 0);
     run<float>(50, 1000, 1024, 0);
+    check_chunked(GPT2RT_PRECISION_FP32);
+    check_chunked(GPT2RT_PRECISION_BF16);
     return lab_finish("classifier");
 }

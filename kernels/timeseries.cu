@@ -3,6 +3,7 @@
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
          --Werror all-warnings -o /tmp/lab_timeseries timeseries.cu -lcublasLt
      /tmp/lab_timeseries          every check below (a few seconds); exit 77 without a device
+     /tmp/lab_timeseries allm4ts  the aLLM4TS checks alone
 
    Ops (fp32, against the CPU functions of 6.2 and 7.1 on the same inputs):
      - dropout: gpt2rt__cu_dropout == gpt2rt__cpu_dropout bitwise (2^20 + 3 elements, p = 0.1,
@@ -30,7 +31,10 @@
      - recompute SELECTIVE and FULL (checkpoint 1 and 2) with dropout: gradients bitwise
        equal to NONE on the GPU; two runs of 3 steps bitwise equal
      - EVAL with dropout set == a context without dropout, bitwise (predictions, loss,
-       gradients); TRAIN differs from it */
+       gradients); TRAIN differs from it
+     - aLLM4TS (check_allm4ts): NEXT_PATCH causal, PATCH_DECODE under PLACEHOLDERS and CAUSAL,
+       fp32 (HS 16) loss, gradients and 3 steps against the CPU; bf16 HS 64 (the tensor-core
+       attention with the mask) 4 steps' losses, two runs bitwise equal */
 /* g++ 12 reports a false -Wmaybe-uninitialized inside its AVX-512 headers for the CPU AdamW
    of gpt2rt.h under nvcc -O3: the portable CPU kernels here (as kernels/train_step.cu). */
 #define GPT2RT_SGEMM_NO_SIMD
@@ -511,7 +515,73 @@ static void check_bf16_hs64_dropout(void) {
     gpt2rt_free(cpu);
 }
 
-int main(void) {
+/* aLLM4TS's heads (issue 25) on the windows above: stage 1 (NEXT_PATCH, causal: L48 P8 S8,
+   T = 6) and stage 2 (PATCH_DECODE: L48 P8 S4, 12 history patches + 2 placeholders) under
+   PLACEHOLDERS and CAUSAL. fp32 at C 32 (HS 16): loss 1e-5, gradients 1e-4, 3 AdamW
+   steps' losses 1e-4 against the CPU (as check_model); bf16 at C 128 (HS 64: the
+   tensor-core attention with the mask): 4 steps' losses within 5e-2 of the CPU's fp32;
+   two bf16 runs bitwise equal; planned == cudaMalloc'ed in both */
+static void check_allm4ts(gpt2rt_head head, gpt2rt_attn_mask mask) {
+    gpt2rt_config c = ts_config(head == GPT2RT_HEAD_PATCH_DECODE, 0u);
+    c.head = head;
+    c.attn_mask = mask;
+    if (head == GPT2RT_HEAD_NEXT_PATCH) c.horizon = 0;
+    else c.patch_stride = 4;
+    c.max_seq_len = 16;
+    int y = head != GPT2RT_HEAD_NEXT_PATCH;
+    printf("aLLM4TS: head %s, mask %s\n", y ? "PATCH_DECODE" : "NEXT_PATCH",
+           mask == GPT2RT_MASK_PLACEHOLDERS ? "PLACEHOLDERS" : "CAUSAL");
+    gpt2rt_ctx *cpu = make(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_DEFAULT);
+    gpt2rt_ctx *g = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_FP32);
+    check_plan(g, "fp32");
+    float lc = 0, lg = 0;
+    LAB_OK(cpu, gpt2rt_forward_series(cpu, xk(0), y ? yk(0) : NULL, &lc));
+    LAB_OK(g, gpt2rt_forward_series(g, xk(0), y ? yk(0) : NULL, &lg));
+    check_rel("fp32 loss vs CPU, relative", fabs((double)lg - (double)lc) / fabs((double)lc), 1e-5);
+    LAB_OK(cpu, gpt2rt_backward(cpu));
+    LAB_OK(g, gpt2rt_backward(g));
+    const char *wn = "";
+    double e = grads_err(g, cpu, 0u, &wn);
+    char name[128];
+    snprintf(name, sizeof name, "fp32 gradients vs CPU, worst (%s)", wn);
+    check_rel(name, e, 1e-4);
+    LAB_OK(cpu, gpt2rt_update(cpu, NULL));
+    LAB_OK(g, gpt2rt_update(g, NULL));
+    double worst = 0.0;
+    for (int k = 1; k <= NSTEPS; k++) {
+        gpt2rt_step_stats a, b;
+        LAB_OK(cpu, gpt2rt_step_series(cpu, xk(k), y ? yk(k) : NULL, &a));
+        LAB_OK(g, gpt2rt_step_series(g, xk(k), y ? yk(k) : NULL, &b));
+        double d = fabs((double)a.loss - (double)b.loss) / fabs((double)a.loss);
+        worst = !(d <= worst) ? d : worst;
+    }
+    check_rel("fp32 losses of 3 more AdamW steps vs CPU, relative", worst, 1e-4);
+    gpt2rt_free(g);
+    gpt2rt_free(cpu);
+    c.n_embd = 128; /* HS 64 */
+    cpu = make(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_DEFAULT);
+    g = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_BF16);
+    gpt2rt_ctx *g2 = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_BF16);
+    check_plan(g, "bf16 C128");
+    worst = 0.0;
+    int same_runs = 1;
+    for (int k = 0; k <= NSTEPS; k++) {
+        gpt2rt_step_stats a, b, b2;
+        LAB_OK(cpu, gpt2rt_step_series(cpu, xk(k), y ? yk(k) : NULL, &a));
+        LAB_OK(g, gpt2rt_step_series(g, xk(k), y ? yk(k) : NULL, &b));
+        LAB_OK(g2, gpt2rt_step_series(g2, xk(k), y ? yk(k) : NULL, &b2));
+        same_runs &= b.loss == b2.loss;
+        double d = fabs((double)a.loss - (double)b.loss) / fabs((double)a.loss);
+        worst = !(d <= worst) ? d : worst;
+    }
+    check_rel("bf16 HS64 losses of 4 AdamW steps vs CPU fp32, relative", worst, 5e-2);
+    check_true("bf16 HS64: two runs' losses and weights bitwise equal", same_runs && weights_err(g, g2) == 0.0);
+    gpt2rt_free(g2);
+    gpt2rt_free(g);
+    gpt2rt_free(cpu);
+}
+
+int main(int argc, char **argv) {
     int dev_count = 0;
     if (cudaGetDeviceCount(&dev_count) != cudaSuccess || dev_count == 0) {
         printf("timeseries: SKIP: no CUDA device\n");
@@ -521,6 +591,11 @@ int main(void) {
     LAB_CK(cudaGetDeviceProperties(&prop, 0));
     printf("device: %s\n", prop.name);
     make_data();
+    if (argc > 1 && !strcmp(argv[1], "allm4ts")) { /* this part alone (e.g. on the emulator: EMU_LABS=timeseries:allm4ts) */
+        check_allm4ts(GPT2RT_HEAD_NEXT_PATCH, GPT2RT_MASK_CAUSAL);
+        check_allm4ts(GPT2RT_HEAD_PATCH_DECODE, GPT2RT_MASK_PLACEHOLDERS);
+        return lab_finish("timeseries allm4ts");
+    }
     check_dropout_op();
     check_attention_dropout_op();
     check_ts_ops();
@@ -531,5 +606,8 @@ int main(void) {
     check_tokens_dropout();
     check_recompute_and_modes();
     check_bf16_hs64_dropout();
+    check_allm4ts(GPT2RT_HEAD_NEXT_PATCH, GPT2RT_MASK_CAUSAL);
+    check_allm4ts(GPT2RT_HEAD_PATCH_DECODE, GPT2RT_MASK_PLACEHOLDERS);
+    check_allm4ts(GPT2RT_HEAD_PATCH_DECODE, GPT2RT_MASK_CAUSAL);
     return lab_finish("timeseries");
 }

@@ -440,8 +440,15 @@ static void test_chunked(void) {
     c.classifier_chunk = -1;
     CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "classifier_chunk = -1"), "%s", p.error);
     memset(&c, 0, sizeof c);
-    c.classifier_chunk = 64; c.backend = GPT2RT_BACKEND_CUDA;
-    CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_NOT_IMPLEMENTED && has(p.error, "CUDA"), "%s", p.error);
+    c.classifier_chunk = 64; c.backend = GPT2RT_BACKEND_CUDA; /* runs on CUDA too now (issue 26): 64 of B x T = 4 x 64 rows */
+    {
+        gpt2rt_memory_plan whole;
+        gpt2rt_config cw = c;
+        cw.classifier_chunk = 0;
+        CHECK(gpt2rt_plan(&c, &p) == GPT2RT_OK && gpt2rt_plan(&cw, &whole) == GPT2RT_OK &&
+              p.bytes[0][GPT2RT_MEM_LOGITS] * 4 * 64 == whole.bytes[0][GPT2RT_MEM_LOGITS] * 64, "CUDA chunk plan: %s",
+              p.error);
+    }
     memset(&c, 0, sizeof c);
     c.classifier_chunk = 64; c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_REGRESSION;
     CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "token models"), "%s", p.error);
@@ -475,6 +482,20 @@ static void test_chunked(void) {
               fit.classifier_chunk, fit.batch_size, fit.grad_accum, why, want);
         r = gpt2rt_fit(&c, budget, GPT2RT_FIT_DEFAULT, &fit, why, sizeof why);
         CHECK(r == GPT2RT_OK && fit.classifier_chunk == 0, "fit without the bit chose chunk %d", fit.classifier_chunk);
+        /* the CUDA backend too (issue 26): a budget of the chunked CUDA plan's arenas + 1 GiB (the advisor adds
+           its 600 MiB estimate of the CUDA context and libraries; the whole batch's plan is 2.9 GiB more) */
+        gpt2rt_config cu = c, cuk;
+        cu.backend = GPT2RT_BACKEND_CUDA;
+        cuk = cu;
+        cuk.classifier_chunk = 1024;
+        gpt2rt_memory_plan q0, q1;
+        CHECK(gpt2rt_plan(&cu, &q0) == GPT2RT_OK && gpt2rt_plan(&cuk, &q1) == GPT2RT_OK &&
+              q1.bytes[0][GPT2RT_MEM_LOGITS] * 16 == q0.bytes[0][GPT2RT_MEM_LOGITS], "CUDA plan with chunks: %s %s",
+              q0.error, q1.error);
+        r = gpt2rt_fit(&cu, q1.total[0] + ((uint64_t)1 << 30), GPT2RT_FIT_DEFAULT | GPT2RT_FIT_CLASSIFIER, &fit, why, sizeof why);
+        CHECK(r == GPT2RT_OK && fit.backend == GPT2RT_BACKEND_CUDA && fit.classifier_chunk == 1024 &&
+              fit.batch_size == 16 && fit.recompute == GPT2RT_RECOMPUTE_NONE, "CUDA fit: chunk %d B %d: %s",
+              fit.classifier_chunk, fit.batch_size, why);
     }
     printf("classifier_chunk: 124M B=16 T=1024 plan %.2f GiB -> %.2f GiB (logits %.2f GiB -> %.3f GiB)\n",
            p0.total[0] / 1073741824.0, p1.total[0] / 1073741824.0, p0.bytes[0][GPT2RT_MEM_LOGITS] / 1073741824.0,

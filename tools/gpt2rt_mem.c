@@ -114,7 +114,7 @@ static void usage(void) {
         "                                 prints whether it fits and what gpt2rt_fit suggests\n"
         "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
         "  --allow-shard                  let the advisor also switch ZeRO-1 sharding (ddp)\n"
-        "  --allow-classifier             let the advisor also try --classifier-chunk 1024 (CPU)\n"
+        "  --allow-classifier             let the advisor also try --classifier-chunk 1024\n"
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
         "                                 devices|mode|inference|chunk; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"

@@ -127,8 +127,9 @@ static void parity(const char *what, gpt2rt_config c, double gtol, double ltol, 
             if (patches) {
                 int64_t prow = (int64_t)rows / accum;
                 std::vector<float> x = floats(prow * c.seq_len * M, 11 + 7 * s + k), y = floats(prow * c.horizon * M, 23 + 7 * s + k);
-                ra = gpt2rt_forward_series(g, x.data(), y.data(), &fa);
-                rb = gpt2rt_forward_series(h, x.data(), y.data(), &fb);
+                const float *yp = c.head == GPT2RT_HEAD_NEXT_PATCH ? NULL : y.data(); /* its targets are in x */
+                ra = gpt2rt_forward_series(g, x.data(), yp, &fa);
+                rb = gpt2rt_forward_series(h, x.data(), yp, &fb);
             } else {
                 std::vector<int32_t> in = tokens(per, c.vocab_size, 100 + 7 * s + k), tg = tokens(per, c.vocab_size, 200 + 7 * s + k);
                 ra = gpt2rt_forward(g, in.data(), tg.data(), &fa);
@@ -588,6 +589,125 @@ static void inference(gpt2rt_config c) {
         check(ig == ih && lg == lh, "inference on CUDA: greedy ids == the CPU training context's");
 }
 
+/* aLLM4TS (head = NEXT_PATCH, PATCH_DECODE; attn_mask): `steps` steps of a CUDA context twice from the same
+   seed, weights bitwise; and the placeholder mask matters: the CUDA loss under PLACEHOLDERS against the CPU's under
+   CAUSAL differs by more than parity's tolerance (so a CUDA kernel that ignored the mask would fail parity) */
+static void allm4ts_twice_and_mask(gpt2rt_config c, int steps) {
+    gpt2rt_emu::set_problem("allm4ts twice");
+    gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA), *b = make(c, GPT2RT_BACKEND_CUDA);
+    gpt2rt_config cc = c;
+    cc.attn_mask = GPT2RT_MASK_CAUSAL;
+    gpt2rt_ctx *h = make(cc, GPT2RT_BACKEND_CPU);
+    if (!a || !b || !h) { gpt2rt_free(a); gpt2rt_free(b); gpt2rt_free(h); return; }
+    gpt2rt_memory_plan plan, got;
+    gpt2rt_config pc = c;
+    pc.backend = GPT2RT_BACKEND_CUDA;
+    int ok = gpt2rt_plan(&pc, &plan) == GPT2RT_OK && gpt2rt_plan_allocated(a, &got) == GPT2RT_OK, bad = 0;
+    for (int m = 0; m < GPT2RT_MEM_COUNT; m++) bad += got.bytes[0][m] != plan.bytes[0][m];
+    check(ok && !bad, "aLLM4TS %s on CUDA: planned == cudaMalloc'ed (%d categories differ)",
+          c.head == GPT2RT_HEAD_NEXT_PATCH ? "NEXT_PATCH" : "PATCH_DECODE", bad);
+    int M = c.n_channels;
+    double worst = 0;
+    for (int s = 0; s < steps && ok; s++) {
+        std::vector<float> x = floats((int64_t)c.batch_size * c.seq_len * M, 31 + s), y = floats((int64_t)c.batch_size * c.horizon * M, 41 + s);
+        const float *yp = c.head == GPT2RT_HEAD_NEXT_PATCH ? NULL : y.data();
+        float la = 0, lh = 0;
+        ok = gpt2rt_forward_series(h, x.data(), yp, &lh) == GPT2RT_OK;
+        gpt2rt_step_stats st;
+        ok = ok && gpt2rt_step_series(a, x.data(), yp, &st) == GPT2RT_OK;
+        la = st.loss;
+        ok = ok && gpt2rt_step_series(b, x.data(), yp, &st) == GPT2RT_OK && st.loss == la;
+        if (s == 0) worst = fabs((double)la - lh) / fabs((double)lh);
+    }
+    check(ok && same_bits(read_all(a, GPT2RT_PARAM_VALUE), read_all(b, GPT2RT_PARAM_VALUE)) &&
+          same_bits(read_all(a, GPT2RT_PARAM_ADAM_V), read_all(b, GPT2RT_PARAM_ADAM_V)),
+          "aLLM4TS %s on CUDA: two runs of %d steps, losses, weights and moments bitwise equal%s%s",
+          c.head == GPT2RT_HEAD_NEXT_PATCH ? "NEXT_PATCH" : "PATCH_DECODE", steps, ok ? "" : ": ",
+          ok ? "" : gpt2rt_last_error(a));
+    if (c.attn_mask == GPT2RT_MASK_PLACEHOLDERS)
+        check(worst > 1e-3, "aLLM4TS: the CUDA loss under PLACEHOLDERS vs the CPU's under CAUSAL: rel diff %.3e > 1e-3 "
+              "(the mask is observable at parity's tolerance)", worst);
+    gpt2rt_free(a);
+    gpt2rt_free(b);
+    gpt2rt_free(h);
+}
+
+/* classifier_chunk = N on CUDA (issue 26) against the whole-batch CUDA path of the same config: planned ==
+   cudaMalloc'ed with the logits arena N x Vp; forward + backward twice (the second accumulates): the loss and
+   every gradient but wte's bitwise equal (each token's row is computed alone, by the same kernels), wte's within
+   1e-5 relative (a sum over BT = 32 tokens added in chunks: reassociation moves it by about log2(32) roundings of
+   2^-24, 3e-7, relative to its largest term; the margin covers cancellation); then gpt2rt_step (the head's backward
+   fused into the forward) with grad_accum 2 for 3 steps: the first step's loss bitwise, every step's within 1e-5 */
+static void chunk_vs_whole(gpt2rt_config c, int N) {
+    gpt2rt_emu::set_problem("classifier_chunk");
+    gpt2rt_config k = c;
+    k.classifier_chunk = N;
+    const char *pr = c.precision == GPT2RT_PRECISION_BF16 ? "bf16" : "fp32";
+    gpt2rt_ctx *w = make(c, GPT2RT_BACKEND_CUDA), *h = make(k, GPT2RT_BACKEND_CUDA);
+    if (!w || !h) { gpt2rt_free(w); gpt2rt_free(h); return; }
+    gpt2rt_memory_plan plan, got, whole;
+    k.backend = c.backend = GPT2RT_BACKEND_CUDA;
+    int ok = gpt2rt_plan(&k, &plan) == GPT2RT_OK && gpt2rt_plan_allocated(h, &got) == GPT2RT_OK &&
+             gpt2rt_plan(&c, &whole) == GPT2RT_OK, bad = 0;
+    for (int m = 0; m < GPT2RT_MEM_COUNT; m++) bad += got.bytes[0][m] != plan.bytes[0][m];
+    int Vp = (c.vocab_size + 127) / 128 * 128, ab = c.precision == GPT2RT_PRECISION_BF16 ? 2 : 4;
+    check(ok && !bad && plan.bytes[0][GPT2RT_MEM_LOGITS] == (uint64_t)N * Vp * ab &&
+          whole.bytes[0][GPT2RT_MEM_LOGITS] == (uint64_t)c.batch_size * c.seq_len * Vp * ab,
+          "classifier_chunk %d on CUDA (%s): planned == cudaMalloc'ed (%d categories differ), logits %llu bytes = N x Vp "
+          "x %d (whole batch: %llu)", N, pr, bad, (unsigned long long)plan.bytes[0][GPT2RT_MEM_LOGITS], ab,
+          (unsigned long long)whole.bytes[0][GPT2RT_MEM_LOGITS]);
+    int64_t n = (int64_t)c.batch_size * c.seq_len;
+    float lw = 0, lh = 0, lw2 = 0, lh2 = 0;
+    std::vector<int32_t> in = tokens(n, c.vocab_size, 700), tg = tokens(n, c.vocab_size, 701);
+    std::vector<int32_t> in2 = tokens(n, c.vocab_size, 702), tg2 = tokens(n, c.vocab_size, 703);
+    tg[3] = -1; /* an ignored target */
+    ok = gpt2rt_forward(w, in.data(), tg.data(), &lw) == GPT2RT_OK && gpt2rt_backward(w) == GPT2RT_OK &&
+         gpt2rt_forward(h, in.data(), tg.data(), &lh) == GPT2RT_OK && gpt2rt_backward(h) == GPT2RT_OK &&
+         gpt2rt_forward(w, in2.data(), tg2.data(), &lw2) == GPT2RT_OK && gpt2rt_backward(w) == GPT2RT_OK &&
+         gpt2rt_forward(h, in2.data(), tg2.data(), &lh2) == GPT2RT_OK && gpt2rt_backward(h) == GPT2RT_OK;
+    std::vector<std::string> names;
+    auto gw = read_all(w, GPT2RT_PARAM_GRAD, &names), gh = read_all(h, GPT2RT_PARAM_GRAD);
+    int others = 1;
+    double wte = -1;
+    for (size_t t = 0; t < gw.size() && ok; t++) {
+        if (names[t] == "transformer.wte.weight") {
+            std::vector<std::vector<float>> a(1, gh[t]), b(1, gw[t]);
+            int at;
+            wte = worst_rel(a, b, &at);
+        } else if (gw[t].size() != gh[t].size() || memcmp(gw[t].data(), gh[t].data(), gw[t].size() * 4)) {
+            others = 0;
+            printf("     differs: %s\n", names[t].c_str());
+        }
+    }
+    check(ok && lw == lh && lw2 == lh2 && others, "classifier_chunk %d on CUDA (%s): forward + backward twice: losses "
+          "%.7g %.7g and every gradient but wte's bitwise the whole batch's%s%s", N, pr, lh, lh2, ok ? "" : ": ",
+          ok ? "" : gpt2rt_last_error(h));
+    check(ok && wte >= 0 && wte <= 1e-5, "classifier_chunk %d on CUDA (%s): wte's gradient within %.3e of the whole "
+          "batch's, tol 1e-5", N, pr, wte);
+    gpt2rt_free(w);
+    gpt2rt_free(h);
+    c.grad_accum = k.grad_accum = 2;
+    w = make(c, GPT2RT_BACKEND_CUDA);
+    h = make(k, GPT2RT_BACKEND_CUDA);
+    if (!w || !h) { gpt2rt_free(w); gpt2rt_free(h); return; }
+    double worst = 0;
+    int first = 0;
+    ok = 1;
+    for (int s = 0; s < 3 && ok; s++) {
+        std::vector<int32_t> a = tokens(2 * n, c.vocab_size, 710 + s), b = tokens(2 * n, c.vocab_size, 720 + s);
+        gpt2rt_step_stats sw, sh;
+        ok = gpt2rt_step(w, a.data(), b.data(), &sw) == GPT2RT_OK && gpt2rt_step(h, a.data(), b.data(), &sh) == GPT2RT_OK;
+        if (s == 0) first = sw.loss == sh.loss;
+        double d = fabs((double)sw.loss - sh.loss) / fabs((double)sw.loss);
+        if (!(d <= worst)) worst = d;
+    }
+    check(ok && first && worst <= 1e-5, "classifier_chunk %d on CUDA (%s): gpt2rt_step, head fused into the forward, "
+          "grad_accum 2: first loss bitwise, 3 steps' losses within %.3e of the whole batch's, tol 1e-5%s%s", N, pr,
+          worst, ok ? "" : ": ", ok ? "" : gpt2rt_last_error(h));
+    gpt2rt_free(w);
+    gpt2rt_free(h);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -651,6 +771,51 @@ int main(int argc, char **argv) {
         s2.seq_len = 27; s2.patch_len = 6; s2.patch_stride = 3; s2.n_channels = 3; s2.horizon = 5; s2.batch_size = 3;
         s2.n_embd = 20; s2.dropout = 0.1f;
         parity("fp32 patch input, odd shapes (L27 P6 S3 M3 H5 C20), dropout", s2, 1e-4, 1e-5, 2);
+    }
+    if (!*only || !strcmp(only, "allm4ts")) {
+        /* aLLM4TS's heads and masks (issue 25), tolerances as above: stage 1 (NEXT_PATCH, causal:
+           L64 P8 S8, T = 8) and stage 2 (PATCH_DECODE: L32 P8 S4, 8 history patches + 3 placeholders,
+           the last one cut at horizon 20), under PLACEHOLDERS and CAUSAL, fp32 and bf16 */
+        gpt2rt_config a = c;
+        a.input = GPT2RT_INPUT_PATCHES; a.head = GPT2RT_HEAD_NEXT_PATCH;
+        a.seq_len = 64; a.patch_len = 8; a.patch_stride = 8; a.n_channels = 2;
+        parity("fp32 aLLM4TS NEXT_PATCH (causal)", a, 1e-4, 1e-5, 3);
+        allm4ts_twice_and_mask(a, 2);
+        gpt2rt_config a16 = a, a32 = a;
+        a16.precision = GPT2RT_PRECISION_BF16;
+        parity("bf16 aLLM4TS NEXT_PATCH (causal)", a16, 5e-2, 1e-2, 2, &a32);
+        gpt2rt_config p = a;
+        p.head = GPT2RT_HEAD_PATCH_DECODE; p.attn_mask = GPT2RT_MASK_PLACEHOLDERS;
+        p.seq_len = 32; p.patch_stride = 4; p.horizon = 20; p.revin_affine = 1;
+        parity("fp32 aLLM4TS PATCH_DECODE, PLACEHOLDERS mask, RevIN affine", p, 1e-4, 1e-5, 3);
+        allm4ts_twice_and_mask(p, 2);
+        gpt2rt_config pc = p;
+        pc.attn_mask = GPT2RT_MASK_CAUSAL; pc.n_embd = 20; pc.n_channels = 3; pc.horizon = 13; pc.batch_size = 3;
+        parity("fp32 aLLM4TS PATCH_DECODE, causal mask, odd C20 M3 H13", pc, 1e-4, 1e-5, 2);
+        gpt2rt_config p16 = p, p32 = p;
+        p16.precision = GPT2RT_PRECISION_BF16;
+        parity("bf16 aLLM4TS PATCH_DECODE, PLACEHOLDERS mask", p16, 5e-2, 1e-2, 2, &p32);
+        /* the tensor-core attention (HS 64, bf16) with the placeholder mask across two tiles:
+           L400 P8 S8, 51 history patches + 20 placeholders = 71 positions */
+        gpt2rt_config t = p16;
+        t.n_embd = 128; t.n_head = 2; t.n_layer = 1; t.batch_size = 1; t.n_channels = 1; t.max_seq_len = 128;
+        t.seq_len = 400; t.patch_stride = 8; t.horizon = 160;
+        gpt2rt_config t32 = t;
+        t32.precision = GPT2RT_PRECISION_FP32;
+        parity("bf16 aLLM4TS PATCH_DECODE, PLACEHOLDERS, C128 HS64 T71 (tensor-core attention, 2 tiles)", t, 5e-2, 1e-2, 1, &t32);
+    }
+    if (!*only || !strcmp(only, "chunk")) {
+        /* classifier_chunk (issue 26): BT = 32 in chunks of 7 (the last of 4) and of 16; against the CPU's
+           chunked path at parity's tolerances; under data parallel (2 ranks) */
+        chunk_vs_whole(c, 7);
+        gpt2rt_config b = c;
+        b.precision = GPT2RT_PRECISION_BF16;
+        chunk_vs_whole(b, 16);
+        gpt2rt_config k = c;
+        k.classifier_chunk = 7;
+        parity("fp32 classifier_chunk 7", k, 1e-4, 1e-5, 2);
+        k.parallel = GPT2RT_PARALLEL_DATA; k.n_devices = 2;
+        parity("fp32 classifier_chunk 7, data parallel over 2 ranks", k, 1e-4, 1e-5, 2);
     }
     if (!*only || !strcmp(only, "parallel")) {
         gpt2rt_config p = c;
