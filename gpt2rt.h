@@ -6505,9 +6505,14 @@ static GPT2RT__HOSTDEV float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t
 
 /* out (N) = in (N) * mask / (1-p), element by element (out may alias in); it is its
    own backward: the same op on the gradient */
+static void gpt2rt__cpu_dropout_span(float *out, const float *in, gpt2rt__drop d, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) out[i] = in[i] * gpt2rt__drop_factor(&d, i); /* d: a copy out cannot alias */
+}
 static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop *dr, int64_t N, int nt) {
+    int64_t nblk = (N + 4095) / 4096; /* in spans: the hash loop vectorises on its own copy of dr */
     GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) out[i] = in[i] * gpt2rt__drop_factor(dr, i);
+    for (int64_t blk = 0; blk < nblk; blk++)
+        gpt2rt__cpu_dropout_span(out, in, *dr, blk * 4096, N - blk * 4096 < 4096 ? N : blk * 4096 + 4096);
 }
 
 /* ---- embeddings ---- */
