@@ -6848,10 +6848,10 @@ static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const f
     if (HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX) {
         GPT2RT__PARALLEL_FOR(nt)
         for (int64_t bh = 0; bh < B * NH; bh++) {
-            enum { R = GPT2RT__ATT_ROWS };
+            const int64_t R = GPT2RT__ATT_ROWS;
             int64_t b = bh / NH, h = bh % NH;
             const float *k0 = qkv + b * T * C3 + C + h * HS;
-            float kt[GPT2RT__ATT_TILE], p[R * GPT2RT__ATT_TMAX];
+            float kt[GPT2RT__ATT_TILE], p[GPT2RT__ATT_ROWS * GPT2RT__ATT_TMAX];
             gpt2rt__cpu_att_tile(kt, k0, C3, T, Tp, HS);
             for (int64_t t0 = 0; t0 < T; t0 += R) {
                 int64_t nr = T - t0 < R ? T - t0 : R, ns = t0 + nr; /* the block's keys: [0, ns) */
@@ -6897,12 +6897,13 @@ static void gpt2rt__cpu_attention_backward_masked(float *dqkv, const float *dout
     int tiled = HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bh = 0; bh < B * NH; bh++) {
-        enum { R = GPT2RT__ATT_ROWS };
+        const int64_t R = GPT2RT__ATT_ROWS;
         int64_t b = bh / NH, h = bh % NH, nb = tiled ? R : 1;
         const float *q0 = qkv + b * T * C3 + h * HS, *k0 = q0 + C, *v0 = q0 + 2 * C;
         const float *dy0 = dout + b * T * C + h * HS;
         float *dq0 = dqkv + b * T * C3 + h * HS, *dk0 = dq0 + C, *dv0 = dq0 + 2 * C;
-        float kt[GPT2RT__ATT_TILE], vt[GPT2RT__ATT_TILE], pb[R * GPT2RT__ATT_TMAX], gb[R * GPT2RT__ATT_TMAX];
+        float kt[GPT2RT__ATT_TILE], vt[GPT2RT__ATT_TILE];
+        float pb[GPT2RT__ATT_ROWS * GPT2RT__ATT_TMAX], gb[GPT2RT__ATT_ROWS * GPT2RT__ATT_TMAX];
         float *p = pb, *g = gb;
         if (tiled) {
             gpt2rt__cpu_att_tile(kt, k0, C3, T, Tp, HS);
