@@ -6937,11 +6937,16 @@ static void gpt2rt__cpu_attention_backward_masked(float *dqkv, const float *dout
             }
             for (int64_t r = 0; r < nr; r += 4) /* dq = dS k */
                 gpt2rt__cpu_att_mm(dq0 + (t0 + r) * C3, C3, nr - r < 4 ? nr - r : 4, g + r * ld, ld, 1, k0, C3, HS, ns);
-            for (int64_t s = 0; s < ns; s += 4) { /* dk += dS^T q, dv += (p f)^T dy: keys s.. over the block's t */
+            for (int64_t s = 0; s < ns && tiled; s += 4) { /* dk += dS^T q, dv += (p f)^T dy: keys s.. over t */
                 int64_t m = ns - s < 4 ? ns - s : 4;
                 gpt2rt__cpu_att_mm(dk0 + s * C3, C3, m, g + s, 1, ld, q, C3, HS, nr);
                 gpt2rt__cpu_att_mm(dv0 + s * C3, C3, m, p + s, 1, ld, dy, C, HS, nr);
             }
+            for (int64_t s = 0; s < ns && !tiled; s++) /* one query: the same terms, a key's row at a time */
+                for (int64_t i = 0; i < HS; i++) {
+                    dk0[s * C3 + i] = GPT2RT__MADD(g[s], q[i], dk0[s * C3 + i]);
+                    dv0[s * C3 + i] = GPT2RT__MADD(p[s], dy[i], dv0[s * C3 + i]);
+                }
         }
     }
 }
