@@ -6486,75 +6486,6 @@ static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-/* out[s] = gpt2rt__cpu_dot(a, b + s*stride, n) for s in [0, ns), bitwise. Under 16
-   elements that dot is one chain of additions from +0 in order (its lanes stay 0 and
-   add nothing: a sum from +0 is never -0), so 8 rows at a time run as 8 independent
-   chains: attention's small heads (patch models: 8 per head) score one query against
-   the keys without waiting on each addition. The last block of fewer than 8 rows
-   repeats its last row in the lanes beyond ns (read, never stored). */
-static void gpt2rt__cpu_dot_rows(float *out, const float *a, const float *b, int64_t stride, int64_t n, int64_t ns) {
-    if (n >= 16) {
-        for (int64_t s = 0; s < ns; s++) out[s] = gpt2rt__cpu_dot(a, b + s * stride, n);
-        return;
-    }
-    for (int64_t s = 0; s < ns; s += 8) {
-        const float *r[8];
-        for (int j = 0; j < 8; j++) r[j] = b + (s + j < ns ? s + j : ns - 1) * stride;
-        float acc[8] = {0};
-        for (int64_t i = 0; i < n; i++)
-            for (int j = 0; j < 8; j++) acc[j] += a[i] * r[j][i];
-        for (int j = 0; j < 8 && s + j < ns; j++) out[s + j] = acc[j];
-    }
-}
-
-/* The same dot products with the rows stored as columns: out[s] = gpt2rt__cpu_dot(a,
-   column s of bt) for s in [0, ns), bitwise, where bt (n, ld) holds row s's element i
-   at bt[i*ld + s] (ld >= ns rounded up to 8; the columns past ns are read, never
-   stored). 8 columns run at once, each in gpt2rt__cpu_dot's order: its 16 lanes over
-   the full blocks of 16, a chain from +0 over the rest, then the lanes in pairs. */
-static void gpt2rt__cpu_dot_cols(float *out, const float *a, const float *bt, int64_t ld, int64_t n, int64_t ns) {
-    int64_t n16 = n - n % 16;
-    for (int64_t s = 0; s < ns; s += 8) {
-        const float *b = bt + s;
-        float sum[8] = {0};
-        for (int64_t i = n16; i < n; i++)
-            for (int u = 0; u < 8; u++) sum[u] += a[i] * b[i * ld + u];
-        if (n16) {
-            float lane[16][8] = {{0}};
-            for (int64_t i0 = 0; i0 < n16; i0 += 16)
-                for (int j = 0; j < 16; j++)
-                    for (int u = 0; u < 8; u++) lane[j][u] += a[i0 + j] * b[(i0 + j) * ld + u];
-            for (int j = 0; j < 16; j += 2)
-                for (int u = 0; u < 8; u++) sum[u] += lane[j][u] + lane[j + 1][u];
-        }
-        for (int u = 0; u < 8 && s + u < ns; u++) out[s + u] = sum[u];
-    }
-}
-
-static void gpt2rt__cpu_axpy(float *y, float a, const float *x, int64_t n) { /* y += a x */
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) /* a fixed width: one vector, no loop tail for small heads */
-        for (int u = 0; u < 8; u++) y[i + u] += a * x[i + u];
-    for (; i < n; i++) y[i] += a * x[i];
-}
-
-/* y (n) = sum_s a[s] x[s*ld + .] for s in [0, ns), each element summed from +0 in s
-   order (gpt2rt__cpu_axpy's sums into a zeroed y), in 8-float pieces held in registers */
-static void gpt2rt__cpu_axpy_sum(float *y, const float *a, const float *x, int64_t ld, int64_t n, int64_t ns) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float acc[8] = {0};
-        for (int64_t s = 0; s < ns; s++)
-            for (int u = 0; u < 8; u++) acc[u] += a[s] * x[s * ld + i + u];
-        for (int u = 0; u < 8; u++) y[i + u] = acc[u];
-    }
-    for (; i < n; i++) {
-        float acc = 0.0f;
-        for (int64_t s = 0; s < ns; s++) acc += a[s] * x[s * ld + i];
-        y[i] = acc;
-    }
-}
-
 /* ---- dropout (inverted) ---- */
 /* One site's mask in one forward (gpt2rt__drop_at, 7.3, fills it): element i is
    dropped when the top 32 bits of gpt2rt__hash_at(key, off + i) are below thresh =
@@ -6575,9 +6506,14 @@ static GPT2RT__HOSTDEV float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t
 
 /* out (N) = in (N) * mask / (1-p), element by element (out may alias in); it is its
    own backward: the same op on the gradient */
+static void gpt2rt__cpu_dropout_span(float *out, const float *in, gpt2rt__drop d, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) out[i] = in[i] * gpt2rt__drop_factor(&d, i); /* d: a copy out cannot alias */
+}
 static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop *dr, int64_t N, int nt) {
+    int64_t nblk = (N + 4095) / 4096; /* in spans: the hash loop vectorises on its own copy of dr */
     GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t i = 0; i < N; i++) out[i] = in[i] * gpt2rt__drop_factor(dr, i);
+    for (int64_t blk = 0; blk < nblk; blk++)
+        gpt2rt__cpu_dropout_span(out, in, *dr, blk * 4096, N - blk * 4096 < 4096 ? N : blk * 4096 + 4096);
 }
 
 /* ---- embeddings ---- */
@@ -6695,12 +6631,32 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
    log-sum-exp, the backward recomputes the scores from q and k, and with dropout
    (dr non-NULL and on) draws the probabilities' mask again: element ((b*NH + h)*T
    + t)*T + s of the (B,NH,T,T) probabilities. lse is the softmax's, before dropout.
-   Small heads (HS * T up to GPT2RT__ATT_TILE floats: patch models, short texts) copy
-   a head's keys (and in the backward its values) into a transposed tile on the
-   stack and score a query against 8 keys at a time with gpt2rt__cpu_dot_cols; larger
-   ones score with gpt2rt__cpu_dot_rows. Both give every score bitwise, so the paths
-   and the thread count never change a result. */
+   A query's output is three sums, each one function's, so every path and the decode
+   step (gpt2rt__cpu_attention_cached, 7.3) give it bitwise and a prefill is a forward:
+     score = (q scale) . k   gpt2rt__cpu_att_scores, or _att_dot for one key: 16 lanes
+                             over the blocks of 16, a chain over the tail, lanes in pairs
+     p     = softmax         gpt2rt__cpu_att_softmax on the query's keys, in key order
+     y     = sum_s p_s v_s   gpt2rt__cpu_att_mm: a chain from +0 over the keys in order
+   Their products are GPT2RT__MADD, fused exactly where the target has an FMA, so the
+   sums do not depend on where a compiler contracts (-ffp-contract, C++, nvcc's host
+   pass) or vectorises. Small heads (HS * pad16(T) up to GPT2RT__ATT_TILE floats,
+   pad16(T) up to GPT2RT__ATT_TMAX: patch models, short texts) run per (b,h) as small
+   matrix products on stack tiles: blocks of GPT2RT__ATT_ROWS queries scored against
+   the transposed keys, the rows softmaxed, then P V (backward: dS K, dS^T Q, P^T dY),
+   4 rows by 16 columns a step in registers; a block's masked entries are exact zeros,
+   which add nothing to those sums (for finite values: 0 * inf is NaN). Larger heads
+   go a query at a time. A (b,h), or a query, is one thread's and every order is fixed
+   by the shapes: the thread count never changes a result. */
 #define GPT2RT__ATT_TILE 4096 /* floats: 16 KiB of stack a tile */
+#define GPT2RT__ATT_ROWS 8    /* queries a block (the tiled path) */
+#define GPT2RT__ATT_TMAX 256  /* the tiled path's longest pad16(T): its blocks' rows, 8 * 256 floats */
+#if defined(__FMA__) || defined(FP_FAST_FMAF) || defined(__FP_FAST_FMAF)
+#define GPT2RT__MADD(a, b, c) fmaf(a, b, c) /* a*b + c rounded once: an FMA instruction */
+#else
+#define GPT2RT__MADD(a, b, c) ((a) * (b) + (c)) /* no FMA: no compiler can fuse it either */
+#endif
+
+static inline float gpt2rt__exp_fast(float a); /* the classifier's exp, below */
 
 /* tile (HS, Tp) = the head's rows src + s*C3 (s < T) transposed; columns T..Tp-1 zero */
 static void gpt2rt__cpu_att_tile(float *tile, const float *src, int64_t C3, int64_t T, int64_t Tp, int64_t HS) {
@@ -6710,35 +6666,177 @@ static void gpt2rt__cpu_att_tile(float *tile, const float *src, int64_t C3, int6
         for (int64_t s = T; s < Tp; s++) tile[i * Tp + s] = 0.0f;
 }
 
-/* one query's softmax over its scores sc[0..ne) and its output y (HS) = sum p v: entries
-   [0, n) are keys 0..n-1, and with self >= 0 entry n is key self (a placeholder's own);
-   v: key 0's value, rows C3 apart; row r of the (B*NH*T) rows; returns the lse */
-static float gpt2rt__cpu_att_row(float *y, float *sc, const float *v, int64_t C3, int64_t n, int64_t self, int64_t HS,
-                                 int64_t T, int64_t r, float scale, const gpt2rt__drop *dr) {
-    int64_t ne = n + (self >= 0);
-    float mx = -INFINITY;
-    for (int64_t s = 0; s < ne; s++) {
-        sc[s] *= scale;
-        if (sc[s] > mx) mx = sc[s];
+/* sc (nr <= 4 rows, ld apart) = (a scale) . b for the rows a + r*lda (n) and the columns
+   [0, ns) of bt (n, ldb): a chain from +0 over the tail [n16, n), then 16 lanes (lane j:
+   a chain over i = j mod 16 in [0, n16)) added in pairs. 4 rows by 16 columns a step;
+   the columns up to ns rounded up to 16 are read and written (ld, ldb >= that), rows
+   past nr repeat row nr-1 (never stored). The rows are spelled out: gcc 12 vectorises
+   fmaf over the columns only so. */
+static void gpt2rt__cpu_att_scores(float *sc, int64_t ld, const float *a, int64_t lda, int64_t nr, const float *bt,
+                                   int64_t ldb, int64_t n, int64_t ns, float scale) {
+    enum { W = 16 };
+    const float *a0 = a, *a1 = a + (nr > 1 ? 1 : 0) * lda, *a2 = a + (nr > 2 ? 2 : nr - 1) * lda,
+                *a3 = a + (nr > 3 ? 3 : nr - 1) * lda;
+    int64_t n16 = n - n % 16;
+    for (int64_t c = 0; c < ns; c += W) {
+        float s0[W] = {0}, s1[W] = {0}, s2[W] = {0}, s3[W] = {0};
+        for (int64_t i = n16; i < n; i++) {
+            const float *b = bt + i * ldb + c;
+            float x0 = a0[i] * scale, x1 = a1[i] * scale, x2 = a2[i] * scale, x3 = a3[i] * scale;
+            for (int u = 0; u < W; u++) {
+                s0[u] = GPT2RT__MADD(x0, b[u], s0[u]); s1[u] = GPT2RT__MADD(x1, b[u], s1[u]);
+                s2[u] = GPT2RT__MADD(x2, b[u], s2[u]); s3[u] = GPT2RT__MADD(x3, b[u], s3[u]);
+            }
+        }
+        for (int j = 0; n16 && j < 16; j += 2) { /* lanes j (l) and j+1 (m) */
+            float l0[W] = {0}, l1[W] = {0}, l2[W] = {0}, l3[W] = {0}, m0[W] = {0}, m1[W] = {0}, m2[W] = {0}, m3[W] = {0};
+            for (int64_t i = j; i < n16; i += 16) {
+                const float *b = bt + i * ldb + c, *e = b + ldb;
+                float x0 = a0[i] * scale, x1 = a1[i] * scale, x2 = a2[i] * scale, x3 = a3[i] * scale;
+                float y0 = a0[i + 1] * scale, y1 = a1[i + 1] * scale, y2 = a2[i + 1] * scale, y3 = a3[i + 1] * scale;
+                for (int u = 0; u < W; u++) {
+                    l0[u] = GPT2RT__MADD(x0, b[u], l0[u]); l1[u] = GPT2RT__MADD(x1, b[u], l1[u]);
+                    l2[u] = GPT2RT__MADD(x2, b[u], l2[u]); l3[u] = GPT2RT__MADD(x3, b[u], l3[u]);
+                    m0[u] = GPT2RT__MADD(y0, e[u], m0[u]); m1[u] = GPT2RT__MADD(y1, e[u], m1[u]);
+                    m2[u] = GPT2RT__MADD(y2, e[u], m2[u]); m3[u] = GPT2RT__MADD(y3, e[u], m3[u]);
+                }
+            }
+            for (int u = 0; u < W; u++) {
+                s0[u] += l0[u] + m0[u]; s1[u] += l1[u] + m1[u];
+                s2[u] += l2[u] + m2[u]; s3[u] += l3[u] + m3[u];
+            }
+        }
+        float *o = sc + c;
+        for (int u = 0; u < W; u++) o[u] = s0[u];
+        if (nr > 1) for (int u = 0; u < W; u++) o[ld + u] = s1[u];
+        if (nr > 2) for (int u = 0; u < W; u++) o[2 * ld + u] = s2[u];
+        if (nr > 3) for (int u = 0; u < W; u++) o[3 * ld + u] = s3[u];
     }
-    float sum = 0.0f;
-    for (int64_t s = 0; s < ne; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+}
+
+/* one score of gpt2rt__cpu_att_scores, bitwise: (q scale) . k, q and k (n) */
+static float gpt2rt__cpu_att_dot(const float *q, const float *k, int64_t n, float scale) {
+    int64_t n16 = n - n % 16;
+    float lane[16] = {0}, s = 0.0f;
+    for (int64_t i = n16; i < n; i++) s = GPT2RT__MADD(q[i] * scale, k[i], s);
+    for (int64_t i = 0; i < n16; i += 16)
+        for (int j = 0; j < 16; j++) lane[j] = GPT2RT__MADD(q[i + j] * scale, k[i + j], lane[j]);
+    for (int j = 0; n16 && j < 16; j += 2) s += lane[j] + lane[j + 1];
+    return s;
+}
+
+/* y (nr <= 4 rows, ldy apart; n) += A B: A's element (r, s) at a[r*ars + s*acs], B (ns
+   rows, ldb apart); each element's terms added in s order onto y (a chain from +0 onto
+   a zeroed y). 4 rows by 16 columns a step in registers (rows spelled out, as in
+   gpt2rt__cpu_att_scores); rows past nr repeat row nr-1 (never stored). */
+static void gpt2rt__cpu_att_mm(float *y, int64_t ldy, int64_t nr, const float *a, int64_t ars, int64_t acs,
+                               const float *b, int64_t ldb, int64_t n, int64_t ns) {
+    enum { W = 16 };
+    int64_t r1 = nr > 1 ? 1 : 0, r2 = nr > 2 ? 2 : nr - 1, r3 = nr > 3 ? 3 : nr - 1;
+    const float *a0 = a, *a1 = a + r1 * ars, *a2 = a + r2 * ars, *a3 = a + r3 * ars;
+    float *y0 = y, *y1 = y + r1 * ldy, *y2 = y + r2 * ldy, *y3 = y + r3 * ldy;
+    int64_t c = 0;
+    for (; c + W <= n; c += W) {
+        float c0[W], c1[W], c2[W], c3[W];
+        for (int u = 0; u < W; u++) { c0[u] = y0[c + u]; c1[u] = y1[c + u]; c2[u] = y2[c + u]; c3[u] = y3[c + u]; }
+        for (int64_t s = 0; s < ns; s++) {
+            const float *bs = b + s * ldb + c;
+            float x0 = a0[s * acs], x1 = a1[s * acs], x2 = a2[s * acs], x3 = a3[s * acs];
+            for (int u = 0; u < W; u++) {
+                c0[u] = GPT2RT__MADD(x0, bs[u], c0[u]); c1[u] = GPT2RT__MADD(x1, bs[u], c1[u]);
+                c2[u] = GPT2RT__MADD(x2, bs[u], c2[u]); c3[u] = GPT2RT__MADD(x3, bs[u], c3[u]);
+            }
+        }
+        for (int u = 0; u < W; u++) y0[c + u] = c0[u];
+        if (nr > 1) for (int u = 0; u < W; u++) y1[c + u] = c1[u];
+        if (nr > 2) for (int u = 0; u < W; u++) y2[c + u] = c2[u];
+        if (nr > 3) for (int u = 0; u < W; u++) y3[c + u] = c3[u];
+    }
+    for (; c < n; c++) { /* the columns past the last 16, one at a time */
+        float c0 = y0[c], c1 = y1[c], c2 = y2[c], c3 = y3[c];
+        for (int64_t s = 0; s < ns; s++) {
+            float bs = b[s * ldb + c];
+            c0 = GPT2RT__MADD(a0[s * acs], bs, c0); c1 = GPT2RT__MADD(a1[s * acs], bs, c1);
+            c2 = GPT2RT__MADD(a2[s * acs], bs, c2); c3 = GPT2RT__MADD(a3[s * acs], bs, c3);
+        }
+        y0[c] = c0;
+        if (nr > 1) y1[c] = c1;
+        if (nr > 2) y2[c] = c2;
+        if (nr > 3) y3[c] = c3;
+    }
+}
+
+/* p (n) = the softmax of one query's scores p (n), in place; returns its lse. The max,
+   e = exp_fast(score - max) (within 2 ulp of expf, vectorised), their sum in 16 lanes
+   (s mod 16 over the blocks of 16; then the tail's chain, then the lanes in pairs),
+   p = e * (1/sum). */
+static float gpt2rt__cpu_att_softmax(float *p, int64_t n) {
+    int64_t n16 = n - n % 16;
+    float lm[16], ls[16] = {0}, mx = -INFINITY, sum = 0.0f;
+    for (int u = 0; u < 16; u++) lm[u] = -INFINITY;
+    for (int64_t s = 0; s < n16; s += 16)
+        for (int u = 0; u < 16; u++) lm[u] = p[s + u] > lm[u] ? p[s + u] : lm[u];
+    for (int64_t s = n16; s < n; s++) mx = p[s] > mx ? p[s] : mx;
+    for (int u = 0; u < 16; u++) mx = lm[u] > mx ? lm[u] : mx;
+    for (int64_t s = 0; s < n; s++) p[s] = gpt2rt__exp_fast(p[s] - mx);
+    for (int64_t s = 0; s < n16; s += 16)
+        for (int u = 0; u < 16; u++) ls[u] += p[s + u];
+    for (int64_t s = n16; s < n; s++) sum += p[s];
+    for (int u = 0; u < 16; u += 2) sum += ls[u] + ls[u + 1];
     float inv = 1.0f / sum;
-    if (dr && dr->on)
-        for (int64_t s = 0; s < ne; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + (s < n ? s : self));
-    for (int64_t s = 0; s < ne; s++) sc[s] *= inv;
-    gpt2rt__cpu_axpy_sum(y, sc, v, C3, HS, n);
-    if (self >= 0) gpt2rt__cpu_axpy(y, sc[n], v + self * C3, HS);
+    for (int64_t s = 0; s < n; s++) p[s] *= inv;
     return mx + logf(sum);
 }
 
 /* The keys of query t under the mask of history TH (gpt2rt__dims.TH): keys [0, *n), and
    *self = t itself for a placeholder (t >= TH: it sees the history and itself only),
-   else -1. TH = T is GPT-2's causal mask: keys [0, t]. The placeholder's own score is
-   one gpt2rt__cpu_dot_rows, in the forward and the backward alike. */
+   else -1. TH = T is GPT-2's causal mask: keys [0, t]. Either way every key is <= t. */
 static void gpt2rt__cpu_att_keys(int64_t t, int64_t TH, int64_t *n, int64_t *self) {
     *n = t < TH ? t + 1 : TH;
     *self = t < TH ? -1 : t;
+}
+
+/* query t's probabilities from its scores sc[0, ns) (key s at s, ns > t): the softmax
+   over its keys (a placeholder's own score moved next to the history's), every other
+   entry 0, then the dropout mask (r: the query's row of the (B*NH*T) rows); returns
+   the lse */
+static float gpt2rt__cpu_att_probs(float *sc, int64_t t, int64_t TH, int64_t ns, int64_t r, int64_t T,
+                                   const gpt2rt__drop *dr) {
+    int64_t n, self;
+    gpt2rt__cpu_att_keys(t, TH, &n, &self);
+    if (self >= 0) sc[n] = sc[self];
+    float l = gpt2rt__cpu_att_softmax(sc, n + (self >= 0)), ps = self >= 0 ? sc[n] : 0.0f;
+    for (int64_t s = n; s < ns; s++) sc[s] = 0.0f;
+    if (self >= 0) sc[self] = ps;
+    if (dr && dr->on)
+        for (int64_t s = 0; s < ns; s++) sc[s] *= gpt2rt__drop_factor(dr, r * T + s);
+    return l;
+}
+
+/* The softmax's backward on query t's row (r: its row of the (B*NH*T) rows) over keys
+   [0, ns): p holds the scores (key s at s), g holds dP = dy . v; out: p f (f the dropout
+   factor, 1 without) and dS = p (f dP - sum_s p f dP) scale in g. ns16 >= ns: the
+   entries [ns, ns16) too are read (finite), and come out 0 in p f and dS. */
+static void gpt2rt__cpu_att_grad_row(float *p, float *g, int64_t t, int64_t TH, int64_t ns, int64_t ns16, int64_t r,
+                                     int64_t T, float lse, float scale, const gpt2rt__drop *dr) {
+    int64_t n, self;
+    gpt2rt__cpu_att_keys(t, TH, &n, &self);
+    float ls[16] = {0}, dsum = 0.0f;
+    for (int64_t s = 0; s < ns16; s++) p[s] = gpt2rt__exp_fast(p[s] - lse);
+    float ps = self >= 0 ? p[self] : 0.0f;
+    for (int64_t s = n; s < ns16; s++) p[s] = 0.0f;
+    if (self >= 0) p[self] = ps;
+    int drop = dr && dr->on;
+    if (drop)
+        for (int64_t s = 0; s < ns; s++) g[s] *= gpt2rt__drop_factor(dr, r * T + s);
+    int64_t m16 = ns16 - ns16 % 16;
+    for (int64_t s = 0; s < m16; s += 16)
+        for (int u = 0; u < 16; u++) ls[u] += p[s + u] * g[s + u];
+    for (int64_t s = m16; s < ns16; s++) dsum += p[s] * g[s];
+    for (int u = 0; u < 16; u += 2) dsum += ls[u] + ls[u + 1];
+    for (int64_t s = 0; s < ns16; s++) g[s] = p[s] * (g[s] - dsum) * scale;
+    if (drop)
+        for (int64_t s = 0; s < ns; s++) p[s] *= gpt2rt__drop_factor(dr, r * T + s);
 }
 
 /* out (B,T,C), lse (B,NH,T) from qkv (B,T,3C); scratch: nt rows of pad16(2T) floats;
@@ -6746,97 +6844,110 @@ static void gpt2rt__cpu_att_keys(int64_t t, int64_t TH, int64_t *n, int64_t *sel
 static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const float *qkv, float *scratch, int64_t B,
                                                  int64_t T, int64_t C, int64_t NH, int64_t TH, const gpt2rt__drop *dr,
                                                  int nt) {
-    int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
+    int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
-    if (HS * Tp <= GPT2RT__ATT_TILE) {
+    if (HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX) {
         GPT2RT__PARALLEL_FOR(nt)
         for (int64_t bh = 0; bh < B * NH; bh++) {
-            int64_t b = bh / NH, h = bh % NH, n, self;
-            float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
+            const int64_t R = GPT2RT__ATT_ROWS;
+            int64_t b = bh / NH, h = bh % NH;
             const float *k0 = qkv + b * T * C3 + C + h * HS;
-            float kt[GPT2RT__ATT_TILE];
+            float kt[GPT2RT__ATT_TILE], p[GPT2RT__ATT_ROWS * GPT2RT__ATT_TMAX];
             gpt2rt__cpu_att_tile(kt, k0, C3, T, Tp, HS);
-            for (int64_t t = 0; t < T; t++) {
-                const float *q = qkv + (b * T + t) * C3 + h * HS;
-                gpt2rt__cpu_att_keys(t, TH, &n, &self);
-                gpt2rt__cpu_dot_cols(sc, q, kt, Tp, HS, n);
-                if (self >= 0) gpt2rt__cpu_dot_rows(sc + n, q, k0 + self * C3, C3, HS, 1);
-                lse[bh * T + t] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc, k0 + C, C3, n, self, HS, T,
-                                                      bh * T + t, scale, dr);
+            for (int64_t t0 = 0; t0 < T; t0 += R) {
+                int64_t nr = T - t0 < R ? T - t0 : R, ns = t0 + nr; /* the block's keys: [0, ns) */
+                const float *q = qkv + (b * T + t0) * C3 + h * HS;
+                float *y = out + (b * T + t0) * C + h * HS;
+                for (int64_t r = 0; r < nr; r += 4)
+                    gpt2rt__cpu_att_scores(p + r * Tp, Tp, q + r * C3, C3, nr - r < 4 ? nr - r : 4, kt, Tp, HS, ns, scale);
+                for (int64_t r = 0; r < nr; r++) {
+                    lse[bh * T + t0 + r] = gpt2rt__cpu_att_probs(p + r * Tp, t0 + r, TH, ns, bh * T + t0 + r, T, dr);
+                    memset(y + r * C, 0, (size_t)HS * sizeof(float));
+                }
+                for (int64_t r = 0; r < nr; r += 4)
+                    gpt2rt__cpu_att_mm(y + r * C, C, nr - r < 4 ? nr - r : 4, p + r * Tp, Tp, 1, k0 + C, C3, HS, ns);
             }
         }
         return;
     }
     GPT2RT__PARALLEL_FOR_RR(nt)
     for (int64_t r = 0; r < B * NH * T; r++) {
-        int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH), n, self;
+        int64_t t = r % T, h = (r / T) % NH, b = r / (T * NH);
         float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
         const float *q = qkv + (b * T + t) * C3 + h * HS, *k0 = qkv + b * T * C3 + C + h * HS;
-        gpt2rt__cpu_att_keys(t, TH, &n, &self);
-        gpt2rt__cpu_dot_rows(sc, q, k0, C3, HS, n);
-        if (self >= 0) gpt2rt__cpu_dot_rows(sc + n, q, k0 + self * C3, C3, HS, 1);
-        lse[r] = gpt2rt__cpu_att_row(out + (b * T + t) * C + h * HS, sc, k0 + C, C3, n, self, HS, T, r, scale, dr);
+        float *y = out + (b * T + t) * C + h * HS;
+        for (int64_t s = 0; s <= t; s++) sc[s] = gpt2rt__cpu_att_dot(q, k0 + s * C3, HS, scale);
+        lse[r] = gpt2rt__cpu_att_probs(sc, t, TH, t + 1, r, T, dr);
+        memset(y, 0, (size_t)HS * sizeof(float));
+        gpt2rt__cpu_att_mm(y, 0, 1, sc, 0, 1, k0 + C, C3, HS, t + 1);
     }
 }
 
 /* dqkv (B,T,3C) = (overwritten) from dout (B,T,C), the forward's qkv and lse (and
    dropout mask), under the mask TH. One (b,h) per task: dk and dv of a head are summed
    over t in order. With dropout (factor f = mask/(1-p)): y = sum_s p_s f_s v_s, so
-   dv_s += p_s f_s dy and dP_s = f_s (dy . v_s), and the softmax's backward is unchanged. */
+   dv_s += p_s f_s dy and dP_s = f_s (dy . v_s), and the softmax's backward is unchanged.
+   The tiled path takes a block of queries a step (scores, dP, the rows' dS, then
+   dq = dS k, dk += dS^T q, dv += (p f)^T dy); the other one query a step with the same
+   ops, its rows in scratch. */
 static void gpt2rt__cpu_attention_backward_masked(float *dqkv, const float *dout, const float *qkv, const float *lse,
                                                   float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                                                   int64_t TH, const gpt2rt__drop *dr, int nt) {
-    int64_t HS = C / NH, C3 = 3 * C, Tp = (T + 7) & ~(int64_t)7;
+    int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
-    int tiled = HS * Tp <= GPT2RT__ATT_TILE;
+    int tiled = HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bh = 0; bh < B * NH; bh++) {
-        int64_t b = bh / NH, h = bh % NH, n, self;
-        float *p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T), *ds = p + T;
-        const float *k0 = qkv + b * T * C3 + C + h * HS, *v0 = k0 + C;
-        int drop = dr && dr->on;
+        const int64_t R = GPT2RT__ATT_ROWS;
+        int64_t b = bh / NH, h = bh % NH, nb = tiled ? R : 1;
+        const float *q0 = qkv + b * T * C3 + h * HS, *k0 = q0 + C, *v0 = q0 + 2 * C;
+        const float *dy0 = dout + b * T * C + h * HS;
+        float *dq0 = dqkv + b * T * C3 + h * HS, *dk0 = dq0 + C, *dv0 = dq0 + 2 * C;
         float kt[GPT2RT__ATT_TILE], vt[GPT2RT__ATT_TILE];
+        float pb[GPT2RT__ATT_ROWS * GPT2RT__ATT_TMAX], gb[GPT2RT__ATT_ROWS * GPT2RT__ATT_TMAX];
+        float *p = pb, *g = gb;
         if (tiled) {
             gpt2rt__cpu_att_tile(kt, k0, C3, T, Tp, HS);
             gpt2rt__cpu_att_tile(vt, v0, C3, T, Tp, HS);
+        } else { /* one query's row each */
+            p = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(2 * T);
+            g = p + T;
         }
         for (int64_t t = 0; t < T; t++) {
-            float *d = dqkv + (b * T + t) * C3 + h * HS;
-            for (int64_t i = 0; i < HS; i++) d[C + i] = d[2 * C + i] = 0.0f;
+            float *d = dq0 + t * C3;
+            for (int64_t i = 0; i < HS; i++) d[i] = d[C + i] = d[2 * C + i] = 0.0f;
         }
-        for (int64_t t = 0; t < T; t++) {
-            const float *q = qkv + (b * T + t) * C3 + h * HS;
-            const float *dy = dout + (b * T + t) * C + h * HS;
-            float l = lse[bh * T + t], dsum = 0.0f;
-            gpt2rt__cpu_att_keys(t, TH, &n, &self);
-            int64_t ne = n + (self >= 0);
+        for (int64_t t0 = 0; t0 < T; t0 += nb) {
+            int64_t nr = T - t0 < nb ? T - t0 : nb, ns = t0 + nr, ld = tiled ? Tp : 0;
+            const float *q = q0 + t0 * C3, *dy = dy0 + t0 * C;
             if (tiled) {
-                gpt2rt__cpu_dot_cols(p, q, kt, Tp, HS, n);  /* q . k */
-                gpt2rt__cpu_dot_cols(ds, dy, vt, Tp, HS, n); /* dP = dy . v */
+                for (int64_t r = 0; r < nr; r += 4) {
+                    int64_t m = nr - r < 4 ? nr - r : 4;
+                    gpt2rt__cpu_att_scores(p + r * Tp, Tp, q + r * C3, C3, m, kt, Tp, HS, ns, scale);
+                    gpt2rt__cpu_att_scores(g + r * Tp, Tp, dy + r * C, C, m, vt, Tp, HS, ns, 1.0f); /* dP */
+                }
+                for (int64_t r = 0; r < nr; r++)
+                    gpt2rt__cpu_att_grad_row(p + r * Tp, g + r * Tp, t0 + r, TH, ns, gpt2rt__pad16(ns),
+                                             bh * T + t0 + r, T, lse[bh * T + t0 + r], scale, dr);
             } else {
-                gpt2rt__cpu_dot_rows(p, q, k0, C3, HS, n);
-                gpt2rt__cpu_dot_rows(ds, dy, v0, C3, HS, n);
+                for (int64_t s = 0; s < ns; s++) {
+                    p[s] = gpt2rt__cpu_att_dot(q, k0 + s * C3, HS, scale);
+                    g[s] = gpt2rt__cpu_att_dot(dy, v0 + s * C3, HS, 1.0f);
+                }
+                gpt2rt__cpu_att_grad_row(p, g, t0, TH, ns, ns, bh * T + t0, T, lse[bh * T + t0], scale, dr);
             }
-            if (self >= 0) {
-                gpt2rt__cpu_dot_rows(p + n, q, k0 + self * C3, C3, HS, 1);
-                gpt2rt__cpu_dot_rows(ds + n, dy, v0 + self * C3, C3, HS, 1);
+            for (int64_t r = 0; r < nr; r += 4) /* dq = dS k */
+                gpt2rt__cpu_att_mm(dq0 + (t0 + r) * C3, C3, nr - r < 4 ? nr - r : 4, g + r * ld, ld, 1, k0, C3, HS, ns);
+            for (int64_t s = 0; s < ns && tiled; s += 4) { /* dk += dS^T q, dv += (p f)^T dy: keys s.. over t */
+                int64_t m = ns - s < 4 ? ns - s : 4;
+                gpt2rt__cpu_att_mm(dk0 + s * C3, C3, m, g + s, 1, ld, q, C3, HS, nr);
+                gpt2rt__cpu_att_mm(dv0 + s * C3, C3, m, p + s, 1, ld, dy, C, HS, nr);
             }
-            for (int64_t s = 0; s < ne; s++) {
-                p[s] = expf(p[s] * scale - l);
-                if (drop) ds[s] *= gpt2rt__drop_factor(dr, (bh * T + t) * T + (s < n ? s : self));
-                dsum += p[s] * ds[s];
-            }
-            for (int64_t s = 0; s < ne; s++) {
-                int64_t key = s < n ? s : self;
-                float g = p[s] * (ds[s] - dsum) * scale; /* dScore, scaled */
-                float *dk = dqkv + (b * T + key) * C3 + C + h * HS;
-                ds[s] = g;
-                gpt2rt__cpu_axpy(dk, g, q, HS);
-                gpt2rt__cpu_axpy(dk + C, drop ? p[s] * gpt2rt__drop_factor(dr, (bh * T + t) * T + key) : p[s], dy, HS); /* dv */
-            }
-            float *dq = dqkv + (b * T + t) * C3 + h * HS;
-            gpt2rt__cpu_axpy_sum(dq, ds, k0, C3, HS, n); /* dq = sum_s g_s k_s */
-            if (self >= 0) gpt2rt__cpu_axpy(dq, ds[n], k0 + self * C3, HS);
+            for (int64_t s = 0; s < ns && !tiled; s++) /* one query: the same terms, a key's row at a time */
+                for (int64_t i = 0; i < HS; i++) {
+                    dk0[s * C3 + i] = GPT2RT__MADD(g[s], q[i], dk0[s * C3 + i]);
+                    dv0[s * C3 + i] = GPT2RT__MADD(p[s], dy[i], dv0[s * C3 + i]);
+                }
         }
     }
 }
@@ -6924,7 +7035,7 @@ static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt
     for (int64_t i = 0; i < N; i++) y[i] += x[i];
 }
 
-/* ---- exp for the classifier's softmax: vectorisable, within 2 ulp of expf ----
+/* ---- exp for the softmaxes (the classifier's, attention's): vectorisable, within 2 ulp of expf ----
    exp(a) = 2^k exp(r), k = round(a / ln2) (taken as floor(y + 128.5) - 128, a
    conversion of a positive value: exact and vectorised), r = a - k ln2 in two parts,
    |r| <= ln2/2, exp(r) by its Taylor polynomial of degree 7 (truncation r^8/8! < 5e-9
@@ -6932,11 +7043,13 @@ static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt
    sum of at least 1); the classifier's arguments are x - max and x - lse, at most 0,
    and the formula holds up to 88. The C library's expf is a call per element: with
    it, the softmax over 50257 logits was the largest op of the step after the matrix
-   products. The bits of -87.0f: a negative float's bits grow with its magnitude, so
-   the clamp is an unsigned min on them (no float comparison, see gpt2rt__tanh_n).
-   Likewise a positive one above 88 is clamped (the int conversion below must stay in
-   range: a NaN or an infinity there is undefined behaviour), and a NaN argument gives
-   NaN, so a poisoned step's loss still reads NaN and its update is skipped. */
+   products. A float's magnitude bits grow with its magnitude, so the clamp is an
+   unsigned min on them, at 87 below 0 and 88 above, the sign put back (no float
+   comparison, see gpt2rt__tanh_n; the int conversion below must stay in range: a NaN
+   or an infinity there is undefined behaviour), and a NaN argument gives NaN, so a
+   poisoned step's loss still reads NaN and its update is skipped. The NaN is put in
+   by a mask: gcc 12 turned "nan ? NaN : y" into a branch around the whole formula,
+   and no loop around it vectorised. */
 static inline float gpt2rt__exp_fast(float a) {
     uint32_t ub;
     memcpy(&ub, &a, sizeof ub);
@@ -8116,7 +8229,8 @@ static gpt2rt_result gpt2rt__cpu_copy(gpt2rt_ctx *ctx, void *dst, const void *sr
 /* out (N,C) from qkv (N,3C) of N new tokens, token i of cache row row[i] at position
    pos[i]. First every token's k and v go into kc, vc (KB,KS,C) at (row, pos); then
    token i attends to its row's positions [0, pos[i]] with the sums of
-   gpt2rt__cpu_attention_forward, in its order. Tokens of one row in one pass must
+   gpt2rt__cpu_attention_forward, in its order (7.1: the score, the row's softmax, the
+   chain of p v, each the same function). Tokens of one row in one pass must
    have distinct positions, and every position before theirs must be cached. */
 static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc, float *vc, const int32_t *row,
                                          const int32_t *pos, float *scratch, int64_t N, int64_t KS, int64_t C,
@@ -8135,17 +8249,11 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
         const float *kr = kc + (int64_t)row[i] * KS * C + h * HS, *vr = vc + (int64_t)row[i] * KS * C + h * HS;
         float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(KS);
         const float *q = qkv + i * C3 + h * HS;
-        float mx = -INFINITY;
-        for (int64_t s = 0; s <= t; s++) {
-            sc[s] = gpt2rt__cpu_dot(q, kr + s * C, HS) * scale;
-            if (sc[s] > mx) mx = sc[s];
-        }
-        float sum = 0.0f;
-        for (int64_t s = 0; s <= t; s++) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
-        float inv = 1.0f / sum;
+        for (int64_t s = 0; s <= t; s++) sc[s] = gpt2rt__cpu_att_dot(q, kr + s * C, HS, scale);
+        gpt2rt__cpu_att_softmax(sc, t + 1);
         float *y = out + i * C + h * HS;
-        for (int64_t j = 0; j < HS; j++) y[j] = 0.0f;
-        for (int64_t s = 0; s <= t; s++) gpt2rt__cpu_axpy(y, sc[s] * inv, vr + s * C, HS);
+        memset(y, 0, (size_t)HS * sizeof(float));
+        gpt2rt__cpu_att_mm(y, 0, 1, sc, 0, 1, vr, C, HS, t + 1);
     }
 }
 

@@ -5,8 +5,7 @@
    model without dropout; recompute SELECTIVE and FULL, resume from a state file,
    1 vs 2 threads all bitwise equal with dropout on; finite differences of the loss
    with the masks on (a mask is a fixed function of the step); k micro-batches equal
-   one batch k times the size; the config checks; the attention's batched dot
-   products bitwise the plain ones. */
+   one batch k times the size; the config checks. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -338,28 +337,6 @@ static void test_micro(int patches) {
     gpt2rt_free(one); gpt2rt_free(two);
 }
 
-/* 8. the attention's batched dot products (small heads, the dropout mask's host) are
-   bitwise gpt2rt__cpu_dot (zero and -0 products included) */
-static void test_dot_rows(void) {
-    static float a[20], b[45 * 23], out[45];
-    uint64_t s = 3;
-    int64_t bad = 0, n_cases = 0;
-    for (int n = 1; n <= 20; n++)
-        for (int ns = 1; ns <= 45; ns += 4) {
-            for (int i = 0; i < 20; i++) a[i] = (float)(harness_rng_uniform(&s) - 0.5) * (i % 7 ? 1.0f : 0.0f);
-            for (int i = 0; i < 45 * 23; i++) b[i] = (float)(harness_rng_uniform(&s) - 0.5) * (i % 5 ? 3.0f : -0.0f);
-            if (ns > 3) for (int i = 0; i < n; i++) b[2 * 23 + i] = a[i] > 0 ? -0.0f : 0.0f; /* a -0 sum */
-            gpt2rt__cpu_dot_rows(out, a, b, 23, n, ns);
-            for (int r = 0; r < ns; r++) {
-                float want = gpt2rt__cpu_dot(a, b + r * 23, n);
-                bad += memcmp(&want, &out[r], 4) != 0;
-                n_cases++;
-            }
-        }
-    CHECK(bad == 0, "gpt2rt__cpu_dot_rows differs from gpt2rt__cpu_dot in %lld of %lld dot products", (long long)bad,
-          (long long)n_cases);
-}
-
 /* 7. the config checks */
 static void test_config(void) {
     gpt2rt_memory_plan p;
@@ -403,7 +380,6 @@ int main(void) {
     for (size_t i = 0; i < sizeof ts_y / sizeof ts_y[0]; i++) ts_y[i] = (float)harness_rng_uniform(&s);
     test_masks();
     test_config();
-    test_dot_rows();
     for (int patches = 0; patches < 2; patches++) {
         test_embed_mask(patches);
         test_eval(patches);

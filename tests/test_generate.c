@@ -9,7 +9,10 @@
      seed gives the same ids (whatever the thread count), another seed others;
    - rows stop at eot, max_new_tokens, row_cap, kv_len and on the callback's word;
    - bad options and configs are refused with the numbers; the cache is planned,
-     shown, and allocated through the hooks. */
+     shown, and allocated through the hooks;
+   - op by op, the decode step's attention over the cache is bitwise the forward's at
+     every position (head sizes with a tail past 16, both forward paths, one pass or a
+     token a pass, 1 and 3 threads). */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -170,6 +173,51 @@ static void allowed_set(const float *logits, int64_t V, double temp, int top_k, 
 }
 
 static int has(const char *msg, const char *s) { return strstr(msg, s) != NULL; }
+
+/* ---- 8. the decode step's attention is bitwise the forward's, op by op ----
+   gpt2rt__cpu_attention_cached (one query against the cached keys) against
+   gpt2rt__cpu_attention_forward (blocks of queries against a transposed key tile, or a
+   query at a time past the tile) on the same qkv: every output float the same bits, for
+   head sizes with and without a tail past the blocks of 16, both forward paths, the
+   whole prefix in one pass and a token at a time, 1 and 3 threads. Inputs hold zeros
+   and -0 (zero products of either sign in every sum). Returns the differing floats. */
+static int64_t attention_cached_vs_forward(int64_t B, int64_t T, int64_t C, int64_t NH, int one_by_one, int nt) {
+    int64_t n = B * T * C, n3 = 3 * n;
+    float *qkv = (float *)malloc(sizeof(float) * (size_t)n3), *out = (float *)malloc(sizeof(float) * (size_t)n),
+          *got = (float *)malloc(sizeof(float) * (size_t)n), *lse = (float *)malloc(sizeof(float) * (size_t)(B * NH * T)),
+          *kc = (float *)malloc(sizeof(float) * (size_t)n), *vc = (float *)malloc(sizeof(float) * (size_t)n),
+          *scratch = (float *)malloc(sizeof(float) * (size_t)(nt * gpt2rt__pad16(2 * T)));
+    int32_t *row = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *pos = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
+    uint64_t st = (uint64_t)(B * 1000 + T * 10 + C);
+    for (int64_t i = 0; i < n3; i++) {
+        uint64_t u = harness_rng_next(&st);
+        qkv[i] = u % 11 == 0 ? (u & 1024 ? -0.0f : 0.0f) : (float)(harness_rng_uniform(&st) * 4.0 - 2.0);
+    }
+    gpt2rt__cpu_attention_forward(out, lse, qkv, scratch, B, T, C, NH, NULL, nt);
+    float *qi = (float *)malloc(sizeof(float) * (size_t)(B * 3 * C));
+    for (int64_t t = 0; t < T; t += one_by_one ? 1 : T) { /* a pass: position t of every row, or all at once */
+        int64_t m = one_by_one ? 1 : T, N = B * m;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < m; j++) {
+                row[b * m + j] = (int32_t)b;
+                pos[b * m + j] = (int32_t)(t + j);
+            }
+        const float *in = qkv;
+        if (one_by_one) {
+            for (int64_t b = 0; b < B; b++) memcpy(qi + b * 3 * C, qkv + (b * T + t) * 3 * C, sizeof(float) * (size_t)(3 * C));
+            in = qi;
+        }
+        float *tmp = (float *)malloc(sizeof(float) * (size_t)(N * C));
+        gpt2rt__cpu_attention_cached(tmp, in, kc, vc, row, pos, scratch, N, T, C, NH, nt);
+        for (int64_t i = 0; i < N; i++)
+            memcpy(got + ((int64_t)row[i] * T + pos[i]) * C, tmp + i * C, sizeof(float) * (size_t)C);
+        free(tmp);
+    }
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += memcmp(&got[i], &out[i], sizeof(float)) != 0;
+    free(qkv); free(out); free(got); free(lse); free(kc); free(vc); free(scratch); free(row); free(pos); free(qi);
+    return bad;
+}
 
 /* count the bytes the allocator hook is asked for, per category */
 typedef struct counter { uint64_t bytes[GPT2RT_MEM_COUNT]; } counter;
@@ -467,5 +515,27 @@ int main(void) {
         gpt2rt_free(rc);
     }
     record_free(&rec);
+
+    /* ---- 8. the decode step's attention, op by op (see attention_cached_vs_forward) ---- */
+    {
+        /* B, T, C, NH: head sizes 16 and 8 (aLLM4TS, GPT4TS presets), 12 and 24 (a tail
+           past the blocks of 16), 64 (GPT-2), 1; T = 300 and HS 64 x T 80 past the tile */
+        static const int64_t shapes[][4] = {{3, 64, 64, 4}, {2, 37, 16, 2}, {2, 29, 24, 2}, {2, 33, 48, 2},
+                                            {2, 64, 128, 2}, {1, 80, 64, 1}, {1, 300, 16, 1}, {2, 9, 3, 3}};
+        int64_t worst = 0, cases = 0;
+        for (int k = 0; k < (int)(sizeof shapes / sizeof shapes[0]); k++)
+            for (int mode = 0; mode < 3; mode++) { /* one pass at 1 thread; a token a pass at 1 and 3 threads */
+                const int64_t *sh = shapes[k];
+                int64_t bad = attention_cached_vs_forward(sh[0], sh[1], sh[2], sh[3], mode > 0, mode == 2 ? 3 : 1);
+                CHECK(bad == 0, "B %lld T %lld C %lld NH %lld (%s, %d threads): %lld of %lld cached attention outputs "
+                      "differ from the forward's", (long long)sh[0], (long long)sh[1], (long long)sh[2], (long long)sh[3],
+                      mode ? "a token a pass" : "one pass", mode == 2 ? 3 : 1, (long long)bad,
+                      (long long)(sh[0] * sh[1] * sh[2]));
+                if (bad > worst) worst = bad;
+                cases++;
+            }
+        printf("attention over the cache vs the forward, %lld shapes x passes x threads: %s\n", (long long)cases,
+               worst ? "DIFFER" : "bitwise");
+    }
     return harness_finish();
 }
