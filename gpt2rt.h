@@ -7669,8 +7669,7 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
    - portable C, AVX2, AVX-512F: each bf16 widens to its fp32 exactly (a 16-bit shift),
      the product and the sum are rounded apart (no FMA) in the 16 lanes of
      gpt2rt__cpu_dot, reduced in its order: the three give bitwise the same floats
-     (the product and the sum are separate statements, which clang never fuses; gcc
-     fuses across statements only outside ISO C modes: -std=gnu11 with FMA);
+     on every compiler and mode (GPT2RT__NO_CONTRACT below);
    - AVX-512 BF16 (Zen 4, Sapphire Rapids), for a prefill's many rows: VDPBF16PS multiplies bf16 by bf16, so x is
      split once per call into hi = bf16(x) and lo = bf16(x - hi) (x = hi + lo within
      2^-16 relative) and each weight meets both; the products are exact in fp32, the
@@ -7679,8 +7678,17 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
    */
 typedef void (*gpt2rt__bf16_rows_fn)(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows);
 
+/* gcc outside ISO C modes (-std=gnu17, its default; g++; nvcc's host pass) contracts a
+   product and a sum in separate statements, and even intrinsics' mul and add, into one
+   FMA (-ffp-contract=fast): these functions round the two apart on every compiler */
+#if defined(__GNUC__) && !defined(__clang__)
+#define GPT2RT__NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define GPT2RT__NO_CONTRACT /* clang contracts within one expression only (fp-contract=on) */
+#endif
+
 /* the lanes' fold and the tail, in gpt2rt__cpu_dot's order */
-static float gpt2rt__bf16_fold(const float acc[16], const float *x, const uint16_t *w, int64_t k0, int64_t K) {
+GPT2RT__NO_CONTRACT static float gpt2rt__bf16_fold(const float acc[16], const float *x, const uint16_t *w, int64_t k0, int64_t K) {
     float s = 0.0f;
     for (int64_t i = k0; i < K; i++) {
         float p = x[i] * gpt2rt__bf16_widen(w[i]); /* its own statement: never fused (clang's fp-contract=on) */
@@ -7690,7 +7698,7 @@ static float gpt2rt__bf16_fold(const float acc[16], const float *x, const uint16
     return s;
 }
 
-static void gpt2rt__bf16_rows_c(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
+GPT2RT__NO_CONTRACT static void gpt2rt__bf16_rows_c(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
     for (int64_t r = 0; r < n_rows; r++) {
         const uint16_t *wr = w + r * K;
         float acc[16] = {0};
@@ -7719,14 +7727,14 @@ static inline __m256 gpt2rt__bf16_w8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, e
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
 }
 __attribute__((target("avx2")))
-static void gpt2rt__bf16_store8x2(float *out, const float *x, const uint16_t *w, int64_t K16, int64_t K, __m256 a0, __m256 a1) {
+GPT2RT__NO_CONTRACT static void gpt2rt__bf16_store8x2(float *out, const float *x, const uint16_t *w, int64_t K16, int64_t K, __m256 a0, __m256 a1) {
     float acc[16];
     _mm256_storeu_ps(acc, a0);
     _mm256_storeu_ps(acc + 8, a1);
     *out = gpt2rt__bf16_fold(acc, x, w, K16, K);
 }
 __attribute__((target("avx2")))
-static void gpt2rt__bf16_rows_avx2(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
+GPT2RT__NO_CONTRACT static void gpt2rt__bf16_rows_avx2(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
     int64_t K16 = K & ~(int64_t)15, r = 0;
     for (; r < n_rows; r++) {
         const uint16_t *w0 = w + r * K;
@@ -7744,13 +7752,13 @@ static inline __m512 gpt2rt__bf16_w16(const uint16_t *p) { /* 16 bf16 -> 16 fp32
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
 }
 __attribute__((target("avx512f")))
-static void gpt2rt__bf16_store16(float *out, const float *x, const uint16_t *w, int64_t k0, int64_t K, __m512 a) {
+GPT2RT__NO_CONTRACT static void gpt2rt__bf16_store16(float *out, const float *x, const uint16_t *w, int64_t k0, int64_t K, __m512 a) {
     float acc[16];
     _mm512_storeu_ps(acc, a);
     *out = gpt2rt__bf16_fold(acc, x, w, k0, K);
 }
 __attribute__((target("avx512f")))
-static void gpt2rt__bf16_rows_avx512(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
+GPT2RT__NO_CONTRACT static void gpt2rt__bf16_rows_avx512(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
     int64_t K16 = K & ~(int64_t)15, r = 0;
     for (; r < n_rows; r++) {
         const uint16_t *w0 = w + r * K;

@@ -512,7 +512,7 @@ emu_checks() { # make test-emu (kernels/emu/run.sh): the CUDA backend on the CPU
 # on which (a kernel's vector body and scalar tail would round a value differently)
 contraction_checks() {
     local t
-    for t in test_props; do
+    for t in test_props test_infer_bf16; do
         [ -f tests/$t.c ] || continue
         rm -f $B/${t}_gnu17
         build $B/${t}_gnu17 tests/$t.c -std=gnu17 $CFLAGS && run_prog "$t (gcc -std=gnu17: contracted)" ./$B/${t}_gnu17
