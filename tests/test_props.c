@@ -720,6 +720,32 @@ static void test_learns(void) {
     gpt2rt_free(ctx);
 }
 
+/* gpt2rt__exp_fast (the softmaxes' exp, 7.1) against exp in double over [-87, 88]: the
+   header's stated bound is 2 ulp of the float result (a degree-7 Taylor polynomial on
+   |r| <= ln2/2, truncation < 5e-9 relative, plus the roundings of r's two parts and of
+   Horner's steps); beyond the range it clamps (exp(-87), exp(88)), and NaN gives NaN */
+static void test_exp_fast(void) {
+    const int N = 1 << 20;
+    double worst = 0.0, at = 0.0;
+    for (int i = 0; i <= N; i++) {
+        float x = -87.0f + (float)((double)i * 175.0 / N);
+        double ref = exp((double)x);
+        float rf = (float)ref, ulp = nextafterf(rf, INFINITY) - rf;
+        double e = fabs((double)gpt2rt__exp_fast(x) - ref) / (double)ulp;
+        if (!(e <= worst)) { worst = e; at = x; }
+    }
+    CHECK(worst <= 2.0, "exp_fast: %.3g ulp at x = %.9g (the header says within 2 ulp)", worst, at);
+    float nan = nanf("");
+    CHECK(isnan(gpt2rt__exp_fast(nan)), "exp_fast(NaN) = %g, not NaN", (double)gpt2rt__exp_fast(nan));
+    CHECK(gpt2rt__exp_fast(-1000.0f) == gpt2rt__exp_fast(-87.0f) && gpt2rt__exp_fast(-INFINITY) == gpt2rt__exp_fast(-87.0f)
+          && gpt2rt__exp_fast(1000.0f) == gpt2rt__exp_fast(88.0f) && isfinite(gpt2rt__exp_fast(INFINITY)),
+          "exp_fast's clamps: -1000 -> %g, -inf -> %g (exp(-87) = %g), 1000 -> %g (exp(88) = %g)",
+          (double)gpt2rt__exp_fast(-1000.0f), (double)gpt2rt__exp_fast(-INFINITY), (double)gpt2rt__exp_fast(-87.0f),
+          (double)gpt2rt__exp_fast(1000.0f), (double)gpt2rt__exp_fast(88.0f));
+    printf("exp_fast: within %.3f ulp of exp over [-87, 88] (2^20 points; worst at %.6g), clamped beyond, NaN kept\n",
+           worst, at);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_finite_differences();
@@ -732,5 +758,6 @@ int main(void) {
     test_forward_definition();
     test_adamw_definition();
     test_accumulation_scale();
+    test_exp_fast();
     return harness_finish();
 }
