@@ -88,7 +88,7 @@ static void usage(void) {
         "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
         "                                 (implies --recompute full when that is not given)\n"
         "  --classifier-chunk N           the LM head and loss over N tokens at a time: the logits\n"
-        "                                 arena holds N rows, not batch x seq (CPU backend)\n"
+        "                                 arena holds N rows, not batch x seq\n"
         "  --inference                    a context for generation and evaluation only: weights,\n"
         "                                 KV cache, logits, two layers' activations; no gradients,\n"
         "                                 moments or master weights (--sweep inference=0,1 compares)\n"
