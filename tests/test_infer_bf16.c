@@ -13,6 +13,7 @@
      the same ids and logits on 1 and 2 threads;
    - the plan counts the weights at 2 bytes (and its table says so), and planned ==
      allocated (the hooks);
+   - the weights' arena is eligible for Linux's transparent huge pages (smaps);
    - refusals name the field: a training context, FP16, CUDA, patches; gpt2rt_forward and
      gpt2rt_weights_save say they need fp32 weights; training calls stay refused. */
 #define GPT2RT_IMPLEMENTATION
@@ -330,6 +331,65 @@ static void test_plan(void) {
     gpt2rt_free(dc);
 }
 
+/* ---- huge pages (gpt2rt.h 1.3): the weights' arena asks Linux for them ----
+   Linux reports per mapping in /proc/self/smaps whether huge pages may back it
+   (THPeligible); with THP in "madvise" mode (this VM, most distributions) a mapping is
+   eligible only once madvise(MADV_HUGEPAGE) named it, so without the advice the line
+   reads 0. Skips where THP is off or absent, or the kernel has no such line. */
+static int thp_eligible(const void *addr) { /* 1, 0, or -1: no line for addr's mapping */
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0, got = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long a, b;
+        if (sscanf(line, "%llx-%llx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = (uintptr_t)addr >= a && (uintptr_t)addr < b;
+            continue;
+        }
+        int v;
+        if (in && sscanf(line, "THPeligible: %d", &v) == 1) { got = v; break; }
+    }
+    fclose(f);
+    return got;
+}
+
+static void test_hugepages(void) {
+#if defined(__linux__) && !defined(GPT2RT_NO_HUGEPAGES)
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char mode[128] = "";
+    int have = f && fgets(mode, sizeof mode, f) && !strstr(mode, "[never]");
+    if (f) fclose(f);
+    mode[strcspn(mode, "\n")] = 0;
+    if (!have) { SKIP("huge pages: transparent huge pages are off or absent here (%s)", mode[0] ? mode : "no sysfs file"); return; }
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        gpt2rt_config c = fixture_cfg(bf16, 1);
+        c.vocab_size = 50257; /* wte alone 3.2M parameters: 6.4 MB in bf16, whole 2 MiB pages inside */
+        gpt2rt_ctx *ctx = make(&c);
+        const unsigned char *w = (const unsigned char *)ctx->arena[GPT2RT_MEM_WEIGHTS];
+        const unsigned char *h = (const unsigned char *)(((uintptr_t)w + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
+        int e = thp_eligible(h);
+        if (e < 0) SKIP("huge pages: /proc/self/smaps has no THPeligible line for the weights (older kernel)");
+        else CHECK(e == 1, "%s weights at %p: THPeligible %d (want 1: the arena asked for huge pages; THP mode %s)",
+                   bf16 ? "bf16" : "fp32", (const void *)h, e, mode);
+        gpt2rt_free(ctx);
+    }
+    /* the control: a plain malloc of the same size is not eligible in "madvise" mode, so the
+       check above can fail */
+    if (strstr(mode, "[madvise]")) {
+        unsigned char *m = (unsigned char *)malloc((size_t)16 << 20);
+        if (m) {
+            memset(m, 1, (size_t)16 << 20);
+            CHECK(thp_eligible(m + (8u << 20)) == 0, "a plain malloc reads THPeligible %d in madvise mode (want 0)",
+                  thp_eligible(m + (8u << 20)));
+            free(m);
+        }
+    }
+#else
+    SKIP("huge pages: not Linux, or GPT2RT_NO_HUGEPAGES");
+#endif
+}
+
 /* ---- refusals ---- */
 static void refused(gpt2rt_config c, gpt2rt_result want, const char *a, const char *b, const char *what) {
     gpt2rt_ctx *ctx = NULL;
@@ -384,6 +444,7 @@ int main(void) {
     test_kernels();
     test_fixture();
     test_plan();
+    test_hugepages();
     test_refusals();
     return harness_finish();
 }
