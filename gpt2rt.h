@@ -17124,7 +17124,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
     else if ((r = gpt2rt__read_file(tmp, file, &buf, &len)) == GPT2RT_OK)
         r = gpt2rt__config_parse_mem(tmp, (char *)buf, len, file, config);
     gpt2rt__free(config, buf, GPT2RT_MEM_BOOKKEEPING);
-    if (r != GPT2RT_OK && err && cap) snprintf(err, cap, "%s", tmp->error);
+    if (r != GPT2RT_OK && err && cap) { /* copied, cut at cap: snprintf("%s") here draws gcc 12's -Wformat-truncation
+                                          once a caller with a short buffer inlines this */
+        size_t n = strlen(tmp->error);
+        if (n > cap - 1) n = cap - 1;
+        memcpy(err, tmp->error, n);
+        err[n] = 0;
+    }
     gpt2rt__free(config, tmp, GPT2RT_MEM_BOOKKEEPING);
     return r;
 }
