@@ -11632,7 +11632,8 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
      transient    dres, dbuf (BT,C) floatX; dbig (BT,4C) floatX; rcbuf (BT,4C) floatX
                   (SELECTIVE only); the forward's outputs that are not kept (frozen
                   weights, SELECTIVE) pass through dbig, free until the backward, as on the CPU
-     logits       (BT,Vp) floatX, turned into dlogits in place
+     logits       (BT,Vp) floatX, turned into dlogits in place; classifier_chunk = N < BT:
+                  (N,Vp), one chunk of tokens at a time (7.3's classifier, the same rows)
      workspace    cuBLASLt 32 MiB | attention D (B,NH,T) fp32 | token buckets (3BT+1) int32,
                   or (patches) the windows x (Bw,L,M) fp32 | reduction scratch "red" fp32
                   | norm parts (one double per 65536)
@@ -16436,12 +16437,26 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     gpt2rt_memory_plan fig;
     fig.tokens_per_step = p->tokens_per_step;
     if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);
-    GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
-                c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
-                c->inference ? 0.0 : (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0
-                                              : p->n_params_padded - p->n_params)) / 1e6);
-    GPT2RT__PUT("B=%d T=%d grad_accum=%d (%lld tokens a step), %s, recompute %s, %s backend, %s", c->batch_size,
-                c->seq_len, c->grad_accum, (long long)fig.tokens_per_step, gpt2rt__precision_name(c->precision),
+    int patches = c->input == GPT2RT_INPUT_PATCHES;
+    double trained = c->inference ? 0.0 : (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0
+                                                   : p->n_params_padded - p->n_params)) / 1e6;
+    if (patches) { /* no vocabulary: the series' shape and the head instead */
+        static const char *heads[] = {"lm", "flatten (GPT4TS)", "next patch (aLLM4TS stage 1)",
+                                      "patch-wise decoding (aLLM4TS stage 2)"};
+        GPT2RT__PUT("GPT-2 L=%d H=%d C=%d P=%d, patches: lookback %d, patch %d stride %d, %lld positions, %d "
+                    "channel%s, %s head", c->n_layer, c->n_head, c->n_embd, c->max_seq_len, c->seq_len, c->patch_len,
+                    c->patch_stride, (long long)gpt2rt__cfg_n_patches(c), c->n_channels, c->n_channels == 1 ? "" : "s",
+                    heads[c->head]);
+        if (c->head != GPT2RT_HEAD_NEXT_PATCH) GPT2RT__PUT(", horizon %d", c->horizon);
+        GPT2RT__PUT(": %.2fM parameters, %.2fM trained\n", (double)p->n_params / 1e6, trained);
+    } else
+        GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
+                    c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
+                    trained);
+    if (patches) GPT2RT__PUT("B=%d windows x %d channels", c->batch_size, c->n_channels);
+    else GPT2RT__PUT("B=%d T=%d", c->batch_size, c->seq_len);
+    GPT2RT__PUT(" grad_accum=%d (%lld %s a step), %s, recompute %s, %s backend, %s", c->grad_accum, (long long)fig.tokens_per_step,
+                patches ? "positions" : "tokens", gpt2rt__precision_name(c->precision),
                 gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                 gpt2rt__parallel_name(c->parallel));
     if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);

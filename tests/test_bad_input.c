@@ -648,6 +648,29 @@ static void plan_tokens(void) {
               strchr(b, '\n') ? strchr(b, '\n') + 1 : b, want);
         gpt2rt_free(ctx);
     }
+    /* a patch model has no vocabulary: the table names the series' shape and the head,
+       and counts positions (windows x channels x patches x grad_accum) */
+    struct { gpt2rt_head head; int lookback, len, stride, horizon; const char *want[3]; } ps[] = {
+        {GPT2RT_HEAD_REGRESSION, 336, 16, 8, 96, /* (336 - 16)/8 + 2 = 42 patches; 2 x 3 x 42 x 2 positions */
+         {"lookback 336, patch 16 stride 8, 42 positions, 3 channels, flatten (GPT4TS) head, horizon 96",
+          "B=2 windows x 3 channels grad_accum=2 (504 positions a step)", NULL}},
+        {GPT2RT_HEAD_NEXT_PATCH, 64, 16, 16, 0, /* (64 - 16)/16 + 1 = 4 patches; 2 x 3 x 4 x 2 */
+         {"patch 16 stride 16, 4 positions, 3 channels, next patch (aLLM4TS stage 1) head:", "(48 positions a step)",
+          NULL}}};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        gpt2rt_config c;
+        memset(&c, 0, sizeof c);
+        c.n_layer = 1; c.n_head = 2; c.n_embd = 16; c.max_seq_len = 64; c.n_threads = 1;
+        c.input = GPT2RT_INPUT_PATCHES; c.head = ps[i].head; c.seq_len = ps[i].lookback; c.patch_len = ps[i].len;
+        c.patch_stride = ps[i].stride; c.horizon = ps[i].horizon; c.n_channels = 3; c.batch_size = 2; c.grad_accum = 2;
+        gpt2rt_memory_plan pl;
+        char a[4096];
+        CHECK(gpt2rt_plan(&c, &pl) == GPT2RT_OK, "patch plan %zu: %s", i, pl.error);
+        gpt2rt_plan_format(&pl, a, sizeof a);
+        for (int k = 0; ps[i].want[k]; k++)
+            CHECK(has(a, ps[i].want[k]), "patch plan %zu prints \"%.300s\" (want \"%s\")", i, a, ps[i].want[k]);
+        CHECK(!has(a, "V=") && !has(a, "tokens a step"), "patch plan %zu names a vocabulary or tokens: %.300s", i, a);
+    }
     /* a failed plan prints without reading its zeroed config */
     gpt2rt_memory_plan bad;
     gpt2rt_plan(NULL, &bad);
