@@ -6498,20 +6498,11 @@ static void gpt2rt__prof_add(const gpt2rt_ctx *ctx, int op, double t0) {
 /* ==== 7.1 Ops ==== */
 
 /* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
-/* sum a[i] b[i] in a fixed order: 64 lanes (four chains of 16 in flight, what one core
-   needs to stream a decode step's weights near its memory rate), folded to 16 lanes as
-   (l + l+16) + (l+32 + l+48), then the tail and the lanes in pairs. The bf16 rows of 7.2
-   keep exactly this order. */
-#define GPT2RT__DOT_LANES 64
-static void gpt2rt__dot_fold64(float acc[GPT2RT__DOT_LANES]) { /* lanes 0..15 := the four chains' sums */
-    for (int j = 0; j < 16; j++) acc[j] = (acc[j] + acc[j + 16]) + (acc[j + 32] + acc[j + 48]);
-}
 static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
-    float acc[GPT2RT__DOT_LANES] = {0};
+    float acc[16] = {0};
     int64_t i = 0;
-    for (; i + GPT2RT__DOT_LANES <= n; i += GPT2RT__DOT_LANES)
-        for (int j = 0; j < GPT2RT__DOT_LANES; j++) acc[j] += a[i + j] * b[i + j];
-    gpt2rt__dot_fold64(acc);
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
     float s = 0.0f;
     for (; i < n; i++) s += a[i] * b[i];
     for (int j = 0; j < 16; j += 2) s += acc[j] + acc[j + 1];
@@ -7699,7 +7690,7 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
    out[r] = dot(x, w + r*K, K) over n_rows rows of bf16 weights (row stride K), x fp32,
    the products and sums in fp32. Four paths, picked per call (gpt2rt__bf16_rows_pick):
    - portable C, AVX2, AVX-512F: each bf16 widens to its fp32 exactly (a 16-bit shift),
-     the product and the sum are rounded apart (no FMA) in the 64 lanes of
+     the product and the sum are rounded apart (no FMA) in the 16 lanes of
      gpt2rt__cpu_dot, reduced in its order: the three give bitwise the same floats
      on every compiler and mode (GPT2RT__NO_CONTRACT below);
    - AVX-512 BF16 (Zen 4, Sapphire Rapids), for a prefill's many rows: VDPBF16PS multiplies bf16 by bf16, so x is
@@ -7733,14 +7724,13 @@ GPT2RT__NO_CONTRACT static float gpt2rt__bf16_fold(const float acc[16], const fl
 GPT2RT__NO_CONTRACT static void gpt2rt__bf16_rows_c(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
     for (int64_t r = 0; r < n_rows; r++) {
         const uint16_t *wr = w + r * K;
-        float acc[GPT2RT__DOT_LANES] = {0};
+        float acc[16] = {0};
         int64_t i = 0;
-        for (; i + GPT2RT__DOT_LANES <= K; i += GPT2RT__DOT_LANES)
-            for (int j = 0; j < GPT2RT__DOT_LANES; j++) {
+        for (; i + 16 <= K; i += 16)
+            for (int j = 0; j < 16; j++) {
                 float p = x[i + j] * gpt2rt__bf16_widen(wr[i + j]); /* rounded, then added: as the SIMD paths */
                 acc[j] += p;
             }
-        gpt2rt__dot_fold64(acc);
         out[r] = gpt2rt__bf16_fold(acc, x, wr, i, K);
     }
 }
@@ -7751,10 +7741,10 @@ GPT2RT__NO_CONTRACT static void gpt2rt__bf16_rows_c(float *out, const float *x, 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-/* Each path takes one row at a time: one stream of weights, 64 of them a loop in four
-   chains of additions. Four rows at once (four streams 2C bytes apart) measured 2.3x
-   slower on the 2-core AMD EPYC (Zen 4): the decode step is bound by the weights'
-   bytes, and one stream with several chains in flight fetches fastest. */
+/* Each path takes one row at a time: one stream of weights. Four rows at once (four
+   chains of additions in flight) measured 2.3x slower on the 2-core AMD EPYC (Zen 4):
+   the decode step is bound by the weights' bytes, and four streams 2C bytes apart
+   fetch worse than one. */
 __attribute__((target("avx2")))
 static inline __m256 gpt2rt__bf16_w8(const uint16_t *p) { /* 8 bf16 -> 8 fp32, exactly */
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
@@ -7768,16 +7758,15 @@ GPT2RT__NO_CONTRACT static void gpt2rt__bf16_store8x2(float *out, const float *x
 }
 __attribute__((target("avx2")))
 GPT2RT__NO_CONTRACT static void gpt2rt__bf16_rows_avx2(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
-    int64_t K64 = K & ~(int64_t)63, r = 0;
+    int64_t K16 = K & ~(int64_t)15, r = 0;
     for (; r < n_rows; r++) {
         const uint16_t *w0 = w + r * K;
-        __m256 a[8]; /* a[k]: lanes 8k..8k+7 of the 64 */
-        for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
-        for (int64_t i = 0; i < K64; i += 64)
-            for (int k = 0; k < 8; k++)
-                a[k] = _mm256_add_ps(a[k], _mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * k), gpt2rt__bf16_w8(w0 + i + 8 * k)));
-        gpt2rt__bf16_store8x2(out + r, x, w0, K64, K, _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[4], a[6])),
-                              _mm256_add_ps(_mm256_add_ps(a[1], a[3]), _mm256_add_ps(a[5], a[7])));
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00;
+        for (int64_t i = 0; i < K16; i += 16) {
+            a00 = _mm256_add_ps(a00, _mm256_mul_ps(_mm256_loadu_ps(x + i), gpt2rt__bf16_w8(w0 + i)));
+            a01 = _mm256_add_ps(a01, _mm256_mul_ps(_mm256_loadu_ps(x + i + 8), gpt2rt__bf16_w8(w0 + i + 8)));
+        }
+        gpt2rt__bf16_store8x2(out + r, x, w0, K16, K, a00, a01);
     }
 }
 
@@ -7793,17 +7782,12 @@ GPT2RT__NO_CONTRACT static void gpt2rt__bf16_store16(float *out, const float *x,
 }
 __attribute__((target("avx512f")))
 GPT2RT__NO_CONTRACT static void gpt2rt__bf16_rows_avx512(float *out, const float *x, const uint16_t *w, int64_t K, int64_t n_rows) {
-    int64_t K64 = K & ~(int64_t)63, r = 0;
+    int64_t K16 = K & ~(int64_t)15, r = 0;
     for (; r < n_rows; r++) {
         const uint16_t *w0 = w + r * K;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0; /* lanes 0-15, 16-31, 32-47, 48-63 */
-        for (int64_t i = 0; i < K64; i += 64) {
-            a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps(x + i), gpt2rt__bf16_w16(w0 + i)));
-            a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_loadu_ps(x + i + 16), gpt2rt__bf16_w16(w0 + i + 16)));
-            a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_loadu_ps(x + i + 32), gpt2rt__bf16_w16(w0 + i + 32)));
-            a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_loadu_ps(x + i + 48), gpt2rt__bf16_w16(w0 + i + 48)));
-        }
-        gpt2rt__bf16_store16(out + r, x, w0, K64, K, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+        __m512 a0 = _mm512_setzero_ps();
+        for (int64_t i = 0; i < K16; i += 16) a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps(x + i), gpt2rt__bf16_w16(w0 + i)));
+        gpt2rt__bf16_store16(out + r, x, w0, K16, K, a0);
     }
 }
 
