@@ -4,7 +4,11 @@
    private profile, ctx->prof), and the step's rate against the header's matrix
    product alone on the same shapes, timed in the same run (kernels/cpu_matmul.c's
    15 cases: fwd, dinp, dW of the 5 GPT-2 weight shapes). A benchmark, not a test.
-   usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N] */
+   Then issue 26's chunked classifier: gpt2rt_step on two contexts of this shape, the
+   whole batch's logits and classifier_chunk = -chunk tokens (default half the batch's
+   tokens, 0: skipped), alternated step by step so both see the same machine, and the
+   plan's bytes at 124M, B=16, T=1024, where the logits dominate.
+   usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N] [-chunk N] */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #define CLI_PROG "bench_cpu"
@@ -115,14 +119,63 @@ static void print_profile(const gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan,
            r_alone);
 }
 
+/* whole batch against classifier_chunk = chunk, alternated: the mean and best ms of a
+   gpt2rt_step (forward with the head's backward fused, backward, AdamW) */
+static void bench_chunk(gpt2rt_config cfg, int chunk, int rounds) {
+    gpt2rt_ctx *ctx[2] = {NULL, NULL};
+    gpt2rt_config cc[2] = {cfg, cfg};
+    cc[1].classifier_chunk = chunk;
+    for (int i = 0; i < 2; i++)
+        if (gpt2rt_create(&ctx[i], &cc[i]) != GPT2RT_OK) {
+            fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx[i]));
+            gpt2rt_free(ctx[0]); gpt2rt_free(ctx[1]);
+            return;
+        }
+    int BT = cfg.batch_size * cfg.seq_len;
+    int32_t *x = (int32_t *)malloc(sizeof(int32_t) * (size_t)BT), *y = (int32_t *)malloc(sizeof(int32_t) * (size_t)BT);
+    double sum[2] = {0, 0}, best[2] = {1e30, 1e30};
+    uint64_t s = 3;
+    for (int r = -1; r < rounds; r++) /* round -1 warms both up */
+        for (int i = 0; i < 2; i++) {
+            for (int k = 0; k < BT; k++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                x[k] = (int32_t)((s >> 33) % 50257); y[k] = (int32_t)((s >> 13) % 50257);
+            }
+            gpt2rt_step_stats st;
+            double t0 = now();
+            if (gpt2rt_step(ctx[i], x, y, &st) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx[i])); r = rounds; break; }
+            double dt = now() - t0;
+            if (r >= 0) { sum[i] += dt; if (dt < best[i]) best[i] = dt; }
+        }
+    printf("\nclassifier_chunk (gpt2rt_step, %d alternated rounds): whole batch %.0f ms (best %.0f), chunks of %d tokens "
+           "%.0f ms (best %.0f): %+.1f%% (best %+.1f%%); logits arena %.1f -> %.1f MiB\n", rounds,
+           sum[0] / rounds * 1e3, best[0] * 1e3, chunk, sum[1] / rounds * 1e3, best[1] * 1e3,
+           100.0 * (sum[1] / sum[0] - 1.0), 100.0 * (best[1] / best[0] - 1.0),
+           (double)ctx[0]->arena_bytes[GPT2RT_MEM_LOGITS] / 1048576.0, (double)ctx[1]->arena_bytes[GPT2RT_MEM_LOGITS] / 1048576.0);
+    gpt2rt_free(ctx[0]); gpt2rt_free(ctx[1]);
+    free(x); free(y);
+    /* where the logits dominate: the plan only, nothing allocated */
+    gpt2rt_config big = {0};
+    big.batch_size = 16; big.seq_len = 1024;
+    gpt2rt_memory_plan p0, p1;
+    gpt2rt_plan(&big, &p0);
+    big.classifier_chunk = 1024;
+    gpt2rt_plan(&big, &p1);
+    printf("plan at 124M, B=16, T=1024 (CPU, fp32): logits %.2f GiB of %.2f GiB; classifier_chunk = 1024: logits %.2f "
+           "GiB of %.2f GiB (saves %.2f GiB)\n", p0.bytes[0][GPT2RT_MEM_LOGITS] / 1073741824.0, p0.total[0] / 1073741824.0,
+           p1.bytes[0][GPT2RT_MEM_LOGITS] / 1073741824.0, p1.total[0] / 1073741824.0,
+           ((double)p0.total[0] - (double)p1.total[0]) / 1073741824.0);
+}
+
 static void usage(void) {
-    printf("usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N]   (also --steps ...)\n"
-           "  full training steps of the GPT-2 124M shape (fp32, CPU); defaults: 5 steps, B=4, T=64, 12 layers\n");
+    printf("usage: bench_cpu [-steps N] [-batch B] [-seq T] [-layers L] [-threads N] [-chunk N]   (also --steps ...)\n"
+           "  full training steps of the GPT-2 124M shape (fp32, CPU); defaults: 5 steps, B=4, T=64, 12 layers;\n"
+           "  then gpt2rt_step with classifier_chunk = N against the whole batch (default B*T/2; 0: skipped)\n");
 }
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    int steps = 5;
+    int steps = 5, chunk = -1;
     gpt2rt_config cfg = {0}; /* GPT-2 124M */
     cfg.batch_size = 4; cfg.seq_len = 64;
     for (int i = 1; i < argc; i++) {
@@ -136,6 +189,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-seq")) ok = arg_int(a, v, 1, 1 << 20, &cfg.seq_len);
         else if (!strcmp(k, "-layers")) ok = arg_int(a, v, 1, 1024, &cfg.n_layer);
         else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
+        else if (!strcmp(k, "-chunk")) ok = arg_int(a, v, 0, 1 << 30, &chunk);
         else { fprintf(stderr, "bench_cpu: unknown option %s (see --help)\n", a); return 2; }
         if (!ok) return 2;
     }
@@ -186,5 +240,7 @@ int main(int argc, char **argv) {
            "machine; target >= 150 tokens/s\n");
     gpt2rt_free(ctx);
     free(x); free(y);
+    if (chunk < 0) chunk = BT / 2;
+    if (chunk > 0 && chunk < BT) bench_chunk(cfg, chunk, steps);
     return 0;
 }
