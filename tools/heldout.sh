@@ -23,6 +23,8 @@ for h in $horizons; do
         out=$(OMP_NUM_THREADS=1 nice -n 10 ./build/timeseries --data "$data" --horizon "$h" --seed "$s" $flags)
         t=$(echo "$out" | tail -1)
         v=$(echo "$out" | grep '^best epoch' | sed 's/.*val mse \([0-9.]*\).*/\1/')
+        if echo "$out" | grep -q '^blend: '; then # the forecast scored is the blend: its validation MSE
+            v=$(echo "$out" | grep '^blend: ' | sed 's/.*), val mse \([0-9.]*\).*/\1/'); fi
         echo "horizon $h seed $s: $t (val $v) [$(echo "$out" | grep '^best epoch')]"
         mses="$mses $(echo "$t" | awk '{print $3}')"; maes="$maes $(echo "$t" | awk '{print $5}')"; vals="$vals $v"
     done
