@@ -36,7 +36,8 @@ for h in $horizons; do
         for (i = 1; i <= n; i++) { s += m[i]; sa += a[i]; sv += v[i]; if (m[i] < lo) lo = m[i]; if (m[i] > hi) hi = m[i] }
         mu = s / n; ss = 0; for (i = 1; i <= n; i++) ss += (m[i] - mu) ^ 2;
         printf "%.4f ± %.4f (%.4f-%.4f) | %.4f | %.4f", mu, (n > 1 ? sqrt(ss / (n - 1)) : 0), lo, hi, sa / n, sv / n }')
-    ref=$(echo "$b" | awk '{ printf "| %s / %s ", $5, $7 } /ridge/ { r = $10 } END { printf "(%s) |", r }' | sed 's/^| //')
+    # ts_baselines' lines: NAME val mse V test mse T mae A windows N [(ridge R, chosen on validation)]
+    ref=$(echo "$b" | awk '{ printf "| %s / %s ", $7, $9 } /ridge/ { r = $13; sub(",", "", r) } END { printf "(%s) |", r }' | sed 's/^| //')
     table="$table
 | $h | $row | $ref"
 done
