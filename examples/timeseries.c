@@ -19,6 +19,10 @@
    on the scaled data. --init DIR starts the blocks from a Hugging Face GPT-2
    checkpoint (DIR/model.safetensors; its first --layers layers); --png draws
    forecast against truth for a few test windows (needs stb: Debian libstb-dev).
+   --linear-residual 1 fits the least-squares linear map of the RevIN-normalised lookback
+   (tools/ts_baselines' "linear", ridge chosen on validation) and trains the model on
+   what it leaves; --blend-linear 1 blends the forecast with that map, the weight chosen
+   on validation (--preset cpu turns both on; README "Time series").
    --data defaults to the repository's data/ETTh2.csv, found from any directory (./data,
    else the data/ beside this program's directory). --devices 2 trains on two CPU ranks
    (threads of this process): data parallel (--batch split over them), the same with
