@@ -602,6 +602,12 @@ static int lin_fit(gpt2rt_series *s, int64_t L, int64_t H, int64_t M, linmap *lm
     double *AW = (double *)malloc(sizeof(double) * (size_t)H), c, cv;
     memset(lm, 0, sizeof *lm);
     lm->L = L; lm->H = H; lm->val_mse = INFINITY;
+    if (in.windows[GPT2RT_SERIES_VAL] < 1) {
+        fprintf(stderr, "timeseries: the linear map chooses its ridge on the validation split, which has no window "
+                "(lookback %lld + horizon %lld); use --linear-residual 0 --blend-linear 0\n", (long long)L, (long long)H);
+        free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
+        return 0;
+    }
     lm->W = (double *)malloc(sizeof(double) * (size_t)(n * H));
     int ok = A && b && Av && bv && Ar && W && AW && lm->W && lin_sums(s, GPT2RT_SERIES_TRAIN, L, H, M, A, b, &c) &&
              lin_sums(s, GPT2RT_SERIES_VAL, L, H, M, Av, bv, &cv);
