@@ -19,6 +19,10 @@
    on the scaled data. --init DIR starts the blocks from a Hugging Face GPT-2
    checkpoint (DIR/model.safetensors; its first --layers layers); --png draws
    forecast against truth for a few test windows (needs stb: Debian libstb-dev).
+   --linear-residual 1 fits the least-squares linear map of the RevIN-normalised lookback
+   (tools/ts_baselines' "linear", ridge chosen on validation) and trains the model on
+   what it leaves; --blend-linear 1 blends the forecast with that map, the weight chosen
+   on validation (--preset cpu turns both on; README "Time series").
    --data defaults to the repository's data/ETTh2.csv, found from any directory (./data,
    else the data/ beside this program's directory). --devices 2 trains on two CPU ranks
    (threads of this process): data parallel (--batch split over them), the same with
@@ -68,7 +72,7 @@ typedef struct opts {
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
-    int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute;
+    int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear;
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
@@ -99,11 +103,17 @@ static void usage(void) {
            "  --steps-per-epoch N at most N steps an epoch (0: every batch; for quick runs)\n"
            "  --max-steps N       stop after N steps, print their times and the whole run's estimate, no scoring\n"
            "  --recompute 0|1|2   activation recompute: none, selective, full (memory for time)\n"
+           "  --linear-residual 0|1  fit the least-squares linear map of the RevIN-normalised lookback first\n"
+           "                      (tools/ts_baselines' linear, ridge chosen on validation) and train the model on\n"
+           "                      what it leaves: forecast = linear map + model\n"
+           "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
+           "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
-           "         frozen at their random init, lr 1e-3, batch 16, head dropout 0.3, 10 epochs, patience 3, cosine\n"
-           "         to 0, no weight decay;\n"
+           "         frozen at their random init, lr 1e-4, batch 16, head dropout 0.3, 10 epochs, patience 3, cosine\n"
+           "         to 0, no weight decay, --linear-residual 1 --blend-linear 1 (the model alone, as before issue\n"
+           "         25's second round: --linear-residual 0 --blend-linear 0 --lr 1e-3);\n"
            "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
            "         lr 1e-4, batch 256, 10 epochs, patience 3, cosine; attention + MLP frozen when --init is given;\n"
            "         full recompute (7.2 GiB planned instead of 23 GiB at batch 256)\n"
@@ -133,9 +143,15 @@ static void preset(opts *o, const char *name) {
                 seeds 1-3): one small block whose attention and MLP keep their random init
                 (frozen: a fixed random feature map, nothing to overfit), stride 16 (validation
                 0.2078 against 0.2087 for stride 8 at this lookback), small batches (more,
-                noisier updates) and dropout 0.3 before the head */
-        o->stride = 16; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-3f; o->batch = 16; o->freeze = 1;
+                noisier updates) and dropout 0.3 before the head. Since issue 25's second
+                round the model rides on the least-squares linear map: it trains on what the
+                map leaves, at lr 1e-4, and the result is blended with the map (validation at
+                horizons 96/192/336/720, seeds 1-3: 0.2025/0.2653/0.3504/0.5932, against
+                0.2082/0.2755/0.3647/0.6108 for the model alone at lr 1e-3 and
+                0.2037/0.2689/0.3567/0.6019 for the map alone; README "Time series") */
+        o->stride = 16; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-4f; o->batch = 16; o->freeze = 1;
         o->head_dropout = 0.3f;
+        o->linear_residual = o->blend_linear = o->stage == 0; /* chosen for the flatten head */
     }
 }
 
@@ -229,6 +245,8 @@ static int parse(opts *o, int argc, char **argv) {
         INT_OPT("--steps-per-epoch", steps_per_epoch, 0, 1000000000)
         INT_OPT("--max-steps", max_steps, 0, 1000000000)
         INT_OPT("--recompute", recompute, 0, GPT2RT_RECOMPUTE_FULL)
+        INT_OPT("--linear-residual", linear_residual, 0, 1)
+        INT_OPT("--blend-linear", blend_linear, 0, 1)
         INT_OPT("--devices", devices, 1, GPT2RT_MAX_DEVICES)
         FLOAT_OPT("--lr", lr, 0, 1000, 1, 1)
         FLOAT_OPT("--min-lr-frac", min_lr_frac, 0, 1, 0, 0)
@@ -244,6 +262,11 @@ static int parse(opts *o, int argc, char **argv) {
     }
     if (o->stage == 1 && o->horizon) {
         fprintf(stderr, "timeseries: --stage pretrain predicts the next patch of the lookback: no --horizon\n");
+        return 0;
+    }
+    if (o->stage == 1 && (o->linear_residual || o->blend_linear)) {
+        fprintf(stderr, "timeseries: --stage pretrain has no horizon to forecast: --linear-residual %d and "
+                "--blend-linear %d must be 0\n", o->linear_residual, o->blend_linear);
         return 0;
     }
     if (o->stage == 1 && !o->save) {
@@ -316,8 +339,31 @@ typedef struct scores {
     int64_t windows, windows_full;
 } scores;
 
+/* the least-squares linear map beside the model (below, "the least-squares linear map") */
+typedef struct linmap {
+    int64_t L, H;
+    double *W;            /* (L+1, H), the last row the bias */
+    double ridge, val_mse;
+} linmap;
+static void lin_offset(const linmap *lm, const float *x, int64_t nb, int64_t M, float *c, float *mus, double *z,
+                       double *acc);
+
+/* how evaluate uses it (lu may be NULL: the model alone). residual: the model forecasts
+   what the linear map leaves (--linear-residual), so the forecast is the model's plus the
+   map's offset; blend: the forecast moves that fraction of the way to the linear map's
+   (--blend-linear); collect: sums for the blend weight, with e = forecast - truth and
+   d = linear - forecast: see = sum e^2, sed = sum e d, sdd = sum d^2 (SSE(w) = see +
+   2 w sed + w^2 sdd) */
+typedef struct linuse {
+    const linmap *lm;
+    int residual, collect;
+    double blend, see, sed, sdd;
+    float *c, *mus; /* scratch: (B,H,M), (B,M) */
+    double *z, *acc; /* scratch: L+1, H */
+} linuse;
+
 static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split, int B, int64_t L, int64_t H,
-                    int64_t M, float *x, float *y, float *pred, float *keep_pred, int64_t keep, scores *sc) {
+                    int64_t M, float *x, float *y, float *pred, float *keep_pred, int64_t keep, linuse *lu, scores *sc) {
     gpt2rt_series_info info;
     if (gpt2rt_series_info_get(data, &info) != GPT2RT_OK) { fprintf(stderr, "timeseries: the series is not loaded\n"); return 0; }
     int64_t n = info.windows[split];
@@ -334,6 +380,18 @@ static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split sp
             gpt2rt_predictions(ctx, pred, (int64_t)B * H * M) != GPT2RT_OK) {
             fprintf(stderr, "forward: %s\n", gpt2rt_last_error(ctx));
             return 0;
+        }
+        if (lu && lu->lm) {
+            lin_offset(lu->lm, x, real, M, lu->c, lu->mus, lu->z, lu->acc);
+            for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
+                double p = (double)pred[i] + (lu->residual ? (double)lu->c[i] : 0.0);
+                double d = (double)lu->mus[i / (H * M) * M + i % M] + (double)lu->c[i] - p; /* linear - forecast */
+                if (lu->collect) {
+                    double e = p - (double)y[i];
+                    lu->see += e * e; lu->sed += e * d; lu->sdd += d * d;
+                }
+                pred[i] = (float)(p + lu->blend * d);
+            }
         }
         double se = 0, ae = 0;
         for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
@@ -453,6 +511,154 @@ static gpt2rt_series_info info_of(gpt2rt_series *d) {
     memset(&in, 0, sizeof in);
     (void)gpt2rt_series_info_get(d, &in);
     return in;
+}
+
+/* ---- the least-squares linear map of the RevIN-normalised lookback (--linear-residual,
+   --blend-linear): tools/ts_baselines.c's "linear" forecaster, the same fit. Each series
+   normalised by its lookback's mean mu and std sd (sqrt(biased variance + 1e-5), as
+   RevIN), one Linear(L -> H) plus bias W (L+1, H) shared by the channels, the exact
+   least squares over every training window and channel with rows weighted by sd^2 (the
+   loss in the scaled data's units), ridge on W's L rows (not the bias) chosen on the
+   validation split among 0.1, 1, ..., 1e5. Validation MSE per ridge from the
+   validation split's own normal equations: sum sd^2 (W'z - t)^2 = tr(W'A W) - 2 tr(W'b)
+   + c, no pass over the windows per ridge. ---- */
+/* A (n,n) symmetric positive definite: solve A X = B (n,k) in place (Cholesky); 0 on failure */
+static int lin_solve(double *A, double *B, int64_t n, int64_t k) {
+    for (int64_t j = 0; j < n; j++) {
+        double d = A[j * n + j];
+        for (int64_t p = 0; p < j; p++) d -= A[j * n + p] * A[j * n + p];
+        if (d <= 0) return 0;
+        A[j * n + j] = sqrt(d);
+        for (int64_t i = j + 1; i < n; i++) {
+            double v = A[i * n + j];
+            for (int64_t p = 0; p < j; p++) v -= A[i * n + p] * A[j * n + p];
+            A[i * n + j] = v / A[j * n + j];
+        }
+    }
+    for (int64_t c = 0; c < k; c++) {
+        for (int64_t i = 0; i < n; i++) { /* L z = b */
+            double v = B[i * k + c];
+            for (int64_t p = 0; p < i; p++) v -= A[i * n + p] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+        for (int64_t i = n - 1; i >= 0; i--) { /* L^T x = z */
+            double v = B[i * k + c];
+            for (int64_t p = i + 1; p < n; p++) v -= A[p * n + i] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+    }
+    return 1;
+}
+
+/* series m of window x (L,M): its mean, std and normalised lookback z (L+1: a trailing 1) */
+static void lin_norm(const float *x, int64_t L, int64_t M, int64_t m, double *mu, double *sd, double *z) {
+    double s = 0, v = 0;
+    for (int64_t k = 0; k < L; k++) s += x[k * M + m];
+    s /= (double)L;
+    for (int64_t k = 0; k < L; k++) v += (x[k * M + m] - s) * (x[k * M + m] - s);
+    *mu = s;
+    *sd = sqrt(v / (double)L + 1e-5);
+    for (int64_t k = 0; k < L; k++) z[k] = (x[k * M + m] - s) / *sd;
+    z[L] = 1.0;
+}
+
+/* the weighted normal equations of a split: A (n,n) lower triangle, b (n,H), c */
+static int lin_sums(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M, double *A,
+                    double *b, double *c) {
+    int64_t n = L + 1;
+    double *z = (double *)malloc(sizeof(double) * (size_t)n), *t = (double *)malloc(sizeof(double) * (size_t)H);
+    float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
+    gpt2rt_series_info in = info_of(s);
+    int ok = z && t && x && y;
+    *c = 0;
+    for (int64_t w = 0; ok && w < in.windows[split]; w++) {
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, x, y) != GPT2RT_OK) { ok = 0; break; }
+        for (int64_t m = 0; m < M; m++) {
+            double mu, sd;
+            lin_norm(x, L, M, m, &mu, &sd, z);
+            double wt = sd * sd;
+            for (int64_t h = 0; h < H; h++) {
+                t[h] = (y[h * M + m] - mu) / sd;
+                *c += wt * t[h] * t[h];
+            }
+            for (int64_t i = 0; i < n; i++) {
+                double wz = wt * z[i];
+                for (int64_t j = 0; j <= i; j++) A[i * n + j] += wz * z[j];
+                for (int64_t h = 0; h < H; h++) b[i * H + h] += wz * t[h];
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
+    free(z); free(t); free(x); free(y);
+    return ok;
+}
+
+static int lin_fit(gpt2rt_series *s, int64_t L, int64_t H, int64_t M, linmap *lm) {
+    int64_t n = L + 1;
+    gpt2rt_series_info in = info_of(s);
+    double *A = (double *)calloc((size_t)(n * n), sizeof(double)), *b = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Av = (double *)calloc((size_t)(n * n), sizeof(double)), *bv = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Ar = (double *)malloc(sizeof(double) * (size_t)(n * n)), *W = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    double *AW = (double *)malloc(sizeof(double) * (size_t)H), c, cv;
+    memset(lm, 0, sizeof *lm);
+    lm->L = L; lm->H = H; lm->val_mse = INFINITY;
+    if (in.windows[GPT2RT_SERIES_VAL] < 1) {
+        fprintf(stderr, "timeseries: the linear map chooses its ridge on the validation split, which has no window "
+                "(lookback %lld + horizon %lld); use --linear-residual 0 --blend-linear 0\n", (long long)L, (long long)H);
+        free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
+        return 0;
+    }
+    lm->W = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    int ok = A && b && Av && bv && Ar && W && AW && lm->W && lin_sums(s, GPT2RT_SERIES_TRAIN, L, H, M, A, b, &c) &&
+             lin_sums(s, GPT2RT_SERIES_VAL, L, H, M, Av, bv, &cv);
+    static const double ridges[] = {0.1, 1, 10, 100, 1000, 1e4, 1e5};
+    for (int r = 0; ok && r < 7; r++) {
+        memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
+        memcpy(W, b, sizeof(double) * (size_t)(n * H));
+        for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
+        if (!lin_solve(Ar, W, n, H)) continue;
+        double sse = cv; /* tr(W'Av W) - 2 tr(W'bv) + cv, a row of Av at a time */
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t h = 0; h < H; h++) AW[h] = 0;
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t h = 0; h < H; h++) AW[h] += Av[i * n + j] * W[j * H + h];
+            for (int64_t h = 0; h < H; h++) sse += W[i * H + h] * (AW[h] - 2 * bv[i * H + h]);
+        }
+        double mse = sse / (double)(in.windows[GPT2RT_SERIES_VAL] * M * H);
+        if (mse < lm->val_mse) {
+            lm->val_mse = mse; lm->ridge = ridges[r];
+            memcpy(lm->W, W, sizeof(double) * (size_t)(n * H));
+        }
+    }
+    free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
+    if (!ok || lm->ridge == 0) {
+        fprintf(stderr, "timeseries: the linear map: %s\n", ok ? "the normal equations are singular at every ridge"
+                                                              : "out of memory or a bad batch");
+        free(lm->W);
+        lm->W = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+/* the linear forecast minus the lookback's mean, sd (W'z), of nb windows x (nb,L,M)
+   into c (nb,H,M), and (mus, may be NULL) each series' mean (nb,M); z, acc: scratch of
+   L+1 and H doubles */
+static void lin_offset(const linmap *lm, const float *x, int64_t nb, int64_t M, float *c, float *mus, double *z,
+                       double *acc) {
+    int64_t L = lm->L, H = lm->H;
+    for (int64_t w = 0; w < nb; w++)
+        for (int64_t m = 0; m < M; m++) {
+            double mu, sd;
+            lin_norm(x + w * L * M, L, M, m, &mu, &sd, z);
+            if (mus) mus[w * M + m] = (float)mu;
+            for (int64_t h = 0; h < H; h++) acc[h] = 0;
+            for (int64_t k = 0; k <= L; k++) {
+                const double *wk = lm->W + k * H, zk = z[k];
+                for (int64_t h = 0; h < H; h++) acc[h] += zk * wk[h];
+            }
+            for (int64_t h = 0; h < H; h++) c[(w * H + h) * M + m] = (float)(sd * acc[h]);
+        }
 }
 
 /* the mean next-patch MSE over every validation window of every file, each channel a
@@ -733,17 +939,60 @@ int main(int argc, char **argv) {
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
     float *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
     float *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    linmap lm = {0, 0, NULL, 0, 0};
+    linuse lu;
+    memset(&lu, 0, sizeof lu);
+    if (o.linear_residual || o.blend_linear) {
+        double t0 = now();
+        if (!lin_fit(data, L, H, M, &lm)) return 1;
+        printf("linear map: ridge %g (chosen on validation), val mse %.4f, %.1f s%s\n", lm.ridge, lm.val_mse, now() - t0,
+               o.linear_residual ? "; the model trains on what it leaves" : "");
+        lu.lm = &lm;
+        lu.residual = o.linear_residual;
+        lu.c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+        lu.mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
+        lu.z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
+        lu.acc = (double *)malloc(sizeof(double) * (size_t)H);
+    }
     snapshot best_w = {0, NULL};
     double best = INFINITY, step_seconds = 0;
     int best_epoch = -1, bad_epochs = 0;
     scores sc;
+    if (o.linear_residual && o.stage == 0 && !o.max_steps) {
+        /* the model starts as the linear map alone (out_layer's weight zero, its bias
+           zero already), which is epoch 0 of early stopping: training keeps what the
+           validation split says improves on it, and nothing if nothing does */
+        gpt2rt_param_info pi;
+        float *zero = NULL;
+        for (int i = 0; i < gpt2rt_param_count(ctx); i++)
+            if (gpt2rt_param_info_get(ctx, i, &pi) == GPT2RT_OK && !strcmp(pi.name, "out_layer.weight")) {
+                zero = (float *)calloc((size_t)pi.numel, sizeof(float));
+                if (!zero || gpt2rt_param_write(ctx, pi.name, zero, pi.numel) != GPT2RT_OK) {
+                    fprintf(stderr, "out_layer.weight: %s\n", zero ? gpt2rt_last_error(ctx) : "out of memory");
+                    return 1;
+                }
+            }
+        free(zero);
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, &sc)) return 1;
+        best = sc.sse / (double)(sc.windows * H * M);
+        best_epoch = 0;
+        printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", best);
+        if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); return 1; }
+    }
     for (int epoch = 0; epoch < o.epochs; epoch++) {
         double t0 = now(), loss_sum = 0;
         gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
         for (int64_t s = 0; s < steps_per_epoch; s++) {
             gpt2rt_step_stats st;
-            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK ||
-                gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) {
+            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK) {
+                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
+                return 1;
+            }
+            if (o.linear_residual) { /* the target is what the linear map leaves: the loss is the sum's */
+                lin_offset(&lm, x, B, M, lu.c, NULL, lu.z, lu.acc);
+                for (int64_t i = 0; i < B * H * M; i++) y[i] -= lu.c[i];
+            }
+            if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) {
                 fprintf(stderr, "step: %s%s\n", gpt2rt_last_error(ctx), gpt2rt_series_last_error(data));
                 return 1;
             }
@@ -766,7 +1015,7 @@ int main(int argc, char **argv) {
             }
         }
         double t1 = now();
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &sc)) return 1;
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, &sc)) return 1;
         double val = sc.sse / (double)(sc.windows * H * M);
         int better = val < best;
         printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", epoch + 1,
@@ -782,15 +1031,25 @@ int main(int argc, char **argv) {
         }
     }
     if (!snapshot_restore(ctx, &best_w)) { fprintf(stderr, "restore: %s\n", gpt2rt_last_error(ctx)); return 1; }
+    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
+    if (o.blend_linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
+        lu.collect = 1;
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, &sc)) return 1;
+        lu.collect = 0;
+        double w = lu.sdd > 0 ? -lu.sed / lu.sdd : 0, nv = (double)(sc.windows * H * M);
+        w = w < 0 ? 0 : w > 1 ? 1 : w;
+        lu.blend = w;
+        printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
+               w, (lu.see + 2 * w * lu.sed + w * w * lu.sdd) / nv, lu.see / nv, (lu.see + 2 * lu.sed + lu.sdd) / nv);
+    }
     int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
     float *keep = o.png ? (float *)malloc(sizeof(float) * (size_t)(n_test * H * M)) : NULL;
-    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &sc)) return 1;
+    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &lu, &sc)) return 1;
     if (o.png) {
         /* windows spread over the test split: gather them first */
         for (int64_t k = 1; k < n_png; k++) memmove(keep + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
         draw_png(o.png, data, L, H, M, keep, n_png, spacing);
     }
-    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
     double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
     if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
                        (long long)sc.windows_full);
@@ -801,6 +1060,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
     free(keep); free(x); free(y); free(pred);
+    free(lm.W); free(lu.c); free(lu.mus); free(lu.z); free(lu.acc);
     gpt2rt_free(ctx);
     gpt2rt_series_free(data);
     return 0;

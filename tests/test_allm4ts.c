@@ -17,7 +17,11 @@
    8. data parallel (2 and 3 CPU ranks) against one device of the same total batch, both
       stages, with accumulation and dropout: the loss, the gradients, the update's norm and
       the weights after steps within fp32 reassociation (derived below); ZeRO-1 and a second
-      run bitwise; the plan equal to what each rank allocated. */
+      run bitwise; the plan equal to what each rank allocated.
+   9. (built with mpicc -DGPT2RT_MPI, run as `mpirun -np N test_allm4ts mpi`) both stages'
+      heads over N processes (world_size N, one rank each): every step's loss and gradient
+      norm and every weight after 3 steps bitwise equal to N ranks in one process (both
+      sum the ranks' gradients in rank order, so nothing may differ). */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
@@ -687,7 +691,62 @@ static void test_data_parallel(void) {
     dp_case(2, 3, 1, 1, 0.2f);
 }
 
-int main(void) {
+#ifdef GPT2RT_MPI
+/* 9: one process of mpirun's world; the same global batches through N threads here */
+static void test_mpi(void) {
+    for (int stage = 1; stage <= 2; stage++) {
+        gpt2rt_config c;
+        memset(&c, 0, sizeof c);
+        c.input = GPT2RT_INPUT_PATCHES; c.n_layer = 1; c.n_head = 2; c.n_embd = 16; c.seq_len = 64; c.patch_len = 16;
+        c.head = stage == 1 ? GPT2RT_HEAD_NEXT_PATCH : GPT2RT_HEAD_PATCH_DECODE;
+        c.attn_mask = stage == 1 ? GPT2RT_MASK_CAUSAL : GPT2RT_MASK_PLACEHOLDERS;
+        c.patch_stride = stage == 1 ? 16 : 8; c.n_channels = stage == 1 ? 1 : 2; c.horizon = stage == 1 ? 0 : 24;
+        c.batch_size = 2; c.parallel = GPT2RT_PARALLEL_DATA; c.lr = 1e-3f; c.seed = 1; c.timeout_s = 30.0f;
+        c.n_threads = 1; c.total_steps = 10; c.dropout = stage == 1 ? 0.2f : 0.0f; /* stage 1 trains with dropout */
+        gpt2rt_ctx *p, *q;
+        if (gpt2rt_create(&p, &c) != GPT2RT_OK) { CHECK(0, "stage %d under mpirun: %s", stage, gpt2rt_last_error(p)); gpt2rt_free(p); return; }
+        gpt2rt_config got = gpt2rt_config_get(p), t = c;
+        t.world_size = 1; t.n_devices = got.world_size;
+        CHECK_OK(q, gpt2rt_create(&q, &t));
+        const int N = got.world_size, me = got.rank, B = 2, Lm = 64, Mm = c.n_channels, Hm = c.horizon;
+        float *x = (float *)malloc(sizeof(float) * (size_t)(N * B * Lm * Mm));
+        float *y = (float *)malloc(sizeof(float) * (size_t)(N * B * (Hm ? Hm : 1) * Mm));
+        int same = 1;
+        for (int s = 0; s < 3; s++) {
+            for (int i = 0; i < N * B * Lm * Mm; i++) x[i] = (float)(sin(0.1 * i + s) + 0.01 * (i % 7));
+            for (int i = 0; i < N * B * (Hm ? Hm : 1) * Mm; i++) y[i] = (float)cos(0.05 * i + s);
+            gpt2rt_step_stats a, b;
+            CHECK_OK(p, gpt2rt_step_series(p, x + (size_t)me * B * Lm * Mm, Hm ? y + (size_t)me * B * Hm * Mm : NULL, &a));
+            CHECK_OK(q, gpt2rt_step_series(q, x, Hm ? y : NULL, &b));
+            same &= a.loss == b.loss && a.grad_norm == b.grad_norm;
+        }
+        int differ = 0;
+        for (int i = 0; i < gpt2rt_param_count(p); i++) {
+            gpt2rt_param_info in;
+            gpt2rt_param_info_get(p, i, &in);
+            float *u = (float *)malloc(sizeof(float) * (size_t)in.numel), *v = (float *)malloc(sizeof(float) * (size_t)in.numel);
+            gpt2rt_param_read(p, in.name, GPT2RT_PARAM_VALUE, u, in.numel);
+            gpt2rt_param_read(q, in.name, GPT2RT_PARAM_VALUE, v, in.numel);
+            differ += memcmp(u, v, sizeof(float) * (size_t)in.numel) != 0;
+            free(u); free(v);
+        }
+        CHECK(N >= 2 && same && !differ, "rank %d of %d, stage %d: 3 steps' losses and gradient norms %s those of %d "
+              "ranks in one process, %d of %d tensors differ", me, N, stage, same ? "==" : "!=", N, differ,
+              gpt2rt_param_count(p));
+        free(x); free(y);
+        gpt2rt_free(p); gpt2rt_free(q);
+    }
+}
+#endif
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+#ifdef GPT2RT_MPI
+        if (!strcmp(argv[1], "mpi")) { printf("test_allm4ts mpi\n"); test_mpi(); return harness_finish(); }
+#endif
+        fprintf(stderr, "test_allm4ts: unknown mode '%s' (mpi: built with mpicc -DGPT2RT_MPI, under mpirun)\n", argv[1]);
+        return 2;
+    }
     for (int i = 0; i < BW * L * M; i++) X[i] = (float)(sin(0.3 * i) * 2.0 + 0.3 * urand() + 1.0);
     for (int i = 0; i < BW * 20 * M; i++) Y[i] = (float)(sin(0.3 * (i + 80)) * 2.0 + 1.0);
     printf("test_allm4ts\n");

@@ -347,7 +347,9 @@ static void test_heldout(void) {
         }
     CHECK(off == 0, "%s: test window 7: %d of its %d values are not the scaled rows %lld..", HELDOUT, off, (L + H) * M,
           (long long)row0);
-    /* --preset cpu's model: 5 steps on training windows, then 2 batches of test windows */
+    /* --preset cpu's model (its shape; lr 1e-3, the model alone as the preset was before the
+       linear map, which is examples/timeseries.c's): 5 steps on training windows, then 2 batches
+       of test windows */
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
     c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_REGRESSION;

@@ -23,6 +23,8 @@ for h in $horizons; do
         out=$(OMP_NUM_THREADS=1 nice -n 10 ./build/timeseries --data "$data" --horizon "$h" --seed "$s" $flags)
         t=$(echo "$out" | tail -1)
         v=$(echo "$out" | grep '^best epoch' | sed 's/.*val mse \([0-9.]*\).*/\1/')
+        if echo "$out" | grep -q '^blend: '; then # the forecast scored is the blend: its validation MSE
+            v=$(echo "$out" | grep '^blend: ' | sed 's/.*), val mse \([0-9.]*\).*/\1/'); fi
         echo "horizon $h seed $s: $t (val $v) [$(echo "$out" | grep '^best epoch')]"
         mses="$mses $(echo "$t" | awk '{print $3}')"; maes="$maes $(echo "$t" | awk '{print $5}')"; vals="$vals $v"
     done
@@ -34,7 +36,8 @@ for h in $horizons; do
         for (i = 1; i <= n; i++) { s += m[i]; sa += a[i]; sv += v[i]; if (m[i] < lo) lo = m[i]; if (m[i] > hi) hi = m[i] }
         mu = s / n; ss = 0; for (i = 1; i <= n; i++) ss += (m[i] - mu) ^ 2;
         printf "%.4f ± %.4f (%.4f-%.4f) | %.4f | %.4f", mu, (n > 1 ? sqrt(ss / (n - 1)) : 0), lo, hi, sa / n, sv / n }')
-    ref=$(echo "$b" | awk '{ printf "| %s / %s ", $5, $7 } /ridge/ { r = $10 } END { printf "(%s) |", r }' | sed 's/^| //')
+    # ts_baselines' lines: NAME val mse V test mse T mae A windows N [(ridge R, chosen on validation)]
+    ref=$(echo "$b" | awk '{ printf "| %s / %s ", $7, $9 } /ridge/ { r = $13; sub(",", "", r) } END { printf "(%s) |", r }' | sed 's/^| //')
     table="$table
 | $h | $row | $ref"
 done
