@@ -576,6 +576,18 @@ ranks_checks() {
             ok "mpirun -np $1: data parallel over $1 processes${2:+ (ZeRO-1)} == $1 threads in one process, bitwise; == one device of $1*B rows to fp32 reassociation"
         else bad "mpirun -np $1 training${2:+ (ZeRO-1)} (exit $rc)"; echo "$out" | tail -12; fi
     done
+    # aLLM4TS's sequence heads (both stages) over MPI processes == the same ranks in one process
+    local A=$B/test_allm4ts_mpi
+    if ! mpicc -std=c11 -Wall -Wextra -Werror $CFLAGS -fopenmp -DGPT2RT_MPI -o $A tests/test_allm4ts.c -lm > $B/mpi_allm4ts_build.log 2>&1; then
+        bad "build tests/test_allm4ts.c with mpicc -DGPT2RT_MPI"; head -20 $B/mpi_allm4ts_build.log
+    else
+        for np in 2 3; do
+            out=$(OMP_NUM_THREADS=1 timeout 120 $MPIRUN -np $np ./$A mpi 2>&1); rc=$?
+            if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -Ec '^RESULT [0-9]+ 0( [0-9]+)?$')" -eq $np ]; then
+                ok "mpirun -np $np: aLLM4TS stages 1 and 2 over $np processes == $np ranks in one process, bitwise"
+            else bad "mpirun -np $np test_allm4ts mpi (exit $rc)"; echo "$out" | tail -12; fi
+        done
+    fi
     local t0=$SECONDS
     out=$(timeout 60 $MPIRUN -np 2 ./$M mpi-leave stop 2>&1); rc=$?
     if [ $rc -eq 0 ] && echo "$out" | grep -q "did not finish within the timeout" && [ $((SECONDS - t0)) -lt 30 ]; then
