@@ -42,6 +42,7 @@
 #include "../gpt2rt.h"
 #define CLI_PROG "timeseries"
 #include "../tools/cli.h"
+#include "../tools/ts_linear.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -522,34 +523,6 @@ static gpt2rt_series_info info_of(gpt2rt_series *d) {
    validation split among 0.1, 1, ..., 1e5. Validation MSE per ridge from the
    validation split's own normal equations: sum sd^2 (W'z - t)^2 = tr(W'A W) - 2 tr(W'b)
    + c, no pass over the windows per ridge. ---- */
-/* A (n,n) symmetric positive definite: solve A X = B (n,k) in place (Cholesky); 0 on failure */
-static int lin_solve(double *A, double *B, int64_t n, int64_t k) {
-    for (int64_t j = 0; j < n; j++) {
-        double d = A[j * n + j];
-        for (int64_t p = 0; p < j; p++) d -= A[j * n + p] * A[j * n + p];
-        if (d <= 0) return 0;
-        A[j * n + j] = sqrt(d);
-        for (int64_t i = j + 1; i < n; i++) {
-            double v = A[i * n + j];
-            for (int64_t p = 0; p < j; p++) v -= A[i * n + p] * A[j * n + p];
-            A[i * n + j] = v / A[j * n + j];
-        }
-    }
-    for (int64_t c = 0; c < k; c++) {
-        for (int64_t i = 0; i < n; i++) { /* L z = b */
-            double v = B[i * k + c];
-            for (int64_t p = 0; p < i; p++) v -= A[i * n + p] * B[p * k + c];
-            B[i * k + c] = v / A[i * n + i];
-        }
-        for (int64_t i = n - 1; i >= 0; i--) { /* L^T x = z */
-            double v = B[i * k + c];
-            for (int64_t p = i + 1; p < n; p++) v -= A[p * n + i] * B[p * k + c];
-            B[i * k + c] = v / A[i * n + i];
-        }
-    }
-    return 1;
-}
-
 /* series m of window x (L,M): its mean, std and normalised lookback z (L+1: a trailing 1) */
 static void lin_norm(const float *x, int64_t L, int64_t M, int64_t m, double *mu, double *sd, double *z) {
     double s = 0, v = 0;

@@ -16,6 +16,7 @@
    Prints one line a forecaster: "<name> val mse .. test mse .. mae .. windows N". */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include "ts_linear.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,34 +62,6 @@ static sums score(gpt2rt_series *s, gpt2rt_series_split split, int kind, int64_t
     }
     free(x); free(y); free(f);
     return r;
-}
-
-/* A (n,n) symmetric positive definite: solve A X = B (n,k) in place (Cholesky); 0 on failure */
-static int solve(double *A, double *B, int64_t n, int64_t k) {
-    for (int64_t j = 0; j < n; j++) {
-        double d = A[j * n + j];
-        for (int64_t p = 0; p < j; p++) d -= A[j * n + p] * A[j * n + p];
-        if (d <= 0) return 0;
-        A[j * n + j] = sqrt(d);
-        for (int64_t i = j + 1; i < n; i++) {
-            double v = A[i * n + j];
-            for (int64_t p = 0; p < j; p++) v -= A[i * n + p] * A[j * n + p];
-            A[i * n + j] = v / A[j * n + j];
-        }
-    }
-    for (int64_t c = 0; c < k; c++) {
-        for (int64_t i = 0; i < n; i++) { /* L z = b */
-            double v = B[i * k + c];
-            for (int64_t p = 0; p < i; p++) v -= A[i * n + p] * B[p * k + c];
-            B[i * k + c] = v / A[i * n + i];
-        }
-        for (int64_t i = n - 1; i >= 0; i--) { /* L^T x = z */
-            double v = B[i * k + c];
-            for (int64_t p = i + 1; p < n; p++) v -= A[p * n + i] * B[p * k + c];
-            B[i * k + c] = v / A[i * n + i];
-        }
-    }
-    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -144,7 +117,7 @@ int main(int argc, char **argv) {
         memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
         memcpy(W, B, sizeof(double) * (size_t)(n * H));
         for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
-        if (!solve(Ar, W, n, H)) continue;
+        if (!lin_solve(Ar, W, n, H)) continue;
         sums v = score(s, GPT2RT_SERIES_VAL, 2, L, M, H, P, W);
         double mse = v.se / (double)v.n;
         if (mse < best) {
