@@ -13,8 +13,11 @@
    over every validation window decides early stopping (--patience epochs without
    improvement), and the best epoch's weights are restored for the test. The last
    two lines are
-       test (drop last) mse <x> mae <y> windows <n>   the last incomplete batch dropped,
-                                                      as some published tables count
+       test (drop last) mse <x> mae <y> windows <n>   the last incomplete batch (of
+                                                      --drop-last N, default --batch)
+                                                      dropped, as some published
+                                                      tables count (PatchTST's scripts:
+                                                      128; aLLM4TS's: their batch)
        test mse <x> mae <y> windows <n>               every test window
    on the scaled data. --init DIR starts the blocks from a Hugging Face GPT-2
    checkpoint (DIR/model.safetensors; its first --layers layers); --png draws
@@ -73,7 +76,7 @@ typedef struct opts {
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
-    int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear;
+    int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
@@ -107,6 +110,8 @@ static void usage(void) {
            "  --linear-residual 0|1  fit the least-squares linear map of the RevIN-normalised lookback first\n"
            "                      (tools/ts_baselines' linear, ridge chosen on validation) and train the model on\n"
            "                      what it leaves: forecast = linear map + model\n"
+           "  --drop-last N       the \"test (drop last)\" line scores whole batches of N test windows only,\n"
+           "                      as a test loader with drop_last=True does (default: --batch)\n"
            "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
            "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
@@ -248,6 +253,7 @@ static int parse(opts *o, int argc, char **argv) {
         INT_OPT("--recompute", recompute, 0, GPT2RT_RECOMPUTE_FULL)
         INT_OPT("--linear-residual", linear_residual, 0, 1)
         INT_OPT("--blend-linear", blend_linear, 0, 1)
+        INT_OPT("--drop-last", drop_last, 1, 1 << 20)
         INT_OPT("--devices", devices, 1, GPT2RT_MAX_DEVICES)
         FLOAT_OPT("--lr", lr, 0, 1000, 1, 1)
         FLOAT_OPT("--min-lr-frac", min_lr_frac, 0, 1, 0, 0)
@@ -333,8 +339,9 @@ static int snapshot_restore(gpt2rt_ctx *ctx, const snapshot *s) {
 /* squared and absolute errors over the windows of a split, B at a time; the last
    batch is filled up by repeating its last window (each series is forecast on its
    own, so the filler changes nothing) and only the real windows count. keep_pred
-   (may be NULL): the predictions of the first `keep` windows. sse_full / sae_full
-   (may be NULL) get the sums over the whole batches only. */
+   (may be NULL): the predictions of the first `keep` windows. sse_full / sae_full get
+   the sums over the whole batches of drop_batch windows only (the windows a test
+   loader with drop_last=True and that batch size scores; 0: B). */
 typedef struct scores {
     double sse, sae, sse_full, sae_full;
     int64_t windows, windows_full;
@@ -364,10 +371,13 @@ typedef struct linuse {
 } linuse;
 
 static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split, int B, int64_t L, int64_t H,
-                    int64_t M, float *x, float *y, float *pred, float *keep_pred, int64_t keep, linuse *lu, scores *sc) {
+                    int64_t M, float *x, float *y, float *pred, float *keep_pred, int64_t keep, linuse *lu,
+                    int64_t drop_batch, scores *sc) {
     gpt2rt_series_info info;
     if (gpt2rt_series_info_get(data, &info) != GPT2RT_OK) { fprintf(stderr, "timeseries: the series is not loaded\n"); return 0; }
     int64_t n = info.windows[split];
+    if (drop_batch <= 0) drop_batch = B;
+    int64_t n_whole = n / drop_batch * drop_batch; /* the windows a drop-last loader scores */
     memset(sc, 0, sizeof *sc);
     gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
     for (int64_t first = 0; first < n; first += B) {
@@ -394,14 +404,16 @@ static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split sp
                 pred[i] = (float)(p + lu->blend * d);
             }
         }
-        double se = 0, ae = 0;
-        for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
-            double e = (double)pred[i] - (double)y[i];
-            se += e * e;
-            ae += fabs(e);
+        for (int b = 0; b < real; b++) {
+            double se = 0, ae = 0;
+            for (int64_t i = (int64_t)b * H * M; i < (int64_t)(b + 1) * H * M; i++) {
+                double e = (double)pred[i] - (double)y[i];
+                se += e * e;
+                ae += fabs(e);
+            }
+            sc->sse += se; sc->sae += ae; sc->windows++;
+            if (first + b < n_whole) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full++; }
         }
-        sc->sse += se; sc->sae += ae; sc->windows += real;
-        if (real == B) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full += real; }
         for (int b = 0; keep_pred && b < real && first + b < keep; b++)
             memcpy(keep_pred + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
     }
@@ -946,7 +958,7 @@ int main(int argc, char **argv) {
                 }
             }
         free(zero);
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, &sc)) return 1;
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
         best = sc.sse / (double)(sc.windows * H * M);
         best_epoch = 0;
         printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", best);
@@ -988,7 +1000,7 @@ int main(int argc, char **argv) {
             }
         }
         double t1 = now();
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, &sc)) return 1;
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
         double val = sc.sse / (double)(sc.windows * H * M);
         int better = val < best;
         printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", epoch + 1,
@@ -1007,7 +1019,7 @@ int main(int argc, char **argv) {
     printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
     if (o.blend_linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
         lu.collect = 1;
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, &sc)) return 1;
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
         lu.collect = 0;
         double w = lu.sdd > 0 ? -lu.sed / lu.sdd : 0, nv = (double)(sc.windows * H * M);
         w = w < 0 ? 0 : w > 1 ? 1 : w;
@@ -1017,7 +1029,7 @@ int main(int argc, char **argv) {
     }
     int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
     float *keep = o.png ? (float *)malloc(sizeof(float) * (size_t)(n_test * H * M)) : NULL;
-    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &lu, &sc)) return 1;
+    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &lu, o.drop_last, &sc)) return 1;
     if (o.png) {
         /* windows spread over the test split: gather them first */
         for (int64_t k = 1; k < n_png; k++) memmove(keep + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
@@ -1027,7 +1039,7 @@ int main(int argc, char **argv) {
     if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
                        (long long)sc.windows_full);
     else printf("test (drop last): no score: the %lld test windows are fewer than one batch of %lld, and drop-last "
-                "scoring counts whole batches only\n", (long long)sc.windows, (long long)B);
+                "scoring counts whole batches only\n", (long long)sc.windows, (long long)(o.drop_last ? o.drop_last : B));
     printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
     if (o.save && gpt2rt_weights_save(ctx, o.save) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);

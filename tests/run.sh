@@ -238,6 +238,18 @@ ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the las
        echo "$out" | tail -2 | head -1 | grep -Eq '^test \(drop last\) mse [0-9]+\.[0-9]+ mae [0-9]+\.[0-9]+ windows 4$'; then
         ok "examples/timeseries trains, stops, scores every test window ($(echo "$out" | tail -1))"
     else bad "examples/timeseries smoke run (rc $rc)"; echo "$out" | tail -5; fi
+    # --drop-last N scores whole batches of N test windows (PatchTST's and aLLM4TS's test loaders,
+    # README "ETTh2"): N = 5, every window, must print the full line's figures; N = 3 keeps 3 of 5
+    local a3 a5
+    a5=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
+          --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --steps-per-epoch 3 --seed 3 --drop-last 5 2>&1 | tail -2)
+    a3=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
+          --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --steps-per-epoch 3 --seed 3 --drop-last 3 2>&1 | tail -2)
+    if [ "$(echo "$a5" | head -1 | sed 's/^test (drop last) //')" = "$(echo "$a5" | tail -1 | sed 's/^test //')" ] &&
+       echo "$a3" | head -1 | grep -Eq '^test \(drop last\) mse [0-9.]+ mae [0-9.]+ windows 3$' &&
+       [ "$(echo "$a3" | tail -1)" = "$(echo "$out" | tail -1)" ]; then
+        ok "examples/timeseries --drop-last 5 of 5 windows = every window; --drop-last 3 scores 3; the full line unchanged"
+    else bad "examples/timeseries --drop-last"; echo "$a5"; echo "$a3"; fi
     # --max-steps: the steps, then the estimate, and no scoring (README's --preset gpt4ts timing)
     out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
           --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --max-steps 2 2>&1); rc=$?

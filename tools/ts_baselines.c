@@ -12,8 +12,9 @@
                      training window, rows weighted by the window's variance (so the
                      loss is in the scaled data's units), ridge chosen on validation
                      among 0.1, 1, 10, ..., 1e5 (the test split is never looked at).
-   usage: ts_baselines --data FILE.csv --horizon H [--lookback 336] [--period 24]
-   Prints one line a forecaster: "<name> val mse .. test mse .. mae .. windows N". */
+   usage: ts_baselines --data FILE.csv --horizon H [--lookback 336] [--period 24] [--drop-last N]
+   Prints one line a forecaster: "<name> val mse .. test mse .. mae .. windows N"; --drop-last N
+   adds the test MSE over whole batches of N windows only (a drop_last=True test loader's). */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "ts_linear.h"
@@ -22,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sums { double se, ae; int64_t n; } sums;
+typedef struct sums { double se, ae, se_dl; int64_t n, n_dl; } sums; /* _dl: the drop-last windows only */
 
 /* the forecast (H) of series m of window x (L,M): kind 0 last value, 1 seasonal naive,
    2 linear with weights W (L+1, H) (last row: bias) */
@@ -42,14 +43,17 @@ static void forecast(int kind, const float *x, int64_t L, int64_t M, int64_t m, 
     }
 }
 
+/* drop (0: none): also sum over the first windows that fill whole batches of drop, as a
+   test loader with drop_last=True and that batch size scores */
 static sums score(gpt2rt_series *s, gpt2rt_series_split split, int kind, int64_t L, int64_t M, int64_t H, int64_t P,
-                  const double *W) {
+                  const double *W, int64_t drop) {
     gpt2rt_series_info in;
     memset(&in, 0, sizeof in);
     (void)gpt2rt_series_info_get(s, &in);
     float *x = malloc(sizeof(float) * (size_t)(L * M)), *y = malloc(sizeof(float) * (size_t)(H * M));
     double *f = malloc(sizeof(double) * (size_t)H);
-    sums r = {0, 0, 0};
+    sums r = {0, 0, 0, 0, 0};
+    int64_t whole = drop > 0 ? in.windows[split] / drop * drop : 0;
     for (int64_t w = 0; w < in.windows[split]; w++) {
         gpt2rt_series_batch(s, split, 0, 0, w, 1, x, y);
         for (int64_t m = 0; m < M; m++) {
@@ -57,6 +61,7 @@ static sums score(gpt2rt_series *s, gpt2rt_series_split split, int kind, int64_t
             for (int64_t h = 0; h < H; h++) {
                 double e = f[h] - y[h * M + m];
                 r.se += e * e; r.ae += fabs(e); r.n++;
+                if (w < whole) { r.se_dl += e * e; r.n_dl++; }
             }
         }
     }
@@ -66,16 +71,17 @@ static sums score(gpt2rt_series *s, gpt2rt_series_split split, int kind, int64_t
 
 int main(int argc, char **argv) {
     const char *data = NULL;
-    int64_t L = 336, H = 0, P = 24;
+    int64_t L = 336, H = 0, P = 24, drop = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--data")) data = argv[i + 1];
         else if (!strcmp(argv[i], "--horizon")) H = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--lookback")) L = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--period")) P = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--drop-last")) drop = atoll(argv[i + 1]);
         else { fprintf(stderr, "ts_baselines: unknown option %s\n", argv[i]); return 2; }
     }
-    if (!data || H < 1 || L < 2 || P < 1 || P > L) {
-        fprintf(stderr, "usage: ts_baselines --data FILE.csv --horizon H [--lookback L] [--period P <= L]\n");
+    if (!data || H < 1 || L < 2 || P < 1 || P > L || drop < 0) {
+        fprintf(stderr, "usage: ts_baselines --data FILE.csv --horizon H [--lookback L] [--period P <= L] [--drop-last N >= 0]\n");
         return 2;
     }
     gpt2rt_series_desc sd;
@@ -118,7 +124,7 @@ int main(int argc, char **argv) {
         memcpy(W, B, sizeof(double) * (size_t)(n * H));
         for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
         if (!lin_solve(Ar, W, n, H)) continue;
-        sums v = score(s, GPT2RT_SERIES_VAL, 2, L, M, H, P, W);
+        sums v = score(s, GPT2RT_SERIES_VAL, 2, L, M, H, P, W, 0);
         double mse = v.se / (double)v.n;
         if (mse < best) {
             best = mse; best_ridge = ridges[r];
@@ -129,11 +135,14 @@ int main(int argc, char **argv) {
     if (!best_W) { fprintf(stderr, "ts_baselines: the normal equations are singular at every ridge\n"); return 1; }
     static const char *names[] = {"last-value", "seasonal-naive", "linear"};
     for (int kind = 0; kind < 3; kind++) {
-        sums v = score(s, GPT2RT_SERIES_VAL, kind, L, M, H, P, best_W), te = score(s, GPT2RT_SERIES_TEST, kind, L, M, H, P, best_W);
+        sums v = score(s, GPT2RT_SERIES_VAL, kind, L, M, H, P, best_W, 0),
+             te = score(s, GPT2RT_SERIES_TEST, kind, L, M, H, P, best_W, drop);
         printf("%s val mse %.4f test mse %.4f mae %.4f windows %lld", names[kind], v.se / (double)v.n,
                te.se / (double)te.n, te.ae / (double)te.n, (long long)in.windows[GPT2RT_SERIES_TEST]);
         if (kind == 1) printf(" (period %lld)", (long long)P);
         if (kind == 2) printf(" (ridge %g, chosen on validation)", best_ridge);
+        if (drop && te.n_dl) printf("; drop-last %lld: test mse %.4f windows %lld", (long long)drop, te.se_dl / (double)te.n_dl,
+                                    (long long)(te.n_dl / (H * M)));
         printf("\n");
     }
     free(A); free(B); free(z); free(t); free(x); free(y); free(Ar); free(W); free(best_W);
