@@ -183,6 +183,30 @@ static double weights_err(gpt2rt_ctx *a, gpt2rt_ctx *b) {
 
 /* ---------------------------------------------------------------- ops */
 
+/* after a forward on both: the backward's gradients, then an update and NSTEPS more
+   steps' losses, fp32 on the GPU against the CPU (targets: the windows' own, or none
+   where the head predicts from the input alone) */
+static void check_fp32_steps(gpt2rt_ctx *cpu, gpt2rt_ctx *g, unsigned frozen, int with_targets) {
+    LAB_OK(cpu, gpt2rt_backward(cpu));
+    LAB_OK(g, gpt2rt_backward(g));
+    const char *wn = "";
+    double e = grads_err(g, cpu, frozen, &wn);
+    char name[128];
+    snprintf(name, sizeof name, "fp32 gradients vs CPU, worst (%s)", wn);
+    check_rel(name, e, 1e-4);
+    LAB_OK(cpu, gpt2rt_update(cpu, NULL));
+    LAB_OK(g, gpt2rt_update(g, NULL));
+    double worst = 0.0;
+    for (int k = 1; k <= NSTEPS; k++) {
+        gpt2rt_step_stats a, b;
+        LAB_OK(cpu, gpt2rt_step_series(cpu, xk(k), with_targets ? yk(k) : NULL, &a));
+        LAB_OK(g, gpt2rt_step_series(g, xk(k), with_targets ? yk(k) : NULL, &b));
+        double d = fabs((double)a.loss - (double)b.loss) / fabs((double)a.loss);
+        worst = !(d <= worst) ? d : worst;
+    }
+    check_rel("fp32 losses of 3 more AdamW steps vs CPU, relative", worst, 1e-4);
+}
+
 static void check_dropout_op(void) {
     printf("dropout: the device's masks against the CPU's\n");
     const int64_t n = ((int64_t)1 << 20) + 3;
@@ -356,24 +380,7 @@ static void check_model(int affine, unsigned frozen, float dropout) {
     LAB_OK(g, gpt2rt_predictions(g, pg, ny));
     lab_compare("fp32 predictions vs CPU (1e-4)", pg, pc, (size_t)ny, 1e-4f, 1e-4f);
     check_rel("fp32 loss vs CPU, relative", fabs((double)lg - (double)lc) / fabs((double)lc), 1e-5);
-    LAB_OK(cpu, gpt2rt_backward(cpu));
-    LAB_OK(g, gpt2rt_backward(g));
-    const char *wn = "";
-    double e = grads_err(g, cpu, frozen, &wn);
-    char name[128];
-    snprintf(name, sizeof name, "fp32 gradients vs CPU, worst (%s)", wn);
-    check_rel(name, e, 1e-4);
-    LAB_OK(cpu, gpt2rt_update(cpu, NULL));
-    LAB_OK(g, gpt2rt_update(g, NULL));
-    double worst = 0.0;
-    for (int k = 1; k <= NSTEPS; k++) {
-        gpt2rt_step_stats a, b;
-        LAB_OK(cpu, gpt2rt_step_series(cpu, xk(k), yk(k), &a));
-        LAB_OK(g, gpt2rt_step_series(g, xk(k), yk(k), &b));
-        double d = fabs((double)a.loss - (double)b.loss) / fabs((double)a.loss);
-        worst = !(d <= worst) ? d : worst;
-    }
-    check_rel("fp32 losses of 3 more AdamW steps vs CPU, relative", worst, 1e-4);
+    check_fp32_steps(cpu, g, frozen, 1);
     /* AdamW moves a weight by about lr whatever its gradient's size, so a gradient near 0
        whose last bits differ moves it differently: 1e-3 of the largest weight per tensor */
     check_rel("fp32 weights after them vs CPU, relative", weights_err(g, cpu), 1e-3);
@@ -385,7 +392,7 @@ static void check_model(int affine, unsigned frozen, float dropout) {
     cpu = make(c, GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_DEFAULT);
     g = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_BF16);
     check_plan(g, "bf16");
-    worst = 0.0;
+    double worst = 0.0;
     for (int k = 0; k <= NSTEPS; k++) {
         gpt2rt_step_stats a, b;
         LAB_OK(cpu, gpt2rt_step_series(cpu, xk(k), yk(k), &a));
@@ -538,24 +545,7 @@ static void check_allm4ts(gpt2rt_head head, gpt2rt_attn_mask mask) {
     LAB_OK(cpu, gpt2rt_forward_series(cpu, xk(0), y ? yk(0) : NULL, &lc));
     LAB_OK(g, gpt2rt_forward_series(g, xk(0), y ? yk(0) : NULL, &lg));
     check_rel("fp32 loss vs CPU, relative", fabs((double)lg - (double)lc) / fabs((double)lc), 1e-5);
-    LAB_OK(cpu, gpt2rt_backward(cpu));
-    LAB_OK(g, gpt2rt_backward(g));
-    const char *wn = "";
-    double e = grads_err(g, cpu, 0u, &wn);
-    char name[128];
-    snprintf(name, sizeof name, "fp32 gradients vs CPU, worst (%s)", wn);
-    check_rel(name, e, 1e-4);
-    LAB_OK(cpu, gpt2rt_update(cpu, NULL));
-    LAB_OK(g, gpt2rt_update(g, NULL));
-    double worst = 0.0;
-    for (int k = 1; k <= NSTEPS; k++) {
-        gpt2rt_step_stats a, b;
-        LAB_OK(cpu, gpt2rt_step_series(cpu, xk(k), y ? yk(k) : NULL, &a));
-        LAB_OK(g, gpt2rt_step_series(g, xk(k), y ? yk(k) : NULL, &b));
-        double d = fabs((double)a.loss - (double)b.loss) / fabs((double)a.loss);
-        worst = !(d <= worst) ? d : worst;
-    }
-    check_rel("fp32 losses of 3 more AdamW steps vs CPU, relative", worst, 1e-4);
+    check_fp32_steps(cpu, g, 0u, y);
     gpt2rt_free(g);
     gpt2rt_free(cpu);
     c.n_embd = 128; /* HS 64 */
@@ -563,7 +553,7 @@ static void check_allm4ts(gpt2rt_head head, gpt2rt_attn_mask mask) {
     g = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_BF16);
     gpt2rt_ctx *g2 = make(c, GPT2RT_BACKEND_CUDA, GPT2RT_PRECISION_BF16);
     check_plan(g, "bf16 C128");
-    worst = 0.0;
+    double worst = 0.0;
     int same_runs = 1;
     for (int k = 0; k <= NSTEPS; k++) {
         gpt2rt_step_stats a, b, b2;
