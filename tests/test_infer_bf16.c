@@ -354,8 +354,18 @@ static int thp_eligible(const void *addr) { /* 1, 0, or -1: no line for addr's m
     return got;
 }
 
+static void plain_malloc_not_eligible(const char *mode, const char *when) {
+    if (!strstr(mode, "[madvise]")) return;
+    unsigned char *m = (unsigned char *)malloc((size_t)16 << 20);
+    if (!m) return;
+    memset(m, 1, (size_t)16 << 20);
+    int e = thp_eligible(m + (8u << 20));
+    CHECK(e == 0, "a plain malloc%s reads THPeligible %d in madvise mode (want 0)", when, e);
+    free(m);
+}
+
 static void test_hugepages(void) {
-#if defined(__linux__) && !defined(GPT2RT_NO_HUGEPAGES)
+#if defined(__linux__) && !defined(GPT2RT_NO_HUGEPAGES) && !defined(GPT2RT__ASAN)
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
     char mode[128] = "";
     int have = f && fgets(mode, sizeof mode, f) && !strstr(mode, "[never]");
@@ -375,18 +385,38 @@ static void test_hugepages(void) {
         gpt2rt_free(ctx);
     }
     /* the control: a plain malloc of the same size is not eligible in "madvise" mode, so the
-       check above can fail */
-    if (strstr(mode, "[madvise]")) {
-        unsigned char *m = (unsigned char *)malloc((size_t)16 << 20);
-        if (m) {
-            memset(m, 1, (size_t)16 << 20);
-            CHECK(thp_eligible(m + (8u << 20)) == 0, "a plain malloc reads THPeligible %d in madvise mode (want 0)",
-                  thp_eligible(m + (8u << 20)));
-            free(m);
+       checks above can fail */
+    plain_malloc_not_eligible(mode, "");
+    /* a training context: every planned arena of at least 2 MiB (but a KV cache) asks too
+       (gradients, moments, activations: a step's backward and AdamW walk them) */
+    {
+        gpt2rt_config c = fixture_cfg(0, 1);
+        c.vocab_size = 50257;
+        c.inference = 0; c.kv_batch = 0; c.kv_len = 0;
+        c.batch_size = 4; c.seq_len = 64;
+        gpt2rt_memory_plan p;
+        if (gpt2rt_plan(&c, &p) != GPT2RT_OK) { printf("plan: %s\n", p.error); exit(2); }
+        gpt2rt_ctx *ctx = make(&c);
+        int asked = 0;
+        for (int k = 0; k < GPT2RT_MEM_COUNT; k++) {
+            uintptr_t a = (uintptr_t)ctx->arena[k], h = (a + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1);
+            if (!a || k == GPT2RT_MEM_KVCACHE || p.bytes[0][k] < (2u << 20)) continue; /* small arenas stay on malloc */
+            int e = thp_eligible((const void *)h);
+            if (e < 0) continue;
+            asked++;
+            CHECK(e == 1, "training context's %s arena (%.1f MiB): THPeligible %d (want 1; THP mode %s)",
+                  gpt2rt_mem_name((gpt2rt_mem)k), (double)p.bytes[0][k] / 1048576.0, e, mode);
         }
+        CHECK(asked >= 4, "a training context has %d arenas of 2 MiB or more (want weights, gradients, moments, "
+              "activations: >= 4)", asked);
+        gpt2rt_free(ctx);
     }
+    /* and the advice left with the arenas' own mappings: freed arenas on the heap would have
+       left it on memory the next malloc reuses (glibc serves 16 MiB from the heap once a
+       large free has raised its mmap threshold) */
+    plain_malloc_not_eligible(mode, " after a training context's arenas were freed");
 #else
-    SKIP("huge pages: not Linux, or GPT2RT_NO_HUGEPAGES");
+    SKIP("huge pages: not Linux, GPT2RT_NO_HUGEPAGES, or an ASan build (its arenas stay on malloc)");
 #endif
 }
 
