@@ -336,6 +336,7 @@ static void test_plan(void) {
    (THPeligible); with THP in "madvise" mode (this VM, most distributions) a mapping is
    eligible only once madvise(MADV_HUGEPAGE) named it, so without the advice the line
    reads 0. Skips where THP is off or absent, or the kernel has no such line. */
+#if defined(__linux__) && !defined(GPT2RT_NO_HUGEPAGES) && !defined(GPT2RT__ASAN)
 static int thp_eligible(const void *addr) { /* 1, 0, or -1: no line for addr's mapping */
     FILE *f = fopen("/proc/self/smaps", "r");
     if (!f) return -1;
@@ -365,7 +366,6 @@ static void plain_malloc_not_eligible(const char *mode, const char *when) {
 }
 
 static void test_hugepages(void) {
-#if defined(__linux__) && !defined(GPT2RT_NO_HUGEPAGES) && !defined(GPT2RT__ASAN)
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
     char mode[128] = "";
     int have = f && fgets(mode, sizeof mode, f) && !strstr(mode, "[never]");
@@ -415,10 +415,12 @@ static void test_hugepages(void) {
        left it on memory the next malloc reuses (glibc serves 16 MiB from the heap once a
        large free has raised its mmap threshold) */
     plain_malloc_not_eligible(mode, " after a training context's arenas were freed");
-#else
-    SKIP("huge pages: not Linux, GPT2RT_NO_HUGEPAGES, or an ASan build (its arenas stay on malloc)");
-#endif
 }
+#else
+static void test_hugepages(void) {
+    SKIP("huge pages: not Linux, GPT2RT_NO_HUGEPAGES, or an ASan build (its arenas stay on malloc)");
+}
+#endif
 
 /* ---- refusals ---- */
 static void refused(gpt2rt_config c, gpt2rt_result want, const char *a, const char *b, const char *what) {
