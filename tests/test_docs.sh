@@ -9,7 +9,7 @@
 #   - a ```c block preceded by <!-- file: NAME.c --> is written to NAME.c and compiled
 #     (warnings as errors); the shell blocks after it run it as the text says;
 #   - any other ```c block holding main() is compiled and run with no arguments, exit 0;
-#   - a ```sh block runs under bash -e -o pipefail with a time limit (DOCS_TIMEOUT,
+#   - a ```sh block runs under bash -e with a time limit (DOCS_TIMEOUT,
 #     120 s; <!-- timeout: N --> before the fence for one block), exit 0;
 #   - a block preceded by <!-- not run: REASON --> is counted and named as a skip;
 #   - any other ```c block (a fragment) fails: mark it, or make it a program.
@@ -92,7 +92,7 @@ for t in $targets; do [ -f "$t" ] && cp -p "$t" "$S/tree/$t"; done
 
 run_sh() { # DIR FILE LIMIT: the block as a script in DIR; prints the tail on failure
     local dir=$1 f=$2 lim=$3 rc
-    ( cd "$dir" && timeout "$lim" nice bash -e -o pipefail "$f" ) > "$f.log" 2>&1; rc=$?
+    ( cd "$dir" && timeout "$lim" nice bash -e "$f" ) > "$f.log" 2>&1; rc=$?
     return $rc
 }
 
@@ -115,6 +115,9 @@ for doc in "${docs[@]}"; do
             fi
             src=$W/${local_name:-docs_block_$n.c}
             cp "$f" "$src"
+            if [ -n "$local_name" ] && cat $(ls "$d"/*.sh 2>/dev/null | awk -v f="$f" '$0 > f') /dev/null | grep -qF -- "$local_name"; then
+                echo "    $what: written to $local_name, which a shell block below compiles and runs"; continue
+            fi
             exe=${src%.c}
             if ! ( cd "$W" && nice $CC -std=c11 -Wall -Wextra -Werror -O1 -fopenmp -I. -o "$exe" "$src" -lm ) > "$f.log" 2>&1; then
                 bad "$what: does not compile"; head -20 "$f.log"; continue
