@@ -237,7 +237,7 @@ ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the las
         ok "examples/timeseries trains, stops, scores every test window ($(echo "$out" | tail -1))"
     else bad "examples/timeseries smoke run (rc $rc)"; echo "$out" | tail -5; fi
     # --drop-last N scores whole batches of N test windows (PatchTST's and aLLM4TS's test loaders,
-    # README "ETTh2"): N = 5, every window, must print the full line's figures; N = 3 keeps 3 of 5
+    # docs/results/timeseries.md): N = 5, every window, must print the full line's figures; N = 3 keeps 3 of 5
     local a3 a5
     a5=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
           --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --steps-per-epoch 3 --seed 3 --drop-last 5 2>&1 | tail -2)
@@ -248,7 +248,7 @@ ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the las
        [ "$(echo "$a3" | tail -1)" = "$(echo "$out" | tail -1)" ]; then
         ok "examples/timeseries --drop-last 5 of 5 windows = every window; --drop-last 3 scores 3; the full line unchanged"
     else bad "examples/timeseries --drop-last"; echo "$a5"; echo "$a3"; fi
-    # --max-steps: the steps, then the estimate, and no scoring (README's --preset gpt4ts timing)
+    # --max-steps: the steps, then the estimate, and no scoring (docs/timeseries.md's --preset gpt4ts estimate)
     out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
           --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --max-steps 2 2>&1); rc=$?
     if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^step [12]  train mse')" -eq 2 ] && ! echo "$out" | grep -q '^test' &&
@@ -467,7 +467,7 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
 train_dump_check() { # tests/train_dump.c, the bitwise record of training: the same bytes at 1, 2 and 3 threads
     # (a committed hash would not travel: the CPU backend picks AVX-512 or AVX2 code at run
     # time and the compiler may fuse multiply-adds, so another CPU may round differently;
-    # before/after a refactoring on one machine is what README.md's record compares)
+    # before/after a refactoring on one machine is what the record is for)
     build $B/train_dump tests/train_dump.c $CFLAGS || return
     local t h ref="" all=0 hs=""
     for t in 1 2 3; do
