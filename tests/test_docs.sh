@@ -96,8 +96,13 @@ run_sh() { # DIR FILE LIMIT: the block as a script in DIR; prints the tail on fa
     return $rc
 }
 
-for doc in "${docs[@]}"; do
-    [ -f "$doc" ] || continue
+# one document's blocks, in order, in a scratch directory of its own; prints ok / FAIL /
+# skip lines (counted below), so that documents can run side by side
+run_doc() {
+    local doc=$1 d W n kind line mark f what local_name src exe t0 lim rc
+    ok()   { echo "ok   $1"; }
+    bad()  { echo "FAIL $1"; }
+    skip() { echo "skip $1"; }
     d=$X/$(echo "$doc" | tr '/.' '__')
     W=$S/$(echo "$doc" | tr '/.' '__')
     cp -a "$S/tree" "$W"
@@ -120,7 +125,7 @@ for doc in "${docs[@]}"; do
             fi
             exe=${src%.c}
             if ! ( cd "$W" && nice $CC -std=c11 -Wall -Wextra -Werror -O1 -fopenmp -I. -o "$exe" "$src" -lm ) > "$f.log" 2>&1; then
-                bad "$what: does not compile"; head -20 "$f.log"; continue
+                bad "$what: does not compile"; head -20 "$f.log" | sed 's/^/    > /'; continue
             fi
             if [ -n "$local_name" ]; then ok "$what: $local_name compiles (warnings as errors)"; continue; fi
             t0=$SECONDS
@@ -141,6 +146,21 @@ for doc in "${docs[@]}"; do
         fi
     done < "$d/index"
     rm -rf "$W"
+}
+
+jobs_max=$(nproc 2>/dev/null || echo 2)
+for doc in "${docs[@]}"; do
+    [ -f "$doc" ] || continue
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 0.2; done
+    run_doc "$doc" > "$X/$(echo "$doc" | tr '/.' '__').out" 2>&1 &
+done
+wait
+for doc in "${docs[@]}"; do
+    o=$X/$(echo "$doc" | tr '/.' '__').out
+    [ -f "$o" ] || continue
+    cat "$o"
+    passed=$((passed + $(grep -c '^ok   ' "$o"))); failed=$((failed + $(grep -c '^FAIL ' "$o")))
+    skipped=$((skipped + $(grep -c '^skip ' "$o")))
 done
 
 # ---- the support matrix against gpt2rt_create
