@@ -14,7 +14,8 @@
 #   - a block preceded by <!-- not run: REASON --> is counted and named as a skip;
 #   - any other ```c block (a fragment) fails: mark it, or make it a program.
 # Then the support matrix of README.md (the table after "<!-- support matrix") is
-# compared cell by cell with what gpt2rt_create accepts (tests/docs_support.c), and
+# compared cell by cell with what gpt2rt_create accepts (tests/docs_support.c),
+# every relative link is checked to name a file that exists, and
 # statements of support in the docs are checked against that matrix (claims below).
 # Last line: "DOCS: N passed, N failed, N skipped"; exit 1 when a check failed.
 # Usage: tests/test_docs.sh [FILE.md ...]   (default: README.md docs/*.md)
@@ -162,6 +163,21 @@ for doc in "${docs[@]}"; do
     passed=$((passed + $(grep -c '^ok   ' "$o"))); failed=$((failed + $(grep -c '^FAIL ' "$o")))
     skipped=$((skipped + $(grep -c '^skip ' "$o")))
 done
+
+# ---- every relative link of the documents (and of docs/results/) names a file that exists
+broken=0 nlinks=0
+for doc in README.md docs/*.md docs/results/*.md; do
+    [ -f "$doc" ] || continue
+    dir=$(dirname "$doc")
+    while IFS= read -r target; do
+        nlinks=$((nlinks + 1))
+        path=${target%%#*}
+        [ -z "$path" ] && continue
+        if [ ! -e "$dir/$path" ]; then broken=$((broken + 1)); echo "    $doc: link to $target: no such file"; fi
+    done < <(grep -oE '\]\([^)]+\)' "$doc" | sed 's/^](//; s/)$//' | grep -vE '^(https?|mailto):')
+done
+if [ $broken -eq 0 ]; then ok "README.md, docs/*.md, docs/results/*.md: $nlinks relative links, every file exists"
+else bad "$broken broken links in the documentation"; fi
 
 # ---- the support matrix against gpt2rt_create
 matrix=$(awk '/^<!-- support matrix/{on=1; next} on && /^\|/{print; n++; next} on && n {exit}' README.md)
