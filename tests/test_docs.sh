@@ -88,7 +88,11 @@ fi
 S=$(mktemp -d "${TMPDIR:-/tmp}/gpt2rt-docs.XXXXXX")
 trap 'rm -rf "$S"' EXIT
 mkdir -p "$S/tree/build"
-git ls-files -co --exclude-standard -z | tar --null -T - -cf - 2>/dev/null | tar -xf - -C "$S/tree"
+if command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -co --exclude-standard -z | tar --null -T - -cf - 2>/dev/null | tar -xf - -C "$S/tree"
+else # an unpacked release without git: everything but the build outputs
+    tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$S/tree"
+fi
 for t in $targets; do [ -f "$t" ] && cp -p "$t" "$S/tree/$t"; done
 
 run_sh() { # DIR FILE LIMIT: the block as a script in DIR; prints the tail on failure
