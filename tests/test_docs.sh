@@ -11,7 +11,8 @@
 #   - any other ```c block holding main() is compiled and run with no arguments, exit 0;
 #   - a ```sh block runs under bash -e with a time limit (DOCS_TIMEOUT,
 #     120 s; <!-- timeout: N --> before the fence for one block), exit 0;
-#   - a block preceded by <!-- not run: REASON --> is counted and named as a skip;
+#   - a block preceded by the visible line *(not run: REASON)* is counted and named as a
+#     skip (the reader sees the reason too);
 #   - any other ```c block (a fragment) fails: mark it, or make it a program.
 # Then the support matrix of README.md (the table after "<!-- support matrix") is
 # compared cell by cell with what gpt2rt_create accepts (tests/docs_support.c),
@@ -45,7 +46,7 @@ for doc in "${docs[@]}"; do
     mkdir -p "$d"
     awk -v dir="$d" '
         function mark_of(s) {
-            if (match(s, /^<!-- not run: .* -->$/)) return "skip:" substr(s, 15, length(s) - 18)
+            if (match(s, /^\*\(not run: .*\)\*$/)) return "skip:" substr(s, 12, length(s) - 13)
             if (match(s, /^<!-- file: [A-Za-z0-9_.-]+ -->$/)) return "file:" substr(s, 12, length(s) - 15)
             if (match(s, /^<!-- timeout: [0-9]+ -->$/)) return "timeout:" substr(s, 15, length(s) - 18)
             return ""
@@ -121,7 +122,7 @@ run_doc() {
             local_name=
             case $mark in file:*) local_name=${mark#file:} ;; esac
             if [ -z "$local_name" ] && ! grep -q '\bmain *(' "$f"; then
-                bad "$what: a C fragment: make it a program, or mark it <!-- not run: REASON -->"; continue
+                bad "$what: a C fragment: make it a program, or mark it *(not run: REASON)*"; continue
             fi
             src=$W/${local_name:-docs_block_$n.c}
             cp "$f" "$src"
