@@ -221,7 +221,10 @@ claims='kv_batch[^.]*refused[^.]*CUDA|generation with a KV cache (kv_batch)|cuda
 CUDA[^.]*kv_batch[^.]*refused|generation with a KV cache (kv_batch)|cuda|no
 dropout[^.]*CPU backend only|dropout|cuda|no
 patch inputs[^.]*CPU backend only|patch inputs, regression head (GPT4TS)|cuda|no
-bf16[^.]*fp16[^.]*CPU backend|bf16 / fp16 training|cpu|yes'
+classifier_chunk[^.]*CPU[- ]only|chunked classifier (classifier_chunk)|cuda|no
+classifier_chunk[^.]*not[^.]*CUDA|chunked classifier (classifier_chunk)|cuda|no
+layer split[^.]*dropout[^.]*(runs|works|supported)|dropout|cpu-split|yes
+aLLM4TS[^.]*CUDA[^.]*data parallel[^.]*(runs|works|supported)|aLLM4TS heads (next-patch, patch-decode)|cuda-data|yes'
 files=$(ls README.md docs/*.md 2>/dev/null)
 bad_claims=0
 while IFS='|' read -r pat row col val; do
