@@ -413,6 +413,15 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
     if ! $CC -std=c11 -Wall -Wextra $CFLAGS -fopenmp -o $B/memory_tradeoffs examples/memory_tradeoffs.c -lm > $B/mt_build.log 2>&1; then
         bad "build examples/memory_tradeoffs.c"; head -20 $B/mt_build.log; return
     fi
+    local err
+    out=$(./$B/memory_tradeoffs --help 2>$B/mt_err.log); rc=$?; err=$(cat $B/mt_err.log)
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^usage: ' && [ -z "$err" ]; then
+        ok "examples/memory_tradeoffs --help: usage on stdout, nothing on stderr, exit 0"
+    else bad "examples/memory_tradeoffs --help (exit $rc): $err"; fi
+    out=$(./$B/memory_tradeoffs --steps 2x 2>&1); rc=$?
+    if [ $rc -eq 2 ] && echo "$out" | grep -q "\-\-steps '2x' is not an integer"; then
+        ok "examples/memory_tradeoffs --steps 2x: refused naming the value, exit 2"
+    else bad "examples/memory_tradeoffs --steps 2x (exit $rc): $out"; fi
     if ./$B/memory_tradeoffs --steps 1 > $B/memory_tradeoffs.log 2>&1; then
         ok "examples/memory_tradeoffs: every knob for real, planned == allocated, recompute losses bitwise equal, accumulation within the rounding bound (it exits 1 otherwise)"
         grep -A 9 "^config" $B/memory_tradeoffs.log | sed 's/^/    /'
