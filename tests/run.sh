@@ -407,6 +407,15 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
         if [ -n "$w32" ] && [ -n "$w16" ] && [ $((w16 * 2)) -eq "$w32" ]; then
             ok "gpt2rt-mem ($variant): --inference-weights bf16 plans $w16 weight bytes, half of fp32's $w32"
         else bad "gpt2rt-mem --inference-weights bf16: weights '$w16' against fp32 '$w32'"; fi
+        # a preset is a base: flags before it win as flags after it do
+        out=$(./$mem --batch 512 --preset allm4ts-stage1 2>&1 | sed -n 2p)
+        if echo "$out" | grep -q "^  512 windows of 1024 steps"; then
+            ok "gpt2rt-mem ($variant): --batch 512 before --preset allm4ts-stage1 wins over the preset's 2048"
+        else bad "gpt2rt-mem ($variant): --batch before --preset: '$out'"; fi
+        out=$(./$mem --preset allm4ts-stage1 --batch 65536 --accum 65536 2>&1); rc=$?
+        if [ $rc -eq 2 ] && echo "$out" | grep -q "65536 windows x 65536 accumulation steps = 4294967296 windows"; then
+            ok "gpt2rt-mem ($variant): --preset allm4ts-stage1 --batch 65536 --accum 65536 refused naming 4294967296 windows"
+        else bad "gpt2rt-mem ($variant): preset with 2^32 windows (exit $rc)"; echo "$out" | head -3; fi
         ./$mem --model 124M --batch 0x9 > /dev/null 2>&1; rc=$?
         if [ $rc -eq 2 ]; then ok "gpt2rt-mem ($variant): a bad argument exits 2"; else bad "gpt2rt-mem bad argument: exit $rc"; fi
     done

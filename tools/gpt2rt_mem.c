@@ -322,6 +322,17 @@ static void set_allm4ts_stage1(gpt2rt_config *c) {
     c->frozen = 0;
 }
 
+/* the flags that take no value; every other option takes one (--opt V or --opt=V) */
+static int is_flag_option(const char *a) {
+    static const char *flags[] = {"--help", "-h", "--tf32", "--allow-precision", "--allow-shard", "--allow-classifier",
+                                  "--shard", "--inference"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(a, flags[i])) return 1;
+    return 0;
+}
+
+static int is_value_option(const char *a) { return !strncmp(a, "--", 2) && !is_flag_option(a); }
+
 typedef struct options {
     knobs k;
     const gpu_spec *gpu;
@@ -339,6 +350,19 @@ static void parse_args(int argc, char **argv, options *o) {
     c->backend = GPT2RT_BACKEND_CUDA;
     int ck = 0, ck_given = 0, L = 0, H = 0, C = 0, stages = 0, backend_given = 0, w16 = 0;
     o->allow = GPT2RT_FIT_DEFAULT;
+    /* a preset is a base: it is applied first, and every flag given, before or after
+       it, changes it */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strncmp(a, "--preset=", 9)) v = a + 9;
+        else if (!strcmp(a, "--preset") && i + 1 < argc) v = argv[++i];
+        else if (!strncmp(a, "--", 2) && strchr(a, '=')) continue;
+        else if (is_value_option(a)) { i++; continue; }
+        if (!v) continue;
+        if (strcmp(v, "allm4ts-stage1")) die_arg("--preset", "'%s' is not allm4ts-stage1", v);
+        o->preset = "allm4ts-stage1";
+        set_allm4ts_stage1(c);
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
@@ -414,9 +438,7 @@ static void parse_args(int argc, char **argv, options *o) {
             o->k.mode_given = 1;
             c->parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
         } else if (!strcmp(name, "--preset")) {
-            if (strcmp(v, "allm4ts-stage1")) die_arg(name, "'%s' is not allm4ts-stage1", v);
-            o->preset = v;
-            set_allm4ts_stage1(c);
+            /* applied above, before every other flag */
         } else if (!strcmp(name, "--input")) {
             if (!strcmp(v, "tokens")) c->input = GPT2RT_INPUT_TOKENS;
             else if (!strcmp(v, "patches")) c->input = GPT2RT_INPUT_PATCHES;
@@ -951,7 +973,14 @@ static int allm4ts_report(const options *o) {
     const uint64_t budget = o->budget ? o->budget : (uint64_t)24 << 30; /* the user's two 24 GiB cards */
     gpt2rt_config base = finish(&o->k);
     base.n_devices = 1; base.parallel = GPT2RT_PARALLEL_NONE; base.shard_optimizer = 0;
-    const int g = base.batch_size * base.grad_accum; /* the effective batch every option keeps */
+    const int64_t g64 = (int64_t)base.batch_size * base.grad_accum; /* the effective batch every option keeps */
+    if (g64 > (1 << 20)) {
+        fprintf(stderr, "gpt2rt-mem: --preset allm4ts-stage1: %d windows x %d accumulation steps = %lld windows a "
+                "step; the report plans them as one micro-batch, at most %d (see --help)\n", base.batch_size,
+                base.grad_accum, (long long)g64, 1 << 20);
+        return 2;
+    }
+    const int g = (int)g64;
     base.batch_size = g; base.grad_accum = 1;         /* "as scripted": one micro-batch of all of it */
     gpt2rt_memory_plan p;
     if (gpt2rt_plan(&base, &p) != GPT2RT_OK) {
