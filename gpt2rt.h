@@ -950,6 +950,8 @@ typedef struct gpt2rt_hardware {
     double flops_16;   /* FLOP/s of bf16/fp16 products with fp32 accumulation */
     double mem_bw;     /* device memory, bytes/s */
     double link_bw;    /* between two devices, bytes/s each way */
+    double half_tokens; /* tokens of a micro-batch at which matrix products reach half the
+                           peak (efficiency n / (n + half_tokens)); 0 -> 4096 */
 } gpt2rt_hardware;
 
 typedef struct gpt2rt_step_time {
@@ -3389,7 +3391,8 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
 static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw, int sharded, gpt2rt_step_time *st) {
     gpt2rt__dims d = gpt2rt__dims_of(c);
     double peak = c->precision != GPT2RT_PRECISION_FP32 ? hw->flops_16 : c->tf32 ? hw->flops_tf32 : hw->flops_fp32;
-    double half = 4096.0, launch = 25 * 5e-6, link = hw->link_bw, bucket = 25.0 * 1048576.0;
+    double half = hw->half_tokens > 0 ? hw->half_tokens : 4096.0, launch = 25 * 5e-6, link = hw->link_bw;
+    double bucket = 25.0 * 1048576.0;
     int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     int ranks = c->parallel == GPT2RT_PARALLEL_DATA ? n * c->world_size : 1, m = c->grad_accum;
     double f, owned, t_stage = 0.0, owned_max = 0.0, t_all = 0.0, owned_all = 0.0;
@@ -3485,10 +3488,9 @@ static size_t gpt2rt__fit_explain_step(char *buf, size_t cap, size_t n, const gp
                                        const gpt2rt_memory_plan *b, const char *what, const char *why) {
     int da = 0, db = 0;
     uint64_t pa = gpt2rt__plan_peak(a, &da), pb = gpt2rt__plan_peak(b, &db);
-    double sa = a->predicted_seconds, sb = b->predicted_seconds;
-    GPT2RT__PUT("- %s: the fullest device needs %.2f %s -> %.2f %s (%s %.2f %s); predicted step %.3f -> %.3f s%s%s\n",
+    GPT2RT__PUT("- %s: the fullest device needs %.2f %s -> %.2f %s (%s %.2f %s)%s%s\n",
                 what, GPT2RT__SZ(pa), GPT2RT__SZ(pb), pb <= pa ? "saves" : "costs",
-                GPT2RT__SZ(pb <= pa ? pa - pb : pb - pa), sa, sb, why ? ": " : "", why ? why : "");
+                GPT2RT__SZ(pb <= pa ? pa - pb : pb - pa), why ? ": " : "", why ? why : "");
     return n;
 }
 
