@@ -49,14 +49,29 @@
 
 /* ---- errors: exit code 2 for anything wrong on the command line ---- */
 
+#ifdef __EMSCRIPTEN__
+/* the web page's build: a bad argument returns to gpt2rt_mem_web, which answers it as
+   {"error": ...}, instead of ending the page's runtime */
+#include <setjmp.h>
+static jmp_buf web_bad_arg;
+static char web_why[512];
+#endif
+
 static void die_arg(const char *arg, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+#ifdef __EMSCRIPTEN__
+    int n = snprintf(web_why, sizeof web_why, "%s: ", arg);
+    vsnprintf(web_why + n, sizeof web_why - (size_t)n, fmt, ap);
+    va_end(ap);
+    longjmp(web_bad_arg, 1);
+#else
     fprintf(stderr, "gpt2rt-mem: %s: ", arg);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see --help)\n");
     va_end(ap);
     exit(2);
+#endif
 }
 
 static void usage(void) {
@@ -1471,8 +1486,8 @@ static int sweep_main(const options *o, const gpt2rt_memory_plan *base) {
     return !o->budget || any_fit ? 0 : 1;
 }
 
-int main(int argc, char **argv) {
-    options o;
+static int run(int argc, char **argv) {
+    static options o; /* static: the web page's calls reuse it, and longjmp leaves it alone */
     parse_args(argc, argv, &o);
     gpt2rt_config cfg;
     char why[256];
@@ -1503,3 +1518,25 @@ int main(int argc, char **argv) {
     if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
 }
+
+#ifdef __EMSCRIPTEN__
+/* The web page's one call: a command line of this tool (options separated by single
+   spaces, values without spaces) answered as --json would answer it, on stdout. */
+int gpt2rt_mem_web(const char *line) {
+    static char buf[4096];
+    char *argv[130];
+    int argc = 0;
+    argv[argc++] = "gpt2rt-mem";
+    copy_text(buf, sizeof buf, line);
+    for (char *t = strtok(buf, " "); t && argc < 128; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc++] = "--json";
+    argv[argc] = NULL;
+    int rc;
+    if (setjmp(web_bad_arg)) rc = json_error(web_why);
+    else rc = run(argc, argv);
+    fflush(stdout);
+    return rc;
+}
+#else
+int main(int argc, char **argv) { return run(argc, argv); }
+#endif
