@@ -958,7 +958,7 @@ static void subtitle(char *buf, size_t cap, const gpt2rt_config *c, const char *
 }
 
 static void print_sweep_header(void) {
-    printf("%-10s %-5s", "value", "dev");
+    printf("%-10s %-5s %7s", "value", "dev", "micro");
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) printf(" %11s", gpt2rt_mem_name((gpt2rt_mem)i));
     printf(" %10s %10s %10s %9s %10s  %s\n", "total", "+overhead", "=device", "step s", "tokens/s", "fits");
 }
@@ -967,7 +967,7 @@ static void print_sweep_device(const options *o, const sweep_row *r, int dev, co
     const gpt2rt_memory_plan *p = &r->plan;
     char dv[8];
     snprintf(dv, sizeof dv, "%d%s", dev, fullest && p->n_devices > 1 ? "*" : "");
-    printf("%-10s %-5s", label, dv);
+    printf("%-10s %-5s %7d", label, dv, p->config.batch_size);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) printf(" %11.1f", MIB(p->bytes[dev][i]));
     printf(" %10.1f %10.1f %10.1f", MIB(p->total[dev]), MIB(p->overhead[dev]), MIB(device_bytes(p, dev)));
     gpt2rt_step_time st;
@@ -980,7 +980,8 @@ static void print_sweep_device(const options *o, const sweep_row *r, int dev, co
 static void print_sweep(const options *o, const char *knob, const sweep_row *rows, int n) {
     printf("\nsweep of %s: MiB per device", knob);
     if (o->budget) printf("; fits: total + overhead + margin <= %.2f GiB", GIB(o->budget));
-    printf("\n(with more than one device: device 0, then the fullest, marked *; step s: ");
+    printf("\n(micro: each device's micro-batch; with more than one device: device 0, then the fullest, marked *;\n"
+           "step s: ");
     if (o->k.cfg.backend == GPT2RT_BACKEND_CUDA)
         printf("a model of %s, not a measurement)\n", gpu_words(o, 1));
     else printf("none, the time model is of GPUs)\n");
@@ -1171,23 +1172,27 @@ static int plan_option(sweep_row *row, const char *label, const gpt2rt_config *c
 }
 
 
-static void print_option(const sweep_row *r, uint64_t budget) {
+static void print_option(const options *o, const sweep_row *r) {
+    const uint64_t budget = o->budget;
     if (!r->ok) { printf("  %-14s invalid: %s\n", r->label, r->plan.error); return; }
     const gpt2rt_memory_plan *p = &r->plan;
     int d = fullest_device(p);
     uint64_t need = device_bytes(p, d), state = 0;
     for (int cat = GPT2RT_MEM_WEIGHTS; cat <= GPT2RT_MEM_MOMENTS; cat++) state += p->bytes[d][cat];
+    verdict v = verdict_of(need, budget, margin_of(o, p));
     printf("  %-14s %9.2f %9.2f %9.2f  %s %.2f GiB\n", r->label, GIB(need), GIB(p->bytes[d][GPT2RT_MEM_ACTIVATIONS]),
-           GIB(state), need <= budget ? "fits, spare" : "NO, over by ", need <= budget ? GIB(budget - need) : GIB(need - budget));
+           GIB(state), v == FITS ? "fits, spare" : v == FITS_LESS_MARGIN ? "fits with less than the margin, spare"
+           : "NO, over by ", need <= budget ? GIB(budget - need) : GIB(need - budget));
 }
 
-/* the largest micro-batch b (a divisor of g, halving) whose plan fits; 0: none */
-static int largest_fitting(gpt2rt_config c, int g, uint64_t budget, gpt2rt_memory_plan *out) {
+/* the largest micro-batch b (a divisor of g, halving) whose plan fits with the margin; 0: none */
+static int largest_fitting(const options *o, gpt2rt_config c, int g, gpt2rt_memory_plan *out) {
     for (int b = g; b >= 1; b /= 2) {
         if (g % b) continue;
         c.batch_size = b;
         c.grad_accum = g / b;
-        if (gpt2rt_plan(&c, out) == GPT2RT_OK && fullest_bytes(out) <= budget) return b;
+        if (gpt2rt_plan(&c, out) == GPT2RT_OK && verdict_of(fullest_bytes(out), o->budget, margin_of(o, out)) == FITS)
+            return b;
     }
     return 0;
 }
@@ -1237,9 +1242,9 @@ static int allm4ts_report(const options *o) {
     printf("\n1. one card, as scripted (micro-batch %d, no accumulation, no recompute):\n", g);
     printf("  %-14s %9s %9s %9s  %s\n", "option", "GiB", "activ.", "w+g+opt", "on the card");
     c = base; c.precision = GPT2RT_PRECISION_FP32; c.batch_size = g; c.grad_accum = 1;
-    plan_option(&rows[n], "fp32", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "fp32", &c); print_option(&so, &rows[n++]);
     c.precision = GPT2RT_PRECISION_BF16;
-    plan_option(&rows[n], "bf16", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "bf16", &c); print_option(&so, &rows[n++]);
     const gpt2rt_memory_plan *f32 = &rows[0].plan;
     uint64_t act = f32->bytes[0][GPT2RT_MEM_ACTIVATIONS] + f32->bytes[0][GPT2RT_MEM_TRANSIENT], state = 0;
     for (int cat = GPT2RT_MEM_WEIGHTS; cat <= GPT2RT_MEM_MOMENTS; cat++) state += f32->bytes[0][cat];
@@ -1248,8 +1253,9 @@ static int allm4ts_report(const options *o) {
            100.0 * (double)act / (double)fullest_bytes(f32), GIB(fullest_bytes(f32)), g, (long long)np, rc->n_layer,
            p.n_trainable / 1e6, GIB(state));
 
-    printf("\n2. what fits on one card, effective batch %d kept (micro-batch x accumulation; windows/s: a model of\n"
-           "   %s, not a measurement):\n", g, gpu_words(o, 1));
+    printf("\n2. what fits on one card with the margin (%.2f GiB), effective batch %d kept (micro-batch x\n"
+           "   accumulation; windows/s: a model of %s, not a measurement):\n", GIB(margin_of(&so, &p)), g,
+           gpu_words(o, 1));
     printf("  %-9s %-10s %s\n", "precision", "recompute", "largest micro-batch that fits");
     static const char *rname[] = {"none", "selective", "full"};
     for (int pr = 0; pr < 2; pr++)
@@ -1258,7 +1264,7 @@ static int allm4ts_report(const options *o) {
             c.precision = pr ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32;
             c.recompute = (gpt2rt_recompute)r;
             c.checkpoint_every = r == 2 ? 1 : 0;
-            int b = largest_fitting(c, g, budget, &p);
+            int b = largest_fitting(&so, c, g, &p);
             gpt2rt_step_time st;
             if (b && model_step(&p.config, o->gpu, link_bw_of(o), &st))
                 printf("  %-9s %-10s %4d x %-4d %6.2f GiB, %5.0f windows/s\n", pr ? "bf16" : "fp32", rname[r], b,
@@ -1272,7 +1278,7 @@ static int allm4ts_report(const options *o) {
     c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 1;
     plan_option(&rows[n++], "fp32 full", &c);
     c = base; c.precision = GPT2RT_PRECISION_FP32;
-    int b = largest_fitting(c, g, budget, &p);
+    int b = largest_fitting(&so, c, g, &p);
     if (b) {
         char lab[32];
         snprintf(lab, sizeof lab, "fp32 %dx%d", b, g / b);
@@ -1306,11 +1312,11 @@ static int allm4ts_report(const options *o) {
     two.n_devices = 2; two.parallel = GPT2RT_PARALLEL_DATA;
     two.batch_size = g / 2; two.grad_accum = 1; /* batch_size is per rank: 2 x g/2 = g */
     int ddp = n;
-    plan_option(&rows[n], "2 ddp", &two); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "2 ddp", &two); print_option(&so, &rows[n++]);
     c = two; c.shard_optimizer = 1;
-    plan_option(&rows[n], "2 zero1", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "2 zero1", &c); print_option(&so, &rows[n++]);
     c = two; c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.grad_accum = 2; /* GPipe: 2 micro-batches of g/2 */
-    plan_option(&rows[n], "2 split", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "2 split", &c); print_option(&so, &rows[n++]);
     if (rows[ddp].ok && rows[ddp + 1].ok)
         printf("  why: data parallel gives each card %d windows, halving the activations, and keeps the whole\n"
                "  model state on both; ZeRO-1 shards only the moments (and bf16's master weights): %.0f MiB here.\n"
@@ -1415,6 +1421,7 @@ static int json_main(const options *o, const gpt2rt_config *cfg, const gpt2rt_me
     if (o->sweep || o->preset || o->png) return json_error("--json answers one config: not with --sweep, --preset or --png");
     if (r != GPT2RT_OK) return json_error(plan->error);
     uint64_t margin = o->budget ? margin_of(o, plan) : 0;
+    int rc = 0;
     printf("{\"tool\": \"gpt2rt-mem\", \"schema\": 1, \"plan\": ");
     json_plan(o, plan, margin);
     if (o->budget) {
@@ -1426,6 +1433,7 @@ static int json_main(const options *o, const gpt2rt_config *cfg, const gpt2rt_me
         char explain[4096];
         int kept;
         gpt2rt_result fr = advise(cfg, o->budget, margin, o->allow, &out, explain, sizeof explain, &kept);
+        rc = fr == GPT2RT_OK ? 0 : 1;
         gpt2rt_memory_plan s;
         printf(", \"advisor\": {\"result\": \"%s\", \"keeps_margin\": %s, \"explain\": [",
                fr == GPT2RT_OK ? "ok" : fr == GPT2RT_ERR_OUT_OF_MEMORY ? "nothing fits" : gpt2rt_result_string(fr),
@@ -1447,7 +1455,7 @@ static int json_main(const options *o, const gpt2rt_config *cfg, const gpt2rt_me
         printf("}");
     }
     printf("}\n");
-    return 0;
+    return rc;
 }
 
 /* ---- main ---- */
