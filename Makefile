@@ -52,6 +52,7 @@ WEB_NODE_PATH ?= /usr/share/nodejs
 web: $(B)/gpt2rt-mem.html
 
 $(B)/web/gpt2rt_mem.js: tools/gpt2rt_mem.c gpt2rt.h | $(B)
+	@command -v $(EMCC) > /dev/null || { echo "make web needs emscripten's emcc (Debian: apt-get install emscripten)"; exit 1; }
 	@mkdir -p $(B)/web
 	NODE_PATH=$(WEB_NODE_PATH) $(EMCC) -std=c11 -Wall -Wextra -Werror -O2 -DGPT2RT_MEM_NO_PNG --no-entry \
 	    -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=createGpt2rtMem -sEXPORTED_FUNCTIONS=_gpt2rt_mem_web \
