@@ -4,8 +4,12 @@
 
    It prints the resolved config and the bytes of every memory category (what
    gpt2rt_create would allocate), which categories dominate and which knob shrinks
-   them; with --budget, whether the run fits and what the advisor would change;
-   with --sweep, one row per value of one knob, and with --png, a stacked bar chart.
+   them, and the step time of one time model (a card's datasheet scaled by this
+   project's measured H100 steps); with --budget, whether the run fits with the
+   advisor's margin and what the advisor would change; with --sweep, one row per
+   value of one knob, with --png, a stacked bar chart; with --json, the same answer
+   for scripts. Built by emscripten it is the planner of the web page (make web:
+   gpt2rt_mem_web at the end of this file).
 
    build: gcc -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -I. -o build/gpt2rt-mem tools/gpt2rt_mem.c -lm
    usage: see --help (or usage() below). */
