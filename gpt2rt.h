@@ -525,10 +525,11 @@
 
    Step time over two GPUs (gpt2rt_plan_step_time; gpt2rt-mem prints it beside the
    plan with --devices 2, --gpu, --link). A micro-batch of n tokens on a device
-   holding layers [l0, l1) takes f / (peak * n / (n + 4096)) + recompute bytes /
+   holding layers [l0, l1) takes f / (peak * n / (n + h)) + recompute bytes /
    memory bandwidth + 125 us per layer, f = n * (72 C^2 + 12 C T) per layer (+ 6 Vp C
-   for the head), the planner's FLOPs; AdamW moves 32 + 4 bytes per parameter.
-   Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
+   for the head), the planner's FLOPs, h = gpt2rt_hardware.half_tokens (4096 when 0;
+   gpt2rt-mem's cards use 640, fitted to measured H100 steps); AdamW moves 32 + 4
+   bytes per parameter. Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
    (bytes/s each way), m = grad_accum micro-batches:
    - data parallel: compute m * t_micro; a ring all-reduce sends 2 (N-1)/N G,
      taking 2 (N-1)/N G / BW; in 25 MiB buckets (PyTorch DDP's default) it starts
