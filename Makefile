@@ -1,4 +1,4 @@
-# gpt2rt - make (examples, tools), make test (every check), make demo, make bench (bench-tok, bench-gen, bench-ts),
+# gpt2rt - make (examples, tools), make test (every check), make test-docs, make demo, make bench (bench-tok, bench-gen, bench-ts),
 # make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu (they say
 # so and skip without a GPU).
@@ -20,7 +20,7 @@ TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_time
             $(B)/test_tokenizer $(B)/test_series_data $(B)/test_parallel $(B)/test_generate $(B)/test_allm4ts \
             $(B)/test_allm4ts_mem $(B)/test_infer $(B)/test_infer_bf16
 
-.PHONY: all test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check test-emu
+.PHONY: all test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -85,6 +85,10 @@ test: | $(B)
 
 test-asan: | $(B)
 	@bash tests/run.sh asan
+
+# every sh and c block of README.md and docs/*.md, run in a scratch copy (tests/test_docs.sh)
+test-docs: | $(B)
+	@bash tests/test_docs.sh
 
 demo: $(B)/train_text
 	./$(B)/train_text
