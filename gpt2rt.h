@@ -2371,6 +2371,18 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
     for (int i = 0; i < GPT2RT_MAX_DEVICES; i++)
         if (c->device_ids[i] < 0)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = %d is negative", i, c->device_ids[i]);
+    /* the plan's tokens a step (int64): every micro-batch of every data-parallel rank; a
+       micro-batch is at most 2^30 rows and grad_accum 2^20, so only the ranks can carry
+       it past 2^63 (world_size > 1 is data parallel, checked above) */
+    int patches = c->input == GPT2RT_INPUT_PATCHES;
+    int64_t rows = patches ? (int64_t)c->batch_size * c->n_channels * gpt2rt__cfg_n_patches(c)
+                           : (int64_t)c->batch_size * c->seq_len;
+    int64_t ranks = (int64_t)(c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) * c->world_size;
+    if (rows * c->grad_accum > INT64_MAX / ranks)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "%s a step = %s%lld x grad_accum = %d x n_devices = %d x world_size "
+                    "= %d = %.3g, past 2^63; lower grad_accum or batch_size", patches ? "positions" : "tokens",
+                    patches ? "batch_size x n_channels x n_patches = " : "batch_size x seq_len = ", (long long)rows,
+                    c->grad_accum, c->n_devices, c->world_size, (double)rows * c->grad_accum * (double)ranks);
     return GPT2RT_OK;
 }
 
@@ -2636,8 +2648,14 @@ static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a,
     sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
     sp.first = s == 0; sp.last = s == p->n - 1;
     gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
+    /* past 2^64 the cost saturates, so no split is chosen for a wrapped (small) cost;
+       gpt2rt_plan then refuses what the chosen split holds */
+    if (bytes[GPT2RT_MEM_ACTIVATIONS] > UINT64_MAX / (uint64_t)p->m) return UINT64_MAX;
     bytes[GPT2RT_MEM_ACTIVATIONS] *= (uint64_t)p->m;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) t += bytes[i];
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        if (bytes[i] > UINT64_MAX - t) return UINT64_MAX;
+        t += bytes[i];
+    }
     return t;
 }
 
@@ -3454,21 +3472,53 @@ static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
    its span. CPU (10.2): the stages share the host, so device 0 holds one device's arenas
    of the whole model and the grad_accum - 1 further sets of those, device s > 0 the
    transient and workspace of its stage thread. bytes: the spans' layouts on entry. */
-static void gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
-                               uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT]) {
+static gpt2rt_result gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
+                                        uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT], char *err, size_t cap) {
     uint64_t m = (uint64_t)c->grad_accum;
-    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return;
-    if (d->cuda) {
-        for (int dev = 0; dev < c->n_devices; dev++) bytes[dev][GPT2RT_MEM_ACTIVATIONS] *= m;
-        return;
+    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return GPT2RT_OK;
+    if (!d->cuda) {
+        gpt2rt__span whole;
+        whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
+        gpt2rt__layout(d, &whole, bytes[0], NULL);
+        for (int dev = 1; dev < c->n_devices; dev++)
+            for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+                bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
     }
-    gpt2rt__span whole;
-    whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
-    gpt2rt__layout(d, &whole, bytes[0], NULL);
-    bytes[0][GPT2RT_MEM_ACTIVATIONS] *= m;
-    for (int dev = 1; dev < c->n_devices; dev++)
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-            bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
+    for (int dev = 0; dev < (d->cuda ? c->n_devices : 1); dev++) {
+        uint64_t a = bytes[dev][GPT2RT_MEM_ACTIVATIONS];
+        if (a > UINT64_MAX / m) {
+            snprintf(err, cap, "parallel = LAYER_SPLIT keeps grad_accum = %d micro-batches of activations in flight "
+                     "(GPipe): %d x %llu bytes on device %d = %.3g bytes, past 2^64 (a micro-batch's activations "
+                     "at batch_size = %d, seq_len = %d, n_embd = %d); lower grad_accum, batch_size or seq_len",
+                     c->grad_accum, c->grad_accum, (unsigned long long)a, dev, (double)a * (double)m, c->batch_size,
+                     c->seq_len, c->n_embd);
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        bytes[dev][GPT2RT_MEM_ACTIVATIONS] = a * m;
+    }
+    return GPT2RT_OK;
+}
+
+/* device dev's total: its categories, then the overhead, each sum checked against 2^64 */
+static gpt2rt_result gpt2rt__plan_total(gpt2rt_memory_plan *plan, int dev, char *err, size_t cap) {
+    uint64_t t = 0;
+    double all = 0.0;
+    int wrapped = 0;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan->bytes[dev][i];
+        all += (double)b;
+        wrapped |= b > UINT64_MAX - t;
+        t += b;
+    }
+    wrapped |= plan->overhead[dev] > UINT64_MAX - t;
+    if (!wrapped) { plan->total[dev] = t; return GPT2RT_OK; }
+    snprintf(err, cap, "device %d needs %.3g bytes, past 2^64 (weights %.3g, grads %.3g, moments %.3g, activations "
+             "%.3g, logits %.3g, kvcache %.3g bytes); lower batch_size, seq_len or the model", dev,
+             all + (double)plan->overhead[dev], (double)plan->bytes[dev][GPT2RT_MEM_WEIGHTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_GRADS], (double)plan->bytes[dev][GPT2RT_MEM_MOMENTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_ACTIVATIONS], (double)plan->bytes[dev][GPT2RT_MEM_LOGITS],
+             (double)plan->bytes[dev][GPT2RT_MEM_KVCACHE]);
+    return GPT2RT_ERR_INVALID_ARGUMENT;
 }
 
 static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
@@ -16408,17 +16458,30 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
         return GPT2RT_ERR_INVALID_ARGUMENT;
     }
     gpt2rt_result r = gpt2rt__cfg_resolve(config, &plan->config, plan->error, sizeof plan->error);
-    if (r != GPT2RT_OK) return r;
+    if (r != GPT2RT_OK) { /* the half-resolved config stays behind: a failed plan is all zero but its error */
+        memset(&plan->config, 0, sizeof plan->config);
+        return r;
+    }
     const gpt2rt_config *c = &plan->config;
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->n_devices = c->n_devices;
     gpt2rt__span sp[GPT2RT_MAX_DEVICES];
     gpt2rt__spans_of(c, sp);
     for (int dev = 0; dev < c->n_devices; dev++) gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
-    gpt2rt__plan_split(c, &d, plan->bytes); /* GPipe's micro-batches in flight, where each backend holds them */
-    for (int dev = 0; dev < c->n_devices; dev++) {
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
+    /* GPipe's micro-batches in flight, where each backend holds them; then the totals. One
+       device's categories fit in 63 bits at every limit of the config (about 2^62 bytes of
+       activations); the micro-batches in flight and the sums may not: refused, not wrapped */
+    r = gpt2rt__plan_split(c, &d, plan->bytes, plan->error, sizeof plan->error);
+    for (int dev = 0; dev < c->n_devices && r == GPT2RT_OK; dev++) {
         plan->overhead[dev] = gpt2rt__overhead_estimate(c);
+        r = gpt2rt__plan_total(plan, dev, plan->error, sizeof plan->error);
+    }
+    if (r != GPT2RT_OK) {
+        char why[sizeof plan->error];
+        memcpy(why, plan->error, sizeof why);
+        memset(plan, 0, sizeof *plan);
+        memcpy(plan->error, why, sizeof why);
+        return r;
     }
     gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
@@ -16458,7 +16521,28 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
     size_t n = 0;
     if (!p) return 0;
-    const gpt2rt_config *c = &p->config;
+    /* what is printed is read only once it checks out: the plan's config resolves (a
+       plan's is resolved already, so this gives it back as it is) and has as many
+       devices as the plan; a refused or zeroed plan prints why there is none */
+    gpt2rt_config rc;
+    char why[512];
+    if (p->n_devices == 0 && p->config.n_devices == 0) {
+        if (memchr(p->error, 0, sizeof p->error) && p->error[0]) GPT2RT__PUT("no plan: %s\n", p->error);
+        else GPT2RT__PUT("no plan: this one is all zero (gpt2rt_plan fills a plan, or says why it could not)\n");
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    gpt2rt_result r = gpt2rt__cfg_resolve(&p->config, &rc, why, sizeof why);
+    if (r == GPT2RT_OK && p->n_devices != rc.n_devices) {
+        snprintf(why, sizeof why, "the plan has n_devices = %d, its config %d", p->n_devices, rc.n_devices);
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r != GPT2RT_OK) {
+        GPT2RT__PUT("no plan: its config does not hold: %s\n", why);
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    const gpt2rt_config *c = &rc;
     char rb[64];
     /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
        config and the bytes, not the planner's figures (it printed 0 here) */
