@@ -15237,6 +15237,17 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
     }
 }
 
+/* ZeRO-1 in one process, once the reduce-scatter ran: the summed gradient of the trained
+   floats [lo, hi) into g (hi-lo floats), each part from the rank whose shard holds the
+   sum (elsewhere a rank holds its own rows' gradient) */
+static void gpt2rt__dp_grads(gpt2rt_ctx *ctx, float *g, int64_t lo, int64_t hi) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
+        if (b > a) memcpy(g + (a - lo), rc->grads + a, (size_t)(b - a) * sizeof(float));
+    }
+}
+
 /* the CPU backend's (the table's): the host weights are the trained ones; the moments go
    to whichever rank keeps them */
 static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
@@ -17474,6 +17485,21 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
     }
     if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
         k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
+    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
+        if (ctx->comm_proc.destroy)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_param_read of a gradient: with "
+                                "shard_optimizer = 1 over world_size = %d processes each process holds the summed "
+                                "gradient of its 1/%d of the parameters only; gathering it across processes is not "
+                                "implemented yet (use shard_optimizer = 0 to read it)", ctx->cfg.world_size,
+                                ctx->d.shards);
+        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
+        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
+        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
+        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
+        gpt2rt__param_out(t, g, k, dst);
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
         if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
