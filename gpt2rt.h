@@ -4485,7 +4485,9 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                                      what, e->name, got, (long long)want[0], (long long)want[1],
                                      is_wpe ? " (or more positions)" : "");
             }
-            /* NaN or inf in a weight would make every step after the load non-finite */
+            /* NaN or inf in a weight would make every step after the load non-finite; bf16
+               weights (inference_weights) as stored: a finite float from 0x7F7F8000 (3.3961e38)
+               up rounds to inf */
             const unsigned char *p = st.data + e->begin;
             for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
                 float x = gpt2rt__st_get(p, e->dtype, j);
@@ -4493,6 +4495,13 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                     r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
                                      "%g: weights must be finite", what, e->name, (long long)j,
                                      (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
+                    ok = 0;
+                } else if (ctx->params16 && !isfinite(gpt2rt__bf16_widen(gpt2rt__bf16_round(x)))) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
+                                     "%g, which rounds to %s in bf16 (this context's inference_weights; the largest "
+                                     "bf16 is 3.3895e38): weights must be finite", what, e->name, (long long)j,
+                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x,
+                                     x > 0 ? "inf" : "-inf");
                     ok = 0;
                 }
             }
