@@ -4643,7 +4643,11 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
         r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    for (int i = 0; i < 15 && r == GPT2RT_OK; i++) {
+    /* the objective first: a state of the other aLLM4TS stage differs in its shape too
+       (horizon, patch_stride), and the head is what says so */
+    static const int order[15] = {13, 14, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    for (int k = 0; k < 15 && r == GPT2RT_OK; k++) {
+        int i = order[k];
         const char *s = gpt2rt__st_meta(&st, keys[i]);
         if (i >= 13 && !s) continue;
         if (i >= 6 && !s) s = "0";
@@ -4654,7 +4658,9 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                              keys[i], s ? s : "(missing)",
                              named && got >= 0 && got < (i == 13 ? 4 : 2) ? enum_names[i - 13][got] : "",
                              (long long)want[i], named ? enum_names[i - 13][want[i]] : "",
-                             i == 13 ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_load)" : "");
+                             i == 13 && got == GPT2RT_HEAD_NEXT_PATCH && want[i] == GPT2RT_HEAD_PATCH_DECODE
+                             ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_save it from "
+                               "the stage-1 context, gpt2rt_weights_load it here)" : "");
     }
     for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
         if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
