@@ -17217,6 +17217,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_logits")); /* its forward, the logits' source, is refused too */
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_logits") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
