@@ -231,7 +231,9 @@
                      128 prompt positions a row); on CUDA the cache and the pass in
                      the storage type, the sampling on the host; 0 and not shown otherwise
    plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
-   NCCL): estimated by gpt2rt_plan, measured by the CUDA backend.
+   NCCL): estimated by gpt2rt_plan, measured by the CUDA backend. A config whose
+   bytes on a device, or tokens a step, do not fit in 64 bits is refused, naming the
+   factors (not reported wrapped).
 
    Recompute (config.recompute). SELECTIVE drops the LayerNorm and GELU outputs and
    recomputes them in the backward; FULL keeps every checkpoint_every-th layer's
@@ -429,8 +431,9 @@
    - Weights load / save, gpt2rt_param_read / _write and state save / load see
      rank 0 (all ranks hold the same weights; loads and writes reach every rank).
      gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
-     micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
-     gathered from the ranks that keep them under ZeRO-1. With data parallel, call
+     micro-step's backward (under ZeRO-1 gathered from the ranks whose shards hold
+     the sum); moments (ADAM_M, ADAM_V) and the state file are gathered from the
+     ranks that keep them under ZeRO-1. With data parallel, call
      gpt2rt_update after at most grad_accum gpt2rt_backward calls.
    - CUDA (one process, rank r on device_ids[r], one host thread each): the gradients
      of a layer are reduced on a communicator stream of their own while the backward
@@ -892,7 +895,7 @@ typedef struct gpt2rt_memory_plan {
     uint64_t overhead[GPT2RT_MAX_DEVICES]; /* beyond the arenas: estimated by gpt2rt_plan (CUDA
                                               context, cuBLASLt, NCCL; 0 on the CPU backend),
                                               measured by gpt2rt_plan_allocated */
-    char error[512]; /* why gpt2rt_plan failed */
+    char error[512]; /* why gpt2rt_plan failed (the rest of a failed plan is zero) */
 } gpt2rt_memory_plan;
 
 /* what gpt2rt_fit may change (bits); 0 means GPT2RT_FIT_DEFAULT */
@@ -930,6 +933,8 @@ GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result result);
 GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem category);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan);
+/* The plan as a table into buf (snprintf's contract: the length it needs is returned). A
+   refused or zeroed plan, or one whose config no longer resolves, prints "no plan: " and why. */
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
 /* A config like *config whose plan fits budget_bytes on every device (arenas plus the
    estimated overhead), with the same global batch, that the coarse throughput model
