@@ -21,6 +21,18 @@
    - rendezvous_file naming a directory or a FIFO: refused at once, saying which;
    - the plan printed from gpt2rt_plan_allocated gives the same tokens a step as
      gpt2rt_plan's.
+   Round 4:
+   - a refused config leaves an all-zero plan, which gpt2rt_plan_format prints as "no
+     plan: <why>" (as it does a zeroed plan, or one whose config was changed after);
+     fit, step time, create and gpt2rt_plan_allocated refuse the same configs (run
+     under ASan and UBSan: no read past the stage bounds, the head names, the rows);
+   - ZeRO-1: gpt2rt_param_read(GRAD) after the last backward is the summed gradient,
+     bitwise the unsharded one;
+   - a plan whose bytes (layer split's micro-batches in flight) or tokens a step do not
+     fit in 64 bits is refused, naming the factors; below that the product is exact;
+   - a bf16 context refuses a finite fp32 weight that rounds to inf, naming the tensor;
+   - a stage-1 state in a stage-2 context is refused on the head first;
+   - gpt2rt_logits on a bf16 context names what that context can do.
    A check that cannot run here prints "skip <what>: <why>" at the start of a line. */
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT__TEST_HOOKS
