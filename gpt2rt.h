@@ -12455,22 +12455,30 @@ static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state
 
 /* one tensor (rows*cols floats, internal layout) to dst: its value (fp32 master; frozen:
    the host copy), raw gradient, m or v (frozen: GPT2RT_ERR_INVALID_ARGUMENT). ZeRO-1: the
-   master (bf16/fp16) and the moments of the part in the own shard only, to the same
-   place of dst (the rest of dst untouched; gpt2rt__cu_param_read asks every rank). */
+   master (bf16/fp16), the moments and (once reduce-scattered) the gradient's sum of the
+   part in the own shard only, to the same place of dst (the rest of dst untouched;
+   gpt2rt__cu_param_read asks every rank). */
 static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                                 gpt2rt_param_what what, float *dst) {
     st->phase = "read_tensor";
     st->layer = -1;
     size_t bytes = (size_t)(t->rows * t->cols) * 4;
     const float *src = NULL;
-    int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master);
+    int grad_shard = what == GPT2RT_PARAM_GRAD && ctx->d.shards > 1 && ctx->dp_reduced;
+    int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master) ||
+                  grad_shard;
     if (t->goff >= 0 && sharded && (st->opt_lo > 0 || st->opt_hi < st->n_train)) {
         int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo;
         int64_t hi = t->goff + t->rows * t->cols < st->opt_hi ? t->goff + t->rows * t->cols : st->opt_hi;
         if (hi <= lo) return GPT2RT_OK;
         dst += lo - t->goff;
         bytes = (size_t)(hi - lo) * 4;
-        src = (what == GPT2RT_PARAM_VALUE ? st->master : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + (lo - st->opt_lo);
+        if (grad_shard) { /* the whole gradient's offsets: the reduce-scatter sums in place */
+            GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
+            src = st->grads + lo;
+        } else
+            src = (what == GPT2RT_PARAM_VALUE ? st->master : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) +
+                  (lo - st->opt_lo);
     } else if (what == GPT2RT_PARAM_VALUE) {
         if (t->goff < 0) { memcpy(dst, ctx->params + t->off, bytes); return GPT2RT_OK; }
         src = st->master ? st->master + t->goff : (const float *)st->w + t->off;
@@ -13309,8 +13317,10 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
     float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
     if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
     r = gpt2rt__cu_read_tensor(ctx, st, t, what, tmp);
-    /* data parallel with ZeRO-1: each rank holds the moments of its shard */
-    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && what != GPT2RT_PARAM_GRAD && ctx->d.shards > 1; i++)
+    /* data parallel with ZeRO-1: each rank holds the moments of its shard, and once reduced
+       the gradient's sum there */
+    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && (what != GPT2RT_PARAM_GRAD || ctx->dp_reduced) &&
+                    ctx->d.shards > 1; i++)
         if ((r = gpt2rt__cu_read_tensor(ctx->ranks[i], ctx->ranks[i]->cu, t, what, tmp)) != GPT2RT_OK) {
             char msg[sizeof ctx->error];
             memcpy(msg, ctx->ranks[i]->error, sizeof msg);
