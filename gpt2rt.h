@@ -13,10 +13,11 @@
    Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
    Compiled by nvcc from a .cu file (nvcc -arch=sm_90 ... -lcublasLt) it also holds
    the CUDA backend: hand-written kernels, cuBLASLt matrix products, fp32 / bf16 /
-   fp16 with dynamic loss scaling, one device or data parallel. GPT2RT_BACKEND_AUTO picks CUDA
-   when a device is present. Its kernels use tensor cores from sm_80 on; built for
-   an older -arch, attention takes its generic path. NOT YET RUN ON A GPU: the
-   kernel labs and `make test-gpu` (kernels/) are how it gets proven.
+   fp16 with dynamic loss scaling, one device, data parallel or layer split.
+   GPT2RT_BACKEND_AUTO picks CUDA when a device is present. Its kernels use tensor
+   cores from sm_80 on; built for an older -arch, attention takes its generic path.
+   The kernel labs and `make test-gpu` (kernels/, docs/cuda.md) check it against the
+   CPU backend on a GPU; `make test-emu` runs the same code on the CPU.
 
    Version: GPT2RT_VERSION (major * 10000 + minor * 100 + patch, for #if) and
    GPT2RT_VERSION_STRING ("0.1.0"). Little-endian hosts only (x86-64, AArch64...):
@@ -281,8 +282,9 @@
    values run as on a training context, with bitwise the same results;
    gpt2rt_backward, _update, _step, _step_series, state save / load and reads of
    gradients or moments return GPT2RT_ERR_STATE naming the field. recompute, frozen
-   and parallel are refused with it. GPT-2 124M, one row, 192 cache positions:
-   496 MiB planned against 1921 MiB for a training context.
+   and parallel are refused with it. For GPT-2 124M with one row and 192 cache
+   positions the plan is about a quarter of a training context's
+   (docs/results/memory.md).
 
    bf16 weights (config.inference_weights = GPT2RT_PRECISION_BF16, inference = 1, CPU
    backend, token inputs): every weight is stored in bf16, 2 bytes (the plan's weights
@@ -298,7 +300,7 @@
    holding the same rounded weights by fp32 rounding only (tests/test_infer_bf16.c).
    gpt2rt_forward and gpt2rt_weights_save answer GPT2RT_ERR_NOT_IMPLEMENTED (they read
    the weights as fp32); FP16, a training context, the CUDA backend and patch inputs
-   are refused naming the field. GPT-2 124M: 259 MiB planned against 496 MiB.
+   are refused naming the field. GPT-2 124M: about half the fp32 inference plan.
 
    Out of memory. A plan above memory_budget (or, on Linux, above the available
    memory) is refused before anything is allocated; that error and a failed
@@ -447,7 +449,8 @@
      update. device_ids = {0, 0} with allow_shared_device = 1 runs two ranks on one
      GPU (the test mode: kernels/data_parallel.cu). A rank that fails, or a collective
      that does not finish within timeout_s, makes every rank's call return an error
-     (NCCL: with the NCCL_P2P_DISABLE=1 / NCCL_DEBUG=INFO hint). NOT YET RUN ON A GPU.
+     (NCCL: with the NCCL_P2P_DISABLE=1 / NCCL_DEBUG=INFO hint). Checked on one GPU
+     with two ranks sharing it; NCCL across two GPUs is compiled, not run.
 
    ============================================================================
    LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2)
@@ -493,8 +496,8 @@
      gradient norm: its square is summed per stage, then over the stages (fp64), so
      the fp32 norm can differ in its last bit when that sum lies at an fp32 rounding
      boundary (about 1e-8 of steps). Test mode: device_ids 0, 0 with
-     allow_shared_device runs two stages on one GPU (kernels/layer_split.cu).
-     Compiled, not yet run on a GPU.
+     allow_shared_device runs two stages on one GPU (kernels/layer_split.cu), which
+     is how it is checked: two stages on two GPUs have not run.
    - recompute = FULL needs each stage's first layer to be a multiple of
      checkpoint_every (so no recomputed segment spans two stages; 1 always works):
      the planner's split does so, given stages that do not are refused (and so is a
@@ -781,7 +784,7 @@ typedef struct gpt2rt_config {
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
 
     /* dropout: probabilities in [0, 1), 0 = off; inverted (kept values times
-       1/(1-p)), in GPT2RT_MODE_TRAIN only, CPU backend only for now */
+       1/(1-p)), in GPT2RT_MODE_TRAIN only; the CUDA backend draws the same masks */
     float dropout;      /* the embeddings' output and both residual branches (after
                            attn.c_proj and mlp.c_proj): Hugging Face's embd_pdrop and
                            resid_pdrop */
@@ -817,7 +820,7 @@ typedef struct gpt2rt_config {
                              GPT2RT_CHECKPOINT_SQRT -> round(sqrt(n_layer)) */
     int classifier_chunk; /* tokens whose logits are held at once: the LM head, the loss and
                              their backward run chunk by chunk and the logits arena is (chunk,
-                             padded_vocab); 0 (or >= B*T) -> all B*T, as before. CPU or CUDA,
+                             padded_vocab); 0 (or >= B*T) -> all B*T at once. CPU or CUDA,
                              one device or data parallel; gpt2rt_logits then answers STATE */
 
     /* parallel */
@@ -2166,7 +2169,7 @@ static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, 
         if (c->head != GPT2RT_HEAD_NEXT_PATCH) GPT2RT__RANGE(horizon, 1, 1 << 20);
         GPT2RT__RANGE(revin_affine, 0, 1);
     }
-    /* aLLM4TS (issue 25): stage 1's targets are the model's own normalised patches, so
+    /* aLLM4TS: stage 1's targets are the model's own normalised patches, so
        RevIN's affine (which would move the targets with the weights) and a horizon do
        not apply; the placeholder mask needs placeholders */
     if (c->head == GPT2RT_HEAD_NEXT_PATCH && (c->horizon || c->revin_affine))

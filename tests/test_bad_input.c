@@ -1,4 +1,4 @@
-/* tests/test_bad_input.c - the bad inputs of issue 8, each with the error it must
+/* tests/test_bad_input.c - bad inputs, each with the error it must
    get and the proof that nothing was lost:
    - special files (FIFO with no writer, /dev/zero, /dev/urandom, /proc/self/status,
      a directory) are refused as "not a regular file", without blocking;
@@ -13,7 +13,7 @@
      broken ones;
    - `test_bad_input omp` (run with OMP_NUM_THREADS=2000 by tests/run.sh): the
      default thread count is clamped, create succeeds.
-   Round 3 (issue 23):
+   Messages and arithmetic at the edges:
    - every refusal of the tokenizer, shard, series and plan calls writes its own
      message naming the argument, after a different earlier refusal (no empty or
      stale message), and gpt2rt_series_batch(first = INT64_MAX - 1) builds its
@@ -21,7 +21,7 @@
    - rendezvous_file naming a directory or a FIFO: refused at once, saying which;
    - the plan printed from gpt2rt_plan_allocated gives the same tokens a step as
      gpt2rt_plan's.
-   Round 4:
+   Plans, sharded gradients and rounding:
    - a refused config leaves an all-zero plan, which gpt2rt_plan_format prints as "no
      plan: <why>" (as it does a zeroed plan, or one whose config was changed after);
      fit, step time, create and gpt2rt_plan_allocated refuse the same configs (run
