@@ -66,7 +66,11 @@ fi
     nvcc --version 2>&1 | tail -2
     python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>&1 | tail -1
     python3 -c 'import nvidia.cudnn as c; print("nvidia.cudnn at", list(c.__path__)[0])' 2>&1 | tail -1
-    ldconfig -p 2>/dev/null | grep -E 'libcudnn\.so\.9 |libcublasLt\.so|libnvrtc\.so' | head -5
+    ldconfig -p 2>/dev/null | grep -E 'libcudnn\.so\.9 |libcublasLt\.so\.|libnvrtc\.so\.|libnccl\.so\.' | head -6
+    echo "libraries the loader does not find (bench-gpu puts cuDNN's folder on llm.c's LD_LIBRARY_PATH):"
+    for f in build/lab_* build/*_nvcc build/anchors/*/train_gpt2cu; do
+        [ -x "$f" ] && ldd "$f" 2>/dev/null | grep 'not found' | sed "s#^#$f: #"
+    done
     command -v compute-sanitizer || echo "compute-sanitizer not on PATH"
 } > "$out/env.log" 2>&1
 say "machine:"; sed 's/^/    /' "$out/env.log"
