@@ -215,7 +215,10 @@ NVFLAGS   := -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra $(NVWERR
 GPU_LABS  := $(patsubst kernels/%.cu,$(B)/lab_%,$(wildcard kernels/*.cu))
 GPU_SUITES := $(B)/test_hf_parity_nvcc $(B)/test_props_nvcc $(B)/test_memory_nvcc
 
-gpu-build: $(GPU_LABS) $(GPU_SUITES)
+# tools compiled by nvcc for make bench-gpu: bench_ts with -backend cuda (aLLM4TS stage 1)
+GPU_TOOLS := $(B)/bench_ts_nvcc
+
+gpu-build: $(GPU_LABS) $(GPU_SUITES) $(GPU_TOOLS)
 
 $(B)/lab_%: kernels/%.cu kernels/lab.cuh gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -o $@ $< -lcublasLt
@@ -234,6 +237,9 @@ $(B)/lab_data_parallel: kernels/data_parallel.cu kernels/lab.cuh gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) $(NCCL_FLAGS) -o $@ $< -lcublasLt $(NCCL_LIBS)
 
 $(B)/%_nvcc: tests/%.c tests/harness.h gpt2rt.h | $(B)
+	$(NVCC) $(NVFLAGS) -x cu -Xcompiler -fopenmp -o $@ $< -lgomp -lcublasLt
+
+$(B)/bench_ts_nvcc: tools/bench_ts.c tools/cli.h gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -x cu -Xcompiler -fopenmp -o $@ $< -lgomp -lcublasLt
 
 # test-gpu: device, attention, matrix products, the other op labs, the end-to-end step
@@ -257,7 +263,7 @@ bench-gpu:
 
 # the anchors of make bench-gpu: llm.c's train_gpt2cu built for sm_90 twice, with its own
 # attention kernels and with cuDNN flash attention, by $(ANCHORS)/build_llmc.sh (nvcc and
-# cuDNN's headers and library, no GPU); 1.4 MB and 2.7 MB (stripped by the pack below)
+# cuDNN's headers and library, no GPU): 1.4 and 3.6 MB, stripped in the pack below
 ANCHORS ?= ../shared/anchors
 gpu-anchors: $(B)/anchors/cudnn/train_gpt2cu
 
@@ -267,17 +273,18 @@ $(B)/anchors/cudnn/train_gpt2cu: $(wildcard $(ANCHORS)/build_llmc.sh $(ANCHORS)/
 
 # what a GPU session carries (kernels/gpu_session.sh unpacks it): every binary of gpu-build,
 # llm.c's two (when make gpu-anchors can build them), and the sha256 of the sources they
-# were built from, in one xz file: build/gpu_carry.tar.xz, the path a device call carries
+# were built from, in one xz file: build/gpu_carry.tar.xz, the path a device call carries.
+# gpt2rt's binaries keep their symbols (compute-sanitizer's backtraces name functions):
+# stripped, the pack would be only about a tenth smaller
 GPU_PACK_SOURCES = gpt2rt.h kernels/lab.cuh $(wildcard kernels/*.cu) tests/harness.h \
-                   $(patsubst $(B)/%_nvcc,tests/%.c,$(GPU_SUITES))
+                   $(patsubst $(B)/%_nvcc,tests/%.c,$(GPU_SUITES)) tools/bench_ts.c tools/cli.h
 gpu-pack: gpu-build
 	@$(MAKE) --no-print-directory gpu-anchors || echo "gpu-pack: llm.c not built: packed without the anchors (bench-gpu names the skip)"
 	@sha256sum $(GPU_PACK_SOURCES) > $(B)/gpu_sources.sha256
 	@rm -rf $(B)/gpu_pack && mkdir -p $(B)/gpu_pack/$(B)/anchors/cudnn $(B)/gpu_pack/$(B)/anchors/plain
-	@cp $(GPU_LABS) $(GPU_SUITES) $(B)/gpu_sources.sha256 $(B)/gpu_pack/$(B)/
+	@cp $(GPU_LABS) $(GPU_SUITES) $(GPU_TOOLS) $(B)/gpu_sources.sha256 $(B)/gpu_pack/$(B)/
 	@for v in cudnn plain; do [ ! -f $(B)/anchors/$$v/train_gpt2cu ] || \
 	    strip -o $(B)/gpu_pack/$(B)/anchors/$$v/train_gpt2cu $(B)/anchors/$$v/train_gpt2cu; done
-	@strip $(B)/gpu_pack/$(B)/lab_* $(B)/gpu_pack/$(B)/*_nvcc
 	@cd $(B)/gpu_pack && tar cf - $(B) | xz -T2 -9 > ../gpu_carry.tar.xz
 	@echo "$(B)/gpu_carry.tar.xz: $$(du -k $(B)/gpu_carry.tar.xz | cut -f1) KiB packed, $$(du -sk $(B)/gpu_pack | cut -f1) KiB unpacked, $$(find $(B)/gpu_pack -type f | wc -l) files"
 	@rm -rf $(B)/gpu_pack

@@ -13,9 +13,12 @@
 #   4. PyTorch (tools/bench_torch_gpu.py), torch.compile at B=8 and 16, one process each
 #      (BENCH_GPU_TORCH_MODES="compile eager" adds eager); it runs between llm.c's cuDNN
 #      and plain builds, so that a caller's time limit cuts the least needed run
-#   5. the table, also written to build/bench_gpu_table.md
+#   5. aLLM4TS stage 1 at its scripts' shape in bf16 (build/bench_ts_nvcc), between the two
+#      llm.c builds
+#   6. the table, also written to build/bench_gpu_table.md
 # Each run has a time limit, and nvidia-smi samples memory.used beside each anchor run.
-# Logs: build/bench_gpu_*.log. About 5 minutes on an H100, most of it torch.compile.
+# Logs: build/bench_gpu_*.log. Sized for about 4 to 5 minutes on an H100 (an estimate: not
+# yet run there as a whole), most of it torch.compile.
 # Environment (for the dry-run test in tests/run.sh): BENCH_GPU_BIN (default build) where
 # the gpt2rt binaries are, BENCH_GPU_ANCHORS (default build/anchors) llm.c's binaries,
 # BENCH_GPU_LOGS (default build) where the logs go, BENCH_GPU_NO_BUILD=1 skips step 1,
@@ -120,10 +123,22 @@ torch_runs() {
 
 # the anchors in the order of what the targets need most: a run cut short by a caller's
 # time limit loses the last
+# aLLM4TS stage 1 at its scripts' shape (docs/timeseries.md's allm4ts preset): 6 blocks of
+# width 768, 12 heads, 2048 univariate series of 1024 steps (64 patches of 16) a step,
+# dropout 0.2, everything trained, bf16; each step copies its windows from the host
+allm4ts() {
+    local log=$L/bench_gpu_allm4ts.log
+    echo "aLLM4TS stage 1: $B/bench_ts_nvcc -backend cuda -precision bf16"
+    if [ ! -x "$B/bench_ts_nvcc" ]; then echo "SKIP: $B/bench_ts_nvcc is missing (make gpu-build)" > "$log"; return; fi
+    timed 90 "$log" "$B/bench_ts_nvcc" -backend cuda -precision bf16 -head next-patch -lookback 1024 -patch 16 \
+        -stride 16 -layers 6 -heads 12 -width 768 -batch 2048 -channels 1 -freeze 0 -dropout 0.2 -head-dropout 0 -steps 10
+}
+
 llmc cudnn
 torch_runs
+allm4ts
 llmc plain
 
-# 5. the table
+# 6. the table
 echo
 python3 tools/bench_gpu_table.py "$L" | tee "$L/bench_gpu_table.md"

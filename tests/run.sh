@@ -212,6 +212,7 @@ i=1; while [ $i -le 25 ]; do t=$ms; [ $i -le 3 ] && t=900.00
 echo "total average iteration time: $ms ms"
 S
     cp $d/anchors/cudnn/train_gpt2cu $d/anchors/plain/train_gpt2cu
+    printf '#!/bin/sh\necho "bench_ts: aLLM4TS stage 1 (next patch), bf16, CUDA backend"\necho "plan: 20.210 GiB of arenas + 0.730 GiB of estimated overhead on device 0"\necho "10 steps of 2048 windows: median 102.40 ms, mean 103.00 ms"\necho "windows/s: 20000.0 (median step)"\n' > $d/bin/bench_ts_nvcc
     cat > $d/torch <<'S'
 #!/bin/sh
 b=$2 m=$4
@@ -248,17 +249,18 @@ bench_gpu_dry_run() {
         '  B=16: MFU 36.1% (target >= 50.0%): NOT met' \
         '  B=8: classifier_chunk=1024 costs 31.5% of the step'"'"'s tokens/s (target <= 5.0%): NOT met' \
         '  B=8: peak memory gpt2rt classifier_chunk=1024 5.09 GiB / torch.compile 6.43 GiB = 0.79x (target <= 0.80x): met')
+    local ts='aLLM4TS stage 1 (6 blocks of width 768, 2,048 series of 64 patches, bf16): median step 102.4 ms, 20,000 series/s, 1,280,000 patches/s; plan 20.21 GiB arenas + 0.73 overhead = 20.94 GiB' 
     # the device max column (nvidia-smi sampling beside a run) depends on timing here: not
     # compared in the rows, checked below on a fixed sample file
     local norm='BEGIN { FS = OFS = "|" } /^\| / && NF == 10 { $8 = " ~ " } { print }'
     t=$(echo "$t" | awk "$norm"); want=$(echo "$want" | awk "$norm")
     local miss; miss=$(echo "$want" | while IFS= read -r l; do echo "$t" | grep -qxF -- "$l" || echo "    missing: $l"; done)
     printf '1200\n6100\n5900\n' > $d/logs/bench_gpu_torch_compile_b8.mem
-    if [ $rc -eq 0 ] && [ -z "$miss" ] && [ "$(echo "$t" | grep -c '^| ')" -eq 11 ] &&
+    if [ $rc -eq 0 ] && [ -z "$miss" ] && [ "$(echo "$t" | grep -c '^| ')" -eq 11 ] && echo "$t" | grep -qF "$ts" &&
        python3 tools/bench_gpu_table.py $d/logs | grep -qF '| PyTorch torch.compile | 8 | 250,000 | 20.3% | 1.74x | 6.43 allocated (7.50 reserved) | 5.96 |  |' &&
        grep -q "^LD_LIBRARY_PATH=$PWD/$d/cudnnlib:" $d/logs/bench_gpu_llmc_cudnn_b8.log &&
        ! grep -q "cudnnlib" $d/logs/bench_gpu_llmc_plain_b8.log && [ "$(echo "$out" | tail -1)" = "$(echo "$t" | tail -1)" ]; then
-        ok "make bench-gpu with a fake GPU: the same-call table (gpt2rt, llm.c with and without cuDNN, torch.compile), ratios, MFU at 6N + 6LCT, the targets' verdicts"
+        ok "make bench-gpu with a fake GPU: the same-call table (gpt2rt, llm.c with and without cuDNN, torch.compile), ratios, MFU at 6N + 6LCT, the targets' verdicts, aLLM4TS stage 1's step and plan"
     else bad "make bench-gpu with a fake GPU (exit $rc)"; echo "$miss"; echo "$t" | head -30; fi
     out=$(env PATH="$PWD/$d/dev:$PATH" $env BENCH_GPU_CUDNN_DIR=none bash kernels/bench_gpu.sh 2>&1); rc=$?
     t=$(cat $d/logs/bench_gpu_table.md 2>/dev/null)
