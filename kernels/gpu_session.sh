@@ -50,7 +50,7 @@ if [ -f "$pack" ]; then
     if [ -n "$changed" ]; then
         say "sources changed since make gpu-pack (make rebuilds what uses them):" $changed
         sleep 1; touch $changed
-    else say "unpacked $pack: $(tar tJf "$pack" | wc -l) files, built from these sources"; fi
+    else say "unpacked $pack: $(tar tJf "$pack" | grep -vc '/$') files, built from these sources"; fi
 else
     say "no $pack (make gpu-pack where nvcc is, carry it): make gpu-build builds here"
 fi

@@ -59,6 +59,12 @@ def skip_reason(text):
     return first[5:].strip(" :") if first.startswith("SKIP") else None
 
 
+def last_line(text):
+    """the log's last non-blank line, fit for a table cell: what a failed run said last"""
+    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+    return (lines[-1][:140] if lines else "empty log").replace("|", "/")
+
+
 def mem_max_gib(path):
     text = read(path)
     if not text:
@@ -127,7 +133,7 @@ def main(argv):
     rows, gpu = gpt2rt_rows(text)
     env = read(os.path.join(d, "bench_gpu_env.log")) or ""
     if not gpu:
-        m = re.search(r"^GPU 0: (.*?) \(UUID", env, re.M)
+        m = re.search(r"^GPU: ([^,]+),", env, re.M)
         gpu = m.group(1) if m else "unknown GPU"
     peak = peak_tflops(gpu)
 
@@ -141,7 +147,7 @@ def main(argv):
         for b in batches:
             runs = rows.get((label, b), [])
             if not runs:
-                out.append((name, b, None, "", "", "no line in bench_gpu_gpt2rt.log"))
+                out.append((name, b, None, "", "", f"no line in bench_gpu_gpt2rt.log; its last: {last_line(text)}"))
                 continue
             tps = statistics.mean(r[0] for r in runs)
             gpt[(label, b)] = (tps, max(r[1] for r in runs))
@@ -158,7 +164,8 @@ def main(argv):
             r = None if why else llmc_run(t, b)
             dev = mem_max_gib(base + ".mem")
             if r is None:
-                out.append((name, b, None, "", "", f"skipped: {why}" if why else f"no step lines ({base}.log)"))
+                out.append((name, b, None, "", "", f"skipped: {why}" if why else
+                            f"no step lines in {os.path.basename(base)}.log; its last: {last_line(t)}"))
                 continue
             anchors[(v, b)] = r["tokens_per_s"]
             own = f"{r['own_gib']:.2f} in use after allocation" if r["own_gib"] else ""
@@ -175,7 +182,8 @@ def main(argv):
             r = None if why else torch_run(t, mode, b)
             dev = mem_max_gib(base + ".mem")
             if r is None or "tokens_per_s" not in r:
-                reason = why or (f"status={r['status']}" if r else f"no result line ({base}.log)")
+                reason = why or (f"status={r['status']}" if r else
+                                 f"no result line in {os.path.basename(base)}.log; its last: {last_line(t)}")
                 out.append((name, b, None, "", "", f"skipped: {reason}" if why else reason))
                 continue
             anchors[(mode, b)] = r["tokens_per_s"]
@@ -242,7 +250,7 @@ def main(argv):
         plan = re.search(r"^plan: ([0-9.]+) GiB of arenas \+ ([0-9.]+) GiB", t, re.M)
         dev = mem_max_gib(os.path.join(d, "bench_gpu_allm4ts.mem"))
         if why or not med:
-            print(f"aLLM4TS stage 1: {'skipped: ' + why if why else 'no median line in bench_gpu_allm4ts.log'}")
+            print(f"aLLM4TS stage 1: {'skipped: ' + why if why else 'no median line in bench_gpu_allm4ts.log; its last: ' + last_line(t)}")
         else:
             n, ms = int(med.group(1)), float(med.group(2))
             line = (f"aLLM4TS stage 1 (6 blocks of width 768, {n:,} series of 64 patches, bf16): median step "
