@@ -116,6 +116,8 @@ compile_checks() {
             [ -f "$f" ] || continue
             compile "nvcc $f (sm_90)" make --no-print-directory -s -B NVWERROR="-Xcompiler -Werror --Werror all-warnings" $B/lab_$(basename "$f" .cu)
         done
+        compile "nvcc tools/bench_ts.c as CUDA (sm_90): make bench-gpu's aLLM4TS timing" \
+            make --no-print-directory -s -B NVWERROR="-Xcompiler -Werror --Werror all-warnings" $B/bench_ts_nvcc
         compile "nvcc -DNDEBUG kernels/train_step.cu (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -DNDEBUG \
             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -o $B/lab_train_step_ndebug kernels/train_step.cu -lcublasLt
     else
