@@ -31,7 +31,7 @@
    (threads of this process): data parallel (--batch split over them), the same with
    ZeRO-1, or the layers split in stages.
 
-   aLLM4TS (issue 25; gpt2rt.h "TIME SERIES"), two stages:
+   aLLM4TS (gpt2rt.h "TIME SERIES"), two stages:
        timeseries --preset allm4ts --stage pretrain --data A.csv,B.csv --save DIR
        timeseries --preset allm4ts --stage finetune --init DIR --horizon 96
    pretrain: causal next-patch pre-training (head NEXT_PATCH) on the training rows of
@@ -75,6 +75,9 @@ typedef struct opts {
     const char *data, *preset, *init, *png, *target, *backend, *parallel, *save;
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
+    char *data_list;    /* a copy of --data, cut at its commas into files */
+    const char **files; /* --data's files, nfiles of them */
+    int nfiles;
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
@@ -87,8 +90,10 @@ static void usage(void) {
            "       timeseries --stage finetune --init DIR --horizon H [settings]               (aLLM4TS stage 2)\n"
            "  --stage S           pretrain: next-patch pre-training on every --data file's training rows, pooled;\n"
            "                      finetune: patch-wise decoding with placeholders (default with --preset allm4ts)\n"
-           "  --save DIR          write the best epoch's weights there (model.safetensors + config.json)\n"
-           "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv)\n"
+           "  --save DIR          write the best epoch's weights there (model.safetensors + config.json); a new name in\n"
+           "                      an existing directory, or an existing directory, checked before the first step\n"
+           "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv); pretrain takes a\n"
+           "                      comma-separated list, each file once\n"
            "  --devices N         CPU ranks, one thread each, in this process (default 1)\n"
            "  --parallel MODE     dp: data parallel (--batch split over the devices), zero1: dp with the\n"
            "                      AdamW state sharded (ZeRO-1), split: the layers in N stages; default dp\n"
@@ -106,6 +111,7 @@ static void usage(void) {
            "  --revin-affine 0|1  RevIN's learned affine  --freeze 0|1           freeze attention + MLP (GPT4TS)\n"
            "  --steps-per-epoch N at most N steps an epoch (0: every batch; for quick runs)\n"
            "  --max-steps N       stop after N steps, print their times and the whole run's estimate, no scoring\n"
+           "                      and nothing saved (both stages)\n"
            "  --recompute 0|1|2   activation recompute: none, selective, full (memory for time)\n"
            "  --linear-residual 0|1  fit the least-squares linear map of the RevIN-normalised lookback first\n"
            "                      (tools/ts_baselines' linear, ridge chosen on validation) and train the model on\n"
@@ -118,8 +124,8 @@ static void usage(void) {
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
            "         frozen at their random init, lr 1e-4, batch 16, head dropout 0.3, 10 epochs, patience 3, cosine\n"
-           "         to 0, no weight decay, --linear-residual 1 --blend-linear 1 (the model alone, as before issue\n"
-           "         25's second round: --linear-residual 0 --blend-linear 0 --lr 1e-3);\n"
+           "         to 0, no weight decay, --linear-residual 1 --blend-linear 1 (the model alone:\n"
+           "         --linear-residual 0 --blend-linear 0 --lr 1e-3);\n"
            "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
            "         lr 1e-4, batch 256, 10 epochs, patience 3, cosine; attention + MLP frozen when --init is given;\n"
            "         full recompute (7.2 GiB planned instead of 23 GiB at batch 256)\n"
@@ -132,7 +138,7 @@ static void usage(void) {
 static void preset(opts *o, const char *name) {
     o->lookback = 336; o->patch = 16; o->stride = 8; o->epochs = 10; o->patience = 3;
     o->min_lr_frac = 0.0f; o->weight_decay = 0.0f; o->clip = 1.0f; o->warmup = 0; o->revin_affine = 0;
-    if (strcmp(name, "allm4ts") == 0) { /* aLLM4TS's scripts (Bian et al., ICML 2024), issue 25 */
+    if (strcmp(name, "allm4ts") == 0) { /* aLLM4TS's scripts (Bian et al., ICML 2024) */
         o->layers = 6; o->heads = 12; o->width = 768;
         if (o->stage == 1) {
             o->lookback = 1024; o->stride = 16; o->lr = 1e-4f; o->batch = 2048; o->dropout = 0.2f; o->freeze = 0;
@@ -149,8 +155,8 @@ static void preset(opts *o, const char *name) {
                 seeds 1-3): one small block whose attention and MLP keep their random init
                 (frozen: a fixed random feature map, nothing to overfit), stride 16 (validation
                 0.2078 against 0.2087 for stride 8 at this lookback), small batches (more,
-                noisier updates) and dropout 0.3 before the head. Since issue 25's second
-                round the model rides on the least-squares linear map: it trains on what the
+                noisier updates) and dropout 0.3 before the head. The model rides on the
+                least-squares linear map: it trains on what the
                 map leaves, at lr 1e-4, and the result is blended with the map (validation at
                 horizons 96/192/336/720, seeds 1-3: 0.2025/0.2653/0.3504/0.5932, against
                 0.2082/0.2755/0.3647/0.6108 for the model alone at lr 1e-3 and
@@ -164,6 +170,97 @@ static void preset(opts *o, const char *name) {
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
    finite, in range); a bad one is refused naming the flag and the value, exit 2 ---- */
 
+
+/* --data cut at its commas into o->files: no empty entry, each file once (a file named
+   twice, under any path, would be pooled twice); a list only in stage 1, which pools */
+static int data_files(opts *o) {
+    size_t n = strlen(o->data);
+    o->data_list = (char *)malloc(n + 1);
+    o->files = (const char **)malloc(sizeof(char *) * (n / 2 + 2));
+    if (!o->data_list || !o->files) { fprintf(stderr, "timeseries: out of memory\n"); return 0; }
+    memcpy(o->data_list, o->data, n + 1);
+    int empty = 0, all_empty = 1;
+    o->nfiles = 0;
+    for (char *p = o->data_list;;) {
+        char *c = strchr(p, ',');
+        if (c) *c = 0;
+        if (*p) all_empty = 0;
+        else if (!empty) empty = o->nfiles + 1;
+        o->files[o->nfiles++] = p;
+        if (!c) break;
+        p = c + 1;
+    }
+    if (all_empty) {
+        fprintf(stderr, "timeseries: --data '%s': no file given (--data FILE.csv%s)\n", o->data,
+                o->stage == 1 ? ", or A.csv,B.csv,... to pool several" : "");
+        return 0;
+    }
+    if (empty) {
+        fprintf(stderr, "timeseries: --data: entry %d of %d is empty (two commas in a row, or one at an end)\n", empty,
+                o->nfiles);
+        return 0;
+    }
+    if (o->nfiles > 1 && o->stage != 1) {
+        fprintf(stderr, "timeseries: --data names %d files; this stage trains on one file (--stage pretrain pools a "
+                "list)\n", o->nfiles);
+        return 0;
+    }
+    struct stat *st = (struct stat *)calloc((size_t)o->nfiles, sizeof(struct stat));
+    int *ok = (int *)calloc((size_t)o->nfiles, sizeof(int)), good = st && ok;
+    for (int i = 0; good && i < o->nfiles; i++) {
+        ok[i] = stat(o->files[i], &st[i]) == 0; /* a missing file: the loader names it */
+        for (int j = 0; ok[i] && j < i && good; j++)
+            if (ok[j] && st[i].st_dev == st[j].st_dev && st[i].st_ino == st[j].st_ino) {
+                fprintf(stderr, "timeseries: --data: entries %d (%s) and %d (%s) are the same file; each file is pooled "
+                        "once\n", j + 1, o->files[j], i + 1, o->files[i]);
+                good = 0;
+            }
+    }
+    free(st); free(ok);
+    return good;
+}
+
+/* an output path checked before any work: dir (--save) must be a writable directory
+   or a new name in one; a file (--png) a new or writable file in a writable directory */
+static int out_path_ok(const char *flag, const char *path, int dir) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (dir && !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "timeseries: %s %s: exists and is not a directory (the weights go into a directory): name "
+                    "a new path or a directory\n", flag, path);
+            return 0;
+        }
+        if (!dir && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "timeseries: %s %s: is a directory; name a file (e.g. %s/forecast.png)\n", flag, path, path);
+            return 0;
+        }
+        if (access(path, dir ? W_OK | X_OK : W_OK) != 0) {
+            fprintf(stderr, "timeseries: %s %s: not writable (%s)\n", flag, path, strerror(errno));
+            return 0;
+        }
+        return 1;
+    }
+    if (errno != ENOENT) { fprintf(stderr, "timeseries: %s %s: %s\n", flag, path, strerror(errno)); return 0; }
+    /* a new name: its directory must exist and take it */
+    size_t n = strlen(path);
+    char *parent = (char *)malloc(n + 2);
+    if (!parent) { fprintf(stderr, "timeseries: out of memory\n"); return 0; }
+    memcpy(parent, path, n + 1);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = 0;
+    else *slash = 0;
+    int good = stat(parent, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!good) fprintf(stderr, "timeseries: %s %s: the directory %s does not exist%s\n", flag, path, parent,
+                       dir ? " (--save creates one directory, not its parents)" : "");
+    else if (access(parent, W_OK | X_OK) != 0) {
+        fprintf(stderr, "timeseries: %s %s: the directory %s is not writable (%s)\n", flag, path, parent, strerror(errno));
+        good = 0;
+    }
+    free(parent);
+    return good;
+}
 
 static int parse(opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
@@ -276,12 +373,24 @@ static int parse(opts *o, int argc, char **argv) {
                 "--blend-linear %d must be 0\n", o->linear_residual, o->blend_linear);
         return 0;
     }
-    if (o->stage == 1 && !o->save) {
+    if (o->stage == 1 && o->png) {
+        fprintf(stderr, "timeseries: --png %s draws forecasts of test windows; --stage pretrain forecasts none (it "
+                "predicts the next patch of each lookback): leave --png out\n", o->png);
+        return 0;
+    }
+    if (o->stage == 1 && o->drop_last) {
+        fprintf(stderr, "timeseries: --drop-last %d scores the test split in whole batches; --stage pretrain scores no "
+                "test split (it validates on next-patch mse): leave --drop-last out\n", o->drop_last);
+        return 0;
+    }
+    if (o->stage == 1 && !o->save && !o->max_steps) {
         fprintf(stderr, "timeseries: --stage pretrain needs --save DIR (where the weights go)\n");
         return 0;
     }
     if (o->stage != 1 && !o->horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
     if (!o->data) o->data = repo_path("data/ETTh2.csv", o->data_buf, sizeof o->data_buf);
+    if (!data_files(o) || (o->save && !out_path_ok("--save", o->save, 1)) || (o->png && !out_path_ok("--png", o->png, 0)))
+        return 0;
     if (!o->parallel) o->parallel = o->devices > 1 ? "dp" : "none";
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1"), split = !strcmp(o->parallel, "split");
     if ((dp || split) && o->devices < 2) {
@@ -436,8 +545,8 @@ static void plot_line(unsigned char *px, int w, int h, int x0, int y0, int x1, i
 
 /* panels, one per test window, of the last channel: the lookback (grey), the truth
    (black) and the forecast (red), each panel scaled to its own range */
-static void draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H, int64_t M, const float *pred,
-                     int64_t n_win, int64_t spacing) {
+static int draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H, int64_t M, const float *pred,
+                    int64_t n_win, int64_t spacing) {
 #ifdef TS_PNG
     const int pw = 600, ph = 200, w = pw, h = ph * (int)n_win;
     unsigned char *px = (unsigned char *)malloc((size_t)w * h * 3);
@@ -471,14 +580,16 @@ static void draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H
 #undef PX
 #undef PY
     }
-    if (stbi_write_png(path, w, h, 3, px, w * 3)) printf("wrote %s: %lld test windows of %s (grey lookback, black truth, "
-                                                         "red forecast)\n", path, (long long)n_win,
-                                                         gpt2rt_series_column(data, (int)m));
+    int written = stbi_write_png(path, w, h, 3, px, w * 3);
+    if (written) printf("wrote %s: %lld test windows of %s (grey lookback, black truth, red forecast)\n", path,
+                        (long long)n_win, gpt2rt_series_column(data, (int)m));
     else fprintf(stderr, "--png %s: could not write the file\n", path);
     free(px); free(x); free(y);
+    return written != 0;
 #else
     (void)data; (void)L; (void)H; (void)M; (void)pred; (void)n_win; (void)spacing;
     printf("--png %s: skipped: this build has no stb_image_write (apt-get install libstb-dev, then make)\n", path);
+    return 1;
 #endif
 }
 
@@ -684,14 +795,13 @@ static int pretrain_val(gpt2rt_ctx *ctx, gpt2rt_series **ds, int nf, int B, int6
    step, the files taking turns while each has a whole batch left in the epoch; early
    stopping on pretrain_val; the best epoch's weights go to --save */
 static int pretrain(opts *o) {
-    enum { MAX_FILES = 16 };
-    gpt2rt_series *ds[MAX_FILES];
-    int64_t nser[MAX_FILES], pos[MAX_FILES], Mmax = 1, B = o->batch, L = o->lookback, steps = 0;
-    char names[4096];
-    snprintf(names, sizeof names, "%s", o->data);
     int nf = 0;
-    for (char *f = strtok(names, ","); f; f = strtok(NULL, ",")) {
-        if (nf == MAX_FILES) { fprintf(stderr, "timeseries: --data: at most %d files\n", MAX_FILES); return 2; }
+    gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
+    int64_t *nser = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t));
+    int64_t Mmax = 1, B = o->batch, L = o->lookback, steps = 0;
+    if (!ds || !nser || !pos) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
+    for (int fi = 0; fi < o->nfiles; fi++) {
+        const char *f = o->files[fi];
         gpt2rt_series_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.lookback = o->lookback;
@@ -717,6 +827,7 @@ static int pretrain(opts *o) {
     c.input = GPT2RT_INPUT_PATCHES;
     c.head = GPT2RT_HEAD_NEXT_PATCH;
     c.seq_len = o->lookback; c.patch_len = o->patch; c.patch_stride = o->stride; c.n_channels = 1;
+    c.revin_affine = o->revin_affine; /* the library refuses it for NEXT_PATCH, and says why */
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
     c.n_devices = o->devices;
     c.parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
@@ -750,8 +861,8 @@ static int pretrain(opts *o) {
     float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
     float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
     snapshot best_w = {0, NULL};
-    double best = INFINITY, val = 0;
-    int bad_epochs = 0, best_epoch = 0, rc = 0;
+    double best = INFINITY, val = 0, step_seconds = 0;
+    int bad_epochs = 0, best_epoch = 0, rc = 0, timed = 0;
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
         double t0 = now(), loss_sum = 0;
         gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
@@ -778,7 +889,26 @@ static int pretrain(opts *o) {
             loss_sum += st.loss;
             pos[k % nf] += B;
             k++;
+            if (o->max_steps) {
+                step_seconds += st.seconds;
+                printf("step %lld  train next-patch mse %.4f  %.3g s\n", (long long)st.step, (double)st.loss, st.seconds);
+                if (st.step >= o->max_steps) {
+                    double per = step_seconds / (double)st.step, n_steps = (double)steps * o->epochs, evals = 0;
+                    for (int j = 0; j < nf; j++) {
+                        gpt2rt_series_info in = info_of(ds[j]);
+                        evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
+                    }
+                    evals *= o->epochs;
+                    printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
+                           "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
+                           "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
+                           (n_steps + evals / 3) * per / 3600);
+                    timed = 1;
+                    break;
+                }
+            }
         }
+        if (timed) break;
         if (rc || !pretrain_val(ctx, ds, nf, (int)B, L, x, tmp, ytmp, &val)) { rc = 1; break; }
         int better = val < best || (best != best);
         printf("epoch %2d  train next-patch mse %.4f  val %.4f%s  (%.1f s)\n", epoch + 1, loss_sum / (double)steps, val,
@@ -791,16 +921,17 @@ static int pretrain(opts *o) {
             break;
         }
     }
-    if (!rc && (!snapshot_restore(ctx, &best_w) || gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK)) {
+    if (!rc && !timed && (!snapshot_restore(ctx, &best_w) || gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK)) {
         fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx));
         rc = 1;
     }
-    if (!rc) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
+    if (!rc && !timed) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
     free(x); free(tmp); free(ytmp);
     gpt2rt_free(ctx);
     for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
+    free(ds); free(nser); free(pos);
     return rc;
 }
 
@@ -1028,12 +1159,13 @@ int main(int argc, char **argv) {
                w, (lu.see + 2 * w * lu.sed + w * w * lu.sdd) / nv, lu.see / nv, (lu.see + 2 * lu.sed + lu.sdd) / nv);
     }
     int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
+    int png_failed = 0;
     float *keep = o.png ? (float *)malloc(sizeof(float) * (size_t)(n_test * H * M)) : NULL;
     if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &lu, o.drop_last, &sc)) return 1;
     if (o.png) {
         /* windows spread over the test split: gather them first */
         for (int64_t k = 1; k < n_png; k++) memmove(keep + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
-        draw_png(o.png, data, L, H, M, keep, n_png, spacing);
+        if (!draw_png(o.png, data, L, H, M, keep, n_png, spacing)) png_failed = 1;
     }
     double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
     if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
@@ -1048,5 +1180,5 @@ int main(int argc, char **argv) {
     free(lm.W); free(lu.c); free(lu.mus); free(lu.z); free(lu.acc);
     gpt2rt_free(ctx);
     gpt2rt_series_free(data);
-    return 0;
+    return png_failed;
 }

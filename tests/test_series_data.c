@@ -278,7 +278,7 @@ static void test_errors(void) {
     bad("CR-only, blank line inside", "date,a,b\r1,1,2\r\r2,2,3\r", d, GPT2RT_ERR_FORMAT, "line 3 is empty", NULL, NULL);
 }
 
-/* the held-out dataset (data/tmy3_greensboro.csv, issue 25): the file as shipped (8760
+/* the held-out dataset (data/tmy3_greensboro.csv): the file as shipped (8760
    rows, 8 named channels, 70/10/20 by name), Python's int(8760 * 0.7) = 6132 and
    int(8760 * 0.2) = 1752 as the borders, the scaler against this test's own read of the
    file (strtod in double, every training row), a test window's rows, and --preset cpu's

@@ -1,0 +1,75 @@
+# tests/cli_timeseries.sh - examples/timeseries' command line as a user meets it: every
+# flag works in its stage or is refused naming the stage, the --data list is read whole
+# and each file once, output paths are checked before the first step, a preset is a base
+# that explicit flags override whatever their order. Sourced by tests/cli.sh (its ok,
+# bad, skip, built, $B, $ROOT); every run is a few steps on tests/fixtures/series_small.csv.
+if built timeseries; then
+    TSP="$B/cli_timeseries"
+    FIX=tests/fixtures/series_small.csv
+    S1="--preset allm4ts --stage pretrain --data $FIX --lookback 8 --patch 2 --stride 2 --layers 1 --heads 2 --width 8 --batch 2 --epochs 1 --steps-per-epoch 2"
+    S2="--data $FIX --horizon 2 --lookback 4 --patch 2 --stride 2 --layers 1 --heads 2 --width 8 --batch 2 --epochs 1 --steps-per-epoch 2 --linear-residual 0 --blend-linear 0"
+    # refused PROG-ARGS... with exit 2 before any step, one line matching WORDS (grep -E)
+    ts_refused() { # LABEL REGEX ARGS...
+        local label=$1 re=$2; shift 2
+        local out rc
+        out=$(timeout 60 "$TSP" "$@" 2>&1); rc=$?
+        if [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -Eq -- "$re"; then ok "timeseries $label refused: $out"
+        else bad "timeseries $label (exit $rc, want 2 and one line matching '$re')"; echo "$out" | tail -3; fi
+    }
+
+    # ---- stage 1: each flag works there or is refused naming the stage
+    rm -rf $B/cli_s1
+    out=$("$TSP" $S1 --save $B/cli_s1 --revin-affine 1 2>&1); rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q 'revin_affine = 1' && [ ! -e $B/cli_s1/model.safetensors ]; then
+        ok "timeseries --stage pretrain --revin-affine 1: the library's refusal shows ($(echo "$out" | tail -1))"
+    else bad "timeseries --stage pretrain --revin-affine 1 (exit $rc): accepted and ignored"; echo "$out" | tail -2; fi
+    out=$("$TSP" $S1 --epochs 3 --steps-per-epoch 0 --max-steps 1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^step 1  train next-patch mse [0-9.]*  ')" -eq 1 ] &&
+       ! echo "$out" | grep -q '^step 2 ' && ! echo "$out" | grep -q '^epoch' &&
+       echo "$out" | tail -1 | grep -Eq '^--max-steps 1: .* s a step; the whole run \(at most [0-9]+ steps'; then
+        ok "timeseries --stage pretrain --max-steps 1: one step, its time and the run's estimate, no epoch"
+    else bad "timeseries --stage pretrain --max-steps 1 (exit $rc)"; echo "$out" | tail -3; fi
+    ts_refused "--stage pretrain --png" '^timeseries: --png .*--stage pretrain' $S1 --save $B/cli_s1 --png $B/cli_s1.png
+    ts_refused "--stage pretrain --drop-last" '^timeseries: --drop-last 4 .*--stage pretrain' $S1 --save $B/cli_s1 --drop-last 4
+    [ ! -e $B/cli_s1 ] || bad "timeseries: a refused stage-1 run left $B/cli_s1 behind"
+
+    # ---- --data: the whole list, no empty one, each file once
+    ts_refused "--data ','" 'no file given' $S1 --save $B/cli_s1 --data ,
+    ts_refused "--data ''" 'no file given' $S1 --save $B/cli_s1 --data ""
+    ts_refused "--data '' (stage 2)" 'no file given' $S2 --data ""
+    ts_refused "--data A,,B" 'entry 2 .*empty' $S1 --save $B/cli_s1 --data "$FIX,,$FIX"
+    ts_refused "--data A,A" 'same file' $S1 --save $B/cli_s1 --data "$FIX,./$FIX"
+    ts_refused "--data A,B in stage 2" 'one file' $S2 --data "$FIX,$FIX"
+    # 16 copies under 250-character names: a list of about 4300 characters, read whole
+    rm -rf $B/cli_many; mkdir -p $B/cli_many; list=""
+    for i in $(seq 1 16); do
+        f=$B/cli_many/$(printf 'f%02d_%0240d.csv' $i 0); cp $FIX "$f"; list="$list${list:+,}$f"
+    done
+    rm -rf $B/cli_s1
+    out=$("$TSP" $S1 --save $B/cli_s1 --data "$list" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ ${#list} -gt 4096 ] && [ "$(echo "$out" | grep -c '^data .*cli_many/f[0-9]*_0*\.csv: 30 rows')" -eq 16 ]; then
+        ok "timeseries --stage pretrain --data of 16 files (${#list} characters): every file read, none cut"
+    else bad "timeseries --data list of ${#list} characters (exit $rc)"; echo "$out" | grep -v '^data' | tail -3; fi
+    rm -rf $B/cli_many $B/cli_s1
+
+    # ---- output paths: checked before the first step
+    : > $B/cli_afile
+    ts_refused "--save onto a file (stage 1)" "^timeseries: --save $B/cli_afile: .*not a directory" $S1 --save $B/cli_afile
+    ts_refused "--save onto a file (stage 2)" "^timeseries: --save $B/cli_afile: .*not a directory" $S2 --save $B/cli_afile
+    ts_refused "--save under a missing directory" '^timeseries: --save /nonexistent_dir/out: ' $S2 --save /nonexistent_dir/out
+    ts_refused "--png under a missing directory" '^timeseries: --png /nonexistent_dir/x.png: ' $S2 --png /nonexistent_dir/x.png
+    ts_refused "--png onto a directory" "^timeseries: --png $B: .*directory" $S2 --png $B
+    if [ "$(id -u)" != 0 ]; then
+        mkdir -p $B/cli_ro && chmod 555 $B/cli_ro
+        ts_refused "--save into a read-only directory" "^timeseries: --save $B/cli_ro/m: .*not writable" $S2 --save $B/cli_ro/m
+        chmod 755 $B/cli_ro; rm -rf $B/cli_ro
+    else skip "timeseries --save into a read-only directory: running as root"; fi
+    rm -f $B/cli_afile
+
+    # ---- a preset is a base: an explicit flag wins, before --preset or after it
+    a=$("$TSP" --lr 0.02 --batch 4 --preset gpt4ts $S2 --batch 4 --max-steps 1 2>&1 | grep '^training:')
+    b=$("$TSP" $S2 --preset gpt4ts --lr 0.02 --batch 4 --max-steps 1 2>&1 | grep '^training:')
+    if [ -n "$a" ] && [ "$a" = "$b" ] && echo "$a" | grep -q '^training: batch 4, lr 0.02 '; then
+        ok "timeseries: --lr and --batch before --preset gpt4ts win as they do after it ($a)"
+    else bad "timeseries flags before --preset: '$a' against '$b'"; fi
+fi
