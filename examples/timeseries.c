@@ -72,7 +72,8 @@
 #endif
 
 typedef struct opts {
-    const char *data, *preset, *init, *png, *target, *backend, *parallel, *save;
+    const char *data, *preset, *init, *png, *target, *backend, *parallel, *save, *date_column, *columns;
+    int fill; /* gpt2rt_series_fill */
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
     char *data_list;    /* a copy of --data, cut at its commas into files */
@@ -100,6 +101,10 @@ static void usage(void) {
            "                      when N > 1; prints each device's planned memory (--max-steps: each step's loss)\n"
            "settings (each overrides the preset):\n"
            "  --target NAME       forecast one column (default: every column, channel independent)\n"
+           "  --columns a,b,c     forecast these columns, in this order (not with --target)\n"
+           "  --date-column NAME  the date column (none: there is none; default: a column named date, time,\n"
+           "                      timestamp or datetime, else the first column when it holds text)\n"
+           "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear\n"
            "  --lookback L        input steps            --patch P / --stride S  patching\n"
            "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
            "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
@@ -303,6 +308,14 @@ static int parse(opts *o, int argc, char **argv) {
         if (strcmp(a, "--init") == 0) { o->init = v; continue; }
         if (strcmp(a, "--png") == 0) { o->png = v; continue; }
         if (strcmp(a, "--target") == 0) { o->target = v; continue; }
+        if (strcmp(a, "--date-column") == 0) { o->date_column = v; continue; }
+        if (strcmp(a, "--columns") == 0) { o->columns = v; continue; }
+        if (strcmp(a, "--fill") == 0) {
+            o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
+                    : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
+            if (o->fill < 0) { fprintf(stderr, "timeseries: --fill '%s': expected previous, linear or refuse\n", v); return 0; }
+            continue;
+        }
         if (strcmp(a, "--backend") == 0) {
             if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strcmp(v, "auto") != 0) {
                 fprintf(stderr, "timeseries: --backend '%s': expected cpu, cuda or auto\n", v);
@@ -628,6 +641,36 @@ static void print_devices(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, const
            what, (long long)(dp ? r.batch_size : B), dp ? "" : " in turn (each device runs its stage of the layers)");
 }
 
+/* the loader's column and fill settings from the flags */
+static void series_desc_flags(const opts *o, gpt2rt_series_desc *sd) {
+    sd->target = o->target;
+    sd->columns = o->columns;
+    sd->date_column = o->date_column;
+    sd->fill = (gpt2rt_series_fill)o->fill;
+}
+
+/* which column is the date and which are the channels, and what was filled */
+static void print_columns(gpt2rt_series *d) {
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    (void)gpt2rt_series_info_get(d, &in);
+    const char *dc = gpt2rt_series_date_column(d);
+    if (dc && in.date_step > 0) {
+        char a[40] = "", b[40] = "";
+        gpt2rt_series_date(d, 0, a, sizeof a);
+        gpt2rt_series_date(d, in.rows - 1, b, sizeof b);
+        printf("columns: date \"%s\" (%s to %s, a row every %g %s); %d channel%s:", dc, a, b,
+               in.date_step >= 3600 && fmod(in.date_step, 3600) == 0 ? in.date_step / 3600 : in.date_step,
+               in.date_step >= 3600 && fmod(in.date_step, 3600) == 0 ? "h" : "s", in.channels, in.channels > 1 ? "s" : "");
+    } else if (dc) printf("columns: date \"%s\" (no regular step: forecasts carry no dates); %d channel%s:", dc,
+                          in.channels, in.channels > 1 ? "s" : "");
+    else printf("columns: no date column (--date-column NAME names one); %d channel%s:", in.channels,
+                in.channels > 1 ? "s" : "");
+    for (int m = 0; m < in.channels && m < 16; m++) printf("%s %s", m ? "," : "", gpt2rt_series_column(d, m));
+    printf("%s\n", in.channels > 16 ? ", ..." : "");
+    if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
+}
+
 /* a loaded series' info (zero if the call failed, which a loaded series does not: the
    zeroing also tells gcc -O2 the struct is set) */
 static gpt2rt_series_info info_of(gpt2rt_series *d) {
@@ -806,7 +849,7 @@ static int pretrain(opts *o) {
         memset(&sd, 0, sizeof sd);
         sd.lookback = o->lookback;
         sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
-        sd.target = o->target;
+        series_desc_flags(o, &sd);
         if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
             fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
             return 1;
@@ -818,6 +861,7 @@ static int pretrain(opts *o) {
         printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
                (long long)in.rows, (long long)in.channels, (long long)nser[nf], (long long)L,
                (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
+        print_columns(ds[nf]);
         nf++;
     }
     if (steps < 1) { fprintf(stderr, "timeseries: --batch %lld exceeds every file's training series\n", (long long)B); return 1; }
@@ -953,7 +997,7 @@ int main(int argc, char **argv) {
     memset(&sd, 0, sizeof sd);
     sd.lookback = o.lookback;
     sd.horizon = o.horizon;
-    sd.target = o.target;
+    series_desc_flags(&o, &sd);
     gpt2rt_series *data;
     if (gpt2rt_series_load(&data, o.data, &sd) != GPT2RT_OK) {
         fprintf(stderr, "%s\n", gpt2rt_series_last_error(data));
@@ -973,6 +1017,7 @@ int main(int argc, char **argv) {
     printf("data %s: %lld rows, %lld channels, %s borders; windows train %lld, validation %lld, test %lld\n", o.data,
            (long long)info.rows, (long long)M, bname[info.borders], (long long)info.windows[0],
            (long long)info.windows[1], (long long)info.windows[2]);
+    print_columns(data);
     int64_t steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
     if (steps_per_epoch < 1) {
         fprintf(stderr, "--batch %lld exceeds the %lld training windows\n", (long long)B,

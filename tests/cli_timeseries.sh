@@ -66,6 +66,22 @@ if built timeseries; then
     else skip "timeseries --save into a read-only directory: running as root"; fi
     rm -f $B/cli_afile
 
+    # ---- a sensor file without a date column keeps its 3 channels; --fill fills and counts
+    { echo "a,b,c"; for i in $(seq 1 40); do echo "$i,$((i * 2)),$((i % 7))"; done; } > $B/cli_nodate.csv
+    out=$("$TSP" $S2 --data $B/cli_nodate.csv 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^data .*: 40 rows, 3 channels' &&
+       echo "$out" | grep -q '^columns: no date column .*3 channels: a, b, c$'; then
+        ok "timeseries on a CSV without a date column: 3 channels (a, b, c), none dropped"
+    else bad "timeseries without a date column (exit $rc)"; echo "$out" | head -3; fi
+    sed -i '5s/^4,8,/4,,/; 9s/^8,16,/8,NA,/' $B/cli_nodate.csv
+    out=$("$TSP" $S2 --data $B/cli_nodate.csv 2>&1); rc=$?
+    out2=$("$TSP" $S2 --data $B/cli_nodate.csv --fill linear --columns c,b 2>&1); rc2=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'line 5, column 2 ("b"): "" is missing.*--fill previous|linear' &&
+       [ $rc2 -eq 0 ] && echo "$out2" | grep -q '^filled 2 missing values' && echo "$out2" | grep -q '2 channels: c, b$'; then
+        ok "timeseries: a missing value refused naming line and column; --fill linear fills 2; --columns c,b picks and orders"
+    else bad "timeseries --fill / --columns (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | head -3; fi
+    rm -f $B/cli_nodate.csv
+
     # ---- a preset is a base: an explicit flag wins, before --preset or after it
     a=$("$TSP" --lr 0.02 --batch 4 --preset gpt4ts $S2 --batch 4 --max-steps 1 2>&1 | grep '^training:')
     b=$("$TSP" $S2 --preset gpt4ts --lr 0.02 --batch 4 --max-steps 1 2>&1 | grep '^training:')
