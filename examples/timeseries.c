@@ -1,6 +1,6 @@
 /* examples/timeseries.c - GPT4TS-style forecasting ("One Fits All") on an ETT-format
    CSV: train on the training split, stop early on the validation split, then score
-   every test window.
+   every test window; save the forecaster, and forecast with it.
 
    usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts] [--seed S]
                      [--init DIR] [--png FILE] [--devices N --parallel dp|zero1|split]
@@ -39,6 +39,13 @@
    the files' validation rows and saves the best epoch's weights to --save DIR (a
    Hugging Face directory). finetune: patch-wise decoding (head PATCH_DECODE, the
    placeholder mask), the rest as above; --init takes a pretrain DIR or GPT-2's.
+   After the test split is scored, a table gives the MSE and MAE per channel and over
+   all, in the scaler's units and the data's, and a line the baselines on the same
+   windows (last value, seasonal naive, the linear map). --save DIR writes the
+   forecaster (gpt2rt.h "6.4 Forecaster"), and
+       timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all]
+   forecasts from the file's last lookback rows (or every window) in its own units,
+   dated by continuing its date column.
    Exit status: 0 ok, 1 an error, 2 a bad argument. */
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
@@ -81,6 +88,7 @@ typedef struct opts {
     int nfiles;
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
+    int season; /* the seasonal-naive baseline's period in rows, 0: a day of the date step */
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
@@ -89,10 +97,13 @@ static void usage(void) {
     printf("usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts|allm4ts] [--seed S] [--init DIR] [--png FILE]\n"
            "       timeseries --stage pretrain --data A.csv[,B.csv...] --save DIR [settings]   (aLLM4TS stage 1)\n"
            "       timeseries --stage finetune --init DIR --horizon H [settings]               (aLLM4TS stage 2)\n"
+           "       timeseries predict --model DIR --data FILE.csv [--out F] [--all] [--score]  (forecasts: predict --help)\n"
            "  --stage S           pretrain: next-patch pre-training on every --data file's training rows, pooled;\n"
            "                      finetune: patch-wise decoding with placeholders (default with --preset allm4ts)\n"
-           "  --save DIR          write the best epoch's weights there (model.safetensors + config.json); a new name in\n"
-           "                      an existing directory, or an existing directory, checked before the first step\n"
+           "  --save DIR          pretrain: the best epoch's weights (model.safetensors + config.json); otherwise the\n"
+           "                      forecaster: those and forecaster.json (scaler, columns, dates, linear map, blend),\n"
+           "                      what timeseries predict reads; a new name in an existing directory, or an\n"
+           "                      existing directory, checked before the first step\n"
            "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv); pretrain takes a\n"
            "                      comma-separated list, each file once\n"
            "  --devices N         CPU ranks, one thread each, in this process (default 1)\n"
@@ -125,6 +136,7 @@ static void usage(void) {
            "                      as a test loader with drop_last=True does (default: --batch)\n"
            "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
            "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
+           "  --season N          the seasonal-naive baseline's period in rows (default: a day of the date column's step)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
@@ -364,6 +376,7 @@ static int parse(opts *o, int argc, char **argv) {
         INT_OPT("--linear-residual", linear_residual, 0, 1)
         INT_OPT("--blend-linear", blend_linear, 0, 1)
         INT_OPT("--drop-last", drop_last, 1, 1 << 20)
+        INT_OPT("--season", season, 1, 1 << 20)
         INT_OPT("--devices", devices, 1, GPT2RT_MAX_DEVICES)
         FLOAT_OPT("--lr", lr, 0, 1000, 1, 1)
         FLOAT_OPT("--min-lr-frac", min_lr_frac, 0, 1, 0, 0)
@@ -979,8 +992,330 @@ static int pretrain(opts *o) {
     return rc;
 }
 
+/* ---- metrics a forecaster reads: per channel and overall, MSE and MAE in the scaler's
+   units (the papers' convention) and in the data's (times each channel's std), beside
+   baselines scored on the same windows ---- */
+
+/* per-channel sums of squared and absolute errors of pred against truth, both (n,H,M)
+   in scaled units, into sse, sae (M) */
+static void channel_errors(const float *pred, const float *truth, int64_t n, int64_t H, int64_t M, double *sse,
+                           double *sae) {
+    for (int64_t m = 0; m < M; m++) sse[m] = sae[m] = 0;
+    for (int64_t i = 0; i < n * H * M; i++) {
+        double e = (double)pred[i] - (double)truth[i];
+        sse[i % M] += e * e;
+        sae[i % M] += fabs(e);
+    }
+}
+
+/* the table: one row a channel, then "all"; std (M) turns scaled errors into data units */
+static void print_metrics(const char *what, const double *sse, const double *sae, int64_t n, int64_t H, int64_t M,
+                          const char *const *names, const double *std) {
+    double per = (double)(n * H), all[4] = {0, 0, 0, 0};
+    printf("%s metrics, %lld windows x %lld steps (scaled: the papers' units; data: the file's):\n", what, (long long)n,
+           (long long)H);
+    printf("  %-16s %12s %12s %14s %14s\n", "channel", "mse scaled", "mae scaled", "mse data", "mae data");
+    for (int64_t m = 0; m < M; m++) {
+        double v[4] = {sse[m] / per, sae[m] / per, sse[m] * std[m] * std[m] / per, sae[m] * std[m] / per};
+        if (M <= 32) printf("  %-16.16s %12.6f %12.6f %14.6g %14.6g\n", names[m], v[0], v[1], v[2], v[3]);
+        for (int k = 0; k < 4; k++) all[k] += v[k] / (double)M;
+    }
+    printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
+}
+
+/* the seasonal period in rows: --season N, else a day of the date step when it divides
+   one; 0: none */
+static int64_t season_of(int season, double date_step) {
+    if (season) return season;
+    if (date_step > 0 && date_step <= 43200 && fmod(86400.0, date_step) == 0) return (int64_t)(86400.0 / date_step);
+    return 0;
+}
+
+/* baselines on windows x (n,L,M), truth y (n,H,M), scaled: the last value, the seasonal
+   naive (the value one period before), and the linear map (lm may be NULL); one line */
+static void print_baselines(const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M, int64_t period,
+                            const linmap *lm, const char *period_why) {
+    float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
+    if (!p || !sse || !sae) { free(p); free(sse); free(sae); return; }
+    printf("baselines on the same windows, mse / mae scaled:");
+    for (int k = 0; k < 3; k++) {
+        if (k == 1 && (period < 1 || period > L)) {
+            printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
+            continue;
+        }
+        if (k == 2 && !lm) { printf("; linear map: none (no validation window to choose its ridge on)"); continue; }
+        if (k == 2) {
+            float *c = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
+            double *z = (double *)malloc(sizeof(double) * (size_t)(L + 1)), *acc = (double *)malloc(sizeof(double) * (size_t)H);
+            if (c && mus && z && acc) {
+                lin_offset(lm, x, n, M, c, mus, z, acc);
+                for (int64_t i = 0; i < n * H * M; i++) p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)c[i]);
+            }
+            free(c); free(mus); free(z); free(acc);
+        } else
+            for (int64_t w = 0; w < n; w++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t m = 0; m < M; m++)
+                        p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
+        channel_errors(p, y, n, H, M, sse, sae);
+        double a = 0, b = 0;
+        for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
+        a /= (double)(n * H * M);
+        b /= (double)(n * H * M);
+        if (k == 0) printf(" last value %.4f / %.4f", a, b);
+        else if (k == 1) printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, a, b);
+        else printf("; linear map %.4f / %.4f", a, b);
+    }
+    printf("\n");
+    free(p); free(sse); free(sae);
+}
+
+/* every window of a split: x (n,L,M), y (n,H,M), allocated */
+static int split_windows(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M, float **x,
+                         float **y, int64_t *n) {
+    gpt2rt_series_info in = info_of(s);
+    *n = in.windows[split];
+    *x = (float *)malloc(sizeof(float) * (size_t)(*n * L * M + 1));
+    *y = (float *)malloc(sizeof(float) * (size_t)(*n * H * M + 1));
+    int good = *x && *y;
+    if (!good) fprintf(stderr, "timeseries: out of memory for %lld windows\n", (long long)*n);
+    for (int64_t w = 0; good && w < *n; w++)
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, *x + w * L * M, *y + w * H * M) != GPT2RT_OK) {
+            fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(s));
+            good = 0;
+        }
+    if (!good) { free(*x); free(*y); *x = *y = NULL; }
+    return good;
+}
+
+/* the test split's metrics table and baselines, pred (n,H,M) scaled */
+static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M, int season,
+                        const linmap *lm) {
+    float *x = NULL, *y = NULL;
+    int64_t n;
+    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
+    double *std = (double *)malloc(sizeof(double) * (size_t)M);
+    const char **names = (const char **)malloc(sizeof(char *) * (size_t)M);
+    if (sse && sae && std && names && split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n) && n > 0) {
+        for (int64_t m = 0; m < M; m++) {
+            double mu;
+            gpt2rt_series_scaler(s, (int)m, &mu, &std[m]);
+            names[m] = gpt2rt_series_column(s, (int)m);
+        }
+        channel_errors(pred, y, n, H, M, sse, sae);
+        print_metrics("test", sse, sae, n, H, M, names, std);
+        gpt2rt_series_info in = info_of(s);
+        print_baselines(x, y, n, L, H, M, season_of(season, in.date_step), lm,
+                        "no --season N, and no date step that divides a day");
+    }
+    free(x); free(y); free(sse); free(sae); free(std); free(names);
+}
+
+/* ---- timeseries predict: forecasts from a saved forecaster ----
+   The file is read with the forecaster's columns (by name, in its order) and date
+   column; the forecast starts from its last lookback rows (--all: from every window
+   of lookback rows), in the data's units, one row per future step, dated by
+   continuing the file's dates at their step. --score also scores the test split of
+   the file, cut as training cut it, through the forecaster: the same metrics table. */
+typedef struct popts {
+    const char *model, *data, *out;
+    int all, score, threads, fill, season;
+    const char *backend;
+} popts;
+
+static void predict_usage(void) {
+    printf("usage: timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]\n"
+           "  --model DIR      a forecaster written by timeseries --save (forecaster.json + model.safetensors)\n"
+           "  --data FILE.csv  the series: the forecaster's columns by name (others ignored), its date column\n"
+           "  --out FILE       the forecasts as CSV (default: stdout): date, then one column per channel, in the\n"
+           "                   data's units; the dates continue the file's at its step (else a step number)\n"
+           "  --all            forecast from every window of lookback rows, not only the last: the columns are\n"
+           "                   origin (the window's last date), date, then the channels\n"
+           "  --score          also score the file's test split (cut as in training) through the forecaster\n"
+           "  --fill MODE      missing values: refuse (default), previous, linear\n"
+           "  --season N       the seasonal-naive baseline's period for --score (default: a day of the date step)\n"
+           "  --threads N      CPU threads (0: OMP_NUM_THREADS)   --backend cpu|cuda|auto\n");
+}
+
+static int predict_parse(popts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { predict_usage(); exit(0); }
+        if (!strcmp(a, "--all")) { o->all = 1; continue; }
+        if (!strcmp(a, "--score")) { o->score = 1; continue; }
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        if (!v) { fprintf(stderr, "timeseries predict: %s needs a value (see timeseries predict --help)\n", a); return 0; }
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--data")) o->data = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--backend")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto")) {
+                fprintf(stderr, "timeseries predict: --backend '%s': expected cpu, cuda or auto\n", v);
+                return 0;
+            }
+            o->backend = v;
+        } else if (!strcmp(a, "--threads")) { if (!arg_int(a, v, 0, 1024, &o->threads)) return 0; }
+        else if (!strcmp(a, "--season")) { if (!arg_int(a, v, 1, 1 << 20, &o->season)) return 0; }
+        else if (!strcmp(a, "--fill")) {
+            o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
+                    : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
+            if (o->fill < 0) { fprintf(stderr, "timeseries predict: --fill '%s': expected previous, linear or refuse\n", v); return 0; }
+        } else { fprintf(stderr, "timeseries predict: unknown option %s (see timeseries predict --help)\n", a); return 0; }
+    }
+    if (!o->model || !o->data) {
+        fprintf(stderr, "timeseries predict: --model DIR and --data FILE.csv are required\n");
+        return 0;
+    }
+    if (o->out && !out_path_ok("--out", o->out, 0)) return 0;
+    return 1;
+}
+
+/* the forecaster's columns as the loader's list: "a,b,c" */
+static char *column_list(gpt2rt_forecaster *fc, int M) {
+    size_t n = 1;
+    for (int m = 0; m < M; m++) n += strlen(gpt2rt_forecaster_column(fc, m)) + 1;
+    char *s = (char *)malloc(n), *q = s;
+    for (int m = 0; s && m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", gpt2rt_forecaster_column(fc, m));
+    return s;
+}
+
+/* --score: the test split as training cut and scaled it, through the forecaster */
+static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi, const char *cols) {
+    int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = fi->borders;
+    sd.date_column = gpt2rt_forecaster_date_column(fc) ? gpt2rt_forecaster_date_column(fc) : "none";
+    sd.fill = (gpt2rt_series_fill)o->fill;
+    gpt2rt_series *s;
+    if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
+        fprintf(stderr, "--score: %s\n", gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+        return 0;
+    }
+    for (int m = 0; m < M; m++) {
+        double a, b, c, d;
+        gpt2rt_series_scaler(s, m, &a, &b);
+        gpt2rt_forecaster_scaler(fc, m, &c, &d);
+        if (a != c || b != d) {
+            printf("note: this file's training rows scale \"%s\" by mean %g std %g; the forecaster's scaler (its training "
+                   "file's) is mean %g std %g: the scores below use this file's scaling\n",
+                   gpt2rt_forecaster_column(fc, m), a, b, c, d);
+            break;
+        }
+    }
+    float *x, *y, *p = NULL;
+    int64_t n;
+    int good = split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n);
+    if (good) p = (float *)malloc(sizeof(float) * (size_t)(n * H * M + 1));
+    if (good && (!p || gpt2rt_forecaster_predict_scaled(fc, x, n, p) != GPT2RT_OK)) {
+        fprintf(stderr, "--score: %s\n", p ? gpt2rt_forecaster_last_error(fc) : "out of memory");
+        good = 0;
+    }
+    if (good) { /* the linear map baseline fit as training fits it: the same map */
+        linmap base = {0, 0, NULL, 0, 0};
+        gpt2rt_series_info in = info_of(s);
+        int fitted = in.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(s, L, H, M, &base);
+        report_test(s, p, L, H, M, o->season, fitted ? &base : NULL);
+        free(base.W);
+    }
+    free(x); free(y); free(p);
+    gpt2rt_series_free(s);
+    return good;
+}
+
+static int predict_main(int argc, char **argv) {
+    popts o;
+    if (!predict_parse(&o, argc, argv)) return 2;
+    gpt2rt_config base;
+    memset(&base, 0, sizeof base);
+    base.n_threads = o.threads;
+    if (o.backend) base.backend = !strcmp(o.backend, "cpu") ? GPT2RT_BACKEND_CPU : !strcmp(o.backend, "cuda")
+                                  ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, o.model, &base) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return 1;
+    }
+    gpt2rt_forecaster_info fi;
+    memset(&fi, 0, sizeof fi);
+    gpt2rt_forecaster_info_get(fc, &fi);
+    int64_t L = fi.lookback, H = fi.horizon, M = fi.channels;
+    char *cols = column_list(fc, (int)M);
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
+    sd.date_column = gpt2rt_forecaster_date_column(fc) ? gpt2rt_forecaster_date_column(fc) : "none";
+    sd.fill = (gpt2rt_series_fill)o.fill;
+    gpt2rt_series *s;
+    int rc = 0;
+    if (gpt2rt_series_load(&s, o.data, &sd) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+        gpt2rt_forecaster_free(fc);
+        free(cols);
+        return 1;
+    }
+    gpt2rt_series_info in = info_of(s);
+    int64_t nw = o.all ? in.rows - L + 1 : 1, first = in.rows - L - (nw - 1);
+    const float *v = gpt2rt_series_values(s); /* raw: no_scale */
+    float *x = (float *)malloc(sizeof(float) * (size_t)(nw * L * M)), *p = (float *)malloc(sizeof(float) * (size_t)(nw * H * M));
+    if (!x || !p) { fprintf(stderr, "timeseries predict: out of memory for %lld windows\n", (long long)nw); rc = 1; }
+    for (int64_t w = 0; !rc && w < nw; w++) memcpy(x + w * L * M, v + (first + w) * M, sizeof(float) * (size_t)(L * M));
+    if (!rc && gpt2rt_forecaster_predict(fc, x, nw, p) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_forecaster_last_error(fc));
+        rc = 1;
+    }
+    FILE *f = stdout;
+    if (!rc && o.out && !(f = fopen(o.out, "w"))) {
+        fprintf(stderr, "timeseries predict: --out %s: %s\n", o.out, strerror(errno));
+        rc = 1;
+    }
+    int dated = in.date_step > 0 && gpt2rt_series_date_column(s);
+    if (!rc) {
+        const char *dc = gpt2rt_series_date_column(s);
+        if (o.all) fprintf(f, "origin,");
+        fprintf(f, "%s", dated ? dc : "step");
+        for (int64_t m = 0; m < M; m++) fprintf(f, ",%s", gpt2rt_forecaster_column(fc, (int)m));
+        fprintf(f, "\n");
+        for (int64_t w = 0; w < nw; w++) {
+            int64_t last = first + w + L - 1; /* the window's last row */
+            char a[64], b[64];
+            if (o.all) {
+                if (!dated || gpt2rt_series_date(s, last, a, sizeof a) != GPT2RT_OK) snprintf(a, sizeof a, "%lld", (long long)last);
+                fprintf(f, "%s,", a);
+            }
+            for (int64_t h = 0; h < H; h++) {
+                if (!dated || gpt2rt_series_date(s, last + 1 + h, b, sizeof b) != GPT2RT_OK)
+                    snprintf(b, sizeof b, "%lld", (long long)(last + 1 + h));
+                if (h && o.all) fprintf(f, "%s,", a);
+                fprintf(f, "%s", b);
+                for (int64_t m = 0; m < M; m++) fprintf(f, ",%.9g", (double)p[(w * H + h) * M + m]);
+                fprintf(f, "\n");
+            }
+        }
+        if (f != stdout && fclose(f) != 0) { fprintf(stderr, "timeseries predict: --out %s: %s\n", o.out, strerror(errno)); rc = 1; }
+        FILE *msg = o.out ? stdout : stderr; /* stdout carries the CSV when there is no --out */
+        if (!rc)
+            fprintf(msg, "forecast %lld window%s x %lld steps x %lld channels from %s (%lld rows%s%s)%s%s%s\n",
+                    (long long)nw, nw > 1 ? "s" : "", (long long)H, (long long)M, o.data, (long long)in.rows,
+                    dated ? "; dates continue at " : ", no dated step: rows numbered",
+                    dated ? "the file's step" : "", o.out ? " to " : "", o.out ? o.out : "",
+                    in.filled ? " (missing values filled)" : "");
+    }
+    if (!rc && o.score && !predict_score(fc, &o, &fi, cols)) rc = 1;
+    free(x); free(p); free(cols);
+    gpt2rt_series_free(s);
+    gpt2rt_forecaster_free(fc);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1);
     opts o;
     if (!parse(&o, argc, argv)) return 2;
     if (o.stage == 1) return pretrain(&o);
@@ -1193,6 +1528,9 @@ int main(int argc, char **argv) {
     }
     if (!snapshot_restore(ctx, &best_w)) { fprintf(stderr, "restore: %s\n", gpt2rt_last_error(ctx)); return 1; }
     printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
+    if (best_epoch == 0)
+        printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
+               "zero)\n");
     if (o.blend_linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
         lu.collect = 1;
         if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
@@ -1202,15 +1540,41 @@ int main(int argc, char **argv) {
         lu.blend = w;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
                w, (lu.see + 2 * w * lu.sed + w * w * lu.sdd) / nv, lu.see / nv, (lu.see + 2 * lu.sed + lu.sdd) / nv);
+        if (w == 1 && best_epoch != 0)
+            printf("the blend puts all its weight on the linear map: the kept forecast is the linear map's, the model "
+                   "added nothing\n");
     }
     int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
     int png_failed = 0;
-    float *keep = o.png ? (float *)malloc(sizeof(float) * (size_t)(n_test * H * M)) : NULL;
-    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &lu, o.drop_last, &sc)) return 1;
-    if (o.png) {
-        /* windows spread over the test split: gather them first */
-        for (int64_t k = 1; k < n_png; k++) memmove(keep + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
-        if (!draw_png(o.png, data, L, H, M, keep, n_png, spacing)) png_failed = 1;
+    float *keep = (float *)malloc(sizeof(float) * (size_t)(n_test * H * M + 1));
+    if (!keep) { fprintf(stderr, "timeseries: out of memory for the test forecasts\n"); return 1; }
+    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, n_test, &lu, o.drop_last, &sc)) return 1;
+    if (o.png) { /* windows spread over the test split */
+        float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
+        for (int64_t k = 0; few && k < n_png; k++) memcpy(few + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
+        if (!few || !draw_png(o.png, data, L, H, M, few, n_png, spacing)) png_failed = 1;
+        free(few);
+    }
+    if (o.save) { /* before the scores, so the last lines stay the test's */
+        gpt2rt_forecaster_desc fd;
+        memset(&fd, 0, sizeof fd);
+        fd.series = data;
+        fd.linear = lu.lm ? lm.W : NULL;
+        fd.linear_residual = lu.lm ? lu.residual : 0;
+        fd.blend = lu.lm ? lu.blend : 0;
+        fd.batch = (int)B;
+        fd.note = o.stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
+        if (gpt2rt_forecaster_save(ctx, o.save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
+        printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
+               "timeseries predict --model %s --data FILE.csv forecasts with it\n", best_epoch,
+               lu.lm ? ", the linear map and blend" : "", o.save, o.save);
+    }
+    {   /* the linear map for the baseline when training did not fit one */
+        linmap base = {0, 0, NULL, 0, 0};
+        const linmap *use = lu.lm;
+        if (!use && info.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(data, L, H, M, &base)) use = &base;
+        report_test(data, keep, L, H, M, o.season, use);
+        free(base.W);
     }
     double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
     if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
@@ -1218,7 +1582,6 @@ int main(int argc, char **argv) {
     else printf("test (drop last): no score: the %lld test windows are fewer than one batch of %lld, and drop-last "
                 "scoring counts whole batches only\n", (long long)sc.windows, (long long)(o.drop_last ? o.drop_last : B));
     printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
-    if (o.save && gpt2rt_weights_save(ctx, o.save) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
     free(keep); free(x); free(y); free(pred);

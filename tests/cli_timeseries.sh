@@ -82,6 +82,59 @@ if built timeseries; then
     else bad "timeseries --fill / --columns (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | head -3; fi
     rm -f $B/cli_nodate.csv
 
+    # ---- the forecaster: --save, then timeseries predict on the file it never saw before
+    # 400 hourly rows from 2024-02-27 00:00 (across the leap day), three noisy channels
+    awk 'BEGIN { srand(7); print "date,load,temp,flow";
+        for (i = 0; i < 400; i++) { d = 27 + int(i / 24); m = 2; if (d > 29) { m = 3; d -= 29 }
+            printf "2024-%02d-%02d %02d:00:00,%.3f,%.3f,%.3f\n", m, d, i % 24, 10 + 3 * sin(i * 0.2618) + rand(),
+                   20 + 5 * cos(i * 0.2618) + 2 * rand(), 100 + 0.5 * i + 4 * rand() }}' > $B/cli_sensor.csv
+    rm -rf $B/cli_fc
+    FC="--data $B/cli_sensor.csv --horizon 6 --lookback 24 --patch 4 --stride 4 --epochs 2 --steps-per-epoch 20"
+    out=$("$TSP" $FC --save $B/cli_fc 2>&1); rc=$?
+    all_row() { awk '$1 == "all" && NF == 5 {print $2, $3; exit}'; }
+    a=$(echo "$out" | all_row)
+    if [ $rc -eq 0 ] && [ -s $B/cli_fc/forecaster.json ] && [ -s $B/cli_fc/model.safetensors ] &&
+       echo "$out" | grep -q '^saved the forecaster .* to build/cli_fc: ' && [ -n "$a" ] &&
+       echo "$out" | grep -Eq '^baselines on the same windows, mse / mae scaled: last value [0-9.]+ / [0-9.]+; seasonal naive \(24 steps\) [0-9.]+ / [0-9.]+; linear map [0-9.]+ / [0-9.]+$' &&
+       echo "$out" | tail -1 | grep -q '^test mse [0-9.]* mae [0-9.]* windows 75$'; then
+        ok "timeseries --save: the forecaster (forecaster.json beside the weights), per-channel metrics, three baselines (season 24 from the hourly dates), the last line unchanged"
+    else bad "timeseries --save forecaster (exit $rc)"; echo "$out" | tail -12; fi
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --score --out $B/cli_fc.csv 2>&1); rc=$?
+    b=$(echo "$out" | all_row)
+    if [ $rc -eq 0 ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+         for (i = 1; i <= 2; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-6) exit 1 } }'; then
+        ok "timeseries predict --score: the test split through the artifact scores mse/mae $b, the training run's $a (within 1e-6)"
+    else bad "timeseries predict --score (exit $rc): '$b' against the training run's '$a'"; echo "$out" | tail -5; fi
+    if [ "$(head -1 $B/cli_fc.csv)" = "date,load,temp,flow" ] && [ "$(wc -l < $B/cli_fc.csv)" -eq 7 ] &&
+       [ "$(sed -n 2p $B/cli_fc.csv | cut -d, -f1)" = "2024-03-14 16:00:00" ] &&
+       [ "$(sed -n 7p $B/cli_fc.csv | cut -d, -f1)" = "2024-03-14 21:00:00" ] &&
+       awk -F, 'NR > 1 && !($4 > 250 && $4 < 350) { exit 1 }' $B/cli_fc.csv; then
+        ok "timeseries predict --out: 6 rows after the file's last (2024-03-14 15:00), dated at its hourly step, in its units (flow near 300)"
+    else bad "timeseries predict --out"; head -3 $B/cli_fc.csv; fi
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --all 2>/dev/null); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | head -1)" = "origin,date,load,temp,flow" ] &&
+       [ "$(echo "$out" | wc -l)" -eq $(( (400 - 24 + 1) * 6 + 1 )) ] &&
+       [ "$(echo "$out" | sed -n 2p | cut -d, -f1,2)" = "2024-02-27 23:00:00,2024-02-28 00:00:00" ]; then
+        ok "timeseries predict --all: 377 windows x 6 steps on stdout, each dated from its origin"
+    else bad "timeseries predict --all (exit $rc)"; echo "$out" | head -3; fi
+    cut -d, -f1,2,3 $B/cli_sensor.csv > $B/cli_sensor2.csv
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor2.csv 2>&1); rc=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'no column named "flow" (columns)'; then
+        ok "timeseries predict on a file without one of the forecaster's columns: names it"
+    else bad "timeseries predict, a column missing (exit $rc)"; echo "$out" | tail -2; fi
+    sed -i '390s/,[0-9.]*$/,/' $B/cli_sensor.csv
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv 2>&1); rc=$?
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --fill previous 2>&1); rc2=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'line 390, column 4 ("flow")' && [ $rc2 -eq 0 ] &&
+       echo "$out2" | tail -1 | grep -q '(missing values filled)$'; then
+        ok "timeseries predict: a missing value refused naming line and column, filled with --fill previous"
+    else bad "timeseries predict --fill (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | tail -1; fi
+    out=$("$TSP" predict --model tests/fixtures/hf_tiny --data $B/cli_sensor.csv 2>&1); rc=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'no forecaster here .*weights only'; then
+        ok "timeseries predict --model of a weights-only directory: refused, says what a forecaster holds"
+    else bad "timeseries predict of weights only (exit $rc)"; echo "$out" | tail -2; fi
+    rm -rf $B/cli_fc $B/cli_fc.csv $B/cli_sensor.csv $B/cli_sensor2.csv
+
     # ---- a preset is a base: an explicit flag wins, before --preset or after it
     a=$("$TSP" --lr 0.02 --batch 4 --preset gpt4ts $S2 --batch 4 --max-steps 1 2>&1 | grep '^training:')
     b=$("$TSP" $S2 --preset gpt4ts --lr 0.02 --batch 4 --max-steps 1 2>&1 | grep '^training:')
