@@ -442,6 +442,37 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ---- progress inside an epoch: a line on stderr (stdout stays the results) at most
+   once a second; on a terminal one status line redrawn in place, cleared before the
+   epoch's own line ---- */
+typedef struct progress {
+    double t0, last; /* the epoch's start, the last line's time */
+    int tty, shown;  /* stderr is a terminal; a status line is on it */
+} progress;
+
+static void progress_start(progress *p) {
+    p->t0 = p->last = now();
+    p->tty = isatty(2);
+    p->shown = 0;
+}
+
+/* after step done of total (each of per_step windows or series) */
+static void progress_tick(progress *p, const char *what, int64_t done, int64_t total, int64_t per_step,
+                          const char *unit) {
+    double t = now();
+    if (t - p->last < 1.0 || done >= total) return;
+    p->last = t;
+    double in = t - p->t0, left = in / (double)done * (double)(total - done);
+    fprintf(stderr, "%s%s: step %lld/%lld, %.0f %s/s, %.1f s in, about %.0f s left%s", p->tty ? "\r" : "", what,
+            (long long)done, (long long)total, (double)(done * per_step) / in, unit, in, left, p->tty ? "\033[K" : "\n");
+    p->shown = p->tty;
+}
+
+static void progress_end(progress *p) {
+    if (p->shown) fprintf(stderr, "\r\033[K");
+    p->shown = 0;
+}
+
 /* every parameter's values, to keep the best epoch's weights */
 typedef struct snapshot {
     int n;
@@ -608,7 +639,7 @@ static int draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H,
     }
     int written = stbi_write_png(path, w, h, 3, px, w * 3);
     if (written) printf("wrote %s: %lld test windows of %s (grey lookback, black truth, red forecast)\n", path,
-                        (long long)n_win, gpt2rt_series_column(data, (int)m));
+                        (long long)n_win, gpt2rt_series_column(data, (int)m) ? gpt2rt_series_column(data, (int)m) : "?");
     else fprintf(stderr, "--png %s: could not write the file\n", path);
     free(px); free(x); free(y);
     return written != 0;
@@ -679,7 +710,10 @@ static void print_columns(gpt2rt_series *d) {
                           in.channels, in.channels > 1 ? "s" : "");
     else printf("columns: no date column (--date-column NAME names one); %d channel%s:", in.channels,
                 in.channels > 1 ? "s" : "");
-    for (int m = 0; m < in.channels && m < 16; m++) printf("%s %s", m ? "," : "", gpt2rt_series_column(d, m));
+    for (int m = 0; m < in.channels && m < 16; m++) {
+        const char *cn = gpt2rt_series_column(d, m);
+        printf("%s %s", m ? "," : "", cn ? cn : "?");
+    }
     printf("%s\n", in.channels > 16 ? ", ..." : "");
     if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
 }
@@ -924,7 +958,12 @@ static int pretrain(opts *o) {
         double t0 = now(), loss_sum = 0;
         gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
         for (int k = 0; k < nf; k++) pos[k] = 0;
+        progress pg;
+        char pg_what[32];
+        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
+        progress_start(&pg);
         for (int64_t s = 0, k = 0; s < steps; s++) {
+            if (s && !o->max_steps) progress_tick(&pg, pg_what, s, steps, B, "series");
             while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
             gpt2rt_series *d = ds[k % nf];
             gpt2rt_series_info in = info_of(d);
@@ -965,6 +1004,7 @@ static int pretrain(opts *o) {
                 }
             }
         }
+        progress_end(&pg);
         if (timed) break;
         if (rc || !pretrain_val(ctx, ds, nf, (int)B, L, x, tmp, ytmp, &val)) { rc = 1; break; }
         int better = val < best || (best != best);
@@ -1101,7 +1141,7 @@ static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t 
         for (int64_t m = 0; m < M; m++) {
             double mu;
             gpt2rt_series_scaler(s, (int)m, &mu, &std[m]);
-            names[m] = gpt2rt_series_column(s, (int)m);
+            names[m] = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
         }
         channel_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
@@ -1172,12 +1212,18 @@ static int predict_parse(popts *o, int argc, char **argv) {
     return 1;
 }
 
+/* channel m's name ("?" where there is none: m out of range) */
+static const char *fc_column(gpt2rt_forecaster *fc, int m) {
+    const char *n = gpt2rt_forecaster_column(fc, m);
+    return n ? n : "?";
+}
+
 /* the forecaster's columns as the loader's list: "a,b,c" */
 static char *column_list(gpt2rt_forecaster *fc, int M) {
     size_t n = 1;
-    for (int m = 0; m < M; m++) n += strlen(gpt2rt_forecaster_column(fc, m)) + 1;
+    for (int m = 0; m < M; m++) n += strlen(fc_column(fc, m)) + 1;
     char *s = (char *)malloc(n), *q = s;
-    for (int m = 0; s && m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", gpt2rt_forecaster_column(fc, m));
+    for (int m = 0; s && m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", fc_column(fc, m));
     return s;
 }
 
@@ -1196,13 +1242,13 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
         return 0;
     }
     for (int m = 0; m < M; m++) {
-        double a, b, c, d;
+        double a = 0, b = 0, c = 0, d = 0;
         gpt2rt_series_scaler(s, m, &a, &b);
         gpt2rt_forecaster_scaler(fc, m, &c, &d);
         if (a != c || b != d) {
             printf("note: this file's training rows scale \"%s\" by mean %g std %g; the forecaster's scaler (its training "
                    "file's) is mean %g std %g: the scores below use this file's scaling\n",
-                   gpt2rt_forecaster_column(fc, m), a, b, c, d);
+                   fc_column(fc, m), a, b, c, d);
             break;
         }
     }
@@ -1279,7 +1325,9 @@ static int predict_main(int argc, char **argv) {
         const char *dc = gpt2rt_series_date_column(s);
         if (o.all) fprintf(f, "origin,");
         fprintf(f, "%s", dated ? dc : "step");
-        for (int64_t m = 0; m < M; m++) fprintf(f, ",%s", gpt2rt_forecaster_column(fc, (int)m));
+        for (int64_t m = 0; m < M; m++) {
+            fprintf(f, ",%s", fc_column(fc, (int)m));
+        }
         fprintf(f, "\n");
         for (int64_t w = 0; w < nw; w++) {
             int64_t last = first + w + L - 1; /* the window's last row */
@@ -1478,8 +1526,13 @@ int main(int argc, char **argv) {
     for (int epoch = 0; epoch < o.epochs; epoch++) {
         double t0 = now(), loss_sum = 0;
         gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
+        progress pg;
+        char pg_what[32];
+        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
+        progress_start(&pg);
         for (int64_t s = 0; s < steps_per_epoch; s++) {
             gpt2rt_step_stats st;
+            if (s && !o.max_steps) progress_tick(&pg, pg_what, s, steps_per_epoch, B, "windows");
             if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK) {
                 fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
                 return 1;
@@ -1510,6 +1563,7 @@ int main(int argc, char **argv) {
                 }
             }
         }
+        progress_end(&pg);
         double t1 = now();
         if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
         double val = sc.sse / (double)(sc.windows * H * M);

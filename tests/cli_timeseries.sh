@@ -135,6 +135,20 @@ if built timeseries; then
     else bad "timeseries predict of weights only (exit $rc)"; echo "$out" | tail -2; fi
     rm -rf $B/cli_fc $B/cli_fc.csv $B/cli_sensor.csv $B/cli_sensor2.csv
 
+    # ---- progress inside an epoch: on stderr (stdout keeps the results), at most once a
+    # second: the lines' own "s in" times are 1 s apart or more (printed to 0.1 s)
+    t0=$(date +%s.%N)
+    "$TSP" --horizon 24 --lookback 96 --epochs 1 --threads 1 --linear-residual 0 \
+        --blend-linear 0 > $B/cli_prog.out 2> $B/cli_prog.err; rc=$?
+    t1=$(date +%s.%N)
+    n=$(grep -c '^epoch 1: step [0-9]*/532, [0-9]* windows/s, [0-9.]* s in, about [0-9]* s left$' $B/cli_prog.err)
+    if [ $rc -eq 0 ] && ! grep -q 'windows/s' $B/cli_prog.out && [ "$n" -eq "$(wc -l < $B/cli_prog.err)" ] &&
+       sed -n 's/.*, \([0-9.]*\) s in,.*/\1/p' $B/cli_prog.err | awk -v n="$n" -v w="$(echo "$t1 - $t0" | bc)" '
+           NR > 1 && $1 - prev < 0.95 { exit 1 } { prev = $1 } END { exit !(n <= w + 1 && (w < 3 || n >= 1)) }'; then
+        ok "timeseries: $n progress lines on stderr in $(echo "$t1 - $t0" | bc | cut -c1-4) s, each 1 s or more after the last, none on stdout"
+    else bad "timeseries progress lines (exit $rc, $n lines)"; head -3 $B/cli_prog.err; fi
+    rm -f $B/cli_prog.out $B/cli_prog.err
+
     # ---- a preset is a base: an explicit flag wins, before --preset or after it
     a=$("$TSP" --lr 0.02 --batch 4 --preset gpt4ts $S2 --batch 4 --max-steps 1 2>&1 | grep '^training:')
     b=$("$TSP" $S2 --preset gpt4ts --lr 0.02 --batch 4 --max-steps 1 2>&1 | grep '^training:')
