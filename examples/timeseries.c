@@ -62,8 +62,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<stb/stb_image_write.h>)
+/* PNG plots with stb (Debian libstb-dev): stb_image_write and stb_easy_font; without
+   them (or with -DTS_NO_PNG) --png says so and the rest runs */
+#if defined(__has_include) && !defined(TS_NO_PNG)
+#if __has_include(<stb/stb_image_write.h>) && __has_include(<stb/stb_easy_font.h>)
 #define TS_PNG 1
 #endif
 #endif
@@ -75,11 +77,12 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
+#include <stb/stb_easy_font.h>
 #pragma GCC diagnostic pop
 #endif
 
 typedef struct opts {
-    const char *data, *preset, *init, *png, *target, *backend, *parallel, *save, *date_column, *columns;
+    const char *data, *preset, *init, *png, *target, *backend, *parallel, *save, *date_column, *columns, *channel;
     int fill; /* gpt2rt_series_fill */
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
@@ -136,6 +139,7 @@ static void usage(void) {
            "                      as a test loader with drop_last=True does (default: --batch)\n"
            "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
            "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
+           "  --channel NAME      the channel --png draws (default: the last)\n"
            "  --season N          the seasonal-naive baseline's period in rows (default: a day of the date column's step)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
@@ -322,6 +326,7 @@ static int parse(opts *o, int argc, char **argv) {
         if (strcmp(a, "--target") == 0) { o->target = v; continue; }
         if (strcmp(a, "--date-column") == 0) { o->date_column = v; continue; }
         if (strcmp(a, "--columns") == 0) { o->columns = v; continue; }
+        if (strcmp(a, "--channel") == 0) { o->channel = v; continue; }
         if (strcmp(a, "--fill") == 0) {
             o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
                     : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
@@ -404,6 +409,10 @@ static int parse(opts *o, int argc, char **argv) {
                 "predicts the next patch of each lookback): leave --png out\n", o->png);
         return 0;
     }
+    if (o->channel && !o->png) {
+        fprintf(stderr, "timeseries: --channel %s picks the channel --png draws: give --png FILE too\n", o->channel);
+        return 0;
+    }
     if (o->stage == 1 && o->drop_last) {
         fprintf(stderr, "timeseries: --drop-last %d scores the test split in whole batches; --stage pretrain scores no "
                 "test split (it validates on next-patch mse): leave --drop-last out\n", o->drop_last);
@@ -440,6 +449,15 @@ static double now(void) {
     struct timespec ts;
     timespec_get(&ts, TIME_UTC);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* a loaded series' info (zero if the call failed, which a loaded series does not: the
+   zeroing also tells gcc -O2 the struct is set) */
+static gpt2rt_series_info info_of(gpt2rt_series *d) {
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    (void)gpt2rt_series_info_get(d, &in);
+    return in;
 }
 
 /* ---- progress inside an epoch: a line on stderr (stdout stays the results) at most
@@ -598,54 +616,124 @@ static void plot_line(unsigned char *px, int w, int h, int x0, int y0, int x1, i
         if (e2 <= dx) { err += dx; y0 += sy; }
     }
 }
+
+/* text at (x, y) (its top left), stb_easy_font's quads filled as rectangles */
+static void plot_text(unsigned char *px, int w, int h, int x, int y, const char *s, const unsigned char rgb[3]) {
+    static char quads[64 * 1024];
+    char text[256];
+    snprintf(text, sizeof text, "%s", s);
+    int n = stb_easy_font_print(0, 0, text, NULL, quads, sizeof quads);
+    for (int q = 0; q < n; q++) {
+        const float *v = (const float *)(const void *)(quads + q * 64); /* 4 vertices of x, y, z, rgba */
+        int ax = x + (int)v[0], ay = y + (int)v[1], bx = x + (int)v[8], by = y + (int)v[9];
+        for (int yy = ay; yy < by; yy++)
+            for (int xx = ax; xx < bx; xx++)
+                if (xx >= 0 && xx < w && yy >= 0 && yy < h) memcpy(px + ((size_t)yy * w + xx) * 3, rgb, 3);
+    }
+}
+
+static int text_width(const char *s) {
+    char text[256];
+    snprintf(text, sizeof text, "%s", s);
+    return stb_easy_font_width(text);
+}
 #endif
 
-/* panels, one per test window, of the last channel: the lookback (grey), the truth
-   (black) and the forecast (red), each panel scaled to its own range */
-static int draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H, int64_t M, const float *pred,
-                    int64_t n_win, int64_t spacing) {
+/* panels, one per test window, of one channel in the data's units: the lookback's tail
+   (grey), the truth (black) and the forecast (red), each panel on its own range, with
+   a title (file, channel, horizon), a legend, value labels on the y axis and steps from
+   the forecast's start on the x axis */
+static int draw_png(const char *path, const char *file, gpt2rt_series *data, int64_t L, int64_t H, int64_t M,
+                    int64_t m, const float *pred, int64_t n_win, int64_t spacing) {
+    const char *cname = gpt2rt_series_column(data, (int)m) ? gpt2rt_series_column(data, (int)m) : "?";
 #ifdef TS_PNG
-    const int pw = 600, ph = 200, w = pw, h = ph * (int)n_win;
+    const int pw = 720, ph = 220, head = 40, left = 76, right = 28, top_pad = 22, bottom = 26;
+    const int w = pw, h = head + ph * (int)n_win;
     unsigned char *px = (unsigned char *)malloc((size_t)w * h * 3);
-    memset(px, 255, (size_t)w * h * 3);
     float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
-    static const unsigned char grey[3] = {150, 150, 150}, black[3] = {0, 0, 0}, red[3] = {220, 30, 30}, rule[3] = {200, 200, 255};
-    int64_t m = M - 1, show = L < 2 * H ? L : 2 * H; /* the lookback's tail */
+    if (!px || !x || !y) { free(px); free(x); free(y); fprintf(stderr, "--png %s: out of memory\n", path); return 0; }
+    memset(px, 255, (size_t)w * h * 3);
+    static const unsigned char grey[3] = {150, 150, 150}, black[3] = {0, 0, 0}, red[3] = {220, 30, 30},
+                               rule[3] = {200, 200, 255}, axis[3] = {90, 90, 90};
+    double mu = 0, sd = 1;
+    gpt2rt_series_scaler(data, (int)m, &mu, &sd);
+    gpt2rt_series_info inf = info_of(data);
+    int64_t show = L < 2 * H ? L : 2 * H; /* the lookback's tail */
+    char t[256];
+    const char *fname = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    snprintf(t, sizeof t, "%.100s, channel %.40s: horizon %lld steps, %lld test windows", fname, cname, (long long)H,
+             (long long)n_win);
+    plot_text(px, w, h, 10, 8, t, black);
+    { /* the legend */
+        int lx = 10, ly = 24;
+        const unsigned char *col[3] = {grey, black, red};
+        const char *lab[3] = {"history (lookback)", "truth", "forecast"};
+        for (int k = 0; k < 3; k++) {
+            plot_line(px, w, h, lx, ly + 3, lx + 24, ly + 3, col[k]);
+            plot_text(px, w, h, lx + 30, ly, lab[k], black);
+            lx += 30 + text_width(lab[k]) + 24;
+        }
+    }
     for (int64_t k = 0; k < n_win; k++) {
         gpt2rt_series_batch(data, GPT2RT_SERIES_TEST, 0, 0, k * spacing, 1, x, y);
         const float *p = pred + k * H * M;
-        float lo = 1e30f, hi = -1e30f;
-        for (int64_t t = L - show; t < L; t++) { lo = fminf(lo, x[t * M + m]); hi = fmaxf(hi, x[t * M + m]); }
-        for (int64_t t = 0; t < H; t++) {
-            lo = fminf(lo, fminf(y[t * M + m], p[t * M + m]));
-            hi = fmaxf(hi, fmaxf(y[t * M + m], p[t * M + m]));
+        double lo = 1e300, hi = -1e300;
+#define U(v) ((double)(v) * sd + mu) /* data units */
+        for (int64_t s = L - show; s < L; s++) { lo = fmin(lo, U(x[s * M + m])); hi = fmax(hi, U(x[s * M + m])); }
+        for (int64_t s = 0; s < H; s++) {
+            lo = fmin(lo, fmin(U(y[s * M + m]), U(p[s * M + m])));
+            hi = fmax(hi, fmax(U(y[s * M + m]), U(p[s * M + m])));
         }
-        if (hi - lo < 1e-6f) hi = lo + 1e-6f;
-        int top = (int)k * ph;
+        if (hi - lo < 1e-9 * (fabs(hi) + 1)) { hi += 0.5; lo -= 0.5; }
+        int top = head + (int)k * ph, y0 = top + top_pad, y1 = top + ph - bottom, x0 = left, x1 = pw - right;
         int64_t steps = show + H;
-#define PX(t) (int)(10 + (double)(t) * (pw - 20) / (double)(steps - 1))
-#define PY(v) (top + 10 + (int)((double)(hi - (v)) * (ph - 20) / (double)(hi - lo)))
-        plot_line(px, w, h, 0, top + ph - 1, pw - 1, top + ph - 1, rule);
-        plot_line(px, w, h, PX(show - 1), top, PX(show - 1), top + ph - 2, rule);
-        for (int64_t t = 1; t < show; t++)
-            plot_line(px, w, h, PX(t - 1), PY(x[(L - show + t - 1) * M + m]), PX(t), PY(x[(L - show + t) * M + m]), grey);
-        for (int64_t t = 0; t < H; t++) {
-            float ty0 = t ? y[(t - 1) * M + m] : x[(L - 1) * M + m], py0 = t ? p[(t - 1) * M + m] : x[(L - 1) * M + m];
-            plot_line(px, w, h, PX(show + t - 1), PY(ty0), PX(show + t), PY(y[t * M + m]), black);
-            plot_line(px, w, h, PX(show + t - 1), PY(py0), PX(show + t), PY(p[t * M + m]), red);
+#define PX(s) (int)(x0 + (double)(s) * (x1 - x0) / (double)(steps - 1))
+#define PY(v) (int)(y0 + (hi - U(v)) * (y1 - y0) / (hi - lo))
+        char lbl[64];
+        char date[40] = "";
+        int64_t row0 = inf.begin[GPT2RT_SERIES_TEST] + k * spacing + L; /* the forecast's first row */
+        if (gpt2rt_series_date_column(data) && gpt2rt_series_date(data, row0, date, sizeof date) == GPT2RT_OK)
+            snprintf(t, sizeof t, "test window %lld: forecast from %s", (long long)(k * spacing), date);
+        else snprintf(t, sizeof t, "test window %lld: forecast from row %lld", (long long)(k * spacing), (long long)row0);
+        plot_text(px, w, h, x0, top + 6, t, axis);
+        plot_line(px, w, h, x0, y0, x0, y1, axis); /* the axes */
+        plot_line(px, w, h, x0, y1, x1, y1, axis);
+        plot_line(px, w, h, PX(show - 1), y0, PX(show - 1), y1, rule);
+        for (int q = 0; q < 3; q++) { /* y: the range's ends and middle, in the data's units */
+            double v = lo + (hi - lo) * q / 2.0;
+            int yy = y1 - (int)((y1 - y0) * q / 2.0);
+            snprintf(lbl, sizeof lbl, "%.4g", v);
+            plot_line(px, w, h, x0 - 4, yy, x0, yy, axis);
+            plot_text(px, w, h, x0 - 8 - text_width(lbl), yy - 3, lbl, axis);
+        }
+        int64_t ticks[3] = {-(show - 1), 0, H};
+        for (int q = 0; q < 3; q++) { /* x: steps from the last observed one */
+            int xx = PX(show - 1 + ticks[q]);
+            snprintf(lbl, sizeof lbl, "%+lld", (long long)ticks[q]);
+            plot_line(px, w, h, xx, y1, xx, y1 + 4, axis);
+            plot_text(px, w, h, xx - text_width(lbl) / 2, y1 + 8, lbl, axis);
+        }
+        for (int64_t s = 1; s < show; s++)
+            plot_line(px, w, h, PX(s - 1), PY(x[(L - show + s - 1) * M + m]), PX(s), PY(x[(L - show + s) * M + m]), grey);
+        for (int64_t s = 0; s < H; s++) {
+            float ty0 = s ? y[(s - 1) * M + m] : x[(L - 1) * M + m], py0 = s ? p[(s - 1) * M + m] : x[(L - 1) * M + m];
+            plot_line(px, w, h, PX(show + s - 1), PY(ty0), PX(show + s), PY(y[s * M + m]), black);
+            plot_line(px, w, h, PX(show + s - 1), PY(py0), PX(show + s), PY(p[s * M + m]), red);
         }
 #undef PX
 #undef PY
+#undef U
     }
     int written = stbi_write_png(path, w, h, 3, px, w * 3);
-    if (written) printf("wrote %s: %lld test windows of %s (grey lookback, black truth, red forecast)\n", path,
-                        (long long)n_win, gpt2rt_series_column(data, (int)m) ? gpt2rt_series_column(data, (int)m) : "?");
+    if (written) printf("wrote %s: %lld test windows of %s in the data's units (grey lookback, black truth, red "
+                        "forecast)\n", path, (long long)n_win, cname);
     else fprintf(stderr, "--png %s: could not write the file\n", path);
     free(px); free(x); free(y);
     return written != 0;
 #else
-    (void)data; (void)L; (void)H; (void)M; (void)pred; (void)n_win; (void)spacing;
-    printf("--png %s: skipped: this build has no stb_image_write (apt-get install libstb-dev, then make)\n", path);
+    (void)file; (void)L; (void)H; (void)M; (void)pred; (void)n_win; (void)spacing; (void)cname;
+    printf("--png %s: skipped: this build has no stb (stb_image_write, stb_easy_font): apt-get install libstb-dev, "
+           "then build again\n", path);
     return 1;
 #endif
 }
@@ -718,14 +806,6 @@ static void print_columns(gpt2rt_series *d) {
     if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
 }
 
-/* a loaded series' info (zero if the call failed, which a loaded series does not: the
-   zeroing also tells gcc -O2 the struct is set) */
-static gpt2rt_series_info info_of(gpt2rt_series *d) {
-    gpt2rt_series_info in;
-    memset(&in, 0, sizeof in);
-    (void)gpt2rt_series_info_get(d, &in);
-    return in;
-}
 
 /* ---- the least-squares linear map of the RevIN-normalised lookback (--linear-residual,
    --blend-linear): tools/ts_baselines.c's "linear" forecaster, the same fit. Each series
@@ -1401,6 +1481,16 @@ int main(int argc, char **argv) {
            (long long)info.rows, (long long)M, bname[info.borders], (long long)info.windows[0],
            (long long)info.windows[1], (long long)info.windows[2]);
     print_columns(data);
+    int64_t png_channel = M - 1;
+    if (o.channel) {
+        png_channel = -1;
+        for (int64_t m = 0; m < M; m++)
+            if (gpt2rt_series_column(data, (int)m) && !strcmp(gpt2rt_series_column(data, (int)m), o.channel)) png_channel = m;
+        if (png_channel < 0) {
+            fprintf(stderr, "timeseries: --channel %s: no such channel (see the columns line above)\n", o.channel);
+            return 2;
+        }
+    }
     int64_t steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
     if (steps_per_epoch < 1) {
         fprintf(stderr, "--batch %lld exceeds the %lld training windows\n", (long long)B,
@@ -1606,7 +1696,7 @@ int main(int argc, char **argv) {
     if (o.png) { /* windows spread over the test split */
         float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
         for (int64_t k = 0; few && k < n_png; k++) memcpy(few + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
-        if (!few || !draw_png(o.png, data, L, H, M, few, n_png, spacing)) png_failed = 1;
+        if (!few || !draw_png(o.png, o.data, data, L, H, M, png_channel, few, n_png, spacing)) png_failed = 1;
         free(few);
     }
     if (o.save) { /* before the scores, so the last lines stay the test's */

@@ -135,6 +135,29 @@ if built timeseries; then
     else bad "timeseries predict of weights only (exit $rc)"; echo "$out" | tail -2; fi
     rm -rf $B/cli_fc $B/cli_fc.csv $B/cli_sensor.csv $B/cli_sensor2.csv
 
+    # ---- --png: title, legend, axes with stb (Debian libstb-dev); without stb one line naming the package
+    out=$("$TSP" $S2 --png $B/cli_ts.png --channel b 2>&1); rc=$?
+    if echo "$out" | grep -q '^wrote '; then
+        if [ $rc -eq 0 ] && [ "$(head -c 8 $B/cli_ts.png 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
+           echo "$out" | grep -q "^wrote $B/cli_ts.png: 4 test windows of b in the data's units"; then
+            ok "timeseries --png --channel b (stb): a PNG of channel b, $(stat -c %s $B/cli_ts.png) bytes"
+        else bad "timeseries --png with stb (exit $rc)"; echo "$out" | grep png; fi
+    else skip "timeseries --png with stb: this machine has no libstb-dev"; fi
+    ts_refused "--channel without --png" '^timeseries: --channel b picks the channel --png draws' $S2 --channel b
+    out=$("$TSP" $S2 --png $B/cli_ts.png --channel zz 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 2 ] && [ "$out" = "timeseries: --channel zz: no such channel (see the columns line above)" ]; then
+        ok "timeseries --channel zz: refused before training: $out"
+    else bad "timeseries --channel zz (exit $rc)"; echo "$out"; fi
+    rm -f $B/cli_ts.png
+    if $CC -std=c11 -Wall -Wextra -Werror -O0 -DTS_NO_PNG -fopenmp -o $B/cli_timeseries-nopng examples/timeseries.c -lm \
+        > $B/cli_timeseries-nopng.log 2>&1; then
+        out=$("$B/cli_timeseries-nopng" $S2 --png $B/cli_ts.png 2>&1); rc=$?
+        if [ $rc -eq 0 ] && [ ! -e $B/cli_ts.png ] && echo "$out" | grep -q "^--png $B/cli_ts.png: skipped: .*apt-get install libstb-dev" &&
+           echo "$out" | tail -1 | grep -Eq '^test mse [0-9.]+ mae [0-9.]+ windows 5$'; then
+            ok "timeseries built without stb (-DTS_NO_PNG): --png skipped in one line naming libstb-dev, the run scores as ever"
+        else bad "timeseries without stb --png (exit $rc)"; echo "$out" | tail -3; fi
+    else bad "build timeseries -DTS_NO_PNG"; head -5 $B/cli_timeseries-nopng.log; fi
+
     # ---- progress inside an epoch: on stderr (stdout keeps the results), at most once a
     # second: the lines' own "s in" times are 1 s apart or more (printed to 0.1 s)
     t0=$(date +%s.%N)
