@@ -83,7 +83,8 @@
 
 typedef struct opts {
     const char *data, *preset, *init, *png, *target, *backend, *parallel, *save, *date_column, *columns, *channel;
-    int fill; /* gpt2rt_series_fill */
+    int fill;      /* gpt2rt_series_fill */
+    int precision; /* gpt2rt_precision: FP32 unless --precision */
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
     char *data_list;    /* a copy of --data, cut at its commas into files */
@@ -132,6 +133,8 @@ static void usage(void) {
            "  --max-steps N       stop after N steps, print their times and the whole run's estimate, no scoring\n"
            "                      and nothing saved (both stages)\n"
            "  --recompute 0|1|2   activation recompute: none, selective, full (memory for time)\n"
+           "  --precision P       fp32 (default), bf16 or fp16 (dynamic loss scaling): bf16 and fp16 on the CUDA\n"
+           "                      backend; the plan printed before training is the chosen precision's\n"
            "  --linear-residual 0|1  fit the least-squares linear map of the RevIN-normalised lookback first\n"
            "                      (tools/ts_baselines' linear, ridge chosen on validation) and train the model on\n"
            "                      what it leaves: forecast = linear map + model\n"
@@ -327,6 +330,12 @@ static int parse(opts *o, int argc, char **argv) {
         if (strcmp(a, "--date-column") == 0) { o->date_column = v; continue; }
         if (strcmp(a, "--columns") == 0) { o->columns = v; continue; }
         if (strcmp(a, "--channel") == 0) { o->channel = v; continue; }
+        if (strcmp(a, "--precision") == 0) {
+            o->precision = !strcmp(v, "fp32") ? GPT2RT_PRECISION_FP32 : !strcmp(v, "bf16") ? GPT2RT_PRECISION_BF16
+                         : !strcmp(v, "fp16") ? GPT2RT_PRECISION_FP16 : -1;
+            if (o->precision < 0) { fprintf(stderr, "timeseries: --precision '%s': expected fp32, bf16 or fp16\n", v); return 0; }
+            continue;
+        }
         if (strcmp(a, "--fill") == 0) {
             o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
                     : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
@@ -773,6 +782,10 @@ static void print_devices(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, const
            what, (long long)(dp ? r.batch_size : B), dp ? "" : " in turn (each device runs its stage of the layers)");
 }
 
+static const char *precision_name(gpt2rt_precision p) {
+    return p == GPT2RT_PRECISION_BF16 ? "bf16" : p == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32";
+}
+
 /* the loader's column and fill settings from the flags */
 static void series_desc_flags(const opts *o, gpt2rt_series_desc *sd) {
     sd->target = o->target;
@@ -1010,6 +1023,7 @@ static int pretrain(opts *o) {
     c.weight_decay = o->weight_decay; c.grad_clip = o->clip;
     c.dropout = o->dropout; c.attn_dropout = o->attn_dropout; c.head_dropout = o->head_dropout;
     c.n_threads = o->threads; c.recompute = (gpt2rt_recompute)o->recompute; c.seed = o->seed;
+    c.precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
     if (o->backend) c.backend = strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(ctx, o->init) != GPT2RT_OK)) {
@@ -1021,11 +1035,11 @@ static int pretrain(opts *o) {
     gpt2rt_memory_plan plan;
     gpt2rt_plan(&r, &plan);
     printf("aLLM4TS stage 1: %d layers, %d heads, width %d, lookback %d, patch %d stride %d (%lld patches), %.3fM "
-           "parameters (%.3fM trained)%s, %.2f GiB planned; batch %lld series, lr %g, %lld steps an epoch\n",
+           "parameters (%.3fM trained)%s, %.2f GiB planned (%s); batch %lld series, lr %g, %lld steps an epoch\n",
            r.n_layer, r.n_head, r.n_embd, r.seq_len, r.patch_len, r.patch_stride,
            (long long)((r.seq_len - r.patch_len) / r.patch_stride + 1), (double)plan.n_params / 1e6,
            (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
-           (double)plan.total[0] / 1073741824.0, (long long)B, (double)r.lr, (long long)steps);
+           (double)plan.total[0] / 1073741824.0, precision_name(r.precision), (long long)B, (double)r.lr, (long long)steps);
     print_devices(ctx, &plan, o, B, "series");
     /* a batch of B series spans at most B windows (M = 1) of the widest file */
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
@@ -1542,6 +1556,7 @@ int main(int argc, char **argv) {
     c.head_dropout = o.head_dropout;
     c.n_threads = o.threads;
     c.recompute = (gpt2rt_recompute)o.recompute;
+    c.precision = (gpt2rt_precision)o.precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
     c.seed = o.seed;
     if (o.backend) c.backend = strcmp(o.backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
                              : strcmp(o.backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
@@ -1560,9 +1575,10 @@ int main(int argc, char **argv) {
     gpt2rt_memory_plan plan;
     gpt2rt_plan(&r, &plan);
     printf("model: preset %s, %d layers, %d heads, width %d, lookback %d, patch %d stride %d, horizon %d, %.3fM "
-           "parameters (%.3fM trained)%s, %.2f GiB planned\n", o.preset, r.n_layer, r.n_head, r.n_embd, r.seq_len,
+           "parameters (%.3fM trained)%s, %.2f GiB planned (%s)\n", o.preset, r.n_layer, r.n_head, r.n_embd, r.seq_len,
            r.patch_len, r.patch_stride, r.horizon, (double)plan.n_params / 1e6, (double)plan.n_trainable / 1e6,
-           o.init ? ", blocks from --init" : ", random init", (double)plan.total[0] / 1073741824.0);
+           o.init ? ", blocks from --init" : ", random init", (double)plan.total[0] / 1073741824.0,
+           precision_name(r.precision));
     printf("training: batch %lld, lr %g cosine to %g over %d steps (%lld a epoch), at most %d epochs, patience %d, "
            "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)r.lr,
            (double)(r.lr * r.min_lr_frac), r.total_steps, (long long)steps_per_epoch, o.epochs, o.patience,

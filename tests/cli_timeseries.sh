@@ -158,6 +158,20 @@ if built timeseries; then
         else bad "timeseries without stb --png (exit $rc)"; echo "$out" | tail -3; fi
     else bad "build timeseries -DTS_NO_PNG"; head -5 $B/cli_timeseries-nopng.log; fi
 
+    # ---- --precision: passed to the library (bf16 and fp16 are the CUDA backend's), in both stages
+    for st in 1 2; do
+        if [ $st = 1 ]; then args="$S1 --save $B/cli_s1p"; else args="$S2"; fi
+        out=$("$TSP" $args --precision bf16 --backend cpu 2>&1); rc=$?
+        if [ $rc -eq 1 ] && echo "$out" | tail -1 | grep -q 'precision = BF16 needs backend = GPT2RT_BACKEND_CUDA'; then
+            ok "timeseries stage $st --precision bf16 on the CPU: the library's refusal shows"
+        else bad "timeseries stage $st --precision bf16 on the CPU (exit $rc)"; echo "$out" | tail -1; fi
+    done
+    rm -rf $B/cli_s1p
+    ts_refused "--precision fp8" "^timeseries: --precision 'fp8': expected fp32, bf16 or fp16" $S2 --precision fp8
+    out=$("$TSP" $S2 --precision fp32 --max-steps 1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^model: .* GiB planned (fp32)$'; then ok "timeseries --precision fp32: the plan line names it"
+    else bad "timeseries --precision fp32 (exit $rc)"; echo "$out" | grep '^model'; fi
+
     # ---- progress inside an epoch: on stderr (stdout keeps the results), at most once a
     # second: the lines' own "s in" times are 1 s apart or more (printed to 0.1 s)
     t0=$(date +%s.%N)
