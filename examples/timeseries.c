@@ -972,6 +972,44 @@ static int pretrain_val(gpt2rt_ctx *ctx, gpt2rt_series **ds, int nf, int B, int6
     return 1;
 }
 
+/* the baseline beside pretrain_val: each next patch forecast as the patch before it
+   repeated, in RevIN's scale (mean, std = sqrt(biased variance + 1e-5) over the
+   lookback), patches of PL steps PS apart, over the same whole batches */
+static int pretrain_naive(gpt2rt_series **ds, int nf, int B, int64_t L, int64_t PL, int64_t PS, float *tmp, float *ytmp,
+                          double *naive) {
+    double sum = 0;
+    int64_t n = 0, T = (L - PL) / PS + 1;
+    for (int k = 0; k < nf && T > 1; k++) {
+        gpt2rt_series_info in = info_of(ds[k]);
+        int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
+        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
+            int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
+            if (gpt2rt_series_batch(ds[k], GPT2RT_SERIES_VAL, 0, 0, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK) {
+                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(ds[k]));
+                return 0;
+            }
+            double se = 0;
+            for (int64_t j = 0; j < B; j++) {
+                const float *xs = tmp + ((i0 + j) / M - w0) * L * M + (i0 + j) % M; /* step t at xs[t*M] */
+                double mu = 0, var = 0;
+                for (int64_t t = 0; t < L; t++) mu += xs[t * M];
+                mu /= (double)L;
+                for (int64_t t = 0; t < L; t++) var += (xs[t * M] - mu) * (xs[t * M] - mu);
+                double sd = sqrt(var / (double)L + 1e-5);
+                for (int64_t p = 0; p + 1 < T; p++)
+                    for (int64_t q = 0; q < PL; q++) {
+                        double e = (xs[((p + 1) * PS + q) * M] - xs[(p * PS + q) * M]) / sd;
+                        se += e * e;
+                    }
+            }
+            sum += se / (double)(B * (T - 1) * PL);
+            n++;
+        }
+    }
+    *naive = n ? sum / (double)n : NAN;
+    return 1;
+}
+
 /* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
    rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
    each channel of each window is one univariate series (n_channels 1), B series a
@@ -1046,8 +1084,12 @@ static int pretrain(opts *o) {
     float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
     float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
     snapshot best_w = {0, NULL};
-    double best = INFINITY, val = 0, step_seconds = 0;
+    double best = INFINITY, val = 0, step_seconds = 0, naive = NAN;
     int bad_epochs = 0, best_epoch = 0, rc = 0, timed = 0;
+    if (!o->max_steps && x && tmp && ytmp && pretrain_naive(ds, nf, (int)B, L, o->patch, o->stride, tmp, ytmp, &naive) &&
+        naive == naive)
+        printf("baseline: the last patch repeated scores val next-patch mse %.4f (the model's must be lower to have "
+               "learned anything)\n", naive);
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
         double t0 = now(), loss_sum = 0;
         gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
@@ -1117,6 +1159,8 @@ static int pretrain(opts *o) {
         rc = 1;
     }
     if (!rc && !timed) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
+    if (!rc && !timed && naive == naive && !(best < naive))
+        printf("the model did not beat the last patch repeated on validation (%.4f against %.4f)\n", best, naive);
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
     free(x); free(tmp); free(ytmp);

@@ -47,8 +47,9 @@ if built timeseries; then
     done
     rm -rf $B/cli_s1
     out=$("$TSP" $S1 --save $B/cli_s1 --data "$list" 2>&1); rc=$?
-    if [ $rc -eq 0 ] && [ ${#list} -gt 4096 ] && [ "$(echo "$out" | grep -c '^data .*cli_many/f[0-9]*_0*\.csv: 30 rows')" -eq 16 ]; then
-        ok "timeseries --stage pretrain --data of 16 files (${#list} characters): every file read, none cut"
+    if [ $rc -eq 0 ] && [ ${#list} -gt 4096 ] && [ "$(echo "$out" | grep -c '^data .*cli_many/f[0-9]*_0*\.csv: 30 rows')" -eq 16 ] &&
+       echo "$out" | grep -q '^baseline: the last patch repeated scores val next-patch mse [0-9.]* '; then
+        ok "timeseries --stage pretrain --data of 16 files (${#list} characters): every file read, none cut; the last-patch baseline printed"
     else bad "timeseries --data list of ${#list} characters (exit $rc)"; echo "$out" | grep -v '^data' | tail -3; fi
     rm -rf $B/cli_many $B/cli_s1
 
