@@ -365,8 +365,10 @@
      affine 1 and 0.
    - Dropout: config.dropout, attn_dropout, head_dropout (before out_layer), as
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
-   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a date and
-     numbers per row; every column, or one target column) and cuts it as the
+   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a row per time
+     step: a date column, found by name or content or named, and numbers; every
+     column, one target column, or the columns named; missing values refused or
+     filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
      [8640-L, 11520), test [11520-L, 14400); ETTm the same times 4; other files
      70/10/20 (n_train = int(rows*0.7), n_test = int(rows*0.2)). A StandardScaler
@@ -376,6 +378,14 @@
      (seed, epoch), the others in time order. A malformed file names the line, the
      column and the numbers. examples/timeseries.c trains, stops early on
      validation and scores the test split with it.
+   - Forecaster: gpt2rt_forecaster_save writes, beside the weights, forecaster.json
+     (the model's shape, the channels' names and scaler, the date column and step,
+     the linear map and blend weight when used); gpt2rt_forecaster_load builds a
+     context from that directory alone, and gpt2rt_forecaster_predict forecasts
+     windows (n, L, M) in the data's units, as the training run scored them:
+           gpt2rt_forecaster *f;
+           if (gpt2rt_forecaster_load(&f, "model_dir", NULL) != GPT2RT_OK) { ... gpt2rt_forecaster_last_error(f) ... }
+           gpt2rt_forecaster_predict(f, x, n, out);   // out (n, horizon, M)
            gpt2rt_series_desc d = {0}; d.lookback = 336; d.horizon = 96;
            gpt2rt_series *s;
            if (gpt2rt_series_load(&s, "ETTh2.csv", &d) != GPT2RT_OK) { ... gpt2rt_series_last_error(s) ... }
@@ -1229,8 +1239,9 @@ typedef struct gpt2rt_forecaster_info {
    data parallel) and desc into dir (created if need be; an existing forecaster there
    is replaced) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc);
-/* base (may be NULL) gives the runtime fields: backend, n_threads, batch_size (0: the
-   saved batch), log; the model's fields come from dir */
+/* base (may be NULL) gives the runtime fields: backend, precision (fp32 unless set; the
+   training run's is kept as trained_precision), n_threads, batch_size (0: the saved
+   batch), log; the model's fields come from dir */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **fc, const char *dir, const gpt2rt_config *base);
 GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc);
 GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc);
@@ -7043,6 +7054,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
             c.n_embd, c.max_seq_len);
     fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
             c.patch_len, c.patch_stride, c.horizon);
+    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
+                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32", 0);
     fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
             desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
     fprintf(f, "  \"columns\": [");
@@ -7373,8 +7386,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
         r = fc->error[0] && strstr(fc->error, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT;
     free(buf);
     if (r != GPT2RT_OK) return gpt2rt__fc_done(out, fc, r);
-    if (base) {
+    if (base) { /* the forecast's precision is the caller's (fp32 by default), whatever trained_precision says */
         c.backend = base->backend;
+        c.precision = base->precision;
         c.n_threads = base->n_threads;
         c.log = base->log;
         c.log_user = base->log_user;
