@@ -7130,7 +7130,13 @@ static int gpt2rt__fj_str(gpt2rt__fj *j, char *out, size_t cap) {
 static int gpt2rt__fj_skip(gpt2rt__fj *j, int depth) {
     gpt2rt__fj_ws(j);
     if (j->p >= j->end) return 0;
-    if (*j->p == '"') { char tmp[1024]; return gpt2rt__fj_str(j, tmp, sizeof tmp); }
+    if (*j->p == '"') { /* any length: nothing kept */
+        for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
+            if (*j->p == '\\' && ++j->p >= j->end) return 0;
+        if (j->p >= j->end) return 0;
+        j->p++;
+        return 1;
+    }
     if (*j->p == '[') {
         if (depth > 0) return 0;
         j->p++;
