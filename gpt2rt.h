@@ -231,7 +231,9 @@
                      128 prompt positions a row); on CUDA the cache and the pass in
                      the storage type, the sampling on the host; 0 and not shown otherwise
    plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
-   NCCL): estimated by gpt2rt_plan, measured by the CUDA backend.
+   NCCL): estimated by gpt2rt_plan, measured by the CUDA backend. A config whose
+   bytes on a device, or tokens a step, do not fit in 64 bits is refused, naming the
+   factors (not reported wrapped).
 
    Recompute (config.recompute). SELECTIVE drops the LayerNorm and GELU outputs and
    recomputes them in the backward; FULL keeps every checkpoint_every-th layer's
@@ -439,8 +441,9 @@
    - Weights load / save, gpt2rt_param_read / _write and state save / load see
      rank 0 (all ranks hold the same weights; loads and writes reach every rank).
      gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
-     micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
-     gathered from the ranks that keep them under ZeRO-1. With data parallel, call
+     micro-step's backward (under ZeRO-1 gathered from the ranks whose shards hold
+     the sum); moments (ADAM_M, ADAM_V) and the state file are gathered from the
+     ranks that keep them under ZeRO-1. With data parallel, call
      gpt2rt_update after at most grad_accum gpt2rt_backward calls.
    - CUDA (one process, rank r on device_ids[r], one host thread each): the gradients
      of a layer are reduced on a communicator stream of their own while the backward
@@ -535,10 +538,11 @@
 
    Step time over two GPUs (gpt2rt_plan_step_time; gpt2rt-mem prints it beside the
    plan with --devices 2, --gpu, --link). A micro-batch of n tokens on a device
-   holding layers [l0, l1) takes f / (peak * n / (n + 4096)) + recompute bytes /
+   holding layers [l0, l1) takes f / (peak * n / (n + h)) + recompute bytes /
    memory bandwidth + 125 us per layer, f = n * (72 C^2 + 12 C T) per layer (+ 6 Vp C
-   for the head), the planner's FLOPs; AdamW moves 32 + 4 bytes per parameter.
-   Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
+   for the head), the planner's FLOPs, h = gpt2rt_hardware.half_tokens (4096 when 0;
+   gpt2rt-mem's cards use 640, fitted to measured H100 steps); AdamW moves 32 + 4
+   bytes per parameter. Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
    (bytes/s each way), m = grad_accum micro-batches:
    - data parallel: compute m * t_micro; a ring all-reduce sends 2 (N-1)/N G,
      taking 2 (N-1)/N G / BW; in 25 MiB buckets (PyTorch DDP's default) it starts
@@ -904,7 +908,7 @@ typedef struct gpt2rt_memory_plan {
     uint64_t overhead[GPT2RT_MAX_DEVICES]; /* beyond the arenas: estimated by gpt2rt_plan (CUDA
                                               context, cuBLASLt, NCCL; 0 on the CPU backend),
                                               measured by gpt2rt_plan_allocated */
-    char error[512]; /* why gpt2rt_plan failed */
+    char error[512]; /* why gpt2rt_plan failed (the rest of a failed plan is zero) */
 } gpt2rt_memory_plan;
 
 /* what gpt2rt_fit may change (bits); 0 means GPT2RT_FIT_DEFAULT */
@@ -942,6 +946,8 @@ GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result result);
 GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem category);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan);
+/* The plan as a table into buf (snprintf's contract: the length it needs is returned). A
+   refused or zeroed plan, or one whose config no longer resolves, prints "no plan: " and why. */
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
 /* A config like *config whose plan fits budget_bytes on every device (arenas plus the
    estimated overhead), with the same global batch, that the coarse throughput model
@@ -962,6 +968,8 @@ typedef struct gpt2rt_hardware {
     double flops_16;   /* FLOP/s of bf16/fp16 products with fp32 accumulation */
     double mem_bw;     /* device memory, bytes/s */
     double link_bw;    /* between two devices, bytes/s each way */
+    double half_tokens; /* tokens of a micro-batch at which matrix products reach half the
+                           peak (efficiency n / (n + half_tokens)); 0 -> 4096 */
 } gpt2rt_hardware;
 
 typedef struct gpt2rt_step_time {
@@ -2471,6 +2479,18 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
     for (int i = 0; i < GPT2RT_MAX_DEVICES; i++)
         if (c->device_ids[i] < 0)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = %d is negative", i, c->device_ids[i]);
+    /* the plan's tokens a step (int64): every micro-batch of every data-parallel rank; a
+       micro-batch is at most 2^30 rows and grad_accum 2^20, so only the ranks can carry
+       it past 2^63 (world_size > 1 is data parallel, checked above) */
+    int patches = c->input == GPT2RT_INPUT_PATCHES;
+    int64_t rows = patches ? (int64_t)c->batch_size * c->n_channels * gpt2rt__cfg_n_patches(c)
+                           : (int64_t)c->batch_size * c->seq_len;
+    int64_t ranks = (int64_t)(c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) * c->world_size;
+    if (rows * c->grad_accum > INT64_MAX / ranks)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "%s a step = %s%lld x grad_accum = %d x n_devices = %d x world_size "
+                    "= %d = %.3g, past 2^63; lower grad_accum or batch_size", patches ? "positions" : "tokens",
+                    patches ? "batch_size x n_channels x n_patches = " : "batch_size x seq_len = ", (long long)rows,
+                    c->grad_accum, c->n_devices, c->world_size, (double)rows * c->grad_accum * (double)ranks);
     return GPT2RT_OK;
 }
 
@@ -2736,8 +2756,14 @@ static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a,
     sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
     sp.first = s == 0; sp.last = s == p->n - 1;
     gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
+    /* past 2^64 the cost saturates, so no split is chosen for a wrapped (small) cost;
+       gpt2rt_plan then refuses what the chosen split holds */
+    if (bytes[GPT2RT_MEM_ACTIVATIONS] > UINT64_MAX / (uint64_t)p->m) return UINT64_MAX;
     bytes[GPT2RT_MEM_ACTIVATIONS] *= (uint64_t)p->m;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) t += bytes[i];
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        if (bytes[i] > UINT64_MAX - t) return UINT64_MAX;
+        t += bytes[i];
+    }
     return t;
 }
 
@@ -3489,7 +3515,8 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
 static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw, int sharded, gpt2rt_step_time *st) {
     gpt2rt__dims d = gpt2rt__dims_of(c);
     double peak = c->precision != GPT2RT_PRECISION_FP32 ? hw->flops_16 : c->tf32 ? hw->flops_tf32 : hw->flops_fp32;
-    double half = 4096.0, launch = 25 * 5e-6, link = hw->link_bw, bucket = 25.0 * 1048576.0;
+    double half = hw->half_tokens > 0 ? hw->half_tokens : 4096.0, launch = 25 * 5e-6, link = hw->link_bw;
+    double bucket = 25.0 * 1048576.0;
     int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     int ranks = c->parallel == GPT2RT_PARALLEL_DATA ? n * c->world_size : 1, m = c->grad_accum;
     double f, owned, t_stage = 0.0, owned_max = 0.0, t_all = 0.0, owned_all = 0.0;
@@ -3554,21 +3581,53 @@ static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
    its span. CPU (10.2): the stages share the host, so device 0 holds one device's arenas
    of the whole model and the grad_accum - 1 further sets of those, device s > 0 the
    transient and workspace of its stage thread. bytes: the spans' layouts on entry. */
-static void gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
-                               uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT]) {
+static gpt2rt_result gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
+                                        uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT], char *err, size_t cap) {
     uint64_t m = (uint64_t)c->grad_accum;
-    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return;
-    if (d->cuda) {
-        for (int dev = 0; dev < c->n_devices; dev++) bytes[dev][GPT2RT_MEM_ACTIVATIONS] *= m;
-        return;
+    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return GPT2RT_OK;
+    if (!d->cuda) {
+        gpt2rt__span whole;
+        whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
+        gpt2rt__layout(d, &whole, bytes[0], NULL);
+        for (int dev = 1; dev < c->n_devices; dev++)
+            for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+                bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
     }
-    gpt2rt__span whole;
-    whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
-    gpt2rt__layout(d, &whole, bytes[0], NULL);
-    bytes[0][GPT2RT_MEM_ACTIVATIONS] *= m;
-    for (int dev = 1; dev < c->n_devices; dev++)
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-            bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
+    for (int dev = 0; dev < (d->cuda ? c->n_devices : 1); dev++) {
+        uint64_t a = bytes[dev][GPT2RT_MEM_ACTIVATIONS];
+        if (a > UINT64_MAX / m) {
+            snprintf(err, cap, "parallel = LAYER_SPLIT keeps grad_accum = %d micro-batches of activations in flight "
+                     "(GPipe): %d x %llu bytes on device %d = %.3g bytes, past 2^64 (a micro-batch's activations "
+                     "at batch_size = %d, seq_len = %d, n_embd = %d); lower grad_accum, batch_size or seq_len",
+                     c->grad_accum, c->grad_accum, (unsigned long long)a, dev, (double)a * (double)m, c->batch_size,
+                     c->seq_len, c->n_embd);
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        bytes[dev][GPT2RT_MEM_ACTIVATIONS] = a * m;
+    }
+    return GPT2RT_OK;
+}
+
+/* device dev's total: its categories, then the overhead, each sum checked against 2^64 */
+static gpt2rt_result gpt2rt__plan_total(gpt2rt_memory_plan *plan, int dev, char *err, size_t cap) {
+    uint64_t t = 0;
+    double all = 0.0;
+    int wrapped = 0;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan->bytes[dev][i];
+        all += (double)b;
+        wrapped |= b > UINT64_MAX - t;
+        t += b;
+    }
+    wrapped |= plan->overhead[dev] > UINT64_MAX - t;
+    if (!wrapped) { plan->total[dev] = t; return GPT2RT_OK; }
+    snprintf(err, cap, "device %d needs %.3g bytes, past 2^64 (weights %.3g, grads %.3g, moments %.3g, activations "
+             "%.3g, logits %.3g, kvcache %.3g bytes); lower batch_size, seq_len or the model", dev,
+             all + (double)plan->overhead[dev], (double)plan->bytes[dev][GPT2RT_MEM_WEIGHTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_GRADS], (double)plan->bytes[dev][GPT2RT_MEM_MOMENTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_ACTIVATIONS], (double)plan->bytes[dev][GPT2RT_MEM_LOGITS],
+             (double)plan->bytes[dev][GPT2RT_MEM_KVCACHE]);
+    return GPT2RT_ERR_INVALID_ARGUMENT;
 }
 
 static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
@@ -3585,10 +3644,9 @@ static size_t gpt2rt__fit_explain_step(char *buf, size_t cap, size_t n, const gp
                                        const gpt2rt_memory_plan *b, const char *what, const char *why) {
     int da = 0, db = 0;
     uint64_t pa = gpt2rt__plan_peak(a, &da), pb = gpt2rt__plan_peak(b, &db);
-    double sa = a->predicted_seconds, sb = b->predicted_seconds;
-    GPT2RT__PUT("- %s: the fullest device needs %.2f %s -> %.2f %s (%s %.2f %s); predicted step %.3f -> %.3f s%s%s\n",
+    GPT2RT__PUT("- %s: the fullest device needs %.2f %s -> %.2f %s (%s %.2f %s)%s%s\n",
                 what, GPT2RT__SZ(pa), GPT2RT__SZ(pb), pb <= pa ? "saves" : "costs",
-                GPT2RT__SZ(pb <= pa ? pa - pb : pb - pa), sa, sb, why ? ": " : "", why ? why : "");
+                GPT2RT__SZ(pb <= pa ? pa - pb : pb - pa), why ? ": " : "", why ? why : "");
     return n;
 }
 
@@ -4535,7 +4593,9 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                                      what, e->name, got, (long long)want[0], (long long)want[1],
                                      is_wpe ? " (or more positions)" : "");
             }
-            /* NaN or inf in a weight would make every step after the load non-finite */
+            /* NaN or inf in a weight would make every step after the load non-finite; bf16
+               weights (inference_weights) as stored: a finite float from 0x7F7F8000 (3.3961e38)
+               up rounds to inf */
             const unsigned char *p = st.data + e->begin;
             for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
                 float x = gpt2rt__st_get(p, e->dtype, j);
@@ -4543,6 +4603,13 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                     r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
                                      "%g: weights must be finite", what, e->name, (long long)j,
                                      (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
+                    ok = 0;
+                } else if (ctx->params16 && !isfinite(gpt2rt__bf16_widen(gpt2rt__bf16_round(x)))) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
+                                     "%g, which rounds to %s in bf16 (this context's inference_weights; the largest "
+                                     "bf16 is 3.3895e38): weights must be finite", what, e->name, (long long)j,
+                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x,
+                                     x > 0 ? "inf" : "-inf");
                     ok = 0;
                 }
             }
@@ -4684,7 +4751,11 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
         r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    for (int i = 0; i < 15 && r == GPT2RT_OK; i++) {
+    /* the objective first: a state of the other aLLM4TS stage differs in its shape too
+       (horizon, patch_stride), and the head is what says so */
+    static const int order[15] = {13, 14, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    for (int k = 0; k < 15 && r == GPT2RT_OK; k++) {
+        int i = order[k];
         const char *s = gpt2rt__st_meta(&st, keys[i]);
         if (i >= 13 && !s) continue;
         if (i >= 6 && !s) s = "0";
@@ -4695,7 +4766,9 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                              keys[i], s ? s : "(missing)",
                              named && got >= 0 && got < (i == 13 ? 4 : 2) ? enum_names[i - 13][got] : "",
                              (long long)want[i], named ? enum_names[i - 13][want[i]] : "",
-                             i == 13 ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_load)" : "");
+                             i == 13 && got == GPT2RT_HEAD_NEXT_PATCH && want[i] == GPT2RT_HEAD_PATCH_DECODE
+                             ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_save it from "
+                               "the stage-1 context, gpt2rt_weights_load it here)" : "");
     }
     for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
         if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
@@ -13385,22 +13458,30 @@ static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state
 
 /* one tensor (rows*cols floats, internal layout) to dst: its value (fp32 master; frozen:
    the host copy), raw gradient, m or v (frozen: GPT2RT_ERR_INVALID_ARGUMENT). ZeRO-1: the
-   master (bf16/fp16) and the moments of the part in the own shard only, to the same
-   place of dst (the rest of dst untouched; gpt2rt__cu_param_read asks every rank). */
+   master (bf16/fp16), the moments and (once reduce-scattered) the gradient's sum of the
+   part in the own shard only, to the same place of dst (the rest of dst untouched;
+   gpt2rt__cu_param_read asks every rank). */
 static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                                 gpt2rt_param_what what, float *dst) {
     st->phase = "read_tensor";
     st->layer = -1;
     size_t bytes = (size_t)(t->rows * t->cols) * 4;
     const float *src = NULL;
-    int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master);
+    int grad_shard = what == GPT2RT_PARAM_GRAD && ctx->d.shards > 1 && ctx->dp_reduced;
+    int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master) ||
+                  grad_shard;
     if (t->goff >= 0 && sharded && (st->opt_lo > 0 || st->opt_hi < st->n_train)) {
         int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo;
         int64_t hi = t->goff + t->rows * t->cols < st->opt_hi ? t->goff + t->rows * t->cols : st->opt_hi;
         if (hi <= lo) return GPT2RT_OK;
         dst += lo - t->goff;
         bytes = (size_t)(hi - lo) * 4;
-        src = (what == GPT2RT_PARAM_VALUE ? st->master : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + (lo - st->opt_lo);
+        if (grad_shard) { /* the whole gradient's offsets: the reduce-scatter sums in place */
+            GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
+            src = st->grads + lo;
+        } else
+            src = (what == GPT2RT_PARAM_VALUE ? st->master : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) +
+                  (lo - st->opt_lo);
     } else if (what == GPT2RT_PARAM_VALUE) {
         if (t->goff < 0) { memcpy(dst, ctx->params + t->off, bytes); return GPT2RT_OK; }
         src = st->master ? st->master + t->goff : (const float *)st->w + t->off;
@@ -14239,8 +14320,10 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
     float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
     if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
     r = gpt2rt__cu_read_tensor(ctx, st, t, what, tmp);
-    /* data parallel with ZeRO-1: each rank holds the moments of its shard */
-    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && what != GPT2RT_PARAM_GRAD && ctx->d.shards > 1; i++)
+    /* data parallel with ZeRO-1: each rank holds the moments of its shard, and once reduced
+       the gradient's sum there */
+    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && (what != GPT2RT_PARAM_GRAD || ctx->dp_reduced) &&
+                    ctx->d.shards > 1; i++)
         if ((r = gpt2rt__cu_read_tensor(ctx->ranks[i], ctx->ranks[i]->cu, t, what, tmp)) != GPT2RT_OK) {
             char msg[sizeof ctx->error];
             memcpy(msg, ctx->ranks[i]->error, sizeof msg);
@@ -16187,6 +16270,17 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
     }
 }
 
+/* ZeRO-1 in one process, once the reduce-scatter ran: the summed gradient of the trained
+   floats [lo, hi) into g (hi-lo floats), each part from the rank whose shard holds the
+   sum (elsewhere a rank holds its own rows' gradient) */
+static void gpt2rt__dp_grads(gpt2rt_ctx *ctx, float *g, int64_t lo, int64_t hi) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
+        if (b > a) memcpy(g + (a - lo), rc->grads + a, (size_t)(b - a) * sizeof(float));
+    }
+}
+
 /* the CPU backend's (the table's): the host weights are the trained ones; the moments go
    to whichever rank keeps them */
 static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
@@ -17408,17 +17502,30 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
         return GPT2RT_ERR_INVALID_ARGUMENT;
     }
     gpt2rt_result r = gpt2rt__cfg_resolve(config, &plan->config, plan->error, sizeof plan->error);
-    if (r != GPT2RT_OK) return r;
+    if (r != GPT2RT_OK) { /* the half-resolved config stays behind: a failed plan is all zero but its error */
+        memset(&plan->config, 0, sizeof plan->config);
+        return r;
+    }
     const gpt2rt_config *c = &plan->config;
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->n_devices = c->n_devices;
     gpt2rt__span sp[GPT2RT_MAX_DEVICES];
     gpt2rt__spans_of(c, sp);
     for (int dev = 0; dev < c->n_devices; dev++) gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
-    gpt2rt__plan_split(c, &d, plan->bytes); /* GPipe's micro-batches in flight, where each backend holds them */
-    for (int dev = 0; dev < c->n_devices; dev++) {
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
+    /* GPipe's micro-batches in flight, where each backend holds them; then the totals. One
+       device's categories fit in 63 bits at every limit of the config (about 2^62 bytes of
+       activations); the micro-batches in flight and the sums may not: refused, not wrapped */
+    r = gpt2rt__plan_split(c, &d, plan->bytes, plan->error, sizeof plan->error);
+    for (int dev = 0; dev < c->n_devices && r == GPT2RT_OK; dev++) {
         plan->overhead[dev] = gpt2rt__overhead_estimate(c);
+        r = gpt2rt__plan_total(plan, dev, plan->error, sizeof plan->error);
+    }
+    if (r != GPT2RT_OK) {
+        char why[sizeof plan->error];
+        memcpy(why, plan->error, sizeof why);
+        memset(plan, 0, sizeof *plan);
+        memcpy(plan->error, why, sizeof why);
+        return r;
     }
     gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
@@ -17458,7 +17565,28 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
     size_t n = 0;
     if (!p) return 0;
-    const gpt2rt_config *c = &p->config;
+    /* what is printed is read only once it checks out: the plan's config resolves (a
+       plan's is resolved already, so this gives it back as it is) and has as many
+       devices as the plan; a refused or zeroed plan prints why there is none */
+    gpt2rt_config rc;
+    char why[512];
+    if (p->n_devices == 0 && p->config.n_devices == 0) {
+        if (memchr(p->error, 0, sizeof p->error) && p->error[0]) GPT2RT__PUT("no plan: %s\n", p->error);
+        else GPT2RT__PUT("no plan: this one is all zero (gpt2rt_plan fills a plan, or says why it could not)\n");
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    gpt2rt_result r = gpt2rt__cfg_resolve(&p->config, &rc, why, sizeof why);
+    if (r == GPT2RT_OK && p->n_devices != rc.n_devices) {
+        snprintf(why, sizeof why, "the plan has n_devices = %d, its config %d", p->n_devices, rc.n_devices);
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r != GPT2RT_OK) {
+        GPT2RT__PUT("no plan: its config does not hold: %s\n", why);
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    const gpt2rt_config *c = &rc;
     char rb[64];
     /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
        config and the bytes, not the planner's figures (it printed 0 here) */
@@ -18107,6 +18235,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_logits")); /* its forward, the logits' source, is refused too */
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_logits") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
@@ -18390,6 +18519,21 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
     }
     if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
         k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
+    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
+        if (ctx->comm_proc.destroy)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_param_read of a gradient: with "
+                                "shard_optimizer = 1 over world_size = %d processes each process holds the summed "
+                                "gradient of its 1/%d of the parameters only; gathering it across processes is not "
+                                "implemented yet (use shard_optimizer = 0 to read it)", ctx->cfg.world_size,
+                                ctx->d.shards);
+        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
+        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
+        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
+        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
+        gpt2rt__param_out(t, g, k, dst);
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
         if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */

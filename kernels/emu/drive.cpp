@@ -324,6 +324,22 @@ static void data_parallel(gpt2rt_config c) {
     }
     check(same_bits(read_all(a, GPT2RT_PARAM_VALUE), read_all(b, GPT2RT_PARAM_VALUE)),
           "data parallel ZeRO-1 (vocab %d: unequal shards) weights after 3 steps bitwise equal to unsharded", c.vocab_size);
+    /* after the last micro-step's backward each ZeRO-1 rank holds the sum of its shard only:
+       the read gathers it (two ranks add in either order alike, so bitwise) */
+    gpt2rt_result ra = GPT2RT_OK, rb = GPT2RT_OK;
+    for (int k = 0; k < (c.grad_accum ? c.grad_accum : 1); k++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 950 + k), tg = tokens(n, c.vocab_size, 1050 + k);
+        if (ra == GPT2RT_OK) ra = gpt2rt_forward(a, in.data(), tg.data(), NULL);
+        if (ra == GPT2RT_OK) ra = gpt2rt_backward(a);
+        if (rb == GPT2RT_OK) rb = gpt2rt_forward(b, in.data(), tg.data(), NULL);
+        if (rb == GPT2RT_OK) rb = gpt2rt_backward(b);
+    }
+    check(ra == GPT2RT_OK && rb == GPT2RT_OK && same_bits(read_all(a, GPT2RT_PARAM_GRAD), read_all(b, GPT2RT_PARAM_GRAD)),
+          "data parallel ZeRO-1 (vocab %d): the gradient read after the last backward bitwise equal to unsharded "
+          "(%s; %s)", c.vocab_size, gpt2rt_last_error(a), gpt2rt_last_error(b));
+    /* the step completed before the contexts go (the ranks' streams still wait on each other) */
+    if (ra == GPT2RT_OK) gpt2rt_update(a, &st);
+    if (rb == GPT2RT_OK) gpt2rt_update(b, &st);
     gpt2rt_free(a);
     gpt2rt_free(b);
 }
@@ -632,7 +648,7 @@ static void allm4ts_twice_and_mask(gpt2rt_config c, int steps) {
     gpt2rt_free(h);
 }
 
-/* classifier_chunk = N on CUDA (issue 26) against the whole-batch CUDA path of the same config: planned ==
+/* classifier_chunk = N on CUDA against the whole-batch CUDA path of the same config: planned ==
    cudaMalloc'ed with the logits arena N x Vp; forward + backward twice (the second accumulates): the loss and
    every gradient but wte's bitwise equal (each token's row is computed alone, by the same kernels), wte's within
    1e-5 relative (a sum over BT = 32 tokens added in chunks: reassociation moves it by about log2(32) roundings of
@@ -773,7 +789,7 @@ int main(int argc, char **argv) {
         parity("fp32 patch input, odd shapes (L27 P6 S3 M3 H5 C20), dropout", s2, 1e-4, 1e-5, 2);
     }
     if (!*only || !strcmp(only, "allm4ts")) {
-        /* aLLM4TS's heads and masks (issue 25), tolerances as above: stage 1 (NEXT_PATCH, causal:
+        /* aLLM4TS's heads and masks, tolerances as above: stage 1 (NEXT_PATCH, causal:
            L64 P8 S8, T = 8) and stage 2 (PATCH_DECODE: L32 P8 S4, 8 history patches + 3 placeholders,
            the last one cut at horizon 20), under PLACEHOLDERS and CAUSAL, fp32 and bf16 */
         gpt2rt_config a = c;
@@ -805,7 +821,7 @@ int main(int argc, char **argv) {
         parity("bf16 aLLM4TS PATCH_DECODE, PLACEHOLDERS, C128 HS64 T71 (tensor-core attention, 2 tiles)", t, 5e-2, 1e-2, 1, &t32);
     }
     if (!*only || !strcmp(only, "chunk")) {
-        /* classifier_chunk (issue 26): BT = 32 in chunks of 7 (the last of 4) and of 16; against the CPU's
+        /* classifier_chunk: BT = 32 in chunks of 7 (the last of 4) and of 16; against the CPU's
            chunked path at parity's tolerances; under data parallel (2 ranks) */
         chunk_vs_whole(c, 7);
         gpt2rt_config b = c;
