@@ -304,5 +304,8 @@ if built timeseries; then
     else bad "timeseries split with dropout (exit $rc)"; echo "$out" | tail -2; fi
 fi
 
+# ---- timeseries: flags per stage, the --data list, output paths, presets (its own file)
+. tests/cli_timeseries.sh
+
 echo "CLI: $passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]
