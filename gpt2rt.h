@@ -1176,6 +1176,8 @@ typedef struct gpt2rt_series_info {
                          (YYYY-MM-DD[ HH:MM[:SS]], '-' or '/', ' ' or 'T'), in the column's own
                          units for numbers; 0 when unknown (no date column, a date that does not
                          parse, or no increasing step) */
+    int date_is_calendar; /* 1: the dates are calendar dates (date_step in seconds); 0: plain
+                             numbers or no dates */
     int64_t filled;   /* missing values filled (desc.fill) */
 } gpt2rt_series_info;
 
@@ -6825,6 +6827,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
         /* dates, or plain numbers, in every row: a step; a mixture or text: none */
         if (s->time_kind != 1 && s->time_kind != 2) s->time_kind = 0;
         if (datec >= 0 && s->time_kind) s->info.date_step = gpt2rt__series_step(s->time, rows);
+        s->info.date_is_calendar = datec >= 0 && s->time_kind == 2;
     }
     /* borders: AUTO reads the name's last path component */
     {

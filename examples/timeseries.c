@@ -804,9 +804,10 @@ static void print_columns(gpt2rt_series *d) {
         char a[40] = "", b[40] = "";
         gpt2rt_series_date(d, 0, a, sizeof a);
         gpt2rt_series_date(d, in.rows - 1, b, sizeof b);
-        printf("columns: date \"%s\" (%s to %s, a row every %g %s); %d channel%s:", dc, a, b,
-               in.date_step >= 3600 && fmod(in.date_step, 3600) == 0 ? in.date_step / 3600 : in.date_step,
-               in.date_step >= 3600 && fmod(in.date_step, 3600) == 0 ? "h" : "s", in.channels, in.channels > 1 ? "s" : "");
+        int hours = in.date_is_calendar && in.date_step >= 3600 && fmod(in.date_step, 3600) == 0;
+        printf("columns: date \"%s\" (%s to %s, a row every %g%s); %d channel%s:", dc, a, b,
+               hours ? in.date_step / 3600 : in.date_step,
+               !in.date_is_calendar ? " (the column's units)" : hours ? " h" : " s", in.channels, in.channels > 1 ? "s" : "");
     } else if (dc) printf("columns: date \"%s\" (no regular step: forecasts carry no dates); %d channel%s:", dc,
                           in.channels, in.channels > 1 ? "s" : "");
     else printf("columns: no date column (--date-column NAME names one); %d channel%s:", in.channels,
@@ -1201,11 +1202,11 @@ static void print_metrics(const char *what, const double *sse, const double *sae
     printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
 }
 
-/* the seasonal period in rows: --season N, else a day of the date step when it divides
-   one; 0: none */
-static int64_t season_of(int season, double date_step) {
+/* the seasonal period in rows: --season N, else a day of the date step (calendar dates
+   only: a step of plain numbers has no known unit) when it divides one; 0: none */
+static int64_t season_of(int season, double date_step, int calendar) {
     if (season) return season;
-    if (date_step > 0 && date_step <= 43200 && fmod(86400.0, date_step) == 0) return (int64_t)(86400.0 / date_step);
+    if (calendar && date_step > 0 && date_step <= 43200 && fmod(86400.0, date_step) == 0) return (int64_t)(86400.0 / date_step);
     return 0;
 }
 
@@ -1284,8 +1285,8 @@ static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t 
         channel_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
         gpt2rt_series_info in = info_of(s);
-        print_baselines(x, y, n, L, H, M, season_of(season, in.date_step), lm,
-                        "no --season N, and no date step that divides a day");
+        print_baselines(x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
+                        "no --season N, and no calendar date step that divides a day");
     }
     free(x); free(y); free(sse); free(sae); free(std); free(names);
 }
@@ -1305,7 +1306,7 @@ typedef struct popts {
 static void predict_usage(void) {
     printf("usage: timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]\n"
            "  --model DIR      a forecaster written by timeseries --save (forecaster.json + model.safetensors)\n"
-           "  --data FILE.csv  the series: the forecaster's columns by name (others ignored), its date column\n"
+           "  --data FILE.csv  the series: the forecaster's columns by name (other columns must be numbers too), its date column\n"
            "  --out FILE       the forecasts as CSV (default: stdout): date, then one column per channel, in the\n"
            "                   data's units; the dates continue the file's at its step (else a step number)\n"
            "  --all            forecast from every window of lookback rows, not only the last: the columns are\n"

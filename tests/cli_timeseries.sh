@@ -74,6 +74,13 @@ if built timeseries; then
        echo "$out" | grep -q '^columns: no date column .*3 channels: a, b, c$'; then
         ok "timeseries on a CSV without a date column: 3 channels (a, b, c), none dropped"
     else bad "timeseries without a date column (exit $rc)"; echo "$out" | head -3; fi
+    # a column of plain numbers named as the date: its step is in the column's units, not
+    # seconds, so no seasonal period is guessed from it
+    out=$("$TSP" $S2 --data $B/cli_nodate.csv --date-column a 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^columns: date "a" (1 to 40, a row every 1 (the column.s units)); 2 channels: b, c$' &&
+       echo "$out" | grep -q 'seasonal naive: none (no --season N, and no calendar date step'; then
+        ok "timeseries --date-column a (plain numbers): a step of 1 in the column's units, no seasonal period guessed"
+    else bad "timeseries --date-column naming a column of numbers (exit $rc)"; echo "$out" | grep -E '^columns|baselines'; fi
     sed -i '5s/^4,8,/4,,/; 9s/^8,16,/8,NA,/' $B/cli_nodate.csv
     out=$("$TSP" $S2 --data $B/cli_nodate.csv 2>&1); rc=$?
     out2=$("$TSP" $S2 --data $B/cli_nodate.csv --fill linear --columns c,b 2>&1); rc2=$?

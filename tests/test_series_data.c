@@ -56,7 +56,7 @@ static void check_borders(const char *label, const gpt2rt_series_info *in, gpt2r
 static void test_borders(void) {
     size_t len;
     gpt2rt_series *s;
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     gpt2rt_series_desc d = desc(336, 96, NULL, GPT2RT_SERIES_BORDERS_AUTO);
     /* ETTh: 12/4/4 months of 30 days of hours; the extra rows of the real files
        (ETTh2 has 17420) are not used */
@@ -114,7 +114,7 @@ static void test_borders(void) {
    a's std; b is constant, so sklearn keeps its scale at 1 (mean 5). */
 static void test_scaler_and_windows(void) {
     gpt2rt_series *s;
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_AUTO);
     CHECK(gpt2rt_series_load(&s, SMALL, &d) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(s));
     CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.rows == 30 && in.channels == 3, "rows %lld channels %d",
@@ -197,7 +197,7 @@ static void bad(const char *label, const char *csv, gpt2rt_series_desc d, gpt2rt
     CHECK(got == r && strstr(e, "bad.csv") && (!f1 || strstr(e, f1)) && (!f2 || strstr(e, f2)) && (!f3 || strstr(e, f3)),
           "%s: %s: \"%s\" (want %s, \"%s\", \"%s\", \"%s\")", label, gpt2rt_result_string(got), e, gpt2rt_result_string(r),
           f1 ? f1 : "", f2 ? f2 : "", f3 ? f3 : "");
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     float x[4], y[4];
     CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_ERR_STATE && gpt2rt_series_values(s) == NULL &&
               gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 0, 0, 0, 1, x, y) == GPT2RT_ERR_STATE,
@@ -256,7 +256,7 @@ static void test_errors(void) {
     dn.no_scale = 1;
     CHECK(gpt2rt_series_load_mem(&s, fine, strlen(fine), "fine.csv", &dn) == GPT2RT_OK, "accepted forms: %s",
           gpt2rt_series_last_error(s));
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     if (gpt2rt_series_info_get(s, &in) == GPT2RT_OK)
         CHECK(in.rows == 10 && gpt2rt_series_values(s)[19] == 11.0f && strcmp(gpt2rt_series_column(s, 0), "a") == 0,
               "accepted forms: rows %lld, last value %g", (long long)in.rows, (double)gpt2rt_series_values(s)[19]);
@@ -297,7 +297,7 @@ static void test_heldout(void) {
         gpt2rt_series_free(s);
         return;
     }
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     memset(&in, 0, sizeof in);
     CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.rows == ROWS && in.channels == M, "%s: %lld rows, %d "
           "channels; shipped: %d, %d", HELDOUT, (long long)in.rows, in.channels, ROWS, M);
@@ -424,7 +424,7 @@ static void row_minutes(char *l, size_t cap, int i) { snprintf(l, cap, "x%d,2021
    (before, its first column was dropped unread); dates continue past the last row */
 static void test_date_column(void) {
     gpt2rt_series *s;
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     char buf[40];
     gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
     d.no_scale = 1;
@@ -440,7 +440,7 @@ static void test_date_column(void) {
     d.date_column = "a";
     CHECK(gpt2rt_series_load_mem(&s, csv, strlen(csv), "sensor.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
               GPT2RT_OK && in.channels == 2 && in.date_column == 0 && in.date_step == 1.0 &&
-              !strcmp(gpt2rt_series_column(s, 0), "b") && gpt2rt_series_date(s, 13, buf, sizeof buf) == GPT2RT_OK &&
+              in.date_is_calendar == 0 && !strcmp(gpt2rt_series_column(s, 0), "b") && gpt2rt_series_date(s, 13, buf, sizeof buf) == GPT2RT_OK &&
               !strcmp(buf, "13"), "date_column \"a\" (numbers): 2 channels, step %g, row 13's date %s: %s", in.date_step,
           buf, gpt2rt_series_last_error(s));
     gpt2rt_series_free(s);
@@ -453,7 +453,7 @@ static void test_date_column(void) {
     csv = rows_csv("date,x,y", 12, row_hourly);
     CHECK(gpt2rt_series_load_mem(&s, csv, strlen(csv), "hourly.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
               GPT2RT_OK && in.channels == 2 && in.date_column == 0 && in.date_step == 3600.0 &&
-              !strcmp(gpt2rt_series_date_column(s), "date") && gpt2rt_series_date(s, 0, buf, sizeof buf) == GPT2RT_OK &&
+              in.date_is_calendar == 1 && !strcmp(gpt2rt_series_date_column(s), "date") && gpt2rt_series_date(s, 0, buf, sizeof buf) == GPT2RT_OK &&
               !strcmp(buf, "2016-12-31 14:00:00"), "hourly: step %g, row 0 %s: %s", in.date_step, buf,
           gpt2rt_series_last_error(s));
     CHECK(gpt2rt_series_date(s, 12, buf, sizeof buf) == GPT2RT_OK && !strcmp(buf, "2017-01-01 02:00:00"),
@@ -505,7 +505,7 @@ static void test_date_column(void) {
    (empty, NA, NaN, null) refused naming the line, or filled and counted */
 static void test_columns_fill(void) {
     gpt2rt_series *s;
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
     d.no_scale = 1;
     const char *ok10 = "date,a,b,c\n1,1,2,3\n2,2,3,4\n3,3,4,5\n4,4,5,6\n5,5,6,7\n6,6,7,8\n7,7,8,9\n8,8,9,10\n9,9,10,11\n"
