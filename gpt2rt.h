@@ -48,6 +48,16 @@
                               with mpicc; Debian: openmpi-bin libopenmpi-dev), and
                               rendezvous = MPI is available
        GPT2RT_NCCL            (nvcc) the NCCL communicator of CUDA ranks; link -lnccl
+     Leaving out what an application does not use (declarations and implementation
+     both; the trainer is the same without them):
+       GPT2RT_NO_TOKENIZER    no GPT-2 tokenizer and no llm.c token shards
+                              (gpt2rt_tok_*, gpt2rt_shard_*: section 5)
+       GPT2RT_NO_SERIES       no CSV series files (gpt2rt_series_*: section 6.3);
+                              patch inputs still train from the caller's arrays
+       GPT2RT_NO_DIST         no multi-process code: no TCP and FILE rendezvous (10.3),
+                              no sockets included, GPT2RT_MPI refused; world_size > 1
+                              is then GPT2RT_ERR_UNAVAILABLE. Data parallel over the
+                              devices of one process stays.
        GPT2RT__TEST_HOOKS     private, tests only: fault injection (a failing rename);
                               never define it in a program
    Compile with OpenMP (-fopenmp, which defines _OPENMP) for threads; compile with
@@ -1031,6 +1041,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
 GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src,
                                             int64_t count);
 
+#ifndef GPT2RT_NO_TOKENIZER
 /* ---- text: the GPT-2 tokenizer and llm.c token shards --------------------
    Objects of their own, no gpt2rt_ctx needed. Like gpt2rt_create, a failed load
    still returns an object that holds only the message (read it with *_last_error,
@@ -1093,7 +1104,9 @@ GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *shard);
    inputs shifted by one token. */
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, int64_t step, int rank,
                                             int n_ranks, int B, int T, int32_t *inputs, int32_t *targets);
+#endif /* GPT2RT_NO_TOKENIZER */
 
+#ifndef GPT2RT_NO_SERIES
 /* ---- time series: ETT-format CSV files ------------------------------------
    An object of its own like the tokenizer: no gpt2rt_ctx needed; a failed load
    returns an object holding only the message (read it with
@@ -1158,6 +1171,8 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
    info.windows[split]. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *series, gpt2rt_series_split split, uint64_t seed,
                                              int64_t epoch, int64_t first, int B, float *x, float *y);
+#endif /* GPT2RT_NO_SERIES */
+
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
    The prompts run through the model once (the prefill), then each new token alone,
    attending to the keys and values the cache keeps: no recompute of the prefix. */
@@ -1237,11 +1252,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #else
 #include <fcntl.h>  /* open(O_NONBLOCK): a FIFO is refused, not waited on */
 #include <unistd.h>
+#ifndef GPT2RT_NO_DIST
 #include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.3) */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#endif
 #endif
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -1270,6 +1287,9 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #endif
 #endif
 #ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.4): compile with mpicc */
+#ifdef GPT2RT_NO_DIST
+#error "gpt2rt.h: GPT2RT_MPI and GPT2RT_NO_DIST together: MPI is part of the multi-process code NO_DIST leaves out"
+#endif
 #include <mpi.h>
 #endif
 #ifdef _WIN32
@@ -2455,6 +2475,11 @@ static gpt2rt_result gpt2rt__cfg_check_process(const gpt2rt_config *c, char *err
     if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
         GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "parallel = LAYER_SPLIT splits the layers over the devices of one "
                     "process; world_size = %d processes is for parallel = DATA", c->world_size);
+#ifdef GPT2RT_NO_DIST
+    GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "world_size = %d processes: this build has no multi-process code (the "
+                "implementation was compiled with GPT2RT_NO_DIST); run one process (world_size = 1, data parallel "
+                "over n_devices of this process), or build without GPT2RT_NO_DIST", c->world_size);
+#endif
     switch (c->rendezvous) {
     case GPT2RT_RENDEZVOUS_DEFAULT:
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "world_size = %d processes need a rendezvous: torchrun sets "
@@ -4659,6 +4684,94 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
       256 + i, <|endoftext|> = 256 + merges (tools/tok_fixture.py and the tests
       check it), so the compact copy in data/ holds the merges only. */
 
+/* ---- shared with the series files (6.3): messages, whole files, shuffles without a context ---- */
+#if !defined(GPT2RT_NO_TOKENIZER) || !defined(GPT2RT_NO_SERIES)
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error, 512, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
+   before anything is read, so a FIFO or a device is refused at once and a swap
+   between a check and the open cannot make it block (as gpt2rt__read_file) */
+static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
+    struct stat st;
+    *buf = NULL;
+    *len = 0;
+#ifdef _WIN32
+    if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!GPT2RT__IS_REG(st.st_mode))
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
+                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+#define GPT2RT__TRF_CLOSE() fclose(fp)
+#else
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
+                               gpt2rt__file_kind((unsigned)st.st_mode));
+    }
+#define GPT2RT__TRF_CLOSE() close(fd)
+#endif
+    size_t n = (size_t)st.st_size, got = 0;
+    *buf = (unsigned char *)malloc(n ? n : 1);
+    if (!*buf) {
+        GPT2RT__TRF_CLOSE();
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
+    }
+#ifdef _WIN32
+    got = fread(*buf, 1, n, fp);
+#else
+    while (got < n) {
+        long k = (long)read(fd, *buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+#endif
+    GPT2RT__TRF_CLOSE();
+#undef GPT2RT__TRF_CLOSE
+    if (got != n) {
+        free(*buf);
+        *buf = NULL;
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: read %zu of %zu bytes", path, got, n);
+    }
+    *len = n;
+    return GPT2RT_OK;
+}
+
+/* a bijection of [0, n) drawn from key: a 4-round Feistel network on the smallest
+   even number of bits that covers n, walking the cycle until the value is below n
+   (at most 4x the domain, so a few steps); no table, so any window of any epoch
+   costs O(1) */
+static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
+    int bits = 2;
+    while (((uint64_t)1 << bits) < n) bits += 2;
+    int half = bits / 2;
+    uint64_t mask = ((uint64_t)1 << half) - 1;
+    do {
+        uint64_t l = x >> half, r = x & mask;
+        for (int round = 0; round < 4; round++) {
+            uint64_t s = key + (uint64_t)round * 0x632BE59BD9B4E019ull + r;
+            uint64_t f = gpt2rt__rng_next(&s) & mask;
+            uint64_t nl = r;
+            r = l ^ f;
+            l = nl;
+        }
+        x = l << half | r;
+    } while (x >= n);
+    return x;
+}
+#endif
+
+#ifndef GPT2RT_NO_TOKENIZER
 enum { GPT2RT__TOK_OTHER = 0, GPT2RT__TOK_LETTER = 1, GPT2RT__TOK_NUMBER = 2, GPT2RT__TOK_SPACE = 3 };
 #define GPT2RT__TOK_MAX_VOCAB 65536     /* ids fit uint16, like llm.c's token files */
 #define GPT2RT__TOK_CACHE_BITS 15       /* 32768 pieces, 2 MiB */
@@ -4737,15 +4850,6 @@ struct gpt2rt_shard {
     uint16_t *tokens;
     int64_t n;
 };
-
-static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
-static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error, 512, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
 /* ==== 5.1 Unicode classes ==== */
 
@@ -5407,58 +5511,6 @@ out:
     return r;
 }
 
-/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
-   before anything is read, so a FIFO or a device is refused at once and a swap
-   between a check and the open cannot make it block (as gpt2rt__read_file) */
-static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
-    struct stat st;
-    *buf = NULL;
-    *len = 0;
-#ifdef _WIN32
-    if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (!GPT2RT__IS_REG(st.st_mode))
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
-                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-#define GPT2RT__TRF_CLOSE() fclose(fp)
-#else
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
-                               gpt2rt__file_kind((unsigned)st.st_mode));
-    }
-#define GPT2RT__TRF_CLOSE() close(fd)
-#endif
-    size_t n = (size_t)st.st_size, got = 0;
-    *buf = (unsigned char *)malloc(n ? n : 1);
-    if (!*buf) {
-        GPT2RT__TRF_CLOSE();
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
-    }
-#ifdef _WIN32
-    got = fread(*buf, 1, n, fp);
-#else
-    while (got < n) {
-        long k = (long)read(fd, *buf + got, n - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-#endif
-    GPT2RT__TRF_CLOSE();
-#undef GPT2RT__TRF_CLOSE
-    if (got != n) {
-        free(*buf);
-        *buf = NULL;
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: read %zu of %zu bytes", path, got, n);
-    }
-    *len = n;
-    return GPT2RT_OK;
-}
-
 /* write to path.tmp, then rename: never a half-written file at path */
 static gpt2rt_result gpt2rt__tok_write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen,
                                             char *error) {
@@ -5850,28 +5902,6 @@ GPT2RT_DEF const char *gpt2rt_shard_last_error(const gpt2rt_shard *s) {
 GPT2RT_DEF int64_t gpt2rt_shard_count(const gpt2rt_shard *s) { return s && !s->failed ? s->n : 0; }
 GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *s) { return s && !s->failed ? s->tokens : NULL; }
 
-/* a bijection of [0, n) drawn from key: a 4-round Feistel network on the smallest
-   even number of bits that covers n, walking the cycle until the value is below n
-   (at most 4x the domain, so a few steps); no table, so any window of any epoch
-   costs O(1) */
-static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
-    int bits = 2;
-    while (((uint64_t)1 << bits) < n) bits += 2;
-    int half = bits / 2;
-    uint64_t mask = ((uint64_t)1 << half) - 1;
-    do {
-        uint64_t l = x >> half, r = x & mask;
-        for (int round = 0; round < 4; round++) {
-            uint64_t s = key + (uint64_t)round * 0x632BE59BD9B4E019ull + r;
-            uint64_t f = gpt2rt__rng_next(&s) & mask;
-            uint64_t nl = r;
-            r = l ^ f;
-            l = nl;
-        }
-        x = l << half | r;
-    } while (x >= n);
-    return x;
-}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int64_t step, int rank, int n_ranks, int B,
                                             int T, int32_t *inputs, int32_t *targets) {
@@ -5902,6 +5932,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int6
     }
     return GPT2RT_OK;
 }
+#endif /* GPT2RT_NO_TOKENIZER */
 
 /* ==== 6. Inputs ==== */
 
@@ -6107,6 +6138,7 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
     }
 }
 
+#ifndef GPT2RT_NO_SERIES
 /* ==== 6.3 Series files ==== */
 
 /* ETT-format CSV (a date column, then numeric columns) cut as the Time-Series-Library
@@ -6505,6 +6537,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
     }
     return GPT2RT_OK;
 }
+#endif /* GPT2RT_NO_SERIES */
 
 /* ==== 7. CPU backend ==== */
 
@@ -15721,7 +15754,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
 static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
 #endif
 
-#ifndef _WIN32
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
 /* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */
 static int gpt2rt__rdv_left_ms(double deadline) {
     double left = (deadline - gpt2rt__now()) * 1e3;
@@ -16082,19 +16115,22 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
     memcpy(id, rec.id, GPT2RT__RDV_ID_BYTES);
     return GPT2RT_OK;
 }
-#endif /* !_WIN32 */
+#endif /* !_WIN32 && !GPT2RT_NO_DIST */
 
 /* Every rank gets rank 0's id: id (GPT2RT__RDV_ID_BYTES) is rank 0's input and the
    others' output. One process: nothing to do. */
 GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
     if (c->world_size <= 1) return GPT2RT_OK;
+#ifdef GPT2RT_NO_DIST
+    (void)id; /* config resolution refuses world_size > 1 in such a build */
+#endif
     if (c->world_size > GPT2RT__RDV_MAX_PEERS)
         GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "rendezvous of world_size = %d processes: at most %d", c->world_size,
                     GPT2RT__RDV_MAX_PEERS);
 #ifdef GPT2RT_MPI
     if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
 #endif
-#ifndef _WIN32
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
     if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
     if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
         struct sockaddr_in a;
@@ -16104,7 +16140,7 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
     }
 #endif
     GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "rendezvous = %d is not available in this build (TCP and FILE need a POSIX "
-                "system; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
+                "system and no GPT2RT_NO_DIST; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
 }
 
 /* ==== 10.4 Processes: MPI ==== */
