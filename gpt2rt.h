@@ -1367,7 +1367,7 @@ typedef struct gpt2rt__dims {
     int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
     int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
     int affine;            /* patches: RevIN's learned affine */
-    int seqhead;           /* aLLM4TS's sequence head: 0 none, 1 NEXT_PATCH, 2 PATCH_DECODE */
+    gpt2rt_head seqhead;   /* aLLM4TS's sequence head, NEXT_PATCH or PATCH_DECODE; HEAD_LM (0): none */
     int64_t TH;            /* attention: queries t >= TH are placeholders (see only [0,TH) and
                               themselves); T: plain causal */
     int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
@@ -2600,17 +2600,17 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.patches = c->input == GPT2RT_INPUT_PATCHES;
-    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = 0;
+    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = GPT2RT_HEAD_LM;
     if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
         d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
         d.affine = c->revin_affine;
         d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
         d.V = d.Vp = 0;
-        d.seqhead = c->head == GPT2RT_HEAD_NEXT_PATCH ? 1 : c->head == GPT2RT_HEAD_PATCH_DECODE ? 2 : 0;
+        if (c->head == GPT2RT_HEAD_NEXT_PATCH || c->head == GPT2RT_HEAD_PATCH_DECODE) d.seqhead = c->head;
     }
     d.TH = c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? gpt2rt__cfg_n_history(c) : d.T;
     /* NEXT_PATCH: every position but the last predicts the next patch's PL values */
-    d.n_out = d.seqhead == 1 ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
+    d.n_out = d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
     d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
     if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
     d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
@@ -3222,7 +3222,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
             o_std = o; o += gpt2rt__ald(d, d->B * 4);
             o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
         }
-        if (s->last && d->seqhead != 1) { /* NEXT_PATCH: the targets are the patches themselves */
+        if (s->last && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) { /* NEXT_PATCH: the targets are the patches themselves */
             o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
             o_pred = o; o += gpt2rt__ald(d, d->n_out * 4);
         }
@@ -5990,7 +5990,7 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
    L-1. Statistics are summed in double in step order. */
 /* PATCH_DECODE: the history's patches, then the placeholders (gpt2rt__ts_hist) */
 static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
-    return d->seqhead == 2 ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
+    return d->seqhead == GPT2RT_HEAD_PATCH_DECODE ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
 }
 
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
@@ -8194,7 +8194,7 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
         GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
                      d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
-        if (d->seqhead == 2) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
         GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
                      d->T * d->C, d->H, ctx->gemm_ws, d->nt));
@@ -8210,7 +8210,7 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
     if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
-        if (d->seqhead == 1) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
         else {
             float *yn = gpt2rt__ts_yn(ctx);
             gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
@@ -8612,7 +8612,7 @@ static gpt2rt_result gpt2rt__cpu_forward_series(gpt2rt_ctx *ctx, const float *x,
     ctx->have_pred = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
     ctx->have_logits = 1;
-    if (d->seqhead == 1) { /* the loss needs no y: the targets are the lookback's next patches */
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the loss needs no y: the targets are the lookback's next patches */
         ctx->loss_sum = gpt2rt__ts_next_sum(ctx->logits, ctx->ts_patch, d);
         ctx->n_targets = d->n_out;
         ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
@@ -12543,7 +12543,7 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
                                                 d->C, d->PL, st->mm_err, sizeof st->mm_err));
-        if (d->seqhead == 2)
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
             GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
     } else if (d->patches)
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
@@ -12628,12 +12628,12 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
         X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
         int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
-        if (d->seqhead == 1)
+        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
             GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
         else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
                                                     gpt2rt__cu_weight<X>(st, rb), gpt2rt__cu_grad_of(st, rw),
                                                     gpt2rt__cu_grad_of(st, rb), dloss, d, s));
-        if (d->seqhead == 2) GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>(yn, logits, 1, d, s));
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>(yn, logits, 1, d, s));
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
@@ -12943,13 +12943,13 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     st->have_targets = 0;
     st->layer = -1;
     GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->Lb) * 4, cudaMemcpyHostToDevice, s));
-    if (y && d->seqhead != 1) /* NEXT_PATCH has no y slot: its targets are the patches */
+    if (y && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) /* NEXT_PATCH has no y slot: its targets are the patches */
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
     GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
-    if (d->seqhead == 1) { /* the targets are the lookback's next patches: the loss's B partial sums
-                              in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the targets are the lookback's next patches: the
+                              loss's B partial sums in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
                               the backward), added on the host in series order */
         double *part = (double *)(void *)st->att_D, *h_part = (double *)(void *)st->h_losses; /* (BT) floats >= B doubles */
         GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(part, (X *)dv->logits, (const X *)(const void *)dv->ts_patch, 0.0f, d, s));
@@ -14065,8 +14065,8 @@ static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *
     ctx->have_pred = 0;
     gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
     ctx->have_logits = r == GPT2RT_OK;
-    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != 1; /* NEXT_PATCH forecasts no horizon */
-    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == 1); /* NEXT_PATCH: the targets are in x */
+    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH; /* NEXT_PATCH forecasts no horizon */
+    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH); /* its targets are in x */
     return r;
 }
 
@@ -15325,7 +15325,8 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     const gpt2rt__dims *d = &rc->d;
     int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
     const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
-    const float *x = (const float *)j->a, *y = d->seqhead == 1 ? NULL : (const float *)j->b; /* NEXT_PATCH: in x */
+    const float *x = (const float *)j->a;
+    const float *y = d->seqhead == GPT2RT_HEAD_NEXT_PATCH ? NULL : (const float *)j->b; /* its targets are in x */
     gpt2rt_result r = GPT2RT_OK;
     switch (j->what) {
     case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
@@ -15408,7 +15409,7 @@ static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, cons
     for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
         gpt2rt_result r = d->patches
             ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M,
-                               b && d->seqhead != 1 ? (const float *)b + m * d->n_out : NULL)
+                               b && d->seqhead != GPT2RT_HEAD_NEXT_PATCH ? (const float *)b + m * d->n_out : NULL)
             : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
         if (r != GPT2RT_OK) {
             char msg[sizeof ctx->error];
@@ -15433,7 +15434,8 @@ static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt_
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
     if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r == GPT2RT_OK && loss) *loss = b || ctx->d.seqhead == 1 ? gpt2rt__dp_loss(ctx) : 0.0f; /* NEXT_PATCH: no y */
+    if (r == GPT2RT_OK && loss) /* NEXT_PATCH has no y */
+        *loss = b || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? gpt2rt__dp_loss(ctx) : 0.0f;
     return r;
 }
 
@@ -16683,7 +16685,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if (ctx->d.seqhead && ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CUDA device for now "
                             "(backend = %s, parallel = %s): set parallel = GPT2RT_PARALLEL_NONE, or backend = "
-                            "GPT2RT_BACKEND_CPU for data parallel", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
+                            "GPT2RT_BACKEND_CPU for data parallel",
+                            ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? "NEXT_PATCH" : "PATCH_DECODE",
                             ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
                             ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
     /* data parallel runs them (10.1); under layer split the last stage's loss would need what
@@ -16694,7 +16697,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
                             "not implemented (the last stage's loss needs the patches and RevIN statistics the first "
                             "stage computes): use parallel = GPT2RT_PARALLEL_DATA over the %d devices, or "
                             "GPT2RT_PARALLEL_NONE",
-                            ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE", ctx->cfg.n_devices);
+                            ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? "NEXT_PATCH" : "PATCH_DECODE", ctx->cfg.n_devices);
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
         return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
                             "backend runs on one device (parallel = %s is not implemented for it): set parallel = "
@@ -16991,7 +16994,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
     GPT2RT__CHECK_CTX(ctx);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
+    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step_series: gradients from an earlier gpt2rt_backward "
@@ -17018,7 +17021,7 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
     if (r != GPT2RT_OK) return r;
     if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst is NULL");
-    if (d->seqhead == 1)
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: head = NEXT_PATCH (aLLM4TS's stage "
                             "1) forecasts no horizon; its loss is the next-patch MSE of gpt2rt_forward_series");
     if (count != d->n_out)
@@ -17135,7 +17138,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
     if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
+    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
 }
