@@ -16,9 +16,6 @@ B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/test_dropout $(B)/fuzz_replay \
-            $(B)/test_tokenizer $(B)/test_series_data $(B)/test_parallel $(B)/test_generate $(B)/test_allm4ts \
-            $(B)/test_allm4ts_mem $(B)/test_infer $(B)/test_infer_bf16
 
 .PHONY: all test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check test-emu
 
