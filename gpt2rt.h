@@ -11672,7 +11672,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    WHAT IT IS
    ============================================================================
    The model of gpt2rt.h (gpt2rt__model_forward / _backward / the optimizer) on one GPU,
-   with the kernels of cu_ops.cuh, cu_matmul.cuh (cuBLASLt) and cu_attention.cuh, in
+   with the kernels of 8.2 (ops), 8.3 (attention) and 8.4 (matrix products, cuBLASLt), in
    fp32 (optionally TF32 matrix products), bf16 or fp16 (dynamic loss scaling).
    Everything runs on one stream (data parallel adds a communicator's stream, 8.6); the
    host waits only where a number must come back
