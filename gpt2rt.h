@@ -7969,6 +7969,8 @@ static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
 static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
                               float loss_scale, double t0);
 static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
+typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats);
 
 typedef struct gpt2rt__backend {
     /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
@@ -14401,14 +14403,13 @@ static gpt2rt_result gpt2rt__ls_cu_fail(gpt2rt_ctx *ctx, int s, gpt2rt_result r)
                         ctx->ls->hs[s].error);
 }
 
-/* gpt2rt_update after the pipelined micro-batches (gpt2rt__update_one's CUDA branch over
-   the stages): the global norm, one device's skip, clip and loss-scale rules, each
-   stage's AdamW, then wte's new weights to the first stage */
-static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+/* the update after the pipelined micro-batches (the CUDA backend's update over the
+   stages, inside gpt2rt__opt_update): the global norm, one device's skip, clip and
+   loss-scale rules, each stage's AdamW, then wte's new weights to the first stage */
+static gpt2rt_result gpt2rt__ls_cu_adamw_stages(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *od,
+                                                float *loss_scale) {
     gpt2rt__ls *ls = ctx->ls;
     int n = ls->n;
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
     double sumsq = 0.0;
     if (ctx->acc_targets) {
         for (int s = 0; s < n; s++) {
@@ -14427,6 +14428,7 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
         }
     }
     gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, sqrt(sumsq), &ls->loss_scale, &ls->clean_steps);
+    *od = o;
     if (o.skipped) {
         for (int s = 0; s < n; s++) {
             gpt2rt__cu_state *st = ls->cu[s];
@@ -14456,9 +14458,12 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
         ctx->step++;
     }
     for (int s = 0; s < n; s++) ls->cu[s]->loss_scale = ls->loss_scale;
-    gpt2rt__opt_stats(ctx, stats, o, lr, ls->loss_scale, t0);
-    gpt2rt__accum_reset(ctx);
+    *loss_scale = ls->loss_scale;
     return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    return gpt2rt__opt_update(ctx, gpt2rt__ls_cu_adamw_stages, stats);
 }
 
 /* gpt2rt_param_read on a CUDA layer split: the stage that trains the tensor (weights of
@@ -14916,6 +14921,19 @@ static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, g
     stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
     stats->micro_batches = ctx->acc_micro;
     stats->seconds = gpt2rt__now() - t0;
+}
+
+/* one gpt2rt_update around whatever applies it (a backend's update, the CUDA stages'):
+   this step's learning rate in; the stats and the cleared accumulation out */
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats) {
+    double t0 = gpt2rt__now();
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    gpt2rt_result r = update(ctx, lr, &o, &loss_scale);
+    if (r != GPT2RT_OK) return r;
+    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
+    gpt2rt__accum_reset(ctx);
+    return GPT2RT_OK;
 }
 
 /* the CPU backend's update (the table's): data parallel first sums the gradients and the
@@ -16926,14 +16944,7 @@ static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stat
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
-    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
-    gpt2rt_result r = ctx->be->update(ctx, lr, &o, &loss_scale);
-    if (r != GPT2RT_OK) return r;
-    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
-    gpt2rt__accum_reset(ctx);
-    return GPT2RT_OK;
+    return gpt2rt__opt_update(ctx, ctx->be->update, stats);
 }
 
 static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
