@@ -12394,7 +12394,7 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
         snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
                  "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
-        return GPT2RT_ERR_NOT_IMPLEMENTED;
+        return GPT2RT_ERR_INVALID_ARGUMENT; /* the callers route layer split to 8.7, ranks to 8.6 */
     }
     gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
     return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
@@ -14274,7 +14274,7 @@ static gpt2rt_result gpt2rt__cu_dp_open(gpt2rt_ctx *ctx) {
         for (int k = 0; k < r; k++) dup |= dc->device[k] == dc->device[r];
     }
     char err[1024] = "";
-    gpt2rt_result res = GPT2RT_ERR_NOT_IMPLEMENTED;
+    gpt2rt_result res = GPT2RT_ERR_UNAVAILABLE;
     snprintf(err, sizeof err, "data parallel on the CUDA backend needs POSIX threads, which this build lacks");
 #ifdef GPT2RT_NCCL
     if (!dup) {
