@@ -2181,9 +2181,10 @@ enum {                                   /* the calls a CALL rule refuses */
     GPT2RT__CAP_CALL_FORWARD = 1 << 0, GPT2RT__CAP_CALL_BACKWARD = 1 << 1, GPT2RT__CAP_CALL_UPDATE = 1 << 2,
     GPT2RT__CAP_CALL_LOGITS = 1 << 3, GPT2RT__CAP_CALL_WEIGHTS_LOAD = 1 << 4, GPT2RT__CAP_CALL_WEIGHTS_SAVE = 1 << 5,
     GPT2RT__CAP_CALL_STATE_SAVE = 1 << 6, GPT2RT__CAP_CALL_STATE_LOAD = 1 << 7, GPT2RT__CAP_CALL_PARAM_WRITE = 1 << 8,
-    GPT2RT__CAP_CALL_MOMENT_READ = 1 << 9 /* gpt2rt_param_read of ADAM_M or ADAM_V */
+    GPT2RT__CAP_CALL_MOMENT_READ = 1 << 9, /* gpt2rt_param_read of ADAM_M or ADAM_V */
+    GPT2RT__CAP_CALL_GRAD_READ = 1 << 10   /* gpt2rt_param_read of GRAD once summed over the ranks */
 };
-#define GPT2RT__CAP_N_CALLS 10
+#define GPT2RT__CAP_N_CALLS 11
 enum { GPT2RT__CAP_PLAN = 0, GPT2RT__CAP_CREATE, GPT2RT__CAP_CALL }; /* when a rule is asked */
 
 typedef struct gpt2rt__cap_rule {
@@ -2231,8 +2232,10 @@ static const gpt2rt__cap_rule gpt2rt__caps[] = {
      GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_PARAM_WRITE, GPT2RT__CAP_CALL,
      "the CUDA stages run gpt2rt_step and gpt2rt_param_read only", "gpt2rt_step, or backend = CPU"},
     {0, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, GPT2RT__CAP_SHARD,
-     GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ, GPT2RT__CAP_CALL,
-     "each process keeps its share of the AdamW moments, and gathering them across processes is not written",
+     GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ |
+     GPT2RT__CAP_CALL_GRAD_READ, GPT2RT__CAP_CALL,
+     "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
+     "processes is not written",
      "shard_optimizer = 0 to save or read them"},
     {GPT2RT__CAP_CPU, 0, 0, 0, 0, GPT2RT__CAP_W16, GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_WEIGHTS_SAVE,
      GPT2RT__CAP_CALL, "the call is written for fp32 weights; gpt2rt_generate and gpt2rt_param_read serve bf16 ones",
@@ -2357,7 +2360,7 @@ static const char *const gpt2rt__cap_feature_names[GPT2RT__CAP_N_FEATURES] = {
 static const char *const gpt2rt__cap_call_names[GPT2RT__CAP_N_CALLS] = {
     "gpt2rt_forward", "gpt2rt_backward", "gpt2rt_update", "gpt2rt_logits", "gpt2rt_weights_load",
     "gpt2rt_weights_save", "gpt2rt_state_save", "gpt2rt_state_load", "gpt2rt_param_write",
-    "gpt2rt_param_read of a moment"};
+    "gpt2rt_param_read of a moment", "gpt2rt_param_read of a summed gradient"};
 static const char *const gpt2rt__cap_mode_short[GPT2RT__CAP_N_MODES] = {
     "one device", "data parallel", "processes", "processes x devices", "layer split", "layer split x processes"};
 /* the four models: (input, head) */
