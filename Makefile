@@ -48,6 +48,34 @@ support: $(B)/gpt2rt-caps
 	@mkdir -p docs
 	./$(B)/gpt2rt-caps > docs/support.md
 
+# the planner in a web page: gpt2rt-mem compiled to WebAssembly by emscripten (Debian:
+# apt-get install emscripten), inlined into one HTML file that works opened from disk,
+# with no server and no network. Debian's emcc runs its JS optimizer on the node it
+# finds; NODE_PATH lets a node from elsewhere find Debian's acorn.
+EMCC ?= emcc
+WEB_NODE_PATH ?= /usr/share/nodejs
+.PHONY: web serve-web test-web
+web: $(B)/gpt2rt-mem.html
+
+$(B)/web/gpt2rt_mem.js: tools/gpt2rt_mem.c gpt2rt.h | $(B)
+	@command -v $(EMCC) > /dev/null || { echo "make web needs emscripten's emcc (Debian: apt-get install emscripten)"; exit 1; }
+	@mkdir -p $(B)/web
+	NODE_PATH=$(WEB_NODE_PATH) $(EMCC) -std=c11 -Wall -Wextra -Werror -O2 -DGPT2RT_MEM_NO_PNG --no-entry \
+	    -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=createGpt2rtMem -sEXPORTED_FUNCTIONS=_gpt2rt_mem_web \
+	    -sEXPORTED_RUNTIME_METHODS=ccall -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=web -o $@ $<
+
+$(B)/gpt2rt-mem.html: web/gpt2rt_mem.html $(B)/web/gpt2rt_mem.js
+	awk -v js=$(B)/web/gpt2rt_mem.js '/^\/\*@GPT2RT_MEM_JS@\*\/$$/ { while ((getline l < js) > 0) print l; next } { print }' $< > $@
+	@echo "open $(B)/gpt2rt-mem.html in a browser (it needs no server)"
+
+# the same page over http://localhost:8000 (python3), for browsers that restrict file://
+serve-web: web
+	cd $(B) && python3 -m http.server 8000 --bind 127.0.0.1
+
+# headless Chromium (Debian: chromium) drives the page through 30+ configs against gpt2rt-mem --json
+test-web: | $(B)
+	@bash tests/web.sh
+
 # the tokenizer CLI: encode / decode text, u16 and llm.c .bin token files
 $(B)/gpt2rt-tok: tools/gpt2rt_tok.c gpt2rt.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)

@@ -535,10 +535,11 @@
 
    Step time over two GPUs (gpt2rt_plan_step_time; gpt2rt-mem prints it beside the
    plan with --devices 2, --gpu, --link). A micro-batch of n tokens on a device
-   holding layers [l0, l1) takes f / (peak * n / (n + 4096)) + recompute bytes /
+   holding layers [l0, l1) takes f / (peak * n / (n + h)) + recompute bytes /
    memory bandwidth + 125 us per layer, f = n * (72 C^2 + 12 C T) per layer (+ 6 Vp C
-   for the head), the planner's FLOPs; AdamW moves 32 + 4 bytes per parameter.
-   Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
+   for the head), the planner's FLOPs, h = gpt2rt_hardware.half_tokens (4096 when 0;
+   gpt2rt-mem's cards use 640, fitted to measured H100 steps); AdamW moves 32 + 4
+   bytes per parameter. Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
    (bytes/s each way), m = grad_accum micro-batches:
    - data parallel: compute m * t_micro; a ring all-reduce sends 2 (N-1)/N G,
      taking 2 (N-1)/N G / BW; in 25 MiB buckets (PyTorch DDP's default) it starts
@@ -966,6 +967,8 @@ typedef struct gpt2rt_hardware {
     double flops_16;   /* FLOP/s of bf16/fp16 products with fp32 accumulation */
     double mem_bw;     /* device memory, bytes/s */
     double link_bw;    /* between two devices, bytes/s each way */
+    double half_tokens; /* tokens of a micro-batch at which matrix products reach half the
+                           peak (efficiency n / (n + half_tokens)); 0 -> 4096 */
 } gpt2rt_hardware;
 
 typedef struct gpt2rt_step_time {
@@ -3781,7 +3784,8 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
 static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw, int sharded, gpt2rt_step_time *st) {
     gpt2rt__dims d = gpt2rt__dims_of(c);
     double peak = c->precision != GPT2RT_PRECISION_FP32 ? hw->flops_16 : c->tf32 ? hw->flops_tf32 : hw->flops_fp32;
-    double half = 4096.0, launch = 25 * 5e-6, link = hw->link_bw, bucket = 25.0 * 1048576.0;
+    double half = hw->half_tokens > 0 ? hw->half_tokens : 4096.0, launch = 25 * 5e-6, link = hw->link_bw;
+    double bucket = 25.0 * 1048576.0;
     int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     int ranks = c->parallel == GPT2RT_PARALLEL_DATA ? n * c->world_size : 1, m = c->grad_accum;
     double f, owned, t_stage = 0.0, owned_max = 0.0, t_all = 0.0, owned_all = 0.0;
@@ -3877,10 +3881,9 @@ static size_t gpt2rt__fit_explain_step(char *buf, size_t cap, size_t n, const gp
                                        const gpt2rt_memory_plan *b, const char *what, const char *why) {
     int da = 0, db = 0;
     uint64_t pa = gpt2rt__plan_peak(a, &da), pb = gpt2rt__plan_peak(b, &db);
-    double sa = a->predicted_seconds, sb = b->predicted_seconds;
-    GPT2RT__PUT("- %s: the fullest device needs %.2f %s -> %.2f %s (%s %.2f %s); predicted step %.3f -> %.3f s%s%s\n",
+    GPT2RT__PUT("- %s: the fullest device needs %.2f %s -> %.2f %s (%s %.2f %s)%s%s\n",
                 what, GPT2RT__SZ(pa), GPT2RT__SZ(pb), pb <= pa ? "saves" : "costs",
-                GPT2RT__SZ(pb <= pa ? pa - pb : pb - pa), sa, sb, why ? ": " : "", why ? why : "");
+                GPT2RT__SZ(pb <= pa ? pa - pb : pb - pa), why ? ": " : "", why ? why : "");
     return n;
 }
 

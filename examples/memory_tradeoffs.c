@@ -17,6 +17,7 @@
    changes the loss more than recompute (no bit) or accumulation (rounding) may. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,31 +255,59 @@ static int print_checks(const result *res, const setup *s) {
 
 /* ---- main ---- */
 
+static void usage(FILE *f, const char *prog) {
+    fprintf(f, "usage: %s [--steps N] [--model small|124M] [--batch G]\n"
+               "  --steps N   timed optimizer steps per configuration after one warm-up (default 3)\n"
+               "  --model     small: L=4 H=4 C=128, T=64, global batch 8 (seconds on 2 cores)\n"
+               "              124M:  GPT-2 124M, T=64, global batch 4 (micro-batches down to 1; minutes)\n"
+               "  --batch G   global batch (a multiple of 4) instead of the model's default\n", prog);
+}
+
+/* a whole decimal number in [lo, hi], or 0 */
+static int parse_count(const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (!v || end == v || *end || errno || n < lo || n > hi) return 0;
+    *out = (int)n;
+    return 1;
+}
+
+/* 1: run; 0: --help was answered (exit 0); -1: a bad argument (exit 2) */
 static int parse_args(int argc, char **argv, setup *s) {
     *s = (setup){4, 4, 128, 64, 8, 3};
     int global = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--steps") && v) { s->steps = atoi(v); i++; }
-        else if (!strcmp(a, "--batch") && v) { global = atoi(v); i++; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout, argv[0]); return 0; }
+        if (!strcmp(a, "--steps") || !strcmp(a, "--batch")) {
+            int *dst = a[2] == 's' ? &s->steps : &global;
+            if (!parse_count(v, 1, 1 << 20, dst)) {
+                fprintf(stderr, "%s: %s '%s' is not an integer in [1, %d]\n", argv[0], a, v ? v : "", 1 << 20);
+                return -1;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--model") && v && !strcmp(v, "small")) { i++; }
         else if (!strcmp(a, "--model") && v && !strcmp(v, "124M")) { *s = (setup){12, 12, 768, 64, 4, s->steps}; i++; }
         else {
-            fprintf(stderr, "usage: %s [--steps N] [--model small|124M] [--batch G]\n(bad argument: %s)\n", argv[0], a);
-            return 0;
+            usage(stderr, argv[0]);
+            fprintf(stderr, "(bad argument: %s)\n", a);
+            return -1;
         }
     }
     if (global) s->global = global;
-    if (s->steps < 1 || s->global < 4 || s->global % 4) {
-        fprintf(stderr, "--steps must be >= 1 and --batch a positive multiple of 4 (got %d, %d)\n", s->steps, s->global);
-        return 0;
+    if (s->global % 4) {
+        fprintf(stderr, "%s: --batch %d is not a multiple of 4 (the micro-batches go down to G/4)\n", argv[0], s->global);
+        return -1;
     }
     return 1;
 }
 
 int main(int argc, char **argv) {
     setup s;
-    if (!parse_args(argc, argv, &s)) return 2;
+    int go = parse_args(argc, argv, &s);
+    if (go <= 0) return go < 0 ? 2 : 0;
     gpt2rt_config probe = {0}; /* resolves the thread count the runs will use */
     probe.n_layer = s.L; probe.n_head = s.H; probe.n_embd = s.C;
     gpt2rt_memory_plan pp;

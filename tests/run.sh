@@ -375,6 +375,61 @@ gen_fixture_check() { # transformers, run again, writes the committed greedy con
     else bad "tools/gen_generate_fixture.py output differs from tests/fixtures/hf_tiny/generate.txt"; tail -5 $B/gen_fixture.log; cat $B/gen_compare.log 2>/dev/null; fi
 }
 
+mem_model_checks() { # MEM: gpt2rt-mem's time model, global batch, margin and --json
+    local mem=$1 out rc a b
+    # the time model on an H100 reproduces the measured bf16 steps of 124M, T=1024 (19.0 / 36.5 ms) within 5%
+    a=$($mem --model 124M --batch 8 --precision bf16 --gpu h100 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["plan"]["time"]["step_s"])')
+    b=$($mem --model 124M --batch 16 --precision bf16 --gpu h100 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["plan"]["time"]["step_s"])')
+    if python3 -c "import sys; a, b = $a, $b; sys.exit(not (abs(a / 0.019 - 1) < 0.05 and abs(b / 0.0365 - 1) < 0.05))" 2>/dev/null; then
+        ok "gpt2rt-mem time model, H100 bf16 124M T=1024: B=8 $a s (measured 0.019), B=16 $b s (measured 0.0365)"
+    else bad "gpt2rt-mem time model against the H100 calibration: B=8 '$a', B=16 '$b'"; fi
+    # one model: every time names the GPU and says it is a model; --gpu changes it; no second model
+    out=$($mem --model 355M --batch 32 --budget 24GiB --gpu a100 2>&1)
+    a=$(echo "$out" | grep -c "a model of one A100 SXM4 80GB")
+    if [ "$a" -ge 2 ] && ! echo "$out" | grep -qi "coarse" &&
+       [ "$($mem --model 355M --batch 32 | grep '^step time')" != "$($mem --model 355M --batch 32 --gpu h100 | grep '^step time')" ]; then
+        ok "gpt2rt-mem: every time printed is the model of the --gpu card ($a lines name it), no coarse model"
+    else bad "gpt2rt-mem: times with one model ($a lines)"; echo "$out" | grep -i "step\|coarse" | head -5; fi
+    # a batch sweep: its header holds no B=, each row has a time
+    out=$($mem --model 124M --sweep batch=1,2,4,8 --gpu h100 2>&1)
+    if echo "$out" | grep -q "^held: .*; swept: batch$" && ! echo "$out" | grep -q "B=4" &&
+       [ "$(echo "$out" | grep -Ec '^[1248] +0 .* [0-9]+\.[0-9]{3} +[0-9]+ *$')" -eq 4 ]; then
+        ok "gpt2rt-mem --sweep batch: a step-time column on every row, the header without the swept batch"
+    else bad "gpt2rt-mem sweep header / time column"; echo "$out" | head -8; fi
+    # --batch is the global batch in every mode
+    a=$($mem --model 124M --batch 16 --devices 2 --json | python3 -c 'import json,sys; p=json.load(sys.stdin)["plan"]; print(p["tokens_per_step"], p["config"]["micro_batch"])')
+    b=$($mem --model 124M --batch 16 --devices 2 --mode split --json | python3 -c 'import json,sys; p=json.load(sys.stdin)["plan"]; print(p["tokens_per_step"], p["config"]["micro_batch"])')
+    out=$($mem --model 124M --batch 16 --devices 2 2>&1)
+    if [ "$a" = "16384 8" ] && [ "$b" = "16384 16" ] &&
+       echo "$out" | grep -q "^batch: 16 sequences a step (--batch, the global batch) = micro-batch 8 on each of 2 devices x 1 accumulation step$"; then
+        ok "gpt2rt-mem --batch 16 --devices 2: 16384 tokens a step under data parallel (8 a device) and layer split"
+    else bad "gpt2rt-mem global batch: ddp '$a', split '$b'"; fi
+    out=$($mem --model 124M --batch 10 --accum 2 --devices 2 2>&1); rc=$?
+    if [ $rc -eq 2 ] && echo "$out" | grep -q "\-\-batch 10 does not divide into 2 accumulation steps x 2 data-parallel devices"; then
+        ok "gpt2rt-mem --batch 10 --accum 2 --devices 2: refused naming the numbers"
+    else bad "gpt2rt-mem indivisible global batch (exit $rc): $out"; fi
+    # the margin: 355M at batch 32 fp32 on 24 GiB keeps it; a plan inside the budget but not the margin says so
+    out=$($mem --model 355M --batch 32 --budget 24GiB --json)
+    if echo "$out" | python3 -c '
+import json, sys
+j = json.load(sys.stdin); a = j["advisor"]; b = j["budget"]
+p = a["plan"]["devices"][a["plan"]["fullest_device"]]["total"]
+sys.exit(not (a["keeps_margin"] and a["verdict"] == "fits" and p + b["margin"] <= b["bytes"] and b["margin"] == 150 * 2**20 + 24 * 2**30 // 20))'; then
+        ok "gpt2rt-mem: 355M B=32 fp32 on 24 GiB: the advice keeps the margin (150 MiB + 5% of the card)"
+    else bad "gpt2rt-mem advisor margin"; echo "$out" | head -c 600; echo; fi
+    out=$($mem --model 124M --batch 32 --recompute selective --budget 22GiB 2>&1); rc=$?
+    a=$($mem --model 124M --batch 32 --recompute selective --budget 22GiB --margin 0 2>&1 | grep "^budget")
+    if [ $rc -eq 0 ] && echo "$out" | grep -q "^budget .*: fits with less than the margin" && echo "$a" | grep -q ": fits on every device"; then
+        ok "gpt2rt-mem: 21.02 GiB on 22 GiB: 'fits with less than the margin'; with --margin 0, 'fits'"
+    else bad "gpt2rt-mem verdicts (exit $rc)"; echo "$out" | grep "^budget"; echo "$a"; fi
+    # --json: the byte counts of the text table
+    a=$($mem --model 124M --batch 8 --json | python3 -c 'import json,sys; d=json.load(sys.stdin)["plan"]["devices"][0]; print(d["bytes"]["activations"], d["arenas"])')
+    b=$($mem --model 124M --batch 8 | awk '$1 == "activations" {x=$2} $1 == "total" {print x, $2; exit}')
+    if [ -n "$a" ] && [ "$a" = "$b" ] && $mem --model 124M --stages 8,4 --json | grep -q '^{"error": '; then
+        ok "gpt2rt-mem --json: the text table's bytes ($a), an invalid config as {\"error\": ...}"
+    else bad "gpt2rt-mem --json: '$a' against the table's '$b'"; fi
+}
+
 memory_tools() { # the memory CLI (with and without stb) and the trade-off tour, run for real
     local out rc variant mem have_stb=0
     echo '#include <stb/stb_image_write.h>' | $CC -E -x c - >/dev/null 2>&1 && have_stb=1
@@ -425,29 +480,67 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
         if [ -n "$w32" ] && [ -n "$w16" ] && [ $((w16 * 2)) -eq "$w32" ]; then
             ok "gpt2rt-mem ($variant): --inference-weights bf16 plans $w16 weight bytes, half of fp32's $w32"
         else bad "gpt2rt-mem --inference-weights bf16: weights '$w16' against fp32 '$w32'"; fi
+        # a preset is a base: flags before it win as flags after it do
+        out=$(./$mem --batch 512 --preset allm4ts-stage1 2>&1 | sed -n 2p)
+        if echo "$out" | grep -q "^  512 windows of 1024 steps"; then
+            ok "gpt2rt-mem ($variant): --batch 512 before --preset allm4ts-stage1 wins over the preset's 2048"
+        else bad "gpt2rt-mem ($variant): --batch before --preset: '$out'"; fi
+        # --batch is the global batch: 65536 windows as 65536 micro-batches of 1, no product past INT_MAX
+        out=$(./$mem --preset allm4ts-stage1 --batch 65536 --accum 65536 2>&1); rc=$?
+        if [ $rc -eq 0 ] && echo "$out" | grep -q "^  65536 windows of 1024 steps" && ! echo "$out" | grep -q " 0 windows"; then
+            ok "gpt2rt-mem ($variant): --preset allm4ts-stage1 --batch 65536 --accum 65536 reports 65536 windows"
+        else bad "gpt2rt-mem ($variant): preset with --batch 65536 --accum 65536 (exit $rc)"; echo "$out" | head -3; fi
+        out=$(./$mem --preset allm4ts-stage1 --batch 65536 --accum 3 2>&1); rc=$?
+        if [ $rc -eq 2 ] && echo "$out" | grep -q "\-\-batch 65536 does not divide into 3 accumulation steps"; then
+            ok "gpt2rt-mem ($variant): --batch 65536 --accum 3 refused naming both numbers"
+        else bad "gpt2rt-mem ($variant): an indivisible batch (exit $rc)"; echo "$out" | head -3; fi
+        [ $variant = nostb ] && mem_model_checks ./$mem
         ./$mem --model 124M --batch 0x9 > /dev/null 2>&1; rc=$?
         if [ $rc -eq 2 ]; then ok "gpt2rt-mem ($variant): a bad argument exits 2"; else bad "gpt2rt-mem bad argument: exit $rc"; fi
     done
     if ! $CC -std=c11 -Wall -Wextra $CFLAGS -fopenmp -o $B/memory_tradeoffs examples/memory_tradeoffs.c -lm > $B/mt_build.log 2>&1; then
         bad "build examples/memory_tradeoffs.c"; head -20 $B/mt_build.log; return
     fi
+    local err
+    out=$(./$B/memory_tradeoffs --help 2>$B/mt_err.log); rc=$?; err=$(cat $B/mt_err.log)
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^usage: ' && [ -z "$err" ]; then
+        ok "examples/memory_tradeoffs --help: usage on stdout, nothing on stderr, exit 0"
+    else bad "examples/memory_tradeoffs --help (exit $rc): $err"; fi
+    out=$(./$B/memory_tradeoffs --steps 2x 2>&1); rc=$?
+    if [ $rc -eq 2 ] && echo "$out" | grep -q "\-\-steps '2x' is not an integer"; then
+        ok "examples/memory_tradeoffs --steps 2x: refused naming the value, exit 2"
+    else bad "examples/memory_tradeoffs --steps 2x (exit $rc): $out"; fi
     if ./$B/memory_tradeoffs --steps 1 > $B/memory_tradeoffs.log 2>&1; then
         ok "examples/memory_tradeoffs: every knob for real, planned == allocated, recompute losses bitwise equal, accumulation within the rounding bound (it exits 1 otherwise)"
         grep -A 9 "^config" $B/memory_tradeoffs.log | sed 's/^/    /'
     else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
 }
 
+web_checks() { # tests/web.sh (make test-web): the planner page in headless Chromium against gpt2rt-mem --json
+    [ -f tests/web.sh ] || return 0
+    local out rc last p f k
+    out=$(bash tests/web.sh 2>&1); rc=$?
+    echo "$out" | sed '$d'
+    last=$(echo "$out" | tail -1)
+    echo "$last"
+    if [[ "$last" =~ ^WEB:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+        p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]} k=${BASH_REMATCH[3]}
+        passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then bad "tests/web.sh exited $rc with no failure counted"; fi
+    else bad "tests/web.sh (exit $rc): no 'WEB: N passed, N failed, N skipped' line"; fi
+}
+
 step_time_tool() { # gpt2rt-mem's step-time model for the seed case: two 24 GiB RTX 3090s over PCIe
     local mem=$B/gpt2rt-mem-nostb out rc
     [ -x $mem ] || { bad "step-time model: $mem was not built"; return; }
-    out=$(./$mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB 2>&1); rc=$?
+    out=$(./$mem --model 124M --batch 64 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB 2>&1); rc=$?
     if [ $rc -eq 0 ] && echo "$out" | grep -q "^step-time model over 2 x RTX 3090" &&
-        echo "$out" | grep -q "^  data parallel  .* yes   PCIe 4.0 x16 24 .* 1\.9[0-9]x$" &&
+        echo "$out" | grep -q "^  data parallel  .* yes   PCIe 4.0 x16 24 .* [12]\.[0-9][0-9]x$" &&
         echo "$out" | grep -q "^  layer split  .*PCIe 4.0 x16 24" && echo "$out" | grep -q " NVLink 56 "; then
         ok "gpt2rt-mem: step time of GPT-2 124M on 2 x RTX 3090, data parallel / sharded / layer split over PCIe and NVLink"
         echo "$out" | sed -n '/^step-time model/,/^  (vs 1/p' | sed 's/^/    /'
     else bad "gpt2rt-mem step-time model, 124M (exit $rc)"; echo "$out" | tail -15; fi
-    out=$(./$mem --layers 50 --heads 28 --embd 1792 --batch 1 --accum 8 --recompute full --devices 2 --gpu rtx3090 \
+    out=$(./$mem --layers 50 --heads 28 --embd 1792 --batch 16 --accum 8 --recompute full --devices 2 --gpu rtx3090 \
           --link pcie4 --budget 24GiB 2>&1); rc=$?
     if echo "$out" | grep -q "^  data parallel  *3[01]\.[0-9]* NO " && echo "$out" | grep -q "^  data parallel, sharded .* NO " &&
         echo "$out" | grep -q "^  layer split  *[12][0-9]\.[0-9]* yes "; then
@@ -632,8 +725,9 @@ ranks_checks() {
 
 case $mode in
     emu) emu_checks ;;
+    mem) memory_tools; step_time_tool; web_checks ;;
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; emu_checks ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; web_checks; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; emu_checks ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

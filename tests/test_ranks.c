@@ -217,7 +217,7 @@ static void unit_step_time(void) {
     memset(&c, 0, sizeof c);
     c.batch_size = 8; c.seq_len = 1024; c.grad_accum = 4; c.backend = GPT2RT_BACKEND_CUDA;
     c.parallel = GPT2RT_PARALLEL_DATA; c.n_devices = 2;
-    gpt2rt_hardware hw = {35.6e12, 35.6e12, 71e12, 936e9, 24e9};
+    gpt2rt_hardware hw = {35.6e12, 35.6e12, 71e12, 936e9, 24e9, 0}; /* half_tokens 0: the default knee */
     gpt2rt_step_time a, sh, fast;
     gpt2rt_memory_plan p;
     char err[512] = "";

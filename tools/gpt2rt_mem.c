@@ -4,8 +4,12 @@
 
    It prints the resolved config and the bytes of every memory category (what
    gpt2rt_create would allocate), which categories dominate and which knob shrinks
-   them; with --budget, whether the run fits and what the advisor would change;
-   with --sweep, one row per value of one knob, and with --png, a stacked bar chart.
+   them, and the step time of one time model (a card's datasheet scaled by this
+   project's measured H100 steps); with --budget, whether the run fits with the
+   advisor's margin and what the advisor would change; with --sweep, one row per
+   value of one knob, with --png, a stacked bar chart; with --json, the same answer
+   for scripts. Built by emscripten it is the planner of the web page (make web:
+   gpt2rt_mem_web at the end of this file).
 
    build: gcc -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -I. -o build/gpt2rt-mem tools/gpt2rt_mem.c -lm
    usage: see --help (or usage() below). */
@@ -49,14 +53,29 @@
 
 /* ---- errors: exit code 2 for anything wrong on the command line ---- */
 
+#ifdef __EMSCRIPTEN__
+/* the web page's build: a bad argument returns to gpt2rt_mem_web, which answers it as
+   {"error": ...}, instead of ending the page's runtime */
+#include <setjmp.h>
+static jmp_buf web_bad_arg;
+static char web_why[512];
+#endif
+
 static void die_arg(const char *arg, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+#ifdef __EMSCRIPTEN__
+    int n = snprintf(web_why, sizeof web_why, "%s: ", arg);
+    vsnprintf(web_why + n, sizeof web_why - (size_t)n, fmt, ap);
+    va_end(ap);
+    longjmp(web_bad_arg, 1);
+#else
     fprintf(stderr, "gpt2rt-mem: %s: ", arg);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see --help)\n");
     va_end(ap);
     exit(2);
+#endif
 }
 
 static void usage(void) {
@@ -80,9 +99,13 @@ static void usage(void) {
         "  --preset allm4ts-stage1        aLLM4TS's stage 1 as scripted (2048 windows x 64 patches of\n"
         "                                 16, 6 blocks, width 768) and a report: the plan on one card\n"
         "                                 (--budget, default 24GiB), what fits on one, what two buy;\n"
-        "                                 --png FILE charts the options; flags after it change it\n"
+        "                                 --png FILE charts the options; every flag, before or after\n"
+        "                                 it, changes it\n"
         "batch and memory knobs:\n"
-        "  --batch B --seq T --accum K    micro-batch, sequence length, accumulation steps\n"
+        "  --batch B                      the global batch: sequences (windows) a step over every device\n"
+        "                                 and accumulation step; each device's micro-batch is\n"
+        "                                 B / (K x data-parallel devices), printed beside it (default 4 x K)\n"
+        "  --seq T --accum K              sequence length, accumulation steps\n"
         "  --precision fp32|bf16|fp16     --tf32 (fp32 matrix products on tensor cores)\n"
         "  --recompute none|selective|full\n"
         "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
@@ -105,23 +128,31 @@ static void usage(void) {
         "  --shard                        ddp: shard the optimizer state over the devices (ZeRO-1)\n"
         "  --backend cpu|cuda             default cuda\n"
         "  --threads N                    CPU backend threads (its workspace depends on them)\n"
-        "step time over several devices (printed with --devices N > 1, beside the plan):\n"
-        "  --gpu rtx3090|a100|h100        datasheet figures of the step-time model (default rtx3090)\n"
-        "  --link pcie4|pcie4-host|nvlink|GBPS   the link between the devices, GB/s each way\n"
-        "                                 (default: all three of the GPU's links side by side)\n"
+        "step time: one model for every time printed (plan, advisor, sweeps, the multi-device table):\n"
+        "  --gpu rtx3090|rtx4090|a100-40|a100|h100   the card (default rtx3090): its datasheet peaks scaled\n"
+        "                                 by what this project's kernels reached on an H100 (GPT-2 124M, bf16,\n"
+        "                                 B=8 19.0 ms, B=16 36.5 ms a step); a model, not a measurement\n"
+        "  --link pcie4|pcie4-host|nvlink|GBPS   the link between the devices, GB/s each way (default:\n"
+        "                                 pcie4 for one time; the table with --devices N > 1 shows all three)\n"
         "questions:\n"
         "  --budget SIZE                  bytes per device: 24GiB, 40GB, 512MiB, 80G (G = GiB)\n"
         "                                 prints whether it fits and what gpt2rt_fit suggests\n"
+        "  --margin SIZE|P%%              headroom the advisor keeps below the budget (default: a quarter\n"
+        "                                 of the overhead estimate + 5%% of the budget); verdicts: fits,\n"
+        "                                 fits with less than the margin, does not fit\n"
         "  --allow-precision              let the advisor also switch fp32 -> bf16\n"
         "  --allow-shard                  let the advisor also switch ZeRO-1 sharding (ddp)\n"
         "  --allow-classifier             let the advisor also try --classifier-chunk 1024\n"
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
         "                                 devices|mode|inference|chunk; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
+        "  --json                         the plan, the time model and (with --budget) the advisor's\n"
+        "                                 answer as one JSON object (not with --sweep or --preset)\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
         "\n"
-        "exit status: 0 ok (with --budget: it fits, or the advisor found a config that does;\n"
+        "exit status: 0 ok (with --budget: it fits, or the advisor found a config that does, with\n"
+        "or without the margin;\n"
         "with --sweep --budget: some value fits), 1 nothing fits, 2 bad arguments or config.\n"
         "\n"
         "examples:\n"
@@ -129,7 +160,8 @@ static void usage(void) {
         "  gpt2rt-mem --model 124M --seq 1024 --sweep batch=1,2,4,8,16,32 --budget 24GiB --png mem.png\n"
         "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --devices 2 --mode split --budget 40GB\n"
         "  gpt2rt-mem --model 1558M --batch 4 --seq 1024 --stages 30 --budget 40GB\n"
-        "  gpt2rt-mem --model 124M --batch 8 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB\n"
+        "  gpt2rt-mem --model 124M --batch 64 --accum 4 --devices 2 --gpu rtx3090 --budget 24GiB\n"
+        "  gpt2rt-mem --model 124M --batch 8 --precision bf16 --gpu h100 --budget 80GiB --json\n"
         "  gpt2rt-mem --preset allm4ts-stage1 --png build/allm4ts_mem.png\n");
 }
 
@@ -225,7 +257,8 @@ static int set_model(gpt2rt_config *c, const char *name) {
    both. Returns NULL, or why the value is wrong. */
 
 typedef struct knobs {
-    gpt2rt_config cfg;
+    gpt2rt_config cfg;   /* batch_size unset: finish() derives it from global */
+    int global;          /* --batch: sequences (or windows) a step, over every device; 0: 4 x accumulation */
     int mode_given;      /* --mode given: keep it; else it follows --devices */
     int recompute_given; /* --recompute given: --checkpoint-every does not override it */
 } knobs;
@@ -253,7 +286,7 @@ static const char *set_recompute(gpt2rt_config *c, const char *v) {
 
 static const char *set_knob(knobs *k, const char *knob, const char *v) {
     gpt2rt_config *c = &k->cfg;
-    if (!strcmp(knob, "batch")) return to_int(v, 1, 1 << 20, &c->batch_size) ? NULL : "is not a positive integer";
+    if (!strcmp(knob, "batch")) return to_int(v, 1, 1 << 20, &k->global) ? NULL : "is not an integer in [1, 1048576]";
     if (!strcmp(knob, "seq")) return to_int(v, 1, 1 << 20, &c->seq_len) ? NULL : "is not a positive integer";
     if (!strcmp(knob, "accum")) return to_int(v, 1, 1 << 20, &c->grad_accum) ? NULL : "is not a positive integer";
     if (!strcmp(knob, "layers")) return to_int(v, 1, 1 << 20, &c->n_layer) ? NULL : "is not a positive integer";
@@ -280,31 +313,103 @@ static const char *set_knob(knobs *k, const char *knob, const char *v) {
     return "is not a knob (batch, seq, accum, recompute, precision, layers, devices, mode, inference, chunk)";
 }
 
+/* the data-parallel replicas a global batch is divided over */
+static int replicas(const gpt2rt_config *c) { return c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1; }
+
+/* the global batch of a knob set: --batch, or 4 sequences a micro-batch */
+static int64_t global_of(const knobs *k) {
+    return k->global ? k->global : (int64_t)4 * (k->cfg.grad_accum > 0 ? k->cfg.grad_accum : 1);
+}
+
 /* What the flags leave implicit: the mode follows the device count unless given,
-   so `--sweep devices=1,2,4` means one device, then DDP over 2 and 4. */
-static gpt2rt_config finish(const knobs *k) {
+   so `--sweep devices=1,2,4` means one device, then DDP over 2 and 4; the micro-batch
+   is the global batch over accumulation and data-parallel devices. NULL, or why the
+   batch does not divide (why: cap bytes). */
+static const char *finish(const knobs *k, gpt2rt_config *out, char *why, size_t cap) {
     gpt2rt_config c = k->cfg;
     if (!k->mode_given) c.parallel = c.n_devices > 1 ? GPT2RT_PARALLEL_DATA : GPT2RT_PARALLEL_NONE;
     /* the tool plans real runs: T defaults to GPT-2's whole context, not the library's toy 64 */
     if (!c.seq_len) c.seq_len = c.max_seq_len && c.max_seq_len < 1024 ? c.max_seq_len : 1024;
-    return c;
+    int64_t global = global_of(k), accum = c.grad_accum > 0 ? c.grad_accum : 1, reps = replicas(&c);
+    c.batch_size = (int)(global / (accum * reps));
+    *out = c;
+    if (global % (accum * reps) == 0) return NULL;
+    if (reps > 1)
+        snprintf(why, cap, "--batch %lld does not divide into %lld accumulation steps x %lld data-parallel devices "
+                 "(%lld micro-batches of equal size); --batch is the global batch of a step", (long long)global,
+                 (long long)accum, (long long)reps, (long long)(accum * reps));
+    else
+        snprintf(why, cap, "--batch %lld does not divide into %lld accumulation steps; --batch is the global batch "
+                 "of a step", (long long)global, (long long)accum);
+    return why;
 }
 
 /* ---- the command line ---- */
 
-/* ---- the step-time model's hardware: datasheet figures (sources in gpt2rt.h's manual) ---- */
+/* ---- the time model: one for every time this tool prints ----
+
+   gpt2rt_plan_step_time (the formulas are in gpt2rt.h's manual) on a card's
+   effective figures: its datasheet peaks scaled by what this project's kernels reach
+   on an H100, measured there. Calibration, GPT-2 124M, T = 1024, one H100 80GB HBM3
+   (SXM), CUDA 13.0 (make bench-gpu): a bf16 step of B = 8 took 19.0 ms and of B = 16
+   36.5 ms; B = 8 with selective recompute, full recompute (every layer, every 3rd),
+   and accumulation 2 x 4 and 4 x 2 took 19.7, 23.2, 22.3, 21.7 and 28.6 ms. 450
+   TFLOP/s of bf16 matrix products (45% of the 989.4 peak) with the half-efficiency
+   point at 640 tokens a micro-batch puts all seven within 4%.
+   No fp32 step has been timed on the GPU; its figures come from the kernel lab's
+   per-kernel rates on the same card (kernels/README.md): tf32 matrix products at
+   85-369 TFLOP/s (32.7 ms of a B = 8 step), attention on the fp32 path at 1.9 / 3.2
+   TFLOP/s forward / backward (211 ms) and the rest as measured in bf16, about 247 ms,
+   13x the bf16 step; without tf32, matrix products at an assumed 50 TFLOP/s (75% of
+   the fp32 peak) make it 336 ms, 17.7x. Other cards: bf16 scales with their bf16
+   tensor-core peak; fp32 with their fp32 peak; tf32's matrix products with their tf32
+   peak and its attention with their fp32 peak. */
 
 typedef struct gpu_spec {
     const char *name, *label;
-    double fp32, tf32, b16, mem; /* FLOP/s dense, bytes/s */
+    double fp32, tf32, b16, mem; /* datasheet: FLOP/s dense, bytes/s */
     double nvlink;               /* bytes/s each way between two of them, 0: none */
+    uint64_t bytes;              /* memory of one card */
 } gpu_spec;
 
 static const gpu_spec GPUS[] = {
-    {"rtx3090", "RTX 3090", 35.6e12, 35.6e12, 71e12, 936e9, 56.25e9},
-    {"a100", "A100 SXM4 80GB", 19.5e12, 156e12, 312e12, 2039e9, 300e9},
-    {"h100", "H100 SXM5", 67e12, 494.7e12, 989.4e12, 3350e9, 450e9},
+    {"rtx3090", "RTX 3090", 35.6e12, 35.6e12, 71e12, 936e9, 56.25e9, (uint64_t)24 << 30},
+    {"rtx4090", "RTX 4090", 82.6e12, 82.6e12, 165.2e12, 1008e9, 0, (uint64_t)24 << 30},
+    {"a100-40", "A100 SXM4 40GB", 19.5e12, 156e12, 312e12, 1555e9, 300e9, (uint64_t)40 << 30},
+    {"a100", "A100 SXM4 80GB", 19.5e12, 156e12, 312e12, 2039e9, 300e9, (uint64_t)80 << 30},
+    {"h100", "H100 SXM5 80GB", 67e12, 494.7e12, 989.4e12, 3350e9, 450e9, (uint64_t)80 << 30},
 };
+#define N_GPUS (sizeof GPUS / sizeof GPUS[0])
+
+/* the H100 calibration above */
+#define CAL_B16 450e12   /* bf16 FLOP/s reached of 989.4 */
+#define CAL_FP32 22.7e12 /* fp32 FLOP/s reached of 67 */
+#define CAL_TF32 30.9e12 /* tf32 FLOP/s reached: 32.7 ms of products at 494.7 peak, 211 ms of attention at 67 */
+#define CAL_HALF 640.0   /* tokens a micro-batch at half efficiency */
+
+static gpt2rt_hardware gpu_model(const gpu_spec *g, double link_bw) {
+    const gpu_spec *h = &GPUS[N_GPUS - 1];
+    double mm = 32.7 * h->tf32 / g->tf32, at = 211.0 * h->fp32 / g->fp32; /* ms of a B = 8 tf32 step */
+    gpt2rt_hardware hw;
+    memset(&hw, 0, sizeof hw);
+    hw.flops_16 = CAL_B16 * g->b16 / h->b16;
+    hw.flops_fp32 = CAL_FP32 * g->fp32 / h->fp32;
+    hw.flops_tf32 = CAL_TF32 * (32.7 + 211.0) / (mm + at);
+    if (hw.flops_tf32 < hw.flops_fp32) hw.flops_tf32 = hw.flops_fp32; /* tf32 is never slower: the card may ignore it */
+    hw.mem_bw = g->mem;
+    hw.link_bw = link_bw > 0 ? link_bw : 24e9;
+    hw.half_tokens = CAL_HALF;
+    return hw;
+}
+
+/* one step of c on the card, term by term; 0: no time (a CPU plan, or a config the
+   model refuses) */
+static int model_step(const gpt2rt_config *c, const gpu_spec *g, double link_bw, gpt2rt_step_time *st) {
+    memset(st, 0, sizeof *st);
+    if (c->backend != GPT2RT_BACKEND_CUDA) return 0;
+    gpt2rt_hardware hw = gpu_model(g, link_bw);
+    return gpt2rt_plan_step_time(c, &hw, c->shard_optimizer, st, NULL, 0) == GPT2RT_OK && st->total > 0;
+}
 
 typedef struct link_spec { const char *name, *label; double bw; } link_spec;
 
@@ -318,20 +423,66 @@ static void set_allm4ts_stage1(gpt2rt_config *c) {
     c->head = GPT2RT_HEAD_NEXT_PATCH;
     c->patch_len = 16; c->patch_stride = 16; c->n_channels = 1; c->seq_len = 1024;
     c->n_layer = 6; c->n_head = 12; c->n_embd = 768;
-    c->batch_size = 2048; c->grad_accum = 1;
+    c->grad_accum = 1;
     c->frozen = 0;
 }
+
+/* the flags that take no value; every other option takes one (--opt V or --opt=V) */
+static int is_flag_option(const char *a) {
+    static const char *flags[] = {"--help", "-h", "--tf32", "--allow-precision", "--allow-shard", "--allow-classifier",
+                                  "--shard", "--inference", "--json"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(a, flags[i])) return 1;
+    return 0;
+}
+
+static int is_value_option(const char *a) { return !strncmp(a, "--", 2) && !is_flag_option(a); }
+
+/* the time model's link for one line of output: --link, else PCIe 4.0 x16 */
+#define LINK_PCIE4 24e9
+#define LINK_HOST 10e9
 
 typedef struct options {
     knobs k;
     const gpu_spec *gpu;
     link_spec link; /* bw 0: compare the three */
     uint64_t budget; /* 0: none given */
+    uint64_t margin; /* --margin in bytes; with margin_given 0: the default (see margin_of) */
+    double margin_frac; /* --margin P%: that fraction of the budget instead */
+    int margin_given, json;
     unsigned allow;
     const char *sweep; /* "knob=v1,v2" */
     const char *png;
     const char *preset; /* --preset: a named workload, answered as a report */
 } options;
+
+static double link_bw_of(const options *o) {
+    if (o->link.name && !strcmp(o->link.name, "custom")) return o->link.bw;
+    if (o->link.name && !strcmp(o->link.name, "nvlink")) return o->gpu->nvlink;
+    if (o->link.name && !strcmp(o->link.name, "pcie4-host")) return LINK_HOST;
+    return LINK_PCIE4;
+}
+
+/* "one RTX 3090", "2 x RTX 3090 over a 24 GB/s link" */
+static const char *gpu_words(const options *o, int n_devices) {
+    static char buf[96];
+    if (n_devices > 1) snprintf(buf, sizeof buf, "%d x %s over a %.0f GB/s link", n_devices, o->gpu->label,
+                                link_bw_of(o) / 1e9);
+    else snprintf(buf, sizeof buf, "one %s", o->gpu->label);
+    return buf;
+}
+
+/* The advisor's headroom on one device: what the overhead estimate may be off by
+   (a quarter of it: 150 MiB of the 600 MiB CUDA context and cuBLASLt estimate; on one
+   H100 it was 62 MiB high) plus 5% of the budget, for fragmentation and whatever else
+   the process holds. --margin replaces it. */
+static uint64_t margin_of(const options *o, const gpt2rt_memory_plan *p) {
+    if (o->margin_given) return o->margin_frac > 0 ? (uint64_t)(o->margin_frac * (double)o->budget) : o->margin;
+    uint64_t over = 0;
+    for (int d = 0; d < p->n_devices; d++)
+        if (p->overhead[d] > over) over = p->overhead[d];
+    return over / 4 + o->budget / 20;
+}
 
 static void parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
@@ -339,6 +490,20 @@ static void parse_args(int argc, char **argv, options *o) {
     c->backend = GPT2RT_BACKEND_CUDA;
     int ck = 0, ck_given = 0, L = 0, H = 0, C = 0, stages = 0, backend_given = 0, w16 = 0;
     o->allow = GPT2RT_FIT_DEFAULT;
+    /* a preset is a base: it is applied first, and every flag given, before or after
+       it, changes it */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strncmp(a, "--preset=", 9)) v = a + 9;
+        else if (!strcmp(a, "--preset") && i + 1 < argc) v = argv[++i];
+        else if (!strncmp(a, "--", 2) && strchr(a, '=')) continue;
+        else if (is_value_option(a)) { i++; continue; }
+        if (!v) continue;
+        if (strcmp(v, "allm4ts-stage1")) die_arg("--preset", "'%s' is not allm4ts-stage1", v);
+        o->preset = "allm4ts-stage1";
+        set_allm4ts_stage1(c);
+        o->k.global = 2048;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
@@ -348,6 +513,7 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--allow-classifier")) { o->allow |= GPT2RT_FIT_CLASSIFIER; continue; }
         if (!strcmp(a, "--shard")) { c->shard_optimizer = 1; continue; }
         if (!strcmp(a, "--inference")) { c->inference = 1; continue; }
+        if (!strcmp(a, "--json")) { o->json = 1; continue; }
         if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
         /* every other option takes a value: --opt V or --opt=V */
         char name[64];
@@ -386,11 +552,22 @@ static void parse_args(int argc, char **argv, options *o) {
             else die_arg(name, "'%s' is not cpu or cuda", v);
         } else if (!strcmp(name, "--budget")) {
             if (!parse_size(v, &o->budget)) die_arg(name, "'%s' is not a size like 24GiB, 40GB or 512MiB", v);
+        } else if (!strcmp(name, "--margin")) {
+            size_t len = strlen(v);
+            char *end;
+            o->margin_given = 1;
+            if (len > 1 && v[len - 1] == '%') {
+                errno = 0;
+                double pc = strtod(v, &end);
+                if (end != v + len - 1 || errno || !(pc >= 0 && pc < 100)) die_arg(name, "'%s' is not a percentage in [0, 100)", v);
+                o->margin_frac = pc / 100.0;
+            } else if (strcmp(v, "0") && !parse_size(v, &o->margin))
+                die_arg(name, "'%s' is not a size like 1GiB or 512MiB, 0, or a percentage like 5%%", v);
         } else if (!strcmp(name, "--gpu")) {
             o->gpu = NULL;
-            for (size_t g = 0; g < sizeof GPUS / sizeof GPUS[0]; g++)
+            for (size_t g = 0; g < N_GPUS; g++)
                 if (same_ci(v, GPUS[g].name)) o->gpu = &GPUS[g];
-            if (!o->gpu) die_arg(name, "'%s' is not rtx3090, a100 or h100", v);
+            if (!o->gpu) die_arg(name, "'%s' is not rtx3090, rtx4090, a100-40, a100 or h100", v);
         } else if (!strcmp(name, "--link")) {
             char *end;
             double gbps = strtod(v, &end);
@@ -414,9 +591,7 @@ static void parse_args(int argc, char **argv, options *o) {
             o->k.mode_given = 1;
             c->parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
         } else if (!strcmp(name, "--preset")) {
-            if (strcmp(v, "allm4ts-stage1")) die_arg(name, "'%s' is not allm4ts-stage1", v);
-            o->preset = v;
-            set_allm4ts_stage1(c);
+            /* applied above, before every other flag */
         } else if (!strcmp(name, "--input")) {
             if (!strcmp(v, "tokens")) c->input = GPT2RT_INPUT_TOKENS;
             else if (!strcmp(v, "patches")) c->input = GPT2RT_INPUT_PATCHES;
@@ -465,6 +640,15 @@ static int fullest_device(const gpt2rt_memory_plan *p) {
     return at;
 }
 
+static uint64_t fullest_bytes(const gpt2rt_memory_plan *p) { return device_bytes(p, fullest_device(p)); }
+
+typedef enum verdict { FITS, FITS_LESS_MARGIN, NO_FIT } verdict;
+static const char *VERDICT[] = {"fits", "fits with less than the margin", "does not fit"};
+
+static verdict verdict_of(uint64_t need, uint64_t budget, uint64_t margin) {
+    return need + margin <= budget ? FITS : need <= budget ? FITS_LESS_MARGIN : NO_FIT;
+}
+
 /* the knob that shrinks each category: the lesson of the table */
 static const char *category_hint(int cat) {
     switch (cat) {
@@ -500,9 +684,29 @@ static void print_shares(const gpt2rt_memory_plan *p) {
     if (p->overhead[dev])
         printf("  %-12s %5.1f%%  CUDA context, cuBLASLt%s (an estimate)\n", "overhead",
                100.0 * (double)p->overhead[dev] / (double)device_bytes(p, dev), p->n_devices > 1 ? ", NCCL" : "");
-    printf("coarse model of one step: %.3f s, %.0f tokens/s, %.1f TFLOP a step (it ranks configs, "
-           "it promises no times)\n", p->predicted_seconds, (double)p->tokens_per_step / p->predicted_seconds,
-           p->flops_per_step / 1e12);
+}
+
+/* one line: the step of a plan on the card, or why there is none */
+static void print_time_line(const options *o, const gpt2rt_memory_plan *p) {
+    gpt2rt_step_time st;
+    if (!model_step(&p->config, o->gpu, link_bw_of(o), &st)) {
+        printf("step time: not modelled for the CPU backend (the model is of GPUs)\n");
+        return;
+    }
+    printf("step time (a model of %s, calibrated on this project's H100 steps; not a measurement): %.3f s, "
+           "%.0f tokens/s, %.1f TFLOP a step\n", gpu_words(o, p->n_devices), st.total,
+           (double)p->tokens_per_step / st.total, p->flops_per_step / 1e12);
+}
+
+/* the global batch and what each device runs of it */
+static void print_batch(const gpt2rt_config *c) {
+    int reps = replicas(c);
+    long long global = (long long)c->batch_size * c->grad_accum * reps;
+    const char *unit = c->input == GPT2RT_INPUT_PATCHES ? "windows" : "sequences";
+    printf("batch: %lld %s a step (--batch, the global batch) = micro-batch %d", global, unit, c->batch_size);
+    if (reps > 1) printf(" on each of %d devices", reps);
+    else if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) printf(" through %d pipeline stages", c->n_devices);
+    printf(" x %d accumulation step%s\n", c->grad_accum, c->grad_accum > 1 ? "s" : "");
 }
 
 static void print_plan(const gpt2rt_memory_plan *p) {
@@ -511,12 +715,12 @@ static void print_plan(const gpt2rt_memory_plan *p) {
     fputs(buf, stdout);
 }
 
-/* the first two lines of gpt2rt_plan_format: the resolved settings, without the table */
-static void print_settings(const gpt2rt_memory_plan *p) {
+/* the first lines of gpt2rt_plan_format: the resolved settings, without the table */
+static void print_settings(const gpt2rt_memory_plan *p, int lines) {
     char buf[8192];
     gpt2rt_plan_format(p, buf, sizeof buf);
     char *nl = strchr(buf, '\n');
-    if (nl) nl = strchr(nl + 1, '\n');
+    if (nl && lines > 1) nl = strchr(nl + 1, '\n');
     if (nl) nl[1] = 0;
     fputs(buf, stdout);
 }
@@ -525,14 +729,15 @@ static void print_settings(const gpt2rt_memory_plan *p) {
 static void print_flags(const gpt2rt_config *c) {
     static const char *prec[] = {"fp32", "fp32", "bf16", "fp16"}, *rc[] = {"none", "selective", "full"},
                       *mode[] = {"none", "ddp", "split"};
-    printf("  --batch %d --accum %d --precision %s%s --recompute %s", c->batch_size, c->grad_accum,
-           prec[c->precision], c->tf32 ? " --tf32" : "", rc[c->recompute]);
+    printf("  --batch %lld --accum %d --precision %s%s --recompute %s",
+           (long long)c->batch_size * c->grad_accum * replicas(c), c->grad_accum, prec[c->precision],
+           c->tf32 ? " --tf32" : "", rc[c->recompute]);
     if (c->recompute == GPT2RT_RECOMPUTE_FULL) printf(" --checkpoint-every %d", c->checkpoint_every);
     if (c->n_devices > 1) printf(" --devices %d --mode %s", c->n_devices, mode[c->parallel]);
     if (c->shard_optimizer) printf(" --shard");
     for (int st = 1; c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->stage_first_layer[1] && st < c->n_devices; st++)
         printf("%s%d", st == 1 ? " --stages " : ",", c->stage_first_layer[st]);
-    printf("\n");
+    printf("   (micro-batch %d%s)\n", c->batch_size, replicas(c) > 1 ? " a device" : "");
 }
 
 /* ---- the step-time model over several devices ---- */
@@ -566,9 +771,10 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
     const gpu_spec *g = o->gpu;
     link_spec links[3];
     int n_links = links_of(o, links);
-    printf("\nstep-time model over %d x %s (%.1f/%.1f/%.0f TFLOP/s fp32/tf32/bf16, %.0f GB/s memory; "
-           "link GB/s each way; a model, not a measurement):\n", base->n_devices, g->label, g->fp32 / 1e12,
-           g->tf32 / 1e12, g->b16 / 1e12, g->mem / 1e9);
+    gpt2rt_hardware eff = gpu_model(g, 0);
+    printf("\nstep-time model over %d x %s (a model, not a measurement: %.1f/%.1f/%.0f TFLOP/s fp32/tf32/bf16 "
+           "reached, scaled from this project's H100 steps; %.0f GB/s memory; link GB/s each way):\n",
+           base->n_devices, g->label, eff.flops_fp32 / 1e12, eff.flops_tf32 / 1e12, eff.flops_16 / 1e12, g->mem / 1e9);
     printf("  %-22s %9s %-5s %-17s %8s %8s %8s %8s %8s %8s %8s %9s %7s\n", "mode", "GiB/dev", "fits", "link", "compute",
            "update", "comm", "hidden", "bubble", "gather", "step s", "tokens/s", "vs 1");
     static const struct { gpt2rt_parallel mode; int sharded; const char *name; } modes[] = {
@@ -591,11 +797,12 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
         int ok;
         double gib = mode_gib(&c, modes[mi].sharded, &ok);
         if (!ok) { printf("  %-22s invalid here\n", modes[mi].name); continue; }
-        const char *fits = !o->budget ? "" : gib <= GIB(o->budget) ? "yes" : "NO";
         gpt2rt_memory_plan p;
         gpt2rt_plan(&c, &p);
+        static const char *short_verdict[] = {"yes", "tight", "NO"};
+        const char *fits = !o->budget ? "" : short_verdict[verdict_of(fullest_bytes(&p), o->budget, margin_of(o, &p))];
         for (int li = 0; li < n_links; li++) {
-            gpt2rt_hardware hw = {g->fp32, g->tf32, g->b16, g->mem, links[li].bw};
+            gpt2rt_hardware hw = gpu_model(g, links[li].bw);
             gpt2rt_step_time st;
             char err[512];
             if (gpt2rt_plan_step_time(&c, &hw, modes[mi].sharded, &st, err, sizeof err) != GPT2RT_OK) {
@@ -609,6 +816,7 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
                    st.bubble, st.gather, st.total, (double)p.tokens_per_step / st.total, st.one_device / st.total);
         }
     }
+    if (o->budget) printf("  (fits: yes; tight: with less than the margin; NO: over the budget)\n");
     printf("  (vs 1: the same global batch on one such GPU, were it to fit, over this step; data parallel\n"
            "  splits the batch over the devices, layer split pipelines its %d micro-batches; sharded keeps\n"
            "  1/N of the moments and master weights per device)\n", base->grad_accum *
@@ -624,22 +832,55 @@ static int same_knobs(const gpt2rt_config *a, const gpt2rt_config *b) {
            a->parallel == b->parallel && a->n_devices == b->n_devices && a->shard_optimizer == b->shard_optimizer;
 }
 
+
+/* The advisor with the margin kept: gpt2rt_fit on budget - margin, and only when
+   nothing fits there, on the whole budget. *kept: 1 when the answer keeps the margin. */
+static gpt2rt_result advise(const gpt2rt_config *c, uint64_t budget, uint64_t margin, unsigned allow,
+                            gpt2rt_config *out, char *explain, size_t cap, int *kept) {
+    gpt2rt_result r = GPT2RT_ERR_OUT_OF_MEMORY;
+    *kept = 0;
+    if (margin < budget) {
+        r = gpt2rt_fit(c, budget - margin, allow, out, explain, cap);
+        if (r != GPT2RT_ERR_OUT_OF_MEMORY) { *kept = r == GPT2RT_OK; return r; }
+    }
+    return gpt2rt_fit(c, budget, allow, out, explain, cap);
+}
+
+/* the advisor's lines, indented; its own coarse throughput figure is left out, as this
+   tool's time model gives the times */
+static void print_explain(char *explain, const char *indent) {
+    for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) {
+        char *coarse = strstr(line, "; predicted ");
+        if (coarse && strstr(coarse, "coarse model")) *coarse = 0;
+        printf("%s%s\n", indent, line);
+    }
+}
+
 static int report_budget(const options *o, const gpt2rt_config *c, const gpt2rt_memory_plan *p) {
     int dev = fullest_device(p);
-    uint64_t need = device_bytes(p, dev);
-    printf("\nbudget %.2f GiB (%llu bytes) per device: ", GIB(o->budget), (unsigned long long)o->budget);
-    if (need <= o->budget)
+    uint64_t need = device_bytes(p, dev), margin = margin_of(o, p);
+    verdict v = verdict_of(need, o->budget, margin);
+    printf("\nbudget %.2f GiB (%llu bytes) per device, margin %.2f GiB (%s): ", GIB(o->budget),
+           (unsigned long long)o->budget, GIB(margin), o->margin_given ? "--margin"
+           : "a quarter of the overhead estimate + 5% of the budget; --margin changes it");
+    if (v == FITS)
         printf("fits on every device (fullest: device %d, %.2f GiB, %.2f GiB to spare)\n", dev, GIB(need),
                GIB(o->budget - need));
+    else if (v == FITS_LESS_MARGIN)
+        printf("fits with less than the margin (fullest: device %d, %.2f GiB, %.2f GiB to spare, less than %.2f)\n",
+               dev, GIB(need), GIB(o->budget - need), GIB(margin));
     else
         printf("does NOT fit: device %d needs %.2f GiB, %.2f GiB too much\n", dev, GIB(need), GIB(need - o->budget));
 
     gpt2rt_config out;
     char explain[4096];
-    gpt2rt_result r = gpt2rt_fit(c, o->budget, o->allow, &out, explain, sizeof explain);
-    printf("\nadvisor (gpt2rt_fit; may change micro-batch/accumulation, recompute, parallel mode%s%s):\n",
+    int kept;
+    gpt2rt_result r = advise(c, o->budget, margin, o->allow, &out, explain, sizeof explain, &kept);
+    printf("\nadvisor (gpt2rt_fit on the budget less the margin, %.2f GiB; may change micro-batch/accumulation, "
+           "recompute, parallel mode%s%s):\n", GIB(o->budget > margin ? o->budget - margin : 0),
            o->allow & GPT2RT_FIT_PRECISION ? ", precision" : "", o->allow & GPT2RT_FIT_SHARD ? ", ZeRO-1" : "");
-    for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) printf("  %s\n", line);
+    if (r == GPT2RT_OK && !kept) printf("  nothing reachable keeps the margin; on the whole budget:\n");
+    print_explain(explain, "  ");
     if (r == GPT2RT_ERR_OUT_OF_MEMORY) {
         if (!(o->allow & GPT2RT_FIT_PRECISION) && c->backend == GPT2RT_BACKEND_CUDA &&
             p->config.precision == GPT2RT_PRECISION_FP32)
@@ -649,9 +890,14 @@ static int report_budget(const options *o, const gpt2rt_config *c, const gpt2rt_
     if (r != GPT2RT_OK) { printf("  gpt2rt_fit: %s\n", gpt2rt_result_string(r)); return 1; }
     gpt2rt_memory_plan s;
     if (gpt2rt_plan(&out, &s) != GPT2RT_OK) { printf("  the suggestion does not plan: %s\n", s.error); return 1; }
+    verdict vs = verdict_of(device_bytes(&s, fullest_device(&s)), o->budget, margin);
+    printf("  advisor's verdict: %s\n", VERDICT[vs]);
     if (same_knobs(&s.config, &p->config)) return 0;
-    /* it also answers a config that fits: the coarse model may rank another one faster */
-    printf("\n%s (as flags):\n", need <= o->budget ? "faster, and it fits too" : "suggested");
+    gpt2rt_step_time t0, t1;
+    if (model_step(&p->config, o->gpu, link_bw_of(o), &t0) && model_step(&s.config, o->gpu, link_bw_of(o), &t1))
+        printf("  step time %.3f -> %.3f s (a model of %s)\n", t0.total, t1.total, gpu_words(o, s.n_devices));
+    /* it also answers a config that fits: the advisor may rank another one faster */
+    printf("\n%s (as flags):\n", v == FITS ? "faster, and it fits too" : "suggested");
     print_flags(&s.config);
     printf("\n");
     print_plan(&s);
@@ -683,40 +929,72 @@ static int run_sweep_plans(const options *o, char *knob, sweep_row *rows) {
         if (!strcmp(knob, "precision") && k.cfg.precision != GPT2RT_PRECISION_FP32) k.cfg.tf32 = 0;
         /* one device has one mode: --sweep devices=1,2,4 --mode split starts without an error */
         if (!strcmp(knob, "devices") && k.cfg.n_devices == 1) k.cfg.parallel = GPT2RT_PARALLEL_NONE;
-        gpt2rt_config c = finish(&k);
+        gpt2rt_config c;
+        char why[256];
         copy_text(rows[n].label, sizeof rows[n].label, v);
-        rows[n].ok = gpt2rt_plan(&c, &rows[n].plan) == GPT2RT_OK;
+        if (finish(&k, &c, why, sizeof why)) {
+            memset(&rows[n].plan, 0, sizeof rows[n].plan);
+            copy_text(rows[n].plan.error, sizeof rows[n].plan.error, why);
+            rows[n].ok = 0;
+        } else rows[n].ok = gpt2rt_plan(&c, &rows[n].plan) == GPT2RT_OK;
         n++;
     }
     return n;
 }
 
-static void print_sweep_header(void) {
-    printf("%-10s %-5s", "value", "dev");
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) printf(" %11s", gpt2rt_mem_name((gpt2rt_mem)i));
-    printf(" %10s %10s %10s  %s\n", "total", "+overhead", "=device", "fits");
+/* the settings the sweep holds fixed, for the chart: "L=12 H=12 C=768 B=4 T=1024 ..." */
+static void subtitle(char *buf, size_t cap, const gpt2rt_config *c, const char *knob) {
+    static const char *prec[] = {"fp32", "fp32", "bf16", "fp16"}, *rc[] = {"none", "selective", "full"},
+                      *mode[] = {"", "ddp", "split"};
+    size_t n = 0;
+#define PUT(skip, ...) do { if (!(skip) && n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__); } while (0)
+    PUT(!strcmp(knob, "layers"), "L=%d ", c->n_layer);
+    PUT(0, "C=%d ", c->n_embd);
+    PUT(!strcmp(knob, "batch"), "batch %lld ", (long long)c->batch_size * c->grad_accum * replicas(c));
+    PUT(!strcmp(knob, "seq"), "T=%d ", c->seq_len);
+    PUT(!strcmp(knob, "accum"), "accum %d ", c->grad_accum);
+    PUT(!strcmp(knob, "precision"), "%s%s ", prec[c->precision], c->tf32 ? "+tf32" : "");
+    PUT(!strcmp(knob, "recompute"), "recompute %s ", rc[c->recompute]);
+    PUT(!strcmp(knob, "devices") || c->n_devices == 1, "%d devices ", c->n_devices);
+    PUT(!strcmp(knob, "mode") || c->parallel == GPT2RT_PARALLEL_NONE, "%s ", mode[c->parallel]);
+    PUT(0, "%s", c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU");
+#undef PUT
 }
 
-static void print_sweep_device(const sweep_row *r, int dev, const char *label, uint64_t budget, int fullest) {
+static void print_sweep_header(void) {
+    printf("%-10s %-5s %7s", "value", "dev", "micro");
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) printf(" %11s", gpt2rt_mem_name((gpt2rt_mem)i));
+    printf(" %10s %10s %10s %9s %10s  %s\n", "total", "+overhead", "=device", "step s", "tokens/s", "fits");
+}
+
+static void print_sweep_device(const options *o, const sweep_row *r, int dev, const char *label, int fullest) {
     const gpt2rt_memory_plan *p = &r->plan;
     char dv[8];
     snprintf(dv, sizeof dv, "%d%s", dev, fullest && p->n_devices > 1 ? "*" : "");
-    printf("%-10s %-5s", label, dv);
+    printf("%-10s %-5s %7d", label, dv, p->config.batch_size);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) printf(" %11.1f", MIB(p->bytes[dev][i]));
-    printf(" %10.1f %10.1f %10.1f  %s\n", MIB(p->total[dev]), MIB(p->overhead[dev]), MIB(device_bytes(p, dev)),
-           !budget ? "" : device_bytes(p, dev) <= budget ? "yes" : "NO");
+    printf(" %10.1f %10.1f %10.1f", MIB(p->total[dev]), MIB(p->overhead[dev]), MIB(device_bytes(p, dev)));
+    gpt2rt_step_time st;
+    if (dev == fullest_device(p) && model_step(&p->config, o->gpu, link_bw_of(o), &st))
+        printf(" %9.3f %10.0f", st.total, (double)p->tokens_per_step / st.total);
+    else printf(" %9s %10s", "", "");
+    printf("  %s\n", !o->budget ? "" : VERDICT[verdict_of(device_bytes(p, dev), o->budget, margin_of(o, p))]);
 }
 
 static void print_sweep(const options *o, const char *knob, const sweep_row *rows, int n) {
     printf("\nsweep of %s: MiB per device", knob);
-    if (o->budget) printf("; fits: total + overhead <= %.2f GiB", GIB(o->budget));
-    printf("\n(with more than one device: device 0, then the fullest, marked *)\n");
+    if (o->budget) printf("; fits: total + overhead + margin <= %.2f GiB", GIB(o->budget));
+    printf("\n(micro: each device's micro-batch; with more than one device: device 0, then the fullest, marked *;\n"
+           "step s: ");
+    if (o->k.cfg.backend == GPT2RT_BACKEND_CUDA)
+        printf("a model of %s, not a measurement)\n", gpu_words(o, 1));
+    else printf("none, the time model is of GPUs)\n");
     print_sweep_header();
     for (int i = 0; i < n; i++) {
         if (!rows[i].ok) { printf("%-10s invalid: %s\n", rows[i].label, rows[i].plan.error); continue; }
         int full = fullest_device(&rows[i].plan);
-        print_sweep_device(&rows[i], 0, rows[i].label, o->budget, full == 0);
-        if (full != 0) print_sweep_device(&rows[i], full, "", o->budget, 1);
+        print_sweep_device(o, &rows[i], 0, rows[i].label, full == 0);
+        if (full != 0) print_sweep_device(o, &rows[i], full, "", 1);
     }
 }
 
@@ -810,25 +1088,6 @@ static void draw_legend(image *im, int x, int y) {
     }
 }
 
-/* the settings the sweep holds fixed, for the chart: "L=12 H=12 C=768 B=4 T=1024 ..." */
-static void subtitle(char *buf, size_t cap, const gpt2rt_config *c, const char *knob) {
-    static const char *prec[] = {"fp32", "fp32", "bf16", "fp16"}, *rc[] = {"none", "selective", "full"},
-                      *mode[] = {"", "ddp", "split"};
-    size_t n = 0;
-#define PUT(skip, ...) do { if (!(skip) && n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__); } while (0)
-    PUT(!strcmp(knob, "layers"), "L=%d ", c->n_layer);
-    PUT(0, "C=%d ", c->n_embd);
-    PUT(!strcmp(knob, "batch"), "B=%d ", c->batch_size);
-    PUT(!strcmp(knob, "seq"), "T=%d ", c->seq_len);
-    PUT(!strcmp(knob, "accum"), "accum %d ", c->grad_accum);
-    PUT(!strcmp(knob, "precision"), "%s%s ", prec[c->precision], c->tf32 ? "+tf32" : "");
-    PUT(!strcmp(knob, "recompute"), "recompute %s ", rc[c->recompute]);
-    PUT(!strcmp(knob, "devices") || c->n_devices == 1, "%d devices ", c->n_devices);
-    PUT(!strcmp(knob, "mode") || c->parallel == GPT2RT_PARALLEL_NONE, "%s ", mode[c->parallel]);
-    PUT(0, "%s", c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU");
-#undef PUT
-}
-
 static int write_png(const options *o, const char *title, const char *sub, const char *knob, const sweep_row *rows,
                      int n) {
     image im = {900, 560, NULL};
@@ -916,43 +1175,54 @@ static int plan_option(sweep_row *row, const char *label, const gpt2rt_config *c
     return row->ok;
 }
 
-static uint64_t fullest_bytes(const gpt2rt_memory_plan *p) { return device_bytes(p, fullest_device(p)); }
 
-static void print_option(const sweep_row *r, uint64_t budget) {
+static void print_option(const options *o, const sweep_row *r) {
+    const uint64_t budget = o->budget;
     if (!r->ok) { printf("  %-14s invalid: %s\n", r->label, r->plan.error); return; }
     const gpt2rt_memory_plan *p = &r->plan;
     int d = fullest_device(p);
     uint64_t need = device_bytes(p, d), state = 0;
     for (int cat = GPT2RT_MEM_WEIGHTS; cat <= GPT2RT_MEM_MOMENTS; cat++) state += p->bytes[d][cat];
+    verdict v = verdict_of(need, budget, margin_of(o, p));
     printf("  %-14s %9.2f %9.2f %9.2f  %s %.2f GiB\n", r->label, GIB(need), GIB(p->bytes[d][GPT2RT_MEM_ACTIVATIONS]),
-           GIB(state), need <= budget ? "fits, spare" : "NO, over by ", need <= budget ? GIB(budget - need) : GIB(need - budget));
+           GIB(state), v == FITS ? "fits, spare" : v == FITS_LESS_MARGIN ? "fits with less than the margin, spare"
+           : "NO, over by ", need <= budget ? GIB(budget - need) : GIB(need - budget));
 }
 
-/* the largest micro-batch b (a divisor of g, halving) whose plan fits; 0: none */
-static int largest_fitting(gpt2rt_config c, int g, uint64_t budget, gpt2rt_memory_plan *out) {
+/* the largest micro-batch b (a divisor of g, halving) whose plan fits with the margin; 0: none */
+static int largest_fitting(const options *o, gpt2rt_config c, int g, gpt2rt_memory_plan *out) {
     for (int b = g; b >= 1; b /= 2) {
         if (g % b) continue;
         c.batch_size = b;
         c.grad_accum = g / b;
-        if (gpt2rt_plan(&c, out) == GPT2RT_OK && fullest_bytes(out) <= budget) return b;
+        if (gpt2rt_plan(&c, out) == GPT2RT_OK && verdict_of(fullest_bytes(out), o->budget, margin_of(o, out)) == FITS)
+            return b;
     }
     return 0;
 }
 
-static void print_advice(const gpt2rt_config *c, uint64_t budget, unsigned allow) {
+static void print_advice(const options *o, const gpt2rt_config *c, unsigned allow) {
     gpt2rt_config out;
+    gpt2rt_memory_plan p;
     char explain[4096];
-    gpt2rt_result r = gpt2rt_fit(c, budget, allow, &out, explain, sizeof explain);
-    for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) printf("    %s\n", line);
+    int kept;
+    if (gpt2rt_plan(c, &p) != GPT2RT_OK) { printf("    invalid: %s\n", p.error); return; }
+    gpt2rt_result r = advise(c, o->budget, margin_of(o, &p), allow, &out, explain, sizeof explain, &kept);
+    if (r == GPT2RT_OK && !kept) printf("    nothing reachable keeps the margin; on the whole budget:\n");
+    print_explain(explain, "    ");
     if (r == GPT2RT_OK) { printf("    as flags:"); print_flags(&out); }
 }
 
 static int allm4ts_report(const options *o) {
-    const uint64_t budget = o->budget ? o->budget : (uint64_t)24 << 30; /* the user's two 24 GiB cards */
-    gpt2rt_config base = finish(&o->k);
+    options so = *o; /* the user's two 24 GiB cards unless --budget says otherwise */
+    if (!so.budget) so.budget = (uint64_t)24 << 30;
+    const uint64_t budget = so.budget;
+    gpt2rt_config base;
+    char why[256];
+    finish(&o->k, &base, why, sizeof why); /* main refused a batch that does not divide */
     base.n_devices = 1; base.parallel = GPT2RT_PARALLEL_NONE; base.shard_optimizer = 0;
-    const int g = base.batch_size * base.grad_accum; /* the effective batch every option keeps */
-    base.batch_size = g; base.grad_accum = 1;         /* "as scripted": one micro-batch of all of it */
+    const int g = (int)global_of(&o->k); /* the global batch, which every option keeps (at most 2^20) */
+    base.batch_size = g; base.grad_accum = 1; /* "as scripted": one micro-batch of all of it */
     gpt2rt_memory_plan p;
     if (gpt2rt_plan(&base, &p) != GPT2RT_OK) {
         fprintf(stderr, "gpt2rt-mem: invalid config: %s\n", p.error);
@@ -976,9 +1246,9 @@ static int allm4ts_report(const options *o) {
     printf("\n1. one card, as scripted (micro-batch %d, no accumulation, no recompute):\n", g);
     printf("  %-14s %9s %9s %9s  %s\n", "option", "GiB", "activ.", "w+g+opt", "on the card");
     c = base; c.precision = GPT2RT_PRECISION_FP32; c.batch_size = g; c.grad_accum = 1;
-    plan_option(&rows[n], "fp32", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "fp32", &c); print_option(&so, &rows[n++]);
     c.precision = GPT2RT_PRECISION_BF16;
-    plan_option(&rows[n], "bf16", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "bf16", &c); print_option(&so, &rows[n++]);
     const gpt2rt_memory_plan *f32 = &rows[0].plan;
     uint64_t act = f32->bytes[0][GPT2RT_MEM_ACTIVATIONS] + f32->bytes[0][GPT2RT_MEM_TRANSIENT], state = 0;
     for (int cat = GPT2RT_MEM_WEIGHTS; cat <= GPT2RT_MEM_MOMENTS; cat++) state += f32->bytes[0][cat];
@@ -987,7 +1257,9 @@ static int allm4ts_report(const options *o) {
            100.0 * (double)act / (double)fullest_bytes(f32), GIB(fullest_bytes(f32)), g, (long long)np, rc->n_layer,
            p.n_trainable / 1e6, GIB(state));
 
-    printf("\n2. what fits on one card, effective batch %d kept (micro-batch x accumulation):\n", g);
+    printf("\n2. what fits on one card with the margin (%.2f GiB), effective batch %d kept (micro-batch x\n"
+           "   accumulation; windows/s: a model of %s, not a measurement):\n", GIB(margin_of(&so, &p)), g,
+           gpu_words(o, 1));
     printf("  %-9s %-10s %s\n", "precision", "recompute", "largest micro-batch that fits");
     static const char *rname[] = {"none", "selective", "full"};
     for (int pr = 0; pr < 2; pr++)
@@ -996,9 +1268,13 @@ static int allm4ts_report(const options *o) {
             c.precision = pr ? GPT2RT_PRECISION_BF16 : GPT2RT_PRECISION_FP32;
             c.recompute = (gpt2rt_recompute)r;
             c.checkpoint_every = r == 2 ? 1 : 0;
-            int b = largest_fitting(c, g, budget, &p);
-            if (b) printf("  %-9s %-10s %4d x %-4d %6.2f GiB, %5.0f windows/s (coarse model)\n", pr ? "bf16" : "fp32",
-                          rname[r], b, g / b, GIB(fullest_bytes(&p)), g / p.predicted_seconds);
+            int b = largest_fitting(&so, c, g, &p);
+            gpt2rt_step_time st;
+            if (b && model_step(&p.config, o->gpu, link_bw_of(o), &st))
+                printf("  %-9s %-10s %4d x %-4d %6.2f GiB, %5.0f windows/s\n", pr ? "bf16" : "fp32", rname[r], b,
+                       g / b, GIB(fullest_bytes(&p)), g / st.total);
+            else if (b) printf("  %-9s %-10s %4d x %-4d %6.2f GiB\n", pr ? "bf16" : "fp32", rname[r], b, g / b,
+                               GIB(fullest_bytes(&p)));
             else printf("  %-9s %-10s none (micro-batch 1 does not fit)\n", pr ? "bf16" : "fp32", rname[r]);
         }
     c = base; c.precision = GPT2RT_PRECISION_FP32; c.recompute = GPT2RT_RECOMPUTE_SELECTIVE;
@@ -1006,7 +1282,7 @@ static int allm4ts_report(const options *o) {
     c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 1;
     plan_option(&rows[n++], "fp32 full", &c);
     c = base; c.precision = GPT2RT_PRECISION_FP32;
-    int b = largest_fitting(c, g, budget, &p);
+    int b = largest_fitting(&so, c, g, &p);
     if (b) {
         char lab[32];
         snprintf(lab, sizeof lab, "fp32 %dx%d", b, g / b);
@@ -1029,9 +1305,9 @@ static int allm4ts_report(const options *o) {
     }
     printf("  the advisor (gpt2rt_fit) on fp32 as scripted:\n");
     c = base; c.precision = GPT2RT_PRECISION_FP32;
-    print_advice(&c, budget, GPT2RT_FIT_DEFAULT);
+    print_advice(&so, &c, GPT2RT_FIT_DEFAULT);
     printf("  and allowed bf16 (--allow-precision):\n");
-    print_advice(&c, budget, GPT2RT_FIT_DEFAULT | GPT2RT_FIT_PRECISION);
+    print_advice(&so, &c, GPT2RT_FIT_DEFAULT | GPT2RT_FIT_PRECISION);
 
     printf("\n3. two cards, fp32, the same %d windows a step, no recompute:\n", g);
     printf("  %-14s %9s %9s %9s  %s\n", "option", "GiB/dev", "activ.", "w+g+opt", "on each card");
@@ -1040,11 +1316,11 @@ static int allm4ts_report(const options *o) {
     two.n_devices = 2; two.parallel = GPT2RT_PARALLEL_DATA;
     two.batch_size = g / 2; two.grad_accum = 1; /* batch_size is per rank: 2 x g/2 = g */
     int ddp = n;
-    plan_option(&rows[n], "2 ddp", &two); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "2 ddp", &two); print_option(&so, &rows[n++]);
     c = two; c.shard_optimizer = 1;
-    plan_option(&rows[n], "2 zero1", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "2 zero1", &c); print_option(&so, &rows[n++]);
     c = two; c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.grad_accum = 2; /* GPipe: 2 micro-batches of g/2 */
-    plan_option(&rows[n], "2 split", &c); print_option(&rows[n++], budget);
+    plan_option(&rows[n], "2 split", &c); print_option(&so, &rows[n++]);
     if (rows[ddp].ok && rows[ddp + 1].ok)
         printf("  why: data parallel gives each card %d windows, halving the activations, and keeps the whole\n"
                "  model state on both; ZeRO-1 shards only the moments (and bf16's master weights): %.0f MiB here.\n"
@@ -1054,9 +1330,7 @@ static int allm4ts_report(const options *o) {
                g / 2, MIB(fullest_bytes(&rows[ddp].plan) - fullest_bytes(&rows[ddp + 1].plan)), rc->n_layer / 2,
                rc->n_layer);
     printf("  the advisor on two cards (fp32 as scripted, ZeRO-1 allowed):\n");
-    print_advice(&two, budget, GPT2RT_FIT_DEFAULT | GPT2RT_FIT_SHARD);
-    options so = *o;
-    so.budget = budget;
+    print_advice(&so, &two, GPT2RT_FIT_DEFAULT | GPT2RT_FIT_SHARD);
     print_step_time(&so, &two);
 
     if (o->png) {
@@ -1078,6 +1352,116 @@ static int allm4ts_report(const options *o) {
     return 0;
 }
 
+/* ---- --json: the plan, the time model and the advisor's answer, for scripts and the web page ---- */
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch == '\n') printf("\\n");
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+
+static int json_error(const char *why) {
+    printf("{\"error\": ");
+    json_str(why);
+    printf("}\n");
+    return 2;
+}
+
+static void json_config(const gpt2rt_config *c) {
+    static const char *prec[] = {"fp32", "fp32", "bf16", "fp16"}, *rc[] = {"none", "selective", "full"},
+                      *mode[] = {"none", "ddp", "split"};
+    printf("{\"layers\": %d, \"heads\": %d, \"embd\": %d, \"vocab\": %d, \"ctx\": %d, \"seq\": %d, "
+           "\"batch\": %lld, \"micro_batch\": %d, \"accum\": %d, \"devices\": %d, \"mode\": \"%s\", "
+           "\"shard\": %d, \"precision\": \"%s\", \"tf32\": %d, \"recompute\": \"%s\", \"checkpoint_every\": %d, "
+           "\"classifier_chunk\": %d, \"inference\": %d, \"frozen\": %u, \"backend\": \"%s\", "
+           "\"input\": \"%s\"}", c->n_layer, c->n_head, c->n_embd, c->vocab_size, c->max_seq_len, c->seq_len,
+           (long long)c->batch_size * c->grad_accum * replicas(c), c->batch_size, c->grad_accum, c->n_devices,
+           mode[c->parallel], c->shard_optimizer, prec[c->precision], c->tf32, rc[c->recompute],
+           c->checkpoint_every, c->classifier_chunk, c->inference, c->frozen,
+           c->backend == GPT2RT_BACKEND_CUDA ? "cuda" : "cpu", c->input == GPT2RT_INPUT_PATCHES ? "patches" : "tokens");
+}
+
+static void json_time(const options *o, const gpt2rt_memory_plan *p) {
+    gpt2rt_step_time st;
+    if (!model_step(&p->config, o->gpu, link_bw_of(o), &st)) { printf("null"); return; }
+    gpt2rt_hardware hw = gpu_model(o->gpu, link_bw_of(o));
+    printf("{\"gpu\": \"%s\", \"label\": \"%s\", \"devices\": %d, \"link_bytes_per_s\": %.0f, "
+           "\"is_model\": true, \"flops_fp32\": %.6g, \"flops_tf32\": %.6g, \"flops_16\": %.6g, "
+           "\"mem_bytes_per_s\": %.6g, \"half_tokens\": %.0f, \"step_s\": %.6f, \"tokens_per_s\": %.0f, "
+           "\"compute_s\": %.6f, \"update_s\": %.6f, \"comm_s\": %.6f, \"hidden_s\": %.6f, \"bubble_s\": %.6f, "
+           "\"gather_s\": %.6f}", o->gpu->name, o->gpu->label, p->n_devices, hw.link_bw, hw.flops_fp32,
+           hw.flops_tf32, hw.flops_16, hw.mem_bw, hw.half_tokens, st.total, (double)p->tokens_per_step / st.total,
+           st.compute, st.update, st.comm, st.hidden, st.bubble, st.gather);
+}
+
+/* the plan: config, parameters, every device's categories in bytes */
+static void json_plan(const options *o, const gpt2rt_memory_plan *p, uint64_t margin) {
+    printf("{\"config\": ");
+    json_config(&p->config);
+    printf(", \"n_params\": %lld, \"n_trainable\": %lld, \"tokens_per_step\": %lld, \"flops_per_step\": %.6g, "
+           "\"fullest_device\": %d, \"devices\": [", (long long)p->n_params, (long long)p->n_trainable,
+           (long long)p->tokens_per_step, p->flops_per_step, fullest_device(p));
+    for (int d = 0; d < p->n_devices; d++) {
+        printf("%s{\"bytes\": {", d ? ", " : "");
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+            printf("%s\"%s\": %llu", i ? ", " : "", gpt2rt_mem_name((gpt2rt_mem)i), (unsigned long long)p->bytes[d][i]);
+        printf("}, \"arenas\": %llu, \"overhead\": %llu, \"total\": %llu", (unsigned long long)p->total[d],
+               (unsigned long long)p->overhead[d], (unsigned long long)device_bytes(p, d));
+        if (o->budget) printf(", \"verdict\": \"%s\"", VERDICT[verdict_of(device_bytes(p, d), o->budget, margin)]);
+        printf("}");
+    }
+    printf("], \"time\": ");
+    json_time(o, p);
+    printf("}");
+}
+
+static int json_main(const options *o, const gpt2rt_config *cfg, const gpt2rt_memory_plan *plan, gpt2rt_result r) {
+    if (o->sweep || o->preset || o->png) return json_error("--json answers one config: not with --sweep, --preset or --png");
+    if (r != GPT2RT_OK) return json_error(plan->error);
+    uint64_t margin = o->budget ? margin_of(o, plan) : 0;
+    int rc = 0;
+    printf("{\"tool\": \"gpt2rt-mem\", \"schema\": 1, \"plan\": ");
+    json_plan(o, plan, margin);
+    if (o->budget) {
+        int dev = fullest_device(plan);
+        printf(", \"budget\": {\"bytes\": %llu, \"margin\": %llu, \"margin_source\": \"%s\", \"verdict\": \"%s\"}",
+               (unsigned long long)o->budget, (unsigned long long)margin, o->margin_given ? "--margin" : "default",
+               VERDICT[verdict_of(device_bytes(plan, dev), o->budget, margin)]);
+        gpt2rt_config out;
+        char explain[4096];
+        int kept;
+        gpt2rt_result fr = advise(cfg, o->budget, margin, o->allow, &out, explain, sizeof explain, &kept);
+        rc = fr == GPT2RT_OK ? 0 : 1;
+        gpt2rt_memory_plan s;
+        printf(", \"advisor\": {\"result\": \"%s\", \"keeps_margin\": %s, \"explain\": [",
+               fr == GPT2RT_OK ? "ok" : fr == GPT2RT_ERR_OUT_OF_MEMORY ? "nothing fits" : gpt2rt_result_string(fr),
+               kept ? "true" : "false");
+        int first = 1;
+        for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) {
+            char *coarse = strstr(line, "; predicted ");
+            if (coarse && strstr(coarse, "coarse model")) *coarse = 0;
+            printf("%s", first ? "" : ", ");
+            json_str(line);
+            first = 0;
+        }
+        printf("]");
+        if (fr == GPT2RT_OK && gpt2rt_plan(&out, &s) == GPT2RT_OK) {
+            printf(", \"changes\": %s, \"verdict\": \"%s\", \"plan\": ", same_knobs(&s.config, &plan->config)
+                   ? "false" : "true", VERDICT[verdict_of(device_bytes(&s, fullest_device(&s)), o->budget, margin)]);
+            json_plan(o, &s, margin);
+        }
+        printf("}");
+    }
+    printf("}\n");
+    return rc;
+}
+
 /* ---- main ---- */
 
 static int sweep_main(const options *o, const gpt2rt_memory_plan *base) {
@@ -1086,9 +1470,14 @@ static int sweep_main(const options *o, const gpt2rt_memory_plan *base) {
     static sweep_row rows[MAX_SWEEP]; /* a plan is ~1 KiB; static keeps the stack small */
     int n = run_sweep_plans(o, knob, rows);
     for (int i = 0; i < n && base->error[0]; i++) /* resolved defaults for the chart's subtitle */
-        if (rows[i].ok) { base_cfg = rows[i].plan.config; base_cfg.parallel = finish(&o->k).parallel; break; }
+        if (rows[i].ok) { base_cfg = rows[i].plan.config; break; }
     if (base->error[0]) printf("the config without the sweep is invalid (%s); the sweep sets %s\n", base->error, knob);
-    else print_settings(base);
+    else {
+        char held[256];
+        subtitle(held, sizeof held, &base_cfg, knob);
+        print_settings(base, 1);
+        printf("held: %s; swept: %s\n", held, knob);
+    }
     print_sweep(o, knob, rows, n);
     int any_fit = 0;
     for (int i = 0; i < n; i++)
@@ -1109,12 +1498,25 @@ static int sweep_main(const options *o, const gpt2rt_memory_plan *base) {
     return !o->budget || any_fit ? 0 : 1;
 }
 
-int main(int argc, char **argv) {
-    options o;
+static int run(int argc, char **argv) {
+    static options o; /* static: the web page's calls reuse it, and longjmp leaves it alone */
     parse_args(argc, argv, &o);
-    gpt2rt_config cfg = finish(&o.k);
+    gpt2rt_config cfg;
+    char why[256];
+    if (!o.sweep && finish(&o.k, &cfg, why, sizeof why)) {
+        if (o.json) return json_error(why);
+        fprintf(stderr, "gpt2rt-mem: %s (see --help)\n", why);
+        return 2;
+    }
+    /* a sweep row may divide where the config without the sweep does not */
+    const char *indivisible = o.sweep ? finish(&o.k, &cfg, why, sizeof why) : NULL;
     gpt2rt_memory_plan plan;
     gpt2rt_result r = gpt2rt_plan(&cfg, &plan);
+    if (indivisible) {
+        memset(&plan, 0, sizeof plan);
+        copy_text(plan.error, sizeof plan.error, indivisible);
+    }
+    if (o.json) return json_main(&o, &cfg, &plan, r);
     if (r != GPT2RT_OK && !o.sweep) { /* a sweep may be what makes it valid (--sweep devices=2,4 and --mode split) */
         fprintf(stderr, "gpt2rt-mem: invalid config (%s): %s\n", gpt2rt_result_string(r), plan.error);
         return 2;
@@ -1122,7 +1524,31 @@ int main(int argc, char **argv) {
     if (o.sweep) return sweep_main(&o, &plan);
     if (o.preset) return allm4ts_report(&o);
     print_plan(&plan);
+    print_batch(&plan.config);
     print_shares(&plan);
+    print_time_line(&o, &plan);
     if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
 }
+
+#ifdef __EMSCRIPTEN__
+/* The web page's one call: a command line of this tool (options separated by single
+   spaces, values without spaces) answered as --json would answer it, on stdout. */
+int gpt2rt_mem_web(const char *line) {
+    static char buf[4096];
+    char *argv[130];
+    int argc = 0;
+    argv[argc++] = "gpt2rt-mem";
+    copy_text(buf, sizeof buf, line);
+    for (char *t = strtok(buf, " "); t && argc < 128; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc++] = "--json";
+    argv[argc] = NULL;
+    int rc;
+    if (setjmp(web_bad_arg)) rc = json_error(web_why);
+    else rc = run(argc, argv);
+    fflush(stdout);
+    return rc;
+}
+#else
+int main(int argc, char **argv) { return run(argc, argv); }
+#endif

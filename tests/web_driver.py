@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""tests/web_driver.py - drives the planner page (build/gpt2rt-mem.html) in headless
+Chromium over the DevTools protocol (--remote-debugging-pipe: NUL-terminated JSON on
+file descriptors 3 and 4, so nothing but the standard library is needed).
+
+usage: web_driver.py CHROMIUM PAGE CASES EXPECTED SCREENSHOT
+  CASES: one gpt2rt-mem command line a line (as the page writes them);
+  EXPECTED: gpt2rt-mem --json's answer to each, one a line, in the same order.
+Prints one 'ok' / 'FAIL' line a check, then 'WEB: N passed, N failed, 0 skipped'.
+The network is off for the whole run (DevTools' offline emulation, and a proxy and
+host rules that lead nowhere)."""
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+
+chromium, page, cases_file, expected_file, shot = sys.argv[1:6]
+cases = [l.rstrip("\n") for l in open(cases_file) if l.strip()]
+expected = [l.rstrip("\n") for l in open(expected_file)]
+passed = failed = 0
+
+
+def ok(msg):
+    global passed
+    passed += 1
+    print("ok   " + msg)
+
+
+def bad(msg):
+    global failed
+    failed += 1
+    print("FAIL " + msg)
+
+
+class Browser:
+    def __init__(self):
+        r_to_chrome, self.w = os.pipe()  # we write on self.w, Chromium reads fd 3
+        self.r, w_from_chrome = os.pipe()  # Chromium writes fd 4, we read self.r
+
+        def child():  # fds 3 and 4, inheritable, whatever numbers the pipes got
+            a, b = os.dup(r_to_chrome), os.dup(w_from_chrome)
+            a, b = os.dup2(a, 100), os.dup2(b, 101)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        self.proc = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
+             "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+             "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+             "--user-data-dir=" + os.path.abspath("build/web/chromium-profile"), "about:blank"],
+            close_fds=False, preexec_fn=child,  # preexec runs before close_fds would close 3 and 4
+            stdout=subprocess.DEVNULL, stderr=open("build/web/chromium.log", "w"))
+        os.close(r_to_chrome)
+        os.close(w_from_chrome)
+        self.buf = b""
+        self.next_id = 0
+        self.session = None
+
+    def send(self, method, params=None, session=True):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params or {}}
+        if session and self.session:
+            msg["sessionId"] = self.session
+        os.write(self.w, json.dumps(msg).encode() + b"\0")
+        while True:
+            while b"\0" not in self.buf:
+                chunk = os.read(self.r, 1 << 20)
+                if not chunk:
+                    raise RuntimeError("chromium closed the pipe")
+                self.buf += chunk
+            raw, self.buf = self.buf.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(method + ": " + json.dumps(reply["error"]))
+                return reply.get("result", {})
+
+    def eval(self, expr):
+        r = self.send("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in r:
+            raise RuntimeError("page: " + json.dumps(r["exceptionDetails"])[:400])
+        return r["result"].get("value")
+
+    def close(self):
+        try:
+            self.send("Browser.close", session=False)
+        except Exception:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+b = Browser()
+try:
+    target = b.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+    b.session = b.send("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)["sessionId"]
+    b.send("Network.enable")
+    b.send("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1,
+                                                "uploadThroughput": -1})
+    b.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1250, "deviceScaleFactor": 1,
+                                                  "mobile": False})
+    b.send("Page.enable")
+    t0 = time.time()
+    b.send("Page.navigate", {"url": "file://" + os.path.abspath(page)})
+    ready = False
+    while time.time() - t0 < 30:
+        if b.eval("!!(window.gpt2rtPage && gpt2rtPage.ready())"):
+            ready = True
+            break
+        time.sleep(0.05)
+    if ready:
+        ok("the page loads from disk with the network off and its planner starts (%.1f s)" % (time.time() - t0))
+    else:
+        bad("the page did not start within 30 s with the network off")
+        raise SystemExit
+
+    # every case: the page's flags round-trip, its planner's JSON is gpt2rt-mem's to the
+    # byte, every number shown is the JSON's, and the update takes < 100 ms
+    read_dom = """(() => {
+      const cells = {};
+      for (const td of document.querySelectorAll('td[data-dev]')) cells[td.dataset.dev + '/' + td.dataset.cat] = td.textContent;
+      const t = (id) => { const e = document.getElementById(id); return e ? e.textContent : null; };
+      return {cells, batch: t('v-batch'), micro: t('v-micro'), tokens: t('v-tokens'), step: t('v-step'), tps: t('v-tps'),
+              verdict: t('v-verdict'), atotal: t('a-total'), astep: t('a-step'), averdict: t('a-verdict'),
+              error: t('error'), bars: document.querySelectorAll('#bars svg').length};
+    })()"""
+    slow = []
+    worst = 0.0
+    bad_cases = 0
+    modes = set()
+    for i, args in enumerate(cases):
+        r = b.eval("(() => { const t0 = performance.now(); const a = gpt2rtPage.load(%s); "
+                   "return {args: a, ms: performance.now() - t0, json: gpt2rtPage.json()}; })()" % json.dumps(args))
+        dom = b.eval(read_dom)
+        why = []
+        if r["args"] != args:
+            why.append("the page wrote the flags as '%s'" % r["args"])
+        if r["json"] != expected[i]:
+            why.append("its planner's JSON differs from gpt2rt-mem --json")
+        worst = max(worst, r["ms"])
+        if r["ms"] >= 100:
+            slow.append("%.0f ms" % r["ms"])
+        j = json.loads(expected[i])
+        if "error" in j:
+            if j["error"] not in (dom["error"] or ""):
+                why.append("the error is not shown")
+        else:
+            p = j["plan"]
+            modes.add(p["config"]["mode"] + ("+shard" if p["config"]["shard"] else ""))
+            shown = lambda s: s.replace("\u2009", "") if s is not None else None
+            for d, dev in enumerate(p["devices"]):
+                for cat, v in list(dev["bytes"].items()) + [("arenas", dev["arenas"]), ("overhead", dev["overhead"]),
+                                                             ("total", dev["total"])]:
+                    if shown(dom["cells"].get("%d/%s" % (d, cat))) != str(v):
+                        why.append("device %d %s shows %s, not %d" % (d, cat, dom["cells"].get("%d/%s" % (d, cat)), v))
+            if dom["bars"] != len(p["devices"]):
+                why.append("%d bars for %d devices" % (dom["bars"], len(p["devices"])))
+            c = p["config"]
+            if (dom["batch"], dom["micro"], dom["tokens"]) != (str(c["batch"]), str(c["micro_batch"]), str(p["tokens_per_step"])):
+                why.append("batch / micro-batch / tokens shown %s" % [dom["batch"], dom["micro"], dom["tokens"]])
+            t = p["time"]
+            if t:
+                s = t["step_s"]
+                step = "%.1f ms" % (s * 1000) if s < 1 else "%.3f s" % s
+                if dom["step"] != step or dom["tps"] != str(t["tokens_per_s"]):
+                    why.append("step time shown %s / %s, the JSON's %s / %s" % (dom["step"], dom["tps"], step, t["tokens_per_s"]))
+            if "budget" in j and dom["verdict"] != j["budget"]["verdict"]:
+                why.append("verdict shown %s, the JSON's %s" % (dom["verdict"], j["budget"]["verdict"]))
+            a = j.get("advisor")
+            if a and a.get("changes"):
+                ap = a["plan"]
+                if shown(dom["atotal"]) != str(ap["devices"][ap["fullest_device"]]["total"]) or dom["averdict"] != a["verdict"]:
+                    why.append("the advice shows %s / %s" % (dom["atotal"], dom["averdict"]))
+        if why:
+            bad_cases += 1
+            bad("case %d: gpt2rt-mem %s: %s" % (i + 1, args, "; ".join(why)))
+    if not bad_cases:
+        ok("%d configs (%s): every byte, batch, time and verdict the page shows is gpt2rt-mem --json's, and its "
+           "planner's JSON is the same bytes" % (len(cases), ", ".join(sorted(modes))))
+    if not slow:
+        ok("every update (flags -> WebAssembly planner and advisor -> page) took under 100 ms (the slowest %.0f ms)" % worst)
+    else:
+        bad("updates of 100 ms or more: " + ", ".join(slow))
+
+    # the address holds the situation: a fresh load of the page with it shows the same flags
+    args = cases[len(cases) // 2]
+    b.send("Page.navigate", {"url": "about:blank"})
+    time.sleep(0.2)
+    b.send("Page.navigate", {"url": "file://" + os.path.abspath(page) + "#" + urllib.parse.quote(args, safe="")})
+    time.sleep(0.2)
+    t0 = time.time()
+    got = None
+    while time.time() - t0 < 20:
+        if b.eval("!!(window.gpt2rtPage && gpt2rtPage.ready())"):
+            got = b.eval("gpt2rtPage.args()")
+            break
+        time.sleep(0.05)
+    if got == args:
+        ok("a fresh load of a link with the flags in its address opens that situation")
+    else:
+        bad("the address '%s' opened '%s'" % (args, got))
+
+    # the advisor's 'apply' gives the suggested config
+    b.eval("gpt2rtPage.load('--model 355M --seq 1024 --batch 32 --accum 1 --precision fp32 --recompute none --gpu rtx3090 --budget 24GiB')")
+    before = json.loads(b.eval("gpt2rtPage.json()"))
+    b.eval("document.getElementById('apply').click()")
+    after = json.loads(b.eval("gpt2rtPage.json()"))
+    want = before["advisor"]["plan"]["devices"][before["advisor"]["plan"]["fullest_device"]]["total"]
+    if after["plan"]["devices"][after["plan"]["fullest_device"]]["total"] == want and after["budget"]["verdict"] == "fits":
+        ok("'apply' on the advice for 355M at batch 32 on 24 GiB gives the suggested plan (%d bytes), which fits" % want)
+    else:
+        bad("'apply' gave %s" % b.eval("gpt2rtPage.args()"))
+
+    # the screenshot the manual shows: aLLM4TS stage 1 on two 24 GiB cards
+    b.eval("document.getElementById('preset-allm4ts').click()")
+    time.sleep(0.2)
+    png = base64.b64decode(b.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"])
+    with open(shot, "wb") as f:
+        f.write(png)
+    if png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000:
+        ok("screenshot of the aLLM4TS stage-1 preset: %s (%d bytes)" % (shot, len(png)))
+    else:
+        bad("screenshot: %d bytes" % len(png))
+except (RuntimeError, OSError, KeyError, TypeError, ValueError) as e:
+    bad("the browser session: %s" % e)
+finally:
+    b.close()
+print("WEB: %d passed, %d failed, 0 skipped" % (passed, failed))
+sys.exit(1 if failed else 0)
