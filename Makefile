@@ -1,4 +1,5 @@
-# gpt2rt - make (examples, tools), make test (every check), make support (docs/support.md), make demo, make bench (bench-tok, bench-gen, bench-ts),
+# gpt2rt - make (examples, tools), make test (every check), make test-docs, make support (docs/support.md), make demo,
+# make bench (bench-tok, bench-gen, bench-ts),
 # make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu (they say
 # so and skip without a GPU).
@@ -17,7 +18,7 @@ B := build
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/gpt2rt-caps $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 
-.PHONY: all support test test-asan demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check test-emu
+.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -91,6 +92,10 @@ test: | $(B)
 
 test-asan: | $(B)
 	@bash tests/run.sh asan
+
+# every sh and c block of README.md and docs/*.md, run in a scratch copy (tests/test_docs.sh)
+test-docs: | $(B)
+	@bash tests/test_docs.sh
 
 demo: $(B)/train_text
 	./$(B)/train_text

@@ -137,7 +137,7 @@ static void run(int64_t BT, int64_t V, int64_t Vp, int timing) {
     LAB_CK(cudaFree(d_loss2)); LAB_CK(cudaFree(d_tgt));
 }
 
-/* ---- the chunked classifier end to end (config.classifier_chunk = N on CUDA, issue 26) ----
+/* ---- the chunked classifier end to end (config.classifier_chunk = N on CUDA) ----
    Two layers at GPT-2 124M's width and vocabulary (C 768, 12 heads, V 50257), B 4, T 1024,
    N = 1024 against the whole batch on the same device: planned == cudaMalloc'ed per category
    with the logits arena N x Vp; forward + backward: the loss and every gradient (wte's a sum

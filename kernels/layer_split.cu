@@ -1,5 +1,5 @@
-/* kernels/layer_split.cu - lab of the CUDA layer split (gpt2rt.h, 10.2 Layer split; issue 12
-   item 3): two stages as two virtual devices on GPU 0 (device_ids 0, 0 with
+/* kernels/layer_split.cu - lab of the CUDA layer split (gpt2rt.h, 10.2 Layer split):
+   two stages as two virtual devices on GPU 0 (device_ids 0, 0 with
    allow_shared_device, the test mode), against one device, through the public API.
      nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
          -o build/lab_layer_split kernels/layer_split.cu -lcublasLt      (make gpu-build does it)

@@ -522,7 +522,7 @@ static void check_bf16_hs64_dropout(void) {
     gpt2rt_free(cpu);
 }
 
-/* aLLM4TS's heads (issue 25) on the windows above: stage 1 (NEXT_PATCH, causal: L48 P8 S8,
+/* aLLM4TS's heads on the windows above: stage 1 (NEXT_PATCH, causal: L48 P8 S8,
    T = 6) and stage 2 (PATCH_DECODE: L48 P8 S4, 12 history patches + 2 placeholders) under
    PLACEHOLDERS and CAUSAL. fp32 at C 32 (HS 16): loss 1e-5, gradients 1e-4, 3 AdamW
    steps' losses 1e-4 against the CPU (as check_model); bf16 at C 128 (HS 64: the

@@ -928,7 +928,7 @@ static int max_batch_for(uint64_t budget, gpt2rt_memory_plan *best) {
    plan fits 40 GiB; 2 (time, a fresh process) B=8, 16, the largest, then the CPU table's GPU
    twin (recompute and accumulation at 8 sequences a step), B=8 and 16 with the LM head over
    1024 tokens at a time (classifier_chunk: the logits arena 1024 x Vp, not B*T x Vp; the
-   peak against torch.compile's, issue 9) and B=8, 16 again (run-to-run spread) */
+   peak against torch.compile's) and B=8, 16 again (run-to-run spread) */
 static void timing(const char *gpu, int what) {
     double peak = peak_tflops(gpu);
     printf("timing: GPT-2 124M, T=1024, bf16, peak %.1f TFLOP/s for \"%s\"\n", peak, gpu);

@@ -140,9 +140,7 @@ compile_checks() {
     # the memory CLI without stb (no --png) builds wherever the C compiler does
     compile "tools/gpt2rt_mem.c without stb" $CC -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -c -o $B/gpt2rt_mem_nostb.o \
         -DGPT2RT_MEM_NO_PNG tools/gpt2rt_mem.c
-    # the README's embedding example, as printed
-    awk '/^## Embedding it/{on=1} on&&/^```c/{p=1;next} p&&/^```/{exit} p' README.md > $B/readme_embed.c
-    compile "README.md: the embedding example" $CC -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -I. -c -o $B/readme_embed.o $B/readme_embed.c
+    # the README's and the manuals' programs are compiled and run by tests/test_docs.sh (docs_checks)
 }
 
 # make test-gpu without a GPU: kernels/test_gpu.sh under a fake nvidia-smi (and, for the
@@ -257,7 +255,7 @@ ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the las
         ok "examples/timeseries trains, stops, scores every test window ($(echo "$out" | tail -1))"
     else bad "examples/timeseries smoke run (rc $rc)"; echo "$out" | tail -5; fi
     # --drop-last N scores whole batches of N test windows (PatchTST's and aLLM4TS's test loaders,
-    # README "ETTh2"): N = 5, every window, must print the full line's figures; N = 3 keeps 3 of 5
+    # docs/results/timeseries.md): N = 5, every window, must print the full line's figures; N = 3 keeps 3 of 5
     local a3 a5
     a5=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
           --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --steps-per-epoch 3 --seed 3 --drop-last 5 2>&1 | tail -2)
@@ -268,7 +266,7 @@ ts_example() { # examples/timeseries on the 30-row fixture: a few steps, the las
        [ "$(echo "$a3" | tail -1)" = "$(echo "$out" | tail -1)" ]; then
         ok "examples/timeseries --drop-last 5 of 5 windows = every window; --drop-last 3 scores 3; the full line unchanged"
     else bad "examples/timeseries --drop-last"; echo "$a5"; echo "$a3"; fi
-    # --max-steps: the steps, then the estimate, and no scoring (README's --preset gpt4ts timing)
+    # --max-steps: the steps, then the estimate, and no scoring (docs/timeseries.md's --preset gpt4ts estimate)
     out=$(./$B/timeseries --data tests/fixtures/series_small.csv --horizon 2 --lookback 4 --patch 2 --stride 2 \
           --layers 1 --heads 2 --width 8 --batch 2 --epochs 2 --max-steps 2 2>&1); rc=$?
     if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^step [12]  train mse')" -eq 2 ] && ! echo "$out" | grep -q '^test' &&
@@ -445,15 +443,15 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
         if [ $rc -eq 0 ] && echo "$out" | grep -q "does NOT fit" && echo "$out" | grep -q "suggested"; then
             ok "gpt2rt-mem ($variant): GPT-2 124M B=32 T=1024 fp32 on 24 GiB: does not fit, advice given"
         else bad "gpt2rt-mem advice ($variant, exit $rc)"; echo "$out" | tail -20; fi
-        # the README quotes this run: each quoted line must be printed as it stands
+        # docs/memory.md quotes this run: each quoted line must be printed as it stands
         local quoted missing=0 line
-        quoted=$(awk '/tests\/run.sh checks these lines against/{on=1;next} on&&/^```/{if(p)exit;p=1;next} p' README.md)
+        quoted=$(awk '/tests\/run.sh checks these lines against/{on=1;next} on&&/^```/{if(p)exit;p=1;next} p' docs/memory.md)
         while IFS= read -r line; do
             [ -n "$line" ] || continue
-            printf '%s\n' "$out" | sed 's/^ *//' | grep -qxF -- "$line" || { missing=$((missing + 1)); echo "    README line not printed: $line"; }
+            printf '%s\n' "$out" | sed 's/^ *//' | grep -qxF -- "$line" || { missing=$((missing + 1)); echo "    docs/memory.md line not printed: $line"; }
         done <<< "$quoted"
-        if [ -n "$quoted" ] && [ $missing -eq 0 ]; then ok "README.md: the gpt2rt-mem figures match what it prints ($variant, $(echo "$quoted" | wc -l) lines)"
-        else bad "README.md: gpt2rt-mem figures drifted ($missing lines)"; fi
+        if [ -n "$quoted" ] && [ $missing -eq 0 ]; then ok "docs/memory.md: the gpt2rt-mem figures match what it prints ($variant, $(echo "$quoted" | wc -l) lines)"
+        else bad "docs/memory.md: gpt2rt-mem figures drifted ($missing lines)"; fi
         rm -f $B/mem_sweep.png
         out=$(./$mem --model 124M --sweep batch=1,2,4,8 --budget 24GiB --png $B/mem_sweep.png 2>&1); rc=$?
         if [ $variant = stb ]; then
@@ -580,7 +578,7 @@ tok_tool() { # gpt2rt-tok: text, u16 and llm.c .bin round trips; the data/ shard
 train_dump_check() { # tests/train_dump.c, the bitwise record of training: the same bytes at 1, 2 and 3 threads
     # (a committed hash would not travel: the CPU backend picks AVX-512 or AVX2 code at run
     # time and the compiler may fuse multiply-adds, so another CPU may round differently;
-    # before/after a refactoring on one machine is what README.md's record compares)
+    # before/after a refactoring on one machine is what the record is for)
     build $B/train_dump tests/train_dump.c $CFLAGS || return
     local t h ref="" all=0 hs=""
     for t in 1 2 3; do
@@ -610,6 +608,19 @@ cli_checks() { # tests/cli.sh: every program's command line (--help, strict numb
         passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + k))
         if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then bad "tests/cli.sh exited $rc with no failure counted"; fi
     else bad "tests/cli.sh (exit $rc): no 'CLI: N passed, N failed, N skipped' line"; fi
+}
+
+docs_checks() { # make test-docs (tests/test_docs.sh): every sh and c block of README.md and docs/*.md; its last line counts
+    [ -f tests/test_docs.sh ] || return 0
+    local out rc last
+    out=$(bash tests/test_docs.sh 2>&1); rc=$?
+    echo "$out" | sed '$d'
+    last=$(echo "$out" | tail -1)
+    echo "$last"
+    if [[ "$last" =~ ^DOCS:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+        passed=$((passed + BASH_REMATCH[1])); failed=$((failed + BASH_REMATCH[2])); skipped=$((skipped + BASH_REMATCH[3]))
+        if [ $rc -ne 0 ] && [ "${BASH_REMATCH[2]}" -eq 0 ]; then bad "tests/test_docs.sh exited $rc with no failure counted"; fi
+    else bad "tests/test_docs.sh (exit $rc): no 'DOCS: N passed, N failed, N skipped' line"; fi
 }
 
 emu_checks() { # make test-emu (kernels/emu/run.sh): the CUDA backend on the CPU emulator; its last line counts
@@ -727,7 +738,7 @@ case $mode in
     emu) emu_checks ;;
     mem) memory_tools; step_time_tool; web_checks ;;
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; web_checks; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; emu_checks ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; web_checks; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; docs_checks; emu_checks ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

@@ -4,7 +4,7 @@
    private profile, ctx->prof), and the step's rate against the header's matrix
    product alone on the same shapes, timed in the same run (kernels/cpu_matmul.c's
    15 cases: fwd, dinp, dW of the 5 GPT-2 weight shapes). A benchmark, not a test.
-   Then issue 26's chunked classifier: gpt2rt_step on two contexts of this shape, the
+   Then the chunked classifier: gpt2rt_step on two contexts of this shape, the
    whole batch's logits and classifier_chunk = -chunk tokens (default half the batch's
    tokens, 0: skipped), alternated step by step so both see the same machine, and the
    plan's bytes at 124M, B=16, T=1024, where the logits dominate.

@@ -6,7 +6,7 @@
    test.
    -inference 1 generates from an inference context (config.inference: no gradients,
    moments or saved activations); both print the planned bytes and the process's peak
-   resident memory (VmHWM, Linux) after the runs, the figures of the README's table.
+   resident memory (VmHWM, Linux) after the runs, the figures of docs/results/memory.md.
    -bf16 1 generates from an inference context whose weights are bf16
    (config.inference_weights = BF16; implies -inference 1).
    usage: bench_gen [-new N] [-prompt N] [-reps N] [-threads N] [-layers L] [-inference 0|1] [-bf16 0|1] */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/bench_llamacpp.sh - llama.cpp's decode beside gpt2rt's, in one run (the README's
+# tools/bench_llamacpp.sh - llama.cpp's decode beside gpt2rt's, in one run (docs/results/cpu-speed.md's
 # reference rows; llama.cpp is never a dependency and no make target runs this).
 #   LLAMA_CPP=DIR  a llama.cpp source tree with its library built (cmake -B build &&
 #                  cmake --build build --target llama) and its gguf-py/

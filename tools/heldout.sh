@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# tools/heldout.sh [FILE.csv] [SEEDS] [HORIZONS] [FLAGS] - issue 25's held-out check: examples/timeseries
+# tools/heldout.sh [FILE.csv] [SEEDS] [HORIZONS] [FLAGS] - the held-out check: examples/timeseries
 # with FLAGS (default --preset cpu, as chosen on ETTh2's validation split; nothing here is tuned
-# on this file; the README's aLLM4TS row: "--preset allm4ts --layers 1 --heads 2 --width 16
+# on this file; the aLLM4TS row of docs/results/timeseries.md: "--preset allm4ts --layers 1 --heads 2 --width 16
 # --batch 16 --lr 1e-3"),
 # 70/10/20 splits (the file's name starts with neither ETTh nor ETTm), each seed and horizon,
 # beside tools/ts_baselines (last value, seasonal naive, least-squares linear) on the same
 # windows. Prints one line a run and a markdown table of test MSE / MAE (scaled data).
-# One thread a run, niced: the numbers do not depend on the thread count (README "Speed").
+# One thread a run, niced: the numbers do not depend on the thread count (docs/results/cpu-speed.md).
 set -eu
 cd "$(dirname "$0")/.."
 data=${1:-data/tmy3_greensboro.csv}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""tools/prepare_tmy3.py - writes data/tmy3_greensboro.csv, the held-out time series of
-issue 25: NREL's TMY3 typical meteorological year for Greensboro, NC (station 723170),
+"""tools/prepare_tmy3.py - writes data/tmy3_greensboro.csv, the held-out time series
+(nothing is tuned on it): NREL's TMY3 typical meteorological year for Greensboro, NC (station 723170),
 8,760 hourly rows of 8 weather channels, as an ETT-style CSV that gpt2rt_series_load
 reads with the 70/10/20 splits of the Time-Series-Library's Dataset_Custom:
 

@@ -1,5 +1,5 @@
-/* tools/ts_baselines.c - the yardsticks beside a model's test MSE (issue 25's held-out
-   table): three forecasters with no seed, on exactly the windows examples/timeseries
+/* tools/ts_baselines.c - the yardsticks beside a model's test MSE (the held-out
+   tables of docs/results/timeseries.md): three forecasters with no seed, on exactly the windows examples/timeseries
    scores (gpt2rt_series_load: the same borders, scaler and channel independence),
    MSE and MAE over every test window in the scaled data's units:
      last value      every step of the horizon = the lookback's last value;

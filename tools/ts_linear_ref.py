@@ -1,4 +1,4 @@
-"""tools/ts_linear_ref.py - a yardstick for the ETT tables in the README: the exact
+"""tools/ts_linear_ref.py - a yardstick for the ETT tables in docs/results/timeseries.md: the exact
 least-squares linear forecaster on RevIN-normalised lookbacks (each series is
 normalised by its lookback's mean and std, a Linear(L -> H) plus bias maps it, the
 output is de-normalised), fit on the training windows with the loss in the scaled

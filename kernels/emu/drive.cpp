@@ -632,7 +632,7 @@ static void allm4ts_twice_and_mask(gpt2rt_config c, int steps) {
     gpt2rt_free(h);
 }
 
-/* classifier_chunk = N on CUDA (issue 26) against the whole-batch CUDA path of the same config: planned ==
+/* classifier_chunk = N on CUDA against the whole-batch CUDA path of the same config: planned ==
    cudaMalloc'ed with the logits arena N x Vp; forward + backward twice (the second accumulates): the loss and
    every gradient but wte's bitwise equal (each token's row is computed alone, by the same kernels), wte's within
    1e-5 relative (a sum over BT = 32 tokens added in chunks: reassociation moves it by about log2(32) roundings of
@@ -773,7 +773,7 @@ int main(int argc, char **argv) {
         parity("fp32 patch input, odd shapes (L27 P6 S3 M3 H5 C20), dropout", s2, 1e-4, 1e-5, 2);
     }
     if (!*only || !strcmp(only, "allm4ts")) {
-        /* aLLM4TS's heads and masks (issue 25), tolerances as above: stage 1 (NEXT_PATCH, causal:
+        /* aLLM4TS's heads and masks, tolerances as above: stage 1 (NEXT_PATCH, causal:
            L64 P8 S8, T = 8) and stage 2 (PATCH_DECODE: L32 P8 S4, 8 history patches + 3 placeholders,
            the last one cut at horizon 20), under PLACEHOLDERS and CAUSAL, fp32 and bf16 */
         gpt2rt_config a = c;
@@ -805,7 +805,7 @@ int main(int argc, char **argv) {
         parity("bf16 aLLM4TS PATCH_DECODE, PLACEHOLDERS, C128 HS64 T71 (tensor-core attention, 2 tiles)", t, 5e-2, 1e-2, 1, &t32);
     }
     if (!*only || !strcmp(only, "chunk")) {
-        /* classifier_chunk (issue 26): BT = 32 in chunks of 7 (the last of 4) and of 16; against the CPU's
+        /* classifier_chunk: BT = 32 in chunks of 7 (the last of 4) and of 16; against the CPU's
            chunked path at parity's tolerances; under data parallel (2 ranks) */
         chunk_vs_whole(c, 7);
         gpt2rt_config b = c;
