@@ -13,10 +13,11 @@
    Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
    Compiled by nvcc from a .cu file (nvcc -arch=sm_90 ... -lcublasLt) it also holds
    the CUDA backend: hand-written kernels, cuBLASLt matrix products, fp32 / bf16 /
-   fp16 with dynamic loss scaling, one device or data parallel. GPT2RT_BACKEND_AUTO picks CUDA
-   when a device is present. Its kernels use tensor cores from sm_80 on; built for
-   an older -arch, attention takes its generic path. NOT YET RUN ON A GPU: the
-   kernel labs and `make test-gpu` (kernels/) are how it gets proven.
+   fp16 with dynamic loss scaling, one device, data parallel or layer split.
+   GPT2RT_BACKEND_AUTO picks CUDA when a device is present. Its kernels use tensor
+   cores from sm_80 on; built for an older -arch, attention takes its generic path.
+   The kernel labs and `make test-gpu` (kernels/, docs/cuda.md) check it against the
+   CPU backend on a GPU; `make test-emu` runs the same code on the CPU.
 
    Version: GPT2RT_VERSION (major * 10000 + minor * 100 + patch, for #if) and
    GPT2RT_VERSION_STRING ("0.1.0"). Little-endian hosts only (x86-64, AArch64...):
@@ -52,7 +53,8 @@
      both; the trainer is the same without them):
        GPT2RT_NO_TOKENIZER    no GPT-2 tokenizer and no llm.c token shards
                               (gpt2rt_tok_*, gpt2rt_shard_*: section 5)
-       GPT2RT_NO_SERIES       no CSV series files (gpt2rt_series_*: section 6.3);
+       GPT2RT_NO_SERIES       no CSV series files and no forecaster files
+                              (gpt2rt_series_*, gpt2rt_forecaster_*: sections 6.3-6.4);
                               patch inputs still train from the caller's arrays
        GPT2RT_NO_DIST         no multi-process code: no TCP and FILE rendezvous (10.3),
                               no sockets included, GPT2RT_MPI refused; world_size > 1
@@ -241,7 +243,9 @@
                      128 prompt positions a row); on CUDA the cache and the pass in
                      the storage type, the sampling on the host; 0 and not shown otherwise
    plan.overhead is what a device needs beyond the arenas (CUDA context, cuBLASLt,
-   NCCL): estimated by gpt2rt_plan, measured by the CUDA backend.
+   NCCL): estimated by gpt2rt_plan, measured by the CUDA backend. A config whose
+   bytes on a device, or tokens a step, do not fit in 64 bits is refused, naming the
+   factors (not reported wrapped).
 
    Recompute (config.recompute). SELECTIVE drops the LayerNorm and GELU outputs and
    recomputes them in the backward; FULL keeps every checkpoint_every-th layer's
@@ -289,8 +293,9 @@
    values run as on a training context, with bitwise the same results;
    gpt2rt_backward, _update, _step, _step_series, state save / load and reads of
    gradients or moments return GPT2RT_ERR_STATE naming the field. recompute, frozen
-   and parallel are refused with it. GPT-2 124M, one row, 192 cache positions:
-   496 MiB planned against 1921 MiB for a training context.
+   and parallel are refused with it. For GPT-2 124M with one row and 192 cache
+   positions the plan is about a quarter of a training context's
+   (docs/results/memory.md).
 
    bf16 weights (config.inference_weights = GPT2RT_PRECISION_BF16, inference = 1, CPU
    backend, token inputs): every weight is stored in bf16, 2 bytes (the plan's weights
@@ -306,7 +311,7 @@
    holding the same rounded weights by fp32 rounding only (tests/test_infer_bf16.c).
    gpt2rt_forward and gpt2rt_weights_save answer GPT2RT_ERR_NOT_IMPLEMENTED (they read
    the weights as fp32); FP16, a training context, the CUDA backend and patch inputs
-   are refused naming the field. GPT-2 124M: 259 MiB planned against 496 MiB.
+   are refused naming the field. GPT-2 124M: about half the fp32 inference plan.
 
    Out of memory. A plan above memory_budget (or, on Linux, above the available
    memory) is refused before anything is allocated; that error and a failed
@@ -375,8 +380,10 @@
      affine 1 and 0.
    - Dropout: config.dropout, attn_dropout, head_dropout (before out_layer), as
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
-   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a date and
-     numbers per row; every column, or one target column) and cuts it as the
+   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a row per time
+     step: a date column, found by name or content or named, and numbers; every
+     column, one target column, or the columns named; missing values refused or
+     filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
      [8640-L, 11520), test [11520-L, 14400); ETTm the same times 4; other files
      70/10/20 (n_train = int(rows*0.7), n_test = int(rows*0.2)). A StandardScaler
@@ -386,6 +393,14 @@
      (seed, epoch), the others in time order. A malformed file names the line, the
      column and the numbers. examples/timeseries.c trains, stops early on
      validation and scores the test split with it.
+   - Forecaster: gpt2rt_forecaster_save writes, beside the weights, forecaster.json
+     (the model's shape, the channels' names and scaler, the date column and step,
+     the linear map and blend weight when used); gpt2rt_forecaster_load builds a
+     context from that directory alone, and gpt2rt_forecaster_predict forecasts
+     windows (n, L, M) in the data's units, as the training run scored them:
+           gpt2rt_forecaster *f;
+           if (gpt2rt_forecaster_load(&f, "model_dir", NULL) != GPT2RT_OK) { ... gpt2rt_forecaster_last_error(f) ... }
+           gpt2rt_forecaster_predict(f, x, n, out);   // out (n, horizon, M)
            gpt2rt_series_desc d = {0}; d.lookback = 336; d.horizon = 96;
            gpt2rt_series *s;
            if (gpt2rt_series_load(&s, "ETTh2.csv", &d) != GPT2RT_OK) { ... gpt2rt_series_last_error(s) ... }
@@ -439,8 +454,9 @@
    - Weights load / save, gpt2rt_param_read / _write and state save / load see
      rank 0 (all ranks hold the same weights; loads and writes reach every rank).
      gpt2rt_param_read(GRAD) reads rank 0's gradient, the summed one after the last
-     micro-step's backward; moments (ADAM_M, ADAM_V) and the state file are
-     gathered from the ranks that keep them under ZeRO-1. With data parallel, call
+     micro-step's backward (under ZeRO-1 gathered from the ranks whose shards hold
+     the sum); moments (ADAM_M, ADAM_V) and the state file are gathered from the
+     ranks that keep them under ZeRO-1. With data parallel, call
      gpt2rt_update after at most grad_accum gpt2rt_backward calls.
    - CUDA (one process, rank r on device_ids[r], one host thread each): the gradients
      of a layer are reduced on a communicator stream of their own while the backward
@@ -454,7 +470,8 @@
      update. device_ids = {0, 0} with allow_shared_device = 1 runs two ranks on one
      GPU (the test mode: kernels/data_parallel.cu). A rank that fails, or a collective
      that does not finish within timeout_s, makes every rank's call return an error
-     (NCCL: with the NCCL_P2P_DISABLE=1 / NCCL_DEBUG=INFO hint). NOT YET RUN ON A GPU.
+     (NCCL: with the NCCL_P2P_DISABLE=1 / NCCL_DEBUG=INFO hint). Checked on one GPU
+     with two ranks sharing it; NCCL across two GPUs is compiled, not run.
 
    ============================================================================
    LAYER SPLIT (parallel = GPT2RT_PARALLEL_LAYER_SPLIT, n_devices = N >= 2)
@@ -500,8 +517,8 @@
      gradient norm: its square is summed per stage, then over the stages (fp64), so
      the fp32 norm can differ in its last bit when that sum lies at an fp32 rounding
      boundary (about 1e-8 of steps). Test mode: device_ids 0, 0 with
-     allow_shared_device runs two stages on one GPU (kernels/layer_split.cu).
-     Compiled, not yet run on a GPU.
+     allow_shared_device runs two stages on one GPU (kernels/layer_split.cu), which
+     is how it is checked: two stages on two GPUs have not run.
    - recompute = FULL needs each stage's first layer to be a multiple of
      checkpoint_every (so no recomputed segment spans two stages; 1 always works):
      the planner's split does so, given stages that do not are refused (and so is a
@@ -601,6 +618,8 @@
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
+                                 6.4 Forecaster (saved and loaded with what a
+                                 forecast needs: gpt2rt__fc_, gpt2rt__fj_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)
@@ -789,7 +808,7 @@ typedef struct gpt2rt_config {
     unsigned frozen; /* gpt2rt_group bits: no gradient, no update */
 
     /* dropout: probabilities in [0, 1), 0 = off; inverted (kept values times
-       1/(1-p)), in GPT2RT_MODE_TRAIN only, CPU backend only for now */
+       1/(1-p)), in GPT2RT_MODE_TRAIN only; the CUDA backend draws the same masks */
     float dropout;      /* the embeddings' output and both residual branches (after
                            attn.c_proj and mlp.c_proj): Hugging Face's embd_pdrop and
                            resid_pdrop */
@@ -825,7 +844,7 @@ typedef struct gpt2rt_config {
                              GPT2RT_CHECKPOINT_SQRT -> round(sqrt(n_layer)) */
     int classifier_chunk; /* tokens whose logits are held at once: the LM head, the loss and
                              their backward run chunk by chunk and the logits arena is (chunk,
-                             padded_vocab); 0 (or >= B*T) -> all B*T, as before. CPU or CUDA,
+                             padded_vocab); 0 (or >= B*T) -> all B*T at once. CPU or CUDA,
                              one device or data parallel; gpt2rt_logits then answers STATE */
 
     /* parallel */
@@ -904,7 +923,7 @@ typedef struct gpt2rt_memory_plan {
     uint64_t overhead[GPT2RT_MAX_DEVICES]; /* beyond the arenas: estimated by gpt2rt_plan (CUDA
                                               context, cuBLASLt, NCCL; 0 on the CPU backend),
                                               measured by gpt2rt_plan_allocated */
-    char error[512]; /* why gpt2rt_plan failed */
+    char error[512]; /* why gpt2rt_plan failed (the rest of a failed plan is zero) */
 } gpt2rt_memory_plan;
 
 /* what gpt2rt_fit may change (bits); 0 means GPT2RT_FIT_DEFAULT */
@@ -942,6 +961,8 @@ GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result result);
 GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem category);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan);
+/* The plan as a table into buf (snprintf's contract: the length it needs is returned). A
+   refused or zeroed plan, or one whose config no longer resolves, prints "no plan: " and why. */
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
 /* The support matrix as Markdown: which backend, execution mode, input, head, precision
    and feature run, and the rules that refuse the rest (each refusal is
@@ -1135,8 +1156,18 @@ typedef enum gpt2rt_series_borders {
     GPT2RT_SERIES_BORDERS_ETTH,     /* hours: train [0, 8640), val [8640-L, 11520),
                                        test [11520-L, 14400) (12/4/4 months of 30 days) */
     GPT2RT_SERIES_BORDERS_ETTM,     /* the same in 15-minute rows: every border times 4 */
-    GPT2RT_SERIES_BORDERS_RATIO     /* 70/10/20: n_train = int(rows*0.7), n_test = int(rows*0.2) */
+    GPT2RT_SERIES_BORDERS_RATIO,    /* 70/10/20: n_train = int(rows*0.7), n_test = int(rows*0.2) */
+    GPT2RT_SERIES_BORDERS_NONE      /* no splits: every row is training (the scaler's too), validation
+                                       and test empty; lookback rows suffice (what a forecast reads) */
 } gpt2rt_series_borders;
+
+/* what the loader does with a missing value (an empty field, NA, N/A, NaN, null) */
+typedef enum gpt2rt_series_fill {
+    GPT2RT_SERIES_FILL_REFUSE = 0, /* an error naming the line and the column */
+    GPT2RT_SERIES_FILL_PREVIOUS,   /* the last value before it (a leading gap: the first after it) */
+    GPT2RT_SERIES_FILL_LINEAR      /* the straight line between the values around it, by row (a
+                                      gap at either end: the nearest value) */
+} gpt2rt_series_fill;
 
 typedef struct gpt2rt_series_desc {
     int lookback;        /* L >= 1, time steps of x */
@@ -1144,6 +1175,13 @@ typedef struct gpt2rt_series_desc {
     const char *target;  /* NULL or "": every numeric column; else that column alone (M = 1) */
     gpt2rt_series_borders borders;
     int no_scale;        /* 1: raw values; 0: StandardScaler fit on the training rows */
+    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp or
+                                datetime (any case), else the first column when its first row's
+                                field is not a number, else none; "none": no date column, every
+                                column is numeric; else the column of that name */
+    const char *columns; /* NULL or "": every column but the date (or target); else the channels,
+                            comma-separated column names in the order given (not with target) */
+    gpt2rt_series_fill fill;
 } gpt2rt_series_desc;
 
 typedef struct gpt2rt_series_info {
@@ -1153,12 +1191,20 @@ typedef struct gpt2rt_series_info {
     int64_t begin[GPT2RT_SERIES_SPLIT_COUNT], end[GPT2RT_SERIES_SPLIT_COUNT]; /* rows [begin, end),
                                                                        the lookback included */
     int64_t windows[GPT2RT_SERIES_SPLIT_COUNT]; /* end - begin - L - H + 1 stride-1 windows */
+    int date_column;  /* the file's column (0-based) holding the date; -1: none */
+    double date_step; /* the most common step between consecutive dates, in seconds for dates
+                         (YYYY-MM-DD[ HH:MM[:SS]], '-' or '/', ' ' or 'T'), in the column's own
+                         units for numbers; 0 when unknown (no date column, a date that does not
+                         parse, or no increasing step) */
+    int64_t filled;   /* missing values filled (desc.fill) */
 } gpt2rt_series_info;
 
-/* A CSV file: a header line, then one row per time step: a date (any text, not
-   read), then numbers (strtod syntax, finite), every row as many fields as the
-   header; lines end in LF, CRLF or CR. name (may be NULL) labels messages and picks
-   the AUTO borders. */
+/* A CSV file: a header line, then one row per time step, every row as many fields
+   as the header: a date column (found as desc.date_column says; never read as a
+   value) and numbers (strtod syntax, finite) in every other column; lines end in
+   LF, CRLF or CR. A numeric column is never dropped: a column that is neither the
+   date nor numeric is an error naming its line and column. name (may be NULL)
+   labels messages and picks the AUTO borders. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *path, const gpt2rt_series_desc *desc);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc);
@@ -1173,6 +1219,13 @@ GPT2RT_DEF const char *gpt2rt_series_column(const gpt2rt_series *series, int m);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *series, int m, double *mean, double *std);
 /* every row's scaled values, (rows, M) */
 GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
+/* the date column's name, NULL when the file has none */
+GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *series);
+/* row's date as the file writes it (cap bytes with the NUL, 32 suffice); a row at or
+   past info.rows continues the last row's date at info.date_step, so forecasts can
+   carry the dates that follow the data. GPT2RT_ERR_STATE without a date column, or
+   past the end with no known step. */
+GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *series, int64_t row, char *buf, size_t cap);
 /* windows first .. first+B-1 of a split into x (B,L,M) and y (B,H,M) (the H rows
    after x's L). The validation and test windows come in time order; the training
    windows in an order drawn from (seed, epoch): each epoch visits every window
@@ -1180,6 +1233,61 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
    info.windows[split]. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *series, gpt2rt_series_split split, uint64_t seed,
                                              int64_t epoch, int64_t first, int B, float *x, float *y);
+/* ---- time series: a forecaster, saved with everything a forecast needs --------
+   gpt2rt_forecaster_save writes, beside the weights gpt2rt_weights_save writes
+   (model.safetensors, config.json), DIR/forecaster.json: the patch model's shape
+   (input, lookback, patch, stride, horizon, head, mask, channels), the channels'
+   names and scaler, RevIN's setting, the linear map and blend weight when used, the
+   date column and its step, and the batch the forecast runs in. gpt2rt_forecaster_load
+   builds a context from it alone and loads the weights; gpt2rt_forecaster_predict
+   forecasts windows in the data's own units, exactly as the training run scored them
+   (the same batches, the same linear map and blend). Like a series, a failed load
+   returns an object holding only the message. */
+typedef struct gpt2rt_forecaster gpt2rt_forecaster;
+
+typedef struct gpt2rt_forecaster_desc {
+    const gpt2rt_series *series; /* the training file as loaded: scaler, channel names, date
+                                    column and step, borders (required) */
+    const double *linear;        /* NULL, or the linear map W (lookback+1, horizon), the last row
+                                    the bias, applied to each series' RevIN-normalised lookback
+                                    (times its std, plus its mean) */
+    int linear_residual;         /* 1: the model forecasts what the linear map leaves */
+    double blend;                /* in [0, 1]: the forecast moves this fraction of the way to the
+                                    linear map's */
+    int batch;                   /* windows a forward (0: the context's batch_size) */
+    const char *note;            /* NULL, or a line kept in forecaster.json (how it was trained) */
+} gpt2rt_forecaster_desc;
+
+typedef struct gpt2rt_forecaster_info {
+    int lookback, horizon, channels, batch;
+    double date_step;            /* the training file's, 0 when unknown */
+    gpt2rt_series_borders borders; /* the training file's (resolved) */
+    int has_linear, linear_residual;
+    double blend;
+} gpt2rt_forecaster_info;
+
+/* the context's model (input = PATCHES, head REGRESSION or PATCH_DECODE, one device or
+   data parallel) and desc into dir (created if need be; an existing forecaster there
+   is replaced) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc);
+/* base (may be NULL) gives the runtime fields: backend, precision (fp32 unless set; the
+   training run's is kept as trained_precision), n_threads, batch_size (0: the saved
+   batch), log; the model's fields come from dir */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **fc, const char *dir, const gpt2rt_config *base);
+GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc);
+GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc);
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info);
+/* channel m's name, the date column's (NULL: none) */
+GPT2RT_DEF const char *gpt2rt_forecaster_column(const gpt2rt_forecaster *fc, int m);
+GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc);
+/* channel m's scaler: scaled = (value - mean) / std */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std);
+/* the context it forecasts with (its config, plan, parameters) */
+GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
+/* x (n, lookback, M) -> out (n, horizon, M), both in the data's units */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
@@ -2562,7 +2670,7 @@ static gpt2rt_result gpt2rt__cfg_check_model(const gpt2rt_config *c, char *err, 
         if (c->head != GPT2RT_HEAD_NEXT_PATCH) GPT2RT__RANGE(horizon, 1, 1 << 20);
         GPT2RT__RANGE(revin_affine, 0, 1);
     }
-    /* aLLM4TS (issue 25): stage 1's targets are the model's own normalised patches, so
+    /* aLLM4TS: stage 1's targets are the model's own normalised patches, so
        RevIN's affine (which would move the targets with the weights) and a horizon do
        not apply; the placeholder mask needs placeholders */
     if (c->head == GPT2RT_HEAD_NEXT_PATCH && (c->horizon || c->revin_affine))
@@ -2762,6 +2870,18 @@ static gpt2rt_result gpt2rt__cfg_check_parallel(const gpt2rt_config *c, char *er
     for (int i = 0; i < GPT2RT_MAX_DEVICES; i++)
         if (c->device_ids[i] < 0)
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "device_ids[%d] = %d is negative", i, c->device_ids[i]);
+    /* the plan's tokens a step (int64): every micro-batch of every data-parallel rank; a
+       micro-batch is at most 2^30 rows and grad_accum 2^20, so only the ranks can carry
+       it past 2^63 (world_size > 1 is data parallel, checked above) */
+    int patches = c->input == GPT2RT_INPUT_PATCHES;
+    int64_t rows = patches ? (int64_t)c->batch_size * c->n_channels * gpt2rt__cfg_n_patches(c)
+                           : (int64_t)c->batch_size * c->seq_len;
+    int64_t ranks = (int64_t)(c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) * c->world_size;
+    if (rows * c->grad_accum > INT64_MAX / ranks)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "%s a step = %s%lld x grad_accum = %d x n_devices = %d x world_size "
+                    "= %d = %.3g, past 2^63; lower grad_accum or batch_size", patches ? "positions" : "tokens",
+                    patches ? "batch_size x n_channels x n_patches = " : "batch_size x seq_len = ", (long long)rows,
+                    c->grad_accum, c->n_devices, c->world_size, (double)rows * c->grad_accum * (double)ranks);
     return GPT2RT_OK;
 }
 
@@ -3031,8 +3151,14 @@ static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a,
     sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
     sp.first = s == 0; sp.last = s == p->n - 1;
     gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
+    /* past 2^64 the cost saturates, so no split is chosen for a wrapped (small) cost;
+       gpt2rt_plan then refuses what the chosen split holds */
+    if (bytes[GPT2RT_MEM_ACTIVATIONS] > UINT64_MAX / (uint64_t)p->m) return UINT64_MAX;
     bytes[GPT2RT_MEM_ACTIVATIONS] *= (uint64_t)p->m;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) t += bytes[i];
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        if (bytes[i] > UINT64_MAX - t) return UINT64_MAX;
+        t += bytes[i];
+    }
     return t;
 }
 
@@ -3850,21 +3976,53 @@ static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
    its span. CPU (10.2): the stages share the host, so device 0 holds one device's arenas
    of the whole model and the grad_accum - 1 further sets of those, device s > 0 the
    transient and workspace of its stage thread. bytes: the spans' layouts on entry. */
-static void gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
-                               uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT]) {
+static gpt2rt_result gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
+                                        uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT], char *err, size_t cap) {
     uint64_t m = (uint64_t)c->grad_accum;
-    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return;
-    if (d->cuda) {
-        for (int dev = 0; dev < c->n_devices; dev++) bytes[dev][GPT2RT_MEM_ACTIVATIONS] *= m;
-        return;
+    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return GPT2RT_OK;
+    if (!d->cuda) {
+        gpt2rt__span whole;
+        whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
+        gpt2rt__layout(d, &whole, bytes[0], NULL);
+        for (int dev = 1; dev < c->n_devices; dev++)
+            for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+                bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
     }
-    gpt2rt__span whole;
-    whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
-    gpt2rt__layout(d, &whole, bytes[0], NULL);
-    bytes[0][GPT2RT_MEM_ACTIVATIONS] *= m;
-    for (int dev = 1; dev < c->n_devices; dev++)
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-            bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
+    for (int dev = 0; dev < (d->cuda ? c->n_devices : 1); dev++) {
+        uint64_t a = bytes[dev][GPT2RT_MEM_ACTIVATIONS];
+        if (a > UINT64_MAX / m) {
+            snprintf(err, cap, "parallel = LAYER_SPLIT keeps grad_accum = %d micro-batches of activations in flight "
+                     "(GPipe): %d x %llu bytes on device %d = %.3g bytes, past 2^64 (a micro-batch's activations "
+                     "at batch_size = %d, seq_len = %d, n_embd = %d); lower grad_accum, batch_size or seq_len",
+                     c->grad_accum, c->grad_accum, (unsigned long long)a, dev, (double)a * (double)m, c->batch_size,
+                     c->seq_len, c->n_embd);
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        bytes[dev][GPT2RT_MEM_ACTIVATIONS] = a * m;
+    }
+    return GPT2RT_OK;
+}
+
+/* device dev's total: its categories, then the overhead, each sum checked against 2^64 */
+static gpt2rt_result gpt2rt__plan_total(gpt2rt_memory_plan *plan, int dev, char *err, size_t cap) {
+    uint64_t t = 0;
+    double all = 0.0;
+    int wrapped = 0;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan->bytes[dev][i];
+        all += (double)b;
+        wrapped |= b > UINT64_MAX - t;
+        t += b;
+    }
+    wrapped |= plan->overhead[dev] > UINT64_MAX - t;
+    if (!wrapped) { plan->total[dev] = t; return GPT2RT_OK; }
+    snprintf(err, cap, "device %d needs %.3g bytes, past 2^64 (weights %.3g, grads %.3g, moments %.3g, activations "
+             "%.3g, logits %.3g, kvcache %.3g bytes); lower batch_size, seq_len or the model", dev,
+             all + (double)plan->overhead[dev], (double)plan->bytes[dev][GPT2RT_MEM_WEIGHTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_GRADS], (double)plan->bytes[dev][GPT2RT_MEM_MOMENTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_ACTIVATIONS], (double)plan->bytes[dev][GPT2RT_MEM_LOGITS],
+             (double)plan->bytes[dev][GPT2RT_MEM_KVCACHE]);
+    return GPT2RT_ERR_INVALID_ARGUMENT;
 }
 
 static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
@@ -4830,7 +4988,9 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                                      what, e->name, got, (long long)want[0], (long long)want[1],
                                      is_wpe ? " (or more positions)" : "");
             }
-            /* NaN or inf in a weight would make every step after the load non-finite */
+            /* NaN or inf in a weight would make every step after the load non-finite; bf16
+               weights (inference_weights) as stored: a finite float from 0x7F7F8000 (3.3961e38)
+               up rounds to inf */
             const unsigned char *p = st.data + e->begin;
             for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
                 float x = gpt2rt__st_get(p, e->dtype, j);
@@ -4838,6 +4998,13 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                     r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
                                      "%g: weights must be finite", what, e->name, (long long)j,
                                      (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
+                    ok = 0;
+                } else if (ctx->params16 && !isfinite(gpt2rt__bf16_widen(gpt2rt__bf16_round(x)))) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
+                                     "%g, which rounds to %s in bf16 (this context's inference_weights; the largest "
+                                     "bf16 is 3.3895e38): weights must be finite", what, e->name, (long long)j,
+                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x,
+                                     x > 0 ? "inf" : "-inf");
                     ok = 0;
                 }
             }
@@ -4979,7 +5146,11 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
     if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
         r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
                          "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    for (int i = 0; i < 15 && r == GPT2RT_OK; i++) {
+    /* the objective first: a state of the other aLLM4TS stage differs in its shape too
+       (horizon, patch_stride), and the head is what says so */
+    static const int order[15] = {13, 14, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    for (int k = 0; k < 15 && r == GPT2RT_OK; k++) {
+        int i = order[k];
         const char *s = gpt2rt__st_meta(&st, keys[i]);
         if (i >= 13 && !s) continue;
         if (i >= 6 && !s) s = "0";
@@ -4990,7 +5161,9 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                              keys[i], s ? s : "(missing)",
                              named && got >= 0 && got < (i == 13 ? 4 : 2) ? enum_names[i - 13][got] : "",
                              (long long)want[i], named ? enum_names[i - 13][want[i]] : "",
-                             i == 13 ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_load)" : "");
+                             i == 13 && got == GPT2RT_HEAD_NEXT_PATCH && want[i] == GPT2RT_HEAD_PATCH_DECODE
+                             ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_save it from "
+                               "the stage-1 context, gpt2rt_weights_load it here)" : "");
     }
     for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
         if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
@@ -6511,7 +6684,7 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
 #ifndef GPT2RT_NO_SERIES
 /* ==== 6.3 Series files ==== */
 
-/* ETT-format CSV (a date column, then numeric columns) cut as the Time-Series-Library
+/* ETT-format CSV (a date column and numeric columns) cut as the Time-Series-Library
    cuts it (thuml/Time-Series-Library, data_provider/data_loader.py: Dataset_ETT_hour,
    Dataset_ETT_minute, Dataset_Custom):
        ETTh:  border1s = [0, 12*30*24 - L, 12*30*24 + 4*30*24 - L]
@@ -6525,7 +6698,16 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
    rows [0, border2s[0]) (sklearn's StandardScaler: population variance; a constant
    column gets scale 1). Dataset_Custom moves the target column last in 'M' mode;
    here every mode keeps the file's order (the MSE over channels does not change).
-   The values are parsed with strtod, so the C locale's '.' is the decimal point. */
+   The values are parsed with strtod, so the C locale's '.' is the decimal point.
+   The date column is found, not assumed: a file without one keeps every numeric
+   column, and a column that is neither the date nor numbers is an error, so no
+   column is ever dropped unread. */
+
+/* how the file writes its dates: 'Y-M-D', then ' ' or 'T' and H:M or H:M:S */
+typedef struct gpt2rt__date_fmt {
+    char dsep, tsep; /* '-' or '/'; ' ' or 'T' */
+    int parts;       /* 3: date only, 5: with H:M, 6: with H:M:S */
+} gpt2rt__date_fmt;
 
 struct gpt2rt_series {
     int failed;
@@ -6534,8 +6716,13 @@ struct gpt2rt_series {
     gpt2rt_series_info info;
     float *values;           /* (rows, M) scaled */
     double *mean, *std;      /* (M) */
-    char *names;             /* M NUL-terminated column names, one after another */
+    char *names;             /* M NUL-terminated column names, one after another, then the date's */
     char **name;             /* (M) into names */
+    char *date_name;         /* into names; NULL without a date column */
+    double *time;            /* (rows) each row's date: seconds since 1970-01-01 00:00 (time_kind 2)
+                                or the column's number (1); NAN where it does not parse */
+    int time_kind;           /* 0: no usable dates, 1: numbers, 2: dates written as date_fmt */
+    gpt2rt__date_fmt date_fmt; /* the last row's */
 };
 
 /* one field of a line: [b, e) with surrounding spaces and tabs trimmed */
@@ -6595,8 +6782,8 @@ static const char *gpt2rt__csv_eol(const char *p, const char *end, const char **
 
 static gpt2rt_result gpt2rt__series_done(gpt2rt_series **out, gpt2rt_series *s, gpt2rt_result r) {
     if (r != GPT2RT_OK) {
-        free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
-        s->values = NULL; s->mean = s->std = NULL; s->names = NULL; s->name = NULL;
+        free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name); free(s->time);
+        s->values = NULL; s->mean = s->std = NULL; s->names = NULL; s->name = NULL; s->time = NULL; s->date_name = NULL;
         memset(&s->info, 0, sizeof s->info);
         s->failed = 1;
     }
@@ -6609,6 +6796,18 @@ static gpt2rt_result gpt2rt__series_done(gpt2rt_series **out, gpt2rt_series *s, 
 static gpt2rt_result gpt2rt__series_borders(gpt2rt_series *s, const char *name, int64_t L, int64_t H) {
     gpt2rt_series_info *in = &s->info;
     int64_t rows = in->rows, b2[3];
+    if (in->borders == GPT2RT_SERIES_BORDERS_NONE) {
+        if (rows < L)
+            return gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %lld data rows are fewer than the lookback, %lld",
+                                   name, (long long)rows, (long long)L);
+        int64_t w = rows - L - H + 1;
+        for (int k = 0; k < 3; k++) {
+            in->begin[k] = k ? rows : 0;
+            in->end[k] = rows;
+            in->windows[k] = k || w < 0 ? 0 : w;
+        }
+        return GPT2RT_OK;
+    }
     if (in->borders == GPT2RT_SERIES_BORDERS_RATIO) {
         /* Python's int(len * 0.7): the same double product, truncated */
         int64_t n_train = (int64_t)((double)rows * 0.7), n_test = (int64_t)((double)rows * 0.2);
@@ -6638,6 +6837,242 @@ static gpt2rt_result gpt2rt__series_borders(gpt2rt_series *s, const char *name, 
     return GPT2RT_OK;
 }
 
+/* ---- the date column: which one, and each row's date as a number ---- */
+
+/* days since 1970-01-01 of a proleptic Gregorian date, and back (H. Hinnant's
+   days_from_civil / civil_from_days: exact for every int64 year in range) */
+static int64_t gpt2rt__days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400, yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1, doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static void gpt2rt__civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097, doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+/* n (1..maxd) decimal digits at *p (before e) into *v; the pointer moves past them */
+static int gpt2rt__date_digits(const char **p, const char *e, int mind, int maxd, int64_t *v) {
+    int n = 0;
+    *v = 0;
+    while (*p < e && n < maxd && **p >= '0' && **p <= '9') { *v = *v * 10 + (**p - '0'); (*p)++; n++; }
+    return n >= mind;
+}
+
+/* [b, e) as YYYY-MM-DD[( |T)HH:MM[:SS[.frac]]][Z] ('/' also between the date's parts)
+   into seconds since 1970-01-01 00:00 (no time zone: the file's clock); 0 when it is
+   not one */
+static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__date_fmt *fmt) {
+    int64_t y, mo, d, h = 0, mi = 0, sec = 0;
+    double frac = 0;
+    const char *p = b;
+    gpt2rt__date_fmt f = {'-', ' ', 3};
+    if (!gpt2rt__date_digits(&p, e, 4, 4, &y) || p == e || (*p != '-' && *p != '/')) return 0;
+    f.dsep = *p++;
+    if (!gpt2rt__date_digits(&p, e, 1, 2, &mo) || p == e || *p != f.dsep) return 0;
+    p++;
+    if (!gpt2rt__date_digits(&p, e, 1, 2, &d)) return 0;
+    if (p < e && (*p == ' ' || *p == 'T')) {
+        f.tsep = *p++;
+        while (p < e && *p == ' ') p++;
+        if (!gpt2rt__date_digits(&p, e, 1, 2, &h) || p == e || *p != ':') return 0;
+        p++;
+        if (!gpt2rt__date_digits(&p, e, 2, 2, &mi)) return 0;
+        f.parts = 5;
+        if (p < e && *p == ':') {
+            p++;
+            if (!gpt2rt__date_digits(&p, e, 2, 2, &sec)) return 0;
+            f.parts = 6;
+            if (p < e && *p == '.') {
+                double scale = 0.1;
+                for (p++; p < e && *p >= '0' && *p <= '9'; p++, scale *= 0.1) frac += (*p - '0') * scale;
+            }
+        }
+    }
+    if (p < e && *p == 'Z') p++;
+    if (p != e || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return 0;
+    *t = (double)gpt2rt__days_from_civil(y, mo, d) * 86400.0 + (double)(h * 3600 + mi * 60 + sec) + frac;
+    if (fmt) *fmt = f;
+    return 1;
+}
+
+/* the header names the AUTO rule takes for the date: date, time, timestamp, datetime */
+static int gpt2rt__csv_date_name(const char *b, const char *e) {
+    static const char *names[] = {"date", "time", "timestamp", "datetime"};
+    size_t n = (size_t)(e - b);
+    for (int k = 0; k < 4; k++) {
+        if (strlen(names[k]) != n) continue;
+        size_t i = 0;
+        while (i < n && (b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i]) == names[k][i]) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+/* a missing value: an empty field, NA, N/A, NaN or null (any case) */
+static int gpt2rt__csv_missing(const char *b, const char *e) {
+    static const char *names[] = {"na", "n/a", "nan", "null"};
+    size_t n = (size_t)(e - b);
+    if (n == 0) return 1;
+    for (int k = 0; k < 4; k++) {
+        if (strlen(names[k]) != n) continue;
+        size_t i = 0;
+        while (i < n && (b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i]) == names[k][i]) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+/* the message's list of the header's columns, the date's left out: "a", "b", ... */
+static void gpt2rt__csv_list(char *error, size_t k, const gpt2rt__csv_field *hdr, int64_t ncol, int64_t datec) {
+    int first = 1;
+    for (int64_t c = 0; c < ncol && k < 400; c++) {
+        if (c == datec) continue;
+        char show[40];
+        gpt2rt__csv_show(show, hdr[c].b, hdr[c].e);
+        k += (size_t)snprintf(error + k, 512 - k, "%s %s", first ? "" : ",", show);
+        first = 0;
+    }
+    if (first) snprintf(error + k, 512 - k, " none but the date");
+}
+
+/* the column named [b, b+n) in the header, -1 if none */
+static int64_t gpt2rt__csv_find(const gpt2rt__csv_field *hdr, int64_t ncol, const char *b, size_t n) {
+    for (int64_t c = 0; c < ncol; c++)
+        if ((size_t)(hdr[c].e - hdr[c].b) == n && memcmp(hdr[c].b, b, n) == 0) return c;
+    return -1;
+}
+
+/* the date column as desc asks (see gpt2rt_series_desc), -1 for none, -2 after an
+   error; row1 [rb, re) is the first data row (may be empty) */
+static int64_t gpt2rt__csv_date_col(gpt2rt_series *s, const char *name, const gpt2rt__csv_field *hdr, int64_t ncol,
+                                    const char *rb, const char *re) {
+    const char *want = s->desc.date_column;
+    if (want && !strcmp(want, "none")) return -1;
+    if (want && want[0]) {
+        int64_t c = gpt2rt__csv_find(hdr, ncol, want, strlen(want));
+        if (c < 0) {
+            size_t k = (size_t)snprintf(s->error, 512, "%s: no column named \"%.64s\" (the date column); the header (line "
+                                        "1) has:", name, want);
+            gpt2rt__csv_list(s->error, k, hdr, ncol, -1);
+            return -2;
+        }
+        return c;
+    }
+    for (int64_t c = 0; c < ncol; c++)
+        if (gpt2rt__csv_date_name(hdr[c].b, hdr[c].e)) return c;
+    if (rb < re) { /* the first column, when its first field is text */
+        gpt2rt__csv_field f0;
+        double v;
+        gpt2rt__csv_split(rb, re, &f0, 1);
+        if (!gpt2rt__csv_number(f0.b, f0.e, &v) && !gpt2rt__csv_missing(f0.b, f0.e)) return 0;
+    }
+    return -1;
+}
+
+/* the channels' file columns into col (M of them), as desc asks; 0 after an error */
+static int gpt2rt__csv_channels(gpt2rt_series *s, const gpt2rt_series_desc *d, const char *name,
+                                const gpt2rt__csv_field *hdr, int64_t ncol, int64_t datec, int *col, int64_t *M) {
+    const char *list = d->columns && d->columns[0] ? d->columns : d->target && d->target[0] ? d->target : NULL;
+    *M = 0;
+    if (!list) {
+        for (int64_t c = 0; c < ncol; c++)
+            if (c != datec) col[(*M)++] = (int)c;
+        if (*M == 0) {
+            char show[40];
+            gpt2rt__csv_show(show, hdr[0].b, hdr[0].e);
+            gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header (line 1) has 1 column, %s, the date column; at "
+                            "least one numeric column is needed (comma-separated)", name, show);
+            return 0;
+        }
+        return 1;
+    }
+    const char *what = d->columns && d->columns[0] ? "columns" : "target";
+    for (const char *p = list;;) {
+        const char *c = p;
+        while (*c && *c != ',') c++;
+        const char *b = p, *e = gpt2rt__csv_trim(&b, c);
+        int64_t k = gpt2rt__csv_find(hdr, ncol, b, (size_t)(e - b));
+        if (b == e || k < 0 || k == datec) {
+            size_t n = b == e ? (size_t)snprintf(s->error, 512, "%s: %s: an empty name in \"%.64s\";", name, what, list)
+                     : (size_t)snprintf(s->error, 512, "%s: no column named \"%.*s\" (%s)%s; the header (line 1) has:",
+                                        name, (int)(e - b < 64 ? e - b : 64), b, what,
+                                        k >= 0 ? " among the numeric columns: it is the date column" : "");
+            gpt2rt__csv_list(s->error, n < 512 ? n : 511, hdr, ncol, k >= 0 ? -1 : datec);
+            return 0;
+        }
+        for (int64_t m = 0; m < *M; m++)
+            if (col[m] == k) {
+                gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %s: column \"%.*s\" is named twice", name, what,
+                                (int)(e - b < 64 ? e - b : 64), b);
+                return 0;
+            }
+        col[(*M)++] = (int)k;
+        if (!*c) return 1;
+        p = c + 1;
+    }
+}
+
+/* desc.fill over raw (rows, M), NAN where a value was missing; 0 (and the message)
+   when a channel has no value at all */
+static int gpt2rt__series_fill(gpt2rt_series *s, const char *name, double *raw, int64_t rows, int64_t M) {
+    for (int64_t m = 0; m < M; m++) {
+        int64_t prev = -1;
+        for (int64_t t = 0; t <= rows; t++) {
+            if (t < rows && raw[t * M + m] != raw[t * M + m]) continue;
+            if (t == rows && prev < 0) {
+                gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: column \"%s\" has no value in any of its %lld rows: "
+                                "nothing to fill from", name, s->name[m], (long long)rows);
+                return 0;
+            }
+            for (int64_t k = prev + 1; k < t; k++) {
+                double a = prev >= 0 ? raw[prev * M + m] : raw[t * M + m], z = t < rows ? raw[t * M + m] : a;
+                raw[k * M + m] = s->desc.fill == GPT2RT_SERIES_FILL_LINEAR && prev >= 0 && t < rows
+                                     ? a + (z - a) * (double)(k - prev) / (double)(t - prev) : prev >= 0 ? a : z;
+            }
+            prev = t;
+        }
+    }
+    return 1;
+}
+
+/* the most common positive step between consecutive dates, 0 when a date does not
+   parse or none increases */
+static double gpt2rt__series_step(const double *time, int64_t rows) {
+    if (rows < 2) return 0;
+    double *d = (double *)malloc(sizeof(double) * (size_t)(rows - 1));
+    if (!d) return 0;
+    int64_t n = 0;
+    for (int64_t t = 1; t < rows; t++) {
+        double v = time[t] - time[t - 1];
+        if (v != v) { free(d); return 0; }
+        if (v > 0) d[n++] = v;
+    }
+    for (int64_t i = 1; i < n; i++) { /* insertion sort, from the already sorted common case */
+        double v = d[i];
+        int64_t j = i;
+        while (j > 0 && d[j - 1] > v) { d[j] = d[j - 1]; j--; }
+        d[j] = v;
+    }
+    double best = 0;
+    int64_t best_run = 0;
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i;
+        while (j < n && d[j] == d[i]) j++;
+        if (j - i > best_run) { best_run = j - i; best = d[i]; }
+        i = j;
+    }
+    free(d);
+    return best;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc) {
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -6648,73 +7083,72 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     if (!desc || (!data && len))
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name,
                                                            desc ? "data" : "desc"));
-    if (desc->lookback < 1 || desc->horizon < 1 || (unsigned)desc->borders > GPT2RT_SERIES_BORDERS_RATIO)
+    if (desc->lookback < 1 || desc->horizon < 1 || (unsigned)desc->borders > GPT2RT_SERIES_BORDERS_NONE ||
+        (unsigned)desc->fill > GPT2RT_SERIES_FILL_LINEAR)
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lookback = %d and "
-                                                           "horizon = %d must be >= 1, borders = %d in [0, %d]", name,
-                                                           desc->lookback, desc->horizon, (int)desc->borders,
-                                                           (int)GPT2RT_SERIES_BORDERS_RATIO));
+                                                           "horizon = %d must be >= 1, borders = %d in [0, %d], fill = %d "
+                                                           "in [0, %d]", name, desc->lookback, desc->horizon,
+                                                           (int)desc->borders, (int)GPT2RT_SERIES_BORDERS_NONE,
+                                                           (int)desc->fill, (int)GPT2RT_SERIES_FILL_LINEAR));
+    if (desc->target && desc->target[0] && desc->columns && desc->columns[0])
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: target (\"%.64s\") "
+                                                           "and columns (\"%.64s\") both choose the channels: set one",
+                                                           name, desc->target, desc->columns));
     s->desc = *desc;
-    s->desc.target = NULL;
+    s->desc.target = NULL; /* the caller's strings are read while loading only */
+    s->desc.columns = NULL;
     const char *p = (const char *)data, *end = p + len;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3; /* a UTF-8 byte-order mark */
     /* the header */
     const char *nl; /* the start of the next line */
     const char *he = gpt2rt__csv_eol(p, end, &nl);
     if (p == he)
-        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line 1 is empty: an ETT-style "
-                                                           "CSV starts with a header (date,column,...)%s", name,
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line 1 is empty: a CSV "
+                                                           "starts with a header (date,column,... or column,...)%s", name,
                                                            len ? "" : " (the file is empty)"));
     int64_t ncol = gpt2rt__csv_split(p, he, NULL, 0);
-    if (ncol < 2)
-        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header (line 1) has 1 "
-                                                           "column; a date column and at least one numeric column are "
-                                                           "needed (comma-separated)", name));
     /* hdr: the header's fields (kept for messages), f: the current row's */
     gpt2rt__csv_field *hdr = (gpt2rt__csv_field *)malloc(sizeof(gpt2rt__csv_field) * 2 * (size_t)ncol), *f = hdr + ncol;
     int *col = (int *)malloc(sizeof(int) * (size_t)ncol); /* the file column of channel m */
-    if (!hdr || !col) {
-        free(hdr); free(col);
+    int *chan = (int *)malloc(sizeof(int) * (size_t)ncol); /* the channel of file column c, -1 if none */
+    if (!hdr || !col || !chan) {
+        free(hdr); free(col); free(chan);
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld "
                                                            "columns", name, (long long)ncol));
     }
     gpt2rt_result r = GPT2RT_OK;
     double *raw = NULL; /* (rows, M) as parsed: the scaler is fit in double, as sklearn's on pandas' float64 */
+    int64_t missing = 0;
     gpt2rt__csv_split(p, he, hdr, ncol);
-    int64_t M = 0;
-    if (desc->target && desc->target[0]) {
-        size_t tl = strlen(desc->target);
-        for (int64_t c = 1; c < ncol && !M; c++)
-            if ((size_t)(hdr[c].e - hdr[c].b) == tl && memcmp(hdr[c].b, desc->target, tl) == 0) { col[0] = (int)c; M = 1; }
-        if (!M) {
-            size_t k = (size_t)snprintf(s->error, 512, "%s: no column named \"%.64s\" (target); the header (line 1) has:",
-                                        name, desc->target);
-            for (int64_t c = 1; c < ncol && k < 400; c++) {
-                char show[40];
-                gpt2rt__csv_show(show, hdr[c].b, hdr[c].e);
-                k += (size_t)snprintf(s->error + k, 512 - k, "%s %s", c > 1 ? "," : "", show);
-            }
-            r = GPT2RT_ERR_FORMAT;
-            goto done;
-        }
-    } else {
-        for (int64_t c = 1; c < ncol; c++) col[M++] = (int)c;
+    int64_t M = 0, datec;
+    {
+        const char *n2, *re = gpt2rt__csv_eol(nl, end, &n2);
+        datec = gpt2rt__csv_date_col(s, name, hdr, ncol, nl, re);
+        s->desc.date_column = NULL;
+        if (datec == -2 || !gpt2rt__csv_channels(s, desc, name, hdr, ncol, datec, col, &M)) { r = GPT2RT_ERR_FORMAT; goto done; }
     }
-    {   /* the names of the channels */
-        size_t total = 0;
+    s->info.date_column = (int)datec;
+    for (int64_t c = 0; c < ncol; c++) chan[c] = -1;
+    for (int64_t m = 0; m < M; m++) chan[col[m]] = (int)m;
+    {   /* the names of the channels, then the date column's */
+        size_t total = datec >= 0 ? (size_t)(hdr[datec].e - hdr[datec].b) + 1 : 0;
         for (int64_t m = 0; m < M; m++) total += (size_t)(hdr[col[m]].e - hdr[col[m]].b) + 1;
-        s->names = (char *)malloc(total);
+        s->names = (char *)malloc(total ? total : 1);
         s->name = (char **)malloc(sizeof(char *) * (size_t)M);
         if (!s->names || !s->name) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", name); goto done; }
         char *q = s->names;
-        for (int64_t m = 0; m < M; m++) {
-            size_t n = (size_t)(hdr[col[m]].e - hdr[col[m]].b);
-            memcpy(q, hdr[col[m]].b, n);
+        for (int64_t m = 0; m <= M; m++) {
+            int64_t c = m < M ? col[m] : datec;
+            if (c < 0) break;
+            size_t n = (size_t)(hdr[c].e - hdr[c].b);
+            memcpy(q, hdr[c].b, n);
             q[n] = 0;
-            s->name[m] = q;
+            if (m < M) s->name[m] = q;
+            else s->date_name = q;
             q += n + 1;
         }
     }
-    /* the rows: every field checked (numbers in every column, the target's or not) */
+    /* the rows: every field but the date's checked (numbers in every column, chosen or not) */
     {
         int64_t rows = 0, cap = 0, line = 1;
         for (p = nl; p < end; p = nl) {
@@ -6737,24 +7171,45 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
             if (rows == cap) {
                 int64_t nc = cap ? 2 * cap : 1024;
                 double *nv = (double *)realloc(raw, sizeof(double) * (size_t)(nc * M));
-                if (!nv) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld rows", name,
-                                               (long long)nc); goto done; }
-                raw = nv;
+                double *nt = datec >= 0 ? (double *)realloc(s->time, sizeof(double) * (size_t)nc) : NULL;
+                if (nv) raw = nv;
+                if (nt) s->time = nt;
+                if (!nv || (datec >= 0 && !nt)) {
+                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld rows", name,
+                                        (long long)nc);
+                    goto done;
+                }
                 cap = nc;
             }
-            int64_t m = 0;
-            for (int64_t c = 1; c < ncol; c++) {
+            for (int64_t c = 0; c < ncol; c++) {
                 double v;
+                if (c == datec) {
+                    gpt2rt__date_fmt fmt;
+                    if (gpt2rt__date_parse(f[c].b, f[c].e, &v, &fmt)) { s->time_kind |= 2; s->date_fmt = fmt; }
+                    else if (gpt2rt__csv_number(f[c].b, f[c].e, &v)) s->time_kind |= 1;
+                    else { v = NAN; s->time_kind |= 4; }
+                    s->time[rows] = v;
+                    continue;
+                }
                 if (!gpt2rt__csv_number(f[c].b, f[c].e, &v)) {
                     char show[40], hname[40];
                     gpt2rt__csv_show(show, f[c].b, f[c].e);
                     gpt2rt__csv_show(hname, hdr[c].b, hdr[c].e);
-                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column %lld (%s): %s is not a %s",
-                                        name, (long long)line, (long long)(c + 1), hname, show,
-                                        f[c].b == f[c].e ? "number (empty field)" : "finite number that fits a float");
-                    goto done;
+                    int miss = gpt2rt__csv_missing(f[c].b, f[c].e);
+                    if (miss && chan[c] < 0) continue; /* a column not read: nothing to fill */
+                    if (miss && desc->fill != GPT2RT_SERIES_FILL_REFUSE) { missing++; v = NAN; }
+                    else {
+                        r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column %lld (%s): %s is %s", name,
+                                            (long long)line, (long long)(c + 1), hname, show,
+                                            !miss ? "not a finite number that fits a float"
+                                            : f[c].b == f[c].e ? "missing (an empty field); fill = PREVIOUS or LINEAR "
+                                                                 "(--fill previous|linear) fills missing values"
+                                                               : "a missing value; fill = PREVIOUS or LINEAR (--fill "
+                                                                 "previous|linear) fills missing values");
+                        goto done;
+                    }
                 }
-                if (m < M && col[m] == c) raw[rows * M + m++] = v;
+                if (chan[c] >= 0) raw[rows * M + chan[c]] = v;
             }
             rows++;
         }
@@ -6764,6 +7219,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
             r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: no data rows after the header (line 1)", name);
             goto done;
         }
+        if (missing && !gpt2rt__series_fill(s, name, raw, rows, M)) { r = GPT2RT_ERR_FORMAT; goto done; }
+        s->info.filled = missing;
+        /* dates, or plain numbers, in every row: a step; a mixture or text: none */
+        if (s->time_kind != 1 && s->time_kind != 2) s->time_kind = 0;
+        if (datec >= 0 && s->time_kind) s->info.date_step = gpt2rt__series_step(s->time, rows);
     }
     /* borders: AUTO reads the name's last path component */
     {
@@ -6813,6 +7273,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
 done:
     free(hdr);
     free(col);
+    free(chan);
     free(raw);
     return gpt2rt__series_done(out, s, r);
 }
@@ -6837,7 +7298,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **out, const char *pat
 
 GPT2RT_DEF void gpt2rt_series_free(gpt2rt_series *s) {
     if (!s) return;
-    free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
+    free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name); free(s->time);
     free(s);
 }
 
@@ -6878,6 +7339,53 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *s, int m, dou
 
 GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *s) { return s && !s->failed ? s->values : NULL; }
 
+GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *s) {
+    return s && !s->failed ? s->date_name : NULL;
+}
+
+/* t as the file writes its dates (kind 2: fmt) or its numbers (kind 1) */
+static void gpt2rt__date_format(char *buf, size_t cap, double t, int kind, gpt2rt__date_fmt fmt) {
+    if (kind == 1) {
+        if (t == floor(t) && fabs(t) < 9e15) snprintf(buf, cap, "%.0f", t);
+        else snprintf(buf, cap, "%.15g", t);
+        return;
+    }
+    double day = floor(t / 86400.0), sec = t - day * 86400.0;
+    int64_t y, isec = (int64_t)floor(sec + 0.5);
+    int mo, d;
+    if (isec >= 86400) { day += 1; isec -= 86400; }
+    gpt2rt__civil_from_days((int64_t)day, &y, &mo, &d);
+    int n = snprintf(buf, cap, "%04lld%c%02d%c%02d", (long long)y, fmt.dsep, mo, fmt.dsep, d);
+    if (fmt.parts >= 5 && n > 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "%c%02d:%02d", fmt.tsep, (int)(isec / 3600), (int)(isec / 60 % 60));
+    if (fmt.parts == 6 && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, ":%02d", (int)(isec % 60));
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row, char *buf, size_t cap) {
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!buf || cap < 2 || row < 0)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_date: buf %s, cap = "
+                               "%zu (>= 2), row = %lld (>= 0)", buf ? "given" : "NULL", cap, (long long)row);
+    int64_t rows = s->info.rows;
+    if (!s->date_name)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: the file has no date column");
+    if (!s->time_kind)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: the date column \"%s\" "
+                               "holds text that is neither a date (YYYY-MM-DD[ HH:MM[:SS]]) nor a number in every row",
+                               s->date_name);
+    double t = s->time[row < rows ? row : rows - 1];
+    if (row >= rows) {
+        if (!(s->info.date_step > 0))
+            return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: row %lld is past the "
+                                   "%lld rows and the dates of \"%s\" have no increasing step to continue at",
+                                   (long long)row, (long long)rows, s->date_name);
+        t += (double)(row - rows + 1) * s->info.date_step;
+    }
+    gpt2rt__date_format(buf, cap, t, s->time_kind, s->date_fmt);
+    return GPT2RT_OK;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_split split, uint64_t seed, int64_t epoch,
                                              int64_t first, int B, float *x, float *y) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -6906,6 +7414,571 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
         memcpy(y + (int64_t)b * H * M, src + L * M, sizeof(float) * (size_t)(H * M));
     }
     return GPT2RT_OK;
+}
+
+/* ==== 6.4 Forecaster ==== */
+
+/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): the
+   weights as gpt2rt_weights_save writes them, and forecaster.json, one flat JSON
+   object (every key once; numbers, strings, null, arrays of numbers or of strings),
+   written and read here only. The forecast is the training run's scoring, step for
+   step: batches of info.batch windows (the last filled up by repeating its last
+   window), the model's predictions in the scaler's units, then the linear map's
+   offset (linear_residual) and the blend toward the map, in double, rounded once. */
+
+struct gpt2rt_forecaster {
+    int failed;
+    char error[512];
+    gpt2rt_ctx *ctx;
+    gpt2rt_forecaster_info info;
+    char *names;           /* the channels' names, then the date column's, NUL-separated */
+    char **name;           /* (M) into names */
+    char *date_name;       /* into names, NULL: none */
+    double *mean, *std;    /* (M) the scaler */
+    double *W;             /* (L+1, H) the linear map, NULL: none */
+    float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
+    double *z, *acc;       /* scratch: L+1, H */
+};
+
+static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
+
+/* the linear map's forecast minus each series' lookback mean, (nb,H,M) into c, and
+   the means (nb,M) into mus: each series of x (nb,L,M) normalised as RevIN does
+   (mean, sqrt(biased variance + 1e-5)), z (L+1) with a trailing 1, c = sd * W'z;
+   summed in double in index order (examples/timeseries.c fits W on the same terms) */
+static void gpt2rt__fc_lin_offset(const double *W, int64_t L, int64_t H, const float *x, int64_t nb, int64_t M,
+                                  float *c, float *mus, double *z, double *acc) {
+    for (int64_t w = 0; w < nb; w++)
+        for (int64_t m = 0; m < M; m++) {
+            const float *xs = x + w * L * M;
+            double s = 0, v = 0, sd;
+            for (int64_t k = 0; k < L; k++) s += xs[k * M + m];
+            s /= (double)L;
+            for (int64_t k = 0; k < L; k++) v += (xs[k * M + m] - s) * (xs[k * M + m] - s);
+            sd = sqrt(v / (double)L + 1e-5);
+            for (int64_t k = 0; k < L; k++) z[k] = (xs[k * M + m] - s) / sd;
+            z[L] = 1.0;
+            mus[w * M + m] = (float)s;
+            for (int64_t h = 0; h < H; h++) acc[h] = 0;
+            for (int64_t k = 0; k <= L; k++) {
+                const double *wk = W + k * H, zk = z[k];
+                for (int64_t h = 0; h < H; h++) acc[h] += zk * wk[h];
+            }
+            for (int64_t h = 0; h < H; h++) c[(w * H + h) * M + m] = (float)(sd * acc[h]);
+        }
+}
+
+/* ---- writing forecaster.json ---- */
+
+static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v, int last) {
+    char esc[1024];
+    if (!v) { fprintf(f, "  \"%s\": null%s\n", key, last ? "" : ","); return; }
+    gpt2rt__json_escape(esc, sizeof esc, v);
+    fprintf(f, "  \"%s\": \"%s\"%s\n", key, esc, last ? "" : ",");
+}
+
+static void gpt2rt__fc_put_nums(FILE *f, const char *key, const double *v, int64_t n) {
+    fprintf(f, "  \"%s\": [", key);
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.17g", i ? (i % 8 ? ", " : ",\n    ") : "", v[i]);
+    fprintf(f, "],\n");
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!dir || !desc || !desc->series)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is NULL",
+                            !dir ? "dir" : !desc ? "desc" : "desc->series");
+    if (strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir too long");
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    const gpt2rt_series *s = desc->series;
+    if (c.input != GPT2RT_INPUT_PATCHES || (c.head != GPT2RT_HEAD_REGRESSION && c.head != GPT2RT_HEAD_PATCH_DECODE))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: a forecaster forecasts a horizon: "
+                            "input = PATCHES with head = REGRESSION or PATCH_DECODE (this context: input %d, head %d)",
+                            (int)c.input, (int)c.head);
+    if (s->failed)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: desc->series failed to load");
+    if (s->info.channels != c.n_channels || s->desc.lookback != c.seq_len || s->desc.horizon != c.horizon)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: the series (%d channels, lookback "
+                            "%d, horizon %d) and the context (n_channels %d, seq_len %d, horizon %d) differ",
+                            s->info.channels, s->desc.lookback, s->desc.horizon, c.n_channels, c.seq_len, c.horizon);
+    if (!(desc->blend >= 0 && desc->blend <= 1) || desc->batch < 0 || (desc->blend > 0 && !desc->linear) ||
+        (desc->linear_residual && !desc->linear))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: blend = %g must lie in [0, 1], "
+                            "batch = %d >= 0, and blend > 0 or linear_residual = %d need the linear map (linear is %s)",
+                            desc->blend, desc->batch, desc->linear_residual, desc->linear ? "given" : "NULL");
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels, nw = (L + 1) * H;
+    for (int64_t i = 0; desc->linear && i < nw; i++)
+        if (!isfinite(desc->linear[i]))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: linear[%lld] (row %lld, "
+                                "column %lld) is %g; the map must be finite", (long long)i, (long long)(i / H),
+                                (long long)(i % H), desc->linear[i]);
+    gpt2rt_result r = gpt2rt_weights_save(ctx, dir);
+    if (r != GPT2RT_OK) return r;
+    char path[4200], tmp[4200];
+    snprintf(path, sizeof path, "%s/forecaster.json", dir);
+    snprintf(tmp, sizeof tmp, "%s/forecaster.json.tmp", dir);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    fprintf(f, "{\n");
+    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster", 0);
+    fprintf(f, "  \"version\": 1,\n");
+    gpt2rt__fc_put_str(f, "note", desc->note, 0);
+    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression", 0);
+    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal", 0);
+    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
+            c.n_embd, c.max_seq_len);
+    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
+            c.patch_len, c.patch_stride, c.horizon);
+    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
+                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32", 0);
+    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
+            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
+    fprintf(f, "  \"columns\": [");
+    for (int64_t m = 0; m < M; m++) {
+        char esc[1024];
+        gpt2rt__json_escape(esc, sizeof esc, s->name[m]);
+        fprintf(f, "%s\"%s\"", m ? ", " : "", esc);
+    }
+    fprintf(f, "],\n");
+    gpt2rt__fc_put_str(f, "date_column", s->date_name, 0);
+    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
+    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders], 0);
+    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
+    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
+    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
+    if (desc->linear) {
+        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
+        gpt2rt__fc_put_nums(f, "linear", desc->linear, nw);
+    } else fprintf(f, "  \"linear\": null,\n");
+    fprintf(f, "  \"end\": true\n}\n");
+    if ((r = gpt2rt__write_close(ctx, f, tmp, path, 1)) != GPT2RT_OK) return r;
+    return gpt2rt__rename(ctx, tmp, path);
+}
+
+/* ---- reading forecaster.json: the keys first, then each value where it is needed ---- */
+
+typedef struct gpt2rt__fj {
+    const char *p, *end;
+    int n;
+    char key[64][32];
+    const char *val[64]; /* where key[i]'s value starts */
+} gpt2rt__fj;
+
+static void gpt2rt__fj_ws(gpt2rt__fj *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+/* a string at p into out (cap bytes, NUL-terminated); 0 when it is not one or too long */
+static int gpt2rt__fj_str(gpt2rt__fj *j, char *out, size_t cap) {
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end || *j->p != '"') return 0;
+    size_t n = 0;
+    for (j->p++; j->p < j->end && *j->p != '"'; j->p++) {
+        unsigned c = (unsigned char)*j->p;
+        if (c < 0x20) return 0;
+        if (c == '\\') {
+            if (++j->p >= j->end) return 0;
+            c = (unsigned char)*j->p;
+            if (c == 'u') {
+                unsigned u = 0;
+                for (int i = 0; i < 4; i++) {
+                    if (++j->p >= j->end || gpt2rt__hex(*j->p) < 0) return 0;
+                    u = u * 16 + (unsigned)gpt2rt__hex(*j->p);
+                }
+                if (u == 0 || u >= 0x80) return 0; /* the writer escapes control characters only */
+                c = u;
+            } else if (c == 'n') c = '\n';
+            else if (c == 't') c = '\t';
+            else if (c == 'r') c = '\r';
+            else if (c != '"' && c != '\\' && c != '/') return 0;
+        }
+        if (n + 1 >= cap) return 0;
+        out[n++] = (char)c;
+    }
+    if (j->p >= j->end) return 0;
+    j->p++;
+    out[n] = 0;
+    return 1;
+}
+
+/* past one value: a number, string, true/false/null, or an array of them */
+static int gpt2rt__fj_skip(gpt2rt__fj *j, int depth) {
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end) return 0;
+    if (*j->p == '"') { /* any length: nothing kept */
+        for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
+            if (*j->p == '\\' && ++j->p >= j->end) return 0;
+        if (j->p >= j->end) return 0;
+        j->p++;
+        return 1;
+    }
+    if (*j->p == '[') {
+        if (depth > 0) return 0;
+        j->p++;
+        gpt2rt__fj_ws(j);
+        if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
+        for (;;) {
+            if (!gpt2rt__fj_skip(j, depth + 1)) return 0;
+            gpt2rt__fj_ws(j);
+            if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+            if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
+            return 0;
+        }
+    }
+    const char *b = j->p;
+    while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || (*j->p >= 'a' && *j->p <= 'z') || strchr("+-.E", *j->p))) j->p++;
+    return j->p > b;
+}
+
+static int gpt2rt__fj_parse(gpt2rt__fj *j, const char *text, size_t len) {
+    memset(j, 0, sizeof *j);
+    j->p = text;
+    j->end = text + len;
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end || *j->p++ != '{') return 0;
+    for (;;) {
+        if (j->n == 64 || !gpt2rt__fj_str(j, j->key[j->n], sizeof j->key[0])) return 0;
+        gpt2rt__fj_ws(j);
+        if (j->p >= j->end || *j->p++ != ':') return 0;
+        gpt2rt__fj_ws(j);
+        j->val[j->n++] = j->p;
+        if (!gpt2rt__fj_skip(j, 0)) return 0;
+        gpt2rt__fj_ws(j);
+        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+        if (j->p < j->end && *j->p == '}') return 1;
+        return 0;
+    }
+}
+
+/* key's value position in *j (p moved there), 0 when the key is absent */
+static int gpt2rt__fj_at(gpt2rt__fj *j, const char *key) {
+    for (int i = 0; i < j->n; i++)
+        if (!strcmp(j->key[i], key)) { j->p = j->val[i]; return 1; }
+    return 0;
+}
+
+static int gpt2rt__fj_null(gpt2rt__fj *j) {
+    return j->end - j->p >= 4 && !memcmp(j->p, "null", 4);
+}
+
+/* a number at p (strtod's syntax, finite) */
+static int gpt2rt__fj_num(gpt2rt__fj *j, double *v) {
+    char buf[64];
+    size_t n = 0;
+    gpt2rt__fj_ws(j);
+    while (j->p < j->end && n + 1 < sizeof buf && ((*j->p >= '0' && *j->p <= '9') || strchr("+-.eE", *j->p)))
+        buf[n++] = *j->p++;
+    buf[n] = 0;
+    char *e;
+    *v = strtod(buf, &e);
+    return n > 0 && *e == 0 && isfinite(*v);
+}
+
+/* n numbers of an array at p into v */
+static int gpt2rt__fj_nums(gpt2rt__fj *j, double *v, int64_t n) {
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end || *j->p++ != '[') return 0;
+    for (int64_t i = 0; i < n; i++) {
+        gpt2rt__fj_ws(j);
+        if (i && (j->p >= j->end || *j->p++ != ',')) return 0;
+        if (!gpt2rt__fj_num(j, &v[i])) return 0;
+    }
+    gpt2rt__fj_ws(j);
+    return j->p < j->end && *j->p == ']';
+}
+
+static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
+    if (r != GPT2RT_OK) {
+        gpt2rt_free(fc->ctx);
+        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+        char keep[512];
+        memcpy(keep, fc->error, sizeof keep);
+        memset(fc, 0, sizeof *fc);
+        memcpy(fc->error, keep, sizeof keep);
+        fc->failed = 1;
+    }
+    *out = fc;
+    return r;
+}
+
+/* the model and runtime of the forecaster in j into c; 0 (and the message) when a
+   field is missing or out of range */
+static int gpt2rt__fc_config(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file, gpt2rt_config *c) {
+    static const char *keys[] = {"n_layer", "n_head", "n_embd", "max_seq_len", "lookback", "patch_len", "patch_stride",
+                                 "horizon", "channels", "revin_affine", "batch", "linear_residual"};
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
+                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
+    for (int k = 0; k < 12; k++) {
+        double v;
+        if (!gpt2rt__fj_at(j, keys[k]) || !gpt2rt__fj_num(j, &v) || v != floor(v) || v < 0 || v > 1e9) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing or not an integer in [0, 1e9]", file,
+                            keys[k]);
+            return 0;
+        }
+        *dst[k] = (int)v;
+    }
+    char head[32], mask[32], borders[16];
+    if (!gpt2rt__fj_at(j, "head") || !gpt2rt__fj_str(j, head, sizeof head) ||
+        (strcmp(head, "regression") && strcmp(head, "patch_decode")) || !gpt2rt__fj_at(j, "attn_mask") ||
+        !gpt2rt__fj_str(j, mask, sizeof mask) || (strcmp(mask, "causal") && strcmp(mask, "placeholders")) ||
+        !gpt2rt__fj_at(j, "borders") || !gpt2rt__fj_str(j, borders, sizeof borders)) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"head\" (regression or patch_decode), \"attn_mask\" (causal "
+                        "or placeholders) or \"borders\" is missing or unknown", file);
+        return 0;
+    }
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
+    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    fc->info.borders = GPT2RT_SERIES_BORDERS_AUTO;
+    for (int k = 1; k < 5; k++)
+        if (!strcmp(borders, gpt2rt__fc_borders[k])) fc->info.borders = (gpt2rt_series_borders)k;
+    if (c->n_channels < 1 || c->seq_len < 1 || c->horizon < 1 || fc->info.batch < 1) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: channels = %d, lookback = %d, horizon = %d and batch = %d "
+                        "must be >= 1", file, c->n_channels, c->seq_len, c->horizon, fc->info.batch);
+        return 0;
+    }
+    fc->info.lookback = c->seq_len;
+    fc->info.horizon = c->horizon;
+    fc->info.channels = c->n_channels;
+    return 1;
+}
+
+/* the channels' names, the date column, the scaler, the linear map and the blend */
+static int gpt2rt__fc_data(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file) {
+    int64_t M = fc->info.channels, L = fc->info.lookback, H = fc->info.horizon;
+    size_t cap = 0;
+    if (gpt2rt__fj_at(j, "columns")) cap = (size_t)(j->end - j->p) + 1;
+    if (gpt2rt__fj_at(j, "date_column")) cap += (size_t)(j->end - j->p) + 1;
+    fc->names = (char *)malloc(cap ? cap : 1);
+    fc->name = (char **)calloc((size_t)M, sizeof(char *));
+    fc->mean = (double *)malloc(sizeof(double) * (size_t)M);
+    fc->std = (double *)malloc(sizeof(double) * (size_t)M);
+    if (!fc->names || !fc->name || !fc->mean || !fc->std) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        return 0;
+    }
+    char *q = fc->names;
+    int good = gpt2rt__fj_at(j, "columns");
+    if (good) {
+        gpt2rt__fj_ws(j);
+        good = j->p < j->end && *j->p++ == '[';
+    }
+    for (int64_t m = 0; good && m < M; m++) {
+        gpt2rt__fj_ws(j);
+        if (m && (j->p >= j->end || *j->p++ != ',')) { good = 0; break; }
+        fc->name[m] = q;
+        good = gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names));
+        q += strlen(q) + 1;
+    }
+    if (good) { gpt2rt__fj_ws(j); good = j->p < j->end && *j->p == ']'; }
+    if (!good) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"columns\" is missing or is not %lld names", file, (long long)M);
+        return 0;
+    }
+    if (gpt2rt__fj_at(j, "date_column") && !gpt2rt__fj_null(j)) {
+        fc->date_name = q;
+        if (!gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names))) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"date_column\" is neither a name nor null", file);
+            return 0;
+        }
+    }
+    double v;
+    if (gpt2rt__fj_at(j, "date_step") && gpt2rt__fj_num(j, &v) && v >= 0) fc->info.date_step = v;
+    if (!gpt2rt__fj_at(j, "scaler_mean") || !gpt2rt__fj_nums(j, fc->mean, M) || !gpt2rt__fj_at(j, "scaler_std") ||
+        !gpt2rt__fj_nums(j, fc->std, M)) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" must be %lld finite numbers "
+                        "each (one a channel)", file, (long long)M);
+        return 0;
+    }
+    for (int64_t m = 0; m < M; m++)
+        if (!(fc->std[m] > 0)) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: scaler_std[%lld] = %g must be > 0", file, (long long)m,
+                            fc->std[m]);
+            return 0;
+        }
+    if (!gpt2rt__fj_at(j, "blend") || !gpt2rt__fj_num(j, &fc->info.blend) || fc->info.blend < 0 || fc->info.blend > 1) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"blend\" is missing or outside [0, 1]", file);
+        return 0;
+    }
+    if (gpt2rt__fj_at(j, "linear") && !gpt2rt__fj_null(j)) {
+        double rows = 0, cols = 0;
+        if (!gpt2rt__fj_at(j, "linear_rows") || !gpt2rt__fj_num(j, &rows) || !gpt2rt__fj_at(j, "linear_cols") ||
+            !gpt2rt__fj_num(j, &cols) || rows != (double)(L + 1) || cols != (double)H) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: the linear map is %g x %g; lookback %lld and horizon %lld "
+                            "need %lld x %lld", file, rows, cols, (long long)L, (long long)H, (long long)(L + 1),
+                            (long long)H);
+            return 0;
+        }
+        fc->W = (double *)malloc(sizeof(double) * (size_t)((L + 1) * H));
+        if (!fc->W || !gpt2rt__fj_at(j, "linear") || !gpt2rt__fj_nums(j, fc->W, (L + 1) * H)) {
+            gpt2rt__tok_msg(fc->error, fc->W ? GPT2RT_ERR_FORMAT : GPT2RT_ERR_OUT_OF_MEMORY, "%s: \"linear\" must be "
+                            "%lld finite numbers", file, (long long)((L + 1) * H));
+            return 0;
+        }
+        fc->info.has_linear = 1;
+    }
+    if ((fc->info.blend > 0 || fc->info.linear_residual) && !fc->W) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
+                        fc->info.blend, fc->info.linear_residual);
+        return 0;
+    }
+    return 1;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const char *dir, const gpt2rt_config *base) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_forecaster *fc = (gpt2rt_forecaster *)calloc(1, sizeof(gpt2rt_forecaster));
+    *out = fc;
+    if (!fc) return GPT2RT_ERR_OUT_OF_MEMORY;
+    if (!dir || strlen(dir) > 4000)
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_load: "
+                                                        "dir is NULL or too long"));
+    char file[4200], weights[4200];
+    snprintf(file, sizeof file, "%s/forecaster.json", dir);
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
+    unsigned char *buf;
+    size_t len;
+    char err[512];
+    if (gpt2rt__tok_read_file(file, &buf, &len, err) != GPT2RT_OK) {
+        FILE *w = fopen(weights, "rb");
+        if (w) fclose(w);
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: no forecaster here (%s)%s", dir, err,
+                                                        w ? ": it holds weights only (model.safetensors), not the scaler, "
+                                                            "lookback, horizon and columns a forecast needs: save a "
+                                                            "forecaster with gpt2rt_forecaster_save (timeseries --save)"
+                                                          : ""));
+    }
+    gpt2rt__fj j;
+    char format[32];
+    double version = 0;
+    int parsed = gpt2rt__fj_parse(&j, (const char *)buf, len);
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    gpt2rt_result r = GPT2RT_OK;
+    if (!parsed || !gpt2rt__fj_at(&j, "format") || !gpt2rt__fj_str(&j, format, sizeof format) ||
+        strcmp(format, "gpt2rt-forecaster") || !gpt2rt__fj_at(&j, "version") || !gpt2rt__fj_num(&j, &version))
+        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: not a forecaster: a JSON object with \"format\": "
+                            "\"gpt2rt-forecaster\" and a \"version\" is expected%s", file,
+                            parsed ? "" : " (the file does not parse as one flat JSON object)");
+    else if (version != 1)
+        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: version %g; this gpt2rt reads version 1", file, version);
+    else if (!gpt2rt__fc_config(fc, &j, file, &c) || !gpt2rt__fc_data(fc, &j, file))
+        r = fc->error[0] && strstr(fc->error, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT;
+    free(buf);
+    if (r != GPT2RT_OK) return gpt2rt__fc_done(out, fc, r);
+    if (base) { /* the forecast's precision is the caller's (fp32 by default), whatever trained_precision says */
+        c.backend = base->backend;
+        c.precision = base->precision;
+        c.n_threads = base->n_threads;
+        c.log = base->log;
+        c.log_user = base->log_user;
+        if (base->batch_size > 0) fc->info.batch = base->batch_size;
+    }
+    c.batch_size = fc->info.batch;
+    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
+        (r = gpt2rt_mode_set(fc->ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) {
+        gpt2rt__tok_msg(fc->error, r, "%s: %s", dir, gpt2rt_last_error(fc->ctx));
+        return gpt2rt__fc_done(out, fc, r);
+    }
+    int64_t B = fc->info.batch, L = c.seq_len, H = c.horizon, M = c.n_channels;
+    fc->x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
+    fc->pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    fc->c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    fc->mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
+    fc->z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
+    fc->acc = (double *)malloc(sizeof(double) * (size_t)H);
+    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc)
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for a "
+                                                        "batch of %lld windows", dir, (long long)B));
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
+    if (!fc) return;
+    gpt2rt_free(fc->ctx);
+    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+    free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+    free(fc);
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc) {
+    return fc ? fc->error : "gpt2rt_forecaster: no forecaster (out of memory)";
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info) {
+    if (!fc || !info) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    *info = fc->info;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_column(const gpt2rt_forecaster *fc, int m) {
+    return fc && !fc->failed && m >= 0 && m < fc->info.channels ? fc->name[m] : NULL;
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc) {
+    return fc && !fc->failed ? fc->date_name : NULL;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std) {
+    if (!fc || !mean || !std) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    if (m < 0 || m >= fc->info.channels) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *mean = fc->mean[m];
+    *std = fc->std[m];
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc) { return fc && !fc->failed ? fc->ctx : NULL; }
+
+/* x (n,L,M) -> out (n,H,M); units: both in the data's units (scaled on the way in,
+   unscaled on the way out), else in the scaler's */
+static gpt2rt_result gpt2rt__fc_run(gpt2rt_forecaster *fc, const char *fn, const float *x, int64_t n, float *out,
+                                    int units) {
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    if (!x || !out || n < 0)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x is %s, out is %s, n = %lld (>= 0)", fn,
+                               x ? "given" : "NULL", out ? "given" : "NULL", (long long)n);
+    int64_t B = fc->info.batch, L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
+    for (int64_t first = 0; first < n; first += B) {
+        int64_t real = n - first < B ? n - first : B;
+        for (int64_t i = 0; i < real * L * M; i++) {
+            float v = x[first * L * M + i];
+            if (units) v = (float)(((double)v - fc->mean[i % M]) / fc->std[i % M]);
+            if (!isfinite(v))
+                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x[%lld] (window %lld, step %lld, "
+                                       "channel %lld) is %g%s; values must be finite", fn,
+                                       (long long)(first * L * M + i), (long long)(first + i / (L * M)),
+                                       (long long)(i / M % L), (long long)(i % M), (double)x[first * L * M + i],
+                                       units ? " (scaled)" : "");
+            fc->x[i] = v;
+        }
+        for (int64_t b = real; b < B; b++) memcpy(fc->x + b * L * M, fc->x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
+        if (gpt2rt_forward_series(fc->ctx, fc->x, NULL, NULL) != GPT2RT_OK ||
+            gpt2rt_predictions(fc->ctx, fc->pred, B * H * M) != GPT2RT_OK)
+            return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_STATE, "%s: %s", fn, gpt2rt_last_error(fc->ctx));
+        if (fc->W) {
+            gpt2rt__fc_lin_offset(fc->W, L, H, fc->x, real, M, fc->c, fc->mus, fc->z, fc->acc);
+            for (int64_t i = 0; i < real * H * M; i++) {
+                double p = (double)fc->pred[i] + (fc->info.linear_residual ? (double)fc->c[i] : 0.0);
+                double d = (double)fc->mus[i / (H * M) * M + i % M] + (double)fc->c[i] - p; /* linear - forecast */
+                fc->pred[i] = (float)(p + fc->info.blend * d);
+            }
+        }
+        for (int64_t i = 0; i < real * H * M; i++)
+            out[first * H * M + i] = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
+    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict", x, n, out, 1);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
+    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
 }
 #endif /* GPT2RT_NO_SERIES */
 
@@ -12790,22 +13863,30 @@ static gpt2rt_result gpt2rt__cu_download_grads(gpt2rt_ctx *ctx, gpt2rt__cu_state
 
 /* one tensor (rows*cols floats, internal layout) to dst: its value (fp32 master; frozen:
    the host copy), raw gradient, m or v (frozen: GPT2RT_ERR_INVALID_ARGUMENT). ZeRO-1: the
-   master (bf16/fp16) and the moments of the part in the own shard only, to the same
-   place of dst (the rest of dst untouched; gpt2rt__cu_param_read asks every rank). */
+   master (bf16/fp16), the moments and (once reduce-scattered) the gradient's sum of the
+   part in the own shard only, to the same place of dst (the rest of dst untouched;
+   gpt2rt__cu_param_read asks every rank). */
 static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                                 gpt2rt_param_what what, float *dst) {
     st->phase = "read_tensor";
     st->layer = -1;
     size_t bytes = (size_t)(t->rows * t->cols) * 4;
     const float *src = NULL;
-    int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master);
+    int grad_shard = what == GPT2RT_PARAM_GRAD && ctx->d.shards > 1 && ctx->dp_reduced;
+    int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master) ||
+                  grad_shard;
     if (t->goff >= 0 && sharded && (st->opt_lo > 0 || st->opt_hi < st->n_train)) {
         int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo;
         int64_t hi = t->goff + t->rows * t->cols < st->opt_hi ? t->goff + t->rows * t->cols : st->opt_hi;
         if (hi <= lo) return GPT2RT_OK;
         dst += lo - t->goff;
         bytes = (size_t)(hi - lo) * 4;
-        src = (what == GPT2RT_PARAM_VALUE ? st->master : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + (lo - st->opt_lo);
+        if (grad_shard) { /* the whole gradient's offsets: the reduce-scatter sums in place */
+            GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
+            src = st->grads + lo;
+        } else
+            src = (what == GPT2RT_PARAM_VALUE ? st->master : what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) +
+                  (lo - st->opt_lo);
     } else if (what == GPT2RT_PARAM_VALUE) {
         if (t->goff < 0) { memcpy(dst, ctx->params + t->off, bytes); return GPT2RT_OK; }
         src = st->master ? st->master + t->goff : (const float *)st->w + t->off;
@@ -13644,8 +14725,10 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
     float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
     if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
     r = gpt2rt__cu_read_tensor(ctx, st, t, what, tmp);
-    /* data parallel with ZeRO-1: each rank holds the moments of its shard */
-    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && what != GPT2RT_PARAM_GRAD && ctx->d.shards > 1; i++)
+    /* data parallel with ZeRO-1: each rank holds the moments of its shard, and once reduced
+       the gradient's sum there */
+    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && (what != GPT2RT_PARAM_GRAD || ctx->dp_reduced) &&
+                    ctx->d.shards > 1; i++)
         if ((r = gpt2rt__cu_read_tensor(ctx->ranks[i], ctx->ranks[i]->cu, t, what, tmp)) != GPT2RT_OK) {
             char msg[sizeof ctx->error];
             memcpy(msg, ctx->ranks[i]->error, sizeof msg);
@@ -15608,6 +16691,17 @@ static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, 
     }
 }
 
+/* ZeRO-1 in one process, once the reduce-scatter ran: the summed gradient of the trained
+   floats [lo, hi) into g (hi-lo floats), each part from the rank whose shard holds the
+   sum (elsewhere a rank holds its own rows' gradient) */
+static void gpt2rt__dp_grads(gpt2rt_ctx *ctx, float *g, int64_t lo, int64_t hi) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
+        if (b > a) memcpy(g + (a - lo), rc->grads + a, (size_t)(b - a) * sizeof(float));
+    }
+}
+
 /* the CPU backend's (the table's): the host weights are the trained ones; the moments go
    to whichever rank keeps them */
 static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
@@ -16834,17 +17928,30 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
         return GPT2RT_ERR_INVALID_ARGUMENT;
     }
     gpt2rt_result r = gpt2rt__cfg_resolve(config, &plan->config, plan->error, sizeof plan->error);
-    if (r != GPT2RT_OK) return r;
+    if (r != GPT2RT_OK) { /* the half-resolved config stays behind: a failed plan is all zero but its error */
+        memset(&plan->config, 0, sizeof plan->config);
+        return r;
+    }
     const gpt2rt_config *c = &plan->config;
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->n_devices = c->n_devices;
     gpt2rt__span sp[GPT2RT_MAX_DEVICES];
     gpt2rt__spans_of(c, sp);
     for (int dev = 0; dev < c->n_devices; dev++) gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
-    gpt2rt__plan_split(c, &d, plan->bytes); /* GPipe's micro-batches in flight, where each backend holds them */
-    for (int dev = 0; dev < c->n_devices; dev++) {
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[dev] += plan->bytes[dev][i];
+    /* GPipe's micro-batches in flight, where each backend holds them; then the totals. One
+       device's categories fit in 63 bits at every limit of the config (about 2^62 bytes of
+       activations); the micro-batches in flight and the sums may not: refused, not wrapped */
+    r = gpt2rt__plan_split(c, &d, plan->bytes, plan->error, sizeof plan->error);
+    for (int dev = 0; dev < c->n_devices && r == GPT2RT_OK; dev++) {
         plan->overhead[dev] = gpt2rt__overhead_estimate(c);
+        r = gpt2rt__plan_total(plan, dev, plan->error, sizeof plan->error);
+    }
+    if (r != GPT2RT_OK) {
+        char why[sizeof plan->error];
+        memcpy(why, plan->error, sizeof why);
+        memset(plan, 0, sizeof *plan);
+        memcpy(plan->error, why, sizeof why);
+        return r;
     }
     gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
     plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
@@ -16884,7 +17991,28 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
     size_t n = 0;
     if (!p) return 0;
-    const gpt2rt_config *c = &p->config;
+    /* what is printed is read only once it checks out: the plan's config resolves (a
+       plan's is resolved already, so this gives it back as it is) and has as many
+       devices as the plan; a refused or zeroed plan prints why there is none */
+    gpt2rt_config rc;
+    char why[512];
+    if (p->n_devices == 0 && p->config.n_devices == 0) {
+        if (memchr(p->error, 0, sizeof p->error) && p->error[0]) GPT2RT__PUT("no plan: %s\n", p->error);
+        else GPT2RT__PUT("no plan: this one is all zero (gpt2rt_plan fills a plan, or says why it could not)\n");
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    gpt2rt_result r = gpt2rt__cfg_resolve(&p->config, &rc, why, sizeof why);
+    if (r == GPT2RT_OK && p->n_devices != rc.n_devices) {
+        snprintf(why, sizeof why, "the plan has n_devices = %d, its config %d", p->n_devices, rc.n_devices);
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r != GPT2RT_OK) {
+        GPT2RT__PUT("no plan: its config does not hold: %s\n", why);
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    const gpt2rt_config *c = &rc;
     char rb[64];
     /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
        config and the bytes, not the planner's figures (it printed 0 here) */
@@ -17527,6 +18655,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
+    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_logits")); /* its forward, the logits' source, is refused too */
     if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_logits") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
@@ -17810,6 +18939,21 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
     }
     if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
         k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
+    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
+        if (ctx->comm_proc.destroy)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_param_read of a gradient: with "
+                                "shard_optimizer = 1 over world_size = %d processes each process holds the summed "
+                                "gradient of its 1/%d of the parameters only; gathering it across processes is not "
+                                "implemented yet (use shard_optimizer = 0 to read it)", ctx->cfg.world_size,
+                                ctx->d.shards);
+        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
+        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
+        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
+        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
+        gpt2rt__param_out(t, g, k, dst);
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
         if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */

@@ -1,4 +1,4 @@
-/* tests/test_bad_input.c - the bad inputs of issue 8, each with the error it must
+/* tests/test_bad_input.c - bad inputs, each with the error it must
    get and the proof that nothing was lost:
    - special files (FIFO with no writer, /dev/zero, /dev/urandom, /proc/self/status,
      a directory) are refused as "not a regular file", without blocking;
@@ -13,7 +13,7 @@
      broken ones;
    - `test_bad_input omp` (run with OMP_NUM_THREADS=2000 by tests/run.sh): the
      default thread count is clamped, create succeeds.
-   Round 3 (issue 23):
+   Messages and arithmetic at the edges:
    - every refusal of the tokenizer, shard, series and plan calls writes its own
      message naming the argument, after a different earlier refusal (no empty or
      stale message), and gpt2rt_series_batch(first = INT64_MAX - 1) builds its
@@ -21,6 +21,18 @@
    - rendezvous_file naming a directory or a FIFO: refused at once, saying which;
    - the plan printed from gpt2rt_plan_allocated gives the same tokens a step as
      gpt2rt_plan's.
+   Plans, sharded gradients and rounding:
+   - a refused config leaves an all-zero plan, which gpt2rt_plan_format prints as "no
+     plan: <why>" (as it does a zeroed plan, or one whose config was changed after);
+     fit, step time, create and gpt2rt_plan_allocated refuse the same configs (run
+     under ASan and UBSan: no read past the stage bounds, the head names, the rows);
+   - ZeRO-1: gpt2rt_param_read(GRAD) after the last backward is the summed gradient,
+     bitwise the unsharded one;
+   - a plan whose bytes (layer split's micro-batches in flight) or tokens a step do not
+     fit in 64 bits is refused, naming the factors; below that the product is exact;
+   - a bf16 context refuses a finite fp32 weight that rounds to inf, naming the tensor;
+   - a stage-1 state in a stage-2 context is refused on the head first;
+   - gpt2rt_logits on a bf16 context names what that context can do.
    A check that cannot run here prints "skip <what>: <why>" at the start of a line. */
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT__TEST_HOOKS
@@ -671,11 +683,274 @@ static void plan_tokens(void) {
             CHECK(has(a, ps[i].want[k]), "patch plan %zu prints \"%.300s\" (want \"%s\")", i, a, ps[i].want[k]);
         CHECK(!has(a, "V=") && !has(a, "tokens a step"), "patch plan %zu names a vocabulary or tokens: %.300s", i, a);
     }
-    /* a failed plan prints without reading its zeroed config */
+    /* a failed plan prints why there is none, without reading its zeroed config */
     gpt2rt_memory_plan bad;
     gpt2rt_plan(NULL, &bad);
     char buf[1024];
-    CHECK(gpt2rt_plan_format(&bad, buf, sizeof buf) > 0 && has(buf, "(0 tokens a step)"), "failed plan: %s", buf);
+    CHECK(gpt2rt_plan_format(&bad, buf, sizeof buf) > 0 && has(buf, "no plan: config is NULL"), "failed plan: %s", buf);
+}
+
+/* ---- refused plans, ZeRO-1 gradient reads, byte counts past 64 bits, bf16 overflow,
+   the objective of a state, logits of a bf16 context ---- */
+
+static gpt2rt_config tiny_cfg(void) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.n_layer = 2; c.n_head = 2; c.n_embd = 16; c.vocab_size = 32; c.max_seq_len = 8;
+    c.batch_size = 2; c.seq_len = 4; c.n_threads = 1; c.lr = 1e-2f; c.backend = GPT2RT_BACKEND_CPU;
+    return c;
+}
+
+/* a refused config leaves an all-zero plan (its error aside), and every call that takes
+   a plan answers one, or a plan whose config was changed after gpt2rt_plan, with an error */
+static void refused_plans(void) {
+    gpt2rt_config bad[4];
+    const char *name[4] = {"layer split over 9 devices", "layer split over 64 devices", "patches with head 9",
+                           "n_layer -5"};
+    for (int i = 0; i < 4; i++) bad[i] = tiny_cfg();
+    bad[0].parallel = bad[1].parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
+    bad[0].n_devices = 9; bad[1].n_devices = 64;
+    bad[0].n_layer = bad[1].n_layer = 64;
+    bad[2].input = GPT2RT_INPUT_PATCHES; bad[2].head = (gpt2rt_head)9; bad[2].vocab_size = 0;
+    bad[3].n_layer = -5;
+    gpt2rt_memory_plan zero;
+    memset(&zero, 0, sizeof zero);
+    for (int i = 0; i < 4; i++) {
+        gpt2rt_memory_plan p;
+        memset(&p, 0x5A, sizeof p);
+        gpt2rt_result r = gpt2rt_plan(&bad[i], &p);
+        CHECK(r != GPT2RT_OK && p.error[0], "%s: gpt2rt_plan %s", name[i], gpt2rt_result_string(r));
+        CHECK(!memcmp(&p, &zero, offsetof(gpt2rt_memory_plan, error)),
+              "%s: the refused plan is not all zero (n_devices %d, n_layer %d, head %d)", name[i], p.n_devices,
+              p.config.n_layer, (int)p.config.head);
+        char buf[2048];
+        size_t n = gpt2rt_plan_format(&p, buf, sizeof buf);
+        CHECK(n > 0 && has(buf, "no plan") && has(buf, p.error), "%s: the refused plan prints \"%s\" (its error: %s)",
+              name[i], buf, p.error);
+        if (i == 0) printf("    %s", buf);
+        /* the other calls refuse the config as gpt2rt_plan does */
+        gpt2rt_config out;
+        char why[2048];
+        CHECK(gpt2rt_fit(&bad[i], (uint64_t)1 << 30, 0, &out, why, sizeof why) == r && has(why, p.error),
+              "%s: gpt2rt_fit says \"%s\"", name[i], why);
+        gpt2rt_hardware hw = {1e12, 1e12, 1e12, 1e12, 1e10};
+        gpt2rt_step_time st;
+        CHECK(gpt2rt_plan_step_time(&bad[i], &hw, 0, &st, why, sizeof why) == r && has(why, p.error),
+              "%s: gpt2rt_plan_step_time says \"%s\"", name[i], why);
+        gpt2rt_ctx *ctx = NULL;
+        CHECK(gpt2rt_create(&ctx, &bad[i]) == r, "%s: create accepts it", name[i]);
+        gpt2rt_memory_plan a;
+        CHECK(gpt2rt_plan_allocated(ctx, &a) != GPT2RT_OK && !memcmp(&a, &zero, sizeof a),
+              "%s: gpt2rt_plan_allocated of a refused context", name[i]);
+        gpt2rt_free(ctx);
+    }
+    /* a plan never filled */
+    char buf[2048];
+    gpt2rt_plan_format(&zero, buf, sizeof buf);
+    CHECK(has(buf, "no plan") && has(buf, "all zero"), "a zeroed plan prints \"%s\"", buf);
+    /* a good plan whose config or device count was changed afterwards: refused, named */
+    gpt2rt_config c = tiny_cfg();
+    c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2;
+    gpt2rt_memory_plan good;
+    CHECK(gpt2rt_plan(&c, &good) == GPT2RT_OK, "layer split plan: %s", good.error);
+    struct { const char *what, *want; } tw[] = {{"config.n_devices = 64", "n_devices = 64"},
+                                              {"config.head = 9", "head = 9"},
+                                              {"config.n_layer = -5", "n_layer = -5"},
+                                              {"config.n_head = 0", "n_head"}, /* resolved again: the default 12 */
+                                              {"n_devices = 9", "n_devices = 9"}};
+    for (int i = 0; i < 5; i++) {
+        gpt2rt_memory_plan t = good;
+        if (i == 0) t.config.n_devices = 64;
+        if (i == 1) t.config.head = (gpt2rt_head)9;
+        if (i == 2) t.config.n_layer = -5;
+        if (i == 3) t.config.n_head = 0;
+        if (i == 4) t.n_devices = 9;
+        gpt2rt_plan_format(&t, buf, sizeof buf);
+        CHECK(has(buf, "no plan") && has(buf, tw[i].want), "a plan with %s prints \"%.300s\"", tw[i].what, buf);
+    }
+    gpt2rt_plan_format(&good, buf, sizeof buf);
+    CHECK(!has(buf, "no plan") && has(buf, "stages (the planner's split): 0: layers 0..0, 1: layers 1..1"),
+          "the untouched plan prints \"%.300s\"", buf);
+}
+
+/* ZeRO-1: the gradient read after the last backward is the summed one, as without sharding */
+static void zero1_grads(void) {
+    gpt2rt_config one = tiny_cfg(), dp = tiny_cfg(), z;
+    one.batch_size = 4;
+    dp.parallel = GPT2RT_PARALLEL_DATA; dp.n_devices = 2; dp.n_threads = 2;
+    z = dp; z.shard_optimizer = 1;
+    gpt2rt_ctx *a = NULL, *b = NULL, *s = NULL;
+    CHECK_OK(a, gpt2rt_create(&a, &one));
+    CHECK_OK(b, gpt2rt_create(&b, &dp));
+    CHECK_OK(s, gpt2rt_create(&s, &z));
+    int32_t in[16], tg[16];
+    for (int i = 0; i < 16; i++) { in[i] = (i * 11 + 5) % 32; tg[i] = (i * 3 + 2) % 32; }
+    gpt2rt_ctx *ctxs[3] = {a, b, s};
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(ctxs[k], gpt2rt_forward(ctxs[k], in, tg, NULL));
+        CHECK_OK(ctxs[k], gpt2rt_backward(ctxs[k]));
+    }
+    gpt2rt_memory_plan p;
+    CHECK_OK(a, gpt2rt_plan_allocated(a, &p));
+    float *ga = (float *)malloc((size_t)p.n_params_padded * 4), *gb = (float *)malloc((size_t)p.n_params_padded * 4),
+          *gs = (float *)malloc((size_t)p.n_params_padded * 4);
+    int64_t na = harness_params(a, GPT2RT_PARAM_GRAD, ga), nb = harness_params(b, GPT2RT_PARAM_GRAD, gb),
+            ns = harness_params(s, GPT2RT_PARAM_GRAD, gs);
+    double eb = rel_err(gb, ga, na), es = rel_err(gs, ga, na);
+    /* the ranks' sums add the same products in another order than one device's: a few ulp
+       (2^-23 = 1.2e-7) of the largest entry; 1e-5 leaves room for cancellation, and a
+       shard read from the wrong rank is off by O(1) */
+    CHECK(na == nb && na == ns && eb < 1e-5 && es < 1e-5,
+          "gradients against one device: data parallel %.3g, ZeRO-1 %.3g (%lld, %lld, %lld floats)", eb, es,
+          (long long)na, (long long)nb, (long long)ns);
+    CHECK(nb == ns && !memcmp(gb, gs, (size_t)ns * 4), "ZeRO-1's gradient is not bitwise the unsharded one");
+    float lnf[16], lnf_one[16];
+    CHECK_OK(s, gpt2rt_param_read(s, "transformer.ln_f.bias", GPT2RT_PARAM_GRAD, lnf, 16));
+    CHECK_OK(a, gpt2rt_param_read(a, "transformer.ln_f.bias", GPT2RT_PARAM_GRAD, lnf_one, 16));
+    printf("    ZeRO-1 gradient against one device: %.3g (ln_f.bias %.3g)\n", es, rel_err(lnf, lnf_one, 16));
+    /* the update still takes the summed gradient: the weights agree bitwise */
+    CHECK_OK(b, gpt2rt_update(b, NULL));
+    CHECK_OK(s, gpt2rt_update(s, NULL));
+    CHECK(harness_params_equal(b, s, GPT2RT_PARAM_VALUE), "ZeRO-1's weights after the update differ");
+    free(ga); free(gb); free(gs);
+    gpt2rt_free(a); gpt2rt_free(b); gpt2rt_free(s);
+}
+
+/* byte counts (and tokens a step) that do not fit in 64 bits are refused, naming the
+   factors; below that the products are exact */
+static void plan_overflow(void) {
+    gpt2rt_config c = tiny_cfg();
+    c.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; c.n_devices = 2;
+    c.n_embd = 4096; c.n_head = 32; c.max_seq_len = 1 << 20; c.seq_len = 1 << 20; c.batch_size = 1 << 10;
+    gpt2rt_memory_plan p1, pm, p;
+    CHECK(gpt2rt_plan(&c, &p1) == GPT2RT_OK, "B*T = 2^30, C = 4096, one micro-batch: %s", p1.error);
+    c.grad_accum = 16;
+    CHECK(gpt2rt_plan(&c, &pm) == GPT2RT_OK, "16 micro-batches: %s", pm.error);
+    CHECK(pm.bytes[0][GPT2RT_MEM_ACTIVATIONS] == 16 * p1.bytes[0][GPT2RT_MEM_ACTIVATIONS],
+          "16 micro-batches in flight hold %llu bytes of activations, one %llu",
+          (unsigned long long)pm.bytes[0][GPT2RT_MEM_ACTIVATIONS], (unsigned long long)p1.bytes[0][GPT2RT_MEM_ACTIVATIONS]);
+    c.grad_accum = 1 << 20;
+    gpt2rt_result r = gpt2rt_plan(&c, &p);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "grad_accum = 1048576") && has(p.error, "2^64"),
+          "2^20 micro-batches of %llu bytes: %s, %llu bytes of activations: %s",
+          (unsigned long long)p1.bytes[0][GPT2RT_MEM_ACTIVATIONS], gpt2rt_result_string(r),
+          (unsigned long long)p.bytes[0][GPT2RT_MEM_ACTIVATIONS], p.error);
+    printf("    %s\n", p.error);
+    /* CUDA split over 8 devices at every limit */
+    gpt2rt_config m;
+    memset(&m, 0, sizeof m);
+    m.backend = GPT2RT_BACKEND_CUDA; m.parallel = GPT2RT_PARALLEL_LAYER_SPLIT; m.n_devices = 8;
+    m.n_layer = 1024; m.n_head = 1024; m.n_embd = 65536; m.vocab_size = 1 << 24; m.max_seq_len = 1 << 20;
+    m.seq_len = 1 << 20; m.batch_size = 1 << 10; m.grad_accum = 1 << 20; m.n_threads = 1;
+    r = gpt2rt_plan(&m, &p);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "grad_accum = 1048576") && has(p.error, "2^64"),
+          "CUDA, 8 stages at every limit: %s, device 0 %llu bytes: %s", gpt2rt_result_string(r),
+          (unsigned long long)p.total[0], p.error);
+    /* one device at every limit fits 64 bits: the plan is exact (the activations are the
+       layers' blocks and more, 2^62 bytes) */
+    m.parallel = GPT2RT_PARALLEL_NONE; m.n_devices = 1; m.grad_accum = 1; m.backend = GPT2RT_BACKEND_CPU;
+    r = gpt2rt_plan(&m, &p);
+    CHECK(r == GPT2RT_OK && p.bytes[0][GPT2RT_MEM_ACTIVATIONS] > ((uint64_t)1 << 62), "one device at every limit: %s, "
+          "%llu bytes of activations: %s", gpt2rt_result_string(r),
+          (unsigned long long)p.bytes[0][GPT2RT_MEM_ACTIVATIONS], p.error);
+    /* tokens a step: B*T x grad_accum x devices x processes past 2^63 */
+    gpt2rt_config w = tiny_cfg();
+    w.max_seq_len = 1 << 20; w.seq_len = 1 << 20; w.batch_size = 1 << 10; w.grad_accum = 1 << 20;
+    w.parallel = GPT2RT_PARALLEL_DATA; w.n_devices = 8; w.world_size = 1 << 20; w.rank = 0;
+    w.rendezvous = GPT2RT_RENDEZVOUS_FILE;
+    snprintf(w.rendezvous_file, sizeof w.rendezvous_file, "%s", TMP "/rdv_never");
+    r = gpt2rt_plan(&w, &p);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "world_size = 1048576") && has(p.error, "2^63"),
+          "2^73 tokens a step: %s, %lld: %s", gpt2rt_result_string(r), (long long)p.tokens_per_step, p.error);
+}
+
+/* a bf16 context: what create and a weights file give it */
+static gpt2rt_ctx *bf16_ctx(void) {
+    gpt2rt_config c = tiny_cfg();
+    c.inference = 1;
+    c.inference_weights = GPT2RT_PRECISION_BF16;
+    gpt2rt_ctx *ctx = NULL;
+    if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) { printf("FAIL bf16 create: %s\n", gpt2rt_last_error(ctx)); exit(1); }
+    return ctx;
+}
+
+/* an fp32 weight that bf16 rounds to infinity is refused like a non-finite one */
+static void bf16_overflow(void) {
+    gpt2rt_ctx *src = tiny(1), *ctx = bf16_ctx();
+    CHECK_OK(src, gpt2rt_weights_save(src, TMP "/w16"));
+    size_t wlen;
+    unsigned char *w = read_all(TMP "/w16/model.safetensors", &wlen);
+    const char *bad = TMP "/w16bad.safetensors", *tn = "transformer.h.1.attn.c_proj.bias";
+    CHECK_OK(ctx, gpt2rt_weights_load(ctx, TMP "/w16"));
+    float before[16], after[16];
+    CHECK_OK(ctx, gpt2rt_param_read(ctx, tn, GPT2RT_PARAM_VALUE, before, 16));
+    /* 0x7F7F8000 lies halfway between the largest bf16 (0x7F7F, 3.3895e38) and inf: it
+       rounds (to even) to inf; 0x7F7F7FFF, just below, to the largest bf16 */
+    uint32_t bits[3] = {0x7F7F8000u, 0xFF7FFFFFu, 0x7F7F7FFFu}; /* 3.3961e38, -3.4028e38 (FLT_MAX), 3.3961e38 - ulp */
+    for (int i = 0; i < 3; i++) {
+        float x;
+        memcpy(&x, &bits[i], 4);
+        unsigned char *b = (unsigned char *)malloc(wlen);
+        memcpy(b, w, wlen);
+        memcpy(b + st_elem(b, tn, 5), &x, 4);
+        put(bad, b, wlen);
+        gpt2rt_result r = gpt2rt_weights_load(ctx, bad);
+        CHECK_OK(ctx, gpt2rt_param_read(ctx, tn, GPT2RT_PARAM_VALUE, after, 16));
+        if (i < 2) {
+            CHECK(r == GPT2RT_ERR_FORMAT && has(gpt2rt_last_error(ctx), tn) &&
+                  has(gpt2rt_last_error(ctx), "element 5") && has(gpt2rt_last_error(ctx), "bf16") &&
+                  !memcmp(before, after, sizeof before),
+                  "a weight of %g in a bf16 context: %s: %s", (double)x, gpt2rt_result_string(r),
+                  gpt2rt_last_error(ctx));
+            if (i == 0) printf("    %s\n", gpt2rt_last_error(ctx));
+        } else
+            CHECK(r == GPT2RT_OK && isfinite(after[5]) && after[5] > 3.38e38f,
+                  "a weight of %.9g (finite in bf16): %s, stored %g: %s", (double)x, gpt2rt_result_string(r),
+                  (double)after[5], gpt2rt_last_error(ctx));
+        free(b);
+    }
+    free(w);
+    gpt2rt_free(src); gpt2rt_free(ctx);
+}
+
+/* aLLM4TS: a stage-1 (NEXT_PATCH) state in a stage-2 (PATCH_DECODE) context is refused on
+   the head, with the way from stage 1 to stage 2 */
+static void stage_state(void) {
+    gpt2rt_config c1;
+    memset(&c1, 0, sizeof c1);
+    c1.input = GPT2RT_INPUT_PATCHES; c1.head = GPT2RT_HEAD_NEXT_PATCH;
+    c1.n_layer = 2; c1.n_head = 2; c1.n_embd = 16; c1.max_seq_len = 32;
+    c1.batch_size = 2; c1.n_channels = 2; c1.seq_len = 40; c1.patch_len = 8; c1.patch_stride = 8;
+    c1.backend = GPT2RT_BACKEND_CPU; c1.n_threads = 1; c1.lr = 1e-3f;
+    gpt2rt_config c2 = c1;
+    c2.head = GPT2RT_HEAD_PATCH_DECODE; c2.horizon = 4; /* every shape key but horizon as stage 1's */
+    gpt2rt_ctx *s1 = NULL, *s2 = NULL;
+    CHECK_OK(s1, gpt2rt_create(&s1, &c1));
+    CHECK_OK(s2, gpt2rt_create(&s2, &c2));
+    const char *path = TMP "/stage1.safetensors";
+    CHECK_OK(s1, gpt2rt_state_save(s1, path));
+    gpt2rt_result r = gpt2rt_state_load(s2, path);
+    const char *e = gpt2rt_last_error(s2);
+    CHECK(r == GPT2RT_ERR_FORMAT && has(e, "head = 2 (NEXT_PATCH), this context has 3 (PATCH_DECODE)") &&
+          has(e, "gpt2rt_weights_load") && !has(e, "horizon"), "stage-1 state into stage 2: %s", e);
+    printf("    %s\n", e);
+    gpt2rt_free(s1); gpt2rt_free(s2);
+}
+
+/* gpt2rt_logits on a bf16 context names what it can do instead of sending to a call
+   it refuses */
+static void bf16_logits(void) {
+    gpt2rt_ctx *ctx = bf16_ctx();
+    float *lg = (float *)malloc(2 * 4 * 32 * sizeof(float));
+    gpt2rt_result r = gpt2rt_logits(ctx, lg, 2 * 4 * 32);
+    const char *e = gpt2rt_last_error(ctx);
+    CHECK(r != GPT2RT_OK && !has(e, "call gpt2rt_forward") && has(e, "bf16") && has(e, "gpt2rt_generate"),
+          "gpt2rt_logits on a bf16 context: %s: %s", gpt2rt_result_string(r), e);
+    r = gpt2rt_forward(ctx, in_tok, tg_tok, NULL);
+    CHECK(r == GPT2RT_ERR_NOT_IMPLEMENTED && has(gpt2rt_last_error(ctx), "gpt2rt_generate"),
+          "gpt2rt_forward on a bf16 context: %s", gpt2rt_last_error(ctx));
+    free(lg);
+    gpt2rt_free(ctx);
 }
 
 /* OMP_NUM_THREADS=2000 and n_threads unset: create succeeds with the default clamped */
@@ -724,5 +999,11 @@ int main(int argc, char **argv) {
     own_messages();
     rendezvous_paths();
     plan_tokens();
+    refused_plans();
+    zero1_grads();
+    plan_overflow();
+    bf16_overflow();
+    stage_state();
+    bf16_logits();
     return harness_finish();
 }

@@ -440,7 +440,7 @@ static void test_chunked(void) {
     c.classifier_chunk = -1;
     CHECK(gpt2rt_plan(&c, &p) == GPT2RT_ERR_INVALID_ARGUMENT && has(p.error, "classifier_chunk = -1"), "%s", p.error);
     memset(&c, 0, sizeof c);
-    c.classifier_chunk = 64; c.backend = GPT2RT_BACKEND_CUDA; /* runs on CUDA too now (issue 26): 64 of B x T = 4 x 64 rows */
+    c.classifier_chunk = 64; c.backend = GPT2RT_BACKEND_CUDA; /* runs on CUDA too: 64 of B x T = 4 x 64 rows */
     {
         gpt2rt_memory_plan whole;
         gpt2rt_config cw = c;
@@ -482,7 +482,7 @@ static void test_chunked(void) {
               fit.classifier_chunk, fit.batch_size, fit.grad_accum, why, want);
         r = gpt2rt_fit(&c, budget, GPT2RT_FIT_DEFAULT, &fit, why, sizeof why);
         CHECK(r == GPT2RT_OK && fit.classifier_chunk == 0, "fit without the bit chose chunk %d", fit.classifier_chunk);
-        /* the CUDA backend too (issue 26): a budget of the chunked CUDA plan's arenas + 1 GiB (the advisor adds
+        /* the CUDA backend too: a budget of the chunked CUDA plan's arenas + 1 GiB (the advisor adds
            its 600 MiB estimate of the CUDA context and libraries; the whole batch's plan is 2.9 GiB more) */
         gpt2rt_config cu = c, cuk;
         cu.backend = GPT2RT_BACKEND_CUDA;

@@ -1,4 +1,4 @@
-/* Data parallel on the CPU backend: ranks as threads of one process (issue 12).
+/* Data parallel on the CPU backend: ranks as threads of one process.
    - n ranks of b rows == one device of n*b rows, within fp32 reassociation: each rank's
      matrix products sum its own b rows, and the ranks' sums are then added, where one
      device sums all n*b rows in one pass; the gradients agree to ~1e-6 relative (we

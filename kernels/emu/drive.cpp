@@ -324,6 +324,22 @@ static void data_parallel(gpt2rt_config c) {
     }
     check(same_bits(read_all(a, GPT2RT_PARAM_VALUE), read_all(b, GPT2RT_PARAM_VALUE)),
           "data parallel ZeRO-1 (vocab %d: unequal shards) weights after 3 steps bitwise equal to unsharded", c.vocab_size);
+    /* after the last micro-step's backward each ZeRO-1 rank holds the sum of its shard only:
+       the read gathers it (two ranks add in either order alike, so bitwise) */
+    gpt2rt_result ra = GPT2RT_OK, rb = GPT2RT_OK;
+    for (int k = 0; k < (c.grad_accum ? c.grad_accum : 1); k++) {
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 950 + k), tg = tokens(n, c.vocab_size, 1050 + k);
+        if (ra == GPT2RT_OK) ra = gpt2rt_forward(a, in.data(), tg.data(), NULL);
+        if (ra == GPT2RT_OK) ra = gpt2rt_backward(a);
+        if (rb == GPT2RT_OK) rb = gpt2rt_forward(b, in.data(), tg.data(), NULL);
+        if (rb == GPT2RT_OK) rb = gpt2rt_backward(b);
+    }
+    check(ra == GPT2RT_OK && rb == GPT2RT_OK && same_bits(read_all(a, GPT2RT_PARAM_GRAD), read_all(b, GPT2RT_PARAM_GRAD)),
+          "data parallel ZeRO-1 (vocab %d): the gradient read after the last backward bitwise equal to unsharded "
+          "(%s; %s)", c.vocab_size, gpt2rt_last_error(a), gpt2rt_last_error(b));
+    /* the step completed before the contexts go (the ranks' streams still wait on each other) */
+    if (ra == GPT2RT_OK) gpt2rt_update(a, &st);
+    if (rb == GPT2RT_OK) gpt2rt_update(b, &st);
     gpt2rt_free(a);
     gpt2rt_free(b);
 }
