@@ -16779,7 +16779,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
     return ctx->be->dp_open(ctx); /* CUDA: the device communicators (8.6) */
 #else
     (void)plan;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = DATA needs POSIX threads");
 #endif
 }
 
@@ -16881,7 +16881,7 @@ static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const
     return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
 #else
     (void)what; (void)a; (void)b; (void)jobs;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "data parallel needs POSIX threads");
 #endif
 }
 
@@ -17079,7 +17079,7 @@ static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx) {
         }
     return GPT2RT_OK;
 #else
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT needs POSIX threads, "
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = LAYER_SPLIT needs POSIX threads, "
                         "which this build lacks");
 #endif
 }
@@ -17210,7 +17210,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     return GPT2RT_OK;
 #else
     (void)a; (void)b;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "layer split needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split needs POSIX threads");
 #endif
 }
 
