@@ -585,14 +585,15 @@
    of the step). A model, not a measurement.
 
    ============================================================================
-   NOT YET IMPLEMENTED (the fields exist; setting them reports
-   GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
+   WHAT RUNS WHERE (the fields exist everywhere; a combination that is not
+   implemented reports GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Data parallel over several processes on the CUDA backend (in one process it is
-   implemented, not yet run on a GPU); on a CUDA layer split the calls other than
-   gpt2rt_step, gpt2rt_param_read and the plan's, and patch inputs; layer split with
-   dropout, and generation (kv_batch) on more than one CUDA device. bf16/fp16/TF32
-   and loss scaling are CUDA precisions: the CPU backend answers
+   One table in the implementation (2.1 Capabilities) holds every combination of
+   backend, execution mode, input, head, precision and feature that does not run,
+   and what works instead; gpt2rt_plan (or gpt2rt_create, or the call) refuses it
+   with that rule's message, before anything is allocated.
+   gpt2rt_capabilities_markdown prints the table: docs/support.md is its output.
+   bf16/fp16/TF32 and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
 
@@ -2255,8 +2256,9 @@ static void gpt2rt__cfg_default_optimizer(gpt2rt_config *c) {
    (0 on an axis: every value), why, and what works instead. Config resolution asks
    the table for the config's own cell (stage PLAN: gpt2rt_plan refuses it too),
    gpt2rt_create for the cells that plan but do not run (CREATE), and the calls a
-   context does not offer for its cell (CALL). Every GPT2RT_ERR_NOT_IMPLEMENTED
-   comes from here, in one form (gpt2rt__cap_message); gpt2rt_capabilities_markdown
+   context does not offer for its cell (CALL). Every GPT2RT_ERR_NOT_IMPLEMENTED of a
+   combination comes from here, in one form (gpt2rt__cap_message; the rendezvous's
+   limit of processes, 10.3-10.4, is the one refusal of a count); gpt2rt_capabilities_markdown
    prints the table (docs/support.md), and tests/test_caps.c walks every cell. */
 
 enum { GPT2RT__CAP_CPU = 1 << 0, GPT2RT__CAP_CUDA = 1 << 1 }; /* backends */
@@ -2348,8 +2350,10 @@ static const gpt2rt__cap_rule gpt2rt__caps[] = {
      "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
      "processes is not written",
      "shard_optimizer = 0 to save or read them"},
-    {GPT2RT__CAP_CPU, 0, 0, 0, 0, GPT2RT__CAP_W16, GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_WEIGHTS_SAVE,
-     GPT2RT__CAP_CALL, "the call is written for fp32 weights; gpt2rt_generate and gpt2rt_param_read serve bf16 ones",
+    {GPT2RT__CAP_CPU, 0, 0, 0, 0, GPT2RT__CAP_W16,
+     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_SAVE, GPT2RT__CAP_CALL,
+     "the call is written for fp32 weights (the logits come from gpt2rt_forward); gpt2rt_generate and "
+     "gpt2rt_param_read serve bf16 ones",
      "inference_weights = FP32"}
 };
 #define GPT2RT__CAP_N_RULES ((int)(sizeof gpt2rt__caps / sizeof gpt2rt__caps[0]))
@@ -2461,6 +2465,16 @@ static gpt2rt_result gpt2rt__cap_check(const gpt2rt_config *c, int stage, const 
     if (i < 0) return GPT2RT_OK;
     gpt2rt__cap_message(i, c, fn, err, cap);
     return GPT2RT_ERR_NOT_IMPLEMENTED;
+}
+
+/* a call that the context's cell does not offer (a CALL rule): the context's error */
+static gpt2rt_result gpt2rt__cap_call(gpt2rt_ctx *ctx, unsigned call, const char *fn) {
+    gpt2rt__cap_cell k = gpt2rt__cap_cell_of(&ctx->cfg);
+    int i = gpt2rt__cap_find(&k, GPT2RT__CAP_CALL, call);
+    if (i < 0) return GPT2RT_OK;
+    char why[2048];
+    gpt2rt__cap_message(i, &ctx->cfg, fn, why, sizeof why);
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s", why);
 }
 
 /* ---- the table as Markdown (docs/support.md) ---- */
@@ -17158,15 +17172,6 @@ static void *gpt2rt__ls_stage(void *p) {
 #endif
 
 
-/* the calls a CUDA layer split does not run yet (it runs gpt2rt_step, gpt2rt_param_read,
-   the plan and the parameter table): the one-device paths would find no device state */
-static gpt2rt_result gpt2rt__ls_cu_only_step(gpt2rt_ctx *ctx, const char *fn) {
-    if (ctx->ls && ctx->ls->ops)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: parallel = LAYER_SPLIT on the CUDA backend runs "
-                            "gpt2rt_step (and gpt2rt_param_read), not yet %s; use gpt2rt_step, or backend = CPU", fn, fn);
-    return GPT2RT_OK;
-}
-
 /* gpt2rt_step / gpt2rt_step_series under layer split: the grad_accum micro-batches of
    a (inputs or x) and b (targets or y), already checked, through the stages; the
    gradients and the accumulated loss as one device's micro-steps leave them */
@@ -17814,16 +17819,6 @@ static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned cha
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx); /* 11.4 */
 
-/* ZeRO-1 over processes keeps each rank's moments in its own process: the calls that
-   need them all (state files, moment reads) are refused by name (1), not half-done */
-static int gpt2rt__proc_sharded(gpt2rt_ctx *ctx, const char *fn) {
-    if (!ctx->comm_proc.destroy || ctx->d.shards == 1) return 0;
-    gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: with shard_optimizer = 1 over world_size = %d processes each "
-                 "process keeps 1/%d of the AdamW moments; gathering them across processes is not implemented yet "
-                 "(use shard_optimizer = 0 to save or read them)", fn, ctx->cfg.world_size, ctx->d.shards);
-    return 1;
-}
-
 /* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
    sums the gradients over the processes (10.1); then the targets every rank counted,
    so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
@@ -17845,10 +17840,6 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
    rank starts from rank 0's weights. */
 static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx) {
     const gpt2rt_config *c = &ctx->cfg;
-    if (c->n_devices > 1)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: world_size = %d processes x n_devices "
-                            "= %d ranks each is not implemented yet on the CPU backend: start %d processes of "
-                            "n_devices = 1", c->world_size, c->n_devices, c->world_size * c->n_devices);
 #ifdef GPT2RT_MPI
     if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
@@ -18176,48 +18167,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
     ctx->eval = ctx->cfg.inference; /* an inference context evaluates: no dropout unless asked for */
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    /* the stages run several micro-batches at once, and a context draws one forward's masks */
-    if (split && (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with dropout is "
-                            "not implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, "
-                            "or use parallel = DATA", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
-                            (double)ctx->cfg.head_dropout);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && ctx->cfg.world_size > 1)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA over %d devices in several "
-                            "processes (world_size = %d) on the CUDA backend is not implemented yet; use one process "
-                            "(world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU",
-                            ctx->cfg.n_devices, ctx->cfg.world_size);
+    /* the cells that plan but do not run (the capability table's CREATE rules), before any arena */
+    char why[2048];
+    if ((r = gpt2rt__cap_check(&ctx->cfg, GPT2RT__CAP_CREATE, "gpt2rt_create", why, sizeof why)) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, r, "%s", why);
 #ifndef GPT2RT__COMM_THREADS
     if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s needs POSIX threads, "
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = %s needs POSIX threads, "
                             "which this build lacks", split ? "LAYER_SPLIT" : "DATA");
 #endif
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && split && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with patch inputs "
-                            "on the CUDA backend is not implemented yet (its stages feed tokens): use one device, "
-                            "or backend = GPT2RT_BACKEND_CPU");
-    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan); run on the CPU (one
-       device or data parallel) and on one CUDA device */
-    if (ctx->d.seqhead && ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CUDA device for now "
-                            "(backend = %s, parallel = %s): set parallel = GPT2RT_PARALLEL_NONE, or backend = "
-                            "GPT2RT_BACKEND_CPU for data parallel",
-                            ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? "NEXT_PATCH" : "PATCH_DECODE",
-                            ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
-                            ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
-    /* data parallel runs them (10.1); under layer split the last stage's loss would need what
-       the first stage computes from x (stage 1's target patches, RevIN's statistics), which
-       neither the plan nor the stages carry yet */
-    if (ctx->d.seqhead && split)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s with parallel = LAYER_SPLIT is "
-                            "not implemented (the last stage's loss needs the patches and RevIN statistics the first "
-                            "stage computes): use parallel = GPT2RT_PARALLEL_DATA over the %d devices, or "
-                            "GPT2RT_PARALLEL_NONE",
-                            ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? "NEXT_PATCH" : "PATCH_DECODE", ctx->cfg.n_devices);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
-                            "backend runs on one device (parallel = %s is not implemented for it): set parallel = "
-                            "NONE, or kv_batch = 0", ctx->cfg.kv_batch, split ? "LAYER_SPLIT" : "DATA");
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
         /* sets ctx->be (8.6); refuses where the implementation was compiled without CUDA */
         if ((r = gpt2rt__cuda_open(ctx, &plan)) != GPT2RT_OK) return r;
@@ -18373,17 +18331,6 @@ static gpt2rt_result gpt2rt__training_only(gpt2rt_ctx *ctx, const char *fn, cons
                         "needs %s; create the context with inference = 0 to train", fn, fn, needs);
 }
 
-/* the calls that read the weights as fp32 arrays (the training forward, the file writer) on
-   a context whose weights are bf16 (config.inference_weights): generation and
-   gpt2rt_param_read are what it offers */
-static gpt2rt_result gpt2rt__w16_refuse(gpt2rt_ctx *ctx, const char *fn) {
-    if (!ctx->params16) return GPT2RT_OK;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: this context holds its weights in bf16 "
-                        "(config.inference_weights = BF16), and %s is implemented for fp32 weights only; "
-                        "gpt2rt_generate and gpt2rt_param_read work here (create the context with "
-                        "inference_weights = FP32 for %s)", fn, fn, fn);
-}
-
 /* the call fn is made for the context's input kind (series: the _series calls) */
 static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int series) {
     if (ctx->d.patches == series) return GPT2RT_OK;
@@ -18410,7 +18357,7 @@ GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
 static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
                                          int fuse) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_forward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
     const gpt2rt__dims *d = &ctx->d;
     if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -18421,7 +18368,7 @@ static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs,
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_backward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_BACKWARD, "gpt2rt_backward"));
     if (!ctx->have_loss)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
@@ -18438,7 +18385,7 @@ static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
 
 static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_update") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_UPDATE, "gpt2rt_update"));
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
@@ -18569,7 +18516,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_forward"));
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
     if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss, 0);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -18655,8 +18602,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_logits")); /* its forward, the logits' source, is refused too */
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_logits") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_LOGITS, "gpt2rt_logits"));
     if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
     return gpt2rt__dp_gather_out(ctx, "gpt2rt_logits", dst, count, 0);
@@ -18675,7 +18621,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_LOAD, "gpt2rt_weights_load"));
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
     char file[4096];
     if (!gpt2rt__in_dir(path, "model.safetensors", file, sizeof file))
@@ -18729,8 +18675,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_weights_save"));
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_SAVE, "gpt2rt_weights_save"));
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
     gpt2rt_result rc = ctx->be->host_weights(ctx);
@@ -18810,10 +18755,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_SAVE, "gpt2rt_state_save"));
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_save", "the AdamW moments (gpt2rt_weights_save "
                                       "writes the weights)"));
-    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
@@ -18856,10 +18800,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_LOAD, "gpt2rt_state_load"));
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_load", "the AdamW moments (gpt2rt_weights_load "
                                       "reads the weights)"));
-    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
     size_t len;
@@ -18940,12 +18883,7 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
     if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
         k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
     if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
-        if (ctx->comm_proc.destroy)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_param_read of a gradient: with "
-                                "shard_optimizer = 1 over world_size = %d processes each process holds the summed "
-                                "gradient of its 1/%d of the parameters only; gathering it across processes is not "
-                                "implemented yet (use shard_optimizer = 0 to read it)", ctx->cfg.world_size,
-                                ctx->d.shards);
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
         float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
         if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
@@ -18955,7 +18893,7 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
         return GPT2RT_OK;
     }
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
-        if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
         float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
         if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
@@ -18972,7 +18910,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_PARAM_WRITE, "gpt2rt_param_write"));
     if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
     if (ctx->params16) { /* inference_weights = BF16: rounded to nearest even */
         for (int64_t r0 = 0; r0 < t->rows; r0++)
