@@ -49,6 +49,17 @@
                               with mpicc; Debian: openmpi-bin libopenmpi-dev), and
                               rendezvous = MPI is available
        GPT2RT_NCCL            (nvcc) the NCCL communicator of CUDA ranks; link -lnccl
+     Leaving out what an application does not use (declarations and implementation
+     both; the trainer is the same without them):
+       GPT2RT_NO_TOKENIZER    no GPT-2 tokenizer and no llm.c token shards
+                              (gpt2rt_tok_*, gpt2rt_shard_*: section 5)
+       GPT2RT_NO_SERIES       no CSV series files and no forecaster files
+                              (gpt2rt_series_*, gpt2rt_forecaster_*: sections 6.3-6.4);
+                              patch inputs still train from the caller's arrays
+       GPT2RT_NO_DIST         no multi-process code: no TCP and FILE rendezvous (10.3),
+                              no sockets included, GPT2RT_MPI refused; world_size > 1
+                              is then GPT2RT_ERR_UNAVAILABLE. Data parallel over the
+                              devices of one process stays.
        GPT2RT__TEST_HOOKS     private, tests only: fault injection (a failing rename);
                               never define it in a program
    Compile with OpenMP (-fopenmp, which defines _OPENMP) for threads; compile with
@@ -574,14 +585,15 @@
    of the step). A model, not a measurement.
 
    ============================================================================
-   NOT YET IMPLEMENTED (the fields exist; setting them reports
-   GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
+   WHAT RUNS WHERE (the fields exist everywhere; a combination that is not
+   implemented reports GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Data parallel over several processes on the CUDA backend (in one process it is
-   implemented, not yet run on a GPU); on a CUDA layer split the calls other than
-   gpt2rt_step, gpt2rt_param_read and the plan's, and patch inputs; layer split with
-   dropout, and generation (kv_batch) on more than one CUDA device. bf16/fp16/TF32
-   and loss scaling are CUDA precisions: the CPU backend answers
+   One table in the implementation (2.1 Capabilities) holds every combination of
+   backend, execution mode, input, head, precision and feature that does not run,
+   and what works instead; gpt2rt_plan (or gpt2rt_create, or the call) refuses it
+   with that rule's message, before anything is allocated.
+   gpt2rt_capabilities_markdown prints the table: docs/support.md is its output.
+   bf16/fp16/TF32 and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
 
@@ -592,7 +604,8 @@
     1. Common                    1.1 Threads, compiler helpers  1.2 Types: sizes,
                                  tensors, the context  1.3 Hooks, errors, time,
                                  random numbers  1.4 Communicators (gpt2rt__comm_)
-    2. Config                    defaults, then checks (gpt2rt__cfg_)
+    2. Config                    defaults (gpt2rt__cfg_)  2.1 Capabilities: what runs
+                                 where (gpt2rt__cap_)  2.2 Checks
     3. Layout and plan           3.1 Parameter table  3.2 Activations and arenas
                                  3.3 Plan  3.4 Advisor (gpt2rt__fit_)
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
@@ -952,6 +965,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
 /* The plan as a table into buf (snprintf's contract: the length it needs is returned). A
    refused or zeroed plan, or one whose config no longer resolves, prints "no plan: " and why. */
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
+/* The support matrix as Markdown: which backend, execution mode, input, head, precision
+   and feature run, and the rules that refuse the rest (each refusal is
+   GPT2RT_ERR_NOT_IMPLEMENTED with that rule's message). docs/support.md is its output.
+   Returns the length it needed, as snprintf does; buf may be NULL with cap 0. */
+GPT2RT_DEF size_t gpt2rt_capabilities_markdown(char *buf, size_t cap);
 /* A config like *config whose plan fits budget_bytes on every device (arenas plus the
    estimated overhead), with the same global batch, that the coarse throughput model
    ranks fastest among those `allow` reaches: *out gets it (*config itself when that
@@ -1054,6 +1072,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
 GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src,
                                             int64_t count);
 
+#ifndef GPT2RT_NO_TOKENIZER
 /* ---- text: the GPT-2 tokenizer and llm.c token shards --------------------
    Objects of their own, no gpt2rt_ctx needed. Like gpt2rt_create, a failed load
    still returns an object that holds only the message (read it with *_last_error,
@@ -1116,7 +1135,9 @@ GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *shard);
    inputs shifted by one token. */
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, int64_t step, int rank,
                                             int n_ranks, int B, int T, int32_t *inputs, int32_t *targets);
+#endif /* GPT2RT_NO_TOKENIZER */
 
+#ifndef GPT2RT_NO_SERIES
 /* ---- time series: ETT-format CSV files ------------------------------------
    An object of its own like the tokenizer: no gpt2rt_ctx needed; a failed load
    returns an object holding only the message (read it with
@@ -1270,6 +1291,7 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+#endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
    The prompts run through the model once (the prefill), then each new token alone,
@@ -1350,11 +1372,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #else
 #include <fcntl.h>  /* open(O_NONBLOCK): a FIFO is refused, not waited on */
 #include <unistd.h>
+#ifndef GPT2RT_NO_DIST
 #include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.3) */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#endif
 #endif
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -1383,6 +1407,9 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #endif
 #endif
 #ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.4): compile with mpicc */
+#ifdef GPT2RT_NO_DIST
+#error "gpt2rt.h: GPT2RT_MPI and GPT2RT_NO_DIST together: MPI is part of the multi-process code NO_DIST leaves out"
+#endif
 #include <mpi.h>
 #endif
 #ifdef _WIN32
@@ -1460,7 +1487,7 @@ typedef struct gpt2rt__dims {
     int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
     int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
     int affine;            /* patches: RevIN's learned affine */
-    int seqhead;           /* aLLM4TS's sequence head: 0 none, 1 NEXT_PATCH, 2 PATCH_DECODE */
+    gpt2rt_head seqhead;   /* aLLM4TS's sequence head, NEXT_PATCH or PATCH_DECODE; HEAD_LM (0): none */
     int64_t TH;            /* attention: queries t >= TH are placeholders (see only [0,TH) and
                               themselves); T: plain causal */
     int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
@@ -2225,8 +2252,396 @@ static void gpt2rt__cfg_default_optimizer(gpt2rt_config *c) {
     if (!c->seed) c->seed = 1337;
 }
 
-#define GPT2RT__NYI(cond, what) \
-    do { if (cond) GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "%s is not implemented yet (set it to 0)", what); } while (0)
+/* ==== 2.1 Capabilities ==== */
+/* What runs where, as data. A cell is (backend, execution mode, input, head,
+   precision, feature); each rule below names a set of cells that is not implemented
+   (0 on an axis: every value), why, and what works instead. Config resolution asks
+   the table for the config's own cell (stage PLAN: gpt2rt_plan refuses it too),
+   gpt2rt_create for the cells that plan but do not run (CREATE), and the calls a
+   context does not offer for its cell (CALL). Every GPT2RT_ERR_NOT_IMPLEMENTED of a
+   combination comes from here, in one form (gpt2rt__cap_message; the rendezvous's
+   limit of processes, 10.3-10.4, is the one refusal of a count); gpt2rt_capabilities_markdown
+   prints the table (docs/support.md), and tests/test_caps.c walks every cell. */
+
+enum { GPT2RT__CAP_CPU = 1 << 0, GPT2RT__CAP_CUDA = 1 << 1 }; /* backends */
+enum {                                                       /* execution modes */
+    GPT2RT__CAP_ONE = 1 << 0,        /* one device */
+    GPT2RT__CAP_DATA = 1 << 1,       /* data parallel over the devices of one process */
+    GPT2RT__CAP_PROCS = 1 << 2,      /* data parallel over world_size processes of one device each */
+    GPT2RT__CAP_PROCS_DEV = 1 << 3,  /* data parallel over processes of n_devices > 1 each */
+    GPT2RT__CAP_SPLIT = 1 << 4,      /* layer split over the devices of one process */
+    GPT2RT__CAP_SPLIT_PROCS = 1 << 5 /* layer split over processes */
+};
+#define GPT2RT__CAP_N_MODES 6
+#define GPT2RT__CAP_MANY (GPT2RT__CAP_DATA | GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV | GPT2RT__CAP_SPLIT | \
+                          GPT2RT__CAP_SPLIT_PROCS) /* every mode of more than one device */
+enum { GPT2RT__CAP_TOKENS = 1 << GPT2RT_INPUT_TOKENS, GPT2RT__CAP_PATCHES = 1 << GPT2RT_INPUT_PATCHES };
+#define GPT2RT__CAP_HEAD(h) (1u << (h))
+#define GPT2RT__CAP_SEQ_HEADS (GPT2RT__CAP_HEAD(GPT2RT_HEAD_NEXT_PATCH) | GPT2RT__CAP_HEAD(GPT2RT_HEAD_PATCH_DECODE))
+#define GPT2RT__CAP_PREC(p) (1u << (p)) /* FP32, BF16, FP16 */
+enum {                                   /* features: what a config turns on beyond the plain step */
+    GPT2RT__CAP_RECOMPUTE = 1 << 0,      /* recompute = SELECTIVE or FULL */
+    GPT2RT__CAP_ACCUM = 1 << 1,          /* grad_accum > 1 */
+    GPT2RT__CAP_DROPOUT = 1 << 2,        /* dropout, attn_dropout or head_dropout > 0 */
+    GPT2RT__CAP_FROZEN = 1 << 3,         /* frozen groups */
+    GPT2RT__CAP_CHUNK = 1 << 4,          /* classifier_chunk > 0 */
+    GPT2RT__CAP_KV = 1 << 5,             /* kv_batch > 0: generation's KV cache */
+    GPT2RT__CAP_INFER = 1 << 6,          /* inference = 1 */
+    GPT2RT__CAP_W16 = 1 << 7,            /* inference_weights = BF16 */
+    GPT2RT__CAP_MASK = 1 << 8,           /* attn_mask = PLACEHOLDERS */
+    GPT2RT__CAP_SHARD = 1 << 9           /* shard_optimizer = 1 */
+};
+#define GPT2RT__CAP_N_FEATURES 10
+enum {                                   /* the calls a CALL rule refuses */
+    GPT2RT__CAP_CALL_FORWARD = 1 << 0, GPT2RT__CAP_CALL_BACKWARD = 1 << 1, GPT2RT__CAP_CALL_UPDATE = 1 << 2,
+    GPT2RT__CAP_CALL_LOGITS = 1 << 3, GPT2RT__CAP_CALL_WEIGHTS_LOAD = 1 << 4, GPT2RT__CAP_CALL_WEIGHTS_SAVE = 1 << 5,
+    GPT2RT__CAP_CALL_STATE_SAVE = 1 << 6, GPT2RT__CAP_CALL_STATE_LOAD = 1 << 7, GPT2RT__CAP_CALL_PARAM_WRITE = 1 << 8,
+    GPT2RT__CAP_CALL_MOMENT_READ = 1 << 9, /* gpt2rt_param_read of ADAM_M or ADAM_V */
+    GPT2RT__CAP_CALL_GRAD_READ = 1 << 10   /* gpt2rt_param_read of GRAD once summed over the ranks */
+};
+#define GPT2RT__CAP_N_CALLS 11
+enum { GPT2RT__CAP_PLAN = 0, GPT2RT__CAP_CREATE, GPT2RT__CAP_CALL }; /* when a rule is asked */
+
+typedef struct gpt2rt__cap_rule {
+    unsigned backends, modes, inputs, heads, precisions; /* the cells refused; 0: any value */
+    unsigned features; /* the cell has one of these; 0: whatever it has */
+    unsigned calls;    /* CALL rules: the calls refused */
+    int stage;
+    const char *why;     /* after "<the combination> is not implemented: " */
+    const char *instead; /* what works; {n_devices} and {world_size} stand for the config's */
+} gpt2rt__cap_rule;
+
+static const gpt2rt__cap_rule gpt2rt__caps[] = {
+    {GPT2RT__CAP_CUDA, 0, 0, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
+     "bf16 weights are the CPU backend's", "backend = GPT2RT_BACKEND_CPU"},
+    {0, 0, GPT2RT__CAP_PATCHES, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
+     "bf16 weights serve token generation, not patches", "inference_weights = FP32 for time series"},
+    {0, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_INFER, 0, GPT2RT__CAP_PLAN,
+     "an inference context runs on one device", "parallel = NONE (one device)"},
+    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, GPT2RT__CAP_CHUNK, 0, GPT2RT__CAP_PLAN,
+     "the stages compute the full logits", "classifier_chunk = 0, or one device, or parallel = DATA"},
+    {0, GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, 0, 0, GPT2RT__CAP_PLAN,
+     "layer split divides the layers over the devices of one process",
+     "parallel = DATA over the {world_size} processes, or one process of n_devices stages"},
+    {0, GPT2RT__CAP_SPLIT, 0, 0, 0, GPT2RT__CAP_DROPOUT, 0, GPT2RT__CAP_CREATE,
+     "the stages run several micro-batches at once, and a context draws one forward's masks",
+     "dropout, attn_dropout and head_dropout = 0, or parallel = DATA"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "CUDA data parallel runs the devices of one process, not several processes",
+     "one process (world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU"},
+    {GPT2RT__CAP_CPU, GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "CPU processes reduce with MPI, one rank each", "{world_x_devices} processes of n_devices = 1"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, GPT2RT__CAP_PATCHES, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "the CUDA stages feed tokens", "one device, or backend = GPT2RT_BACKEND_CPU"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0,
+     GPT2RT__CAP_CREATE, "aLLM4TS's heads run on one CUDA device",
+     "parallel = GPT2RT_PARALLEL_NONE, or backend = GPT2RT_BACKEND_CPU for data parallel"},
+    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "the last stage's loss needs the patches and RevIN statistics the first stage computes",
+     "parallel = GPT2RT_PARALLEL_DATA over the {n_devices} devices, or GPT2RT_PARALLEL_NONE"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_KV, 0,
+     GPT2RT__CAP_CREATE, "CUDA generation runs on one device", "parallel = NONE, or kv_batch = 0"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, 0, 0, 0, 0,
+     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_BACKWARD | GPT2RT__CAP_CALL_UPDATE | GPT2RT__CAP_CALL_LOGITS |
+     GPT2RT__CAP_CALL_WEIGHTS_LOAD | GPT2RT__CAP_CALL_WEIGHTS_SAVE | GPT2RT__CAP_CALL_STATE_SAVE |
+     GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_PARAM_WRITE, GPT2RT__CAP_CALL,
+     "the CUDA stages run gpt2rt_step and gpt2rt_param_read only", "gpt2rt_step, or backend = CPU"},
+    {0, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, GPT2RT__CAP_SHARD,
+     GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ |
+     GPT2RT__CAP_CALL_GRAD_READ, GPT2RT__CAP_CALL,
+     "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
+     "processes is not written",
+     "shard_optimizer = 0 to save or read them"},
+    {GPT2RT__CAP_CPU, 0, 0, 0, 0, GPT2RT__CAP_W16,
+     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_SAVE, GPT2RT__CAP_CALL,
+     "the call is written for fp32 weights (the logits come from gpt2rt_forward); gpt2rt_generate and "
+     "gpt2rt_param_read serve bf16 ones",
+     "inference_weights = FP32"}
+};
+#define GPT2RT__CAP_N_RULES ((int)(sizeof gpt2rt__caps / sizeof gpt2rt__caps[0]))
+
+/* the cell of a resolved config (an axis out of its enum's range: no bit, so only the
+   rules that leave that axis open can match) */
+typedef struct gpt2rt__cap_cell {
+    unsigned backend, mode, input, head, precision, features;
+} gpt2rt__cap_cell;
+
+static gpt2rt__cap_cell gpt2rt__cap_cell_of(const gpt2rt_config *c) {
+    gpt2rt__cap_cell k;
+    int procs = c->world_size > 1;
+    k.backend = c->backend == GPT2RT_BACKEND_CUDA ? GPT2RT__CAP_CUDA : c->backend == GPT2RT_BACKEND_CPU ? GPT2RT__CAP_CPU : 0;
+    k.mode = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT ? (procs ? GPT2RT__CAP_SPLIT_PROCS : GPT2RT__CAP_SPLIT)
+             : procs ? (c->n_devices > 1 ? GPT2RT__CAP_PROCS_DEV : GPT2RT__CAP_PROCS)
+             : c->parallel == GPT2RT_PARALLEL_DATA ? GPT2RT__CAP_DATA : c->parallel == GPT2RT_PARALLEL_NONE ? GPT2RT__CAP_ONE : 0;
+    k.input = (unsigned)c->input <= GPT2RT_INPUT_PATCHES ? 1u << c->input : 0;
+    k.head = (unsigned)c->head <= GPT2RT_HEAD_PATCH_DECODE ? GPT2RT__CAP_HEAD(c->head) : 0;
+    k.precision = (unsigned)c->precision <= GPT2RT_PRECISION_FP16 ? GPT2RT__CAP_PREC(c->precision) : 0;
+    k.features = (c->recompute != GPT2RT_RECOMPUTE_NONE ? (unsigned)GPT2RT__CAP_RECOMPUTE : 0u) |
+                 (c->grad_accum > 1 ? (unsigned)GPT2RT__CAP_ACCUM : 0u) |
+                 (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->head_dropout > 0.0f ? (unsigned)GPT2RT__CAP_DROPOUT : 0u) |
+                 (c->frozen ? (unsigned)GPT2RT__CAP_FROZEN : 0u) | (c->classifier_chunk ? (unsigned)GPT2RT__CAP_CHUNK : 0u) |
+                 (c->kv_batch ? (unsigned)GPT2RT__CAP_KV : 0u) | (c->inference ? (unsigned)GPT2RT__CAP_INFER : 0u) |
+                 (c->inference_weights == GPT2RT_PRECISION_BF16 ? (unsigned)GPT2RT__CAP_W16 : 0u) |
+                 (c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? (unsigned)GPT2RT__CAP_MASK : 0u) |
+                 (c->shard_optimizer ? (unsigned)GPT2RT__CAP_SHARD : 0u);
+    return k;
+}
+
+static int gpt2rt__cap_match(const gpt2rt__cap_rule *r, const gpt2rt__cap_cell *k) {
+    return (!r->backends || (r->backends & k->backend)) && (!r->modes || (r->modes & k->mode)) &&
+           (!r->inputs || (r->inputs & k->input)) && (!r->heads || (r->heads & k->head)) &&
+           (!r->precisions || (r->precisions & k->precision)) && (!r->features || (r->features & k->features));
+}
+
+/* the first rule of this stage (and, for CALL, this call) that refuses cell k; -1: none */
+static int gpt2rt__cap_find(const gpt2rt__cap_cell *k, int stage, unsigned call) {
+    for (int i = 0; i < GPT2RT__CAP_N_RULES; i++) {
+        const gpt2rt__cap_rule *r = &gpt2rt__caps[i];
+        if (r->stage == stage && (stage != GPT2RT__CAP_CALL || (r->calls & call)) && gpt2rt__cap_match(r, k)) return i;
+    }
+    return -1;
+}
+
+static const char *gpt2rt__cap_mode_name(unsigned mode) {
+    switch (mode) {
+    case GPT2RT__CAP_ONE: return "parallel = NONE";
+    case GPT2RT__CAP_DATA: return "parallel = DATA";
+    case GPT2RT__CAP_PROCS: return "parallel = DATA over processes";
+    case GPT2RT__CAP_PROCS_DEV: return "parallel = DATA over processes of several devices";
+    case GPT2RT__CAP_SPLIT: return "parallel = LAYER_SPLIT";
+    case GPT2RT__CAP_SPLIT_PROCS: return "parallel = LAYER_SPLIT over processes";
+    default: return "parallel = ?";
+    }
+}
+
+/* The one form of a refusal: "[fn: ]<the config's values on the rule's axes> is not
+   implemented: <why>; instead: <what works>". */
+static size_t gpt2rt__cap_message(int rule, const gpt2rt_config *c, const char *fn, char *buf, size_t cap) {
+    static const char *heads[4] = {"LM", "REGRESSION", "NEXT_PATCH", "PATCH_DECODE"};
+    static const char *precs[4] = {"DEFAULT", "FP32", "BF16", "FP16"};
+    const gpt2rt__cap_rule *r = &gpt2rt__caps[rule];
+    gpt2rt__cap_cell k = gpt2rt__cap_cell_of(c);
+    unsigned f = r->features & k.features;
+    size_t n = 0;
+    const char *sep = "";
+    if (buf && cap) buf[0] = 0;
+    if (fn) GPT2RT__PUT("%s: ", fn);
+    if (r->heads && k.head) { GPT2RT__PUT("head = %s", heads[c->head]); sep = " with "; }
+    else if (r->inputs) { GPT2RT__PUT("input = %s", c->input == GPT2RT_INPUT_PATCHES ? "PATCHES" : "TOKENS"); sep = " with "; }
+    if (r->backends) { GPT2RT__PUT("%sbackend = %s", sep, c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU"); sep = " with "; }
+    if (r->modes) {
+        GPT2RT__PUT("%s%s", sep, gpt2rt__cap_mode_name(k.mode));
+        if (k.mode & (GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV | GPT2RT__CAP_SPLIT_PROCS))
+            GPT2RT__PUT(" (world_size = %d processes of n_devices = %d)", c->world_size, c->n_devices);
+        sep = " with ";
+    }
+    if (r->precisions && k.precision) { GPT2RT__PUT("%sprecision = %s", sep, precs[c->precision]); sep = " with "; }
+    if (f & GPT2RT__CAP_RECOMPUTE) { GPT2RT__PUT("%srecompute = %s", sep, c->recompute == GPT2RT_RECOMPUTE_FULL ? "FULL" : "SELECTIVE"); sep = ", "; }
+    if (f & GPT2RT__CAP_ACCUM) { GPT2RT__PUT("%sgrad_accum = %d", sep, c->grad_accum); sep = ", "; }
+    if (f & GPT2RT__CAP_DROPOUT) {
+        GPT2RT__PUT("%sdropout (dropout = %g, attn_dropout = %g, head_dropout = %g)", sep, (double)c->dropout,
+                    (double)c->attn_dropout, (double)c->head_dropout);
+        sep = ", ";
+    }
+    if (f & GPT2RT__CAP_FROZEN) { GPT2RT__PUT("%sfrozen = 0x%x", sep, c->frozen); sep = ", "; }
+    if (f & GPT2RT__CAP_CHUNK) { GPT2RT__PUT("%sclassifier_chunk = %d", sep, c->classifier_chunk); sep = ", "; }
+    if (f & GPT2RT__CAP_KV) { GPT2RT__PUT("%sgeneration (kv_batch = %d)", sep, c->kv_batch); sep = ", "; }
+    if (f & GPT2RT__CAP_INFER) { GPT2RT__PUT("%sinference = 1", sep); sep = ", "; }
+    if (f & GPT2RT__CAP_W16) { GPT2RT__PUT("%sinference_weights = BF16", sep); sep = ", "; }
+    if (f & GPT2RT__CAP_MASK) { GPT2RT__PUT("%sattn_mask = PLACEHOLDERS", sep); sep = ", "; }
+    if (f & GPT2RT__CAP_SHARD) { GPT2RT__PUT("%sshard_optimizer = 1", sep); sep = ", "; }
+    GPT2RT__PUT(" is not implemented: %s; instead: ", r->why);
+    for (const char *p = r->instead; *p;) { /* {n_devices}, {world_size}, {world_x_devices}: the config's */
+        if (!strncmp(p, "{n_devices}", 11)) { GPT2RT__PUT("%d", c->n_devices); p += 11; }
+        else if (!strncmp(p, "{world_size}", 12)) { GPT2RT__PUT("%d", c->world_size); p += 12; }
+        else if (!strncmp(p, "{world_x_devices}", 17)) { GPT2RT__PUT("%d", c->world_size * c->n_devices); p += 17; }
+        else { GPT2RT__PUT("%c", *p); p++; }
+    }
+    return n;
+}
+
+/* a stage's refusal of config c (GPT2RT_OK: the table has none); err gets the message */
+static gpt2rt_result gpt2rt__cap_check(const gpt2rt_config *c, int stage, const char *fn, char *err, size_t cap) {
+    gpt2rt__cap_cell k = gpt2rt__cap_cell_of(c);
+    int i = gpt2rt__cap_find(&k, stage, 0);
+    if (i < 0) return GPT2RT_OK;
+    gpt2rt__cap_message(i, c, fn, err, cap);
+    return GPT2RT_ERR_NOT_IMPLEMENTED;
+}
+
+/* a call that the context's cell does not offer (a CALL rule): the context's error */
+static gpt2rt_result gpt2rt__cap_call(gpt2rt_ctx *ctx, unsigned call, const char *fn) {
+    gpt2rt__cap_cell k = gpt2rt__cap_cell_of(&ctx->cfg);
+    int i = gpt2rt__cap_find(&k, GPT2RT__CAP_CALL, call);
+    if (i < 0) return GPT2RT_OK;
+    char why[2048];
+    gpt2rt__cap_message(i, &ctx->cfg, fn, why, sizeof why);
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s", why);
+}
+
+/* ---- the table as Markdown (docs/support.md) ---- */
+static const char *const gpt2rt__cap_feature_names[GPT2RT__CAP_N_FEATURES] = {
+    "recompute (SELECTIVE, FULL)", "gradient accumulation (grad_accum > 1)", "dropout", "frozen groups",
+    "classifier_chunk", "KV cache (kv_batch)", "inference context (inference = 1)",
+    "bf16 inference weights", "placeholder mask (attn_mask)", "sharded optimizer (shard_optimizer)"};
+static const char *const gpt2rt__cap_call_names[GPT2RT__CAP_N_CALLS] = {
+    "gpt2rt_forward", "gpt2rt_backward", "gpt2rt_update", "gpt2rt_logits", "gpt2rt_weights_load",
+    "gpt2rt_weights_save", "gpt2rt_state_save", "gpt2rt_state_load", "gpt2rt_param_write",
+    "gpt2rt_param_read of a moment", "gpt2rt_param_read of a summed gradient"};
+static const char *const gpt2rt__cap_mode_short[GPT2RT__CAP_N_MODES] = {
+    "one device", "data parallel", "processes", "processes x devices", "layer split", "layer split x processes"};
+/* the four models: (input, head) */
+static const int gpt2rt__cap_models[4][2] = {{GPT2RT_INPUT_TOKENS, GPT2RT_HEAD_LM},
+    {GPT2RT_INPUT_PATCHES, GPT2RT_HEAD_REGRESSION}, {GPT2RT_INPUT_PATCHES, GPT2RT_HEAD_NEXT_PATCH},
+    {GPT2RT_INPUT_PATCHES, GPT2RT_HEAD_PATCH_DECODE}};
+static const char *const gpt2rt__cap_model_names[4] = {"tokens, LM head", "patches, REGRESSION head",
+    "patches, NEXT_PATCH head", "patches, PATCH_DECODE head"};
+
+/* whether feature bit f means anything for model m in mode bit mode (else the config is
+   invalid, not unsupported: kv cache and classifier_chunk are for tokens, the mask for
+   PATCH_DECODE, the sharded optimizer for data parallel) */
+static int gpt2rt__cap_applies(unsigned f, int m, unsigned mode) {
+    if (f & (GPT2RT__CAP_KV | GPT2RT__CAP_CHUNK)) return m == 0;
+    if (f & GPT2RT__CAP_MASK) return m == 3;
+    if (f & GPT2RT__CAP_SHARD) return (mode & (GPT2RT__CAP_DATA | GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV)) != 0;
+    return 1;
+}
+
+/* one cell of the Markdown: the rules that refuse (backend b, mode, feature f) over the
+   models and precisions it covers; "yes", "no (n, ...)" when every combination is
+   refused, "some (n, ...)" when some are, "-" when none applies */
+static size_t gpt2rt__cap_md_cell(char *buf, size_t cap, size_t n, unsigned b, unsigned mode, int m_only,
+                                  unsigned prec_only, unsigned f) {
+    unsigned long long hit = 0;
+    int combos = 0, refused = 0;
+    for (int m = 0; m < 4; m++) {
+        if (m_only >= 0 && m != m_only) continue;
+        if (!gpt2rt__cap_applies(f, m, mode)) continue;
+        for (int p = GPT2RT_PRECISION_FP32; p <= GPT2RT_PRECISION_FP16; p++) {
+            if (prec_only && !(prec_only & GPT2RT__CAP_PREC(p))) continue;
+            if (b == GPT2RT__CAP_CPU && p != GPT2RT_PRECISION_FP32) continue; /* the CPU backend is fp32 */
+            gpt2rt__cap_cell k = {b, mode, 1u << gpt2rt__cap_models[m][0], GPT2RT__CAP_HEAD(gpt2rt__cap_models[m][1]),
+                                  GPT2RT__CAP_PREC(p), f | (f & GPT2RT__CAP_W16 ? (unsigned)GPT2RT__CAP_INFER : 0u)};
+            int any = 0;
+            for (int i = 0; i < GPT2RT__CAP_N_RULES; i++)
+                if (gpt2rt__caps[i].stage != GPT2RT__CAP_CALL && gpt2rt__cap_match(&gpt2rt__caps[i], &k)) {
+                    hit |= 1ull << i;
+                    any = 1;
+                }
+            combos++;
+            refused += any;
+        }
+    }
+    if (!combos) { GPT2RT__PUT(" - |"); return n; }
+    if (!refused) { GPT2RT__PUT(" yes |"); return n; }
+    GPT2RT__PUT(" %s (", refused == combos ? "no" : "some");
+    const char *sep = "";
+    for (int i = 0; i < GPT2RT__CAP_N_RULES; i++)
+        if (hit >> i & 1) { GPT2RT__PUT("%s%d", sep, i + 1); sep = ", "; }
+    GPT2RT__PUT(") |");
+    return n;
+}
+
+static size_t gpt2rt__cap_md_header(char *buf, size_t cap, size_t n, const char *first) {
+    GPT2RT__PUT("| %s |", first);
+    for (int b = 0; b < 2; b++)
+        for (int m = 0; m < GPT2RT__CAP_N_MODES; m++) GPT2RT__PUT(" %s: %s |", b ? "CUDA" : "CPU", gpt2rt__cap_mode_short[m]);
+    GPT2RT__PUT("\n|---|");
+    for (int i = 0; i < 2 * GPT2RT__CAP_N_MODES; i++) GPT2RT__PUT("---|");
+    GPT2RT__PUT("\n");
+    return n;
+}
+
+/* the axes a rule constrains, in words */
+static size_t gpt2rt__cap_md_rule(char *buf, size_t cap, size_t n, const gpt2rt__cap_rule *r) {
+    static const char *heads[4] = {"LM", "REGRESSION", "NEXT_PATCH", "PATCH_DECODE"};
+    static const char *precs[4] = {"DEFAULT", "FP32", "BF16", "FP16"};
+    const char *sep = "";
+    if (r->backends) { GPT2RT__PUT("backend %s", r->backends == GPT2RT__CAP_CUDA ? "CUDA" : r->backends == GPT2RT__CAP_CPU ? "CPU" : "any"); sep = "; "; }
+    if (r->modes) {
+        GPT2RT__PUT("%s", sep);
+        const char *s2 = "";
+        for (int m = 0; m < GPT2RT__CAP_N_MODES; m++)
+            if (r->modes >> m & 1) { GPT2RT__PUT("%s%s", s2, gpt2rt__cap_mode_short[m]); s2 = " or "; }
+        sep = "; ";
+    }
+    if (r->inputs) { GPT2RT__PUT("%sinput %s", sep, r->inputs & GPT2RT__CAP_PATCHES ? "PATCHES" : "TOKENS"); sep = "; "; }
+    if (r->heads) {
+        GPT2RT__PUT("%shead ", sep);
+        const char *s2 = "";
+        for (int h = 0; h < 4; h++) if (r->heads >> h & 1) { GPT2RT__PUT("%s%s", s2, heads[h]); s2 = " or "; }
+        sep = "; ";
+    }
+    if (r->precisions) {
+        GPT2RT__PUT("%sprecision ", sep);
+        const char *s2 = "";
+        for (int p = 1; p < 4; p++) if (r->precisions >> p & 1) { GPT2RT__PUT("%s%s", s2, precs[p]); s2 = " or "; }
+        sep = "; ";
+    }
+    if (r->features) {
+        GPT2RT__PUT("%swith ", sep);
+        const char *s2 = "";
+        for (int f = 0; f < GPT2RT__CAP_N_FEATURES; f++)
+            if (r->features >> f & 1) { GPT2RT__PUT("%s%s", s2, gpt2rt__cap_feature_names[f]); s2 = " or "; }
+    }
+    return n;
+}
+
+GPT2RT_DEF size_t gpt2rt_capabilities_markdown(char *buf, size_t cap) {
+    size_t n = 0;
+    if (buf && cap) buf[0] = 0;
+    GPT2RT__PUT("# What runs where\n\n"
+                "Generated from gpt2rt.h's capability table by `make support` (gpt2rt_capabilities_markdown);\n"
+                "`make test` checks that this file is its output. A \"no\" or \"some\" names the rules below\n"
+                "that refuse the combination: gpt2rt_plan or gpt2rt_create returns GPT2RT_ERR_NOT_IMPLEMENTED\n"
+                "with the rule's message, before anything is allocated. \"-\": the combination is not a valid\n"
+                "config (for instance bf16 on the CPU backend, which computes in fp32).\n\n"
+                "Execution modes: one device; data parallel over the devices of one process; data parallel over\n"
+                "processes (torchrun, mpirun), one device each or several; layer split over the devices of one\n"
+                "process, or over processes.\n\n");
+    GPT2RT__PUT("## Models and precisions\n\n");
+    n = gpt2rt__cap_md_header(buf, cap, n, "model, precision");
+    for (int m = 0; m < 4; m++)
+        for (int p = GPT2RT_PRECISION_FP32; p <= GPT2RT_PRECISION_FP16; p++) {
+            GPT2RT__PUT("| %s, %s |", gpt2rt__cap_model_names[m], p == GPT2RT_PRECISION_FP32 ? "fp32" : p == GPT2RT_PRECISION_BF16 ? "bf16" : "fp16");
+            for (int b = 0; b < 2; b++)
+                for (int mo = 0; mo < GPT2RT__CAP_N_MODES; mo++)
+                    n = gpt2rt__cap_md_cell(buf, cap, n, b ? GPT2RT__CAP_CUDA : GPT2RT__CAP_CPU, 1u << mo, m,
+                                            GPT2RT__CAP_PREC(p), 0);
+            GPT2RT__PUT("\n");
+        }
+    GPT2RT__PUT("\n## Features (over every model and precision they apply to)\n\n");
+    n = gpt2rt__cap_md_header(buf, cap, n, "feature");
+    for (int f = 0; f < GPT2RT__CAP_N_FEATURES; f++) {
+        GPT2RT__PUT("| %s |", gpt2rt__cap_feature_names[f]);
+        for (int b = 0; b < 2; b++)
+            for (int mo = 0; mo < GPT2RT__CAP_N_MODES; mo++)
+                n = gpt2rt__cap_md_cell(buf, cap, n, b ? GPT2RT__CAP_CUDA : GPT2RT__CAP_CPU, 1u << mo, -1, 0, 1u << f);
+        GPT2RT__PUT("\n");
+    }
+    GPT2RT__PUT("\n## Rules\n\n");
+    for (int i = 0; i < GPT2RT__CAP_N_RULES; i++) {
+        const gpt2rt__cap_rule *r = &gpt2rt__caps[i];
+        GPT2RT__PUT("%d. ", i + 1);
+        n = gpt2rt__cap_md_rule(buf, cap, n, r);
+        GPT2RT__PUT(": %s. Instead: ", r->why);
+        for (const char *p = r->instead; *p; p++) /* the placeholders as the fields they stand for */
+            if (*p != '{' && *p != '}') GPT2RT__PUT("%c", *p);
+        GPT2RT__PUT(". Refused by ");
+        if (r->stage == GPT2RT__CAP_PLAN) GPT2RT__PUT("gpt2rt_plan and gpt2rt_create.\n");
+        else if (r->stage == GPT2RT__CAP_CREATE) GPT2RT__PUT("gpt2rt_create (gpt2rt_plan plans it).\n");
+        else {
+            const char *sep = "";
+            for (int k = 0; k < GPT2RT__CAP_N_CALLS; k++)
+                if (r->calls >> k & 1) { GPT2RT__PUT("%s%s", sep, gpt2rt__cap_call_names[k]); sep = ", "; }
+            GPT2RT__PUT(" on such a context (the context itself is created).\n");
+        }
+    }
+    return n;
+}
+
+/* ==== 2.2 Checks ==== */
+
 #define GPT2RT__RANGE(field, lo, hi) \
     do { if (c->field < (lo) || c->field > (hi)) \
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, #field " = %lld is out of range [%lld, %lld]", \
@@ -2398,22 +2813,12 @@ static gpt2rt_result gpt2rt__cfg_check_inference(const gpt2rt_config *c, char *e
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference_weights = BF16 (%d) with inference = 0: bf16 "
                         "weights are for an inference context (set inference = 1), a training context keeps "
                         "fp32 weights", w);
-        if (c->backend != GPT2RT_BACKEND_CPU)
-            GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference_weights = BF16 (%d) with backend = %d: bf16 "
-                        "weights are implemented on the CPU backend only (set backend = GPT2RT_BACKEND_CPU)", w,
-                        (int)c->backend);
-        if (c->input == GPT2RT_INPUT_PATCHES)
-            GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference_weights = BF16 (%d) with input = PATCHES: bf16 "
-                        "weights serve token generation only (use FP32 for time series)", w);
     }
     if (!c->inference) return GPT2RT_OK;
     if (c->recompute != GPT2RT_RECOMPUTE_NONE)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with recompute = %d: recompute trades the "
                     "backward's saved activations, which an inference context does not keep; set recompute = NONE",
                     (int)c->recompute);
-    if (c->parallel != GPT2RT_PARALLEL_NONE)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference = 1 with parallel = %d is not implemented yet: "
-                    "use parallel = NONE (one device)", (int)c->parallel);
     if (c->frozen)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with frozen = 0x%x: nothing is trained, so "
                     "nothing is frozen; set frozen = 0", c->frozen);
@@ -2453,9 +2858,6 @@ static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *e
     if (c->classifier_chunk && c->input == GPT2RT_INPUT_PATCHES)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "classifier_chunk = %d applies to token models (the LM head); "
                     "this one has patch inputs", c->classifier_chunk);
-    if (c->classifier_chunk && c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d with parallel = LAYER_SPLIT is not "
-                    "implemented yet: set 0, or use one device or DATA", c->classifier_chunk);
     return GPT2RT_OK;
 }
 
@@ -2577,9 +2979,12 @@ static gpt2rt_result gpt2rt__cfg_check_process(const gpt2rt_config *c, char *err
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "this process is rank %d of world_size = %d (from the config or the "
                     "launcher) but parallel = NONE: every process would train its own copy; set parallel = DATA, "
                     "or world_size = 1 to train alone", c->rank, c->world_size);
-    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "parallel = LAYER_SPLIT splits the layers over the devices of one "
-                    "process; world_size = %d processes is for parallel = DATA", c->world_size);
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) return GPT2RT_OK; /* the capability table refuses it */
+#ifdef GPT2RT_NO_DIST
+    GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "world_size = %d processes: this build has no multi-process code (the "
+                "implementation was compiled with GPT2RT_NO_DIST); run one process (world_size = 1, data parallel "
+                "over n_devices of this process), or build without GPT2RT_NO_DIST", c->world_size);
+#endif
     switch (c->rendezvous) {
     case GPT2RT_RENDEZVOUS_DEFAULT:
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "world_size = %d processes need a rendezvous: torchrun sets "
@@ -2690,6 +3095,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_process(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cap_check(c, GPT2RT__CAP_PLAN, NULL, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_stages(c, err, cap)) != GPT2RT_OK) return r;
     return gpt2rt__cfg_check_optimizer(c, err, cap);
 }
@@ -2700,17 +3106,17 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.patches = c->input == GPT2RT_INPUT_PATCHES;
-    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = 0;
+    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = GPT2RT_HEAD_LM;
     if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
         d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
         d.affine = c->revin_affine;
         d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
         d.V = d.Vp = 0;
-        d.seqhead = c->head == GPT2RT_HEAD_NEXT_PATCH ? 1 : c->head == GPT2RT_HEAD_PATCH_DECODE ? 2 : 0;
+        if (c->head == GPT2RT_HEAD_NEXT_PATCH || c->head == GPT2RT_HEAD_PATCH_DECODE) d.seqhead = c->head;
     }
     d.TH = c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? gpt2rt__cfg_n_history(c) : d.T;
     /* NEXT_PATCH: every position but the last predicts the next patch's PL values */
-    d.n_out = d.seqhead == 1 ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
+    d.n_out = d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
     d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
     if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
     d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
@@ -3328,7 +3734,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
             o_std = o; o += gpt2rt__ald(d, d->B * 4);
             o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
         }
-        if (s->last && d->seqhead != 1) { /* NEXT_PATCH: the targets are the patches themselves */
+        if (s->last && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) { /* NEXT_PATCH: the targets are the patches themselves */
             o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
             o_pred = o; o += gpt2rt__ald(d, d->n_out * 4);
         }
@@ -4837,6 +5243,94 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
       256 + i, <|endoftext|> = 256 + merges (tools/tok_fixture.py and the tests
       check it), so the compact copy in data/ holds the merges only. */
 
+/* ---- shared with the series files (6.3): messages, whole files, shuffles without a context ---- */
+#if !defined(GPT2RT_NO_TOKENIZER) || !defined(GPT2RT_NO_SERIES)
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error, 512, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
+   before anything is read, so a FIFO or a device is refused at once and a swap
+   between a check and the open cannot make it block (as gpt2rt__read_file) */
+static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
+    struct stat st;
+    *buf = NULL;
+    *len = 0;
+#ifdef _WIN32
+    if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!GPT2RT__IS_REG(st.st_mode))
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
+                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+#define GPT2RT__TRF_CLOSE() fclose(fp)
+#else
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
+                               gpt2rt__file_kind((unsigned)st.st_mode));
+    }
+#define GPT2RT__TRF_CLOSE() close(fd)
+#endif
+    size_t n = (size_t)st.st_size, got = 0;
+    *buf = (unsigned char *)malloc(n ? n : 1);
+    if (!*buf) {
+        GPT2RT__TRF_CLOSE();
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
+    }
+#ifdef _WIN32
+    got = fread(*buf, 1, n, fp);
+#else
+    while (got < n) {
+        long k = (long)read(fd, *buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+#endif
+    GPT2RT__TRF_CLOSE();
+#undef GPT2RT__TRF_CLOSE
+    if (got != n) {
+        free(*buf);
+        *buf = NULL;
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: read %zu of %zu bytes", path, got, n);
+    }
+    *len = n;
+    return GPT2RT_OK;
+}
+
+/* a bijection of [0, n) drawn from key: a 4-round Feistel network on the smallest
+   even number of bits that covers n, walking the cycle until the value is below n
+   (at most 4x the domain, so a few steps); no table, so any window of any epoch
+   costs O(1) */
+static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
+    int bits = 2;
+    while (((uint64_t)1 << bits) < n) bits += 2;
+    int half = bits / 2;
+    uint64_t mask = ((uint64_t)1 << half) - 1;
+    do {
+        uint64_t l = x >> half, r = x & mask;
+        for (int round = 0; round < 4; round++) {
+            uint64_t s = key + (uint64_t)round * 0x632BE59BD9B4E019ull + r;
+            uint64_t f = gpt2rt__rng_next(&s) & mask;
+            uint64_t nl = r;
+            r = l ^ f;
+            l = nl;
+        }
+        x = l << half | r;
+    } while (x >= n);
+    return x;
+}
+#endif
+
+#ifndef GPT2RT_NO_TOKENIZER
 enum { GPT2RT__TOK_OTHER = 0, GPT2RT__TOK_LETTER = 1, GPT2RT__TOK_NUMBER = 2, GPT2RT__TOK_SPACE = 3 };
 #define GPT2RT__TOK_MAX_VOCAB 65536     /* ids fit uint16, like llm.c's token files */
 #define GPT2RT__TOK_CACHE_BITS 15       /* 32768 pieces, 2 MiB */
@@ -4915,15 +5409,6 @@ struct gpt2rt_shard {
     uint16_t *tokens;
     int64_t n;
 };
-
-static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
-static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error, 512, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
 /* ==== 5.1 Unicode classes ==== */
 
@@ -5585,58 +6070,6 @@ out:
     return r;
 }
 
-/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
-   before anything is read, so a FIFO or a device is refused at once and a swap
-   between a check and the open cannot make it block (as gpt2rt__read_file) */
-static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
-    struct stat st;
-    *buf = NULL;
-    *len = 0;
-#ifdef _WIN32
-    if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (!GPT2RT__IS_REG(st.st_mode))
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
-                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-#define GPT2RT__TRF_CLOSE() fclose(fp)
-#else
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
-                               gpt2rt__file_kind((unsigned)st.st_mode));
-    }
-#define GPT2RT__TRF_CLOSE() close(fd)
-#endif
-    size_t n = (size_t)st.st_size, got = 0;
-    *buf = (unsigned char *)malloc(n ? n : 1);
-    if (!*buf) {
-        GPT2RT__TRF_CLOSE();
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
-    }
-#ifdef _WIN32
-    got = fread(*buf, 1, n, fp);
-#else
-    while (got < n) {
-        long k = (long)read(fd, *buf + got, n - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-#endif
-    GPT2RT__TRF_CLOSE();
-#undef GPT2RT__TRF_CLOSE
-    if (got != n) {
-        free(*buf);
-        *buf = NULL;
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: read %zu of %zu bytes", path, got, n);
-    }
-    *len = n;
-    return GPT2RT_OK;
-}
-
 /* write to path.tmp, then rename: never a half-written file at path */
 static gpt2rt_result gpt2rt__tok_write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen,
                                             char *error) {
@@ -6028,28 +6461,6 @@ GPT2RT_DEF const char *gpt2rt_shard_last_error(const gpt2rt_shard *s) {
 GPT2RT_DEF int64_t gpt2rt_shard_count(const gpt2rt_shard *s) { return s && !s->failed ? s->n : 0; }
 GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *s) { return s && !s->failed ? s->tokens : NULL; }
 
-/* a bijection of [0, n) drawn from key: a 4-round Feistel network on the smallest
-   even number of bits that covers n, walking the cycle until the value is below n
-   (at most 4x the domain, so a few steps); no table, so any window of any epoch
-   costs O(1) */
-static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
-    int bits = 2;
-    while (((uint64_t)1 << bits) < n) bits += 2;
-    int half = bits / 2;
-    uint64_t mask = ((uint64_t)1 << half) - 1;
-    do {
-        uint64_t l = x >> half, r = x & mask;
-        for (int round = 0; round < 4; round++) {
-            uint64_t s = key + (uint64_t)round * 0x632BE59BD9B4E019ull + r;
-            uint64_t f = gpt2rt__rng_next(&s) & mask;
-            uint64_t nl = r;
-            r = l ^ f;
-            l = nl;
-        }
-        x = l << half | r;
-    } while (x >= n);
-    return x;
-}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int64_t step, int rank, int n_ranks, int B,
                                             int T, int32_t *inputs, int32_t *targets) {
@@ -6080,6 +6491,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int6
     }
     return GPT2RT_OK;
 }
+#endif /* GPT2RT_NO_TOKENIZER */
 
 /* ==== 6. Inputs ==== */
 
@@ -6137,7 +6549,7 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
    L-1. Statistics are summed in double in step order. */
 /* PATCH_DECODE: the history's patches, then the placeholders (gpt2rt__ts_hist) */
 static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
-    return d->seqhead == 2 ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
+    return d->seqhead == GPT2RT_HEAD_PATCH_DECODE ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
 }
 
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
@@ -6285,6 +6697,7 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
     }
 }
 
+#ifndef GPT2RT_NO_SERIES
 /* ==== 6.3 Series files ==== */
 
 /* ETT-format CSV (a date column and numeric columns) cut as the Time-Series-Library
@@ -7584,6 +7997,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
     return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
 }
+#endif /* GPT2RT_NO_SERIES */
 
 /* ==== 7. CPU backend ==== */
 
@@ -9015,6 +9429,8 @@ static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
 static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
                               float loss_scale, double t0);
 static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
+typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats);
 
 typedef struct gpt2rt__backend {
     /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
@@ -9240,7 +9656,7 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
         GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
                      d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
-        if (d->seqhead == 2) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
         GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
                      d->T * d->C, d->H, ctx->gemm_ws, d->nt));
@@ -9256,7 +9672,7 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
     if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
-        if (d->seqhead == 1) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
         else {
             float *yn = gpt2rt__ts_yn(ctx);
             gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
@@ -9658,7 +10074,7 @@ static gpt2rt_result gpt2rt__cpu_forward_series(gpt2rt_ctx *ctx, const float *x,
     ctx->have_pred = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
     ctx->have_logits = 1;
-    if (d->seqhead == 1) { /* the loss needs no y: the targets are the lookback's next patches */
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the loss needs no y: the targets are the lookback's next patches */
         ctx->loss_sum = gpt2rt__ts_next_sum(ctx->logits, ctx->ts_patch, d);
         ctx->n_targets = d->n_out;
         ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
@@ -12718,7 +13134,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    WHAT IT IS
    ============================================================================
    The model of gpt2rt.h (gpt2rt__model_forward / _backward / the optimizer) on one GPU,
-   with the kernels of cu_ops.cuh, cu_matmul.cuh (cuBLASLt) and cu_attention.cuh, in
+   with the kernels of 8.2 (ops), 8.3 (attention) and 8.4 (matrix products, cuBLASLt), in
    fp32 (optionally TF32 matrix products), bf16 or fp16 (dynamic loss scaling).
    Everything runs on one stream (data parallel adds a communicator's stream, 8.6); the
    host waits only where a number must come back
@@ -13074,7 +13490,7 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
         snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
                  "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
-        return GPT2RT_ERR_NOT_IMPLEMENTED;
+        return GPT2RT_ERR_INVALID_ARGUMENT; /* the callers route layer split to 8.7, ranks to 8.6 */
     }
     gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
     return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
@@ -13597,7 +14013,7 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
                                                 d->C, d->PL, st->mm_err, sizeof st->mm_err));
-        if (d->seqhead == 2)
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
             GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
     } else if (d->patches)
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
@@ -13682,12 +14098,12 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
         X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
         int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
-        if (d->seqhead == 1)
+        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
             GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
         else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
                                                     gpt2rt__cu_weight<X>(st, rb), gpt2rt__cu_grad_of(st, rw),
                                                     gpt2rt__cu_grad_of(st, rb), dloss, d, s));
-        if (d->seqhead == 2) GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>(yn, logits, 1, d, s));
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>(yn, logits, 1, d, s));
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
@@ -13997,13 +14413,13 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     st->have_targets = 0;
     st->layer = -1;
     GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->Lb) * 4, cudaMemcpyHostToDevice, s));
-    if (y && d->seqhead != 1) /* NEXT_PATCH has no y slot: its targets are the patches */
+    if (y && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) /* NEXT_PATCH has no y slot: its targets are the patches */
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
     GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
-    if (d->seqhead == 1) { /* the targets are the lookback's next patches: the loss's B partial sums
-                              in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the targets are the lookback's next patches: the
+                              loss's B partial sums in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
                               the backward), added on the host in series order */
         double *part = (double *)(void *)st->att_D, *h_part = (double *)(void *)st->h_losses; /* (BT) floats >= B doubles */
         GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(part, (X *)dv->logits, (const X *)(const void *)dv->ts_patch, 0.0f, d, s));
@@ -14964,7 +15380,7 @@ static gpt2rt_result gpt2rt__cu_dp_open(gpt2rt_ctx *ctx) {
         for (int k = 0; k < r; k++) dup |= dc->device[k] == dc->device[r];
     }
     char err[1024] = "";
-    gpt2rt_result res = GPT2RT_ERR_NOT_IMPLEMENTED;
+    gpt2rt_result res = GPT2RT_ERR_UNAVAILABLE;
     snprintf(err, sizeof err, "data parallel on the CUDA backend needs POSIX threads, which this build lacks");
 #ifdef GPT2RT_NCCL
     if (!dup) {
@@ -15121,8 +15537,8 @@ static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *
     ctx->have_pred = 0;
     gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
     ctx->have_logits = r == GPT2RT_OK;
-    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != 1; /* NEXT_PATCH forecasts no horizon */
-    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == 1); /* NEXT_PATCH: the targets are in x */
+    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH; /* NEXT_PATCH forecasts no horizon */
+    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH); /* its targets are in x */
     return r;
 }
 
@@ -15457,14 +15873,13 @@ static gpt2rt_result gpt2rt__ls_cu_fail(gpt2rt_ctx *ctx, int s, gpt2rt_result r)
                         ctx->ls->hs[s].error);
 }
 
-/* gpt2rt_update after the pipelined micro-batches (gpt2rt__update_one's CUDA branch over
-   the stages): the global norm, one device's skip, clip and loss-scale rules, each
-   stage's AdamW, then wte's new weights to the first stage */
-static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+/* the update after the pipelined micro-batches (the CUDA backend's update over the
+   stages, inside gpt2rt__opt_update): the global norm, one device's skip, clip and
+   loss-scale rules, each stage's AdamW, then wte's new weights to the first stage */
+static gpt2rt_result gpt2rt__ls_cu_adamw_stages(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *od,
+                                                float *loss_scale) {
     gpt2rt__ls *ls = ctx->ls;
     int n = ls->n;
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
     double sumsq = 0.0;
     if (ctx->acc_targets) {
         for (int s = 0; s < n; s++) {
@@ -15483,6 +15898,7 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
         }
     }
     gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, sqrt(sumsq), &ls->loss_scale, &ls->clean_steps);
+    *od = o;
     if (o.skipped) {
         for (int s = 0; s < n; s++) {
             gpt2rt__cu_state *st = ls->cu[s];
@@ -15512,9 +15928,12 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
         ctx->step++;
     }
     for (int s = 0; s < n; s++) ls->cu[s]->loss_scale = ls->loss_scale;
-    gpt2rt__opt_stats(ctx, stats, o, lr, ls->loss_scale, t0);
-    gpt2rt__accum_reset(ctx);
+    *loss_scale = ls->loss_scale;
     return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    return gpt2rt__opt_update(ctx, gpt2rt__ls_cu_adamw_stages, stats);
 }
 
 /* gpt2rt_param_read on a CUDA layer split: the stage that trains the tensor (weights of
@@ -15974,6 +16393,19 @@ static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, g
     stats->seconds = gpt2rt__now() - t0;
 }
 
+/* one gpt2rt_update around whatever applies it (a backend's update, the CUDA stages'):
+   this step's learning rate in; the stats and the cleared accumulation out */
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats) {
+    double t0 = gpt2rt__now();
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    gpt2rt_result r = update(ctx, lr, &o, &loss_scale);
+    if (r != GPT2RT_OK) return r;
+    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
+    gpt2rt__accum_reset(ctx);
+    return GPT2RT_OK;
+}
+
 /* the CPU backend's update (the table's): data parallel first sums the gradients and the
    loss over the ranks (10.1), and with ZeRO-1 gathers the weights after */
 static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq);
@@ -16364,7 +16796,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
     return ctx->be->dp_open(ctx); /* CUDA: the device communicators (8.6) */
 #else
     (void)plan;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = DATA needs POSIX threads");
 #endif
 }
 
@@ -16392,7 +16824,8 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     const gpt2rt__dims *d = &rc->d;
     int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
     const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
-    const float *x = (const float *)j->a, *y = d->seqhead == 1 ? NULL : (const float *)j->b; /* NEXT_PATCH: in x */
+    const float *x = (const float *)j->a;
+    const float *y = d->seqhead == GPT2RT_HEAD_NEXT_PATCH ? NULL : (const float *)j->b; /* its targets are in x */
     gpt2rt_result r = GPT2RT_OK;
     switch (j->what) {
     case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
@@ -16465,7 +16898,7 @@ static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const
     return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
 #else
     (void)what; (void)a; (void)b; (void)jobs;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "data parallel needs POSIX threads");
 #endif
 }
 
@@ -16475,7 +16908,7 @@ static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, cons
     for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
         gpt2rt_result r = d->patches
             ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M,
-                               b && d->seqhead != 1 ? (const float *)b + m * d->n_out : NULL)
+                               b && d->seqhead != GPT2RT_HEAD_NEXT_PATCH ? (const float *)b + m * d->n_out : NULL)
             : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
         if (r != GPT2RT_OK) {
             char msg[sizeof ctx->error];
@@ -16500,7 +16933,8 @@ static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt_
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
     if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r == GPT2RT_OK && loss) *loss = b || ctx->d.seqhead == 1 ? gpt2rt__dp_loss(ctx) : 0.0f; /* NEXT_PATCH: no y */
+    if (r == GPT2RT_OK && loss) /* NEXT_PATCH has no y */
+        *loss = b || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? gpt2rt__dp_loss(ctx) : 0.0f;
     return r;
 }
 
@@ -16662,7 +17096,7 @@ static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx) {
         }
     return GPT2RT_OK;
 #else
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT needs POSIX threads, "
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = LAYER_SPLIT needs POSIX threads, "
                         "which this build lacks");
 #endif
 }
@@ -16741,15 +17175,6 @@ static void *gpt2rt__ls_stage(void *p) {
 #endif
 
 
-/* the calls a CUDA layer split does not run yet (it runs gpt2rt_step, gpt2rt_param_read,
-   the plan and the parameter table): the one-device paths would find no device state */
-static gpt2rt_result gpt2rt__ls_cu_only_step(gpt2rt_ctx *ctx, const char *fn) {
-    if (ctx->ls && ctx->ls->ops)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: parallel = LAYER_SPLIT on the CUDA backend runs "
-                            "gpt2rt_step (and gpt2rt_param_read), not yet %s; use gpt2rt_step, or backend = CPU", fn, fn);
-    return GPT2RT_OK;
-}
-
 /* gpt2rt_step / gpt2rt_step_series under layer split: the grad_accum micro-batches of
    a (inputs or x) and b (targets or y), already checked, through the stages; the
    gradients and the accumulated loss as one device's micro-steps leave them */
@@ -16793,7 +17218,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     return GPT2RT_OK;
 #else
     (void)a; (void)b;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "layer split needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split needs POSIX threads");
 #endif
 }
 
@@ -16821,7 +17246,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
 static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
 #endif
 
-#ifndef _WIN32
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
 /* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */
 static int gpt2rt__rdv_left_ms(double deadline) {
     double left = (deadline - gpt2rt__now()) * 1e3;
@@ -17182,19 +17607,22 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
     memcpy(id, rec.id, GPT2RT__RDV_ID_BYTES);
     return GPT2RT_OK;
 }
-#endif /* !_WIN32 */
+#endif /* !_WIN32 && !GPT2RT_NO_DIST */
 
 /* Every rank gets rank 0's id: id (GPT2RT__RDV_ID_BYTES) is rank 0's input and the
    others' output. One process: nothing to do. */
 GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
     if (c->world_size <= 1) return GPT2RT_OK;
+#ifdef GPT2RT_NO_DIST
+    (void)id; /* config resolution refuses world_size > 1 in such a build */
+#endif
     if (c->world_size > GPT2RT__RDV_MAX_PEERS)
         GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "rendezvous of world_size = %d processes: at most %d", c->world_size,
                     GPT2RT__RDV_MAX_PEERS);
 #ifdef GPT2RT_MPI
     if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
 #endif
-#ifndef _WIN32
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
     if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
     if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
         struct sockaddr_in a;
@@ -17204,7 +17632,7 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
     }
 #endif
     GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "rendezvous = %d is not available in this build (TCP and FILE need a POSIX "
-                "system; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
+                "system and no GPT2RT_NO_DIST; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
 }
 
 /* ==== 10.4 Processes: MPI ==== */
@@ -17394,16 +17822,6 @@ static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned cha
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx); /* 11.4 */
 
-/* ZeRO-1 over processes keeps each rank's moments in its own process: the calls that
-   need them all (state files, moment reads) are refused by name (1), not half-done */
-static int gpt2rt__proc_sharded(gpt2rt_ctx *ctx, const char *fn) {
-    if (!ctx->comm_proc.destroy || ctx->d.shards == 1) return 0;
-    gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: with shard_optimizer = 1 over world_size = %d processes each "
-                 "process keeps 1/%d of the AdamW moments; gathering them across processes is not implemented yet "
-                 "(use shard_optimizer = 0 to save or read them)", fn, ctx->cfg.world_size, ctx->d.shards);
-    return 1;
-}
-
 /* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
    sums the gradients over the processes (10.1); then the targets every rank counted,
    so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
@@ -17425,10 +17843,6 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
    rank starts from rank 0's weights. */
 static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx) {
     const gpt2rt_config *c = &ctx->cfg;
-    if (c->n_devices > 1)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: world_size = %d processes x n_devices "
-                            "= %d ranks each is not implemented yet on the CPU backend: start %d processes of "
-                            "n_devices = 1", c->world_size, c->n_devices, c->world_size * c->n_devices);
 #ifdef GPT2RT_MPI
     if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
@@ -17756,47 +18170,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
     ctx->eval = ctx->cfg.inference; /* an inference context evaluates: no dropout unless asked for */
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    /* the stages run several micro-batches at once, and a context draws one forward's masks */
-    if (split && (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with dropout is "
-                            "not implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, "
-                            "or use parallel = DATA", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
-                            (double)ctx->cfg.head_dropout);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && ctx->cfg.world_size > 1)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA over %d devices in several "
-                            "processes (world_size = %d) on the CUDA backend is not implemented yet; use one process "
-                            "(world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU",
-                            ctx->cfg.n_devices, ctx->cfg.world_size);
+    /* the cells that plan but do not run (the capability table's CREATE rules), before any arena */
+    char why[2048];
+    if ((r = gpt2rt__cap_check(&ctx->cfg, GPT2RT__CAP_CREATE, "gpt2rt_create", why, sizeof why)) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, r, "%s", why);
 #ifndef GPT2RT__COMM_THREADS
     if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s needs POSIX threads, "
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = %s needs POSIX threads, "
                             "which this build lacks", split ? "LAYER_SPLIT" : "DATA");
 #endif
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && split && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with patch inputs "
-                            "on the CUDA backend is not implemented yet (its stages feed tokens): use one device, "
-                            "or backend = GPT2RT_BACKEND_CPU");
-    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan); run on the CPU (one
-       device or data parallel) and on one CUDA device */
-    if (ctx->d.seqhead && ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CUDA device for now "
-                            "(backend = %s, parallel = %s): set parallel = GPT2RT_PARALLEL_NONE, or backend = "
-                            "GPT2RT_BACKEND_CPU for data parallel", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
-                            ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
-                            ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
-    /* data parallel runs them (10.1); under layer split the last stage's loss would need what
-       the first stage computes from x (stage 1's target patches, RevIN's statistics), which
-       neither the plan nor the stages carry yet */
-    if (ctx->d.seqhead && split)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s with parallel = LAYER_SPLIT is "
-                            "not implemented (the last stage's loss needs the patches and RevIN statistics the first "
-                            "stage computes): use parallel = GPT2RT_PARALLEL_DATA over the %d devices, or "
-                            "GPT2RT_PARALLEL_NONE",
-                            ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE", ctx->cfg.n_devices);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
-                            "backend runs on one device (parallel = %s is not implemented for it): set parallel = "
-                            "NONE, or kv_batch = 0", ctx->cfg.kv_batch, split ? "LAYER_SPLIT" : "DATA");
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
         /* sets ctx->be (8.6); refuses where the implementation was compiled without CUDA */
         if ((r = gpt2rt__cuda_open(ctx, &plan)) != GPT2RT_OK) return r;
@@ -17952,17 +18334,6 @@ static gpt2rt_result gpt2rt__training_only(gpt2rt_ctx *ctx, const char *fn, cons
                         "needs %s; create the context with inference = 0 to train", fn, fn, needs);
 }
 
-/* the calls that read the weights as fp32 arrays (the training forward, the file writer) on
-   a context whose weights are bf16 (config.inference_weights): generation and
-   gpt2rt_param_read are what it offers */
-static gpt2rt_result gpt2rt__w16_refuse(gpt2rt_ctx *ctx, const char *fn) {
-    if (!ctx->params16) return GPT2RT_OK;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: this context holds its weights in bf16 "
-                        "(config.inference_weights = BF16), and %s is implemented for fp32 weights only; "
-                        "gpt2rt_generate and gpt2rt_param_read work here (create the context with "
-                        "inference_weights = FP32 for %s)", fn, fn, fn);
-}
-
 /* the call fn is made for the context's input kind (series: the _series calls) */
 static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int series) {
     if (ctx->d.patches == series) return GPT2RT_OK;
@@ -17989,7 +18360,7 @@ GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
 static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
                                          int fuse) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_forward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
     const gpt2rt__dims *d = &ctx->d;
     if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -18000,7 +18371,7 @@ static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs,
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_backward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_BACKWARD, "gpt2rt_backward"));
     if (!ctx->have_loss)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
@@ -18017,18 +18388,11 @@ static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
 
 static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_update") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_UPDATE, "gpt2rt_update"));
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
-    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
-    gpt2rt_result r = ctx->be->update(ctx, lr, &o, &loss_scale);
-    if (r != GPT2RT_OK) return r;
-    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
-    gpt2rt__accum_reset(ctx);
-    return GPT2RT_OK;
+    return gpt2rt__opt_update(ctx, ctx->be->update, stats);
 }
 
 static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
@@ -18089,7 +18453,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
     GPT2RT__CHECK_CTX(ctx);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
+    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step_series: gradients from an earlier gpt2rt_backward "
@@ -18116,7 +18480,7 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
     if (r != GPT2RT_OK) return r;
     if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst is NULL");
-    if (d->seqhead == 1)
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: head = NEXT_PATCH (aLLM4TS's stage "
                             "1) forecasts no horizon; its loss is the next-patch MSE of gpt2rt_forward_series");
     if (count != d->n_out)
@@ -18155,7 +18519,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_forward"));
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
     if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss, 0);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -18233,7 +18597,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
     if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
+    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
 }
@@ -18241,8 +18605,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_logits")); /* its forward, the logits' source, is refused too */
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_logits") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_LOGITS, "gpt2rt_logits"));
     if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
     return gpt2rt__dp_gather_out(ctx, "gpt2rt_logits", dst, count, 0);
@@ -18261,7 +18624,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_LOAD, "gpt2rt_weights_load"));
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
     char file[4096];
     if (!gpt2rt__in_dir(path, "model.safetensors", file, sizeof file))
@@ -18315,8 +18678,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_weights_save"));
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_SAVE, "gpt2rt_weights_save"));
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
     gpt2rt_result rc = ctx->be->host_weights(ctx);
@@ -18396,10 +18758,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_SAVE, "gpt2rt_state_save"));
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_save", "the AdamW moments (gpt2rt_weights_save "
                                       "writes the weights)"));
-    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
@@ -18442,10 +18803,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_LOAD, "gpt2rt_state_load"));
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_load", "the AdamW moments (gpt2rt_weights_load "
                                       "reads the weights)"));
-    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
     size_t len;
@@ -18526,12 +18886,7 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
     if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
         k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
     if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
-        if (ctx->comm_proc.destroy)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_param_read of a gradient: with "
-                                "shard_optimizer = 1 over world_size = %d processes each process holds the summed "
-                                "gradient of its 1/%d of the parameters only; gathering it across processes is not "
-                                "implemented yet (use shard_optimizer = 0 to read it)", ctx->cfg.world_size,
-                                ctx->d.shards);
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
         float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
         if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
@@ -18541,7 +18896,7 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
         return GPT2RT_OK;
     }
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
-        if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
         float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
         if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
@@ -18558,7 +18913,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_PARAM_WRITE, "gpt2rt_param_write"));
     if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
     if (ctx->params16) { /* inference_weights = BF16: rounded to nearest even */
         for (int64_t r0 = 0; r0 < t->rows; r0++)
