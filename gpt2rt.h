@@ -18706,9 +18706,22 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     if (r != GPT2RT_OK) return r;
     const gpt2rt__dims *d = &ctx->d;
     int64_t c_vocab = ctx->cfg.vocab_size; /* d->V, except patch models (no vocabulary: the configured one) */
+    const gpt2rt_config *cc = &ctx->cfg;
     FILE *f = fopen(ctmp, "wb");
-    int ok = f && fprintf(f,
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+    /* a patch model is GPT-2's blocks and wpe (what GPT2Model holds, less wte) between
+       in_layer and out_layer: the file says so, and how its inputs and outputs are shaped */
+    int ok = f && (!d->patches || fprintf(f,
+        "{\n  \"architectures\": [\"GPT2Model\"],\n"
+        "  \"gpt2rt_note\": \"a gpt2rt patch model: GPT-2 blocks and wpe between in_layer and out_layer, no token "
+        "embedding (vocab_size is unused)\",\n"
+        "  \"gpt2rt_input\": \"patches\",\n  \"gpt2rt_head\": \"%s\",\n  \"gpt2rt_attn_mask\": \"%s\",\n"
+        "  \"gpt2rt_lookback\": %d,\n  \"gpt2rt_patch_len\": %d,\n  \"gpt2rt_patch_stride\": %d,\n"
+        "  \"gpt2rt_horizon\": %d,\n  \"gpt2rt_channels\": %d,\n  \"gpt2rt_revin_affine\": %d,\n",
+        cc->head == GPT2RT_HEAD_NEXT_PATCH ? "next_patch" : cc->head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode"
+                                                                                             : "regression",
+        cc->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal", cc->seq_len, cc->patch_len,
+        cc->patch_stride, cc->horizon, cc->n_channels, cc->revin_affine) > 0) && fprintf(f,
+        "%s  \"model_type\": \"gpt2\",\n"
         "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
         "  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
         "  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
@@ -18716,7 +18729,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
         "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
         "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
         "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
-        (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
+        d->patches ? "" : "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n", (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
         (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
     if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
     /* Two renames cannot replace a pair at once. The old model.safetensors stays under

@@ -131,6 +131,19 @@ static void round_trip(gpt2rt_head head, int with_linear) {
     long_note[10] = '"'; /* escaped on the way out */
     fd.note = with_linear ? "tests/test_forecaster.c" : long_note;
     CHECK_OK(ctx, gpt2rt_forecaster_save(ctx, DIR "/fc", &fd));
+    { /* config.json describes the patch model, not a token LM with GPT-2's vocabulary */
+        char cj[8192] = "", want[128];
+        FILE *f = fopen(DIR "/fc/config.json", "rb");
+        size_t n = f ? fread(cj, 1, sizeof cj - 1, f) : 0;
+        if (f) fclose(f);
+        cj[n] = 0;
+        snprintf(want, sizeof want, "\"gpt2rt_horizon\": %d,", (int)H);
+        CHECK(strstr(cj, "\"architectures\": [\"GPT2Model\"]") && !strstr(cj, "GPT2LMHeadModel") &&
+                  strstr(cj, "\"gpt2rt_input\": \"patches\"") && strstr(cj, want) &&
+                  strstr(cj, head == GPT2RT_HEAD_PATCH_DECODE ? "\"gpt2rt_head\": \"patch_decode\""
+                                                              : "\"gpt2rt_head\": \"regression\""),
+              "%s: config.json does not describe the patch model:\n%.400s", label, cj);
+    }
     gpt2rt_forecaster *fc;
     gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/fc", NULL);
     CHECK(r == GPT2RT_OK, "%s: load: %s", label, gpt2rt_forecaster_last_error(fc));
