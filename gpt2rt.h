@@ -423,8 +423,8 @@
      placeholder. Which groups train is config.frozen (aLLM4TS: stage 1 none,
      stage 2 ATTENTION | MLP). A stage-1 model saved with gpt2rt_weights_save loads
      into stage 2 when patch_len and n_embd agree. CPU backend: one device or
-     parallel = DATA; CUDA backend: one device (parallel = NONE), for now; LAYER_SPLIT
-     on neither (gpt2rt_plan plans them for every backend and mode).
+     parallel = DATA; CUDA backend: one device (parallel = NONE); LAYER_SPLIT on
+     neither (gpt2rt_plan plans them for every backend and mode; docs/support.md).
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
@@ -513,7 +513,7 @@
      the embedding, refreshed after each update; the last stage, which trains wte,
      also runs the embedding's part of its gradient on the first stage's d(x0), in one
      device's order. gpt2rt_step, gpt2rt_param_read and the plan calls run; the other
-     calls answer NOT_IMPLEMENTED for now. Bitwise one device's results, but for the
+     calls answer NOT_IMPLEMENTED (docs/support.md). Bitwise one device's results, but for the
      gradient norm: its square is summed per stage, then over the stages (fp64), so
      the fp32 norm can differ in its last bit when that sum lies at an fp32 rounding
      boundary (about 1e-8 of steps). Test mode: device_ids 0, 0 with
