@@ -1,4 +1,5 @@
-# gpt2rt - make (examples, tools), make test (every check), make test-docs, make demo, make bench (bench-tok, bench-gen, bench-ts),
+# gpt2rt - make (examples, tools), make test (every check), make test-docs, make support (docs/support.md), make demo,
+# make bench (bench-tok, bench-gen, bench-ts),
 # make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build, gpu-anchors, gpu-pack (need nvcc, not a GPU), make test-gpu /
 # make bench-gpu (they say so and skip without a GPU).
@@ -15,12 +16,9 @@ FUZZ_TIME ?= 60
 B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
-TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
-TESTS    := $(B)/test_hf_parity $(B)/test_props $(B)/test_formats $(B)/test_timeseries $(B)/test_dropout $(B)/fuzz_replay \
-            $(B)/test_tokenizer $(B)/test_series_data $(B)/test_parallel $(B)/test_generate $(B)/test_allm4ts \
-            $(B)/test_allm4ts_mem $(B)/test_infer $(B)/test_infer_bf16
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/gpt2rt-caps $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 
-.PHONY: all test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
+.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -41,6 +39,15 @@ $(B)/%: tools/%.c gpt2rt.h tools/cli.h tools/ts_linear.h | $(B)
 # the memory CLI: tables, the advisor, PNG charts (with stb, Debian libstb-dev; without, no --png)
 $(B)/gpt2rt-mem: tools/gpt2rt_mem.c gpt2rt.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
+
+# the capability table as Markdown; make support writes docs/support.md from it (tests/test_caps.c
+# checks that the file is its output)
+$(B)/gpt2rt-caps: tools/gpt2rt_caps.c gpt2rt.h | $(B)
+	$(CC) $(WARN) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+support: $(B)/gpt2rt-caps
+	@mkdir -p docs
+	./$(B)/gpt2rt-caps > docs/support.md
 
 # the planner in a web page: gpt2rt-mem compiled to WebAssembly by emscripten (Debian:
 # apt-get install emscripten), inlined into one HTML file that works opened from disk,

@@ -49,6 +49,17 @@
                               with mpicc; Debian: openmpi-bin libopenmpi-dev), and
                               rendezvous = MPI is available
        GPT2RT_NCCL            (nvcc) the NCCL communicator of CUDA ranks; link -lnccl
+     Leaving out what an application does not use (declarations and implementation
+     both; the trainer is the same without them):
+       GPT2RT_NO_TOKENIZER    no GPT-2 tokenizer and no llm.c token shards
+                              (gpt2rt_tok_*, gpt2rt_shard_*: section 5)
+       GPT2RT_NO_SERIES       no CSV series files and no forecaster files
+                              (gpt2rt_series_*, gpt2rt_forecaster_*: sections 6.3-6.4);
+                              patch inputs still train from the caller's arrays
+       GPT2RT_NO_DIST         no multi-process code: no TCP and FILE rendezvous (10.3),
+                              no sockets included, GPT2RT_MPI refused; world_size > 1
+                              is then GPT2RT_ERR_UNAVAILABLE. Data parallel over the
+                              devices of one process stays.
        GPT2RT__TEST_HOOKS     private, tests only: fault injection (a failing rename);
                               never define it in a program
    Compile with OpenMP (-fopenmp, which defines _OPENMP) for threads; compile with
@@ -369,8 +380,10 @@
      affine 1 and 0.
    - Dropout: config.dropout, attn_dropout, head_dropout (before out_layer), as
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
-   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a date and
-     numbers per row; every column, or one target column) and cuts it as the
+   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a row per time
+     step: a date column, found by name or content or named, and numbers; every
+     column, one target column, or the columns named; missing values refused or
+     filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
      [8640-L, 11520), test [11520-L, 14400); ETTm the same times 4; other files
      70/10/20 (n_train = int(rows*0.7), n_test = int(rows*0.2)). A StandardScaler
@@ -380,6 +393,14 @@
      (seed, epoch), the others in time order. A malformed file names the line, the
      column and the numbers. examples/timeseries.c trains, stops early on
      validation and scores the test split with it.
+   - Forecaster: gpt2rt_forecaster_save writes, beside the weights, forecaster.json
+     (the model's shape, the channels' names and scaler, the date column and step,
+     the linear map and blend weight when used); gpt2rt_forecaster_load builds a
+     context from that directory alone, and gpt2rt_forecaster_predict forecasts
+     windows (n, L, M) in the data's units, as the training run scored them:
+           gpt2rt_forecaster *f;
+           if (gpt2rt_forecaster_load(&f, "model_dir", NULL) != GPT2RT_OK) { ... gpt2rt_forecaster_last_error(f) ... }
+           gpt2rt_forecaster_predict(f, x, n, out);   // out (n, horizon, M)
            gpt2rt_series_desc d = {0}; d.lookback = 336; d.horizon = 96;
            gpt2rt_series *s;
            if (gpt2rt_series_load(&s, "ETTh2.csv", &d) != GPT2RT_OK) { ... gpt2rt_series_last_error(s) ... }
@@ -402,8 +423,8 @@
      placeholder. Which groups train is config.frozen (aLLM4TS: stage 1 none,
      stage 2 ATTENTION | MLP). A stage-1 model saved with gpt2rt_weights_save loads
      into stage 2 when patch_len and n_embd agree. CPU backend: one device or
-     parallel = DATA; CUDA backend: one device (parallel = NONE), for now; LAYER_SPLIT
-     on neither (gpt2rt_plan plans them for every backend and mode).
+     parallel = DATA; CUDA backend: one device (parallel = NONE); LAYER_SPLIT on
+     neither (gpt2rt_plan plans them for every backend and mode; docs/support.md).
 
    ============================================================================
    DATA PARALLEL (parallel = GPT2RT_PARALLEL_DATA, n_devices = N >= 2; CPU and CUDA)
@@ -492,7 +513,7 @@
      the embedding, refreshed after each update; the last stage, which trains wte,
      also runs the embedding's part of its gradient on the first stage's d(x0), in one
      device's order. gpt2rt_step, gpt2rt_param_read and the plan calls run; the other
-     calls answer NOT_IMPLEMENTED for now. Bitwise one device's results, but for the
+     calls answer NOT_IMPLEMENTED (docs/support.md). Bitwise one device's results, but for the
      gradient norm: its square is summed per stage, then over the stages (fp64), so
      the fp32 norm can differ in its last bit when that sum lies at an fp32 rounding
      boundary (about 1e-8 of steps). Test mode: device_ids 0, 0 with
@@ -564,14 +585,15 @@
    of the step). A model, not a measurement.
 
    ============================================================================
-   NOT YET IMPLEMENTED (the fields exist; setting them reports
-   GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
+   WHAT RUNS WHERE (the fields exist everywhere; a combination that is not
+   implemented reports GPT2RT_ERR_NOT_IMPLEMENTED, never silently ignored)
    ============================================================================
-   Data parallel over several processes on the CUDA backend (in one process it is
-   implemented, not yet run on a GPU); on a CUDA layer split the calls other than
-   gpt2rt_step, gpt2rt_param_read and the plan's, and patch inputs; layer split with
-   dropout, and generation (kv_batch) on more than one CUDA device. bf16/fp16/TF32
-   and loss scaling are CUDA precisions: the CPU backend answers
+   One table in the implementation (2.1 Capabilities) holds every combination of
+   backend, execution mode, input, head, precision and feature that does not run,
+   and what works instead; gpt2rt_plan (or gpt2rt_create, or the call) refuses it
+   with that rule's message, before anything is allocated.
+   gpt2rt_capabilities_markdown prints the table: docs/support.md is its output.
+   bf16/fp16/TF32 and loss scaling are CUDA precisions: the CPU backend answers
    GPT2RT_ERR_UNAVAILABLE, and so does backend CUDA in an implementation not
    compiled by nvcc.
 
@@ -582,7 +604,8 @@
     1. Common                    1.1 Threads, compiler helpers  1.2 Types: sizes,
                                  tensors, the context  1.3 Hooks, errors, time,
                                  random numbers  1.4 Communicators (gpt2rt__comm_)
-    2. Config                    defaults, then checks (gpt2rt__cfg_)
+    2. Config                    defaults (gpt2rt__cfg_)  2.1 Capabilities: what runs
+                                 where (gpt2rt__cap_)  2.2 Checks
     3. Layout and plan           3.1 Parameter table  3.2 Activations and arenas
                                  3.3 Plan  3.4 Advisor (gpt2rt__fit_)
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
@@ -596,6 +619,8 @@
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
+                                 6.4 Forecaster (saved and loaded with what a
+                                 forecast needs: gpt2rt__fc_, gpt2rt__fj_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)
@@ -940,6 +965,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_
 /* The plan as a table into buf (snprintf's contract: the length it needs is returned). A
    refused or zeroed plan, or one whose config no longer resolves, prints "no plan: " and why. */
 GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *plan, char *buf, size_t cap);
+/* The support matrix as Markdown: which backend, execution mode, input, head, precision
+   and feature run, and the rules that refuse the rest (each refusal is
+   GPT2RT_ERR_NOT_IMPLEMENTED with that rule's message). docs/support.md is its output.
+   Returns the length it needed, as snprintf does; buf may be NULL with cap 0. */
+GPT2RT_DEF size_t gpt2rt_capabilities_markdown(char *buf, size_t cap);
 /* A config like *config whose plan fits budget_bytes on every device (arenas plus the
    estimated overhead), with the same global batch, that the coarse throughput model
    ranks fastest among those `allow` reaches: *out gets it (*config itself when that
@@ -1042,6 +1072,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
 GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src,
                                             int64_t count);
 
+#ifndef GPT2RT_NO_TOKENIZER
 /* ---- text: the GPT-2 tokenizer and llm.c token shards --------------------
    Objects of their own, no gpt2rt_ctx needed. Like gpt2rt_create, a failed load
    still returns an object that holds only the message (read it with *_last_error,
@@ -1104,7 +1135,9 @@ GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *shard);
    inputs shifted by one token. */
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *shard, uint64_t seed, int64_t step, int rank,
                                             int n_ranks, int B, int T, int32_t *inputs, int32_t *targets);
+#endif /* GPT2RT_NO_TOKENIZER */
 
+#ifndef GPT2RT_NO_SERIES
 /* ---- time series: ETT-format CSV files ------------------------------------
    An object of its own like the tokenizer: no gpt2rt_ctx needed; a failed load
    returns an object holding only the message (read it with
@@ -1124,8 +1157,18 @@ typedef enum gpt2rt_series_borders {
     GPT2RT_SERIES_BORDERS_ETTH,     /* hours: train [0, 8640), val [8640-L, 11520),
                                        test [11520-L, 14400) (12/4/4 months of 30 days) */
     GPT2RT_SERIES_BORDERS_ETTM,     /* the same in 15-minute rows: every border times 4 */
-    GPT2RT_SERIES_BORDERS_RATIO     /* 70/10/20: n_train = int(rows*0.7), n_test = int(rows*0.2) */
+    GPT2RT_SERIES_BORDERS_RATIO,    /* 70/10/20: n_train = int(rows*0.7), n_test = int(rows*0.2) */
+    GPT2RT_SERIES_BORDERS_NONE      /* no splits: every row is training (the scaler's too), validation
+                                       and test empty; lookback rows suffice (what a forecast reads) */
 } gpt2rt_series_borders;
+
+/* what the loader does with a missing value (an empty field, NA, N/A, NaN, null) */
+typedef enum gpt2rt_series_fill {
+    GPT2RT_SERIES_FILL_REFUSE = 0, /* an error naming the line and the column */
+    GPT2RT_SERIES_FILL_PREVIOUS,   /* the last value before it (a leading gap: the first after it) */
+    GPT2RT_SERIES_FILL_LINEAR      /* the straight line between the values around it, by row (a
+                                      gap at either end: the nearest value) */
+} gpt2rt_series_fill;
 
 typedef struct gpt2rt_series_desc {
     int lookback;        /* L >= 1, time steps of x */
@@ -1133,6 +1176,13 @@ typedef struct gpt2rt_series_desc {
     const char *target;  /* NULL or "": every numeric column; else that column alone (M = 1) */
     gpt2rt_series_borders borders;
     int no_scale;        /* 1: raw values; 0: StandardScaler fit on the training rows */
+    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp or
+                                datetime (any case), else the first column when its first row's
+                                field is not a number, else none; "none": no date column, every
+                                column is numeric; else the column of that name */
+    const char *columns; /* NULL or "": every column but the date (or target); else the channels,
+                            comma-separated column names in the order given (not with target) */
+    gpt2rt_series_fill fill;
 } gpt2rt_series_desc;
 
 typedef struct gpt2rt_series_info {
@@ -1142,12 +1192,22 @@ typedef struct gpt2rt_series_info {
     int64_t begin[GPT2RT_SERIES_SPLIT_COUNT], end[GPT2RT_SERIES_SPLIT_COUNT]; /* rows [begin, end),
                                                                        the lookback included */
     int64_t windows[GPT2RT_SERIES_SPLIT_COUNT]; /* end - begin - L - H + 1 stride-1 windows */
+    int date_column;  /* the file's column (0-based) holding the date; -1: none */
+    double date_step; /* the most common step between consecutive dates, in seconds for dates
+                         (YYYY-MM-DD[ HH:MM[:SS]], '-' or '/', ' ' or 'T'), in the column's own
+                         units for numbers; 0 when unknown (no date column, a date that does not
+                         parse, or no increasing step) */
+    int date_is_calendar; /* 1: the dates are calendar dates (date_step in seconds); 0: plain
+                             numbers or no dates */
+    int64_t filled;   /* missing values filled (desc.fill) */
 } gpt2rt_series_info;
 
-/* A CSV file: a header line, then one row per time step: a date (any text, not
-   read), then numbers (strtod syntax, finite), every row as many fields as the
-   header; lines end in LF, CRLF or CR. name (may be NULL) labels messages and picks
-   the AUTO borders. */
+/* A CSV file: a header line, then one row per time step, every row as many fields
+   as the header: a date column (found as desc.date_column says; never read as a
+   value) and numbers (strtod syntax, finite) in every other column; lines end in
+   LF, CRLF or CR. A numeric column is never dropped: a column that is neither the
+   date nor numeric is an error naming its line and column. name (may be NULL)
+   labels messages and picks the AUTO borders. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *path, const gpt2rt_series_desc *desc);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc);
@@ -1162,6 +1222,13 @@ GPT2RT_DEF const char *gpt2rt_series_column(const gpt2rt_series *series, int m);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *series, int m, double *mean, double *std);
 /* every row's scaled values, (rows, M) */
 GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
+/* the date column's name, NULL when the file has none */
+GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *series);
+/* row's date as the file writes it (cap bytes with the NUL, 32 suffice); a row at or
+   past info.rows continues the last row's date at info.date_step, so forecasts can
+   carry the dates that follow the data. GPT2RT_ERR_STATE without a date column, or
+   past the end with no known step. */
+GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *series, int64_t row, char *buf, size_t cap);
 /* windows first .. first+B-1 of a split into x (B,L,M) and y (B,H,M) (the H rows
    after x's L). The validation and test windows come in time order; the training
    windows in an order drawn from (seed, epoch): each epoch visits every window
@@ -1169,6 +1236,63 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
    info.windows[split]. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *series, gpt2rt_series_split split, uint64_t seed,
                                              int64_t epoch, int64_t first, int B, float *x, float *y);
+/* ---- time series: a forecaster, saved with everything a forecast needs --------
+   gpt2rt_forecaster_save writes, beside the weights gpt2rt_weights_save writes
+   (model.safetensors, config.json), DIR/forecaster.json: the patch model's shape
+   (input, lookback, patch, stride, horizon, head, mask, channels), the channels'
+   names and scaler, RevIN's setting, the linear map and blend weight when used, the
+   date column and its step, and the batch the forecast runs in. gpt2rt_forecaster_load
+   builds a context from it alone and loads the weights; gpt2rt_forecaster_predict
+   forecasts windows in the data's own units, exactly as the training run scored them
+   (the same batches, the same linear map and blend). Like a series, a failed load
+   returns an object holding only the message. */
+typedef struct gpt2rt_forecaster gpt2rt_forecaster;
+
+typedef struct gpt2rt_forecaster_desc {
+    const gpt2rt_series *series; /* the training file as loaded: scaler, channel names, date
+                                    column and step, borders (required) */
+    const double *linear;        /* NULL, or the linear map W (lookback+1, horizon), the last row
+                                    the bias, applied to each series' RevIN-normalised lookback
+                                    (times its std, plus its mean) */
+    int linear_residual;         /* 1: the model forecasts what the linear map leaves */
+    double blend;                /* in [0, 1]: the forecast moves this fraction of the way to the
+                                    linear map's */
+    int batch;                   /* windows a forward (0: the context's batch_size) */
+    const char *note;            /* NULL, or a line kept in forecaster.json (how it was trained) */
+} gpt2rt_forecaster_desc;
+
+typedef struct gpt2rt_forecaster_info {
+    int lookback, horizon, channels, batch;
+    double date_step;            /* the training file's, 0 when unknown */
+    gpt2rt_series_borders borders; /* the training file's (resolved) */
+    int has_linear, linear_residual;
+    double blend;
+} gpt2rt_forecaster_info;
+
+/* the context's model (input = PATCHES, head REGRESSION or PATCH_DECODE, one device or
+   data parallel) and desc into dir (created if need be; an existing forecaster there
+   is replaced) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc);
+/* base (may be NULL) gives the runtime fields: backend, precision (fp32 unless set; the
+   training run's is kept as trained_precision), n_threads, batch_size (0: the saved
+   batch), log; the model's fields come from dir */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **fc, const char *dir, const gpt2rt_config *base);
+GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc);
+GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc);
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info);
+/* channel m's name, the date column's (NULL: none) */
+GPT2RT_DEF const char *gpt2rt_forecaster_column(const gpt2rt_forecaster *fc, int m);
+GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc);
+/* channel m's scaler: scaled = (value - mean) / std */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std);
+/* the context it forecasts with (its config, plan, parameters) */
+GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
+/* x (n, lookback, M) -> out (n, horizon, M), both in the data's units */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+#endif /* GPT2RT_NO_SERIES */
+
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
    The prompts run through the model once (the prefill), then each new token alone,
    attending to the keys and values the cache keeps: no recompute of the prefix. */
@@ -1248,11 +1372,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
 #else
 #include <fcntl.h>  /* open(O_NONBLOCK): a FIFO is refused, not waited on */
 #include <unistd.h>
+#ifndef GPT2RT_NO_DIST
 #include <sys/socket.h> /* the TCP rendezvous of multi-process runs (10.3) */
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#endif
 #endif
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -1281,6 +1407,9 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #endif
 #endif
 #ifdef GPT2RT_MPI /* CPU ranks in separate processes (10.4): compile with mpicc */
+#ifdef GPT2RT_NO_DIST
+#error "gpt2rt.h: GPT2RT_MPI and GPT2RT_NO_DIST together: MPI is part of the multi-process code NO_DIST leaves out"
+#endif
 #include <mpi.h>
 #endif
 #ifdef _WIN32
@@ -1358,7 +1487,7 @@ typedef struct gpt2rt__dims {
     int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
     int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
     int affine;            /* patches: RevIN's learned affine */
-    int seqhead;           /* aLLM4TS's sequence head: 0 none, 1 NEXT_PATCH, 2 PATCH_DECODE */
+    gpt2rt_head seqhead;   /* aLLM4TS's sequence head, NEXT_PATCH or PATCH_DECODE; HEAD_LM (0): none */
     int64_t TH;            /* attention: queries t >= TH are placeholders (see only [0,TH) and
                               themselves); T: plain causal */
     int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
@@ -2123,8 +2252,396 @@ static void gpt2rt__cfg_default_optimizer(gpt2rt_config *c) {
     if (!c->seed) c->seed = 1337;
 }
 
-#define GPT2RT__NYI(cond, what) \
-    do { if (cond) GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "%s is not implemented yet (set it to 0)", what); } while (0)
+/* ==== 2.1 Capabilities ==== */
+/* What runs where, as data. A cell is (backend, execution mode, input, head,
+   precision, feature); each rule below names a set of cells that is not implemented
+   (0 on an axis: every value), why, and what works instead. Config resolution asks
+   the table for the config's own cell (stage PLAN: gpt2rt_plan refuses it too),
+   gpt2rt_create for the cells that plan but do not run (CREATE), and the calls a
+   context does not offer for its cell (CALL). Every GPT2RT_ERR_NOT_IMPLEMENTED of a
+   combination comes from here, in one form (gpt2rt__cap_message; the rendezvous's
+   limit of processes, 10.3-10.4, is the one refusal of a count); gpt2rt_capabilities_markdown
+   prints the table (docs/support.md), and tests/test_caps.c walks every cell. */
+
+enum { GPT2RT__CAP_CPU = 1 << 0, GPT2RT__CAP_CUDA = 1 << 1 }; /* backends */
+enum {                                                       /* execution modes */
+    GPT2RT__CAP_ONE = 1 << 0,        /* one device */
+    GPT2RT__CAP_DATA = 1 << 1,       /* data parallel over the devices of one process */
+    GPT2RT__CAP_PROCS = 1 << 2,      /* data parallel over world_size processes of one device each */
+    GPT2RT__CAP_PROCS_DEV = 1 << 3,  /* data parallel over processes of n_devices > 1 each */
+    GPT2RT__CAP_SPLIT = 1 << 4,      /* layer split over the devices of one process */
+    GPT2RT__CAP_SPLIT_PROCS = 1 << 5 /* layer split over processes */
+};
+#define GPT2RT__CAP_N_MODES 6
+#define GPT2RT__CAP_MANY (GPT2RT__CAP_DATA | GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV | GPT2RT__CAP_SPLIT | \
+                          GPT2RT__CAP_SPLIT_PROCS) /* every mode of more than one device */
+enum { GPT2RT__CAP_TOKENS = 1 << GPT2RT_INPUT_TOKENS, GPT2RT__CAP_PATCHES = 1 << GPT2RT_INPUT_PATCHES };
+#define GPT2RT__CAP_HEAD(h) (1u << (h))
+#define GPT2RT__CAP_SEQ_HEADS (GPT2RT__CAP_HEAD(GPT2RT_HEAD_NEXT_PATCH) | GPT2RT__CAP_HEAD(GPT2RT_HEAD_PATCH_DECODE))
+#define GPT2RT__CAP_PREC(p) (1u << (p)) /* FP32, BF16, FP16 */
+enum {                                   /* features: what a config turns on beyond the plain step */
+    GPT2RT__CAP_RECOMPUTE = 1 << 0,      /* recompute = SELECTIVE or FULL */
+    GPT2RT__CAP_ACCUM = 1 << 1,          /* grad_accum > 1 */
+    GPT2RT__CAP_DROPOUT = 1 << 2,        /* dropout, attn_dropout or head_dropout > 0 */
+    GPT2RT__CAP_FROZEN = 1 << 3,         /* frozen groups */
+    GPT2RT__CAP_CHUNK = 1 << 4,          /* classifier_chunk > 0 */
+    GPT2RT__CAP_KV = 1 << 5,             /* kv_batch > 0: generation's KV cache */
+    GPT2RT__CAP_INFER = 1 << 6,          /* inference = 1 */
+    GPT2RT__CAP_W16 = 1 << 7,            /* inference_weights = BF16 */
+    GPT2RT__CAP_MASK = 1 << 8,           /* attn_mask = PLACEHOLDERS */
+    GPT2RT__CAP_SHARD = 1 << 9           /* shard_optimizer = 1 */
+};
+#define GPT2RT__CAP_N_FEATURES 10
+enum {                                   /* the calls a CALL rule refuses */
+    GPT2RT__CAP_CALL_FORWARD = 1 << 0, GPT2RT__CAP_CALL_BACKWARD = 1 << 1, GPT2RT__CAP_CALL_UPDATE = 1 << 2,
+    GPT2RT__CAP_CALL_LOGITS = 1 << 3, GPT2RT__CAP_CALL_WEIGHTS_LOAD = 1 << 4, GPT2RT__CAP_CALL_WEIGHTS_SAVE = 1 << 5,
+    GPT2RT__CAP_CALL_STATE_SAVE = 1 << 6, GPT2RT__CAP_CALL_STATE_LOAD = 1 << 7, GPT2RT__CAP_CALL_PARAM_WRITE = 1 << 8,
+    GPT2RT__CAP_CALL_MOMENT_READ = 1 << 9, /* gpt2rt_param_read of ADAM_M or ADAM_V */
+    GPT2RT__CAP_CALL_GRAD_READ = 1 << 10   /* gpt2rt_param_read of GRAD once summed over the ranks */
+};
+#define GPT2RT__CAP_N_CALLS 11
+enum { GPT2RT__CAP_PLAN = 0, GPT2RT__CAP_CREATE, GPT2RT__CAP_CALL }; /* when a rule is asked */
+
+typedef struct gpt2rt__cap_rule {
+    unsigned backends, modes, inputs, heads, precisions; /* the cells refused; 0: any value */
+    unsigned features; /* the cell has one of these; 0: whatever it has */
+    unsigned calls;    /* CALL rules: the calls refused */
+    int stage;
+    const char *why;     /* after "<the combination> is not implemented: " */
+    const char *instead; /* what works; {n_devices} and {world_size} stand for the config's */
+} gpt2rt__cap_rule;
+
+static const gpt2rt__cap_rule gpt2rt__caps[] = {
+    {GPT2RT__CAP_CUDA, 0, 0, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
+     "bf16 weights are the CPU backend's", "backend = GPT2RT_BACKEND_CPU"},
+    {0, 0, GPT2RT__CAP_PATCHES, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
+     "bf16 weights serve token generation, not patches", "inference_weights = FP32 for time series"},
+    {0, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_INFER, 0, GPT2RT__CAP_PLAN,
+     "an inference context runs on one device", "parallel = NONE (one device)"},
+    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, GPT2RT__CAP_CHUNK, 0, GPT2RT__CAP_PLAN,
+     "the stages compute the full logits", "classifier_chunk = 0, or one device, or parallel = DATA"},
+    {0, GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, 0, 0, GPT2RT__CAP_PLAN,
+     "layer split divides the layers over the devices of one process",
+     "parallel = DATA over the {world_size} processes, or one process of n_devices stages"},
+    {0, GPT2RT__CAP_SPLIT, 0, 0, 0, GPT2RT__CAP_DROPOUT, 0, GPT2RT__CAP_CREATE,
+     "the stages run several micro-batches at once, and a context draws one forward's masks",
+     "dropout, attn_dropout and head_dropout = 0, or parallel = DATA"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "CUDA data parallel runs the devices of one process, not several processes",
+     "one process (world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU"},
+    {GPT2RT__CAP_CPU, GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "CPU processes reduce with MPI, one rank each", "{world_x_devices} processes of n_devices = 1"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, GPT2RT__CAP_PATCHES, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "the CUDA stages feed tokens", "one device, or backend = GPT2RT_BACKEND_CPU"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0,
+     GPT2RT__CAP_CREATE, "aLLM4TS's heads run on one CUDA device",
+     "parallel = GPT2RT_PARALLEL_NONE, or backend = GPT2RT_BACKEND_CPU for data parallel"},
+    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0, GPT2RT__CAP_CREATE,
+     "the last stage's loss needs the patches and RevIN statistics the first stage computes",
+     "parallel = GPT2RT_PARALLEL_DATA over the {n_devices} devices, or GPT2RT_PARALLEL_NONE"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_KV, 0,
+     GPT2RT__CAP_CREATE, "CUDA generation runs on one device", "parallel = NONE, or kv_batch = 0"},
+    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, 0, 0, 0, 0,
+     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_BACKWARD | GPT2RT__CAP_CALL_UPDATE | GPT2RT__CAP_CALL_LOGITS |
+     GPT2RT__CAP_CALL_WEIGHTS_LOAD | GPT2RT__CAP_CALL_WEIGHTS_SAVE | GPT2RT__CAP_CALL_STATE_SAVE |
+     GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_PARAM_WRITE, GPT2RT__CAP_CALL,
+     "the CUDA stages run gpt2rt_step and gpt2rt_param_read only", "gpt2rt_step, or backend = CPU"},
+    {0, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, GPT2RT__CAP_SHARD,
+     GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ |
+     GPT2RT__CAP_CALL_GRAD_READ, GPT2RT__CAP_CALL,
+     "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
+     "processes is not written",
+     "shard_optimizer = 0 to save or read them"},
+    {GPT2RT__CAP_CPU, 0, 0, 0, 0, GPT2RT__CAP_W16,
+     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_SAVE, GPT2RT__CAP_CALL,
+     "the call is written for fp32 weights (the logits come from gpt2rt_forward); gpt2rt_generate and "
+     "gpt2rt_param_read serve bf16 ones",
+     "inference_weights = FP32"}
+};
+#define GPT2RT__CAP_N_RULES ((int)(sizeof gpt2rt__caps / sizeof gpt2rt__caps[0]))
+
+/* the cell of a resolved config (an axis out of its enum's range: no bit, so only the
+   rules that leave that axis open can match) */
+typedef struct gpt2rt__cap_cell {
+    unsigned backend, mode, input, head, precision, features;
+} gpt2rt__cap_cell;
+
+static gpt2rt__cap_cell gpt2rt__cap_cell_of(const gpt2rt_config *c) {
+    gpt2rt__cap_cell k;
+    int procs = c->world_size > 1;
+    k.backend = c->backend == GPT2RT_BACKEND_CUDA ? GPT2RT__CAP_CUDA : c->backend == GPT2RT_BACKEND_CPU ? GPT2RT__CAP_CPU : 0;
+    k.mode = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT ? (procs ? GPT2RT__CAP_SPLIT_PROCS : GPT2RT__CAP_SPLIT)
+             : procs ? (c->n_devices > 1 ? GPT2RT__CAP_PROCS_DEV : GPT2RT__CAP_PROCS)
+             : c->parallel == GPT2RT_PARALLEL_DATA ? GPT2RT__CAP_DATA : c->parallel == GPT2RT_PARALLEL_NONE ? GPT2RT__CAP_ONE : 0;
+    k.input = (unsigned)c->input <= GPT2RT_INPUT_PATCHES ? 1u << c->input : 0;
+    k.head = (unsigned)c->head <= GPT2RT_HEAD_PATCH_DECODE ? GPT2RT__CAP_HEAD(c->head) : 0;
+    k.precision = (unsigned)c->precision <= GPT2RT_PRECISION_FP16 ? GPT2RT__CAP_PREC(c->precision) : 0;
+    k.features = (c->recompute != GPT2RT_RECOMPUTE_NONE ? (unsigned)GPT2RT__CAP_RECOMPUTE : 0u) |
+                 (c->grad_accum > 1 ? (unsigned)GPT2RT__CAP_ACCUM : 0u) |
+                 (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->head_dropout > 0.0f ? (unsigned)GPT2RT__CAP_DROPOUT : 0u) |
+                 (c->frozen ? (unsigned)GPT2RT__CAP_FROZEN : 0u) | (c->classifier_chunk ? (unsigned)GPT2RT__CAP_CHUNK : 0u) |
+                 (c->kv_batch ? (unsigned)GPT2RT__CAP_KV : 0u) | (c->inference ? (unsigned)GPT2RT__CAP_INFER : 0u) |
+                 (c->inference_weights == GPT2RT_PRECISION_BF16 ? (unsigned)GPT2RT__CAP_W16 : 0u) |
+                 (c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? (unsigned)GPT2RT__CAP_MASK : 0u) |
+                 (c->shard_optimizer ? (unsigned)GPT2RT__CAP_SHARD : 0u);
+    return k;
+}
+
+static int gpt2rt__cap_match(const gpt2rt__cap_rule *r, const gpt2rt__cap_cell *k) {
+    return (!r->backends || (r->backends & k->backend)) && (!r->modes || (r->modes & k->mode)) &&
+           (!r->inputs || (r->inputs & k->input)) && (!r->heads || (r->heads & k->head)) &&
+           (!r->precisions || (r->precisions & k->precision)) && (!r->features || (r->features & k->features));
+}
+
+/* the first rule of this stage (and, for CALL, this call) that refuses cell k; -1: none */
+static int gpt2rt__cap_find(const gpt2rt__cap_cell *k, int stage, unsigned call) {
+    for (int i = 0; i < GPT2RT__CAP_N_RULES; i++) {
+        const gpt2rt__cap_rule *r = &gpt2rt__caps[i];
+        if (r->stage == stage && (stage != GPT2RT__CAP_CALL || (r->calls & call)) && gpt2rt__cap_match(r, k)) return i;
+    }
+    return -1;
+}
+
+static const char *gpt2rt__cap_mode_name(unsigned mode) {
+    switch (mode) {
+    case GPT2RT__CAP_ONE: return "parallel = NONE";
+    case GPT2RT__CAP_DATA: return "parallel = DATA";
+    case GPT2RT__CAP_PROCS: return "parallel = DATA over processes";
+    case GPT2RT__CAP_PROCS_DEV: return "parallel = DATA over processes of several devices";
+    case GPT2RT__CAP_SPLIT: return "parallel = LAYER_SPLIT";
+    case GPT2RT__CAP_SPLIT_PROCS: return "parallel = LAYER_SPLIT over processes";
+    default: return "parallel = ?";
+    }
+}
+
+/* The one form of a refusal: "[fn: ]<the config's values on the rule's axes> is not
+   implemented: <why>; instead: <what works>". */
+static size_t gpt2rt__cap_message(int rule, const gpt2rt_config *c, const char *fn, char *buf, size_t cap) {
+    static const char *heads[4] = {"LM", "REGRESSION", "NEXT_PATCH", "PATCH_DECODE"};
+    static const char *precs[4] = {"DEFAULT", "FP32", "BF16", "FP16"};
+    const gpt2rt__cap_rule *r = &gpt2rt__caps[rule];
+    gpt2rt__cap_cell k = gpt2rt__cap_cell_of(c);
+    unsigned f = r->features & k.features;
+    size_t n = 0;
+    const char *sep = "";
+    if (buf && cap) buf[0] = 0;
+    if (fn) GPT2RT__PUT("%s: ", fn);
+    if (r->heads && k.head) { GPT2RT__PUT("head = %s", heads[c->head]); sep = " with "; }
+    else if (r->inputs) { GPT2RT__PUT("input = %s", c->input == GPT2RT_INPUT_PATCHES ? "PATCHES" : "TOKENS"); sep = " with "; }
+    if (r->backends) { GPT2RT__PUT("%sbackend = %s", sep, c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU"); sep = " with "; }
+    if (r->modes) {
+        GPT2RT__PUT("%s%s", sep, gpt2rt__cap_mode_name(k.mode));
+        if (k.mode & (GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV | GPT2RT__CAP_SPLIT_PROCS))
+            GPT2RT__PUT(" (world_size = %d processes of n_devices = %d)", c->world_size, c->n_devices);
+        sep = " with ";
+    }
+    if (r->precisions && k.precision) { GPT2RT__PUT("%sprecision = %s", sep, precs[c->precision]); sep = " with "; }
+    if (f & GPT2RT__CAP_RECOMPUTE) { GPT2RT__PUT("%srecompute = %s", sep, c->recompute == GPT2RT_RECOMPUTE_FULL ? "FULL" : "SELECTIVE"); sep = ", "; }
+    if (f & GPT2RT__CAP_ACCUM) { GPT2RT__PUT("%sgrad_accum = %d", sep, c->grad_accum); sep = ", "; }
+    if (f & GPT2RT__CAP_DROPOUT) {
+        GPT2RT__PUT("%sdropout (dropout = %g, attn_dropout = %g, head_dropout = %g)", sep, (double)c->dropout,
+                    (double)c->attn_dropout, (double)c->head_dropout);
+        sep = ", ";
+    }
+    if (f & GPT2RT__CAP_FROZEN) { GPT2RT__PUT("%sfrozen = 0x%x", sep, c->frozen); sep = ", "; }
+    if (f & GPT2RT__CAP_CHUNK) { GPT2RT__PUT("%sclassifier_chunk = %d", sep, c->classifier_chunk); sep = ", "; }
+    if (f & GPT2RT__CAP_KV) { GPT2RT__PUT("%sgeneration (kv_batch = %d)", sep, c->kv_batch); sep = ", "; }
+    if (f & GPT2RT__CAP_INFER) { GPT2RT__PUT("%sinference = 1", sep); sep = ", "; }
+    if (f & GPT2RT__CAP_W16) { GPT2RT__PUT("%sinference_weights = BF16", sep); sep = ", "; }
+    if (f & GPT2RT__CAP_MASK) { GPT2RT__PUT("%sattn_mask = PLACEHOLDERS", sep); sep = ", "; }
+    if (f & GPT2RT__CAP_SHARD) { GPT2RT__PUT("%sshard_optimizer = 1", sep); sep = ", "; }
+    GPT2RT__PUT(" is not implemented: %s; instead: ", r->why);
+    for (const char *p = r->instead; *p;) { /* {n_devices}, {world_size}, {world_x_devices}: the config's */
+        if (!strncmp(p, "{n_devices}", 11)) { GPT2RT__PUT("%d", c->n_devices); p += 11; }
+        else if (!strncmp(p, "{world_size}", 12)) { GPT2RT__PUT("%d", c->world_size); p += 12; }
+        else if (!strncmp(p, "{world_x_devices}", 17)) { GPT2RT__PUT("%d", c->world_size * c->n_devices); p += 17; }
+        else { GPT2RT__PUT("%c", *p); p++; }
+    }
+    return n;
+}
+
+/* a stage's refusal of config c (GPT2RT_OK: the table has none); err gets the message */
+static gpt2rt_result gpt2rt__cap_check(const gpt2rt_config *c, int stage, const char *fn, char *err, size_t cap) {
+    gpt2rt__cap_cell k = gpt2rt__cap_cell_of(c);
+    int i = gpt2rt__cap_find(&k, stage, 0);
+    if (i < 0) return GPT2RT_OK;
+    gpt2rt__cap_message(i, c, fn, err, cap);
+    return GPT2RT_ERR_NOT_IMPLEMENTED;
+}
+
+/* a call that the context's cell does not offer (a CALL rule): the context's error */
+static gpt2rt_result gpt2rt__cap_call(gpt2rt_ctx *ctx, unsigned call, const char *fn) {
+    gpt2rt__cap_cell k = gpt2rt__cap_cell_of(&ctx->cfg);
+    int i = gpt2rt__cap_find(&k, GPT2RT__CAP_CALL, call);
+    if (i < 0) return GPT2RT_OK;
+    char why[2048];
+    gpt2rt__cap_message(i, &ctx->cfg, fn, why, sizeof why);
+    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s", why);
+}
+
+/* ---- the table as Markdown (docs/support.md) ---- */
+static const char *const gpt2rt__cap_feature_names[GPT2RT__CAP_N_FEATURES] = {
+    "recompute (SELECTIVE, FULL)", "gradient accumulation (grad_accum > 1)", "dropout", "frozen groups",
+    "classifier_chunk", "KV cache (kv_batch)", "inference context (inference = 1)",
+    "bf16 inference weights", "placeholder mask (attn_mask)", "sharded optimizer (shard_optimizer)"};
+static const char *const gpt2rt__cap_call_names[GPT2RT__CAP_N_CALLS] = {
+    "gpt2rt_forward", "gpt2rt_backward", "gpt2rt_update", "gpt2rt_logits", "gpt2rt_weights_load",
+    "gpt2rt_weights_save", "gpt2rt_state_save", "gpt2rt_state_load", "gpt2rt_param_write",
+    "gpt2rt_param_read of a moment", "gpt2rt_param_read of a summed gradient"};
+static const char *const gpt2rt__cap_mode_short[GPT2RT__CAP_N_MODES] = {
+    "one device", "data parallel", "processes", "processes x devices", "layer split", "layer split x processes"};
+/* the four models: (input, head) */
+static const int gpt2rt__cap_models[4][2] = {{GPT2RT_INPUT_TOKENS, GPT2RT_HEAD_LM},
+    {GPT2RT_INPUT_PATCHES, GPT2RT_HEAD_REGRESSION}, {GPT2RT_INPUT_PATCHES, GPT2RT_HEAD_NEXT_PATCH},
+    {GPT2RT_INPUT_PATCHES, GPT2RT_HEAD_PATCH_DECODE}};
+static const char *const gpt2rt__cap_model_names[4] = {"tokens, LM head", "patches, REGRESSION head",
+    "patches, NEXT_PATCH head", "patches, PATCH_DECODE head"};
+
+/* whether feature bit f means anything for model m in mode bit mode (else the config is
+   invalid, not unsupported: kv cache and classifier_chunk are for tokens, the mask for
+   PATCH_DECODE, the sharded optimizer for data parallel) */
+static int gpt2rt__cap_applies(unsigned f, int m, unsigned mode) {
+    if (f & (GPT2RT__CAP_KV | GPT2RT__CAP_CHUNK)) return m == 0;
+    if (f & GPT2RT__CAP_MASK) return m == 3;
+    if (f & GPT2RT__CAP_SHARD) return (mode & (GPT2RT__CAP_DATA | GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV)) != 0;
+    return 1;
+}
+
+/* one cell of the Markdown: the rules that refuse (backend b, mode, feature f) over the
+   models and precisions it covers; "yes", "no (n, ...)" when every combination is
+   refused, "some (n, ...)" when some are, "-" when none applies */
+static size_t gpt2rt__cap_md_cell(char *buf, size_t cap, size_t n, unsigned b, unsigned mode, int m_only,
+                                  unsigned prec_only, unsigned f) {
+    unsigned long long hit = 0;
+    int combos = 0, refused = 0;
+    for (int m = 0; m < 4; m++) {
+        if (m_only >= 0 && m != m_only) continue;
+        if (!gpt2rt__cap_applies(f, m, mode)) continue;
+        for (int p = GPT2RT_PRECISION_FP32; p <= GPT2RT_PRECISION_FP16; p++) {
+            if (prec_only && !(prec_only & GPT2RT__CAP_PREC(p))) continue;
+            if (b == GPT2RT__CAP_CPU && p != GPT2RT_PRECISION_FP32) continue; /* the CPU backend is fp32 */
+            gpt2rt__cap_cell k = {b, mode, 1u << gpt2rt__cap_models[m][0], GPT2RT__CAP_HEAD(gpt2rt__cap_models[m][1]),
+                                  GPT2RT__CAP_PREC(p), f | (f & GPT2RT__CAP_W16 ? (unsigned)GPT2RT__CAP_INFER : 0u)};
+            int any = 0;
+            for (int i = 0; i < GPT2RT__CAP_N_RULES; i++)
+                if (gpt2rt__caps[i].stage != GPT2RT__CAP_CALL && gpt2rt__cap_match(&gpt2rt__caps[i], &k)) {
+                    hit |= 1ull << i;
+                    any = 1;
+                }
+            combos++;
+            refused += any;
+        }
+    }
+    if (!combos) { GPT2RT__PUT(" - |"); return n; }
+    if (!refused) { GPT2RT__PUT(" yes |"); return n; }
+    GPT2RT__PUT(" %s (", refused == combos ? "no" : "some");
+    const char *sep = "";
+    for (int i = 0; i < GPT2RT__CAP_N_RULES; i++)
+        if (hit >> i & 1) { GPT2RT__PUT("%s%d", sep, i + 1); sep = ", "; }
+    GPT2RT__PUT(") |");
+    return n;
+}
+
+static size_t gpt2rt__cap_md_header(char *buf, size_t cap, size_t n, const char *first) {
+    GPT2RT__PUT("| %s |", first);
+    for (int b = 0; b < 2; b++)
+        for (int m = 0; m < GPT2RT__CAP_N_MODES; m++) GPT2RT__PUT(" %s: %s |", b ? "CUDA" : "CPU", gpt2rt__cap_mode_short[m]);
+    GPT2RT__PUT("\n|---|");
+    for (int i = 0; i < 2 * GPT2RT__CAP_N_MODES; i++) GPT2RT__PUT("---|");
+    GPT2RT__PUT("\n");
+    return n;
+}
+
+/* the axes a rule constrains, in words */
+static size_t gpt2rt__cap_md_rule(char *buf, size_t cap, size_t n, const gpt2rt__cap_rule *r) {
+    static const char *heads[4] = {"LM", "REGRESSION", "NEXT_PATCH", "PATCH_DECODE"};
+    static const char *precs[4] = {"DEFAULT", "FP32", "BF16", "FP16"};
+    const char *sep = "";
+    if (r->backends) { GPT2RT__PUT("backend %s", r->backends == GPT2RT__CAP_CUDA ? "CUDA" : r->backends == GPT2RT__CAP_CPU ? "CPU" : "any"); sep = "; "; }
+    if (r->modes) {
+        GPT2RT__PUT("%s", sep);
+        const char *s2 = "";
+        for (int m = 0; m < GPT2RT__CAP_N_MODES; m++)
+            if (r->modes >> m & 1) { GPT2RT__PUT("%s%s", s2, gpt2rt__cap_mode_short[m]); s2 = " or "; }
+        sep = "; ";
+    }
+    if (r->inputs) { GPT2RT__PUT("%sinput %s", sep, r->inputs & GPT2RT__CAP_PATCHES ? "PATCHES" : "TOKENS"); sep = "; "; }
+    if (r->heads) {
+        GPT2RT__PUT("%shead ", sep);
+        const char *s2 = "";
+        for (int h = 0; h < 4; h++) if (r->heads >> h & 1) { GPT2RT__PUT("%s%s", s2, heads[h]); s2 = " or "; }
+        sep = "; ";
+    }
+    if (r->precisions) {
+        GPT2RT__PUT("%sprecision ", sep);
+        const char *s2 = "";
+        for (int p = 1; p < 4; p++) if (r->precisions >> p & 1) { GPT2RT__PUT("%s%s", s2, precs[p]); s2 = " or "; }
+        sep = "; ";
+    }
+    if (r->features) {
+        GPT2RT__PUT("%swith ", sep);
+        const char *s2 = "";
+        for (int f = 0; f < GPT2RT__CAP_N_FEATURES; f++)
+            if (r->features >> f & 1) { GPT2RT__PUT("%s%s", s2, gpt2rt__cap_feature_names[f]); s2 = " or "; }
+    }
+    return n;
+}
+
+GPT2RT_DEF size_t gpt2rt_capabilities_markdown(char *buf, size_t cap) {
+    size_t n = 0;
+    if (buf && cap) buf[0] = 0;
+    GPT2RT__PUT("# What runs where\n\n"
+                "Generated from gpt2rt.h's capability table by `make support` (gpt2rt_capabilities_markdown);\n"
+                "`make test` checks that this file is its output. A \"no\" or \"some\" names the rules below\n"
+                "that refuse the combination: gpt2rt_plan or gpt2rt_create returns GPT2RT_ERR_NOT_IMPLEMENTED\n"
+                "with the rule's message, before anything is allocated. \"-\": the combination is not a valid\n"
+                "config (for instance bf16 on the CPU backend, which computes in fp32).\n\n"
+                "Execution modes: one device; data parallel over the devices of one process; data parallel over\n"
+                "processes (torchrun, mpirun), one device each or several; layer split over the devices of one\n"
+                "process, or over processes.\n\n");
+    GPT2RT__PUT("## Models and precisions\n\n");
+    n = gpt2rt__cap_md_header(buf, cap, n, "model, precision");
+    for (int m = 0; m < 4; m++)
+        for (int p = GPT2RT_PRECISION_FP32; p <= GPT2RT_PRECISION_FP16; p++) {
+            GPT2RT__PUT("| %s, %s |", gpt2rt__cap_model_names[m], p == GPT2RT_PRECISION_FP32 ? "fp32" : p == GPT2RT_PRECISION_BF16 ? "bf16" : "fp16");
+            for (int b = 0; b < 2; b++)
+                for (int mo = 0; mo < GPT2RT__CAP_N_MODES; mo++)
+                    n = gpt2rt__cap_md_cell(buf, cap, n, b ? GPT2RT__CAP_CUDA : GPT2RT__CAP_CPU, 1u << mo, m,
+                                            GPT2RT__CAP_PREC(p), 0);
+            GPT2RT__PUT("\n");
+        }
+    GPT2RT__PUT("\n## Features (over every model and precision they apply to)\n\n");
+    n = gpt2rt__cap_md_header(buf, cap, n, "feature");
+    for (int f = 0; f < GPT2RT__CAP_N_FEATURES; f++) {
+        GPT2RT__PUT("| %s |", gpt2rt__cap_feature_names[f]);
+        for (int b = 0; b < 2; b++)
+            for (int mo = 0; mo < GPT2RT__CAP_N_MODES; mo++)
+                n = gpt2rt__cap_md_cell(buf, cap, n, b ? GPT2RT__CAP_CUDA : GPT2RT__CAP_CPU, 1u << mo, -1, 0, 1u << f);
+        GPT2RT__PUT("\n");
+    }
+    GPT2RT__PUT("\n## Rules\n\n");
+    for (int i = 0; i < GPT2RT__CAP_N_RULES; i++) {
+        const gpt2rt__cap_rule *r = &gpt2rt__caps[i];
+        GPT2RT__PUT("%d. ", i + 1);
+        n = gpt2rt__cap_md_rule(buf, cap, n, r);
+        GPT2RT__PUT(": %s. Instead: ", r->why);
+        for (const char *p = r->instead; *p; p++) /* the placeholders as the fields they stand for */
+            if (*p != '{' && *p != '}') GPT2RT__PUT("%c", *p);
+        GPT2RT__PUT(". Refused by ");
+        if (r->stage == GPT2RT__CAP_PLAN) GPT2RT__PUT("gpt2rt_plan and gpt2rt_create.\n");
+        else if (r->stage == GPT2RT__CAP_CREATE) GPT2RT__PUT("gpt2rt_create (gpt2rt_plan plans it).\n");
+        else {
+            const char *sep = "";
+            for (int k = 0; k < GPT2RT__CAP_N_CALLS; k++)
+                if (r->calls >> k & 1) { GPT2RT__PUT("%s%s", sep, gpt2rt__cap_call_names[k]); sep = ", "; }
+            GPT2RT__PUT(" on such a context (the context itself is created).\n");
+        }
+    }
+    return n;
+}
+
+/* ==== 2.2 Checks ==== */
+
 #define GPT2RT__RANGE(field, lo, hi) \
     do { if (c->field < (lo) || c->field > (hi)) \
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, #field " = %lld is out of range [%lld, %lld]", \
@@ -2296,22 +2813,12 @@ static gpt2rt_result gpt2rt__cfg_check_inference(const gpt2rt_config *c, char *e
             GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference_weights = BF16 (%d) with inference = 0: bf16 "
                         "weights are for an inference context (set inference = 1), a training context keeps "
                         "fp32 weights", w);
-        if (c->backend != GPT2RT_BACKEND_CPU)
-            GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference_weights = BF16 (%d) with backend = %d: bf16 "
-                        "weights are implemented on the CPU backend only (set backend = GPT2RT_BACKEND_CPU)", w,
-                        (int)c->backend);
-        if (c->input == GPT2RT_INPUT_PATCHES)
-            GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference_weights = BF16 (%d) with input = PATCHES: bf16 "
-                        "weights serve token generation only (use FP32 for time series)", w);
     }
     if (!c->inference) return GPT2RT_OK;
     if (c->recompute != GPT2RT_RECOMPUTE_NONE)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with recompute = %d: recompute trades the "
                     "backward's saved activations, which an inference context does not keep; set recompute = NONE",
                     (int)c->recompute);
-    if (c->parallel != GPT2RT_PARALLEL_NONE)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "inference = 1 with parallel = %d is not implemented yet: "
-                    "use parallel = NONE (one device)", (int)c->parallel);
     if (c->frozen)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "inference = 1 with frozen = 0x%x: nothing is trained, so "
                     "nothing is frozen; set frozen = 0", c->frozen);
@@ -2351,9 +2858,6 @@ static gpt2rt_result gpt2rt__cfg_check_precision(const gpt2rt_config *c, char *e
     if (c->classifier_chunk && c->input == GPT2RT_INPUT_PATCHES)
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "classifier_chunk = %d applies to token models (the LM head); "
                     "this one has patch inputs", c->classifier_chunk);
-    if (c->classifier_chunk && c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "classifier_chunk = %d with parallel = LAYER_SPLIT is not "
-                    "implemented yet: set 0, or use one device or DATA", c->classifier_chunk);
     return GPT2RT_OK;
 }
 
@@ -2475,9 +2979,12 @@ static gpt2rt_result gpt2rt__cfg_check_process(const gpt2rt_config *c, char *err
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "this process is rank %d of world_size = %d (from the config or the "
                     "launcher) but parallel = NONE: every process would train its own copy; set parallel = DATA, "
                     "or world_size = 1 to train alone", c->rank, c->world_size);
-    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "parallel = LAYER_SPLIT splits the layers over the devices of one "
-                    "process; world_size = %d processes is for parallel = DATA", c->world_size);
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) return GPT2RT_OK; /* the capability table refuses it */
+#ifdef GPT2RT_NO_DIST
+    GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "world_size = %d processes: this build has no multi-process code (the "
+                "implementation was compiled with GPT2RT_NO_DIST); run one process (world_size = 1, data parallel "
+                "over n_devices of this process), or build without GPT2RT_NO_DIST", c->world_size);
+#endif
     switch (c->rendezvous) {
     case GPT2RT_RENDEZVOUS_DEFAULT:
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "world_size = %d processes need a rendezvous: torchrun sets "
@@ -2588,6 +3095,7 @@ static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config 
     if ((r = gpt2rt__cfg_check_precision(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_process(c, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_parallel(c, err, cap)) != GPT2RT_OK) return r;
+    if ((r = gpt2rt__cap_check(c, GPT2RT__CAP_PLAN, NULL, err, cap)) != GPT2RT_OK) return r;
     if ((r = gpt2rt__cfg_check_stages(c, err, cap)) != GPT2RT_OK) return r;
     return gpt2rt__cfg_check_optimizer(c, err, cap);
 }
@@ -2598,17 +3106,17 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.patches = c->input == GPT2RT_INPUT_PATCHES;
-    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = 0;
+    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = GPT2RT_HEAD_LM;
     if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
         d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
         d.affine = c->revin_affine;
         d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
         d.V = d.Vp = 0;
-        d.seqhead = c->head == GPT2RT_HEAD_NEXT_PATCH ? 1 : c->head == GPT2RT_HEAD_PATCH_DECODE ? 2 : 0;
+        if (c->head == GPT2RT_HEAD_NEXT_PATCH || c->head == GPT2RT_HEAD_PATCH_DECODE) d.seqhead = c->head;
     }
     d.TH = c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? gpt2rt__cfg_n_history(c) : d.T;
     /* NEXT_PATCH: every position but the last predicts the next patch's PL values */
-    d.n_out = d.seqhead == 1 ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
+    d.n_out = d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
     d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
     if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
     d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
@@ -3226,7 +3734,7 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
             o_std = o; o += gpt2rt__ald(d, d->B * 4);
             o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
         }
-        if (s->last && d->seqhead != 1) { /* NEXT_PATCH: the targets are the patches themselves */
+        if (s->last && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) { /* NEXT_PATCH: the targets are the patches themselves */
             o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
             o_pred = o; o += gpt2rt__ald(d, d->n_out * 4);
         }
@@ -4735,6 +5243,94 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
       256 + i, <|endoftext|> = 256 + merges (tools/tok_fixture.py and the tests
       check it), so the compact copy in data/ holds the merges only. */
 
+/* ---- shared with the series files (6.3): messages, whole files, shuffles without a context ---- */
+#if !defined(GPT2RT_NO_TOKENIZER) || !defined(GPT2RT_NO_SERIES)
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
+static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error, 512, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
+   before anything is read, so a FIFO or a device is refused at once and a swap
+   between a check and the open cannot make it block (as gpt2rt__read_file) */
+static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
+    struct stat st;
+    *buf = NULL;
+    *len = 0;
+#ifdef _WIN32
+    if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (!GPT2RT__IS_REG(st.st_mode))
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
+                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+#define GPT2RT__TRF_CLOSE() fclose(fp)
+#else
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
+                               gpt2rt__file_kind((unsigned)st.st_mode));
+    }
+#define GPT2RT__TRF_CLOSE() close(fd)
+#endif
+    size_t n = (size_t)st.st_size, got = 0;
+    *buf = (unsigned char *)malloc(n ? n : 1);
+    if (!*buf) {
+        GPT2RT__TRF_CLOSE();
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
+    }
+#ifdef _WIN32
+    got = fread(*buf, 1, n, fp);
+#else
+    while (got < n) {
+        long k = (long)read(fd, *buf + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+#endif
+    GPT2RT__TRF_CLOSE();
+#undef GPT2RT__TRF_CLOSE
+    if (got != n) {
+        free(*buf);
+        *buf = NULL;
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: read %zu of %zu bytes", path, got, n);
+    }
+    *len = n;
+    return GPT2RT_OK;
+}
+
+/* a bijection of [0, n) drawn from key: a 4-round Feistel network on the smallest
+   even number of bits that covers n, walking the cycle until the value is below n
+   (at most 4x the domain, so a few steps); no table, so any window of any epoch
+   costs O(1) */
+static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
+    int bits = 2;
+    while (((uint64_t)1 << bits) < n) bits += 2;
+    int half = bits / 2;
+    uint64_t mask = ((uint64_t)1 << half) - 1;
+    do {
+        uint64_t l = x >> half, r = x & mask;
+        for (int round = 0; round < 4; round++) {
+            uint64_t s = key + (uint64_t)round * 0x632BE59BD9B4E019ull + r;
+            uint64_t f = gpt2rt__rng_next(&s) & mask;
+            uint64_t nl = r;
+            r = l ^ f;
+            l = nl;
+        }
+        x = l << half | r;
+    } while (x >= n);
+    return x;
+}
+#endif
+
+#ifndef GPT2RT_NO_TOKENIZER
 enum { GPT2RT__TOK_OTHER = 0, GPT2RT__TOK_LETTER = 1, GPT2RT__TOK_NUMBER = 2, GPT2RT__TOK_SPACE = 3 };
 #define GPT2RT__TOK_MAX_VOCAB 65536     /* ids fit uint16, like llm.c's token files */
 #define GPT2RT__TOK_CACHE_BITS 15       /* 32768 pieces, 2 MiB */
@@ -4813,15 +5409,6 @@ struct gpt2rt_shard {
     uint16_t *tokens;
     int64_t n;
 };
-
-static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) GPT2RT__PRINTF(3, 4);
-static gpt2rt_result gpt2rt__tok_msg(char *error, gpt2rt_result r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(error, 512, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
 /* ==== 5.1 Unicode classes ==== */
 
@@ -5483,58 +6070,6 @@ out:
     return r;
 }
 
-/* the whole of a regular file; on POSIX opened non-blocking and checked with fstat
-   before anything is read, so a FIFO or a device is refused at once and a swap
-   between a check and the open cannot make it block (as gpt2rt__read_file) */
-static gpt2rt_result gpt2rt__tok_read_file(const char *path, unsigned char **buf, size_t *len, char *error) {
-    struct stat st;
-    *buf = NULL;
-    *len = 0;
-#ifdef _WIN32
-    if (stat(path, &st) != 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (!GPT2RT__IS_REG(st.st_mode))
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file%s", path,
-                               GPT2RT__IS_DIR(st.st_mode) ? " (a directory)" : "");
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-#define GPT2RT__TRF_CLOSE() fclose(fp)
-#else
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: not a regular file (%s)", path,
-                               gpt2rt__file_kind((unsigned)st.st_mode));
-    }
-#define GPT2RT__TRF_CLOSE() close(fd)
-#endif
-    size_t n = (size_t)st.st_size, got = 0;
-    *buf = (unsigned char *)malloc(n ? n : 1);
-    if (!*buf) {
-        GPT2RT__TRF_CLOSE();
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu bytes", path, n);
-    }
-#ifdef _WIN32
-    got = fread(*buf, 1, n, fp);
-#else
-    while (got < n) {
-        long k = (long)read(fd, *buf + got, n - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-#endif
-    GPT2RT__TRF_CLOSE();
-#undef GPT2RT__TRF_CLOSE
-    if (got != n) {
-        free(*buf);
-        *buf = NULL;
-        return gpt2rt__tok_msg(error, GPT2RT_ERR_IO, "%s: read %zu of %zu bytes", path, got, n);
-    }
-    *len = n;
-    return GPT2RT_OK;
-}
-
 /* write to path.tmp, then rename: never a half-written file at path */
 static gpt2rt_result gpt2rt__tok_write_file(const char *path, const void *a, size_t alen, const void *b, size_t blen,
                                             char *error) {
@@ -5926,28 +6461,6 @@ GPT2RT_DEF const char *gpt2rt_shard_last_error(const gpt2rt_shard *s) {
 GPT2RT_DEF int64_t gpt2rt_shard_count(const gpt2rt_shard *s) { return s && !s->failed ? s->n : 0; }
 GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *s) { return s && !s->failed ? s->tokens : NULL; }
 
-/* a bijection of [0, n) drawn from key: a 4-round Feistel network on the smallest
-   even number of bits that covers n, walking the cycle until the value is below n
-   (at most 4x the domain, so a few steps); no table, so any window of any epoch
-   costs O(1) */
-static uint64_t gpt2rt__shard_permute(uint64_t x, uint64_t n, uint64_t key) {
-    int bits = 2;
-    while (((uint64_t)1 << bits) < n) bits += 2;
-    int half = bits / 2;
-    uint64_t mask = ((uint64_t)1 << half) - 1;
-    do {
-        uint64_t l = x >> half, r = x & mask;
-        for (int round = 0; round < 4; round++) {
-            uint64_t s = key + (uint64_t)round * 0x632BE59BD9B4E019ull + r;
-            uint64_t f = gpt2rt__rng_next(&s) & mask;
-            uint64_t nl = r;
-            r = l ^ f;
-            l = nl;
-        }
-        x = l << half | r;
-    } while (x >= n);
-    return x;
-}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int64_t step, int rank, int n_ranks, int B,
                                             int T, int32_t *inputs, int32_t *targets) {
@@ -5978,6 +6491,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int6
     }
     return GPT2RT_OK;
 }
+#endif /* GPT2RT_NO_TOKENIZER */
 
 /* ==== 6. Inputs ==== */
 
@@ -6035,7 +6549,7 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
    L-1. Statistics are summed in double in step order. */
 /* PATCH_DECODE: the history's patches, then the placeholders (gpt2rt__ts_hist) */
 static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
-    return d->seqhead == 2 ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
+    return d->seqhead == GPT2RT_HEAD_PATCH_DECODE ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
 }
 
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
@@ -6183,9 +6697,10 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
     }
 }
 
+#ifndef GPT2RT_NO_SERIES
 /* ==== 6.3 Series files ==== */
 
-/* ETT-format CSV (a date column, then numeric columns) cut as the Time-Series-Library
+/* ETT-format CSV (a date column and numeric columns) cut as the Time-Series-Library
    cuts it (thuml/Time-Series-Library, data_provider/data_loader.py: Dataset_ETT_hour,
    Dataset_ETT_minute, Dataset_Custom):
        ETTh:  border1s = [0, 12*30*24 - L, 12*30*24 + 4*30*24 - L]
@@ -6199,7 +6714,16 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
    rows [0, border2s[0]) (sklearn's StandardScaler: population variance; a constant
    column gets scale 1). Dataset_Custom moves the target column last in 'M' mode;
    here every mode keeps the file's order (the MSE over channels does not change).
-   The values are parsed with strtod, so the C locale's '.' is the decimal point. */
+   The values are parsed with strtod, so the C locale's '.' is the decimal point.
+   The date column is found, not assumed: a file without one keeps every numeric
+   column, and a column that is neither the date nor numbers is an error, so no
+   column is ever dropped unread. */
+
+/* how the file writes its dates: 'Y-M-D', then ' ' or 'T' and H:M or H:M:S */
+typedef struct gpt2rt__date_fmt {
+    char dsep, tsep; /* '-' or '/'; ' ' or 'T' */
+    int parts;       /* 3: date only, 5: with H:M, 6: with H:M:S */
+} gpt2rt__date_fmt;
 
 struct gpt2rt_series {
     int failed;
@@ -6208,8 +6732,13 @@ struct gpt2rt_series {
     gpt2rt_series_info info;
     float *values;           /* (rows, M) scaled */
     double *mean, *std;      /* (M) */
-    char *names;             /* M NUL-terminated column names, one after another */
+    char *names;             /* M NUL-terminated column names, one after another, then the date's */
     char **name;             /* (M) into names */
+    char *date_name;         /* into names; NULL without a date column */
+    double *time;            /* (rows) each row's date: seconds since 1970-01-01 00:00 (time_kind 2)
+                                or the column's number (1); NAN where it does not parse */
+    int time_kind;           /* 0: no usable dates, 1: numbers, 2: dates written as date_fmt */
+    gpt2rt__date_fmt date_fmt; /* the last row's */
 };
 
 /* one field of a line: [b, e) with surrounding spaces and tabs trimmed */
@@ -6269,8 +6798,8 @@ static const char *gpt2rt__csv_eol(const char *p, const char *end, const char **
 
 static gpt2rt_result gpt2rt__series_done(gpt2rt_series **out, gpt2rt_series *s, gpt2rt_result r) {
     if (r != GPT2RT_OK) {
-        free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
-        s->values = NULL; s->mean = s->std = NULL; s->names = NULL; s->name = NULL;
+        free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name); free(s->time);
+        s->values = NULL; s->mean = s->std = NULL; s->names = NULL; s->name = NULL; s->time = NULL; s->date_name = NULL;
         memset(&s->info, 0, sizeof s->info);
         s->failed = 1;
     }
@@ -6283,6 +6812,18 @@ static gpt2rt_result gpt2rt__series_done(gpt2rt_series **out, gpt2rt_series *s, 
 static gpt2rt_result gpt2rt__series_borders(gpt2rt_series *s, const char *name, int64_t L, int64_t H) {
     gpt2rt_series_info *in = &s->info;
     int64_t rows = in->rows, b2[3];
+    if (in->borders == GPT2RT_SERIES_BORDERS_NONE) {
+        if (rows < L)
+            return gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %lld data rows are fewer than the lookback, %lld",
+                                   name, (long long)rows, (long long)L);
+        int64_t w = rows - L - H + 1;
+        for (int k = 0; k < 3; k++) {
+            in->begin[k] = k ? rows : 0;
+            in->end[k] = rows;
+            in->windows[k] = k || w < 0 ? 0 : w;
+        }
+        return GPT2RT_OK;
+    }
     if (in->borders == GPT2RT_SERIES_BORDERS_RATIO) {
         /* Python's int(len * 0.7): the same double product, truncated */
         int64_t n_train = (int64_t)((double)rows * 0.7), n_test = (int64_t)((double)rows * 0.2);
@@ -6312,6 +6853,242 @@ static gpt2rt_result gpt2rt__series_borders(gpt2rt_series *s, const char *name, 
     return GPT2RT_OK;
 }
 
+/* ---- the date column: which one, and each row's date as a number ---- */
+
+/* days since 1970-01-01 of a proleptic Gregorian date, and back (H. Hinnant's
+   days_from_civil / civil_from_days: exact for every int64 year in range) */
+static int64_t gpt2rt__days_from_civil(int64_t y, int64_t m, int64_t d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400, yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1, doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static void gpt2rt__civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097, doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365, doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+/* n (1..maxd) decimal digits at *p (before e) into *v; the pointer moves past them */
+static int gpt2rt__date_digits(const char **p, const char *e, int mind, int maxd, int64_t *v) {
+    int n = 0;
+    *v = 0;
+    while (*p < e && n < maxd && **p >= '0' && **p <= '9') { *v = *v * 10 + (**p - '0'); (*p)++; n++; }
+    return n >= mind;
+}
+
+/* [b, e) as YYYY-MM-DD[( |T)HH:MM[:SS[.frac]]][Z] ('/' also between the date's parts)
+   into seconds since 1970-01-01 00:00 (no time zone: the file's clock); 0 when it is
+   not one */
+static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__date_fmt *fmt) {
+    int64_t y, mo, d, h = 0, mi = 0, sec = 0;
+    double frac = 0;
+    const char *p = b;
+    gpt2rt__date_fmt f = {'-', ' ', 3};
+    if (!gpt2rt__date_digits(&p, e, 4, 4, &y) || p == e || (*p != '-' && *p != '/')) return 0;
+    f.dsep = *p++;
+    if (!gpt2rt__date_digits(&p, e, 1, 2, &mo) || p == e || *p != f.dsep) return 0;
+    p++;
+    if (!gpt2rt__date_digits(&p, e, 1, 2, &d)) return 0;
+    if (p < e && (*p == ' ' || *p == 'T')) {
+        f.tsep = *p++;
+        while (p < e && *p == ' ') p++;
+        if (!gpt2rt__date_digits(&p, e, 1, 2, &h) || p == e || *p != ':') return 0;
+        p++;
+        if (!gpt2rt__date_digits(&p, e, 2, 2, &mi)) return 0;
+        f.parts = 5;
+        if (p < e && *p == ':') {
+            p++;
+            if (!gpt2rt__date_digits(&p, e, 2, 2, &sec)) return 0;
+            f.parts = 6;
+            if (p < e && *p == '.') {
+                double scale = 0.1;
+                for (p++; p < e && *p >= '0' && *p <= '9'; p++, scale *= 0.1) frac += (*p - '0') * scale;
+            }
+        }
+    }
+    if (p < e && *p == 'Z') p++;
+    if (p != e || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return 0;
+    *t = (double)gpt2rt__days_from_civil(y, mo, d) * 86400.0 + (double)(h * 3600 + mi * 60 + sec) + frac;
+    if (fmt) *fmt = f;
+    return 1;
+}
+
+/* the header names the AUTO rule takes for the date: date, time, timestamp, datetime */
+static int gpt2rt__csv_date_name(const char *b, const char *e) {
+    static const char *names[] = {"date", "time", "timestamp", "datetime"};
+    size_t n = (size_t)(e - b);
+    for (int k = 0; k < 4; k++) {
+        if (strlen(names[k]) != n) continue;
+        size_t i = 0;
+        while (i < n && (b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i]) == names[k][i]) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+/* a missing value: an empty field, NA, N/A, NaN or null (any case) */
+static int gpt2rt__csv_missing(const char *b, const char *e) {
+    static const char *names[] = {"na", "n/a", "nan", "null"};
+    size_t n = (size_t)(e - b);
+    if (n == 0) return 1;
+    for (int k = 0; k < 4; k++) {
+        if (strlen(names[k]) != n) continue;
+        size_t i = 0;
+        while (i < n && (b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i]) == names[k][i]) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+/* the message's list of the header's columns, the date's left out: "a", "b", ... */
+static void gpt2rt__csv_list(char *error, size_t k, const gpt2rt__csv_field *hdr, int64_t ncol, int64_t datec) {
+    int first = 1;
+    for (int64_t c = 0; c < ncol && k < 400; c++) {
+        if (c == datec) continue;
+        char show[40];
+        gpt2rt__csv_show(show, hdr[c].b, hdr[c].e);
+        k += (size_t)snprintf(error + k, 512 - k, "%s %s", first ? "" : ",", show);
+        first = 0;
+    }
+    if (first) snprintf(error + k, 512 - k, " none but the date");
+}
+
+/* the column named [b, b+n) in the header, -1 if none */
+static int64_t gpt2rt__csv_find(const gpt2rt__csv_field *hdr, int64_t ncol, const char *b, size_t n) {
+    for (int64_t c = 0; c < ncol; c++)
+        if ((size_t)(hdr[c].e - hdr[c].b) == n && memcmp(hdr[c].b, b, n) == 0) return c;
+    return -1;
+}
+
+/* the date column as desc asks (see gpt2rt_series_desc), -1 for none, -2 after an
+   error; row1 [rb, re) is the first data row (may be empty) */
+static int64_t gpt2rt__csv_date_col(gpt2rt_series *s, const char *name, const gpt2rt__csv_field *hdr, int64_t ncol,
+                                    const char *rb, const char *re) {
+    const char *want = s->desc.date_column;
+    if (want && !strcmp(want, "none")) return -1;
+    if (want && want[0]) {
+        int64_t c = gpt2rt__csv_find(hdr, ncol, want, strlen(want));
+        if (c < 0) {
+            size_t k = (size_t)snprintf(s->error, 512, "%s: no column named \"%.64s\" (the date column); the header (line "
+                                        "1) has:", name, want);
+            gpt2rt__csv_list(s->error, k, hdr, ncol, -1);
+            return -2;
+        }
+        return c;
+    }
+    for (int64_t c = 0; c < ncol; c++)
+        if (gpt2rt__csv_date_name(hdr[c].b, hdr[c].e)) return c;
+    if (rb < re) { /* the first column, when its first field is text */
+        gpt2rt__csv_field f0;
+        double v;
+        gpt2rt__csv_split(rb, re, &f0, 1);
+        if (!gpt2rt__csv_number(f0.b, f0.e, &v) && !gpt2rt__csv_missing(f0.b, f0.e)) return 0;
+    }
+    return -1;
+}
+
+/* the channels' file columns into col (M of them), as desc asks; 0 after an error */
+static int gpt2rt__csv_channels(gpt2rt_series *s, const gpt2rt_series_desc *d, const char *name,
+                                const gpt2rt__csv_field *hdr, int64_t ncol, int64_t datec, int *col, int64_t *M) {
+    const char *list = d->columns && d->columns[0] ? d->columns : d->target && d->target[0] ? d->target : NULL;
+    *M = 0;
+    if (!list) {
+        for (int64_t c = 0; c < ncol; c++)
+            if (c != datec) col[(*M)++] = (int)c;
+        if (*M == 0) {
+            char show[40];
+            gpt2rt__csv_show(show, hdr[0].b, hdr[0].e);
+            gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header (line 1) has 1 column, %s, the date column; at "
+                            "least one numeric column is needed (comma-separated)", name, show);
+            return 0;
+        }
+        return 1;
+    }
+    const char *what = d->columns && d->columns[0] ? "columns" : "target";
+    for (const char *p = list;;) {
+        const char *c = p;
+        while (*c && *c != ',') c++;
+        const char *b = p, *e = gpt2rt__csv_trim(&b, c);
+        int64_t k = gpt2rt__csv_find(hdr, ncol, b, (size_t)(e - b));
+        if (b == e || k < 0 || k == datec) {
+            size_t n = b == e ? (size_t)snprintf(s->error, 512, "%s: %s: an empty name in \"%.64s\";", name, what, list)
+                     : (size_t)snprintf(s->error, 512, "%s: no column named \"%.*s\" (%s)%s; the header (line 1) has:",
+                                        name, (int)(e - b < 64 ? e - b : 64), b, what,
+                                        k >= 0 ? " among the numeric columns: it is the date column" : "");
+            gpt2rt__csv_list(s->error, n < 512 ? n : 511, hdr, ncol, k >= 0 ? -1 : datec);
+            return 0;
+        }
+        for (int64_t m = 0; m < *M; m++)
+            if (col[m] == k) {
+                gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: %s: column \"%.*s\" is named twice", name, what,
+                                (int)(e - b < 64 ? e - b : 64), b);
+                return 0;
+            }
+        col[(*M)++] = (int)k;
+        if (!*c) return 1;
+        p = c + 1;
+    }
+}
+
+/* desc.fill over raw (rows, M), NAN where a value was missing; 0 (and the message)
+   when a channel has no value at all */
+static int gpt2rt__series_fill(gpt2rt_series *s, const char *name, double *raw, int64_t rows, int64_t M) {
+    for (int64_t m = 0; m < M; m++) {
+        int64_t prev = -1;
+        for (int64_t t = 0; t <= rows; t++) {
+            if (t < rows && raw[t * M + m] != raw[t * M + m]) continue;
+            if (t == rows && prev < 0) {
+                gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: column \"%s\" has no value in any of its %lld rows: "
+                                "nothing to fill from", name, s->name[m], (long long)rows);
+                return 0;
+            }
+            for (int64_t k = prev + 1; k < t; k++) {
+                double a = prev >= 0 ? raw[prev * M + m] : raw[t * M + m], z = t < rows ? raw[t * M + m] : a;
+                raw[k * M + m] = s->desc.fill == GPT2RT_SERIES_FILL_LINEAR && prev >= 0 && t < rows
+                                     ? a + (z - a) * (double)(k - prev) / (double)(t - prev) : prev >= 0 ? a : z;
+            }
+            prev = t;
+        }
+    }
+    return 1;
+}
+
+/* the most common positive step between consecutive dates, 0 when a date does not
+   parse or none increases */
+static double gpt2rt__series_step(const double *time, int64_t rows) {
+    if (rows < 2) return 0;
+    double *d = (double *)malloc(sizeof(double) * (size_t)(rows - 1));
+    if (!d) return 0;
+    int64_t n = 0;
+    for (int64_t t = 1; t < rows; t++) {
+        double v = time[t] - time[t - 1];
+        if (v != v) { free(d); return 0; }
+        if (v > 0) d[n++] = v;
+    }
+    for (int64_t i = 1; i < n; i++) { /* insertion sort, from the already sorted common case */
+        double v = d[i];
+        int64_t j = i;
+        while (j > 0 && d[j - 1] > v) { d[j] = d[j - 1]; j--; }
+        d[j] = v;
+    }
+    double best = 0;
+    int64_t best_run = 0;
+    for (int64_t i = 0; i < n;) {
+        int64_t j = i;
+        while (j < n && d[j] == d[i]) j++;
+        if (j - i > best_run) { best_run = j - i; best = d[i]; }
+        i = j;
+    }
+    free(d);
+    return best;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc) {
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -6322,73 +7099,72 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     if (!desc || (!data && len))
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name,
                                                            desc ? "data" : "desc"));
-    if (desc->lookback < 1 || desc->horizon < 1 || (unsigned)desc->borders > GPT2RT_SERIES_BORDERS_RATIO)
+    if (desc->lookback < 1 || desc->horizon < 1 || (unsigned)desc->borders > GPT2RT_SERIES_BORDERS_NONE ||
+        (unsigned)desc->fill > GPT2RT_SERIES_FILL_LINEAR)
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lookback = %d and "
-                                                           "horizon = %d must be >= 1, borders = %d in [0, %d]", name,
-                                                           desc->lookback, desc->horizon, (int)desc->borders,
-                                                           (int)GPT2RT_SERIES_BORDERS_RATIO));
+                                                           "horizon = %d must be >= 1, borders = %d in [0, %d], fill = %d "
+                                                           "in [0, %d]", name, desc->lookback, desc->horizon,
+                                                           (int)desc->borders, (int)GPT2RT_SERIES_BORDERS_NONE,
+                                                           (int)desc->fill, (int)GPT2RT_SERIES_FILL_LINEAR));
+    if (desc->target && desc->target[0] && desc->columns && desc->columns[0])
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: target (\"%.64s\") "
+                                                           "and columns (\"%.64s\") both choose the channels: set one",
+                                                           name, desc->target, desc->columns));
     s->desc = *desc;
-    s->desc.target = NULL;
+    s->desc.target = NULL; /* the caller's strings are read while loading only */
+    s->desc.columns = NULL;
     const char *p = (const char *)data, *end = p + len;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3; /* a UTF-8 byte-order mark */
     /* the header */
     const char *nl; /* the start of the next line */
     const char *he = gpt2rt__csv_eol(p, end, &nl);
     if (p == he)
-        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line 1 is empty: an ETT-style "
-                                                           "CSV starts with a header (date,column,...)%s", name,
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line 1 is empty: a CSV "
+                                                           "starts with a header (date,column,... or column,...)%s", name,
                                                            len ? "" : " (the file is empty)"));
     int64_t ncol = gpt2rt__csv_split(p, he, NULL, 0);
-    if (ncol < 2)
-        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header (line 1) has 1 "
-                                                           "column; a date column and at least one numeric column are "
-                                                           "needed (comma-separated)", name));
     /* hdr: the header's fields (kept for messages), f: the current row's */
     gpt2rt__csv_field *hdr = (gpt2rt__csv_field *)malloc(sizeof(gpt2rt__csv_field) * 2 * (size_t)ncol), *f = hdr + ncol;
     int *col = (int *)malloc(sizeof(int) * (size_t)ncol); /* the file column of channel m */
-    if (!hdr || !col) {
-        free(hdr); free(col);
+    int *chan = (int *)malloc(sizeof(int) * (size_t)ncol); /* the channel of file column c, -1 if none */
+    if (!hdr || !col || !chan) {
+        free(hdr); free(col); free(chan);
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld "
                                                            "columns", name, (long long)ncol));
     }
     gpt2rt_result r = GPT2RT_OK;
     double *raw = NULL; /* (rows, M) as parsed: the scaler is fit in double, as sklearn's on pandas' float64 */
+    int64_t missing = 0;
     gpt2rt__csv_split(p, he, hdr, ncol);
-    int64_t M = 0;
-    if (desc->target && desc->target[0]) {
-        size_t tl = strlen(desc->target);
-        for (int64_t c = 1; c < ncol && !M; c++)
-            if ((size_t)(hdr[c].e - hdr[c].b) == tl && memcmp(hdr[c].b, desc->target, tl) == 0) { col[0] = (int)c; M = 1; }
-        if (!M) {
-            size_t k = (size_t)snprintf(s->error, 512, "%s: no column named \"%.64s\" (target); the header (line 1) has:",
-                                        name, desc->target);
-            for (int64_t c = 1; c < ncol && k < 400; c++) {
-                char show[40];
-                gpt2rt__csv_show(show, hdr[c].b, hdr[c].e);
-                k += (size_t)snprintf(s->error + k, 512 - k, "%s %s", c > 1 ? "," : "", show);
-            }
-            r = GPT2RT_ERR_FORMAT;
-            goto done;
-        }
-    } else {
-        for (int64_t c = 1; c < ncol; c++) col[M++] = (int)c;
+    int64_t M = 0, datec;
+    {
+        const char *n2, *re = gpt2rt__csv_eol(nl, end, &n2);
+        datec = gpt2rt__csv_date_col(s, name, hdr, ncol, nl, re);
+        s->desc.date_column = NULL;
+        if (datec == -2 || !gpt2rt__csv_channels(s, desc, name, hdr, ncol, datec, col, &M)) { r = GPT2RT_ERR_FORMAT; goto done; }
     }
-    {   /* the names of the channels */
-        size_t total = 0;
+    s->info.date_column = (int)datec;
+    for (int64_t c = 0; c < ncol; c++) chan[c] = -1;
+    for (int64_t m = 0; m < M; m++) chan[col[m]] = (int)m;
+    {   /* the names of the channels, then the date column's */
+        size_t total = datec >= 0 ? (size_t)(hdr[datec].e - hdr[datec].b) + 1 : 0;
         for (int64_t m = 0; m < M; m++) total += (size_t)(hdr[col[m]].e - hdr[col[m]].b) + 1;
-        s->names = (char *)malloc(total);
+        s->names = (char *)malloc(total ? total : 1);
         s->name = (char **)malloc(sizeof(char *) * (size_t)M);
         if (!s->names || !s->name) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", name); goto done; }
         char *q = s->names;
-        for (int64_t m = 0; m < M; m++) {
-            size_t n = (size_t)(hdr[col[m]].e - hdr[col[m]].b);
-            memcpy(q, hdr[col[m]].b, n);
+        for (int64_t m = 0; m <= M; m++) {
+            int64_t c = m < M ? col[m] : datec;
+            if (c < 0) break;
+            size_t n = (size_t)(hdr[c].e - hdr[c].b);
+            memcpy(q, hdr[c].b, n);
             q[n] = 0;
-            s->name[m] = q;
+            if (m < M) s->name[m] = q;
+            else s->date_name = q;
             q += n + 1;
         }
     }
-    /* the rows: every field checked (numbers in every column, the target's or not) */
+    /* the rows: every field but the date's checked (numbers in every column, chosen or not) */
     {
         int64_t rows = 0, cap = 0, line = 1;
         for (p = nl; p < end; p = nl) {
@@ -6411,24 +7187,45 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
             if (rows == cap) {
                 int64_t nc = cap ? 2 * cap : 1024;
                 double *nv = (double *)realloc(raw, sizeof(double) * (size_t)(nc * M));
-                if (!nv) { r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld rows", name,
-                                               (long long)nc); goto done; }
-                raw = nv;
+                double *nt = datec >= 0 ? (double *)realloc(s->time, sizeof(double) * (size_t)nc) : NULL;
+                if (nv) raw = nv;
+                if (nt) s->time = nt;
+                if (!nv || (datec >= 0 && !nt)) {
+                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld rows", name,
+                                        (long long)nc);
+                    goto done;
+                }
                 cap = nc;
             }
-            int64_t m = 0;
-            for (int64_t c = 1; c < ncol; c++) {
+            for (int64_t c = 0; c < ncol; c++) {
                 double v;
+                if (c == datec) {
+                    gpt2rt__date_fmt fmt;
+                    if (gpt2rt__date_parse(f[c].b, f[c].e, &v, &fmt)) { s->time_kind |= 2; s->date_fmt = fmt; }
+                    else if (gpt2rt__csv_number(f[c].b, f[c].e, &v)) s->time_kind |= 1;
+                    else { v = NAN; s->time_kind |= 4; }
+                    s->time[rows] = v;
+                    continue;
+                }
                 if (!gpt2rt__csv_number(f[c].b, f[c].e, &v)) {
                     char show[40], hname[40];
                     gpt2rt__csv_show(show, f[c].b, f[c].e);
                     gpt2rt__csv_show(hname, hdr[c].b, hdr[c].e);
-                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column %lld (%s): %s is not a %s",
-                                        name, (long long)line, (long long)(c + 1), hname, show,
-                                        f[c].b == f[c].e ? "number (empty field)" : "finite number that fits a float");
-                    goto done;
+                    int miss = gpt2rt__csv_missing(f[c].b, f[c].e);
+                    if (miss && chan[c] < 0) continue; /* a column not read: nothing to fill */
+                    if (miss && desc->fill != GPT2RT_SERIES_FILL_REFUSE) { missing++; v = NAN; }
+                    else {
+                        r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld, column %lld (%s): %s is %s", name,
+                                            (long long)line, (long long)(c + 1), hname, show,
+                                            !miss ? "not a finite number that fits a float"
+                                            : f[c].b == f[c].e ? "missing (an empty field); fill = PREVIOUS or LINEAR "
+                                                                 "(--fill previous|linear) fills missing values"
+                                                               : "a missing value; fill = PREVIOUS or LINEAR (--fill "
+                                                                 "previous|linear) fills missing values");
+                        goto done;
+                    }
                 }
-                if (m < M && col[m] == c) raw[rows * M + m++] = v;
+                if (chan[c] >= 0) raw[rows * M + chan[c]] = v;
             }
             rows++;
         }
@@ -6438,6 +7235,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
             r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: no data rows after the header (line 1)", name);
             goto done;
         }
+        if (missing && !gpt2rt__series_fill(s, name, raw, rows, M)) { r = GPT2RT_ERR_FORMAT; goto done; }
+        s->info.filled = missing;
+        /* dates, or plain numbers, in every row: a step; a mixture or text: none */
+        if (s->time_kind != 1 && s->time_kind != 2) s->time_kind = 0;
+        if (datec >= 0 && s->time_kind) s->info.date_step = gpt2rt__series_step(s->time, rows);
+        s->info.date_is_calendar = datec >= 0 && s->time_kind == 2;
     }
     /* borders: AUTO reads the name's last path component */
     {
@@ -6487,6 +7290,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
 done:
     free(hdr);
     free(col);
+    free(chan);
     free(raw);
     return gpt2rt__series_done(out, s, r);
 }
@@ -6511,7 +7315,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **out, const char *pat
 
 GPT2RT_DEF void gpt2rt_series_free(gpt2rt_series *s) {
     if (!s) return;
-    free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name);
+    free(s->values); free(s->mean); free(s->std); free(s->names); free(s->name); free(s->time);
     free(s);
 }
 
@@ -6552,6 +7356,53 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *s, int m, dou
 
 GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *s) { return s && !s->failed ? s->values : NULL; }
 
+GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *s) {
+    return s && !s->failed ? s->date_name : NULL;
+}
+
+/* t as the file writes its dates (kind 2: fmt) or its numbers (kind 1) */
+static void gpt2rt__date_format(char *buf, size_t cap, double t, int kind, gpt2rt__date_fmt fmt) {
+    if (kind == 1) {
+        if (t == floor(t) && fabs(t) < 9e15) snprintf(buf, cap, "%.0f", t);
+        else snprintf(buf, cap, "%.15g", t);
+        return;
+    }
+    double day = floor(t / 86400.0), sec = t - day * 86400.0;
+    int64_t y, isec = (int64_t)floor(sec + 0.5);
+    int mo, d;
+    if (isec >= 86400) { day += 1; isec -= 86400; }
+    gpt2rt__civil_from_days((int64_t)day, &y, &mo, &d);
+    int n = snprintf(buf, cap, "%04lld%c%02d%c%02d", (long long)y, fmt.dsep, mo, fmt.dsep, d);
+    if (fmt.parts >= 5 && n > 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, "%c%02d:%02d", fmt.tsep, (int)(isec / 3600), (int)(isec / 60 % 60));
+    if (fmt.parts == 6 && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, ":%02d", (int)(isec % 60));
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row, char *buf, size_t cap) {
+    if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (s->failed) return GPT2RT_ERR_STATE;
+    if (!buf || cap < 2 || row < 0)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_date: buf %s, cap = "
+                               "%zu (>= 2), row = %lld (>= 0)", buf ? "given" : "NULL", cap, (long long)row);
+    int64_t rows = s->info.rows;
+    if (!s->date_name)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: the file has no date column");
+    if (!s->time_kind)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: the date column \"%s\" "
+                               "holds text that is neither a date (YYYY-MM-DD[ HH:MM[:SS]]) nor a number in every row",
+                               s->date_name);
+    double t = s->time[row < rows ? row : rows - 1];
+    if (row >= rows) {
+        if (!(s->info.date_step > 0))
+            return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: row %lld is past the "
+                                   "%lld rows and the dates of \"%s\" have no increasing step to continue at",
+                                   (long long)row, (long long)rows, s->date_name);
+        t += (double)(row - rows + 1) * s->info.date_step;
+    }
+    gpt2rt__date_format(buf, cap, t, s->time_kind, s->date_fmt);
+    return GPT2RT_OK;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_split split, uint64_t seed, int64_t epoch,
                                              int64_t first, int B, float *x, float *y) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
@@ -6581,6 +7432,572 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
     }
     return GPT2RT_OK;
 }
+
+/* ==== 6.4 Forecaster ==== */
+
+/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): the
+   weights as gpt2rt_weights_save writes them, and forecaster.json, one flat JSON
+   object (every key once; numbers, strings, null, arrays of numbers or of strings),
+   written and read here only. The forecast is the training run's scoring, step for
+   step: batches of info.batch windows (the last filled up by repeating its last
+   window), the model's predictions in the scaler's units, then the linear map's
+   offset (linear_residual) and the blend toward the map, in double, rounded once. */
+
+struct gpt2rt_forecaster {
+    int failed;
+    char error[512];
+    gpt2rt_ctx *ctx;
+    gpt2rt_forecaster_info info;
+    char *names;           /* the channels' names, then the date column's, NUL-separated */
+    char **name;           /* (M) into names */
+    char *date_name;       /* into names, NULL: none */
+    double *mean, *std;    /* (M) the scaler */
+    double *W;             /* (L+1, H) the linear map, NULL: none */
+    float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
+    double *z, *acc;       /* scratch: L+1, H */
+};
+
+static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
+
+/* the linear map's forecast minus each series' lookback mean, (nb,H,M) into c, and
+   the means (nb,M) into mus: each series of x (nb,L,M) normalised as RevIN does
+   (mean, sqrt(biased variance + 1e-5)), z (L+1) with a trailing 1, c = sd * W'z;
+   summed in double in index order (examples/timeseries.c fits W on the same terms) */
+static void gpt2rt__fc_lin_offset(const double *W, int64_t L, int64_t H, const float *x, int64_t nb, int64_t M,
+                                  float *c, float *mus, double *z, double *acc) {
+    for (int64_t w = 0; w < nb; w++)
+        for (int64_t m = 0; m < M; m++) {
+            const float *xs = x + w * L * M;
+            double s = 0, v = 0, sd;
+            for (int64_t k = 0; k < L; k++) s += xs[k * M + m];
+            s /= (double)L;
+            for (int64_t k = 0; k < L; k++) v += (xs[k * M + m] - s) * (xs[k * M + m] - s);
+            sd = sqrt(v / (double)L + 1e-5);
+            for (int64_t k = 0; k < L; k++) z[k] = (xs[k * M + m] - s) / sd;
+            z[L] = 1.0;
+            mus[w * M + m] = (float)s;
+            for (int64_t h = 0; h < H; h++) acc[h] = 0;
+            for (int64_t k = 0; k <= L; k++) {
+                const double *wk = W + k * H, zk = z[k];
+                for (int64_t h = 0; h < H; h++) acc[h] += zk * wk[h];
+            }
+            for (int64_t h = 0; h < H; h++) c[(w * H + h) * M + m] = (float)(sd * acc[h]);
+        }
+}
+
+/* ---- writing forecaster.json ---- */
+
+static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v, int last) {
+    char esc[1024];
+    if (!v) { fprintf(f, "  \"%s\": null%s\n", key, last ? "" : ","); return; }
+    gpt2rt__json_escape(esc, sizeof esc, v);
+    fprintf(f, "  \"%s\": \"%s\"%s\n", key, esc, last ? "" : ",");
+}
+
+static void gpt2rt__fc_put_nums(FILE *f, const char *key, const double *v, int64_t n) {
+    fprintf(f, "  \"%s\": [", key);
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.17g", i ? (i % 8 ? ", " : ",\n    ") : "", v[i]);
+    fprintf(f, "],\n");
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!dir || !desc || !desc->series)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is NULL",
+                            !dir ? "dir" : !desc ? "desc" : "desc->series");
+    if (strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir too long");
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    const gpt2rt_series *s = desc->series;
+    if (c.input != GPT2RT_INPUT_PATCHES || (c.head != GPT2RT_HEAD_REGRESSION && c.head != GPT2RT_HEAD_PATCH_DECODE))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: a forecaster forecasts a horizon: "
+                            "input = PATCHES with head = REGRESSION or PATCH_DECODE (this context: input %d, head %d)",
+                            (int)c.input, (int)c.head);
+    if (s->failed)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: desc->series failed to load");
+    if (s->info.channels != c.n_channels || s->desc.lookback != c.seq_len || s->desc.horizon != c.horizon)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: the series (%d channels, lookback "
+                            "%d, horizon %d) and the context (n_channels %d, seq_len %d, horizon %d) differ",
+                            s->info.channels, s->desc.lookback, s->desc.horizon, c.n_channels, c.seq_len, c.horizon);
+    if (!(desc->blend >= 0 && desc->blend <= 1) || desc->batch < 0 || (desc->blend > 0 && !desc->linear) ||
+        (desc->linear_residual && !desc->linear))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: blend = %g must lie in [0, 1], "
+                            "batch = %d >= 0, and blend > 0 or linear_residual = %d need the linear map (linear is %s)",
+                            desc->blend, desc->batch, desc->linear_residual, desc->linear ? "given" : "NULL");
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels, nw = (L + 1) * H;
+    for (int64_t i = 0; desc->linear && i < nw; i++)
+        if (!isfinite(desc->linear[i]))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: linear[%lld] (row %lld, "
+                                "column %lld) is %g; the map must be finite", (long long)i, (long long)(i / H),
+                                (long long)(i % H), desc->linear[i]);
+    gpt2rt_result r = gpt2rt_weights_save(ctx, dir);
+    if (r != GPT2RT_OK) return r;
+    char path[4200], tmp[4200];
+    snprintf(path, sizeof path, "%s/forecaster.json", dir);
+    snprintf(tmp, sizeof tmp, "%s/forecaster.json.tmp", dir);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
+    fprintf(f, "{\n");
+    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster", 0);
+    fprintf(f, "  \"version\": 1,\n");
+    gpt2rt__fc_put_str(f, "note", desc->note, 0);
+    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression", 0);
+    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal", 0);
+    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
+            c.n_embd, c.max_seq_len);
+    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
+            c.patch_len, c.patch_stride, c.horizon);
+    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
+                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32", 0);
+    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
+            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
+    fprintf(f, "  \"columns\": [");
+    for (int64_t m = 0; m < M; m++) {
+        char esc[1024];
+        gpt2rt__json_escape(esc, sizeof esc, s->name[m]);
+        fprintf(f, "%s\"%s\"", m ? ", " : "", esc);
+    }
+    fprintf(f, "],\n");
+    gpt2rt__fc_put_str(f, "date_column", s->date_name, 0);
+    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
+    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders], 0);
+    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
+    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
+    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
+    if (desc->linear) {
+        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
+        gpt2rt__fc_put_nums(f, "linear", desc->linear, nw);
+    } else fprintf(f, "  \"linear\": null,\n");
+    fprintf(f, "  \"end\": true\n}\n");
+    if ((r = gpt2rt__write_close(ctx, f, tmp, path, 1)) != GPT2RT_OK) return r;
+    return gpt2rt__rename(ctx, tmp, path);
+}
+
+/* ---- reading forecaster.json: the keys first, then each value where it is needed ---- */
+
+typedef struct gpt2rt__fj {
+    const char *p, *end;
+    int n;
+    char key[64][32];
+    const char *val[64]; /* where key[i]'s value starts */
+} gpt2rt__fj;
+
+static void gpt2rt__fj_ws(gpt2rt__fj *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+/* a string at p into out (cap bytes, NUL-terminated); 0 when it is not one or too long */
+static int gpt2rt__fj_str(gpt2rt__fj *j, char *out, size_t cap) {
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end || *j->p != '"') return 0;
+    size_t n = 0;
+    for (j->p++; j->p < j->end && *j->p != '"'; j->p++) {
+        unsigned c = (unsigned char)*j->p;
+        if (c < 0x20) return 0;
+        if (c == '\\') {
+            if (++j->p >= j->end) return 0;
+            c = (unsigned char)*j->p;
+            if (c == 'u') {
+                unsigned u = 0;
+                for (int i = 0; i < 4; i++) {
+                    if (++j->p >= j->end || gpt2rt__hex(*j->p) < 0) return 0;
+                    u = u * 16 + (unsigned)gpt2rt__hex(*j->p);
+                }
+                if (u == 0 || u >= 0x80) return 0; /* the writer escapes control characters only */
+                c = u;
+            } else if (c == 'n') c = '\n';
+            else if (c == 't') c = '\t';
+            else if (c == 'r') c = '\r';
+            else if (c != '"' && c != '\\' && c != '/') return 0;
+        }
+        if (n + 1 >= cap) return 0;
+        out[n++] = (char)c;
+    }
+    if (j->p >= j->end) return 0;
+    j->p++;
+    out[n] = 0;
+    return 1;
+}
+
+/* past one value: a number, string, true/false/null, or an array of them */
+static int gpt2rt__fj_skip(gpt2rt__fj *j, int depth) {
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end) return 0;
+    if (*j->p == '"') { /* any length: nothing kept */
+        for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
+            if (*j->p == '\\' && ++j->p >= j->end) return 0;
+        if (j->p >= j->end) return 0;
+        j->p++;
+        return 1;
+    }
+    if (*j->p == '[') {
+        if (depth > 0) return 0;
+        j->p++;
+        gpt2rt__fj_ws(j);
+        if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
+        for (;;) {
+            if (!gpt2rt__fj_skip(j, depth + 1)) return 0;
+            gpt2rt__fj_ws(j);
+            if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+            if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
+            return 0;
+        }
+    }
+    const char *b = j->p;
+    while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || (*j->p >= 'a' && *j->p <= 'z') || strchr("+-.E", *j->p))) j->p++;
+    return j->p > b;
+}
+
+static int gpt2rt__fj_parse(gpt2rt__fj *j, const char *text, size_t len) {
+    memset(j, 0, sizeof *j);
+    j->p = text;
+    j->end = text + len;
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end || *j->p++ != '{') return 0;
+    for (;;) {
+        if (j->n == 64 || !gpt2rt__fj_str(j, j->key[j->n], sizeof j->key[0])) return 0;
+        gpt2rt__fj_ws(j);
+        if (j->p >= j->end || *j->p++ != ':') return 0;
+        gpt2rt__fj_ws(j);
+        j->val[j->n++] = j->p;
+        if (!gpt2rt__fj_skip(j, 0)) return 0;
+        gpt2rt__fj_ws(j);
+        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
+        if (j->p < j->end && *j->p == '}') return 1;
+        return 0;
+    }
+}
+
+/* key's value position in *j (p moved there), 0 when the key is absent */
+static int gpt2rt__fj_at(gpt2rt__fj *j, const char *key) {
+    for (int i = 0; i < j->n; i++)
+        if (!strcmp(j->key[i], key)) { j->p = j->val[i]; return 1; }
+    return 0;
+}
+
+static int gpt2rt__fj_null(gpt2rt__fj *j) {
+    return j->end - j->p >= 4 && !memcmp(j->p, "null", 4);
+}
+
+/* a number at p (strtod's syntax, finite) */
+static int gpt2rt__fj_num(gpt2rt__fj *j, double *v) {
+    char buf[64];
+    size_t n = 0;
+    gpt2rt__fj_ws(j);
+    while (j->p < j->end && n + 1 < sizeof buf && ((*j->p >= '0' && *j->p <= '9') || strchr("+-.eE", *j->p)))
+        buf[n++] = *j->p++;
+    buf[n] = 0;
+    char *e;
+    *v = strtod(buf, &e);
+    return n > 0 && *e == 0 && isfinite(*v);
+}
+
+/* n numbers of an array at p into v */
+static int gpt2rt__fj_nums(gpt2rt__fj *j, double *v, int64_t n) {
+    gpt2rt__fj_ws(j);
+    if (j->p >= j->end || *j->p++ != '[') return 0;
+    for (int64_t i = 0; i < n; i++) {
+        gpt2rt__fj_ws(j);
+        if (i && (j->p >= j->end || *j->p++ != ',')) return 0;
+        if (!gpt2rt__fj_num(j, &v[i])) return 0;
+    }
+    gpt2rt__fj_ws(j);
+    return j->p < j->end && *j->p == ']';
+}
+
+static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
+    if (r != GPT2RT_OK) {
+        gpt2rt_free(fc->ctx);
+        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+        char keep[512];
+        memcpy(keep, fc->error, sizeof keep);
+        memset(fc, 0, sizeof *fc);
+        memcpy(fc->error, keep, sizeof keep);
+        fc->failed = 1;
+    }
+    *out = fc;
+    return r;
+}
+
+/* the model and runtime of the forecaster in j into c; 0 (and the message) when a
+   field is missing or out of range */
+static int gpt2rt__fc_config(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file, gpt2rt_config *c) {
+    static const char *keys[] = {"n_layer", "n_head", "n_embd", "max_seq_len", "lookback", "patch_len", "patch_stride",
+                                 "horizon", "channels", "revin_affine", "batch", "linear_residual"};
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
+                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
+    for (int k = 0; k < 12; k++) {
+        double v;
+        if (!gpt2rt__fj_at(j, keys[k]) || !gpt2rt__fj_num(j, &v) || v != floor(v) || v < 0 || v > 1e9) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing or not an integer in [0, 1e9]", file,
+                            keys[k]);
+            return 0;
+        }
+        *dst[k] = (int)v;
+    }
+    char head[32], mask[32], borders[16];
+    if (!gpt2rt__fj_at(j, "head") || !gpt2rt__fj_str(j, head, sizeof head) ||
+        (strcmp(head, "regression") && strcmp(head, "patch_decode")) || !gpt2rt__fj_at(j, "attn_mask") ||
+        !gpt2rt__fj_str(j, mask, sizeof mask) || (strcmp(mask, "causal") && strcmp(mask, "placeholders")) ||
+        !gpt2rt__fj_at(j, "borders") || !gpt2rt__fj_str(j, borders, sizeof borders)) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"head\" (regression or patch_decode), \"attn_mask\" (causal "
+                        "or placeholders) or \"borders\" is missing or unknown", file);
+        return 0;
+    }
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
+    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    fc->info.borders = GPT2RT_SERIES_BORDERS_AUTO;
+    for (int k = 1; k < 5; k++)
+        if (!strcmp(borders, gpt2rt__fc_borders[k])) fc->info.borders = (gpt2rt_series_borders)k;
+    if (c->n_channels < 1 || c->seq_len < 1 || c->horizon < 1 || fc->info.batch < 1) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: channels = %d, lookback = %d, horizon = %d and batch = %d "
+                        "must be >= 1", file, c->n_channels, c->seq_len, c->horizon, fc->info.batch);
+        return 0;
+    }
+    fc->info.lookback = c->seq_len;
+    fc->info.horizon = c->horizon;
+    fc->info.channels = c->n_channels;
+    return 1;
+}
+
+/* the channels' names, the date column, the scaler, the linear map and the blend */
+static int gpt2rt__fc_data(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file) {
+    int64_t M = fc->info.channels, L = fc->info.lookback, H = fc->info.horizon;
+    size_t cap = 0;
+    if (gpt2rt__fj_at(j, "columns")) cap = (size_t)(j->end - j->p) + 1;
+    if (gpt2rt__fj_at(j, "date_column")) cap += (size_t)(j->end - j->p) + 1;
+    fc->names = (char *)malloc(cap ? cap : 1);
+    fc->name = (char **)calloc((size_t)M, sizeof(char *));
+    fc->mean = (double *)malloc(sizeof(double) * (size_t)M);
+    fc->std = (double *)malloc(sizeof(double) * (size_t)M);
+    if (!fc->names || !fc->name || !fc->mean || !fc->std) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        return 0;
+    }
+    char *q = fc->names;
+    int good = gpt2rt__fj_at(j, "columns");
+    if (good) {
+        gpt2rt__fj_ws(j);
+        good = j->p < j->end && *j->p++ == '[';
+    }
+    for (int64_t m = 0; good && m < M; m++) {
+        gpt2rt__fj_ws(j);
+        if (m && (j->p >= j->end || *j->p++ != ',')) { good = 0; break; }
+        fc->name[m] = q;
+        good = gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names));
+        q += strlen(q) + 1;
+    }
+    if (good) { gpt2rt__fj_ws(j); good = j->p < j->end && *j->p == ']'; }
+    if (!good) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"columns\" is missing or is not %lld names", file, (long long)M);
+        return 0;
+    }
+    if (gpt2rt__fj_at(j, "date_column") && !gpt2rt__fj_null(j)) {
+        fc->date_name = q;
+        if (!gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names))) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"date_column\" is neither a name nor null", file);
+            return 0;
+        }
+    }
+    double v;
+    if (gpt2rt__fj_at(j, "date_step") && gpt2rt__fj_num(j, &v) && v >= 0) fc->info.date_step = v;
+    if (!gpt2rt__fj_at(j, "scaler_mean") || !gpt2rt__fj_nums(j, fc->mean, M) || !gpt2rt__fj_at(j, "scaler_std") ||
+        !gpt2rt__fj_nums(j, fc->std, M)) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" must be %lld finite numbers "
+                        "each (one a channel)", file, (long long)M);
+        return 0;
+    }
+    for (int64_t m = 0; m < M; m++)
+        if (!(fc->std[m] > 0)) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: scaler_std[%lld] = %g must be > 0", file, (long long)m,
+                            fc->std[m]);
+            return 0;
+        }
+    if (!gpt2rt__fj_at(j, "blend") || !gpt2rt__fj_num(j, &fc->info.blend) || fc->info.blend < 0 || fc->info.blend > 1) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"blend\" is missing or outside [0, 1]", file);
+        return 0;
+    }
+    if (gpt2rt__fj_at(j, "linear") && !gpt2rt__fj_null(j)) {
+        double rows = 0, cols = 0;
+        if (!gpt2rt__fj_at(j, "linear_rows") || !gpt2rt__fj_num(j, &rows) || !gpt2rt__fj_at(j, "linear_cols") ||
+            !gpt2rt__fj_num(j, &cols) || rows != (double)(L + 1) || cols != (double)H) {
+            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: the linear map is %g x %g; lookback %lld and horizon %lld "
+                            "need %lld x %lld", file, rows, cols, (long long)L, (long long)H, (long long)(L + 1),
+                            (long long)H);
+            return 0;
+        }
+        fc->W = (double *)malloc(sizeof(double) * (size_t)((L + 1) * H));
+        if (!fc->W || !gpt2rt__fj_at(j, "linear") || !gpt2rt__fj_nums(j, fc->W, (L + 1) * H)) {
+            gpt2rt__tok_msg(fc->error, fc->W ? GPT2RT_ERR_FORMAT : GPT2RT_ERR_OUT_OF_MEMORY, "%s: \"linear\" must be "
+                            "%lld finite numbers", file, (long long)((L + 1) * H));
+            return 0;
+        }
+        fc->info.has_linear = 1;
+    }
+    if ((fc->info.blend > 0 || fc->info.linear_residual) && !fc->W) {
+        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
+                        fc->info.blend, fc->info.linear_residual);
+        return 0;
+    }
+    return 1;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const char *dir, const gpt2rt_config *base) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_forecaster *fc = (gpt2rt_forecaster *)calloc(1, sizeof(gpt2rt_forecaster));
+    *out = fc;
+    if (!fc) return GPT2RT_ERR_OUT_OF_MEMORY;
+    if (!dir || strlen(dir) > 4000)
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_load: "
+                                                        "dir is NULL or too long"));
+    char file[4200], weights[4200];
+    snprintf(file, sizeof file, "%s/forecaster.json", dir);
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
+    unsigned char *buf;
+    size_t len;
+    char err[512];
+    if (gpt2rt__tok_read_file(file, &buf, &len, err) != GPT2RT_OK) {
+        FILE *w = fopen(weights, "rb");
+        if (w) fclose(w);
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: no forecaster here (%s)%s", dir, err,
+                                                        w ? ": it holds weights only (model.safetensors), not the scaler, "
+                                                            "lookback, horizon and columns a forecast needs: save a "
+                                                            "forecaster with gpt2rt_forecaster_save (timeseries --save)"
+                                                          : ""));
+    }
+    gpt2rt__fj j;
+    char format[32];
+    double version = 0;
+    int parsed = gpt2rt__fj_parse(&j, (const char *)buf, len);
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    gpt2rt_result r = GPT2RT_OK;
+    if (!parsed || !gpt2rt__fj_at(&j, "format") || !gpt2rt__fj_str(&j, format, sizeof format) ||
+        strcmp(format, "gpt2rt-forecaster") || !gpt2rt__fj_at(&j, "version") || !gpt2rt__fj_num(&j, &version))
+        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: not a forecaster: a JSON object with \"format\": "
+                            "\"gpt2rt-forecaster\" and a \"version\" is expected%s", file,
+                            parsed ? "" : " (the file does not parse as one flat JSON object)");
+    else if (version != 1)
+        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: version %g; this gpt2rt reads version 1", file, version);
+    else if (!gpt2rt__fc_config(fc, &j, file, &c) || !gpt2rt__fc_data(fc, &j, file))
+        r = fc->error[0] && strstr(fc->error, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT;
+    free(buf);
+    if (r != GPT2RT_OK) return gpt2rt__fc_done(out, fc, r);
+    if (base) { /* the forecast's precision is the caller's (fp32 by default), whatever trained_precision says */
+        c.backend = base->backend;
+        c.precision = base->precision;
+        c.n_threads = base->n_threads;
+        c.log = base->log;
+        c.log_user = base->log_user;
+        if (base->batch_size > 0) fc->info.batch = base->batch_size;
+    }
+    c.batch_size = fc->info.batch;
+    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
+        (r = gpt2rt_mode_set(fc->ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) {
+        gpt2rt__tok_msg(fc->error, r, "%s: %s", dir, gpt2rt_last_error(fc->ctx));
+        return gpt2rt__fc_done(out, fc, r);
+    }
+    int64_t B = fc->info.batch, L = c.seq_len, H = c.horizon, M = c.n_channels;
+    fc->x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
+    fc->pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    fc->c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    fc->mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
+    fc->z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
+    fc->acc = (double *)malloc(sizeof(double) * (size_t)H);
+    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc)
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for a "
+                                                        "batch of %lld windows", dir, (long long)B));
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
+    if (!fc) return;
+    gpt2rt_free(fc->ctx);
+    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+    free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+    free(fc);
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc) {
+    return fc ? fc->error : "gpt2rt_forecaster: no forecaster (out of memory)";
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info) {
+    if (!fc || !info) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    *info = fc->info;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_column(const gpt2rt_forecaster *fc, int m) {
+    return fc && !fc->failed && m >= 0 && m < fc->info.channels ? fc->name[m] : NULL;
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc) {
+    return fc && !fc->failed ? fc->date_name : NULL;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std) {
+    if (!fc || !mean || !std) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    if (m < 0 || m >= fc->info.channels) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *mean = fc->mean[m];
+    *std = fc->std[m];
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc) { return fc && !fc->failed ? fc->ctx : NULL; }
+
+/* x (n,L,M) -> out (n,H,M); units: both in the data's units (scaled on the way in,
+   unscaled on the way out), else in the scaler's */
+static gpt2rt_result gpt2rt__fc_run(gpt2rt_forecaster *fc, const char *fn, const float *x, int64_t n, float *out,
+                                    int units) {
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    if (!x || !out || n < 0)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x is %s, out is %s, n = %lld (>= 0)", fn,
+                               x ? "given" : "NULL", out ? "given" : "NULL", (long long)n);
+    int64_t B = fc->info.batch, L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
+    for (int64_t first = 0; first < n; first += B) {
+        int64_t real = n - first < B ? n - first : B;
+        for (int64_t i = 0; i < real * L * M; i++) {
+            float v = x[first * L * M + i];
+            if (units) v = (float)(((double)v - fc->mean[i % M]) / fc->std[i % M]);
+            if (!isfinite(v))
+                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x[%lld] (window %lld, step %lld, "
+                                       "channel %lld) is %g%s; values must be finite", fn,
+                                       (long long)(first * L * M + i), (long long)(first + i / (L * M)),
+                                       (long long)(i / M % L), (long long)(i % M), (double)x[first * L * M + i],
+                                       units ? " (scaled)" : "");
+            fc->x[i] = v;
+        }
+        for (int64_t b = real; b < B; b++) memcpy(fc->x + b * L * M, fc->x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
+        if (gpt2rt_forward_series(fc->ctx, fc->x, NULL, NULL) != GPT2RT_OK ||
+            gpt2rt_predictions(fc->ctx, fc->pred, B * H * M) != GPT2RT_OK)
+            return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_STATE, "%s: %s", fn, gpt2rt_last_error(fc->ctx));
+        if (fc->W) {
+            gpt2rt__fc_lin_offset(fc->W, L, H, fc->x, real, M, fc->c, fc->mus, fc->z, fc->acc);
+            for (int64_t i = 0; i < real * H * M; i++) {
+                double p = (double)fc->pred[i] + (fc->info.linear_residual ? (double)fc->c[i] : 0.0);
+                double d = (double)fc->mus[i / (H * M) * M + i % M] + (double)fc->c[i] - p; /* linear - forecast */
+                fc->pred[i] = (float)(p + fc->info.blend * d);
+            }
+        }
+        for (int64_t i = 0; i < real * H * M; i++)
+            out[first * H * M + i] = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
+    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict", x, n, out, 1);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
+    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
+}
+#endif /* GPT2RT_NO_SERIES */
 
 /* ==== 7. CPU backend ==== */
 
@@ -8012,6 +9429,8 @@ static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
 static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
                               float loss_scale, double t0);
 static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
+typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats);
 
 typedef struct gpt2rt__backend {
     /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
@@ -8237,7 +9656,7 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
         GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
                      d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
-        if (d->seqhead == 2) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
         GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
                      d->T * d->C, d->H, ctx->gemm_ws, d->nt));
@@ -8253,7 +9672,7 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
     if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
-        if (d->seqhead == 1) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
         else {
             float *yn = gpt2rt__ts_yn(ctx);
             gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
@@ -8655,7 +10074,7 @@ static gpt2rt_result gpt2rt__cpu_forward_series(gpt2rt_ctx *ctx, const float *x,
     ctx->have_pred = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
     ctx->have_logits = 1;
-    if (d->seqhead == 1) { /* the loss needs no y: the targets are the lookback's next patches */
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the loss needs no y: the targets are the lookback's next patches */
         ctx->loss_sum = gpt2rt__ts_next_sum(ctx->logits, ctx->ts_patch, d);
         ctx->n_targets = d->n_out;
         ctx->loss = (float)(ctx->loss_sum / (double)d->n_out);
@@ -11715,7 +13134,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    WHAT IT IS
    ============================================================================
    The model of gpt2rt.h (gpt2rt__model_forward / _backward / the optimizer) on one GPU,
-   with the kernels of cu_ops.cuh, cu_matmul.cuh (cuBLASLt) and cu_attention.cuh, in
+   with the kernels of 8.2 (ops), 8.3 (attention) and 8.4 (matrix products, cuBLASLt), in
    fp32 (optionally TF32 matrix products), bf16 or fp16 (dynamic loss scaling).
    Everything runs on one stream (data parallel adds a communicator's stream, 8.6); the
    host waits only where a number must come back
@@ -12071,7 +13490,7 @@ static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config 
     if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
         snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
                  "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
-        return GPT2RT_ERR_NOT_IMPLEMENTED;
+        return GPT2RT_ERR_INVALID_ARGUMENT; /* the callers route layer split to 8.7, ranks to 8.6 */
     }
     gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
     return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
@@ -12594,7 +14013,7 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
                                                 d->C, d->PL, st->mm_err, sizeof st->mm_err));
-        if (d->seqhead == 2)
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
             GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
     } else if (d->patches)
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
@@ -12679,12 +14098,12 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
         X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
         int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
-        if (d->seqhead == 1)
+        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
             GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
         else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
                                                     gpt2rt__cu_weight<X>(st, rb), gpt2rt__cu_grad_of(st, rw),
                                                     gpt2rt__cu_grad_of(st, rb), dloss, d, s));
-        if (d->seqhead == 2) GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>(yn, logits, 1, d, s));
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>(yn, logits, 1, d, s));
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
@@ -12994,13 +14413,13 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     st->have_targets = 0;
     st->layer = -1;
     GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->Lb) * 4, cudaMemcpyHostToDevice, s));
-    if (y && d->seqhead != 1) /* NEXT_PATCH has no y slot: its targets are the patches */
+    if (y && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) /* NEXT_PATCH has no y slot: its targets are the patches */
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
     GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
-    if (d->seqhead == 1) { /* the targets are the lookback's next patches: the loss's B partial sums
-                              in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the targets are the lookback's next patches: the
+                              loss's B partial sums in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
                               the backward), added on the host in series order */
         double *part = (double *)(void *)st->att_D, *h_part = (double *)(void *)st->h_losses; /* (BT) floats >= B doubles */
         GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(part, (X *)dv->logits, (const X *)(const void *)dv->ts_patch, 0.0f, d, s));
@@ -13961,7 +15380,7 @@ static gpt2rt_result gpt2rt__cu_dp_open(gpt2rt_ctx *ctx) {
         for (int k = 0; k < r; k++) dup |= dc->device[k] == dc->device[r];
     }
     char err[1024] = "";
-    gpt2rt_result res = GPT2RT_ERR_NOT_IMPLEMENTED;
+    gpt2rt_result res = GPT2RT_ERR_UNAVAILABLE;
     snprintf(err, sizeof err, "data parallel on the CUDA backend needs POSIX threads, which this build lacks");
 #ifdef GPT2RT_NCCL
     if (!dup) {
@@ -14118,8 +15537,8 @@ static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *
     ctx->have_pred = 0;
     gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
     ctx->have_logits = r == GPT2RT_OK;
-    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != 1; /* NEXT_PATCH forecasts no horizon */
-    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == 1); /* NEXT_PATCH: the targets are in x */
+    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH; /* NEXT_PATCH forecasts no horizon */
+    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH); /* its targets are in x */
     return r;
 }
 
@@ -14454,14 +15873,13 @@ static gpt2rt_result gpt2rt__ls_cu_fail(gpt2rt_ctx *ctx, int s, gpt2rt_result r)
                         ctx->ls->hs[s].error);
 }
 
-/* gpt2rt_update after the pipelined micro-batches (gpt2rt__update_one's CUDA branch over
-   the stages): the global norm, one device's skip, clip and loss-scale rules, each
-   stage's AdamW, then wte's new weights to the first stage */
-static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+/* the update after the pipelined micro-batches (the CUDA backend's update over the
+   stages, inside gpt2rt__opt_update): the global norm, one device's skip, clip and
+   loss-scale rules, each stage's AdamW, then wte's new weights to the first stage */
+static gpt2rt_result gpt2rt__ls_cu_adamw_stages(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *od,
+                                                float *loss_scale) {
     gpt2rt__ls *ls = ctx->ls;
     int n = ls->n;
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step);
     double sumsq = 0.0;
     if (ctx->acc_targets) {
         for (int s = 0; s < n; s++) {
@@ -14480,6 +15898,7 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
         }
     }
     gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, sqrt(sumsq), &ls->loss_scale, &ls->clean_steps);
+    *od = o;
     if (o.skipped) {
         for (int s = 0; s < n; s++) {
             gpt2rt__cu_state *st = ls->cu[s];
@@ -14509,9 +15928,12 @@ static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *st
         ctx->step++;
     }
     for (int s = 0; s < n; s++) ls->cu[s]->loss_scale = ls->loss_scale;
-    gpt2rt__opt_stats(ctx, stats, o, lr, ls->loss_scale, t0);
-    gpt2rt__accum_reset(ctx);
+    *loss_scale = ls->loss_scale;
     return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__ls_cu_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    return gpt2rt__opt_update(ctx, gpt2rt__ls_cu_adamw_stages, stats);
 }
 
 /* gpt2rt_param_read on a CUDA layer split: the stage that trains the tensor (weights of
@@ -14971,6 +16393,19 @@ static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, g
     stats->seconds = gpt2rt__now() - t0;
 }
 
+/* one gpt2rt_update around whatever applies it (a backend's update, the CUDA stages'):
+   this step's learning rate in; the stats and the cleared accumulation out */
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats) {
+    double t0 = gpt2rt__now();
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    gpt2rt_result r = update(ctx, lr, &o, &loss_scale);
+    if (r != GPT2RT_OK) return r;
+    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
+    gpt2rt__accum_reset(ctx);
+    return GPT2RT_OK;
+}
+
 /* the CPU backend's update (the table's): data parallel first sums the gradients and the
    loss over the ranks (10.1), and with ZeRO-1 gathers the weights after */
 static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq);
@@ -15361,7 +16796,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
     return ctx->be->dp_open(ctx); /* CUDA: the device communicators (8.6) */
 #else
     (void)plan;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = DATA needs POSIX threads");
 #endif
 }
 
@@ -15389,7 +16824,8 @@ static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     const gpt2rt__dims *d = &rc->d;
     int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
     const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
-    const float *x = (const float *)j->a, *y = d->seqhead == 1 ? NULL : (const float *)j->b; /* NEXT_PATCH: in x */
+    const float *x = (const float *)j->a;
+    const float *y = d->seqhead == GPT2RT_HEAD_NEXT_PATCH ? NULL : (const float *)j->b; /* its targets are in x */
     gpt2rt_result r = GPT2RT_OK;
     switch (j->what) {
     case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
@@ -15462,7 +16898,7 @@ static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const
     return gpt2rt__fail(ctx, jobs[first].r, "data-parallel rank %d of %d: %s", first, n, msg);
 #else
     (void)what; (void)a; (void)b; (void)jobs;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "data parallel needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "data parallel needs POSIX threads");
 #endif
 }
 
@@ -15472,7 +16908,7 @@ static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, cons
     for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
         gpt2rt_result r = d->patches
             ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M,
-                               b && d->seqhead != 1 ? (const float *)b + m * d->n_out : NULL)
+                               b && d->seqhead != GPT2RT_HEAD_NEXT_PATCH ? (const float *)b + m * d->n_out : NULL)
             : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
         if (r != GPT2RT_OK) {
             char msg[sizeof ctx->error];
@@ -15497,7 +16933,8 @@ static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt_
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
     gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
     if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r == GPT2RT_OK && loss) *loss = b || ctx->d.seqhead == 1 ? gpt2rt__dp_loss(ctx) : 0.0f; /* NEXT_PATCH: no y */
+    if (r == GPT2RT_OK && loss) /* NEXT_PATCH has no y */
+        *loss = b || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? gpt2rt__dp_loss(ctx) : 0.0f;
     return r;
 }
 
@@ -15659,7 +17096,7 @@ static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx) {
         }
     return GPT2RT_OK;
 #else
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT needs POSIX threads, "
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = LAYER_SPLIT needs POSIX threads, "
                         "which this build lacks");
 #endif
 }
@@ -15738,15 +17175,6 @@ static void *gpt2rt__ls_stage(void *p) {
 #endif
 
 
-/* the calls a CUDA layer split does not run yet (it runs gpt2rt_step, gpt2rt_param_read,
-   the plan and the parameter table): the one-device paths would find no device state */
-static gpt2rt_result gpt2rt__ls_cu_only_step(gpt2rt_ctx *ctx, const char *fn) {
-    if (ctx->ls && ctx->ls->ops)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: parallel = LAYER_SPLIT on the CUDA backend runs "
-                            "gpt2rt_step (and gpt2rt_param_read), not yet %s; use gpt2rt_step, or backend = CPU", fn, fn);
-    return GPT2RT_OK;
-}
-
 /* gpt2rt_step / gpt2rt_step_series under layer split: the grad_accum micro-batches of
    a (inputs or x) and b (targets or y), already checked, through the stages; the
    gradients and the accumulated loss as one device's micro-steps leave them */
@@ -15790,7 +17218,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     return GPT2RT_OK;
 #else
     (void)a; (void)b;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "layer split needs POSIX threads");
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split needs POSIX threads");
 #endif
 }
 
@@ -15818,7 +17246,7 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
 static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
 #endif
 
-#ifndef _WIN32
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
 /* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */
 static int gpt2rt__rdv_left_ms(double deadline) {
     double left = (deadline - gpt2rt__now()) * 1e3;
@@ -16179,19 +17607,22 @@ static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id,
     memcpy(id, rec.id, GPT2RT__RDV_ID_BYTES);
     return GPT2RT_OK;
 }
-#endif /* !_WIN32 */
+#endif /* !_WIN32 && !GPT2RT_NO_DIST */
 
 /* Every rank gets rank 0's id: id (GPT2RT__RDV_ID_BYTES) is rank 0's input and the
    others' output. One process: nothing to do. */
 GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
     if (c->world_size <= 1) return GPT2RT_OK;
+#ifdef GPT2RT_NO_DIST
+    (void)id; /* config resolution refuses world_size > 1 in such a build */
+#endif
     if (c->world_size > GPT2RT__RDV_MAX_PEERS)
         GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "rendezvous of world_size = %d processes: at most %d", c->world_size,
                     GPT2RT__RDV_MAX_PEERS);
 #ifdef GPT2RT_MPI
     if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
 #endif
-#ifndef _WIN32
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
     if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
     if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
         struct sockaddr_in a;
@@ -16201,7 +17632,7 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
     }
 #endif
     GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "rendezvous = %d is not available in this build (TCP and FILE need a POSIX "
-                "system; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
+                "system and no GPT2RT_NO_DIST; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
 }
 
 /* ==== 10.4 Processes: MPI ==== */
@@ -16391,16 +17822,6 @@ static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned cha
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx); /* 11.4 */
 
-/* ZeRO-1 over processes keeps each rank's moments in its own process: the calls that
-   need them all (state files, moment reads) are refused by name (1), not half-done */
-static int gpt2rt__proc_sharded(gpt2rt_ctx *ctx, const char *fn) {
-    if (!ctx->comm_proc.destroy || ctx->d.shards == 1) return 0;
-    gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: with shard_optimizer = 1 over world_size = %d processes each "
-                 "process keeps 1/%d of the AdamW moments; gathering them across processes is not implemented yet "
-                 "(use shard_optimizer = 0 to save or read them)", fn, ctx->cfg.world_size, ctx->d.shards);
-    return 1;
-}
-
 /* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
    sums the gradients over the processes (10.1); then the targets every rank counted,
    so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
@@ -16422,10 +17843,6 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
    rank starts from rank 0's weights. */
 static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx) {
     const gpt2rt_config *c = &ctx->cfg;
-    if (c->n_devices > 1)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: world_size = %d processes x n_devices "
-                            "= %d ranks each is not implemented yet on the CPU backend: start %d processes of "
-                            "n_devices = 1", c->world_size, c->n_devices, c->world_size * c->n_devices);
 #ifdef GPT2RT_MPI
     if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
@@ -16753,47 +18170,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
     ctx->eval = ctx->cfg.inference; /* an inference context evaluates: no dropout unless asked for */
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    /* the stages run several micro-batches at once, and a context draws one forward's masks */
-    if (split && (ctx->cfg.dropout > 0.0f || ctx->cfg.attn_dropout > 0.0f || ctx->cfg.head_dropout > 0.0f))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with dropout is "
-                            "not implemented yet (dropout = %g, attn_dropout = %g, head_dropout = %g): set them to 0, "
-                            "or use parallel = DATA", (double)ctx->cfg.dropout, (double)ctx->cfg.attn_dropout,
-                            (double)ctx->cfg.head_dropout);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && ctx->cfg.world_size > 1)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = DATA over %d devices in several "
-                            "processes (world_size = %d) on the CUDA backend is not implemented yet; use one process "
-                            "(world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU",
-                            ctx->cfg.n_devices, ctx->cfg.world_size);
+    /* the cells that plan but do not run (the capability table's CREATE rules), before any arena */
+    char why[2048];
+    if ((r = gpt2rt__cap_check(&ctx->cfg, GPT2RT__CAP_CREATE, "gpt2rt_create", why, sizeof why)) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, r, "%s", why);
 #ifndef GPT2RT__COMM_THREADS
     if (ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = %s needs POSIX threads, "
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = %s needs POSIX threads, "
                             "which this build lacks", split ? "LAYER_SPLIT" : "DATA");
 #endif
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && split && ctx->cfg.input == GPT2RT_INPUT_PATCHES)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: parallel = LAYER_SPLIT with patch inputs "
-                            "on the CUDA backend is not implemented yet (its stages feed tokens): use one device, "
-                            "or backend = GPT2RT_BACKEND_CPU");
-    /* aLLM4TS's heads: planned for every backend and mode (gpt2rt_plan); run on the CPU (one
-       device or data parallel) and on one CUDA device */
-    if (ctx->d.seqhead && ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s runs on one CUDA device for now "
-                            "(backend = %s, parallel = %s): set parallel = GPT2RT_PARALLEL_NONE, or backend = "
-                            "GPT2RT_BACKEND_CPU for data parallel", ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE",
-                            ctx->cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
-                            ctx->cfg.parallel == GPT2RT_PARALLEL_DATA ? "DATA" : split ? "LAYER_SPLIT" : "NONE");
-    /* data parallel runs them (10.1); under layer split the last stage's loss would need what
-       the first stage computes from x (stage 1's target patches, RevIN's statistics), which
-       neither the plan nor the stages carry yet */
-    if (ctx->d.seqhead && split)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: head = %s with parallel = LAYER_SPLIT is "
-                            "not implemented (the last stage's loss needs the patches and RevIN statistics the first "
-                            "stage computes): use parallel = GPT2RT_PARALLEL_DATA over the %d devices, or "
-                            "GPT2RT_PARALLEL_NONE",
-                            ctx->d.seqhead == 1 ? "NEXT_PATCH" : "PATCH_DECODE", ctx->cfg.n_devices);
-    if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA && ctx->cfg.kv_batch && ctx->cfg.parallel != GPT2RT_PARALLEL_NONE)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_create: generation (kv_batch = %d) on the CUDA "
-                            "backend runs on one device (parallel = %s is not implemented for it): set parallel = "
-                            "NONE, or kv_batch = 0", ctx->cfg.kv_batch, split ? "LAYER_SPLIT" : "DATA");
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
         /* sets ctx->be (8.6); refuses where the implementation was compiled without CUDA */
         if ((r = gpt2rt__cuda_open(ctx, &plan)) != GPT2RT_OK) return r;
@@ -16949,17 +18334,6 @@ static gpt2rt_result gpt2rt__training_only(gpt2rt_ctx *ctx, const char *fn, cons
                         "needs %s; create the context with inference = 0 to train", fn, fn, needs);
 }
 
-/* the calls that read the weights as fp32 arrays (the training forward, the file writer) on
-   a context whose weights are bf16 (config.inference_weights): generation and
-   gpt2rt_param_read are what it offers */
-static gpt2rt_result gpt2rt__w16_refuse(gpt2rt_ctx *ctx, const char *fn) {
-    if (!ctx->params16) return GPT2RT_OK;
-    return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s: this context holds its weights in bf16 "
-                        "(config.inference_weights = BF16), and %s is implemented for fp32 weights only; "
-                        "gpt2rt_generate and gpt2rt_param_read work here (create the context with "
-                        "inference_weights = FP32 for %s)", fn, fn, fn);
-}
-
 /* the call fn is made for the context's input kind (series: the _series calls) */
 static gpt2rt_result gpt2rt__input_kind(gpt2rt_ctx *ctx, const char *fn, int series) {
     if (ctx->d.patches == series) return GPT2RT_OK;
@@ -16986,7 +18360,7 @@ GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
 static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
                                          int fuse) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_forward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
     const gpt2rt__dims *d = &ctx->d;
     if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -16997,7 +18371,7 @@ static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs,
 
 static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_backward") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_BACKWARD, "gpt2rt_backward"));
     if (!ctx->have_loss)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
                             "(and at most one backward per forward)");
@@ -17014,18 +18388,11 @@ static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
 
 static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_update") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_UPDATE, "gpt2rt_update"));
     if (!ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
                             "(call gpt2rt_backward first)");
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
-    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
-    gpt2rt_result r = ctx->be->update(ctx, lr, &o, &loss_scale);
-    if (r != GPT2RT_OK) return r;
-    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
-    gpt2rt__accum_reset(ctx);
-    return GPT2RT_OK;
+    return gpt2rt__opt_update(ctx, ctx->be->update, stats);
 }
 
 static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
@@ -17086,7 +18453,7 @@ static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, co
     GPT2RT__CHECK_CTX(ctx);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
+    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step_series: gradients from an earlier gpt2rt_backward "
@@ -17113,7 +18480,7 @@ static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
     if (r != GPT2RT_OK) return r;
     if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst is NULL");
-    if (d->seqhead == 1)
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: head = NEXT_PATCH (aLLM4TS's stage "
                             "1) forecasts no horizon; its loss is the next-patch MSE of gpt2rt_forward_series");
     if (count != d->n_out)
@@ -17152,7 +18519,7 @@ static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_forward"));
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
     if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss, 0);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
@@ -17230,7 +18597,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
     if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
     gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
     if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != 1)) /* NEXT_PATCH: the targets are in x */
+    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
     return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
 }
@@ -17238,8 +18605,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_logits")); /* its forward, the logits' source, is refused too */
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_logits") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_LOGITS, "gpt2rt_logits"));
     if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
     return gpt2rt__dp_gather_out(ctx, "gpt2rt_logits", dst, count, 0);
@@ -17258,7 +18624,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_LOAD, "gpt2rt_weights_load"));
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_load: path is NULL");
     char file[4096];
     if (!gpt2rt__in_dir(path, "model.safetensors", file, sizeof file))
@@ -17312,8 +18678,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__w16_refuse(ctx, "gpt2rt_weights_save"));
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_weights_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_SAVE, "gpt2rt_weights_save"));
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
     gpt2rt_result rc = ctx->be->host_weights(ctx);
@@ -17341,9 +18706,22 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     if (r != GPT2RT_OK) return r;
     const gpt2rt__dims *d = &ctx->d;
     int64_t c_vocab = ctx->cfg.vocab_size; /* d->V, except patch models (no vocabulary: the configured one) */
+    const gpt2rt_config *cc = &ctx->cfg;
     FILE *f = fopen(ctmp, "wb");
-    int ok = f && fprintf(f,
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+    /* a patch model is GPT-2's blocks and wpe (what GPT2Model holds, less wte) between
+       in_layer and out_layer: the file says so, and how its inputs and outputs are shaped */
+    int ok = f && (!d->patches || fprintf(f,
+        "{\n  \"architectures\": [\"GPT2Model\"],\n"
+        "  \"gpt2rt_note\": \"a gpt2rt patch model: GPT-2 blocks and wpe between in_layer and out_layer, no token "
+        "embedding (vocab_size is unused)\",\n"
+        "  \"gpt2rt_input\": \"patches\",\n  \"gpt2rt_head\": \"%s\",\n  \"gpt2rt_attn_mask\": \"%s\",\n"
+        "  \"gpt2rt_lookback\": %d,\n  \"gpt2rt_patch_len\": %d,\n  \"gpt2rt_patch_stride\": %d,\n"
+        "  \"gpt2rt_horizon\": %d,\n  \"gpt2rt_channels\": %d,\n  \"gpt2rt_revin_affine\": %d,\n",
+        cc->head == GPT2RT_HEAD_NEXT_PATCH ? "next_patch" : cc->head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode"
+                                                                                             : "regression",
+        cc->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal", cc->seq_len, cc->patch_len,
+        cc->patch_stride, cc->horizon, cc->n_channels, cc->revin_affine) > 0) && fprintf(f,
+        "%s  \"model_type\": \"gpt2\",\n"
         "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
         "  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
         "  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
@@ -17351,7 +18729,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
         "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
         "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
         "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
-        (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
+        d->patches ? "" : "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n", (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
         (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
     if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
     /* Two renames cannot replace a pair at once. The old model.safetensors stays under
@@ -17393,10 +18771,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_save") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_SAVE, "gpt2rt_state_save"));
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_save", "the AdamW moments (gpt2rt_weights_save "
                                       "writes the weights)"));
-    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_save")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path || strlen(path) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_save: path is NULL or too long");
     if (ctx->grads_pending)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_state_save: gradients are waiting for gpt2rt_update; "
@@ -17439,10 +18816,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
 
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_state_load") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_LOAD, "gpt2rt_state_load"));
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_state_load", "the AdamW moments (gpt2rt_weights_load "
                                       "reads the weights)"));
-    if (gpt2rt__proc_sharded(ctx, "gpt2rt_state_load")) return GPT2RT_ERR_NOT_IMPLEMENTED;
     if (!path) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_state_load: path is NULL");
     unsigned char *buf;
     size_t len;
@@ -17523,12 +18899,7 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
     if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
         k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
     if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
-        if (ctx->comm_proc.destroy)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "gpt2rt_param_read of a gradient: with "
-                                "shard_optimizer = 1 over world_size = %d processes each process holds the summed "
-                                "gradient of its 1/%d of the parameters only; gathering it across processes is not "
-                                "implemented yet (use shard_optimizer = 0 to read it)", ctx->cfg.world_size,
-                                ctx->d.shards);
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
         float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
         if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
@@ -17538,7 +18909,7 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
         return GPT2RT_OK;
     }
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
-        if (gpt2rt__proc_sharded(ctx, "gpt2rt_param_read of a moment")) return GPT2RT_ERR_NOT_IMPLEMENTED;
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
         float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
         if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
@@ -17555,7 +18926,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
-    if (gpt2rt__ls_cu_only_step(ctx, "gpt2rt_param_write") != GPT2RT_OK) return GPT2RT_ERR_NOT_IMPLEMENTED;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_PARAM_WRITE, "gpt2rt_param_write"));
     if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
     if (ctx->params16) { /* inference_weights = BF16: rounded to nearest even */
         for (int64_t r0 = 0; r0 < t->rows; r0++)

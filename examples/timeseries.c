@@ -1,6 +1,6 @@
 /* examples/timeseries.c - GPT4TS-style forecasting ("One Fits All") on an ETT-format
    CSV: train on the training split, stop early on the validation split, then score
-   every test window.
+   every test window; save the forecaster, and forecast with it.
 
    usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts] [--seed S]
                      [--init DIR] [--png FILE] [--devices N --parallel dp|zero1|split]
@@ -31,7 +31,7 @@
    (threads of this process): data parallel (--batch split over them), the same with
    ZeRO-1, or the layers split in stages.
 
-   aLLM4TS (issue 25; gpt2rt.h "TIME SERIES"), two stages:
+   aLLM4TS (gpt2rt.h "TIME SERIES"), two stages:
        timeseries --preset allm4ts --stage pretrain --data A.csv,B.csv --save DIR
        timeseries --preset allm4ts --stage finetune --init DIR --horizon 96
    pretrain: causal next-patch pre-training (head NEXT_PATCH) on the training rows of
@@ -39,6 +39,13 @@
    the files' validation rows and saves the best epoch's weights to --save DIR (a
    Hugging Face directory). finetune: patch-wise decoding (head PATCH_DECODE, the
    placeholder mask), the rest as above; --init takes a pretrain DIR or GPT-2's.
+   After the test split is scored, a table gives the MSE and MAE per channel and over
+   all, in the scaler's units and the data's, and a line the baselines on the same
+   windows (last value, seasonal naive, the linear map). --save DIR writes the
+   forecaster (gpt2rt.h "6.4 Forecaster"), and
+       timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all]
+   forecasts from the file's last lookback rows (or every window) in its own units,
+   dated by continuing its date column.
    Exit status: 0 ok, 1 an error, 2 a bad argument. */
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
@@ -55,8 +62,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__has_include)
-#if __has_include(<stb/stb_image_write.h>)
+/* PNG plots with stb (Debian libstb-dev): stb_image_write and stb_easy_font; without
+   them (or with -DTS_NO_PNG) --png says so and the rest runs */
+#if defined(__has_include) && !defined(TS_NO_PNG)
+#if __has_include(<stb/stb_image_write.h>) && __has_include(<stb/stb_easy_font.h>)
 #define TS_PNG 1
 #endif
 #endif
@@ -68,15 +77,22 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
+#include <stb/stb_easy_font.h>
 #pragma GCC diagnostic pop
 #endif
 
 typedef struct opts {
-    const char *data, *preset, *init, *png, *target, *backend, *parallel, *save;
+    const char *data, *preset, *init, *png, *target, *backend, *parallel, *save, *date_column, *columns, *channel;
+    int fill;      /* gpt2rt_series_fill */
+    int precision; /* gpt2rt_precision: FP32 unless --precision */
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
+    char *data_list;    /* a copy of --data, cut at its commas into files */
+    const char **files; /* --data's files, nfiles of them */
+    int nfiles;
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
+    int season; /* the seasonal-naive baseline's period in rows, 0: a day of the date step */
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
@@ -85,16 +101,25 @@ static void usage(void) {
     printf("usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts|allm4ts] [--seed S] [--init DIR] [--png FILE]\n"
            "       timeseries --stage pretrain --data A.csv[,B.csv...] --save DIR [settings]   (aLLM4TS stage 1)\n"
            "       timeseries --stage finetune --init DIR --horizon H [settings]               (aLLM4TS stage 2)\n"
+           "       timeseries predict --model DIR --data FILE.csv [--out F] [--all] [--score]  (forecasts: predict --help)\n"
            "  --stage S           pretrain: next-patch pre-training on every --data file's training rows, pooled;\n"
            "                      finetune: patch-wise decoding with placeholders (default with --preset allm4ts)\n"
-           "  --save DIR          write the best epoch's weights there (model.safetensors + config.json)\n"
-           "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv)\n"
+           "  --save DIR          pretrain: the best epoch's weights (model.safetensors + config.json); otherwise the\n"
+           "                      forecaster: those and forecaster.json (scaler, columns, dates, linear map, blend),\n"
+           "                      what timeseries predict reads; a new name in an existing directory, or an\n"
+           "                      existing directory, checked before the first step\n"
+           "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv); pretrain takes a\n"
+           "                      comma-separated list, each file once\n"
            "  --devices N         CPU ranks, one thread each, in this process (default 1)\n"
            "  --parallel MODE     dp: data parallel (--batch split over the devices), zero1: dp with the\n"
            "                      AdamW state sharded (ZeRO-1), split: the layers in N stages; default dp\n"
            "                      when N > 1; prints each device's planned memory (--max-steps: each step's loss)\n"
            "settings (each overrides the preset):\n"
            "  --target NAME       forecast one column (default: every column, channel independent)\n"
+           "  --columns a,b,c     forecast these columns, in this order (not with --target)\n"
+           "  --date-column NAME  the date column (none: there is none; default: a column named date, time,\n"
+           "                      timestamp or datetime, else the first column when it holds text)\n"
+           "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear\n"
            "  --lookback L        input steps            --patch P / --stride S  patching\n"
            "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
            "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
@@ -106,7 +131,10 @@ static void usage(void) {
            "  --revin-affine 0|1  RevIN's learned affine  --freeze 0|1           freeze attention + MLP (GPT4TS)\n"
            "  --steps-per-epoch N at most N steps an epoch (0: every batch; for quick runs)\n"
            "  --max-steps N       stop after N steps, print their times and the whole run's estimate, no scoring\n"
+           "                      and nothing saved (both stages)\n"
            "  --recompute 0|1|2   activation recompute: none, selective, full (memory for time)\n"
+           "  --precision P       fp32 (default), bf16 or fp16 (dynamic loss scaling): bf16 and fp16 on the CUDA\n"
+           "                      backend; the plan printed before training is the chosen precision's\n"
            "  --linear-residual 0|1  fit the least-squares linear map of the RevIN-normalised lookback first\n"
            "                      (tools/ts_baselines' linear, ridge chosen on validation) and train the model on\n"
            "                      what it leaves: forecast = linear map + model\n"
@@ -114,12 +142,14 @@ static void usage(void) {
            "                      as a test loader with drop_last=True does (default: --batch)\n"
            "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
            "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
+           "  --channel NAME      the channel --png draws (default: the last)\n"
+           "  --season N          the seasonal-naive baseline's period in rows (default: a day of the date column's step)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
            "         frozen at their random init, lr 1e-4, batch 16, head dropout 0.3, 10 epochs, patience 3, cosine\n"
-           "         to 0, no weight decay, --linear-residual 1 --blend-linear 1 (the model alone, as before issue\n"
-           "         25's second round: --linear-residual 0 --blend-linear 0 --lr 1e-3);\n"
+           "         to 0, no weight decay, --linear-residual 1 --blend-linear 1 (the model alone:\n"
+           "         --linear-residual 0 --blend-linear 0 --lr 1e-3);\n"
            "         gpt4ts: GPT4TS's ETTh setting: lookback 336, patch 16, stride 8, 6 layers, 12 heads, width 768,\n"
            "         lr 1e-4, batch 256, 10 epochs, patience 3, cosine; attention + MLP frozen when --init is given;\n"
            "         full recompute (7.2 GiB planned instead of 23 GiB at batch 256)\n"
@@ -132,7 +162,7 @@ static void usage(void) {
 static void preset(opts *o, const char *name) {
     o->lookback = 336; o->patch = 16; o->stride = 8; o->epochs = 10; o->patience = 3;
     o->min_lr_frac = 0.0f; o->weight_decay = 0.0f; o->clip = 1.0f; o->warmup = 0; o->revin_affine = 0;
-    if (strcmp(name, "allm4ts") == 0) { /* aLLM4TS's scripts (Bian et al., ICML 2024), issue 25 */
+    if (strcmp(name, "allm4ts") == 0) { /* aLLM4TS's scripts (Bian et al., ICML 2024) */
         o->layers = 6; o->heads = 12; o->width = 768;
         if (o->stage == 1) {
             o->lookback = 1024; o->stride = 16; o->lr = 1e-4f; o->batch = 2048; o->dropout = 0.2f; o->freeze = 0;
@@ -149,8 +179,8 @@ static void preset(opts *o, const char *name) {
                 seeds 1-3): one small block whose attention and MLP keep their random init
                 (frozen: a fixed random feature map, nothing to overfit), stride 16 (validation
                 0.2078 against 0.2087 for stride 8 at this lookback), small batches (more,
-                noisier updates) and dropout 0.3 before the head. Since issue 25's second
-                round the model rides on the least-squares linear map: it trains on what the
+                noisier updates) and dropout 0.3 before the head. The model rides on the
+                least-squares linear map: it trains on what the
                 map leaves, at lr 1e-4, and the result is blended with the map (validation at
                 horizons 96/192/336/720, seeds 1-3: 0.2025/0.2653/0.3504/0.5932, against
                 0.2082/0.2755/0.3647/0.6108 for the model alone at lr 1e-3 and
@@ -164,6 +194,97 @@ static void preset(opts *o, const char *name) {
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
    finite, in range); a bad one is refused naming the flag and the value, exit 2 ---- */
 
+
+/* --data cut at its commas into o->files: no empty entry, each file once (a file named
+   twice, under any path, would be pooled twice); a list only in stage 1, which pools */
+static int data_files(opts *o) {
+    size_t n = strlen(o->data);
+    o->data_list = (char *)malloc(n + 1);
+    o->files = (const char **)malloc(sizeof(char *) * (n / 2 + 2));
+    if (!o->data_list || !o->files) { fprintf(stderr, "timeseries: out of memory\n"); return 0; }
+    memcpy(o->data_list, o->data, n + 1);
+    int empty = 0, all_empty = 1;
+    o->nfiles = 0;
+    for (char *p = o->data_list;;) {
+        char *c = strchr(p, ',');
+        if (c) *c = 0;
+        if (*p) all_empty = 0;
+        else if (!empty) empty = o->nfiles + 1;
+        o->files[o->nfiles++] = p;
+        if (!c) break;
+        p = c + 1;
+    }
+    if (all_empty) {
+        fprintf(stderr, "timeseries: --data '%s': no file given (--data FILE.csv%s)\n", o->data,
+                o->stage == 1 ? ", or A.csv,B.csv,... to pool several" : "");
+        return 0;
+    }
+    if (empty) {
+        fprintf(stderr, "timeseries: --data: entry %d of %d is empty (two commas in a row, or one at an end)\n", empty,
+                o->nfiles);
+        return 0;
+    }
+    if (o->nfiles > 1 && o->stage != 1) {
+        fprintf(stderr, "timeseries: --data names %d files; this stage trains on one file (--stage pretrain pools a "
+                "list)\n", o->nfiles);
+        return 0;
+    }
+    struct stat *st = (struct stat *)calloc((size_t)o->nfiles, sizeof(struct stat));
+    int *ok = (int *)calloc((size_t)o->nfiles, sizeof(int)), good = st && ok;
+    for (int i = 0; good && i < o->nfiles; i++) {
+        ok[i] = stat(o->files[i], &st[i]) == 0; /* a missing file: the loader names it */
+        for (int j = 0; ok[i] && j < i && good; j++)
+            if (ok[j] && st[i].st_dev == st[j].st_dev && st[i].st_ino == st[j].st_ino) {
+                fprintf(stderr, "timeseries: --data: entries %d (%s) and %d (%s) are the same file; each file is pooled "
+                        "once\n", j + 1, o->files[j], i + 1, o->files[i]);
+                good = 0;
+            }
+    }
+    free(st); free(ok);
+    return good;
+}
+
+/* an output path checked before any work: dir (--save) must be a writable directory
+   or a new name in one; a file (--png) a new or writable file in a writable directory */
+static int out_path_ok(const char *flag, const char *path, int dir) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (dir && !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "timeseries: %s %s: exists and is not a directory (the weights go into a directory): name "
+                    "a new path or a directory\n", flag, path);
+            return 0;
+        }
+        if (!dir && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "timeseries: %s %s: is a directory; name a file (e.g. %s/forecast.png)\n", flag, path, path);
+            return 0;
+        }
+        if (access(path, dir ? W_OK | X_OK : W_OK) != 0) {
+            fprintf(stderr, "timeseries: %s %s: not writable (%s)\n", flag, path, strerror(errno));
+            return 0;
+        }
+        return 1;
+    }
+    if (errno != ENOENT) { fprintf(stderr, "timeseries: %s %s: %s\n", flag, path, strerror(errno)); return 0; }
+    /* a new name: its directory must exist and take it */
+    size_t n = strlen(path);
+    char *parent = (char *)malloc(n + 2);
+    if (!parent) { fprintf(stderr, "timeseries: out of memory\n"); return 0; }
+    memcpy(parent, path, n + 1);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = 0;
+    else *slash = 0;
+    int good = stat(parent, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!good) fprintf(stderr, "timeseries: %s %s: the directory %s does not exist%s\n", flag, path, parent,
+                       dir ? " (--save creates one directory, not its parents)" : "");
+    else if (access(parent, W_OK | X_OK) != 0) {
+        fprintf(stderr, "timeseries: %s %s: the directory %s is not writable (%s)\n", flag, path, parent, strerror(errno));
+        good = 0;
+    }
+    free(parent);
+    return good;
+}
 
 static int parse(opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
@@ -206,6 +327,21 @@ static int parse(opts *o, int argc, char **argv) {
         if (strcmp(a, "--init") == 0) { o->init = v; continue; }
         if (strcmp(a, "--png") == 0) { o->png = v; continue; }
         if (strcmp(a, "--target") == 0) { o->target = v; continue; }
+        if (strcmp(a, "--date-column") == 0) { o->date_column = v; continue; }
+        if (strcmp(a, "--columns") == 0) { o->columns = v; continue; }
+        if (strcmp(a, "--channel") == 0) { o->channel = v; continue; }
+        if (strcmp(a, "--precision") == 0) {
+            o->precision = !strcmp(v, "fp32") ? GPT2RT_PRECISION_FP32 : !strcmp(v, "bf16") ? GPT2RT_PRECISION_BF16
+                         : !strcmp(v, "fp16") ? GPT2RT_PRECISION_FP16 : -1;
+            if (o->precision < 0) { fprintf(stderr, "timeseries: --precision '%s': expected fp32, bf16 or fp16\n", v); return 0; }
+            continue;
+        }
+        if (strcmp(a, "--fill") == 0) {
+            o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
+                    : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
+            if (o->fill < 0) { fprintf(stderr, "timeseries: --fill '%s': expected previous, linear or refuse\n", v); return 0; }
+            continue;
+        }
         if (strcmp(a, "--backend") == 0) {
             if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0 && strcmp(v, "auto") != 0) {
                 fprintf(stderr, "timeseries: --backend '%s': expected cpu, cuda or auto\n", v);
@@ -254,6 +390,7 @@ static int parse(opts *o, int argc, char **argv) {
         INT_OPT("--linear-residual", linear_residual, 0, 1)
         INT_OPT("--blend-linear", blend_linear, 0, 1)
         INT_OPT("--drop-last", drop_last, 1, 1 << 20)
+        INT_OPT("--season", season, 1, 1 << 20)
         INT_OPT("--devices", devices, 1, GPT2RT_MAX_DEVICES)
         FLOAT_OPT("--lr", lr, 0, 1000, 1, 1)
         FLOAT_OPT("--min-lr-frac", min_lr_frac, 0, 1, 0, 0)
@@ -276,12 +413,28 @@ static int parse(opts *o, int argc, char **argv) {
                 "--blend-linear %d must be 0\n", o->linear_residual, o->blend_linear);
         return 0;
     }
-    if (o->stage == 1 && !o->save) {
+    if (o->stage == 1 && o->png) {
+        fprintf(stderr, "timeseries: --png %s draws forecasts of test windows; --stage pretrain forecasts none (it "
+                "predicts the next patch of each lookback): leave --png out\n", o->png);
+        return 0;
+    }
+    if (o->channel && !o->png) {
+        fprintf(stderr, "timeseries: --channel %s picks the channel --png draws: give --png FILE too\n", o->channel);
+        return 0;
+    }
+    if (o->stage == 1 && o->drop_last) {
+        fprintf(stderr, "timeseries: --drop-last %d scores the test split in whole batches; --stage pretrain scores no "
+                "test split (it validates on next-patch mse): leave --drop-last out\n", o->drop_last);
+        return 0;
+    }
+    if (o->stage == 1 && !o->save && !o->max_steps) {
         fprintf(stderr, "timeseries: --stage pretrain needs --save DIR (where the weights go)\n");
         return 0;
     }
     if (o->stage != 1 && !o->horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
     if (!o->data) o->data = repo_path("data/ETTh2.csv", o->data_buf, sizeof o->data_buf);
+    if (!data_files(o) || (o->save && !out_path_ok("--save", o->save, 1)) || (o->png && !out_path_ok("--png", o->png, 0)))
+        return 0;
     if (!o->parallel) o->parallel = o->devices > 1 ? "dp" : "none";
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1"), split = !strcmp(o->parallel, "split");
     if ((dp || split) && o->devices < 2) {
@@ -305,6 +458,46 @@ static double now(void) {
     struct timespec ts;
     timespec_get(&ts, TIME_UTC);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* a loaded series' info (zero if the call failed, which a loaded series does not: the
+   zeroing also tells gcc -O2 the struct is set) */
+static gpt2rt_series_info info_of(gpt2rt_series *d) {
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    (void)gpt2rt_series_info_get(d, &in);
+    return in;
+}
+
+/* ---- progress inside an epoch: a line on stderr (stdout stays the results) at most
+   once a second; on a terminal one status line redrawn in place, cleared before the
+   epoch's own line ---- */
+typedef struct progress {
+    double t0, last; /* the epoch's start, the last line's time */
+    int tty, shown;  /* stderr is a terminal; a status line is on it */
+} progress;
+
+static void progress_start(progress *p) {
+    p->t0 = p->last = now();
+    p->tty = isatty(2);
+    p->shown = 0;
+}
+
+/* after step done of total (each of per_step windows or series) */
+static void progress_tick(progress *p, const char *what, int64_t done, int64_t total, int64_t per_step,
+                          const char *unit) {
+    double t = now();
+    if (t - p->last < 1.0 || done >= total) return;
+    p->last = t;
+    double in = t - p->t0, left = in / (double)done * (double)(total - done);
+    fprintf(stderr, "%s%s: step %lld/%lld, %.0f %s/s, %.1f s in, about %.0f s left%s", p->tty ? "\r" : "", what,
+            (long long)done, (long long)total, (double)(done * per_step) / in, unit, in, left, p->tty ? "\033[K" : "\n");
+    p->shown = p->tty;
+}
+
+static void progress_end(progress *p) {
+    if (p->shown) fprintf(stderr, "\r\033[K");
+    p->shown = 0;
 }
 
 /* every parameter's values, to keep the best epoch's weights */
@@ -432,53 +625,125 @@ static void plot_line(unsigned char *px, int w, int h, int x0, int y0, int x1, i
         if (e2 <= dx) { err += dx; y0 += sy; }
     }
 }
+
+/* text at (x, y) (its top left), stb_easy_font's quads filled as rectangles */
+static void plot_text(unsigned char *px, int w, int h, int x, int y, const char *s, const unsigned char rgb[3]) {
+    static char quads[64 * 1024];
+    char text[256];
+    snprintf(text, sizeof text, "%s", s);
+    int n = stb_easy_font_print(0, 0, text, NULL, quads, sizeof quads);
+    for (int q = 0; q < n; q++) {
+        const float *v = (const float *)(const void *)(quads + q * 64); /* 4 vertices of x, y, z, rgba */
+        int ax = x + (int)v[0], ay = y + (int)v[1], bx = x + (int)v[8], by = y + (int)v[9];
+        for (int yy = ay; yy < by; yy++)
+            for (int xx = ax; xx < bx; xx++)
+                if (xx >= 0 && xx < w && yy >= 0 && yy < h) memcpy(px + ((size_t)yy * w + xx) * 3, rgb, 3);
+    }
+}
+
+static int text_width(const char *s) {
+    char text[256];
+    snprintf(text, sizeof text, "%s", s);
+    return stb_easy_font_width(text);
+}
 #endif
 
-/* panels, one per test window, of the last channel: the lookback (grey), the truth
-   (black) and the forecast (red), each panel scaled to its own range */
-static void draw_png(const char *path, gpt2rt_series *data, int64_t L, int64_t H, int64_t M, const float *pred,
-                     int64_t n_win, int64_t spacing) {
+/* panels, one per test window, of one channel in the data's units: the lookback's tail
+   (grey), the truth (black) and the forecast (red), each panel on its own range, with
+   a title (file, channel, horizon), a legend, value labels on the y axis and steps from
+   the forecast's start on the x axis */
+static int draw_png(const char *path, const char *file, gpt2rt_series *data, int64_t L, int64_t H, int64_t M,
+                    int64_t m, const float *pred, int64_t n_win, int64_t spacing) {
+    const char *cname = gpt2rt_series_column(data, (int)m) ? gpt2rt_series_column(data, (int)m) : "?";
 #ifdef TS_PNG
-    const int pw = 600, ph = 200, w = pw, h = ph * (int)n_win;
+    const int pw = 720, ph = 220, head = 40, left = 76, right = 28, top_pad = 22, bottom = 26;
+    const int w = pw, h = head + ph * (int)n_win;
     unsigned char *px = (unsigned char *)malloc((size_t)w * h * 3);
-    memset(px, 255, (size_t)w * h * 3);
     float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
-    static const unsigned char grey[3] = {150, 150, 150}, black[3] = {0, 0, 0}, red[3] = {220, 30, 30}, rule[3] = {200, 200, 255};
-    int64_t m = M - 1, show = L < 2 * H ? L : 2 * H; /* the lookback's tail */
+    if (!px || !x || !y) { free(px); free(x); free(y); fprintf(stderr, "--png %s: out of memory\n", path); return 0; }
+    memset(px, 255, (size_t)w * h * 3);
+    static const unsigned char grey[3] = {150, 150, 150}, black[3] = {0, 0, 0}, red[3] = {220, 30, 30},
+                               rule[3] = {200, 200, 255}, axis[3] = {90, 90, 90};
+    double mu = 0, sd = 1;
+    gpt2rt_series_scaler(data, (int)m, &mu, &sd);
+    gpt2rt_series_info inf = info_of(data);
+    int64_t show = L < 2 * H ? L : 2 * H; /* the lookback's tail */
+    char t[256];
+    const char *fname = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+    snprintf(t, sizeof t, "%.100s, channel %.40s: horizon %lld steps, %lld test windows", fname, cname, (long long)H,
+             (long long)n_win);
+    plot_text(px, w, h, 10, 8, t, black);
+    { /* the legend */
+        int lx = 10, ly = 24;
+        const unsigned char *col[3] = {grey, black, red};
+        const char *lab[3] = {"history (lookback)", "truth", "forecast"};
+        for (int k = 0; k < 3; k++) {
+            plot_line(px, w, h, lx, ly + 3, lx + 24, ly + 3, col[k]);
+            plot_text(px, w, h, lx + 30, ly, lab[k], black);
+            lx += 30 + text_width(lab[k]) + 24;
+        }
+    }
     for (int64_t k = 0; k < n_win; k++) {
         gpt2rt_series_batch(data, GPT2RT_SERIES_TEST, 0, 0, k * spacing, 1, x, y);
         const float *p = pred + k * H * M;
-        float lo = 1e30f, hi = -1e30f;
-        for (int64_t t = L - show; t < L; t++) { lo = fminf(lo, x[t * M + m]); hi = fmaxf(hi, x[t * M + m]); }
-        for (int64_t t = 0; t < H; t++) {
-            lo = fminf(lo, fminf(y[t * M + m], p[t * M + m]));
-            hi = fmaxf(hi, fmaxf(y[t * M + m], p[t * M + m]));
+        double lo = 1e300, hi = -1e300;
+#define U(v) ((double)(v) * sd + mu) /* data units */
+        for (int64_t s = L - show; s < L; s++) { lo = fmin(lo, U(x[s * M + m])); hi = fmax(hi, U(x[s * M + m])); }
+        for (int64_t s = 0; s < H; s++) {
+            lo = fmin(lo, fmin(U(y[s * M + m]), U(p[s * M + m])));
+            hi = fmax(hi, fmax(U(y[s * M + m]), U(p[s * M + m])));
         }
-        if (hi - lo < 1e-6f) hi = lo + 1e-6f;
-        int top = (int)k * ph;
+        if (hi - lo < 1e-9 * (fabs(hi) + 1)) { hi += 0.5; lo -= 0.5; }
+        int top = head + (int)k * ph, y0 = top + top_pad, y1 = top + ph - bottom, x0 = left, x1 = pw - right;
         int64_t steps = show + H;
-#define PX(t) (int)(10 + (double)(t) * (pw - 20) / (double)(steps - 1))
-#define PY(v) (top + 10 + (int)((double)(hi - (v)) * (ph - 20) / (double)(hi - lo)))
-        plot_line(px, w, h, 0, top + ph - 1, pw - 1, top + ph - 1, rule);
-        plot_line(px, w, h, PX(show - 1), top, PX(show - 1), top + ph - 2, rule);
-        for (int64_t t = 1; t < show; t++)
-            plot_line(px, w, h, PX(t - 1), PY(x[(L - show + t - 1) * M + m]), PX(t), PY(x[(L - show + t) * M + m]), grey);
-        for (int64_t t = 0; t < H; t++) {
-            float ty0 = t ? y[(t - 1) * M + m] : x[(L - 1) * M + m], py0 = t ? p[(t - 1) * M + m] : x[(L - 1) * M + m];
-            plot_line(px, w, h, PX(show + t - 1), PY(ty0), PX(show + t), PY(y[t * M + m]), black);
-            plot_line(px, w, h, PX(show + t - 1), PY(py0), PX(show + t), PY(p[t * M + m]), red);
+#define PX(s) (int)(x0 + (double)(s) * (x1 - x0) / (double)(steps - 1))
+#define PY(v) (int)(y0 + (hi - U(v)) * (y1 - y0) / (hi - lo))
+        char lbl[64];
+        char date[40] = "";
+        int64_t row0 = inf.begin[GPT2RT_SERIES_TEST] + k * spacing + L; /* the forecast's first row */
+        if (gpt2rt_series_date_column(data) && gpt2rt_series_date(data, row0, date, sizeof date) == GPT2RT_OK)
+            snprintf(t, sizeof t, "test window %lld: forecast from %s", (long long)(k * spacing), date);
+        else snprintf(t, sizeof t, "test window %lld: forecast from row %lld", (long long)(k * spacing), (long long)row0);
+        plot_text(px, w, h, x0, top + 6, t, axis);
+        plot_line(px, w, h, x0, y0, x0, y1, axis); /* the axes */
+        plot_line(px, w, h, x0, y1, x1, y1, axis);
+        plot_line(px, w, h, PX(show - 1), y0, PX(show - 1), y1, rule);
+        for (int q = 0; q < 3; q++) { /* y: the range's ends and middle, in the data's units */
+            double v = lo + (hi - lo) * q / 2.0;
+            int yy = y1 - (int)((y1 - y0) * q / 2.0);
+            snprintf(lbl, sizeof lbl, "%.4g", v);
+            plot_line(px, w, h, x0 - 4, yy, x0, yy, axis);
+            plot_text(px, w, h, x0 - 8 - text_width(lbl), yy - 3, lbl, axis);
+        }
+        int64_t ticks[3] = {-(show - 1), 0, H};
+        for (int q = 0; q < 3; q++) { /* x: steps from the last observed one */
+            int xx = PX(show - 1 + ticks[q]);
+            snprintf(lbl, sizeof lbl, "%+lld", (long long)ticks[q]);
+            plot_line(px, w, h, xx, y1, xx, y1 + 4, axis);
+            plot_text(px, w, h, xx - text_width(lbl) / 2, y1 + 8, lbl, axis);
+        }
+        for (int64_t s = 1; s < show; s++)
+            plot_line(px, w, h, PX(s - 1), PY(x[(L - show + s - 1) * M + m]), PX(s), PY(x[(L - show + s) * M + m]), grey);
+        for (int64_t s = 0; s < H; s++) {
+            float ty0 = s ? y[(s - 1) * M + m] : x[(L - 1) * M + m], py0 = s ? p[(s - 1) * M + m] : x[(L - 1) * M + m];
+            plot_line(px, w, h, PX(show + s - 1), PY(ty0), PX(show + s), PY(y[s * M + m]), black);
+            plot_line(px, w, h, PX(show + s - 1), PY(py0), PX(show + s), PY(p[s * M + m]), red);
         }
 #undef PX
 #undef PY
+#undef U
     }
-    if (stbi_write_png(path, w, h, 3, px, w * 3)) printf("wrote %s: %lld test windows of %s (grey lookback, black truth, "
-                                                         "red forecast)\n", path, (long long)n_win,
-                                                         gpt2rt_series_column(data, (int)m));
+    int written = stbi_write_png(path, w, h, 3, px, w * 3);
+    if (written) printf("wrote %s: %lld test windows of %s in the data's units (grey lookback, black truth, red "
+                        "forecast)\n", path, (long long)n_win, cname);
     else fprintf(stderr, "--png %s: could not write the file\n", path);
     free(px); free(x); free(y);
+    return written != 0;
 #else
-    (void)data; (void)L; (void)H; (void)M; (void)pred; (void)n_win; (void)spacing;
-    printf("--png %s: skipped: this build has no stb_image_write (apt-get install libstb-dev, then make)\n", path);
+    (void)file; (void)L; (void)H; (void)M; (void)pred; (void)n_win; (void)spacing; (void)cname;
+    printf("--png %s: skipped: this build has no stb (stb_image_write, stb_easy_font): apt-get install libstb-dev, "
+           "then build again\n", path);
+    return 1;
 #endif
 }
 
@@ -517,14 +782,44 @@ static void print_devices(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, const
            what, (long long)(dp ? r.batch_size : B), dp ? "" : " in turn (each device runs its stage of the layers)");
 }
 
-/* a loaded series' info (zero if the call failed, which a loaded series does not: the
-   zeroing also tells gcc -O2 the struct is set) */
-static gpt2rt_series_info info_of(gpt2rt_series *d) {
+static const char *precision_name(gpt2rt_precision p) {
+    return p == GPT2RT_PRECISION_BF16 ? "bf16" : p == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32";
+}
+
+/* the loader's column and fill settings from the flags */
+static void series_desc_flags(const opts *o, gpt2rt_series_desc *sd) {
+    sd->target = o->target;
+    sd->columns = o->columns;
+    sd->date_column = o->date_column;
+    sd->fill = (gpt2rt_series_fill)o->fill;
+}
+
+/* which column is the date and which are the channels, and what was filled */
+static void print_columns(gpt2rt_series *d) {
     gpt2rt_series_info in;
     memset(&in, 0, sizeof in);
     (void)gpt2rt_series_info_get(d, &in);
-    return in;
+    const char *dc = gpt2rt_series_date_column(d);
+    if (dc && in.date_step > 0) {
+        char a[40] = "", b[40] = "";
+        gpt2rt_series_date(d, 0, a, sizeof a);
+        gpt2rt_series_date(d, in.rows - 1, b, sizeof b);
+        int hours = in.date_is_calendar && in.date_step >= 3600 && fmod(in.date_step, 3600) == 0;
+        printf("columns: date \"%s\" (%s to %s, a row every %g%s); %d channel%s:", dc, a, b,
+               hours ? in.date_step / 3600 : in.date_step,
+               !in.date_is_calendar ? " (the column's units)" : hours ? " h" : " s", in.channels, in.channels > 1 ? "s" : "");
+    } else if (dc) printf("columns: date \"%s\" (no regular step: forecasts carry no dates); %d channel%s:", dc,
+                          in.channels, in.channels > 1 ? "s" : "");
+    else printf("columns: no date column (--date-column NAME names one); %d channel%s:", in.channels,
+                in.channels > 1 ? "s" : "");
+    for (int m = 0; m < in.channels && m < 16; m++) {
+        const char *cn = gpt2rt_series_column(d, m);
+        printf("%s %s", m ? "," : "", cn ? cn : "?");
+    }
+    printf("%s\n", in.channels > 16 ? ", ..." : "");
+    if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
 }
+
 
 /* ---- the least-squares linear map of the RevIN-normalised lookback (--linear-residual,
    --blend-linear): tools/ts_baselines.c's "linear" forecaster, the same fit. Each series
@@ -678,25 +973,62 @@ static int pretrain_val(gpt2rt_ctx *ctx, gpt2rt_series **ds, int nf, int B, int6
     return 1;
 }
 
+/* the baseline beside pretrain_val: each next patch forecast as the patch before it
+   repeated, in RevIN's scale (mean, std = sqrt(biased variance + 1e-5) over the
+   lookback), patches of PL steps PS apart, over the same whole batches */
+static int pretrain_naive(gpt2rt_series **ds, int nf, int B, int64_t L, int64_t PL, int64_t PS, float *tmp, float *ytmp,
+                          double *naive) {
+    double sum = 0;
+    int64_t n = 0, T = (L - PL) / PS + 1;
+    for (int k = 0; k < nf && T > 1; k++) {
+        gpt2rt_series_info in = info_of(ds[k]);
+        int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
+        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
+            int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
+            if (gpt2rt_series_batch(ds[k], GPT2RT_SERIES_VAL, 0, 0, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK) {
+                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(ds[k]));
+                return 0;
+            }
+            double se = 0;
+            for (int64_t j = 0; j < B; j++) {
+                const float *xs = tmp + ((i0 + j) / M - w0) * L * M + (i0 + j) % M; /* step t at xs[t*M] */
+                double mu = 0, var = 0;
+                for (int64_t t = 0; t < L; t++) mu += xs[t * M];
+                mu /= (double)L;
+                for (int64_t t = 0; t < L; t++) var += (xs[t * M] - mu) * (xs[t * M] - mu);
+                double sd = sqrt(var / (double)L + 1e-5);
+                for (int64_t p = 0; p + 1 < T; p++)
+                    for (int64_t q = 0; q < PL; q++) {
+                        double e = (xs[((p + 1) * PS + q) * M] - xs[(p * PS + q) * M]) / sd;
+                        se += e * e;
+                    }
+            }
+            sum += se / (double)(B * (T - 1) * PL);
+            n++;
+        }
+    }
+    *naive = n ? sum / (double)n : NAN;
+    return 1;
+}
+
 /* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
    rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
    each channel of each window is one univariate series (n_channels 1), B series a
    step, the files taking turns while each has a whole batch left in the epoch; early
    stopping on pretrain_val; the best epoch's weights go to --save */
 static int pretrain(opts *o) {
-    enum { MAX_FILES = 16 };
-    gpt2rt_series *ds[MAX_FILES];
-    int64_t nser[MAX_FILES], pos[MAX_FILES], Mmax = 1, B = o->batch, L = o->lookback, steps = 0;
-    char names[4096];
-    snprintf(names, sizeof names, "%s", o->data);
     int nf = 0;
-    for (char *f = strtok(names, ","); f; f = strtok(NULL, ",")) {
-        if (nf == MAX_FILES) { fprintf(stderr, "timeseries: --data: at most %d files\n", MAX_FILES); return 2; }
+    gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
+    int64_t *nser = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t));
+    int64_t Mmax = 1, B = o->batch, L = o->lookback, steps = 0;
+    if (!ds || !nser || !pos) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
+    for (int fi = 0; fi < o->nfiles; fi++) {
+        const char *f = o->files[fi];
         gpt2rt_series_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.lookback = o->lookback;
         sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
-        sd.target = o->target;
+        series_desc_flags(o, &sd);
         if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
             fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
             return 1;
@@ -708,6 +1040,7 @@ static int pretrain(opts *o) {
         printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
                (long long)in.rows, (long long)in.channels, (long long)nser[nf], (long long)L,
                (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
+        print_columns(ds[nf]);
         nf++;
     }
     if (steps < 1) { fprintf(stderr, "timeseries: --batch %lld exceeds every file's training series\n", (long long)B); return 1; }
@@ -717,6 +1050,7 @@ static int pretrain(opts *o) {
     c.input = GPT2RT_INPUT_PATCHES;
     c.head = GPT2RT_HEAD_NEXT_PATCH;
     c.seq_len = o->lookback; c.patch_len = o->patch; c.patch_stride = o->stride; c.n_channels = 1;
+    c.revin_affine = o->revin_affine; /* the library refuses it for NEXT_PATCH, and says why */
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
     c.n_devices = o->devices;
     c.parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
@@ -728,6 +1062,7 @@ static int pretrain(opts *o) {
     c.weight_decay = o->weight_decay; c.grad_clip = o->clip;
     c.dropout = o->dropout; c.attn_dropout = o->attn_dropout; c.head_dropout = o->head_dropout;
     c.n_threads = o->threads; c.recompute = (gpt2rt_recompute)o->recompute; c.seed = o->seed;
+    c.precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
     if (o->backend) c.backend = strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(ctx, o->init) != GPT2RT_OK)) {
@@ -739,24 +1074,33 @@ static int pretrain(opts *o) {
     gpt2rt_memory_plan plan;
     gpt2rt_plan(&r, &plan);
     printf("aLLM4TS stage 1: %d layers, %d heads, width %d, lookback %d, patch %d stride %d (%lld patches), %.3fM "
-           "parameters (%.3fM trained)%s, %.2f GiB planned; batch %lld series, lr %g, %lld steps an epoch\n",
+           "parameters (%.3fM trained)%s, %.2f GiB planned (%s); batch %lld series, lr %g, %lld steps an epoch\n",
            r.n_layer, r.n_head, r.n_embd, r.seq_len, r.patch_len, r.patch_stride,
            (long long)((r.seq_len - r.patch_len) / r.patch_stride + 1), (double)plan.n_params / 1e6,
            (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
-           (double)plan.total[0] / 1073741824.0, (long long)B, (double)r.lr, (long long)steps);
+           (double)plan.total[0] / 1073741824.0, precision_name(r.precision), (long long)B, (double)r.lr, (long long)steps);
     print_devices(ctx, &plan, o, B, "series");
     /* a batch of B series spans at most B windows (M = 1) of the widest file */
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
     float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
     float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
     snapshot best_w = {0, NULL};
-    double best = INFINITY, val = 0;
-    int bad_epochs = 0, best_epoch = 0, rc = 0;
+    double best = INFINITY, val = 0, step_seconds = 0, naive = NAN;
+    int bad_epochs = 0, best_epoch = 0, rc = 0, timed = 0;
+    if (!o->max_steps && x && tmp && ytmp && pretrain_naive(ds, nf, (int)B, L, o->patch, o->stride, tmp, ytmp, &naive) &&
+        naive == naive)
+        printf("baseline: the last patch repeated scores val next-patch mse %.4f (the model's must be lower to have "
+               "learned anything)\n", naive);
     for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
         double t0 = now(), loss_sum = 0;
         gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
         for (int k = 0; k < nf; k++) pos[k] = 0;
+        progress pg;
+        char pg_what[32];
+        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
+        progress_start(&pg);
         for (int64_t s = 0, k = 0; s < steps; s++) {
+            if (s && !o->max_steps) progress_tick(&pg, pg_what, s, steps, B, "series");
             while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
             gpt2rt_series *d = ds[k % nf];
             gpt2rt_series_info in = info_of(d);
@@ -778,7 +1122,27 @@ static int pretrain(opts *o) {
             loss_sum += st.loss;
             pos[k % nf] += B;
             k++;
+            if (o->max_steps) {
+                step_seconds += st.seconds;
+                printf("step %lld  train next-patch mse %.4f  %.3g s\n", (long long)st.step, (double)st.loss, st.seconds);
+                if (st.step >= o->max_steps) {
+                    double per = step_seconds / (double)st.step, n_steps = (double)steps * o->epochs, evals = 0;
+                    for (int j = 0; j < nf; j++) {
+                        gpt2rt_series_info in = info_of(ds[j]);
+                        evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
+                    }
+                    evals *= o->epochs;
+                    printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
+                           "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
+                           "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
+                           (n_steps + evals / 3) * per / 3600);
+                    timed = 1;
+                    break;
+                }
+            }
         }
+        progress_end(&pg);
+        if (timed) break;
         if (rc || !pretrain_val(ctx, ds, nf, (int)B, L, x, tmp, ytmp, &val)) { rc = 1; break; }
         int better = val < best || (best != best);
         printf("epoch %2d  train next-patch mse %.4f  val %.4f%s  (%.1f s)\n", epoch + 1, loss_sum / (double)steps, val,
@@ -791,21 +1155,354 @@ static int pretrain(opts *o) {
             break;
         }
     }
-    if (!rc && (!snapshot_restore(ctx, &best_w) || gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK)) {
+    if (!rc && !timed && (!snapshot_restore(ctx, &best_w) || gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK)) {
         fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx));
         rc = 1;
     }
-    if (!rc) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
+    if (!rc && !timed) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
+    if (!rc && !timed && naive == naive && !(best < naive))
+        printf("the model did not beat the last patch repeated on validation (%.4f against %.4f)\n", best, naive);
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
     free(x); free(tmp); free(ytmp);
     gpt2rt_free(ctx);
     for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
+    free(ds); free(nser); free(pos);
+    return rc;
+}
+
+/* ---- metrics a forecaster reads: per channel and overall, MSE and MAE in the scaler's
+   units (the papers' convention) and in the data's (times each channel's std), beside
+   baselines scored on the same windows ---- */
+
+/* per-channel sums of squared and absolute errors of pred against truth, both (n,H,M)
+   in scaled units, into sse, sae (M) */
+static void channel_errors(const float *pred, const float *truth, int64_t n, int64_t H, int64_t M, double *sse,
+                           double *sae) {
+    for (int64_t m = 0; m < M; m++) sse[m] = sae[m] = 0;
+    for (int64_t i = 0; i < n * H * M; i++) {
+        double e = (double)pred[i] - (double)truth[i];
+        sse[i % M] += e * e;
+        sae[i % M] += fabs(e);
+    }
+}
+
+/* the table: one row a channel, then "all"; std (M) turns scaled errors into data units */
+static void print_metrics(const char *what, const double *sse, const double *sae, int64_t n, int64_t H, int64_t M,
+                          const char *const *names, const double *std) {
+    double per = (double)(n * H), all[4] = {0, 0, 0, 0};
+    printf("%s metrics, %lld windows x %lld steps (scaled: the papers' units; data: the file's):\n", what, (long long)n,
+           (long long)H);
+    printf("  %-16s %12s %12s %14s %14s\n", "channel", "mse scaled", "mae scaled", "mse data", "mae data");
+    for (int64_t m = 0; m < M; m++) {
+        double v[4] = {sse[m] / per, sae[m] / per, sse[m] * std[m] * std[m] / per, sae[m] * std[m] / per};
+        if (M <= 32) printf("  %-16.16s %12.6f %12.6f %14.6g %14.6g\n", names[m], v[0], v[1], v[2], v[3]);
+        for (int k = 0; k < 4; k++) all[k] += v[k] / (double)M;
+    }
+    printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
+}
+
+/* the seasonal period in rows: --season N, else a day of the date step (calendar dates
+   only: a step of plain numbers has no known unit) when it divides one; 0: none */
+static int64_t season_of(int season, double date_step, int calendar) {
+    if (season) return season;
+    if (calendar && date_step > 0 && date_step <= 43200 && fmod(86400.0, date_step) == 0) return (int64_t)(86400.0 / date_step);
+    return 0;
+}
+
+/* baselines on windows x (n,L,M), truth y (n,H,M), scaled: the last value, the seasonal
+   naive (the value one period before), and the linear map (lm may be NULL); one line */
+static void print_baselines(const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M, int64_t period,
+                            const linmap *lm, const char *period_why) {
+    float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
+    if (!p || !sse || !sae) { free(p); free(sse); free(sae); return; }
+    printf("baselines on the same windows, mse / mae scaled:");
+    for (int k = 0; k < 3; k++) {
+        if (k == 1 && (period < 1 || period > L)) {
+            printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
+            continue;
+        }
+        if (k == 2 && !lm) { printf("; linear map: none (no validation window to choose its ridge on)"); continue; }
+        if (k == 2) {
+            float *c = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
+            double *z = (double *)malloc(sizeof(double) * (size_t)(L + 1)), *acc = (double *)malloc(sizeof(double) * (size_t)H);
+            if (c && mus && z && acc) {
+                lin_offset(lm, x, n, M, c, mus, z, acc);
+                for (int64_t i = 0; i < n * H * M; i++) p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)c[i]);
+            }
+            free(c); free(mus); free(z); free(acc);
+        } else
+            for (int64_t w = 0; w < n; w++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t m = 0; m < M; m++)
+                        p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
+        channel_errors(p, y, n, H, M, sse, sae);
+        double a = 0, b = 0;
+        for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
+        a /= (double)(n * H * M);
+        b /= (double)(n * H * M);
+        if (k == 0) printf(" last value %.4f / %.4f", a, b);
+        else if (k == 1) printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, a, b);
+        else printf("; linear map %.4f / %.4f", a, b);
+    }
+    printf("\n");
+    free(p); free(sse); free(sae);
+}
+
+/* every window of a split: x (n,L,M), y (n,H,M), allocated */
+static int split_windows(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M, float **x,
+                         float **y, int64_t *n) {
+    gpt2rt_series_info in = info_of(s);
+    *n = in.windows[split];
+    *x = (float *)malloc(sizeof(float) * (size_t)(*n * L * M + 1));
+    *y = (float *)malloc(sizeof(float) * (size_t)(*n * H * M + 1));
+    int good = *x && *y;
+    if (!good) fprintf(stderr, "timeseries: out of memory for %lld windows\n", (long long)*n);
+    for (int64_t w = 0; good && w < *n; w++)
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, *x + w * L * M, *y + w * H * M) != GPT2RT_OK) {
+            fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(s));
+            good = 0;
+        }
+    if (!good) { free(*x); free(*y); *x = *y = NULL; }
+    return good;
+}
+
+/* the test split's metrics table and baselines, pred (n,H,M) scaled */
+static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M, int season,
+                        const linmap *lm) {
+    float *x = NULL, *y = NULL;
+    int64_t n;
+    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
+    double *std = (double *)malloc(sizeof(double) * (size_t)M);
+    const char **names = (const char **)malloc(sizeof(char *) * (size_t)M);
+    if (sse && sae && std && names && split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n) && n > 0) {
+        for (int64_t m = 0; m < M; m++) {
+            double mu;
+            gpt2rt_series_scaler(s, (int)m, &mu, &std[m]);
+            names[m] = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
+        }
+        channel_errors(pred, y, n, H, M, sse, sae);
+        print_metrics("test", sse, sae, n, H, M, names, std);
+        gpt2rt_series_info in = info_of(s);
+        print_baselines(x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
+                        "no --season N, and no calendar date step that divides a day");
+    }
+    free(x); free(y); free(sse); free(sae); free(std); free(names);
+}
+
+/* ---- timeseries predict: forecasts from a saved forecaster ----
+   The file is read with the forecaster's columns (by name, in its order) and date
+   column; the forecast starts from its last lookback rows (--all: from every window
+   of lookback rows), in the data's units, one row per future step, dated by
+   continuing the file's dates at their step. --score also scores the test split of
+   the file, cut as training cut it, through the forecaster: the same metrics table. */
+typedef struct popts {
+    const char *model, *data, *out;
+    int all, score, threads, fill, season;
+    const char *backend;
+} popts;
+
+static void predict_usage(void) {
+    printf("usage: timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]\n"
+           "  --model DIR      a forecaster written by timeseries --save (forecaster.json + model.safetensors)\n"
+           "  --data FILE.csv  the series: the forecaster's columns by name (other columns must be numbers too), its date column\n"
+           "  --out FILE       the forecasts as CSV (default: stdout): date, then one column per channel, in the\n"
+           "                   data's units; the dates continue the file's at its step (else a step number)\n"
+           "  --all            forecast from every window of lookback rows, not only the last: the columns are\n"
+           "                   origin (the window's last date), date, then the channels\n"
+           "  --score          also score the file's test split (cut as in training) through the forecaster\n"
+           "  --fill MODE      missing values: refuse (default), previous, linear\n"
+           "  --season N       the seasonal-naive baseline's period for --score (default: a day of the date step)\n"
+           "  --threads N      CPU threads (0: OMP_NUM_THREADS)   --backend cpu|cuda|auto\n");
+}
+
+static int predict_parse(popts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { predict_usage(); exit(0); }
+        if (!strcmp(a, "--all")) { o->all = 1; continue; }
+        if (!strcmp(a, "--score")) { o->score = 1; continue; }
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        if (!v) { fprintf(stderr, "timeseries predict: %s needs a value (see timeseries predict --help)\n", a); return 0; }
+        if (!strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--data")) o->data = v;
+        else if (!strcmp(a, "--out")) o->out = v;
+        else if (!strcmp(a, "--backend")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto")) {
+                fprintf(stderr, "timeseries predict: --backend '%s': expected cpu, cuda or auto\n", v);
+                return 0;
+            }
+            o->backend = v;
+        } else if (!strcmp(a, "--threads")) { if (!arg_int(a, v, 0, 1024, &o->threads)) return 0; }
+        else if (!strcmp(a, "--season")) { if (!arg_int(a, v, 1, 1 << 20, &o->season)) return 0; }
+        else if (!strcmp(a, "--fill")) {
+            o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
+                    : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
+            if (o->fill < 0) { fprintf(stderr, "timeseries predict: --fill '%s': expected previous, linear or refuse\n", v); return 0; }
+        } else { fprintf(stderr, "timeseries predict: unknown option %s (see timeseries predict --help)\n", a); return 0; }
+    }
+    if (!o->model || !o->data) {
+        fprintf(stderr, "timeseries predict: --model DIR and --data FILE.csv are required\n");
+        return 0;
+    }
+    if (o->out && !out_path_ok("--out", o->out, 0)) return 0;
+    return 1;
+}
+
+/* channel m's name ("?" where there is none: m out of range) */
+static const char *fc_column(gpt2rt_forecaster *fc, int m) {
+    const char *n = gpt2rt_forecaster_column(fc, m);
+    return n ? n : "?";
+}
+
+/* the forecaster's columns as the loader's list: "a,b,c" */
+static char *column_list(gpt2rt_forecaster *fc, int M) {
+    size_t n = 1;
+    for (int m = 0; m < M; m++) n += strlen(fc_column(fc, m)) + 1;
+    char *s = (char *)malloc(n), *q = s;
+    for (int m = 0; s && m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", fc_column(fc, m));
+    return s;
+}
+
+/* --score: the test split as training cut and scaled it, through the forecaster */
+static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi, const char *cols) {
+    int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = fi->borders;
+    sd.date_column = gpt2rt_forecaster_date_column(fc) ? gpt2rt_forecaster_date_column(fc) : "none";
+    sd.fill = (gpt2rt_series_fill)o->fill;
+    gpt2rt_series *s;
+    if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
+        fprintf(stderr, "--score: %s\n", gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+        return 0;
+    }
+    for (int m = 0; m < M; m++) {
+        double a = 0, b = 0, c = 0, d = 0;
+        gpt2rt_series_scaler(s, m, &a, &b);
+        gpt2rt_forecaster_scaler(fc, m, &c, &d);
+        if (a != c || b != d) {
+            printf("note: this file's training rows scale \"%s\" by mean %g std %g; the forecaster's scaler (its training "
+                   "file's) is mean %g std %g: the scores below use this file's scaling\n",
+                   fc_column(fc, m), a, b, c, d);
+            break;
+        }
+    }
+    float *x, *y, *p = NULL;
+    int64_t n;
+    int good = split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n);
+    if (good) p = (float *)malloc(sizeof(float) * (size_t)(n * H * M + 1));
+    if (good && (!p || gpt2rt_forecaster_predict_scaled(fc, x, n, p) != GPT2RT_OK)) {
+        fprintf(stderr, "--score: %s\n", p ? gpt2rt_forecaster_last_error(fc) : "out of memory");
+        good = 0;
+    }
+    if (good) { /* the linear map baseline fit as training fits it: the same map */
+        linmap base = {0, 0, NULL, 0, 0};
+        gpt2rt_series_info in = info_of(s);
+        int fitted = in.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(s, L, H, M, &base);
+        report_test(s, p, L, H, M, o->season, fitted ? &base : NULL);
+        free(base.W);
+    }
+    free(x); free(y); free(p);
+    gpt2rt_series_free(s);
+    return good;
+}
+
+static int predict_main(int argc, char **argv) {
+    popts o;
+    if (!predict_parse(&o, argc, argv)) return 2;
+    gpt2rt_config base;
+    memset(&base, 0, sizeof base);
+    base.n_threads = o.threads;
+    if (o.backend) base.backend = !strcmp(o.backend, "cpu") ? GPT2RT_BACKEND_CPU : !strcmp(o.backend, "cuda")
+                                  ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, o.model, &base) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return 1;
+    }
+    gpt2rt_forecaster_info fi;
+    memset(&fi, 0, sizeof fi);
+    gpt2rt_forecaster_info_get(fc, &fi);
+    int64_t L = fi.lookback, H = fi.horizon, M = fi.channels;
+    char *cols = column_list(fc, (int)M);
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
+    sd.date_column = gpt2rt_forecaster_date_column(fc) ? gpt2rt_forecaster_date_column(fc) : "none";
+    sd.fill = (gpt2rt_series_fill)o.fill;
+    gpt2rt_series *s;
+    int rc = 0;
+    if (gpt2rt_series_load(&s, o.data, &sd) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+        gpt2rt_forecaster_free(fc);
+        free(cols);
+        return 1;
+    }
+    gpt2rt_series_info in = info_of(s);
+    int64_t nw = o.all ? in.rows - L + 1 : 1, first = in.rows - L - (nw - 1);
+    const float *v = gpt2rt_series_values(s); /* raw: no_scale */
+    float *x = (float *)malloc(sizeof(float) * (size_t)(nw * L * M)), *p = (float *)malloc(sizeof(float) * (size_t)(nw * H * M));
+    if (!x || !p) { fprintf(stderr, "timeseries predict: out of memory for %lld windows\n", (long long)nw); rc = 1; }
+    for (int64_t w = 0; !rc && w < nw; w++) memcpy(x + w * L * M, v + (first + w) * M, sizeof(float) * (size_t)(L * M));
+    if (!rc && gpt2rt_forecaster_predict(fc, x, nw, p) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_forecaster_last_error(fc));
+        rc = 1;
+    }
+    FILE *f = stdout;
+    if (!rc && o.out && !(f = fopen(o.out, "w"))) {
+        fprintf(stderr, "timeseries predict: --out %s: %s\n", o.out, strerror(errno));
+        rc = 1;
+    }
+    int dated = in.date_step > 0 && gpt2rt_series_date_column(s);
+    if (!rc) {
+        const char *dc = gpt2rt_series_date_column(s);
+        if (o.all) fprintf(f, "origin,");
+        fprintf(f, "%s", dated ? dc : "step");
+        for (int64_t m = 0; m < M; m++) {
+            fprintf(f, ",%s", fc_column(fc, (int)m));
+        }
+        fprintf(f, "\n");
+        for (int64_t w = 0; w < nw; w++) {
+            int64_t last = first + w + L - 1; /* the window's last row */
+            char a[64], b[64];
+            if (o.all) {
+                if (!dated || gpt2rt_series_date(s, last, a, sizeof a) != GPT2RT_OK) snprintf(a, sizeof a, "%lld", (long long)last);
+                fprintf(f, "%s,", a);
+            }
+            for (int64_t h = 0; h < H; h++) {
+                if (!dated || gpt2rt_series_date(s, last + 1 + h, b, sizeof b) != GPT2RT_OK)
+                    snprintf(b, sizeof b, "%lld", (long long)(last + 1 + h));
+                if (h && o.all) fprintf(f, "%s,", a);
+                fprintf(f, "%s", b);
+                for (int64_t m = 0; m < M; m++) fprintf(f, ",%.9g", (double)p[(w * H + h) * M + m]);
+                fprintf(f, "\n");
+            }
+        }
+        if (f != stdout && fclose(f) != 0) { fprintf(stderr, "timeseries predict: --out %s: %s\n", o.out, strerror(errno)); rc = 1; }
+        FILE *msg = o.out ? stdout : stderr; /* stdout carries the CSV when there is no --out */
+        if (!rc)
+            fprintf(msg, "forecast %lld window%s x %lld steps x %lld channels from %s (%lld rows%s%s)%s%s%s\n",
+                    (long long)nw, nw > 1 ? "s" : "", (long long)H, (long long)M, o.data, (long long)in.rows,
+                    dated ? "; dates continue at " : ", no dated step: rows numbered",
+                    dated ? "the file's step" : "", o.out ? " to " : "", o.out ? o.out : "",
+                    in.filled ? " (missing values filled)" : "");
+    }
+    if (!rc && o.score && !predict_score(fc, &o, &fi, cols)) rc = 1;
+    free(x); free(p); free(cols);
+    gpt2rt_series_free(s);
+    gpt2rt_forecaster_free(fc);
     return rc;
 }
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1);
     opts o;
     if (!parse(&o, argc, argv)) return 2;
     if (o.stage == 1) return pretrain(&o);
@@ -822,7 +1519,7 @@ int main(int argc, char **argv) {
     memset(&sd, 0, sizeof sd);
     sd.lookback = o.lookback;
     sd.horizon = o.horizon;
-    sd.target = o.target;
+    series_desc_flags(&o, &sd);
     gpt2rt_series *data;
     if (gpt2rt_series_load(&data, o.data, &sd) != GPT2RT_OK) {
         fprintf(stderr, "%s\n", gpt2rt_series_last_error(data));
@@ -842,6 +1539,17 @@ int main(int argc, char **argv) {
     printf("data %s: %lld rows, %lld channels, %s borders; windows train %lld, validation %lld, test %lld\n", o.data,
            (long long)info.rows, (long long)M, bname[info.borders], (long long)info.windows[0],
            (long long)info.windows[1], (long long)info.windows[2]);
+    print_columns(data);
+    int64_t png_channel = M - 1;
+    if (o.channel) {
+        png_channel = -1;
+        for (int64_t m = 0; m < M; m++)
+            if (gpt2rt_series_column(data, (int)m) && !strcmp(gpt2rt_series_column(data, (int)m), o.channel)) png_channel = m;
+        if (png_channel < 0) {
+            fprintf(stderr, "timeseries: --channel %s: no such channel (see the columns line above)\n", o.channel);
+            return 2;
+        }
+    }
     int64_t steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
     if (steps_per_epoch < 1) {
         fprintf(stderr, "--batch %lld exceeds the %lld training windows\n", (long long)B,
@@ -893,6 +1601,7 @@ int main(int argc, char **argv) {
     c.head_dropout = o.head_dropout;
     c.n_threads = o.threads;
     c.recompute = (gpt2rt_recompute)o.recompute;
+    c.precision = (gpt2rt_precision)o.precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
     c.seed = o.seed;
     if (o.backend) c.backend = strcmp(o.backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
                              : strcmp(o.backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
@@ -911,9 +1620,10 @@ int main(int argc, char **argv) {
     gpt2rt_memory_plan plan;
     gpt2rt_plan(&r, &plan);
     printf("model: preset %s, %d layers, %d heads, width %d, lookback %d, patch %d stride %d, horizon %d, %.3fM "
-           "parameters (%.3fM trained)%s, %.2f GiB planned\n", o.preset, r.n_layer, r.n_head, r.n_embd, r.seq_len,
+           "parameters (%.3fM trained)%s, %.2f GiB planned (%s)\n", o.preset, r.n_layer, r.n_head, r.n_embd, r.seq_len,
            r.patch_len, r.patch_stride, r.horizon, (double)plan.n_params / 1e6, (double)plan.n_trainable / 1e6,
-           o.init ? ", blocks from --init" : ", random init", (double)plan.total[0] / 1073741824.0);
+           o.init ? ", blocks from --init" : ", random init", (double)plan.total[0] / 1073741824.0,
+           precision_name(r.precision));
     printf("training: batch %lld, lr %g cosine to %g over %d steps (%lld a epoch), at most %d epochs, patience %d, "
            "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)r.lr,
            (double)(r.lr * r.min_lr_frac), r.total_steps, (long long)steps_per_epoch, o.epochs, o.patience,
@@ -967,8 +1677,13 @@ int main(int argc, char **argv) {
     for (int epoch = 0; epoch < o.epochs; epoch++) {
         double t0 = now(), loss_sum = 0;
         gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
+        progress pg;
+        char pg_what[32];
+        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
+        progress_start(&pg);
         for (int64_t s = 0; s < steps_per_epoch; s++) {
             gpt2rt_step_stats st;
+            if (s && !o.max_steps) progress_tick(&pg, pg_what, s, steps_per_epoch, B, "windows");
             if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK) {
                 fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
                 return 1;
@@ -999,6 +1714,7 @@ int main(int argc, char **argv) {
                 }
             }
         }
+        progress_end(&pg);
         double t1 = now();
         if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
         double val = sc.sse / (double)(sc.windows * H * M);
@@ -1017,6 +1733,9 @@ int main(int argc, char **argv) {
     }
     if (!snapshot_restore(ctx, &best_w)) { fprintf(stderr, "restore: %s\n", gpt2rt_last_error(ctx)); return 1; }
     printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
+    if (best_epoch == 0)
+        printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
+               "zero)\n");
     if (o.blend_linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
         lu.collect = 1;
         if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
@@ -1026,14 +1745,41 @@ int main(int argc, char **argv) {
         lu.blend = w;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
                w, (lu.see + 2 * w * lu.sed + w * w * lu.sdd) / nv, lu.see / nv, (lu.see + 2 * lu.sed + lu.sdd) / nv);
+        if (w == 1 && best_epoch != 0)
+            printf("the blend puts all its weight on the linear map: the kept forecast is the linear map's, the model "
+                   "added nothing\n");
     }
     int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
-    float *keep = o.png ? (float *)malloc(sizeof(float) * (size_t)(n_test * H * M)) : NULL;
-    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, keep ? n_test : 0, &lu, o.drop_last, &sc)) return 1;
-    if (o.png) {
-        /* windows spread over the test split: gather them first */
-        for (int64_t k = 1; k < n_png; k++) memmove(keep + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
-        draw_png(o.png, data, L, H, M, keep, n_png, spacing);
+    int png_failed = 0;
+    float *keep = (float *)malloc(sizeof(float) * (size_t)(n_test * H * M + 1));
+    if (!keep) { fprintf(stderr, "timeseries: out of memory for the test forecasts\n"); return 1; }
+    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, n_test, &lu, o.drop_last, &sc)) return 1;
+    if (o.png) { /* windows spread over the test split */
+        float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
+        for (int64_t k = 0; few && k < n_png; k++) memcpy(few + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
+        if (!few || !draw_png(o.png, o.data, data, L, H, M, png_channel, few, n_png, spacing)) png_failed = 1;
+        free(few);
+    }
+    if (o.save) { /* before the scores, so the last lines stay the test's */
+        gpt2rt_forecaster_desc fd;
+        memset(&fd, 0, sizeof fd);
+        fd.series = data;
+        fd.linear = lu.lm ? lm.W : NULL;
+        fd.linear_residual = lu.lm ? lu.residual : 0;
+        fd.blend = lu.lm ? lu.blend : 0;
+        fd.batch = (int)B;
+        fd.note = o.stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
+        if (gpt2rt_forecaster_save(ctx, o.save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
+        printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
+               "timeseries predict --model %s --data FILE.csv forecasts with it\n", best_epoch,
+               lu.lm ? ", the linear map and blend" : "", o.save, o.save);
+    }
+    {   /* the linear map for the baseline when training did not fit one */
+        linmap base = {0, 0, NULL, 0, 0};
+        const linmap *use = lu.lm;
+        if (!use && info.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(data, L, H, M, &base)) use = &base;
+        report_test(data, keep, L, H, M, o.season, use);
+        free(base.W);
     }
     double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
     if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
@@ -1041,12 +1787,11 @@ int main(int argc, char **argv) {
     else printf("test (drop last): no score: the %lld test windows are fewer than one batch of %lld, and drop-last "
                 "scoring counts whole batches only\n", (long long)sc.windows, (long long)(o.drop_last ? o.drop_last : B));
     printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
-    if (o.save && gpt2rt_weights_save(ctx, o.save) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
     free(keep); free(x); free(y); free(pred);
     free(lm.W); free(lu.c); free(lu.mus); free(lu.z); free(lu.acc);
     gpt2rt_free(ctx);
     gpt2rt_series_free(data);
-    return 0;
+    return png_failed;
 }

@@ -114,12 +114,12 @@ if built timeseries; then
     if [ $rc -eq 0 ] && echo "$out" | grep -q '^data .*data/ETTh2\.csv: 17420 rows, 7 channels, ETTh borders'; then
         ok "timeseries run from /tmp reads data/ETTh2.csv by default (17420 rows, 7 channels)"
     else bad "timeseries from /tmp (exit $rc)"; echo "$out" | head -3; fi
-    # the held-out file (issue 25) through --preset cpu: 3 steps, then every validation and test window scored
+    # the held-out file through --preset cpu: 3 steps, then every validation and test window scored
     out=$("$ROOT/$B/cli_timeseries" --data "$ROOT/data/tmy3_greensboro.csv" --horizon 96 --epochs 1 --steps-per-epoch 3 2>&1); rc=$?
     if [ $rc -eq 0 ] && echo "$out" | grep -q '^data .*: 8760 rows, 8 channels, 70/10/20 borders; windows train 5701, validation 781, test 1657' &&
        echo "$out" | tail -1 | grep -q '^test mse [0-9.]* mae [0-9.]* windows 1657$'; then ok "timeseries --preset cpu on data/tmy3_greensboro.csv: 70/10/20, scores all 1657 test windows"
     else bad "timeseries on data/tmy3_greensboro.csv (exit $rc)"; echo "$out" | tail -3; fi
-    # the linear map beside the model (issue 25): its validation MSE from the normal equations
+    # the linear map beside the model: its validation MSE from the normal equations
     # equals the model's epoch 0 (out_layer zero, the map's offset added) scored window by
     # window; both printed to 4 decimals (each within 5e-5) from sums of the same float
     # forecasts (relative rounding ~1e-6 of 0.2), so they differ by at most 1.1e-4. The
@@ -305,6 +305,9 @@ if built timeseries; then
         ok "timeseries split with the preset's head dropout: refused, names the flags to set"
     else bad "timeseries split with dropout (exit $rc)"; echo "$out" | tail -2; fi
 fi
+
+# ---- timeseries: flags per stage, the --data list, output paths, presets (its own file)
+. tests/cli_timeseries.sh
 
 echo "CLI: $passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -102,6 +102,21 @@ compile_checks() {
     fi
     compile "GPT2RT_STATIC in two files of one program" \
         bash -c "gcc -std=c11 $W -fopenmp $B/static_a.c $B/static_b.c -o $B/static_link -lm && $B/static_link"
+    # the optional parts left out, one at a time and all together (the manual's GPT2RT_NO_*)
+    local sw sws name
+    for sws in TOKENIZER SERIES DIST "TOKENIZER SERIES DIST"; do
+        name=$(echo "$sws" | tr ' ' '_' | tr 'A-Z' 'a-z')
+        : > $B/impl_no_$name.c
+        for sw in $sws; do printf '#define GPT2RT_NO_%s\n' $sw >> $B/impl_no_$name.c; done
+        cat $B/impl.c >> $B/impl_no_$name.c
+        cp $B/impl_no_$name.c $B/impl_no_$name.cpp
+        cp $B/impl_no_$name.c $B/impl_no_$name.cu
+        sw="GPT2RT_NO_$(echo "$sws" | sed 's/ / + GPT2RT_NO_/g')"
+        compile "$sw: gcc C11" gcc -std=c11 $W -fopenmp -c $B/impl_no_$name.c -o $B/impl_no_${name}_gcc.o
+        command -v clang >/dev/null 2>&1 && compile "$sw: clang C11" clang -std=c11 $W -c $B/impl_no_$name.c -o $B/impl_no_${name}_clang.o
+        command -v g++ >/dev/null 2>&1 && compile "$sw: g++ C++17" g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl_no_$name.cpp -o $B/impl_no_${name}_gxx.o
+        command -v nvcc >/dev/null 2>&1 && compile "$sw: nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl_no_$name.cu -o $B/impl_no_${name}_nvcc.o
+    done
     if command -v nvcc >/dev/null 2>&1; then
         compile "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
         compile "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
@@ -321,8 +336,11 @@ build() { # build NAME SOURCE EXTRA_FLAGS...
 
 run_suite() { # flags...
     local tag=$1; shift
-    for t in test_hf_parity test_props test_memory test_formats test_bad_input test_tokenizer test_timeseries test_dropout test_series_data test_parallel test_generate test_allm4ts test_allm4ts_mem test_infer test_infer_bf16; do
-        [ -f tests/$t.c ] || continue
+    # every tests/test_*.c, because it exists; test_ranks runs as processes (ranks_checks)
+    local f
+    for f in tests/test_*.c; do
+        t=$(basename "$f" .c)
+        [ "$t" = test_ranks ] && continue
         rm -f $B/$t$tag # a failed build must not leave the last run's binary to be run below
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done

@@ -1,4 +1,4 @@
-/* aLLM4TS as configuration (issue 25): the sequence head (out_layer: width -> patch_len
+/* aLLM4TS as configuration: the sequence head (out_layer: width -> patch_len
    at every position), stage 1 (head = NEXT_PATCH: causal next-patch MSE) and stage 2
    (head = PATCH_DECODE with attn_mask = PLACEHOLDERS). Checked here:
    1. the masked attention op against a double-precision reference we wrote from the

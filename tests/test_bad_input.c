@@ -733,7 +733,7 @@ static void refused_plans(void) {
         char why[2048];
         CHECK(gpt2rt_fit(&bad[i], (uint64_t)1 << 30, 0, &out, why, sizeof why) == r && has(why, p.error),
               "%s: gpt2rt_fit says \"%s\"", name[i], why);
-        gpt2rt_hardware hw = {1e12, 1e12, 1e12, 1e12, 1e10};
+        gpt2rt_hardware hw = {1e12, 1e12, 1e12, 1e12, 1e10, 0};
         gpt2rt_step_time st;
         CHECK(gpt2rt_plan_step_time(&bad[i], &hw, 0, &st, why, sizeof why) == r && has(why, p.error),
               "%s: gpt2rt_plan_step_time says \"%s\"", name[i], why);

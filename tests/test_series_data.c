@@ -4,7 +4,9 @@
    tests/fixtures/series_small.csv, the windows' contents, the seeded training
    order, every malformed-file error naming its line, column and numbers, and the
    line endings read (LF, CRLF, and CR alone); the shipped held-out file
-   data/tmy3_greensboro.csv read through the loader and --preset cpu's model. */
+   data/tmy3_greensboro.csv read through the loader and --preset cpu's model; the date
+   column (by name, by content, named, none) and dates continued past the end; chosen
+   columns; missing values refused or filled. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -54,7 +56,7 @@ static void check_borders(const char *label, const gpt2rt_series_info *in, gpt2r
 static void test_borders(void) {
     size_t len;
     gpt2rt_series *s;
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     gpt2rt_series_desc d = desc(336, 96, NULL, GPT2RT_SERIES_BORDERS_AUTO);
     /* ETTh: 12/4/4 months of 30 days of hours; the extra rows of the real files
        (ETTh2 has 17420) are not used */
@@ -112,7 +114,7 @@ static void test_borders(void) {
    a's std; b is constant, so sklearn keeps its scale at 1 (mean 5). */
 static void test_scaler_and_windows(void) {
     gpt2rt_series *s;
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_AUTO);
     CHECK(gpt2rt_series_load(&s, SMALL, &d) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(s));
     CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.rows == 30 && in.channels == 3, "rows %lld channels %d",
@@ -195,7 +197,7 @@ static void bad(const char *label, const char *csv, gpt2rt_series_desc d, gpt2rt
     CHECK(got == r && strstr(e, "bad.csv") && (!f1 || strstr(e, f1)) && (!f2 || strstr(e, f2)) && (!f3 || strstr(e, f3)),
           "%s: %s: \"%s\" (want %s, \"%s\", \"%s\", \"%s\")", label, gpt2rt_result_string(got), e, gpt2rt_result_string(r),
           f1 ? f1 : "", f2 ? f2 : "", f3 ? f3 : "");
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     float x[4], y[4];
     CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_ERR_STATE && gpt2rt_series_values(s) == NULL &&
               gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 0, 0, 0, 1, x, y) == GPT2RT_ERR_STATE,
@@ -254,7 +256,7 @@ static void test_errors(void) {
     dn.no_scale = 1;
     CHECK(gpt2rt_series_load_mem(&s, fine, strlen(fine), "fine.csv", &dn) == GPT2RT_OK, "accepted forms: %s",
           gpt2rt_series_last_error(s));
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     if (gpt2rt_series_info_get(s, &in) == GPT2RT_OK)
         CHECK(in.rows == 10 && gpt2rt_series_values(s)[19] == 11.0f && strcmp(gpt2rt_series_column(s, 0), "a") == 0,
               "accepted forms: rows %lld, last value %g", (long long)in.rows, (double)gpt2rt_series_values(s)[19]);
@@ -278,7 +280,7 @@ static void test_errors(void) {
     bad("CR-only, blank line inside", "date,a,b\r1,1,2\r\r2,2,3\r", d, GPT2RT_ERR_FORMAT, "line 3 is empty", NULL, NULL);
 }
 
-/* the held-out dataset (data/tmy3_greensboro.csv, issue 25): the file as shipped (8760
+/* the held-out dataset (data/tmy3_greensboro.csv): the file as shipped (8760
    rows, 8 named channels, 70/10/20 by name), Python's int(8760 * 0.7) = 6132 and
    int(8760 * 0.2) = 1752 as the borders, the scaler against this test's own read of the
    file (strtod in double, every training row), a test window's rows, and --preset cpu's
@@ -295,7 +297,7 @@ static void test_heldout(void) {
         gpt2rt_series_free(s);
         return;
     }
-    gpt2rt_series_info in;
+    gpt2rt_series_info in = {0};
     memset(&in, 0, sizeof in);
     CHECK(gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.rows == ROWS && in.channels == M, "%s: %lld rows, %d "
           "channels; shipped: %d, %d", HELDOUT, (long long)in.rows, in.channels, ROWS, M);
@@ -396,10 +398,177 @@ static void test_heldout(void) {
     gpt2rt_series_free(s);
 }
 
+/* a CSV of n rows: a header, then row i's line from row() */
+static char *rows_csv(const char *header, int n, void (*row)(char *line, size_t cap, int i)) {
+    size_t cap = strlen(header) + 2 + (size_t)n * 96, k = 0;
+    char *s = (char *)malloc(cap), line[96];
+    k += (size_t)snprintf(s + k, cap - k, "%s\n", header);
+    for (int i = 0; i < n; i++) {
+        row(line, sizeof line, i);
+        k += (size_t)snprintf(s + k, cap - k, "%s\n", line);
+    }
+    return s;
+}
+static void row_numbers(char *l, size_t cap, int i) { snprintf(l, cap, "%d,%d.5,%d", i, 10 + i, 100 - i); }
+static void row_hourly(char *l, size_t cap, int i) { /* from 2016-12-31 14:00 on, hourly */
+    int h = 14 + i;
+    snprintf(l, cap, "%s %02d:00:00,%d,%d", h < 24 ? "2016-12-31" : "2017-01-01", h % 24, i, 2 * i);
+}
+static void row_daily(char *l, size_t cap, int i) { /* from 2020-02-20 on, daily, 'when' after the values */
+    snprintf(l, cap, "%d,2020/%s/%02d", i, 20 + i <= 29 ? "02" : "03", 20 + i <= 29 ? 20 + i : 20 + i - 29);
+}
+static void row_minutes(char *l, size_t cap, int i) { snprintf(l, cap, "x%d,2021-06-01T10:%02d,%d", i, 15 * (i % 4), i); }
+
+/* the date column: found by name (anywhere) or by content (a text first column), or
+   none, and named by desc.date_column; a file without one keeps every numeric column
+   (before, its first column was dropped unread); dates continue past the last row */
+static void test_date_column(void) {
+    gpt2rt_series *s;
+    gpt2rt_series_info in = {0};
+    char buf[40];
+    gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
+    d.no_scale = 1;
+    /* no date column: three numeric columns stay three channels */
+    char *csv = rows_csv("a,b,c", 12, row_numbers);
+    CHECK(gpt2rt_series_load_mem(&s, csv, strlen(csv), "sensor.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
+              GPT2RT_OK && in.channels == 3 && in.date_column == -1 && !strcmp(gpt2rt_series_column(s, 0), "a") &&
+              gpt2rt_series_values(s)[3] == 1.0f && gpt2rt_series_values(s)[5] == 99.0f &&
+              gpt2rt_series_date_column(s) == NULL && gpt2rt_series_date(s, 0, buf, sizeof buf) == GPT2RT_ERR_STATE,
+          "no date column: 3 channels (a first), values kept: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    /* the same file with date_column "a": a numeric date, step 1, continued */
+    d.date_column = "a";
+    CHECK(gpt2rt_series_load_mem(&s, csv, strlen(csv), "sensor.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
+              GPT2RT_OK && in.channels == 2 && in.date_column == 0 && in.date_step == 1.0 &&
+              in.date_is_calendar == 0 && !strcmp(gpt2rt_series_column(s, 0), "b") && gpt2rt_series_date(s, 13, buf, sizeof buf) == GPT2RT_OK &&
+              !strcmp(buf, "13"), "date_column \"a\" (numbers): 2 channels, step %g, row 13's date %s: %s", in.date_step,
+          buf, gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    d.date_column = "zz";
+    bad("date_column not in the header", csv, d, GPT2RT_ERR_FORMAT, "no column named \"zz\" (the date column)",
+        "\"a\", \"b\", \"c\"", NULL);
+    free(csv);
+    /* hourly dates by name, across a year's end: step 3600 s, continued in the file's form */
+    d.date_column = NULL;
+    csv = rows_csv("date,x,y", 12, row_hourly);
+    CHECK(gpt2rt_series_load_mem(&s, csv, strlen(csv), "hourly.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
+              GPT2RT_OK && in.channels == 2 && in.date_column == 0 && in.date_step == 3600.0 &&
+              in.date_is_calendar == 1 && !strcmp(gpt2rt_series_date_column(s), "date") && gpt2rt_series_date(s, 0, buf, sizeof buf) == GPT2RT_OK &&
+              !strcmp(buf, "2016-12-31 14:00:00"), "hourly: step %g, row 0 %s: %s", in.date_step, buf,
+          gpt2rt_series_last_error(s));
+    CHECK(gpt2rt_series_date(s, 12, buf, sizeof buf) == GPT2RT_OK && !strcmp(buf, "2017-01-01 02:00:00"),
+          "hourly: the row after the last is %s, want 2017-01-01 02:00:00", buf);
+    CHECK(gpt2rt_series_date(s, 13 + 24 * 59, buf, sizeof buf) == GPT2RT_OK && !strcmp(buf, "2017-03-01 03:00:00"),
+          "hourly: 59 days and 2 hours past the last row is %s, want 2017-03-01 03:00:00", buf);
+    gpt2rt_series_free(s);
+    /* a text first column that is not the date: "none" refuses it by line and column */
+    d.date_column = "none";
+    bad("date_column none, text first column", csv, d, GPT2RT_ERR_FORMAT, "line 2, column 1 (\"date\")",
+        "\"2016-12-31 14:00:00\"", "not a finite number");
+    free(csv);
+    /* a date by content in the first column, whatever its name */
+    d.date_column = NULL;
+    csv = rows_csv("when,x,y", 12, row_hourly);
+    CHECK(gpt2rt_series_load_mem(&s, csv, strlen(csv), "when.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
+              GPT2RT_OK && in.channels == 2 && in.date_column == 0 && in.date_step == 3600.0,
+          "a text first column is the date: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    free(csv);
+    /* daily 'YYYY/MM/DD' in the last column, named Date (any case), across a leap day */
+    csv = rows_csv("v,Date", 12, row_daily);
+    CHECK(gpt2rt_series_load_mem(&s, csv, strlen(csv), "daily.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
+              GPT2RT_OK && in.channels == 1 && in.date_column == 1 && in.date_step == 86400.0 &&
+              gpt2rt_series_date(s, 9, buf, sizeof buf) == GPT2RT_OK && !strcmp(buf, "2020/02/29") &&
+              gpt2rt_series_date(s, 12, buf + 20, 20) == GPT2RT_OK && !strcmp(buf + 20, "2020/03/03"),
+          "daily: step %g, row 9 %s, row 12 %s: %s", in.date_step, buf, buf + 20, gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    free(csv);
+    /* 'T' and minutes, 15 minutes apart, the date in the middle; a text column first is data: refused */
+    csv = rows_csv("id,time,v", 12, row_minutes);
+    bad("a text column beside the date", csv, d, GPT2RT_ERR_FORMAT, "line 2, column 1 (\"id\")", "\"x0\"", NULL);
+    d.columns = "v";
+    bad("a text column not chosen is still checked", csv, d, GPT2RT_ERR_FORMAT, "line 2, column 1 (\"id\")", NULL, NULL);
+    free(csv);
+    /* the gap past the end: 15-minute steps continue as 'T' H:M */
+    d.columns = NULL;
+    const char *quarter = "time,v\n2021-06-01T10:00,1\n2021-06-01T10:15,2\n2021-06-01T10:30,3\n2021-06-01T10:45,4\n"
+                          "2021-06-01T11:00,5\n2021-06-01T11:15,6\n2021-06-01T11:30,7\n2021-06-01T11:45,8\n"
+                          "2021-06-01T12:00,9\n2021-06-01T12:15,10\n";
+    CHECK(gpt2rt_series_load_mem(&s, quarter, strlen(quarter), "quarter.csv", &d) == GPT2RT_OK &&
+              gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_step == 900.0 &&
+              gpt2rt_series_date(s, 11, buf, sizeof buf) == GPT2RT_OK && !strcmp(buf, "2021-06-01T12:45"),
+          "15 minutes: step %g, row 11 %s: %s", in.date_step, buf, gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+}
+
+/* desc.columns: the channels by name in the order given; desc.fill: missing values
+   (empty, NA, NaN, null) refused naming the line, or filled and counted */
+static void test_columns_fill(void) {
+    gpt2rt_series *s;
+    gpt2rt_series_info in = {0};
+    gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
+    d.no_scale = 1;
+    const char *ok10 = "date,a,b,c\n1,1,2,3\n2,2,3,4\n3,3,4,5\n4,4,5,6\n5,5,6,7\n6,6,7,8\n7,7,8,9\n8,8,9,10\n9,9,10,11\n"
+                       "10,10,11,12\n";
+    d.columns = "c, a";
+    CHECK(gpt2rt_series_load_mem(&s, ok10, strlen(ok10), "cols.csv", &d) == GPT2RT_OK && gpt2rt_series_info_get(s, &in) ==
+              GPT2RT_OK && in.channels == 2 && !strcmp(gpt2rt_series_column(s, 0), "c") &&
+              !strcmp(gpt2rt_series_column(s, 1), "a") && gpt2rt_series_values(s)[0] == 3.0f &&
+              gpt2rt_series_values(s)[1] == 1.0f, "columns \"c, a\": %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    d.columns = "a,zz";
+    bad("columns: unknown", ok10, d, GPT2RT_ERR_FORMAT, "no column named \"zz\" (columns)", "\"a\", \"b\", \"c\"", NULL);
+    d.columns = "a,a";
+    bad("columns: twice", ok10, d, GPT2RT_ERR_FORMAT, "column \"a\" is named twice", NULL, NULL);
+    d.columns = "a,date";
+    bad("columns: the date", ok10, d, GPT2RT_ERR_FORMAT, "\"date\" (columns)", "it is the date column", NULL);
+    d.columns = "a,,b";
+    bad("columns: empty name", ok10, d, GPT2RT_ERR_FORMAT, "an empty name", NULL, NULL);
+    d.columns = "a";
+    d.target = "b";
+    bad("columns and target", ok10, d, GPT2RT_ERR_INVALID_ARGUMENT, "both choose the channels", NULL, NULL);
+    d.columns = NULL;
+    d.target = NULL;
+    /* a: an empty field at row 2 and NA at rows 6, 7; b: NaN first; c: null last */
+    const char *gaps = "date,a,b,c\n1,1,NaN,3\n2,,3,4\n3,3,4,5\n4,4,5,6\n5,5,6,7\n6,NA,7,8\n7,na,8,9\n8,8,9,10\n"
+                       "9,9,10,11\n10,10,11,null\n";
+    bad("fill refuse: empty", gaps, d, GPT2RT_ERR_FORMAT, "line 2, column 3 (\"b\")", "\"NaN\" is a missing value",
+        "--fill previous|linear");
+    float want_prev[3][10] = {{1, 1, 3, 4, 5, 5, 5, 8, 9, 10}, {3, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4, 5, 6, 7, 8, 9, 10, 11, 11}};
+    float want_lin[3][10] = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {3, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4, 5, 6, 7, 8, 9, 10, 11, 11}};
+    for (int k = 0; k < 2; k++) {
+        d.fill = k ? GPT2RT_SERIES_FILL_LINEAR : GPT2RT_SERIES_FILL_PREVIOUS;
+        gpt2rt_result r = gpt2rt_series_load_mem(&s, gaps, strlen(gaps), "gaps.csv", &d);
+        const float *v = gpt2rt_series_values(s);
+        int same = r == GPT2RT_OK && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.filled == 5;
+        for (int t = 0; same && t < 10; t++)
+            for (int m = 0; m < 3; m++) same &= v[t * 3 + m] == (k ? want_lin : want_prev)[m][t];
+        CHECK(same, "fill %s: 5 values filled as expected (filled %lld): %s", k ? "linear" : "previous",
+              (long long)in.filled, gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+    }
+    bad("fill: a column with no value", "date,a,b\n1,1,\n2,2,NA\n3,3,\n", d, GPT2RT_ERR_FORMAT,
+        "column \"b\" has no value in any of its 3 rows", NULL, NULL);
+    /* a missing value in a column not read is no error */
+    d.fill = GPT2RT_SERIES_FILL_REFUSE;
+    d.target = "b";
+    CHECK(gpt2rt_series_load_mem(&s, gaps, strlen(gaps), "gaps.csv", &d) == GPT2RT_ERR_FORMAT, "target b: b's NaN refused");
+    gpt2rt_series_free(s);
+    d.target = "c";
+    d.columns = NULL;
+    const char *gaps_a = "date,a,c\n1,,3\n2,NA,4\n3,3,5\n4,4,6\n5,5,7\n6,6,8\n7,7,9\n8,8,10\n9,9,11\n10,10,12\n";
+    CHECK(gpt2rt_series_load_mem(&s, gaps_a, strlen(gaps_a), "gaps_a.csv", &d) == GPT2RT_OK &&
+              gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.channels == 1 && in.filled == 0,
+          "target c: a's missing values are not read: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+}
+
 int main(void) {
     test_borders();
     test_scaler_and_windows();
     test_errors();
     test_heldout();
+    test_date_column();
+    test_columns_fill();
     return harness_finish();
 }

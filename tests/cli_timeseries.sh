@@ -1,0 +1,203 @@
+# tests/cli_timeseries.sh - examples/timeseries' command line as a user meets it: every
+# flag works in its stage or is refused naming the stage, the --data list is read whole
+# and each file once, output paths are checked before the first step, a preset is a base
+# that explicit flags override whatever their order. Sourced by tests/cli.sh (its ok,
+# bad, skip, built, $B, $ROOT); every run is a few steps on tests/fixtures/series_small.csv.
+if built timeseries; then
+    TSP="$B/cli_timeseries"
+    FIX=tests/fixtures/series_small.csv
+    S1="--preset allm4ts --stage pretrain --data $FIX --lookback 8 --patch 2 --stride 2 --layers 1 --heads 2 --width 8 --batch 2 --epochs 1 --steps-per-epoch 2"
+    S2="--data $FIX --horizon 2 --lookback 4 --patch 2 --stride 2 --layers 1 --heads 2 --width 8 --batch 2 --epochs 1 --steps-per-epoch 2 --linear-residual 0 --blend-linear 0"
+    # refused PROG-ARGS... with exit 2 before any step, one line matching WORDS (grep -E)
+    ts_refused() { # LABEL REGEX ARGS...
+        local label=$1 re=$2; shift 2
+        local out rc
+        out=$(timeout 60 "$TSP" "$@" 2>&1); rc=$?
+        if [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -Eq -- "$re"; then ok "timeseries $label refused: $out"
+        else bad "timeseries $label (exit $rc, want 2 and one line matching '$re')"; echo "$out" | tail -3; fi
+    }
+
+    # ---- stage 1: each flag works there or is refused naming the stage
+    rm -rf $B/cli_s1
+    out=$("$TSP" $S1 --save $B/cli_s1 --revin-affine 1 2>&1); rc=$?
+    if [ $rc -ne 0 ] && echo "$out" | grep -q 'revin_affine = 1' && [ ! -e $B/cli_s1/model.safetensors ]; then
+        ok "timeseries --stage pretrain --revin-affine 1: the library's refusal shows ($(echo "$out" | tail -1))"
+    else bad "timeseries --stage pretrain --revin-affine 1 (exit $rc): accepted and ignored"; echo "$out" | tail -2; fi
+    out=$("$TSP" $S1 --epochs 3 --steps-per-epoch 0 --max-steps 1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -c '^step 1  train next-patch mse [0-9.]*  ')" -eq 1 ] &&
+       ! echo "$out" | grep -q '^step 2 ' && ! echo "$out" | grep -q '^epoch' &&
+       echo "$out" | tail -1 | grep -Eq '^--max-steps 1: .* s a step; the whole run \(at most [0-9]+ steps'; then
+        ok "timeseries --stage pretrain --max-steps 1: one step, its time and the run's estimate, no epoch"
+    else bad "timeseries --stage pretrain --max-steps 1 (exit $rc)"; echo "$out" | tail -3; fi
+    ts_refused "--stage pretrain --png" '^timeseries: --png .*--stage pretrain' $S1 --save $B/cli_s1 --png $B/cli_s1.png
+    ts_refused "--stage pretrain --drop-last" '^timeseries: --drop-last 4 .*--stage pretrain' $S1 --save $B/cli_s1 --drop-last 4
+    [ ! -e $B/cli_s1 ] || bad "timeseries: a refused stage-1 run left $B/cli_s1 behind"
+
+    # ---- --data: the whole list, no empty one, each file once
+    ts_refused "--data ','" 'no file given' $S1 --save $B/cli_s1 --data ,
+    ts_refused "--data ''" 'no file given' $S1 --save $B/cli_s1 --data ""
+    ts_refused "--data '' (stage 2)" 'no file given' $S2 --data ""
+    ts_refused "--data A,,B" 'entry 2 .*empty' $S1 --save $B/cli_s1 --data "$FIX,,$FIX"
+    ts_refused "--data A,A" 'same file' $S1 --save $B/cli_s1 --data "$FIX,./$FIX"
+    ts_refused "--data A,B in stage 2" 'one file' $S2 --data "$FIX,$FIX"
+    # 16 copies under 250-character names: a list of about 4300 characters, read whole
+    rm -rf $B/cli_many; mkdir -p $B/cli_many; list=""
+    for i in $(seq 1 16); do
+        f=$B/cli_many/$(printf 'f%02d_%0240d.csv' $i 0); cp $FIX "$f"; list="$list${list:+,}$f"
+    done
+    rm -rf $B/cli_s1
+    out=$("$TSP" $S1 --save $B/cli_s1 --data "$list" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ ${#list} -gt 4096 ] && [ "$(echo "$out" | grep -c '^data .*cli_many/f[0-9]*_0*\.csv: 30 rows')" -eq 16 ] &&
+       echo "$out" | grep -q '^baseline: the last patch repeated scores val next-patch mse [0-9.]* '; then
+        ok "timeseries --stage pretrain --data of 16 files (${#list} characters): every file read, none cut; the last-patch baseline printed"
+    else bad "timeseries --data list of ${#list} characters (exit $rc)"; echo "$out" | grep -v '^data' | tail -3; fi
+    rm -rf $B/cli_many $B/cli_s1
+
+    # ---- output paths: checked before the first step
+    : > $B/cli_afile
+    ts_refused "--save onto a file (stage 1)" "^timeseries: --save $B/cli_afile: .*not a directory" $S1 --save $B/cli_afile
+    ts_refused "--save onto a file (stage 2)" "^timeseries: --save $B/cli_afile: .*not a directory" $S2 --save $B/cli_afile
+    ts_refused "--save under a missing directory" '^timeseries: --save /nonexistent_dir/out: ' $S2 --save /nonexistent_dir/out
+    ts_refused "--png under a missing directory" '^timeseries: --png /nonexistent_dir/x.png: ' $S2 --png /nonexistent_dir/x.png
+    ts_refused "--png onto a directory" "^timeseries: --png $B: .*directory" $S2 --png $B
+    if [ "$(id -u)" != 0 ]; then
+        mkdir -p $B/cli_ro && chmod 555 $B/cli_ro
+        ts_refused "--save into a read-only directory" "^timeseries: --save $B/cli_ro/m: .*not writable" $S2 --save $B/cli_ro/m
+        chmod 755 $B/cli_ro; rm -rf $B/cli_ro
+    else skip "timeseries --save into a read-only directory: running as root"; fi
+    rm -f $B/cli_afile
+
+    # ---- a sensor file without a date column keeps its 3 channels; --fill fills and counts
+    { echo "a,b,c"; for i in $(seq 1 40); do echo "$i,$((i * 2)),$((i % 7))"; done; } > $B/cli_nodate.csv
+    out=$("$TSP" $S2 --data $B/cli_nodate.csv 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^data .*: 40 rows, 3 channels' &&
+       echo "$out" | grep -q '^columns: no date column .*3 channels: a, b, c$'; then
+        ok "timeseries on a CSV without a date column: 3 channels (a, b, c), none dropped"
+    else bad "timeseries without a date column (exit $rc)"; echo "$out" | head -3; fi
+    # a column of plain numbers named as the date: its step is in the column's units, not
+    # seconds, so no seasonal period is guessed from it
+    out=$("$TSP" $S2 --data $B/cli_nodate.csv --date-column a 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^columns: date "a" (1 to 40, a row every 1 (the column.s units)); 2 channels: b, c$' &&
+       echo "$out" | grep -q 'seasonal naive: none (no --season N, and no calendar date step'; then
+        ok "timeseries --date-column a (plain numbers): a step of 1 in the column's units, no seasonal period guessed"
+    else bad "timeseries --date-column naming a column of numbers (exit $rc)"; echo "$out" | grep -E '^columns|baselines'; fi
+    sed -i '5s/^4,8,/4,,/; 9s/^8,16,/8,NA,/' $B/cli_nodate.csv
+    out=$("$TSP" $S2 --data $B/cli_nodate.csv 2>&1); rc=$?
+    out2=$("$TSP" $S2 --data $B/cli_nodate.csv --fill linear --columns c,b 2>&1); rc2=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'line 5, column 2 ("b"): "" is missing.*--fill previous|linear' &&
+       [ $rc2 -eq 0 ] && echo "$out2" | grep -q '^filled 2 missing values' && echo "$out2" | grep -q '2 channels: c, b$'; then
+        ok "timeseries: a missing value refused naming line and column; --fill linear fills 2; --columns c,b picks and orders"
+    else bad "timeseries --fill / --columns (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | head -3; fi
+    rm -f $B/cli_nodate.csv
+
+    # ---- the forecaster: --save, then timeseries predict on the file it never saw before
+    # 400 hourly rows from 2024-02-27 00:00 (across the leap day), three noisy channels
+    awk 'BEGIN { srand(7); print "date,load,temp,flow";
+        for (i = 0; i < 400; i++) { d = 27 + int(i / 24); m = 2; if (d > 29) { m = 3; d -= 29 }
+            printf "2024-%02d-%02d %02d:00:00,%.3f,%.3f,%.3f\n", m, d, i % 24, 10 + 3 * sin(i * 0.2618) + rand(),
+                   20 + 5 * cos(i * 0.2618) + 2 * rand(), 100 + 0.5 * i + 4 * rand() }}' > $B/cli_sensor.csv
+    rm -rf $B/cli_fc
+    FC="--data $B/cli_sensor.csv --horizon 6 --lookback 24 --patch 4 --stride 4 --epochs 2 --steps-per-epoch 20"
+    out=$("$TSP" $FC --save $B/cli_fc 2>&1); rc=$?
+    all_row() { awk '$1 == "all" && NF == 5 {print $2, $3; exit}'; }
+    a=$(echo "$out" | all_row)
+    if [ $rc -eq 0 ] && [ -s $B/cli_fc/forecaster.json ] && [ -s $B/cli_fc/model.safetensors ] &&
+       echo "$out" | grep -q '^saved the forecaster .* to build/cli_fc: ' && [ -n "$a" ] &&
+       echo "$out" | grep -Eq '^baselines on the same windows, mse / mae scaled: last value [0-9.]+ / [0-9.]+; seasonal naive \(24 steps\) [0-9.]+ / [0-9.]+; linear map [0-9.]+ / [0-9.]+$' &&
+       echo "$out" | tail -1 | grep -q '^test mse [0-9.]* mae [0-9.]* windows 75$'; then
+        ok "timeseries --save: the forecaster (forecaster.json beside the weights), per-channel metrics, three baselines (season 24 from the hourly dates), the last line unchanged"
+    else bad "timeseries --save forecaster (exit $rc)"; echo "$out" | tail -12; fi
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --score --out $B/cli_fc.csv 2>&1); rc=$?
+    b=$(echo "$out" | all_row)
+    if [ $rc -eq 0 ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+         for (i = 1; i <= 2; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-6) exit 1 } }'; then
+        ok "timeseries predict --score: the test split through the artifact scores mse/mae $b, the training run's $a (within 1e-6)"
+    else bad "timeseries predict --score (exit $rc): '$b' against the training run's '$a'"; echo "$out" | tail -5; fi
+    if [ "$(head -1 $B/cli_fc.csv)" = "date,load,temp,flow" ] && [ "$(wc -l < $B/cli_fc.csv)" -eq 7 ] &&
+       [ "$(sed -n 2p $B/cli_fc.csv | cut -d, -f1)" = "2024-03-14 16:00:00" ] &&
+       [ "$(sed -n 7p $B/cli_fc.csv | cut -d, -f1)" = "2024-03-14 21:00:00" ] &&
+       awk -F, 'NR > 1 && !($4 > 250 && $4 < 350) { exit 1 }' $B/cli_fc.csv; then
+        ok "timeseries predict --out: 6 rows after the file's last (2024-03-14 15:00), dated at its hourly step, in its units (flow near 300)"
+    else bad "timeseries predict --out"; head -3 $B/cli_fc.csv; fi
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --all 2>/dev/null); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | head -1)" = "origin,date,load,temp,flow" ] &&
+       [ "$(echo "$out" | wc -l)" -eq $(( (400 - 24 + 1) * 6 + 1 )) ] &&
+       [ "$(echo "$out" | sed -n 2p | cut -d, -f1,2)" = "2024-02-27 23:00:00,2024-02-28 00:00:00" ]; then
+        ok "timeseries predict --all: 377 windows x 6 steps on stdout, each dated from its origin"
+    else bad "timeseries predict --all (exit $rc)"; echo "$out" | head -3; fi
+    cut -d, -f1,2,3 $B/cli_sensor.csv > $B/cli_sensor2.csv
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor2.csv 2>&1); rc=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'no column named "flow" (columns)'; then
+        ok "timeseries predict on a file without one of the forecaster's columns: names it"
+    else bad "timeseries predict, a column missing (exit $rc)"; echo "$out" | tail -2; fi
+    sed -i '390s/,[0-9.]*$/,/' $B/cli_sensor.csv
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv 2>&1); rc=$?
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --fill previous 2>&1); rc2=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'line 390, column 4 ("flow")' && [ $rc2 -eq 0 ] &&
+       echo "$out2" | tail -1 | grep -q '(missing values filled)$'; then
+        ok "timeseries predict: a missing value refused naming line and column, filled with --fill previous"
+    else bad "timeseries predict --fill (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | tail -1; fi
+    out=$("$TSP" predict --model tests/fixtures/hf_tiny --data $B/cli_sensor.csv 2>&1); rc=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'no forecaster here .*weights only'; then
+        ok "timeseries predict --model of a weights-only directory: refused, says what a forecaster holds"
+    else bad "timeseries predict of weights only (exit $rc)"; echo "$out" | tail -2; fi
+    rm -rf $B/cli_fc $B/cli_fc.csv $B/cli_sensor.csv $B/cli_sensor2.csv
+
+    # ---- --png: title, legend, axes with stb (Debian libstb-dev); without stb one line naming the package
+    out=$("$TSP" $S2 --png $B/cli_ts.png --channel b 2>&1); rc=$?
+    if echo "$out" | grep -q '^wrote '; then
+        if [ $rc -eq 0 ] && [ "$(head -c 8 $B/cli_ts.png 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] &&
+           echo "$out" | grep -q "^wrote $B/cli_ts.png: 4 test windows of b in the data's units"; then
+            ok "timeseries --png --channel b (stb): a PNG of channel b, $(stat -c %s $B/cli_ts.png) bytes"
+        else bad "timeseries --png with stb (exit $rc)"; echo "$out" | grep png; fi
+    else skip "timeseries --png with stb: this machine has no libstb-dev"; fi
+    ts_refused "--channel without --png" '^timeseries: --channel b picks the channel --png draws' $S2 --channel b
+    out=$("$TSP" $S2 --png $B/cli_ts.png --channel zz 2>&1 >/dev/null); rc=$?
+    if [ $rc -eq 2 ] && [ "$out" = "timeseries: --channel zz: no such channel (see the columns line above)" ]; then
+        ok "timeseries --channel zz: refused before training: $out"
+    else bad "timeseries --channel zz (exit $rc)"; echo "$out"; fi
+    rm -f $B/cli_ts.png
+    if $CC -std=c11 -Wall -Wextra -Werror -O0 -DTS_NO_PNG -fopenmp -o $B/cli_timeseries-nopng examples/timeseries.c -lm \
+        > $B/cli_timeseries-nopng.log 2>&1; then
+        out=$("$B/cli_timeseries-nopng" $S2 --png $B/cli_ts.png 2>&1); rc=$?
+        if [ $rc -eq 0 ] && [ ! -e $B/cli_ts.png ] && echo "$out" | grep -q "^--png $B/cli_ts.png: skipped: .*apt-get install libstb-dev" &&
+           echo "$out" | tail -1 | grep -Eq '^test mse [0-9.]+ mae [0-9.]+ windows 5$'; then
+            ok "timeseries built without stb (-DTS_NO_PNG): --png skipped in one line naming libstb-dev, the run scores as ever"
+        else bad "timeseries without stb --png (exit $rc)"; echo "$out" | tail -3; fi
+    else bad "build timeseries -DTS_NO_PNG"; head -5 $B/cli_timeseries-nopng.log; fi
+
+    # ---- --precision: passed to the library (bf16 and fp16 are the CUDA backend's), in both stages
+    for st in 1 2; do
+        if [ $st = 1 ]; then args="$S1 --save $B/cli_s1p"; else args="$S2"; fi
+        out=$("$TSP" $args --precision bf16 --backend cpu 2>&1); rc=$?
+        if [ $rc -eq 1 ] && echo "$out" | tail -1 | grep -q 'precision = BF16 needs backend = GPT2RT_BACKEND_CUDA'; then
+            ok "timeseries stage $st --precision bf16 on the CPU: the library's refusal shows"
+        else bad "timeseries stage $st --precision bf16 on the CPU (exit $rc)"; echo "$out" | tail -1; fi
+    done
+    rm -rf $B/cli_s1p
+    ts_refused "--precision fp8" "^timeseries: --precision 'fp8': expected fp32, bf16 or fp16" $S2 --precision fp8
+    out=$("$TSP" $S2 --precision fp32 --max-steps 1 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^model: .* GiB planned (fp32)$'; then ok "timeseries --precision fp32: the plan line names it"
+    else bad "timeseries --precision fp32 (exit $rc)"; echo "$out" | grep '^model'; fi
+
+    # ---- progress inside an epoch: on stderr (stdout keeps the results), at most once a
+    # second: the lines' own "s in" times are 1 s apart or more (printed to 0.1 s)
+    t0=$(date +%s.%N)
+    "$TSP" --horizon 24 --lookback 96 --epochs 1 --threads 1 --linear-residual 0 \
+        --blend-linear 0 > $B/cli_prog.out 2> $B/cli_prog.err; rc=$?
+    t1=$(date +%s.%N)
+    n=$(grep -c '^epoch 1: step [0-9]*/532, [0-9]* windows/s, [0-9.]* s in, about [0-9]* s left$' $B/cli_prog.err)
+    if [ $rc -eq 0 ] && ! grep -q 'windows/s' $B/cli_prog.out && [ "$n" -eq "$(wc -l < $B/cli_prog.err)" ] &&
+       sed -n 's/.*, \([0-9.]*\) s in,.*/\1/p' $B/cli_prog.err | awk -v n="$n" -v w="$(echo "$t1 - $t0" | bc)" '
+           NR > 1 && $1 - prev < 0.95 { exit 1 } { prev = $1 } END { exit !(n <= w + 1 && (w < 3 || n >= 1)) }'; then
+        ok "timeseries: $n progress lines on stderr in $(echo "$t1 - $t0" | bc | cut -c1-4) s, each 1 s or more after the last, none on stdout"
+    else bad "timeseries progress lines (exit $rc, $n lines)"; head -3 $B/cli_prog.err; fi
+    rm -f $B/cli_prog.out $B/cli_prog.err
+
+    # ---- a preset is a base: an explicit flag wins, before --preset or after it
+    a=$("$TSP" --lr 0.02 --batch 4 --preset gpt4ts $S2 --batch 4 --max-steps 1 2>&1 | grep '^training:')
+    b=$("$TSP" $S2 --preset gpt4ts --lr 0.02 --batch 4 --max-steps 1 2>&1 | grep '^training:')
+    if [ -n "$a" ] && [ "$a" = "$b" ] && echo "$a" | grep -q '^training: batch 4, lr 0.02 '; then
+        ok "timeseries: --lr and --batch before --preset gpt4ts win as they do after it ($a)"
+    else bad "timeseries flags before --preset: '$a' against '$b'"; fi
+fi

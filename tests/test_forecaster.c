@@ -1,0 +1,240 @@
+/* The forecaster artifact (gpt2rt.h 6.4): a trained patch model saved with
+   gpt2rt_forecaster_save and loaded back with gpt2rt_forecaster_load forecasts the
+   test windows exactly as the training context scored them (bitwise, in the scaler's
+   units: the same batches, the same linear map offset and blend, written out here a
+   second time), and in the data's units within the rounding of the inputs' scaling;
+   both heads (the flatten head with the linear map, aLLM4TS's patch decoding without);
+   what it refuses: a directory of weights only, another version, a model whose
+   weights do not fit the saved shape, a blend outside [0, 1]. */
+#define _POSIX_C_SOURCE 200809L
+#define GPT2RT_IMPLEMENTATION
+#include "../gpt2rt.h"
+#include "harness.h"
+#include <sys/stat.h>
+
+enum { ROWS = 160, M = 3, L = 16, H = 4, B = 4 };
+#define DIR "build/forecaster_test_files"
+
+/* hourly rows from 2024-03-30 00:00: three channels with a daily cycle, a trend and
+   a deterministic wobble */
+static void write_csv(const char *path) {
+    FILE *f = fopen(path, "w");
+    fprintf(f, "date,load,temp,flow\n");
+    for (int i = 0; i < ROWS; i++) {
+        int day = 30 + i / 24, h = i % 24;
+        fprintf(f, "2024-%02d-%02d %02d:00:00,%.3f,%.3f,%.3f\n", day > 31 ? 4 : 3, day > 31 ? day - 31 : day, h,
+                10 + 3 * sin(i * 0.2618) + 0.01 * i + 0.3 * sin(i * 1.7), 20 + 5 * cos(i * 0.2618) + 0.2 * sin(i * 2.3),
+                100 + 0.5 * i + 2 * sin(i * 0.9));
+    }
+    fclose(f);
+}
+
+/* the example's scoring, written out again: batches of B (the last filled with its
+   last window), the model's predictions, then the linear map's offset and blend */
+static void reference(gpt2rt_ctx *ctx, gpt2rt_series *s, const double *W, int residual, double blend, int64_t n,
+                      float *ref) {
+    float x[B * L * M], y[B * H * M], pred[B * H * M];
+    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL);
+    for (int64_t first = 0; first < n; first += B) {
+        int real = (int)(n - first < B ? n - first : B);
+        gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, first, real, x, y);
+        for (int b = real; b < B; b++) memcpy(x + b * L * M, x + (real - 1) * L * M, sizeof(float) * L * M);
+        CHECK_OK(ctx, gpt2rt_forward_series(ctx, x, NULL, NULL));
+        CHECK_OK(ctx, gpt2rt_predictions(ctx, pred, B * H * M));
+        for (int b = 0; b < real; b++)
+            for (int m = 0; m < M; m++) {
+                double mu = 0, v = 0, z[L + 1];
+                for (int k = 0; k < L; k++) mu += x[(b * L + k) * M + m];
+                mu /= L;
+                for (int k = 0; k < L; k++) v += (x[(b * L + k) * M + m] - mu) * (x[(b * L + k) * M + m] - mu);
+                double sd = sqrt(v / L + 1e-5);
+                for (int k = 0; k < L; k++) z[k] = (x[(b * L + k) * M + m] - mu) / sd;
+                z[L] = 1;
+                for (int h = 0; h < H; h++) {
+                    int i = (b * H + h) * M + m;
+                    double acc = 0;
+                    for (int k = 0; W && k <= L; k++) acc += z[k] * W[k * H + h];
+                    float c = (float)(sd * acc);
+                    double p = W ? (double)pred[i] + (residual ? (double)c : 0.0) : pred[i];
+                    double d = (double)(float)mu + (double)c - p;
+                    ref[(first + b) * H * M + (h * M + m)] = W ? (float)(p + blend * d) : pred[i];
+                }
+            }
+    }
+}
+
+static void edit_json(const char *from, const char *to) { /* forecaster.json with one value changed */
+    char path[256], *buf;
+    snprintf(path, sizeof path, "%s/fc/forecaster.json", DIR);
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = (char *)malloc((size_t)n + 64);
+    n = (long)fread(buf, 1, (size_t)n, f);
+    buf[n] = 0;
+    fclose(f);
+    char *at = strstr(buf, from);
+    f = fopen(path, "wb");
+    if (at) { fwrite(buf, 1, (size_t)(at - buf), f); fputs(to, f); fputs(at + strlen(from), f); }
+    fclose(f);
+    free(buf);
+}
+
+static void round_trip(gpt2rt_head head, int with_linear) {
+    const char *label = head == GPT2RT_HEAD_REGRESSION ? "flatten head + linear map" : "patch decoding";
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = L; sd.horizon = H;
+    gpt2rt_series *s, *raw;
+    if (gpt2rt_series_load(&s, DIR "/series.csv", &sd) != GPT2RT_OK) {
+        CHECK(0, "load: %s", gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+        return;
+    }
+    sd.no_scale = 1;
+    CHECK(gpt2rt_series_load(&raw, DIR "/series.csv", &sd) == GPT2RT_OK, "raw load: %s", gpt2rt_series_last_error(raw));
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(s, &in);
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.input = GPT2RT_INPUT_PATCHES; c.head = head; c.seq_len = L; c.patch_len = 4; c.patch_stride = 4;
+    c.n_channels = M; c.horizon = H; c.n_layer = 1; c.n_head = 2; c.n_embd = 8; c.batch_size = B; c.lr = 1e-3f;
+    c.attn_mask = head == GPT2RT_HEAD_PATCH_DECODE ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    c.head_dropout = 0.1f; c.seed = 7;
+    gpt2rt_ctx *ctx;
+    CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
+    float x[B * L * M], y[B * H * M];
+    gpt2rt_step_stats st;
+    for (int k = 0; k < 4; k++) {
+        gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 1, 0, k * B, B, x, y);
+        CHECK_OK(ctx, gpt2rt_step_series(ctx, x, y, &st));
+    }
+    double W[(L + 1) * H];
+    for (int i = 0; i < (L + 1) * H; i++) W[i] = 0.05 * sin(0.37 * i) + (i / H == L - 1 ? 0.5 : 0);
+    int64_t n = in.windows[GPT2RT_SERIES_TEST];
+    float *ref = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *got = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    float *xs = (float *)malloc(sizeof(float) * (size_t)(n * L * M)), *xr = (float *)malloc(sizeof(float) * (size_t)(n * L * M));
+    float *yr = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *ys = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    reference(ctx, s, with_linear ? W : NULL, 1, 0.3, n, ref);
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 0, (int)n, xs, ys);
+    gpt2rt_series_batch(raw, GPT2RT_SERIES_TEST, 0, 0, 0, (int)n, xr, yr);
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = s;
+    fd.linear = with_linear ? W : NULL;
+    fd.linear_residual = with_linear;
+    fd.blend = with_linear ? 0.3 : 0;
+    static char long_note[3000]; /* a note longer than any buffer of the reader's: skipped whole */
+    memset(long_note, 'n', sizeof long_note - 1);
+    long_note[10] = '"'; /* escaped on the way out */
+    fd.note = with_linear ? "tests/test_forecaster.c" : long_note;
+    CHECK_OK(ctx, gpt2rt_forecaster_save(ctx, DIR "/fc", &fd));
+    { /* config.json describes the patch model, not a token LM with GPT-2's vocabulary */
+        char cj[8192] = "", want[128];
+        FILE *f = fopen(DIR "/fc/config.json", "rb");
+        size_t n = f ? fread(cj, 1, sizeof cj - 1, f) : 0;
+        if (f) fclose(f);
+        cj[n] = 0;
+        snprintf(want, sizeof want, "\"gpt2rt_horizon\": %d,", (int)H);
+        CHECK(strstr(cj, "\"architectures\": [\"GPT2Model\"]") && !strstr(cj, "GPT2LMHeadModel") &&
+                  strstr(cj, "\"gpt2rt_input\": \"patches\"") && strstr(cj, want) &&
+                  strstr(cj, head == GPT2RT_HEAD_PATCH_DECODE ? "\"gpt2rt_head\": \"patch_decode\""
+                                                              : "\"gpt2rt_head\": \"regression\""),
+              "%s: config.json does not describe the patch model:\n%.400s", label, cj);
+    }
+    gpt2rt_forecaster *fc;
+    gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/fc", NULL);
+    CHECK(r == GPT2RT_OK, "%s: load: %s", label, gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_info fi;
+    if (r == GPT2RT_OK && gpt2rt_forecaster_info_get(fc, &fi) == GPT2RT_OK) {
+        CHECK(fi.lookback == L && fi.horizon == H && fi.channels == M && fi.batch == B && fi.date_step == 3600 &&
+                  fi.has_linear == with_linear && !strcmp(gpt2rt_forecaster_column(fc, 2), "flow") &&
+                  !strcmp(gpt2rt_forecaster_date_column(fc), "date") && fi.borders == GPT2RT_SERIES_BORDERS_RATIO,
+              "%s: the saved shape, columns, date column and step", label);
+        CHECK(gpt2rt_forecaster_predict_scaled(fc, xs, n, got) == GPT2RT_OK, "%s: predict_scaled: %s", label,
+              gpt2rt_forecaster_last_error(fc));
+        int64_t diff = 0;
+        for (int64_t i = 0; i < n * H * M; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+        CHECK(diff == 0, "%s: the %lld test windows through the artifact == the training context's, bitwise (%lld of "
+              "%lld values differ)", label, (long long)n, (long long)diff, (long long)(n * H * M));
+        /* in the data's units from the raw file: the inputs' scaling rounds once more */
+        CHECK(gpt2rt_forecaster_predict(fc, xr, n, got) == GPT2RT_OK, "%s: predict: %s", label,
+              gpt2rt_forecaster_last_error(fc));
+        double worst = 0;
+        for (int64_t i = 0; i < n * H * M; i++) {
+            double mu, sdv;
+            gpt2rt_forecaster_scaler(fc, (int)(i % M), &mu, &sdv);
+            double e = fabs(got[i] - (ref[i] * sdv + mu)) / sdv;
+            if (e > worst) worst = e;
+        }
+        CHECK(worst < 1e-4, "%s: data units == the scaled forecast times std plus mean (worst %.3g std)", label, worst);
+    }
+    gpt2rt_forecaster_free(fc);
+    free(ref); free(got); free(xs); free(xr); free(yr); free(ys);
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(s);
+    gpt2rt_series_free(raw);
+}
+
+static void refusals(void) {
+    gpt2rt_forecaster *fc;
+    gpt2rt_result r;
+    /* weights only (gpt2rt_weights_save, a pretrain directory) */
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_REGRESSION; c.seq_len = L; c.patch_len = 4; c.patch_stride = 4; c.n_channels = M; c.horizon = H;
+    c.n_layer = 1; c.n_head = 2; c.n_embd = 8; c.batch_size = B;
+    gpt2rt_ctx *ctx;
+    CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
+    CHECK_OK(ctx, gpt2rt_weights_save(ctx, DIR "/weights_only"));
+    r = gpt2rt_forecaster_load(&fc, DIR "/weights_only", NULL);
+    CHECK(r == GPT2RT_ERR_IO && strstr(gpt2rt_forecaster_last_error(fc), "weights only") &&
+              gpt2rt_forecaster_ctx(fc) == NULL, "weights only: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = L; sd.horizon = H;
+    gpt2rt_series *s;
+    gpt2rt_series_load(&s, DIR "/series.csv", &sd);
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = s;
+    fd.blend = 1.5;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+              strstr(gpt2rt_last_error(ctx), "blend = 1.5"), "blend 1.5: %s", gpt2rt_last_error(ctx));
+    struct stat stt;
+    CHECK(stat(DIR "/never", &stt) != 0, "a refused save writes nothing");
+    fd.blend = 0;
+    CHECK_OK(ctx, gpt2rt_forecaster_save(ctx, DIR "/fc", &fd));
+    edit_json("\"version\": 1", "\"version\": 2");
+    r = gpt2rt_forecaster_load(&fc, DIR "/fc", NULL);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), "version 2; this gpt2rt reads version 1"),
+          "version 2: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    edit_json("\"version\": 2", "\"version\": 1");
+    edit_json("\"n_embd\": 8", "\"n_embd\": 16");
+    r = gpt2rt_forecaster_load(&fc, DIR "/fc", NULL);
+    CHECK(r != GPT2RT_OK && strstr(gpt2rt_forecaster_last_error(fc), "model.safetensors"),
+          "n_embd 16 against weights of width 8: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    edit_json("\"n_embd\": 16", "\"n_embd\": 8");
+    edit_json("\"scaler_std\": [", "\"scaler_std\": [-");
+    r = gpt2rt_forecaster_load(&fc, DIR "/fc", NULL);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), "scaler_std[0] = -") &&
+              strstr(gpt2rt_forecaster_last_error(fc), "must be > 0"), "a negative std: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
+int main(void) {
+    mkdir("build", 0777);
+    mkdir(DIR, 0777);
+    write_csv(DIR "/series.csv");
+    round_trip(GPT2RT_HEAD_REGRESSION, 1);
+    round_trip(GPT2RT_HEAD_PATCH_DECODE, 0);
+    refusals();
+    return harness_finish();
+}
