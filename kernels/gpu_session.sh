@@ -24,12 +24,23 @@ t0=$SECONDS
 
 say() { echo "[$((SECONDS - t0)) s] $*"; }
 
-# step NAME LIMIT_S LOG COMMAND...: one step under a time limit, its output to LOG and here
+# step NAME LIMIT_S LOG COMMAND...: one step under a time limit, its output to LOG and here.
+# The step runs in a session of its own: the suites' runs sit in process groups of their
+# own (each under its own limit), so a step stopped at its limit could leave one running
+# on the GPU beside the next step; what is left of that session is ended, by process id
 step() {
-    local name=$1 limit=$2 log=$3 rc; shift 3
+    local name=$1 limit=$2 log=$3 rc pid sid; shift 3
     say "$name (limit ${limit} s)"
-    timeout --kill-after=15 "$limit" "$@" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
+    : > "$log"
+    setsid timeout --kill-after=15 "$limit" "$@" > "$log" 2>&1 < /dev/null &
+    pid=$!
+    tail --pid=$pid -n +1 -f "$log" &
+    sid=$(ps -o sid= -p $pid 2>/dev/null | tr -d ' ')
+    wait $pid; rc=$?
+    if [ -n "$sid" ] && [ "$sid" = "$pid" ]; then
+        ps -o pid= -s "$sid" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+    fi
+    wait 2>/dev/null # the tail, once it has printed the last lines
     case $rc in
         0) say "$name: done" ;;
         124|137) say "$name: OVER ITS ${limit} s LIMIT, stopped" ;;

@@ -314,6 +314,19 @@ gpu_session_dry_run() {
        cmp -s <(echo "$out") $d/out/session.log; then
         ok "kernels/gpu_session.sh on fakes: pack unpacked, the changed source named, test-gpu and bench-gpu run, 6 flat files in \$OUT, the table last"
     else bad "kernels/gpu_session.sh on fakes (exit $rc), \$OUT: $files"; echo "$out" | tail -25; fi
+    # a suite over the session's limit for it, whose lab runs on under a time limit (a
+    # process group) of its own: the step is named over its limit, and the lab is ended
+    rm -rf $d/slow && cp -r $B/gpu_dry/bin $d/slow && printf '#!/bin/sh\nsleep 47\n' > $d/slow/lab_attention
+    out=$(env PATH="$PWD/$B/gpu_dry/dev:$PATH" OUT=$d/out GPU_SESSION_PACK=$d/none GPU_SESSION_TEST_S=3 \
+          TEST_GPU_BIN=$d/slow TEST_GPU_NO_BUILD=1 COMPUTE_SANITIZER=$PWD/$B/gpu_dry/sanitizer \
+          BENCH_GPU_BIN=$B/bench_dry/bin BENCH_GPU_ANCHORS=$B/bench_dry/anchors BENCH_GPU_LOGS=$B/bench_dry/logs \
+          BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$B/bench_dry/torch BENCH_GPU_CUDNN_DIR=$PWD/$B/bench_dry/cudnnlib \
+          bash kernels/gpu_session.sh 2>&1)
+    local left; left=$(ps -eo pid=,args= | awk '$2 == "sleep" && $3 == "47" {print $1}')
+    if [ -z "$left" ] && echo "$out" | grep -q "make test-gpu: OVER ITS 3 s LIMIT, stopped" && echo "$out" | grep -q "make bench-gpu: done"; then
+        ok "kernels/gpu_session.sh: a suite over its limit is named, what it left running is ended, the next suite runs"
+    else bad "kernels/gpu_session.sh with a suite over its limit (left running: ${left:-none})"; echo "$out" | grep '^\['
+        for f in $left; do kill "$f" 2>/dev/null; done; fi
 }
 
 # every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
