@@ -1,8 +1,8 @@
 # gpt2rt - make (examples, tools), make test (every check), make test-docs, make support (docs/support.md), make demo,
 # make bench (bench-tok, bench-gen, bench-ts),
 # make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make kernels, make install PREFIX=..., and the GPU
-# targets: make gpu-build (needs nvcc, not a GPU), make test-gpu / make bench-gpu (they say
-# so and skip without a GPU).
+# targets: make gpu-build, gpu-anchors, gpu-pack (need nvcc, not a GPU), make test-gpu /
+# make bench-gpu (they say so and skip without a GPU).
 CC      ?= cc
 CFLAGS  ?= -O3 -march=native
 # no -Werror here: a warning that a newer compiler or another -march=native finds must not
@@ -18,7 +18,7 @@ B := build
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/gpt2rt-caps $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 
-.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build test-gpu bench-gpu check test-emu
+.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -222,7 +222,10 @@ NVFLAGS   := -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra $(NVWERR
 GPU_LABS  := $(patsubst kernels/%.cu,$(B)/lab_%,$(wildcard kernels/*.cu))
 GPU_SUITES := $(B)/test_hf_parity_nvcc $(B)/test_props_nvcc $(B)/test_memory_nvcc
 
-gpu-build: $(GPU_LABS) $(GPU_SUITES)
+# tools compiled by nvcc for make bench-gpu: bench_ts with -backend cuda (aLLM4TS stage 1)
+GPU_TOOLS := $(B)/bench_ts_nvcc
+
+gpu-build: $(GPU_LABS) $(GPU_SUITES) $(GPU_TOOLS)
 
 $(B)/lab_%: kernels/%.cu kernels/lab.cuh gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -o $@ $< -lcublasLt
@@ -243,11 +246,16 @@ $(B)/lab_data_parallel: kernels/data_parallel.cu kernels/lab.cuh gpt2rt.h | $(B)
 $(B)/%_nvcc: tests/%.c tests/harness.h gpt2rt.h | $(B)
 	$(NVCC) $(NVFLAGS) -x cu -Xcompiler -fopenmp -o $@ $< -lgomp -lcublasLt
 
+$(B)/bench_ts_nvcc: tools/bench_ts.c tools/cli.h gpt2rt.h | $(B)
+	$(NVCC) $(NVFLAGS) -x cu -Xcompiler -fopenmp -o $@ $< -lgomp -lcublasLt
+
 # test-gpu: device, attention, matrix products, the other op labs, the end-to-end step
 # lab and the nvcc-built suites, then compute-sanitizer memcheck and racecheck on a few
 # small steps; one line per check, "N passed, N failed" last (kernels/test_gpu.sh).
-# bench-gpu: the step lab's timing (lab_train_step time: B=8, 16, the largest within 40 GiB, recompute
-# and accumulation) and the PyTorch reference (eager and torch.compile) at the same batches.
+# bench-gpu (kernels/bench_gpu.sh): the step lab's timing (lab_train_step time), llm.c with
+# cuDNN and plain (make gpu-anchors), torch.compile at B=8 and 16, one same-call table
+# (tools/bench_gpu_table.py). gpu-pack: the binaries a GPU session carries
+# (kernels/gpu_session.sh runs both suites there in one call; docs/cuda.md).
 # test-emu: the CUDA backend compiled by the host C++ compiler against the emulator in
 # kernels/emu/ (ASan+UBSan, two fiber orders), run on the CPU against the CPU backend;
 # make test runs it too. No GPU, no CUDA toolkit needed.
@@ -258,11 +266,35 @@ test-gpu:
 	@bash kernels/test_gpu.sh
 
 bench-gpu:
-	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
-	    echo "$@: skipped: no NVIDIA GPU on this machine (nvidia-smi finds none)"; exit 0; fi; \
-	$(MAKE) --no-print-directory gpu-build >/dev/null && \
-	./$(B)/lab_train_step time | tee $(B)/bench_gpu.log && ./$(B)/lab_matmul | tee $(B)/bench_matmul.log; \
-	python3 tools/bench_torch_gpu.py --batch 8,16 --mode both --max-batch-for-gib 40 | tee $(B)/bench_torch_gpu.log
+	@bash kernels/bench_gpu.sh
+
+# the anchors of make bench-gpu: llm.c's train_gpt2cu built for sm_90 twice, with its own
+# attention kernels and with cuDNN flash attention, by $(ANCHORS)/build_llmc.sh (nvcc and
+# cuDNN's headers and library, no GPU): 1.4 and 3.6 MB, stripped in the pack below
+ANCHORS ?= ../shared/anchors
+gpu-anchors: $(B)/anchors/cudnn/train_gpt2cu
+
+$(B)/anchors/cudnn/train_gpt2cu: $(wildcard $(ANCHORS)/build_llmc.sh $(ANCHORS)/*.tar.gz) | $(B)
+	@[ -f $(ANCHORS)/build_llmc.sh ] || { echo "gpu-anchors: $(ANCHORS)/build_llmc.sh not found (make ANCHORS=DIR)"; exit 1; }
+	bash $(ANCHORS)/build_llmc.sh $(B)/anchors
+
+# what a GPU session carries (kernels/gpu_session.sh unpacks it): every binary of gpu-build,
+# llm.c's two (when make gpu-anchors can build them), and the sha256 of the sources they
+# were built from, in one xz file: build/gpu_carry.tar.xz, the path a device call carries.
+# gpt2rt's binaries keep their symbols (compute-sanitizer's backtraces name functions):
+# stripped, the pack would be only about a tenth smaller
+GPU_PACK_SOURCES = gpt2rt.h kernels/lab.cuh $(wildcard kernels/*.cu) tests/harness.h \
+                   $(patsubst $(B)/%_nvcc,tests/%.c,$(GPU_SUITES)) tools/bench_ts.c tools/cli.h
+gpu-pack: gpu-build
+	@$(MAKE) --no-print-directory gpu-anchors || echo "gpu-pack: llm.c not built: packed without the anchors (bench-gpu names the skip)"
+	@sha256sum $(GPU_PACK_SOURCES) > $(B)/gpu_sources.sha256
+	@rm -rf $(B)/gpu_pack && mkdir -p $(B)/gpu_pack/$(B)/anchors/cudnn $(B)/gpu_pack/$(B)/anchors/plain
+	@cp $(GPU_LABS) $(GPU_SUITES) $(GPU_TOOLS) $(B)/gpu_sources.sha256 $(B)/gpu_pack/$(B)/
+	@for v in cudnn plain; do [ ! -f $(B)/anchors/$$v/train_gpt2cu ] || \
+	    strip -o $(B)/gpu_pack/$(B)/anchors/$$v/train_gpt2cu $(B)/anchors/$$v/train_gpt2cu; done
+	@cd $(B)/gpu_pack && tar cf - $(B) | xz -T2 -9 > ../gpu_carry.tar.xz
+	@echo "$(B)/gpu_carry.tar.xz: $$(du -k $(B)/gpu_carry.tar.xz | cut -f1) KiB packed, $$(du -sk $(B)/gpu_pack | cut -f1) KiB unpacked, $$(find $(B)/gpu_pack -type f | wc -l) files"
+	@rm -rf $(B)/gpu_pack
 
 clean:
 	rm -rf $(B)

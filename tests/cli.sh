@@ -96,6 +96,8 @@ refuse bench_memory -batch 1.5
 refuse bench_gen -new 0
 refuse bench_ts -dropout inf
 refuse bench_ts --threads 1e3
+refuse bench_ts -backend gpu
+refuse bench_ts -precision fp8
 refuse bench_tok --seconds nan
 refuse gpt2rt-mem --batch 0x10
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/run.sh [normal|asan|compile-only|nvcc] - every check that runs here, then
+# tests/run.sh [normal|asan|compile-only|nvcc|emu|mem|gpu-dry] - every check that runs here, then
 # the line "N passed, N failed, N skipped": passes are property checks (a test program's
 # CHECKs, a script's checks of what a program printed or wrote); a skip is a check that
 # could not run here, named with the package that would run it. A compile that succeeds
@@ -131,6 +131,8 @@ compile_checks() {
             [ -f "$f" ] || continue
             compile "nvcc $f (sm_90)" make --no-print-directory -s -B NVWERROR="-Xcompiler -Werror --Werror all-warnings" $B/lab_$(basename "$f" .cu)
         done
+        compile "nvcc tools/bench_ts.c as CUDA (sm_90): make bench-gpu's aLLM4TS timing" \
+            make --no-print-directory -s -B NVWERROR="-Xcompiler -Werror --Werror all-warnings" $B/bench_ts_nvcc
         compile "nvcc -DNDEBUG kernels/train_step.cu (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -DNDEBUG \
             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -o $B/lab_train_step_ndebug kernels/train_step.cu -lcublasLt
     else
@@ -187,6 +189,144 @@ gpu_suite_dry_run() {
        [ "$(echo "$out" | tail -1)" = "$((n_gpu_pass - 3)) passed, 1 failed" ]; then
         ok "make test-gpu: a refused compute-sanitizer is three named skips, not failures"
     else bad "make test-gpu with a refused compute-sanitizer (exit $rc)"; echo "$out" | tail -6; fi
+}
+
+# make bench-gpu without a GPU (kernels/bench_gpu.sh, tools/bench_gpu_table.py): one skip line
+# with no device; with a fake nvidia-smi, fake gpt2rt / llm.c / PyTorch runs printing their
+# real output formats, the same-call table's rows, ratios, MFU and target verdicts; cuDNN
+# not found is a named skip row; then kernels/gpu_session.sh end to end on the fakes
+bench_gpu_fakes() { # DIR
+    local d=$1 i
+    rm -rf $d && mkdir -p $d/nodev $d/dev $d/bin $d/anchors/cudnn $d/anchors/plain $d/cudnnlib
+    printf '#!/bin/sh\necho "No devices were found"\nexit 6\n' > $d/nodev/nvidia-smi
+    cat > $d/dev/nvidia-smi <<'S'
+#!/bin/sh
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)" ;;
+  *memory.used*) echo 1200; echo 6100; echo 5900 ;;
+  *--query-gpu*) echo "NVIDIA H100 80GB HBM3, 580.159.04, 81559 MiB" ;;
+  *) echo "| NVIDIA-SMI 580.159.04   Driver Version: 580.159.04   CUDA Version: 13.0 |" ;;
+esac
+S
+    # lab_train_step time's lines (B=8 and 16 twice, the chunked classifier, others between)
+    { echo '#!/bin/sh'; echo 'g="gpu=\"NVIDIA H100 80GB HBM3\""'
+      for l in "batch=8 tokens_per_s=430000 peak_gib=5.760" "batch=16 tokens_per_s=444000 peak_gib=8.880" \
+               "batch=95 tokens_per_s=441820 peak_gib=39.690" "recompute=selective batch=8 tokens_per_s=414708 peak_gib=4.970" \
+               "classifier_chunk=1024 batch=8 tokens_per_s=297822 peak_gib=5.090" \
+               "classifier_chunk=1024 batch=16 tokens_per_s=300000 peak_gib=7.500" \
+               "batch=8 tokens_per_s=440000 peak_gib=5.760" "batch=16 tokens_per_s=446000 peak_gib=8.880"; do
+          echo "echo \"gpt2rt mode=bf16 $l step_ms=1 mfu=0.3 \$g\""
+      done; echo 'echo "train_step time: 0 failures"'; } > $d/bin/lab_train_step
+    # llm.c's step lines: 3 slow first steps (not timed), then 22 at the variant's and batch's ms
+    cat > $d/anchors/cudnn/train_gpt2cu <<'S'
+#!/bin/sh
+b=8; while [ $# -gt 0 ]; do [ "$1" = -b ] && b=$2; shift; done
+case "$(basename "$PWD")$b" in cudnn8) ms=18.20 ;; cudnn16) ms=32.40 ;; plain8) ms=27.44 ;; *) ms=50.57 ;; esac
+echo "device memory usage: 5000 MiB / 81559 MiB"
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+i=1; while [ $i -le 25 ]; do t=$ms; [ $i -le 3 ] && t=900.00
+  echo "step $(printf %4d $i)/25 | loss 9.500000 (+0.10z)| norm 3.1000 (-0.20z)| lr 3.00e-04 | $t ms | 37.0% bf16 MFU | 450000 tok/s"; i=$((i+1)); done
+echo "total average iteration time: $ms ms"
+S
+    cp $d/anchors/cudnn/train_gpt2cu $d/anchors/plain/train_gpt2cu
+    printf '#!/bin/sh\necho "bench_ts: aLLM4TS stage 1 (next patch), bf16, CUDA backend"\necho "plan: 20.210 GiB of arenas + 0.730 GiB of estimated overhead on device 0"\necho "10 steps of 2048 windows: median 102.40 ms, mean 103.00 ms"\necho "windows/s: 20000.0 (median step)"\n' > $d/bin/bench_ts_nvcc
+    cat > $d/torch <<'S'
+#!/bin/sh
+b=$2 m=$4
+echo "torch 2.11.0+cu130, transformers 5.17.0, CUDA 13.0, gpu \"NVIDIA H100 80GB HBM3\", peak bf16 dense 989.4 TFLOP/s (H100)"
+case $b in 8) t=250000.0; p=6.43 ;; *) t=317000.0; p=11.14 ;; esac
+echo "torch mode=$m batch=$b tokens_per_s=$t step_ms=1.0 mfu=0.2 peak_alloc_gib=$p peak_reserved_gib=7.50 gpu=\"NVIDIA H100 80GB HBM3\""
+S
+    chmod +x $d/nodev/* $d/dev/* $d/bin/* $d/anchors/*/* $d/torch
+}
+
+bench_gpu_dry_run() {
+    local d=$B/bench_dry out rc t
+    bench_gpu_fakes $d
+    out=$(PATH="$PWD/$d/nodev:$PATH" bash kernels/bench_gpu.sh 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "^bench-gpu: skipped: no NVIDIA GPU"; then
+        ok "make bench-gpu without a GPU: one skip line, exit 0"
+    else bad "make bench-gpu without a GPU (exit $rc):"; echo "$out" | head -10; fi
+    local env="BENCH_GPU_BIN=$d/bin BENCH_GPU_ANCHORS=$d/anchors BENCH_GPU_LOGS=$d/logs BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$d/torch"
+    out=$(env PATH="$PWD/$d/dev:$PATH" $env BENCH_GPU_CUDNN_DIR=$PWD/$d/cudnnlib bash kernels/bench_gpu.sh 2>&1); rc=$?
+    t=$(cat $d/logs/bench_gpu_table.md 2>/dev/null)
+    # expected: gpt2rt the mean of its two lines; llm.c B x 1024 over the mean of steps 4-25;
+    # MFU at 803.5 MFLOP a token against 989.4 TFLOP/s
+    local want
+    want=$(printf '%s\n' \
+        '| gpt2rt | 8 | 435,000 | 35.3% |  | 5.76 in use |  | 430,000 / 440,000 (mean) |' \
+        '| gpt2rt | 16 | 445,000 | 36.1% |  | 8.88 in use |  | 444,000 / 446,000 (mean) |' \
+        '| gpt2rt classifier_chunk=1024 | 8 | 297,822 | 24.2% |  | 5.09 in use |  | 297,822 |' \
+        '| llm.c with cuDNN attention | 8 | 450,110 | 36.6% | 0.97x | 4.88 in use after allocation | 5.96 | mean of 22 steps |' \
+        '| llm.c with cuDNN attention | 16 | 505,679 | 41.1% | 0.88x | 4.88 in use after allocation | 5.96 | mean of 22 steps |' \
+        '| llm.c, its own attention | 8 | 298,542 | 24.2% | 1.46x | 4.88 in use after allocation | 5.96 | mean of 22 steps |' \
+        '| PyTorch torch.compile | 16 | 317,000 | 25.7% | 1.40x | 11.14 allocated (7.50 reserved) | 5.96 |  |' \
+        '  B=8: gpt2rt / llm.c with cuDNN = 0.97x (target >= 1.15x): NOT met' \
+        '  B=16: gpt2rt / torch.compile = 1.40x (target >= 1.30x): met' \
+        '  B=16: MFU 36.1% (target >= 50.0%): NOT met' \
+        '  B=8: classifier_chunk=1024 costs 31.5% of the step'"'"'s tokens/s (target <= 5.0%): NOT met' \
+        '  B=8: peak memory gpt2rt classifier_chunk=1024 5.09 GiB / torch.compile 6.43 GiB = 0.79x (target <= 0.80x): met')
+    local ts='aLLM4TS stage 1 (6 blocks of width 768, 2,048 series of 64 patches, bf16): median step 102.4 ms, 20,000 series/s, 1,280,000 patches/s; plan 20.21 GiB arenas + 0.73 overhead = 20.94 GiB' 
+    # the device max column (nvidia-smi sampling beside a run) depends on timing here: not
+    # compared in the rows, checked below on a fixed sample file
+    local norm='BEGIN { FS = OFS = "|" } /^\| / && NF == 10 { $8 = " ~ " } { print }'
+    t=$(echo "$t" | awk "$norm"); want=$(echo "$want" | awk "$norm")
+    local miss; miss=$(echo "$want" | while IFS= read -r l; do echo "$t" | grep -qxF -- "$l" || echo "    missing: $l"; done)
+    printf '1200\n6100\n5900\n' > $d/logs/bench_gpu_torch_compile_b8.mem
+    if [ $rc -eq 0 ] && [ -z "$miss" ] && [ "$(echo "$t" | grep -c '^| ')" -eq 11 ] && echo "$t" | grep -qF "$ts" &&
+       python3 tools/bench_gpu_table.py $d/logs | grep -qF '| PyTorch torch.compile | 8 | 250,000 | 20.3% | 1.74x | 6.43 allocated (7.50 reserved) | 5.96 |  |' &&
+       grep -q "^LD_LIBRARY_PATH=$PWD/$d/cudnnlib:" $d/logs/bench_gpu_llmc_cudnn_b8.log &&
+       ! grep -q "cudnnlib" $d/logs/bench_gpu_llmc_plain_b8.log && [ "$(echo "$out" | tail -1)" = "$(echo "$t" | tail -1)" ]; then
+        ok "make bench-gpu with a fake GPU: the same-call table (gpt2rt, llm.c with and without cuDNN, torch.compile), ratios, MFU at 6N + 6LCT, the targets' verdicts, aLLM4TS stage 1's step and plan"
+    else bad "make bench-gpu with a fake GPU (exit $rc)"; echo "$miss"; echo "$t" | head -30; fi
+    out=$(env PATH="$PWD/$d/dev:$PATH" $env BENCH_GPU_CUDNN_DIR=none bash kernels/bench_gpu.sh 2>&1); rc=$?
+    t=$(cat $d/logs/bench_gpu_table.md 2>/dev/null)
+    if [ $rc -eq 0 ] && [ "$(echo "$t" | grep -c '^| llm.c with cuDNN attention | [0-9]* | - | .*skipped: libcudnn.so.9 not found')" -eq 2 ] &&
+       echo "$t" | grep -q '^  B=8: gpt2rt / llm.c with cuDNN: not measured in this call' &&
+       echo "$t" | grep -q '^| llm.c, its own attention | 16 | 323,987 '; then
+        ok "make bench-gpu: no libcudnn.so.9 is a named skip row for llm.c with cuDNN, the other rows stay"
+    else bad "make bench-gpu with cuDNN not found (exit $rc)"; echo "$t" | head -20; fi
+}
+
+# kernels/gpu_session.sh on the fakes of the two dry runs above (run after them): the pack
+# unpacked, a source whose sha256 differs named, both suites run, $OUT flat with at most 8
+# files, the table last
+gpu_session_dry_run() {
+    local d=$B/session_dry out rc f
+    rm -rf $d && mkdir -p $d/src $d/out
+    echo same > $d/src/same.txt; echo old > $d/src/changed.txt
+    (cd $d/src && sha256sum same.txt changed.txt | sed "s#  #  $B/session_dry/src/#") > $d/sums
+    echo new > $d/src/changed.txt
+    mkdir -p $d/pack/$B/session_dry/unpacked && echo x > $d/pack/$B/session_dry/unpacked/marker && cp $d/sums $d/pack/$B/gpu_sources.sha256
+    (cd $d/pack && tar cJf ../pack.tar.xz $B)
+    out=$(env PATH="$PWD/$B/gpu_dry/dev:$PATH" OUT=$d/out GPU_SESSION_PACK=$d/pack.tar.xz \
+          TEST_GPU_BIN=$B/gpu_dry/bin TEST_GPU_NO_BUILD=1 COMPUTE_SANITIZER=$PWD/$B/gpu_dry/sanitizer \
+          BENCH_GPU_BIN=$B/bench_dry/bin BENCH_GPU_ANCHORS=$B/bench_dry/anchors BENCH_GPU_LOGS=$B/bench_dry/logs \
+          BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$B/bench_dry/torch BENCH_GPU_CUDNN_DIR=$PWD/$B/bench_dry/cudnnlib \
+          bash kernels/gpu_session.sh 2>&1); rc=$?
+    rm -f $B/gpu_sources.sha256
+    local files; files=$(cd $d/out && ls | tr '\n' ' ')
+    if [ "$files" = "bench_gpu.log bench_table.md env.log logs.tar.xz session.log test_gpu.log " ] &&
+       [ -f $d/unpacked/marker ] && echo "$out" | grep -q "sources changed since make gpu-pack.*session_dry/src/changed.txt" &&
+       ! echo "$out" | grep -q "same.txt" && echo "$out" | grep -q "^test-gpu: 20 passed, 1 failed" &&
+       [ "$(echo "$out" | tail -1)" = "$(tail -1 $B/bench_dry/logs/bench_gpu_table.md)" ] &&
+       grep -q "^| llm.c with cuDNN attention | 16 | 505,679 " $d/out/bench_table.md && [ "$(tar tJf $d/out/logs.tar.xz | wc -l)" -gt 10 ] &&
+       cmp -s <(echo "$out") $d/out/session.log; then
+        ok "kernels/gpu_session.sh on fakes: pack unpacked, the changed source named, test-gpu and bench-gpu run, 6 flat files in \$OUT, the table last"
+    else bad "kernels/gpu_session.sh on fakes (exit $rc), \$OUT: $files"; echo "$out" | tail -25; fi
+    # a suite over the session's limit for it, whose lab runs on under a time limit (a
+    # process group) of its own: the step is named over its limit, and the lab is ended
+    rm -rf $d/slow && cp -r $B/gpu_dry/bin $d/slow && printf '#!/bin/sh\nsleep 47\n' > $d/slow/lab_attention
+    out=$(env PATH="$PWD/$B/gpu_dry/dev:$PATH" OUT=$d/out GPU_SESSION_PACK=$d/none GPU_SESSION_TEST_S=3 \
+          TEST_GPU_BIN=$d/slow TEST_GPU_NO_BUILD=1 COMPUTE_SANITIZER=$PWD/$B/gpu_dry/sanitizer \
+          BENCH_GPU_BIN=$B/bench_dry/bin BENCH_GPU_ANCHORS=$B/bench_dry/anchors BENCH_GPU_LOGS=$B/bench_dry/logs \
+          BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$B/bench_dry/torch BENCH_GPU_CUDNN_DIR=$PWD/$B/bench_dry/cudnnlib \
+          bash kernels/gpu_session.sh 2>&1)
+    local left; left=$(ps -eo pid=,args= | awk '$2 == "sleep" && $3 == "47" {print $1}')
+    if [ -z "$left" ] && echo "$out" | grep -q "make test-gpu: OVER ITS 3 s LIMIT, stopped" && echo "$out" | grep -q "make bench-gpu: done"; then
+        ok "kernels/gpu_session.sh: a suite over its limit is named, what it left running is ended, the next suite runs"
+    else bad "kernels/gpu_session.sh with a suite over its limit (left running: ${left:-none})"; echo "$out" | grep '^\['
+        for f in $left; do kill "$f" 2>/dev/null; done; fi
 }
 
 # every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
@@ -736,9 +876,10 @@ ranks_checks() {
 
 case $mode in
     emu) emu_checks ;;
+    gpu-dry) gpu_suite_dry_run; bench_gpu_dry_run; gpu_session_dry_run ;;
     mem) memory_tools; step_time_tool; web_checks ;;
     compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; web_checks; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; docs_checks; emu_checks ;;
+    normal) compile_checks; contents_check; gpu_suite_dry_run; bench_gpu_dry_run; gpu_session_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; web_checks; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; docs_checks; emu_checks ;;
     asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do

@@ -10,10 +10,13 @@
    -head next-patch times aLLM4TS's stage 1 instead (head = NEXT_PATCH: out_layer at every
    position against the next patch, no padding, no targets; `make bench-ts` runs it at
    BENCH_TS_ALLM4TS's shape, the script's 1024-step windows and 6 blocks at width 64).
+   -backend cuda -precision bf16 time it on a GPU: the file compiled by nvcc as CUDA
+   (make gpu-build's build/bench_ts_nvcc; make bench-gpu runs aLLM4TS stage 1 at its
+   scripts' shape that way); compiled by a C compiler, -backend cuda is refused.
    usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S]
                    [-channels M] [-horizon H] [-layers N] [-heads N] [-width C]
                    [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N]
-                   [-head regression|next-patch] */
+                   [-head regression|next-patch] [-backend cpu|cuda] [-precision fp32|bf16] */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime(CLOCK_PROCESS_CPUTIME_ID) under -std=c11 */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
@@ -62,7 +65,7 @@ static void cpu_name(char *out, size_t cap) {
 static void usage(void) {
     printf("usage: bench_ts [-steps N] [-batch B] [-lookback L] [-patch P] [-stride S] [-channels M] [-horizon H]\n"
            "                [-layers N] [-heads N] [-width C] [-freeze 0|1] [-dropout P] [-head-dropout P] [-threads N]\n"
-           "                [-head regression|next-patch]\n"
+           "                [-head regression|next-patch] [-backend cpu|cuda] [-precision fp32|bf16]\n"
            "  training windows/s of examples/timeseries' --preset cpu shape (the defaults); also --steps ...;\n"
            "  -head next-patch: aLLM4TS's stage 1 (next-patch MSE at every position, no targets)\n");
 }
@@ -99,6 +102,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "-dropout")) ok = arg_realf(a, v, 0, 1, 0, 1, &cfg.dropout);
         else if (!strcmp(k, "-head-dropout")) ok = arg_realf(a, v, 0, 1, 0, 1, &cfg.head_dropout);
         else if (!strcmp(k, "-threads")) ok = arg_int(a, v, 0, 1024, &cfg.n_threads);
+        else if (!strcmp(k, "-backend")) {
+            ok = !strcmp(v, "cpu") || !strcmp(v, "cuda");
+            if (ok) cfg.backend = !strcmp(v, "cpu") ? GPT2RT_BACKEND_CPU : GPT2RT_BACKEND_CUDA;
+            else fprintf(stderr, "bench_ts: %s '%s': expected cpu or cuda\n", a, v);
+        }
+        else if (!strcmp(k, "-precision")) {
+            ok = !strcmp(v, "fp32") || !strcmp(v, "bf16");
+            if (ok) cfg.precision = !strcmp(v, "fp32") ? GPT2RT_PRECISION_FP32 : GPT2RT_PRECISION_BF16;
+            else fprintf(stderr, "bench_ts: %s '%s': expected fp32 or bf16\n", a, v);
+        }
         else if (!strcmp(k, "-head")) {
             ok = !strcmp(v, "regression") || !strcmp(v, "next-patch");
             if (ok) cfg.head = !strcmp(v, "regression") ? GPT2RT_HEAD_REGRESSION : GPT2RT_HEAD_NEXT_PATCH;
@@ -122,11 +135,14 @@ int main(int argc, char **argv) {
     cpu_name(cpu, sizeof cpu);
     int B = cfg.batch_size, L = cfg.seq_len, M = cfg.n_channels, H = cfg.horizon;
     printf("bench_ts: %s, %lld parameters (L=%d NH=%d C=%d), windows B=%d lookback %d patch %d stride %d (%d patches) "
-           "channels %d horizon %d, %s, dropout %g, head dropout %g, fp32, %d threads, %s\n",
+           "channels %d horizon %d, %s, dropout %g, head dropout %g, %s, %s, %d threads, %s\n",
            next ? "aLLM4TS stage 1 (next patch)" : "GPT4TS (regression head)", (long long)plan.n_params, cfg.n_layer,
            cfg.n_head, cfg.n_embd, B, L, cfg.patch_len, cfg.patch_stride, cfg.max_seq_len, M, H,
            cfg.frozen ? "attention + MLP frozen" : "nothing frozen", (double)cfg.dropout,
-           (double)cfg.head_dropout, cfg.n_threads, cpu);
+           (double)cfg.head_dropout, cfg.precision == GPT2RT_PRECISION_BF16 ? "bf16" : "fp32",
+           cfg.backend == GPT2RT_BACKEND_CUDA ? "CUDA backend" : "CPU backend", cfg.n_threads, cpu);
+    printf("plan: %.3f GiB of arenas + %.3f GiB of estimated overhead on device 0\n",
+           (double)plan.total[0] / 1073741824.0, (double)plan.overhead[0] / 1073741824.0);
     /* ETTh-like data: per channel a daily and a weekly cycle, a drift and noise */
     int64_t len = (int64_t)L + H + B * 8;
     float *series = (float *)malloc(sizeof(float) * (size_t)(len * M));
