@@ -18133,10 +18133,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget
         GPT2RT__PUT("it fits as it is: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
                     GPT2RT__SZ(budget), bat);
     else
-        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d); predicted %.0f tokens/s "
-                    "(was %.0f, a coarse model)\n", GPT2RT__SZ(pk), GPT2RT__SZ(budget), bat,
-                    (double)fr.best.tokens_per_step / fr.best.predicted_seconds,
-                    (double)base.tokens_per_step / base.predicted_seconds);
+        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
+                    GPT2RT__SZ(budget), bat);
     return GPT2RT_OK;
 }
 

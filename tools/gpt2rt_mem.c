@@ -846,14 +846,9 @@ static gpt2rt_result advise(const gpt2rt_config *c, uint64_t budget, uint64_t ma
     return gpt2rt_fit(c, budget, allow, out, explain, cap);
 }
 
-/* the advisor's lines, indented; its own coarse throughput figure is left out, as this
-   tool's time model gives the times */
+/* the advisor's lines, indented */
 static void print_explain(char *explain, const char *indent) {
-    for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) {
-        char *coarse = strstr(line, "; predicted ");
-        if (coarse && strstr(coarse, "coarse model")) *coarse = 0;
-        printf("%s%s\n", indent, line);
-    }
+    for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) printf("%s%s\n", indent, line);
 }
 
 static int report_budget(const options *o, const gpt2rt_config *c, const gpt2rt_memory_plan *p) {
@@ -1444,8 +1439,6 @@ static int json_main(const options *o, const gpt2rt_config *cfg, const gpt2rt_me
                kept ? "true" : "false");
         int first = 1;
         for (char *line = strtok(explain, "\n"); line; line = strtok(NULL, "\n")) {
-            char *coarse = strstr(line, "; predicted ");
-            if (coarse && strstr(coarse, "coarse model")) *coarse = 0;
             printf("%s", first ? "" : ", ");
             json_str(line);
             first = 0;
