@@ -19,6 +19,8 @@
 #include <stdarg.h>
 #include <vector>
 #include <string>
+#include <algorithm>
+#include <math.h>
 
 static int passed = 0, failed = 0, skipped = 0;
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -724,6 +726,77 @@ static void chunk_vs_whole(gpt2rt_config c, int N) {
     gpt2rt_free(h);
 }
 
+/* a forecaster saved from a CPU context forecasts the same on the CUDA backend: the
+   artifact (weights, scaler, RevIN, head) round-trips through gpt2rt_forecaster_load
+   with base.backend = CUDA. Tolerance 1e-4 of the forecasts' scale: the forward of the
+   fp32 parity checks above agrees to 1e-5 in the loss, and the forecast adds only the
+   scaler's affine map (exact up to fp32 rounding) */
+static void forecaster_round_trip(gpt2rt_config c) {
+    gpt2rt_emu::set_problem("forecaster");
+    std::string csv = "date,a,b\n";
+    for (int i = 0; i < 160; i++) {
+        char line[96];
+        snprintf(line, sizeof line, "2024-01-%02d %02d:00:00,%.3f,%.3f\n", 1 + i / 24, i % 24,
+                 20 + 5 * sin(i * 0.26) + 0.01 * i, 300 + 30 * cos(i * 0.13));
+        csv += line;
+    }
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = c.seq_len; sd.horizon = c.horizon;
+    gpt2rt_series *s = NULL;
+    if (gpt2rt_series_load_mem(&s, csv.data(), csv.size(), "sensor.csv", &sd) != GPT2RT_OK) {
+        check(0, "forecaster: the series: %s", gpt2rt_series_last_error(s));
+        gpt2rt_series_free(s);
+        return;
+    }
+    gpt2rt_ctx *cpu = make(c, GPT2RT_BACKEND_CPU);
+    if (!cpu) { gpt2rt_series_free(s); return; }
+    int M = c.n_channels, B = c.batch_size;
+    std::vector<float> x((size_t)B * c.seq_len * M), y((size_t)B * c.horizon * M);
+    gpt2rt_step_stats st;
+    int ok = 1;
+    for (int k = 0; k < 2 && ok; k++)
+        ok = gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 0, 0, (int64_t)k * B, B, x.data(), y.data()) == GPT2RT_OK &&
+             gpt2rt_step_series(cpu, x.data(), y.data(), &st) == GPT2RT_OK;
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = s;
+    const char *dir = "build/emu_forecaster";
+    ok = ok && gpt2rt_forecaster_save(cpu, dir, &fd) == GPT2RT_OK;
+    check(ok, "forecaster: trained 2 steps on the CPU and saved: %s", gpt2rt_last_error(cpu));
+    gpt2rt_forecaster *fa = NULL, *fb = NULL;
+    gpt2rt_config ba = c, bb = c;
+    ba.backend = GPT2RT_BACKEND_CPU; bb.backend = GPT2RT_BACKEND_CUDA;
+    int la = ok && gpt2rt_forecaster_load(&fa, dir, &ba) == GPT2RT_OK;
+    int lb = ok && gpt2rt_forecaster_load(&fb, dir, &bb) == GPT2RT_OK;
+    check(la && lb, "forecaster: loaded on the CPU (%s) and on CUDA (%s)", fa ? gpt2rt_forecaster_last_error(fa) : "",
+          fb ? gpt2rt_forecaster_last_error(fb) : "");
+    if (la && lb) {
+        int n = 3; /* windows in the data's units: the file's last rows */
+        std::vector<float> w((size_t)n * c.seq_len * M), pa((size_t)n * c.horizon * M), pb(pa.size());
+        for (int i = 0; i < n; i++)
+            for (int t = 0; t < c.seq_len; t++)
+                for (int m = 0; m < M; m++) {
+                    int row = 160 - c.seq_len - 7 * i + t;
+                    w[((size_t)i * c.seq_len + t) * M + m] = m ? (float)(300 + 30 * cos(row * 0.13))
+                                                               : (float)(20 + 5 * sin(row * 0.26) + 0.01 * row);
+                }
+        int r = gpt2rt_forecaster_predict(fa, w.data(), n, pa.data()) == GPT2RT_OK &&
+                gpt2rt_forecaster_predict(fb, w.data(), n, pb.data()) == GPT2RT_OK;
+        double scale = 0, err = 0;
+        for (size_t i = 0; i < pa.size(); i++) {
+            scale = std::max(scale, (double)fabsf(pa[i]));
+            err = std::max(err, (double)fabsf(pa[i] - pb[i]));
+        }
+        check(r && scale > 0 && err <= 1e-4 * scale, "forecaster: CUDA's forecasts in the data's units against the CPU's: "
+              "max |diff| %.3g of scale %.3g (bound 1e-4 of it): %s", err, scale, gpt2rt_forecaster_last_error(fb));
+    }
+    gpt2rt_forecaster_free(fa);
+    gpt2rt_forecaster_free(fb);
+    gpt2rt_free(cpu);
+    gpt2rt_series_free(s);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -819,6 +892,10 @@ int main(int argc, char **argv) {
         gpt2rt_config t32 = t;
         t32.precision = GPT2RT_PRECISION_FP32;
         parity("bf16 aLLM4TS PATCH_DECODE, PLACEHOLDERS, C128 HS64 T71 (tensor-core attention, 2 tiles)", t, 5e-2, 1e-2, 1, &t32);
+        gpt2rt_config fc = c;
+        fc.input = GPT2RT_INPUT_PATCHES; fc.head = GPT2RT_HEAD_REGRESSION;
+        fc.seq_len = 24; fc.patch_len = 4; fc.patch_stride = 4; fc.horizon = 6; fc.n_channels = 2;
+        forecaster_round_trip(fc);
     }
     if (!*only || !strcmp(only, "chunk")) {
         /* classifier_chunk: BT = 32 in chunks of 7 (the last of 4) and of 16; against the CPU's
