@@ -125,13 +125,17 @@ torch_runs() {
 # time limit loses the last
 # aLLM4TS stage 1 at its scripts' shape (docs/timeseries.md's allm4ts preset): 6 blocks of
 # width 768, 12 heads, 2048 univariate series of 1024 steps (64 patches of 16) a step,
-# dropout 0.2, everything trained, bf16; each step copies its windows from the host
+# dropout 0.2, everything trained, bf16 (10 steps) then fp32 (3); each step copies its
+# windows from the host
 allm4ts() {
     local log=$L/bench_gpu_allm4ts.log
     echo "aLLM4TS stage 1: $B/bench_ts_nvcc -backend cuda -precision bf16"
     if [ ! -x "$B/bench_ts_nvcc" ]; then echo "SKIP: $B/bench_ts_nvcc is missing (make gpu-build)" > "$log"; return; fi
-    timed 90 "$log" "$B/bench_ts_nvcc" -backend cuda -precision bf16 -head next-patch -lookback 1024 -patch 16 \
-        -stride 16 -layers 6 -heads 12 -width 768 -batch 2048 -channels 1 -freeze 0 -dropout 0.2 -head-dropout 0 -steps 10
+    local shape="-head next-patch -lookback 1024 -patch 16 -stride 16 -layers 6 -heads 12 -width 768 -batch 2048
+        -channels 1 -freeze 0 -dropout 0.2 -head-dropout 0"
+    timed 90 "$log" "$B/bench_ts_nvcc" -backend cuda -precision bf16 $shape -steps 10
+    echo "aLLM4TS stage 1: $B/bench_ts_nvcc -backend cuda -precision fp32 (3 steps)"
+    timed 60 "$L/bench_gpu_allm4ts_fp32.log" "$B/bench_ts_nvcc" -backend cuda -precision fp32 $shape -steps 3
 }
 
 llmc cudnn

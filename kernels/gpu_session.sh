@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # kernels/gpu_session.sh - everything a session with a lent GPU runs, in one call of about
-# 9 minutes at most: unpack the binaries built here without a GPU (make gpu-pack:
+# 10 minutes at most: unpack the binaries built here without a GPU (make gpu-pack:
 # build/gpu_carry.tar.xz), record the machine, make test-gpu, make bench-gpu (gpt2rt, llm.c
-# with and without cuDNN, torch.compile, one table). Every log goes to $OUT (or the folder
-# given as $1), flat, at most 8 files: session.log (this script's output, the table last),
-# env.log, test_gpu.log, bench_gpu.log, bench_table.md and logs.tar.xz (every build/gpu_*.log
-# and build/bench_gpu_* file).
+# with and without cuDNN, torch.compile, one table), then the kernel profile of a step
+# (kernels/gpu_profile.sh). Every log goes to $OUT (or the folder given as $1), flat:
+# session.log (this script's output, the table last), env.log, test_gpu.log, bench_gpu.log,
+# bench_table.md, logs.tar.xz (every build/gpu_*.log and build/bench_gpu_* file), profile.log
+# and gpu_profile.sh's files (profile.md, profile_*.csv, matmul_time.log).
 # The call, from the repository root of a checkout where make gpu-pack ran (docs/cuda.md):
 #   run(command="bash kernels/gpu_session.sh", carry=["build/gpu_carry.tar.xz"], timeout_s=600)
 # Environment: GPU_SESSION_PACK (default build/gpu_carry.tar.xz), GPU_SESSION_TEST_S and
-# GPU_SESSION_BENCH_S (the two suites' limits, 180 and 360 s); make test-gpu's and make
+# GPU_SESSION_BENCH_S and GPU_SESSION_PROFILE_S (the three steps' limits, 170, 320 and 90 s); make test-gpu's and make
 # bench-gpu's own variables pass through (the dry run in tests/run.sh uses them).
 # Each step has a time limit; a step over it is named and the next one runs. The packed
 # binaries are reused when the sources they were built from are unchanged (their sha256
@@ -87,14 +88,18 @@ fi
 say "machine:"; sed 's/^/    /' "$out/env.log"
 
 # 3. the suite, 4. the benchmark (a rebuild, if any, happens in the first)
-step "make test-gpu" "${GPU_SESSION_TEST_S:-180}" "$out/test_gpu.log" make --no-print-directory test-gpu
-step "make bench-gpu" "${GPU_SESSION_BENCH_S:-360}" "$out/bench_gpu.log" make --no-print-directory bench-gpu
+step "make test-gpu" "${GPU_SESSION_TEST_S:-170}" "$out/test_gpu.log" make --no-print-directory test-gpu
+step "make bench-gpu" "${GPU_SESSION_BENCH_S:-320}" "$out/bench_gpu.log" make --no-print-directory bench-gpu
 
-# 5. the logs, and the table last (assembled again from the logs, so that a bench stopped
-# at its limit still gives the rows it finished)
+# 5. the logs and the table (assembled again from the logs, so that a bench stopped at its
+# limit still gives the rows it finished), before the profile, which is the first to go
+# when the call runs out of time
 logs=${BENCH_GPU_LOGS:-build}
 tar cJf "$out/logs.tar.xz" build/gpu_*.log "$logs"/bench_gpu_* 2>/dev/null
 python3 tools/bench_gpu_table.py "$logs" > "$out/bench_table.md" 2>&1
+
+# 6. where a step's time goes, kernel by kernel (ncu), and cuBLASLt's algorithms
+step "kernel profile" "${GPU_SESSION_PROFILE_S:-90}" "$out/profile.log" bash kernels/gpu_profile.sh "$out"
 say "session done; logs in $out"
 grep -E "passed, [0-9]+ failed$" "$out/test_gpu.log" | tail -1 | sed 's/^/test-gpu: /'
 cat "$out/bench_table.md"

@@ -299,6 +299,31 @@ static void dev_same_bits(const char *what, const void *a, const void *b, size_t
     if (c) lab_failures++;
 }
 
+/* the algorithm cuBLASLt's heuristic gave each plan made since plan index first (the
+   timings above used them): id, tile, stages, split-K, cluster shape, as cublasLt.h
+   numbers them (the emulator's model has no such configuration: nothing printed) */
+static void print_algos(gpt2rt__cu_blas *b, int first) {
+#ifndef GPT2RT_CUDA_EMU
+    for (int i = first < 0 ? 0 : first; i < b->n_plans; i++) {
+        const gpt2rt__cu_mm_plan *p = &b->plans[i];
+        int32_t id = -1;
+        uint32_t tile = 0, stages = 0, splitk = 0, cluster = 0;
+        size_t w = 0;
+        cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w);
+        cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &w);
+        printf("    algo: %s m=%lld n=%lld k=%lld epilogue=%s align=%u mask=%u: id=%d tile=%u stages=%u splitk=%u cluster=%u\n",
+               gpt2rt__cu_mm_op_name(p->key.op), (long long)p->key.m, (long long)p->key.n, (long long)p->key.k,
+               gpt2rt__cu_mm_epi_name(p->epilogue), p->key.align_abcd, p->key.reduction_mask, id, tile, stages, splitk,
+               cluster);
+    }
+#else
+    (void)b; (void)first;
+#endif
+}
+
 struct lab_shape { const char *name; int64_t IC, OC; int bias, gelu_fwd, dgelu_bwd; };
 
 template <typename T>
@@ -342,6 +367,7 @@ static void bench(gpt2rt__cu_blas *b, const lab_mode &m) {
         LAB_CK(cudaMemset(dw, 0, (size_t)OC * IC * sizeof(float)));
         LAB_CK(cudaMemset(db, 0, OC * sizeof(float)));
         const void *bias = s.bias ? (const void *)inp : NULL; /* any OC-vector of T will do for timing */
+        const int plans_before = b->n_plans;
         float t_fwd = lab_time_ms([&] { LAB_BLAS(gpt2rt__cu_matmul_forward(b, m.t, out2, NULL, inp, w, bias, BT, IC, OC, ERRBUF)); }, reps);
         float t_gelu = 0.0f, t_dgelu = 0.0f;
         if (s.gelu_fwd)
@@ -356,6 +382,7 @@ static void bench(gpt2rt__cu_blas *b, const lab_mode &m) {
 #define TF(ms) ((ms) > 0.0f ? flop / ((double)(ms) * 1e-3) / 1e12 : 0.0)
         printf("  %-18s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", s.name, TF(t_fwd), TF(t_gelu), TF(t_bin), TF(t_dgelu), TF(t_bw), TF(t_bw_sk));
 #undef TF
+        print_algos(b, plans_before);
         /* determinism at the full shape: each op twice */
         char name[128];
         LAB_BLAS(gpt2rt__cu_matmul_forward(b, m.t, out2, s.gelu_fwd ? aux : NULL, inp, w, bias, BT, IC, OC, ERRBUF));

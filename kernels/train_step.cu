@@ -8,6 +8,11 @@
      /tmp/lab_train_step checks     checks only
      /tmp/lab_train_step time       timing only (B=8, 16 and the largest), in a fresh process
      /tmp/lab_train_step sanitize   a few small steps for compute-sanitizer, no checks
+     /tmp/lab_train_step profile B [CHUNK]
+                                    GPT-2 124M bf16 at micro-batch B (LM head over CHUNK tokens
+                                    at a time, 0: all): 3 warm steps, then one step between
+                                    cudaProfilerStart and cudaProfilerStop, for
+                                    ncu --profile-from-start off (kernels/gpu_profile.sh)
    Run from kernels/ or from the repository root (it looks for tests/fixtures/hf_tiny in both).
 
    Checks (fixture tests/fixtures/hf_tiny: L2 H4 C64 V1000, B4 T32, HS = 16 so attention
@@ -36,6 +41,9 @@
 #include "../gpt2rt.h"
 #include "lab.cuh"
 #include <unistd.h>
+#ifndef GPT2RT_CUDA_EMU
+#include <cuda_profiler_api.h>
+#endif
 
 /* ---------------------------------------------------------------- the fixture */
 static gpt2rt_ctx *fx_ctx;   /* owns the parse */
@@ -843,7 +851,7 @@ static double peak_tflops(const char *name) {
    accum micro-batches per update, the LM head over chunk tokens at a time (0: all);
    label names it in the machine-readable line */
 static void time_gpt2_cfg(int B, const char *gpu, double peak, gpt2rt_recompute rec, int ck, int accum,
-                          const char *label, int chunk = 0) {
+                          const char *label, int chunk = 0, int profile = 0) {
     gpt2rt_config c;
     memset(&c, 0, sizeof c); /* GPT-2 124M shape */
     c.seq_len = 1024;
@@ -881,14 +889,20 @@ static void time_gpt2_cfg(int B, const char *gpu, double peak, gpt2rt_recompute 
         return lab_step(r, tok + ((k + accum - 1) % 4) * BT, tok + ((k + accum - 1) % 4) * BT + 1);
     };
     for (int64_t i = 0; i <= 4 * BT; i++) tok[i] = (int32_t)((lab_uniform() * 0.5f + 0.5f) * 50256.0f);
-    const int warm = 3, steps = 10;
+    const int warm = 3, steps = profile ? 1 : 10;
     gpt2rt_step_stats s;
     for (int k = 0; k < warm; k++) s = step(k);
     LAB_CK(cudaDeviceSynchronize());
+#ifndef GPT2RT_CUDA_EMU
+    if (profile) LAB_CK(cudaProfilerStart());
+#endif
     double t0 = gpt2rt__now();
     for (int k = 0; k < steps; k++) s = step(k);
     LAB_CK(cudaDeviceSynchronize());
     double dt = gpt2rt__now() - t0;
+#ifndef GPT2RT_CUDA_EMU
+    if (profile) LAB_CK(cudaProfilerStop());
+#endif
     gpt2rt__cu_refresh_overhead(r.st);
     double tps = (double)BT * accum * steps / dt, mfu = tps * r.plan.flops_per_token / (peak * 1e12);
     double used = (double)(r.st->mem_total - r.st->free_after);
@@ -974,6 +988,14 @@ int main(int argc, char **argv) {
         return lab_finish("train_step sanitize");
     }
 
+    if (strcmp(mode, "profile") == 0) { /* one step for a profiler, in a fresh process */
+        int B = argc > 2 ? atoi(argv[2]) : 8, chunk = argc > 3 ? atoi(argv[3]) : 0;
+        if (B < 1 || B > 1024 || chunk < 0) { printf("profile: B %d must be in [1, 1024], CHUNK %d >= 0\n", B, chunk); return 2; }
+        char label[64];
+        snprintf(label, sizeof label, " profile classifier_chunk=%d", chunk);
+        time_gpt2_cfg(B, prop.name, peak_tflops(prop.name), GPT2RT_RECOMPUTE_NONE, 0, 1, label, chunk, 1);
+        return lab_finish("train_step profile");
+    }
     if (strcmp(mode, "time") == 0) { /* timing alone, in a fresh process */
         timing(prop.name, 2);
         return lab_finish("train_step time");

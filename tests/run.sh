@@ -306,13 +306,13 @@ gpu_session_dry_run() {
           bash kernels/gpu_session.sh 2>&1); rc=$?
     rm -f $B/gpu_sources.sha256
     local files; files=$(cd $d/out && ls | tr '\n' ' ')
-    if [ "$files" = "bench_gpu.log bench_table.md env.log logs.tar.xz session.log test_gpu.log " ] &&
+    if [ "$files" = "bench_gpu.log bench_table.md env.log logs.tar.xz profile.log session.log test_gpu.log " ] &&
        [ -f $d/unpacked/marker ] && echo "$out" | grep -q "sources changed since make gpu-pack.*session_dry/src/changed.txt" &&
        ! echo "$out" | grep -q "same.txt" && echo "$out" | grep -q "^test-gpu: 20 passed, 1 failed" &&
        [ "$(echo "$out" | tail -1)" = "$(tail -1 $B/bench_dry/logs/bench_gpu_table.md)" ] &&
        grep -q "^| llm.c with cuDNN attention | 16 | 505,679 " $d/out/bench_table.md && [ "$(tar tJf $d/out/logs.tar.xz | wc -l)" -gt 10 ] &&
        cmp -s <(echo "$out") $d/out/session.log; then
-        ok "kernels/gpu_session.sh on fakes: pack unpacked, the changed source named, test-gpu and bench-gpu run, 6 flat files in \$OUT, the table last"
+        ok "kernels/gpu_session.sh on fakes: pack unpacked, the changed source named, test-gpu, bench-gpu and the profile run, 7 flat files in \$OUT, the table last"
     else bad "kernels/gpu_session.sh on fakes (exit $rc), \$OUT: $files"; echo "$out" | tail -25; fi
     # a suite over the session's limit for it, whose lab runs on under a time limit (a
     # process group) of its own: the step is named over its limit, and the lab is ended

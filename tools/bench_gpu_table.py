@@ -10,7 +10,7 @@ ratios against each anchor and the targets:
                                  "step  N/M | ... | X ms | ..." lines, "device memory usage: X MiB"
   bench_gpu_torch_M_bB.log       tools/bench_torch_gpu.py (M = compile or eager) at batch B:
                                  "torch mode=M batch=B tokens_per_s=... peak_alloc_gib=..."
-  bench_gpu_allm4ts.log          build/bench_ts_nvcc -backend cuda (aLLM4TS stage 1): "plan: A GiB of
+  bench_gpu_allm4ts.log          build/bench_ts_nvcc -backend cuda (aLLM4TS stage 1, bf16; _fp32: fp32): "plan: A GiB of
                                  arenas + O GiB ...", "N steps of B windows: median X ms", "windows/s: W"
   *.mem                          beside a log: nvidia-smi memory.used samples (MiB), one a line
 A log whose first line starts with "SKIP" names why that run did not happen; a missing log
@@ -243,24 +243,30 @@ def main(argv):
                 r = g[1] / tp
                 print(f"  B={b}: peak memory {name} {g[1]:.2f} GiB / torch.compile {tp:.2f} GiB = {r:.2f}x "
                       f"(target <= {TARGETS['mem_vs_compile']:.2f}x): {verdict(r <= TARGETS['mem_vs_compile'])}")
-    t = read(os.path.join(d, "bench_gpu_allm4ts.log"))
-    if t is not None:
+    ts_ms = {}
+    for prec, log in (("bf16", "bench_gpu_allm4ts"), ("fp32", "bench_gpu_allm4ts_fp32")):
+        t = read(os.path.join(d, log + ".log"))
+        if t is None:
+            continue
         why = skip_reason(t)
         med = re.search(r"^\d+ steps of (\d+) windows: median ([0-9.]+) ms", t, re.M)
         plan = re.search(r"^plan: ([0-9.]+) GiB of arenas \+ ([0-9.]+) GiB", t, re.M)
-        dev = mem_max_gib(os.path.join(d, "bench_gpu_allm4ts.mem"))
+        dev = mem_max_gib(os.path.join(d, log + ".mem"))
         if why or not med:
-            print(f"aLLM4TS stage 1: {'skipped: ' + why if why else 'no median line in bench_gpu_allm4ts.log; its last: ' + last_line(t)}")
-        else:
-            n, ms = int(med.group(1)), float(med.group(2))
-            line = (f"aLLM4TS stage 1 (6 blocks of width 768, {n:,} series of 64 patches, bf16): median step "
-                    f"{ms:.1f} ms, {n / (ms / 1e3):,.0f} series/s, {64 * n / (ms / 1e3):,.0f} patches/s")
-            if plan:
-                p = float(plan.group(1)) + float(plan.group(2))
-                line += f"; plan {float(plan.group(1)):.2f} GiB arenas + {float(plan.group(2)):.2f} overhead = {p:.2f} GiB"
-                if dev:
-                    line += f", device max (nvidia-smi) {dev:.2f} GiB = {dev / p:.3f}x the plan"
-            print(line)
+            print(f"aLLM4TS stage 1, {prec}: {'skipped: ' + why if why else f'no median line in {log}.log; its last: ' + last_line(t)}")
+            continue
+        n, ms = int(med.group(1)), float(med.group(2))
+        ts_ms[prec] = ms
+        line = (f"aLLM4TS stage 1 (6 blocks of width 768, {n:,} series of 64 patches, {prec}): median step "
+                f"{ms:.1f} ms, {n / (ms / 1e3):,.0f} series/s, {64 * n / (ms / 1e3):,.0f} patches/s")
+        if plan:
+            p = float(plan.group(1)) + float(plan.group(2))
+            line += f"; plan {float(plan.group(1)):.2f} GiB arenas + {float(plan.group(2)):.2f} overhead = {p:.2f} GiB"
+            if dev:
+                line += f", device max (nvidia-smi) {dev:.2f} GiB = {dev / p:.3f}x the plan"
+        print(line)
+    if "bf16" in ts_ms and "fp32" in ts_ms:
+        print(f"aLLM4TS stage 1: bf16 is {ts_ms['fp32'] / ts_ms['bf16']:.2f}x fp32's speed")
     return 0 if gpt else 1
 
 
