@@ -11,7 +11,7 @@
 # and caches as the card runs them (--clock-control none --cache-control none): a kernel's
 # time here is its time alone, so the sum slightly exceeds a step's wall time where the
 # driver overlaps launches. Environment: GPU_PROFILE_RUNS ("8:0 8:1024", B:CHUNK),
-# GPU_PROFILE_S (each run's limit, 30 s), GPU_PROFILE_MATMUL_S (60 s), NCU (the profiler; default: ncu on PATH, else
+# GPU_PROFILE_S (each run's limit, 40 s), GPU_PROFILE_MATMUL_S (40 s), NCU (the profiler; default: ncu on PATH, else
 # the newest /opt/nvidia/nsight-compute/*/ncu, else /usr/local/cuda/bin/ncu).
 set -u
 cd "$(dirname "$0")/.."
@@ -32,7 +32,7 @@ else
         b=${run%%:*} chunk=${run##*:}
         name=profile_b$b$([ "$chunk" != 0 ] && echo "_chunk$chunk")
         echo "gpu-profile: B=$b classifier_chunk=$chunk -> $out/$name.csv"
-        timeout --kill-after=10 "${GPU_PROFILE_S:-30}" "$ncu" --profile-from-start off --clock-control none \
+        timeout --kill-after=10 "${GPU_PROFILE_S:-40}" "$ncu" --profile-from-start off --clock-control none \
             --cache-control none --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \
             --csv --page raw --print-units base "$B/lab_train_step" profile "$b" "$chunk" \
             > "$out/$name.csv" 2> "$out/$name.err"
@@ -48,6 +48,6 @@ if [ ! -x "$B/lab_matmul" ]; then
     exit 0
 fi
 echo "gpu-profile: $B/lab_matmul (validation, then the timing with each shape's algorithm)"
-timeout --kill-after=10 "${GPU_PROFILE_MATMUL_S:-60}" "$B/lab_matmul" > "$out/matmul_time.log" 2>&1
+timeout --kill-after=10 "${GPU_PROFILE_MATMUL_S:-40}" "$B/lab_matmul" > "$out/matmul_time.log" 2>&1
 echo "    exit $?"
 sed -n '/timing, BT=/,$p' "$out/matmul_time.log" | grep -v 'bitwise equal: PASS' | head -80
