@@ -8,6 +8,7 @@
      /tmp/lab_train_step checks     checks only
      /tmp/lab_train_step time       timing only (B=8, 16 and the largest), in a fresh process
      /tmp/lab_train_step sanitize   a few small steps for compute-sanitizer, no checks
+     /tmp/lab_train_step time-chunk classifier_chunk = 1024 against the whole batch, B = 8 and 16
      /tmp/lab_train_step profile B [CHUNK]
                                     GPT-2 124M bf16 at micro-batch B (LM head over CHUNK tokens
                                     at a time, 0: all): 3 warm steps, then one step between
@@ -995,6 +996,14 @@ int main(int argc, char **argv) {
         snprintf(label, sizeof label, " profile classifier_chunk=%d", chunk);
         time_gpt2_cfg(B, prop.name, peak_tflops(prop.name), GPT2RT_RECOMPUTE_NONE, 0, 1, label, chunk, 1);
         return lab_finish("train_step profile");
+    }
+    if (strcmp(mode, "time-chunk") == 0) { /* the chunked classifier against the whole batch alone */
+        double peak = peak_tflops(prop.name);
+        for (int B = 8; B <= 16; B += 8) {
+            time_gpt2(B, prop.name, peak);
+            time_gpt2_cfg(B, prop.name, peak, GPT2RT_RECOMPUTE_NONE, 0, 1, " classifier_chunk=1024", 1024);
+        }
+        return lab_finish("train_step time-chunk");
     }
     if (strcmp(mode, "time") == 0) { /* timing alone, in a fresh process */
         timing(prop.name, 2);
