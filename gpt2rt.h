@@ -277,11 +277,13 @@
    every gradient but wte's are bitwise the whole-batch path's for any N (each token's
    row is computed alone); wte's gradient, a sum over the tokens, is bitwise for N a
    multiple of GPT2RT_SGEMM_KC (256), else within fp32 reassociation (about 2e-7
-   relative). On CUDA the same rows are bitwise under the emulator (cuBLASLt on a GPU may
-   pick another algorithm for another row count), wte's gradient within fp32
-   reassociation. Each chunk reads wte and reads and writes its gradient once, so small
-   chunks cost time: take N >= 1024. gpt2rt_logits answers GPT2RT_ERR_STATE (no
-   logits are kept); generation keeps its own. Not yet with layer split.
+   relative). On CUDA the same rows are bitwise under the emulator; on a GPU cuBLASLt
+   takes other algorithms for N rows (the chunks' d(lnf) splits K), so every gradient
+   is within rounding of the whole batch's, and two runs are bitwise. Each chunk reads
+   wte and reads and writes its gradient once, so small chunks cost time: take
+   N >= 1024 (on an H100, N = 1024 costs 3-5% of a GPT-2 124M step). gpt2rt_logits
+   answers GPT2RT_ERR_STATE (no logits are kept); generation keeps its own. Not yet
+   with layer split.
 
    Inference (config.inference = 1): a context for generation and forward-only
    evaluation. Every group counts as frozen, so no gradients, moments or master
@@ -13210,7 +13212,8 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
      matmuls with accumulate = 0 (so BGRADB writes the bias gradient directly, no
      scratch, no add kernel); later micro-batches accumulate (dW += ..., db via scratch).
    * Deterministic: no atomics anywhere (see the kernel files); cuBLASLt algorithms are
-     fixed per (shape, type, alignment) and split-K is off by default.
+     fixed per (shape, type, alignment) and split-K is off, but for the chunked
+     classifier's d(lnf) (a fixed split-K algorithm: the same bits every run).
 
    ============================================================================
    ENTRY POINTS (all return gpt2rt_result; errors go to ctx->error via gpt2rt__fail,
@@ -14052,9 +14055,19 @@ static gpt2rt_result gpt2rt__cu_head_chunk_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *
     if (g_wte)
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, lnf, n, d->C, d->Vp,
                                                         st->acc || i > 0, st->mm_err, sizeof st->mm_err));
-    GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, (X *)dv->dbuf + i * d->C, logits,
-                                                   gpt2rt__cu_weight<X>(st, wte), NULL, n, d->C, d->Vp, st->mm_err,
-                                                   sizeof st->mm_err));
+    /* d(lnf) rows [i, i+n) = dlogits (n,Vp) wte (Vp,C): a small output over the whole
+       vocabulary as inner dimension, which without split-K fills a few dozen tiles of the
+       GPU (12 x 4 of 64 x 256 for n = 1024, C = 768: 1.05 ms on an H100, 75 TFLOP/s).
+       Split-K is allowed for this product alone; a fixed algorithm and workspace on one
+       stream keep it the same bits every run (cuBLAS's reproducibility contract, and
+       kernels/classifier.cu checks two runs) */
+    const uint32_t mask = st->blas.reduction_mask;
+    st->blas.reduction_mask = (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK;
+    int mm = gpt2rt__cu_matmul_backward_input(&st->blas, t, (X *)dv->dbuf + i * d->C, logits,
+                                              gpt2rt__cu_weight<X>(st, wte), NULL, n, d->C, d->Vp, st->mm_err,
+                                              sizeof st->mm_err);
+    st->blas.reduction_mask = mask;
+    GPT2RT__CU_MM(mm);
     return GPT2RT_OK;
 }
 
