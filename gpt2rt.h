@@ -1196,7 +1196,7 @@ typedef struct gpt2rt_series_info {
     int64_t windows[GPT2RT_SERIES_SPLIT_COUNT]; /* end - begin - L - H + 1 stride-1 windows */
     int date_column;  /* the file's column (0-based) holding the date; -1: none */
     double date_step; /* the most common step between consecutive dates, in seconds for dates
-                         (YYYY-MM-DD[ HH:MM[:SS]], '-' or '/', ' ' or 'T'), in the column's own
+                         (YYYY-MM-DD[ HH:MM[:SS[.frac]]], '-' or '/', ' ' or 'T'), in the column's own
                          units for numbers; 0 when unknown (no date column, a date that does not
                          parse, or no increasing step) */
     int date_is_calendar; /* 1: the dates are calendar dates (date_step in seconds); 0: plain
@@ -6721,10 +6721,11 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
    column, and a column that is neither the date nor numbers is an error, so no
    column is ever dropped unread. */
 
-/* how the file writes its dates: 'Y-M-D', then ' ' or 'T' and H:M or H:M:S */
+/* how the file writes its dates: 'Y-M-D', then ' ' or 'T' and H:M or H:M:S[.frac] */
 typedef struct gpt2rt__date_fmt {
     char dsep, tsep; /* '-' or '/'; ' ' or 'T' */
     int parts;       /* 3: date only, 5: with H:M, 6: with H:M:S */
+    int frac;        /* digits after the seconds' point (0-9; more are read, 9 written) */
 } gpt2rt__date_fmt;
 
 struct gpt2rt_series {
@@ -6891,7 +6892,7 @@ static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__d
     int64_t y, mo, d, h = 0, mi = 0, sec = 0;
     double frac = 0;
     const char *p = b;
-    gpt2rt__date_fmt f = {'-', ' ', 3};
+    gpt2rt__date_fmt f = {'-', ' ', 3, 0};
     if (!gpt2rt__date_digits(&p, e, 4, 4, &y) || p == e || (*p != '-' && *p != '/')) return 0;
     f.dsep = *p++;
     if (!gpt2rt__date_digits(&p, e, 1, 2, &mo) || p == e || *p != f.dsep) return 0;
@@ -6910,7 +6911,10 @@ static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__d
             f.parts = 6;
             if (p < e && *p == '.') {
                 double scale = 0.1;
-                for (p++; p < e && *p >= '0' && *p <= '9'; p++, scale *= 0.1) frac += (*p - '0') * scale;
+                for (p++; p < e && *p >= '0' && *p <= '9'; p++, scale *= 0.1) {
+                    frac += (*p - '0') * scale;
+                    if (f.frac < 9) f.frac++;
+                }
             }
         }
     }
@@ -7369,15 +7373,21 @@ static void gpt2rt__date_format(char *buf, size_t cap, double t, int kind, gpt2r
         else snprintf(buf, cap, "%.15g", t);
         return;
     }
+    /* the second of the day in units of the file's last written digit, rounded once */
+    int64_t unit = 1;
+    for (int k = 0; k < fmt.frac && fmt.parts == 6; k++) unit *= 10;
     double day = floor(t / 86400.0), sec = t - day * 86400.0;
-    int64_t y, isec = (int64_t)floor(sec + 0.5);
+    int64_t y, u = (int64_t)floor(sec * (double)unit + 0.5);
     int mo, d;
-    if (isec >= 86400) { day += 1; isec -= 86400; }
+    if (u >= 86400 * unit) { day += 1; u -= 86400 * unit; }
+    int64_t isec = u / unit;
     gpt2rt__civil_from_days((int64_t)day, &y, &mo, &d);
     int n = snprintf(buf, cap, "%04lld%c%02d%c%02d", (long long)y, fmt.dsep, mo, fmt.dsep, d);
     if (fmt.parts >= 5 && n > 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, "%c%02d:%02d", fmt.tsep, (int)(isec / 3600), (int)(isec / 60 % 60));
-    if (fmt.parts == 6 && n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, ":%02d", (int)(isec % 60));
+    if (fmt.parts == 6 && n > 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, ":%02d", (int)(isec % 60));
+    if (unit > 1 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ".%0*lld", fmt.frac, (long long)(u % unit));
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row, char *buf, size_t cap) {
@@ -7391,7 +7401,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row,
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: the file has no date column");
     if (!s->time_kind)
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: the date column \"%s\" "
-                               "holds text that is neither a date (YYYY-MM-DD[ HH:MM[:SS]]) nor a number in every row",
+                               "holds text that is neither a date (YYYY-MM-DD[ HH:MM[:SS[.frac]]]) nor a number in "
+                               "every row",
                                s->date_name);
     double t = s->time[row < rows ? row : rows - 1];
     if (row >= rows) {

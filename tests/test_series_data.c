@@ -425,7 +425,7 @@ static void row_minutes(char *l, size_t cap, int i) { snprintf(l, cap, "x%d,2021
 static void test_date_column(void) {
     gpt2rt_series *s;
     gpt2rt_series_info in = {0};
-    char buf[40];
+    char buf[96];
     gpt2rt_series_desc d = desc(2, 1, NULL, GPT2RT_SERIES_BORDERS_RATIO);
     d.no_scale = 1;
     /* no date column: three numeric columns stay three channels */
@@ -498,6 +498,18 @@ static void test_date_column(void) {
               gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_step == 900.0 &&
               gpt2rt_series_date(s, 11, buf, sizeof buf) == GPT2RT_OK && !strcmp(buf, "2021-06-01T12:45"),
           "15 minutes: step %g, row 11 %s: %s", in.date_step, buf, gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    /* fractions of a second keep the file's digits, written back and past the end, and
+       carry into the minute */
+    const char *quartersec = "time,v\n2021-06-01 10:00:58.000,1\n2021-06-01 10:00:58.250,2\n"
+                             "2021-06-01 10:00:58.500,3\n2021-06-01 10:00:58.750,4\n2021-06-01 10:00:59.000,5\n"
+                             "2021-06-01 10:00:59.250,6\n2021-06-01 10:00:59.500,7\n2021-06-01 10:00:59.750,8\n"
+                             "2021-06-01 10:01:00.000,9\n2021-06-01 10:01:00.250,10\n";
+    CHECK(gpt2rt_series_load_mem(&s, quartersec, strlen(quartersec), "quartersec.csv", &d) == GPT2RT_OK &&
+              gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_step == 0.25 &&
+              gpt2rt_series_date(s, 7, buf, sizeof buf) == GPT2RT_OK && !strcmp(buf, "2021-06-01 10:00:59.750") &&
+              gpt2rt_series_date(s, 11, buf + 40, 40) == GPT2RT_OK && !strcmp(buf + 40, "2021-06-01 10:01:00.750"),
+          "quarter seconds: step %g, row 7 %s, row 11 %s: %s", in.date_step, buf, buf + 40, gpt2rt_series_last_error(s));
     gpt2rt_series_free(s);
 }
 
