@@ -632,11 +632,12 @@
                                  backend table's CUDA entries, gpt2rt__cu_be_)
                                  8.7 Layer split on CUDA devices (gpt2rt__ls_cu_)
     9. Optimizer                 (gpt2rt__opt_)
-   10. Context                   creation's parts, initialisation, out of memory
-                                 10.1 Data parallel (gpt2rt__dp_)  10.2 Layer split
-                                 (gpt2rt__ls_)  10.3 Processes: rendezvous
-                                 (gpt2rt__rdv_)  10.4 Processes: MPI (GPT2RT_MPI,
-                                 gpt2rt__mpi_)
+   10. Context                   creation's parts, initialisation, out of memory;
+                                 the executors' table (gpt2rt__exec) and one
+                                 device's (gpt2rt__one_)  10.1 Data parallel
+                                 (gpt2rt__dp_)  10.2 Layer split (gpt2rt__ls_)
+                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
+                                 10.4 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name  11.7 Generation
