@@ -634,11 +634,12 @@
                                  backend table's CUDA entries, gpt2rt__cu_be_)
                                  8.7 Layer split on CUDA devices (gpt2rt__ls_cu_)
     9. Optimizer                 (gpt2rt__opt_)
-   10. Context                   creation's parts, initialisation, out of memory
-                                 10.1 Data parallel (gpt2rt__dp_)  10.2 Layer split
-                                 (gpt2rt__ls_)  10.3 Processes: rendezvous
-                                 (gpt2rt__rdv_)  10.4 Processes: MPI (GPT2RT_MPI,
-                                 gpt2rt__mpi_)
+   10. Context                   creation's parts, initialisation, out of memory;
+                                 the executors' table (gpt2rt__exec) and one
+                                 device's (gpt2rt__one_)  10.1 Data parallel
+                                 (gpt2rt__dp_)  10.2 Layer split (gpt2rt__ls_)
+                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
+                                 10.4 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
    11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name  11.7 Generation
@@ -1726,8 +1727,9 @@ struct gpt2rt_ctx {
     int drop_train;
     uint64_t drop_key;
     int64_t drop_micro;
-    struct gpt2rt__ls *ls; /* CPU layer split (10.2): the stages' buffers; NULL otherwise */
+    struct gpt2rt__ls *ls; /* layer split (10.2, 8.7): the stages' state; NULL otherwise */
     const struct gpt2rt__backend *be; /* the backend that runs this context's steps (7.3, 8.5) */
+    const struct gpt2rt__exec *ex;    /* the execution mode that spreads its calls (10), gpt2rt_create's choice */
     struct gpt2rt__cu_state *cu; /* backend CUDA: the device state (8.5); NULL on the CPU */
     void *dgroup; /* CUDA data parallel, rank 0: the ranks' device communicators (8.6) */
     double *prof; /* (GPT2RT__PROF_COUNT) seconds per op class, summed; NULL: not profiled
@@ -10151,7 +10153,7 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
     (void)ctx; /* the arenas are the context's (gpt2rt_free) */
 }
 
-/* the CPU's step-level work further on: the update in 9, the rest in 10.1 and 11.6 */
+/* the CPU's step-level work further on: the update in 9, the rest in 10.1 */
 static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
 static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
 static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
@@ -10240,7 +10242,7 @@ typedef struct gpt2rt__ls_job { gpt2rt_ctx *ctx; int s; } gpt2rt__ls_job;
    the steps of 7.3's model driver on the device, the optimizer, creation and what the
    public calls do on a CUDA context, data parallel on the devices (8.6, which ends with
    the backend table's CUDA entries, gpt2rt__cu_be_) and the layer split's stages (8.7).
-   Sections 10-11 reach all of it through ctx->be and ctx->ls->ops only. The kernel labs
+   The executors (10) reach all of it through ctx->be and the stages' ctx->ls->ops only. The kernel labs
    in kernels/ validate each part against the CPU backend and time it. */
 #if GPT2RT__CUDA
 
@@ -16568,6 +16570,143 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
     return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
 }
 
+/* ---- executors: how a public call is spread over the devices ---- */
+/* The second seam, across the backend's (7.3): what a public call does, one table per
+   execution mode, chosen once by gpt2rt_create: one device (below), ranks (10.1: the
+   data-parallel ranks of one process; 10.4: one process of several), stages (10.2: the
+   layer split, whose stages' work is the CPU's or the CUDA backend's, 8.7). A public
+   call (11) checks its arguments and the context's state once, for all of the call's
+   rows, and then calls its executor, which checks nothing again and reaches the devices
+   through the backend (ctx->be) only. a and b below are a call's inputs and targets
+   (tokens, int32) or x and y (patches, float), every slice of them (gpt2rt__slice). */
+typedef struct gpt2rt__exec {
+    /* B-row slices in one micro-batch of a call's rows: 1, or one per data-parallel rank */
+    int (*slices)(const gpt2rt_ctx *ctx);
+    /* the logits or predictions, and with b (NULL: none; NEXT_PATCH never has one) the loss:
+       *loss, if not NULL, is the mean over every slice's targets */
+    gpt2rt_result (*forward)(gpt2rt_ctx *ctx, const void *a, const void *b, float *loss);
+    /* += the gradients of the last forward's loss (have_loss is set) */
+    gpt2rt_result (*backward)(gpt2rt_ctx *ctx);
+    /* one optimizer step over the gradients summed since the last update (grads_pending) */
+    gpt2rt_result (*update)(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
+    /* grad_accum micro-batches (micro-batch k: slices [k*n, (k+1)*n) of n), each forward
+       and backward, then the update; a failure leaves no partial sums */
+    gpt2rt_result (*step)(gpt2rt_ctx *ctx, const void *a, const void *b, gpt2rt_step_stats *stats);
+    /* the last forward's logits (BT,V) or predictions (Bw,H,M) of every slice, in order */
+    gpt2rt_result (*output)(gpt2rt_ctx *ctx, float *dst);
+    /* tensor t's value, gradient (of the mean loss over every rank's targets) or moment */
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, float *dst);
+    /* after ctx's weights (host and backend) or settings changed: the mode's other
+       contexts follow (GPT2RT__SYNC_*) */
+    void (*sync)(gpt2rt_ctx *ctx, int what);
+    /* what each device holds: plan->n_devices, bytes, total, overhead */
+    void (*allocated)(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan);
+    /* gpt2rt_create, once ctx holds its arenas and weights: the mode's own parts (ranks,
+       communicators, stages); gpt2rt_free: them released, also after a failed open */
+    gpt2rt_result (*open)(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
+    void (*close)(gpt2rt_ctx *ctx);
+} gpt2rt__exec;
+
+/* what changed before a sync: a gpt2rt_param_write; a weights load (the training starts
+   over); a training state load; gpt2rt_mode_set's or gpt2rt_schedule_set's settings */
+enum { GPT2RT__SYNC_WRITE, GPT2RT__SYNC_WEIGHTS, GPT2RT__SYNC_STATE, GPT2RT__SYNC_SETTINGS };
+
+/* slice m of a call's a (targets 0) or b (targets 1; NULL stays NULL): B rows of tokens,
+   Bw windows of x, or their n_out targets */
+static const void *gpt2rt__slice(const gpt2rt_ctx *ctx, const void *p, int64_t m, int targets) {
+    const gpt2rt__dims *d = &ctx->d;
+    if (!p) return NULL;
+    if (!d->patches) return (const int32_t *)p + m * d->BT;
+    return (const float *)p + m * (targets ? d->n_out : d->Bw * d->Lb * d->M);
+}
+
+/* ---- one device: the context alone (also what each rank and the CPU stages' context run) ---- */
+
+static gpt2rt_result gpt2rt__one_forward_run(gpt2rt_ctx *ctx, const void *a, const void *b, float *loss, int fuse) {
+    if (ctx->d.patches) return ctx->be->forward_series(ctx, (const float *)a, (const float *)b, loss);
+    return ctx->be->forward(ctx, (const int32_t *)a, (const int32_t *)b, loss, fuse);
+}
+
+static gpt2rt_result gpt2rt__one_forward(gpt2rt_ctx *ctx, const void *a, const void *b, float *loss) {
+    return gpt2rt__one_forward_run(ctx, a, b, loss, 0);
+}
+
+static gpt2rt_result gpt2rt__one_backward(gpt2rt_ctx *ctx) {
+    /* one fixed scale for every micro-batch; the update divides by the counted targets */
+    gpt2rt_result r = ctx->be->backward(ctx);
+    if (r != GPT2RT_OK) return r;
+    ctx->acc_loss_sum += ctx->loss_sum;
+    ctx->acc_targets += ctx->n_targets;
+    ctx->acc_micro++;
+    ctx->have_loss = ctx->have_logits = 0; /* the logits became dlogits */
+    ctx->grads_pending = 1;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__one_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
+    return gpt2rt__opt_update(ctx, ctx->be->update, stats);
+}
+
+/* a step's grad_accum forwards and backwards on slice `slice` of n of each micro-batch,
+   then the update */
+static gpt2rt_result gpt2rt__one_micro_steps(gpt2rt_ctx *ctx, const void *a, const void *b, int slice, int n,
+                                            gpt2rt_step_stats *stats) {
+    gpt2rt_result r = GPT2RT_OK;
+    for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
+        int64_t m = (int64_t)k * n + slice;
+        r = gpt2rt__one_forward_run(ctx, gpt2rt__slice(ctx, a, m, 0), gpt2rt__slice(ctx, b, m, 1), NULL, 1);
+        if (r == GPT2RT_OK) r = gpt2rt__one_backward(ctx);
+    }
+    return r == GPT2RT_OK ? gpt2rt__one_update(ctx, stats) : r;
+}
+
+static gpt2rt_result gpt2rt__one_step(gpt2rt_ctx *ctx, const void *a, const void *b, gpt2rt_step_stats *stats) {
+    double t0 = gpt2rt__now();
+    gpt2rt_result r = gpt2rt__one_micro_steps(ctx, a, b, 0, 1, stats);
+    if (r != GPT2RT_OK && ctx->grads_pending) { /* a later micro-batch failed: drop the partial sums */
+        (void)ctx->be->zero_grads(ctx, 0);
+        gpt2rt__accum_reset(ctx);
+    }
+    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__one_output(gpt2rt_ctx *ctx, float *dst) {
+    return ctx->d.patches ? ctx->be->predictions(ctx, dst) : ctx->be->logits(ctx, dst);
+}
+
+static gpt2rt_result gpt2rt__one_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                            float *dst) {
+    return ctx->be->param_read(ctx, t->name, t, what, dst);
+}
+
+static void gpt2rt__one_sync(gpt2rt_ctx *ctx, int what) { (void)ctx; (void)what; }
+
+/* device r of the plan: context c's arenas (CUDA: on its device) and the driver's own bytes */
+static void gpt2rt__one_allocated_as(const gpt2rt_ctx *c, gpt2rt_memory_plan *plan, int r) {
+    c->be->allocated(c, plan->bytes[r], &plan->overhead[r]);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[r] += plan->bytes[r][i];
+}
+
+static void gpt2rt__one_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
+    plan->n_devices = 1;
+    gpt2rt__one_allocated_as(ctx, plan, 0);
+}
+
+static int gpt2rt__one_slices(const gpt2rt_ctx *ctx) { (void)ctx; return 1; }
+
+static gpt2rt_result gpt2rt__one_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    (void)ctx; (void)plan;
+    return GPT2RT_OK;
+}
+
+static void gpt2rt__one_close(gpt2rt_ctx *ctx) { (void)ctx; }
+
+static const gpt2rt__exec gpt2rt__ex_one = {
+    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__one_step,
+    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__one_open,
+    gpt2rt__one_close};
+
 /* ==== 10.1 Data parallel ==== */
 /* A rank of data parallel is an ordinary context whose comm has size > 1: the
    in-process ranks (threads, below) or one process of several (MPI). Its forward and
@@ -16766,16 +16905,59 @@ static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, 
     return GPT2RT_OK;
 }
 
+/* the CPU backend's (the table's): a tensor's value, gradient or moment, from whichever rank
+   keeps it */
+static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
+                                            gpt2rt_param_what what, float *dst) {
+    const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
+                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
+    if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
+        for (int64_t r0 = 0; r0 < t->hf_rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++)
+                dst[t->transpose ? c * t->rows + r0 : r0 * t->cols + c] = gpt2rt__w_get(ctx, t->off + r0 * t->cols + c);
+        return GPT2RT_OK;
+    }
+    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                            "has no gradient and no moments", name, t->group);
+    /* gradients: of the mean loss over the targets since the last update (data parallel,
+       once summed over the ranks: over every rank's targets) */
+    float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__opt_grad_unscale(ctx) : 1.0f;
+    if (what == GPT2RT_PARAM_GRAD && ctx->n_ranks > 1 && ctx->dp_reduced) {
+        int64_t all = 0;
+        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
+        k = all ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all) : 0.0f;
+    }
+    if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
+        k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
+    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
+        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
+        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
+        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
+        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
+        gpt2rt__param_out(t, g, k, dst);
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
+    if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
+        int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
+        float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
+        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
+        gpt2rt__dp_moments(ctx, mv, mv + n, t->goff, t->goff + n, 0);
+        gpt2rt__param_out(t, what == GPT2RT_PARAM_ADAM_M ? mv : mv + n, 1.0f, dst);
+        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
+    gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
+    return GPT2RT_OK;
+}
+
 /* ---- the ranks of one process: opening, running a call on each, their outputs ---- */
 
-/* what a rank runs: the one-device calls of 11.4, and 11.3's arenas */
-static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
-                                         int fuse);
-static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
-static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats);
-static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t count);
-static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_t count);
+/* 11.3 */
 static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
 
 /* a CPU data-parallel rank: arenas like rank 0's */
@@ -16809,6 +16991,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         rc->cfg.log = NULL; /* the hooks run on the calling thread only: ranks report through rank 0 */
         rc->d = ctx->d;
         rc->be = ctx->be;
+        rc->ex = &gpt2rt__ex_one;
         gpt2rt_result res = ctx->be->dp_rank(ctx, rc, r, plan); /* CUDA: a device state on device_ids[r] */
         if (res != GPT2RT_OK)
             return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
@@ -16829,10 +17012,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
    [r*B, (r+1)*B) of each micro-batch (gpt2rt_step: micro-batch k is rows
    [k*n*B, (k+1)*n*B)), so n ranks of B rows see the batches one device of n*B would. */
 
-typedef enum gpt2rt__dp_what {
-    GPT2RT__DP_FORWARD, GPT2RT__DP_FORWARD_SERIES, GPT2RT__DP_BACKWARD, GPT2RT__DP_UPDATE,
-    GPT2RT__DP_STEP, GPT2RT__DP_STEP_SERIES
-} gpt2rt__dp_what;
+typedef enum gpt2rt__dp_what { GPT2RT__DP_FORWARD, GPT2RT__DP_BACKWARD, GPT2RT__DP_UPDATE, GPT2RT__DP_STEP } gpt2rt__dp_what;
 
 typedef struct gpt2rt__dp_job {
     gpt2rt_ctx *rc;
@@ -16845,27 +17025,13 @@ typedef struct gpt2rt__dp_job {
 
 static gpt2rt_result gpt2rt__dp_work(gpt2rt__dp_job *j) {
     gpt2rt_ctx *rc = j->rc;
-    const gpt2rt__dims *d = &rc->d;
-    int64_t tok = d->BT, xs = d->Bw * d->Lb * d->M, ys = d->n_out; /* one rank's share of a micro-batch */
-    const int32_t *in = (const int32_t *)j->a, *tg = (const int32_t *)j->b;
-    const float *x = (const float *)j->a;
-    const float *y = d->seqhead == GPT2RT_HEAD_NEXT_PATCH ? NULL : (const float *)j->b; /* its targets are in x */
-    gpt2rt_result r = GPT2RT_OK;
     switch (j->what) {
-    case GPT2RT__DP_FORWARD: return gpt2rt__forward_one(rc, in + j->rank * tok, tg ? tg + j->rank * tok : NULL, NULL, 0);
-    case GPT2RT__DP_FORWARD_SERIES:
-        return gpt2rt__forward_series_one(rc, x + j->rank * xs, y ? y + j->rank * ys : NULL, NULL);
-    case GPT2RT__DP_BACKWARD: return gpt2rt__backward_one(rc);
-    case GPT2RT__DP_UPDATE: return gpt2rt__update_one(rc, &j->stats);
-    case GPT2RT__DP_STEP:
-    case GPT2RT__DP_STEP_SERIES:
-        for (int k = 0; k < rc->cfg.grad_accum && r == GPT2RT_OK; k++) {
-            int64_t m = (int64_t)k * j->n + j->rank; /* this rank's slice of micro-batch k */
-            r = j->what == GPT2RT__DP_STEP ? gpt2rt__forward_one(rc, in + m * tok, tg + m * tok, NULL, 1)
-                                           : gpt2rt__forward_series_one(rc, x + m * xs, y ? y + m * ys : NULL, NULL);
-            if (r == GPT2RT_OK) r = gpt2rt__backward_one(rc);
-        }
-        return r == GPT2RT_OK ? gpt2rt__update_one(rc, &j->stats) : r;
+    case GPT2RT__DP_FORWARD:
+        return gpt2rt__one_forward_run(rc, gpt2rt__slice(rc, j->a, j->rank, 0), gpt2rt__slice(rc, j->b, j->rank, 1),
+                                       NULL, 0);
+    case GPT2RT__DP_BACKWARD: return gpt2rt__one_backward(rc);
+    case GPT2RT__DP_UPDATE: return gpt2rt__one_update(rc, &j->stats);
+    case GPT2RT__DP_STEP: return gpt2rt__one_micro_steps(rc, j->a, j->b, j->rank, j->n, &j->stats);
     }
     return GPT2RT_ERR_INVALID_ARGUMENT;
 }
@@ -16926,67 +17092,57 @@ static gpt2rt_result gpt2rt__dp_run(gpt2rt_ctx *ctx, gpt2rt__dp_what what, const
 #endif
 }
 
-/* the checks of a call that takes n_ranks * B rows per micro-batch, micro micro-batches */
-static gpt2rt_result gpt2rt__dp_check_rows(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b, int micro) {
-    const gpt2rt__dims *d = &ctx->d;
-    for (int64_t m = 0; m < (int64_t)micro * ctx->n_ranks; m++) {
-        gpt2rt_result r = d->patches
-            ? gpt2rt__ts_check(ctx, fn, (const float *)a + m * d->Bw * d->Lb * d->M,
-                               b && d->seqhead != GPT2RT_HEAD_NEXT_PATCH ? (const float *)b + m * d->n_out : NULL)
-            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + m * d->BT, b ? (const int32_t *)b + m * d->BT : NULL);
-        if (r != GPT2RT_OK) {
-            char msg[sizeof ctx->error];
-            memcpy(msg, ctx->error, sizeof msg);
-            return gpt2rt__fail(ctx, r, "%s (in the rows of data-parallel rank %d, micro-batch %d: indices count from "
-                                "that rank's first row)", msg, (int)(m % ctx->n_ranks), (int)(m / ctx->n_ranks));
-        }
-    }
+/* ---- the ranks of one process: the executor ---- */
+
+static int gpt2rt__dp_slices(const gpt2rt_ctx *ctx) { return ctx->n_ranks; }
+
+/* the loss: the global mean over the ranks' targets */
+static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const void *a, const void *b, float *loss) {
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_FORWARD, a, b, jobs);
+    if (r != GPT2RT_OK || !loss) return r;
+    double sum = 0.0;
+    int64_t n = 0;
+    for (int i = 0; i < ctx->n_ranks; i++) { sum += ctx->ranks[i]->loss_sum; n += ctx->ranks[i]->n_targets; }
+    *loss = (b || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH) && n ? (float)(sum / (double)n) : 0.0f;
     return GPT2RT_OK;
 }
 
-/* the global mean loss of the ranks' last forward */
-static float gpt2rt__dp_loss(const gpt2rt_ctx *ctx) {
-    double sum = 0.0;
-    int64_t n = 0;
-    for (int r = 0; r < ctx->n_ranks; r++) { sum += ctx->ranks[r]->loss_sum; n += ctx->ranks[r]->n_targets; }
-    return n ? (float)(sum / (double)n) : 0.0f;
-}
-
-static gpt2rt_result gpt2rt__dp_forward(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
-                                        const void *b, float *loss) {
+static gpt2rt_result gpt2rt__dp_backward(gpt2rt_ctx *ctx) {
+    if (ctx->acc_micro >= ctx->cfg.grad_accum)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
+                            "ranks during backward number grad_accum = %d; call gpt2rt_update after at most that "
+                            "many", ctx->cfg.grad_accum);
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, 1);
-    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
-    if (r == GPT2RT_OK && loss) /* NEXT_PATCH has no y */
-        *loss = b || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? gpt2rt__dp_loss(ctx) : 0.0f;
+    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
+    /* a device backward that stopped halfway left partial sums */
+    int drop = r != GPT2RT_OK && (ctx->ranks[1]->grads_pending != ctx->grads_pending || ctx->be != &gpt2rt__cpu_backend);
+    if (drop) gpt2rt__dp_drop(ctx);
     return r;
 }
 
-static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const char *fn, gpt2rt__dp_what what, const void *a,
-                                     const void *b, gpt2rt_step_stats *stats) {
-    if (ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
-                            "gpt2rt_update", fn);
+static gpt2rt_result gpt2rt__dp_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     double t0 = gpt2rt__now();
     gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_check_rows(ctx, fn, a, b, ctx->cfg.grad_accum);
-    if (r == GPT2RT_OK) r = gpt2rt__dp_run(ctx, what, a, b, jobs);
+    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_UPDATE, NULL, NULL, jobs);
+    if (r == GPT2RT_OK && stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
+    return r;
+}
+
+static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const void *a, const void *b, gpt2rt_step_stats *stats) {
+    double t0 = gpt2rt__now();
+    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
+    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_STEP, a, b, jobs);
     if (r != GPT2RT_OK) { gpt2rt__dp_drop(ctx); return r; }
     if (stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
     return GPT2RT_OK;
 }
 
 /* logits, predictions: each rank's rows in rank order */
-static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, float *dst, int64_t count, int series) {
-    const gpt2rt__dims *d = &ctx->d;
-    int64_t per = series ? d->n_out : d->BT * d->V;
-    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst is NULL", fn);
-    if (count != per * ctx->n_ranks)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs n_devices = %d times "
-                            "one rank's %lld", fn, (long long)count, ctx->n_ranks, (long long)per);
+static gpt2rt_result gpt2rt__dp_output(gpt2rt_ctx *ctx, float *dst) {
+    int64_t per = ctx->d.patches ? ctx->d.n_out : ctx->d.BT * ctx->d.V;
     for (int r = 0; r < ctx->n_ranks; r++) {
-        gpt2rt_result res = series ? gpt2rt__predictions_one(ctx->ranks[r], dst + r * per, per)
-                                   : gpt2rt__logits_one(ctx->ranks[r], dst + r * per, per);
+        gpt2rt_result res = gpt2rt__one_output(ctx->ranks[r], dst + r * per);
         if (res != GPT2RT_OK) {
             char msg[sizeof ctx->error];
             memcpy(msg, ctx->ranks[r]->error, sizeof msg);
@@ -16996,18 +17152,23 @@ static gpt2rt_result gpt2rt__dp_gather_out(gpt2rt_ctx *ctx, const char *fn, floa
     return GPT2RT_OK;
 }
 
-/* data parallel: after rank 0's weights changed (what 0: a write; 1: a weights load,
-   which also resets the training; 2: a state load, whose moments reached every rank's
-   shard with ZeRO-1, else rank 0's), every rank gets them. CUDA ranks have no host
-   weights: the caller uploaded rank 0's (and the moments) to every device (the
-   backend table's upload). */
+/* After rank 0's weights changed (a write; a weights load, which also resets the
+   training; a state load, whose moments reached every rank's shard with ZeRO-1, else
+   rank 0's), every rank gets them. CUDA ranks have no host weights: the caller uploaded
+   rank 0's (and the moments) to every device (the backend table's upload). */
 static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
     for (int r = 1; r < ctx->n_ranks; r++) {
         gpt2rt_ctx *rc = ctx->ranks[r];
+        if (what == GPT2RT__SYNC_SETTINGS) { /* each rank computes the rate of its own update */
+            rc->eval = ctx->eval;
+            rc->cfg.warmup_steps = ctx->cfg.warmup_steps;
+            rc->cfg.total_steps = ctx->cfg.total_steps;
+            continue;
+        }
         if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
         rc->have_logits = rc->have_loss = rc->have_pred = 0;
-        if (!what) continue;
-        if (what == 1) gpt2rt__reset_training(rc);
+        if (what == GPT2RT__SYNC_WRITE) continue;
+        if (what == GPT2RT__SYNC_WEIGHTS) gpt2rt__reset_training(rc);
         else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
         (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
         rc->step = ctx->step;
@@ -17016,6 +17177,26 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
         rc->dp_reduced = 0;
     }
 }
+
+static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
+    plan->n_devices = ctx->n_ranks;
+    for (int r = 0; r < ctx->n_ranks; r++) gpt2rt__one_allocated_as(ctx->ranks[r], plan, r);
+}
+
+static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
+    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
+#ifdef GPT2RT__COMM_THREADS
+    if (ctx->group) {
+        gpt2rt__comm_group_free((gpt2rt__comm_group *)ctx->group);
+        gpt2rt__free(&ctx->cfg, ctx->group, GPT2RT_MEM_BOOKKEEPING);
+    }
+#endif
+}
+
+static const gpt2rt__exec gpt2rt__ex_ranks = {
+    gpt2rt__dp_slices, gpt2rt__dp_forward, gpt2rt__dp_backward, gpt2rt__dp_update, gpt2rt__dp_step,
+    gpt2rt__dp_output, gpt2rt__one_param_read, gpt2rt__dp_sync, gpt2rt__dp_allocated, gpt2rt__dp_open,
+    gpt2rt__dp_close};
 
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
@@ -17066,8 +17247,11 @@ static void gpt2rt__ls_free(gpt2rt_ctx *ctx) {
 
 /* after gpt2rt__ctx_alloc (the context: one device's arenas): the stages' buffers and
    their contexts (shallow copies of ctx bound to set k's activations and stage s's
-   scratch; the weights, gradients and table are ctx's) */
-static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx) {
+   scratch; the weights, gradients and table are ctx's). CUDA: gpt2rt__cuda_open opened
+   the stages with their device states (8.7). */
+static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    (void)plan;
+    if (ctx->ls) return GPT2RT_OK;
 #ifdef GPT2RT__COMM_THREADS
     int n = ctx->cfg.n_devices, m = ctx->cfg.grad_accum;
     gpt2rt__ls *ls = (gpt2rt__ls *)gpt2rt__alloc(&ctx->cfg, sizeof(gpt2rt__ls), GPT2RT_MEM_BOOKKEEPING);
@@ -17245,6 +17429,46 @@ static gpt2rt_result gpt2rt__ls_accumulate(gpt2rt_ctx *ctx, const void *a, const
     return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "layer split needs POSIX threads");
 #endif
 }
+
+/* ---- the stages: the executor ---- */
+/* gpt2rt_step pipelines its micro-batches through the stages; gpt2rt_forward, _backward,
+   _update and the outputs run the one-device path on the context (the CPU's; the CUDA
+   stages offer gpt2rt_step and gpt2rt_param_read only, 2.1) */
+
+static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const void *a, const void *b, gpt2rt_step_stats *stats) {
+    double t0 = gpt2rt__now();
+    gpt2rt_result r = gpt2rt__ls_accumulate(ctx, a, b);
+    if (r == GPT2RT_OK) r = ctx->ls->ops ? ctx->ls->ops->update(ctx, stats) : gpt2rt__one_update(ctx, stats);
+    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__ls_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                           float *dst) {
+    if (ctx->ls->ops) return ctx->ls->ops->param_read(ctx, t, what, dst); /* CUDA: the stage that trains t (8.7) */
+    return gpt2rt__one_param_read(ctx, t, what, dst);
+}
+
+/* the CPU: the context's arenas and micro-batches 1..'s activations on device 0, stage
+   s's transient and workspace on device s; CUDA: each stage's device (8.7) */
+static void gpt2rt__ls_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
+    const gpt2rt__ls *ls = ctx->ls;
+    if (ls->ops) { ls->ops->allocated(ctx, plan); return; }
+    gpt2rt__one_allocated(ctx, plan);
+    plan->n_devices = ls->n;
+    plan->bytes[0][GPT2RT_MEM_ACTIVATIONS] += (uint64_t)(ls->m - 1) * ls->act_bytes;
+    plan->total[0] += (uint64_t)(ls->m - 1) * ls->act_bytes;
+    for (int s = 1; s < ls->n; s++) {
+        plan->bytes[s][GPT2RT_MEM_TRANSIENT] = ls->scratch_bytes[0];
+        plan->bytes[s][GPT2RT_MEM_WORKSPACE] = ls->scratch_bytes[1];
+        plan->total[s] = ls->scratch_bytes[0] + ls->scratch_bytes[1];
+    }
+}
+
+static const gpt2rt__exec gpt2rt__ex_stages = {
+    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__ls_step,
+    gpt2rt__one_output, gpt2rt__ls_param_read, gpt2rt__one_sync, gpt2rt__ls_allocated, gpt2rt__ls_open,
+    gpt2rt__ls_free};
 
 /* ==== 10.3 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
@@ -17844,17 +18068,15 @@ static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned cha
 }
 #endif /* GPT2RT_MPI */
 
-static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx); /* 11.4 */
-
 /* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
    sums the gradients over the processes (10.1); then the targets every rank counted,
    so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
 static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
-    if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
+    if (ctx->acc_micro >= ctx->cfg.grad_accum)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
                             "processes during backward number grad_accum = %d; call gpt2rt_update after at most "
                             "that many", ctx->cfg.grad_accum);
-    gpt2rt_result r = gpt2rt__backward_one(ctx);
+    gpt2rt_result r = gpt2rt__one_backward(ctx);
     if (r != GPT2RT_OK || !ctx->dp_reduced) return r;
     double v = (double)ctx->acc_targets;
     if ((r = gpt2rt__dp_sum(ctx, &v, 1)) != GPT2RT_OK) return r;
@@ -17865,8 +18087,9 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
 /* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
    threads of 10.1 are for n_devices > 1 in one process), its communicator MPI's; every
    rank starts from rank 0's weights. */
-static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx) {
+static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     const gpt2rt_config *c = &ctx->cfg;
+    (void)plan;
 #ifdef GPT2RT_MPI
     if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
@@ -17890,10 +18113,21 @@ static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx) {
 }
 #undef GPT2RT__BAD
 
+static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
+    if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
+}
+
+/* ---- one process of several: the executor (one device's, and its backward) ---- */
+static const gpt2rt__exec gpt2rt__ex_procs = {
+    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
+    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__proc_open,
+    gpt2rt__proc_close};
+
 /* ==== 11. Public calls ==== */
 
 /* every GPT2RT_DEF function, in the order of the manual's CALLS; each checks its
-   arguments and the context, then calls into the sections above */
+   arguments and the context once, then calls the context's executor (ctx->ex, 10) or
+   the sections above */
 
 /* ==== 11.1 Results and names ==== */
 
@@ -18179,6 +18413,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->cfg = hooks;
     ctx->failed = 1;
     ctx->be = &gpt2rt__cpu_backend;
+    ctx->ex = &gpt2rt__ex_one;
     gpt2rt__comm_self_init(&ctx->comm_self);
     ctx->comm = &ctx->comm_self;
     *out = ctx;
@@ -18201,15 +18436,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
         return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: parallel = %s needs POSIX threads, "
                             "which this build lacks", split ? "LAYER_SPLIT" : "DATA");
 #endif
+    /* the execution mode (10), once: every public call goes through it */
+    ctx->ex = split ? &gpt2rt__ex_stages : ctx->cfg.parallel != GPT2RT_PARALLEL_DATA ? &gpt2rt__ex_one
+            : ctx->cfg.world_size > 1 ? &gpt2rt__ex_procs : &gpt2rt__ex_ranks;
     if (ctx->cfg.backend == GPT2RT_BACKEND_CUDA) {
-        /* sets ctx->be (8.6); refuses where the implementation was compiled without CUDA */
+        /* sets ctx->be (8.6), or opens the stages (8.7); refuses where the implementation
+           was compiled without CUDA */
         if ((r = gpt2rt__cuda_open(ctx, &plan)) != GPT2RT_OK) return r;
         gpt2rt__reset_training(ctx);
-        if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA && (r = gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
+        if ((r = ctx->ex->open(ctx, &plan)) != GPT2RT_OK) return r;
         ctx->failed = 0;
         gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated on CUDA device %d%s",
                     (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->cfg.device_ids[0],
-                    ctx->n_ranks > 1 ? " and as much on each further data-parallel rank's" : "");
+                    ctx->ex->slices(ctx) > 1 ? " and as much on each further data-parallel rank's" : "");
         return GPT2RT_OK;
     }
     uint64_t free_bytes = gpt2rt__host_available();
@@ -18240,13 +18479,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if ((r = gpt2rt__ctx_alloc(ctx, &plan)) != GPT2RT_OK) return r;
     gpt2rt__init_params(ctx);
     gpt2rt__reset_training(ctx);
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_DATA &&
-        (r = ctx->cfg.world_size > 1 ? gpt2rt__proc_open(ctx) : gpt2rt__dp_open(ctx, &plan)) != GPT2RT_OK) return r;
-    if (split && (r = gpt2rt__ls_open(ctx)) != GPT2RT_OK) return r;
+    if ((r = ctx->ex->open(ctx, &plan)) != GPT2RT_OK) return r;
     ctx->failed = 0;
     gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)%s",
                 (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
-                ctx->n_ranks > 1 ? " on each of the data-parallel ranks" : "");
+                ctx->ex->slices(ctx) > 1 ? " on each of the data-parallel ranks" : "");
     return GPT2RT_OK;
 }
 
@@ -18283,16 +18520,8 @@ static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
 
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
     if (!ctx) return;
-    if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
     ctx->be->release_shared(ctx);
-    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
-    gpt2rt__ls_free(ctx);
-#ifdef GPT2RT__COMM_THREADS
-    if (ctx->group) {
-        gpt2rt__comm_group_free((gpt2rt__comm_group *)ctx->group);
-        gpt2rt__free(&ctx->cfg, ctx->group, GPT2RT_MEM_BOOKKEEPING);
-    }
-#endif
+    ctx->ex->close(ctx);
     ctx->be->release(ctx);
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
     gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
@@ -18317,27 +18546,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_mem
     memset(plan, 0, sizeof *plan);
     if (ctx->failed) return GPT2RT_ERR_STATE;
     plan->config = ctx->cfg;
-    plan->n_devices = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
-    /* CUDA: the device arenas (the host holds the fp32 weights) and the driver's own bytes;
-       data parallel: each rank's */
-    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
-        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
-        rc->be->allocated(rc, plan->bytes[r], &plan->overhead[r]);
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) plan->total[r] += plan->bytes[r][i];
-    }
-    if (ctx->ls && ctx->ls->ops) ctx->ls->ops->allocated(ctx, plan); /* CUDA (8.7) */
-    else if (ctx->ls) { /* CPU layer split: the context's arenas and micro-batches 1.. 's activations on
-                      device 0; stage s's transient and workspace on device s */
-        const gpt2rt__ls *ls = ctx->ls;
-        plan->n_devices = ls->n;
-        plan->bytes[0][GPT2RT_MEM_ACTIVATIONS] += (uint64_t)(ls->m - 1) * ls->act_bytes;
-        plan->total[0] += (uint64_t)(ls->m - 1) * ls->act_bytes;
-        for (int s = 1; s < ls->n; s++) {
-            plan->bytes[s][GPT2RT_MEM_TRANSIENT] = ls->scratch_bytes[0];
-            plan->bytes[s][GPT2RT_MEM_WORKSPACE] = ls->scratch_bytes[1];
-            plan->total[s] = ls->scratch_bytes[0] + ls->scratch_bytes[1];
-        }
-    }
+    /* CUDA: the device arenas (the host holds the fp32 weights) and the driver's own bytes */
+    ctx->ex->allocated(ctx, plan);
     plan->n_params_padded = ctx->n_params;
     plan->n_params = ctx->n_params - (ctx->d.Vp - ctx->d.V) * ctx->d.C;
     plan->n_trainable = ctx->n_train;
@@ -18371,7 +18581,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_mode_set(gpt2rt_ctx *ctx, gpt2rt_mode mode) {
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_mode_set: mode = %d is not a gpt2rt_mode "
                             "(GPT2RT_MODE_TRAIN = 0, GPT2RT_MODE_EVAL = 1)", (int)mode);
     ctx->eval = mode == GPT2RT_MODE_EVAL;
-    for (int i = 1; i < ctx->n_ranks; i++) ctx->ranks[i]->eval = ctx->eval; /* data parallel: every rank */
+    ctx->ex->sync(ctx, GPT2RT__SYNC_SETTINGS);
     return GPT2RT_OK;
 }
 
@@ -18379,221 +18589,80 @@ GPT2RT_DEF gpt2rt_mode gpt2rt_mode_get(const gpt2rt_ctx *ctx) {
     return ctx && ctx->eval ? GPT2RT_MODE_EVAL : GPT2RT_MODE_TRAIN;
 }
 
-static gpt2rt_result gpt2rt__forward_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
-                                         int fuse) {
-    GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
-    const gpt2rt__dims *d = &ctx->d;
-    if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
-    if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
-    gpt2rt_result r = gpt2rt__input_tokens_check(ctx, "gpt2rt_forward", inputs, targets);
-    if (r != GPT2RT_OK) return r;
-    return ctx->be->forward(ctx, inputs, targets, loss, fuse);
-}
-
-static gpt2rt_result gpt2rt__backward_one(gpt2rt_ctx *ctx) {
-    GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_BACKWARD, "gpt2rt_backward"));
-    if (!ctx->have_loss)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
-                            "(and at most one backward per forward)");
-    /* one fixed scale for every micro-batch; the update divides by the counted targets */
-    gpt2rt_result r = ctx->be->backward(ctx);
-    if (r != GPT2RT_OK) return r;
-    ctx->acc_loss_sum += ctx->loss_sum;
-    ctx->acc_targets += ctx->n_targets;
-    ctx->acc_micro++;
-    ctx->have_loss = ctx->have_logits = 0; /* the logits became dlogits */
-    ctx->grads_pending = 1;
+/* every row of a call's `micro` micro-batches of ex->slices B-row slices each, before
+   anything runs (a, b: as the executor takes them, 10) */
+static gpt2rt_result gpt2rt__rows_check(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b, int micro) {
+    int n = ctx->ex->slices(ctx);
+    for (int64_t m = 0; m < (int64_t)micro * n; m++) {
+        const void *sa = gpt2rt__slice(ctx, a, m, 0), *sb = gpt2rt__slice(ctx, b, m, 1);
+        gpt2rt_result r = ctx->d.patches ? gpt2rt__ts_check(ctx, fn, (const float *)sa, (const float *)sb)
+                                         : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)sa, (const int32_t *)sb);
+        if (r == GPT2RT_OK) continue;
+        if (n == 1) return r;
+        char msg[sizeof ctx->error];
+        memcpy(msg, ctx->error, sizeof msg);
+        return gpt2rt__fail(ctx, r, "%s (in the rows of data-parallel rank %d, micro-batch %d: indices count from "
+                            "that rank's first row)", msg, (int)(m % n), (int)(m / n));
+    }
     return GPT2RT_OK;
 }
-
-static gpt2rt_result gpt2rt__update_one(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
-    GPT2RT__CHECK_CTX(ctx);
-    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_UPDATE, "gpt2rt_update"));
-    if (!ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
-                            "(call gpt2rt_backward first)");
-    return gpt2rt__opt_update(ctx, ctx->be->update, stats);
-}
-
-static gpt2rt_result gpt2rt__step_one(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
-                                     gpt2rt_step_stats *stats) {
-    GPT2RT__CHECK_CTX(ctx);
-    if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
-    if (!inputs || !targets)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: %s is NULL", inputs ? "targets" : "inputs");
-    if (ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step: gradients from an earlier gpt2rt_backward are "
-                            "waiting for gpt2rt_update");
-    double t0 = gpt2rt__now();
-    int64_t BT = ctx->d.BT;
-    gpt2rt_result r = GPT2RT_OK;
-    /* grad_accum micro-batches of B rows each, then one update */
-    for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
-        r = gpt2rt__forward_one(ctx, inputs + k * BT, targets + k * BT, NULL, 1);
-        if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
-    }
-    if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-        (void)ctx->be->zero_grads(ctx, 0);
-        gpt2rt__accum_reset(ctx);
-    }
-    if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
-    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
-    return r;
-}
-
-static gpt2rt_result gpt2rt__logits_one(gpt2rt_ctx *ctx, float *dst, int64_t count) {
-    GPT2RT__CHECK_CTX(ctx);
-    const gpt2rt__dims *d = &ctx->d;
-    if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
-    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst is NULL");
-    if (count != d->BT * d->V)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst holds %lld floats, needs "
-                            "B*T*vocab = %lld*%lld*%lld = %lld", (long long)count, (long long)d->B, (long long)d->T,
-                            (long long)d->V, (long long)(d->BT * d->V));
-    if (d->hc < d->BT)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: classifier_chunk = %d holds the logits of %lld "
-                            "tokens at a time, never all B*T = %lld; create the context with classifier_chunk = 0 "
-                            "to read them", ctx->cfg.classifier_chunk, (long long)d->hc, (long long)d->BT);
-    if (!ctx->have_logits)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
-                            "consumes them)");
-    return ctx->be->logits(ctx, dst);
-}
-
-static gpt2rt_result gpt2rt__forward_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
-    GPT2RT__CHECK_CTX(ctx);
-    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1);
-    if (r != GPT2RT_OK) return r;
-    if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
-    if ((r = gpt2rt__ts_check(ctx, "gpt2rt_forward_series", x, y)) != GPT2RT_OK) return r;
-    return ctx->be->forward_series(ctx, x, y, loss);
-}
-
-static gpt2rt_result gpt2rt__step_series_one(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
-    GPT2RT__CHECK_CTX(ctx);
-    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
-    if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
-    if (ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_step_series: gradients from an earlier gpt2rt_backward "
-                            "are waiting for gpt2rt_update");
-    double t0 = gpt2rt__now();
-    const gpt2rt__dims *d = &ctx->d;
-    /* grad_accum micro-batches of Bw windows each, then one update */
-    for (int k = 0; k < ctx->cfg.grad_accum && r == GPT2RT_OK; k++) {
-        r = gpt2rt__forward_series_one(ctx, x + k * d->Bw * d->Lb * d->M, y ? y + k * d->Bw * d->H * d->M : NULL, NULL);
-        if (r == GPT2RT_OK) r = gpt2rt__backward_one(ctx);
-    }
-    if (r != GPT2RT_OK && ctx->grads_pending) { /* bad input in a later micro-batch: drop the partial sums */
-        (void)ctx->be->zero_grads(ctx, 0);
-        gpt2rt__accum_reset(ctx);
-    }
-    if (r == GPT2RT_OK) r = gpt2rt__update_one(ctx, stats);
-    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
-    return r;
-}
-
-static gpt2rt_result gpt2rt__predictions_one(gpt2rt_ctx *ctx, float *dst, int64_t count) {
-    GPT2RT__CHECK_CTX(ctx);
-    const gpt2rt__dims *d = &ctx->d;
-    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
-    if (r != GPT2RT_OK) return r;
-    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst is NULL");
-    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: head = NEXT_PATCH (aLLM4TS's stage "
-                            "1) forecasts no horizon; its loss is the next-patch MSE of gpt2rt_forward_series");
-    if (count != d->n_out)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst holds %lld floats, needs "
-                            "B*horizon*M = %lld*%lld*%lld = %lld", (long long)count, (long long)d->Bw, (long long)d->H,
-                            (long long)d->M, (long long)d->n_out);
-    if (!ctx->have_pred)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_predictions: no predictions (call gpt2rt_forward_series; "
-                            "a load or gpt2rt_param_write forgets them)");
-    return ctx->be->predictions(ctx, dst);
-}
-
-
-/* layer split (10.2): gpt2rt_step's micro-batches pipelined through the stages, then
-   the update as on one device; every micro-batch is checked before any stage starts */
-static gpt2rt_result gpt2rt__ls_step(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b,
-                                     gpt2rt_step_stats *stats) {
-    const gpt2rt__dims *d = &ctx->d;
-    if (ctx->grads_pending)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
-                            "gpt2rt_update", fn);
-    double t0 = gpt2rt__now();
-    for (int64_t k = 0; k < ctx->cfg.grad_accum; k++) {
-        gpt2rt_result r = d->patches
-            ? gpt2rt__ts_check(ctx, fn, (const float *)a + k * d->Bw * d->Lb * d->M, (const float *)b + k * d->n_out)
-            : gpt2rt__input_tokens_check(ctx, fn, (const int32_t *)a + k * d->BT, (const int32_t *)b + k * d->BT);
-        if (r != GPT2RT_OK) return r;
-    }
-    gpt2rt_result r = gpt2rt__ls_accumulate(ctx, a, b);
-    if (r == GPT2RT_OK) r = ctx->ls->ops ? ctx->ls->ops->update(ctx, stats) : gpt2rt__update_one(ctx, stats);
-    if (r == GPT2RT_OK && stats) stats->seconds = gpt2rt__now() - t0;
-    return r;
-}
-
-/* ---- the public calls: one device, or every data-parallel rank ---- */
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_FORWARD, "gpt2rt_forward"));
-    if (ctx->n_ranks <= 1) return gpt2rt__forward_one(ctx, inputs, targets, loss, 0);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_forward", 0);
     if (!inputs) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward: inputs is NULL");
-    return gpt2rt__dp_forward(ctx, "gpt2rt_forward", GPT2RT__DP_FORWARD, inputs, targets, loss);
+    GPT2RT__TRY(gpt2rt__rows_check(ctx, "gpt2rt_forward", inputs, targets, 1));
+    return ctx->ex->forward(ctx, inputs, targets, loss);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
     GPT2RT__CHECK_CTX(ctx);
-    if (ctx->n_ranks <= 1) return gpt2rt__forward_series_one(ctx, x, y, loss);
-    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1);
-    if (r != GPT2RT_OK) return r;
+    GPT2RT__TRY(gpt2rt__input_kind(ctx, "gpt2rt_forward_series", 1));
     if (!x) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forward_series: x is NULL");
-    return gpt2rt__dp_forward(ctx, "gpt2rt_forward_series", GPT2RT__DP_FORWARD_SERIES, x, y, loss);
+    if (ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH) y = NULL; /* its targets are in x */
+    GPT2RT__TRY(gpt2rt__rows_check(ctx, "gpt2rt_forward_series", x, y, 1));
+    return ctx->ex->forward(ctx, x, y, loss);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_backward(gpt2rt_ctx *ctx) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_backward", "the gradients and the saved activations"));
-    if (ctx->n_ranks <= 1) return ctx->comm_proc.destroy ? gpt2rt__proc_backward(ctx) : gpt2rt__backward_one(ctx);
-    if (ctx->have_loss && ctx->acc_micro >= ctx->cfg.grad_accum)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
-                            "ranks during backward number grad_accum = %d; call gpt2rt_update after at most that "
-                            "many", ctx->cfg.grad_accum);
-    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_BACKWARD, NULL, NULL, jobs);
-    /* a device backward that stopped halfway left partial sums */
-    int drop = r != GPT2RT_OK && (ctx->ranks[1]->grads_pending != ctx->grads_pending || ctx->be != &gpt2rt__cpu_backend);
-    if (drop) gpt2rt__dp_drop(ctx);
-    return r;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_BACKWARD, "gpt2rt_backward"));
+    if (!ctx->have_loss)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: needs a gpt2rt_forward with targets first "
+                            "(and at most one backward per forward)");
+    return ctx->ex->backward(ctx);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_update(gpt2rt_ctx *ctx, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_update", "the gradients and the AdamW moments"));
-    if (ctx->n_ranks <= 1) return gpt2rt__update_one(ctx, stats);
-    double t0 = gpt2rt__now();
-    gpt2rt__dp_job jobs[GPT2RT_MAX_DEVICES];
-    gpt2rt_result r = gpt2rt__dp_run(ctx, GPT2RT__DP_UPDATE, NULL, NULL, jobs);
-    if (r == GPT2RT_OK && stats) { *stats = jobs[0].stats; stats->seconds = gpt2rt__now() - t0; }
-    return r;
+    GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_UPDATE, "gpt2rt_update"));
+    if (!ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_update: no gradients since the last update "
+                            "(call gpt2rt_backward first)");
+    return ctx->ex->update(ctx, stats);
+}
+
+/* gpt2rt_step and gpt2rt_step_series, a and b not NULL: every micro-batch checked, then the step */
+static gpt2rt_result gpt2rt__step_checked(gpt2rt_ctx *ctx, const char *fn, const void *a, const void *b,
+                                          gpt2rt_step_stats *stats) {
+    if (ctx->grads_pending)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: gradients from an earlier gpt2rt_backward are waiting for "
+                            "gpt2rt_update", fn);
+    GPT2RT__TRY(gpt2rt__rows_check(ctx, fn, a, b, ctx->cfg.grad_accum));
+    return ctx->ex->step(ctx, a, b, stats);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_step(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets,
                                      gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_step", "the gradients and the AdamW moments"));
-    if (ctx->ls && !ctx->d.patches && inputs && targets) return gpt2rt__ls_step(ctx, "gpt2rt_step", inputs, targets, stats);
-    if (ctx->n_ranks <= 1) return gpt2rt__step_one(ctx, inputs, targets, stats);
     if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_step", 0);
     if (!inputs || !targets)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step: %s is NULL", inputs ? "targets" : "inputs");
-    return gpt2rt__dp_step(ctx, "gpt2rt_step", GPT2RT__DP_STEP, inputs, targets, stats);
+    return gpt2rt__step_checked(ctx, "gpt2rt_step", inputs, targets, stats);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_schedule_set(gpt2rt_ctx *ctx, int warmup_steps, int total_steps) {
@@ -18603,42 +18672,68 @@ GPT2RT_DEF gpt2rt_result gpt2rt_schedule_set(gpt2rt_ctx *ctx, int warmup_steps, 
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_schedule_set: warmup_steps = %d, total_steps = "
                             "%d: each must be >= 0 and warmup_steps <= total_steps (total_steps 0: a constant rate "
                             "after the warmup)", warmup_steps, total_steps);
-    /* every data-parallel rank computes the rate of its own update */
-    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
-        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
-        rc->cfg.warmup_steps = warmup_steps;
-        rc->cfg.total_steps = total_steps;
-    }
+    ctx->cfg.warmup_steps = warmup_steps;
+    ctx->cfg.total_steps = total_steps;
+    ctx->ex->sync(ctx, GPT2RT__SYNC_SETTINGS);
     return GPT2RT_OK;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, const float *y, gpt2rt_step_stats *stats) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_step_series", "the gradients and the AdamW moments"));
-    if (ctx->ls && ctx->d.patches && x && y) return gpt2rt__ls_step(ctx, "gpt2rt_step_series", x, y, stats);
-    if (ctx->n_ranks <= 1) return gpt2rt__step_series_one(ctx, x, y, stats);
-    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1);
-    if (r != GPT2RT_OK) return r;
-    if (!x || (!y && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH)) /* NEXT_PATCH: the targets are in x */
+    GPT2RT__TRY(gpt2rt__input_kind(ctx, "gpt2rt_step_series", 1));
+    int next_patch = ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH; /* its targets are in x */
+    if (!x || (!y && !next_patch))
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_step_series: %s is NULL", x ? "y" : "x");
-    return gpt2rt__dp_step(ctx, "gpt2rt_step_series", GPT2RT__DP_STEP_SERIES, x, y, stats);
+    return gpt2rt__step_checked(ctx, "gpt2rt_step_series", x, next_patch ? NULL : y, stats);
 }
 
+/* dst holds count floats: one slice's per of them (made of `what`) for every slice */
+static gpt2rt_result gpt2rt__output_count(gpt2rt_ctx *ctx, const char *fn, int64_t count, int64_t per,
+                                          const char *what) {
+    int n = ctx->ex->slices(ctx);
+    if (count == per * n) return GPT2RT_OK;
+    if (n > 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs n_devices = %d times "
+                            "one rank's %lld", fn, (long long)count, n, (long long)per);
+    return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: dst holds %lld floats, needs %s = %lld", fn,
+                        (long long)count, what, (long long)per);
+}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_LOGITS, "gpt2rt_logits"));
-    if (ctx->n_ranks <= 1) return gpt2rt__logits_one(ctx, dst, count);
-    if (ctx->d.patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
-    return gpt2rt__dp_gather_out(ctx, "gpt2rt_logits", dst, count, 0);
+    const gpt2rt__dims *d = &ctx->d;
+    if (d->patches) return gpt2rt__input_kind(ctx, "gpt2rt_logits", 0);
+    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_logits: dst is NULL");
+    char what[128];
+    snprintf(what, sizeof what, "B*T*vocab = %lld*%lld*%lld", (long long)d->B, (long long)d->T, (long long)d->V);
+    GPT2RT__TRY(gpt2rt__output_count(ctx, "gpt2rt_logits", count, d->BT * d->V, what));
+    if (d->hc < d->BT)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: classifier_chunk = %d holds the logits of %lld "
+                            "tokens at a time, never all B*T = %lld; create the context with classifier_chunk = 0 "
+                            "to read them", ctx->cfg.classifier_chunk, (long long)d->hc, (long long)d->BT);
+    if (!ctx->have_logits)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
+                            "consumes them)");
+    return ctx->ex->output(ctx, dst);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t count) {
     GPT2RT__CHECK_CTX(ctx);
-    if (ctx->n_ranks <= 1) return gpt2rt__predictions_one(ctx, dst, count);
-    gpt2rt_result r = gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1);
-    if (r != GPT2RT_OK) return r;
-    return gpt2rt__dp_gather_out(ctx, "gpt2rt_predictions", dst, count, 1);
+    const gpt2rt__dims *d = &ctx->d;
+    GPT2RT__TRY(gpt2rt__input_kind(ctx, "gpt2rt_predictions", 1));
+    if (!dst) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: dst is NULL");
+    if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_predictions: head = NEXT_PATCH (aLLM4TS's stage "
+                            "1) forecasts no horizon; its loss is the next-patch MSE of gpt2rt_forward_series");
+    char what[128];
+    snprintf(what, sizeof what, "B*horizon*M = %lld*%lld*%lld", (long long)d->Bw, (long long)d->H, (long long)d->M);
+    GPT2RT__TRY(gpt2rt__output_count(ctx, "gpt2rt_predictions", count, d->n_out, what));
+    if (!ctx->have_pred)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_predictions: no predictions (call gpt2rt_forward_series; "
+                            "a load or gpt2rt_param_write forgets them)");
+    return ctx->ex->output(ctx, dst);
 }
 
 
@@ -18659,7 +18754,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
     if (r == GPT2RT_OK) r = ctx->be->upload(ctx, NULL, NULL); /* CUDA: every rank's device */
-    if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 1);
+    if (r == GPT2RT_OK) ctx->ex->sync(ctx, GPT2RT__SYNC_WEIGHTS);
     return r;
 }
 
@@ -18848,7 +18943,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__state_load_mem(ctx, buf, len, path);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-    if (r == GPT2RT_OK) gpt2rt__dp_sync(ctx, 2);
+    if (r == GPT2RT_OK) ctx->ex->sync(ctx, GPT2RT__SYNC_STATE);
     return r;
 }
 
@@ -18891,57 +18986,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     if (r != GPT2RT_OK) return r;
     if (what != GPT2RT_PARAM_VALUE)
         GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_param_read", "gradients or moments to read"));
-    if (ctx->ls && ctx->ls->ops) return ctx->ls->ops->param_read(ctx, t, what, dst); /* CUDA (8.7) */
-    return ctx->be->param_read(ctx, name, t, what, dst);
-}
-
-/* the CPU backend's (the table's) */
-static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                            gpt2rt_param_what what, float *dst) {
-    const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
-                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
-    if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
-        for (int64_t r0 = 0; r0 < t->hf_rows; r0++)
-            for (int64_t c = 0; c < t->cols; c++)
-                dst[t->transpose ? c * t->rows + r0 : r0 * t->cols + c] = gpt2rt__w_get(ctx, t->off + r0 * t->cols + c);
-        return GPT2RT_OK;
-    }
-    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                            "has no gradient and no moments", name, t->group);
-    /* gradients: of the mean loss over the targets since the last update (data parallel,
-       once summed over the ranks: over every rank's targets) */
-    float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__opt_grad_unscale(ctx) : 1.0f;
-    if (what == GPT2RT_PARAM_GRAD && ctx->n_ranks > 1 && ctx->dp_reduced) {
-        int64_t all = 0;
-        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
-        k = all ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all) : 0.0f;
-    }
-    if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
-        k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
-    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
-        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
-        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
-        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
-        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
-        gpt2rt__param_out(t, g, k, dst);
-        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
-        return GPT2RT_OK;
-    }
-    if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
-        int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
-        float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
-        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
-        gpt2rt__dp_moments(ctx, mv, mv + n, t->goff, t->goff + n, 0);
-        gpt2rt__param_out(t, what == GPT2RT_PARAM_ADAM_M ? mv : mv + n, 1.0f, dst);
-        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-        return GPT2RT_OK;
-    }
-    gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
-    return GPT2RT_OK;
+    return ctx->ex->param_read(ctx, t, what, dst);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, const float *src, int64_t count) {
@@ -18963,7 +19008,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     } else memcpy(ctx->params + t->off, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
     if ((r = ctx->be->upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* CUDA: every tensor, simple, not fast */
-    gpt2rt__dp_sync(ctx, 0);
+    ctx->ex->sync(ctx, GPT2RT__SYNC_WRITE);
     return GPT2RT_OK;
 }
 
