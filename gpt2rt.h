@@ -15297,13 +15297,24 @@ static gpt2rt_result gpt2rt__nccl_ranks(int n, const int *devices, double timeou
 
 /* ---- data parallel on the device: opening, the buckets, the update's agreement ---- */
 
+/* Every rank's queued work finishes before any rank's stream, events or communicator
+   go: a rank's communicator stream waits on the other ranks' events (loopback) or joins
+   their collective (NCCL; its wait gives up after the timeout and aborts), so a context
+   freed between gpt2rt_backward and gpt2rt_update still has rank r + 1 waiting on rank r. */
 static void gpt2rt__dcomms_free(gpt2rt__dcomms *dc) {
     if (!dc) return;
+    for (int r = 0; r < dc->n; r++) {
+        if (dc->nccl) {
+            if (dc->comms[r].impl && dc->comms[r].wait) (void)dc->comms[r].wait(&dc->comms[r]);
+        } else if (dc->made[r]) {
+            (void)cudaSetDevice(dc->device[r]);
+            (void)cudaStreamSynchronize(dc->stream[r]);
+        }
+    }
     for (int r = 0; r < dc->n; r++) {
         if (dc->nccl) { if (dc->comms[r].destroy) dc->comms[r].destroy(&dc->comms[r]); continue; }
         if (!dc->made[r]) continue;
         (void)cudaSetDevice(dc->device[r]);
-        (void)cudaStreamSynchronize(dc->stream[r]);
         for (int p = 0; p < 3; p++) (void)cudaEventDestroy(dc->ev[r][p]);
         (void)cudaStreamDestroy(dc->stream[r]);
     }
