@@ -4221,6 +4221,24 @@ static size_t gpt2rt__fit_explain_start(char *buf, size_t cap, size_t n, const g
     return n;
 }
 
+/* w, the config after one more knob, planned and explained against *cur (the last plan
+   that stood), which it then becomes. gpt2rt_plan may refuse w on its own: a knob that
+   only a later change makes valid (layer split under FULL recompute before checkpoint_every
+   changes); that line says so and gives no figure, and *cur stays, so the next figure
+   counts both changes and the figures still add up to the result. */
+static size_t gpt2rt__fit_explain_next(char *buf, size_t cap, size_t n, gpt2rt_memory_plan *cur,
+                                       const gpt2rt_config *w, const char *what, const char *why) {
+    gpt2rt_memory_plan next;
+    if (gpt2rt_plan(w, &next) != GPT2RT_OK) {
+        GPT2RT__PUT("- %s: gpt2rt_plan refuses this step on its own (%s); its bytes are counted with the next "
+                    "change, or in the result below\n", what, next.error);
+        return n;
+    }
+    n = gpt2rt__fit_explain_step(buf, cap, n, cur, &next, what, why);
+    *cur = next;
+    return n;
+}
+
 /* Walk from base's config to best's one knob at a time, so each line's saving is its own. */
 static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *base,
                                           const gpt2rt_memory_plan *best) {
@@ -4228,7 +4246,7 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
     int nd = c0->n_devices;
     int64_t global = (int64_t)c0->batch_size * c0->grad_accum * (c0->parallel == GPT2RT_PARALLEL_DATA ? nd : 1);
     char r0[64];
-    gpt2rt_memory_plan cur = *base, next;
+    gpt2rt_memory_plan cur = *base;
     gpt2rt_config w = *c0;
     const gpt2rt_config *k = &best->config;
     char what[256], r1[64];
@@ -4240,60 +4258,48 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
         int64_t g = global / (w.parallel == GPT2RT_PARALLEL_DATA ? nd : 1); /* keep the micro-batch if it divides */
         if (g % w.batch_size) w.batch_size = k->batch_size;
         w.grad_accum = (int)(g / w.batch_size);
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "%s -> %s (micro-batch %d x accumulation %d, global batch %lld kept)",
                  gpt2rt__parallel_name(from), gpt2rt__parallel_name(w.parallel), w.batch_size, w.grad_accum,
                  (long long)global);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, w.parallel == GPT2RT_PARALLEL_LAYER_SPLIT
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, w.parallel == GPT2RT_PARALLEL_LAYER_SPLIT
             ? "data parallel keeps every weight, gradient and moment on every device; layer split keeps each "
               "layer's on one device"
             : "each device holds the whole model but only its share of the batch");
-        cur = next;
     }
     if (k->shard_optimizer != w.shard_optimizer) {
         w.shard_optimizer = k->shard_optimizer;
-        gpt2rt_plan(&w, &next);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, w.shard_optimizer ? "optimizer sharding (ZeRO-1) on"
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, w.shard_optimizer ? "optimizer sharding (ZeRO-1) on"
                                      : "optimizer sharding (ZeRO-1) off", w.shard_optimizer
             ? "each device keeps the moments (and master weights) of its 1/n of the parameters and all-gathers "
               "the weights after each update"
             : "every device keeps every moment: no all-gather of the weights");
-        cur = next;
     }
     if (k->precision != w.precision) {
         w.precision = k->precision; w.tf32 = 0;
-        gpt2rt_plan(&w, &next);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, "precision fp32 -> bf16",
-                                 "bf16 weights and activations, fp32 master weights and moments");
-        cur = next;
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, "precision fp32 -> bf16",
+                                     "bf16 weights and activations, fp32 master weights and moments");
     }
     if (k->classifier_chunk != w.classifier_chunk) {
         w.classifier_chunk = k->classifier_chunk;
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "classifier over %d tokens at a time", w.classifier_chunk);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, "the LM head, the loss and their backward run "
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, "the LM head, the loss and their backward run "
                                      "chunk by chunk: the logits of one chunk are held, never all of them");
-        cur = next;
     }
     if (k->batch_size != w.batch_size || k->grad_accum != w.grad_accum) {
         int b0 = w.batch_size, a0 = w.grad_accum;
         w.batch_size = k->batch_size; w.grad_accum = k->grad_accum;
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "micro-batch %d x accumulation %d -> %d x %d (global batch %lld kept)", b0, a0,
                  w.batch_size, w.grad_accum, (long long)global);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, "activations and logits scale with the micro-batch");
-        cur = next;
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, "activations and logits scale with the micro-batch");
     }
     if (k->recompute != w.recompute || k->checkpoint_every != w.checkpoint_every) {
         gpt2rt_config from = w;
         w.recompute = k->recompute; w.checkpoint_every = k->checkpoint_every;
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "recompute %s -> %s", gpt2rt__recompute_name(&from, r0, sizeof r0),
                  gpt2rt__recompute_name(&w, r1, sizeof r1));
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, w.recompute == GPT2RT_RECOMPUTE_SELECTIVE
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, w.recompute == GPT2RT_RECOMPUTE_SELECTIVE
             ? "LayerNorm and GELU outputs are recomputed in the backward"
             : "only layer inputs are kept; each layer's forward runs again in the backward");
-        cur = next;
     }
     return n;
 }
