@@ -4947,6 +4947,31 @@ static void gpt2rt__hf_shape(const gpt2rt__tensor *t, int64_t shape[2]) {
     shape[1] = t->ndim == 1 ? 1 : t->transpose ? t->rows : t->cols;
 }
 
+/* x, element j of a tensor whose Hugging Face shape has `cols` columns, stored as bf16
+   weights (inference_weights): a finite float from 0x7F7F8000 (3.3961e38) up rounds to
+   inf. GPT2RT_OK, or the refusal with code, naming the tensor and the element. */
+static gpt2rt_result gpt2rt__bf16_finite(gpt2rt_ctx *ctx, gpt2rt_result code, const char *what, const char *name,
+                                         float x, int64_t j, int64_t cols) {
+    if (!isfinite(x) || isfinite(gpt2rt__bf16_widen(gpt2rt__bf16_round(x)))) return GPT2RT_OK;
+    return gpt2rt__fail(ctx, code, "%s: tensor '%s' element %lld (row %lld, column %lld) is %g, which rounds to %s in "
+                        "bf16 (this context's inference_weights; the largest bf16 is 3.3895e38): weights must be "
+                        "finite", what, name, (long long)j, (long long)(j / cols), (long long)(j % cols), (double)x,
+                        x > 0 ? "inf" : "-inf");
+}
+
+/* gpt2rt_param_write's src (t's Hugging Face layout) into a context of bf16 weights:
+   refused, before anything is written, if an element rounds to inf; fp32 weights take it */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__bf16_write_check(gpt2rt_ctx *ctx, const gpt2rt__tensor *t,
+                                                                    const float *src) {
+    if (!ctx->params16) return GPT2RT_OK;
+    int64_t shape[2];
+    gpt2rt__hf_shape(t, shape);
+    gpt2rt_result r = GPT2RT_OK;
+    for (int64_t j = 0; j < shape[0] * shape[1] && r == GPT2RT_OK; j++)
+        r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_write", t->name, src[j], j, shape[1]);
+    return r;
+}
+
 /* dst (the Hugging Face layout of t, hf_rows * cols) = s (t's internal layout) * k */
 static void gpt2rt__param_out(const gpt2rt__tensor *t, const float *s, float k, float *dst) {
     int64_t count = t->hf_rows * t->cols; /* wte: the padded rows stay behind */
@@ -5011,8 +5036,7 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                                      is_wpe ? " (or more positions)" : "");
             }
             /* NaN or inf in a weight would make every step after the load non-finite; bf16
-               weights (inference_weights) as stored: a finite float from 0x7F7F8000 (3.3961e38)
-               up rounds to inf */
+               weights (inference_weights) as stored (gpt2rt__bf16_finite) */
             const unsigned char *p = st.data + e->begin;
             for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
                 float x = gpt2rt__st_get(p, e->dtype, j);
@@ -5021,12 +5045,8 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                                      "%g: weights must be finite", what, e->name, (long long)j,
                                      (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
                     ok = 0;
-                } else if (ctx->params16 && !isfinite(gpt2rt__bf16_widen(gpt2rt__bf16_round(x)))) {
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
-                                     "%g, which rounds to %s in bf16 (this context's inference_weights; the largest "
-                                     "bf16 is 3.3895e38): weights must be finite", what, e->name, (long long)j,
-                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x,
-                                     x > 0 ? "inf" : "-inf");
+                } else if (ctx->params16 &&
+                           (r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_FORMAT, what, e->name, x, j, want[1])) != GPT2RT_OK) {
                     ok = 0;
                 }
             }

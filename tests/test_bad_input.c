@@ -30,7 +30,8 @@
      bitwise the unsharded one;
    - a plan whose bytes (layer split's micro-batches in flight) or tokens a step do not
      fit in 64 bits is refused, naming the factors; below that the product is exact;
-   - a bf16 context refuses a finite fp32 weight that rounds to inf, naming the tensor;
+   - a bf16 context refuses a finite fp32 weight that rounds to inf, naming the tensor,
+     from a file and from gpt2rt_param_write;
    - a stage-1 state in a stage-2 context is refused on the head first;
    - gpt2rt_logits on a bf16 context names what that context can do.
    A check that cannot run here prints "skip <what>: <why>" at the start of a line. */
@@ -908,6 +909,28 @@ static void bf16_overflow(void) {
                   "a weight of %.9g (finite in bf16): %s, stored %g: %s", (double)x, gpt2rt_result_string(r),
                   (double)after[5], gpt2rt_last_error(ctx));
         free(b);
+    }
+    /* gpt2rt_param_write refuses the same values (naming tensor and element) and keeps
+       the weights; the largest value below the tie is written */
+    CHECK_OK(ctx, gpt2rt_weights_load(ctx, TMP "/w16"));
+    CHECK_OK(ctx, gpt2rt_param_read(ctx, tn, GPT2RT_PARAM_VALUE, before, 16));
+    for (int i = 0; i < 3; i++) {
+        float x, vals[16];
+        memcpy(&x, &bits[i], 4);
+        for (int j = 0; j < 16; j++) vals[j] = 0.25f * (float)(j + 1);
+        vals[5] = x;
+        gpt2rt_result r = gpt2rt_param_write(ctx, tn, vals, 16);
+        CHECK_OK(ctx, gpt2rt_param_read(ctx, tn, GPT2RT_PARAM_VALUE, after, 16));
+        if (i < 2)
+            CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(ctx), "gpt2rt_param_write") &&
+                  has(gpt2rt_last_error(ctx), tn) && has(gpt2rt_last_error(ctx), "element 5") &&
+                  has(gpt2rt_last_error(ctx), "bf16") && !memcmp(before, after, sizeof before),
+                  "gpt2rt_param_write of %g into a bf16 context: %s: %s (element 5 now %g)", (double)x,
+                  gpt2rt_result_string(r), gpt2rt_last_error(ctx), (double)after[5]);
+        else
+            CHECK(r == GPT2RT_OK && after[5] == gpt2rt__bf16_widen(gpt2rt__bf16_round(x)) && after[4] == 1.25f,
+                  "gpt2rt_param_write of %.9g (finite in bf16): %s, stored %g: %s", (double)x,
+                  gpt2rt_result_string(r), (double)after[5], gpt2rt_last_error(ctx));
     }
     free(w);
     gpt2rt_free(src); gpt2rt_free(ctx);
