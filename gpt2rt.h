@@ -4065,12 +4065,13 @@ static size_t gpt2rt__fit_explain_step(char *buf, size_t cap, size_t n, const gp
    of g with b and g/b in [1, 2^20]. Bytes and the predicted time both grow with b,
    so in each octave [2^k, 2^(k+1)) the smallest and the largest divisor stand for
    the others; keep (the config's own) is always tried. At most 43 candidates,
-   ascending, found with at most 2^20 divisions whatever g is: the advice costs
-   milliseconds at the limits (batch 2^20, accumulation 2^20), not hours. */
-static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43]) {
+   ascending, found with at most 2^20 divisions whatever g is (added to *divisions):
+   the advice costs milliseconds at the limits (batch 2^20, accumulation 2^20), not hours. */
+static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43], int64_t *divisions) {
     const int64_t lim = (int64_t)1 << 20;
     int64_t first[21] = {0}, last[21] = {0}, lo = g > lim ? (g + lim - 1) / lim : 1, hi = g < lim ? g : lim;
     for (int64_t b = lo; b <= hi; b++) {
+        ++*divisions;
         if (g % b) continue;
         int k = 0;
         while (((int64_t)2 << k) <= b) k++;
@@ -4101,6 +4102,9 @@ typedef struct gpt2rt__fit_result {
     int best_changes;        /* knobs best changes from the config */
     gpt2rt_config smallest;  /* not found */
     uint64_t small_peak;
+    int64_t plans;     /* gpt2rt_plan calls of the search: at most 2 modes x 43 micro-batches x
+                          4 recompute levels x 8 (shard, precision, classifier) = 2752 */
+    int64_t divisions; /* gpt2rt__fit_batches' trial divisions: at most 2^20 a mode */
 } gpt2rt__fit_result;
 
 /* Every config allow reaches from base's with the same global batch: parallel mode,
@@ -4117,6 +4121,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
     gpt2rt_config smallest = *c0;
     gpt2rt_parallel modes[2] = {c0->parallel, c0->parallel};
     int n_modes = 1;
+    fr->plans = fr->divisions = 0;
     if ((allow & GPT2RT_FIT_PARALLEL) && nd > 1) {
         modes[0] = GPT2RT_PARALLEL_DATA; modes[1] = GPT2RT_PARALLEL_LAYER_SPLIT; n_modes = 2;
     }
@@ -4125,7 +4130,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
         if (global % reps) continue;
         int64_t g = global / reps; /* micro-batch x accumulation on one replica */
         int64_t bs[43];
-        int nb = gpt2rt__fit_batches(g, c0->batch_size, bs);
+        int nb = gpt2rt__fit_batches(g, c0->batch_size, bs, &fr->divisions);
         for (int bi = 0; bi < nb; bi++) {
             int64_t b = bs[bi];
             /* without FIT_BATCH the micro-batch stays; only a change of mode may change the accumulation */
@@ -4160,6 +4165,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                     t.batch_size = (int)b;
                     t.grad_accum = (int)(g / b);
                     if (allow & GPT2RT_FIT_RECOMPUTE) { t.recompute = rc; t.checkpoint_every = ck; }
+                    fr->plans++;
                     if (gpt2rt_plan(&t, &cand) != GPT2RT_OK) continue;
                     uint64_t peak = gpt2rt__plan_peak(&cand, NULL);
                     if (peak < small_peak) { small_peak = peak; smallest = cand.config; }
