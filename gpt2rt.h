@@ -4103,7 +4103,8 @@ typedef struct gpt2rt__fit_result {
     gpt2rt_config smallest;  /* not found */
     uint64_t small_peak;
     int64_t plans;     /* gpt2rt_plan calls of the search: at most 2 modes x 43 micro-batches x
-                          4 recompute levels x 8 (shard, precision, classifier) = 2752 */
+                          4 recompute levels x 8 (shard, precision, classifier) = 2752; 344
+                          with GPT2RT_FIT_DEFAULT, which leaves the last three alone */
     int64_t divisions; /* gpt2rt__fit_batches' trial divisions: at most 2^20 a mode */
 } gpt2rt__fit_result;
 
