@@ -4069,12 +4069,13 @@ static size_t gpt2rt__fit_explain_step(char *buf, size_t cap, size_t n, const gp
    of g with b and g/b in [1, 2^20]. Bytes and the predicted time both grow with b,
    so in each octave [2^k, 2^(k+1)) the smallest and the largest divisor stand for
    the others; keep (the config's own) is always tried. At most 43 candidates,
-   ascending, found with at most 2^20 divisions whatever g is: the advice costs
-   milliseconds at the limits (batch 2^20, accumulation 2^20), not hours. */
-static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43]) {
+   ascending, found with at most 2^20 divisions whatever g is (added to *divisions):
+   the advice costs milliseconds at the limits (batch 2^20, accumulation 2^20), not hours. */
+static int gpt2rt__fit_batches(int64_t g, int64_t keep, int64_t out[43], int64_t *divisions) {
     const int64_t lim = (int64_t)1 << 20;
     int64_t first[21] = {0}, last[21] = {0}, lo = g > lim ? (g + lim - 1) / lim : 1, hi = g < lim ? g : lim;
     for (int64_t b = lo; b <= hi; b++) {
+        ++*divisions;
         if (g % b) continue;
         int k = 0;
         while (((int64_t)2 << k) <= b) k++;
@@ -4105,6 +4106,10 @@ typedef struct gpt2rt__fit_result {
     int best_changes;        /* knobs best changes from the config */
     gpt2rt_config smallest;  /* not found */
     uint64_t small_peak;
+    int64_t plans;     /* gpt2rt_plan calls of the search: at most 2 modes x 43 micro-batches x
+                          4 recompute levels x 8 (shard, precision, classifier) = 2752; 344
+                          with GPT2RT_FIT_DEFAULT, which leaves the last three alone */
+    int64_t divisions; /* gpt2rt__fit_batches' trial divisions: at most 2^20 a mode */
 } gpt2rt__fit_result;
 
 /* Every config allow reaches from base's with the same global batch: parallel mode,
@@ -4121,6 +4126,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
     gpt2rt_config smallest = *c0;
     gpt2rt_parallel modes[2] = {c0->parallel, c0->parallel};
     int n_modes = 1;
+    fr->plans = fr->divisions = 0;
     if ((allow & GPT2RT_FIT_PARALLEL) && nd > 1) {
         modes[0] = GPT2RT_PARALLEL_DATA; modes[1] = GPT2RT_PARALLEL_LAYER_SPLIT; n_modes = 2;
     }
@@ -4129,7 +4135,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
         if (global % reps) continue;
         int64_t g = global / reps; /* micro-batch x accumulation on one replica */
         int64_t bs[43];
-        int nb = gpt2rt__fit_batches(g, c0->batch_size, bs);
+        int nb = gpt2rt__fit_batches(g, c0->batch_size, bs, &fr->divisions);
         for (int bi = 0; bi < nb; bi++) {
             int64_t b = bs[bi];
             /* without FIT_BATCH the micro-batch stays; only a change of mode may change the accumulation */
@@ -4164,6 +4170,7 @@ static void gpt2rt__fit_search(const gpt2rt_memory_plan *base, uint64_t budget, 
                     t.batch_size = (int)b;
                     t.grad_accum = (int)(g / b);
                     if (allow & GPT2RT_FIT_RECOMPUTE) { t.recompute = rc; t.checkpoint_every = ck; }
+                    fr->plans++;
                     if (gpt2rt_plan(&t, &cand) != GPT2RT_OK) continue;
                     uint64_t peak = gpt2rt__plan_peak(&cand, NULL);
                     if (peak < small_peak) { small_peak = peak; smallest = cand.config; }
@@ -4225,6 +4232,24 @@ static size_t gpt2rt__fit_explain_start(char *buf, size_t cap, size_t n, const g
     return n;
 }
 
+/* w, the config after one more knob, planned and explained against *cur (the last plan
+   that stood), which it then becomes. gpt2rt_plan may refuse w on its own: a knob that
+   only a later change makes valid (layer split under FULL recompute before checkpoint_every
+   changes); that line says so and gives no figure, and *cur stays, so the next figure
+   counts both changes and the figures still add up to the result. */
+static size_t gpt2rt__fit_explain_next(char *buf, size_t cap, size_t n, gpt2rt_memory_plan *cur,
+                                       const gpt2rt_config *w, const char *what, const char *why) {
+    gpt2rt_memory_plan next;
+    if (gpt2rt_plan(w, &next) != GPT2RT_OK) {
+        GPT2RT__PUT("- %s: gpt2rt_plan refuses this step on its own (%s); its bytes are counted with the next "
+                    "change, or in the result below\n", what, next.error);
+        return n;
+    }
+    n = gpt2rt__fit_explain_step(buf, cap, n, cur, &next, what, why);
+    *cur = next;
+    return n;
+}
+
 /* Walk from base's config to best's one knob at a time, so each line's saving is its own. */
 static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const gpt2rt_memory_plan *base,
                                           const gpt2rt_memory_plan *best) {
@@ -4232,7 +4257,7 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
     int nd = c0->n_devices;
     int64_t global = (int64_t)c0->batch_size * c0->grad_accum * (c0->parallel == GPT2RT_PARALLEL_DATA ? nd : 1);
     char r0[64];
-    gpt2rt_memory_plan cur = *base, next;
+    gpt2rt_memory_plan cur = *base;
     gpt2rt_config w = *c0;
     const gpt2rt_config *k = &best->config;
     char what[256], r1[64];
@@ -4244,60 +4269,48 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
         int64_t g = global / (w.parallel == GPT2RT_PARALLEL_DATA ? nd : 1); /* keep the micro-batch if it divides */
         if (g % w.batch_size) w.batch_size = k->batch_size;
         w.grad_accum = (int)(g / w.batch_size);
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "%s -> %s (micro-batch %d x accumulation %d, global batch %lld kept)",
                  gpt2rt__parallel_name(from), gpt2rt__parallel_name(w.parallel), w.batch_size, w.grad_accum,
                  (long long)global);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, w.parallel == GPT2RT_PARALLEL_LAYER_SPLIT
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, w.parallel == GPT2RT_PARALLEL_LAYER_SPLIT
             ? "data parallel keeps every weight, gradient and moment on every device; layer split keeps each "
               "layer's on one device"
             : "each device holds the whole model but only its share of the batch");
-        cur = next;
     }
     if (k->shard_optimizer != w.shard_optimizer) {
         w.shard_optimizer = k->shard_optimizer;
-        gpt2rt_plan(&w, &next);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, w.shard_optimizer ? "optimizer sharding (ZeRO-1) on"
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, w.shard_optimizer ? "optimizer sharding (ZeRO-1) on"
                                      : "optimizer sharding (ZeRO-1) off", w.shard_optimizer
             ? "each device keeps the moments (and master weights) of its 1/n of the parameters and all-gathers "
               "the weights after each update"
             : "every device keeps every moment: no all-gather of the weights");
-        cur = next;
     }
     if (k->precision != w.precision) {
         w.precision = k->precision; w.tf32 = 0;
-        gpt2rt_plan(&w, &next);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, "precision fp32 -> bf16",
-                                 "bf16 weights and activations, fp32 master weights and moments");
-        cur = next;
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, "precision fp32 -> bf16",
+                                     "bf16 weights and activations, fp32 master weights and moments");
     }
     if (k->classifier_chunk != w.classifier_chunk) {
         w.classifier_chunk = k->classifier_chunk;
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "classifier over %d tokens at a time", w.classifier_chunk);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, "the LM head, the loss and their backward run "
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, "the LM head, the loss and their backward run "
                                      "chunk by chunk: the logits of one chunk are held, never all of them");
-        cur = next;
     }
     if (k->batch_size != w.batch_size || k->grad_accum != w.grad_accum) {
         int b0 = w.batch_size, a0 = w.grad_accum;
         w.batch_size = k->batch_size; w.grad_accum = k->grad_accum;
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "micro-batch %d x accumulation %d -> %d x %d (global batch %lld kept)", b0, a0,
                  w.batch_size, w.grad_accum, (long long)global);
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, "activations and logits scale with the micro-batch");
-        cur = next;
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, "activations and logits scale with the micro-batch");
     }
     if (k->recompute != w.recompute || k->checkpoint_every != w.checkpoint_every) {
         gpt2rt_config from = w;
         w.recompute = k->recompute; w.checkpoint_every = k->checkpoint_every;
-        gpt2rt_plan(&w, &next);
         snprintf(what, sizeof what, "recompute %s -> %s", gpt2rt__recompute_name(&from, r0, sizeof r0),
                  gpt2rt__recompute_name(&w, r1, sizeof r1));
-        n = gpt2rt__fit_explain_step(buf, cap, n, &cur, &next, what, w.recompute == GPT2RT_RECOMPUTE_SELECTIVE
+        n = gpt2rt__fit_explain_next(buf, cap, n, &cur, &w, what, w.recompute == GPT2RT_RECOMPUTE_SELECTIVE
             ? "LayerNorm and GELU outputs are recomputed in the backward"
             : "only layer inputs are kept; each layer's forward runs again in the backward");
-        cur = next;
     }
     return n;
 }
@@ -4945,6 +4958,31 @@ static void gpt2rt__hf_shape(const gpt2rt__tensor *t, int64_t shape[2]) {
     shape[1] = t->ndim == 1 ? 1 : t->transpose ? t->rows : t->cols;
 }
 
+/* x, element j of a tensor whose Hugging Face shape has `cols` columns, stored as bf16
+   weights (inference_weights): a finite float from 0x7F7F8000 (3.3961e38) up rounds to
+   inf. GPT2RT_OK, or the refusal with code, naming the tensor and the element. */
+static gpt2rt_result gpt2rt__bf16_finite(gpt2rt_ctx *ctx, gpt2rt_result code, const char *what, const char *name,
+                                         float x, int64_t j, int64_t cols) {
+    if (!isfinite(x) || isfinite(gpt2rt__bf16_widen(gpt2rt__bf16_round(x)))) return GPT2RT_OK;
+    return gpt2rt__fail(ctx, code, "%s: tensor '%s' element %lld (row %lld, column %lld) is %g, which rounds to %s in "
+                        "bf16 (this context's inference_weights; the largest bf16 is 3.3895e38): weights must be "
+                        "finite", what, name, (long long)j, (long long)(j / cols), (long long)(j % cols), (double)x,
+                        x > 0 ? "inf" : "-inf");
+}
+
+/* gpt2rt_param_write's src (t's Hugging Face layout) into a context of bf16 weights:
+   refused, before anything is written, if an element rounds to inf; fp32 weights take it */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__bf16_write_check(gpt2rt_ctx *ctx, const gpt2rt__tensor *t,
+                                                                    const float *src) {
+    if (!ctx->params16) return GPT2RT_OK;
+    int64_t shape[2];
+    gpt2rt__hf_shape(t, shape);
+    gpt2rt_result r = GPT2RT_OK;
+    for (int64_t j = 0; j < shape[0] * shape[1] && r == GPT2RT_OK; j++)
+        r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_write", t->name, src[j], j, shape[1]);
+    return r;
+}
+
 /* dst (the Hugging Face layout of t, hf_rows * cols) = s (t's internal layout) * k */
 static void gpt2rt__param_out(const gpt2rt__tensor *t, const float *s, float k, float *dst) {
     int64_t count = t->hf_rows * t->cols; /* wte: the padded rows stay behind */
@@ -5009,8 +5047,7 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                                      is_wpe ? " (or more positions)" : "");
             }
             /* NaN or inf in a weight would make every step after the load non-finite; bf16
-               weights (inference_weights) as stored: a finite float from 0x7F7F8000 (3.3961e38)
-               up rounds to inf */
+               weights (inference_weights) as stored (gpt2rt__bf16_finite) */
             const unsigned char *p = st.data + e->begin;
             for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
                 float x = gpt2rt__st_get(p, e->dtype, j);
@@ -5019,12 +5056,8 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
                                      "%g: weights must be finite", what, e->name, (long long)j,
                                      (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
                     ok = 0;
-                } else if (ctx->params16 && !isfinite(gpt2rt__bf16_widen(gpt2rt__bf16_round(x)))) {
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
-                                     "%g, which rounds to %s in bf16 (this context's inference_weights; the largest "
-                                     "bf16 is 3.3895e38): weights must be finite", what, e->name, (long long)j,
-                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x,
-                                     x > 0 ? "inf" : "-inf");
+                } else if (ctx->params16 &&
+                           (r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_FORMAT, what, e->name, x, j, want[1])) != GPT2RT_OK) {
                     ok = 0;
                 }
             }
@@ -15323,13 +15356,24 @@ static gpt2rt_result gpt2rt__nccl_ranks(int n, const int *devices, double timeou
 
 /* ---- data parallel on the device: opening, the buckets, the update's agreement ---- */
 
+/* Every rank's queued work finishes before any rank's stream, events or communicator
+   go: a rank's communicator stream waits on the other ranks' events (loopback) or joins
+   their collective (NCCL; its wait gives up after the timeout and aborts), so a context
+   freed between gpt2rt_backward and gpt2rt_update still has rank r + 1 waiting on rank r. */
 static void gpt2rt__dcomms_free(gpt2rt__dcomms *dc) {
     if (!dc) return;
+    for (int r = 0; r < dc->n; r++) {
+        if (dc->nccl) {
+            if (dc->comms[r].impl && dc->comms[r].wait) (void)dc->comms[r].wait(&dc->comms[r]);
+        } else if (dc->made[r]) {
+            (void)cudaSetDevice(dc->device[r]);
+            (void)cudaStreamSynchronize(dc->stream[r]);
+        }
+    }
     for (int r = 0; r < dc->n; r++) {
         if (dc->nccl) { if (dc->comms[r].destroy) dc->comms[r].destroy(&dc->comms[r]); continue; }
         if (!dc->made[r]) continue;
         (void)cudaSetDevice(dc->device[r]);
-        (void)cudaStreamSynchronize(dc->stream[r]);
         for (int p = 0; p < 3; p++) (void)cudaEventDestroy(dc->ev[r][p]);
         (void)cudaStreamDestroy(dc->stream[r]);
     }

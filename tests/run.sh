@@ -566,6 +566,27 @@ sys.exit(not (a["keeps_margin"] and a["verdict"] == "fits" and p + b["margin"] <
     if [ -n "$a" ] && [ "$a" = "$b" ] && $mem --model 124M --stages 8,4 --json | grep -q '^{"error": '; then
         ok "gpt2rt-mem --json: the text table's bytes ($a), an invalid config as {\"error\": ...}"
     else bad "gpt2rt-mem --json: '$a' against the table's '$b'"; fi
+    # --json's parameter counts: n_params and n_trainable are the text's "parameters" and
+    # "trained" (the padded vocabulary rows are neither), n_trainable <= n_params; the
+    # _padded fields hold the rows, the same (Vp - V) x C in both; trained, frozen, inference
+    local args bad_counts=0 jc tc
+    for args in "--model 124M --batch 8" "--model 124M --batch 8 --frozen token,attn,mlp" "--model 124M --frozen pos" \
+                "--model 124M --inference --batch 1"; do
+        jc=$($mem $args --json | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["plan"]
+n, t, npad, tpad = p["n_params"], p["n_trainable"], p["n_params_padded"], p["n_trainable_padded"]
+pad = (50304 - 50257) * 768
+ok = t <= n and npad - n == pad and (tpad == t == 0 or tpad - t in (0, pad)) and tpad <= npad
+print("%.2fM parameters, %.2fM trained" % (n / 1e6, t / 1e6) if ok else "inconsistent %s" % [n, t, npad, tpad])' 2>&1)
+        tc=$($mem $args 2>&1 | sed -n '1s/.*: \([0-9.]*M parameters, [0-9.]*M trained\)$/\1/p')
+        if [ -z "$tc" ] || [ "$jc" != "$tc" ]; then
+            bad_counts=$((bad_counts + 1)); echo "    gpt2rt-mem $args: --json gives '$jc', the text '$tc'"
+        fi
+    done
+    if [ $bad_counts -eq 0 ]; then
+        ok "gpt2rt-mem --json: n_params and n_trainable are the text's parameters and trained (4 configs: trained, frozen, inference), n_trainable <= n_params"
+    else bad "gpt2rt-mem --json: parameter counts differ from the text in $bad_counts of 4 configs"; fi
 }
 
 memory_tools() { # the memory CLI (with and without stb) and the trade-off tour, run for real

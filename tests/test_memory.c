@@ -368,6 +368,47 @@ static void test_advisor(void) {
     printf("advisor (b) %.1fM parameters, training state %.1f GiB, data parallel on 2 x 24 GiB ->\n%s",
            p.n_params / 1e6, state / GiB, why);
 
+    /* (b') the walk from data parallel to layer split passes configs gpt2rt_plan refuses: a
+       split over 2 devices under FULL recompute needs 2 checkpoint segments, and
+       checkpoint_every = 62 gives 1 until the recompute step changes it. A refused step is
+       said so (no figure), and the next step's figure starts from the last plan that
+       stood, so the figures add up to the result */
+    c.recompute = GPT2RT_RECOMPUTE_FULL; c.checkpoint_every = 62;
+    gpt2rt_config split_ck = c;
+    split_ck.parallel = GPT2RT_PARALLEL_LAYER_SPLIT;
+    CHECK(gpt2rt_plan(&split_ck, &p) == GPT2RT_ERR_INVALID_ARGUMENT && strstr(p.error, "segment"),
+          "(b') layer split at checkpoint_every 62 should be refused: %s", p.error);
+    r = gpt2rt_fit(&c, 24 * GiB, 0, &out, why, sizeof why);
+    CHECK(r == GPT2RT_OK && out.parallel == GPT2RT_PARALLEL_LAYER_SPLIT && out.checkpoint_every != 62,
+          "(b') %s: %s", gpt2rt_result_string(r), why);
+    CHECK(strstr(why, "gpt2rt_plan refuses") && strstr(why, "segment"),
+          "(b') the refused intermediate plan is not named: %s", why);
+    CHECK(!strstr(why, "-> 0.00 KiB") && !strstr(why, "needs 0.00 KiB"),
+          "(b') a refused intermediate plan read as a plan of 0 bytes: %s", why);
+    {   /* the steps' figures add up: base peak - saves + costs = the result's peak (each
+           figure rounded to 0.005 of its unit) */
+        double left = (double)peak(&c), slack = 0;
+        int figures = 0;
+        for (const char *q = why; (q = strstr(q, "needs ")) != NULL; q++) {
+            double v;
+            char how[8], unit[8];
+            const char *f = strstr(q, " (saves ");
+            const char *g = strstr(q, " (costs ");
+            if (g && (!f || g < f)) f = g;
+            if (!f || strchr(q, '\n') < f) continue; /* the first line: no figure */
+            if (sscanf(f, " (%7s %lf %7s", how, &v, unit) != 3) continue;
+            double u = !strncmp(unit, "GiB", 3) ? 1073741824.0 : !strncmp(unit, "MiB", 3) ? 1048576.0 : 1024.0;
+            left += (strcmp(how, "saves") ? 1 : -1) * v * u;
+            slack += 0.005 * u;
+            figures++;
+        }
+        double want = (double)peak(&out);
+        CHECK(figures >= 1 && fabs(left - want) <= slack + 1,
+              "(b') %d figures take %.0f bytes to %.0f, the result needs %.0f: %s", figures, (double)peak(&c), left,
+              want, why);
+    }
+    printf("advisor (b') through a refused intermediate ->\n%s", why);
+
     /* (c) a frozen backbone (GPT4TS: attention and MLP frozen) saves their gradients and moments */
     memset(&c, 0, sizeof c);
     c.backend = GPT2RT_BACKEND_CUDA; c.batch_size = 8; c.seq_len = 1024;

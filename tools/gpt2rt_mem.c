@@ -1395,13 +1395,24 @@ static void json_time(const options *o, const gpt2rt_memory_plan *p) {
            st.compute, st.update, st.comm, st.hidden, st.bubble, st.gather);
 }
 
-/* the plan: config, parameters, every device's categories in bytes */
+/* the parameters the model trains, as the plan's first line counts them ("M trained"):
+   the plan's n_trainable less the padded vocabulary rows, which have gradients and moments
+   (wte's storage, unless wte is frozen) but are not parameters of the model */
+static int64_t trained_of(const gpt2rt_memory_plan *p) {
+    if (p->config.inference) return 0;
+    return p->n_trainable - (p->config.frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0 : p->n_params_padded - p->n_params);
+}
+
+/* the plan: config, parameters, every device's categories in bytes. n_params and
+   n_trainable are the model's (the text's "parameters" and "trained"); the _padded
+   counts add the padded vocabulary rows, which the weights, gradients and moments hold */
 static void json_plan(const options *o, const gpt2rt_memory_plan *p, uint64_t margin) {
     printf("{\"config\": ");
     json_config(&p->config);
-    printf(", \"n_params\": %lld, \"n_trainable\": %lld, \"tokens_per_step\": %lld, \"flops_per_step\": %.6g, "
-           "\"fullest_device\": %d, \"devices\": [", (long long)p->n_params, (long long)p->n_trainable,
-           (long long)p->tokens_per_step, p->flops_per_step, fullest_device(p));
+    printf(", \"n_params\": %lld, \"n_params_padded\": %lld, \"n_trainable\": %lld, \"n_trainable_padded\": %lld, "
+           "\"tokens_per_step\": %lld, \"flops_per_step\": %.6g, \"fullest_device\": %d, \"devices\": [",
+           (long long)p->n_params, (long long)p->n_params_padded, (long long)trained_of(p),
+           (long long)p->n_trainable, (long long)p->tokens_per_step, p->flops_per_step, fullest_device(p));
     for (int d = 0; d < p->n_devices; d++) {
         printf("%s{\"bytes\": {", d ? ", " : "");
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++)

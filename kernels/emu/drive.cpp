@@ -346,6 +346,31 @@ static void data_parallel(gpt2rt_config c) {
     gpt2rt_free(b);
 }
 
+/* data parallel on 2 emulated devices, freed after gpt2rt_backward without gpt2rt_update:
+   the gradient reduction is still queued on the ranks' communicator streams, each waiting
+   on the other rank's events, when gpt2rt_free tears them down (ASan reports a wait on a
+   destroyed stream or event); unsharded (all-reduce) and ZeRO-1 (reduce-scatter) */
+static void data_parallel_free_mid_step(gpt2rt_config c) {
+    c.parallel = GPT2RT_PARALLEL_DATA;
+    c.n_devices = 2;
+    for (int shard = 0; shard < 2; shard++) {
+        gpt2rt_emu::set_problem(shard ? "data parallel ZeRO-1 freed before update" : "data parallel freed before update");
+        c.shard_optimizer = shard;
+        gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA);
+        if (!a) return;
+        int64_t n = (int64_t)2 * c.batch_size * c.seq_len;
+        std::vector<int32_t> in = tokens(n, c.vocab_size, 1200 + shard), tg = tokens(n, c.vocab_size, 1300 + shard);
+        float loss = NAN;
+        gpt2rt_result r = gpt2rt_forward(a, in.data(), tg.data(), &loss);
+        if (r == GPT2RT_OK) r = gpt2rt_backward(a);
+        std::string err = gpt2rt_last_error(a);
+        gpt2rt_free(a); /* the reduction of this backward is still queued */
+        check(r == GPT2RT_OK && loss > 0 && isfinite(loss),
+              "data parallel 2 ranks%s: gpt2rt_free between gpt2rt_backward and gpt2rt_update (loss %g; %s)",
+              shard ? " ZeRO-1" : "", (double)loss, err.c_str());
+    }
+}
+
 /* ---- the ops no training path of this driver launches (the labs' own ops), each at an
    aligned and an odd shape against a host reference ---- */
 static void op_bias_backward(int64_t BT, int64_t OC) {
@@ -914,6 +939,7 @@ int main(int argc, char **argv) {
         gpt2rt_config p = c;
         p.vocab_size = 95; /* 95 * 64 wte floats: the shards of ZeRO-1 are unequal */
         data_parallel(p);
+        data_parallel_free_mid_step(p);
         p.precision = GPT2RT_PRECISION_BF16;
         p.n_embd = 20; p.seq_len = 7;
         data_parallel(p);
