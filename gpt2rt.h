@@ -4972,8 +4972,7 @@ static gpt2rt_result gpt2rt__bf16_finite(gpt2rt_ctx *ctx, gpt2rt_result code, co
 
 /* gpt2rt_param_write's src (t's Hugging Face layout) into a context of bf16 weights:
    refused, before anything is written, if an element rounds to inf; fp32 weights take it */
-GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__bf16_write_check(gpt2rt_ctx *ctx, const gpt2rt__tensor *t,
-                                                                    const float *src) {
+static gpt2rt_result gpt2rt__bf16_write_check(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, const float *src) {
     if (!ctx->params16) return GPT2RT_OK;
     int64_t shape[2];
     gpt2rt__hf_shape(t, shape);
@@ -19038,6 +19037,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_write", name, count, src, &t);
     if (r != GPT2RT_OK) return r;
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_PARAM_WRITE, "gpt2rt_param_write"));
+    GPT2RT__TRY(gpt2rt__bf16_write_check(ctx, t, src));
     if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
     if (ctx->params16) { /* inference_weights = BF16: rounded to nearest even */
         for (int64_t r0 = 0; r0 < t->rows; r0++)
