@@ -2,7 +2,7 @@
 # kernels/gpu_profile.sh - where a training step's time goes on the GPU, kernel by kernel:
 # Nsight Compute (ncu) times every kernel of one GPT-2 124M bf16 step (build/lab_train_step
 # profile B CHUNK: 3 warm steps, then one step between cudaProfilerStart and Stop), at B = 8
-# with the whole-batch classifier and with classifier_chunk = 1024, then B = 16; then the
+# with the whole-batch classifier and with classifier_chunk = 1024; then the
 # matrix-product lab's timing with the algorithm cuBLASLt chose for each shape
 # (build/lab_matmul). tools/gpu_profile_table.py sums the kernels by name.
 # Usage: bash kernels/gpu_profile.sh [OUT_DIR]   (default $OUT, else build/gpu_profile)
@@ -11,8 +11,9 @@
 # and caches as the card runs them (--clock-control none --cache-control none): a kernel's
 # time here is its time alone, so the sum slightly exceeds a step's wall time where the
 # driver overlaps launches. Environment: GPU_PROFILE_RUNS ("8:0 8:1024", B:CHUNK),
-# GPU_PROFILE_S (each run's limit, 40 s), GPU_PROFILE_MATMUL_S (40 s), NCU (the profiler; default: ncu on PATH, else
-# the newest /opt/nvidia/nsight-compute/*/ncu, else /usr/local/cuda/bin/ncu).
+# GPU_PROFILE_S (each run's limit, 40 s), GPU_PROFILE_MATMUL_S (40 s), NCU (the profiler;
+# default: ncu on PATH, else the newest /opt/nvidia/nsight-compute/*/ncu, else
+# /usr/local/cuda/bin/ncu).
 set -u
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-build/gpu_profile}}
