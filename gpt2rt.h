@@ -9529,9 +9529,10 @@ typedef struct gpt2rt__backend {
     /* *m, *v: the moments of every trained float on the host, with the weights caught up;
        *buf: what the call allocated for them (the caller frees it), or NULL */
     gpt2rt_result (*host_moments)(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
-    /* tensor t's value, gradient or moment (checked name t, dst of its size) */
+    /* tensor t's value, gradient or moment (checked name t, dst of its size); the raw
+       gradient times unscale is the one read: the executor's (10) count of the targets */
     gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                float *dst);
+                                double unscale, float *dst);
     /* the bytes of each category this context holds, and the driver's own (measured) */
     void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
     /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
@@ -10194,7 +10195,6 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
    a context's arenas (11.3) */
 static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n); /* 9 */
 static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale); /* 9 */
-static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx); /* 9 */
 static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq); /* 10.1 */
 static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx); /* 10.1 */
 static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx); /* 10.1 */
@@ -10284,9 +10284,9 @@ static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, 
     return GPT2RT_OK;
 }
 
-/* a tensor's value, gradient or moment, from whichever rank keeps it */
+/* a tensor's value, gradient (times unscale) or moment, from whichever rank keeps it */
 static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                            gpt2rt_param_what what, float *dst) {
+                                            gpt2rt_param_what what, double unscale, float *dst) {
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
                       : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
     if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
@@ -10299,16 +10299,7 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
     if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
-    /* gradients: of the mean loss over the targets since the last update (data parallel,
-       once summed over the ranks: over every rank's targets) */
-    float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__opt_grad_unscale(ctx) : 1.0f;
-    if (what == GPT2RT_PARAM_GRAD && ctx->n_ranks > 1 && ctx->dp_reduced) {
-        int64_t all = 0;
-        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
-        k = all ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all) : 0.0f;
-    }
-    if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
-        k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
+    float k = what == GPT2RT_PARAM_GRAD ? (float)unscale : 1.0f;
     if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
@@ -14503,7 +14494,7 @@ static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
 static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
 static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
 static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, float *dst);
+                                              gpt2rt_param_what what, double unscale, float *dst);
 static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
 static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
 static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
@@ -14866,6 +14857,7 @@ static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M)
 static void gpt2rt__init_params(gpt2rt_ctx *ctx);
 static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
                                       uint64_t free_bytes, const char *what, int allocation_failed);
+static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx);
 
 /* a CUDA context's host side: the whole model's parameter table and its fp32 weights
    (the only host arena; gpt2rt_free frees it), initialised */
@@ -14925,9 +14917,9 @@ static gpt2rt_result gpt2rt__cu_host_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *
 }
 
 /* gpt2rt_param_read on a CUDA context (name and count checked): the value from the host
-   copy, the gradient and the moments from the device */
+   copy, the gradient (times unscale) and the moments from the device */
 static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
-                                           gpt2rt_param_what what, float *dst) {
+                                           gpt2rt_param_what what, double unscale, float *dst) {
     if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
         what != GPT2RT_PARAM_ADAM_V)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
@@ -14953,14 +14945,7 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
             memcpy(msg, ctx->ranks[i]->error, sizeof msg);
             gpt2rt__fail(ctx, r, "%s", msg);
         }
-    /* the device's raw gradients also carry the loss scale; data parallel, once summed over
-       the ranks: of every rank's targets (as the CPU's gpt2rt_param_read) */
-    double unscale = gpt2rt__opt_grad_unscale(ctx);
-    if (ctx->n_ranks > 1 && ctx->dp_reduced) {
-        int64_t all = 0;
-        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
-        unscale = all ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all : 0.0;
-    }
+    /* the device's raw gradients also carry the loss scale */
     float k = what == GPT2RT_PARAM_GRAD ? (float)(unscale / (double)st->loss_scale) : 1.0f;
     if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
     gpt2rt__free(&ctx->cfg, tmp, GPT2RT_MEM_BOOKKEEPING);
@@ -15817,9 +15802,9 @@ static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m
 }
 
 static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, float *dst) {
+                                              gpt2rt_param_what what, double unscale, float *dst) {
     (void)name;
-    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
+    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, unscale, dst);
 }
 
 /* the device arenas (the host holds the fp32 weights) and the driver's own bytes */
@@ -16537,11 +16522,13 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     }
 }
 
-/* raw gradients times this = gradients of the mean loss over every target counted
-   since the last update */
-static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) {
-    return ctx->acc_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
+/* raw gradients times this = gradients of the mean loss over n_targets targets (0: none) */
+static double gpt2rt__opt_unscale(const gpt2rt_ctx *ctx, int64_t n_targets) {
+    return n_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)n_targets : 0.0;
 }
+
+/* the same over every target this context counted since the last update */
+static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) { return gpt2rt__opt_unscale(ctx, ctx->acc_targets); }
 
 #define GPT2RT__OPT_SCALE_WINDOW 2000     /* clean fp16 updates before the loss scale doubles */
 #define GPT2RT__OPT_SCALE_MAX 16777216.0f /* 2^24 */
@@ -16837,9 +16824,10 @@ static gpt2rt_result gpt2rt__one_output(gpt2rt_ctx *ctx, float *dst) {
     return ctx->d.patches ? ctx->be->predictions(ctx, dst) : ctx->be->logits(ctx, dst);
 }
 
+/* a gradient: of the mean loss over this context's targets since the last update */
 static gpt2rt_result gpt2rt__one_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
                                             float *dst) {
-    return ctx->be->param_read(ctx, t->name, t, what, dst);
+    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_grad_unscale(ctx), dst);
 }
 
 static void gpt2rt__one_sync(gpt2rt_ctx *ctx, int what) { (void)ctx; (void)what; }
@@ -17220,6 +17208,15 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
     }
 }
 
+/* a gradient, once summed over the ranks: of the mean loss over every rank's targets */
+static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                           float *dst) {
+    if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
+    int64_t all = 0;
+    for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
+    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, all), dst);
+}
+
 static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
     plan->n_devices = ctx->n_ranks;
     for (int r = 0; r < ctx->n_ranks; r++) gpt2rt__one_allocated_as(ctx->ranks[r], plan, r);
@@ -17237,7 +17234,7 @@ static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
 
 static const gpt2rt__exec gpt2rt__ex_ranks = {
     gpt2rt__dp_slices, gpt2rt__dp_forward, gpt2rt__dp_backward, gpt2rt__dp_update, gpt2rt__dp_step,
-    gpt2rt__dp_output, gpt2rt__one_param_read, gpt2rt__dp_sync, gpt2rt__dp_allocated, gpt2rt__dp_open,
+    gpt2rt__dp_output, gpt2rt__dp_param_read, gpt2rt__dp_sync, gpt2rt__dp_allocated, gpt2rt__dp_open,
     gpt2rt__dp_close};
 
 /* ==== 10.2 Layer split ==== */
@@ -18126,6 +18123,13 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
     return GPT2RT_OK;
 }
 
+/* a gradient, once summed over the processes: of the mean loss over every process's targets */
+static gpt2rt_result gpt2rt__proc_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                             float *dst) {
+    if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
+    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
+}
+
 /* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
    threads of 10.1 are for n_devices > 1 in one process), its communicator MPI's; every
    rank starts from rank 0's weights. */
@@ -18159,10 +18163,10 @@ static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
 }
 
-/* ---- one process of several: the executor (one device's, and its backward) ---- */
+/* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
 static const gpt2rt__exec gpt2rt__ex_procs = {
     gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__proc_open,
+    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__proc_open,
     gpt2rt__proc_close};
 
 /* ==== 11. Public calls ==== */
