@@ -625,7 +625,8 @@
                                  forecast needs: gpt2rt__fc_, gpt2rt__fj_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
-                                 into: gpt2rt__model_)
+                                 into: gpt2rt__model_)  7.4 Backend table (the
+                                 CPU's step-level entries and its gpt2rt__backend)
     8. CUDA backend              (nvcc or the emulator: GPT2RT__CUDA, gpt2rt__cu_)
                                  8.1 Common  8.2 Ops  8.3 Attention  8.4 Matrix
                                  products  8.5 Driver  8.6 Device communicators:
@@ -9462,9 +9463,9 @@ static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t
    Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
    context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
    of the residual stream down the backward.
-   Below the layer steps, the step-level work of the public calls (10, 11): a context's
-   backend (ctx->be) runs its forwards, backwards, updates, host copies and data-parallel
-   reductions, so sections 10-11 never ask which backend they drive. */
+   Below the layer steps, the step-level work of the public calls (10, 11; the CPU's in
+   7.4): a context's backend (ctx->be) runs its forwards, backwards, updates, host copies
+   and data-parallel reductions, so sections 10-11 never ask which backend they drive. */
 /* what the update policy (9) decides for one update, whichever backend runs it */
 typedef struct gpt2rt__opt_decision {
     float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
@@ -9528,9 +9529,10 @@ typedef struct gpt2rt__backend {
     /* *m, *v: the moments of every trained float on the host, with the weights caught up;
        *buf: what the call allocated for them (the caller frees it), or NULL */
     gpt2rt_result (*host_moments)(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
-    /* tensor t's value, gradient or moment (checked name t, dst of its size) */
+    /* tensor t's value, gradient or moment (checked name t, dst of its size); the raw
+       gradient times unscale is the one read: the executor's (10) count of the targets */
     gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                float *dst);
+                                double unscale, float *dst);
     /* the bytes of each category this context holds, and the driver's own (measured) */
     void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
     /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
@@ -10086,7 +10088,9 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
 }
 
 
-/* ---- the CPU backend's step-level work (the table's second part) ---- */
+/* ==== 7.4 Backend table ==== */
+/* The CPU backend's step-level work, the second part of its table (7.3 has the layer
+   steps): forwards, backward, update, host copies, data parallel's reductions. */
 
 static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
                                          int fuse) {
@@ -10185,14 +10189,146 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
     (void)ctx; /* the arenas are the context's (gpt2rt_free) */
 }
 
-/* the CPU's step-level work further on: the update in 9, the rest in 10.1 */
-static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
-static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
-static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
+/* ---- the update and data parallel's entries ---- */
+
+/* what they call further on: the optimizer's steps (9), data parallel's collectives (10.1),
+   a context's arenas (11.3) */
+static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n); /* 9 */
+static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale); /* 9 */
+static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq); /* 10.1 */
+static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx); /* 10.1 */
+static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx); /* 10.1 */
+static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what); /* 10.1 */
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan); /* 11.3 */
+
+/* the update: data parallel first sums the gradients and the loss over the ranks
+   (10.1), and with ZeRO-1 gathers the weights after */
+static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
+    double sumsq = 0.0;
+    int clean = 0;
+    if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
+        gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
+        if (r != GPT2RT_OK) return r;
+    } else GPT2RT__PROF(ctx, GPT2RT__PROF_NORM, sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train));
+    *o = gpt2rt__opt_policy(ctx, sqrt(sumsq), loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
+    if (o->skipped) {
+        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+        return GPT2RT_OK;
+    }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ADAMW, gpt2rt__opt_adamw(ctx, lr, o->grad_scale));
+    if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
+        gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
+        if (r != GPT2RT_OK) return r;
+    }
+    ctx->step++;
+    return GPT2RT_OK;
+}
+
+/* data parallel's reduction: the pieces over the ranks' communicator */
+static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
+    gpt2rt__comm *c = ctx->comm;
+    gpt2rt_result r = GPT2RT_OK;
+    for (int i = 0; i < 2 && r == GPT2RT_OK; i++)
+        if (pieces[i][1] > 0)
+            r = scatter ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
+                        : c->all_reduce(c, ctx->grads + pieces[i][0], pieces[i][1]);
+    if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
+    return GPT2RT_OK;
+}
+
+/* In one process: the moments of the trained floats [lo, hi) into m, v (each hi-lo
+   floats), from whichever rank keeps them (ZeRO-1), or set them there (in = 1). */
+static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in) {
+    int n = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
+    for (int r = 0; r < n; r++) {
+        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
+        if (b <= a) continue;
+        size_t bytes = (size_t)(b - a) * sizeof(float);
+        if (in) { memcpy(rc->m + (a - rc->opt_lo), m + (a - lo), bytes); memcpy(rc->v + (a - rc->opt_lo), v + (a - lo), bytes); }
+        else { memcpy(m + (a - lo), rc->m + (a - rc->opt_lo), bytes); memcpy(v + (a - lo), rc->v + (a - rc->opt_lo), bytes); }
+        if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
+    }
+}
+
+/* ZeRO-1 in one process, once the reduce-scatter ran: the summed gradient of the trained
+   floats [lo, hi) into g (hi-lo floats), each part from the rank whose shard holds the
+   sum (elsewhere a rank holds its own rows' gradient) */
+static void gpt2rt__dp_grads(gpt2rt_ctx *ctx, float *g, int64_t lo, int64_t hi) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
+        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
+        if (b > a) memcpy(g + (a - lo), rc->grads + a, (size_t)(b - a) * sizeof(float));
+    }
+}
+
+/* the host weights are the trained ones; the moments go to whichever rank keeps them */
+static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    if (m && v) gpt2rt__dp_moments(ctx, (float *)m, (float *)v, 0, ctx->n_train, 1);
+    return GPT2RT_OK;
+}
+
+/* ZeRO-1: the ranks' shards gathered whole */
+static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
+    *m = ctx->m;
+    *v = ctx->v;
+    *buf = NULL;
+    if (ctx->d.shards == 1) return GPT2RT_OK;
+    float *zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+    if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
+                                  "sharded moments", (long long)ctx->n_train * 8);
+    gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
+    *m = zmv;
+    *v = zmv + ctx->n_train;
+    *buf = zmv;
+    return GPT2RT_OK;
+}
+
+/* a tensor's value, gradient (times unscale) or moment, from whichever rank keeps it */
 static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                            gpt2rt_param_what what, float *dst);
-static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+                                            gpt2rt_param_what what, double unscale, float *dst) {
+    const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
+                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
+    if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
+        for (int64_t r0 = 0; r0 < t->hf_rows; r0++)
+            for (int64_t c = 0; c < t->cols; c++)
+                dst[t->transpose ? c * t->rows + r0 : r0 * t->cols + c] = gpt2rt__w_get(ctx, t->off + r0 * t->cols + c);
+        return GPT2RT_OK;
+    }
+    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                            "has no gradient and no moments", name, t->group);
+    float k = what == GPT2RT_PARAM_GRAD ? (float)unscale : 1.0f;
+    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
+        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
+        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
+        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
+        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
+        gpt2rt__param_out(t, g, k, dst);
+        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
+    if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
+        int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
+        float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
+        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
+        gpt2rt__dp_moments(ctx, mv, mv + n, t->goff, t->goff + n, 0);
+        gpt2rt__param_out(t, what == GPT2RT_PARAM_ADAM_M ? mv : mv + n, 1.0f, dst);
+        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
+        return GPT2RT_OK;
+    }
+    gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
+    return GPT2RT_OK;
+}
+
+/* a CPU data-parallel rank: arenas like rank 0's */
+static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
+    (void)ctx; (void)r;
+    return gpt2rt__ctx_alloc(rc, plan);
+}
 
 static const gpt2rt__backend gpt2rt__cpu_backend = {
     gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
@@ -14358,7 +14494,7 @@ static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
 static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
 static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
 static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, float *dst);
+                                              gpt2rt_param_what what, double unscale, float *dst);
 static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
 static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
 static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
@@ -14781,9 +14917,9 @@ static gpt2rt_result gpt2rt__cu_host_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *
 }
 
 /* gpt2rt_param_read on a CUDA context (name and count checked): the value from the host
-   copy, the gradient and the moments from the device */
+   copy, the gradient (times unscale) and the moments from the device */
 static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
-                                           gpt2rt_param_what what, float *dst) {
+                                           gpt2rt_param_what what, double unscale, float *dst) {
     if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
         what != GPT2RT_PARAM_ADAM_V)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
@@ -14809,14 +14945,7 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
             memcpy(msg, ctx->ranks[i]->error, sizeof msg);
             gpt2rt__fail(ctx, r, "%s", msg);
         }
-    /* the device's raw gradients also carry the loss scale; data parallel, once summed over
-       the ranks: of every rank's targets (as the CPU's gpt2rt_param_read) */
-    double unscale = gpt2rt__opt_grad_unscale(ctx);
-    if (ctx->n_ranks > 1 && ctx->dp_reduced) {
-        int64_t all = 0;
-        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
-        unscale = all ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all : 0.0;
-    }
+    /* the device's raw gradients also carry the loss scale */
     float k = what == GPT2RT_PARAM_GRAD ? (float)(unscale / (double)st->loss_scale) : 1.0f;
     if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
     gpt2rt__free(&ctx->cfg, tmp, GPT2RT_MEM_BOOKKEEPING);
@@ -15673,9 +15802,9 @@ static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m
 }
 
 static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, float *dst) {
+                                              gpt2rt_param_what what, double unscale, float *dst) {
     (void)name;
-    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, dst);
+    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, unscale, dst);
 }
 
 /* the device arenas (the host holds the fp32 weights) and the driver's own bytes */
@@ -16393,11 +16522,13 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     }
 }
 
-/* raw gradients times this = gradients of the mean loss over every target counted
-   since the last update */
-static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) {
-    return ctx->acc_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->acc_targets : 0.0;
+/* raw gradients times this = gradients of the mean loss over n_targets targets (0: none) */
+static double gpt2rt__opt_unscale(const gpt2rt_ctx *ctx, int64_t n_targets) {
+    return n_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)n_targets : 0.0;
 }
+
+/* the same over every target this context counted since the last update */
+static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) { return gpt2rt__opt_unscale(ctx, ctx->acc_targets); }
 
 #define GPT2RT__OPT_SCALE_WINDOW 2000     /* clean fp16 updates before the loss scale doubles */
 #define GPT2RT__OPT_SCALE_MAX 16777216.0f /* 2^24 */
@@ -16472,31 +16603,6 @@ static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn updat
     if (r != GPT2RT_OK) return r;
     gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
     gpt2rt__accum_reset(ctx);
-    return GPT2RT_OK;
-}
-
-/* the CPU backend's update (the table's): data parallel first sums the gradients and the
-   loss over the ranks (10.1), and with ZeRO-1 gathers the weights after */
-static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq);
-static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
-    double sumsq = 0.0;
-    int clean = 0;
-    if (ctx->comm->size > 1) { /* data parallel: the summed gradient, the global loss and norm */
-        gpt2rt_result r = gpt2rt__dp_before_update(ctx, &sumsq);
-        if (r != GPT2RT_OK) return r;
-    } else GPT2RT__PROF(ctx, GPT2RT__PROF_NORM, sumsq = gpt2rt__opt_sumsq(ctx, ctx->grads, ctx->n_train));
-    *o = gpt2rt__opt_policy(ctx, sqrt(sumsq), loss_scale, &clean); /* fp32 on the CPU: the scale stays 1 */
-    if (o->skipped) {
-        memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-        return GPT2RT_OK;
-    }
-    GPT2RT__PROF(ctx, GPT2RT__PROF_ADAMW, gpt2rt__opt_adamw(ctx, lr, o->grad_scale));
-    if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
-        gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
-        if (r != GPT2RT_OK) return r;
-    }
-    ctx->step++;
     return GPT2RT_OK;
 }
 
@@ -16718,9 +16824,10 @@ static gpt2rt_result gpt2rt__one_output(gpt2rt_ctx *ctx, float *dst) {
     return ctx->d.patches ? ctx->be->predictions(ctx, dst) : ctx->be->logits(ctx, dst);
 }
 
+/* a gradient: of the mean loss over this context's targets since the last update */
 static gpt2rt_result gpt2rt__one_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
                                             float *dst) {
-    return ctx->be->param_read(ctx, t->name, t, what, dst);
+    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_grad_unscale(ctx), dst);
 }
 
 static void gpt2rt__one_sync(gpt2rt_ctx *ctx, int what) { (void)ctx; (void)what; }
@@ -16827,18 +16934,6 @@ static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
     return r;
 }
 
-/* the CPU backend's reduction (the table's): the pieces over the ranks' communicator */
-static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
-    gpt2rt__comm *c = ctx->comm;
-    gpt2rt_result r = GPT2RT_OK;
-    for (int i = 0; i < 2 && r == GPT2RT_OK; i++)
-        if (pieces[i][1] > 0)
-            r = scatter ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
-                        : c->all_reduce(c, ctx->grads + pieces[i][0], pieces[i][1]);
-    if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
-    return GPT2RT_OK;
-}
-
 /* v[0..n) := the sum over the ranks, in rank order (8-byte broadcasts: the counts
    and sums are doubles, the collectives' sums are floats) */
 static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n) {
@@ -16899,115 +16994,7 @@ static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx) {
     return GPT2RT_OK;
 }
 
-/* In one process: the moments of the trained floats [lo, hi) into m, v (each hi-lo
-   floats), from whichever rank keeps them (ZeRO-1), or set them there (in = 1). */
-static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in) {
-    int n = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
-    for (int r = 0; r < n; r++) {
-        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
-        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
-        if (b <= a) continue;
-        size_t bytes = (size_t)(b - a) * sizeof(float);
-        if (in) { memcpy(rc->m + (a - rc->opt_lo), m + (a - lo), bytes); memcpy(rc->v + (a - rc->opt_lo), v + (a - lo), bytes); }
-        else { memcpy(m + (a - lo), rc->m + (a - rc->opt_lo), bytes); memcpy(v + (a - lo), rc->v + (a - rc->opt_lo), bytes); }
-        if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
-    }
-}
-
-/* ZeRO-1 in one process, once the reduce-scatter ran: the summed gradient of the trained
-   floats [lo, hi) into g (hi-lo floats), each part from the rank whose shard holds the
-   sum (elsewhere a rank holds its own rows' gradient) */
-static void gpt2rt__dp_grads(gpt2rt_ctx *ctx, float *g, int64_t lo, int64_t hi) {
-    for (int r = 0; r < ctx->n_ranks; r++) {
-        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
-        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
-        if (b > a) memcpy(g + (a - lo), rc->grads + a, (size_t)(b - a) * sizeof(float));
-    }
-}
-
-/* the CPU backend's (the table's): the host weights are the trained ones; the moments go
-   to whichever rank keeps them */
-static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
-    if (m && v) gpt2rt__dp_moments(ctx, (float *)m, (float *)v, 0, ctx->n_train, 1);
-    return GPT2RT_OK;
-}
-
-/* ZeRO-1: the ranks' shards gathered whole */
-static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
-    *m = ctx->m;
-    *v = ctx->v;
-    *buf = NULL;
-    if (ctx->d.shards == 1) return GPT2RT_OK;
-    float *zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
-    if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
-                                  "sharded moments", (long long)ctx->n_train * 8);
-    gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
-    *m = zmv;
-    *v = zmv + ctx->n_train;
-    *buf = zmv;
-    return GPT2RT_OK;
-}
-
-/* the CPU backend's (the table's): a tensor's value, gradient or moment, from whichever rank
-   keeps it */
-static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                            gpt2rt_param_what what, float *dst) {
-    const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
-                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
-    if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
-        for (int64_t r0 = 0; r0 < t->hf_rows; r0++)
-            for (int64_t c = 0; c < t->cols; c++)
-                dst[t->transpose ? c * t->rows + r0 : r0 * t->cols + c] = gpt2rt__w_get(ctx, t->off + r0 * t->cols + c);
-        return GPT2RT_OK;
-    }
-    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                            "has no gradient and no moments", name, t->group);
-    /* gradients: of the mean loss over the targets since the last update (data parallel,
-       once summed over the ranks: over every rank's targets) */
-    float k = what == GPT2RT_PARAM_GRAD ? (float)gpt2rt__opt_grad_unscale(ctx) : 1.0f;
-    if (what == GPT2RT_PARAM_GRAD && ctx->n_ranks > 1 && ctx->dp_reduced) {
-        int64_t all = 0;
-        for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
-        k = all ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)all) : 0.0f;
-    }
-    if (what == GPT2RT_PARAM_GRAD && ctx->comm_proc.destroy && ctx->dp_reduced) /* processes: summed at backward */
-        k = ctx->proc_targets ? (float)((double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)ctx->proc_targets) : 0.0f;
-    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
-        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
-        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
-        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
-        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
-        gpt2rt__param_out(t, g, k, dst);
-        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
-        return GPT2RT_OK;
-    }
-    if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
-        int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
-        float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
-        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
-        gpt2rt__dp_moments(ctx, mv, mv + n, t->goff, t->goff + n, 0);
-        gpt2rt__param_out(t, what == GPT2RT_PARAM_ADAM_M ? mv : mv + n, 1.0f, dst);
-        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-        return GPT2RT_OK;
-    }
-    gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
-    return GPT2RT_OK;
-}
-
 /* ---- the ranks of one process: opening, running a call on each, their outputs ---- */
-
-/* 11.3 */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
-
-/* a CPU data-parallel rank: arenas like rank 0's */
-static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
-    (void)ctx; (void)r;
-    return gpt2rt__ctx_alloc(rc, plan);
-}
 
 /* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
    and the threads' communicator; CUDA: each rank a device state on its device (the
@@ -17221,6 +17208,15 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
     }
 }
 
+/* a gradient, once summed over the ranks: of the mean loss over every rank's targets */
+static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                           float *dst) {
+    if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
+    int64_t all = 0;
+    for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
+    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, all), dst);
+}
+
 static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
     plan->n_devices = ctx->n_ranks;
     for (int r = 0; r < ctx->n_ranks; r++) gpt2rt__one_allocated_as(ctx->ranks[r], plan, r);
@@ -17238,7 +17234,7 @@ static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
 
 static const gpt2rt__exec gpt2rt__ex_ranks = {
     gpt2rt__dp_slices, gpt2rt__dp_forward, gpt2rt__dp_backward, gpt2rt__dp_update, gpt2rt__dp_step,
-    gpt2rt__dp_output, gpt2rt__one_param_read, gpt2rt__dp_sync, gpt2rt__dp_allocated, gpt2rt__dp_open,
+    gpt2rt__dp_output, gpt2rt__dp_param_read, gpt2rt__dp_sync, gpt2rt__dp_allocated, gpt2rt__dp_open,
     gpt2rt__dp_close};
 
 /* ==== 10.2 Layer split ==== */
@@ -18127,6 +18123,13 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
     return GPT2RT_OK;
 }
 
+/* a gradient, once summed over the processes: of the mean loss over every process's targets */
+static gpt2rt_result gpt2rt__proc_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                             float *dst) {
+    if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
+    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
+}
+
 /* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
    threads of 10.1 are for n_devices > 1 in one process), its communicator MPI's; every
    rank starts from rank 0's weights. */
@@ -18160,10 +18163,10 @@ static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
 }
 
-/* ---- one process of several: the executor (one device's, and its backward) ---- */
+/* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
 static const gpt2rt__exec gpt2rt__ex_procs = {
     gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__proc_open,
+    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__proc_open,
     gpt2rt__proc_close};
 
 /* ==== 11. Public calls ==== */
