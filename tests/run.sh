@@ -17,49 +17,92 @@ ok()   { passed=$((passed + 1)); echo "ok   $1"; }
 bad()  { failed=$((failed + 1)); echo "FAIL $1"; }
 skip() { skipped=$((skipped + 1)); echo "skip $1"; }
 
-# compile: NAME COMMAND... (warnings are errors)
+# Background jobs: compiles are queued and run in queue order, at most JOBS at a time (the
+# machine's cores), by one dispatcher in the background, so the checks run beside them;
+# they are reported in queue order, so the log reads the same at any JOBS.
+# job NAME COMMAND...: queue it (an external command); its output goes to
+# $B/jobs/NAME.log, its exit status to $B/jobs/NAME.rc once it ended.
+# job_wait NAME: until it ended. job_rc NAME: its exit status, once it ended.
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+job_n=0 job_pid=
+rm -rf $B/jobs && mkdir -p $B/jobs/queue
+job_dispatch() {
+    local next=0
+    while :; do
+        if [ -f $B/jobs/queue/$next.sh ]; then
+            while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n 2>/dev/null || true; done
+            bash $B/jobs/queue/$next.sh &
+            next=$((next + 1))
+        elif [ -f $B/jobs/queue/end ]; then wait; return
+        else sleep 0.2; fi
+    done
+}
+job() {
+    local name=$1 q=$B/jobs/queue/$job_n.sh; shift
+    rm -f $B/jobs/$name.rc
+    { printf '%q ' "$@"; printf '> %q 2>&1\n' $B/jobs/$name.log
+      printf 'echo $? > %q && mv %q %q\n' $B/jobs/$name.rc.tmp $B/jobs/$name.rc.tmp $B/jobs/$name.rc; } > $q.tmp
+    mv $q.tmp $q
+    job_n=$((job_n + 1))
+    if [ -z "$job_pid" ]; then job_dispatch & job_pid=$!; trap 'touch $B/jobs/queue/end; kill $job_pid 2>/dev/null' EXIT; fi
+}
+job_wait() {
+    while [ ! -f $B/jobs/$1.rc ]; do
+        if ! kill -0 "$job_pid" 2>/dev/null; then [ -f $B/jobs/$1.rc ] || echo 127 > $B/jobs/$1.rc; break; fi
+        sleep 0.2
+    done
+}
+job_rc() { job_wait "$1"; cat $B/jobs/$1.rc; }
+
+# compile: NAME COMMAND... (warnings are errors); compile_bg queues one as a job and
+# compile_report reports every queued one, in order, once each has ended
 compile() {
     local name=$1; shift
     local log; log=$("$@" 2>&1)
     if [ $? -eq 0 ]; then compiled=$((compiled + 1)); echo "cc   $name"; else bad "compile: $name"; echo "$log" | head -20; fi
 }
+compile_q=()
+compile_bg() {
+    local i=${#compile_q[@]}
+    compile_q+=("$1"); shift
+    job cc$i "$@"
+}
+compile_report() {
+    local i
+    for i in "${!compile_q[@]}"; do
+        if [ "$(job_rc cc$i)" = 0 ]; then compiled=$((compiled + 1)); echo "cc   ${compile_q[$i]}"
+        else bad "compile: ${compile_q[$i]}"; head -20 $B/jobs/cc$i.log; fi
+    done
+    compile_q=()
+}
 
 # every example and tool compiled for real (-O3, not -fsyntax-only: -Wmaybe-uninitialized
 # and friends only fire after the optimiser has inlined the header) at the two x86-64
 # levels a user's -march=native lands on today (v4: AVX-512, v3: AVX2), with gcc and with
-# clang, warnings as errors, two compiles at a time; objects only (a v4 binary need not
-# run here)
+# clang, warnings as errors, queued as jobs (compile_report reports them); objects only
+# (a v4 binary need not run here)
 compile_matrix() {
-    local d=$B/cc_matrix cc arch f n jobs=() have_clang=1 t0=$SECONDS
-    rm -rf $d && mkdir -p $d
-    command -v clang >/dev/null 2>&1 || { have_clang=0; skip "clang -O3 compiles of examples/ and tools/: clang not found (apt-get install clang)"; }
+    local cc arch f omp
+    if ! command -v clang >/dev/null 2>&1; then skip "clang -O3 compiles of examples/ and tools/: clang not found (apt-get install clang)"; fi
     for cc in gcc clang; do
-        [ $cc = clang ] && [ $have_clang -eq 0 ] && continue
+        command -v $cc >/dev/null 2>&1 || continue
+        omp=-fopenmp
+        [ $cc = clang ] && ! echo "#include <omp.h>" | clang -fopenmp -E -x c - >/dev/null 2>&1 && omp=
         for arch in x86-64-v4 x86-64-v3; do
             for f in examples/*.c tools/*.c; do
                 [ -f "$f" ] || continue
-                n=$(echo "$cc-$arch-$f" | tr '/.' '__')
-                jobs+=("$n $cc $arch $f")
+                compile_bg "$cc -O3 -march=$arch -Werror: $f" $cc -std=c11 -Wall -Wextra -Werror -O3 -march=$arch $omp -c \
+                    -o $B/jobs/matrix_$(echo "$cc-$arch-$f" | tr '/.' '__').o $f
             done
         done
     done
-    printf '%s\n' "${jobs[@]}" | xargs -P "$(nproc 2>/dev/null || echo 2)" -L 1 bash -c \
-        'omp=-fopenmp; [ "$1" = clang ] && ! echo "#include <omp.h>" | clang -fopenmp -E -x c - >/dev/null 2>&1 && omp=
-         $1 -std=c11 -Wall -Wextra -Werror -O3 -march=$2 $omp -c -o '"$d"'/$0.o $3 > '"$d"'/$0.log 2>&1; echo $? > '"$d"'/$0.rc' 
-    local j
-    for j in "${jobs[@]}"; do
-        set -- $j
-        if [ "$(cat $d/$1.rc 2>/dev/null)" = 0 ]; then compiled=$((compiled + 1)); echo "cc   $2 -O3 -march=$3 -Werror: $4"
-        else bad "compile: $2 -O3 -march=$3 -Wall -Wextra -Werror: $4"; head -20 $d/$1.log; fi
-    done
-    echo "    ${#jobs[@]} -O3 compiles of examples/ and tools/ in $((SECONDS - t0)) s ($(nproc 2>/dev/null || echo 2) at a time)"
 }
 
 # run a test program and add up its "RESULT passed failed [skipped]" line; a program
 # without the third number (or with fewer than its "skip ..." lines) has those lines counted
 run_prog() {
     local name=$1; shift
-    local out rc p f s
+    local out rc p f s t0=$SECONDS
     out=$("$@" 2>&1); rc=$?
     echo "$out" | grep -v '^RESULT ' | sed 's/^/    /'
     read -r p f s < <(echo "$out" | awk '/^RESULT /{print $2, $3, $4}')
@@ -69,10 +112,10 @@ run_prog() {
     if [ -z "${s:-}" ] || [ "$k" -gt "$s" ]; then s=$k; fi
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); echo "FAIL $name: exit $rc"; fi
-    echo "$([ "$f" -eq 0 ] && [ "$rc" -eq 0 ] && echo ok || echo FAIL)  $name: $p passed, $f failed, $s skipped"
+    echo "$([ "$f" -eq 0 ] && [ "$rc" -eq 0 ] && echo ok || echo FAIL)  $name: $p passed, $f failed, $s skipped ($((SECONDS - t0)) s)"
 }
 
-compile_checks() {
+compile_checks() { # queued as jobs: compile_report reports them
     local W="-Wall -Wextra -Werror -Wpedantic -I."
     printf '#define GPT2RT_IMPLEMENTATION\n#include "gpt2rt.h"\n' > $B/impl.c
     cp $B/impl.c $B/impl.cpp
@@ -80,27 +123,28 @@ compile_checks() {
     printf '#include "gpt2rt.h"\nint use_api(void);\nint use_api(void) { gpt2rt_memory_plan p; gpt2rt_config c = {0}; return gpt2rt_plan(&c, &p); }\nint main(void) { return use_api() == GPT2RT_OK ? 0 : 1; }\n' > $B/api.c
     printf '#define GPT2RT_STATIC\n#define GPT2RT_IMPLEMENTATION\n#include "gpt2rt.h"\nint other(void) { return 0; }\n' > $B/static_a.c
     printf '#define GPT2RT_STATIC\n#define GPT2RT_IMPLEMENTATION\n#include "gpt2rt.h"\nint other(void);\nint main(void) { return other() + (int)gpt2rt_result_string(GPT2RT_OK)[0] - (int)(unsigned char)111; }\n' > $B/static_b.c
-    compile "gcc C11 + OpenMP"     gcc -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_gcc.o
-    compile "gcc C11, no OpenMP"   gcc -std=c11 $W -c $B/impl.c -o $B/impl_gcc_noomp.o
+    compile_bg "gcc C11 + OpenMP"     gcc -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_gcc.o
+    compile_bg "gcc C11, no OpenMP"   gcc -std=c11 $W -c $B/impl.c -o $B/impl_gcc_noomp.o
     if command -v clang >/dev/null 2>&1; then
         if echo '#include <omp.h>' | clang -fopenmp -E -x c - >/dev/null 2>&1; then
-            compile "clang C11 + OpenMP" clang -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_clang.o
+            compile_bg "clang C11 + OpenMP" clang -std=c11 $W -fopenmp -c $B/impl.c -o $B/impl_clang.o
         else skip "clang + OpenMP: omp.h not found (apt-get install libomp-dev)"; fi
-        compile "clang C11, no OpenMP" clang -std=c11 $W -c $B/impl.c -o $B/impl_clang_noomp.o
+        compile_bg "clang C11, no OpenMP" clang -std=c11 $W -c $B/impl.c -o $B/impl_clang_noomp.o
         if command -v clang++ >/dev/null 2>&1 && echo '#include <cstdio>' | clang++ -E -x c++ - >/dev/null 2>&1; then
-            compile "clang++ C++17"      clang++ -std=c++17 $W -x c++ -c $B/impl.cpp -o $B/impl_clangxx.o
+            compile_bg "clang++ C++17"      clang++ -std=c++17 $W -x c++ -c $B/impl.cpp -o $B/impl_clangxx.o
         else skip "clang++ C++17: no C++ standard library for clang (apt-get install g++)"; fi
     else
         skip "clang checks: clang not found (apt-get install clang)"
     fi
     if command -v g++ >/dev/null 2>&1; then
-        compile "g++ C++17 + OpenMP"   g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl.cpp -o $B/impl_gxx.o
-        compile "API in one file, implementation in another (C and C++ link)" \
-            bash -c "gcc -std=c11 $W -c $B/api.c -o $B/api.o && g++ -fopenmp $B/api.o $B/impl_gxx.o -o $B/api_link -lm && $B/api_link"
+        compile_bg "g++ C++17 + OpenMP"   g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl.cpp -o $B/impl_gxx.o
+        local gxx=$B/jobs/cc$((${#compile_q[@]} - 1)).rc # the link below needs that object: it waits for it
+        compile_bg "API in one file, implementation in another (C and C++ link)" \
+            bash -c "while [ ! -f $gxx ]; do sleep 0.2; done; [ \$(cat $gxx) = 0 ] && gcc -std=c11 $W -c $B/api.c -o $B/api.o && g++ -fopenmp $B/api.o $B/impl_gxx.o -o $B/api_link -lm && $B/api_link"
     else
         skip "C++ checks: g++ not found (apt-get install g++)"
     fi
-    compile "GPT2RT_STATIC in two files of one program" \
+    compile_bg "GPT2RT_STATIC in two files of one program" \
         bash -c "gcc -std=c11 $W -fopenmp $B/static_a.c $B/static_b.c -o $B/static_link -lm && $B/static_link"
     # the optional parts left out, one at a time and all together (the manual's GPT2RT_NO_*)
     local sw sws name
@@ -112,35 +156,35 @@ compile_checks() {
         cp $B/impl_no_$name.c $B/impl_no_$name.cpp
         cp $B/impl_no_$name.c $B/impl_no_$name.cu
         sw="GPT2RT_NO_$(echo "$sws" | sed 's/ / + GPT2RT_NO_/g')"
-        compile "$sw: gcc C11" gcc -std=c11 $W -fopenmp -c $B/impl_no_$name.c -o $B/impl_no_${name}_gcc.o
-        command -v clang >/dev/null 2>&1 && compile "$sw: clang C11" clang -std=c11 $W -c $B/impl_no_$name.c -o $B/impl_no_${name}_clang.o
-        command -v g++ >/dev/null 2>&1 && compile "$sw: g++ C++17" g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl_no_$name.cpp -o $B/impl_no_${name}_gxx.o
-        command -v nvcc >/dev/null 2>&1 && compile "$sw: nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl_no_$name.cu -o $B/impl_no_${name}_nvcc.o
+        compile_bg "$sw: gcc C11" gcc -std=c11 $W -fopenmp -c $B/impl_no_$name.c -o $B/impl_no_${name}_gcc.o
+        command -v clang >/dev/null 2>&1 && compile_bg "$sw: clang C11" clang -std=c11 $W -c $B/impl_no_$name.c -o $B/impl_no_${name}_clang.o
+        command -v g++ >/dev/null 2>&1 && compile_bg "$sw: g++ C++17" g++ -std=c++17 $W -fopenmp -x c++ -c $B/impl_no_$name.cpp -o $B/impl_no_${name}_gxx.o
+        command -v nvcc >/dev/null 2>&1 && compile_bg "$sw: nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl_no_$name.cu -o $B/impl_no_${name}_nvcc.o
     done
     if command -v nvcc >/dev/null 2>&1; then
-        compile "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
-        compile "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
+        compile_bg "nvcc (.cu, C++17)" nvcc -std=c++17 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc.o
+        compile_bg "nvcc (.cu) + OpenMP host" nvcc -std=c++17 -Xcompiler -fopenmp,-Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_omp.o
         if [ -f /usr/local/cuda/include/nccl.h ] || echo '#include <nccl.h>' | nvcc -E -x cu - > /dev/null 2>&1; then
-            compile "nvcc -DGPT2RT_NCCL (.cu): the NCCL communicator" nvcc -std=c++17 -DGPT2RT_NCCL -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_nccl.o
+            compile_bg "nvcc -DGPT2RT_NCCL (.cu): the NCCL communicator" nvcc -std=c++17 -DGPT2RT_NCCL -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_nccl.o
         else skip "nvcc -DGPT2RT_NCCL: nccl.h not found (NVIDIA's libnccl-dev)"; fi
-        compile "nvcc -O3 sm_90 (.cu)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_o3.o
+        compile_bg "nvcc -O3 sm_90 (.cu)" nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -I. -c $B/impl.cu -o $B/impl_nvcc_o3.o
         # the CUDA kernel labs (kernels/*.cu): the kernels the CUDA backend is built from,
         # built by make gpu-build's rules (so test-gpu reuses them), and once with -DNDEBUG
         # (the step lab includes every staged kernel and the driver)
         for f in kernels/*.cu; do
             [ -f "$f" ] || continue
-            compile "nvcc $f (sm_90)" make --no-print-directory -s -B NVWERROR="-Xcompiler -Werror --Werror all-warnings" $B/lab_$(basename "$f" .cu)
+            compile_bg "nvcc $f (sm_90)" make --no-print-directory -s -B NVWERROR="-Xcompiler -Werror --Werror all-warnings" $B/lab_$(basename "$f" .cu)
         done
-        compile "nvcc tools/bench_ts.c as CUDA (sm_90): make bench-gpu's aLLM4TS timing" \
+        compile_bg "nvcc tools/bench_ts.c as CUDA (sm_90): make bench-gpu's aLLM4TS timing" \
             make --no-print-directory -s -B NVWERROR="-Xcompiler -Werror --Werror all-warnings" $B/bench_ts_nvcc
-        compile "nvcc -DNDEBUG kernels/train_step.cu (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -DNDEBUG \
+        compile_bg "nvcc -DNDEBUG kernels/train_step.cu (sm_90)" nvcc -std=c++17 -O3 -arch=sm_90 -DNDEBUG \
             -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings -o $B/lab_train_step_ndebug kernels/train_step.cu -lcublasLt
     else
         skip "nvcc checks: nvcc not found (install the CUDA toolkit: apt-get install nvidia-cuda-toolkit)"
     fi
     compile_matrix
     # the memory CLI without stb (no --png) builds wherever the C compiler does
-    compile "tools/gpt2rt_mem.c without stb" $CC -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -c -o $B/gpt2rt_mem_nostb.o \
+    compile_bg "tools/gpt2rt_mem.c without stb" $CC -std=c11 -Wall -Wextra -Werror -O2 -fopenmp -c -o $B/gpt2rt_mem_nostb.o \
         -DGPT2RT_MEM_NO_PNG tools/gpt2rt_mem.c
     # the README's and the manuals' programs are compiled and run by tests/test_docs.sh (docs_checks)
 }
@@ -341,20 +385,49 @@ contents_check() {
     else bad "manual CONTENTS and section banners differ"; fi
 }
 
-build() { # build NAME SOURCE EXTRA_FLAGS...
+build() { # build OUT SOURCE EXTRA_FLAGS...: a build that prebuild queued with the same arguments is waited for
     local out=$1 src=$2; shift 2
-    local log; log=$($CC -std=c11 -Wall -Wextra -Werror "$@" -fopenmp -o "$out" "$src" -lm 2>&1)
-    if [ $? -ne 0 ]; then bad "build $src"; echo "$log" | head -20; return 1; fi
+    local key="$out $src $*" log rc j
+    j=prebuild_$(echo "$out" | tr -c 'A-Za-z0-9_\n' '_')
+    if [ "${prebuilt[$out]:-}" = "$key" ]; then
+        unset "prebuilt[$out]"
+        rc=$(job_rc $j); log=$(cat $B/jobs/$j.log)
+    else
+        rm -f "$out" # a failed build must not leave the last run's binary to be run
+        log=$($CC -std=c11 -Wall -Wextra -Werror "$@" -fopenmp -o "$out" "$src" -lm 2>&1); rc=$?
+    fi
+    if [ "$rc" -ne 0 ]; then bad "build $src"; echo "$log" | head -20; return 1; fi
+}
+# prebuild OUT SOURCE EXTRA_FLAGS...: the same compile as build's, started now as a job;
+# the build with the same arguments later waits for it instead of compiling
+declare -A prebuilt=()
+prebuild() {
+    local out=$1 src=$2; shift 2
+    prebuilt[$out]="$out $src $*"
+    rm -f "$out"
+    job prebuild_$(echo "$out" | tr -c 'A-Za-z0-9_\n' '_') $CC -std=c11 -Wall -Wextra -Werror "$@" -fopenmp -o "$out" "$src" -lm
 }
 
-run_suite() { # flags...
+suite_prebuild() { # tag flags...: run_suite's compiles, started as jobs
+    local tag=$1 f t; shift
+    for f in tests/test_*.c; do
+        t=$(basename "$f" .c)
+        [ "$t" = test_ranks ] || prebuild $B/$t$tag tests/$t.c "$@"
+    done
+    [ -f tests/fuzz_safetensors.c ] && prebuild $B/fuzz_replay$tag tests/fuzz_safetensors.c -DFUZZ_REPLAY "$@"
+    [ -f tests/fuzz_tokenizer.c ] && prebuild $B/fuzz_tok_replay$tag tests/fuzz_tokenizer.c -DFUZZ_REPLAY "$@"
+    [ -f tests/fuzz_config.c ] && prebuild $B/fuzz_config_replay$tag tests/fuzz_config.c -DFUZZ_REPLAY "$@"
+    [ -f tests/fuzz_csv.c ] && prebuild $B/fuzz_csv_replay$tag tests/fuzz_csv.c -DFUZZ_REPLAY "$@"
+    prebuild $B/minimal$tag examples/minimal.c "$@"
+}
+
+run_suite() { # tag flags...
     local tag=$1; shift
     # every tests/test_*.c, because it exists; test_ranks runs as processes (ranks_checks)
     local f
     for f in tests/test_*.c; do
         t=$(basename "$f" .c)
         [ "$t" = test_ranks ] && continue
-        rm -f $B/$t$tag # a failed build must not leave the last run's binary to be run below
         build $B/$t$tag tests/$t.c "$@" && run_prog "$t$tag" ./$B/$t$tag
     done
     # n_threads unset and OMP_NUM_THREADS above the 1024 a user may set: the default is clamped
@@ -809,7 +882,6 @@ contraction_checks() {
     local t
     for t in test_props test_infer_bf16; do
         [ -f tests/$t.c ] || continue
-        rm -f $B/${t}_gnu17
         build $B/${t}_gnu17 tests/$t.c -std=gnu17 $CFLAGS && run_prog "$t (gcc -std=gnu17: contracted)" ./$B/${t}_gnu17
     done
 }
@@ -899,9 +971,19 @@ case $mode in
     emu) emu_checks ;;
     gpu-dry) gpu_suite_dry_run; bench_gpu_dry_run; gpu_session_dry_run ;;
     mem) memory_tools; step_time_tool; web_checks ;;
-    compile-only) compile_checks; contents_check ;;
-    normal) compile_checks; contents_check; gpu_suite_dry_run; bench_gpu_dry_run; gpu_session_dry_run; run_suite "" $CFLAGS; contraction_checks; ranks_checks; memory_tools; step_time_tool; web_checks; tok_tool; train_text_init; train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks; docs_checks; emu_checks ;;
-    asan) CC=${ASAN_CC:-gcc}; run_suite "_asan" -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all ;;
+    compile-only) compile_checks; compile_report; contents_check ;;
+    normal) # every compile is queued first (the test programs', then the compile checks'), and
+            # the checks run beside them; the compile checks are reported once they ended
+            suite_prebuild "" $CFLAGS
+            for t in test_props test_infer_bf16; do [ -f tests/$t.c ] && prebuild $B/${t}_gnu17 tests/$t.c -std=gnu17 $CFLAGS; done
+            prebuild $B/test_ranks tests/test_ranks.c $CFLAGS
+            prebuild $B/train_dump tests/train_dump.c $CFLAGS
+            compile_checks; contents_check; gpu_suite_dry_run; bench_gpu_dry_run; gpu_session_dry_run; run_suite "" $CFLAGS
+            contraction_checks; ranks_checks; memory_tools; step_time_tool; web_checks; tok_tool; train_text_init
+            train_text_text; ts_example; hf_check; ts_fixture_check; gen_fixture_check; train_dump_check; cli_checks
+            compile_report; docs_checks; emu_checks ;;
+    asan) CC=${ASAN_CC:-gcc}; ASAN="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all"
+          suite_prebuild "_asan" $ASAN; run_suite "_asan" $ASAN ;;
     nvcc)
         for t in test_hf_parity test_props test_memory; do
             cp tests/$t.c $B/$t.cu

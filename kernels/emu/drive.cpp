@@ -196,13 +196,23 @@ static void recompute(gpt2rt_config c, const char *what) {
           "%s: recompute selective and full gradients bitwise equal to none (CUDA)", what);
 }
 
+/* a scratch path of this run: the fiber orders run as two processes at once
+   (kernels/emu/run.sh), so each writes its own files */
+static std::string scratch(const char *stem) {
+    const char *order = getenv("EMU_ORDER");
+    std::string p = std::string("build/") + stem + "." + (order && *order ? order : "forward");
+    for (char &ch : p) if (ch == ':') ch = '_';
+    return p;
+}
+
 /* two steps, save, two more; a fresh context loads the state and takes the same two: bitwise */
 static void resume(gpt2rt_config c) {
     gpt2rt_emu::set_problem("resume");
     gpt2rt_ctx *a = make(c, GPT2RT_BACKEND_CUDA), *b = make(c, GPT2RT_BACKEND_CUDA);
     if (!a || !b) { gpt2rt_free(a); gpt2rt_free(b); return; }
     int64_t n = (int64_t)c.batch_size * c.seq_len;
-    const char *path = "build/emu_drive_state.bin";
+    std::string state = scratch("emu_drive_state"), path_s = state + ".bin";
+    const char *path = path_s.c_str();
     gpt2rt_step_stats st;
     for (int s = 0; s < 4; s++) {
         if (s == 2 && gpt2rt_state_save(a, path) != GPT2RT_OK) { check(0, "state_save: %s", gpt2rt_last_error(a)); break; }
@@ -786,7 +796,8 @@ static void forecaster_round_trip(gpt2rt_config c) {
     gpt2rt_forecaster_desc fd;
     memset(&fd, 0, sizeof fd);
     fd.series = s;
-    const char *dir = "build/emu_forecaster";
+    std::string dir_s = scratch("emu_forecaster");
+    const char *dir = dir_s.c_str();
     ok = ok && gpt2rt_forecaster_save(cpu, dir, &fd) == GPT2RT_OK;
     check(ok, "forecaster: trained 2 steps on the CPU and saved: %s", gpt2rt_last_error(cpu));
     gpt2rt_forecaster *fa = NULL, *fb = NULL;

@@ -52,14 +52,31 @@ build() {
     return 1
 }
 
-# run_twice NAME BINARY ARGS...: forward and a second order; both must exit 0 with the same digest
+# build_bg NAME COMPILER SOURCE [extra flags]: build's compile started in the background;
+# build_done NAME: waits for it and reports as build does
+build_bg() {
+    local name=$1; rm -f build/emu_$name.rc
+    ( build "$@" > /dev/null; echo $? > build/emu_$name.rc ) &
+}
+build_done() {
+    local name=$1
+    while [ ! -f build/emu_$name.rc ] && [ -n "$(jobs -rp)" ]; do wait -n 2>/dev/null || true; done
+    [ "$(cat build/emu_$name.rc 2>/dev/null)" = 0 ] && return 0
+    bad "build $name (build/emu_build_$name.log):"; head -20 build/emu_build_$name.log | sed 's/^/    /'
+    return 1
+}
+
+# run_twice NAME BINARY ARGS...: forward and a second order, at the same time (two
+# processes); both must exit 0 with the same digest
 run_twice() {
     local name=$1 bin=$2 second=${SECOND_ORDER:-reverse}; shift 2
-    local rc1 rc2
+    local rc1 rc2 p1 p2
     EMU_ORDER=forward EMU_DIGEST=build/emu_$name.fwd.digest EMU_LAUNCH_LOG=${LAUNCH_LOG:-} \
-        timeout 900 "$bin" "$@" > build/emu_$name.fwd.log 2>&1; rc1=$?
+        timeout 900 "$bin" "$@" > build/emu_$name.fwd.log 2>&1 & p1=$!
     EMU_ORDER=$second EMU_DIGEST=build/emu_$name.2nd.digest \
-        timeout 900 "$bin" "$@" > build/emu_$name.2nd.log 2>&1; rc2=$?
+        timeout 900 "$bin" "$@" > build/emu_$name.2nd.log 2>&1 & p2=$!
+    wait $p1; rc1=$?
+    wait $p2; rc2=$?
     # the program's own checks count too: its last line says "N passed, M failed"
     local inner
     inner=$(tail -1 build/emu_$name.fwd.log | grep -oE '[0-9]+ passed, [0-9]+ failed' | grep -oE '[0-9]+' | tr '\n' ' ')
@@ -75,6 +92,13 @@ run_twice() {
     else bad "$name: forward and $second orders differ: $(cat build/emu_$name.fwd.digest 2>/dev/null) vs $(cat build/emu_$name.2nd.digest 2>/dev/null)"; fi
 }
 
+# step 2's two builds start first, in the background: they take minutes, the rest of
+# the script runs beside them
+if [ "${1:-}" != quick ]; then
+    build_bg drive "$CXX" kernels/emu/drive.cpp
+    build_bg drive_nccl "$CXX" kernels/emu/drive.cpp -DGPT2RT_NCCL -include nccl.h
+fi
+
 # 1. the emulator's own checks
 for cxx in "$CXX" clang++; do
     if ! command -v $cxx > /dev/null 2>&1; then skip "test_emu with $cxx: not installed"; continue; fi
@@ -89,14 +113,14 @@ if [ "${1:-}" != quick ]; then
     #    labs named in EMU_LABS (e.g. "train_step:checks": minutes each under ASan)
     LAUNCH_LOG=build/emu_launches.log
     rm -f $LAUNCH_LOG
-    if build drive "$CXX" kernels/emu/drive.cpp; then
+    if build_done drive; then
         LAUNCH_LOG=$LAUNCH_LOG run_twice drive build/emu_drive
         grep -E "^(ok|FAIL|skip) " build/emu_drive.fwd.log | sed 's/^/    /'
         skipped=$((skipped + $(grep -c "^skip " build/emu_drive.fwd.log)))
     fi
     # the header's NCCL communicator (GPT2RT_NCCL: rank threads, one NCCL group) on the
     # emulator's NCCL: data parallel and ZeRO-1 again
-    if build drive_nccl "$CXX" kernels/emu/drive.cpp -DGPT2RT_NCCL -include nccl.h; then
+    if build_done drive_nccl; then
         LAUNCH_LOG=$LAUNCH_LOG run_twice drive_nccl build/emu_drive_nccl parallel
     fi
     for lab in ${EMU_LABS:-}; do
