@@ -2332,9 +2332,10 @@ static void gpt2rt__cfg_default_optimizer(gpt2rt_config *c) {
    the table for the config's own cell (stage PLAN: gpt2rt_plan refuses it too),
    gpt2rt_create for the cells that plan but do not run (CREATE), and the calls a
    context does not offer for its cell (CALL). Every GPT2RT_ERR_NOT_IMPLEMENTED of a
-   combination comes from here, in one form (gpt2rt__cap_message; the rendezvous's
-   limit of processes, 10.3-10.4, is the one refusal of a count); gpt2rt_capabilities_markdown
-   prints the table (docs/support.md), and tests/test_caps.c walks every cell. */
+   combination comes from here, in one form (gpt2rt__cap_message), and the one refusal
+   of a count, the processes of a run (gpt2rt__cap_processes, asked by 10.3-10.4), too;
+   gpt2rt_capabilities_markdown prints the table (docs/support.md), and tests/test_caps.c
+   walks every cell. */
 
 enum { GPT2RT__CAP_CPU = 1 << 0, GPT2RT__CAP_CUDA = 1 << 1 }; /* backends */
 enum {                                                       /* execution modes */
@@ -2550,6 +2551,16 @@ static gpt2rt_result gpt2rt__cap_call(gpt2rt_ctx *ctx, unsigned call, const char
     char why[2048];
     gpt2rt__cap_message(i, &ctx->cfg, fn, why, sizeof why);
     return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s", why);
+}
+
+/* The one refusal of a count, not a cell: a run of n processes, which the rendezvous
+   (10.3, who = "rendezvous of world_size =") and MPI (10.4, "MPI world of") hold up to
+   GPT2RT__RDV_MAX_PEERS of (rank 0 holds a socket or a request per rank) */
+#define GPT2RT__RDV_MAX_PEERS 1024
+static gpt2rt_result gpt2rt__cap_processes(int n, const char *who, char *err, size_t cap) {
+    if (n <= GPT2RT__RDV_MAX_PEERS) return GPT2RT_OK;
+    snprintf(err, cap, "%s %d processes: at most %d", who, n, GPT2RT__RDV_MAX_PEERS);
+    return GPT2RT_ERR_NOT_IMPLEMENTED;
 }
 
 /* ---- the table as Markdown (docs/support.md) ---- */
@@ -17531,7 +17542,6 @@ static const gpt2rt__exec gpt2rt__ex_stages = {
    The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
 
 #define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
-#define GPT2RT__RDV_MAX_PEERS 1024   /* processes in one run (rank 0 holds a socket per rank) */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 #ifdef GPT2RT_MPI
 static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
@@ -17907,9 +17917,8 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
 #ifdef GPT2RT_NO_DIST
     (void)id; /* config resolution refuses world_size > 1 in such a build */
 #endif
-    if (c->world_size > GPT2RT__RDV_MAX_PEERS)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "rendezvous of world_size = %d processes: at most %d", c->world_size,
-                    GPT2RT__RDV_MAX_PEERS);
+    gpt2rt_result r = gpt2rt__cap_processes(c->world_size, "rendezvous of world_size =", err, cap);
+    if (r != GPT2RT_OK) return r;
 #ifdef GPT2RT_MPI
     if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
 #endif
@@ -17917,8 +17926,7 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
     if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
     if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
         struct sockaddr_in a;
-        gpt2rt_result r = gpt2rt__rdv_addr(c, &a, err, cap);
-        if (r != GPT2RT_OK) return r;
+        if ((r = gpt2rt__rdv_addr(c, &a, err, cap)) != GPT2RT_OK) return r;
         return c->rank == 0 ? gpt2rt__rdv_tcp_root(c, &a, id, err, cap) : gpt2rt__rdv_tcp_peer(c, &a, id, err, cap);
     }
 #endif
@@ -18068,8 +18076,7 @@ static gpt2rt_result gpt2rt__mpi_comm(const gpt2rt_config *cfg, gpt2rt__comm *c,
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config (or RANK / "
                     "WORLD_SIZE) says rank %d of %d: launch with mpirun -np %d and leave them 0, or make them agree",
                     rank, size, cfg->rank, cfg->world_size, cfg->world_size);
-    if (size > GPT2RT__RDV_MAX_PEERS)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "MPI world of %d processes: at most %d", size, GPT2RT__RDV_MAX_PEERS);
+    if ((r = gpt2rt__cap_processes(size, "MPI world of", err, cap)) != GPT2RT_OK) return r;
     gpt2rt__mpi *m = (gpt2rt__mpi *)calloc(1, sizeof *m);
     if (!m) GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %zu bytes", sizeof *m);
     m->comm = MPI_COMM_NULL;
