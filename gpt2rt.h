@@ -9608,10 +9608,11 @@ typedef struct gpt2rt__backend {
     /* *m, *v: the moments of every trained float on the host, with the weights caught up;
        *buf: what the call allocated for them (the caller frees it), or NULL */
     gpt2rt_result (*host_moments)(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
-    /* tensor t's value, gradient or moment (checked name t, dst of its size); the raw
-       gradient times unscale is the one read: the executor's (10) count of the targets */
-    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                double unscale, float *dst);
+    /* tensor t's value, gradient or moment (checked by 11.6: dst of its size, t trained
+       but for a value); the raw gradient times unscale is the one read: the executor's
+       (10) count of the targets */
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, double unscale,
+                                float *dst);
     /* the bytes of each category this context holds, and the driver's own (measured) */
     void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
     /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
@@ -10364,23 +10365,18 @@ static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, 
 }
 
 /* a tensor's value, gradient (times unscale) or moment, from whichever rank keeps it */
-static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                            gpt2rt_param_what what, double unscale, float *dst) {
+static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                            double unscale, float *dst) {
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
-                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
+                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : ctx->v;
     if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
         for (int64_t r0 = 0; r0 < t->hf_rows; r0++)
             for (int64_t c = 0; c < t->cols; c++)
                 dst[t->transpose ? c * t->rows + r0 : r0 * t->cols + c] = gpt2rt__w_get(ctx, t->off + r0 * t->cols + c);
         return GPT2RT_OK;
     }
-    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                            "has no gradient and no moments", name, t->group);
     float k = what == GPT2RT_PARAM_GRAD ? (float)unscale : 1.0f;
     if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
         float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
         if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
@@ -10390,7 +10386,6 @@ static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, c
         return GPT2RT_OK;
     }
     if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
         int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
         float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
         if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
@@ -14508,8 +14503,8 @@ static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pi
 static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
 static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
 static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
-static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, double unscale, float *dst);
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                              double unscale, float *dst);
 static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
 static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
 static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
@@ -14935,12 +14930,6 @@ static gpt2rt_result gpt2rt__cu_host_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *
    copy, the gradient (times unscale) and the moments from the device */
 static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                            gpt2rt_param_what what, double unscale, float *dst) {
-    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
-        what != GPT2RT_PARAM_ADAM_V)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                            "has no gradient and no moments", t->name, t->group);
     gpt2rt_result r;
     if (what == GPT2RT_PARAM_VALUE) {
         if ((r = gpt2rt__cu_host_weights(ctx, st)) != GPT2RT_OK) return r;
@@ -15816,9 +15805,8 @@ static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, double unscale, float *dst) {
-    (void)name;
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                              double unscale, float *dst) {
     return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, unscale, dst);
 }
 
@@ -16155,13 +16143,7 @@ static gpt2rt_result gpt2rt__ls_cu_param_read(gpt2rt_ctx *ctx, const gpt2rt__ten
                                               float *dst) {
     gpt2rt__ls *ls = ctx->ls;
     int i = (int)(t - ctx->tensors), owner = -1;
-    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
-        what != GPT2RT_PARAM_ADAM_V)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (t->goff < 0) {
-        if (what != GPT2RT_PARAM_VALUE)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                                "has no gradient and no moments", t->name, t->group);
+    if (t->goff < 0) { /* frozen: its weights (11.6 refused the rest) */
         gpt2rt__param_out(t, ctx->params + t->off, 1.0f, dst);
         return GPT2RT_OK;
     }
@@ -16842,7 +16824,7 @@ static gpt2rt_result gpt2rt__one_output(gpt2rt_ctx *ctx, float *dst) {
 /* a gradient: of the mean loss over this context's targets since the last update */
 static gpt2rt_result gpt2rt__one_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
                                             float *dst) {
-    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_grad_unscale(ctx), dst);
+    return ctx->be->param_read(ctx, t, what, gpt2rt__opt_grad_unscale(ctx), dst);
 }
 
 static void gpt2rt__one_sync(gpt2rt_ctx *ctx, int what) { (void)ctx; (void)what; }
@@ -17229,7 +17211,7 @@ static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor
     if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
     int64_t all = 0;
     for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
-    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, all), dst);
+    return ctx->be->param_read(ctx, t, what, gpt2rt__opt_unscale(ctx, all), dst);
 }
 
 static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
@@ -18138,7 +18120,7 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
 static gpt2rt_result gpt2rt__proc_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
                                              float *dst) {
     if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
-    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
+    return ctx->be->param_read(ctx, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
 }
 
 /* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
@@ -19041,8 +19023,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
-    if (what != GPT2RT_PARAM_VALUE)
-        GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_param_read", "gradients or moments to read"));
+    if (what == GPT2RT_PARAM_VALUE) return ctx->ex->param_read(ctx, t, what, dst);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_param_read", "gradients or moments to read"));
+    int moment = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V;
+    if (!moment && what != GPT2RT_PARAM_GRAD)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (t->goff < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                            "has no gradient and no moments", name, t->group);
+    /* ZeRO-1: each rank keeps the moments of its shard, and once summed the gradient's */
+    if (ctx->d.shards > 1 && moment)
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
+    if (ctx->d.shards > 1 && !moment && ctx->dp_reduced)
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
     return ctx->ex->param_read(ctx, t, what, dst);
 }
 
