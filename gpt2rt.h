@@ -14897,7 +14897,7 @@ static gpt2rt_result gpt2rt__cu_host_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *
     return st->host_stale ? gpt2rt__cu_download_params(ctx, st) : GPT2RT_OK;
 }
 
-/* gpt2rt_param_read on a CUDA context (name and count checked): the value from the host
+/* gpt2rt_param_read on a CUDA context (checked by 11.6): the value from the host
    copy, the gradient (times unscale) and the moments from the device */
 static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                            gpt2rt_param_what what, double unscale, float *dst) {
