@@ -2332,9 +2332,10 @@ static void gpt2rt__cfg_default_optimizer(gpt2rt_config *c) {
    the table for the config's own cell (stage PLAN: gpt2rt_plan refuses it too),
    gpt2rt_create for the cells that plan but do not run (CREATE), and the calls a
    context does not offer for its cell (CALL). Every GPT2RT_ERR_NOT_IMPLEMENTED of a
-   combination comes from here, in one form (gpt2rt__cap_message; the rendezvous's
-   limit of processes, 10.3-10.4, is the one refusal of a count); gpt2rt_capabilities_markdown
-   prints the table (docs/support.md), and tests/test_caps.c walks every cell. */
+   combination comes from here, in one form (gpt2rt__cap_message), and the one refusal
+   of a count, the processes of a run (gpt2rt__cap_processes, asked by 10.3-10.4), too;
+   gpt2rt_capabilities_markdown prints the table (docs/support.md), and tests/test_caps.c
+   walks every cell. */
 
 enum { GPT2RT__CAP_CPU = 1 << 0, GPT2RT__CAP_CUDA = 1 << 1 }; /* backends */
 enum {                                                       /* execution modes */
@@ -2550,6 +2551,16 @@ static gpt2rt_result gpt2rt__cap_call(gpt2rt_ctx *ctx, unsigned call, const char
     char why[2048];
     gpt2rt__cap_message(i, &ctx->cfg, fn, why, sizeof why);
     return gpt2rt__fail(ctx, GPT2RT_ERR_NOT_IMPLEMENTED, "%s", why);
+}
+
+/* The one refusal of a count, not a cell: a run of n processes, which the rendezvous
+   (10.3, who = "rendezvous of world_size =") and MPI (10.4, "MPI world of") hold up to
+   GPT2RT__RDV_MAX_PEERS of (rank 0 holds a socket or a request per rank) */
+#define GPT2RT__RDV_MAX_PEERS 1024
+static gpt2rt_result gpt2rt__cap_processes(int n, const char *who, char *err, size_t cap) {
+    if (n <= GPT2RT__RDV_MAX_PEERS) return GPT2RT_OK;
+    snprintf(err, cap, "%s %d processes: at most %d", who, n, GPT2RT__RDV_MAX_PEERS);
+    return GPT2RT_ERR_NOT_IMPLEMENTED;
 }
 
 /* ---- the table as Markdown (docs/support.md) ---- */
@@ -5238,7 +5249,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
 
 /* ==== 4.4 Training state ==== */
 
-static gpt2rt_result gpt2rt__upload(gpt2rt_ctx *ctx, const float *m, const float *v); /* 10: the backend's */
+static gpt2rt_result gpt2rt__state_in(gpt2rt_ctx *ctx, const float *m, const float *v); /* 10: the executor's */
 
 /* weights, moments, step and RNG in one safetensors file */
 
@@ -5322,7 +5333,7 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
         gpt2rt__reset_training(ctx);
         memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
         /* every data-parallel rank's (ZeRO-1: each rank its shard; CUDA: on the devices) */
-        r = gpt2rt__upload(ctx, (const float *)(const void *)(st.data + e[1]->begin),
+        r = gpt2rt__state_in(ctx, (const float *)(const void *)(st.data + e[1]->begin),
                            (const float *)(const void *)(st.data + e[2]->begin));
         ctx->step = step;
         ctx->rng = rng;
@@ -9589,18 +9600,22 @@ typedef struct gpt2rt__backend {
     /* data parallel (10.1): sum the gradient pieces {first float, count} over the ranks
        (scatter: ZeRO-1's one reduce-scatter of the whole gradient) */
     gpt2rt_result (*dp_reduce)(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
-    /* ctx->params caught up with the weights the backend trains */
+    /* ctx->params caught up with the weights this context trains (ZeRO-1 with a CUDA
+       master: the trained floats of its shard; the executor, 10.1, asks every rank) */
     gpt2rt_result (*host_weights)(gpt2rt_ctx *ctx);
-    /* ctx->params (and the moments m, v of every trained float, if not NULL) to where
-       every data-parallel rank trains them */
+    /* ctx->params to where this context trains them, and the moments m, v (n_train floats
+       each, goff order; NULL: untouched) of its shard [opt_lo, opt_hi) */
     gpt2rt_result (*upload)(gpt2rt_ctx *ctx, const float *m, const float *v);
-    /* *m, *v: the moments of every trained float on the host, with the weights caught up;
-       *buf: what the call allocated for them (the caller frees it), or NULL */
-    gpt2rt_result (*host_moments)(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
-    /* tensor t's value, gradient or moment (checked name t, dst of its size); the raw
-       gradient times unscale is the one read: the executor's (10) count of the targets */
-    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                double unscale, float *dst);
+    /* of the trained floats [lo, hi), the part in this context's shard [opt_lo, opt_hi)
+       to its place in dst (hi - lo floats; the rest untouched): the moment m or v, or the
+       gradient (ZeRO-1: once the reduce-scatter summed it there) times unscale */
+    gpt2rt_result (*shard_read)(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi, double unscale,
+                                float *dst);
+    /* tensor t's value, gradient or moment (checked by 11.6: dst of its size, t trained
+       but for a value); the raw gradient times unscale is the one read: the executor's
+       (10) count of the targets */
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, double unscale,
+                                float *dst);
     /* the bytes of each category this context holds, and the driver's own (measured) */
     void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
     /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
@@ -10304,90 +10319,40 @@ static gpt2rt_result gpt2rt__cpu_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*piec
     return GPT2RT_OK;
 }
 
-/* In one process: the moments of the trained floats [lo, hi) into m, v (each hi-lo
-   floats), from whichever rank keeps them (ZeRO-1), or set them there (in = 1). */
-static void gpt2rt__dp_moments(gpt2rt_ctx *ctx, float *m, float *v, int64_t lo, int64_t hi, int in) {
-    int n = ctx->n_ranks > 1 ? ctx->n_ranks : 1;
-    for (int r = 0; r < n; r++) {
-        gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
-        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
-        if (b <= a) continue;
-        size_t bytes = (size_t)(b - a) * sizeof(float);
-        if (in) { memcpy(rc->m + (a - rc->opt_lo), m + (a - lo), bytes); memcpy(rc->v + (a - rc->opt_lo), v + (a - lo), bytes); }
-        else { memcpy(m + (a - lo), rc->m + (a - rc->opt_lo), bytes); memcpy(v + (a - lo), rc->v + (a - rc->opt_lo), bytes); }
-        if (ctx->d.shards == 1) break; /* every rank holds them all: rank 0's */
-    }
-}
-
-/* ZeRO-1 in one process, once the reduce-scatter ran: the summed gradient of the trained
-   floats [lo, hi) into g (hi-lo floats), each part from the rank whose shard holds the
-   sum (elsewhere a rank holds its own rows' gradient) */
-static void gpt2rt__dp_grads(gpt2rt_ctx *ctx, float *g, int64_t lo, int64_t hi) {
-    for (int r = 0; r < ctx->n_ranks; r++) {
-        const gpt2rt_ctx *rc = r ? ctx->ranks[r] : ctx;
-        int64_t a = lo > rc->opt_lo ? lo : rc->opt_lo, b = hi < rc->opt_hi ? hi : rc->opt_hi;
-        if (b > a) memcpy(g + (a - lo), rc->grads + a, (size_t)(b - a) * sizeof(float));
-    }
-}
-
-/* the host weights are the trained ones; the moments go to whichever rank keeps them */
+/* the host weights are the trained ones */
 static gpt2rt_result gpt2rt__cpu_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
-    if (m && v) gpt2rt__dp_moments(ctx, (float *)m, (float *)v, 0, ctx->n_train, 1);
+    size_t bytes = (size_t)(ctx->opt_hi - ctx->opt_lo) * sizeof(float);
+    if (m) memcpy(ctx->m, m + ctx->opt_lo, bytes);
+    if (v) memcpy(ctx->v, v + ctx->opt_lo, bytes);
     return GPT2RT_OK;
 }
 
-/* ZeRO-1: the ranks' shards gathered whole */
-static gpt2rt_result gpt2rt__cpu_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
-    *m = ctx->m;
-    *v = ctx->v;
-    *buf = NULL;
-    if (ctx->d.shards == 1) return GPT2RT_OK;
-    float *zmv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
-    if (!zmv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes to gather the "
-                                  "sharded moments", (long long)ctx->n_train * 8);
-    gpt2rt__dp_moments(ctx, zmv, zmv + ctx->n_train, 0, ctx->n_train, 0);
-    *m = zmv;
-    *v = zmv + ctx->n_train;
-    *buf = zmv;
+/* the gradient by the whole gradient's offsets (the reduce-scatter sums in place), the
+   moments from opt_lo */
+static gpt2rt_result gpt2rt__cpu_shard_read(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi,
+                                            double unscale, float *dst) {
+    int64_t a = lo > ctx->opt_lo ? lo : ctx->opt_lo, b = hi < ctx->opt_hi ? hi : ctx->opt_hi;
+    if (b <= a) return GPT2RT_OK;
+    const float *src = what == GPT2RT_PARAM_GRAD ? ctx->grads + a
+                     : (what == GPT2RT_PARAM_ADAM_M ? ctx->m : ctx->v) + (a - ctx->opt_lo);
+    float k = what == GPT2RT_PARAM_GRAD ? (float)unscale : 1.0f;
+    if (k == 1.0f) memcpy(dst + (a - lo), src, (size_t)(b - a) * sizeof(float));
+    else for (int64_t i = 0; i < b - a; i++) dst[a - lo + i] = src[i] * k;
     return GPT2RT_OK;
 }
 
-/* a tensor's value, gradient (times unscale) or moment, from whichever rank keeps it */
-static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                            gpt2rt_param_what what, double unscale, float *dst) {
+/* a tensor's value, gradient (times unscale) or moment */
+static gpt2rt_result gpt2rt__cpu_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                            double unscale, float *dst) {
     const float *base = what == GPT2RT_PARAM_VALUE ? ctx->params : what == GPT2RT_PARAM_GRAD ? ctx->grads
-                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : what == GPT2RT_PARAM_ADAM_V ? ctx->v : NULL;
+                      : what == GPT2RT_PARAM_ADAM_M ? ctx->m : ctx->v;
     if (what == GPT2RT_PARAM_VALUE && ctx->params16) { /* bf16 weights: widened (exactly) */
         for (int64_t r0 = 0; r0 < t->hf_rows; r0++)
             for (int64_t c = 0; c < t->cols; c++)
                 dst[t->transpose ? c * t->rows + r0 : r0 * t->cols + c] = gpt2rt__w_get(ctx, t->off + r0 * t->cols + c);
         return GPT2RT_OK;
     }
-    if (!base) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                            "has no gradient and no moments", name, t->group);
     float k = what == GPT2RT_PARAM_GRAD ? (float)unscale : 1.0f;
-    if (ctx->d.shards > 1 && what == GPT2RT_PARAM_GRAD && ctx->dp_reduced) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
-        int64_t n = t->rows * t->cols; /* ZeRO-1: the sum of each shard is on the rank that updates it */
-        float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING);
-        if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
-        gpt2rt__dp_grads(ctx, g, t->goff, t->goff + n);
-        gpt2rt__param_out(t, g, k, dst);
-        gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
-        return GPT2RT_OK;
-    }
-    if (ctx->d.shards > 1 && (what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V)) {
-        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
-        int64_t n = t->rows * t->cols; /* ZeRO-1: gathered from the ranks that keep them */
-        float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 8, GPT2RT_MEM_BOOKKEEPING);
-        if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 8);
-        gpt2rt__dp_moments(ctx, mv, mv + n, t->goff, t->goff + n, 0);
-        gpt2rt__param_out(t, what == GPT2RT_PARAM_ADAM_M ? mv : mv + n, 1.0f, dst);
-        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-        return GPT2RT_OK;
-    }
     gpt2rt__param_out(t, base + (what == GPT2RT_PARAM_VALUE ? t->off : t->goff), k, dst);
     return GPT2RT_OK;
 }
@@ -10403,7 +10368,7 @@ static const gpt2rt__backend gpt2rt__cpu_backend = {
     gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy,
     gpt2rt__cpu_forward, gpt2rt__cpu_forward_series, gpt2rt__cpu_backward, gpt2rt__cpu_update, gpt2rt__cpu_zero_grads,
     gpt2rt__cpu_logits, gpt2rt__cpu_predictions, gpt2rt__cpu_dp_reduce, gpt2rt__cpu_host_weights, gpt2rt__cpu_upload,
-    gpt2rt__cpu_host_moments, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
+    gpt2rt__cpu_shard_read, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
     gpt2rt__cpu_release, gpt2rt__cpu_release, gpt2rt__cpu_decode};
 
 /* ==== 8. CUDA backend ==== */
@@ -13413,8 +13378,11 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
                                                   host context (gpt2rt__span_params's table)
    gpt2rt__cu_free(st)
    gpt2rt__cu_upload_params(ctx, st)              ctx->params -> device master + floatX copy
-   gpt2rt__cu_download_params(ctx, st)            device master -> ctx->params (trained tensors)
+   gpt2rt__cu_download_params(ctx, st)            device master -> ctx->params (trained tensors;
+                                                  ZeRO-1: those of the own shard)
    gpt2rt__cu_upload_moments / _download_moments  m, v (n_train each, host arrays)
+   gpt2rt__cu_read_shard(ctx, st, what, lo, hi, k, dst)  the own shard's part of the trained
+                                                  floats [lo, hi) of m, v or the gradient
    gpt2rt__cu_download_grads(ctx, st, g)          raw gradients (n_train) to the host
    gpt2rt__cu_zero(ctx, st, moments)              gradients (and m, v) to zero
    gpt2rt__cu_read_tensor(ctx, st, t, what, dst)  one tensor (internal layout) to the host
@@ -13995,8 +13963,8 @@ static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state 
 }
 
 /* the trained tensors' fp32 master -> ctx->params (frozen tensors never change on the
-   device: the host copy is already theirs). ZeRO-1 in bf16/fp16: the part in the own
-   shard only (gpt2rt__cu_host_weights asks every rank). Synchronous. */
+   device: the host copy is already theirs). ZeRO-1: the part in the own shard only (the
+   ranks executor, 10.1, asks every rank). Synchronous. */
 static gpt2rt_result gpt2rt__cu_download_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     st->phase = "download_params";
     st->layer = -1;
@@ -14004,15 +13972,34 @@ static gpt2rt_result gpt2rt__cu_download_params(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     for (int i = 0; i < ctx->n_tensors; i++) {
         const gpt2rt__tensor *t = &ctx->tensors[i];
         if (t->goff < 0) continue;
-        int64_t n = t->rows * t->cols, lo = t->goff, hi = t->goff + n;
-        if (st->master) { if (lo < st->opt_lo) lo = st->opt_lo; if (hi > st->opt_hi) hi = st->opt_hi; }
+        int64_t n = t->rows * t->cols;
+        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo, hi = t->goff + n < st->opt_hi ? t->goff + n : st->opt_hi;
         if (hi <= lo) continue;
-        const float *src = st->master ? st->master + (lo - st->opt_lo) : (const float *)st->w + t->off;
+        const float *src = st->master ? st->master + (lo - st->opt_lo) : (const float *)st->w + t->off + (lo - t->goff);
         GPT2RT__CU_CK(cudaMemcpyAsync(ctx->params + t->off + (lo - t->goff), src, (size_t)(hi - lo) * 4,
                                       cudaMemcpyDeviceToHost, st->stream));
     }
     GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
     st->host_stale = 0;
+    return GPT2RT_OK;
+}
+
+/* of the trained floats [lo, hi), the part in the own shard [opt_lo, opt_hi) of m, v or
+   the gradient (whose offsets are the whole gradient's: the reduce-scatter sums in
+   place) to its place in dst (hi - lo floats), times k; the rest untouched. Synchronous. */
+static gpt2rt_result gpt2rt__cu_read_shard(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, gpt2rt_param_what what, int64_t lo,
+                                           int64_t hi, float k, float *dst) {
+    int64_t a = lo > st->opt_lo ? lo : st->opt_lo, b = hi < st->opt_hi ? hi : st->opt_hi;
+    if (b <= a) return GPT2RT_OK;
+    st->phase = "read_shard";
+    st->layer = -1;
+    if (what == GPT2RT_PARAM_GRAD) GPT2RT__TRY(gpt2rt__cu_comm_idle(ctx, st));
+    const float *src = what == GPT2RT_PARAM_GRAD ? st->grads + a
+                     : (what == GPT2RT_PARAM_ADAM_M ? st->m : st->v) + (a - st->opt_lo);
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    GPT2RT__CU_CK(cudaMemcpyAsync(dst + (a - lo), src, (size_t)(b - a) * 4, cudaMemcpyDeviceToHost, st->stream));
+    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
+    if (k != 1.0f) for (int64_t i = a - lo; i < b - lo; i++) dst[i] *= k;
     return GPT2RT_OK;
 }
 
@@ -14029,14 +14016,8 @@ static gpt2rt_result gpt2rt__cu_upload_moments(gpt2rt_ctx *ctx, gpt2rt__cu_state
     return GPT2RT_OK;
 }
 static gpt2rt_result gpt2rt__cu_download_moments(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float *m, float *v) {
-    st->phase = "download_moments";
-    st->layer = -1;
-    size_t bytes = (size_t)(st->opt_hi - st->opt_lo) * 4;
-    GPT2RT__CU_CK(cudaSetDevice(st->device));
-    if (m) GPT2RT__CU_CK(cudaMemcpyAsync(m + st->opt_lo, st->m, bytes, cudaMemcpyDeviceToHost, st->stream));
-    if (v) GPT2RT__CU_CK(cudaMemcpyAsync(v + st->opt_lo, st->v, bytes, cudaMemcpyDeviceToHost, st->stream));
-    GPT2RT__CU_CK(cudaStreamSynchronize(st->stream));
-    return GPT2RT_OK;
+    if (m) GPT2RT__TRY(gpt2rt__cu_read_shard(ctx, st, GPT2RT_PARAM_ADAM_M, 0, st->n_train, 1.0f, m));
+    return v ? gpt2rt__cu_read_shard(ctx, st, GPT2RT_PARAM_ADAM_V, 0, st->n_train, 1.0f, v) : GPT2RT_OK;
 }
 /* zero the gradients (a dropped accumulation), and with moments = 1 also m and v (a
    training reset); the next backward then overwrites instead of accumulating. Synchronous. */
@@ -14496,9 +14477,10 @@ static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst);
 static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
 static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
 static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
-static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
-static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, double unscale, float *dst);
+static gpt2rt_result gpt2rt__cu_be_shard_read(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi,
+                                              double unscale, float *dst);
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                              double unscale, float *dst);
 static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
 static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
 static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
@@ -14511,7 +14493,7 @@ static const gpt2rt__backend gpt2rt__cu_backend = {
     gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy,
     gpt2rt__cu_be_forward, gpt2rt__cu_be_forward_series, gpt2rt__cu_be_backward, gpt2rt__cu_be_update,
     gpt2rt__cu_be_zero_grads, gpt2rt__cu_be_logits, gpt2rt__cu_be_predictions, gpt2rt__cu_be_dp_reduce,
-    gpt2rt__cu_be_host_weights, gpt2rt__cu_be_upload, gpt2rt__cu_be_host_moments, gpt2rt__cu_be_param_read,
+    gpt2rt__cu_be_host_weights, gpt2rt__cu_be_upload, gpt2rt__cu_be_shard_read, gpt2rt__cu_be_param_read,
     gpt2rt__cu_be_allocated, gpt2rt__cu_be_dp_rank, gpt2rt__cu_be_dp_open, gpt2rt__cu_be_release_shared,
     gpt2rt__cu_be_release, gpt2rt__cu_be_decode};
 
@@ -14909,27 +14891,16 @@ static gpt2rt_result gpt2rt__cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
     return GPT2RT_OK;
 }
 
-/* ctx->params caught up with the device (updates move the device copy only); data
-   parallel with ZeRO-1 in bf16/fp16: every rank's master holds its shard of them */
+/* ctx->params caught up with the device (updates move the device copy only): ZeRO-1,
+   the trained floats of the own shard (a data-parallel rank's host weights are rank 0's) */
 static gpt2rt_result gpt2rt__cu_host_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
-    if (!st->host_stale) return GPT2RT_OK;
-    for (int r = 1; r < ctx->n_ranks && st->master && st->opt_hi - st->opt_lo < st->n_train; r++) {
-        gpt2rt_result res = gpt2rt__cu_download_params(ctx, ctx->ranks[r]->cu);
-        if (res != GPT2RT_OK) return res;
-    }
-    return gpt2rt__cu_download_params(ctx, st);
+    return st->host_stale ? gpt2rt__cu_download_params(ctx, st) : GPT2RT_OK;
 }
 
-/* gpt2rt_param_read on a CUDA context (name and count checked): the value from the host
+/* gpt2rt_param_read on a CUDA context (checked by 11.6): the value from the host
    copy, the gradient (times unscale) and the moments from the device */
 static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, const gpt2rt__tensor *t,
                                            gpt2rt_param_what what, double unscale, float *dst) {
-    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
-        what != GPT2RT_PARAM_ADAM_V)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (what != GPT2RT_PARAM_VALUE && t->goff < 0)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                            "has no gradient and no moments", t->name, t->group);
     gpt2rt_result r;
     if (what == GPT2RT_PARAM_VALUE) {
         if ((r = gpt2rt__cu_host_weights(ctx, st)) != GPT2RT_OK) return r;
@@ -14940,15 +14911,6 @@ static gpt2rt_result gpt2rt__cu_param_read(gpt2rt_ctx *ctx, gpt2rt__cu_state *st
     float *tmp = (float *)gpt2rt__alloc(&ctx->cfg, n * sizeof(float), GPT2RT_MEM_BOOKKEEPING);
     if (!tmp) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %zu floats", n);
     r = gpt2rt__cu_read_tensor(ctx, st, t, what, tmp);
-    /* data parallel with ZeRO-1: each rank holds the moments of its shard, and once reduced
-       the gradient's sum there */
-    for (int i = 1; i < ctx->n_ranks && r == GPT2RT_OK && (what != GPT2RT_PARAM_GRAD || ctx->dp_reduced) &&
-                    ctx->d.shards > 1; i++)
-        if ((r = gpt2rt__cu_read_tensor(ctx->ranks[i], ctx->ranks[i]->cu, t, what, tmp)) != GPT2RT_OK) {
-            char msg[sizeof ctx->error];
-            memcpy(msg, ctx->ranks[i]->error, sizeof msg);
-            gpt2rt__fail(ctx, r, "%s", msg);
-        }
     /* the device's raw gradients also carry the loss scale */
     float k = what == GPT2RT_PARAM_GRAD ? (float)(unscale / (double)st->loss_scale) : 1.0f;
     if (r == GPT2RT_OK) gpt2rt__param_out(t, tmp, k, dst);
@@ -15532,6 +15494,7 @@ static gpt2rt_result gpt2rt__cu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r) 
                                                   GPT2RT_MEM_BOOKKEEPING);
     if (!rc->tensors) return gpt2rt__fail(rc, GPT2RT_ERR_OUT_OF_MEMORY, "parameter table");
     memcpy(rc->tensors, ctx->tensors, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor));
+    rc->params = ctx->params; /* rank 0's host weights, which uploads and downloads use (not its arena) */
     /* the driver runs on device_ids[0]: this rank's config names its device first (the
        set of ordinals, which gpt2rt__dev_check judges, is the same) */
     gpt2rt_config c = ctx->cfg;
@@ -15702,28 +15665,6 @@ static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_st
     return GPT2RT_OK;
 }
 
-/* the device state of data-parallel rank r of ctx (rank 0: ctx's own; one device: r = 0) */
-static gpt2rt__cu_state *gpt2rt__cu_rank(gpt2rt_ctx *ctx, int r) { return r ? ctx->ranks[r]->cu : ctx->cu; }
-
-/* ctx->params (rank 0's host weights) to every rank's device; m, v (n_train each, goff
-   order; NULL: untouched) to every rank's, each keeping its shard under ZeRO-1 */
-static gpt2rt_result gpt2rt__cu_dp_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
-    for (int r = 0; r < (ctx->n_ranks > 1 ? ctx->n_ranks : 1); r++) {
-        GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, gpt2rt__cu_rank(ctx, r)));
-        if (m || v) GPT2RT__TRY(gpt2rt__cu_upload_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
-    }
-    return GPT2RT_OK;
-}
-
-/* m, v (n_train each) from the ranks that keep them (every rank: rank 0's) */
-static gpt2rt_result gpt2rt__cu_dp_download_moments(gpt2rt_ctx *ctx, float *m, float *v) {
-    int n = ctx->n_ranks > 1 && ctx->d.shards > 1 ? ctx->n_ranks : 1;
-    for (int r = 0; r < n; r++) GPT2RT__TRY(gpt2rt__cu_download_moments(ctx, gpt2rt__cu_rank(ctx, r), m, v));
-    return GPT2RT_OK;
-}
-
-
-
 /* ---- the CUDA backend's step-level entries (gpt2rt__cu_backend's second part) ---- */
 
 static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
@@ -15784,30 +15725,19 @@ static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pi
 static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx) { return gpt2rt__cu_host_weights(ctx, ctx->cu); }
 
 static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
-    return gpt2rt__cu_dp_upload(ctx, m, v); /* every rank's device */
+    GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, ctx->cu));
+    return m || v ? gpt2rt__cu_upload_moments(ctx, ctx->cu, m, v) : GPT2RT_OK;
 }
 
-/* the moments live on the devices only: they come to the host for the write */
-static gpt2rt_result gpt2rt__cu_be_host_moments(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
-    *buf = NULL;
-    gpt2rt_result rc = gpt2rt__cu_host_weights(ctx, ctx->cu);
-    if (rc != GPT2RT_OK) return rc;
-    float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
-    if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
-                                 "the moments", (long long)ctx->n_train * 8);
-    if ((rc = gpt2rt__cu_dp_download_moments(ctx, mv, mv + ctx->n_train)) != GPT2RT_OK) {
-        gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING);
-        return rc;
-    }
-    *m = mv;
-    *v = mv + ctx->n_train;
-    *buf = mv;
-    return GPT2RT_OK;
+/* the device's raw gradients also carry the loss scale */
+static gpt2rt_result gpt2rt__cu_be_shard_read(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi,
+                                              double unscale, float *dst) {
+    float k = what == GPT2RT_PARAM_GRAD ? (float)(unscale / (double)ctx->cu->loss_scale) : 1.0f;
+    return gpt2rt__cu_read_shard(ctx, ctx->cu, what, lo, hi, k, dst);
 }
 
-static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const char *name, const gpt2rt__tensor *t,
-                                              gpt2rt_param_what what, double unscale, float *dst) {
-    (void)name;
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                              double unscale, float *dst) {
     return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, unscale, dst);
 }
 
@@ -16144,13 +16074,7 @@ static gpt2rt_result gpt2rt__ls_cu_param_read(gpt2rt_ctx *ctx, const gpt2rt__ten
                                               float *dst) {
     gpt2rt__ls *ls = ctx->ls;
     int i = (int)(t - ctx->tensors), owner = -1;
-    if (what != GPT2RT_PARAM_VALUE && what != GPT2RT_PARAM_GRAD && what != GPT2RT_PARAM_ADAM_M &&
-        what != GPT2RT_PARAM_ADAM_V)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
-    if (t->goff < 0) {
-        if (what != GPT2RT_PARAM_VALUE)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
-                                "has no gradient and no moments", t->name, t->group);
+    if (t->goff < 0) { /* frozen: its weights (11.6 refused the rest) */
         gpt2rt__param_out(t, ctx->params + t->off, 1.0f, dst);
         return GPT2RT_OK;
     }
@@ -16671,12 +16595,6 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
     ctx->grads_pending = 0;
 }
 
-/* the host's weights (and moments m, v of every trained float, if not NULL) to where the
-   backend trains them (for 4.4, which comes before the table) */
-static gpt2rt_result gpt2rt__upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
-    return ctx->be->upload(ctx, m, v);
-}
-
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
     (void)ctx->be->zero_grads(ctx, 1); /* a failure shows at the next call */
     ctx->step = 0;
@@ -16749,6 +16667,13 @@ typedef struct gpt2rt__exec {
     gpt2rt_result (*output)(gpt2rt_ctx *ctx, float *dst);
     /* tensor t's value, gradient (of the mean loss over every rank's targets) or moment */
     gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, float *dst);
+    /* ctx->params, and the moments m, v of every trained float (n_train each, goff order;
+       NULL: none), to where the mode trains them: every device, each ZeRO-1 rank its shard */
+    gpt2rt_result (*state_in)(gpt2rt_ctx *ctx, const float *m, const float *v);
+    /* ctx->params caught up with the weights trained; with m not NULL, *m and *v the
+       moments of every trained float on the host, *buf what was allocated for them (the
+       caller frees it) or NULL */
+    gpt2rt_result (*state_out)(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf);
     /* after ctx's weights (host and backend) or settings changed: the mode's other
        contexts follow (GPT2RT__SYNC_*) */
     void (*sync)(gpt2rt_ctx *ctx, int what);
@@ -16763,6 +16688,11 @@ typedef struct gpt2rt__exec {
 /* what changed before a sync: a gpt2rt_param_write; a weights load (the training starts
    over); a training state load; gpt2rt_mode_set's or gpt2rt_schedule_set's settings */
 enum { GPT2RT__SYNC_WRITE, GPT2RT__SYNC_WEIGHTS, GPT2RT__SYNC_STATE, GPT2RT__SYNC_SETTINGS };
+
+/* for 4.4, which comes before the table */
+static gpt2rt_result gpt2rt__state_in(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    return ctx->ex->state_in(ctx, m, v);
+}
 
 /* slice m of a call's a (targets 0) or b (targets 1; NULL stays NULL): B rows of tokens,
    Bw windows of x, or their n_out targets */
@@ -16831,7 +16761,40 @@ static gpt2rt_result gpt2rt__one_output(gpt2rt_ctx *ctx, float *dst) {
 /* a gradient: of the mean loss over this context's targets since the last update */
 static gpt2rt_result gpt2rt__one_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
                                             float *dst) {
-    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_grad_unscale(ctx), dst);
+    return ctx->be->param_read(ctx, t, what, gpt2rt__opt_grad_unscale(ctx), dst);
+}
+
+static gpt2rt_result gpt2rt__one_state_in(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    return ctx->be->upload(ctx, m, v);
+}
+
+/* *m, *v: the moments, ctx's own where the host holds them whole (the CPU's), else
+   gathered from the shards of ctx and ranks 1..n-1 into *buf */
+static gpt2rt_result gpt2rt__moments_out(gpt2rt_ctx *ctx, int n, const float **m, const float **v, float **buf) {
+    *buf = NULL;
+    *m = ctx->m;
+    *v = ctx->v;
+    if (ctx->m && ctx->opt_hi - ctx->opt_lo == ctx->n_train) return GPT2RT_OK;
+    float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
+    if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
+                                 "the moments", (long long)ctx->n_train * 8);
+    gpt2rt_result r = GPT2RT_OK;
+    for (int i = 0; i < n && r == GPT2RT_OK; i++) {
+        gpt2rt_ctx *rc = i ? ctx->ranks[i] : ctx;
+        r = rc->be->shard_read(rc, GPT2RT_PARAM_ADAM_M, 0, ctx->n_train, 1.0, mv);
+        if (r == GPT2RT_OK) r = rc->be->shard_read(rc, GPT2RT_PARAM_ADAM_V, 0, ctx->n_train, 1.0, mv + ctx->n_train);
+        if (r != GPT2RT_OK && i) r = gpt2rt__fail(ctx, r, "data-parallel rank %d: %s", i, rc->error);
+    }
+    if (r != GPT2RT_OK) { gpt2rt__free(&ctx->cfg, mv, GPT2RT_MEM_BOOKKEEPING); return r; }
+    *m = mv;
+    *v = mv + ctx->n_train;
+    *buf = mv;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__one_state_out(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
+    gpt2rt_result r = ctx->be->host_weights(ctx);
+    return r == GPT2RT_OK && m ? gpt2rt__moments_out(ctx, 1, m, v, buf) : r;
 }
 
 static void gpt2rt__one_sync(gpt2rt_ctx *ctx, int what) { (void)ctx; (void)what; }
@@ -16858,8 +16821,8 @@ static void gpt2rt__one_close(gpt2rt_ctx *ctx) { (void)ctx; }
 
 static const gpt2rt__exec gpt2rt__ex_one = {
     gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__one_open,
-    gpt2rt__one_close};
+    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
+    gpt2rt__one_allocated, gpt2rt__one_open, gpt2rt__one_close};
 
 /* ==== 10.1 Data parallel ==== */
 /* A rank of data parallel is an ordinary context whose comm has size > 1: the
@@ -17029,7 +16992,7 @@ static gpt2rt_result gpt2rt__dp_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
         gpt2rt_result res = ctx->be->dp_rank(ctx, rc, r, plan); /* CUDA: a device state on device_ids[r] */
         if (res != GPT2RT_OK)
             return gpt2rt__fail(ctx, res, "gpt2rt_create: data-parallel rank %d: %s", r, rc->error);
-        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        if (rc->params != ctx->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
         rc->rng = ctx->rng;
         gpt2rt__reset_training(rc);
     }
@@ -17172,24 +17135,47 @@ static gpt2rt_result gpt2rt__dp_step(gpt2rt_ctx *ctx, const void *a, const void 
     return GPT2RT_OK;
 }
 
+/* ctx's error from rank r's failure res (rank 0's message is ctx's own) */
+static gpt2rt_result gpt2rt__dp_rank_fail(gpt2rt_ctx *ctx, int r, gpt2rt_result res) {
+    char msg[sizeof ctx->error];
+    memcpy(msg, ctx->ranks[r]->error, sizeof msg);
+    return gpt2rt__fail(ctx, res, "%s", msg);
+}
+
+/* rank 0's host weights (the CUDA ranks' too), and each rank's moments (a shard with ZeRO-1) */
+static gpt2rt_result gpt2rt__dp_state_in(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    for (int r = 0; r < ctx->n_ranks; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        gpt2rt_result res = rc->be->upload(rc, m, v);
+        if (res != GPT2RT_OK) return gpt2rt__dp_rank_fail(ctx, r, res);
+    }
+    return GPT2RT_OK;
+}
+
+/* ZeRO-1: each rank's shard of the weights (CUDA's master) and the moments; else rank 0's */
+static gpt2rt_result gpt2rt__dp_state_out(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
+    int n = ctx->d.shards > 1 ? ctx->n_ranks : 1;
+    for (int r = 0; r < n; r++) {
+        gpt2rt_result res = ctx->ranks[r]->be->host_weights(ctx->ranks[r]);
+        if (res != GPT2RT_OK) return gpt2rt__dp_rank_fail(ctx, r, res);
+    }
+    return m ? gpt2rt__moments_out(ctx, n, m, v, buf) : GPT2RT_OK;
+}
+
 /* logits, predictions: each rank's rows in rank order */
 static gpt2rt_result gpt2rt__dp_output(gpt2rt_ctx *ctx, float *dst) {
     int64_t per = ctx->d.patches ? ctx->d.n_out : ctx->d.BT * ctx->d.V;
     for (int r = 0; r < ctx->n_ranks; r++) {
         gpt2rt_result res = gpt2rt__one_output(ctx->ranks[r], dst + r * per);
-        if (res != GPT2RT_OK) {
-            char msg[sizeof ctx->error];
-            memcpy(msg, ctx->ranks[r]->error, sizeof msg);
-            return gpt2rt__fail(ctx, res, "%s", msg);
-        }
+        if (res != GPT2RT_OK) return gpt2rt__dp_rank_fail(ctx, r, res);
     }
     return GPT2RT_OK;
 }
 
 /* After rank 0's weights changed (a write; a weights load, which also resets the
-   training; a state load, whose moments reached every rank's shard with ZeRO-1, else
-   rank 0's), every rank gets them. CUDA ranks have no host weights: the caller uploaded
-   rank 0's (and the moments) to every device (the backend table's upload). */
+   training; a state load), every rank gets them. CUDA ranks share rank 0's host weights:
+   state_in uploaded them (and the moments) to every device, as it set every CPU rank's
+   moments. */
 static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
     for (int r = 1; r < ctx->n_ranks; r++) {
         gpt2rt_ctx *rc = ctx->ranks[r];
@@ -17199,11 +17185,10 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
             rc->cfg.total_steps = ctx->cfg.total_steps;
             continue;
         }
-        if (rc->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
+        if (rc->params != ctx->params) memcpy(rc->params, ctx->params, (size_t)ctx->n_params * sizeof(float));
         rc->have_logits = rc->have_loss = rc->have_pred = 0;
         if (what == GPT2RT__SYNC_WRITE) continue;
         if (what == GPT2RT__SYNC_WEIGHTS) gpt2rt__reset_training(rc);
-        else if (ctx->d.shards == 1 && rc->m) memcpy(rc->m, ctx->m, (size_t)ctx->n_opt * 2 * sizeof(float));
         (void)rc->be->zero_grads(rc, 0); /* a failure shows at the next call */
         rc->step = ctx->step;
         rc->rng = ctx->rng;
@@ -17212,13 +17197,27 @@ static void gpt2rt__dp_sync(gpt2rt_ctx *ctx, int what) {
     }
 }
 
-/* a gradient, once summed over the ranks: of the mean loss over every rank's targets */
+/* a gradient, once summed over the ranks: of the mean loss over every rank's targets.
+   ZeRO-1: the moments, and once summed the gradient, from the ranks whose shards keep them */
 static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
                                            float *dst) {
-    if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
-    int64_t all = 0;
+    int64_t all = 0, n = t->rows * t->cols;
     for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
-    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, all), dst);
+    double unscale = ctx->dp_reduced ? gpt2rt__opt_unscale(ctx, all) : gpt2rt__opt_grad_unscale(ctx);
+    if (what == GPT2RT_PARAM_VALUE) GPT2RT__TRY(gpt2rt__dp_state_out(ctx, NULL, NULL, NULL));
+    if (ctx->d.shards == 1 || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
+        return ctx->be->param_read(ctx, t, what, unscale, dst);
+    float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING); /* t's, goff order */
+    if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
+    gpt2rt_result res = GPT2RT_OK;
+    for (int r = 0; r < ctx->n_ranks && res == GPT2RT_OK; r++) {
+        gpt2rt_ctx *rc = ctx->ranks[r];
+        if ((res = rc->be->shard_read(rc, what, t->goff, t->goff + n, unscale, g)) != GPT2RT_OK)
+            gpt2rt__dp_rank_fail(ctx, r, res);
+    }
+    if (res == GPT2RT_OK) gpt2rt__param_out(t, g, 1.0f, dst);
+    gpt2rt__free(&ctx->cfg, g, GPT2RT_MEM_BOOKKEEPING);
+    return res;
 }
 
 static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan) {
@@ -17238,8 +17237,8 @@ static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
 
 static const gpt2rt__exec gpt2rt__ex_ranks = {
     gpt2rt__dp_slices, gpt2rt__dp_forward, gpt2rt__dp_backward, gpt2rt__dp_update, gpt2rt__dp_step,
-    gpt2rt__dp_output, gpt2rt__dp_param_read, gpt2rt__dp_sync, gpt2rt__dp_allocated, gpt2rt__dp_open,
-    gpt2rt__dp_close};
+    gpt2rt__dp_output, gpt2rt__dp_param_read, gpt2rt__dp_state_in, gpt2rt__dp_state_out, gpt2rt__dp_sync,
+    gpt2rt__dp_allocated, gpt2rt__dp_open, gpt2rt__dp_close};
 
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
@@ -17510,8 +17509,8 @@ static void gpt2rt__ls_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan
 
 static const gpt2rt__exec gpt2rt__ex_stages = {
     gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__ls_step,
-    gpt2rt__one_output, gpt2rt__ls_param_read, gpt2rt__one_sync, gpt2rt__ls_allocated, gpt2rt__ls_open,
-    gpt2rt__ls_free};
+    gpt2rt__one_output, gpt2rt__ls_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
+    gpt2rt__ls_allocated, gpt2rt__ls_open, gpt2rt__ls_free};
 
 /* ==== 10.3 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
@@ -17531,7 +17530,6 @@ static const gpt2rt__exec gpt2rt__ex_stages = {
    The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
 
 #define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
-#define GPT2RT__RDV_MAX_PEERS 1024   /* processes in one run (rank 0 holds a socket per rank) */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 #ifdef GPT2RT_MPI
 static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
@@ -17907,9 +17905,8 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
 #ifdef GPT2RT_NO_DIST
     (void)id; /* config resolution refuses world_size > 1 in such a build */
 #endif
-    if (c->world_size > GPT2RT__RDV_MAX_PEERS)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "rendezvous of world_size = %d processes: at most %d", c->world_size,
-                    GPT2RT__RDV_MAX_PEERS);
+    gpt2rt_result r = gpt2rt__cap_processes(c->world_size, "rendezvous of world_size =", err, cap);
+    if (r != GPT2RT_OK) return r;
 #ifdef GPT2RT_MPI
     if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
 #endif
@@ -17917,8 +17914,7 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
     if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
     if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
         struct sockaddr_in a;
-        gpt2rt_result r = gpt2rt__rdv_addr(c, &a, err, cap);
-        if (r != GPT2RT_OK) return r;
+        if ((r = gpt2rt__rdv_addr(c, &a, err, cap)) != GPT2RT_OK) return r;
         return c->rank == 0 ? gpt2rt__rdv_tcp_root(c, &a, id, err, cap) : gpt2rt__rdv_tcp_peer(c, &a, id, err, cap);
     }
 #endif
@@ -18068,8 +18064,7 @@ static gpt2rt_result gpt2rt__mpi_comm(const gpt2rt_config *cfg, gpt2rt__comm *c,
         GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config (or RANK / "
                     "WORLD_SIZE) says rank %d of %d: launch with mpirun -np %d and leave them 0, or make them agree",
                     rank, size, cfg->rank, cfg->world_size, cfg->world_size);
-    if (size > GPT2RT__RDV_MAX_PEERS)
-        GPT2RT__BAD(GPT2RT_ERR_NOT_IMPLEMENTED, "MPI world of %d processes: at most %d", size, GPT2RT__RDV_MAX_PEERS);
+    if ((r = gpt2rt__cap_processes(size, "MPI world of", err, cap)) != GPT2RT_OK) return r;
     gpt2rt__mpi *m = (gpt2rt__mpi *)calloc(1, sizeof *m);
     if (!m) GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %zu bytes", sizeof *m);
     m->comm = MPI_COMM_NULL;
@@ -18131,7 +18126,7 @@ static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
 static gpt2rt_result gpt2rt__proc_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
                                              float *dst) {
     if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
-    return ctx->be->param_read(ctx, t->name, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
+    return ctx->be->param_read(ctx, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
 }
 
 /* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
@@ -18170,8 +18165,8 @@ static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
 /* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
 static const gpt2rt__exec gpt2rt__ex_procs = {
     gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_sync, gpt2rt__one_allocated, gpt2rt__proc_open,
-    gpt2rt__proc_close};
+    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
+    gpt2rt__one_allocated, gpt2rt__proc_open, gpt2rt__proc_close};
 
 /* ==== 11. Public calls ==== */
 
@@ -18803,7 +18798,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) 
     if (r != GPT2RT_OK) return r;
     r = gpt2rt__weights_load_mem(ctx, buf, len, file);
     gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-    if (r == GPT2RT_OK) r = ctx->be->upload(ctx, NULL, NULL); /* CUDA: every rank's device */
+    if (r == GPT2RT_OK) r = ctx->ex->state_in(ctx, NULL, NULL); /* CUDA: every rank's device */
     if (r == GPT2RT_OK) ctx->ex->sync(ctx, GPT2RT__SYNC_WEIGHTS);
     return r;
 }
@@ -18848,7 +18843,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_SAVE, "gpt2rt_weights_save"));
     if (!dir || strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_weights_save: dir is NULL or too long");
     if (!gpt2rt__mkdir(dir)) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create directory %s: %s", dir, strerror(errno));
-    gpt2rt_result rc = ctx->be->host_weights(ctx);
+    gpt2rt_result rc = ctx->ex->state_out(ctx, NULL, NULL, NULL);
     if (rc != GPT2RT_OK) return rc;
     char path[4200], tmp[4200], cpath[4200], ctmp[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -18967,8 +18962,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     gpt2rt__st_out outs[3];
     const char *names[3] = {"params", "adam_m", "adam_v"};
     const float *srcs[3] = {ctx->params, ctx->m, ctx->v};
-    float *mv = NULL; /* what the backend allocated for the moments (ZeRO-1, CUDA) */
-    gpt2rt_result rc = ctx->be->host_moments(ctx, &srcs[1], &srcs[2], &mv);
+    float *mv = NULL; /* what the executor allocated for the moments (ZeRO-1, CUDA) */
+    gpt2rt_result rc = ctx->ex->state_out(ctx, &srcs[1], &srcs[2], &mv);
     if (rc != GPT2RT_OK) return rc;
     for (int i = 0; i < 3; i++) {
         outs[i].name = names[i]; outs[i].src = srcs[i]; outs[i].rows = i ? ctx->n_train : ctx->n_params; outs[i].cols = 1;
@@ -19034,8 +19029,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
     const gpt2rt__tensor *t = NULL; /* set on success; NULL quiets gcc -O3 -Wmaybe-uninitialized */
     gpt2rt_result r = gpt2rt__param_access(ctx, "gpt2rt_param_read", name, count, dst, &t);
     if (r != GPT2RT_OK) return r;
-    if (what != GPT2RT_PARAM_VALUE)
-        GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_param_read", "gradients or moments to read"));
+    if (what == GPT2RT_PARAM_VALUE) return ctx->ex->param_read(ctx, t, what, dst);
+    GPT2RT__TRY(gpt2rt__training_only(ctx, "gpt2rt_param_read", "gradients or moments to read"));
+    int moment = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V;
+    if (!moment && what != GPT2RT_PARAM_GRAD)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: what = %d", (int)what);
+    if (t->goff < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
+                            "has no gradient and no moments", name, t->group);
+    /* ZeRO-1: each rank keeps the moments of its shard, and once summed the gradient's */
+    if (ctx->d.shards > 1 && moment)
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
+    if (ctx->d.shards > 1 && !moment && ctx->dp_reduced)
+        GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
     return ctx->ex->param_read(ctx, t, what, dst);
 }
 
@@ -19045,7 +19051,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
     if (r != GPT2RT_OK) return r;
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_PARAM_WRITE, "gpt2rt_param_write"));
     GPT2RT__TRY(gpt2rt__bf16_write_check(ctx, t, src));
-    if ((r = ctx->be->host_weights(ctx)) != GPT2RT_OK) return r;
+    if ((r = ctx->ex->state_out(ctx, NULL, NULL, NULL)) != GPT2RT_OK) return r;
     if (ctx->params16) { /* inference_weights = BF16: rounded to nearest even */
         for (int64_t r0 = 0; r0 < t->rows; r0++)
             for (int64_t c = 0; c < t->cols; c++)
@@ -19058,7 +19064,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
             for (int64_t c = 0; c < t->cols; c++) d[r0 * t->cols + c] = src[c * t->rows + r0];
     } else memcpy(ctx->params + t->off, src, (size_t)count * sizeof(float));
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
-    if ((r = ctx->be->upload(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* CUDA: every tensor, simple, not fast */
+    if ((r = ctx->ex->state_in(ctx, NULL, NULL)) != GPT2RT_OK) return r; /* CUDA: every tensor, simple, not fast */
     ctx->ex->sync(ctx, GPT2RT__SYNC_WRITE);
     return GPT2RT_OK;
 }
