@@ -726,12 +726,14 @@ GPT2RT_EMU_HOT inline void group_collective(int kind, const char *name, const vo
     if (!b || !f) { fail("%s outside a kernel", name); return; }
     int n = (int)b->f.size(), g = f->linear / 128;
     if (n % 128) GPT2RT_EMU_KFAIL("%s in a block of %d threads: a warpgroup is 128 threads", name, n);
+    /* the other warps of the group may still be in warp collectives of their own; lanes of
+       this warp may not */
     for (int w = 4 * g; w < 4 * g + 4; w++) {
         WarpState &ws = b->w[(size_t)w];
         if (ws.exited) GPT2RT_EMU_KFAIL("%s waits for warp %d of its warpgroup, whose lane %d has exited", name, w, __builtin_ctz(ws.exited));
-        if (ws.arrived) {
+        if (w == f->warp && ws.arrived) {
             Fiber *o = &b->f[(size_t)(w * 32 + __builtin_ctz(ws.arrived))];
-            if (o->wkind != kind) GPT2RT_EMU_KFAIL("%s meets thread %d waiting in %s: diverged warpgroup", name, o->linear, kind_name(o->wkind));
+            if (o->wkind != kind) GPT2RT_EMU_KFAIL("%s meets lane %d waiting in %s: diverged warp", name, o->lane, kind_name(o->wkind));
         }
     }
     f->state = F_WARP; f->wkind = kind; f->wmask = 0xffffffffu; f->wname = name; f->win = in; f->wout = out; f->wfn = fn;
