@@ -11768,6 +11768,11 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
      cp.async double buffering. Tiles of 64 queries x 64 keys, 4 warps per CTA, each warp owns
      16 rows of the CTA's tile. The softmax probabilities P and dS are rounded to floatX before
      they enter a tensor-core product (as in FlashAttention 2); everything else is fp32.
+     The forward has a second kernel for Hopper (gpt2rt__cuk_attn_fwd64_wg: warpgroup MMAs,
+     wgmma.mma_async, from 128-byte swizzled shared memory), taken on a compute capability
+     9.0 device when the binary was built for sm_90a; the same contract, numerics and
+     determinism, its results within the rounding described there of the mma.sync kernel's.
+     The backward always runs the mma.sync kernels.
    * generic (any HS <= 256, any storage type, fp32 always): one warp per row, lanes split the
      head dimension, the dot products are reduced with a xor butterfly. Plain fp32 SIMT code,
      close to the CPU reference (about 1e-6 relative).
@@ -11783,7 +11788,8 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
 
    DETERMINISM (bitwise identical results run to run): no atomics anywhere. Every output
    element is written by exactly one thread and is a sum in a fixed order:
-     forward  one CTA per (query tile, b, h), key tiles visited in increasing order.
+     forward  one CTA per (query tile, b, h), key tiles visited in increasing order (the Hopper
+              kernel: one warpgroup per (query tile, b, h), two per CTA sharing the key tiles).
      backward 1) D kernel: one warp per (b,t,h) row.
               2) dK,dV: one CTA per (key tile, b, h) owns its 64 rows of dK and dV and loops
                  over the query tiles qt = kt .. last in increasing order.
@@ -11806,7 +11812,11 @@ enum {
     GPT2RT__CU_ATT_LD = 72,           /* smem row stride in 16-bit elements: 64 + 8 padding, so the
                                          8 rows an ldmatrix reads start in 8 different 16 B bank groups */
     GPT2RT__CU_ATT_TE = 64 * 72,      /* 16-bit elements per smem tile */
-    GPT2RT__CU_ATT_THREADS = 128      /* 4 warps, 16 tile rows each */
+    GPT2RT__CU_ATT_THREADS = 128,     /* 4 warps, 16 tile rows each */
+    GPT2RT__CU_ATT_NWG = 2,           /* warpgroups per CTA of the Hopper forward (64 query rows each) */
+    GPT2RT__CU_ATT_MMA = 1,           /* allow_fast bits: the mma.sync kernels, */
+    GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward, */
+    GPT2RT__CU_ATT_BEST = 3           /* both: what the launchers use */
 };
 #define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
 #define GPT2RT__CU_ATT_LN2 0.6931471805599453f
@@ -11821,9 +11831,9 @@ enum {
 #define GPT2RT__CU_ATT_SM80 1
 #endif
 
-/* The seven inline-PTX statements of the header live in the helpers below; under
-   GPT2RT_CUDA_EMU (kernels/emu, the CPU emulator of `make test-emu`) each calls the
-   emulator's model of the instruction instead. */
+/* The inline-PTX statements of the header live in the helpers below and in the Hopper
+   helpers further down; under GPT2RT_CUDA_EMU (kernels/emu, the CPU emulator of `make
+   test-emu`) each calls the emulator's model of the instruction instead. */
 /* 16-byte global -> shared copy, asynchronous; bytes = 0 zero-fills the destination */
 __device__ __forceinline__ void gpt2rt__cu_attn_cp16(void *dst, const void *src, int bytes) {
 #ifdef GPT2RT_CUDA_EMU
@@ -12129,6 +12139,281 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
     const int row0 = q0 + 16 * warp;
     gpt2rt__cu_attn_store_rows<X>(out + ((int64_t)b * T + row0) * C + h * 64, C, T - row0, o, inv[0], inv[1],
                                   sQ + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Hopper path building blocks: warpgroup MMAs (wgmma.mma_async, sm_90a). A warpgroup is 4
+   warps (128 threads) that issue each instruction together. Device code has them only when
+   built for sm_90a (-gencode arch=compute_90a,code=sm_90a: __CUDA_ARCH__ 900 with
+   __CUDA_ARCH_FEAT_SM90_ALL); elsewhere the helpers trap and the host never launches the
+   kernel that uses them (gpt2rt__cu_attn_fast16::wgmma_ok). Under GPT2RT_CUDA_EMU each calls
+   the emulator's model (kernels/emu/include/gpt2rt_emu_core.h documents the layouts).
+   ------------------------------------------------------------------------------------------- */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GPT2RT__CU_ATT_SM90A 1
+#else
+#define GPT2RT__CU_ATT_SM90A 0
+#endif
+
+/* Shared-memory matrix descriptor of a tile at p with the 128-byte swizzle: bits 0-13 the
+   18-bit shared address >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 62-63 swizzle mode 1 (128 B).
+   The tiles here are 64 rows of 128 bytes (64 16-bit values), 1024-byte aligned, 16-byte
+   chunk c of row r stored at chunk c ^ (r % 8) (gpt2rt__cu_attn_load_tile_sw); SBO = 1024
+   bytes between 8-row groups. K-major (Q, K): LBO unused (16). MN-major (V): SBO steps 8
+   k-rows, LBO would step 64-wide n blocks, of which there is one: it is given 1024 too. */
+__device__ __forceinline__ uint64_t gpt2rt__cu_wg_desc(const void *p, uint32_t lbo) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void gpt2rt__cu_wg_fence(void) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_fence();
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+/* shared memory written through the generic proxy (st.shared, cp.async) becomes visible to
+   wgmma's reads, which go through the async proxy: each writer thread fences after its
+   writes have landed, before the barrier that publishes them (the emulator has one proxy) */
+__device__ __forceinline__ void gpt2rt__cu_wg_proxy_fence(void) {
+#ifdef GPT2RT_CUDA_EMU
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void gpt2rt__cu_wg_commit(void) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_commit();
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+/* wait until every committed group but the newest 0 is done; then d's registers hold the
+   results (the empty asm tells the compiler each may have changed) */
+__device__ __forceinline__ void gpt2rt__cu_wg_wait0(float d[32]) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_wait(0);
+    (void)d;
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+#else
+    (void)d;
+    __trap();
+#endif
+}
+#define GPT2RT__CU_WG_D "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define GPT2RT__CU_WG_DOUT(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+__device__ __forceinline__ int gpt2rt__cu_wg_f16(const __nv_bfloat16 *) { return 0; }
+__device__ __forceinline__ int gpt2rt__cu_wg_f16(const __half *) { return 1; }
+/* d (64 x 64 fp32, the warpgroup's accumulator) = [d +] A B over one k-slice of 16:
+   ss: A (64 x 16) and B (16 x 64, K-major: B(k,n) at row n) from descriptors;
+   rs: A from 4 registers (mma.sync's A layout for the warp's 16 rows), B MN-major (imm-trans-b:
+   B(k,n) at row k, as V (keys, head)). scale_d 0: d is ignored (D = A B). smem: the kernel's
+   shared array (the emulator resolves descriptor addresses inside it). */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_wg_ss(float d[32], uint64_t da, uint64_t db, int scale_d, const void *smem) {
+    const int f16 = gpt2rt__cu_wg_f16((const X *)0);
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma(d, 64, NULL, da, db, scale_d, 0, 0, f16, smem);
+#elif GPT2RT__CU_ATT_SM90A
+    (void)smem;
+    if (f16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPT2RT__CU_WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "l"(da), "l"(db), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPT2RT__CU_WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "l"(da), "l"(db), "r"(scale_d));
+#else
+    (void)d; (void)da; (void)db; (void)scale_d; (void)smem; (void)f16;
+    __trap();
+#endif
+}
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_wg_rs(float d[32], const unsigned a[4], uint64_t db, int scale_d, const void *smem) {
+    const int f16 = gpt2rt__cu_wg_f16((const X *)0);
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma(d, 64, a, 0, db, scale_d, 0, 1, f16, smem);
+#elif GPT2RT__CU_ATT_SM90A
+    (void)smem;
+    if (f16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPT2RT__CU_WG_D ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPT2RT__CU_WG_D ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+#else
+    (void)d; (void)a; (void)db; (void)scale_d; (void)smem; (void)f16;
+    __trap();
+#endif
+}
+
+/* Start copying a 64 x 64 tile of 16-bit values into a 1024-byte aligned smem tile in the
+   128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)): rows r0..r0+63 of src
+   (row stride ld elements, nrows rows; rows >= nrows read as zero). nthr threads call it. */
+__device__ __forceinline__ void gpt2rt__cu_attn_load_tile_sw(uint16_t *dst, const uint16_t *src, int r0, int nrows,
+                                                             int64_t ld, int tid, int nthr) {
+    for (int i = tid; i < 64 * 8; i += nthr) {
+        int r = i >> 3, c = i & 7, gr = r0 + r, ok = gr < nrows;
+        gpt2rt__cu_attn_cp16(dst + r * 64 + ((c ^ (r & 7)) << 3), src + (int64_t)(ok ? gr : 0) * ld + c * 8, ok ? 16 : 0);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Hopper forward (FlashAttention-3's structure without its producer warps): grid
+   (ceil(T / (64 NWG)) query blocks, B*NH), NWG warpgroups (128 NWG threads) per CTA; warpgroup
+   wg owns the 64 query rows of query tile qw = NWG * block + wg, warp w of it rows 16w..16w+15.
+   Static smem (NWG + 4) * 8 KiB (48 KiB for NWG = 2), 1024-byte aligned, 128-byte swizzled
+   tiles: the NWG Q tiles, then K and V double-buffered (cp.async, one tile ahead), shared by
+   the warpgroups. Per key tile kt <= qw, each warpgroup:
+     S (64 x 64 fp32) = Q K^T: 4 wgmma m64n64k16, A = Q and B = K from descriptors (K-major);
+     online softmax in base 2 on the accumulator layout (scores times scale*log2(e), running
+       row max m and sum l, each row's 64 values on the 4 threads of a quad, reduced by shuffles);
+     P rounded to X in registers, the A operand of O (64 x 64 fp32) += P V: 4 wgmma with A from
+       registers and V as an MN-major B (imm-trans-b).
+   Each issue group is committed and waited for before its result is read; no overlap of
+   softmax and MMAs inside a warpgroup (the warpgroups and co-resident CTAs overlap instead).
+   Numerics are the mma.sync path's: fp32 scores, P rounded to X before P V, fp32 O, l, m;
+   the same mask, lse and output rounding. The order in which the hardware sums the 16 products
+   inside one wgmma is not documented, so results may differ from the mma.sync path in the last
+   bits of fp32 (under the emulator, whose both models sum in increasing k, they are the same
+   bits); run to run they are the same (no atomics, fixed order).
+   ------------------------------------------------------------------------------------------- */
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG)
+gpt2rt__cuk_attn_fwd64_wg(X *out,          /* (B,T,C) */
+                          float *lse,      /* (B,NH,T) */
+                          const X *qkv,    /* (B,T,3C) */
+                          int T, int C, int NH, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    __shared__ __align__(1024) uint16_t sm[(NWG + 4) * TILE];
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qw = NWG * qb + wg, q0 = qw * 64, last = NWG * qb + NWG - 1 < ntile - 1 ? NWG * qb + NWG - 1 : ntile - 1;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    uint16_t *sQ = sm + wg * TILE, *sK = sm + NWG * TILE, *sV = sm + (NWG + 2) * TILE; /* buffer i: + i * TILE */
+
+    for (int i = 0; i < NWG; i++) gpt2rt__cu_attn_load_tile_sw(sm + i * TILE, q_g, (NWG * qb + i) * 64, T, C3, tid, NT);
+    gpt2rt__cu_attn_load_tile_sw(sK, k_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_load_tile_sw(sV, v_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_cp_commit();
+
+    const X *tag = 0;
+    float o[32], s[32];                      /* accumulators: o[4j+c], s[4j+c] = row 16w + lane/4 + 8(c>>1),
+                                                column 8j + 2(lane%4) + (c&1) */
+    float m[2] = {-INFINITY, -INFINITY};     /* rows lane/4 and lane/4 + 8 of the warp */
+    float l[2] = {0.0f, 0.0f};               /* this thread's partial row sums */
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+    const bool active = q0 < T; /* warpgroup-uniform */
+
+    for (int kt = 0; kt <= last; kt++) {
+        const int buf = kt & 1;
+        if (kt < last) {
+            gpt2rt__cu_attn_load_tile_sw(sK + (1 - buf) * TILE, k_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_load_tile_sw(sV + (1 - buf) * TILE, v_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_cp_commit();
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (active && kt <= qw) {
+            const uint16_t *k_s = sK + buf * TILE, *v_s = sV + buf * TILE;
+            /* S = Q K^T: k-slices of 16 head dims = 32 bytes along the swizzled rows */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), gpt2rt__cu_wg_desc(k_s + 16 * kk, 16), kk > 0, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(s);
+
+            const bool edge = kt == qw || (kt + 1) * 64 > TH;
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                float x = s[i] * scale_log2;
+                if (edge && gpt2rt__cu_att_hidden(q0 + 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1),
+                                                  kt * 64 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), TH)) x = -INFINITY;
+                s[i] = x;
+                mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
+            }
+            float corr[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                float mnew = fmaxf(m[r], mx[r]); /* finite: key 0 of tile 0 is never masked */
+                corr[r] = exp2f(m[r] - mnew);     /* 0 on the first tile */
+                m[r] = mnew;
+                l[r] *= corr[r];
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                float p = exp2f(s[i] - m[(i >> 1) & 1]);
+                s[i] = p;
+                l[(i >> 1) & 1] += p;
+                o[i] *= corr[(i >> 1) & 1];
+            }
+            /* O += P V: keys 16kk..16kk+15 are accumulator columns 8j.. of j = 2kk, 2kk+1, which
+               are already the A layout (a0: row g keys 2t.., a1: row g+8, a2/a3: keys 2t+8..) */
+            unsigned pa[4][4];
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                pa[kk][0] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 0], s[8 * kk + 1]);
+                pa[kk][1] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 2], s[8 * kk + 3]);
+                pa[kk][2] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 4], s[8 * kk + 5]);
+                pa[kk][3] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 6], s[8 * kk + 7]);
+            }
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) /* 16 keys = 16 rows of 128 bytes of V */
+                gpt2rt__cu_wg_rs<X>(o, pa[kk], gpt2rt__cu_wg_desc(v_s + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(o);
+        }
+        __syncthreads(); /* everyone is done with buffer buf before it is refilled */
+    }
+
+    /* finish: full row sums, lse, normalised output (staged through smem, now free: each
+       warp its own 16 rows of stride LD) */
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.0f / l[r];
+        int t = q0 + 16 * w + (lane >> 2) + 8 * r;
+        if ((lane & 3) == 0 && t < T) lse[(int64_t)blockIdx.y * T + t] = (m[r] + log2f(l[r])) * GPT2RT__CU_ATT_LN2;
+    }
+    float oa[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) oa[i >> 2][i & 3] = o[i];
+    const int row0 = q0 + 16 * w;
+    gpt2rt__cu_attn_store_rows<X>(out + ((int64_t)b * T + row0) * C + h * 64, C, T - row0, oa, inv[0], inv[1],
+                                  sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD, lane);
+#else
+    (void)out; (void)lse; (void)qkv; (void)T; (void)C; (void)NH; (void)scale_log2; (void)TH;
+    __trap();
+#endif
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -12501,7 +12786,8 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
 template <typename X> struct gpt2rt__cu_attn_fast {
     enum { available = 0 };
     static int built(void) { return 0; }
-    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t, int) { return cudaErrorNotSupported; }
+    static int wgmma_ok(void) { return 0; }
+    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t, int, int) { return cudaErrorNotSupported; }
     static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t, int) {
         return cudaErrorNotSupported;
     }
@@ -12514,7 +12800,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
        the backward's dynamic shared memory beyond 48 KiB (a per-device setting). Two
        threads that ask at once both ask: the answers and settings are the same. */
     static std::atomic<unsigned long long> &mask(int which) {
-        static std::atomic<unsigned long long> m[3]; /* asked, built, shared memory set */
+        static std::atomic<unsigned long long> m[5]; /* asked, built, shared memory set, wgmma asked, wgmma usable */
         return m[which];
     }
     static unsigned long long device_bit(void) {
@@ -12533,6 +12819,25 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(0).fetch_or(bit);
         return ok;
     }
+    /* The Hopper forward runs where the device is compute capability 9.0 and the image it
+       runs has the kernel's sm_90a body (built with -gencode arch=compute_90a,code=sm_90a;
+       any other build's body is a trap and has no static shared memory) */
+    static int wgmma_ok(void) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(3).load() & bit)) return (mask(4).load() & bit) != 0;
+        int dev = 0, ok = cudaGetDevice(&dev) == cudaSuccess;
+        cudaDeviceProp p;
+        ok = ok && cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major == 9 && p.minor == 0;
+#ifndef GPT2RT_CUDA_EMU
+        cudaFuncAttributes fa;
+        ok = ok && cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>) == cudaSuccess &&
+             fa.sharedSizeBytes > 0;
+#endif
+        if (!ok) (void)cudaGetLastError();
+        if (ok) mask(4).fetch_or(bit);
+        mask(3).fetch_or(bit);
+        return ok;
+    }
     static cudaError_t allow_smem(int smem_dkdv, int smem_dq) {
         unsigned long long bit = device_bit();
         if (bit && (mask(2).load() & bit)) return cudaSuccess;
@@ -12541,9 +12846,16 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(2).fetch_or(bit);
         return cudaSuccess;
     }
-    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH) {
-        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH,
+                               int allow) {
         float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
+        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
+            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, 0, s, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>)(out, lse, qkv, T, C, NH, scale_log2, TH);
+            GPT2RT__CU_LAUNCHED();
+            return cudaSuccess;
+        }
+        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(out, lse, qkv, T, C, NH, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
@@ -12565,8 +12877,9 @@ template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<
 template <> struct gpt2rt__cu_attn_fast<__half> : gpt2rt__cu_attn_fast16<__half> {};
 
 /* fast path: 16-bit type, HS == 64, every pointer 16-byte aligned (the row strides C and 3C
-   are then multiples of 8 elements), kernels built for sm_80+; allow_fast = 0 forces the generic
-   path (lab cross-check) */
+   are then multiples of 8 elements), kernels built for sm_80+. allow_fast: 0 forces the generic
+   path, GPT2RT__CU_ATT_MMA the mma.sync kernels, GPT2RT__CU_ATT_BEST (the launchers) also the
+   Hopper forward where it runs (the lab and the emulator's driver compare them) */
 template <typename X>
 static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b, const void *c, int allow_fast) {
     return allow_fast && gpt2rt__cu_attn_fast<X>::available && C / NH == 64 &&
@@ -12588,7 +12901,7 @@ static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X
     memset(&nd, 0, sizeof nd);
     if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, out, qkv, qkv, allow_fast))
-        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s, TH);
+        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s, TH, allow_fast);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
@@ -12639,7 +12952,7 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s,
                                                 const gpt2rt__drop *dr = NULL, int TH = 0) {
-    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1, dr, TH);
+    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, GPT2RT__CU_ATT_BEST, dr, TH);
 }
 
 /* dqkv (B,T,3C) (overwritten) <- dout (B,T,C), qkv (B,T,3C), out (B,T,C), lse (B,NH,T);
@@ -12648,7 +12961,7 @@ template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
                                                  float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
                                                  const gpt2rt__drop *dr = NULL, int TH = 0) {
-    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1, dr, TH);
+    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, GPT2RT__CU_ATT_BEST, dr, TH);
 }
 
 /* ---- generation: attention over the KV cache (8.5's decode pass) ----
