@@ -11768,11 +11768,12 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
      cp.async double buffering. Tiles of 64 queries x 64 keys, 4 warps per CTA, each warp owns
      16 rows of the CTA's tile. The softmax probabilities P and dS are rounded to floatX before
      they enter a tensor-core product (as in FlashAttention 2); everything else is fp32.
-     The forward has a second kernel for Hopper (gpt2rt__cuk_attn_fwd64_wg: warpgroup MMAs,
+     The forward and the backward's dK,dV pass have second kernels for Hopper
+     (gpt2rt__cuk_attn_fwd64_wg, gpt2rt__cuk_attn_bwd_dkdv64_wg: warpgroup MMAs,
      wgmma.mma_async, from 128-byte swizzled shared memory), taken on a compute capability
      9.0 device when the binary was built for sm_90a; the same contract, numerics and
-     determinism, its results within the rounding described there of the mma.sync kernel's.
-     The backward always runs the mma.sync kernels.
+     determinism, their results within the rounding described there of the mma.sync kernels'.
+     The dQ pass always runs the mma.sync kernel.
    * generic (any HS <= 256, any storage type, fp32 always): one warp per row, lanes split the
      head dimension, the dot products are reduced with a xor butterfly. Plain fp32 SIMT code,
      close to the CPU reference (about 1e-6 relative).
@@ -11792,7 +11793,8 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
               kernel: one warpgroup per (query tile, b, h), two per CTA sharing the key tiles).
      backward 1) D kernel: one warp per (b,t,h) row.
               2) dK,dV: one CTA per (key tile, b, h) owns its 64 rows of dK and dV and loops
-                 over the query tiles qt = kt .. last in increasing order.
+                 over the query tiles qt = kt .. last in increasing order (the Hopper kernel:
+                 one warpgroup per (key tile, b, h), two per CTA sharing the query tiles).
               3) dQ: one CTA per (query tile, b, h) owns its 64 rows of dQ and loops over the
                  key tiles kt = 0 .. qt in increasing order (recomputing S and dP; this costs
                  two extra tile products compared with atomically accumulated dQ).
@@ -12516,6 +12518,140 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
 }
 
 /* ---------------------------------------------------------------------------------------------
+   Hopper backward, dK and dV (wgmma, sm_90a; the dQ pass stays on mma.sync). grid
+   (ceil(T / (64 NWG)) key blocks, B*NH), NWG warpgroups per CTA; warpgroup wg owns the 64 keys
+   of key tile kw = NWG * block + wg and accumulates their dK, dV (64 x 64 fp32 each) over the
+   query tiles qt = kw .. last in increasing order. Dynamic smem GPT2RT__CU_ATT_BWD_WG_SMEM
+   (66 KiB + 1 KiB to align to 1024 bytes for NWG = 2): the NWG K and V tiles, Q and dO
+   double-buffered (cp.async), 128-byte swizzled; lse (base 2) and D of the query tile.
+   Per query tile, transposed products as in the mma.sync kernel (keys as rows):
+     S^T = K Q^T and dP^T = V dO^T: 8 wgmma from descriptors (K-major), issued together;
+     P^T = 2^(S^T scale log2e - lse2) (0 where hidden); dS^T = P^T (dP^T - D) scale;
+     dV += P^T dO and dK += dS^T Q: P^T and dS^T rounded to X as register A operands, dO and Q
+     as MN-major B operands (imm-trans-b).
+   Numerics as the mma.sync kernel's (P^T and dS^T rounded to X, everything else fp32); the
+   hardware's order inside one wgmma is not documented, so the bits may differ from it.
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_WG_SMEM ((2 * GPT2RT__CU_ATT_NWG + 4) * 8192 + 4 * 64 * 4 + 1024)
+
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG)
+gpt2rt__cuk_attn_bwd_dkdv64_wg(X *dqkv,          /* (B,T,3C): writes the k and v columns */
+                               const X *dout,    /* (B,T,C) */
+                               const X *qkv,     /* (B,T,3C) */
+                               const float *lse, /* (B,NH,T) */
+                               const float *Dv,  /* (B,NH,T) */
+                               int T, int C, int NH, float scale, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    /* the swizzle is a function of the shared address: tiles start on 1024-byte boundaries */
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sKa = sm, *sVa = sm + NWG * TILE, *sQa = sm + 2 * NWG * TILE, *sdOa = sQa + 2 * TILE; /* buffer i: + i * TILE */
+    float *sL = (float *)(sdOa + 2 * TILE), *sD = sL + 128; /* [2][64] each */
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int nqt = (T + 63) / 64, kw = NWG * blockIdx.x + wg, k0 = kw * 64, qfirst = NWG * blockIdx.x;
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const float *lse_g = lse + (int64_t)blockIdx.y * T, *D_g = Dv + (int64_t)blockIdx.y * T;
+    const uint16_t *sK = sKa + wg * TILE, *sV = sVa + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) {
+        gpt2rt__cu_attn_load_tile_sw(sKa + i * TILE, k_g, (qfirst + i) * 64, T, C3, tid, NT);
+        gpt2rt__cu_attn_load_tile_sw(sVa + i * TILE, v_g, (qfirst + i) * 64, T, C3, tid, NT);
+    }
+    /* query tile qt into buffer i: Q, dO, lse*log2e (+inf past T, so P = 0 there), D */
+#define GPT2RT__CU_ATT_PREFETCH_QW(qt_, i_) do { \
+        gpt2rt__cu_attn_load_tile_sw(sQa + (i_) * TILE, q_g, (qt_) * 64, T, C3, tid, NT); \
+        gpt2rt__cu_attn_load_tile_sw(sdOa + (i_) * TILE, do_g, (qt_) * 64, T, C, tid, NT); \
+        if (tid < 64) { int t_ = (qt_) * 64 + tid; \
+            sL[64 * (i_) + tid] = t_ < T ? lse_g[t_] * GPT2RT__CU_ATT_LOG2E : INFINITY; \
+            sD[64 * (i_) + tid] = t_ < T ? D_g[t_] : 0.0f; } \
+        gpt2rt__cu_attn_cp_commit(); } while (0)
+    GPT2RT__CU_ATT_PREFETCH_QW(qfirst, 0);
+
+    const X *tag = 0;
+    float dk[32], dv[32]; /* accumulator layout: row (key) 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1) */
+#pragma unroll
+    for (int i = 0; i < 32; i++) dk[i] = dv[i] = 0.0f;
+    const bool active = k0 < T; /* warpgroup-uniform */
+
+    for (int qt = qfirst; qt < nqt; qt++) {
+        const int buf = (qt - qfirst) & 1;
+        if (qt + 1 < nqt) {
+            GPT2RT__CU_ATT_PREFETCH_QW(qt + 1, buf ^ 1);
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (active && qt >= kw) {
+            const uint16_t *sQ = sQa + buf * TILE, *sdO = sdOa + buf * TILE;
+            const float *sLb = sL + 64 * buf, *sDb = sD + 64 * buf;
+            float s[32], dp[32];
+            /* S^T (64 keys x 64 queries) = K Q^T, dP^T = V dO^T */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sK + 16 * kk, 16), gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), kk > 0, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(dp, gpt2rt__cu_wg_desc(sV + 16 * kk, 16), gpt2rt__cu_wg_desc(sdO + 16 * kk, 16), kk > 0, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(s);
+            gpt2rt__cu_wg_wait0(dp);
+            /* P^T, zero where the key is hidden from the query (causal: the diagonal tile only);
+               then dS^T = P^T (dP^T - D) scale */
+            const bool edge = kw == qt || (kw + 1) * 64 > TH;
+            unsigned pa[4][4], da[4][4];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                int ql = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), kl = 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1);
+                float p = exp2f(s[i] * scale_log2 - sLb[ql]);
+                s[i] = edge && gpt2rt__cu_att_hidden(qt * 64 + ql, k0 + kl, TH) ? 0.0f : p;
+                dp[i] = s[i] * (dp[i] - sDb[ql]) * scale;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    pa[kk][r] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+                    da[kk][r] = gpt2rt__cu_attn_pack(tag, dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+                }
+            /* dV += P^T dO, dK += dS^T Q: 16 queries = 16 rows of 128 bytes of dO, Q */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dv, pa[kk], gpt2rt__cu_wg_desc(sdO + 16 * 64 * kk, 1024), 1, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dk, da[kk], gpt2rt__cu_wg_desc(sQ + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(dv);
+            gpt2rt__cu_wg_wait0(dk);
+        }
+        __syncthreads(); /* buffer buf is refilled next iteration */
+    }
+#undef GPT2RT__CU_ATT_PREFETCH_QW
+
+    /* every read of smem is done: each warp stages its 16 rows (stride LD) at its own place */
+    float ka[8][4], va[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) { ka[i >> 2][i & 3] = dk[i]; va[i >> 2][i & 3] = dv[i]; }
+    const int row0 = k0 + 16 * w;
+    X *dk_g = dqkv + ((int64_t)b * T + row0) * C3 + C + h * 64;
+    uint16_t *stage = sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD;
+    gpt2rt__cu_attn_store_rows<X>(dk_g, C3, T - row0, ka, 1.0f, 1.0f, stage, lane);
+    gpt2rt__cu_attn_store_rows<X>(dk_g + C, C3, T - row0, va, 1.0f, 1.0f, stage, lane);
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse; (void)Dv; (void)T; (void)C; (void)NH; (void)scale; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
    Fast backward, dQ. grid (T/64 query tiles, B*NH), 128 threads, 54 KiB dynamic smem:
    Q and dO of this query tile, double-buffered K and V tiles. Warp w owns queries q0+16w ..
    and accumulates their dQ over the key tiles 0 .. qt, in order:
@@ -12788,7 +12924,7 @@ template <typename X> struct gpt2rt__cu_attn_fast {
     static int built(void) { return 0; }
     static int wgmma_ok(void) { return 0; }
     static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t, int, int) { return cudaErrorNotSupported; }
-    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t, int) {
+    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t, int, int) {
         return cudaErrorNotSupported;
     }
 };
@@ -12800,7 +12936,8 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
        the backward's dynamic shared memory beyond 48 KiB (a per-device setting). Two
        threads that ask at once both ask: the answers and settings are the same. */
     static std::atomic<unsigned long long> &mask(int which) {
-        static std::atomic<unsigned long long> m[5]; /* asked, built, shared memory set, wgmma asked, wgmma usable */
+        static std::atomic<unsigned long long> m[6]; /* asked, built, shared memory set, wgmma asked, wgmma usable,
+                                                        the wgmma backward's shared memory set */
         return m[which];
     }
     static unsigned long long device_bit(void) {
@@ -12861,12 +12998,24 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         return cudaSuccess;
     }
     static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
-                                int B, int T, int C, int NH, cudaStream_t s, int TH) {
+                                int B, int T, int C, int NH, cudaStream_t s, int TH, int allow) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
         const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
         GPT2RT__CU_TRY(allow_smem(smem_dkdv, smem_dq));
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
+            const unsigned long long bit = device_bit();
+            if (!bit || !(mask(5).load() & bit)) {
+                GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
+                mask(5).fetch_or(bit);
+            }
+            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>)(
+                dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        } else {
+            GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        }
         GPT2RT__CU_LAUNCHED();
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
@@ -12928,7 +13077,7 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     GPT2RT__LAUNCH(gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s, gpt2rt__cuk_attn_bwd_rowdot<X>)(scratch_D, dout, out, B, T, C, NH);
     GPT2RT__CU_LAUNCHED();
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
-        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s, TH);
+        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s, TH, allow_fast);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
