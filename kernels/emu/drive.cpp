@@ -833,7 +833,7 @@ static void forecaster_round_trip(gpt2rt_config c) {
     gpt2rt_series_free(s);
 }
 
-/* The attention forward's two tensor-core kernels on the same problem: mma.sync (allow
+/* The attention's two tensor-core forwards (and dK,dV backwards) on the same problem: mma.sync (allow
    GPT2RT__CU_ATT_MMA) and the Hopper wgmma kernel (GPT2RT__CU_ATT_BEST; the emulator is a
    compute capability 9.0 device). Both of the emulator's models sum each product in
    increasing k, so out and lse must be the same bits; both against the CPU's fp32
@@ -874,6 +874,41 @@ static void op_attention(int B, int T, int C, int NH, int TH, const char *what) 
     check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && same && eo <= tol && el <= 1e-5,
           "op attention forward %s: wgmma == mma.sync bitwise %d; wgmma vs CPU: out max err %.2e (bound %.2e), lse rel %.2e",
           what, same, eo, tol, el);
+
+    /* the backward: dK, dV by the wgmma kernel (GPT2RT__CU_ATT_BEST) or mma.sync, dQ by mma.sync;
+       against the CPU's backward from the CPU's forward: the lab's tolerances (3e-2 bf16, 5e-3
+       fp16 of each part's max), which cover P, dS and the forward's output rounded to X */
+    std::vector<float> dy = floats(n_out, (uint64_t)(T * 11 + C)), dqkv_ref((size_t)n_qkv);
+    std::vector<X> dyx((size_t)n_out), g1((size_t)n_qkv), g2((size_t)n_qkv);
+    for (int64_t i = 0; i < n_out; i++) { dyx[(size_t)i] = gpt2rt__cu_to<X>(dy[(size_t)i]); dy[(size_t)i] = gpt2rt__cu_f(dyx[(size_t)i]); }
+    gpt2rt__cpu_attention_backward_masked(dqkv_ref.data(), dy.data(), q.data(), lse_ref.data(), scr.data(), B, T, C, NH, TH ? TH : T, NULL, 1);
+    X *d_dy, *d_g1, *d_g2;
+    float *d_D;
+    cudaMalloc(&d_dy, (size_t)n_out * sizeof(X)); cudaMalloc(&d_g1, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_g2, (size_t)n_qkv * sizeof(X));
+    cudaMalloc(&d_D, (size_t)n_lse * 4);
+    cudaMemcpy(d_dy, dyx.data(), (size_t)n_out * sizeof(X), cudaMemcpyHostToDevice);
+    cudaMemset(d_g2, 0xFF, (size_t)n_qkv * sizeof(X));
+    e1 = gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    e2 = gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH);
+    e3 = cudaMemcpy(g1.data(), d_g1, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+    cudaMemcpy(g2.data(), d_g2, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+    same = !memcmp(g1.data(), g2.data(), (size_t)n_qkv * sizeof(X));
+    const double rt = sizeof(X) == 2 && tol < 4.0 / 256.0 * fmax(mo, 1e-30) ? 5e-3 : 3e-2;
+    double worst = 0;
+    for (int part = 0; part < 3; part++) {
+        double e = 0, m = 0;
+        for (int64_t r = 0; r < (int64_t)B * T; r++)
+            for (int c = 0; c < C; c++) {
+                size_t i = (size_t)(r * 3 * C + part * C + c);
+                e = fmax(e, fabs((double)gpt2rt__cu_f(g2[i]) - dqkv_ref[i]));
+                m = fmax(m, fabs((double)dqkv_ref[i]));
+            }
+        worst = fmax(worst, e / fmax(m, 1e-30));
+    }
+    check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && same && worst <= rt,
+          "op attention backward %s: wgmma dK,dV == mma.sync bitwise %d; vs CPU: worst part max err / max %.2e (bound %.0e)",
+          what, same, worst, rt);
+    cudaFree(d_dy); cudaFree(d_g1); cudaFree(d_g2); cudaFree(d_D);
     cudaFree(d_qkv); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_l1); cudaFree(d_l2);
 }
 
