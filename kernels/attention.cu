@@ -4,9 +4,11 @@
    bits, cross-checks the generic path against the tensor-core path, the same under aLLM4TS's
    placeholder mask (TH history rows causal, each later row sees the history and itself). The
    16-bit forward has two tensor-core kernels: mma.sync (sm_80 and later) and, on a compute
-   capability 9.0 device running the sm_90a build, the Hopper wgmma kernel; both are validated
-   against the CPU, and the wgmma one against mma.sync (same_as_mma). Then times B=8 T=1024
-   C=768 NH=12, the two forwards side by side. Exit status 0 when everything passes.
+   capability 9.0 device running the sm_90a build, the Hopper wgmma kernel; so has the backward's
+   dK,dV pass (dQ is mma.sync in both). Both are validated against the CPU, and the wgmma ones
+   against mma.sync (same_as_mma). Then times B=8 T=1024 C=768 NH=12, the two side by side
+   (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + mma.sync dQ). Exit status 0 when
+   everything passes.
 
    cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
        -o /tmp/lab_attention attention.cu -lcublasLt && /tmp/lab_attention            */
@@ -153,6 +155,33 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
     lab_compare(what, o2, o1, n_out, 2.0f * eps * vmax, 0.0f);
     snprintf(what, sizeof what, "wgmma vs mma.sync lse %s T=%d%s", lab_type_name<X>(), T, TH ? " placeholders" : "");
     compare_rel_max(what, l2, l1, n_lse, 1e-5f);
+
+    /* the backward from the same forward (mma.sync's out and lse): dK, dV by wgmma or mma.sync
+       (dQ by mma.sync in both). A P^T or dS^T element that crosses a rounding boundary moves its
+       products by one ulp (eps relative), and each result rounds to X once more: within
+       4 eps of each part's largest value */
+    float *dy = (float *)malloc(n_out * 4), *g1 = (float *)malloc(n_qkv * 4), *g2 = (float *)malloc(n_qkv * 4);
+    float *p1 = (float *)malloc(n_out * 4), *p2 = (float *)malloc(n_out * 4);
+    lab_fill(dy, n_out, 1.0f);
+    X *d_dy = lab_upload<X>(dy, n_out), *d_g1, *d_g2;
+    float *d_D;
+    LAB_CK(cudaMalloc(&d_g1, n_qkv * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_g2, n_qkv * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_D, n_lse * 4));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH));
+    LAB_CK(cudaDeviceSynchronize());
+    lab_download<X>(g1, d_g1, n_qkv);
+    lab_download<X>(g2, d_g2, n_qkv);
+    const char *names[3] = {"dq", "dk", "dv"};
+    for (int part = 0; part < 3; part++) {
+        take_cols(p1, g1, BT, C, part * C);
+        take_cols(p2, g2, BT, C, part * C);
+        snprintf(what, sizeof what, "wgmma vs mma.sync %s %s T=%d%s", names[part], lab_type_name<X>(), T, TH ? " placeholders" : "");
+        compare_rel_max(what, p2, p1, n_out, 4.0f * eps);
+    }
+    free(dy); free(g1); free(g2); free(p1); free(p2);
+    LAB_CK(cudaFree(d_dy)); LAB_CK(cudaFree(d_g1)); LAB_CK(cudaFree(d_g2)); LAB_CK(cudaFree(d_D));
     free(qkv); free(o1); free(o2); free(l1); free(l2);
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
 }
