@@ -11815,9 +11815,9 @@ enum {
                                          8 rows an ldmatrix reads start in 8 different 16 B bank groups */
     GPT2RT__CU_ATT_TE = 64 * 72,      /* 16-bit elements per smem tile */
     GPT2RT__CU_ATT_THREADS = 128,     /* 4 warps, 16 tile rows each */
-    GPT2RT__CU_ATT_NWG = 2,           /* warpgroups per CTA of the Hopper forward (64 query rows each) */
+    GPT2RT__CU_ATT_NWG = 2,           /* warpgroups per CTA of the Hopper kernels (64 rows each) */
     GPT2RT__CU_ATT_MMA = 1,           /* allow_fast bits: the mma.sync kernels, */
-    GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward, */
+    GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward and dK,dV pass, */
     GPT2RT__CU_ATT_BEST = 3           /* both: what the launchers use */
 };
 #define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
@@ -12148,7 +12148,7 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
    warps (128 threads) that issue each instruction together. Device code has them only when
    built for sm_90a (-gencode arch=compute_90a,code=sm_90a: __CUDA_ARCH__ 900 with
    __CUDA_ARCH_FEAT_SM90_ALL); elsewhere the helpers trap and the host never launches the
-   kernel that uses them (gpt2rt__cu_attn_fast16::wgmma_ok). Under GPT2RT_CUDA_EMU each calls
+   kernels that use them (gpt2rt__cu_attn_fast16::wgmma_ok). Under GPT2RT_CUDA_EMU each calls
    the emulator's model (kernels/emu/include/gpt2rt_emu_core.h documents the layouts).
    ------------------------------------------------------------------------------------------- */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
