@@ -1,7 +1,8 @@
 /* kernels/emu/test_emu.cpp - checks of the CUDA emulator itself, before anything of
    gpt2rt.h runs on it: the fragment layouts of mma.sync, ldmatrix and wgmma (descriptors,
-   swizzles) against a plain product, cp.async landing at its wait, races showing up as order dependence, the
-   faults a GPU traps on (exited lane, diverged warp, barrier deadlock), launch errors,
+   swizzles) against a plain product, cp.async landing at its wait, races showing up as
+   order dependence, the faults a GPU traps on (exited lane, diverged warp, barrier
+   deadlock, a warpgroup MMA a warp misses or never waits for), launch errors,
    deferred streams, the cuBLASLt model against a row-major reference, NCCL's
    collectives for two ranks in one thread, and the 16-bit conversions.
    Prints one "ok   " / "FAIL " line per check and "test_emu: P passed, F failed".
@@ -186,6 +187,26 @@ __global__ void k_deadlock(float *out) {
     out[threadIdx.x] = v;
 }
 __global__ void k_oob_shfl(float *out) { out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1.0f, 20); }
+/* one m64n8k16 wgmma (A zero in registers, B from an 8 x 16 no-swizzle tile) by the threads
+   that call it; skip: warp 3 of the group returns first; nowait: never waited for */
+__device__ void wg_one(int wait) {
+    __shared__ __align__(1024) unsigned char sm[1024];
+    for (int i = threadIdx.x; i < 1024; i += blockDim.x) sm[i] = 0;
+    __syncthreads();
+    float d[4] = {0, 0, 0, 0};
+    const unsigned a[4] = {0, 0, 0, 0};
+    uint64_t db = (((uint32_t)(uintptr_t)sm & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
+    gpt2rt_emu_wgmma(d, 8, a, 0, db, 0, 0, 0, 0, sm);
+    gpt2rt_emu_wgmma_commit();
+    if (wait) gpt2rt_emu_wgmma_wait(0);
+}
+__global__ void k_wg_skip(float *out) {
+    if (threadIdx.x >= 96) return;
+    wg_one(1);
+    out[threadIdx.x % 64] = 1.0f;
+}
+__global__ void k_wg_nowait(float *out) { wg_one(0); out[threadIdx.x % 64] = 1.0f; }
+__global__ void k_wg_partial(float *out) { wg_one(1); out[threadIdx.x % 64] = 1.0f; }
 static void test_faults(void) {
     float *o;
     cudaMalloc(&o, 64 * 4);
@@ -194,6 +215,9 @@ static void test_faults(void) {
         {"a diverged warp (shuffle against ballot)", k_diverged, 32},
         {"__syncthreads that some threads never reach", k_deadlock, 64},
         {"a shuffle from a lane outside its mask", k_oob_shfl, 16},
+        {"a wgmma that one warp of the warpgroup never reaches", k_wg_skip, 128},
+        {"a thread that exits with a wgmma it never waited for", k_wg_nowait, 128},
+        {"a wgmma in a block of 96 threads (not a whole warpgroup)", k_wg_partial, 96},
     };
     for (auto &c : cases) {
         fprintf(stderr, "(test_emu: the next emu: line is expected: %s)\n", c.what);

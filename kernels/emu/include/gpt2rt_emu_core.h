@@ -789,7 +789,9 @@ inline void wgmma_fn(Fiber *const *lanes, unsigned, void *) {
                              (unsigned long long)o->db, (unsigned long long)o0->db);
     }
     const int N = o0->n, f16 = o0->f16;
-    std::vector<float> A(64 * 16), B((size_t)N * 16); /* A[m*16+k], B[n*16+k] */
+    /* A[m*16+k], B[n*16+k]; on the fiber's stack, not the heap: a failing block's fibers are
+       abandoned without unwinding */
+    float A[64 * 16], B[256 * 16];
     if (o0->a_reg) {
         for (int i = 0; i < 128; i++) {
             const WgOp *o = (const WgOp *)lanes[i]->win;
@@ -801,9 +803,9 @@ inline void wgmma_fn(Fiber *const *lanes, unsigned, void *) {
                 A[(size_t)((r0 + 8) * 16 + 2 * tig + 8 + h)] = mma_in_f(f16, (uint16_t)(o->a[3] >> (16 * h)));
             }
         }
-    } else if (!wg_load(A.data(), 64, o0->da, o0->trans_a, f16, o0->smem))
+    } else if (!wg_load(A, 64, o0->da, o0->trans_a, f16, o0->smem))
         GPT2RT_EMU_KFAIL("wgmma.mma_async: a-desc 0x%016llx has a matrix base offset (not modelled)", (unsigned long long)o0->da);
-    if (!wg_load(B.data(), N, o0->db, o0->trans_b, f16, o0->smem))
+    if (!wg_load(B, N, o0->db, o0->trans_b, f16, o0->smem))
         GPT2RT_EMU_KFAIL("wgmma.mma_async: b-desc 0x%016llx has a matrix base offset (not modelled)", (unsigned long long)o0->db);
     const float sa = (float)o0->scale_a, sb = (float)o0->scale_b;
     for (int i = 0; i < 128; i++) {
@@ -849,8 +851,10 @@ static inline void gpt2rt_emu_wgmma(float *d, int N, const unsigned *a, uint64_t
     op.n = N; op.f16 = f16; op.a_reg = a != nullptr; op.trans_a = trans_a; op.trans_b = trans_b; op.scale_d = scale_d != 0;
     op.scale_a = op.scale_b = 1; op.da = a ? 0 : a_desc; op.db = b_desc; op.smem = (const unsigned char *)smem;
     if (a) memcpy(op.a, a, sizeof op.a);
-    /* the accumulator input: the newest in-flight result for these registers, else d */
-    std::vector<float> cin(d, d + N / 2), out((size_t)N / 2);
+    /* the accumulator input: the newest in-flight result for these registers, else d (arrays
+       on the stack: a fiber abandoned inside the collective never unwinds) */
+    float cin[128], out[128];
+    memcpy(cin, d, (size_t)(N / 2) * sizeof(float));
     const gpt2rt_emu::WgPending *last = nullptr;
     for (auto &p : f->wg_pending) if (p.d == d) last = &p;
     if (!last)
@@ -858,11 +862,11 @@ static inline void gpt2rt_emu_wgmma(float *d, int N, const unsigned *a, uint64_t
             for (auto &p : *it) if (p.d == d) last = &p;
     if (last) {
         if (last->n != N / 2) GPT2RT_EMU_KFAIL("wgmma.mma_async chains on accumulator registers of another shape in flight");
-        cin = last->v;
+        memcpy(cin, last->v.data(), (size_t)(N / 2) * sizeof(float));
     }
-    op.cin = cin.data();
+    op.cin = cin;
     gpt2rt_emu::group_collective(gpt2rt_emu::W_WGMMA, f16 ? "wgmma.mma_async f16" : "wgmma.mma_async bf16", &op,
-                                 out.data(), gpt2rt_emu::wgmma_fn);
-    f->wg_pending.push_back(gpt2rt_emu::WgPending{d, N / 2, std::move(out)});
+                                 out, gpt2rt_emu::wgmma_fn);
+    f->wg_pending.push_back(gpt2rt_emu::WgPending{d, N / 2, std::vector<float>(out, out + N / 2)});
 }
 #endif
