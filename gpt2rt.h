@@ -12956,9 +12956,9 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(0).fetch_or(bit);
         return ok;
     }
-    /* The Hopper forward runs where the device is compute capability 9.0 and the image it
-       runs has the kernel's sm_90a body (built with -gencode arch=compute_90a,code=sm_90a;
-       any other build's body is a trap and has no static shared memory) */
+    /* The Hopper kernels run where the device is compute capability 9.0 and the image it
+       runs has their sm_90a bodies (built with -gencode arch=compute_90a,code=sm_90a; any
+       other build's body is a trap without the forward's 48 KiB of static shared memory) */
     static int wgmma_ok(void) {
         unsigned long long bit = device_bit();
         if (bit && (mask(3).load() & bit)) return (mask(4).load() & bit) != 0;
@@ -12968,7 +12968,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
 #ifndef GPT2RT_CUDA_EMU
         cudaFuncAttributes fa;
         ok = ok && cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>) == cudaSuccess &&
-             fa.sharedSizeBytes > 0;
+             fa.sharedSizeBytes >= (size_t)(GPT2RT__CU_ATT_NWG + 4) * 8192;
 #endif
         if (!ok) (void)cudaGetLastError();
         if (ok) mask(4).fetch_or(bit);
