@@ -209,16 +209,22 @@ install:
 	install -m 644 gpt2rt.h $(DESTDIR)$(PREFIX)/include/gpt2rt.h
 	install -m 644 README.md $(DESTDIR)$(PREFIX)/share/doc/gpt2rt/README.md
 
-# the GPU binaries, built here (nvcc, no GPU needed) for sm_90 (CUDA_ARCH=sm_80 ... to
+# the GPU binaries, built here (nvcc, no GPU needed) for sm_90a (CUDA_ARCH=sm_80 ... to
 # change) and taken to a GPU machine, where make test-gpu reuses them while they are up
 # to date: every kernel lab (kernels/*.cu, lab_device first) and the CPU suites compiled
 # by nvcc (the header as a .cu translation unit).
 NVCC      ?= nvcc
 CUDA_ARCH ?= sm_90
+# sm_90 builds H100 code as sm_90a (the Hopper attention forward's wgmma instructions exist
+# only there; the header's other kernels are the same code) plus compute_90 PTX, which other
+# devices compile at load time and which runs the mma.sync kernels; any other CUDA_ARCH
+# (sm_80, sm_90a, ...) is passed to -arch as it is
+GPU_ARCH_FLAGS = $(if $(filter sm_90,$(CUDA_ARCH)),-gencode arch=compute_90a$(comma)code=sm_90a -gencode arch=compute_90$(comma)code=compute_90,-arch=$(CUDA_ARCH))
+comma := ,
 # warnings as errors only where tests/run.sh asks (NVWERROR=...): a user's nvcc of another
 # version must still build the labs
 NVWERROR  ?=
-NVFLAGS   := -std=c++17 -O3 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra $(NVWERROR)
+NVFLAGS   = -std=c++17 -O3 $(GPU_ARCH_FLAGS) -Xcompiler -Wall,-Wextra $(NVWERROR)
 GPU_LABS  := $(patsubst kernels/%.cu,$(B)/lab_%,$(wildcard kernels/*.cu))
 GPU_SUITES := $(B)/test_hf_parity_nvcc $(B)/test_props_nvcc $(B)/test_memory_nvcc
 

@@ -11733,6 +11733,12 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
      cp.async double buffering. Tiles of 64 queries x 64 keys, 4 warps per CTA, each warp owns
      16 rows of the CTA's tile. The softmax probabilities P and dS are rounded to floatX before
      they enter a tensor-core product (as in FlashAttention 2); everything else is fp32.
+     The forward and the backward's dK,dV pass have second kernels for Hopper
+     (gpt2rt__cuk_attn_fwd64_wg, gpt2rt__cuk_attn_bwd_dkdv64_wg: warpgroup MMAs,
+     wgmma.mma_async, from 128-byte swizzled shared memory), taken on a compute capability
+     9.0 device when the binary was built for sm_90a; the same contract, numerics and
+     determinism, their results within the rounding described there of the mma.sync kernels'.
+     The dQ pass always runs the mma.sync kernel.
    * generic (any HS <= 256, any storage type, fp32 always): one warp per row, lanes split the
      head dimension, the dot products are reduced with a xor butterfly. Plain fp32 SIMT code,
      close to the CPU reference (about 1e-6 relative).
@@ -11748,10 +11754,12 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
 
    DETERMINISM (bitwise identical results run to run): no atomics anywhere. Every output
    element is written by exactly one thread and is a sum in a fixed order:
-     forward  one CTA per (query tile, b, h), key tiles visited in increasing order.
+     forward  one CTA per (query tile, b, h), key tiles visited in increasing order (the Hopper
+              kernel: one warpgroup per (query tile, b, h), two per CTA sharing the key tiles).
      backward 1) D kernel: one warp per (b,t,h) row.
               2) dK,dV: one CTA per (key tile, b, h) owns its 64 rows of dK and dV and loops
-                 over the query tiles qt = kt .. last in increasing order.
+                 over the query tiles qt = kt .. last in increasing order (the Hopper kernel:
+                 one warpgroup per (key tile, b, h), two per CTA sharing the query tiles).
               3) dQ: one CTA per (query tile, b, h) owns its 64 rows of dQ and loops over the
                  key tiles kt = 0 .. qt in increasing order (recomputing S and dP; this costs
                  two extra tile products compared with atomically accumulated dQ).
@@ -11771,7 +11779,11 @@ enum {
     GPT2RT__CU_ATT_LD = 72,           /* smem row stride in 16-bit elements: 64 + 8 padding, so the
                                          8 rows an ldmatrix reads start in 8 different 16 B bank groups */
     GPT2RT__CU_ATT_TE = 64 * 72,      /* 16-bit elements per smem tile */
-    GPT2RT__CU_ATT_THREADS = 128      /* 4 warps, 16 tile rows each */
+    GPT2RT__CU_ATT_THREADS = 128,     /* 4 warps, 16 tile rows each */
+    GPT2RT__CU_ATT_NWG = 2,           /* warpgroups per CTA of the Hopper kernels (64 rows each) */
+    GPT2RT__CU_ATT_MMA = 1,           /* allow_fast bits: the mma.sync kernels, */
+    GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward and dK,dV pass, */
+    GPT2RT__CU_ATT_BEST = 3           /* both: what the launchers use */
 };
 #define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
 #define GPT2RT__CU_ATT_LN2 0.6931471805599453f
@@ -11786,9 +11798,9 @@ enum {
 #define GPT2RT__CU_ATT_SM80 1
 #endif
 
-/* The seven inline-PTX statements of the header live in the helpers below; under
-   GPT2RT_CUDA_EMU (kernels/emu, the CPU emulator of `make test-emu`) each calls the
-   emulator's model of the instruction instead. */
+/* The inline-PTX statements of the header live in the helpers below and in the Hopper
+   helpers further down; under GPT2RT_CUDA_EMU (kernels/emu, the CPU emulator of `make
+   test-emu`) each calls the emulator's model of the instruction instead. */
 /* 16-byte global -> shared copy, asynchronous; bytes = 0 zero-fills the destination */
 __device__ __forceinline__ void gpt2rt__cu_attn_cp16(void *dst, const void *src, int bytes) {
 #ifdef GPT2RT_CUDA_EMU
@@ -12097,6 +12109,281 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
 }
 
 /* ---------------------------------------------------------------------------------------------
+   Hopper path building blocks: warpgroup MMAs (wgmma.mma_async, sm_90a). A warpgroup is 4
+   warps (128 threads) that issue each instruction together. Device code has them only when
+   built for sm_90a (-gencode arch=compute_90a,code=sm_90a: __CUDA_ARCH__ 900 with
+   __CUDA_ARCH_FEAT_SM90_ALL); elsewhere the helpers trap and the host never launches the
+   kernels that use them (gpt2rt__cu_attn_fast16::wgmma_ok). Under GPT2RT_CUDA_EMU each calls
+   the emulator's model (kernels/emu/include/gpt2rt_emu_core.h documents the layouts).
+   ------------------------------------------------------------------------------------------- */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GPT2RT__CU_ATT_SM90A 1
+#else
+#define GPT2RT__CU_ATT_SM90A 0
+#endif
+
+/* Shared-memory matrix descriptor of a tile at p with the 128-byte swizzle: bits 0-13 the
+   18-bit shared address >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 62-63 swizzle mode 1 (128 B).
+   The tiles here are 64 rows of 128 bytes (64 16-bit values), 1024-byte aligned, 16-byte
+   chunk c of row r stored at chunk c ^ (r % 8) (gpt2rt__cu_attn_load_tile_sw); SBO = 1024
+   bytes between 8-row groups. K-major (Q, K): LBO unused (16). MN-major (V): SBO steps 8
+   k-rows, LBO would step 64-wide n blocks, of which there is one: it is given 1024 too. */
+__device__ __forceinline__ uint64_t gpt2rt__cu_wg_desc(const void *p, uint32_t lbo) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void gpt2rt__cu_wg_fence(void) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_fence();
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+/* shared memory written through the generic proxy (st.shared, cp.async) becomes visible to
+   wgmma's reads, which go through the async proxy: each writer thread fences after its
+   writes have landed, before the barrier that publishes them (the emulator has one proxy) */
+__device__ __forceinline__ void gpt2rt__cu_wg_proxy_fence(void) {
+#ifdef GPT2RT_CUDA_EMU
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+__device__ __forceinline__ void gpt2rt__cu_wg_commit(void) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_commit();
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+/* wait until every committed group but the newest 0 is done; then d's registers hold the
+   results (the empty asm tells the compiler each may have changed) */
+__device__ __forceinline__ void gpt2rt__cu_wg_wait0(float d[32]) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_wait(0);
+    (void)d;
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+#else
+    (void)d;
+    __trap();
+#endif
+}
+#define GPT2RT__CU_WG_D "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define GPT2RT__CU_WG_DOUT(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+__device__ __forceinline__ int gpt2rt__cu_wg_f16(const __nv_bfloat16 *) { return 0; }
+__device__ __forceinline__ int gpt2rt__cu_wg_f16(const __half *) { return 1; }
+/* d (64 x 64 fp32, the warpgroup's accumulator) = [d +] A B over one k-slice of 16:
+   ss: A (64 x 16) and B (16 x 64, K-major: B(k,n) at row n) from descriptors;
+   rs: A from 4 registers (mma.sync's A layout for the warp's 16 rows), B MN-major (imm-trans-b:
+   B(k,n) at row k, as V (keys, head)). scale_d 0: d is ignored (D = A B). smem: the kernel's
+   shared array (the emulator resolves descriptor addresses inside it). */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_wg_ss(float d[32], uint64_t da, uint64_t db, int scale_d, const void *smem) {
+    const int f16 = gpt2rt__cu_wg_f16((const X *)0);
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma(d, 64, NULL, da, db, scale_d, 0, 0, f16, smem);
+#elif GPT2RT__CU_ATT_SM90A
+    (void)smem;
+    if (f16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPT2RT__CU_WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "l"(da), "l"(db), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPT2RT__CU_WG_D ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "l"(da), "l"(db), "r"(scale_d));
+#else
+    (void)d; (void)da; (void)db; (void)scale_d; (void)smem; (void)f16;
+    __trap();
+#endif
+}
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_wg_rs(float d[32], const unsigned a[4], uint64_t db, int scale_d, const void *smem) {
+    const int f16 = gpt2rt__cu_wg_f16((const X *)0);
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma(d, 64, a, 0, db, scale_d, 0, 1, f16, smem);
+#elif GPT2RT__CU_ATT_SM90A
+    (void)smem;
+    if (f16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " GPT2RT__CU_WG_D ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GPT2RT__CU_WG_D ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+                     : GPT2RT__CU_WG_DOUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+#else
+    (void)d; (void)a; (void)db; (void)scale_d; (void)smem; (void)f16;
+    __trap();
+#endif
+}
+
+/* Start copying a 64 x 64 tile of 16-bit values into a 1024-byte aligned smem tile in the
+   128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)): rows r0..r0+63 of src
+   (row stride ld elements, nrows rows; rows >= nrows read as zero). nthr threads call it. */
+__device__ __forceinline__ void gpt2rt__cu_attn_load_tile_sw(uint16_t *dst, const uint16_t *src, int r0, int nrows,
+                                                             int64_t ld, int tid, int nthr) {
+    for (int i = tid; i < 64 * 8; i += nthr) {
+        int r = i >> 3, c = i & 7, gr = r0 + r, ok = gr < nrows;
+        gpt2rt__cu_attn_cp16(dst + r * 64 + ((c ^ (r & 7)) << 3), src + (int64_t)(ok ? gr : 0) * ld + c * 8, ok ? 16 : 0);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Hopper forward (FlashAttention-3's structure without its producer warps): grid
+   (ceil(T / (64 NWG)) query blocks, B*NH), NWG warpgroups (128 NWG threads) per CTA; warpgroup
+   wg owns the 64 query rows of query tile qw = NWG * block + wg, warp w of it rows 16w..16w+15.
+   Static smem (NWG + 4) * 8 KiB (48 KiB for NWG = 2), 1024-byte aligned, 128-byte swizzled
+   tiles: the NWG Q tiles, then K and V double-buffered (cp.async, one tile ahead), shared by
+   the warpgroups. Per key tile kt <= qw, each warpgroup:
+     S (64 x 64 fp32) = Q K^T: 4 wgmma m64n64k16, A = Q and B = K from descriptors (K-major);
+     online softmax in base 2 on the accumulator layout (scores times scale*log2(e), running
+       row max m and sum l, each row's 64 values on the 4 threads of a quad, reduced by shuffles);
+     P rounded to X in registers, the A operand of O (64 x 64 fp32) += P V: 4 wgmma with A from
+       registers and V as an MN-major B (imm-trans-b).
+   Each issue group is committed and waited for before its result is read; no overlap of
+   softmax and MMAs inside a warpgroup (the warpgroups and co-resident CTAs overlap instead).
+   Numerics are the mma.sync path's: fp32 scores, P rounded to X before P V, fp32 O, l, m;
+   the same mask, lse and output rounding. The order in which the hardware sums the 16 products
+   inside one wgmma is not documented, so results may differ from the mma.sync path in the last
+   bits of fp32 (under the emulator, whose both models sum in increasing k, they are the same
+   bits); run to run they are the same (no atomics, fixed order).
+   ------------------------------------------------------------------------------------------- */
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG)
+gpt2rt__cuk_attn_fwd64_wg(X *out,          /* (B,T,C) */
+                          float *lse,      /* (B,NH,T) */
+                          const X *qkv,    /* (B,T,3C) */
+                          int T, int C, int NH, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    __shared__ __align__(1024) uint16_t sm[(NWG + 4) * TILE];
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qw = NWG * qb + wg, q0 = qw * 64, last = NWG * qb + NWG - 1 < ntile - 1 ? NWG * qb + NWG - 1 : ntile - 1;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    uint16_t *sQ = sm + wg * TILE, *sK = sm + NWG * TILE, *sV = sm + (NWG + 2) * TILE; /* buffer i: + i * TILE */
+
+    for (int i = 0; i < NWG; i++) gpt2rt__cu_attn_load_tile_sw(sm + i * TILE, q_g, (NWG * qb + i) * 64, T, C3, tid, NT);
+    gpt2rt__cu_attn_load_tile_sw(sK, k_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_load_tile_sw(sV, v_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_cp_commit();
+
+    const X *tag = 0;
+    float o[32], s[32];                      /* accumulators: o[4j+c], s[4j+c] = row 16w + lane/4 + 8(c>>1),
+                                                column 8j + 2(lane%4) + (c&1) */
+    float m[2] = {-INFINITY, -INFINITY};     /* rows lane/4 and lane/4 + 8 of the warp */
+    float l[2] = {0.0f, 0.0f};               /* this thread's partial row sums */
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+    const bool active = q0 < T; /* warpgroup-uniform */
+
+    for (int kt = 0; kt <= last; kt++) {
+        const int buf = kt & 1;
+        if (kt < last) {
+            gpt2rt__cu_attn_load_tile_sw(sK + (1 - buf) * TILE, k_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_load_tile_sw(sV + (1 - buf) * TILE, v_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_cp_commit();
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (active && kt <= qw) {
+            const uint16_t *k_s = sK + buf * TILE, *v_s = sV + buf * TILE;
+            /* S = Q K^T: k-slices of 16 head dims = 32 bytes along the swizzled rows */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), gpt2rt__cu_wg_desc(k_s + 16 * kk, 16), kk > 0, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(s);
+
+            const bool edge = kt == qw || (kt + 1) * 64 > TH;
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                float x = s[i] * scale_log2;
+                if (edge && gpt2rt__cu_att_hidden(q0 + 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1),
+                                                  kt * 64 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), TH)) x = -INFINITY;
+                s[i] = x;
+                mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
+            }
+            float corr[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                float mnew = fmaxf(m[r], mx[r]); /* finite: key 0 of tile 0 is never masked */
+                corr[r] = exp2f(m[r] - mnew);     /* 0 on the first tile */
+                m[r] = mnew;
+                l[r] *= corr[r];
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                float p = exp2f(s[i] - m[(i >> 1) & 1]);
+                s[i] = p;
+                l[(i >> 1) & 1] += p;
+                o[i] *= corr[(i >> 1) & 1];
+            }
+            /* O += P V: keys 16kk..16kk+15 are accumulator columns 8j.. of j = 2kk, 2kk+1, which
+               are already the A layout (a0: row g keys 2t.., a1: row g+8, a2/a3: keys 2t+8..) */
+            unsigned pa[4][4];
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                pa[kk][0] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 0], s[8 * kk + 1]);
+                pa[kk][1] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 2], s[8 * kk + 3]);
+                pa[kk][2] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 4], s[8 * kk + 5]);
+                pa[kk][3] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 6], s[8 * kk + 7]);
+            }
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) /* 16 keys = 16 rows of 128 bytes of V */
+                gpt2rt__cu_wg_rs<X>(o, pa[kk], gpt2rt__cu_wg_desc(v_s + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(o);
+        }
+        __syncthreads(); /* everyone is done with buffer buf before it is refilled */
+    }
+
+    /* finish: full row sums, lse, normalised output (staged through smem, now free: each
+       warp its own 16 rows of stride LD) */
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.0f / l[r];
+        int t = q0 + 16 * w + (lane >> 2) + 8 * r;
+        if ((lane & 3) == 0 && t < T) lse[(int64_t)blockIdx.y * T + t] = (m[r] + log2f(l[r])) * GPT2RT__CU_ATT_LN2;
+    }
+    float oa[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) oa[i >> 2][i & 3] = o[i];
+    const int row0 = q0 + 16 * w;
+    gpt2rt__cu_attn_store_rows<X>(out + ((int64_t)b * T + row0) * C + h * 64, C, T - row0, oa, inv[0], inv[1],
+                                  sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD, lane);
+#else
+    (void)out; (void)lse; (void)qkv; (void)T; (void)C; (void)NH; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
    Fast backward, dK and dV. grid (T/64 key tiles, B*NH), 128 threads, 55 KiB dynamic smem:
    K and V of this key tile, double-buffered Q, dO tiles and their lse (base 2) and D.
    Warp w owns keys k0+16w .. +15 and accumulates their dK, dV rows in registers over the
@@ -12193,6 +12480,140 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
     X *dk_g = dqkv + ((int64_t)b * T + row0) * C3 + C + h * 64;
     gpt2rt__cu_attn_store_rows<X>(dk_g, C3, T - row0, dk, 1.0f, 1.0f, sK + 16 * warp * GPT2RT__CU_ATT_LD, lane);
     gpt2rt__cu_attn_store_rows<X>(dk_g + C, C3, T - row0, dv, 1.0f, 1.0f, sV + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Hopper backward, dK and dV (wgmma, sm_90a; the dQ pass stays on mma.sync). grid
+   (ceil(T / (64 NWG)) key blocks, B*NH), NWG warpgroups per CTA; warpgroup wg owns the 64 keys
+   of key tile kw = NWG * block + wg and accumulates their dK, dV (64 x 64 fp32 each) over the
+   query tiles qt = kw .. last in increasing order. Dynamic smem GPT2RT__CU_ATT_BWD_WG_SMEM
+   (66 KiB + 1 KiB to align to 1024 bytes for NWG = 2): the NWG K and V tiles, Q and dO
+   double-buffered (cp.async), 128-byte swizzled; lse (base 2) and D of the query tile.
+   Per query tile, transposed products as in the mma.sync kernel (keys as rows):
+     S^T = K Q^T and dP^T = V dO^T: 8 wgmma from descriptors (K-major), issued together;
+     P^T = 2^(S^T scale log2e - lse2) (0 where hidden); dS^T = P^T (dP^T - D) scale;
+     dV += P^T dO and dK += dS^T Q: P^T and dS^T rounded to X as register A operands, dO and Q
+     as MN-major B operands (imm-trans-b).
+   Numerics as the mma.sync kernel's (P^T and dS^T rounded to X, everything else fp32); the
+   hardware's order inside one wgmma is not documented, so the bits may differ from it.
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_WG_SMEM ((2 * GPT2RT__CU_ATT_NWG + 4) * 8192 + 4 * 64 * 4 + 1024)
+
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG)
+gpt2rt__cuk_attn_bwd_dkdv64_wg(X *dqkv,          /* (B,T,3C): writes the k and v columns */
+                               const X *dout,    /* (B,T,C) */
+                               const X *qkv,     /* (B,T,3C) */
+                               const float *lse, /* (B,NH,T) */
+                               const float *Dv,  /* (B,NH,T) */
+                               int T, int C, int NH, float scale, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    /* the swizzle is a function of the shared address: tiles start on 1024-byte boundaries */
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sKa = sm, *sVa = sm + NWG * TILE, *sQa = sm + 2 * NWG * TILE, *sdOa = sQa + 2 * TILE; /* buffer i: + i * TILE */
+    float *sL = (float *)(sdOa + 2 * TILE), *sD = sL + 128; /* [2][64] each */
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int nqt = (T + 63) / 64, kw = NWG * blockIdx.x + wg, k0 = kw * 64, qfirst = NWG * blockIdx.x;
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const float *lse_g = lse + (int64_t)blockIdx.y * T, *D_g = Dv + (int64_t)blockIdx.y * T;
+    const uint16_t *sK = sKa + wg * TILE, *sV = sVa + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) {
+        gpt2rt__cu_attn_load_tile_sw(sKa + i * TILE, k_g, (qfirst + i) * 64, T, C3, tid, NT);
+        gpt2rt__cu_attn_load_tile_sw(sVa + i * TILE, v_g, (qfirst + i) * 64, T, C3, tid, NT);
+    }
+    /* query tile qt into buffer i: Q, dO, lse*log2e (+inf past T, so P = 0 there), D */
+#define GPT2RT__CU_ATT_PREFETCH_QW(qt_, i_) do { \
+        gpt2rt__cu_attn_load_tile_sw(sQa + (i_) * TILE, q_g, (qt_) * 64, T, C3, tid, NT); \
+        gpt2rt__cu_attn_load_tile_sw(sdOa + (i_) * TILE, do_g, (qt_) * 64, T, C, tid, NT); \
+        if (tid < 64) { int t_ = (qt_) * 64 + tid; \
+            sL[64 * (i_) + tid] = t_ < T ? lse_g[t_] * GPT2RT__CU_ATT_LOG2E : INFINITY; \
+            sD[64 * (i_) + tid] = t_ < T ? D_g[t_] : 0.0f; } \
+        gpt2rt__cu_attn_cp_commit(); } while (0)
+    GPT2RT__CU_ATT_PREFETCH_QW(qfirst, 0);
+
+    const X *tag = 0;
+    float dk[32], dv[32]; /* accumulator layout: row (key) 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1) */
+#pragma unroll
+    for (int i = 0; i < 32; i++) dk[i] = dv[i] = 0.0f;
+    const bool active = k0 < T; /* warpgroup-uniform */
+
+    for (int qt = qfirst; qt < nqt; qt++) {
+        const int buf = (qt - qfirst) & 1;
+        if (qt + 1 < nqt) {
+            GPT2RT__CU_ATT_PREFETCH_QW(qt + 1, buf ^ 1);
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (active && qt >= kw) {
+            const uint16_t *sQ = sQa + buf * TILE, *sdO = sdOa + buf * TILE;
+            const float *sLb = sL + 64 * buf, *sDb = sD + 64 * buf;
+            float s[32], dp[32];
+            /* S^T (64 keys x 64 queries) = K Q^T, dP^T = V dO^T */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sK + 16 * kk, 16), gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), kk > 0, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(dp, gpt2rt__cu_wg_desc(sV + 16 * kk, 16), gpt2rt__cu_wg_desc(sdO + 16 * kk, 16), kk > 0, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(s);
+            gpt2rt__cu_wg_wait0(dp);
+            /* P^T, zero where the key is hidden from the query (causal: the diagonal tile only);
+               then dS^T = P^T (dP^T - D) scale */
+            const bool edge = kw == qt || (kw + 1) * 64 > TH;
+            unsigned pa[4][4], da[4][4];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                int ql = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), kl = 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1);
+                float p = exp2f(s[i] * scale_log2 - sLb[ql]);
+                s[i] = edge && gpt2rt__cu_att_hidden(qt * 64 + ql, k0 + kl, TH) ? 0.0f : p;
+                dp[i] = s[i] * (dp[i] - sDb[ql]) * scale;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    pa[kk][r] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+                    da[kk][r] = gpt2rt__cu_attn_pack(tag, dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+                }
+            /* dV += P^T dO, dK += dS^T Q: 16 queries = 16 rows of 128 bytes of dO, Q */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dv, pa[kk], gpt2rt__cu_wg_desc(sdO + 16 * 64 * kk, 1024), 1, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dk, da[kk], gpt2rt__cu_wg_desc(sQ + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(dv);
+            gpt2rt__cu_wg_wait0(dk);
+        }
+        __syncthreads(); /* buffer buf is refilled next iteration */
+    }
+#undef GPT2RT__CU_ATT_PREFETCH_QW
+
+    /* every read of smem is done: each warp stages its 16 rows (stride LD) at its own place */
+    float ka[8][4], va[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) { ka[i >> 2][i & 3] = dk[i]; va[i >> 2][i & 3] = dv[i]; }
+    const int row0 = k0 + 16 * w;
+    X *dk_g = dqkv + ((int64_t)b * T + row0) * C3 + C + h * 64;
+    uint16_t *stage = sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD;
+    gpt2rt__cu_attn_store_rows<X>(dk_g, C3, T - row0, ka, 1.0f, 1.0f, stage, lane);
+    gpt2rt__cu_attn_store_rows<X>(dk_g + C, C3, T - row0, va, 1.0f, 1.0f, stage, lane);
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse; (void)Dv; (void)T; (void)C; (void)NH; (void)scale; (void)scale_log2; (void)TH;
+    __trap();
+#endif
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -12466,8 +12887,9 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
 template <typename X> struct gpt2rt__cu_attn_fast {
     enum { available = 0 };
     static int built(void) { return 0; }
-    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t, int) { return cudaErrorNotSupported; }
-    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t, int) {
+    static int wgmma_ok(void) { return 0; }
+    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t, int, int) { return cudaErrorNotSupported; }
+    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t, int, int) {
         return cudaErrorNotSupported;
     }
 };
@@ -12479,7 +12901,8 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
        the backward's dynamic shared memory beyond 48 KiB (a per-device setting). Two
        threads that ask at once both ask: the answers and settings are the same. */
     static std::atomic<unsigned long long> &mask(int which) {
-        static std::atomic<unsigned long long> m[3]; /* asked, built, shared memory set */
+        static std::atomic<unsigned long long> m[6]; /* asked, built, shared memory set, wgmma asked, wgmma usable,
+                                                        the wgmma backward's shared memory set */
         return m[which];
     }
     static unsigned long long device_bit(void) {
@@ -12498,6 +12921,25 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(0).fetch_or(bit);
         return ok;
     }
+    /* The Hopper kernels run where the device is compute capability 9.0 and the image it
+       runs has their sm_90a bodies (built with -gencode arch=compute_90a,code=sm_90a; any
+       other build's body is a trap without the forward's 48 KiB of static shared memory) */
+    static int wgmma_ok(void) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(3).load() & bit)) return (mask(4).load() & bit) != 0;
+        int dev = 0, ok = cudaGetDevice(&dev) == cudaSuccess;
+        cudaDeviceProp p;
+        ok = ok && cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major == 9 && p.minor == 0;
+#ifndef GPT2RT_CUDA_EMU
+        cudaFuncAttributes fa;
+        ok = ok && cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>) == cudaSuccess &&
+             fa.sharedSizeBytes >= (size_t)(GPT2RT__CU_ATT_NWG + 4) * 8192;
+#endif
+        if (!ok) (void)cudaGetLastError();
+        if (ok) mask(4).fetch_or(bit);
+        mask(3).fetch_or(bit);
+        return ok;
+    }
     static cudaError_t allow_smem(int smem_dkdv, int smem_dq) {
         unsigned long long bit = device_bit();
         if (bit && (mask(2).load() & bit)) return cudaSuccess;
@@ -12506,20 +12948,39 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(2).fetch_or(bit);
         return cudaSuccess;
     }
-    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH) {
-        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH,
+                               int allow) {
         float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
+        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
+            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, 0, s, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>)(out, lse, qkv, T, C, NH, scale_log2, TH);
+            GPT2RT__CU_LAUNCHED();
+            return cudaSuccess;
+        }
+        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(out, lse, qkv, T, C, NH, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
     static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
-                                int B, int T, int C, int NH, cudaStream_t s, int TH) {
+                                int B, int T, int C, int NH, cudaStream_t s, int TH, int allow) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
         float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
         const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
         GPT2RT__CU_TRY(allow_smem(smem_dkdv, smem_dq));
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
+            const unsigned long long bit = device_bit();
+            if (!bit || !(mask(5).load() & bit)) {
+                GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
+                mask(5).fetch_or(bit);
+            }
+            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>)(
+                dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        } else {
+            GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        }
         GPT2RT__CU_LAUNCHED();
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
@@ -12530,8 +12991,9 @@ template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<
 template <> struct gpt2rt__cu_attn_fast<__half> : gpt2rt__cu_attn_fast16<__half> {};
 
 /* fast path: 16-bit type, HS == 64, every pointer 16-byte aligned (the row strides C and 3C
-   are then multiples of 8 elements), kernels built for sm_80+; allow_fast = 0 forces the generic
-   path (lab cross-check) */
+   are then multiples of 8 elements), kernels built for sm_80+. allow_fast: 0 forces the generic
+   path, GPT2RT__CU_ATT_MMA the mma.sync kernels, GPT2RT__CU_ATT_BEST (the launchers) also the
+   Hopper forward where it runs (the lab and the emulator's driver compare them) */
 template <typename X>
 static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b, const void *c, int allow_fast) {
     return allow_fast && gpt2rt__cu_attn_fast<X>::available && C / NH == 64 &&
@@ -12553,7 +13015,7 @@ static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X
     memset(&nd, 0, sizeof nd);
     if (dr && dr->on) { nd = *dr; allow_fast = 0; }
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, out, qkv, qkv, allow_fast))
-        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s, TH);
+        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s, TH, allow_fast);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
@@ -12580,7 +13042,7 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
     GPT2RT__LAUNCH(gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s, gpt2rt__cuk_attn_bwd_rowdot<X>)(scratch_D, dout, out, B, T, C, NH);
     GPT2RT__CU_LAUNCHED();
     if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
-        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s, TH);
+        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s, TH, allow_fast);
     const int HS = C / NH;
     const float scale = 1.0f / sqrtf((float)HS);
     const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
@@ -12604,7 +13066,7 @@ static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, co
 template <typename X>
 static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s,
                                                 const gpt2rt__drop *dr = NULL, int TH = 0) {
-    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, 1, dr, TH);
+    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, GPT2RT__CU_ATT_BEST, dr, TH);
 }
 
 /* dqkv (B,T,3C) (overwritten) <- dout (B,T,C), qkv (B,T,3C), out (B,T,C), lse (B,NH,T);
@@ -12613,7 +13075,7 @@ template <typename X>
 static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
                                                  float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
                                                  const gpt2rt__drop *dr = NULL, int TH = 0) {
-    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, 1, dr, TH);
+    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, GPT2RT__CU_ATT_BEST, dr, TH);
 }
 
 /* ---- generation: attention over the KV cache (8.5's decode pass) ----

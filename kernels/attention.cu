@@ -2,8 +2,13 @@
    Validates out, lse and dqkv against the CPU reference in gpt2rt.h (run in fp32 on inputs
    rounded to the storage type), checks that dqkv is overwritten and that two runs give the same
    bits, cross-checks the generic path against the tensor-core path, the same under aLLM4TS's
-   placeholder mask (TH history rows causal, each later row sees the history and itself), then times
-   B=8 T=1024 C=768 NH=12. Exit status 0 when everything passes.
+   placeholder mask (TH history rows causal, each later row sees the history and itself). The
+   16-bit forward has two tensor-core kernels: mma.sync (sm_80 and later) and, on a compute
+   capability 9.0 device running the sm_90a build, the Hopper wgmma kernel; so has the backward's
+   dK,dV pass (dQ is mma.sync in both). Both are validated against the CPU, and the wgmma ones
+   against mma.sync (same_as_mma). Then times B=8 T=1024 C=768 NH=12, the two side by side
+   (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + mma.sync dQ). Exit status 0 when
+   everything passes.
 
    cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
        -o /tmp/lab_attention attention.cu -lcublasLt && /tmp/lab_attention            */
@@ -36,12 +41,17 @@ static void take_cols(float *y, const float *x, int64_t BT, int C, int c0) {
 }
 
 /* TH: the placeholder mask's history (0: causal) */
+/* which forward kernel allow_fast (0, GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_BEST) runs at HS 64 */
+template <typename X> static const char *path_name(int C, int NH, int allow_fast) {
+    if (!gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, allow_fast)) return "generic";
+    return (allow_fast & GPT2RT__CU_ATT_WGMMA) && gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma" : "mma.sync";
+}
+
 template <typename X> static void validate(Shape sh, int allow_fast, int TH = 0) {
     const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH, HS = C / NH;
     const int64_t BT = (int64_t)B * T, n_qkv = BT * 3 * C, n_out = BT * C, n_lse = (int64_t)B * NH * T;
-    const int fast = gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, allow_fast);
-    printf("%s B=%d T=%d C=%d NH=%d (HS=%d), %s path%s\n", lab_type_name<X>(), B, T, C, NH, HS,
-           fast ? "tensor-core" : "generic", TH ? ", placeholder mask" : "");
+    printf("%s B=%d T=%d C=%d NH=%d (HS=%d), %s forward%s\n", lab_type_name<X>(), B, T, C, NH, HS,
+           path_name<X>(C, NH, allow_fast), TH ? ", placeholder mask" : "");
 
     /* inputs, rounded to X so the CPU sees exactly what the GPU sees */
     float *qkv = (float *)malloc(n_qkv * 4), *dout = (float *)malloc(n_out * 4);
@@ -104,6 +114,78 @@ template <typename X> static void validate(Shape sh, int allow_fast, int TH = 0)
     LAB_CK(cudaFree(d_D));
 }
 
+/* The wgmma forward against the mma.sync forward on the same inputs. They differ only in the
+   order the hardware sums each product's terms (fp32): a score moves by a few fp32 ulps, which
+   can move a probability across a rounding boundary of X (one ulp, eps = 2^-8 bf16, 2^-11 fp16,
+   of p <= 1) and the output across one (eps |out|). So |out diff| <= 2 eps max|v| (|out| <= max|v|,
+   a convex combination), and lse (fp32, 64-term dot products) within 1e-5 relative. */
+template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
+    const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH;
+    if (!gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, GPT2RT__CU_ATT_MMA) || !gpt2rt__cu_attn_fast<X>::wgmma_ok()) {
+        printf("  wgmma vs mma.sync %s T=%d: skipped (the wgmma forward needs compute capability 9.0 and the sm_90a build)\n",
+               lab_type_name<X>(), T);
+        return;
+    }
+    const int64_t BT = (int64_t)B * T, n_qkv = BT * 3 * C, n_out = BT * C, n_lse = (int64_t)B * NH * T;
+    float *qkv = (float *)malloc(n_qkv * 4);
+    lab_fill(qkv, n_qkv, 1.5f);
+    float vmax = 0.0f;
+    for (int64_t i = 0; i < n_qkv; i++) {
+        qkv[i] = lab_f(lab_to<X>(qkv[i]));
+        if (i % (3 * C) >= 2 * C) vmax = fmaxf(vmax, fabsf(qkv[i]));
+    }
+    X *d_qkv = lab_upload<X>(qkv, n_qkv), *d_o1, *d_o2;
+    float *d_l1, *d_l2;
+    LAB_CK(cudaMalloc(&d_o1, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_o2, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_l1, n_lse * 4));
+    LAB_CK(cudaMalloc(&d_l2, n_lse * 4));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH));
+    LAB_CK(cudaDeviceSynchronize());
+    float *o1 = (float *)malloc(n_out * 4), *o2 = (float *)malloc(n_out * 4), *l1 = (float *)malloc(n_lse * 4),
+          *l2 = (float *)malloc(n_lse * 4);
+    lab_download<X>(o1, d_o1, n_out);
+    lab_download<X>(o2, d_o2, n_out);
+    LAB_CK(cudaMemcpy(l1, d_l1, n_lse * 4, cudaMemcpyDeviceToHost));
+    LAB_CK(cudaMemcpy(l2, d_l2, n_lse * 4, cudaMemcpyDeviceToHost));
+    const float eps = lab_f(lab_to<X>(1.0f + 1.0f / 1024.0f)) != 1.0f ? 1.0f / 2048.0f : 1.0f / 256.0f;
+    char what[96];
+    snprintf(what, sizeof what, "wgmma vs mma.sync out %s T=%d%s", lab_type_name<X>(), T, TH ? " placeholders" : "");
+    lab_compare(what, o2, o1, n_out, 2.0f * eps * vmax, 0.0f);
+    snprintf(what, sizeof what, "wgmma vs mma.sync lse %s T=%d%s", lab_type_name<X>(), T, TH ? " placeholders" : "");
+    compare_rel_max(what, l2, l1, n_lse, 1e-5f);
+
+    /* the backward from the same forward (mma.sync's out and lse): dK, dV by wgmma or mma.sync
+       (dQ by mma.sync in both). A P^T or dS^T element that crosses a rounding boundary moves its
+       products by one ulp (eps relative), and each result rounds to X once more: within
+       4 eps of each part's largest value */
+    float *dy = (float *)malloc(n_out * 4), *g1 = (float *)malloc(n_qkv * 4), *g2 = (float *)malloc(n_qkv * 4);
+    float *p1 = (float *)malloc(n_out * 4), *p2 = (float *)malloc(n_out * 4);
+    lab_fill(dy, n_out, 1.0f);
+    X *d_dy = lab_upload<X>(dy, n_out), *d_g1, *d_g2;
+    float *d_D;
+    LAB_CK(cudaMalloc(&d_g1, n_qkv * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_g2, n_qkv * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_D, n_lse * 4));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH));
+    LAB_CK(cudaDeviceSynchronize());
+    lab_download<X>(g1, d_g1, n_qkv);
+    lab_download<X>(g2, d_g2, n_qkv);
+    const char *names[3] = {"dq", "dk", "dv"};
+    for (int part = 0; part < 3; part++) {
+        take_cols(p1, g1, BT, C, part * C);
+        take_cols(p2, g2, BT, C, part * C);
+        snprintf(what, sizeof what, "wgmma vs mma.sync %s %s T=%d%s", names[part], lab_type_name<X>(), T, TH ? " placeholders" : "");
+        compare_rel_max(what, p2, p1, n_out, 4.0f * eps);
+    }
+    free(dy); free(g1); free(g2); free(p1); free(p2);
+    LAB_CK(cudaFree(d_dy)); LAB_CK(cudaFree(d_g1)); LAB_CK(cudaFree(d_g2)); LAB_CK(cudaFree(d_D));
+    free(qkv); free(o1); free(o2); free(l1); free(l2);
+    LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
+}
+
 template <typename X> static void bench(int allow_fast) {
     const int B = 8, T = 1024, C = 768, NH = 12, HS = C / NH;
     const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
@@ -121,21 +203,64 @@ template <typename X> static void bench(int allow_fast) {
         LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, allow_fast));
     }, reps);
     const double flop_f = 4.0 * B * NH * (double)T * T * HS / 2.0, flop_b = 2.5 * flop_f; /* causal half */
-    printf("  %-5s %-11s B=%d T=%d C=%d NH=%d: forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n",
-           lab_type_name<X>(), gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, allow_fast) ? "tensor-core" : "generic",
+    printf("  %-5s %-8s B=%d T=%d C=%d NH=%d: forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n",
+           lab_type_name<X>(), path_name<X>(C, NH, allow_fast),
            B, T, C, NH, ms_f, flop_f / (ms_f * 1e9), ms_b, flop_b / (ms_b * 1e9));
     free(h);
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_dout)); LAB_CK(cudaFree(d_out)); LAB_CK(cudaFree(d_dqkv));
     LAB_CK(cudaFree(d_lse)); LAB_CK(cudaFree(d_D));
 }
 
-template <typename X> static void validate_all(void) {
+/* The wgmma forward with 1 warpgroup per CTA (64 query rows, 40 KiB smem) against the
+   launchers' 2 (GPT2RT__CU_ATT_NWG): each warpgroup computes the same sums in the same order,
+   so the outputs must be the same bits; then both timed at the bench shape */
+template <typename X> static void bench_wg_ctas(void) {
+    const int B = 8, T = 1024, C = 768, NH = 12, HS = C / NH;
+    if (!gpt2rt__cu_attn_fast<X>::wgmma_ok()) { printf("  %s wgmma CTA shapes: skipped (no sm_90a device code here)\n", lab_type_name<X>()); return; }
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    float *h = (float *)malloc(n_qkv * 4);
+    lab_fill(h, n_qkv, 1.5f);
+    X *d_qkv = lab_upload<X>(h, n_qkv), *d_o1, *d_o2;
+    float *d_l1, *d_l2;
+    LAB_CK(cudaMalloc(&d_o1, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_o2, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_l1, n_lse * 4));
+    LAB_CK(cudaMalloc(&d_l2, n_lse * 4));
+    const float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
+    auto one = [&] {
+        GPT2RT__LAUNCH(dim3((unsigned)((T + 63) / 64), (unsigned)(B * NH)), 128, 0, 0, gpt2rt__cuk_attn_fwd64_wg<X, 1>)(
+            d_o1, d_l1, d_qkv, T, C, NH, scale_log2, T);
+        LAB_CK(cudaGetLastError());
+    };
+    auto two = [&] { LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST)); };
+    one();
+    two();
+    LAB_CK(cudaDeviceSynchronize());
+    lab_same_bits("wgmma forward out, 1 vs 2 warpgroups per CTA", d_o1, d_o2, n_out * sizeof(X));
+    lab_same_bits("wgmma forward lse, 1 vs 2 warpgroups per CTA", d_l1, d_l2, n_lse * 4);
+    const double flop_f = 4.0 * B * NH * (double)T * T * HS / 2.0;
+    float ms1 = lab_time_ms(one, 50), ms2 = lab_time_ms(two, 50);
+    printf("  %-5s wgmma forward, 1 warpgroup per CTA %8.3f ms %7.1f TFLOP/s; 2 per CTA %8.3f ms %7.1f TFLOP/s\n",
+           lab_type_name<X>(), ms1, flop_f / (ms1 * 1e9), ms2, flop_f / (ms2 * 1e9));
+    free(h);
+    LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
+}
+
+/* allow: GPT2RT__CU_ATT_MMA (the mma.sync forward) or GPT2RT__CU_ATT_BEST (wgmma where it runs) */
+template <typename X> static void validate_all(int allow) {
     const Shape shapes[3] = {{2, 256, 768, 12}, {2, 37, 64, 4}, {1, 1000, 768, 12}};
-    for (int i = 0; i < 3; i++) validate<X>(shapes[i], 1);
+    for (int i = 0; i < 3; i++) validate<X>(shapes[i], allow);
     /* the placeholder mask: history 130 of 200 (placeholders in tiles 2 and 3, hidden keys off
        the diagonal), and 20 of 37 on the generic path */
-    validate<X>(Shape{2, 200, 768, 12}, 1, 130);
-    validate<X>(shapes[1], 1, 20);
+    validate<X>(Shape{2, 200, 768, 12}, allow, 130);
+    validate<X>(shapes[1], allow, 20);
+}
+template <typename X> static void validate_16(void) {
+    validate_all<X>(GPT2RT__CU_ATT_MMA);
+    if (gpt2rt__cu_attn_fast<X>::wgmma_ok()) validate_all<X>(GPT2RT__CU_ATT_BEST);
+    same_as_mma<X>(Shape{2, 256, 768, 12});
+    same_as_mma<X>(Shape{1, 1000, 768, 12}); /* a partial last tile; with 2 warpgroups per CTA, 16 query tiles */
+    same_as_mma<X>(Shape{2, 200, 768, 12}, 130);
 }
 
 int main(void) {
@@ -145,17 +270,21 @@ int main(void) {
     LAB_CK(cudaGetDeviceProperties(&prop, dev));
     printf("attention lab on %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
-    validate_all<float>();
-    validate_all<__nv_bfloat16>();
-    validate_all<__half>();
+    validate_all<float>(GPT2RT__CU_ATT_BEST);
+    validate_16<__nv_bfloat16>();
+    validate_16<__half>();
     /* the generic kernels at HS = 64 with 16-bit storage (the fast path normally takes these) */
     validate<__nv_bfloat16>(Shape{2, 100, 768, 12}, 0);
     validate<__half>(Shape{2, 100, 768, 12}, 0);
 
     printf("timing\n");
-    bench<__nv_bfloat16>(1);
-    bench<__half>(1);
-    bench<float>(1);
+    bench<__nv_bfloat16>(GPT2RT__CU_ATT_MMA);
+    bench<__nv_bfloat16>(GPT2RT__CU_ATT_BEST);
+    bench<__half>(GPT2RT__CU_ATT_MMA);
+    bench<__half>(GPT2RT__CU_ATT_BEST);
+    bench<float>(GPT2RT__CU_ATT_BEST);
+    bench_wg_ctas<__nv_bfloat16>();
+    bench_wg_ctas<__half>();
     bench<__nv_bfloat16>(0);
     return lab_finish("attention");
 }

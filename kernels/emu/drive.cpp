@@ -833,6 +833,85 @@ static void forecaster_round_trip(gpt2rt_config c) {
     gpt2rt_series_free(s);
 }
 
+/* The attention's two tensor-core forwards (and dK,dV backwards) on the same problem: mma.sync (allow
+   GPT2RT__CU_ATT_MMA) and the Hopper wgmma kernel (GPT2RT__CU_ATT_BEST; the emulator is a
+   compute capability 9.0 device). Both of the emulator's models sum each product in
+   increasing k, so out and lse must be the same bits; both against the CPU's fp32
+   attention on the same rounded inputs (out within the storage type's rounding of P and of
+   the output, lse 1e-5 relative). TH: the placeholder mask's history, 0 causal. */
+template <typename X>
+static void op_attention(int B, int T, int C, int NH, int TH, const char *what) {
+    gpt2rt_emu::set_problem(what);
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    std::vector<float> q = floats(n_qkv, (uint64_t)(T * 7 + C));
+    std::vector<X> hx((size_t)n_qkv);
+    for (int64_t i = 0; i < n_qkv; i++) { hx[(size_t)i] = gpt2rt__cu_to<X>(1.5f * q[(size_t)i]); q[(size_t)i] = gpt2rt__cu_f(hx[(size_t)i]); }
+    std::vector<float> out_ref((size_t)n_out), lse_ref((size_t)n_lse), scr((size_t)gpt2rt__pad16(2 * T));
+    gpt2rt__cpu_attention_forward_masked(out_ref.data(), lse_ref.data(), q.data(), scr.data(), B, T, C, NH, TH ? TH : T, NULL, 1);
+    X *d_qkv, *d_o1, *d_o2;
+    float *d_l1, *d_l2;
+    cudaMalloc(&d_qkv, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_o1, (size_t)n_out * sizeof(X)); cudaMalloc(&d_o2, (size_t)n_out * sizeof(X));
+    cudaMalloc(&d_l1, (size_t)n_lse * 4); cudaMalloc(&d_l2, (size_t)n_lse * 4);
+    cudaMemcpy(d_qkv, hx.data(), (size_t)n_qkv * sizeof(X), cudaMemcpyHostToDevice);
+    cudaMemset(d_o2, 0xFF, (size_t)n_out * sizeof(X)); cudaMemset(d_l2, 0xFF, (size_t)n_lse * 4);
+    cudaError_t e1 = gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    cudaError_t e2 = gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH);
+    std::vector<X> o1((size_t)n_out), o2((size_t)n_out);
+    std::vector<float> l1((size_t)n_lse), l2((size_t)n_lse);
+    cudaError_t e3 = cudaMemcpy(o1.data(), d_o1, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
+    cudaMemcpy(o2.data(), d_o2, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
+    cudaMemcpy(l1.data(), d_l1, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(l2.data(), d_l2, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
+    int same = !memcmp(o1.data(), o2.data(), (size_t)n_out * sizeof(X)) && !memcmp(l1.data(), l2.data(), (size_t)n_lse * 4);
+    double eo = 0, mo = 0, el = 0;
+    for (int64_t i = 0; i < n_out; i++) {
+        eo = fmax(eo, fabs((double)gpt2rt__cu_f(o2[(size_t)i]) - out_ref[(size_t)i]));
+        mo = fmax(mo, fabs((double)out_ref[(size_t)i]));
+    }
+    for (int64_t i = 0; i < n_lse; i++) el = fmax(el, fabs((double)l2[(size_t)i] - lse_ref[(size_t)i]) / fmax(1.0, fabs((double)lse_ref[(size_t)i])));
+    /* out: P and the output rounded to X (2^-8 bf16, 2^-11 fp16 relative), 4x margin */
+    const double tol = (sizeof(X) == 2 && gpt2rt__cu_f(gpt2rt__cu_to<X>(1.0f + 1.0f / 1024.0f)) != 1.0f ? 4.0 / 2048.0 : 4.0 / 256.0) * fmax(mo, 1e-30);
+    check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && same && eo <= tol && el <= 1e-5,
+          "op attention forward %s: wgmma == mma.sync bitwise %d; wgmma vs CPU: out max err %.2e (bound %.2e), lse rel %.2e",
+          what, same, eo, tol, el);
+
+    /* the backward: dK, dV by the wgmma kernel (GPT2RT__CU_ATT_BEST) or mma.sync, dQ by mma.sync;
+       against the CPU's backward from the CPU's forward: the lab's tolerances (3e-2 bf16, 5e-3
+       fp16 of each part's max), which cover P, dS and the forward's output rounded to X */
+    std::vector<float> dy = floats(n_out, (uint64_t)(T * 11 + C)), dqkv_ref((size_t)n_qkv);
+    std::vector<X> dyx((size_t)n_out), g1((size_t)n_qkv), g2((size_t)n_qkv);
+    for (int64_t i = 0; i < n_out; i++) { dyx[(size_t)i] = gpt2rt__cu_to<X>(dy[(size_t)i]); dy[(size_t)i] = gpt2rt__cu_f(dyx[(size_t)i]); }
+    gpt2rt__cpu_attention_backward_masked(dqkv_ref.data(), dy.data(), q.data(), lse_ref.data(), scr.data(), B, T, C, NH, TH ? TH : T, NULL, 1);
+    X *d_dy, *d_g1, *d_g2;
+    float *d_D;
+    cudaMalloc(&d_dy, (size_t)n_out * sizeof(X)); cudaMalloc(&d_g1, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_g2, (size_t)n_qkv * sizeof(X));
+    cudaMalloc(&d_D, (size_t)n_lse * 4);
+    cudaMemcpy(d_dy, dyx.data(), (size_t)n_out * sizeof(X), cudaMemcpyHostToDevice);
+    cudaMemset(d_g2, 0xFF, (size_t)n_qkv * sizeof(X));
+    e1 = gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    e2 = gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH);
+    e3 = cudaMemcpy(g1.data(), d_g1, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+    cudaMemcpy(g2.data(), d_g2, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+    same = !memcmp(g1.data(), g2.data(), (size_t)n_qkv * sizeof(X));
+    const double rt = sizeof(X) == 2 && tol < 4.0 / 256.0 * fmax(mo, 1e-30) ? 5e-3 : 3e-2;
+    double worst = 0;
+    for (int part = 0; part < 3; part++) {
+        double e = 0, m = 0;
+        for (int64_t r = 0; r < (int64_t)B * T; r++)
+            for (int c = 0; c < C; c++) {
+                size_t i = (size_t)(r * 3 * C + part * C + c);
+                e = fmax(e, fabs((double)gpt2rt__cu_f(g2[i]) - dqkv_ref[i]));
+                m = fmax(m, fabs((double)dqkv_ref[i]));
+            }
+        worst = fmax(worst, e / fmax(m, 1e-30));
+    }
+    check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && same && worst <= rt,
+          "op attention backward %s: wgmma dK,dV == mma.sync bitwise %d; vs CPU: worst part max err / max %.2e (bound %.0e)",
+          what, same, worst, rt);
+    cudaFree(d_dy); cudaFree(d_g1); cudaFree(d_g2); cudaFree(d_D);
+    cudaFree(d_qkv); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_l1); cudaFree(d_l2);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -957,6 +1036,10 @@ int main(int argc, char **argv) {
         layer_split(c);
     }
     if (!*only || !strcmp(only, "ops")) {
+        /* the Hopper forward: 3 query tiles (its second CTA's second warpgroup has no rows),
+           and fp16 with the placeholder mask (history 40 of 65) */
+        op_attention<__nv_bfloat16>(2, 130, 128, 2, 0, "bf16 B2 T130 C128 HS64");
+        op_attention<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
         op_bias_backward(128, 64);
         op_bias_backward(37, 13);
         op_cast(4096);

@@ -1,7 +1,8 @@
 /* kernels/emu/test_emu.cpp - checks of the CUDA emulator itself, before anything of
-   gpt2rt.h runs on it: the fragment layouts of mma.sync and ldmatrix against a plain
-   product, cp.async landing at its wait, races showing up as order dependence, the
-   faults a GPU traps on (exited lane, diverged warp, barrier deadlock), launch errors,
+   gpt2rt.h runs on it: the fragment layouts of mma.sync, ldmatrix and wgmma (descriptors,
+   swizzles) against a plain product, cp.async landing at its wait, races showing up as
+   order dependence, the faults a GPU traps on (exited lane, diverged warp, barrier
+   deadlock, a warpgroup MMA a warp misses or never waits for), launch errors,
    deferred streams, the cuBLASLt model against a row-major reference, NCCL's
    collectives for two ranks in one thread, and the 16-bit conversions.
    Prints one "ok   " / "FAIL " line per check and "test_emu: P passed, F failed".
@@ -186,6 +187,26 @@ __global__ void k_deadlock(float *out) {
     out[threadIdx.x] = v;
 }
 __global__ void k_oob_shfl(float *out) { out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1.0f, 20); }
+/* one m64n8k16 wgmma (A zero in registers, B from an 8 x 16 no-swizzle tile) by the threads
+   that call it; skip: warp 3 of the group returns first; nowait: never waited for */
+__device__ void wg_one(int wait) {
+    __shared__ __align__(1024) unsigned char sm[1024];
+    for (int i = threadIdx.x; i < 1024; i += blockDim.x) sm[i] = 0;
+    __syncthreads();
+    float d[4] = {0, 0, 0, 0};
+    const unsigned a[4] = {0, 0, 0, 0};
+    uint64_t db = (((uint32_t)(uintptr_t)sm & 0x3FFFFu) >> 4) | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)(128 >> 4) << 32);
+    gpt2rt_emu_wgmma(d, 8, a, 0, db, 0, 0, 0, 0, sm);
+    gpt2rt_emu_wgmma_commit();
+    if (wait) gpt2rt_emu_wgmma_wait(0);
+}
+__global__ void k_wg_skip(float *out) {
+    if (threadIdx.x >= 96) return;
+    wg_one(1);
+    out[threadIdx.x % 64] = 1.0f;
+}
+__global__ void k_wg_nowait(float *out) { wg_one(0); out[threadIdx.x % 64] = 1.0f; }
+__global__ void k_wg_partial(float *out) { wg_one(1); out[threadIdx.x % 64] = 1.0f; }
 static void test_faults(void) {
     float *o;
     cudaMalloc(&o, 64 * 4);
@@ -194,6 +215,9 @@ static void test_faults(void) {
         {"a diverged warp (shuffle against ballot)", k_diverged, 32},
         {"__syncthreads that some threads never reach", k_deadlock, 64},
         {"a shuffle from a lane outside its mask", k_oob_shfl, 16},
+        {"a wgmma that one warp of the warpgroup never reaches", k_wg_skip, 128},
+        {"a thread that exits with a wgmma it never waited for", k_wg_nowait, 128},
+        {"a wgmma in a block of 96 threads (not a whole warpgroup)", k_wg_partial, 96},
     };
     for (auto &c : cases) {
         fprintf(stderr, "(test_emu: the next emu: line is expected: %s)\n", c.what);
@@ -462,11 +486,164 @@ static void test_convert(void) {
           "fp16: 65520 overflows to inf, 65519 -> 65504, the smallest subnormal kept, half of it ties to 0; NaN stays NaN");
 }
 
+/* ---------------------------------------------------------------- wgmma (sm_90a) */
+/* Operand layouts in shared memory, written out the way a kernel stores its tiles (not
+   through the model's descriptor arithmetic); element (r, k) of an R x 64 operand (r: M or N,
+   k: the full K = 64), k-slice ks = k / 16 is what one instruction reads:
+     KSW128: 128-byte rows of 64 k, 16-byte chunk c of row r stored at chunk c ^ (r % 8)
+     KSW64, KSW32: 64- (32-) byte rows of 32 (16) k, R rows per block of k, chunk XOR (r%8)/2 ((r%8)/4)
+     KINT: no swizzle, 8 x 8 core matrices (128 bytes), core (r/8, k/8) at ((k/8) R/8 + r/8) 128
+     MNSW128 (B only, r = n): 128-byte rows of 64 n per k, chunk (n%64)/8 ^ (k % 8), 64-wide n blocks 8 KiB apart */
+enum { L_KSW128, L_KSW64, L_KSW32, L_KINT, L_MNSW128 };
+static size_t wg_place(int L, int R, int r, int k) {
+    switch (L) {
+    case L_KSW128: return (size_t)(r * 128 + (((k / 8) ^ (r % 8)) * 16) + (k % 8) * 2);
+    case L_KSW64: return (size_t)((k / 32) * R * 64 + r * 64 + ((((k % 32) / 8) ^ ((r % 8) >> 1)) * 16) + (k % 8) * 2);
+    case L_KSW32: return (size_t)((k / 16) * R * 32 + r * 32 + ((((k % 16) / 8) ^ ((r % 8) >> 2)) * 16) + (k % 8) * 2);
+    case L_KINT: return (size_t)(((k / 8) * (R / 8) + r / 8) * 128 + (r % 8) * 16 + (k % 8) * 2);
+    default: return (size_t)((r / 64) * 8192 + k * 128 + ((((r % 64) / 8) ^ (k % 8)) * 16) + (r % 8) * 2);
+    }
+}
+/* the descriptor (without its start address) and each k-slice's start offset for layout L */
+static uint64_t wg_desc(int L, int R, uint32_t lbo, uint32_t sbo) {
+    static const uint64_t sw[5] = {1, 2, 3, 0, 1};
+    (void)R;
+    return ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (sw[L] << 62);
+}
+static uint32_t wg_kstart(int L, int R, int ks) {
+    switch (L) {
+    case L_KSW128: return (uint32_t)(32 * ks);
+    case L_KSW64: return (uint32_t)((ks / 2) * R * 64 + (ks % 2) * 32);
+    case L_KSW32: return (uint32_t)(ks * R * 32);
+    case L_KINT: return (uint32_t)(2 * ks * (R / 8) * 128);
+    default: return (uint32_t)(ks * 2048);
+    }
+}
+struct WgCase {
+    int N, a_reg, trans_b, f16, scale_d0;
+    uint64_t da, db;          /* descriptors without their start address */
+    uint32_t a_k[4], b_k[4];  /* start offsets of the 4 k-slices in the A (at 0) and B (at 8 KiB) regions */
+};
+/* one warpgroup: the smem image is copied into a 1024-aligned array, d starts as C (in the
+   accumulator layout), 4 k-slices are issued, committed and waited for; early: d[0] after
+   the commit, before the wait */
+__global__ void k_wgmma(float *D, float *early, const float *C, const unsigned char *img, const unsigned *areg, WgCase cs) {
+    __shared__ __align__(1024) unsigned char sm[32768];
+    const int i = threadIdx.x, w = i >> 5, gid = (i & 31) >> 2, tig = i & 3, N = cs.N;
+    for (int j = i; j < 32768; j += 128) sm[j] = img[j];
+    __syncthreads();
+    if (i == 0) early[1] = (float)((uintptr_t)sm % 1024);
+    float d[128];
+    for (int e = 0; e < N / 2; e++) d[e] = C[(16 * w + gid + 8 * ((e >> 1) & 1)) * N + 8 * (e >> 2) + 2 * tig + (e & 1)];
+    gpt2rt_emu_wgmma_fence();
+    const uint32_t s = (uint32_t)(uintptr_t)sm;
+    for (int ks = 0; ks < 4; ks++) {
+        uint64_t da = cs.da | (((s + cs.a_k[ks]) & 0x3FFFF) >> 4), db = cs.db | (((s + 8192 + cs.b_k[ks]) & 0x3FFFF) >> 4);
+        gpt2rt_emu_wgmma(d, N, cs.a_reg ? areg + (ks * 128 + i) * 4 : nullptr, da, db, ks ? 1 : cs.scale_d0, 0, cs.trans_b, cs.f16, sm);
+    }
+    gpt2rt_emu_wgmma_commit();
+    if (i == 0) early[0] = d[0];
+    gpt2rt_emu_wgmma_wait(0);
+    for (int e = 0; e < N / 2; e++) D[(16 * w + gid + 8 * ((e >> 1) & 1)) * N + 8 * (e >> 2) + 2 * tig + (e & 1)] = d[e];
+}
+/* runs a case: A (64 x 64, layout LA or registers), B (64 k x N, layout LB); returns how many of
+   the 64 x N results differ bitwise from C + A B summed in increasing k (or A B with scale_d0 0) */
+static int wg_run(WgCase cs, int LA, int LB, int *early_ok, int *aligned) {
+    const int N = cs.N, f16 = cs.f16;
+    std::vector<uint16_t> A(64 * 64), B((size_t)64 * N);
+    std::vector<float> C((size_t)64 * N), D((size_t)64 * N);
+    std::vector<unsigned char> img(32768, 0);
+    std::vector<unsigned> areg(4 * 128 * 4);
+    for (auto &x : A) x = to16(f16, urand());
+    for (auto &x : B) x = to16(f16, urand());
+    for (auto &x : C) x = urand();
+    for (int r = 0; r < 64; r++)
+        for (int k = 0; k < 64; k++) memcpy(&img[wg_place(LA, 64, r, k)], &A[(size_t)(r * 64 + k)], 2);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < 64; k++) memcpy(&img[8192 + wg_place(LB, N, n, k)], &B[(size_t)(k * N + n)], 2);
+    auto pk = [&](int r, int k) { return (unsigned)A[(size_t)(r * 64 + k)] | ((unsigned)A[(size_t)(r * 64 + k + 1)] << 16); };
+    for (int ks = 0; ks < 4; ks++)
+        for (int i = 0; i < 128; i++) {
+            int r = 16 * (i >> 5) + ((i & 31) >> 2), k = 16 * ks + 2 * (i & 3);
+            unsigned *a = &areg[(size_t)(ks * 128 + i) * 4];
+            a[0] = pk(r, k); a[1] = pk(r + 8, k); a[2] = pk(r, k + 8); a[3] = pk(r + 8, k + 8);
+        }
+    float *dD, *dE, *dC;
+    unsigned char *dI;
+    unsigned *dA;
+    cudaMalloc(&dD, D.size() * 4); cudaMalloc(&dE, 8); cudaMalloc(&dC, C.size() * 4); cudaMalloc(&dI, img.size());
+    cudaMalloc(&dA, areg.size() * 4);
+    cudaMemcpy(dC, C.data(), C.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dI, img.data(), img.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(dA, areg.data(), areg.size() * 4, cudaMemcpyHostToDevice);
+    GPT2RT__LAUNCH(1, 128, 0, 0, k_wgmma)(dD, dE, dC, dI, dA, cs);
+    float e[2] = {0, 0};
+    cudaError_t err = cudaMemcpy(D.data(), dD, D.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(e, dE, 8, cudaMemcpyDeviceToHost);
+    *early_ok = e[0] == C[0];
+    *aligned = e[1] == 0.0f;
+    int bad = err != cudaSuccess ? 1 << 20 : 0;
+    for (int r = 0; r < 64; r++)
+        for (int n = 0; n < N; n++) {
+            float s = cs.scale_d0 ? C[(size_t)(r * N + n)] : 0.0f;
+            for (int k = 0; k < 64; k++) s += h16(f16, A[(size_t)(r * 64 + k)]) * h16(f16, B[(size_t)(k * N + n)]);
+            bad += memcmp(&s, &D[(size_t)(r * N + n)], 4) != 0;
+        }
+    cudaFree(dD); cudaFree(dE); cudaFree(dC); cudaFree(dI); cudaFree(dA);
+    return bad;
+}
+static WgCase wg_case(int N, int a_reg, int f16, int LA, uint32_t albo, uint32_t asbo, int LB, uint32_t blbo, uint32_t bsbo) {
+    WgCase cs;
+    memset(&cs, 0, sizeof cs);
+    cs.N = N; cs.a_reg = a_reg; cs.f16 = f16; cs.scale_d0 = 1; cs.trans_b = LB == L_MNSW128;
+    cs.da = wg_desc(LA, 64, albo, asbo); cs.db = wg_desc(LB, N, blbo, bsbo);
+    for (int ks = 0; ks < 4; ks++) { cs.a_k[ks] = wg_kstart(LA, 64, ks); cs.b_k[ks] = wg_kstart(LB, N, ks); }
+    return cs;
+}
+static void test_wgmma(void) {
+    int early = 0, al = 0, bad;
+    /* the attention kernel's two products: S = Q K^T (both K-major, 128 B swizzle) and O += P V
+       (P in registers, V MN-major with 128 B swizzle) */
+    WgCase qk = wg_case(64, 0, 0, L_KSW128, 16, 1024, L_KSW128, 16, 1024);
+    bad = wg_run(qk, L_KSW128, L_KSW128, &early, &al);
+    check(!bad && al, "wgmma m64n64k16 bf16, A and B K-major from 128 B-swizzled smem descriptors, 4 k-slices chained: "
+          "bitwise C + A B (%d of 4096 differ; smem 1024-aligned: %d)", bad, al);
+    check(early, "wgmma: the accumulator read after commit_group and before wait_group still holds C");
+    qk.scale_d0 = 0;
+    bad = wg_run(qk, L_KSW128, L_KSW128, &early, &al);
+    check(!bad, "wgmma scale-d 0 on the first slice: D = A B, C ignored (%d differ)", bad);
+    WgCase pv = wg_case(64, 1, 1, L_KSW128, 16, 1024, L_MNSW128, 8192, 1024);
+    bad = wg_run(pv, L_KSW128, L_MNSW128, &early, &al);
+    check(!bad, "wgmma m64n64k16 f16, A from registers, B MN-major (imm-trans-b) 128 B swizzle: bitwise (%d differ)", bad);
+    WgCase pv2 = wg_case(128, 1, 0, L_KSW128, 16, 1024, L_MNSW128, 8192, 1024);
+    bad = wg_run(pv2, L_KSW128, L_MNSW128, &early, &al);
+    check(!bad, "wgmma m64n128k16 bf16, B MN-major 128 B swizzle over two 64-wide atoms (LBO 8 KiB): bitwise (%d differ)", bad);
+    WgCase in = wg_case(32, 0, 0, L_KINT, 1024, 128, L_KSW64, 16, 512);
+    bad = wg_run(in, L_KINT, L_KSW64, &early, &al);
+    check(!bad, "wgmma m64n32k16 bf16, A K-major without swizzle (core matrices, LBO 1 KiB, SBO 128), B 64 B swizzle: bitwise (%d differ)", bad);
+    WgCase in2 = wg_case(16, 0, 1, L_KSW32, 16, 256, L_KINT, 2 * 128, 128);
+    bad = wg_run(in2, L_KSW32, L_KINT, &early, &al);
+    check(!bad, "wgmma m64n16k16 f16, A 32 B swizzle, B K-major without swizzle: bitwise (%d differ)", bad);
+    /* wrong descriptors read other bytes */
+    WgCase m1 = wg_case(64, 0, 0, L_KSW128, 16, 1024, L_KSW128, 16, 512);
+    WgCase m2 = wg_case(64, 0, 0, L_KSW128, 16, 1024, L_KSW128, 16, 1024);
+    m2.db &= ~(3ull << 62); /* swizzle none */
+    WgCase m3 = wg_case(128, 1, 0, L_KSW128, 16, 1024, L_MNSW128, 4096, 1024);
+    WgCase m4 = wg_case(64, 1, 1, L_KSW128, 16, 1024, L_MNSW128, 8192, 1024);
+    m4.trans_b = 0;
+    int b1 = wg_run(m1, L_KSW128, L_KSW128, &early, &al), b2 = wg_run(m2, L_KSW128, L_KSW128, &early, &al);
+    int b3 = wg_run(m3, L_KSW128, L_MNSW128, &early, &al), b4 = wg_run(m4, L_KSW128, L_MNSW128, &early, &al);
+    check(b1 > 1000 && b2 > 1000 && b3 > 1000 && b4 > 1000,
+          "wgmma with a wrong descriptor differs: SBO 512 for 1024 (%d), no swizzle for 128 B (%d), LBO 4 KiB for 8 KiB (%d), "
+          "trans-b off (%d)", b1, b2, b3, b4);
+}
+
 int main(void) {
     test_convert();
     test_mma(0);
     test_mma(1);
     test_ldmatrix();
+    test_wgmma();
     test_cp_async();
     test_orders();
     test_faults();

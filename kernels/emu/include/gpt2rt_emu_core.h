@@ -97,12 +97,15 @@ __asm__(".text\n"
 #endif
 
 enum { F_RUN, F_BAR, F_WARP, F_DONE };
-enum { W_SHFL = 1, W_SYNCWARP, W_VOTE, W_LDSM, W_MMA };
+enum { W_SHFL = 1, W_SYNCWARP, W_VOTE, W_LDSM, W_MMA, W_WGMMA };
 
 struct Fiber;
 typedef void (*WarpFn)(Fiber *const *lanes, unsigned mask, void *ctx);
 
 struct CpCopy { void *dst; const void *src; int bytes; };
+/* one thread's share of an issued wgmma.mma_async: its accumulator registers and the
+   values they get when the op's group is waited for */
+struct WgPending { float *d; int n; std::vector<float> v; };
 
 struct Fiber {
     void *sp;
@@ -122,6 +125,9 @@ struct Fiber {
     /* cp.async: copies issued but not committed, and the committed groups */
     std::vector<CpCopy> cp_pending;
     std::vector<std::vector<CpCopy>> cp_groups;
+    /* wgmma.mma_async: ops issued but not committed, and the committed groups */
+    std::vector<WgPending> wg_pending;
+    std::vector<std::vector<WgPending>> wg_groups;
 };
 
 struct Block;
@@ -148,6 +154,7 @@ struct Block {
     const std::function<void()> *body;
     const char *kernel;
     int live, at_bar, bar_or, failed;
+    std::vector<int> wg_count; /* per warpgroup (128 threads): threads waiting in a wgmma */
     std::vector<int> pos; /* each fiber's place in the schedule's order */
     int min_rel;          /* the earliest place a release made runnable since the last switch */
     std::string error;
@@ -255,6 +262,7 @@ static inline const char *kind_name(int k) {
     case W_VOTE: return "a warp vote";
     case W_LDSM: return "ldmatrix";
     case W_MMA: return "mma.sync";
+    case W_WGMMA: return "wgmma.mma_async";
     }
     return "?";
 }
@@ -324,6 +332,11 @@ inline void fiber_main(void *arg) {
     (*c.blk->body)();
     Block *b = c.blk;
     cp_complete_all(f);
+    if (!f->wg_pending.empty() || !f->wg_groups.empty()) {
+        /* the registers it would write are gone: a GPU leaves them undefined */
+        fail("thread %d exits with wgmma.mma_async results it never waited for (wgmma.wait_group)", f->linear);
+        f->wg_pending.clear(); f->wg_groups.clear();
+    }
     f->state = F_DONE;
     b->live--;
     fiber_exit_checks(b, f);
@@ -396,6 +409,7 @@ inline int run_block(Block &b, const dim3 &bd) {
     b.f.assign((size_t)n, Fiber());
     b.live = n; b.at_bar = 0; b.bar_or = 0; b.failed = 0;
     b.w.assign((size_t)((n + 31) / 32), WarpState{0, 0, 0});
+    b.wg_count.assign((size_t)((n + 127) / 128), 0);
     for (int i = 0; i < n; i++) b.w[(size_t)(i >> 5)].exists |= 1u << (i & 31);
     for (int i = 0; i < n; i++) {
         Fiber &f = b.f[(size_t)i];
@@ -651,5 +665,208 @@ static inline void gpt2rt_emu_mma_m16n8k16(float c[4], const unsigned a[4], unsi
     gpt2rt_emu::warp_collective(gpt2rt_emu::W_MMA, f16 ? "mma.sync f16" : "mma.sync bf16", 0xffffffffu, &in, out,
                                 gpt2rt_emu::mma_fn, f16 ? (void *)1 : nullptr);
     memcpy(c, out, sizeof out);
+}
+
+/* ---- wgmma (sm_90a): warpgroup matrix products ----
+   Modelled from the PTX ISA (9.7.15, "Asynchronous Warpgroup Level Matrix Multiply-
+   Accumulate"): wgmma.fence, wgmma.commit_group, wgmma.wait_group N and
+     wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}
+       d, {a-desc | a (4 registers)}, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-a], imm-trans-b
+   for N = 8 .. 256 (a multiple of 8). A warpgroup is 4 consecutive warps (threads
+   128 g .. 128 g + 127); its 128 threads meet in the instruction (a collective), warp
+   w = (thread / 32) % 4 of the group, lane l, gid = l / 4, tig = l % 4.
+   D (64 x N fp32), N/2 registers per thread: d[i] is row 16 w + gid + 8 ((i >> 1) & 1),
+     column 8 (i >> 2) + 2 tig + (i & 1)  (so d[4j..4j+1]: row 16w+gid, columns 8j+2tig, +1;
+     d[4j+2..4j+3]: row 16w+gid+8).
+   A from registers (64 x 16, 16-bit pairs, low half first): warp w holds rows 16w..16w+15
+     as mma.sync.m16n8k16's A: a0 (gid, 2tig..+1), a1 (gid+8, 2tig..), a2 (gid, 2tig+8..),
+     a3 (gid+8, 2tig+8..).
+   A and B from shared memory: a 64-bit matrix descriptor,
+     bits  0-13 start address >> 4 (of the 18-bit shared address),
+     bits 16-29 leading dimension byte offset (LBO) >> 4,
+     bits 32-45 stride dimension byte offset (SBO) >> 4,
+     bits 49-51 matrix base offset (only 0, atoms aligned to their repeat, is modelled),
+     bits 62-63 swizzle: 0 none (interleave), 1 128 B, 2 64 B, 3 32 B.
+   Operand element (r, k), r < 64 (A: M) or N (B), k < 16, at byte start + off:
+     K-major (trans 0; A is M x K with K contiguous, B is N x K with K contiguous):
+       none:     off = (r/8) SBO + (k/8) LBO + (r%8) 16 + (k%8) 2   (8 x 16-byte core matrices)
+       W-byte:   off = (r/8) SBO + (r%8) W + 2k                     (LBO unused)
+     MN-major (trans 1; B is K x N with N contiguous, as V (keys, head) for P V):
+       none:     off = (r/8) SBO + (k/8) LBO + (k%8) 16 + (r%8) 2
+       W-byte:   off = (r/E) LBO + (k/8) SBO + (k%8) W + 2 (r%E),  E = W/2 elements
+   and swizzled to the address  a ^ ((a >> 3) & m), m = 0x70 (128 B), 0x30 (64 B), 0x10
+   (32 B): the 16-byte chunk index (bits 4-6) XOR the row index within the 1024-byte
+   (512, 256) repeat (bits 7-9), on the absolute shared address, as the hardware does.
+   The emulator's shared memory is host memory: the 18-bit address is resolved as the one
+   address congruent to it modulo 2^18 in [smem, smem + 256 KiB), smem being a pointer the
+   kernel passes (its shared array); a start address or offset that misses the data reads
+   other bytes there, as on a GPU.
+   Arithmetic: each d element = (scale-d ? d : 0) + sum over k = 0..15 in increasing order of
+   (scale-a A)(scale-b B), in fp32 (16-bit products are exact). The hardware's summation
+   order inside one instruction is not documented; results agree with it to fp32 rounding.
+   Asynchrony: operands (registers and shared memory) are read at the instruction; d is
+   written when its group is waited for (wgmma.wait_group), so a kernel that reads d
+   earlier sees the old values. Issues that chain on the same d (registers of one thread)
+   see the previous in-flight result, as the PTX ISA guarantees for the same accumulator.
+   Every thread of the group must pass the same descriptors, N, types and flags. A thread
+   that exits with ops it never waited for fails the launch. wgmma.fence orders register
+   writes before the op on a GPU; here operands are read at the call, so it is a no-op. */
+namespace gpt2rt_emu {
+struct WgOp {
+    int n, f16, a_reg, trans_a, trans_b, scale_d, scale_a, scale_b;
+    uint64_t da, db;
+    unsigned a[4];
+    const unsigned char *smem;
+    const float *cin; /* this thread's accumulator input (N/2) */
+};
+GPT2RT_EMU_HOT inline void group_collective(int kind, const char *name, const void *in, void *out, WarpFn fn) {
+    Ctx &c = tctx;
+    Block *b = c.blk;
+    Fiber *f = c.cur;
+    if (!b || !f) { fail("%s outside a kernel", name); return; }
+    int n = (int)b->f.size(), g = f->linear / 128;
+    if (n % 128) GPT2RT_EMU_KFAIL("%s in a block of %d threads: a warpgroup is 128 threads", name, n);
+    /* the other warps of the group may still be in warp collectives of their own; lanes of
+       this warp may not */
+    for (int w = 4 * g; w < 4 * g + 4; w++) {
+        WarpState &ws = b->w[(size_t)w];
+        if (ws.exited) GPT2RT_EMU_KFAIL("%s waits for warp %d of its warpgroup, whose lane %d has exited", name, w, __builtin_ctz(ws.exited));
+        if (w == f->warp && ws.arrived) {
+            Fiber *o = &b->f[(size_t)(w * 32 + __builtin_ctz(ws.arrived))];
+            if (o->wkind != kind) GPT2RT_EMU_KFAIL("%s meets lane %d waiting in %s: diverged warp", name, o->lane, kind_name(o->wkind));
+        }
+    }
+    f->state = F_WARP; f->wkind = kind; f->wmask = 0xffffffffu; f->wname = name; f->win = in; f->wout = out; f->wfn = fn;
+    f->wctx = nullptr;
+    b->w[(size_t)f->warp].arrived |= 1u << f->lane;
+    if (++b->wg_count[(size_t)g] == 128) {
+        Fiber *lanes[128];
+        for (int i = 0; i < 128; i++) lanes[i] = &b->f[(size_t)(128 * g + i)];
+        fn(lanes, 0xffffffffu, nullptr);
+        b->wg_count[(size_t)g] = 0;
+        for (int w = 4 * g; w < 4 * g + 4; w++) b->w[(size_t)w].arrived = 0;
+        for (int i = 0; i < 128; i++) {
+            lanes[i]->state = F_RUN;
+            if (b->pos[(size_t)lanes[i]->linear] < b->min_rel) b->min_rel = b->pos[(size_t)lanes[i]->linear];
+        }
+        return;
+    }
+    block_wait(f);
+}
+inline uint32_t wg_swizzle(uint32_t a, unsigned mode) {
+    static const uint32_t m[4] = {0, 0x70, 0x30, 0x10};
+    return a ^ ((a >> 3) & m[mode & 3]);
+}
+/* rows x 16 values of the operand described by desc into X[r * 16 + k]; 0 on a bad descriptor */
+inline int wg_load(float *X, int rows, uint64_t desc, int mn_major, int f16, const unsigned char *smem) {
+    uint32_t start = (uint32_t)(desc & 0x3FFF) << 4, lbo = (uint32_t)(desc >> 16 & 0x3FFF) << 4;
+    uint32_t sbo = (uint32_t)(desc >> 32 & 0x3FFF) << 4, base_off = (uint32_t)(desc >> 49 & 7);
+    unsigned mode = (unsigned)(desc >> 62);
+    if (base_off) return 0;
+    const uint32_t W = mode == 1 ? 128 : mode == 2 ? 64 : 32, E = W / 2;
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < 16; k++) {
+            uint32_t off, R = (uint32_t)r, K = (uint32_t)k;
+            if (!mn_major) off = mode ? R / 8 * sbo + R % 8 * W + 2 * K : R / 8 * sbo + K / 8 * lbo + R % 8 * 16 + K % 8 * 2;
+            else off = mode ? R / E * lbo + K / 8 * sbo + K % 8 * W + 2 * (R % E) : R / 8 * sbo + K / 8 * lbo + K % 8 * 16 + R % 8 * 2;
+            uint32_t a = wg_swizzle((start + off) & 0x3FFFFu, mode);
+            const unsigned char *p = smem + ((a - (uint32_t)(uintptr_t)smem) & 0x3FFFFu);
+            uint16_t v;
+            memcpy(&v, p, 2);
+            X[r * 16 + k] = mma_in_f(f16, v);
+        }
+    return 1;
+}
+inline void wgmma_fn(Fiber *const *lanes, unsigned, void *) {
+    const WgOp *o0 = (const WgOp *)lanes[0]->win;
+    for (int i = 1; i < 128; i++) {
+        const WgOp *o = (const WgOp *)lanes[i]->win;
+        if (o->n != o0->n || o->f16 != o0->f16 || o->a_reg != o0->a_reg || o->trans_a != o0->trans_a ||
+            o->trans_b != o0->trans_b || o->scale_d != o0->scale_d || o->scale_a != o0->scale_a ||
+            o->scale_b != o0->scale_b || o->db != o0->db || (!o->a_reg && o->da != o0->da) || o->smem != o0->smem)
+            GPT2RT_EMU_KFAIL("wgmma.mma_async: thread %d of the warpgroup passes other descriptors, shape or flags "
+                             "than thread %d (b-desc 0x%016llx vs 0x%016llx)", lanes[i]->linear, lanes[0]->linear,
+                             (unsigned long long)o->db, (unsigned long long)o0->db);
+    }
+    const int N = o0->n, f16 = o0->f16;
+    /* A[m*16+k], B[n*16+k]; on the fiber's stack, not the heap: a failing block's fibers are
+       abandoned without unwinding */
+    float A[64 * 16], B[256 * 16];
+    if (o0->a_reg) {
+        for (int i = 0; i < 128; i++) {
+            const WgOp *o = (const WgOp *)lanes[i]->win;
+            int w = i >> 5, gid = (i & 31) >> 2, tig = i & 3, r0 = 16 * w + gid;
+            for (int h = 0; h < 2; h++) {
+                A[(size_t)(r0 * 16 + 2 * tig + h)] = mma_in_f(f16, (uint16_t)(o->a[0] >> (16 * h)));
+                A[(size_t)((r0 + 8) * 16 + 2 * tig + h)] = mma_in_f(f16, (uint16_t)(o->a[1] >> (16 * h)));
+                A[(size_t)(r0 * 16 + 2 * tig + 8 + h)] = mma_in_f(f16, (uint16_t)(o->a[2] >> (16 * h)));
+                A[(size_t)((r0 + 8) * 16 + 2 * tig + 8 + h)] = mma_in_f(f16, (uint16_t)(o->a[3] >> (16 * h)));
+            }
+        }
+    } else if (!wg_load(A, 64, o0->da, o0->trans_a, f16, o0->smem))
+        GPT2RT_EMU_KFAIL("wgmma.mma_async: a-desc 0x%016llx has a matrix base offset (not modelled)", (unsigned long long)o0->da);
+    if (!wg_load(B, N, o0->db, o0->trans_b, f16, o0->smem))
+        GPT2RT_EMU_KFAIL("wgmma.mma_async: b-desc 0x%016llx has a matrix base offset (not modelled)", (unsigned long long)o0->db);
+    const float sa = (float)o0->scale_a, sb = (float)o0->scale_b;
+    for (int i = 0; i < 128; i++) {
+        const WgOp *o = (const WgOp *)lanes[i]->win;
+        float *d = (float *)lanes[i]->wout;
+        int w = i >> 5, gid = (i & 31) >> 2, tig = i & 3;
+        for (int e = 0; e < N / 2; e++) {
+            int row = 16 * w + gid + 8 * ((e >> 1) & 1), col = 8 * (e >> 2) + 2 * tig + (e & 1);
+            float s = o->scale_d ? o->cin[e] : 0.0f;
+            for (int k = 0; k < 16; k++) s += (sa * A[(size_t)(row * 16 + k)]) * (sb * B[(size_t)(col * 16 + k)]);
+            d[e] = s;
+        }
+    }
+}
+} /* namespace gpt2rt_emu */
+
+static inline void gpt2rt_emu_wgmma_fence(void) {}
+static inline void gpt2rt_emu_wgmma_commit(void) {
+    gpt2rt_emu::Fiber *f = gpt2rt_emu::tctx.cur;
+    if (!f) return;
+    f->wg_groups.push_back(std::move(f->wg_pending));
+    f->wg_pending.clear();
+}
+/* every committed group but the newest n is complete: its results land in the registers */
+static inline void gpt2rt_emu_wgmma_wait(int n) {
+    gpt2rt_emu::Fiber *f = gpt2rt_emu::tctx.cur;
+    if (!f) return;
+    while ((int)f->wg_groups.size() > n) {
+        for (auto &p : f->wg_groups.front()) memcpy(p.d, p.v.data(), (size_t)p.n * sizeof(float));
+        f->wg_groups.erase(f->wg_groups.begin());
+    }
+}
+/* d (N/2 fp32 per thread) = [d +] A B; a: 4 registers (A from registers) or NULL (A from
+   a_desc); trans_a, trans_b: 1 for an MN-major operand; smem: the kernel's shared array */
+static inline void gpt2rt_emu_wgmma(float *d, int N, const unsigned *a, uint64_t a_desc, uint64_t b_desc, int scale_d,
+                                    int trans_a, int trans_b, int f16, const void *smem) {
+    gpt2rt_emu::Fiber *f = gpt2rt_emu::tctx.cur;
+    if (!f) { gpt2rt_emu::fail("wgmma.mma_async outside a kernel"); return; }
+    if (N < 8 || N > 256 || N % 8) GPT2RT_EMU_KFAIL("wgmma.mma_async m64n%dk16: N must be 8 .. 256 in steps of 8", N);
+    if (a && trans_a) GPT2RT_EMU_KFAIL("wgmma.mma_async: imm-trans-a with A in registers");
+    gpt2rt_emu::WgOp op;
+    memset(&op, 0, sizeof op);
+    op.n = N; op.f16 = f16; op.a_reg = a != nullptr; op.trans_a = trans_a; op.trans_b = trans_b; op.scale_d = scale_d != 0;
+    op.scale_a = op.scale_b = 1; op.da = a ? 0 : a_desc; op.db = b_desc; op.smem = (const unsigned char *)smem;
+    if (a) memcpy(op.a, a, sizeof op.a);
+    /* the accumulator input: the newest in-flight result for these registers, else d (arrays
+       on the stack: a fiber abandoned inside the collective never unwinds) */
+    float cin[128], out[128];
+    memcpy(cin, d, (size_t)(N / 2) * sizeof(float));
+    const gpt2rt_emu::WgPending *last = nullptr;
+    for (auto &p : f->wg_pending) if (p.d == d) last = &p;
+    if (!last)
+        for (auto it = f->wg_groups.rbegin(); it != f->wg_groups.rend() && !last; ++it)
+            for (auto &p : *it) if (p.d == d) last = &p;
+    if (last) {
+        if (last->n != N / 2) GPT2RT_EMU_KFAIL("wgmma.mma_async chains on accumulator registers of another shape in flight");
+        memcpy(cin, last->v.data(), (size_t)(N / 2) * sizeof(float));
+    }
+    op.cin = cin;
+    gpt2rt_emu::group_collective(gpt2rt_emu::W_WGMMA, f16 ? "wgmma.mma_async f16" : "wgmma.mma_async bf16", &op,
+                                 out, gpt2rt_emu::wgmma_fn);
+    f->wg_pending.push_back(gpt2rt_emu::WgPending{d, N / 2, std::vector<float>(out, out + N / 2)});
 }
 #endif
