@@ -11,11 +11,12 @@
    Everywhere else include it without the define. Compile the implementation file
    with OpenMP (-fopenmp) to use every core; without it the CPU backend runs on one.
    Compiled by a C/C++ compiler the implementation holds the CPU backend (fp32).
-   Compiled by nvcc from a .cu file (nvcc -arch=sm_90 ... -lcublasLt) it also holds
+   Compiled by nvcc from a .cu file (nvcc -arch=sm_90a ... -lcublasLt) it also holds
    the CUDA backend: hand-written kernels, cuBLASLt matrix products, fp32 / bf16 /
    fp16 with dynamic loss scaling, one device, data parallel or layer split.
    GPT2RT_BACKEND_AUTO picks CUDA when a device is present. Its kernels use tensor
-   cores from sm_80 on; built for an older -arch, attention takes its generic path.
+   cores from sm_80 on, and Hopper's warpgroup MMAs for attention when built for
+   sm_90a; built for an older -arch, attention takes its generic path.
    The kernel labs and `make test-gpu` (kernels/, docs/cuda.md) check it against the
    CPU backend on a GPU; `make test-emu` runs the same code on the CPU.
 
