@@ -11734,12 +11734,11 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
      cp.async double buffering. Tiles of 64 queries x 64 keys, 4 warps per CTA, each warp owns
      16 rows of the CTA's tile. The softmax probabilities P and dS are rounded to floatX before
      they enter a tensor-core product (as in FlashAttention 2); everything else is fp32.
-     The forward and the backward's dK,dV pass have second kernels for Hopper
-     (gpt2rt__cuk_attn_fwd64_wg, gpt2rt__cuk_attn_bwd_dkdv64_wg: warpgroup MMAs,
-     wgmma.mma_async, from 128-byte swizzled shared memory), taken on a compute capability
-     9.0 device when the binary was built for sm_90a; the same contract, numerics and
+     The forward and the backward's dK,dV and dQ passes have second kernels for Hopper
+     (gpt2rt__cuk_attn_fwd64_wg, gpt2rt__cuk_attn_bwd_dkdv64_wg, gpt2rt__cuk_attn_bwd_dq64_wg:
+     warpgroup MMAs, wgmma.mma_async, from 128-byte swizzled shared memory), taken on a compute
+     capability 9.0 device when the binary was built for sm_90a; the same contract, numerics and
      determinism, their results within the rounding described there of the mma.sync kernels'.
-     The dQ pass always runs the mma.sync kernel.
    * generic (any HS <= 256, any storage type, fp32 always): one warp per row, lanes split the
      head dimension, the dot products are reduced with a xor butterfly. Plain fp32 SIMT code,
      close to the CPU reference (about 1e-6 relative).
@@ -11763,7 +11762,8 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
                  one warpgroup per (key tile, b, h), two per CTA sharing the query tiles).
               3) dQ: one CTA per (query tile, b, h) owns its 64 rows of dQ and loops over the
                  key tiles kt = 0 .. qt in increasing order (recomputing S and dP; this costs
-                 two extra tile products compared with atomically accumulated dQ).
+                 two extra tile products compared with atomically accumulated dQ; the Hopper
+                 kernel: one warpgroup per (query tile, b, h), two per CTA sharing the key tiles).
      The generic path is the same with rows instead of tiles (one warp per q row for out and
      dQ, one warp per k row for dK,dV). */
 
@@ -11783,7 +11783,7 @@ enum {
     GPT2RT__CU_ATT_THREADS = 128,     /* 4 warps, 16 tile rows each */
     GPT2RT__CU_ATT_NWG = 2,           /* warpgroups per CTA of the Hopper kernels (64 rows each) */
     GPT2RT__CU_ATT_MMA = 1,           /* allow_fast bits: the mma.sync kernels, */
-    GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward and dK,dV pass, */
+    GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward and backward, */
     GPT2RT__CU_ATT_BEST = 3           /* both: what the launchers use */
 };
 #define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
@@ -12484,7 +12484,7 @@ gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v co
 }
 
 /* ---------------------------------------------------------------------------------------------
-   Hopper backward, dK and dV (wgmma, sm_90a; the dQ pass stays on mma.sync). grid
+   Hopper backward, dK and dV (wgmma, sm_90a; gpt2rt__cuk_attn_bwd_dq64_wg is its dQ pass). grid
    (ceil(T / (64 NWG)) key blocks, B*NH), NWG warpgroups per CTA; warpgroup wg owns the 64 keys
    of key tile kw = NWG * block + wg and accumulates their dK, dV (64 x 64 fp32 each) over the
    query tiles qt = kw .. last in increasing order. Dynamic smem GPT2RT__CU_ATT_BWD_WG_SMEM
@@ -12692,6 +12692,133 @@ gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
                                   sQ + 16 * warp * GPT2RT__CU_ATT_LD, lane);
 }
 
+/* ---------------------------------------------------------------------------------------------
+   Hopper backward, dQ (wgmma, sm_90a): grid (ceil(T / (64 NWG)) query blocks, B*NH), NWG
+   warpgroups per CTA; warpgroup wg owns the 64 query rows of query tile qw = NWG * block + wg
+   (blocks in reverse: longest rows first), warp w of it rows 16w..16w+15, and accumulates
+   their dQ (64 x 64 fp32) over the key tiles kt = 0 .. qw in increasing order. Dynamic smem
+   GPT2RT__CU_ATT_BWD_DQ_WG_SMEM (64 KiB + 1 KiB to align to 1024 bytes for NWG = 2): the NWG
+   Q and dO tiles, K and V double-buffered (cp.async, one tile ahead) and shared by the
+   warpgroups, all 128-byte swizzled; lse (base 2) and D of each thread's two rows in registers.
+   Per key tile, each warpgroup:
+     S = Q K^T and dP = dO V^T: 8 wgmma from descriptors (K-major), issued together;
+     P = 2^(S scale log2e - lse2) (0 where hidden); dS = P (dP - D) scale;
+     dQ += dS K: dS rounded to X as the register A operand, K as an MN-major B (imm-trans-b).
+   Numerics as the mma.sync kernel's (dS rounded to X before dS K, everything else fp32);
+   the hardware's order inside one wgmma is not documented, so the bits may differ from it
+   (under the emulator they are the same). Run to run the same bits: no atomics, every dQ
+   row written by one thread group, key tiles summed in a fixed order.
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_DQ_WG_SMEM ((2 * GPT2RT__CU_ATT_NWG + 4) * 8192 + 1024)
+
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG)
+gpt2rt__cuk_attn_bwd_dq64_wg(X *dqkv,          /* (B,T,3C): writes the q columns */
+                             const X *dout,    /* (B,T,C) */
+                             const X *qkv,     /* (B,T,3C) */
+                             const float *lse, /* (B,NH,T) */
+                             const float *Dv,  /* (B,NH,T) */
+                             int T, int C, int NH, float scale, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    /* the swizzle is a function of the shared address: tiles start on 1024-byte boundaries */
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sQa = sm, *sdOa = sm + NWG * TILE, *sK = sm + 2 * NWG * TILE, *sV = sK + 2 * TILE; /* buffer i: + i * TILE */
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qw = NWG * qb + wg, q0 = qw * 64, last = NWG * qb + NWG - 1 < ntile - 1 ? NWG * qb + NWG - 1 : ntile - 1;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const uint16_t *sQ = sQa + wg * TILE, *sdO = sdOa + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) {
+        gpt2rt__cu_attn_load_tile_sw(sQa + i * TILE, q_g, (NWG * qb + i) * 64, T, C3, tid, NT);
+        gpt2rt__cu_attn_load_tile_sw(sdOa + i * TILE, do_g, (NWG * qb + i) * 64, T, C, tid, NT);
+    }
+    gpt2rt__cu_attn_load_tile_sw(sK, k_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_load_tile_sw(sV, v_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_cp_commit();
+
+    float lse2[2], Dr[2]; /* rows 16w + lane/4 and + 8; rows past T get P = 0 */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int t = q0 + 16 * w + (lane >> 2) + 8 * r;
+        lse2[r] = t < T ? lse[(int64_t)blockIdx.y * T + t] * GPT2RT__CU_ATT_LOG2E : INFINITY;
+        Dr[r] = t < T ? Dv[(int64_t)blockIdx.y * T + t] : 0.0f;
+    }
+    const X *tag = 0;
+    float dq[32]; /* accumulator layout: row (query) 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1) */
+#pragma unroll
+    for (int i = 0; i < 32; i++) dq[i] = 0.0f;
+    const bool active = q0 < T; /* warpgroup-uniform */
+
+    for (int kt = 0; kt <= last; kt++) {
+        const int buf = kt & 1;
+        if (kt < last) {
+            gpt2rt__cu_attn_load_tile_sw(sK + (1 - buf) * TILE, k_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_load_tile_sw(sV + (1 - buf) * TILE, v_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_cp_commit();
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (active && kt <= qw) {
+            const uint16_t *k_s = sK + buf * TILE, *v_s = sV + buf * TILE;
+            float s[32], dp[32];
+            /* S = Q K^T, dP = dO V^T (64 queries x 64 keys) */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), gpt2rt__cu_wg_desc(k_s + 16 * kk, 16), kk > 0, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(dp, gpt2rt__cu_wg_desc(sdO + 16 * kk, 16), gpt2rt__cu_wg_desc(v_s + 16 * kk, 16), kk > 0, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(s);
+            gpt2rt__cu_wg_wait0(dp);
+            /* dS = P (dP - D) scale, P zero where the key is hidden (causal: the diagonal tile only) */
+            const bool edge = kt == qw || (kt + 1) * 64 > TH;
+            unsigned da[4][4];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                const int r = (i >> 1) & 1;
+                int kl = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), ql = 16 * w + (lane >> 2) + 8 * r;
+                float p = exp2f(s[i] * scale_log2 - lse2[r]);
+                if (edge && gpt2rt__cu_att_hidden(q0 + ql, kt * 64 + kl, TH)) p = 0.0f;
+                dp[i] = p * (dp[i] - Dr[r]) * scale;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) da[kk][r] = gpt2rt__cu_attn_pack(tag, dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+            /* dQ += dS K: 16 keys = 16 rows of 128 bytes of K */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dq, da[kk], gpt2rt__cu_wg_desc(k_s + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(dq);
+        }
+        __syncthreads(); /* everyone is done with buffer buf before it is refilled */
+    }
+
+    /* every read of smem is done: each warp stages its 16 rows (stride LD) at its own place */
+    float qa[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) qa[i >> 2][i & 3] = dq[i];
+    const int row0 = q0 + 16 * w;
+    gpt2rt__cu_attn_store_rows<X>(dqkv + ((int64_t)b * T + row0) * C3 + h * 64, C3, T - row0, qa, 1.0f, 1.0f,
+                                  sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD, lane);
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse; (void)Dv; (void)T; (void)C; (void)NH; (void)scale; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
 /* ---------------------------------------------------------------------------------------------
    D[b,h,t] = dout . out over the head's HS columns. One warp per (b,t,h) row (any HS, any type).
    ------------------------------------------------------------------------------------------- */
@@ -12974,14 +13101,20 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
             if (!bit || !(mask(5).load() & bit)) {
                 GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
+                GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM));
                 mask(5).fetch_or(bit);
             }
             dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
             GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>)(
                 dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
-        } else {
-            GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+            GPT2RT__CU_LAUNCHED();
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>)(
+                dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+            GPT2RT__CU_LAUNCHED();
+            return cudaSuccess;
         }
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();

@@ -4,10 +4,10 @@
    bits, cross-checks the generic path against the tensor-core path, the same under aLLM4TS's
    placeholder mask (TH history rows causal, each later row sees the history and itself). The
    16-bit forward has two tensor-core kernels: mma.sync (sm_80 and later) and, on a compute
-   capability 9.0 device running the sm_90a build, the Hopper wgmma kernel; so has the backward's
-   dK,dV pass (dQ is mma.sync in both). Both are validated against the CPU, and the wgmma ones
-   against mma.sync (same_as_mma). Then times B=8 T=1024 C=768 NH=12, the two side by side
-   (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + mma.sync dQ). Exit status 0 when
+   capability 9.0 device running the sm_90a build, the Hopper wgmma kernel; so have the backward's
+   dK,dV and dQ passes. Both are validated against the CPU, and the wgmma ones against mma.sync
+   (same_as_mma: out, lse, dq, dk, dv). Then times B=8 T=1024 C=768 NH=12, the two side by side
+   (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + wgmma dQ). Exit status 0 when
    everything passes.
 
    cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
@@ -156,8 +156,8 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
     snprintf(what, sizeof what, "wgmma vs mma.sync lse %s T=%d%s", lab_type_name<X>(), T, TH ? " placeholders" : "");
     compare_rel_max(what, l2, l1, n_lse, 1e-5f);
 
-    /* the backward from the same forward (mma.sync's out and lse): dK, dV by wgmma or mma.sync
-       (dQ by mma.sync in both). A P^T or dS^T element that crosses a rounding boundary moves its
+    /* the backward from the same forward (mma.sync's out and lse): dQ, dK, dV by wgmma or
+       mma.sync. A P^T, dS^T or dS element that crosses a rounding boundary moves its
        products by one ulp (eps relative), and each result rounds to X once more: within
        4 eps of each part's largest value */
     float *dy = (float *)malloc(n_out * 4), *g1 = (float *)malloc(n_qkv * 4), *g2 = (float *)malloc(n_qkv * 4);

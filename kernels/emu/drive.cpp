@@ -833,7 +833,7 @@ static void forecaster_round_trip(gpt2rt_config c) {
     gpt2rt_series_free(s);
 }
 
-/* The attention's two tensor-core forwards (and dK,dV backwards) on the same problem: mma.sync (allow
+/* The attention's two tensor-core forwards (and backwards) on the same problem: mma.sync (allow
    GPT2RT__CU_ATT_MMA) and the Hopper wgmma kernel (GPT2RT__CU_ATT_BEST; the emulator is a
    compute capability 9.0 device). Both of the emulator's models sum each product in
    increasing k, so out and lse must be the same bits; both against the CPU's fp32
@@ -875,9 +875,10 @@ static void op_attention(int B, int T, int C, int NH, int TH, const char *what) 
           "op attention forward %s: wgmma == mma.sync bitwise %d; wgmma vs CPU: out max err %.2e (bound %.2e), lse rel %.2e",
           what, same, eo, tol, el);
 
-    /* the backward: dK, dV by the wgmma kernel (GPT2RT__CU_ATT_BEST) or mma.sync, dQ by mma.sync;
-       against the CPU's backward from the CPU's forward: the lab's tolerances (3e-2 bf16, 5e-3
-       fp16 of each part's max), which cover P, dS and the forward's output rounded to X */
+    /* the backward: dQ, dK and dV by the wgmma kernels (GPT2RT__CU_ATT_BEST) or mma.sync, the
+       whole dqkv the same bits; against the CPU's backward from the CPU's forward: the lab's
+       tolerances (3e-2 bf16, 5e-3 fp16 of each part's max), which cover P, dS and the
+       forward's output rounded to X */
     std::vector<float> dy = floats(n_out, (uint64_t)(T * 11 + C)), dqkv_ref((size_t)n_qkv);
     std::vector<X> dyx((size_t)n_out), g1((size_t)n_qkv), g2((size_t)n_qkv);
     for (int64_t i = 0; i < n_out; i++) { dyx[(size_t)i] = gpt2rt__cu_to<X>(dy[(size_t)i]); dy[(size_t)i] = gpt2rt__cu_f(dyx[(size_t)i]); }
@@ -906,7 +907,7 @@ static void op_attention(int B, int T, int C, int NH, int TH, const char *what) 
         worst = fmax(worst, e / fmax(m, 1e-30));
     }
     check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && same && worst <= rt,
-          "op attention backward %s: wgmma dK,dV == mma.sync bitwise %d; vs CPU: worst part max err / max %.2e (bound %.0e)",
+          "op attention backward %s: wgmma dQ,dK,dV == mma.sync bitwise %d; vs CPU: worst part max err / max %.2e (bound %.0e)",
           what, same, worst, rt);
     cudaFree(d_dy); cudaFree(d_g1); cudaFree(d_g2); cudaFree(d_D);
     cudaFree(d_qkv); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_l1); cudaFree(d_l2);
