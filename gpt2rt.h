@@ -383,8 +383,9 @@
      affine 1 and 0.
    - Dropout: config.dropout, attn_dropout, head_dropout (before out_layer), as
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
-   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a row per time
-     step: a date column, found by name or content or named, and numbers; every
+   - Data: gpt2rt_series_load reads an ETT-format CSV (a header naming each column
+     once, then a row per time step: a date column, found by name or content or
+     named, its dates on the calendar, and numbers; every
      column, one target column, or the columns named; missing values refused or
      filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation

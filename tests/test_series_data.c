@@ -6,7 +6,9 @@
    line endings read (LF, CRLF, and CR alone); the shipped held-out file
    data/tmy3_greensboro.csv read through the loader and --preset cpu's model; the date
    column (by name, by content, named, none) and dates continued past the end; chosen
-   columns; missing values refused or filled. */
+   columns; missing values refused or filled; empty and repeated column names refused;
+   dates off the calendar refused, zones and unpadded fields kept, gpt2rt_series_date's
+   buffer and year limits. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
