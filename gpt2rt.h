@@ -383,8 +383,9 @@
      affine 1 and 0.
    - Dropout: config.dropout, attn_dropout, head_dropout (before out_layer), as
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
-   - Data: gpt2rt_series_load reads an ETT-format CSV (a header, then a row per time
-     step: a date column, found by name or content or named, and numbers; every
+   - Data: gpt2rt_series_load reads an ETT-format CSV (a header naming each column
+     once, then a row per time step: a date column, found by name or content or
+     named, its dates on the calendar, and numbers; every
      column, one target column, or the columns named; missing values refused or
      filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
@@ -1184,11 +1185,13 @@ typedef struct gpt2rt_series_desc {
     int no_scale;        /* 1: raw values; 0: StandardScaler fit on the training rows */
     const char *date_column; /* NULL or "": found: the first column named date, time, timestamp or
                                 datetime (any case), else the first column when its first row's
-                                field is not a number, else none; "none": no date column, every
-                                column is numeric; else the column of that name */
+                                field is not a number, else none; else the column of that name;
+                                "none" in a header without a column so named: no date column */
     const char *columns; /* NULL or "": every column but the date (or target); else the channels,
                             comma-separated column names in the order given (not with target) */
     gpt2rt_series_fill fill;
+    int no_date_column;  /* 1: no date column, every column is numeric, whatever the names
+                            (date_column must be NULL or "") */
 } gpt2rt_series_desc;
 
 typedef struct gpt2rt_series_info {
@@ -1211,9 +1214,12 @@ typedef struct gpt2rt_series_info {
 /* A CSV file: a header line, then one row per time step, every row as many fields
    as the header: a date column (found as desc.date_column says; never read as a
    value) and numbers (strtod syntax, finite) in every other column; lines end in
-   LF, CRLF or CR. A numeric column is never dropped: a column that is neither the
-   date nor numeric is an error naming its line and column. name (may be NULL)
-   labels messages and picks the AUTO borders. */
+   LF, CRLF or CR. Every column has a name of its own (an empty or repeated name is
+   an error naming the columns). A numeric column is never dropped: a column that is
+   neither the date nor numeric is an error naming its line and column. A date
+   written as one but not on the calendar (2025-02-30, month 13, hour 25 or 24:01,
+   minute or second 60, year 0; 24:00 is the day's end) is an error naming its line,
+   row and text. name (may be NULL) labels messages and picks the AUTO borders. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *path, const gpt2rt_series_desc *desc);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc);
@@ -1230,10 +1236,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *series, int m
 GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
 /* the date column's name, NULL when the file has none */
 GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *series);
-/* row's date as the file writes it (cap bytes with the NUL, 32 suffice); a row at or
+/* row's date as the file writes it (cap bytes with the NUL, 48 suffice); a row at or
    past info.rows continues the last row's date at info.date_step, so forecasts can
-   carry the dates that follow the data. GPT2RT_ERR_STATE without a date column, or
-   past the end with no known step. */
+   carry the dates that follow the data, in the file's form: its separators, its
+   fields with or without a leading zero as the file writes them (2025/1/31 7:05 is
+   followed by 2025/2/1 8:05), the fraction digits and the zone (Z, +05:30) of its last
+   row. GPT2RT_ERR_STATE without a date column, or past the end with no known step;
+   GPT2RT_ERR_INVALID_ARGUMENT when cap is too small (the message gives the size
+   needed) or the date would leave the years 1..9999. On any error buf holds "" (when
+   cap >= 1). */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *series, int64_t row, char *buf, size_t cap);
 /* windows first .. first+B-1 of a split into x (B,L,M) and y (B,H,M) (the H rows
    after x's L). The validation and test windows come in time order; the training
@@ -6836,11 +6847,16 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
    column, and a column that is neither the date nor numbers is an error, so no
    column is ever dropped unread. */
 
-/* how the file writes its dates: 'Y-M-D', then ' ' or 'T' and H:M or H:M:S[.frac] */
+/* how the file writes its dates: 'Y-M-D', then ' ' or 'T' and H:M or H:M:S[.frac], then
+   a zone (Z, +hh:mm, +hhmm, +hh) */
 typedef struct gpt2rt__date_fmt {
     char dsep, tsep; /* '-' or '/'; ' ' or 'T' */
     int parts;       /* 3: date only, 5: with H:M, 6: with H:M:S */
     int frac;        /* digits after the seconds' point (0-9; more are read, 9 written) */
+    int width[3];    /* month, day, hour: 2 written with a leading zero below 10, 1 without;
+                        parsed: 2 for "01", 1 for "1", 0 for "12" (either) */
+    char zone[8];    /* the zone as written: "", "Z", "+05:30", "-0800", "+05" */
+    int zone_s;      /* its offset from UTC in seconds (the dates are kept in UTC) */
 } gpt2rt__date_fmt;
 
 struct gpt2rt_series {
@@ -6856,7 +6872,7 @@ struct gpt2rt_series {
     double *time;            /* (rows) each row's date: seconds since 1970-01-01 00:00 (time_kind 2)
                                 or the column's number (1); NAN where it does not parse */
     int time_kind;           /* 0: no usable dates, 1: numbers, 2: dates written as date_fmt */
-    gpt2rt__date_fmt date_fmt; /* the last row's */
+    gpt2rt__date_fmt date_fmt; /* the last row's, with the widths every row agrees on */
 };
 
 /* one field of a line: [b, e) with surrounding spaces and tabs trimmed */
@@ -6992,31 +7008,51 @@ static void gpt2rt__civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     *y = yoe + era * 400 + (*m <= 2);
 }
 
-/* n (1..maxd) decimal digits at *p (before e) into *v; the pointer moves past them */
+/* mind..maxd decimal digits at *p (before e) into *v; the pointer moves past them;
+   the count read, 0 when fewer than mind */
 static int gpt2rt__date_digits(const char **p, const char *e, int mind, int maxd, int64_t *v) {
     int n = 0;
     *v = 0;
     while (*p < e && n < maxd && **p >= '0' && **p <= '9') { *v = *v * 10 + (**p - '0'); (*p)++; n++; }
-    return n >= mind;
+    return n >= mind ? n : 0;
 }
 
-/* [b, e) as YYYY-MM-DD[( |T)HH:MM[:SS[.frac]]][Z] ('/' also between the date's parts)
-   into seconds since 1970-01-01 00:00 (no time zone: the file's clock); 0 when it is
-   not one */
-static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__date_fmt *fmt) {
-    int64_t y, mo, d, h = 0, mi = 0, sec = 0;
+/* the width n digits at q show: 2 with a leading zero ("01"), 1 for one digit, 0 either ("12") */
+static int gpt2rt__date_width(const char *q, int n) { return n == 1 ? 1 : q[0] == '0' ? 2 : 0; }
+
+static int gpt2rt__month_days(int64_t y, int64_t m) {
+    static const int days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    return m == 2 && y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) ? 29 : days[m - 1];
+}
+
+/* [b, e) as YYYY-MM-DD[( |T)HH:MM[:SS[.frac]][zone]] ('/' also between the date's parts;
+   zone: Z, +hh:mm, +hhmm or +hh, '-' too; Z also after a date alone) into seconds since
+   1970-01-01 00:00 UTC (without a zone the file's clock is taken as UTC): 1; 0 when it is
+   not written as a date; -1 when it is but names no time of the calendar (why says which
+   field: year 0, month 13, February 30, hour 25 or 24:01, minute or second 60); 24:00 is
+   the end of the day, the next one's 00:00 */
+static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__date_fmt *fmt, char *why, size_t why_cap) {
+    int64_t y, mo, d, h = 0, mi = 0, sec = 0, zh = 0, zm = 0;
     double frac = 0;
-    const char *p = b;
-    gpt2rt__date_fmt f = {'-', ' ', 3, 0};
+    const char *p = b, *q;
+    int n;
+    gpt2rt__date_fmt f;
+    memset(&f, 0, sizeof f);
+    f.dsep = '-'; f.tsep = ' '; f.parts = 3;
     if (!gpt2rt__date_digits(&p, e, 4, 4, &y) || p == e || (*p != '-' && *p != '/')) return 0;
     f.dsep = *p++;
-    if (!gpt2rt__date_digits(&p, e, 1, 2, &mo) || p == e || *p != f.dsep) return 0;
-    p++;
-    if (!gpt2rt__date_digits(&p, e, 1, 2, &d)) return 0;
+    q = p;
+    if (!(n = gpt2rt__date_digits(&p, e, 1, 2, &mo)) || p == e || *p != f.dsep) return 0;
+    f.width[0] = gpt2rt__date_width(q, n);
+    q = ++p;
+    if (!(n = gpt2rt__date_digits(&p, e, 1, 2, &d))) return 0;
+    f.width[1] = gpt2rt__date_width(q, n);
     if (p < e && (*p == ' ' || *p == 'T')) {
         f.tsep = *p++;
         while (p < e && *p == ' ') p++;
-        if (!gpt2rt__date_digits(&p, e, 1, 2, &h) || p == e || *p != ':') return 0;
+        q = p;
+        if (!(n = gpt2rt__date_digits(&p, e, 1, 2, &h)) || p == e || *p != ':') return 0;
+        f.width[2] = gpt2rt__date_width(q, n);
         p++;
         if (!gpt2rt__date_digits(&p, e, 2, 2, &mi)) return 0;
         f.parts = 5;
@@ -7032,12 +7068,36 @@ static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__d
                 }
             }
         }
+        if (p < e && (*p == '+' || *p == '-')) {
+            const char *z = p++;
+            if (!gpt2rt__date_digits(&p, e, 2, 2, &zh)) return 0;
+            if (p < e && *p == ':') {
+                p++;
+                if (!gpt2rt__date_digits(&p, e, 2, 2, &zm)) return 0;
+            } else if (p < e && *p >= '0' && *p <= '9' && !gpt2rt__date_digits(&p, e, 2, 2, &zm)) return 0;
+            memcpy(f.zone, z, (size_t)(p - z)); /* at most "+hh:mm" */
+            f.zone_s = (int)((*z == '-' ? -1 : 1) * (zh * 3600 + zm * 60));
+        }
     }
-    if (p < e && *p == 'Z') p++;
-    if (p != e || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return 0;
-    *t = (double)gpt2rt__days_from_civil(y, mo, d) * 86400.0 + (double)(h * 3600 + mi * 60 + sec) + frac;
-    if (fmt) *fmt = f;
-    return 1;
+    if (p < e && *p == 'Z' && !f.zone[0]) { f.zone[0] = 'Z'; p++; }
+    if (p != e) return 0;
+    int md = mo >= 1 && mo <= 12 ? gpt2rt__month_days(y, mo) : 0;
+    if (y < 1) snprintf(why, why_cap, "year 0 is before year 1");
+    else if (!md) snprintf(why, why_cap, "month %lld is not in 1..12", (long long)mo);
+    else if (d < 1 || d > md)
+        snprintf(why, why_cap, "day %lld is not in 1..%d (%04lld-%02lld has %d days)", (long long)d, md, (long long)y,
+                 (long long)mo, md);
+    else if (h > 23 && !(h == 24 && mi == 0 && sec == 0 && frac == 0)) /* 24:00: the day's end (ISO 8601, TMY3) */
+        snprintf(why, why_cap, "hour %lld is not in 0..23 (or 24:00, the day's end)", (long long)h);
+    else if (mi > 59) snprintf(why, why_cap, "minute %lld is not in 0..59", (long long)mi);
+    else if (sec > 59) snprintf(why, why_cap, "second %lld is not in 0..59", (long long)sec);
+    else if (zh > 23 || zm > 59) snprintf(why, why_cap, "the zone %s is not within -23:59..+23:59", f.zone);
+    else {
+        *t = (double)gpt2rt__days_from_civil(y, mo, d) * 86400.0 + (double)(h * 3600 + mi * 60 + sec) + frac - f.zone_s;
+        if (fmt) *fmt = f;
+        return 1;
+    }
+    return -1;
 }
 
 /* the header names the AUTO rule takes for the date: date, time, timestamp, datetime */
@@ -7087,14 +7147,57 @@ static int64_t gpt2rt__csv_find(const gpt2rt__csv_field *hdr, int64_t ncol, cons
     return -1;
 }
 
+typedef struct gpt2rt__csv_name { const char *b; size_t n; int64_t c; } gpt2rt__csv_name;
+
+static int gpt2rt__csv_name_cmp(const void *x, const void *y) {
+    const gpt2rt__csv_name *a = (const gpt2rt__csv_name *)x, *b = (const gpt2rt__csv_name *)y;
+    int k = memcmp(a->b, b->b, a->n < b->n ? a->n : b->n);
+    if (k) return k;
+    if (a->n != b->n) return a->n < b->n ? -1 : 1;
+    return a->c < b->c ? -1 : a->c > b->c;
+}
+
+/* every header name present and different from the others (columns are found by name:
+   an empty or repeated one would make a file that loads once and not again); 0 after an
+   error. Sorted, so a header of many columns takes n log n. */
+static int gpt2rt__csv_names_ok(gpt2rt_series *s, const char *name, const gpt2rt__csv_field *hdr, int64_t ncol) {
+    for (int64_t c = 0; c < ncol; c++)
+        if (hdr[c].b == hdr[c].e) {
+            gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: column %lld of the header (line 1) has no name; every "
+                            "column needs one, different from the others (columns are found by name)", name,
+                            (long long)(c + 1));
+            return 0;
+        }
+    gpt2rt__csv_name *v = (gpt2rt__csv_name *)malloc(sizeof(gpt2rt__csv_name) * (size_t)ncol);
+    if (!v) { gpt2rt__tok_msg(s->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", name); return 0; }
+    for (int64_t c = 0; c < ncol; c++) { v[c].b = hdr[c].b; v[c].n = (size_t)(hdr[c].e - hdr[c].b); v[c].c = c; }
+    qsort(v, (size_t)ncol, sizeof *v, gpt2rt__csv_name_cmp);
+    int64_t first = -1, second = -1; /* the repeat with the earliest second use */
+    for (int64_t i = 1; i < ncol; i++)
+        if (v[i].n == v[i - 1].n && !memcmp(v[i].b, v[i - 1].b, v[i].n) && (i < 2 || v[i - 2].n != v[i].n ||
+            memcmp(v[i - 2].b, v[i].b, v[i].n)) && (second < 0 || v[i].c < second)) {
+            first = v[i - 1].c;
+            second = v[i].c;
+        }
+    free(v);
+    if (second < 0) return 1;
+    char show[40];
+    gpt2rt__csv_show(show, hdr[first].b, hdr[first].e);
+    gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header (line 1) names columns %lld and %lld both %s; every "
+                    "column needs a name of its own (columns are found by name)", name, (long long)(first + 1),
+                    (long long)(second + 1), show);
+    return 0;
+}
+
 /* the date column as desc asks (see gpt2rt_series_desc), -1 for none, -2 after an
    error; row1 [rb, re) is the first data row (may be empty) */
 static int64_t gpt2rt__csv_date_col(gpt2rt_series *s, const char *name, const gpt2rt__csv_field *hdr, int64_t ncol,
                                     const char *rb, const char *re) {
     const char *want = s->desc.date_column;
-    if (want && !strcmp(want, "none")) return -1;
+    if (s->desc.no_date_column) return -1;
     if (want && want[0]) {
         int64_t c = gpt2rt__csv_find(hdr, ncol, want, strlen(want));
+        if (c < 0 && !strcmp(want, "none")) return -1; /* no column of that name: none */
         if (c < 0) {
             size_t k = (size_t)snprintf(s->error, 512, "%s: no column named \"%.64s\" (the date column); the header (line "
                                         "1) has:", name, want);
@@ -7227,6 +7330,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
                                                            "in [0, %d]", name, desc->lookback, desc->horizon,
                                                            (int)desc->borders, (int)GPT2RT_SERIES_BORDERS_NONE,
                                                            (int)desc->fill, (int)GPT2RT_SERIES_FILL_LINEAR));
+    if (desc->no_date_column && desc->date_column && desc->date_column[0])
+        return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: no_date_column = "
+                                                           "%d and date_column = \"%.64s\": set one", name,
+                                                           desc->no_date_column, desc->date_column));
     if (desc->target && desc->target[0] && desc->columns && desc->columns[0])
         return gpt2rt__series_done(out, s, gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: target (\"%.64s\") "
                                                            "and columns (\"%.64s\") both choose the channels: set one",
@@ -7258,6 +7365,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     int64_t missing = 0;
     gpt2rt__csv_split(p, he, hdr, ncol);
     int64_t M = 0, datec;
+    if (!gpt2rt__csv_names_ok(s, name, hdr, ncol)) { r = GPT2RT_ERR_FORMAT; goto done; }
     {
         const char *n2, *re = gpt2rt__csv_eol(nl, end, &n2);
         datec = gpt2rt__csv_date_col(s, name, hdr, ncol, nl, re);
@@ -7288,6 +7396,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     /* the rows: every field but the date's checked (numbers in every column, chosen or not) */
     {
         int64_t rows = 0, cap = 0, line = 1;
+        int width_seen[3] = {0, 0, 0}; /* month, day, hour: 1 a leading zero seen, 2 one digit seen */
         for (p = nl; p < end; p = nl) {
             line++;
             const char *le = gpt2rt__csv_eol(p, end, &nl);
@@ -7322,8 +7431,22 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
                 double v;
                 if (c == datec) {
                     gpt2rt__date_fmt fmt;
-                    if (gpt2rt__date_parse(f[c].b, f[c].e, &v, &fmt)) { s->time_kind |= 2; s->date_fmt = fmt; }
-                    else if (gpt2rt__csv_number(f[c].b, f[c].e, &v)) s->time_kind |= 1;
+                    char why[96];
+                    int dk = gpt2rt__date_parse(f[c].b, f[c].e, &v, &fmt, why, sizeof why);
+                    if (dk < 0) {
+                        char show[40], hname[40];
+                        gpt2rt__csv_show(show, f[c].b, f[c].e);
+                        gpt2rt__csv_show(hname, hdr[c].b, hdr[c].e);
+                        r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: line %lld (data row %lld), column %lld "
+                                            "(%s): the date %s is not on the calendar: %s", name, (long long)line,
+                                            (long long)rows, (long long)(c + 1), hname, show, why);
+                        goto done;
+                    }
+                    if (dk) {
+                        s->time_kind |= 2;
+                        s->date_fmt = fmt;
+                        for (int k = 0; k < 3; k++) width_seen[k] |= fmt.width[k] == 2 ? 1 : fmt.width[k] == 1 ? 2 : 0;
+                    } else if (gpt2rt__csv_number(f[c].b, f[c].e, &v)) s->time_kind |= 1;
                     else { v = NAN; s->time_kind |= 4; }
                     s->time[rows] = v;
                     continue;
@@ -7360,6 +7483,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
         s->info.filled = missing;
         /* dates, or plain numbers, in every row: a step; a mixture or text: none */
         if (s->time_kind != 1 && s->time_kind != 2) s->time_kind = 0;
+        {   /* the widths written back: a leading zero anywhere pads the field, one digit
+               unpads it; a field always of two digits (a day 10-31) follows the others */
+            int unpadded = 0;
+            for (int k = 0; k < 3; k++) {
+                s->date_fmt.width[k] = width_seen[k] & 1 ? 2 : width_seen[k] & 2 ? 1 : 0;
+                unpadded |= s->date_fmt.width[k] == 1;
+            }
+            for (int k = 0; k < 3; k++)
+                if (!s->date_fmt.width[k]) s->date_fmt.width[k] = unpadded ? 1 : 2;
+        }
         if (datec >= 0 && s->time_kind) s->info.date_step = gpt2rt__series_step(s->time, rows);
         s->info.date_is_calendar = datec >= 0 && s->time_kind == 2;
     }
@@ -7481,7 +7614,7 @@ GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *s) {
     return s && !s->failed ? s->date_name : NULL;
 }
 
-/* t as the file writes its dates (kind 2: fmt) or its numbers (kind 1) */
+/* t as the file writes its dates (kind 2: fmt, in its zone) or its numbers (kind 1) */
 static void gpt2rt__date_format(char *buf, size_t cap, double t, int kind, gpt2rt__date_fmt fmt) {
     if (kind == 1) {
         if (t == floor(t) && fabs(t) < 9e15) snprintf(buf, cap, "%.0f", t);
@@ -7491,26 +7624,30 @@ static void gpt2rt__date_format(char *buf, size_t cap, double t, int kind, gpt2r
     /* the second of the day in units of the file's last written digit, rounded once */
     int64_t unit = 1;
     for (int k = 0; k < fmt.frac && fmt.parts == 6; k++) unit *= 10;
+    t += fmt.zone_s;
     double day = floor(t / 86400.0), sec = t - day * 86400.0;
     int64_t y, u = (int64_t)floor(sec * (double)unit + 0.5);
     int mo, d;
     if (u >= 86400 * unit) { day += 1; u -= 86400 * unit; }
     int64_t isec = u / unit;
     gpt2rt__civil_from_days((int64_t)day, &y, &mo, &d);
-    int n = snprintf(buf, cap, "%04lld%c%02d%c%02d", (long long)y, fmt.dsep, mo, fmt.dsep, d);
+    int n = snprintf(buf, cap, "%04lld%c%0*d%c%0*d", (long long)y, fmt.dsep, fmt.width[0], mo, fmt.dsep, fmt.width[1], d);
     if (fmt.parts >= 5 && n > 0 && (size_t)n < cap)
-        n += snprintf(buf + n, cap - (size_t)n, "%c%02d:%02d", fmt.tsep, (int)(isec / 3600), (int)(isec / 60 % 60));
+        n += snprintf(buf + n, cap - (size_t)n, "%c%0*d:%02d", fmt.tsep, fmt.width[2], (int)(isec / 3600),
+                      (int)(isec / 60 % 60));
     if (fmt.parts == 6 && n > 0 && (size_t)n < cap) n += snprintf(buf + n, cap - (size_t)n, ":%02d", (int)(isec % 60));
     if (unit > 1 && n > 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, ".%0*lld", fmt.frac, (long long)(u % unit));
+        n += snprintf(buf + n, cap - (size_t)n, ".%0*lld", fmt.frac, (long long)(u % unit));
+    if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "%s", fmt.zone);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row, char *buf, size_t cap) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE;
-    if (!buf || cap < 2 || row < 0)
+    if (!buf || cap < 1 || row < 0)
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_date: buf %s, cap = "
-                               "%zu (>= 2), row = %lld (>= 0)", buf ? "given" : "NULL", cap, (long long)row);
+                               "%zu (>= 1), row = %lld (>= 0)", buf ? "given" : "NULL", cap, (long long)row);
+    buf[0] = 0; /* an error leaves an empty string */
     int64_t rows = s->info.rows;
     if (!s->date_name)
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: the file has no date column");
@@ -7527,7 +7664,20 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row,
                                    (long long)row, (long long)rows, s->date_name);
         t += (double)(row - rows + 1) * s->info.date_step;
     }
-    gpt2rt__date_format(buf, cap, t, s->time_kind, s->date_fmt);
+    /* calendar dates stay in years 1..9999 (four digits); the half second spares the rounding */
+    double lo = (double)gpt2rt__days_from_civil(1, 1, 1) * 86400.0, hi = (double)gpt2rt__days_from_civil(10000, 1, 1) * 86400.0;
+    if (s->time_kind == 2 ? !(t + s->date_fmt.zone_s >= lo && t + s->date_fmt.zone_s < hi - 0.5) : !(fabs(t) <= 1.7976931348623157e308))
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_date: row %lld (%lld "
+                               "past the last of the %lld rows, at a step of %g) has a date %s", (long long)row,
+                               (long long)(row >= rows ? row - rows + 1 : 0), (long long)rows, s->info.date_step,
+                               s->time_kind == 2 ? "past the year 9999 (or before the year 1)" : "beyond a double");
+    char text[96];
+    gpt2rt__date_format(text, sizeof text, t, s->time_kind, s->date_fmt);
+    size_t n = strlen(text);
+    if (n >= cap)
+        return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_date: row %lld's date "
+                               "\"%s\" needs cap = %zu bytes (with its NUL); cap is %zu", (long long)row, text, n + 1, cap);
+    memcpy(buf, text, n + 1);
     return GPT2RT_OK;
 }
 

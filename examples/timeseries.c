@@ -48,6 +48,7 @@
    dated by continuing its date column.
    Exit status: 0 ok, 1 an error, 2 a bad argument. */
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
+#define _XOPEN_SOURCE 700       /* realpath */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #define CLI_PROG "timeseries"
@@ -55,6 +56,7 @@
 #include "../tools/ts_linear.h"
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,8 +119,9 @@ static void usage(void) {
            "settings (each overrides the preset):\n"
            "  --target NAME       forecast one column (default: every column, channel independent)\n"
            "  --columns a,b,c     forecast these columns, in this order (not with --target)\n"
-           "  --date-column NAME  the date column (none: there is none; default: a column named date, time,\n"
-           "                      timestamp or datetime, else the first column when it holds text)\n"
+           "  --date-column NAME  the date column (none: there is none, unless a column is named none; default:\n"
+           "                      a column named date, time, timestamp or datetime, else the first column when\n"
+           "                      it holds text)\n"
            "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear\n"
            "  --lookback L        input steps            --patch P / --stride S  patching\n"
            "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
@@ -286,6 +289,58 @@ static int out_path_ok(const char *flag, const char *path, int dir) {
     return good;
 }
 
+/* ---- an output against an input, before anything is written: the same file or
+   directory under any spelling (./F, a symlink, a hard link: device and inode; a name
+   not there yet: its directory's and its last component), an output inside an input
+   directory (a model's), or an input inside the directory an output writes into ---- */
+
+/* path's directory ("." for a bare name) and whether it and what names both stat */
+static int parent_stat(const char *path, struct stat *st, const char **base) {
+    size_t n = strlen(path);
+    char *p = (char *)malloc(n + 2);
+    if (!p) return 0;
+    memcpy(p, path, n + 1);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (base) *base = path + (slash ? slash - p + 1 : 0);
+    if (!slash) strcpy(p, ".");
+    else if (slash == p) p[1] = 0;
+    else *slash = 0;
+    int good = stat(p, st) == 0;
+    free(p);
+    return good;
+}
+
+static int same_id(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
+
+/* 1 (and a line naming both) when writing output oflag opath could touch input iflag ipath
+   (prog: "timeseries" or "timeseries predict"); a second output in iflag checks the pair too */
+static int paths_clash(const char *prog, const char *oflag, const char *opath, const char *iflag, const char *ipath) {
+    if (!opath || !ipath) return 0;
+    struct stat so, si, po, pi;
+    int eo = stat(opath, &so) == 0, ei = stat(ipath, &si) == 0;
+    const char *bo, *bi;
+    int same = eo && ei ? same_id(&so, &si)
+             : !eo && !ei && parent_stat(opath, &po, &bo) && parent_stat(ipath, &pi, &bi) && same_id(&po, &pi) &&
+               strcspn(bo, "/") == strcspn(bi, "/") && !strncmp(bo, bi, strcspn(bo, "/"));
+    if (same) {
+        fprintf(stderr, "%s: %s %s and %s %s are the same %s: writing %s would replace it; name another path\n", prog,
+                oflag, opath, iflag, ipath, eo && S_ISDIR(so.st_mode) ? "directory" : "file", oflag);
+        return 1;
+    }
+    if (ei && S_ISDIR(si.st_mode) && parent_stat(opath, &po, NULL) && same_id(&po, &si)) {
+        fprintf(stderr, "%s: %s %s lies inside %s %s: writing it there could replace that directory's files; name a "
+                "path outside it\n", prog, oflag, opath, iflag, ipath);
+        return 1;
+    }
+    if (eo && S_ISDIR(so.st_mode) && parent_stat(ipath, &pi, NULL) && same_id(&pi, &so)) {
+        fprintf(stderr, "%s: %s %s lies inside %s %s, which %s writes into: name another %s\n", prog, iflag, ipath,
+                oflag, opath, oflag, oflag);
+        return 1;
+    }
+    return 0;
+}
+
 static int parse(opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     o->preset = "cpu";
@@ -434,6 +489,16 @@ static int parse(opts *o, int argc, char **argv) {
     if (o->stage != 1 && !o->horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
     if (!o->data) o->data = repo_path("data/ETTh2.csv", o->data_buf, sizeof o->data_buf);
     if (!data_files(o) || (o->save && !out_path_ok("--save", o->save, 1)) || (o->png && !out_path_ok("--png", o->png, 0)))
+        return 0;
+    /* the outputs (--save, --png) against the inputs (--data files, --init) and each other */
+    for (int k = 0; k < 2; k++) {
+        const char *of = k ? "--png" : "--save", *op = k ? o->png : o->save;
+        for (int i = 0; i < o->nfiles; i++)
+            if (paths_clash("timeseries", of, op, "--data", o->files[i])) return 0;
+        if (paths_clash("timeseries", of, op, "--init", o->init)) return 0;
+    }
+    if (paths_clash("timeseries", "--png", o->png, "--save", o->save) ||
+        paths_clash("timeseries", "--save", o->save, "--png", o->png))
         return 0;
     if (!o->parallel) o->parallel = o->devices > 1 ? "dp" : "none";
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1"), split = !strcmp(o->parallel, "split");
@@ -1308,7 +1373,8 @@ static void predict_usage(void) {
            "  --model DIR      a forecaster written by timeseries --save (forecaster.json + model.safetensors)\n"
            "  --data FILE.csv  the series: the forecaster's columns by name (other columns must be numbers too), its date column\n"
            "  --out FILE       the forecasts as CSV (default: stdout): date, then one column per channel, in the\n"
-           "                   data's units; the dates continue the file's at its step (else a step number)\n"
+           "                   data's units; the dates continue the file's at its step (else a step number);\n"
+           "                   written whole or not at all, never onto --data or into --model\n"
            "  --all            forecast from every window of lookback rows, not only the last: the columns are\n"
            "                   origin (the window's last date), date, then the channels\n"
            "  --score          also score the file's test split (cut as in training) through the forecaster\n"
@@ -1348,7 +1414,8 @@ static int predict_parse(popts *o, int argc, char **argv) {
         return 0;
     }
     if (o->out && !out_path_ok("--out", o->out, 0)) return 0;
-    return 1;
+    return !paths_clash("timeseries predict", "--out", o->out, "--data", o->data) &&
+           !paths_clash("timeseries predict", "--out", o->out, "--model", o->model);
 }
 
 /* channel m's name ("?" where there is none: m out of range) */
@@ -1372,7 +1439,8 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
     sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = fi->borders;
-    sd.date_column = gpt2rt_forecaster_date_column(fc) ? gpt2rt_forecaster_date_column(fc) : "none";
+    sd.date_column = gpt2rt_forecaster_date_column(fc); /* by name, "none" too */
+    sd.no_date_column = !sd.date_column;
     sd.fill = (gpt2rt_series_fill)o->fill;
     gpt2rt_series *s;
     if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
@@ -1411,6 +1479,44 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
     return good;
 }
 
+/* --out F whole or not at all: written to a temporary file beside F (beside the file a
+   symlink F names), renamed over F once complete, as weights saves are; a failed write
+   (a full disk, a file-size limit) removes it and leaves F as it was */
+typedef struct out_file { FILE *f; char *tmp, *dest; } out_file;
+
+static FILE *out_open(out_file *o, const char *path) {
+    memset(o, 0, sizeof *o);
+    o->dest = realpath(path, NULL);
+    if (!o->dest) o->dest = strdup(path);
+    size_t n = o->dest ? strlen(o->dest) + 16 : 0;
+    if (!o->dest || !(o->tmp = (char *)malloc(n))) { free(o->dest); errno = ENOMEM; return NULL; }
+    snprintf(o->tmp, n, "%s.tmp.XXXXXX", o->dest);
+    int fd = mkstemp(o->tmp);
+    struct stat st;
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fd >= 0 && (fchmod(fd, stat(o->dest, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask) != 0 ||
+                    !(o->f = fdopen(fd, "w")))) {
+        int e = errno;
+        close(fd);
+        remove(o->tmp);
+        errno = e;
+    }
+    if (!o->f) { free(o->tmp); free(o->dest); }
+    return o->f;
+}
+
+/* 1 when every byte was written and the file took its name; else 0, errno saying why */
+static int out_close(out_file *o) {
+    int good = fflush(o->f) == 0 && !ferror(o->f), e = errno;
+    if (fclose(o->f) != 0 && good) { good = 0; e = errno; }
+    if (good && rename(o->tmp, o->dest) != 0) { good = 0; e = errno; }
+    if (!good) remove(o->tmp);
+    free(o->tmp); free(o->dest);
+    errno = e;
+    return good;
+}
+
 static int predict_main(int argc, char **argv) {
     popts o;
     if (!predict_parse(&o, argc, argv)) return 2;
@@ -1433,7 +1539,8 @@ static int predict_main(int argc, char **argv) {
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
     sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
-    sd.date_column = gpt2rt_forecaster_date_column(fc) ? gpt2rt_forecaster_date_column(fc) : "none";
+    sd.date_column = gpt2rt_forecaster_date_column(fc); /* by name, "none" too */
+    sd.no_date_column = !sd.date_column;
     sd.fill = (gpt2rt_series_fill)o.fill;
     gpt2rt_series *s;
     int rc = 0;
@@ -1455,8 +1562,10 @@ static int predict_main(int argc, char **argv) {
         rc = 1;
     }
     FILE *f = stdout;
-    if (!rc && o.out && !(f = fopen(o.out, "w"))) {
-        fprintf(stderr, "timeseries predict: --out %s: %s\n", o.out, strerror(errno));
+    out_file of;
+    signal(SIGXFSZ, SIG_IGN); /* past a file-size limit a write fails (EFBIG) instead of killing us */
+    if (!rc && o.out && !(f = out_open(&of, o.out))) {
+        fprintf(stderr, "timeseries predict: --out %s: cannot create a file beside it: %s\n", o.out, strerror(errno));
         rc = 1;
     }
     int dated = in.date_step > 0 && gpt2rt_series_date_column(s);
@@ -1484,7 +1593,11 @@ static int predict_main(int argc, char **argv) {
                 fprintf(f, "\n");
             }
         }
-        if (f != stdout && fclose(f) != 0) { fprintf(stderr, "timeseries predict: --out %s: %s\n", o.out, strerror(errno)); rc = 1; }
+        if (f != stdout && !out_close(&of)) {
+            fprintf(stderr, "timeseries predict: --out %s: writing the forecasts failed: %s; %s is as it was\n", o.out,
+                    strerror(errno), o.out);
+            rc = 1;
+        }
         FILE *msg = o.out ? stdout : stderr; /* stdout carries the CSV when there is no --out */
         if (!rc)
             fprintf(msg, "forecast %lld window%s x %lld steps x %lld channels from %s (%lld rows%s%s)%s%s%s\n",

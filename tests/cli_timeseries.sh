@@ -125,6 +125,71 @@ if built timeseries; then
        [ "$(echo "$out" | sed -n 2p | cut -d, -f1,2)" = "2024-02-27 23:00:00,2024-02-28 00:00:00" ]; then
         ok "timeseries predict --all: 377 windows x 6 steps on stdout, each dated from its origin"
     else bad "timeseries predict --all (exit $rc)"; echo "$out" | head -3; fi
+    # ---- outputs never touch inputs: --out onto the --data file (any spelling) or into the
+    # model directory is refused before anything is written, naming both paths
+    cp $B/cli_sensor.csv $B/cli_in.csv; cp $B/cli_in.csv $B/cli_in.keep
+    ln -sf cli_in.csv $B/cli_in_sym.csv; ln -f $B/cli_in.csv $B/cli_in_hard.csv
+    cp $B/cli_fc/forecaster.json $B/cli_fc.json.keep; cp $B/cli_fc/model.safetensors $B/cli_fc.st.keep
+    for o in "$B/cli_in.csv" "./$B/cli_in.csv" "$B/../$B/cli_in.csv" "$B/cli_in_sym.csv" "$B/cli_in_hard.csv"; do
+        ts_refused "predict --out $o (the --data file)" \
+            "^timeseries predict: --out $o and --data $B/cli_in.csv are the same file" \
+            predict --model $B/cli_fc --data $B/cli_in.csv --out "$o"
+    done
+    for o in "$B/cli_fc/forecaster.json" "$B/cli_fc/model.safetensors" "$B/cli_fc/new.csv" "./$B/cli_fc/../cli_fc/x.csv"; do
+        ts_refused "predict --out $o (inside --model)" "^timeseries predict: --out $o lies inside --model $B/cli_fc" \
+            predict --model $B/cli_fc --data $B/cli_in.csv --out "$o"
+    done
+    if cmp -s $B/cli_in.csv $B/cli_in.keep && cmp -s $B/cli_fc/forecaster.json $B/cli_fc.json.keep &&
+       cmp -s $B/cli_fc/model.safetensors $B/cli_fc.st.keep && [ ! -e $B/cli_fc/new.csv ] &&
+       "$TSP" predict --model $B/cli_fc --data $B/cli_in.csv > /dev/null 2>&1; then
+        ok "timeseries predict: after 9 refused --out paths the data and the model are byte for byte as they were, and load"
+    else bad "timeseries predict: a refused --out changed the data or the model"; fi
+    # the training run's outputs (--save, --png) against its inputs (--data, --init) and each other
+    rm -rf $B/cli_m; mkdir -p $B/cli_m; cp $FIX $B/cli_m/d.csv; cp $FIX $B/cli_d.csv; cp -r tests/fixtures/hf_tiny $B/cli_init
+    ts_refused "--save DIR holding the --data file" "^timeseries: --data $B/cli_m/d.csv lies inside --save $B/cli_m" \
+        $S2 --data $B/cli_m/d.csv --save $B/cli_m
+    ts_refused "--png onto the --data file" "^timeseries: --png ./$B/cli_d.csv and --data $B/cli_d.csv are the same file" \
+        $S2 --data $B/cli_d.csv --png ./$B/cli_d.csv
+    ts_refused "--save onto --init" "^timeseries: --save $B/cli_init and --init $B/cli_init/ are the same directory" \
+        $S2 --init $B/cli_init/ --save $B/cli_init
+    ts_refused "--png inside --init" "^timeseries: --png $B/cli_init/model.safetensors lies inside --init $B/cli_init" \
+        $S2 --init $B/cli_init --png $B/cli_init/model.safetensors
+    ts_refused "--png inside --save" "^timeseries: --png $B/cli_m/config.json lies inside --save $B/cli_m" \
+        $S2 --save $B/cli_m --png $B/cli_m/config.json
+    if cmp -s $B/cli_m/d.csv $FIX && cmp -s $B/cli_d.csv $FIX && [ ! -e $B/cli_m/model.safetensors ] &&
+       cmp -s $B/cli_init/model.safetensors tests/fixtures/hf_tiny/model.safetensors; then
+        ok "timeseries: the refused --save / --png runs left every input as it was"
+    else bad "timeseries: a refused --save / --png run changed an input"; fi
+    rm -rf $B/cli_m $B/cli_d.csv $B/cli_init $B/cli_in_sym.csv $B/cli_in_hard.csv $B/cli_fc.json.keep $B/cli_fc.st.keep
+    # a write of --out that fails (here a 1 KiB file-size limit) keeps the old file whole
+    head -c 3000 $B/cli_sensor.csv > $B/cli_old.csv; cp $B/cli_old.csv $B/cli_old.keep
+    out=$(ulimit -f 1; "$TSP" predict --model $B/cli_fc --data $B/cli_in.csv --all --out $B/cli_old.csv 2>&1); rc=$?
+    if [ $rc -eq 1 ] && cmp -s $B/cli_old.csv $B/cli_old.keep && [ -z "$(ls $B/cli_old.csv.tmp* 2>/dev/null)" ] &&
+       echo "$out" | grep -q "^timeseries predict: --out $B/cli_old.csv: writing the forecasts failed: File too large; "; then
+        ok "timeseries predict --out past a file-size limit: exit 1 naming the path and EFBIG, the old file unchanged, no temporary left"
+    else bad "timeseries predict --out past a file-size limit (exit $rc)"; echo "$out" | tail -2; ls -l $B/cli_old.csv*; fi
+    out=$("$TSP" predict --model $B/cli_fc --data $B/cli_in.csv --out $B/cli_old.csv 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(wc -l < $B/cli_old.csv)" -eq 7 ] && [ "$(head -1 $B/cli_old.csv)" = "date,load,temp,flow" ]; then
+        ok "timeseries predict --out over an existing file: replaced whole (7 lines)"
+    else bad "timeseries predict --out over an existing file (exit $rc)"; echo "$out" | tail -2; fi
+    rm -f $B/cli_old.csv $B/cli_old.keep $B/cli_in.keep
+    # what training reads, predict reads: a date column headed "none"; a repeated or empty
+    # column name is refused at training already, naming the columns
+    sed '1s/^date,/none,/' $B/cli_sensor.csv > $B/cli_none.csv; rm -rf $B/cli_fcn
+    out=$("$TSP" --data $B/cli_none.csv --horizon 2 --lookback 8 --patch 4 --stride 4 --epochs 1 --steps-per-epoch 2 \
+          --save $B/cli_fcn 2>&1); rc=$?
+    out2=$("$TSP" predict --model $B/cli_fcn --data $B/cli_none.csv 2>/dev/null); rc2=$?
+    if [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(echo "$out2" | head -1)" = "none,load,temp,flow" ] &&
+       [ "$(echo "$out2" | sed -n 2p | cut -d, -f1)" = "2024-03-14 16:00:00" ]; then
+        ok "timeseries: a date column headed none trains, and predict reads it by that name and continues its dates"
+    else bad "timeseries date column headed none (exit $rc, predict $rc2)"; echo "$out" | tail -1; echo "$out2" | head -2; fi
+    sed '1s/,temp,/,load,/' $B/cli_sensor.csv > $B/cli_dup.csv
+    out=$("$TSP" --data $B/cli_dup.csv --horizon 2 --lookback 8 --patch 4 --stride 4 --epochs 1 --steps-per-epoch 2 \
+          --columns load 2>&1); rc=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'columns 2 and 3 both "load"'; then
+        ok "timeseries: a header naming load twice is refused at training, naming columns 2 and 3"
+    else bad "timeseries: a repeated column name (exit $rc)"; echo "$out" | tail -1; fi
+    rm -rf $B/cli_none.csv $B/cli_fcn $B/cli_dup.csv $B/cli_in.csv
     cut -d, -f1,2,3 $B/cli_sensor.csv > $B/cli_sensor2.csv
     out=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor2.csv 2>&1); rc=$?
     if [ $rc -eq 1 ] && echo "$out" | grep -q 'no column named "flow" (columns)'; then

@@ -6,7 +6,9 @@
    line endings read (LF, CRLF, and CR alone); the shipped held-out file
    data/tmy3_greensboro.csv read through the loader and --preset cpu's model; the date
    column (by name, by content, named, none) and dates continued past the end; chosen
-   columns; missing values refused or filled. */
+   columns; missing values refused or filled; empty and repeated column names refused;
+   dates off the calendar refused, zones and unpadded fields kept, gpt2rt_series_date's
+   buffer and year limits. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -575,6 +577,158 @@ static void test_columns_fill(void) {
     gpt2rt_series_free(s);
 }
 
+/* load csv with d, expecting OK; the message when not */
+static gpt2rt_series *load_ok(const char *label, const char *csv, gpt2rt_series_desc d) {
+    gpt2rt_series *s;
+    gpt2rt_result r = gpt2rt_series_load_mem(&s, csv, strlen(csv), label, &d);
+    CHECK(r == GPT2RT_OK, "%s: %s: %s", label, gpt2rt_result_string(r), gpt2rt_series_last_error(s));
+    if (r == GPT2RT_OK) return s;
+    gpt2rt_series_free(s);
+    return NULL;
+}
+
+/* row's date, or "<error>" */
+static const char *date_of(gpt2rt_series *s, int64_t row, char *buf, size_t cap) {
+    if (!s || gpt2rt_series_date(s, row, buf, cap) != GPT2RT_OK) snprintf(buf, cap, "<error>");
+    return buf;
+}
+
+/* column names: an empty or repeated name is refused at load, naming the columns (before,
+   "date,a,a" loaded and columns "a" picked one silently; an empty name loaded for
+   training and was refused when the forecaster asked for it); a date column headed
+   "none" is found by that name (before, "none" always meant no date column, so predict
+   refused the file training read), and no_date_column says "no date column" whatever
+   the header holds */
+static void test_column_names(void) {
+    gpt2rt_series_desc d = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE);
+    gpt2rt_series_info in = {0};
+    char buf[64];
+    bad("repeated name", "date,a,a\n1,1,2\n2,2,3\n", d, GPT2RT_ERR_FORMAT, "columns 2 and 3 both \"a\"", "line 1", NULL);
+    d.columns = "a";
+    bad("repeated name, one chosen", "date,a,b,a\n1,1,2,3\n2,2,3,4\n", d, GPT2RT_ERR_FORMAT,
+        "columns 2 and 4 both \"a\"", NULL, NULL);
+    d.columns = NULL;
+    bad("repeated name, the earliest repeat", "z,y,x,y,z\n1,1,2,3,4\n", d, GPT2RT_ERR_FORMAT,
+        "columns 2 and 4 both \"y\"", NULL, NULL);
+    bad("empty name", "date,,b\n1,1,2\n2,2,3\n", d, GPT2RT_ERR_FORMAT, "column 2 of the header (line 1) has no name",
+        NULL, NULL);
+    bad("pandas index (unnamed first column)", ",date,a\n0,2025-01-01,1\n1,2025-01-02,2\n", d, GPT2RT_ERR_FORMAT,
+        "column 1 of the header (line 1) has no name", NULL, NULL);
+    bad("blank name", "date, \t,b\n1,1,2\n", d, GPT2RT_ERR_FORMAT, "column 2 of the header", NULL, NULL);
+    /* a date column headed none: found by content (training), then by its name (predict) */
+    const char *none_date = "none,a,b\n2025-01-01,1,2\n2025-01-02,2,3\n2025-01-03,3,4\n";
+    gpt2rt_series *s = load_ok("none_date.csv", none_date, d);
+    CHECK(s && gpt2rt_series_date_column(s) && !strcmp(gpt2rt_series_date_column(s), "none"),
+          "a text first column headed none is the date column (found by content)");
+    gpt2rt_series_free(s);
+    d.date_column = "none";
+    s = load_ok("none_date.csv, date_column none", none_date, d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_column == 0 && in.channels == 2 &&
+              !strcmp(date_of(s, 3, buf, sizeof buf), "2025-01-04"),
+          "date_column \"none\" names the column headed none: date column %d, %d channels, row 3 %s", in.date_column,
+          in.channels, buf);
+    gpt2rt_series_free(s);
+    /* "none" in a header without such a column: no date column, as before */
+    s = load_ok("numbers.csv, date_column none", "a,b\n1,2\n2,3\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_column == -1 && in.channels == 2,
+          "date_column \"none\" without a column so named: no date column, 2 channels");
+    gpt2rt_series_free(s);
+    /* no_date_column: none, even with a (numeric) column headed none */
+    d.date_column = NULL;
+    d.no_date_column = 1;
+    s = load_ok("numbers named none", "a,none\n1,2\n2,3\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_column == -1 && in.channels == 2 &&
+              !strcmp(gpt2rt_series_column(s, 1), "none"), "no_date_column: the column headed none is a channel");
+    gpt2rt_series_free(s);
+    d.date_column = "none";
+    bad("no_date_column with a date_column", "a,none\n1,2\n", d, GPT2RT_ERR_INVALID_ARGUMENT, "no_date_column = 1",
+        "date_column = \"none\"", "set one");
+}
+
+/* dates: impossible ones refused naming the line, the row and the text (before,
+   2025-02-30 read as March 2 and 25:00 as text); zones kept (before, 11:00:00Z
+   continued as 12:00:00); fields without leading zeros continued without them (before,
+   2025/1/31 7:05 continued as 2025/02/01 07:05) */
+static void test_dates(void) {
+    gpt2rt_series_desc d = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE);
+    gpt2rt_series_info in = {0};
+    char buf[64];
+    static const struct { const char *date, *why; } impossible[] = {
+        {"2025-02-30", "day 30 is not in 1..28 (2025-02 has 28 days)"},
+        {"2100-02-29", "day 29 is not in 1..28"},
+        {"2025-04-31", "day 31 is not in 1..30"},
+        {"2025-13-01", "month 13 is not in 1..12"},
+        {"2025-00-10", "month 0 is not in 1..12"},
+        {"2025-01-00", "day 0 is not in 1..31"},
+        {"2025-01-01 25:00", "hour 25 is not in 0..23"},
+        {"2025-01-01 24:01", "hour 24 is not in 0..23"},
+        {"2025-01-01 10:60", "minute 60 is not in 0..59"},
+        {"2025-01-01 10:00:60", "second 60 is not in 0..59"},
+        {"0000-01-01", "year 0 is before year 1"},
+        {"2025-01-01T10:00+24:00", "the zone +24:00"},
+    };
+    for (size_t k = 0; k < sizeof impossible / sizeof impossible[0]; k++) {
+        char csv[160], label[64], want[64];
+        snprintf(csv, sizeof csv, "date,a\n2024-12-30,1\n2024-12-31,2\n%s,3\n", impossible[k].date);
+        snprintf(label, sizeof label, "impossible date %s", impossible[k].date);
+        snprintf(want, sizeof want, "\"%s\" is not on the calendar", impossible[k].date);
+        bad(label, csv, d, GPT2RT_ERR_FORMAT, "line 4 (data row 2), column 1 (\"date\")", want, impossible[k].why);
+    }
+    /* what the calendar has: a leap day, 2000-02-29, and 24:00 (the day's end, as TMY3 writes it) */
+    gpt2rt_series *s = load_ok("possible dates", "date,a\n2024-02-29 23:00,1\n2024-02-29 24:00,2\n2000-02-29 01:00,3\n", d);
+    CHECK(s && !strcmp(date_of(s, 1, buf, sizeof buf), "2024-03-01 00:00"), "24:00 is the next day's 00:00: %s", buf);
+    gpt2rt_series_free(s);
+    /* zones: Z and +hh:mm kept on continued dates; a change of offset is a change of clock */
+    s = load_ok("zulu.csv", "date,a\n2025-01-01T10:00:00Z,1\n2025-01-01T11:00:00Z,2\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_step == 3600 &&
+              !strcmp(date_of(s, 2, buf, sizeof buf), "2025-01-01T12:00:00Z"), "Z kept: step %g, row 2 %s", in.date_step, buf);
+    gpt2rt_series_free(s);
+    s = load_ok("india.csv", "date,a\n2025-01-01 23:00+05:30,1\n2025-01-01 23:30+05:30,2\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_step == 1800 &&
+              !strcmp(date_of(s, 2, buf, sizeof buf), "2025-01-02 00:00+05:30"), "+05:30 kept: row 2 %s", buf);
+    gpt2rt_series_free(s);
+    /* Europe's spring change: 01:00+01:00 then 03:00+02:00 is one hour later */
+    s = load_ok("dst.csv", "date,a\n2025-03-30T00:00+0100,1\n2025-03-30T01:00+0100,2\n2025-03-30T03:00+0200,3\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_step == 3600 &&
+              !strcmp(date_of(s, 3, buf, sizeof buf), "2025-03-30T04:00+0200"), "+0100 to +0200: step %g, row 3 %s",
+          in.date_step, buf);
+    gpt2rt_series_free(s);
+    /* the file's form: no leading zeros where it writes none; leading zeros where it does */
+    s = load_ok("unpadded.csv", "date,a\n2025/1/29 7:05,1\n2025/1/30 7:05,2\n2025/1/31 7:05,3\n", d);
+    CHECK(s && !strcmp(date_of(s, 3, buf, sizeof buf), "2025/2/1 7:05"), "2025/1/31 7:05 continues as %s, want "
+          "2025/2/1 7:05", buf);
+    CHECK(s && !strcmp(date_of(s, 2, buf, sizeof buf), "2025/1/31 7:05"), "2025/1/31 7:05 written back as %s", buf);
+    gpt2rt_series_free(s);
+    s = load_ok("padded.csv", "date,a\n2025/01/30 07:05,1\n2025/01/31 07:05,2\n", d);
+    CHECK(s && !strcmp(date_of(s, 2, buf, sizeof buf), "2025/02/01 07:05"), "2025/01/31 07:05 continues as %s", buf);
+    gpt2rt_series_free(s);
+    s = load_ok("two digits.csv", "date,a\n2025-12-30 10:00,1\n2025-12-31 10:00,2\n", d);
+    CHECK(s && !strcmp(date_of(s, 2, buf, sizeof buf), "2026-01-01 10:00"), "2025-12-31 10:00 continues as %s", buf);
+    gpt2rt_series_free(s);
+    /* gpt2rt_series_date: a buffer too small is an error naming the size, the buffer left
+       empty (before: OK and "2025-0"); a row past the year 9999 an error naming the row
+       (before: OK and a date of a negative year) */
+    s = load_ok("zulu.csv", "date,a\n2025-01-01T10:00:00Z,1\n2025-01-01T11:00:00Z,2\n", d);
+    memset(buf, 'x', sizeof buf);
+    gpt2rt_result r = s ? gpt2rt_series_date(s, 0, buf, 7) : GPT2RT_OK;
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && buf[0] == 0 && buf[1] == 'x' &&
+              strstr(gpt2rt_series_last_error(s), "needs cap = 21 bytes") && strstr(gpt2rt_series_last_error(s), "cap is 7"),
+          "cap 7 for a 20-character date: %s, \"%.8s\": %s", gpt2rt_result_string(r), buf, gpt2rt_series_last_error(s));
+    CHECK(s && gpt2rt_series_date(s, 0, buf, 21) == GPT2RT_OK && !strcmp(buf, "2025-01-01T10:00:00Z"),
+          "cap 21 holds it: %s", buf);
+    memset(buf, 'x', sizeof buf);
+    r = s ? gpt2rt_series_date(s, (int64_t)1 << 62, buf, sizeof buf) : GPT2RT_OK;
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && buf[0] == 0 && strstr(gpt2rt_series_last_error(s), "row 4611686018427387904") &&
+              strstr(gpt2rt_series_last_error(s), "year 9999"), "row 2^62: %s, \"%.8s\": %s", gpt2rt_result_string(r),
+          buf, gpt2rt_series_last_error(s));
+    /* the last hour of 9999 is still written; the next is not */
+    int64_t last = (int64_t)(((double)(gpt2rt__days_from_civil(10000, 1, 1) - gpt2rt__days_from_civil(2025, 1, 1)) * 24.0)) - 11;
+    CHECK(s && !strcmp(date_of(s, last, buf, sizeof buf), "9999-12-31T23:00:00Z") &&
+              gpt2rt_series_date(s, last + 1, buf, sizeof buf) == GPT2RT_ERR_INVALID_ARGUMENT,
+          "row %lld: %s, the next refused", (long long)last, buf);
+    gpt2rt_series_free(s);
+}
+
 int main(void) {
     test_borders();
     test_scaler_and_windows();
@@ -582,5 +736,7 @@ int main(void) {
     test_heldout();
     test_date_column();
     test_columns_fill();
+    test_column_names();
+    test_dates();
     return harness_finish();
 }
