@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define CLI_PROG "gpt2rt-mem"
+#include "cli.h"
 
 /* --png needs stb (Debian: libstb-dev). Without it the tool builds all the same, and
    --png prints the sweep's table anyway, then one line naming what to install (exit
@@ -150,6 +152,9 @@ static void usage(void) {
         "                                 answer as one JSON object (not with --sweep or --preset)\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
+        "  --capabilities                 which backend, mode, input, head, precision and feature\n"
+        "                                 gpt2rt.h runs, and the rules that refuse the rest, as Markdown\n"
+        "                                 (what gpt2rt-caps prints; docs/support.md)\n"
         "\n"
         "exit status: 0 ok (with --budget: it fits, or the advisor found a config that does, with\n"
         "or without the margin;\n"
@@ -430,7 +435,7 @@ static void set_allm4ts_stage1(gpt2rt_config *c) {
 /* the flags that take no value; every other option takes one (--opt V or --opt=V) */
 static int is_flag_option(const char *a) {
     static const char *flags[] = {"--help", "-h", "--tf32", "--allow-precision", "--allow-shard", "--allow-classifier",
-                                  "--shard", "--inference", "--json"};
+                                  "--shard", "--inference", "--json", "--capabilities"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(a, flags[i])) return 1;
     return 0;
@@ -507,6 +512,7 @@ static void parse_args(int argc, char **argv, options *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
+        if (!strcmp(a, "--capabilities")) exit(cli_capabilities());
         if (!strcmp(a, "--tf32")) { c->tf32 = 1; continue; }
         if (!strcmp(a, "--allow-precision")) { o->allow |= GPT2RT_FIT_PRECISION; continue; }
         if (!strcmp(a, "--allow-shard")) { o->allow |= GPT2RT_FIT_SHARD; continue; }
