@@ -62,7 +62,7 @@ $(B)/web/gpt2rt_mem.js: tools/gpt2rt_mem.c gpt2rt.h | $(B)
 	@command -v $(EMCC) > /dev/null || { echo "make web needs emscripten's emcc (Debian: apt-get install emscripten)"; exit 1; }
 	@mkdir -p $(B)/web
 	NODE_PATH=$(WEB_NODE_PATH) $(EMCC) -std=c11 -Wall -Wextra -Werror -O2 -DGPT2RT_MEM_NO_PNG --no-entry \
-	    -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=createGpt2rtMem -sEXPORTED_FUNCTIONS=_gpt2rt_mem_web \
+	    -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=createGpt2rtMem -sEXPORTED_FUNCTIONS=_gpt2rt_mem_web,_gpt2rt_mem_web_form \
 	    -sEXPORTED_RUNTIME_METHODS=ccall -sALLOW_MEMORY_GROWTH=1 -sENVIRONMENT=web -o $@ $<
 
 $(B)/gpt2rt-mem.html: web/gpt2rt_mem.html $(B)/web/gpt2rt_mem.js

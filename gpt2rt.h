@@ -205,7 +205,9 @@
    gpt2rt_result_string / gpt2rt_last_error   what went wrong, with the numbers
 
    Every call returns a gpt2rt_result. On failure the context keeps a message that
-   names the values involved (gpt2rt_last_error) and stays usable: a failed load
+   names the values involved (gpt2rt_last_error) until its next call, which starts
+   with an empty one: after a call that succeeds it reads "". The context stays
+   usable after a failure: a failed load
    leaves the weights as they were, a failed save leaves no partial file behind.
    The library never exits, never prints; messages go to the optional log callback.
    gpt2rt_create returns, on failure, a context that only holds the error message:
@@ -349,7 +351,8 @@
    The prompts run through the model once (prefill), then each new token alone,
    attending to the cached keys and values: no recompute of the prefix. Rows of
    different prompt lengths each keep their positions and stop on their own (eot,
-   max_new_tokens, the row's capacity, the callback). A zero gpt2rt_sample is greedy
+   max_new_tokens, the row's capacity, the callback); asking for more new tokens
+   than a row has room for is refused up front, with the numbers. A zero gpt2rt_sample is greedy
    decoding, as Hugging Face's generate; sampling draws from a per-row stream of the
    seed, so the ids do not depend on the thread count. The training state is
    untouched, so generation can interleave with training steps.
@@ -1022,6 +1025,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
 
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **ctx, const gpt2rt_config *config);
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx);
+/* why the latest call on ctx failed; "" when it succeeded (each call that takes a
+   gpt2rt_ctx * clears it first). A context whose creation failed keeps that message. */
 GPT2RT_DEF const char *gpt2rt_last_error(const gpt2rt_ctx *ctx);
 GPT2RT_DEF gpt2rt_config gpt2rt_config_get(const gpt2rt_ctx *ctx);
 GPT2RT_DEF gpt2rt_result gpt2rt_plan_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan);
@@ -1083,8 +1088,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_write(gpt2rt_ctx *ctx, const char *name, c
 /* ---- text: the GPT-2 tokenizer and llm.c token shards --------------------
    Objects of their own, no gpt2rt_ctx needed. Like gpt2rt_create, a failed load
    still returns an object that holds only the message (read it with *_last_error,
-   then free it; NULL only when even that could not be allocated). One tokenizer
-   per thread: encoding updates its cache. */
+   then free it; NULL only when even that could not be allocated). On a loaded one,
+   *_last_error is why its latest call failed, "" after one that succeeded. One
+   tokenizer per thread: encoding updates its cache. */
 typedef struct gpt2rt_tokenizer gpt2rt_tokenizer;
 typedef struct gpt2rt_shard gpt2rt_shard;
 
@@ -1224,6 +1230,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc);
 GPT2RT_DEF void gpt2rt_series_free(gpt2rt_series *series);
+/* the message of the latest call that failed (a later call that succeeds leaves it) */
 GPT2RT_DEF const char *gpt2rt_series_last_error(const gpt2rt_series *series);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_info_get(const gpt2rt_series *series, gpt2rt_series_info *info);
 /* channel m's column name, NULL when m is out of range */
@@ -1295,6 +1302,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
    batch), log; the model's fields come from dir */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **fc, const char *dir, const gpt2rt_config *base);
 GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc);
+/* the message of the latest call that failed (a later call that succeeds leaves it) */
 GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info);
 /* channel m's name, the date column's (NULL: none) */
@@ -1329,7 +1337,8 @@ typedef struct gpt2rt_sample {
                            reaches top_p (the nucleus, after top_k), in (0, 1]; 0 -> 1 */
     uint64_t seed;      /* sampling: 0 -> config.seed; row b draws from its own stream, so a row's
                            text depends on the seed and its prompt, not on B or the threads */
-    int max_new_tokens; /* per row, 0 -> until the row holds kv_len (or row_cap) tokens */
+    int max_new_tokens; /* per row, 0 -> until the row holds min(row_cap, kv_len) tokens; more than
+                           the row has room for is refused, naming how many fit */
     int32_t eot;        /* the token that ends a row (kept in it): 0 -> 50256 (<|endoftext|>) when
                            vocab_size > 50256, else none; negative: none */
     gpt2rt_token_fn on_token; /* may be NULL */
@@ -1338,9 +1347,11 @@ typedef struct gpt2rt_sample {
 
 /* tokens: (B, row_cap) int32; row b starts with its prompt of lens[b] ids, and the new
    ids are appended to it: lens[b] becomes the row's length. B <= config.kv_batch,
-   1 <= lens[b] <= min(row_cap, kv_len); ids in [0, vocab_size). A row ends at its
-   eot, after max_new_tokens, when it holds min(row_cap, kv_len) tokens, or when
-   on_token says so. opts NULL: the defaults. Deterministic: the same weights,
+   1 <= lens[b] <= min(row_cap, kv_len); ids in [0, vocab_size); with max_new_tokens
+   > 0, lens[b] + max_new_tokens <= min(row_cap, kv_len) (else GPT2RT_ERR_INVALID_ARGUMENT
+   before anything runs, the message naming the numbers and how many would fit). A row
+   ends at its eot, after max_new_tokens, when it holds min(row_cap, kv_len) tokens
+   (max_new_tokens = 0), or when on_token says so. opts NULL: the defaults. Deterministic: the same weights,
    prompts and options give the same ids, whatever the thread count. The training
    state (logits, gradients) is untouched. */
 GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *opts, int B, int32_t *tokens,
@@ -1849,11 +1860,18 @@ static gpt2rt_result gpt2rt__fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *
 }
 
 /* every call on a context starts here; a context whose creation failed answers
-   GPT2RT_ERR_STATE and keeps the creation error as its message */
+   GPT2RT_ERR_STATE and keeps the creation error as its message. Any other call
+   starts with an empty message, so gpt2rt_last_error is about the latest call: a
+   call that succeeds leaves "" */
 #define GPT2RT__CHECK_CTX(ctx) do { \
         if (!(ctx)) return GPT2RT_ERR_INVALID_ARGUMENT; \
         if ((ctx)->failed) return GPT2RT_ERR_STATE; \
+        (ctx)->error[0] = 0; \
     } while (0)
+
+/* the same start for the objects of their own (tokenizer, shard): a failed load
+   keeps its message; else the latest call's failure, or "" */
+#define GPT2RT__CLEAR_ERROR(obj) do { if (!(obj)->failed) (obj)->error[0] = 0; } while (0)
 
 static double gpt2rt__now(void) {
     struct timespec ts;
@@ -6301,6 +6319,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir
 
 GPT2RT_DEF gpt2rt_result gpt2rt_tok_save(gpt2rt_tokenizer *t, const char *path) {
     if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
+    GPT2RT__CLEAR_ERROR(t);
     if (t->failed) return GPT2RT_ERR_STATE; /* the message stays the load's: why it failed */
     if (!path) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_save: path is NULL");
     /* the compact form holds only what follows from the merges: check that it does */
@@ -6389,6 +6408,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_encode(gpt2rt_tokenizer *t, const void *text
                                            gpt2rt_tok_special special, int32_t *ids, size_t cap, size_t *n_ids) {
     if (n_ids) *n_ids = 0;
     if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
+    GPT2RT__CLEAR_ERROR(t);
     if (t->failed) return GPT2RT_ERR_STATE;
     if (!n_ids)
         return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_encode: n_ids is NULL (it receives "
@@ -6447,6 +6467,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_decode(gpt2rt_tokenizer *t, const int32_t *i
                                            size_t *n_bytes) {
     if (n_bytes) *n_bytes = 0;
     if (!t) return GPT2RT_ERR_INVALID_ARGUMENT;
+    GPT2RT__CLEAR_ERROR(t);
     if (t->failed) return GPT2RT_ERR_STATE;
     if (!n_bytes)
         return gpt2rt__tok_msg(t->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_tok_decode: n_bytes is NULL (it receives "
@@ -6567,6 +6588,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_shard_from_tokens(gpt2rt_shard **out, const int3
 
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_save(gpt2rt_shard *s, const char *path) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    GPT2RT__CLEAR_ERROR(s);
     if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
     if (!path) return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_save: path is NULL");
     int32_t h[GPT2RT__SHARD_HEADER];
@@ -6593,6 +6615,7 @@ GPT2RT_DEF const uint16_t *gpt2rt_shard_tokens(const gpt2rt_shard *s) { return s
 GPT2RT_DEF gpt2rt_result gpt2rt_shard_batch(gpt2rt_shard *s, uint64_t seed, int64_t step, int rank, int n_ranks, int B,
                                             int T, int32_t *inputs, int32_t *targets) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
+    GPT2RT__CLEAR_ERROR(s);
     if (s->failed) return GPT2RT_ERR_STATE;
     if (!inputs || !targets)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_shard_batch: %s is NULL",
@@ -19927,6 +19950,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld: the prompt is longer than "
                                 "min(row_cap = %lld, kv_len = %lld) (kv_len <= max_seq_len = %lld)", fn, b,
                                 (long long)lens[b], (long long)row_cap, (long long)d->KS, (long long)d->P);
+        if (o.max_new_tokens > cap - lens[b]) /* asked for more than the row holds: refused, not cut short */
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld + max_new_tokens = %d is %lld "
+                                "tokens, more than row %d holds: min(row_cap = %lld, kv_len = %lld) = %lld (kv_len <= "
+                                "max_seq_len = %lld); ask for at most %lld new tokens, or max_new_tokens = 0 (until "
+                                "the row is full)", fn, b, (long long)lens[b], o.max_new_tokens,
+                                (long long)(lens[b] + o.max_new_tokens), b, (long long)row_cap, (long long)d->KS,
+                                (long long)cap, (long long)d->P, (long long)(cap - lens[b]));
         for (int64_t i = 0; i < lens[b]; i++) {
             int32_t t = tokens[b * row_cap + i];
             if (t < 0 || t >= d->V)
@@ -19937,8 +19967,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     gpt2rt__kv *kv = &ctx->kv;
     int64_t live = 0;
     for (int b = 0; b < B; b++) {
-        int64_t lim = cap;
-        if (o.max_new_tokens && lens[b] + o.max_new_tokens < lim) lim = lens[b] + o.max_new_tokens;
+        int64_t lim = o.max_new_tokens ? lens[b] + o.max_new_tokens : cap; /* <= cap, checked above */
         kv->limit[b] = lim;
         kv->cached[b] = 0;
         kv->done[b] = lens[b] >= lim;

@@ -382,7 +382,10 @@ int main(int argc, char **argv) {
 
     if (n_gen && !rc) { /* a sample from the prompt, through the KV cache */
         int64_t cap = cfg.kv_len, len = (int64_t)n_prompt;
-        samp.max_new_tokens = n_gen;
+        samp.max_new_tokens = n_gen < cap - len ? n_gen : (int)(cap - len); /* the context holds the rest */
+        if (samp.max_new_tokens < n_gen)
+            printf("\n--gen %d: the context (%lld positions) holds the prompt's %lld tokens and %d new ones\n", n_gen,
+                   (long long)cap, (long long)len, samp.max_new_tokens);
         samp.on_token = print_token; samp.user = tok;
         printf("\nsample (temperature %g, top-k %d, top-p %g, seed %llu):\n%s", (double)samp.temperature, samp.top_k,
                (double)(samp.top_p ? samp.top_p : 1.0f), (unsigned long long)(samp.seed ? samp.seed : cfg.seed), prompt);

@@ -24,9 +24,9 @@ declare -A SRC=(
     [minimal]=examples/minimal.c [train_text]=examples/train_text.c [timeseries]=examples/timeseries.c
     [gpt2rt-tok]=tools/gpt2rt_tok.c [gpt2rt-mem]=tools/gpt2rt_mem.c [bench_cpu]=tools/bench_cpu.c
     [bench_memory]=tools/bench_memory.c [bench_tok]=tools/bench_tok.c [bench_gen]=tools/bench_gen.c
-    [bench_ts]=tools/bench_ts.c
+    [bench_ts]=tools/bench_ts.c [gpt2rt-caps]=tools/gpt2rt_caps.c
 )
-PROGS="minimal train_text timeseries gpt2rt-tok gpt2rt-mem bench_cpu bench_memory bench_tok bench_gen bench_ts"
+PROGS="minimal train_text timeseries gpt2rt-tok gpt2rt-mem bench_cpu bench_memory bench_tok bench_gen bench_ts gpt2rt-caps"
 jobs_max=$(nproc 2>/dev/null || echo 2)
 build_one() { # NAME OUT EXTRA-FLAGS...
     local name=$1 out=$2; shift 2
@@ -184,6 +184,15 @@ if built timeseries; then
        echo "$out" | tail -1 | grep -Eq '^test mse [0-9.]+ mae [0-9.]+ windows 5$'; then
         ok "timeseries with 5 test windows < batch 8: drop-last says why it has no score, no nan; every window scored"
     else bad "timeseries few test windows (exit $rc)"; echo "$out" | tail -3; fi
+fi
+
+# ---- gpt2rt-mem --capabilities: gpt2rt-caps's table (docs/support.md), byte for byte
+if built gpt2rt-mem && built gpt2rt-caps; then
+    "$B/cli_gpt2rt-caps" > $B/cli_caps.md 2>&1
+    "$B/cli_gpt2rt-mem" --capabilities > $B/cli_mem_caps.md 2> $B/cli_err.log; rc=$?
+    if [ $rc -eq 0 ] && [ -s $B/cli_caps.md ] && cmp -s $B/cli_caps.md $B/cli_mem_caps.md && [ ! -s $B/cli_err.log ]; then
+        ok "gpt2rt-mem --capabilities: gpt2rt-caps's table, the same $(wc -c < $B/cli_caps.md) bytes, exit 0"
+    else bad "gpt2rt-mem --capabilities (exit $rc)"; head -3 $B/cli_mem_caps.md $B/cli_err.log; fi
 fi
 
 # ---- gpt2rt-mem --png built without stb: the table all the same, then one line

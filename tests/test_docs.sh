@@ -8,6 +8,8 @@
 # document, so a block sees what the blocks above it wrote:
 #   - a ```c block preceded by <!-- file: NAME.c --> is written to NAME.c and compiled
 #     (warnings as errors); the shell blocks after it run it as the text says;
+#   - every ```c block is also compiled as C++17 (${CXX:-g++} -std=c++17 -x c++,
+#     -fsyntax-only, warnings as errors but "= {0}"): the docs promise C or C++;
 #   - any other ```c block holding main() is compiled and run with no arguments, exit 0;
 #   - a ```sh block runs under bash -e with a time limit (DOCS_TIMEOUT,
 #     120 s; <!-- timeout: N --> before the fence for one block), exit 0;
@@ -30,6 +32,7 @@ ok()   { passed=$((passed + 1)); echo "ok   $1"; }
 bad()  { failed=$((failed + 1)); echo "FAIL $1"; }
 skip() { skipped=$((skipped + 1)); echo "skip $1"; }
 CC=${CC:-cc}
+CXX=${CXX:-g++}
 LIMIT=${DOCS_TIMEOUT:-120}
 t_start=$SECONDS
 
@@ -126,6 +129,13 @@ run_doc() {
             fi
             src=$W/${local_name:-docs_block_$n.c}
             cp "$f" "$src"
+            # documented for C or C++: each program compiles as C++17 as well ("= {0}", the
+            # zero config of both languages, is what -Wmissing-field-initializers flags in C++)
+            if ! command -v "$CXX" > /dev/null 2>&1; then skip "$what: as C++17: no $CXX"
+            elif ( cd "$W" && nice $CXX -std=c++17 -x c++ -Wall -Wextra -Werror -Wno-missing-field-initializers \
+                   -fopenmp -fsyntax-only -I. "$src" ) \
+                > "$f.cxx.log" 2>&1; then ok "$what: compiles as C++17 ($CXX -std=c++17 -x c++, warnings as errors)"
+            else bad "$what: does not compile as C++17"; head -20 "$f.cxx.log" | sed 's/^/    > /'; fi
             if [ -n "$local_name" ] && cat $(ls "$d"/*.sh 2>/dev/null | awk -v f="$f" '$0 > f') /dev/null | grep -qF -- "$local_name"; then
                 echo "    $what: written to $local_name, which a shell block below compiles and runs"; continue
             fi

@@ -430,6 +430,47 @@ int main(void) {
             CHECK(t[3] == before, "%s: the refused call wrote tokens", ex[i].what);
             if (i == 4) printf("refused: %s\n", m);
         }
+        /* more new tokens than a row holds: refused up front, naming how many fit; the
+           message is the latest call's, cleared by the next call that succeeds */
+        struct { int64_t cap, len; int ask; int64_t fit; const char *room; } over[] = {
+            {70, 3, 62, 61, "min(row_cap = 70, kv_len = 64) = 64"}, /* the cache: 3 + 62 > 64 */
+            {20, 5, 16, 15, "min(row_cap = 20, kv_len = 64) = 20"}, /* the row: 5 + 16 > 20 */
+        };
+        for (int i = 0; i < 2; i++) {
+            memset(&s, 0, sizeof s);
+            s.eot = -1; s.max_new_tokens = over[i].ask;
+            l[0] = 3; l[1] = over[i].len;
+            memset(t, 0, sizeof t);
+            char want[64];
+            snprintf(want, sizeof want, "at most %lld new tokens", (long long)over[i].fit);
+            gpt2rt_result r = gpt2rt_generate(ctx, &s, 2, t, over[i].cap, l);
+            const char *m = gpt2rt_last_error(ctx);
+            CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(m, over[i].room) && has(m, "max_new_tokens = ") && has(m, want) &&
+                  l[0] == 3 && l[1] == over[i].len && t[3] == 0 && t[over[i].cap + 3] == 0,
+                  "row_cap %lld, prompt %lld, max_new_tokens %d: %s: %s (lens %lld %lld)", (long long)over[i].cap,
+                  (long long)over[i].len, over[i].ask, gpt2rt_result_string(r), m, (long long)l[0], (long long)l[1]);
+            if (i == 0) printf("refused: %s\n", m);
+            s.max_new_tokens = (int)over[i].fit; /* exactly what fits row 1 */
+            r = gpt2rt_generate(ctx, &s, 2, t, over[i].cap, l);
+            CHECK(r == GPT2RT_OK && l[0] == 3 + over[i].fit && l[1] == over[i].len + over[i].fit && !gpt2rt_last_error(ctx)[0],
+                  "max_new_tokens %d, what fits: %s, lens %lld %lld, last_error '%s'", s.max_new_tokens,
+                  gpt2rt_result_string(r), (long long)l[0], (long long)l[1], gpt2rt_last_error(ctx));
+        }
+        CHECK(gpt2rt_mode_set(ctx, (gpt2rt_mode)7) == GPT2RT_ERR_INVALID_ARGUMENT && gpt2rt_last_error(ctx)[0] &&
+              gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN) == GPT2RT_OK && !gpt2rt_last_error(ctx)[0],
+              "mode_set 7 then TRAIN: last_error '%s' after the success", gpt2rt_last_error(ctx));
+        {
+            int32_t ids[40];
+            for (int i = 0; i < 40; i++) ids[i] = i;
+            gpt2rt_shard *sh = NULL;
+            int32_t in[8], tg[8];
+            CHECK(gpt2rt_shard_from_tokens(&sh, ids, 40) == GPT2RT_OK &&
+                  gpt2rt_shard_batch(sh, 1, 0, 0, 1, 1, 100, in, tg) != GPT2RT_OK && gpt2rt_shard_last_error(sh)[0] &&
+                  gpt2rt_shard_batch(sh, 1, 0, 0, 1, 2, 4, in, tg) == GPT2RT_OK && !gpt2rt_shard_last_error(sh)[0],
+                  "a shard: T 100 refused, then a batch of (2, 4): last_error '%s' after the success",
+                  sh ? gpt2rt_shard_last_error(sh) : "(no shard)");
+            gpt2rt_shard_free(sh);
+        }
         /* a context without a cache; config checks */
         gpt2rt_config nc = cfg;
         nc.kv_batch = 0;

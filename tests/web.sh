@@ -81,7 +81,44 @@ while IFS= read -r line; do
     $W/gpt2rt-mem $line --json | tr -d '\n' >> $W/expected.txt
     echo >> $W/expected.txt
 done < $W/cases.txt
-out=$(timeout 300 python3 tests/web_driver.py "$CHROMIUM" $B/gpt2rt-mem.html $W/cases.txt $W/expected.txt $B/gpt2rt-mem.png 2>&1); rc=$?
+# links as people write them (FLAGS|what the form cannot show, listed on the page): each
+# is opened as build/gpt2rt-mem.html#FLAGS and must plan what gpt2rt-mem FLAGS --json
+# plans (the same bytes), or show the refusal gpt2rt-mem prints, naming the flag
+cat > $W/links.txt <<'LINKS'
+--model 124M --batch 8|
+--model 1.5B --batch 8|
+--model 124M --batch 8 --precision fp64|
+--model 124M --batch 8 --budget 512MiB|
+--model 124M --batch 8 --budget 1e400GiB|
+--model 124M --batch 8 --budget 0GiB|
+--model 124M --ctx 512 --seq 512 --batch 8 --budget 24GiB|--ctx 512
+--model 124M --batch 8 --checkpoint-every sqrt --budget 24GiB|--checkpoint-every sqrt
+--model 124M --batch 8 --backend cpu --threads 4|--backend cpu --threads 4
+--model 1558M --batch 4 --stages 30 --budget 40GB|--stages 30
+--model 1558M --batch 4 --stages 12,24,36 --gpu a100-40 --budget 40GiB|--stages 12,24,36
+--model 355M --batch 32 --budget 24GiB --allow-precision --allow-classifier|--allow-precision --allow-classifier
+--model 124M --batch 16 --devices 2 --budget 24GiB --allow-shard --margin 5%|--allow-shard --margin 5%
+--model 124M --batch 10 --accum 4|
+--model 124M --batch 8 --vocab 50304 --kv-batch 4 --kv-len 256 --link nvlink --gpu a100 --budget 80GiB|--vocab 50304 --kv-batch 4 --kv-len 256 --link nvlink
+--model 124M --batch 8 --inference-weights bf16|--inference-weights bf16
+--input patches --head regression --patch 8 --stride 8 --channels 7 --horizon 96 --lookback 336 --batch 32|--head regression --patch 8 --stride 8 --channels 7 --horizon 96 --lookback 336
+--model 124M --batch 8 --frozen head,ln|--frozen head,ln
+--model 124M --batch 8 --mode none|--mode none
+--model 124M --batch=8 --budget=24GiB|
+--model 124M --sweep batch=1,2|
+--preset allm4ts-stage1|
+--model 124M --batch 8 --bogus 3|
+--model 124M --batch|
+LINKS
+: > $W/links_expected.txt
+while IFS='|' read -r flags extra; do
+    # shellcheck disable=SC2086
+    js=$($W/gpt2rt-mem $flags --json 2> $W/link_err.txt | tr -d '\n')
+    if [ -n "$js" ]; then echo "J $js" >> $W/links_expected.txt
+    else echo "E $(sed -n '1s/^gpt2rt-mem: //; 1s/ (see --help)$//p' $W/link_err.txt)" >> $W/links_expected.txt; fi
+done < $W/links.txt
+out=$(timeout 300 python3 tests/web_driver.py "$CHROMIUM" $B/gpt2rt-mem.html $W/cases.txt $W/expected.txt $B/gpt2rt-mem.png \
+      $W/links.txt $W/links_expected.txt 2>&1); rc=$?
 echo "$out" | sed '$d'
 last=$(echo "$out" | tail -1)
 if [[ "$last" =~ ^WEB:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then

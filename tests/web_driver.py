@@ -3,9 +3,11 @@
 Chromium over the DevTools protocol (--remote-debugging-pipe: NUL-terminated JSON on
 file descriptors 3 and 4, so nothing but the standard library is needed).
 
-usage: web_driver.py CHROMIUM PAGE CASES EXPECTED SCREENSHOT
+usage: web_driver.py CHROMIUM PAGE CASES EXPECTED SCREENSHOT LINKS LINKS_EXPECTED
   CASES: one gpt2rt-mem command line a line (as the page writes them);
-  EXPECTED: gpt2rt-mem --json's answer to each, one a line, in the same order.
+  EXPECTED: gpt2rt-mem --json's answer to each, one a line, in the same order;
+  LINKS: FLAGS|OPTIONS THE FORM CANNOT SHOW, a line: each opened as PAGE#FLAGS;
+  LINKS_EXPECTED: per link 'J <gpt2rt-mem FLAGS --json>' or 'E <its refusal>'.
 Prints one 'ok' / 'FAIL' line a check, then 'WEB: N passed, N failed, 0 skipped'.
 The network is off for the whole run (DevTools' offline emulation, and a proxy and
 host rules that lead nowhere)."""
@@ -17,7 +19,9 @@ import sys
 import time
 import urllib.parse
 
-chromium, page, cases_file, expected_file, shot = sys.argv[1:6]
+chromium, page, cases_file, expected_file, shot, links_file, links_expected_file = sys.argv[1:8]
+links = [l.rstrip("\n").split("|", 1) for l in open(links_file) if l.strip()]
+links_expected = [l.rstrip("\n") for l in open(links_expected_file)]
 cases = [l.rstrip("\n") for l in open(cases_file) if l.strip()]
 expected = [l.rstrip("\n") for l in open(expected_file)]
 passed = failed = 0
@@ -140,6 +144,9 @@ try:
         why = []
         if r["args"] != args:
             why.append("the page wrote the flags as '%s'" % r["args"])
+        form = b.eval("gpt2rtPage.formArgs()")
+        if form != args:
+            why.append("the form, filled from the parser, writes '%s'" % form)
         if r["json"] != expected[i]:
             why.append("its planner's JSON differs from gpt2rt-mem --json")
         worst = max(worst, r["ms"])
@@ -204,6 +211,55 @@ try:
         ok("a fresh load of a link with the flags in its address opens that situation")
     else:
         bad("the address '%s' opened '%s'" % (args, got))
+
+    # links as people write them: gpt2rt-mem's own parser reads them, so each plans what
+    # the command plans (the same bytes), or shows the command's refusal naming the flag;
+    # options the form cannot show are listed on the page and kept in the form's command
+    def open_link(args):
+        b.send("Page.navigate", {"url": "about:blank"})
+        b.send("Page.navigate", {"url": "file://" + os.path.abspath(page) + "#" + urllib.parse.quote(args, safe="")})
+        t0 = time.time()
+        while time.time() - t0 < 20:
+            time.sleep(0.05)
+            if b.eval("!!(window.gpt2rtPage && gpt2rtPage.ready() && location.hash.length > 1)"):
+                return b.eval("({json: gpt2rtPage.json(), error: document.getElementById('error').textContent, "
+                              "extra: gpt2rtPage.extra(), form: gpt2rtPage.formArgs()})")
+        return None
+    for (flags, extra), want in zip(links, links_expected):
+        got = open_link(flags)
+        why = []
+        if got is None:
+            why.append("the page did not start")
+        elif want.startswith("J {\"error\""):  # refused after parsing (gpt2rt-mem --json says why)
+            if got["json"] != want[2:] or got["error"] != "This configuration is refused: " + json.loads(want[2:])["error"]:
+                why.append("the page answered %s and shows '%s', gpt2rt-mem --json %s" % (got["json"], got["error"], want[2:]))
+        elif want.startswith("J "):
+            if got["json"] != want[2:]:
+                why.append("the page planned %s, gpt2rt-mem --json %s" % (got["json"][:300], want[2:300]))
+            if extra and extra not in got["extra"]:
+                why.append("the page does not say the form cannot show '%s' (it says '%s')" % (extra, got["extra"]))
+            if not extra and got["extra"]:
+                why.append("the page lists '%s' as not shown" % got["extra"])
+            again = b.eval("gpt2rtPage.plan(%s)" % json.dumps(got["form"]))
+            if again != want[2:]:
+                why.append("the form's own command '%s' plans otherwise" % got["form"])
+        else:
+            if got["error"] != "This configuration is refused: " + want[2:]:
+                why.append("the page shows '%s', gpt2rt-mem refuses with '%s'" % (got["error"], want[2:]))
+        if why:
+            bad("link #%s: %s" % (flags, "; ".join(why)))
+        else:
+            ok("link #%s: %s" % (flags, "refused as gpt2rt-mem --json refuses it: " + json.loads(want[2:])["error"]
+                                 if want.startswith("J {\"error\"") else
+                                 ("the same plan as gpt2rt-mem --json" + (", '%s' listed as not in the form" % extra
+                                                                          if extra else ""))
+                                 if want.startswith("J ") else "refused as gpt2rt-mem refuses it: " + want[2:]))
+    for flag in ["--help", "--capabilities"]:
+        got = open_link("--model 124M " + flag)
+        if got and got["error"].startswith("This configuration is refused: " + flag + ":"):
+            ok("link #--model 124M %s: refused by name: %s" % (flag, got["error"]))
+        else:
+            bad("link #--model 124M %s: %s" % (flag, got))
 
     # the advisor's 'apply' gives the suggested config
     b.eval("gpt2rtPage.load('--model 355M --seq 1024 --batch 32 --accum 1 --precision fp32 --recompute none --gpu rtx3090 --budget 24GiB')")

@@ -48,6 +48,20 @@ static inline int arg_realf(const char *flag, const char *v, double lo, double h
     return 1;
 }
 
+#ifdef GPT2RT_H
+/* gpt2rt.h's capability table as Markdown on stdout (gpt2rt-caps, gpt2rt-mem --capabilities):
+   0, or 1 when out of memory */
+static inline int cli_capabilities(void) {
+    size_t n = gpt2rt_capabilities_markdown(NULL, 0);
+    char *buf = (char *)malloc(n + 1);
+    if (!buf) { fprintf(stderr, "%s: out of memory\n", CLI_PROG); return 1; }
+    gpt2rt_capabilities_markdown(buf, n + 1);
+    fputs(buf, stdout);
+    free(buf);
+    return 0;
+}
+#endif
+
 #if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
 #include <sys/stat.h>
 #include <unistd.h>

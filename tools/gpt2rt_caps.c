@@ -1,10 +1,10 @@
 /* tools/gpt2rt_caps.c - print gpt2rt.h's capability table as Markdown (docs/support.md
    is this program's output; make support writes it, make test compares them).
-   usage: gpt2rt-caps > docs/support.md */
+   usage: gpt2rt-caps > docs/support.md (gpt2rt-mem --capabilities prints the same) */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include <stdio.h>
-#include <stdlib.h>
+#define CLI_PROG "gpt2rt-caps"
+#include "cli.h"
 
 int main(int argc, char **argv) {
     if (argc > 1) {
@@ -14,11 +14,5 @@ int main(int argc, char **argv) {
                 "and the rules that refuse the rest, as Markdown\n", argv[0]);
         return argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
     }
-    size_t n = gpt2rt_capabilities_markdown(NULL, 0);
-    char *buf = (char *)malloc(n + 1);
-    if (!buf) { fprintf(stderr, "gpt2rt-caps: out of memory\n"); return 1; }
-    gpt2rt_capabilities_markdown(buf, n + 1);
-    fputs(buf, stdout);
-    free(buf);
-    return 0;
+    return cli_capabilities();
 }

@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define CLI_PROG "gpt2rt-mem"
+#include "cli.h"
 
 /* --png needs stb (Debian: libstb-dev). Without it the tool builds all the same, and
    --png prints the sweep's table anyway, then one line naming what to install (exit
@@ -150,6 +152,9 @@ static void usage(void) {
         "                                 answer as one JSON object (not with --sweep or --preset)\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
+        "  --capabilities                 which backend, mode, input, head, precision and feature\n"
+        "                                 gpt2rt.h runs, and the rules that refuse the rest, as Markdown\n"
+        "                                 (what gpt2rt-caps prints; docs/support.md)\n"
         "\n"
         "exit status: 0 ok (with --budget: it fits, or the advisor found a config that does, with\n"
         "or without the margin;\n"
@@ -430,7 +435,7 @@ static void set_allm4ts_stage1(gpt2rt_config *c) {
 /* the flags that take no value; every other option takes one (--opt V or --opt=V) */
 static int is_flag_option(const char *a) {
     static const char *flags[] = {"--help", "-h", "--tf32", "--allow-precision", "--allow-shard", "--allow-classifier",
-                                  "--shard", "--inference", "--json"};
+                                  "--shard", "--inference", "--json", "--capabilities"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(a, flags[i])) return 1;
     return 0;
@@ -506,7 +511,12 @@ static void parse_args(int argc, char **argv, options *o) {
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+#ifdef __EMSCRIPTEN__
+        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "--capabilities"))
+            die_arg(a, "prints text, not a plan: run it in a shell");
+#endif
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
+        if (!strcmp(a, "--capabilities")) exit(cli_capabilities());
         if (!strcmp(a, "--tf32")) { c->tf32 = 1; continue; }
         if (!strcmp(a, "--allow-precision")) { o->allow |= GPT2RT_FIT_PRECISION; continue; }
         if (!strcmp(a, "--allow-shard")) { o->allow |= GPT2RT_FIT_SHARD; continue; }
@@ -1536,22 +1546,90 @@ static int run(int argc, char **argv) {
 }
 
 #ifdef __EMSCRIPTEN__
-/* The web page's one call: a command line of this tool (options separated by single
-   spaces, values without spaces) answered as --json would answer it, on stdout. */
-int gpt2rt_mem_web(const char *line) {
+/* The web page's calls take a command line of this tool (options separated by spaces,
+   values without spaces), split here as a shell would split it. */
+static int web_argv(const char *line, char **argv, int cap) {
     static char buf[4096];
-    char *argv[130];
     int argc = 0;
     argv[argc++] = "gpt2rt-mem";
     copy_text(buf, sizeof buf, line);
-    for (char *t = strtok(buf, " "); t && argc < 128; t = strtok(NULL, " ")) argv[argc++] = t;
+    for (char *t = strtok(buf, " "); t && argc < cap - 2; t = strtok(NULL, " ")) argv[argc++] = t;
     argv[argc++] = "--json";
     argv[argc] = NULL;
-    int rc;
+    return argc;
+}
+
+/* the line answered as gpt2rt-mem LINE --json answers it, on stdout */
+int gpt2rt_mem_web(const char *line) {
+    char *argv[130];
+    int argc = web_argv(line, argv, 130), rc;
     if (setjmp(web_bad_arg)) rc = json_error(web_why);
     else rc = run(argc, argv);
     fflush(stdout);
     return rc;
+}
+
+/* whether the page's form shows option `name` with value v (NULL: a flag), given what
+   the whole line set: its controls write exactly these (see argsOf in the page) */
+static int form_shows(const char *name, const char *v, const options *o) {
+    static const char *shown[] = {"--model", "--layers", "--heads", "--embd", "--seq", "--batch", "--accum",
+                                  "--precision", "--tf32", "--recompute", "--classifier-chunk", "--inference",
+                                  "--devices", "--shard", "--gpu", "--budget", "--json", "--input"};
+    const gpt2rt_config *c = &o->k.cfg;
+    int patches = c->input == GPT2RT_INPUT_PATCHES;
+    for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
+        if (!strcmp(name, shown[i])) return 1;
+    if (!strcmp(name, "--checkpoint-every")) return strcmp(v, "sqrt") != 0;
+    if (!strcmp(name, "--frozen")) return !(c->frozen & GPT2RT_GROUP_HEAD);
+    if (!strcmp(name, "--mode")) return strcmp(v, "none") != 0;
+    if (!strcmp(name, "--head")) return patches && !strcmp(v, "next-patch");
+    if (!strcmp(name, "--patch") || !strcmp(name, "--stride")) return patches && !strcmp(v, "16");
+    if (!strcmp(name, "--channels")) return patches && !strcmp(v, "1");
+    return 0;
+}
+
+/* A link's flags for the page's form, parsed by this tool's own parser: on stdout
+   {"error": ...} as gpt2rt-mem LINE --json refuses them, or {"form": the config as
+   --json writes it, "gpu", "budget" (bytes, 0: none), "extra": the options (with their
+   values) that the form has no control for}. The page plans the line itself with
+   gpt2rt_mem_web, so a link plans what the command plans. */
+int gpt2rt_mem_web_form(const char *line) {
+    static options o; /* static: longjmp leaves it alone */
+    char *argv[130];
+    int argc = web_argv(line, argv, 130);
+    if (setjmp(web_bad_arg)) { json_error(web_why); fflush(stdout); return 2; }
+    parse_args(argc, argv, &o);
+    if (o.sweep || o.preset || o.png) {
+        json_error("--json answers one config: not with --sweep, --preset or --png");
+        fflush(stdout);
+        return 2;
+    }
+    gpt2rt_config cfg;
+    char why[256];
+    if (finish(&o.k, &cfg, why, sizeof why)) { json_error(why); fflush(stdout); return 2; }
+    gpt2rt_memory_plan plan;
+    if (gpt2rt_plan(&cfg, &plan) == GPT2RT_OK) cfg = plan.config; /* the defaults filled in */
+    printf("{\"form\": ");
+    json_config(&cfg);
+    printf(", \"gpu\": \"%s\", \"budget\": %llu, \"extra\": [", o.gpu->name, (unsigned long long)o.budget);
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '='), *v = NULL;
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
+        if (eq) v = eq + 1;
+        else if (!is_flag_option(a) && i + 1 < argc) v = argv[i + 1];
+        if (!form_shows(name, v, &o)) {
+            char opt[4200];
+            snprintf(opt, sizeof opt, "%s%s%s", a, v && !eq ? " " : "", v && !eq ? v : "");
+            printf("%s", n++ ? ", " : "");
+            json_str(opt);
+        }
+        if (v && !eq) i++;
+    }
+    printf("]}\n");
+    fflush(stdout);
+    return 0;
 }
 #else
 int main(int argc, char **argv) { return run(argc, argv); }
