@@ -7563,6 +7563,12 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
 
 /* ==== 6.4 Forecaster ==== */
 
+#ifdef _WIN32
+#include <io.h> /* _findfirst: what a directory holds before a save replaces it */
+#else
+#include <dirent.h>
+#endif
+
 /* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): the
    weights as gpt2rt_weights_save writes them, and forecaster.json, one flat JSON
    object (every key once; numbers, strings, null, arrays of numbers or of strings),
@@ -7613,19 +7619,172 @@ static void gpt2rt__fc_lin_offset(const double *W, int64_t L, int64_t H, const f
         }
 }
 
-/* ---- writing forecaster.json ---- */
+/* ---- writing a forecaster directory: the whole of it, or nothing ---- */
 
-static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v, int last) {
-    char esc[1024];
-    if (!v) { fprintf(f, "  \"%s\": null%s\n", key, last ? "" : ","); return; }
-    gpt2rt__json_escape(esc, sizeof esc, v);
-    fprintf(f, "  \"%s\": \"%s\"%s\n", key, esc, last ? "" : ",");
+/* Bounds of a forecaster's numbers, the same for save and load, so that every file
+   a save writes loads. The scaler is a StandardScaler fit on finite floats
+   (gpt2rt_series_load): |mean| <= FLT_MAX, and std = 1 or >= 10 * DBL_EPSILON
+   (sklearn's floor, 2.220446049250313e-15), <= FLT_MAX (half the data's range). Then
+   for any finite float x, |x - mean| <= 2 FLT_MAX = 6.8e38 and |x - mean| / std <=
+   3.1e53: finite in double. The linear map's |w| <= 1e15: its offset sd * sum_k z_k w_k
+   has L + 1 <= 2^31 terms, |z_k| <= sqrt(L) <= 2^15.5 (RevIN-normalised), sd <= FLT_MAX,
+   so it is at most 2^46.5 * 1e15 * 3.4e38 = 3.4e67, finite in double (a forecast that
+   does not fit a float is refused when it is made). */
+#define GPT2RT__FC_MEAN_MAX 3.4028234663852886e38
+#define GPT2RT__FC_STD_MIN 2.220446049250313e-15
+#define GPT2RT__FC_STD_MAX 3.4028234663852886e38
+#define GPT2RT__FC_LINEAR_MAX 1e15
+
+/* the files of a forecaster directory: the only ones a save replaces */
+static const char *gpt2rt__fc_files[] = {"forecaster.json", "model.safetensors", "config.json"};
+
+/* a JSON string of any length */
+static void gpt2rt__fc_put_esc(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { fputc('\\', f); fputc(c, f); }
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v) {
+    fprintf(f, "  \"%s\": ", key);
+    if (v) gpt2rt__fc_put_esc(f, v);
+    else fputs("null", f);
+    fputs(",\n", f);
 }
 
 static void gpt2rt__fc_put_nums(FILE *f, const char *key, const double *v, int64_t n) {
     fprintf(f, "  \"%s\": [", key);
     for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.17g", i ? (i % 8 ? ", " : ",\n    ") : "", v[i]);
     fprintf(f, "],\n");
+}
+
+#ifdef _WIN32
+#define GPT2RT__RMDIR _rmdir
+#define GPT2RT__MKDIR(d) _mkdir(d)
+#else
+#define GPT2RT__RMDIR rmdir
+#define GPT2RT__MKDIR(d) mkdir(d, 0777)
+#endif
+
+/* dir's forecaster files (and the temporaries a failed gpt2rt_weights_save leaves),
+   then dir; 0 when dir stays */
+static int gpt2rt__fc_rmdir(const char *dir) {
+    static const char *extra[] = {"model.safetensors.tmp", "model.safetensors.old", "config.json.tmp"};
+    char p[4300];
+    for (int i = 0; i < 6; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, i < 3 ? gpt2rt__fc_files[i] : extra[i - 3]);
+        remove(p);
+    }
+    return GPT2RT__RMDIR(dir) == 0;
+}
+
+static int gpt2rt__fc_rename(const char *from, const char *to) {
+#ifdef GPT2RT__TEST_HOOKS
+    if (gpt2rt__test_rename_fail > 0 && --gpt2rt__test_rename_fail == 0) { errno = EIO; return -1; }
+#endif
+    return rename(from, to);
+}
+
+/* whether a save may replace dir: absent (*exists = 0), or a directory that holds a
+   forecaster.json and nothing but a forecaster's files (or nothing) */
+static gpt2rt_result gpt2rt__fc_dir_check(gpt2rt_ctx *ctx, const char *dir, int *exists) {
+    struct stat sb;
+    *exists = 0;
+#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+    if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is a symbolic link; a save "
+                            "replaces the directory itself: give the directory it points to", dir);
+#endif
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT) return GPT2RT_OK;
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: %s: %s", dir, strerror(errno));
+    }
+    if (!GPT2RT__IS_DIR(sb.st_mode))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s exists and is not a directory",
+                            dir);
+    *exists = 1;
+    char other[512] = "";
+    int n = 0, json = 0;
+#ifdef _WIN32
+    char pat[4300];
+    struct _finddata_t fd;
+    snprintf(pat, sizeof pat, "%s/*", dir);
+    intptr_t h = _findfirst(pat, &fd);
+    for (int more = h != -1; more; more = _findnext(h, &fd) == 0) {
+        const char *nm = fd.name;
+#else
+    DIR *d = opendir(dir);
+    if (!d) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot list %s: %s", dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name;
+#endif
+        if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
+        int k = 0;
+        while (k < 3 && strcmp(nm, gpt2rt__fc_files[k])) k++;
+        n++;
+        if (k == 0) json = 1;
+        if (k == 3 && !other[0]) snprintf(other, sizeof other, "%s", nm);
+    }
+#ifdef _WIN32
+    if (h != -1) _findclose(h);
+#else
+    closedir(d);
+#endif
+    if (other[0] || (n && !json))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not a forecaster directory "
+                            "(it holds %s%s%s); a save replaces the whole directory, so it replaces only a forecaster "
+                            "(forecaster.json, model.safetensors, config.json) or an empty directory: name a new "
+                            "directory", dir, other[0] ? "'" : "", other[0] ? other : "no forecaster.json",
+                            other[0] ? "'" : "");
+    return GPT2RT_OK;
+}
+
+/* forecaster.json into dir (a new directory of the save's) */
+static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    const gpt2rt_series *s = desc->series;
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/forecaster.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    fprintf(f, "{\n");
+    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster");
+    fprintf(f, "  \"version\": 1,\n");
+    gpt2rt__fc_put_str(f, "note", desc->note);
+    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression");
+    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal");
+    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
+            c.n_embd, c.max_seq_len);
+    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
+            c.patch_len, c.patch_stride, c.horizon);
+    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
+                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32");
+    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
+            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
+    fprintf(f, "  \"columns\": [");
+    for (int64_t m = 0; m < M; m++) {
+        if (m) fputs(", ", f);
+        gpt2rt__fc_put_esc(f, s->name[m]);
+    }
+    fprintf(f, "],\n");
+    gpt2rt__fc_put_str(f, "date_column", s->date_name);
+    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
+    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders]);
+    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
+    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
+    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
+    if (desc->linear) {
+        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
+        gpt2rt__fc_put_nums(f, "linear", desc->linear, (L + 1) * H);
+    } else fprintf(f, "  \"linear\": null,\n");
+    fprintf(f, "  \"end\": true\n}\n");
+    return gpt2rt__write_close(ctx, f, path, path, 1);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
@@ -7651,53 +7810,72 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: blend = %g must lie in [0, 1], "
                             "batch = %d >= 0, and blend > 0 or linear_residual = %d need the linear map (linear is %s)",
                             desc->blend, desc->batch, desc->linear_residual, desc->linear ? "given" : "NULL");
-    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels, nw = (L + 1) * H;
+    int64_t L = c.seq_len, H = c.horizon, nw = (L + 1) * H;
     for (int64_t i = 0; desc->linear && i < nw; i++)
-        if (!isfinite(desc->linear[i]))
+        if (!(fabs(desc->linear[i]) <= GPT2RT__FC_LINEAR_MAX))
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: linear[%lld] (row %lld, "
-                                "column %lld) is %g; the map must be finite", (long long)i, (long long)(i / H),
-                                (long long)(i % H), desc->linear[i]);
-    gpt2rt_result r = gpt2rt_weights_save(ctx, dir);
+                                "column %lld) is %g; the map's values must lie in [-1e15, 1e15]", (long long)i,
+                                (long long)(i / H), (long long)(i % H), desc->linear[i]);
+    for (int m = 0; m < s->info.channels; m++)
+        if (!(fabs(s->mean[m]) <= GPT2RT__FC_MEAN_MAX) || !(s->std[m] >= GPT2RT__FC_STD_MIN) ||
+            !(s->std[m] <= GPT2RT__FC_STD_MAX))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: channel %d's scaler (mean "
+                                "%g, std %g) is outside |mean| <= 3.4028234663852886e38, std in [2.220446049250313e-15, "
+                                "3.4028234663852886e38]", m, s->mean[m], s->std[m]);
+    /* the name the directory goes by: trailing slashes off, never "." or ".." */
+    char base[4100];
+    size_t bn = strlen(dir);
+    while (bn > 1 && dir[bn - 1] == '/') bn--;
+    memcpy(base, dir, bn);
+    base[bn] = 0;
+    const char *last = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
+    if (!*last || !strcmp(last, ".") || !strcmp(last, ".."))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir = '%s': name the directory "
+                            "itself (a save writes it anew beside its old self, then swaps the two)", dir);
+    int exists;
+    gpt2rt_result r = gpt2rt__fc_dir_check(ctx, base, &exists);
     if (r != GPT2RT_OK) return r;
-    char path[4200], tmp[4200];
-    snprintf(path, sizeof path, "%s/forecaster.json", dir);
-    snprintf(tmp, sizeof tmp, "%s/forecaster.json.tmp", dir);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    fprintf(f, "{\n");
-    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster", 0);
-    fprintf(f, "  \"version\": 1,\n");
-    gpt2rt__fc_put_str(f, "note", desc->note, 0);
-    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression", 0);
-    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal", 0);
-    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
-            c.n_embd, c.max_seq_len);
-    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
-            c.patch_len, c.patch_stride, c.horizon);
-    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
-                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32", 0);
-    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
-            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
-    fprintf(f, "  \"columns\": [");
-    for (int64_t m = 0; m < M; m++) {
-        char esc[1024];
-        gpt2rt__json_escape(esc, sizeof esc, s->name[m]);
-        fprintf(f, "%s\"%s\"", m ? ", " : "", esc);
+    /* the new directory is written beside the old one, then renamed into its place */
+    char tmp[4200], old[4200];
+    for (int n = 0;; n++) {
+        snprintf(tmp, sizeof tmp, "%s.tmp-%d", base, n);
+        if (GPT2RT__MKDIR(tmp) == 0) break;
+        if (errno != EEXIST || n == 999)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot create %s (the forecaster is "
+                                "written there, then renamed to %s): %s", tmp, base, strerror(errno));
     }
-    fprintf(f, "],\n");
-    gpt2rt__fc_put_str(f, "date_column", s->date_name, 0);
-    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
-    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders], 0);
-    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
-    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
-    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
-    if (desc->linear) {
-        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
-        gpt2rt__fc_put_nums(f, "linear", desc->linear, nw);
-    } else fprintf(f, "  \"linear\": null,\n");
-    fprintf(f, "  \"end\": true\n}\n");
-    if ((r = gpt2rt__write_close(ctx, f, tmp, path, 1)) != GPT2RT_OK) return r;
-    return gpt2rt__rename(ctx, tmp, path);
+    if ((r = gpt2rt_weights_save(ctx, tmp)) == GPT2RT_OK) r = gpt2rt__fc_write_json(ctx, tmp, desc);
+    if (r != GPT2RT_OK) {
+        char first[sizeof ctx->error];
+        snprintf(first, sizeof first, "%s", ctx->error);
+        gpt2rt__fc_rmdir(tmp);
+        return gpt2rt__fail(ctx, r, "gpt2rt_forecaster_save: %s (%s is unchanged)", first, base);
+    }
+    if (exists) {
+        for (int n = 0;; n++) {
+            struct stat sb;
+            snprintf(old, sizeof old, "%s.old-%d", base, n);
+            if (stat(old, &sb) != 0 || n == 999) break;
+        }
+        if (gpt2rt__fc_rename(base, old) != 0) {
+            int e = errno;
+            gpt2rt__fc_rmdir(tmp);
+            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot move the previous forecaster %s "
+                                "aside to %s: %s (%s is unchanged)", base, old, strerror(e), base);
+        }
+    }
+    if (gpt2rt__fc_rename(tmp, base) != 0) {
+        int e = errno, back = !exists || rename(old, base) == 0;
+        gpt2rt__fc_rmdir(tmp);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot rename %s to %s: %s (%s)", tmp, base,
+                            strerror(e), !exists ? "nothing was written" : back ? "the previous forecaster is back"
+                                                                             : "the previous forecaster is in the .old "
+                                                                               "directory beside it");
+    }
+    if (exists && !gpt2rt__fc_rmdir(old))
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_forecaster_save: saved %s; the previous forecaster stays in %s "
+                    "(cannot remove it: %s)", base, old, strerror(errno));
+    return GPT2RT_OK;
 }
 
 /* ---- reading forecaster.json: the keys first, then each value where it is needed ---- */
