@@ -4431,26 +4431,78 @@ typedef struct gpt2rt__st {
     uint64_t data_len;
 } gpt2rt__st;
 
+/* ---- JSON (RFC 8259): the one reader of every JSON file the runtime takes ----
+   The safetensors header, config.json, forecaster.json and the tokenizer's vocabulary
+   json. Strict: numbers by the RFC's grammar exactly, strings as valid UTF-8 with
+   \uXXXX (surrogate pairs joined) turned into UTF-8 and \u0000 refused, any key of any
+   length, values the caller does not use validated and skipped (nesting up to
+   GPT2RT__JSON_DEPTH). The text is unescaped in place (a string never grows), so a
+   string read stays valid, NUL-terminated, as long as the buffer. The caller walks
+   objects with _object_begin / _object_next and arrays with _array_begin / _array_next
+   and refuses duplicate keys itself. Errors read "<what>: <kind> byte N: why" and go to
+   the context (ctx) or, without one, into err. */
+
+#define GPT2RT__JSON_DEPTH 512
+#define GPT2RT__JSON_NUMBER_MAX 512 /* characters; Python's repr of a double takes at most 24 */
+
 typedef struct gpt2rt__json {
-    char *p, *begin, *end;
-    gpt2rt_ctx *ctx;
-    const char *what; /* file name, for messages */
-    const char *kind; /* "safetensors header", "config.json" */
+    char *p, *begin, *end;     /* the text; *end must be readable as NUL */
+    gpt2rt_ctx *ctx;           /* errors go to gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, ...) when non-NULL ... */
+    char *err;                 /* ... else are formatted into err (err_cap bytes) */
+    size_t err_cap;
+    const char *what;          /* file name, for messages (NULL: none) */
+    const char *kind;          /* "safetensors header", "config.json", "forecaster.json", "vocabulary json" */
+    const char *key;           /* the member being read (set by _object_next), named in messages */
+    int first;                 /* the innermost object or array has had no member yet */
 } gpt2rt__json;
 
-static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
-    return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s: %s byte %lld: %s", j->what, j->kind,
-                        (long long)(j->p - j->begin), msg);
+GPT2RT__MAYBE_UNUSED static void gpt2rt__json_init(gpt2rt__json *j, char *text, size_t len, gpt2rt_ctx *ctx, char *err,
+                                                   size_t err_cap, const char *what, const char *kind) {
+    memset(j, 0, sizeof *j);
+    j->p = j->begin = text;
+    j->end = text + len;
+    j->ctx = ctx;
+    j->err = err;
+    j->err_cap = err_cap;
+    j->what = what;
+    j->kind = kind;
+}
+
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
+    long long at = (long long)(j->p - j->begin);
+    const char *w = j->what ? j->what : "", *sep = j->what ? ": " : "";
+    char key[96] = "";
+    if (j->key) snprintf(key, sizeof key, "\"%.60s%s\": ", j->key, strlen(j->key) > 60 ? "..." : "");
+    if (j->ctx) return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
+    if (j->err && j->err_cap) snprintf(j->err, j->err_cap, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
+    return GPT2RT_ERR_FORMAT;
+}
+
+static gpt2rt_result gpt2rt__json_failf(gpt2rt__json *j, const char *fmt, ...) GPT2RT__PRINTF(2, 3);
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_failf(gpt2rt__json *j, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return gpt2rt__json_fail(j, msg);
 }
 
 static void gpt2rt__json_ws(gpt2rt__json *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
 
+/* skips whitespace, then c */
 static int gpt2rt__json_eat(gpt2rt__json *j, char c) {
     gpt2rt__json_ws(j);
     if (j->p < j->end && *j->p == c) { j->p++; return 1; }
     return 0;
+}
+
+/* the next non-space byte, -1 at the end */
+GPT2RT__MAYBE_UNUSED static int gpt2rt__json_peek(gpt2rt__json *j) {
+    gpt2rt__json_ws(j);
+    return j->p < j->end ? (unsigned char)*j->p : -1;
 }
 
 static int gpt2rt__hex(char c) {
@@ -4472,15 +4524,36 @@ static int gpt2rt__json_u4(gpt2rt__json *j, unsigned *u) {
     return 1;
 }
 
-/* a string, unescaped in place (never longer than its source), NUL-terminated */
-static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
+/* the length (2..4) of the well-formed UTF-8 sequence of a multi-byte character at
+   s (n bytes available), 0 when it is not one (overlong, surrogate, above U+10FFFF) */
+static int gpt2rt__json_utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!len || n < (size_t)len) return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* a string, unescaped in place, NUL-terminated; *n: its length in bytes */
+static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, size_t *n) {
     if (!gpt2rt__json_eat(j, '"')) return gpt2rt__json_fail(j, "expected a string");
     char *w = j->p, *start = j->p;
     while (1) {
         if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated string");
-        unsigned char c = (unsigned char)*j->p++;
-        if (c == '"') break;
-        if (c < 0x20) return gpt2rt__json_fail(j, "control character in a string");
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '"') { j->p++; break; }
+        if (c < 0x20) return gpt2rt__json_failf(j, "control character 0x%02X in a string (write it as \\u%04X)", c, c);
+        if (c >= 0x80) {
+            int len = gpt2rt__json_utf8_len((const unsigned char *)j->p, (size_t)(j->end - j->p));
+            if (!len) return gpt2rt__json_failf(j, "invalid UTF-8 (byte 0x%02X) in a string", c);
+            for (int i = 0; i < len; i++) *w++ = *j->p++;
+            continue;
+        }
+        j->p++;
         if (c != '\\') { *w++ = (char)c; continue; }
         if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated escape");
         char e = *j->p++;
@@ -4495,14 +4568,17 @@ static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
         case 't': *w++ = '\t'; break;
         case 'u': {
             unsigned u, lo;
-            if (!gpt2rt__json_u4(j, &u)) return gpt2rt__json_fail(j, "bad \\u escape");
+            if (!gpt2rt__json_u4(j, &u)) return gpt2rt__json_fail(j, "bad \\u escape (4 hex digits expected)");
             if (u >= 0xD800 && u < 0xDC00) {
-                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u') return gpt2rt__json_fail(j, "lone surrogate");
+                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
+                    return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a high surrogate needs a low one after it)", u);
                 j->p += 2;
-                if (!gpt2rt__json_u4(j, &lo) || lo < 0xDC00 || lo >= 0xE000) return gpt2rt__json_fail(j, "bad surrogate pair");
+                if (!gpt2rt__json_u4(j, &lo) || lo < 0xDC00 || lo >= 0xE000)
+                    return gpt2rt__json_failf(j, "bad surrogate pair: \\u%04X is not followed by \\uDC00..\\uDFFF", u);
                 u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (u >= 0xDC00 && u < 0xE000) return gpt2rt__json_fail(j, "lone surrogate");
-            if (u == 0) return gpt2rt__json_fail(j, "NUL character in a string");
+            } else if (u >= 0xDC00 && u < 0xE000)
+                return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a low surrogate without a high one)", u);
+            if (u == 0) return gpt2rt__json_fail(j, "\\u0000 (NUL) in a string");
             if (u < 0x80) *w++ = (char)u;
             else if (u < 0x800) { *w++ = (char)(0xC0 | (u >> 6)); *w++ = (char)(0x80 | (u & 63)); }
             else if (u < 0x10000) {
@@ -4513,62 +4589,251 @@ static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
             }
             break;
         }
-        default: return gpt2rt__json_fail(j, "unknown escape");
+        default:
+            if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7F) return gpt2rt__json_fail(j, "unknown escape");
+            return gpt2rt__json_failf(j, "unknown escape \\%c", e);
         }
     }
-    *w = 0; /* w <= the closing quote, which has been read */
+    *w = 0; /* w <= the closing quote, which has been read (an escape is never shorter in the text) */
     *out = start;
+    if (n) *n = (size_t)(w - start);
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
+static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
+    return gpt2rt__json_string_n(j, out, NULL);
+}
+
+/* RFC 8259's number grammar, -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?, at
+   j->p: its text [*s, j->p), *integer when it has neither fraction nor exponent */
+static gpt2rt_result gpt2rt__json_scan_number(gpt2rt__json *j, const char **s, int *integer) {
     gpt2rt__json_ws(j);
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return gpt2rt__json_fail(j, "expected a non-negative integer");
-    uint64_t v = 0;
-    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-        if (v > (UINT64_MAX - 9) / 10) return gpt2rt__json_fail(j, "integer too large");
-        v = v * 10 + (uint64_t)(*j->p++ - '0');
+    char *p = j->p, *e = j->end;
+    *s = p;
+    *integer = 1;
+#define GPT2RT__JSON_DIGIT(q) ((q) < e && *(q) >= '0' && *(q) <= '9')
+    if (p < e && *p == '-') p++;
+    if (!GPT2RT__JSON_DIGIT(p)) {
+        if (p < e && (*p == '.' || *p == '+' || *p == 'I' || *p == 'N' || *p == 'i' || *p == 'n'))
+            return gpt2rt__json_failf(j, "'%c' cannot start a JSON number (numbers are -?digits[.digits][e[+-]digits], "
+                                      "finite)", *p);
+        return gpt2rt__json_fail(j, p > j->p ? "'-' without digits" : "expected a number");
     }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
-        return gpt2rt__json_fail(j, "expected an integer, found a fraction");
+    if (*p == '0' && GPT2RT__JSON_DIGIT(p + 1)) {
+        j->p = p;
+        return gpt2rt__json_fail(j, "a number with a leading zero (JSON numbers have none)");
+    }
+    while (GPT2RT__JSON_DIGIT(p)) p++;
+    if (p < e && *p == '.') {
+        *integer = 0;
+        if (!GPT2RT__JSON_DIGIT(p + 1)) { j->p = p; return gpt2rt__json_fail(j, "a number's '.' without digits after it"); }
+        p++;
+        while (GPT2RT__JSON_DIGIT(p)) p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        *integer = 0;
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (!GPT2RT__JSON_DIGIT(p)) { j->p = p; return gpt2rt__json_fail(j, "a number's exponent without digits"); }
+        while (GPT2RT__JSON_DIGIT(p)) p++;
+    }
+#undef GPT2RT__JSON_DIGIT
+    if (p < e && (*p == 'x' || *p == 'X' || *p == '.' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
+        j->p = p;
+        return gpt2rt__json_failf(j, "'%c' after a number (JSON numbers are decimal: -?digits[.digits][e[+-]digits])",
+                                  *p);
+    }
+    j->p = p;
+    return GPT2RT_OK;
+}
+
+/* a number, finite (-0 reads as 0); one longer than GPT2RT__JSON_NUMBER_MAX characters is
+   refused as too long, one beyond double's range as out of range */
+static gpt2rt_result gpt2rt__json_number(gpt2rt__json *j, double *out) {
+    const char *s;
+    int integer;
+    gpt2rt_result r = gpt2rt__json_scan_number(j, &s, &integer);
+    if (r != GPT2RT_OK) return r;
+    size_t n = (size_t)(j->p - s);
+    if (n > GPT2RT__JSON_NUMBER_MAX) {
+        j->p = (char *)s;
+        return gpt2rt__json_failf(j, "a number too long (%zu characters; at most %d are read)", n,
+                                  GPT2RT__JSON_NUMBER_MAX);
+    }
+    char buf[GPT2RT__JSON_NUMBER_MAX + 1]; /* strtod on a copy: it would read on past the grammar ("0x1") */
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    double v = strtod(buf, NULL); /* the C locale's '.', like every number the runtime reads */
+    if (!isfinite(v)) {
+        j->p = (char *)s;
+        return gpt2rt__json_failf(j, "%.40s%s is out of range (a double's magnitude is at most 1.8e308)", buf,
+                                  n > 40 ? "..." : "");
+    }
+    *out = v == 0 ? 0.0 : v;
+    return GPT2RT_OK;
+}
+
+/* an integer written as one (1.0 and 1e2 are refused): *neg and its magnitude *mag,
+   *over when that exceeds lim; [lo, hi] (printed) for the message */
+static gpt2rt_result gpt2rt__json_integer(gpt2rt__json *j, uint64_t lim, const char *range, int *neg, uint64_t *mag,
+                                          int *over, const char **s) {
+    int integer;
+    gpt2rt_result r = gpt2rt__json_scan_number(j, s, &integer);
+    if (r != GPT2RT_OK) return r;
+    size_t n = (size_t)(j->p - *s);
+    if (!integer) {
+        j->p = (char *)*s;
+        return gpt2rt__json_failf(j, "expected an integer in %s, found %.*s%s (integers are written without fraction "
+                                  "or exponent)", range, n > 40 ? 40 : (int)n, *s, n > 40 ? "..." : "");
+    }
+    *neg = **s == '-';
+    *mag = 0;
+    *over = 0;
+    for (const char *q = *s + *neg; q < j->p && !*over; q++) {
+        if (*mag > (lim - (uint64_t)(*q - '0')) / 10) *over = 1;
+        else *mag = *mag * 10 + (uint64_t)(*q - '0');
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, const char *range) {
+    size_t n = (size_t)(j->p - s);
+    j->p = (char *)s;
+    if (n > 40) return gpt2rt__json_failf(j, "an integer of %zu characters is outside %s", n, range);
+    return gpt2rt__json_failf(j, "%.*s is outside %s", (int)n, s, range);
+}
+
+/* an integer in [lo, hi], written as one */
+static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, int64_t *out) {
+    char range[64];
+    snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
+    const char *s;
+    int neg, over;
+    uint64_t v;
+    gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, range, &neg, &v, &over, &s);
+    if (r != GPT2RT_OK) return r;
+    if (!over && !neg && v > (uint64_t)INT64_MAX) over = 1;
+    int64_t x = over ? 0 : neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+    if (over || x < lo || x > hi) return gpt2rt__json_int_range(j, s, range);
+    *out = x;
+    return GPT2RT_OK;
+}
+
+/* an integer in [0, UINT64_MAX] (safetensors' data_offsets) */
+static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
+    const char *range = "[0, 2^64)", *s;
+    int neg, over;
+    uint64_t v;
+    gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, range, &neg, &v, &over, &s);
+    if (r != GPT2RT_OK) return r;
+    if (over || (neg && v)) return gpt2rt__json_int_range(j, s, range);
     *out = v;
     return GPT2RT_OK;
 }
 
-/* skip any JSON value (for keys we do not use), nesting at most 32 deep */
-static gpt2rt_result gpt2rt__json_skip(gpt2rt__json *j, int depth) {
-    if (depth > 32) return gpt2rt__json_fail(j, "nested too deeply");
+static int gpt2rt__json_lit(gpt2rt__json *j, const char *lit) {
+    size_t n = strlen(lit);
     gpt2rt__json_ws(j);
-    if (j->p >= j->end) return gpt2rt__json_fail(j, "unexpected end of header");
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n)) return 0;
+    j->p += n;
+    return 1;
+}
+
+/* true or false */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_bool(gpt2rt__json *j, int *out) {
+    if (gpt2rt__json_lit(j, "true")) { *out = 1; return GPT2RT_OK; }
+    if (gpt2rt__json_lit(j, "false")) { *out = 0; return GPT2RT_OK; }
+    return gpt2rt__json_fail(j, "expected true or false");
+}
+
+/* 1, consumed, when the next value is null */
+GPT2RT__MAYBE_UNUSED static int gpt2rt__json_null(gpt2rt__json *j) {
+    return gpt2rt__json_lit(j, "null");
+}
+
+static gpt2rt_result gpt2rt__json_object_begin(gpt2rt__json *j) {
+    if (!gpt2rt__json_eat(j, '{')) return gpt2rt__json_fail(j, "expected '{' (an object)");
+    j->first = 1;
+    return GPT2RT_OK;
+}
+
+/* 1: a member follows, its key in *key and the ':' read; 0: the '}' read, or an error in *r */
+static int gpt2rt__json_object_next(gpt2rt__json *j, const char **key, gpt2rt_result *r) {
+    *r = GPT2RT_OK;
+    int first = j->first;
+    j->first = 0;
+    j->key = NULL;
+    if (gpt2rt__json_eat(j, '}')) return 0;
+    if (!first && !gpt2rt__json_eat(j, ',')) {
+        *r = gpt2rt__json_fail(j, j->p < j->end ? "expected ',' or '}'" : "unexpected end (an object is not closed)");
+        return 0;
+    }
+    if (!first && gpt2rt__json_peek(j) == '}') { *r = gpt2rt__json_fail(j, "'}' after ',' (no trailing commas)"); return 0; }
+    if ((*r = gpt2rt__json_string(j, key)) != GPT2RT_OK) return 0;
+    if (!gpt2rt__json_eat(j, ':')) {
+        *r = gpt2rt__json_failf(j, "expected ':' after the key \"%.60s\"", *key);
+        return 0;
+    }
+    j->key = *key;
+    return 1;
+}
+
+static gpt2rt_result gpt2rt__json_array_begin(gpt2rt__json *j) {
+    if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (an array)");
+    j->first = 1;
+    return GPT2RT_OK;
+}
+
+/* 1: a value follows; 0: the ']' read, or an error in *r */
+static int gpt2rt__json_array_next(gpt2rt__json *j, gpt2rt_result *r) {
+    *r = GPT2RT_OK;
+    int first = j->first;
+    j->first = 0;
+    if (gpt2rt__json_eat(j, ']')) return 0;
+    if (!first && !gpt2rt__json_eat(j, ',')) {
+        *r = gpt2rt__json_fail(j, j->p < j->end ? "expected ',' or ']'" : "unexpected end (an array is not closed)");
+        return 0;
+    }
+    gpt2rt__json_ws(j);
+    if (j->p < j->end && *j->p == ']') { *r = gpt2rt__json_fail(j, "']' after ',' (no trailing commas)"); return 0; }
+    return 1;
+}
+
+static gpt2rt_result gpt2rt__json_skip_in(gpt2rt__json *j, int depth) {
+    if (depth > GPT2RT__JSON_DEPTH) return gpt2rt__json_failf(j, "nested more than %d deep", GPT2RT__JSON_DEPTH);
+    int c = gpt2rt__json_peek(j);
+    gpt2rt_result r = GPT2RT_OK;
     const char *s;
-    char c = *j->p;
+    if (c < 0) return gpt2rt__json_fail(j, "unexpected end (a value expected)");
     if (c == '"') return gpt2rt__json_string(j, &s);
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        j->p++;
-        if (gpt2rt__json_eat(j, close)) return GPT2RT_OK;
-        do {
-            gpt2rt_result r;
-            if (c == '{') {
-                if ((r = gpt2rt__json_string(j, &s)) != GPT2RT_OK) return r;
-                if (!gpt2rt__json_eat(j, ':')) return gpt2rt__json_fail(j, "expected ':'");
-            }
-            if ((r = gpt2rt__json_skip(j, depth + 1)) != GPT2RT_OK) return r;
-        } while (gpt2rt__json_eat(j, ','));
-        if (!gpt2rt__json_eat(j, close)) return gpt2rt__json_fail(j, c == '{' ? "expected '}'" : "expected ']'");
-        return GPT2RT_OK;
+    if (c == '{') {
+        if ((r = gpt2rt__json_object_begin(j)) != GPT2RT_OK) return r;
+        while (gpt2rt__json_object_next(j, &s, &r))
+            if ((r = gpt2rt__json_skip_in(j, depth + 1)) != GPT2RT_OK) return r;
+        return r;
     }
-    const char *lits[3] = {"true", "false", "null"};
-    for (int i = 0; i < 3; i++) {
-        size_t n = strlen(lits[i]);
-        if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, lits[i], n)) { j->p += n; return GPT2RT_OK; }
+    if (c == '[') {
+        if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
+        while (gpt2rt__json_array_next(j, &r))
+            if ((r = gpt2rt__json_skip_in(j, depth + 1)) != GPT2RT_OK) return r;
+        return r;
     }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        j->p++;
-        while (j->p < j->end && *j->p && strchr("0123456789.eE+-", *j->p)) j->p++;
-        return GPT2RT_OK;
-    }
-    return gpt2rt__json_fail(j, "unexpected character");
+    if (gpt2rt__json_lit(j, "true") || gpt2rt__json_lit(j, "false") || gpt2rt__json_lit(j, "null")) return GPT2RT_OK;
+    double v;
+    if (c == '-' || (c >= '0' && c <= '9')) return gpt2rt__json_number(j, &v);
+    if (c >= 0x21 && c < 0x7F) return gpt2rt__json_failf(j, "unexpected character '%c' (a value expected)", c);
+    return gpt2rt__json_failf(j, "unexpected byte 0x%02X (a value expected)", c);
+}
+
+/* any value, validated as strictly as one that is read */
+static gpt2rt_result gpt2rt__json_skip(gpt2rt__json *j) {
+    return gpt2rt__json_skip_in(j, 1);
+}
+
+/* only whitespace remains */
+static gpt2rt_result gpt2rt__json_end(gpt2rt__json *j) {
+    gpt2rt__json_ws(j);
+    return j->p == j->end ? GPT2RT_OK : gpt2rt__json_fail(j, "text after the JSON value");
 }
 
 static int gpt2rt__grow(gpt2rt_ctx *ctx, void **arr, int *cap, int n, size_t elem) {
@@ -4591,52 +4856,53 @@ static void gpt2rt__st_release(gpt2rt_ctx *ctx, gpt2rt__st *st) {
 }
 
 static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor *t) {
-    char msg[160];
     int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
     gpt2rt_result r;
-    if (!gpt2rt__json_eat(j, '{')) return gpt2rt__json_fail(j, "expected '{' (a tensor entry)");
-    if (gpt2rt__json_eat(j, '}')) return gpt2rt__json_fail(j, "empty tensor entry");
-    do {
-        const char *key;
-        if ((r = gpt2rt__json_string(j, &key)) != GPT2RT_OK) return r;
-        if (!gpt2rt__json_eat(j, ':')) return gpt2rt__json_fail(j, "expected ':'");
+    const char *key;
+    if (gpt2rt__json_peek(j) != '{')
+        return gpt2rt__json_failf(j, "tensor '%.60s': expected '{' (a tensor entry)", t->name);
+    if ((r = gpt2rt__json_object_begin(j)) != GPT2RT_OK) return r;
+    while (gpt2rt__json_object_next(j, &key, &r)) {
         if (!strcmp(key, "dtype")) {
             const char *dt;
-            if (seen_dtype++) return gpt2rt__json_fail(j, "duplicate \"dtype\"");
+            if (seen_dtype++) return gpt2rt__json_failf(j, "tensor '%.60s': duplicate \"dtype\"", t->name);
             if ((r = gpt2rt__json_string(j, &dt)) != GPT2RT_OK) return r;
             t->dtype = -1;
             for (int i = 0; i < GPT2RT__NDTYPE; i++)
                 if (!strcmp(dt, gpt2rt__dtype_names[i])) t->dtype = i;
-            if (t->dtype < 0) {
-                snprintf(msg, sizeof msg, "tensor '%.60s' has unknown dtype '%.20s'", t->name, dt);
-                return gpt2rt__json_fail(j, msg);
-            }
+            if (t->dtype < 0) return gpt2rt__json_failf(j, "tensor '%.60s' has unknown dtype '%.20s'", t->name, dt);
         } else if (!strcmp(key, "shape")) {
-            if (seen_shape++) return gpt2rt__json_fail(j, "duplicate \"shape\"");
-            if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (shape)");
+            if (seen_shape++) return gpt2rt__json_failf(j, "tensor '%.60s': duplicate \"shape\"", t->name);
+            if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
             t->ndim = 0;
-            if (!gpt2rt__json_eat(j, ']')) {
-                do {
-                    uint64_t v;
-                    if (t->ndim == GPT2RT__ST_MAX_DIMS) return gpt2rt__json_fail(j, "more than 8 dimensions");
-                    if ((r = gpt2rt__json_u64(j, &v)) != GPT2RT_OK) return r;
-                    if (v > ((uint64_t)1 << 40)) return gpt2rt__json_fail(j, "dimension larger than 2^40");
-                    t->shape[t->ndim++] = (int64_t)v;
-                } while (gpt2rt__json_eat(j, ','));
-                if (!gpt2rt__json_eat(j, ']')) return gpt2rt__json_fail(j, "expected ']' (shape)");
+            while (gpt2rt__json_array_next(j, &r)) {
+                int64_t v;
+                if (t->ndim == GPT2RT__ST_MAX_DIMS)
+                    return gpt2rt__json_failf(j, "tensor '%.60s' has more than %d dimensions", t->name,
+                                              GPT2RT__ST_MAX_DIMS);
+                if ((r = gpt2rt__json_int(j, 0, (int64_t)1 << 40, &v)) != GPT2RT_OK) return r;
+                t->shape[t->ndim++] = v;
             }
+            if (r != GPT2RT_OK) return r;
         } else if (!strcmp(key, "data_offsets")) {
-            if (seen_offsets++) return gpt2rt__json_fail(j, "duplicate \"data_offsets\"");
-            if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (data_offsets)");
-            if ((r = gpt2rt__json_u64(j, &t->begin)) != GPT2RT_OK) return r;
-            if (!gpt2rt__json_eat(j, ',')) return gpt2rt__json_fail(j, "expected ',' (data_offsets has 2 numbers)");
-            if ((r = gpt2rt__json_u64(j, &t->end)) != GPT2RT_OK) return r;
-            if (!gpt2rt__json_eat(j, ']')) return gpt2rt__json_fail(j, "expected ']' (data_offsets has 2 numbers)");
-        } else if ((r = gpt2rt__json_skip(j, 1)) != GPT2RT_OK) return r;
-    } while (gpt2rt__json_eat(j, ','));
-    if (!gpt2rt__json_eat(j, '}')) return gpt2rt__json_fail(j, "expected '}' (end of a tensor entry)");
+            uint64_t v[2];
+            int n = 0;
+            if (seen_offsets++) return gpt2rt__json_failf(j, "tensor '%.60s': duplicate \"data_offsets\"", t->name);
+            if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
+            while (gpt2rt__json_array_next(j, &r)) {
+                if (n == 2) return gpt2rt__json_failf(j, "tensor '%.60s': data_offsets has more than 2 numbers", t->name);
+                if ((r = gpt2rt__json_u64(j, &v[n++])) != GPT2RT_OK) return r;
+            }
+            if (r != GPT2RT_OK) return r;
+            if (n != 2) return gpt2rt__json_failf(j, "tensor '%.60s': data_offsets has %d numbers, not 2", t->name, n);
+            t->begin = v[0];
+            t->end = v[1];
+        } else if ((r = gpt2rt__json_skip(j)) != GPT2RT_OK) return r;
+    }
+    if (r != GPT2RT_OK) return r;
     if (!seen_dtype || !seen_shape || !seen_offsets)
-        return gpt2rt__json_fail(j, "tensor entry lacks dtype, shape or data_offsets");
+        return gpt2rt__json_failf(j, "tensor '%.60s' lacks %s", t->name,
+                                  !seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets");
     return GPT2RT_OK;
 }
 
@@ -4665,12 +4931,30 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
                             what, (unsigned long long)len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | buf[i];
-    if (hlen > 100000000u || hlen > len - 8)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu exceeds the %llu bytes after the length "
-                            "field%s", what, (unsigned long long)hlen, (unsigned long long)(len - 8),
-                            hlen > 100000000u ? " (and the 100 MB limit)" : " (truncated file?)");
-    if (hlen < 2) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu is too short", what,
-                                      (unsigned long long)hlen);
+    if (hlen > len - 8 || hlen < 2 || buf[8] != '{') { /* another kind of file, or a cut one: name its first bytes */
+        char hex[3 * 16 + 1], txt[16 + 1];
+        size_t k = 0, show = len < 16 ? len : 16;
+        for (; k < show; k++) {
+            snprintf(hex + 3 * k, 4, "%s%02X", k ? " " : "", buf[k]);
+            txt[k] = buf[k] >= 0x20 && buf[k] < 0x7F ? (char)buf[k] : '.';
+        }
+        txt[k] = 0;
+        if (hlen > len - 8)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a safetensors file (or a truncated one): its first 8 "
+                                "bytes, read as the header length, say %llu%s, but only %llu bytes follow; the file "
+                                "starts with %s (\"%s\")", what, (unsigned long long)hlen,
+                                hlen > 100000000u ? " (above the 100 MB limit too)" : "",
+                                (unsigned long long)(len - 8), hex, txt);
+        if (hlen < 2)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a safetensors file: header length %llu is too short "
+                                "(the least is 2, \"{}\"); the file starts with %s (\"%s\")", what,
+                                (unsigned long long)hlen, hex, txt);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a safetensors file: the header (byte 8) does not start "
+                            "with '{'; the file starts with %s (\"%s\")", what, hex, txt);
+    }
+    if (hlen > 100000000u)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu exceeds the 100 MB limit", what,
+                            (unsigned long long)hlen);
     st->header = (char *)gpt2rt__alloc(&ctx->cfg, (size_t)hlen + 1, GPT2RT_MEM_BOOKKEEPING);
     if (!st->header) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: header copy of %llu bytes", what,
                                          (unsigned long long)hlen);
@@ -4679,50 +4963,44 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
     st->data = buf + 8 + hlen;
     st->data_len = len - 8 - hlen;
     gpt2rt__json j;
-    j.p = j.begin = st->header;
-    j.end = st->header + hlen;
-    j.ctx = ctx;
-    j.what = what;
-    j.kind = "safetensors header";
-    gpt2rt_result r = GPT2RT_OK;
-    if (!gpt2rt__json_eat(&j, '{')) { r = gpt2rt__json_fail(&j, "expected '{' at the start of the header"); goto fail; }
-    if (!gpt2rt__json_eat(&j, '}')) {
-        do {
-            const char *key;
-            if ((r = gpt2rt__json_string(&j, &key)) != GPT2RT_OK) goto fail;
-            if (!gpt2rt__json_eat(&j, ':')) { r = gpt2rt__json_fail(&j, "expected ':'"); goto fail; }
-            if (!strcmp(key, "__metadata__")) {
-                if (!gpt2rt__json_eat(&j, '{')) { r = gpt2rt__json_fail(&j, "expected '{' (__metadata__)"); goto fail; }
-                if (gpt2rt__json_eat(&j, '}')) continue;
-                do {
-                    const char *k, *v;
-                    if ((r = gpt2rt__json_string(&j, &k)) != GPT2RT_OK) goto fail;
-                    if (!gpt2rt__json_eat(&j, ':')) { r = gpt2rt__json_fail(&j, "expected ':'"); goto fail; }
-                    if ((r = gpt2rt__json_string(&j, &v)) != GPT2RT_OK) goto fail;
-                    if (!gpt2rt__grow(ctx, (void **)&st->meta, &st->cap_meta, st->n_meta + 2, sizeof(char *))) {
-                        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: metadata table", what);
-                        goto fail;
-                    }
-                    st->meta[st->n_meta++] = k;
-                    st->meta[st->n_meta++] = v;
-                } while (gpt2rt__json_eat(&j, ','));
-                if (!gpt2rt__json_eat(&j, '}')) { r = gpt2rt__json_fail(&j, "expected '}' (__metadata__)"); goto fail; }
-                continue;
+    gpt2rt__json_init(&j, st->header, (size_t)hlen, ctx, NULL, 0, what, "safetensors header");
+    gpt2rt_result r;
+    const char *key;
+    int seen_meta = 0;
+    if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) goto fail;
+    while (gpt2rt__json_object_next(&j, &key, &r)) {
+        if (!strcmp(key, "__metadata__")) {
+            const char *k, *v;
+            if (seen_meta++) { r = gpt2rt__json_fail(&j, "\"__metadata__\" appears twice"); goto fail; }
+            if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) goto fail;
+            while (gpt2rt__json_object_next(&j, &k, &r)) {
+                if (gpt2rt__json_peek(&j) != '"') {
+                    r = gpt2rt__json_failf(&j, "__metadata__ \"%.60s\": expected a string (metadata values are "
+                                           "strings)", k);
+                    goto fail;
+                }
+                if ((r = gpt2rt__json_string(&j, &v)) != GPT2RT_OK) goto fail;
+                if (!gpt2rt__grow(ctx, (void **)&st->meta, &st->cap_meta, st->n_meta + 2, sizeof(char *))) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: metadata table", what);
+                    goto fail;
+                }
+                st->meta[st->n_meta++] = k;
+                st->meta[st->n_meta++] = v;
             }
-            if (!gpt2rt__grow(ctx, (void **)&st->t, &st->cap, st->n, sizeof(gpt2rt__st_tensor))) {
-                r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: tensor table of %d entries", what, st->n);
-                goto fail;
-            }
-            gpt2rt__st_tensor *t = &st->t[st->n];
-            memset(t, 0, sizeof *t);
-            t->name = key;
-            if ((r = gpt2rt__st_tensor_entry(&j, t)) != GPT2RT_OK) goto fail;
-            st->n++;
-        } while (gpt2rt__json_eat(&j, ','));
-        if (!gpt2rt__json_eat(&j, '}')) { r = gpt2rt__json_fail(&j, "expected '}' or ','"); goto fail; }
+            if (r != GPT2RT_OK) goto fail;
+            continue;
+        }
+        if (!gpt2rt__grow(ctx, (void **)&st->t, &st->cap, st->n, sizeof(gpt2rt__st_tensor))) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: tensor table of %d entries", what, st->n);
+            goto fail;
+        }
+        gpt2rt__st_tensor *t = &st->t[st->n];
+        memset(t, 0, sizeof *t);
+        t->name = key;
+        if ((r = gpt2rt__st_tensor_entry(&j, t)) != GPT2RT_OK) goto fail;
+        st->n++;
     }
-    gpt2rt__json_ws(&j);
-    if (j.p != j.end) { r = gpt2rt__json_fail(&j, "trailing bytes after the header object"); goto fail; }
+    if (r != GPT2RT_OK || (r = gpt2rt__json_end(&j)) != GPT2RT_OK) goto fail;
     for (int i = 0; i < st->n; i++) {
         gpt2rt__st_tensor *t = &st->t[i];
         uint64_t numel = 1;
@@ -5200,38 +5478,19 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
     static const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_ctx"};
     int64_t val[6] = {-1, -1, -1, -1, -1, -1};
     gpt2rt__json j;
-    j.p = j.begin = buf;
-    j.end = buf + len;
-    j.ctx = ctx;
-    j.what = what;
-    j.kind = "config.json";
+    gpt2rt__json_init(&j, buf, len, ctx, NULL, 0, what, "config.json");
     gpt2rt_result r;
-    if (!gpt2rt__json_eat(&j, '{')) return gpt2rt__json_fail(&j, "expected '{' (a JSON object)");
-    if (!gpt2rt__json_eat(&j, '}')) {
-        do {
-            const char *key;
-            int k = 0;
-            if ((r = gpt2rt__json_string(&j, &key)) != GPT2RT_OK) return r;
-            if (!gpt2rt__json_eat(&j, ':')) return gpt2rt__json_fail(&j, "expected ':'");
-            while (k < 6 && strcmp(key, keys[k])) k++;
-            if (k == 6) { if ((r = gpt2rt__json_skip(&j, 1)) != GPT2RT_OK) return r; continue; }
-            uint64_t v;
-            gpt2rt__json_ws(&j);
-            if (j.p < j.end && *j.p == 'n' && k >= 4) { /* null lengths: the other one rules */
-                if ((r = gpt2rt__json_skip(&j, 1)) != GPT2RT_OK) return r;
-                continue;
-            }
-            if (val[k] >= 0) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" appears twice", what, keys[k]);
-            if ((r = gpt2rt__json_u64(&j, &v)) != GPT2RT_OK) return r;
-            if (v < 1 || v > INT32_MAX)
-                return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" = %llu is outside [1, 2^31)", what, keys[k],
-                                    (unsigned long long)v);
-            val[k] = (int64_t)v;
-        } while (gpt2rt__json_eat(&j, ','));
-        if (!gpt2rt__json_eat(&j, '}')) return gpt2rt__json_fail(&j, "expected '}' or ','");
+    const char *key;
+    if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) return r;
+    while (gpt2rt__json_object_next(&j, &key, &r)) {
+        int k = 0;
+        while (k < 6 && strcmp(key, keys[k])) k++;
+        if (k == 6) { if ((r = gpt2rt__json_skip(&j)) != GPT2RT_OK) return r; continue; }
+        if (k >= 4 && gpt2rt__json_null(&j)) continue; /* null lengths: the other one rules */
+        if (val[k] >= 0) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" appears twice", what, keys[k]);
+        if ((r = gpt2rt__json_int(&j, 1, INT32_MAX, &val[k])) != GPT2RT_OK) return r;
     }
-    gpt2rt__json_ws(&j);
-    if (j.p != j.end) return gpt2rt__json_fail(&j, "text after the object");
+    if (r != GPT2RT_OK || (r = gpt2rt__json_end(&j)) != GPT2RT_OK) return r;
     if (val[4] < 0) val[4] = val[5]; /* older files give only n_ctx */
     for (int k = 0; k < 5; k++)
         if (val[k] < 0)
