@@ -8137,136 +8137,257 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
     return GPT2RT_OK;
 }
 
-/* ---- reading forecaster.json: the keys first, then each value where it is needed ---- */
+/* ---- reading forecaster.json ---- */
 
-typedef struct gpt2rt__fj {
-    const char *p, *end;
-    int n;
-    char key[64][32];
-    const char *val[64]; /* where key[i]'s value starts */
-} gpt2rt__fj;
+/* its keys, each once: the strings and arrays, then the integers with their ranges.
+   note, trained_precision and end may be left out; linear_rows and linear_cols are
+   there exactly when linear is not null. */
+static const char *gpt2rt__fc_keys[] = {"format", "version", "note", "head", "attn_mask", "trained_precision",
+                                        "columns", "date_column", "date_step", "borders", "scaler_mean",
+                                        "scaler_std", "blend", "linear", "end"};
+enum { GPT2RT__FK_FORMAT, GPT2RT__FK_VERSION, GPT2RT__FK_NOTE, GPT2RT__FK_HEAD, GPT2RT__FK_MASK, GPT2RT__FK_PRECISION,
+       GPT2RT__FK_COLUMNS, GPT2RT__FK_DATE_COLUMN, GPT2RT__FK_DATE_STEP, GPT2RT__FK_BORDERS, GPT2RT__FK_MEAN,
+       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_NS };
+static const struct { const char *key; int64_t lo, hi; } gpt2rt__fc_ints[] = {
+    {"n_layer", 1, INT32_MAX}, {"n_head", 1, INT32_MAX}, {"n_embd", 1, INT32_MAX}, {"max_seq_len", 1, INT32_MAX},
+    {"lookback", 1, INT32_MAX}, {"patch_len", 1, INT32_MAX}, {"patch_stride", 1, INT32_MAX},
+    {"horizon", 1, INT32_MAX}, {"channels", 1, INT32_MAX}, {"revin_affine", 0, 1}, {"batch", 1, INT32_MAX},
+    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}};
+enum { GPT2RT__FI_N = 14, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13 };
+#define GPT2RT__FC_DATE_STEP_MAX 1e10 /* seconds: 317 years between rows */
 
-static void gpt2rt__fj_ws(gpt2rt__fj *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+/* one of n names, or -1 */
+static int gpt2rt__fc_pick(const char *s, const char *const *names, int n) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(s, names[k])) return k;
+    return -1;
 }
 
-/* a string at p into out (cap bytes, NUL-terminated); 0 when it is not one or too long */
-static int gpt2rt__fj_str(gpt2rt__fj *j, char *out, size_t cap) {
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end || *j->p != '"') return 0;
-    size_t n = 0;
-    for (j->p++; j->p < j->end && *j->p != '"'; j->p++) {
-        unsigned c = (unsigned char)*j->p;
-        if (c < 0x20) return 0;
-        if (c == '\\') {
-            if (++j->p >= j->end) return 0;
-            c = (unsigned char)*j->p;
-            if (c == 'u') {
-                unsigned u = 0;
-                for (int i = 0; i < 4; i++) {
-                    if (++j->p >= j->end || gpt2rt__hex(*j->p) < 0) return 0;
-                    u = u * 16 + (unsigned)gpt2rt__hex(*j->p);
+/* an array of numbers, each in [lo, hi], appended to *v (grown as it goes) */
+static gpt2rt_result gpt2rt__fc_nums(gpt2rt__json *j, double **v, int64_t *n, double lo, double hi, const char *range) {
+    gpt2rt_result r = gpt2rt__json_array_begin(j);
+    int64_t cap = 0;
+    while (r == GPT2RT_OK && gpt2rt__json_array_next(j, &r)) {
+        double x;
+        const char *at = j->p;
+        if ((r = gpt2rt__json_number(j, &x)) != GPT2RT_OK) break;
+        if (!(x >= lo && x <= hi)) {
+            j->p = (char *)at;
+            return gpt2rt__json_failf(j, "element %lld = %.17g is outside %s", (long long)*n, x, range);
+        }
+        if (*n == cap) {
+            double *g = (double *)realloc(*v, sizeof(double) * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!g) return gpt2rt__tok_msg(j->err, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", j->what);
+            *v = g;
+        }
+        (*v)[(*n)++] = x;
+    }
+    return r;
+}
+
+static int gpt2rt__fc_cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* forecaster.json (text, len bytes and a NUL, unescaped in place) into fc and c: every
+   key known and once, every value of its type and in its range, the arrays as long as
+   the shape says; the message in fc->error */
+static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t len, const char *file, gpt2rt_config *c) {
+    int seen[GPT2RT__FK_NS + GPT2RT__FI_N] = {0};
+    int64_t iv[GPT2RT__FI_N] = {0};
+    const char *head = NULL, *mask = NULL, *date = NULL, *key, **cols = NULL;
+    double *arr[3] = {NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear */
+    int64_t narr[3] = {0, 0, 0}, ncols = 0, cap = 0;
+    int borders = 0, end = 1, linear_null = 0;
+    char *e = fc->error;
+    gpt2rt__json j;
+    gpt2rt__json_init(&j, text, len, NULL, e, sizeof fc->error, file, "forecaster.json");
+    gpt2rt_result r = gpt2rt__json_object_begin(&j);
+    while (r == GPT2RT_OK && gpt2rt__json_object_next(&j, &key, &r)) {
+        int k = gpt2rt__fc_pick(key, gpt2rt__fc_keys, GPT2RT__FK_NS);
+        for (int i = 0; k < 0 && i < GPT2RT__FI_N; i++)
+            if (!strcmp(key, gpt2rt__fc_ints[i].key)) k = GPT2RT__FK_NS + i;
+        if (k < 0) { r = gpt2rt__json_fail(&j, "unknown key (docs/timeseries.md lists forecaster.json's keys)"); break; }
+        if (seen[k]++) { r = gpt2rt__json_fail(&j, "the key appears twice"); break; }
+        const char *s = NULL;
+        int64_t v;
+        switch (k) {
+        case GPT2RT__FK_FORMAT:
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2rt-forecaster"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\": not a forecaster (its format is \"gpt2rt-forecaster\")", s);
+            break;
+        case GPT2RT__FK_VERSION:
+            if ((r = gpt2rt__json_int(&j, 0, INT32_MAX, &v)) == GPT2RT_OK && v != 1)
+                r = gpt2rt__json_failf(&j, "version %lld; this gpt2rt reads version 1", (long long)v);
+            break;
+        case GPT2RT__FK_NOTE:
+        case GPT2RT__FK_DATE_COLUMN:
+            if (gpt2rt__json_null(&j)) break;
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && k == GPT2RT__FK_DATE_COLUMN) {
+                if (!*s) r = gpt2rt__json_fail(&j, "an empty name (a name, or null for none)");
+                date = s;
+            }
+            break;
+        case GPT2RT__FK_HEAD:
+            if ((r = gpt2rt__json_string(&j, &head)) == GPT2RT_OK && strcmp(head, "regression") &&
+                strcmp(head, "patch_decode"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"regression\" nor \"patch_decode\"", head);
+            break;
+        case GPT2RT__FK_MASK:
+            if ((r = gpt2rt__json_string(&j, &mask)) == GPT2RT_OK && strcmp(mask, "causal") && strcmp(mask, "placeholders"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"causal\" nor \"placeholders\"", mask);
+            break;
+        case GPT2RT__FK_PRECISION: {
+            static const char *p[] = {"fp32", "bf16", "fp16"};
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && gpt2rt__fc_pick(s, p, 3) < 0)
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not fp32, bf16 or fp16", s);
+            break;
+        }
+        case GPT2RT__FK_BORDERS:
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && (borders = gpt2rt__fc_pick(s, gpt2rt__fc_borders, 5)) < 0)
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not auto, etth, ettm, ratio or none", s);
+            break;
+        case GPT2RT__FK_COLUMNS:
+            if ((r = gpt2rt__json_array_begin(&j)) != GPT2RT_OK) break;
+            while (gpt2rt__json_array_next(&j, &r)) {
+                size_t n;
+                if (gpt2rt__json_peek(&j) != '"') { r = gpt2rt__json_failf(&j, "name %lld is not a string", (long long)ncols); break; }
+                if ((r = gpt2rt__json_string_n(&j, &s, &n)) != GPT2RT_OK) break;
+                if (!n) { r = gpt2rt__json_failf(&j, "name %lld is empty", (long long)ncols); break; }
+                if (ncols == cap) {
+                    const char **g = (const char **)realloc((void *)cols, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 16));
+                    if (!g) { r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file); break; }
+                    cols = g;
                 }
-                if (u == 0 || u >= 0x80) return 0; /* the writer escapes control characters only */
-                c = u;
-            } else if (c == 'n') c = '\n';
-            else if (c == 't') c = '\t';
-            else if (c == 'r') c = '\r';
-            else if (c != '"' && c != '\\' && c != '/') return 0;
+                cols[ncols++] = s;
+            }
+            break;
+        case GPT2RT__FK_DATE_STEP: {
+            double d;
+            const char *at = j.p;
+            if ((r = gpt2rt__json_number(&j, &d)) == GPT2RT_OK && !(d >= 0 && d <= GPT2RT__FC_DATE_STEP_MAX)) {
+                j.p = (char *)at;
+                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1e10] (seconds between rows; 0: unknown)", d);
+            }
+            fc->info.date_step = d;
+            break;
         }
-        if (n + 1 >= cap) return 0;
-        out[n++] = (char)c;
-    }
-    if (j->p >= j->end) return 0;
-    j->p++;
-    out[n] = 0;
-    return 1;
-}
-
-/* past one value: a number, string, true/false/null, or an array of them */
-static int gpt2rt__fj_skip(gpt2rt__fj *j, int depth) {
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end) return 0;
-    if (*j->p == '"') { /* any length: nothing kept */
-        for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
-            if (*j->p == '\\' && ++j->p >= j->end) return 0;
-        if (j->p >= j->end) return 0;
-        j->p++;
-        return 1;
-    }
-    if (*j->p == '[') {
-        if (depth > 0) return 0;
-        j->p++;
-        gpt2rt__fj_ws(j);
-        if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
-        for (;;) {
-            if (!gpt2rt__fj_skip(j, depth + 1)) return 0;
-            gpt2rt__fj_ws(j);
-            if (j->p < j->end && *j->p == ',') { j->p++; continue; }
-            if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
-            return 0;
+        case GPT2RT__FK_BLEND: {
+            const char *at = j.p;
+            if ((r = gpt2rt__json_number(&j, &fc->info.blend)) == GPT2RT_OK && !(fc->info.blend >= 0 && fc->info.blend <= 1)) {
+                j.p = (char *)at;
+                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1]", fc->info.blend);
+            }
+            break;
+        }
+        case GPT2RT__FK_MEAN:
+            r = gpt2rt__fc_nums(&j, &arr[0], &narr[0], -GPT2RT__FC_MEAN_MAX, GPT2RT__FC_MEAN_MAX,
+                                "[-3.4028234663852886e38, 3.4028234663852886e38] (a mean of floats)");
+            break;
+        case GPT2RT__FK_STD:
+            r = gpt2rt__fc_nums(&j, &arr[1], &narr[1], GPT2RT__FC_STD_MIN, GPT2RT__FC_STD_MAX,
+                                "[2.220446049250313e-15, 3.4028234663852886e38] (a scaler's std: positive, at least "
+                                "10 DBL_EPSILON, at most FLT_MAX)");
+            break;
+        case GPT2RT__FK_LINEAR:
+            if (!(linear_null = gpt2rt__json_null(&j)))
+                r = gpt2rt__fc_nums(&j, &arr[2], &narr[2], -GPT2RT__FC_LINEAR_MAX, GPT2RT__FC_LINEAR_MAX, "[-1e15, 1e15]");
+            break;
+        case GPT2RT__FK_END:
+            if ((r = gpt2rt__json_bool(&j, &end)) == GPT2RT_OK && !end) r = gpt2rt__json_fail(&j, "false; a complete file ends with \"end\": true");
+            break;
+        default: {
+            int i = k - GPT2RT__FK_NS;
+            r = gpt2rt__json_int(&j, gpt2rt__fc_ints[i].lo, gpt2rt__fc_ints[i].hi, &iv[i]);
+        }
         }
     }
-    const char *b = j->p;
-    while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || (*j->p >= 'a' && *j->p <= 'z') || strchr("+-.E", *j->p))) j->p++;
-    return j->p > b;
-}
-
-static int gpt2rt__fj_parse(gpt2rt__fj *j, const char *text, size_t len) {
-    memset(j, 0, sizeof *j);
-    j->p = text;
-    j->end = text + len;
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end || *j->p++ != '{') return 0;
-    for (;;) {
-        if (j->n == 64 || !gpt2rt__fj_str(j, j->key[j->n], sizeof j->key[0])) return 0;
-        gpt2rt__fj_ws(j);
-        if (j->p >= j->end || *j->p++ != ':') return 0;
-        gpt2rt__fj_ws(j);
-        j->val[j->n++] = j->p;
-        if (!gpt2rt__fj_skip(j, 0)) return 0;
-        gpt2rt__fj_ws(j);
-        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
-        if (j->p < j->end && *j->p == '}') return 1;
-        return 0;
+    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
+    /* every key the writer always writes, and the arrays as long as the shape says */
+    for (int k = 0; r == GPT2RT_OK && k < GPT2RT__FK_NS + GPT2RT__FI_N; k++) {
+        const char *name = k < GPT2RT__FK_NS ? gpt2rt__fc_keys[k] : gpt2rt__fc_ints[k - GPT2RT__FK_NS].key;
+        int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END ||
+                       k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
+        if (!seen[k] && !optional) r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing", file, name);
     }
-}
-
-/* key's value position in *j (p moved there), 0 when the key is absent */
-static int gpt2rt__fj_at(gpt2rt__fj *j, const char *key) {
-    for (int i = 0; i < j->n; i++)
-        if (!strcmp(j->key[i], key)) { j->p = j->val[i]; return 1; }
-    return 0;
-}
-
-static int gpt2rt__fj_null(gpt2rt__fj *j) {
-    return j->end - j->p >= 4 && !memcmp(j->p, "null", 4);
-}
-
-/* a number at p (strtod's syntax, finite) */
-static int gpt2rt__fj_num(gpt2rt__fj *j, double *v) {
-    char buf[64];
-    size_t n = 0;
-    gpt2rt__fj_ws(j);
-    while (j->p < j->end && n + 1 < sizeof buf && ((*j->p >= '0' && *j->p <= '9') || strchr("+-.eE", *j->p)))
-        buf[n++] = *j->p++;
-    buf[n] = 0;
-    char *e;
-    *v = strtod(buf, &e);
-    return n > 0 && *e == 0 && isfinite(*v);
-}
-
-/* n numbers of an array at p into v */
-static int gpt2rt__fj_nums(gpt2rt__fj *j, double *v, int64_t n) {
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end || *j->p++ != '[') return 0;
-    for (int64_t i = 0; i < n; i++) {
-        gpt2rt__fj_ws(j);
-        if (i && (j->p >= j->end || *j->p++ != ',')) return 0;
-        if (!gpt2rt__fj_num(j, &v[i])) return 0;
+    int64_t L = iv[4], H = iv[7], M = iv[8];
+    int has_linear = !linear_null, rows = seen[GPT2RT__FK_NS + GPT2RT__FI_ROWS],
+        lcols = seen[GPT2RT__FK_NS + GPT2RT__FI_COLS];
+    if (r != GPT2RT_OK) {
+    } else if (ncols != M) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" has %lld names; \"channels\" = %lld needs %lld names",
+                            file, (long long)ncols, (long long)M, (long long)M);
+    } else if (narr[0] != M || narr[1] != M) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" have %lld and %lld numbers; "
+                            "\"channels\" = %lld needs %lld each", file, (long long)narr[0], (long long)narr[1],
+                            (long long)M, (long long)M);
+    } else if (has_linear != rows || has_linear != lcols || (has_linear && (iv[GPT2RT__FI_ROWS] != L + 1 ||
+               iv[GPT2RT__FI_COLS] != H || narr[2] != (L + 1) * H))) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: the linear map is %s; lookback %lld and horizon %lld need "
+                            "\"linear_rows\" = %lld, \"linear_cols\" = %lld and %lld numbers in \"linear\" (or "
+                            "\"linear\": null and neither size)", file,
+                            !has_linear ? (rows || lcols ? "null but a size is given" : "null")
+                            : !rows || !lcols ? "given without its sizes" : "of another shape",
+                            (long long)L, (long long)H, (long long)(L + 1), (long long)H, (long long)((L + 1) * H));
+        if (has_linear && rows && lcols)
+            snprintf(e + strlen(e), sizeof fc->error - strlen(e), " (it is %lld x %lld, %lld numbers)",
+                     (long long)iv[GPT2RT__FI_ROWS], (long long)iv[GPT2RT__FI_COLS], (long long)narr[2]);
+    } else if ((fc->info.blend > 0 || iv[11]) && !has_linear) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
+                            fc->info.blend, (int)iv[11]);
     }
-    gpt2rt__fj_ws(j);
-    return j->p < j->end && *j->p == ']';
+    if (r == GPT2RT_OK && M > 1) { /* duplicate names: sorted neighbours */
+        const char **sorted = (const char **)malloc(sizeof(char *) * (size_t)M);
+        if (!sorted) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        else {
+            memcpy((void *)sorted, (const void *)cols, sizeof(char *) * (size_t)M);
+            qsort((void *)sorted, (size_t)M, sizeof(char *), gpt2rt__fc_cmp_names);
+            for (int64_t m = 1; m < M && r == GPT2RT_OK; m++)
+                if (!strcmp(sorted[m - 1], sorted[m]))
+                    r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" names \"%.200s\" twice; each channel "
+                                        "has its own name", file, sorted[m]);
+            free((void *)sorted);
+        }
+    }
+    if (r == GPT2RT_OK) { /* the names, then the date column's, NUL-separated, in one block */
+        size_t total = date ? strlen(date) + 1 : 0;
+        for (int64_t m = 0; m < M; m++) total += strlen(cols[m]) + 1;
+        fc->names = (char *)malloc(total ? total : 1);
+        fc->name = (char **)malloc(sizeof(char *) * (size_t)M);
+        if (!fc->names || !fc->name) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        else {
+            char *q = fc->names;
+            for (int64_t m = 0; m <= M; m++) {
+                const char *src = m < M ? cols[m] : date;
+                if (!src) break;
+                size_t n = strlen(src) + 1;
+                memcpy(q, src, n);
+                if (m < M) fc->name[m] = q;
+                else fc->date_name = q;
+                q += n;
+            }
+        }
+    }
+    free((void *)cols);
+    if (r != GPT2RT_OK) {
+        free(arr[0]); free(arr[1]); free(arr[2]);
+        return r;
+    }
+    fc->mean = arr[0];
+    fc->std = arr[1];
+    fc->W = arr[2];
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
+                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
+    for (int i = 0; i < 12; i++) *dst[i] = (int)iv[i];
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
+    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    fc->info.borders = (gpt2rt_series_borders)borders;
+    fc->info.lookback = c->seq_len;
+    fc->info.horizon = c->horizon;
+    fc->info.channels = c->n_channels;
+    fc->info.has_linear = has_linear;
+    return GPT2RT_OK;
 }
 
 static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
@@ -8284,128 +8405,36 @@ static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster 
     return r;
 }
 
-/* the model and runtime of the forecaster in j into c; 0 (and the message) when a
-   field is missing or out of range */
-static int gpt2rt__fc_config(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file, gpt2rt_config *c) {
-    static const char *keys[] = {"n_layer", "n_head", "n_embd", "max_seq_len", "lookback", "patch_len", "patch_stride",
-                                 "horizon", "channels", "revin_affine", "batch", "linear_residual"};
-    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
-                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
-    for (int k = 0; k < 12; k++) {
-        double v;
-        if (!gpt2rt__fj_at(j, keys[k]) || !gpt2rt__fj_num(j, &v) || v != floor(v) || v < 0 || v > 1e9) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing or not an integer in [0, 1e9]", file,
-                            keys[k]);
-            return 0;
+/* the weights file holds exactly the tensors of fc->ctx's model: gpt2rt_weights_load
+   keeps a patch model's own tensors when a file lacks them (a GPT-2 checkpoint to
+   fine-tune from) and ignores the ones it does not know; a forecaster has them all */
+static gpt2rt_result gpt2rt__fc_tensors(gpt2rt_forecaster *fc, const char *weights) {
+    gpt2rt_ctx *ctx = fc->ctx;
+    unsigned char *buf;
+    size_t len;
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__read_file(ctx, weights, &buf, &len);
+    if (r != GPT2RT_OK) return r;
+    if ((r = gpt2rt__st_parse(ctx, buf, len, weights, &st)) == GPT2RT_OK) {
+        int revin = ctx->cfg.revin_affine;
+        for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
+            const char *nm = ctx->tensors[i].name;
+            if (!gpt2rt__st_find(&st, nm))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is missing: a forecaster's weights hold the "
+                                 "%d tensors of its model (this file has %d%s%s)%s", weights, nm, ctx->n_tensors, st.n,
+                                 st.n ? ", the first " : "", st.n ? st.t[0].name : "",
+                                 strncmp(nm, "revin.", 6) ? "" : "; forecaster.json says revin_affine = 1");
         }
-        *dst[k] = (int)v;
+        for (int k = 0; k < st.n && r == GPT2RT_OK; k++)
+            if (!gpt2rt__tensor_named(ctx, st.t[k].name))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is not one of the %d tensors of the model "
+                                 "forecaster.json describes%s", weights, st.t[k].name, ctx->n_tensors,
+                                 strncmp(st.t[k].name, "revin.", 6) || revin ? ""
+                                 : " (forecaster.json says revin_affine = 0)");
+        gpt2rt__st_release(ctx, &st);
     }
-    char head[32], mask[32], borders[16];
-    if (!gpt2rt__fj_at(j, "head") || !gpt2rt__fj_str(j, head, sizeof head) ||
-        (strcmp(head, "regression") && strcmp(head, "patch_decode")) || !gpt2rt__fj_at(j, "attn_mask") ||
-        !gpt2rt__fj_str(j, mask, sizeof mask) || (strcmp(mask, "causal") && strcmp(mask, "placeholders")) ||
-        !gpt2rt__fj_at(j, "borders") || !gpt2rt__fj_str(j, borders, sizeof borders)) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"head\" (regression or patch_decode), \"attn_mask\" (causal "
-                        "or placeholders) or \"borders\" is missing or unknown", file);
-        return 0;
-    }
-    c->input = GPT2RT_INPUT_PATCHES;
-    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
-    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    fc->info.borders = GPT2RT_SERIES_BORDERS_AUTO;
-    for (int k = 1; k < 5; k++)
-        if (!strcmp(borders, gpt2rt__fc_borders[k])) fc->info.borders = (gpt2rt_series_borders)k;
-    if (c->n_channels < 1 || c->seq_len < 1 || c->horizon < 1 || fc->info.batch < 1) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: channels = %d, lookback = %d, horizon = %d and batch = %d "
-                        "must be >= 1", file, c->n_channels, c->seq_len, c->horizon, fc->info.batch);
-        return 0;
-    }
-    fc->info.lookback = c->seq_len;
-    fc->info.horizon = c->horizon;
-    fc->info.channels = c->n_channels;
-    return 1;
-}
-
-/* the channels' names, the date column, the scaler, the linear map and the blend */
-static int gpt2rt__fc_data(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file) {
-    int64_t M = fc->info.channels, L = fc->info.lookback, H = fc->info.horizon;
-    size_t cap = 0;
-    if (gpt2rt__fj_at(j, "columns")) cap = (size_t)(j->end - j->p) + 1;
-    if (gpt2rt__fj_at(j, "date_column")) cap += (size_t)(j->end - j->p) + 1;
-    fc->names = (char *)malloc(cap ? cap : 1);
-    fc->name = (char **)calloc((size_t)M, sizeof(char *));
-    fc->mean = (double *)malloc(sizeof(double) * (size_t)M);
-    fc->std = (double *)malloc(sizeof(double) * (size_t)M);
-    if (!fc->names || !fc->name || !fc->mean || !fc->std) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
-        return 0;
-    }
-    char *q = fc->names;
-    int good = gpt2rt__fj_at(j, "columns");
-    if (good) {
-        gpt2rt__fj_ws(j);
-        good = j->p < j->end && *j->p++ == '[';
-    }
-    for (int64_t m = 0; good && m < M; m++) {
-        gpt2rt__fj_ws(j);
-        if (m && (j->p >= j->end || *j->p++ != ',')) { good = 0; break; }
-        fc->name[m] = q;
-        good = gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names));
-        q += strlen(q) + 1;
-    }
-    if (good) { gpt2rt__fj_ws(j); good = j->p < j->end && *j->p == ']'; }
-    if (!good) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"columns\" is missing or is not %lld names", file, (long long)M);
-        return 0;
-    }
-    if (gpt2rt__fj_at(j, "date_column") && !gpt2rt__fj_null(j)) {
-        fc->date_name = q;
-        if (!gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names))) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"date_column\" is neither a name nor null", file);
-            return 0;
-        }
-    }
-    double v;
-    if (gpt2rt__fj_at(j, "date_step") && gpt2rt__fj_num(j, &v) && v >= 0) fc->info.date_step = v;
-    if (!gpt2rt__fj_at(j, "scaler_mean") || !gpt2rt__fj_nums(j, fc->mean, M) || !gpt2rt__fj_at(j, "scaler_std") ||
-        !gpt2rt__fj_nums(j, fc->std, M)) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" must be %lld finite numbers "
-                        "each (one a channel)", file, (long long)M);
-        return 0;
-    }
-    for (int64_t m = 0; m < M; m++)
-        if (!(fc->std[m] > 0)) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: scaler_std[%lld] = %g must be > 0", file, (long long)m,
-                            fc->std[m]);
-            return 0;
-        }
-    if (!gpt2rt__fj_at(j, "blend") || !gpt2rt__fj_num(j, &fc->info.blend) || fc->info.blend < 0 || fc->info.blend > 1) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"blend\" is missing or outside [0, 1]", file);
-        return 0;
-    }
-    if (gpt2rt__fj_at(j, "linear") && !gpt2rt__fj_null(j)) {
-        double rows = 0, cols = 0;
-        if (!gpt2rt__fj_at(j, "linear_rows") || !gpt2rt__fj_num(j, &rows) || !gpt2rt__fj_at(j, "linear_cols") ||
-            !gpt2rt__fj_num(j, &cols) || rows != (double)(L + 1) || cols != (double)H) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: the linear map is %g x %g; lookback %lld and horizon %lld "
-                            "need %lld x %lld", file, rows, cols, (long long)L, (long long)H, (long long)(L + 1),
-                            (long long)H);
-            return 0;
-        }
-        fc->W = (double *)malloc(sizeof(double) * (size_t)((L + 1) * H));
-        if (!fc->W || !gpt2rt__fj_at(j, "linear") || !gpt2rt__fj_nums(j, fc->W, (L + 1) * H)) {
-            gpt2rt__tok_msg(fc->error, fc->W ? GPT2RT_ERR_FORMAT : GPT2RT_ERR_OUT_OF_MEMORY, "%s: \"linear\" must be "
-                            "%lld finite numbers", file, (long long)((L + 1) * H));
-            return 0;
-        }
-        fc->info.has_linear = 1;
-    }
-    if ((fc->info.blend > 0 || fc->info.linear_residual) && !fc->W) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
-                        fc->info.blend, fc->info.linear_residual);
-        return 0;
-    }
-    return 1;
+    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const char *dir, const gpt2rt_config *base) {
@@ -8431,23 +8460,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
                                                             "forecaster with gpt2rt_forecaster_save (timeseries --save)"
                                                           : ""));
     }
-    gpt2rt__fj j;
-    char format[32];
-    double version = 0;
-    int parsed = gpt2rt__fj_parse(&j, (const char *)buf, len);
+    unsigned char *text = (unsigned char *)realloc(buf, len + 1); /* the reader reads a NUL at the end */
+    if (!text) {
+        free(buf);
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file));
+    }
+    text[len] = 0;
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
-    gpt2rt_result r = GPT2RT_OK;
-    if (!parsed || !gpt2rt__fj_at(&j, "format") || !gpt2rt__fj_str(&j, format, sizeof format) ||
-        strcmp(format, "gpt2rt-forecaster") || !gpt2rt__fj_at(&j, "version") || !gpt2rt__fj_num(&j, &version))
-        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: not a forecaster: a JSON object with \"format\": "
-                            "\"gpt2rt-forecaster\" and a \"version\" is expected%s", file,
-                            parsed ? "" : " (the file does not parse as one flat JSON object)");
-    else if (version != 1)
-        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: version %g; this gpt2rt reads version 1", file, version);
-    else if (!gpt2rt__fc_config(fc, &j, file, &c) || !gpt2rt__fc_data(fc, &j, file))
-        r = fc->error[0] && strstr(fc->error, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT;
-    free(buf);
+    gpt2rt_result r = gpt2rt__fc_read(fc, (char *)text, len, file, &c);
+    free(text);
     if (r != GPT2RT_OK) return gpt2rt__fc_done(out, fc, r);
     if (base) { /* the forecast's precision is the caller's (fp32 by default), whatever trained_precision says */
         c.backend = base->backend;
@@ -8458,7 +8480,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
         if (base->batch_size > 0) fc->info.batch = base->batch_size;
     }
     c.batch_size = fc->info.batch;
-    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
+    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK) {
+        gpt2rt__tok_msg(fc->error, r, "%s: the model it describes cannot be built: %s", file, gpt2rt_last_error(fc->ctx));
+        return gpt2rt__fc_done(out, fc, r);
+    }
+    if ((r = gpt2rt__fc_tensors(fc, weights)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
         (r = gpt2rt_mode_set(fc->ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) {
         gpt2rt__tok_msg(fc->error, r, "%s: %s", dir, gpt2rt_last_error(fc->ctx));
         return gpt2rt__fc_done(out, fc, r);
@@ -8549,8 +8575,16 @@ static gpt2rt_result gpt2rt__fc_run(gpt2rt_forecaster *fc, const char *fn, const
                 fc->pred[i] = (float)(p + fc->info.blend * d);
             }
         }
-        for (int64_t i = 0; i < real * H * M; i++)
-            out[first * H * M + i] = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
+        for (int64_t i = 0; i < real * H * M; i++) {
+            float v = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
+            if (!isfinite(v))
+                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the forecast of window %lld, step "
+                                       "%lld, channel %lld is %g: it does not fit a float (the window lies too far "
+                                       "outside the training data's range, or the weights overflow)", fn,
+                                       (long long)(first + i / (H * M)), (long long)(i / M % H), (long long)(i % M),
+                                       (double)v);
+            out[first * H * M + i] = v;
+        }
     }
     return GPT2RT_OK;
 }

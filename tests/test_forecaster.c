@@ -228,8 +228,9 @@ static void refusals(void) {
     edit_json("\"n_embd\": 16", "\"n_embd\": 8");
     edit_json("\"scaler_std\": [", "\"scaler_std\": [-");
     r = gpt2rt_forecaster_load(&fc, DIR "/fc", NULL);
-    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), "scaler_std[0] = -") &&
-              strstr(gpt2rt_forecaster_last_error(fc), "must be > 0"), "a negative std: %s", gpt2rt_forecaster_last_error(fc));
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), "\"scaler_std\": element 0 = -") &&
+              strstr(gpt2rt_forecaster_last_error(fc), "is outside [2.220446049250313e-15, 3.4028234663852886e38]"),
+          "a negative std: %s", gpt2rt_forecaster_last_error(fc));
     gpt2rt_forecaster_free(fc);
     gpt2rt_series_free(s);
     gpt2rt_free(ctx);
@@ -485,6 +486,76 @@ static void column_names(void) {
     gpt2rt_free(ctx);
 }
 
+/* forecaster.json is read by the one strict JSON reader: numbers by RFC 8259's grammar,
+   every key known and once, every value in its range (the range in the message), valid
+   JSON it did not write refused naming the key; and a forecast that is not finite is
+   refused, naming the window and channel, never returned as OK. */
+static void strict_json(void) {
+    static const struct { const char *from, *to, *says; } bad[] = {
+        {"\"n_layer\": 1", "\"n_layer\": 1abc", "'a' after a number"},
+        {"\"n_layer\": 1", "\"n_layer\": +1", "'+' cannot start a JSON number"},
+        {"\"n_layer\": 1", "\"n_layer\": 0x1", "'x' after a number"},
+        {"\"n_layer\": 1", "\"n_layer\": 1.0", "expected an integer in [1, 2147483647]"},
+        {"\"batch\": 4", "\"batch\": -0", "\"batch\": -0 is outside [1, 2147483647]"},
+        {"\"revin_affine\": 0", "\"revin_affine\": 7", "\"revin_affine\": 7 is outside [0, 1]"},
+        {"\"n_embd\": 8", "\"n_embd\": 0", "\"n_embd\": 0 is outside [1, 2147483647]"},
+        {"\"borders\": \"", "\"borders\": \"weekly", "is not auto, etth, ettm, ratio or none"},
+        {"\"head\": \"regression\"", "\"head\": \"flatten\"", "neither \"regression\" nor \"patch_decode\""},
+        {"\"linear\": [", "\"linear\": [1e300, ", "element 0 = 1.0000000000000001e+300 is outside [-1e15, 1e15]"},
+        {"\"linear\": [", "\"linear\": [1e400, ", "out of range"},
+        {"\"linear_rows\": 17", "\"linear_rows\": 16", "linear map is of another shape"},
+        {"\"scaler_std\": [", "\"scaler_std\": [1e-310, ", "element 0 = 9.9999999999999694e-311 is outside [2.220446049250313e-15"},
+        {"\"scaler_mean\": [", "\"scaler_mean\": [1e308, ", "is outside [-3.4028234663852886e38, 3.4028234663852886e38]"},
+        {"\"blend\": ", "\"blend\": 1", "is outside [0, 1]"},
+        {"\"date_step\": 3600", "\"date_step\": -1", "\"date_step\": -1 is outside [0, 1e10]"},
+        {"\"end\": true", "\"end\": 1", "expected true or false"},
+        {"\"format\"", "\"zzz\": 1, \"format\"", "\"zzz\": unknown key"},
+        {"\"format\"", "\"batch\": 4, \"format\"", "\"batch\": the key appears twice"},
+        {"\"format\"", "\"a_key_of_more_than_thirty_one_characters\": {\"nested\": [1, {\"x\": null}]}, \"format\"",
+         "\"a_key_of_more_than_thirty_one_characters\": unknown key"},
+        {"\"scaler_std\": [", "\"scaler_std\": [1, ", "have 3 and 4 numbers"},
+        {"\"channels\": 3", "\"channels\": 2", "\"columns\" has 3 names; \"channels\" = 2"},
+        {"\"linear_rows\": 17,", "", "given without its sizes"},
+        {"  \"end\": true\n}", "  \"end\": true\n}\n{}", "text after the JSON value"},
+    };
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    gpt2rt_forecaster *fc;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        CHECK_OK(ctx, fx_save(ctx, s, DIR "/strict", NULL));
+        edit_json_in(DIR "/strict", bad[k].from, bad[k].to);
+        gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/strict", NULL);
+        const char *e = gpt2rt_forecaster_last_error(fc);
+        CHECK(r == GPT2RT_ERR_FORMAT && strstr(e, bad[k].says) && !strstr(e, "model.safetensors"),
+              "%s -> %s is refused (\"%s\"): %s", bad[k].from, bad[k].to, bad[k].says, e);
+        gpt2rt_forecaster_free(fc);
+    }
+    /* a forecast that overflows a float: the head's weights at 3e38 */
+    CHECK_OK(ctx, fx_save(ctx, s, DIR "/strict", NULL));
+    gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/strict", NULL);
+    CHECK(r == GPT2RT_OK, "the saved forecaster loads: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_ctx *fctx = gpt2rt_forecaster_ctx(fc);
+    for (int i = 0; fctx && i < gpt2rt_param_count(fctx); i++) {
+        gpt2rt_param_info pi;
+        gpt2rt_param_info_get(fctx, i, &pi);
+        if (strncmp(pi.name, "out_layer.", 10)) continue;
+        float *big = (float *)malloc(sizeof(float) * (size_t)pi.numel);
+        for (int64_t q = 0; q < pi.numel; q++) big[q] = 3e38f;
+        CHECK_OK(fctx, gpt2rt_param_write(fctx, pi.name, big, pi.numel));
+        free(big);
+    }
+    float x[NW * L * M], y[NW * H * M], out[NW * H * M];
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 0, NW, x, y);
+    r = gpt2rt_forecaster_predict_scaled(fc, x, NW, out);
+    CHECK(r != GPT2RT_OK && strstr(gpt2rt_forecaster_last_error(fc), "window 0") &&
+              strstr(gpt2rt_forecaster_last_error(fc), "channel 0"),
+          "a forecast that does not fit a float is refused, naming window and channel: %s",
+          gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -495,5 +566,6 @@ int main(void) {
     save_whole_or_nothing();
     weights_must_match();
     column_names();
+    strict_json();
     return harness_finish();
 }
