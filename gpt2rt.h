@@ -624,7 +624,7 @@
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
                                  6.4 Forecaster (saved and loaded with what a
-                                 forecast needs: gpt2rt__fc_, gpt2rt__fj_)
+                                 forecast needs: gpt2rt__fc_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)  7.4 Backend table (the
@@ -1276,12 +1276,22 @@ typedef struct gpt2rt_forecaster_info {
 } gpt2rt_forecaster_info;
 
 /* the context's model (input = PATCHES, head REGRESSION or PATCH_DECODE, one device or
-   data parallel) and desc into dir (created if need be; an existing forecaster there
-   is replaced) */
+   data parallel) and desc into dir, all of it or nothing: the forecaster is written to
+   a new directory beside dir (dir.tmp-N, in dir's parent, which must be writable), then
+   renamed to dir; an existing forecaster there is moved aside (dir.old-N) and removed
+   after. A failure before the swap leaves dir as it was. An existing dir that holds
+   anything but a forecaster (files other than forecaster.json, model.safetensors,
+   config.json, or those without forecaster.json) is refused, naming the file: it is not
+   deleted. Column names of any length are written whole. */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc);
 /* base (may be NULL) gives the runtime fields: backend, precision (fp32 unless set; the
    training run's is kept as trained_precision), n_threads, batch_size (0: the saved
-   batch), log; the model's fields come from dir */
+   batch), log; the model's fields come from dir. forecaster.json is refused
+   (GPT2RT_ERR_FORMAT, naming the key and the range) for an unknown or repeated key, a
+   value of the wrong type or outside its range (integers as integers; scaler_mean in
+   +-FLT_MAX, scaler_std in [2.220446049250313e-15, FLT_MAX], linear in [-1e15, 1e15]),
+   an empty or repeated column name; model.safetensors for a tensor the model lacks or
+   a tensor missing (a token model's weights, revin.* against revin_affine). */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **fc, const char *dir, const gpt2rt_config *base);
 GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc);
 GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc);
@@ -1293,7 +1303,10 @@ GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std);
 /* the context it forecasts with (its config, plan, parameters) */
 GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
-/* x (n, lookback, M) -> out (n, horizon, M), both in the data's units */
+/* x (n, lookback, M) -> out (n, horizon, M), both in the data's units. A value of x,
+   scaled, or of the forecast that does not fit a float is refused
+   (GPT2RT_ERR_INVALID_ARGUMENT, naming the window, step and channel); out is then not
+   to be used. */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
@@ -7828,13 +7841,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
 #include <dirent.h>
 #endif
 
-/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): the
-   weights as gpt2rt_weights_save writes them, and forecaster.json, one flat JSON
-   object (every key once; numbers, strings, null, arrays of numbers or of strings),
-   written and read here only. The forecast is the training run's scoring, step for
-   step: batches of info.batch windows (the last filled up by repeating its last
-   window), the model's predictions in the scaler's units, then the linear map's
-   offset (linear_residual) and the blend toward the map, in double, rounded once. */
+/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): a
+   directory of the weights as gpt2rt_weights_save writes them, and forecaster.json, one
+   flat JSON object, written here and read with the strict JSON reader (4.1): every key
+   known and once, every number in its range, the weights file holding exactly the
+   model's tensors. A save writes a new directory beside the old and swaps the two, so a
+   failure leaves the old forecaster whole. The forecast is the training run's scoring,
+   step for step: batches of info.batch windows (the last filled up by repeating its
+   last window), the model's predictions in the scaler's units, then the linear map's
+   offset (linear_residual) and the blend toward the map, in double, rounded once; a
+   value that does not fit a float is refused. */
 
 struct gpt2rt_forecaster {
     int failed;
@@ -8081,6 +8097,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: channel %d's scaler (mean "
                                 "%g, std %g) is outside |mean| <= 3.4028234663852886e38, std in [2.220446049250313e-15, "
                                 "3.4028234663852886e38]", m, s->mean[m], s->std[m]);
+    for (int m = -2; m < s->info.channels; m++) { /* forecaster.json is UTF-8: the strict reader takes nothing else */
+        const char *t = m == -2 ? desc->note : m == -1 ? s->date_name : s->name[m];
+        for (size_t i = 0, n = t ? strlen(t) : 0; i < n;) {
+            int k = (unsigned char)t[i] < 0x80 ? 1 : gpt2rt__json_utf8_len((const unsigned char *)t + i, n - i);
+            if (!k) {
+                char what[48];
+                snprintf(what, sizeof what, m == -2 ? "desc->note" : m == -1 ? "the date column's name"
+                                                                             : "column %d's name", m);
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not UTF-8 (byte "
+                                    "%zu is 0x%02X); forecaster.json holds UTF-8 text: convert the CSV header", what, i,
+                                    (unsigned char)t[i]);
+            }
+            i += (size_t)k;
+        }
+    }
     /* the name the directory goes by: trailing slashes off, never "." or ".." */
     char base[4100];
     size_t bn = strlen(dir);

@@ -454,6 +454,21 @@ static void column_names(void) {
     gpt2rt_series_free(s);
     gpt2rt_free(ctx);
 
+    /* a Latin-1 header: refused by the save, which writes nothing a load would refuse */
+    f = fopen(path, "wb");
+    fprintf(f, "date,caf\xe9,temp,flow\n");
+    for (int i = 0; i < ROWS; i++)
+        fprintf(f, "2024-01-%02d %02d:00:00,%.3f,%.3f,%.3f\n", 1 + i / 24, i % 24, 10 + sin(i * 0.3), 20 + cos(i * 0.2),
+                0.1 * i);
+    fclose(f);
+    s = fx_series(path);
+    ctx = fx_ctx(0);
+    r = fx_save(ctx, s, DIR "/latin1", NULL);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(ctx), "column 0's name is not UTF-8 (byte 3 is 0xE9)") &&
+              !exists(DIR "/latin1"), "a Latin-1 column name is refused by the save: %s", gpt2rt_last_error(ctx));
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+
     s = fx_series(DIR "/series.csv");
     ctx = fx_ctx(0);
     static const struct { const char *to, *says; } bad[] = {
