@@ -1286,7 +1286,7 @@ typedef struct gpt2rt_forecaster_info {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc);
 /* base (may be NULL) gives the runtime fields: backend, precision (fp32 unless set; the
    training run's is kept as trained_precision), n_threads, batch_size (0: the saved
-   batch), log; the model's fields come from dir. forecaster.json is refused
+   batch), log, memory_budget; the model's fields come from dir. forecaster.json is refused
    (GPT2RT_ERR_FORMAT, naming the key and the range) for an unknown or repeated key, a
    value of the wrong type or outside its range (integers as integers; scaler_mean in
    +-FLT_MAX, scaler_std in [2.220446049250313e-15, FLT_MAX], linear in [-1e15, 1e15]),
@@ -8508,6 +8508,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
         c.n_threads = base->n_threads;
         c.log = base->log;
         c.log_user = base->log_user;
+        c.memory_budget = base->memory_budget;
         if (base->batch_size > 0) fc->info.batch = base->batch_size;
     }
     c.batch_size = fc->info.batch;
