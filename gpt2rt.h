@@ -628,7 +628,7 @@
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
                                  6.4 Forecaster (saved and loaded with what a
-                                 forecast needs: gpt2rt__fc_, gpt2rt__fj_)
+                                 forecast needs: gpt2rt__fc_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)  7.4 Backend table (the
@@ -1294,12 +1294,22 @@ typedef struct gpt2rt_forecaster_info {
 } gpt2rt_forecaster_info;
 
 /* the context's model (input = PATCHES, head REGRESSION or PATCH_DECODE, one device or
-   data parallel) and desc into dir (created if need be; an existing forecaster there
-   is replaced) */
+   data parallel) and desc into dir, all of it or nothing: the forecaster is written to
+   a new directory beside dir (dir.tmp-N, in dir's parent, which must be writable), then
+   renamed to dir; an existing forecaster there is moved aside (dir.old-N) and removed
+   after. A failure before the swap leaves dir as it was. An existing dir that holds
+   anything but a forecaster (files other than forecaster.json, model.safetensors,
+   config.json, or those without forecaster.json) is refused, naming the file: it is not
+   deleted. Column names of any length are written whole. */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc);
 /* base (may be NULL) gives the runtime fields: backend, precision (fp32 unless set; the
    training run's is kept as trained_precision), n_threads, batch_size (0: the saved
-   batch), log; the model's fields come from dir */
+   batch), log, memory_budget; the model's fields come from dir. forecaster.json is refused
+   (GPT2RT_ERR_FORMAT, naming the key and the range) for an unknown or repeated key, a
+   value of the wrong type or outside its range (integers as integers; scaler_mean in
+   +-FLT_MAX, scaler_std in [2.220446049250313e-15, FLT_MAX], linear in [-1e15, 1e15]),
+   an empty or repeated column name; model.safetensors for a tensor the model lacks or
+   a tensor missing (a token model's weights, revin.* against revin_affine). */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **fc, const char *dir, const gpt2rt_config *base);
 GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc);
 /* the message of the latest call that failed (a later call that succeeds leaves it) */
@@ -1312,7 +1322,10 @@ GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std);
 /* the context it forecasts with (its config, plan, parameters) */
 GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
-/* x (n, lookback, M) -> out (n, horizon, M), both in the data's units */
+/* x (n, lookback, M) -> out (n, horizon, M), both in the data's units. A value of x,
+   scaled, or of the forecast that does not fit a float is refused
+   (GPT2RT_ERR_INVALID_ARGUMENT, naming the window, step and channel); out is then not
+   to be used. */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
@@ -4460,26 +4473,78 @@ typedef struct gpt2rt__st {
     uint64_t data_len;
 } gpt2rt__st;
 
+/* ---- JSON (RFC 8259): the one reader of every JSON file the runtime takes ----
+   The safetensors header, config.json, forecaster.json and the tokenizer's vocabulary
+   json. Strict: numbers by the RFC's grammar exactly, strings as valid UTF-8 with
+   \uXXXX (surrogate pairs joined) turned into UTF-8 and \u0000 refused, any key of any
+   length, values the caller does not use validated and skipped (nesting up to
+   GPT2RT__JSON_DEPTH). The text is unescaped in place (a string never grows), so a
+   string read stays valid, NUL-terminated, as long as the buffer. The caller walks
+   objects with _object_begin / _object_next and arrays with _array_begin / _array_next
+   and refuses duplicate keys itself. Errors read "<what>: <kind> byte N: why" and go to
+   the context (ctx) or, without one, into err. */
+
+#define GPT2RT__JSON_DEPTH 512
+#define GPT2RT__JSON_NUMBER_MAX 512 /* characters; Python's repr of a double takes at most 24 */
+
 typedef struct gpt2rt__json {
-    char *p, *begin, *end;
-    gpt2rt_ctx *ctx;
-    const char *what; /* file name, for messages */
-    const char *kind; /* "safetensors header", "config.json" */
+    char *p, *begin, *end;     /* the text; *end must be readable as NUL */
+    gpt2rt_ctx *ctx;           /* errors go to gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, ...) when non-NULL ... */
+    char *err;                 /* ... else are formatted into err (err_cap bytes) */
+    size_t err_cap;
+    const char *what;          /* file name, for messages (NULL: none) */
+    const char *kind;          /* "safetensors header", "config.json", "forecaster.json", "vocabulary json" */
+    const char *key;           /* the member being read (set by _object_next), named in messages */
+    int first;                 /* the innermost object or array has had no member yet */
 } gpt2rt__json;
 
-static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
-    return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s: %s byte %lld: %s", j->what, j->kind,
-                        (long long)(j->p - j->begin), msg);
+GPT2RT__MAYBE_UNUSED static void gpt2rt__json_init(gpt2rt__json *j, char *text, size_t len, gpt2rt_ctx *ctx, char *err,
+                                                   size_t err_cap, const char *what, const char *kind) {
+    memset(j, 0, sizeof *j);
+    j->p = j->begin = text;
+    j->end = text + len;
+    j->ctx = ctx;
+    j->err = err;
+    j->err_cap = err_cap;
+    j->what = what;
+    j->kind = kind;
+}
+
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
+    long long at = (long long)(j->p - j->begin);
+    const char *w = j->what ? j->what : "", *sep = j->what ? ": " : "";
+    char key[96] = "";
+    if (j->key) snprintf(key, sizeof key, "\"%.60s%s\": ", j->key, strlen(j->key) > 60 ? "..." : "");
+    if (j->ctx) return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
+    if (j->err && j->err_cap) snprintf(j->err, j->err_cap, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
+    return GPT2RT_ERR_FORMAT;
+}
+
+static gpt2rt_result gpt2rt__json_failf(gpt2rt__json *j, const char *fmt, ...) GPT2RT__PRINTF(2, 3);
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_failf(gpt2rt__json *j, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return gpt2rt__json_fail(j, msg);
 }
 
 static void gpt2rt__json_ws(gpt2rt__json *j) {
     while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
 
+/* skips whitespace, then c */
 static int gpt2rt__json_eat(gpt2rt__json *j, char c) {
     gpt2rt__json_ws(j);
     if (j->p < j->end && *j->p == c) { j->p++; return 1; }
     return 0;
+}
+
+/* the next non-space byte, -1 at the end */
+GPT2RT__MAYBE_UNUSED static int gpt2rt__json_peek(gpt2rt__json *j) {
+    gpt2rt__json_ws(j);
+    return j->p < j->end ? (unsigned char)*j->p : -1;
 }
 
 static int gpt2rt__hex(char c) {
@@ -4501,15 +4566,36 @@ static int gpt2rt__json_u4(gpt2rt__json *j, unsigned *u) {
     return 1;
 }
 
-/* a string, unescaped in place (never longer than its source), NUL-terminated */
-static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
+/* the length (2..4) of the well-formed UTF-8 sequence of a multi-byte character at
+   s (n bytes available), 0 when it is not one (overlong, surrogate, above U+10FFFF) */
+static int gpt2rt__json_utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!len || n < (size_t)len) return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* a string, unescaped in place, NUL-terminated; *n: its length in bytes */
+static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, size_t *n) {
     if (!gpt2rt__json_eat(j, '"')) return gpt2rt__json_fail(j, "expected a string");
     char *w = j->p, *start = j->p;
     while (1) {
         if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated string");
-        unsigned char c = (unsigned char)*j->p++;
-        if (c == '"') break;
-        if (c < 0x20) return gpt2rt__json_fail(j, "control character in a string");
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '"') { j->p++; break; }
+        if (c < 0x20) return gpt2rt__json_failf(j, "control character 0x%02X in a string (write it as \\u%04X)", c, c);
+        if (c >= 0x80) {
+            int len = gpt2rt__json_utf8_len((const unsigned char *)j->p, (size_t)(j->end - j->p));
+            if (!len) return gpt2rt__json_failf(j, "invalid UTF-8 (byte 0x%02X) in a string", c);
+            for (int i = 0; i < len; i++) *w++ = *j->p++;
+            continue;
+        }
+        j->p++;
         if (c != '\\') { *w++ = (char)c; continue; }
         if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated escape");
         char e = *j->p++;
@@ -4524,14 +4610,17 @@ static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
         case 't': *w++ = '\t'; break;
         case 'u': {
             unsigned u, lo;
-            if (!gpt2rt__json_u4(j, &u)) return gpt2rt__json_fail(j, "bad \\u escape");
+            if (!gpt2rt__json_u4(j, &u)) return gpt2rt__json_fail(j, "bad \\u escape (4 hex digits expected)");
             if (u >= 0xD800 && u < 0xDC00) {
-                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u') return gpt2rt__json_fail(j, "lone surrogate");
+                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
+                    return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a high surrogate needs a low one after it)", u);
                 j->p += 2;
-                if (!gpt2rt__json_u4(j, &lo) || lo < 0xDC00 || lo >= 0xE000) return gpt2rt__json_fail(j, "bad surrogate pair");
+                if (!gpt2rt__json_u4(j, &lo) || lo < 0xDC00 || lo >= 0xE000)
+                    return gpt2rt__json_failf(j, "bad surrogate pair: \\u%04X is not followed by \\uDC00..\\uDFFF", u);
                 u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (u >= 0xDC00 && u < 0xE000) return gpt2rt__json_fail(j, "lone surrogate");
-            if (u == 0) return gpt2rt__json_fail(j, "NUL character in a string");
+            } else if (u >= 0xDC00 && u < 0xE000)
+                return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a low surrogate without a high one)", u);
+            if (u == 0) return gpt2rt__json_fail(j, "\\u0000 (NUL) in a string");
             if (u < 0x80) *w++ = (char)u;
             else if (u < 0x800) { *w++ = (char)(0xC0 | (u >> 6)); *w++ = (char)(0x80 | (u & 63)); }
             else if (u < 0x10000) {
@@ -4542,62 +4631,251 @@ static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
             }
             break;
         }
-        default: return gpt2rt__json_fail(j, "unknown escape");
+        default:
+            if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7F) return gpt2rt__json_fail(j, "unknown escape");
+            return gpt2rt__json_failf(j, "unknown escape \\%c", e);
         }
     }
-    *w = 0; /* w <= the closing quote, which has been read */
+    *w = 0; /* w <= the closing quote, which has been read (an escape is never shorter in the text) */
     *out = start;
+    if (n) *n = (size_t)(w - start);
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
+static gpt2rt_result gpt2rt__json_string(gpt2rt__json *j, const char **out) {
+    return gpt2rt__json_string_n(j, out, NULL);
+}
+
+/* RFC 8259's number grammar, -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?, at
+   j->p: its text [*s, j->p), *integer when it has neither fraction nor exponent */
+static gpt2rt_result gpt2rt__json_scan_number(gpt2rt__json *j, const char **s, int *integer) {
     gpt2rt__json_ws(j);
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return gpt2rt__json_fail(j, "expected a non-negative integer");
-    uint64_t v = 0;
-    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-        if (v > (UINT64_MAX - 9) / 10) return gpt2rt__json_fail(j, "integer too large");
-        v = v * 10 + (uint64_t)(*j->p++ - '0');
+    char *p = j->p, *e = j->end;
+    *s = p;
+    *integer = 1;
+#define GPT2RT__JSON_DIGIT(q) ((q) < e && *(q) >= '0' && *(q) <= '9')
+    if (p < e && *p == '-') p++;
+    if (!GPT2RT__JSON_DIGIT(p)) {
+        if (p < e && (*p == '.' || *p == '+' || *p == 'I' || *p == 'N' || *p == 'i' || *p == 'n'))
+            return gpt2rt__json_failf(j, "'%c' cannot start a JSON number (numbers are -?digits[.digits][e[+-]digits], "
+                                      "finite)", *p);
+        return gpt2rt__json_fail(j, p > j->p ? "'-' without digits" : "expected a number");
     }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
-        return gpt2rt__json_fail(j, "expected an integer, found a fraction");
+    if (*p == '0' && GPT2RT__JSON_DIGIT(p + 1)) {
+        j->p = p;
+        return gpt2rt__json_fail(j, "a number with a leading zero (JSON numbers have none)");
+    }
+    while (GPT2RT__JSON_DIGIT(p)) p++;
+    if (p < e && *p == '.') {
+        *integer = 0;
+        if (!GPT2RT__JSON_DIGIT(p + 1)) { j->p = p; return gpt2rt__json_fail(j, "a number's '.' without digits after it"); }
+        p++;
+        while (GPT2RT__JSON_DIGIT(p)) p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        *integer = 0;
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (!GPT2RT__JSON_DIGIT(p)) { j->p = p; return gpt2rt__json_fail(j, "a number's exponent without digits"); }
+        while (GPT2RT__JSON_DIGIT(p)) p++;
+    }
+#undef GPT2RT__JSON_DIGIT
+    if (p < e && (*p == 'x' || *p == 'X' || *p == '.' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
+        j->p = p;
+        return gpt2rt__json_failf(j, "'%c' after a number (JSON numbers are decimal: -?digits[.digits][e[+-]digits])",
+                                  *p);
+    }
+    j->p = p;
+    return GPT2RT_OK;
+}
+
+/* a number, finite (-0 reads as 0); one longer than GPT2RT__JSON_NUMBER_MAX characters is
+   refused as too long, one beyond double's range as out of range */
+static gpt2rt_result gpt2rt__json_number(gpt2rt__json *j, double *out) {
+    const char *s;
+    int integer;
+    gpt2rt_result r = gpt2rt__json_scan_number(j, &s, &integer);
+    if (r != GPT2RT_OK) return r;
+    size_t n = (size_t)(j->p - s);
+    if (n > GPT2RT__JSON_NUMBER_MAX) {
+        j->p = (char *)s;
+        return gpt2rt__json_failf(j, "a number too long (%zu characters; at most %d are read)", n,
+                                  GPT2RT__JSON_NUMBER_MAX);
+    }
+    char buf[GPT2RT__JSON_NUMBER_MAX + 1]; /* strtod on a copy: it would read on past the grammar ("0x1") */
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    double v = strtod(buf, NULL); /* the C locale's '.', like every number the runtime reads */
+    if (!isfinite(v)) {
+        j->p = (char *)s;
+        return gpt2rt__json_failf(j, "%.40s%s is out of range (a double's magnitude is at most 1.8e308)", buf,
+                                  n > 40 ? "..." : "");
+    }
+    *out = v == 0 ? 0.0 : v;
+    return GPT2RT_OK;
+}
+
+/* an integer written as one (1.0 and 1e2 are refused): *neg and its magnitude *mag,
+   *over when that exceeds lim; [lo, hi] (printed) for the message */
+static gpt2rt_result gpt2rt__json_integer(gpt2rt__json *j, uint64_t lim, const char *range, int *neg, uint64_t *mag,
+                                          int *over, const char **s) {
+    int integer;
+    gpt2rt_result r = gpt2rt__json_scan_number(j, s, &integer);
+    if (r != GPT2RT_OK) return r;
+    size_t n = (size_t)(j->p - *s);
+    if (!integer) {
+        j->p = (char *)*s;
+        return gpt2rt__json_failf(j, "expected an integer in %s, found %.*s%s (integers are written without fraction "
+                                  "or exponent)", range, n > 40 ? 40 : (int)n, *s, n > 40 ? "..." : "");
+    }
+    *neg = **s == '-';
+    *mag = 0;
+    *over = 0;
+    for (const char *q = *s + *neg; q < j->p && !*over; q++) {
+        if (*mag > (lim - (uint64_t)(*q - '0')) / 10) *over = 1;
+        else *mag = *mag * 10 + (uint64_t)(*q - '0');
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, const char *range) {
+    size_t n = (size_t)(j->p - s);
+    j->p = (char *)s;
+    if (n > 40) return gpt2rt__json_failf(j, "an integer of %zu characters is outside %s", n, range);
+    return gpt2rt__json_failf(j, "%.*s is outside %s", (int)n, s, range);
+}
+
+/* an integer in [lo, hi], written as one */
+static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, int64_t *out) {
+    char range[64];
+    snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
+    const char *s;
+    int neg, over;
+    uint64_t v;
+    gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, range, &neg, &v, &over, &s);
+    if (r != GPT2RT_OK) return r;
+    if (!over && !neg && v > (uint64_t)INT64_MAX) over = 1;
+    int64_t x = over ? 0 : neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+    if (over || x < lo || x > hi) return gpt2rt__json_int_range(j, s, range);
+    *out = x;
+    return GPT2RT_OK;
+}
+
+/* an integer in [0, UINT64_MAX] (safetensors' data_offsets) */
+static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
+    const char *range = "[0, 2^64)", *s;
+    int neg, over;
+    uint64_t v;
+    gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, range, &neg, &v, &over, &s);
+    if (r != GPT2RT_OK) return r;
+    if (over || (neg && v)) return gpt2rt__json_int_range(j, s, range);
     *out = v;
     return GPT2RT_OK;
 }
 
-/* skip any JSON value (for keys we do not use), nesting at most 32 deep */
-static gpt2rt_result gpt2rt__json_skip(gpt2rt__json *j, int depth) {
-    if (depth > 32) return gpt2rt__json_fail(j, "nested too deeply");
+static int gpt2rt__json_lit(gpt2rt__json *j, const char *lit) {
+    size_t n = strlen(lit);
     gpt2rt__json_ws(j);
-    if (j->p >= j->end) return gpt2rt__json_fail(j, "unexpected end of header");
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n)) return 0;
+    j->p += n;
+    return 1;
+}
+
+/* true or false */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_bool(gpt2rt__json *j, int *out) {
+    if (gpt2rt__json_lit(j, "true")) { *out = 1; return GPT2RT_OK; }
+    if (gpt2rt__json_lit(j, "false")) { *out = 0; return GPT2RT_OK; }
+    return gpt2rt__json_fail(j, "expected true or false");
+}
+
+/* 1, consumed, when the next value is null */
+GPT2RT__MAYBE_UNUSED static int gpt2rt__json_null(gpt2rt__json *j) {
+    return gpt2rt__json_lit(j, "null");
+}
+
+static gpt2rt_result gpt2rt__json_object_begin(gpt2rt__json *j) {
+    if (!gpt2rt__json_eat(j, '{')) return gpt2rt__json_fail(j, "expected '{' (an object)");
+    j->first = 1;
+    return GPT2RT_OK;
+}
+
+/* 1: a member follows, its key in *key and the ':' read; 0: the '}' read, or an error in *r */
+static int gpt2rt__json_object_next(gpt2rt__json *j, const char **key, gpt2rt_result *r) {
+    *r = GPT2RT_OK;
+    int first = j->first;
+    j->first = 0;
+    j->key = NULL;
+    if (gpt2rt__json_eat(j, '}')) return 0;
+    if (!first && !gpt2rt__json_eat(j, ',')) {
+        *r = gpt2rt__json_fail(j, j->p < j->end ? "expected ',' or '}'" : "unexpected end (an object is not closed)");
+        return 0;
+    }
+    if (!first && gpt2rt__json_peek(j) == '}') { *r = gpt2rt__json_fail(j, "'}' after ',' (no trailing commas)"); return 0; }
+    if ((*r = gpt2rt__json_string(j, key)) != GPT2RT_OK) return 0;
+    if (!gpt2rt__json_eat(j, ':')) {
+        *r = gpt2rt__json_failf(j, "expected ':' after the key \"%.60s\"", *key);
+        return 0;
+    }
+    j->key = *key;
+    return 1;
+}
+
+static gpt2rt_result gpt2rt__json_array_begin(gpt2rt__json *j) {
+    if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (an array)");
+    j->first = 1;
+    return GPT2RT_OK;
+}
+
+/* 1: a value follows; 0: the ']' read, or an error in *r */
+static int gpt2rt__json_array_next(gpt2rt__json *j, gpt2rt_result *r) {
+    *r = GPT2RT_OK;
+    int first = j->first;
+    j->first = 0;
+    if (gpt2rt__json_eat(j, ']')) return 0;
+    if (!first && !gpt2rt__json_eat(j, ',')) {
+        *r = gpt2rt__json_fail(j, j->p < j->end ? "expected ',' or ']'" : "unexpected end (an array is not closed)");
+        return 0;
+    }
+    gpt2rt__json_ws(j);
+    if (j->p < j->end && *j->p == ']') { *r = gpt2rt__json_fail(j, "']' after ',' (no trailing commas)"); return 0; }
+    return 1;
+}
+
+static gpt2rt_result gpt2rt__json_skip_in(gpt2rt__json *j, int depth) {
+    if (depth > GPT2RT__JSON_DEPTH) return gpt2rt__json_failf(j, "nested more than %d deep", GPT2RT__JSON_DEPTH);
+    int c = gpt2rt__json_peek(j);
+    gpt2rt_result r = GPT2RT_OK;
     const char *s;
-    char c = *j->p;
+    if (c < 0) return gpt2rt__json_fail(j, "unexpected end (a value expected)");
     if (c == '"') return gpt2rt__json_string(j, &s);
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        j->p++;
-        if (gpt2rt__json_eat(j, close)) return GPT2RT_OK;
-        do {
-            gpt2rt_result r;
-            if (c == '{') {
-                if ((r = gpt2rt__json_string(j, &s)) != GPT2RT_OK) return r;
-                if (!gpt2rt__json_eat(j, ':')) return gpt2rt__json_fail(j, "expected ':'");
-            }
-            if ((r = gpt2rt__json_skip(j, depth + 1)) != GPT2RT_OK) return r;
-        } while (gpt2rt__json_eat(j, ','));
-        if (!gpt2rt__json_eat(j, close)) return gpt2rt__json_fail(j, c == '{' ? "expected '}'" : "expected ']'");
-        return GPT2RT_OK;
+    if (c == '{') {
+        if ((r = gpt2rt__json_object_begin(j)) != GPT2RT_OK) return r;
+        while (gpt2rt__json_object_next(j, &s, &r))
+            if ((r = gpt2rt__json_skip_in(j, depth + 1)) != GPT2RT_OK) return r;
+        return r;
     }
-    const char *lits[3] = {"true", "false", "null"};
-    for (int i = 0; i < 3; i++) {
-        size_t n = strlen(lits[i]);
-        if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, lits[i], n)) { j->p += n; return GPT2RT_OK; }
+    if (c == '[') {
+        if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
+        while (gpt2rt__json_array_next(j, &r))
+            if ((r = gpt2rt__json_skip_in(j, depth + 1)) != GPT2RT_OK) return r;
+        return r;
     }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        j->p++;
-        while (j->p < j->end && *j->p && strchr("0123456789.eE+-", *j->p)) j->p++;
-        return GPT2RT_OK;
-    }
-    return gpt2rt__json_fail(j, "unexpected character");
+    if (gpt2rt__json_lit(j, "true") || gpt2rt__json_lit(j, "false") || gpt2rt__json_lit(j, "null")) return GPT2RT_OK;
+    double v;
+    if (c == '-' || (c >= '0' && c <= '9')) return gpt2rt__json_number(j, &v);
+    if (c >= 0x21 && c < 0x7F) return gpt2rt__json_failf(j, "unexpected character '%c' (a value expected)", c);
+    return gpt2rt__json_failf(j, "unexpected byte 0x%02X (a value expected)", c);
+}
+
+/* any value, validated as strictly as one that is read */
+static gpt2rt_result gpt2rt__json_skip(gpt2rt__json *j) {
+    return gpt2rt__json_skip_in(j, 1);
+}
+
+/* only whitespace remains */
+static gpt2rt_result gpt2rt__json_end(gpt2rt__json *j) {
+    gpt2rt__json_ws(j);
+    return j->p == j->end ? GPT2RT_OK : gpt2rt__json_fail(j, "text after the JSON value");
 }
 
 static int gpt2rt__grow(gpt2rt_ctx *ctx, void **arr, int *cap, int n, size_t elem) {
@@ -4620,52 +4898,53 @@ static void gpt2rt__st_release(gpt2rt_ctx *ctx, gpt2rt__st *st) {
 }
 
 static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor *t) {
-    char msg[160];
     int seen_dtype = 0, seen_shape = 0, seen_offsets = 0;
     gpt2rt_result r;
-    if (!gpt2rt__json_eat(j, '{')) return gpt2rt__json_fail(j, "expected '{' (a tensor entry)");
-    if (gpt2rt__json_eat(j, '}')) return gpt2rt__json_fail(j, "empty tensor entry");
-    do {
-        const char *key;
-        if ((r = gpt2rt__json_string(j, &key)) != GPT2RT_OK) return r;
-        if (!gpt2rt__json_eat(j, ':')) return gpt2rt__json_fail(j, "expected ':'");
+    const char *key;
+    if (gpt2rt__json_peek(j) != '{')
+        return gpt2rt__json_failf(j, "tensor '%.60s': expected '{' (a tensor entry)", t->name);
+    if ((r = gpt2rt__json_object_begin(j)) != GPT2RT_OK) return r;
+    while (gpt2rt__json_object_next(j, &key, &r)) {
         if (!strcmp(key, "dtype")) {
             const char *dt;
-            if (seen_dtype++) return gpt2rt__json_fail(j, "duplicate \"dtype\"");
+            if (seen_dtype++) return gpt2rt__json_failf(j, "tensor '%.60s': duplicate \"dtype\"", t->name);
             if ((r = gpt2rt__json_string(j, &dt)) != GPT2RT_OK) return r;
             t->dtype = -1;
             for (int i = 0; i < GPT2RT__NDTYPE; i++)
                 if (!strcmp(dt, gpt2rt__dtype_names[i])) t->dtype = i;
-            if (t->dtype < 0) {
-                snprintf(msg, sizeof msg, "tensor '%.60s' has unknown dtype '%.20s'", t->name, dt);
-                return gpt2rt__json_fail(j, msg);
-            }
+            if (t->dtype < 0) return gpt2rt__json_failf(j, "tensor '%.60s' has unknown dtype '%.20s'", t->name, dt);
         } else if (!strcmp(key, "shape")) {
-            if (seen_shape++) return gpt2rt__json_fail(j, "duplicate \"shape\"");
-            if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (shape)");
+            if (seen_shape++) return gpt2rt__json_failf(j, "tensor '%.60s': duplicate \"shape\"", t->name);
+            if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
             t->ndim = 0;
-            if (!gpt2rt__json_eat(j, ']')) {
-                do {
-                    uint64_t v;
-                    if (t->ndim == GPT2RT__ST_MAX_DIMS) return gpt2rt__json_fail(j, "more than 8 dimensions");
-                    if ((r = gpt2rt__json_u64(j, &v)) != GPT2RT_OK) return r;
-                    if (v > ((uint64_t)1 << 40)) return gpt2rt__json_fail(j, "dimension larger than 2^40");
-                    t->shape[t->ndim++] = (int64_t)v;
-                } while (gpt2rt__json_eat(j, ','));
-                if (!gpt2rt__json_eat(j, ']')) return gpt2rt__json_fail(j, "expected ']' (shape)");
+            while (gpt2rt__json_array_next(j, &r)) {
+                int64_t v;
+                if (t->ndim == GPT2RT__ST_MAX_DIMS)
+                    return gpt2rt__json_failf(j, "tensor '%.60s' has more than %d dimensions", t->name,
+                                              GPT2RT__ST_MAX_DIMS);
+                if ((r = gpt2rt__json_int(j, 0, (int64_t)1 << 40, &v)) != GPT2RT_OK) return r;
+                t->shape[t->ndim++] = v;
             }
+            if (r != GPT2RT_OK) return r;
         } else if (!strcmp(key, "data_offsets")) {
-            if (seen_offsets++) return gpt2rt__json_fail(j, "duplicate \"data_offsets\"");
-            if (!gpt2rt__json_eat(j, '[')) return gpt2rt__json_fail(j, "expected '[' (data_offsets)");
-            if ((r = gpt2rt__json_u64(j, &t->begin)) != GPT2RT_OK) return r;
-            if (!gpt2rt__json_eat(j, ',')) return gpt2rt__json_fail(j, "expected ',' (data_offsets has 2 numbers)");
-            if ((r = gpt2rt__json_u64(j, &t->end)) != GPT2RT_OK) return r;
-            if (!gpt2rt__json_eat(j, ']')) return gpt2rt__json_fail(j, "expected ']' (data_offsets has 2 numbers)");
-        } else if ((r = gpt2rt__json_skip(j, 1)) != GPT2RT_OK) return r;
-    } while (gpt2rt__json_eat(j, ','));
-    if (!gpt2rt__json_eat(j, '}')) return gpt2rt__json_fail(j, "expected '}' (end of a tensor entry)");
+            uint64_t v[2];
+            int n = 0;
+            if (seen_offsets++) return gpt2rt__json_failf(j, "tensor '%.60s': duplicate \"data_offsets\"", t->name);
+            if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
+            while (gpt2rt__json_array_next(j, &r)) {
+                if (n == 2) return gpt2rt__json_failf(j, "tensor '%.60s': data_offsets has more than 2 numbers", t->name);
+                if ((r = gpt2rt__json_u64(j, &v[n++])) != GPT2RT_OK) return r;
+            }
+            if (r != GPT2RT_OK) return r;
+            if (n != 2) return gpt2rt__json_failf(j, "tensor '%.60s': data_offsets has %d numbers, not 2", t->name, n);
+            t->begin = v[0];
+            t->end = v[1];
+        } else if ((r = gpt2rt__json_skip(j)) != GPT2RT_OK) return r;
+    }
+    if (r != GPT2RT_OK) return r;
     if (!seen_dtype || !seen_shape || !seen_offsets)
-        return gpt2rt__json_fail(j, "tensor entry lacks dtype, shape or data_offsets");
+        return gpt2rt__json_failf(j, "tensor '%.60s' lacks %s", t->name,
+                                  !seen_dtype ? "dtype" : !seen_shape ? "shape" : "data_offsets");
     return GPT2RT_OK;
 }
 
@@ -4694,12 +4973,30 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
                             what, (unsigned long long)len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | buf[i];
-    if (hlen > 100000000u || hlen > len - 8)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu exceeds the %llu bytes after the length "
-                            "field%s", what, (unsigned long long)hlen, (unsigned long long)(len - 8),
-                            hlen > 100000000u ? " (and the 100 MB limit)" : " (truncated file?)");
-    if (hlen < 2) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu is too short", what,
-                                      (unsigned long long)hlen);
+    if (hlen > len - 8 || hlen < 2 || buf[8] != '{') { /* another kind of file, or a cut one: name its first bytes */
+        char hex[3 * 16 + 1], txt[16 + 1];
+        size_t k = 0, show = len < 16 ? len : 16;
+        for (; k < show; k++) {
+            snprintf(hex + 3 * k, 4, "%s%02X", k ? " " : "", buf[k]);
+            txt[k] = buf[k] >= 0x20 && buf[k] < 0x7F ? (char)buf[k] : '.';
+        }
+        txt[k] = 0;
+        if (hlen > len - 8)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a safetensors file (or a truncated one): its first 8 "
+                                "bytes, read as the header length, say %llu%s, but only %llu bytes follow; the file "
+                                "starts with %s (\"%s\")", what, (unsigned long long)hlen,
+                                hlen > 100000000u ? " (above the 100 MB limit too)" : "",
+                                (unsigned long long)(len - 8), hex, txt);
+        if (hlen < 2)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a safetensors file: header length %llu is too short "
+                                "(the least is 2, \"{}\"); the file starts with %s (\"%s\")", what,
+                                (unsigned long long)hlen, hex, txt);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a safetensors file: the header (byte 8) does not start "
+                            "with '{'; the file starts with %s (\"%s\")", what, hex, txt);
+    }
+    if (hlen > 100000000u)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: header length %llu exceeds the 100 MB limit", what,
+                            (unsigned long long)hlen);
     st->header = (char *)gpt2rt__alloc(&ctx->cfg, (size_t)hlen + 1, GPT2RT_MEM_BOOKKEEPING);
     if (!st->header) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: header copy of %llu bytes", what,
                                          (unsigned long long)hlen);
@@ -4708,50 +5005,44 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
     st->data = buf + 8 + hlen;
     st->data_len = len - 8 - hlen;
     gpt2rt__json j;
-    j.p = j.begin = st->header;
-    j.end = st->header + hlen;
-    j.ctx = ctx;
-    j.what = what;
-    j.kind = "safetensors header";
-    gpt2rt_result r = GPT2RT_OK;
-    if (!gpt2rt__json_eat(&j, '{')) { r = gpt2rt__json_fail(&j, "expected '{' at the start of the header"); goto fail; }
-    if (!gpt2rt__json_eat(&j, '}')) {
-        do {
-            const char *key;
-            if ((r = gpt2rt__json_string(&j, &key)) != GPT2RT_OK) goto fail;
-            if (!gpt2rt__json_eat(&j, ':')) { r = gpt2rt__json_fail(&j, "expected ':'"); goto fail; }
-            if (!strcmp(key, "__metadata__")) {
-                if (!gpt2rt__json_eat(&j, '{')) { r = gpt2rt__json_fail(&j, "expected '{' (__metadata__)"); goto fail; }
-                if (gpt2rt__json_eat(&j, '}')) continue;
-                do {
-                    const char *k, *v;
-                    if ((r = gpt2rt__json_string(&j, &k)) != GPT2RT_OK) goto fail;
-                    if (!gpt2rt__json_eat(&j, ':')) { r = gpt2rt__json_fail(&j, "expected ':'"); goto fail; }
-                    if ((r = gpt2rt__json_string(&j, &v)) != GPT2RT_OK) goto fail;
-                    if (!gpt2rt__grow(ctx, (void **)&st->meta, &st->cap_meta, st->n_meta + 2, sizeof(char *))) {
-                        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: metadata table", what);
-                        goto fail;
-                    }
-                    st->meta[st->n_meta++] = k;
-                    st->meta[st->n_meta++] = v;
-                } while (gpt2rt__json_eat(&j, ','));
-                if (!gpt2rt__json_eat(&j, '}')) { r = gpt2rt__json_fail(&j, "expected '}' (__metadata__)"); goto fail; }
-                continue;
+    gpt2rt__json_init(&j, st->header, (size_t)hlen, ctx, NULL, 0, what, "safetensors header");
+    gpt2rt_result r;
+    const char *key;
+    int seen_meta = 0;
+    if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) goto fail;
+    while (gpt2rt__json_object_next(&j, &key, &r)) {
+        if (!strcmp(key, "__metadata__")) {
+            const char *k, *v;
+            if (seen_meta++) { r = gpt2rt__json_fail(&j, "\"__metadata__\" appears twice"); goto fail; }
+            if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) goto fail;
+            while (gpt2rt__json_object_next(&j, &k, &r)) {
+                if (gpt2rt__json_peek(&j) != '"') {
+                    r = gpt2rt__json_failf(&j, "__metadata__ \"%.60s\": expected a string (metadata values are "
+                                           "strings)", k);
+                    goto fail;
+                }
+                if ((r = gpt2rt__json_string(&j, &v)) != GPT2RT_OK) goto fail;
+                if (!gpt2rt__grow(ctx, (void **)&st->meta, &st->cap_meta, st->n_meta + 2, sizeof(char *))) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: metadata table", what);
+                    goto fail;
+                }
+                st->meta[st->n_meta++] = k;
+                st->meta[st->n_meta++] = v;
             }
-            if (!gpt2rt__grow(ctx, (void **)&st->t, &st->cap, st->n, sizeof(gpt2rt__st_tensor))) {
-                r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: tensor table of %d entries", what, st->n);
-                goto fail;
-            }
-            gpt2rt__st_tensor *t = &st->t[st->n];
-            memset(t, 0, sizeof *t);
-            t->name = key;
-            if ((r = gpt2rt__st_tensor_entry(&j, t)) != GPT2RT_OK) goto fail;
-            st->n++;
-        } while (gpt2rt__json_eat(&j, ','));
-        if (!gpt2rt__json_eat(&j, '}')) { r = gpt2rt__json_fail(&j, "expected '}' or ','"); goto fail; }
+            if (r != GPT2RT_OK) goto fail;
+            continue;
+        }
+        if (!gpt2rt__grow(ctx, (void **)&st->t, &st->cap, st->n, sizeof(gpt2rt__st_tensor))) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: tensor table of %d entries", what, st->n);
+            goto fail;
+        }
+        gpt2rt__st_tensor *t = &st->t[st->n];
+        memset(t, 0, sizeof *t);
+        t->name = key;
+        if ((r = gpt2rt__st_tensor_entry(&j, t)) != GPT2RT_OK) goto fail;
+        st->n++;
     }
-    gpt2rt__json_ws(&j);
-    if (j.p != j.end) { r = gpt2rt__json_fail(&j, "trailing bytes after the header object"); goto fail; }
+    if (r != GPT2RT_OK || (r = gpt2rt__json_end(&j)) != GPT2RT_OK) goto fail;
     for (int i = 0; i < st->n; i++) {
         gpt2rt__st_tensor *t = &st->t[i];
         uint64_t numel = 1;
@@ -5229,38 +5520,19 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
     static const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_ctx"};
     int64_t val[6] = {-1, -1, -1, -1, -1, -1};
     gpt2rt__json j;
-    j.p = j.begin = buf;
-    j.end = buf + len;
-    j.ctx = ctx;
-    j.what = what;
-    j.kind = "config.json";
+    gpt2rt__json_init(&j, buf, len, ctx, NULL, 0, what, "config.json");
     gpt2rt_result r;
-    if (!gpt2rt__json_eat(&j, '{')) return gpt2rt__json_fail(&j, "expected '{' (a JSON object)");
-    if (!gpt2rt__json_eat(&j, '}')) {
-        do {
-            const char *key;
-            int k = 0;
-            if ((r = gpt2rt__json_string(&j, &key)) != GPT2RT_OK) return r;
-            if (!gpt2rt__json_eat(&j, ':')) return gpt2rt__json_fail(&j, "expected ':'");
-            while (k < 6 && strcmp(key, keys[k])) k++;
-            if (k == 6) { if ((r = gpt2rt__json_skip(&j, 1)) != GPT2RT_OK) return r; continue; }
-            uint64_t v;
-            gpt2rt__json_ws(&j);
-            if (j.p < j.end && *j.p == 'n' && k >= 4) { /* null lengths: the other one rules */
-                if ((r = gpt2rt__json_skip(&j, 1)) != GPT2RT_OK) return r;
-                continue;
-            }
-            if (val[k] >= 0) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" appears twice", what, keys[k]);
-            if ((r = gpt2rt__json_u64(&j, &v)) != GPT2RT_OK) return r;
-            if (v < 1 || v > INT32_MAX)
-                return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" = %llu is outside [1, 2^31)", what, keys[k],
-                                    (unsigned long long)v);
-            val[k] = (int64_t)v;
-        } while (gpt2rt__json_eat(&j, ','));
-        if (!gpt2rt__json_eat(&j, '}')) return gpt2rt__json_fail(&j, "expected '}' or ','");
+    const char *key;
+    if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) return r;
+    while (gpt2rt__json_object_next(&j, &key, &r)) {
+        int k = 0;
+        while (k < 6 && strcmp(key, keys[k])) k++;
+        if (k == 6) { if ((r = gpt2rt__json_skip(&j)) != GPT2RT_OK) return r; continue; }
+        if (k >= 4 && gpt2rt__json_null(&j)) continue; /* null lengths: the other one rules */
+        if (val[k] >= 0) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" appears twice", what, keys[k]);
+        if ((r = gpt2rt__json_int(&j, 1, INT32_MAX, &val[k])) != GPT2RT_OK) return r;
     }
-    gpt2rt__json_ws(&j);
-    if (j.p != j.end) return gpt2rt__json_fail(&j, "text after the object");
+    if (r != GPT2RT_OK || (r = gpt2rt__json_end(&j)) != GPT2RT_OK) return r;
     if (val[4] < 0) val[4] = val[5]; /* older files give only n_ctx */
     for (int k = 0; k < 5; k++)
         if (val[k] < 0)
@@ -7736,13 +8008,22 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
 
 /* ==== 6.4 Forecaster ==== */
 
-/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): the
-   weights as gpt2rt_weights_save writes them, and forecaster.json, one flat JSON
-   object (every key once; numbers, strings, null, arrays of numbers or of strings),
-   written and read here only. The forecast is the training run's scoring, step for
-   step: batches of info.batch windows (the last filled up by repeating its last
-   window), the model's predictions in the scaler's units, then the linear map's
-   offset (linear_residual) and the blend toward the map, in double, rounded once. */
+#ifdef _WIN32
+#include <io.h> /* _findfirst: what a directory holds before a save replaces it */
+#else
+#include <dirent.h>
+#endif
+
+/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): a
+   directory of the weights as gpt2rt_weights_save writes them, and forecaster.json, one
+   flat JSON object, written here and read with the strict JSON reader (4.1): every key
+   known and once, every number in its range, the weights file holding exactly the
+   model's tensors. A save writes a new directory beside the old and swaps the two, so a
+   failure leaves the old forecaster whole. The forecast is the training run's scoring,
+   step for step: batches of info.batch windows (the last filled up by repeating its
+   last window), the model's predictions in the scaler's units, then the linear map's
+   offset (linear_residual) and the blend toward the map, in double, rounded once; a
+   value that does not fit a float is refused. */
 
 struct gpt2rt_forecaster {
     int failed;
@@ -7786,19 +8067,172 @@ static void gpt2rt__fc_lin_offset(const double *W, int64_t L, int64_t H, const f
         }
 }
 
-/* ---- writing forecaster.json ---- */
+/* ---- writing a forecaster directory: the whole of it, or nothing ---- */
 
-static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v, int last) {
-    char esc[1024];
-    if (!v) { fprintf(f, "  \"%s\": null%s\n", key, last ? "" : ","); return; }
-    gpt2rt__json_escape(esc, sizeof esc, v);
-    fprintf(f, "  \"%s\": \"%s\"%s\n", key, esc, last ? "" : ",");
+/* Bounds of a forecaster's numbers, the same for save and load, so that every file
+   a save writes loads. The scaler is a StandardScaler fit on finite floats
+   (gpt2rt_series_load): |mean| <= FLT_MAX, and std = 1 or >= 10 * DBL_EPSILON
+   (sklearn's floor, 2.220446049250313e-15), <= FLT_MAX (half the data's range). Then
+   for any finite float x, |x - mean| <= 2 FLT_MAX = 6.8e38 and |x - mean| / std <=
+   3.1e53: finite in double. The linear map's |w| <= 1e15: its offset sd * sum_k z_k w_k
+   has L + 1 <= 2^31 terms, |z_k| <= sqrt(L) <= 2^15.5 (RevIN-normalised), sd <= FLT_MAX,
+   so it is at most 2^46.5 * 1e15 * 3.4e38 = 3.4e67, finite in double (a forecast that
+   does not fit a float is refused when it is made). */
+#define GPT2RT__FC_MEAN_MAX 3.4028234663852886e38
+#define GPT2RT__FC_STD_MIN 2.220446049250313e-15
+#define GPT2RT__FC_STD_MAX 3.4028234663852886e38
+#define GPT2RT__FC_LINEAR_MAX 1e15
+
+/* the files of a forecaster directory: the only ones a save replaces */
+static const char *gpt2rt__fc_files[] = {"forecaster.json", "model.safetensors", "config.json"};
+
+/* a JSON string of any length */
+static void gpt2rt__fc_put_esc(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { fputc('\\', f); fputc(c, f); }
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v) {
+    fprintf(f, "  \"%s\": ", key);
+    if (v) gpt2rt__fc_put_esc(f, v);
+    else fputs("null", f);
+    fputs(",\n", f);
 }
 
 static void gpt2rt__fc_put_nums(FILE *f, const char *key, const double *v, int64_t n) {
     fprintf(f, "  \"%s\": [", key);
     for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.17g", i ? (i % 8 ? ", " : ",\n    ") : "", v[i]);
     fprintf(f, "],\n");
+}
+
+#ifdef _WIN32
+#define GPT2RT__RMDIR _rmdir
+#define GPT2RT__MKDIR(d) _mkdir(d)
+#else
+#define GPT2RT__RMDIR rmdir
+#define GPT2RT__MKDIR(d) mkdir(d, 0777)
+#endif
+
+/* dir's forecaster files (and the temporaries a failed gpt2rt_weights_save leaves),
+   then dir; 0 when dir stays */
+static int gpt2rt__fc_rmdir(const char *dir) {
+    static const char *extra[] = {"model.safetensors.tmp", "model.safetensors.old", "config.json.tmp"};
+    char p[4300];
+    for (int i = 0; i < 6; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, i < 3 ? gpt2rt__fc_files[i] : extra[i - 3]);
+        remove(p);
+    }
+    return GPT2RT__RMDIR(dir) == 0;
+}
+
+static int gpt2rt__fc_rename(const char *from, const char *to) {
+#ifdef GPT2RT__TEST_HOOKS
+    if (gpt2rt__test_rename_fail > 0 && --gpt2rt__test_rename_fail == 0) { errno = EIO; return -1; }
+#endif
+    return rename(from, to);
+}
+
+/* whether a save may replace dir: absent (*exists = 0), or a directory that holds a
+   forecaster.json and nothing but a forecaster's files (or nothing) */
+static gpt2rt_result gpt2rt__fc_dir_check(gpt2rt_ctx *ctx, const char *dir, int *exists) {
+    struct stat sb;
+    *exists = 0;
+#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+    if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is a symbolic link; a save "
+                            "replaces the directory itself: give the directory it points to", dir);
+#endif
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT) return GPT2RT_OK;
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: %s: %s", dir, strerror(errno));
+    }
+    if (!GPT2RT__IS_DIR(sb.st_mode))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s exists and is not a directory",
+                            dir);
+    *exists = 1;
+    char other[512] = "";
+    int n = 0, json = 0;
+#ifdef _WIN32
+    char pat[4300];
+    struct _finddata_t fd;
+    snprintf(pat, sizeof pat, "%s/*", dir);
+    intptr_t h = _findfirst(pat, &fd);
+    for (int more = h != -1; more; more = _findnext(h, &fd) == 0) {
+        const char *nm = fd.name;
+#else
+    DIR *d = opendir(dir);
+    if (!d) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot list %s: %s", dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name;
+#endif
+        if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
+        int k = 0;
+        while (k < 3 && strcmp(nm, gpt2rt__fc_files[k])) k++;
+        n++;
+        if (k == 0) json = 1;
+        if (k == 3 && !other[0]) snprintf(other, sizeof other, "%s", nm);
+    }
+#ifdef _WIN32
+    if (h != -1) _findclose(h);
+#else
+    closedir(d);
+#endif
+    if (other[0] || (n && !json))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not a forecaster directory "
+                            "(it holds %s%s%s); a save replaces the whole directory, so it replaces only a forecaster "
+                            "(forecaster.json, model.safetensors, config.json) or an empty directory: name a new "
+                            "directory", dir, other[0] ? "'" : "", other[0] ? other : "no forecaster.json",
+                            other[0] ? "'" : "");
+    return GPT2RT_OK;
+}
+
+/* forecaster.json into dir (a new directory of the save's) */
+static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    const gpt2rt_series *s = desc->series;
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/forecaster.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    fprintf(f, "{\n");
+    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster");
+    fprintf(f, "  \"version\": 1,\n");
+    gpt2rt__fc_put_str(f, "note", desc->note);
+    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression");
+    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal");
+    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
+            c.n_embd, c.max_seq_len);
+    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
+            c.patch_len, c.patch_stride, c.horizon);
+    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
+                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32");
+    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
+            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
+    fprintf(f, "  \"columns\": [");
+    for (int64_t m = 0; m < M; m++) {
+        if (m) fputs(", ", f);
+        gpt2rt__fc_put_esc(f, s->name[m]);
+    }
+    fprintf(f, "],\n");
+    gpt2rt__fc_put_str(f, "date_column", s->date_name);
+    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
+    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders]);
+    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
+    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
+    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
+    if (desc->linear) {
+        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
+        gpt2rt__fc_put_nums(f, "linear", desc->linear, (L + 1) * H);
+    } else fprintf(f, "  \"linear\": null,\n");
+    fprintf(f, "  \"end\": true\n}\n");
+    return gpt2rt__write_close(ctx, f, path, path, 1);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
@@ -7824,185 +8258,340 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: blend = %g must lie in [0, 1], "
                             "batch = %d >= 0, and blend > 0 or linear_residual = %d need the linear map (linear is %s)",
                             desc->blend, desc->batch, desc->linear_residual, desc->linear ? "given" : "NULL");
-    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels, nw = (L + 1) * H;
+    int64_t L = c.seq_len, H = c.horizon, nw = (L + 1) * H;
     for (int64_t i = 0; desc->linear && i < nw; i++)
-        if (!isfinite(desc->linear[i]))
+        if (!(fabs(desc->linear[i]) <= GPT2RT__FC_LINEAR_MAX))
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: linear[%lld] (row %lld, "
-                                "column %lld) is %g; the map must be finite", (long long)i, (long long)(i / H),
-                                (long long)(i % H), desc->linear[i]);
-    gpt2rt_result r = gpt2rt_weights_save(ctx, dir);
+                                "column %lld) is %g; the map's values must lie in [-1e15, 1e15]", (long long)i,
+                                (long long)(i / H), (long long)(i % H), desc->linear[i]);
+    for (int m = 0; m < s->info.channels; m++)
+        if (!(fabs(s->mean[m]) <= GPT2RT__FC_MEAN_MAX) || !(s->std[m] >= GPT2RT__FC_STD_MIN) ||
+            !(s->std[m] <= GPT2RT__FC_STD_MAX))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: channel %d's scaler (mean "
+                                "%g, std %g) is outside |mean| <= 3.4028234663852886e38, std in [2.220446049250313e-15, "
+                                "3.4028234663852886e38]", m, s->mean[m], s->std[m]);
+    for (int m = -2; m < s->info.channels; m++) { /* forecaster.json is UTF-8: the strict reader takes nothing else */
+        const char *t = m == -2 ? desc->note : m == -1 ? s->date_name : s->name[m];
+        for (size_t i = 0, n = t ? strlen(t) : 0; i < n;) {
+            int k = (unsigned char)t[i] < 0x80 ? 1 : gpt2rt__json_utf8_len((const unsigned char *)t + i, n - i);
+            if (!k) {
+                char what[48];
+                snprintf(what, sizeof what, m == -2 ? "desc->note" : m == -1 ? "the date column's name"
+                                                                             : "column %d's name", m);
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not UTF-8 (byte "
+                                    "%zu is 0x%02X); forecaster.json holds UTF-8 text: convert the CSV header", what, i,
+                                    (unsigned char)t[i]);
+            }
+            i += (size_t)k;
+        }
+    }
+    /* the name the directory goes by: trailing slashes off, never "." or ".." */
+    char base[4100];
+    size_t bn = strlen(dir);
+    while (bn > 1 && dir[bn - 1] == '/') bn--;
+    memcpy(base, dir, bn);
+    base[bn] = 0;
+    const char *last = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
+    if (!*last || !strcmp(last, ".") || !strcmp(last, ".."))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir = '%s': name the directory "
+                            "itself (a save writes it anew beside its old self, then swaps the two)", dir);
+    int exists;
+    gpt2rt_result r = gpt2rt__fc_dir_check(ctx, base, &exists);
     if (r != GPT2RT_OK) return r;
-    char path[4200], tmp[4200];
-    snprintf(path, sizeof path, "%s/forecaster.json", dir);
-    snprintf(tmp, sizeof tmp, "%s/forecaster.json.tmp", dir);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", tmp, strerror(errno));
-    fprintf(f, "{\n");
-    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster", 0);
-    fprintf(f, "  \"version\": 1,\n");
-    gpt2rt__fc_put_str(f, "note", desc->note, 0);
-    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression", 0);
-    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal", 0);
-    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
-            c.n_embd, c.max_seq_len);
-    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
-            c.patch_len, c.patch_stride, c.horizon);
-    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
-                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32", 0);
-    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
-            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
-    fprintf(f, "  \"columns\": [");
-    for (int64_t m = 0; m < M; m++) {
-        char esc[1024];
-        gpt2rt__json_escape(esc, sizeof esc, s->name[m]);
-        fprintf(f, "%s\"%s\"", m ? ", " : "", esc);
+    /* the new directory is written beside the old one, then renamed into its place */
+    char tmp[4200], old[4200];
+    for (int n = 0;; n++) {
+        snprintf(tmp, sizeof tmp, "%s.tmp-%d", base, n);
+        if (GPT2RT__MKDIR(tmp) == 0) break;
+        if (errno != EEXIST || n == 999)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot create %s (the forecaster is "
+                                "written there, then renamed to %s): %s", tmp, base, strerror(errno));
     }
-    fprintf(f, "],\n");
-    gpt2rt__fc_put_str(f, "date_column", s->date_name, 0);
-    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
-    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders], 0);
-    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
-    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
-    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
-    if (desc->linear) {
-        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
-        gpt2rt__fc_put_nums(f, "linear", desc->linear, nw);
-    } else fprintf(f, "  \"linear\": null,\n");
-    fprintf(f, "  \"end\": true\n}\n");
-    if ((r = gpt2rt__write_close(ctx, f, tmp, path, 1)) != GPT2RT_OK) return r;
-    return gpt2rt__rename(ctx, tmp, path);
+    if ((r = gpt2rt_weights_save(ctx, tmp)) == GPT2RT_OK) r = gpt2rt__fc_write_json(ctx, tmp, desc);
+    if (r != GPT2RT_OK) {
+        char first[sizeof ctx->error];
+        snprintf(first, sizeof first, "%s", ctx->error);
+        gpt2rt__fc_rmdir(tmp);
+        return gpt2rt__fail(ctx, r, "gpt2rt_forecaster_save: %s (%s is unchanged)", first, base);
+    }
+    if (exists) {
+        for (int n = 0;; n++) {
+            struct stat sb;
+            snprintf(old, sizeof old, "%s.old-%d", base, n);
+            if (stat(old, &sb) != 0 || n == 999) break;
+        }
+        if (gpt2rt__fc_rename(base, old) != 0) {
+            int e = errno;
+            gpt2rt__fc_rmdir(tmp);
+            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot move the previous forecaster %s "
+                                "aside to %s: %s (%s is unchanged)", base, old, strerror(e), base);
+        }
+    }
+    if (gpt2rt__fc_rename(tmp, base) != 0) {
+        int e = errno, back = !exists || rename(old, base) == 0;
+        gpt2rt__fc_rmdir(tmp);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot rename %s to %s: %s (%s)", tmp, base,
+                            strerror(e), !exists ? "nothing was written" : back ? "the previous forecaster is back"
+                                                                             : "the previous forecaster is in the .old "
+                                                                               "directory beside it");
+    }
+    if (exists && !gpt2rt__fc_rmdir(old))
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_forecaster_save: saved %s; the previous forecaster stays in %s "
+                    "(cannot remove it: %s)", base, old, strerror(errno));
+    return GPT2RT_OK;
 }
 
-/* ---- reading forecaster.json: the keys first, then each value where it is needed ---- */
+/* ---- reading forecaster.json ---- */
 
-typedef struct gpt2rt__fj {
-    const char *p, *end;
-    int n;
-    char key[64][32];
-    const char *val[64]; /* where key[i]'s value starts */
-} gpt2rt__fj;
+/* its keys, each once: the strings and arrays, then the integers with their ranges.
+   note, trained_precision and end may be left out; linear_rows and linear_cols are
+   there exactly when linear is not null. */
+static const char *gpt2rt__fc_keys[] = {"format", "version", "note", "head", "attn_mask", "trained_precision",
+                                        "columns", "date_column", "date_step", "borders", "scaler_mean",
+                                        "scaler_std", "blend", "linear", "end"};
+enum { GPT2RT__FK_FORMAT, GPT2RT__FK_VERSION, GPT2RT__FK_NOTE, GPT2RT__FK_HEAD, GPT2RT__FK_MASK, GPT2RT__FK_PRECISION,
+       GPT2RT__FK_COLUMNS, GPT2RT__FK_DATE_COLUMN, GPT2RT__FK_DATE_STEP, GPT2RT__FK_BORDERS, GPT2RT__FK_MEAN,
+       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_NS };
+static const struct { const char *key; int64_t lo, hi; } gpt2rt__fc_ints[] = {
+    {"n_layer", 1, INT32_MAX}, {"n_head", 1, INT32_MAX}, {"n_embd", 1, INT32_MAX}, {"max_seq_len", 1, INT32_MAX},
+    {"lookback", 1, INT32_MAX}, {"patch_len", 1, INT32_MAX}, {"patch_stride", 1, INT32_MAX},
+    {"horizon", 1, INT32_MAX}, {"channels", 1, INT32_MAX}, {"revin_affine", 0, 1}, {"batch", 1, INT32_MAX},
+    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}};
+enum { GPT2RT__FI_N = 14, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13 };
+#define GPT2RT__FC_DATE_STEP_MAX 1e10 /* seconds: 317 years between rows */
 
-static void gpt2rt__fj_ws(gpt2rt__fj *j) {
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+/* one of n names, or -1 */
+static int gpt2rt__fc_pick(const char *s, const char *const *names, int n) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(s, names[k])) return k;
+    return -1;
 }
 
-/* a string at p into out (cap bytes, NUL-terminated); 0 when it is not one or too long */
-static int gpt2rt__fj_str(gpt2rt__fj *j, char *out, size_t cap) {
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end || *j->p != '"') return 0;
-    size_t n = 0;
-    for (j->p++; j->p < j->end && *j->p != '"'; j->p++) {
-        unsigned c = (unsigned char)*j->p;
-        if (c < 0x20) return 0;
-        if (c == '\\') {
-            if (++j->p >= j->end) return 0;
-            c = (unsigned char)*j->p;
-            if (c == 'u') {
-                unsigned u = 0;
-                for (int i = 0; i < 4; i++) {
-                    if (++j->p >= j->end || gpt2rt__hex(*j->p) < 0) return 0;
-                    u = u * 16 + (unsigned)gpt2rt__hex(*j->p);
+/* an array of numbers, each in [lo, hi], appended to *v (grown as it goes) */
+static gpt2rt_result gpt2rt__fc_nums(gpt2rt__json *j, double **v, int64_t *n, double lo, double hi, const char *range) {
+    gpt2rt_result r = gpt2rt__json_array_begin(j);
+    int64_t cap = 0;
+    while (r == GPT2RT_OK && gpt2rt__json_array_next(j, &r)) {
+        double x;
+        const char *at = j->p;
+        if ((r = gpt2rt__json_number(j, &x)) != GPT2RT_OK) break;
+        if (!(x >= lo && x <= hi)) {
+            j->p = (char *)at;
+            return gpt2rt__json_failf(j, "element %lld = %.17g is outside %s", (long long)*n, x, range);
+        }
+        if (*n == cap) {
+            double *g = (double *)realloc(*v, sizeof(double) * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!g) return gpt2rt__tok_msg(j->err, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", j->what);
+            *v = g;
+        }
+        (*v)[(*n)++] = x;
+    }
+    return r;
+}
+
+static int gpt2rt__fc_cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* forecaster.json (text, len bytes and a NUL, unescaped in place) into fc and c: every
+   key known and once, every value of its type and in its range, the arrays as long as
+   the shape says; the message in fc->error */
+static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t len, const char *file, gpt2rt_config *c) {
+    int seen[GPT2RT__FK_NS + GPT2RT__FI_N] = {0};
+    int64_t iv[GPT2RT__FI_N] = {0};
+    const char *head = NULL, *mask = NULL, *date = NULL, *key, **cols = NULL;
+    double *arr[3] = {NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear */
+    int64_t narr[3] = {0, 0, 0}, ncols = 0, cap = 0;
+    int borders = 0, end = 1, linear_null = 0;
+    char *e = fc->error;
+    gpt2rt__json j;
+    gpt2rt__json_init(&j, text, len, NULL, e, sizeof fc->error, file, "forecaster.json");
+    gpt2rt_result r = gpt2rt__json_object_begin(&j);
+    while (r == GPT2RT_OK && gpt2rt__json_object_next(&j, &key, &r)) {
+        int k = gpt2rt__fc_pick(key, gpt2rt__fc_keys, GPT2RT__FK_NS);
+        for (int i = 0; k < 0 && i < GPT2RT__FI_N; i++)
+            if (!strcmp(key, gpt2rt__fc_ints[i].key)) k = GPT2RT__FK_NS + i;
+        if (k < 0) { r = gpt2rt__json_fail(&j, "unknown key (docs/timeseries.md lists forecaster.json's keys)"); break; }
+        if (seen[k]++) { r = gpt2rt__json_fail(&j, "the key appears twice"); break; }
+        const char *s = NULL;
+        int64_t v;
+        switch (k) {
+        case GPT2RT__FK_FORMAT:
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2rt-forecaster"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\": not a forecaster (its format is \"gpt2rt-forecaster\")", s);
+            break;
+        case GPT2RT__FK_VERSION:
+            if ((r = gpt2rt__json_int(&j, 0, INT32_MAX, &v)) == GPT2RT_OK && v != 1)
+                r = gpt2rt__json_failf(&j, "version %lld; this gpt2rt reads version 1", (long long)v);
+            break;
+        case GPT2RT__FK_NOTE:
+        case GPT2RT__FK_DATE_COLUMN:
+            if (gpt2rt__json_null(&j)) break;
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && k == GPT2RT__FK_DATE_COLUMN) {
+                if (!*s) r = gpt2rt__json_fail(&j, "an empty name (a name, or null for none)");
+                date = s;
+            }
+            break;
+        case GPT2RT__FK_HEAD:
+            if ((r = gpt2rt__json_string(&j, &head)) == GPT2RT_OK && strcmp(head, "regression") &&
+                strcmp(head, "patch_decode"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"regression\" nor \"patch_decode\"", head);
+            break;
+        case GPT2RT__FK_MASK:
+            if ((r = gpt2rt__json_string(&j, &mask)) == GPT2RT_OK && strcmp(mask, "causal") && strcmp(mask, "placeholders"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"causal\" nor \"placeholders\"", mask);
+            break;
+        case GPT2RT__FK_PRECISION: {
+            static const char *p[] = {"fp32", "bf16", "fp16"};
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && gpt2rt__fc_pick(s, p, 3) < 0)
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not fp32, bf16 or fp16", s);
+            break;
+        }
+        case GPT2RT__FK_BORDERS:
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && (borders = gpt2rt__fc_pick(s, gpt2rt__fc_borders, 5)) < 0)
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not auto, etth, ettm, ratio or none", s);
+            break;
+        case GPT2RT__FK_COLUMNS:
+            if ((r = gpt2rt__json_array_begin(&j)) != GPT2RT_OK) break;
+            while (gpt2rt__json_array_next(&j, &r)) {
+                size_t n;
+                if (gpt2rt__json_peek(&j) != '"') { r = gpt2rt__json_failf(&j, "name %lld is not a string", (long long)ncols); break; }
+                if ((r = gpt2rt__json_string_n(&j, &s, &n)) != GPT2RT_OK) break;
+                if (!n) { r = gpt2rt__json_failf(&j, "name %lld is empty", (long long)ncols); break; }
+                if (ncols == cap) {
+                    const char **g = (const char **)realloc((void *)cols, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 16));
+                    if (!g) { r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file); break; }
+                    cols = g;
                 }
-                if (u == 0 || u >= 0x80) return 0; /* the writer escapes control characters only */
-                c = u;
-            } else if (c == 'n') c = '\n';
-            else if (c == 't') c = '\t';
-            else if (c == 'r') c = '\r';
-            else if (c != '"' && c != '\\' && c != '/') return 0;
+                cols[ncols++] = s;
+            }
+            break;
+        case GPT2RT__FK_DATE_STEP: {
+            double d;
+            const char *at = j.p;
+            if ((r = gpt2rt__json_number(&j, &d)) == GPT2RT_OK && !(d >= 0 && d <= GPT2RT__FC_DATE_STEP_MAX)) {
+                j.p = (char *)at;
+                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1e10] (seconds between rows; 0: unknown)", d);
+            }
+            fc->info.date_step = d;
+            break;
         }
-        if (n + 1 >= cap) return 0;
-        out[n++] = (char)c;
-    }
-    if (j->p >= j->end) return 0;
-    j->p++;
-    out[n] = 0;
-    return 1;
-}
-
-/* past one value: a number, string, true/false/null, or an array of them */
-static int gpt2rt__fj_skip(gpt2rt__fj *j, int depth) {
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end) return 0;
-    if (*j->p == '"') { /* any length: nothing kept */
-        for (j->p++; j->p < j->end && *j->p != '"'; j->p++)
-            if (*j->p == '\\' && ++j->p >= j->end) return 0;
-        if (j->p >= j->end) return 0;
-        j->p++;
-        return 1;
-    }
-    if (*j->p == '[') {
-        if (depth > 0) return 0;
-        j->p++;
-        gpt2rt__fj_ws(j);
-        if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
-        for (;;) {
-            if (!gpt2rt__fj_skip(j, depth + 1)) return 0;
-            gpt2rt__fj_ws(j);
-            if (j->p < j->end && *j->p == ',') { j->p++; continue; }
-            if (j->p < j->end && *j->p == ']') { j->p++; return 1; }
-            return 0;
+        case GPT2RT__FK_BLEND: {
+            const char *at = j.p;
+            if ((r = gpt2rt__json_number(&j, &fc->info.blend)) == GPT2RT_OK && !(fc->info.blend >= 0 && fc->info.blend <= 1)) {
+                j.p = (char *)at;
+                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1]", fc->info.blend);
+            }
+            break;
+        }
+        case GPT2RT__FK_MEAN:
+            r = gpt2rt__fc_nums(&j, &arr[0], &narr[0], -GPT2RT__FC_MEAN_MAX, GPT2RT__FC_MEAN_MAX,
+                                "[-3.4028234663852886e38, 3.4028234663852886e38] (a mean of floats)");
+            break;
+        case GPT2RT__FK_STD:
+            r = gpt2rt__fc_nums(&j, &arr[1], &narr[1], GPT2RT__FC_STD_MIN, GPT2RT__FC_STD_MAX,
+                                "[2.220446049250313e-15, 3.4028234663852886e38] (a scaler's std: positive, at least "
+                                "10 DBL_EPSILON, at most FLT_MAX)");
+            break;
+        case GPT2RT__FK_LINEAR:
+            if (!(linear_null = gpt2rt__json_null(&j)))
+                r = gpt2rt__fc_nums(&j, &arr[2], &narr[2], -GPT2RT__FC_LINEAR_MAX, GPT2RT__FC_LINEAR_MAX, "[-1e15, 1e15]");
+            break;
+        case GPT2RT__FK_END:
+            if ((r = gpt2rt__json_bool(&j, &end)) == GPT2RT_OK && !end) r = gpt2rt__json_fail(&j, "false; a complete file ends with \"end\": true");
+            break;
+        default: {
+            int i = k - GPT2RT__FK_NS;
+            r = gpt2rt__json_int(&j, gpt2rt__fc_ints[i].lo, gpt2rt__fc_ints[i].hi, &iv[i]);
+        }
         }
     }
-    const char *b = j->p;
-    while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || (*j->p >= 'a' && *j->p <= 'z') || strchr("+-.E", *j->p))) j->p++;
-    return j->p > b;
-}
-
-static int gpt2rt__fj_parse(gpt2rt__fj *j, const char *text, size_t len) {
-    memset(j, 0, sizeof *j);
-    j->p = text;
-    j->end = text + len;
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end || *j->p++ != '{') return 0;
-    for (;;) {
-        if (j->n == 64 || !gpt2rt__fj_str(j, j->key[j->n], sizeof j->key[0])) return 0;
-        gpt2rt__fj_ws(j);
-        if (j->p >= j->end || *j->p++ != ':') return 0;
-        gpt2rt__fj_ws(j);
-        j->val[j->n++] = j->p;
-        if (!gpt2rt__fj_skip(j, 0)) return 0;
-        gpt2rt__fj_ws(j);
-        if (j->p < j->end && *j->p == ',') { j->p++; continue; }
-        if (j->p < j->end && *j->p == '}') return 1;
-        return 0;
+    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
+    /* every key the writer always writes, and the arrays as long as the shape says */
+    for (int k = 0; r == GPT2RT_OK && k < GPT2RT__FK_NS + GPT2RT__FI_N; k++) {
+        const char *name = k < GPT2RT__FK_NS ? gpt2rt__fc_keys[k] : gpt2rt__fc_ints[k - GPT2RT__FK_NS].key;
+        int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END ||
+                       k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
+        if (!seen[k] && !optional) r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing", file, name);
     }
-}
-
-/* key's value position in *j (p moved there), 0 when the key is absent */
-static int gpt2rt__fj_at(gpt2rt__fj *j, const char *key) {
-    for (int i = 0; i < j->n; i++)
-        if (!strcmp(j->key[i], key)) { j->p = j->val[i]; return 1; }
-    return 0;
-}
-
-static int gpt2rt__fj_null(gpt2rt__fj *j) {
-    return j->end - j->p >= 4 && !memcmp(j->p, "null", 4);
-}
-
-/* a number at p (strtod's syntax, finite) */
-static int gpt2rt__fj_num(gpt2rt__fj *j, double *v) {
-    char buf[64];
-    size_t n = 0;
-    gpt2rt__fj_ws(j);
-    while (j->p < j->end && n + 1 < sizeof buf && ((*j->p >= '0' && *j->p <= '9') || strchr("+-.eE", *j->p)))
-        buf[n++] = *j->p++;
-    buf[n] = 0;
-    char *e;
-    *v = strtod(buf, &e);
-    return n > 0 && *e == 0 && isfinite(*v);
-}
-
-/* n numbers of an array at p into v */
-static int gpt2rt__fj_nums(gpt2rt__fj *j, double *v, int64_t n) {
-    gpt2rt__fj_ws(j);
-    if (j->p >= j->end || *j->p++ != '[') return 0;
-    for (int64_t i = 0; i < n; i++) {
-        gpt2rt__fj_ws(j);
-        if (i && (j->p >= j->end || *j->p++ != ',')) return 0;
-        if (!gpt2rt__fj_num(j, &v[i])) return 0;
+    int64_t L = iv[4], H = iv[7], M = iv[8];
+    int has_linear = !linear_null, rows = seen[GPT2RT__FK_NS + GPT2RT__FI_ROWS],
+        lcols = seen[GPT2RT__FK_NS + GPT2RT__FI_COLS];
+    if (r != GPT2RT_OK) {
+    } else if (ncols != M) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" has %lld names; \"channels\" = %lld needs %lld names",
+                            file, (long long)ncols, (long long)M, (long long)M);
+    } else if (narr[0] != M || narr[1] != M) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" have %lld and %lld numbers; "
+                            "\"channels\" = %lld needs %lld each", file, (long long)narr[0], (long long)narr[1],
+                            (long long)M, (long long)M);
+    } else if (has_linear != rows || has_linear != lcols || (has_linear && (iv[GPT2RT__FI_ROWS] != L + 1 ||
+               iv[GPT2RT__FI_COLS] != H || narr[2] != (L + 1) * H))) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: the linear map is %s; lookback %lld and horizon %lld need "
+                            "\"linear_rows\" = %lld, \"linear_cols\" = %lld and %lld numbers in \"linear\" (or "
+                            "\"linear\": null and neither size)", file,
+                            !has_linear ? (rows || lcols ? "null but a size is given" : "null")
+                            : !rows || !lcols ? "given without its sizes" : "of another shape",
+                            (long long)L, (long long)H, (long long)(L + 1), (long long)H, (long long)((L + 1) * H));
+        if (has_linear && rows && lcols)
+            snprintf(e + strlen(e), sizeof fc->error - strlen(e), " (it is %lld x %lld, %lld numbers)",
+                     (long long)iv[GPT2RT__FI_ROWS], (long long)iv[GPT2RT__FI_COLS], (long long)narr[2]);
+    } else if ((fc->info.blend > 0 || iv[11]) && !has_linear) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
+                            fc->info.blend, (int)iv[11]);
     }
-    gpt2rt__fj_ws(j);
-    return j->p < j->end && *j->p == ']';
+    if (r == GPT2RT_OK && M > 1) { /* duplicate names: sorted neighbours */
+        const char **sorted = (const char **)malloc(sizeof(char *) * (size_t)M);
+        if (!sorted) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        else {
+            memcpy((void *)sorted, (const void *)cols, sizeof(char *) * (size_t)M);
+            qsort((void *)sorted, (size_t)M, sizeof(char *), gpt2rt__fc_cmp_names);
+            for (int64_t m = 1; m < M && r == GPT2RT_OK; m++)
+                if (!strcmp(sorted[m - 1], sorted[m]))
+                    r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" names \"%.200s\" twice; each channel "
+                                        "has its own name", file, sorted[m]);
+            free((void *)sorted);
+        }
+    }
+    if (r == GPT2RT_OK) { /* the names, then the date column's, NUL-separated, in one block */
+        size_t total = date ? strlen(date) + 1 : 0;
+        for (int64_t m = 0; m < M; m++) total += strlen(cols[m]) + 1;
+        fc->names = (char *)malloc(total ? total : 1);
+        fc->name = (char **)malloc(sizeof(char *) * (size_t)M);
+        if (!fc->names || !fc->name) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        else {
+            char *q = fc->names;
+            for (int64_t m = 0; m <= M; m++) {
+                const char *src = m < M ? cols[m] : date;
+                if (!src) break;
+                size_t n = strlen(src) + 1;
+                memcpy(q, src, n);
+                if (m < M) fc->name[m] = q;
+                else fc->date_name = q;
+                q += n;
+            }
+        }
+    }
+    free((void *)cols);
+    if (r != GPT2RT_OK) {
+        free(arr[0]); free(arr[1]); free(arr[2]);
+        return r;
+    }
+    fc->mean = arr[0];
+    fc->std = arr[1];
+    fc->W = arr[2];
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
+                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
+    for (int i = 0; i < 12; i++) *dst[i] = (int)iv[i];
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
+    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    fc->info.borders = (gpt2rt_series_borders)borders;
+    fc->info.lookback = c->seq_len;
+    fc->info.horizon = c->horizon;
+    fc->info.channels = c->n_channels;
+    fc->info.has_linear = has_linear;
+    return GPT2RT_OK;
 }
 
 static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
@@ -8020,128 +8609,36 @@ static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster 
     return r;
 }
 
-/* the model and runtime of the forecaster in j into c; 0 (and the message) when a
-   field is missing or out of range */
-static int gpt2rt__fc_config(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file, gpt2rt_config *c) {
-    static const char *keys[] = {"n_layer", "n_head", "n_embd", "max_seq_len", "lookback", "patch_len", "patch_stride",
-                                 "horizon", "channels", "revin_affine", "batch", "linear_residual"};
-    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
-                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
-    for (int k = 0; k < 12; k++) {
-        double v;
-        if (!gpt2rt__fj_at(j, keys[k]) || !gpt2rt__fj_num(j, &v) || v != floor(v) || v < 0 || v > 1e9) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing or not an integer in [0, 1e9]", file,
-                            keys[k]);
-            return 0;
+/* the weights file holds exactly the tensors of fc->ctx's model: gpt2rt_weights_load
+   keeps a patch model's own tensors when a file lacks them (a GPT-2 checkpoint to
+   fine-tune from) and ignores the ones it does not know; a forecaster has them all */
+static gpt2rt_result gpt2rt__fc_tensors(gpt2rt_forecaster *fc, const char *weights) {
+    gpt2rt_ctx *ctx = fc->ctx;
+    unsigned char *buf;
+    size_t len;
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__read_file(ctx, weights, &buf, &len);
+    if (r != GPT2RT_OK) return r;
+    if ((r = gpt2rt__st_parse(ctx, buf, len, weights, &st)) == GPT2RT_OK) {
+        int revin = ctx->cfg.revin_affine;
+        for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
+            const char *nm = ctx->tensors[i].name;
+            if (!gpt2rt__st_find(&st, nm))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is missing: a forecaster's weights hold the "
+                                 "%d tensors of its model (this file has %d%s%s)%s", weights, nm, ctx->n_tensors, st.n,
+                                 st.n ? ", the first " : "", st.n ? st.t[0].name : "",
+                                 strncmp(nm, "revin.", 6) ? "" : "; forecaster.json says revin_affine = 1");
         }
-        *dst[k] = (int)v;
+        for (int k = 0; k < st.n && r == GPT2RT_OK; k++)
+            if (!gpt2rt__tensor_named(ctx, st.t[k].name))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is not one of the %d tensors of the model "
+                                 "forecaster.json describes%s", weights, st.t[k].name, ctx->n_tensors,
+                                 strncmp(st.t[k].name, "revin.", 6) || revin ? ""
+                                 : " (forecaster.json says revin_affine = 0)");
+        gpt2rt__st_release(ctx, &st);
     }
-    char head[32], mask[32], borders[16];
-    if (!gpt2rt__fj_at(j, "head") || !gpt2rt__fj_str(j, head, sizeof head) ||
-        (strcmp(head, "regression") && strcmp(head, "patch_decode")) || !gpt2rt__fj_at(j, "attn_mask") ||
-        !gpt2rt__fj_str(j, mask, sizeof mask) || (strcmp(mask, "causal") && strcmp(mask, "placeholders")) ||
-        !gpt2rt__fj_at(j, "borders") || !gpt2rt__fj_str(j, borders, sizeof borders)) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"head\" (regression or patch_decode), \"attn_mask\" (causal "
-                        "or placeholders) or \"borders\" is missing or unknown", file);
-        return 0;
-    }
-    c->input = GPT2RT_INPUT_PATCHES;
-    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
-    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    fc->info.borders = GPT2RT_SERIES_BORDERS_AUTO;
-    for (int k = 1; k < 5; k++)
-        if (!strcmp(borders, gpt2rt__fc_borders[k])) fc->info.borders = (gpt2rt_series_borders)k;
-    if (c->n_channels < 1 || c->seq_len < 1 || c->horizon < 1 || fc->info.batch < 1) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: channels = %d, lookback = %d, horizon = %d and batch = %d "
-                        "must be >= 1", file, c->n_channels, c->seq_len, c->horizon, fc->info.batch);
-        return 0;
-    }
-    fc->info.lookback = c->seq_len;
-    fc->info.horizon = c->horizon;
-    fc->info.channels = c->n_channels;
-    return 1;
-}
-
-/* the channels' names, the date column, the scaler, the linear map and the blend */
-static int gpt2rt__fc_data(gpt2rt_forecaster *fc, gpt2rt__fj *j, const char *file) {
-    int64_t M = fc->info.channels, L = fc->info.lookback, H = fc->info.horizon;
-    size_t cap = 0;
-    if (gpt2rt__fj_at(j, "columns")) cap = (size_t)(j->end - j->p) + 1;
-    if (gpt2rt__fj_at(j, "date_column")) cap += (size_t)(j->end - j->p) + 1;
-    fc->names = (char *)malloc(cap ? cap : 1);
-    fc->name = (char **)calloc((size_t)M, sizeof(char *));
-    fc->mean = (double *)malloc(sizeof(double) * (size_t)M);
-    fc->std = (double *)malloc(sizeof(double) * (size_t)M);
-    if (!fc->names || !fc->name || !fc->mean || !fc->std) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
-        return 0;
-    }
-    char *q = fc->names;
-    int good = gpt2rt__fj_at(j, "columns");
-    if (good) {
-        gpt2rt__fj_ws(j);
-        good = j->p < j->end && *j->p++ == '[';
-    }
-    for (int64_t m = 0; good && m < M; m++) {
-        gpt2rt__fj_ws(j);
-        if (m && (j->p >= j->end || *j->p++ != ',')) { good = 0; break; }
-        fc->name[m] = q;
-        good = gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names));
-        q += strlen(q) + 1;
-    }
-    if (good) { gpt2rt__fj_ws(j); good = j->p < j->end && *j->p == ']'; }
-    if (!good) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"columns\" is missing or is not %lld names", file, (long long)M);
-        return 0;
-    }
-    if (gpt2rt__fj_at(j, "date_column") && !gpt2rt__fj_null(j)) {
-        fc->date_name = q;
-        if (!gpt2rt__fj_str(j, q, cap - (size_t)(q - fc->names))) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"date_column\" is neither a name nor null", file);
-            return 0;
-        }
-    }
-    double v;
-    if (gpt2rt__fj_at(j, "date_step") && gpt2rt__fj_num(j, &v) && v >= 0) fc->info.date_step = v;
-    if (!gpt2rt__fj_at(j, "scaler_mean") || !gpt2rt__fj_nums(j, fc->mean, M) || !gpt2rt__fj_at(j, "scaler_std") ||
-        !gpt2rt__fj_nums(j, fc->std, M)) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" must be %lld finite numbers "
-                        "each (one a channel)", file, (long long)M);
-        return 0;
-    }
-    for (int64_t m = 0; m < M; m++)
-        if (!(fc->std[m] > 0)) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: scaler_std[%lld] = %g must be > 0", file, (long long)m,
-                            fc->std[m]);
-            return 0;
-        }
-    if (!gpt2rt__fj_at(j, "blend") || !gpt2rt__fj_num(j, &fc->info.blend) || fc->info.blend < 0 || fc->info.blend > 1) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"blend\" is missing or outside [0, 1]", file);
-        return 0;
-    }
-    if (gpt2rt__fj_at(j, "linear") && !gpt2rt__fj_null(j)) {
-        double rows = 0, cols = 0;
-        if (!gpt2rt__fj_at(j, "linear_rows") || !gpt2rt__fj_num(j, &rows) || !gpt2rt__fj_at(j, "linear_cols") ||
-            !gpt2rt__fj_num(j, &cols) || rows != (double)(L + 1) || cols != (double)H) {
-            gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: the linear map is %g x %g; lookback %lld and horizon %lld "
-                            "need %lld x %lld", file, rows, cols, (long long)L, (long long)H, (long long)(L + 1),
-                            (long long)H);
-            return 0;
-        }
-        fc->W = (double *)malloc(sizeof(double) * (size_t)((L + 1) * H));
-        if (!fc->W || !gpt2rt__fj_at(j, "linear") || !gpt2rt__fj_nums(j, fc->W, (L + 1) * H)) {
-            gpt2rt__tok_msg(fc->error, fc->W ? GPT2RT_ERR_FORMAT : GPT2RT_ERR_OUT_OF_MEMORY, "%s: \"linear\" must be "
-                            "%lld finite numbers", file, (long long)((L + 1) * H));
-            return 0;
-        }
-        fc->info.has_linear = 1;
-    }
-    if ((fc->info.blend > 0 || fc->info.linear_residual) && !fc->W) {
-        gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
-                        fc->info.blend, fc->info.linear_residual);
-        return 0;
-    }
-    return 1;
+    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const char *dir, const gpt2rt_config *base) {
@@ -8167,23 +8664,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
                                                             "forecaster with gpt2rt_forecaster_save (timeseries --save)"
                                                           : ""));
     }
-    gpt2rt__fj j;
-    char format[32];
-    double version = 0;
-    int parsed = gpt2rt__fj_parse(&j, (const char *)buf, len);
+    unsigned char *text = (unsigned char *)realloc(buf, len + 1); /* the reader reads a NUL at the end */
+    if (!text) {
+        free(buf);
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file));
+    }
+    text[len] = 0;
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
-    gpt2rt_result r = GPT2RT_OK;
-    if (!parsed || !gpt2rt__fj_at(&j, "format") || !gpt2rt__fj_str(&j, format, sizeof format) ||
-        strcmp(format, "gpt2rt-forecaster") || !gpt2rt__fj_at(&j, "version") || !gpt2rt__fj_num(&j, &version))
-        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: not a forecaster: a JSON object with \"format\": "
-                            "\"gpt2rt-forecaster\" and a \"version\" is expected%s", file,
-                            parsed ? "" : " (the file does not parse as one flat JSON object)");
-    else if (version != 1)
-        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: version %g; this gpt2rt reads version 1", file, version);
-    else if (!gpt2rt__fc_config(fc, &j, file, &c) || !gpt2rt__fc_data(fc, &j, file))
-        r = fc->error[0] && strstr(fc->error, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT;
-    free(buf);
+    gpt2rt_result r = gpt2rt__fc_read(fc, (char *)text, len, file, &c);
+    free(text);
     if (r != GPT2RT_OK) return gpt2rt__fc_done(out, fc, r);
     if (base) { /* the forecast's precision is the caller's (fp32 by default), whatever trained_precision says */
         c.backend = base->backend;
@@ -8191,10 +8681,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
         c.n_threads = base->n_threads;
         c.log = base->log;
         c.log_user = base->log_user;
+        c.memory_budget = base->memory_budget;
         if (base->batch_size > 0) fc->info.batch = base->batch_size;
     }
     c.batch_size = fc->info.batch;
-    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
+    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK) {
+        gpt2rt__tok_msg(fc->error, r, "%s: the model it describes cannot be built: %s", file, gpt2rt_last_error(fc->ctx));
+        return gpt2rt__fc_done(out, fc, r);
+    }
+    if ((r = gpt2rt__fc_tensors(fc, weights)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
         (r = gpt2rt_mode_set(fc->ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) {
         gpt2rt__tok_msg(fc->error, r, "%s: %s", dir, gpt2rt_last_error(fc->ctx));
         return gpt2rt__fc_done(out, fc, r);
@@ -8285,8 +8780,16 @@ static gpt2rt_result gpt2rt__fc_run(gpt2rt_forecaster *fc, const char *fn, const
                 fc->pred[i] = (float)(p + fc->info.blend * d);
             }
         }
-        for (int64_t i = 0; i < real * H * M; i++)
-            out[first * H * M + i] = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
+        for (int64_t i = 0; i < real * H * M; i++) {
+            float v = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
+            if (!isfinite(v))
+                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the forecast of window %lld, step "
+                                       "%lld, channel %lld is %g: it does not fit a float (the window lies too far "
+                                       "outside the training data's range, or the weights overflow)", fn,
+                                       (long long)(first + i / (H * M)), (long long)(i / M % H), (long long)(i % M),
+                                       (double)v);
+            out[first * H * M + i] = v;
+        }
     }
     return GPT2RT_OK;
 }

@@ -5,11 +5,15 @@
    second time), and in the data's units within the rounding of the inputs' scaling;
    both heads (the flatten head with the linear map, aLLM4TS's patch decoding without);
    what it refuses: a directory of weights only, another version, a model whose
-   weights do not fit the saved shape, a blend outside [0, 1]. */
+   weights do not fit the saved shape, a blend outside [0, 1]; a save replaces the
+   whole directory or nothing; hostile forecaster.json and weights files. */
 #define _POSIX_C_SOURCE 200809L
+#define GPT2RT__TEST_HOOKS /* a failing rename */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 enum { ROWS = 160, M = 3, L = 16, H = 4, B = 4 };
@@ -63,9 +67,9 @@ static void reference(gpt2rt_ctx *ctx, gpt2rt_series *s, const double *W, int re
     }
 }
 
-static void edit_json(const char *from, const char *to) { /* forecaster.json with one value changed */
+static void edit_json_in(const char *dir, const char *from, const char *to) { /* dir/forecaster.json, one value changed */
     char path[256], *buf;
-    snprintf(path, sizeof path, "%s/fc/forecaster.json", DIR);
+    snprintf(path, sizeof path, "%s/forecaster.json", dir);
     FILE *f = fopen(path, "rb");
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
@@ -80,6 +84,8 @@ static void edit_json(const char *from, const char *to) { /* forecaster.json wit
     fclose(f);
     free(buf);
 }
+
+static void edit_json(const char *from, const char *to) { edit_json_in(DIR "/fc", from, to); }
 
 static void round_trip(gpt2rt_head head, int with_linear) {
     const char *label = head == GPT2RT_HEAD_REGRESSION ? "flatten head + linear map" : "patch decoding";
@@ -222,8 +228,344 @@ static void refusals(void) {
     edit_json("\"n_embd\": 16", "\"n_embd\": 8");
     edit_json("\"scaler_std\": [", "\"scaler_std\": [-");
     r = gpt2rt_forecaster_load(&fc, DIR "/fc", NULL);
-    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), "scaler_std[0] = -") &&
-              strstr(gpt2rt_forecaster_last_error(fc), "must be > 0"), "a negative std: %s", gpt2rt_forecaster_last_error(fc));
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), "\"scaler_std\": element 0 = -") &&
+              strstr(gpt2rt_forecaster_last_error(fc), "is outside [2.220446049250313e-15, 3.4028234663852886e38]"),
+          "a negative std: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
+/* ---- shared by the hostile-input tests: a small forecaster, its test windows ---- */
+
+static gpt2rt_series *fx_series(const char *csv) {
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = L; sd.horizon = H;
+    gpt2rt_series *s;
+    if (gpt2rt_series_load(&s, csv, &sd) != GPT2RT_OK) CHECK(0, "load %s: %s", csv, gpt2rt_series_last_error(s));
+    return s;
+}
+
+static gpt2rt_ctx *fx_ctx(int revin) {
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_REGRESSION; c.seq_len = L; c.patch_len = 4; c.patch_stride = 4;
+    c.n_channels = M; c.horizon = H; c.n_layer = 1; c.n_head = 2; c.n_embd = 8; c.batch_size = B; c.lr = 1e-2f;
+    c.seed = 11; c.revin_affine = revin; c.n_threads = 1;
+    gpt2rt_ctx *ctx;
+    CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
+    return ctx;
+}
+
+static void fx_train(gpt2rt_ctx *ctx, gpt2rt_series *s, int steps) {
+    float x[B * L * M], y[B * H * M];
+    gpt2rt_step_stats st;
+    for (int k = 0; k < steps; k++) {
+        gpt2rt_series_batch(s, GPT2RT_SERIES_TRAIN, 3, 0, k * B, B, x, y);
+        CHECK_OK(ctx, gpt2rt_step_series(ctx, x, y, &st));
+    }
+}
+
+static gpt2rt_result fx_save(gpt2rt_ctx *ctx, gpt2rt_series *s, const char *dir, const char *note) {
+    static double W[(L + 1) * H];
+    for (int i = 0; i < (L + 1) * H; i++) W[i] = 0.05 * cos(0.29 * i) + (i / H == L - 1 ? 0.5 : 0);
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = s; fd.linear = W; fd.linear_residual = 1; fd.blend = 0.25; fd.note = note;
+    return gpt2rt_forecaster_save(ctx, dir, &fd);
+}
+
+/* the first test windows (n of them, data units) through the forecaster in dir */
+enum { NW = 5 };
+static gpt2rt_result fx_predict(const char *dir, float *out, char *err) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    float x[NW * L * M], y[NW * H * M];
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 0, NW, x, y);
+    gpt2rt_series_free(s);
+    gpt2rt_forecaster *fc;
+    gpt2rt_result r = gpt2rt_forecaster_load(&fc, dir, NULL);
+    if (r == GPT2RT_OK) r = gpt2rt_forecaster_predict_scaled(fc, x, NW, out);
+    snprintf(err, 512, "%s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    return r;
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+static void copy_file(const char *from, const char *to) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    char buf[4096];
+    size_t n;
+    while (a && b && (n = fread(buf, 1, sizeof buf, a)) > 0) fwrite(buf, 1, n, b);
+    if (a) fclose(a);
+    if (b) fclose(b);
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* A save writes a new directory beside the old and swaps the two: a failure on the
+   way (a write the file-size limit stops, a rename that fails) leaves the old
+   forecaster loading and forecasting its own numbers, bitwise; a directory that is
+   not a forecaster's is refused, its files kept. */
+static void save_whole_or_nothing(void) {
+    const char *fdir = DIR "/atomic";
+    char err[512];
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    fx_train(ctx, s, 3);
+    CHECK_OK(ctx, fx_save(ctx, s, fdir, "first"));
+    float old_pred[NW * H * M], got[NW * H * M];
+    CHECK(fx_predict(fdir, old_pred, err) == GPT2RT_OK, "the first save loads: %s", err);
+    fx_train(ctx, s, 3); /* other weights from here on */
+
+    /* forecaster.json (a 256 KiB note) outgrows the file-size limit the weights fit in */
+    static char note[1 << 18];
+    memset(note, 'n', sizeof note - 1);
+    long wsize = file_size(DIR "/atomic/model.safetensors");
+    struct rlimit was, lim;
+    getrlimit(RLIMIT_FSIZE, &was);
+    lim = was;
+    lim.rlim_cur = (rlim_t)wsize + 4096;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG */
+    int set = wsize > 0 && setrlimit(RLIMIT_FSIZE, &lim) == 0;
+    gpt2rt_result r = set ? fx_save(ctx, s, fdir, note) : GPT2RT_OK;
+    setrlimit(RLIMIT_FSIZE, &was);
+    signal(SIGXFSZ, prev);
+    if (!set) SKIP("RLIMIT_FSIZE cannot be set here");
+    else {
+        CHECK(r == GPT2RT_ERR_IO && strstr(gpt2rt_last_error(ctx), "is unchanged"),
+              "a save the file-size limit stops half-way fails saying the forecaster is unchanged: %s",
+              gpt2rt_last_error(ctx));
+        CHECK(fx_predict(fdir, got, err) == GPT2RT_OK && !memcmp(got, old_pred, sizeof got),
+              "after the failed save the directory forecasts the first save's numbers, bitwise (%s)", err);
+        CHECK(!exists(DIR "/atomic.tmp-0") && !exists(DIR "/atomic.old-0"), "the failed save leaves no temporary");
+    }
+
+    /* the rename that swaps the new directory in fails (the 4th rename: weights_save's
+       two, the old one aside, the new one in) */
+    gpt2rt__test_rename_fail = 4;
+    r = fx_save(ctx, s, fdir, "second");
+    gpt2rt__test_rename_fail = 0;
+    CHECK(r == GPT2RT_ERR_IO && strstr(gpt2rt_last_error(ctx), "previous forecaster is back"),
+          "a failed swap says the previous forecaster is back: %s", gpt2rt_last_error(ctx));
+    CHECK(fx_predict(fdir, got, err) == GPT2RT_OK && !memcmp(got, old_pred, sizeof got),
+          "after the failed swap the directory forecasts the first save's numbers, bitwise (%s)", err);
+    CHECK(!exists(DIR "/atomic.tmp-0") && !exists(DIR "/atomic.old-0"), "the failed swap leaves no temporary");
+
+    /* a save that works replaces it all, and leaves nothing beside it */
+    CHECK_OK(ctx, fx_save(ctx, s, DIR "/atomic/", "third"));
+    CHECK(fx_predict(fdir, got, err) == GPT2RT_OK && memcmp(got, old_pred, sizeof got),
+          "a good save replaces the forecaster (%s)", err);
+    CHECK(!exists(DIR "/atomic.tmp-0") && !exists(DIR "/atomic.old-0"), "a good save leaves no temporary");
+
+    /* a directory of other files, or weights without forecaster.json, is not replaced */
+    mkdir(DIR "/foreign", 0777);
+    write_file(DIR "/foreign/notes.txt", "mine");
+    r = fx_save(ctx, s, DIR "/foreign", NULL);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(ctx), "'notes.txt'") &&
+              exists(DIR "/foreign/notes.txt") && !exists(DIR "/foreign/forecaster.json"),
+          "a directory holding notes.txt is refused and kept: %s", gpt2rt_last_error(ctx));
+    CHECK_OK(ctx, gpt2rt_weights_save(ctx, DIR "/weights_dir"));
+    r = fx_save(ctx, s, DIR "/weights_dir", NULL);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(ctx), "no forecaster.json") &&
+              !exists(DIR "/weights_dir/forecaster.json"),
+          "a weights-only directory is refused and kept: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(s);
+}
+
+/* The weights file must hold exactly the forecaster's tensors: a token model's (no
+   in_layer/out_layer), and revin.* that forecaster.json's revin_affine does not
+   describe (either way), are refused, naming the tensor. */
+static void weights_must_match(void) {
+    char err[512];
+    float got[NW * H * M];
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0), *rctx = fx_ctx(1);
+    CHECK_OK(ctx, fx_save(ctx, s, DIR "/plain", NULL));
+    CHECK_OK(rctx, fx_save(rctx, s, DIR "/revin", NULL));
+    CHECK(fx_predict(DIR "/plain", got, err) == GPT2RT_OK && fx_predict(DIR "/revin", got, err) == GPT2RT_OK,
+          "both load as saved: %s", err);
+    /* a token model's weights of the same width */
+    gpt2rt_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.vocab_size = 64; tc.seq_len = 16; tc.n_layer = 1; tc.n_head = 2; tc.n_embd = 8; tc.batch_size = 1;
+    gpt2rt_ctx *tok;
+    CHECK_OK(tok, gpt2rt_create(&tok, &tc));
+    CHECK_OK(tok, gpt2rt_weights_save(tok, DIR "/token"));
+    gpt2rt_free(tok);
+    copy_file(DIR "/token/model.safetensors", DIR "/plain/model.safetensors");
+    gpt2rt_result r = fx_predict(DIR "/plain", got, err);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(err, "in_layer.weight") && strstr(err, "missing"),
+          "a token model's weights (no in_layer, out_layer) are refused: %s", err);
+    /* revin_affine 1 in the json, no revin tensors in the file */
+    edit_json_in(DIR "/plain", "\"revin_affine\": 0", "\"revin_affine\": 1");
+    CHECK_OK(ctx, fx_save(ctx, s, DIR "/plain", NULL));
+    edit_json_in(DIR "/plain", "\"revin_affine\": 0", "\"revin_affine\": 1");
+    r = fx_predict(DIR "/plain", got, err);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(err, "revin.affine_weight") && strstr(err, "revin_affine"),
+          "revin_affine = 1 without revin tensors is refused: %s", err);
+    /* revin_affine 0 in the json, revin tensors in the file */
+    edit_json_in(DIR "/revin", "\"revin_affine\": 1", "\"revin_affine\": 0");
+    r = fx_predict(DIR "/revin", got, err);
+    CHECK(r == GPT2RT_ERR_FORMAT && strstr(err, "revin.affine_") && strstr(err, "revin_affine"),
+          "revin tensors with revin_affine = 0 are refused: %s", err);
+    gpt2rt_free(ctx);
+    gpt2rt_free(rctx);
+    gpt2rt_series_free(s);
+}
+
+/* Column names: any length is written whole and read back; forecaster.json's names
+   are JSON strings (\u escapes to UTF-8); duplicate and empty names are refused,
+   and so is anything in "columns" that is not a string. */
+static void column_names(void) {
+    static char longname[3001];
+    memset(longname, 'c', 3000);
+    longname[5] = '"'; /* escaped on the way out */
+    char path[128];
+    snprintf(path, sizeof path, "%s/long.csv", DIR);
+    FILE *f = fopen(path, "wb");
+    fprintf(f, "date,%s,temp,flow\n", longname);
+    for (int i = 0; i < ROWS; i++)
+        fprintf(f, "2024-01-%02d %02d:00:00,%.3f,%.3f,%.3f\n", 1 + i / 24, i % 24, 10 + sin(i * 0.3), 20 + cos(i * 0.2),
+                0.1 * i);
+    fclose(f);
+    gpt2rt_series *s = fx_series(path);
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    CHECK_OK(ctx, fx_save(ctx, s, DIR "/names", NULL));
+    gpt2rt_forecaster *fc;
+    gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/names", NULL);
+    const char *c0 = r == GPT2RT_OK ? gpt2rt_forecaster_column(fc, 0) : NULL;
+    CHECK(c0 && !strcmp(c0, longname), "a 3000-byte column name comes back whole (%zu bytes: %s)", c0 ? strlen(c0) : 0,
+          gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+
+    /* a Latin-1 header: refused by the save, which writes nothing a load would refuse */
+    f = fopen(path, "wb");
+    fprintf(f, "date,caf\xe9,temp,flow\n");
+    for (int i = 0; i < ROWS; i++)
+        fprintf(f, "2024-01-%02d %02d:00:00,%.3f,%.3f,%.3f\n", 1 + i / 24, i % 24, 10 + sin(i * 0.3), 20 + cos(i * 0.2),
+                0.1 * i);
+    fclose(f);
+    s = fx_series(path);
+    ctx = fx_ctx(0);
+    r = fx_save(ctx, s, DIR "/latin1", NULL);
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_last_error(ctx), "column 0's name is not UTF-8 (byte 3 is 0xE9)") &&
+              !exists(DIR "/latin1"), "a Latin-1 column name is refused by the save: %s", gpt2rt_last_error(ctx));
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+
+    s = fx_series(DIR "/series.csv");
+    ctx = fx_ctx(0);
+    static const struct { const char *to, *says; } bad[] = {
+        {"\"columns\": [1, 2, 3]", "columns"},
+        {"\"columns\": [\"lo\\u0000ad\", \"temp\", \"flow\"]", "NUL"},
+        {"\"columns\": [\"load\", \"load\", \"flow\"]", "\"load\" twice"},
+        {"\"columns\": [\"load\", \"\", \"flow\"]", "empty"},
+        {"\"columns\": [\"load\", \"temp\"]", "3 names"},
+        {"\"columns\": [\"load\", \"temp\", \"flow\", \"more\"]", "3 names"},
+        {"\"columns\": [\"load\", \"temp\", [\"flow\"]]", "columns"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        CHECK_OK(ctx, fx_save(ctx, s, DIR "/names", NULL));
+        edit_json_in(DIR "/names", "\"columns\": [\"load\", \"temp\", \"flow\"]", bad[k].to);
+        r = gpt2rt_forecaster_load(&fc, DIR "/names", NULL);
+        CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), bad[k].says),
+              "%s is refused (\"%s\"): %s", bad[k].to, bad[k].says, gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+    }
+    /* Python's json.dump writes a non-ASCII name as \u escapes */
+    CHECK_OK(ctx, fx_save(ctx, s, DIR "/names", NULL));
+    edit_json_in(DIR "/names", "\"columns\": [\"load\", \"temp\", \"flow\"]",
+                 "\"columns\": [\"caf\\u00e9\", \"\\ud83d\\ude00\", \"flow\"]");
+    r = gpt2rt_forecaster_load(&fc, DIR "/names", NULL);
+    CHECK(r == GPT2RT_OK && !strcmp(gpt2rt_forecaster_column(fc, 0), "caf\xc3\xa9") &&
+              !strcmp(gpt2rt_forecaster_column(fc, 1), "\xf0\x9f\x98\x80"),
+          "caf\\u00e9 and a surrogate pair load as UTF-8: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
+/* forecaster.json is read by the one strict JSON reader: numbers by RFC 8259's grammar,
+   every key known and once, every value in its range (the range in the message), valid
+   JSON it did not write refused naming the key; and a forecast that is not finite is
+   refused, naming the window and channel, never returned as OK. */
+static void strict_json(void) {
+    static const struct { const char *from, *to, *says; } bad[] = {
+        {"\"n_layer\": 1", "\"n_layer\": 1abc", "'a' after a number"},
+        {"\"n_layer\": 1", "\"n_layer\": +1", "'+' cannot start a JSON number"},
+        {"\"n_layer\": 1", "\"n_layer\": 0x1", "'x' after a number"},
+        {"\"n_layer\": 1", "\"n_layer\": 1.0", "expected an integer in [1, 2147483647]"},
+        {"\"batch\": 4", "\"batch\": -0", "\"batch\": -0 is outside [1, 2147483647]"},
+        {"\"revin_affine\": 0", "\"revin_affine\": 7", "\"revin_affine\": 7 is outside [0, 1]"},
+        {"\"n_embd\": 8", "\"n_embd\": 0", "\"n_embd\": 0 is outside [1, 2147483647]"},
+        {"\"borders\": \"", "\"borders\": \"weekly", "is not auto, etth, ettm, ratio or none"},
+        {"\"head\": \"regression\"", "\"head\": \"flatten\"", "neither \"regression\" nor \"patch_decode\""},
+        {"\"linear\": [", "\"linear\": [1e300, ", "element 0 = 1.0000000000000001e+300 is outside [-1e15, 1e15]"},
+        {"\"linear\": [", "\"linear\": [1e400, ", "out of range"},
+        {"\"linear_rows\": 17", "\"linear_rows\": 16", "linear map is of another shape"},
+        {"\"scaler_std\": [", "\"scaler_std\": [1e-310, ", "element 0 = 9.9999999999999694e-311 is outside [2.220446049250313e-15"},
+        {"\"scaler_mean\": [", "\"scaler_mean\": [1e308, ", "is outside [-3.4028234663852886e38, 3.4028234663852886e38]"},
+        {"\"blend\": ", "\"blend\": 1", "is outside [0, 1]"},
+        {"\"date_step\": 3600", "\"date_step\": -1", "\"date_step\": -1 is outside [0, 1e10]"},
+        {"\"end\": true", "\"end\": 1", "expected true or false"},
+        {"\"format\"", "\"zzz\": 1, \"format\"", "\"zzz\": unknown key"},
+        {"\"format\"", "\"batch\": 4, \"format\"", "\"batch\": the key appears twice"},
+        {"\"format\"", "\"a_key_of_more_than_thirty_one_characters\": {\"nested\": [1, {\"x\": null}]}, \"format\"",
+         "\"a_key_of_more_than_thirty_one_characters\": unknown key"},
+        {"\"scaler_std\": [", "\"scaler_std\": [1, ", "have 3 and 4 numbers"},
+        {"\"channels\": 3", "\"channels\": 2", "\"columns\" has 3 names; \"channels\" = 2"},
+        {"\"linear_rows\": 17,", "", "given without its sizes"},
+        {"  \"end\": true\n}", "  \"end\": true\n}\n{}", "text after the JSON value"},
+    };
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    gpt2rt_forecaster *fc;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        CHECK_OK(ctx, fx_save(ctx, s, DIR "/strict", NULL));
+        edit_json_in(DIR "/strict", bad[k].from, bad[k].to);
+        gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/strict", NULL);
+        const char *e = gpt2rt_forecaster_last_error(fc);
+        CHECK(r == GPT2RT_ERR_FORMAT && strstr(e, bad[k].says) && !strstr(e, "model.safetensors"),
+              "%s -> %s is refused (\"%s\"): %s", bad[k].from, bad[k].to, bad[k].says, e);
+        gpt2rt_forecaster_free(fc);
+    }
+    /* a forecast that overflows a float: the head's weights at 3e38 */
+    CHECK_OK(ctx, fx_save(ctx, s, DIR "/strict", NULL));
+    gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/strict", NULL);
+    CHECK(r == GPT2RT_OK, "the saved forecaster loads: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_ctx *fctx = gpt2rt_forecaster_ctx(fc);
+    for (int i = 0; fctx && i < gpt2rt_param_count(fctx); i++) {
+        gpt2rt_param_info pi;
+        gpt2rt_param_info_get(fctx, i, &pi);
+        if (strncmp(pi.name, "out_layer.", 10)) continue;
+        float *big = (float *)malloc(sizeof(float) * (size_t)pi.numel);
+        for (int64_t q = 0; q < pi.numel; q++) big[q] = 3e38f;
+        CHECK_OK(fctx, gpt2rt_param_write(fctx, pi.name, big, pi.numel));
+        free(big);
+    }
+    float x[NW * L * M], y[NW * H * M], out[NW * H * M];
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 0, NW, x, y);
+    r = gpt2rt_forecaster_predict_scaled(fc, x, NW, out);
+    CHECK(r != GPT2RT_OK && strstr(gpt2rt_forecaster_last_error(fc), "window 0") &&
+              strstr(gpt2rt_forecaster_last_error(fc), "channel 0"),
+          "a forecast that does not fit a float is refused, naming window and channel: %s",
+          gpt2rt_forecaster_last_error(fc));
     gpt2rt_forecaster_free(fc);
     gpt2rt_series_free(s);
     gpt2rt_free(ctx);
@@ -236,5 +578,9 @@ int main(void) {
     round_trip(GPT2RT_HEAD_REGRESSION, 1);
     round_trip(GPT2RT_HEAD_PATCH_DECODE, 0);
     refusals();
+    save_whole_or_nothing();
+    weights_must_match();
+    column_names();
+    strict_json();
     return harness_finish();
 }

@@ -527,7 +527,7 @@ static void header_lengths(void) {
                           "100 MB", NULL);
         else
             expect_reject(0, c[i].label, CASE_FILE, GPT2RT_ERR_FORMAT, CASE_FILE, num(c[i].hlen), num(fix_len - 8),
-                          "truncated", NULL);
+                          "not a safetensors file (or a truncated one)", NULL);
     }
     for (uint64_t h = 0; h < 2; h++) {
         size_t len;
@@ -555,67 +555,74 @@ static void json_case(const char *label, const char *after, const char *from, co
 static void malformed_json(void) {
     group_begin("malformed header JSON");
     const char *lnfb = entry_key("transformer.ln_f.bias");
-    json_case("not starting with '{'", NULL, "{", "[", 0, "expected '{' at the start of the header");
+    {
+        char *h = replace(fix_hdr, NULL, "{", "[", NULL);
+        write_with_header(h);
+        expect_reject(0, "not starting with '{'", CASE_FILE, GPT2RT_ERR_FORMAT, CASE_FILE, "not a safetensors file",
+                      "does not start with '{'", NULL);
+        free(h);
+    }
     json_case("missing ':' after a key", NULL, "\"__metadata__\":", "\"__metadata__\"", 14, "expected ':'");
     json_case("missing ':' in a tensor entry", lnfb, "\"dtype\":", "\"dtype\"", 7, "expected ':'");
     json_case("missing ',' between tensors", NULL, "]},\"transformer.h.0.attn.c_attn.weight\"",
-              "]}\"transformer.h.0.attn.c_attn.weight\"", 2, "expected '}' or ','");
-    json_case("missing ',' in a tensor entry", lnfb, "\"F32\",", "\"F32\" ", 6, "expected '}'");
+              "]}\"transformer.h.0.attn.c_attn.weight\"", 2, "expected ',' or '}'");
+    json_case("missing ',' in a tensor entry", lnfb, "\"F32\",", "\"F32\" ", 6, "expected ',' or '}'");
     json_case("bad escape", NULL, "transformer.ln_f.bias", "transformer.ln_f\\q.bias", 18, "unknown escape");
     json_case("bad \\u escape", NULL, "transformer.ln_f.bias", "transformer.ln_f\\u12g4.bias", 18, "bad \\u escape");
     json_case("lone surrogate", NULL, "transformer.ln_f.bias", "transformer.ln_f\\ud800.bias", 22, "lone surrogate");
-    json_case("\\u0000 in a name", NULL, "transformer.ln_f.bias", "transformer.ln_f\\u0000.bias", 22, "NUL character");
-    json_case("control character in a string", NULL, "transformer.ln_f.bias", "transformer.ln_f\001.bias", 17,
+    json_case("\\u0000 in a name", NULL, "transformer.ln_f.bias", "transformer.ln_f\\u0000.bias", 22, "\\u0000 (NUL) in a string");
+    json_case("control character in a string", NULL, "transformer.ln_f.bias", "transformer.ln_f\001.bias", 16,
               "control character");
     json_case("number where the dtype string is needed", lnfb, "\"F32\"", "32", 0, "expected a string");
     json_case("number where a tensor name is needed", NULL, "\"transformer.ln_f.bias\"", "17", 0, "expected a string");
     json_case("number as a metadata value", NULL, "\"pt\"", "1", 0, "expected a string");
     json_case("number where a tensor entry is needed", NULL, lnfb, "\"transformer.ln_f.bias\":5,\"x\":{", 24,
               "expected '{' (a tensor entry)");
-    json_case("negative shape entry", lnfb, "\"shape\":[64]", "\"shape\":[-64]", 9, "non-negative integer");
-    json_case("fractional shape entry", lnfb, "\"shape\":[64]", "\"shape\":[64.5]", 11, "fraction");
-    json_case("exponent in a shape entry", lnfb, "\"shape\":[64]", "\"shape\":[64e0]", 11, "fraction");
-    json_case("shape not an array", lnfb, "\"shape\":[64]", "\"shape\":64", 8, "expected '[' (shape)");
+    json_case("negative shape entry", lnfb, "\"shape\":[64]", "\"shape\":[-64]", 9, "-64 is outside [0, 1099511627776]");
+    json_case("fractional shape entry", lnfb, "\"shape\":[64]", "\"shape\":[64.5]", 9, "fraction");
+    json_case("exponent in a shape entry", lnfb, "\"shape\":[64]", "\"shape\":[64e0]", 9, "fraction");
+    json_case("shape not an array", lnfb, "\"shape\":[64]", "\"shape\":64", 8, "expected '[' (an array)");
     json_case("more than 8 dimensions", lnfb, "\"shape\":[64]", "\"shape\":[1,1,1,1,1,1,1,1,64]", 25,
               "more than 8 dimensions");
-    json_case("dimension above 2^40", lnfb, "\"shape\":[64]", "\"shape\":[1099511627777]", 22, "larger than 2^40");
+    json_case("dimension above 2^40", lnfb, "\"shape\":[64]", "\"shape\":[1099511627777]", 9,
+              "1099511627777 is outside [0, 1099511627776]");
     {
         char from[96], to[96];
         snprintf(from, sizeof from, "%s", offsets_text("transformer.ln_f.bias"));
         const gpt2rt__st_tensor *t = fix_tensor("transformer.ln_f.bias");
         snprintf(to, sizeof to, "\"data_offsets\":[%llu]", (unsigned long long)t->begin);
-        json_case("data_offsets with 1 number", lnfb, from, to, strlen(to) - 1, "data_offsets has 2 numbers");
+        json_case("data_offsets with 1 number", lnfb, from, to, strlen(to), "data_offsets has 1 numbers, not 2");
         snprintf(to, sizeof to, "\"data_offsets\":[%llu,%llu,%llu]", (unsigned long long)t->begin,
                  (unsigned long long)t->end, (unsigned long long)t->end);
-        json_case("data_offsets with 3 numbers", lnfb, from, to, strlen(from) - 1, "data_offsets has 2 numbers");
-        json_case("data_offsets with 0 numbers", lnfb, from, "\"data_offsets\":[]", 16, "non-negative integer");
+        json_case("data_offsets with 3 numbers", lnfb, from, to, strlen(from), "data_offsets has more than 2 numbers");
+        json_case("data_offsets with 0 numbers", lnfb, from, "\"data_offsets\":[]", 17, "data_offsets has 0 numbers, not 2");
         snprintf(to, sizeof to, "\"data_offsets\":[%llu,99999999999999999999]", (unsigned long long)t->begin);
-        json_case("data_offsets beyond 2^64", lnfb, from, to, strlen(to) - 2, "integer too large");
+        json_case("data_offsets beyond 2^64", lnfb, from, to, strlen(to) - 21, "99999999999999999999 is outside [0, 2^64)");
     }
-    json_case("unterminated header object", NULL, "}}     ", "}      ", 7, "expected '}' or ','");
-    json_case("trailing garbage after the object", NULL, "}}     ", "}}    x", 6, "trailing bytes");
-    json_case("a second object after the first", NULL, "}}     ", "}}{}   ", 2, "trailing bytes");
+    json_case("unterminated header object", NULL, "}}     ", "}      ", 7, "unexpected end (an object is not closed)");
+    json_case("trailing garbage after the object", NULL, "}}     ", "}}    x", 6, "text after the JSON value");
+    json_case("a second object after the first", NULL, "}}     ", "}}{}   ", 2, "text after the JSON value");
     {
         /* the whole ln_f.bias entry emptied: {} */
         const gpt2rt__st_tensor *t = fix_tensor("transformer.ln_f.bias");
         char from[160];
         snprintf(from, sizeof from, "{\"dtype\":\"F32\",\"shape\":[64],%s}", offsets_text(t->name));
-        json_case("empty tensor entry {}", lnfb, from, "{}", 2, "empty tensor entry");
+        json_case("empty tensor entry {}", lnfb, from, "{}", 2, "tensor 'transformer.ln_f.bias' lacks dtype");
         json_case("tensor entry without data_offsets", lnfb, from, "{\"dtype\":\"F32\",\"shape\":[64]}", 28,
-                  "lacks dtype, shape or data_offsets");
+                  "tensor 'transformer.ln_f.bias' lacks data_offsets");
         json_case("duplicate dtype key", lnfb, "\"dtype\":\"F32\"", "\"dtype\":\"F32\",\"dtype\":\"F32\"", 22,
                   "duplicate \"dtype\"");
         json_case("duplicate shape key", lnfb, "\"shape\":[64]", "\"shape\":[64],\"shape\":[64]", 21,
                   "duplicate \"shape\"");
     }
     {
-        char deep[512];
+        char deep[1400];
         size_t n = (size_t)snprintf(deep, sizeof deep, "{\"unknown\":");
-        for (int i = 0; i < 100; i++) deep[n++] = '[';
-        for (int i = 0; i < 100; i++) deep[n++] = ']';
+        for (int i = 0; i < 600; i++) deep[n++] = '[';
+        for (int i = 0; i < 600; i++) deep[n++] = ']';
         snprintf(deep + n, sizeof deep - n, ",\"dtype\"");
-        /* skip() starts at depth 1 and refuses depth 33: the 33rd '[' */
-        json_case("nesting 100 deep in an unknown key", lnfb, "{\"dtype\"", deep, 11 + 32, "nested too deeply");
+        /* the skipped value is depth 1; depth 513 (the 513th '[') is refused */
+        json_case("nesting 600 deep in an unknown key", lnfb, "{\"dtype\"", deep, 11 + 512, "nested more than 512 deep");
     }
     {
         /* duplicate tensor names: ln_1.bias renamed to ln_2.bias (same length) */
