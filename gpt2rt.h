@@ -1230,7 +1230,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **series, const void *data, size_t len, const char *name,
                                                 const gpt2rt_series_desc *desc);
 GPT2RT_DEF void gpt2rt_series_free(gpt2rt_series *series);
-/* the message of the latest call that failed (a later call that succeeds leaves it) */
+/* why the latest call failed, "" after one that succeeded (a failed load keeps its message) */
 GPT2RT_DEF const char *gpt2rt_series_last_error(const gpt2rt_series *series);
 GPT2RT_DEF gpt2rt_result gpt2rt_series_info_get(const gpt2rt_series *series, gpt2rt_series_info *info);
 /* channel m's column name, NULL when m is out of range */
@@ -1312,7 +1312,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
    a tensor missing (a token model's weights, revin.* against revin_affine). */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **fc, const char *dir, const gpt2rt_config *base);
 GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc);
-/* the message of the latest call that failed (a later call that succeeds leaves it) */
+/* why the latest call failed, "" after one that succeeded (a failed load keeps its message) */
 GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info);
 /* channel m's name, the date column's (NULL: none) */
@@ -7879,6 +7879,7 @@ GPT2RT_DEF const char *gpt2rt_series_last_error(const gpt2rt_series *s) {
 GPT2RT_DEF gpt2rt_result gpt2rt_series_info_get(const gpt2rt_series *s, gpt2rt_series_info *info) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    GPT2RT__SERIES_ERR(s)[0] = 0; /* the last error is this call's */
     if (!info)
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_info_get: info is NULL");
     *info = s->info;
@@ -7892,6 +7893,7 @@ GPT2RT_DEF const char *gpt2rt_series_column(const gpt2rt_series *s, int m) {
 GPT2RT_DEF gpt2rt_result gpt2rt_series_scaler(const gpt2rt_series *s, int m, double *mean, double *std) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE;
+    GPT2RT__SERIES_ERR(s)[0] = 0; /* the last error is this call's */
     if (!mean || !std)
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_scaler: %s is NULL",
                                !mean ? "mean" : "std");
@@ -7939,6 +7941,7 @@ static void gpt2rt__date_format(char *buf, size_t cap, double t, int kind, gpt2r
 GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row, char *buf, size_t cap) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE;
+    GPT2RT__SERIES_ERR(s)[0] = 0; /* the last error is this call's */
     if (!buf || cap < 1 || row < 0)
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_date: buf %s, cap = "
                                "%zu (>= 1), row = %lld (>= 0)", buf ? "given" : "NULL", cap, (long long)row);
@@ -7980,6 +7983,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
                                              int64_t first, int B, float *x, float *y) {
     if (!s) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (s->failed) return GPT2RT_ERR_STATE; /* the message stays the load's */
+    s->error[0] = 0;
     if (!x || !y)
         return gpt2rt__tok_msg(s->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_batch: %s is NULL (it receives "
                                "the %s, B x %s x %d floats)", !x ? "x" : "y", !x ? "inputs" : "targets",
@@ -8751,6 +8755,7 @@ static gpt2rt_result gpt2rt__fc_run(gpt2rt_forecaster *fc, const char *fn, const
                                     int units) {
     if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
     if (fc->failed) return GPT2RT_ERR_STATE;
+    fc->error[0] = 0;
     if (!x || !out || n < 0)
         return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x is %s, out is %s, n = %lld (>= 0)", fn,
                                x ? "given" : "NULL", out ? "given" : "NULL", (long long)n);

@@ -159,7 +159,12 @@ static void round_trip(gpt2rt_head head, int with_linear) {
                   fi.has_linear == with_linear && !strcmp(gpt2rt_forecaster_column(fc, 2), "flow") &&
                   !strcmp(gpt2rt_forecaster_date_column(fc), "date") && fi.borders == GPT2RT_SERIES_BORDERS_RATIO,
               "%s: the saved shape, columns, date column and step", label);
+        /* the last error is the latest call's: a refused call, then one that succeeds, leaves "" */
+        CHECK(gpt2rt_forecaster_predict_scaled(fc, xs, -1, got) == GPT2RT_ERR_INVALID_ARGUMENT &&
+                  *gpt2rt_forecaster_last_error(fc), "%s: n = -1 is refused with a message", label);
         CHECK(gpt2rt_forecaster_predict_scaled(fc, xs, n, got) == GPT2RT_OK, "%s: predict_scaled: %s", label,
+              gpt2rt_forecaster_last_error(fc));
+        CHECK(!*gpt2rt_forecaster_last_error(fc), "%s: after a success the last error is \"\", not \"%s\"", label,
               gpt2rt_forecaster_last_error(fc));
         int64_t diff = 0;
         for (int64_t i = 0; i < n * H * M; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;

@@ -132,6 +132,13 @@ static void test_scaler_and_windows(void) {
         CHECK(gpt2rt_series_column(s, m) && strcmp(gpt2rt_series_column(s, m), names[m]) == 0, "column %d name", m);
     }
     CHECK(gpt2rt_series_column(s, 3) == NULL && gpt2rt_series_column(s, -1) == NULL, "column out of range");
+    { /* the last error is the latest call's: a refused call, then one that succeeds, leaves "" */
+        double mu, sd;
+        CHECK(gpt2rt_series_scaler(s, 3, &mu, &sd) == GPT2RT_ERR_INVALID_ARGUMENT && *gpt2rt_series_last_error(s),
+              "scaler of channel 3 of 3 is refused with a message");
+        CHECK(gpt2rt_series_scaler(s, 0, &mu, &sd) == GPT2RT_OK && !*gpt2rt_series_last_error(s),
+              "after a success the last error is \"\", not \"%s\"", gpt2rt_series_last_error(s));
+    }
     /* the scaled values of every row, test rows included (fit on train only) */
     const float *v = gpt2rt_series_values(s);
     double worst = 0;
