@@ -4538,26 +4538,35 @@ static int gpt2rt__json_utf8_len(const unsigned char *s, size_t n) {
     return len;
 }
 
-/* a string, unescaped in place, NUL-terminated; *n: its length in bytes */
+/* a string, unescaped in place, NUL-terminated; *n: its length in bytes. Local
+   pointers (j->p is set before a message): stores through char * may alias *j. */
 static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, size_t *n) {
     if (!gpt2rt__json_eat(j, '"')) return gpt2rt__json_fail(j, "expected a string");
-    char *w = j->p, *start = j->p;
+    char *p = j->p, *e = j->end, *start = p, *w;
+    while (p < e) { /* plain ASCII stays where it is (most keys are nothing else) */
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
+        p++;
+    }
+    w = p;
+#define GPT2RT__JSON_SFAIL(...) do { j->p = p; return gpt2rt__json_failf(j, __VA_ARGS__); } while (0)
     while (1) {
-        if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated string");
-        unsigned char c = (unsigned char)*j->p;
-        if (c == '"') { j->p++; break; }
-        if (c < 0x20) return gpt2rt__json_failf(j, "control character 0x%02X in a string (write it as \\u%04X)", c, c);
+        if (p >= e) GPT2RT__JSON_SFAIL("unterminated string");
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') { p++; break; }
+        if (c < 0x20) GPT2RT__JSON_SFAIL("control character 0x%02X in a string (write it as \\u%04X)", c, c);
         if (c >= 0x80) {
-            int len = gpt2rt__json_utf8_len((const unsigned char *)j->p, (size_t)(j->end - j->p));
-            if (!len) return gpt2rt__json_failf(j, "invalid UTF-8 (byte 0x%02X) in a string", c);
-            for (int i = 0; i < len; i++) *w++ = *j->p++;
+            int len = gpt2rt__json_utf8_len((const unsigned char *)p, (size_t)(e - p));
+            if (!len) GPT2RT__JSON_SFAIL("invalid UTF-8 (byte 0x%02X) in a string", c);
+            for (int i = 0; i < len; i++) *w++ = *p++;
             continue;
         }
-        j->p++;
+        p++;
         if (c != '\\') { *w++ = (char)c; continue; }
-        if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated escape");
-        char e = *j->p++;
-        switch (e) {
+        if (p >= e) GPT2RT__JSON_SFAIL("unterminated escape");
+        char esc = *p++;
+        unsigned u, lo;
+        switch (esc) {
         case '"': *w++ = '"'; break;
         case '\\': *w++ = '\\'; break;
         case '/': *w++ = '/'; break;
@@ -4566,19 +4575,21 @@ static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, si
         case 'n': *w++ = '\n'; break;
         case 'r': *w++ = '\r'; break;
         case 't': *w++ = '\t'; break;
-        case 'u': {
-            unsigned u, lo;
+        case 'u':
+            j->p = p;
             if (!gpt2rt__json_u4(j, &u)) return gpt2rt__json_fail(j, "bad \\u escape (4 hex digits expected)");
+            p = j->p;
             if (u >= 0xD800 && u < 0xDC00) {
-                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
-                    return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a high surrogate needs a low one after it)", u);
-                j->p += 2;
+                if (e - p < 2 || p[0] != '\\' || p[1] != 'u')
+                    GPT2RT__JSON_SFAIL("lone surrogate \\u%04X (a high surrogate needs a low one after it)", u);
+                j->p = p + 2;
                 if (!gpt2rt__json_u4(j, &lo) || lo < 0xDC00 || lo >= 0xE000)
                     return gpt2rt__json_failf(j, "bad surrogate pair: \\u%04X is not followed by \\uDC00..\\uDFFF", u);
+                p = j->p;
                 u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
             } else if (u >= 0xDC00 && u < 0xE000)
-                return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a low surrogate without a high one)", u);
-            if (u == 0) return gpt2rt__json_fail(j, "\\u0000 (NUL) in a string");
+                GPT2RT__JSON_SFAIL("lone surrogate \\u%04X (a low surrogate without a high one)", u);
+            if (u == 0) GPT2RT__JSON_SFAIL("\\u0000 (NUL) in a string");
             if (u < 0x80) *w++ = (char)u;
             else if (u < 0x800) { *w++ = (char)(0xC0 | (u >> 6)); *w++ = (char)(0x80 | (u & 63)); }
             else if (u < 0x10000) {
@@ -4588,12 +4599,13 @@ static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, si
                 *w++ = (char)(0x80 | ((u >> 6) & 63)); *w++ = (char)(0x80 | (u & 63));
             }
             break;
-        }
         default:
-            if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7F) return gpt2rt__json_fail(j, "unknown escape");
-            return gpt2rt__json_failf(j, "unknown escape \\%c", e);
+            if ((unsigned char)esc < 0x20 || (unsigned char)esc >= 0x7F) GPT2RT__JSON_SFAIL("unknown escape");
+            GPT2RT__JSON_SFAIL("unknown escape \\%c", esc);
         }
     }
+#undef GPT2RT__JSON_SFAIL
+    j->p = p;
     *w = 0; /* w <= the closing quote, which has been read (an escape is never shorter in the text) */
     *out = start;
     if (n) *n = (size_t)(w - start);
@@ -4673,31 +4685,48 @@ static gpt2rt_result gpt2rt__json_number(gpt2rt__json *j, double *out) {
     return GPT2RT_OK;
 }
 
+/* [lo, hi] as text, for messages; u64: [0, 2^64) */
+static const char *gpt2rt__json_range(char *buf, size_t cap, int64_t lo, int64_t hi, int u64) {
+    if (u64) snprintf(buf, cap, "[0, 2^64)");
+    else snprintf(buf, cap, "[%lld, %lld]", (long long)lo, (long long)hi);
+    return buf;
+}
+
 /* an integer written as one (1.0 and 1e2 are refused): *neg and its magnitude *mag,
-   *over when that exceeds lim; [lo, hi] (printed) for the message */
-static gpt2rt_result gpt2rt__json_integer(gpt2rt__json *j, uint64_t lim, const char *range, int *neg, uint64_t *mag,
-                                          int *over, const char **s) {
+   *over when that exceeds lim; lo, hi, u64 only name the range in a message */
+static gpt2rt_result gpt2rt__json_integer(gpt2rt__json *j, uint64_t lim, int64_t lo, int64_t hi, int u64, int *neg,
+                                          uint64_t *mag, int *over, const char **s) {
     int integer;
     gpt2rt_result r = gpt2rt__json_scan_number(j, s, &integer);
     if (r != GPT2RT_OK) return r;
     size_t n = (size_t)(j->p - *s);
     if (!integer) {
+        char range[64];
         j->p = (char *)*s;
         return gpt2rt__json_failf(j, "expected an integer in %s, found %.*s%s (integers are written without fraction "
-                                  "or exponent)", range, n > 40 ? 40 : (int)n, *s, n > 40 ? "..." : "");
+                                  "or exponent)", gpt2rt__json_range(range, sizeof range, lo, hi, u64),
+                                  n > 40 ? 40 : (int)n, *s, n > 40 ? "..." : "");
     }
     *neg = **s == '-';
     *mag = 0;
     *over = 0;
-    for (const char *q = *s + *neg; q < j->p && !*over; q++) {
+    const char *q = *s + *neg;
+    if (j->p - q <= 18) { /* below 10^18: no overflow to watch */
+        for (; q < j->p; q++) *mag = *mag * 10 + (uint64_t)(*q - '0');
+        *over = *mag > lim;
+        return GPT2RT_OK;
+    }
+    for (; q < j->p && !*over; q++) {
         if (*mag > (lim - (uint64_t)(*q - '0')) / 10) *over = 1;
         else *mag = *mag * 10 + (uint64_t)(*q - '0');
     }
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, const char *range) {
+static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, int64_t lo, int64_t hi, int u64) {
+    char range[64];
     size_t n = (size_t)(j->p - s);
+    gpt2rt__json_range(range, sizeof range, lo, hi, u64);
     j->p = (char *)s;
     if (n > 40) return gpt2rt__json_failf(j, "an integer of %zu characters is outside %s", n, range);
     return gpt2rt__json_failf(j, "%.*s is outside %s", (int)n, s, range);
@@ -4705,28 +4734,26 @@ static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, cons
 
 /* an integer in [lo, hi], written as one */
 static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, int64_t *out) {
-    char range[64];
-    snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
     const char *s;
     int neg, over;
     uint64_t v;
-    gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, range, &neg, &v, &over, &s);
+    gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, lo, hi, 0, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (!over && !neg && v > (uint64_t)INT64_MAX) over = 1;
     int64_t x = over ? 0 : neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
-    if (over || x < lo || x > hi) return gpt2rt__json_int_range(j, s, range);
+    if (over || x < lo || x > hi) return gpt2rt__json_int_range(j, s, lo, hi, 0);
     *out = x;
     return GPT2RT_OK;
 }
 
 /* an integer in [0, UINT64_MAX] (safetensors' data_offsets) */
 static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
-    const char *range = "[0, 2^64)", *s;
+    const char *s;
     int neg, over;
     uint64_t v;
-    gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, range, &neg, &v, &over, &s);
+    gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, 0, 0, 1, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
-    if (over || (neg && v)) return gpt2rt__json_int_range(j, s, range);
+    if (over || (neg && v)) return gpt2rt__json_int_range(j, s, 0, 0, 1);
     *out = v;
     return GPT2RT_OK;
 }
@@ -6184,68 +6211,23 @@ static int32_t gpt2rt__tok_lookup(const gpt2rt__tok_files *f, const unsigned cha
     }
 }
 
-/* a JSON string at p (after its opening quote) -> bytes through the alphabet,
-   appended to f->bytes; *p moves past the closing quote. NULL: fine, else why not */
-static const char *gpt2rt__tok_json_key(gpt2rt__tok_files *f, const unsigned char **pp, const unsigned char *end,
-                                        uint32_t *bad_cp) {
-    const unsigned char *p = *pp;
-    while (1) {
-        if (p >= end) return "unterminated string";
-        uint32_t cp;
-        if (*p == '"') { p++; break; }
-        if (*p < 0x20) return "control character in a string";
-        if (*p == '\\') {
-            if (end - p < 2) return "unterminated escape";
-            char e = (char)p[1];
-            p += 2;
-            const char *esc = "\"\\/bfnrt", *val = "\"\\/\b\f\n\r\t";
-            const char *k = e ? strchr(esc, e) : NULL;
-            if (k) cp = (unsigned char)val[k - esc];
-            else if (e == 'u') {
-                uint32_t u[2] = {0, 0};
-                int n_u = 1;
-                for (int q = 0; q < n_u; q++) {
-                    if (q && (end - p < 2 || p[0] != '\\' || p[1] != 'u')) return "lone surrogate";
-                    if (q) p += 2;
-                    if (end - p < 4) return "bad \\u escape";
-                    for (int i = 0; i < 4; i++) {
-                        int h = gpt2rt__hex((char)p[i]);
-                        if (h < 0) return "bad \\u escape";
-                        u[q] = u[q] * 16 + (uint32_t)h;
-                    }
-                    p += 4;
-                    if (!q && u[0] >= 0xD800 && u[0] < 0xDC00) n_u = 2;
-                }
-                if (n_u == 2 && (u[1] < 0xDC00 || u[1] >= 0xE000)) return "bad surrogate pair";
-                if (n_u == 1 && u[0] >= 0xDC00 && u[0] < 0xE000) return "lone surrogate";
-                cp = n_u == 2 ? 0x10000 + ((u[0] - 0xD800) << 10) + (u[1] - 0xDC00) : u[0];
-            } else return "unknown escape";
-        } else {
-            int n = gpt2rt__tok_utf8(p, (size_t)(end - p), &cp);
-            if (!n) return "invalid UTF-8";
-            p += n;
-        }
-        if (cp >= 324 || f->byte_of[cp] < 0) { *bad_cp = cp; return "a character outside GPT-2's 256 byte characters"; }
-        if (!gpt2rt__tok_put_byte(f, (unsigned char)f->byte_of[cp])) return "out of memory";
-    }
-    *pp = p;
-    return NULL;
-}
-
-/* encoder.json / vocab.json: {"token": id, ...} with ids 0..n-1, each once */
-static gpt2rt_result gpt2rt__tok_parse_vocab(gpt2rt_tokenizer *t, gpt2rt__tok_files *f, const unsigned char *p, size_t len) {
-    const unsigned char *begin = p, *end = p + len;
-    const char *why = NULL;
-    uint32_t bad_cp = UINT32_MAX;
-#define GPT2RT__TOK_WS() while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++
-    GPT2RT__TOK_WS();
-    if (p >= end || *p++ != '{') { why = "expected '{'"; goto fail; }
-    GPT2RT__TOK_WS();
-    if (p < end && *p == '}') { p++; goto done; }
-    while (1) {
-        GPT2RT__TOK_WS();
-        if (p >= end || *p++ != '"') { why = "expected a string (a token)"; goto fail; }
-        if (f->n == GPT2RT__TOK_MAX_VOCAB) { why = "more than 65536 tokens (ids must fit uint16)"; goto fail; }
+/* encoder.json / vocab.json: {"token": id, ...} with ids 0..n-1, each once; read with
+   4.1's JSON reader from a copy (it unescapes in place), each token's characters
+   mapped through GPT-2's byte alphabet into f->bytes */
+static gpt2rt_result gpt2rt__tok_parse_vocab(gpt2rt_tokenizer *t, gpt2rt__tok_files *f, const unsigned char *vj,
+                                             size_t len) {
+    char *text = (char *)malloc(len + 1);
+    if (!text) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "vocabulary json: out of memory for %zu "
+                                      "bytes", len);
+    if (len) memcpy(text, vj, len);
+    text[len] = 0;
+    gpt2rt__json j;
+    gpt2rt__json_init(&j, text, len, NULL, t->error, 512, NULL, "vocabulary json");
+    gpt2rt_result r;
+    const char *key;
+    if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) goto out;
+    while (gpt2rt__json_object_next(&j, &key, &r)) {
+        if (f->n == GPT2RT__TOK_MAX_VOCAB) { r = gpt2rt__json_fail(&j, "more than 65536 tokens (ids must fit uint16)"); goto out; }
         if (f->n == f->cap) {
             int32_t c = f->cap ? 2 * f->cap : 1024;
             uint32_t *o = (uint32_t *)realloc(f->off, (size_t)c * 4);
@@ -6254,41 +6236,39 @@ static gpt2rt_result gpt2rt__tok_parse_vocab(gpt2rt_tokenizer *t, gpt2rt__tok_fi
             if (l) f->len = l;
             int32_t *d = (int32_t *)realloc(f->id, (size_t)c * 4);
             if (d) f->id = d;
-            if (!o || !l || !d) { why = "out of memory"; goto fail; }
+            if (!o || !l || !d) { r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "vocabulary json: out of memory"); goto out; }
             f->cap = c;
         }
         size_t start = f->n_bytes;
-        if ((why = gpt2rt__tok_json_key(f, &p, end, &bad_cp)) != NULL) goto fail;
-        if (f->n_bytes == start) { why = "an empty token"; goto fail; }
-        if (f->n_bytes - start > (1u << 20)) { why = "a token longer than 2^20 bytes"; goto fail; }
-        GPT2RT__TOK_WS();
-        if (p >= end || *p++ != ':') { why = "expected ':'"; goto fail; }
-        GPT2RT__TOK_WS();
-        int64_t v = 0;
-        if (p >= end || *p < '0' || *p > '9') { why = "expected a non-negative integer id"; goto fail; }
-        for (; p < end && *p >= '0' && *p <= '9'; p++)
-            if (v <= GPT2RT__TOK_MAX_VOCAB) v = v * 10 + (*p - '0');
-        if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) { why = "expected an integer id, found a fraction"; goto fail; }
+        for (const unsigned char *q = (const unsigned char *)key; *q;) { /* valid UTF-8: the reader checked it */
+            uint32_t cp = *q;
+            int w = cp < 0x80 ? 1 : gpt2rt__tok_utf8(q, 4, &cp);
+            if (cp >= 324 || f->byte_of[cp] < 0) {
+                r = gpt2rt__json_failf(&j, "entry %d: U+%04X is a character outside GPT-2's 256 byte characters",
+                                       (int)f->n, (unsigned)cp);
+                goto out;
+            }
+            if (!gpt2rt__tok_put_byte(f, (unsigned char)f->byte_of[cp])) {
+                r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "vocabulary json: out of memory");
+                goto out;
+            }
+            q += w;
+        }
+        if (f->n_bytes == start) { r = gpt2rt__json_failf(&j, "entry %d: an empty token", (int)f->n); goto out; }
+        if (f->n_bytes - start > (1u << 20)) {
+            r = gpt2rt__json_failf(&j, "entry %d: a token longer than 2^20 bytes", (int)f->n);
+            goto out;
+        }
+        int64_t v;
+        if ((r = gpt2rt__json_int(&j, 0, INT64_MAX, &v)) != GPT2RT_OK) goto out;
         f->off[f->n] = (uint32_t)start;
         f->len[f->n] = (uint32_t)(f->n_bytes - start);
         f->id[f->n++] = v < GPT2RT__TOK_MAX_VOCAB ? (int32_t)v : GPT2RT__TOK_MAX_VOCAB;
-        GPT2RT__TOK_WS();
-        if (p < end && *p == ',') { p++; continue; }
-        if (p < end && *p == '}') { p++; break; }
-        why = "expected ',' or '}'";
-        goto fail;
     }
-done:
-    GPT2RT__TOK_WS();
-#undef GPT2RT__TOK_WS
-    if (p != end) { why = "trailing characters after the object"; goto fail; }
-    return GPT2RT_OK;
-fail:
-    if (bad_cp != UINT32_MAX)
-        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "vocabulary json byte %zu (entry %d): U+%04X is %s",
-                               (size_t)(p - begin), (int)f->n, (unsigned)bad_cp, why);
-    return gpt2rt__tok_msg(t->error, !strcmp(why, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT,
-                           "vocabulary json byte %zu (entry %d): %s", (size_t)(p - begin), (int)f->n, why);
+    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
+out:
+    free(text);
+    return r;
 }
 
 /* vocab.bpe / merges.txt: an optional "#version" line, then one "left right" per
