@@ -4962,7 +4962,7 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
         char hex[3 * 16 + 1], txt[16 + 1];
         size_t k = 0, show = len < 16 ? len : 16;
         for (; k < show; k++) {
-            snprintf(hex + 3 * k, 4, "%s%02X", k ? " " : "", buf[k]);
+            snprintf(hex + (k ? 3 * k - 1 : 0), 4, "%s%02X", k ? " " : "", buf[k]);
             txt[k] = buf[k] >= 0x20 && buf[k] < 0x7F ? (char)buf[k] : '.';
         }
         txt[k] = 0;
@@ -6512,6 +6512,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir
     static const char *names[3][2] = {{NULL, "gpt2_merges.bin"}, {"encoder.json", "vocab.bpe"}, {"vocab.json", "merges.txt"}};
     char p[2][1024];
     if (!dir) dir = ".";
+    struct stat dst;
+    int missing = stat(dir, &dst) != 0, e = errno;
+    if (missing || !GPT2RT__IS_DIR(dst.st_mode)) {
+        gpt2rt_tokenizer *t = gpt2rt__tok_new();
+        *tok = t;
+        if (!t) return GPT2RT_ERR_OUT_OF_MEMORY;
+        t->failed = 1;
+        if (missing)
+            return gpt2rt__tok_msg(t->error, GPT2RT_ERR_IO, "%s: %s (gpt2rt_tok_load takes the directory that holds "
+                                   "the vocabulary)", dir, e == ENOENT ? "no such directory" : strerror(e));
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_IO, "%s: not a directory (gpt2rt_tok_load takes the directory "
+                               "that holds the vocabulary; gpt2rt_tok_load_files takes the files)", dir);
+    }
     for (int i = 0; i < 3; i++) {
         struct stat st;
         snprintf(p[1], sizeof p[1], "%s/%s", dir, names[i][1]);

@@ -461,6 +461,15 @@ static void test_loaders(gpt2rt_tokenizer *tok) {
     r = gpt2rt_tok_load(&t, "tests");
     CHECK(r == GPT2RT_ERR_IO && strstr(t->error, "no GPT-2 vocabulary here"), "%s", t->error);
     gpt2rt_tok_free(t);
+    /* a directory that is not there, or a file, is not "no vocabulary here" */
+    r = gpt2rt_tok_load(&t, "build/no_such_tokenizer_dir");
+    CHECK(r == GPT2RT_ERR_IO && strstr(t->error, "build/no_such_tokenizer_dir: no such directory") &&
+          !strstr(t->error, "no GPT-2 vocabulary here"), "missing directory: %s", t->error);
+    gpt2rt_tok_free(t);
+    r = gpt2rt_tok_load(&t, "tests/harness.h");
+    CHECK(r == GPT2RT_ERR_IO && strstr(t->error, "tests/harness.h: not a directory"), "a file as the directory: %s",
+          t->error);
+    gpt2rt_tok_free(t);
     free(a);
     free(b);
 }
