@@ -188,7 +188,9 @@
                                          (B,horizon,M), original scale
    gpt2rt_weights_load / _save           Hugging Face safetensors (+ config.json);
                                          a load also resets the optimizer state
-   gpt2rt_config_load                    the model shape from a Hugging Face config.json
+   gpt2rt_config_load                    the model shape and dropouts from a Hugging Face
+                                         config.json; a key that would change the model
+                                         is refused, never dropped
    gpt2rt_state_save / _load             the training state: weights, moments, step,
                                          RNG; resuming continues bitwise identically
    gpt2rt_param_count / _info_get        the parameters: Hugging Face names and shapes
@@ -1061,10 +1063,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t count);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path);
-/* The model shape of a Hugging Face GPT-2 config.json (path: the file, or the directory
+/* The model of a Hugging Face GPT-2 config.json (path: the file, or the directory
    holding it) into *config: n_layer, n_head, n_embd, vocab_size, max_seq_len
-   (n_positions); other fields are left as they are. err (may be NULL) gets the reason
-   of a failure. */
+   (n_positions), and the dropouts it gives (resid_pdrop = embd_pdrop -> dropout,
+   attn_pdrop -> attn_dropout); other fields are left as they are, and so is *config on
+   a failure. Every key is honoured, accepted as having no effect on the math, or
+   refused naming it and its value (layer_norm_epsilon other than 1e-5, an
+   activation_function other than gelu_new / gelu_pytorch_tanh, tie_word_embeddings
+   false, n_inner other than null / 4*n_embd, ..., and keys that are not GPT2Config's or
+   PretrainedConfig's): the table is at 4.3's config.json reader and in
+   docs/embedding.md. err (may be NULL) gets the reason of a failure. */
 GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *path, char *err, size_t cap);
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir);
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path);
@@ -4847,7 +4855,8 @@ static gpt2rt_result gpt2rt__json_skip_in(gpt2rt__json *j, int depth) {
     }
     if (gpt2rt__json_lit(j, "true") || gpt2rt__json_lit(j, "false") || gpt2rt__json_lit(j, "null")) return GPT2RT_OK;
     double v;
-    if (c == '-' || (c >= '0' && c <= '9')) return gpt2rt__json_number(j, &v);
+    if (c == '-' || (c >= '0' && c <= '9') || c == '.' || c == '+' || c == 'I' || c == 'N')
+        return gpt2rt__json_number(j, &v); /* the last four: its message says what a number is */
     if (c >= 0x21 && c < 0x7F) return gpt2rt__json_failf(j, "unexpected character '%c' (a value expected)", c);
     return gpt2rt__json_failf(j, "unexpected byte 0x%02X (a value expected)", c);
 }
@@ -5497,27 +5506,152 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
     return r;
 }
 
-/* ---- config.json: the model shape of a Hugging Face GPT-2 directory ---- */
+/* ---- config.json: the model of a Hugging Face GPT-2 directory ----
+   Every key is read, checked or refused by name: a key that would give another model
+   than the one gpt2rt runs is refused with its value, never dropped.
+   key                                  what gpt2rt_config_load does
+   n_layer n_head n_embd vocab_size     read (integers in [1, 2^31))
+   n_positions (n_ctx, older files)     read into max_seq_len; both given: must agree; null: the other
+   n_inner                              null or 4 * n_embd (the runtime's MLP width), else refused
+   activation_function                  gelu_new or gelu_pytorch_tanh (the tanh GELU it runs), else refused
+   layer_norm_epsilon                   1e-5 (its LayerNorms' epsilon, fixed), else refused
+   resid_pdrop, embd_pdrop              read into config.dropout (one rate for both: different values refused)
+   attn_pdrop                           read into config.attn_dropout; pdrops must be in [0, 1)
+   scale_attn_weights                   true (scores scaled by 1/sqrt(head size)), false refused
+   scale_attn_by_inverse_layer_idx      false, true refused
+   add_cross_attention                  false, true refused (no encoder)
+   tie_word_embeddings                  true (the head is wte), false refused
+   reorder_and_upcast_attn              either: it changes only fp16 rounding; gpt2rt's scores and softmax are fp32
+   model_type                           "gpt2", else refused
+   pruned_heads                         {} (none), else refused
+   n_special (older files)              0, else refused
+   initializer_range, use_cache, bos_token_id, eos_token_id, summary_*, predict_special_tokens and
+   PretrainedConfig's keys (architectures, torch_dtype, transformers_version, task_specific_params,
+   generation defaults, labels, ...)    accepted: no effect on the model's math
+   gpt2rt_* (weights_save of a patch    gpt2rt_head_dropout read into config.head_dropout; the others
+   model)                               describe the patch model's input and head, which the caller sets
+   any other key                        refused, named (it may change the model; remove it if it does not)
+   A key that is absent leaves its field as it is (transformers' defaults differ for the
+   pdrops: 0.1). */
 
-/* buf: len bytes followed by a NUL (gpt2rt__read_file), unescaped in place */
+static const char *const gpt2rt__config_accepted[] = {
+    /* GPT2Config, no effect on the math */
+    "initializer_range", "use_cache", "bos_token_id", "eos_token_id", "summary_type", "summary_use_proj",
+    "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "predict_special_tokens",
+    /* PretrainedConfig and generation defaults that transformers writes */
+    "architectures", "torch_dtype", "dtype", "transformers_version", "task_specific_params", "_name_or_path",
+    "_commit_hash", "_attn_implementation", "_attn_implementation_autoset", "return_dict", "output_hidden_states",
+    "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss", "chunk_size_feed_forward",
+    "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size", "tie_encoder_decoder", "max_length",
+    "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty", "temperature",
+    "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "id2label",
+    "label2id", "num_labels", "tokenizer_class", "prefix", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "problem_type", "gradient_checkpointing", "output_past",
+    /* gpt2rt_weights_save's description of a patch model */
+    "gpt2rt_note", "gpt2rt_input", "gpt2rt_head", "gpt2rt_attn_mask", "gpt2rt_lookback", "gpt2rt_patch_len",
+    "gpt2rt_patch_stride", "gpt2rt_horizon", "gpt2rt_channels", "gpt2rt_revin_affine"};
+
+/* a bool key that must have one value */
+static gpt2rt_result gpt2rt__config_bool(gpt2rt__json *j, int want, const char *why) {
+    int v;
+    gpt2rt_result r = gpt2rt__json_bool(j, &v);
+    if (r != GPT2RT_OK || v == want) return r;
+    return gpt2rt__json_failf(j, "%s is not supported: %s", v ? "true" : "false", why);
+}
+
+/* buf: len bytes followed by a NUL (gpt2rt__read_file), unescaped in place; *c changes
+   only when the whole file is accepted */
 static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t len, const char *what,
                                               gpt2rt_config *c) {
     static const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_ctx"};
-    int64_t val[6] = {-1, -1, -1, -1, -1, -1};
+    static const char *pkeys[4] = {"resid_pdrop", "embd_pdrop", "attn_pdrop", "gpt2rt_head_dropout"};
+    int64_t val[6] = {-1, -1, -1, -1, -1, -1}, n_inner = -1;
+    double pdrop[4] = {-1, -1, -1, -1};
+    const char **seen = NULL;
+    int n_seen = 0, cap_seen = 0;
     gpt2rt__json j;
     gpt2rt__json_init(&j, buf, len, ctx, NULL, 0, what, "config.json");
     gpt2rt_result r;
-    const char *key;
+    const char *key, *s;
     if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) return r;
     while (gpt2rt__json_object_next(&j, &key, &r)) {
-        int k = 0;
+        if (!gpt2rt__grow(ctx, (void **)&seen, &cap_seen, n_seen, sizeof(char *))) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: a table of %d keys", what, n_seen);
+            break;
+        }
+        seen[n_seen++] = key;
+        int k = 0, p = 0;
+        size_t a = 0;
         while (k < 6 && strcmp(key, keys[k])) k++;
-        if (k == 6) { if ((r = gpt2rt__json_skip(&j)) != GPT2RT_OK) return r; continue; }
-        if (k >= 4 && gpt2rt__json_null(&j)) continue; /* null lengths: the other one rules */
-        if (val[k] >= 0) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" appears twice", what, keys[k]);
-        if ((r = gpt2rt__json_int(&j, 1, INT32_MAX, &val[k])) != GPT2RT_OK) return r;
+        while (p < 4 && strcmp(key, pkeys[p])) p++;
+        if (k < 6) {
+            if (k >= 4 && gpt2rt__json_null(&j)) continue; /* null lengths: the other one rules */
+            r = gpt2rt__json_int(&j, 1, INT32_MAX, &val[k]);
+        } else if (p < 4) {
+            if ((r = gpt2rt__json_number(&j, &pdrop[p])) == GPT2RT_OK && !(pdrop[p] >= 0 && pdrop[p] < 1))
+                r = gpt2rt__json_failf(&j, "%g is outside [0, 1) (a dropout probability)", pdrop[p]);
+        } else if (!strcmp(key, "n_inner")) {
+            if (!gpt2rt__json_null(&j)) r = gpt2rt__json_int(&j, 1, INT32_MAX, &n_inner);
+        } else if (!strcmp(key, "activation_function")) {
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gelu_new") && strcmp(s, "gelu_pytorch_tanh"))
+                r = gpt2rt__json_failf(&j, "\"%.40s\" is not supported: gpt2rt's MLP runs the tanh GELU (\"gelu_new\", "
+                                       "the same as \"gelu_pytorch_tanh\"), so this model would compute something "
+                                       "else", s);
+        } else if (!strcmp(key, "layer_norm_epsilon")) {
+            double eps;
+            /* 1e-5 as written, or as a float32 1e-5 printed in full (relative 6e-8 off) */
+            if ((r = gpt2rt__json_number(&j, &eps)) == GPT2RT_OK && fabs(eps - 1e-5) > 1e-5 * 1e-6)
+                r = gpt2rt__json_failf(&j, "%g is not supported: gpt2rt's LayerNorm epsilon is 1e-5 (fixed), so this "
+                                       "model would compute something else", eps);
+        } else if (!strcmp(key, "scale_attn_weights")) {
+            r = gpt2rt__config_bool(&j, 1, "gpt2rt always scales the attention scores by 1/sqrt(head size)");
+        } else if (!strcmp(key, "scale_attn_by_inverse_layer_idx")) {
+            r = gpt2rt__config_bool(&j, 0, "gpt2rt does not scale the scores by 1/(layer index + 1)");
+        } else if (!strcmp(key, "add_cross_attention")) {
+            r = gpt2rt__config_bool(&j, 0, "gpt2rt's blocks have no cross-attention (no encoder)");
+        } else if (!strcmp(key, "tie_word_embeddings")) {
+            r = gpt2rt__config_bool(&j, 1, "gpt2rt's LM head is the token embedding (wte); a separate "
+                                    "lm_head.weight would not be read");
+        } else if (!strcmp(key, "reorder_and_upcast_attn")) {
+            int v;
+            r = gpt2rt__json_bool(&j, &v);
+        } else if (!strcmp(key, "model_type")) {
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2"))
+                r = gpt2rt__json_failf(&j, "\"%.40s\" is not supported: gpt2rt runs GPT-2 (\"gpt2\")", s);
+        } else if (!strcmp(key, "pruned_heads")) {
+            const char *layer;
+            if ((r = gpt2rt__json_object_begin(&j)) == GPT2RT_OK && gpt2rt__json_object_next(&j, &layer, &r)) {
+                j.key = key;
+                r = gpt2rt__json_failf(&j, "layer %.20s has heads removed: gpt2rt's layers have all n_head heads", layer);
+            }
+        } else if (!strcmp(key, "n_special")) {
+            int64_t v;
+            r = gpt2rt__json_int(&j, 0, 0, &v);
+        } else {
+            while (a < sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0] &&
+                   strcmp(key, gpt2rt__config_accepted[a]))
+                a++;
+            if (a == sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0]) {
+                j.key = NULL;
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not a key of GPT-2's config (transformers' GPT2Config or "
+                                       "PretrainedConfig): gpt2rt refuses a key it does not know rather than drop "
+                                       "it; remove it if it does not change the model", key);
+            } else r = gpt2rt__json_skip(&j);
+        }
+        if (r != GPT2RT_OK) break;
     }
-    if (r != GPT2RT_OK || (r = gpt2rt__json_end(&j)) != GPT2RT_OK) return r;
+    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
+    if (r == GPT2RT_OK && n_seen > 1) { /* duplicates: sorted neighbours */
+        qsort((void *)seen, (size_t)n_seen, sizeof(char *), gpt2rt__cmp_names);
+        for (int i = 1; i < n_seen && r == GPT2RT_OK; i++)
+            if (!strcmp(seen[i - 1], seen[i]))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%.60s\" appears twice", what, seen[i]);
+    }
+    gpt2rt__free(&ctx->cfg, (void *)seen, GPT2RT_MEM_BOOKKEEPING);
+    if (r != GPT2RT_OK) return r;
     if (val[4] < 0) val[4] = val[5]; /* older files give only n_ctx */
     for (int k = 0; k < 5; k++)
         if (val[k] < 0)
@@ -5526,11 +5660,23 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
     if (val[5] >= 0 && val[5] != val[4])
         return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: n_positions = %lld but n_ctx = %lld", what,
                             (long long)val[4], (long long)val[5]);
+    if (n_inner >= 0 && n_inner != 4 * val[2])
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"n_inner\" = %lld is not supported: gpt2rt's MLP is 4 * n_embd "
+                            "= %lld wide (n_inner null or %lld)", what, (long long)n_inner, (long long)(4 * val[2]),
+                            (long long)(4 * val[2]));
+    if (pdrop[0] >= 0 && pdrop[1] >= 0 && pdrop[0] != pdrop[1])
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"resid_pdrop\" = %g but \"embd_pdrop\" = %g: gpt2rt applies "
+                            "one rate, config.dropout, to the embeddings and the residual branches; make them equal "
+                            "in config.json (config.dropout and config.attn_dropout can be set after "
+                            "gpt2rt_config_load)", what, pdrop[0], pdrop[1]);
     c->n_layer = (int)val[0];
     c->n_head = (int)val[1];
     c->n_embd = (int)val[2];
     c->vocab_size = (int)val[3];
     c->max_seq_len = (int)val[4];
+    if (pdrop[0] >= 0 || pdrop[1] >= 0) c->dropout = (float)(pdrop[0] >= 0 ? pdrop[0] : pdrop[1]);
+    if (pdrop[2] >= 0) c->attn_dropout = (float)pdrop[2];
+    if (pdrop[3] >= 0) c->head_dropout = (float)pdrop[3];
     return GPT2RT_OK;
 }
 
@@ -19686,6 +19832,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
     return r;
 }
 
+/* the shortest decimal text that reads back as x (a JSON number: x is finite) */
+static const char *gpt2rt__float_text(char buf[32], float x) {
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, 32, "%.*g", prec, (double)x);
+        if ((float)strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_SAVE, "gpt2rt_weights_save"));
@@ -19717,6 +19872,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t c_vocab = ctx->cfg.vocab_size; /* d->V, except patch models (no vocabulary: the configured one) */
     const gpt2rt_config *cc = &ctx->cfg;
+    char p_resid[32], p_attn[32], p_head[32]; /* the dropouts that ran; head_dropout (no GPT-2 key) when on */
     FILE *f = fopen(ctmp, "wb");
     /* a patch model is GPT-2's blocks and wpe (what GPT2Model holds, less wte) between
        in_layer and out_layer: the file says so, and how its inputs and outputs are shaped */
@@ -19735,12 +19891,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
         "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
         "  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
         "  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
-        "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+        "  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n  \"attn_pdrop\": %s,\n%s%s%s"
         "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
         "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
         "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
         d->patches ? "" : "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n", (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
-        (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
+        gpt2rt__float_text(p_resid, cc->dropout), p_resid, gpt2rt__float_text(p_attn, cc->attn_dropout),
+        cc->head_dropout > 0.0f ? "  \"gpt2rt_head_dropout\": " : "",
+        cc->head_dropout > 0.0f ? gpt2rt__float_text(p_head, cc->head_dropout) : "",
+        cc->head_dropout > 0.0f ? ",\n" : "", (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
     if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
     /* Two renames cannot replace a pair at once. The old model.safetensors stays under
        a second name (a hard link on POSIX, so the path never goes missing) until
