@@ -1,6 +1,6 @@
 # gpt2rt - make (examples, tools), make test (every check), make test-docs, make support (docs/support.md), make demo,
 # make bench (bench-tok, bench-gen, bench-ts),
-# make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make kernels, make install PREFIX=..., and the GPU
+# make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make fuzz-json, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build, gpu-anchors, gpu-pack (need nvcc, not a GPU), make test-gpu /
 # make bench-gpu (they say so and skip without a GPU).
 CC      ?= cc
@@ -18,7 +18,7 @@ B := build
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/gpt2rt-caps $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 
-.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
+.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv fuzz-json kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -195,6 +195,16 @@ fuzz-csv: | $(B)
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_csv tests/fuzz_csv.c $(LDLIBS)
 	mkdir -p $(B)/fuzz_csv_work $(B)/fuzz_artifacts
 	./$(B)/fuzz_csv $(B)/fuzz_csv_work tests/fuzz_corpus_csv -dict=tests/fuzz_csv.dict -max_len=4096 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/
+
+# libFuzzer on the JSON reader through config.json, a safetensors header, a vocabulary
+# json and the reader alone (tests/fuzz_json.c), FUZZ_TIME seconds
+fuzz-json: | $(B)
+	@if ! command -v clang >/dev/null 2>&1; then echo "fuzz-json: skipped: clang not found (apt-get install clang)"; exit 0; fi
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_json tests/fuzz_json.c $(LDLIBS)
+	mkdir -p $(B)/fuzz_json_work $(B)/fuzz_artifacts
+	./$(B)/fuzz_json $(B)/fuzz_json_work tests/fuzz_corpus_json -dict=tests/fuzz_json.dict -max_len=8192 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/
+
+# fuzz-forecaster: libFuzzer on the forecaster directory loader (tests/fuzz_forecaster.c) goes here
 
 kernels: $(B)/cpu_matmul
 	OMP_NUM_THREADS=2 ./$(B)/cpu_matmul
