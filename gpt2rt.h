@@ -4478,11 +4478,11 @@ GPT2RT__MAYBE_UNUSED static void gpt2rt__json_init(gpt2rt__json *j, char *text, 
 
 GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
     long long at = (long long)(j->p - j->begin);
-    const char *w = j->what ? j->what : "", *sep = j->what ? ": " : "";
+    const char *w = j->what ? j->what : "", *sep = j->what ? ": " : "", *kind = j->kind ? j->kind : "JSON";
     char key[96] = "";
     if (j->key) snprintf(key, sizeof key, "\"%.60s%s\": ", j->key, strlen(j->key) > 60 ? "..." : "");
-    if (j->ctx) return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
-    if (j->err && j->err_cap) snprintf(j->err, j->err_cap, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
+    if (j->ctx) return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s%s%s byte %lld: %s%s", w, sep, kind, at, key, msg);
+    if (j->err && j->err_cap) snprintf(j->err, j->err_cap, "%s%s%s byte %lld: %s%s", w, sep, kind, at, key, msg);
     return GPT2RT_ERR_FORMAT;
 }
 
