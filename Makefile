@@ -1,6 +1,6 @@
 # gpt2rt - make (examples, tools), make test (every check), make test-docs, make support (docs/support.md), make demo,
 # make bench (bench-tok, bench-gen, bench-ts),
-# make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make fuzz-forecaster, make kernels, make install PREFIX=..., and the GPU
+# make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make fuzz-json, make fuzz-forecaster, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build, gpu-anchors, gpu-pack (need nvcc, not a GPU), make test-gpu /
 # make bench-gpu (they say so and skip without a GPU).
 CC      ?= cc
@@ -18,7 +18,7 @@ B := build
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
 TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/gpt2rt-caps $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
 
-.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv fuzz-forecaster kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
+.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv fuzz-json fuzz-forecaster kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -202,6 +202,14 @@ fuzz-forecaster: | $(B)
 	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_forecaster tests/fuzz_forecaster.c $(LDLIBS)
 	mkdir -p $(B)/fuzz_fc_corpus $(B)/fuzz_artifacts
 	./$(B)/fuzz_forecaster $(B)/fuzz_fc_corpus tests/fuzz_corpus_forecaster -dict=tests/fuzz_forecaster.dict -max_len=16384 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/
+
+# libFuzzer on the JSON reader through config.json, a safetensors header, a vocabulary
+# json and the reader alone (tests/fuzz_json.c), FUZZ_TIME seconds
+fuzz-json: | $(B)
+	@if ! command -v clang >/dev/null 2>&1; then echo "fuzz-json: skipped: clang not found (apt-get install clang)"; exit 0; fi
+	clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -o $(B)/fuzz_json tests/fuzz_json.c $(LDLIBS)
+	mkdir -p $(B)/fuzz_json_work $(B)/fuzz_artifacts
+	./$(B)/fuzz_json $(B)/fuzz_json_work tests/fuzz_corpus_json -dict=tests/fuzz_json.dict -max_len=8192 $(FUZZ_FLAGS) -artifact_prefix=$(B)/fuzz_artifacts/
 
 kernels: $(B)/cpu_matmul
 	OMP_NUM_THREADS=2 ./$(B)/cpu_matmul

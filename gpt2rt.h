@@ -188,7 +188,9 @@
                                          (B,horizon,M), original scale
    gpt2rt_weights_load / _save           Hugging Face safetensors (+ config.json);
                                          a load also resets the optimizer state
-   gpt2rt_config_load                    the model shape from a Hugging Face config.json
+   gpt2rt_config_load                    the model shape and dropouts from a Hugging Face
+                                         config.json; a key that would change the model
+                                         is refused, never dropped
    gpt2rt_state_save / _load             the training state: weights, moments, step,
                                          RNG; resuming continues bitwise identically
    gpt2rt_param_count / _info_get        the parameters: Hugging Face names and shapes
@@ -1067,10 +1069,16 @@ GPT2RT_DEF gpt2rt_result gpt2rt_step_series(gpt2rt_ctx *ctx, const float *x, con
 GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t count);
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path);
-/* The model shape of a Hugging Face GPT-2 config.json (path: the file, or the directory
+/* The model of a Hugging Face GPT-2 config.json (path: the file, or the directory
    holding it) into *config: n_layer, n_head, n_embd, vocab_size, max_seq_len
-   (n_positions); other fields are left as they are. err (may be NULL) gets the reason
-   of a failure. */
+   (n_positions), and the dropouts it gives (resid_pdrop = embd_pdrop -> dropout,
+   attn_pdrop -> attn_dropout); other fields are left as they are, and so is *config on
+   a failure. Every key is honoured, accepted as having no effect on the math, or
+   refused naming it and its value (layer_norm_epsilon other than 1e-5, an
+   activation_function other than gelu_new / gelu_pytorch_tanh, tie_word_embeddings
+   false, n_inner other than null / 4*n_embd, ..., and keys that are not GPT2Config's or
+   PretrainedConfig's): the table is at 4.3's config.json reader and in
+   docs/embedding.md. err (may be NULL) gets the reason of a failure. */
 GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *path, char *err, size_t cap);
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir);
 GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path);
@@ -4512,11 +4520,11 @@ GPT2RT__MAYBE_UNUSED static void gpt2rt__json_init(gpt2rt__json *j, char *text, 
 
 GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__json_fail(gpt2rt__json *j, const char *msg) {
     long long at = (long long)(j->p - j->begin);
-    const char *w = j->what ? j->what : "", *sep = j->what ? ": " : "";
+    const char *w = j->what ? j->what : "", *sep = j->what ? ": " : "", *kind = j->kind ? j->kind : "JSON";
     char key[96] = "";
     if (j->key) snprintf(key, sizeof key, "\"%.60s%s\": ", j->key, strlen(j->key) > 60 ? "..." : "");
-    if (j->ctx) return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
-    if (j->err && j->err_cap) snprintf(j->err, j->err_cap, "%s%s%s byte %lld: %s%s", w, sep, j->kind, at, key, msg);
+    if (j->ctx) return gpt2rt__fail(j->ctx, GPT2RT_ERR_FORMAT, "%s%s%s byte %lld: %s%s", w, sep, kind, at, key, msg);
+    if (j->err && j->err_cap) snprintf(j->err, j->err_cap, "%s%s%s byte %lld: %s%s", w, sep, kind, at, key, msg);
     return GPT2RT_ERR_FORMAT;
 }
 
@@ -4580,26 +4588,35 @@ static int gpt2rt__json_utf8_len(const unsigned char *s, size_t n) {
     return len;
 }
 
-/* a string, unescaped in place, NUL-terminated; *n: its length in bytes */
+/* a string, unescaped in place, NUL-terminated; *n: its length in bytes. Local
+   pointers (j->p is set before a message): stores through char * may alias *j. */
 static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, size_t *n) {
     if (!gpt2rt__json_eat(j, '"')) return gpt2rt__json_fail(j, "expected a string");
-    char *w = j->p, *start = j->p;
+    char *p = j->p, *e = j->end, *start = p, *w;
+    while (p < e) { /* plain ASCII stays where it is (most keys are nothing else) */
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
+        p++;
+    }
+    w = p;
+#define GPT2RT__JSON_SFAIL(...) do { j->p = p; return gpt2rt__json_failf(j, __VA_ARGS__); } while (0)
     while (1) {
-        if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated string");
-        unsigned char c = (unsigned char)*j->p;
-        if (c == '"') { j->p++; break; }
-        if (c < 0x20) return gpt2rt__json_failf(j, "control character 0x%02X in a string (write it as \\u%04X)", c, c);
+        if (p >= e) GPT2RT__JSON_SFAIL("unterminated string");
+        unsigned char c = (unsigned char)*p;
+        if (c == '"') { p++; break; }
+        if (c < 0x20) GPT2RT__JSON_SFAIL("control character 0x%02X in a string (write it as \\u%04X)", c, c);
         if (c >= 0x80) {
-            int len = gpt2rt__json_utf8_len((const unsigned char *)j->p, (size_t)(j->end - j->p));
-            if (!len) return gpt2rt__json_failf(j, "invalid UTF-8 (byte 0x%02X) in a string", c);
-            for (int i = 0; i < len; i++) *w++ = *j->p++;
+            int len = gpt2rt__json_utf8_len((const unsigned char *)p, (size_t)(e - p));
+            if (!len) GPT2RT__JSON_SFAIL("invalid UTF-8 (byte 0x%02X) in a string", c);
+            for (int i = 0; i < len; i++) *w++ = *p++;
             continue;
         }
-        j->p++;
+        p++;
         if (c != '\\') { *w++ = (char)c; continue; }
-        if (j->p >= j->end) return gpt2rt__json_fail(j, "unterminated escape");
-        char e = *j->p++;
-        switch (e) {
+        if (p >= e) GPT2RT__JSON_SFAIL("unterminated escape");
+        char esc = *p++;
+        unsigned u, lo;
+        switch (esc) {
         case '"': *w++ = '"'; break;
         case '\\': *w++ = '\\'; break;
         case '/': *w++ = '/'; break;
@@ -4608,19 +4625,21 @@ static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, si
         case 'n': *w++ = '\n'; break;
         case 'r': *w++ = '\r'; break;
         case 't': *w++ = '\t'; break;
-        case 'u': {
-            unsigned u, lo;
+        case 'u':
+            j->p = p;
             if (!gpt2rt__json_u4(j, &u)) return gpt2rt__json_fail(j, "bad \\u escape (4 hex digits expected)");
+            p = j->p;
             if (u >= 0xD800 && u < 0xDC00) {
-                if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u')
-                    return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a high surrogate needs a low one after it)", u);
-                j->p += 2;
+                if (e - p < 2 || p[0] != '\\' || p[1] != 'u')
+                    GPT2RT__JSON_SFAIL("lone surrogate \\u%04X (a high surrogate needs a low one after it)", u);
+                j->p = p + 2;
                 if (!gpt2rt__json_u4(j, &lo) || lo < 0xDC00 || lo >= 0xE000)
                     return gpt2rt__json_failf(j, "bad surrogate pair: \\u%04X is not followed by \\uDC00..\\uDFFF", u);
+                p = j->p;
                 u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
             } else if (u >= 0xDC00 && u < 0xE000)
-                return gpt2rt__json_failf(j, "lone surrogate \\u%04X (a low surrogate without a high one)", u);
-            if (u == 0) return gpt2rt__json_fail(j, "\\u0000 (NUL) in a string");
+                GPT2RT__JSON_SFAIL("lone surrogate \\u%04X (a low surrogate without a high one)", u);
+            if (u == 0) GPT2RT__JSON_SFAIL("\\u0000 (NUL) in a string");
             if (u < 0x80) *w++ = (char)u;
             else if (u < 0x800) { *w++ = (char)(0xC0 | (u >> 6)); *w++ = (char)(0x80 | (u & 63)); }
             else if (u < 0x10000) {
@@ -4630,12 +4649,13 @@ static gpt2rt_result gpt2rt__json_string_n(gpt2rt__json *j, const char **out, si
                 *w++ = (char)(0x80 | ((u >> 6) & 63)); *w++ = (char)(0x80 | (u & 63));
             }
             break;
-        }
         default:
-            if ((unsigned char)e < 0x20 || (unsigned char)e >= 0x7F) return gpt2rt__json_fail(j, "unknown escape");
-            return gpt2rt__json_failf(j, "unknown escape \\%c", e);
+            if ((unsigned char)esc < 0x20 || (unsigned char)esc >= 0x7F) GPT2RT__JSON_SFAIL("unknown escape");
+            GPT2RT__JSON_SFAIL("unknown escape \\%c", esc);
         }
     }
+#undef GPT2RT__JSON_SFAIL
+    j->p = p;
     *w = 0; /* w <= the closing quote, which has been read (an escape is never shorter in the text) */
     *out = start;
     if (n) *n = (size_t)(w - start);
@@ -4715,31 +4735,48 @@ static gpt2rt_result gpt2rt__json_number(gpt2rt__json *j, double *out) {
     return GPT2RT_OK;
 }
 
+/* [lo, hi] as text, for messages; u64: [0, 2^64) */
+static const char *gpt2rt__json_range(char *buf, size_t cap, int64_t lo, int64_t hi, int u64) {
+    if (u64) snprintf(buf, cap, "[0, 2^64)");
+    else snprintf(buf, cap, "[%lld, %lld]", (long long)lo, (long long)hi);
+    return buf;
+}
+
 /* an integer written as one (1.0 and 1e2 are refused): *neg and its magnitude *mag,
-   *over when that exceeds lim; [lo, hi] (printed) for the message */
-static gpt2rt_result gpt2rt__json_integer(gpt2rt__json *j, uint64_t lim, const char *range, int *neg, uint64_t *mag,
-                                          int *over, const char **s) {
+   *over when that exceeds lim; lo, hi, u64 only name the range in a message */
+static gpt2rt_result gpt2rt__json_integer(gpt2rt__json *j, uint64_t lim, int64_t lo, int64_t hi, int u64, int *neg,
+                                          uint64_t *mag, int *over, const char **s) {
     int integer;
     gpt2rt_result r = gpt2rt__json_scan_number(j, s, &integer);
     if (r != GPT2RT_OK) return r;
     size_t n = (size_t)(j->p - *s);
     if (!integer) {
+        char range[64];
         j->p = (char *)*s;
         return gpt2rt__json_failf(j, "expected an integer in %s, found %.*s%s (integers are written without fraction "
-                                  "or exponent)", range, n > 40 ? 40 : (int)n, *s, n > 40 ? "..." : "");
+                                  "or exponent)", gpt2rt__json_range(range, sizeof range, lo, hi, u64),
+                                  n > 40 ? 40 : (int)n, *s, n > 40 ? "..." : "");
     }
     *neg = **s == '-';
     *mag = 0;
     *over = 0;
-    for (const char *q = *s + *neg; q < j->p && !*over; q++) {
+    const char *q = *s + *neg;
+    if (j->p - q <= 18) { /* below 10^18: no overflow to watch */
+        for (; q < j->p; q++) *mag = *mag * 10 + (uint64_t)(*q - '0');
+        *over = *mag > lim;
+        return GPT2RT_OK;
+    }
+    for (; q < j->p && !*over; q++) {
         if (*mag > (lim - (uint64_t)(*q - '0')) / 10) *over = 1;
         else *mag = *mag * 10 + (uint64_t)(*q - '0');
     }
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, const char *range) {
+static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, int64_t lo, int64_t hi, int u64) {
+    char range[64];
     size_t n = (size_t)(j->p - s);
+    gpt2rt__json_range(range, sizeof range, lo, hi, u64);
     j->p = (char *)s;
     if (n > 40) return gpt2rt__json_failf(j, "an integer of %zu characters is outside %s", n, range);
     return gpt2rt__json_failf(j, "%.*s is outside %s", (int)n, s, range);
@@ -4747,28 +4784,26 @@ static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, cons
 
 /* an integer in [lo, hi], written as one */
 static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, int64_t *out) {
-    char range[64];
-    snprintf(range, sizeof range, "[%lld, %lld]", (long long)lo, (long long)hi);
     const char *s;
     int neg, over;
     uint64_t v;
-    gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, range, &neg, &v, &over, &s);
+    gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, lo, hi, 0, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (!over && !neg && v > (uint64_t)INT64_MAX) over = 1;
     int64_t x = over ? 0 : neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
-    if (over || x < lo || x > hi) return gpt2rt__json_int_range(j, s, range);
+    if (over || x < lo || x > hi) return gpt2rt__json_int_range(j, s, lo, hi, 0);
     *out = x;
     return GPT2RT_OK;
 }
 
 /* an integer in [0, UINT64_MAX] (safetensors' data_offsets) */
 static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
-    const char *range = "[0, 2^64)", *s;
+    const char *s;
     int neg, over;
     uint64_t v;
-    gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, range, &neg, &v, &over, &s);
+    gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, 0, 0, 1, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
-    if (over || (neg && v)) return gpt2rt__json_int_range(j, s, range);
+    if (over || (neg && v)) return gpt2rt__json_int_range(j, s, 0, 0, 1);
     *out = v;
     return GPT2RT_OK;
 }
@@ -4862,7 +4897,8 @@ static gpt2rt_result gpt2rt__json_skip_in(gpt2rt__json *j, int depth) {
     }
     if (gpt2rt__json_lit(j, "true") || gpt2rt__json_lit(j, "false") || gpt2rt__json_lit(j, "null")) return GPT2RT_OK;
     double v;
-    if (c == '-' || (c >= '0' && c <= '9')) return gpt2rt__json_number(j, &v);
+    if (c == '-' || (c >= '0' && c <= '9') || c == '.' || c == '+' || c == 'I' || c == 'N')
+        return gpt2rt__json_number(j, &v); /* the last four: its message says what a number is */
     if (c >= 0x21 && c < 0x7F) return gpt2rt__json_failf(j, "unexpected character '%c' (a value expected)", c);
     return gpt2rt__json_failf(j, "unexpected byte 0x%02X (a value expected)", c);
 }
@@ -4977,7 +5013,7 @@ static gpt2rt_result gpt2rt__st_parse(gpt2rt_ctx *ctx, const unsigned char *buf,
         char hex[3 * 16 + 1], txt[16 + 1];
         size_t k = 0, show = len < 16 ? len : 16;
         for (; k < show; k++) {
-            snprintf(hex + 3 * k, 4, "%s%02X", k ? " " : "", buf[k]);
+            snprintf(hex + (k ? 3 * k - 1 : 0), 4, "%s%02X", k ? " " : "", buf[k]);
             txt[k] = buf[k] >= 0x20 && buf[k] < 0x7F ? (char)buf[k] : '.';
         }
         txt[k] = 0;
@@ -5512,27 +5548,152 @@ static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned ch
     return r;
 }
 
-/* ---- config.json: the model shape of a Hugging Face GPT-2 directory ---- */
+/* ---- config.json: the model of a Hugging Face GPT-2 directory ----
+   Every key is read, checked or refused by name: a key that would give another model
+   than the one gpt2rt runs is refused with its value, never dropped.
+   key                                  what gpt2rt_config_load does
+   n_layer n_head n_embd vocab_size     read (integers in [1, 2^31))
+   n_positions (n_ctx, older files)     read into max_seq_len; both given: must agree; null: the other
+   n_inner                              null or 4 * n_embd (the runtime's MLP width), else refused
+   activation_function                  gelu_new or gelu_pytorch_tanh (the tanh GELU it runs), else refused
+   layer_norm_epsilon                   1e-5 (its LayerNorms' epsilon, fixed), else refused
+   resid_pdrop, embd_pdrop              read into config.dropout (one rate for both: different values refused)
+   attn_pdrop                           read into config.attn_dropout; pdrops must be in [0, 1)
+   scale_attn_weights                   true (scores scaled by 1/sqrt(head size)), false refused
+   scale_attn_by_inverse_layer_idx      false, true refused
+   add_cross_attention                  false, true refused (no encoder)
+   tie_word_embeddings                  true (the head is wte), false refused
+   reorder_and_upcast_attn              either: it changes only fp16 rounding; gpt2rt's scores and softmax are fp32
+   model_type                           "gpt2", else refused
+   pruned_heads                         {} (none), else refused
+   n_special (older files)              0, else refused
+   initializer_range, use_cache, bos_token_id, eos_token_id, summary_*, predict_special_tokens and
+   PretrainedConfig's keys (architectures, torch_dtype, transformers_version, task_specific_params,
+   generation defaults, labels, ...)    accepted: no effect on the model's math
+   gpt2rt_* (weights_save of a patch    gpt2rt_head_dropout read into config.head_dropout; the others
+   model)                               describe the patch model's input and head, which the caller sets
+   any other key                        refused, named (it may change the model; remove it if it does not)
+   A key that is absent leaves its field as it is (transformers' defaults differ for the
+   pdrops: 0.1). */
 
-/* buf: len bytes followed by a NUL (gpt2rt__read_file), unescaped in place */
+static const char *const gpt2rt__config_accepted[] = {
+    /* GPT2Config, no effect on the math */
+    "initializer_range", "use_cache", "bos_token_id", "eos_token_id", "summary_type", "summary_use_proj",
+    "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "predict_special_tokens",
+    /* PretrainedConfig and generation defaults that transformers writes */
+    "architectures", "torch_dtype", "dtype", "transformers_version", "task_specific_params", "_name_or_path",
+    "_commit_hash", "_attn_implementation", "_attn_implementation_autoset", "return_dict", "output_hidden_states",
+    "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss", "chunk_size_feed_forward",
+    "is_encoder_decoder", "is_decoder", "cross_attention_hidden_size", "tie_encoder_decoder", "max_length",
+    "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty", "temperature",
+    "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+    "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "id2label",
+    "label2id", "num_labels", "tokenizer_class", "prefix", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    "problem_type", "gradient_checkpointing", "output_past",
+    /* gpt2rt_weights_save's description of a patch model */
+    "gpt2rt_note", "gpt2rt_input", "gpt2rt_head", "gpt2rt_attn_mask", "gpt2rt_lookback", "gpt2rt_patch_len",
+    "gpt2rt_patch_stride", "gpt2rt_horizon", "gpt2rt_channels", "gpt2rt_revin_affine"};
+
+/* a bool key that must have one value */
+static gpt2rt_result gpt2rt__config_bool(gpt2rt__json *j, int want, const char *why) {
+    int v;
+    gpt2rt_result r = gpt2rt__json_bool(j, &v);
+    if (r != GPT2RT_OK || v == want) return r;
+    return gpt2rt__json_failf(j, "%s is not supported: %s", v ? "true" : "false", why);
+}
+
+/* buf: len bytes followed by a NUL (gpt2rt__read_file), unescaped in place; *c changes
+   only when the whole file is accepted */
 static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t len, const char *what,
                                               gpt2rt_config *c) {
     static const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_ctx"};
-    int64_t val[6] = {-1, -1, -1, -1, -1, -1};
+    static const char *pkeys[4] = {"resid_pdrop", "embd_pdrop", "attn_pdrop", "gpt2rt_head_dropout"};
+    int64_t val[6] = {-1, -1, -1, -1, -1, -1}, n_inner = -1;
+    double pdrop[4] = {-1, -1, -1, -1};
+    const char **seen = NULL;
+    int n_seen = 0, cap_seen = 0;
     gpt2rt__json j;
     gpt2rt__json_init(&j, buf, len, ctx, NULL, 0, what, "config.json");
     gpt2rt_result r;
-    const char *key;
+    const char *key, *s;
     if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) return r;
     while (gpt2rt__json_object_next(&j, &key, &r)) {
-        int k = 0;
+        if (!gpt2rt__grow(ctx, (void **)&seen, &cap_seen, n_seen, sizeof(char *))) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: a table of %d keys", what, n_seen);
+            break;
+        }
+        seen[n_seen++] = key;
+        int k = 0, p = 0;
+        size_t a = 0;
         while (k < 6 && strcmp(key, keys[k])) k++;
-        if (k == 6) { if ((r = gpt2rt__json_skip(&j)) != GPT2RT_OK) return r; continue; }
-        if (k >= 4 && gpt2rt__json_null(&j)) continue; /* null lengths: the other one rules */
-        if (val[k] >= 0) return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%s\" appears twice", what, keys[k]);
-        if ((r = gpt2rt__json_int(&j, 1, INT32_MAX, &val[k])) != GPT2RT_OK) return r;
+        while (p < 4 && strcmp(key, pkeys[p])) p++;
+        if (k < 6) {
+            if (k >= 4 && gpt2rt__json_null(&j)) continue; /* null lengths: the other one rules */
+            r = gpt2rt__json_int(&j, 1, INT32_MAX, &val[k]);
+        } else if (p < 4) {
+            if ((r = gpt2rt__json_number(&j, &pdrop[p])) == GPT2RT_OK && !(pdrop[p] >= 0 && pdrop[p] < 1))
+                r = gpt2rt__json_failf(&j, "%g is outside [0, 1) (a dropout probability)", pdrop[p]);
+        } else if (!strcmp(key, "n_inner")) {
+            if (!gpt2rt__json_null(&j)) r = gpt2rt__json_int(&j, 1, INT32_MAX, &n_inner);
+        } else if (!strcmp(key, "activation_function")) {
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gelu_new") && strcmp(s, "gelu_pytorch_tanh"))
+                r = gpt2rt__json_failf(&j, "\"%.40s\" is not supported: gpt2rt's MLP runs the tanh GELU (\"gelu_new\", "
+                                       "the same as \"gelu_pytorch_tanh\"), so this model would compute something "
+                                       "else", s);
+        } else if (!strcmp(key, "layer_norm_epsilon")) {
+            double eps;
+            /* 1e-5 as written, or as a float32 1e-5 printed in full (relative 6e-8 off) */
+            if ((r = gpt2rt__json_number(&j, &eps)) == GPT2RT_OK && fabs(eps - 1e-5) > 1e-5 * 1e-6)
+                r = gpt2rt__json_failf(&j, "%g is not supported: gpt2rt's LayerNorm epsilon is 1e-5 (fixed), so this "
+                                       "model would compute something else", eps);
+        } else if (!strcmp(key, "scale_attn_weights")) {
+            r = gpt2rt__config_bool(&j, 1, "gpt2rt always scales the attention scores by 1/sqrt(head size)");
+        } else if (!strcmp(key, "scale_attn_by_inverse_layer_idx")) {
+            r = gpt2rt__config_bool(&j, 0, "gpt2rt does not scale the scores by 1/(layer index + 1)");
+        } else if (!strcmp(key, "add_cross_attention")) {
+            r = gpt2rt__config_bool(&j, 0, "gpt2rt's blocks have no cross-attention (no encoder)");
+        } else if (!strcmp(key, "tie_word_embeddings")) {
+            r = gpt2rt__config_bool(&j, 1, "gpt2rt's LM head is the token embedding (wte); a separate "
+                                    "lm_head.weight would not be read");
+        } else if (!strcmp(key, "reorder_and_upcast_attn")) {
+            int v;
+            r = gpt2rt__json_bool(&j, &v);
+        } else if (!strcmp(key, "model_type")) {
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2"))
+                r = gpt2rt__json_failf(&j, "\"%.40s\" is not supported: gpt2rt runs GPT-2 (\"gpt2\")", s);
+        } else if (!strcmp(key, "pruned_heads")) {
+            const char *layer;
+            if ((r = gpt2rt__json_object_begin(&j)) == GPT2RT_OK && gpt2rt__json_object_next(&j, &layer, &r)) {
+                j.key = key;
+                r = gpt2rt__json_failf(&j, "layer %.20s has heads removed: gpt2rt's layers have all n_head heads", layer);
+            }
+        } else if (!strcmp(key, "n_special")) {
+            int64_t v;
+            r = gpt2rt__json_int(&j, 0, 0, &v);
+        } else {
+            while (a < sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0] &&
+                   strcmp(key, gpt2rt__config_accepted[a]))
+                a++;
+            if (a == sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0]) {
+                j.key = NULL;
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not a key of GPT-2's config (transformers' GPT2Config or "
+                                       "PretrainedConfig): gpt2rt refuses a key it does not know rather than drop "
+                                       "it; remove it if it does not change the model", key);
+            } else r = gpt2rt__json_skip(&j);
+        }
+        if (r != GPT2RT_OK) break;
     }
-    if (r != GPT2RT_OK || (r = gpt2rt__json_end(&j)) != GPT2RT_OK) return r;
+    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
+    if (r == GPT2RT_OK && n_seen > 1) { /* duplicates: sorted neighbours */
+        qsort((void *)seen, (size_t)n_seen, sizeof(char *), gpt2rt__cmp_names);
+        for (int i = 1; i < n_seen && r == GPT2RT_OK; i++)
+            if (!strcmp(seen[i - 1], seen[i]))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"%.60s\" appears twice", what, seen[i]);
+    }
+    gpt2rt__free(&ctx->cfg, (void *)seen, GPT2RT_MEM_BOOKKEEPING);
+    if (r != GPT2RT_OK) return r;
     if (val[4] < 0) val[4] = val[5]; /* older files give only n_ctx */
     for (int k = 0; k < 5; k++)
         if (val[k] < 0)
@@ -5541,11 +5702,23 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
     if (val[5] >= 0 && val[5] != val[4])
         return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: n_positions = %lld but n_ctx = %lld", what,
                             (long long)val[4], (long long)val[5]);
+    if (n_inner >= 0 && n_inner != 4 * val[2])
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"n_inner\" = %lld is not supported: gpt2rt's MLP is 4 * n_embd "
+                            "= %lld wide (n_inner null or %lld)", what, (long long)n_inner, (long long)(4 * val[2]),
+                            (long long)(4 * val[2]));
+    if (pdrop[0] >= 0 && pdrop[1] >= 0 && pdrop[0] != pdrop[1])
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: \"resid_pdrop\" = %g but \"embd_pdrop\" = %g: gpt2rt applies "
+                            "one rate, config.dropout, to the embeddings and the residual branches; make them equal "
+                            "in config.json (config.dropout and config.attn_dropout can be set after "
+                            "gpt2rt_config_load)", what, pdrop[0], pdrop[1]);
     c->n_layer = (int)val[0];
     c->n_head = (int)val[1];
     c->n_embd = (int)val[2];
     c->vocab_size = (int)val[3];
     c->max_seq_len = (int)val[4];
+    if (pdrop[0] >= 0 || pdrop[1] >= 0) c->dropout = (float)(pdrop[0] >= 0 ? pdrop[0] : pdrop[1]);
+    if (pdrop[2] >= 0) c->attn_dropout = (float)pdrop[2];
+    if (pdrop[3] >= 0) c->head_dropout = (float)pdrop[3];
     return GPT2RT_OK;
 }
 
@@ -6226,68 +6399,23 @@ static int32_t gpt2rt__tok_lookup(const gpt2rt__tok_files *f, const unsigned cha
     }
 }
 
-/* a JSON string at p (after its opening quote) -> bytes through the alphabet,
-   appended to f->bytes; *p moves past the closing quote. NULL: fine, else why not */
-static const char *gpt2rt__tok_json_key(gpt2rt__tok_files *f, const unsigned char **pp, const unsigned char *end,
-                                        uint32_t *bad_cp) {
-    const unsigned char *p = *pp;
-    while (1) {
-        if (p >= end) return "unterminated string";
-        uint32_t cp;
-        if (*p == '"') { p++; break; }
-        if (*p < 0x20) return "control character in a string";
-        if (*p == '\\') {
-            if (end - p < 2) return "unterminated escape";
-            char e = (char)p[1];
-            p += 2;
-            const char *esc = "\"\\/bfnrt", *val = "\"\\/\b\f\n\r\t";
-            const char *k = e ? strchr(esc, e) : NULL;
-            if (k) cp = (unsigned char)val[k - esc];
-            else if (e == 'u') {
-                uint32_t u[2] = {0, 0};
-                int n_u = 1;
-                for (int q = 0; q < n_u; q++) {
-                    if (q && (end - p < 2 || p[0] != '\\' || p[1] != 'u')) return "lone surrogate";
-                    if (q) p += 2;
-                    if (end - p < 4) return "bad \\u escape";
-                    for (int i = 0; i < 4; i++) {
-                        int h = gpt2rt__hex((char)p[i]);
-                        if (h < 0) return "bad \\u escape";
-                        u[q] = u[q] * 16 + (uint32_t)h;
-                    }
-                    p += 4;
-                    if (!q && u[0] >= 0xD800 && u[0] < 0xDC00) n_u = 2;
-                }
-                if (n_u == 2 && (u[1] < 0xDC00 || u[1] >= 0xE000)) return "bad surrogate pair";
-                if (n_u == 1 && u[0] >= 0xDC00 && u[0] < 0xE000) return "lone surrogate";
-                cp = n_u == 2 ? 0x10000 + ((u[0] - 0xD800) << 10) + (u[1] - 0xDC00) : u[0];
-            } else return "unknown escape";
-        } else {
-            int n = gpt2rt__tok_utf8(p, (size_t)(end - p), &cp);
-            if (!n) return "invalid UTF-8";
-            p += n;
-        }
-        if (cp >= 324 || f->byte_of[cp] < 0) { *bad_cp = cp; return "a character outside GPT-2's 256 byte characters"; }
-        if (!gpt2rt__tok_put_byte(f, (unsigned char)f->byte_of[cp])) return "out of memory";
-    }
-    *pp = p;
-    return NULL;
-}
-
-/* encoder.json / vocab.json: {"token": id, ...} with ids 0..n-1, each once */
-static gpt2rt_result gpt2rt__tok_parse_vocab(gpt2rt_tokenizer *t, gpt2rt__tok_files *f, const unsigned char *p, size_t len) {
-    const unsigned char *begin = p, *end = p + len;
-    const char *why = NULL;
-    uint32_t bad_cp = UINT32_MAX;
-#define GPT2RT__TOK_WS() while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++
-    GPT2RT__TOK_WS();
-    if (p >= end || *p++ != '{') { why = "expected '{'"; goto fail; }
-    GPT2RT__TOK_WS();
-    if (p < end && *p == '}') { p++; goto done; }
-    while (1) {
-        GPT2RT__TOK_WS();
-        if (p >= end || *p++ != '"') { why = "expected a string (a token)"; goto fail; }
-        if (f->n == GPT2RT__TOK_MAX_VOCAB) { why = "more than 65536 tokens (ids must fit uint16)"; goto fail; }
+/* encoder.json / vocab.json: {"token": id, ...} with ids 0..n-1, each once; read with
+   4.1's JSON reader from a copy (it unescapes in place), each token's characters
+   mapped through GPT-2's byte alphabet into f->bytes */
+static gpt2rt_result gpt2rt__tok_parse_vocab(gpt2rt_tokenizer *t, gpt2rt__tok_files *f, const unsigned char *vj,
+                                             size_t len) {
+    char *text = (char *)malloc(len + 1);
+    if (!text) return gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "vocabulary json: out of memory for %zu "
+                                      "bytes", len);
+    if (len) memcpy(text, vj, len);
+    text[len] = 0;
+    gpt2rt__json j;
+    gpt2rt__json_init(&j, text, len, NULL, t->error, 512, NULL, "vocabulary json");
+    gpt2rt_result r;
+    const char *key;
+    if ((r = gpt2rt__json_object_begin(&j)) != GPT2RT_OK) goto out;
+    while (gpt2rt__json_object_next(&j, &key, &r)) {
+        if (f->n == GPT2RT__TOK_MAX_VOCAB) { r = gpt2rt__json_fail(&j, "more than 65536 tokens (ids must fit uint16)"); goto out; }
         if (f->n == f->cap) {
             int32_t c = f->cap ? 2 * f->cap : 1024;
             uint32_t *o = (uint32_t *)realloc(f->off, (size_t)c * 4);
@@ -6296,41 +6424,39 @@ static gpt2rt_result gpt2rt__tok_parse_vocab(gpt2rt_tokenizer *t, gpt2rt__tok_fi
             if (l) f->len = l;
             int32_t *d = (int32_t *)realloc(f->id, (size_t)c * 4);
             if (d) f->id = d;
-            if (!o || !l || !d) { why = "out of memory"; goto fail; }
+            if (!o || !l || !d) { r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "vocabulary json: out of memory"); goto out; }
             f->cap = c;
         }
         size_t start = f->n_bytes;
-        if ((why = gpt2rt__tok_json_key(f, &p, end, &bad_cp)) != NULL) goto fail;
-        if (f->n_bytes == start) { why = "an empty token"; goto fail; }
-        if (f->n_bytes - start > (1u << 20)) { why = "a token longer than 2^20 bytes"; goto fail; }
-        GPT2RT__TOK_WS();
-        if (p >= end || *p++ != ':') { why = "expected ':'"; goto fail; }
-        GPT2RT__TOK_WS();
-        int64_t v = 0;
-        if (p >= end || *p < '0' || *p > '9') { why = "expected a non-negative integer id"; goto fail; }
-        for (; p < end && *p >= '0' && *p <= '9'; p++)
-            if (v <= GPT2RT__TOK_MAX_VOCAB) v = v * 10 + (*p - '0');
-        if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) { why = "expected an integer id, found a fraction"; goto fail; }
+        for (const unsigned char *q = (const unsigned char *)key; *q;) { /* valid UTF-8: the reader checked it */
+            uint32_t cp = *q;
+            int w = cp < 0x80 ? 1 : gpt2rt__tok_utf8(q, 4, &cp);
+            if (cp >= 324 || f->byte_of[cp] < 0) {
+                r = gpt2rt__json_failf(&j, "entry %d: U+%04X is a character outside GPT-2's 256 byte characters",
+                                       (int)f->n, (unsigned)cp);
+                goto out;
+            }
+            if (!gpt2rt__tok_put_byte(f, (unsigned char)f->byte_of[cp])) {
+                r = gpt2rt__tok_msg(t->error, GPT2RT_ERR_OUT_OF_MEMORY, "vocabulary json: out of memory");
+                goto out;
+            }
+            q += w;
+        }
+        if (f->n_bytes == start) { r = gpt2rt__json_failf(&j, "entry %d: an empty token", (int)f->n); goto out; }
+        if (f->n_bytes - start > (1u << 20)) {
+            r = gpt2rt__json_failf(&j, "entry %d: a token longer than 2^20 bytes", (int)f->n);
+            goto out;
+        }
+        int64_t v;
+        if ((r = gpt2rt__json_int(&j, 0, INT64_MAX, &v)) != GPT2RT_OK) goto out;
         f->off[f->n] = (uint32_t)start;
         f->len[f->n] = (uint32_t)(f->n_bytes - start);
         f->id[f->n++] = v < GPT2RT__TOK_MAX_VOCAB ? (int32_t)v : GPT2RT__TOK_MAX_VOCAB;
-        GPT2RT__TOK_WS();
-        if (p < end && *p == ',') { p++; continue; }
-        if (p < end && *p == '}') { p++; break; }
-        why = "expected ',' or '}'";
-        goto fail;
     }
-done:
-    GPT2RT__TOK_WS();
-#undef GPT2RT__TOK_WS
-    if (p != end) { why = "trailing characters after the object"; goto fail; }
-    return GPT2RT_OK;
-fail:
-    if (bad_cp != UINT32_MAX)
-        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_FORMAT, "vocabulary json byte %zu (entry %d): U+%04X is %s",
-                               (size_t)(p - begin), (int)f->n, (unsigned)bad_cp, why);
-    return gpt2rt__tok_msg(t->error, !strcmp(why, "out of memory") ? GPT2RT_ERR_OUT_OF_MEMORY : GPT2RT_ERR_FORMAT,
-                           "vocabulary json byte %zu (entry %d): %s", (size_t)(p - begin), (int)f->n, why);
+    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
+out:
+    free(text);
+    return r;
 }
 
 /* vocab.bpe / merges.txt: an optional "#version" line, then one "left right" per
@@ -6574,6 +6700,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_tok_load(gpt2rt_tokenizer **tok, const char *dir
     static const char *names[3][2] = {{NULL, "gpt2_merges.bin"}, {"encoder.json", "vocab.bpe"}, {"vocab.json", "merges.txt"}};
     char p[2][1024];
     if (!dir) dir = ".";
+    struct stat dst;
+    int missing = stat(dir, &dst) != 0, e = errno;
+    if (missing || !GPT2RT__IS_DIR(dst.st_mode)) {
+        gpt2rt_tokenizer *t = gpt2rt__tok_new();
+        *tok = t;
+        if (!t) return GPT2RT_ERR_OUT_OF_MEMORY;
+        t->failed = 1;
+        if (missing)
+            return gpt2rt__tok_msg(t->error, GPT2RT_ERR_IO, "%s: %s (gpt2rt_tok_load takes the directory that holds "
+                                   "the vocabulary)", dir, e == ENOENT ? "no such directory" : strerror(e));
+        return gpt2rt__tok_msg(t->error, GPT2RT_ERR_IO, "%s: not a directory (gpt2rt_tok_load takes the directory "
+                               "that holds the vocabulary; gpt2rt_tok_load_files takes the files)", dir);
+    }
     for (int i = 0; i < 3; i++) {
         struct stat st;
         snprintf(p[1], sizeof p[1], "%s/%s", dir, names[i][1]);
@@ -20115,6 +20254,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_config_load(gpt2rt_config *config, const char *p
     return r;
 }
 
+/* the shortest decimal text that reads back as x (a JSON number: x is finite) */
+static const char *gpt2rt__float_text(char buf[32], float x) {
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, 32, "%.*g", prec, (double)x);
+        if ((float)strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_SAVE, "gpt2rt_weights_save"));
@@ -20146,6 +20294,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t c_vocab = ctx->cfg.vocab_size; /* d->V, except patch models (no vocabulary: the configured one) */
     const gpt2rt_config *cc = &ctx->cfg;
+    char p_resid[32], p_attn[32], p_head[32]; /* the dropouts that ran; head_dropout (no GPT-2 key) when on */
     FILE *f = fopen(ctmp, "wb");
     /* a patch model is GPT-2's blocks and wpe (what GPT2Model holds, less wte) between
        in_layer and out_layer: the file says so, and how its inputs and outputs are shaped */
@@ -20164,12 +20313,15 @@ GPT2RT_DEF gpt2rt_result gpt2rt_weights_save(gpt2rt_ctx *ctx, const char *dir) {
         "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n  \"n_embd\": %lld,\n"
         "  \"n_layer\": %lld,\n  \"n_head\": %lld,\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n"
         "  \"layer_norm_epsilon\": 1e-05,\n  \"initializer_range\": 0.02,\n"
-        "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+        "  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n  \"attn_pdrop\": %s,\n%s%s%s"
         "  \"scale_attn_weights\": true,\n  \"scale_attn_by_inverse_layer_idx\": false,\n"
         "  \"reorder_and_upcast_attn\": false,\n  \"tie_word_embeddings\": true,\n"
         "  \"bos_token_id\": %lld,\n  \"eos_token_id\": %lld,\n  \"torch_dtype\": \"float32\"\n}\n",
         d->patches ? "" : "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n", (long long)c_vocab, (long long)d->P, (long long)d->P, (long long)d->C, (long long)d->L, (long long)d->NH,
-        (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
+        gpt2rt__float_text(p_resid, cc->dropout), p_resid, gpt2rt__float_text(p_attn, cc->attn_dropout),
+        cc->head_dropout > 0.0f ? "  \"gpt2rt_head_dropout\": " : "",
+        cc->head_dropout > 0.0f ? gpt2rt__float_text(p_head, cc->head_dropout) : "",
+        cc->head_dropout > 0.0f ? ",\n" : "", (long long)(c_vocab - 1), (long long)(c_vocab - 1)) > 0;
     if ((r = gpt2rt__write_close(ctx, f, ctmp, cpath, ok)) != GPT2RT_OK) { remove(tmp); return r; }
     /* Two renames cannot replace a pair at once. The old model.safetensors stays under
        a second name (a hard link on POSIX, so the path never goes missing) until

@@ -5,7 +5,8 @@
    - a failure is GPT2RT_ERR_FORMAT, its message names the input, and the config
      is left exactly as it was;
    - a success sets n_layer, n_head, n_embd, vocab_size, max_seq_len to values in
-     [1, 2^31) and nothing else.
+     [1, 2^31), the dropouts (from the pdrops) to probabilities in [0, 1), and nothing
+     else.
 
    Fuzzing (clang, libFuzzer), one process on one core:
      clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
@@ -60,9 +61,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int v[5] = {c.n_layer, c.n_head, c.n_embd, c.vocab_size, c.max_seq_len};
         for (int i = 0; i < 5; i++)
             if (v[i] < 1) fz_die("accepted a shape value below 1", "");
+        float p[3] = {c.dropout, c.attn_dropout, c.head_dropout}, was[3] = {before.dropout, before.attn_dropout,
+                                                                              before.head_dropout};
+        for (int i = 0; i < 3; i++) /* a dropout is left as it was or set to a probability */
+            if (memcmp(&p[i], &was[i], sizeof(float)) && !(p[i] >= 0.0f && p[i] < 1.0f))
+                fz_die("a dropout outside [0, 1)", "");
         gpt2rt_config rest = c;
         rest.n_layer = before.n_layer; rest.n_head = before.n_head; rest.n_embd = before.n_embd;
         rest.vocab_size = before.vocab_size; rest.max_seq_len = before.max_seq_len;
+        rest.dropout = before.dropout; rest.attn_dropout = before.attn_dropout; rest.head_dropout = before.head_dropout;
         if (memcmp(&rest, &before, sizeof c)) fz_die("a parse changed a field outside the shape", "");
     }
     free(buf);

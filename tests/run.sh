@@ -419,6 +419,7 @@ suite_prebuild() { # tag flags...: run_suite's compiles, started as jobs
     [ -f tests/fuzz_config.c ] && prebuild $B/fuzz_config_replay$tag tests/fuzz_config.c -DFUZZ_REPLAY "$@"
     [ -f tests/fuzz_csv.c ] && prebuild $B/fuzz_csv_replay$tag tests/fuzz_csv.c -DFUZZ_REPLAY "$@"
     [ -f tests/fuzz_forecaster.c ] && prebuild $B/fuzz_fc_replay$tag tests/fuzz_forecaster.c -DFUZZ_REPLAY "$@"
+    [ -f tests/fuzz_json.c ] && prebuild $B/fuzz_json_replay$tag tests/fuzz_json.c -DFUZZ_REPLAY "$@"
     prebuild $B/minimal$tag examples/minimal.c "$@"
 }
 
@@ -453,6 +454,10 @@ run_suite() { # tag flags...
     if [ -f tests/fuzz_forecaster.c ]; then
         build $B/fuzz_fc_replay$tag tests/fuzz_forecaster.c -DFUZZ_REPLAY "$@" &&
             run_prog "forecaster fuzz corpus replay$tag" ./$B/fuzz_fc_replay$tag tests/fuzz_corpus_forecaster
+    fi
+    if [ -f tests/fuzz_json.c ]; then
+        build $B/fuzz_json_replay$tag tests/fuzz_json.c -DFUZZ_REPLAY "$@" &&
+            run_prog "JSON fuzz corpus replay$tag" ./$B/fuzz_json_replay$tag tests/fuzz_corpus_json
     fi
     build $B/minimal$tag examples/minimal.c "$@" && {
         if ./$B/minimal$tag > $B/minimal$tag.log 2>&1; then ok "examples/minimal learns$tag ($(tail -1 $B/minimal$tag.log))"

@@ -11,7 +11,9 @@
    - a step whose every target is ignored is skipped (weights, moments, step kept);
    - NULL buffers are reported as NULL, not as a size mismatch;
    - gpt2rt_config_load reads the shape of a Hugging Face config.json and refuses
-     broken ones;
+     broken ones; every GPT2Config key is honoured or refused naming it and its value,
+     unknown keys are refused, numbers of any length are read or refused as too long,
+     and what gpt2rt_weights_save writes (dropouts included) loads back equal;
    - `test_bad_input omp` (run with OMP_NUM_THREADS=2000 by tests/run.sh): the
      default thread count is clamped, create succeeds.
    Messages and arithmetic at the edges:
@@ -487,6 +489,147 @@ static void config_json(void) {
     CHECK(r == GPT2RT_ERR_IO && has(err, "no_such_dir/config.json"), "missing config.json: %s", err);
     r = gpt2rt_config_load(NULL, TMP, err, sizeof err);
     CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(err, "NULL"), "config_load(NULL): %s", err);
+}
+
+/* a config.json of the shape below with `extra` members added; the load's result and message */
+#define CFG_SHAPE "\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"vocab_size\": 4, \"n_positions\": 6"
+static gpt2rt_result cfg_with(const char *extra, gpt2rt_config *c, char *err, size_t cap) {
+    size_t n = strlen(extra) + 128;
+    char *text = (char *)malloc(n);
+    snprintf(text, n, "{" CFG_SHAPE "%s%s}", *extra ? ", " : "", extra);
+    put(TMP "/fields.json", text, strlen(text));
+    free(text);
+    memset(c, 0, sizeof *c);
+    return gpt2rt_config_load(c, TMP "/fields.json", err, cap);
+}
+
+/* every GPT2Config field is honoured or refused naming the field and its value; unknown
+   keys are refused; numbers of any length are read or refused as too long; what
+   gpt2rt_weights_save writes loads back equal */
+static void config_fields(void) {
+    char err[1024];
+    gpt2rt_config c;
+    struct { const char *extra, *want, *want2; } refused[] = {
+        {"\"layer_norm_epsilon\": 0.01", "\"layer_norm_epsilon\": 0.01 is not supported", "1e-5"},
+        {"\"activation_function\": \"relu\"", "\"activation_function\": \"relu\" is not supported", "gelu_new"},
+        {"\"activation_function\": \"gelu\"", "\"activation_function\": \"gelu\" is not supported", "tanh GELU"},
+        {"\"tie_word_embeddings\": false", "\"tie_word_embeddings\": false is not supported", "lm_head.weight"},
+        {"\"scale_attn_weights\": false", "\"scale_attn_weights\": false is not supported", "1/sqrt"},
+        {"\"scale_attn_by_inverse_layer_idx\": true", "\"scale_attn_by_inverse_layer_idx\": true is not supported",
+         "layer index"},
+        {"\"add_cross_attention\": true", "\"add_cross_attention\": true is not supported", "cross-attention"},
+        {"\"n_inner\": 100", "\"n_inner\" = 100 is not supported", "4 * n_embd = 32"},
+        {"\"model_type\": \"gpt_neo\"", "\"model_type\": \"gpt_neo\" is not supported", "gpt2"},
+        {"\"pruned_heads\": {\"0\": [1]}", "\"pruned_heads\": layer 0 has heads removed", "n_head"},
+        {"\"n_special\": 2", "\"n_special\": 2 is outside [0, 0]", ""},
+        {"\"resid_pdrop\": 0.1, \"embd_pdrop\": 0.2", "\"resid_pdrop\" = 0.1 but \"embd_pdrop\" = 0.2",
+         "config.dropout"},
+        {"\"attn_pdrop\": 1", "\"attn_pdrop\": 1 is outside [0, 1)", ""},
+        {"\"embd_pdrop\": -0.5", "\"embd_pdrop\": -0.5 is outside [0, 1)", ""},
+        {"\"resid_pdrop\": \"0.1\"", "\"resid_pdrop\": expected a number", ""},
+        {"\"rotary_dim\": 64", "\"rotary_dim\" is not a key of GPT-2's config", "remove it"},
+        {"\"use_cache\": true, \"use_cache\": false", "\"use_cache\" appears twice", ""},
+        {"\"n_layer\": 1", "\"n_layer\" appears twice", ""},
+        {"\"task_specific_params\": {\"a\": [1, 2,]}", "\"a\": ']' after ','", ""},
+        {"\"initializer_range\": 02", "\"initializer_range\": a number with a leading zero", ""},
+        {"\"initializer_range\": .02", "'.' cannot start a JSON number", ""},
+        {"\"initializer_range\": 1e400", "1e400 is out of range", ""},
+        {"\"bos_token_id\": 0x10", "'x' after a number", ""},
+        {"\"summary_type\": \"\\ud800\"", "lone surrogate \\uD800", ""},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        gpt2rt_result r = cfg_with(refused[i].extra, &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, refused[i].want) && has(err, refused[i].want2) &&
+              has(err, "fields.json") && c.n_layer == 0 && c.dropout == 0.0f,
+              "config.json with %s: %s: %s (want '%s', '%s')", refused[i].extra, gpt2rt_result_string(r), err,
+              refused[i].want, refused[i].want2);
+    }
+    /* nesting: 512 deep is read, 513 refused */
+    for (int depth = 512; depth <= 513; depth++) {
+        char deep[1200];
+        int n = snprintf(deep, sizeof deep, "\"task_specific_params\": ");
+        for (int k = 1; k < depth; k++) deep[n++] = '[';
+        deep[n++] = '1';
+        for (int k = 1; k < depth; k++) deep[n++] = ']';
+        deep[n] = 0;
+        gpt2rt_result r = cfg_with(deep, &c, err, sizeof err);
+        CHECK(depth == 512 ? r == GPT2RT_OK : r == GPT2RT_ERR_FORMAT && has(err, "nested more than 512 deep"),
+              "task_specific_params %d deep: %s: %s", depth, gpt2rt_result_string(r), err);
+    }
+    /* honoured or accepted: what GPT-2 checkpoints hold */
+    const char *ok[] = {
+        "\"n_inner\": 32", "\"n_inner\": null", "\"activation_function\": \"gelu_pytorch_tanh\"",
+        "\"layer_norm_epsilon\": 9.999999747378752e-06", "\"reorder_and_upcast_attn\": true",
+        "\"pruned_heads\": {}", "\"n_special\": 0", "\"use_cache\": false, \"bos_token_id\": null",
+        "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.45.0\", \"_name_or_path\": \"gpt2\"",
+        "\"summary_type\": \"cls_index\", \"summary_first_dropout\": 0.3, \"id2label\": {\"0\": \"A\"}",
+        "\"gpt2rt_input\": \"patches\", \"gpt2rt_horizon\": 4",
+        "\"\\u00e9t\\u00e9\\ud83d\\ude00\": 1", /* an unknown key, refused below: its \\u escapes are read first */
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        gpt2rt_result r = cfg_with(ok[i], &c, err, sizeof err);
+        if (i + 1 == sizeof ok / sizeof ok[0]) /* U+00E9 U+00E9 U+1F600 as UTF-8 in the message */
+            CHECK(r == GPT2RT_ERR_FORMAT && has(err, "\"\xc3\xa9t\xc3\xa9\xf0\x9f\x98\x80\" is not a key"),
+                  "an unknown key with escapes: %s", err);
+        else
+            CHECK(r == GPT2RT_OK && c.n_layer == 1 && c.n_embd == 8 && c.max_seq_len == 6, "config.json with %s: %s: %s",
+                  ok[i], gpt2rt_result_string(r), err);
+    }
+    gpt2rt_result r = cfg_with("\"resid_pdrop\": 0.1, \"embd_pdrop\": 0.1, \"attn_pdrop\": 0.25", &c, err, sizeof err);
+    CHECK(r == GPT2RT_OK && c.dropout == 0.1f && c.attn_dropout == 0.25f && c.head_dropout == 0.0f,
+          "pdrops: %s: dropout %g attn_dropout %g", err, (double)c.dropout, (double)c.attn_dropout);
+    r = cfg_with("\"embd_pdrop\": 0.2", &c, err, sizeof err);
+    CHECK(r == GPT2RT_OK && c.dropout == 0.2f && c.attn_dropout == 0.0f, "embd_pdrop alone: %s", err);
+    /* numbers of any length: read, or refused as too long with the length (never "not finite") */
+    {
+        size_t big = (size_t)1 << 20;
+        char *num = (char *)malloc(big + 200);
+        for (size_t k = 0; k < big; k++) num[k] = (char)('1' + k % 9);
+        num[big] = 0;
+        char *extra = (char *)malloc(big + 200);
+        snprintf(extra, big + 200, "\"layer_norm_epsilon\": %s", num);
+        r = cfg_with(extra, &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, "\"layer_norm_epsilon\": a number too long (1048576 characters") &&
+              !has(err, "finite"), "a 1 MiB number: %s", err);
+        snprintf(extra, big + 200, "\"n_inner\": %s", num);
+        r = cfg_with(extra, &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, "\"n_inner\": an integer of 1048576 characters is outside "
+              "[1, 2147483647]"), "a 1 MiB integer: %s", err);
+        int n = snprintf(extra, big + 200, "\"n_inner\": ");
+        for (int k = 0; k < 300; k++) extra[n++] = '0';
+        snprintf(extra + n, 8, "7");
+        r = cfg_with(extra, &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, "\"n_inner\": a number with a leading zero"), "300 zeros then 7: %s",
+              err);
+        /* 1e-5 written with 450 characters: read */
+        n = snprintf(extra, big + 200, "\"layer_norm_epsilon\": 0.00001");
+        for (int k = 0; k < 440; k++) extra[n++] = '0';
+        extra[n] = 0;
+        r = cfg_with(extra, &c, err, sizeof err);
+        CHECK(r == GPT2RT_OK, "1e-5 in 470 characters: %s: %s", gpt2rt_result_string(r), err);
+        free(num);
+        free(extra);
+    }
+    /* what gpt2rt_weights_save writes loads back equal: the shape and the dropouts that ran */
+    gpt2rt_config want;
+    memset(&want, 0, sizeof want);
+    want.n_layer = 2; want.n_head = 2; want.n_embd = 16; want.vocab_size = 32; want.max_seq_len = 8;
+    want.batch_size = 2; want.seq_len = 4; want.n_threads = 1; want.lr = 1e-2f;
+    want.dropout = 0.1f; want.attn_dropout = 0.123456789f; want.head_dropout = 0.3f;
+    gpt2rt_ctx *ctx = NULL;
+    r = gpt2rt_create(&ctx, &want);
+    CHECK(r == GPT2RT_OK, "create with dropouts: %s", gpt2rt_last_error(ctx));
+    if (r == GPT2RT_OK) {
+        CHECK_OK(ctx, gpt2rt_weights_save(ctx, TMP "/cfg_drop"));
+        memset(&c, 0, sizeof c);
+        r = gpt2rt_config_load(&c, TMP "/cfg_drop", err, sizeof err);
+        CHECK(r == GPT2RT_OK && c.n_layer == 2 && c.n_head == 2 && c.n_embd == 16 && c.vocab_size == 32 &&
+              c.max_seq_len == 8 && c.dropout == want.dropout && c.attn_dropout == want.attn_dropout &&
+              c.head_dropout == want.head_dropout, "save + config_load round trip: %s: %s, dropout %.9g attn %.9g "
+              "head %.9g", gpt2rt_result_string(r), err, (double)c.dropout, (double)c.attn_dropout,
+              (double)c.head_dropout);
+    }
+    gpt2rt_free(ctx);
 }
 
 /* a refusal's message contains want and not stale (the previous refusal's phrase) */
@@ -1034,6 +1177,7 @@ int main(int argc, char **argv) {
     ignored_targets();
     null_buffers();
     config_json();
+    config_fields();
     own_messages();
     rendezvous_paths();
     plan_tokens();

@@ -529,6 +529,14 @@ static void header_lengths(void) {
             expect_reject(0, c[i].label, CASE_FILE, GPT2RT_ERR_FORMAT, CASE_FILE, num(c[i].hlen), num(fix_len - 8),
                           "not a safetensors file (or a truncated one)", NULL);
     }
+    {   /* a text file: its first 8 bytes read as a length of about 7e18; the message says what the file is not
+           and shows its first bytes */
+        static const char text[] = "{ this is a text file, not a model }\n";
+        put_file(CASE_FILE, text, sizeof text - 1);
+        expect_reject(0, "a text file", CASE_FILE, GPT2RT_ERR_FORMAT, CASE_FILE, "not a safetensors file",
+                      "7B 20 74 68 69 73 20 69", "(\"{ this is a text", NULL);
+        CHECK(!strstr(gpt2rt_last_error(ctx), "exceeds"), "a text file: %s", gpt2rt_last_error(ctx));
+    }
     for (uint64_t h = 0; h < 2; h++) {
         size_t len;
         unsigned char *b = image(h, fix_hdr, fix_hlen, fix.data, (size_t)fix.data_len, &len);

@@ -423,9 +423,9 @@ static void test_loaders(gpt2rt_tokenizer *tok) {
         {"{\"\\ud800\": 0}", "", "lone surrogate"},
         {"{\"\xff\": 0}", "", "invalid UTF-8"},
         {"{\"\\u0100\\u4e00\": 0}", "", "U+4E00 is a character outside"},
-        {"{\"a\": 1.5}", "", "found a fraction"},
-        {"{\"a\": 0", "", "expected ',' or '}'"},
-        {"{\"a\": 0} x", "", "trailing characters"},
+        {"{\"a\": 1.5}", "", "\"a\": expected an integer in [0, 9223372036854775807], found 1.5"},
+        {"{\"a\": 0", "", "unexpected end (an object is not closed)"},
+        {"{\"a\": 0} x", "", "text after the JSON value"},
         {"{\"a\": 0}", "", "byte 0x00 has no token"},
         {"{\"a\": 0, \"b\": 1}", "#version: 0.2\na c\n", "line 2: its second token is not in the vocabulary"},
         {"{\"a\": 0, \"b\": 1}", "a b\n", "merged token is not in the vocabulary"},
@@ -460,6 +460,15 @@ static void test_loaders(gpt2rt_tokenizer *tok) {
     gpt2rt_tok_free(t);
     r = gpt2rt_tok_load(&t, "tests");
     CHECK(r == GPT2RT_ERR_IO && strstr(t->error, "no GPT-2 vocabulary here"), "%s", t->error);
+    gpt2rt_tok_free(t);
+    /* a directory that is not there, or a file, is not "no vocabulary here" */
+    r = gpt2rt_tok_load(&t, "build/no_such_tokenizer_dir");
+    CHECK(r == GPT2RT_ERR_IO && strstr(t->error, "build/no_such_tokenizer_dir: no such directory") &&
+          !strstr(t->error, "no GPT-2 vocabulary here"), "missing directory: %s", t->error);
+    gpt2rt_tok_free(t);
+    r = gpt2rt_tok_load(&t, "tests/harness.h");
+    CHECK(r == GPT2RT_ERR_IO && strstr(t->error, "tests/harness.h: not a directory"), "a file as the directory: %s",
+          t->error);
     gpt2rt_tok_free(t);
     free(a);
     free(b);
