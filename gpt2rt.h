@@ -1071,8 +1071,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path);
 /* The model of a Hugging Face GPT-2 config.json (path: the file, or the directory
    holding it) into *config: n_layer, n_head, n_embd, vocab_size, max_seq_len
-   (n_positions), and the dropouts it gives (resid_pdrop = embd_pdrop -> dropout,
-   attn_pdrop -> attn_dropout); other fields are left as they are, and so is *config on
+   (n_positions), the dropouts it gives (resid_pdrop = embd_pdrop -> dropout,
+   attn_pdrop -> attn_dropout), and for a patch model gpt2rt_weights_save wrote, its
+   input, head, attn_mask, lookback (seq_len), patch_len, patch_stride, horizon,
+   n_channels and revin_affine; other fields are left as they are, and so is *config on
    a failure. Every key is honoured, accepted as having no effect on the math, or
    refused naming it and its value (layer_norm_epsilon other than 1e-5, an
    activation_function other than gelu_new / gelu_pytorch_tanh, tie_word_embeddings
@@ -5592,9 +5594,26 @@ static const char *const gpt2rt__config_accepted[] = {
     "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "id2label",
     "label2id", "num_labels", "tokenizer_class", "prefix", "pad_token_id", "sep_token_id", "decoder_start_token_id",
     "problem_type", "gradient_checkpointing", "output_past",
-    /* gpt2rt_weights_save's description of a patch model */
-    "gpt2rt_note", "gpt2rt_input", "gpt2rt_head", "gpt2rt_attn_mask", "gpt2rt_lookback", "gpt2rt_patch_len",
-    "gpt2rt_patch_stride", "gpt2rt_horizon", "gpt2rt_channels", "gpt2rt_revin_affine"};
+    /* gpt2rt_weights_save's line for a reader (the patch model's keys are read below) */
+    "gpt2rt_note"};
+
+/* gpt2rt_weights_save's description of a patch model: names of the enum values it
+   writes, and the integer keys with the config field each sets */
+static const char *gpt2rt__config_heads[4] = {"lm", "regression", "next_patch", "patch_decode"};
+static const char *gpt2rt__config_masks[2] = {"causal", "placeholders"};
+static const char *gpt2rt__config_patch_keys[6] = {"gpt2rt_lookback", "gpt2rt_patch_len", "gpt2rt_patch_stride",
+                                                   "gpt2rt_horizon", "gpt2rt_channels", "gpt2rt_revin_affine"};
+
+/* *v = the index of the string value among names[n], or a refusal naming them */
+static gpt2rt_result gpt2rt__config_enum(gpt2rt__json *j, const char *const *names, int n, int *v) {
+    const char *s;
+    gpt2rt_result r = gpt2rt__json_string(j, &s);
+    for (*v = 0; r == GPT2RT_OK && *v < n; (*v)++)
+        if (!strcmp(s, names[*v])) return GPT2RT_OK;
+    if (r != GPT2RT_OK) return r;
+    return gpt2rt__json_failf(j, "\"%.40s\" is not one of \"%s\", \"%s\"%s%s%s%s", s, names[0], names[1],
+                              n > 2 ? ", \"" : "", n > 2 ? names[2] : "", n > 3 ? "\", \"" : "", n > 3 ? names[3] : "");
+}
 
 /* a bool key that must have one value */
 static gpt2rt_result gpt2rt__config_bool(gpt2rt__json *j, int want, const char *why) {
@@ -5611,6 +5630,10 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
     static const char *keys[6] = {"n_layer", "n_head", "n_embd", "vocab_size", "n_positions", "n_ctx"};
     static const char *pkeys[4] = {"resid_pdrop", "embd_pdrop", "attn_pdrop", "gpt2rt_head_dropout"};
     int64_t val[6] = {-1, -1, -1, -1, -1, -1}, n_inner = -1;
+    /* a patch model (gpt2rt_weights_save): input, head, mask, then the integers of
+       gpt2rt__config_patch_keys; -1: not given */
+    int patches = -1, head = -1, mask = -1;
+    int64_t pval[6] = {-1, -1, -1, -1, -1, -1};
     double pdrop[4] = {-1, -1, -1, -1};
     const char **seen = NULL;
     int n_seen = 0, cap_seen = 0;
@@ -5669,6 +5692,21 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                 j.key = key;
                 r = gpt2rt__json_failf(&j, "layer %.20s has heads removed: gpt2rt's layers have all n_head heads", layer);
             }
+        } else if (!strcmp(key, "gpt2rt_input")) {
+            static const char *inputs[2] = {"tokens", "patches"};
+            r = gpt2rt__config_enum(&j, inputs, 2, &patches);
+        } else if (!strcmp(key, "gpt2rt_head")) {
+            r = gpt2rt__config_enum(&j, gpt2rt__config_heads, 4, &head);
+        } else if (!strcmp(key, "gpt2rt_attn_mask")) {
+            r = gpt2rt__config_enum(&j, gpt2rt__config_masks, 2, &mask);
+        } else if (!strncmp(key, "gpt2rt_", 7) && strcmp(key, "gpt2rt_note") && strcmp(key, "gpt2rt_head_dropout")) {
+            int q = 0;
+            while (q < 6 && strcmp(key, gpt2rt__config_patch_keys[q])) q++;
+            if (q == 6) {
+                j.key = NULL;
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not a key gpt2rt_weights_save writes: gpt2rt refuses a key "
+                                       "it does not know rather than drop it", key);
+            } else r = gpt2rt__json_int(&j, q == 5 || q == 3 ? 0 : 1, q == 5 ? 1 : INT32_MAX, &pval[q]);
         } else if (!strcmp(key, "n_special")) {
             int64_t v;
             r = gpt2rt__json_int(&j, 0, 0, &v);
@@ -5711,11 +5749,34 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                             "one rate, config.dropout, to the embeddings and the residual branches; make them equal "
                             "in config.json (config.dropout and config.attn_dropout can be set after "
                             "gpt2rt_config_load)", what, pdrop[0], pdrop[1]);
+    if (patches != 1 && (head >= 0 || mask >= 0 || pval[0] >= 0 || pval[1] >= 0 || pval[2] >= 0 || pval[3] >= 0 ||
+                         pval[4] >= 0 || pval[5] >= 0))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: a patch model's keys (gpt2rt_head, gpt2rt_lookback, ...) "
+                            "without \"gpt2rt_input\": \"patches\"", what);
+    if (patches == 1)
+        for (int q = 0; q < 6; q++)
+            if (pval[q] < 0 || head < 0 || mask < 0)
+                return gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: a patch model (\"gpt2rt_input\": \"patches\") needs "
+                                    "\"%s\" (gpt2rt_weights_save writes gpt2rt_head, gpt2rt_attn_mask, gpt2rt_lookback, "
+                                    "gpt2rt_patch_len, gpt2rt_patch_stride, gpt2rt_horizon, gpt2rt_channels and "
+                                    "gpt2rt_revin_affine)", what,
+                                    head < 0 ? "gpt2rt_head" : mask < 0 ? "gpt2rt_attn_mask" : gpt2rt__config_patch_keys[q]);
     c->n_layer = (int)val[0];
     c->n_head = (int)val[1];
     c->n_embd = (int)val[2];
     c->vocab_size = (int)val[3];
     c->max_seq_len = (int)val[4];
+    if (patches >= 0) c->input = patches ? GPT2RT_INPUT_PATCHES : GPT2RT_INPUT_TOKENS;
+    if (patches == 1) { /* the saved model's shape; the checks of gpt2rt_create judge it */
+        c->head = (gpt2rt_head)head;
+        c->attn_mask = (gpt2rt_attn_mask)mask;
+        c->seq_len = (int)pval[0];
+        c->patch_len = (int)pval[1];
+        c->patch_stride = (int)pval[2];
+        c->horizon = (int)pval[3];
+        c->n_channels = (int)pval[4];
+        c->revin_affine = (int)pval[5];
+    }
     if (pdrop[0] >= 0 || pdrop[1] >= 0) c->dropout = (float)(pdrop[0] >= 0 ? pdrop[0] : pdrop[1]);
     if (pdrop[2] >= 0) c->attn_dropout = (float)pdrop[2];
     if (pdrop[3] >= 0) c->head_dropout = (float)pdrop[3];

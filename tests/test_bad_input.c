@@ -563,7 +563,7 @@ static void config_fields(void) {
         "\"pruned_heads\": {}", "\"n_special\": 0", "\"use_cache\": false, \"bos_token_id\": null",
         "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.45.0\", \"_name_or_path\": \"gpt2\"",
         "\"summary_type\": \"cls_index\", \"summary_first_dropout\": 0.3, \"id2label\": {\"0\": \"A\"}",
-        "\"gpt2rt_input\": \"patches\", \"gpt2rt_horizon\": 4",
+        "\"gpt2rt_note\": \"a line for a reader\"",
         "\"\\u00e9t\\u00e9\\ud83d\\ude00\": 1", /* an unknown key, refused below: its \\u escapes are read first */
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -628,6 +628,46 @@ static void config_fields(void) {
               c.head_dropout == want.head_dropout, "save + config_load round trip: %s: %s, dropout %.9g attn %.9g "
               "head %.9g", gpt2rt_result_string(r), err, (double)c.dropout, (double)c.attn_dropout,
               (double)c.head_dropout);
+    }
+    gpt2rt_free(ctx);
+    /* a patch model's config.json: its input, head, mask and shape load back, so a model
+       built from config_load alone takes the saved weights (they were dropped before) */
+    memset(&want, 0, sizeof want);
+    want.n_layer = 2; want.n_head = 2; want.n_embd = 16; want.max_seq_len = 16; want.batch_size = 2;
+    want.n_threads = 1; want.input = GPT2RT_INPUT_PATCHES; want.head = GPT2RT_HEAD_PATCH_DECODE;
+    want.attn_mask = GPT2RT_MASK_PLACEHOLDERS; want.seq_len = 24; want.patch_len = 4; want.patch_stride = 4;
+    want.horizon = 8; want.n_channels = 3; want.revin_affine = 1;
+    ctx = NULL;
+    r = gpt2rt_create(&ctx, &want);
+    CHECK(r == GPT2RT_OK, "create a patch model: %s", gpt2rt_last_error(ctx));
+    if (r == GPT2RT_OK) {
+        CHECK_OK(ctx, gpt2rt_weights_save(ctx, TMP "/cfg_patch"));
+        memset(&c, 0, sizeof c);
+        c.batch_size = 2; c.n_threads = 1;
+        r = gpt2rt_config_load(&c, TMP "/cfg_patch", err, sizeof err);
+        CHECK(r == GPT2RT_OK && c.input == want.input && c.head == want.head && c.attn_mask == want.attn_mask &&
+              c.seq_len == 24 && c.patch_len == 4 && c.patch_stride == 4 && c.horizon == 8 && c.n_channels == 3 &&
+              c.revin_affine == 1, "patch model: save + config_load round trip: %s: %s (input %d head %d mask %d "
+              "lookback %d patch %d/%d horizon %d channels %d revin %d)", gpt2rt_result_string(r), err, (int)c.input,
+              (int)c.head, (int)c.attn_mask, c.seq_len, c.patch_len, c.patch_stride, c.horizon, c.n_channels,
+              c.revin_affine);
+        gpt2rt_ctx *back = NULL;
+        if (r == GPT2RT_OK && gpt2rt_create(&back, &c) == GPT2RT_OK) {
+            r = gpt2rt_weights_load(back, TMP "/cfg_patch");
+            CHECK(r == GPT2RT_OK, "patch model: the config_load model takes the saved weights: %s",
+                  gpt2rt_last_error(back));
+        } else CHECK(0, "patch model: create from config_load: %s", gpt2rt_last_error(back));
+        gpt2rt_free(back);
+        /* a key of the patch description alone, or one gpt2rt never writes, is refused */
+        r = cfg_with("\"gpt2rt_horizon\": 8", &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, "without \"gpt2rt_input\""), "gpt2rt_horizon alone: %s", err);
+        r = cfg_with("\"gpt2rt_horizn\": 8", &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, "gpt2rt_horizn"), "a misspelt gpt2rt key: %s", err);
+        r = cfg_with("\"gpt2rt_input\": \"patches\", \"gpt2rt_head\": \"regression\"", &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, "needs \"gpt2rt_attn_mask\""), "a patch model without its mask: %s",
+              err);
+        r = cfg_with("\"gpt2rt_input\": \"pixels\"", &c, err, sizeof err);
+        CHECK(r == GPT2RT_ERR_FORMAT && has(err, "\"pixels\" is not one of"), "gpt2rt_input pixels: %s", err);
     }
     gpt2rt_free(ctx);
 }
@@ -1054,14 +1094,14 @@ static void bf16_overflow(void) {
         memcpy(b + st_elem(b, tn, 5), &x, 4);
         put(bad, b, wlen);
         gpt2rt_result r = gpt2rt_weights_load(ctx, bad);
+        char msg[4096]; /* the load's message: the read below succeeds, which clears it */
+        snprintf(msg, sizeof msg, "%s", gpt2rt_last_error(ctx));
         CHECK_OK(ctx, gpt2rt_param_read(ctx, tn, GPT2RT_PARAM_VALUE, after, 16));
         if (i < 2) {
-            CHECK(r == GPT2RT_ERR_FORMAT && has(gpt2rt_last_error(ctx), tn) &&
-                  has(gpt2rt_last_error(ctx), "element 5") && has(gpt2rt_last_error(ctx), "bf16") &&
+            CHECK(r == GPT2RT_ERR_FORMAT && has(msg, tn) && has(msg, "element 5") && has(msg, "bf16") &&
                   !memcmp(before, after, sizeof before),
-                  "a weight of %g in a bf16 context: %s: %s", (double)x, gpt2rt_result_string(r),
-                  gpt2rt_last_error(ctx));
-            if (i == 0) printf("    %s\n", gpt2rt_last_error(ctx));
+                  "a weight of %g in a bf16 context: %s: %s", (double)x, gpt2rt_result_string(r), msg);
+            if (i == 0) printf("    %s\n", msg);
         } else
             CHECK(r == GPT2RT_OK && isfinite(after[5]) && after[5] > 3.38e38f,
                   "a weight of %.9g (finite in bf16): %s, stored %g: %s", (double)x, gpt2rt_result_string(r),
@@ -1078,17 +1118,19 @@ static void bf16_overflow(void) {
         for (int j = 0; j < 16; j++) vals[j] = 0.25f * (float)(j + 1);
         vals[5] = x;
         gpt2rt_result r = gpt2rt_param_write(ctx, tn, vals, 16);
+        char msg[4096]; /* the write's message: the read below succeeds, which clears it */
+        snprintf(msg, sizeof msg, "%s", gpt2rt_last_error(ctx));
         CHECK_OK(ctx, gpt2rt_param_read(ctx, tn, GPT2RT_PARAM_VALUE, after, 16));
         if (i < 2)
-            CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(gpt2rt_last_error(ctx), "gpt2rt_param_write") &&
-                  has(gpt2rt_last_error(ctx), tn) && has(gpt2rt_last_error(ctx), "element 5") &&
-                  has(gpt2rt_last_error(ctx), "bf16") && !memcmp(before, after, sizeof before),
+            CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && has(msg, "gpt2rt_param_write") &&
+                  has(msg, tn) && has(msg, "element 5") &&
+                  has(msg, "bf16") && !memcmp(before, after, sizeof before),
                   "gpt2rt_param_write of %g into a bf16 context: %s: %s (element 5 now %g)", (double)x,
-                  gpt2rt_result_string(r), gpt2rt_last_error(ctx), (double)after[5]);
+                  gpt2rt_result_string(r), msg, (double)after[5]);
         else
             CHECK(r == GPT2RT_OK && after[5] == gpt2rt__bf16_widen(gpt2rt__bf16_round(x)) && after[4] == 1.25f,
                   "gpt2rt_param_write of %.9g (finite in bf16): %s, stored %g: %s", (double)x,
-                  gpt2rt_result_string(r), (double)after[5], gpt2rt_last_error(ctx));
+                  gpt2rt_result_string(r), (double)after[5], msg);
     }
     free(w);
     gpt2rt_free(src); gpt2rt_free(ctx);
