@@ -1,5 +1,6 @@
 # gpt2rt - make (examples, tools), make test (every check), make test-docs, make support (docs/support.md), make demo,
 # make bench (bench-tok, bench-gen, bench-ts),
+# make header (gpt2rt.h from src/), make check-header,
 # make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make fuzz-json, make fuzz-forecaster, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build, gpu-anchors, gpu-pack (need nvcc, not a GPU), make test-gpu /
 # make bench-gpu (they say so and skip without a GPU).
@@ -25,6 +26,24 @@ all: $(EXAMPLES) $(TOOLS)
 
 $(B):
 	@mkdir -p $(B)
+
+# gpt2rt.h is written from src/ by tools/amalgamate.sh and committed, so a user never runs anything. make header
+# writes it; make gpt2rt.h writes it when a file of src/ is newer (that rule exists only when gpt2rt.h is named on
+# the command line, so a plain make, where the header is a prerequisite of everything, never rewrites it, whatever
+# the checkout's times); both leave it untouched when it is already what src/ generates. make check-header and make
+# test fail when it differs.
+SRC := $(wildcard src/*.h src/*/*.h src/*/*.cuh)
+WRITE_HEADER = sh tools/amalgamate.sh src > gpt2rt.h.tmp || { rm -f gpt2rt.h.tmp; exit 1; }; \
+	if cmp -s gpt2rt.h.tmp gpt2rt.h; then rm gpt2rt.h.tmp; else mv gpt2rt.h.tmp gpt2rt.h; echo "wrote gpt2rt.h from src/"; fi
+.PHONY: header check-header
+header:
+	@$(WRITE_HEADER)
+ifneq ($(filter gpt2rt.h,$(MAKECMDGOALS)),)
+gpt2rt.h: $(SRC) tools/amalgamate.sh
+	@$(WRITE_HEADER)
+endif
+check-header:
+	@sh tools/amalgamate.sh src | cmp -s - gpt2rt.h || { echo "gpt2rt.h differs from what src/ generates: edit src/, then run make header"; exit 1; }
 
 # the header compiles warning-free in every way a user may include it
 check: | $(B)

@@ -374,6 +374,14 @@ gpu_session_dry_run() {
 }
 
 # every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
+header_check() { # gpt2rt.h is what tools/amalgamate.sh writes from src/ (make header)
+    local err
+    if err=$(sh tools/amalgamate.sh src 2>&1 > $B/gpt2rt_generated.h) && cmp -s $B/gpt2rt_generated.h gpt2rt.h; then
+        ok "gpt2rt.h is what src/ generates (tools/amalgamate.sh)"
+    else bad "gpt2rt.h differs from what src/ generates: edit src/, then run make header"
+        [ -z "$err" ] || echo "$err" | head -5; cmp $B/gpt2rt_generated.h gpt2rt.h 2>&1 | head -1; fi
+}
+
 contents_check() {
     local list banners missing=0 t
     list=$(awk '/^   CONTENTS of the implementation/{f=1} f&&/^   LICENSE/{f=0} f' gpt2rt.h | tr -s ' \n' ' ')
@@ -981,10 +989,10 @@ case $mode in
     emu) emu_checks ;;
     gpu-dry) gpu_suite_dry_run; bench_gpu_dry_run; gpu_session_dry_run ;;
     mem) memory_tools; step_time_tool; web_checks ;;
-    compile-only) compile_checks; compile_report; contents_check ;;
+    compile-only) header_check; compile_checks; compile_report; contents_check ;;
     normal) # every compile is queued first (the test programs', then the compile checks'), and
             # the checks run beside them; the compile checks are reported once they ended
-            suite_prebuild "" $CFLAGS
+            header_check; suite_prebuild "" $CFLAGS
             for t in test_props test_infer_bf16; do [ -f tests/$t.c ] && prebuild $B/${t}_gnu17 tests/$t.c -std=gnu17 $CFLAGS; done
             prebuild $B/test_ranks tests/test_ranks.c $CFLAGS
             prebuild $B/train_dump tests/train_dump.c $CFLAGS

@@ -13,9 +13,10 @@ varint in a string (5 bits per character, the 6th bit marks "more follows",
 characters A-Za-z0-9+/ as in base64), which the header decodes once per
 tokenizer. About 1,700 boundaries in about 3 KB of source.
 
-Usage: python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] [--header gpt2rt.h] [--check]
-Rewrites the lines between the BEGIN/END markers in the header (or, with
---check, exits 1 if they differ from what the database gives).
+Usage: python3 tools/gen_unicode_tables.py [--ucd /usr/share/unicode] [--header src/tokenizer/types.h] [--check]
+Rewrites the lines between the BEGIN/END markers in src/tokenizer/types.h (then
+make header writes gpt2rt.h); with --check, exits 1 if they differ from what the
+database gives.
 """
 
 import argparse
@@ -80,7 +81,7 @@ def encode(cls):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ucd", default="/usr/share/unicode")
-    ap.add_argument("--header", default="gpt2rt.h")
+    ap.add_argument("--header", default="src/tokenizer/types.h")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     if not os.path.exists(os.path.join(args.ucd, "UnicodeData.txt")):

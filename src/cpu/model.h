@@ -1,0 +1,644 @@
+/* cpu/model.h - 7.3 Model
+   may call: cpu/matmul.h and what it includes */
+#ifndef GPT2RT__SRC_CPU_MODEL_H
+#define GPT2RT__SRC_CPU_MODEL_H
+#include "matmul.h"
+
+/* ==== 7.3 Model ==== */
+
+/* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the
+   arenas that gpt2rt__layout carved for it (the CPU: the context's own; the CUDA
+   backend: its device arenas, carved by the same function on a shadow context).
+   Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
+   context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
+   of the residual stream down the backward.
+   Below the layer steps, the step-level work of the public calls (10, 11; the CPU's in
+   7.4): a context's backend (ctx->be) runs its forwards, backwards, updates, host copies
+   and data-parallel reductions, so sections 10-11 never ask which backend they drive. */
+/* what the update policy (9) decides for one update, whichever backend runs it */
+typedef struct gpt2rt__opt_decision {
+    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
+    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
+    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
+} gpt2rt__opt_decision;
+static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
+static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
+static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
+                              float loss_scale, double t0);
+static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
+typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats);
+
+typedef struct gpt2rt__backend {
+    /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
+    gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
+    /* layer l from res (BT,C) into a; also the recompute of FULL, which must give
+       bitwise the same values */
+    gpt2rt_result (*layer_forward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
+    /* ln_f of res (BT,C), then logits (BT,Vp); patches: out_layer, (B*M,H) */
+    gpt2rt_result (*head_forward)(gpt2rt_ctx *ctx, const float *res);
+    /* logits -> dlogits (scaled by dloss), the tied head's and ln_f's gradients;
+       dres = d(res); patches: the MSE's gradient, out_layer's */
+    gpt2rt_result (*head_backward)(gpt2rt_ctx *ctx, const float *res, float dloss);
+    /* dres holds d(layer l's output) and becomes d(res), the layer's input res
+       (BT,C); weight gradients += */
+    gpt2rt_result (*layer_backward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
+    /* wte, wpe gradients += from dres; patches: wpe, in_layer */
+    gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
+    /* bytes from src to dst, both in the backend's arenas */
+    gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+    /* ---- step level: the context is the public one (a data-parallel rank's own) ---- */
+    /* inputs, targets: host (B,T), checked (targets may be NULL): the logits, with targets
+       the loss (*loss if not NULL, ctx->loss, loss_sum, n_targets); sets have_logits and
+       have_loss. fuse: gpt2rt_step's forward, whose backward follows at once (CUDA: the
+       classifier writes dlogits in the same pass, and no logits are kept) */
+    gpt2rt_result (*forward)(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss, int fuse);
+    /* x (Bw,Lb,M), y (Bw,H,M) or NULL, checked: the predictions and the loss, as forward */
+    gpt2rt_result (*forward_series)(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+    /* += the gradients of the last forward's loss, one fixed scale for every micro-batch */
+    gpt2rt_result (*backward)(gpt2rt_ctx *ctx);
+    /* one AdamW step at lr over the gradients summed since the last update (data parallel:
+       summed over the ranks first); the policy (9) decides, *o says what it decided,
+       *loss_scale is the next backward's. Advances ctx->step unless skipped. */
+    gpt2rt_result (*update)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+    /* the gradients (and with moments, m and v) to zero */
+    gpt2rt_result (*zero_grads)(gpt2rt_ctx *ctx, int moments);
+    /* the last forward's logits (BT,V) / predictions (Bw,H,M) into host memory */
+    gpt2rt_result (*logits)(gpt2rt_ctx *ctx, float *dst);
+    gpt2rt_result (*predictions)(gpt2rt_ctx *ctx, float *dst);
+    /* data parallel (10.1): sum the gradient pieces {first float, count} over the ranks
+       (scatter: ZeRO-1's one reduce-scatter of the whole gradient) */
+    gpt2rt_result (*dp_reduce)(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+    /* ctx->params caught up with the weights this context trains (ZeRO-1 with a CUDA
+       master: the trained floats of its shard; the executor, 10.1, asks every rank) */
+    gpt2rt_result (*host_weights)(gpt2rt_ctx *ctx);
+    /* ctx->params to where this context trains them, and the moments m, v (n_train floats
+       each, goff order; NULL: untouched) of its shard [opt_lo, opt_hi) */
+    gpt2rt_result (*upload)(gpt2rt_ctx *ctx, const float *m, const float *v);
+    /* of the trained floats [lo, hi), the part in this context's shard [opt_lo, opt_hi)
+       to its place in dst (hi - lo floats; the rest untouched): the moment m or v, or the
+       gradient (ZeRO-1: once the reduce-scatter summed it there) times unscale */
+    gpt2rt_result (*shard_read)(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi, double unscale,
+                                float *dst);
+    /* tensor t's value, gradient or moment (checked by 11.6: dst of its size, t trained
+       but for a value); the raw gradient times unscale is the one read: the executor's
+       (10) count of the targets */
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, double unscale,
+                                float *dst);
+    /* the bytes of each category this context holds, and the driver's own (measured) */
+    void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
+    /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
+       like ctx (rank 0), then, once every rank is attached, what the ranks share */
+    gpt2rt_result (*dp_rank)(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+    gpt2rt_result (*dp_open)(gpt2rt_ctx *ctx);
+    /* at gpt2rt_free: before the ranks are freed (shared), then the context's own */
+    void (*release_shared)(gpt2rt_ctx *ctx);
+    void (*release)(gpt2rt_ctx *ctx);
+    /* generation (11.7): one pass of N new tokens over the KV cache, ctx->kv's tok, row,
+       pos on the host, and the logits of the M tokens kv->sel lists in kv->logits (M,Vp)
+       on the host */
+    gpt2rt_result (*decode)(gpt2rt_ctx *ctx, int64_t N, int64_t M);
+} gpt2rt__backend;
+
+/* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
+static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l);
+/* ---- dropout's masks ---- */
+/* the sites where the model drops, a part of each mask's key */
+enum { GPT2RT__DROP_EMBED, GPT2RT__DROP_ATTN, GPT2RT__DROP_ATTN_RESID, GPT2RT__DROP_MLP_RESID, GPT2RT__DROP_HEAD };
+
+/* The start of a forward: whether it drops, and the key of its optimizer step,
+   from the seed (the RNG state, which the training state file keeps) and the step
+   count, so a resumed run draws the masks the uninterrupted one would. A step
+   that is skipped does not advance the count: the next one draws its masks again. */
+static void gpt2rt__drop_begin(gpt2rt_ctx *ctx) {
+    const gpt2rt_config *c = &ctx->cfg;
+    ctx->drop_train = !ctx->eval && (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->head_dropout > 0.0f);
+    ctx->drop_key = gpt2rt__mix64(gpt2rt__mix64(ctx->rng ^ 0x44524F504F555431ull) + (uint64_t)ctx->step);
+    ctx->drop_micro = ctx->acc_micro;
+}
+
+/* the mask of site `site` of layer l (-1: the embeddings and the head) in the last
+   forward, over n elements per micro-batch, with probability p */
+static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, int site, int64_t n) {
+    gpt2rt__drop dr;
+    memset(&dr, 0, sizeof dr);
+    dr.on = ctx->drop_train && p > 0.0f;
+    if (!dr.on) return dr;
+    double t = floor((double)p * 4294967296.0 + 0.5);
+    dr.thresh = t > 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+    dr.scale = (float)(1.0 / (1.0 - (double)p));
+    dr.key = gpt2rt__mix64(ctx->drop_key ^ gpt2rt__mix64(((uint64_t)(l + 1) << 8) | (uint64_t)site));
+    /* data parallel: rank r's rows follow ranks 0..r-1's in the micro-batch, so N ranks
+       draw the masks one device of N times the rows does */
+    dr.off = ((uint64_t)ctx->drop_micro * (uint64_t)ctx->comm->size + (uint64_t)ctx->comm->rank) * (uint64_t)n;
+    return dr;
+}
+
+/* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
+   Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
+   token's lse and loss as the whole-batch path computes them, and, in the backward or
+   in a forward whose backward follows at once (gpt2rt_step: fused, no second product),
+   dlogits in place, the chunk's rows of d(lnf) into dbuf and wte's gradient +=. Every
+   step is row by row but wte's gradient, a sum over the tokens: bitwise the
+   whole-batch path's when hc is a multiple of the matrix product's KC slice
+   (GPT2RT_SGEMM_KC, 256 by default), else within fp32 reassociation. */
+static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int loss, int grad, float dloss) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t C = d->C;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n,
+                 C, d->Vp, ctx->gemm_ws, d->nt));
+    if (loss) {
+        int64_t cnt;
+        double sum;
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i,
+                     ctx->logits, ctx->targets + i, n, d->V, d->Vp, &cnt, &sum, d->nt));
+    }
+    if (!grad) return;
+    gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i,
+                 ctx->targets + i, dloss, n, d->V, d->Vp, d->nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits,
+                 ctx->lnf + i * C, p.wte, n, C, d->Vp, ctx->gemm_ws, d->nt));
+}
+
+/* the loss of the last forward (targets copied): chunk by chunk, then summed over the
+   tokens in order as gpt2rt__cpu_crossentropy_forward does; fused: the head's backward too */
+static float gpt2rt__cpu_head_chunked_loss(gpt2rt_ctx *ctx, int fused) {
+    const gpt2rt__dims *d = &ctx->d;
+    float dloss = 1.0f / (float)(d->n_out * ctx->cfg.grad_accum); /* gpt2rt__cpu_backward's */
+    for (int64_t i = 0; i < d->BT; i += d->hc)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 1, fused, dloss);
+    ctx->head_fused = fused;
+    double total = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < d->BT; i++)
+        if (ctx->targets[i] >= 0) { total += ctx->losses[i]; n++; }
+    ctx->n_targets = n;
+    ctx->loss_sum = total;
+    return n ? (float)(total / (double)n) : 0.0f;
+}
+
+/* the head's backward unless the forward ran it: the logits again, chunk by chunk */
+static void gpt2rt__cpu_head_chunked_backward(gpt2rt_ctx *ctx, float dloss) {
+    const gpt2rt__dims *d = &ctx->d;
+    if (ctx->head_fused) { ctx->head_fused = 0; return; }
+    for (int64_t i = 0; i < d->BT; i += d->hc)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 0, 1, dloss);
+}
+
+/* ---- the CPU backend's steps ---- */
+
+static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    if (!d->patches) {
+        GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B,
+                     d->T, d->C, d->nt));
+    } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
+        gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+        GPT2RT__PARALLEL_FOR(d->nt)
+        for (int64_t bt = 0; bt < d->BT; bt++) {
+            float *o = ctx->x0 + bt * d->C;
+            const float *pe = p.wpe + (bt % d->T) * d->C;
+            for (int64_t c = 0; c < d->C; c++) o[c] += pe[c];
+        }
+    }
+    /* x0 keeps the dropped embeddings: layer 0's input, and FULL's checkpoint 0 */
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt));
+    return GPT2RT_OK;
+}
+
+/* One layer's forward from res (BT,C) into a; outputs not kept (NULL in a) go to
+   dbig, the backward's scratch (free during the forward), and are used at once. The backward's
+   recompute calls this same function on the same input: bitwise the same values. */
+static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t BT = d->BT, C = d->C;
+    int nt = d->nt;
+    void *ws = ctx->gemm_ws;
+    gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
+    float *ln1 = a.ln1 ? a.ln1 : ctx->dbig, *ln2 = a.ln2 ? a.ln2 : ctx->dbig; /* not kept: scratch */
+    float *gelu = a.fch_gelu ? a.fch_gelu : ctx->dbig;
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
+    gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
+    gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ln1, a.ln1_mean, a.ln1_rstd, res, p.ln1w, p.ln1b,
+                 BT, C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.qkv, ln1, p.qkvw, p.qkvb, BT, C, 3 * C, ws,
+                 nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ATT_FWD, gpt2rt__cpu_attention_forward_masked(a.atty, a.lse, a.qkv, ctx->att_scratch,
+                 d->B, d->T, C, d->NH, d->TH, &da, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.res2, a.atty, p.projw, p.projb, BT, C, C, ws,
+                 nt));
+    if (dr2.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(a.res2, a.res2, &dr2, BT * C,
+                             nt)); /* the branch, before the add */
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_residual_add(a.res2, res, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ln2, a.ln2_mean, a.ln2_rstd, a.res2, p.ln2w,
+                 p.ln2b, BT, C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.fch, ln2, p.fcw, p.fcb, BT, C, 4 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_forward(gelu, a.fch, BT * 4 * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_FWD, gpt2rt__cpu_matmul_forward(a.res3, gelu, p.fcprojw, p.fcprojb, BT, 4 * C, C,
+                 ws, nt));
+    if (dr3.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(a.res3, a.res3, &dr3, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_residual_add(a.res3, a.res2, BT * C, nt));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res,
+                 p.lnfw, p.lnfb, d->BT, d->C, d->nt));
+    /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
+    if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
+                     d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
+        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
+    } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
+                     d->T * d->C, d->H, ctx->gemm_ws, d->nt));
+    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT,
+                     d->C, d->Vp, ctx->gemm_ws, d->nt));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res, float dloss) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t BT = d->BT, C = d->C;
+    int nt = d->nt;
+    gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
+    if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
+        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+        else {
+            float *yn = gpt2rt__ts_yn(ctx);
+            gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
+            gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
+        }
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
+                     ctx->lnf, p.outw, BT, C, d->PL, ctx->gemm_ws, nt));
+    } else if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
+        gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
+                                dloss, d);
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
+                     ctx->lnf, p.outw, d->B, d->T * C, d->H, ctx->gemm_ws, nt));
+    } else if (d->hc < BT) {
+        gpt2rt__cpu_head_chunked_backward(ctx, dloss);
+    } else {
+        GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets,
+                     dloss, BT, d->V, d->Vp, nt));
+        /* LM head (tied): dlnf -> dbuf */
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits,
+                     ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt));
+    }
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, memset(ctx->dres, 0, (size_t)(BT * C) * sizeof(float)));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.lnfw, g.lnfb, ctx->dbuf, res, p.lnfw,
+                 ctx->lnf_mean, ctx->lnf_rstd, BT, C, nt));
+    return GPT2RT_OK;
+}
+
+/* Layer l's backward: dres holds d(res3) and becomes d(res), res (BT,C) the layer's
+   input. Outputs the forward did not keep are recomputed into rcbuf, only for the
+   weight gradients that need them (NULL g: frozen, skipped). Dropout: the masked
+   gradient of a residual branch goes through the scratch buffer free at that point
+   (dbuf for the MLP's, dbig for the attention's), dres stays the stream's. */
+static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
+    const gpt2rt__dims *d = &ctx->d;
+    int64_t BT = d->BT, C = d->C;
+    int nt = d->nt;
+    void *ws = ctx->gemm_ws;
+    gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l), g = gpt2rt__lparams(ctx, ctx->grads, 1, l);
+    /* MLP; dres holds d(res3) */
+    const float *gelu = a.fch_gelu, *ln2 = a.ln2, *dbranch = ctx->dres;
+    gpt2rt__drop da = gpt2rt__drop_at(ctx, ctx->cfg.attn_dropout, l, GPT2RT__DROP_ATTN, d->B * d->NH * d->T * d->T);
+    gpt2rt__drop dr2 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_ATTN_RESID, BT * C);
+    gpt2rt__drop dr3 = gpt2rt__drop_at(ctx, ctx->cfg.dropout, l, GPT2RT__DROP_MLP_RESID, BT * C);
+    if (!gelu && g.fcprojw) { GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_forward(ctx->rcbuf, a.fch,
+                                           BT * 4 * C, nt)); gelu = ctx->rcbuf; }
+    if (dr3.on) { GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dres, &dr3, BT * C,
+                               nt)); dbranch = ctx->dbuf; }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbig, g.fcprojw, g.fcprojb, dbranch, gelu,
+                 p.fcprojw, BT, 4 * C, C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_GELU, gpt2rt__cpu_gelu_backward(ctx->dbig, a.fch, ctx->dbig, BT * 4 * C, nt));
+    if (!ln2 && g.fcw) {
+        GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln2_mean, a.ln2_rstd, a.res2,
+                     p.ln2w, p.ln2b, BT, C, nt));
+        ln2 = ctx->rcbuf;
+    }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.fcw, g.fcb, ctx->dbig, ln2, p.fcw,
+                 BT, C, 4 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln2w, g.ln2b, ctx->dbuf, a.res2,
+                 p.ln2w, a.ln2_mean, a.ln2_rstd, BT, C, nt));
+    /* attention; dres holds d(res2) */
+    dbranch = ctx->dres;
+    if (dr2.on) { GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbig, ctx->dres, &dr2, BT * C,
+                               nt)); dbranch = ctx->dbig; }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.projw, g.projb, dbranch, a.atty,
+                 p.projw, BT, C, C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_ATT_BWD, gpt2rt__cpu_attention_backward_masked(ctx->dbig, ctx->dbuf, a.qkv, a.lse,
+                 ctx->att_scratch, d->B, d->T, C, d->NH, d->TH, &da, nt));
+    const float *ln1 = a.ln1;
+    if (!ln1 && g.qkvw) {
+        GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->rcbuf, a.ln1_mean, a.ln1_rstd, res,
+                     p.ln1w, p.ln1b, BT, C, nt));
+        ln1 = ctx->rcbuf;
+    }
+    GPT2RT__PROF(ctx, GPT2RT__PROF_MM_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.qkvw, g.qkvb, ctx->dbig, ln1,
+                 p.qkvw, BT, C, 3 * C, ws, nt));
+    GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_backward(ctx->dres, g.ln1w, g.ln1b, ctx->dbuf, res, p.ln1w,
+                 a.ln1_mean, a.ln1_rstd, BT, C, nt));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
+    gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C,
+                            d->nt)); /* d(x0 before dropout): dres ends here */
+    if (!d->patches) {
+        GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B,
+                     d->T, d->C, d->nt));
+        return GPT2RT_OK;
+    }
+    /* patches: wpe as for tokens (no wte); in_layer's weight gradients; the patches'
+       gradient only for RevIN's affine */
+    GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C,
+                 d->nt));
+    if (g.inw) {
+        gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
+        gpt2rt__cpu_matmul_backward(g.revw ? ctx->ts_dpatch : NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw,
+                                    d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+        if (g.revw) gpt2rt__ts_affine_backward(g.revw, g.revb, ctx->ts_dpatch, ctx->ts_z, d);
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cpu_copy(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    memcpy(dst, src, bytes);
+    return GPT2RT_OK;
+}
+
+
+/* ---- the CPU backend's decode step (generation, 11.7) ----
+   A pass feeds N new tokens of any rows at any positions (ctx->kv: tok, row, pos)
+   through the model, keeping their keys and values in the cache, and gives the
+   logits of the tokens listed in sel. Every op computes a token's values from the
+   same inputs as the training forward does, most in the same order (row-wise
+   LayerNorm, GELU and residual adds; matrix products whose sums depend on K only;
+   the attention below), so a prefill's logits are bitwise those of a forward over
+   the whole prefix; a decode step's few rows take a matrix-vector product, equal
+   within rounding. */
+
+/* out (N,C) from qkv (N,3C) of N new tokens, token i of cache row row[i] at position
+   pos[i]. First every token's k and v go into kc, vc (KB,KS,C) at (row, pos); then
+   token i attends to its row's positions [0, pos[i]] with the sums of
+   gpt2rt__cpu_attention_forward, in its order (7.1: the score, the row's softmax, the
+   chain of p v, each the same function). Tokens of one row in one pass must
+   have distinct positions, and every position before theirs must be cached. */
+static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc, float *vc, const int32_t *row,
+                                         const int32_t *pos, float *scratch, int64_t N, int64_t KS, int64_t C,
+                                         int64_t NH, int nt) {
+    int64_t HS = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)HS);
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t i = 0; i < N; i++) {
+        int64_t at = ((int64_t)row[i] * KS + pos[i]) * C;
+        memcpy(kc + at, qkv + i * C3 + C, (size_t)C * sizeof(float));
+        memcpy(vc + at, qkv + i * C3 + 2 * C, (size_t)C * sizeof(float));
+    }
+    GPT2RT__PARALLEL_FOR_RR(nt)
+    for (int64_t r = 0; r < N * NH; r++) {
+        int64_t i = r / NH, h = r % NH, t = pos[i];
+        const float *kr = kc + (int64_t)row[i] * KS * C + h * HS, *vr = vc + (int64_t)row[i] * KS * C + h * HS;
+        float *sc = scratch + (int64_t)gpt2rt__thread_id() * gpt2rt__pad16(KS);
+        const float *q = qkv + i * C3 + h * HS;
+        for (int64_t s = 0; s <= t; s++) sc[s] = gpt2rt__cpu_att_dot(q, kr + s * C, HS, scale);
+        gpt2rt__cpu_att_softmax(sc, t + 1);
+        float *y = out + i * C + h * HS;
+        memset(y, 0, (size_t)HS * sizeof(float));
+        gpt2rt__cpu_att_mm(y, 0, 1, sc, 0, 1, vr, C, HS, t + 1);
+    }
+}
+
+/* out (N,OC) = inp (N,IC) W^T + b, W (OC,IC), b (OC) or NULL, for the few rows of a
+   decode step: each weight row is read once for all N (the matrix product would pack
+   every weight for one row). Threads own output columns, each value one dot product
+   in a fixed order: the same on any thread count, equal to the matrix product's
+   within rounding (about 1e-7 relative). */
+#define GPT2RT__KV_MATVEC_ROWS 8 /* below this many rows a pass uses the matrix-vector product */
+static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float *w, const float *b, int64_t N,
+                                       int64_t IC, int64_t OC, int nt) {
+    int64_t nblk = (OC + 63) / 64;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t blk = 0; blk < nblk; blk++) {
+        int64_t o1 = blk * 64 + 64 < OC ? blk * 64 + 64 : OC;
+        for (int64_t o = blk * 64; o < o1; o++)
+            for (int64_t i = 0; i < N; i++)
+                out[i * OC + o] = gpt2rt__cpu_dot(inp + i * IC, w + o * IC, IC) + (b ? b[o] : 0.0f);
+    }
+}
+
+/* a pass's matrix products: few rows (the decode steps) by rows of W, many (a prefill) by 7.2;
+   bf16 weights (inference_weights): every pass by gpt2rt__cpu_matvec_bf16 on tensor tw */
+static void gpt2rt__cpu_decode_matmul(gpt2rt_ctx *ctx, float *out, const float *inp, const float *w,
+                                      const gpt2rt__tensor *tw, const float *b, int64_t N, int64_t IC, int64_t OC) {
+    if (ctx->params16) gpt2rt__cpu_matvec_bf16(out, inp, ctx->params16 + tw->off, b, N, IC, OC, ctx->d.nt);
+    else if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.nt);
+    else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.nt);
+}
+
+/* the first n tensors of t that are vectors (LayerNorm, biases), widened from bf16 into
+   kv->wvec in order; q[i] gets tensor i's floats, NULL for a matrix */
+static void gpt2rt__cpu_decode_vectors(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, int n, float **q) {
+    float *o = ctx->kv.wvec;
+    for (int i = 0; i < n; i++) {
+        q[i] = NULL;
+        if (t[i].ndim != 1) continue;
+        q[i] = o;
+        for (int64_t j = 0; j < t[i].rows; j++) o[j] = gpt2rt__bf16_widen(ctx->params16[t[i].off + j]);
+        o += t[i].rows;
+    }
+}
+
+/* layer l's parameters as floats: fp32 weights in place; bf16 weights: the vectors widened
+   (13C floats), the matrices NULL (gpt2rt__cpu_decode_matmul reads them as bf16) */
+static gpt2rt__layer_params gpt2rt__cpu_decode_lparams(gpt2rt_ctx *ctx, int64_t l) {
+    if (!ctx->params16) return gpt2rt__lparams(ctx, ctx->params, 0, l);
+    float *q[GPT2RT__PER_LAYER];
+    gpt2rt__cpu_decode_vectors(ctx, gpt2rt__layer_tensors(ctx, l), GPT2RT__PER_LAYER, q);
+    gpt2rt__layer_params p;
+    p.ln1w = q[GPT2RT__LN1W]; p.ln1b = q[GPT2RT__LN1B];
+    p.qkvw = NULL; p.qkvb = q[GPT2RT__QKVB];
+    p.projw = NULL; p.projb = q[GPT2RT__PROJB];
+    p.ln2w = q[GPT2RT__LN2W]; p.ln2b = q[GPT2RT__LN2B];
+    p.fcw = NULL; p.fcb = q[GPT2RT__FCB];
+    p.fcprojw = NULL; p.fcprojb = q[GPT2RT__FCPROJB];
+    return p;
+}
+
+/* the threads of a decode pass's row-wise ops (LayerNorm, GELU, residual adds; the same
+   floats on any count): one for a decode step's few rows, where a parallel region's
+   fork and join (a few microseconds, far more when a core is busy) cost more than the
+   microsecond of work they split */
+static int gpt2rt__cpu_decode_rowwise_nt(const gpt2rt_ctx *ctx, int64_t N) {
+    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.nt;
+}
+
+/* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
+static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__kv *kv = &ctx->kv;
+    int64_t C = d->C, cache = l * d->KB * d->KS * C;
+    int nt = d->nt, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
+    gpt2rt__layer_params p = gpt2rt__cpu_decode_lparams(ctx, l);
+    const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, ntr);
+    gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, &t[GPT2RT__QKVW], p.qkvb, N, C, 3 * C);
+    gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
+                                 d->KS, C, d->NH, nt);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, &t[GPT2RT__PROJW], p.projb, N, C, C);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, ntr);
+    gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, &t[GPT2RT__FCW], p.fcb, N, C, 4 * C);
+    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, ntr);
+    gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, &t[GPT2RT__FCPROJW], p.fcprojb, N, 4 * C, C);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
+}
+
+/* one pass: embeddings of the N tokens, every layer, then ln_f and the tied head on
+   the M tokens kv->sel lists: kv->logits (M,Vp). bf16 weights: the embeddings' rows
+   and ln_f widened, every product on bf16 (the head reads wte, the largest tensor, in
+   bf16 too) */
+static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
+    const gpt2rt__dims *d = &ctx->d;
+    gpt2rt__kv *kv = &ctx->kv;
+    int64_t C = d->C;
+    const uint16_t *w16 = ctx->params16;
+    const gpt2rt__tensor *twte = gpt2rt__model_tensor(ctx, GPT2RT__WTE), *twpe = gpt2rt__model_tensor(ctx, GPT2RT__WPE);
+    gpt2rt__model_params p;
+    if (w16) memset(&p, 0, sizeof p);
+    else p = gpt2rt__mparams(ctx, ctx->params, 0);
+    GPT2RT__PARALLEL_FOR(gpt2rt__cpu_decode_rowwise_nt(ctx, N))
+    for (int64_t i = 0; i < N; i++) { /* wte[tok] + wpe[pos], as gpt2rt__cpu_encoder_forward */
+        int64_t te = (int64_t)kv->tok[i] * C, pe = (int64_t)kv->pos[i] * C;
+        float *o = kv->x + i * C;
+        if (w16)
+            for (int64_t c = 0; c < C; c++)
+                o[c] = gpt2rt__bf16_widen(w16[twte->off + te + c]) + gpt2rt__bf16_widen(w16[twpe->off + pe + c]);
+        else
+            for (int64_t c = 0; c < C; c++) o[c] = p.wte[te + c] + p.wpe[pe + c];
+    }
+    for (int64_t l = 0; l < d->L; l++) gpt2rt__cpu_layer_decode(ctx, l, N);
+    for (int64_t m = 0; m < M; m++) memcpy(kv->proj + m * C, kv->x + (int64_t)kv->sel[m] * C, (size_t)C * sizeof(float));
+    if (w16) { /* ln_f's weight and bias follow each other in the table */
+        float *q[2];
+        gpt2rt__cpu_decode_vectors(ctx, gpt2rt__model_tensor(ctx, GPT2RT__LNFW), 2, q);
+        p.lnfw = q[0]; p.lnfb = q[1];
+    }
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C,
+                                  gpt2rt__cpu_decode_rowwise_nt(ctx, M));
+    gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, twte, NULL, M, C, d->Vp);
+}
+
+/* the table's entry: the CPU's pass cannot fail */
+static gpt2rt_result gpt2rt__cpu_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
+    gpt2rt__cpu_decode_pass(ctx, N, M);
+    return GPT2RT_OK;
+}
+
+/* ---- the driver: one for every backend ---- */
+/* It owns the order of the steps and what recompute decides: which layer input is a
+   checkpoint, when a FULL segment runs its forward again. ax: the context whose
+   arenas the backend's steps use (the CPU: ctx itself). */
+
+/* return a failing gpt2rt_result (its message already set) to the caller: the one such
+   macro of every section from here on */
+#define GPT2RT__TRY(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
+
+/* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
+static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
+    const gpt2rt__dims *d = &ax->d;
+    if (l == ax->l0) return ax->x0; /* a layer-split stage's input lies in x0 too */
+    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
+        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->ck - 1) *
+                                 gpt2rt__ald(d, d->BT * d->C * d->ab));
+    return gpt2rt__lacts(ax, l - 1).res3;
+}
+
+/* layers [l0, l1) forward, each from its input (the driver's, and a layer-split
+   stage's range, 10.2); FULL: the slots are reused, so keep the input of each
+   checkpoint the range reaches */
+static gpt2rt_result gpt2rt__model_layers_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                                  int64_t l0, int64_t l1) {
+    const gpt2rt__dims *d = &ax->d;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C * d->ab);
+    for (int64_t l = l0; l < l1; l++) {
+        GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        if (full && l + 1 < d->L && (l + 1) % d->ck == 0)
+            GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
+    }
+    return GPT2RT_OK;
+}
+
+/* layers l1-1 down to l0: dres holds d(layer l1-1's output) and becomes d(layer l0's
+   input); each layer's gradients go to the data-parallel hook once final. FULL:
+   entering a segment from its top, run its forward again from its checkpoint (the
+   last segment's activations are still in the slots from the forward; a range
+   starts at a checkpoint) */
+static gpt2rt_result gpt2rt__model_layers_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                                   int64_t l0, int64_t l1) {
+    const gpt2rt__dims *d = &ax->d;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    for (int64_t l = l1 - 1; l >= l0; l--) {
+        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L)
+            for (int64_t j = l - l % d->ck; j <= l; j++)
+                GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
+        GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
+    }
+    return GPT2RT_OK;
+}
+
+/* embeddings, the layers, ln_f, the tied LM head: logits (BT,Vp) */
+static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax) {
+    const gpt2rt__dims *d = &ax->d;
+    int64_t L = d->L;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C * d->ab);
+    gpt2rt__drop_begin(ctx);
+    GPT2RT__TRY(be->embed_forward(ctx));
+    GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, ax, 0, L));
+    /* FULL: the slots are reused, so keep the last output */
+    const float *res = L ? gpt2rt__lacts(ax, L - 1).res3 : ax->x0;
+    if (full && L) {
+        GPT2RT__TRY(be->copy(ctx, ax->xout, res, act));
+        res = ax->xout;
+    }
+    return be->head_forward(ctx, res);
+}
+
+/* gradients of (sum of the counted targets' losses) * dloss, accumulated into the grads */
+static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                            float dloss) {
+    const gpt2rt__dims *d = &ax->d;
+    int64_t L = d->L;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    const float *res_last = !L ? ax->x0 : full ? ax->xout : gpt2rt__lacts(ax, L - 1).res3;
+    GPT2RT__TRY(be->head_backward(ctx, res_last, dloss));
+    GPT2RT__TRY(gpt2rt__model_layers_backward(ctx, be, ax, 0, L));
+    GPT2RT__TRY(be->embed_backward(ctx));
+    return gpt2rt__dp_bucket_ready(ctx, -1);
+}
+
+
+#endif /* GPT2RT__SRC_CPU_MODEL_H */

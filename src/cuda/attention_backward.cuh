@@ -1,0 +1,912 @@
+/* cuda/attention_backward.cuh - 8.3 Attention: the backward kernels, the host side, attention over the KV cache
+   may call: cuda/attention.cuh and what it includes */
+#ifndef GPT2RT__SRC_CUDA_ATTENTION_BACKWARD_CUH
+#define GPT2RT__SRC_CUDA_ATTENTION_BACKWARD_CUH
+#include "attention.cuh"
+
+/* ---------------------------------------------------------------------------------------------
+   Fast backward, dK and dV. grid (T/64 key tiles, B*NH), 128 threads, 55 KiB dynamic smem:
+   K and V of this key tile, double-buffered Q, dO tiles and their lse (base 2) and D.
+   Warp w owns keys k0+16w .. +15 and accumulates their dK, dV rows in registers over the
+   query tiles qt = kt .. last, in order. All products are done transposed (keys as rows):
+     S^T = K Q^T,  P^T = 2^(S^T scale log2e - lse2),  dV += P^T dO,
+     dP^T = V dO^T,  dS^T = P^T (dP^T - D) scale,   dK += dS^T Q
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_SMEM (6 * GPT2RT__CU_ATT_TE * 2 + 4 * 64 * 4)
+
+template <typename X>
+__global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
+gpt2rt__cuk_attn_bwd_dkdv64(X *dqkv,          /* (B,T,3C): writes the k and v columns */
+                            const X *dout,    /* (B,T,C) */
+                            const X *qkv,     /* (B,T,3C) */
+                            const float *lse, /* (B,NH,T) */
+                            const float *Dv,  /* (B,NH,T) */
+                            int T, int C, int NH, float scale, float scale_log2, int TH) {
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    uint16_t *sK = (uint16_t *)gpt2rt__cu_attn_dsm, *sV = sK + GPT2RT__CU_ATT_TE;
+    /* Q tile of buffer i at sK + (2+i)*TE, dO tile at sK + (4+i)*TE */
+    float *sL = (float *)(sK + 6 * GPT2RT__CU_ATT_TE), *sD = sL + 128; /* [2][64] each */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int kt = blockIdx.x, nqt = gridDim.x; /* first key tiles see the most query tiles */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, k0 = kt * 64;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const float *lse_g = lse + (int64_t)blockIdx.y * T, *D_g = Dv + (int64_t)blockIdx.y * T;
+
+    gpt2rt__cu_attn_load_tile(sK, k_g, k0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sV, v_g, k0, T, C3, tid);
+    /* query tile qt into buffer i: Q, dO, lse*log2e (+inf past T, so P = 0 there), D */
+#define GPT2RT__CU_ATT_PREFETCH_Q(qt_, i_) do { \
+        gpt2rt__cu_attn_load_tile(sK + (2 + (i_)) * GPT2RT__CU_ATT_TE, q_g, (qt_) * 64, T, C3, tid); \
+        gpt2rt__cu_attn_load_tile(sK + (4 + (i_)) * GPT2RT__CU_ATT_TE, do_g, (qt_) * 64, T, C, tid); \
+        if (tid < 64) { int t_ = (qt_) * 64 + tid; \
+            sL[64 * (i_) + tid] = t_ < T ? lse_g[t_] * GPT2RT__CU_ATT_LOG2E : INFINITY; \
+            sD[64 * (i_) + tid] = t_ < T ? D_g[t_] : 0.0f; } \
+        gpt2rt__cu_attn_cp_commit(); } while (0)
+    GPT2RT__CU_ATT_PREFETCH_Q(kt, 0);
+
+    float dk[8][4], dv[8][4]; /* this warp's 16 keys x 64 */
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) dk[j][c] = dv[j][c] = 0.0f;
+
+    for (int qt = kt; qt < nqt; qt++) {
+        const int buf = (qt - kt) & 1;
+        if (qt + 1 < nqt) {
+            GPT2RT__CU_ATT_PREFETCH_Q(qt + 1, buf ^ 1);
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        __syncthreads();
+        const uint16_t *sQ = sK + (2 + buf) * GPT2RT__CU_ATT_TE, *sdO = sK + (4 + buf) * GPT2RT__CU_ATT_TE;
+        const float *sLb = sL + 64 * buf, *sDb = sD + 64 * buf;
+
+        /* S^T (16 keys x 64 queries) = K Q^T */
+        unsigned a[4][4];
+        float s[8][4];
+        gpt2rt__cu_attn_rows_a(a, sK, 16 * warp, lane);
+        gpt2rt__cu_attn_mma_abt<X>(s, a, sQ, lane);
+        /* P^T, zero where the key is hidden from the query (causal: the diagonal tile only) */
+        const bool edge = kt == qt || (kt + 1) * 64 > TH;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                int ql = 8 * j + 2 * (lane & 3) + (c & 1), kl = 16 * warp + (lane >> 2) + 8 * (c >> 1);
+                float p = exp2f(s[j][c] * scale_log2 - sLb[ql]);
+                s[j][c] = edge && gpt2rt__cu_att_hidden(qt * 64 + ql, k0 + kl, TH) ? 0.0f : p;
+            }
+        /* dV (16 x 64) += P^T (16 x 64 queries) dO (64 queries x 64) */
+        gpt2rt__cu_attn_mma_pm<X>(dv, s, sdO, lane);
+        /* dP^T (16 keys x 64 queries) = V dO^T */
+        float dp_[8][4];
+        gpt2rt__cu_attn_rows_a(a, sV, 16 * warp, lane);
+        gpt2rt__cu_attn_mma_abt<X>(dp_, a, sdO, lane);
+        /* dS^T = P^T (dP^T - D) scale, in place of P^T */
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) s[j][c] = s[j][c] * (dp_[j][c] - sDb[8 * j + 2 * (lane & 3) + (c & 1)]) * scale;
+        /* dK (16 x 64) += dS^T (16 x 64 queries) Q (64 queries x 64) */
+        gpt2rt__cu_attn_mma_pm<X>(dk, s, sQ, lane);
+        __syncthreads(); /* buffer buf is refilled next iteration */
+    }
+#undef GPT2RT__CU_ATT_PREFETCH_Q
+
+    /* each warp only ever read its own 16 rows of sK and sV: stage its results there */
+    const int row0 = k0 + 16 * warp;
+    X *dk_g = dqkv + ((int64_t)b * T + row0) * C3 + C + h * 64;
+    gpt2rt__cu_attn_store_rows<X>(dk_g, C3, T - row0, dk, 1.0f, 1.0f, sK + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+    gpt2rt__cu_attn_store_rows<X>(dk_g + C, C3, T - row0, dv, 1.0f, 1.0f, sV + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Hopper backward, dK and dV (wgmma, sm_90a; gpt2rt__cuk_attn_bwd_dq64_wg is its dQ pass). grid
+   (ceil(T / (64 NWG)) key blocks, B*NH), NWG warpgroups per CTA; warpgroup wg owns the 64 keys
+   of key tile kw = NWG * block + wg and accumulates their dK, dV (64 x 64 fp32 each) over the
+   query tiles qt = kw .. last in increasing order. Dynamic smem GPT2RT__CU_ATT_BWD_WG_SMEM
+   (66 KiB + 1 KiB to align to 1024 bytes for NWG = 2): the NWG K and V tiles, Q and dO
+   double-buffered (cp.async), 128-byte swizzled; lse (base 2) and D of the query tile.
+   Per query tile, transposed products as in the mma.sync kernel (keys as rows):
+     S^T = K Q^T and dP^T = V dO^T: 8 wgmma from descriptors (K-major), issued together;
+     P^T = 2^(S^T scale log2e - lse2) (0 where hidden); dS^T = P^T (dP^T - D) scale;
+     dV += P^T dO and dK += dS^T Q: P^T and dS^T rounded to X as register A operands, dO and Q
+     as MN-major B operands (imm-trans-b).
+   Numerics as the mma.sync kernel's (P^T and dS^T rounded to X, everything else fp32); the
+   hardware's order inside one wgmma is not documented, so the bits may differ from it.
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_WG_SMEM ((2 * GPT2RT__CU_ATT_NWG + 4) * 8192 + 4 * 64 * 4 + 1024)
+
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG)
+gpt2rt__cuk_attn_bwd_dkdv64_wg(X *dqkv,          /* (B,T,3C): writes the k and v columns */
+                               const X *dout,    /* (B,T,C) */
+                               const X *qkv,     /* (B,T,3C) */
+                               const float *lse, /* (B,NH,T) */
+                               const float *Dv,  /* (B,NH,T) */
+                               int T, int C, int NH, float scale, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    /* the swizzle is a function of the shared address: tiles start on 1024-byte boundaries */
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sKa = sm, *sVa = sm + NWG * TILE, *sQa = sm + 2 * NWG * TILE, *sdOa = sQa + 2 * TILE; /* buffer i: + i * TILE */
+    float *sL = (float *)(sdOa + 2 * TILE), *sD = sL + 128; /* [2][64] each */
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int nqt = (T + 63) / 64, kw = NWG * blockIdx.x + wg, k0 = kw * 64, qfirst = NWG * blockIdx.x;
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const float *lse_g = lse + (int64_t)blockIdx.y * T, *D_g = Dv + (int64_t)blockIdx.y * T;
+    const uint16_t *sK = sKa + wg * TILE, *sV = sVa + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) {
+        gpt2rt__cu_attn_load_tile_sw(sKa + i * TILE, k_g, (qfirst + i) * 64, T, C3, tid, NT);
+        gpt2rt__cu_attn_load_tile_sw(sVa + i * TILE, v_g, (qfirst + i) * 64, T, C3, tid, NT);
+    }
+    /* query tile qt into buffer i: Q, dO, lse*log2e (+inf past T, so P = 0 there), D */
+#define GPT2RT__CU_ATT_PREFETCH_QW(qt_, i_) do { \
+        gpt2rt__cu_attn_load_tile_sw(sQa + (i_) * TILE, q_g, (qt_) * 64, T, C3, tid, NT); \
+        gpt2rt__cu_attn_load_tile_sw(sdOa + (i_) * TILE, do_g, (qt_) * 64, T, C, tid, NT); \
+        if (tid < 64) { int t_ = (qt_) * 64 + tid; \
+            sL[64 * (i_) + tid] = t_ < T ? lse_g[t_] * GPT2RT__CU_ATT_LOG2E : INFINITY; \
+            sD[64 * (i_) + tid] = t_ < T ? D_g[t_] : 0.0f; } \
+        gpt2rt__cu_attn_cp_commit(); } while (0)
+    GPT2RT__CU_ATT_PREFETCH_QW(qfirst, 0);
+
+    const X *tag = 0;
+    float dk[32], dv[32]; /* accumulator layout: row (key) 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1) */
+#pragma unroll
+    for (int i = 0; i < 32; i++) dk[i] = dv[i] = 0.0f;
+    const bool active = k0 < T; /* warpgroup-uniform */
+
+    for (int qt = qfirst; qt < nqt; qt++) {
+        const int buf = (qt - qfirst) & 1;
+        if (qt + 1 < nqt) {
+            GPT2RT__CU_ATT_PREFETCH_QW(qt + 1, buf ^ 1);
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (active && qt >= kw) {
+            const uint16_t *sQ = sQa + buf * TILE, *sdO = sdOa + buf * TILE;
+            const float *sLb = sL + 64 * buf, *sDb = sD + 64 * buf;
+            float s[32], dp[32];
+            /* S^T (64 keys x 64 queries) = K Q^T, dP^T = V dO^T */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sK + 16 * kk, 16), gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), kk > 0, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(dp, gpt2rt__cu_wg_desc(sV + 16 * kk, 16), gpt2rt__cu_wg_desc(sdO + 16 * kk, 16), kk > 0, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(s);
+            gpt2rt__cu_wg_wait0(dp);
+            /* P^T, zero where the key is hidden from the query (causal: the diagonal tile only);
+               then dS^T = P^T (dP^T - D) scale */
+            const bool edge = kw == qt || (kw + 1) * 64 > TH;
+            unsigned pa[4][4], da[4][4];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                int ql = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), kl = 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1);
+                float p = exp2f(s[i] * scale_log2 - sLb[ql]);
+                s[i] = edge && gpt2rt__cu_att_hidden(qt * 64 + ql, k0 + kl, TH) ? 0.0f : p;
+                dp[i] = s[i] * (dp[i] - sDb[ql]) * scale;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    pa[kk][r] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+                    da[kk][r] = gpt2rt__cu_attn_pack(tag, dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+                }
+            /* dV += P^T dO, dK += dS^T Q: 16 queries = 16 rows of 128 bytes of dO, Q */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dv, pa[kk], gpt2rt__cu_wg_desc(sdO + 16 * 64 * kk, 1024), 1, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dk, da[kk], gpt2rt__cu_wg_desc(sQ + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(dv);
+            gpt2rt__cu_wg_wait0(dk);
+        }
+        __syncthreads(); /* buffer buf is refilled next iteration */
+    }
+#undef GPT2RT__CU_ATT_PREFETCH_QW
+
+    /* every read of smem is done: each warp stages its 16 rows (stride LD) at its own place */
+    float ka[8][4], va[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) { ka[i >> 2][i & 3] = dk[i]; va[i >> 2][i & 3] = dv[i]; }
+    const int row0 = k0 + 16 * w;
+    X *dk_g = dqkv + ((int64_t)b * T + row0) * C3 + C + h * 64;
+    uint16_t *stage = sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD;
+    gpt2rt__cu_attn_store_rows<X>(dk_g, C3, T - row0, ka, 1.0f, 1.0f, stage, lane);
+    gpt2rt__cu_attn_store_rows<X>(dk_g + C, C3, T - row0, va, 1.0f, 1.0f, stage, lane);
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse; (void)Dv; (void)T; (void)C; (void)NH; (void)scale; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Fast backward, dQ. grid (T/64 query tiles, B*NH), 128 threads, 54 KiB dynamic smem:
+   Q and dO of this query tile, double-buffered K and V tiles. Warp w owns queries q0+16w ..
+   and accumulates their dQ over the key tiles 0 .. qt, in order:
+     S = Q K^T, P = 2^(S scale log2e - lse2), dP = dO V^T, dS = P (dP - D) scale, dQ += dS K
+   ------------------------------------------------------------------------------------------- */
+template <typename X>
+__global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
+gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
+                          const X *dout,    /* (B,T,C) */
+                          const X *qkv,     /* (B,T,3C) */
+                          const float *lse, /* (B,NH,T) */
+                          const float *Dv,  /* (B,NH,T) */
+                          int T, int C, int NH, float scale, float scale_log2, int TH) {
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    uint16_t *sQ = (uint16_t *)gpt2rt__cu_attn_dsm, *sdO = sQ + GPT2RT__CU_ATT_TE;
+    /* K tile of buffer i at sQ + (2+i)*TE, V tile at sQ + (4+i)*TE */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int qt = gridDim.x - 1 - blockIdx.x; /* longest rows first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, q0 = qt * 64;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+
+    gpt2rt__cu_attn_load_tile(sQ, q_g, q0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sdO, do_g, q0, T, C, tid);
+    gpt2rt__cu_attn_load_tile(sQ + 2 * GPT2RT__CU_ATT_TE, k_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sQ + 4 * GPT2RT__CU_ATT_TE, v_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_cp_commit();
+
+    float lse2[2], Dr[2]; /* rows lane/4 and lane/4 + 8; rows past T get P = 0 */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int t = q0 + 16 * warp + (lane >> 2) + 8 * r;
+        lse2[r] = t < T ? lse[(int64_t)blockIdx.y * T + t] * GPT2RT__CU_ATT_LOG2E : INFINITY;
+        Dr[r] = t < T ? Dv[(int64_t)blockIdx.y * T + t] : 0.0f;
+    }
+    unsigned qf[4][4], df[4][4]; /* this warp's Q and dO rows as A operands */
+    float dq[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.0f;
+
+    for (int kt = 0; kt <= qt; kt++) {
+        const int buf = kt & 1;
+        gpt2rt__cu_attn_kv_step(sQ + (3 - buf) * GPT2RT__CU_ATT_TE, sQ + (5 - buf) * GPT2RT__CU_ATT_TE, k_g, v_g, kt, qt,
+                                T, C3, tid);
+        const uint16_t *sK = sQ + (2 + buf) * GPT2RT__CU_ATT_TE, *sV = sQ + (4 + buf) * GPT2RT__CU_ATT_TE;
+        if (kt == 0) {
+            gpt2rt__cu_attn_rows_a(qf, sQ, 16 * warp, lane);
+            gpt2rt__cu_attn_rows_a(df, sdO, 16 * warp, lane);
+        }
+        /* S = Q K^T and dP = dO V^T (16 queries x 64 keys) */
+        float s[8][4], dp_[8][4];
+        gpt2rt__cu_attn_mma_abt<X>(s, qf, sK, lane);
+        gpt2rt__cu_attn_mma_abt<X>(dp_, df, sV, lane);
+        /* dS = P (dP - D) scale, P zero where the key is hidden (causal: above the diagonal) */
+        const bool edge = kt == qt || (kt + 1) * 64 > TH;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                int kl = 8 * j + 2 * (lane & 3) + (c & 1), ql = 16 * warp + (lane >> 2) + 8 * (c >> 1);
+                float p = exp2f(s[j][c] * scale_log2 - lse2[c >> 1]);
+                if (edge && gpt2rt__cu_att_hidden(q0 + ql, kt * 64 + kl, TH)) p = 0.0f;
+                s[j][c] = p * (dp_[j][c] - Dr[c >> 1]) * scale;
+            }
+        /* dQ (16 x 64) += dS (16 x 64 keys) K (64 keys x 64) */
+        gpt2rt__cu_attn_mma_pm<X>(dq, s, sK, lane);
+        __syncthreads();
+    }
+    const int row0 = q0 + 16 * warp;
+    gpt2rt__cu_attn_store_rows<X>(dqkv + ((int64_t)b * T + row0) * C3 + h * 64, C3, T - row0, dq, 1.0f, 1.0f,
+                                  sQ + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Hopper backward, dQ (wgmma, sm_90a): grid (ceil(T / (64 NWG)) query blocks, B*NH), NWG
+   warpgroups per CTA; warpgroup wg owns the 64 query rows of query tile qw = NWG * block + wg
+   (blocks in reverse: longest rows first), warp w of it rows 16w..16w+15, and accumulates
+   their dQ (64 x 64 fp32) over the key tiles kt = 0 .. qw in increasing order. Dynamic smem
+   GPT2RT__CU_ATT_BWD_DQ_WG_SMEM (64 KiB + 1 KiB to align to 1024 bytes for NWG = 2): the NWG
+   Q and dO tiles, K and V double-buffered (cp.async, one tile ahead) and shared by the
+   warpgroups, all 128-byte swizzled; lse (base 2) and D of each thread's two rows in registers.
+   Per key tile, each warpgroup:
+     S = Q K^T and dP = dO V^T: 8 wgmma from descriptors (K-major), issued together;
+     P = 2^(S scale log2e - lse2) (0 where hidden); dS = P (dP - D) scale;
+     dQ += dS K: dS rounded to X as the register A operand, K as an MN-major B (imm-trans-b).
+   Numerics as the mma.sync kernel's (dS rounded to X before dS K, everything else fp32);
+   the hardware's order inside one wgmma is not documented, so the bits may differ from it
+   (under the emulator they are the same). Run to run the same bits: no atomics, every dQ
+   row written by one thread group, key tiles summed in a fixed order.
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_DQ_WG_SMEM ((2 * GPT2RT__CU_ATT_NWG + 4) * 8192 + 1024)
+
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG)
+gpt2rt__cuk_attn_bwd_dq64_wg(X *dqkv,          /* (B,T,3C): writes the q columns */
+                             const X *dout,    /* (B,T,C) */
+                             const X *qkv,     /* (B,T,3C) */
+                             const float *lse, /* (B,NH,T) */
+                             const float *Dv,  /* (B,NH,T) */
+                             int T, int C, int NH, float scale, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    /* the swizzle is a function of the shared address: tiles start on 1024-byte boundaries */
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sQa = sm, *sdOa = sm + NWG * TILE, *sK = sm + 2 * NWG * TILE, *sV = sK + 2 * TILE; /* buffer i: + i * TILE */
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qw = NWG * qb + wg, q0 = qw * 64, last = NWG * qb + NWG - 1 < ntile - 1 ? NWG * qb + NWG - 1 : ntile - 1;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const uint16_t *sQ = sQa + wg * TILE, *sdO = sdOa + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) {
+        gpt2rt__cu_attn_load_tile_sw(sQa + i * TILE, q_g, (NWG * qb + i) * 64, T, C3, tid, NT);
+        gpt2rt__cu_attn_load_tile_sw(sdOa + i * TILE, do_g, (NWG * qb + i) * 64, T, C, tid, NT);
+    }
+    gpt2rt__cu_attn_load_tile_sw(sK, k_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_load_tile_sw(sV, v_g, 0, T, C3, tid, NT);
+    gpt2rt__cu_attn_cp_commit();
+
+    float lse2[2], Dr[2]; /* rows 16w + lane/4 and + 8; rows past T get P = 0 */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int t = q0 + 16 * w + (lane >> 2) + 8 * r;
+        lse2[r] = t < T ? lse[(int64_t)blockIdx.y * T + t] * GPT2RT__CU_ATT_LOG2E : INFINITY;
+        Dr[r] = t < T ? Dv[(int64_t)blockIdx.y * T + t] : 0.0f;
+    }
+    const X *tag = 0;
+    float dq[32]; /* accumulator layout: row (query) 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1) */
+#pragma unroll
+    for (int i = 0; i < 32; i++) dq[i] = 0.0f;
+    const bool active = q0 < T; /* warpgroup-uniform */
+
+    for (int kt = 0; kt <= last; kt++) {
+        const int buf = kt & 1;
+        if (kt < last) {
+            gpt2rt__cu_attn_load_tile_sw(sK + (1 - buf) * TILE, k_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_load_tile_sw(sV + (1 - buf) * TILE, v_g, (kt + 1) * 64, T, C3, tid, NT);
+            gpt2rt__cu_attn_cp_commit();
+            gpt2rt__cu_attn_cp_wait<1>();
+        } else {
+            gpt2rt__cu_attn_cp_wait<0>();
+        }
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (active && kt <= qw) {
+            const uint16_t *k_s = sK + buf * TILE, *v_s = sV + buf * TILE;
+            float s[32], dp[32];
+            /* S = Q K^T, dP = dO V^T (64 queries x 64 keys) */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), gpt2rt__cu_wg_desc(k_s + 16 * kk, 16), kk > 0, sm);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                gpt2rt__cu_wg_ss<X>(dp, gpt2rt__cu_wg_desc(sdO + 16 * kk, 16), gpt2rt__cu_wg_desc(v_s + 16 * kk, 16), kk > 0, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(s);
+            gpt2rt__cu_wg_wait0(dp);
+            /* dS = P (dP - D) scale, P zero where the key is hidden (causal: the diagonal tile only) */
+            const bool edge = kt == qw || (kt + 1) * 64 > TH;
+            unsigned da[4][4];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                const int r = (i >> 1) & 1;
+                int kl = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), ql = 16 * w + (lane >> 2) + 8 * r;
+                float p = exp2f(s[i] * scale_log2 - lse2[r]);
+                if (edge && gpt2rt__cu_att_hidden(q0 + ql, kt * 64 + kl, TH)) p = 0.0f;
+                dp[i] = p * (dp[i] - Dr[r]) * scale;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) da[kk][r] = gpt2rt__cu_attn_pack(tag, dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+            /* dQ += dS K: 16 keys = 16 rows of 128 bytes of K */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dq, da[kk], gpt2rt__cu_wg_desc(k_s + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            gpt2rt__cu_wg_wait0(dq);
+        }
+        __syncthreads(); /* everyone is done with buffer buf before it is refilled */
+    }
+
+    /* every read of smem is done: each warp stages its 16 rows (stride LD) at its own place */
+    float qa[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) qa[i >> 2][i & 3] = dq[i];
+    const int row0 = q0 + 16 * w;
+    gpt2rt__cu_attn_store_rows<X>(dqkv + ((int64_t)b * T + row0) * C3 + h * 64, C3, T - row0, qa, 1.0f, 1.0f,
+                                  sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD, lane);
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse; (void)Dv; (void)T; (void)C; (void)NH; (void)scale; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
+/* ---------------------------------------------------------------------------------------------
+   D[b,h,t] = dout . out over the head's HS columns. One warp per (b,t,h) row (any HS, any type).
+   ------------------------------------------------------------------------------------------- */
+template <typename X>
+__global__ void gpt2rt__cuk_attn_bwd_rowdot(float *Dv,       /* (B,NH,T) */
+                                            const X *dout,   /* (B,T,C) */
+                                            const X *out,    /* (B,T,C) */
+                                            int B, int T, int C, int NH) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; /* (b,t,h) */
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * T * NH) return;
+    const int h = (int)(row % NH);
+    const int64_t bt = row / NH, b = bt / T, t = bt % T;
+    const X *dy = dout + bt * C + h * HS, *y = out + bt * C + h * HS;
+    float acc = 0.0f;
+    for (int i = lane; i < HS; i += 32) acc += gpt2rt__cu_f(dy[i]) * gpt2rt__cu_f(y[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) Dv[(b * NH + h) * T + t] = acc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Generic path: one warp per row, lane owns head dims lane + 32 i (i < NPL = ceil(HS/32)).
+   Dot products: per-lane partial sums, then a xor butterfly, which leaves the same bits in
+   every lane (fp add is commutative) and the same order every run.
+   ------------------------------------------------------------------------------------------- */
+__device__ __forceinline__ float gpt2rt__cu_attn_warp_sum(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+/* one warp per (b,h,t) query row; t runs backwards so long rows start first */
+template <typename X, int NPL>
+__global__ void __launch_bounds__(128)
+gpt2rt__cuk_attn_fwd_generic(X *out, float *lse, const X *qkv, /* (B,T,C), (B,NH,T), (B,T,3C) */
+                             int B, int T, int C, int NH, float scale, gpt2rt__drop dr, int TH) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * NH * T) return;
+    const int64_t bh = row / T, b = bh / NH, h = bh % NH, t = T - 1 - row % T, C3 = 3 * (int64_t)C;
+    const X *q = qkv + (b * T + t) * C3 + h * HS;
+    float qr[NPL], acc[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < HS ? gpt2rt__cu_f(q[d]) : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f; /* running max and sum of exp(x - m) */
+    for (int64_t s = 0; s <= t; s++) {
+        if (gpt2rt__cu_att_hidden(t, s, TH)) continue; /* warp-uniform; never for TH = T */
+        const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            if (d < HS) dot += qr[i] * gpt2rt__cu_f(k[d]);
+        }
+        float x = gpt2rt__cu_attn_warp_sum(dot) * scale;
+        if (x > m) { /* warp-uniform: every lane holds the same x */
+            float corr = expf(m - x);
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < NPL; i++) acc[i] *= corr;
+            m = x;
+        }
+        float p = expf(x - m);
+        l += p; /* the softmax's sum: before dropout */
+        if (dr.on) p *= gpt2rt__drop_factor(&dr, (bh * T + t) * T + s);
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            if (d < HS) acc[i] += p * gpt2rt__cu_f(v[d]);
+        }
+    }
+    float inv = 1.0f / l;
+    X *y = out + (b * T + t) * C + h * HS;
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HS) y[d] = gpt2rt__cu_to<X>(acc[i] * inv);
+    }
+    if (lane == 0) lse[bh * T + t] = m + logf(l);
+}
+
+/* dQ: one warp per (b,h,t) query row, keys s = 0..t in order */
+template <typename X, int NPL>
+__global__ void __launch_bounds__(128)
+gpt2rt__cuk_attn_bwd_dq_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
+                                const float *lse, const float *Dv,    /* (B,NH,T) each */
+                                int B, int T, int C, int NH, float scale, gpt2rt__drop dr, int TH) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * NH * T) return;
+    const int64_t bh = row / T, b = bh / NH, h = bh % NH, t = T - 1 - row % T, C3 = 3 * (int64_t)C;
+    const X *q = qkv + (b * T + t) * C3 + h * HS, *dy = dout + (b * T + t) * C + h * HS;
+    const float L = lse[bh * T + t], Dt = Dv[bh * T + t];
+    float qr[NPL], dyr[NPL], dq[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < HS ? gpt2rt__cu_f(q[d]) : 0.0f;
+        dyr[i] = d < HS ? gpt2rt__cu_f(dy[d]) : 0.0f;
+        dq[i] = 0.0f;
+    }
+    for (int64_t s = 0; s <= t; s++) {
+        if (gpt2rt__cu_att_hidden(t, s, TH)) continue;
+        const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
+        float kr[NPL], d1 = 0.0f, d2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            kr[i] = d < HS ? gpt2rt__cu_f(k[d]) : 0.0f;
+            d1 += qr[i] * kr[i];
+            if (d < HS) d2 += dyr[i] * gpt2rt__cu_f(v[d]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            d1 += __shfl_xor_sync(0xffffffffu, d1, o);
+            d2 += __shfl_xor_sync(0xffffffffu, d2, o);
+        }
+        if (dr.on) d2 *= gpt2rt__drop_factor(&dr, (bh * T + t) * T + s); /* dP through the mask */
+        float p = expf(d1 * scale - L), g = p * (d2 - Dt) * scale;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) dq[i] += g * kr[i];
+    }
+    X *dqp = dqkv + (b * T + t) * C3 + h * HS;
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HS) dqp[d] = gpt2rt__cu_to<X>(dq[i]);
+    }
+}
+
+/* dK, dV: one warp per (b,h,s) key row, queries t = s..T-1 in order */
+template <typename X, int NPL>
+__global__ void __launch_bounds__(128)
+gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,3C), (B,T,C), (B,T,3C) */
+                                  const float *lse, const float *Dv,    /* (B,NH,T) each */
+                                  int B, int T, int C, int NH, float scale, gpt2rt__drop dr, int TH) {
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31, HS = C / NH;
+    if (row >= (int64_t)B * NH * T) return;
+    const int64_t bh = row / T, b = bh / NH, h = bh % NH, s = row % T, C3 = 3 * (int64_t)C;
+    const X *k = qkv + (b * T + s) * C3 + C + h * HS, *v = k + C;
+    float kr[NPL], vr[NPL], dk[NPL], dv[NPL];
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        kr[i] = d < HS ? gpt2rt__cu_f(k[d]) : 0.0f;
+        vr[i] = d < HS ? gpt2rt__cu_f(v[d]) : 0.0f;
+        dk[i] = dv[i] = 0.0f;
+    }
+    for (int64_t t = s; t < T; t++) {
+        if (gpt2rt__cu_att_hidden(t, s, TH)) continue;
+        const X *q = qkv + (b * T + t) * C3 + h * HS, *dy = dout + (b * T + t) * C + h * HS;
+        float qr[NPL], dyr[NPL], d1 = 0.0f, d2 = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            int d = lane + 32 * i;
+            qr[i] = d < HS ? gpt2rt__cu_f(q[d]) : 0.0f;
+            dyr[i] = d < HS ? gpt2rt__cu_f(dy[d]) : 0.0f;
+            d1 += qr[i] * kr[i];
+            d2 += dyr[i] * vr[i];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            d1 += __shfl_xor_sync(0xffffffffu, d1, o);
+            d2 += __shfl_xor_sync(0xffffffffu, d2, o);
+        }
+        float f = dr.on ? gpt2rt__drop_factor(&dr, (bh * T + t) * T + s) : 1.0f; /* the forward's mask */
+        if (dr.on) d2 *= f;
+        float p = expf(d1 * scale - lse[bh * T + t]), g = p * (d2 - Dv[bh * T + t]) * scale, pv = dr.on ? p * f : p;
+#pragma unroll
+        for (int i = 0; i < NPL; i++) {
+            dv[i] += pv * dyr[i];
+            dk[i] += g * qr[i];
+        }
+    }
+    X *dkp = dqkv + (b * T + s) * C3 + C + h * HS;
+#pragma unroll
+    for (int i = 0; i < NPL; i++) {
+        int d = lane + 32 * i;
+        if (d < HS) { dkp[d] = gpt2rt__cu_to<X>(dk[i]); dkp[C + d] = gpt2rt__cu_to<X>(dv[i]); }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Host side
+   ------------------------------------------------------------------------------------------- */
+/* Tensor-core launches; only bf16 and fp16 have them (the float version reports
+   cudaErrorNotSupported and is never called: see gpt2rt__cu_attn_use_fast). */
+template <typename X> struct gpt2rt__cu_attn_fast {
+    enum { available = 0 };
+    static int built(void) { return 0; }
+    static int wgmma_ok(void) { return 0; }
+    static cudaError_t forward(X *, float *, const X *, int, int, int, int, cudaStream_t, int, int) { return cudaErrorNotSupported; }
+    static cudaError_t backward(X *, const X *, const X *, const float *, const float *, int, int, int, int, cudaStream_t, int, int) {
+        return cudaErrorNotSupported;
+    }
+};
+template <typename X> struct gpt2rt__cu_attn_fast16 {
+    enum { available = 1 };
+    /* What is asked of the driver once per device (bit d of a mask: device d; ordinals
+       from 64 on ask at every launch), not before every launch: whether the kernels'
+       image this device runs was compiled for sm_80 or newer (GPT2RT__CU_ATT_SM80), and
+       the backward's dynamic shared memory beyond 48 KiB (a per-device setting). Two
+       threads that ask at once both ask: the answers and settings are the same. */
+    static std::atomic<unsigned long long> &mask(int which) {
+        static std::atomic<unsigned long long> m[6]; /* asked, built, shared memory set, wgmma asked, wgmma usable,
+                                                        the wgmma backward's shared memory set */
+        return m[which];
+    }
+    static unsigned long long device_bit(void) {
+        int dev = -1;
+        if (cudaGetDevice(&dev) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+        return dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    }
+    static int built(void) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(0).load() & bit)) return (mask(1).load() & bit) != 0;
+        cudaFuncAttributes fa;
+        int ok = cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64<X>) == cudaSuccess;
+        if (!ok) (void)cudaGetLastError();
+        ok = ok && fa.ptxVersion >= 80;
+        if (ok) mask(1).fetch_or(bit);
+        mask(0).fetch_or(bit);
+        return ok;
+    }
+    /* The Hopper kernels run where the device is compute capability 9.0 and the image it
+       runs has their sm_90a bodies (built with -gencode arch=compute_90a,code=sm_90a; any
+       other build's body is a trap without the forward's 48 KiB of static shared memory) */
+    static int wgmma_ok(void) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(3).load() & bit)) return (mask(4).load() & bit) != 0;
+        int dev = 0, ok = cudaGetDevice(&dev) == cudaSuccess;
+        cudaDeviceProp p;
+        ok = ok && cudaGetDeviceProperties(&p, dev) == cudaSuccess && p.major == 9 && p.minor == 0;
+#ifndef GPT2RT_CUDA_EMU
+        cudaFuncAttributes fa;
+        ok = ok && cudaFuncGetAttributes(&fa, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>) == cudaSuccess &&
+             fa.sharedSizeBytes >= (size_t)(GPT2RT__CU_ATT_NWG + 4) * 8192;
+#endif
+        if (!ok) (void)cudaGetLastError();
+        if (ok) mask(4).fetch_or(bit);
+        mask(3).fetch_or(bit);
+        return ok;
+    }
+    static cudaError_t allow_smem(int smem_dkdv, int smem_dq) {
+        unsigned long long bit = device_bit();
+        if (bit && (mask(2).load() & bit)) return cudaSuccess;
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
+        mask(2).fetch_or(bit);
+        return cudaSuccess;
+    }
+    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH,
+                               int allow) {
+        float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
+        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
+            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, 0, s, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>)(out, lse, qkv, T, C, NH, scale_log2, TH);
+            GPT2RT__CU_LAUNCHED();
+            return cudaSuccess;
+        }
+        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(out, lse, qkv, T, C, NH, scale_log2, TH);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+    static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                int B, int T, int C, int NH, cudaStream_t s, int TH, int allow) {
+        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
+        float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
+        const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
+        GPT2RT__CU_TRY(allow_smem(smem_dkdv, smem_dq));
+        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
+            const unsigned long long bit = device_bit();
+            if (!bit || !(mask(5).load() & bit)) {
+                GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
+                GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM));
+                mask(5).fetch_or(bit);
+            }
+            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>)(
+                dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+            GPT2RT__CU_LAUNCHED();
+            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>)(
+                dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+            GPT2RT__CU_LAUNCHED();
+            return cudaSuccess;
+        }
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        GPT2RT__CU_LAUNCHED();
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+};
+template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<__nv_bfloat16> {};
+template <> struct gpt2rt__cu_attn_fast<__half> : gpt2rt__cu_attn_fast16<__half> {};
+
+/* fast path: 16-bit type, HS == 64, every pointer 16-byte aligned (the row strides C and 3C
+   are then multiples of 8 elements), kernels built for sm_80+. allow_fast: 0 forces the generic
+   path, GPT2RT__CU_ATT_MMA the mma.sync kernels, GPT2RT__CU_ATT_BEST (the launchers) also the
+   Hopper forward where it runs (the lab and the emulator's driver compare them) */
+template <typename X>
+static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b, const void *c, int allow_fast) {
+    return allow_fast && gpt2rt__cu_attn_fast<X>::available && C / NH == 64 &&
+           ((uintptr_t)a % 16 | (uintptr_t)b % 16 | (uintptr_t)c % 16) == 0 && gpt2rt__cu_attn_fast<X>::built();
+}
+static inline int gpt2rt__cu_attn_npl(int HS) { return HS <= 32 ? 1 : HS <= 64 ? 2 : HS <= 128 ? 4 : 8; }
+
+/* dr (NULL or off: none): the probabilities' dropout (7.1's mask, element ((b*NH + h)*T +
+   t)*T + s, as the CPU's attention); with a mask the generic path runs (the tensor-core
+   kernels have none) */
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_forward_impl(X *out, float *lse, const X *qkv, int B, int T, int C, int NH,
+                                                     cudaStream_t s, int allow_fast, const gpt2rt__drop *dr = NULL,
+                                                     int TH = 0) {
+    if (B <= 0 || T <= 0) return cudaSuccess;
+    if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    if (TH <= 0 || TH > T) TH = T; /* GPT-2's causal mask */
+    gpt2rt__drop nd;
+    memset(&nd, 0, sizeof nd);
+    if (dr && dr->on) { nd = *dr; allow_fast = 0; }
+    if (gpt2rt__cu_attn_use_fast<X>(C, NH, out, qkv, qkv, allow_fast))
+        return gpt2rt__cu_attn_fast<X>::forward(out, lse, qkv, B, T, C, NH, s, TH, allow_fast);
+    const int HS = C / NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
+    switch (gpt2rt__cu_attn_npl(HS)) {
+    case 1: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 1>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
+    case 2: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 2>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
+    case 4: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 4>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
+    default: GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_fwd_generic<X, 8>)(out, lse, qkv, B, T, C, NH, scale, nd, TH); break;
+    }
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_backward_impl(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
+                                                      float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
+                                                      int allow_fast, const gpt2rt__drop *dr = NULL, int TH = 0) {
+    if (B <= 0 || T <= 0) return cudaSuccess;
+    if (NH <= 0 || C <= 0 || C % NH != 0 || C / NH > 256) return cudaErrorInvalidValue;
+    if (TH <= 0 || TH > T) TH = T; /* GPT-2's causal mask */
+    gpt2rt__drop nd; /* D = rowsum(dout * out) holds with the mask too: out is the dropped output */
+    memset(&nd, 0, sizeof nd);
+    if (dr && dr->on) { nd = *dr; allow_fast = 0; }
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks((int64_t)B * T * NH * 32, 256), 256, 0, s, gpt2rt__cuk_attn_bwd_rowdot<X>)(scratch_D, dout, out, B, T, C, NH);
+    GPT2RT__CU_LAUNCHED();
+    if (gpt2rt__cu_attn_use_fast<X>(C, NH, dqkv, dout, qkv, allow_fast))
+        return gpt2rt__cu_attn_fast<X>::backward(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, s, TH, allow_fast);
+    const int HS = C / NH;
+    const float scale = 1.0f / sqrtf((float)HS);
+    const unsigned blocks = gpt2rt__cu_blocks((int64_t)B * NH * T * 32, 128);
+#define GPT2RT__CU_ATT_GENERIC_BWD(npl_) do { \
+        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dkdv_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd, TH); \
+        GPT2RT__CU_LAUNCHED(); \
+        GPT2RT__LAUNCH(blocks, 128, 0, s, gpt2rt__cuk_attn_bwd_dq_generic<X, npl_>)(dqkv, dout, qkv, lse, scratch_D, B, T, C, NH, scale, nd, TH); \
+        GPT2RT__CU_LAUNCHED(); } while (0)
+    switch (gpt2rt__cu_attn_npl(HS)) {
+    case 1: GPT2RT__CU_ATT_GENERIC_BWD(1); break;
+    case 2: GPT2RT__CU_ATT_GENERIC_BWD(2); break;
+    case 4: GPT2RT__CU_ATT_GENERIC_BWD(4); break;
+    default: GPT2RT__CU_ATT_GENERIC_BWD(8); break;
+    }
+#undef GPT2RT__CU_ATT_GENERIC_BWD
+    return cudaSuccess;
+}
+
+/* out (B,T,C), lse (B,NH,T) fp32 <- qkv (B,T,3C); dr: the probabilities' dropout or NULL;
+   TH: the placeholder mask's history (7.1), 0: causal */
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s,
+                                                const gpt2rt__drop *dr = NULL, int TH = 0) {
+    return gpt2rt__cu_attention_forward_impl<X>(out, lse, qkv, B, T, C, NH, s, GPT2RT__CU_ATT_BEST, dr, TH);
+}
+
+/* dqkv (B,T,3C) (overwritten) <- dout (B,T,C), qkv (B,T,3C), out (B,T,C), lse (B,NH,T);
+   scratch_D: B*NH*T floats, clobbered; dr: the forward's dropout mask or NULL */
+template <typename X>
+static cudaError_t gpt2rt__cu_attention_backward(X *dqkv, const X *dout, const X *qkv, const X *out, const float *lse,
+                                                 float *scratch_D, int B, int T, int C, int NH, cudaStream_t s,
+                                                 const gpt2rt__drop *dr = NULL, int TH = 0) {
+    return gpt2rt__cu_attention_backward_impl<X>(dqkv, dout, qkv, out, lse, scratch_D, B, T, C, NH, s, GPT2RT__CU_ATT_BEST, dr, TH);
+}
+
+/* ---- generation: attention over the KV cache (8.5's decode pass) ----
+   kc, vc (KB,KS,C) one layer's cache, heads side by side; qkv (N,3C) of N new tokens,
+   token i of cache row row[i] at position pos[i]. First kv_store writes every token's
+   k and v into the cache, then attention_cached lets token i attend to its row's
+   positions [0, pos[i]]: one block per (token, head), the scores in shared memory, fp32
+   throughout, the sums of the CPU's gpt2rt__cpu_attention_cached (max, exp, their sum,
+   the weighted values). Two launches, so every key of a prefill is in the cache before
+   any token reads it. A simple kernel: decode moves the cache once per step, and the
+   matrix products dominate at 124M. */
+template <typename floatX>
+__global__ void gpt2rt__cuk_kv_store(floatX *kc, floatX *vc, const floatX *qkv, const int32_t *row,
+                                     const int32_t *pos, int64_t N, int64_t KS, int64_t C) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N * C) return;
+    int64_t n = i / C, c = i - n * C, at = ((int64_t)row[n] * KS + pos[n]) * C + c;
+    kc[at] = qkv[n * 3 * C + C + c];
+    vc[at] = qkv[n * 3 * C + 2 * C + c];
+}
+
+#define GPT2RT__CU_KV_THREADS 128 /* a power of two: the block's tree reductions */
+template <typename floatX>
+__global__ void __launch_bounds__(GPT2RT__CU_KV_THREADS)
+gpt2rt__cuk_attention_cached(floatX *out, const floatX *qkv, const floatX *kc, const floatX *vc, const int32_t *row,
+                             const int32_t *pos, int64_t KS, int64_t C, int NH) {
+    extern __shared__ float gpt2rt__kv_sh[]; /* scores (KS), then the reduction (blockDim) */
+    float *sc = gpt2rt__kv_sh, *red = gpt2rt__kv_sh + KS;
+    int64_t i = blockIdx.x / NH, h = blockIdx.x % NH, HS = C / NH, t = pos[i];
+    int tid = threadIdx.x, nt = blockDim.x;
+    const floatX *q = qkv + i * 3 * C + h * HS;
+    const floatX *kr = kc + (int64_t)row[i] * KS * C + h * HS, *vr = vc + (int64_t)row[i] * KS * C + h * HS;
+    float scale = 1.0f / sqrtf((float)HS), mx = -INFINITY;
+    for (int64_t s = tid; s <= t; s += nt) {
+        float a = 0.0f;
+        for (int64_t j = 0; j < HS; j++) a += gpt2rt__cu_f(q[j]) * gpt2rt__cu_f(kr[s * C + j]);
+        sc[s] = a * scale;
+        mx = fmaxf(mx, sc[s]);
+    }
+    red[tid] = mx;
+    __syncthreads();
+    for (int w = nt / 2; w > 0; w >>= 1) {
+        if (tid < w) red[tid] = fmaxf(red[tid], red[tid + w]);
+        __syncthreads();
+    }
+    mx = red[0];
+    __syncthreads(); /* every thread has read red[0] before it is reused */
+    float sum = 0.0f;
+    for (int64_t s = tid; s <= t; s += nt) { sc[s] = expf(sc[s] - mx); sum += sc[s]; }
+    red[tid] = sum;
+    __syncthreads();
+    for (int w = nt / 2; w > 0; w >>= 1) {
+        if (tid < w) red[tid] += red[tid + w];
+        __syncthreads();
+    }
+    float inv = 1.0f / red[0];
+    for (int64_t j = tid; j < HS; j += nt) {
+        float y = 0.0f;
+        for (int64_t s = 0; s <= t; s++) y += sc[s] * inv * gpt2rt__cu_f(vr[s * C + j]);
+        out[i * C + h * HS + j] = gpt2rt__cu_to<floatX>(y);
+    }
+}
+
+/* out (N,C); the cache kc, vc (KB,KS,C) gets the N tokens' keys and values first */
+template <typename floatX>
+static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, floatX *kc, floatX *vc,
+                                               const int32_t *row, const int32_t *pos, int64_t N, int64_t KS,
+                                               int64_t C, int64_t NH, cudaStream_t stream) {
+    if (N <= 0) return cudaSuccess;
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(N * C, 256), 256, 0, stream, gpt2rt__cuk_kv_store<floatX>)(kc, vc, qkv, row, pos,
+                                                                                               N, KS, C);
+    GPT2RT__CU_LAUNCHED();
+    size_t smem = (size_t)(KS + GPT2RT__CU_KV_THREADS) * sizeof(float);
+    GPT2RT__LAUNCH((unsigned)(N * NH), GPT2RT__CU_KV_THREADS, smem, stream, gpt2rt__cuk_attention_cached<floatX>)(
+        out, qkv, kc, vc, row, pos, KS, C, (int)NH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+#endif /* GPT2RT__SRC_CUDA_ATTENTION_BACKWARD_CUH */

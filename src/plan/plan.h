@@ -1,0 +1,223 @@
+/* plan/plan.h - 3.3 Plan
+   may call: plan/activations.h and what it includes */
+#ifndef GPT2RT__SRC_PLAN_PLAN_H
+#define GPT2RT__SRC_PLAN_PLAN_H
+#include "activations.h"
+
+/* ==== 3.3 Plan ==== */
+
+#define GPT2RT__GIB(x) ((double)(x) / 1073741824.0)
+/* a size as "%.2f %s": KiB, MiB or GiB, whichever reads best */
+#define GPT2RT__SZ(x) gpt2rt__sz_val((uint64_t)(x)), gpt2rt__sz_unit((uint64_t)(x))
+static double gpt2rt__sz_val(uint64_t b) {
+    return b >= ((uint64_t)1 << 30) ? (double)b / 1073741824.0 : b >= ((uint64_t)1 << 20) ? (double)b / 1048576.0
+         : (double)b / 1024.0;
+}
+static const char *gpt2rt__sz_unit(uint64_t b) {
+    return b >= ((uint64_t)1 << 30) ? "GiB" : b >= ((uint64_t)1 << 20) ? "MiB" : "KiB";
+}
+#define GPT2RT__MIB(x) ((double)(x) / 1048576.0)
+
+/* What one device holds beyond the arenas, as gpt2rt_plan estimates it: the CUDA
+   context and cuBLASLt's own state, and NCCL's buffers with two devices. The CUDA
+   backend measures it (gpt2rt_plan_allocated); these are its round figures. */
+static uint64_t gpt2rt__overhead_estimate(const gpt2rt_config *c) {
+    if (c->backend != GPT2RT_BACKEND_CUDA) return 0;
+    return ((uint64_t)600 << 20) + (c->n_devices > 1 ? (uint64_t)256 << 20 : 0);
+}
+
+/* The advisor's coarse model of one optimizer step in seconds. Matrix products run
+   at a peak scaled by an efficiency that grows with the tokens of a micro-batch;
+   element-wise recompute and the update move bytes at memory bandwidth; each
+   layer's kernels cost a launch latency per micro-batch; two devices exchange
+   gradients (data parallel) or activations (layer split) over a link, and layer
+   split runs its devices one after the other. Round figures for an H100-class GPU
+   and a small multicore CPU: it ranks configurations, it does not promise times.
+   *flops gets the FLOPs of the step, recompute included. */
+/* One micro-batch's forward and backward on the layers of device dev, in seconds:
+   matrix products at peak FLOP/s scaled by the efficiency tok/(tok + half), the
+   element-wise traffic of recompute at bw bytes/s, a launch latency per layer.
+   *flops: its FLOPs (recompute included); *owned: the parameters it trains. */
+static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *dp, gpt2rt__span s, double peak, double bw,
+                                    double half, double launch, double *flops, double *owned) {
+    const gpt2rt__dims d = *dp;
+    double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
+    double layer = 72 * C * C + 12 * C * T, layer_fwd = 24 * C * C + 4 * C * T, head = 6 * (double)d.Vp * C;
+    if (d.patches) head = 6 * (double)(d.PL + d.H) * C; /* in_layer and out_layer, per patch */
+    if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
+    if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
+    if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
+    if (d.infer) { layer = layer_fwd; head /= 3; } /* the forward alone */
+    double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
+    if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
+    if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
+        bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
+    uint64_t b[GPT2RT_MEM_COUNT];
+    gpt2rt__layout(&d, &s, b, NULL);
+    *flops = f;
+    *owned = (double)b[GPT2RT_MEM_GRADS] / 4;
+    return f / (peak * eff) + bytes / bw + nl * launch;
+}
+
+static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    int cuda = d.cuda, n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    double peak = !cuda ? 1.5e11 : c->precision != GPT2RT_PRECISION_FP32 ? 4.0e14 : c->tf32 ? 2.0e14 : 4.0e13;
+    double bw = cuda ? 2.5e12 : 2.0e10, link = cuda ? 1.0e11 : 1.0e10, half = cuda ? 4096.0 : 128.0;
+    double launch = cuda ? 25 * 5e-6 : 0.0; /* per layer and micro-batch */
+    double C = (double)d.C, tok = (double)d.BT;
+    double t_micro = 0.0, f_micro = 0.0, owned_max = 0.0;
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
+    for (int dev = 0; dev < (split ? n : 1); dev++) {
+        double f, owned;
+        t_micro += gpt2rt__predict_micro(c, &d, sp[dev], peak, bw, half, launch, &f, &owned);
+        f_micro += f;
+        if (owned > owned_max) owned_max = owned;
+    }
+    if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
+    /* AdamW: p, g, m, v in and out, over this rank's shard with ZeRO-1 (whose reduce-scatter
+       and all-gather move what the all-reduce below does) */
+    double t = c->grad_accum * t_micro + owned_max / d.shards * (32.0 + d.wb) / bw;
+    if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
+    if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
+    return t;
+}
+
+/* The step-time model of gpt2rt_plan_step_time (its formulas are the manual's).
+   Data parallel over N ranks: every rank runs grad_accum micro-batches; a ring
+   all-reduce sends 2(N-1)/N of the gradient bytes G per rank, in buckets of 25 MiB
+   (PyTorch DDP's default) that start while the backward of the last micro-batch goes
+   on, so all of it but the last bucket can hide behind that backward. Sharded
+   (ZeRO-1): a reduce-scatter of (N-1)/N G (hidden the same way), the update of 1/N
+   of the parameters, then an all-gather of (N-1)/N of the weights W, which nothing
+   hides. Layer split over S stages, GPipe with m = grad_accum micro-batches: the
+   step is (m + S - 1) stage times, the S - 1 extra being the bubble; each
+   micro-batch sends its activations (B,T,C) forward and their gradient back over
+   each boundary, not overlapped. */
+static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw, int sharded, gpt2rt_step_time *st) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    double peak = c->precision != GPT2RT_PRECISION_FP32 ? hw->flops_16 : c->tf32 ? hw->flops_tf32 : hw->flops_fp32;
+    double half = hw->half_tokens > 0 ? hw->half_tokens : 4096.0, launch = 25 * 5e-6, link = hw->link_bw;
+    double bucket = 25.0 * 1048576.0;
+    int n = c->n_devices, split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    int ranks = c->parallel == GPT2RT_PARALLEL_DATA ? n * c->world_size : 1, m = c->grad_accum;
+    double f, owned, t_stage = 0.0, owned_max = 0.0, t_all = 0.0, owned_all = 0.0;
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
+    memset(st, 0, sizeof *st);
+    for (int dev = 0; dev < (split ? n : 1); dev++) {
+        double t = gpt2rt__predict_micro(c, &d, sp[dev], peak, hw->mem_bw, half, launch, &f, &owned);
+        if (t > t_stage) t_stage = t;
+        if (owned > owned_max) owned_max = owned;
+        t_all += t;
+        owned_all += owned;
+    }
+    double adam = (32.0 + d.wb) / hw->mem_bw; /* s per parameter: p, g, m, v in and out */
+    uint64_t b[GPT2RT_MEM_COUNT];
+    gpt2rt__span whole = gpt2rt__span_of(c, 0);
+    gpt2rt__layout(&d, &whole, b, NULL);
+    double G = (double)b[GPT2RT_MEM_GRADS], W = (double)b[GPT2RT_MEM_WEIGHTS];
+    st->compute = m * t_stage;
+    st->update = owned_max * adam;
+    if (c->parallel == GPT2RT_PARALLEL_DATA && ranks > 1) {
+        double share = (double)(ranks - 1) / ranks, t_bwd = t_stage * 2.0 / 3.0; /* backward: 2/3 of the FLOPs */
+        st->comm_bytes = (sharded ? 1.0 : 2.0) * share * G;
+        st->comm = st->comm_bytes / link;
+        double last = (G < bucket ? 1.0 : bucket / G) * st->comm; /* the last bucket waits for the backward's end */
+        st->hidden = st->comm - last < t_bwd ? st->comm - last : t_bwd;
+        if (sharded) {
+            st->update /= ranks;
+            st->gather = share * W / link;
+            st->comm_bytes += share * W;
+        }
+    } else if (split) {
+        double act = (double)d.BT * d.C * d.ab;
+        st->comm_bytes = m * 2.0 * act;
+        st->comm = st->comm_bytes / link;
+        st->bubble = (n - 1) * (t_stage + 2.0 * act / link);
+    }
+    st->total = st->compute + st->update + st->comm - st->hidden + st->bubble + st->gather;
+    /* one device, the same global batch: every micro-batch of every rank through every layer */
+    st->one_device = t_all * m * ranks + owned_all * adam;
+}
+
+static const char *gpt2rt__precision_name(gpt2rt_precision p) {
+    return p == GPT2RT_PRECISION_BF16 ? "bf16" : p == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32";
+}
+
+/* "none", "selective", "full (every 3rd layer input)" */
+static const char *gpt2rt__recompute_name(const gpt2rt_config *c, char *buf, size_t cap) {
+    if (c->recompute == GPT2RT_RECOMPUTE_SELECTIVE) return "selective";
+    if (c->recompute != GPT2RT_RECOMPUTE_FULL) return "none";
+    snprintf(buf, cap, "full, checkpoint every %d layer%s", c->checkpoint_every, c->checkpoint_every > 1 ? "s" : "");
+    return buf;
+}
+
+static const char *gpt2rt__parallel_name(gpt2rt_parallel p) {
+    return p == GPT2RT_PARALLEL_DATA ? "data parallel" : p == GPT2RT_PARALLEL_LAYER_SPLIT ? "layer split" : "one device";
+}
+
+/* Layer split, what each backend allocates per device beyond the spans' arenas of
+   gpt2rt__layout: GPipe keeps the activations of all grad_accum micro-batches in flight.
+   CUDA (8.7): each stage its span's arenas and grad_accum - 1 further activation sets of
+   its span. CPU (10.2): the stages share the host, so device 0 holds one device's arenas
+   of the whole model and the grad_accum - 1 further sets of those, device s > 0 the
+   transient and workspace of its stage thread. bytes: the spans' layouts on entry. */
+static gpt2rt_result gpt2rt__plan_split(const gpt2rt_config *c, const gpt2rt__dims *d,
+                                        uint64_t bytes[GPT2RT_MAX_DEVICES][GPT2RT_MEM_COUNT], char *err, size_t cap) {
+    uint64_t m = (uint64_t)c->grad_accum;
+    if (c->parallel != GPT2RT_PARALLEL_LAYER_SPLIT) return GPT2RT_OK;
+    if (!d->cuda) {
+        gpt2rt__span whole;
+        whole.l0 = 0; whole.l1 = d->L; whole.first = whole.last = 1;
+        gpt2rt__layout(d, &whole, bytes[0], NULL);
+        for (int dev = 1; dev < c->n_devices; dev++)
+            for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+                bytes[dev][i] = i == GPT2RT_MEM_TRANSIENT || i == GPT2RT_MEM_WORKSPACE ? bytes[0][i] : 0;
+    }
+    for (int dev = 0; dev < (d->cuda ? c->n_devices : 1); dev++) {
+        uint64_t a = bytes[dev][GPT2RT_MEM_ACTIVATIONS];
+        if (a > UINT64_MAX / m) {
+            snprintf(err, cap, "parallel = LAYER_SPLIT keeps grad_accum = %d micro-batches of activations in flight "
+                     "(GPipe): %d x %llu bytes on device %d = %.3g bytes, past 2^64 (a micro-batch's activations "
+                     "at batch_size = %d, seq_len = %d, n_embd = %d); lower grad_accum, batch_size or seq_len",
+                     c->grad_accum, c->grad_accum, (unsigned long long)a, dev, (double)a * (double)m, c->batch_size,
+                     c->seq_len, c->n_embd);
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        bytes[dev][GPT2RT_MEM_ACTIVATIONS] = a * m;
+    }
+    return GPT2RT_OK;
+}
+
+/* device dev's total: its categories, then the overhead, each sum checked against 2^64 */
+static gpt2rt_result gpt2rt__plan_total(gpt2rt_memory_plan *plan, int dev, char *err, size_t cap) {
+    uint64_t t = 0;
+    double all = 0.0;
+    int wrapped = 0;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan->bytes[dev][i];
+        all += (double)b;
+        wrapped |= b > UINT64_MAX - t;
+        t += b;
+    }
+    wrapped |= plan->overhead[dev] > UINT64_MAX - t;
+    if (!wrapped) { plan->total[dev] = t; return GPT2RT_OK; }
+    snprintf(err, cap, "device %d needs %.3g bytes, past 2^64 (weights %.3g, grads %.3g, moments %.3g, activations "
+             "%.3g, logits %.3g, kvcache %.3g bytes); lower batch_size, seq_len or the model", dev,
+             all + (double)plan->overhead[dev], (double)plan->bytes[dev][GPT2RT_MEM_WEIGHTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_GRADS], (double)plan->bytes[dev][GPT2RT_MEM_MOMENTS],
+             (double)plan->bytes[dev][GPT2RT_MEM_ACTIVATIONS], (double)plan->bytes[dev][GPT2RT_MEM_LOGITS],
+             (double)plan->bytes[dev][GPT2RT_MEM_KVCACHE]);
+    return GPT2RT_ERR_INVALID_ARGUMENT;
+}
+
+static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
+    uint64_t m = 0;
+    for (int dev = 0; dev < p->n_devices; dev++)
+        if (p->total[dev] + p->overhead[dev] > m || !dev) { m = p->total[dev] + p->overhead[dev]; if (at) *at = dev; }
+    return m;
+}
+
+#endif /* GPT2RT__SRC_PLAN_PLAN_H */
