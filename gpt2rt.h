@@ -1480,6 +1480,19 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #error "gpt2rt.h: little-endian hosts only (safetensors files are little-endian, read and written with memcpy)"
 #endif
 
+/* AUTO's choice (config/config.h): CUDA when the implementation was compiled with it and a
+   device is present; compiled without CUDA, AUTO picks the CPU and gpt2rt_create refuses
+   backend = CUDA (cuda.h) */
+#if GPT2RT__CUDA
+static int gpt2rt__cuda_present(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
+}
+#else
+static int gpt2rt__cuda_present(void) { return 0; }
+#endif
+
 /* ==== 1. Common ==== */
 
 /* ==== 1.1 Threads, compiler helpers ==== */
@@ -2228,10 +2241,6 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (!c->grad_accum) c->grad_accum = 1;
     if (c->kv_batch && !c->kv_len) c->kv_len = c->max_seq_len;
 }
-
-/* AUTO's choice: CUDA when the implementation was compiled with it and a device is
-   present (the end of section 8) */
-static int gpt2rt__cuda_present(void);
 
 /* backend, precision and memory */
 static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
@@ -17771,16 +17780,8 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
 
 #undef GPT2RT__CU_CK
 
-static int gpt2rt__cuda_present(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-    return n > 0;
-}
-
 #else
-/* compiled without CUDA: AUTO picks the CPU, and gpt2rt_create refuses backend = CUDA */
-static int gpt2rt__cuda_present(void) { return 0; }
-
+/* compiled without CUDA: gpt2rt_create refuses backend = CUDA */
 static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     (void)plan;
     return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "

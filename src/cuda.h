@@ -27,9 +27,7 @@
 #include "cuda/comm.cuh"
 #include "cuda/stages.cuh"
 #else
-/* compiled without CUDA: AUTO picks the CPU, and gpt2rt_create refuses backend = CUDA */
-static int gpt2rt__cuda_present(void) { return 0; }
-
+/* compiled without CUDA: gpt2rt_create refuses backend = CUDA */
 static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     (void)plan;
     return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "

@@ -529,10 +529,4 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
 
 #undef GPT2RT__CU_CK
 
-static int gpt2rt__cuda_present(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-    return n > 0;
-}
-
 #endif /* GPT2RT__SRC_CUDA_STAGES_CUH */
