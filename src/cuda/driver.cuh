@@ -131,7 +131,7 @@
    saves and param_read download what the device moved on (host_stale) or read the
    device (gradients, moments); param_write uploads.
    The model itself is 7.3's driver (gpt2rt__model_forward / _backward, which owns the
-   layer loop and the recompute schedule for every backend) over gpt2rt__cu_backend,
+   layer loop and the recompute schedule for every backend) over gpt2rt__cu_layers,
    whose steps dispatch on st->xt to the templates here, with ax = st->dev, the shadow
    context whose arenas are the device's.
 */

@@ -72,7 +72,7 @@ static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
     gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const int64_t BT = d->BT;
     const size_t act = (size_t)(BT * d->C * d->ab);
     cudaStream_t cs = st->stream;
@@ -125,7 +125,7 @@ static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
     gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const size_t act = (size_t)(d->BT * d->C * d->ab);
     st->phase = "layer split backward";
     st->layer = -1;
@@ -526,7 +526,5 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
 }
 #undef GPT2RT__LS_CU_BY_TYPE
 #endif /* GPT2RT__COMM_THREADS */
-
-#undef GPT2RT__CU_CK
 
 #endif /* GPT2RT__SRC_CUDA_STAGES_CUH */
