@@ -2449,51 +2449,88 @@ typedef struct gpt2rt__cap_rule {
 } gpt2rt__cap_rule;
 
 static const gpt2rt__cap_rule gpt2rt__caps[] = {
-    {GPT2RT__CAP_CUDA, 0, 0, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
-     "bf16 weights are the CPU backend's", "backend = GPT2RT_BACKEND_CPU"},
-    {0, 0, GPT2RT__CAP_PATCHES, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
-     "bf16 weights serve token generation, not patches", "inference_weights = FP32 for time series"},
-    {0, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_INFER, 0, GPT2RT__CAP_PLAN,
-     "an inference context runs on one device", "parallel = NONE (one device)"},
-    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, GPT2RT__CAP_CHUNK, 0, GPT2RT__CAP_PLAN,
-     "the stages compute the full logits", "classifier_chunk = 0, or one device, or parallel = DATA"},
-    {0, GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, 0, 0, GPT2RT__CAP_PLAN,
-     "layer split divides the layers over the devices of one process",
-     "parallel = DATA over the {world_size} processes, or one process of n_devices stages"},
-    {0, GPT2RT__CAP_SPLIT, 0, 0, 0, GPT2RT__CAP_DROPOUT, 0, GPT2RT__CAP_CREATE,
-     "the stages run several micro-batches at once, and a context draws one forward's masks",
-     "dropout, attn_dropout and head_dropout = 0, or parallel = DATA"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "CUDA data parallel runs the devices of one process, not several processes",
-     "one process (world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU"},
-    {GPT2RT__CAP_CPU, GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "CPU processes reduce with MPI, one rank each", "{world_x_devices} processes of n_devices = 1"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, GPT2RT__CAP_PATCHES, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "the CUDA stages feed tokens", "one device, or backend = GPT2RT_BACKEND_CPU"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0,
-     GPT2RT__CAP_CREATE, "aLLM4TS's heads run on one CUDA device",
-     "parallel = GPT2RT_PARALLEL_NONE, or backend = GPT2RT_BACKEND_CPU for data parallel"},
-    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "the last stage's loss needs the patches and RevIN statistics the first stage computes",
-     "parallel = GPT2RT_PARALLEL_DATA over the {n_devices} devices, or GPT2RT_PARALLEL_NONE"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_KV, 0,
-     GPT2RT__CAP_CREATE, "CUDA generation runs on one device", "parallel = NONE, or kv_batch = 0"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, 0, 0, 0, 0,
-     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_BACKWARD | GPT2RT__CAP_CALL_UPDATE | GPT2RT__CAP_CALL_LOGITS |
-     GPT2RT__CAP_CALL_WEIGHTS_LOAD | GPT2RT__CAP_CALL_WEIGHTS_SAVE | GPT2RT__CAP_CALL_STATE_SAVE |
-     GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_PARAM_WRITE, GPT2RT__CAP_CALL,
-     "the CUDA stages run gpt2rt_step and gpt2rt_param_read only", "gpt2rt_step, or backend = CPU"},
-    {0, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, GPT2RT__CAP_SHARD,
-     GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ |
-     GPT2RT__CAP_CALL_GRAD_READ, GPT2RT__CAP_CALL,
-     "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
-     "processes is not written",
-     "shard_optimizer = 0 to save or read them"},
-    {GPT2RT__CAP_CPU, 0, 0, 0, 0, GPT2RT__CAP_W16,
-     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_SAVE, GPT2RT__CAP_CALL,
-     "the call is written for fp32 weights (the logits come from gpt2rt_forward); gpt2rt_generate and "
-     "gpt2rt_param_read serve bf16 ones",
-     "inference_weights = FP32"}
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ 0, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_W16, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "bf16 weights are the CPU backend's",
+     /* .instead = */ "backend = GPT2RT_BACKEND_CPU"},
+    {/* .backends = */ 0, /* .modes = */ 0, /* .inputs = */ GPT2RT__CAP_PATCHES, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_W16, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "bf16 weights serve token generation, not patches",
+     /* .instead = */ "inference_weights = FP32 for time series"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_MANY, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_INFER, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "an inference context runs on one device",
+     /* .instead = */ "parallel = NONE (one device)"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, /* .inputs = */ 0,
+     /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_CHUNK, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "the stages compute the full logits",
+     /* .instead = */ "classifier_chunk = 0, or one device, or parallel = DATA"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT_PROCS, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "layer split divides the layers over the devices of one process",
+     /* .instead = */ "parallel = DATA over the {world_size} processes, or one process of n_devices stages"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_DROPOUT, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "the stages run several micro-batches at once, and a context draws one forward's masks",
+     /* .instead = */ "dropout, attn_dropout and head_dropout = 0, or parallel = DATA"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, /* .inputs = */ 0,
+     /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "CUDA data parallel runs the devices of one process, not several processes",
+     /* .instead = */ "one process (world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU"},
+    {/* .backends = */ GPT2RT__CAP_CPU, /* .modes = */ GPT2RT__CAP_PROCS_DEV, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "CPU processes reduce with MPI, one rank each",
+     /* .instead = */ "{world_x_devices} processes of n_devices = 1"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_SPLIT, /* .inputs = */ GPT2RT__CAP_PATCHES,
+     /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "the CUDA stages feed tokens",
+     /* .instead = */ "one device, or backend = GPT2RT_BACKEND_CPU"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_MANY, /* .inputs = */ 0,
+     /* .heads = */ GPT2RT__CAP_SEQ_HEADS, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "aLLM4TS's heads run on one CUDA device",
+     /* .instead = */ "parallel = GPT2RT_PARALLEL_NONE, or backend = GPT2RT_BACKEND_CPU for data parallel"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, /* .inputs = */ 0,
+     /* .heads = */ GPT2RT__CAP_SEQ_HEADS, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "the last stage's loss needs the patches and RevIN statistics the first stage computes",
+     /* .instead = */ "parallel = GPT2RT_PARALLEL_DATA over the {n_devices} devices, or GPT2RT_PARALLEL_NONE"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_MANY, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_KV, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "CUDA generation runs on one device",
+     /* .instead = */ "parallel = NONE, or kv_batch = 0"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_SPLIT, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ 0,
+     /* .calls = */ GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_BACKWARD | GPT2RT__CAP_CALL_UPDATE |
+         GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_LOAD | GPT2RT__CAP_CALL_WEIGHTS_SAVE |
+         GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_PARAM_WRITE,
+     /* .stage = */ GPT2RT__CAP_CALL,
+     /* .why = */ "the CUDA stages run gpt2rt_step and gpt2rt_param_read only",
+     /* .instead = */ "gpt2rt_step, or backend = CPU"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_SHARD,
+     /* .calls = */ GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ |
+         GPT2RT__CAP_CALL_GRAD_READ, /* .stage = */ GPT2RT__CAP_CALL,
+     /* .why = */
+         "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
+         "processes is not written",
+     /* .instead = */ "shard_optimizer = 0 to save or read them"},
+    {/* .backends = */ GPT2RT__CAP_CPU, /* .modes = */ 0, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_W16,
+     /* .calls = */ GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_SAVE,
+     /* .stage = */ GPT2RT__CAP_CALL,
+     /* .why = */ "the call is written for fp32 weights (the logits come from gpt2rt_forward); gpt2rt_generate and "
+         "gpt2rt_param_read serve bf16 ones",
+     /* .instead = */ "inference_weights = FP32"}
 };
 #define GPT2RT__CAP_N_RULES ((int)(sizeof gpt2rt__caps / sizeof gpt2rt__caps[0]))
 
@@ -11256,12 +11293,32 @@ static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r,
 }
 
 static const gpt2rt__backend gpt2rt__cpu_backend = {
-    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
-    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy,
-    gpt2rt__cpu_forward, gpt2rt__cpu_forward_series, gpt2rt__cpu_backward, gpt2rt__cpu_update, gpt2rt__cpu_zero_grads,
-    gpt2rt__cpu_logits, gpt2rt__cpu_predictions, gpt2rt__cpu_dp_reduce, gpt2rt__cpu_host_weights, gpt2rt__cpu_upload,
-    gpt2rt__cpu_shard_read, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
-    gpt2rt__cpu_release, gpt2rt__cpu_release, gpt2rt__cpu_decode};
+    /* .embed_forward  = */ gpt2rt__cpu_embed_forward,
+    /* .layer_forward  = */ gpt2rt__cpu_layer_forward,
+    /* .head_forward   = */ gpt2rt__cpu_head_forward,
+    /* .head_backward  = */ gpt2rt__cpu_head_backward,
+    /* .layer_backward = */ gpt2rt__cpu_layer_backward,
+    /* .embed_backward = */ gpt2rt__cpu_embed_backward,
+    /* .copy           = */ gpt2rt__cpu_copy,
+    /* .forward        = */ gpt2rt__cpu_forward,
+    /* .forward_series = */ gpt2rt__cpu_forward_series,
+    /* .backward       = */ gpt2rt__cpu_backward,
+    /* .update         = */ gpt2rt__cpu_update,
+    /* .zero_grads     = */ gpt2rt__cpu_zero_grads,
+    /* .logits         = */ gpt2rt__cpu_logits,
+    /* .predictions    = */ gpt2rt__cpu_predictions,
+    /* .dp_reduce      = */ gpt2rt__cpu_dp_reduce,
+    /* .host_weights   = */ gpt2rt__cpu_host_weights,
+    /* .upload         = */ gpt2rt__cpu_upload,
+    /* .shard_read     = */ gpt2rt__cpu_shard_read,
+    /* .param_read     = */ gpt2rt__cpu_param_read,
+    /* .allocated      = */ gpt2rt__cpu_allocated,
+    /* .dp_rank        = */ gpt2rt__cpu_dp_rank,
+    /* .dp_open        = */ gpt2rt__cpu_dp_open,
+    /* .release_shared = */ gpt2rt__cpu_release,
+    /* .release        = */ gpt2rt__cpu_release,
+    /* .decode         = */ gpt2rt__cpu_decode
+};
 
 /* ==== 8. CUDA backend ==== */
 
@@ -17494,8 +17551,14 @@ static gpt2rt_result gpt2rt__ls_cu_end(gpt2rt_ctx *ctx) {
 }
 
 static const gpt2rt__ls_ops gpt2rt__ls_cu_ops = {
-    gpt2rt__ls_cu_free, gpt2rt__ls_cu_begin, gpt2rt__ls_cu_stage, gpt2rt__ls_cu_end, gpt2rt__ls_cu_update,
-    gpt2rt__ls_cu_param_read, gpt2rt__ls_cu_allocated};
+    /* .release    = */ gpt2rt__ls_cu_free,
+    /* .begin      = */ gpt2rt__ls_cu_begin,
+    /* .stage      = */ gpt2rt__ls_cu_stage,
+    /* .end        = */ gpt2rt__ls_cu_end,
+    /* .update     = */ gpt2rt__ls_cu_update,
+    /* .param_read = */ gpt2rt__ls_cu_param_read,
+    /* .allocated  = */ gpt2rt__ls_cu_allocated
+};
 
 /* gpt2rt_create, CUDA layer split (ctx->cfg resolved): the memory budget against each
    device's plan and the further activation sets, the host table and fp32 weights,
@@ -18328,9 +18391,20 @@ static gpt2rt_result gpt2rt__one_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
 static void gpt2rt__one_close(gpt2rt_ctx *ctx) { (void)ctx; }
 
 static const gpt2rt__exec gpt2rt__ex_one = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__one_allocated, gpt2rt__one_open, gpt2rt__one_close};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__one_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__one_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__one_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__one_allocated,
+    /* .open       = */ gpt2rt__one_open,
+    /* .close      = */ gpt2rt__one_close
+};
 
 /* ==== 10.1 Data parallel ==== */
 /* A rank of data parallel is an ordinary context whose comm has size > 1: the
@@ -18744,9 +18818,20 @@ static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
 }
 
 static const gpt2rt__exec gpt2rt__ex_ranks = {
-    gpt2rt__dp_slices, gpt2rt__dp_forward, gpt2rt__dp_backward, gpt2rt__dp_update, gpt2rt__dp_step,
-    gpt2rt__dp_output, gpt2rt__dp_param_read, gpt2rt__dp_state_in, gpt2rt__dp_state_out, gpt2rt__dp_sync,
-    gpt2rt__dp_allocated, gpt2rt__dp_open, gpt2rt__dp_close};
+    /* .slices     = */ gpt2rt__dp_slices,
+    /* .forward    = */ gpt2rt__dp_forward,
+    /* .backward   = */ gpt2rt__dp_backward,
+    /* .update     = */ gpt2rt__dp_update,
+    /* .step       = */ gpt2rt__dp_step,
+    /* .output     = */ gpt2rt__dp_output,
+    /* .param_read = */ gpt2rt__dp_param_read,
+    /* .state_in   = */ gpt2rt__dp_state_in,
+    /* .state_out  = */ gpt2rt__dp_state_out,
+    /* .sync       = */ gpt2rt__dp_sync,
+    /* .allocated  = */ gpt2rt__dp_allocated,
+    /* .open       = */ gpt2rt__dp_open,
+    /* .close      = */ gpt2rt__dp_close
+};
 
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
@@ -19016,9 +19101,20 @@ static void gpt2rt__ls_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan
 }
 
 static const gpt2rt__exec gpt2rt__ex_stages = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__ls_step,
-    gpt2rt__one_output, gpt2rt__ls_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__ls_allocated, gpt2rt__ls_open, gpt2rt__ls_free};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__one_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__ls_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__ls_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__ls_allocated,
+    /* .open       = */ gpt2rt__ls_open,
+    /* .close      = */ gpt2rt__ls_free
+};
 
 /* ==== 10.3 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
@@ -19672,9 +19768,20 @@ static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
 
 /* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
 static const gpt2rt__exec gpt2rt__ex_procs = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__one_allocated, gpt2rt__proc_open, gpt2rt__proc_close};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__proc_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__one_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__proc_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__one_allocated,
+    /* .open       = */ gpt2rt__proc_open,
+    /* .close      = */ gpt2rt__proc_close
+};
 
 /* ==== 11. Public calls ==== */
 

@@ -408,8 +408,14 @@ static gpt2rt_result gpt2rt__ls_cu_end(gpt2rt_ctx *ctx) {
 }
 
 static const gpt2rt__ls_ops gpt2rt__ls_cu_ops = {
-    gpt2rt__ls_cu_free, gpt2rt__ls_cu_begin, gpt2rt__ls_cu_stage, gpt2rt__ls_cu_end, gpt2rt__ls_cu_update,
-    gpt2rt__ls_cu_param_read, gpt2rt__ls_cu_allocated};
+    /* .release    = */ gpt2rt__ls_cu_free,
+    /* .begin      = */ gpt2rt__ls_cu_begin,
+    /* .stage      = */ gpt2rt__ls_cu_stage,
+    /* .end        = */ gpt2rt__ls_cu_end,
+    /* .update     = */ gpt2rt__ls_cu_update,
+    /* .param_read = */ gpt2rt__ls_cu_param_read,
+    /* .allocated  = */ gpt2rt__ls_cu_allocated
+};
 
 /* gpt2rt_create, CUDA layer split (ctx->cfg resolved): the memory budget against each
    device's plan and the further activation sets, the host table and fp32 weights,
