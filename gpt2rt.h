@@ -10594,6 +10594,32 @@ static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, i
     return dr;
 }
 
+/* ---- the head: one dispatch for every backend ----
+   What the config's head makes of lnf, the output of ln_f and the head dropout: one
+   matrix product lnf (rows, k) -> (rows, n) into the logits arena, by out_layer's
+   weights and bias or by the tied wte; the backends' head_forward and head_backward
+   (7.3, 8.5) take the kind and the product's shape from here. */
+typedef enum {
+    GPT2RT__HEAD_SEQ,     /* aLLM4TS's sequence heads: out_layer at every position, (BT,C) -> (BT,PL);
+                             PATCH_DECODE's placeholders' rows are gathered to yn (B,H) */
+    GPT2RT__HEAD_SERIES,  /* REGRESSION: out_layer on each series' flattened (T,C) states, (B, T*C) -> (B,H) */
+    GPT2RT__HEAD_LM,      /* the tied LM head, no bias: (BT,C) -> logits (BT,Vp) */
+    GPT2RT__HEAD_CHUNKED  /* the LM head by classifier_chunk: the logits come chunk by chunk with the loss */
+} gpt2rt__head_kind;
+
+typedef struct gpt2rt__head {
+    gpt2rt__head_kind kind;
+    int64_t rows, k, n; /* the product's shape: lnf (rows, k), its output (rows, n) */
+} gpt2rt__head;
+
+static gpt2rt__head gpt2rt__head_of(const gpt2rt__dims *d) {
+    gpt2rt__head h;
+    if (d->seqhead) { h.kind = GPT2RT__HEAD_SEQ; h.rows = d->BT; h.k = d->C; h.n = d->PL; }
+    else if (d->patches) { h.kind = GPT2RT__HEAD_SERIES; h.rows = d->B; h.k = d->T * d->C; h.n = d->H; }
+    else { h.kind = d->hc < d->BT ? GPT2RT__HEAD_CHUNKED : GPT2RT__HEAD_LM; h.rows = d->BT; h.k = d->C; h.n = d->Vp; }
+    return h;
+}
+
 /* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
    Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
    token's lse and loss as the whole-batch path computes them, and, in the backward or
@@ -10714,16 +10740,12 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
-    if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
-                     d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
-        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
-    } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
-                     d->T * d->C, d->H, ctx->gemm_ws, d->nt));
-    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT,
-                     d->C, d->Vp, ctx->gemm_ws, d->nt));
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
+    int tied = h.kind == GPT2RT__HEAD_LM;
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, tied ? p.wte : p.outw,
+                 tied ? NULL : p.outb, h.rows, h.k, h.n, ctx->gemm_ws, d->nt));
+    if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     return GPT2RT_OK;
 }
 
@@ -10732,28 +10754,27 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int64_t BT = d->BT, C = d->C;
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
-        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
-        else {
-            float *yn = gpt2rt__ts_yn(ctx);
-            gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
-            gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
-        }
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
-                     ctx->lnf, p.outw, BT, C, d->PL, ctx->gemm_ws, nt));
-    } else if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
+    gpt2rt__head h = gpt2rt__head_of(d);
+    /* the gradient of the loss at the product's output (rows, n), in place */
+    if (h.kind == GPT2RT__HEAD_SEQ && d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
+        gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+    else if (h.kind == GPT2RT__HEAD_SEQ) {
+        float *yn = gpt2rt__ts_yn(ctx);
+        gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
+        gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
+    } else if (h.kind == GPT2RT__HEAD_SERIES) /* MSE through the de-normalisation */
         gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
                                 dloss, d);
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
-                     ctx->lnf, p.outw, d->B, d->T * C, d->H, ctx->gemm_ws, nt));
-    } else if (d->hc < BT) {
-        gpt2rt__cpu_head_chunked_backward(ctx, dloss);
-    } else {
+    else if (h.kind == GPT2RT__HEAD_LM)
         GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets,
                      dloss, BT, d->V, d->Vp, nt));
-        /* LM head (tied): dlnf -> dbuf */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits,
-                     ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt));
+    /* the product's backward: dlnf -> dbuf (the chunks do it chunk by chunk) */
+    if (h.kind == GPT2RT__HEAD_CHUNKED) gpt2rt__cpu_head_chunked_backward(ctx, dloss);
+    else {
+        int tied = h.kind == GPT2RT__HEAD_LM;
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, tied ? g.wte : g.outw,
+                     tied ? NULL : g.outb, ctx->logits, ctx->lnf, tied ? p.wte : p.outw, h.rows, h.k, h.n,
+                     ctx->gemm_ws, nt));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt));
@@ -15722,22 +15743,16 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                   d->BT, d->C, st->stream));
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(lnf, lnf, &dr, d->BT * d->C, st->stream));
-    if (d->seqhead) {
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
-                                                d->C, d->PL, st->mm_err, sizeof st->mm_err));
-        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
-            GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
-    } else if (d->patches)
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->B,
-                                                d->T * d->C, d->H, st->mm_err, sizeof st->mm_err));
-    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
-                                                d->BT, d->C, d->Vp, st->mm_err, sizeof st->mm_err));
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
+    int tied = h.kind == GPT2RT__HEAD_LM;
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
+                                            tied ? gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE))
+                                                 : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
+                                            tied ? NULL : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)),
+                                            h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
+        GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
     return GPT2RT_OK;
 }
 
@@ -15815,13 +15830,13 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf;
     st->layer = -1;
-    if (d->patches) { /* dyn (B,H) in place, then out_layer: dlnf (B, T*C) -> dbuf; sequence heads:
-                         dout (BT,PL) from the next patches or the placeholders' dyn, then
-                         out_layer at every position: dlnf (BT,C) -> dbuf */
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_SEQ || h.kind == GPT2RT__HEAD_SERIES) { /* dyn (B,H) in place, then out_layer:
+                         dlnf (B, T*C) -> dbuf; sequence heads: dout (BT,PL) from the next patches or the
+                         placeholders' dyn, then out_layer at every position: dlnf (BT,C) -> dbuf */
         const gpt2rt__tensor *ow = gpt2rt__ts_tensor(ctx, GPT2RT__OUTW), *ob = gpt2rt__ts_tensor(ctx, GPT2RT__OUTB);
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
-        X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
-        int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
+        X *yn = h.kind == GPT2RT__HEAD_SEQ ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
         if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
             GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
         else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
@@ -15831,11 +15846,11 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
-                                                            st->acc ? st->red : NULL, logits, dv->lnf, rows, k, n,
-                                                            st->acc, st->mm_err, sizeof st->mm_err));
+                                                            st->acc ? st->red : NULL, logits, dv->lnf, h.rows, h.k,
+                                                            h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, ow), NULL,
-                                                       rows, k, n, st->mm_err, sizeof st->mm_err));
-    } else if (d->hc < BT) { /* classifier_chunk: the chunks again, unless gpt2rt_step's forward ran them */
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    } else if (h.kind == GPT2RT__HEAD_CHUNKED) { /* the chunks again, unless gpt2rt_step's forward ran them */
         if (!st->dlogits_ready) GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, 1, dloss));
         st->dlogits_ready = 0;
     } else { /* LM head (tied): dlnf -> dbuf */
@@ -15846,10 +15861,10 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         st->dlogits_ready = 0;
         float *g_wte = gpt2rt__cu_grad_of(st, wte);
         if (g_wte)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, BT, C,
-                                                            d->Vp, st->acc, st->mm_err, sizeof st->mm_err));
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, h.rows,
+                                                            h.k, h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, wte), NULL,
-                                                       BT, C, d->Vp, st->mm_err, sizeof st->mm_err));
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dbuf, &dr, BT * C, s));

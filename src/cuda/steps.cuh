@@ -51,22 +51,16 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                   d->BT, d->C, st->stream));
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(lnf, lnf, &dr, d->BT * d->C, st->stream));
-    if (d->seqhead) {
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
-                                                d->C, d->PL, st->mm_err, sizeof st->mm_err));
-        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
-            GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
-    } else if (d->patches)
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->B,
-                                                d->T * d->C, d->H, st->mm_err, sizeof st->mm_err));
-    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
-                                                d->BT, d->C, d->Vp, st->mm_err, sizeof st->mm_err));
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
+    int tied = h.kind == GPT2RT__HEAD_LM;
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
+                                            tied ? gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE))
+                                                 : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
+                                            tied ? NULL : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)),
+                                            h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
+        GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
     return GPT2RT_OK;
 }
 
@@ -144,13 +138,13 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf;
     st->layer = -1;
-    if (d->patches) { /* dyn (B,H) in place, then out_layer: dlnf (B, T*C) -> dbuf; sequence heads:
-                         dout (BT,PL) from the next patches or the placeholders' dyn, then
-                         out_layer at every position: dlnf (BT,C) -> dbuf */
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_SEQ || h.kind == GPT2RT__HEAD_SERIES) { /* dyn (B,H) in place, then out_layer:
+                         dlnf (B, T*C) -> dbuf; sequence heads: dout (BT,PL) from the next patches or the
+                         placeholders' dyn, then out_layer at every position: dlnf (BT,C) -> dbuf */
         const gpt2rt__tensor *ow = gpt2rt__ts_tensor(ctx, GPT2RT__OUTW), *ob = gpt2rt__ts_tensor(ctx, GPT2RT__OUTB);
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
-        X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
-        int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
+        X *yn = h.kind == GPT2RT__HEAD_SEQ ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
         if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
             GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
         else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
@@ -160,11 +154,11 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
-                                                            st->acc ? st->red : NULL, logits, dv->lnf, rows, k, n,
-                                                            st->acc, st->mm_err, sizeof st->mm_err));
+                                                            st->acc ? st->red : NULL, logits, dv->lnf, h.rows, h.k,
+                                                            h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, ow), NULL,
-                                                       rows, k, n, st->mm_err, sizeof st->mm_err));
-    } else if (d->hc < BT) { /* classifier_chunk: the chunks again, unless gpt2rt_step's forward ran them */
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    } else if (h.kind == GPT2RT__HEAD_CHUNKED) { /* the chunks again, unless gpt2rt_step's forward ran them */
         if (!st->dlogits_ready) GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, 1, dloss));
         st->dlogits_ready = 0;
     } else { /* LM head (tied): dlnf -> dbuf */
@@ -175,10 +169,10 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         st->dlogits_ready = 0;
         float *g_wte = gpt2rt__cu_grad_of(st, wte);
         if (g_wte)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, BT, C,
-                                                            d->Vp, st->acc, st->mm_err, sizeof st->mm_err));
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, h.rows,
+                                                            h.k, h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, wte), NULL,
-                                                       BT, C, d->Vp, st->mm_err, sizeof st->mm_err));
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dbuf, &dr, BT * C, s));
