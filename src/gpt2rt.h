@@ -21,6 +21,7 @@
 #include "config/checks.h"
 #include "plan/params.h"
 #include "plan/activations.h"
+#include "plan/split.h"
 #include "plan/plan.h"
 #include "plan/advisor.h"
 #include "formats/safetensors_read.h"

@@ -1,8 +1,8 @@
 /* plan/plan.h - 3.3 Plan
-   may call: plan/activations.h and what it includes */
+   may call: plan/split.h and what it includes */
 #ifndef GPT2RT__SRC_PLAN_PLAN_H
 #define GPT2RT__SRC_PLAN_PLAN_H
-#include "activations.h"
+#include "split.h"
 
 /* ==== 3.3 Plan ==== */
 
