@@ -6,9 +6,6 @@
 
 /* ==== 9. Optimizer ==== */
 
-#define GPT2RT__NORM_CHUNK 65536
-static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
-
 /* sum of squares of g (n floats); fixed chunks summed in order: deterministic */
 static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {
     int64_t nch = gpt2rt__opt_norm_chunks(n);

@@ -41,19 +41,6 @@
 #define GPT2RT__SG_OMP_PARALLEL
 #endif
 
-#ifndef GPT2RT_SGEMM_KC
-#define GPT2RT_SGEMM_KC 256   /* k slice: B micro-panel KC*NR*4 = 32 KiB stays in L1 (48 KiB) */
-#endif
-#ifndef GPT2RT_SGEMM_MC
-#define GPT2RT_SGEMM_MC 384   /* rows of packed A block: MC*KC*4 = 384 KiB, L2 resident */
-#endif
-#ifndef GPT2RT_SGEMM_NC
-#define GPT2RT_SGEMM_NC 768   /* cols of packed B block: KC*NC*4 = 768 KiB; with M=256 the C block (M x NC) also stays in L2 */
-#endif
-#if GPT2RT_SGEMM_KC < 1 || GPT2RT_SGEMM_MC < 14 || GPT2RT_SGEMM_NC < 32
-#error "gpt2rt.h: GPT2RT_SGEMM_KC >= 1, GPT2RT_SGEMM_MC >= 14 and GPT2RT_SGEMM_NC >= 32 (one SIMD tile per block at least)"
-#endif
-
 /* micro-kernel: acc = Ap(kc x MR packed) * Bp(kc x NR packed);
  * mode 0: C = acc, 1: C = acc + bias[0..NR), 2: C += acc */
 typedef void (*gpt2rt__sg_kern_fn)(int64_t kc, const float *Ap, const float *Bp,
@@ -383,18 +370,6 @@ static gpt2rt__sg_impl gpt2rt__sg_select(void) {
     }
 #endif
     return im;
-}
-
-/* floats of workspace per thread (rounded to 64 bytes) */
-static size_t gpt2rt__sg_thread_floats(void) {
-    size_t f = (size_t)GPT2RT_SGEMM_MC * GPT2RT_SGEMM_KC + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC + 16;
-    return (f + 15) & ~(size_t)15;
-}
-
-GPT2RT__SG_UNUSED
-static size_t gpt2rt__sgemm_workspace_bytes(int n_threads) {
-    if (n_threads < 1) n_threads = 1;
-    return (size_t)n_threads * gpt2rt__sg_thread_floats() * sizeof(float);
 }
 
 /* one thread's rectangle [m0,m1) x [n0,n1) of C, all of K */
