@@ -88,6 +88,13 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
 #include <immintrin.h>
 #endif
+/* SIMD paths need GCC/Clang x86-64 (also fine as nvcc host code); define
+   GPT2RT_SGEMM_NO_SIMD to force the portable C kernel. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
+#define GPT2RT__SG_X86 1
+#else
+#define GPT2RT__SG_X86 0
+#endif
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #error "gpt2rt.h: little-endian hosts only (safetensors files are little-endian, read and written with memcpy)"
 #endif

@@ -1,8 +1,8 @@
 /* context/context.h - 10. Context
-   may call: optimizer.h and what it includes */
+   may call: cuda.h and what it includes */
 #ifndef GPT2RT__SRC_CONTEXT_CONTEXT_H
 #define GPT2RT__SRC_CONTEXT_CONTEXT_H
-#include "../optimizer.h"
+#include "../cuda.h"
 
 /* ==== 10. Context ==== */
 
@@ -55,14 +55,6 @@ static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
         }
     }
     ctx->rng = s;
-}
-
-/* forget the micro-batches summed since the last update (not the gradients themselves) */
-static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
-    ctx->acc_loss_sum = 0.0;
-    ctx->acc_targets = 0;
-    ctx->acc_micro = 0;
-    ctx->grads_pending = 0;
 }
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {

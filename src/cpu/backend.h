@@ -107,10 +107,7 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
 
 /* ---- the update and data parallel's entries ---- */
 
-/* what they call further on: the optimizer's steps (9), data parallel's collectives (10.1),
-   a context's arenas (11.3) */
-static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n); /* 9 */
-static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale); /* 9 */
+/* what they call further on: data parallel's collectives (10.1), a context's arenas (11.3) */
 static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq); /* 10.1 */
 static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx); /* 10.1 */
 static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx); /* 10.1 */

@@ -27,13 +27,6 @@
 #else
 #define GPT2RT__SG_UNUSED
 #endif
-/* SIMD paths need GCC/Clang x86-64 (also fine as nvcc host code); define
-   GPT2RT_SGEMM_NO_SIMD to force the portable C kernel. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
-#define GPT2RT__SG_X86 1
-#else
-#define GPT2RT__SG_X86 0
-#endif
 /* tiny products run on the calling thread only (no team spawn) */
 #ifdef _OPENMP
 #define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if((double)M * (double)N * (double)K > 2.0e5)")

@@ -15,20 +15,6 @@
    Below the layer steps, the step-level work of the public calls (10, 11; the CPU's in
    7.4): a context's backend (ctx->be) runs its forwards, backwards, updates, host copies
    and data-parallel reductions, so sections 10-11 never ask which backend they drive. */
-/* what the update policy (9) decides for one update, whichever backend runs it */
-typedef struct gpt2rt__opt_decision {
-    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
-    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
-    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
-} gpt2rt__opt_decision;
-static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
-static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
-static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
-                              float loss_scale, double t0);
-static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
-typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats);
-
 typedef struct gpt2rt__backend {
     /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
     gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);

@@ -1,8 +1,8 @@
 /* cpu/ops.h - 7. CPU backend; 7.1 Ops
-   may call: series.h and what it includes */
+   may call: optimizer.h and what it includes */
 #ifndef GPT2RT__SRC_CPU_OPS_H
 #define GPT2RT__SRC_CPU_OPS_H
-#include "../series.h"
+#include "../optimizer.h"
 
 /* ==== 7. CPU backend ==== */
 
