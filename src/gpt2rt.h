@@ -33,6 +33,8 @@
 #include "inputs/patches.h"
 #include "series.h"
 #include "optimizer.h"
+#include "backend/interface.h"
+#include "backend/driver.h"
 #include "cpu/ops.h"
 #include "cpu/matmul.h"
 #include "cpu/model.h"

@@ -107,11 +107,7 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
 
 /* ---- the update and data parallel's entries ---- */
 
-/* what they call further on: data parallel's collectives (10.1), a context's arenas (11.3) */
-static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq); /* 10.1 */
-static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx); /* 10.1 */
-static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx); /* 10.1 */
-static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what); /* 10.1 */
+/* what they call further on: a context's arenas (11.3) */
 static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan); /* 11.3 */
 
 /* the update: data parallel first sums the gradients and the loss over the ranks
