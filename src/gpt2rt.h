@@ -27,7 +27,6 @@
 #include "formats/safetensors_read.h"
 #include "formats/safetensors_write.h"
 #include "formats/hf.h"
-#include "formats/state.h"
 #include "tokenizer/common.h"
 #include "tokenizer.h"
 #include "inputs/patches.h"

@@ -1,8 +1,8 @@
 /* tokenizer/common.h - 5. Tokenizer: its outline; whole files, messages and shuffles shared with 6.3
-   may call: formats/state.h and what it includes */
+   may call: formats/hf.h and what it includes */
 #ifndef GPT2RT__SRC_TOKENIZER_COMMON_H
 #define GPT2RT__SRC_TOKENIZER_COMMON_H
-#include "../formats/state.h"
+#include "../formats/hf.h"
 
 /* ==== 5. Tokenizer ==== */
 /* GPT-2's byte-level BPE, exactly (the ids of OpenAI's encoder.py and tiktoken).
