@@ -9490,6 +9490,35 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
     return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
 }
 
+/* the parameter table and the arenas of the plan's device 0, the pointers bound */
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
+    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                   GPT2RT_MEM_BOOKKEEPING);
+    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
+    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan->bytes[0][i];
+        if (!b) continue;
+        ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
+        if (!ctx->arena[i]) {
+            char what[160];
+            snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
+                     (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
+            return gpt2rt__fail_oom(ctx, plan, 0, gpt2rt__host_available(), what, 1);
+        }
+        ctx->arena_bytes[i] = b;
+    }
+    gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* the CPU stages share one context: all of it */
+        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
+    }
+    uint64_t bytes[GPT2RT_MEM_COUNT];
+    memcpy(bytes, plan->bytes[0], sizeof bytes);
+    gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
+    return GPT2RT_OK;
+}
+
 /* ---- data parallel (10.1): the collectives a backend's backward and update call ---- */
 /* A rank of data parallel is an ordinary context whose comm has size > 1: the
    in-process ranks (threads, below) or one process of several (MPI). Its forward and
@@ -11645,9 +11674,6 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
 }
 
 /* ---- the update and data parallel's entries ---- */
-
-/* what they call further on: a context's arenas (11.3) */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan); /* 11.3 */
 
 /* the update: data parallel first sums the gradients and the loss over the ranks
    (10.1), and with ZeRO-1 gathers the weights after */
@@ -19778,36 +19804,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)%s",
                 (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
                 ctx->ex->slices(ctx) > 1 ? " on each of the data-parallel ranks" : "");
-    return GPT2RT_OK;
-}
-
-
-/* the parameter table and the arenas of the plan's device 0, the pointers bound */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
-    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
-                                                   GPT2RT_MEM_BOOKKEEPING);
-    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
-    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        uint64_t b = plan->bytes[0][i];
-        if (!b) continue;
-        ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
-        if (!ctx->arena[i]) {
-            char what[160];
-            snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
-                     (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
-            return gpt2rt__fail_oom(ctx, plan, 0, gpt2rt__host_available(), what, 1);
-        }
-        ctx->arena_bytes[i] = b;
-    }
-    gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* the CPU stages share one context: all of it */
-        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
-    }
-    uint64_t bytes[GPT2RT_MEM_COUNT];
-    memcpy(bytes, plan->bytes[0], sizeof bytes);
-    gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
     return GPT2RT_OK;
 }
 

@@ -1,4 +1,4 @@
-/* backend/interface.h - the backend table (gpt2rt__backend); init, out of memory, data parallel's collectives
+/* backend/interface.h - the backend table (gpt2rt__backend); init, host arenas, out of memory, dp collectives
    may call: optimizer.h and what it includes */
 #ifndef GPT2RT__SRC_BACKEND_INTERFACE_H
 #define GPT2RT__SRC_BACKEND_INTERFACE_H
@@ -173,6 +173,35 @@ static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
         gpt2rt_fit(&plan->config, budget, GPT2RT_FIT_DEFAULT, &fit, advice + k, sizeof advice - k);
     }
     return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
+}
+
+/* the parameter table and the arenas of the plan's device 0, the pointers bound */
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
+    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                   GPT2RT_MEM_BOOKKEEPING);
+    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
+    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan->bytes[0][i];
+        if (!b) continue;
+        ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
+        if (!ctx->arena[i]) {
+            char what[160];
+            snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
+                     (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
+            return gpt2rt__fail_oom(ctx, plan, 0, gpt2rt__host_available(), what, 1);
+        }
+        ctx->arena_bytes[i] = b;
+    }
+    gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* the CPU stages share one context: all of it */
+        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
+    }
+    uint64_t bytes[GPT2RT_MEM_COUNT];
+    memcpy(bytes, plan->bytes[0], sizeof bytes);
+    gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
+    return GPT2RT_OK;
 }
 
 /* ---- data parallel (10.1): the collectives a backend's backward and update call ---- */

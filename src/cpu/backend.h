@@ -107,9 +107,6 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
 
 /* ---- the update and data parallel's entries ---- */
 
-/* what they call further on: a context's arenas (11.3) */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan); /* 11.3 */
-
 /* the update: data parallel first sums the gradients and the loss over the ranks
    (10.1), and with ZeRO-1 gathers the weights after */
 static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
