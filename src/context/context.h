@@ -57,11 +57,24 @@ typedef struct gpt2rt__exec {
     void (*close)(gpt2rt_ctx *ctx);
 } gpt2rt__exec;
 
+/* gpt2rt_free: the executor's ranks, communicators or stages (a rank's close frees its
+   ranks' contexts with this), the backend's state, the arenas, the context */
+static void gpt2rt__ctx_free(gpt2rt_ctx *ctx) {
+    if (!ctx) return;
+    ctx->be->release_shared(ctx);
+    ctx->ex->close(ctx);
+    ctx->be->release(ctx);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
+    gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt_config hooks = ctx->cfg;
+    gpt2rt__free(&hooks, ctx, GPT2RT_MEM_BOOKKEEPING);
+}
+
 /* what changed before a sync: a gpt2rt_param_write; a weights load (the training starts
    over); a training state load; gpt2rt_mode_set's or gpt2rt_schedule_set's settings */
 enum { GPT2RT__SYNC_WRITE, GPT2RT__SYNC_WEIGHTS, GPT2RT__SYNC_STATE, GPT2RT__SYNC_SETTINGS };
 
-/* for 4.4, which comes before the table */
+/* a training state load (11.5) hands the moments to the executor */
 static gpt2rt_result gpt2rt__state_in(gpt2rt_ctx *ctx, const float *m, const float *v) {
     return ctx->ex->state_in(ctx, m, v);
 }

@@ -270,7 +270,7 @@ static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan
 }
 
 static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
-    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
+    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt__ctx_free(ctx->ranks[r]);
 #ifdef GPT2RT__COMM_THREADS
     if (ctx->group) {
         gpt2rt__comm_group_free((gpt2rt__comm_group *)ctx->group);

@@ -96,16 +96,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
 }
 
 
-GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
-    if (!ctx) return;
-    ctx->be->release_shared(ctx);
-    ctx->ex->close(ctx);
-    ctx->be->release(ctx);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
-    gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt_config hooks = ctx->cfg;
-    gpt2rt__free(&hooks, ctx, GPT2RT_MEM_BOOKKEEPING);
-}
+GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) { gpt2rt__ctx_free(ctx); }
 
 GPT2RT_DEF const char *gpt2rt_last_error(const gpt2rt_ctx *ctx) {
     if (!ctx) return "no context (allocating the context itself failed)";
