@@ -2253,7 +2253,7 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     }
 }
 
-/* the checks report through err, cap */
+/* the checks report through err, cap (config, capabilities, checks; the processes' rendezvous and MPI) */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 
 /* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank
@@ -3219,7 +3219,6 @@ static gpt2rt_result gpt2rt__cfg_check_optimizer(const gpt2rt_config *c, char *e
 
 #undef GPT2RT__RANGE
 #undef GPT2RT__NYI
-#undef GPT2RT__BAD
 
 /* Fill every default, then check every field. err gets the reason, with numbers. */
 static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config *c, char *err, size_t cap) {
@@ -19067,7 +19066,6 @@ static const gpt2rt__exec gpt2rt__ex_stages = {
    The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
 
 #define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
-#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 #ifdef GPT2RT_MPI
 static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
 #endif
@@ -19693,7 +19691,6 @@ static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
                         "install openmpi-bin libopenmpi-dev) and launch with mpirun", c->world_size);
 #endif
 }
-#undef GPT2RT__BAD
 
 static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);

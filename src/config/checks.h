@@ -439,7 +439,6 @@ static gpt2rt_result gpt2rt__cfg_check_optimizer(const gpt2rt_config *c, char *e
 
 #undef GPT2RT__RANGE
 #undef GPT2RT__NYI
-#undef GPT2RT__BAD
 
 /* Fill every default, then check every field. err gets the reason, with numbers. */
 static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config *c, char *err, size_t cap) {

@@ -50,7 +50,7 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     }
 }
 
-/* the checks report through err, cap */
+/* the checks report through err, cap (config, capabilities, checks; the processes' rendezvous and MPI) */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 
 /* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank

@@ -238,7 +238,6 @@ static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
                         "install openmpi-bin libopenmpi-dev) and launch with mpirun", c->world_size);
 #endif
 }
-#undef GPT2RT__BAD
 
 static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);

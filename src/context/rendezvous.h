@@ -22,7 +22,6 @@
    The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
 
 #define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
-#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 #ifdef GPT2RT_MPI
 static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
 #endif
