@@ -1,8 +1,8 @@
 /* context/mpi.h - 10.4 Processes: MPI
-   may call: context/rendezvous.h and what it includes */
+   may call: context/layer_split.h and what it includes */
 #ifndef GPT2RT__SRC_CONTEXT_MPI_H
 #define GPT2RT__SRC_CONTEXT_MPI_H
-#include "rendezvous.h"
+#include "layer_split.h"
 
 /* ==== 10.4 Processes: MPI ==== */
 /* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian

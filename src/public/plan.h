@@ -1,8 +1,8 @@
 /* public/plan.h - 11. Public calls; 11.1 Results and names
-   may call: context/mpi.h and what it includes */
+   may call: context/rendezvous.h and what it includes */
 #ifndef GPT2RT__SRC_PUBLIC_PLAN_H
 #define GPT2RT__SRC_PUBLIC_PLAN_H
-#include "../context/mpi.h"
+#include "../context/rendezvous.h"
 
 /* ==== 11. Public calls ==== */
 
