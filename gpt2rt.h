@@ -1568,6 +1568,11 @@ typedef struct gpt2rt__dims {
     int w16;               /* inference_weights = BF16: the weights arena holds bf16 (wb = 2, no master) */
 } gpt2rt__dims;
 
+/* ZeRO-1: the moments, master weights and updates are split over d->shards data-parallel
+   ranks, and the gradient is reduce-scattered to them: each rank updates its shard
+   [opt_lo, opt_hi) of the trained floats and all-gathers the weights after */
+static inline int gpt2rt__sharded(const gpt2rt__dims *d) { return d->shards > 1; }
+
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
 typedef struct gpt2rt__span {
     int64_t l0, l1;
@@ -9552,7 +9557,7 @@ static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
     ctx->comm = c;
     ctx->opt_lo = 0;
     ctx->opt_hi = ctx->n_train;
-    if (ctx->d.shards > 1) {
+    if (gpt2rt__sharded(&ctx->d)) {
         ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
         ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
         /* the gradient's padding (3.2) sums as zeros: nothing else writes it. Only where
@@ -9575,7 +9580,7 @@ static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
     if (c->size == 1 || ctx->acc_micro + 1 != ctx->cfg.grad_accum) return GPT2RT_OK; /* not the last micro-step */
     /* the bucket: pieces {first float, count} of the gradient */
     int64_t pc[2][2] = {{0, 0}, {0, 0}};
-    int scatter = ctx->d.shards > 1;
+    int scatter = gpt2rt__sharded(&ctx->d);
     if (scatter) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
         if (l >= 0) return GPT2RT_OK;
         pc[0][1] = ctx->n_train;
@@ -9618,7 +9623,7 @@ static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
     gpt2rt__comm *c = ctx->comm;
     gpt2rt_result r = GPT2RT_OK;
     if (!ctx->dp_reduced) { /* fewer micro-batches than grad_accum */
-        r = ctx->d.shards > 1 ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
+        r = gpt2rt__sharded(&ctx->d) ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
                               : c->all_reduce(c, ctx->grads, ctx->n_train);
         if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
     }
@@ -11689,7 +11694,7 @@ static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_d
         return GPT2RT_OK;
     }
     GPT2RT__PROF(ctx, GPT2RT__PROF_ADAMW, gpt2rt__opt_adamw(ctx, lr, o->grad_scale));
-    if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
+    if (gpt2rt__sharded(&ctx->d)) { /* ZeRO-1: this rank updated its shard */
         gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
         if (r != GPT2RT_OK) return r;
     }
@@ -18446,7 +18451,7 @@ static gpt2rt_result gpt2rt__moments_out(gpt2rt_ctx *ctx, int n, const float **m
     *buf = NULL;
     *m = ctx->m;
     *v = ctx->v;
-    if (ctx->m && ctx->opt_hi - ctx->opt_lo == ctx->n_train) return GPT2RT_OK;
+    if (ctx->m && !gpt2rt__sharded(&ctx->d)) return GPT2RT_OK;
     float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
     if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
                                  "the moments", (long long)ctx->n_train * 8);
@@ -18690,7 +18695,7 @@ static gpt2rt_result gpt2rt__dp_state_in(gpt2rt_ctx *ctx, const float *m, const 
 
 /* ZeRO-1: each rank's shard of the weights (CUDA's master) and the moments; else rank 0's */
 static gpt2rt_result gpt2rt__dp_state_out(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
-    int n = ctx->d.shards > 1 ? ctx->n_ranks : 1;
+    int n = gpt2rt__sharded(&ctx->d) ? ctx->n_ranks : 1;
     for (int r = 0; r < n; r++) {
         gpt2rt_result res = ctx->ranks[r]->be->host_weights(ctx->ranks[r]);
         if (res != GPT2RT_OK) return gpt2rt__dp_rank_fail(ctx, r, res);
@@ -18741,7 +18746,7 @@ static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor
     for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
     double unscale = ctx->dp_reduced ? gpt2rt__opt_unscale(ctx, all) : gpt2rt__opt_grad_unscale(ctx);
     if (what == GPT2RT_PARAM_VALUE) GPT2RT__TRY(gpt2rt__dp_state_out(ctx, NULL, NULL, NULL));
-    if (ctx->d.shards == 1 || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
+    if (!gpt2rt__sharded(&ctx->d) || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
         return ctx->be->param_read(ctx, t, what, unscale, dst);
     float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING); /* t's, goff order */
     if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
@@ -19269,7 +19274,7 @@ static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
     char err[512];
     gpt2rt_result r = gpt2rt__mpi_comm(c, &ctx->comm_proc, err, sizeof err);
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
-    if (ctx->d.shards > 1 && ctx->comm_proc.size != ctx->d.shards)
+    if (gpt2rt__sharded(&ctx->d) && ctx->comm_proc.size != ctx->d.shards)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: the moments are planned for %d "
                             "shards, MPI has %d ranks", ctx->d.shards, ctx->comm_proc.size);
     gpt2rt__dp_attach(ctx, &ctx->comm_proc);
@@ -20492,9 +20497,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
     /* ZeRO-1: each rank keeps the moments of its shard, and once summed the gradient's */
-    if (ctx->d.shards > 1 && moment)
+    if (gpt2rt__sharded(&ctx->d) && moment)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
-    if (ctx->d.shards > 1 && !moment && ctx->dp_reduced)
+    if (gpt2rt__sharded(&ctx->d) && !moment && ctx->dp_reduced)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
     return ctx->ex->param_read(ctx, t, what, dst);
 }

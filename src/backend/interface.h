@@ -238,7 +238,7 @@ static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
     ctx->comm = c;
     ctx->opt_lo = 0;
     ctx->opt_hi = ctx->n_train;
-    if (ctx->d.shards > 1) {
+    if (gpt2rt__sharded(&ctx->d)) {
         ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
         ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
         /* the gradient's padding (3.2) sums as zeros: nothing else writes it. Only where
@@ -261,7 +261,7 @@ static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
     if (c->size == 1 || ctx->acc_micro + 1 != ctx->cfg.grad_accum) return GPT2RT_OK; /* not the last micro-step */
     /* the bucket: pieces {first float, count} of the gradient */
     int64_t pc[2][2] = {{0, 0}, {0, 0}};
-    int scatter = ctx->d.shards > 1;
+    int scatter = gpt2rt__sharded(&ctx->d);
     if (scatter) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
         if (l >= 0) return GPT2RT_OK;
         pc[0][1] = ctx->n_train;
@@ -304,7 +304,7 @@ static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
     gpt2rt__comm *c = ctx->comm;
     gpt2rt_result r = GPT2RT_OK;
     if (!ctx->dp_reduced) { /* fewer micro-batches than grad_accum */
-        r = ctx->d.shards > 1 ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
+        r = gpt2rt__sharded(&ctx->d) ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
                               : c->all_reduce(c, ctx->grads, ctx->n_train);
         if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
     }

@@ -38,6 +38,11 @@ typedef struct gpt2rt__dims {
     int w16;               /* inference_weights = BF16: the weights arena holds bf16 (wb = 2, no master) */
 } gpt2rt__dims;
 
+/* ZeRO-1: the moments, master weights and updates are split over d->shards data-parallel
+   ranks, and the gradient is reduce-scattered to them: each rank updates its shard
+   [opt_lo, opt_hi) of the trained floats and all-gathers the weights after */
+static inline int gpt2rt__sharded(const gpt2rt__dims *d) { return d->shards > 1; }
+
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
 typedef struct gpt2rt__span {
     int64_t l0, l1;

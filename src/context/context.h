@@ -159,7 +159,7 @@ static gpt2rt_result gpt2rt__moments_out(gpt2rt_ctx *ctx, int n, const float **m
     *buf = NULL;
     *m = ctx->m;
     *v = ctx->v;
-    if (ctx->m && ctx->opt_hi - ctx->opt_lo == ctx->n_train) return GPT2RT_OK;
+    if (ctx->m && !gpt2rt__sharded(&ctx->d)) return GPT2RT_OK;
     float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
     if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
                                  "the moments", (long long)ctx->n_train * 8);

@@ -198,7 +198,7 @@ static gpt2rt_result gpt2rt__dp_state_in(gpt2rt_ctx *ctx, const float *m, const 
 
 /* ZeRO-1: each rank's shard of the weights (CUDA's master) and the moments; else rank 0's */
 static gpt2rt_result gpt2rt__dp_state_out(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
-    int n = ctx->d.shards > 1 ? ctx->n_ranks : 1;
+    int n = gpt2rt__sharded(&ctx->d) ? ctx->n_ranks : 1;
     for (int r = 0; r < n; r++) {
         gpt2rt_result res = ctx->ranks[r]->be->host_weights(ctx->ranks[r]);
         if (res != GPT2RT_OK) return gpt2rt__dp_rank_fail(ctx, r, res);
@@ -249,7 +249,7 @@ static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor
     for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
     double unscale = ctx->dp_reduced ? gpt2rt__opt_unscale(ctx, all) : gpt2rt__opt_grad_unscale(ctx);
     if (what == GPT2RT_PARAM_VALUE) GPT2RT__TRY(gpt2rt__dp_state_out(ctx, NULL, NULL, NULL));
-    if (ctx->d.shards == 1 || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
+    if (!gpt2rt__sharded(&ctx->d) || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
         return ctx->be->param_read(ctx, t, what, unscale, dst);
     float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING); /* t's, goff order */
     if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);

@@ -225,7 +225,7 @@ static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
     char err[512];
     gpt2rt_result r = gpt2rt__mpi_comm(c, &ctx->comm_proc, err, sizeof err);
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
-    if (ctx->d.shards > 1 && ctx->comm_proc.size != ctx->d.shards)
+    if (gpt2rt__sharded(&ctx->d) && ctx->comm_proc.size != ctx->d.shards)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: the moments are planned for %d "
                             "shards, MPI has %d ranks", ctx->d.shards, ctx->comm_proc.size);
     gpt2rt__dp_attach(ctx, &ctx->comm_proc);

@@ -471,9 +471,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
     /* ZeRO-1: each rank keeps the moments of its shard, and once summed the gradient's */
-    if (ctx->d.shards > 1 && moment)
+    if (gpt2rt__sharded(&ctx->d) && moment)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
-    if (ctx->d.shards > 1 && !moment && ctx->dp_reduced)
+    if (gpt2rt__sharded(&ctx->d) && !moment && ctx->dp_reduced)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
     return ctx->ex->param_read(ctx, t, what, dst);
 }
