@@ -1,8 +1,12 @@
 /* optimizer.h - 9. Optimizer
-   may call: series.h and what it includes */
+   may call: common/platform.h, common/threads.h, common/types.h, common/errors.h, plan/activations.h */
 #ifndef GPT2RT__SRC_OPTIMIZER_H
 #define GPT2RT__SRC_OPTIMIZER_H
-#include "series.h"
+#include "common/platform.h"
+#include "common/threads.h"
+#include "common/types.h"
+#include "common/errors.h"
+#include "plan/activations.h"
 
 /* ==== 9. Optimizer ==== */
 

@@ -1,7 +1,11 @@
 /* backend/driver.h - 7. The model driver: one for every backend (dropout's masks, the order of the steps)
-   may call: backend/interface.h and what it includes */
+   may call: common/threads.h, common/types.h, common/errors.h, plan/activations.h, backend/interface.h */
 #ifndef GPT2RT__SRC_BACKEND_DRIVER_H
 #define GPT2RT__SRC_BACKEND_DRIVER_H
+#include "../common/threads.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../plan/activations.h"
 #include "interface.h"
 
 /* ---- dropout's masks ---- */

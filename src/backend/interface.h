@@ -1,7 +1,16 @@
 /* backend/interface.h - the backend table (gpt2rt__backend); init, host arenas, out of memory, dp collectives
-   may call: optimizer.h and what it includes */
+   may call: what its includes name (common/, plan/, optimizer.h) */
 #ifndef GPT2RT__SRC_BACKEND_INTERFACE_H
 #define GPT2RT__SRC_BACKEND_INTERFACE_H
+#include "../common/threads.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../plan/split.h"
+#include "../plan/plan.h"
+#include "../plan/advisor.h"
 #include "../optimizer.h"
 
 /* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the

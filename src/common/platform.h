@@ -1,8 +1,7 @@
 /* common/platform.h - the CUDA switch, system headers, platform macros
-   may call: api.h and what it includes */
+   may call: nothing of the files before it */
 #ifndef GPT2RT__SRC_COMMON_PLATFORM_H
 #define GPT2RT__SRC_COMMON_PLATFORM_H
-#include "../api.h"
 
 /* the one switch for the CUDA backend: nvcc, or the host build of kernels/emu/, which
    supplies its own cuda_runtime.h, cublasLt.h and nccl.h and runs the kernels on the CPU */

@@ -1,8 +1,8 @@
 /* common/types.h - 1.2 Types: sizes, tensors, the context
-   may call: common/threads.h and what it includes */
+   may call: common/platform.h */
 #ifndef GPT2RT__SRC_COMMON_TYPES_H
 #define GPT2RT__SRC_COMMON_TYPES_H
-#include "threads.h"
+#include "platform.h"
 
 /* ==== 1.2 Types: sizes, tensors, the context ==== */
 

@@ -1,7 +1,10 @@
 /* config/checks.h - 2.2 Checks
-   may call: config/caps.h and what it includes */
+   may call: common/threads.h, common/types.h, config/config.h, config/caps.h */
 #ifndef GPT2RT__SRC_CONFIG_CHECKS_H
 #define GPT2RT__SRC_CONFIG_CHECKS_H
+#include "../common/threads.h"
+#include "../common/types.h"
+#include "config.h"
 #include "caps.h"
 
 /* ==== 2.2 Checks ==== */

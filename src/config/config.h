@@ -1,8 +1,8 @@
 /* config/config.h - 2. Config
-   may call: common/stages.h and what it includes */
+   may call: common/threads.h */
 #ifndef GPT2RT__SRC_CONFIG_CONFIG_H
 #define GPT2RT__SRC_CONFIG_CONFIG_H
-#include "../common/stages.h"
+#include "../common/threads.h"
 
 /* ==== 2. Config ==== */
 /* Zero means default. gpt2rt__cfg_resolve fills every default (gpt2rt__cfg_default_*),

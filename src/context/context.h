@@ -1,8 +1,10 @@
 /* context/context.h - 10. Context
-   may call: cuda.h and what it includes */
+   may call: common/types.h, common/errors.h, optimizer.h */
 #ifndef GPT2RT__SRC_CONTEXT_CONTEXT_H
 #define GPT2RT__SRC_CONTEXT_CONTEXT_H
-#include "../cuda.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../optimizer.h"
 
 /* ==== 10. Context ==== */
 

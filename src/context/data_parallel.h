@@ -1,7 +1,15 @@
 /* context/data_parallel.h - 10.1 Data parallel
-   may call: context/context.h and what it includes */
+   may call: what its includes name (common/, formats/, optimizer.h, backend/, cpu/, context/) */
 #ifndef GPT2RT__SRC_CONTEXT_DATA_PARALLEL_H
 #define GPT2RT__SRC_CONTEXT_DATA_PARALLEL_H
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../formats/hf.h"
+#include "../optimizer.h"
+#include "../backend/interface.h"
+#include "../backend/driver.h"
+#include "../cpu/backend.h"
 #include "context.h"
 
 /* ==== 10.1 Data parallel ==== */

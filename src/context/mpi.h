@@ -1,8 +1,15 @@
 /* context/mpi.h - 10.4 Processes: MPI
-   may call: context/layer_split.h and what it includes */
+   may call: what its includes name (common/, config/, optimizer.h, backend/, context/) */
 #ifndef GPT2RT__SRC_CONTEXT_MPI_H
 #define GPT2RT__SRC_CONTEXT_MPI_H
-#include "layer_split.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../config/config.h"
+#include "../config/caps.h"
+#include "../optimizer.h"
+#include "../backend/interface.h"
+#include "context.h"
 
 /* ==== 10.4 Processes: MPI ==== */
 /* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian

@@ -1,7 +1,12 @@
 /* context/rendezvous.h - 10.3 Processes: rendezvous
-   may call: context/mpi.h and what it includes */
+   may call: what its includes name (common/, config/, formats/, context/) */
 #ifndef GPT2RT__SRC_CONTEXT_RENDEZVOUS_H
 #define GPT2RT__SRC_CONTEXT_RENDEZVOUS_H
+#include "../common/threads.h"
+#include "../common/errors.h"
+#include "../config/config.h"
+#include "../config/caps.h"
+#include "../formats/safetensors_write.h"
 #include "mpi.h"
 
 /* ==== 10.3 Processes: rendezvous ==== */

@@ -1,7 +1,16 @@
 /* cpu/backend.h - 7.4 Backend table
-   may call: cpu/model.h and what it includes */
+   may call: what its includes name (common/, plan/, formats/, inputs/, optimizer.h, backend/, cpu/) */
 #ifndef GPT2RT__SRC_CPU_BACKEND_H
 #define GPT2RT__SRC_CPU_BACKEND_H
+#include "../common/types.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../formats/hf.h"
+#include "../inputs/patches.h"
+#include "../optimizer.h"
+#include "../backend/interface.h"
+#include "../backend/driver.h"
+#include "ops.h"
 #include "model.h"
 
 /* ==== 7.4 Backend table ==== */

@@ -1,8 +1,10 @@
 /* cpu/matmul.h - 7.2 Matrix product
-   may call: cpu/ops.h and what it includes */
+   may call: common/platform.h, common/threads.h, plan/activations.h */
 #ifndef GPT2RT__SRC_CPU_MATMUL_H
 #define GPT2RT__SRC_CPU_MATMUL_H
-#include "ops.h"
+#include "../common/platform.h"
+#include "../common/threads.h"
+#include "../plan/activations.h"
 
 /* ==== 7.2 Matrix product ==== */
 

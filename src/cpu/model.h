@@ -1,7 +1,15 @@
 /* cpu/model.h - 7.3 Model
-   may call: cpu/matmul.h and what it includes */
+   may call: what its includes name (common/, plan/, inputs/, backend/, cpu/) */
 #ifndef GPT2RT__SRC_CPU_MODEL_H
 #define GPT2RT__SRC_CPU_MODEL_H
+#include "../common/threads.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../inputs/patches.h"
+#include "../backend/driver.h"
+#include "ops.h"
 #include "matmul.h"
 
 /* ==== 7.3 Model ==== */

@@ -1,7 +1,9 @@
 /* cpu/ops.h - 7. CPU backend; 7.1 Ops
-   may call: backend/driver.h and what it includes */
+   may call: common/threads.h, common/errors.h, backend/driver.h */
 #ifndef GPT2RT__SRC_CPU_OPS_H
 #define GPT2RT__SRC_CPU_OPS_H
+#include "../common/threads.h"
+#include "../common/errors.h"
 #include "../backend/driver.h"
 
 /* ==== 7. CPU backend ==== */

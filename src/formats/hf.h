@@ -1,7 +1,12 @@
 /* formats/hf.h - 4.3 Hugging Face weights and config.json
-   may call: formats/safetensors_write.h and what it includes */
+   may call: what its includes name (common/, plan/, formats/) */
 #ifndef GPT2RT__SRC_FORMATS_HF_H
 #define GPT2RT__SRC_FORMATS_HF_H
+#include "../common/platform.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../plan/activations.h"
+#include "safetensors_read.h"
 #include "safetensors_write.h"
 
 /* ==== 4.3 Hugging Face weights and config.json ==== */

@@ -1,7 +1,10 @@
 /* plan/activations.h - 3.2 Activations and arenas
-   may call: plan/params.h and what it includes */
+   may call: common/types.h, common/errors.h, common/comm.h, plan/params.h */
 #ifndef GPT2RT__SRC_PLAN_ACTIVATIONS_H
 #define GPT2RT__SRC_PLAN_ACTIVATIONS_H
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
 #include "params.h"
 
 /* ==== 3.2 Activations and arenas ==== */

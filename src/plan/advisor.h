@@ -1,7 +1,8 @@
 /* plan/advisor.h - 3.4 Advisor; the public call gpt2rt_fit
-   may call: plan/plan.h and what it includes */
+   may call: common/threads.h, plan/plan.h */
 #ifndef GPT2RT__SRC_PLAN_ADVISOR_H
 #define GPT2RT__SRC_PLAN_ADVISOR_H
+#include "../common/threads.h"
 #include "plan.h"
 
 /* ==== 3.4 Advisor ==== */

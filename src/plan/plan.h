@@ -1,7 +1,13 @@
 /* plan/plan.h - 3.3 Plan; 11.2 Plan: the public calls gpt2rt_mem_name, gpt2rt_plan, _step_time, _format
-   may call: plan/split.h and what it includes */
+   may call: what its includes name (common/, config/, plan/) */
 #ifndef GPT2RT__SRC_PLAN_PLAN_H
 #define GPT2RT__SRC_PLAN_PLAN_H
+#include "../common/threads.h"
+#include "../common/types.h"
+#include "../common/comm.h"
+#include "../config/checks.h"
+#include "params.h"
+#include "activations.h"
 #include "split.h"
 
 /* ==== 3.3 Plan ==== */

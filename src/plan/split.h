@@ -1,7 +1,9 @@
 /* plan/split.h - 3.2 Activations and arenas: the layer-split planner (stages, spans)
-   may call: plan/activations.h and what it includes */
+   may call: common/types.h, config/checks.h, plan/activations.h */
 #ifndef GPT2RT__SRC_PLAN_SPLIT_H
 #define GPT2RT__SRC_PLAN_SPLIT_H
+#include "../common/types.h"
+#include "../config/checks.h"
 #include "activations.h"
 
 /* The planner's layer split works in checkpoint segments (checkpoint_every layers

@@ -1,8 +1,21 @@
 /* public/context.h - 11.3 Context
-   may call: public/plan.h and what it includes */
+   may call: what its includes name (common/, config/, plan/, backend/, cpu/, cuda.h, context/) */
 #ifndef GPT2RT__SRC_PUBLIC_CONTEXT_H
 #define GPT2RT__SRC_PUBLIC_CONTEXT_H
-#include "plan.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../config/caps.h"
+#include "../config/checks.h"
+#include "../plan/activations.h"
+#include "../plan/plan.h"
+#include "../backend/interface.h"
+#include "../cpu/backend.h"
+#include "../cuda.h"
+#include "../context/context.h"
+#include "../context/data_parallel.h"
+#include "../context/layer_split.h"
+#include "../context/mpi.h"
 
 /* ==== 11.3 Context ==== */
 

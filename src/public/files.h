@@ -1,7 +1,18 @@
 /* public/files.h - 11.5 Weights and training state files; 11.6 Parameters by name
-   may call: public/training.h and what it includes */
+   may call: what its includes name (common/, config/, plan/, formats/, backend/, context/, public/) */
 #ifndef GPT2RT__SRC_PUBLIC_FILES_H
 #define GPT2RT__SRC_PUBLIC_FILES_H
+#include "../common/platform.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../config/caps.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../formats/safetensors_read.h"
+#include "../formats/safetensors_write.h"
+#include "../formats/hf.h"
+#include "../backend/driver.h"
+#include "../context/context.h"
 #include "training.h"
 
 /* ==== 11.5 Weights and training state files ==== */

@@ -1,8 +1,7 @@
 /* public/plan.h - 11. Public calls; 11.1 Results and names
-   may call: context/rendezvous.h and what it includes */
+   may call: nothing of the files before it */
 #ifndef GPT2RT__SRC_PUBLIC_PLAN_H
 #define GPT2RT__SRC_PUBLIC_PLAN_H
-#include "../context/rendezvous.h"
 
 /* ==== 11. Public calls ==== */
 
