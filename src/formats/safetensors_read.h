@@ -1,8 +1,9 @@
 /* formats/safetensors_read.h - 4. Formats; 4.1 safetensors: reading
-   may call: plan/advisor.h and what it includes */
+   may call: common/threads.h, common/errors.h */
 #ifndef GPT2RT__SRC_FORMATS_SAFETENSORS_READ_H
 #define GPT2RT__SRC_FORMATS_SAFETENSORS_READ_H
-#include "../plan/advisor.h"
+#include "../common/threads.h"
+#include "../common/errors.h"
 
 /* ==== 4. Formats ==== */
 
