@@ -5072,8 +5072,8 @@ static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, int6
 /* an integer in [lo, hi], written as one */
 static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, int64_t *out) {
     const char *s;
-    int neg, over;
-    uint64_t v;
+    int neg = 0, over = 0;
+    uint64_t v = 0;
     gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, lo, hi, 0, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (!over && !neg && v > (uint64_t)INT64_MAX) over = 1;
@@ -5086,8 +5086,8 @@ static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, i
 /* an integer in [0, UINT64_MAX] (safetensors' data_offsets) */
 static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
     const char *s;
-    int neg, over;
-    uint64_t v;
+    int neg = 0, over = 0;
+    uint64_t v = 0;
     gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, 0, 0, 1, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (over || (neg && v)) return gpt2rt__json_int_range(j, s, 0, 0, 1);
@@ -5241,7 +5241,7 @@ static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor 
             if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
             t->ndim = 0;
             while (gpt2rt__json_array_next(j, &r)) {
-                int64_t v;
+                int64_t v = 0;
                 if (t->ndim == GPT2RT__ST_MAX_DIMS)
                     return gpt2rt__json_failf(j, "tensor '%.60s' has more than %d dimensions", t->name,
                                               GPT2RT__ST_MAX_DIMS);
@@ -5792,7 +5792,7 @@ static gpt2rt_result gpt2rt__config_enum(gpt2rt__json *j, const char *const *nam
 
 /* a bool key that must have one value */
 static gpt2rt_result gpt2rt__config_bool(gpt2rt__json *j, int want, const char *why) {
-    int v;
+    int v = 0;
     gpt2rt_result r = gpt2rt__json_bool(j, &v);
     if (r != GPT2RT_OK || v == want) return r;
     return gpt2rt__json_failf(j, "%s is not supported: %s", v ? "true" : "false", why);
@@ -5841,7 +5841,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "the same as \"gelu_pytorch_tanh\"), so this model would compute something "
                                        "else", s);
         } else if (!strcmp(key, "layer_norm_epsilon")) {
-            double eps;
+            double eps = 0;
             /* 1e-5 as written, or as a float32 1e-5 printed in full (relative 6e-8 off) */
             if ((r = gpt2rt__json_number(&j, &eps)) == GPT2RT_OK && fabs(eps - 1e-5) > 1e-5 * 1e-6)
                 r = gpt2rt__json_failf(&j, "%g is not supported: gpt2rt's LayerNorm epsilon is 1e-5 (fixed), so this "
@@ -5856,7 +5856,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
             r = gpt2rt__config_bool(&j, 1, "gpt2rt's LM head is the token embedding (wte); a separate "
                                     "lm_head.weight would not be read");
         } else if (!strcmp(key, "reorder_and_upcast_attn")) {
-            int v;
+            int v = 0;
             r = gpt2rt__json_bool(&j, &v);
         } else if (!strcmp(key, "model_type")) {
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2"))
@@ -5883,7 +5883,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "it does not know rather than drop it", key);
             } else r = gpt2rt__json_int(&j, q == 5 || q == 3 ? 0 : 1, q == 5 ? 1 : INT32_MAX, &pval[q]);
         } else if (!strcmp(key, "n_special")) {
-            int64_t v;
+            int64_t v = 0;
             r = gpt2rt__json_int(&j, 0, 0, &v);
         } else {
             while (a < sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0] &&
@@ -8698,7 +8698,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
         if (k < 0) { r = gpt2rt__json_fail(&j, "unknown key (docs/timeseries.md lists forecaster.json's keys)"); break; }
         if (seen[k]++) { r = gpt2rt__json_fail(&j, "the key appears twice"); break; }
         const char *s = NULL;
-        int64_t v;
+        int64_t v = 0;
         switch (k) {
         case GPT2RT__FK_FORMAT:
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2rt-forecaster"))

@@ -135,7 +135,7 @@ static gpt2rt_result gpt2rt__config_enum(gpt2rt__json *j, const char *const *nam
 
 /* a bool key that must have one value */
 static gpt2rt_result gpt2rt__config_bool(gpt2rt__json *j, int want, const char *why) {
-    int v;
+    int v = 0;
     gpt2rt_result r = gpt2rt__json_bool(j, &v);
     if (r != GPT2RT_OK || v == want) return r;
     return gpt2rt__json_failf(j, "%s is not supported: %s", v ? "true" : "false", why);
@@ -184,7 +184,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "the same as \"gelu_pytorch_tanh\"), so this model would compute something "
                                        "else", s);
         } else if (!strcmp(key, "layer_norm_epsilon")) {
-            double eps;
+            double eps = 0;
             /* 1e-5 as written, or as a float32 1e-5 printed in full (relative 6e-8 off) */
             if ((r = gpt2rt__json_number(&j, &eps)) == GPT2RT_OK && fabs(eps - 1e-5) > 1e-5 * 1e-6)
                 r = gpt2rt__json_failf(&j, "%g is not supported: gpt2rt's LayerNorm epsilon is 1e-5 (fixed), so this "
@@ -199,7 +199,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
             r = gpt2rt__config_bool(&j, 1, "gpt2rt's LM head is the token embedding (wte); a separate "
                                     "lm_head.weight would not be read");
         } else if (!strcmp(key, "reorder_and_upcast_attn")) {
-            int v;
+            int v = 0;
             r = gpt2rt__json_bool(&j, &v);
         } else if (!strcmp(key, "model_type")) {
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2"))
@@ -226,7 +226,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "it does not know rather than drop it", key);
             } else r = gpt2rt__json_int(&j, q == 5 || q == 3 ? 0 : 1, q == 5 ? 1 : INT32_MAX, &pval[q]);
         } else if (!strcmp(key, "n_special")) {
-            int64_t v;
+            int64_t v = 0;
             r = gpt2rt__json_int(&j, 0, 0, &v);
         } else {
             while (a < sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0] &&
