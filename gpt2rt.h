@@ -639,9 +639,10 @@
                                  8.1 Common  8.2 Ops  8.3 Attention  8.4 Matrix
                                  products  8.5 Driver  8.6 Device communicators:
                                  NCCL, loopback; data parallel on the device
-                                 (gpt2rt__nccl_, gpt2rt__loop_, gpt2rt__cu_dp_; the
-                                 backend table's CUDA entries, gpt2rt__cu_be_)
+                                 (gpt2rt__nccl_, gpt2rt__loop_, gpt2rt__cu_dp_)
                                  8.7 Layer split on CUDA devices (gpt2rt__ls_cu_)
+                                 8.8 Backend table (the CUDA step-level entries,
+                                 gpt2rt__cu_be_, and its gpt2rt__backend)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory;
                                  the executors' table (gpt2rt__exec) and one
@@ -1487,6 +1488,19 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #error "gpt2rt.h: little-endian hosts only (safetensors files are little-endian, read and written with memcpy)"
 #endif
 
+/* AUTO's choice (config/config.h): CUDA when the implementation was compiled with it and a
+   device is present; compiled without CUDA, AUTO picks the CPU and gpt2rt_create refuses
+   backend = CUDA (cuda.h) */
+#if GPT2RT__CUDA
+static int gpt2rt__cuda_present(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
+}
+#else
+static int gpt2rt__cuda_present(void) { return 0; }
+#endif
+
 /* ==== 1. Common ==== */
 
 /* ==== 1.1 Threads, compiler helpers ==== */
@@ -2241,10 +2255,6 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (c->kv_batch && !c->kv_len) c->kv_len = c->max_seq_len;
 }
 
-/* AUTO's choice: CUDA when the implementation was compiled with it and a device is
-   present (the end of section 8) */
-static int gpt2rt__cuda_present(void);
-
 /* backend, precision and memory */
 static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = gpt2rt__cuda_present() ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
@@ -2451,51 +2461,88 @@ typedef struct gpt2rt__cap_rule {
 } gpt2rt__cap_rule;
 
 static const gpt2rt__cap_rule gpt2rt__caps[] = {
-    {GPT2RT__CAP_CUDA, 0, 0, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
-     "bf16 weights are the CPU backend's", "backend = GPT2RT_BACKEND_CPU"},
-    {0, 0, GPT2RT__CAP_PATCHES, 0, 0, GPT2RT__CAP_W16, 0, GPT2RT__CAP_PLAN,
-     "bf16 weights serve token generation, not patches", "inference_weights = FP32 for time series"},
-    {0, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_INFER, 0, GPT2RT__CAP_PLAN,
-     "an inference context runs on one device", "parallel = NONE (one device)"},
-    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, GPT2RT__CAP_CHUNK, 0, GPT2RT__CAP_PLAN,
-     "the stages compute the full logits", "classifier_chunk = 0, or one device, or parallel = DATA"},
-    {0, GPT2RT__CAP_SPLIT_PROCS, 0, 0, 0, 0, 0, GPT2RT__CAP_PLAN,
-     "layer split divides the layers over the devices of one process",
-     "parallel = DATA over the {world_size} processes, or one process of n_devices stages"},
-    {0, GPT2RT__CAP_SPLIT, 0, 0, 0, GPT2RT__CAP_DROPOUT, 0, GPT2RT__CAP_CREATE,
-     "the stages run several micro-batches at once, and a context draws one forward's masks",
-     "dropout, attn_dropout and head_dropout = 0, or parallel = DATA"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "CUDA data parallel runs the devices of one process, not several processes",
-     "one process (world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU"},
-    {GPT2RT__CAP_CPU, GPT2RT__CAP_PROCS_DEV, 0, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "CPU processes reduce with MPI, one rank each", "{world_x_devices} processes of n_devices = 1"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, GPT2RT__CAP_PATCHES, 0, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "the CUDA stages feed tokens", "one device, or backend = GPT2RT_BACKEND_CPU"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0,
-     GPT2RT__CAP_CREATE, "aLLM4TS's heads run on one CUDA device",
-     "parallel = GPT2RT_PARALLEL_NONE, or backend = GPT2RT_BACKEND_CPU for data parallel"},
-    {0, GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, 0, GPT2RT__CAP_SEQ_HEADS, 0, 0, 0, GPT2RT__CAP_CREATE,
-     "the last stage's loss needs the patches and RevIN statistics the first stage computes",
-     "parallel = GPT2RT_PARALLEL_DATA over the {n_devices} devices, or GPT2RT_PARALLEL_NONE"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_MANY, 0, 0, 0, GPT2RT__CAP_KV, 0,
-     GPT2RT__CAP_CREATE, "CUDA generation runs on one device", "parallel = NONE, or kv_batch = 0"},
-    {GPT2RT__CAP_CUDA, GPT2RT__CAP_SPLIT, 0, 0, 0, 0,
-     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_BACKWARD | GPT2RT__CAP_CALL_UPDATE | GPT2RT__CAP_CALL_LOGITS |
-     GPT2RT__CAP_CALL_WEIGHTS_LOAD | GPT2RT__CAP_CALL_WEIGHTS_SAVE | GPT2RT__CAP_CALL_STATE_SAVE |
-     GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_PARAM_WRITE, GPT2RT__CAP_CALL,
-     "the CUDA stages run gpt2rt_step and gpt2rt_param_read only", "gpt2rt_step, or backend = CPU"},
-    {0, GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, 0, 0, 0, GPT2RT__CAP_SHARD,
-     GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ |
-     GPT2RT__CAP_CALL_GRAD_READ, GPT2RT__CAP_CALL,
-     "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
-     "processes is not written",
-     "shard_optimizer = 0 to save or read them"},
-    {GPT2RT__CAP_CPU, 0, 0, 0, 0, GPT2RT__CAP_W16,
-     GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_SAVE, GPT2RT__CAP_CALL,
-     "the call is written for fp32 weights (the logits come from gpt2rt_forward); gpt2rt_generate and "
-     "gpt2rt_param_read serve bf16 ones",
-     "inference_weights = FP32"}
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ 0, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_W16, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "bf16 weights are the CPU backend's",
+     /* .instead = */ "backend = GPT2RT_BACKEND_CPU"},
+    {/* .backends = */ 0, /* .modes = */ 0, /* .inputs = */ GPT2RT__CAP_PATCHES, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_W16, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "bf16 weights serve token generation, not patches",
+     /* .instead = */ "inference_weights = FP32 for time series"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_MANY, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_INFER, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "an inference context runs on one device",
+     /* .instead = */ "parallel = NONE (one device)"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, /* .inputs = */ 0,
+     /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_CHUNK, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "the stages compute the full logits",
+     /* .instead = */ "classifier_chunk = 0, or one device, or parallel = DATA"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT_PROCS, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_PLAN,
+     /* .why = */ "layer split divides the layers over the devices of one process",
+     /* .instead = */ "parallel = DATA over the {world_size} processes, or one process of n_devices stages"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_DROPOUT, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "the stages run several micro-batches at once, and a context draws one forward's masks",
+     /* .instead = */ "dropout, attn_dropout and head_dropout = 0, or parallel = DATA"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, /* .inputs = */ 0,
+     /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "CUDA data parallel runs the devices of one process, not several processes",
+     /* .instead = */ "one process (world_size = 1, one thread per device), or backend = GPT2RT_BACKEND_CPU"},
+    {/* .backends = */ GPT2RT__CAP_CPU, /* .modes = */ GPT2RT__CAP_PROCS_DEV, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "CPU processes reduce with MPI, one rank each",
+     /* .instead = */ "{world_x_devices} processes of n_devices = 1"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_SPLIT, /* .inputs = */ GPT2RT__CAP_PATCHES,
+     /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "the CUDA stages feed tokens",
+     /* .instead = */ "one device, or backend = GPT2RT_BACKEND_CPU"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_MANY, /* .inputs = */ 0,
+     /* .heads = */ GPT2RT__CAP_SEQ_HEADS, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "aLLM4TS's heads run on one CUDA device",
+     /* .instead = */ "parallel = GPT2RT_PARALLEL_NONE, or backend = GPT2RT_BACKEND_CPU for data parallel"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_SPLIT | GPT2RT__CAP_SPLIT_PROCS, /* .inputs = */ 0,
+     /* .heads = */ GPT2RT__CAP_SEQ_HEADS, /* .precisions = */ 0,
+     /* .features = */ 0, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "the last stage's loss needs the patches and RevIN statistics the first stage computes",
+     /* .instead = */ "parallel = GPT2RT_PARALLEL_DATA over the {n_devices} devices, or GPT2RT_PARALLEL_NONE"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_MANY, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_KV, /* .calls = */ 0, /* .stage = */ GPT2RT__CAP_CREATE,
+     /* .why = */ "CUDA generation runs on one device",
+     /* .instead = */ "parallel = NONE, or kv_batch = 0"},
+    {/* .backends = */ GPT2RT__CAP_CUDA, /* .modes = */ GPT2RT__CAP_SPLIT, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ 0,
+     /* .calls = */ GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_BACKWARD | GPT2RT__CAP_CALL_UPDATE |
+         GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_LOAD | GPT2RT__CAP_CALL_WEIGHTS_SAVE |
+         GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_PARAM_WRITE,
+     /* .stage = */ GPT2RT__CAP_CALL,
+     /* .why = */ "the CUDA stages run gpt2rt_step and gpt2rt_param_read only",
+     /* .instead = */ "gpt2rt_step, or backend = CPU"},
+    {/* .backends = */ 0, /* .modes = */ GPT2RT__CAP_PROCS | GPT2RT__CAP_PROCS_DEV, /* .inputs = */ 0, /* .heads = */ 0,
+     /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_SHARD,
+     /* .calls = */ GPT2RT__CAP_CALL_STATE_SAVE | GPT2RT__CAP_CALL_STATE_LOAD | GPT2RT__CAP_CALL_MOMENT_READ |
+         GPT2RT__CAP_CALL_GRAD_READ, /* .stage = */ GPT2RT__CAP_CALL,
+     /* .why = */
+         "each process keeps its shard of the AdamW moments and of the summed gradient, and gathering them across "
+         "processes is not written",
+     /* .instead = */ "shard_optimizer = 0 to save or read them"},
+    {/* .backends = */ GPT2RT__CAP_CPU, /* .modes = */ 0, /* .inputs = */ 0, /* .heads = */ 0, /* .precisions = */ 0,
+     /* .features = */ GPT2RT__CAP_W16,
+     /* .calls = */ GPT2RT__CAP_CALL_FORWARD | GPT2RT__CAP_CALL_LOGITS | GPT2RT__CAP_CALL_WEIGHTS_SAVE,
+     /* .stage = */ GPT2RT__CAP_CALL,
+     /* .why = */ "the call is written for fp32 weights (the logits come from gpt2rt_forward); gpt2rt_generate and "
+         "gpt2rt_param_read serve bf16 ones",
+     /* .instead = */ "inference_weights = FP32"}
 };
 #define GPT2RT__CAP_N_RULES ((int)(sizeof gpt2rt__caps / sizeof gpt2rt__caps[0]))
 
@@ -9709,6 +9756,32 @@ static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, i
     return dr;
 }
 
+/* ---- the head: one dispatch for every backend ----
+   What the config's head makes of lnf, the output of ln_f and the head dropout: one
+   matrix product lnf (rows, k) -> (rows, n) into the logits arena, by out_layer's
+   weights and bias or by the tied wte; the backends' head_forward and head_backward
+   (7.4, 8) take the kind and the product's shape from here. */
+typedef enum {
+    GPT2RT__HEAD_SEQ,     /* aLLM4TS's sequence heads: out_layer at every position, (BT,C) -> (BT,PL);
+                             PATCH_DECODE's placeholders' rows are gathered to yn (B,H) */
+    GPT2RT__HEAD_SERIES,  /* REGRESSION: out_layer on each series' flattened (T,C) states, (B, T*C) -> (B,H) */
+    GPT2RT__HEAD_LM,      /* the tied LM head, no bias: (BT,C) -> logits (BT,Vp) */
+    GPT2RT__HEAD_CHUNKED  /* the LM head by classifier_chunk: the logits come chunk by chunk with the loss */
+} gpt2rt__head_kind;
+
+typedef struct gpt2rt__head {
+    gpt2rt__head_kind kind;
+    int64_t rows, k, n; /* the product's shape: lnf (rows, k), its output (rows, n) */
+} gpt2rt__head;
+
+static gpt2rt__head gpt2rt__head_of(const gpt2rt__dims *d) {
+    gpt2rt__head h;
+    if (d->seqhead) { h.kind = GPT2RT__HEAD_SEQ; h.rows = d->BT; h.k = d->C; h.n = d->PL; }
+    else if (d->patches) { h.kind = GPT2RT__HEAD_SERIES; h.rows = d->B; h.k = d->T * d->C; h.n = d->H; }
+    else { h.kind = d->hc < d->BT ? GPT2RT__HEAD_CHUNKED : GPT2RT__HEAD_LM; h.rows = d->BT; h.k = d->C; h.n = d->Vp; }
+    return h;
+}
+
 /* ---- the driver: one for every backend ---- */
 /* It owns the order of the steps and what recompute decides: which layer input is a
    checkpoint, when a FULL segment runs its forward again. ax: the context whose
@@ -11276,16 +11349,12 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
-    if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
-                     d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
-        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
-    } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
-                     d->T * d->C, d->H, ctx->gemm_ws, d->nt));
-    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT,
-                     d->C, d->Vp, ctx->gemm_ws, d->nt));
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
+    int tied = h.kind == GPT2RT__HEAD_LM;
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, tied ? p.wte : p.outw,
+                 tied ? NULL : p.outb, h.rows, h.k, h.n, ctx->gemm_ws, d->nt));
+    if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     return GPT2RT_OK;
 }
 
@@ -11294,28 +11363,27 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int64_t BT = d->BT, C = d->C;
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
-        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
-        else {
-            float *yn = gpt2rt__ts_yn(ctx);
-            gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
-            gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
-        }
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
-                     ctx->lnf, p.outw, BT, C, d->PL, ctx->gemm_ws, nt));
-    } else if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
+    gpt2rt__head h = gpt2rt__head_of(d);
+    /* the gradient of the loss at the product's output (rows, n), in place */
+    if (h.kind == GPT2RT__HEAD_SEQ && d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
+        gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+    else if (h.kind == GPT2RT__HEAD_SEQ) {
+        float *yn = gpt2rt__ts_yn(ctx);
+        gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
+        gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
+    } else if (h.kind == GPT2RT__HEAD_SERIES) /* MSE through the de-normalisation */
         gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
                                 dloss, d);
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
-                     ctx->lnf, p.outw, d->B, d->T * C, d->H, ctx->gemm_ws, nt));
-    } else if (d->hc < BT) {
-        gpt2rt__cpu_head_chunked_backward(ctx, dloss);
-    } else {
+    else if (h.kind == GPT2RT__HEAD_LM)
         GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets,
                      dloss, BT, d->V, d->Vp, nt));
-        /* LM head (tied): dlnf -> dbuf */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits,
-                     ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt));
+    /* the product's backward: dlnf -> dbuf (the chunks do it chunk by chunk) */
+    if (h.kind == GPT2RT__HEAD_CHUNKED) gpt2rt__cpu_head_chunked_backward(ctx, dloss);
+    else {
+        int tied = h.kind == GPT2RT__HEAD_LM;
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, tied ? g.wte : g.outw,
+                     tied ? NULL : g.outb, ctx->logits, ctx->lnf, tied ? p.wte : p.outw, h.rows, h.k, h.n,
+                     ctx->gemm_ws, nt));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt));
@@ -11759,12 +11827,32 @@ static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r,
 }
 
 static const gpt2rt__backend gpt2rt__cpu_backend = {
-    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
-    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy,
-    gpt2rt__cpu_forward, gpt2rt__cpu_forward_series, gpt2rt__cpu_backward, gpt2rt__cpu_update, gpt2rt__cpu_zero_grads,
-    gpt2rt__cpu_logits, gpt2rt__cpu_predictions, gpt2rt__cpu_dp_reduce, gpt2rt__cpu_host_weights, gpt2rt__cpu_upload,
-    gpt2rt__cpu_shard_read, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
-    gpt2rt__cpu_release, gpt2rt__cpu_release, gpt2rt__cpu_decode};
+    /* .embed_forward  = */ gpt2rt__cpu_embed_forward,
+    /* .layer_forward  = */ gpt2rt__cpu_layer_forward,
+    /* .head_forward   = */ gpt2rt__cpu_head_forward,
+    /* .head_backward  = */ gpt2rt__cpu_head_backward,
+    /* .layer_backward = */ gpt2rt__cpu_layer_backward,
+    /* .embed_backward = */ gpt2rt__cpu_embed_backward,
+    /* .copy           = */ gpt2rt__cpu_copy,
+    /* .forward        = */ gpt2rt__cpu_forward,
+    /* .forward_series = */ gpt2rt__cpu_forward_series,
+    /* .backward       = */ gpt2rt__cpu_backward,
+    /* .update         = */ gpt2rt__cpu_update,
+    /* .zero_grads     = */ gpt2rt__cpu_zero_grads,
+    /* .logits         = */ gpt2rt__cpu_logits,
+    /* .predictions    = */ gpt2rt__cpu_predictions,
+    /* .dp_reduce      = */ gpt2rt__cpu_dp_reduce,
+    /* .host_weights   = */ gpt2rt__cpu_host_weights,
+    /* .upload         = */ gpt2rt__cpu_upload,
+    /* .shard_read     = */ gpt2rt__cpu_shard_read,
+    /* .param_read     = */ gpt2rt__cpu_param_read,
+    /* .allocated      = */ gpt2rt__cpu_allocated,
+    /* .dp_rank        = */ gpt2rt__cpu_dp_rank,
+    /* .dp_open        = */ gpt2rt__cpu_dp_open,
+    /* .release_shared = */ gpt2rt__cpu_release,
+    /* .release        = */ gpt2rt__cpu_release,
+    /* .decode         = */ gpt2rt__cpu_decode
+};
 
 /* ==== 8. CUDA backend ==== */
 
@@ -11772,8 +11860,9 @@ static const gpt2rt__backend gpt2rt__cpu_backend = {
    (GPT2RT__CUDA; infix gpt2rt__cu_): hand-written kernels for every op that is not a
    matrix product (8.2, 8.3), cuBLASLt for the matrix products (8.4), the driver (8.5):
    the steps of 7.3's model driver on the device, the optimizer, creation and what the
-   public calls do on a CUDA context, data parallel on the devices (8.6, which ends with
-   the backend table's CUDA entries, gpt2rt__cu_be_) and the layer split's stages (8.7).
+   public calls do on a CUDA context, data parallel on the devices (8.6), the layer
+   split's stages (8.7) and the backend table with its step-level entries (8.8,
+   gpt2rt__cu_be_).
    The executors (10) reach all of it through ctx->be and the stages' ctx->ls->ops only. The kernel labs
    in kernels/ validate each part against the CPU backend and time it. */
 #if GPT2RT__CUDA
@@ -15394,7 +15483,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    saves and param_read download what the device moved on (host_stale) or read the
    device (gradients, moments); param_write uploads.
    The model itself is 7.3's driver (gpt2rt__model_forward / _backward, which owns the
-   layer loop and the recompute schedule for every backend) over gpt2rt__cu_backend,
+   layer loop and the recompute schedule for every backend) over gpt2rt__cu_layers,
    whose steps dispatch on st->xt to the templates here, with ax = st->dev, the shadow
    context whose arenas are the device's.
 */
@@ -15567,7 +15656,30 @@ static gpt2rt_result gpt2rt__cu_comm_idle(gpt2rt_ctx *ctx, gpt2rt__cu_state *st)
 
 /* ---- creation ---- */
 
-static void gpt2rt__cu_free(gpt2rt__cu_state *st);
+/* everything the state holds; safe on a partly created state and on NULL */
+static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
+    if (!st) return;
+    (void)cudaSetDevice(st->device);
+    if (st->stream) (void)cudaStreamSynchronize(st->stream);
+    if (st->blas_ok) gpt2rt__cu_blas_destroy(&st->blas);
+    if (st->ev_ok) (void)cudaEventDestroy(st->ev_tok);
+    if (st->dp_ev_ok) { (void)cudaEventDestroy(st->ev_grads); (void)cudaEventDestroy(st->ev_comm); }
+    if (st->stream) (void)cudaStreamDestroy(st->stream);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+        if (st->arena[i]) (void)cudaFree(st->arena[i]);
+    if (st->h_tok) (void)cudaFreeHost(st->h_tok);
+    if (st->h_losses) (void)cudaFreeHost(st->h_losses);
+    if (st->h_pred) (void)cudaFreeHost(st->h_pred);
+    if (st->h_norm) (void)cudaFreeHost(st->h_norm);
+    if (st->h_stage) (void)cudaFreeHost(st->h_stage);
+    if (st->h_adamw) (void)cudaFreeHost(st->h_adamw);
+    if (st->h_kv) (void)cudaFreeHost(st->h_kv);
+    (void)cudaGetLastError();
+    gpt2rt_config hooks = st->hooks;
+    gpt2rt__free(&hooks, st->runs, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&hooks, st->dev, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&hooks, st, GPT2RT_MEM_BOOKKEEPING);
+}
 
 static void gpt2rt__cu_measure(gpt2rt__cu_state *st) {
     size_t fr = 0, tot = 0;
@@ -15619,27 +15731,43 @@ static int gpt2rt__cu_adamw_plan(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     return n;
 }
 
-static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st);
-
-static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, const gpt2rt__span *span,
-                                            int dev_id, gpt2rt__cu_state **out, char *err, size_t cap);
-
-/* The device state for the resolved config cfg (backend CUDA) on top of the host context
-   ctx, whose parameter table (shape and frozen groups) must be the one cfg gives.
-   err gets the reason on failure (with the numbers); *out is NULL then. */
-static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, gpt2rt__cu_state **out,
-                                           char *err, size_t cap) {
-    if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    /* data parallel: one state per rank, on device_ids[0] (gpt2rt__dp_open passes each rank
-       a config whose device_ids start with its own device); layer split: gpt2rt__cu_create_span */
-    if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
-        snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
-                 "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
-        return GPT2RT_ERR_INVALID_ARGUMENT; /* the callers route layer split to 8.7, ranks to 8.6 */
+/* ctx->params (fp32, every tensor) -> the device: the fp32 master of the trained tensors
+   (bf16/fp16: master arena by goff; fp32: the weights arena is the master) and the floatX
+   copy of every tensor (converted on the host, round to nearest even, as the device's
+   casts). Gradients and moments are untouched. Synchronous. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_upload_params_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    cudaStream_t s = st->stream;
+    const int64_t per = (int64_t)(st->stage_bytes / sizeof(X));
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        int64_t n = t->rows * t->cols;
+        const float *src = ctx->params + t->off;
+        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo; /* ZeRO-1: the master of the own shard */
+        int64_t hi = t->goff + n < st->opt_hi ? t->goff + n : st->opt_hi;
+        if (st->master && t->goff >= 0 && hi > lo)
+            GPT2RT__CU_CK(cudaMemcpyAsync(st->master + (lo - st->opt_lo), src + (lo - t->goff), (size_t)(hi - lo) * 4,
+                                          cudaMemcpyHostToDevice, s));
+        for (int64_t j = 0; j < n; j += per) {
+            int64_t k = n - j < per ? n - j : per;
+            GPT2RT__CU_CK(cudaStreamSynchronize(s)); /* the stage is free again */
+            gpt2rt__cu_host_cvt((X *)(void *)st->h_stage, src + j, k);
+            GPT2RT__CU_CK(cudaMemcpyAsync((X *)st->w + t->off + j, st->h_stage, (size_t)k * sizeof(X),
+                                          cudaMemcpyHostToDevice, s));
+        }
     }
-    gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
-    return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
+    GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    st->host_stale = 0;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    st->phase = "upload_params";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_upload_params_t<float>(ctx, st);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_upload_params_t<__nv_bfloat16>(ctx, st);
+    return gpt2rt__cu_upload_params_t<__half>(ctx, st);
 }
 
 /* gpt2rt__cu_create_span's phases (st: the state so far; each writes err and returns
@@ -15880,77 +16008,31 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
 #undef GPT2RT__CU_CFAIL
 }
 
+/* The device state for the resolved config cfg (backend CUDA) on top of the host context
+   ctx, whose parameter table (shape and frozen groups) must be the one cfg gives.
+   err gets the reason on failure (with the numbers); *out is NULL then. */
+static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, gpt2rt__cu_state **out,
+                                           char *err, size_t cap) {
+    if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    /* data parallel: one state per rank, on device_ids[0] (gpt2rt__dp_open passes each rank
+       a config whose device_ids start with its own device); layer split: gpt2rt__cu_create_span */
+    if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
+        snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
+                 "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
+        return GPT2RT_ERR_INVALID_ARGUMENT; /* the callers route layer split to 8.7, ranks to 8.6 */
+    }
+    gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
+    return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
+}
+
 /* the device state of ctx->cfg (after the splice: backend CUDA) */
 static gpt2rt_result gpt2rt__cu_create(gpt2rt_ctx *ctx, gpt2rt__cu_state **out, char *err, size_t cap) {
     if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
     return gpt2rt__cu_create_cfg(ctx, &ctx->cfg, out, err, cap);
 }
 
-/* everything the state holds; safe on a partly created state and on NULL */
-static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
-    if (!st) return;
-    (void)cudaSetDevice(st->device);
-    if (st->stream) (void)cudaStreamSynchronize(st->stream);
-    if (st->blas_ok) gpt2rt__cu_blas_destroy(&st->blas);
-    if (st->ev_ok) (void)cudaEventDestroy(st->ev_tok);
-    if (st->dp_ev_ok) { (void)cudaEventDestroy(st->ev_grads); (void)cudaEventDestroy(st->ev_comm); }
-    if (st->stream) (void)cudaStreamDestroy(st->stream);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-        if (st->arena[i]) (void)cudaFree(st->arena[i]);
-    if (st->h_tok) (void)cudaFreeHost(st->h_tok);
-    if (st->h_losses) (void)cudaFreeHost(st->h_losses);
-    if (st->h_pred) (void)cudaFreeHost(st->h_pred);
-    if (st->h_norm) (void)cudaFreeHost(st->h_norm);
-    if (st->h_stage) (void)cudaFreeHost(st->h_stage);
-    if (st->h_adamw) (void)cudaFreeHost(st->h_adamw);
-    if (st->h_kv) (void)cudaFreeHost(st->h_kv);
-    (void)cudaGetLastError();
-    gpt2rt_config hooks = st->hooks;
-    gpt2rt__free(&hooks, st->runs, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&hooks, st->dev, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&hooks, st, GPT2RT_MEM_BOOKKEEPING);
-}
-
 /* ---- weights and optimizer state between host and device ---- */
-
-/* ctx->params (fp32, every tensor) -> the device: the fp32 master of the trained tensors
-   (bf16/fp16: master arena by goff; fp32: the weights arena is the master) and the floatX
-   copy of every tensor (converted on the host, round to nearest even, as the device's
-   casts). Gradients and moments are untouched. Synchronous. */
-template <typename X>
-static gpt2rt_result gpt2rt__cu_upload_params_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
-    cudaStream_t s = st->stream;
-    const int64_t per = (int64_t)(st->stage_bytes / sizeof(X));
-    for (int i = 0; i < ctx->n_tensors; i++) {
-        const gpt2rt__tensor *t = &ctx->tensors[i];
-        int64_t n = t->rows * t->cols;
-        const float *src = ctx->params + t->off;
-        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo; /* ZeRO-1: the master of the own shard */
-        int64_t hi = t->goff + n < st->opt_hi ? t->goff + n : st->opt_hi;
-        if (st->master && t->goff >= 0 && hi > lo)
-            GPT2RT__CU_CK(cudaMemcpyAsync(st->master + (lo - st->opt_lo), src + (lo - t->goff), (size_t)(hi - lo) * 4,
-                                          cudaMemcpyHostToDevice, s));
-        for (int64_t j = 0; j < n; j += per) {
-            int64_t k = n - j < per ? n - j : per;
-            GPT2RT__CU_CK(cudaStreamSynchronize(s)); /* the stage is free again */
-            gpt2rt__cu_host_cvt((X *)(void *)st->h_stage, src + j, k);
-            GPT2RT__CU_CK(cudaMemcpyAsync((X *)st->w + t->off + j, st->h_stage, (size_t)k * sizeof(X),
-                                          cudaMemcpyHostToDevice, s));
-        }
-    }
-    GPT2RT__CU_CK(cudaStreamSynchronize(s));
-    st->host_stale = 0;
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
-    st->phase = "upload_params";
-    st->layer = -1;
-    GPT2RT__CU_CK(cudaSetDevice(st->device));
-    if (st->xt == CUDA_R_32F) return gpt2rt__cu_upload_params_t<float>(ctx, st);
-    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_upload_params_t<__nv_bfloat16>(ctx, st);
-    return gpt2rt__cu_upload_params_t<__half>(ctx, st);
-}
 
 /* the trained tensors' fp32 master -> ctx->params (frozen tensors never change on the
    device: the host copy is already theirs). ZeRO-1: the part in the own shard only (the
@@ -16167,22 +16249,16 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                   d->BT, d->C, st->stream));
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(lnf, lnf, &dr, d->BT * d->C, st->stream));
-    if (d->seqhead) {
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
-                                                d->C, d->PL, st->mm_err, sizeof st->mm_err));
-        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
-            GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
-    } else if (d->patches)
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->B,
-                                                d->T * d->C, d->H, st->mm_err, sizeof st->mm_err));
-    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
-                                                d->BT, d->C, d->Vp, st->mm_err, sizeof st->mm_err));
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
+    int tied = h.kind == GPT2RT__HEAD_LM;
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
+                                            tied ? gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE))
+                                                 : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
+                                            tied ? NULL : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)),
+                                            h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
+        GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
     return GPT2RT_OK;
 }
 
@@ -16260,13 +16336,13 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf;
     st->layer = -1;
-    if (d->patches) { /* dyn (B,H) in place, then out_layer: dlnf (B, T*C) -> dbuf; sequence heads:
-                         dout (BT,PL) from the next patches or the placeholders' dyn, then
-                         out_layer at every position: dlnf (BT,C) -> dbuf */
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_SEQ || h.kind == GPT2RT__HEAD_SERIES) { /* dyn (B,H) in place, then out_layer:
+                         dlnf (B, T*C) -> dbuf; sequence heads: dout (BT,PL) from the next patches or the
+                         placeholders' dyn, then out_layer at every position: dlnf (BT,C) -> dbuf */
         const gpt2rt__tensor *ow = gpt2rt__ts_tensor(ctx, GPT2RT__OUTW), *ob = gpt2rt__ts_tensor(ctx, GPT2RT__OUTB);
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
-        X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
-        int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
+        X *yn = h.kind == GPT2RT__HEAD_SEQ ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
         if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
             GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
         else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
@@ -16276,11 +16352,11 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
-                                                            st->acc ? st->red : NULL, logits, dv->lnf, rows, k, n,
-                                                            st->acc, st->mm_err, sizeof st->mm_err));
+                                                            st->acc ? st->red : NULL, logits, dv->lnf, h.rows, h.k,
+                                                            h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, ow), NULL,
-                                                       rows, k, n, st->mm_err, sizeof st->mm_err));
-    } else if (d->hc < BT) { /* classifier_chunk: the chunks again, unless gpt2rt_step's forward ran them */
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    } else if (h.kind == GPT2RT__HEAD_CHUNKED) { /* the chunks again, unless gpt2rt_step's forward ran them */
         if (!st->dlogits_ready) GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, 1, dloss));
         st->dlogits_ready = 0;
     } else { /* LM head (tied): dlnf -> dbuf */
@@ -16291,10 +16367,10 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         st->dlogits_ready = 0;
         float *g_wte = gpt2rt__cu_grad_of(st, wte);
         if (g_wte)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, BT, C,
-                                                            d->Vp, st->acc, st->mm_err, sizeof st->mm_err));
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, h.rows,
+                                                            h.k, h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, wte), NULL,
-                                                       BT, C, d->Vp, st->mm_err, sizeof st->mm_err));
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dbuf, &dr, BT * C, s));
@@ -16455,37 +16531,36 @@ static gpt2rt_result gpt2rt__cu_copy(gpt2rt_ctx *ctx, void *dst, const void *src
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream));
     return GPT2RT_OK;
 }
-/* the step-level entries (the end of 8.6): the public calls' work on ctx->cu */
-static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
-                                           int fuse);
-static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
-static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments);
-static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst);
-static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst);
-static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
-static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
-static gpt2rt_result gpt2rt__cu_be_shard_read(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi,
-                                              double unscale, float *dst);
-static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                              double unscale, float *dst);
-static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
-static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
-static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
-static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx);
-static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M);
-
-static const gpt2rt__backend gpt2rt__cu_backend = {
-    gpt2rt__cu_embed_forward, gpt2rt__cu_layer_forward_any, gpt2rt__cu_head_forward, gpt2rt__cu_head_backward,
-    gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy,
-    gpt2rt__cu_be_forward, gpt2rt__cu_be_forward_series, gpt2rt__cu_be_backward, gpt2rt__cu_be_update,
-    gpt2rt__cu_be_zero_grads, gpt2rt__cu_be_logits, gpt2rt__cu_be_predictions, gpt2rt__cu_be_dp_reduce,
-    gpt2rt__cu_be_host_weights, gpt2rt__cu_be_upload, gpt2rt__cu_be_shard_read, gpt2rt__cu_be_param_read,
-    gpt2rt__cu_be_allocated, gpt2rt__cu_be_dp_rank, gpt2rt__cu_be_dp_open, gpt2rt__cu_be_release_shared,
-    gpt2rt__cu_be_release, gpt2rt__cu_be_decode};
+/* the driver's entries (7.3) on a device state: the layer-level half of the CUDA table,
+   what gpt2rt__model_forward / _backward call (with ax = st->dev, ctx the host side);
+   the step-level half is gpt2rt__cu_backend's (8.8), the table ctx->be points to */
+static const gpt2rt__backend gpt2rt__cu_layers = {
+    /* .embed_forward  = */ gpt2rt__cu_embed_forward,
+    /* .layer_forward  = */ gpt2rt__cu_layer_forward_any,
+    /* .head_forward   = */ gpt2rt__cu_head_forward,
+    /* .head_backward  = */ gpt2rt__cu_head_backward,
+    /* .layer_backward = */ gpt2rt__cu_layer_backward,
+    /* .embed_backward = */ gpt2rt__cu_embed_backward,
+    /* .copy           = */ gpt2rt__cu_copy,
+    /* .forward        = */ NULL,
+    /* .forward_series = */ NULL,
+    /* .backward       = */ NULL,
+    /* .update         = */ NULL,
+    /* .zero_grads     = */ NULL,
+    /* .logits         = */ NULL,
+    /* .predictions    = */ NULL,
+    /* .dp_reduce      = */ NULL,
+    /* .host_weights   = */ NULL,
+    /* .upload         = */ NULL,
+    /* .shard_read     = */ NULL,
+    /* .param_read     = */ NULL,
+    /* .allocated      = */ NULL,
+    /* .dp_rank        = */ NULL,
+    /* .dp_open        = */ NULL,
+    /* .release_shared = */ NULL,
+    /* .release        = */ NULL,
+    /* .decode         = */ NULL
+};
 
 /* ---- training calls ---- */
 
@@ -16527,7 +16602,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     cudaError_t er = cudaEventRecord(st->ev_tok, s);
     GPT2RT__CU_CK(e);
     GPT2RT__CU_CK(er);
-    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_layers, st->dev));
     st->have_targets = targets != NULL;
     if (!targets) {
         if (loss) *loss = 0.0f;
@@ -16587,7 +16662,7 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
-    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_layers, st->dev));
     if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the targets are the lookback's next patches: the
                               loss's B partial sums in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
                               the backward), added on the host in series order */
@@ -16640,74 +16715,12 @@ static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) 
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     const gpt2rt__dims *d = &st->d;
     st->acc = st->grads_dirty;
-    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cu_backend, st->dev,
+    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cu_layers, st->dev,
                                              st->loss_scale / (float)(d->n_out * st->cfg.grad_accum));
     if (r != GPT2RT_OK) return r;
     st->have_targets = 0;
     st->grads_dirty = 1;
     return GPT2RT_OK;
-}
-
-/* One AdamW step at learning rate lr (the caller: gpt2rt__opt_lr_at(&ctx->cfg, ctx->step)),
-   bias correction for step ctx->step + 1, over the gradients summed since the last update
-   (ctx->acc_targets counted targets). *norm: the global gradient norm of the mean loss
-   (before clipping, loss scale removed); *skipped: 1 when it is not finite (gradients
-   zeroed, weights and moments untouched; fp16: the scale halves); *loss_scale: the scale
-   the next backward uses. The caller advances ctx->step when not skipped and resets its
-   accumulation counters, as gpt2rt_update does. Waits for the device once (the norm). */
-static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, double *sumsq); /* 8.6 */
-template <typename X> static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *st);
-template <typename X>
-static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm_out,
-                                         int *skipped_out, float *scale_out) {
-    const gpt2rt_config *c = &st->cfg;
-    cudaStream_t s = st->stream;
-    /* the reduction scratch: norm result (2 doubles), then the AdamW table */
-    double *d_norm = (double *)(void *)st->red;
-    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
-    double sumsq = 0.0;
-    if (st->dcomm) /* data parallel (8.6): the summed gradients; global loss, targets, squared norm */
-        GPT2RT__TRY(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
-    else {
-        GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
-        GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
-        GPT2RT__CU_CK(cudaStreamSynchronize(s));
-    }
-    /* no counted target: data parallel only (one device skips before calling), every rank alike */
-    gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, st->dcomm ? sqrt(sumsq) : st->h_norm[0], &st->loss_scale,
-                                                &st->clean_steps);
-    if (o.skipped) GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
-    else {
-        GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
-                                      cudaMemcpyHostToDevice, s));
-        /* the table counts from opt_lo (0 without ZeRO-1), where the master and moments start */
-        for (int r = 0; r < st->n_runs; r++) {
-            const gpt2rt__cu_adamw_run *run = &st->runs[r];
-            float *params = st->master ? st->master : (float *)st->w + run->delta + st->opt_lo;
-            X *params_x = st->master ? (X *)st->w + run->delta + st->opt_lo : NULL;
-            GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads + st->opt_lo, st->m, st->v, d_tab + run->i0,
-                                              run->n, run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                                              ctx->step + 1, o.grad_scale, s));
-        }
-        if (st->opt_hi - st->opt_lo < st->n_train) /* ZeRO-1: every rank gets every updated weight */
-            GPT2RT__TRY(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
-        st->host_stale = 1;
-    }
-    st->grads_dirty = 0;
-    if (norm_out) *norm_out = o.norm;
-    if (skipped_out) *skipped_out = o.skipped;
-    if (scale_out) *scale_out = st->loss_scale;
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__cu_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm,
-                                           int *skipped, float *loss_scale) {
-    st->phase = "update";
-    st->layer = -1;
-    GPT2RT__CU_CK(cudaSetDevice(st->device));
-    if (st->xt == CUDA_R_32F) return gpt2rt__cu_update_t<float>(ctx, st, lr, norm, skipped, loss_scale);
-    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_update_t<__nv_bfloat16>(ctx, st, lr, norm, skipped, loss_scale);
-    return gpt2rt__cu_update_t<__half>(ctx, st, lr, norm, skipped, loss_scale);
 }
 
 /* dst (BT, V) fp32 = the last forward's logits without the padded columns (count must be
@@ -17649,110 +17662,6 @@ static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_st
     return GPT2RT_OK;
 }
 
-/* ---- the CUDA backend's step-level entries (gpt2rt__cu_backend's second part) ---- */
-
-static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
-                                           int fuse) {
-    ctx->cu->dlogits_in_forward = fuse; /* the classifier writes dlogits in the same pass */
-    gpt2rt_result r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
-    ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready;
-    ctx->have_loss = r == GPT2RT_OK && targets;
-    return r;
-}
-
-static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
-    ctx->have_pred = 0;
-    gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
-    ctx->have_logits = r == GPT2RT_OK;
-    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH; /* NEXT_PATCH forecasts no horizon */
-    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH); /* its targets are in x */
-    return r;
-}
-
-/* the CPU's scale, times the loss scale */
-static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx) { return gpt2rt__cu_backward(ctx, ctx->cu); }
-
-/* no counted target on one device: skipped as on the CPU, without a norm; data parallel:
-   the ranks decide together (8.6) */
-static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
-    gpt2rt_result r;
-    if (!ctx->acc_targets && ctx->comm->size == 1) {
-        if ((r = gpt2rt__cu_zero(ctx, ctx->cu, 0)) != GPT2RT_OK) return r;
-        int clean = 0;
-        *loss_scale = ctx->cu->loss_scale;
-        *o = gpt2rt__opt_policy(ctx, 0.0, loss_scale, &clean); /* skips and says why; the scale stays */
-        return GPT2RT_OK;
-    }
-    if ((r = gpt2rt__cu_update(ctx, ctx->cu, lr, &o->norm, &o->skipped, loss_scale)) != GPT2RT_OK) return r;
-    if (!o->skipped) ctx->step++;
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments) {
-    return ctx->cu ? gpt2rt__cu_zero(ctx, ctx->cu, moments) : GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst) {
-    return gpt2rt__cu_logits(ctx, ctx->cu, dst, ctx->d.BT * ctx->d.V);
-}
-
-/* the forward brought them to the host */
-static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst) {
-    memcpy(dst, ctx->cu->h_pred, (size_t)ctx->d.n_out * sizeof(float));
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
-    return gpt2rt__cu_dp_reduce(ctx, ctx->cu, pieces, 2, scatter);
-}
-
-static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx) { return gpt2rt__cu_host_weights(ctx, ctx->cu); }
-
-static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
-    GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, ctx->cu));
-    return m || v ? gpt2rt__cu_upload_moments(ctx, ctx->cu, m, v) : GPT2RT_OK;
-}
-
-/* the device's raw gradients also carry the loss scale */
-static gpt2rt_result gpt2rt__cu_be_shard_read(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi,
-                                              double unscale, float *dst) {
-    float k = what == GPT2RT_PARAM_GRAD ? (float)(unscale / (double)ctx->cu->loss_scale) : 1.0f;
-    return gpt2rt__cu_read_shard(ctx, ctx->cu, what, lo, hi, k, dst);
-}
-
-static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                              double unscale, float *dst) {
-    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, unscale, dst);
-}
-
-/* the device arenas (the host holds the fp32 weights) and the driver's own bytes */
-static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead) {
-    memcpy(bytes, ctx->cu->allocated, GPT2RT_MEM_COUNT * sizeof(uint64_t));
-    *overhead = ctx->cu->overhead;
-}
-
-static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
-    (void)plan; /* the device state plans its own arenas, as rank 0's */
-    return gpt2rt__cu_dp_rank(ctx, rc, r);
-}
-
-static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx) { return gpt2rt__cu_dp_open(ctx); }
-static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx) { gpt2rt__cu_dp_close(ctx); }
-static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx) { gpt2rt__cu_free(ctx->cu); }
-
-/* gpt2rt_create with backend = CUDA: one device (or a data-parallel rank 0), or the
-   stages of a layer split (8.7), whose context keeps the host's entries */
-#ifdef GPT2RT__COMM_THREADS
-static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan);
-#endif
-static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-#ifdef GPT2RT__COMM_THREADS
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) return gpt2rt__ls_cu_open(ctx, plan);
-#endif
-    ctx->be = &gpt2rt__cu_backend; /* before the state exists: gpt2rt_free releases what was made */
-    return gpt2rt__cu_open(ctx, plan);
-}
-
 /* ==== 8.7 Layer split on CUDA devices ==== */
 #ifdef GPT2RT__COMM_THREADS
 /* Stage s: a device state for its span (gpt2rt__cu_create_span) on device_ids[s],
@@ -17821,7 +17730,7 @@ static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
     gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const int64_t BT = d->BT;
     const size_t act = (size_t)(BT * d->C * d->ab);
     cudaStream_t cs = st->stream;
@@ -17874,7 +17783,7 @@ static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
     gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const size_t act = (size_t)(d->BT * d->C * d->ab);
     st->phase = "layer split backward";
     st->layer = -1;
@@ -18157,8 +18066,14 @@ static gpt2rt_result gpt2rt__ls_cu_end(gpt2rt_ctx *ctx) {
 }
 
 static const gpt2rt__ls_ops gpt2rt__ls_cu_ops = {
-    gpt2rt__ls_cu_free, gpt2rt__ls_cu_begin, gpt2rt__ls_cu_stage, gpt2rt__ls_cu_end, gpt2rt__ls_cu_update,
-    gpt2rt__ls_cu_param_read, gpt2rt__ls_cu_allocated};
+    /* .release    = */ gpt2rt__ls_cu_free,
+    /* .begin      = */ gpt2rt__ls_cu_begin,
+    /* .stage      = */ gpt2rt__ls_cu_stage,
+    /* .end        = */ gpt2rt__ls_cu_end,
+    /* .update     = */ gpt2rt__ls_cu_update,
+    /* .param_read = */ gpt2rt__ls_cu_param_read,
+    /* .allocated  = */ gpt2rt__ls_cu_allocated
+};
 
 /* gpt2rt_create, CUDA layer split (ctx->cfg resolved): the memory budget against each
    device's plan and the further activation sets, the host table and fp32 weights,
@@ -18276,18 +18191,205 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
 #undef GPT2RT__LS_CU_BY_TYPE
 #endif /* GPT2RT__COMM_THREADS */
 
-#undef GPT2RT__CU_CK
+/* ==== 8.8 Backend table ==== */
+/* The CUDA backend's step-level work on ctx->cu, the second part of its table (8.5 has
+   the layer steps): the update (after data parallel's agreement, 8.6), the forwards,
+   backward, host copies, data parallel's reductions; then gpt2rt_create's entry, which
+   opens one device (or a data-parallel rank 0) or the stages of a layer split (8.7). */
 
-static int gpt2rt__cuda_present(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-    return n > 0;
+/* One AdamW step at learning rate lr (the caller: gpt2rt__opt_lr_at(&ctx->cfg, ctx->step)),
+   bias correction for step ctx->step + 1, over the gradients summed since the last update
+   (ctx->acc_targets counted targets). *norm: the global gradient norm of the mean loss
+   (before clipping, loss scale removed); *skipped: 1 when it is not finite (gradients
+   zeroed, weights and moments untouched; fp16: the scale halves); *loss_scale: the scale
+   the next backward uses. The caller advances ctx->step when not skipped and resets its
+   accumulation counters, as gpt2rt_update does. Waits for the device once (the norm). */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm_out,
+                                         int *skipped_out, float *scale_out) {
+    const gpt2rt_config *c = &st->cfg;
+    cudaStream_t s = st->stream;
+    /* the reduction scratch: norm result (2 doubles), then the AdamW table */
+    double *d_norm = (double *)(void *)st->red;
+    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
+    double sumsq = 0.0;
+    if (st->dcomm) /* data parallel (8.6): the summed gradients; global loss, targets, squared norm */
+        GPT2RT__TRY(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
+    else {
+        GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
+        GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
+        GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    }
+    /* no counted target: data parallel only (one device skips before calling), every rank alike */
+    gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, st->dcomm ? sqrt(sumsq) : st->h_norm[0], &st->loss_scale,
+                                                &st->clean_steps);
+    if (o.skipped) GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
+    else {
+        GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
+                                      cudaMemcpyHostToDevice, s));
+        /* the table counts from opt_lo (0 without ZeRO-1), where the master and moments start */
+        for (int r = 0; r < st->n_runs; r++) {
+            const gpt2rt__cu_adamw_run *run = &st->runs[r];
+            float *params = st->master ? st->master : (float *)st->w + run->delta + st->opt_lo;
+            X *params_x = st->master ? (X *)st->w + run->delta + st->opt_lo : NULL;
+            GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads + st->opt_lo, st->m, st->v, d_tab + run->i0,
+                                              run->n, run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                                              ctx->step + 1, o.grad_scale, s));
+        }
+        if (st->opt_hi - st->opt_lo < st->n_train) /* ZeRO-1: every rank gets every updated weight */
+            GPT2RT__TRY(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
+        st->host_stale = 1;
+    }
+    st->grads_dirty = 0;
+    if (norm_out) *norm_out = o.norm;
+    if (skipped_out) *skipped_out = o.skipped;
+    if (scale_out) *scale_out = st->loss_scale;
+    return GPT2RT_OK;
 }
 
-#else
-/* compiled without CUDA: AUTO picks the CPU, and gpt2rt_create refuses backend = CUDA */
-static int gpt2rt__cuda_present(void) { return 0; }
+static gpt2rt_result gpt2rt__cu_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm,
+                                           int *skipped, float *loss_scale) {
+    st->phase = "update";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_update_t<float>(ctx, st, lr, norm, skipped, loss_scale);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_update_t<__nv_bfloat16>(ctx, st, lr, norm, skipped, loss_scale);
+    return gpt2rt__cu_update_t<__half>(ctx, st, lr, norm, skipped, loss_scale);
+}
 
+/* ---- the step-level entries ---- */
+
+static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
+                                           int fuse) {
+    ctx->cu->dlogits_in_forward = fuse; /* the classifier writes dlogits in the same pass */
+    gpt2rt_result r = gpt2rt__cu_forward(ctx, ctx->cu, inputs, targets, loss);
+    ctx->have_logits = r == GPT2RT_OK && !ctx->cu->dlogits_ready;
+    ctx->have_loss = r == GPT2RT_OK && targets;
+    return r;
+}
+
+static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss) {
+    ctx->have_pred = 0;
+    gpt2rt_result r = gpt2rt__cu_forward_series(ctx, ctx->cu, x, y, loss);
+    ctx->have_logits = r == GPT2RT_OK;
+    ctx->have_pred = r == GPT2RT_OK && ctx->d.seqhead != GPT2RT_HEAD_NEXT_PATCH; /* NEXT_PATCH forecasts no horizon */
+    ctx->have_loss = r == GPT2RT_OK && (y || ctx->d.seqhead == GPT2RT_HEAD_NEXT_PATCH); /* its targets are in x */
+    return r;
+}
+
+/* the CPU's scale, times the loss scale */
+static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx) { return gpt2rt__cu_backward(ctx, ctx->cu); }
+
+/* no counted target on one device: skipped as on the CPU, without a norm; data parallel:
+   the ranks decide together (8.6) */
+static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
+    gpt2rt_result r;
+    if (!ctx->acc_targets && ctx->comm->size == 1) {
+        if ((r = gpt2rt__cu_zero(ctx, ctx->cu, 0)) != GPT2RT_OK) return r;
+        int clean = 0;
+        *loss_scale = ctx->cu->loss_scale;
+        *o = gpt2rt__opt_policy(ctx, 0.0, loss_scale, &clean); /* skips and says why; the scale stays */
+        return GPT2RT_OK;
+    }
+    if ((r = gpt2rt__cu_update(ctx, ctx->cu, lr, &o->norm, &o->skipped, loss_scale)) != GPT2RT_OK) return r;
+    if (!o->skipped) ctx->step++;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments) {
+    return ctx->cu ? gpt2rt__cu_zero(ctx, ctx->cu, moments) : GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst) {
+    return gpt2rt__cu_logits(ctx, ctx->cu, dst, ctx->d.BT * ctx->d.V);
+}
+
+/* the forward brought them to the host */
+static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst) {
+    memcpy(dst, ctx->cu->h_pred, (size_t)ctx->d.n_out * sizeof(float));
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter) {
+    return gpt2rt__cu_dp_reduce(ctx, ctx->cu, pieces, 2, scatter);
+}
+
+static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx) { return gpt2rt__cu_host_weights(ctx, ctx->cu); }
+
+static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v) {
+    GPT2RT__TRY(gpt2rt__cu_upload_params(ctx, ctx->cu));
+    return m || v ? gpt2rt__cu_upload_moments(ctx, ctx->cu, m, v) : GPT2RT_OK;
+}
+
+/* the device's raw gradients also carry the loss scale */
+static gpt2rt_result gpt2rt__cu_be_shard_read(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi,
+                                              double unscale, float *dst) {
+    float k = what == GPT2RT_PARAM_GRAD ? (float)(unscale / (double)ctx->cu->loss_scale) : 1.0f;
+    return gpt2rt__cu_read_shard(ctx, ctx->cu, what, lo, hi, k, dst);
+}
+
+static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                              double unscale, float *dst) {
+    return gpt2rt__cu_param_read(ctx, ctx->cu, t, what, unscale, dst);
+}
+
+/* the device arenas (the host holds the fp32 weights) and the driver's own bytes */
+static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead) {
+    memcpy(bytes, ctx->cu->allocated, GPT2RT_MEM_COUNT * sizeof(uint64_t));
+    *overhead = ctx->cu->overhead;
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan) {
+    (void)plan; /* the device state plans its own arenas, as rank 0's */
+    return gpt2rt__cu_dp_rank(ctx, rc, r);
+}
+
+static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx) { return gpt2rt__cu_dp_open(ctx); }
+static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx) { gpt2rt__cu_dp_close(ctx); }
+static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx) { gpt2rt__cu_free(ctx->cu); }
+
+static const gpt2rt__backend gpt2rt__cu_backend = {
+    /* .embed_forward  = */ gpt2rt__cu_embed_forward,
+    /* .layer_forward  = */ gpt2rt__cu_layer_forward_any,
+    /* .head_forward   = */ gpt2rt__cu_head_forward,
+    /* .head_backward  = */ gpt2rt__cu_head_backward,
+    /* .layer_backward = */ gpt2rt__cu_layer_backward,
+    /* .embed_backward = */ gpt2rt__cu_embed_backward,
+    /* .copy           = */ gpt2rt__cu_copy,
+    /* .forward        = */ gpt2rt__cu_be_forward,
+    /* .forward_series = */ gpt2rt__cu_be_forward_series,
+    /* .backward       = */ gpt2rt__cu_be_backward,
+    /* .update         = */ gpt2rt__cu_be_update,
+    /* .zero_grads     = */ gpt2rt__cu_be_zero_grads,
+    /* .logits         = */ gpt2rt__cu_be_logits,
+    /* .predictions    = */ gpt2rt__cu_be_predictions,
+    /* .dp_reduce      = */ gpt2rt__cu_be_dp_reduce,
+    /* .host_weights   = */ gpt2rt__cu_be_host_weights,
+    /* .upload         = */ gpt2rt__cu_be_upload,
+    /* .shard_read     = */ gpt2rt__cu_be_shard_read,
+    /* .param_read     = */ gpt2rt__cu_be_param_read,
+    /* .allocated      = */ gpt2rt__cu_be_allocated,
+    /* .dp_rank        = */ gpt2rt__cu_be_dp_rank,
+    /* .dp_open        = */ gpt2rt__cu_be_dp_open,
+    /* .release_shared = */ gpt2rt__cu_be_release_shared,
+    /* .release        = */ gpt2rt__cu_be_release,
+    /* .decode         = */ gpt2rt__cu_be_decode
+};
+
+/* gpt2rt_create with backend = CUDA: one device (or a data-parallel rank 0), or the
+   stages of a layer split (8.7), whose context keeps the host's entries */
+static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+#ifdef GPT2RT__COMM_THREADS
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) return gpt2rt__ls_cu_open(ctx, plan);
+#endif
+    ctx->be = &gpt2rt__cu_backend; /* before the state exists: gpt2rt_free releases what was made */
+    return gpt2rt__cu_open(ctx, plan);
+}
+
+#undef GPT2RT__CU_CK
+
+#else
+/* compiled without CUDA: gpt2rt_create refuses backend = CUDA */
 static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     (void)plan;
     return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "
@@ -18497,9 +18599,20 @@ static gpt2rt_result gpt2rt__one_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan 
 static void gpt2rt__one_close(gpt2rt_ctx *ctx) { (void)ctx; }
 
 static const gpt2rt__exec gpt2rt__ex_one = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__one_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__one_allocated, gpt2rt__one_open, gpt2rt__one_close};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__one_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__one_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__one_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__one_allocated,
+    /* .open       = */ gpt2rt__one_open,
+    /* .close      = */ gpt2rt__one_close
+};
 
 /* ==== 10.1 Data parallel ==== */
 /* ---- the ranks of one process: opening, running a call on each, their outputs ---- */
@@ -18777,9 +18890,20 @@ static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
 }
 
 static const gpt2rt__exec gpt2rt__ex_ranks = {
-    gpt2rt__dp_slices, gpt2rt__dp_forward, gpt2rt__dp_backward, gpt2rt__dp_update, gpt2rt__dp_step,
-    gpt2rt__dp_output, gpt2rt__dp_param_read, gpt2rt__dp_state_in, gpt2rt__dp_state_out, gpt2rt__dp_sync,
-    gpt2rt__dp_allocated, gpt2rt__dp_open, gpt2rt__dp_close};
+    /* .slices     = */ gpt2rt__dp_slices,
+    /* .forward    = */ gpt2rt__dp_forward,
+    /* .backward   = */ gpt2rt__dp_backward,
+    /* .update     = */ gpt2rt__dp_update,
+    /* .step       = */ gpt2rt__dp_step,
+    /* .output     = */ gpt2rt__dp_output,
+    /* .param_read = */ gpt2rt__dp_param_read,
+    /* .state_in   = */ gpt2rt__dp_state_in,
+    /* .state_out  = */ gpt2rt__dp_state_out,
+    /* .sync       = */ gpt2rt__dp_sync,
+    /* .allocated  = */ gpt2rt__dp_allocated,
+    /* .open       = */ gpt2rt__dp_open,
+    /* .close      = */ gpt2rt__dp_close
+};
 
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:
@@ -19049,9 +19173,20 @@ static void gpt2rt__ls_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan
 }
 
 static const gpt2rt__exec gpt2rt__ex_stages = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__ls_step,
-    gpt2rt__one_output, gpt2rt__ls_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__ls_allocated, gpt2rt__ls_open, gpt2rt__ls_free};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__one_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__ls_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__ls_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__ls_allocated,
+    /* .open       = */ gpt2rt__ls_open,
+    /* .close      = */ gpt2rt__ls_free
+};
 
 /* ==== 10.4 Processes: MPI ==== */
 /* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
@@ -19294,9 +19429,20 @@ static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
 
 /* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
 static const gpt2rt__exec gpt2rt__ex_procs = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__one_allocated, gpt2rt__proc_open, gpt2rt__proc_close};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__proc_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__one_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__proc_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__one_allocated,
+    /* .open       = */ gpt2rt__proc_open,
+    /* .close      = */ gpt2rt__proc_close
+};
 
 /* ==== 10.3 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with

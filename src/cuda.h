@@ -10,8 +10,9 @@
    (GPT2RT__CUDA; infix gpt2rt__cu_): hand-written kernels for every op that is not a
    matrix product (8.2, 8.3), cuBLASLt for the matrix products (8.4), the driver (8.5):
    the steps of 7.3's model driver on the device, the optimizer, creation and what the
-   public calls do on a CUDA context, data parallel on the devices (8.6, which ends with
-   the backend table's CUDA entries, gpt2rt__cu_be_) and the layer split's stages (8.7).
+   public calls do on a CUDA context, data parallel on the devices (8.6), the layer
+   split's stages (8.7) and the backend table with its step-level entries (8.8,
+   gpt2rt__cu_be_).
    The executors (10) reach all of it through ctx->be and the stages' ctx->ls->ops only. The kernel labs
    in kernels/ validate each part against the CPU backend and time it. */
 #if GPT2RT__CUDA
@@ -26,10 +27,9 @@
 #include "cuda/steps.cuh"
 #include "cuda/comm.cuh"
 #include "cuda/stages.cuh"
+#include "cuda/backend.cuh"
 #else
-/* compiled without CUDA: AUTO picks the CPU, and gpt2rt_create refuses backend = CUDA */
-static int gpt2rt__cuda_present(void) { return 0; }
-
+/* compiled without CUDA: gpt2rt_create refuses backend = CUDA */
 static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
     (void)plan;
     return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: backend = GPT2RT_BACKEND_CUDA needs the "

@@ -644,9 +644,10 @@
                                  8.1 Common  8.2 Ops  8.3 Attention  8.4 Matrix
                                  products  8.5 Driver  8.6 Device communicators:
                                  NCCL, loopback; data parallel on the device
-                                 (gpt2rt__nccl_, gpt2rt__loop_, gpt2rt__cu_dp_; the
-                                 backend table's CUDA entries, gpt2rt__cu_be_)
+                                 (gpt2rt__nccl_, gpt2rt__loop_, gpt2rt__cu_dp_)
                                  8.7 Layer split on CUDA devices (gpt2rt__ls_cu_)
+                                 8.8 Backend table (the CUDA step-level entries,
+                                 gpt2rt__cu_be_, and its gpt2rt__backend)
     9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory;
                                  the executors' table (gpt2rt__exec) and one

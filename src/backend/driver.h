@@ -1,4 +1,4 @@
-/* backend/driver.h - 7. The model driver: one for every backend (dropout's masks, the order of the steps)
+/* backend/driver.h - 7. The model driver: one for every backend (dropout's masks, the head's dispatch, the order of the steps)
    may call: common/threads.h, common/types.h, common/errors.h, plan/activations.h, backend/interface.h */
 #ifndef GPT2RT__SRC_BACKEND_DRIVER_H
 #define GPT2RT__SRC_BACKEND_DRIVER_H
@@ -55,6 +55,32 @@ static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, i
        draw the masks one device of N times the rows does */
     dr.off = ((uint64_t)ctx->drop_micro * (uint64_t)ctx->comm->size + (uint64_t)ctx->comm->rank) * (uint64_t)n;
     return dr;
+}
+
+/* ---- the head: one dispatch for every backend ----
+   What the config's head makes of lnf, the output of ln_f and the head dropout: one
+   matrix product lnf (rows, k) -> (rows, n) into the logits arena, by out_layer's
+   weights and bias or by the tied wte; the backends' head_forward and head_backward
+   (7.4, 8) take the kind and the product's shape from here. */
+typedef enum {
+    GPT2RT__HEAD_SEQ,     /* aLLM4TS's sequence heads: out_layer at every position, (BT,C) -> (BT,PL);
+                             PATCH_DECODE's placeholders' rows are gathered to yn (B,H) */
+    GPT2RT__HEAD_SERIES,  /* REGRESSION: out_layer on each series' flattened (T,C) states, (B, T*C) -> (B,H) */
+    GPT2RT__HEAD_LM,      /* the tied LM head, no bias: (BT,C) -> logits (BT,Vp) */
+    GPT2RT__HEAD_CHUNKED  /* the LM head by classifier_chunk: the logits come chunk by chunk with the loss */
+} gpt2rt__head_kind;
+
+typedef struct gpt2rt__head {
+    gpt2rt__head_kind kind;
+    int64_t rows, k, n; /* the product's shape: lnf (rows, k), its output (rows, n) */
+} gpt2rt__head;
+
+static gpt2rt__head gpt2rt__head_of(const gpt2rt__dims *d) {
+    gpt2rt__head h;
+    if (d->seqhead) { h.kind = GPT2RT__HEAD_SEQ; h.rows = d->BT; h.k = d->C; h.n = d->PL; }
+    else if (d->patches) { h.kind = GPT2RT__HEAD_SERIES; h.rows = d->B; h.k = d->T * d->C; h.n = d->H; }
+    else { h.kind = d->hc < d->BT ? GPT2RT__HEAD_CHUNKED : GPT2RT__HEAD_LM; h.rows = d->BT; h.k = d->C; h.n = d->Vp; }
+    return h;
 }
 
 /* ---- the driver: one for every backend ---- */

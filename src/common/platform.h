@@ -1,4 +1,4 @@
-/* common/platform.h - the CUDA switch, system headers, platform macros
+/* common/platform.h - the CUDA switch, system headers, platform macros, whether a CUDA device is present
    may call: nothing of the files before it */
 #ifndef GPT2RT__SRC_COMMON_PLATFORM_H
 #define GPT2RT__SRC_COMMON_PLATFORM_H
@@ -96,6 +96,19 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #endif
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #error "gpt2rt.h: little-endian hosts only (safetensors files are little-endian, read and written with memcpy)"
+#endif
+
+/* AUTO's choice (config/config.h): CUDA when the implementation was compiled with it and a
+   device is present; compiled without CUDA, AUTO picks the CPU and gpt2rt_create refuses
+   backend = CUDA (cuda.h) */
+#if GPT2RT__CUDA
+static int gpt2rt__cuda_present(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
+}
+#else
+static int gpt2rt__cuda_present(void) { return 0; }
 #endif
 
 #endif /* GPT2RT__SRC_COMMON_PLATFORM_H */

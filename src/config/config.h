@@ -33,10 +33,6 @@ static void gpt2rt__cfg_default_batch(gpt2rt_config *c) {
     if (c->kv_batch && !c->kv_len) c->kv_len = c->max_seq_len;
 }
 
-/* AUTO's choice: CUDA when the implementation was compiled with it and a device is
-   present (the end of section 8) */
-static int gpt2rt__cuda_present(void);
-
 /* backend, precision and memory */
 static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     if (c->backend == GPT2RT_BACKEND_AUTO) c->backend = gpt2rt__cuda_present() ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;

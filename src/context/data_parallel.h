@@ -288,8 +288,19 @@ static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
 }
 
 static const gpt2rt__exec gpt2rt__ex_ranks = {
-    gpt2rt__dp_slices, gpt2rt__dp_forward, gpt2rt__dp_backward, gpt2rt__dp_update, gpt2rt__dp_step,
-    gpt2rt__dp_output, gpt2rt__dp_param_read, gpt2rt__dp_state_in, gpt2rt__dp_state_out, gpt2rt__dp_sync,
-    gpt2rt__dp_allocated, gpt2rt__dp_open, gpt2rt__dp_close};
+    /* .slices     = */ gpt2rt__dp_slices,
+    /* .forward    = */ gpt2rt__dp_forward,
+    /* .backward   = */ gpt2rt__dp_backward,
+    /* .update     = */ gpt2rt__dp_update,
+    /* .step       = */ gpt2rt__dp_step,
+    /* .output     = */ gpt2rt__dp_output,
+    /* .param_read = */ gpt2rt__dp_param_read,
+    /* .state_in   = */ gpt2rt__dp_state_in,
+    /* .state_out  = */ gpt2rt__dp_state_out,
+    /* .sync       = */ gpt2rt__dp_sync,
+    /* .allocated  = */ gpt2rt__dp_allocated,
+    /* .open       = */ gpt2rt__dp_open,
+    /* .close      = */ gpt2rt__dp_close
+};
 
 #endif /* GPT2RT__SRC_CONTEXT_DATA_PARALLEL_H */

@@ -285,8 +285,19 @@ static void gpt2rt__ls_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan
 }
 
 static const gpt2rt__exec gpt2rt__ex_stages = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__one_backward, gpt2rt__one_update, gpt2rt__ls_step,
-    gpt2rt__one_output, gpt2rt__ls_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__ls_allocated, gpt2rt__ls_open, gpt2rt__ls_free};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__one_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__ls_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__ls_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__ls_allocated,
+    /* .open       = */ gpt2rt__ls_open,
+    /* .close      = */ gpt2rt__ls_free
+};
 
 #endif /* GPT2RT__SRC_CONTEXT_LAYER_SPLIT_H */

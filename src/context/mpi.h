@@ -252,8 +252,19 @@ static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
 
 /* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
 static const gpt2rt__exec gpt2rt__ex_procs = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__one_allocated, gpt2rt__proc_open, gpt2rt__proc_close};
+    /* .slices     = */ gpt2rt__one_slices,
+    /* .forward    = */ gpt2rt__one_forward,
+    /* .backward   = */ gpt2rt__proc_backward,
+    /* .update     = */ gpt2rt__one_update,
+    /* .step       = */ gpt2rt__one_step,
+    /* .output     = */ gpt2rt__one_output,
+    /* .param_read = */ gpt2rt__proc_param_read,
+    /* .state_in   = */ gpt2rt__one_state_in,
+    /* .state_out  = */ gpt2rt__one_state_out,
+    /* .sync       = */ gpt2rt__one_sync,
+    /* .allocated  = */ gpt2rt__one_allocated,
+    /* .open       = */ gpt2rt__proc_open,
+    /* .close      = */ gpt2rt__proc_close
+};
 
 #endif /* GPT2RT__SRC_CONTEXT_MPI_H */

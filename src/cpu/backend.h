@@ -196,11 +196,31 @@ static gpt2rt_result gpt2rt__cpu_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r,
 }
 
 static const gpt2rt__backend gpt2rt__cpu_backend = {
-    gpt2rt__cpu_embed_forward, gpt2rt__cpu_layer_forward, gpt2rt__cpu_head_forward, gpt2rt__cpu_head_backward,
-    gpt2rt__cpu_layer_backward, gpt2rt__cpu_embed_backward, gpt2rt__cpu_copy,
-    gpt2rt__cpu_forward, gpt2rt__cpu_forward_series, gpt2rt__cpu_backward, gpt2rt__cpu_update, gpt2rt__cpu_zero_grads,
-    gpt2rt__cpu_logits, gpt2rt__cpu_predictions, gpt2rt__cpu_dp_reduce, gpt2rt__cpu_host_weights, gpt2rt__cpu_upload,
-    gpt2rt__cpu_shard_read, gpt2rt__cpu_param_read, gpt2rt__cpu_allocated, gpt2rt__cpu_dp_rank, gpt2rt__cpu_dp_open,
-    gpt2rt__cpu_release, gpt2rt__cpu_release, gpt2rt__cpu_decode};
+    /* .embed_forward  = */ gpt2rt__cpu_embed_forward,
+    /* .layer_forward  = */ gpt2rt__cpu_layer_forward,
+    /* .head_forward   = */ gpt2rt__cpu_head_forward,
+    /* .head_backward  = */ gpt2rt__cpu_head_backward,
+    /* .layer_backward = */ gpt2rt__cpu_layer_backward,
+    /* .embed_backward = */ gpt2rt__cpu_embed_backward,
+    /* .copy           = */ gpt2rt__cpu_copy,
+    /* .forward        = */ gpt2rt__cpu_forward,
+    /* .forward_series = */ gpt2rt__cpu_forward_series,
+    /* .backward       = */ gpt2rt__cpu_backward,
+    /* .update         = */ gpt2rt__cpu_update,
+    /* .zero_grads     = */ gpt2rt__cpu_zero_grads,
+    /* .logits         = */ gpt2rt__cpu_logits,
+    /* .predictions    = */ gpt2rt__cpu_predictions,
+    /* .dp_reduce      = */ gpt2rt__cpu_dp_reduce,
+    /* .host_weights   = */ gpt2rt__cpu_host_weights,
+    /* .upload         = */ gpt2rt__cpu_upload,
+    /* .shard_read     = */ gpt2rt__cpu_shard_read,
+    /* .param_read     = */ gpt2rt__cpu_param_read,
+    /* .allocated      = */ gpt2rt__cpu_allocated,
+    /* .dp_rank        = */ gpt2rt__cpu_dp_rank,
+    /* .dp_open        = */ gpt2rt__cpu_dp_open,
+    /* .release_shared = */ gpt2rt__cpu_release,
+    /* .release        = */ gpt2rt__cpu_release,
+    /* .decode         = */ gpt2rt__cpu_decode
+};
 
 #endif /* GPT2RT__SRC_CPU_BACKEND_H */

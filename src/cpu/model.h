@@ -134,16 +134,12 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
-    if (d->seqhead) { /* aLLM4TS's out_layer at every position: (BT,C) -> (BT,PL) */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb,
-                     d->BT, d->C, d->PL, ctx->gemm_ws, d->nt));
-        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
-    } else if (d->patches) /* out_layer on each series' flattened (T,C) states: (B, T*C) -> (B,H) */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.outw, p.outb, d->B,
-                     d->T * d->C, d->H, ctx->gemm_ws, d->nt));
-    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, p.wte, NULL, d->BT,
-                     d->C, d->Vp, ctx->gemm_ws, d->nt));
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
+    int tied = h.kind == GPT2RT__HEAD_LM;
+    GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, tied ? p.wte : p.outw,
+                 tied ? NULL : p.outb, h.rows, h.k, h.n, ctx->gemm_ws, d->nt));
+    if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     return GPT2RT_OK;
 }
 
@@ -152,28 +148,27 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
     int64_t BT = d->BT, C = d->C;
     int nt = d->nt;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
-    if (d->seqhead) { /* the loss's gradient at every position (BT,PL), then out_layer: dlnf -> dbuf */
-        if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
-        else {
-            float *yn = gpt2rt__ts_yn(ctx);
-            gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
-            gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
-        }
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
-                     ctx->lnf, p.outw, BT, C, d->PL, ctx->gemm_ws, nt));
-    } else if (d->patches) { /* MSE through the de-normalisation, then out_layer: dlnf -> dbuf */
+    gpt2rt__head h = gpt2rt__head_of(d);
+    /* the gradient of the loss at the product's output (rows, n), in place */
+    if (h.kind == GPT2RT__HEAD_SEQ && d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
+        gpt2rt__ts_next_backward(ctx->logits, ctx->ts_patch, dloss, d);
+    else if (h.kind == GPT2RT__HEAD_SEQ) {
+        float *yn = gpt2rt__ts_yn(ctx);
+        gpt2rt__ts_mse_backward(yn, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb, dloss, d);
+        gpt2rt__ts_decode_scatter(ctx->logits, yn, d);
+    } else if (h.kind == GPT2RT__HEAD_SERIES) /* MSE through the de-normalisation */
         gpt2rt__ts_mse_backward(ctx->logits, ctx->ts_pred, ctx->ts_y, ctx->ts_std, p.revw, p.revb, g.revw, g.revb,
                                 dloss, d);
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.outw, g.outb, ctx->logits,
-                     ctx->lnf, p.outw, d->B, d->T * C, d->H, ctx->gemm_ws, nt));
-    } else if (d->hc < BT) {
-        gpt2rt__cpu_head_chunked_backward(ctx, dloss);
-    } else {
+    else if (h.kind == GPT2RT__HEAD_LM)
         GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse, ctx->targets,
                      dloss, BT, d->V, d->Vp, nt));
-        /* LM head (tied): dlnf -> dbuf */
-        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, g.wte, NULL, ctx->logits,
-                     ctx->lnf, p.wte, BT, C, d->Vp, ctx->gemm_ws, nt));
+    /* the product's backward: dlnf -> dbuf (the chunks do it chunk by chunk) */
+    if (h.kind == GPT2RT__HEAD_CHUNKED) gpt2rt__cpu_head_chunked_backward(ctx, dloss);
+    else {
+        int tied = h.kind == GPT2RT__HEAD_LM;
+        GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf, tied ? g.wte : g.outw,
+                     tied ? NULL : g.outb, ctx->logits, ctx->lnf, tied ? p.wte : p.outw, h.rows, h.k, h.n,
+                     ctx->gemm_ws, nt));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dbuf, ctx->dbuf, &dr, BT * C, nt));

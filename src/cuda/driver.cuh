@@ -131,7 +131,7 @@
    saves and param_read download what the device moved on (host_stale) or read the
    device (gradients, moments); param_write uploads.
    The model itself is 7.3's driver (gpt2rt__model_forward / _backward, which owns the
-   layer loop and the recompute schedule for every backend) over gpt2rt__cu_backend,
+   layer loop and the recompute schedule for every backend) over gpt2rt__cu_layers,
    whose steps dispatch on st->xt to the templates here, with ax = st->dev, the shadow
    context whose arenas are the device's.
 */
@@ -304,7 +304,30 @@ static gpt2rt_result gpt2rt__cu_comm_idle(gpt2rt_ctx *ctx, gpt2rt__cu_state *st)
 
 /* ---- creation ---- */
 
-static void gpt2rt__cu_free(gpt2rt__cu_state *st);
+/* everything the state holds; safe on a partly created state and on NULL */
+static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
+    if (!st) return;
+    (void)cudaSetDevice(st->device);
+    if (st->stream) (void)cudaStreamSynchronize(st->stream);
+    if (st->blas_ok) gpt2rt__cu_blas_destroy(&st->blas);
+    if (st->ev_ok) (void)cudaEventDestroy(st->ev_tok);
+    if (st->dp_ev_ok) { (void)cudaEventDestroy(st->ev_grads); (void)cudaEventDestroy(st->ev_comm); }
+    if (st->stream) (void)cudaStreamDestroy(st->stream);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
+        if (st->arena[i]) (void)cudaFree(st->arena[i]);
+    if (st->h_tok) (void)cudaFreeHost(st->h_tok);
+    if (st->h_losses) (void)cudaFreeHost(st->h_losses);
+    if (st->h_pred) (void)cudaFreeHost(st->h_pred);
+    if (st->h_norm) (void)cudaFreeHost(st->h_norm);
+    if (st->h_stage) (void)cudaFreeHost(st->h_stage);
+    if (st->h_adamw) (void)cudaFreeHost(st->h_adamw);
+    if (st->h_kv) (void)cudaFreeHost(st->h_kv);
+    (void)cudaGetLastError();
+    gpt2rt_config hooks = st->hooks;
+    gpt2rt__free(&hooks, st->runs, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&hooks, st->dev, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__free(&hooks, st, GPT2RT_MEM_BOOKKEEPING);
+}
 
 static void gpt2rt__cu_measure(gpt2rt__cu_state *st) {
     size_t fr = 0, tot = 0;
@@ -356,27 +379,43 @@ static int gpt2rt__cu_adamw_plan(const gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
     return n;
 }
 
-static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st);
-
-static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, const gpt2rt__span *span,
-                                            int dev_id, gpt2rt__cu_state **out, char *err, size_t cap);
-
-/* The device state for the resolved config cfg (backend CUDA) on top of the host context
-   ctx, whose parameter table (shape and frozen groups) must be the one cfg gives.
-   err gets the reason on failure (with the numbers); *out is NULL then. */
-static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, gpt2rt__cu_state **out,
-                                           char *err, size_t cap) {
-    if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
-    *out = NULL;
-    /* data parallel: one state per rank, on device_ids[0] (gpt2rt__dp_open passes each rank
-       a config whose device_ids start with its own device); layer split: gpt2rt__cu_create_span */
-    if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
-        snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
-                 "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
-        return GPT2RT_ERR_INVALID_ARGUMENT; /* the callers route layer split to 8.7, ranks to 8.6 */
+/* ctx->params (fp32, every tensor) -> the device: the fp32 master of the trained tensors
+   (bf16/fp16: master arena by goff; fp32: the weights arena is the master) and the floatX
+   copy of every tensor (converted on the host, round to nearest even, as the device's
+   casts). Gradients and moments are untouched. Synchronous. */
+template <typename X>
+static gpt2rt_result gpt2rt__cu_upload_params_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    cudaStream_t s = st->stream;
+    const int64_t per = (int64_t)(st->stage_bytes / sizeof(X));
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        int64_t n = t->rows * t->cols;
+        const float *src = ctx->params + t->off;
+        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo; /* ZeRO-1: the master of the own shard */
+        int64_t hi = t->goff + n < st->opt_hi ? t->goff + n : st->opt_hi;
+        if (st->master && t->goff >= 0 && hi > lo)
+            GPT2RT__CU_CK(cudaMemcpyAsync(st->master + (lo - st->opt_lo), src + (lo - t->goff), (size_t)(hi - lo) * 4,
+                                          cudaMemcpyHostToDevice, s));
+        for (int64_t j = 0; j < n; j += per) {
+            int64_t k = n - j < per ? n - j : per;
+            GPT2RT__CU_CK(cudaStreamSynchronize(s)); /* the stage is free again */
+            gpt2rt__cu_host_cvt((X *)(void *)st->h_stage, src + j, k);
+            GPT2RT__CU_CK(cudaMemcpyAsync((X *)st->w + t->off + j, st->h_stage, (size_t)k * sizeof(X),
+                                          cudaMemcpyHostToDevice, s));
+        }
     }
-    gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
-    return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
+    GPT2RT__CU_CK(cudaStreamSynchronize(s));
+    st->host_stale = 0;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
+    st->phase = "upload_params";
+    st->layer = -1;
+    GPT2RT__CU_CK(cudaSetDevice(st->device));
+    if (st->xt == CUDA_R_32F) return gpt2rt__cu_upload_params_t<float>(ctx, st);
+    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_upload_params_t<__nv_bfloat16>(ctx, st);
+    return gpt2rt__cu_upload_params_t<__half>(ctx, st);
 }
 
 /* gpt2rt__cu_create_span's phases (st: the state so far; each writes err and returns
@@ -617,77 +656,31 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
 #undef GPT2RT__CU_CFAIL
 }
 
+/* The device state for the resolved config cfg (backend CUDA) on top of the host context
+   ctx, whose parameter table (shape and frozen groups) must be the one cfg gives.
+   err gets the reason on failure (with the numbers); *out is NULL then. */
+static gpt2rt_result gpt2rt__cu_create_cfg(gpt2rt_ctx *ctx, const gpt2rt_config *cfg, gpt2rt__cu_state **out,
+                                           char *err, size_t cap) {
+    if (!out || !ctx || !cfg || !err || !cap) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    /* data parallel: one state per rank, on device_ids[0] (gpt2rt__dp_open passes each rank
+       a config whose device_ids start with its own device); layer split: gpt2rt__cu_create_span */
+    if (cfg->parallel == GPT2RT_PARALLEL_LAYER_SPLIT || (cfg->parallel == GPT2RT_PARALLEL_NONE && cfg->n_devices != 1)) {
+        snprintf(err, cap, "gpt2rt__cu_create: parallel = %d over %d devices: the CUDA driver runs one device (or "
+                 "one data-parallel rank)", (int)cfg->parallel, cfg->n_devices);
+        return GPT2RT_ERR_INVALID_ARGUMENT; /* the callers route layer split to 8.7, ranks to 8.6 */
+    }
+    gpt2rt__span whole = gpt2rt__span_of(cfg, 0);
+    return gpt2rt__cu_create_span(ctx, cfg, &whole, cfg->device_ids[0], out, err, cap);
+}
+
 /* the device state of ctx->cfg (after the splice: backend CUDA) */
 static gpt2rt_result gpt2rt__cu_create(gpt2rt_ctx *ctx, gpt2rt__cu_state **out, char *err, size_t cap) {
     if (!ctx) return GPT2RT_ERR_INVALID_ARGUMENT;
     return gpt2rt__cu_create_cfg(ctx, &ctx->cfg, out, err, cap);
 }
 
-/* everything the state holds; safe on a partly created state and on NULL */
-static void gpt2rt__cu_free(gpt2rt__cu_state *st) {
-    if (!st) return;
-    (void)cudaSetDevice(st->device);
-    if (st->stream) (void)cudaStreamSynchronize(st->stream);
-    if (st->blas_ok) gpt2rt__cu_blas_destroy(&st->blas);
-    if (st->ev_ok) (void)cudaEventDestroy(st->ev_tok);
-    if (st->dp_ev_ok) { (void)cudaEventDestroy(st->ev_grads); (void)cudaEventDestroy(st->ev_comm); }
-    if (st->stream) (void)cudaStreamDestroy(st->stream);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++)
-        if (st->arena[i]) (void)cudaFree(st->arena[i]);
-    if (st->h_tok) (void)cudaFreeHost(st->h_tok);
-    if (st->h_losses) (void)cudaFreeHost(st->h_losses);
-    if (st->h_pred) (void)cudaFreeHost(st->h_pred);
-    if (st->h_norm) (void)cudaFreeHost(st->h_norm);
-    if (st->h_stage) (void)cudaFreeHost(st->h_stage);
-    if (st->h_adamw) (void)cudaFreeHost(st->h_adamw);
-    if (st->h_kv) (void)cudaFreeHost(st->h_kv);
-    (void)cudaGetLastError();
-    gpt2rt_config hooks = st->hooks;
-    gpt2rt__free(&hooks, st->runs, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&hooks, st->dev, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__free(&hooks, st, GPT2RT_MEM_BOOKKEEPING);
-}
-
 /* ---- weights and optimizer state between host and device ---- */
-
-/* ctx->params (fp32, every tensor) -> the device: the fp32 master of the trained tensors
-   (bf16/fp16: master arena by goff; fp32: the weights arena is the master) and the floatX
-   copy of every tensor (converted on the host, round to nearest even, as the device's
-   casts). Gradients and moments are untouched. Synchronous. */
-template <typename X>
-static gpt2rt_result gpt2rt__cu_upload_params_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
-    cudaStream_t s = st->stream;
-    const int64_t per = (int64_t)(st->stage_bytes / sizeof(X));
-    for (int i = 0; i < ctx->n_tensors; i++) {
-        const gpt2rt__tensor *t = &ctx->tensors[i];
-        int64_t n = t->rows * t->cols;
-        const float *src = ctx->params + t->off;
-        int64_t lo = t->goff > st->opt_lo ? t->goff : st->opt_lo; /* ZeRO-1: the master of the own shard */
-        int64_t hi = t->goff + n < st->opt_hi ? t->goff + n : st->opt_hi;
-        if (st->master && t->goff >= 0 && hi > lo)
-            GPT2RT__CU_CK(cudaMemcpyAsync(st->master + (lo - st->opt_lo), src + (lo - t->goff), (size_t)(hi - lo) * 4,
-                                          cudaMemcpyHostToDevice, s));
-        for (int64_t j = 0; j < n; j += per) {
-            int64_t k = n - j < per ? n - j : per;
-            GPT2RT__CU_CK(cudaStreamSynchronize(s)); /* the stage is free again */
-            gpt2rt__cu_host_cvt((X *)(void *)st->h_stage, src + j, k);
-            GPT2RT__CU_CK(cudaMemcpyAsync((X *)st->w + t->off + j, st->h_stage, (size_t)k * sizeof(X),
-                                          cudaMemcpyHostToDevice, s));
-        }
-    }
-    GPT2RT__CU_CK(cudaStreamSynchronize(s));
-    st->host_stale = 0;
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__cu_upload_params(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) {
-    st->phase = "upload_params";
-    st->layer = -1;
-    GPT2RT__CU_CK(cudaSetDevice(st->device));
-    if (st->xt == CUDA_R_32F) return gpt2rt__cu_upload_params_t<float>(ctx, st);
-    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_upload_params_t<__nv_bfloat16>(ctx, st);
-    return gpt2rt__cu_upload_params_t<__half>(ctx, st);
-}
 
 /* the trained tensors' fp32 master -> ctx->params (frozen tensors never change on the
    device: the host copy is already theirs). ZeRO-1: the part in the own shard only (the

@@ -72,7 +72,7 @@ static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
     gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const int64_t BT = d->BT;
     const size_t act = (size_t)(BT * d->C * d->ab);
     cudaStream_t cs = st->stream;
@@ -125,7 +125,7 @@ static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
     gpt2rt_ctx *dv = st->dev = gpt2rt__ls_cu_set(ls, s, k);
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
-    const gpt2rt__backend *be = &gpt2rt__cu_backend;
+    const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const size_t act = (size_t)(d->BT * d->C * d->ab);
     st->phase = "layer split backward";
     st->layer = -1;
@@ -408,8 +408,14 @@ static gpt2rt_result gpt2rt__ls_cu_end(gpt2rt_ctx *ctx) {
 }
 
 static const gpt2rt__ls_ops gpt2rt__ls_cu_ops = {
-    gpt2rt__ls_cu_free, gpt2rt__ls_cu_begin, gpt2rt__ls_cu_stage, gpt2rt__ls_cu_end, gpt2rt__ls_cu_update,
-    gpt2rt__ls_cu_param_read, gpt2rt__ls_cu_allocated};
+    /* .release    = */ gpt2rt__ls_cu_free,
+    /* .begin      = */ gpt2rt__ls_cu_begin,
+    /* .stage      = */ gpt2rt__ls_cu_stage,
+    /* .end        = */ gpt2rt__ls_cu_end,
+    /* .update     = */ gpt2rt__ls_cu_update,
+    /* .param_read = */ gpt2rt__ls_cu_param_read,
+    /* .allocated  = */ gpt2rt__ls_cu_allocated
+};
 
 /* gpt2rt_create, CUDA layer split (ctx->cfg resolved): the memory budget against each
    device's plan and the further activation sets, the host table and fp32 weights,
@@ -526,13 +532,5 @@ static gpt2rt_result gpt2rt__ls_cu_open(gpt2rt_ctx *ctx, const gpt2rt_memory_pla
 }
 #undef GPT2RT__LS_CU_BY_TYPE
 #endif /* GPT2RT__COMM_THREADS */
-
-#undef GPT2RT__CU_CK
-
-static int gpt2rt__cuda_present(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
-    return n > 0;
-}
 
 #endif /* GPT2RT__SRC_CUDA_STAGES_CUH */

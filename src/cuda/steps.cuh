@@ -51,22 +51,16 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
                                                   d->BT, d->C, st->stream));
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(lnf, lnf, &dr, d->BT * d->C, st->stream));
-    if (d->seqhead) {
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->BT,
-                                                d->C, d->PL, st->mm_err, sizeof st->mm_err));
-        if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
-            GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
-    } else if (d->patches)
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)), d->B,
-                                                d->T * d->C, d->H, st->mm_err, sizeof st->mm_err));
-    else if (d->hc == d->BT) /* classifier_chunk: the logits come chunk by chunk with the loss */
-        GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
-                                                gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
-                                                d->BT, d->C, d->Vp, st->mm_err, sizeof st->mm_err));
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
+    int tied = h.kind == GPT2RT__HEAD_LM;
+    GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, t, dv->logits, NULL, lnf,
+                                            tied ? gpt2rt__cu_weight<X>(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE))
+                                                 : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTW)),
+                                            tied ? NULL : gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__OUTB)),
+                                            h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE)
+        GPT2RT__CU_CK(gpt2rt__cu_ts_decode<X>((X *)(void *)gpt2rt__ts_yn(dv), (X *)dv->logits, 0, d, st->stream));
     return GPT2RT_OK;
 }
 
@@ -144,13 +138,13 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     const gpt2rt__tensor *lnfw = gpt2rt__model_tensor(ctx, GPT2RT__LNFW), *lnfb = gpt2rt__model_tensor(ctx, GPT2RT__LNFB);
     X *logits = (X *)dv->logits, *dres = (X *)dv->dres, *dbuf = (X *)dv->dbuf;
     st->layer = -1;
-    if (d->patches) { /* dyn (B,H) in place, then out_layer: dlnf (B, T*C) -> dbuf; sequence heads:
-                         dout (BT,PL) from the next patches or the placeholders' dyn, then
-                         out_layer at every position: dlnf (BT,C) -> dbuf */
+    gpt2rt__head h = gpt2rt__head_of(d);
+    if (h.kind == GPT2RT__HEAD_SEQ || h.kind == GPT2RT__HEAD_SERIES) { /* dyn (B,H) in place, then out_layer:
+                         dlnf (B, T*C) -> dbuf; sequence heads: dout (BT,PL) from the next patches or the
+                         placeholders' dyn, then out_layer at every position: dlnf (BT,C) -> dbuf */
         const gpt2rt__tensor *ow = gpt2rt__ts_tensor(ctx, GPT2RT__OUTW), *ob = gpt2rt__ts_tensor(ctx, GPT2RT__OUTB);
         const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
-        X *yn = d->seqhead ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
-        int64_t rows = d->seqhead ? BT : d->B, k = d->seqhead ? C : d->T * C, n = d->seqhead ? d->PL : d->H;
+        X *yn = h.kind == GPT2RT__HEAD_SEQ ? (X *)(void *)gpt2rt__ts_yn(dv) : logits;
         if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH)
             GPT2RT__CU_CK(gpt2rt__cu_ts_next<X>(NULL, logits, (const X *)(const void *)dv->ts_patch, dloss, d, s));
         else GPT2RT__CU_CK(gpt2rt__cu_ts_mse_backward<X>(yn, dv->ts_pred, dv->ts_y, dv->ts_std, gpt2rt__cu_weight<X>(st, rw),
@@ -160,11 +154,11 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         float *g_outw = gpt2rt__cu_grad_of(st, ow);
         if (g_outw)
             GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_outw, gpt2rt__cu_grad_of(st, ob),
-                                                            st->acc ? st->red : NULL, logits, dv->lnf, rows, k, n,
-                                                            st->acc, st->mm_err, sizeof st->mm_err));
+                                                            st->acc ? st->red : NULL, logits, dv->lnf, h.rows, h.k,
+                                                            h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, ow), NULL,
-                                                       rows, k, n, st->mm_err, sizeof st->mm_err));
-    } else if (d->hc < BT) { /* classifier_chunk: the chunks again, unless gpt2rt_step's forward ran them */
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
+    } else if (h.kind == GPT2RT__HEAD_CHUNKED) { /* the chunks again, unless gpt2rt_step's forward ran them */
         if (!st->dlogits_ready) GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, 1, dloss));
         st->dlogits_ready = 0;
     } else { /* LM head (tied): dlnf -> dbuf */
@@ -175,10 +169,10 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         st->dlogits_ready = 0;
         float *g_wte = gpt2rt__cu_grad_of(st, wte);
         if (g_wte)
-            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, BT, C,
-                                                            d->Vp, st->acc, st->mm_err, sizeof st->mm_err));
+            GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_wte, NULL, NULL, logits, dv->lnf, h.rows,
+                                                            h.k, h.n, st->acc, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dbuf, logits, gpt2rt__cu_weight<X>(st, wte), NULL,
-                                                       BT, C, d->Vp, st->mm_err, sizeof st->mm_err));
+                                                       h.rows, h.k, h.n, st->mm_err, sizeof st->mm_err));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dbuf, &dr, BT * C, s));
@@ -339,37 +333,36 @@ static gpt2rt_result gpt2rt__cu_copy(gpt2rt_ctx *ctx, void *dst, const void *src
     GPT2RT__CU_CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream));
     return GPT2RT_OK;
 }
-/* the step-level entries (the end of 8.6): the public calls' work on ctx->cu */
-static gpt2rt_result gpt2rt__cu_be_forward(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss,
-                                           int fuse);
-static gpt2rt_result gpt2rt__cu_be_forward_series(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
-static gpt2rt_result gpt2rt__cu_be_backward(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__cu_be_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-static gpt2rt_result gpt2rt__cu_be_zero_grads(gpt2rt_ctx *ctx, int moments);
-static gpt2rt_result gpt2rt__cu_be_logits(gpt2rt_ctx *ctx, float *dst);
-static gpt2rt_result gpt2rt__cu_be_predictions(gpt2rt_ctx *ctx, float *dst);
-static gpt2rt_result gpt2rt__cu_be_dp_reduce(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
-static gpt2rt_result gpt2rt__cu_be_host_weights(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__cu_be_upload(gpt2rt_ctx *ctx, const float *m, const float *v);
-static gpt2rt_result gpt2rt__cu_be_shard_read(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi,
-                                              double unscale, float *dst);
-static gpt2rt_result gpt2rt__cu_be_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                              double unscale, float *dst);
-static void gpt2rt__cu_be_allocated(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
-static gpt2rt_result gpt2rt__cu_be_dp_rank(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
-static gpt2rt_result gpt2rt__cu_be_dp_open(gpt2rt_ctx *ctx);
-static void gpt2rt__cu_be_release_shared(gpt2rt_ctx *ctx);
-static void gpt2rt__cu_be_release(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M);
-
-static const gpt2rt__backend gpt2rt__cu_backend = {
-    gpt2rt__cu_embed_forward, gpt2rt__cu_layer_forward_any, gpt2rt__cu_head_forward, gpt2rt__cu_head_backward,
-    gpt2rt__cu_layer_backward, gpt2rt__cu_embed_backward, gpt2rt__cu_copy,
-    gpt2rt__cu_be_forward, gpt2rt__cu_be_forward_series, gpt2rt__cu_be_backward, gpt2rt__cu_be_update,
-    gpt2rt__cu_be_zero_grads, gpt2rt__cu_be_logits, gpt2rt__cu_be_predictions, gpt2rt__cu_be_dp_reduce,
-    gpt2rt__cu_be_host_weights, gpt2rt__cu_be_upload, gpt2rt__cu_be_shard_read, gpt2rt__cu_be_param_read,
-    gpt2rt__cu_be_allocated, gpt2rt__cu_be_dp_rank, gpt2rt__cu_be_dp_open, gpt2rt__cu_be_release_shared,
-    gpt2rt__cu_be_release, gpt2rt__cu_be_decode};
+/* the driver's entries (7.3) on a device state: the layer-level half of the CUDA table,
+   what gpt2rt__model_forward / _backward call (with ax = st->dev, ctx the host side);
+   the step-level half is gpt2rt__cu_backend's (8.8), the table ctx->be points to */
+static const gpt2rt__backend gpt2rt__cu_layers = {
+    /* .embed_forward  = */ gpt2rt__cu_embed_forward,
+    /* .layer_forward  = */ gpt2rt__cu_layer_forward_any,
+    /* .head_forward   = */ gpt2rt__cu_head_forward,
+    /* .head_backward  = */ gpt2rt__cu_head_backward,
+    /* .layer_backward = */ gpt2rt__cu_layer_backward,
+    /* .embed_backward = */ gpt2rt__cu_embed_backward,
+    /* .copy           = */ gpt2rt__cu_copy,
+    /* .forward        = */ NULL,
+    /* .forward_series = */ NULL,
+    /* .backward       = */ NULL,
+    /* .update         = */ NULL,
+    /* .zero_grads     = */ NULL,
+    /* .logits         = */ NULL,
+    /* .predictions    = */ NULL,
+    /* .dp_reduce      = */ NULL,
+    /* .host_weights   = */ NULL,
+    /* .upload         = */ NULL,
+    /* .shard_read     = */ NULL,
+    /* .param_read     = */ NULL,
+    /* .allocated      = */ NULL,
+    /* .dp_rank        = */ NULL,
+    /* .dp_open        = */ NULL,
+    /* .release_shared = */ NULL,
+    /* .release        = */ NULL,
+    /* .decode         = */ NULL
+};
 
 /* ---- training calls ---- */
 
@@ -411,7 +404,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
     cudaError_t er = cudaEventRecord(st->ev_tok, s);
     GPT2RT__CU_CK(e);
     GPT2RT__CU_CK(er);
-    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_layers, st->dev));
     st->have_targets = targets != NULL;
     if (!targets) {
         if (loss) *loss = 0.0f;
@@ -471,7 +464,7 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
                                                rb, d, s));
-    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_backend, st->dev));
+    GPT2RT__TRY(gpt2rt__model_forward(ctx, &gpt2rt__cu_layers, st->dev));
     if (d->seqhead == GPT2RT_HEAD_NEXT_PATCH) { /* the targets are the lookback's next patches: the
                               loss's B partial sums in attention's D scratch (B*8 <= B*NH*T*4 bytes, T >= 2; free until
                               the backward), added on the host in series order */
@@ -524,74 +517,12 @@ static gpt2rt_result gpt2rt__cu_backward(gpt2rt_ctx *ctx, gpt2rt__cu_state *st) 
     GPT2RT__CU_CK(cudaSetDevice(st->device));
     const gpt2rt__dims *d = &st->d;
     st->acc = st->grads_dirty;
-    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cu_backend, st->dev,
+    gpt2rt_result r = gpt2rt__model_backward(ctx, &gpt2rt__cu_layers, st->dev,
                                              st->loss_scale / (float)(d->n_out * st->cfg.grad_accum));
     if (r != GPT2RT_OK) return r;
     st->have_targets = 0;
     st->grads_dirty = 1;
     return GPT2RT_OK;
-}
-
-/* One AdamW step at learning rate lr (the caller: gpt2rt__opt_lr_at(&ctx->cfg, ctx->step)),
-   bias correction for step ctx->step + 1, over the gradients summed since the last update
-   (ctx->acc_targets counted targets). *norm: the global gradient norm of the mean loss
-   (before clipping, loss scale removed); *skipped: 1 when it is not finite (gradients
-   zeroed, weights and moments untouched; fp16: the scale halves); *loss_scale: the scale
-   the next backward uses. The caller advances ctx->step when not skipped and resets its
-   accumulation counters, as gpt2rt_update does. Waits for the device once (the norm). */
-static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, double *sumsq); /* 8.6 */
-template <typename X> static gpt2rt_result gpt2rt__cu_dp_gather_weights(gpt2rt_ctx *ctx, gpt2rt__cu_state *st);
-template <typename X>
-static gpt2rt_result gpt2rt__cu_update_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm_out,
-                                         int *skipped_out, float *scale_out) {
-    const gpt2rt_config *c = &st->cfg;
-    cudaStream_t s = st->stream;
-    /* the reduction scratch: norm result (2 doubles), then the AdamW table */
-    double *d_norm = (double *)(void *)st->red;
-    gpt2rt__cu_adamw_tensor *d_tab = (gpt2rt__cu_adamw_tensor *)(void *)((unsigned char *)st->red + 16);
-    double sumsq = 0.0;
-    if (st->dcomm) /* data parallel (8.6): the summed gradients; global loss, targets, squared norm */
-        GPT2RT__TRY(gpt2rt__cu_dp_before_update(ctx, st, &sumsq));
-    else {
-        GPT2RT__CU_CK(gpt2rt__cu_global_norm(d_norm, NULL, st->grads, st->n_train, st->norm_parts, s));
-        GPT2RT__CU_CK(cudaMemcpyAsync(st->h_norm, d_norm, sizeof(double), cudaMemcpyDeviceToHost, s));
-        GPT2RT__CU_CK(cudaStreamSynchronize(s));
-    }
-    /* no counted target: data parallel only (one device skips before calling), every rank alike */
-    gpt2rt__opt_decision o = gpt2rt__opt_policy(ctx, st->dcomm ? sqrt(sumsq) : st->h_norm[0], &st->loss_scale,
-                                                &st->clean_steps);
-    if (o.skipped) GPT2RT__CU_CK(cudaMemsetAsync(st->grads, 0, (size_t)st->n_train * 4, s));
-    else {
-        GPT2RT__CU_CK(cudaMemcpyAsync(d_tab, st->h_adamw, (size_t)st->n_adamw * sizeof(gpt2rt__cu_adamw_tensor),
-                                      cudaMemcpyHostToDevice, s));
-        /* the table counts from opt_lo (0 without ZeRO-1), where the master and moments start */
-        for (int r = 0; r < st->n_runs; r++) {
-            const gpt2rt__cu_adamw_run *run = &st->runs[r];
-            float *params = st->master ? st->master : (float *)st->w + run->delta + st->opt_lo;
-            X *params_x = st->master ? (X *)st->w + run->delta + st->opt_lo : NULL;
-            GPT2RT__CU_CK(gpt2rt__cu_adamw<X>(params, params_x, st->grads + st->opt_lo, st->m, st->v, d_tab + run->i0,
-                                              run->n, run->blocks, lr, c->beta1, c->beta2, c->eps, c->weight_decay,
-                                              ctx->step + 1, o.grad_scale, s));
-        }
-        if (st->opt_hi - st->opt_lo < st->n_train) /* ZeRO-1: every rank gets every updated weight */
-            GPT2RT__TRY(gpt2rt__cu_dp_gather_weights<X>(ctx, st));
-        st->host_stale = 1;
-    }
-    st->grads_dirty = 0;
-    if (norm_out) *norm_out = o.norm;
-    if (skipped_out) *skipped_out = o.skipped;
-    if (scale_out) *scale_out = st->loss_scale;
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__cu_update(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, float lr, float *norm,
-                                           int *skipped, float *loss_scale) {
-    st->phase = "update";
-    st->layer = -1;
-    GPT2RT__CU_CK(cudaSetDevice(st->device));
-    if (st->xt == CUDA_R_32F) return gpt2rt__cu_update_t<float>(ctx, st, lr, norm, skipped, loss_scale);
-    if (st->xt == CUDA_R_16BF) return gpt2rt__cu_update_t<__nv_bfloat16>(ctx, st, lr, norm, skipped, loss_scale);
-    return gpt2rt__cu_update_t<__half>(ctx, st, lr, norm, skipped, loss_scale);
 }
 
 /* dst (BT, V) fp32 = the last forward's logits without the padded columns (count must be
