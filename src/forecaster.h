@@ -1,10 +1,12 @@
-/* inputs/forecaster.h - 6.4 Forecaster
-   may call: inputs/series.h and what it includes */
-#ifndef GPT2RT__SRC_INPUTS_FORECASTER_H
-#define GPT2RT__SRC_INPUTS_FORECASTER_H
+/* forecaster.h - 12. Forecaster, unless GPT2RT_NO_SERIES: a client of the public calls
+   may call: series.h, public/generate.h and what they include */
+#ifndef GPT2RT__SRC_FORECASTER_H
+#define GPT2RT__SRC_FORECASTER_H
 #include "series.h"
+#include "public/generate.h"
 
-/* ==== 6.4 Forecaster ==== */
+#ifndef GPT2RT_NO_SERIES
+/* ==== 12. Forecaster ==== */
 
 #ifdef _WIN32
 #include <io.h> /* _findfirst: what a directory holds before a save replaces it */
@@ -800,4 +802,5 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
     return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
 }
-#endif /* GPT2RT__SRC_INPUTS_FORECASTER_H */
+#endif /* GPT2RT_NO_SERIES */
+#endif /* GPT2RT__SRC_FORECASTER_H */
