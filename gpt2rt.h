@@ -1339,6 +1339,58 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+
+/* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
+   each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),
+   to the normalised horizon, W'z, on a series' scaled windows, every channel a series,
+   weighted by its variance (the squared error in the scaler's units). The ridge (on
+   the lookback's rows, not the bias) is the one of 0.1, 1, ..., 1e5 with the least
+   validation MSE. gpt2rt_forecaster_linear_fit fills *lm (weights allocated: free with
+   gpt2rt_forecaster_linear_free); a series without a validation window, or normal
+   equations singular at every ridge, are refused through ctx's last error (ctx: any
+   context, for the message). */
+typedef struct gpt2rt_forecaster_linear {
+    int64_t lookback, horizon;
+    double *weights;        /* (lookback + 1, horizon), the last row the bias */
+    double ridge, val_mse;  /* the chosen ridge and its validation MSE (scaled) */
+} gpt2rt_forecaster_linear;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_fit(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_forecaster_linear *lm);
+GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
+/* the map's forecast of n windows x (n, lookback, M) minus each series' lookback mean,
+   sd * W'z, into offset (n, horizon, M), and (means: may be NULL) each series' mean
+   (n, M): the map's forecast is their sum */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
+                                                         const float *x, int64_t n, int64_t channels, float *offset,
+                                                         float *means);
+
+/* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
+   window, in batches of batch (the last filled up by repeating its last window: each
+   series is forecast on its own, so the filler changes nothing), in eval mode; with a
+   linear map the forecast is the model's (plus the map's offset when linear_residual:
+   the model was trained on what the map leaves), moved blend of the way to the map's.
+   Errors are summed in double over the real windows only. */
+typedef struct gpt2rt_forecaster_score_desc {
+    int batch;                              /* windows a forward pass takes (required) */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual;
+    double blend;                           /* in [0, 1] */
+    int64_t drop_batch;                     /* the *_full sums count whole batches of this many windows only
+                                               (a drop_last loader's); 0: batch */
+    float *keep;                            /* NULL, or (keep_windows, horizon, M): the first windows' forecasts */
+    int64_t keep_windows;
+} gpt2rt_forecaster_score_desc;
+typedef struct gpt2rt_forecaster_scores {
+    double sse, sae;              /* every window's squared and absolute errors (scaled) */
+    int64_t windows;
+    double sse_full, sae_full;    /* those of the whole drop_batch batches */
+    int64_t windows_full;
+    double see, sed, sdd;         /* with a linear map, e = the forecast before the blend - truth, d = the
+                                     map's forecast - that: sums of e^2, e d, d^2; the blend w minimising the
+                                     SSE see + 2 w sed + w^2 sdd is -sed / sdd */
+} gpt2rt_forecaster_scores;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                 const gpt2rt_forecaster_score_desc *desc,
+                                                 gpt2rt_forecaster_scores *scores);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
@@ -20724,6 +20776,229 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const 
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
     return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
+}
+
+/* ---- the linear map and scoring (the training run's, gpt2rt_forecaster_linear_fit,
+   gpt2rt_forecaster_score) ---- */
+
+/* A (n,n) symmetric positive definite: solve A X = B (n,k) in place (Cholesky); 0 on failure */
+static int gpt2rt__fc_solve(double *A, double *B, int64_t n, int64_t k) {
+    for (int64_t j = 0; j < n; j++) {
+        double d = A[j * n + j];
+        for (int64_t p = 0; p < j; p++) d -= A[j * n + p] * A[j * n + p];
+        if (d <= 0) return 0;
+        A[j * n + j] = sqrt(d);
+        for (int64_t i = j + 1; i < n; i++) {
+            double v = A[i * n + j];
+            for (int64_t p = 0; p < j; p++) v -= A[i * n + p] * A[j * n + p];
+            A[i * n + j] = v / A[j * n + j];
+        }
+    }
+    for (int64_t c = 0; c < k; c++) {
+        for (int64_t i = 0; i < n; i++) { /* L z = b */
+            double v = B[i * k + c];
+            for (int64_t p = 0; p < i; p++) v -= A[i * n + p] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+        for (int64_t i = n - 1; i >= 0; i--) { /* L^T x = z */
+            double v = B[i * k + c];
+            for (int64_t p = i + 1; p < n; p++) v -= A[p * n + i] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+    }
+    return 1;
+}
+
+/* series m of window x (L,M): its mean, std and normalised lookback z (L+1: a trailing 1) */
+static void gpt2rt__fc_lin_norm(const float *x, int64_t L, int64_t M, int64_t m, double *mu, double *sd, double *z) {
+    double s = 0, v = 0;
+    for (int64_t k = 0; k < L; k++) s += x[k * M + m];
+    s /= (double)L;
+    for (int64_t k = 0; k < L; k++) v += (x[k * M + m] - s) * (x[k * M + m] - s);
+    *mu = s;
+    *sd = sqrt(v / (double)L + 1e-5);
+    for (int64_t k = 0; k < L; k++) z[k] = (x[k * M + m] - s) / *sd;
+    z[L] = 1.0;
+}
+
+/* the weighted normal equations of a split: A (n,n), b (n,H) added to, c set */
+static int gpt2rt__fc_lin_sums(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M,
+                               int64_t windows, double *A, double *b, double *c) {
+    int64_t n = L + 1;
+    double *z = (double *)malloc(sizeof(double) * (size_t)n), *t = (double *)malloc(sizeof(double) * (size_t)H);
+    float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
+    int ok = z && t && x && y;
+    *c = 0;
+    for (int64_t w = 0; ok && w < windows; w++) {
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, x, y) != GPT2RT_OK) { ok = 0; break; }
+        for (int64_t m = 0; m < M; m++) {
+            double mu, sd;
+            gpt2rt__fc_lin_norm(x, L, M, m, &mu, &sd, z);
+            double wt = sd * sd;
+            for (int64_t h = 0; h < H; h++) {
+                t[h] = (y[h * M + m] - mu) / sd;
+                *c += wt * t[h] * t[h];
+            }
+            for (int64_t i = 0; i < n; i++) {
+                double wz = wt * z[i];
+                for (int64_t j = 0; j <= i; j++) A[i * n + j] += wz * z[j];
+                for (int64_t h = 0; h < H; h++) b[i * H + h] += wz * t[h];
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
+    free(z); free(t); free(x); free(y);
+    return ok;
+}
+
+GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm) {
+    if (!lm) return;
+    free(lm->weights);
+    lm->weights = NULL;
+}
+
+/* Validation MSE per ridge from the validation split's own normal equations:
+   sum sd^2 (W'z - t)^2 = tr(W'A W) - 2 tr(W'b) + c, no pass over the windows per ridge */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_fit(gpt2rt_ctx *ctx, gpt2rt_series *s, gpt2rt_forecaster_linear *lm) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info in;
+    if (!lm) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_linear_fit: lm is NULL");
+    memset(lm, 0, sizeof *lm);
+    if (!s || gpt2rt_series_info_get(s, &in) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: %s",
+                            s ? gpt2rt_series_last_error(s) : "the series is NULL");
+    int64_t L = s->desc.lookback, H = s->desc.horizon, M = in.channels, n = L + 1;
+    lm->lookback = L; lm->horizon = H; lm->val_mse = INFINITY;
+    if (in.windows[GPT2RT_SERIES_VAL] < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map chooses its ridge on the validation "
+                            "split, which has no window (lookback %lld + horizon %lld)", (long long)L, (long long)H);
+    double *A = (double *)calloc((size_t)(n * n), sizeof(double)), *b = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Av = (double *)calloc((size_t)(n * n), sizeof(double)), *bv = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Ar = (double *)malloc(sizeof(double) * (size_t)(n * n)), *W = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    double *AW = (double *)malloc(sizeof(double) * (size_t)H), c, cv;
+    lm->weights = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    int mem = A && b && Av && bv && Ar && W && AW && lm->weights;
+    int ok = mem && gpt2rt__fc_lin_sums(s, GPT2RT_SERIES_TRAIN, L, H, M, in.windows[GPT2RT_SERIES_TRAIN], A, b, &c) &&
+             gpt2rt__fc_lin_sums(s, GPT2RT_SERIES_VAL, L, H, M, in.windows[GPT2RT_SERIES_VAL], Av, bv, &cv);
+    static const double ridges[] = {0.1, 1, 10, 100, 1000, 1e4, 1e5};
+    for (int r = 0; ok && r < 7; r++) {
+        memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
+        memcpy(W, b, sizeof(double) * (size_t)(n * H));
+        for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
+        if (!gpt2rt__fc_solve(Ar, W, n, H)) continue;
+        double sse = cv; /* tr(W'Av W) - 2 tr(W'bv) + cv, a row of Av at a time */
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t h = 0; h < H; h++) AW[h] = 0;
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t h = 0; h < H; h++) AW[h] += Av[i * n + j] * W[j * H + h];
+            for (int64_t h = 0; h < H; h++) sse += W[i * H + h] * (AW[h] - 2 * bv[i * H + h]);
+        }
+        double mse = sse / (double)(in.windows[GPT2RT_SERIES_VAL] * M * H);
+        if (mse < lm->val_mse) {
+            lm->val_mse = mse; lm->ridge = ridges[r];
+            memcpy(lm->weights, W, sizeof(double) * (size_t)(n * H));
+        }
+    }
+    free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
+    if (!ok || lm->ridge == 0) {
+        gpt2rt_forecaster_linear_free(lm);
+        if (!mem) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the linear map: out of memory for %lld x %lld "
+                                      "normal equations", (long long)n, (long long)n);
+        if (!ok) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: a window: %s",
+                                     gpt2rt_series_last_error(s));
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: the normal equations are singular at "
+                            "every ridge (0.1 to 1e5)");
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
+                                                         const float *x, int64_t n, int64_t channels, float *offset,
+                                                         float *means) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!lm || !lm->weights || !x || !offset || n < 0 || channels < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_linear_offset: %s",
+                            !lm || !lm->weights ? "no fitted map" : !x || !offset ? "x or offset is NULL"
+                            : "n < 0 or channels < 1");
+    double *z = (double *)malloc(sizeof(double) * (size_t)(lm->lookback + 1));
+    double *acc = (double *)malloc(sizeof(double) * (size_t)lm->horizon);
+    float *mus = means ? means : (float *)malloc(sizeof(float) * (size_t)(n * channels + 1));
+    gpt2rt_result r = GPT2RT_OK;
+    if (z && acc && mus) gpt2rt__fc_lin_offset(lm->weights, lm->lookback, lm->horizon, x, n, channels, offset, mus, z, acc);
+    else r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_linear_offset: out of memory");
+    free(z); free(acc);
+    if (!means) free(mus);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
+                                                 const gpt2rt_forecaster_score_desc *desc,
+                                                 gpt2rt_forecaster_scores *sc) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info info;
+    if (!desc || !sc || desc->batch < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: %s",
+                            !desc || !sc ? "desc or scores is NULL" : "desc->batch < 1");
+    if (!data || gpt2rt_series_info_get(data, &info) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: %s",
+                            data ? gpt2rt_series_last_error(data) : "the series is NULL");
+    if ((int)split < 0 || split > GPT2RT_SERIES_TEST)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: split %d (0 to 2)", (int)split);
+    const gpt2rt_forecaster_linear *lm = desc->linear && desc->linear->weights ? desc->linear : NULL;
+    int64_t B = desc->batch, L = data->desc.lookback, H = data->desc.horizon, M = info.channels, n = info.windows[split];
+    if (lm && (lm->lookback != L || lm->horizon != H))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: the linear map is lookback "
+                            "%lld horizon %lld, the series %lld and %lld", (long long)lm->lookback,
+                            (long long)lm->horizon, (long long)L, (long long)H);
+    int64_t drop_batch = desc->drop_batch > 0 ? desc->drop_batch : B;
+    int64_t n_whole = n / drop_batch * drop_batch; /* the windows a drop-last loader scores */
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *c = lm ? (float *)malloc(sizeof(float) * (size_t)(B * H * M)) : NULL;
+    float *mus = lm ? (float *)malloc(sizeof(float) * (size_t)(B * M)) : NULL;
+    double *z = lm ? (double *)malloc(sizeof(double) * (size_t)(L + 1)) : NULL;
+    double *acc = lm ? (double *)malloc(sizeof(double) * (size_t)H) : NULL;
+    gpt2rt_result r = GPT2RT_OK;
+    memset(sc, 0, sizeof *sc);
+    if (!x || !y || !pred || (lm && (!c || !mus || !z || !acc)))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_score: out of memory for a batch of %lld "
+                         "windows", (long long)B);
+    if (r == GPT2RT_OK) r = gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
+    for (int64_t first = 0; r == GPT2RT_OK && first < n; first += B) {
+        int real = (int)(n - first < B ? n - first : B);
+        if (gpt2rt_series_batch(data, split, 0, 0, first, real, x, y) != GPT2RT_OK) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(data));
+            break;
+        }
+        for (int b = real; b < B; b++) memcpy(x + b * L * M, x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
+        if ((r = gpt2rt_forward_series(ctx, x, NULL, NULL)) != GPT2RT_OK ||
+            (r = gpt2rt_predictions(ctx, pred, B * H * M)) != GPT2RT_OK)
+            break;
+        if (lm) {
+            gpt2rt__fc_lin_offset(lm->weights, L, H, x, real, M, c, mus, z, acc);
+            for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
+                double p = (double)pred[i] + (desc->linear_residual ? (double)c[i] : 0.0);
+                double d = (double)mus[i / (H * M) * M + i % M] + (double)c[i] - p; /* linear - forecast */
+                double e = p - (double)y[i];
+                sc->see += e * e; sc->sed += e * d; sc->sdd += d * d;
+                pred[i] = (float)(p + desc->blend * d);
+            }
+        }
+        for (int b = 0; b < real; b++) {
+            double se = 0, ae = 0;
+            for (int64_t i = (int64_t)b * H * M; i < (int64_t)(b + 1) * H * M; i++) {
+                double e = (double)pred[i] - (double)y[i];
+                se += e * e;
+                ae += fabs(e);
+            }
+            sc->sse += se; sc->sae += ae; sc->windows++;
+            if (first + b < n_whole) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full++; }
+        }
+        for (int b = 0; desc->keep && b < real && first + b < desc->keep_windows; b++)
+            memcpy(desc->keep + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
+    }
+    free(x); free(y); free(pred); free(c); free(mus); free(z); free(acc);
+    return r;
 }
 #endif /* GPT2RT_NO_SERIES */
 #endif /* GPT2RT_IMPLEMENTATION_DONE */

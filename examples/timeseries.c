@@ -53,7 +53,6 @@
 #include "../gpt2rt.h"
 #define CLI_PROG "timeseries"
 #include "../tools/cli.h"
-#include "../tools/ts_linear.h"
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -594,88 +593,12 @@ static int snapshot_restore(gpt2rt_ctx *ctx, const snapshot *s) {
     return 1;
 }
 
-/* squared and absolute errors over the windows of a split, B at a time; the last
-   batch is filled up by repeating its last window (each series is forecast on its
-   own, so the filler changes nothing) and only the real windows count. keep_pred
-   (may be NULL): the predictions of the first `keep` windows. sse_full / sae_full get
-   the sums over the whole batches of drop_batch windows only (the windows a test
-   loader with drop_last=True and that batch size scores; 0: B). */
-typedef struct scores {
-    double sse, sae, sse_full, sae_full;
-    int64_t windows, windows_full;
-} scores;
-
-/* the least-squares linear map beside the model (below, "the least-squares linear map") */
-typedef struct linmap {
-    int64_t L, H;
-    double *W;            /* (L+1, H), the last row the bias */
-    double ridge, val_mse;
-} linmap;
-static void lin_offset(const linmap *lm, const float *x, int64_t nb, int64_t M, float *c, float *mus, double *z,
-                       double *acc);
-
-/* how evaluate uses it (lu may be NULL: the model alone). residual: the model forecasts
-   what the linear map leaves (--linear-residual), so the forecast is the model's plus the
-   map's offset; blend: the forecast moves that fraction of the way to the linear map's
-   (--blend-linear); collect: sums for the blend weight, with e = forecast - truth and
-   d = linear - forecast: see = sum e^2, sed = sum e d, sdd = sum d^2 (SSE(w) = see +
-   2 w sed + w^2 sdd) */
-typedef struct linuse {
-    const linmap *lm;
-    int residual, collect;
-    double blend, see, sed, sdd;
-    float *c, *mus; /* scratch: (B,H,M), (B,M) */
-    double *z, *acc; /* scratch: L+1, H */
-} linuse;
-
-static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split, int B, int64_t L, int64_t H,
-                    int64_t M, float *x, float *y, float *pred, float *keep_pred, int64_t keep, linuse *lu,
-                    int64_t drop_batch, scores *sc) {
-    gpt2rt_series_info info;
-    if (gpt2rt_series_info_get(data, &info) != GPT2RT_OK) { fprintf(stderr, "timeseries: the series is not loaded\n"); return 0; }
-    int64_t n = info.windows[split];
-    if (drop_batch <= 0) drop_batch = B;
-    int64_t n_whole = n / drop_batch * drop_batch; /* the windows a drop-last loader scores */
-    memset(sc, 0, sizeof *sc);
-    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
-    for (int64_t first = 0; first < n; first += B) {
-        int real = (int)(n - first < B ? n - first : B);
-        if (gpt2rt_series_batch(data, split, 0, 0, first, real, x, y) != GPT2RT_OK) {
-            fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
-            return 0;
-        }
-        for (int b = real; b < B; b++) memcpy(x + b * L * M, x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
-        if (gpt2rt_forward_series(ctx, x, NULL, NULL) != GPT2RT_OK ||
-            gpt2rt_predictions(ctx, pred, (int64_t)B * H * M) != GPT2RT_OK) {
-            fprintf(stderr, "forward: %s\n", gpt2rt_last_error(ctx));
-            return 0;
-        }
-        if (lu && lu->lm) {
-            lin_offset(lu->lm, x, real, M, lu->c, lu->mus, lu->z, lu->acc);
-            for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
-                double p = (double)pred[i] + (lu->residual ? (double)lu->c[i] : 0.0);
-                double d = (double)lu->mus[i / (H * M) * M + i % M] + (double)lu->c[i] - p; /* linear - forecast */
-                if (lu->collect) {
-                    double e = p - (double)y[i];
-                    lu->see += e * e; lu->sed += e * d; lu->sdd += d * d;
-                }
-                pred[i] = (float)(p + lu->blend * d);
-            }
-        }
-        for (int b = 0; b < real; b++) {
-            double se = 0, ae = 0;
-            for (int64_t i = (int64_t)b * H * M; i < (int64_t)(b + 1) * H * M; i++) {
-                double e = (double)pred[i] - (double)y[i];
-                se += e * e;
-                ae += fabs(e);
-            }
-            sc->sse += se; sc->sae += ae; sc->windows++;
-            if (first + b < n_whole) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full++; }
-        }
-        for (int b = 0; keep_pred && b < real && first + b < keep; b++)
-            memcpy(keep_pred + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
-    }
-    return 1;
+/* a split's scores through the library (gpt2rt_forecaster_score); 0 after printing why */
+static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
+                    const gpt2rt_forecaster_score_desc *sd, gpt2rt_forecaster_scores *sc) {
+    if (gpt2rt_forecaster_score(ctx, data, split, sd, sc) == GPT2RT_OK) return 1;
+    fprintf(stderr, "timeseries: scoring: %s\n", gpt2rt_last_error(ctx));
+    return 0;
 }
 
 #ifdef TS_PNG
@@ -885,126 +808,6 @@ static void print_columns(gpt2rt_series *d) {
     if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
 }
 
-
-/* ---- the least-squares linear map of the RevIN-normalised lookback (--linear-residual,
-   --blend-linear): tools/ts_baselines.c's "linear" forecaster, the same fit. Each series
-   normalised by its lookback's mean mu and std sd (sqrt(biased variance + 1e-5), as
-   RevIN), one Linear(L -> H) plus bias W (L+1, H) shared by the channels, the exact
-   least squares over every training window and channel with rows weighted by sd^2 (the
-   loss in the scaled data's units), ridge on W's L rows (not the bias) chosen on the
-   validation split among 0.1, 1, ..., 1e5. Validation MSE per ridge from the
-   validation split's own normal equations: sum sd^2 (W'z - t)^2 = tr(W'A W) - 2 tr(W'b)
-   + c, no pass over the windows per ridge. ---- */
-/* series m of window x (L,M): its mean, std and normalised lookback z (L+1: a trailing 1) */
-static void lin_norm(const float *x, int64_t L, int64_t M, int64_t m, double *mu, double *sd, double *z) {
-    double s = 0, v = 0;
-    for (int64_t k = 0; k < L; k++) s += x[k * M + m];
-    s /= (double)L;
-    for (int64_t k = 0; k < L; k++) v += (x[k * M + m] - s) * (x[k * M + m] - s);
-    *mu = s;
-    *sd = sqrt(v / (double)L + 1e-5);
-    for (int64_t k = 0; k < L; k++) z[k] = (x[k * M + m] - s) / *sd;
-    z[L] = 1.0;
-}
-
-/* the weighted normal equations of a split: A (n,n) lower triangle, b (n,H), c */
-static int lin_sums(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M, double *A,
-                    double *b, double *c) {
-    int64_t n = L + 1;
-    double *z = (double *)malloc(sizeof(double) * (size_t)n), *t = (double *)malloc(sizeof(double) * (size_t)H);
-    float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
-    gpt2rt_series_info in = info_of(s);
-    int ok = z && t && x && y;
-    *c = 0;
-    for (int64_t w = 0; ok && w < in.windows[split]; w++) {
-        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, x, y) != GPT2RT_OK) { ok = 0; break; }
-        for (int64_t m = 0; m < M; m++) {
-            double mu, sd;
-            lin_norm(x, L, M, m, &mu, &sd, z);
-            double wt = sd * sd;
-            for (int64_t h = 0; h < H; h++) {
-                t[h] = (y[h * M + m] - mu) / sd;
-                *c += wt * t[h] * t[h];
-            }
-            for (int64_t i = 0; i < n; i++) {
-                double wz = wt * z[i];
-                for (int64_t j = 0; j <= i; j++) A[i * n + j] += wz * z[j];
-                for (int64_t h = 0; h < H; h++) b[i * H + h] += wz * t[h];
-            }
-        }
-    }
-    for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
-    free(z); free(t); free(x); free(y);
-    return ok;
-}
-
-static int lin_fit(gpt2rt_series *s, int64_t L, int64_t H, int64_t M, linmap *lm) {
-    int64_t n = L + 1;
-    gpt2rt_series_info in = info_of(s);
-    double *A = (double *)calloc((size_t)(n * n), sizeof(double)), *b = (double *)calloc((size_t)(n * H), sizeof(double));
-    double *Av = (double *)calloc((size_t)(n * n), sizeof(double)), *bv = (double *)calloc((size_t)(n * H), sizeof(double));
-    double *Ar = (double *)malloc(sizeof(double) * (size_t)(n * n)), *W = (double *)malloc(sizeof(double) * (size_t)(n * H));
-    double *AW = (double *)malloc(sizeof(double) * (size_t)H), c, cv;
-    memset(lm, 0, sizeof *lm);
-    lm->L = L; lm->H = H; lm->val_mse = INFINITY;
-    if (in.windows[GPT2RT_SERIES_VAL] < 1) {
-        fprintf(stderr, "timeseries: the linear map chooses its ridge on the validation split, which has no window "
-                "(lookback %lld + horizon %lld); use --linear-residual 0 --blend-linear 0\n", (long long)L, (long long)H);
-        free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
-        return 0;
-    }
-    lm->W = (double *)malloc(sizeof(double) * (size_t)(n * H));
-    int ok = A && b && Av && bv && Ar && W && AW && lm->W && lin_sums(s, GPT2RT_SERIES_TRAIN, L, H, M, A, b, &c) &&
-             lin_sums(s, GPT2RT_SERIES_VAL, L, H, M, Av, bv, &cv);
-    static const double ridges[] = {0.1, 1, 10, 100, 1000, 1e4, 1e5};
-    for (int r = 0; ok && r < 7; r++) {
-        memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
-        memcpy(W, b, sizeof(double) * (size_t)(n * H));
-        for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
-        if (!lin_solve(Ar, W, n, H)) continue;
-        double sse = cv; /* tr(W'Av W) - 2 tr(W'bv) + cv, a row of Av at a time */
-        for (int64_t i = 0; i < n; i++) {
-            for (int64_t h = 0; h < H; h++) AW[h] = 0;
-            for (int64_t j = 0; j < n; j++)
-                for (int64_t h = 0; h < H; h++) AW[h] += Av[i * n + j] * W[j * H + h];
-            for (int64_t h = 0; h < H; h++) sse += W[i * H + h] * (AW[h] - 2 * bv[i * H + h]);
-        }
-        double mse = sse / (double)(in.windows[GPT2RT_SERIES_VAL] * M * H);
-        if (mse < lm->val_mse) {
-            lm->val_mse = mse; lm->ridge = ridges[r];
-            memcpy(lm->W, W, sizeof(double) * (size_t)(n * H));
-        }
-    }
-    free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
-    if (!ok || lm->ridge == 0) {
-        fprintf(stderr, "timeseries: the linear map: %s\n", ok ? "the normal equations are singular at every ridge"
-                                                              : "out of memory or a bad batch");
-        free(lm->W);
-        lm->W = NULL;
-        return 0;
-    }
-    return 1;
-}
-
-/* the linear forecast minus the lookback's mean, sd (W'z), of nb windows x (nb,L,M)
-   into c (nb,H,M), and (mus, may be NULL) each series' mean (nb,M); z, acc: scratch of
-   L+1 and H doubles */
-static void lin_offset(const linmap *lm, const float *x, int64_t nb, int64_t M, float *c, float *mus, double *z,
-                       double *acc) {
-    int64_t L = lm->L, H = lm->H;
-    for (int64_t w = 0; w < nb; w++)
-        for (int64_t m = 0; m < M; m++) {
-            double mu, sd;
-            lin_norm(x + w * L * M, L, M, m, &mu, &sd, z);
-            if (mus) mus[w * M + m] = (float)mu;
-            for (int64_t h = 0; h < H; h++) acc[h] = 0;
-            for (int64_t k = 0; k <= L; k++) {
-                const double *wk = lm->W + k * H, zk = z[k];
-                for (int64_t h = 0; h < H; h++) acc[h] += zk * wk[h];
-            }
-            for (int64_t h = 0; h < H; h++) c[(w * H + h) * M + m] = (float)(sd * acc[h]);
-        }
-}
 
 /* the mean next-patch MSE over every validation window of every file, each channel a
    series, in whole batches of B series (the last partial batch is left out: filling it
@@ -1277,8 +1080,8 @@ static int64_t season_of(int season, double date_step, int calendar) {
 
 /* baselines on windows x (n,L,M), truth y (n,H,M), scaled: the last value, the seasonal
    naive (the value one period before), and the linear map (lm may be NULL); one line */
-static void print_baselines(const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M, int64_t period,
-                            const linmap *lm, const char *period_why) {
+static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M,
+                            int64_t period, const gpt2rt_forecaster_linear *lm, const char *period_why) {
     float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
     double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
     if (!p || !sse || !sae) { free(p); free(sse); free(sae); return; }
@@ -1291,12 +1094,9 @@ static void print_baselines(const float *x, const float *y, int64_t n, int64_t L
         if (k == 2 && !lm) { printf("; linear map: none (no validation window to choose its ridge on)"); continue; }
         if (k == 2) {
             float *c = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
-            double *z = (double *)malloc(sizeof(double) * (size_t)(L + 1)), *acc = (double *)malloc(sizeof(double) * (size_t)H);
-            if (c && mus && z && acc) {
-                lin_offset(lm, x, n, M, c, mus, z, acc);
+            if (c && mus && gpt2rt_forecaster_linear_offset(ctx, lm, x, n, M, c, mus) == GPT2RT_OK)
                 for (int64_t i = 0; i < n * H * M; i++) p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)c[i]);
-            }
-            free(c); free(mus); free(z); free(acc);
+            free(c); free(mus);
         } else
             for (int64_t w = 0; w < n; w++)
                 for (int64_t h = 0; h < H; h++)
@@ -1313,6 +1113,13 @@ static void print_baselines(const float *x, const float *y, int64_t n, int64_t L
     }
     printf("\n");
     free(p); free(sse); free(sae);
+}
+
+/* the linear map (gpt2rt_forecaster_linear_fit); 0 after printing why, then hint */
+static int fit_linear(gpt2rt_ctx *ctx, gpt2rt_series *s, gpt2rt_forecaster_linear *lm, const char *hint) {
+    if (gpt2rt_forecaster_linear_fit(ctx, s, lm) == GPT2RT_OK) return 1;
+    fprintf(stderr, "timeseries: %s%s\n", gpt2rt_last_error(ctx), hint);
+    return 0;
 }
 
 /* every window of a split: x (n,L,M), y (n,H,M), allocated */
@@ -1334,8 +1141,8 @@ static int split_windows(gpt2rt_series *s, gpt2rt_series_split split, int64_t L,
 }
 
 /* the test split's metrics table and baselines, pred (n,H,M) scaled */
-static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M, int season,
-                        const linmap *lm) {
+static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M,
+                        int season, const gpt2rt_forecaster_linear *lm) {
     float *x = NULL, *y = NULL;
     int64_t n;
     double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
@@ -1350,7 +1157,7 @@ static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t 
         channel_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
         gpt2rt_series_info in = info_of(s);
-        print_baselines(x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
+        print_baselines(ctx, x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
                         "no --season N, and no calendar date step that divides a day");
     }
     free(x); free(y); free(sse); free(sae); free(std); free(names);
@@ -1468,11 +1275,11 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
         good = 0;
     }
     if (good) { /* the linear map baseline fit as training fits it: the same map */
-        linmap base = {0, 0, NULL, 0, 0};
-        gpt2rt_series_info in = info_of(s);
-        int fitted = in.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(s, L, H, M, &base);
-        report_test(s, p, L, H, M, o->season, fitted ? &base : NULL);
-        free(base.W);
+        gpt2rt_forecaster_linear base;
+        gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
+        int fitted = info_of(s).windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, s, &base, "");
+        report_test(ctx, s, p, L, H, M, o->season, fitted ? &base : NULL);
+        if (fitted) gpt2rt_forecaster_linear_free(&base);
     }
     free(x); free(y); free(p);
     gpt2rt_series_free(s);
@@ -1746,26 +1553,25 @@ int main(int argc, char **argv) {
 
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
     float *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-    float *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-    linmap lm = {0, 0, NULL, 0, 0};
-    linuse lu;
+    gpt2rt_forecaster_linear lm;
+    memset(&lm, 0, sizeof lm);
+    gpt2rt_forecaster_score_desc lu; /* how a split is scored: with the linear map, if any */
     memset(&lu, 0, sizeof lu);
+    lu.batch = (int)B;
+    float *c_lin = NULL;
     if (o.linear_residual || o.blend_linear) {
         double t0 = now();
-        if (!lin_fit(data, L, H, M, &lm)) return 1;
+        if (!fit_linear(ctx, data, &lm, "; use --linear-residual 0 --blend-linear 0")) return 1;
         printf("linear map: ridge %g (chosen on validation), val mse %.4f, %.1f s%s\n", lm.ridge, lm.val_mse, now() - t0,
                o.linear_residual ? "; the model trains on what it leaves" : "");
-        lu.lm = &lm;
-        lu.residual = o.linear_residual;
-        lu.c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-        lu.mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
-        lu.z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
-        lu.acc = (double *)malloc(sizeof(double) * (size_t)H);
+        lu.linear = &lm;
+        lu.linear_residual = o.linear_residual;
+        c_lin = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
     }
     snapshot best_w = {0, NULL};
     double best = INFINITY, step_seconds = 0;
     int best_epoch = -1, bad_epochs = 0;
-    scores sc;
+    gpt2rt_forecaster_scores sc;
     if (o.linear_residual && o.stage == 0 && !o.max_steps) {
         /* the model starts as the linear map alone (out_layer's weight zero, its bias
            zero already), which is epoch 0 of early stopping: training keeps what the
@@ -1781,7 +1587,7 @@ int main(int argc, char **argv) {
                 }
             }
         free(zero);
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, &lu, &sc)) return 1;
         best = sc.sse / (double)(sc.windows * H * M);
         best_epoch = 0;
         printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", best);
@@ -1802,8 +1608,11 @@ int main(int argc, char **argv) {
                 return 1;
             }
             if (o.linear_residual) { /* the target is what the linear map leaves: the loss is the sum's */
-                lin_offset(&lm, x, B, M, lu.c, NULL, lu.z, lu.acc);
-                for (int64_t i = 0; i < B * H * M; i++) y[i] -= lu.c[i];
+                if (!c_lin || gpt2rt_forecaster_linear_offset(ctx, &lm, x, B, M, c_lin, NULL) != GPT2RT_OK) {
+                    fprintf(stderr, "timeseries: %s\n", c_lin ? gpt2rt_last_error(ctx) : "out of memory");
+                    return 1;
+                }
+                for (int64_t i = 0; i < B * H * M; i++) y[i] -= c_lin[i];
             }
             if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) {
                 fprintf(stderr, "step: %s%s\n", gpt2rt_last_error(ctx), gpt2rt_series_last_error(data));
@@ -1820,7 +1629,7 @@ int main(int argc, char **argv) {
                     printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
                            "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o.max_steps, per, n_steps,
                            evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
-                    free(x); free(y); free(pred);
+                    free(x); free(y);
                     gpt2rt_free(ctx);
                     gpt2rt_series_free(data);
                     return 0;
@@ -1829,7 +1638,7 @@ int main(int argc, char **argv) {
         }
         progress_end(&pg);
         double t1 = now();
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, &lu, &sc)) return 1;
         double val = sc.sse / (double)(sc.windows * H * M);
         int better = val < best;
         printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", epoch + 1,
@@ -1850,14 +1659,12 @@ int main(int argc, char **argv) {
         printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
                "zero)\n");
     if (o.blend_linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
-        lu.collect = 1;
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
-        lu.collect = 0;
-        double w = lu.sdd > 0 ? -lu.sed / lu.sdd : 0, nv = (double)(sc.windows * H * M);
+        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, &lu, &sc)) return 1;
+        double w = sc.sdd > 0 ? -sc.sed / sc.sdd : 0, nv = (double)(sc.windows * H * M);
         w = w < 0 ? 0 : w > 1 ? 1 : w;
         lu.blend = w;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
-               w, (lu.see + 2 * w * lu.sed + w * w * lu.sdd) / nv, lu.see / nv, (lu.see + 2 * lu.sed + lu.sdd) / nv);
+               w, (sc.see + 2 * w * sc.sed + w * w * sc.sdd) / nv, sc.see / nv, (sc.see + 2 * sc.sed + sc.sdd) / nv);
         if (w == 1 && best_epoch != 0)
             printf("the blend puts all its weight on the linear map: the kept forecast is the linear map's, the model "
                    "added nothing\n");
@@ -1866,7 +1673,10 @@ int main(int argc, char **argv) {
     int png_failed = 0;
     float *keep = (float *)malloc(sizeof(float) * (size_t)(n_test * H * M + 1));
     if (!keep) { fprintf(stderr, "timeseries: out of memory for the test forecasts\n"); return 1; }
-    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, n_test, &lu, o.drop_last, &sc)) return 1;
+    lu.keep = keep;
+    lu.keep_windows = n_test;
+    lu.drop_batch = o.drop_last;
+    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, &lu, &sc)) return 1;
     if (o.png) { /* windows spread over the test split */
         float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
         for (int64_t k = 0; few && k < n_png; k++) memcpy(few + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
@@ -1877,22 +1687,23 @@ int main(int argc, char **argv) {
         gpt2rt_forecaster_desc fd;
         memset(&fd, 0, sizeof fd);
         fd.series = data;
-        fd.linear = lu.lm ? lm.W : NULL;
-        fd.linear_residual = lu.lm ? lu.residual : 0;
-        fd.blend = lu.lm ? lu.blend : 0;
+        fd.linear = lu.linear ? lm.weights : NULL;
+        fd.linear_residual = lu.linear ? lu.linear_residual : 0;
+        fd.blend = lu.linear ? lu.blend : 0;
         fd.batch = (int)B;
         fd.note = o.stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
         if (gpt2rt_forecaster_save(ctx, o.save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
         printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
                "timeseries predict --model %s --data FILE.csv forecasts with it\n", best_epoch,
-               lu.lm ? ", the linear map and blend" : "", o.save, o.save);
+               lu.linear ? ", the linear map and blend" : "", o.save, o.save);
     }
     {   /* the linear map for the baseline when training did not fit one */
-        linmap base = {0, 0, NULL, 0, 0};
-        const linmap *use = lu.lm;
-        if (!use && info.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(data, L, H, M, &base)) use = &base;
-        report_test(data, keep, L, H, M, o.season, use);
-        free(base.W);
+        gpt2rt_forecaster_linear base;
+        memset(&base, 0, sizeof base);
+        const gpt2rt_forecaster_linear *use = lu.linear;
+        if (!use && info.windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, data, &base, "")) use = &base;
+        report_test(ctx, data, keep, L, H, M, o.season, use);
+        gpt2rt_forecaster_linear_free(&base);
     }
     double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
     if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
@@ -1902,8 +1713,9 @@ int main(int argc, char **argv) {
     printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
     for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
     free(best_w.v);
-    free(keep); free(x); free(y); free(pred);
-    free(lm.W); free(lu.c); free(lu.mus); free(lu.z); free(lu.acc);
+    free(keep); free(x); free(y);
+    gpt2rt_forecaster_linear_free(&lm);
+    free(c_lin);
     gpt2rt_free(ctx);
     gpt2rt_series_free(data);
     return png_failed;

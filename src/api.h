@@ -685,6 +685,58 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+
+/* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
+   each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),
+   to the normalised horizon, W'z, on a series' scaled windows, every channel a series,
+   weighted by its variance (the squared error in the scaler's units). The ridge (on
+   the lookback's rows, not the bias) is the one of 0.1, 1, ..., 1e5 with the least
+   validation MSE. gpt2rt_forecaster_linear_fit fills *lm (weights allocated: free with
+   gpt2rt_forecaster_linear_free); a series without a validation window, or normal
+   equations singular at every ridge, are refused through ctx's last error (ctx: any
+   context, for the message). */
+typedef struct gpt2rt_forecaster_linear {
+    int64_t lookback, horizon;
+    double *weights;        /* (lookback + 1, horizon), the last row the bias */
+    double ridge, val_mse;  /* the chosen ridge and its validation MSE (scaled) */
+} gpt2rt_forecaster_linear;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_fit(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_forecaster_linear *lm);
+GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
+/* the map's forecast of n windows x (n, lookback, M) minus each series' lookback mean,
+   sd * W'z, into offset (n, horizon, M), and (means: may be NULL) each series' mean
+   (n, M): the map's forecast is their sum */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
+                                                         const float *x, int64_t n, int64_t channels, float *offset,
+                                                         float *means);
+
+/* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
+   window, in batches of batch (the last filled up by repeating its last window: each
+   series is forecast on its own, so the filler changes nothing), in eval mode; with a
+   linear map the forecast is the model's (plus the map's offset when linear_residual:
+   the model was trained on what the map leaves), moved blend of the way to the map's.
+   Errors are summed in double over the real windows only. */
+typedef struct gpt2rt_forecaster_score_desc {
+    int batch;                              /* windows a forward pass takes (required) */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual;
+    double blend;                           /* in [0, 1] */
+    int64_t drop_batch;                     /* the *_full sums count whole batches of this many windows only
+                                               (a drop_last loader's); 0: batch */
+    float *keep;                            /* NULL, or (keep_windows, horizon, M): the first windows' forecasts */
+    int64_t keep_windows;
+} gpt2rt_forecaster_score_desc;
+typedef struct gpt2rt_forecaster_scores {
+    double sse, sae;              /* every window's squared and absolute errors (scaled) */
+    int64_t windows;
+    double sse_full, sae_full;    /* those of the whole drop_batch batches */
+    int64_t windows_full;
+    double see, sed, sdd;         /* with a linear map, e = the forecast before the blend - truth, d = the
+                                     map's forecast - that: sums of e^2, e d, d^2; the blend w minimising the
+                                     SSE see + 2 w sed + w^2 sdd is -sed / sdd */
+} gpt2rt_forecaster_scores;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                 const gpt2rt_forecaster_score_desc *desc,
+                                                 gpt2rt_forecaster_scores *scores);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
