@@ -42,7 +42,7 @@
    After the test split is scored, a table gives the MSE and MAE per channel and over
    all, in the scaler's units and the data's, and a line the baselines on the same
    windows (last value, seasonal naive, the linear map). --save DIR writes the
-   forecaster (gpt2rt.h "6.4 Forecaster"), and
+   forecaster (gpt2rt.h "12. Forecaster"), and
        timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all]
    forecasts from the file's last lookback rows (or every window) in its own units,
    dated by continuing its date column.

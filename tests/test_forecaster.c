@@ -1,4 +1,4 @@
-/* The forecaster artifact (gpt2rt.h 6.4): a trained patch model saved with
+/* The forecaster artifact (gpt2rt.h 12): a trained patch model saved with
    gpt2rt_forecaster_save and loaded back with gpt2rt_forecaster_load forecasts the
    test windows exactly as the training context scored them (bitwise, in the scaler's
    units: the same batches, the same linear map offset and blend, written out here a
@@ -6,7 +6,9 @@
    both heads (the flatten head with the linear map, aLLM4TS's patch decoding without);
    what it refuses: a directory of weights only, another version, a model whose
    weights do not fit the saved shape, a blend outside [0, 1]; a save replaces the
-   whole directory or nothing; hostile forecaster.json and weights files. */
+   whole directory or nothing; hostile forecaster.json and weights files; the training
+   run's calls (the linear map's fit and offset, a split's scoring) against their
+   definitions written out here. */
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT__TEST_HOOKS /* a failing rename */
 #define GPT2RT_IMPLEMENTATION
@@ -576,6 +578,118 @@ static void strict_json(void) {
     gpt2rt_free(ctx);
 }
 
+/* the training run's calls: the linear map's fit, its offset, a split's scoring */
+static void training_calls(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    fx_train(ctx, s, 3);
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(s, &in);
+    gpt2rt_forecaster_linear lm;
+    CHECK(gpt2rt_forecaster_linear_fit(ctx, s, &lm) == GPT2RT_OK, "linear_fit: %s", gpt2rt_last_error(ctx));
+    if (!lm.weights) { gpt2rt_free(ctx); gpt2rt_series_free(s); return; }
+    CHECK(lm.lookback == L && lm.horizon == H, "linear_fit: shape %lld x %lld", (long long)lm.lookback, (long long)lm.horizon);
+    int ridge_ok = 0;
+    for (double r = 0.1; r < 2e5; r *= 10) ridge_ok |= fabs(lm.ridge - r) < 1e-9 * r;
+    CHECK(ridge_ok, "linear_fit: ridge %g is one of 0.1 .. 1e5", lm.ridge);
+
+    /* the offset: sd * W'z, each series normalised by its lookback, bitwise as written out here */
+    int64_t nv = in.windows[GPT2RT_SERIES_VAL];
+    float *x = (float *)malloc(sizeof(float) * (size_t)(nv * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(nv * H * M));
+    float *c = (float *)malloc(sizeof(float) * (size_t)(nv * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(nv * M));
+    gpt2rt_series_batch(s, GPT2RT_SERIES_VAL, 0, 0, 0, (int)nv, x, y);
+    CHECK(gpt2rt_forecaster_linear_offset(ctx, &lm, x, nv, M, c, mus) == GPT2RT_OK, "linear_offset: %s", gpt2rt_last_error(ctx));
+    int same = 1;
+    double sse = 0;
+    for (int64_t w = 0; w < nv; w++)
+        for (int m = 0; m < M; m++) {
+            const float *xs = x + w * L * M;
+            double mu = 0, v = 0, z[L + 1];
+            for (int k = 0; k < L; k++) mu += xs[k * M + m];
+            mu /= L;
+            for (int k = 0; k < L; k++) v += (xs[k * M + m] - mu) * (xs[k * M + m] - mu);
+            double sd = sqrt(v / L + 1e-5);
+            for (int k = 0; k < L; k++) z[k] = (xs[k * M + m] - mu) / sd;
+            z[L] = 1;
+            same &= mus[w * M + m] == (float)mu;
+            for (int h = 0; h < H; h++) {
+                double acc = 0;
+                for (int k = 0; k <= L; k++) acc += z[k] * lm.weights[k * H + h];
+                int i = (int)((w * H + h) * M + m);
+                same &= c[i] == (float)(sd * acc);
+                double e = (double)mus[w * M + m] + (double)c[i] - (double)y[i];
+                sse += e * e;
+            }
+        }
+    CHECK(same, "linear_offset: the offsets and means are the map's, bitwise");
+    /* the fit's validation MSE is the trace formula's, the direct sum's here: they differ by the
+       float rounding of mu and of each offset (2^-24 relative, |values| < 10 scaled, so under 1e-6
+       per error) and summation order; 1e-4 relative is far above that and far below a wrong ridge's */
+    double direct = sse / (double)(nv * H * M);
+    CHECK(fabs(direct - lm.val_mse) <= 1e-4 * direct, "linear_fit: val mse %.9g, the map's forecast scores %.9g", lm.val_mse, direct);
+    gpt2rt_forecaster_linear none;
+    memset(&none, 0, sizeof none);
+    CHECK(gpt2rt_forecaster_linear_offset(ctx, &none, x, nv, M, c, NULL) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "no fitted map"), "linear_offset without a fit: %s", gpt2rt_last_error(ctx));
+
+    /* scoring: the forecasts the reference (the example's scoring written out) makes, bitwise;
+       the sums over them; the drop-last count */
+    int64_t n = in.windows[GPT2RT_SERIES_TEST];
+    float *ref = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *keep = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    float *xt = (float *)malloc(sizeof(float) * (size_t)(n * L * M)), *yt = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    reference(ctx, s, lm.weights, 1, 0.3, n, ref);
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 0, (int)n, xt, yt);
+    gpt2rt_forecaster_score_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = B; sd.linear = &lm; sd.linear_residual = 1; sd.blend = 0.3; sd.drop_batch = 3; sd.keep = keep; sd.keep_windows = n;
+    gpt2rt_forecaster_scores sc;
+    CHECK(gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_TEST, &sd, &sc) == GPT2RT_OK, "score: %s", gpt2rt_last_error(ctx));
+    CHECK(!memcmp(keep, ref, sizeof(float) * (size_t)(n * H * M)), "score: the kept forecasts are the reference's, bitwise");
+    double want = 0, want_full = 0;
+    for (int64_t w = 0; w < n; w++) {
+        double se = 0;
+        for (int64_t i = w * H * M; i < (w + 1) * H * M; i++) se += ((double)ref[i] - yt[i]) * ((double)ref[i] - yt[i]);
+        want += se;
+        if (w < n / 3 * 3) want_full += se;
+    }
+    CHECK(sc.windows == n && sc.windows_full == n / 3 * 3 && sc.sse == want && sc.sse_full == want_full,
+          "score: %lld windows (want %lld), %lld whole batches of 3 (want %lld), sse %.9g (want %.9g), full %.9g (want %.9g)",
+          (long long)sc.windows, (long long)n, (long long)sc.windows_full, (long long)(n / 3 * 3), sc.sse, want,
+          sc.sse_full, want_full);
+    /* the blend sums: the SSE at blend w is see + 2 w sed + w^2 sdd up to the float rounding of each
+       forecast (2^-24 relative of |p| < 10: 6e-7 per error, squared errors ~1: 1e-5 relative is ample) */
+    double at = sc.see + 2 * 0.3 * sc.sed + 0.09 * sc.sdd;
+    CHECK(fabs(at - sc.sse) <= 1e-5 * sc.sse, "score: see + 2 w sed + w^2 sdd = %.9g, the blended sse %.9g", at, sc.sse);
+    sd.batch = 0;
+    CHECK(gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_TEST, &sd, &sc) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "batch"), "score with batch 0: %s", gpt2rt_last_error(ctx));
+    sd.batch = B;
+    lm.lookback = L + 1;
+    CHECK(gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_TEST, &sd, &sc) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "lookback 17"), "score with a map of another lookback: %s", gpt2rt_last_error(ctx));
+    lm.lookback = L;
+    gpt2rt_forecaster_linear_free(&lm);
+    CHECK(lm.weights == NULL, "linear_free: the weights are released");
+    free(x); free(y); free(c); free(mus); free(ref); free(keep); free(xt); free(yt);
+    gpt2rt_series_free(s);
+
+    /* a series without a validation window (borders NONE: every row trains): no ridge to
+       choose, refused naming why */
+    gpt2rt_series_desc d;
+    memset(&d, 0, sizeof d);
+    d.lookback = L; d.horizon = H; d.borders = GPT2RT_SERIES_BORDERS_NONE;
+    CHECK(gpt2rt_series_load(&s, DIR "/series.csv", &d) == GPT2RT_OK, "load, borders none: %s", gpt2rt_series_last_error(s));
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(s, &in);
+    CHECK(in.windows[GPT2RT_SERIES_VAL] == 0, "borders none: %lld validation windows", (long long)in.windows[GPT2RT_SERIES_VAL]);
+    CHECK(gpt2rt_forecaster_linear_fit(ctx, s, &lm) == GPT2RT_ERR_INVALID_ARGUMENT && !lm.weights &&
+          strstr(gpt2rt_last_error(ctx), "validation split, which has no window"), "linear_fit with no validation window: %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -587,5 +701,6 @@ int main(void) {
     weights_must_match();
     column_names();
     strict_json();
+    training_calls();
     return harness_finish();
 }
