@@ -1391,6 +1391,57 @@ typedef struct gpt2rt_forecaster_scores {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
                                                  const gpt2rt_forecaster_score_desc *desc,
                                                  gpt2rt_forecaster_scores *scores);
+
+/* Training a patch context on a series (gpt2rt_forecaster_train), GPT4TS-style: each
+   epoch visits the training windows in a seeded order (gpt2rt_series_batch with seed
+   and the epoch) in steps of batch windows, then scores the validation split
+   (gpt2rt_forecaster_score); the best epoch's weights are kept (early stopping after
+   patience epochs without a lower validation MSE) and restored at the end. With a
+   linear map and linear_residual the model trains on what the map leaves, and
+   start_from_linear makes epoch 0 the map alone (out_layer.weight zero; training keeps
+   what improves on it, and nothing if nothing does); blend_linear then chooses on
+   validation the blend toward the map in [0, 1]. max_steps > 0 stops after that many
+   steps (result.max_steps_reached, nothing restored). Nothing is printed: progress, when
+   set, is called after every step and after every epoch's validation. */
+typedef enum gpt2rt_forecaster_event {
+    GPT2RT_FORECASTER_STEP = 0,   /* a training step: epoch, step of steps, stats */
+    GPT2RT_FORECASTER_EPOCH       /* an epoch scored on validation (epoch 0: the linear map alone) */
+} gpt2rt_forecaster_event;
+typedef struct gpt2rt_forecaster_progress {
+    gpt2rt_forecaster_event event;
+    int epoch;                    /* 1-based; 0: the linear map alone */
+    int64_t step, steps;          /* STEP: steps done in this epoch, of steps */
+    double epoch_seconds;         /* STEP: since the epoch began */
+    const gpt2rt_step_stats *stats; /* STEP: the step's */
+    double train_mse, val_mse;    /* EPOCH: the epoch's mean step loss (0 for epoch 0), its validation MSE */
+    double train_seconds, val_seconds; /* EPOCH */
+    int best;                     /* EPOCH: the lowest validation MSE so far */
+    int stop;                     /* EPOCH: patience epochs without a better one: training stops */
+} gpt2rt_forecaster_progress;
+typedef struct gpt2rt_forecaster_train_desc {
+    int batch;                    /* windows a step takes (required; a data parallel context's global batch) */
+    int epochs;                   /* at most (required) */
+    int patience;                 /* 0: never stop early */
+    int64_t steps_per_epoch;      /* 0 or more than fit: every whole batch of the training windows */
+    uint64_t seed;                /* the order of the training windows */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual, start_from_linear, blend_linear;
+    int max_steps;                /* 0: no limit */
+    void (*progress)(void *user, const gpt2rt_forecaster_progress *p);
+    void *user;
+} gpt2rt_forecaster_train_desc;
+typedef struct gpt2rt_forecaster_train_result {
+    int best_epoch;               /* 0: the linear map alone; -1: none */
+    double best_val_mse;
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;          /* the steps' own time, summed */
+    double blend;                 /* blend_linear's choice, else 0 */
+    double blend_val_mse, model_val_mse, linear_val_mse; /* blend_linear: validation MSE blended, at 0, at 1 */
+} gpt2rt_forecaster_train_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
+                                                 const gpt2rt_forecaster_train_desc *desc,
+                                                 gpt2rt_forecaster_train_result *result);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
@@ -20998,6 +21049,168 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series 
             memcpy(desc->keep + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
     }
     free(x); free(y); free(pred); free(c); free(mus); free(z); free(acc);
+    return r;
+}
+
+/* every parameter's values: the best epoch's weights */
+typedef struct gpt2rt__fc_snap { int n; float **v; } gpt2rt__fc_snap;
+
+static gpt2rt_result gpt2rt__fc_snap_take(gpt2rt_ctx *ctx, gpt2rt__fc_snap *s) {
+    gpt2rt_result r;
+    if (!s->v) {
+        s->n = gpt2rt_param_count(ctx);
+        s->v = (float **)calloc((size_t)s->n + 1, sizeof(float *));
+        if (!s->v) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the best epoch's weights: out of memory");
+    }
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if ((r = gpt2rt_param_info_get(ctx, i, &in)) != GPT2RT_OK) return r;
+        if (!s->v[i] && !(s->v[i] = (float *)malloc(sizeof(float) * (size_t)in.numel)))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the best epoch's weights: out of memory for %s", in.name);
+        if ((r = gpt2rt_param_read(ctx, in.name, GPT2RT_PARAM_VALUE, s->v[i], in.numel)) != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__fc_snap_restore(gpt2rt_ctx *ctx, const gpt2rt__fc_snap *s) {
+    gpt2rt_result r;
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if ((r = gpt2rt_param_info_get(ctx, i, &in)) != GPT2RT_OK) return r;
+        if ((r = gpt2rt_param_write(ctx, in.name, s->v[i], in.numel)) != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* out_layer.weight zero: the regression head adds nothing to the linear map's offset */
+static gpt2rt_result gpt2rt__fc_zero_head(gpt2rt_ctx *ctx) {
+    gpt2rt_param_info pi;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++)
+        if (gpt2rt_param_info_get(ctx, i, &pi) == GPT2RT_OK && !strcmp(pi.name, "out_layer.weight")) {
+            float *zero = (float *)calloc((size_t)pi.numel, sizeof(float));
+            if (!zero) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "out_layer.weight: out of memory");
+            gpt2rt_result r = gpt2rt_param_write(ctx, pi.name, zero, pi.numel);
+            free(zero);
+            return r;
+        }
+    return GPT2RT_OK;
+}
+
+/* the epochs, steps and early stopping of gpt2rt_forecaster_train, its scratch given */
+static gpt2rt_result gpt2rt__fc_train(gpt2rt_ctx *ctx, gpt2rt_series *data, const gpt2rt_forecaster_train_desc *d,
+                                      gpt2rt_forecaster_train_result *res, int64_t L, int64_t H, int64_t M, float *x,
+                                      float *y, float *c, gpt2rt__fc_snap *best_w) {
+    int64_t B = d->batch, spe = res->steps_per_epoch;
+    gpt2rt_forecaster_score_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = d->batch;
+    sd.linear = d->linear;
+    sd.linear_residual = d->linear && d->linear_residual;
+    gpt2rt_forecaster_scores sc;
+    gpt2rt_forecaster_progress pg;
+    gpt2rt_result r;
+    double best = INFINITY;
+    int bad_epochs = 0;
+    if (d->start_from_linear && sd.linear_residual) {
+        if ((r = gpt2rt__fc_zero_head(ctx)) != GPT2RT_OK || (r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK)
+            return r;
+        best = sc.sse / (double)(sc.windows * H * M);
+        res->best_epoch = 0;
+        if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.val_mse = best; pg.best = 1;
+        if (d->progress) d->progress(d->user, &pg);
+    }
+    for (int epoch = 0; epoch < d->epochs; epoch++) {
+        double t0 = gpt2rt__now(), loss_sum = 0;
+        if ((r = gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN)) != GPT2RT_OK) return r;
+        for (int64_t s = 0; s < spe; s++) {
+            gpt2rt_step_stats st;
+            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, d->seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK)
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(data));
+            if (sd.linear_residual) { /* the target is what the linear map leaves: the loss is the sum's */
+                if ((r = gpt2rt_forecaster_linear_offset(ctx, d->linear, x, B, M, c, NULL)) != GPT2RT_OK) return r;
+                for (int64_t i = 0; i < B * H * M; i++) y[i] -= c[i];
+            }
+            if ((r = gpt2rt_step_series(ctx, x, y, &st)) != GPT2RT_OK) return r;
+            loss_sum += st.loss;
+            res->steps++;
+            res->step_seconds += st.seconds;
+            memset(&pg, 0, sizeof pg);
+            pg.event = GPT2RT_FORECASTER_STEP; pg.epoch = epoch + 1; pg.step = s + 1; pg.steps = spe;
+            pg.epoch_seconds = gpt2rt__now() - t0; pg.stats = &st;
+            if (d->progress) d->progress(d->user, &pg);
+            if (d->max_steps && res->steps >= d->max_steps) {
+                res->max_steps_reached = 1;
+                return GPT2RT_OK;
+            }
+        }
+        double t1 = gpt2rt__now();
+        if ((r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.epoch = epoch + 1;
+        pg.train_mse = loss_sum / (double)spe;
+        pg.val_mse = sc.sse / (double)(sc.windows * H * M);
+        pg.best = pg.val_mse < best;
+        if (pg.best) {
+            best = pg.val_mse;
+            res->best_epoch = epoch + 1;
+            bad_epochs = 0;
+            if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        } else pg.stop = d->patience > 0 && ++bad_epochs >= d->patience;
+        pg.train_seconds = t1 - t0;
+        pg.val_seconds = gpt2rt__now() - t1;
+        if (d->progress) d->progress(d->user, &pg);
+        if (pg.stop) break;
+    }
+    res->best_val_mse = best;
+    if ((r = gpt2rt__fc_snap_restore(ctx, best_w)) != GPT2RT_OK) return r;
+    if (d->blend_linear && d->linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
+        if ((r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK) return r;
+        double w = sc.sdd > 0 ? -sc.sed / sc.sdd : 0, nv = (double)(sc.windows * H * M);
+        w = w < 0 ? 0 : w > 1 ? 1 : w;
+        res->blend = w;
+        res->blend_val_mse = (sc.see + 2 * w * sc.sed + w * w * sc.sdd) / nv;
+        res->model_val_mse = sc.see / nv;
+        res->linear_val_mse = (sc.see + 2 * sc.sed + sc.sdd) / nv;
+    }
+    (void)L;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *data,
+                                                 const gpt2rt_forecaster_train_desc *d,
+                                                 gpt2rt_forecaster_train_result *res) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info info;
+    if (!d || !res) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: desc or result is NULL");
+    memset(res, 0, sizeof *res);
+    res->best_epoch = -1;
+    res->best_val_mse = INFINITY;
+    if (!data || gpt2rt_series_info_get(data, &info) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: %s",
+                            data ? gpt2rt_series_last_error(data) : "the series is NULL");
+    if (d->batch < 1 || d->epochs < 1 || d->patience < 0 || d->steps_per_epoch < 0 || d->max_steps < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: batch %d and epochs %d must be "
+                            "at least 1, patience %d, steps_per_epoch %lld and max_steps %d at least 0", d->batch,
+                            d->epochs, d->patience, (long long)d->steps_per_epoch, d->max_steps);
+    int64_t L = data->desc.lookback, H = data->desc.horizon, M = info.channels, B = d->batch;
+    if ((d->linear_residual || d->start_from_linear || d->blend_linear) && (!d->linear || !d->linear->weights))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: linear_residual, "
+                            "start_from_linear and blend_linear need a fitted linear map (desc.linear)");
+    res->steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
+    if (res->steps_per_epoch < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch %lld exceeds the %lld training windows",
+                            (long long)B, (long long)info.windows[GPT2RT_SERIES_TRAIN]);
+    if (d->steps_per_epoch && d->steps_per_epoch < res->steps_per_epoch) res->steps_per_epoch = d->steps_per_epoch;
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    gpt2rt__fc_snap best_w = {0, NULL};
+    gpt2rt_result r = x && y && c ? gpt2rt__fc_train(ctx, data, d, res, L, H, M, x, y, c, &best_w)
+                    : gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_train: out of memory for a batch "
+                                   "of %lld windows", (long long)B);
+    for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
+    free(best_w.v); free(x); free(y); free(c);
     return r;
 }
 #endif /* GPT2RT_NO_SERIES */

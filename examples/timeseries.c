@@ -1420,6 +1420,35 @@ static int predict_main(int argc, char **argv) {
     return rc;
 }
 
+/* what the training run prints: a progress line inside an epoch (stderr), each step
+   under --max-steps, each epoch's scores (stdout) */
+typedef struct train_view {
+    const opts *o;
+    progress pg;
+} train_view;
+
+static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
+    train_view *v = (train_view *)user;
+    if (p->event == GPT2RT_FORECASTER_STEP) {
+        if (p->step == 1) { /* the epoch began before its first step */
+            progress_start(&v->pg);
+            v->pg.t0 = v->pg.last = v->pg.t0 - p->epoch_seconds;
+        }
+        char what[32];
+        snprintf(what, sizeof what, "epoch %d", p->epoch);
+        if (v->o->max_steps)
+            printf("step %lld  train mse %.4f  %.3g s\n", (long long)p->stats->step, (double)p->stats->loss,
+                   p->stats->seconds);
+        else progress_tick(&v->pg, what, p->step, p->steps, v->o->batch, "windows");
+        return;
+    }
+    progress_end(&v->pg);
+    if (p->epoch == 0) printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", p->val_mse);
+    else printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", p->epoch, p->train_mse,
+                p->val_mse, p->best ? "  best" : "", p->train_seconds, p->val_seconds);
+    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->patience);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1);
@@ -1551,14 +1580,11 @@ int main(int argc, char **argv) {
            (double)r.head_dropout);
     print_devices(ctx, &plan, &o, B, "windows");
 
-    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
-    float *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
     gpt2rt_forecaster_linear lm;
     memset(&lm, 0, sizeof lm);
     gpt2rt_forecaster_score_desc lu; /* how a split is scored: with the linear map, if any */
     memset(&lu, 0, sizeof lu);
     lu.batch = (int)B;
-    float *c_lin = NULL;
     if (o.linear_residual || o.blend_linear) {
         double t0 = now();
         if (!fit_linear(ctx, data, &lm, "; use --linear-residual 0 --blend-linear 0")) return 1;
@@ -1566,109 +1592,46 @@ int main(int argc, char **argv) {
                o.linear_residual ? "; the model trains on what it leaves" : "");
         lu.linear = &lm;
         lu.linear_residual = o.linear_residual;
-        c_lin = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
     }
-    snapshot best_w = {0, NULL};
-    double best = INFINITY, step_seconds = 0;
-    int best_epoch = -1, bad_epochs = 0;
-    gpt2rt_forecaster_scores sc;
-    if (o.linear_residual && o.stage == 0 && !o.max_steps) {
-        /* the model starts as the linear map alone (out_layer's weight zero, its bias
-           zero already), which is epoch 0 of early stopping: training keeps what the
-           validation split says improves on it, and nothing if nothing does */
-        gpt2rt_param_info pi;
-        float *zero = NULL;
-        for (int i = 0; i < gpt2rt_param_count(ctx); i++)
-            if (gpt2rt_param_info_get(ctx, i, &pi) == GPT2RT_OK && !strcmp(pi.name, "out_layer.weight")) {
-                zero = (float *)calloc((size_t)pi.numel, sizeof(float));
-                if (!zero || gpt2rt_param_write(ctx, pi.name, zero, pi.numel) != GPT2RT_OK) {
-                    fprintf(stderr, "out_layer.weight: %s\n", zero ? gpt2rt_last_error(ctx) : "out of memory");
-                    return 1;
-                }
-            }
-        free(zero);
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, &lu, &sc)) return 1;
-        best = sc.sse / (double)(sc.windows * H * M);
-        best_epoch = 0;
-        printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", best);
-        if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); return 1; }
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = (int)B; td.epochs = o.epochs; td.patience = o.patience; td.steps_per_epoch = steps_per_epoch;
+    td.seed = o.seed; td.max_steps = o.max_steps;
+    td.linear = lu.linear; td.linear_residual = o.linear_residual; td.blend_linear = o.blend_linear;
+    td.start_from_linear = o.linear_residual && o.stage == 0 && !o.max_steps;
+    train_view tv = {&o, {0, 0, 0, 0}};
+    td.progress = on_progress; td.user = &tv;
+    gpt2rt_forecaster_train_result tr;
+    if (gpt2rt_forecaster_train(ctx, data, &td, &tr) != GPT2RT_OK) {
+        progress_end(&tv.pg);
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+        return 1;
     }
-    for (int epoch = 0; epoch < o.epochs; epoch++) {
-        double t0 = now(), loss_sum = 0;
-        gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
-        progress pg;
-        char pg_what[32];
-        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
-        progress_start(&pg);
-        for (int64_t s = 0; s < steps_per_epoch; s++) {
-            gpt2rt_step_stats st;
-            if (s && !o.max_steps) progress_tick(&pg, pg_what, s, steps_per_epoch, B, "windows");
-            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
-                return 1;
-            }
-            if (o.linear_residual) { /* the target is what the linear map leaves: the loss is the sum's */
-                if (!c_lin || gpt2rt_forecaster_linear_offset(ctx, &lm, x, B, M, c_lin, NULL) != GPT2RT_OK) {
-                    fprintf(stderr, "timeseries: %s\n", c_lin ? gpt2rt_last_error(ctx) : "out of memory");
-                    return 1;
-                }
-                for (int64_t i = 0; i < B * H * M; i++) y[i] -= c_lin[i];
-            }
-            if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) {
-                fprintf(stderr, "step: %s%s\n", gpt2rt_last_error(ctx), gpt2rt_series_last_error(data));
-                return 1;
-            }
-            loss_sum += st.loss;
-            if (o.max_steps) {
-                step_seconds += st.seconds;
-                printf("step %lld  train mse %.4f  %.3g s\n", (long long)st.step, (double)st.loss, st.seconds);
-                if (st.step >= o.max_steps) {
-                    /* scoring is forward only: about a third of a training step a batch */
-                    double per = step_seconds / (double)st.step, n_steps = (double)steps_per_epoch * o.epochs;
-                    double evals = (double)((info.windows[1] + B - 1) / B * o.epochs + (info.windows[2] + B - 1) / B);
-                    printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
-                           "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o.max_steps, per, n_steps,
-                           evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
-                    free(x); free(y);
-                    gpt2rt_free(ctx);
-                    gpt2rt_series_free(data);
-                    return 0;
-                }
-            }
-        }
-        progress_end(&pg);
-        double t1 = now();
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, &lu, &sc)) return 1;
-        double val = sc.sse / (double)(sc.windows * H * M);
-        int better = val < best;
-        printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", epoch + 1,
-               loss_sum / (double)steps_per_epoch, val, better ? "  best" : "", t1 - t0, now() - t1);
-        if (better) {
-            best = val;
-            best_epoch = epoch + 1;
-            bad_epochs = 0;
-            if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); return 1; }
-        } else if (++bad_epochs >= o.patience) {
-            printf("early stop: %d epochs without a better validation mse\n", o.patience);
-            break;
-        }
+    if (tr.max_steps_reached) { /* scoring is forward only: about a third of a training step a batch */
+        double per = tr.step_seconds / (double)tr.steps, n_steps = (double)steps_per_epoch * o.epochs;
+        double evals = (double)((info.windows[1] + B - 1) / B * o.epochs + (info.windows[2] + B - 1) / B);
+        printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
+               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o.max_steps, per, n_steps,
+               evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
+        gpt2rt_free(ctx);
+        gpt2rt_series_free(data);
+        return 0;
     }
-    if (!snapshot_restore(ctx, &best_w)) { fprintf(stderr, "restore: %s\n", gpt2rt_last_error(ctx)); return 1; }
-    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
+    int best_epoch = tr.best_epoch;
+    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, tr.best_val_mse, now() - t_start);
     if (best_epoch == 0)
         printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
                "zero)\n");
-    if (o.blend_linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, &lu, &sc)) return 1;
-        double w = sc.sdd > 0 ? -sc.sed / sc.sdd : 0, nv = (double)(sc.windows * H * M);
-        w = w < 0 ? 0 : w > 1 ? 1 : w;
+    if (o.blend_linear) {
+        double w = tr.blend;
         lu.blend = w;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
-               w, (sc.see + 2 * w * sc.sed + w * w * sc.sdd) / nv, sc.see / nv, (sc.see + 2 * sc.sed + sc.sdd) / nv);
+               w, tr.blend_val_mse, tr.model_val_mse, tr.linear_val_mse);
         if (w == 1 && best_epoch != 0)
             printf("the blend puts all its weight on the linear map: the kept forecast is the linear map's, the model "
                    "added nothing\n");
     }
+    gpt2rt_forecaster_scores sc;
     int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
     int png_failed = 0;
     float *keep = (float *)malloc(sizeof(float) * (size_t)(n_test * H * M + 1));
@@ -1711,11 +1674,8 @@ int main(int argc, char **argv) {
     else printf("test (drop last): no score: the %lld test windows are fewer than one batch of %lld, and drop-last "
                 "scoring counts whole batches only\n", (long long)sc.windows, (long long)(o.drop_last ? o.drop_last : B));
     printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
-    for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
-    free(best_w.v);
-    free(keep); free(x); free(y);
+    free(keep);
     gpt2rt_forecaster_linear_free(&lm);
-    free(c_lin);
     gpt2rt_free(ctx);
     gpt2rt_series_free(data);
     return png_failed;

@@ -737,6 +737,57 @@ typedef struct gpt2rt_forecaster_scores {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
                                                  const gpt2rt_forecaster_score_desc *desc,
                                                  gpt2rt_forecaster_scores *scores);
+
+/* Training a patch context on a series (gpt2rt_forecaster_train), GPT4TS-style: each
+   epoch visits the training windows in a seeded order (gpt2rt_series_batch with seed
+   and the epoch) in steps of batch windows, then scores the validation split
+   (gpt2rt_forecaster_score); the best epoch's weights are kept (early stopping after
+   patience epochs without a lower validation MSE) and restored at the end. With a
+   linear map and linear_residual the model trains on what the map leaves, and
+   start_from_linear makes epoch 0 the map alone (out_layer.weight zero; training keeps
+   what improves on it, and nothing if nothing does); blend_linear then chooses on
+   validation the blend toward the map in [0, 1]. max_steps > 0 stops after that many
+   steps (result.max_steps_reached, nothing restored). Nothing is printed: progress, when
+   set, is called after every step and after every epoch's validation. */
+typedef enum gpt2rt_forecaster_event {
+    GPT2RT_FORECASTER_STEP = 0,   /* a training step: epoch, step of steps, stats */
+    GPT2RT_FORECASTER_EPOCH       /* an epoch scored on validation (epoch 0: the linear map alone) */
+} gpt2rt_forecaster_event;
+typedef struct gpt2rt_forecaster_progress {
+    gpt2rt_forecaster_event event;
+    int epoch;                    /* 1-based; 0: the linear map alone */
+    int64_t step, steps;          /* STEP: steps done in this epoch, of steps */
+    double epoch_seconds;         /* STEP: since the epoch began */
+    const gpt2rt_step_stats *stats; /* STEP: the step's */
+    double train_mse, val_mse;    /* EPOCH: the epoch's mean step loss (0 for epoch 0), its validation MSE */
+    double train_seconds, val_seconds; /* EPOCH */
+    int best;                     /* EPOCH: the lowest validation MSE so far */
+    int stop;                     /* EPOCH: patience epochs without a better one: training stops */
+} gpt2rt_forecaster_progress;
+typedef struct gpt2rt_forecaster_train_desc {
+    int batch;                    /* windows a step takes (required; a data parallel context's global batch) */
+    int epochs;                   /* at most (required) */
+    int patience;                 /* 0: never stop early */
+    int64_t steps_per_epoch;      /* 0 or more than fit: every whole batch of the training windows */
+    uint64_t seed;                /* the order of the training windows */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual, start_from_linear, blend_linear;
+    int max_steps;                /* 0: no limit */
+    void (*progress)(void *user, const gpt2rt_forecaster_progress *p);
+    void *user;
+} gpt2rt_forecaster_train_desc;
+typedef struct gpt2rt_forecaster_train_result {
+    int best_epoch;               /* 0: the linear map alone; -1: none */
+    double best_val_mse;
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;          /* the steps' own time, summed */
+    double blend;                 /* blend_linear's choice, else 0 */
+    double blend_val_mse, model_val_mse, linear_val_mse; /* blend_linear: validation MSE blended, at 0, at 1 */
+} gpt2rt_forecaster_train_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
+                                                 const gpt2rt_forecaster_train_desc *desc,
+                                                 gpt2rt_forecaster_train_result *result);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
