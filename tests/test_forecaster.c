@@ -690,6 +690,92 @@ static void training_calls(void) {
     gpt2rt_free(ctx);
 }
 
+/* what gpt2rt_forecaster_train reported, in order */
+typedef struct train_log { int n_steps, n_epochs, order_ok, last_epoch, stops, step_seen; int64_t spe; double val[16]; int best[16]; } train_log;
+static void train_cb(void *user, const gpt2rt_forecaster_progress *p) {
+    train_log *t = (train_log *)user;
+    if (p->event == GPT2RT_FORECASTER_STEP) {
+        t->order_ok &= p->epoch == t->last_epoch + 1 && p->step == t->step_seen + 1 && p->steps == t->spe && p->stats;
+        t->step_seen = (int)p->step;
+        t->n_steps++;
+        return;
+    }
+    t->order_ok &= t->stops == 0 && (p->epoch == 0 ? t->n_epochs == 0 && t->n_steps == 0 && p->best
+                                                   : p->epoch == t->last_epoch + 1 && t->step_seen == t->spe);
+    if (t->n_epochs < 16) { t->val[t->n_epochs] = p->val_mse; t->best[t->n_epochs] = p->best; }
+    t->n_epochs++;
+    t->last_epoch = p->epoch;
+    t->step_seen = 0;
+    t->stops += p->stop;
+}
+
+static void train_call(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    gpt2rt_forecaster_linear lm;
+    CHECK(gpt2rt_forecaster_linear_fit(ctx, s, &lm) == GPT2RT_OK, "linear_fit: %s", gpt2rt_last_error(ctx));
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = B; td.epochs = 6; td.patience = 2; td.steps_per_epoch = 3; td.seed = 5;
+    td.linear = &lm; td.linear_residual = 1; td.start_from_linear = 1; td.blend_linear = 1;
+    train_log t;
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.last_epoch = 0; t.spe = 3;
+    td.progress = train_cb; td.user = &t;
+    gpt2rt_forecaster_train_result tr;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_OK, "train: %s", gpt2rt_last_error(ctx));
+    int epochs = t.n_epochs - 1; /* epoch 0, the map alone, first */
+    CHECK(t.order_ok && t.n_steps == 3 * epochs && tr.steps == t.n_steps && tr.steps_per_epoch == 3 &&
+          (epochs == 6 ? t.stops <= 1 : t.stops == 1), "train: %d epochs of 3 steps reported in order (%d steps, %lld "
+          "counted, %d stops)", epochs, t.n_steps, (long long)tr.steps, t.stops);
+    double best = INFINITY;
+    int best_epoch = -1, since = 0, stop_ok = 1;
+    for (int e = 0; e < t.n_epochs && e < 16; e++) {
+        int better = t.val[e] < best;
+        stop_ok &= t.best[e] == better;
+        if (better) { best = t.val[e]; best_epoch = e; since = 0; } else since++;
+        stop_ok &= e == t.n_epochs - 1 || since < 2; /* no epoch after patience ran out */
+    }
+    CHECK(stop_ok && tr.best_epoch == best_epoch && tr.best_val_mse == best, "train: best epoch %d (val %.9g), the "
+          "reports' lowest is %d (%.9g); early stopping after 2 epochs without a better one", tr.best_epoch,
+          tr.best_val_mse, best_epoch, best);
+    /* the best epoch's weights are the context's: validation scores what it scored then, exactly */
+    gpt2rt_forecaster_score_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = B; sd.linear = &lm; sd.linear_residual = 1;
+    gpt2rt_forecaster_scores sc;
+    CHECK_OK(ctx, gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_VAL, &sd, &sc));
+    double now_val = sc.sse / (double)(sc.windows * H * M);
+    CHECK(now_val == tr.best_val_mse, "train: the restored weights score %.9g on validation, the best epoch %.9g",
+          now_val, tr.best_val_mse);
+    /* the blend minimises the quadratic over [0, 1]: no worse than either end, up to the
+       rounding of three sums of ~1e2 terms (1e-12 relative) */
+    CHECK(tr.blend >= 0 && tr.blend <= 1 && tr.blend_val_mse <= tr.model_val_mse * (1 + 1e-12) &&
+          tr.blend_val_mse <= tr.linear_val_mse * (1 + 1e-12), "train: blend %g scores %.9g, model %.9g, linear %.9g",
+          tr.blend, tr.blend_val_mse, tr.model_val_mse, tr.linear_val_mse);
+
+    /* max_steps: that many steps, then back */
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.spe = 3;
+    td.max_steps = 2; td.start_from_linear = 0;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_OK && tr.max_steps_reached && tr.steps == 2 &&
+          t.n_steps == 2 && t.n_epochs == 0, "train with max_steps 2: %lld steps, %d reported, %d epochs: %s",
+          (long long)tr.steps, t.n_steps, t.n_epochs, gpt2rt_last_error(ctx));
+    td.max_steps = 0;
+    /* refusals */
+    td.linear = NULL;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "need a fitted linear map"), "train: blend without a map: %s", gpt2rt_last_error(ctx));
+    td.linear = &lm;
+    td.batch = 1000;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "batch 1000 exceeds the"), "train: a batch over the training windows: %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_forecaster_linear_free(&lm);
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -702,5 +788,6 @@ int main(void) {
     column_names();
     strict_json();
     training_calls();
+    train_call();
     return harness_finish();
 }
