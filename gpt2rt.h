@@ -1405,7 +1405,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series 
    set, is called after every step and after every epoch's validation. */
 typedef enum gpt2rt_forecaster_event {
     GPT2RT_FORECASTER_STEP = 0,   /* a training step: epoch, step of steps, stats */
-    GPT2RT_FORECASTER_EPOCH       /* an epoch scored on validation (epoch 0: the linear map alone) */
+    GPT2RT_FORECASTER_EPOCH,      /* an epoch scored on validation (epoch 0: the linear map alone) */
+    GPT2RT_FORECASTER_BASELINE    /* pretraining, before the first step: val_mse is the last patch
+                                     repeated's (gpt2rt_forecaster_pretrain_result.naive_val_mse) */
 } gpt2rt_forecaster_event;
 typedef struct gpt2rt_forecaster_progress {
     gpt2rt_forecaster_event event;
@@ -1442,6 +1444,26 @@ typedef struct gpt2rt_forecaster_train_result {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
                                                  const gpt2rt_forecaster_train_desc *desc,
                                                  gpt2rt_forecaster_train_result *result);
+/* aLLM4TS stage 1: causal next-patch pre-training of a NEXT_PATCH context (n_channels
+   1) on the training rows of n series pooled: each channel of each window is one
+   univariate series of lookback steps, batch of them a step, the series taking turns
+   while each has a whole batch left in the epoch (at most desc.steps_per_epoch steps,
+   0: all of them). After each epoch the mean next-patch MSE over the whole batches of
+   every validation series decides early stopping (no validation series: the last epoch
+   is kept); the best epoch's weights are restored. Before the first step (unless
+   max_steps) the baseline, each next patch forecast as the patch before it repeated in
+   RevIN's scale over the same batches, is reported (BASELINE) and kept in
+   naive_val_mse. desc's linear fields are not used. */
+typedef struct gpt2rt_forecaster_pretrain_result {
+    int best_epoch;                /* 0: none */
+    double best_val_mse, naive_val_mse; /* NAN: no validation batch */
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;
+} gpt2rt_forecaster_pretrain_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *series, int n,
+                                                    const gpt2rt_forecaster_train_desc *desc,
+                                                    gpt2rt_forecaster_pretrain_result *result);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
@@ -21211,6 +21233,170 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series 
                                    "of %lld windows", (long long)B);
     for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
     free(best_w.v); free(x); free(y); free(c);
+    return r;
+}
+
+/* the series [i0, i0 + B) of a split (each channel of each window one, in order) into x
+   (B, L); tmp, ytmp: room for B + 1 windows */
+static gpt2rt_result gpt2rt__fc_pool(gpt2rt_ctx *ctx, gpt2rt_series *d, gpt2rt_series_split split, uint64_t seed,
+                                     int epoch, int64_t i0, int64_t B, int64_t L, float *x, float *tmp, float *ytmp) {
+    int64_t M = d->info.channels, w0 = i0 / M, w1 = (i0 + B - 1) / M;
+    if (gpt2rt_series_batch(d, split, seed, epoch, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(d));
+    for (int64_t j = 0; j < B; j++)
+        for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
+    return GPT2RT_OK;
+}
+
+/* the mean next-patch MSE over the whole batches of every validation series (the last
+   partial batch is left out: filling it would weigh its series twice); with naive, the
+   last patch repeated's instead (patches of PL steps PS apart, in RevIN's scale) */
+static gpt2rt_result gpt2rt__fc_pre_val(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf, int64_t B, int64_t L,
+                                        int64_t PL, int64_t PS, int naive, float *x, float *tmp, float *ytmp,
+                                        double *val) {
+    double sum = 0;
+    int64_t n = 0, T = (L - PL) / PS + 1;
+    gpt2rt_result r;
+    if (!naive && (r = gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) return r;
+    for (int k = 0; k < nf && (!naive || T > 1); k++) {
+        int64_t ns = ds[k]->info.windows[GPT2RT_SERIES_VAL] * ds[k]->info.channels;
+        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
+            if ((r = gpt2rt__fc_pool(ctx, ds[k], GPT2RT_SERIES_VAL, 0, 0, i0, B, L, x, tmp, ytmp)) != GPT2RT_OK) return r;
+            if (naive) {
+                double se = 0;
+                for (int64_t j = 0; j < B; j++) {
+                    const float *xs = x + j * L;
+                    double mu = 0, var = 0;
+                    for (int64_t t = 0; t < L; t++) mu += xs[t];
+                    mu /= (double)L;
+                    for (int64_t t = 0; t < L; t++) var += (xs[t] - mu) * (xs[t] - mu);
+                    double sd = sqrt(var / (double)L + 1e-5);
+                    for (int64_t p = 0; p + 1 < T; p++)
+                        for (int64_t q = 0; q < PL; q++) {
+                            double e = (xs[(p + 1) * PS + q] - xs[p * PS + q]) / sd;
+                            se += e * e;
+                        }
+                }
+                sum += se / (double)(B * (T - 1) * PL);
+            } else {
+                float loss;
+                if ((r = gpt2rt_forward_series(ctx, x, NULL, &loss)) != GPT2RT_OK) return r;
+                sum += loss;
+            }
+            n++;
+        }
+    }
+    *val = n ? sum / (double)n : NAN;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__fc_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf,
+                                         const gpt2rt_forecaster_train_desc *d, gpt2rt_forecaster_pretrain_result *res,
+                                         int64_t L, int64_t PL, int64_t PS, int64_t *nser, int64_t *pos, float *x,
+                                         float *tmp, float *ytmp, gpt2rt__fc_snap *best_w) {
+    int64_t B = d->batch, steps = res->steps_per_epoch;
+    gpt2rt_forecaster_progress pg;
+    gpt2rt_result r;
+    double best = INFINITY, val = 0;
+    int bad_epochs = 0;
+    if (!d->max_steps) {
+        if ((r = gpt2rt__fc_pre_val(ctx, ds, nf, B, L, PL, PS, 1, x, tmp, ytmp, &res->naive_val_mse)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_BASELINE; pg.val_mse = res->naive_val_mse;
+        if (d->progress) d->progress(d->user, &pg);
+    }
+    for (int epoch = 0; epoch < d->epochs; epoch++) {
+        double t0 = gpt2rt__now(), loss_sum = 0;
+        if ((r = gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN)) != GPT2RT_OK) return r;
+        for (int k = 0; k < nf; k++) pos[k] = 0;
+        for (int64_t s = 0, k = 0; s < steps; s++) {
+            while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
+            gpt2rt_step_stats st;
+            if ((r = gpt2rt__fc_pool(ctx, ds[k % nf], GPT2RT_SERIES_TRAIN, d->seed, epoch, pos[k % nf], B, L, x, tmp,
+                                     ytmp)) != GPT2RT_OK ||
+                (r = gpt2rt_step_series(ctx, x, NULL, &st)) != GPT2RT_OK)
+                return r;
+            loss_sum += st.loss;
+            pos[k % nf] += B;
+            k++;
+            res->steps++;
+            res->step_seconds += st.seconds;
+            memset(&pg, 0, sizeof pg);
+            pg.event = GPT2RT_FORECASTER_STEP; pg.epoch = epoch + 1; pg.step = s + 1; pg.steps = steps;
+            pg.epoch_seconds = gpt2rt__now() - t0; pg.stats = &st;
+            if (d->progress) d->progress(d->user, &pg);
+            if (d->max_steps && res->steps >= d->max_steps) {
+                res->max_steps_reached = 1;
+                return GPT2RT_OK;
+            }
+        }
+        double t1 = gpt2rt__now();
+        if ((r = gpt2rt__fc_pre_val(ctx, ds, nf, B, L, PL, PS, 0, x, tmp, ytmp, &val)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.epoch = epoch + 1;
+        pg.train_mse = loss_sum / (double)steps;
+        pg.val_mse = val;
+        pg.best = val < best || best != best;
+        if (pg.best || val != val) { /* no validation series: keep the last epoch */
+            best = val; res->best_epoch = epoch + 1; bad_epochs = 0;
+            if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        } else pg.stop = d->patience > 0 && ++bad_epochs >= d->patience;
+        pg.train_seconds = t1 - t0;
+        pg.val_seconds = gpt2rt__now() - t1;
+        if (d->progress) d->progress(d->user, &pg);
+        if (pg.stop) break;
+    }
+    res->best_val_mse = best;
+    return gpt2rt__fc_snap_restore(ctx, best_w);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf,
+                                                    const gpt2rt_forecaster_train_desc *d,
+                                                    gpt2rt_forecaster_pretrain_result *res) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!d || !res || !ds || nf < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: %s",
+                            !d || !res ? "desc or result is NULL" : "no series");
+    memset(res, 0, sizeof *res);
+    res->best_val_mse = res->naive_val_mse = NAN;
+    if (d->batch < 1 || d->epochs < 1 || d->patience < 0 || d->steps_per_epoch < 0 || d->max_steps < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: batch %d and epochs %d must "
+                            "be at least 1, patience %d, steps_per_epoch %lld and max_steps %d at least 0", d->batch,
+                            d->epochs, d->patience, (long long)d->steps_per_epoch, d->max_steps);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t L = c.seq_len, B = d->batch, Mmax = 1, steps = 0;
+    if (c.head != GPT2RT_HEAD_NEXT_PATCH || c.n_channels != 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: the context's head is %d "
+                            "with %d channels; pretraining takes head NEXT_PATCH, n_channels 1", (int)c.head, c.n_channels);
+    for (int k = 0; k < nf; k++) {
+        if (!ds[k] || ds[k]->failed)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: series %d %s", k,
+                                ds[k] ? "failed to load" : "is NULL");
+        if (ds[k]->desc.lookback != L)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: series %d has lookback "
+                                "%d, the context seq_len %lld", k, ds[k]->desc.lookback, (long long)L);
+        if (ds[k]->info.channels > Mmax) Mmax = ds[k]->info.channels;
+        steps += ds[k]->info.windows[GPT2RT_SERIES_TRAIN] * ds[k]->info.channels / B;
+    }
+    if (steps < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch %lld exceeds every file's training series", (long long)B);
+    res->steps_per_epoch = d->steps_per_epoch && d->steps_per_epoch < steps ? d->steps_per_epoch : steps;
+    /* a batch of B series spans at most B + 1 windows of the widest file */
+    int64_t *nser = (int64_t *)calloc((size_t)nf, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)nf, sizeof(int64_t));
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
+    float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
+    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
+    gpt2rt__fc_snap best_w = {0, NULL};
+    gpt2rt_result r;
+    if (!nser || !pos || !x || !tmp || !ytmp)
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_pretrain: out of memory for a batch of %lld "
+                         "series", (long long)B);
+    else {
+        for (int k = 0; k < nf; k++) nser[k] = ds[k]->info.windows[GPT2RT_SERIES_TRAIN] * ds[k]->info.channels;
+        r = gpt2rt__fc_pretrain(ctx, ds, nf, d, res, L, c.patch_len, c.patch_stride, nser, pos, x, tmp, ytmp, &best_w);
+    }
+    for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
+    free(best_w.v); free(nser); free(pos); free(x); free(tmp); free(ytmp);
     return r;
 }
 #endif /* GPT2RT_NO_SERIES */

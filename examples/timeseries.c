@@ -564,35 +564,6 @@ static void progress_end(progress *p) {
     p->shown = 0;
 }
 
-/* every parameter's values, to keep the best epoch's weights */
-typedef struct snapshot {
-    int n;
-    float **v;
-} snapshot;
-
-static int snapshot_take(gpt2rt_ctx *ctx, snapshot *s) {
-    if (!s->v) {
-        s->n = gpt2rt_param_count(ctx);
-        s->v = (float **)calloc((size_t)s->n, sizeof(float *));
-    }
-    for (int i = 0; i < s->n; i++) {
-        gpt2rt_param_info in;
-        if (gpt2rt_param_info_get(ctx, i, &in) != GPT2RT_OK) return 0;
-        if (!s->v[i]) s->v[i] = (float *)malloc(sizeof(float) * (size_t)in.numel);
-        if (gpt2rt_param_read(ctx, in.name, GPT2RT_PARAM_VALUE, s->v[i], in.numel) != GPT2RT_OK) return 0;
-    }
-    return 1;
-}
-
-static int snapshot_restore(gpt2rt_ctx *ctx, const snapshot *s) {
-    for (int i = 0; i < s->n; i++) {
-        gpt2rt_param_info in;
-        if (gpt2rt_param_info_get(ctx, i, &in) != GPT2RT_OK) return 0;
-        if (gpt2rt_param_write(ctx, in.name, s->v[i], in.numel) != GPT2RT_OK) return 0;
-    }
-    return 1;
-}
-
 /* a split's scores through the library (gpt2rt_forecaster_score); 0 after printing why */
 static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
                     const gpt2rt_forecaster_score_desc *sd, gpt2rt_forecaster_scores *sc) {
@@ -809,87 +780,56 @@ static void print_columns(gpt2rt_series *d) {
 }
 
 
-/* the mean next-patch MSE over every validation window of every file, each channel a
-   series, in whole batches of B series (the last partial batch is left out: filling it
-   would weigh its series twice) */
-static int pretrain_val(gpt2rt_ctx *ctx, gpt2rt_series **ds, int nf, int B, int64_t L, float *x, float *tmp,
-                        float *ytmp, double *val) {
-    double sum = 0;
-    int64_t n = 0;
-    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL);
-    for (int k = 0; k < nf; k++) {
-        gpt2rt_series_info in = info_of(ds[k]);
-        int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
-        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
-            int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
-            if (gpt2rt_series_batch(ds[k], GPT2RT_SERIES_VAL, 0, 0, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(ds[k]));
-                return 0;
-            }
-            for (int64_t j = 0; j < B; j++)
-                for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
-            float loss;
-            if (gpt2rt_forward_series(ctx, x, NULL, &loss) != GPT2RT_OK) {
-                fprintf(stderr, "forward: %s\n", gpt2rt_last_error(ctx));
-                return 0;
-            }
-            sum += loss;
-            n++;
-        }
-    }
-    *val = n ? sum / (double)n : NAN;
-    return 1;
-}
+/* what the training run prints: a progress line inside an epoch (stderr), each step
+   under --max-steps, each epoch's scores (stdout) */
+typedef struct train_view {
+    const opts *o;
+    int pretrain; /* next-patch wording, series a step */
+    progress pg;
+} train_view;
 
-/* the baseline beside pretrain_val: each next patch forecast as the patch before it
-   repeated, in RevIN's scale (mean, std = sqrt(biased variance + 1e-5) over the
-   lookback), patches of PL steps PS apart, over the same whole batches */
-static int pretrain_naive(gpt2rt_series **ds, int nf, int B, int64_t L, int64_t PL, int64_t PS, float *tmp, float *ytmp,
-                          double *naive) {
-    double sum = 0;
-    int64_t n = 0, T = (L - PL) / PS + 1;
-    for (int k = 0; k < nf && T > 1; k++) {
-        gpt2rt_series_info in = info_of(ds[k]);
-        int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
-        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
-            int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
-            if (gpt2rt_series_batch(ds[k], GPT2RT_SERIES_VAL, 0, 0, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(ds[k]));
-                return 0;
-            }
-            double se = 0;
-            for (int64_t j = 0; j < B; j++) {
-                const float *xs = tmp + ((i0 + j) / M - w0) * L * M + (i0 + j) % M; /* step t at xs[t*M] */
-                double mu = 0, var = 0;
-                for (int64_t t = 0; t < L; t++) mu += xs[t * M];
-                mu /= (double)L;
-                for (int64_t t = 0; t < L; t++) var += (xs[t * M] - mu) * (xs[t * M] - mu);
-                double sd = sqrt(var / (double)L + 1e-5);
-                for (int64_t p = 0; p + 1 < T; p++)
-                    for (int64_t q = 0; q < PL; q++) {
-                        double e = (xs[((p + 1) * PS + q) * M] - xs[(p * PS + q) * M]) / sd;
-                        se += e * e;
-                    }
-            }
-            sum += se / (double)(B * (T - 1) * PL);
-            n++;
+static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
+    train_view *v = (train_view *)user;
+    if (p->event == GPT2RT_FORECASTER_STEP) {
+        if (p->step == 1) { /* the epoch began before its first step */
+            progress_start(&v->pg);
+            v->pg.t0 = v->pg.last = v->pg.t0 - p->epoch_seconds;
         }
+        char what[32];
+        snprintf(what, sizeof what, "epoch %d", p->epoch);
+        if (v->o->max_steps)
+            printf("step %lld  train %smse %.4f  %.3g s\n", (long long)p->stats->step, v->pretrain ? "next-patch " : "",
+                   (double)p->stats->loss, p->stats->seconds);
+        else progress_tick(&v->pg, what, p->step, p->steps, v->o->batch, v->pretrain ? "series" : "windows");
+        return;
     }
-    *naive = n ? sum / (double)n : NAN;
-    return 1;
+    progress_end(&v->pg);
+    if (p->event == GPT2RT_FORECASTER_BASELINE) {
+        if (p->val_mse == p->val_mse)
+            printf("baseline: the last patch repeated scores val next-patch mse %.4f (the model's must be lower to have "
+                   "learned anything)\n", p->val_mse);
+        return;
+    }
+    if (v->pretrain)
+        printf("epoch %2d  train next-patch mse %.4f  val %.4f%s  (%.1f s)\n", p->epoch, p->train_mse, p->val_mse,
+               p->best ? "  best" : "", p->train_seconds + p->val_seconds);
+    else if (p->epoch == 0) printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", p->val_mse);
+    else printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", p->epoch, p->train_mse,
+                p->val_mse, p->best ? "  best" : "", p->train_seconds, p->val_seconds);
+    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->patience);
 }
 
 /* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
    rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
    each channel of each window is one univariate series (n_channels 1), B series a
    step, the files taking turns while each has a whole batch left in the epoch; early
-   stopping on pretrain_val; the best epoch's weights go to --save */
+   stopping on the validation series (gpt2rt_forecaster_pretrain); the best epoch's
+   weights go to --save */
 static int pretrain(opts *o) {
     int nf = 0;
     gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
-    int64_t *nser = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t));
-    int64_t Mmax = 1, B = o->batch, L = o->lookback, steps = 0;
-    if (!ds || !nser || !pos) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
+    int64_t B = o->batch, L = o->lookback, steps = 0;
+    if (!ds) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
     for (int fi = 0; fi < o->nfiles; fi++) {
         const char *f = o->files[fi];
         gpt2rt_series_desc sd;
@@ -902,11 +842,10 @@ static int pretrain(opts *o) {
             return 1;
         }
         gpt2rt_series_info in = info_of(ds[nf]);
-        nser[nf] = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
-        if (in.channels > Mmax) Mmax = in.channels;
-        steps += nser[nf] / B;
+        int64_t nser = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
+        steps += nser / B;
         printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
-               (long long)in.rows, (long long)in.channels, (long long)nser[nf], (long long)L,
+               (long long)in.rows, (long long)in.channels, (long long)nser, (long long)L,
                (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
         print_columns(ds[nf]);
         nf++;
@@ -948,94 +887,43 @@ static int pretrain(opts *o) {
            (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
            (double)plan.total[0] / 1073741824.0, precision_name(r.precision), (long long)B, (double)r.lr, (long long)steps);
     print_devices(ctx, &plan, o, B, "series");
-    /* a batch of B series spans at most B windows (M = 1) of the widest file */
-    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
-    float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
-    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
-    snapshot best_w = {0, NULL};
-    double best = INFINITY, val = 0, step_seconds = 0, naive = NAN;
-    int bad_epochs = 0, best_epoch = 0, rc = 0, timed = 0;
-    if (!o->max_steps && x && tmp && ytmp && pretrain_naive(ds, nf, (int)B, L, o->patch, o->stride, tmp, ytmp, &naive) &&
-        naive == naive)
-        printf("baseline: the last patch repeated scores val next-patch mse %.4f (the model's must be lower to have "
-               "learned anything)\n", naive);
-    for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
-        double t0 = now(), loss_sum = 0;
-        gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
-        for (int k = 0; k < nf; k++) pos[k] = 0;
-        progress pg;
-        char pg_what[32];
-        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
-        progress_start(&pg);
-        for (int64_t s = 0, k = 0; s < steps; s++) {
-            if (s && !o->max_steps) progress_tick(&pg, pg_what, s, steps, B, "series");
-            while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
-            gpt2rt_series *d = ds[k % nf];
-            gpt2rt_series_info in = info_of(d);
-            int64_t M = in.channels, i0 = pos[k % nf], w0 = i0 / M, w1 = (i0 + B - 1) / M;
-            gpt2rt_step_stats st;
-            if (gpt2rt_series_batch(d, GPT2RT_SERIES_TRAIN, o->seed, epoch, w0, (int)(w1 - w0 + 1), tmp, ytmp) !=
-                GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(d));
-                rc = 1;
-                break;
-            }
-            for (int64_t j = 0; j < B; j++)
-                for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
-            if (gpt2rt_step_series(ctx, x, NULL, &st) != GPT2RT_OK) {
-                fprintf(stderr, "step: %s\n", gpt2rt_last_error(ctx));
-                rc = 1;
-                break;
-            }
-            loss_sum += st.loss;
-            pos[k % nf] += B;
-            k++;
-            if (o->max_steps) {
-                step_seconds += st.seconds;
-                printf("step %lld  train next-patch mse %.4f  %.3g s\n", (long long)st.step, (double)st.loss, st.seconds);
-                if (st.step >= o->max_steps) {
-                    double per = step_seconds / (double)st.step, n_steps = (double)steps * o->epochs, evals = 0;
-                    for (int j = 0; j < nf; j++) {
-                        gpt2rt_series_info in = info_of(ds[j]);
-                        evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
-                    }
-                    evals *= o->epochs;
-                    printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
-                           "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
-                           "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
-                           (n_steps + evals / 3) * per / 3600);
-                    timed = 1;
-                    break;
-                }
-            }
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = (int)B; td.epochs = o->epochs; td.patience = o->patience; td.steps_per_epoch = steps;
+    td.seed = o->seed; td.max_steps = o->max_steps;
+    train_view tv = {o, 1, {0, 0, 0, 0}};
+    td.progress = on_progress; td.user = &tv;
+    gpt2rt_forecaster_pretrain_result pr;
+    int rc = 0, timed = 0;
+    if (gpt2rt_forecaster_pretrain(ctx, ds, nf, &td, &pr) != GPT2RT_OK) {
+        progress_end(&tv.pg);
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+        rc = 1;
+    } else if (pr.max_steps_reached) {
+        double per = pr.step_seconds / (double)pr.steps, n_steps = (double)steps * o->epochs, evals = 0;
+        for (int j = 0; j < nf; j++) {
+            gpt2rt_series_info in = info_of(ds[j]);
+            evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
         }
-        progress_end(&pg);
-        if (timed) break;
-        if (rc || !pretrain_val(ctx, ds, nf, (int)B, L, x, tmp, ytmp, &val)) { rc = 1; break; }
-        int better = val < best || (best != best);
-        printf("epoch %2d  train next-patch mse %.4f  val %.4f%s  (%.1f s)\n", epoch + 1, loss_sum / (double)steps, val,
-               better ? "  best" : "", now() - t0);
-        if (better || val != val) { /* no validation series: keep the last epoch */
-            best = val; best_epoch = epoch + 1; bad_epochs = 0;
-            if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); rc = 1; }
-        } else if (++bad_epochs >= o->patience) {
-            printf("early stop: %d epochs without a better validation mse\n", o->patience);
-            break;
-        }
+        evals *= o->epochs;
+        printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
+               "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
+               "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
+               (n_steps + evals / 3) * per / 3600);
+        timed = 1;
     }
-    if (!rc && !timed && (!snapshot_restore(ctx, &best_w) || gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK)) {
+    double best = pr.best_val_mse, naive = pr.naive_val_mse;
+    int best_epoch = pr.best_epoch;
+    if (!rc && !timed && gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK) {
         fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx));
         rc = 1;
     }
     if (!rc && !timed) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
     if (!rc && !timed && naive == naive && !(best < naive))
         printf("the model did not beat the last patch repeated on validation (%.4f against %.4f)\n", best, naive);
-    for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
-    free(best_w.v);
-    free(x); free(tmp); free(ytmp);
     gpt2rt_free(ctx);
     for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
-    free(ds); free(nser); free(pos);
+    free(ds);
     return rc;
 }
 
@@ -1420,35 +1308,6 @@ static int predict_main(int argc, char **argv) {
     return rc;
 }
 
-/* what the training run prints: a progress line inside an epoch (stderr), each step
-   under --max-steps, each epoch's scores (stdout) */
-typedef struct train_view {
-    const opts *o;
-    progress pg;
-} train_view;
-
-static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
-    train_view *v = (train_view *)user;
-    if (p->event == GPT2RT_FORECASTER_STEP) {
-        if (p->step == 1) { /* the epoch began before its first step */
-            progress_start(&v->pg);
-            v->pg.t0 = v->pg.last = v->pg.t0 - p->epoch_seconds;
-        }
-        char what[32];
-        snprintf(what, sizeof what, "epoch %d", p->epoch);
-        if (v->o->max_steps)
-            printf("step %lld  train mse %.4f  %.3g s\n", (long long)p->stats->step, (double)p->stats->loss,
-                   p->stats->seconds);
-        else progress_tick(&v->pg, what, p->step, p->steps, v->o->batch, "windows");
-        return;
-    }
-    progress_end(&v->pg);
-    if (p->epoch == 0) printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", p->val_mse);
-    else printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", p->epoch, p->train_mse,
-                p->val_mse, p->best ? "  best" : "", p->train_seconds, p->val_seconds);
-    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->patience);
-}
-
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1);
@@ -1599,7 +1458,7 @@ int main(int argc, char **argv) {
     td.seed = o.seed; td.max_steps = o.max_steps;
     td.linear = lu.linear; td.linear_residual = o.linear_residual; td.blend_linear = o.blend_linear;
     td.start_from_linear = o.linear_residual && o.stage == 0 && !o.max_steps;
-    train_view tv = {&o, {0, 0, 0, 0}};
+    train_view tv = {&o, 0, {0, 0, 0, 0}};
     td.progress = on_progress; td.user = &tv;
     gpt2rt_forecaster_train_result tr;
     if (gpt2rt_forecaster_train(ctx, data, &td, &tr) != GPT2RT_OK) {

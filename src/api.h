@@ -751,7 +751,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series 
    set, is called after every step and after every epoch's validation. */
 typedef enum gpt2rt_forecaster_event {
     GPT2RT_FORECASTER_STEP = 0,   /* a training step: epoch, step of steps, stats */
-    GPT2RT_FORECASTER_EPOCH       /* an epoch scored on validation (epoch 0: the linear map alone) */
+    GPT2RT_FORECASTER_EPOCH,      /* an epoch scored on validation (epoch 0: the linear map alone) */
+    GPT2RT_FORECASTER_BASELINE    /* pretraining, before the first step: val_mse is the last patch
+                                     repeated's (gpt2rt_forecaster_pretrain_result.naive_val_mse) */
 } gpt2rt_forecaster_event;
 typedef struct gpt2rt_forecaster_progress {
     gpt2rt_forecaster_event event;
@@ -788,6 +790,26 @@ typedef struct gpt2rt_forecaster_train_result {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
                                                  const gpt2rt_forecaster_train_desc *desc,
                                                  gpt2rt_forecaster_train_result *result);
+/* aLLM4TS stage 1: causal next-patch pre-training of a NEXT_PATCH context (n_channels
+   1) on the training rows of n series pooled: each channel of each window is one
+   univariate series of lookback steps, batch of them a step, the series taking turns
+   while each has a whole batch left in the epoch (at most desc.steps_per_epoch steps,
+   0: all of them). After each epoch the mean next-patch MSE over the whole batches of
+   every validation series decides early stopping (no validation series: the last epoch
+   is kept); the best epoch's weights are restored. Before the first step (unless
+   max_steps) the baseline, each next patch forecast as the patch before it repeated in
+   RevIN's scale over the same batches, is reported (BASELINE) and kept in
+   naive_val_mse. desc's linear fields are not used. */
+typedef struct gpt2rt_forecaster_pretrain_result {
+    int best_epoch;                /* 0: none */
+    double best_val_mse, naive_val_mse; /* NAN: no validation batch */
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;
+} gpt2rt_forecaster_pretrain_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *series, int n,
+                                                    const gpt2rt_forecaster_train_desc *desc,
+                                                    gpt2rt_forecaster_pretrain_result *result);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
