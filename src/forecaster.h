@@ -1316,7 +1316,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_seri
                             "be at least 1, patience %d, steps_per_epoch %lld and max_steps %d at least 0", d->batch,
                             d->epochs, d->patience, (long long)d->steps_per_epoch, d->max_steps);
     gpt2rt_config c = gpt2rt_config_get(ctx);
-    int64_t L = c.seq_len, B = d->batch, Mmax = 1, steps = 0;
+    int64_t L = c.seq_len, B = d->batch, Mmax = 1, HMmax = 1, steps = 0;
     if (c.head != GPT2RT_HEAD_NEXT_PATCH || c.n_channels != 1)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: the context's head is %d "
                             "with %d channels; pretraining takes head NEXT_PATCH, n_channels 1", (int)c.head, c.n_channels);
@@ -1328,16 +1328,18 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_seri
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: series %d has lookback "
                                 "%d, the context seq_len %lld", k, ds[k]->desc.lookback, (long long)L);
         if (ds[k]->info.channels > Mmax) Mmax = ds[k]->info.channels;
+        if ((int64_t)ds[k]->desc.horizon * ds[k]->info.channels > HMmax) HMmax = (int64_t)ds[k]->desc.horizon * ds[k]->info.channels;
         steps += ds[k]->info.windows[GPT2RT_SERIES_TRAIN] * ds[k]->info.channels / B;
     }
     if (steps < 1)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch %lld exceeds every file's training series", (long long)B);
     res->steps_per_epoch = d->steps_per_epoch && d->steps_per_epoch < steps ? d->steps_per_epoch : steps;
-    /* a batch of B series spans at most B + 1 windows of the widest file */
+    /* a batch of B series spans at most B + 1 windows of the widest file (their horizons
+       are read and not used) */
     int64_t *nser = (int64_t *)calloc((size_t)nf, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)nf, sizeof(int64_t));
     float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
     float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
-    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
+    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * HMmax));
     gpt2rt__fc_snap best_w = {0, NULL};
     gpt2rt_result r;
     if (!nser || !pos || !x || !tmp || !ytmp)

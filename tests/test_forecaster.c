@@ -691,9 +691,20 @@ static void training_calls(void) {
 }
 
 /* what gpt2rt_forecaster_train reported, in order */
-typedef struct train_log { int n_steps, n_epochs, order_ok, last_epoch, stops, step_seen; int64_t spe; double val[16]; int best[16]; } train_log;
+typedef struct train_log {
+    int n_steps, n_epochs, order_ok, last_epoch, stops, step_seen, baselines;
+    int64_t spe;
+    double val[16], baseline;
+    int best[16];
+} train_log;
 static void train_cb(void *user, const gpt2rt_forecaster_progress *p) {
     train_log *t = (train_log *)user;
+    if (p->event == GPT2RT_FORECASTER_BASELINE) { /* before anything else */
+        t->order_ok &= t->n_steps == 0 && t->n_epochs == 0;
+        t->baseline = p->val_mse;
+        t->baselines++;
+        return;
+    }
     if (p->event == GPT2RT_FORECASTER_STEP) {
         t->order_ok &= p->epoch == t->last_epoch + 1 && p->step == t->step_seen + 1 && p->steps == t->spe && p->stats;
         t->step_seen = (int)p->step;
@@ -776,6 +787,88 @@ static void train_call(void) {
     gpt2rt_free(ctx);
 }
 
+/* pretraining: the pooled series' steps, the last-patch baseline against its definition
+   written out here, the best epoch among the reports, refusals */
+static void pretrain_call(void) {
+    gpt2rt_series *ds[2] = {fx_series(DIR "/series.csv"), fx_series(DIR "/series.csv")};
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_NEXT_PATCH; c.seq_len = L; c.patch_len = 4; c.patch_stride = 4;
+    c.n_channels = 1; c.n_layer = 1; c.n_head = 2; c.n_embd = 8; c.batch_size = 5; c.lr = 1e-2f; c.seed = 3; c.n_threads = 1;
+    gpt2rt_ctx *ctx;
+    CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = 5; td.epochs = 3; td.patience = 1; td.steps_per_epoch = 4; td.seed = 2;
+    train_log t;
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.spe = 4;
+    td.progress = train_cb; td.user = &t;
+    gpt2rt_forecaster_pretrain_result pr;
+    CHECK(gpt2rt_forecaster_pretrain(ctx, ds, 2, &td, &pr) == GPT2RT_OK, "pretrain: %s", gpt2rt_last_error(ctx));
+    /* the baseline: every validation series (each channel of each window) in whole batches of 5,
+       each next patch forecast as the one before in RevIN's scale */
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(ds[0], &in);
+    int64_t nv = in.windows[GPT2RT_SERIES_VAL], ns = nv * M / 5 * 5;
+    float *x = (float *)malloc(sizeof(float) * (size_t)(nv * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(nv * H * M));
+    gpt2rt_series_batch(ds[0], GPT2RT_SERIES_VAL, 0, 0, 0, (int)nv, x, y);
+    double sum = 0;
+    for (int64_t b = 0; b < ns; b += 5) {
+        double se = 0;
+        for (int64_t i = b; i < b + 5; i++) {
+            const float *xs = x + i / M * L * M + i % M;
+            double mu = 0, var = 0;
+            for (int k = 0; k < L; k++) mu += xs[k * M];
+            mu /= L;
+            for (int k = 0; k < L; k++) var += (xs[k * M] - mu) * (xs[k * M] - mu);
+            double sd = sqrt(var / L + 1e-5);
+            for (int p = 0; p + 1 < L / 4; p++)
+                for (int q = 0; q < 4; q++) se += ((xs[((p + 1) * 4 + q) * M] - xs[(p * 4 + q) * M]) / sd) *
+                                                  ((xs[((p + 1) * 4 + q) * M] - xs[(p * 4 + q) * M]) / sd);
+        }
+        sum += se / (5.0 * (L / 4 - 1) * 4);
+    }
+    double naive = sum / (double)(ns / 5); /* both files the same: the mean over both is this one's */
+    /* the same terms in the same order but for the pooling of two equal files: a mean of equal
+       means, 1e-12 relative */
+    CHECK(fabs(pr.naive_val_mse - naive) <= 1e-12 * naive && t.baselines == 1 && t.baseline == pr.naive_val_mse,
+          "pretrain: last patch repeated %.12g (reported %d times, %.12g), written out %.12g", pr.naive_val_mse,
+          t.baselines, t.baseline, naive);
+    CHECK(t.order_ok && t.n_epochs >= 1 && t.n_steps == 4 * t.n_epochs && pr.steps == t.n_steps && pr.steps_per_epoch == 4,
+          "pretrain: %d epochs of 4 steps reported in order (%d steps)", t.n_epochs, t.n_steps);
+    double best = INFINITY;
+    int best_epoch = 0;
+    for (int e = 0; e < t.n_epochs && e < 16; e++) if (t.val[e] < best) { best = t.val[e]; best_epoch = e + 1; }
+    CHECK(pr.best_epoch == best_epoch && pr.best_val_mse == best, "pretrain: best epoch %d (%.9g), the reports' %d (%.9g)",
+          pr.best_epoch, pr.best_val_mse, best_epoch, best);
+    td.steps_per_epoch = 0; td.max_steps = 3;
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.spe = (in.windows[GPT2RT_SERIES_TRAIN] * M / 5) * 2;
+    CHECK(gpt2rt_forecaster_pretrain(ctx, ds, 2, &td, &pr) == GPT2RT_OK && pr.max_steps_reached && pr.steps == 3 &&
+          t.order_ok && t.n_steps == 3 && t.baselines == 0 && pr.steps_per_epoch == t.spe, "pretrain with max_steps 3: %lld steps of %lld an "
+          "epoch (want %lld): %s", (long long)pr.steps, (long long)pr.steps_per_epoch, (long long)t.spe, gpt2rt_last_error(ctx));
+    gpt2rt_ctx *reg = fx_ctx(0);
+    CHECK(gpt2rt_forecaster_pretrain(reg, ds, 2, &td, &pr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(reg), "head NEXT_PATCH, n_channels 1"), "pretrain on a regression context: %s",
+          gpt2rt_last_error(reg));
+    gpt2rt_free(reg);
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = 20; sd.horizon = H;
+    gpt2rt_series *other;
+    CHECK_OK(ctx, gpt2rt_series_load(&other, DIR "/series.csv", &sd) == GPT2RT_OK ? GPT2RT_OK : GPT2RT_ERR_FORMAT);
+    gpt2rt_series *mixed[2] = {ds[0], other};
+    CHECK(gpt2rt_forecaster_pretrain(ctx, mixed, 2, &td, &pr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "series 1 has lookback 20"), "pretrain on a series of another lookback: %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_series_free(other);
+    free(x); free(y);
+    gpt2rt_series_free(ds[0]); gpt2rt_series_free(ds[1]);
+    gpt2rt_free(ctx);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -789,5 +882,6 @@ int main(void) {
     strict_json();
     training_calls();
     train_call();
+    pretrain_call();
     return harness_finish();
 }
