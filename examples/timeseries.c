@@ -1119,23 +1119,12 @@ static const char *fc_column(gpt2rt_forecaster *fc, int m) {
     return n ? n : "?";
 }
 
-/* the forecaster's columns as the loader's list: "a,b,c" */
-static char *column_list(gpt2rt_forecaster *fc, int M) {
-    size_t n = 1;
-    for (int m = 0; m < M; m++) n += strlen(fc_column(fc, m)) + 1;
-    char *s = (char *)malloc(n), *q = s;
-    for (int m = 0; s && m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", fc_column(fc, m));
-    return s;
-}
-
 /* --score: the test split as training cut and scaled it, through the forecaster */
-static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi, const char *cols) {
+static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
     int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = fi->borders;
-    sd.date_column = gpt2rt_forecaster_date_column(fc); /* by name, "none" too */
-    sd.no_date_column = !sd.date_column;
+    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut and scaled it */
     sd.fill = (gpt2rt_series_fill)o->fill;
     gpt2rt_series *s;
     if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
@@ -1230,12 +1219,10 @@ static int predict_main(int argc, char **argv) {
     memset(&fi, 0, sizeof fi);
     gpt2rt_forecaster_info_get(fc, &fi);
     int64_t L = fi.lookback, H = fi.horizon, M = fi.channels;
-    char *cols = column_list(fc, (int)M);
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
-    sd.date_column = gpt2rt_forecaster_date_column(fc); /* by name, "none" too */
-    sd.no_date_column = !sd.date_column;
+    gpt2rt_forecaster_series_desc(fc, &sd);
+    sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1; /* every row, in the data's units */
     sd.fill = (gpt2rt_series_fill)o.fill;
     gpt2rt_series *s;
     int rc = 0;
@@ -1243,7 +1230,6 @@ static int predict_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", gpt2rt_series_last_error(s));
         gpt2rt_series_free(s);
         gpt2rt_forecaster_free(fc);
-        free(cols);
         return 1;
     }
     gpt2rt_series_info in = info_of(s);
@@ -1264,30 +1250,14 @@ static int predict_main(int argc, char **argv) {
         rc = 1;
     }
     int dated = in.date_step > 0 && gpt2rt_series_date_column(s);
+    char *csv = NULL;
+    size_t csv_len = 0;
+    if (!rc && gpt2rt_forecaster_csv(fc, s, first, nw, p, o.all, &csv, &csv_len) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries predict: %s\n", gpt2rt_forecaster_last_error(fc));
+        rc = 1;
+    }
     if (!rc) {
-        const char *dc = gpt2rt_series_date_column(s);
-        if (o.all) fprintf(f, "origin,");
-        fprintf(f, "%s", dated ? dc : "step");
-        for (int64_t m = 0; m < M; m++) {
-            fprintf(f, ",%s", fc_column(fc, (int)m));
-        }
-        fprintf(f, "\n");
-        for (int64_t w = 0; w < nw; w++) {
-            int64_t last = first + w + L - 1; /* the window's last row */
-            char a[64], b[64];
-            if (o.all) {
-                if (!dated || gpt2rt_series_date(s, last, a, sizeof a) != GPT2RT_OK) snprintf(a, sizeof a, "%lld", (long long)last);
-                fprintf(f, "%s,", a);
-            }
-            for (int64_t h = 0; h < H; h++) {
-                if (!dated || gpt2rt_series_date(s, last + 1 + h, b, sizeof b) != GPT2RT_OK)
-                    snprintf(b, sizeof b, "%lld", (long long)(last + 1 + h));
-                if (h && o.all) fprintf(f, "%s,", a);
-                fprintf(f, "%s", b);
-                for (int64_t m = 0; m < M; m++) fprintf(f, ",%.9g", (double)p[(w * H + h) * M + m]);
-                fprintf(f, "\n");
-            }
-        }
+        fwrite(csv, 1, csv_len, f);
         if (f != stdout && !out_close(&of)) {
             fprintf(stderr, "timeseries predict: --out %s: writing the forecasts failed: %s; %s is as it was\n", o.out,
                     strerror(errno), o.out);
@@ -1301,8 +1271,8 @@ static int predict_main(int argc, char **argv) {
                     dated ? "the file's step" : "", o.out ? " to " : "", o.out ? o.out : "",
                     in.filled ? " (missing values filled)" : "");
     }
-    if (!rc && o.score && !predict_score(fc, &o, &fi, cols)) rc = 1;
-    free(x); free(p); free(cols);
+    if (!rc && o.score && !predict_score(fc, &o, &fi)) rc = 1;
+    free(x); free(p); free(csv);
     gpt2rt_series_free(s);
     gpt2rt_forecaster_free(fc);
     return rc;

@@ -685,6 +685,20 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* a series desc reading a file as the forecaster's training read its file: lookback,
+   horizon, the columns by name in its order (desc->columns points into fc, valid until
+   gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders;
+   the other fields are left as they were (fill, no_scale: the caller's) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *desc);
+/* forecasts (n, horizon, M) of the n windows of series starting at rows first, first + 1,
+   ... as CSV text (*text malloc'd, NUL-terminated, *len bytes; free it): the header
+   (with_origin: "origin,"; the date column's name, or "step" when the series has no dated
+   step; the channels' names), then a line per window and future step: (with_origin) the
+   window's last row's date, the step's date continuing the series' dates at their step
+   (or its row number), the values as %.9g */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *series, int64_t first,
+                                               int64_t n, const float *forecasts, int with_origin, char **text,
+                                               size_t *len);
 
 /* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
    each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),

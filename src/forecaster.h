@@ -37,6 +37,7 @@ struct gpt2rt_forecaster {
     double *W;             /* (L+1, H) the linear map, NULL: none */
     float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
     double *z, *acc;       /* scratch: L+1, H */
+    char *columns;         /* the channels' names as the loader's list "a,b,c"; NULL until asked for */
 };
 
 static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
@@ -711,7 +712,7 @@ GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
     if (!fc) return;
     gpt2rt_free(fc->ctx);
     free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
-    free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+    free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->columns);
     free(fc);
 }
 
@@ -1352,6 +1353,91 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_seri
     for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
     free(best_w.v); free(nser); free(pos); free(x); free(tmp); free(ytmp);
     return r;
+}
+
+/* ---- reading a file as training did, writing forecasts as CSV ---- */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *sd) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (!sd) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT,
+                                    "gpt2rt_forecaster_series_desc: desc is NULL");
+    int M = fc->info.channels;
+    if (!fc->columns) {
+        size_t n = 1;
+        for (int m = 0; m < M; m++) n += strlen(fc->name[m]) + 1;
+        char *q = fc->columns = (char *)malloc(n);
+        if (!q) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY,
+                                       "gpt2rt_forecaster_series_desc: out of memory");
+        for (int m = 0; m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", fc->name[m]);
+    }
+    sd->lookback = fc->info.lookback; sd->horizon = fc->info.horizon; sd->columns = fc->columns;
+    sd->borders = fc->info.borders;
+    sd->date_column = fc->date_name; /* by name, "none" too */
+    sd->no_date_column = !fc->date_name;
+    return GPT2RT_OK;
+}
+
+typedef struct gpt2rt__fc_buf { char *p; size_t len, cap; int failed; } gpt2rt__fc_buf;
+
+static void gpt2rt__fc_put(gpt2rt__fc_buf *b, const char *fmt, ...) GPT2RT__PRINTF(2, 3);
+static void gpt2rt__fc_put(gpt2rt__fc_buf *b, const char *fmt, ...) {
+    va_list ap;
+    for (int pass = 0; pass < 2 && !b->failed; pass++) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->failed = 1; return; }
+        if (b->p && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *q = (char *)realloc(b->p, cap);
+        if (!q) { b->failed = 1; return; }
+        b->p = q; b->cap = cap;
+    }
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *s, int64_t first,
+                                               int64_t nw, const float *p, int with_origin, char **text,
+                                               size_t *len) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!s || s->failed || !p || !text || !len || nw < 0)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv: %s",
+                               !s || s->failed ? "no loaded series" : nw < 0 ? "n < 0" : "forecasts, text or len is NULL");
+    int64_t L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
+    if (s->info.channels != M || first < 0 || first + nw - 1 + L > s->info.rows)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv: "
+                               "windows %lld to %lld of lookback %lld in a series of %lld rows and %d channels (the "
+                               "forecaster's: %lld)", (long long)first, (long long)(first + nw - 1), (long long)L,
+                               (long long)s->info.rows, s->info.channels, (long long)M);
+    int dated = s->info.date_step > 0 && gpt2rt_series_date_column(s);
+    gpt2rt__fc_buf b = {NULL, 0, 0, 0};
+    gpt2rt__fc_put(&b, "%s%s", with_origin ? "origin," : "", dated ? gpt2rt_series_date_column(s) : "step");
+    for (int64_t m = 0; m < M; m++) gpt2rt__fc_put(&b, ",%s", fc->name[m]);
+    gpt2rt__fc_put(&b, "\n");
+    for (int64_t w = 0; w < nw; w++) {
+        int64_t last = first + w + L - 1; /* the window's last row */
+        char a[64], d[64];
+        if (with_origin && (!dated || gpt2rt_series_date(s, last, a, sizeof a) != GPT2RT_OK))
+            snprintf(a, sizeof a, "%lld", (long long)last);
+        for (int64_t h = 0; h < H; h++) {
+            if (!dated || gpt2rt_series_date(s, last + 1 + h, d, sizeof d) != GPT2RT_OK)
+                snprintf(d, sizeof d, "%lld", (long long)(last + 1 + h));
+            gpt2rt__fc_put(&b, "%s%s%s", with_origin ? a : "", with_origin ? "," : "", d);
+            for (int64_t m = 0; m < M; m++) gpt2rt__fc_put(&b, ",%.9g", (double)p[(w * H + h) * M + m]);
+            gpt2rt__fc_put(&b, "\n");
+        }
+    }
+    if (b.failed) {
+        free(b.p);
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_csv: out of "
+                               "memory for the text of %lld windows", (long long)nw);
+    }
+    *text = b.p;
+    *len = b.len;
+    return GPT2RT_OK;
 }
 #endif /* GPT2RT_NO_SERIES */
 #endif /* GPT2RT__SRC_FORECASTER_H */

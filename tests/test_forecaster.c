@@ -869,6 +869,58 @@ static void pretrain_call(void) {
     gpt2rt_free(ctx);
 }
 
+/* a file read as training read it, and forecasts written as dated CSV */
+static void csv_calls(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    CHECK(fx_save(ctx, s, DIR "/fc_csv", NULL) == GPT2RT_OK, "save: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(s);
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, DIR "/fc_csv", NULL) != GPT2RT_OK) {
+        CHECK(0, "load: %s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return;
+    }
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.fill = GPT2RT_SERIES_FILL_LINEAR;
+    CHECK(gpt2rt_forecaster_series_desc(fc, &sd) == GPT2RT_OK && sd.lookback == L && sd.horizon == H &&
+          sd.columns && !strcmp(sd.columns, "load,temp,flow") && sd.date_column && !strcmp(sd.date_column, "date") &&
+          !sd.no_date_column && sd.borders == GPT2RT_SERIES_BORDERS_RATIO && sd.fill == GPT2RT_SERIES_FILL_LINEAR,
+          "series_desc: lookback %d horizon %d columns %s date %s borders %d, fill kept %d", sd.lookback, sd.horizon,
+          sd.columns ? sd.columns : "NULL", sd.date_column ? sd.date_column : "NULL", (int)sd.borders, (int)sd.fill);
+    sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
+    gpt2rt_series *raw;
+    CHECK(gpt2rt_series_load(&raw, DIR "/series.csv", &sd) == GPT2RT_OK, "load raw: %s", gpt2rt_series_last_error(raw));
+    const float *v = gpt2rt_series_values(raw);
+    float out[2 * H * M];
+    int64_t first = ROWS - L - 1; /* the last two windows: the last ends at row 159, 2024-04-05 15:00 */
+    float xw[2 * L * M];
+    for (int w = 0; w < 2; w++) memcpy(xw + w * L * M, v + (first + w) * M, sizeof(float) * L * M);
+    CHECK_OK(gpt2rt_forecaster_ctx(fc), gpt2rt_forecaster_predict(fc, xw, 2, out));
+    char *text = NULL;
+    size_t len = 0;
+    CHECK(gpt2rt_forecaster_csv(fc, raw, first, 2, out, 1, &text, &len) == GPT2RT_OK && text && strlen(text) == len,
+          "csv: %s", gpt2rt_forecaster_last_error(fc));
+    char want[256];
+    snprintf(want, sizeof want, "origin,date,load,temp,flow\n2024-04-05 14:00:00,2024-04-05 15:00:00,%.9g,%.9g,%.9g\n",
+             (double)out[0], (double)out[1], (double)out[2]);
+    int lines = 0;
+    for (size_t i = 0; text && i < len; i++) lines += text[i] == '\n';
+    char last[256];
+    snprintf(last, sizeof last, "2024-04-05 15:00:00,2024-04-05 19:00:00,%.9g,%.9g,%.9g\n", (double)out[2 * H * M - 3],
+             (double)out[2 * H * M - 2], (double)out[2 * H * M - 1]);
+    CHECK(text && !strncmp(text, want, strlen(want)) && lines == 1 + 2 * H && len > strlen(last) &&
+          !strcmp(text + len - strlen(last), last), "csv: the header, dates continuing the file's, values %%.9g; %d lines:\n%s",
+          lines, text ? text : "");
+    free(text);
+    CHECK(gpt2rt_forecaster_csv(fc, raw, first + 1, 2, out, 0, &text, &len) == GPT2RT_ERR_INVALID_ARGUMENT && !text &&
+          strstr(gpt2rt_forecaster_last_error(fc), "160 rows"), "csv past the series' end: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_series_free(raw);
+    gpt2rt_forecaster_free(fc);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -883,5 +935,6 @@ int main(void) {
     training_calls();
     train_call();
     pretrain_call();
+    csv_calls();
     return harness_finish();
 }
