@@ -722,6 +722,32 @@ static int model_shape(const opts *o, gpt2rt_config *c) {
     return 1;
 }
 
+/* the context's config from the flags, for either stage: the shape (model_shape), the
+   patches, the parallel mode, the optimiser over steps_per_epoch * --epochs steps; the
+   head, channels and horizon are the stage's */
+static int train_config(const opts *o, int64_t steps_per_epoch, gpt2rt_config *c) {
+    if (!model_shape(o, c)) return 0;
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->seq_len = o->lookback; c->patch_len = o->patch; c->patch_stride = o->stride;
+    c->revin_affine = o->revin_affine; /* NEXT_PATCH: the library refuses it, and says why */
+    c->frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
+    int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
+    c->n_devices = o->devices;
+    c->parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
+                     : GPT2RT_PARALLEL_NONE;
+    c->shard_optimizer = !strcmp(o->parallel, "zero1");
+    c->batch_size = dp ? o->batch / o->devices : o->batch; /* per rank under data parallel: calls take all B */
+    c->lr = o->lr; c->min_lr_frac = o->min_lr_frac; c->warmup_steps = o->warmup;
+    c->total_steps = (int)(steps_per_epoch * o->epochs);
+    c->weight_decay = o->weight_decay; c->grad_clip = o->clip;
+    c->dropout = o->dropout; c->attn_dropout = o->attn_dropout; c->head_dropout = o->head_dropout;
+    c->n_threads = o->threads; c->recompute = (gpt2rt_recompute)o->recompute; c->seed = o->seed;
+    c->precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
+    if (o->backend) c->backend = strcmp(o->backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
+                               : strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
+    return 1;
+}
+
 /* with --devices: each device's plan, and what each rank holds here (the CPU ranks share
    one host); what: "windows" or "series" */
 static void print_devices(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, const opts *o, int64_t B, const char *what) {
@@ -852,25 +878,11 @@ static int pretrain(opts *o) {
     }
     if (steps < 1) { fprintf(stderr, "timeseries: --batch %lld exceeds every file's training series\n", (long long)B); return 1; }
     if (o->steps_per_epoch && o->steps_per_epoch < steps) steps = o->steps_per_epoch;
-    gpt2rt_config c;
-    if (!model_shape(o, &c)) return 1;
-    c.input = GPT2RT_INPUT_PATCHES;
+    gpt2rt_config c; /* split: gpt2rt_create says why not */
+    if (!train_config(o, steps, &c)) return 1;
     c.head = GPT2RT_HEAD_NEXT_PATCH;
-    c.seq_len = o->lookback; c.patch_len = o->patch; c.patch_stride = o->stride; c.n_channels = 1;
-    c.revin_affine = o->revin_affine; /* the library refuses it for NEXT_PATCH, and says why */
-    int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
-    c.n_devices = o->devices;
-    c.parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
-                    : GPT2RT_PARALLEL_NONE; /* split: gpt2rt_create says why not */
-    c.shard_optimizer = !strcmp(o->parallel, "zero1");
-    c.batch_size = (int)(dp ? B / o->devices : B); /* per rank under data parallel: calls take all B series */
-    c.frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
-    c.lr = o->lr; c.min_lr_frac = o->min_lr_frac; c.warmup_steps = o->warmup; c.total_steps = (int)(steps * o->epochs);
-    c.weight_decay = o->weight_decay; c.grad_clip = o->clip;
-    c.dropout = o->dropout; c.attn_dropout = o->attn_dropout; c.head_dropout = o->head_dropout;
-    c.n_threads = o->threads; c.recompute = (gpt2rt_recompute)o->recompute; c.seed = o->seed;
-    c.precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
-    if (o->backend) c.backend = strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
+    c.n_channels = 1;
+    if (o->backend && c.backend == GPT2RT_BACKEND_AUTO) c.backend = GPT2RT_BACKEND_CPU; /* --backend auto */
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(ctx, o->init) != GPT2RT_OK)) {
         fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
@@ -1337,7 +1349,7 @@ int main(int argc, char **argv) {
     if (o.steps_per_epoch && o.steps_per_epoch < steps_per_epoch) steps_per_epoch = o.steps_per_epoch;
 
     gpt2rt_config c;
-    if (!model_shape(&o, &c)) return 1;
+    if (!train_config(&o, steps_per_epoch, &c)) return 1;
     if (!strcmp(o.parallel, "split") && c.n_layer < o.devices) {
         fprintf(stderr, "timeseries: --parallel split over --devices %d needs at least %d layers (each device holds "
                 "whole layers), the model has %d: set --layers %d or more", o.devices, o.devices, c.n_layer, o.devices);
@@ -1351,38 +1363,11 @@ int main(int argc, char **argv) {
                 "--parallel dp\n", (double)o.dropout, (double)o.attn_dropout, (double)o.head_dropout);
         return 2;
     }
-    c.input = GPT2RT_INPUT_PATCHES;
     /* aLLM4TS stage 2: out_layer on one placeholder per future patch, which sees the history only */
     c.head = o.stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
     c.attn_mask = o.stage == 2 ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    c.seq_len = o.lookback;
-    c.patch_len = o.patch;
-    c.patch_stride = o.stride;
     c.n_channels = (int)M;
     c.horizon = o.horizon;
-    c.revin_affine = o.revin_affine;
-    c.frozen = o.freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
-    int dp = !strcmp(o.parallel, "dp") || !strcmp(o.parallel, "zero1");
-    c.n_devices = o.devices;
-    c.parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o.parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
-                    : GPT2RT_PARALLEL_NONE;
-    c.shard_optimizer = !strcmp(o.parallel, "zero1");
-    c.batch_size = dp ? o.batch / o.devices : o.batch; /* per rank under data parallel: calls take all B windows */
-    c.lr = o.lr;
-    c.min_lr_frac = o.min_lr_frac;
-    c.warmup_steps = o.warmup;
-    c.total_steps = (int)(steps_per_epoch * o.epochs);
-    c.weight_decay = o.weight_decay;
-    c.grad_clip = o.clip;
-    c.dropout = o.dropout;
-    c.attn_dropout = o.attn_dropout;
-    c.head_dropout = o.head_dropout;
-    c.n_threads = o.threads;
-    c.recompute = (gpt2rt_recompute)o.recompute;
-    c.precision = (gpt2rt_precision)o.precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
-    c.seed = o.seed;
-    if (o.backend) c.backend = strcmp(o.backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
-                             : strcmp(o.backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) {
         fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
