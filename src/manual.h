@@ -411,7 +411,14 @@
      (the model's shape, the channels' names and scaler, the date column and step,
      the linear map and blend weight when used); gpt2rt_forecaster_load builds a
      context from that directory alone, and gpt2rt_forecaster_predict forecasts
-     windows (n, L, M) in the data's units, as the training run scored them:
+     windows (n, L, M) in the data's units, as the training run scored them. The
+     training run is calls too (12. Forecaster; nothing printed, progress through a
+     callback): gpt2rt_forecaster_linear_fit (the linear map, ridge chosen on
+     validation), gpt2rt_forecaster_train (epochs, validation, early stopping, the
+     map's residual and blend), gpt2rt_forecaster_pretrain (aLLM4TS stage 1 over
+     pooled series), gpt2rt_forecaster_score (a split's MSE/MAE sums); after a load,
+     gpt2rt_forecaster_series_desc reads a file as training did and
+     gpt2rt_forecaster_csv writes dated forecasts:
            gpt2rt_forecaster *f;
            if (gpt2rt_forecaster_load(&f, "model_dir", NULL) != GPT2RT_OK) { ... gpt2rt_forecaster_last_error(f) ... }
            gpt2rt_forecaster_predict(f, x, n, out);   // out (n, horizon, M)
