@@ -627,7 +627,7 @@
                                  3.3 Plan  3.4 Advisor (gpt2rt__fit_)
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
                                  4.2 safetensors: writing; files  4.3 Hugging Face
-                                 weights and config.json  4.4 Training state
+                                 weights and config.json
     5. Tokenizer                 5.1 Unicode classes  5.2 Merges: (left, right) ->
                                  rank and merged id  5.3 BPE of one piece  5.4 Loading,
                                  encoding, decoding  5.5 llm.c token shards
@@ -1622,6 +1622,13 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
 #include <immintrin.h>
 #endif
+/* SIMD paths need GCC/Clang x86-64 (also fine as nvcc host code); define
+   GPT2RT_SGEMM_NO_SIMD to force the portable C kernel. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
+#define GPT2RT__SG_X86 1
+#else
+#define GPT2RT__SG_X86 0
+#endif
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #error "gpt2rt.h: little-endian hosts only (safetensors files are little-endian, read and written with memcpy)"
 #endif
@@ -1706,6 +1713,11 @@ typedef struct gpt2rt__dims {
                               master), two layer blocks used in turn, no transient */
     int w16;               /* inference_weights = BF16: the weights arena holds bf16 (wb = 2, no master) */
 } gpt2rt__dims;
+
+/* ZeRO-1: the moments, master weights and updates are split over d->shards data-parallel
+   ranks, and the gradient is reduce-scattered to them: each rank updates its shard
+   [opt_lo, opt_hi) of the trained floats and all-gathers the weights after */
+static inline int gpt2rt__sharded(const gpt2rt__dims *d) { return d->shards > 1; }
 
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
 typedef struct gpt2rt__span {
@@ -2392,7 +2404,7 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     }
 }
 
-/* the checks report through err, cap */
+/* the checks report through err, cap (config, capabilities, checks; the processes' rendezvous and MPI) */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 
 /* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank
@@ -3358,7 +3370,6 @@ static gpt2rt_result gpt2rt__cfg_check_optimizer(const gpt2rt_config *c, char *e
 
 #undef GPT2RT__RANGE
 #undef GPT2RT__NYI
-#undef GPT2RT__BAD
 
 /* Fill every default, then check every field. err gets the reason, with numbers. */
 static gpt2rt_result gpt2rt__cfg_resolve(const gpt2rt_config *in, gpt2rt_config *c, char *err, size_t cap) {
@@ -3431,139 +3442,6 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
         d.rc = 0;
     }
     return d;
-}
-
-static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_t bytes[GPT2RT_MEM_COUNT],
-                           gpt2rt_ctx *ctx);
-
-/* The planner's layer split works in checkpoint segments (checkpoint_every layers
-   under FULL recompute, else 1): a stage [a, b) in segments is layers [a ck, min(b ck, L)).
-   Its cost is what gpt2rt_plan reports for it: the device's planned total. */
-typedef struct gpt2rt__split {
-    const gpt2rt__dims *d;
-    int64_t n, S, ck, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
-} gpt2rt__split;
-
-static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a, int64_t b) {
-    gpt2rt__span sp;
-    uint64_t bytes[GPT2RT_MEM_COUNT], t = 0;
-    sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
-    sp.first = s == 0; sp.last = s == p->n - 1;
-    gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
-    /* past 2^64 the cost saturates, so no split is chosen for a wrapped (small) cost;
-       gpt2rt_plan then refuses what the chosen split holds */
-    if (bytes[GPT2RT_MEM_ACTIVATIONS] > UINT64_MAX / (uint64_t)p->m) return UINT64_MAX;
-    bytes[GPT2RT_MEM_ACTIVATIONS] *= (uint64_t)p->m;
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        if (bytes[i] > UINT64_MAX - t) return UINT64_MAX;
-        t += bytes[i];
-    }
-    return t;
-}
-
-/* Stage s starting at segment a: the last end in (a, hi] within cap M (a when none).
-   A stage's cost grows with its length, so a bisection finds it. */
-static int64_t gpt2rt__split_reach(const gpt2rt__split *p, int64_t s, int64_t a, int64_t hi, uint64_t M) {
-    int64_t lo = a; /* lo fits (or is a), hi + 1 does not */
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (gpt2rt__split_cost(p, s, a, mid) <= M) lo = mid; else hi = mid - 1;
-    }
-    return lo;
-}
-
-/* Stage s ending at segment b: the first start in [lo, b) within cap M (b when none). */
-static int64_t gpt2rt__split_back(const gpt2rt__split *p, int64_t s, int64_t b, int64_t lo, uint64_t M) {
-    int64_t hi = b;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (gpt2rt__split_cost(p, s, mid, b) <= M) hi = mid; else lo = mid + 1;
-    }
-    return hi;
-}
-
-/* Can n non-empty stages, each within M, cover the segments? Greedy: each stage as long
-   as M allows, leaving a segment for each later stage (optimal as costs grow with length). */
-static int gpt2rt__split_fits(const gpt2rt__split *p, uint64_t M) {
-    int64_t a = 0;
-    for (int64_t s = 0; s < p->n - 1; s++) {
-        int64_t b = gpt2rt__split_reach(p, s, a, p->S - (p->n - 1 - s), M);
-        if (b == a) return 0;
-        a = b;
-    }
-    return gpt2rt__split_cost(p, p->n - 1, a, p->S) <= M;
-}
-
-/* Layer split: the first layers of the stages, b[0] = 0 .. b[n_devices] = n_layer, as the
-   config gives them or, all 0 there, the planner's: the split of the checkpoint segments
-   whose largest per-device planned total is least (so each stage starts at a checkpoint).
-   M*, that least largest total, by bisection on the cap with the greedy above; then each
-   boundary as near the even split (earlier stages taking the remainder) as M* allows:
-   stage s-1 within M* bounds it above, the rest fitting in M* (a greedy from the end)
-   below. The even split comes back whenever it is as good. O(n log S) layouts a probe, no
-   state kept: the same config always gives the same split. */
-static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DEVICES + 1]) {
-    int64_t n = c->n_devices, L = c->n_layer;
-    b[0] = 0; b[n] = L;
-    if (c->stage_first_layer[1]) {
-        for (int64_t s = 1; s < n; s++) b[s] = c->stage_first_layer[s];
-        return;
-    }
-    gpt2rt__dims d = gpt2rt__dims_of(c);
-    gpt2rt__split p;
-    p.d = &d; p.n = n; p.L = L;
-    p.m = d.cuda ? c->grad_accum : 1; /* CPU stages share the host: the spans' own layouts weigh them */
-    p.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
-    p.S = (L + p.ck - 1) / p.ck;
-    int64_t e[GPT2RT_MAX_DEVICES + 1], q = p.S / n, r = p.S % n, lo_b[GPT2RT_MAX_DEVICES + 1];
-    for (int64_t s = 0; s <= n; s++) e[s] = s * q + (s < r ? s : r);
-    if (n < 2 || p.S < n) { /* nothing to choose (the config check refuses too few segments) */
-        for (int64_t s = 1; s < n; s++) b[s] = e[s] * p.ck < L ? e[s] * p.ck : L;
-        return;
-    }
-    /* M* in (lo, hi]: the even split fits hi; the first and last stages hold a segment at least */
-    uint64_t hi = 0, lo = gpt2rt__split_cost(&p, 0, 0, 1), last = gpt2rt__split_cost(&p, n - 1, p.S - 1, p.S);
-    lo = (lo > last ? lo : last) - 1;
-    for (int64_t s = 0; s < n; s++) {
-        uint64_t t = gpt2rt__split_cost(&p, s, e[s], e[s + 1]);
-        if (t > hi) hi = t;
-    }
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (gpt2rt__split_fits(&p, mid)) hi = mid; else lo = mid;
-    }
-    lo_b[n] = p.S; /* lo_b[s]: the earliest start from which stages s..n-1 fit in hi */
-    for (int64_t s = n - 1; s >= 1; s--) lo_b[s] = gpt2rt__split_back(&p, s, lo_b[s + 1], s, hi);
-    int64_t prev = 0;
-    for (int64_t s = 1; s < n; s++) {
-        int64_t lower = lo_b[s] > prev + 1 ? lo_b[s] : prev + 1;
-        int64_t upper = gpt2rt__split_reach(&p, s - 1, prev, p.S - (n - s), hi);
-        int64_t x = e[s] < lower ? lower : e[s] > upper ? upper : e[s];
-        b[s] = x * p.ck < L ? x * p.ck : L;
-        prev = x;
-    }
-}
-
-/* the span of every device (one split computed for all); parallel != LAYER_SPLIT: the whole model */
-static void gpt2rt__spans_of(const gpt2rt_config *c, gpt2rt__span sp[GPT2RT_MAX_DEVICES]) {
-    int64_t b[GPT2RT_MAX_DEVICES + 1];
-    int split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
-    if (split) gpt2rt__stage_bounds(c, b);
-    for (int dev = 0; dev < GPT2RT_MAX_DEVICES; dev++) {
-        sp[dev].l0 = 0; sp[dev].l1 = c->n_layer; sp[dev].first = sp[dev].last = 1;
-        if (split && dev < c->n_devices) {
-            sp[dev].l0 = b[dev];
-            sp[dev].l1 = b[dev + 1];
-            sp[dev].first = dev == 0;
-            sp[dev].last = dev == c->n_devices - 1;
-        }
-    }
-}
-
-static gpt2rt__span gpt2rt__span_of(const gpt2rt_config *c, int dev) {
-    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
-    gpt2rt__spans_of(c, sp);
-    return sp[dev];
 }
 
 /* ==== 3. Layout and plan ==== */
@@ -3877,8 +3755,35 @@ static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     return a;
 }
 
-static size_t gpt2rt__sgemm_workspace_bytes(int n_threads);
-static int64_t gpt2rt__opt_norm_chunks(int64_t n_params);
+/* the CPU matrix product's blocking (7.2 packs A and B in blocks of these sizes) and its workspace */
+#ifndef GPT2RT_SGEMM_KC
+#define GPT2RT_SGEMM_KC 256   /* k slice: B micro-panel KC*NR*4 = 32 KiB stays in L1 (48 KiB) */
+#endif
+#ifndef GPT2RT_SGEMM_MC
+#define GPT2RT_SGEMM_MC 384   /* rows of packed A block: MC*KC*4 = 384 KiB, L2 resident */
+#endif
+#ifndef GPT2RT_SGEMM_NC
+#define GPT2RT_SGEMM_NC 768   /* cols of packed B block: KC*NC*4 = 768 KiB; with M=256 the C block (M x NC) also stays in L2 */
+#endif
+#if GPT2RT_SGEMM_KC < 1 || GPT2RT_SGEMM_MC < 14 || GPT2RT_SGEMM_NC < 32
+#error "gpt2rt.h: GPT2RT_SGEMM_KC >= 1, GPT2RT_SGEMM_MC >= 14 and GPT2RT_SGEMM_NC >= 32 (one SIMD tile per block at least)"
+#endif
+
+/* floats of workspace per thread (rounded to 64 bytes) */
+static size_t gpt2rt__sg_thread_floats(void) {
+    size_t f = (size_t)GPT2RT_SGEMM_MC * GPT2RT_SGEMM_KC + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC + 16;
+    return (f + 15) & ~(size_t)15;
+}
+
+static size_t gpt2rt__sgemm_workspace_bytes(int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    return (size_t)n_threads * gpt2rt__sg_thread_floats() * sizeof(float);
+}
+
+/* the optimizer's gradient norm sums fixed chunks (9): one double per chunk */
+#define GPT2RT__NORM_CHUNK 65536
+static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
+
 #define GPT2RT__CU_BLAS_WORKSPACE ((int64_t)32 << 20) /* cuBLASLt workspace on Hopper */
 
 /* the CUDA workspace's input slot: tokens, the wte gradient's buckets ((3BT+1) int32);
@@ -4115,6 +4020,136 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->norm_parts = (double *)(void *)(ws + ws_gemm + ws_att);
 }
 
+/* The planner's layer split works in checkpoint segments (checkpoint_every layers
+   under FULL recompute, else 1): a stage [a, b) in segments is layers [a ck, min(b ck, L)).
+   Its cost is what gpt2rt_plan reports for it: the device's planned total. */
+typedef struct gpt2rt__split {
+    const gpt2rt__dims *d;
+    int64_t n, S, ck, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
+} gpt2rt__split;
+
+static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a, int64_t b) {
+    gpt2rt__span sp;
+    uint64_t bytes[GPT2RT_MEM_COUNT], t = 0;
+    sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
+    sp.first = s == 0; sp.last = s == p->n - 1;
+    gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
+    /* past 2^64 the cost saturates, so no split is chosen for a wrapped (small) cost;
+       gpt2rt_plan then refuses what the chosen split holds */
+    if (bytes[GPT2RT_MEM_ACTIVATIONS] > UINT64_MAX / (uint64_t)p->m) return UINT64_MAX;
+    bytes[GPT2RT_MEM_ACTIVATIONS] *= (uint64_t)p->m;
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        if (bytes[i] > UINT64_MAX - t) return UINT64_MAX;
+        t += bytes[i];
+    }
+    return t;
+}
+
+/* Stage s starting at segment a: the last end in (a, hi] within cap M (a when none).
+   A stage's cost grows with its length, so a bisection finds it. */
+static int64_t gpt2rt__split_reach(const gpt2rt__split *p, int64_t s, int64_t a, int64_t hi, uint64_t M) {
+    int64_t lo = a; /* lo fits (or is a), hi + 1 does not */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (gpt2rt__split_cost(p, s, a, mid) <= M) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Stage s ending at segment b: the first start in [lo, b) within cap M (b when none). */
+static int64_t gpt2rt__split_back(const gpt2rt__split *p, int64_t s, int64_t b, int64_t lo, uint64_t M) {
+    int64_t hi = b;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (gpt2rt__split_cost(p, s, mid, b) <= M) hi = mid; else lo = mid + 1;
+    }
+    return hi;
+}
+
+/* Can n non-empty stages, each within M, cover the segments? Greedy: each stage as long
+   as M allows, leaving a segment for each later stage (optimal as costs grow with length). */
+static int gpt2rt__split_fits(const gpt2rt__split *p, uint64_t M) {
+    int64_t a = 0;
+    for (int64_t s = 0; s < p->n - 1; s++) {
+        int64_t b = gpt2rt__split_reach(p, s, a, p->S - (p->n - 1 - s), M);
+        if (b == a) return 0;
+        a = b;
+    }
+    return gpt2rt__split_cost(p, p->n - 1, a, p->S) <= M;
+}
+
+/* Layer split: the first layers of the stages, b[0] = 0 .. b[n_devices] = n_layer, as the
+   config gives them or, all 0 there, the planner's: the split of the checkpoint segments
+   whose largest per-device planned total is least (so each stage starts at a checkpoint).
+   M*, that least largest total, by bisection on the cap with the greedy above; then each
+   boundary as near the even split (earlier stages taking the remainder) as M* allows:
+   stage s-1 within M* bounds it above, the rest fitting in M* (a greedy from the end)
+   below. The even split comes back whenever it is as good. O(n log S) layouts a probe, no
+   state kept: the same config always gives the same split. */
+static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DEVICES + 1]) {
+    int64_t n = c->n_devices, L = c->n_layer;
+    b[0] = 0; b[n] = L;
+    if (c->stage_first_layer[1]) {
+        for (int64_t s = 1; s < n; s++) b[s] = c->stage_first_layer[s];
+        return;
+    }
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    gpt2rt__split p;
+    p.d = &d; p.n = n; p.L = L;
+    p.m = d.cuda ? c->grad_accum : 1; /* CPU stages share the host: the spans' own layouts weigh them */
+    p.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    p.S = (L + p.ck - 1) / p.ck;
+    int64_t e[GPT2RT_MAX_DEVICES + 1], q = p.S / n, r = p.S % n, lo_b[GPT2RT_MAX_DEVICES + 1];
+    for (int64_t s = 0; s <= n; s++) e[s] = s * q + (s < r ? s : r);
+    if (n < 2 || p.S < n) { /* nothing to choose (the config check refuses too few segments) */
+        for (int64_t s = 1; s < n; s++) b[s] = e[s] * p.ck < L ? e[s] * p.ck : L;
+        return;
+    }
+    /* M* in (lo, hi]: the even split fits hi; the first and last stages hold a segment at least */
+    uint64_t hi = 0, lo = gpt2rt__split_cost(&p, 0, 0, 1), last = gpt2rt__split_cost(&p, n - 1, p.S - 1, p.S);
+    lo = (lo > last ? lo : last) - 1;
+    for (int64_t s = 0; s < n; s++) {
+        uint64_t t = gpt2rt__split_cost(&p, s, e[s], e[s + 1]);
+        if (t > hi) hi = t;
+    }
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (gpt2rt__split_fits(&p, mid)) hi = mid; else lo = mid;
+    }
+    lo_b[n] = p.S; /* lo_b[s]: the earliest start from which stages s..n-1 fit in hi */
+    for (int64_t s = n - 1; s >= 1; s--) lo_b[s] = gpt2rt__split_back(&p, s, lo_b[s + 1], s, hi);
+    int64_t prev = 0;
+    for (int64_t s = 1; s < n; s++) {
+        int64_t lower = lo_b[s] > prev + 1 ? lo_b[s] : prev + 1;
+        int64_t upper = gpt2rt__split_reach(&p, s - 1, prev, p.S - (n - s), hi);
+        int64_t x = e[s] < lower ? lower : e[s] > upper ? upper : e[s];
+        b[s] = x * p.ck < L ? x * p.ck : L;
+        prev = x;
+    }
+}
+
+/* the span of every device (one split computed for all); parallel != LAYER_SPLIT: the whole model */
+static void gpt2rt__spans_of(const gpt2rt_config *c, gpt2rt__span sp[GPT2RT_MAX_DEVICES]) {
+    int64_t b[GPT2RT_MAX_DEVICES + 1];
+    int split = c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
+    if (split) gpt2rt__stage_bounds(c, b);
+    for (int dev = 0; dev < GPT2RT_MAX_DEVICES; dev++) {
+        sp[dev].l0 = 0; sp[dev].l1 = c->n_layer; sp[dev].first = sp[dev].last = 1;
+        if (split && dev < c->n_devices) {
+            sp[dev].l0 = b[dev];
+            sp[dev].l1 = b[dev + 1];
+            sp[dev].first = dev == 0;
+            sp[dev].last = dev == c->n_devices - 1;
+        }
+    }
+}
+
+static gpt2rt__span gpt2rt__span_of(const gpt2rt_config *c, int dev) {
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
+    return sp[dev];
+}
+
 /* ==== 3.3 Plan ==== */
 
 #define GPT2RT__GIB(x) ((double)(x) / 1073741824.0)
@@ -4329,6 +4364,218 @@ static uint64_t gpt2rt__plan_peak(const gpt2rt_memory_plan *p, int *at) {
     for (int dev = 0; dev < p->n_devices; dev++)
         if (p->total[dev] + p->overhead[dev] > m || !dev) { m = p->total[dev] + p->overhead[dev]; if (at) *at = dev; }
     return m;
+}
+
+GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
+    static const char *names[GPT2RT_MEM_COUNT] = {"weights", "master", "grads", "moments", "activations",
+                                                  "transient", "logits", "workspace", "comm", "kvcache"};
+    if ((int)m < 0 || m >= GPT2RT_MEM_COUNT) return "bookkeeping";
+    return names[m];
+}
+
+/* ==== 11.2 Plan ==== */
+
+/* The figures of a plan that follow from a resolved config alone (c: n_head and
+   n_devices > 0): FLOPs, tokens a step, the advisor's predicted seconds. One function,
+   so that gpt2rt_plan and a plan of what a context allocated cannot disagree. */
+static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *plan) {
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
+    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
+    if (d.infer) plan->flops_per_token /= 3.0; /* the forward alone: a third of forward + backward */
+    /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
+    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
+                            c->world_size; /* every process its own micro-batches */
+    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
+}
+
+/* a config gpt2rt__dims_of may read (it divides by both); a failed plan's is all zero */
+static int gpt2rt__plan_resolved(const gpt2rt_config *c) { return c->n_head > 0 && c->n_devices > 0; }
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
+    if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
+    memset(plan, 0, sizeof *plan);
+    if (!config) {
+        snprintf(plan->error, sizeof plan->error, "config is NULL");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    gpt2rt_result r = gpt2rt__cfg_resolve(config, &plan->config, plan->error, sizeof plan->error);
+    if (r != GPT2RT_OK) { /* the half-resolved config stays behind: a failed plan is all zero but its error */
+        memset(&plan->config, 0, sizeof plan->config);
+        return r;
+    }
+    const gpt2rt_config *c = &plan->config;
+    gpt2rt__dims d = gpt2rt__dims_of(c);
+    plan->n_devices = c->n_devices;
+    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+    gpt2rt__spans_of(c, sp);
+    for (int dev = 0; dev < c->n_devices; dev++) gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
+    /* GPipe's micro-batches in flight, where each backend holds them; then the totals. One
+       device's categories fit in 63 bits at every limit of the config (about 2^62 bytes of
+       activations); the micro-batches in flight and the sums may not: refused, not wrapped */
+    r = gpt2rt__plan_split(c, &d, plan->bytes, plan->error, sizeof plan->error);
+    for (int dev = 0; dev < c->n_devices && r == GPT2RT_OK; dev++) {
+        plan->overhead[dev] = gpt2rt__overhead_estimate(c);
+        r = gpt2rt__plan_total(plan, dev, plan->error, sizeof plan->error);
+    }
+    if (r != GPT2RT_OK) {
+        char why[sizeof plan->error];
+        memcpy(why, plan->error, sizeof why);
+        memset(plan, 0, sizeof *plan);
+        memcpy(plan->error, why, sizeof why);
+        return r;
+    }
+    gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
+    plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
+    gpt2rt__plan_figures(c, plan);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
+                                               gpt2rt_step_time *out, char *err, size_t cap) {
+    gpt2rt_config c;
+    char why[512];
+    if (!config || !hw || !out) {
+        if (err && cap) snprintf(err, cap, "gpt2rt_plan_step_time: config, hw and out must not be NULL");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    memset(out, 0, sizeof *out);
+    gpt2rt_result r = gpt2rt__cfg_resolve(config, &c, why, sizeof why);
+    if (r == GPT2RT_OK && !(hw->flops_fp32 > 0 && hw->flops_tf32 > 0 && hw->flops_16 > 0 && hw->mem_bw > 0 &&
+                            hw->link_bw > 0)) {
+        snprintf(why, sizeof why, "gpt2rt_plan_step_time: every gpt2rt_hardware figure must be > 0 (fp32 %g, tf32 %g, "
+                 "16-bit %g FLOP/s, memory %g, link %g bytes/s)", hw->flops_fp32, hw->flops_tf32, hw->flops_16,
+                 hw->mem_bw, hw->link_bw);
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r == GPT2RT_OK && sharded && c.parallel != GPT2RT_PARALLEL_DATA) {
+        snprintf(why, sizeof why, "gpt2rt_plan_step_time: sharded applies to parallel = DATA");
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r != GPT2RT_OK) {
+        if (err && cap) snprintf(err, cap, "%s", why);
+        return r;
+    }
+    gpt2rt__step_time(&c, hw, sharded || c.shard_optimizer, out);
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
+    size_t n = 0;
+    if (!p) return 0;
+    /* what is printed is read only once it checks out: the plan's config resolves (a
+       plan's is resolved already, so this gives it back as it is) and has as many
+       devices as the plan; a refused or zeroed plan prints why there is none */
+    gpt2rt_config rc;
+    char why[512];
+    if (p->n_devices == 0 && p->config.n_devices == 0) {
+        if (memchr(p->error, 0, sizeof p->error) && p->error[0]) GPT2RT__PUT("no plan: %s\n", p->error);
+        else GPT2RT__PUT("no plan: this one is all zero (gpt2rt_plan fills a plan, or says why it could not)\n");
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    gpt2rt_result r = gpt2rt__cfg_resolve(&p->config, &rc, why, sizeof why);
+    if (r == GPT2RT_OK && p->n_devices != rc.n_devices) {
+        snprintf(why, sizeof why, "the plan has n_devices = %d, its config %d", p->n_devices, rc.n_devices);
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (r != GPT2RT_OK) {
+        GPT2RT__PUT("no plan: its config does not hold: %s\n", why);
+        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+        return n;
+    }
+    const gpt2rt_config *c = &rc;
+    char rb[64];
+    /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
+       config and the bytes, not the planner's figures (it printed 0 here) */
+    gpt2rt_memory_plan fig;
+    fig.tokens_per_step = p->tokens_per_step;
+    if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);
+    int patches = c->input == GPT2RT_INPUT_PATCHES;
+    double trained = c->inference ? 0.0 : (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0
+                                                   : p->n_params_padded - p->n_params)) / 1e6;
+    if (patches) { /* no vocabulary: the series' shape and the head instead */
+        static const char *heads[] = {"lm", "flatten (GPT4TS)", "next patch (aLLM4TS stage 1)",
+                                      "patch-wise decoding (aLLM4TS stage 2)"};
+        GPT2RT__PUT("GPT-2 L=%d H=%d C=%d P=%d, patches: lookback %d, patch %d stride %d, %lld positions, %d "
+                    "channel%s, %s head", c->n_layer, c->n_head, c->n_embd, c->max_seq_len, c->seq_len, c->patch_len,
+                    c->patch_stride, (long long)gpt2rt__cfg_n_patches(c), c->n_channels, c->n_channels == 1 ? "" : "s",
+                    heads[c->head]);
+        if (c->head != GPT2RT_HEAD_NEXT_PATCH) GPT2RT__PUT(", horizon %d", c->horizon);
+        GPT2RT__PUT(": %.2fM parameters, %.2fM trained\n", (double)p->n_params / 1e6, trained);
+    } else
+        GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
+                    c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
+                    trained);
+    if (patches) GPT2RT__PUT("B=%d windows x %d channels", c->batch_size, c->n_channels);
+    else GPT2RT__PUT("B=%d T=%d", c->batch_size, c->seq_len);
+    GPT2RT__PUT(" grad_accum=%d (%lld %s a step), %s, recompute %s, %s backend, %s", c->grad_accum, (long long)fig.tokens_per_step,
+                patches ? "positions" : "tokens", gpt2rt__precision_name(c->precision),
+                gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
+                gpt2rt__parallel_name(c->parallel));
+    if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
+    if (c->world_size > 1) GPT2RT__PUT(" x %d processes (this is rank %d)", c->world_size, c->rank);
+    if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
+    if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
+    if (c->inference) GPT2RT__PUT(", inference (forward only)");
+    if (c->inference && c->inference_weights == GPT2RT_PRECISION_BF16) GPT2RT__PUT(", bf16 weights (2 bytes each)");
+    if (c->classifier_chunk && (int64_t)c->classifier_chunk < (int64_t)c->batch_size * c->seq_len)
+        GPT2RT__PUT(", classifier over %d tokens at a time", c->classifier_chunk);
+    GPT2RT__PUT("\n");
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
+        gpt2rt__span sp[GPT2RT_MAX_DEVICES];
+        gpt2rt__spans_of(c, sp);
+        GPT2RT__PUT("stages (%s):", c->stage_first_layer[1] ? "stage_first_layer" : "the planner's split");
+        for (int dev = 0; dev < c->n_devices; dev++) {
+            GPT2RT__PUT(" %d: layers %lld..%lld%s", dev, (long long)sp[dev].l0, (long long)sp[dev].l1 - 1,
+                        dev + 1 < c->n_devices ? "," : "\n");
+        }
+    }
+    if (p->n_devices == 1) {
+        GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
+        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+            if (i == GPT2RT_MEM_KVCACHE && !p->bytes[0][i]) continue; /* shown when the config asks for one */
+            GPT2RT__PUT("%-12s %16llu %12.2f\n", gpt2rt_mem_name((gpt2rt_mem)i),
+                        (unsigned long long)p->bytes[0][i], GPT2RT__MIB(p->bytes[0][i]));
+        }
+        GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[0], GPT2RT__MIB(p->total[0]));
+        if (p->overhead[0])
+            GPT2RT__PUT("%-12s %16llu %12.2f\n%-12s %16llu %12.2f\n", "+ overhead", (unsigned long long)p->overhead[0],
+                        GPT2RT__MIB(p->overhead[0]), "= device", (unsigned long long)(p->total[0] + p->overhead[0]),
+                        GPT2RT__MIB(p->total[0] + p->overhead[0]));
+    } else {
+        GPT2RT__PUT("%-12s", "MiB");
+        for (int dev = 0; dev < p->n_devices; dev++) GPT2RT__PUT(" %11s%d", "device ", dev);
+        GPT2RT__PUT("\n");
+        for (int i = 0; i <= GPT2RT_MEM_COUNT + 2; i++) {
+            if (i == GPT2RT_MEM_KVCACHE && !p->config.kv_batch) continue;
+            GPT2RT__PUT("%-12s", i < GPT2RT_MEM_COUNT ? gpt2rt_mem_name((gpt2rt_mem)i)
+                                 : i == GPT2RT_MEM_COUNT ? "total" : i == GPT2RT_MEM_COUNT + 1 ? "+ overhead" : "= device");
+            for (int dev = 0; dev < p->n_devices; dev++) {
+                uint64_t v = i < GPT2RT_MEM_COUNT ? p->bytes[dev][i] : i == GPT2RT_MEM_COUNT ? p->total[dev]
+                           : i == GPT2RT_MEM_COUNT + 1 ? p->overhead[dev] : p->total[dev] + p->overhead[dev];
+                GPT2RT__PUT(" %12.2f", GPT2RT__MIB(v));
+            }
+            GPT2RT__PUT("\n");
+        }
+    }
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->grad_accum > 1)
+        GPT2RT__PUT("activations: the %d micro-batches GPipe keeps in flight, %s\n", c->grad_accum,
+                    c->backend == GPT2RT_BACKEND_CUDA ? "on each stage" : "on device 0 (the stages share the host)");
+    if (c->shard_optimizer && gpt2rt__plan_resolved(c)) {
+        /* the gradient padded to equal shards (1.4): its cost on every device */
+        gpt2rt__dims d = gpt2rt__dims_of(c);
+        gpt2rt__span whole = gpt2rt__span_of(c, 0);
+        int64_t held, owned;
+        gpt2rt__span_params(&d, &whole, NULL, &held, &owned);
+        int64_t pad = gpt2rt__shard_padded(owned, d.shards) - owned;
+        GPT2RT__PUT("ZeRO-1 padding: %lld floats, %.2f KiB a device (the gradient's %lld trained floats rounded up to "
+                    "%d equal shards of %lld, so the reduce-scatter never falls back to an all-reduce)\n",
+                    (long long)pad, (double)pad * 4.0 / 1024.0, (long long)owned, d.shards,
+                    (long long)gpt2rt__shard_lo(owned, d.shards, 1));
+    }
+    if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
+    return n;
 }
 
 /* ==== 3.4 Advisor ==== */
@@ -4592,6 +4839,44 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
             : "only layer inputs are kept; each layer's forward runs again in the backward");
     }
     return n;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget, unsigned allow, gpt2rt_config *out,
+                                    char *buf, size_t cap) {
+    size_t n = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!config || !out) {
+        GPT2RT__PUT("gpt2rt_fit: %s is NULL\n", !config ? "config" : "out");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
+    gpt2rt_memory_plan base;
+    gpt2rt__fit_result fr;
+    char r0[64];
+    gpt2rt_result r = gpt2rt_plan(config, &base);
+    if (r != GPT2RT_OK) { GPT2RT__PUT("%s\n", base.error); return r; }
+    if (!allow) allow = GPT2RT_FIT_DEFAULT;
+    gpt2rt__fit_search(&base, budget, allow, &fr);
+    n = gpt2rt__fit_explain_start(buf, cap, n, &base, budget);
+    if (!fr.found) {
+        *out = fr.smallest;
+        GPT2RT__PUT("nothing reachable fits: the smallest, %s, %s, micro-batch %d x accumulation %d, recompute %s, "
+                    "needs %.2f %s\n", gpt2rt__parallel_name(fr.smallest.parallel),
+                    gpt2rt__precision_name(fr.smallest.precision), fr.smallest.batch_size, fr.smallest.grad_accum,
+                    gpt2rt__recompute_name(&fr.smallest, r0, sizeof r0), GPT2RT__SZ(fr.small_peak));
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    n = gpt2rt__fit_explain_changes(buf, cap, n, &base, &fr.best);
+    *out = fr.best.config;
+    int bat = 0;
+    uint64_t pk = gpt2rt__plan_peak(&fr.best, &bat);
+    if (fr.best_changes == 0)
+        GPT2RT__PUT("it fits as it is: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
+                    GPT2RT__SZ(budget), bat);
+    else
+        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
+                    GPT2RT__SZ(budget), bat);
+    return GPT2RT_OK;
 }
 
 /* ==== 4. Formats ==== */
@@ -4933,8 +5218,8 @@ static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, int6
 /* an integer in [lo, hi], written as one */
 static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, int64_t *out) {
     const char *s;
-    int neg, over;
-    uint64_t v;
+    int neg = 0, over = 0;
+    uint64_t v = 0;
     gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, lo, hi, 0, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (!over && !neg && v > (uint64_t)INT64_MAX) over = 1;
@@ -4947,8 +5232,8 @@ static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, i
 /* an integer in [0, UINT64_MAX] (safetensors' data_offsets) */
 static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
     const char *s;
-    int neg, over;
-    uint64_t v;
+    int neg = 0, over = 0;
+    uint64_t v = 0;
     gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, 0, 0, 1, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (over || (neg && v)) return gpt2rt__json_int_range(j, s, 0, 0, 1);
@@ -5102,7 +5387,7 @@ static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor 
             if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
             t->ndim = 0;
             while (gpt2rt__json_array_next(j, &r)) {
-                int64_t v;
+                int64_t v = 0;
                 if (t->ndim == GPT2RT__ST_MAX_DIMS)
                     return gpt2rt__json_failf(j, "tensor '%.60s' has more than %d dimensions", t->name,
                                               GPT2RT__ST_MAX_DIMS);
@@ -5529,8 +5814,6 @@ static int gpt2rt__mkdir(const char *dir) {
 
 /* ==== 4.3 Hugging Face weights and config.json ==== */
 
-static void gpt2rt__reset_training(gpt2rt_ctx *ctx);
-
 static const gpt2rt__tensor *gpt2rt__tensor_named(const gpt2rt_ctx *ctx, const char *name) {
     for (int i = 0; i < ctx->n_tensors; i++)
         if (!strcmp(ctx->tensors[i].name, name)) return &ctx->tensors[i];
@@ -5586,114 +5869,6 @@ static int gpt2rt__in_dir(const char *path, const char *name, char *out, size_t 
     int dir = stat(path, &sb) == 0 ? GPT2RT__IS_DIR(sb.st_mode) : !gpt2rt__ends_with(path, strchr(name, '.'));
     int n = dir ? snprintf(out, cap, "%s/%s", path, name) : snprintf(out, cap, "%s", path);
     return n >= 0 && (size_t)n < cap;
-}
-
-/* Load Hugging Face GPT-2 weights from a safetensors image in memory. Checks
-   everything first, then copies: a failure leaves the weights untouched. */
-static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
-    gpt2rt__st st;
-    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
-    if (r != GPT2RT_OK) return r;
-    const gpt2rt__st_tensor **src = (const gpt2rt__st_tensor **)gpt2rt__alloc(
-        &ctx->cfg, (size_t)ctx->n_tensors * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
-    if (!src) { gpt2rt__st_release(ctx, &st); return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: table", what); }
-    const size_t plen = strlen("transformer.");
-    for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
-        const gpt2rt__tensor *t = &ctx->tensors[i];
-        const gpt2rt__st_tensor *e = gpt2rt__st_find(&st, t->name);
-        int gpt2 = !strncmp(t->name, "transformer.", plen);
-        if (!e && gpt2) e = gpt2rt__st_find(&st, t->name + plen); /* the original GPT-2 files have no prefix */
-        src[i] = e;
-        int64_t want[2];
-        gpt2rt__hf_shape(t, want);
-        if (!e && !gpt2) continue; /* patches: a GPT-2 checkpoint has no in_layer/out_layer; they stay */
-        if (!e) {
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' (or '%s') is missing; the file has %d tensors%s%s",
-                             what, t->name, t->name + plen, st.n, st.n ? ", the first is " : "", st.n ? st.t[0].name : "");
-        } else if (e->dtype != GPT2RT__F32 && e->dtype != GPT2RT__F16 && e->dtype != GPT2RT__BF16) {
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, F16 or BF16 expected", what,
-                             e->name, gpt2rt__dtype_names[e->dtype]);
-        } else {
-            int is_wpe = t->row == &gpt2rt__model_rows[GPT2RT__WPE];
-            int ok = e->ndim == t->ndim && e->shape[0] == want[0] && (t->ndim == 1 || e->shape[1] == want[1]);
-            if (is_wpe && e->ndim == 2 && e->shape[1] == want[1] && e->shape[0] >= want[0]) ok = 1;
-            if (!ok) {
-                char got[128];
-                int gn = snprintf(got, sizeof got, "(");
-                for (int k = 0; k < e->ndim && gn < 100; k++) gn += snprintf(got + gn, sizeof got - (size_t)gn, "%s%lld", k ? ", " : "", (long long)e->shape[k]);
-                snprintf(got + gn, sizeof got - (size_t)gn, ")");
-                if (t->ndim == 1)
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld)",
-                                     what, e->name, got, (long long)want[0]);
-                else
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld, %lld)%s",
-                                     what, e->name, got, (long long)want[0], (long long)want[1],
-                                     is_wpe ? " (or more positions)" : "");
-            }
-            /* NaN or inf in a weight would make every step after the load non-finite; bf16
-               weights (inference_weights) as stored (gpt2rt__bf16_finite) */
-            const unsigned char *p = st.data + e->begin;
-            for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
-                float x = gpt2rt__st_get(p, e->dtype, j);
-                if (!isfinite(x)) {
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
-                                     "%g: weights must be finite", what, e->name, (long long)j,
-                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
-                    ok = 0;
-                } else if (ctx->params16 &&
-                           (r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_FORMAT, what, e->name, x, j, want[1])) != GPT2RT_OK) {
-                    ok = 0;
-                }
-            }
-        }
-    }
-    if (r == GPT2RT_OK) {
-        int ignored_layers = 0, unknown = 0;
-        for (int k = 0; k < st.n; k++) {
-            const char *nm = st.t[k].name, *base = strncmp(nm, "transformer.", plen) ? nm : nm + plen;
-            char full[128];
-            snprintf(full, sizeof full, "transformer.%s", base);
-            int layer = -1;
-            if (gpt2rt__tensor_named(ctx, full) || gpt2rt__tensor_named(ctx, nm) ||
-                gpt2rt__ends_with(base, ".attn.bias") ||
-                gpt2rt__ends_with(base, ".attn.masked_bias") || !strcmp(base, "lm_head.weight") ||
-                !strcmp(nm, "lm_head.weight") || (ctx->d.patches && !strcmp(base, "wte.weight")))
-                continue; /* ours, a causal mask buffer, the tied head, or a patch model's unused wte */
-            if (!strncmp(base, "h.", 2)) {
-                char num[16];
-                size_t k = 0;
-                while (k < sizeof num - 1 && base[2 + k] >= '0' && base[2 + k] <= '9') { num[k] = base[2 + k]; k++; }
-                num[k] = 0;
-                long long lv;
-                if (base[2 + k] == '.' && gpt2rt__parse_int(num, 0, 1 << 30, &lv)) layer = (int)lv;
-            }
-            if (layer >= ctx->d.L) ignored_layers++;
-            else if (unknown++ < 4) gpt2rt__log(ctx, GPT2RT_LOG_WARN, "%s: ignoring unknown tensor '%s'", what, nm);
-        }
-        if (ignored_layers)
-            gpt2rt__log(ctx, GPT2RT_LOG_INFO, "%s: loaded the first %lld layers; %d tensors of deeper layers ignored",
-                        what, (long long)ctx->d.L, ignored_layers);
-        for (int i = 0; i < ctx->n_tensors; i++) {
-            const gpt2rt__tensor *t = &ctx->tensors[i];
-            const gpt2rt__st_tensor *e = src[i];
-            if (!e) continue; /* kept as it is (patches' in_layer/out_layer) */
-            const unsigned char *p = st.data + e->begin;
-            int64_t o = t->off; /* gpt2rt__w_set: fp32, or bf16 rounded to nearest even (inference_weights) */
-            if (t->transpose) {
-                for (int64_t row = 0; row < t->rows; row++)
-                    for (int64_t c = 0; c < t->cols; c++)
-                        gpt2rt__w_set(ctx, o + row * t->cols + c, gpt2rt__st_get(p, e->dtype, c * t->rows + row));
-            } else {
-                int64_t n = t->hf_rows * t->cols;
-                for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, o + j, gpt2rt__st_get(p, e->dtype, j));
-                for (int64_t j = n; j < t->rows * t->cols; j++) gpt2rt__w_set(ctx, o + j, 0.0f);
-            }
-        }
-        gpt2rt__reset_training(ctx);
-    }
-    gpt2rt__free(&ctx->cfg, (void *)src, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__st_release(ctx, &st);
-    return r;
 }
 
 /* ---- config.json: the model of a Hugging Face GPT-2 directory ----
@@ -5763,7 +5938,7 @@ static gpt2rt_result gpt2rt__config_enum(gpt2rt__json *j, const char *const *nam
 
 /* a bool key that must have one value */
 static gpt2rt_result gpt2rt__config_bool(gpt2rt__json *j, int want, const char *why) {
-    int v;
+    int v = 0;
     gpt2rt_result r = gpt2rt__json_bool(j, &v);
     if (r != GPT2RT_OK || v == want) return r;
     return gpt2rt__json_failf(j, "%s is not supported: %s", v ? "true" : "false", why);
@@ -5812,7 +5987,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "the same as \"gelu_pytorch_tanh\"), so this model would compute something "
                                        "else", s);
         } else if (!strcmp(key, "layer_norm_epsilon")) {
-            double eps;
+            double eps = 0;
             /* 1e-5 as written, or as a float32 1e-5 printed in full (relative 6e-8 off) */
             if ((r = gpt2rt__json_number(&j, &eps)) == GPT2RT_OK && fabs(eps - 1e-5) > 1e-5 * 1e-6)
                 r = gpt2rt__json_failf(&j, "%g is not supported: gpt2rt's LayerNorm epsilon is 1e-5 (fixed), so this "
@@ -5827,7 +6002,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
             r = gpt2rt__config_bool(&j, 1, "gpt2rt's LM head is the token embedding (wte); a separate "
                                     "lm_head.weight would not be read");
         } else if (!strcmp(key, "reorder_and_upcast_attn")) {
-            int v;
+            int v = 0;
             r = gpt2rt__json_bool(&j, &v);
         } else if (!strcmp(key, "model_type")) {
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2"))
@@ -5854,7 +6029,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "it does not know rather than drop it", key);
             } else r = gpt2rt__json_int(&j, q == 5 || q == 3 ? 0 : 1, q == 5 ? 1 : INT32_MAX, &pval[q]);
         } else if (!strcmp(key, "n_special")) {
-            int64_t v;
+            int64_t v = 0;
             r = gpt2rt__json_int(&j, 0, 0, &v);
         } else {
             while (a < sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0] &&
@@ -5927,101 +6102,6 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
     if (pdrop[2] >= 0) c->attn_dropout = (float)pdrop[2];
     if (pdrop[3] >= 0) c->head_dropout = (float)pdrop[3];
     return GPT2RT_OK;
-}
-
-/* ==== 4.4 Training state ==== */
-
-static gpt2rt_result gpt2rt__state_in(gpt2rt_ctx *ctx, const float *m, const float *v); /* 10: the executor's */
-
-/* weights, moments, step and RNG in one safetensors file */
-
-static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
-    gpt2rt__st st;
-    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
-    if (r != GPT2RT_OK) return r;
-    const gpt2rt__dims *d = &ctx->d;
-    const char *fmt = gpt2rt__st_meta(&st, "format");
-    /* frozen: the moments cover the trained parameters only (absent: nothing frozen) */
-    /* patch models: their shape too (absent in a token state: 0); and their objective:
-       head and attn_mask (NEXT_PATCH and PATCH_DECODE have the same tensors, so only these
-       tell a stage-1 state from a stage-2 one; absent in states written before them: not
-       checked) */
-    const char *keys[15] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
-                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine",
-                            "head", "attn_mask"};
-    int64_t want[15] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
-                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine,
-                        (int64_t)ctx->cfg.head, (int64_t)ctx->cfg.attn_mask};
-    static const char *const enum_names[2][4] = {{" (LM)", " (REGRESSION)", " (NEXT_PATCH)", " (PATCH_DECODE)"},
-                                                 {" (CAUSAL)", " (PLACEHOLDERS)", "", ""}};
-    const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
-                                     gpt2rt__st_find(&st, "adam_v")};
-    const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
-    if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
-        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
-                         "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
-    /* the objective first: a state of the other aLLM4TS stage differs in its shape too
-       (horizon, patch_stride), and the head is what says so */
-    static const int order[15] = {13, 14, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-    for (int k = 0; k < 15 && r == GPT2RT_OK; k++) {
-        int i = order[k];
-        const char *s = gpt2rt__st_meta(&st, keys[i]);
-        if (i >= 13 && !s) continue;
-        if (i >= 6 && !s) s = "0";
-        long long got = -1; /* read below only when parsed; -1 names nothing */
-        int named = i >= 13 && want[i] >= 0 && want[i] < (i == 13 ? 4 : 2);
-        if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s%s, this context has %lld%s%s", what,
-                             keys[i], s ? s : "(missing)",
-                             named && got >= 0 && got < (i == 13 ? 4 : 2) ? enum_names[i - 13][got] : "",
-                             (long long)want[i], named ? enum_names[i - 13][want[i]] : "",
-                             i == 13 && got == GPT2RT_HEAD_NEXT_PATCH && want[i] == GPT2RT_HEAD_PATCH_DECODE
-                             ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_save it from "
-                               "the stage-1 context, gpt2rt_weights_load it here)" : "");
-    }
-    for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
-        if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' must be F32 of shape (%lld)%s", what,
-                             i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v",
-                             (long long)(i ? ctx->n_train : ctx->n_params), e[i] ? "" : " and is missing");
-    /* one bad number here poisons every weight at the next update */
-    for (int i = 0; i < 3 && r == GPT2RT_OK; i++) {
-        const unsigned char *p = st.data + e[i]->begin;
-        for (int64_t j = 0; j < e[i]->shape[0]; j++) {
-            float x;
-            memcpy(&x, p + 4 * j, 4);
-            if (!isfinite(x) || (i == 2 && x < 0.0f)) {
-                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld is %g: %s", what,
-                                 i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v", (long long)j, (double)x,
-                                 i == 2 ? "the second moment must be finite and >= 0" : "it must be finite");
-                break;
-            }
-        }
-    }
-    long long step = 0;
-    uint64_t rng = 0;
-    char *end = NULL;
-    if (r == GPT2RT_OK && !gpt2rt__parse_int(step_s, 0, (long long)1 << 62, &step))
-        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata step = '%s' is not an integer in [0, 2^62]", what,
-                         step_s ? step_s : "(missing)");
-    if (r == GPT2RT_OK) {
-        errno = 0;
-        if (rng_s && *rng_s >= '0' && *rng_s <= '9') rng = strtoull(rng_s, &end, 10);
-        if (!rng_s || !end || *end || errno)
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata rng = '%s' is not an unsigned 64-bit integer",
-                             what, rng_s ? rng_s : "(missing)");
-    }
-    if (r == GPT2RT_OK) {
-        gpt2rt__reset_training(ctx);
-        memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
-        /* every data-parallel rank's (ZeRO-1: each rank its shard; CUDA: on the devices) */
-        r = gpt2rt__state_in(ctx, (const float *)(const void *)(st.data + e[1]->begin),
-                           (const float *)(const void *)(st.data + e[2]->begin));
-        ctx->step = step;
-        ctx->rng = rng;
-    }
-    gpt2rt__st_release(ctx, &st);
-    return r;
 }
 
 /* ==== 5. Tokenizer ==== */
@@ -8358,6 +8438,713 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
 
 #endif /* GPT2RT_NO_SERIES */
 
+/* ==== 9. Optimizer ==== */
+
+/* what the update policy (9) decides for one update, whichever backend runs it */
+typedef struct gpt2rt__opt_decision {
+    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
+    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
+    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
+} gpt2rt__opt_decision;
+typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+
+/* forget the micro-batches summed since the last update (not the gradients themselves) */
+static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
+    ctx->acc_loss_sum = 0.0;
+    ctx->acc_targets = 0;
+    ctx->acc_micro = 0;
+    ctx->grads_pending = 0;
+}
+
+/* sum of squares of g (n floats); fixed chunks summed in order: deterministic */
+static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {
+    int64_t nch = gpt2rt__opt_norm_chunks(n);
+    double *parts = ctx->norm_parts;
+    GPT2RT__PARALLEL_FOR(ctx->d.nt)
+    for (int64_t ch = 0; ch < nch; ch++) {
+        int64_t i0 = ch * GPT2RT__NORM_CHUNK, i1 = i0 + GPT2RT__NORM_CHUNK < n ? i0 + GPT2RT__NORM_CHUNK : n;
+        double acc[8] = {0}; /* 8 independent sums: no dependency chain, vectorisable */
+        int64_t i = i0;
+        for (; i + 8 <= i1; i += 8)
+            for (int k = 0; k < 8; k++) acc[k] += (double)g[i + k] * (double)g[i + k];
+        for (; i < i1; i++) acc[0] += (double)g[i] * (double)g[i];
+        parts[ch] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    }
+    double s = 0.0;
+    for (int64_t ch = 0; ch < nch; ch++) s += parts[ch];
+    return s;
+}
+
+
+static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s) {
+    double lr = c->lr;
+    if (s < c->warmup_steps) return (float)(lr * (double)(s + 1) / (double)c->warmup_steps);
+    if (c->total_steps == 0) return (float)lr;
+    double span = c->total_steps - c->warmup_steps > 1 ? (double)(c->total_steps - c->warmup_steps) : 1.0;
+    double r = (double)(s - c->warmup_steps) / span;
+    if (r > 1.0) r = 1.0;
+    double lr_min = lr * c->min_lr_frac;
+    return (float)(lr_min + 0.5 * (1.0 + cos(GPT2RT__PI * r)) * (lr - lr_min));
+}
+
+/* AdamW as torch.optim.AdamW, gradients scaled by clip_coef, then zeroed */
+static void gpt2rt__opt_adamw_scalar(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
+                                 float b1, float b2, float step_size, float bc2_sqrt, float eps) {
+    for (int64_t j = 0; j < n; j++) {
+        float gj = g[j] * clip_coef;
+        g[j] = 0.0f;
+        float pj = p[j] * decay;
+        float mj = m[j] + (1.0f - b1) * (gj - m[j]);
+        float vj = v[j] * b2 + (1.0f - b2) * gj * gj;
+        m[j] = mj;
+        v[j] = vj;
+        p[j] = pj - step_size * (mj / (sqrtf(vj) / bc2_sqrt + eps));
+    }
+}
+
+#if GPT2RT__SG_X86
+/* the same operations 16 at a time: sqrtf's errno keeps compilers from vectorising
+   the scalar loop unless built with -fno-math-errno, and the update is a quarter
+   of a CPU training step */
+#if defined(__GNUC__) && !defined(__clang__) /* g++ -O3 (nvcc's host pass) misreads avx512fintrin.h */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+__attribute__((target("avx512f")))
+static void gpt2rt__opt_adamw_avx512(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
+                                 float b1, float b2, float step_size, float bc2_sqrt, float eps) {
+    const __m512 coef = _mm512_set1_ps(clip_coef), dec = _mm512_set1_ps(decay), omb1 = _mm512_set1_ps(1.0f - b1);
+    const __m512 vb2 = _mm512_set1_ps(b2), omb2 = _mm512_set1_ps(1.0f - b2), st = _mm512_set1_ps(step_size);
+    const __m512 bc2 = _mm512_set1_ps(bc2_sqrt), ve = _mm512_set1_ps(eps), zero = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 gj = _mm512_mul_ps(_mm512_loadu_ps(g + j), coef);
+        _mm512_storeu_ps(g + j, zero);
+        __m512 pj = _mm512_mul_ps(_mm512_loadu_ps(p + j), dec);
+        __m512 m0 = _mm512_loadu_ps(m + j);
+        __m512 mj = _mm512_add_ps(m0, _mm512_mul_ps(omb1, _mm512_sub_ps(gj, m0)));
+        __m512 vj = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + j), vb2), _mm512_mul_ps(_mm512_mul_ps(omb2, gj), gj));
+        _mm512_storeu_ps(m + j, mj);
+        _mm512_storeu_ps(v + j, vj);
+        __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vj), bc2), ve);
+        _mm512_storeu_ps(p + j, _mm512_sub_ps(pj, _mm512_mul_ps(st, _mm512_div_ps(mj, den))));
+    }
+    gpt2rt__opt_adamw_scalar(p + j, g + j, m + j, v + j, n - j, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+static void gpt2rt__opt_adamw_kernel(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
+                                 float b1, float b2, float step_size, float bc2_sqrt, float eps) {
+#if GPT2RT__SG_X86
+    if (__builtin_cpu_supports("avx512f")) {
+        gpt2rt__opt_adamw_avx512(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
+        return;
+    }
+#endif
+    gpt2rt__opt_adamw_scalar(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
+}
+
+/* one AdamW step over the trained floats [ctx->opt_lo, ctx->opt_hi) (all of them, or
+   this rank's ZeRO-1 shard), at learning rate lr, the gradients scaled by grad_scale
+   (normalisation and clipping). Element-wise: how the floats are cut into chunks or
+   shards does not change a bit. One parallel region for the whole pass, each thread an
+   equal share of the floats walking the tensors that meet it: a region per tensor (148
+   at 124M, most of 768 floats) cost a fork and a join each, and on a machine with more
+   runnable jobs than cores each join waits for a descheduled thread. */
+static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
+    const gpt2rt_config *c = &ctx->cfg;
+    int64_t t = ctx->step + 1;
+    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
+    float step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
+    float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
+    float decay_on = (float)(1.0 - (double)lr * c->weight_decay);
+    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo, nparts = ctx->d.nt;
+    GPT2RT__PARALLEL_FOR(ctx->d.nt)
+    for (int64_t part = 0; part < nparts; part++) {
+        int64_t plo = lo0 + n_all * part / nparts, phi = lo0 + n_all * (part + 1) / nparts;
+        for (int i = 0; i < ctx->n_tensors; i++) {
+            const gpt2rt__tensor *tn = &ctx->tensors[i];
+            if (tn->goff < 0) continue;
+            int64_t t1 = tn->goff + tn->rows * tn->cols, base = tn->goff > lo0 ? tn->goff : lo0;
+            int64_t lo = tn->goff > plo ? tn->goff : plo; /* the part of the tensor in [plo, phi) */
+            int64_t hi = t1 < phi ? t1 : phi;
+            /* a cut inside the tensor lands 16 floats' multiples from where one thread's pass
+               of it starts (base), so every float takes the same path (the kernel's vector
+               body or its tail, which a compiler contracting a*b+c into an FMA rounds
+               differently) for any thread count; both sides of a cut round alike */
+            if (lo > base) lo = base + gpt2rt__pad16(lo - base);
+            if (hi > base && hi < t1 && hi < lo0 + n_all) hi = base + gpt2rt__pad16(hi - base);
+            if (lo > t1) lo = t1;
+            if (hi > t1) hi = t1;
+            if (hi > lo0 + n_all) hi = lo0 + n_all;
+            if (hi <= lo) continue;
+            float *p = ctx->params + tn->off + (lo - tn->goff), *g = ctx->grads + lo;
+            float *m = ctx->m + (lo - lo0), *v = ctx->v + (lo - lo0);
+            gpt2rt__opt_adamw_kernel(p, g, m, v, hi - lo, grad_scale, tn->decay ? decay_on : 1.0f, b1, b2, step_size,
+                                     bc2_sqrt, eps);
+        }
+    }
+}
+
+/* raw gradients times this = gradients of the mean loss over n_targets targets (0: none) */
+static double gpt2rt__opt_unscale(const gpt2rt_ctx *ctx, int64_t n_targets) {
+    return n_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)n_targets : 0.0;
+}
+
+/* the same over every target this context counted since the last update */
+static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) { return gpt2rt__opt_unscale(ctx, ctx->acc_targets); }
+
+#define GPT2RT__OPT_SCALE_WINDOW 2000     /* clean fp16 updates before the loss scale doubles */
+#define GPT2RT__OPT_SCALE_MAX 16777216.0f /* 2^24 */
+
+/* The update policy of every backend and mode (one device, data parallel, layer split),
+   so that they skip, clip and scale alike. norm_raw: the norm of the raw gradient sums
+   (loss scale in; the ranks' or stages' whole gradient; 0 when nothing was counted);
+   *loss_scale: the scale those sums carry (1 but fp16), *clean_steps: fp16 updates
+   since its last change. fp16's scale halves on an overflow (not below 1) and doubles
+   after GPT2RT__OPT_SCALE_WINDOW clean updates (not above 2^24); the new scale is the
+   next backward's. A skip is logged; the caller zeroes the gradients or updates. */
+static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps) {
+    const gpt2rt_config *c = &ctx->cfg;
+    int fp16 = c->precision == GPT2RT_PRECISION_FP16;
+    double unscale = gpt2rt__opt_grad_unscale(ctx) / (double)*loss_scale;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    o.norm = (float)(norm_raw * unscale);
+    o.skipped = !isfinite(o.norm) || !ctx->acc_targets;
+    o.grad_scale = 0.0f;
+    if (!ctx->acc_targets) { /* no loss to descend: Adam's momentum alone would still move the weights */
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
+                    "update is ignored (negative)%s; update skipped at step %lld", ctx->acc_micro,
+                    ctx->acc_micro == 1 ? "" : "es", ctx->comm->size > 1 ? " on every rank" : "", (long long)ctx->step);
+    } else if (o.skipped) {
+        char sc[64] = "";
+        if (fp16) {
+            *loss_scale = *loss_scale * 0.5f < 1.0f ? 1.0f : *loss_scale * 0.5f;
+            *clean_steps = 0;
+            snprintf(sc, sizeof sc, ", fp16 loss scale now %g", (double)*loss_scale);
+        }
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped%s",
+                    (double)o.norm, (long long)ctx->step, sc);
+    } else {
+        float coef = 1.0f;
+        if (c->grad_clip > 0.0f) {
+            coef = c->grad_clip / (o.norm + 1e-6f);
+            if (coef > 1.0f) coef = 1.0f;
+        }
+        o.grad_scale = (float)(unscale * (double)coef);
+        if (fp16 && ++*clean_steps >= GPT2RT__OPT_SCALE_WINDOW) {
+            *loss_scale = *loss_scale * 2.0f > GPT2RT__OPT_SCALE_MAX ? GPT2RT__OPT_SCALE_MAX : *loss_scale * 2.0f;
+            *clean_steps = 0;
+        }
+    }
+    return o;
+}
+
+/* what gpt2rt_update reports, after the update (ctx->step advanced) and before the
+   accumulation counters are reset; t0: when the call began */
+static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
+                              float loss_scale, double t0) {
+    if (!stats) return;
+    memset(stats, 0, sizeof *stats);
+    stats->step = ctx->step;
+    stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
+    stats->grad_norm = o.norm;
+    stats->lr = lr;
+    stats->loss_scale = loss_scale;
+    stats->skipped = o.skipped;
+    stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
+    stats->micro_batches = ctx->acc_micro;
+    stats->seconds = gpt2rt__now() - t0;
+}
+
+/* one gpt2rt_update around whatever applies it (a backend's update, the CUDA stages'):
+   this step's learning rate in; the stats and the cleared accumulation out */
+static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats) {
+    double t0 = gpt2rt__now();
+    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
+    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
+    gpt2rt_result r = update(ctx, lr, &o, &loss_scale);
+    if (r != GPT2RT_OK) return r;
+    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
+    gpt2rt__accum_reset(ctx);
+    return GPT2RT_OK;
+}
+
+/* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the
+   arenas that gpt2rt__layout carved for it (the CPU: the context's own; the CUDA
+   backend: its device arenas, carved by the same function on a shadow context).
+   Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
+   context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
+   of the residual stream down the backward.
+   Below the layer steps, the step-level work of the public calls (10, 11; the CPU's in
+   7.4): a context's backend (ctx->be) runs its forwards, backwards, updates, host copies
+   and data-parallel reductions, so sections 10-11 never ask which backend they drive. */
+typedef struct gpt2rt__backend {
+    /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
+    gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
+    /* layer l from res (BT,C) into a; also the recompute of FULL, which must give
+       bitwise the same values */
+    gpt2rt_result (*layer_forward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
+    /* ln_f of res (BT,C), then logits (BT,Vp); patches: out_layer, (B*M,H) */
+    gpt2rt_result (*head_forward)(gpt2rt_ctx *ctx, const float *res);
+    /* logits -> dlogits (scaled by dloss), the tied head's and ln_f's gradients;
+       dres = d(res); patches: the MSE's gradient, out_layer's */
+    gpt2rt_result (*head_backward)(gpt2rt_ctx *ctx, const float *res, float dloss);
+    /* dres holds d(layer l's output) and becomes d(res), the layer's input res
+       (BT,C); weight gradients += */
+    gpt2rt_result (*layer_backward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
+    /* wte, wpe gradients += from dres; patches: wpe, in_layer */
+    gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
+    /* bytes from src to dst, both in the backend's arenas */
+    gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+    /* ---- step level: the context is the public one (a data-parallel rank's own) ---- */
+    /* inputs, targets: host (B,T), checked (targets may be NULL): the logits, with targets
+       the loss (*loss if not NULL, ctx->loss, loss_sum, n_targets); sets have_logits and
+       have_loss. fuse: gpt2rt_step's forward, whose backward follows at once (CUDA: the
+       classifier writes dlogits in the same pass, and no logits are kept) */
+    gpt2rt_result (*forward)(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss, int fuse);
+    /* x (Bw,Lb,M), y (Bw,H,M) or NULL, checked: the predictions and the loss, as forward */
+    gpt2rt_result (*forward_series)(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
+    /* += the gradients of the last forward's loss, one fixed scale for every micro-batch */
+    gpt2rt_result (*backward)(gpt2rt_ctx *ctx);
+    /* one AdamW step at lr over the gradients summed since the last update (data parallel:
+       summed over the ranks first); the policy (9) decides, *o says what it decided,
+       *loss_scale is the next backward's. Advances ctx->step unless skipped. */
+    gpt2rt_result (*update)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+    /* the gradients (and with moments, m and v) to zero */
+    gpt2rt_result (*zero_grads)(gpt2rt_ctx *ctx, int moments);
+    /* the last forward's logits (BT,V) / predictions (Bw,H,M) into host memory */
+    gpt2rt_result (*logits)(gpt2rt_ctx *ctx, float *dst);
+    gpt2rt_result (*predictions)(gpt2rt_ctx *ctx, float *dst);
+    /* data parallel (10.1): sum the gradient pieces {first float, count} over the ranks
+       (scatter: ZeRO-1's one reduce-scatter of the whole gradient) */
+    gpt2rt_result (*dp_reduce)(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
+    /* ctx->params caught up with the weights this context trains (ZeRO-1 with a CUDA
+       master: the trained floats of its shard; the executor, 10.1, asks every rank) */
+    gpt2rt_result (*host_weights)(gpt2rt_ctx *ctx);
+    /* ctx->params to where this context trains them, and the moments m, v (n_train floats
+       each, goff order; NULL: untouched) of its shard [opt_lo, opt_hi) */
+    gpt2rt_result (*upload)(gpt2rt_ctx *ctx, const float *m, const float *v);
+    /* of the trained floats [lo, hi), the part in this context's shard [opt_lo, opt_hi)
+       to its place in dst (hi - lo floats; the rest untouched): the moment m or v, or the
+       gradient (ZeRO-1: once the reduce-scatter summed it there) times unscale */
+    gpt2rt_result (*shard_read)(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi, double unscale,
+                                float *dst);
+    /* tensor t's value, gradient or moment (checked by 11.6: dst of its size, t trained
+       but for a value); the raw gradient times unscale is the one read: the executor's
+       (10) count of the targets */
+    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, double unscale,
+                                float *dst);
+    /* the bytes of each category this context holds, and the driver's own (measured) */
+    void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
+    /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
+       like ctx (rank 0), then, once every rank is attached, what the ranks share */
+    gpt2rt_result (*dp_rank)(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
+    gpt2rt_result (*dp_open)(gpt2rt_ctx *ctx);
+    /* at gpt2rt_free: before the ranks are freed (shared), then the context's own */
+    void (*release_shared)(gpt2rt_ctx *ctx);
+    void (*release)(gpt2rt_ctx *ctx);
+    /* generation (11.7): one pass of N new tokens over the KV cache, ctx->kv's tok, row,
+       pos on the host, and the logits of the M tokens kv->sel lists in kv->logits (M,Vp)
+       on the host */
+    gpt2rt_result (*decode)(gpt2rt_ctx *ctx, int64_t N, int64_t M);
+} gpt2rt__backend;
+
+/* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
+   result does not depend on the thread count */
+static void gpt2rt__init_normal(float *x, uint16_t *x16, int64_t n, float std, uint64_t seed, int nt) {
+    int64_t nch = (n + 4095) / 4096;
+    GPT2RT__PARALLEL_FOR(nt)
+    for (int64_t ch = 0; ch < nch; ch++) {
+        uint64_t s = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(ch + 1));
+        gpt2rt__rng_next(&s);
+        int64_t i1 = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
+        for (int64_t i = ch * 4096; i < i1; i += 2) {
+            double u1 = gpt2rt__rng_uniform(&s), u2 = gpt2rt__rng_uniform(&s);
+            double r = sqrt(-2.0 * log(u1)) * std;
+            float a = (float)(r * cos(2.0 * GPT2RT__PI * u2)), b = (float)(r * sin(2.0 * GPT2RT__PI * u2));
+            if (x16) { /* bf16 weights: the fp32 draw, rounded (as a load of it would be) */
+                x16[i] = gpt2rt__bf16_round(a);
+                if (i + 1 < i1) x16[i + 1] = gpt2rt__bf16_round(b);
+            } else {
+                x[i] = a;
+                if (i + 1 < i1) x[i + 1] = b;
+            }
+        }
+    }
+}
+
+static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
+    float resid_std = 0.02f / sqrtf(2.0f * (float)ctx->d.L);
+    uint64_t s = ctx->cfg.seed;
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        float *p = ctx->params ? ctx->params + t->off : NULL;
+        uint16_t *p16 = ctx->params16 ? ctx->params16 + t->off : NULL; /* inference_weights = BF16 */
+        int64_t n = t->rows * t->cols, n_file = t->hf_rows * t->cols;
+        uint64_t ts = gpt2rt__rng_next(&s); /* one draw per tensor, used or not */
+        switch (t->row->init) {
+        case GPT2RT__INIT_NORMAL:
+        case GPT2RT__INIT_RESID:
+            gpt2rt__init_normal(p, p16, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts,
+                                ctx->d.nt);
+            for (int64_t j = n_file; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f); /* padded vocab rows */
+            break;
+        case GPT2RT__INIT_ONES:
+            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 1.0f);
+            break;
+        case GPT2RT__INIT_ZEROS:
+            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f);
+            break;
+        }
+    }
+    ctx->rng = s;
+}
+
+/* bytes the OS could give us now (Linux MemAvailable); 0 when unknown */
+static uint64_t gpt2rt__host_available(void) {
+#ifdef __linux__
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+#else
+    return 0;
+#endif
+}
+
+/* The out-of-memory message: what failed, the free memory, the plan's categories,
+   and what the advisor would change to fit. budget 0: use free_bytes (if known). */
+static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
+                                      uint64_t free_bytes, const char *what, int allocation_failed) {
+    char table[1400], advice[1400], head[400], fb[64] = "unknown";
+    gpt2rt_plan_format(plan, table, sizeof table);
+    if (free_bytes) snprintf(fb, sizeof fb, "%.2f %s", GPT2RT__SZ(free_bytes));
+    if (!budget) budget = free_bytes;
+    if (allocation_failed)
+        snprintf(head, sizeof head, "%s; %.2f %s planned in all, %s free", what, GPT2RT__SZ(plan->total[0]), fb);
+    else
+        snprintf(head, sizeof head, "the plan needs %.2f %s (%llu bytes), the budget is %.2f %s (%llu bytes), "
+                 "%s free; nothing was allocated", GPT2RT__SZ(plan->total[0]), (unsigned long long)plan->total[0],
+                 GPT2RT__SZ(budget), (unsigned long long)budget, fb);
+    advice[0] = 0;
+    if (budget) {
+        gpt2rt_config fit;
+        size_t k = (size_t)snprintf(advice, sizeof advice, "what would fit %.2f %s:\n", GPT2RT__SZ(budget));
+        gpt2rt_fit(&plan->config, budget, GPT2RT_FIT_DEFAULT, &fit, advice + k, sizeof advice - k);
+    }
+    return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
+}
+
+/* the parameter table and the arenas of the plan's device 0, the pointers bound */
+static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
+    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
+                                                   GPT2RT_MEM_BOOKKEEPING);
+    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
+    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        uint64_t b = plan->bytes[0][i];
+        if (!b) continue;
+        ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
+        if (!ctx->arena[i]) {
+            char what[160];
+            snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
+                     (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
+            return gpt2rt__fail_oom(ctx, plan, 0, gpt2rt__host_available(), what, 1);
+        }
+        ctx->arena_bytes[i] = b;
+    }
+    gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
+    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* the CPU stages share one context: all of it */
+        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
+    }
+    uint64_t bytes[GPT2RT_MEM_COUNT];
+    memcpy(bytes, plan->bytes[0], sizeof bytes);
+    gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
+    return GPT2RT_OK;
+}
+
+/* ---- data parallel (10.1): the collectives a backend's backward and update call ---- */
+/* A rank of data parallel is an ordinary context whose comm has size > 1: the
+   in-process ranks (threads, below) or one process of several (MPI). Its forward and
+   backward are the one-device ones on its rows; the gradients are summed over the
+   ranks in buckets as the backward finishes them, on the last micro-step only:
+   each layer's as soon as its backward is done (the ranks wait for each other
+   there, so the reduction of layer l runs while the faster ranks would otherwise idle;
+   the CUDA backend overlaps it with layer l-1 on the communicator's stream, 8.6), the embeddings'
+   and ln_f's last. ZeRO-1 instead reduce-scatters the whole gradient once, so that
+   each rank's shard is the one it updates. The update then agrees on the global
+   loss, target count and gradient norm, and (ZeRO-1) all-gathers the weights. */
+
+/* [*lo, *hi): the trained floats of layer l; l = -1: of every layer together. 0: none */
+static int gpt2rt__dp_layer_range(const gpt2rt_ctx *ctx, int64_t l, int64_t *lo, int64_t *hi) {
+    int64_t l0 = l < 0 ? 0 : l, l1 = l < 0 ? ctx->d.L : l + 1;
+    *lo = INT64_MAX; *hi = -1;
+    for (int64_t j = l0; j < l1; j++) {
+        const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, j);
+        for (int i = 0; i < GPT2RT__PER_LAYER; i++)
+            if (t[i].goff >= 0) {
+                if (t[i].goff < *lo) *lo = t[i].goff;
+                if (t[i].goff + t[i].rows * t[i].cols > *hi) *hi = t[i].goff + t[i].rows * t[i].cols;
+            }
+    }
+    return *hi > *lo;
+}
+
+/* make ctx a rank of c: its reductions go through c, and with ZeRO-1 it updates shard
+   c->rank of the trained floats. The plan sized the moments for d.shards ranks, so a
+   sharded context needs c->size == d.shards (a process communicator checks it). */
+static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
+    ctx->comm = c;
+    ctx->opt_lo = 0;
+    ctx->opt_hi = ctx->n_train;
+    if (gpt2rt__sharded(&ctx->d)) {
+        ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
+        ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
+        /* the gradient's padding (3.2) sums as zeros: nothing else writes it. Only where
+           the host holds the gradient: a CUDA rank's is on its device (8.6 zeroes it) */
+        int64_t n_pad = gpt2rt__shard_padded(ctx->n_train, ctx->d.shards);
+        if (ctx->grads && ctx->arena_bytes[GPT2RT_MEM_GRADS] >= (uint64_t)n_pad * sizeof(float))
+            memset(ctx->grads + ctx->n_train, 0, (size_t)(n_pad - ctx->n_train) * sizeof(float));
+    }
+}
+
+/* the floats the gradient's collectives cover: ZeRO-1's padded to equal shards (1.4) */
+static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx) { return gpt2rt__shard_padded(ctx->n_train, ctx->d.shards); }
+
+static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what) {
+    return gpt2rt__fail(ctx, r, "data parallel: %s: %s", what, ctx->comm->err);
+}
+
+static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
+    gpt2rt__comm *c = ctx->comm;
+    if (c->size == 1 || ctx->acc_micro + 1 != ctx->cfg.grad_accum) return GPT2RT_OK; /* not the last micro-step */
+    /* the bucket: pieces {first float, count} of the gradient */
+    int64_t pc[2][2] = {{0, 0}, {0, 0}};
+    int scatter = gpt2rt__sharded(&ctx->d);
+    if (scatter) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
+        if (l >= 0) return GPT2RT_OK;
+        pc[0][1] = ctx->n_train;
+    } else {
+        int64_t lo, hi;
+        int any = gpt2rt__dp_layer_range(ctx, l, &lo, &hi);
+        if (l >= 0) { if (any) { pc[0][0] = lo; pc[0][1] = hi - lo; } }
+        else if (!any) pc[0][1] = ctx->n_train; /* every layer frozen */
+        else { /* what precedes the layers (wte, wpe, in_layer) and follows them (ln_f, out_layer) */
+            pc[0][1] = lo;
+            pc[1][0] = hi; pc[1][1] = ctx->n_train - hi;
+        }
+    }
+    /* CUDA: enqueued on the device communicator's stream, and the backward goes on (8.6) */
+    gpt2rt_result r = ctx->be->dp_reduce(ctx, (const int64_t (*)[2])pc, scatter);
+    if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
+    return r;
+}
+
+/* v[0..n) := the sum over the ranks, in rank order (8-byte broadcasts: the counts
+   and sums are doubles, the collectives' sums are floats) */
+static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n) {
+    gpt2rt__comm *c = ctx->comm;
+    double acc[4] = {0, 0, 0, 0}, x[4];
+    for (int root = 0; root < c->size; root++) {
+        memcpy(x, v, (size_t)n * sizeof(double));
+        gpt2rt_result r = c->broadcast(c, x, (size_t)n * sizeof(double), root);
+        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "summing the loss");
+        for (int i = 0; i < n; i++) acc[i] += x[i];
+    }
+    memcpy(v, acc, (size_t)n * sizeof(double));
+    return GPT2RT_OK;
+}
+
+/* Before a data-parallel update: the gradients summed (if the last backward did not),
+   acc_loss_sum and acc_targets made global, *sumsq the squared norm of the summed
+   gradient: each rank that of shard rank of it, added in rank order, so sharded and
+   not sharded agree bitwise. */
+static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
+    gpt2rt__comm *c = ctx->comm;
+    gpt2rt_result r = GPT2RT_OK;
+    if (!ctx->dp_reduced) { /* fewer micro-batches than grad_accum */
+        r = gpt2rt__sharded(&ctx->d) ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
+                              : c->all_reduce(c, ctx->grads, ctx->n_train);
+        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
+    }
+    ctx->dp_reduced = 0;
+    int64_t lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank), hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
+    double v[3] = {ctx->acc_loss_sum, (double)ctx->acc_targets, gpt2rt__opt_sumsq(ctx, ctx->grads + lo, hi - lo)};
+    if ((r = gpt2rt__dp_sum(ctx, v, 3)) != GPT2RT_OK) return r;
+    ctx->acc_loss_sum = v[0];
+    ctx->acc_targets = (int64_t)v[1];
+    *sumsq = v[2];
+    return GPT2RT_OK;
+}
+
+/* ZeRO-1, after the update of this rank's shard: every rank gets every weight. The
+   gradient buffer (free now) carries them: the shard's weights go to their gradients'
+   places, the all-gather fills the others, and every trained tensor is copied back. */
+static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx) {
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            gpt2rt_result r = ctx->comm->all_gather(ctx->comm, ctx->grads, gpt2rt__dp_grad_len(ctx));
+            if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "gathering the weights");
+        }
+        for (int i = 0; i < ctx->n_tensors; i++) {
+            const gpt2rt__tensor *t = &ctx->tensors[i];
+            if (t->goff < 0) continue;
+            int64_t n = t->rows * t->cols;
+            if (pass == 1) { memcpy(ctx->params + t->off, ctx->grads + t->goff, (size_t)n * sizeof(float)); continue; }
+            int64_t lo = t->goff > ctx->opt_lo ? t->goff : ctx->opt_lo;
+            int64_t hi = t->goff + n < ctx->opt_hi ? t->goff + n : ctx->opt_hi;
+            if (hi > lo) memcpy(ctx->grads + lo, ctx->params + t->off + (lo - t->goff), (size_t)(hi - lo) * sizeof(float));
+        }
+    }
+    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
+    return GPT2RT_OK;
+}
+
+/* ---- dropout's masks ---- */
+/* One site's mask in one forward (gpt2rt__drop_at, 7.3, fills it): element i is
+   dropped when the top 32 bits of gpt2rt__hash_at(key, off + i) are below thresh =
+   round(p * 2^32), and kept ones are multiplied by scale = 1/(1-p). key holds (seed,
+   optimizer step, layer, site); off counts the elements of the step's earlier
+   micro-batches, so k micro-batches draw the masks of one batch k times the size.
+   on = 0: the identity (evaluation, or p = 0), and callers skip the op. */
+typedef struct gpt2rt__drop {
+    int on;
+    uint32_t thresh;
+    float scale;
+    uint64_t key, off;
+} gpt2rt__drop;
+
+static GPT2RT__HOSTDEV float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t i) { /* 0 or 1/(1-p) */
+    return (uint32_t)(gpt2rt__hash_at(dr->key, dr->off + (uint64_t)i) >> 32) >= dr->thresh ? dr->scale : 0.0f;
+}
+
+/* the sites where the model drops, a part of each mask's key */
+enum { GPT2RT__DROP_EMBED, GPT2RT__DROP_ATTN, GPT2RT__DROP_ATTN_RESID, GPT2RT__DROP_MLP_RESID, GPT2RT__DROP_HEAD };
+
+/* The start of a forward: whether it drops, and the key of its optimizer step,
+   from the seed (the RNG state, which the training state file keeps) and the step
+   count, so a resumed run draws the masks the uninterrupted one would. A step
+   that is skipped does not advance the count: the next one draws its masks again. */
+static void gpt2rt__drop_begin(gpt2rt_ctx *ctx) {
+    const gpt2rt_config *c = &ctx->cfg;
+    ctx->drop_train = !ctx->eval && (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->head_dropout > 0.0f);
+    ctx->drop_key = gpt2rt__mix64(gpt2rt__mix64(ctx->rng ^ 0x44524F504F555431ull) + (uint64_t)ctx->step);
+    ctx->drop_micro = ctx->acc_micro;
+}
+
+/* the mask of site `site` of layer l (-1: the embeddings and the head) in the last
+   forward, over n elements per micro-batch, with probability p */
+static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, int site, int64_t n) {
+    gpt2rt__drop dr;
+    memset(&dr, 0, sizeof dr);
+    dr.on = ctx->drop_train && p > 0.0f;
+    if (!dr.on) return dr;
+    double t = floor((double)p * 4294967296.0 + 0.5);
+    dr.thresh = t > 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+    dr.scale = (float)(1.0 / (1.0 - (double)p));
+    dr.key = gpt2rt__mix64(ctx->drop_key ^ gpt2rt__mix64(((uint64_t)(l + 1) << 8) | (uint64_t)site));
+    /* data parallel: rank r's rows follow ranks 0..r-1's in the micro-batch, so N ranks
+       draw the masks one device of N times the rows does */
+    dr.off = ((uint64_t)ctx->drop_micro * (uint64_t)ctx->comm->size + (uint64_t)ctx->comm->rank) * (uint64_t)n;
+    return dr;
+}
+
+/* ---- the driver: one for every backend ---- */
+/* It owns the order of the steps and what recompute decides: which layer input is a
+   checkpoint, when a FULL segment runs its forward again. ax: the context whose
+   arenas the backend's steps use (the CPU: ctx itself). */
+
+/* return a failing gpt2rt_result (its message already set) to the caller: the one such
+   macro of every section from here on */
+#define GPT2RT__TRY(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
+
+/* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
+static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
+    const gpt2rt__dims *d = &ax->d;
+    if (l == ax->l0) return ax->x0; /* a layer-split stage's input lies in x0 too */
+    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
+        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->ck - 1) *
+                                 gpt2rt__ald(d, d->BT * d->C * d->ab));
+    return gpt2rt__lacts(ax, l - 1).res3;
+}
+
+/* layers [l0, l1) forward, each from its input (the driver's, and a layer-split
+   stage's range, 10.2); FULL: the slots are reused, so keep the input of each
+   checkpoint the range reaches */
+static gpt2rt_result gpt2rt__model_layers_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                                  int64_t l0, int64_t l1) {
+    const gpt2rt__dims *d = &ax->d;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C * d->ab);
+    for (int64_t l = l0; l < l1; l++) {
+        GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        if (full && l + 1 < d->L && (l + 1) % d->ck == 0)
+            GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
+    }
+    return GPT2RT_OK;
+}
+
+/* layers l1-1 down to l0: dres holds d(layer l1-1's output) and becomes d(layer l0's
+   input); each layer's gradients go to the data-parallel hook once final. FULL:
+   entering a segment from its top, run its forward again from its checkpoint (the
+   last segment's activations are still in the slots from the forward; a range
+   starts at a checkpoint) */
+static gpt2rt_result gpt2rt__model_layers_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                                   int64_t l0, int64_t l1) {
+    const gpt2rt__dims *d = &ax->d;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    for (int64_t l = l1 - 1; l >= l0; l--) {
+        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L)
+            for (int64_t j = l - l % d->ck; j <= l; j++)
+                GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
+        GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
+        GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
+    }
+    return GPT2RT_OK;
+}
+
+/* embeddings, the layers, ln_f, the tied LM head: logits (BT,Vp) */
+static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax) {
+    const gpt2rt__dims *d = &ax->d;
+    int64_t L = d->L;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    size_t act = (size_t)(d->BT * d->C * d->ab);
+    gpt2rt__drop_begin(ctx);
+    GPT2RT__TRY(be->embed_forward(ctx));
+    GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, ax, 0, L));
+    /* FULL: the slots are reused, so keep the last output */
+    const float *res = L ? gpt2rt__lacts(ax, L - 1).res3 : ax->x0;
+    if (full && L) {
+        GPT2RT__TRY(be->copy(ctx, ax->xout, res, act));
+        res = ax->xout;
+    }
+    return be->head_forward(ctx, res);
+}
+
+/* gradients of (sum of the counted targets' losses) * dloss, accumulated into the grads */
+static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
+                                            float dloss) {
+    const gpt2rt__dims *d = &ax->d;
+    int64_t L = d->L;
+    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
+    const float *res_last = !L ? ax->x0 : full ? ax->xout : gpt2rt__lacts(ax, L - 1).res3;
+    GPT2RT__TRY(be->head_backward(ctx, res_last, dloss));
+    GPT2RT__TRY(gpt2rt__model_layers_backward(ctx, be, ax, 0, L));
+    GPT2RT__TRY(be->embed_backward(ctx));
+    return gpt2rt__dp_bucket_ready(ctx, -1);
+}
+
+
 /* ==== 7. CPU backend ==== */
 
 /* fp32 with OpenMP; infix gpt2rt__cpu_ (the matrix product's internals: gpt2rt__sg_).
@@ -8406,23 +9193,6 @@ static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
 }
 
 /* ---- dropout (inverted) ---- */
-/* One site's mask in one forward (gpt2rt__drop_at, 7.3, fills it): element i is
-   dropped when the top 32 bits of gpt2rt__hash_at(key, off + i) are below thresh =
-   round(p * 2^32), and kept ones are multiplied by scale = 1/(1-p). key holds (seed,
-   optimizer step, layer, site); off counts the elements of the step's earlier
-   micro-batches, so k micro-batches draw the masks of one batch k times the size.
-   on = 0: the identity (evaluation, or p = 0), and callers skip the op. */
-typedef struct gpt2rt__drop {
-    int on;
-    uint32_t thresh;
-    float scale;
-    uint64_t key, off;
-} gpt2rt__drop;
-
-static GPT2RT__HOSTDEV float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t i) { /* 0 or 1/(1-p) */
-    return (uint32_t)(gpt2rt__hash_at(dr->key, dr->off + (uint64_t)i) >> 32) >= dr->thresh ? dr->scale : 0.0f;
-}
-
 /* out (N) = in (N) * mask / (1-p), element by element (out may alias in); it is its
    own backward: the same op on the gradient */
 static void gpt2rt__cpu_dropout_span(float *out, const float *in, gpt2rt__drop d, int64_t i0, int64_t i1) {
@@ -9069,31 +9839,11 @@ static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, c
 #else
 #define GPT2RT__SG_UNUSED
 #endif
-/* SIMD paths need GCC/Clang x86-64 (also fine as nvcc host code); define
-   GPT2RT_SGEMM_NO_SIMD to force the portable C kernel. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
-#define GPT2RT__SG_X86 1
-#else
-#define GPT2RT__SG_X86 0
-#endif
 /* tiny products run on the calling thread only (no team spawn) */
 #ifdef _OPENMP
 #define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if((double)M * (double)N * (double)K > 2.0e5)")
 #else
 #define GPT2RT__SG_OMP_PARALLEL
-#endif
-
-#ifndef GPT2RT_SGEMM_KC
-#define GPT2RT_SGEMM_KC 256   /* k slice: B micro-panel KC*NR*4 = 32 KiB stays in L1 (48 KiB) */
-#endif
-#ifndef GPT2RT_SGEMM_MC
-#define GPT2RT_SGEMM_MC 384   /* rows of packed A block: MC*KC*4 = 384 KiB, L2 resident */
-#endif
-#ifndef GPT2RT_SGEMM_NC
-#define GPT2RT_SGEMM_NC 768   /* cols of packed B block: KC*NC*4 = 768 KiB; with M=256 the C block (M x NC) also stays in L2 */
-#endif
-#if GPT2RT_SGEMM_KC < 1 || GPT2RT_SGEMM_MC < 14 || GPT2RT_SGEMM_NC < 32
-#error "gpt2rt.h: GPT2RT_SGEMM_KC >= 1, GPT2RT_SGEMM_MC >= 14 and GPT2RT_SGEMM_NC >= 32 (one SIMD tile per block at least)"
 #endif
 
 /* micro-kernel: acc = Ap(kc x MR packed) * Bp(kc x NR packed);
@@ -9427,18 +10177,6 @@ static gpt2rt__sg_impl gpt2rt__sg_select(void) {
     return im;
 }
 
-/* floats of workspace per thread (rounded to 64 bytes) */
-static size_t gpt2rt__sg_thread_floats(void) {
-    size_t f = (size_t)GPT2RT_SGEMM_MC * GPT2RT_SGEMM_KC + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC + 16;
-    return (f + 15) & ~(size_t)15;
-}
-
-GPT2RT__SG_UNUSED
-static size_t gpt2rt__sgemm_workspace_bytes(int n_threads) {
-    if (n_threads < 1) n_threads = 1;
-    return (size_t)n_threads * gpt2rt__sg_thread_floats() * sizeof(float);
-}
-
 /* one thread's rectangle [m0,m1) x [n0,n1) of C, all of K */
 static void gpt2rt__sg_region(const gpt2rt__sg_impl *im, int trans_a, int trans_b,
                               int64_t m0, int64_t m1, int64_t n0, int64_t n1, int64_t K, int64_t kcb,
@@ -9767,135 +10505,6 @@ static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t
 }
 
 /* ==== 7.3 Model ==== */
-
-/* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the
-   arenas that gpt2rt__layout carved for it (the CPU: the context's own; the CUDA
-   backend: its device arenas, carved by the same function on a shadow context).
-   Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
-   context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
-   of the residual stream down the backward.
-   Below the layer steps, the step-level work of the public calls (10, 11; the CPU's in
-   7.4): a context's backend (ctx->be) runs its forwards, backwards, updates, host copies
-   and data-parallel reductions, so sections 10-11 never ask which backend they drive. */
-/* what the update policy (9) decides for one update, whichever backend runs it */
-typedef struct gpt2rt__opt_decision {
-    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
-    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
-    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
-} gpt2rt__opt_decision;
-static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
-static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
-static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
-                              float loss_scale, double t0);
-static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
-typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats);
-
-typedef struct gpt2rt__backend {
-    /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
-    gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
-    /* layer l from res (BT,C) into a; also the recompute of FULL, which must give
-       bitwise the same values */
-    gpt2rt_result (*layer_forward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
-    /* ln_f of res (BT,C), then logits (BT,Vp); patches: out_layer, (B*M,H) */
-    gpt2rt_result (*head_forward)(gpt2rt_ctx *ctx, const float *res);
-    /* logits -> dlogits (scaled by dloss), the tied head's and ln_f's gradients;
-       dres = d(res); patches: the MSE's gradient, out_layer's */
-    gpt2rt_result (*head_backward)(gpt2rt_ctx *ctx, const float *res, float dloss);
-    /* dres holds d(layer l's output) and becomes d(res), the layer's input res
-       (BT,C); weight gradients += */
-    gpt2rt_result (*layer_backward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
-    /* wte, wpe gradients += from dres; patches: wpe, in_layer */
-    gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
-    /* bytes from src to dst, both in the backend's arenas */
-    gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
-
-    /* ---- step level: the context is the public one (a data-parallel rank's own) ---- */
-    /* inputs, targets: host (B,T), checked (targets may be NULL): the logits, with targets
-       the loss (*loss if not NULL, ctx->loss, loss_sum, n_targets); sets have_logits and
-       have_loss. fuse: gpt2rt_step's forward, whose backward follows at once (CUDA: the
-       classifier writes dlogits in the same pass, and no logits are kept) */
-    gpt2rt_result (*forward)(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss, int fuse);
-    /* x (Bw,Lb,M), y (Bw,H,M) or NULL, checked: the predictions and the loss, as forward */
-    gpt2rt_result (*forward_series)(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
-    /* += the gradients of the last forward's loss, one fixed scale for every micro-batch */
-    gpt2rt_result (*backward)(gpt2rt_ctx *ctx);
-    /* one AdamW step at lr over the gradients summed since the last update (data parallel:
-       summed over the ranks first); the policy (9) decides, *o says what it decided,
-       *loss_scale is the next backward's. Advances ctx->step unless skipped. */
-    gpt2rt_result (*update)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-    /* the gradients (and with moments, m and v) to zero */
-    gpt2rt_result (*zero_grads)(gpt2rt_ctx *ctx, int moments);
-    /* the last forward's logits (BT,V) / predictions (Bw,H,M) into host memory */
-    gpt2rt_result (*logits)(gpt2rt_ctx *ctx, float *dst);
-    gpt2rt_result (*predictions)(gpt2rt_ctx *ctx, float *dst);
-    /* data parallel (10.1): sum the gradient pieces {first float, count} over the ranks
-       (scatter: ZeRO-1's one reduce-scatter of the whole gradient) */
-    gpt2rt_result (*dp_reduce)(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
-    /* ctx->params caught up with the weights this context trains (ZeRO-1 with a CUDA
-       master: the trained floats of its shard; the executor, 10.1, asks every rank) */
-    gpt2rt_result (*host_weights)(gpt2rt_ctx *ctx);
-    /* ctx->params to where this context trains them, and the moments m, v (n_train floats
-       each, goff order; NULL: untouched) of its shard [opt_lo, opt_hi) */
-    gpt2rt_result (*upload)(gpt2rt_ctx *ctx, const float *m, const float *v);
-    /* of the trained floats [lo, hi), the part in this context's shard [opt_lo, opt_hi)
-       to its place in dst (hi - lo floats; the rest untouched): the moment m or v, or the
-       gradient (ZeRO-1: once the reduce-scatter summed it there) times unscale */
-    gpt2rt_result (*shard_read)(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi, double unscale,
-                                float *dst);
-    /* tensor t's value, gradient or moment (checked by 11.6: dst of its size, t trained
-       but for a value); the raw gradient times unscale is the one read: the executor's
-       (10) count of the targets */
-    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, double unscale,
-                                float *dst);
-    /* the bytes of each category this context holds, and the driver's own (measured) */
-    void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
-    /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
-       like ctx (rank 0), then, once every rank is attached, what the ranks share */
-    gpt2rt_result (*dp_rank)(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
-    gpt2rt_result (*dp_open)(gpt2rt_ctx *ctx);
-    /* at gpt2rt_free: before the ranks are freed (shared), then the context's own */
-    void (*release_shared)(gpt2rt_ctx *ctx);
-    void (*release)(gpt2rt_ctx *ctx);
-    /* generation (11.7): one pass of N new tokens over the KV cache, ctx->kv's tok, row,
-       pos on the host, and the logits of the M tokens kv->sel lists in kv->logits (M,Vp)
-       on the host */
-    gpt2rt_result (*decode)(gpt2rt_ctx *ctx, int64_t N, int64_t M);
-} gpt2rt__backend;
-
-/* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
-static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l);
-/* ---- dropout's masks ---- */
-/* the sites where the model drops, a part of each mask's key */
-enum { GPT2RT__DROP_EMBED, GPT2RT__DROP_ATTN, GPT2RT__DROP_ATTN_RESID, GPT2RT__DROP_MLP_RESID, GPT2RT__DROP_HEAD };
-
-/* The start of a forward: whether it drops, and the key of its optimizer step,
-   from the seed (the RNG state, which the training state file keeps) and the step
-   count, so a resumed run draws the masks the uninterrupted one would. A step
-   that is skipped does not advance the count: the next one draws its masks again. */
-static void gpt2rt__drop_begin(gpt2rt_ctx *ctx) {
-    const gpt2rt_config *c = &ctx->cfg;
-    ctx->drop_train = !ctx->eval && (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->head_dropout > 0.0f);
-    ctx->drop_key = gpt2rt__mix64(gpt2rt__mix64(ctx->rng ^ 0x44524F504F555431ull) + (uint64_t)ctx->step);
-    ctx->drop_micro = ctx->acc_micro;
-}
-
-/* the mask of site `site` of layer l (-1: the embeddings and the head) in the last
-   forward, over n elements per micro-batch, with probability p */
-static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, int site, int64_t n) {
-    gpt2rt__drop dr;
-    memset(&dr, 0, sizeof dr);
-    dr.on = ctx->drop_train && p > 0.0f;
-    if (!dr.on) return dr;
-    double t = floor((double)p * 4294967296.0 + 0.5);
-    dr.thresh = t > 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
-    dr.scale = (float)(1.0 / (1.0 - (double)p));
-    dr.key = gpt2rt__mix64(ctx->drop_key ^ gpt2rt__mix64(((uint64_t)(l + 1) << 8) | (uint64_t)site));
-    /* data parallel: rank r's rows follow ranks 0..r-1's in the micro-batch, so N ranks
-       draw the masks one device of N times the rows does */
-    dr.off = ((uint64_t)ctx->drop_micro * (uint64_t)ctx->comm->size + (uint64_t)ctx->comm->rank) * (uint64_t)n;
-    return dr;
-}
 
 /* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
    Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
@@ -10317,92 +10926,6 @@ static gpt2rt_result gpt2rt__cpu_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     return GPT2RT_OK;
 }
 
-/* ---- the driver: one for every backend ---- */
-/* It owns the order of the steps and what recompute decides: which layer input is a
-   checkpoint, when a FULL segment runs its forward again. ax: the context whose
-   arenas the backend's steps use (the CPU: ctx itself). */
-
-/* return a failing gpt2rt_result (its message already set) to the caller: the one such
-   macro of every section from here on */
-#define GPT2RT__TRY(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
-
-/* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
-static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
-    const gpt2rt__dims *d = &ax->d;
-    if (l == ax->l0) return ax->x0; /* a layer-split stage's input lies in x0 too */
-    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
-        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->ck - 1) *
-                                 gpt2rt__ald(d, d->BT * d->C * d->ab));
-    return gpt2rt__lacts(ax, l - 1).res3;
-}
-
-/* layers [l0, l1) forward, each from its input (the driver's, and a layer-split
-   stage's range, 10.2); FULL: the slots are reused, so keep the input of each
-   checkpoint the range reaches */
-static gpt2rt_result gpt2rt__model_layers_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
-                                                  int64_t l0, int64_t l1) {
-    const gpt2rt__dims *d = &ax->d;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
-    for (int64_t l = l0; l < l1; l++) {
-        GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        if (full && l + 1 < d->L && (l + 1) % d->ck == 0)
-            GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
-    }
-    return GPT2RT_OK;
-}
-
-/* layers l1-1 down to l0: dres holds d(layer l1-1's output) and becomes d(layer l0's
-   input); each layer's gradients go to the data-parallel hook once final. FULL:
-   entering a segment from its top, run its forward again from its checkpoint (the
-   last segment's activations are still in the slots from the forward; a range
-   starts at a checkpoint) */
-static gpt2rt_result gpt2rt__model_layers_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
-                                                   int64_t l0, int64_t l1) {
-    const gpt2rt__dims *d = &ax->d;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    for (int64_t l = l1 - 1; l >= l0; l--) {
-        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L)
-            for (int64_t j = l - l % d->ck; j <= l; j++)
-                GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
-        GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
-    }
-    return GPT2RT_OK;
-}
-
-/* embeddings, the layers, ln_f, the tied LM head: logits (BT,Vp) */
-static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax) {
-    const gpt2rt__dims *d = &ax->d;
-    int64_t L = d->L;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
-    gpt2rt__drop_begin(ctx);
-    GPT2RT__TRY(be->embed_forward(ctx));
-    GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, ax, 0, L));
-    /* FULL: the slots are reused, so keep the last output */
-    const float *res = L ? gpt2rt__lacts(ax, L - 1).res3 : ax->x0;
-    if (full && L) {
-        GPT2RT__TRY(be->copy(ctx, ax->xout, res, act));
-        res = ax->xout;
-    }
-    return be->head_forward(ctx, res);
-}
-
-/* gradients of (sum of the counted targets' losses) * dloss, accumulated into the grads */
-static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
-                                            float dloss) {
-    const gpt2rt__dims *d = &ax->d;
-    int64_t L = d->L;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    const float *res_last = !L ? ax->x0 : full ? ax->xout : gpt2rt__lacts(ax, L - 1).res3;
-    GPT2RT__TRY(be->head_backward(ctx, res_last, dloss));
-    GPT2RT__TRY(gpt2rt__model_layers_backward(ctx, be, ax, 0, L));
-    GPT2RT__TRY(be->embed_backward(ctx));
-    return gpt2rt__dp_bucket_ready(ctx, -1);
-}
-
-
 /* ==== 7.4 Backend table ==== */
 /* The CPU backend's step-level work, the second part of its table (7.3 has the layer
    steps): forwards, backward, update, host copies, data parallel's reductions. */
@@ -10506,16 +11029,6 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
 
 /* ---- the update and data parallel's entries ---- */
 
-/* what they call further on: the optimizer's steps (9), data parallel's collectives (10.1),
-   a context's arenas (11.3) */
-static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n); /* 9 */
-static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale); /* 9 */
-static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq); /* 10.1 */
-static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx); /* 10.1 */
-static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx); /* 10.1 */
-static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what); /* 10.1 */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan); /* 11.3 */
-
 /* the update: data parallel first sums the gradients and the loss over the ranks
    (10.1), and with ZeRO-1 gathers the weights after */
 static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
@@ -10531,7 +11044,7 @@ static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_d
         return GPT2RT_OK;
     }
     GPT2RT__PROF(ctx, GPT2RT__PROF_ADAMW, gpt2rt__opt_adamw(ctx, lr, o->grad_scale));
-    if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
+    if (gpt2rt__sharded(&ctx->d)) { /* ZeRO-1: this rank updated its shard */
         gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
         if (r != GPT2RT_OK) return r;
     }
@@ -15667,10 +16180,6 @@ static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M)
    every tensor by off), the source of truth for loads, saves and parameter calls; the
    rest lives on the device. The training calls reach the driver directly. ---- */
 
-static void gpt2rt__init_params(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
-                                      uint64_t free_bytes, const char *what, int allocation_failed);
-static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx);
 
 /* a CUDA context's host side: the whole model's parameter table and its fp32 weights
    (the only host arena; gpt2rt_free frees it), initialised */
@@ -16423,8 +16932,6 @@ static gpt2rt_result gpt2rt__cu_dp_join(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, c
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n); /* 10.1 */
-
 /* Before a data-parallel update (gpt2rt__cu_update_t): the gradients summed (if the last
    backward did not: fewer micro-batches than grad_accum), the compute stream after the
    reductions, acc_loss_sum and acc_targets made global, *sumsq the squared norm of the
@@ -17139,333 +17646,13 @@ static gpt2rt_result gpt2rt__cuda_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
 }
 #endif /* GPT2RT__CUDA */
 
-/* ==== 9. Optimizer ==== */
-
-#define GPT2RT__NORM_CHUNK 65536
-static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
-
-/* sum of squares of g (n floats); fixed chunks summed in order: deterministic */
-static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {
-    int64_t nch = gpt2rt__opt_norm_chunks(n);
-    double *parts = ctx->norm_parts;
-    GPT2RT__PARALLEL_FOR(ctx->d.nt)
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t i0 = ch * GPT2RT__NORM_CHUNK, i1 = i0 + GPT2RT__NORM_CHUNK < n ? i0 + GPT2RT__NORM_CHUNK : n;
-        double acc[8] = {0}; /* 8 independent sums: no dependency chain, vectorisable */
-        int64_t i = i0;
-        for (; i + 8 <= i1; i += 8)
-            for (int k = 0; k < 8; k++) acc[k] += (double)g[i + k] * (double)g[i + k];
-        for (; i < i1; i++) acc[0] += (double)g[i] * (double)g[i];
-        parts[ch] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    }
-    double s = 0.0;
-    for (int64_t ch = 0; ch < nch; ch++) s += parts[ch];
-    return s;
-}
-
-
-static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s) {
-    double lr = c->lr;
-    if (s < c->warmup_steps) return (float)(lr * (double)(s + 1) / (double)c->warmup_steps);
-    if (c->total_steps == 0) return (float)lr;
-    double span = c->total_steps - c->warmup_steps > 1 ? (double)(c->total_steps - c->warmup_steps) : 1.0;
-    double r = (double)(s - c->warmup_steps) / span;
-    if (r > 1.0) r = 1.0;
-    double lr_min = lr * c->min_lr_frac;
-    return (float)(lr_min + 0.5 * (1.0 + cos(GPT2RT__PI * r)) * (lr - lr_min));
-}
-
-/* AdamW as torch.optim.AdamW, gradients scaled by clip_coef, then zeroed */
-static void gpt2rt__opt_adamw_scalar(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
-                                 float b1, float b2, float step_size, float bc2_sqrt, float eps) {
-    for (int64_t j = 0; j < n; j++) {
-        float gj = g[j] * clip_coef;
-        g[j] = 0.0f;
-        float pj = p[j] * decay;
-        float mj = m[j] + (1.0f - b1) * (gj - m[j]);
-        float vj = v[j] * b2 + (1.0f - b2) * gj * gj;
-        m[j] = mj;
-        v[j] = vj;
-        p[j] = pj - step_size * (mj / (sqrtf(vj) / bc2_sqrt + eps));
-    }
-}
-
-#if GPT2RT__SG_X86
-/* the same operations 16 at a time: sqrtf's errno keeps compilers from vectorising
-   the scalar loop unless built with -fno-math-errno, and the update is a quarter
-   of a CPU training step */
-#if defined(__GNUC__) && !defined(__clang__) /* g++ -O3 (nvcc's host pass) misreads avx512fintrin.h */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-__attribute__((target("avx512f")))
-static void gpt2rt__opt_adamw_avx512(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
-                                 float b1, float b2, float step_size, float bc2_sqrt, float eps) {
-    const __m512 coef = _mm512_set1_ps(clip_coef), dec = _mm512_set1_ps(decay), omb1 = _mm512_set1_ps(1.0f - b1);
-    const __m512 vb2 = _mm512_set1_ps(b2), omb2 = _mm512_set1_ps(1.0f - b2), st = _mm512_set1_ps(step_size);
-    const __m512 bc2 = _mm512_set1_ps(bc2_sqrt), ve = _mm512_set1_ps(eps), zero = _mm512_setzero_ps();
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m512 gj = _mm512_mul_ps(_mm512_loadu_ps(g + j), coef);
-        _mm512_storeu_ps(g + j, zero);
-        __m512 pj = _mm512_mul_ps(_mm512_loadu_ps(p + j), dec);
-        __m512 m0 = _mm512_loadu_ps(m + j);
-        __m512 mj = _mm512_add_ps(m0, _mm512_mul_ps(omb1, _mm512_sub_ps(gj, m0)));
-        __m512 vj = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + j), vb2), _mm512_mul_ps(_mm512_mul_ps(omb2, gj), gj));
-        _mm512_storeu_ps(m + j, mj);
-        _mm512_storeu_ps(v + j, vj);
-        __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vj), bc2), ve);
-        _mm512_storeu_ps(p + j, _mm512_sub_ps(pj, _mm512_mul_ps(st, _mm512_div_ps(mj, den))));
-    }
-    gpt2rt__opt_adamw_scalar(p + j, g + j, m + j, v + j, n - j, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif
-
-static void gpt2rt__opt_adamw_kernel(float *p, float *g, float *m, float *v, int64_t n, float clip_coef, float decay,
-                                 float b1, float b2, float step_size, float bc2_sqrt, float eps) {
-#if GPT2RT__SG_X86
-    if (__builtin_cpu_supports("avx512f")) {
-        gpt2rt__opt_adamw_avx512(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
-        return;
-    }
-#endif
-    gpt2rt__opt_adamw_scalar(p, g, m, v, n, clip_coef, decay, b1, b2, step_size, bc2_sqrt, eps);
-}
-
-/* one AdamW step over the trained floats [ctx->opt_lo, ctx->opt_hi) (all of them, or
-   this rank's ZeRO-1 shard), at learning rate lr, the gradients scaled by grad_scale
-   (normalisation and clipping). Element-wise: how the floats are cut into chunks or
-   shards does not change a bit. One parallel region for the whole pass, each thread an
-   equal share of the floats walking the tensors that meet it: a region per tensor (148
-   at 124M, most of 768 floats) cost a fork and a join each, and on a machine with more
-   runnable jobs than cores each join waits for a descheduled thread. */
-static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
-    const gpt2rt_config *c = &ctx->cfg;
-    int64_t t = ctx->step + 1;
-    float b1 = c->beta1, b2 = c->beta2, eps = c->eps;
-    float step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
-    float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
-    float decay_on = (float)(1.0 - (double)lr * c->weight_decay);
-    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo, nparts = ctx->d.nt;
-    GPT2RT__PARALLEL_FOR(ctx->d.nt)
-    for (int64_t part = 0; part < nparts; part++) {
-        int64_t plo = lo0 + n_all * part / nparts, phi = lo0 + n_all * (part + 1) / nparts;
-        for (int i = 0; i < ctx->n_tensors; i++) {
-            const gpt2rt__tensor *tn = &ctx->tensors[i];
-            if (tn->goff < 0) continue;
-            int64_t t1 = tn->goff + tn->rows * tn->cols, base = tn->goff > lo0 ? tn->goff : lo0;
-            int64_t lo = tn->goff > plo ? tn->goff : plo; /* the part of the tensor in [plo, phi) */
-            int64_t hi = t1 < phi ? t1 : phi;
-            /* a cut inside the tensor lands 16 floats' multiples from where one thread's pass
-               of it starts (base), so every float takes the same path (the kernel's vector
-               body or its tail, which a compiler contracting a*b+c into an FMA rounds
-               differently) for any thread count; both sides of a cut round alike */
-            if (lo > base) lo = base + gpt2rt__pad16(lo - base);
-            if (hi > base && hi < t1 && hi < lo0 + n_all) hi = base + gpt2rt__pad16(hi - base);
-            if (lo > t1) lo = t1;
-            if (hi > t1) hi = t1;
-            if (hi > lo0 + n_all) hi = lo0 + n_all;
-            if (hi <= lo) continue;
-            float *p = ctx->params + tn->off + (lo - tn->goff), *g = ctx->grads + lo;
-            float *m = ctx->m + (lo - lo0), *v = ctx->v + (lo - lo0);
-            gpt2rt__opt_adamw_kernel(p, g, m, v, hi - lo, grad_scale, tn->decay ? decay_on : 1.0f, b1, b2, step_size,
-                                     bc2_sqrt, eps);
-        }
-    }
-}
-
-/* raw gradients times this = gradients of the mean loss over n_targets targets (0: none) */
-static double gpt2rt__opt_unscale(const gpt2rt_ctx *ctx, int64_t n_targets) {
-    return n_targets ? (double)(ctx->d.n_out * ctx->cfg.grad_accum) / (double)n_targets : 0.0;
-}
-
-/* the same over every target this context counted since the last update */
-static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx) { return gpt2rt__opt_unscale(ctx, ctx->acc_targets); }
-
-#define GPT2RT__OPT_SCALE_WINDOW 2000     /* clean fp16 updates before the loss scale doubles */
-#define GPT2RT__OPT_SCALE_MAX 16777216.0f /* 2^24 */
-
-/* The update policy of every backend and mode (one device, data parallel, layer split),
-   so that they skip, clip and scale alike. norm_raw: the norm of the raw gradient sums
-   (loss scale in; the ranks' or stages' whole gradient; 0 when nothing was counted);
-   *loss_scale: the scale those sums carry (1 but fp16), *clean_steps: fp16 updates
-   since its last change. fp16's scale halves on an overflow (not below 1) and doubles
-   after GPT2RT__OPT_SCALE_WINDOW clean updates (not above 2^24); the new scale is the
-   next backward's. A skip is logged; the caller zeroes the gradients or updates. */
-static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps) {
-    const gpt2rt_config *c = &ctx->cfg;
-    int fp16 = c->precision == GPT2RT_PRECISION_FP16;
-    double unscale = gpt2rt__opt_grad_unscale(ctx) / (double)*loss_scale;
-    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
-    o.norm = (float)(norm_raw * unscale);
-    o.skipped = !isfinite(o.norm) || !ctx->acc_targets;
-    o.grad_scale = 0.0f;
-    if (!ctx->acc_targets) { /* no loss to descend: Adam's momentum alone would still move the weights */
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: every target of the %d micro-batch%s since the last "
-                    "update is ignored (negative)%s; update skipped at step %lld", ctx->acc_micro,
-                    ctx->acc_micro == 1 ? "" : "es", ctx->comm->size > 1 ? " on every rank" : "", (long long)ctx->step);
-    } else if (o.skipped) {
-        char sc[64] = "";
-        if (fp16) {
-            *loss_scale = *loss_scale * 0.5f < 1.0f ? 1.0f : *loss_scale * 0.5f;
-            *clean_steps = 0;
-            snprintf(sc, sizeof sc, ", fp16 loss scale now %g", (double)*loss_scale);
-        }
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_update: gradient norm is %g at step %lld; update skipped%s",
-                    (double)o.norm, (long long)ctx->step, sc);
-    } else {
-        float coef = 1.0f;
-        if (c->grad_clip > 0.0f) {
-            coef = c->grad_clip / (o.norm + 1e-6f);
-            if (coef > 1.0f) coef = 1.0f;
-        }
-        o.grad_scale = (float)(unscale * (double)coef);
-        if (fp16 && ++*clean_steps >= GPT2RT__OPT_SCALE_WINDOW) {
-            *loss_scale = *loss_scale * 2.0f > GPT2RT__OPT_SCALE_MAX ? GPT2RT__OPT_SCALE_MAX : *loss_scale * 2.0f;
-            *clean_steps = 0;
-        }
-    }
-    return o;
-}
-
-/* what gpt2rt_update reports, after the update (ctx->step advanced) and before the
-   accumulation counters are reset; t0: when the call began */
-static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
-                              float loss_scale, double t0) {
-    if (!stats) return;
-    memset(stats, 0, sizeof *stats);
-    stats->step = ctx->step;
-    stats->loss = ctx->acc_targets ? (float)(ctx->acc_loss_sum / (double)ctx->acc_targets) : 0.0f;
-    stats->grad_norm = o.norm;
-    stats->lr = lr;
-    stats->loss_scale = loss_scale;
-    stats->skipped = o.skipped;
-    stats->tokens = ctx->d.BT * ctx->acc_micro * ctx->comm->size;
-    stats->micro_batches = ctx->acc_micro;
-    stats->seconds = gpt2rt__now() - t0;
-}
-
-/* one gpt2rt_update around whatever applies it (a backend's update, the CUDA stages'):
-   this step's learning rate in; the stats and the cleared accumulation out */
-static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats) {
-    double t0 = gpt2rt__now();
-    float lr = gpt2rt__opt_lr_at(&ctx->cfg, ctx->step), loss_scale = 1.0f;
-    gpt2rt__opt_decision o = {0.0f, 0.0f, 0};
-    gpt2rt_result r = update(ctx, lr, &o, &loss_scale);
-    if (r != GPT2RT_OK) return r;
-    gpt2rt__opt_stats(ctx, stats, o, lr, loss_scale, t0);
-    gpt2rt__accum_reset(ctx);
-    return GPT2RT_OK;
-}
-
 /* ==== 10. Context ==== */
-
-/* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
-   result does not depend on the thread count */
-static void gpt2rt__init_normal(float *x, uint16_t *x16, int64_t n, float std, uint64_t seed, int nt) {
-    int64_t nch = (n + 4095) / 4096;
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t ch = 0; ch < nch; ch++) {
-        uint64_t s = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(ch + 1));
-        gpt2rt__rng_next(&s);
-        int64_t i1 = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
-        for (int64_t i = ch * 4096; i < i1; i += 2) {
-            double u1 = gpt2rt__rng_uniform(&s), u2 = gpt2rt__rng_uniform(&s);
-            double r = sqrt(-2.0 * log(u1)) * std;
-            float a = (float)(r * cos(2.0 * GPT2RT__PI * u2)), b = (float)(r * sin(2.0 * GPT2RT__PI * u2));
-            if (x16) { /* bf16 weights: the fp32 draw, rounded (as a load of it would be) */
-                x16[i] = gpt2rt__bf16_round(a);
-                if (i + 1 < i1) x16[i + 1] = gpt2rt__bf16_round(b);
-            } else {
-                x[i] = a;
-                if (i + 1 < i1) x[i + 1] = b;
-            }
-        }
-    }
-}
-
-static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
-    float resid_std = 0.02f / sqrtf(2.0f * (float)ctx->d.L);
-    uint64_t s = ctx->cfg.seed;
-    for (int i = 0; i < ctx->n_tensors; i++) {
-        const gpt2rt__tensor *t = &ctx->tensors[i];
-        float *p = ctx->params ? ctx->params + t->off : NULL;
-        uint16_t *p16 = ctx->params16 ? ctx->params16 + t->off : NULL; /* inference_weights = BF16 */
-        int64_t n = t->rows * t->cols, n_file = t->hf_rows * t->cols;
-        uint64_t ts = gpt2rt__rng_next(&s); /* one draw per tensor, used or not */
-        switch (t->row->init) {
-        case GPT2RT__INIT_NORMAL:
-        case GPT2RT__INIT_RESID:
-            gpt2rt__init_normal(p, p16, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts,
-                                ctx->d.nt);
-            for (int64_t j = n_file; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f); /* padded vocab rows */
-            break;
-        case GPT2RT__INIT_ONES:
-            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 1.0f);
-            break;
-        case GPT2RT__INIT_ZEROS:
-            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f);
-            break;
-        }
-    }
-    ctx->rng = s;
-}
-
-/* forget the micro-batches summed since the last update (not the gradients themselves) */
-static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
-    ctx->acc_loss_sum = 0.0;
-    ctx->acc_targets = 0;
-    ctx->acc_micro = 0;
-    ctx->grads_pending = 0;
-}
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
     (void)ctx->be->zero_grads(ctx, 1); /* a failure shows at the next call */
     ctx->step = 0;
     gpt2rt__accum_reset(ctx);
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
-}
-
-/* bytes the OS could give us now (Linux MemAvailable); 0 when unknown */
-static uint64_t gpt2rt__host_available(void) {
-#ifdef __linux__
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-#else
-    return 0;
-#endif
-}
-
-/* The out-of-memory message: what failed, the free memory, the plan's categories,
-   and what the advisor would change to fit. budget 0: use free_bytes (if known). */
-static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
-                                      uint64_t free_bytes, const char *what, int allocation_failed) {
-    char table[1400], advice[1400], head[400], fb[64] = "unknown";
-    gpt2rt_plan_format(plan, table, sizeof table);
-    if (free_bytes) snprintf(fb, sizeof fb, "%.2f %s", GPT2RT__SZ(free_bytes));
-    if (!budget) budget = free_bytes;
-    if (allocation_failed)
-        snprintf(head, sizeof head, "%s; %.2f %s planned in all, %s free", what, GPT2RT__SZ(plan->total[0]), fb);
-    else
-        snprintf(head, sizeof head, "the plan needs %.2f %s (%llu bytes), the budget is %.2f %s (%llu bytes), "
-                 "%s free; nothing was allocated", GPT2RT__SZ(plan->total[0]), (unsigned long long)plan->total[0],
-                 GPT2RT__SZ(budget), (unsigned long long)budget, fb);
-    advice[0] = 0;
-    if (budget) {
-        gpt2rt_config fit;
-        size_t k = (size_t)snprintf(advice, sizeof advice, "what would fit %.2f %s:\n", GPT2RT__SZ(budget));
-        gpt2rt_fit(&plan->config, budget, GPT2RT_FIT_DEFAULT, &fit, advice + k, sizeof advice - k);
-    }
-    return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
 }
 
 /* ---- executors: how a public call is spread over the devices ---- */
@@ -17512,11 +17699,24 @@ typedef struct gpt2rt__exec {
     void (*close)(gpt2rt_ctx *ctx);
 } gpt2rt__exec;
 
+/* gpt2rt_free: the executor's ranks, communicators or stages (a rank's close frees its
+   ranks' contexts with this), the backend's state, the arenas, the context */
+static void gpt2rt__ctx_free(gpt2rt_ctx *ctx) {
+    if (!ctx) return;
+    ctx->be->release_shared(ctx);
+    ctx->ex->close(ctx);
+    ctx->be->release(ctx);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
+    gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt_config hooks = ctx->cfg;
+    gpt2rt__free(&hooks, ctx, GPT2RT_MEM_BOOKKEEPING);
+}
+
 /* what changed before a sync: a gpt2rt_param_write; a weights load (the training starts
    over); a training state load; gpt2rt_mode_set's or gpt2rt_schedule_set's settings */
 enum { GPT2RT__SYNC_WRITE, GPT2RT__SYNC_WEIGHTS, GPT2RT__SYNC_STATE, GPT2RT__SYNC_SETTINGS };
 
-/* for 4.4, which comes before the table */
+/* a training state load (11.5) hands the moments to the executor */
 static gpt2rt_result gpt2rt__state_in(gpt2rt_ctx *ctx, const float *m, const float *v) {
     return ctx->ex->state_in(ctx, m, v);
 }
@@ -17601,7 +17801,7 @@ static gpt2rt_result gpt2rt__moments_out(gpt2rt_ctx *ctx, int n, const float **m
     *buf = NULL;
     *m = ctx->m;
     *v = ctx->v;
-    if (ctx->m && ctx->opt_hi - ctx->opt_lo == ctx->n_train) return GPT2RT_OK;
+    if (ctx->m && !gpt2rt__sharded(&ctx->d)) return GPT2RT_OK;
     float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
     if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
                                  "the moments", (long long)ctx->n_train * 8);
@@ -17652,142 +17852,6 @@ static const gpt2rt__exec gpt2rt__ex_one = {
     gpt2rt__one_allocated, gpt2rt__one_open, gpt2rt__one_close};
 
 /* ==== 10.1 Data parallel ==== */
-/* A rank of data parallel is an ordinary context whose comm has size > 1: the
-   in-process ranks (threads, below) or one process of several (MPI). Its forward and
-   backward are the one-device ones on its rows; the gradients are summed over the
-   ranks in buckets as the backward finishes them, on the last micro-step only:
-   each layer's as soon as its backward is done (the ranks wait for each other
-   there, so the reduction of layer l runs while the faster ranks would otherwise idle;
-   the CUDA backend overlaps it with layer l-1 on the communicator's stream, 8.6), the embeddings'
-   and ln_f's last. ZeRO-1 instead reduce-scatters the whole gradient once, so that
-   each rank's shard is the one it updates. The update then agrees on the global
-   loss, target count and gradient norm, and (ZeRO-1) all-gathers the weights. */
-
-/* [*lo, *hi): the trained floats of layer l; l = -1: of every layer together. 0: none */
-static int gpt2rt__dp_layer_range(const gpt2rt_ctx *ctx, int64_t l, int64_t *lo, int64_t *hi) {
-    int64_t l0 = l < 0 ? 0 : l, l1 = l < 0 ? ctx->d.L : l + 1;
-    *lo = INT64_MAX; *hi = -1;
-    for (int64_t j = l0; j < l1; j++) {
-        const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, j);
-        for (int i = 0; i < GPT2RT__PER_LAYER; i++)
-            if (t[i].goff >= 0) {
-                if (t[i].goff < *lo) *lo = t[i].goff;
-                if (t[i].goff + t[i].rows * t[i].cols > *hi) *hi = t[i].goff + t[i].rows * t[i].cols;
-            }
-    }
-    return *hi > *lo;
-}
-
-/* make ctx a rank of c: its reductions go through c, and with ZeRO-1 it updates shard
-   c->rank of the trained floats. The plan sized the moments for d.shards ranks, so a
-   sharded context needs c->size == d.shards (a process communicator checks it). */
-static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
-    ctx->comm = c;
-    ctx->opt_lo = 0;
-    ctx->opt_hi = ctx->n_train;
-    if (ctx->d.shards > 1) {
-        ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
-        ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
-        /* the gradient's padding (3.2) sums as zeros: nothing else writes it. Only where
-           the host holds the gradient: a CUDA rank's is on its device (8.6 zeroes it) */
-        int64_t n_pad = gpt2rt__shard_padded(ctx->n_train, ctx->d.shards);
-        if (ctx->grads && ctx->arena_bytes[GPT2RT_MEM_GRADS] >= (uint64_t)n_pad * sizeof(float))
-            memset(ctx->grads + ctx->n_train, 0, (size_t)(n_pad - ctx->n_train) * sizeof(float));
-    }
-}
-
-/* the floats the gradient's collectives cover: ZeRO-1's padded to equal shards (1.4) */
-static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx) { return gpt2rt__shard_padded(ctx->n_train, ctx->d.shards); }
-
-static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what) {
-    return gpt2rt__fail(ctx, r, "data parallel: %s: %s", what, ctx->comm->err);
-}
-
-static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
-    gpt2rt__comm *c = ctx->comm;
-    if (c->size == 1 || ctx->acc_micro + 1 != ctx->cfg.grad_accum) return GPT2RT_OK; /* not the last micro-step */
-    /* the bucket: pieces {first float, count} of the gradient */
-    int64_t pc[2][2] = {{0, 0}, {0, 0}};
-    int scatter = ctx->d.shards > 1;
-    if (scatter) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
-        if (l >= 0) return GPT2RT_OK;
-        pc[0][1] = ctx->n_train;
-    } else {
-        int64_t lo, hi;
-        int any = gpt2rt__dp_layer_range(ctx, l, &lo, &hi);
-        if (l >= 0) { if (any) { pc[0][0] = lo; pc[0][1] = hi - lo; } }
-        else if (!any) pc[0][1] = ctx->n_train; /* every layer frozen */
-        else { /* what precedes the layers (wte, wpe, in_layer) and follows them (ln_f, out_layer) */
-            pc[0][1] = lo;
-            pc[1][0] = hi; pc[1][1] = ctx->n_train - hi;
-        }
-    }
-    /* CUDA: enqueued on the device communicator's stream, and the backward goes on (8.6) */
-    gpt2rt_result r = ctx->be->dp_reduce(ctx, (const int64_t (*)[2])pc, scatter);
-    if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
-    return r;
-}
-
-/* v[0..n) := the sum over the ranks, in rank order (8-byte broadcasts: the counts
-   and sums are doubles, the collectives' sums are floats) */
-static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n) {
-    gpt2rt__comm *c = ctx->comm;
-    double acc[4] = {0, 0, 0, 0}, x[4];
-    for (int root = 0; root < c->size; root++) {
-        memcpy(x, v, (size_t)n * sizeof(double));
-        gpt2rt_result r = c->broadcast(c, x, (size_t)n * sizeof(double), root);
-        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "summing the loss");
-        for (int i = 0; i < n; i++) acc[i] += x[i];
-    }
-    memcpy(v, acc, (size_t)n * sizeof(double));
-    return GPT2RT_OK;
-}
-
-/* Before a data-parallel update: the gradients summed (if the last backward did not),
-   acc_loss_sum and acc_targets made global, *sumsq the squared norm of the summed
-   gradient: each rank that of shard rank of it, added in rank order, so sharded and
-   not sharded agree bitwise. */
-static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
-    gpt2rt__comm *c = ctx->comm;
-    gpt2rt_result r = GPT2RT_OK;
-    if (!ctx->dp_reduced) { /* fewer micro-batches than grad_accum */
-        r = ctx->d.shards > 1 ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
-                              : c->all_reduce(c, ctx->grads, ctx->n_train);
-        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
-    }
-    ctx->dp_reduced = 0;
-    int64_t lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank), hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
-    double v[3] = {ctx->acc_loss_sum, (double)ctx->acc_targets, gpt2rt__opt_sumsq(ctx, ctx->grads + lo, hi - lo)};
-    if ((r = gpt2rt__dp_sum(ctx, v, 3)) != GPT2RT_OK) return r;
-    ctx->acc_loss_sum = v[0];
-    ctx->acc_targets = (int64_t)v[1];
-    *sumsq = v[2];
-    return GPT2RT_OK;
-}
-
-/* ZeRO-1, after the update of this rank's shard: every rank gets every weight. The
-   gradient buffer (free now) carries them: the shard's weights go to their gradients'
-   places, the all-gather fills the others, and every trained tensor is copied back. */
-static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx) {
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            gpt2rt_result r = ctx->comm->all_gather(ctx->comm, ctx->grads, gpt2rt__dp_grad_len(ctx));
-            if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "gathering the weights");
-        }
-        for (int i = 0; i < ctx->n_tensors; i++) {
-            const gpt2rt__tensor *t = &ctx->tensors[i];
-            if (t->goff < 0) continue;
-            int64_t n = t->rows * t->cols;
-            if (pass == 1) { memcpy(ctx->params + t->off, ctx->grads + t->goff, (size_t)n * sizeof(float)); continue; }
-            int64_t lo = t->goff > ctx->opt_lo ? t->goff : ctx->opt_lo;
-            int64_t hi = t->goff + n < ctx->opt_hi ? t->goff + n : ctx->opt_hi;
-            if (hi > lo) memcpy(ctx->grads + lo, ctx->params + t->off + (lo - t->goff), (size_t)(hi - lo) * sizeof(float));
-        }
-    }
-    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-    return GPT2RT_OK;
-}
-
 /* ---- the ranks of one process: opening, running a call on each, their outputs ---- */
 
 /* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
@@ -17981,7 +18045,7 @@ static gpt2rt_result gpt2rt__dp_state_in(gpt2rt_ctx *ctx, const float *m, const 
 
 /* ZeRO-1: each rank's shard of the weights (CUDA's master) and the moments; else rank 0's */
 static gpt2rt_result gpt2rt__dp_state_out(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
-    int n = ctx->d.shards > 1 ? ctx->n_ranks : 1;
+    int n = gpt2rt__sharded(&ctx->d) ? ctx->n_ranks : 1;
     for (int r = 0; r < n; r++) {
         gpt2rt_result res = ctx->ranks[r]->be->host_weights(ctx->ranks[r]);
         if (res != GPT2RT_OK) return gpt2rt__dp_rank_fail(ctx, r, res);
@@ -18032,7 +18096,7 @@ static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor
     for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
     double unscale = ctx->dp_reduced ? gpt2rt__opt_unscale(ctx, all) : gpt2rt__opt_grad_unscale(ctx);
     if (what == GPT2RT_PARAM_VALUE) GPT2RT__TRY(gpt2rt__dp_state_out(ctx, NULL, NULL, NULL));
-    if (ctx->d.shards == 1 || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
+    if (!gpt2rt__sharded(&ctx->d) || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
         return ctx->be->param_read(ctx, t, what, unscale, dst);
     float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING); /* t's, goff order */
     if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
@@ -18053,7 +18117,7 @@ static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan
 }
 
 static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
-    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
+    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt__ctx_free(ctx->ranks[r]);
 #ifdef GPT2RT__COMM_THREADS
     if (ctx->group) {
         gpt2rt__comm_group_free((gpt2rt__comm_group *)ctx->group);
@@ -18339,6 +18403,251 @@ static const gpt2rt__exec gpt2rt__ex_stages = {
     gpt2rt__one_output, gpt2rt__ls_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
     gpt2rt__ls_allocated, gpt2rt__ls_open, gpt2rt__ls_free};
 
+/* ==== 10.4 Processes: MPI ==== */
+/* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
+   openmpi-bin libopenmpi-dev). MPI_Allreduce may sum in any order, different on each
+   rank and from run to run; so every sum here is taken by rank 0 in rank order
+   (x_0 + x_1 + ... + x_{size-1}, left to right, as the in-process communicator sums)
+   and broadcast, which makes it bitwise the same on every rank and in every run, and
+   equal to the in-process result. Each call is nonblocking underneath and waits at
+   most timeout_s: a rank that stops or dies makes the others return an error. MPI is
+   initialised here if the program has not done it (and finalised at exit). */
+#ifdef GPT2RT_MPI
+#define GPT2RT__MPI_CHUNK ((int64_t)1 << 18) /* floats rank 0 takes from each rank at once (1 MiB) */
+
+typedef struct gpt2rt__mpi {
+    MPI_Comm comm;    /* a duplicate of MPI_COMM_WORLD, errors returned, not fatal */
+    double timeout_s;
+    float *scratch;   /* rank 0: (size - 1, GPT2RT__MPI_CHUNK) the other ranks' chunks */
+} gpt2rt__mpi;
+
+static void gpt2rt__mpi_at_exit(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+/* MPI up, once per process; *rank and *size of MPI_COMM_WORLD */
+static gpt2rt_result gpt2rt__mpi_init(int *rank, int *size, char *err, size_t cap) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Init_thread failed (run under mpirun, or as one process)");
+        atexit(gpt2rt__mpi_at_exit);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return GPT2RT_OK;
+}
+
+/* wait for req until the deadline: MPI_Wait cannot time out, so poll MPI_Test */
+static gpt2rt_result gpt2rt__mpi_wait(MPI_Request *req, double deadline, const char *what, int rank, char *err,
+                                      size_t cap) {
+    int done = 0, sleep_us = 0;
+    for (;;) {
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s failed on rank %d (a peer died?)", what, rank);
+        if (done) return GPT2RT_OK;
+        if (gpt2rt__now() > deadline)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s on rank %d did not finish within the timeout: another rank failed, "
+                        "stopped, or is making a different call", what, rank);
+        if (sleep_us > 50) (void)poll(NULL, 0, 1); /* spin briefly, then yield the core */
+        sleep_us++;
+    }
+}
+
+static gpt2rt_result gpt2rt__mpi_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    char *err = c->err;
+    size_t cap = sizeof c->err;
+    MPI_Request req[GPT2RT__RDV_MAX_PEERS];
+    gpt2rt_result r;
+    for (int64_t lo = 0; lo < n; lo += GPT2RT__MPI_CHUNK) {
+        int k = (int)(n - lo < GPT2RT__MPI_CHUNK ? n - lo : GPT2RT__MPI_CHUNK);
+        if (c->rank == 0) {
+            for (int s = 1; s < c->size; s++)
+                MPI_Irecv(m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK, k, MPI_FLOAT, s, 7, m->comm, &req[s]);
+            for (int s = 1; s < c->size; s++)
+                if ((r = gpt2rt__mpi_wait(&req[s], deadline, "all_reduce (gather)", c->rank, err, cap)) != GPT2RT_OK)
+                    return r;
+            for (int s = 1; s < c->size; s++) { /* rank order: ((x0 + x1) + x2) + ... */
+                const float *x = m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK;
+                for (int i = 0; i < k; i++) buf[lo + i] += x[i];
+            }
+        } else {
+            MPI_Isend(buf + lo, k, MPI_FLOAT, 0, 7, m->comm, &req[0]);
+            if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (send)", c->rank, err, cap)) != GPT2RT_OK) return r;
+        }
+        MPI_Ibcast(buf + lo, k, MPI_FLOAT, 0, m->comm, &req[0]);
+        if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (broadcast)", c->rank, err, cap)) != GPT2RT_OK)
+            return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* the sum of every shard, so each rank's own shard is right (the rest too) */
+static gpt2rt_result gpt2rt__mpi_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    return gpt2rt__mpi_all_reduce(c, buf, n);
+}
+
+static gpt2rt_result gpt2rt__mpi_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    for (size_t lo = 0; lo < bytes; lo += (size_t)1 << 30) {
+        size_t k = bytes - lo < ((size_t)1 << 30) ? bytes - lo : (size_t)1 << 30;
+        MPI_Request req;
+        MPI_Ibcast((char *)buf + lo, (int)k, MPI_BYTE, root, m->comm, &req);
+        gpt2rt_result r = gpt2rt__mpi_wait(&req, deadline, "broadcast", c->rank, c->err, sizeof c->err);
+        if (r != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* shard r from rank r, one broadcast per shard (shards are contiguous) */
+static gpt2rt_result gpt2rt__mpi_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
+    for (int r = 0; r < c->size; r++) {
+        int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
+        gpt2rt_result res = gpt2rt__mpi_broadcast(c, buf + lo, (size_t)(hi - lo) * sizeof(float), r);
+        if (res != GPT2RT_OK) return res;
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__mpi_barrier(gpt2rt__comm *c) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    MPI_Request req;
+    MPI_Ibarrier(m->comm, &req);
+    return gpt2rt__mpi_wait(&req, gpt2rt__now() + m->timeout_s, "barrier", c->rank, c->err, sizeof c->err);
+}
+
+static void gpt2rt__mpi_destroy(gpt2rt__comm *c) {
+    if (!c || !c->impl) return;
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done && m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
+    free(m->scratch);
+    free(m);
+    c->impl = NULL;
+}
+
+/* c := the MPI communicator of this process's config (rank, world_size checked
+   against mpirun's) */
+static gpt2rt_result gpt2rt__mpi_comm(const gpt2rt_config *cfg, gpt2rt__comm *c, char *err, size_t cap) {
+    int rank = 0, size = 1;
+    memset(c, 0, sizeof *c);
+    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
+    if (r != GPT2RT_OK) return r;
+    if (rank != cfg->rank || size != cfg->world_size)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config (or RANK / "
+                    "WORLD_SIZE) says rank %d of %d: launch with mpirun -np %d and leave them 0, or make them agree",
+                    rank, size, cfg->rank, cfg->world_size, cfg->world_size);
+    if ((r = gpt2rt__cap_processes(size, "MPI world of", err, cap)) != GPT2RT_OK) return r;
+    gpt2rt__mpi *m = (gpt2rt__mpi *)calloc(1, sizeof *m);
+    if (!m) GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %zu bytes", sizeof *m);
+    m->comm = MPI_COMM_NULL;
+    m->timeout_s = cfg->timeout_s;
+    if (rank == 0 && size > 1) {
+        m->scratch = (float *)malloc((size_t)(size - 1) * GPT2RT__MPI_CHUNK * sizeof(float));
+        if (!m->scratch) {
+            free(m);
+            GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %lld MiB of scratch on rank 0",
+                        (long long)(size - 1) * GPT2RT__MPI_CHUNK * 4 / 1048576);
+        }
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
+        free(m->scratch); free(m);
+        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Comm_dup failed on rank %d", rank);
+    }
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    c->rank = rank; c->size = size; c->impl = m;
+    c->all_reduce = gpt2rt__mpi_all_reduce;
+    c->reduce_scatter = gpt2rt__mpi_reduce_scatter;
+    c->all_gather = gpt2rt__mpi_all_gather;
+    c->broadcast = gpt2rt__mpi_broadcast;
+    c->barrier = gpt2rt__mpi_barrier;
+    c->destroy = gpt2rt__mpi_destroy;
+    return GPT2RT_OK;
+}
+
+/* the rendezvous through MPI: rank 0's id to every rank */
+static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap) {
+    int rank = 0, size = 1;
+    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
+    if (r != GPT2RT_OK) return r;
+    if (rank != cfg->rank || size != cfg->world_size)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config says rank %d "
+                    "of %d", rank, size, cfg->rank, cfg->world_size);
+    MPI_Request req;
+    MPI_Ibcast(id, GPT2RT__RDV_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    return gpt2rt__mpi_wait(&req, gpt2rt__now() + cfg->timeout_s, "rendezvous broadcast", rank, err, cap);
+}
+#endif /* GPT2RT_MPI */
+
+/* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
+   sums the gradients over the processes (10.1); then the targets every rank counted,
+   so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
+static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
+    if (ctx->acc_micro >= ctx->cfg.grad_accum)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
+                            "processes during backward number grad_accum = %d; call gpt2rt_update after at most "
+                            "that many", ctx->cfg.grad_accum);
+    gpt2rt_result r = gpt2rt__one_backward(ctx);
+    if (r != GPT2RT_OK || !ctx->dp_reduced) return r;
+    double v = (double)ctx->acc_targets;
+    if ((r = gpt2rt__dp_sum(ctx, &v, 1)) != GPT2RT_OK) return r;
+    ctx->proc_targets = (int64_t)v;
+    return GPT2RT_OK;
+}
+
+/* a gradient, once summed over the processes: of the mean loss over every process's targets */
+static gpt2rt_result gpt2rt__proc_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
+                                             float *dst) {
+    if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
+    return ctx->be->param_read(ctx, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
+}
+
+/* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
+   threads of 10.1 are for n_devices > 1 in one process), its communicator MPI's; every
+   rank starts from rank 0's weights. */
+static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
+    const gpt2rt_config *c = &ctx->cfg;
+    (void)plan;
+#ifdef GPT2RT_MPI
+    if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
+                            "with MPI: launch with mpirun (rendezvous = MPI); the %s rendezvous carries NCCL's id "
+                            "for CUDA ranks only", c->rendezvous == GPT2RT_RENDEZVOUS_FILE ? "FILE" : "TCP");
+    char err[512];
+    gpt2rt_result r = gpt2rt__mpi_comm(c, &ctx->comm_proc, err, sizeof err);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
+    if (gpt2rt__sharded(&ctx->d) && ctx->comm_proc.size != ctx->d.shards)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: the moments are planned for %d "
+                            "shards, MPI has %d ranks", ctx->d.shards, ctx->comm_proc.size);
+    gpt2rt__dp_attach(ctx, &ctx->comm_proc);
+    r = ctx->comm_proc.broadcast(&ctx->comm_proc, ctx->params, (size_t)ctx->n_params * sizeof(float), 0);
+    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: rank 0's weights: %s", ctx->comm_proc.err);
+    return GPT2RT_OK;
+#else
+    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: world_size = %d processes on the CPU backend "
+                        "reduce with MPI: compile the implementation with mpicc -DGPT2RT_MPI (Debian: apt-get "
+                        "install openmpi-bin libopenmpi-dev) and launch with mpirun", c->world_size);
+#endif
+}
+
+static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
+    if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
+}
+
+/* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
+static const gpt2rt__exec gpt2rt__ex_procs = {
+    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
+    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
+    gpt2rt__one_allocated, gpt2rt__proc_open, gpt2rt__proc_close};
+
 /* ==== 10.3 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
    a rendezvous: rank 0's opaque id (128 bytes: what ncclCommInitRank needs, its
@@ -18357,10 +18666,6 @@ static const gpt2rt__exec gpt2rt__ex_stages = {
    The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
 
 #define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
-#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
-#ifdef GPT2RT_MPI
-static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
-#endif
 
 #if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
 /* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */
@@ -18749,257 +19054,12 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
                 "system and no GPT2RT_NO_DIST; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
 }
 
-/* ==== 10.4 Processes: MPI ==== */
-/* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
-   openmpi-bin libopenmpi-dev). MPI_Allreduce may sum in any order, different on each
-   rank and from run to run; so every sum here is taken by rank 0 in rank order
-   (x_0 + x_1 + ... + x_{size-1}, left to right, as the in-process communicator sums)
-   and broadcast, which makes it bitwise the same on every rank and in every run, and
-   equal to the in-process result. Each call is nonblocking underneath and waits at
-   most timeout_s: a rank that stops or dies makes the others return an error. MPI is
-   initialised here if the program has not done it (and finalised at exit). */
-#ifdef GPT2RT_MPI
-#define GPT2RT__MPI_CHUNK ((int64_t)1 << 18) /* floats rank 0 takes from each rank at once (1 MiB) */
-
-typedef struct gpt2rt__mpi {
-    MPI_Comm comm;    /* a duplicate of MPI_COMM_WORLD, errors returned, not fatal */
-    double timeout_s;
-    float *scratch;   /* rank 0: (size - 1, GPT2RT__MPI_CHUNK) the other ranks' chunks */
-} gpt2rt__mpi;
-
-static void gpt2rt__mpi_at_exit(void) {
-    int done = 0;
-    MPI_Finalized(&done);
-    if (!done) MPI_Finalize();
-}
-
-/* MPI up, once per process; *rank and *size of MPI_COMM_WORLD */
-static gpt2rt_result gpt2rt__mpi_init(int *rank, int *size, char *err, size_t cap) {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided = 0;
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-            GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Init_thread failed (run under mpirun, or as one process)");
-        atexit(gpt2rt__mpi_at_exit);
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, rank);
-    MPI_Comm_size(MPI_COMM_WORLD, size);
-    return GPT2RT_OK;
-}
-
-/* wait for req until the deadline: MPI_Wait cannot time out, so poll MPI_Test */
-static gpt2rt_result gpt2rt__mpi_wait(MPI_Request *req, double deadline, const char *what, int rank, char *err,
-                                      size_t cap) {
-    int done = 0, sleep_us = 0;
-    for (;;) {
-        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s failed on rank %d (a peer died?)", what, rank);
-        if (done) return GPT2RT_OK;
-        if (gpt2rt__now() > deadline)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s on rank %d did not finish within the timeout: another rank failed, "
-                        "stopped, or is making a different call", what, rank);
-        if (sleep_us > 50) (void)poll(NULL, 0, 1); /* spin briefly, then yield the core */
-        sleep_us++;
-    }
-}
-
-static gpt2rt_result gpt2rt__mpi_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    double deadline = gpt2rt__now() + m->timeout_s;
-    char *err = c->err;
-    size_t cap = sizeof c->err;
-    MPI_Request req[GPT2RT__RDV_MAX_PEERS];
-    gpt2rt_result r;
-    for (int64_t lo = 0; lo < n; lo += GPT2RT__MPI_CHUNK) {
-        int k = (int)(n - lo < GPT2RT__MPI_CHUNK ? n - lo : GPT2RT__MPI_CHUNK);
-        if (c->rank == 0) {
-            for (int s = 1; s < c->size; s++)
-                MPI_Irecv(m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK, k, MPI_FLOAT, s, 7, m->comm, &req[s]);
-            for (int s = 1; s < c->size; s++)
-                if ((r = gpt2rt__mpi_wait(&req[s], deadline, "all_reduce (gather)", c->rank, err, cap)) != GPT2RT_OK)
-                    return r;
-            for (int s = 1; s < c->size; s++) { /* rank order: ((x0 + x1) + x2) + ... */
-                const float *x = m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK;
-                for (int i = 0; i < k; i++) buf[lo + i] += x[i];
-            }
-        } else {
-            MPI_Isend(buf + lo, k, MPI_FLOAT, 0, 7, m->comm, &req[0]);
-            if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (send)", c->rank, err, cap)) != GPT2RT_OK) return r;
-        }
-        MPI_Ibcast(buf + lo, k, MPI_FLOAT, 0, m->comm, &req[0]);
-        if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (broadcast)", c->rank, err, cap)) != GPT2RT_OK)
-            return r;
-    }
-    return GPT2RT_OK;
-}
-
-/* the sum of every shard, so each rank's own shard is right (the rest too) */
-static gpt2rt_result gpt2rt__mpi_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
-    return gpt2rt__mpi_all_reduce(c, buf, n);
-}
-
-static gpt2rt_result gpt2rt__mpi_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    double deadline = gpt2rt__now() + m->timeout_s;
-    for (size_t lo = 0; lo < bytes; lo += (size_t)1 << 30) {
-        size_t k = bytes - lo < ((size_t)1 << 30) ? bytes - lo : (size_t)1 << 30;
-        MPI_Request req;
-        MPI_Ibcast((char *)buf + lo, (int)k, MPI_BYTE, root, m->comm, &req);
-        gpt2rt_result r = gpt2rt__mpi_wait(&req, deadline, "broadcast", c->rank, c->err, sizeof c->err);
-        if (r != GPT2RT_OK) return r;
-    }
-    return GPT2RT_OK;
-}
-
-/* shard r from rank r, one broadcast per shard (shards are contiguous) */
-static gpt2rt_result gpt2rt__mpi_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
-    for (int r = 0; r < c->size; r++) {
-        int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
-        gpt2rt_result res = gpt2rt__mpi_broadcast(c, buf + lo, (size_t)(hi - lo) * sizeof(float), r);
-        if (res != GPT2RT_OK) return res;
-    }
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__mpi_barrier(gpt2rt__comm *c) {
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    MPI_Request req;
-    MPI_Ibarrier(m->comm, &req);
-    return gpt2rt__mpi_wait(&req, gpt2rt__now() + m->timeout_s, "barrier", c->rank, c->err, sizeof c->err);
-}
-
-static void gpt2rt__mpi_destroy(gpt2rt__comm *c) {
-    if (!c || !c->impl) return;
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    int done = 0;
-    MPI_Finalized(&done);
-    if (!done && m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
-    free(m->scratch);
-    free(m);
-    c->impl = NULL;
-}
-
-/* c := the MPI communicator of this process's config (rank, world_size checked
-   against mpirun's) */
-static gpt2rt_result gpt2rt__mpi_comm(const gpt2rt_config *cfg, gpt2rt__comm *c, char *err, size_t cap) {
-    int rank = 0, size = 1;
-    memset(c, 0, sizeof *c);
-    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
-    if (r != GPT2RT_OK) return r;
-    if (rank != cfg->rank || size != cfg->world_size)
-        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config (or RANK / "
-                    "WORLD_SIZE) says rank %d of %d: launch with mpirun -np %d and leave them 0, or make them agree",
-                    rank, size, cfg->rank, cfg->world_size, cfg->world_size);
-    if ((r = gpt2rt__cap_processes(size, "MPI world of", err, cap)) != GPT2RT_OK) return r;
-    gpt2rt__mpi *m = (gpt2rt__mpi *)calloc(1, sizeof *m);
-    if (!m) GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %zu bytes", sizeof *m);
-    m->comm = MPI_COMM_NULL;
-    m->timeout_s = cfg->timeout_s;
-    if (rank == 0 && size > 1) {
-        m->scratch = (float *)malloc((size_t)(size - 1) * GPT2RT__MPI_CHUNK * sizeof(float));
-        if (!m->scratch) {
-            free(m);
-            GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %lld MiB of scratch on rank 0",
-                        (long long)(size - 1) * GPT2RT__MPI_CHUNK * 4 / 1048576);
-        }
-    }
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
-        free(m->scratch); free(m);
-        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Comm_dup failed on rank %d", rank);
-    }
-    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-    c->rank = rank; c->size = size; c->impl = m;
-    c->all_reduce = gpt2rt__mpi_all_reduce;
-    c->reduce_scatter = gpt2rt__mpi_reduce_scatter;
-    c->all_gather = gpt2rt__mpi_all_gather;
-    c->broadcast = gpt2rt__mpi_broadcast;
-    c->barrier = gpt2rt__mpi_barrier;
-    c->destroy = gpt2rt__mpi_destroy;
-    return GPT2RT_OK;
-}
-
-/* the rendezvous through MPI: rank 0's id to every rank */
-static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap) {
-    int rank = 0, size = 1;
-    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
-    if (r != GPT2RT_OK) return r;
-    if (rank != cfg->rank || size != cfg->world_size)
-        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config says rank %d "
-                    "of %d", rank, size, cfg->rank, cfg->world_size);
-    MPI_Request req;
-    MPI_Ibcast(id, GPT2RT__RDV_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
-    return gpt2rt__mpi_wait(&req, gpt2rt__now() + cfg->timeout_s, "rendezvous broadcast", rank, err, cap);
-}
-#endif /* GPT2RT_MPI */
-
-/* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
-   sums the gradients over the processes (10.1); then the targets every rank counted,
-   so that gpt2rt_param_read(GRAD) gives the gradient of the global mean loss */
-static gpt2rt_result gpt2rt__proc_backward(gpt2rt_ctx *ctx) {
-    if (ctx->acc_micro >= ctx->cfg.grad_accum)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_backward: data parallel sums the gradients over the "
-                            "processes during backward number grad_accum = %d; call gpt2rt_update after at most "
-                            "that many", ctx->cfg.grad_accum);
-    gpt2rt_result r = gpt2rt__one_backward(ctx);
-    if (r != GPT2RT_OK || !ctx->dp_reduced) return r;
-    double v = (double)ctx->acc_targets;
-    if ((r = gpt2rt__dp_sum(ctx, &v, 1)) != GPT2RT_OK) return r;
-    ctx->proc_targets = (int64_t)v;
-    return GPT2RT_OK;
-}
-
-/* a gradient, once summed over the processes: of the mean loss over every process's targets */
-static gpt2rt_result gpt2rt__proc_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what,
-                                             float *dst) {
-    if (!ctx->dp_reduced) return gpt2rt__one_param_read(ctx, t, what, dst);
-    return ctx->be->param_read(ctx, t, what, gpt2rt__opt_unscale(ctx, ctx->proc_targets), dst);
-}
-
-/* world_size > 1 on the CPU backend: this process is one data-parallel rank (the
-   threads of 10.1 are for n_devices > 1 in one process), its communicator MPI's; every
-   rank starts from rank 0's weights. */
-static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-    const gpt2rt_config *c = &ctx->cfg;
-    (void)plan;
-#ifdef GPT2RT_MPI
-    if (c->rendezvous != GPT2RT_RENDEZVOUS_MPI)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: CPU ranks in separate processes reduce "
-                            "with MPI: launch with mpirun (rendezvous = MPI); the %s rendezvous carries NCCL's id "
-                            "for CUDA ranks only", c->rendezvous == GPT2RT_RENDEZVOUS_FILE ? "FILE" : "TCP");
-    char err[512];
-    gpt2rt_result r = gpt2rt__mpi_comm(c, &ctx->comm_proc, err, sizeof err);
-    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
-    if (ctx->d.shards > 1 && ctx->comm_proc.size != ctx->d.shards)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: the moments are planned for %d "
-                            "shards, MPI has %d ranks", ctx->d.shards, ctx->comm_proc.size);
-    gpt2rt__dp_attach(ctx, &ctx->comm_proc);
-    r = ctx->comm_proc.broadcast(&ctx->comm_proc, ctx->params, (size_t)ctx->n_params * sizeof(float), 0);
-    if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: rank 0's weights: %s", ctx->comm_proc.err);
-    return GPT2RT_OK;
-#else
-    return gpt2rt__fail(ctx, GPT2RT_ERR_UNAVAILABLE, "gpt2rt_create: world_size = %d processes on the CPU backend "
-                        "reduce with MPI: compile the implementation with mpicc -DGPT2RT_MPI (Debian: apt-get "
-                        "install openmpi-bin libopenmpi-dev) and launch with mpirun", c->world_size);
-#endif
-}
-#undef GPT2RT__BAD
-
-static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
-    if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);
-}
-
-/* ---- one process of several: the executor (one device's, and its backward and param_read) ---- */
-static const gpt2rt__exec gpt2rt__ex_procs = {
-    gpt2rt__one_slices, gpt2rt__one_forward, gpt2rt__proc_backward, gpt2rt__one_update, gpt2rt__one_step,
-    gpt2rt__one_output, gpt2rt__proc_param_read, gpt2rt__one_state_in, gpt2rt__one_state_out, gpt2rt__one_sync,
-    gpt2rt__one_allocated, gpt2rt__proc_open, gpt2rt__proc_close};
-
 /* ==== 11. Public calls ==== */
 
 /* every GPT2RT_DEF function, in the order of the manual's CALLS; each checks its
    arguments and the context once, then calls the context's executor (ctx->ex, 10) or
-   the sections above */
+   the sections above; the planner's calls (11.2: gpt2rt_mem_name, gpt2rt_plan,
+   gpt2rt_plan_step_time, gpt2rt_plan_format, gpt2rt_fit) are the planner's, in 3.3-3.4 */
 
 /* ==== 11.1 Results and names ==== */
 
@@ -19016,256 +19076,6 @@ GPT2RT_DEF const char *gpt2rt_result_string(gpt2rt_result r) {
     case GPT2RT_RESULT_COUNT: break;
     }
     return "unknown result";
-}
-
-GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
-    static const char *names[GPT2RT_MEM_COUNT] = {"weights", "master", "grads", "moments", "activations",
-                                                  "transient", "logits", "workspace", "comm", "kvcache"};
-    if ((int)m < 0 || m >= GPT2RT_MEM_COUNT) return "bookkeeping";
-    return names[m];
-}
-
-/* ==== 11.2 Plan ==== */
-
-/* The figures of a plan that follow from a resolved config alone (c: n_head and
-   n_devices > 0): FLOPs, tokens a step, the advisor's predicted seconds. One function,
-   so that gpt2rt_plan and a plan of what a context allocated cannot disagree. */
-static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *plan) {
-    gpt2rt__dims d = gpt2rt__dims_of(c);
-    plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
-    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
-    if (d.infer) plan->flops_per_token /= 3.0; /* the forward alone: a third of forward + backward */
-    /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
-    plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
-                            c->world_size; /* every process its own micro-batches */
-    plan->predicted_seconds = gpt2rt__predict_seconds(c, &plan->flops_per_step);
-}
-
-/* a config gpt2rt__dims_of may read (it divides by both); a failed plan's is all zero */
-static int gpt2rt__plan_resolved(const gpt2rt_config *c) { return c->n_head > 0 && c->n_devices > 0; }
-
-GPT2RT_DEF gpt2rt_result gpt2rt_plan(const gpt2rt_config *config, gpt2rt_memory_plan *plan) {
-    if (!plan) return GPT2RT_ERR_INVALID_ARGUMENT;
-    memset(plan, 0, sizeof *plan);
-    if (!config) {
-        snprintf(plan->error, sizeof plan->error, "config is NULL");
-        return GPT2RT_ERR_INVALID_ARGUMENT;
-    }
-    gpt2rt_result r = gpt2rt__cfg_resolve(config, &plan->config, plan->error, sizeof plan->error);
-    if (r != GPT2RT_OK) { /* the half-resolved config stays behind: a failed plan is all zero but its error */
-        memset(&plan->config, 0, sizeof plan->config);
-        return r;
-    }
-    const gpt2rt_config *c = &plan->config;
-    gpt2rt__dims d = gpt2rt__dims_of(c);
-    plan->n_devices = c->n_devices;
-    gpt2rt__span sp[GPT2RT_MAX_DEVICES];
-    gpt2rt__spans_of(c, sp);
-    for (int dev = 0; dev < c->n_devices; dev++) gpt2rt__layout(&d, &sp[dev], plan->bytes[dev], NULL);
-    /* GPipe's micro-batches in flight, where each backend holds them; then the totals. One
-       device's categories fit in 63 bits at every limit of the config (about 2^62 bytes of
-       activations); the micro-batches in flight and the sums may not: refused, not wrapped */
-    r = gpt2rt__plan_split(c, &d, plan->bytes, plan->error, sizeof plan->error);
-    for (int dev = 0; dev < c->n_devices && r == GPT2RT_OK; dev++) {
-        plan->overhead[dev] = gpt2rt__overhead_estimate(c);
-        r = gpt2rt__plan_total(plan, dev, plan->error, sizeof plan->error);
-    }
-    if (r != GPT2RT_OK) {
-        char why[sizeof plan->error];
-        memcpy(why, plan->error, sizeof why);
-        memset(plan, 0, sizeof *plan);
-        memcpy(plan->error, why, sizeof why);
-        return r;
-    }
-    gpt2rt__param_table(&d, NULL, &plan->n_params_padded, &plan->n_trainable);
-    plan->n_params = plan->n_params_padded - (d.Vp - d.V) * d.C;
-    gpt2rt__plan_figures(c, plan);
-    return GPT2RT_OK;
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
-                                               gpt2rt_step_time *out, char *err, size_t cap) {
-    gpt2rt_config c;
-    char why[512];
-    if (!config || !hw || !out) {
-        if (err && cap) snprintf(err, cap, "gpt2rt_plan_step_time: config, hw and out must not be NULL");
-        return GPT2RT_ERR_INVALID_ARGUMENT;
-    }
-    memset(out, 0, sizeof *out);
-    gpt2rt_result r = gpt2rt__cfg_resolve(config, &c, why, sizeof why);
-    if (r == GPT2RT_OK && !(hw->flops_fp32 > 0 && hw->flops_tf32 > 0 && hw->flops_16 > 0 && hw->mem_bw > 0 &&
-                            hw->link_bw > 0)) {
-        snprintf(why, sizeof why, "gpt2rt_plan_step_time: every gpt2rt_hardware figure must be > 0 (fp32 %g, tf32 %g, "
-                 "16-bit %g FLOP/s, memory %g, link %g bytes/s)", hw->flops_fp32, hw->flops_tf32, hw->flops_16,
-                 hw->mem_bw, hw->link_bw);
-        r = GPT2RT_ERR_INVALID_ARGUMENT;
-    }
-    if (r == GPT2RT_OK && sharded && c.parallel != GPT2RT_PARALLEL_DATA) {
-        snprintf(why, sizeof why, "gpt2rt_plan_step_time: sharded applies to parallel = DATA");
-        r = GPT2RT_ERR_INVALID_ARGUMENT;
-    }
-    if (r != GPT2RT_OK) {
-        if (err && cap) snprintf(err, cap, "%s", why);
-        return r;
-    }
-    gpt2rt__step_time(&c, hw, sharded || c.shard_optimizer, out);
-    return GPT2RT_OK;
-}
-
-GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, size_t cap) {
-    size_t n = 0;
-    if (!p) return 0;
-    /* what is printed is read only once it checks out: the plan's config resolves (a
-       plan's is resolved already, so this gives it back as it is) and has as many
-       devices as the plan; a refused or zeroed plan prints why there is none */
-    gpt2rt_config rc;
-    char why[512];
-    if (p->n_devices == 0 && p->config.n_devices == 0) {
-        if (memchr(p->error, 0, sizeof p->error) && p->error[0]) GPT2RT__PUT("no plan: %s\n", p->error);
-        else GPT2RT__PUT("no plan: this one is all zero (gpt2rt_plan fills a plan, or says why it could not)\n");
-        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
-        return n;
-    }
-    gpt2rt_result r = gpt2rt__cfg_resolve(&p->config, &rc, why, sizeof why);
-    if (r == GPT2RT_OK && p->n_devices != rc.n_devices) {
-        snprintf(why, sizeof why, "the plan has n_devices = %d, its config %d", p->n_devices, rc.n_devices);
-        r = GPT2RT_ERR_INVALID_ARGUMENT;
-    }
-    if (r != GPT2RT_OK) {
-        GPT2RT__PUT("no plan: its config does not hold: %s\n", why);
-        if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
-        return n;
-    }
-    const gpt2rt_config *c = &rc;
-    char rb[64];
-    /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
-       config and the bytes, not the planner's figures (it printed 0 here) */
-    gpt2rt_memory_plan fig;
-    fig.tokens_per_step = p->tokens_per_step;
-    if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);
-    int patches = c->input == GPT2RT_INPUT_PATCHES;
-    double trained = c->inference ? 0.0 : (double)(p->n_trainable - (c->frozen & GPT2RT_GROUP_TOKEN_EMBED ? 0
-                                                   : p->n_params_padded - p->n_params)) / 1e6;
-    if (patches) { /* no vocabulary: the series' shape and the head instead */
-        static const char *heads[] = {"lm", "flatten (GPT4TS)", "next patch (aLLM4TS stage 1)",
-                                      "patch-wise decoding (aLLM4TS stage 2)"};
-        GPT2RT__PUT("GPT-2 L=%d H=%d C=%d P=%d, patches: lookback %d, patch %d stride %d, %lld positions, %d "
-                    "channel%s, %s head", c->n_layer, c->n_head, c->n_embd, c->max_seq_len, c->seq_len, c->patch_len,
-                    c->patch_stride, (long long)gpt2rt__cfg_n_patches(c), c->n_channels, c->n_channels == 1 ? "" : "s",
-                    heads[c->head]);
-        if (c->head != GPT2RT_HEAD_NEXT_PATCH) GPT2RT__PUT(", horizon %d", c->horizon);
-        GPT2RT__PUT(": %.2fM parameters, %.2fM trained\n", (double)p->n_params / 1e6, trained);
-    } else
-        GPT2RT__PUT("GPT-2 L=%d H=%d C=%d V=%d (padded %d) P=%d: %.2fM parameters, %.2fM trained\n", c->n_layer,
-                    c->n_head, c->n_embd, c->vocab_size, c->padded_vocab, c->max_seq_len, (double)p->n_params / 1e6,
-                    trained);
-    if (patches) GPT2RT__PUT("B=%d windows x %d channels", c->batch_size, c->n_channels);
-    else GPT2RT__PUT("B=%d T=%d", c->batch_size, c->seq_len);
-    GPT2RT__PUT(" grad_accum=%d (%lld %s a step), %s, recompute %s, %s backend, %s", c->grad_accum, (long long)fig.tokens_per_step,
-                patches ? "positions" : "tokens", gpt2rt__precision_name(c->precision),
-                gpt2rt__recompute_name(c, rb, sizeof rb), c->backend == GPT2RT_BACKEND_CUDA ? "CUDA" : "CPU",
-                gpt2rt__parallel_name(c->parallel));
-    if (c->n_devices > 1) GPT2RT__PUT(" over %d devices", c->n_devices);
-    if (c->world_size > 1) GPT2RT__PUT(" x %d processes (this is rank %d)", c->world_size, c->rank);
-    if (c->shard_optimizer) GPT2RT__PUT(", optimizer state sharded (ZeRO-1)");
-    if (c->frozen) GPT2RT__PUT(", frozen groups 0x%x", c->frozen);
-    if (c->inference) GPT2RT__PUT(", inference (forward only)");
-    if (c->inference && c->inference_weights == GPT2RT_PRECISION_BF16) GPT2RT__PUT(", bf16 weights (2 bytes each)");
-    if (c->classifier_chunk && (int64_t)c->classifier_chunk < (int64_t)c->batch_size * c->seq_len)
-        GPT2RT__PUT(", classifier over %d tokens at a time", c->classifier_chunk);
-    GPT2RT__PUT("\n");
-    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) {
-        gpt2rt__span sp[GPT2RT_MAX_DEVICES];
-        gpt2rt__spans_of(c, sp);
-        GPT2RT__PUT("stages (%s):", c->stage_first_layer[1] ? "stage_first_layer" : "the planner's split");
-        for (int dev = 0; dev < c->n_devices; dev++) {
-            GPT2RT__PUT(" %d: layers %lld..%lld%s", dev, (long long)sp[dev].l0, (long long)sp[dev].l1 - 1,
-                        dev + 1 < c->n_devices ? "," : "\n");
-        }
-    }
-    if (p->n_devices == 1) {
-        GPT2RT__PUT("%-12s %16s %12s\n", "category", "bytes", "MiB");
-        for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-            if (i == GPT2RT_MEM_KVCACHE && !p->bytes[0][i]) continue; /* shown when the config asks for one */
-            GPT2RT__PUT("%-12s %16llu %12.2f\n", gpt2rt_mem_name((gpt2rt_mem)i),
-                        (unsigned long long)p->bytes[0][i], GPT2RT__MIB(p->bytes[0][i]));
-        }
-        GPT2RT__PUT("%-12s %16llu %12.2f\n", "total", (unsigned long long)p->total[0], GPT2RT__MIB(p->total[0]));
-        if (p->overhead[0])
-            GPT2RT__PUT("%-12s %16llu %12.2f\n%-12s %16llu %12.2f\n", "+ overhead", (unsigned long long)p->overhead[0],
-                        GPT2RT__MIB(p->overhead[0]), "= device", (unsigned long long)(p->total[0] + p->overhead[0]),
-                        GPT2RT__MIB(p->total[0] + p->overhead[0]));
-    } else {
-        GPT2RT__PUT("%-12s", "MiB");
-        for (int dev = 0; dev < p->n_devices; dev++) GPT2RT__PUT(" %11s%d", "device ", dev);
-        GPT2RT__PUT("\n");
-        for (int i = 0; i <= GPT2RT_MEM_COUNT + 2; i++) {
-            if (i == GPT2RT_MEM_KVCACHE && !p->config.kv_batch) continue;
-            GPT2RT__PUT("%-12s", i < GPT2RT_MEM_COUNT ? gpt2rt_mem_name((gpt2rt_mem)i)
-                                 : i == GPT2RT_MEM_COUNT ? "total" : i == GPT2RT_MEM_COUNT + 1 ? "+ overhead" : "= device");
-            for (int dev = 0; dev < p->n_devices; dev++) {
-                uint64_t v = i < GPT2RT_MEM_COUNT ? p->bytes[dev][i] : i == GPT2RT_MEM_COUNT ? p->total[dev]
-                           : i == GPT2RT_MEM_COUNT + 1 ? p->overhead[dev] : p->total[dev] + p->overhead[dev];
-                GPT2RT__PUT(" %12.2f", GPT2RT__MIB(v));
-            }
-            GPT2RT__PUT("\n");
-        }
-    }
-    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT && c->grad_accum > 1)
-        GPT2RT__PUT("activations: the %d micro-batches GPipe keeps in flight, %s\n", c->grad_accum,
-                    c->backend == GPT2RT_BACKEND_CUDA ? "on each stage" : "on device 0 (the stages share the host)");
-    if (c->shard_optimizer && gpt2rt__plan_resolved(c)) {
-        /* the gradient padded to equal shards (1.4): its cost on every device */
-        gpt2rt__dims d = gpt2rt__dims_of(c);
-        gpt2rt__span whole = gpt2rt__span_of(c, 0);
-        int64_t held, owned;
-        gpt2rt__span_params(&d, &whole, NULL, &held, &owned);
-        int64_t pad = gpt2rt__shard_padded(owned, d.shards) - owned;
-        GPT2RT__PUT("ZeRO-1 padding: %lld floats, %.2f KiB a device (the gradient's %lld trained floats rounded up to "
-                    "%d equal shards of %lld, so the reduce-scatter never falls back to an all-reduce)\n",
-                    (long long)pad, (double)pad * 4.0 / 1024.0, (long long)owned, d.shards,
-                    (long long)gpt2rt__shard_lo(owned, d.shards, 1));
-    }
-    if (buf && cap) buf[n < cap ? n : cap - 1] = 0;
-    return n;
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget, unsigned allow, gpt2rt_config *out,
-                                    char *buf, size_t cap) {
-    size_t n = 0;
-    if (buf && cap) buf[0] = 0;
-    if (!config || !out) {
-        GPT2RT__PUT("gpt2rt_fit: %s is NULL\n", !config ? "config" : "out");
-        return GPT2RT_ERR_INVALID_ARGUMENT;
-    }
-    if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
-    gpt2rt_memory_plan base;
-    gpt2rt__fit_result fr;
-    char r0[64];
-    gpt2rt_result r = gpt2rt_plan(config, &base);
-    if (r != GPT2RT_OK) { GPT2RT__PUT("%s\n", base.error); return r; }
-    if (!allow) allow = GPT2RT_FIT_DEFAULT;
-    gpt2rt__fit_search(&base, budget, allow, &fr);
-    n = gpt2rt__fit_explain_start(buf, cap, n, &base, budget);
-    if (!fr.found) {
-        *out = fr.smallest;
-        GPT2RT__PUT("nothing reachable fits: the smallest, %s, %s, micro-batch %d x accumulation %d, recompute %s, "
-                    "needs %.2f %s\n", gpt2rt__parallel_name(fr.smallest.parallel),
-                    gpt2rt__precision_name(fr.smallest.precision), fr.smallest.batch_size, fr.smallest.grad_accum,
-                    gpt2rt__recompute_name(&fr.smallest, r0, sizeof r0), GPT2RT__SZ(fr.small_peak));
-        return GPT2RT_ERR_OUT_OF_MEMORY;
-    }
-    n = gpt2rt__fit_explain_changes(buf, cap, n, &base, &fr.best);
-    *out = fr.best.config;
-    int bat = 0;
-    uint64_t pk = gpt2rt__plan_peak(&fr.best, &bat);
-    if (fr.best_changes == 0)
-        GPT2RT__PUT("it fits as it is: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
-                    GPT2RT__SZ(budget), bat);
-    else
-        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
-                    GPT2RT__SZ(budget), bat);
-    return GPT2RT_OK;
 }
 
 /* ==== 11.3 Context ==== */
@@ -19360,46 +19170,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
 }
 
 
-/* the parameter table and the arenas of the plan's device 0, the pointers bound */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
-    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
-                                                   GPT2RT_MEM_BOOKKEEPING);
-    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
-    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        uint64_t b = plan->bytes[0][i];
-        if (!b) continue;
-        ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
-        if (!ctx->arena[i]) {
-            char what[160];
-            snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
-                     (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
-            return gpt2rt__fail_oom(ctx, plan, 0, gpt2rt__host_available(), what, 1);
-        }
-        ctx->arena_bytes[i] = b;
-    }
-    gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* the CPU stages share one context: all of it */
-        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
-    }
-    uint64_t bytes[GPT2RT_MEM_COUNT];
-    memcpy(bytes, plan->bytes[0], sizeof bytes);
-    gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
-    return GPT2RT_OK;
-}
-
-
-GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
-    if (!ctx) return;
-    ctx->be->release_shared(ctx);
-    ctx->ex->close(ctx);
-    ctx->be->release(ctx);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
-    gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt_config hooks = ctx->cfg;
-    gpt2rt__free(&hooks, ctx, GPT2RT_MEM_BOOKKEEPING);
-}
+GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) { gpt2rt__ctx_free(ctx); }
 
 GPT2RT_DEF const char *gpt2rt_last_error(const gpt2rt_ctx *ctx) {
     if (!ctx) return "no context (allocating the context itself failed)";
@@ -19611,6 +19382,114 @@ GPT2RT_DEF gpt2rt_result gpt2rt_predictions(gpt2rt_ctx *ctx, float *dst, int64_t
 
 /* ==== 11.5 Weights and training state files ==== */
 
+/* Load Hugging Face GPT-2 weights from a safetensors image in memory. Checks
+   everything first, then copies: a failure leaves the weights untouched. */
+static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__st_tensor **src = (const gpt2rt__st_tensor **)gpt2rt__alloc(
+        &ctx->cfg, (size_t)ctx->n_tensors * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
+    if (!src) { gpt2rt__st_release(ctx, &st); return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: table", what); }
+    const size_t plen = strlen("transformer.");
+    for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        const gpt2rt__st_tensor *e = gpt2rt__st_find(&st, t->name);
+        int gpt2 = !strncmp(t->name, "transformer.", plen);
+        if (!e && gpt2) e = gpt2rt__st_find(&st, t->name + plen); /* the original GPT-2 files have no prefix */
+        src[i] = e;
+        int64_t want[2];
+        gpt2rt__hf_shape(t, want);
+        if (!e && !gpt2) continue; /* patches: a GPT-2 checkpoint has no in_layer/out_layer; they stay */
+        if (!e) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' (or '%s') is missing; the file has %d tensors%s%s",
+                             what, t->name, t->name + plen, st.n, st.n ? ", the first is " : "", st.n ? st.t[0].name : "");
+        } else if (e->dtype != GPT2RT__F32 && e->dtype != GPT2RT__F16 && e->dtype != GPT2RT__BF16) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, F16 or BF16 expected", what,
+                             e->name, gpt2rt__dtype_names[e->dtype]);
+        } else {
+            int is_wpe = t->row == &gpt2rt__model_rows[GPT2RT__WPE];
+            int ok = e->ndim == t->ndim && e->shape[0] == want[0] && (t->ndim == 1 || e->shape[1] == want[1]);
+            if (is_wpe && e->ndim == 2 && e->shape[1] == want[1] && e->shape[0] >= want[0]) ok = 1;
+            if (!ok) {
+                char got[128];
+                int gn = snprintf(got, sizeof got, "(");
+                for (int k = 0; k < e->ndim && gn < 100; k++) gn += snprintf(got + gn, sizeof got - (size_t)gn, "%s%lld", k ? ", " : "", (long long)e->shape[k]);
+                snprintf(got + gn, sizeof got - (size_t)gn, ")");
+                if (t->ndim == 1)
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld)",
+                                     what, e->name, got, (long long)want[0]);
+                else
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld, %lld)%s",
+                                     what, e->name, got, (long long)want[0], (long long)want[1],
+                                     is_wpe ? " (or more positions)" : "");
+            }
+            /* NaN or inf in a weight would make every step after the load non-finite; bf16
+               weights (inference_weights) as stored (gpt2rt__bf16_finite) */
+            const unsigned char *p = st.data + e->begin;
+            for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
+                float x = gpt2rt__st_get(p, e->dtype, j);
+                if (!isfinite(x)) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
+                                     "%g: weights must be finite", what, e->name, (long long)j,
+                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
+                    ok = 0;
+                } else if (ctx->params16 &&
+                           (r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_FORMAT, what, e->name, x, j, want[1])) != GPT2RT_OK) {
+                    ok = 0;
+                }
+            }
+        }
+    }
+    if (r == GPT2RT_OK) {
+        int ignored_layers = 0, unknown = 0;
+        for (int k = 0; k < st.n; k++) {
+            const char *nm = st.t[k].name, *base = strncmp(nm, "transformer.", plen) ? nm : nm + plen;
+            char full[128];
+            snprintf(full, sizeof full, "transformer.%s", base);
+            int layer = -1;
+            if (gpt2rt__tensor_named(ctx, full) || gpt2rt__tensor_named(ctx, nm) ||
+                gpt2rt__ends_with(base, ".attn.bias") ||
+                gpt2rt__ends_with(base, ".attn.masked_bias") || !strcmp(base, "lm_head.weight") ||
+                !strcmp(nm, "lm_head.weight") || (ctx->d.patches && !strcmp(base, "wte.weight")))
+                continue; /* ours, a causal mask buffer, the tied head, or a patch model's unused wte */
+            if (!strncmp(base, "h.", 2)) {
+                char num[16];
+                size_t k = 0;
+                while (k < sizeof num - 1 && base[2 + k] >= '0' && base[2 + k] <= '9') { num[k] = base[2 + k]; k++; }
+                num[k] = 0;
+                long long lv;
+                if (base[2 + k] == '.' && gpt2rt__parse_int(num, 0, 1 << 30, &lv)) layer = (int)lv;
+            }
+            if (layer >= ctx->d.L) ignored_layers++;
+            else if (unknown++ < 4) gpt2rt__log(ctx, GPT2RT_LOG_WARN, "%s: ignoring unknown tensor '%s'", what, nm);
+        }
+        if (ignored_layers)
+            gpt2rt__log(ctx, GPT2RT_LOG_INFO, "%s: loaded the first %lld layers; %d tensors of deeper layers ignored",
+                        what, (long long)ctx->d.L, ignored_layers);
+        for (int i = 0; i < ctx->n_tensors; i++) {
+            const gpt2rt__tensor *t = &ctx->tensors[i];
+            const gpt2rt__st_tensor *e = src[i];
+            if (!e) continue; /* kept as it is (patches' in_layer/out_layer) */
+            const unsigned char *p = st.data + e->begin;
+            int64_t o = t->off; /* gpt2rt__w_set: fp32, or bf16 rounded to nearest even (inference_weights) */
+            if (t->transpose) {
+                for (int64_t row = 0; row < t->rows; row++)
+                    for (int64_t c = 0; c < t->cols; c++)
+                        gpt2rt__w_set(ctx, o + row * t->cols + c, gpt2rt__st_get(p, e->dtype, c * t->rows + row));
+            } else {
+                int64_t n = t->hf_rows * t->cols;
+                for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, o + j, gpt2rt__st_get(p, e->dtype, j));
+                for (int64_t j = n; j < t->rows * t->cols; j++) gpt2rt__w_set(ctx, o + j, 0.0f);
+            }
+        }
+        gpt2rt__reset_training(ctx);
+    }
+    gpt2rt__free(&ctx->cfg, (void *)src, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__st_release(ctx, &st);
+    return r;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_WEIGHTS_LOAD, "gpt2rt_weights_load"));
@@ -19816,6 +19695,96 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     return gpt2rt__rename(ctx, tmp, path);
 }
 
+/* weights, moments, step and RNG in one safetensors file */
+static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__dims *d = &ctx->d;
+    const char *fmt = gpt2rt__st_meta(&st, "format");
+    /* frozen: the moments cover the trained parameters only (absent: nothing frozen) */
+    /* patch models: their shape too (absent in a token state: 0); and their objective:
+       head and attn_mask (NEXT_PATCH and PATCH_DECODE have the same tensors, so only these
+       tell a stage-1 state from a stage-2 one; absent in states written before them: not
+       checked) */
+    const char *keys[15] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
+                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine",
+                            "head", "attn_mask"};
+    int64_t want[15] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
+                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine,
+                        (int64_t)ctx->cfg.head, (int64_t)ctx->cfg.attn_mask};
+    static const char *const enum_names[2][4] = {{" (LM)", " (REGRESSION)", " (NEXT_PATCH)", " (PATCH_DECODE)"},
+                                                 {" (CAUSAL)", " (PLACEHOLDERS)", "", ""}};
+    const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
+                                     gpt2rt__st_find(&st, "adam_v")};
+    const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
+    if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
+                         "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
+    /* the objective first: a state of the other aLLM4TS stage differs in its shape too
+       (horizon, patch_stride), and the head is what says so */
+    static const int order[15] = {13, 14, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    for (int k = 0; k < 15 && r == GPT2RT_OK; k++) {
+        int i = order[k];
+        const char *s = gpt2rt__st_meta(&st, keys[i]);
+        if (i >= 13 && !s) continue;
+        if (i >= 6 && !s) s = "0";
+        long long got = -1; /* read below only when parsed; -1 names nothing */
+        int named = i >= 13 && want[i] >= 0 && want[i] < (i == 13 ? 4 : 2);
+        if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s%s, this context has %lld%s%s", what,
+                             keys[i], s ? s : "(missing)",
+                             named && got >= 0 && got < (i == 13 ? 4 : 2) ? enum_names[i - 13][got] : "",
+                             (long long)want[i], named ? enum_names[i - 13][want[i]] : "",
+                             i == 13 && got == GPT2RT_HEAD_NEXT_PATCH && want[i] == GPT2RT_HEAD_PATCH_DECODE
+                             ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_save it from "
+                               "the stage-1 context, gpt2rt_weights_load it here)" : "");
+    }
+    for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
+        if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' must be F32 of shape (%lld)%s", what,
+                             i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v",
+                             (long long)(i ? ctx->n_train : ctx->n_params), e[i] ? "" : " and is missing");
+    /* one bad number here poisons every weight at the next update */
+    for (int i = 0; i < 3 && r == GPT2RT_OK; i++) {
+        const unsigned char *p = st.data + e[i]->begin;
+        for (int64_t j = 0; j < e[i]->shape[0]; j++) {
+            float x;
+            memcpy(&x, p + 4 * j, 4);
+            if (!isfinite(x) || (i == 2 && x < 0.0f)) {
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld is %g: %s", what,
+                                 i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v", (long long)j, (double)x,
+                                 i == 2 ? "the second moment must be finite and >= 0" : "it must be finite");
+                break;
+            }
+        }
+    }
+    long long step = 0;
+    uint64_t rng = 0;
+    char *end = NULL;
+    if (r == GPT2RT_OK && !gpt2rt__parse_int(step_s, 0, (long long)1 << 62, &step))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata step = '%s' is not an integer in [0, 2^62]", what,
+                         step_s ? step_s : "(missing)");
+    if (r == GPT2RT_OK) {
+        errno = 0;
+        if (rng_s && *rng_s >= '0' && *rng_s <= '9') rng = strtoull(rng_s, &end, 10);
+        if (!rng_s || !end || *end || errno)
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata rng = '%s' is not an unsigned 64-bit integer",
+                             what, rng_s ? rng_s : "(missing)");
+    }
+    if (r == GPT2RT_OK) {
+        gpt2rt__reset_training(ctx);
+        memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
+        /* every data-parallel rank's (ZeRO-1: each rank its shard; CUDA: on the devices) */
+        r = gpt2rt__state_in(ctx, (const float *)(const void *)(st.data + e[1]->begin),
+                           (const float *)(const void *)(st.data + e[2]->begin));
+        ctx->step = step;
+        ctx->rng = rng;
+    }
+    gpt2rt__st_release(ctx, &st);
+    return r;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_LOAD, "gpt2rt_state_load"));
@@ -19878,9 +19847,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
     /* ZeRO-1: each rank keeps the moments of its shard, and once summed the gradient's */
-    if (ctx->d.shards > 1 && moment)
+    if (gpt2rt__sharded(&ctx->d) && moment)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
-    if (ctx->d.shards > 1 && !moment && ctx->dp_reduced)
+    if (gpt2rt__sharded(&ctx->d) && !moment && ctx->dp_reduced)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
     return ctx->ex->param_read(ctx, t, what, dst);
 }
@@ -20484,7 +20453,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
         if (k < 0) { r = gpt2rt__json_fail(&j, "unknown key (docs/timeseries.md lists forecaster.json's keys)"); break; }
         if (seen[k]++) { r = gpt2rt__json_fail(&j, "the key appears twice"); break; }
         const char *s = NULL;
-        int64_t v;
+        int64_t v = 0;
         switch (k) {
         case GPT2RT__FK_FORMAT:
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2rt-forecaster"))

@@ -415,7 +415,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
         if (k < 0) { r = gpt2rt__json_fail(&j, "unknown key (docs/timeseries.md lists forecaster.json's keys)"); break; }
         if (seen[k]++) { r = gpt2rt__json_fail(&j, "the key appears twice"); break; }
         const char *s = NULL;
-        int64_t v;
+        int64_t v = 0;
         switch (k) {
         case GPT2RT__FK_FORMAT:
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2rt-forecaster"))

@@ -632,7 +632,7 @@
                                  3.3 Plan  3.4 Advisor (gpt2rt__fit_)
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
                                  4.2 safetensors: writing; files  4.3 Hugging Face
-                                 weights and config.json  4.4 Training state
+                                 weights and config.json
     5. Tokenizer                 5.1 Unicode classes  5.2 Merges: (left, right) ->
                                  rank and merged id  5.3 BPE of one piece  5.4 Loading,
                                  encoding, decoding  5.5 llm.c token shards

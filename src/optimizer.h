@@ -1,13 +1,30 @@
 /* optimizer.h - 9. Optimizer
-   may call: cuda.h and what it includes */
+   may call: common/platform.h, common/threads.h, common/types.h, common/errors.h, plan/activations.h */
 #ifndef GPT2RT__SRC_OPTIMIZER_H
 #define GPT2RT__SRC_OPTIMIZER_H
-#include "cuda.h"
+#include "common/platform.h"
+#include "common/threads.h"
+#include "common/types.h"
+#include "common/errors.h"
+#include "plan/activations.h"
 
 /* ==== 9. Optimizer ==== */
 
-#define GPT2RT__NORM_CHUNK 65536
-static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
+/* what the update policy (9) decides for one update, whichever backend runs it */
+typedef struct gpt2rt__opt_decision {
+    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
+    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
+    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
+} gpt2rt__opt_decision;
+typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
+
+/* forget the micro-batches summed since the last update (not the gradients themselves) */
+static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
+    ctx->acc_loss_sum = 0.0;
+    ctx->acc_targets = 0;
+    ctx->acc_micro = 0;
+    ctx->grads_pending = 0;
+}
 
 /* sum of squares of g (n floats); fixed chunks summed in order: deterministic */
 static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {

@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int64_t i = 0; i < in.rows * M; i++)
             if (!isfinite(v[i])) fz_die("a value is not finite", "");
         for (int m = 0; m < M; m++) {
-            double mu, sd;
+            double mu = 0, sd = 0;
             if (gpt2rt_series_scaler(s, m, &mu, &sd) != GPT2RT_OK || !(sd > 0) || !isfinite(mu))
                 fz_die("scaler", "");
             if (!gpt2rt_series_column(s, m)) fz_die("column name", "");

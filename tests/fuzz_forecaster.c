@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *out = (float *)malloc(sizeof(float) * (size_t)(H * M));
         if (!x || !out) fz_die("malloc", "window");
         for (int64_t i = 0; i < L * M; i++) {
-            double mu, sd;
+            double mu = 0, sd = 0;
             gpt2rt_forecaster_scaler(fc, (int)(i % M), &mu, &sd);
             x[i] = (float)mu;
         }

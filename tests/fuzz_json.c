@@ -126,7 +126,7 @@ static gpt2rt_result fz_walk(gpt2rt__json *j, fz_out *o, int depth) {
         return r;
     }
     if (c == 't' || c == 'f') {
-        int v;
+        int v = 0;
         if ((r = gpt2rt__json_bool(j, &v)) == GPT2RT_OK) fz_put(o, v ? "true" : "false", v ? 4 : 5);
         return r;
     }

@@ -373,6 +373,12 @@ gpu_session_dry_run() {
         for f in $left; do kill "$f" 2>/dev/null; done; fi
 }
 
+include_check() { # src/: every file's #includes name files before it in the outline (tools/check_includes.sh)
+    local out
+    if out=$(sh tools/check_includes.sh src 2>&1); then ok "$(echo "$out" | tail -1)"
+    else bad "src/: an #include against the outline's order (tools/check_includes.sh)"; echo "$out" | head -10; fi
+}
+
 # every section banner "/* ==== N. Name ==== */" of gpt2rt.h is named in the manual's CONTENTS list
 header_check() { # gpt2rt.h is what tools/amalgamate.sh writes from src/ (make header)
     local err
@@ -989,10 +995,10 @@ case $mode in
     emu) emu_checks ;;
     gpu-dry) gpu_suite_dry_run; bench_gpu_dry_run; gpu_session_dry_run ;;
     mem) memory_tools; step_time_tool; web_checks ;;
-    compile-only) header_check; compile_checks; compile_report; contents_check ;;
+    compile-only) header_check; include_check; compile_checks; compile_report; contents_check ;;
     normal) # every compile is queued first (the test programs', then the compile checks'), and
             # the checks run beside them; the compile checks are reported once they ended
-            header_check; suite_prebuild "" $CFLAGS
+            header_check; include_check; suite_prebuild "" $CFLAGS
             for t in test_props test_infer_bf16; do [ -f tests/$t.c ] && prebuild $B/${t}_gnu17 tests/$t.c -std=gnu17 $CFLAGS; done
             prebuild $B/test_ranks tests/test_ranks.c $CFLAGS
             prebuild $B/train_dump tests/train_dump.c $CFLAGS

@@ -1,7 +1,8 @@
 /* common/comm.h - 1.4 Communicators
-   may call: common/errors.h and what it includes */
+   may call: common/types.h, common/errors.h */
 #ifndef GPT2RT__SRC_COMMON_COMM_H
 #define GPT2RT__SRC_COMMON_COMM_H
+#include "types.h"
 #include "errors.h"
 
 /* ==== 1.4 Communicators ==== */

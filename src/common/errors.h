@@ -1,8 +1,9 @@
 /* common/errors.h - 1.3 Hooks, errors, time, random numbers
-   may call: common/types.h and what it includes */
+   may call: common/platform.h, common/threads.h */
 #ifndef GPT2RT__SRC_COMMON_ERRORS_H
 #define GPT2RT__SRC_COMMON_ERRORS_H
-#include "types.h"
+#include "platform.h"
+#include "threads.h"
 
 /* ==== 1.3 Hooks, errors, time, random numbers ==== */
 

@@ -1,8 +1,7 @@
 /* common/platform.h - the CUDA switch, system headers, platform macros
-   may call: api.h and what it includes */
+   may call: nothing of the files before it */
 #ifndef GPT2RT__SRC_COMMON_PLATFORM_H
 #define GPT2RT__SRC_COMMON_PLATFORM_H
-#include "../api.h"
 
 /* the one switch for the CUDA backend: nvcc, or the host build of kernels/emu/, which
    supplies its own cuda_runtime.h, cublasLt.h and nccl.h and runs the kernels on the CPU */
@@ -87,6 +86,13 @@ int madvise(void *addr, size_t len, int advice); /* glibc declares it only outsi
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
 #include <immintrin.h>
+#endif
+/* SIMD paths need GCC/Clang x86-64 (also fine as nvcc host code); define
+   GPT2RT_SGEMM_NO_SIMD to force the portable C kernel. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
+#define GPT2RT__SG_X86 1
+#else
+#define GPT2RT__SG_X86 0
 #endif
 #if defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #error "gpt2rt.h: little-endian hosts only (safetensors files are little-endian, read and written with memcpy)"

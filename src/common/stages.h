@@ -1,7 +1,8 @@
 /* common/stages.h - 1.5 Layer-split stages: their state
-   may call: common/comm.h and what it includes */
+   may call: common/types.h, common/comm.h */
 #ifndef GPT2RT__SRC_COMMON_STAGES_H
 #define GPT2RT__SRC_COMMON_STAGES_H
+#include "types.h"
 #include "comm.h"
 
 /* ==== 1.5 Layer-split stages: their state ==== */

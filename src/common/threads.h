@@ -1,5 +1,5 @@
 /* common/threads.h - 1. Common; 1.1 Threads, compiler helpers
-   may call: common/platform.h and what it includes */
+   may call: common/platform.h */
 #ifndef GPT2RT__SRC_COMMON_THREADS_H
 #define GPT2RT__SRC_COMMON_THREADS_H
 #include "platform.h"

@@ -1,8 +1,8 @@
 /* common/types.h - 1.2 Types: sizes, tensors, the context
-   may call: common/threads.h and what it includes */
+   may call: common/platform.h */
 #ifndef GPT2RT__SRC_COMMON_TYPES_H
 #define GPT2RT__SRC_COMMON_TYPES_H
-#include "threads.h"
+#include "platform.h"
 
 /* ==== 1.2 Types: sizes, tensors, the context ==== */
 
@@ -37,6 +37,11 @@ typedef struct gpt2rt__dims {
                               master), two layer blocks used in turn, no transient */
     int w16;               /* inference_weights = BF16: the weights arena holds bf16 (wb = 2, no master) */
 } gpt2rt__dims;
+
+/* ZeRO-1: the moments, master weights and updates are split over d->shards data-parallel
+   ranks, and the gradient is reduce-scattered to them: each rank updates its shard
+   [opt_lo, opt_hi) of the trained floats and all-gathers the weights after */
+static inline int gpt2rt__sharded(const gpt2rt__dims *d) { return d->shards > 1; }
 
 /* the layers [l0, l1) one device holds; first holds the embeddings, last the head */
 typedef struct gpt2rt__span {

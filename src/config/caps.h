@@ -1,8 +1,9 @@
 /* config/caps.h - 2.1 Capabilities
-   may call: config/config.h and what it includes */
+   may call: common/threads.h, common/errors.h */
 #ifndef GPT2RT__SRC_CONFIG_CAPS_H
 #define GPT2RT__SRC_CONFIG_CAPS_H
-#include "config.h"
+#include "../common/threads.h"
+#include "../common/errors.h"
 
 /* ==== 2.1 Capabilities ==== */
 /* What runs where, as data. A cell is (backend, execution mode, input, head,

@@ -1,8 +1,8 @@
 /* config/config.h - 2. Config
-   may call: common/stages.h and what it includes */
+   may call: common/threads.h */
 #ifndef GPT2RT__SRC_CONFIG_CONFIG_H
 #define GPT2RT__SRC_CONFIG_CONFIG_H
-#include "../common/stages.h"
+#include "../common/threads.h"
 
 /* ==== 2. Config ==== */
 /* Zero means default. gpt2rt__cfg_resolve fills every default (gpt2rt__cfg_default_*),
@@ -50,7 +50,7 @@ static void gpt2rt__cfg_default_precision(gpt2rt_config *c) {
     }
 }
 
-/* the checks report through err, cap */
+/* the checks report through err, cap (config, capabilities, checks; the processes' rendezvous and MPI) */
 #define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
 
 /* the opaque id a multi-process run's rendezvous carries from rank 0 to every rank

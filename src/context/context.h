@@ -1,114 +1,18 @@
 /* context/context.h - 10. Context
-   may call: optimizer.h and what it includes */
+   may call: common/types.h, common/errors.h, optimizer.h */
 #ifndef GPT2RT__SRC_CONTEXT_CONTEXT_H
 #define GPT2RT__SRC_CONTEXT_CONTEXT_H
+#include "../common/types.h"
+#include "../common/errors.h"
 #include "../optimizer.h"
 
 /* ==== 10. Context ==== */
-
-/* N(0, std) for every element, from a stream seeded per (tensor, 4096-chunk) so the
-   result does not depend on the thread count */
-static void gpt2rt__init_normal(float *x, uint16_t *x16, int64_t n, float std, uint64_t seed, int nt) {
-    int64_t nch = (n + 4095) / 4096;
-    GPT2RT__PARALLEL_FOR(nt)
-    for (int64_t ch = 0; ch < nch; ch++) {
-        uint64_t s = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(ch + 1));
-        gpt2rt__rng_next(&s);
-        int64_t i1 = (ch + 1) * 4096 < n ? (ch + 1) * 4096 : n;
-        for (int64_t i = ch * 4096; i < i1; i += 2) {
-            double u1 = gpt2rt__rng_uniform(&s), u2 = gpt2rt__rng_uniform(&s);
-            double r = sqrt(-2.0 * log(u1)) * std;
-            float a = (float)(r * cos(2.0 * GPT2RT__PI * u2)), b = (float)(r * sin(2.0 * GPT2RT__PI * u2));
-            if (x16) { /* bf16 weights: the fp32 draw, rounded (as a load of it would be) */
-                x16[i] = gpt2rt__bf16_round(a);
-                if (i + 1 < i1) x16[i + 1] = gpt2rt__bf16_round(b);
-            } else {
-                x[i] = a;
-                if (i + 1 < i1) x[i + 1] = b;
-            }
-        }
-    }
-}
-
-static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
-    float resid_std = 0.02f / sqrtf(2.0f * (float)ctx->d.L);
-    uint64_t s = ctx->cfg.seed;
-    for (int i = 0; i < ctx->n_tensors; i++) {
-        const gpt2rt__tensor *t = &ctx->tensors[i];
-        float *p = ctx->params ? ctx->params + t->off : NULL;
-        uint16_t *p16 = ctx->params16 ? ctx->params16 + t->off : NULL; /* inference_weights = BF16 */
-        int64_t n = t->rows * t->cols, n_file = t->hf_rows * t->cols;
-        uint64_t ts = gpt2rt__rng_next(&s); /* one draw per tensor, used or not */
-        switch (t->row->init) {
-        case GPT2RT__INIT_NORMAL:
-        case GPT2RT__INIT_RESID:
-            gpt2rt__init_normal(p, p16, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts,
-                                ctx->d.nt);
-            for (int64_t j = n_file; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f); /* padded vocab rows */
-            break;
-        case GPT2RT__INIT_ONES:
-            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 1.0f);
-            break;
-        case GPT2RT__INIT_ZEROS:
-            for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f);
-            break;
-        }
-    }
-    ctx->rng = s;
-}
-
-/* forget the micro-batches summed since the last update (not the gradients themselves) */
-static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
-    ctx->acc_loss_sum = 0.0;
-    ctx->acc_targets = 0;
-    ctx->acc_micro = 0;
-    ctx->grads_pending = 0;
-}
 
 static void gpt2rt__reset_training(gpt2rt_ctx *ctx) {
     (void)ctx->be->zero_grads(ctx, 1); /* a failure shows at the next call */
     ctx->step = 0;
     gpt2rt__accum_reset(ctx);
     ctx->have_logits = ctx->have_loss = ctx->have_pred = 0;
-}
-
-/* bytes the OS could give us now (Linux MemAvailable); 0 when unknown */
-static uint64_t gpt2rt__host_available(void) {
-#ifdef __linux__
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
-#else
-    return 0;
-#endif
-}
-
-/* The out-of-memory message: what failed, the free memory, the plan's categories,
-   and what the advisor would change to fit. budget 0: use free_bytes (if known). */
-static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
-                                      uint64_t free_bytes, const char *what, int allocation_failed) {
-    char table[1400], advice[1400], head[400], fb[64] = "unknown";
-    gpt2rt_plan_format(plan, table, sizeof table);
-    if (free_bytes) snprintf(fb, sizeof fb, "%.2f %s", GPT2RT__SZ(free_bytes));
-    if (!budget) budget = free_bytes;
-    if (allocation_failed)
-        snprintf(head, sizeof head, "%s; %.2f %s planned in all, %s free", what, GPT2RT__SZ(plan->total[0]), fb);
-    else
-        snprintf(head, sizeof head, "the plan needs %.2f %s (%llu bytes), the budget is %.2f %s (%llu bytes), "
-                 "%s free; nothing was allocated", GPT2RT__SZ(plan->total[0]), (unsigned long long)plan->total[0],
-                 GPT2RT__SZ(budget), (unsigned long long)budget, fb);
-    advice[0] = 0;
-    if (budget) {
-        gpt2rt_config fit;
-        size_t k = (size_t)snprintf(advice, sizeof advice, "what would fit %.2f %s:\n", GPT2RT__SZ(budget));
-        gpt2rt_fit(&plan->config, budget, GPT2RT_FIT_DEFAULT, &fit, advice + k, sizeof advice - k);
-    }
-    return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: out of memory: %s\n%s%s", head, table, advice);
 }
 
 /* ---- executors: how a public call is spread over the devices ---- */
@@ -155,11 +59,24 @@ typedef struct gpt2rt__exec {
     void (*close)(gpt2rt_ctx *ctx);
 } gpt2rt__exec;
 
+/* gpt2rt_free: the executor's ranks, communicators or stages (a rank's close frees its
+   ranks' contexts with this), the backend's state, the arenas, the context */
+static void gpt2rt__ctx_free(gpt2rt_ctx *ctx) {
+    if (!ctx) return;
+    ctx->be->release_shared(ctx);
+    ctx->ex->close(ctx);
+    ctx->be->release(ctx);
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
+    gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt_config hooks = ctx->cfg;
+    gpt2rt__free(&hooks, ctx, GPT2RT_MEM_BOOKKEEPING);
+}
+
 /* what changed before a sync: a gpt2rt_param_write; a weights load (the training starts
    over); a training state load; gpt2rt_mode_set's or gpt2rt_schedule_set's settings */
 enum { GPT2RT__SYNC_WRITE, GPT2RT__SYNC_WEIGHTS, GPT2RT__SYNC_STATE, GPT2RT__SYNC_SETTINGS };
 
-/* for 4.4, which comes before the table */
+/* a training state load (11.5) hands the moments to the executor */
 static gpt2rt_result gpt2rt__state_in(gpt2rt_ctx *ctx, const float *m, const float *v) {
     return ctx->ex->state_in(ctx, m, v);
 }
@@ -244,7 +161,7 @@ static gpt2rt_result gpt2rt__moments_out(gpt2rt_ctx *ctx, int n, const float **m
     *buf = NULL;
     *m = ctx->m;
     *v = ctx->v;
-    if (ctx->m && ctx->opt_hi - ctx->opt_lo == ctx->n_train) return GPT2RT_OK;
+    if (ctx->m && !gpt2rt__sharded(&ctx->d)) return GPT2RT_OK;
     float *mv = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_train * 8 + 8, GPT2RT_MEM_BOOKKEEPING);
     if (!mv) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_state_save: %lld bytes of host memory for "
                                  "the moments", (long long)ctx->n_train * 8);

@@ -1,146 +1,18 @@
 /* context/data_parallel.h - 10.1 Data parallel
-   may call: context/context.h and what it includes */
+   may call: what its includes name (common/, formats/, optimizer.h, backend/, cpu/, context/) */
 #ifndef GPT2RT__SRC_CONTEXT_DATA_PARALLEL_H
 #define GPT2RT__SRC_CONTEXT_DATA_PARALLEL_H
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../formats/hf.h"
+#include "../optimizer.h"
+#include "../backend/interface.h"
+#include "../backend/driver.h"
+#include "../cpu/backend.h"
 #include "context.h"
 
 /* ==== 10.1 Data parallel ==== */
-/* A rank of data parallel is an ordinary context whose comm has size > 1: the
-   in-process ranks (threads, below) or one process of several (MPI). Its forward and
-   backward are the one-device ones on its rows; the gradients are summed over the
-   ranks in buckets as the backward finishes them, on the last micro-step only:
-   each layer's as soon as its backward is done (the ranks wait for each other
-   there, so the reduction of layer l runs while the faster ranks would otherwise idle;
-   the CUDA backend overlaps it with layer l-1 on the communicator's stream, 8.6), the embeddings'
-   and ln_f's last. ZeRO-1 instead reduce-scatters the whole gradient once, so that
-   each rank's shard is the one it updates. The update then agrees on the global
-   loss, target count and gradient norm, and (ZeRO-1) all-gathers the weights. */
-
-/* [*lo, *hi): the trained floats of layer l; l = -1: of every layer together. 0: none */
-static int gpt2rt__dp_layer_range(const gpt2rt_ctx *ctx, int64_t l, int64_t *lo, int64_t *hi) {
-    int64_t l0 = l < 0 ? 0 : l, l1 = l < 0 ? ctx->d.L : l + 1;
-    *lo = INT64_MAX; *hi = -1;
-    for (int64_t j = l0; j < l1; j++) {
-        const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, j);
-        for (int i = 0; i < GPT2RT__PER_LAYER; i++)
-            if (t[i].goff >= 0) {
-                if (t[i].goff < *lo) *lo = t[i].goff;
-                if (t[i].goff + t[i].rows * t[i].cols > *hi) *hi = t[i].goff + t[i].rows * t[i].cols;
-            }
-    }
-    return *hi > *lo;
-}
-
-/* make ctx a rank of c: its reductions go through c, and with ZeRO-1 it updates shard
-   c->rank of the trained floats. The plan sized the moments for d.shards ranks, so a
-   sharded context needs c->size == d.shards (a process communicator checks it). */
-static void gpt2rt__dp_attach(gpt2rt_ctx *ctx, gpt2rt__comm *c) {
-    ctx->comm = c;
-    ctx->opt_lo = 0;
-    ctx->opt_hi = ctx->n_train;
-    if (ctx->d.shards > 1) {
-        ctx->opt_lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank);
-        ctx->opt_hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
-        /* the gradient's padding (3.2) sums as zeros: nothing else writes it. Only where
-           the host holds the gradient: a CUDA rank's is on its device (8.6 zeroes it) */
-        int64_t n_pad = gpt2rt__shard_padded(ctx->n_train, ctx->d.shards);
-        if (ctx->grads && ctx->arena_bytes[GPT2RT_MEM_GRADS] >= (uint64_t)n_pad * sizeof(float))
-            memset(ctx->grads + ctx->n_train, 0, (size_t)(n_pad - ctx->n_train) * sizeof(float));
-    }
-}
-
-/* the floats the gradient's collectives cover: ZeRO-1's padded to equal shards (1.4) */
-static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx) { return gpt2rt__shard_padded(ctx->n_train, ctx->d.shards); }
-
-static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what) {
-    return gpt2rt__fail(ctx, r, "data parallel: %s: %s", what, ctx->comm->err);
-}
-
-static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l) {
-    gpt2rt__comm *c = ctx->comm;
-    if (c->size == 1 || ctx->acc_micro + 1 != ctx->cfg.grad_accum) return GPT2RT_OK; /* not the last micro-step */
-    /* the bucket: pieces {first float, count} of the gradient */
-    int64_t pc[2][2] = {{0, 0}, {0, 0}};
-    int scatter = ctx->d.shards > 1;
-    if (scatter) { /* ZeRO-1: one reduce-scatter whose shards are the optimizer's */
-        if (l >= 0) return GPT2RT_OK;
-        pc[0][1] = ctx->n_train;
-    } else {
-        int64_t lo, hi;
-        int any = gpt2rt__dp_layer_range(ctx, l, &lo, &hi);
-        if (l >= 0) { if (any) { pc[0][0] = lo; pc[0][1] = hi - lo; } }
-        else if (!any) pc[0][1] = ctx->n_train; /* every layer frozen */
-        else { /* what precedes the layers (wte, wpe, in_layer) and follows them (ln_f, out_layer) */
-            pc[0][1] = lo;
-            pc[1][0] = hi; pc[1][1] = ctx->n_train - hi;
-        }
-    }
-    /* CUDA: enqueued on the device communicator's stream, and the backward goes on (8.6) */
-    gpt2rt_result r = ctx->be->dp_reduce(ctx, (const int64_t (*)[2])pc, scatter);
-    if (r == GPT2RT_OK && l < 0) ctx->dp_reduced = 1;
-    return r;
-}
-
-/* v[0..n) := the sum over the ranks, in rank order (8-byte broadcasts: the counts
-   and sums are doubles, the collectives' sums are floats) */
-static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n) {
-    gpt2rt__comm *c = ctx->comm;
-    double acc[4] = {0, 0, 0, 0}, x[4];
-    for (int root = 0; root < c->size; root++) {
-        memcpy(x, v, (size_t)n * sizeof(double));
-        gpt2rt_result r = c->broadcast(c, x, (size_t)n * sizeof(double), root);
-        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "summing the loss");
-        for (int i = 0; i < n; i++) acc[i] += x[i];
-    }
-    memcpy(v, acc, (size_t)n * sizeof(double));
-    return GPT2RT_OK;
-}
-
-/* Before a data-parallel update: the gradients summed (if the last backward did not),
-   acc_loss_sum and acc_targets made global, *sumsq the squared norm of the summed
-   gradient: each rank that of shard rank of it, added in rank order, so sharded and
-   not sharded agree bitwise. */
-static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq) {
-    gpt2rt__comm *c = ctx->comm;
-    gpt2rt_result r = GPT2RT_OK;
-    if (!ctx->dp_reduced) { /* fewer micro-batches than grad_accum */
-        r = ctx->d.shards > 1 ? c->reduce_scatter(c, ctx->grads, gpt2rt__dp_grad_len(ctx))
-                              : c->all_reduce(c, ctx->grads, ctx->n_train);
-        if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "reducing the gradients");
-    }
-    ctx->dp_reduced = 0;
-    int64_t lo = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank), hi = gpt2rt__shard_lo(ctx->n_train, c->size, c->rank + 1);
-    double v[3] = {ctx->acc_loss_sum, (double)ctx->acc_targets, gpt2rt__opt_sumsq(ctx, ctx->grads + lo, hi - lo)};
-    if ((r = gpt2rt__dp_sum(ctx, v, 3)) != GPT2RT_OK) return r;
-    ctx->acc_loss_sum = v[0];
-    ctx->acc_targets = (int64_t)v[1];
-    *sumsq = v[2];
-    return GPT2RT_OK;
-}
-
-/* ZeRO-1, after the update of this rank's shard: every rank gets every weight. The
-   gradient buffer (free now) carries them: the shard's weights go to their gradients'
-   places, the all-gather fills the others, and every trained tensor is copied back. */
-static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx) {
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            gpt2rt_result r = ctx->comm->all_gather(ctx->comm, ctx->grads, gpt2rt__dp_grad_len(ctx));
-            if (r != GPT2RT_OK) return gpt2rt__dp_comm_fail(ctx, r, "gathering the weights");
-        }
-        for (int i = 0; i < ctx->n_tensors; i++) {
-            const gpt2rt__tensor *t = &ctx->tensors[i];
-            if (t->goff < 0) continue;
-            int64_t n = t->rows * t->cols;
-            if (pass == 1) { memcpy(ctx->params + t->off, ctx->grads + t->goff, (size_t)n * sizeof(float)); continue; }
-            int64_t lo = t->goff > ctx->opt_lo ? t->goff : ctx->opt_lo;
-            int64_t hi = t->goff + n < ctx->opt_hi ? t->goff + n : ctx->opt_hi;
-            if (hi > lo) memcpy(ctx->grads + lo, ctx->params + t->off + (lo - t->goff), (size_t)(hi - lo) * sizeof(float));
-        }
-    }
-    memset(ctx->grads, 0, (size_t)ctx->n_train * sizeof(float));
-    return GPT2RT_OK;
-}
-
 /* ---- the ranks of one process: opening, running a call on each, their outputs ---- */
 
 /* data parallel: ranks 1..n-1 as contexts like this one (rank 0) with its weights,
@@ -334,7 +206,7 @@ static gpt2rt_result gpt2rt__dp_state_in(gpt2rt_ctx *ctx, const float *m, const 
 
 /* ZeRO-1: each rank's shard of the weights (CUDA's master) and the moments; else rank 0's */
 static gpt2rt_result gpt2rt__dp_state_out(gpt2rt_ctx *ctx, const float **m, const float **v, float **buf) {
-    int n = ctx->d.shards > 1 ? ctx->n_ranks : 1;
+    int n = gpt2rt__sharded(&ctx->d) ? ctx->n_ranks : 1;
     for (int r = 0; r < n; r++) {
         gpt2rt_result res = ctx->ranks[r]->be->host_weights(ctx->ranks[r]);
         if (res != GPT2RT_OK) return gpt2rt__dp_rank_fail(ctx, r, res);
@@ -385,7 +257,7 @@ static gpt2rt_result gpt2rt__dp_param_read(gpt2rt_ctx *ctx, const gpt2rt__tensor
     for (int i = 0; i < ctx->n_ranks; i++) all += ctx->ranks[i]->acc_targets;
     double unscale = ctx->dp_reduced ? gpt2rt__opt_unscale(ctx, all) : gpt2rt__opt_grad_unscale(ctx);
     if (what == GPT2RT_PARAM_VALUE) GPT2RT__TRY(gpt2rt__dp_state_out(ctx, NULL, NULL, NULL));
-    if (ctx->d.shards == 1 || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
+    if (!gpt2rt__sharded(&ctx->d) || what == GPT2RT_PARAM_VALUE || (what == GPT2RT_PARAM_GRAD && !ctx->dp_reduced))
         return ctx->be->param_read(ctx, t, what, unscale, dst);
     float *g = (float *)gpt2rt__alloc(&ctx->cfg, (size_t)n * 4, GPT2RT_MEM_BOOKKEEPING); /* t's, goff order */
     if (!g) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_param_read: %lld bytes", (long long)n * 4);
@@ -406,7 +278,7 @@ static void gpt2rt__dp_allocated(const gpt2rt_ctx *ctx, gpt2rt_memory_plan *plan
 }
 
 static void gpt2rt__dp_close(gpt2rt_ctx *ctx) {
-    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt_free(ctx->ranks[r]);
+    for (int r = 1; r < ctx->n_ranks; r++) gpt2rt__ctx_free(ctx->ranks[r]);
 #ifdef GPT2RT__COMM_THREADS
     if (ctx->group) {
         gpt2rt__comm_group_free((gpt2rt__comm_group *)ctx->group);

@@ -1,8 +1,21 @@
 /* context/layer_split.h - 10.2 Layer split
-   may call: context/data_parallel.h and what it includes */
+   may call: what its includes name (common/, plan/, inputs/, backend/, cpu/, context/) */
 #ifndef GPT2RT__SRC_CONTEXT_LAYER_SPLIT_H
 #define GPT2RT__SRC_CONTEXT_LAYER_SPLIT_H
-#include "data_parallel.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../common/stages.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../plan/split.h"
+#include "../plan/plan.h"
+#include "../inputs/patches.h"
+#include "../backend/interface.h"
+#include "../backend/driver.h"
+#include "../cpu/ops.h"
+#include "../cpu/backend.h"
+#include "context.h"
 
 /* ==== 10.2 Layer split ==== */
 /* parallel = LAYER_SPLIT on the CPU backend: the layers in N stages (gpt2rt__span_of:

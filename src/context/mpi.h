@@ -1,8 +1,15 @@
 /* context/mpi.h - 10.4 Processes: MPI
-   may call: context/rendezvous.h and what it includes */
+   may call: what its includes name (common/, config/, optimizer.h, backend/, context/) */
 #ifndef GPT2RT__SRC_CONTEXT_MPI_H
 #define GPT2RT__SRC_CONTEXT_MPI_H
-#include "rendezvous.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../config/config.h"
+#include "../config/caps.h"
+#include "../optimizer.h"
+#include "../backend/interface.h"
+#include "context.h"
 
 /* ==== 10.4 Processes: MPI ==== */
 /* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
@@ -225,7 +232,7 @@ static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
     char err[512];
     gpt2rt_result r = gpt2rt__mpi_comm(c, &ctx->comm_proc, err, sizeof err);
     if (r != GPT2RT_OK) return gpt2rt__fail(ctx, r, "gpt2rt_create: %s", err);
-    if (ctx->d.shards > 1 && ctx->comm_proc.size != ctx->d.shards)
+    if (gpt2rt__sharded(&ctx->d) && ctx->comm_proc.size != ctx->d.shards)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_create: the moments are planned for %d "
                             "shards, MPI has %d ranks", ctx->d.shards, ctx->comm_proc.size);
     gpt2rt__dp_attach(ctx, &ctx->comm_proc);
@@ -238,7 +245,6 @@ static gpt2rt_result gpt2rt__proc_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan
                         "install openmpi-bin libopenmpi-dev) and launch with mpirun", c->world_size);
 #endif
 }
-#undef GPT2RT__BAD
 
 static void gpt2rt__proc_close(gpt2rt_ctx *ctx) {
     if (ctx->comm_proc.destroy) ctx->comm_proc.destroy(&ctx->comm_proc);

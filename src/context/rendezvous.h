@@ -1,8 +1,13 @@
 /* context/rendezvous.h - 10.3 Processes: rendezvous
-   may call: context/layer_split.h and what it includes */
+   may call: what its includes name (common/, config/, formats/, context/) */
 #ifndef GPT2RT__SRC_CONTEXT_RENDEZVOUS_H
 #define GPT2RT__SRC_CONTEXT_RENDEZVOUS_H
-#include "layer_split.h"
+#include "../common/threads.h"
+#include "../common/errors.h"
+#include "../config/config.h"
+#include "../config/caps.h"
+#include "../formats/safetensors_write.h"
+#include "mpi.h"
 
 /* ==== 10.3 Processes: rendezvous ==== */
 /* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
@@ -22,10 +27,6 @@
    The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
 
 #define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
-#define GPT2RT__BAD(r, ...) do { snprintf(err, cap, __VA_ARGS__); return r; } while (0)
-#ifdef GPT2RT_MPI
-static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap);
-#endif
 
 #if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
 /* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */

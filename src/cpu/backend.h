@@ -1,7 +1,16 @@
 /* cpu/backend.h - 7.4 Backend table
-   may call: cpu/model.h and what it includes */
+   may call: what its includes name (common/, plan/, formats/, inputs/, optimizer.h, backend/, cpu/) */
 #ifndef GPT2RT__SRC_CPU_BACKEND_H
 #define GPT2RT__SRC_CPU_BACKEND_H
+#include "../common/types.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../formats/hf.h"
+#include "../inputs/patches.h"
+#include "../optimizer.h"
+#include "../backend/interface.h"
+#include "../backend/driver.h"
+#include "ops.h"
 #include "model.h"
 
 /* ==== 7.4 Backend table ==== */
@@ -107,16 +116,6 @@ static void gpt2rt__cpu_release(gpt2rt_ctx *ctx) {
 
 /* ---- the update and data parallel's entries ---- */
 
-/* what they call further on: the optimizer's steps (9), data parallel's collectives (10.1),
-   a context's arenas (11.3) */
-static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n); /* 9 */
-static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale); /* 9 */
-static gpt2rt_result gpt2rt__dp_before_update(gpt2rt_ctx *ctx, double *sumsq); /* 10.1 */
-static gpt2rt_result gpt2rt__dp_gather_weights(gpt2rt_ctx *ctx); /* 10.1 */
-static int64_t gpt2rt__dp_grad_len(const gpt2rt_ctx *ctx); /* 10.1 */
-static gpt2rt_result gpt2rt__dp_comm_fail(gpt2rt_ctx *ctx, gpt2rt_result r, const char *what); /* 10.1 */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan); /* 11.3 */
-
 /* the update: data parallel first sums the gradients and the loss over the ranks
    (10.1), and with ZeRO-1 gathers the weights after */
 static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale) {
@@ -132,7 +131,7 @@ static gpt2rt_result gpt2rt__cpu_update(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_d
         return GPT2RT_OK;
     }
     GPT2RT__PROF(ctx, GPT2RT__PROF_ADAMW, gpt2rt__opt_adamw(ctx, lr, o->grad_scale));
-    if (ctx->opt_hi - ctx->opt_lo < ctx->n_train) { /* ZeRO-1: this rank updated its shard */
+    if (gpt2rt__sharded(&ctx->d)) { /* ZeRO-1: this rank updated its shard */
         gpt2rt_result r = gpt2rt__dp_gather_weights(ctx);
         if (r != GPT2RT_OK) return r;
     }

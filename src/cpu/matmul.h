@@ -1,8 +1,10 @@
 /* cpu/matmul.h - 7.2 Matrix product
-   may call: cpu/ops.h and what it includes */
+   may call: common/platform.h, common/threads.h, plan/activations.h */
 #ifndef GPT2RT__SRC_CPU_MATMUL_H
 #define GPT2RT__SRC_CPU_MATMUL_H
-#include "ops.h"
+#include "../common/platform.h"
+#include "../common/threads.h"
+#include "../plan/activations.h"
 
 /* ==== 7.2 Matrix product ==== */
 
@@ -27,31 +29,11 @@
 #else
 #define GPT2RT__SG_UNUSED
 #endif
-/* SIMD paths need GCC/Clang x86-64 (also fine as nvcc host code); define
-   GPT2RT_SGEMM_NO_SIMD to force the portable C kernel. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(GPT2RT_SGEMM_NO_SIMD)
-#define GPT2RT__SG_X86 1
-#else
-#define GPT2RT__SG_X86 0
-#endif
 /* tiny products run on the calling thread only (no team spawn) */
 #ifdef _OPENMP
 #define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if((double)M * (double)N * (double)K > 2.0e5)")
 #else
 #define GPT2RT__SG_OMP_PARALLEL
-#endif
-
-#ifndef GPT2RT_SGEMM_KC
-#define GPT2RT_SGEMM_KC 256   /* k slice: B micro-panel KC*NR*4 = 32 KiB stays in L1 (48 KiB) */
-#endif
-#ifndef GPT2RT_SGEMM_MC
-#define GPT2RT_SGEMM_MC 384   /* rows of packed A block: MC*KC*4 = 384 KiB, L2 resident */
-#endif
-#ifndef GPT2RT_SGEMM_NC
-#define GPT2RT_SGEMM_NC 768   /* cols of packed B block: KC*NC*4 = 768 KiB; with M=256 the C block (M x NC) also stays in L2 */
-#endif
-#if GPT2RT_SGEMM_KC < 1 || GPT2RT_SGEMM_MC < 14 || GPT2RT_SGEMM_NC < 32
-#error "gpt2rt.h: GPT2RT_SGEMM_KC >= 1, GPT2RT_SGEMM_MC >= 14 and GPT2RT_SGEMM_NC >= 32 (one SIMD tile per block at least)"
 #endif
 
 /* micro-kernel: acc = Ap(kc x MR packed) * Bp(kc x NR packed);
@@ -383,18 +365,6 @@ static gpt2rt__sg_impl gpt2rt__sg_select(void) {
     }
 #endif
     return im;
-}
-
-/* floats of workspace per thread (rounded to 64 bytes) */
-static size_t gpt2rt__sg_thread_floats(void) {
-    size_t f = (size_t)GPT2RT_SGEMM_MC * GPT2RT_SGEMM_KC + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC + 16;
-    return (f + 15) & ~(size_t)15;
-}
-
-GPT2RT__SG_UNUSED
-static size_t gpt2rt__sgemm_workspace_bytes(int n_threads) {
-    if (n_threads < 1) n_threads = 1;
-    return (size_t)n_threads * gpt2rt__sg_thread_floats() * sizeof(float);
 }
 
 /* one thread's rectangle [m0,m1) x [n0,n1) of C, all of K */

@@ -1,139 +1,18 @@
 /* cpu/model.h - 7.3 Model
-   may call: cpu/matmul.h and what it includes */
+   may call: what its includes name (common/, plan/, inputs/, backend/, cpu/) */
 #ifndef GPT2RT__SRC_CPU_MODEL_H
 #define GPT2RT__SRC_CPU_MODEL_H
+#include "../common/threads.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../inputs/patches.h"
+#include "../backend/driver.h"
+#include "ops.h"
 #include "matmul.h"
 
 /* ==== 7.3 Model ==== */
-
-/* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the
-   arenas that gpt2rt__layout carved for it (the CPU: the context's own; the CUDA
-   backend: its device arenas, carved by the same function on a shadow context).
-   Each returns GPT2RT_OK or a result with ctx's message set. Buffers are the
-   context's: x0, layer blocks, lnf, logits, and dres, which carries the gradient
-   of the residual stream down the backward.
-   Below the layer steps, the step-level work of the public calls (10, 11; the CPU's in
-   7.4): a context's backend (ctx->be) runs its forwards, backwards, updates, host copies
-   and data-parallel reductions, so sections 10-11 never ask which backend they drive. */
-/* what the update policy (9) decides for one update, whichever backend runs it */
-typedef struct gpt2rt__opt_decision {
-    float norm;       /* global gradient norm of the mean loss, before clipping, loss scale removed */
-    float grad_scale; /* the raw gradient sums times this: the mean loss's, unscaled, clipped */
-    int skipped;      /* 1: no update (a norm that is not finite, or no counted target) */
-} gpt2rt__opt_decision;
-static gpt2rt__opt_decision gpt2rt__opt_policy(gpt2rt_ctx *ctx, double norm_raw, float *loss_scale, int *clean_steps);
-static float gpt2rt__opt_lr_at(const gpt2rt_config *c, int64_t s);
-static void gpt2rt__opt_stats(const gpt2rt_ctx *ctx, gpt2rt_step_stats *stats, gpt2rt__opt_decision o, float lr,
-                              float loss_scale, double t0);
-static void gpt2rt__accum_reset(gpt2rt_ctx *ctx); /* 10 */
-typedef gpt2rt_result (*gpt2rt__update_fn)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn update, gpt2rt_step_stats *stats);
-
-typedef struct gpt2rt__backend {
-    /* x0 (BT,C) = wte[inputs] + wpe; patches: in_layer(patches) + wpe */
-    gpt2rt_result (*embed_forward)(gpt2rt_ctx *ctx);
-    /* layer l from res (BT,C) into a; also the recompute of FULL, which must give
-       bitwise the same values */
-    gpt2rt_result (*layer_forward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
-    /* ln_f of res (BT,C), then logits (BT,Vp); patches: out_layer, (B*M,H) */
-    gpt2rt_result (*head_forward)(gpt2rt_ctx *ctx, const float *res);
-    /* logits -> dlogits (scaled by dloss), the tied head's and ln_f's gradients;
-       dres = d(res); patches: the MSE's gradient, out_layer's */
-    gpt2rt_result (*head_backward)(gpt2rt_ctx *ctx, const float *res, float dloss);
-    /* dres holds d(layer l's output) and becomes d(res), the layer's input res
-       (BT,C); weight gradients += */
-    gpt2rt_result (*layer_backward)(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a);
-    /* wte, wpe gradients += from dres; patches: wpe, in_layer */
-    gpt2rt_result (*embed_backward)(gpt2rt_ctx *ctx);
-    /* bytes from src to dst, both in the backend's arenas */
-    gpt2rt_result (*copy)(gpt2rt_ctx *ctx, void *dst, const void *src, size_t bytes);
-
-    /* ---- step level: the context is the public one (a data-parallel rank's own) ---- */
-    /* inputs, targets: host (B,T), checked (targets may be NULL): the logits, with targets
-       the loss (*loss if not NULL, ctx->loss, loss_sum, n_targets); sets have_logits and
-       have_loss. fuse: gpt2rt_step's forward, whose backward follows at once (CUDA: the
-       classifier writes dlogits in the same pass, and no logits are kept) */
-    gpt2rt_result (*forward)(gpt2rt_ctx *ctx, const int32_t *inputs, const int32_t *targets, float *loss, int fuse);
-    /* x (Bw,Lb,M), y (Bw,H,M) or NULL, checked: the predictions and the loss, as forward */
-    gpt2rt_result (*forward_series)(gpt2rt_ctx *ctx, const float *x, const float *y, float *loss);
-    /* += the gradients of the last forward's loss, one fixed scale for every micro-batch */
-    gpt2rt_result (*backward)(gpt2rt_ctx *ctx);
-    /* one AdamW step at lr over the gradients summed since the last update (data parallel:
-       summed over the ranks first); the policy (9) decides, *o says what it decided,
-       *loss_scale is the next backward's. Advances ctx->step unless skipped. */
-    gpt2rt_result (*update)(gpt2rt_ctx *ctx, float lr, gpt2rt__opt_decision *o, float *loss_scale);
-    /* the gradients (and with moments, m and v) to zero */
-    gpt2rt_result (*zero_grads)(gpt2rt_ctx *ctx, int moments);
-    /* the last forward's logits (BT,V) / predictions (Bw,H,M) into host memory */
-    gpt2rt_result (*logits)(gpt2rt_ctx *ctx, float *dst);
-    gpt2rt_result (*predictions)(gpt2rt_ctx *ctx, float *dst);
-    /* data parallel (10.1): sum the gradient pieces {first float, count} over the ranks
-       (scatter: ZeRO-1's one reduce-scatter of the whole gradient) */
-    gpt2rt_result (*dp_reduce)(gpt2rt_ctx *ctx, const int64_t (*pieces)[2], int scatter);
-    /* ctx->params caught up with the weights this context trains (ZeRO-1 with a CUDA
-       master: the trained floats of its shard; the executor, 10.1, asks every rank) */
-    gpt2rt_result (*host_weights)(gpt2rt_ctx *ctx);
-    /* ctx->params to where this context trains them, and the moments m, v (n_train floats
-       each, goff order; NULL: untouched) of its shard [opt_lo, opt_hi) */
-    gpt2rt_result (*upload)(gpt2rt_ctx *ctx, const float *m, const float *v);
-    /* of the trained floats [lo, hi), the part in this context's shard [opt_lo, opt_hi)
-       to its place in dst (hi - lo floats; the rest untouched): the moment m or v, or the
-       gradient (ZeRO-1: once the reduce-scatter summed it there) times unscale */
-    gpt2rt_result (*shard_read)(gpt2rt_ctx *ctx, gpt2rt_param_what what, int64_t lo, int64_t hi, double unscale,
-                                float *dst);
-    /* tensor t's value, gradient or moment (checked by 11.6: dst of its size, t trained
-       but for a value); the raw gradient times unscale is the one read: the executor's
-       (10) count of the targets */
-    gpt2rt_result (*param_read)(gpt2rt_ctx *ctx, const gpt2rt__tensor *t, gpt2rt_param_what what, double unscale,
-                                float *dst);
-    /* the bytes of each category this context holds, and the driver's own (measured) */
-    void (*allocated)(const gpt2rt_ctx *ctx, uint64_t *bytes, uint64_t *overhead);
-    /* data parallel, at creation: rank r >= 1's context rc (zeroed; cfg, d and be set) made
-       like ctx (rank 0), then, once every rank is attached, what the ranks share */
-    gpt2rt_result (*dp_rank)(gpt2rt_ctx *ctx, gpt2rt_ctx *rc, int r, const gpt2rt_memory_plan *plan);
-    gpt2rt_result (*dp_open)(gpt2rt_ctx *ctx);
-    /* at gpt2rt_free: before the ranks are freed (shared), then the context's own */
-    void (*release_shared)(gpt2rt_ctx *ctx);
-    void (*release)(gpt2rt_ctx *ctx);
-    /* generation (11.7): one pass of N new tokens over the KV cache, ctx->kv's tok, row,
-       pos on the host, and the logits of the M tokens kv->sel lists in kv->logits (M,Vp)
-       on the host */
-    gpt2rt_result (*decode)(gpt2rt_ctx *ctx, int64_t N, int64_t M);
-} gpt2rt__backend;
-
-/* data parallel (10.1): layer l's gradients (-1: the rest) are final on this rank */
-static gpt2rt_result gpt2rt__dp_bucket_ready(gpt2rt_ctx *ctx, int64_t l);
-/* ---- dropout's masks ---- */
-/* the sites where the model drops, a part of each mask's key */
-enum { GPT2RT__DROP_EMBED, GPT2RT__DROP_ATTN, GPT2RT__DROP_ATTN_RESID, GPT2RT__DROP_MLP_RESID, GPT2RT__DROP_HEAD };
-
-/* The start of a forward: whether it drops, and the key of its optimizer step,
-   from the seed (the RNG state, which the training state file keeps) and the step
-   count, so a resumed run draws the masks the uninterrupted one would. A step
-   that is skipped does not advance the count: the next one draws its masks again. */
-static void gpt2rt__drop_begin(gpt2rt_ctx *ctx) {
-    const gpt2rt_config *c = &ctx->cfg;
-    ctx->drop_train = !ctx->eval && (c->dropout > 0.0f || c->attn_dropout > 0.0f || c->head_dropout > 0.0f);
-    ctx->drop_key = gpt2rt__mix64(gpt2rt__mix64(ctx->rng ^ 0x44524F504F555431ull) + (uint64_t)ctx->step);
-    ctx->drop_micro = ctx->acc_micro;
-}
-
-/* the mask of site `site` of layer l (-1: the embeddings and the head) in the last
-   forward, over n elements per micro-batch, with probability p */
-static gpt2rt__drop gpt2rt__drop_at(const gpt2rt_ctx *ctx, float p, int64_t l, int site, int64_t n) {
-    gpt2rt__drop dr;
-    memset(&dr, 0, sizeof dr);
-    dr.on = ctx->drop_train && p > 0.0f;
-    if (!dr.on) return dr;
-    double t = floor((double)p * 4294967296.0 + 0.5);
-    dr.thresh = t > 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
-    dr.scale = (float)(1.0 / (1.0 - (double)p));
-    dr.key = gpt2rt__mix64(ctx->drop_key ^ gpt2rt__mix64(((uint64_t)(l + 1) << 8) | (uint64_t)site));
-    /* data parallel: rank r's rows follow ranks 0..r-1's in the micro-batch, so N ranks
-       draw the masks one device of N times the rows does */
-    dr.off = ((uint64_t)ctx->drop_micro * (uint64_t)ctx->comm->size + (uint64_t)ctx->comm->rank) * (uint64_t)n;
-    return dr;
-}
 
 /* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
    Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
@@ -554,91 +433,5 @@ static gpt2rt_result gpt2rt__cpu_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     gpt2rt__cpu_decode_pass(ctx, N, M);
     return GPT2RT_OK;
 }
-
-/* ---- the driver: one for every backend ---- */
-/* It owns the order of the steps and what recompute decides: which layer input is a
-   checkpoint, when a FULL segment runs its forward again. ax: the context whose
-   arenas the backend's steps use (the CPU: ctx itself). */
-
-/* return a failing gpt2rt_result (its message already set) to the caller: the one such
-   macro of every section from here on */
-#define GPT2RT__TRY(call) do { gpt2rt_result r_ = (call); if (r_ != GPT2RT_OK) return r_; } while (0)
-
-/* the input (BT,C) of layer l: the embeddings, a FULL checkpoint, or the layer before's output */
-static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
-    const gpt2rt__dims *d = &ax->d;
-    if (l == ax->l0) return ax->x0; /* a layer-split stage's input lies in x0 too */
-    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
-        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->ck - 1) *
-                                 gpt2rt__ald(d, d->BT * d->C * d->ab));
-    return gpt2rt__lacts(ax, l - 1).res3;
-}
-
-/* layers [l0, l1) forward, each from its input (the driver's, and a layer-split
-   stage's range, 10.2); FULL: the slots are reused, so keep the input of each
-   checkpoint the range reaches */
-static gpt2rt_result gpt2rt__model_layers_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
-                                                  int64_t l0, int64_t l1) {
-    const gpt2rt__dims *d = &ax->d;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
-    for (int64_t l = l0; l < l1; l++) {
-        GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        if (full && l + 1 < d->L && (l + 1) % d->ck == 0)
-            GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
-    }
-    return GPT2RT_OK;
-}
-
-/* layers l1-1 down to l0: dres holds d(layer l1-1's output) and becomes d(layer l0's
-   input); each layer's gradients go to the data-parallel hook once final. FULL:
-   entering a segment from its top, run its forward again from its checkpoint (the
-   last segment's activations are still in the slots from the forward; a range
-   starts at a checkpoint) */
-static gpt2rt_result gpt2rt__model_layers_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
-                                                   int64_t l0, int64_t l1) {
-    const gpt2rt__dims *d = &ax->d;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    for (int64_t l = l1 - 1; l >= l0; l--) {
-        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L)
-            for (int64_t j = l - l % d->ck; j <= l; j++)
-                GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
-        GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
-    }
-    return GPT2RT_OK;
-}
-
-/* embeddings, the layers, ln_f, the tied LM head: logits (BT,Vp) */
-static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax) {
-    const gpt2rt__dims *d = &ax->d;
-    int64_t L = d->L;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
-    gpt2rt__drop_begin(ctx);
-    GPT2RT__TRY(be->embed_forward(ctx));
-    GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, ax, 0, L));
-    /* FULL: the slots are reused, so keep the last output */
-    const float *res = L ? gpt2rt__lacts(ax, L - 1).res3 : ax->x0;
-    if (full && L) {
-        GPT2RT__TRY(be->copy(ctx, ax->xout, res, act));
-        res = ax->xout;
-    }
-    return be->head_forward(ctx, res);
-}
-
-/* gradients of (sum of the counted targets' losses) * dloss, accumulated into the grads */
-static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backend *be, const gpt2rt_ctx *ax,
-                                            float dloss) {
-    const gpt2rt__dims *d = &ax->d;
-    int64_t L = d->L;
-    int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    const float *res_last = !L ? ax->x0 : full ? ax->xout : gpt2rt__lacts(ax, L - 1).res3;
-    GPT2RT__TRY(be->head_backward(ctx, res_last, dloss));
-    GPT2RT__TRY(gpt2rt__model_layers_backward(ctx, be, ax, 0, L));
-    GPT2RT__TRY(be->embed_backward(ctx));
-    return gpt2rt__dp_bucket_ready(ctx, -1);
-}
-
 
 #endif /* GPT2RT__SRC_CPU_MODEL_H */

@@ -1,8 +1,10 @@
 /* cpu/ops.h - 7. CPU backend; 7.1 Ops
-   may call: series.h and what it includes */
+   may call: common/threads.h, common/errors.h, backend/driver.h */
 #ifndef GPT2RT__SRC_CPU_OPS_H
 #define GPT2RT__SRC_CPU_OPS_H
-#include "../series.h"
+#include "../common/threads.h"
+#include "../common/errors.h"
+#include "../backend/driver.h"
 
 /* ==== 7. CPU backend ==== */
 
@@ -52,23 +54,6 @@ static float gpt2rt__cpu_dot(const float *a, const float *b, int64_t n) {
 }
 
 /* ---- dropout (inverted) ---- */
-/* One site's mask in one forward (gpt2rt__drop_at, 7.3, fills it): element i is
-   dropped when the top 32 bits of gpt2rt__hash_at(key, off + i) are below thresh =
-   round(p * 2^32), and kept ones are multiplied by scale = 1/(1-p). key holds (seed,
-   optimizer step, layer, site); off counts the elements of the step's earlier
-   micro-batches, so k micro-batches draw the masks of one batch k times the size.
-   on = 0: the identity (evaluation, or p = 0), and callers skip the op. */
-typedef struct gpt2rt__drop {
-    int on;
-    uint32_t thresh;
-    float scale;
-    uint64_t key, off;
-} gpt2rt__drop;
-
-static GPT2RT__HOSTDEV float gpt2rt__drop_factor(const gpt2rt__drop *dr, int64_t i) { /* 0 or 1/(1-p) */
-    return (uint32_t)(gpt2rt__hash_at(dr->key, dr->off + (uint64_t)i) >> 32) >= dr->thresh ? dr->scale : 0.0f;
-}
-
 /* out (N) = in (N) * mask / (1-p), element by element (out may alias in); it is its
    own backward: the same op on the gradient */
 static void gpt2rt__cpu_dropout_span(float *out, const float *in, gpt2rt__drop d, int64_t i0, int64_t i1) {

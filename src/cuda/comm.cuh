@@ -681,8 +681,6 @@ static gpt2rt_result gpt2rt__cu_dp_join(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, c
     return GPT2RT_OK;
 }
 
-static gpt2rt_result gpt2rt__dp_sum(gpt2rt_ctx *ctx, double *v, int n); /* 10.1 */
-
 /* Before a data-parallel update (gpt2rt__cu_update_t): the gradients summed (if the last
    backward did not: fewer micro-batches than grad_accum), the compute stream after the
    reductions, acc_loss_sum and acc_targets made global, *sumsq the squared norm of the

@@ -714,10 +714,6 @@ static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M)
    every tensor by off), the source of truth for loads, saves and parameter calls; the
    rest lives on the device. The training calls reach the driver directly. ---- */
 
-static void gpt2rt__init_params(gpt2rt_ctx *ctx);
-static gpt2rt_result gpt2rt__fail_oom(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, uint64_t budget,
-                                      uint64_t free_bytes, const char *what, int allocation_failed);
-static double gpt2rt__opt_grad_unscale(const gpt2rt_ctx *ctx);
 
 /* a CUDA context's host side: the whole model's parameter table and its fp32 weights
    (the only host arena; gpt2rt_free frees it), initialised */

@@ -1,12 +1,15 @@
 /* formats/hf.h - 4.3 Hugging Face weights and config.json
-   may call: formats/safetensors_write.h and what it includes */
+   may call: what its includes name (common/, plan/, formats/) */
 #ifndef GPT2RT__SRC_FORMATS_HF_H
 #define GPT2RT__SRC_FORMATS_HF_H
+#include "../common/platform.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../plan/activations.h"
+#include "safetensors_read.h"
 #include "safetensors_write.h"
 
 /* ==== 4.3 Hugging Face weights and config.json ==== */
-
-static void gpt2rt__reset_training(gpt2rt_ctx *ctx);
 
 static const gpt2rt__tensor *gpt2rt__tensor_named(const gpt2rt_ctx *ctx, const char *name) {
     for (int i = 0; i < ctx->n_tensors; i++)
@@ -63,114 +66,6 @@ static int gpt2rt__in_dir(const char *path, const char *name, char *out, size_t 
     int dir = stat(path, &sb) == 0 ? GPT2RT__IS_DIR(sb.st_mode) : !gpt2rt__ends_with(path, strchr(name, '.'));
     int n = dir ? snprintf(out, cap, "%s/%s", path, name) : snprintf(out, cap, "%s", path);
     return n >= 0 && (size_t)n < cap;
-}
-
-/* Load Hugging Face GPT-2 weights from a safetensors image in memory. Checks
-   everything first, then copies: a failure leaves the weights untouched. */
-static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
-    gpt2rt__st st;
-    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
-    if (r != GPT2RT_OK) return r;
-    const gpt2rt__st_tensor **src = (const gpt2rt__st_tensor **)gpt2rt__alloc(
-        &ctx->cfg, (size_t)ctx->n_tensors * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
-    if (!src) { gpt2rt__st_release(ctx, &st); return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: table", what); }
-    const size_t plen = strlen("transformer.");
-    for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
-        const gpt2rt__tensor *t = &ctx->tensors[i];
-        const gpt2rt__st_tensor *e = gpt2rt__st_find(&st, t->name);
-        int gpt2 = !strncmp(t->name, "transformer.", plen);
-        if (!e && gpt2) e = gpt2rt__st_find(&st, t->name + plen); /* the original GPT-2 files have no prefix */
-        src[i] = e;
-        int64_t want[2];
-        gpt2rt__hf_shape(t, want);
-        if (!e && !gpt2) continue; /* patches: a GPT-2 checkpoint has no in_layer/out_layer; they stay */
-        if (!e) {
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' (or '%s') is missing; the file has %d tensors%s%s",
-                             what, t->name, t->name + plen, st.n, st.n ? ", the first is " : "", st.n ? st.t[0].name : "");
-        } else if (e->dtype != GPT2RT__F32 && e->dtype != GPT2RT__F16 && e->dtype != GPT2RT__BF16) {
-            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, F16 or BF16 expected", what,
-                             e->name, gpt2rt__dtype_names[e->dtype]);
-        } else {
-            int is_wpe = t->row == &gpt2rt__model_rows[GPT2RT__WPE];
-            int ok = e->ndim == t->ndim && e->shape[0] == want[0] && (t->ndim == 1 || e->shape[1] == want[1]);
-            if (is_wpe && e->ndim == 2 && e->shape[1] == want[1] && e->shape[0] >= want[0]) ok = 1;
-            if (!ok) {
-                char got[128];
-                int gn = snprintf(got, sizeof got, "(");
-                for (int k = 0; k < e->ndim && gn < 100; k++) gn += snprintf(got + gn, sizeof got - (size_t)gn, "%s%lld", k ? ", " : "", (long long)e->shape[k]);
-                snprintf(got + gn, sizeof got - (size_t)gn, ")");
-                if (t->ndim == 1)
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld)",
-                                     what, e->name, got, (long long)want[0]);
-                else
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld, %lld)%s",
-                                     what, e->name, got, (long long)want[0], (long long)want[1],
-                                     is_wpe ? " (or more positions)" : "");
-            }
-            /* NaN or inf in a weight would make every step after the load non-finite; bf16
-               weights (inference_weights) as stored (gpt2rt__bf16_finite) */
-            const unsigned char *p = st.data + e->begin;
-            for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
-                float x = gpt2rt__st_get(p, e->dtype, j);
-                if (!isfinite(x)) {
-                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
-                                     "%g: weights must be finite", what, e->name, (long long)j,
-                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
-                    ok = 0;
-                } else if (ctx->params16 &&
-                           (r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_FORMAT, what, e->name, x, j, want[1])) != GPT2RT_OK) {
-                    ok = 0;
-                }
-            }
-        }
-    }
-    if (r == GPT2RT_OK) {
-        int ignored_layers = 0, unknown = 0;
-        for (int k = 0; k < st.n; k++) {
-            const char *nm = st.t[k].name, *base = strncmp(nm, "transformer.", plen) ? nm : nm + plen;
-            char full[128];
-            snprintf(full, sizeof full, "transformer.%s", base);
-            int layer = -1;
-            if (gpt2rt__tensor_named(ctx, full) || gpt2rt__tensor_named(ctx, nm) ||
-                gpt2rt__ends_with(base, ".attn.bias") ||
-                gpt2rt__ends_with(base, ".attn.masked_bias") || !strcmp(base, "lm_head.weight") ||
-                !strcmp(nm, "lm_head.weight") || (ctx->d.patches && !strcmp(base, "wte.weight")))
-                continue; /* ours, a causal mask buffer, the tied head, or a patch model's unused wte */
-            if (!strncmp(base, "h.", 2)) {
-                char num[16];
-                size_t k = 0;
-                while (k < sizeof num - 1 && base[2 + k] >= '0' && base[2 + k] <= '9') { num[k] = base[2 + k]; k++; }
-                num[k] = 0;
-                long long lv;
-                if (base[2 + k] == '.' && gpt2rt__parse_int(num, 0, 1 << 30, &lv)) layer = (int)lv;
-            }
-            if (layer >= ctx->d.L) ignored_layers++;
-            else if (unknown++ < 4) gpt2rt__log(ctx, GPT2RT_LOG_WARN, "%s: ignoring unknown tensor '%s'", what, nm);
-        }
-        if (ignored_layers)
-            gpt2rt__log(ctx, GPT2RT_LOG_INFO, "%s: loaded the first %lld layers; %d tensors of deeper layers ignored",
-                        what, (long long)ctx->d.L, ignored_layers);
-        for (int i = 0; i < ctx->n_tensors; i++) {
-            const gpt2rt__tensor *t = &ctx->tensors[i];
-            const gpt2rt__st_tensor *e = src[i];
-            if (!e) continue; /* kept as it is (patches' in_layer/out_layer) */
-            const unsigned char *p = st.data + e->begin;
-            int64_t o = t->off; /* gpt2rt__w_set: fp32, or bf16 rounded to nearest even (inference_weights) */
-            if (t->transpose) {
-                for (int64_t row = 0; row < t->rows; row++)
-                    for (int64_t c = 0; c < t->cols; c++)
-                        gpt2rt__w_set(ctx, o + row * t->cols + c, gpt2rt__st_get(p, e->dtype, c * t->rows + row));
-            } else {
-                int64_t n = t->hf_rows * t->cols;
-                for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, o + j, gpt2rt__st_get(p, e->dtype, j));
-                for (int64_t j = n; j < t->rows * t->cols; j++) gpt2rt__w_set(ctx, o + j, 0.0f);
-            }
-        }
-        gpt2rt__reset_training(ctx);
-    }
-    gpt2rt__free(&ctx->cfg, (void *)src, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt__st_release(ctx, &st);
-    return r;
 }
 
 /* ---- config.json: the model of a Hugging Face GPT-2 directory ----
@@ -240,7 +135,7 @@ static gpt2rt_result gpt2rt__config_enum(gpt2rt__json *j, const char *const *nam
 
 /* a bool key that must have one value */
 static gpt2rt_result gpt2rt__config_bool(gpt2rt__json *j, int want, const char *why) {
-    int v;
+    int v = 0;
     gpt2rt_result r = gpt2rt__json_bool(j, &v);
     if (r != GPT2RT_OK || v == want) return r;
     return gpt2rt__json_failf(j, "%s is not supported: %s", v ? "true" : "false", why);
@@ -289,7 +184,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "the same as \"gelu_pytorch_tanh\"), so this model would compute something "
                                        "else", s);
         } else if (!strcmp(key, "layer_norm_epsilon")) {
-            double eps;
+            double eps = 0;
             /* 1e-5 as written, or as a float32 1e-5 printed in full (relative 6e-8 off) */
             if ((r = gpt2rt__json_number(&j, &eps)) == GPT2RT_OK && fabs(eps - 1e-5) > 1e-5 * 1e-6)
                 r = gpt2rt__json_failf(&j, "%g is not supported: gpt2rt's LayerNorm epsilon is 1e-5 (fixed), so this "
@@ -304,7 +199,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
             r = gpt2rt__config_bool(&j, 1, "gpt2rt's LM head is the token embedding (wte); a separate "
                                     "lm_head.weight would not be read");
         } else if (!strcmp(key, "reorder_and_upcast_attn")) {
-            int v;
+            int v = 0;
             r = gpt2rt__json_bool(&j, &v);
         } else if (!strcmp(key, "model_type")) {
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2"))
@@ -331,7 +226,7 @@ static gpt2rt_result gpt2rt__config_parse_mem(gpt2rt_ctx *ctx, char *buf, size_t
                                        "it does not know rather than drop it", key);
             } else r = gpt2rt__json_int(&j, q == 5 || q == 3 ? 0 : 1, q == 5 ? 1 : INT32_MAX, &pval[q]);
         } else if (!strcmp(key, "n_special")) {
-            int64_t v;
+            int64_t v = 0;
             r = gpt2rt__json_int(&j, 0, 0, &v);
         } else {
             while (a < sizeof gpt2rt__config_accepted / sizeof gpt2rt__config_accepted[0] &&

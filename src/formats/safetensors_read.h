@@ -1,8 +1,9 @@
 /* formats/safetensors_read.h - 4. Formats; 4.1 safetensors: reading
-   may call: plan/advisor.h and what it includes */
+   may call: common/threads.h, common/errors.h */
 #ifndef GPT2RT__SRC_FORMATS_SAFETENSORS_READ_H
 #define GPT2RT__SRC_FORMATS_SAFETENSORS_READ_H
-#include "../plan/advisor.h"
+#include "../common/threads.h"
+#include "../common/errors.h"
 
 /* ==== 4. Formats ==== */
 
@@ -343,8 +344,8 @@ static gpt2rt_result gpt2rt__json_int_range(gpt2rt__json *j, const char *s, int6
 /* an integer in [lo, hi], written as one */
 static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, int64_t *out) {
     const char *s;
-    int neg, over;
-    uint64_t v;
+    int neg = 0, over = 0;
+    uint64_t v = 0;
     gpt2rt_result r = gpt2rt__json_integer(j, (uint64_t)INT64_MAX + 1, lo, hi, 0, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (!over && !neg && v > (uint64_t)INT64_MAX) over = 1;
@@ -357,8 +358,8 @@ static gpt2rt_result gpt2rt__json_int(gpt2rt__json *j, int64_t lo, int64_t hi, i
 /* an integer in [0, UINT64_MAX] (safetensors' data_offsets) */
 static gpt2rt_result gpt2rt__json_u64(gpt2rt__json *j, uint64_t *out) {
     const char *s;
-    int neg, over;
-    uint64_t v;
+    int neg = 0, over = 0;
+    uint64_t v = 0;
     gpt2rt_result r = gpt2rt__json_integer(j, UINT64_MAX, 0, 0, 1, &neg, &v, &over, &s);
     if (r != GPT2RT_OK) return r;
     if (over || (neg && v)) return gpt2rt__json_int_range(j, s, 0, 0, 1);
@@ -512,7 +513,7 @@ static gpt2rt_result gpt2rt__st_tensor_entry(gpt2rt__json *j, gpt2rt__st_tensor 
             if ((r = gpt2rt__json_array_begin(j)) != GPT2RT_OK) return r;
             t->ndim = 0;
             while (gpt2rt__json_array_next(j, &r)) {
-                int64_t v;
+                int64_t v = 0;
                 if (t->ndim == GPT2RT__ST_MAX_DIMS)
                     return gpt2rt__json_failf(j, "tensor '%.60s' has more than %d dimensions", t->name,
                                               GPT2RT__ST_MAX_DIMS);

@@ -1,8 +1,9 @@
 /* formats/safetensors_write.h - 4.2 safetensors: writing; files
-   may call: formats/safetensors_read.h and what it includes */
+   may call: common/platform.h, common/errors.h */
 #ifndef GPT2RT__SRC_FORMATS_SAFETENSORS_WRITE_H
 #define GPT2RT__SRC_FORMATS_SAFETENSORS_WRITE_H
-#include "safetensors_read.h"
+#include "../common/platform.h"
+#include "../common/errors.h"
 
 /* ==== 4.2 safetensors: writing; files ==== */
 

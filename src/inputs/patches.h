@@ -1,8 +1,11 @@
 /* inputs/patches.h - 6. Inputs; 6.1 Tokens; 6.2 Patches
-   may call: tokenizer.h and what it includes */
+   may call: common/threads.h, common/types.h, common/errors.h, plan/activations.h */
 #ifndef GPT2RT__SRC_INPUTS_PATCHES_H
 #define GPT2RT__SRC_INPUTS_PATCHES_H
-#include "../tokenizer.h"
+#include "../common/threads.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../plan/activations.h"
 
 /* ==== 6. Inputs ==== */
 

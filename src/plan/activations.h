@@ -1,7 +1,10 @@
 /* plan/activations.h - 3.2 Activations and arenas
-   may call: plan/params.h and what it includes */
+   may call: common/types.h, common/errors.h, common/comm.h, plan/params.h */
 #ifndef GPT2RT__SRC_PLAN_ACTIVATIONS_H
 #define GPT2RT__SRC_PLAN_ACTIVATIONS_H
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
 #include "params.h"
 
 /* ==== 3.2 Activations and arenas ==== */
@@ -49,8 +52,35 @@ static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     return a;
 }
 
-static size_t gpt2rt__sgemm_workspace_bytes(int n_threads);
-static int64_t gpt2rt__opt_norm_chunks(int64_t n_params);
+/* the CPU matrix product's blocking (7.2 packs A and B in blocks of these sizes) and its workspace */
+#ifndef GPT2RT_SGEMM_KC
+#define GPT2RT_SGEMM_KC 256   /* k slice: B micro-panel KC*NR*4 = 32 KiB stays in L1 (48 KiB) */
+#endif
+#ifndef GPT2RT_SGEMM_MC
+#define GPT2RT_SGEMM_MC 384   /* rows of packed A block: MC*KC*4 = 384 KiB, L2 resident */
+#endif
+#ifndef GPT2RT_SGEMM_NC
+#define GPT2RT_SGEMM_NC 768   /* cols of packed B block: KC*NC*4 = 768 KiB; with M=256 the C block (M x NC) also stays in L2 */
+#endif
+#if GPT2RT_SGEMM_KC < 1 || GPT2RT_SGEMM_MC < 14 || GPT2RT_SGEMM_NC < 32
+#error "gpt2rt.h: GPT2RT_SGEMM_KC >= 1, GPT2RT_SGEMM_MC >= 14 and GPT2RT_SGEMM_NC >= 32 (one SIMD tile per block at least)"
+#endif
+
+/* floats of workspace per thread (rounded to 64 bytes) */
+static size_t gpt2rt__sg_thread_floats(void) {
+    size_t f = (size_t)GPT2RT_SGEMM_MC * GPT2RT_SGEMM_KC + (size_t)GPT2RT_SGEMM_KC * GPT2RT_SGEMM_NC + 16;
+    return (f + 15) & ~(size_t)15;
+}
+
+static size_t gpt2rt__sgemm_workspace_bytes(int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    return (size_t)n_threads * gpt2rt__sg_thread_floats() * sizeof(float);
+}
+
+/* the optimizer's gradient norm sums fixed chunks (9): one double per chunk */
+#define GPT2RT__NORM_CHUNK 65536
+static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GPT2RT__NORM_CHUNK - 1) / GPT2RT__NORM_CHUNK; }
+
 #define GPT2RT__CU_BLAS_WORKSPACE ((int64_t)32 << 20) /* cuBLASLt workspace on Hopper */
 
 /* the CUDA workspace's input slot: tokens, the wte gradient's buckets ((3BT+1) int32);

@@ -1,7 +1,8 @@
-/* plan/advisor.h - 3.4 Advisor
-   may call: plan/plan.h and what it includes */
+/* plan/advisor.h - 3.4 Advisor; the public call gpt2rt_fit
+   may call: common/threads.h, plan/plan.h */
 #ifndef GPT2RT__SRC_PLAN_ADVISOR_H
 #define GPT2RT__SRC_PLAN_ADVISOR_H
+#include "../common/threads.h"
 #include "plan.h"
 
 /* ==== 3.4 Advisor ==== */
@@ -265,6 +266,44 @@ static size_t gpt2rt__fit_explain_changes(char *buf, size_t cap, size_t n, const
             : "only layer inputs are kept; each layer's forward runs again in the backward");
     }
     return n;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_fit(const gpt2rt_config *config, uint64_t budget, unsigned allow, gpt2rt_config *out,
+                                    char *buf, size_t cap) {
+    size_t n = 0;
+    if (buf && cap) buf[0] = 0;
+    if (!config || !out) {
+        GPT2RT__PUT("gpt2rt_fit: %s is NULL\n", !config ? "config" : "out");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    if (!budget) { GPT2RT__PUT("budget_bytes is 0: give the bytes of one device\n"); return GPT2RT_ERR_INVALID_ARGUMENT; }
+    gpt2rt_memory_plan base;
+    gpt2rt__fit_result fr;
+    char r0[64];
+    gpt2rt_result r = gpt2rt_plan(config, &base);
+    if (r != GPT2RT_OK) { GPT2RT__PUT("%s\n", base.error); return r; }
+    if (!allow) allow = GPT2RT_FIT_DEFAULT;
+    gpt2rt__fit_search(&base, budget, allow, &fr);
+    n = gpt2rt__fit_explain_start(buf, cap, n, &base, budget);
+    if (!fr.found) {
+        *out = fr.smallest;
+        GPT2RT__PUT("nothing reachable fits: the smallest, %s, %s, micro-batch %d x accumulation %d, recompute %s, "
+                    "needs %.2f %s\n", gpt2rt__parallel_name(fr.smallest.parallel),
+                    gpt2rt__precision_name(fr.smallest.precision), fr.smallest.batch_size, fr.smallest.grad_accum,
+                    gpt2rt__recompute_name(&fr.smallest, r0, sizeof r0), GPT2RT__SZ(fr.small_peak));
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    n = gpt2rt__fit_explain_changes(buf, cap, n, &base, &fr.best);
+    *out = fr.best.config;
+    int bat = 0;
+    uint64_t pk = gpt2rt__plan_peak(&fr.best, &bat);
+    if (fr.best_changes == 0)
+        GPT2RT__PUT("it fits as it is: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
+                    GPT2RT__SZ(budget), bat);
+    else
+        GPT2RT__PUT("result fits: %.2f %s of %.2f %s on the fullest device (%d)\n", GPT2RT__SZ(pk),
+                    GPT2RT__SZ(budget), bat);
+    return GPT2RT_OK;
 }
 
 #endif /* GPT2RT__SRC_PLAN_ADVISOR_H */

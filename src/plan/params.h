@@ -1,8 +1,8 @@
 /* plan/params.h - 3. Layout and plan; 3.1 Parameter table
-   may call: config/checks.h and what it includes */
+   may call: common/types.h */
 #ifndef GPT2RT__SRC_PLAN_PARAMS_H
 #define GPT2RT__SRC_PLAN_PARAMS_H
-#include "../config/checks.h"
+#include "../common/types.h"
 
 /* ==== 3. Layout and plan ==== */
 

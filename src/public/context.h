@@ -1,8 +1,21 @@
 /* public/context.h - 11.3 Context
-   may call: public/plan.h and what it includes */
+   may call: what its includes name (common/, config/, plan/, backend/, cpu/, cuda.h, context/) */
 #ifndef GPT2RT__SRC_PUBLIC_CONTEXT_H
 #define GPT2RT__SRC_PUBLIC_CONTEXT_H
-#include "plan.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../common/comm.h"
+#include "../config/caps.h"
+#include "../config/checks.h"
+#include "../plan/activations.h"
+#include "../plan/plan.h"
+#include "../backend/interface.h"
+#include "../cpu/backend.h"
+#include "../cuda.h"
+#include "../context/context.h"
+#include "../context/data_parallel.h"
+#include "../context/layer_split.h"
+#include "../context/mpi.h"
 
 /* ==== 11.3 Context ==== */
 
@@ -96,46 +109,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
 }
 
 
-/* the parameter table and the arenas of the plan's device 0, the pointers bound */
-static gpt2rt_result gpt2rt__ctx_alloc(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan) {
-    ctx->n_tensors = gpt2rt__param_table(&ctx->d, NULL, NULL, NULL);
-    ctx->tensors = (gpt2rt__tensor *)gpt2rt__alloc(&ctx->cfg, (size_t)ctx->n_tensors * sizeof(gpt2rt__tensor),
-                                                   GPT2RT_MEM_BOOKKEEPING);
-    if (!ctx->tensors) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_create: parameter table");
-    gpt2rt__param_table(&ctx->d, ctx->tensors, NULL, NULL);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
-        uint64_t b = plan->bytes[0][i];
-        if (!b) continue;
-        ctx->arena[i] = gpt2rt__alloc(&ctx->cfg, (size_t)b, i);
-        if (!ctx->arena[i]) {
-            char what[160];
-            snprintf(what, sizeof what, "allocating %llu bytes (%.1f MiB) for %s failed",
-                     (unsigned long long)b, GPT2RT__MIB(b), gpt2rt_mem_name((gpt2rt_mem)i));
-            return gpt2rt__fail_oom(ctx, plan, 0, gpt2rt__host_available(), what, 1);
-        }
-        ctx->arena_bytes[i] = b;
-    }
-    gpt2rt__span whole = gpt2rt__span_of(&ctx->cfg, 0);
-    if (ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { /* the CPU stages share one context: all of it */
-        whole.l0 = 0; whole.l1 = ctx->d.L; whole.first = whole.last = 1;
-    }
-    uint64_t bytes[GPT2RT_MEM_COUNT];
-    memcpy(bytes, plan->bytes[0], sizeof bytes);
-    gpt2rt__layout(&ctx->d, &whole, bytes, ctx); /* binds the pointers; same sizes as planned */
-    return GPT2RT_OK;
-}
-
-
-GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) {
-    if (!ctx) return;
-    ctx->be->release_shared(ctx);
-    ctx->ex->close(ctx);
-    ctx->be->release(ctx);
-    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) gpt2rt__free(&ctx->cfg, ctx->arena[i], i);
-    gpt2rt__free(&ctx->cfg, ctx->tensors, GPT2RT_MEM_BOOKKEEPING);
-    gpt2rt_config hooks = ctx->cfg;
-    gpt2rt__free(&hooks, ctx, GPT2RT_MEM_BOOKKEEPING);
-}
+GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx) { gpt2rt__ctx_free(ctx); }
 
 GPT2RT_DEF const char *gpt2rt_last_error(const gpt2rt_ctx *ctx) {
     if (!ctx) return "no context (allocating the context itself failed)";

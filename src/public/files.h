@@ -1,10 +1,129 @@
 /* public/files.h - 11.5 Weights and training state files; 11.6 Parameters by name
-   may call: public/training.h and what it includes */
+   may call: what its includes name (common/, config/, plan/, formats/, backend/, context/, public/) */
 #ifndef GPT2RT__SRC_PUBLIC_FILES_H
 #define GPT2RT__SRC_PUBLIC_FILES_H
+#include "../common/platform.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../config/caps.h"
+#include "../plan/params.h"
+#include "../plan/activations.h"
+#include "../formats/safetensors_read.h"
+#include "../formats/safetensors_write.h"
+#include "../formats/hf.h"
+#include "../backend/driver.h"
+#include "../context/context.h"
 #include "training.h"
 
 /* ==== 11.5 Weights and training state files ==== */
+
+/* Load Hugging Face GPT-2 weights from a safetensors image in memory. Checks
+   everything first, then copies: a failure leaves the weights untouched. */
+static gpt2rt_result gpt2rt__weights_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__st_tensor **src = (const gpt2rt__st_tensor **)gpt2rt__alloc(
+        &ctx->cfg, (size_t)ctx->n_tensors * sizeof(void *), GPT2RT_MEM_BOOKKEEPING);
+    if (!src) { gpt2rt__st_release(ctx, &st); return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: table", what); }
+    const size_t plen = strlen("transformer.");
+    for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
+        const gpt2rt__tensor *t = &ctx->tensors[i];
+        const gpt2rt__st_tensor *e = gpt2rt__st_find(&st, t->name);
+        int gpt2 = !strncmp(t->name, "transformer.", plen);
+        if (!e && gpt2) e = gpt2rt__st_find(&st, t->name + plen); /* the original GPT-2 files have no prefix */
+        src[i] = e;
+        int64_t want[2];
+        gpt2rt__hf_shape(t, want);
+        if (!e && !gpt2) continue; /* patches: a GPT-2 checkpoint has no in_layer/out_layer; they stay */
+        if (!e) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' (or '%s') is missing; the file has %d tensors%s%s",
+                             what, t->name, t->name + plen, st.n, st.n ? ", the first is " : "", st.n ? st.t[0].name : "");
+        } else if (e->dtype != GPT2RT__F32 && e->dtype != GPT2RT__F16 && e->dtype != GPT2RT__BF16) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has dtype %s; F32, F16 or BF16 expected", what,
+                             e->name, gpt2rt__dtype_names[e->dtype]);
+        } else {
+            int is_wpe = t->row == &gpt2rt__model_rows[GPT2RT__WPE];
+            int ok = e->ndim == t->ndim && e->shape[0] == want[0] && (t->ndim == 1 || e->shape[1] == want[1]);
+            if (is_wpe && e->ndim == 2 && e->shape[1] == want[1] && e->shape[0] >= want[0]) ok = 1;
+            if (!ok) {
+                char got[128];
+                int gn = snprintf(got, sizeof got, "(");
+                for (int k = 0; k < e->ndim && gn < 100; k++) gn += snprintf(got + gn, sizeof got - (size_t)gn, "%s%lld", k ? ", " : "", (long long)e->shape[k]);
+                snprintf(got + gn, sizeof got - (size_t)gn, ")");
+                if (t->ndim == 1)
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld)",
+                                     what, e->name, got, (long long)want[0]);
+                else
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' has shape %s; the config needs (%lld, %lld)%s",
+                                     what, e->name, got, (long long)want[0], (long long)want[1],
+                                     is_wpe ? " (or more positions)" : "");
+            }
+            /* NaN or inf in a weight would make every step after the load non-finite; bf16
+               weights (inference_weights) as stored (gpt2rt__bf16_finite) */
+            const unsigned char *p = st.data + e->begin;
+            for (int64_t j = 0; ok && j < want[0] * want[1]; j++) {
+                float x = gpt2rt__st_get(p, e->dtype, j);
+                if (!isfinite(x)) {
+                    r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld (row %lld, column %lld) is "
+                                     "%g: weights must be finite", what, e->name, (long long)j,
+                                     (long long)(j / want[1]), (long long)(j % want[1]), (double)x);
+                    ok = 0;
+                } else if (ctx->params16 &&
+                           (r = gpt2rt__bf16_finite(ctx, GPT2RT_ERR_FORMAT, what, e->name, x, j, want[1])) != GPT2RT_OK) {
+                    ok = 0;
+                }
+            }
+        }
+    }
+    if (r == GPT2RT_OK) {
+        int ignored_layers = 0, unknown = 0;
+        for (int k = 0; k < st.n; k++) {
+            const char *nm = st.t[k].name, *base = strncmp(nm, "transformer.", plen) ? nm : nm + plen;
+            char full[128];
+            snprintf(full, sizeof full, "transformer.%s", base);
+            int layer = -1;
+            if (gpt2rt__tensor_named(ctx, full) || gpt2rt__tensor_named(ctx, nm) ||
+                gpt2rt__ends_with(base, ".attn.bias") ||
+                gpt2rt__ends_with(base, ".attn.masked_bias") || !strcmp(base, "lm_head.weight") ||
+                !strcmp(nm, "lm_head.weight") || (ctx->d.patches && !strcmp(base, "wte.weight")))
+                continue; /* ours, a causal mask buffer, the tied head, or a patch model's unused wte */
+            if (!strncmp(base, "h.", 2)) {
+                char num[16];
+                size_t k = 0;
+                while (k < sizeof num - 1 && base[2 + k] >= '0' && base[2 + k] <= '9') { num[k] = base[2 + k]; k++; }
+                num[k] = 0;
+                long long lv;
+                if (base[2 + k] == '.' && gpt2rt__parse_int(num, 0, 1 << 30, &lv)) layer = (int)lv;
+            }
+            if (layer >= ctx->d.L) ignored_layers++;
+            else if (unknown++ < 4) gpt2rt__log(ctx, GPT2RT_LOG_WARN, "%s: ignoring unknown tensor '%s'", what, nm);
+        }
+        if (ignored_layers)
+            gpt2rt__log(ctx, GPT2RT_LOG_INFO, "%s: loaded the first %lld layers; %d tensors of deeper layers ignored",
+                        what, (long long)ctx->d.L, ignored_layers);
+        for (int i = 0; i < ctx->n_tensors; i++) {
+            const gpt2rt__tensor *t = &ctx->tensors[i];
+            const gpt2rt__st_tensor *e = src[i];
+            if (!e) continue; /* kept as it is (patches' in_layer/out_layer) */
+            const unsigned char *p = st.data + e->begin;
+            int64_t o = t->off; /* gpt2rt__w_set: fp32, or bf16 rounded to nearest even (inference_weights) */
+            if (t->transpose) {
+                for (int64_t row = 0; row < t->rows; row++)
+                    for (int64_t c = 0; c < t->cols; c++)
+                        gpt2rt__w_set(ctx, o + row * t->cols + c, gpt2rt__st_get(p, e->dtype, c * t->rows + row));
+            } else {
+                int64_t n = t->hf_rows * t->cols;
+                for (int64_t j = 0; j < n; j++) gpt2rt__w_set(ctx, o + j, gpt2rt__st_get(p, e->dtype, j));
+                for (int64_t j = n; j < t->rows * t->cols; j++) gpt2rt__w_set(ctx, o + j, 0.0f);
+            }
+        }
+        gpt2rt__reset_training(ctx);
+    }
+    gpt2rt__free(&ctx->cfg, (void *)src, GPT2RT_MEM_BOOKKEEPING);
+    gpt2rt__st_release(ctx, &st);
+    return r;
+}
 
 GPT2RT_DEF gpt2rt_result gpt2rt_weights_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
@@ -211,6 +330,96 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     return gpt2rt__rename(ctx, tmp, path);
 }
 
+/* weights, moments, step and RNG in one safetensors file */
+static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char *buf, size_t len, const char *what) {
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__st_parse(ctx, buf, len, what, &st);
+    if (r != GPT2RT_OK) return r;
+    const gpt2rt__dims *d = &ctx->d;
+    const char *fmt = gpt2rt__st_meta(&st, "format");
+    /* frozen: the moments cover the trained parameters only (absent: nothing frozen) */
+    /* patch models: their shape too (absent in a token state: 0); and their objective:
+       head and attn_mask (NEXT_PATCH and PATCH_DECODE have the same tensors, so only these
+       tell a stage-1 state from a stage-2 one; absent in states written before them: not
+       checked) */
+    const char *keys[15] = {"n_layer", "n_head", "n_embd", "vocab_size", "padded_vocab", "max_seq_len", "frozen",
+                            "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine",
+                            "head", "attn_mask"};
+    int64_t want[15] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
+                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine,
+                        (int64_t)ctx->cfg.head, (int64_t)ctx->cfg.attn_mask};
+    static const char *const enum_names[2][4] = {{" (LM)", " (REGRESSION)", " (NEXT_PATCH)", " (PATCH_DECODE)"},
+                                                 {" (CAUSAL)", " (PLACEHOLDERS)", "", ""}};
+    const gpt2rt__st_tensor *e[3] = {gpt2rt__st_find(&st, "params"), gpt2rt__st_find(&st, "adam_m"),
+                                     gpt2rt__st_find(&st, "adam_v")};
+    const char *step_s = gpt2rt__st_meta(&st, "step"), *rng_s = gpt2rt__st_meta(&st, "rng");
+    if (!fmt || strcmp(fmt, "gpt2rt-state-1"))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: not a gpt2rt training state (metadata format is '%s', "
+                         "expected 'gpt2rt-state-1')", what, fmt ? fmt : "(none)");
+    /* the objective first: a state of the other aLLM4TS stage differs in its shape too
+       (horizon, patch_stride), and the head is what says so */
+    static const int order[15] = {13, 14, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    for (int k = 0; k < 15 && r == GPT2RT_OK; k++) {
+        int i = order[k];
+        const char *s = gpt2rt__st_meta(&st, keys[i]);
+        if (i >= 13 && !s) continue;
+        if (i >= 6 && !s) s = "0";
+        long long got = -1; /* read below only when parsed; -1 names nothing */
+        int named = i >= 13 && want[i] >= 0 && want[i] < (i == 13 ? 4 : 2);
+        if (!gpt2rt__parse_int(s, 0, INT64_MAX, &got) || got != want[i])
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: the state has %s = %s%s, this context has %lld%s%s", what,
+                             keys[i], s ? s : "(missing)",
+                             named && got >= 0 && got < (i == 13 ? 4 : 2) ? enum_names[i - 13][got] : "",
+                             (long long)want[i], named ? enum_names[i - 13][want[i]] : "",
+                             i == 13 && got == GPT2RT_HEAD_NEXT_PATCH && want[i] == GPT2RT_HEAD_PATCH_DECODE
+                             ? " (a stage-1 state starts stage 2 through the weights: gpt2rt_weights_save it from "
+                               "the stage-1 context, gpt2rt_weights_load it here)" : "");
+    }
+    for (int i = 0; i < 3 && r == GPT2RT_OK; i++)
+        if (!e[i] || e[i]->dtype != GPT2RT__F32 || e[i]->ndim != 1 || e[i]->shape[0] != (i ? ctx->n_train : ctx->n_params))
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' must be F32 of shape (%lld)%s", what,
+                             i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v",
+                             (long long)(i ? ctx->n_train : ctx->n_params), e[i] ? "" : " and is missing");
+    /* one bad number here poisons every weight at the next update */
+    for (int i = 0; i < 3 && r == GPT2RT_OK; i++) {
+        const unsigned char *p = st.data + e[i]->begin;
+        for (int64_t j = 0; j < e[i]->shape[0]; j++) {
+            float x;
+            memcpy(&x, p + 4 * j, 4);
+            if (!isfinite(x) || (i == 2 && x < 0.0f)) {
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' element %lld is %g: %s", what,
+                                 i == 0 ? "params" : i == 1 ? "adam_m" : "adam_v", (long long)j, (double)x,
+                                 i == 2 ? "the second moment must be finite and >= 0" : "it must be finite");
+                break;
+            }
+        }
+    }
+    long long step = 0;
+    uint64_t rng = 0;
+    char *end = NULL;
+    if (r == GPT2RT_OK && !gpt2rt__parse_int(step_s, 0, (long long)1 << 62, &step))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata step = '%s' is not an integer in [0, 2^62]", what,
+                         step_s ? step_s : "(missing)");
+    if (r == GPT2RT_OK) {
+        errno = 0;
+        if (rng_s && *rng_s >= '0' && *rng_s <= '9') rng = strtoull(rng_s, &end, 10);
+        if (!rng_s || !end || *end || errno)
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: metadata rng = '%s' is not an unsigned 64-bit integer",
+                             what, rng_s ? rng_s : "(missing)");
+    }
+    if (r == GPT2RT_OK) {
+        gpt2rt__reset_training(ctx);
+        memcpy(ctx->params, st.data + e[0]->begin, (size_t)ctx->n_params * 4);
+        /* every data-parallel rank's (ZeRO-1: each rank its shard; CUDA: on the devices) */
+        r = gpt2rt__state_in(ctx, (const float *)(const void *)(st.data + e[1]->begin),
+                           (const float *)(const void *)(st.data + e[2]->begin));
+        ctx->step = step;
+        ctx->rng = rng;
+    }
+    gpt2rt__st_release(ctx, &st);
+    return r;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_state_load(gpt2rt_ctx *ctx, const char *path) {
     GPT2RT__CHECK_CTX(ctx);
     GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_STATE_LOAD, "gpt2rt_state_load"));
@@ -273,9 +482,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_param_read(gpt2rt_ctx *ctx, const char *name, gp
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_param_read: '%s' is frozen (group 0x%x): it "
                             "has no gradient and no moments", name, t->group);
     /* ZeRO-1: each rank keeps the moments of its shard, and once summed the gradient's */
-    if (ctx->d.shards > 1 && moment)
+    if (gpt2rt__sharded(&ctx->d) && moment)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_MOMENT_READ, "gpt2rt_param_read of a moment"));
-    if (ctx->d.shards > 1 && !moment && ctx->dp_reduced)
+    if (gpt2rt__sharded(&ctx->d) && !moment && ctx->dp_reduced)
         GPT2RT__TRY(gpt2rt__cap_call(ctx, GPT2RT__CAP_CALL_GRAD_READ, "gpt2rt_param_read of a gradient"));
     return ctx->ex->param_read(ctx, t, what, dst);
 }

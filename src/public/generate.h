@@ -1,8 +1,12 @@
 /* public/generate.h - 11.7 Generation
-   may call: public/files.h and what it includes */
+   may call: common/types.h, common/errors.h, plan/activations.h, backend/driver.h, public/training.h */
 #ifndef GPT2RT__SRC_PUBLIC_GENERATE_H
 #define GPT2RT__SRC_PUBLIC_GENERATE_H
-#include "files.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../plan/activations.h"
+#include "../backend/driver.h"
+#include "training.h"
 
 /* ==== 11.7 Generation ==== */
 /* gpt2rt_generate: passes of the CPU decode step (7.3) over the KV cache (3.2), and

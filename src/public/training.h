@@ -1,8 +1,13 @@
 /* public/training.h - 11.4 Training
-   may call: public/context.h and what it includes */
+   may call: common/types.h, common/errors.h, config/caps.h, inputs/patches.h, backend/driver.h, context/context.h */
 #ifndef GPT2RT__SRC_PUBLIC_TRAINING_H
 #define GPT2RT__SRC_PUBLIC_TRAINING_H
-#include "context.h"
+#include "../common/types.h"
+#include "../common/errors.h"
+#include "../config/caps.h"
+#include "../inputs/patches.h"
+#include "../backend/driver.h"
+#include "../context/context.h"
 
 /* ==== 11.4 Training ==== */
 

@@ -1,5 +1,5 @@
 /* tokenizer/bpe.h - 5.1 Unicode classes; 5.2 Merges: (left, right) -> rank and merged id; 5.3 BPE of one piece
-   may call: tokenizer/types.h and what it includes */
+   may call: tokenizer/types.h */
 #ifndef GPT2RT__SRC_TOKENIZER_BPE_H
 #define GPT2RT__SRC_TOKENIZER_BPE_H
 #include "types.h"

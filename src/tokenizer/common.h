@@ -1,8 +1,11 @@
 /* tokenizer/common.h - 5. Tokenizer: its outline; whole files, messages and shuffles shared with 6.3
-   may call: formats/state.h and what it includes */
+   may call: common/platform.h, common/threads.h, common/errors.h, formats/safetensors_write.h */
 #ifndef GPT2RT__SRC_TOKENIZER_COMMON_H
 #define GPT2RT__SRC_TOKENIZER_COMMON_H
-#include "../formats/state.h"
+#include "../common/platform.h"
+#include "../common/threads.h"
+#include "../common/errors.h"
+#include "../formats/safetensors_write.h"
 
 /* ==== 5. Tokenizer ==== */
 /* GPT-2's byte-level BPE, exactly (the ids of OpenAI's encoder.py and tiktoken).

@@ -1,7 +1,12 @@
 /* tokenizer/encode.h - 5.4 Loading, encoding, decoding
-   may call: tokenizer/bpe.h and what it includes */
+   may call: what its includes name (common/, formats/, tokenizer/) */
 #ifndef GPT2RT__SRC_TOKENIZER_ENCODE_H
 #define GPT2RT__SRC_TOKENIZER_ENCODE_H
+#include "../common/platform.h"
+#include "../common/errors.h"
+#include "../formats/safetensors_read.h"
+#include "common.h"
+#include "types.h"
 #include "bpe.h"
 
 /* ==== 5.4 Loading, encoding, decoding ==== */

@@ -1,7 +1,10 @@
 /* tokenizer/shards.h - 5.5 llm.c token shards
-   may call: tokenizer/encode.h and what it includes */
+   may call: common/errors.h, tokenizer/common.h, tokenizer/types.h, tokenizer/encode.h */
 #ifndef GPT2RT__SRC_TOKENIZER_SHARDS_H
 #define GPT2RT__SRC_TOKENIZER_SHARDS_H
+#include "../common/errors.h"
+#include "common.h"
+#include "types.h"
 #include "encode.h"
 
 /* ==== 5.5 llm.c token shards ==== */

@@ -1,8 +1,8 @@
 /* tokenizer/types.h - 5. Tokenizer: its limits and types, the Unicode tables
-   may call: tokenizer/common.h and what it includes */
+   may call: common/platform.h */
 #ifndef GPT2RT__SRC_TOKENIZER_TYPES_H
 #define GPT2RT__SRC_TOKENIZER_TYPES_H
-#include "common.h"
+#include "../common/platform.h"
 
 enum { GPT2RT__TOK_OTHER = 0, GPT2RT__TOK_LETTER = 1, GPT2RT__TOK_NUMBER = 2, GPT2RT__TOK_SPACE = 3 };
 #define GPT2RT__TOK_MAX_VOCAB 65536     /* ids fit uint16, like llm.c's token files */
