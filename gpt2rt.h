@@ -55,7 +55,7 @@
        GPT2RT_NO_TOKENIZER    no GPT-2 tokenizer and no llm.c token shards
                               (gpt2rt_tok_*, gpt2rt_shard_*: section 5)
        GPT2RT_NO_SERIES       no CSV series files and no forecaster files
-                              (gpt2rt_series_*, gpt2rt_forecaster_*: sections 6.3-6.4);
+                              (gpt2rt_series_*, gpt2rt_forecaster_*: sections 6.3, 12);
                               patch inputs still train from the caller's arrays
        GPT2RT_NO_DIST         no multi-process code: no TCP and FILE rendezvous (10.3),
                               no sockets included, GPT2RT_MPI refused; world_size > 1
@@ -406,7 +406,14 @@
      (the model's shape, the channels' names and scaler, the date column and step,
      the linear map and blend weight when used); gpt2rt_forecaster_load builds a
      context from that directory alone, and gpt2rt_forecaster_predict forecasts
-     windows (n, L, M) in the data's units, as the training run scored them:
+     windows (n, L, M) in the data's units, as the training run scored them. The
+     training run is calls too (12. Forecaster; nothing printed, progress through a
+     callback): gpt2rt_forecaster_linear_fit (the linear map, ridge chosen on
+     validation), gpt2rt_forecaster_train (epochs, validation, early stopping, the
+     map's residual and blend), gpt2rt_forecaster_pretrain (aLLM4TS stage 1 over
+     pooled series), gpt2rt_forecaster_score (a split's MSE/MAE sums); after a load,
+     gpt2rt_forecaster_series_desc reads a file as training did and
+     gpt2rt_forecaster_csv writes dated forecasts:
            gpt2rt_forecaster *f;
            if (gpt2rt_forecaster_load(&f, "model_dir", NULL) != GPT2RT_OK) { ... gpt2rt_forecaster_last_error(f) ... }
            gpt2rt_forecaster_predict(f, x, n, out);   // out (n, horizon, M)
@@ -629,8 +636,6 @@
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
-                                 6.4 Forecaster (saved and loaded with what a
-                                 forecast needs: gpt2rt__fc_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)  7.4 Backend table (the
@@ -654,6 +659,8 @@
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name  11.7 Generation
                                  (gpt2rt__gen_)
+   12. Forecaster                a client of the public calls: trained, saved and
+                                 loaded with what a forecast needs (gpt2rt__fc_)
 
    ============================================================================
    LICENSE: MIT. See the end of the file.
@@ -1340,6 +1347,145 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* a series desc reading a file as the forecaster's training read its file: lookback,
+   horizon, the columns by name in its order (desc->columns points into fc, valid until
+   gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders;
+   the other fields are left as they were (fill, no_scale: the caller's) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *desc);
+/* forecasts (n, horizon, M) of the n windows of series starting at rows first, first + 1,
+   ... as CSV text (*text malloc'd, NUL-terminated, *len bytes; free it): the header
+   (with_origin: "origin,"; the date column's name, or "step" when the series has no dated
+   step; the channels' names), then a line per window and future step: (with_origin) the
+   window's last row's date, the step's date continuing the series' dates at their step
+   (or its row number), the values as %.9g */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *series, int64_t first,
+                                               int64_t n, const float *forecasts, int with_origin, char **text,
+                                               size_t *len);
+
+/* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
+   each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),
+   to the normalised horizon, W'z, on a series' scaled windows, every channel a series,
+   weighted by its variance (the squared error in the scaler's units). The ridge (on
+   the lookback's rows, not the bias) is the one of 0.1, 1, ..., 1e5 with the least
+   validation MSE. gpt2rt_forecaster_linear_fit fills *lm (weights allocated: free with
+   gpt2rt_forecaster_linear_free); a series without a validation window, or normal
+   equations singular at every ridge, are refused through ctx's last error (ctx: any
+   context, for the message). */
+typedef struct gpt2rt_forecaster_linear {
+    int64_t lookback, horizon;
+    double *weights;        /* (lookback + 1, horizon), the last row the bias */
+    double ridge, val_mse;  /* the chosen ridge and its validation MSE (scaled) */
+} gpt2rt_forecaster_linear;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_fit(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_forecaster_linear *lm);
+GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
+/* the map's forecast of n windows x (n, lookback, M) minus each series' lookback mean,
+   sd * W'z, into offset (n, horizon, M), and (means: may be NULL) each series' mean
+   (n, M): the map's forecast is their sum */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
+                                                         const float *x, int64_t n, int64_t channels, float *offset,
+                                                         float *means);
+
+/* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
+   window, in batches of batch (the last filled up by repeating its last window: each
+   series is forecast on its own, so the filler changes nothing), in eval mode; with a
+   linear map the forecast is the model's (plus the map's offset when linear_residual:
+   the model was trained on what the map leaves), moved blend of the way to the map's.
+   Errors are summed in double over the real windows only. */
+typedef struct gpt2rt_forecaster_score_desc {
+    int batch;                              /* windows a forward pass takes (required) */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual;
+    double blend;                           /* in [0, 1] */
+    int64_t drop_batch;                     /* the *_full sums count whole batches of this many windows only
+                                               (a drop_last loader's); 0: batch */
+    float *keep;                            /* NULL, or (keep_windows, horizon, M): the first windows' forecasts */
+    int64_t keep_windows;
+} gpt2rt_forecaster_score_desc;
+typedef struct gpt2rt_forecaster_scores {
+    double sse, sae;              /* every window's squared and absolute errors (scaled) */
+    int64_t windows;
+    double sse_full, sae_full;    /* those of the whole drop_batch batches */
+    int64_t windows_full;
+    double see, sed, sdd;         /* with a linear map, e = the forecast before the blend - truth, d = the
+                                     map's forecast - that: sums of e^2, e d, d^2; the blend w minimising the
+                                     SSE see + 2 w sed + w^2 sdd is -sed / sdd */
+} gpt2rt_forecaster_scores;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                 const gpt2rt_forecaster_score_desc *desc,
+                                                 gpt2rt_forecaster_scores *scores);
+
+/* Training a patch context on a series (gpt2rt_forecaster_train), GPT4TS-style: each
+   epoch visits the training windows in a seeded order (gpt2rt_series_batch with seed
+   and the epoch) in steps of batch windows, then scores the validation split
+   (gpt2rt_forecaster_score); the best epoch's weights are kept (early stopping after
+   patience epochs without a lower validation MSE) and restored at the end. With a
+   linear map and linear_residual the model trains on what the map leaves, and
+   start_from_linear makes epoch 0 the map alone (out_layer.weight zero; training keeps
+   what improves on it, and nothing if nothing does); blend_linear then chooses on
+   validation the blend toward the map in [0, 1]. max_steps > 0 stops after that many
+   steps (result.max_steps_reached, nothing restored). Nothing is printed: progress, when
+   set, is called after every step and after every epoch's validation. */
+typedef enum gpt2rt_forecaster_event {
+    GPT2RT_FORECASTER_STEP = 0,   /* a training step: epoch, step of steps, stats */
+    GPT2RT_FORECASTER_EPOCH,      /* an epoch scored on validation (epoch 0: the linear map alone) */
+    GPT2RT_FORECASTER_BASELINE    /* pretraining, before the first step: val_mse is the last patch
+                                     repeated's (gpt2rt_forecaster_pretrain_result.naive_val_mse) */
+} gpt2rt_forecaster_event;
+typedef struct gpt2rt_forecaster_progress {
+    gpt2rt_forecaster_event event;
+    int epoch;                    /* 1-based; 0: the linear map alone */
+    int64_t step, steps;          /* STEP: steps done in this epoch, of steps */
+    double epoch_seconds;         /* STEP: since the epoch began */
+    const gpt2rt_step_stats *stats; /* STEP: the step's */
+    double train_mse, val_mse;    /* EPOCH: the epoch's mean step loss (0 for epoch 0), its validation MSE */
+    double train_seconds, val_seconds; /* EPOCH */
+    int best;                     /* EPOCH: the lowest validation MSE so far */
+    int stop;                     /* EPOCH: patience epochs without a better one: training stops */
+} gpt2rt_forecaster_progress;
+typedef struct gpt2rt_forecaster_train_desc {
+    int batch;                    /* windows a step takes (required; a data parallel context's global batch) */
+    int epochs;                   /* at most (required) */
+    int patience;                 /* 0: never stop early */
+    int64_t steps_per_epoch;      /* 0 or more than fit: every whole batch of the training windows */
+    uint64_t seed;                /* the order of the training windows */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual, start_from_linear, blend_linear;
+    int max_steps;                /* 0: no limit */
+    void (*progress)(void *user, const gpt2rt_forecaster_progress *p);
+    void *user;
+} gpt2rt_forecaster_train_desc;
+typedef struct gpt2rt_forecaster_train_result {
+    int best_epoch;               /* 0: the linear map alone; -1: none */
+    double best_val_mse;
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;          /* the steps' own time, summed */
+    double blend;                 /* blend_linear's choice, else 0 */
+    double blend_val_mse, model_val_mse, linear_val_mse; /* blend_linear: validation MSE blended, at 0, at 1 */
+} gpt2rt_forecaster_train_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
+                                                 const gpt2rt_forecaster_train_desc *desc,
+                                                 gpt2rt_forecaster_train_result *result);
+/* aLLM4TS stage 1: causal next-patch pre-training of a NEXT_PATCH context (n_channels
+   1) on the training rows of n series pooled: each channel of each window is one
+   univariate series of lookback steps, batch of them a step, the series taking turns
+   while each has a whole batch left in the epoch (at most desc.steps_per_epoch steps,
+   0: all of them). After each epoch the mean next-patch MSE over the whole batches of
+   every validation series decides early stopping (no validation series: the last epoch
+   is kept); the best epoch's weights are restored. Before the first step (unless
+   max_steps) the baseline, each next patch forecast as the patch before it repeated in
+   RevIN's scale over the same batches, is reported (BASELINE) and kept in
+   naive_val_mse. desc's linear fields are not used. */
+typedef struct gpt2rt_forecaster_pretrain_result {
+    int best_epoch;                /* 0: none */
+    double best_val_mse, naive_val_mse; /* NAN: no validation batch */
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;
+} gpt2rt_forecaster_pretrain_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *series, int n,
+                                                    const gpt2rt_forecaster_train_desc *desc,
+                                                    gpt2rt_forecaster_pretrain_result *result);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
@@ -8337,802 +8483,6 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_batch(gpt2rt_series *s, gpt2rt_series_spl
     return GPT2RT_OK;
 }
 
-/* ==== 6.4 Forecaster ==== */
-
-#ifdef _WIN32
-#include <io.h> /* _findfirst: what a directory holds before a save replaces it */
-#else
-#include <dirent.h>
-#endif
-
-/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): a
-   directory of the weights as gpt2rt_weights_save writes them, and forecaster.json, one
-   flat JSON object, written here and read with the strict JSON reader (4.1): every key
-   known and once, every number in its range, the weights file holding exactly the
-   model's tensors. A save writes a new directory beside the old and swaps the two, so a
-   failure leaves the old forecaster whole. The forecast is the training run's scoring,
-   step for step: batches of info.batch windows (the last filled up by repeating its
-   last window), the model's predictions in the scaler's units, then the linear map's
-   offset (linear_residual) and the blend toward the map, in double, rounded once; a
-   value that does not fit a float is refused. */
-
-struct gpt2rt_forecaster {
-    int failed;
-    char error[512];
-    gpt2rt_ctx *ctx;
-    gpt2rt_forecaster_info info;
-    char *names;           /* the channels' names, then the date column's, NUL-separated */
-    char **name;           /* (M) into names */
-    char *date_name;       /* into names, NULL: none */
-    double *mean, *std;    /* (M) the scaler */
-    double *W;             /* (L+1, H) the linear map, NULL: none */
-    float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
-    double *z, *acc;       /* scratch: L+1, H */
-};
-
-static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
-
-/* the linear map's forecast minus each series' lookback mean, (nb,H,M) into c, and
-   the means (nb,M) into mus: each series of x (nb,L,M) normalised as RevIN does
-   (mean, sqrt(biased variance + 1e-5)), z (L+1) with a trailing 1, c = sd * W'z;
-   summed in double in index order (examples/timeseries.c fits W on the same terms) */
-static void gpt2rt__fc_lin_offset(const double *W, int64_t L, int64_t H, const float *x, int64_t nb, int64_t M,
-                                  float *c, float *mus, double *z, double *acc) {
-    for (int64_t w = 0; w < nb; w++)
-        for (int64_t m = 0; m < M; m++) {
-            const float *xs = x + w * L * M;
-            double s = 0, v = 0, sd;
-            for (int64_t k = 0; k < L; k++) s += xs[k * M + m];
-            s /= (double)L;
-            for (int64_t k = 0; k < L; k++) v += (xs[k * M + m] - s) * (xs[k * M + m] - s);
-            sd = sqrt(v / (double)L + 1e-5);
-            for (int64_t k = 0; k < L; k++) z[k] = (xs[k * M + m] - s) / sd;
-            z[L] = 1.0;
-            mus[w * M + m] = (float)s;
-            for (int64_t h = 0; h < H; h++) acc[h] = 0;
-            for (int64_t k = 0; k <= L; k++) {
-                const double *wk = W + k * H, zk = z[k];
-                for (int64_t h = 0; h < H; h++) acc[h] += zk * wk[h];
-            }
-            for (int64_t h = 0; h < H; h++) c[(w * H + h) * M + m] = (float)(sd * acc[h]);
-        }
-}
-
-/* ---- writing a forecaster directory: the whole of it, or nothing ---- */
-
-/* Bounds of a forecaster's numbers, the same for save and load, so that every file
-   a save writes loads. The scaler is a StandardScaler fit on finite floats
-   (gpt2rt_series_load): |mean| <= FLT_MAX, and std = 1 or >= 10 * DBL_EPSILON
-   (sklearn's floor, 2.220446049250313e-15), <= FLT_MAX (half the data's range). Then
-   for any finite float x, |x - mean| <= 2 FLT_MAX = 6.8e38 and |x - mean| / std <=
-   3.1e53: finite in double. The linear map's |w| <= 1e15: its offset sd * sum_k z_k w_k
-   has L + 1 <= 2^31 terms, |z_k| <= sqrt(L) <= 2^15.5 (RevIN-normalised), sd <= FLT_MAX,
-   so it is at most 2^46.5 * 1e15 * 3.4e38 = 3.4e67, finite in double (a forecast that
-   does not fit a float is refused when it is made). */
-#define GPT2RT__FC_MEAN_MAX 3.4028234663852886e38
-#define GPT2RT__FC_STD_MIN 2.220446049250313e-15
-#define GPT2RT__FC_STD_MAX 3.4028234663852886e38
-#define GPT2RT__FC_LINEAR_MAX 1e15
-
-/* the files of a forecaster directory: the only ones a save replaces */
-static const char *gpt2rt__fc_files[] = {"forecaster.json", "model.safetensors", "config.json"};
-
-/* a JSON string of any length */
-static void gpt2rt__fc_put_esc(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { fputc('\\', f); fputc(c, f); }
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v) {
-    fprintf(f, "  \"%s\": ", key);
-    if (v) gpt2rt__fc_put_esc(f, v);
-    else fputs("null", f);
-    fputs(",\n", f);
-}
-
-static void gpt2rt__fc_put_nums(FILE *f, const char *key, const double *v, int64_t n) {
-    fprintf(f, "  \"%s\": [", key);
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.17g", i ? (i % 8 ? ", " : ",\n    ") : "", v[i]);
-    fprintf(f, "],\n");
-}
-
-#ifdef _WIN32
-#define GPT2RT__RMDIR _rmdir
-#define GPT2RT__MKDIR(d) _mkdir(d)
-#else
-#define GPT2RT__RMDIR rmdir
-#define GPT2RT__MKDIR(d) mkdir(d, 0777)
-#endif
-
-/* dir's forecaster files (and the temporaries a failed gpt2rt_weights_save leaves),
-   then dir; 0 when dir stays */
-static int gpt2rt__fc_rmdir(const char *dir) {
-    static const char *extra[] = {"model.safetensors.tmp", "model.safetensors.old", "config.json.tmp"};
-    char p[4300];
-    for (int i = 0; i < 6; i++) {
-        snprintf(p, sizeof p, "%s/%s", dir, i < 3 ? gpt2rt__fc_files[i] : extra[i - 3]);
-        remove(p);
-    }
-    return GPT2RT__RMDIR(dir) == 0;
-}
-
-static int gpt2rt__fc_rename(const char *from, const char *to) {
-#ifdef GPT2RT__TEST_HOOKS
-    if (gpt2rt__test_rename_fail > 0 && --gpt2rt__test_rename_fail == 0) { errno = EIO; return -1; }
-#endif
-    return rename(from, to);
-}
-
-/* whether a save may replace dir: absent (*exists = 0), or a directory that holds a
-   forecaster.json and nothing but a forecaster's files (or nothing) */
-static gpt2rt_result gpt2rt__fc_dir_check(gpt2rt_ctx *ctx, const char *dir, int *exists) {
-    struct stat sb;
-    *exists = 0;
-#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
-    if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is a symbolic link; a save "
-                            "replaces the directory itself: give the directory it points to", dir);
-#endif
-    if (stat(dir, &sb) != 0) {
-        if (errno == ENOENT) return GPT2RT_OK;
-        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: %s: %s", dir, strerror(errno));
-    }
-    if (!GPT2RT__IS_DIR(sb.st_mode))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s exists and is not a directory",
-                            dir);
-    *exists = 1;
-    char other[512] = "";
-    int n = 0, json = 0;
-#ifdef _WIN32
-    char pat[4300];
-    struct _finddata_t fd;
-    snprintf(pat, sizeof pat, "%s/*", dir);
-    intptr_t h = _findfirst(pat, &fd);
-    for (int more = h != -1; more; more = _findnext(h, &fd) == 0) {
-        const char *nm = fd.name;
-#else
-    DIR *d = opendir(dir);
-    if (!d) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot list %s: %s", dir, strerror(errno));
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        const char *nm = e->d_name;
-#endif
-        if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
-        int k = 0;
-        while (k < 3 && strcmp(nm, gpt2rt__fc_files[k])) k++;
-        n++;
-        if (k == 0) json = 1;
-        if (k == 3 && !other[0]) snprintf(other, sizeof other, "%s", nm);
-    }
-#ifdef _WIN32
-    if (h != -1) _findclose(h);
-#else
-    closedir(d);
-#endif
-    if (other[0] || (n && !json))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not a forecaster directory "
-                            "(it holds %s%s%s); a save replaces the whole directory, so it replaces only a forecaster "
-                            "(forecaster.json, model.safetensors, config.json) or an empty directory: name a new "
-                            "directory", dir, other[0] ? "'" : "", other[0] ? other : "no forecaster.json",
-                            other[0] ? "'" : "");
-    return GPT2RT_OK;
-}
-
-/* forecaster.json into dir (a new directory of the save's) */
-static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
-    gpt2rt_config c = gpt2rt_config_get(ctx);
-    const gpt2rt_series *s = desc->series;
-    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels;
-    char path[4300];
-    snprintf(path, sizeof path, "%s/forecaster.json", dir);
-    FILE *f = fopen(path, "wb");
-    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    fprintf(f, "{\n");
-    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster");
-    fprintf(f, "  \"version\": 1,\n");
-    gpt2rt__fc_put_str(f, "note", desc->note);
-    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression");
-    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal");
-    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
-            c.n_embd, c.max_seq_len);
-    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
-            c.patch_len, c.patch_stride, c.horizon);
-    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
-                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32");
-    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
-            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
-    fprintf(f, "  \"columns\": [");
-    for (int64_t m = 0; m < M; m++) {
-        if (m) fputs(", ", f);
-        gpt2rt__fc_put_esc(f, s->name[m]);
-    }
-    fprintf(f, "],\n");
-    gpt2rt__fc_put_str(f, "date_column", s->date_name);
-    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
-    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders]);
-    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
-    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
-    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
-    if (desc->linear) {
-        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
-        gpt2rt__fc_put_nums(f, "linear", desc->linear, (L + 1) * H);
-    } else fprintf(f, "  \"linear\": null,\n");
-    fprintf(f, "  \"end\": true\n}\n");
-    return gpt2rt__write_close(ctx, f, path, path, 1);
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
-    GPT2RT__CHECK_CTX(ctx);
-    if (!dir || !desc || !desc->series)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is NULL",
-                            !dir ? "dir" : !desc ? "desc" : "desc->series");
-    if (strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir too long");
-    gpt2rt_config c = gpt2rt_config_get(ctx);
-    const gpt2rt_series *s = desc->series;
-    if (c.input != GPT2RT_INPUT_PATCHES || (c.head != GPT2RT_HEAD_REGRESSION && c.head != GPT2RT_HEAD_PATCH_DECODE))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: a forecaster forecasts a horizon: "
-                            "input = PATCHES with head = REGRESSION or PATCH_DECODE (this context: input %d, head %d)",
-                            (int)c.input, (int)c.head);
-    if (s->failed)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: desc->series failed to load");
-    if (s->info.channels != c.n_channels || s->desc.lookback != c.seq_len || s->desc.horizon != c.horizon)
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: the series (%d channels, lookback "
-                            "%d, horizon %d) and the context (n_channels %d, seq_len %d, horizon %d) differ",
-                            s->info.channels, s->desc.lookback, s->desc.horizon, c.n_channels, c.seq_len, c.horizon);
-    if (!(desc->blend >= 0 && desc->blend <= 1) || desc->batch < 0 || (desc->blend > 0 && !desc->linear) ||
-        (desc->linear_residual && !desc->linear))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: blend = %g must lie in [0, 1], "
-                            "batch = %d >= 0, and blend > 0 or linear_residual = %d need the linear map (linear is %s)",
-                            desc->blend, desc->batch, desc->linear_residual, desc->linear ? "given" : "NULL");
-    int64_t L = c.seq_len, H = c.horizon, nw = (L + 1) * H;
-    for (int64_t i = 0; desc->linear && i < nw; i++)
-        if (!(fabs(desc->linear[i]) <= GPT2RT__FC_LINEAR_MAX))
-            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: linear[%lld] (row %lld, "
-                                "column %lld) is %g; the map's values must lie in [-1e15, 1e15]", (long long)i,
-                                (long long)(i / H), (long long)(i % H), desc->linear[i]);
-    for (int m = 0; m < s->info.channels; m++)
-        if (!(fabs(s->mean[m]) <= GPT2RT__FC_MEAN_MAX) || !(s->std[m] >= GPT2RT__FC_STD_MIN) ||
-            !(s->std[m] <= GPT2RT__FC_STD_MAX))
-            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: channel %d's scaler (mean "
-                                "%g, std %g) is outside |mean| <= 3.4028234663852886e38, std in [2.220446049250313e-15, "
-                                "3.4028234663852886e38]", m, s->mean[m], s->std[m]);
-    for (int m = -2; m < s->info.channels; m++) { /* forecaster.json is UTF-8: the strict reader takes nothing else */
-        const char *t = m == -2 ? desc->note : m == -1 ? s->date_name : s->name[m];
-        for (size_t i = 0, n = t ? strlen(t) : 0; i < n;) {
-            int k = (unsigned char)t[i] < 0x80 ? 1 : gpt2rt__json_utf8_len((const unsigned char *)t + i, n - i);
-            if (!k) {
-                char what[48];
-                snprintf(what, sizeof what, m == -2 ? "desc->note" : m == -1 ? "the date column's name"
-                                                                             : "column %d's name", m);
-                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not UTF-8 (byte "
-                                    "%zu is 0x%02X); forecaster.json holds UTF-8 text: convert the CSV header", what, i,
-                                    (unsigned char)t[i]);
-            }
-            i += (size_t)k;
-        }
-    }
-    /* the name the directory goes by: trailing slashes off, never "." or ".." */
-    char base[4100];
-    size_t bn = strlen(dir);
-    while (bn > 1 && dir[bn - 1] == '/') bn--;
-    memcpy(base, dir, bn);
-    base[bn] = 0;
-    const char *last = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
-    if (!*last || !strcmp(last, ".") || !strcmp(last, ".."))
-        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir = '%s': name the directory "
-                            "itself (a save writes it anew beside its old self, then swaps the two)", dir);
-    int exists;
-    gpt2rt_result r = gpt2rt__fc_dir_check(ctx, base, &exists);
-    if (r != GPT2RT_OK) return r;
-    /* the new directory is written beside the old one, then renamed into its place */
-    char tmp[4200], old[4200];
-    for (int n = 0;; n++) {
-        snprintf(tmp, sizeof tmp, "%s.tmp-%d", base, n);
-        if (GPT2RT__MKDIR(tmp) == 0) break;
-        if (errno != EEXIST || n == 999)
-            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot create %s (the forecaster is "
-                                "written there, then renamed to %s): %s", tmp, base, strerror(errno));
-    }
-    if ((r = gpt2rt_weights_save(ctx, tmp)) == GPT2RT_OK) r = gpt2rt__fc_write_json(ctx, tmp, desc);
-    if (r != GPT2RT_OK) {
-        char first[sizeof ctx->error];
-        snprintf(first, sizeof first, "%s", ctx->error);
-        gpt2rt__fc_rmdir(tmp);
-        return gpt2rt__fail(ctx, r, "gpt2rt_forecaster_save: %s (%s is unchanged)", first, base);
-    }
-    if (exists) {
-        for (int n = 0;; n++) {
-            struct stat sb;
-            snprintf(old, sizeof old, "%s.old-%d", base, n);
-            if (stat(old, &sb) != 0 || n == 999) break;
-        }
-        if (gpt2rt__fc_rename(base, old) != 0) {
-            int e = errno;
-            gpt2rt__fc_rmdir(tmp);
-            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot move the previous forecaster %s "
-                                "aside to %s: %s (%s is unchanged)", base, old, strerror(e), base);
-        }
-    }
-    if (gpt2rt__fc_rename(tmp, base) != 0) {
-        int e = errno, back = !exists || rename(old, base) == 0;
-        gpt2rt__fc_rmdir(tmp);
-        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot rename %s to %s: %s (%s)", tmp, base,
-                            strerror(e), !exists ? "nothing was written" : back ? "the previous forecaster is back"
-                                                                             : "the previous forecaster is in the .old "
-                                                                               "directory beside it");
-    }
-    if (exists && !gpt2rt__fc_rmdir(old))
-        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_forecaster_save: saved %s; the previous forecaster stays in %s "
-                    "(cannot remove it: %s)", base, old, strerror(errno));
-    return GPT2RT_OK;
-}
-
-/* ---- reading forecaster.json ---- */
-
-/* its keys, each once: the strings and arrays, then the integers with their ranges.
-   note, trained_precision and end may be left out; linear_rows and linear_cols are
-   there exactly when linear is not null. */
-static const char *gpt2rt__fc_keys[] = {"format", "version", "note", "head", "attn_mask", "trained_precision",
-                                        "columns", "date_column", "date_step", "borders", "scaler_mean",
-                                        "scaler_std", "blend", "linear", "end"};
-enum { GPT2RT__FK_FORMAT, GPT2RT__FK_VERSION, GPT2RT__FK_NOTE, GPT2RT__FK_HEAD, GPT2RT__FK_MASK, GPT2RT__FK_PRECISION,
-       GPT2RT__FK_COLUMNS, GPT2RT__FK_DATE_COLUMN, GPT2RT__FK_DATE_STEP, GPT2RT__FK_BORDERS, GPT2RT__FK_MEAN,
-       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_NS };
-static const struct { const char *key; int64_t lo, hi; } gpt2rt__fc_ints[] = {
-    {"n_layer", 1, INT32_MAX}, {"n_head", 1, INT32_MAX}, {"n_embd", 1, INT32_MAX}, {"max_seq_len", 1, INT32_MAX},
-    {"lookback", 1, INT32_MAX}, {"patch_len", 1, INT32_MAX}, {"patch_stride", 1, INT32_MAX},
-    {"horizon", 1, INT32_MAX}, {"channels", 1, INT32_MAX}, {"revin_affine", 0, 1}, {"batch", 1, INT32_MAX},
-    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}};
-enum { GPT2RT__FI_N = 14, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13 };
-#define GPT2RT__FC_DATE_STEP_MAX 1e10 /* seconds: 317 years between rows */
-
-/* one of n names, or -1 */
-static int gpt2rt__fc_pick(const char *s, const char *const *names, int n) {
-    for (int k = 0; k < n; k++)
-        if (!strcmp(s, names[k])) return k;
-    return -1;
-}
-
-/* an array of numbers, each in [lo, hi], appended to *v (grown as it goes) */
-static gpt2rt_result gpt2rt__fc_nums(gpt2rt__json *j, double **v, int64_t *n, double lo, double hi, const char *range) {
-    gpt2rt_result r = gpt2rt__json_array_begin(j);
-    int64_t cap = 0;
-    while (r == GPT2RT_OK && gpt2rt__json_array_next(j, &r)) {
-        double x;
-        const char *at = j->p;
-        if ((r = gpt2rt__json_number(j, &x)) != GPT2RT_OK) break;
-        if (!(x >= lo && x <= hi)) {
-            j->p = (char *)at;
-            return gpt2rt__json_failf(j, "element %lld = %.17g is outside %s", (long long)*n, x, range);
-        }
-        if (*n == cap) {
-            double *g = (double *)realloc(*v, sizeof(double) * (size_t)(cap = cap ? 2 * cap : 64));
-            if (!g) return gpt2rt__tok_msg(j->err, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", j->what);
-            *v = g;
-        }
-        (*v)[(*n)++] = x;
-    }
-    return r;
-}
-
-static int gpt2rt__fc_cmp_names(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* forecaster.json (text, len bytes and a NUL, unescaped in place) into fc and c: every
-   key known and once, every value of its type and in its range, the arrays as long as
-   the shape says; the message in fc->error */
-static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t len, const char *file, gpt2rt_config *c) {
-    int seen[GPT2RT__FK_NS + GPT2RT__FI_N] = {0};
-    int64_t iv[GPT2RT__FI_N] = {0};
-    const char *head = NULL, *mask = NULL, *date = NULL, *key, **cols = NULL;
-    double *arr[3] = {NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear */
-    int64_t narr[3] = {0, 0, 0}, ncols = 0, cap = 0;
-    int borders = 0, end = 1, linear_null = 0;
-    char *e = fc->error;
-    gpt2rt__json j;
-    gpt2rt__json_init(&j, text, len, NULL, e, sizeof fc->error, file, "forecaster.json");
-    gpt2rt_result r = gpt2rt__json_object_begin(&j);
-    while (r == GPT2RT_OK && gpt2rt__json_object_next(&j, &key, &r)) {
-        int k = gpt2rt__fc_pick(key, gpt2rt__fc_keys, GPT2RT__FK_NS);
-        for (int i = 0; k < 0 && i < GPT2RT__FI_N; i++)
-            if (!strcmp(key, gpt2rt__fc_ints[i].key)) k = GPT2RT__FK_NS + i;
-        if (k < 0) { r = gpt2rt__json_fail(&j, "unknown key (docs/timeseries.md lists forecaster.json's keys)"); break; }
-        if (seen[k]++) { r = gpt2rt__json_fail(&j, "the key appears twice"); break; }
-        const char *s = NULL;
-        int64_t v = 0;
-        switch (k) {
-        case GPT2RT__FK_FORMAT:
-            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2rt-forecaster"))
-                r = gpt2rt__json_failf(&j, "\"%.60s\": not a forecaster (its format is \"gpt2rt-forecaster\")", s);
-            break;
-        case GPT2RT__FK_VERSION:
-            if ((r = gpt2rt__json_int(&j, 0, INT32_MAX, &v)) == GPT2RT_OK && v != 1)
-                r = gpt2rt__json_failf(&j, "version %lld; this gpt2rt reads version 1", (long long)v);
-            break;
-        case GPT2RT__FK_NOTE:
-        case GPT2RT__FK_DATE_COLUMN:
-            if (gpt2rt__json_null(&j)) break;
-            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && k == GPT2RT__FK_DATE_COLUMN) {
-                if (!*s) r = gpt2rt__json_fail(&j, "an empty name (a name, or null for none)");
-                date = s;
-            }
-            break;
-        case GPT2RT__FK_HEAD:
-            if ((r = gpt2rt__json_string(&j, &head)) == GPT2RT_OK && strcmp(head, "regression") &&
-                strcmp(head, "patch_decode"))
-                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"regression\" nor \"patch_decode\"", head);
-            break;
-        case GPT2RT__FK_MASK:
-            if ((r = gpt2rt__json_string(&j, &mask)) == GPT2RT_OK && strcmp(mask, "causal") && strcmp(mask, "placeholders"))
-                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"causal\" nor \"placeholders\"", mask);
-            break;
-        case GPT2RT__FK_PRECISION: {
-            static const char *p[] = {"fp32", "bf16", "fp16"};
-            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && gpt2rt__fc_pick(s, p, 3) < 0)
-                r = gpt2rt__json_failf(&j, "\"%.60s\" is not fp32, bf16 or fp16", s);
-            break;
-        }
-        case GPT2RT__FK_BORDERS:
-            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && (borders = gpt2rt__fc_pick(s, gpt2rt__fc_borders, 5)) < 0)
-                r = gpt2rt__json_failf(&j, "\"%.60s\" is not auto, etth, ettm, ratio or none", s);
-            break;
-        case GPT2RT__FK_COLUMNS:
-            if ((r = gpt2rt__json_array_begin(&j)) != GPT2RT_OK) break;
-            while (gpt2rt__json_array_next(&j, &r)) {
-                size_t n;
-                if (gpt2rt__json_peek(&j) != '"') { r = gpt2rt__json_failf(&j, "name %lld is not a string", (long long)ncols); break; }
-                if ((r = gpt2rt__json_string_n(&j, &s, &n)) != GPT2RT_OK) break;
-                if (!n) { r = gpt2rt__json_failf(&j, "name %lld is empty", (long long)ncols); break; }
-                if (ncols == cap) {
-                    const char **g = (const char **)realloc((void *)cols, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 16));
-                    if (!g) { r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file); break; }
-                    cols = g;
-                }
-                cols[ncols++] = s;
-            }
-            break;
-        case GPT2RT__FK_DATE_STEP: {
-            double d;
-            const char *at = j.p;
-            if ((r = gpt2rt__json_number(&j, &d)) == GPT2RT_OK && !(d >= 0 && d <= GPT2RT__FC_DATE_STEP_MAX)) {
-                j.p = (char *)at;
-                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1e10] (seconds between rows; 0: unknown)", d);
-            }
-            fc->info.date_step = d;
-            break;
-        }
-        case GPT2RT__FK_BLEND: {
-            const char *at = j.p;
-            if ((r = gpt2rt__json_number(&j, &fc->info.blend)) == GPT2RT_OK && !(fc->info.blend >= 0 && fc->info.blend <= 1)) {
-                j.p = (char *)at;
-                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1]", fc->info.blend);
-            }
-            break;
-        }
-        case GPT2RT__FK_MEAN:
-            r = gpt2rt__fc_nums(&j, &arr[0], &narr[0], -GPT2RT__FC_MEAN_MAX, GPT2RT__FC_MEAN_MAX,
-                                "[-3.4028234663852886e38, 3.4028234663852886e38] (a mean of floats)");
-            break;
-        case GPT2RT__FK_STD:
-            r = gpt2rt__fc_nums(&j, &arr[1], &narr[1], GPT2RT__FC_STD_MIN, GPT2RT__FC_STD_MAX,
-                                "[2.220446049250313e-15, 3.4028234663852886e38] (a scaler's std: positive, at least "
-                                "10 DBL_EPSILON, at most FLT_MAX)");
-            break;
-        case GPT2RT__FK_LINEAR:
-            if (!(linear_null = gpt2rt__json_null(&j)))
-                r = gpt2rt__fc_nums(&j, &arr[2], &narr[2], -GPT2RT__FC_LINEAR_MAX, GPT2RT__FC_LINEAR_MAX, "[-1e15, 1e15]");
-            break;
-        case GPT2RT__FK_END:
-            if ((r = gpt2rt__json_bool(&j, &end)) == GPT2RT_OK && !end) r = gpt2rt__json_fail(&j, "false; a complete file ends with \"end\": true");
-            break;
-        default: {
-            int i = k - GPT2RT__FK_NS;
-            r = gpt2rt__json_int(&j, gpt2rt__fc_ints[i].lo, gpt2rt__fc_ints[i].hi, &iv[i]);
-        }
-        }
-    }
-    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
-    /* every key the writer always writes, and the arrays as long as the shape says */
-    for (int k = 0; r == GPT2RT_OK && k < GPT2RT__FK_NS + GPT2RT__FI_N; k++) {
-        const char *name = k < GPT2RT__FK_NS ? gpt2rt__fc_keys[k] : gpt2rt__fc_ints[k - GPT2RT__FK_NS].key;
-        int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END ||
-                       k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
-        if (!seen[k] && !optional) r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing", file, name);
-    }
-    int64_t L = iv[4], H = iv[7], M = iv[8];
-    int has_linear = !linear_null, rows = seen[GPT2RT__FK_NS + GPT2RT__FI_ROWS],
-        lcols = seen[GPT2RT__FK_NS + GPT2RT__FI_COLS];
-    if (r != GPT2RT_OK) {
-    } else if (ncols != M) {
-        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" has %lld names; \"channels\" = %lld needs %lld names",
-                            file, (long long)ncols, (long long)M, (long long)M);
-    } else if (narr[0] != M || narr[1] != M) {
-        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" have %lld and %lld numbers; "
-                            "\"channels\" = %lld needs %lld each", file, (long long)narr[0], (long long)narr[1],
-                            (long long)M, (long long)M);
-    } else if (has_linear != rows || has_linear != lcols || (has_linear && (iv[GPT2RT__FI_ROWS] != L + 1 ||
-               iv[GPT2RT__FI_COLS] != H || narr[2] != (L + 1) * H))) {
-        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: the linear map is %s; lookback %lld and horizon %lld need "
-                            "\"linear_rows\" = %lld, \"linear_cols\" = %lld and %lld numbers in \"linear\" (or "
-                            "\"linear\": null and neither size)", file,
-                            !has_linear ? (rows || lcols ? "null but a size is given" : "null")
-                            : !rows || !lcols ? "given without its sizes" : "of another shape",
-                            (long long)L, (long long)H, (long long)(L + 1), (long long)H, (long long)((L + 1) * H));
-        if (has_linear && rows && lcols)
-            snprintf(e + strlen(e), sizeof fc->error - strlen(e), " (it is %lld x %lld, %lld numbers)",
-                     (long long)iv[GPT2RT__FI_ROWS], (long long)iv[GPT2RT__FI_COLS], (long long)narr[2]);
-    } else if ((fc->info.blend > 0 || iv[11]) && !has_linear) {
-        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
-                            fc->info.blend, (int)iv[11]);
-    }
-    if (r == GPT2RT_OK && M > 1) { /* duplicate names: sorted neighbours */
-        const char **sorted = (const char **)malloc(sizeof(char *) * (size_t)M);
-        if (!sorted) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
-        else {
-            memcpy((void *)sorted, (const void *)cols, sizeof(char *) * (size_t)M);
-            qsort((void *)sorted, (size_t)M, sizeof(char *), gpt2rt__fc_cmp_names);
-            for (int64_t m = 1; m < M && r == GPT2RT_OK; m++)
-                if (!strcmp(sorted[m - 1], sorted[m]))
-                    r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" names \"%.200s\" twice; each channel "
-                                        "has its own name", file, sorted[m]);
-            free((void *)sorted);
-        }
-    }
-    if (r == GPT2RT_OK) { /* the names, then the date column's, NUL-separated, in one block */
-        size_t total = date ? strlen(date) + 1 : 0;
-        for (int64_t m = 0; m < M; m++) total += strlen(cols[m]) + 1;
-        fc->names = (char *)malloc(total ? total : 1);
-        fc->name = (char **)malloc(sizeof(char *) * (size_t)M);
-        if (!fc->names || !fc->name) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
-        else {
-            char *q = fc->names;
-            for (int64_t m = 0; m <= M; m++) {
-                const char *src = m < M ? cols[m] : date;
-                if (!src) break;
-                size_t n = strlen(src) + 1;
-                memcpy(q, src, n);
-                if (m < M) fc->name[m] = q;
-                else fc->date_name = q;
-                q += n;
-            }
-        }
-    }
-    free((void *)cols);
-    if (r != GPT2RT_OK) {
-        free(arr[0]); free(arr[1]); free(arr[2]);
-        return r;
-    }
-    fc->mean = arr[0];
-    fc->std = arr[1];
-    fc->W = arr[2];
-    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
-                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
-    for (int i = 0; i < 12; i++) *dst[i] = (int)iv[i];
-    c->input = GPT2RT_INPUT_PATCHES;
-    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
-    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    fc->info.borders = (gpt2rt_series_borders)borders;
-    fc->info.lookback = c->seq_len;
-    fc->info.horizon = c->horizon;
-    fc->info.channels = c->n_channels;
-    fc->info.has_linear = has_linear;
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
-    if (r != GPT2RT_OK) {
-        gpt2rt_free(fc->ctx);
-        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
-        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
-        char keep[512];
-        memcpy(keep, fc->error, sizeof keep);
-        memset(fc, 0, sizeof *fc);
-        memcpy(fc->error, keep, sizeof keep);
-        fc->failed = 1;
-    }
-    *out = fc;
-    return r;
-}
-
-/* the weights file holds exactly the tensors of fc->ctx's model: gpt2rt_weights_load
-   keeps a patch model's own tensors when a file lacks them (a GPT-2 checkpoint to
-   fine-tune from) and ignores the ones it does not know; a forecaster has them all */
-static gpt2rt_result gpt2rt__fc_tensors(gpt2rt_forecaster *fc, const char *weights) {
-    gpt2rt_ctx *ctx = fc->ctx;
-    unsigned char *buf;
-    size_t len;
-    gpt2rt__st st;
-    gpt2rt_result r = gpt2rt__read_file(ctx, weights, &buf, &len);
-    if (r != GPT2RT_OK) return r;
-    if ((r = gpt2rt__st_parse(ctx, buf, len, weights, &st)) == GPT2RT_OK) {
-        int revin = ctx->cfg.revin_affine;
-        for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
-            const char *nm = ctx->tensors[i].name;
-            if (!gpt2rt__st_find(&st, nm))
-                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is missing: a forecaster's weights hold the "
-                                 "%d tensors of its model (this file has %d%s%s)%s", weights, nm, ctx->n_tensors, st.n,
-                                 st.n ? ", the first " : "", st.n ? st.t[0].name : "",
-                                 strncmp(nm, "revin.", 6) ? "" : "; forecaster.json says revin_affine = 1");
-        }
-        for (int k = 0; k < st.n && r == GPT2RT_OK; k++)
-            if (!gpt2rt__tensor_named(ctx, st.t[k].name))
-                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is not one of the %d tensors of the model "
-                                 "forecaster.json describes%s", weights, st.t[k].name, ctx->n_tensors,
-                                 strncmp(st.t[k].name, "revin.", 6) || revin ? ""
-                                 : " (forecaster.json says revin_affine = 0)");
-        gpt2rt__st_release(ctx, &st);
-    }
-    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
-    return r;
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const char *dir, const gpt2rt_config *base) {
-    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
-    gpt2rt_forecaster *fc = (gpt2rt_forecaster *)calloc(1, sizeof(gpt2rt_forecaster));
-    *out = fc;
-    if (!fc) return GPT2RT_ERR_OUT_OF_MEMORY;
-    if (!dir || strlen(dir) > 4000)
-        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_load: "
-                                                        "dir is NULL or too long"));
-    char file[4200], weights[4200];
-    snprintf(file, sizeof file, "%s/forecaster.json", dir);
-    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
-    unsigned char *buf;
-    size_t len;
-    char err[512];
-    if (gpt2rt__tok_read_file(file, &buf, &len, err) != GPT2RT_OK) {
-        FILE *w = fopen(weights, "rb");
-        if (w) fclose(w);
-        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: no forecaster here (%s)%s", dir, err,
-                                                        w ? ": it holds weights only (model.safetensors), not the scaler, "
-                                                            "lookback, horizon and columns a forecast needs: save a "
-                                                            "forecaster with gpt2rt_forecaster_save (timeseries --save)"
-                                                          : ""));
-    }
-    unsigned char *text = (unsigned char *)realloc(buf, len + 1); /* the reader reads a NUL at the end */
-    if (!text) {
-        free(buf);
-        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file));
-    }
-    text[len] = 0;
-    gpt2rt_config c;
-    memset(&c, 0, sizeof c);
-    gpt2rt_result r = gpt2rt__fc_read(fc, (char *)text, len, file, &c);
-    free(text);
-    if (r != GPT2RT_OK) return gpt2rt__fc_done(out, fc, r);
-    if (base) { /* the forecast's precision is the caller's (fp32 by default), whatever trained_precision says */
-        c.backend = base->backend;
-        c.precision = base->precision;
-        c.n_threads = base->n_threads;
-        c.log = base->log;
-        c.log_user = base->log_user;
-        c.memory_budget = base->memory_budget;
-        if (base->batch_size > 0) fc->info.batch = base->batch_size;
-    }
-    c.batch_size = fc->info.batch;
-    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK) {
-        gpt2rt__tok_msg(fc->error, r, "%s: the model it describes cannot be built: %s", file, gpt2rt_last_error(fc->ctx));
-        return gpt2rt__fc_done(out, fc, r);
-    }
-    if ((r = gpt2rt__fc_tensors(fc, weights)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
-        (r = gpt2rt_mode_set(fc->ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) {
-        gpt2rt__tok_msg(fc->error, r, "%s: %s", dir, gpt2rt_last_error(fc->ctx));
-        return gpt2rt__fc_done(out, fc, r);
-    }
-    int64_t B = fc->info.batch, L = c.seq_len, H = c.horizon, M = c.n_channels;
-    fc->x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
-    fc->pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-    fc->c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-    fc->mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
-    fc->z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
-    fc->acc = (double *)malloc(sizeof(double) * (size_t)H);
-    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc)
-        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for a "
-                                                        "batch of %lld windows", dir, (long long)B));
-    return GPT2RT_OK;
-}
-
-GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
-    if (!fc) return;
-    gpt2rt_free(fc->ctx);
-    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
-    free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
-    free(fc);
-}
-
-GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc) {
-    return fc ? fc->error : "gpt2rt_forecaster: no forecaster (out of memory)";
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info) {
-    if (!fc || !info) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (fc->failed) return GPT2RT_ERR_STATE;
-    *info = fc->info;
-    return GPT2RT_OK;
-}
-
-GPT2RT_DEF const char *gpt2rt_forecaster_column(const gpt2rt_forecaster *fc, int m) {
-    return fc && !fc->failed && m >= 0 && m < fc->info.channels ? fc->name[m] : NULL;
-}
-
-GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc) {
-    return fc && !fc->failed ? fc->date_name : NULL;
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std) {
-    if (!fc || !mean || !std) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (fc->failed) return GPT2RT_ERR_STATE;
-    if (m < 0 || m >= fc->info.channels) return GPT2RT_ERR_INVALID_ARGUMENT;
-    *mean = fc->mean[m];
-    *std = fc->std[m];
-    return GPT2RT_OK;
-}
-
-GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc) { return fc && !fc->failed ? fc->ctx : NULL; }
-
-/* x (n,L,M) -> out (n,H,M); units: both in the data's units (scaled on the way in,
-   unscaled on the way out), else in the scaler's */
-static gpt2rt_result gpt2rt__fc_run(gpt2rt_forecaster *fc, const char *fn, const float *x, int64_t n, float *out,
-                                    int units) {
-    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
-    if (fc->failed) return GPT2RT_ERR_STATE;
-    fc->error[0] = 0;
-    if (!x || !out || n < 0)
-        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x is %s, out is %s, n = %lld (>= 0)", fn,
-                               x ? "given" : "NULL", out ? "given" : "NULL", (long long)n);
-    int64_t B = fc->info.batch, L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
-    for (int64_t first = 0; first < n; first += B) {
-        int64_t real = n - first < B ? n - first : B;
-        for (int64_t i = 0; i < real * L * M; i++) {
-            float v = x[first * L * M + i];
-            if (units) v = (float)(((double)v - fc->mean[i % M]) / fc->std[i % M]);
-            if (!isfinite(v))
-                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x[%lld] (window %lld, step %lld, "
-                                       "channel %lld) is %g%s; values must be finite", fn,
-                                       (long long)(first * L * M + i), (long long)(first + i / (L * M)),
-                                       (long long)(i / M % L), (long long)(i % M), (double)x[first * L * M + i],
-                                       units ? " (scaled)" : "");
-            fc->x[i] = v;
-        }
-        for (int64_t b = real; b < B; b++) memcpy(fc->x + b * L * M, fc->x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
-        if (gpt2rt_forward_series(fc->ctx, fc->x, NULL, NULL) != GPT2RT_OK ||
-            gpt2rt_predictions(fc->ctx, fc->pred, B * H * M) != GPT2RT_OK)
-            return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_STATE, "%s: %s", fn, gpt2rt_last_error(fc->ctx));
-        if (fc->W) {
-            gpt2rt__fc_lin_offset(fc->W, L, H, fc->x, real, M, fc->c, fc->mus, fc->z, fc->acc);
-            for (int64_t i = 0; i < real * H * M; i++) {
-                double p = (double)fc->pred[i] + (fc->info.linear_residual ? (double)fc->c[i] : 0.0);
-                double d = (double)fc->mus[i / (H * M) * M + i % M] + (double)fc->c[i] - p; /* linear - forecast */
-                fc->pred[i] = (float)(p + fc->info.blend * d);
-            }
-        }
-        for (int64_t i = 0; i < real * H * M; i++) {
-            float v = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
-            if (!isfinite(v))
-                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the forecast of window %lld, step "
-                                       "%lld, channel %lld is %g: it does not fit a float (the window lies too far "
-                                       "outside the training data's range, or the weights overflow)", fn,
-                                       (long long)(first + i / (H * M)), (long long)(i / M % H), (long long)(i % M),
-                                       (double)v);
-            out[first * H * M + i] = v;
-        }
-    }
-    return GPT2RT_OK;
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
-    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict", x, n, out, 1);
-}
-
-GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
-    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
-}
 #endif /* GPT2RT_NO_SERIES */
 
 /* ==== 9. Optimizer ==== */
@@ -20839,6 +20189,1441 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     return GPT2RT_OK;
 }
 
+#ifndef GPT2RT_NO_SERIES
+/* ==== 12. Forecaster ==== */
+
+#ifdef _WIN32
+#include <io.h> /* _findfirst: what a directory holds before a save replaces it */
+#else
+#include <dirent.h>
+#endif
+
+/* A trained patch model with what its forecast needs (gpt2rt_forecaster_save): a
+   directory of the weights as gpt2rt_weights_save writes them, and forecaster.json, one
+   flat JSON object, written here and read with the strict JSON reader (4.1): every key
+   known and once, every number in its range, the weights file holding exactly the
+   model's tensors. A save writes a new directory beside the old and swaps the two, so a
+   failure leaves the old forecaster whole. The forecast is the training run's scoring,
+   step for step: batches of info.batch windows (the last filled up by repeating its
+   last window), the model's predictions in the scaler's units, then the linear map's
+   offset (linear_residual) and the blend toward the map, in double, rounded once; a
+   value that does not fit a float is refused. */
+
+struct gpt2rt_forecaster {
+    int failed;
+    char error[512];
+    gpt2rt_ctx *ctx;
+    gpt2rt_forecaster_info info;
+    char *names;           /* the channels' names, then the date column's, NUL-separated */
+    char **name;           /* (M) into names */
+    char *date_name;       /* into names, NULL: none */
+    double *mean, *std;    /* (M) the scaler */
+    double *W;             /* (L+1, H) the linear map, NULL: none */
+    float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
+    double *z, *acc;       /* scratch: L+1, H */
+    char *columns;         /* the channels' names as the loader's list "a,b,c"; NULL until asked for */
+};
+
+static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
+
+/* the linear map's forecast minus each series' lookback mean, (nb,H,M) into c, and
+   the means (nb,M) into mus: each series of x (nb,L,M) normalised as RevIN does
+   (mean, sqrt(biased variance + 1e-5)), z (L+1) with a trailing 1, c = sd * W'z;
+   summed in double in index order (examples/timeseries.c fits W on the same terms) */
+static void gpt2rt__fc_lin_offset(const double *W, int64_t L, int64_t H, const float *x, int64_t nb, int64_t M,
+                                  float *c, float *mus, double *z, double *acc) {
+    for (int64_t w = 0; w < nb; w++)
+        for (int64_t m = 0; m < M; m++) {
+            const float *xs = x + w * L * M;
+            double s = 0, v = 0, sd;
+            for (int64_t k = 0; k < L; k++) s += xs[k * M + m];
+            s /= (double)L;
+            for (int64_t k = 0; k < L; k++) v += (xs[k * M + m] - s) * (xs[k * M + m] - s);
+            sd = sqrt(v / (double)L + 1e-5);
+            for (int64_t k = 0; k < L; k++) z[k] = (xs[k * M + m] - s) / sd;
+            z[L] = 1.0;
+            mus[w * M + m] = (float)s;
+            for (int64_t h = 0; h < H; h++) acc[h] = 0;
+            for (int64_t k = 0; k <= L; k++) {
+                const double *wk = W + k * H, zk = z[k];
+                for (int64_t h = 0; h < H; h++) acc[h] += zk * wk[h];
+            }
+            for (int64_t h = 0; h < H; h++) c[(w * H + h) * M + m] = (float)(sd * acc[h]);
+        }
+}
+
+/* ---- writing a forecaster directory: the whole of it, or nothing ---- */
+
+/* Bounds of a forecaster's numbers, the same for save and load, so that every file
+   a save writes loads. The scaler is a StandardScaler fit on finite floats
+   (gpt2rt_series_load): |mean| <= FLT_MAX, and std = 1 or >= 10 * DBL_EPSILON
+   (sklearn's floor, 2.220446049250313e-15), <= FLT_MAX (half the data's range). Then
+   for any finite float x, |x - mean| <= 2 FLT_MAX = 6.8e38 and |x - mean| / std <=
+   3.1e53: finite in double. The linear map's |w| <= 1e15: its offset sd * sum_k z_k w_k
+   has L + 1 <= 2^31 terms, |z_k| <= sqrt(L) <= 2^15.5 (RevIN-normalised), sd <= FLT_MAX,
+   so it is at most 2^46.5 * 1e15 * 3.4e38 = 3.4e67, finite in double (a forecast that
+   does not fit a float is refused when it is made). */
+#define GPT2RT__FC_MEAN_MAX 3.4028234663852886e38
+#define GPT2RT__FC_STD_MIN 2.220446049250313e-15
+#define GPT2RT__FC_STD_MAX 3.4028234663852886e38
+#define GPT2RT__FC_LINEAR_MAX 1e15
+
+/* the files of a forecaster directory: the only ones a save replaces */
+static const char *gpt2rt__fc_files[] = {"forecaster.json", "model.safetensors", "config.json"};
+
+/* a JSON string of any length */
+static void gpt2rt__fc_put_esc(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { fputc('\\', f); fputc(c, f); }
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void gpt2rt__fc_put_str(FILE *f, const char *key, const char *v) {
+    fprintf(f, "  \"%s\": ", key);
+    if (v) gpt2rt__fc_put_esc(f, v);
+    else fputs("null", f);
+    fputs(",\n", f);
+}
+
+static void gpt2rt__fc_put_nums(FILE *f, const char *key, const double *v, int64_t n) {
+    fprintf(f, "  \"%s\": [", key);
+    for (int64_t i = 0; i < n; i++) fprintf(f, "%s%.17g", i ? (i % 8 ? ", " : ",\n    ") : "", v[i]);
+    fprintf(f, "],\n");
+}
+
+#ifdef _WIN32
+#define GPT2RT__RMDIR _rmdir
+#define GPT2RT__MKDIR(d) _mkdir(d)
+#else
+#define GPT2RT__RMDIR rmdir
+#define GPT2RT__MKDIR(d) mkdir(d, 0777)
+#endif
+
+/* dir's forecaster files (and the temporaries a failed gpt2rt_weights_save leaves),
+   then dir; 0 when dir stays */
+static int gpt2rt__fc_rmdir(const char *dir) {
+    static const char *extra[] = {"model.safetensors.tmp", "model.safetensors.old", "config.json.tmp"};
+    char p[4300];
+    for (int i = 0; i < 6; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, i < 3 ? gpt2rt__fc_files[i] : extra[i - 3]);
+        remove(p);
+    }
+    return GPT2RT__RMDIR(dir) == 0;
+}
+
+static int gpt2rt__fc_rename(const char *from, const char *to) {
+#ifdef GPT2RT__TEST_HOOKS
+    if (gpt2rt__test_rename_fail > 0 && --gpt2rt__test_rename_fail == 0) { errno = EIO; return -1; }
+#endif
+    return rename(from, to);
+}
+
+/* whether a save may replace dir: absent (*exists = 0), or a directory that holds a
+   forecaster.json and nothing but a forecaster's files (or nothing) */
+static gpt2rt_result gpt2rt__fc_dir_check(gpt2rt_ctx *ctx, const char *dir, int *exists) {
+    struct stat sb;
+    *exists = 0;
+#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+    if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is a symbolic link; a save "
+                            "replaces the directory itself: give the directory it points to", dir);
+#endif
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT) return GPT2RT_OK;
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: %s: %s", dir, strerror(errno));
+    }
+    if (!GPT2RT__IS_DIR(sb.st_mode))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s exists and is not a directory",
+                            dir);
+    *exists = 1;
+    char other[512] = "";
+    int n = 0, json = 0;
+#ifdef _WIN32
+    char pat[4300];
+    struct _finddata_t fd;
+    snprintf(pat, sizeof pat, "%s/*", dir);
+    intptr_t h = _findfirst(pat, &fd);
+    for (int more = h != -1; more; more = _findnext(h, &fd) == 0) {
+        const char *nm = fd.name;
+#else
+    DIR *d = opendir(dir);
+    if (!d) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot list %s: %s", dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *nm = e->d_name;
+#endif
+        if (!strcmp(nm, ".") || !strcmp(nm, "..")) continue;
+        int k = 0;
+        while (k < 3 && strcmp(nm, gpt2rt__fc_files[k])) k++;
+        n++;
+        if (k == 0) json = 1;
+        if (k == 3 && !other[0]) snprintf(other, sizeof other, "%s", nm);
+    }
+#ifdef _WIN32
+    if (h != -1) _findclose(h);
+#else
+    closedir(d);
+#endif
+    if (other[0] || (n && !json))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not a forecaster directory "
+                            "(it holds %s%s%s); a save replaces the whole directory, so it replaces only a forecaster "
+                            "(forecaster.json, model.safetensors, config.json) or an empty directory: name a new "
+                            "directory", dir, other[0] ? "'" : "", other[0] ? other : "no forecaster.json",
+                            other[0] ? "'" : "");
+    return GPT2RT_OK;
+}
+
+/* forecaster.json into dir (a new directory of the save's) */
+static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    const gpt2rt_series *s = desc->series;
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/forecaster.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f) return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    fprintf(f, "{\n");
+    gpt2rt__fc_put_str(f, "format", "gpt2rt-forecaster");
+    fprintf(f, "  \"version\": 1,\n");
+    gpt2rt__fc_put_str(f, "note", desc->note);
+    gpt2rt__fc_put_str(f, "head", c.head == GPT2RT_HEAD_PATCH_DECODE ? "patch_decode" : "regression");
+    gpt2rt__fc_put_str(f, "attn_mask", c.attn_mask == GPT2RT_MASK_PLACEHOLDERS ? "placeholders" : "causal");
+    fprintf(f, "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"max_seq_len\": %d,\n", c.n_layer, c.n_head,
+            c.n_embd, c.max_seq_len);
+    fprintf(f, "  \"lookback\": %d,\n  \"patch_len\": %d,\n  \"patch_stride\": %d,\n  \"horizon\": %d,\n", c.seq_len,
+            c.patch_len, c.patch_stride, c.horizon);
+    gpt2rt__fc_put_str(f, "trained_precision", c.precision == GPT2RT_PRECISION_BF16 ? "bf16"
+                       : c.precision == GPT2RT_PRECISION_FP16 ? "fp16" : "fp32");
+    fprintf(f, "  \"channels\": %d,\n  \"revin_affine\": %d,\n  \"batch\": %d,\n", c.n_channels, c.revin_affine,
+            desc->batch ? desc->batch : c.batch_size * (c.parallel == GPT2RT_PARALLEL_DATA ? c.n_devices : 1));
+    fprintf(f, "  \"columns\": [");
+    for (int64_t m = 0; m < M; m++) {
+        if (m) fputs(", ", f);
+        gpt2rt__fc_put_esc(f, s->name[m]);
+    }
+    fprintf(f, "],\n");
+    gpt2rt__fc_put_str(f, "date_column", s->date_name);
+    fprintf(f, "  \"date_step\": %.17g,\n", s->info.date_step);
+    gpt2rt__fc_put_str(f, "borders", gpt2rt__fc_borders[s->info.borders]);
+    gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
+    gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
+    fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
+    if (desc->linear) {
+        fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
+        gpt2rt__fc_put_nums(f, "linear", desc->linear, (L + 1) * H);
+    } else fprintf(f, "  \"linear\": null,\n");
+    fprintf(f, "  \"end\": true\n}\n");
+    return gpt2rt__write_close(ctx, f, path, path, 1);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!dir || !desc || !desc->series)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is NULL",
+                            !dir ? "dir" : !desc ? "desc" : "desc->series");
+    if (strlen(dir) > 4000) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir too long");
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    const gpt2rt_series *s = desc->series;
+    if (c.input != GPT2RT_INPUT_PATCHES || (c.head != GPT2RT_HEAD_REGRESSION && c.head != GPT2RT_HEAD_PATCH_DECODE))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: a forecaster forecasts a horizon: "
+                            "input = PATCHES with head = REGRESSION or PATCH_DECODE (this context: input %d, head %d)",
+                            (int)c.input, (int)c.head);
+    if (s->failed)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: desc->series failed to load");
+    if (s->info.channels != c.n_channels || s->desc.lookback != c.seq_len || s->desc.horizon != c.horizon)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: the series (%d channels, lookback "
+                            "%d, horizon %d) and the context (n_channels %d, seq_len %d, horizon %d) differ",
+                            s->info.channels, s->desc.lookback, s->desc.horizon, c.n_channels, c.seq_len, c.horizon);
+    if (!(desc->blend >= 0 && desc->blend <= 1) || desc->batch < 0 || (desc->blend > 0 && !desc->linear) ||
+        (desc->linear_residual && !desc->linear))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: blend = %g must lie in [0, 1], "
+                            "batch = %d >= 0, and blend > 0 or linear_residual = %d need the linear map (linear is %s)",
+                            desc->blend, desc->batch, desc->linear_residual, desc->linear ? "given" : "NULL");
+    int64_t L = c.seq_len, H = c.horizon, nw = (L + 1) * H;
+    for (int64_t i = 0; desc->linear && i < nw; i++)
+        if (!(fabs(desc->linear[i]) <= GPT2RT__FC_LINEAR_MAX))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: linear[%lld] (row %lld, "
+                                "column %lld) is %g; the map's values must lie in [-1e15, 1e15]", (long long)i,
+                                (long long)(i / H), (long long)(i % H), desc->linear[i]);
+    for (int m = 0; m < s->info.channels; m++)
+        if (!(fabs(s->mean[m]) <= GPT2RT__FC_MEAN_MAX) || !(s->std[m] >= GPT2RT__FC_STD_MIN) ||
+            !(s->std[m] <= GPT2RT__FC_STD_MAX))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: channel %d's scaler (mean "
+                                "%g, std %g) is outside |mean| <= 3.4028234663852886e38, std in [2.220446049250313e-15, "
+                                "3.4028234663852886e38]", m, s->mean[m], s->std[m]);
+    for (int m = -2; m < s->info.channels; m++) { /* forecaster.json is UTF-8: the strict reader takes nothing else */
+        const char *t = m == -2 ? desc->note : m == -1 ? s->date_name : s->name[m];
+        for (size_t i = 0, n = t ? strlen(t) : 0; i < n;) {
+            int k = (unsigned char)t[i] < 0x80 ? 1 : gpt2rt__json_utf8_len((const unsigned char *)t + i, n - i);
+            if (!k) {
+                char what[48];
+                snprintf(what, sizeof what, m == -2 ? "desc->note" : m == -1 ? "the date column's name"
+                                                                             : "column %d's name", m);
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: %s is not UTF-8 (byte "
+                                    "%zu is 0x%02X); forecaster.json holds UTF-8 text: convert the CSV header", what, i,
+                                    (unsigned char)t[i]);
+            }
+            i += (size_t)k;
+        }
+    }
+    /* the name the directory goes by: trailing slashes off, never "." or ".." */
+    char base[4100];
+    size_t bn = strlen(dir);
+    while (bn > 1 && dir[bn - 1] == '/') bn--;
+    memcpy(base, dir, bn);
+    base[bn] = 0;
+    const char *last = strrchr(base, '/') ? strrchr(base, '/') + 1 : base;
+    if (!*last || !strcmp(last, ".") || !strcmp(last, ".."))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: dir = '%s': name the directory "
+                            "itself (a save writes it anew beside its old self, then swaps the two)", dir);
+    int exists;
+    gpt2rt_result r = gpt2rt__fc_dir_check(ctx, base, &exists);
+    if (r != GPT2RT_OK) return r;
+    /* the new directory is written beside the old one, then renamed into its place */
+    char tmp[4200], old[4200];
+    for (int n = 0;; n++) {
+        snprintf(tmp, sizeof tmp, "%s.tmp-%d", base, n);
+        if (GPT2RT__MKDIR(tmp) == 0) break;
+        if (errno != EEXIST || n == 999)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot create %s (the forecaster is "
+                                "written there, then renamed to %s): %s", tmp, base, strerror(errno));
+    }
+    if ((r = gpt2rt_weights_save(ctx, tmp)) == GPT2RT_OK) r = gpt2rt__fc_write_json(ctx, tmp, desc);
+    if (r != GPT2RT_OK) {
+        char first[sizeof ctx->error];
+        snprintf(first, sizeof first, "%s", ctx->error);
+        gpt2rt__fc_rmdir(tmp);
+        return gpt2rt__fail(ctx, r, "gpt2rt_forecaster_save: %s (%s is unchanged)", first, base);
+    }
+    if (exists) {
+        for (int n = 0;; n++) {
+            struct stat sb;
+            snprintf(old, sizeof old, "%s.old-%d", base, n);
+            if (stat(old, &sb) != 0 || n == 999) break;
+        }
+        if (gpt2rt__fc_rename(base, old) != 0) {
+            int e = errno;
+            gpt2rt__fc_rmdir(tmp);
+            return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot move the previous forecaster %s "
+                                "aside to %s: %s (%s is unchanged)", base, old, strerror(e), base);
+        }
+    }
+    if (gpt2rt__fc_rename(tmp, base) != 0) {
+        int e = errno, back = !exists || rename(old, base) == 0;
+        gpt2rt__fc_rmdir(tmp);
+        return gpt2rt__fail(ctx, GPT2RT_ERR_IO, "gpt2rt_forecaster_save: cannot rename %s to %s: %s (%s)", tmp, base,
+                            strerror(e), !exists ? "nothing was written" : back ? "the previous forecaster is back"
+                                                                             : "the previous forecaster is in the .old "
+                                                                               "directory beside it");
+    }
+    if (exists && !gpt2rt__fc_rmdir(old))
+        gpt2rt__log(ctx, GPT2RT_LOG_WARN, "gpt2rt_forecaster_save: saved %s; the previous forecaster stays in %s "
+                    "(cannot remove it: %s)", base, old, strerror(errno));
+    return GPT2RT_OK;
+}
+
+/* ---- reading forecaster.json ---- */
+
+/* its keys, each once: the strings and arrays, then the integers with their ranges.
+   note, trained_precision and end may be left out; linear_rows and linear_cols are
+   there exactly when linear is not null. */
+static const char *gpt2rt__fc_keys[] = {"format", "version", "note", "head", "attn_mask", "trained_precision",
+                                        "columns", "date_column", "date_step", "borders", "scaler_mean",
+                                        "scaler_std", "blend", "linear", "end"};
+enum { GPT2RT__FK_FORMAT, GPT2RT__FK_VERSION, GPT2RT__FK_NOTE, GPT2RT__FK_HEAD, GPT2RT__FK_MASK, GPT2RT__FK_PRECISION,
+       GPT2RT__FK_COLUMNS, GPT2RT__FK_DATE_COLUMN, GPT2RT__FK_DATE_STEP, GPT2RT__FK_BORDERS, GPT2RT__FK_MEAN,
+       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_NS };
+static const struct { const char *key; int64_t lo, hi; } gpt2rt__fc_ints[] = {
+    {"n_layer", 1, INT32_MAX}, {"n_head", 1, INT32_MAX}, {"n_embd", 1, INT32_MAX}, {"max_seq_len", 1, INT32_MAX},
+    {"lookback", 1, INT32_MAX}, {"patch_len", 1, INT32_MAX}, {"patch_stride", 1, INT32_MAX},
+    {"horizon", 1, INT32_MAX}, {"channels", 1, INT32_MAX}, {"revin_affine", 0, 1}, {"batch", 1, INT32_MAX},
+    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}};
+enum { GPT2RT__FI_N = 14, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13 };
+#define GPT2RT__FC_DATE_STEP_MAX 1e10 /* seconds: 317 years between rows */
+
+/* one of n names, or -1 */
+static int gpt2rt__fc_pick(const char *s, const char *const *names, int n) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(s, names[k])) return k;
+    return -1;
+}
+
+/* an array of numbers, each in [lo, hi], appended to *v (grown as it goes) */
+static gpt2rt_result gpt2rt__fc_nums(gpt2rt__json *j, double **v, int64_t *n, double lo, double hi, const char *range) {
+    gpt2rt_result r = gpt2rt__json_array_begin(j);
+    int64_t cap = 0;
+    while (r == GPT2RT_OK && gpt2rt__json_array_next(j, &r)) {
+        double x;
+        const char *at = j->p;
+        if ((r = gpt2rt__json_number(j, &x)) != GPT2RT_OK) break;
+        if (!(x >= lo && x <= hi)) {
+            j->p = (char *)at;
+            return gpt2rt__json_failf(j, "element %lld = %.17g is outside %s", (long long)*n, x, range);
+        }
+        if (*n == cap) {
+            double *g = (double *)realloc(*v, sizeof(double) * (size_t)(cap = cap ? 2 * cap : 64));
+            if (!g) return gpt2rt__tok_msg(j->err, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", j->what);
+            *v = g;
+        }
+        (*v)[(*n)++] = x;
+    }
+    return r;
+}
+
+static int gpt2rt__fc_cmp_names(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* forecaster.json (text, len bytes and a NUL, unescaped in place) into fc and c: every
+   key known and once, every value of its type and in its range, the arrays as long as
+   the shape says; the message in fc->error */
+static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t len, const char *file, gpt2rt_config *c) {
+    int seen[GPT2RT__FK_NS + GPT2RT__FI_N] = {0};
+    int64_t iv[GPT2RT__FI_N] = {0};
+    const char *head = NULL, *mask = NULL, *date = NULL, *key, **cols = NULL;
+    double *arr[3] = {NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear */
+    int64_t narr[3] = {0, 0, 0}, ncols = 0, cap = 0;
+    int borders = 0, end = 1, linear_null = 0;
+    char *e = fc->error;
+    gpt2rt__json j;
+    gpt2rt__json_init(&j, text, len, NULL, e, sizeof fc->error, file, "forecaster.json");
+    gpt2rt_result r = gpt2rt__json_object_begin(&j);
+    while (r == GPT2RT_OK && gpt2rt__json_object_next(&j, &key, &r)) {
+        int k = gpt2rt__fc_pick(key, gpt2rt__fc_keys, GPT2RT__FK_NS);
+        for (int i = 0; k < 0 && i < GPT2RT__FI_N; i++)
+            if (!strcmp(key, gpt2rt__fc_ints[i].key)) k = GPT2RT__FK_NS + i;
+        if (k < 0) { r = gpt2rt__json_fail(&j, "unknown key (docs/timeseries.md lists forecaster.json's keys)"); break; }
+        if (seen[k]++) { r = gpt2rt__json_fail(&j, "the key appears twice"); break; }
+        const char *s = NULL;
+        int64_t v = 0;
+        switch (k) {
+        case GPT2RT__FK_FORMAT:
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && strcmp(s, "gpt2rt-forecaster"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\": not a forecaster (its format is \"gpt2rt-forecaster\")", s);
+            break;
+        case GPT2RT__FK_VERSION:
+            if ((r = gpt2rt__json_int(&j, 0, INT32_MAX, &v)) == GPT2RT_OK && v != 1)
+                r = gpt2rt__json_failf(&j, "version %lld; this gpt2rt reads version 1", (long long)v);
+            break;
+        case GPT2RT__FK_NOTE:
+        case GPT2RT__FK_DATE_COLUMN:
+            if (gpt2rt__json_null(&j)) break;
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && k == GPT2RT__FK_DATE_COLUMN) {
+                if (!*s) r = gpt2rt__json_fail(&j, "an empty name (a name, or null for none)");
+                date = s;
+            }
+            break;
+        case GPT2RT__FK_HEAD:
+            if ((r = gpt2rt__json_string(&j, &head)) == GPT2RT_OK && strcmp(head, "regression") &&
+                strcmp(head, "patch_decode"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"regression\" nor \"patch_decode\"", head);
+            break;
+        case GPT2RT__FK_MASK:
+            if ((r = gpt2rt__json_string(&j, &mask)) == GPT2RT_OK && strcmp(mask, "causal") && strcmp(mask, "placeholders"))
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is neither \"causal\" nor \"placeholders\"", mask);
+            break;
+        case GPT2RT__FK_PRECISION: {
+            static const char *p[] = {"fp32", "bf16", "fp16"};
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && gpt2rt__fc_pick(s, p, 3) < 0)
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not fp32, bf16 or fp16", s);
+            break;
+        }
+        case GPT2RT__FK_BORDERS:
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && (borders = gpt2rt__fc_pick(s, gpt2rt__fc_borders, 5)) < 0)
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not auto, etth, ettm, ratio or none", s);
+            break;
+        case GPT2RT__FK_COLUMNS:
+            if ((r = gpt2rt__json_array_begin(&j)) != GPT2RT_OK) break;
+            while (gpt2rt__json_array_next(&j, &r)) {
+                size_t n;
+                if (gpt2rt__json_peek(&j) != '"') { r = gpt2rt__json_failf(&j, "name %lld is not a string", (long long)ncols); break; }
+                if ((r = gpt2rt__json_string_n(&j, &s, &n)) != GPT2RT_OK) break;
+                if (!n) { r = gpt2rt__json_failf(&j, "name %lld is empty", (long long)ncols); break; }
+                if (ncols == cap) {
+                    const char **g = (const char **)realloc((void *)cols, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 16));
+                    if (!g) { r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file); break; }
+                    cols = g;
+                }
+                cols[ncols++] = s;
+            }
+            break;
+        case GPT2RT__FK_DATE_STEP: {
+            double d;
+            const char *at = j.p;
+            if ((r = gpt2rt__json_number(&j, &d)) == GPT2RT_OK && !(d >= 0 && d <= GPT2RT__FC_DATE_STEP_MAX)) {
+                j.p = (char *)at;
+                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1e10] (seconds between rows; 0: unknown)", d);
+            }
+            fc->info.date_step = d;
+            break;
+        }
+        case GPT2RT__FK_BLEND: {
+            const char *at = j.p;
+            if ((r = gpt2rt__json_number(&j, &fc->info.blend)) == GPT2RT_OK && !(fc->info.blend >= 0 && fc->info.blend <= 1)) {
+                j.p = (char *)at;
+                r = gpt2rt__json_failf(&j, "%.17g is outside [0, 1]", fc->info.blend);
+            }
+            break;
+        }
+        case GPT2RT__FK_MEAN:
+            r = gpt2rt__fc_nums(&j, &arr[0], &narr[0], -GPT2RT__FC_MEAN_MAX, GPT2RT__FC_MEAN_MAX,
+                                "[-3.4028234663852886e38, 3.4028234663852886e38] (a mean of floats)");
+            break;
+        case GPT2RT__FK_STD:
+            r = gpt2rt__fc_nums(&j, &arr[1], &narr[1], GPT2RT__FC_STD_MIN, GPT2RT__FC_STD_MAX,
+                                "[2.220446049250313e-15, 3.4028234663852886e38] (a scaler's std: positive, at least "
+                                "10 DBL_EPSILON, at most FLT_MAX)");
+            break;
+        case GPT2RT__FK_LINEAR:
+            if (!(linear_null = gpt2rt__json_null(&j)))
+                r = gpt2rt__fc_nums(&j, &arr[2], &narr[2], -GPT2RT__FC_LINEAR_MAX, GPT2RT__FC_LINEAR_MAX, "[-1e15, 1e15]");
+            break;
+        case GPT2RT__FK_END:
+            if ((r = gpt2rt__json_bool(&j, &end)) == GPT2RT_OK && !end) r = gpt2rt__json_fail(&j, "false; a complete file ends with \"end\": true");
+            break;
+        default: {
+            int i = k - GPT2RT__FK_NS;
+            r = gpt2rt__json_int(&j, gpt2rt__fc_ints[i].lo, gpt2rt__fc_ints[i].hi, &iv[i]);
+        }
+        }
+    }
+    if (r == GPT2RT_OK) r = gpt2rt__json_end(&j);
+    /* every key the writer always writes, and the arrays as long as the shape says */
+    for (int k = 0; r == GPT2RT_OK && k < GPT2RT__FK_NS + GPT2RT__FI_N; k++) {
+        const char *name = k < GPT2RT__FK_NS ? gpt2rt__fc_keys[k] : gpt2rt__fc_ints[k - GPT2RT__FK_NS].key;
+        int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END ||
+                       k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
+        if (!seen[k] && !optional) r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing", file, name);
+    }
+    int64_t L = iv[4], H = iv[7], M = iv[8];
+    int has_linear = !linear_null, rows = seen[GPT2RT__FK_NS + GPT2RT__FI_ROWS],
+        lcols = seen[GPT2RT__FK_NS + GPT2RT__FI_COLS];
+    if (r != GPT2RT_OK) {
+    } else if (ncols != M) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" has %lld names; \"channels\" = %lld needs %lld names",
+                            file, (long long)ncols, (long long)M, (long long)M);
+    } else if (narr[0] != M || narr[1] != M) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"scaler_mean\" and \"scaler_std\" have %lld and %lld numbers; "
+                            "\"channels\" = %lld needs %lld each", file, (long long)narr[0], (long long)narr[1],
+                            (long long)M, (long long)M);
+    } else if (has_linear != rows || has_linear != lcols || (has_linear && (iv[GPT2RT__FI_ROWS] != L + 1 ||
+               iv[GPT2RT__FI_COLS] != H || narr[2] != (L + 1) * H))) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: the linear map is %s; lookback %lld and horizon %lld need "
+                            "\"linear_rows\" = %lld, \"linear_cols\" = %lld and %lld numbers in \"linear\" (or "
+                            "\"linear\": null and neither size)", file,
+                            !has_linear ? (rows || lcols ? "null but a size is given" : "null")
+                            : !rows || !lcols ? "given without its sizes" : "of another shape",
+                            (long long)L, (long long)H, (long long)(L + 1), (long long)H, (long long)((L + 1) * H));
+        if (has_linear && rows && lcols)
+            snprintf(e + strlen(e), sizeof fc->error - strlen(e), " (it is %lld x %lld, %lld numbers)",
+                     (long long)iv[GPT2RT__FI_ROWS], (long long)iv[GPT2RT__FI_COLS], (long long)narr[2]);
+    } else if ((fc->info.blend > 0 || iv[11]) && !has_linear) {
+        r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
+                            fc->info.blend, (int)iv[11]);
+    }
+    if (r == GPT2RT_OK && M > 1) { /* duplicate names: sorted neighbours */
+        const char **sorted = (const char **)malloc(sizeof(char *) * (size_t)M);
+        if (!sorted) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        else {
+            memcpy((void *)sorted, (const void *)cols, sizeof(char *) * (size_t)M);
+            qsort((void *)sorted, (size_t)M, sizeof(char *), gpt2rt__fc_cmp_names);
+            for (int64_t m = 1; m < M && r == GPT2RT_OK; m++)
+                if (!strcmp(sorted[m - 1], sorted[m]))
+                    r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"columns\" names \"%.200s\" twice; each channel "
+                                        "has its own name", file, sorted[m]);
+            free((void *)sorted);
+        }
+    }
+    if (r == GPT2RT_OK) { /* the names, then the date column's, NUL-separated, in one block */
+        size_t total = date ? strlen(date) + 1 : 0;
+        for (int64_t m = 0; m < M; m++) total += strlen(cols[m]) + 1;
+        fc->names = (char *)malloc(total ? total : 1);
+        fc->name = (char **)malloc(sizeof(char *) * (size_t)M);
+        if (!fc->names || !fc->name) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+        else {
+            char *q = fc->names;
+            for (int64_t m = 0; m <= M; m++) {
+                const char *src = m < M ? cols[m] : date;
+                if (!src) break;
+                size_t n = strlen(src) + 1;
+                memcpy(q, src, n);
+                if (m < M) fc->name[m] = q;
+                else fc->date_name = q;
+                q += n;
+            }
+        }
+    }
+    free((void *)cols);
+    if (r != GPT2RT_OK) {
+        free(arr[0]); free(arr[1]); free(arr[2]);
+        return r;
+    }
+    fc->mean = arr[0];
+    fc->std = arr[1];
+    fc->W = arr[2];
+    int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->max_seq_len, &c->seq_len, &c->patch_len, &c->patch_stride,
+                  &c->horizon, &c->n_channels, &c->revin_affine, &fc->info.batch, &fc->info.linear_residual};
+    for (int i = 0; i < 12; i++) *dst[i] = (int)iv[i];
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
+    c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    fc->info.borders = (gpt2rt_series_borders)borders;
+    fc->info.lookback = c->seq_len;
+    fc->info.horizon = c->horizon;
+    fc->info.channels = c->n_channels;
+    fc->info.has_linear = has_linear;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
+    if (r != GPT2RT_OK) {
+        gpt2rt_free(fc->ctx);
+        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+        char keep[512];
+        memcpy(keep, fc->error, sizeof keep);
+        memset(fc, 0, sizeof *fc);
+        memcpy(fc->error, keep, sizeof keep);
+        fc->failed = 1;
+    }
+    *out = fc;
+    return r;
+}
+
+/* the weights file holds exactly the tensors of fc->ctx's model: gpt2rt_weights_load
+   keeps a patch model's own tensors when a file lacks them (a GPT-2 checkpoint to
+   fine-tune from) and ignores the ones it does not know; a forecaster has them all */
+static gpt2rt_result gpt2rt__fc_tensors(gpt2rt_forecaster *fc, const char *weights) {
+    gpt2rt_ctx *ctx = fc->ctx;
+    unsigned char *buf;
+    size_t len;
+    gpt2rt__st st;
+    gpt2rt_result r = gpt2rt__read_file(ctx, weights, &buf, &len);
+    if (r != GPT2RT_OK) return r;
+    if ((r = gpt2rt__st_parse(ctx, buf, len, weights, &st)) == GPT2RT_OK) {
+        int revin = ctx->cfg.revin_affine;
+        for (int i = 0; i < ctx->n_tensors && r == GPT2RT_OK; i++) {
+            const char *nm = ctx->tensors[i].name;
+            if (!gpt2rt__st_find(&st, nm))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is missing: a forecaster's weights hold the "
+                                 "%d tensors of its model (this file has %d%s%s)%s", weights, nm, ctx->n_tensors, st.n,
+                                 st.n ? ", the first " : "", st.n ? st.t[0].name : "",
+                                 strncmp(nm, "revin.", 6) ? "" : "; forecaster.json says revin_affine = 1");
+        }
+        for (int k = 0; k < st.n && r == GPT2RT_OK; k++)
+            if (!gpt2rt__tensor_named(ctx, st.t[k].name))
+                r = gpt2rt__fail(ctx, GPT2RT_ERR_FORMAT, "%s: tensor '%s' is not one of the %d tensors of the model "
+                                 "forecaster.json describes%s", weights, st.t[k].name, ctx->n_tensors,
+                                 strncmp(st.t[k].name, "revin.", 6) || revin ? ""
+                                 : " (forecaster.json says revin_affine = 0)");
+        gpt2rt__st_release(ctx, &st);
+    }
+    gpt2rt__free(&ctx->cfg, buf, GPT2RT_MEM_BOOKKEEPING);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const char *dir, const gpt2rt_config *base) {
+    if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
+    gpt2rt_forecaster *fc = (gpt2rt_forecaster *)calloc(1, sizeof(gpt2rt_forecaster));
+    *out = fc;
+    if (!fc) return GPT2RT_ERR_OUT_OF_MEMORY;
+    if (!dir || strlen(dir) > 4000)
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_load: "
+                                                        "dir is NULL or too long"));
+    char file[4200], weights[4200];
+    snprintf(file, sizeof file, "%s/forecaster.json", dir);
+    snprintf(weights, sizeof weights, "%s/model.safetensors", dir);
+    unsigned char *buf;
+    size_t len;
+    char err[512];
+    if (gpt2rt__tok_read_file(file, &buf, &len, err) != GPT2RT_OK) {
+        FILE *w = fopen(weights, "rb");
+        if (w) fclose(w);
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: no forecaster here (%s)%s", dir, err,
+                                                        w ? ": it holds weights only (model.safetensors), not the scaler, "
+                                                            "lookback, horizon and columns a forecast needs: save a "
+                                                            "forecaster with gpt2rt_forecaster_save (timeseries --save)"
+                                                          : ""));
+    }
+    unsigned char *text = (unsigned char *)realloc(buf, len + 1); /* the reader reads a NUL at the end */
+    if (!text) {
+        free(buf);
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file));
+    }
+    text[len] = 0;
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    gpt2rt_result r = gpt2rt__fc_read(fc, (char *)text, len, file, &c);
+    free(text);
+    if (r != GPT2RT_OK) return gpt2rt__fc_done(out, fc, r);
+    if (base) { /* the forecast's precision is the caller's (fp32 by default), whatever trained_precision says */
+        c.backend = base->backend;
+        c.precision = base->precision;
+        c.n_threads = base->n_threads;
+        c.log = base->log;
+        c.log_user = base->log_user;
+        c.memory_budget = base->memory_budget;
+        if (base->batch_size > 0) fc->info.batch = base->batch_size;
+    }
+    c.batch_size = fc->info.batch;
+    if ((r = gpt2rt_create(&fc->ctx, &c)) != GPT2RT_OK) {
+        gpt2rt__tok_msg(fc->error, r, "%s: the model it describes cannot be built: %s", file, gpt2rt_last_error(fc->ctx));
+        return gpt2rt__fc_done(out, fc, r);
+    }
+    if ((r = gpt2rt__fc_tensors(fc, weights)) != GPT2RT_OK || (r = gpt2rt_weights_load(fc->ctx, dir)) != GPT2RT_OK ||
+        (r = gpt2rt_mode_set(fc->ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) {
+        gpt2rt__tok_msg(fc->error, r, "%s: %s", dir, gpt2rt_last_error(fc->ctx));
+        return gpt2rt__fc_done(out, fc, r);
+    }
+    int64_t B = fc->info.batch, L = c.seq_len, H = c.horizon, M = c.n_channels;
+    fc->x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
+    fc->pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    fc->c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    fc->mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
+    fc->z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
+    fc->acc = (double *)malloc(sizeof(double) * (size_t)H);
+    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc)
+        return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for a "
+                                                        "batch of %lld windows", dir, (long long)B));
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
+    if (!fc) return;
+    gpt2rt_free(fc->ctx);
+    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+    free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->columns);
+    free(fc);
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_last_error(const gpt2rt_forecaster *fc) {
+    return fc ? fc->error : "gpt2rt_forecaster: no forecaster (out of memory)";
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_info_get(const gpt2rt_forecaster *fc, gpt2rt_forecaster_info *info) {
+    if (!fc || !info) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    *info = fc->info;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_column(const gpt2rt_forecaster *fc, int m) {
+    return fc && !fc->failed && m >= 0 && m < fc->info.channels ? fc->name[m] : NULL;
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_date_column(const gpt2rt_forecaster *fc) {
+    return fc && !fc->failed ? fc->date_name : NULL;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_scaler(const gpt2rt_forecaster *fc, int m, double *mean, double *std) {
+    if (!fc || !mean || !std) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    if (m < 0 || m >= fc->info.channels) return GPT2RT_ERR_INVALID_ARGUMENT;
+    *mean = fc->mean[m];
+    *std = fc->std[m];
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc) { return fc && !fc->failed ? fc->ctx : NULL; }
+
+/* x (n,L,M) -> out (n,H,M); units: both in the data's units (scaled on the way in,
+   unscaled on the way out), else in the scaler's */
+static gpt2rt_result gpt2rt__fc_run(gpt2rt_forecaster *fc, const char *fn, const float *x, int64_t n, float *out,
+                                    int units) {
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    fc->error[0] = 0;
+    if (!x || !out || n < 0)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x is %s, out is %s, n = %lld (>= 0)", fn,
+                               x ? "given" : "NULL", out ? "given" : "NULL", (long long)n);
+    int64_t B = fc->info.batch, L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
+    for (int64_t first = 0; first < n; first += B) {
+        int64_t real = n - first < B ? n - first : B;
+        for (int64_t i = 0; i < real * L * M; i++) {
+            float v = x[first * L * M + i];
+            if (units) v = (float)(((double)v - fc->mean[i % M]) / fc->std[i % M]);
+            if (!isfinite(v))
+                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: x[%lld] (window %lld, step %lld, "
+                                       "channel %lld) is %g%s; values must be finite", fn,
+                                       (long long)(first * L * M + i), (long long)(first + i / (L * M)),
+                                       (long long)(i / M % L), (long long)(i % M), (double)x[first * L * M + i],
+                                       units ? " (scaled)" : "");
+            fc->x[i] = v;
+        }
+        for (int64_t b = real; b < B; b++) memcpy(fc->x + b * L * M, fc->x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
+        if (gpt2rt_forward_series(fc->ctx, fc->x, NULL, NULL) != GPT2RT_OK ||
+            gpt2rt_predictions(fc->ctx, fc->pred, B * H * M) != GPT2RT_OK)
+            return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_STATE, "%s: %s", fn, gpt2rt_last_error(fc->ctx));
+        if (fc->W) {
+            gpt2rt__fc_lin_offset(fc->W, L, H, fc->x, real, M, fc->c, fc->mus, fc->z, fc->acc);
+            for (int64_t i = 0; i < real * H * M; i++) {
+                double p = (double)fc->pred[i] + (fc->info.linear_residual ? (double)fc->c[i] : 0.0);
+                double d = (double)fc->mus[i / (H * M) * M + i % M] + (double)fc->c[i] - p; /* linear - forecast */
+                fc->pred[i] = (float)(p + fc->info.blend * d);
+            }
+        }
+        for (int64_t i = 0; i < real * H * M; i++) {
+            float v = units ? (float)((double)fc->pred[i] * fc->std[i % M] + fc->mean[i % M]) : fc->pred[i];
+            if (!isfinite(v))
+                return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the forecast of window %lld, step "
+                                       "%lld, channel %lld is %g: it does not fit a float (the window lies too far "
+                                       "outside the training data's range, or the weights overflow)", fn,
+                                       (long long)(first + i / (H * M)), (long long)(i / M % H), (long long)(i % M),
+                                       (double)v);
+            out[first * H * M + i] = v;
+        }
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
+    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict", x, n, out, 1);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
+    return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
+}
+
+/* ---- the linear map and scoring (the training run's, gpt2rt_forecaster_linear_fit,
+   gpt2rt_forecaster_score) ---- */
+
+/* A (n,n) symmetric positive definite: solve A X = B (n,k) in place (Cholesky); 0 on failure */
+static int gpt2rt__fc_solve(double *A, double *B, int64_t n, int64_t k) {
+    for (int64_t j = 0; j < n; j++) {
+        double d = A[j * n + j];
+        for (int64_t p = 0; p < j; p++) d -= A[j * n + p] * A[j * n + p];
+        if (d <= 0) return 0;
+        A[j * n + j] = sqrt(d);
+        for (int64_t i = j + 1; i < n; i++) {
+            double v = A[i * n + j];
+            for (int64_t p = 0; p < j; p++) v -= A[i * n + p] * A[j * n + p];
+            A[i * n + j] = v / A[j * n + j];
+        }
+    }
+    for (int64_t c = 0; c < k; c++) {
+        for (int64_t i = 0; i < n; i++) { /* L z = b */
+            double v = B[i * k + c];
+            for (int64_t p = 0; p < i; p++) v -= A[i * n + p] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+        for (int64_t i = n - 1; i >= 0; i--) { /* L^T x = z */
+            double v = B[i * k + c];
+            for (int64_t p = i + 1; p < n; p++) v -= A[p * n + i] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+    }
+    return 1;
+}
+
+/* series m of window x (L,M): its mean, std and normalised lookback z (L+1: a trailing 1) */
+static void gpt2rt__fc_lin_norm(const float *x, int64_t L, int64_t M, int64_t m, double *mu, double *sd, double *z) {
+    double s = 0, v = 0;
+    for (int64_t k = 0; k < L; k++) s += x[k * M + m];
+    s /= (double)L;
+    for (int64_t k = 0; k < L; k++) v += (x[k * M + m] - s) * (x[k * M + m] - s);
+    *mu = s;
+    *sd = sqrt(v / (double)L + 1e-5);
+    for (int64_t k = 0; k < L; k++) z[k] = (x[k * M + m] - s) / *sd;
+    z[L] = 1.0;
+}
+
+/* the weighted normal equations of a split: A (n,n), b (n,H) added to, c set */
+static int gpt2rt__fc_lin_sums(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M,
+                               int64_t windows, double *A, double *b, double *c) {
+    int64_t n = L + 1;
+    double *z = (double *)malloc(sizeof(double) * (size_t)n), *t = (double *)malloc(sizeof(double) * (size_t)H);
+    float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
+    int ok = z && t && x && y;
+    *c = 0;
+    for (int64_t w = 0; ok && w < windows; w++) {
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, x, y) != GPT2RT_OK) { ok = 0; break; }
+        for (int64_t m = 0; m < M; m++) {
+            double mu, sd;
+            gpt2rt__fc_lin_norm(x, L, M, m, &mu, &sd, z);
+            double wt = sd * sd;
+            for (int64_t h = 0; h < H; h++) {
+                t[h] = (y[h * M + m] - mu) / sd;
+                *c += wt * t[h] * t[h];
+            }
+            for (int64_t i = 0; i < n; i++) {
+                double wz = wt * z[i];
+                for (int64_t j = 0; j <= i; j++) A[i * n + j] += wz * z[j];
+                for (int64_t h = 0; h < H; h++) b[i * H + h] += wz * t[h];
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
+    free(z); free(t); free(x); free(y);
+    return ok;
+}
+
+GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm) {
+    if (!lm) return;
+    free(lm->weights);
+    lm->weights = NULL;
+}
+
+/* Validation MSE per ridge from the validation split's own normal equations:
+   sum sd^2 (W'z - t)^2 = tr(W'A W) - 2 tr(W'b) + c, no pass over the windows per ridge */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_fit(gpt2rt_ctx *ctx, gpt2rt_series *s, gpt2rt_forecaster_linear *lm) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info in;
+    if (!lm) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_linear_fit: lm is NULL");
+    memset(lm, 0, sizeof *lm);
+    if (!s || gpt2rt_series_info_get(s, &in) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: %s",
+                            s ? gpt2rt_series_last_error(s) : "the series is NULL");
+    int64_t L = s->desc.lookback, H = s->desc.horizon, M = in.channels, n = L + 1;
+    lm->lookback = L; lm->horizon = H; lm->val_mse = INFINITY;
+    if (in.windows[GPT2RT_SERIES_VAL] < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map chooses its ridge on the validation "
+                            "split, which has no window (lookback %lld + horizon %lld)", (long long)L, (long long)H);
+    double *A = (double *)calloc((size_t)(n * n), sizeof(double)), *b = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Av = (double *)calloc((size_t)(n * n), sizeof(double)), *bv = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Ar = (double *)malloc(sizeof(double) * (size_t)(n * n)), *W = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    double *AW = (double *)malloc(sizeof(double) * (size_t)H), c, cv;
+    lm->weights = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    int mem = A && b && Av && bv && Ar && W && AW && lm->weights;
+    int ok = mem && gpt2rt__fc_lin_sums(s, GPT2RT_SERIES_TRAIN, L, H, M, in.windows[GPT2RT_SERIES_TRAIN], A, b, &c) &&
+             gpt2rt__fc_lin_sums(s, GPT2RT_SERIES_VAL, L, H, M, in.windows[GPT2RT_SERIES_VAL], Av, bv, &cv);
+    static const double ridges[] = {0.1, 1, 10, 100, 1000, 1e4, 1e5};
+    for (int r = 0; ok && r < 7; r++) {
+        memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
+        memcpy(W, b, sizeof(double) * (size_t)(n * H));
+        for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
+        if (!gpt2rt__fc_solve(Ar, W, n, H)) continue;
+        double sse = cv; /* tr(W'Av W) - 2 tr(W'bv) + cv, a row of Av at a time */
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t h = 0; h < H; h++) AW[h] = 0;
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t h = 0; h < H; h++) AW[h] += Av[i * n + j] * W[j * H + h];
+            for (int64_t h = 0; h < H; h++) sse += W[i * H + h] * (AW[h] - 2 * bv[i * H + h]);
+        }
+        double mse = sse / (double)(in.windows[GPT2RT_SERIES_VAL] * M * H);
+        if (mse < lm->val_mse) {
+            lm->val_mse = mse; lm->ridge = ridges[r];
+            memcpy(lm->weights, W, sizeof(double) * (size_t)(n * H));
+        }
+    }
+    free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
+    if (!ok || lm->ridge == 0) {
+        gpt2rt_forecaster_linear_free(lm);
+        if (!mem) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the linear map: out of memory for %lld x %lld "
+                                      "normal equations", (long long)n, (long long)n);
+        if (!ok) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: a window: %s",
+                                     gpt2rt_series_last_error(s));
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: the normal equations are singular at "
+                            "every ridge (0.1 to 1e5)");
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
+                                                         const float *x, int64_t n, int64_t channels, float *offset,
+                                                         float *means) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!lm || !lm->weights || !x || !offset || n < 0 || channels < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_linear_offset: %s",
+                            !lm || !lm->weights ? "no fitted map" : !x || !offset ? "x or offset is NULL"
+                            : "n < 0 or channels < 1");
+    double *z = (double *)malloc(sizeof(double) * (size_t)(lm->lookback + 1));
+    double *acc = (double *)malloc(sizeof(double) * (size_t)lm->horizon);
+    float *mus = means ? means : (float *)malloc(sizeof(float) * (size_t)(n * channels + 1));
+    gpt2rt_result r = GPT2RT_OK;
+    if (z && acc && mus) gpt2rt__fc_lin_offset(lm->weights, lm->lookback, lm->horizon, x, n, channels, offset, mus, z, acc);
+    else r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_linear_offset: out of memory");
+    free(z); free(acc);
+    if (!means) free(mus);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
+                                                 const gpt2rt_forecaster_score_desc *desc,
+                                                 gpt2rt_forecaster_scores *sc) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info info;
+    if (!desc || !sc || desc->batch < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: %s",
+                            !desc || !sc ? "desc or scores is NULL" : "desc->batch < 1");
+    if (!data || gpt2rt_series_info_get(data, &info) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: %s",
+                            data ? gpt2rt_series_last_error(data) : "the series is NULL");
+    if ((int)split < 0 || split > GPT2RT_SERIES_TEST)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: split %d (0 to 2)", (int)split);
+    const gpt2rt_forecaster_linear *lm = desc->linear && desc->linear->weights ? desc->linear : NULL;
+    int64_t B = desc->batch, L = data->desc.lookback, H = data->desc.horizon, M = info.channels, n = info.windows[split];
+    if (lm && (lm->lookback != L || lm->horizon != H))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: the linear map is lookback "
+                            "%lld horizon %lld, the series %lld and %lld", (long long)lm->lookback,
+                            (long long)lm->horizon, (long long)L, (long long)H);
+    int64_t drop_batch = desc->drop_batch > 0 ? desc->drop_batch : B;
+    int64_t n_whole = n / drop_batch * drop_batch; /* the windows a drop-last loader scores */
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *c = lm ? (float *)malloc(sizeof(float) * (size_t)(B * H * M)) : NULL;
+    float *mus = lm ? (float *)malloc(sizeof(float) * (size_t)(B * M)) : NULL;
+    double *z = lm ? (double *)malloc(sizeof(double) * (size_t)(L + 1)) : NULL;
+    double *acc = lm ? (double *)malloc(sizeof(double) * (size_t)H) : NULL;
+    gpt2rt_result r = GPT2RT_OK;
+    memset(sc, 0, sizeof *sc);
+    if (!x || !y || !pred || (lm && (!c || !mus || !z || !acc)))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_score: out of memory for a batch of %lld "
+                         "windows", (long long)B);
+    if (r == GPT2RT_OK) r = gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
+    for (int64_t first = 0; r == GPT2RT_OK && first < n; first += B) {
+        int real = (int)(n - first < B ? n - first : B);
+        if (gpt2rt_series_batch(data, split, 0, 0, first, real, x, y) != GPT2RT_OK) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(data));
+            break;
+        }
+        for (int b = real; b < B; b++) memcpy(x + b * L * M, x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
+        if ((r = gpt2rt_forward_series(ctx, x, NULL, NULL)) != GPT2RT_OK ||
+            (r = gpt2rt_predictions(ctx, pred, B * H * M)) != GPT2RT_OK)
+            break;
+        if (lm) {
+            gpt2rt__fc_lin_offset(lm->weights, L, H, x, real, M, c, mus, z, acc);
+            for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
+                double p = (double)pred[i] + (desc->linear_residual ? (double)c[i] : 0.0);
+                double d = (double)mus[i / (H * M) * M + i % M] + (double)c[i] - p; /* linear - forecast */
+                double e = p - (double)y[i];
+                sc->see += e * e; sc->sed += e * d; sc->sdd += d * d;
+                pred[i] = (float)(p + desc->blend * d);
+            }
+        }
+        for (int b = 0; b < real; b++) {
+            double se = 0, ae = 0;
+            for (int64_t i = (int64_t)b * H * M; i < (int64_t)(b + 1) * H * M; i++) {
+                double e = (double)pred[i] - (double)y[i];
+                se += e * e;
+                ae += fabs(e);
+            }
+            sc->sse += se; sc->sae += ae; sc->windows++;
+            if (first + b < n_whole) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full++; }
+        }
+        for (int b = 0; desc->keep && b < real && first + b < desc->keep_windows; b++)
+            memcpy(desc->keep + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
+    }
+    free(x); free(y); free(pred); free(c); free(mus); free(z); free(acc);
+    return r;
+}
+
+/* every parameter's values: the best epoch's weights */
+typedef struct gpt2rt__fc_snap { int n; float **v; } gpt2rt__fc_snap;
+
+static gpt2rt_result gpt2rt__fc_snap_take(gpt2rt_ctx *ctx, gpt2rt__fc_snap *s) {
+    gpt2rt_result r;
+    if (!s->v) {
+        s->n = gpt2rt_param_count(ctx);
+        s->v = (float **)calloc((size_t)s->n + 1, sizeof(float *));
+        if (!s->v) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the best epoch's weights: out of memory");
+    }
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if ((r = gpt2rt_param_info_get(ctx, i, &in)) != GPT2RT_OK) return r;
+        if (!s->v[i] && !(s->v[i] = (float *)malloc(sizeof(float) * (size_t)in.numel)))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the best epoch's weights: out of memory for %s", in.name);
+        if ((r = gpt2rt_param_read(ctx, in.name, GPT2RT_PARAM_VALUE, s->v[i], in.numel)) != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__fc_snap_restore(gpt2rt_ctx *ctx, const gpt2rt__fc_snap *s) {
+    gpt2rt_result r;
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if ((r = gpt2rt_param_info_get(ctx, i, &in)) != GPT2RT_OK) return r;
+        if ((r = gpt2rt_param_write(ctx, in.name, s->v[i], in.numel)) != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* out_layer.weight zero: the regression head adds nothing to the linear map's offset */
+static gpt2rt_result gpt2rt__fc_zero_head(gpt2rt_ctx *ctx) {
+    gpt2rt_param_info pi;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++)
+        if (gpt2rt_param_info_get(ctx, i, &pi) == GPT2RT_OK && !strcmp(pi.name, "out_layer.weight")) {
+            float *zero = (float *)calloc((size_t)pi.numel, sizeof(float));
+            if (!zero) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "out_layer.weight: out of memory");
+            gpt2rt_result r = gpt2rt_param_write(ctx, pi.name, zero, pi.numel);
+            free(zero);
+            return r;
+        }
+    return GPT2RT_OK;
+}
+
+/* the epochs, steps and early stopping of gpt2rt_forecaster_train, its scratch given */
+static gpt2rt_result gpt2rt__fc_train(gpt2rt_ctx *ctx, gpt2rt_series *data, const gpt2rt_forecaster_train_desc *d,
+                                      gpt2rt_forecaster_train_result *res, int64_t L, int64_t H, int64_t M, float *x,
+                                      float *y, float *c, gpt2rt__fc_snap *best_w) {
+    int64_t B = d->batch, spe = res->steps_per_epoch;
+    gpt2rt_forecaster_score_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = d->batch;
+    sd.linear = d->linear;
+    sd.linear_residual = d->linear && d->linear_residual;
+    gpt2rt_forecaster_scores sc;
+    gpt2rt_forecaster_progress pg;
+    gpt2rt_result r;
+    double best = INFINITY;
+    int bad_epochs = 0;
+    if (d->start_from_linear && sd.linear_residual) {
+        if ((r = gpt2rt__fc_zero_head(ctx)) != GPT2RT_OK || (r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK)
+            return r;
+        best = sc.sse / (double)(sc.windows * H * M);
+        res->best_epoch = 0;
+        if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.val_mse = best; pg.best = 1;
+        if (d->progress) d->progress(d->user, &pg);
+    }
+    for (int epoch = 0; epoch < d->epochs; epoch++) {
+        double t0 = gpt2rt__now(), loss_sum = 0;
+        if ((r = gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN)) != GPT2RT_OK) return r;
+        for (int64_t s = 0; s < spe; s++) {
+            gpt2rt_step_stats st;
+            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, d->seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK)
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(data));
+            if (sd.linear_residual) { /* the target is what the linear map leaves: the loss is the sum's */
+                if ((r = gpt2rt_forecaster_linear_offset(ctx, d->linear, x, B, M, c, NULL)) != GPT2RT_OK) return r;
+                for (int64_t i = 0; i < B * H * M; i++) y[i] -= c[i];
+            }
+            if ((r = gpt2rt_step_series(ctx, x, y, &st)) != GPT2RT_OK) return r;
+            loss_sum += st.loss;
+            res->steps++;
+            res->step_seconds += st.seconds;
+            memset(&pg, 0, sizeof pg);
+            pg.event = GPT2RT_FORECASTER_STEP; pg.epoch = epoch + 1; pg.step = s + 1; pg.steps = spe;
+            pg.epoch_seconds = gpt2rt__now() - t0; pg.stats = &st;
+            if (d->progress) d->progress(d->user, &pg);
+            if (d->max_steps && res->steps >= d->max_steps) {
+                res->max_steps_reached = 1;
+                return GPT2RT_OK;
+            }
+        }
+        double t1 = gpt2rt__now();
+        if ((r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.epoch = epoch + 1;
+        pg.train_mse = loss_sum / (double)spe;
+        pg.val_mse = sc.sse / (double)(sc.windows * H * M);
+        pg.best = pg.val_mse < best;
+        if (pg.best) {
+            best = pg.val_mse;
+            res->best_epoch = epoch + 1;
+            bad_epochs = 0;
+            if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        } else pg.stop = d->patience > 0 && ++bad_epochs >= d->patience;
+        pg.train_seconds = t1 - t0;
+        pg.val_seconds = gpt2rt__now() - t1;
+        if (d->progress) d->progress(d->user, &pg);
+        if (pg.stop) break;
+    }
+    res->best_val_mse = best;
+    if ((r = gpt2rt__fc_snap_restore(ctx, best_w)) != GPT2RT_OK) return r;
+    if (d->blend_linear && d->linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
+        if ((r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK) return r;
+        double w = sc.sdd > 0 ? -sc.sed / sc.sdd : 0, nv = (double)(sc.windows * H * M);
+        w = w < 0 ? 0 : w > 1 ? 1 : w;
+        res->blend = w;
+        res->blend_val_mse = (sc.see + 2 * w * sc.sed + w * w * sc.sdd) / nv;
+        res->model_val_mse = sc.see / nv;
+        res->linear_val_mse = (sc.see + 2 * sc.sed + sc.sdd) / nv;
+    }
+    (void)L;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *data,
+                                                 const gpt2rt_forecaster_train_desc *d,
+                                                 gpt2rt_forecaster_train_result *res) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info info;
+    if (!d || !res) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: desc or result is NULL");
+    memset(res, 0, sizeof *res);
+    res->best_epoch = -1;
+    res->best_val_mse = INFINITY;
+    if (!data || gpt2rt_series_info_get(data, &info) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: %s",
+                            data ? gpt2rt_series_last_error(data) : "the series is NULL");
+    if (d->batch < 1 || d->epochs < 1 || d->patience < 0 || d->steps_per_epoch < 0 || d->max_steps < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: batch %d and epochs %d must be "
+                            "at least 1, patience %d, steps_per_epoch %lld and max_steps %d at least 0", d->batch,
+                            d->epochs, d->patience, (long long)d->steps_per_epoch, d->max_steps);
+    int64_t L = data->desc.lookback, H = data->desc.horizon, M = info.channels, B = d->batch;
+    if ((d->linear_residual || d->start_from_linear || d->blend_linear) && (!d->linear || !d->linear->weights))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: linear_residual, "
+                            "start_from_linear and blend_linear need a fitted linear map (desc.linear)");
+    res->steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
+    if (res->steps_per_epoch < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch %lld exceeds the %lld training windows",
+                            (long long)B, (long long)info.windows[GPT2RT_SERIES_TRAIN]);
+    if (d->steps_per_epoch && d->steps_per_epoch < res->steps_per_epoch) res->steps_per_epoch = d->steps_per_epoch;
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    gpt2rt__fc_snap best_w = {0, NULL};
+    gpt2rt_result r = x && y && c ? gpt2rt__fc_train(ctx, data, d, res, L, H, M, x, y, c, &best_w)
+                    : gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_train: out of memory for a batch "
+                                   "of %lld windows", (long long)B);
+    for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
+    free(best_w.v); free(x); free(y); free(c);
+    return r;
+}
+
+/* the series [i0, i0 + B) of a split (each channel of each window one, in order) into x
+   (B, L); tmp, ytmp: room for B + 1 windows */
+static gpt2rt_result gpt2rt__fc_pool(gpt2rt_ctx *ctx, gpt2rt_series *d, gpt2rt_series_split split, uint64_t seed,
+                                     int epoch, int64_t i0, int64_t B, int64_t L, float *x, float *tmp, float *ytmp) {
+    int64_t M = d->info.channels, w0 = i0 / M, w1 = (i0 + B - 1) / M;
+    if (gpt2rt_series_batch(d, split, seed, epoch, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(d));
+    for (int64_t j = 0; j < B; j++)
+        for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
+    return GPT2RT_OK;
+}
+
+/* the mean next-patch MSE over the whole batches of every validation series (the last
+   partial batch is left out: filling it would weigh its series twice); with naive, the
+   last patch repeated's instead (patches of PL steps PS apart, in RevIN's scale) */
+static gpt2rt_result gpt2rt__fc_pre_val(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf, int64_t B, int64_t L,
+                                        int64_t PL, int64_t PS, int naive, float *x, float *tmp, float *ytmp,
+                                        double *val) {
+    double sum = 0;
+    int64_t n = 0, T = (L - PL) / PS + 1;
+    gpt2rt_result r;
+    if (!naive && (r = gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) return r;
+    for (int k = 0; k < nf && (!naive || T > 1); k++) {
+        int64_t ns = ds[k]->info.windows[GPT2RT_SERIES_VAL] * ds[k]->info.channels;
+        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
+            if ((r = gpt2rt__fc_pool(ctx, ds[k], GPT2RT_SERIES_VAL, 0, 0, i0, B, L, x, tmp, ytmp)) != GPT2RT_OK) return r;
+            if (naive) {
+                double se = 0;
+                for (int64_t j = 0; j < B; j++) {
+                    const float *xs = x + j * L;
+                    double mu = 0, var = 0;
+                    for (int64_t t = 0; t < L; t++) mu += xs[t];
+                    mu /= (double)L;
+                    for (int64_t t = 0; t < L; t++) var += (xs[t] - mu) * (xs[t] - mu);
+                    double sd = sqrt(var / (double)L + 1e-5);
+                    for (int64_t p = 0; p + 1 < T; p++)
+                        for (int64_t q = 0; q < PL; q++) {
+                            double e = (xs[(p + 1) * PS + q] - xs[p * PS + q]) / sd;
+                            se += e * e;
+                        }
+                }
+                sum += se / (double)(B * (T - 1) * PL);
+            } else {
+                float loss;
+                if ((r = gpt2rt_forward_series(ctx, x, NULL, &loss)) != GPT2RT_OK) return r;
+                sum += loss;
+            }
+            n++;
+        }
+    }
+    *val = n ? sum / (double)n : NAN;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__fc_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf,
+                                         const gpt2rt_forecaster_train_desc *d, gpt2rt_forecaster_pretrain_result *res,
+                                         int64_t L, int64_t PL, int64_t PS, int64_t *nser, int64_t *pos, float *x,
+                                         float *tmp, float *ytmp, gpt2rt__fc_snap *best_w) {
+    int64_t B = d->batch, steps = res->steps_per_epoch;
+    gpt2rt_forecaster_progress pg;
+    gpt2rt_result r;
+    double best = INFINITY, val = 0;
+    int bad_epochs = 0;
+    if (!d->max_steps) {
+        if ((r = gpt2rt__fc_pre_val(ctx, ds, nf, B, L, PL, PS, 1, x, tmp, ytmp, &res->naive_val_mse)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_BASELINE; pg.val_mse = res->naive_val_mse;
+        if (d->progress) d->progress(d->user, &pg);
+    }
+    for (int epoch = 0; epoch < d->epochs; epoch++) {
+        double t0 = gpt2rt__now(), loss_sum = 0;
+        if ((r = gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN)) != GPT2RT_OK) return r;
+        for (int k = 0; k < nf; k++) pos[k] = 0;
+        for (int64_t s = 0, k = 0; s < steps; s++) {
+            while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
+            gpt2rt_step_stats st;
+            if ((r = gpt2rt__fc_pool(ctx, ds[k % nf], GPT2RT_SERIES_TRAIN, d->seed, epoch, pos[k % nf], B, L, x, tmp,
+                                     ytmp)) != GPT2RT_OK ||
+                (r = gpt2rt_step_series(ctx, x, NULL, &st)) != GPT2RT_OK)
+                return r;
+            loss_sum += st.loss;
+            pos[k % nf] += B;
+            k++;
+            res->steps++;
+            res->step_seconds += st.seconds;
+            memset(&pg, 0, sizeof pg);
+            pg.event = GPT2RT_FORECASTER_STEP; pg.epoch = epoch + 1; pg.step = s + 1; pg.steps = steps;
+            pg.epoch_seconds = gpt2rt__now() - t0; pg.stats = &st;
+            if (d->progress) d->progress(d->user, &pg);
+            if (d->max_steps && res->steps >= d->max_steps) {
+                res->max_steps_reached = 1;
+                return GPT2RT_OK;
+            }
+        }
+        double t1 = gpt2rt__now();
+        if ((r = gpt2rt__fc_pre_val(ctx, ds, nf, B, L, PL, PS, 0, x, tmp, ytmp, &val)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.epoch = epoch + 1;
+        pg.train_mse = loss_sum / (double)steps;
+        pg.val_mse = val;
+        pg.best = val < best || best != best;
+        if (pg.best || val != val) { /* no validation series: keep the last epoch */
+            best = val; res->best_epoch = epoch + 1; bad_epochs = 0;
+            if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        } else pg.stop = d->patience > 0 && ++bad_epochs >= d->patience;
+        pg.train_seconds = t1 - t0;
+        pg.val_seconds = gpt2rt__now() - t1;
+        if (d->progress) d->progress(d->user, &pg);
+        if (pg.stop) break;
+    }
+    res->best_val_mse = best;
+    return gpt2rt__fc_snap_restore(ctx, best_w);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf,
+                                                    const gpt2rt_forecaster_train_desc *d,
+                                                    gpt2rt_forecaster_pretrain_result *res) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!d || !res || !ds || nf < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: %s",
+                            !d || !res ? "desc or result is NULL" : "no series");
+    memset(res, 0, sizeof *res);
+    res->best_val_mse = res->naive_val_mse = NAN;
+    if (d->batch < 1 || d->epochs < 1 || d->patience < 0 || d->steps_per_epoch < 0 || d->max_steps < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: batch %d and epochs %d must "
+                            "be at least 1, patience %d, steps_per_epoch %lld and max_steps %d at least 0", d->batch,
+                            d->epochs, d->patience, (long long)d->steps_per_epoch, d->max_steps);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t L = c.seq_len, B = d->batch, Mmax = 1, HMmax = 1, steps = 0;
+    if (c.head != GPT2RT_HEAD_NEXT_PATCH || c.n_channels != 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: the context's head is %d "
+                            "with %d channels; pretraining takes head NEXT_PATCH, n_channels 1", (int)c.head, c.n_channels);
+    for (int k = 0; k < nf; k++) {
+        if (!ds[k] || ds[k]->failed)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: series %d %s", k,
+                                ds[k] ? "failed to load" : "is NULL");
+        if (ds[k]->desc.lookback != L)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: series %d has lookback "
+                                "%d, the context seq_len %lld", k, ds[k]->desc.lookback, (long long)L);
+        if (ds[k]->info.channels > Mmax) Mmax = ds[k]->info.channels;
+        if ((int64_t)ds[k]->desc.horizon * ds[k]->info.channels > HMmax) HMmax = (int64_t)ds[k]->desc.horizon * ds[k]->info.channels;
+        steps += ds[k]->info.windows[GPT2RT_SERIES_TRAIN] * ds[k]->info.channels / B;
+    }
+    if (steps < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch %lld exceeds every file's training series", (long long)B);
+    res->steps_per_epoch = d->steps_per_epoch && d->steps_per_epoch < steps ? d->steps_per_epoch : steps;
+    /* a batch of B series spans at most B + 1 windows of the widest file (their horizons
+       are read and not used) */
+    int64_t *nser = (int64_t *)calloc((size_t)nf, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)nf, sizeof(int64_t));
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
+    float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
+    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * HMmax));
+    gpt2rt__fc_snap best_w = {0, NULL};
+    gpt2rt_result r;
+    if (!nser || !pos || !x || !tmp || !ytmp)
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_pretrain: out of memory for a batch of %lld "
+                         "series", (long long)B);
+    else {
+        for (int k = 0; k < nf; k++) nser[k] = ds[k]->info.windows[GPT2RT_SERIES_TRAIN] * ds[k]->info.channels;
+        r = gpt2rt__fc_pretrain(ctx, ds, nf, d, res, L, c.patch_len, c.patch_stride, nser, pos, x, tmp, ytmp, &best_w);
+    }
+    for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
+    free(best_w.v); free(nser); free(pos); free(x); free(tmp); free(ytmp);
+    return r;
+}
+
+/* ---- reading a file as training did, writing forecasts as CSV ---- */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *sd) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (!sd) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT,
+                                    "gpt2rt_forecaster_series_desc: desc is NULL");
+    int M = fc->info.channels;
+    if (!fc->columns) {
+        size_t n = 1;
+        for (int m = 0; m < M; m++) n += strlen(fc->name[m]) + 1;
+        char *q = fc->columns = (char *)malloc(n);
+        if (!q) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY,
+                                       "gpt2rt_forecaster_series_desc: out of memory");
+        for (int m = 0; m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", fc->name[m]);
+    }
+    sd->lookback = fc->info.lookback; sd->horizon = fc->info.horizon; sd->columns = fc->columns;
+    sd->borders = fc->info.borders;
+    sd->date_column = fc->date_name; /* by name, "none" too */
+    sd->no_date_column = !fc->date_name;
+    return GPT2RT_OK;
+}
+
+typedef struct gpt2rt__fc_buf { char *p; size_t len, cap; int failed; } gpt2rt__fc_buf;
+
+static void gpt2rt__fc_put(gpt2rt__fc_buf *b, const char *fmt, ...) GPT2RT__PRINTF(2, 3);
+static void gpt2rt__fc_put(gpt2rt__fc_buf *b, const char *fmt, ...) {
+    va_list ap;
+    for (int pass = 0; pass < 2 && !b->failed; pass++) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->failed = 1; return; }
+        if (b->p && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *q = (char *)realloc(b->p, cap);
+        if (!q) { b->failed = 1; return; }
+        b->p = q; b->cap = cap;
+    }
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *s, int64_t first,
+                                               int64_t nw, const float *p, int with_origin, char **text,
+                                               size_t *len) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!s || s->failed || !p || !text || !len || nw < 0)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv: %s",
+                               !s || s->failed ? "no loaded series" : nw < 0 ? "n < 0" : "forecasts, text or len is NULL");
+    int64_t L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
+    if (s->info.channels != M || first < 0 || first + nw - 1 + L > s->info.rows)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv: "
+                               "windows %lld to %lld of lookback %lld in a series of %lld rows and %d channels (the "
+                               "forecaster's: %lld)", (long long)first, (long long)(first + nw - 1), (long long)L,
+                               (long long)s->info.rows, s->info.channels, (long long)M);
+    int dated = s->info.date_step > 0 && gpt2rt_series_date_column(s);
+    gpt2rt__fc_buf b = {NULL, 0, 0, 0};
+    gpt2rt__fc_put(&b, "%s%s", with_origin ? "origin," : "", dated ? gpt2rt_series_date_column(s) : "step");
+    for (int64_t m = 0; m < M; m++) gpt2rt__fc_put(&b, ",%s", fc->name[m]);
+    gpt2rt__fc_put(&b, "\n");
+    for (int64_t w = 0; w < nw; w++) {
+        int64_t last = first + w + L - 1; /* the window's last row */
+        char a[64], d[64];
+        if (with_origin && (!dated || gpt2rt_series_date(s, last, a, sizeof a) != GPT2RT_OK))
+            snprintf(a, sizeof a, "%lld", (long long)last);
+        for (int64_t h = 0; h < H; h++) {
+            if (!dated || gpt2rt_series_date(s, last + 1 + h, d, sizeof d) != GPT2RT_OK)
+                snprintf(d, sizeof d, "%lld", (long long)(last + 1 + h));
+            gpt2rt__fc_put(&b, "%s%s%s", with_origin ? a : "", with_origin ? "," : "", d);
+            for (int64_t m = 0; m < M; m++) gpt2rt__fc_put(&b, ",%.9g", (double)p[(w * H + h) * M + m]);
+            gpt2rt__fc_put(&b, "\n");
+        }
+    }
+    if (b.failed) {
+        free(b.p);
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_csv: out of "
+                               "memory for the text of %lld windows", (long long)nw);
+    }
+    *text = b.p;
+    *len = b.len;
+    return GPT2RT_OK;
+}
+#endif /* GPT2RT_NO_SERIES */
 #endif /* GPT2RT_IMPLEMENTATION_DONE */
 #endif /* GPT2RT_IMPLEMENTATION */
 

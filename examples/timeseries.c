@@ -42,7 +42,7 @@
    After the test split is scored, a table gives the MSE and MAE per channel and over
    all, in the scaler's units and the data's, and a line the baselines on the same
    windows (last value, seasonal naive, the linear map). --save DIR writes the
-   forecaster (gpt2rt.h "6.4 Forecaster"), and
+   forecaster (gpt2rt.h "12. Forecaster"), and
        timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all]
    forecasts from the file's last lookback rows (or every window) in its own units,
    dated by continuing its date column.
@@ -53,7 +53,6 @@
 #include "../gpt2rt.h"
 #define CLI_PROG "timeseries"
 #include "../tools/cli.h"
-#include "../tools/ts_linear.h"
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -565,117 +564,12 @@ static void progress_end(progress *p) {
     p->shown = 0;
 }
 
-/* every parameter's values, to keep the best epoch's weights */
-typedef struct snapshot {
-    int n;
-    float **v;
-} snapshot;
-
-static int snapshot_take(gpt2rt_ctx *ctx, snapshot *s) {
-    if (!s->v) {
-        s->n = gpt2rt_param_count(ctx);
-        s->v = (float **)calloc((size_t)s->n, sizeof(float *));
-    }
-    for (int i = 0; i < s->n; i++) {
-        gpt2rt_param_info in;
-        if (gpt2rt_param_info_get(ctx, i, &in) != GPT2RT_OK) return 0;
-        if (!s->v[i]) s->v[i] = (float *)malloc(sizeof(float) * (size_t)in.numel);
-        if (gpt2rt_param_read(ctx, in.name, GPT2RT_PARAM_VALUE, s->v[i], in.numel) != GPT2RT_OK) return 0;
-    }
-    return 1;
-}
-
-static int snapshot_restore(gpt2rt_ctx *ctx, const snapshot *s) {
-    for (int i = 0; i < s->n; i++) {
-        gpt2rt_param_info in;
-        if (gpt2rt_param_info_get(ctx, i, &in) != GPT2RT_OK) return 0;
-        if (gpt2rt_param_write(ctx, in.name, s->v[i], in.numel) != GPT2RT_OK) return 0;
-    }
-    return 1;
-}
-
-/* squared and absolute errors over the windows of a split, B at a time; the last
-   batch is filled up by repeating its last window (each series is forecast on its
-   own, so the filler changes nothing) and only the real windows count. keep_pred
-   (may be NULL): the predictions of the first `keep` windows. sse_full / sae_full get
-   the sums over the whole batches of drop_batch windows only (the windows a test
-   loader with drop_last=True and that batch size scores; 0: B). */
-typedef struct scores {
-    double sse, sae, sse_full, sae_full;
-    int64_t windows, windows_full;
-} scores;
-
-/* the least-squares linear map beside the model (below, "the least-squares linear map") */
-typedef struct linmap {
-    int64_t L, H;
-    double *W;            /* (L+1, H), the last row the bias */
-    double ridge, val_mse;
-} linmap;
-static void lin_offset(const linmap *lm, const float *x, int64_t nb, int64_t M, float *c, float *mus, double *z,
-                       double *acc);
-
-/* how evaluate uses it (lu may be NULL: the model alone). residual: the model forecasts
-   what the linear map leaves (--linear-residual), so the forecast is the model's plus the
-   map's offset; blend: the forecast moves that fraction of the way to the linear map's
-   (--blend-linear); collect: sums for the blend weight, with e = forecast - truth and
-   d = linear - forecast: see = sum e^2, sed = sum e d, sdd = sum d^2 (SSE(w) = see +
-   2 w sed + w^2 sdd) */
-typedef struct linuse {
-    const linmap *lm;
-    int residual, collect;
-    double blend, see, sed, sdd;
-    float *c, *mus; /* scratch: (B,H,M), (B,M) */
-    double *z, *acc; /* scratch: L+1, H */
-} linuse;
-
-static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split, int B, int64_t L, int64_t H,
-                    int64_t M, float *x, float *y, float *pred, float *keep_pred, int64_t keep, linuse *lu,
-                    int64_t drop_batch, scores *sc) {
-    gpt2rt_series_info info;
-    if (gpt2rt_series_info_get(data, &info) != GPT2RT_OK) { fprintf(stderr, "timeseries: the series is not loaded\n"); return 0; }
-    int64_t n = info.windows[split];
-    if (drop_batch <= 0) drop_batch = B;
-    int64_t n_whole = n / drop_batch * drop_batch; /* the windows a drop-last loader scores */
-    memset(sc, 0, sizeof *sc);
-    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
-    for (int64_t first = 0; first < n; first += B) {
-        int real = (int)(n - first < B ? n - first : B);
-        if (gpt2rt_series_batch(data, split, 0, 0, first, real, x, y) != GPT2RT_OK) {
-            fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
-            return 0;
-        }
-        for (int b = real; b < B; b++) memcpy(x + b * L * M, x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
-        if (gpt2rt_forward_series(ctx, x, NULL, NULL) != GPT2RT_OK ||
-            gpt2rt_predictions(ctx, pred, (int64_t)B * H * M) != GPT2RT_OK) {
-            fprintf(stderr, "forward: %s\n", gpt2rt_last_error(ctx));
-            return 0;
-        }
-        if (lu && lu->lm) {
-            lin_offset(lu->lm, x, real, M, lu->c, lu->mus, lu->z, lu->acc);
-            for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
-                double p = (double)pred[i] + (lu->residual ? (double)lu->c[i] : 0.0);
-                double d = (double)lu->mus[i / (H * M) * M + i % M] + (double)lu->c[i] - p; /* linear - forecast */
-                if (lu->collect) {
-                    double e = p - (double)y[i];
-                    lu->see += e * e; lu->sed += e * d; lu->sdd += d * d;
-                }
-                pred[i] = (float)(p + lu->blend * d);
-            }
-        }
-        for (int b = 0; b < real; b++) {
-            double se = 0, ae = 0;
-            for (int64_t i = (int64_t)b * H * M; i < (int64_t)(b + 1) * H * M; i++) {
-                double e = (double)pred[i] - (double)y[i];
-                se += e * e;
-                ae += fabs(e);
-            }
-            sc->sse += se; sc->sae += ae; sc->windows++;
-            if (first + b < n_whole) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full++; }
-        }
-        for (int b = 0; keep_pred && b < real && first + b < keep; b++)
-            memcpy(keep_pred + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
-    }
-    return 1;
+/* a split's scores through the library (gpt2rt_forecaster_score); 0 after printing why */
+static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
+                    const gpt2rt_forecaster_score_desc *sd, gpt2rt_forecaster_scores *sc) {
+    if (gpt2rt_forecaster_score(ctx, data, split, sd, sc) == GPT2RT_OK) return 1;
+    fprintf(stderr, "timeseries: scoring: %s\n", gpt2rt_last_error(ctx));
+    return 0;
 }
 
 #ifdef TS_PNG
@@ -828,6 +722,32 @@ static int model_shape(const opts *o, gpt2rt_config *c) {
     return 1;
 }
 
+/* the context's config from the flags, for either stage: the shape (model_shape), the
+   patches, the parallel mode, the optimiser over steps_per_epoch * --epochs steps; the
+   head, channels and horizon are the stage's */
+static int train_config(const opts *o, int64_t steps_per_epoch, gpt2rt_config *c) {
+    if (!model_shape(o, c)) return 0;
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->seq_len = o->lookback; c->patch_len = o->patch; c->patch_stride = o->stride;
+    c->revin_affine = o->revin_affine; /* NEXT_PATCH: the library refuses it, and says why */
+    c->frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
+    int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
+    c->n_devices = o->devices;
+    c->parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
+                     : GPT2RT_PARALLEL_NONE;
+    c->shard_optimizer = !strcmp(o->parallel, "zero1");
+    c->batch_size = dp ? o->batch / o->devices : o->batch; /* per rank under data parallel: calls take all B */
+    c->lr = o->lr; c->min_lr_frac = o->min_lr_frac; c->warmup_steps = o->warmup;
+    c->total_steps = (int)(steps_per_epoch * o->epochs);
+    c->weight_decay = o->weight_decay; c->grad_clip = o->clip;
+    c->dropout = o->dropout; c->attn_dropout = o->attn_dropout; c->head_dropout = o->head_dropout;
+    c->n_threads = o->threads; c->recompute = (gpt2rt_recompute)o->recompute; c->seed = o->seed;
+    c->precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
+    if (o->backend) c->backend = strcmp(o->backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
+                               : strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
+    return 1;
+}
+
 /* with --devices: each device's plan, and what each rank holds here (the CPU ranks share
    one host); what: "windows" or "series" */
 static void print_devices(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan, const opts *o, int64_t B, const char *what) {
@@ -886,207 +806,56 @@ static void print_columns(gpt2rt_series *d) {
 }
 
 
-/* ---- the least-squares linear map of the RevIN-normalised lookback (--linear-residual,
-   --blend-linear): tools/ts_baselines.c's "linear" forecaster, the same fit. Each series
-   normalised by its lookback's mean mu and std sd (sqrt(biased variance + 1e-5), as
-   RevIN), one Linear(L -> H) plus bias W (L+1, H) shared by the channels, the exact
-   least squares over every training window and channel with rows weighted by sd^2 (the
-   loss in the scaled data's units), ridge on W's L rows (not the bias) chosen on the
-   validation split among 0.1, 1, ..., 1e5. Validation MSE per ridge from the
-   validation split's own normal equations: sum sd^2 (W'z - t)^2 = tr(W'A W) - 2 tr(W'b)
-   + c, no pass over the windows per ridge. ---- */
-/* series m of window x (L,M): its mean, std and normalised lookback z (L+1: a trailing 1) */
-static void lin_norm(const float *x, int64_t L, int64_t M, int64_t m, double *mu, double *sd, double *z) {
-    double s = 0, v = 0;
-    for (int64_t k = 0; k < L; k++) s += x[k * M + m];
-    s /= (double)L;
-    for (int64_t k = 0; k < L; k++) v += (x[k * M + m] - s) * (x[k * M + m] - s);
-    *mu = s;
-    *sd = sqrt(v / (double)L + 1e-5);
-    for (int64_t k = 0; k < L; k++) z[k] = (x[k * M + m] - s) / *sd;
-    z[L] = 1.0;
-}
+/* what the training run prints: a progress line inside an epoch (stderr), each step
+   under --max-steps, each epoch's scores (stdout) */
+typedef struct train_view {
+    const opts *o;
+    int pretrain; /* next-patch wording, series a step */
+    progress pg;
+} train_view;
 
-/* the weighted normal equations of a split: A (n,n) lower triangle, b (n,H), c */
-static int lin_sums(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M, double *A,
-                    double *b, double *c) {
-    int64_t n = L + 1;
-    double *z = (double *)malloc(sizeof(double) * (size_t)n), *t = (double *)malloc(sizeof(double) * (size_t)H);
-    float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
-    gpt2rt_series_info in = info_of(s);
-    int ok = z && t && x && y;
-    *c = 0;
-    for (int64_t w = 0; ok && w < in.windows[split]; w++) {
-        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, x, y) != GPT2RT_OK) { ok = 0; break; }
-        for (int64_t m = 0; m < M; m++) {
-            double mu, sd;
-            lin_norm(x, L, M, m, &mu, &sd, z);
-            double wt = sd * sd;
-            for (int64_t h = 0; h < H; h++) {
-                t[h] = (y[h * M + m] - mu) / sd;
-                *c += wt * t[h] * t[h];
-            }
-            for (int64_t i = 0; i < n; i++) {
-                double wz = wt * z[i];
-                for (int64_t j = 0; j <= i; j++) A[i * n + j] += wz * z[j];
-                for (int64_t h = 0; h < H; h++) b[i * H + h] += wz * t[h];
-            }
+static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
+    train_view *v = (train_view *)user;
+    if (p->event == GPT2RT_FORECASTER_STEP) {
+        if (p->step == 1) { /* the epoch began before its first step */
+            progress_start(&v->pg);
+            v->pg.t0 = v->pg.last = v->pg.t0 - p->epoch_seconds;
         }
+        char what[32];
+        snprintf(what, sizeof what, "epoch %d", p->epoch);
+        if (v->o->max_steps)
+            printf("step %lld  train %smse %.4f  %.3g s\n", (long long)p->stats->step, v->pretrain ? "next-patch " : "",
+                   (double)p->stats->loss, p->stats->seconds);
+        else progress_tick(&v->pg, what, p->step, p->steps, v->o->batch, v->pretrain ? "series" : "windows");
+        return;
     }
-    for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
-    free(z); free(t); free(x); free(y);
-    return ok;
-}
-
-static int lin_fit(gpt2rt_series *s, int64_t L, int64_t H, int64_t M, linmap *lm) {
-    int64_t n = L + 1;
-    gpt2rt_series_info in = info_of(s);
-    double *A = (double *)calloc((size_t)(n * n), sizeof(double)), *b = (double *)calloc((size_t)(n * H), sizeof(double));
-    double *Av = (double *)calloc((size_t)(n * n), sizeof(double)), *bv = (double *)calloc((size_t)(n * H), sizeof(double));
-    double *Ar = (double *)malloc(sizeof(double) * (size_t)(n * n)), *W = (double *)malloc(sizeof(double) * (size_t)(n * H));
-    double *AW = (double *)malloc(sizeof(double) * (size_t)H), c, cv;
-    memset(lm, 0, sizeof *lm);
-    lm->L = L; lm->H = H; lm->val_mse = INFINITY;
-    if (in.windows[GPT2RT_SERIES_VAL] < 1) {
-        fprintf(stderr, "timeseries: the linear map chooses its ridge on the validation split, which has no window "
-                "(lookback %lld + horizon %lld); use --linear-residual 0 --blend-linear 0\n", (long long)L, (long long)H);
-        free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
-        return 0;
+    progress_end(&v->pg);
+    if (p->event == GPT2RT_FORECASTER_BASELINE) {
+        if (p->val_mse == p->val_mse)
+            printf("baseline: the last patch repeated scores val next-patch mse %.4f (the model's must be lower to have "
+                   "learned anything)\n", p->val_mse);
+        return;
     }
-    lm->W = (double *)malloc(sizeof(double) * (size_t)(n * H));
-    int ok = A && b && Av && bv && Ar && W && AW && lm->W && lin_sums(s, GPT2RT_SERIES_TRAIN, L, H, M, A, b, &c) &&
-             lin_sums(s, GPT2RT_SERIES_VAL, L, H, M, Av, bv, &cv);
-    static const double ridges[] = {0.1, 1, 10, 100, 1000, 1e4, 1e5};
-    for (int r = 0; ok && r < 7; r++) {
-        memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
-        memcpy(W, b, sizeof(double) * (size_t)(n * H));
-        for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
-        if (!lin_solve(Ar, W, n, H)) continue;
-        double sse = cv; /* tr(W'Av W) - 2 tr(W'bv) + cv, a row of Av at a time */
-        for (int64_t i = 0; i < n; i++) {
-            for (int64_t h = 0; h < H; h++) AW[h] = 0;
-            for (int64_t j = 0; j < n; j++)
-                for (int64_t h = 0; h < H; h++) AW[h] += Av[i * n + j] * W[j * H + h];
-            for (int64_t h = 0; h < H; h++) sse += W[i * H + h] * (AW[h] - 2 * bv[i * H + h]);
-        }
-        double mse = sse / (double)(in.windows[GPT2RT_SERIES_VAL] * M * H);
-        if (mse < lm->val_mse) {
-            lm->val_mse = mse; lm->ridge = ridges[r];
-            memcpy(lm->W, W, sizeof(double) * (size_t)(n * H));
-        }
-    }
-    free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
-    if (!ok || lm->ridge == 0) {
-        fprintf(stderr, "timeseries: the linear map: %s\n", ok ? "the normal equations are singular at every ridge"
-                                                              : "out of memory or a bad batch");
-        free(lm->W);
-        lm->W = NULL;
-        return 0;
-    }
-    return 1;
-}
-
-/* the linear forecast minus the lookback's mean, sd (W'z), of nb windows x (nb,L,M)
-   into c (nb,H,M), and (mus, may be NULL) each series' mean (nb,M); z, acc: scratch of
-   L+1 and H doubles */
-static void lin_offset(const linmap *lm, const float *x, int64_t nb, int64_t M, float *c, float *mus, double *z,
-                       double *acc) {
-    int64_t L = lm->L, H = lm->H;
-    for (int64_t w = 0; w < nb; w++)
-        for (int64_t m = 0; m < M; m++) {
-            double mu, sd;
-            lin_norm(x + w * L * M, L, M, m, &mu, &sd, z);
-            if (mus) mus[w * M + m] = (float)mu;
-            for (int64_t h = 0; h < H; h++) acc[h] = 0;
-            for (int64_t k = 0; k <= L; k++) {
-                const double *wk = lm->W + k * H, zk = z[k];
-                for (int64_t h = 0; h < H; h++) acc[h] += zk * wk[h];
-            }
-            for (int64_t h = 0; h < H; h++) c[(w * H + h) * M + m] = (float)(sd * acc[h]);
-        }
-}
-
-/* the mean next-patch MSE over every validation window of every file, each channel a
-   series, in whole batches of B series (the last partial batch is left out: filling it
-   would weigh its series twice) */
-static int pretrain_val(gpt2rt_ctx *ctx, gpt2rt_series **ds, int nf, int B, int64_t L, float *x, float *tmp,
-                        float *ytmp, double *val) {
-    double sum = 0;
-    int64_t n = 0;
-    gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL);
-    for (int k = 0; k < nf; k++) {
-        gpt2rt_series_info in = info_of(ds[k]);
-        int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
-        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
-            int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
-            if (gpt2rt_series_batch(ds[k], GPT2RT_SERIES_VAL, 0, 0, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(ds[k]));
-                return 0;
-            }
-            for (int64_t j = 0; j < B; j++)
-                for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
-            float loss;
-            if (gpt2rt_forward_series(ctx, x, NULL, &loss) != GPT2RT_OK) {
-                fprintf(stderr, "forward: %s\n", gpt2rt_last_error(ctx));
-                return 0;
-            }
-            sum += loss;
-            n++;
-        }
-    }
-    *val = n ? sum / (double)n : NAN;
-    return 1;
-}
-
-/* the baseline beside pretrain_val: each next patch forecast as the patch before it
-   repeated, in RevIN's scale (mean, std = sqrt(biased variance + 1e-5) over the
-   lookback), patches of PL steps PS apart, over the same whole batches */
-static int pretrain_naive(gpt2rt_series **ds, int nf, int B, int64_t L, int64_t PL, int64_t PS, float *tmp, float *ytmp,
-                          double *naive) {
-    double sum = 0;
-    int64_t n = 0, T = (L - PL) / PS + 1;
-    for (int k = 0; k < nf && T > 1; k++) {
-        gpt2rt_series_info in = info_of(ds[k]);
-        int64_t M = in.channels, ns = in.windows[GPT2RT_SERIES_VAL] * M;
-        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
-            int64_t w0 = i0 / M, w1 = (i0 + B - 1) / M;
-            if (gpt2rt_series_batch(ds[k], GPT2RT_SERIES_VAL, 0, 0, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(ds[k]));
-                return 0;
-            }
-            double se = 0;
-            for (int64_t j = 0; j < B; j++) {
-                const float *xs = tmp + ((i0 + j) / M - w0) * L * M + (i0 + j) % M; /* step t at xs[t*M] */
-                double mu = 0, var = 0;
-                for (int64_t t = 0; t < L; t++) mu += xs[t * M];
-                mu /= (double)L;
-                for (int64_t t = 0; t < L; t++) var += (xs[t * M] - mu) * (xs[t * M] - mu);
-                double sd = sqrt(var / (double)L + 1e-5);
-                for (int64_t p = 0; p + 1 < T; p++)
-                    for (int64_t q = 0; q < PL; q++) {
-                        double e = (xs[((p + 1) * PS + q) * M] - xs[(p * PS + q) * M]) / sd;
-                        se += e * e;
-                    }
-            }
-            sum += se / (double)(B * (T - 1) * PL);
-            n++;
-        }
-    }
-    *naive = n ? sum / (double)n : NAN;
-    return 1;
+    if (v->pretrain)
+        printf("epoch %2d  train next-patch mse %.4f  val %.4f%s  (%.1f s)\n", p->epoch, p->train_mse, p->val_mse,
+               p->best ? "  best" : "", p->train_seconds + p->val_seconds);
+    else if (p->epoch == 0) printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", p->val_mse);
+    else printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", p->epoch, p->train_mse,
+                p->val_mse, p->best ? "  best" : "", p->train_seconds, p->val_seconds);
+    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->patience);
 }
 
 /* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
    rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
    each channel of each window is one univariate series (n_channels 1), B series a
    step, the files taking turns while each has a whole batch left in the epoch; early
-   stopping on pretrain_val; the best epoch's weights go to --save */
+   stopping on the validation series (gpt2rt_forecaster_pretrain); the best epoch's
+   weights go to --save */
 static int pretrain(opts *o) {
     int nf = 0;
     gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
-    int64_t *nser = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)o->nfiles, sizeof(int64_t));
-    int64_t Mmax = 1, B = o->batch, L = o->lookback, steps = 0;
-    if (!ds || !nser || !pos) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
+    int64_t B = o->batch, L = o->lookback, steps = 0;
+    if (!ds) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
     for (int fi = 0; fi < o->nfiles; fi++) {
         const char *f = o->files[fi];
         gpt2rt_series_desc sd;
@@ -1099,36 +868,21 @@ static int pretrain(opts *o) {
             return 1;
         }
         gpt2rt_series_info in = info_of(ds[nf]);
-        nser[nf] = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
-        if (in.channels > Mmax) Mmax = in.channels;
-        steps += nser[nf] / B;
+        int64_t nser = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
+        steps += nser / B;
         printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
-               (long long)in.rows, (long long)in.channels, (long long)nser[nf], (long long)L,
+               (long long)in.rows, (long long)in.channels, (long long)nser, (long long)L,
                (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
         print_columns(ds[nf]);
         nf++;
     }
     if (steps < 1) { fprintf(stderr, "timeseries: --batch %lld exceeds every file's training series\n", (long long)B); return 1; }
     if (o->steps_per_epoch && o->steps_per_epoch < steps) steps = o->steps_per_epoch;
-    gpt2rt_config c;
-    if (!model_shape(o, &c)) return 1;
-    c.input = GPT2RT_INPUT_PATCHES;
+    gpt2rt_config c; /* split: gpt2rt_create says why not */
+    if (!train_config(o, steps, &c)) return 1;
     c.head = GPT2RT_HEAD_NEXT_PATCH;
-    c.seq_len = o->lookback; c.patch_len = o->patch; c.patch_stride = o->stride; c.n_channels = 1;
-    c.revin_affine = o->revin_affine; /* the library refuses it for NEXT_PATCH, and says why */
-    int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
-    c.n_devices = o->devices;
-    c.parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
-                    : GPT2RT_PARALLEL_NONE; /* split: gpt2rt_create says why not */
-    c.shard_optimizer = !strcmp(o->parallel, "zero1");
-    c.batch_size = (int)(dp ? B / o->devices : B); /* per rank under data parallel: calls take all B series */
-    c.frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
-    c.lr = o->lr; c.min_lr_frac = o->min_lr_frac; c.warmup_steps = o->warmup; c.total_steps = (int)(steps * o->epochs);
-    c.weight_decay = o->weight_decay; c.grad_clip = o->clip;
-    c.dropout = o->dropout; c.attn_dropout = o->attn_dropout; c.head_dropout = o->head_dropout;
-    c.n_threads = o->threads; c.recompute = (gpt2rt_recompute)o->recompute; c.seed = o->seed;
-    c.precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
-    if (o->backend) c.backend = strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_CPU;
+    c.n_channels = 1;
+    if (o->backend && c.backend == GPT2RT_BACKEND_AUTO) c.backend = GPT2RT_BACKEND_CPU; /* --backend auto */
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(ctx, o->init) != GPT2RT_OK)) {
         fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
@@ -1145,94 +899,43 @@ static int pretrain(opts *o) {
            (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
            (double)plan.total[0] / 1073741824.0, precision_name(r.precision), (long long)B, (double)r.lr, (long long)steps);
     print_devices(ctx, &plan, o, B, "series");
-    /* a batch of B series spans at most B windows (M = 1) of the widest file */
-    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
-    float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
-    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * Mmax));
-    snapshot best_w = {0, NULL};
-    double best = INFINITY, val = 0, step_seconds = 0, naive = NAN;
-    int bad_epochs = 0, best_epoch = 0, rc = 0, timed = 0;
-    if (!o->max_steps && x && tmp && ytmp && pretrain_naive(ds, nf, (int)B, L, o->patch, o->stride, tmp, ytmp, &naive) &&
-        naive == naive)
-        printf("baseline: the last patch repeated scores val next-patch mse %.4f (the model's must be lower to have "
-               "learned anything)\n", naive);
-    for (int epoch = 0; epoch < o->epochs && !rc; epoch++) {
-        double t0 = now(), loss_sum = 0;
-        gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
-        for (int k = 0; k < nf; k++) pos[k] = 0;
-        progress pg;
-        char pg_what[32];
-        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
-        progress_start(&pg);
-        for (int64_t s = 0, k = 0; s < steps; s++) {
-            if (s && !o->max_steps) progress_tick(&pg, pg_what, s, steps, B, "series");
-            while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
-            gpt2rt_series *d = ds[k % nf];
-            gpt2rt_series_info in = info_of(d);
-            int64_t M = in.channels, i0 = pos[k % nf], w0 = i0 / M, w1 = (i0 + B - 1) / M;
-            gpt2rt_step_stats st;
-            if (gpt2rt_series_batch(d, GPT2RT_SERIES_TRAIN, o->seed, epoch, w0, (int)(w1 - w0 + 1), tmp, ytmp) !=
-                GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(d));
-                rc = 1;
-                break;
-            }
-            for (int64_t j = 0; j < B; j++)
-                for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
-            if (gpt2rt_step_series(ctx, x, NULL, &st) != GPT2RT_OK) {
-                fprintf(stderr, "step: %s\n", gpt2rt_last_error(ctx));
-                rc = 1;
-                break;
-            }
-            loss_sum += st.loss;
-            pos[k % nf] += B;
-            k++;
-            if (o->max_steps) {
-                step_seconds += st.seconds;
-                printf("step %lld  train next-patch mse %.4f  %.3g s\n", (long long)st.step, (double)st.loss, st.seconds);
-                if (st.step >= o->max_steps) {
-                    double per = step_seconds / (double)st.step, n_steps = (double)steps * o->epochs, evals = 0;
-                    for (int j = 0; j < nf; j++) {
-                        gpt2rt_series_info in = info_of(ds[j]);
-                        evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
-                    }
-                    evals *= o->epochs;
-                    printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
-                           "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
-                           "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
-                           (n_steps + evals / 3) * per / 3600);
-                    timed = 1;
-                    break;
-                }
-            }
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = (int)B; td.epochs = o->epochs; td.patience = o->patience; td.steps_per_epoch = steps;
+    td.seed = o->seed; td.max_steps = o->max_steps;
+    train_view tv = {o, 1, {0, 0, 0, 0}};
+    td.progress = on_progress; td.user = &tv;
+    gpt2rt_forecaster_pretrain_result pr;
+    int rc = 0, timed = 0;
+    if (gpt2rt_forecaster_pretrain(ctx, ds, nf, &td, &pr) != GPT2RT_OK) {
+        progress_end(&tv.pg);
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+        rc = 1;
+    } else if (pr.max_steps_reached) {
+        double per = pr.step_seconds / (double)pr.steps, n_steps = (double)steps * o->epochs, evals = 0;
+        for (int j = 0; j < nf; j++) {
+            gpt2rt_series_info in = info_of(ds[j]);
+            evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
         }
-        progress_end(&pg);
-        if (timed) break;
-        if (rc || !pretrain_val(ctx, ds, nf, (int)B, L, x, tmp, ytmp, &val)) { rc = 1; break; }
-        int better = val < best || (best != best);
-        printf("epoch %2d  train next-patch mse %.4f  val %.4f%s  (%.1f s)\n", epoch + 1, loss_sum / (double)steps, val,
-               better ? "  best" : "", now() - t0);
-        if (better || val != val) { /* no validation series: keep the last epoch */
-            best = val; best_epoch = epoch + 1; bad_epochs = 0;
-            if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); rc = 1; }
-        } else if (++bad_epochs >= o->patience) {
-            printf("early stop: %d epochs without a better validation mse\n", o->patience);
-            break;
-        }
+        evals *= o->epochs;
+        printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
+               "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
+               "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
+               (n_steps + evals / 3) * per / 3600);
+        timed = 1;
     }
-    if (!rc && !timed && (!snapshot_restore(ctx, &best_w) || gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK)) {
+    double best = pr.best_val_mse, naive = pr.naive_val_mse;
+    int best_epoch = pr.best_epoch;
+    if (!rc && !timed && gpt2rt_weights_save(ctx, o->save) != GPT2RT_OK) {
         fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx));
         rc = 1;
     }
     if (!rc && !timed) printf("saved epoch %d (val next-patch mse %.4f) to %s\n", best_epoch, best, o->save);
     if (!rc && !timed && naive == naive && !(best < naive))
         printf("the model did not beat the last patch repeated on validation (%.4f against %.4f)\n", best, naive);
-    for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
-    free(best_w.v);
-    free(x); free(tmp); free(ytmp);
     gpt2rt_free(ctx);
     for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
-    free(ds); free(nser); free(pos);
+    free(ds);
     return rc;
 }
 
@@ -1277,8 +980,8 @@ static int64_t season_of(int season, double date_step, int calendar) {
 
 /* baselines on windows x (n,L,M), truth y (n,H,M), scaled: the last value, the seasonal
    naive (the value one period before), and the linear map (lm may be NULL); one line */
-static void print_baselines(const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M, int64_t period,
-                            const linmap *lm, const char *period_why) {
+static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M,
+                            int64_t period, const gpt2rt_forecaster_linear *lm, const char *period_why) {
     float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
     double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
     if (!p || !sse || !sae) { free(p); free(sse); free(sae); return; }
@@ -1291,12 +994,9 @@ static void print_baselines(const float *x, const float *y, int64_t n, int64_t L
         if (k == 2 && !lm) { printf("; linear map: none (no validation window to choose its ridge on)"); continue; }
         if (k == 2) {
             float *c = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
-            double *z = (double *)malloc(sizeof(double) * (size_t)(L + 1)), *acc = (double *)malloc(sizeof(double) * (size_t)H);
-            if (c && mus && z && acc) {
-                lin_offset(lm, x, n, M, c, mus, z, acc);
+            if (c && mus && gpt2rt_forecaster_linear_offset(ctx, lm, x, n, M, c, mus) == GPT2RT_OK)
                 for (int64_t i = 0; i < n * H * M; i++) p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)c[i]);
-            }
-            free(c); free(mus); free(z); free(acc);
+            free(c); free(mus);
         } else
             for (int64_t w = 0; w < n; w++)
                 for (int64_t h = 0; h < H; h++)
@@ -1313,6 +1013,13 @@ static void print_baselines(const float *x, const float *y, int64_t n, int64_t L
     }
     printf("\n");
     free(p); free(sse); free(sae);
+}
+
+/* the linear map (gpt2rt_forecaster_linear_fit); 0 after printing why, then hint */
+static int fit_linear(gpt2rt_ctx *ctx, gpt2rt_series *s, gpt2rt_forecaster_linear *lm, const char *hint) {
+    if (gpt2rt_forecaster_linear_fit(ctx, s, lm) == GPT2RT_OK) return 1;
+    fprintf(stderr, "timeseries: %s%s\n", gpt2rt_last_error(ctx), hint);
+    return 0;
 }
 
 /* every window of a split: x (n,L,M), y (n,H,M), allocated */
@@ -1334,8 +1041,8 @@ static int split_windows(gpt2rt_series *s, gpt2rt_series_split split, int64_t L,
 }
 
 /* the test split's metrics table and baselines, pred (n,H,M) scaled */
-static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M, int season,
-                        const linmap *lm) {
+static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M,
+                        int season, const gpt2rt_forecaster_linear *lm) {
     float *x = NULL, *y = NULL;
     int64_t n;
     double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
@@ -1350,7 +1057,7 @@ static void report_test(gpt2rt_series *s, const float *pred, int64_t L, int64_t 
         channel_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
         gpt2rt_series_info in = info_of(s);
-        print_baselines(x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
+        print_baselines(ctx, x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
                         "no --season N, and no calendar date step that divides a day");
     }
     free(x); free(y); free(sse); free(sae); free(std); free(names);
@@ -1424,23 +1131,12 @@ static const char *fc_column(gpt2rt_forecaster *fc, int m) {
     return n ? n : "?";
 }
 
-/* the forecaster's columns as the loader's list: "a,b,c" */
-static char *column_list(gpt2rt_forecaster *fc, int M) {
-    size_t n = 1;
-    for (int m = 0; m < M; m++) n += strlen(fc_column(fc, m)) + 1;
-    char *s = (char *)malloc(n), *q = s;
-    for (int m = 0; s && m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", fc_column(fc, m));
-    return s;
-}
-
 /* --score: the test split as training cut and scaled it, through the forecaster */
-static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi, const char *cols) {
+static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
     int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = fi->borders;
-    sd.date_column = gpt2rt_forecaster_date_column(fc); /* by name, "none" too */
-    sd.no_date_column = !sd.date_column;
+    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut and scaled it */
     sd.fill = (gpt2rt_series_fill)o->fill;
     gpt2rt_series *s;
     if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
@@ -1468,11 +1164,11 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
         good = 0;
     }
     if (good) { /* the linear map baseline fit as training fits it: the same map */
-        linmap base = {0, 0, NULL, 0, 0};
-        gpt2rt_series_info in = info_of(s);
-        int fitted = in.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(s, L, H, M, &base);
-        report_test(s, p, L, H, M, o->season, fitted ? &base : NULL);
-        free(base.W);
+        gpt2rt_forecaster_linear base;
+        gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
+        int fitted = info_of(s).windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, s, &base, "");
+        report_test(ctx, s, p, L, H, M, o->season, fitted ? &base : NULL);
+        if (fitted) gpt2rt_forecaster_linear_free(&base);
     }
     free(x); free(y); free(p);
     gpt2rt_series_free(s);
@@ -1535,12 +1231,10 @@ static int predict_main(int argc, char **argv) {
     memset(&fi, 0, sizeof fi);
     gpt2rt_forecaster_info_get(fc, &fi);
     int64_t L = fi.lookback, H = fi.horizon, M = fi.channels;
-    char *cols = column_list(fc, (int)M);
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    sd.lookback = (int)L; sd.horizon = (int)H; sd.columns = cols; sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
-    sd.date_column = gpt2rt_forecaster_date_column(fc); /* by name, "none" too */
-    sd.no_date_column = !sd.date_column;
+    gpt2rt_forecaster_series_desc(fc, &sd);
+    sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1; /* every row, in the data's units */
     sd.fill = (gpt2rt_series_fill)o.fill;
     gpt2rt_series *s;
     int rc = 0;
@@ -1548,7 +1242,6 @@ static int predict_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", gpt2rt_series_last_error(s));
         gpt2rt_series_free(s);
         gpt2rt_forecaster_free(fc);
-        free(cols);
         return 1;
     }
     gpt2rt_series_info in = info_of(s);
@@ -1569,30 +1262,14 @@ static int predict_main(int argc, char **argv) {
         rc = 1;
     }
     int dated = in.date_step > 0 && gpt2rt_series_date_column(s);
+    char *csv = NULL;
+    size_t csv_len = 0;
+    if (!rc && gpt2rt_forecaster_csv(fc, s, first, nw, p, o.all, &csv, &csv_len) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries predict: %s\n", gpt2rt_forecaster_last_error(fc));
+        rc = 1;
+    }
     if (!rc) {
-        const char *dc = gpt2rt_series_date_column(s);
-        if (o.all) fprintf(f, "origin,");
-        fprintf(f, "%s", dated ? dc : "step");
-        for (int64_t m = 0; m < M; m++) {
-            fprintf(f, ",%s", fc_column(fc, (int)m));
-        }
-        fprintf(f, "\n");
-        for (int64_t w = 0; w < nw; w++) {
-            int64_t last = first + w + L - 1; /* the window's last row */
-            char a[64], b[64];
-            if (o.all) {
-                if (!dated || gpt2rt_series_date(s, last, a, sizeof a) != GPT2RT_OK) snprintf(a, sizeof a, "%lld", (long long)last);
-                fprintf(f, "%s,", a);
-            }
-            for (int64_t h = 0; h < H; h++) {
-                if (!dated || gpt2rt_series_date(s, last + 1 + h, b, sizeof b) != GPT2RT_OK)
-                    snprintf(b, sizeof b, "%lld", (long long)(last + 1 + h));
-                if (h && o.all) fprintf(f, "%s,", a);
-                fprintf(f, "%s", b);
-                for (int64_t m = 0; m < M; m++) fprintf(f, ",%.9g", (double)p[(w * H + h) * M + m]);
-                fprintf(f, "\n");
-            }
-        }
+        fwrite(csv, 1, csv_len, f);
         if (f != stdout && !out_close(&of)) {
             fprintf(stderr, "timeseries predict: --out %s: writing the forecasts failed: %s; %s is as it was\n", o.out,
                     strerror(errno), o.out);
@@ -1606,8 +1283,8 @@ static int predict_main(int argc, char **argv) {
                     dated ? "the file's step" : "", o.out ? " to " : "", o.out ? o.out : "",
                     in.filled ? " (missing values filled)" : "");
     }
-    if (!rc && o.score && !predict_score(fc, &o, &fi, cols)) rc = 1;
-    free(x); free(p); free(cols);
+    if (!rc && o.score && !predict_score(fc, &o, &fi)) rc = 1;
+    free(x); free(p); free(csv);
     gpt2rt_series_free(s);
     gpt2rt_forecaster_free(fc);
     return rc;
@@ -1672,7 +1349,7 @@ int main(int argc, char **argv) {
     if (o.steps_per_epoch && o.steps_per_epoch < steps_per_epoch) steps_per_epoch = o.steps_per_epoch;
 
     gpt2rt_config c;
-    if (!model_shape(&o, &c)) return 1;
+    if (!train_config(&o, steps_per_epoch, &c)) return 1;
     if (!strcmp(o.parallel, "split") && c.n_layer < o.devices) {
         fprintf(stderr, "timeseries: --parallel split over --devices %d needs at least %d layers (each device holds "
                 "whole layers), the model has %d: set --layers %d or more", o.devices, o.devices, c.n_layer, o.devices);
@@ -1686,38 +1363,11 @@ int main(int argc, char **argv) {
                 "--parallel dp\n", (double)o.dropout, (double)o.attn_dropout, (double)o.head_dropout);
         return 2;
     }
-    c.input = GPT2RT_INPUT_PATCHES;
     /* aLLM4TS stage 2: out_layer on one placeholder per future patch, which sees the history only */
     c.head = o.stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
     c.attn_mask = o.stage == 2 ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    c.seq_len = o.lookback;
-    c.patch_len = o.patch;
-    c.patch_stride = o.stride;
     c.n_channels = (int)M;
     c.horizon = o.horizon;
-    c.revin_affine = o.revin_affine;
-    c.frozen = o.freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
-    int dp = !strcmp(o.parallel, "dp") || !strcmp(o.parallel, "zero1");
-    c.n_devices = o.devices;
-    c.parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o.parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
-                    : GPT2RT_PARALLEL_NONE;
-    c.shard_optimizer = !strcmp(o.parallel, "zero1");
-    c.batch_size = dp ? o.batch / o.devices : o.batch; /* per rank under data parallel: calls take all B windows */
-    c.lr = o.lr;
-    c.min_lr_frac = o.min_lr_frac;
-    c.warmup_steps = o.warmup;
-    c.total_steps = (int)(steps_per_epoch * o.epochs);
-    c.weight_decay = o.weight_decay;
-    c.grad_clip = o.clip;
-    c.dropout = o.dropout;
-    c.attn_dropout = o.attn_dropout;
-    c.head_dropout = o.head_dropout;
-    c.n_threads = o.threads;
-    c.recompute = (gpt2rt_recompute)o.recompute;
-    c.precision = (gpt2rt_precision)o.precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
-    c.seed = o.seed;
-    if (o.backend) c.backend = strcmp(o.backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
-                             : strcmp(o.backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) {
         fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
@@ -1744,129 +1394,66 @@ int main(int argc, char **argv) {
            (double)r.head_dropout);
     print_devices(ctx, &plan, &o, B, "windows");
 
-    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M));
-    float *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-    float *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-    linmap lm = {0, 0, NULL, 0, 0};
-    linuse lu;
+    gpt2rt_forecaster_linear lm;
+    memset(&lm, 0, sizeof lm);
+    gpt2rt_forecaster_score_desc lu; /* how a split is scored: with the linear map, if any */
     memset(&lu, 0, sizeof lu);
+    lu.batch = (int)B;
     if (o.linear_residual || o.blend_linear) {
         double t0 = now();
-        if (!lin_fit(data, L, H, M, &lm)) return 1;
+        if (!fit_linear(ctx, data, &lm, "; use --linear-residual 0 --blend-linear 0")) return 1;
         printf("linear map: ridge %g (chosen on validation), val mse %.4f, %.1f s%s\n", lm.ridge, lm.val_mse, now() - t0,
                o.linear_residual ? "; the model trains on what it leaves" : "");
-        lu.lm = &lm;
-        lu.residual = o.linear_residual;
-        lu.c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
-        lu.mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
-        lu.z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
-        lu.acc = (double *)malloc(sizeof(double) * (size_t)H);
+        lu.linear = &lm;
+        lu.linear_residual = o.linear_residual;
     }
-    snapshot best_w = {0, NULL};
-    double best = INFINITY, step_seconds = 0;
-    int best_epoch = -1, bad_epochs = 0;
-    scores sc;
-    if (o.linear_residual && o.stage == 0 && !o.max_steps) {
-        /* the model starts as the linear map alone (out_layer's weight zero, its bias
-           zero already), which is epoch 0 of early stopping: training keeps what the
-           validation split says improves on it, and nothing if nothing does */
-        gpt2rt_param_info pi;
-        float *zero = NULL;
-        for (int i = 0; i < gpt2rt_param_count(ctx); i++)
-            if (gpt2rt_param_info_get(ctx, i, &pi) == GPT2RT_OK && !strcmp(pi.name, "out_layer.weight")) {
-                zero = (float *)calloc((size_t)pi.numel, sizeof(float));
-                if (!zero || gpt2rt_param_write(ctx, pi.name, zero, pi.numel) != GPT2RT_OK) {
-                    fprintf(stderr, "out_layer.weight: %s\n", zero ? gpt2rt_last_error(ctx) : "out of memory");
-                    return 1;
-                }
-            }
-        free(zero);
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
-        best = sc.sse / (double)(sc.windows * H * M);
-        best_epoch = 0;
-        printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", best);
-        if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); return 1; }
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = (int)B; td.epochs = o.epochs; td.patience = o.patience; td.steps_per_epoch = steps_per_epoch;
+    td.seed = o.seed; td.max_steps = o.max_steps;
+    td.linear = lu.linear; td.linear_residual = o.linear_residual; td.blend_linear = o.blend_linear;
+    td.start_from_linear = o.linear_residual && o.stage == 0 && !o.max_steps;
+    train_view tv = {&o, 0, {0, 0, 0, 0}};
+    td.progress = on_progress; td.user = &tv;
+    gpt2rt_forecaster_train_result tr;
+    if (gpt2rt_forecaster_train(ctx, data, &td, &tr) != GPT2RT_OK) {
+        progress_end(&tv.pg);
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+        return 1;
     }
-    for (int epoch = 0; epoch < o.epochs; epoch++) {
-        double t0 = now(), loss_sum = 0;
-        gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN);
-        progress pg;
-        char pg_what[32];
-        snprintf(pg_what, sizeof pg_what, "epoch %d", epoch + 1);
-        progress_start(&pg);
-        for (int64_t s = 0; s < steps_per_epoch; s++) {
-            gpt2rt_step_stats st;
-            if (s && !o.max_steps) progress_tick(&pg, pg_what, s, steps_per_epoch, B, "windows");
-            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, o.seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK) {
-                fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(data));
-                return 1;
-            }
-            if (o.linear_residual) { /* the target is what the linear map leaves: the loss is the sum's */
-                lin_offset(&lm, x, B, M, lu.c, NULL, lu.z, lu.acc);
-                for (int64_t i = 0; i < B * H * M; i++) y[i] -= lu.c[i];
-            }
-            if (gpt2rt_step_series(ctx, x, y, &st) != GPT2RT_OK) {
-                fprintf(stderr, "step: %s%s\n", gpt2rt_last_error(ctx), gpt2rt_series_last_error(data));
-                return 1;
-            }
-            loss_sum += st.loss;
-            if (o.max_steps) {
-                step_seconds += st.seconds;
-                printf("step %lld  train mse %.4f  %.3g s\n", (long long)st.step, (double)st.loss, st.seconds);
-                if (st.step >= o.max_steps) {
-                    /* scoring is forward only: about a third of a training step a batch */
-                    double per = step_seconds / (double)st.step, n_steps = (double)steps_per_epoch * o.epochs;
-                    double evals = (double)((info.windows[1] + B - 1) / B * o.epochs + (info.windows[2] + B - 1) / B);
-                    printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
-                           "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o.max_steps, per, n_steps,
-                           evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
-                    free(x); free(y); free(pred);
-                    gpt2rt_free(ctx);
-                    gpt2rt_series_free(data);
-                    return 0;
-                }
-            }
-        }
-        progress_end(&pg);
-        double t1 = now();
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
-        double val = sc.sse / (double)(sc.windows * H * M);
-        int better = val < best;
-        printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", epoch + 1,
-               loss_sum / (double)steps_per_epoch, val, better ? "  best" : "", t1 - t0, now() - t1);
-        if (better) {
-            best = val;
-            best_epoch = epoch + 1;
-            bad_epochs = 0;
-            if (!snapshot_take(ctx, &best_w)) { fprintf(stderr, "snapshot: %s\n", gpt2rt_last_error(ctx)); return 1; }
-        } else if (++bad_epochs >= o.patience) {
-            printf("early stop: %d epochs without a better validation mse\n", o.patience);
-            break;
-        }
+    if (tr.max_steps_reached) { /* scoring is forward only: about a third of a training step a batch */
+        double per = tr.step_seconds / (double)tr.steps, n_steps = (double)steps_per_epoch * o.epochs;
+        double evals = (double)((info.windows[1] + B - 1) / B * o.epochs + (info.windows[2] + B - 1) / B);
+        printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
+               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o.max_steps, per, n_steps,
+               evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
+        gpt2rt_free(ctx);
+        gpt2rt_series_free(data);
+        return 0;
     }
-    if (!snapshot_restore(ctx, &best_w)) { fprintf(stderr, "restore: %s\n", gpt2rt_last_error(ctx)); return 1; }
-    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, best, now() - t_start);
+    int best_epoch = tr.best_epoch;
+    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, tr.best_val_mse, now() - t_start);
     if (best_epoch == 0)
         printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
                "zero)\n");
-    if (o.blend_linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
-        lu.collect = 1;
-        if (!evaluate(ctx, data, GPT2RT_SERIES_VAL, (int)B, L, H, M, x, y, pred, NULL, 0, &lu, 0, &sc)) return 1;
-        lu.collect = 0;
-        double w = lu.sdd > 0 ? -lu.sed / lu.sdd : 0, nv = (double)(sc.windows * H * M);
-        w = w < 0 ? 0 : w > 1 ? 1 : w;
+    if (o.blend_linear) {
+        double w = tr.blend;
         lu.blend = w;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
-               w, (lu.see + 2 * w * lu.sed + w * w * lu.sdd) / nv, lu.see / nv, (lu.see + 2 * lu.sed + lu.sdd) / nv);
+               w, tr.blend_val_mse, tr.model_val_mse, tr.linear_val_mse);
         if (w == 1 && best_epoch != 0)
             printf("the blend puts all its weight on the linear map: the kept forecast is the linear map's, the model "
                    "added nothing\n");
     }
+    gpt2rt_forecaster_scores sc;
     int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
     int png_failed = 0;
     float *keep = (float *)malloc(sizeof(float) * (size_t)(n_test * H * M + 1));
     if (!keep) { fprintf(stderr, "timeseries: out of memory for the test forecasts\n"); return 1; }
-    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, (int)B, L, H, M, x, y, pred, keep, n_test, &lu, o.drop_last, &sc)) return 1;
+    lu.keep = keep;
+    lu.keep_windows = n_test;
+    lu.drop_batch = o.drop_last;
+    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, &lu, &sc)) return 1;
     if (o.png) { /* windows spread over the test split */
         float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
         for (int64_t k = 0; few && k < n_png; k++) memcpy(few + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
@@ -1877,22 +1464,23 @@ int main(int argc, char **argv) {
         gpt2rt_forecaster_desc fd;
         memset(&fd, 0, sizeof fd);
         fd.series = data;
-        fd.linear = lu.lm ? lm.W : NULL;
-        fd.linear_residual = lu.lm ? lu.residual : 0;
-        fd.blend = lu.lm ? lu.blend : 0;
+        fd.linear = lu.linear ? lm.weights : NULL;
+        fd.linear_residual = lu.linear ? lu.linear_residual : 0;
+        fd.blend = lu.linear ? lu.blend : 0;
         fd.batch = (int)B;
         fd.note = o.stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
         if (gpt2rt_forecaster_save(ctx, o.save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
         printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
                "timeseries predict --model %s --data FILE.csv forecasts with it\n", best_epoch,
-               lu.lm ? ", the linear map and blend" : "", o.save, o.save);
+               lu.linear ? ", the linear map and blend" : "", o.save, o.save);
     }
     {   /* the linear map for the baseline when training did not fit one */
-        linmap base = {0, 0, NULL, 0, 0};
-        const linmap *use = lu.lm;
-        if (!use && info.windows[GPT2RT_SERIES_VAL] > 0 && lin_fit(data, L, H, M, &base)) use = &base;
-        report_test(data, keep, L, H, M, o.season, use);
-        free(base.W);
+        gpt2rt_forecaster_linear base;
+        memset(&base, 0, sizeof base);
+        const gpt2rt_forecaster_linear *use = lu.linear;
+        if (!use && info.windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, data, &base, "")) use = &base;
+        report_test(ctx, data, keep, L, H, M, o.season, use);
+        gpt2rt_forecaster_linear_free(&base);
     }
     double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
     if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
@@ -1900,10 +1488,8 @@ int main(int argc, char **argv) {
     else printf("test (drop last): no score: the %lld test windows are fewer than one batch of %lld, and drop-last "
                 "scoring counts whole batches only\n", (long long)sc.windows, (long long)(o.drop_last ? o.drop_last : B));
     printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
-    for (int i = 0; i < best_w.n; i++) free(best_w.v[i]);
-    free(best_w.v);
-    free(keep); free(x); free(y); free(pred);
-    free(lm.W); free(lu.c); free(lu.mus); free(lu.z); free(lu.acc);
+    free(keep);
+    gpt2rt_forecaster_linear_free(&lm);
     gpt2rt_free(ctx);
     gpt2rt_series_free(data);
     return png_failed;

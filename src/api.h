@@ -685,6 +685,145 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* a series desc reading a file as the forecaster's training read its file: lookback,
+   horizon, the columns by name in its order (desc->columns points into fc, valid until
+   gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders;
+   the other fields are left as they were (fill, no_scale: the caller's) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *desc);
+/* forecasts (n, horizon, M) of the n windows of series starting at rows first, first + 1,
+   ... as CSV text (*text malloc'd, NUL-terminated, *len bytes; free it): the header
+   (with_origin: "origin,"; the date column's name, or "step" when the series has no dated
+   step; the channels' names), then a line per window and future step: (with_origin) the
+   window's last row's date, the step's date continuing the series' dates at their step
+   (or its row number), the values as %.9g */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *series, int64_t first,
+                                               int64_t n, const float *forecasts, int with_origin, char **text,
+                                               size_t *len);
+
+/* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
+   each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),
+   to the normalised horizon, W'z, on a series' scaled windows, every channel a series,
+   weighted by its variance (the squared error in the scaler's units). The ridge (on
+   the lookback's rows, not the bias) is the one of 0.1, 1, ..., 1e5 with the least
+   validation MSE. gpt2rt_forecaster_linear_fit fills *lm (weights allocated: free with
+   gpt2rt_forecaster_linear_free); a series without a validation window, or normal
+   equations singular at every ridge, are refused through ctx's last error (ctx: any
+   context, for the message). */
+typedef struct gpt2rt_forecaster_linear {
+    int64_t lookback, horizon;
+    double *weights;        /* (lookback + 1, horizon), the last row the bias */
+    double ridge, val_mse;  /* the chosen ridge and its validation MSE (scaled) */
+} gpt2rt_forecaster_linear;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_fit(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_forecaster_linear *lm);
+GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
+/* the map's forecast of n windows x (n, lookback, M) minus each series' lookback mean,
+   sd * W'z, into offset (n, horizon, M), and (means: may be NULL) each series' mean
+   (n, M): the map's forecast is their sum */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
+                                                         const float *x, int64_t n, int64_t channels, float *offset,
+                                                         float *means);
+
+/* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
+   window, in batches of batch (the last filled up by repeating its last window: each
+   series is forecast on its own, so the filler changes nothing), in eval mode; with a
+   linear map the forecast is the model's (plus the map's offset when linear_residual:
+   the model was trained on what the map leaves), moved blend of the way to the map's.
+   Errors are summed in double over the real windows only. */
+typedef struct gpt2rt_forecaster_score_desc {
+    int batch;                              /* windows a forward pass takes (required) */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual;
+    double blend;                           /* in [0, 1] */
+    int64_t drop_batch;                     /* the *_full sums count whole batches of this many windows only
+                                               (a drop_last loader's); 0: batch */
+    float *keep;                            /* NULL, or (keep_windows, horizon, M): the first windows' forecasts */
+    int64_t keep_windows;
+} gpt2rt_forecaster_score_desc;
+typedef struct gpt2rt_forecaster_scores {
+    double sse, sae;              /* every window's squared and absolute errors (scaled) */
+    int64_t windows;
+    double sse_full, sae_full;    /* those of the whole drop_batch batches */
+    int64_t windows_full;
+    double see, sed, sdd;         /* with a linear map, e = the forecast before the blend - truth, d = the
+                                     map's forecast - that: sums of e^2, e d, d^2; the blend w minimising the
+                                     SSE see + 2 w sed + w^2 sdd is -sed / sdd */
+} gpt2rt_forecaster_scores;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                 const gpt2rt_forecaster_score_desc *desc,
+                                                 gpt2rt_forecaster_scores *scores);
+
+/* Training a patch context on a series (gpt2rt_forecaster_train), GPT4TS-style: each
+   epoch visits the training windows in a seeded order (gpt2rt_series_batch with seed
+   and the epoch) in steps of batch windows, then scores the validation split
+   (gpt2rt_forecaster_score); the best epoch's weights are kept (early stopping after
+   patience epochs without a lower validation MSE) and restored at the end. With a
+   linear map and linear_residual the model trains on what the map leaves, and
+   start_from_linear makes epoch 0 the map alone (out_layer.weight zero; training keeps
+   what improves on it, and nothing if nothing does); blend_linear then chooses on
+   validation the blend toward the map in [0, 1]. max_steps > 0 stops after that many
+   steps (result.max_steps_reached, nothing restored). Nothing is printed: progress, when
+   set, is called after every step and after every epoch's validation. */
+typedef enum gpt2rt_forecaster_event {
+    GPT2RT_FORECASTER_STEP = 0,   /* a training step: epoch, step of steps, stats */
+    GPT2RT_FORECASTER_EPOCH,      /* an epoch scored on validation (epoch 0: the linear map alone) */
+    GPT2RT_FORECASTER_BASELINE    /* pretraining, before the first step: val_mse is the last patch
+                                     repeated's (gpt2rt_forecaster_pretrain_result.naive_val_mse) */
+} gpt2rt_forecaster_event;
+typedef struct gpt2rt_forecaster_progress {
+    gpt2rt_forecaster_event event;
+    int epoch;                    /* 1-based; 0: the linear map alone */
+    int64_t step, steps;          /* STEP: steps done in this epoch, of steps */
+    double epoch_seconds;         /* STEP: since the epoch began */
+    const gpt2rt_step_stats *stats; /* STEP: the step's */
+    double train_mse, val_mse;    /* EPOCH: the epoch's mean step loss (0 for epoch 0), its validation MSE */
+    double train_seconds, val_seconds; /* EPOCH */
+    int best;                     /* EPOCH: the lowest validation MSE so far */
+    int stop;                     /* EPOCH: patience epochs without a better one: training stops */
+} gpt2rt_forecaster_progress;
+typedef struct gpt2rt_forecaster_train_desc {
+    int batch;                    /* windows a step takes (required; a data parallel context's global batch) */
+    int epochs;                   /* at most (required) */
+    int patience;                 /* 0: never stop early */
+    int64_t steps_per_epoch;      /* 0 or more than fit: every whole batch of the training windows */
+    uint64_t seed;                /* the order of the training windows */
+    const gpt2rt_forecaster_linear *linear; /* NULL: the model alone */
+    int linear_residual, start_from_linear, blend_linear;
+    int max_steps;                /* 0: no limit */
+    void (*progress)(void *user, const gpt2rt_forecaster_progress *p);
+    void *user;
+} gpt2rt_forecaster_train_desc;
+typedef struct gpt2rt_forecaster_train_result {
+    int best_epoch;               /* 0: the linear map alone; -1: none */
+    double best_val_mse;
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;          /* the steps' own time, summed */
+    double blend;                 /* blend_linear's choice, else 0 */
+    double blend_val_mse, model_val_mse, linear_val_mse; /* blend_linear: validation MSE blended, at 0, at 1 */
+} gpt2rt_forecaster_train_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
+                                                 const gpt2rt_forecaster_train_desc *desc,
+                                                 gpt2rt_forecaster_train_result *result);
+/* aLLM4TS stage 1: causal next-patch pre-training of a NEXT_PATCH context (n_channels
+   1) on the training rows of n series pooled: each channel of each window is one
+   univariate series of lookback steps, batch of them a step, the series taking turns
+   while each has a whole batch left in the epoch (at most desc.steps_per_epoch steps,
+   0: all of them). After each epoch the mean next-patch MSE over the whole batches of
+   every validation series decides early stopping (no validation series: the last epoch
+   is kept); the best epoch's weights are restored. Before the first step (unless
+   max_steps) the baseline, each next patch forecast as the patch before it repeated in
+   RevIN's scale over the same batches, is reported (BASELINE) and kept in
+   naive_val_mse. desc's linear fields are not used. */
+typedef struct gpt2rt_forecaster_pretrain_result {
+    int best_epoch;                /* 0: none */
+    double best_val_mse, naive_val_mse; /* NAN: no validation batch */
+    int64_t steps_per_epoch, steps;
+    int max_steps_reached;
+    double step_seconds;
+} gpt2rt_forecaster_pretrain_result;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *series, int n,
+                                                    const gpt2rt_forecaster_train_desc *desc,
+                                                    gpt2rt_forecaster_pretrain_result *result);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----

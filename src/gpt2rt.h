@@ -49,6 +49,7 @@
 #include "public/training.h"
 #include "public/files.h"
 #include "public/generate.h"
+#include "forecaster.h"
 #endif /* GPT2RT_IMPLEMENTATION_DONE */
 #endif /* GPT2RT_IMPLEMENTATION */
 

@@ -60,7 +60,7 @@
        GPT2RT_NO_TOKENIZER    no GPT-2 tokenizer and no llm.c token shards
                               (gpt2rt_tok_*, gpt2rt_shard_*: section 5)
        GPT2RT_NO_SERIES       no CSV series files and no forecaster files
-                              (gpt2rt_series_*, gpt2rt_forecaster_*: sections 6.3-6.4);
+                              (gpt2rt_series_*, gpt2rt_forecaster_*: sections 6.3, 12);
                               patch inputs still train from the caller's arrays
        GPT2RT_NO_DIST         no multi-process code: no TCP and FILE rendezvous (10.3),
                               no sockets included, GPT2RT_MPI refused; world_size > 1
@@ -411,7 +411,14 @@
      (the model's shape, the channels' names and scaler, the date column and step,
      the linear map and blend weight when used); gpt2rt_forecaster_load builds a
      context from that directory alone, and gpt2rt_forecaster_predict forecasts
-     windows (n, L, M) in the data's units, as the training run scored them:
+     windows (n, L, M) in the data's units, as the training run scored them. The
+     training run is calls too (12. Forecaster; nothing printed, progress through a
+     callback): gpt2rt_forecaster_linear_fit (the linear map, ridge chosen on
+     validation), gpt2rt_forecaster_train (epochs, validation, early stopping, the
+     map's residual and blend), gpt2rt_forecaster_pretrain (aLLM4TS stage 1 over
+     pooled series), gpt2rt_forecaster_score (a split's MSE/MAE sums); after a load,
+     gpt2rt_forecaster_series_desc reads a file as training did and
+     gpt2rt_forecaster_csv writes dated forecasts:
            gpt2rt_forecaster *f;
            if (gpt2rt_forecaster_load(&f, "model_dir", NULL) != GPT2RT_OK) { ... gpt2rt_forecaster_last_error(f) ... }
            gpt2rt_forecaster_predict(f, x, n, out);   // out (n, horizon, M)
@@ -634,8 +641,6 @@
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
-                                 6.4 Forecaster (saved and loaded with what a
-                                 forecast needs: gpt2rt__fc_)
     7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
                                  (gpt2rt__cpu_; the driver every backend plugs
                                  into: gpt2rt__model_)  7.4 Backend table (the
@@ -659,6 +664,8 @@
                                  11.4 Training  11.5 Weights and training state
                                  files  11.6 Parameters by name  11.7 Generation
                                  (gpt2rt__gen_)
+   12. Forecaster                a client of the public calls: trained, saved and
+                                 loaded with what a forecast needs (gpt2rt__fc_)
 
    ============================================================================
    LICENSE: MIT. See the end of the file.

@@ -1,4 +1,4 @@
-/* The forecaster artifact (gpt2rt.h 6.4): a trained patch model saved with
+/* The forecaster artifact (gpt2rt.h 12): a trained patch model saved with
    gpt2rt_forecaster_save and loaded back with gpt2rt_forecaster_load forecasts the
    test windows exactly as the training context scored them (bitwise, in the scaler's
    units: the same batches, the same linear map offset and blend, written out here a
@@ -6,7 +6,9 @@
    both heads (the flatten head with the linear map, aLLM4TS's patch decoding without);
    what it refuses: a directory of weights only, another version, a model whose
    weights do not fit the saved shape, a blend outside [0, 1]; a save replaces the
-   whole directory or nothing; hostile forecaster.json and weights files. */
+   whole directory or nothing; hostile forecaster.json and weights files; the training
+   run's calls (the linear map's fit and offset, a split's scoring) against their
+   definitions written out here. */
 #define _POSIX_C_SOURCE 200809L
 #define GPT2RT__TEST_HOOKS /* a failing rename */
 #define GPT2RT_IMPLEMENTATION
@@ -576,6 +578,349 @@ static void strict_json(void) {
     gpt2rt_free(ctx);
 }
 
+/* the training run's calls: the linear map's fit, its offset, a split's scoring */
+static void training_calls(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    fx_train(ctx, s, 3);
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(s, &in);
+    gpt2rt_forecaster_linear lm;
+    CHECK(gpt2rt_forecaster_linear_fit(ctx, s, &lm) == GPT2RT_OK, "linear_fit: %s", gpt2rt_last_error(ctx));
+    if (!lm.weights) { gpt2rt_free(ctx); gpt2rt_series_free(s); return; }
+    CHECK(lm.lookback == L && lm.horizon == H, "linear_fit: shape %lld x %lld", (long long)lm.lookback, (long long)lm.horizon);
+    int ridge_ok = 0;
+    for (double r = 0.1; r < 2e5; r *= 10) ridge_ok |= fabs(lm.ridge - r) < 1e-9 * r;
+    CHECK(ridge_ok, "linear_fit: ridge %g is one of 0.1 .. 1e5", lm.ridge);
+
+    /* the offset: sd * W'z, each series normalised by its lookback, bitwise as written out here */
+    int64_t nv = in.windows[GPT2RT_SERIES_VAL];
+    float *x = (float *)malloc(sizeof(float) * (size_t)(nv * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(nv * H * M));
+    float *c = (float *)malloc(sizeof(float) * (size_t)(nv * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(nv * M));
+    gpt2rt_series_batch(s, GPT2RT_SERIES_VAL, 0, 0, 0, (int)nv, x, y);
+    CHECK(gpt2rt_forecaster_linear_offset(ctx, &lm, x, nv, M, c, mus) == GPT2RT_OK, "linear_offset: %s", gpt2rt_last_error(ctx));
+    int same = 1;
+    double sse = 0;
+    for (int64_t w = 0; w < nv; w++)
+        for (int m = 0; m < M; m++) {
+            const float *xs = x + w * L * M;
+            double mu = 0, v = 0, z[L + 1];
+            for (int k = 0; k < L; k++) mu += xs[k * M + m];
+            mu /= L;
+            for (int k = 0; k < L; k++) v += (xs[k * M + m] - mu) * (xs[k * M + m] - mu);
+            double sd = sqrt(v / L + 1e-5);
+            for (int k = 0; k < L; k++) z[k] = (xs[k * M + m] - mu) / sd;
+            z[L] = 1;
+            same &= mus[w * M + m] == (float)mu;
+            for (int h = 0; h < H; h++) {
+                double acc = 0;
+                for (int k = 0; k <= L; k++) acc += z[k] * lm.weights[k * H + h];
+                int i = (int)((w * H + h) * M + m);
+                same &= c[i] == (float)(sd * acc);
+                double e = (double)mus[w * M + m] + (double)c[i] - (double)y[i];
+                sse += e * e;
+            }
+        }
+    CHECK(same, "linear_offset: the offsets and means are the map's, bitwise");
+    /* the fit's validation MSE is the trace formula's, the direct sum's here: they differ by the
+       float rounding of mu and of each offset (2^-24 relative, |values| < 10 scaled, so under 1e-6
+       per error) and summation order; 1e-4 relative is far above that and far below a wrong ridge's */
+    double direct = sse / (double)(nv * H * M);
+    CHECK(fabs(direct - lm.val_mse) <= 1e-4 * direct, "linear_fit: val mse %.9g, the map's forecast scores %.9g", lm.val_mse, direct);
+    gpt2rt_forecaster_linear none;
+    memset(&none, 0, sizeof none);
+    CHECK(gpt2rt_forecaster_linear_offset(ctx, &none, x, nv, M, c, NULL) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "no fitted map"), "linear_offset without a fit: %s", gpt2rt_last_error(ctx));
+
+    /* scoring: the forecasts the reference (the example's scoring written out) makes, bitwise;
+       the sums over them; the drop-last count */
+    int64_t n = in.windows[GPT2RT_SERIES_TEST];
+    float *ref = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *keep = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    float *xt = (float *)malloc(sizeof(float) * (size_t)(n * L * M)), *yt = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    reference(ctx, s, lm.weights, 1, 0.3, n, ref);
+    gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, 0, (int)n, xt, yt);
+    gpt2rt_forecaster_score_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = B; sd.linear = &lm; sd.linear_residual = 1; sd.blend = 0.3; sd.drop_batch = 3; sd.keep = keep; sd.keep_windows = n;
+    gpt2rt_forecaster_scores sc;
+    CHECK(gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_TEST, &sd, &sc) == GPT2RT_OK, "score: %s", gpt2rt_last_error(ctx));
+    CHECK(!memcmp(keep, ref, sizeof(float) * (size_t)(n * H * M)), "score: the kept forecasts are the reference's, bitwise");
+    double want = 0, want_full = 0;
+    for (int64_t w = 0; w < n; w++) {
+        double se = 0;
+        for (int64_t i = w * H * M; i < (w + 1) * H * M; i++) se += ((double)ref[i] - yt[i]) * ((double)ref[i] - yt[i]);
+        want += se;
+        if (w < n / 3 * 3) want_full += se;
+    }
+    CHECK(sc.windows == n && sc.windows_full == n / 3 * 3 && sc.sse == want && sc.sse_full == want_full,
+          "score: %lld windows (want %lld), %lld whole batches of 3 (want %lld), sse %.9g (want %.9g), full %.9g (want %.9g)",
+          (long long)sc.windows, (long long)n, (long long)sc.windows_full, (long long)(n / 3 * 3), sc.sse, want,
+          sc.sse_full, want_full);
+    /* the blend sums: the SSE at blend w is see + 2 w sed + w^2 sdd up to the float rounding of each
+       forecast (2^-24 relative of |p| < 10: 6e-7 per error, squared errors ~1: 1e-5 relative is ample) */
+    double at = sc.see + 2 * 0.3 * sc.sed + 0.09 * sc.sdd;
+    CHECK(fabs(at - sc.sse) <= 1e-5 * sc.sse, "score: see + 2 w sed + w^2 sdd = %.9g, the blended sse %.9g", at, sc.sse);
+    sd.batch = 0;
+    CHECK(gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_TEST, &sd, &sc) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "batch"), "score with batch 0: %s", gpt2rt_last_error(ctx));
+    sd.batch = B;
+    lm.lookback = L + 1;
+    CHECK(gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_TEST, &sd, &sc) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "lookback 17"), "score with a map of another lookback: %s", gpt2rt_last_error(ctx));
+    lm.lookback = L;
+    gpt2rt_forecaster_linear_free(&lm);
+    CHECK(lm.weights == NULL, "linear_free: the weights are released");
+    free(x); free(y); free(c); free(mus); free(ref); free(keep); free(xt); free(yt);
+    gpt2rt_series_free(s);
+
+    /* a series without a validation window (borders NONE: every row trains): no ridge to
+       choose, refused naming why */
+    gpt2rt_series_desc d;
+    memset(&d, 0, sizeof d);
+    d.lookback = L; d.horizon = H; d.borders = GPT2RT_SERIES_BORDERS_NONE;
+    CHECK(gpt2rt_series_load(&s, DIR "/series.csv", &d) == GPT2RT_OK, "load, borders none: %s", gpt2rt_series_last_error(s));
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(s, &in);
+    CHECK(in.windows[GPT2RT_SERIES_VAL] == 0, "borders none: %lld validation windows", (long long)in.windows[GPT2RT_SERIES_VAL]);
+    CHECK(gpt2rt_forecaster_linear_fit(ctx, s, &lm) == GPT2RT_ERR_INVALID_ARGUMENT && !lm.weights &&
+          strstr(gpt2rt_last_error(ctx), "validation split, which has no window"), "linear_fit with no validation window: %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
+/* what gpt2rt_forecaster_train reported, in order */
+typedef struct train_log {
+    int n_steps, n_epochs, order_ok, last_epoch, stops, step_seen, baselines;
+    int64_t spe;
+    double val[16], baseline;
+    int best[16];
+} train_log;
+static void train_cb(void *user, const gpt2rt_forecaster_progress *p) {
+    train_log *t = (train_log *)user;
+    if (p->event == GPT2RT_FORECASTER_BASELINE) { /* before anything else */
+        t->order_ok &= t->n_steps == 0 && t->n_epochs == 0;
+        t->baseline = p->val_mse;
+        t->baselines++;
+        return;
+    }
+    if (p->event == GPT2RT_FORECASTER_STEP) {
+        t->order_ok &= p->epoch == t->last_epoch + 1 && p->step == t->step_seen + 1 && p->steps == t->spe && p->stats;
+        t->step_seen = (int)p->step;
+        t->n_steps++;
+        return;
+    }
+    t->order_ok &= t->stops == 0 && (p->epoch == 0 ? t->n_epochs == 0 && t->n_steps == 0 && p->best
+                                                   : p->epoch == t->last_epoch + 1 && t->step_seen == t->spe);
+    if (t->n_epochs < 16) { t->val[t->n_epochs] = p->val_mse; t->best[t->n_epochs] = p->best; }
+    t->n_epochs++;
+    t->last_epoch = p->epoch;
+    t->step_seen = 0;
+    t->stops += p->stop;
+}
+
+static void train_call(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    gpt2rt_forecaster_linear lm;
+    CHECK(gpt2rt_forecaster_linear_fit(ctx, s, &lm) == GPT2RT_OK, "linear_fit: %s", gpt2rt_last_error(ctx));
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = B; td.epochs = 6; td.patience = 2; td.steps_per_epoch = 3; td.seed = 5;
+    td.linear = &lm; td.linear_residual = 1; td.start_from_linear = 1; td.blend_linear = 1;
+    train_log t;
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.last_epoch = 0; t.spe = 3;
+    td.progress = train_cb; td.user = &t;
+    gpt2rt_forecaster_train_result tr;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_OK, "train: %s", gpt2rt_last_error(ctx));
+    int epochs = t.n_epochs - 1; /* epoch 0, the map alone, first */
+    CHECK(t.order_ok && t.n_steps == 3 * epochs && tr.steps == t.n_steps && tr.steps_per_epoch == 3 &&
+          (epochs == 6 ? t.stops <= 1 : t.stops == 1), "train: %d epochs of 3 steps reported in order (%d steps, %lld "
+          "counted, %d stops)", epochs, t.n_steps, (long long)tr.steps, t.stops);
+    double best = INFINITY;
+    int best_epoch = -1, since = 0, stop_ok = 1;
+    for (int e = 0; e < t.n_epochs && e < 16; e++) {
+        int better = t.val[e] < best;
+        stop_ok &= t.best[e] == better;
+        if (better) { best = t.val[e]; best_epoch = e; since = 0; } else since++;
+        stop_ok &= e == t.n_epochs - 1 || since < 2; /* no epoch after patience ran out */
+    }
+    CHECK(stop_ok && tr.best_epoch == best_epoch && tr.best_val_mse == best, "train: best epoch %d (val %.9g), the "
+          "reports' lowest is %d (%.9g); early stopping after 2 epochs without a better one", tr.best_epoch,
+          tr.best_val_mse, best_epoch, best);
+    /* the best epoch's weights are the context's: validation scores what it scored then, exactly */
+    gpt2rt_forecaster_score_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = B; sd.linear = &lm; sd.linear_residual = 1;
+    gpt2rt_forecaster_scores sc;
+    CHECK_OK(ctx, gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_VAL, &sd, &sc));
+    double now_val = sc.sse / (double)(sc.windows * H * M);
+    CHECK(now_val == tr.best_val_mse, "train: the restored weights score %.9g on validation, the best epoch %.9g",
+          now_val, tr.best_val_mse);
+    /* the blend minimises the quadratic over [0, 1]: no worse than either end, up to the
+       rounding of three sums of ~1e2 terms (1e-12 relative) */
+    CHECK(tr.blend >= 0 && tr.blend <= 1 && tr.blend_val_mse <= tr.model_val_mse * (1 + 1e-12) &&
+          tr.blend_val_mse <= tr.linear_val_mse * (1 + 1e-12), "train: blend %g scores %.9g, model %.9g, linear %.9g",
+          tr.blend, tr.blend_val_mse, tr.model_val_mse, tr.linear_val_mse);
+
+    /* max_steps: that many steps, then back */
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.spe = 3;
+    td.max_steps = 2; td.start_from_linear = 0;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_OK && tr.max_steps_reached && tr.steps == 2 &&
+          t.n_steps == 2 && t.n_epochs == 0, "train with max_steps 2: %lld steps, %d reported, %d epochs: %s",
+          (long long)tr.steps, t.n_steps, t.n_epochs, gpt2rt_last_error(ctx));
+    td.max_steps = 0;
+    /* refusals */
+    td.linear = NULL;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "need a fitted linear map"), "train: blend without a map: %s", gpt2rt_last_error(ctx));
+    td.linear = &lm;
+    td.batch = 1000;
+    CHECK(gpt2rt_forecaster_train(ctx, s, &td, &tr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "batch 1000 exceeds the"), "train: a batch over the training windows: %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_forecaster_linear_free(&lm);
+    gpt2rt_series_free(s);
+    gpt2rt_free(ctx);
+}
+
+/* pretraining: the pooled series' steps, the last-patch baseline against its definition
+   written out here, the best epoch among the reports, refusals */
+static void pretrain_call(void) {
+    gpt2rt_series *ds[2] = {fx_series(DIR "/series.csv"), fx_series(DIR "/series.csv")};
+    gpt2rt_config c;
+    memset(&c, 0, sizeof c);
+    c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_NEXT_PATCH; c.seq_len = L; c.patch_len = 4; c.patch_stride = 4;
+    c.n_channels = 1; c.n_layer = 1; c.n_head = 2; c.n_embd = 8; c.batch_size = 5; c.lr = 1e-2f; c.seed = 3; c.n_threads = 1;
+    gpt2rt_ctx *ctx;
+    CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
+    gpt2rt_forecaster_train_desc td;
+    memset(&td, 0, sizeof td);
+    td.batch = 5; td.epochs = 3; td.patience = 1; td.steps_per_epoch = 4; td.seed = 2;
+    train_log t;
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.spe = 4;
+    td.progress = train_cb; td.user = &t;
+    gpt2rt_forecaster_pretrain_result pr;
+    CHECK(gpt2rt_forecaster_pretrain(ctx, ds, 2, &td, &pr) == GPT2RT_OK, "pretrain: %s", gpt2rt_last_error(ctx));
+    /* the baseline: every validation series (each channel of each window) in whole batches of 5,
+       each next patch forecast as the one before in RevIN's scale */
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(ds[0], &in);
+    int64_t nv = in.windows[GPT2RT_SERIES_VAL], ns = nv * M / 5 * 5;
+    float *x = (float *)malloc(sizeof(float) * (size_t)(nv * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(nv * H * M));
+    gpt2rt_series_batch(ds[0], GPT2RT_SERIES_VAL, 0, 0, 0, (int)nv, x, y);
+    double sum = 0;
+    for (int64_t b = 0; b < ns; b += 5) {
+        double se = 0;
+        for (int64_t i = b; i < b + 5; i++) {
+            const float *xs = x + i / M * L * M + i % M;
+            double mu = 0, var = 0;
+            for (int k = 0; k < L; k++) mu += xs[k * M];
+            mu /= L;
+            for (int k = 0; k < L; k++) var += (xs[k * M] - mu) * (xs[k * M] - mu);
+            double sd = sqrt(var / L + 1e-5);
+            for (int p = 0; p + 1 < L / 4; p++)
+                for (int q = 0; q < 4; q++) se += ((xs[((p + 1) * 4 + q) * M] - xs[(p * 4 + q) * M]) / sd) *
+                                                  ((xs[((p + 1) * 4 + q) * M] - xs[(p * 4 + q) * M]) / sd);
+        }
+        sum += se / (5.0 * (L / 4 - 1) * 4);
+    }
+    double naive = sum / (double)(ns / 5); /* both files the same: the mean over both is this one's */
+    /* the same terms in the same order but for the pooling of two equal files: a mean of equal
+       means, 1e-12 relative */
+    CHECK(fabs(pr.naive_val_mse - naive) <= 1e-12 * naive && t.baselines == 1 && t.baseline == pr.naive_val_mse,
+          "pretrain: last patch repeated %.12g (reported %d times, %.12g), written out %.12g", pr.naive_val_mse,
+          t.baselines, t.baseline, naive);
+    CHECK(t.order_ok && t.n_epochs >= 1 && t.n_steps == 4 * t.n_epochs && pr.steps == t.n_steps && pr.steps_per_epoch == 4,
+          "pretrain: %d epochs of 4 steps reported in order (%d steps)", t.n_epochs, t.n_steps);
+    double best = INFINITY;
+    int best_epoch = 0;
+    for (int e = 0; e < t.n_epochs && e < 16; e++) if (t.val[e] < best) { best = t.val[e]; best_epoch = e + 1; }
+    CHECK(pr.best_epoch == best_epoch && pr.best_val_mse == best, "pretrain: best epoch %d (%.9g), the reports' %d (%.9g)",
+          pr.best_epoch, pr.best_val_mse, best_epoch, best);
+    td.steps_per_epoch = 0; td.max_steps = 3;
+    memset(&t, 0, sizeof t);
+    t.order_ok = 1; t.spe = (in.windows[GPT2RT_SERIES_TRAIN] * M / 5) * 2;
+    CHECK(gpt2rt_forecaster_pretrain(ctx, ds, 2, &td, &pr) == GPT2RT_OK && pr.max_steps_reached && pr.steps == 3 &&
+          t.order_ok && t.n_steps == 3 && t.baselines == 0 && pr.steps_per_epoch == t.spe, "pretrain with max_steps 3: %lld steps of %lld an "
+          "epoch (want %lld): %s", (long long)pr.steps, (long long)pr.steps_per_epoch, (long long)t.spe, gpt2rt_last_error(ctx));
+    gpt2rt_ctx *reg = fx_ctx(0);
+    CHECK(gpt2rt_forecaster_pretrain(reg, ds, 2, &td, &pr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(reg), "head NEXT_PATCH, n_channels 1"), "pretrain on a regression context: %s",
+          gpt2rt_last_error(reg));
+    gpt2rt_free(reg);
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.lookback = 20; sd.horizon = H;
+    gpt2rt_series *other;
+    CHECK_OK(ctx, gpt2rt_series_load(&other, DIR "/series.csv", &sd) == GPT2RT_OK ? GPT2RT_OK : GPT2RT_ERR_FORMAT);
+    gpt2rt_series *mixed[2] = {ds[0], other};
+    CHECK(gpt2rt_forecaster_pretrain(ctx, mixed, 2, &td, &pr) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "series 1 has lookback 20"), "pretrain on a series of another lookback: %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_series_free(other);
+    free(x); free(y);
+    gpt2rt_series_free(ds[0]); gpt2rt_series_free(ds[1]);
+    gpt2rt_free(ctx);
+}
+
+/* a file read as training read it, and forecasts written as dated CSV */
+static void csv_calls(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    CHECK(fx_save(ctx, s, DIR "/fc_csv", NULL) == GPT2RT_OK, "save: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(s);
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, DIR "/fc_csv", NULL) != GPT2RT_OK) {
+        CHECK(0, "load: %s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return;
+    }
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.fill = GPT2RT_SERIES_FILL_LINEAR;
+    CHECK(gpt2rt_forecaster_series_desc(fc, &sd) == GPT2RT_OK && sd.lookback == L && sd.horizon == H &&
+          sd.columns && !strcmp(sd.columns, "load,temp,flow") && sd.date_column && !strcmp(sd.date_column, "date") &&
+          !sd.no_date_column && sd.borders == GPT2RT_SERIES_BORDERS_RATIO && sd.fill == GPT2RT_SERIES_FILL_LINEAR,
+          "series_desc: lookback %d horizon %d columns %s date %s borders %d, fill kept %d", sd.lookback, sd.horizon,
+          sd.columns ? sd.columns : "NULL", sd.date_column ? sd.date_column : "NULL", (int)sd.borders, (int)sd.fill);
+    sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
+    gpt2rt_series *raw;
+    CHECK(gpt2rt_series_load(&raw, DIR "/series.csv", &sd) == GPT2RT_OK, "load raw: %s", gpt2rt_series_last_error(raw));
+    const float *v = gpt2rt_series_values(raw);
+    float out[2 * H * M];
+    int64_t first = ROWS - L - 1; /* the last two windows: the last ends at row 159, 2024-04-05 15:00 */
+    float xw[2 * L * M];
+    for (int w = 0; w < 2; w++) memcpy(xw + w * L * M, v + (first + w) * M, sizeof(float) * L * M);
+    CHECK_OK(gpt2rt_forecaster_ctx(fc), gpt2rt_forecaster_predict(fc, xw, 2, out));
+    char *text = NULL;
+    size_t len = 0;
+    CHECK(gpt2rt_forecaster_csv(fc, raw, first, 2, out, 1, &text, &len) == GPT2RT_OK && text && strlen(text) == len,
+          "csv: %s", gpt2rt_forecaster_last_error(fc));
+    char want[256];
+    snprintf(want, sizeof want, "origin,date,load,temp,flow\n2024-04-05 14:00:00,2024-04-05 15:00:00,%.9g,%.9g,%.9g\n",
+             (double)out[0], (double)out[1], (double)out[2]);
+    int lines = 0;
+    for (size_t i = 0; text && i < len; i++) lines += text[i] == '\n';
+    char last[256];
+    snprintf(last, sizeof last, "2024-04-05 15:00:00,2024-04-05 19:00:00,%.9g,%.9g,%.9g\n", (double)out[2 * H * M - 3],
+             (double)out[2 * H * M - 2], (double)out[2 * H * M - 1]);
+    CHECK(text && !strncmp(text, want, strlen(want)) && lines == 1 + 2 * H && len > strlen(last) &&
+          !strcmp(text + len - strlen(last), last), "csv: the header, dates continuing the file's, values %%.9g; %d lines:\n%s",
+          lines, text ? text : "");
+    free(text);
+    CHECK(gpt2rt_forecaster_csv(fc, raw, first + 1, 2, out, 0, &text, &len) == GPT2RT_ERR_INVALID_ARGUMENT && !text &&
+          strstr(gpt2rt_forecaster_last_error(fc), "160 rows"), "csv past the series' end: %s", gpt2rt_forecaster_last_error(fc));
+    gpt2rt_series_free(raw);
+    gpt2rt_forecaster_free(fc);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -587,5 +932,9 @@ int main(void) {
     weights_must_match();
     column_names();
     strict_json();
+    training_calls();
+    train_call();
+    pretrain_call();
+    csv_calls();
     return harness_finish();
 }
