@@ -556,6 +556,19 @@ typedef struct gpt2rt_series_desc {
                             (date_column must be NULL or "") */
 } gpt2rt_series_desc;
 
+/* how the dates step from row to row, and so how gpt2rt_series_date continues them */
+typedef enum gpt2rt_series_calendar {
+    GPT2RT_SERIES_CALENDAR_NONE = 0,     /* no step: no date column, a date or number that does
+                                            not parse, or no increasing step */
+    GPT2RT_SERIES_CALENDAR_FIXED,        /* a fixed step of date_step (seconds for dates, the
+                                            column's units for numbers) */
+    GPT2RT_SERIES_CALENDAR_MONTHS,       /* every step a whole number of calendar months, the
+                                            most common date_months (1 monthly, 3 quarterly, 12
+                                            yearly); the day of the month and time of day kept */
+    GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS /* weekdays only, mostly one weekday apart, weekends
+                                            skipped (Friday -> Monday) */
+} gpt2rt_series_calendar;
+
 typedef struct gpt2rt_series_info {
     int64_t rows;     /* data rows (the header line not counted) */
     int channels;     /* M */
@@ -563,13 +576,29 @@ typedef struct gpt2rt_series_info {
     int64_t begin[GPT2RT_SERIES_SPLIT_COUNT], end[GPT2RT_SERIES_SPLIT_COUNT]; /* rows [begin, end),
                                                                        the lookback included */
     int64_t windows[GPT2RT_SERIES_SPLIT_COUNT]; /* end - begin - L - H + 1 stride-1 windows */
-    int date_column;  /* the file's column (0-based) holding the date; -1: none */
+    int date_column;  /* the file's column (0-based, a skipped index column counted) holding the
+                         date; -1: none */
     double date_step; /* the most common step between consecutive dates, in seconds for dates
-                         (YYYY-MM-DD[ HH:MM[:SS[.frac]]], '-' or '/', ' ' or 'T'), in the column's own
-                         units for numbers; 0 when unknown (no date column, a date that does not
-                         parse, or no increasing step) */
+                         (YYYY-MM-DD[ HH:MM[:SS[.frac]]], '-' or '/', ' ' or 'T', or a period label:
+                         2020-03, 1959Q1, 2020), in the column's own units for numbers; 0 when
+                         unknown (no date column, a date that does not parse, or no increasing
+                         step). Under MONTHS and BUSINESS_DAYS it is still that most common length
+                         in seconds (31 days for monthly files, 1 day for business-daily ones),
+                         a length for display; the continued dates follow date_calendar */
     int date_is_calendar; /* 1: the dates are calendar dates (date_step in seconds); 0: plain
                              numbers or no dates */
+    gpt2rt_series_calendar date_calendar; /* how dates continue past the last row */
+    int date_months;      /* MONTHS: the step in calendar months (1, 3, 12, any k >= 1); else 0 */
+    int date_month_end;   /* MONTHS: 1 when every date is its month's last day, so continued
+                             dates are too (2020-01-31, 2020-02-29, 2020-03-31); else 0 */
+    int season;           /* the calendar's cycle in rows, a default season for seasonal models:
+                             86400 / date_step for steps that divide a day (24 hourly, 96 every
+                             15 minutes), 7 daily, 5 business-daily, 52 weekly, 12 / date_months
+                             for months dividing a year (12 monthly, 4 quarterly), 1 (none) for
+                             yearly, irregular or numeric dates or no date column */
+    int index_column_skipped; /* 1: the file's first column is unnamed and counts the rows 0, 1,
+                                 2, ... (or 1, 2, 3, ...): the index pandas' to_csv() writes,
+                                 skipped (neither date nor channel) */
     int64_t filled;   /* missing values filled (desc.fill) */
 } gpt2rt_series_info;
 
