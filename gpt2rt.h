@@ -390,7 +390,8 @@
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
    - Data: gpt2rt_series_load reads an ETT-format CSV (a header naming each column
      once, then a row per time step: a date column, found by name or content or
-     named, its dates on the calendar, and numbers; every
+     named, its dates on the calendar (days, or labels 2020-03, 1959Q1, 2020; later
+     dates by calendar months, weekdays or a fixed step), and numbers; every
      column, one target column, or the columns named; missing values refused or
      filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
@@ -1199,9 +1200,9 @@ typedef struct gpt2rt_series_desc {
     const char *target;  /* NULL or "": every numeric column; else that column alone (M = 1) */
     gpt2rt_series_borders borders;
     int no_scale;        /* 1: raw values; 0: StandardScaler fit on the training rows */
-    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp or
-                                datetime (any case), else the first column when its first row's
-                                field is not a number, else none; else the column of that name;
+    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp,
+                                datetime or year (any case), else the first column (past a
+                                skipped index) when its first row's field is not a number, else none; else the column of that name;
                                 "none" in a header without a column so named: no date column */
     const char *columns; /* NULL or "": every column but the date (or target); else the channels,
                             comma-separated column names in the order given (not with target) */
@@ -1260,7 +1261,11 @@ typedef struct gpt2rt_series_info {
    as the header: a date column (found as desc.date_column says; never read as a
    value) and numbers (strtod syntax, finite) in every other column; lines end in
    LF, CRLF or CR. Every column has a name of its own (an empty or repeated name is
-   an error naming the columns). A numeric column is never dropped: a column that is
+   an error naming the columns), but for the row index pandas' to_csv() writes: an
+   unnamed first column counting the rows 0, 1, 2, ... (or 1, 2, 3, ...) is skipped
+   (info.index_column_skipped). Dates are YYYY-MM-DD[( |T)HH:MM[:SS[.frac]][zone]] or
+   period labels read as the period's first day: 2020-03, 1959Q1, and 2020 (a date
+   column of four-digit numbers alone). A numeric column is never dropped: a column that is
    neither the date nor numeric is an error naming its line and column. A date
    written as one but not on the calendar (2025-02-30, month 13, hour 25 or 24:01,
    minute or second 60, year 0; 24:00 is the day's end) is an error naming its line,
@@ -1283,8 +1288,11 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
 /* the date column's name, NULL when the file has none */
 GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *series);
 /* row's date as the file writes it (cap bytes with the NUL, 48 suffice); a row at or
-   past info.rows continues the last row's date at info.date_step, so forecasts can
-   carry the dates that follow the data, in the file's form: its separators, its
+   past info.rows continues the last row's date as info.date_calendar says (FIXED: at
+   info.date_step; MONTHS: date_months calendar months a row, the day of the month kept,
+   month ends kept; BUSINESS_DAYS: one weekday a row), each from the last row's date, so
+   forecasts can carry the dates that follow the data, in the file's form: its period
+   label (1959Q2, 2020-04, 2021), its separators, its
    fields with or without a leading zero as the file writes them (2025/1/31 7:05 is
    followed by 2025/2/1 8:05), the fraction digits and the zone (Z, +05:30) of its last
    row. GPT2RT_ERR_STATE without a date column, or past the end with no known step;

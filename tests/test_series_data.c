@@ -8,7 +8,9 @@
    column (by name, by content, named, none) and dates continued past the end; chosen
    columns; missing values refused or filled; empty and repeated column names refused;
    dates off the calendar refused, zones and unpadded fields kept, gpt2rt_series_date's
-   buffer and year limits. */
+   buffer and year limits; calendar steps (months, quarters, years, month ends, business
+   days, period labels) continued against tables from Python's datetime, the default
+   season, and pandas' unnamed row index skipped. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
