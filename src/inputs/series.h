@@ -560,7 +560,8 @@ static void gpt2rt__series_calendar(gpt2rt_series *s) {
     in->date_calendar = step > 0 ? GPT2RT_SERIES_CALENDAR_FIXED : GPT2RT_SERIES_CALENDAR_NONE;
     in->season = 1;
     if (!in->date_is_calendar || !(step > 0)) return;
-    double *idx = (double *)malloc(sizeof(double) * 2 * (size_t)rows), *bidx = idx + rows; /* month, weekday numbers */
+    double *idx = (double *)malloc(sizeof(double) * 2 * (size_t)rows), *bidx = idx ? idx + rows : NULL; /* month,
+                                                                                     weekday numbers */
     int months = idx != NULL, business = idx != NULL, weekend = 0, month_end = 1, day_max = 0;
     double sod0 = 0;
     for (int64_t t = 0; idx && t < rows; t++) {
