@@ -390,7 +390,8 @@
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
    - Data: gpt2rt_series_load reads an ETT-format CSV (a header naming each column
      once, then a row per time step: a date column, found by name or content or
-     named, its dates on the calendar, and numbers; every
+     named, its dates on the calendar (days, or labels 2020-03, 1959Q1, 2020; later
+     dates by calendar months, weekdays or a fixed step), and numbers; every
      column, one target column, or the columns named; missing values refused or
      filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation
@@ -1207,9 +1208,9 @@ typedef struct gpt2rt_series_desc {
     const char *target;  /* NULL or "": every numeric column; else that column alone (M = 1) */
     gpt2rt_series_borders borders;
     int no_scale;        /* 1: raw values; 0: StandardScaler fit on the training rows */
-    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp or
-                                datetime (any case), else the first column when its first row's
-                                field is not a number, else none; else the column of that name;
+    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp,
+                                datetime or year (any case), else the first column (past a
+                                skipped index) when its first row's field is not a number, else none; else the column of that name;
                                 "none" in a header without a column so named: no date column */
     const char *columns; /* NULL or "": every column but the date (or target); else the channels,
                             comma-separated column names in the order given (not with target) */
@@ -1218,6 +1219,19 @@ typedef struct gpt2rt_series_desc {
                             (date_column must be NULL or "") */
 } gpt2rt_series_desc;
 
+/* how the dates step from row to row, and so how gpt2rt_series_date continues them */
+typedef enum gpt2rt_series_calendar {
+    GPT2RT_SERIES_CALENDAR_NONE = 0,     /* no step: no date column, a date or number that does
+                                            not parse, or no increasing step */
+    GPT2RT_SERIES_CALENDAR_FIXED,        /* a fixed step of date_step (seconds for dates, the
+                                            column's units for numbers) */
+    GPT2RT_SERIES_CALENDAR_MONTHS,       /* every step a whole number of calendar months, the
+                                            most common date_months (1 monthly, 3 quarterly, 12
+                                            yearly); the day of the month and time of day kept */
+    GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS /* weekdays only, mostly one weekday apart, weekends
+                                            skipped (Friday -> Monday) */
+} gpt2rt_series_calendar;
+
 typedef struct gpt2rt_series_info {
     int64_t rows;     /* data rows (the header line not counted) */
     int channels;     /* M */
@@ -1225,13 +1239,29 @@ typedef struct gpt2rt_series_info {
     int64_t begin[GPT2RT_SERIES_SPLIT_COUNT], end[GPT2RT_SERIES_SPLIT_COUNT]; /* rows [begin, end),
                                                                        the lookback included */
     int64_t windows[GPT2RT_SERIES_SPLIT_COUNT]; /* end - begin - L - H + 1 stride-1 windows */
-    int date_column;  /* the file's column (0-based) holding the date; -1: none */
+    int date_column;  /* the file's column (0-based, a skipped index column counted) holding the
+                         date; -1: none */
     double date_step; /* the most common step between consecutive dates, in seconds for dates
-                         (YYYY-MM-DD[ HH:MM[:SS[.frac]]], '-' or '/', ' ' or 'T'), in the column's own
-                         units for numbers; 0 when unknown (no date column, a date that does not
-                         parse, or no increasing step) */
+                         (YYYY-MM-DD[ HH:MM[:SS[.frac]]], '-' or '/', ' ' or 'T', or a period label:
+                         2020-03, 1959Q1, 2020), in the column's own units for numbers; 0 when
+                         unknown (no date column, a date that does not parse, or no increasing
+                         step). Under MONTHS and BUSINESS_DAYS it is still that most common length
+                         in seconds (31 days for monthly files, 1 day for business-daily ones),
+                         a length for display; the continued dates follow date_calendar */
     int date_is_calendar; /* 1: the dates are calendar dates (date_step in seconds); 0: plain
                              numbers or no dates */
+    gpt2rt_series_calendar date_calendar; /* how dates continue past the last row */
+    int date_months;      /* MONTHS: the step in calendar months (1, 3, 12, any k >= 1); else 0 */
+    int date_month_end;   /* MONTHS: 1 when every date is its month's last day, so continued
+                             dates are too (2020-01-31, 2020-02-29, 2020-03-31); else 0 */
+    int season;           /* the calendar's cycle in rows, a default season for seasonal models:
+                             86400 / date_step for steps that divide a day (24 hourly, 96 every
+                             15 minutes), 7 daily, 5 business-daily, 52 weekly, 12 / date_months
+                             for months dividing a year (12 monthly, 4 quarterly), 1 (none) for
+                             yearly, irregular or numeric dates or no date column */
+    int index_column_skipped; /* 1: the file's first column is unnamed and counts the rows 0, 1,
+                                 2, ... (or 1, 2, 3, ...): the index pandas' to_csv() writes,
+                                 skipped (neither date nor channel) */
     int64_t filled;   /* missing values filled (desc.fill) */
 } gpt2rt_series_info;
 
@@ -1239,7 +1269,11 @@ typedef struct gpt2rt_series_info {
    as the header: a date column (found as desc.date_column says; never read as a
    value) and numbers (strtod syntax, finite) in every other column; lines end in
    LF, CRLF or CR. Every column has a name of its own (an empty or repeated name is
-   an error naming the columns). A numeric column is never dropped: a column that is
+   an error naming the columns), but for the row index pandas' to_csv() writes: an
+   unnamed first column counting the rows 0, 1, 2, ... (or 1, 2, 3, ...) is skipped
+   (info.index_column_skipped). Dates are YYYY-MM-DD[( |T)HH:MM[:SS[.frac]][zone]] or
+   period labels read as the period's first day: 2020-03, 1959Q1, and 2020 (a date
+   column of four-digit numbers alone). A numeric column is never dropped: a column that is
    neither the date nor numeric is an error naming its line and column. A date
    written as one but not on the calendar (2025-02-30, month 13, hour 25 or 24:01,
    minute or second 60, year 0; 24:00 is the day's end) is an error naming its line,
@@ -1262,8 +1296,11 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
 /* the date column's name, NULL when the file has none */
 GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *series);
 /* row's date as the file writes it (cap bytes with the NUL, 48 suffice); a row at or
-   past info.rows continues the last row's date at info.date_step, so forecasts can
-   carry the dates that follow the data, in the file's form: its separators, its
+   past info.rows continues the last row's date as info.date_calendar says (FIXED: at
+   info.date_step; MONTHS: date_months calendar months a row, the day of the month kept,
+   month ends kept; BUSINESS_DAYS: one weekday a row), each from the last row's date, so
+   forecasts can carry the dates that follow the data, in the file's form: its period
+   label (1959Q2, 2020-04, 2021), its separators, its
    fields with or without a leading zero as the file writes them (2025/1/31 7:05 is
    followed by 2025/2/1 8:05), the fraction digits and the zone (Z, +05:30) of its last
    row. GPT2RT_ERR_STATE without a date column, or past the end with no known step;
@@ -7615,9 +7652,15 @@ static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss
    column, and a column that is neither the date nor numbers is an error, so no
    column is ever dropped unread. */
 
+/* the forms of a date: a day (Y-M-D, maybe with a time), or a period label, read as the
+   period's first day: year-month (2020-03), quarter (1959Q1, 1959-Q1, 1959 Q1), year (2020) */
+enum { GPT2RT__DATE_DAY = 0, GPT2RT__DATE_MONTH, GPT2RT__DATE_QUARTER, GPT2RT__DATE_YEAR };
+
 /* how the file writes its dates: 'Y-M-D', then ' ' or 'T' and H:M or H:M:S[.frac], then
-   a zone (Z, +hh:mm, +hhmm, +hh) */
+   a zone (Z, +hh:mm, +hhmm, +hh); or a period label (form) */
 typedef struct gpt2rt__date_fmt {
+    int form;        /* GPT2RT__DATE_*: DAY, or the period label's */
+    char qsep[4];    /* a quarter's text between the year and the digit: "Q", "-Q", " q" */
     char dsep, tsep; /* '-' or '/'; ' ' or 'T' */
     int parts;       /* 3: date only, 5: with H:M, 6: with H:M:S */
     int frac;        /* digits after the seconds' point (0-9; more are read, 9 written) */
@@ -7641,6 +7684,8 @@ struct gpt2rt_series {
                                 or the column's number (1); NAN where it does not parse */
     int time_kind;           /* 0: no usable dates, 1: numbers, 2: dates written as date_fmt */
     gpt2rt__date_fmt date_fmt; /* the last row's, with the widths every row agrees on */
+    int date_day;            /* MONTHS: the day of the month continued dates take (the month's
+                                last when shorter): the largest day of the file's dates */
 };
 
 /* one field of a line: [b, e) with surrounding spaces and tabs trimmed */
@@ -7807,11 +7852,35 @@ static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__d
     gpt2rt__date_fmt f;
     memset(&f, 0, sizeof f);
     f.dsep = '-'; f.tsep = ' '; f.parts = 3;
-    if (!gpt2rt__date_digits(&p, e, 4, 4, &y) || p == e || (*p != '-' && *p != '/')) return 0;
+    d = 1;
+    if (!gpt2rt__date_digits(&p, e, 4, 4, &y)) return 0;
+    if (p == e) { /* a year alone: four digits, 1000..9999 (0123 is a number, not a year) */
+        if (*b == '0') return 0;
+        f.form = GPT2RT__DATE_YEAR;
+        mo = 1;
+        goto check;
+    }
+    q = p + (p + 1 < e && (*p == '-' || *p == ' '));
+    if (*q == 'Q' || *q == 'q') { /* a quarter: 1959Q1 */
+        int64_t qn;
+        memcpy(f.qsep, p, (size_t)(q - p + 1));
+        p = q + 1;
+        if (!gpt2rt__date_digits(&p, e, 1, 1, &qn) || p != e) return 0;
+        if (qn < 1 || qn > 4) {
+            snprintf(why, why_cap, "quarter %lld is not in 1..4", (long long)qn);
+            return -1;
+        }
+        f.form = GPT2RT__DATE_QUARTER;
+        mo = 3 * qn - 2;
+        goto check;
+    }
+    if (*p != '-' && *p != '/') return 0;
     f.dsep = *p++;
     q = p;
-    if (!(n = gpt2rt__date_digits(&p, e, 1, 2, &mo)) || p == e || *p != f.dsep) return 0;
+    if (!(n = gpt2rt__date_digits(&p, e, 1, 2, &mo))) return 0;
     f.width[0] = gpt2rt__date_width(q, n);
+    if (p == e) { f.form = GPT2RT__DATE_MONTH; goto check; } /* a year-month: 2020-03 */
+    if (*p != f.dsep) return 0;
     q = ++p;
     if (!(n = gpt2rt__date_digits(&p, e, 1, 2, &d))) return 0;
     f.width[1] = gpt2rt__date_width(q, n);
@@ -7849,6 +7918,7 @@ static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__d
     }
     if (p < e && *p == 'Z' && !f.zone[0]) { f.zone[0] = 'Z'; p++; }
     if (p != e) return 0;
+check:;
     int md = mo >= 1 && mo <= 12 ? gpt2rt__month_days(y, mo) : 0;
     if (y < 1) snprintf(why, why_cap, "year 0 is before year 1");
     else if (!md) snprintf(why, why_cap, "month %lld is not in 1..12", (long long)mo);
@@ -7868,11 +7938,11 @@ static int gpt2rt__date_parse(const char *b, const char *e, double *t, gpt2rt__d
     return -1;
 }
 
-/* the header names the AUTO rule takes for the date: date, time, timestamp, datetime */
+/* the header names the AUTO rule takes for the date: date, time, timestamp, datetime, year */
 static int gpt2rt__csv_date_name(const char *b, const char *e) {
-    static const char *names[] = {"date", "time", "timestamp", "datetime"};
+    static const char *names[] = {"date", "time", "timestamp", "datetime", "year"};
     size_t n = (size_t)(e - b);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         if (strlen(names[k]) != n) continue;
         size_t i = 0;
         while (i < n && (b[i] >= 'A' && b[i] <= 'Z' ? b[i] + 32 : b[i]) == names[k][i]) i++;
@@ -7899,7 +7969,7 @@ static int gpt2rt__csv_missing(const char *b, const char *e) {
 static void gpt2rt__csv_list(char *error, size_t k, const gpt2rt__csv_field *hdr, int64_t ncol, int64_t datec) {
     int first = 1;
     for (int64_t c = 0; c < ncol && k < 400; c++) {
-        if (c == datec) continue;
+        if (c == datec || hdr[c].b == hdr[c].e) continue; /* the date, a skipped index */
         char show[40];
         gpt2rt__csv_show(show, hdr[c].b, hdr[c].e);
         k += (size_t)snprintf(error + k, 512 - k, "%s %s", first ? "" : ",", show);
@@ -7929,7 +7999,10 @@ static int gpt2rt__csv_name_cmp(const void *x, const void *y) {
    an empty or repeated one would make a file that loads once and not again); 0 after an
    error. Sorted, so a header of many columns takes n log n. */
 static int gpt2rt__csv_names_ok(gpt2rt_series *s, const char *name, const gpt2rt__csv_field *hdr, int64_t ncol) {
-    for (int64_t c = 0; c < ncol; c++)
+    /* pandas' df.to_csv() writes its row index as an unnamed first column: taken as an
+       index, skipped, when its fields count the rows (checked row by row) */
+    s->info.index_column_skipped = ncol > 1 && hdr[0].b == hdr[0].e;
+    for (int64_t c = s->info.index_column_skipped; c < ncol; c++)
         if (hdr[c].b == hdr[c].e) {
             gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: column %lld of the header (line 1) has no name; every "
                             "column needs one, different from the others (columns are found by name)", name,
@@ -7976,11 +8049,13 @@ static int64_t gpt2rt__csv_date_col(gpt2rt_series *s, const char *name, const gp
     }
     for (int64_t c = 0; c < ncol; c++)
         if (gpt2rt__csv_date_name(hdr[c].b, hdr[c].e)) return c;
-    if (rb < re) { /* the first column, when its first field is text */
-        gpt2rt__csv_field f0;
+    int64_t c0 = s->info.index_column_skipped; /* the first column, past a skipped index */
+    if (rb < re && c0 < ncol) { /* the first column, when its first field is text */
+        gpt2rt__csv_field f0[2];
         double v;
-        gpt2rt__csv_split(rb, re, &f0, 1);
-        if (!gpt2rt__csv_number(f0.b, f0.e, &v) && !gpt2rt__csv_missing(f0.b, f0.e)) return 0;
+        if (gpt2rt__csv_split(rb, re, f0, 2) > c0 && !gpt2rt__csv_number(f0[c0].b, f0[c0].e, &v) &&
+            !gpt2rt__csv_missing(f0[c0].b, f0[c0].e))
+            return c0;
     }
     return -1;
 }
@@ -7991,11 +8066,11 @@ static int gpt2rt__csv_channels(gpt2rt_series *s, const gpt2rt_series_desc *d, c
     const char *list = d->columns && d->columns[0] ? d->columns : d->target && d->target[0] ? d->target : NULL;
     *M = 0;
     if (!list) {
-        for (int64_t c = 0; c < ncol; c++)
+        for (int64_t c = s->info.index_column_skipped; c < ncol; c++)
             if (c != datec) col[(*M)++] = (int)c;
         if (*M == 0) {
             char show[40];
-            gpt2rt__csv_show(show, hdr[0].b, hdr[0].e);
+            gpt2rt__csv_show(show, hdr[datec].b, hdr[datec].e);
             gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: the header (line 1) has 1 column, %s, the date column; at "
                             "least one numeric column is needed (comma-separated)", name, show);
             return 0;
@@ -8079,6 +8154,80 @@ static double gpt2rt__series_step(const double *time, int64_t rows) {
     }
     free(d);
     return best;
+}
+
+/* a day's weekday, 0 Monday .. 6 Sunday, and a weekday's number among weekdays (1970-01-05,
+   day 4, was a Monday): five a week, so business-day steps are differences */
+static int64_t gpt2rt__weekday(int64_t day) { return ((day - 4) % 7 + 7) % 7; }
+static int64_t gpt2rt__business_day(int64_t day) {
+    int64_t w = gpt2rt__weekday(day);
+    return (day - 4 - w) / 7 * 5 + w;
+}
+static int64_t gpt2rt__business_day_inv(int64_t b) {
+    int64_t w = (b % 5 + 5) % 5;
+    return 4 + (b - w) / 5 * 7 + w;
+}
+
+/* a date's day since 1970-01-01 and second of the day, in the file's zone */
+static int64_t gpt2rt__date_day(double t, int zone_s, double *sod) {
+    double local = t + zone_s, day = floor(local / 86400.0);
+    if (sod) *sod = local - day * 86400.0;
+    return (int64_t)day;
+}
+
+/* info.date_calendar, date_months, date_month_end, season (and date_day) from the dates:
+   MONTHS when every step is a whole number of months (the same time of day, the day of
+   the month kept, or the month's last when shorter), BUSINESS_DAYS when every date is a
+   weekday at the same time of day, mostly one weekday after the last, a weekend skipped
+   somewhere; else FIXED at date_step */
+static void gpt2rt__series_calendar(gpt2rt_series *s) {
+    gpt2rt_series_info *in = &s->info;
+    int64_t rows = in->rows;
+    double step = in->date_step;
+    in->date_calendar = step > 0 ? GPT2RT_SERIES_CALENDAR_FIXED : GPT2RT_SERIES_CALENDAR_NONE;
+    in->season = 1;
+    if (!in->date_is_calendar || !(step > 0)) return;
+    double *idx = (double *)malloc(sizeof(double) * 2 * (size_t)rows), *bidx = idx ? idx + rows : NULL; /* month,
+                                                                                     weekday numbers */
+    int months = idx != NULL, business = idx != NULL, weekend = 0, month_end = 1, day_max = 0;
+    double sod0 = 0;
+    for (int64_t t = 0; idx && t < rows; t++) {
+        double sod;
+        int64_t day = gpt2rt__date_day(s->time[t], s->date_fmt.zone_s, &sod), y;
+        int m, d;
+        gpt2rt__civil_from_days(day, &y, &m, &d);
+        if (!t) sod0 = sod;
+        idx[t] = (double)(y * 12 + m - 1);
+        bidx[t] = (double)gpt2rt__business_day(day);
+        month_end &= d == gpt2rt__month_days(y, m);
+        if (d > day_max) day_max = d;
+        if (sod != sod0) months = business = 0;
+        if (gpt2rt__weekday(day) > 4) business = 0;
+        if (t && idx[t] <= idx[t - 1]) months = 0;
+        if (t && bidx[t] <= bidx[t - 1]) business = 0;
+        if (t && (double)day - floor((s->time[t - 1] + s->date_fmt.zone_s) / 86400.0) > bidx[t] - bidx[t - 1]) weekend = 1;
+    }
+    for (int64_t t = 0; months && t < rows; t++) { /* the day of the month kept, or the month's last */
+        int64_t y;
+        int m, d;
+        gpt2rt__civil_from_days(gpt2rt__date_day(s->time[t], s->date_fmt.zone_s, NULL), &y, &m, &d);
+        int md = gpt2rt__month_days(y, m);
+        if (d != (day_max < md ? day_max : md)) months = 0;
+    }
+    int64_t k = months ? (int64_t)gpt2rt__series_step(idx, rows) : 0;
+    if (k >= 1) {
+        in->date_calendar = GPT2RT_SERIES_CALENDAR_MONTHS;
+        in->date_months = (int)k; /* below 12 * 9999: the dates are in years 1..9999 */
+        in->date_month_end = month_end;
+        s->date_day = day_max;
+        in->season = in->date_months < 12 && 12 % in->date_months == 0 ? 12 / in->date_months : 1;
+    } else if (business && weekend && gpt2rt__series_step(bidx, rows) == 1.0) {
+        in->date_calendar = GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS;
+        in->season = 5;
+    } else if (step == 604800.0) in->season = 52;
+    else if (step == 86400.0) in->season = 7;
+    else if (step >= 1.0 && step <= 43200.0 && fmod(86400.0, step) == 0) in->season = (int)(86400.0 / step);
+    free(idx);
 }
 
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void *data, size_t len, const char *name,
@@ -8165,6 +8314,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
     {
         int64_t rows = 0, cap = 0, line = 1;
         int width_seen[3] = {0, 0, 0}; /* month, day, hour: 1 a leading zero seen, 2 one digit seen */
+        int64_t index_base = 0;        /* a skipped index's first row number: 0 or 1 */
         for (p = nl; p < end; p = nl) {
             line++;
             const char *le = gpt2rt__csv_eol(p, end, &nl);
@@ -8195,7 +8345,28 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
                 }
                 cap = nc;
             }
-            for (int64_t c = 0; c < ncol; c++) {
+            if (s->info.index_column_skipped) { /* the index counts the rows: 0, 1, 2, ... or 1, 2, 3, ... */
+                const char *b = f[0].b;
+                int64_t v = 0, want = rows + (rows ? index_base : 0);
+                int ok = b < f[0].e && (*b != '0' || f[0].e - b == 1) && f[0].e - b <= 18;
+                for (; ok && b < f[0].e; b++) {
+                    ok = *b >= '0' && *b <= '9';
+                    v = v * 10 + (*b - '0');
+                }
+                if (ok && !rows && (v == 0 || v == 1)) index_base = v, want = v;
+                if (!ok || v != want) {
+                    char show[40], wants[32];
+                    gpt2rt__csv_show(show, f[0].b, f[0].e);
+                    snprintf(wants, sizeof wants, rows ? "%lld" : "0 or 1", (long long)want);
+                    r = gpt2rt__tok_msg(s->error, GPT2RT_ERR_FORMAT, "%s: column 1 of the header (line 1) has no name, "
+                                        "and line %lld holds %s there, not %s: an unnamed first column is skipped "
+                                        "only as the row index pandas writes (0, 1, 2, ... or 1, 2, 3, ...); every "
+                                        "other column needs a name of its own (columns are found by name)", name,
+                                        (long long)line, show, wants);
+                    goto done;
+                }
+            }
+            for (int64_t c = s->info.index_column_skipped; c < ncol; c++) {
                 double v;
                 if (c == datec) {
                     gpt2rt__date_fmt fmt;
@@ -8210,7 +8381,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
                                             (long long)rows, (long long)(c + 1), hname, show, why);
                         goto done;
                     }
-                    if (dk) {
+                    if (dk && fmt.form == GPT2RT__DATE_YEAR) { /* a year, or a number: the column decides */
+                        s->time_kind |= 8;
+                        s->date_fmt = fmt;
+                        gpt2rt__csv_number(f[c].b, f[c].e, &v);
+                    } else if (dk) {
                         s->time_kind |= 2;
                         s->date_fmt = fmt;
                         for (int k = 0; k < 3; k++) width_seen[k] |= fmt.width[k] == 2 ? 1 : fmt.width[k] == 1 ? 2 : 0;
@@ -8249,6 +8424,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
         }
         if (missing && !gpt2rt__series_fill(s, name, raw, rows, M)) { r = GPT2RT_ERR_FORMAT; goto done; }
         s->info.filled = missing;
+        /* four-digit numbers alone are years (January 1st); among other numbers, numbers */
+        if (s->time_kind == 8)
+            for (int64_t t = 0; t < rows; t++) s->time[t] = (double)gpt2rt__days_from_civil((int64_t)s->time[t], 1, 1) * 86400.0;
+        s->time_kind = s->time_kind == 8 ? 2 : s->time_kind & 8 ? (s->time_kind & ~8) | 1 : s->time_kind;
         /* dates, or plain numbers, in every row: a step; a mixture or text: none */
         if (s->time_kind != 1 && s->time_kind != 2) s->time_kind = 0;
         {   /* the widths written back: a leading zero anywhere pads the field, one digit
@@ -8263,6 +8442,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_load_mem(gpt2rt_series **out, const void 
         }
         if (datec >= 0 && s->time_kind) s->info.date_step = gpt2rt__series_step(s->time, rows);
         s->info.date_is_calendar = datec >= 0 && s->time_kind == 2;
+        if (datec >= 0) gpt2rt__series_calendar(s);
+        else s->info.season = 1;
     }
     /* borders: AUTO reads the name's last path component */
     {
@@ -8401,6 +8582,9 @@ static void gpt2rt__date_format(char *buf, size_t cap, double t, int kind, gpt2r
     if (u >= 86400 * unit) { day += 1; u -= 86400 * unit; }
     int64_t isec = u / unit;
     gpt2rt__civil_from_days((int64_t)day, &y, &mo, &d);
+    if (fmt.form == GPT2RT__DATE_YEAR) { snprintf(buf, cap, "%04lld", (long long)y); return; }
+    if (fmt.form == GPT2RT__DATE_QUARTER) { snprintf(buf, cap, "%04lld%s%d", (long long)y, fmt.qsep, (mo + 2) / 3); return; }
+    if (fmt.form == GPT2RT__DATE_MONTH) { snprintf(buf, cap, "%04lld%c%0*d", (long long)y, fmt.dsep, fmt.width[0], mo); return; }
     int n = snprintf(buf, cap, "%04lld%c%0*d%c%0*d", (long long)y, fmt.dsep, fmt.width[0], mo, fmt.dsep, fmt.width[1], d);
     if (fmt.parts >= 5 && n > 0 && (size_t)n < cap)
         n += snprintf(buf + n, cap - (size_t)n, "%c%0*d:%02d", fmt.tsep, fmt.width[2], (int)(isec / 3600),
@@ -8428,19 +8612,44 @@ GPT2RT_DEF gpt2rt_result gpt2rt_series_date(const gpt2rt_series *s, int64_t row,
                                "every row",
                                s->date_name);
     double t = s->time[row < rows ? row : rows - 1];
+    const gpt2rt_series_info *in = &s->info;
+    char step[48];
+    if (in->date_calendar == GPT2RT_SERIES_CALENDAR_MONTHS)
+        snprintf(step, sizeof step, "%d month%s", in->date_months, in->date_months > 1 ? "s" : "");
+    else if (in->date_calendar == GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS) snprintf(step, sizeof step, "1 weekday");
+    else snprintf(step, sizeof step, "%g", in->date_step);
     if (row >= rows) {
-        if (!(s->info.date_step > 0))
+        if (!(in->date_step > 0))
             return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_STATE, "gpt2rt_series_date: row %lld is past the "
                                    "%lld rows and the dates of \"%s\" have no increasing step to continue at",
                                    (long long)row, (long long)rows, s->date_name);
-        t += (double)(row - rows + 1) * s->info.date_step;
+        int64_t n = row - rows + 1; /* steps past the last row, counted from its date: no error accumulates */
+        if (in->date_calendar == GPT2RT_SERIES_CALENDAR_MONTHS || in->date_calendar == GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS) {
+            double sod;
+            int64_t day = gpt2rt__date_day(t, s->date_fmt.zone_s, &sod), y;
+            int m, d;
+            if (n > (int64_t)12 * 10000 * 31) t = INFINITY; /* past the year 9999 at any step */
+            else {
+                if (in->date_calendar == GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS)
+                    day = gpt2rt__business_day_inv(gpt2rt__business_day(day) + n);
+                else {
+                    gpt2rt__civil_from_days(day, &y, &m, &d);
+                    int64_t mi = y * 12 + (m - 1) + n * in->date_months; /* < 2^33 */
+                    y = mi / 12;
+                    m = (int)(mi % 12) + 1;
+                    int md = gpt2rt__month_days(y, m);
+                    day = gpt2rt__days_from_civil(y, m, in->date_month_end || s->date_day > md ? md : s->date_day);
+                }
+                t = (double)day * 86400.0 + sod - s->date_fmt.zone_s;
+            }
+        } else t += (double)n * in->date_step;
     }
     /* calendar dates stay in years 1..9999 (four digits); the half second spares the rounding */
     double lo = (double)gpt2rt__days_from_civil(1, 1, 1) * 86400.0, hi = (double)gpt2rt__days_from_civil(10000, 1, 1) * 86400.0;
     if (s->time_kind == 2 ? !(t + s->date_fmt.zone_s >= lo && t + s->date_fmt.zone_s < hi - 0.5) : !(fabs(t) <= 1.7976931348623157e308))
         return gpt2rt__tok_msg(GPT2RT__SERIES_ERR(s), GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_series_date: row %lld (%lld "
-                               "past the last of the %lld rows, at a step of %g) has a date %s", (long long)row,
-                               (long long)(row >= rows ? row - rows + 1 : 0), (long long)rows, s->info.date_step,
+                               "past the last of the %lld rows, at a step of %s) has a date %s", (long long)row,
+                               (long long)(row >= rows ? row - rows + 1 : 0), (long long)rows, step,
                                s->time_kind == 2 ? "past the year 9999 (or before the year 1)" : "beyond a double");
     char text[96];
     gpt2rt__date_format(text, sizeof text, t, s->time_kind, s->date_fmt);

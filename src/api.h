@@ -545,9 +545,9 @@ typedef struct gpt2rt_series_desc {
     const char *target;  /* NULL or "": every numeric column; else that column alone (M = 1) */
     gpt2rt_series_borders borders;
     int no_scale;        /* 1: raw values; 0: StandardScaler fit on the training rows */
-    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp or
-                                datetime (any case), else the first column when its first row's
-                                field is not a number, else none; else the column of that name;
+    const char *date_column; /* NULL or "": found: the first column named date, time, timestamp,
+                                datetime or year (any case), else the first column (past a
+                                skipped index) when its first row's field is not a number, else none; else the column of that name;
                                 "none" in a header without a column so named: no date column */
     const char *columns; /* NULL or "": every column but the date (or target); else the channels,
                             comma-separated column names in the order given (not with target) */
@@ -556,6 +556,19 @@ typedef struct gpt2rt_series_desc {
                             (date_column must be NULL or "") */
 } gpt2rt_series_desc;
 
+/* how the dates step from row to row, and so how gpt2rt_series_date continues them */
+typedef enum gpt2rt_series_calendar {
+    GPT2RT_SERIES_CALENDAR_NONE = 0,     /* no step: no date column, a date or number that does
+                                            not parse, or no increasing step */
+    GPT2RT_SERIES_CALENDAR_FIXED,        /* a fixed step of date_step (seconds for dates, the
+                                            column's units for numbers) */
+    GPT2RT_SERIES_CALENDAR_MONTHS,       /* every step a whole number of calendar months, the
+                                            most common date_months (1 monthly, 3 quarterly, 12
+                                            yearly); the day of the month and time of day kept */
+    GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS /* weekdays only, mostly one weekday apart, weekends
+                                            skipped (Friday -> Monday) */
+} gpt2rt_series_calendar;
+
 typedef struct gpt2rt_series_info {
     int64_t rows;     /* data rows (the header line not counted) */
     int channels;     /* M */
@@ -563,13 +576,29 @@ typedef struct gpt2rt_series_info {
     int64_t begin[GPT2RT_SERIES_SPLIT_COUNT], end[GPT2RT_SERIES_SPLIT_COUNT]; /* rows [begin, end),
                                                                        the lookback included */
     int64_t windows[GPT2RT_SERIES_SPLIT_COUNT]; /* end - begin - L - H + 1 stride-1 windows */
-    int date_column;  /* the file's column (0-based) holding the date; -1: none */
+    int date_column;  /* the file's column (0-based, a skipped index column counted) holding the
+                         date; -1: none */
     double date_step; /* the most common step between consecutive dates, in seconds for dates
-                         (YYYY-MM-DD[ HH:MM[:SS[.frac]]], '-' or '/', ' ' or 'T'), in the column's own
-                         units for numbers; 0 when unknown (no date column, a date that does not
-                         parse, or no increasing step) */
+                         (YYYY-MM-DD[ HH:MM[:SS[.frac]]], '-' or '/', ' ' or 'T', or a period label:
+                         2020-03, 1959Q1, 2020), in the column's own units for numbers; 0 when
+                         unknown (no date column, a date that does not parse, or no increasing
+                         step). Under MONTHS and BUSINESS_DAYS it is still that most common length
+                         in seconds (31 days for monthly files, 1 day for business-daily ones),
+                         a length for display; the continued dates follow date_calendar */
     int date_is_calendar; /* 1: the dates are calendar dates (date_step in seconds); 0: plain
                              numbers or no dates */
+    gpt2rt_series_calendar date_calendar; /* how dates continue past the last row */
+    int date_months;      /* MONTHS: the step in calendar months (1, 3, 12, any k >= 1); else 0 */
+    int date_month_end;   /* MONTHS: 1 when every date is its month's last day, so continued
+                             dates are too (2020-01-31, 2020-02-29, 2020-03-31); else 0 */
+    int season;           /* the calendar's cycle in rows, a default season for seasonal models:
+                             86400 / date_step for steps that divide a day (24 hourly, 96 every
+                             15 minutes), 7 daily, 5 business-daily, 52 weekly, 12 / date_months
+                             for months dividing a year (12 monthly, 4 quarterly), 1 (none) for
+                             yearly, irregular or numeric dates or no date column */
+    int index_column_skipped; /* 1: the file's first column is unnamed and counts the rows 0, 1,
+                                 2, ... (or 1, 2, 3, ...): the index pandas' to_csv() writes,
+                                 skipped (neither date nor channel) */
     int64_t filled;   /* missing values filled (desc.fill) */
 } gpt2rt_series_info;
 
@@ -577,7 +606,11 @@ typedef struct gpt2rt_series_info {
    as the header: a date column (found as desc.date_column says; never read as a
    value) and numbers (strtod syntax, finite) in every other column; lines end in
    LF, CRLF or CR. Every column has a name of its own (an empty or repeated name is
-   an error naming the columns). A numeric column is never dropped: a column that is
+   an error naming the columns), but for the row index pandas' to_csv() writes: an
+   unnamed first column counting the rows 0, 1, 2, ... (or 1, 2, 3, ...) is skipped
+   (info.index_column_skipped). Dates are YYYY-MM-DD[( |T)HH:MM[:SS[.frac]][zone]] or
+   period labels read as the period's first day: 2020-03, 1959Q1, and 2020 (a date
+   column of four-digit numbers alone). A numeric column is never dropped: a column that is
    neither the date nor numeric is an error naming its line and column. A date
    written as one but not on the calendar (2025-02-30, month 13, hour 25 or 24:01,
    minute or second 60, year 0; 24:00 is the day's end) is an error naming its line,
@@ -600,8 +633,11 @@ GPT2RT_DEF const float *gpt2rt_series_values(const gpt2rt_series *series);
 /* the date column's name, NULL when the file has none */
 GPT2RT_DEF const char *gpt2rt_series_date_column(const gpt2rt_series *series);
 /* row's date as the file writes it (cap bytes with the NUL, 48 suffice); a row at or
-   past info.rows continues the last row's date at info.date_step, so forecasts can
-   carry the dates that follow the data, in the file's form: its separators, its
+   past info.rows continues the last row's date as info.date_calendar says (FIXED: at
+   info.date_step; MONTHS: date_months calendar months a row, the day of the month kept,
+   month ends kept; BUSINESS_DAYS: one weekday a row), each from the last row's date, so
+   forecasts can carry the dates that follow the data, in the file's form: its period
+   label (1959Q2, 2020-04, 2021), its separators, its
    fields with or without a leading zero as the file writes them (2025/1/31 7:05 is
    followed by 2025/2/1 8:05), the fraction digits and the zone (Z, +05:30) of its last
    row. GPT2RT_ERR_STATE without a date column, or past the end with no known step;

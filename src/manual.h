@@ -395,7 +395,8 @@
      for tokens (DROPOUT above); evaluate in GPT2RT_MODE_EVAL.
    - Data: gpt2rt_series_load reads an ETT-format CSV (a header naming each column
      once, then a row per time step: a date column, found by name or content or
-     named, its dates on the calendar, and numbers; every
+     named, its dates on the calendar (days, or labels 2020-03, 1959Q1, 2020; later
+     dates by calendar months, weekdays or a fixed step), and numbers; every
      column, one target column, or the columns named; missing values refused or
      filled) and cuts it as the
      Time-Series-Library does: ETTh1/ETTh2 train rows [0, 8640), validation

@@ -12,7 +12,9 @@
    - a success describes the rows it read: channels >= 1, borders inside [0, rows],
      at least one window per split with windows = end - begin - L - H + 1, every
      value finite, every scaler std > 0, and the first and last window of each
-     split can be read (the training ones in a seeded order).
+     split can be read (the training ones in a seeded order); the calendar fields
+     agree (MONTHS with a month count, a season >= 1), and dates at and far past the
+     end are written or refused, never a crash.
 
    Fuzzing (clang, libFuzzer), one process on one core: `make fuzz-csv`, or
      clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
@@ -88,6 +90,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (gpt2rt_series_scaler(s, m, &mu, &sd) != GPT2RT_OK || !(sd > 0) || !isfinite(mu))
                 fz_die("scaler", "");
             if (!gpt2rt_series_column(s, m)) fz_die("column name", "");
+        }
+        /* the calendar: a known kind with its fields, and dates past the end written or
+           refused (never a crash, never a date outside years 1..9999) */
+        if ((unsigned)in.date_calendar > GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS || in.season < 1 ||
+            (in.date_calendar == GPT2RT_SERIES_CALENDAR_MONTHS) != (in.date_months >= 1) ||
+            (in.date_month_end && in.date_calendar != GPT2RT_SERIES_CALENDAR_MONTHS) ||
+            (in.date_calendar == GPT2RT_SERIES_CALENDAR_NONE) != !(in.date_step > 0))
+            fz_die("calendar fields", "");
+        if (in.date_column >= 0) {
+            int64_t rows_past[4] = {in.rows - 1, in.rows, in.rows + 1000, (int64_t)1 << 62};
+            for (int k = 0; k < 4; k++) {
+                char date[64];
+                gpt2rt_result dr = gpt2rt_series_date(s, rows_past[k], date, sizeof date);
+                if (dr == GPT2RT_OK ? !date[0] || (in.date_is_calendar && (date[0] < '0' || date[0] > '9'))
+                                    : dr != GPT2RT_ERR_STATE && dr != GPT2RT_ERR_INVALID_ARGUMENT)
+                    fz_die("date past the end", gpt2rt_series_last_error(s));
+            }
         }
         float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
         for (int k = 0; k < 3; k++)

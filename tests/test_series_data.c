@@ -8,7 +8,9 @@
    column (by name, by content, named, none) and dates continued past the end; chosen
    columns; missing values refused or filled; empty and repeated column names refused;
    dates off the calendar refused, zones and unpadded fields kept, gpt2rt_series_date's
-   buffer and year limits. */
+   buffer and year limits; calendar steps (months, quarters, years, month ends, business
+   days, period labels) continued against tables from Python's datetime, the default
+   season, and pandas' unnamed row index skipped. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -619,7 +621,7 @@ static void test_column_names(void) {
         "columns 2 and 4 both \"y\"", NULL, NULL);
     bad("empty name", "date,,b\n1,1,2\n2,2,3\n", d, GPT2RT_ERR_FORMAT, "column 2 of the header (line 1) has no name",
         NULL, NULL);
-    bad("pandas index (unnamed first column)", ",date,a\n0,2025-01-01,1\n1,2025-01-02,2\n", d, GPT2RT_ERR_FORMAT,
+    bad("unnamed first column of text", ",date,a\nx,2025-01-01,1\ny,2025-01-02,2\n", d, GPT2RT_ERR_FORMAT,
         "column 1 of the header (line 1) has no name", NULL, NULL);
     bad("blank name", "date, \t,b\n1,1,2\n", d, GPT2RT_ERR_FORMAT, "column 2 of the header", NULL, NULL);
     /* a date column headed none: found by content (training), then by its name (predict) */
@@ -736,6 +738,199 @@ static void test_dates(void) {
     gpt2rt_series_free(s);
 }
 
+/* a CSV "header\n<date>,<i>\n..." of the n dates given, loaded (lookback 1, horizon 1, no borders) */
+static gpt2rt_series *load_dates(const char *label, const char *header, const char *const *dates, int n) {
+    char csv[4096];
+    size_t k = (size_t)snprintf(csv, sizeof csv, "%s\n", header);
+    for (int i = 0; i < n && k < sizeof csv; i++) k += (size_t)snprintf(csv + k, sizeof csv - k, "%s,%d\n", dates[i], i);
+    return load_ok(label, csv, desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE));
+}
+
+/* the file's first `given` dates of want[] loaded; info's calendar checked; rows given ..
+   total-1 continued and compared with want[] */
+static void check_calendar(const char *label, const char *header, const char *const *want, int given, int total,
+                           gpt2rt_series_calendar cal, int months, int month_end, int season) {
+    gpt2rt_series *s = load_dates(label, header, want, given);
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_calendar == cal && in.date_months == months &&
+              in.date_month_end == month_end && in.season == season && in.date_is_calendar == 1 && in.date_step > 0,
+          "%s: calendar %d (want %d), months %d (want %d), month end %d (want %d), season %d (want %d), step %g", label,
+          (int)in.date_calendar, (int)cal, in.date_months, months, in.date_month_end, month_end, in.season, season,
+          in.date_step);
+    char buf[64];
+    int same = s != NULL, at = -1;
+    for (int i = 0; same && i < total; i++)
+        if (strcmp(date_of(s, i, buf, sizeof buf), want[i])) { same = 0; at = i; }
+    CHECK(same, "%s: row %d is %s, want %s", label, at, buf, at >= 0 ? want[at] : "");
+    gpt2rt_series_free(s);
+}
+
+/* calendar steps: monthly, quarterly and yearly files continue by calendar months (before,
+   at a fixed step of the most common length: 2009-10-01 quarterly went on 2010-01-01,
+   2010-04-03, 2010-07-04; monthly 2019-12-01 went on 2020-03-03 after 2020-01-01 ... );
+   month ends stay month ends; period labels (1959Q1, 2020-03, 2020) are dates written back
+   in their form (before: text, no step). The tables are Python's datetime and calendar
+   (stdlib; pandas is not installed here), the equivalents of
+   pandas.date_range(start, periods=n, freq='ME' / 'MS' / 'QS' / 'B'):
+     python3 -c 'import datetime, calendar; ...' (add k months to y*12+m-1; the day 1, or
+     calendar.monthrange(y, m)[1] for month ends; weekdays by date.weekday() < 5) */
+static void test_calendar(void) {
+    /* freq='ME' from 2019-08-31: Dec -> Jan, and February 29th of 2020 */
+    static const char *const me[] = {"2019-08-31", "2019-09-30", "2019-10-31", "2019-11-30", "2019-12-31", "2020-01-31",
+                                     "2020-02-29", "2020-03-31", "2020-04-30", "2020-05-31", "2020-06-30", "2020-07-31",
+                                     "2020-08-31", "2020-09-30", "2020-10-31", "2020-11-30", "2020-12-31"};
+    check_calendar("month ends", "date,v", me, 5, 17, GPT2RT_SERIES_CALENDAR_MONTHS, 1, 1, 12);
+    /* freq='MS' from 2019-01-01 (the monthly file ends 2019-12-01) */
+    static const char *const ms[] = {"2019-01-01", "2019-02-01", "2019-03-01", "2019-04-01", "2019-05-01", "2019-06-01",
+                                     "2019-07-01", "2019-08-01", "2019-09-01", "2019-10-01", "2019-11-01", "2019-12-01",
+                                     "2020-01-01", "2020-02-01", "2020-03-01", "2020-04-01", "2020-05-01", "2020-06-01",
+                                     "2020-07-01", "2020-08-01", "2020-09-01", "2020-10-01", "2020-11-01", "2020-12-01"};
+    check_calendar("month starts", "date,v", ms, 12, 24, GPT2RT_SERIES_CALENDAR_MONTHS, 1, 0, 12);
+    /* freq='QS' from 2008-07-01 (the quarterly file ends 2009-07-01, 2009-10-01): Q4 -> Q1 */
+    static const char *const qs[] = {"2008-07-01", "2008-10-01", "2009-01-01", "2009-04-01", "2009-07-01",
+                                     "2009-10-01", "2010-01-01", "2010-04-01", "2010-07-01"};
+    check_calendar("quarter starts", "date,v", qs, 6, 9, GPT2RT_SERIES_CALENDAR_MONTHS, 3, 0, 4);
+    /* the same quarters as labels (pandas' PeriodIndex, freq='Q'), from 1959Q1 */
+    static const char *const ql[] = {"1959Q1", "1959Q2", "1959Q3", "1959Q4", "1960Q1", "1960Q2", "1960Q3", "1960Q4",
+                                     "1961Q1", "1961Q2", "1961Q3"};
+    check_calendar("quarter labels", "date,v", ql, 7, 11, GPT2RT_SERIES_CALENDAR_MONTHS, 3, 0, 4);
+    static const char *const qd[] = {"1960-Q3", "1960-Q4", "1961-Q1", "1961-Q2"};
+    check_calendar("quarter labels 1960-Q3", "quarter,v", qd, 2, 4, GPT2RT_SERIES_CALENDAR_MONTHS, 3, 0, 4);
+    /* year-month labels (freq='M' periods): 'MS' above cut to YYYY-MM */
+    char ym_text[24][8];
+    const char *ym[24];
+    for (int i = 0; i < 24; i++) { snprintf(ym_text[i], sizeof ym_text[i], "%.7s", ms[i]); ym[i] = ym_text[i]; }
+    check_calendar("year-month labels", "month,v", ym, 12, 24, GPT2RT_SERIES_CALENDAR_MONTHS, 1, 0, 12);
+    /* unpadded year-months stay unpadded */
+    static const char *const ym1[] = {"2020/9", "2020/10", "2020/11", "2020/12", "2021/1", "2021/2"};
+    check_calendar("year-month 2020/9", "date,v", ym1, 4, 6, GPT2RT_SERIES_CALENDAR_MONTHS, 1, 0, 12);
+    /* a year column (found by its name, year), and years under a date column */
+    static const char *const yr[] = {"2015", "2016", "2017", "2018", "2019", "2020", "2021", "2022"};
+    check_calendar("years", "year,v", yr, 6, 8, GPT2RT_SERIES_CALENDAR_MONTHS, 12, 0, 1);
+    check_calendar("years under date", "Date,v", yr, 3, 8, GPT2RT_SERIES_CALENDAR_MONTHS, 12, 0, 1);
+    /* yearly on February 28th (not the month's end in 2020) stays on the 28th; yearly at
+       February's end follows it, 29th in leap years */
+    static const char *const feb28[] = {"2019-02-28", "2020-02-28", "2021-02-28", "2022-02-28"};
+    check_calendar("yearly Feb 28", "date,v", feb28, 2, 4, GPT2RT_SERIES_CALENDAR_MONTHS, 12, 0, 1);
+    static const char *const febend[] = {"2022-02-28", "2023-02-28", "2024-02-29", "2025-02-28"};
+    check_calendar("yearly Feb end", "date,v", febend, 2, 4, GPT2RT_SERIES_CALENDAR_MONTHS, 12, 1, 1);
+    /* monthly on the 30th: the day kept, February's last when shorter */
+    static const char *const m30[] = {"2019-12-30 06:30", "2020-01-30 06:30", "2020-02-29 06:30", "2020-03-30 06:30",
+                                      "2020-04-30 06:30"};
+    check_calendar("monthly on the 30th", "date,v", m30, 3, 5, GPT2RT_SERIES_CALENDAR_MONTHS, 1, 0, 12);
+    /* freq='B' from Thursday 2020-02-20: Friday -> Monday (Saturday 29th skipped) */
+    static const char *const bd[] = {"2020-02-20", "2020-02-21", "2020-02-24", "2020-02-25", "2020-02-26", "2020-02-27",
+                                     "2020-02-28", "2020-03-02", "2020-03-03", "2020-03-04", "2020-03-05", "2020-03-06"};
+    check_calendar("business days", "date,v", bd, 7, 12, GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS, 0, 0, 5);
+    /* a weekday missing (a holiday) is still business-daily */
+    static const char *const bh[] = {"2020-02-20", "2020-02-21", "2020-02-24", "2020-02-26", "2020-02-27",
+                                     "2020-02-28", "2020-03-02"};
+    check_calendar("business days with a holiday", "date,v", bh, 6, 7, GPT2RT_SERIES_CALENDAR_BUSINESS_DAYS, 0, 0, 5);
+    /* fixed steps: daily (weekends included), weekly on Mondays (weekdays, yet 5 a step), hourly,
+       every 15 minutes; a step that is no calendar's cycle */
+    static const char *const dd[] = {"2020-02-27", "2020-02-28", "2020-02-29", "2020-03-01", "2020-03-02"};
+    check_calendar("daily", "date,v", dd, 4, 5, GPT2RT_SERIES_CALENDAR_FIXED, 0, 0, 7);
+    static const char *const wk[] = {"2020-02-17", "2020-02-24", "2020-03-02", "2020-03-09"};
+    check_calendar("weekly", "date,v", wk, 3, 4, GPT2RT_SERIES_CALENDAR_FIXED, 0, 0, 52);
+    static const char *const hr[] = {"2020-02-28 22:00", "2020-02-28 23:00", "2020-02-29 00:00", "2020-02-29 01:00"};
+    check_calendar("hourly", "date,v", hr, 3, 4, GPT2RT_SERIES_CALENDAR_FIXED, 0, 0, 24);
+    static const char *const qh[] = {"2020-02-28 23:15", "2020-02-28 23:30", "2020-02-28 23:45", "2020-02-29 00:00"};
+    check_calendar("15 minutes", "date,v", qh, 3, 4, GPT2RT_SERIES_CALENDAR_FIXED, 0, 0, 96);
+    static const char *const h7[] = {"2020-01-01 00:00", "2020-01-01 07:00", "2020-01-01 14:00", "2020-01-01 21:00",
+                                     "2020-01-02 04:00"};
+    check_calendar("every 7 hours", "date,v", h7, 4, 5, GPT2RT_SERIES_CALENDAR_FIXED, 0, 0, 1);
+    /* numbers stay numbers: four digits among other numbers are not years; no date column */
+    gpt2rt_series_desc d = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE);
+    gpt2rt_series_info in;
+    char buf[64];
+    memset(&in, 0, sizeof in);
+    gpt2rt_series *s = load_ok("999 to 1001", "date,v\n999,1\n1000,2\n1001,3\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_calendar == GPT2RT_SERIES_CALENDAR_FIXED &&
+              in.date_is_calendar == 0 && in.date_step == 1 && in.season == 1 && !strcmp(date_of(s, 3, buf, sizeof buf), "1002"),
+          "numbers 999..1001: calendar %d, step %g, season %d, row 3 %s", (int)in.date_calendar, in.date_step, in.season, buf);
+    gpt2rt_series_free(s);
+    s = load_ok("no dates", "a,b\n1,2\n2,3\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.date_calendar == GPT2RT_SERIES_CALENDAR_NONE &&
+              in.season == 1 && in.date_months == 0, "no date column: calendar %d, season %d", (int)in.date_calendar, in.season);
+    gpt2rt_series_free(s);
+    /* labels off the calendar are refused like dates */
+    bad("quarter 5", "date,v\n1959Q4,1\n1959Q5,2\n", d, GPT2RT_ERR_FORMAT, "line 3 (data row 1)", "\"1959Q5\"",
+        "quarter 5 is not in 1..4");
+    bad("month 13", "date,v\n2020-12,1\n2020-13,2\n", d, GPT2RT_ERR_FORMAT, "line 3 (data row 1)", "\"2020-13\"",
+        "month 13 is not in 1..12");
+}
+
+/* far past the end under month steps: each date from the last row's month + k*n (no
+   error accumulates over 1000 steps), refused past the year 9999 naming the row */
+static void test_calendar_far(void) {
+    char buf[64];
+    static const char *const ms[] = {"2019-10-01", "2019-11-01", "2019-12-01"};
+    static const char *const me[] = {"2019-10-31", "2019-11-30", "2019-12-31"};
+    gpt2rt_series *s = load_dates("monthly", "date,v", ms, 3), *e = load_dates("month ends", "date,v", me, 3);
+    /* 1000 months after 2019-12: (2019*12 + 11 + 1000) = 2103*12 + 3, April 2103 (30 days) */
+    CHECK(!strcmp(date_of(s, 2 + 1000, buf, sizeof buf), "2103-04-01"), "monthly, 1000 past: %s, want 2103-04-01", buf);
+    CHECK(!strcmp(date_of(e, 2 + 1000, buf, sizeof buf), "2103-04-30"), "month ends, 1000 past: %s, want 2103-04-30", buf);
+    /* (9999 - 2019) * 12 = 95760 months after 2019-12 is 9999-12; one more is refused */
+    CHECK(!strcmp(date_of(s, 2 + 95760, buf, sizeof buf), "9999-12-01") &&
+              !strcmp(date_of(e, 2 + 95760, buf, sizeof buf), "9999-12-31"), "95760 months past: %s", buf);
+    gpt2rt_result r = s ? gpt2rt_series_date(s, 2 + 95761, buf, sizeof buf) : GPT2RT_OK;
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && buf[0] == 0 && strstr(gpt2rt_series_last_error(s), "row 95763") &&
+              strstr(gpt2rt_series_last_error(s), "1 month)") && strstr(gpt2rt_series_last_error(s), "year 9999"),
+          "95761 months past: %s: %s", gpt2rt_result_string(r), s ? gpt2rt_series_last_error(s) : "");
+    r = s ? gpt2rt_series_date(s, (int64_t)1 << 62, buf, sizeof buf) : GPT2RT_OK;
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_series_last_error(s), "row 4611686018427387904") &&
+              strstr(gpt2rt_series_last_error(s), "year 9999"), "monthly, row 2^62: %s", s ? gpt2rt_series_last_error(s) : "");
+    gpt2rt_series_free(s);
+    gpt2rt_series_free(e);
+    /* business days: 2020-03-06 is a Friday; 5 * 1000 weekdays later is 7000 days later */
+    static const char *const bd[] = {"2020-03-04", "2020-03-05", "2020-03-06", "2020-03-09"};
+    s = load_dates("business", "date,v", bd, 3 + 1);
+    /* from Monday 2020-03-09, 1000 weeks of weekdays: 2039-05-09 (datetime: date(2020,3,9) + 7000 days) */
+    CHECK(!strcmp(date_of(s, 3 + 5000, buf, sizeof buf), "2039-05-09"), "business, 5000 past: %s, want 2039-05-09", buf);
+    r = s ? gpt2rt_series_date(s, (int64_t)1 << 62, buf, sizeof buf) : GPT2RT_OK;
+    CHECK(r == GPT2RT_ERR_INVALID_ARGUMENT && strstr(gpt2rt_series_last_error(s), "year 9999"), "business, row 2^62: %s",
+          s ? gpt2rt_series_last_error(s) : "");
+    gpt2rt_series_free(s);
+}
+
+/* pandas' df.to_csv() writes its row index as an unnamed first column: skipped and said
+   (before: refused as a column without a name); any other unnamed column, or an unnamed
+   first column that does not count the rows, is refused */
+static void test_index_column(void) {
+    gpt2rt_series_desc d = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE);
+    d.no_scale = 1;
+    gpt2rt_series_info in;
+    char buf[64];
+    memset(&in, 0, sizeof in);
+    gpt2rt_series *s = load_ok("pandas index from 0", ",date,a,b\n0,2025-01-01,1,5\n1,2025-01-02,2,6\n2,2025-01-03,3,7\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.index_column_skipped == 1 && in.channels == 2 &&
+              in.date_column == 1 && !strcmp(gpt2rt_series_column(s, 0), "a") && gpt2rt_series_values(s)[0] == 1.0f &&
+              gpt2rt_series_values(s)[1] == 5.0f && !strcmp(date_of(s, 3, buf, sizeof buf), "2025-01-04"),
+          "index 0, 1, 2 skipped (%d): %d channels, date column %d, row 3 %s", in.index_column_skipped, in.channels,
+          in.date_column, buf);
+    gpt2rt_series_free(s);
+    /* from 1, the date found by content in the first column past the index */
+    s = load_ok("pandas index from 1", ",when,a\n1,2025-01-01,1\n2,2025-01-02,2\n3,2025-01-03,3\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.index_column_skipped == 1 && in.channels == 1 &&
+              in.date_column == 1 && !strcmp(gpt2rt_series_date_column(s), "when"),
+          "index 1, 2, 3 skipped: %d channels, date column %d", in.channels, in.date_column);
+    gpt2rt_series_free(s);
+    s = load_ok("named first column", "id,a\n0,1\n1,2\n", d);
+    CHECK(s && gpt2rt_series_info_get(s, &in) == GPT2RT_OK && in.index_column_skipped == 0 && in.channels == 2,
+          "a named first column is data: skipped %d, %d channels", in.index_column_skipped, in.channels);
+    gpt2rt_series_free(s);
+    bad("unnamed first column, not counting", ",date,a\n0,2025-01-01,1\n2,2025-01-02,2\n", d, GPT2RT_ERR_FORMAT,
+        "column 1 of the header (line 1) has no name", "line 3 holds \"2\" there, not 1", "0, 1, 2, ...");
+    bad("unnamed first column from 5", ",a\n5,1\n6,2\n", d, GPT2RT_ERR_FORMAT, "line 2 holds \"5\" there, not 0 or 1",
+        NULL, NULL);
+    bad("unnamed first column of dates", ",a\n2025-01-01,1\n2025-01-02,2\n", d, GPT2RT_ERR_FORMAT,
+        "column 1 of the header (line 1) has no name", "\"2025-01-01\"", NULL);
+    bad("unnamed first column, 01", ",a\n0,1\n01,2\n", d, GPT2RT_ERR_FORMAT, "line 3 holds \"01\"", NULL, NULL);
+    bad("unnamed second column", "date,,b\n0,1,2\n1,2,3\n", d, GPT2RT_ERR_FORMAT,
+        "column 2 of the header (line 1) has no name", NULL, NULL);
+}
+
 int main(void) {
     test_borders();
     test_scaler_and_windows();
@@ -745,5 +940,8 @@ int main(void) {
     test_columns_fill();
     test_column_names();
     test_dates();
+    test_calendar();
+    test_calendar_far();
+    test_index_column();
     return harness_finish();
 }
