@@ -134,6 +134,11 @@ static void usage(void) {
         "  --gpu rtx3090|rtx4090|a100-40|a100|h100   the card (default rtx3090): its datasheet peaks scaled\n"
         "                                 by what this project's kernels reached on an H100 (GPT-2 124M, bf16,\n"
         "                                 B=8 19.0 ms, B=16 36.5 ms a step); a model, not a measurement\n"
+        "  --gpu custom --gpu-peak TFLOPS,GBPS   a card of --budget bytes: its dense peak in TFLOP/s of the\n"
+        "                                 planned precision and its memory GB/s (without them: no time)\n"
+        "  --cpu-speed GFLOPS,ROWS,GBPS   --backend cpu: this machine's matrix-product peak, the rows at half\n"
+        "                                 of it and its memory GB/s; default: measured (gpt2rt_cpu_speed_measure,\n"
+        "                                 0.1-0.3 s). The CPU model adds the element-wise work at memory speed\n"
         "  --link pcie4|pcie4-host|nvlink|GBPS   the link between the devices, GB/s each way (default:\n"
         "                                 pcie4 for one time; the table with --devices N > 1 shows all three)\n"
         "questions:\n"
@@ -386,6 +391,16 @@ static const gpu_spec GPUS[] = {
 };
 #define N_GPUS (sizeof GPUS / sizeof GPUS[0])
 
+/* --gpu custom: the card's peaks from --gpu-peak (0: not given, so no time) */
+static gpu_spec CUSTOM_GPU = {"custom", "custom card", 0, 0, 0, 0, 0, 0};
+
+/* the CPU backend's speed: --cpu-speed, else measured once (gpt2rt_cpu_speed_measure) */
+static gpt2rt_cpu_speed CPU_SPEED;
+static int cpu_speed_of(const gpt2rt_config *c, gpt2rt_cpu_speed *s) {
+    if (CPU_SPEED.matmul_peak > 0) { *s = CPU_SPEED; return 1; }
+    return gpt2rt_cpu_speed_measure(c->n_threads, 0, s) == GPT2RT_OK;
+}
+
 /* the H100 calibration above */
 #define CAL_B16 450e12   /* bf16 FLOP/s reached of 989.4 */
 #define CAL_FP32 22.7e12 /* fp32 FLOP/s reached of 67 */
@@ -393,9 +408,18 @@ static const gpu_spec GPUS[] = {
 #define CAL_HALF 640.0   /* tokens a micro-batch at half efficiency */
 
 static gpt2rt_hardware gpu_model(const gpu_spec *g, double link_bw) {
-    const gpu_spec *h = &GPUS[N_GPUS - 1];
-    double mm = 32.7 * h->tf32 / g->tf32, at = 211.0 * h->fp32 / g->fp32; /* ms of a B = 8 tf32 step */
     gpt2rt_hardware hw;
+    const gpu_spec *h = &GPUS[N_GPUS - 1];
+    if (g == &CUSTOM_GPU) { /* its peak, at the efficiency the H100 steps reached */
+        memset(&hw, 0, sizeof hw);
+        hw.flops_16 = CAL_B16 * g->b16 / h->b16;
+        hw.flops_fp32 = hw.flops_tf32 = CAL_FP32 * g->fp32 / h->fp32;
+        hw.mem_bw = g->mem;
+        hw.link_bw = link_bw > 0 ? link_bw : 24e9;
+        hw.half_tokens = CAL_HALF;
+        return hw;
+    }
+    double mm = 32.7 * h->tf32 / g->tf32, at = 211.0 * h->fp32 / g->fp32; /* ms of a B = 8 tf32 step */
     memset(&hw, 0, sizeof hw);
     hw.flops_16 = CAL_B16 * g->b16 / h->b16;
     hw.flops_fp32 = CAL_FP32 * g->fp32 / h->fp32;
@@ -407,11 +431,15 @@ static gpt2rt_hardware gpu_model(const gpu_spec *g, double link_bw) {
     return hw;
 }
 
-/* one step of c on the card, term by term; 0: no time (a CPU plan, or a config the
-   model refuses) */
+/* one step of c on the card (CPU: on this machine), term by term; 0: no time (a
+   custom card without --gpu-peak, CPU on several devices, or a config the model refuses) */
 static int model_step(const gpt2rt_config *c, const gpu_spec *g, double link_bw, gpt2rt_step_time *st) {
     memset(st, 0, sizeof *st);
-    if (c->backend != GPT2RT_BACKEND_CUDA) return 0;
+    if (c->backend != GPT2RT_BACKEND_CUDA) {
+        gpt2rt_cpu_speed sp;
+        return cpu_speed_of(c, &sp) && gpt2rt_plan_cpu_time(c, &sp, st, NULL, 0) == GPT2RT_OK && st->total > 0;
+    }
+    if (!(g->b16 > 0)) return 0;
     gpt2rt_hardware hw = gpu_model(g, link_bw);
     return gpt2rt_plan_step_time(c, &hw, c->shard_optimizer, st, NULL, 0) == GPT2RT_OK && st->total > 0;
 }
@@ -491,6 +519,9 @@ static uint64_t margin_of(const options *o, const gpt2rt_memory_plan *p) {
 
 static void parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
+    CUSTOM_GPU.fp32 = CUSTOM_GPU.tf32 = CUSTOM_GPU.b16 = CUSTOM_GPU.mem = 0; /* the page calls this again and again */
+    CUSTOM_GPU.bytes = 0;
+    memset(&CPU_SPEED, 0, sizeof CPU_SPEED);
     gpt2rt_config *c = &o->k.cfg;
     c->backend = GPT2RT_BACKEND_CUDA;
     int ck = 0, ck_given = 0, L = 0, H = 0, C = 0, stages = 0, backend_given = 0, w16 = 0;
@@ -577,7 +608,28 @@ static void parse_args(int argc, char **argv, options *o) {
             o->gpu = NULL;
             for (size_t g = 0; g < N_GPUS; g++)
                 if (same_ci(v, GPUS[g].name)) o->gpu = &GPUS[g];
-            if (!o->gpu) die_arg(name, "'%s' is not rtx3090, rtx4090, a100-40, a100 or h100", v);
+            if (same_ci(v, "custom")) o->gpu = &CUSTOM_GPU;
+            if (!o->gpu) die_arg(name, "'%s' is not rtx3090, rtx4090, a100-40, a100, h100 or custom", v);
+        } else if (!strcmp(name, "--gpu-peak")) {
+            char *end;
+            errno = 0;
+            double tf = strtod(v, &end), gb = *end == ',' ? strtod(end + 1, &end) : -1;
+            if (errno || *end || !(tf > 0 && tf < 1e6) || !(gb > 0 && gb < 1e6))
+                die_arg(name, "'%s' is not TFLOPS,GBPS (the card's dense peak in TFLOP/s of the planned precision and "
+                        "its memory in GB/s, e.g. 989,3350)", v);
+            CUSTOM_GPU.fp32 = CUSTOM_GPU.tf32 = CUSTOM_GPU.b16 = tf * 1e12;
+            CUSTOM_GPU.mem = gb * 1e9;
+        } else if (!strcmp(name, "--cpu-speed")) {
+            char *end;
+            errno = 0;
+            double gf = strtod(v, &end), rows = *end == ',' ? strtod(end + 1, &end) : -1,
+                   gb = *end == ',' ? strtod(end + 1, &end) : -1;
+            if (errno || *end || !(gf > 0 && gf < 1e7) || !(rows >= 0 && rows < 1e6) || !(gb > 0 && gb < 1e6))
+                die_arg(name, "'%s' is not GFLOPS,ROWS,GBPS (matrix products' peak in GFLOP/s, the rows at half of it, "
+                        "memory in GB/s, e.g. 60,300,8; without it the tool measures them)", v);
+            CPU_SPEED.matmul_peak = gf * 1e9;
+            CPU_SPEED.half_rows = rows;
+            CPU_SPEED.mem_bw = gb * 1e9;
         } else if (!strcmp(name, "--link")) {
             char *end;
             double gbps = strtod(v, &end);
@@ -636,6 +688,8 @@ static void parse_args(int argc, char **argv, options *o) {
     }
     if (o->png && !o->sweep && !o->preset) die_arg("--png", "needs --sweep or --preset (it draws one bar per sweep value or option)");
     if (!o->gpu) o->gpu = &GPUS[0];
+    if (o->gpu == &CUSTOM_GPU) CUSTOM_GPU.bytes = o->budget;
+    if (CUSTOM_GPU.b16 > 0 && o->gpu != &CUSTOM_GPU) die_arg("--gpu-peak", "applies to --gpu custom (the named cards' peaks are known)");
     if (o->link.name && !strcmp(o->link.name, "nvlink") && !o->gpu->nvlink) die_arg("--link", "this GPU has no NVLink");
 }
 
@@ -700,7 +754,21 @@ static void print_shares(const gpt2rt_memory_plan *p) {
 static void print_time_line(const options *o, const gpt2rt_memory_plan *p) {
     gpt2rt_step_time st;
     if (!model_step(&p->config, o->gpu, link_bw_of(o), &st)) {
-        printf("step time: not modelled for the CPU backend (the model is of GPUs)\n");
+        if (p->config.backend != GPT2RT_BACKEND_CUDA)
+            printf("step time: not modelled for the CPU backend over %d devices (the CPU model is of one)\n",
+                   p->n_devices);
+        else printf("step time: not modelled for a custom card without its peak (--gpu-peak TFLOPS,GBPS)\n");
+        return;
+    }
+    if (p->config.backend != GPT2RT_BACKEND_CUDA) {
+        gpt2rt_cpu_speed sp;
+        cpu_speed_of(&p->config, &sp);
+        printf("step time (a model of this machine's CPU at %d thread%s, not a measurement of the step: matrix "
+               "products at %.1f GFLOP/s, half of it at %.0f rows, memory at %.1f GB/s, %s): %.3f s, %.0f tokens/s, "
+               "%.3f TFLOP a step\n",
+               p->config.n_threads, p->config.n_threads > 1 ? "s" : "", sp.matmul_peak / 1e9, sp.half_rows,
+               sp.mem_bw / 1e9, CPU_SPEED.matmul_peak > 0 ? "as --cpu-speed gives them" : "as this run measured them",
+               st.total, (double)p->tokens_per_step / st.total, p->flops_per_step / 1e12);
         return;
     }
     printf("step time (a model of %s, calibrated on this project's H100 steps; not a measurement): %.3f s, "
@@ -1395,6 +1463,16 @@ static void json_config(const gpt2rt_config *c) {
 static void json_time(const options *o, const gpt2rt_memory_plan *p) {
     gpt2rt_step_time st;
     if (!model_step(&p->config, o->gpu, link_bw_of(o), &st)) { printf("null"); return; }
+    if (p->config.backend != GPT2RT_BACKEND_CUDA) {
+        gpt2rt_cpu_speed sp;
+        cpu_speed_of(&p->config, &sp);
+        printf("{\"cpu\": true, \"threads\": %d, \"is_model\": true, \"matmul_flops\": %.6g, \"half_rows\": %.6g, "
+               "\"mem_bytes_per_s\": %.6g, \"measured\": %s, \"step_s\": %.6f, \"tokens_per_s\": %.0f, "
+               "\"compute_s\": %.6f, \"update_s\": %.6f}", p->config.n_threads, sp.matmul_peak, sp.half_rows, sp.mem_bw,
+               CPU_SPEED.matmul_peak > 0 ? "false" : "true", st.total, (double)p->tokens_per_step / st.total,
+               st.compute, st.update);
+        return;
+    }
     gpt2rt_hardware hw = gpu_model(o->gpu, link_bw_of(o));
     printf("{\"gpu\": \"%s\", \"label\": \"%s\", \"devices\": %d, \"link_bytes_per_s\": %.0f, "
            "\"is_model\": true, \"flops_fp32\": %.6g, \"flops_tf32\": %.6g, \"flops_16\": %.6g, "
