@@ -689,7 +689,9 @@ static void parse_args(int argc, char **argv, options *o) {
     if (o->png && !o->sweep && !o->preset) die_arg("--png", "needs --sweep or --preset (it draws one bar per sweep value or option)");
     if (!o->gpu) o->gpu = &GPUS[0];
     if (o->gpu == &CUSTOM_GPU) CUSTOM_GPU.bytes = o->budget;
-    if (CUSTOM_GPU.b16 > 0 && o->gpu != &CUSTOM_GPU) die_arg("--gpu-peak", "applies to --gpu custom (the named cards' peaks are known)");
+    if (CUSTOM_GPU.b16 > 0 && o->gpu != &CUSTOM_GPU)
+        die_arg("--gpu-peak", "'%.6g,%.6g' applies to --gpu custom (%s's peaks are known)", CUSTOM_GPU.b16 / 1e12,
+                CUSTOM_GPU.mem / 1e9, o->gpu->name);
     if (o->link.name && !strcmp(o->link.name, "nvlink") && !o->gpu->nvlink) die_arg("--link", "this GPU has no NVLink");
 }
 
@@ -855,6 +857,17 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
            base->n_devices, g->label, eff.flops_fp32 / 1e12, eff.flops_tf32 / 1e12, eff.flops_16 / 1e12, g->mem / 1e9);
     printf("  %-22s %9s %-5s %-17s %8s %8s %8s %8s %8s %8s %8s %9s %7s\n", "mode", "GiB/dev", "fits", "link", "compute",
            "update", "comm", "hidden", "bubble", "gather", "step s", "tokens/s", "vs 1");
+    /* vs 1: the plan this tool makes of the same flags on one device (the global batch
+       in micro-batches of global / accum), not each mode's own micro-batches run in turn */
+    int64_t global1 = (int64_t)base->batch_size * base->grad_accum * (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1);
+    gpt2rt_config one = *base;
+    one.n_devices = 1;
+    one.parallel = GPT2RT_PARALLEL_NONE;
+    one.shard_optimizer = 0;
+    memset(one.stage_first_layer, 0, sizeof one.stage_first_layer);
+    one.batch_size = (int)(global1 / base->grad_accum);
+    gpt2rt_step_time st1;
+    double t_one = global1 % base->grad_accum == 0 && model_step(&one, g, 0, &st1) ? st1.total : 0.0;
     static const struct { gpt2rt_parallel mode; int sharded; const char *name; } modes[] = {
         {GPT2RT_PARALLEL_DATA, 0, "data parallel"},
         {GPT2RT_PARALLEL_DATA, 1, "data parallel, sharded"},
@@ -891,13 +904,14 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
             snprintf(lab, sizeof lab, "%s %.0f", links[li].label, links[li].bw / 1e9);
             printf("  %-22s %9.2f %-5s %-17s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2fx\n",
                    li ? "" : modes[mi].name, gib, li ? "" : fits, lab, st.compute, st.update, st.comm, st.hidden,
-                   st.bubble, st.gather, st.total, (double)p.tokens_per_step / st.total, st.one_device / st.total);
+                   st.bubble, st.gather, st.total, (double)p.tokens_per_step / st.total, t_one / st.total);
         }
     }
     if (o->budget) printf("  (fits: yes; tight: with less than the margin; NO: over the budget)\n");
-    printf("  (vs 1: the same global batch on one such GPU, were it to fit, over this step; data parallel\n"
-           "  splits the batch over the devices, layer split pipelines its %d micro-batches; sharded keeps\n"
-           "  1/N of the moments and master weights per device)\n", base->grad_accum *
+    printf("  (vs 1: this tool's plan of the same flags on one such GPU, --batch %lld --accum %d (micro-batch %d),\n"
+           "  %.3f s were it to fit, over this step; data parallel splits the batch over the devices, layer split\n"
+           "  pipelines its %d micro-batches; sharded keeps 1/N of the moments and master weights per device)\n",
+           (long long)global1, base->grad_accum, one.batch_size, t_one, base->grad_accum *
            (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1));
 }
 
