@@ -1027,19 +1027,18 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
 
 /* The CPU backend's step-time model: the GPU model's FLOPs and bytes at rates this
    machine measured (its own matrix product and a streaming add), plus the element-wise
-   work the CPU does at memory speed. gpt2rt_cpu_speed_measure times them (0.1-0.3 s),
-   once per process and thread count unless fresh (later calls return the first
-   answer, seconds 0); n_threads 0: OpenMP's count. */
+   work the CPU does at memory speed. gpt2rt_cpu_speed_measure times them (0.1-0.5 s) at
+   config's largest product (config NULL: a 124M-sized one) and thread count, once per
+   process unless fresh (later calls return the first answer, seconds 0). */
 typedef struct gpt2rt_cpu_speed {
-    double matmul_peak; /* FLOP/s the fp32 matrix product tends to with many rows */
-    double half_rows;   /* rows (tokens) at which it reaches half of that */
+    double matmul_peak; /* FLOP/s of the fp32 matrix product */
+    double half_rows;   /* rows (tokens) at which it reaches half of that; 0: measured at the config's rows */
     double mem_bw;      /* bytes/s of a streaming read-modify-write */
     int n_threads;
     double seconds;     /* the calibration's wall time; 0 when the process's first answer was reused */
 } gpt2rt_cpu_speed;
-GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(int n_threads, int fresh, gpt2rt_cpu_speed *out);
-/* One optimizer step of a CPU config (one device) at speed (NULL: measured, at the
-   config's thread count), term by term in out: compute (every micro-batch), update,
+GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, int fresh, gpt2rt_cpu_speed *out);
+/* One optimizer step of a CPU config (one device) at speed (NULL: measured for config), term by term in out: compute (every micro-batch), update,
    total; the multi-device terms are 0. */
 GPT2RT_DEF gpt2rt_result gpt2rt_plan_cpu_time(const gpt2rt_config *config, const gpt2rt_cpu_speed *speed,
                                               gpt2rt_step_time *out, char *err, size_t cap);
@@ -10437,63 +10436,47 @@ static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t
 
 /* ==== 3.3b CPU step time ==== */
 
-/* The calibration: the library's own fp32 matrix product (gpt2rt__sgemm) timed at two
-   row counts, which gives its peak and the rows at which it reaches half of it
-   (rate(M) = peak M / (M + half), two equations, two unknowns), and a streaming add
-   over 48 MiB for the memory rate. Each is timed by the processor time it used over
-   its threads (clock), the best of three: on a machine shared with other programs the
-   wall time also holds their turns, the processor time only its own work, which is
-   what the model predicts (on an idle machine the two agree). About 0.1-0.3 s on 2 cores. */
-static double gpt2rt__cal_clock(int nt) { return (double)clock() / CLOCKS_PER_SEC / nt; }
-
-#define GPT2RT__CAL_N 768
-#define GPT2RT__CAL_K 768
-static double gpt2rt__cal_gemm(float *A, float *B, float *C, void *ws, int64_t M, int nt) {
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = gpt2rt__cal_clock(nt);
-        gpt2rt__sgemm(0, 1, M, GPT2RT__CAL_N, GPT2RT__CAL_K, A, GPT2RT__CAL_K, B, GPT2RT__CAL_K, NULL, 0, C,
-                      GPT2RT__CAL_N, ws, nt);
-        double dt = gpt2rt__cal_clock(nt) - t0;
+/* The calibration: the library's own fp32 matrix product (gpt2rt__sgemm) timed at the
+   shape of the config's largest product, the MLP's (tokens of a micro-batch, C) x (C, 4C)
+   (the reference shape 1024 x 768 x 3072 without a config), and a streaming add over
+   48 MiB for the memory rate. Each the best of five wall-clock timings of at least
+   ~10 ms: on a shared machine the best is the one the neighbours disturbed least. */
+static double gpt2rt__cal_gemm(const float *A, const float *B, float *C, void *ws, int64_t M, int64_t K, int64_t N,
+                               int nt) {
+    double best = 1e30, f = 2.0 * (double)M * (double)N * (double)K;
+    int reps = f >= 2e8 ? 1 : (int)(2e8 / f) + 1;
+    for (int r = 0; r < 5; r++) {
+        double t0 = gpt2rt__now();
+        for (int i = 0; i < reps; i++) gpt2rt__sgemm(0, 1, M, N, K, A, K, B, K, NULL, 0, C, N, ws, nt);
+        double dt = gpt2rt__now() - t0;
         if (dt < best) best = dt;
     }
-    return 2.0 * (double)M * GPT2RT__CAL_N * GPT2RT__CAL_K / (best > 1e-9 ? best : 1e-9);
+    return f * reps / (best > 1e-9 ? best : 1e-9);
 }
 
 static double gpt2rt__cal_stream(float *x, const float *y, int64_t n, int nt) {
     double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = gpt2rt__cal_clock(nt);
+    for (int r = 0; r < 5; r++) {
+        double t0 = gpt2rt__now();
         GPT2RT__PARALLEL_FOR(nt)
         for (int64_t i = 0; i < n; i++) x[i] = x[i] * 0.5f + y[i];
-        double dt = gpt2rt__cal_clock(nt) - t0;
+        double dt = gpt2rt__now() - t0;
         if (dt < best) best = dt;
     }
     return 12.0 * (double)n / (best > 1e-9 ? best : 1e-9); /* x read and written, y read */
 }
 
-static gpt2rt_result gpt2rt__cpu_calibrate(int nt, gpt2rt_cpu_speed *s) {
-    const int64_t m_big = 1024, m_small = 32, n_stream = (int64_t)6 << 20; /* 2 x 24 MiB: past the caches */
-    size_t fa = (size_t)(m_big * GPT2RT__CAL_K), fb = (size_t)GPT2RT__CAL_N * GPT2RT__CAL_K,
-           fc = (size_t)(m_big * GPT2RT__CAL_N), fs = (size_t)n_stream;
-    size_t wsb = gpt2rt__sgemm_workspace_bytes(nt);
-    float *buf = (float *)gpt2rt__default_alloc(NULL, (fa + fb + fc + 2 * fs) * sizeof(float) + wsb,
-                                                GPT2RT_MEM_BOOKKEEPING);
+static gpt2rt_result gpt2rt__cpu_calibrate(int nt, int64_t M, int64_t K, int64_t N, gpt2rt_cpu_speed *s) {
+    const int64_t n_stream = (int64_t)6 << 20; /* 2 x 24 MiB: past the caches */
+    size_t fa = (size_t)(M * K), fb = (size_t)(N * K), fc = (size_t)(M * N), fs = (size_t)n_stream;
+    size_t wsb = gpt2rt__sgemm_workspace_bytes(nt), need = fa + fb + fc > 2 * fs ? fa + fb + fc : 2 * fs;
+    float *buf = (float *)gpt2rt__default_alloc(NULL, need * sizeof(float) + wsb, GPT2RT_MEM_BOOKKEEPING);
     if (!buf) return GPT2RT_ERR_OUT_OF_MEMORY;
-    float *A = buf, *B = A + fa, *C = B + fb, *x = C + fc, *y = x + fs;
-    for (size_t i = 0; i < fa + fb; i++) buf[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
-    for (size_t i = 0; i < 2 * fs; i++) x[i] = 1.0f;
-    memset(C, 0, fc * sizeof(float));
+    for (size_t i = 0; i < need; i++) buf[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
     double t0 = gpt2rt__now();
-    double big = gpt2rt__cal_gemm(A, B, C, y + fs, m_big, nt), small = gpt2rt__cal_gemm(A, B, C, y + fs, m_small, nt);
-    /* big = P Mb/(Mb+h), small = P Ms/(Ms+h): h from their ratio; a rate that does not
-       grow with M (noise) gives h = 0, the peak then being the faster of the two */
-    double r = big / small, h = 0.0;
-    if (r > 1.0) h = (double)m_small * m_big * (r - 1.0) / ((double)m_big - r * m_small);
-    if (!(h >= 0.0) || h > 1e5) h = 0.0;
-    s->matmul_peak = h > 0.0 ? big * (m_big + h) / m_big : (big > small ? big : small);
-    s->half_rows = h;
-    s->mem_bw = gpt2rt__cal_stream(x, y, n_stream, nt);
+    s->matmul_peak = gpt2rt__cal_gemm(buf, buf + fa, buf + fa + fb, buf + need, M, K, N, nt);
+    s->half_rows = 0.0; /* measured at the config's own rows */
+    s->mem_bw = gpt2rt__cal_stream(buf, buf + fs, n_stream, nt);
     s->n_threads = nt;
     s->seconds = gpt2rt__now() - t0;
     gpt2rt__default_free(NULL, buf, GPT2RT_MEM_BOOKKEEPING);
@@ -10551,21 +10534,40 @@ static void gpt2rt__cpu_step_time(const gpt2rt_config *c, const gpt2rt_cpu_speed
     st->one_device = st->total;
 }
 
-/* the calibration, once per process and thread count: later calls copy it */
-static gpt2rt_cpu_speed gpt2rt__cpu_speed_cache;
+/* the calibrations of this process, by thread count and shape: later calls copy them */
+typedef struct gpt2rt__cpu_cal { int64_t M, K, N; gpt2rt_cpu_speed s; } gpt2rt__cpu_cal;
+static gpt2rt__cpu_cal gpt2rt__cpu_cals[8];
 
-GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(int n_threads, int fresh, gpt2rt_cpu_speed *out) {
+GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, int fresh, gpt2rt_cpu_speed *out) {
+    gpt2rt_config c;
+    char why[512];
+    int64_t M = 1024, K = 768, N = 3072;
+    int nt = gpt2rt__default_threads();
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-    if (n_threads <= 0) n_threads = gpt2rt__default_threads();
-    if (n_threads < 1) n_threads = 1;
-    if (!fresh && gpt2rt__cpu_speed_cache.n_threads == n_threads) {
-        *out = gpt2rt__cpu_speed_cache;
-        out->seconds = 0.0;
-        return GPT2RT_OK;
+    if (config) {
+        gpt2rt_result r = gpt2rt__cfg_resolve(config, &c, why, sizeof why);
+        if (r != GPT2RT_OK) return r;
+        gpt2rt__dims d = gpt2rt__dims_of(&c);
+        M = d.BT; K = d.C; N = 4 * d.C; nt = c.n_threads;
     }
-    gpt2rt_result r = gpt2rt__cpu_calibrate(n_threads, out);
-    if (r == GPT2RT_OK) gpt2rt__cpu_speed_cache = *out;
+    if (nt < 1) nt = 1;
+    int slot = 0;
+    for (int i = 0; i < 8; i++) {
+        gpt2rt__cpu_cal *e = &gpt2rt__cpu_cals[i];
+        if (e->s.n_threads == nt && e->M == M && e->K == K && e->N == N) {
+            if (!fresh) { *out = e->s; out->seconds = 0.0; return GPT2RT_OK; }
+            slot = i;
+            break;
+        }
+        if (!e->s.n_threads) { slot = i; break; }
+        slot = (i + 1) % 8; /* full: the oldest goes (roughly) */
+    }
+    gpt2rt_result r = gpt2rt__cpu_calibrate(nt, M, K, N, out);
+    if (r == GPT2RT_OK) {
+        gpt2rt__cpu_cals[slot].M = M; gpt2rt__cpu_cals[slot].K = K; gpt2rt__cpu_cals[slot].N = N;
+        gpt2rt__cpu_cals[slot].s = *out;
+    }
     return r;
 }
 
@@ -10591,7 +10593,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_cpu_time(const gpt2rt_config *config, const
         r = GPT2RT_ERR_NOT_IMPLEMENTED;
     }
     if (r == GPT2RT_OK && !speed) {
-        r = gpt2rt_cpu_speed_measure(c.n_threads, 0, &own);
+        r = gpt2rt_cpu_speed_measure(&c, 0, &own);
         if (r != GPT2RT_OK) snprintf(why, sizeof why, "gpt2rt_plan_cpu_time: no memory for the calibration's buffers");
         speed = &own;
     }

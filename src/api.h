@@ -373,19 +373,18 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
 
 /* The CPU backend's step-time model: the GPU model's FLOPs and bytes at rates this
    machine measured (its own matrix product and a streaming add), plus the element-wise
-   work the CPU does at memory speed. gpt2rt_cpu_speed_measure times them (0.1-0.3 s),
-   once per process and thread count unless fresh (later calls return the first
-   answer, seconds 0); n_threads 0: OpenMP's count. */
+   work the CPU does at memory speed. gpt2rt_cpu_speed_measure times them (0.1-0.5 s) at
+   config's largest product (config NULL: a 124M-sized one) and thread count, once per
+   process unless fresh (later calls return the first answer, seconds 0). */
 typedef struct gpt2rt_cpu_speed {
-    double matmul_peak; /* FLOP/s the fp32 matrix product tends to with many rows */
-    double half_rows;   /* rows (tokens) at which it reaches half of that */
+    double matmul_peak; /* FLOP/s of the fp32 matrix product */
+    double half_rows;   /* rows (tokens) at which it reaches half of that; 0: measured at the config's rows */
     double mem_bw;      /* bytes/s of a streaming read-modify-write */
     int n_threads;
     double seconds;     /* the calibration's wall time; 0 when the process's first answer was reused */
 } gpt2rt_cpu_speed;
-GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(int n_threads, int fresh, gpt2rt_cpu_speed *out);
-/* One optimizer step of a CPU config (one device) at speed (NULL: measured, at the
-   config's thread count), term by term in out: compute (every micro-batch), update,
+GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, int fresh, gpt2rt_cpu_speed *out);
+/* One optimizer step of a CPU config (one device) at speed (NULL: measured for config), term by term in out: compute (every micro-batch), update,
    total; the multi-device terms are 0. */
 GPT2RT_DEF gpt2rt_result gpt2rt_plan_cpu_time(const gpt2rt_config *config, const gpt2rt_cpu_speed *speed,
                                               gpt2rt_step_time *out, char *err, size_t cap);

@@ -132,6 +132,30 @@ if built gpt2rt-mem; then
     else bad "gpt2rt-mem vs 1: one device '$one', the table's '$two'"; fi
 fi
 
+# ---- gpt2rt-mem --timeline: 2L+3 points, none over the plan, the activations rising through
+# the forward and falling through the backward; full recompute and a chunked classifier lower the peak
+if built gpt2rt-mem; then
+    tl() { "$B/cli_gpt2rt-mem" --model 124M --seq 256 --batch 4 --timeline "$@" 2>&1; }
+    out=$(tl)
+    rows=$(echo "$out" | grep -cE '^  (start|forward [0-9]+|classifier|backward [0-9]+|update) ')
+    acts=$(echo "$out" | awk '$1 == "forward" || $1 == "backward" { print $6 }' | tr '\n' ' ')
+    if [ "$rows" = 27 ] && echo "$out" | grep -q '^  peak: .* within the plan' &&
+       awk -v a="$acts" 'BEGIN { n = split(a, x, " "); if (n != 24) exit 1; for (i = 2; i <= 12; i++) if (x[i] + 0 <= x[i-1] + 0) exit 1;
+            for (i = 14; i <= 24; i++) if (x[i] + 0 >= x[i-1] + 0) exit 1 }'; then
+        ok "gpt2rt-mem --timeline (124M): 27 points, the peak within the plan, activations up 12 layers and down 12"
+    else bad "gpt2rt-mem --timeline: $rows points, activations '$acts'"; echo "$out" | grep peak; fi
+    for flags in "--recompute full" "--recompute selective" "--classifier-chunk 256" "--precision bf16 --recompute full --checkpoint-every 3" "--devices 2"; do
+        # shellcheck disable=SC2086
+        if tl $flags | grep -q '^  peak: .* within the plan'; then ok "gpt2rt-mem --timeline $flags: no point over the plan"
+        else bad "gpt2rt-mem --timeline $flags: $(tl $flags | grep -E 'peak|not shown')"; fi
+    done
+    p0=$(tl | sed -n 's/^  peak: \([0-9.]*\) MiB.*/\1/p'); p1=$(tl --recompute full | sed -n 's/^  peak: \([0-9.]*\) MiB.*/\1/p')
+    p2=$(tl --classifier-chunk 256 | sed -n 's/^  peak: \([0-9.]*\) MiB.*/\1/p')
+    if awk -v a="$p0" -v b="$p1" -v c="$p2" 'BEGIN { exit !(b < a && c < a) }'; then
+        ok "gpt2rt-mem --timeline: full recompute ($p1 MiB) and a 256-token chunk ($p2) lower the peak ($p0)"
+    else bad "gpt2rt-mem --timeline peaks: none $p0, full $p1, chunk $p2"; fi
+fi
+
 # ---- data/ from any directory (the program's own ../data)
 TINY="--layers 2 --heads 2 --width 32 --seq 16 --batch 4 --gen 0"
 if built train_text; then

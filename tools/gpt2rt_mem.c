@@ -137,8 +137,9 @@ static void usage(void) {
         "  --gpu custom --gpu-peak TFLOPS,GBPS   a card of --budget bytes: its dense peak in TFLOP/s of the\n"
         "                                 planned precision and its memory GB/s (without them: no time)\n"
         "  --cpu-speed GFLOPS,ROWS,GBPS   --backend cpu: this machine's matrix-product peak, the rows at half\n"
-        "                                 of it and its memory GB/s; default: measured (gpt2rt_cpu_speed_measure,\n"
-        "                                 0.1-0.3 s). The CPU model adds the element-wise work at memory speed\n"
+        "                                 of it (0: the rate holds at every size) and its memory GB/s; default:\n"
+        "                                 measured at the plan's MLP product (gpt2rt_cpu_speed_measure, 0.1-0.5 s).\n"
+        "                                 The CPU model adds the element-wise work at memory speed\n"
         "  --link pcie4|pcie4-host|nvlink|GBPS   the link between the devices, GB/s each way (default:\n"
         "                                 pcie4 for one time; the table with --devices N > 1 shows all three)\n"
         "questions:\n"
@@ -153,6 +154,9 @@ static void usage(void) {
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
         "                                 devices|mode|inference|chunk; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
+        "  --timeline                     the bytes in use at each point of one step (forward layer by layer,\n"
+        "                                 the classifier, backward layer by layer, the update) by category, and\n"
+        "                                 where PyTorch would hold more (in --json: always, as \"timeline\")\n"
         "  --json                         the plan, the time model and (with --budget) the advisor's\n"
         "                                 answer as one JSON object (not with --sweep or --preset)\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
@@ -398,7 +402,7 @@ static gpu_spec CUSTOM_GPU = {"custom", "custom card", 0, 0, 0, 0, 0, 0};
 static gpt2rt_cpu_speed CPU_SPEED;
 static int cpu_speed_of(const gpt2rt_config *c, gpt2rt_cpu_speed *s) {
     if (CPU_SPEED.matmul_peak > 0) { *s = CPU_SPEED; return 1; }
-    return gpt2rt_cpu_speed_measure(c->n_threads, 0, s) == GPT2RT_OK;
+    return gpt2rt_cpu_speed_measure(c, 0, s) == GPT2RT_OK;
 }
 
 /* the H100 calibration above */
@@ -463,7 +467,7 @@ static void set_allm4ts_stage1(gpt2rt_config *c) {
 /* the flags that take no value; every other option takes one (--opt V or --opt=V) */
 static int is_flag_option(const char *a) {
     static const char *flags[] = {"--help", "-h", "--tf32", "--allow-precision", "--allow-shard", "--allow-classifier",
-                                  "--shard", "--inference", "--json", "--capabilities"};
+                                  "--shard", "--inference", "--json", "--capabilities", "--timeline"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(a, flags[i])) return 1;
     return 0;
@@ -482,7 +486,7 @@ typedef struct options {
     uint64_t budget; /* 0: none given */
     uint64_t margin; /* --margin in bytes; with margin_given 0: the default (see margin_of) */
     double margin_frac; /* --margin P%: that fraction of the budget instead */
-    int margin_given, json;
+    int margin_given, json, timeline;
     unsigned allow;
     const char *sweep; /* "knob=v1,v2" */
     const char *png;
@@ -555,6 +559,7 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--shard")) { c->shard_optimizer = 1; continue; }
         if (!strcmp(a, "--inference")) { c->inference = 1; continue; }
         if (!strcmp(a, "--json")) { o->json = 1; continue; }
+        if (!strcmp(a, "--timeline")) { o->timeline = 1; continue; }
         if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
         /* every other option takes a value: --opt V or --opt=V */
         char name[64];
@@ -766,7 +771,7 @@ static void print_time_line(const options *o, const gpt2rt_memory_plan *p) {
         gpt2rt_cpu_speed sp;
         cpu_speed_of(&p->config, &sp);
         printf("step time (a model of this machine's CPU at %d thread%s, not a measurement of the step: matrix "
-               "products at %.1f GFLOP/s, half of it at %.0f rows, memory at %.1f GB/s, %s): %.3f s, %.0f tokens/s, "
+               "products at %.1f GFLOP/s (half of it at %.0f rows), memory at %.1f GB/s, %s): %.3f s, %.0f tokens/s, "
                "%.3f TFLOP a step\n",
                p->config.n_threads, p->config.n_threads > 1 ? "s" : "", sp.matmul_peak / 1e9, sp.half_rows,
                sp.mem_bw / 1e9, CPU_SPEED.matmul_peak > 0 ? "as --cpu-speed gives them" : "as this run measured them",
@@ -1439,6 +1444,139 @@ static int allm4ts_report(const options *o) {
     return 0;
 }
 
+/* ---- --timeline: the bytes in use at each point of one training step ----
+   From the plan's layout: the model state (weights, master, gradients, moments) and the
+   workspace are in use throughout; the activations arena fills layer by layer in the
+   forward (full recompute: a checkpoint every k layers and the current segment's slots)
+   and empties layer by layer in the backward (a layer's saved activations are dead once
+   its backward ran; full recompute refills a segment's slots from its checkpoint); the
+   logits are in use from the classifier until the head's backward, the transient
+   scratch during the backward. The per-layer bytes come from planning one layer more
+   (the arena's difference), the rest of the arena (inputs, the first layer's input,
+   ln_f's output, the losses) from the start. Every point is at most the plan, category
+   by category: the plan is what is allocated, the timeline what of it holds a value
+   still needed. One device, training, not layer split. */
+typedef struct tl_point { char what[32]; uint64_t b[GPT2RT_MEM_COUNT]; uint64_t total; } tl_point;
+#define TL_MAX (2 * 1024 + 3)
+
+static uint64_t act_of(const gpt2rt_config *c, int layers, int recompute, int ck, int *ok) {
+    gpt2rt_config k = *c;
+    gpt2rt_memory_plan p;
+    k.n_layer = layers;
+    k.recompute = (gpt2rt_recompute)recompute;
+    k.checkpoint_every = ck;
+    *ok &= gpt2rt_plan(&k, &p) == GPT2RT_OK;
+    return p.bytes[0][GPT2RT_MEM_ACTIVATIONS];
+}
+
+static uint64_t sub_or0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* the points; 0 with *why when the plan has no timeline here */
+static int timeline_of(const gpt2rt_memory_plan *p, tl_point *pt, const char **why) {
+    const gpt2rt_config *c = &p->config;
+    if (c->inference) { *why = "an inference plan has no backward or update: its timeline is the forward's two layers"; return 0; }
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { *why = "layer split: each device holds its stages' layers; shown for one device and data parallel"; return 0; }
+    int L = c->n_layer, ok = 1, full = c->recompute == GPT2RT_RECOMPUTE_FULL, ck = full ? c->checkpoint_every : 1;
+    if (2 * L + 3 > TL_MAX) { *why = "over 1024 layers"; return 0; }
+    const uint64_t *plan = p->bytes[0];
+    uint64_t act = plan[GPT2RT_MEM_ACTIVATIONS];
+    int rc_layers = full ? GPT2RT_RECOMPUTE_NONE : (int)c->recompute;
+    uint64_t stride = sub_or0(act_of(c, L + 1, rc_layers, 0, &ok), act_of(c, L, rc_layers, 0, &ok));
+    uint64_t fixed = sub_or0(act_of(c, L, rc_layers, 0, &ok), (uint64_t)L * stride);
+    int slots = ck < L ? ck : L, n_ckpt = full ? (L + ck - 1) / ck - 1 : 0;
+    uint64_t ckpt = n_ckpt ? sub_or0(act, fixed + (uint64_t)slots * stride) / (uint64_t)n_ckpt : 0;
+    if (!ok) { *why = "the plan of one layer more failed"; return 0; }
+    int n = 0;
+    for (int phase = 0; phase < 4; phase++) {
+        int count = phase == 0 || phase == 3 ? 1 : phase == 1 ? L + 1 : L;
+        for (int i = 0; i < count; i++) {
+            tl_point *q = &pt[n++];
+            memset(q, 0, sizeof *q);
+            int l = phase == 1 ? i + 1 : L - i; /* forward: layer l done; backward: layer l's backward runs */
+            int head = phase == 1 && i == L;
+            for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+                if (m != GPT2RT_MEM_ACTIVATIONS && m != GPT2RT_MEM_TRANSIENT && m != GPT2RT_MEM_LOGITS) q->b[m] = plan[m];
+            uint64_t a = 0;
+            if (phase == 0) { snprintf(q->what, sizeof q->what, "start"); a = fixed; }
+            else if (phase == 3) snprintf(q->what, sizeof q->what, "update");
+            else if (head) {
+                snprintf(q->what, sizeof q->what, "classifier");
+                a = act;
+                q->b[GPT2RT_MEM_LOGITS] = plan[GPT2RT_MEM_LOGITS];
+            } else if (phase == 1) {
+                snprintf(q->what, sizeof q->what, "forward %d", l);
+                a = !full ? fixed + (uint64_t)l * stride
+                          : fixed + (uint64_t)(l / ck < n_ckpt ? l / ck : n_ckpt) * ckpt + (uint64_t)((l - 1) % ck + 1) * stride;
+            } else {
+                int seg = (l - 1) / ck;
+                snprintf(q->what, sizeof q->what, "backward %d", l);
+                a = !full ? fixed + (uint64_t)l * stride
+                          : fixed + (uint64_t)(seg < n_ckpt ? seg : n_ckpt) * ckpt + (uint64_t)(l - seg * ck) * stride;
+                q->b[GPT2RT_MEM_TRANSIENT] = plan[GPT2RT_MEM_TRANSIENT];
+            }
+            q->b[GPT2RT_MEM_ACTIVATIONS] = a < act ? a : act;
+            for (int m = 0; m < GPT2RT_MEM_COUNT; m++) q->total += q->b[m];
+        }
+    }
+    return n;
+}
+
+/* where PyTorch's usual training loop would hold more, one line a category */
+static void print_torch_lines(const gpt2rt_memory_plan *p) {
+    const gpt2rt_config *c = &p->config;
+    double B = c->batch_size, T = c->seq_len, V = c->vocab_size, H = c->n_head, L = c->n_layer;
+    printf("\nwhere PyTorch would need more (a plain training loop, fp32 logits, AdamW foreach):\n");
+    if (c->input != GPT2RT_INPUT_PATCHES)
+        printf("  %-12s F.cross_entropy keeps the (B,T,V) logits and their log-softmax, 2 x %.1f MiB, and the backward "
+               "makes a third; here %.1f MiB, overwritten in place by its gradient\n", "logits",
+               B * T * V * 4 / 1048576.0, (double)p->bytes[0][GPT2RT_MEM_LOGITS] / 1048576.0);
+    printf("  %-12s autograd keeps each layer's attention probabilities (B,heads,T,T) unless SDPA's flash kernel "
+           "runs: %.1f MiB over the %d layers; here one log-sum-exp a row\n", "activations", B * H * T * T * 4 * L / 1048576.0,
+           c->n_layer);
+    printf("  %-12s torch.optim.AdamW(foreach=True) makes temporaries of the trained parameters' size at the update: "
+           "about %.1f MiB more at that point; here the update runs in place\n", "moments",
+           (double)p->n_trainable * 4 / 1048576.0);
+}
+
+static void print_timeline(const gpt2rt_memory_plan *p) {
+    static tl_point pt[TL_MAX];
+    const char *why = "";
+    int n = timeline_of(p, pt, &why);
+    printf("\ntimeline of one step on device 0 (MiB in use; the plan allocates every column's largest at once):\n");
+    if (!n) { printf("  not shown: %s\n", why); return; }
+    printf("  %-14s", "point");
+    for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+        if (p->bytes[0][m]) printf(" %11s", gpt2rt_mem_name((gpt2rt_mem)m));
+    printf(" %10s %7s\n", "total", "of plan");
+    uint64_t peak = 0;
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        printf("  %-14s", pt[i].what);
+        for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+            if (p->bytes[0][m]) printf(" %11.2f", MIB(pt[i].b[m]));
+        printf(" %10.2f %6.1f%%\n", MIB(pt[i].total), 100.0 * (double)pt[i].total / (double)p->total[0]);
+        if (pt[i].total > peak) { peak = pt[i].total; at = i; }
+    }
+    printf("  peak: %.2f MiB at %s, %s the plan's %.2f MiB of arenas\n", MIB(peak), pt[at].what,
+           peak <= p->total[0] ? "within" : "OVER", MIB(p->total[0]));
+    print_torch_lines(p);
+}
+
+static void json_timeline(const gpt2rt_memory_plan *p) {
+    static tl_point pt[TL_MAX];
+    const char *why = "";
+    int n = timeline_of(p, pt, &why);
+    if (!n) { printf("null"); return; }
+    printf("[");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"what\": \"%s\", \"bytes\": {", i ? ", " : "", pt[i].what);
+        for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+            printf("%s\"%s\": %llu", m ? ", " : "", gpt2rt_mem_name((gpt2rt_mem)m), (unsigned long long)pt[i].b[m]);
+        printf("}, \"total\": %llu}", (unsigned long long)pt[i].total);
+    }
+    printf("]");
+}
+
 /* ---- --json: the plan, the time model and the advisor's answer, for scripts and the web page ---- */
 
 static void json_str(const char *s) {
@@ -1526,6 +1664,8 @@ static void json_plan(const options *o, const gpt2rt_memory_plan *p, uint64_t ma
     }
     printf("], \"time\": ");
     json_time(o, p);
+    printf(", \"timeline\": ");
+    json_timeline(p);
     printf("}");
 }
 
@@ -1634,6 +1774,7 @@ static int run(int argc, char **argv) {
     print_shares(&plan);
     print_time_line(&o, &plan);
     if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
+    if (o.timeline) print_timeline(&plan);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
 }
 
