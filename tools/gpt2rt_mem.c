@@ -158,7 +158,8 @@ static void usage(void) {
         "                                 the classifier, backward layer by layer, the update) by category, and\n"
         "                                 where PyTorch would hold more (in --json: always, as \"timeline\")\n"
         "  --json                         the plan, the time model and (with --budget) the advisor's\n"
-        "                                 answer as one JSON object (not with --sweep or --preset)\n"
+        "                                 answer as one JSON object; with --sweep, each value's plan (not with\n"
+        "                                 --preset or --png)\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
         "  --capabilities                 which backend, mode, input, head, precision and feature\n"
@@ -402,7 +403,12 @@ static gpu_spec CUSTOM_GPU = {"custom", "custom card", 0, 0, 0, 0, 0, 0};
 static gpt2rt_cpu_speed CPU_SPEED;
 static int cpu_speed_of(const gpt2rt_config *c, gpt2rt_cpu_speed *s) {
     if (CPU_SPEED.matmul_peak > 0) { *s = CPU_SPEED; return 1; }
+#ifdef __EMSCRIPTEN__
+    (void)c; /* the browser's WebAssembly is not the library's native code on this CPU: no time without --cpu-speed */
+    return 0;
+#else
     return gpt2rt_cpu_speed_measure(c, 0, s) == GPT2RT_OK;
+#endif
 }
 
 /* the H100 calibration above */
@@ -732,7 +738,7 @@ static const char *category_hint(int cat) {
     case GPT2RT_MEM_TRANSIENT: return "one layer's backward scratch: --batch x --seq";
     case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum, or --classifier-chunk";
     case GPT2RT_MEM_WORKSPACE: return "library scratch, roughly fixed";
-    case GPT2RT_MEM_COMM: return "layer split: the first device's wte gradient";
+    case GPT2RT_MEM_COMM: return "always 0: the library lists the category, but no plan assigns bytes to it";
     case GPT2RT_MEM_KVCACHE: return "generation: 2 x layers x --kv-batch x --kv-len x width floats";
     }
     return "";
@@ -1444,6 +1450,18 @@ static int allm4ts_report(const options *o) {
     return 0;
 }
 
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch == '\n') printf("\\n");
+        else if (ch < 0x20) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+
 /* ---- --timeline: the bytes in use at each point of one training step ----
    From the plan's layout: the model state (weights, master, gradients, moments) and the
    workspace are in use throughout; the activations arena fills layer by layer in the
@@ -1521,21 +1539,34 @@ static int timeline_of(const gpt2rt_memory_plan *p, tl_point *pt, const char **w
     return n;
 }
 
-/* where PyTorch's usual training loop would hold more, one line a category */
-static void print_torch_lines(const gpt2rt_memory_plan *p) {
+/* where PyTorch's usual training loop would hold more, one line a category: n lines
+   into lines[] (category, then the line) */
+static int torch_lines(const gpt2rt_memory_plan *p, const char *cat[3], char lines[3][320]) {
     const gpt2rt_config *c = &p->config;
     double B = c->batch_size, T = c->seq_len, V = c->vocab_size, H = c->n_head, L = c->n_layer;
+    int n = 0;
+    if (c->input != GPT2RT_INPUT_PATCHES) {
+        cat[n] = "logits";
+        snprintf(lines[n++], 320, "F.cross_entropy keeps the (B,T,V) logits and their log-softmax, 2 x %.1f MiB, and the backward "
+               "makes a third; here %.1f MiB, overwritten in place by its gradient",
+                 B * T * V * 4 / 1048576.0, (double)p->bytes[0][GPT2RT_MEM_LOGITS] / 1048576.0);
+    }
+    cat[n] = "activations";
+    snprintf(lines[n++], 320, "autograd keeps each layer's attention probabilities (B,heads,T,T) unless SDPA's flash kernel "
+           "runs: %.1f MiB over the %d layers; here one log-sum-exp a row", B * H * T * T * 4 * L / 1048576.0, c->n_layer);
+    cat[n] = "moments";
+    snprintf(lines[n++], 320, "torch.optim.AdamW(foreach=True) makes temporaries of the trained parameters' size at "
+             "the update: about %.1f MiB more at that point; here the update runs in place",
+             (double)p->n_trainable * 4 / 1048576.0);
+    return n;
+}
+
+static void print_torch_lines(const gpt2rt_memory_plan *p) {
+    const char *cat[3];
+    char lines[3][320];
+    int n = torch_lines(p, cat, lines);
     printf("\nwhere PyTorch would need more (a plain training loop, fp32 logits, AdamW foreach):\n");
-    if (c->input != GPT2RT_INPUT_PATCHES)
-        printf("  %-12s F.cross_entropy keeps the (B,T,V) logits and their log-softmax, 2 x %.1f MiB, and the backward "
-               "makes a third; here %.1f MiB, overwritten in place by its gradient\n", "logits",
-               B * T * V * 4 / 1048576.0, (double)p->bytes[0][GPT2RT_MEM_LOGITS] / 1048576.0);
-    printf("  %-12s autograd keeps each layer's attention probabilities (B,heads,T,T) unless SDPA's flash kernel "
-           "runs: %.1f MiB over the %d layers; here one log-sum-exp a row\n", "activations", B * H * T * T * 4 * L / 1048576.0,
-           c->n_layer);
-    printf("  %-12s torch.optim.AdamW(foreach=True) makes temporaries of the trained parameters' size at the update: "
-           "about %.1f MiB more at that point; here the update runs in place\n", "moments",
-           (double)p->n_trainable * 4 / 1048576.0);
+    for (int i = 0; i < n; i++) printf("  %-12s %s\n", cat[i], lines[i]);
 }
 
 static void print_timeline(const gpt2rt_memory_plan *p) {
@@ -1566,7 +1597,7 @@ static void json_timeline(const gpt2rt_memory_plan *p) {
     static tl_point pt[TL_MAX];
     const char *why = "";
     int n = timeline_of(p, pt, &why);
-    if (!n) { printf("null"); return; }
+    if (!n) { printf("null, \"timeline_why\": "); json_str(why); return; }
     printf("[");
     for (int i = 0; i < n; i++) {
         printf("%s{\"what\": \"%s\", \"bytes\": {", i ? ", " : "", pt[i].what);
@@ -1578,18 +1609,6 @@ static void json_timeline(const gpt2rt_memory_plan *p) {
 }
 
 /* ---- --json: the plan, the time model and the advisor's answer, for scripts and the web page ---- */
-
-static void json_str(const char *s) {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch == '\n') printf("\\n");
-        else if (ch < 0x20) printf("\\u%04x", ch);
-        else putchar(ch);
-    }
-    putchar('"');
-}
 
 static int json_error(const char *why) {
     printf("{\"error\": ");
@@ -1666,11 +1685,45 @@ static void json_plan(const options *o, const gpt2rt_memory_plan *p, uint64_t ma
     json_time(o, p);
     printf(", \"timeline\": ");
     json_timeline(p);
-    printf("}");
+    const char *cat[3];
+    char lines[3][320];
+    int n = torch_lines(p, cat, lines);
+    printf(", \"torch\": [");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"category\": \"%s\", \"line\": ", i ? ", " : "", cat[i]);
+        json_str(lines[i]);
+        printf("}");
+    }
+    printf("], \"hints\": {");
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        printf("%s\"%s\": ", i ? ", " : "", gpt2rt_mem_name((gpt2rt_mem)i));
+        json_str(category_hint(i));
+    }
+    printf("}}");
+}
+
+/* --sweep --json: {"tool", "schema", "sweep": {"knob", "rows": [{"value", "plan"} or {"value", "error"}]}} */
+static int json_sweep(const options *o) {
+    static sweep_row rows[MAX_SWEEP];
+    char knob[32];
+    int n = run_sweep_plans(o, knob, rows);
+    printf("{\"tool\": \"gpt2rt-mem\", \"schema\": 1, \"sweep\": {\"knob\": ");
+    json_str(knob);
+    printf(", \"rows\": [");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"value\": ", i ? ", " : "");
+        json_str(rows[i].label);
+        if (rows[i].ok) { printf(", \"plan\": "); json_plan(o, &rows[i].plan, o->budget ? margin_of(o, &rows[i].plan) : 0); }
+        else { printf(", \"error\": "); json_str(rows[i].plan.error); }
+        printf("}");
+    }
+    printf("]}}\n");
+    return 0;
 }
 
 static int json_main(const options *o, const gpt2rt_config *cfg, const gpt2rt_memory_plan *plan, gpt2rt_result r) {
-    if (o->sweep || o->preset || o->png) return json_error("--json answers one config: not with --sweep, --preset or --png");
+    if (o->sweep && !o->preset && !o->png) return json_sweep(o);
+    if (o->sweep || o->preset || o->png) return json_error("--json answers one config: not with --preset or --png");
     if (r != GPT2RT_OK) return json_error(plan->error);
     uint64_t margin = o->budget ? margin_of(o, plan) : 0;
     int rc = 0;
@@ -1807,7 +1860,7 @@ int gpt2rt_mem_web(const char *line) {
 static int form_shows(const char *name, const char *v, const options *o) {
     static const char *shown[] = {"--model", "--layers", "--heads", "--embd", "--seq", "--batch", "--accum",
                                   "--precision", "--tf32", "--recompute", "--classifier-chunk", "--inference",
-                                  "--devices", "--shard", "--gpu", "--budget", "--json", "--input"};
+                                  "--devices", "--shard", "--gpu", "--budget", "--json", "--input", "--gpu-peak"};
     const gpt2rt_config *c = &o->k.cfg;
     int patches = c->input == GPT2RT_INPUT_PATCHES;
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
@@ -1844,7 +1897,8 @@ int gpt2rt_mem_web_form(const char *line) {
     if (gpt2rt_plan(&cfg, &plan) == GPT2RT_OK) cfg = plan.config; /* the defaults filled in */
     printf("{\"form\": ");
     json_config(&cfg);
-    printf(", \"gpu\": \"%s\", \"budget\": %llu, \"extra\": [", o.gpu->name, (unsigned long long)o.budget);
+    printf(", \"gpu\": \"%s\", \"gpu_peak\": [%.6g, %.6g], \"budget\": %llu, \"extra\": [", o.gpu->name,
+           CUSTOM_GPU.b16 / 1e12, CUSTOM_GPU.mem / 1e9, (unsigned long long)o.budget);
     int n = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '='), *v = NULL;
