@@ -1886,7 +1886,8 @@ int gpt2rt_mem_web_form(const char *line) {
     if (setjmp(web_bad_arg)) { json_error(web_why); fflush(stdout); return 2; }
     parse_args(argc, argv, &o);
     if (o.sweep || o.preset || o.png) {
-        json_error("--json answers one config: not with --sweep, --preset or --png");
+        json_error(o.preset || o.png ? "--json answers one config: not with --preset or --png"
+                                     : "--sweep: the page's Compare section plans each value; the form takes one");
         fflush(stdout);
         return 2;
     }
