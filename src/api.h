@@ -375,7 +375,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
    machine measured (its own matrix product and a streaming add), plus the element-wise
    work the CPU does at memory speed. gpt2rt_cpu_speed_measure times them (0.1-0.5 s) at
    config's largest product (config NULL: a 124M-sized one) and thread count, once per
-   process unless fresh (later calls return the first answer, seconds 0). */
+   process unless fresh (later calls return the first answer, seconds 0). The answers are
+   kept in a table of this process: call these from one thread at a time. */
 typedef struct gpt2rt_cpu_speed {
     double matmul_peak; /* FLOP/s of the fp32 matrix product */
     double half_rows;   /* rows (tokens) at which it reaches half of that; 0: measured at the config's rows */
