@@ -409,8 +409,9 @@ int main(int argc, char **argv) {
     counter none;
     gpt2rt_config base = config_of(&s, &EXPERIMENTS[0], &none);
     if (gpt2rt_cpu_speed_measure(&base, 0, &sp) == GPT2RT_OK)
-        printf("this machine (calibrated in %.2f s): matrix products %.1f GFLOP/s at the baseline's MLP shape; "
-               "memory %.1f GB/s\n", sp.seconds, sp.matmul_peak / 1e9, sp.mem_bw / 1e9);
+        printf("this machine (calibrated in %.2f s): matrix products %.1f GFLOP/s at the baseline's MLP shape, "
+               "%.1f at its classifier's; memory %.1f GB/s\n", sp.seconds, sp.matmul_peak / 1e9, sp.head_peak / 1e9,
+               sp.mem_bw / 1e9);
     double lf = 72.0 * s.C * s.C + 12.0 * s.C * s.T, hf = 6.0 * s.V * s.C; /* FLOPs a token: a layer, the classifier */
     printf("the layers do %.0f%% of the FLOPs, the classifier %.0f%%\n", 100.0 * s.L * lf / (s.L * lf + hf),
            100.0 * hf / (s.L * lf + hf));

@@ -380,6 +380,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
 typedef struct gpt2rt_cpu_speed {
     double matmul_peak; /* FLOP/s of the fp32 matrix product */
     double half_rows;   /* rows (tokens) at which it reaches half of that; 0: measured at the config's rows */
+    double head_peak;   /* FLOP/s of the classifier's product (tokens, C) x (C, Vp); 0: matmul_peak */
     double mem_bw;      /* bytes/s of a streaming read-modify-write */
     int n_threads;
     double seconds;     /* the calibration's wall time; 0 when the process's first answer was reused */

@@ -777,10 +777,10 @@ static void print_time_line(const options *o, const gpt2rt_memory_plan *p) {
         gpt2rt_cpu_speed sp;
         cpu_speed_of(&p->config, &sp);
         printf("step time (a model of this machine's CPU at %d thread%s, not a measurement of the step: matrix "
-               "products at %.1f GFLOP/s (half of it at %.0f rows), memory at %.1f GB/s, %s): %.3f s, %.0f tokens/s, "
-               "%.3f TFLOP a step\n",
+               "products at %.1f GFLOP/s (half of it at %.0f rows; the classifier's at %.1f), memory at %.1f GB/s, %s): "
+               "%.3f s, %.0f tokens/s, %.3f TFLOP a step\n",
                p->config.n_threads, p->config.n_threads > 1 ? "s" : "", sp.matmul_peak / 1e9, sp.half_rows,
-               sp.mem_bw / 1e9, CPU_SPEED.matmul_peak > 0 ? "as --cpu-speed gives them" : "as this run measured them",
+               (sp.head_peak > 0 ? sp.head_peak : sp.matmul_peak) / 1e9, sp.mem_bw / 1e9, CPU_SPEED.matmul_peak > 0 ? "as --cpu-speed gives them" : "as this run measured them",
                st.total, (double)p->tokens_per_step / st.total, p->flops_per_step / 1e12);
         return;
     }

@@ -9,7 +9,9 @@
 
 /* The calibration: the library's own fp32 matrix product (gpt2rt__sgemm) timed at the
    shape of the config's largest product, the MLP's (tokens of a micro-batch, C) x (C, 4C)
-   (the reference shape 1024 x 768 x 3072 without a config), and a streaming add over
+   (the reference shape 1024 x 768 x 3072 without a config), the classifier's (tokens, C) x
+   (C, Vp) over at most 8192 of the Vp columns (its rate holds beyond: the columns are
+   independent), and a streaming add over
    48 MiB for the memory rate. Each the best of five wall-clock timings of at least
    ~10 ms: on a shared machine the best is the one the neighbours disturbed least. */
 static double gpt2rt__cal_gemm(const float *A, const float *B, float *C, void *ws, int64_t M, int64_t K, int64_t N,
@@ -37,9 +39,10 @@ static double gpt2rt__cal_stream(float *x, const float *y, int64_t n, int nt) {
     return 12.0 * (double)n / (best > 1e-9 ? best : 1e-9); /* x read and written, y read */
 }
 
-static gpt2rt_result gpt2rt__cpu_calibrate(int nt, int64_t M, int64_t K, int64_t N, gpt2rt_cpu_speed *s) {
+static gpt2rt_result gpt2rt__cpu_calibrate(int nt, int64_t M, int64_t K, int64_t N, int64_t NH, gpt2rt_cpu_speed *s) {
     const int64_t n_stream = (int64_t)6 << 20; /* 2 x 24 MiB: past the caches */
-    size_t fa = (size_t)(M * K), fb = (size_t)(N * K), fc = (size_t)(M * N), fs = (size_t)n_stream;
+    int64_t NB = NH > N ? NH : N;
+    size_t fa = (size_t)(M * K), fb = (size_t)(NB * K), fc = (size_t)(M * NB), fs = (size_t)n_stream;
     size_t wsb = gpt2rt__sgemm_workspace_bytes(nt), need = fa + fb + fc > 2 * fs ? fa + fb + fc : 2 * fs;
     float *buf = (float *)gpt2rt__default_alloc(NULL, need * sizeof(float) + wsb, GPT2RT_MEM_BOOKKEEPING);
     if (!buf) return GPT2RT_ERR_OUT_OF_MEMORY;
@@ -47,6 +50,7 @@ static gpt2rt_result gpt2rt__cpu_calibrate(int nt, int64_t M, int64_t K, int64_t
     double t0 = gpt2rt__now();
     s->matmul_peak = gpt2rt__cal_gemm(buf, buf + fa, buf + fa + fb, buf + need, M, K, N, nt);
     s->half_rows = 0.0; /* measured at the config's own rows */
+    s->head_peak = NH > 0 ? gpt2rt__cal_gemm(buf, buf + fa, buf + fa + fb, buf + need, M, K, NH, nt) : s->matmul_peak;
     s->mem_bw = gpt2rt__cal_stream(buf, buf + fs, n_stream, nt);
     s->n_threads = nt;
     s->seconds = gpt2rt__now() - t0;
@@ -68,8 +72,16 @@ static double gpt2rt__cpu_micro(const gpt2rt_config *c, const gpt2rt__dims *d, c
                                 double *flops) {
     gpt2rt__span whole = gpt2rt__span_of(c, 0);
     double owned, peak = s->matmul_peak, half = s->half_rows, bw = s->mem_bw, tok = (double)d->BT;
-    /* the GPU model's FLOPs and selective-recompute bytes, at this machine's rates */
+    /* the GPU model's FLOPs and selective-recompute bytes, at this machine's rates; the
+       classifier's product at its own rate (its Vp columns run faster than the layers'
+       4C when the micro-batch is small) */
     double t = gpt2rt__predict_micro(c, d, whole, peak, bw, half, 0.0, flops, &owned);
+    if (!d->patches && s->head_peak > 0) {
+        double f_head = tok * 6.0 * (double)d->Vp * d->C, eff = tok / (tok + half);
+        if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) f_head -= tok * 2.0 * (double)d->Vp * d->C;
+        if (d->infer) f_head /= 3.0;
+        t += f_head / (s->head_peak * eff) - f_head / (peak * eff);
+    }
     gpt2rt_config pc = *c; /* the activations every layer makes, kept or not */
     pc.recompute = GPT2RT_RECOMPUTE_NONE;
     pc.checkpoint_every = 0;
@@ -106,13 +118,13 @@ static void gpt2rt__cpu_step_time(const gpt2rt_config *c, const gpt2rt_cpu_speed
 }
 
 /* the calibrations of this process, by thread count and shape: later calls copy them */
-typedef struct gpt2rt__cpu_cal { int64_t M, K, N; gpt2rt_cpu_speed s; } gpt2rt__cpu_cal;
+typedef struct gpt2rt__cpu_cal { int64_t M, K, N, NH; gpt2rt_cpu_speed s; } gpt2rt__cpu_cal;
 static gpt2rt__cpu_cal gpt2rt__cpu_cals[8];
 
 GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, int fresh, gpt2rt_cpu_speed *out) {
     gpt2rt_config c;
     char why[512];
-    int64_t M = 1024, K = 768, N = 3072;
+    int64_t M = 1024, K = 768, N = 3072, NH = 8192;
     int nt = gpt2rt__default_threads();
     if (!out) return GPT2RT_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
@@ -121,12 +133,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, i
         if (r != GPT2RT_OK) return r;
         gpt2rt__dims d = gpt2rt__dims_of(&c);
         M = d.BT; K = d.C; N = 4 * d.C; nt = c.n_threads;
+        NH = d.patches ? 0 : d.Vp < 8192 ? d.Vp : 8192;
     }
     if (nt < 1) nt = 1;
     int slot = 0;
     for (int i = 0; i < 8; i++) {
         gpt2rt__cpu_cal *e = &gpt2rt__cpu_cals[i];
-        if (e->s.n_threads == nt && e->M == M && e->K == K && e->N == N) {
+        if (e->s.n_threads == nt && e->M == M && e->K == K && e->N == N && e->NH == NH) {
             if (!fresh) { *out = e->s; out->seconds = 0.0; return GPT2RT_OK; }
             slot = i;
             break;
@@ -134,9 +147,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, i
         if (!e->s.n_threads) { slot = i; break; }
         slot = (i + 1) % 8; /* full: the oldest goes (roughly) */
     }
-    gpt2rt_result r = gpt2rt__cpu_calibrate(nt, M, K, N, out);
+    gpt2rt_result r = gpt2rt__cpu_calibrate(nt, M, K, N, NH, out);
     if (r == GPT2RT_OK) {
         gpt2rt__cpu_cals[slot].M = M; gpt2rt__cpu_cals[slot].K = K; gpt2rt__cpu_cals[slot].N = N;
+        gpt2rt__cpu_cals[slot].NH = NH;
         gpt2rt__cpu_cals[slot].s = *out;
     }
     return r;
