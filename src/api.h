@@ -371,6 +371,26 @@ typedef struct gpt2rt_step_time {
 GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, const gpt2rt_hardware *hw, int sharded,
                                                gpt2rt_step_time *out, char *err, size_t cap);
 
+/* The CPU backend's step-time model: the GPU model's FLOPs and bytes at rates this
+   machine measured (its own matrix product and a streaming add), plus the element-wise
+   work the CPU does at memory speed. gpt2rt_cpu_speed_measure times them (0.1-0.5 s) at
+   config's largest product (config NULL: a 124M-sized one) and thread count, once per
+   process unless fresh (later calls return the first answer, seconds 0). The answers are
+   kept in a table of this process: call these from one thread at a time. */
+typedef struct gpt2rt_cpu_speed {
+    double matmul_peak; /* FLOP/s of the fp32 matrix product */
+    double half_rows;   /* rows (tokens) at which it reaches half of that; 0: measured at the config's rows */
+    double head_peak;   /* FLOP/s of the classifier's product (tokens, C) x (C, Vp); 0: matmul_peak */
+    double mem_bw;      /* bytes/s of a streaming read-modify-write */
+    int n_threads;
+    double seconds;     /* the calibration's wall time; 0 when the process's first answer was reused */
+} gpt2rt_cpu_speed;
+GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, int fresh, gpt2rt_cpu_speed *out);
+/* One optimizer step of a CPU config (one device) at speed (NULL: measured for config), term by term in out: compute (every micro-batch), update,
+   total; the multi-device terms are 0. */
+GPT2RT_DEF gpt2rt_result gpt2rt_plan_cpu_time(const gpt2rt_config *config, const gpt2rt_cpu_speed *speed,
+                                              gpt2rt_step_time *out, char *err, size_t cap);
+
 GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **ctx, const gpt2rt_config *config);
 GPT2RT_DEF void gpt2rt_free(gpt2rt_ctx *ctx);
 /* why the latest call on ctx failed; "" when it succeeded (each call that takes a

@@ -101,6 +101,61 @@ refuse bench_ts -precision fp8
 refuse bench_tok --seconds nan
 refuse gpt2rt-mem --batch 0x10
 
+# ---- gpt2rt-mem's time models: the CPU model at given rates, a custom card, vs 1
+if built gpt2rt-mem; then
+    M="$B/cli_gpt2rt-mem"
+    cpu_s() { "$M" --model 124M --seq 256 --batch 8 --backend cpu --cpu-speed 60,300,8 "$@" 2>&1 |
+              sed -n 's/^step time (a model of this machine.*): \([0-9.]*\) s,.*/\1/p'; }
+    base=$(cpu_s); full=$(cpu_s --recompute full); acc=$(cpu_s --accum 4); ch=$(cpu_s --classifier-chunk 256)
+    if [ -n "$base" ] && awk -v b="$base" -v f="$full" -v a="$acc" -v c="$ch" \
+         'BEGIN { exit !(b > 0 && f > b && a > b && c > b) }'; then
+        ok "gpt2rt-mem --backend cpu: a step time at --cpu-speed 60,300,8 ($base s); full recompute ($full), B/4 x 4 ($acc) and a 256-token classifier chunk ($ch) cost more"
+    else bad "gpt2rt-mem --backend cpu step times: base '$base' full '$full' accum '$acc' chunk '$ch'"; fi
+    out=$("$M" --model 124M --backend cpu --cpu-speed 60,300,8 --json 2>&1)
+    if echo "$out" | grep -q '"cpu": true, "threads": [0-9]*, "is_model": true, "matmul_flops": 6e+10'; then
+        ok "gpt2rt-mem --backend cpu --json: the time object names the CPU model and its rates"
+    else bad "gpt2rt-mem --backend cpu --json: $(echo "$out" | grep -o '"time": [^}]*' | head -c 200)"; fi
+    refuse gpt2rt-mem --cpu-speed 0,300,8 --backend cpu
+    refuse gpt2rt-mem --gpu-peak 989,3350 --gpu h100
+    refuse gpt2rt-mem --gpu-peak 989 --gpu custom
+    out=$("$M" --model 124M --gpu custom --budget 48GiB 2>&1)
+    if echo "$out" | grep -q '^step time: not modelled for a custom card without its peak (--gpu-peak'; then
+        ok "gpt2rt-mem --gpu custom without --gpu-peak: the time is not modelled, and says what would model it"
+    else bad "gpt2rt-mem --gpu custom: $(echo "$out" | grep 'step time')"; fi
+    a=$("$M" --model 124M --gpu custom --gpu-peak 989.4,3350 --precision bf16 --budget 80GiB 2>&1 | grep -o '): [0-9.]* s,')
+    b=$("$M" --model 124M --gpu h100 --precision bf16 --budget 80GiB 2>&1 | grep -o '): [0-9.]* s,')
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "gpt2rt-mem --gpu custom --gpu-peak 989.4,3350 in bf16: an H100's time ($a)"
+    else bad "gpt2rt-mem custom card with an H100's peak: '$a' vs '$b'"; fi
+    one=$("$M" --model 124M --batch 16 --gpu h100 --precision bf16 2>&1 | sed -n 's/^step time (a model.*): \([0-9.]*\) s,.*/\1/p')
+    two=$("$M" --model 124M --batch 16 --devices 2 --gpu h100 --precision bf16 2>&1 | grep -o '^  [0-9.]* s were it to fit' | grep -o '[0-9.]*' | head -1)
+    if [ -n "$one" ] && [ "$one" = "$two" ]; then ok "gpt2rt-mem --devices 2: vs 1 is over the tool's own one-device plan of the flags ($one s)"
+    else bad "gpt2rt-mem vs 1: one device '$one', the table's '$two'"; fi
+fi
+
+# ---- gpt2rt-mem --timeline: 2L+3 points, none over the plan, the activations rising through
+# the forward and falling through the backward; full recompute and a chunked classifier lower the peak
+if built gpt2rt-mem; then
+    tl() { "$B/cli_gpt2rt-mem" --model 124M --seq 256 --batch 4 --timeline "$@" 2>&1; }
+    out=$(tl)
+    rows=$(echo "$out" | grep -cE '^  (start|forward [0-9]+|classifier|backward [0-9]+|update) ')
+    acts=$(echo "$out" | awk '$1 == "forward" || $1 == "backward" { print $6 }' | tr '\n' ' ')
+    if [ "$rows" = 27 ] && echo "$out" | grep -q '^  peak: .* within the plan' &&
+       awk -v a="$acts" 'BEGIN { n = split(a, x, " "); if (n != 24) exit 1; for (i = 2; i <= 12; i++) if (x[i] + 0 <= x[i-1] + 0) exit 1;
+            for (i = 14; i <= 24; i++) if (x[i] + 0 >= x[i-1] + 0) exit 1 }'; then
+        ok "gpt2rt-mem --timeline (124M): 27 points, the peak within the plan, activations up 12 layers and down 12"
+    else bad "gpt2rt-mem --timeline: $rows points, activations '$acts'"; echo "$out" | grep peak; fi
+    for flags in "--recompute full" "--recompute selective" "--classifier-chunk 256" "--precision bf16 --recompute full --checkpoint-every 3" "--devices 2"; do
+        # shellcheck disable=SC2086
+        if tl $flags | grep -q '^  peak: .* within the plan'; then ok "gpt2rt-mem --timeline $flags: no point over the plan"
+        else bad "gpt2rt-mem --timeline $flags: $(tl $flags | grep -E 'peak|not shown')"; fi
+    done
+    p0=$(tl | sed -n 's/^  peak: \([0-9.]*\) MiB.*/\1/p'); p1=$(tl --recompute full | sed -n 's/^  peak: \([0-9.]*\) MiB.*/\1/p')
+    p2=$(tl --classifier-chunk 256 | sed -n 's/^  peak: \([0-9.]*\) MiB.*/\1/p')
+    if awk -v a="$p0" -v b="$p1" -v c="$p2" 'BEGIN { exit !(b < a && c < a) }'; then
+        ok "gpt2rt-mem --timeline: full recompute ($p1 MiB) and a 256-token chunk ($p2) lower the peak ($p0)"
+    else bad "gpt2rt-mem --timeline peaks: none $p0, full $p1, chunk $p2"; fi
+fi
+
 # ---- data/ from any directory (the program's own ../data)
 TINY="--layers 2 --heads 2 --width 32 --seq 16 --batch 4 --gen 0"
 if built train_text; then

@@ -93,14 +93,18 @@ cat > $W/links.txt <<'LINKS'
 --model 124M --batch 8 --budget 0GiB|
 --model 124M --ctx 512 --seq 512 --batch 8 --budget 24GiB|--ctx 512
 --model 124M --batch 8 --checkpoint-every sqrt --budget 24GiB|--checkpoint-every sqrt
---model 124M --batch 8 --backend cpu --threads 4|--backend cpu --threads 4
+--model 124M --batch 8 --backend cpu --threads 4 --cpu-speed 60,0,8|--backend cpu --threads 4 --cpu-speed 60,0,8
+--model 124M --batch 8 --gpu custom --budget 48GiB|
+--model 124M --batch 8 --precision bf16 --gpu custom --gpu-peak 989.4,3350 --budget 80GiB|
+--model 124M --batch 16 --devices 2 --gpu h100 --link 100 --budget 80GiB|--link 100
+--model 124M --batch 16 --sweep chunk=0,1024,256 --gpu h100 --budget 80GiB|
 --model 1558M --batch 4 --stages 30 --budget 40GB|--stages 30
 --model 1558M --batch 4 --stages 12,24,36 --gpu a100-40 --budget 40GiB|--stages 12,24,36
 --model 355M --batch 32 --budget 24GiB --allow-precision --allow-classifier|--allow-precision --allow-classifier
 --model 124M --batch 16 --devices 2 --budget 24GiB --allow-shard --margin 5%|--allow-shard --margin 5%
 --model 124M --batch 10 --accum 4|
 --model 124M --batch 8 --vocab 50304 --kv-batch 4 --kv-len 256 --link nvlink --gpu a100 --budget 80GiB|--vocab 50304 --kv-batch 4 --kv-len 256 --link nvlink
---model 124M --batch 8 --inference-weights bf16|--inference-weights bf16
+--model 124M --batch 8 --inference-weights bf16 --cpu-speed 60,0,8|--inference-weights bf16 --cpu-speed 60,0,8
 --input patches --head regression --patch 8 --stride 8 --channels 7 --horizon 96 --lookback 336 --batch 32|--head regression --patch 8 --stride 8 --channels 7 --horizon 96 --lookback 336
 --model 124M --batch 8 --frozen head,ln|--frozen head,ln
 --model 124M --batch 8 --mode none|--mode none
@@ -110,6 +114,12 @@ cat > $W/links.txt <<'LINKS'
 --model 124M --batch 8 --bogus 3|
 --model 124M --batch|
 LINKS
+# the lab sheet of docs/memory.md: five links a teacher hands out, each opened the same way
+sed -n '/^<!-- lab sheet -->/,/^<!-- end of the lab sheet -->/p' docs/memory.md | grep -o '`#--[^`]*`' |
+    sed 's/^`#//; s/`$/|/' > $W/lab.txt
+if [ "$(wc -l < $W/lab.txt)" -eq 5 ]; then ok "docs/memory.md's lab sheet: 5 links, each opened below"
+else bad "docs/memory.md's lab sheet: $(wc -l < $W/lab.txt) links, not 5"; fi
+cat $W/lab.txt >> $W/links.txt
 : > $W/links_expected.txt
 while IFS='|' read -r flags extra; do
     # shellcheck disable=SC2086

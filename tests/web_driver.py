@@ -272,6 +272,132 @@ try:
     else:
         bad("'apply' gave %s" % b.eval("gpt2rtPage.args()"))
 
+    # ---- what the page says beside the numbers (the time model's assumptions, the words,
+    # the timeline, the compare view, the layout at 700 px, the form's own errors)
+    def page(args):
+        b.eval("gpt2rtPage.load(%s)" % json.dumps(args))
+        return json.loads(b.eval("gpt2rtPage.json()"))
+    text = lambda sel: b.eval("(() => { const e = document.querySelector(%s); return e ? e.textContent : ''; })()" % json.dumps(sel))
+
+    j = page("--model 124M --batch 8 --gpu custom --budget 48GiB")
+    line = text("#lines")
+    if j["plan"]["time"] is None and "step time: not modelled: a custom card needs its peak" in line:
+        ok("a custom card without its peak: the page says the step time is not modelled and what would model it")
+    else:
+        bad("custom card without peak: time %s, page says '%s'" % (j["plan"]["time"], line[:200]))
+    j = page("--model 124M --batch 8 --backend cpu")
+    if "not modelled here: the CPU model needs this machine's rates" in text("#lines"):
+        ok("--backend cpu without --cpu-speed: the page says it cannot measure this machine, and how a link gives the rates")
+    else:
+        bad("--backend cpu in the page: '%s'" % text("#lines")[:200])
+    j = page("--model 124M --batch 16 --devices 2 --gpu h100 --budget 80GiB")
+    want = "%.0f GB/s" % (j["plan"]["time"]["link_bytes_per_s"] / 1e9)
+    if text("#v-link") == want and "PCIe 4.0 x16, the default" in text("#lines"):
+        ok("two devices: the page names the link its time assumes (%s, PCIe 4.0 x16)" % want)
+    else:
+        bad("the link shown: '%s', the JSON's %s" % (text("#v-link"), want))
+    j = page("--model 124M --batch 16 --classifier-chunk 1024 --gpu h100 --budget 80GiB")
+    if "The chunked classifier is not in this GPU model" in text("#lines"):
+        ok("a chunked classifier on the GPU: the page says the model leaves its cost out (3.4-4.7% measured)")
+    else:
+        bad("chunked classifier: no caveat in '%s'" % text("#lines")[:300])
+
+    # the words: every category's explanation, share and hint shown, not only on hover
+    j = page("--model 124M --seq 1024 --batch 8 --precision bf16 --gpu h100 --budget 80GiB")
+    d0 = j["plan"]["devices"][0]
+    rows = b.eval("""[...document.querySelectorAll('#table tr')].slice(1).map((r) => [...r.cells].map((c) => c.textContent))""")
+    cats = {r[0]: r for r in rows}
+    why = []
+    for cat, v in d0["bytes"].items():
+        r = cats.get(cat)
+        if not r:
+            why.append("no row for " + cat)
+            continue
+        if "%.1f" % (100.0 * v / d0["total"]) != r[4]:
+            why.append("%s shows %s%%, not %.1f" % (cat, r[4], 100.0 * v / d0["total"]))
+        if r[-1] != j["plan"]["hints"][cat] or len(r[1]) < 20:
+            why.append("%s: explanation '%s', hint '%s'" % (cat, r[1][:40], r[-1][:40]))
+    grads, comm = cats.get("grads", ["", ""])[1], cats.get("comm", ["", ""])[1]
+    if "fp32" not in grads or "in the compute precision" in grads:
+        why.append("grads says '%s' (bf16 plans keep fp32 gradients: %d bytes for %d trained)" % (grads, d0["bytes"]["grads"], j["plan"]["n_trainable_padded"]))
+    if not comm.startswith("Always 0") or any(p["devices"][0]["bytes"]["comm"] for p in [j["plan"]]):
+        why.append("comm says '%s'" % comm)
+    if why:
+        bad("the table's words: " + "; ".join(why))
+    else:
+        ok("the table shows each category's explanation, its share of the device (to 0.1%%), the CLI's hint; grads say fp32 "
+           "(%d bytes = 4 x %d trained, in bf16); comm says it is always 0" % (d0["bytes"]["grads"], j["plan"]["n_trainable_padded"]))
+
+    # the scale toggle: on an 80 GiB card a small category grows when the bars scale to the plan
+    h = lambda: b.eval("Math.max(...[...document.querySelectorAll('#bars rect')].map((r) => +r.getAttribute('height')))")
+    tallest = h()
+    b.eval("gpt2rtPage.set('zoom', true)")
+    zoomed = h()
+    b.eval("gpt2rtPage.set('zoom', false)")
+    if zoomed > tallest * 2:
+        ok("'scale to the plan': the tallest category on an 80 GiB card grows from %.0f to %.0f px" % (tallest, zoomed))
+    else:
+        bad("scale toggle: %.1f px -> %.1f px" % (tallest, zoomed))
+
+    # the timeline: a bar a point, each the JSON's, none over the plan; the PyTorch lines
+    for args in ["--model 124M --seq 1024 --batch 8 --gpu rtx3090 --budget 24GiB",
+                 "--model 124M --seq 1024 --batch 8 --recompute full --checkpoint-every 3 --classifier-chunk 1024 --gpu rtx3090 --budget 24GiB",
+                 "--model 355M --seq 1024 --batch 4 --precision bf16 --recompute selective --devices 2 --mode ddp --shard --gpu h100 --budget 80GiB"]:
+        j = page(args)
+        tl, plan = j["plan"]["timeline"], j["plan"]["devices"][0]["arenas"]
+        got = b.eval("[...document.querySelectorAll('#timeline-chart g')].map((g) => [g.dataset.what, +g.dataset.total])")
+        torch = b.eval("document.querySelectorAll('#torch div').length")
+        why = []
+        if got != [[p["what"], p["total"]] for p in tl]:
+            why.append("the chart's points differ from the JSON's")
+        if max(p["total"] for p in tl) > plan or text("#v-tl-verdict") != "within":
+            why.append("a point over the plan (%d > %d)" % (max(p["total"] for p in tl), plan))
+        if len(tl) != 2 * j["plan"]["config"]["layers"] + 3 or torch != len(j["plan"]["torch"]) or torch < 2:
+            why.append("%d points, %d PyTorch lines" % (len(tl), torch))
+        if why:
+            bad("timeline of %s: %s" % (args, "; ".join(why)))
+        else:
+            ok("timeline of %s: %d points as gpt2rt-mem --json's, peak %s of %d bytes planned, %d PyTorch lines" %
+               (args, len(tl), text("#v-tl-peak").replace("\u2009", ""), plan, torch))
+
+    # the compare view: a sweep's plans side by side, its JSON gpt2rt-mem --sweep --json's
+    sweep_args = "--model 124M --seq 1024 --batch 32 --gpu rtx3090 --budget 24GiB --sweep accum=1,2,4"
+    ref = subprocess.run(["build/web/gpt2rt-mem"] + sweep_args.split() + ["--json"], capture_output=True, text=True).stdout.replace("\n", "")
+    b.eval("gpt2rtPage.load(%s)" % json.dumps(sweep_args))
+    sj = b.eval("gpt2rtPage.json()")
+    cols = b.eval("[...document.querySelectorAll('#compare-body td[data-row=\"device total\"]')].map((t) => t.textContent.replace(/\\u2009/g, ''))")
+    want = [str(r["plan"]["devices"][r["plan"]["fullest_device"]]["total"]) for r in json.loads(ref)["sweep"]["rows"]]
+    if sj == ref and cols == want:
+        ok("compare accum=1,2,4: three columns, each device total gpt2rt-mem --sweep --json's (%s)" % ", ".join(want))
+    else:
+        bad("compare: page %s, want %s; JSON equal: %s" % (cols, want, sj == ref))
+    b.eval("gpt2rtPage.set('sweep', '')")
+
+    # the form's own errors name its fields: a negative classifier chunk is refused, not planned as 0
+    page("--model 124M --seq 1024 --batch 8 --gpu rtx3090 --budget 24GiB")
+    b.eval("gpt2rtPage.set('chunk', '-5')")
+    e1 = text("#error")
+    b.eval("gpt2rtPage.set('chunk', '0')")
+    b.eval("gpt2rtPage.set('seq', '2000')")
+    e2 = text("#error")
+    if "'classifier chunk (0: all)' is -5" in e1 and "--" not in e1 and "'sequence length'" in e2 and "--" not in e2 \
+            and "seq_len" not in e2:
+        ok("the form's errors name its fields: '%s' / '%s'" % (e1, e2))
+    else:
+        bad("form errors: '%s' / '%s'" % (e1, e2))
+    b.eval("gpt2rtPage.set('seq', '1024')")
+
+    # 700 px: one column, nothing wider than the window
+    b.send("Emulation.setDeviceMetricsOverride", {"width": 700, "height": 1250, "deviceScaleFactor": 1, "mobile": False})
+    time.sleep(0.2)
+    page("--model 124M --seq 1024 --batch 16 --devices 2 --gpu h100 --budget 80GiB")
+    lay = b.eval("({w: document.documentElement.scrollWidth, cols: getComputedStyle(document.querySelector('main')).gridTemplateColumns.split(' ').length})")
+    if lay["w"] <= 700 and lay["cols"] == 1:
+        ok("at 700 px the page is one column and %d px wide" % lay["w"])
+    else:
+        bad("at 700 px: %s" % lay)
+    b.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1250, "deviceScaleFactor": 1, "mobile": False})
+
     # the screenshot the manual shows: aLLM4TS stage 1 on two 24 GiB cards
     b.eval("document.getElementById('preset-allm4ts').click()")
     time.sleep(0.2)

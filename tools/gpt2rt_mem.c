@@ -134,6 +134,12 @@ static void usage(void) {
         "  --gpu rtx3090|rtx4090|a100-40|a100|h100   the card (default rtx3090): its datasheet peaks scaled\n"
         "                                 by what this project's kernels reached on an H100 (GPT-2 124M, bf16,\n"
         "                                 B=8 19.0 ms, B=16 36.5 ms a step); a model, not a measurement\n"
+        "  --gpu custom --gpu-peak TFLOPS,GBPS   a card of --budget bytes: its dense peak in TFLOP/s of the\n"
+        "                                 planned precision and its memory GB/s (without them: no time)\n"
+        "  --cpu-speed GFLOPS,ROWS,GBPS   --backend cpu: this machine's matrix-product peak, the rows at half\n"
+        "                                 of it (0: the rate holds at every size) and its memory GB/s; default:\n"
+        "                                 measured at the plan's MLP product (gpt2rt_cpu_speed_measure, 0.1-0.5 s).\n"
+        "                                 The CPU model adds the element-wise work at memory speed\n"
         "  --link pcie4|pcie4-host|nvlink|GBPS   the link between the devices, GB/s each way (default:\n"
         "                                 pcie4 for one time; the table with --devices N > 1 shows all three)\n"
         "questions:\n"
@@ -148,8 +154,12 @@ static void usage(void) {
         "  --sweep KNOB=V1,V2,...         KNOB: batch|seq|accum|recompute|precision|layers|\n"
         "                                 devices|mode|inference|chunk; recompute values: none, selective,\n"
         "                                 full, full:K, full:sqrt\n"
+        "  --timeline                     the bytes in use at each point of one step (forward layer by layer,\n"
+        "                                 the classifier, backward layer by layer, the update) by category, and\n"
+        "                                 where PyTorch would hold more (in --json: always, as \"timeline\")\n"
         "  --json                         the plan, the time model and (with --budget) the advisor's\n"
-        "                                 answer as one JSON object (not with --sweep or --preset)\n"
+        "                                 answer as one JSON object; with --sweep, each value's plan (not with\n"
+        "                                 --preset or --png)\n"
         "  --png FILE                     with --sweep: a stacked bar chart of the sweep (needs stb,\n"
         "                                 libstb-dev; without it the table, and a line saying so)\n"
         "  --capabilities                 which backend, mode, input, head, precision and feature\n"
@@ -386,6 +396,21 @@ static const gpu_spec GPUS[] = {
 };
 #define N_GPUS (sizeof GPUS / sizeof GPUS[0])
 
+/* --gpu custom: the card's peaks from --gpu-peak (0: not given, so no time) */
+static gpu_spec CUSTOM_GPU = {"custom", "custom card", 0, 0, 0, 0, 0, 0};
+
+/* the CPU backend's speed: --cpu-speed, else measured once (gpt2rt_cpu_speed_measure) */
+static gpt2rt_cpu_speed CPU_SPEED;
+static int cpu_speed_of(const gpt2rt_config *c, gpt2rt_cpu_speed *s) {
+    if (CPU_SPEED.matmul_peak > 0) { *s = CPU_SPEED; return 1; }
+#ifdef __EMSCRIPTEN__
+    (void)c; /* the browser's WebAssembly is not the library's native code on this CPU: no time without --cpu-speed */
+    return 0;
+#else
+    return gpt2rt_cpu_speed_measure(c, 0, s) == GPT2RT_OK;
+#endif
+}
+
 /* the H100 calibration above */
 #define CAL_B16 450e12   /* bf16 FLOP/s reached of 989.4 */
 #define CAL_FP32 22.7e12 /* fp32 FLOP/s reached of 67 */
@@ -393,9 +418,18 @@ static const gpu_spec GPUS[] = {
 #define CAL_HALF 640.0   /* tokens a micro-batch at half efficiency */
 
 static gpt2rt_hardware gpu_model(const gpu_spec *g, double link_bw) {
-    const gpu_spec *h = &GPUS[N_GPUS - 1];
-    double mm = 32.7 * h->tf32 / g->tf32, at = 211.0 * h->fp32 / g->fp32; /* ms of a B = 8 tf32 step */
     gpt2rt_hardware hw;
+    const gpu_spec *h = &GPUS[N_GPUS - 1];
+    if (g == &CUSTOM_GPU) { /* its peak, at the efficiency the H100 steps reached */
+        memset(&hw, 0, sizeof hw);
+        hw.flops_16 = CAL_B16 * g->b16 / h->b16;
+        hw.flops_fp32 = hw.flops_tf32 = CAL_FP32 * g->fp32 / h->fp32;
+        hw.mem_bw = g->mem;
+        hw.link_bw = link_bw > 0 ? link_bw : 24e9;
+        hw.half_tokens = CAL_HALF;
+        return hw;
+    }
+    double mm = 32.7 * h->tf32 / g->tf32, at = 211.0 * h->fp32 / g->fp32; /* ms of a B = 8 tf32 step */
     memset(&hw, 0, sizeof hw);
     hw.flops_16 = CAL_B16 * g->b16 / h->b16;
     hw.flops_fp32 = CAL_FP32 * g->fp32 / h->fp32;
@@ -407,11 +441,15 @@ static gpt2rt_hardware gpu_model(const gpu_spec *g, double link_bw) {
     return hw;
 }
 
-/* one step of c on the card, term by term; 0: no time (a CPU plan, or a config the
-   model refuses) */
+/* one step of c on the card (CPU: on this machine), term by term; 0: no time (a
+   custom card without --gpu-peak, CPU on several devices, or a config the model refuses) */
 static int model_step(const gpt2rt_config *c, const gpu_spec *g, double link_bw, gpt2rt_step_time *st) {
     memset(st, 0, sizeof *st);
-    if (c->backend != GPT2RT_BACKEND_CUDA) return 0;
+    if (c->backend != GPT2RT_BACKEND_CUDA) {
+        gpt2rt_cpu_speed sp;
+        return cpu_speed_of(c, &sp) && gpt2rt_plan_cpu_time(c, &sp, st, NULL, 0) == GPT2RT_OK && st->total > 0;
+    }
+    if (!(g->b16 > 0)) return 0;
     gpt2rt_hardware hw = gpu_model(g, link_bw);
     return gpt2rt_plan_step_time(c, &hw, c->shard_optimizer, st, NULL, 0) == GPT2RT_OK && st->total > 0;
 }
@@ -435,7 +473,7 @@ static void set_allm4ts_stage1(gpt2rt_config *c) {
 /* the flags that take no value; every other option takes one (--opt V or --opt=V) */
 static int is_flag_option(const char *a) {
     static const char *flags[] = {"--help", "-h", "--tf32", "--allow-precision", "--allow-shard", "--allow-classifier",
-                                  "--shard", "--inference", "--json", "--capabilities"};
+                                  "--shard", "--inference", "--json", "--capabilities", "--timeline"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (!strcmp(a, flags[i])) return 1;
     return 0;
@@ -454,7 +492,7 @@ typedef struct options {
     uint64_t budget; /* 0: none given */
     uint64_t margin; /* --margin in bytes; with margin_given 0: the default (see margin_of) */
     double margin_frac; /* --margin P%: that fraction of the budget instead */
-    int margin_given, json;
+    int margin_given, json, timeline;
     unsigned allow;
     const char *sweep; /* "knob=v1,v2" */
     const char *png;
@@ -491,6 +529,9 @@ static uint64_t margin_of(const options *o, const gpt2rt_memory_plan *p) {
 
 static void parse_args(int argc, char **argv, options *o) {
     memset(o, 0, sizeof *o);
+    CUSTOM_GPU.fp32 = CUSTOM_GPU.tf32 = CUSTOM_GPU.b16 = CUSTOM_GPU.mem = 0; /* the page calls this again and again */
+    CUSTOM_GPU.bytes = 0;
+    memset(&CPU_SPEED, 0, sizeof CPU_SPEED);
     gpt2rt_config *c = &o->k.cfg;
     c->backend = GPT2RT_BACKEND_CUDA;
     int ck = 0, ck_given = 0, L = 0, H = 0, C = 0, stages = 0, backend_given = 0, w16 = 0;
@@ -524,6 +565,7 @@ static void parse_args(int argc, char **argv, options *o) {
         if (!strcmp(a, "--shard")) { c->shard_optimizer = 1; continue; }
         if (!strcmp(a, "--inference")) { c->inference = 1; continue; }
         if (!strcmp(a, "--json")) { o->json = 1; continue; }
+        if (!strcmp(a, "--timeline")) { o->timeline = 1; continue; }
         if (strncmp(a, "--", 2)) die_arg(a, "options start with --");
         /* every other option takes a value: --opt V or --opt=V */
         char name[64];
@@ -577,7 +619,28 @@ static void parse_args(int argc, char **argv, options *o) {
             o->gpu = NULL;
             for (size_t g = 0; g < N_GPUS; g++)
                 if (same_ci(v, GPUS[g].name)) o->gpu = &GPUS[g];
-            if (!o->gpu) die_arg(name, "'%s' is not rtx3090, rtx4090, a100-40, a100 or h100", v);
+            if (same_ci(v, "custom")) o->gpu = &CUSTOM_GPU;
+            if (!o->gpu) die_arg(name, "'%s' is not rtx3090, rtx4090, a100-40, a100, h100 or custom", v);
+        } else if (!strcmp(name, "--gpu-peak")) {
+            char *end;
+            errno = 0;
+            double tf = strtod(v, &end), gb = *end == ',' ? strtod(end + 1, &end) : -1;
+            if (errno || *end || !(tf > 0 && tf < 1e6) || !(gb > 0 && gb < 1e6))
+                die_arg(name, "'%s' is not TFLOPS,GBPS (the card's dense peak in TFLOP/s of the planned precision and "
+                        "its memory in GB/s, e.g. 989,3350)", v);
+            CUSTOM_GPU.fp32 = CUSTOM_GPU.tf32 = CUSTOM_GPU.b16 = tf * 1e12;
+            CUSTOM_GPU.mem = gb * 1e9;
+        } else if (!strcmp(name, "--cpu-speed")) {
+            char *end;
+            errno = 0;
+            double gf = strtod(v, &end), rows = *end == ',' ? strtod(end + 1, &end) : -1,
+                   gb = *end == ',' ? strtod(end + 1, &end) : -1;
+            if (errno || *end || !(gf > 0 && gf < 1e7) || !(rows >= 0 && rows < 1e6) || !(gb > 0 && gb < 1e6))
+                die_arg(name, "'%s' is not GFLOPS,ROWS,GBPS (matrix products' peak in GFLOP/s, the rows at half of it, "
+                        "memory in GB/s, e.g. 60,300,8; without it the tool measures them)", v);
+            CPU_SPEED.matmul_peak = gf * 1e9;
+            CPU_SPEED.half_rows = rows;
+            CPU_SPEED.mem_bw = gb * 1e9;
         } else if (!strcmp(name, "--link")) {
             char *end;
             double gbps = strtod(v, &end);
@@ -636,6 +699,10 @@ static void parse_args(int argc, char **argv, options *o) {
     }
     if (o->png && !o->sweep && !o->preset) die_arg("--png", "needs --sweep or --preset (it draws one bar per sweep value or option)");
     if (!o->gpu) o->gpu = &GPUS[0];
+    if (o->gpu == &CUSTOM_GPU) CUSTOM_GPU.bytes = o->budget;
+    if (CUSTOM_GPU.b16 > 0 && o->gpu != &CUSTOM_GPU)
+        die_arg("--gpu-peak", "'%.6g,%.6g' applies to --gpu custom (%s's peaks are known)", CUSTOM_GPU.b16 / 1e12,
+                CUSTOM_GPU.mem / 1e9, o->gpu->name);
     if (o->link.name && !strcmp(o->link.name, "nvlink") && !o->gpu->nvlink) die_arg("--link", "this GPU has no NVLink");
 }
 
@@ -671,7 +738,7 @@ static const char *category_hint(int cat) {
     case GPT2RT_MEM_TRANSIENT: return "one layer's backward scratch: --batch x --seq";
     case GPT2RT_MEM_LOGITS: return "--batch x --seq x vocab: a smaller --batch with more --accum, or --classifier-chunk";
     case GPT2RT_MEM_WORKSPACE: return "library scratch, roughly fixed";
-    case GPT2RT_MEM_COMM: return "layer split: the first device's wte gradient";
+    case GPT2RT_MEM_COMM: return "always 0: the library lists the category, but no plan assigns bytes to it";
     case GPT2RT_MEM_KVCACHE: return "generation: 2 x layers x --kv-batch x --kv-len x width floats";
     }
     return "";
@@ -700,7 +767,21 @@ static void print_shares(const gpt2rt_memory_plan *p) {
 static void print_time_line(const options *o, const gpt2rt_memory_plan *p) {
     gpt2rt_step_time st;
     if (!model_step(&p->config, o->gpu, link_bw_of(o), &st)) {
-        printf("step time: not modelled for the CPU backend (the model is of GPUs)\n");
+        if (p->config.backend != GPT2RT_BACKEND_CUDA)
+            printf("step time: not modelled for the CPU backend over %d devices (the CPU model is of one)\n",
+                   p->n_devices);
+        else printf("step time: not modelled for a custom card without its peak (--gpu-peak TFLOPS,GBPS)\n");
+        return;
+    }
+    if (p->config.backend != GPT2RT_BACKEND_CUDA) {
+        gpt2rt_cpu_speed sp;
+        cpu_speed_of(&p->config, &sp);
+        printf("step time (a model of this machine's CPU at %d thread%s, not a measurement of the step: matrix "
+               "products at %.1f GFLOP/s (half of it at %.0f rows; the classifier's at %.1f), memory at %.1f GB/s, %s): "
+               "%.3f s, %.0f tokens/s, %.3f TFLOP a step\n",
+               p->config.n_threads, p->config.n_threads > 1 ? "s" : "", sp.matmul_peak / 1e9, sp.half_rows,
+               (sp.head_peak > 0 ? sp.head_peak : sp.matmul_peak) / 1e9, sp.mem_bw / 1e9, CPU_SPEED.matmul_peak > 0 ? "as --cpu-speed gives them" : "as this run measured them",
+               st.total, (double)p->tokens_per_step / st.total, p->flops_per_step / 1e12);
         return;
     }
     printf("step time (a model of %s, calibrated on this project's H100 steps; not a measurement): %.3f s, "
@@ -787,6 +868,17 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
            base->n_devices, g->label, eff.flops_fp32 / 1e12, eff.flops_tf32 / 1e12, eff.flops_16 / 1e12, g->mem / 1e9);
     printf("  %-22s %9s %-5s %-17s %8s %8s %8s %8s %8s %8s %8s %9s %7s\n", "mode", "GiB/dev", "fits", "link", "compute",
            "update", "comm", "hidden", "bubble", "gather", "step s", "tokens/s", "vs 1");
+    /* vs 1: the plan this tool makes of the same flags on one device (the global batch
+       in micro-batches of global / accum), not each mode's own micro-batches run in turn */
+    int64_t global1 = (int64_t)base->batch_size * base->grad_accum * (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1);
+    gpt2rt_config one = *base;
+    one.n_devices = 1;
+    one.parallel = GPT2RT_PARALLEL_NONE;
+    one.shard_optimizer = 0;
+    memset(one.stage_first_layer, 0, sizeof one.stage_first_layer);
+    one.batch_size = (int)(global1 / base->grad_accum);
+    gpt2rt_step_time st1;
+    double t_one = global1 % base->grad_accum == 0 && model_step(&one, g, 0, &st1) ? st1.total : 0.0;
     static const struct { gpt2rt_parallel mode; int sharded; const char *name; } modes[] = {
         {GPT2RT_PARALLEL_DATA, 0, "data parallel"},
         {GPT2RT_PARALLEL_DATA, 1, "data parallel, sharded"},
@@ -823,13 +915,14 @@ static void print_step_time(const options *o, const gpt2rt_config *base) {
             snprintf(lab, sizeof lab, "%s %.0f", links[li].label, links[li].bw / 1e9);
             printf("  %-22s %9.2f %-5s %-17s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.0f %6.2fx\n",
                    li ? "" : modes[mi].name, gib, li ? "" : fits, lab, st.compute, st.update, st.comm, st.hidden,
-                   st.bubble, st.gather, st.total, (double)p.tokens_per_step / st.total, st.one_device / st.total);
+                   st.bubble, st.gather, st.total, (double)p.tokens_per_step / st.total, t_one / st.total);
         }
     }
     if (o->budget) printf("  (fits: yes; tight: with less than the margin; NO: over the budget)\n");
-    printf("  (vs 1: the same global batch on one such GPU, were it to fit, over this step; data parallel\n"
-           "  splits the batch over the devices, layer split pipelines its %d micro-batches; sharded keeps\n"
-           "  1/N of the moments and master weights per device)\n", base->grad_accum *
+    printf("  (vs 1: this tool's plan of the same flags on one such GPU, --batch %lld --accum %d (micro-batch %d),\n"
+           "  %.3f s were it to fit, over this step; data parallel splits the batch over the devices, layer split\n"
+           "  pipelines its %d micro-batches; sharded keeps 1/N of the moments and master weights per device)\n",
+           (long long)global1, base->grad_accum, one.batch_size, t_one, base->grad_accum *
            (base->parallel == GPT2RT_PARALLEL_DATA ? base->n_devices : 1));
 }
 
@@ -1357,8 +1450,6 @@ static int allm4ts_report(const options *o) {
     return 0;
 }
 
-/* ---- --json: the plan, the time model and the advisor's answer, for scripts and the web page ---- */
-
 static void json_str(const char *s) {
     putchar('"');
     for (; *s; s++) {
@@ -1370,6 +1461,154 @@ static void json_str(const char *s) {
     }
     putchar('"');
 }
+
+/* ---- --timeline: the bytes in use at each point of one training step ----
+   From the plan's layout: the model state (weights, master, gradients, moments) and the
+   workspace are in use throughout; the activations arena fills layer by layer in the
+   forward (full recompute: a checkpoint every k layers and the current segment's slots)
+   and empties layer by layer in the backward (a layer's saved activations are dead once
+   its backward ran; full recompute refills a segment's slots from its checkpoint); the
+   logits are in use from the classifier until the head's backward, the transient
+   scratch during the backward. The per-layer bytes come from planning one layer more
+   (the arena's difference), the rest of the arena (inputs, the first layer's input,
+   ln_f's output, the losses) from the start. Every point is at most the plan, category
+   by category: the plan is what is allocated, the timeline what of it holds a value
+   still needed. One device, training, not layer split. */
+typedef struct tl_point { char what[32]; uint64_t b[GPT2RT_MEM_COUNT]; uint64_t total; } tl_point;
+#define TL_MAX (2 * 1024 + 3)
+
+static uint64_t act_of(const gpt2rt_config *c, int layers, int recompute, int ck, int *ok) {
+    gpt2rt_config k = *c;
+    gpt2rt_memory_plan p;
+    k.n_layer = layers;
+    k.recompute = (gpt2rt_recompute)recompute;
+    k.checkpoint_every = ck;
+    *ok &= gpt2rt_plan(&k, &p) == GPT2RT_OK;
+    return p.bytes[0][GPT2RT_MEM_ACTIVATIONS];
+}
+
+static uint64_t sub_or0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
+
+/* the points; 0 with *why when the plan has no timeline here */
+static int timeline_of(const gpt2rt_memory_plan *p, tl_point *pt, const char **why) {
+    const gpt2rt_config *c = &p->config;
+    if (c->inference) { *why = "an inference plan has no backward or update: its timeline is the forward's two layers"; return 0; }
+    if (c->parallel == GPT2RT_PARALLEL_LAYER_SPLIT) { *why = "layer split: each device holds its stages' layers; shown for one device and data parallel"; return 0; }
+    int L = c->n_layer, ok = 1, full = c->recompute == GPT2RT_RECOMPUTE_FULL, ck = full ? c->checkpoint_every : 1;
+    if (2 * L + 3 > TL_MAX) { *why = "over 1024 layers"; return 0; }
+    const uint64_t *plan = p->bytes[0];
+    uint64_t act = plan[GPT2RT_MEM_ACTIVATIONS];
+    int rc_layers = full ? GPT2RT_RECOMPUTE_NONE : (int)c->recompute;
+    uint64_t stride = sub_or0(act_of(c, L + 1, rc_layers, 0, &ok), act_of(c, L, rc_layers, 0, &ok));
+    uint64_t fixed = sub_or0(act_of(c, L, rc_layers, 0, &ok), (uint64_t)L * stride);
+    int slots = ck < L ? ck : L, n_ckpt = full ? (L + ck - 1) / ck - 1 : 0;
+    uint64_t ckpt = n_ckpt ? sub_or0(act, fixed + (uint64_t)slots * stride) / (uint64_t)n_ckpt : 0;
+    if (!ok) { *why = "the plan of one layer more failed"; return 0; }
+    int n = 0;
+    for (int phase = 0; phase < 4; phase++) {
+        int count = phase == 0 || phase == 3 ? 1 : phase == 1 ? L + 1 : L;
+        for (int i = 0; i < count; i++) {
+            tl_point *q = &pt[n++];
+            memset(q, 0, sizeof *q);
+            int l = phase == 1 ? i + 1 : L - i; /* forward: layer l done; backward: layer l's backward runs */
+            int head = phase == 1 && i == L;
+            for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+                if (m != GPT2RT_MEM_ACTIVATIONS && m != GPT2RT_MEM_TRANSIENT && m != GPT2RT_MEM_LOGITS) q->b[m] = plan[m];
+            uint64_t a = 0;
+            if (phase == 0) { snprintf(q->what, sizeof q->what, "start"); a = fixed; }
+            else if (phase == 3) snprintf(q->what, sizeof q->what, "update");
+            else if (head) {
+                snprintf(q->what, sizeof q->what, "classifier");
+                a = act;
+                q->b[GPT2RT_MEM_LOGITS] = plan[GPT2RT_MEM_LOGITS];
+            } else if (phase == 1) {
+                snprintf(q->what, sizeof q->what, "forward %d", l);
+                a = !full ? fixed + (uint64_t)l * stride
+                          : fixed + (uint64_t)(l / ck < n_ckpt ? l / ck : n_ckpt) * ckpt + (uint64_t)((l - 1) % ck + 1) * stride;
+            } else {
+                int seg = (l - 1) / ck;
+                snprintf(q->what, sizeof q->what, "backward %d", l);
+                a = !full ? fixed + (uint64_t)l * stride
+                          : fixed + (uint64_t)(seg < n_ckpt ? seg : n_ckpt) * ckpt + (uint64_t)(l - seg * ck) * stride;
+                q->b[GPT2RT_MEM_TRANSIENT] = plan[GPT2RT_MEM_TRANSIENT];
+            }
+            q->b[GPT2RT_MEM_ACTIVATIONS] = a < act ? a : act;
+            for (int m = 0; m < GPT2RT_MEM_COUNT; m++) q->total += q->b[m];
+        }
+    }
+    return n;
+}
+
+/* where PyTorch's usual training loop would hold more, one line a category: n lines
+   into lines[] (category, then the line) */
+static int torch_lines(const gpt2rt_memory_plan *p, const char *cat[3], char lines[3][320]) {
+    const gpt2rt_config *c = &p->config;
+    double B = c->batch_size, T = c->seq_len, V = c->vocab_size, H = c->n_head, L = c->n_layer;
+    int n = 0;
+    if (c->input != GPT2RT_INPUT_PATCHES) {
+        cat[n] = "logits";
+        snprintf(lines[n++], 320, "F.cross_entropy keeps the (B,T,V) logits and their log-softmax, 2 x %.1f MiB, and the backward "
+               "makes a third; here %.1f MiB, overwritten in place by its gradient",
+                 B * T * V * 4 / 1048576.0, (double)p->bytes[0][GPT2RT_MEM_LOGITS] / 1048576.0);
+    }
+    cat[n] = "activations";
+    snprintf(lines[n++], 320, "autograd keeps each layer's attention probabilities (B,heads,T,T) unless SDPA's flash kernel "
+           "runs: %.1f MiB over the %d layers; here one log-sum-exp a row", B * H * T * T * 4 * L / 1048576.0, c->n_layer);
+    cat[n] = "moments";
+    snprintf(lines[n++], 320, "torch.optim.AdamW(foreach=True) makes temporaries of the trained parameters' size at "
+             "the update: about %.1f MiB more at that point; here the update runs in place",
+             (double)p->n_trainable * 4 / 1048576.0);
+    return n;
+}
+
+static void print_torch_lines(const gpt2rt_memory_plan *p) {
+    const char *cat[3];
+    char lines[3][320];
+    int n = torch_lines(p, cat, lines);
+    printf("\nwhere PyTorch would need more (a plain training loop, fp32 logits, AdamW foreach):\n");
+    for (int i = 0; i < n; i++) printf("  %-12s %s\n", cat[i], lines[i]);
+}
+
+static void print_timeline(const gpt2rt_memory_plan *p) {
+    static tl_point pt[TL_MAX];
+    const char *why = "";
+    int n = timeline_of(p, pt, &why);
+    printf("\ntimeline of one step on device 0 (MiB in use; the plan allocates every column's largest at once):\n");
+    if (!n) { printf("  not shown: %s\n", why); return; }
+    printf("  %-14s", "point");
+    for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+        if (p->bytes[0][m]) printf(" %11s", gpt2rt_mem_name((gpt2rt_mem)m));
+    printf(" %10s %7s\n", "total", "of plan");
+    uint64_t peak = 0;
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        printf("  %-14s", pt[i].what);
+        for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+            if (p->bytes[0][m]) printf(" %11.2f", MIB(pt[i].b[m]));
+        printf(" %10.2f %6.1f%%\n", MIB(pt[i].total), 100.0 * (double)pt[i].total / (double)p->total[0]);
+        if (pt[i].total > peak) { peak = pt[i].total; at = i; }
+    }
+    printf("  peak: %.2f MiB at %s, %s the plan's %.2f MiB of arenas\n", MIB(peak), pt[at].what,
+           peak <= p->total[0] ? "within" : "OVER", MIB(p->total[0]));
+    print_torch_lines(p);
+}
+
+static void json_timeline(const gpt2rt_memory_plan *p) {
+    static tl_point pt[TL_MAX];
+    const char *why = "";
+    int n = timeline_of(p, pt, &why);
+    if (!n) { printf("null, \"timeline_why\": "); json_str(why); return; }
+    printf("[");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"what\": \"%s\", \"bytes\": {", i ? ", " : "", pt[i].what);
+        for (int m = 0; m < GPT2RT_MEM_COUNT; m++)
+            printf("%s\"%s\": %llu", m ? ", " : "", gpt2rt_mem_name((gpt2rt_mem)m), (unsigned long long)pt[i].b[m]);
+        printf("}, \"total\": %llu}", (unsigned long long)pt[i].total);
+    }
+    printf("]");
+}
+
+/* ---- --json: the plan, the time model and the advisor's answer, for scripts and the web page ---- */
 
 static int json_error(const char *why) {
     printf("{\"error\": ");
@@ -1395,6 +1634,16 @@ static void json_config(const gpt2rt_config *c) {
 static void json_time(const options *o, const gpt2rt_memory_plan *p) {
     gpt2rt_step_time st;
     if (!model_step(&p->config, o->gpu, link_bw_of(o), &st)) { printf("null"); return; }
+    if (p->config.backend != GPT2RT_BACKEND_CUDA) {
+        gpt2rt_cpu_speed sp;
+        cpu_speed_of(&p->config, &sp);
+        printf("{\"cpu\": true, \"threads\": %d, \"is_model\": true, \"matmul_flops\": %.6g, \"half_rows\": %.6g, "
+               "\"mem_bytes_per_s\": %.6g, \"measured\": %s, \"step_s\": %.6f, \"tokens_per_s\": %.0f, "
+               "\"compute_s\": %.6f, \"update_s\": %.6f}", p->config.n_threads, sp.matmul_peak, sp.half_rows, sp.mem_bw,
+               CPU_SPEED.matmul_peak > 0 ? "false" : "true", st.total, (double)p->tokens_per_step / st.total,
+               st.compute, st.update);
+        return;
+    }
     gpt2rt_hardware hw = gpu_model(o->gpu, link_bw_of(o));
     printf("{\"gpu\": \"%s\", \"label\": \"%s\", \"devices\": %d, \"link_bytes_per_s\": %.0f, "
            "\"is_model\": true, \"flops_fp32\": %.6g, \"flops_tf32\": %.6g, \"flops_16\": %.6g, "
@@ -1434,11 +1683,47 @@ static void json_plan(const options *o, const gpt2rt_memory_plan *p, uint64_t ma
     }
     printf("], \"time\": ");
     json_time(o, p);
-    printf("}");
+    printf(", \"timeline\": ");
+    json_timeline(p);
+    const char *cat[3];
+    char lines[3][320];
+    int n = torch_lines(p, cat, lines);
+    printf(", \"torch\": [");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"category\": \"%s\", \"line\": ", i ? ", " : "", cat[i]);
+        json_str(lines[i]);
+        printf("}");
+    }
+    printf("], \"hints\": {");
+    for (int i = 0; i < GPT2RT_MEM_COUNT; i++) {
+        printf("%s\"%s\": ", i ? ", " : "", gpt2rt_mem_name((gpt2rt_mem)i));
+        json_str(category_hint(i));
+    }
+    printf("}}");
+}
+
+/* --sweep --json: {"tool", "schema", "sweep": {"knob", "rows": [{"value", "plan"} or {"value", "error"}]}} */
+static int json_sweep(const options *o) {
+    static sweep_row rows[MAX_SWEEP];
+    char knob[32];
+    int n = run_sweep_plans(o, knob, rows);
+    printf("{\"tool\": \"gpt2rt-mem\", \"schema\": 1, \"sweep\": {\"knob\": ");
+    json_str(knob);
+    printf(", \"rows\": [");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"value\": ", i ? ", " : "");
+        json_str(rows[i].label);
+        if (rows[i].ok) { printf(", \"plan\": "); json_plan(o, &rows[i].plan, o->budget ? margin_of(o, &rows[i].plan) : 0); }
+        else { printf(", \"error\": "); json_str(rows[i].plan.error); }
+        printf("}");
+    }
+    printf("]}}\n");
+    return 0;
 }
 
 static int json_main(const options *o, const gpt2rt_config *cfg, const gpt2rt_memory_plan *plan, gpt2rt_result r) {
-    if (o->sweep || o->preset || o->png) return json_error("--json answers one config: not with --sweep, --preset or --png");
+    if (o->sweep && !o->preset && !o->png) return json_sweep(o);
+    if (o->sweep || o->preset || o->png) return json_error("--json answers one config: not with --preset or --png");
     if (r != GPT2RT_OK) return json_error(plan->error);
     uint64_t margin = o->budget ? margin_of(o, plan) : 0;
     int rc = 0;
@@ -1542,6 +1827,7 @@ static int run(int argc, char **argv) {
     print_shares(&plan);
     print_time_line(&o, &plan);
     if (plan.config.n_devices > 1) print_step_time(&o, &plan.config);
+    if (o.timeline) print_timeline(&plan);
     return o.budget ? report_budget(&o, &cfg, &plan) : 0;
 }
 
@@ -1574,7 +1860,7 @@ int gpt2rt_mem_web(const char *line) {
 static int form_shows(const char *name, const char *v, const options *o) {
     static const char *shown[] = {"--model", "--layers", "--heads", "--embd", "--seq", "--batch", "--accum",
                                   "--precision", "--tf32", "--recompute", "--classifier-chunk", "--inference",
-                                  "--devices", "--shard", "--gpu", "--budget", "--json", "--input"};
+                                  "--devices", "--shard", "--gpu", "--budget", "--json", "--input", "--gpu-peak"};
     const gpt2rt_config *c = &o->k.cfg;
     int patches = c->input == GPT2RT_INPUT_PATCHES;
     for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
@@ -1600,7 +1886,8 @@ int gpt2rt_mem_web_form(const char *line) {
     if (setjmp(web_bad_arg)) { json_error(web_why); fflush(stdout); return 2; }
     parse_args(argc, argv, &o);
     if (o.sweep || o.preset || o.png) {
-        json_error("--json answers one config: not with --sweep, --preset or --png");
+        json_error(o.preset || o.png ? "--json answers one config: not with --preset or --png"
+                                     : "--sweep: the page's Compare section plans each value; the form takes one");
         fflush(stdout);
         return 2;
     }
@@ -1611,7 +1898,8 @@ int gpt2rt_mem_web_form(const char *line) {
     if (gpt2rt_plan(&cfg, &plan) == GPT2RT_OK) cfg = plan.config; /* the defaults filled in */
     printf("{\"form\": ");
     json_config(&cfg);
-    printf(", \"gpu\": \"%s\", \"budget\": %llu, \"extra\": [", o.gpu->name, (unsigned long long)o.budget);
+    printf(", \"gpu\": \"%s\", \"gpu_peak\": [%.6g, %.6g], \"budget\": %llu, \"extra\": [", o.gpu->name,
+           CUSTOM_GPU.b16 / 1e12, CUSTOM_GPU.mem / 1e9, (unsigned long long)o.budget);
     int n = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *eq = strchr(a, '='), *v = NULL;
