@@ -615,8 +615,10 @@
    compiled by nvcc.
 
    ============================================================================
-   CONTENTS of the implementation, in the order data flows (grep "==== N." to
-   jump; each subsystem has one infix)
+   CONTENTS of the implementation, in the order data flows: each section calls only
+   the ones above it (grep "==== N." to jump; each subsystem has one infix; the
+   numbers name the sections and are not yet renumbered to this order; src/ holds
+   one file per entry, listed in src/gpt2rt.h)
    ============================================================================
     1. Common                    1.1 Threads, compiler helpers  1.2 Types: sizes,
                                  tensors, the context  1.3 Hooks, errors, time,
@@ -625,7 +627,8 @@
     2. Config                    defaults (gpt2rt__cfg_)  2.1 Capabilities: what runs
                                  where (gpt2rt__cap_)  2.2 Checks
     3. Layout and plan           3.1 Parameter table  3.2 Activations and arenas
-                                 3.3 Plan  3.4 Advisor (gpt2rt__fit_)
+                                 (and the layer split's search)  3.3 Plan
+                                 11.2 Plan: its public calls  3.4 Advisor (gpt2rt__fit_)
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
                                  4.2 safetensors: writing; files  4.3 Hugging Face
                                  weights and config.json
@@ -637,10 +640,17 @@
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
-    7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
-                                 (gpt2rt__cpu_; the driver every backend plugs
-                                 into: gpt2rt__model_)  7.4 Backend table (the
-                                 CPU's step-level entries and its gpt2rt__backend)
+    9. Optimizer                 (gpt2rt__opt_)
+       Backends' interface       the gpt2rt__backend table, initialisation, the data-
+                                 parallel collectives (src/backend/interface.h); the
+                                 model driver every backend plugs into: dropout's
+                                 masks, the head's dispatch, gpt2rt__model_
+                                 (src/backend/driver.h)
+    7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)
+                                 3.3b CPU step time (the plan's time model on this
+                                 CPU, calibrated once)  7.3 Model (gpt2rt__cpu_)
+                                 7.4 Backend table (the CPU's step-level entries and
+                                 its gpt2rt__backend)
     8. CUDA backend              (nvcc or the emulator: GPT2RT__CUDA, gpt2rt__cu_)
                                  8.1 Common  8.2 Ops  8.3 Attention  8.4 Matrix
                                  products  8.5 Driver  8.6 Device communicators:
@@ -649,17 +659,15 @@
                                  8.7 Layer split on CUDA devices (gpt2rt__ls_cu_)
                                  8.8 Backend table (the CUDA step-level entries,
                                  gpt2rt__cu_be_, and its gpt2rt__backend)
-    9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory;
                                  the executors' table (gpt2rt__exec) and one
                                  device's (gpt2rt__one_)  10.1 Data parallel
                                  (gpt2rt__dp_)  10.2 Layer split (gpt2rt__ls_)
-                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
                                  10.4 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
-   11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
-                                 11.4 Training  11.5 Weights and training state
-                                 files  11.6 Parameters by name  11.7 Generation
-                                 (gpt2rt__gen_)
+                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
+   11. Public calls              11.1 Results and names  11.3 Context  11.4 Training
+                                 11.5 Weights and training state files  11.6
+                                 Parameters by name  11.7 Generation (gpt2rt__gen_)
    12. Forecaster                a client of the public calls: trained, saved and
                                  loaded with what a forecast needs (gpt2rt__fc_)
 
@@ -1759,30 +1767,30 @@ typedef struct gpt2rt__dims {
     int64_t V, Vp, P;      /* vocab, padded vocab, positions (max_seq_len) */
     int64_t B, T, BT;      /* micro-batch, sequence, B*T (patches: B*M series of n_patches tokens) */
     int patches;           /* time series: patch inputs, regression head (V = Vp = 0) */
-    int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
-    int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
+    int64_t Bw, lookback, M; /* patches: windows, lookback, channels (B = Bw*M) */
+    int64_t patch_len, patch_stride, H; /* patches: patch length, stride, horizon (T = n_patches) */
     int affine;            /* patches: RevIN's learned affine */
     gpt2rt_head seqhead;   /* aLLM4TS's sequence head, NEXT_PATCH or PATCH_DECODE; HEAD_LM (0): none */
     int64_t TH;            /* attention: queries t >= TH are placeholders (see only [0,TH) and
                               themselves); T: plain causal */
     int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
-    int nt;                /* CPU threads */
+    int n_threads;         /* CPU threads */
     int cuda;              /* planned for the CUDA backend */
-    int ab;                /* bytes per activation element: 4 (fp32), 2 (bf16, fp16) */
-    int wb;                /* bytes per stored weight: 4, or 2 with an fp32 master copy */
+    int act_bytes;         /* bytes per activation element: 4 (fp32), 2 (bf16, fp16) */
+    int weight_bytes;      /* bytes per stored weight: 4, or 2 with an fp32 master copy */
     unsigned frozen;       /* gpt2rt_group bits */
-    int recompute, ck;     /* recompute level; FULL: checkpoint spacing k */
+    int recompute, checkpoint_every; /* recompute level; FULL: checkpoint spacing k */
     int need_ln1, need_mlp_in; /* ln_1 out / ln_2 out and GELU out feed a trained weight's gradient */
     int keep_ln1, keep_mlp_in; /* ln_1 out; ln_2 out and GELU out: saved by the forward, else
                                   recomputed (if needed) or dropped */
-    int rc;                /* SELECTIVE: a transient buffer for what the backward recomputes */
+    int recompute_buffer;  /* SELECTIVE: a transient buffer for what the backward recomputes */
     int shards;            /* ZeRO-1: ranks the moments and master weights are split over; 1: none */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
-    int64_t KB, KS;        /* generation: KV cache rows and positions (0: no cache) */
-    int64_t hc;            /* tokens the LM head holds logits of at once (classifier_chunk; BT: all) */
+    int64_t kv_batch, kv_len; /* generation: KV cache rows and positions (0: no cache) */
+    int64_t classifier_chunk; /* tokens the LM head holds logits of at once (BT: all) */
     int infer;             /* inference context: every group counts as frozen (no gradients, moments,
                               master), two layer blocks used in turn, no transient */
-    int w16;               /* inference_weights = BF16: the weights arena holds bf16 (wb = 2, no master) */
+    int bf16_weights;      /* inference_weights = BF16: the weights arena holds bf16 (weight_bytes = 2, no master) */
 } gpt2rt__dims;
 
 /* ZeRO-1: the moments, master weights and updates are split over d->shards data-parallel
@@ -1945,8 +1953,8 @@ struct gpt2rt_ctx {
     uint64_t arena_bytes[GPT2RT_MEM_COUNT];
 
     int64_t n_train;   /* floats in the grads arena (and in m, v): the trainable ones */
-    float *params;     /* (n_params); NULL when d.w16 */
-    uint16_t *params16;/* (n_params) bf16 weights (d.w16), the same offsets; else NULL */
+    float *params;     /* (n_params); NULL when d.bf16_weights */
+    uint16_t *params16;/* (n_params) bf16 weights (d.bf16_weights), the same offsets; else NULL */
     float *grads;      /* (n_train) */
     float *m, *v;      /* (n_opt) each: the moments of the trained floats [opt_lo, opt_lo + n_opt)
                           (ZeRO-1: this rank's shard; else all, opt_lo = 0, n_opt = n_train) */
@@ -3504,9 +3512,9 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.patches = c->input == GPT2RT_INPUT_PATCHES;
-    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = GPT2RT_HEAD_LM;
+    d.Bw = d.B; d.lookback = d.T; d.M = 1; d.patch_len = d.patch_stride = d.H = 0; d.affine = 0; d.seqhead = GPT2RT_HEAD_LM;
     if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
-        d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
+        d.M = c->n_channels; d.patch_len = c->patch_len; d.patch_stride = c->patch_stride; d.H = c->horizon;
         d.affine = c->revin_affine;
         d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
         d.V = d.Vp = 0;
@@ -3514,16 +3522,16 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     }
     d.TH = c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? gpt2rt__cfg_n_history(c) : d.T;
     /* NEXT_PATCH: every position but the last predicts the next patch's PL values */
-    d.n_out = d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
-    d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
-    if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
+    d.n_out = d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? d.B * (d.T - 1) * d.patch_len : d.patches ? d.Bw * d.H * d.M : d.BT;
+    d.n_threads = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
+    if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.n_threads = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
     d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
     d.cuda = c->backend == GPT2RT_BACKEND_CUDA;
-    d.ab = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
-    d.wb = d.ab;
+    d.act_bytes = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
+    d.weight_bytes = d.act_bytes;
     d.frozen = c->frozen;
     d.recompute = (int)c->recompute;
-    d.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    d.checkpoint_every = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
     d.need_ln1 = !(c->frozen & GPT2RT_GROUP_ATTENTION);  /* ln_1 out: input of c_attn's dW */
     d.need_mlp_in = !(c->frozen & GPT2RT_GROUP_MLP);     /* ln_2 out, GELU out: c_fc's, c_proj's dW */
     int keep = c->recompute == GPT2RT_RECOMPUTE_NONE, full = c->recompute == GPT2RT_RECOMPUTE_FULL;
@@ -3531,19 +3539,19 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.keep_mlp_in = full || (keep && d.need_mlp_in);
     /* SELECTIVE recomputes into its own buffer; outputs merely not kept (frozen
        weights) pass through dbig in the forward, which is free until the backward */
-    d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
+    d.recompute_buffer = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
     d.align = d.cuda ? 256 : 64;
-    d.KB = c->kv_batch; d.KS = c->kv_batch ? c->kv_len : 0;
-    d.hc = c->classifier_chunk && c->classifier_chunk < d.BT ? c->classifier_chunk : d.BT;
+    d.kv_batch = c->kv_batch; d.kv_len = c->kv_batch ? c->kv_len : 0;
+    d.classifier_chunk = c->classifier_chunk && c->classifier_chunk < d.BT ? c->classifier_chunk : d.BT;
     d.infer = c->inference;
-    d.w16 = c->inference && c->inference_weights == GPT2RT_PRECISION_BF16;
-    if (d.w16) d.wb = 2; /* activations stay fp32 (ab = 4); owned = 0, so no master copy */
+    d.bf16_weights = c->inference && c->inference_weights == GPT2RT_PRECISION_BF16;
+    if (d.bf16_weights) d.weight_bytes = 2; /* activations stay fp32 (ab = 4); owned = 0, so no master copy */
     if (d.infer) { /* nothing trains: no parameter owns a gradient; the forward keeps its outputs in the
                       block it writes (no scratch for outputs not kept) */
         d.frozen = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
                    GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
         d.keep_ln1 = d.keep_mlp_in = 1;
-        d.rc = 0;
+        d.recompute_buffer = 0;
     }
     return d;
 }
@@ -3596,9 +3604,9 @@ static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
     case GPT2RT__DIM_4C: return 4 * d->C;
     case GPT2RT__DIM_VP: return d->Vp;
     case GPT2RT__DIM_P: return d->P;
-    case GPT2RT__DIM_PL: return d->PL;
+    case GPT2RT__DIM_PL: return d->patch_len;
     /* out_layer: the flatten head (H, T*C); aLLM4TS's sequence head (PL, C), one patch a position */
-    case GPT2RT__DIM_H: return d->seqhead ? d->PL : d->H;
+    case GPT2RT__DIM_H: return d->seqhead ? d->patch_len : d->H;
     case GPT2RT__DIM_TC: return d->seqhead ? d->C : d->T * d->C;
     case GPT2RT__DIM_M: return d->M;
     }
@@ -3721,7 +3729,7 @@ static void gpt2rt__span_params(const gpt2rt__dims *d, const gpt2rt__span *s, gp
                                 int64_t *n_train) {
     int64_t head = gpt2rt__layer0(d), nl = d->L * GPT2RT__PER_LAYER, l;
     int64_t n = head + nl + 2 + (d->patches ? (d->affine ? 4 : 2) : 0);
-    gpt2rt__span_walk w = {0, 0, 0, 0, d->align / d->wb, d->align / 4};
+    gpt2rt__span_walk w = {0, 0, 0, 0, d->align / d->weight_bytes, d->align / 4};
     for (int64_t i = 0; i < head; i++) {
         const gpt2rt__param_row *row = gpt2rt__param_row_of(d, i, &l);
         gpt2rt__span_row(d, s, &w, row, l, tab ? tab + i : NULL);
@@ -3817,17 +3825,17 @@ static gpt2rt__layer_params gpt2rt__lparams(const gpt2rt_ctx *ctx, float *base, 
 /* ==== 3.2 Activations and arenas ==== */
 /* the memory documentation: what every byte of the plan is for */
 
-/* One layer's saved activations, in order, in bytes (activations of d->ab bytes,
+/* One layer's saved activations, in order, in bytes (activations of d->act_bytes bytes,
    statistics fp32). full: every field (the FULL recompute slots); else the ones
    d->keep_* asks for, the others NULL. Fills a (pointers from base) when non-NULL. */
 static int64_t gpt2rt__ald(const gpt2rt__dims *d, int64_t bytes) { return (bytes + d->align - 1) / d->align * d->align; }
 
 /* bytes into the logits arena where the normalised predictions (B*M,H) start: after a
    sequence head's (BT,PL) outputs, 0 for the flatten head (they are its output) */
-static int64_t gpt2rt__ts_yn_off(const gpt2rt__dims *d) { return d->seqhead ? gpt2rt__ald(d, d->BT * d->PL * d->ab) : 0; }
+static int64_t gpt2rt__ts_yn_off(const gpt2rt__dims *d) { return d->seqhead ? gpt2rt__ald(d, d->BT * d->patch_len * d->act_bytes) : 0; }
 
 static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *base, gpt2rt__layer_acts *a, int full) {
-    int64_t o = 0, BT = d->BT, C = d->C, ab = d->ab;
+    int64_t o = 0, BT = d->BT, C = d->C, ab = d->act_bytes;
 #define GPT2RT__CARVE(field, n, eb, keep) do { int k_ = full || (keep); \
         if (a) { a->field = k_ ? (float *)(void *)(base + o) : NULL; } \
         if (k_) { o += gpt2rt__ald(d, (n) * (eb)); } } while (0)
@@ -3854,7 +3862,7 @@ static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     int full = ctx->d.recompute == GPT2RT_RECOMPUTE_FULL;
     /* a layer-split stage's blocks start at its first layer; inference: two blocks in turn, so
        layer l reads layer l-1's output from the other */
-    int64_t slot = full ? l % ctx->d.ck : ctx->d.infer ? (l - ctx->l0) % 2 : l - ctx->l0;
+    int64_t slot = full ? l % ctx->d.checkpoint_every : ctx->d.infer ? (l - ctx->l0) % 2 : l - ctx->l0;
     gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + slot * ctx->layer_stride, &a, full);
     return a;
 }
@@ -3893,7 +3901,7 @@ static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GP
 /* the CUDA workspace's input slot: tokens, the wte gradient's buckets ((3BT+1) int32);
    patches, the windows x (Bw,L,M) fp32 that RevIN reads on the device */
 static int64_t gpt2rt__cu_inputs_bytes(const gpt2rt__dims *d) {
-    return gpt2rt__ald(d, d->patches ? d->B * d->Lb * 4 : (3 * d->BT + 1) * 4);
+    return gpt2rt__ald(d, d->patches ? d->B * d->lookback * 4 : (3 * d->BT + 1) * 4);
 }
 
 /* prompt positions one row feeds the model in one generation pass: bounds the
@@ -3930,7 +3938,7 @@ static float gpt2rt__w_get(const gpt2rt_ctx *ctx, int64_t i) {
 }
 
 /* what gpt2rt__kv_layout lays out: ALL, the CPU's one arena; DEVICE, a CUDA device's arena
-   (the cache and a pass's activations in the storage type d->ab, the pass's ids, the
+   (the cache and a pass's activations in the storage type d->act_bytes, the pass's ids, the
    sampled rows' logits); HOST, the CUDA context's host side of it (the ids staged, the
    logits in fp32, the sampling scratch: pinned bookkeeping, no device bytes) */
 enum { GPT2RT__KV_ALL, GPT2RT__KV_DEVICE, GPT2RT__KV_HOST };
@@ -3941,16 +3949,16 @@ enum { GPT2RT__KV_ALL, GPT2RT__KV_DEVICE, GPT2RT__KV_HOST };
 static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, unsigned char *base, gpt2rt__kv *kv,
                                  int part) {
     if (kv) memset(kv, 0, sizeof *kv);
-    if (!d->KB) return 0;
-    int64_t C = d->C, KB = d->KB, N = KB * (d->KS < GPT2RT__KV_CHUNK ? d->KS : GPT2RT__KV_CHUNK), o = 0;
+    if (!d->kv_batch) return 0;
+    int64_t C = d->C, KB = d->kv_batch, N = KB * (d->kv_len < GPT2RT__KV_CHUNK ? d->kv_len : GPT2RT__KV_CHUNK), o = 0;
     int bind = base && kv, dev = part != GPT2RT__KV_HOST, cpu = part == GPT2RT__KV_ALL, host = part != GPT2RT__KV_DEVICE;
-    int64_t eb = part == GPT2RT__KV_DEVICE ? d->ab : 4; /* cache and activations: the storage type on a device */
+    int64_t eb = part == GPT2RT__KV_DEVICE ? d->act_bytes : 4; /* cache and activations: the storage type on a device */
 #define GPT2RT__KV(field, type, n, on) do { if (on) { if (bind) kv->field = (type *)(void *)(base + o); \
         o += gpt2rt__ald(d, (int64_t)(n) * (int64_t)sizeof(type)); } } while (0)
 #define GPT2RT__KVX(field, n, on) do { if (on) { if (bind) kv->field = (float *)(void *)(base + o); \
         o += gpt2rt__ald(d, (int64_t)(n) * eb); } } while (0)
-    GPT2RT__KVX(k, nl * KB * d->KS * C, dev);
-    GPT2RT__KVX(v, nl * KB * d->KS * C, dev);
+    GPT2RT__KVX(k, nl * KB * d->kv_len * C, dev);
+    GPT2RT__KVX(v, nl * KB * d->kv_len * C, dev);
     GPT2RT__KV(tok, int32_t, N, 1);
     GPT2RT__KV(row, int32_t, N, 1);
     GPT2RT__KV(pos, int32_t, N, 1);
@@ -3962,8 +3970,8 @@ static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, un
     GPT2RT__KVX(atty, N * C, dev);
     GPT2RT__KVX(proj, N * C, dev);
     GPT2RT__KVX(fch, N * 4 * C, dev);
-    GPT2RT__KV(att, float, d->nt * gpt2rt__pad16(d->KS), cpu);
-    if (d->w16) GPT2RT__KV(wvec, float, GPT2RT__KV_WVEC * C, cpu); /* a layer's vectors (or ln_f's), widened */
+    GPT2RT__KV(att, float, d->n_threads * gpt2rt__pad16(d->kv_len), cpu);
+    if (d->bf16_weights) GPT2RT__KV(wvec, float, GPT2RT__KV_WVEC * C, cpu); /* a layer's vectors (or ln_f's), widened */
     if (last) {
         GPT2RT__KVX(logits, KB * d->Vp, 1);
         GPT2RT__KV(sel, int32_t, KB, host);
@@ -3991,27 +3999,27 @@ static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, un
    and the logits on the last. Data parallel: every device holds it all. */
 static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_t bytes[GPT2RT_MEM_COUNT],
                            gpt2rt_ctx *ctx) {
-    int64_t BT = d->BT, C = d->C, ab = d->ab, nl = s->l1 - s->l0;
+    int64_t BT = d->BT, C = d->C, ab = d->act_bytes, nl = s->l1 - s->l0;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) bytes[i] = 0;
 
     /* parameters: held (weights) and owned (master, grads, moments) */
     int64_t held, owned;
     gpt2rt__span_params(d, s, NULL, &held, &owned);
-    bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->wb);
+    bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->weight_bytes);
     /* ZeRO-1: the optimizer state of rank r's shard of the trained floats only (shard 0
        is the largest); the gradients stay whole: the backward writes all of them, padded
        to d->shards equal shards for the reduce-scatter (1.4) */
     int64_t opt_owned = gpt2rt__shard_lo(owned, d->shards, 1);
     /* low precision: an fp32 master of what this device trains */
-    bytes[GPT2RT_MEM_MASTER] = d->wb == 4 ? 0 : (uint64_t)(opt_owned * 4);
+    bytes[GPT2RT_MEM_MASTER] = d->weight_bytes == 4 ? 0 : (uint64_t)(opt_owned * 4);
     bytes[GPT2RT_MEM_GRADS] = (uint64_t)(gpt2rt__shard_padded(owned, d->shards) * 4);
     bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)(opt_owned * 8);
 
     /* activations: tokens, layer input, the layers (or FULL's checkpoints and slots), ln_f, losses */
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     int64_t stride = gpt2rt__layer_acts_carve(d, NULL, NULL, full);
-    int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : d->infer ? (nl < 2 ? nl : 2) : nl;
-    int64_t n_ckpt = full ? (nl + d->ck - 1) / d->ck - 1 : 0; /* the layer input is checkpoint 0 */
+    int64_t n_blocks = full ? (d->checkpoint_every < nl ? d->checkpoint_every : nl) : d->infer ? (nl < 2 ? nl : 2) : nl;
+    int64_t n_ckpt = full ? (nl + d->checkpoint_every - 1) / d->checkpoint_every - 1 : 0; /* the layer input is checkpoint 0 */
     int64_t o = 0, act = gpt2rt__ald(d, BT * C * ab);
     /* tokens: the ids; patches: the normalised patches and their series' statistics,
        the targets and the de-normalised predictions */
@@ -4021,10 +4029,10 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
         o_targets = o; if (s->last) o += gpt2rt__ald(d, BT * 4);
     } else {
         if (s->first) {
-            o_patch = o; o += gpt2rt__ald(d, BT * d->PL * 4);
+            o_patch = o; o += gpt2rt__ald(d, BT * d->patch_len * 4);
             o_mean = o; o += gpt2rt__ald(d, d->B * 4);
             o_std = o; o += gpt2rt__ald(d, d->B * 4);
-            o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
+            o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->patch_len * 4); /* the patches before the affine */
         }
         if (s->last && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) { /* NEXT_PATCH: the targets are the patches themselves */
             o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
@@ -4051,19 +4059,19 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
        recompute buffer for outputs not kept */
     int64_t big = gpt2rt__ald(d, BT * 4 * C * ab);
     /* patches with RevIN's affine: the gradient of the patches (BT,PL) */
-    int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
-    bytes[GPT2RT_MEM_TRANSIENT] = d->infer ? 0 : (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
-    /* the head's output: logits (hc,Vp) (hc: BT, or the chunked classifier's chunk), or the
+    int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->patch_len * 4) : 0;
+    bytes[GPT2RT_MEM_TRANSIENT] = d->infer ? 0 : (uint64_t)(2 * act + big + (d->recompute_buffer ? big : 0) + dpatch);
+    /* the head's output: logits (classifier_chunk,Vp) (BT, or the chunked classifier's chunk), or the
        normalised predictions (B*M,H); sequence heads: a patch a position (BT,PL),
        PATCH_DECODE then its placeholders' (B*M,H) */
     bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->seqhead ? (uint64_t)(gpt2rt__ts_yn_off(d) + d->B * d->H * ab)
-                               : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(d->hc * d->Vp * ab);
+                               : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(d->classifier_chunk * d->Vp * ab);
 
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
     if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the inputs' slot; reductions */
         int64_t n_tensors = GPT2RT__N_MODEL + GPT2RT__PER_LAYER * d->L + (d->patches ? GPT2RT__N_TS : 0);
-        int64_t oc = d->H > d->PL ? d->H : d->PL;                     /* out_layer's bias: H, or PL (aLLM4TS) */
+        int64_t oc = d->H > d->patch_len ? d->H : d->patch_len;                     /* out_layer's bias: H, or PL (aLLM4TS) */
         int64_t rows = (BT + 31) / 32, bias = 4 * C > oc ? 4 * C : oc;
         int64_t red = rows * 2 * C * 4 > bias * 4 ? rows * 2 * C * 4 : bias * 4; /* LayerNorm / bias partials */
         if (n_tensors * 32 + 16 > red) red = n_tensors * 32 + 16;                  /* the AdamW tensor table */
@@ -4071,8 +4079,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
         ws_att = (uint64_t)(gpt2rt__ald(d, d->B * d->NH * d->T * 4) + gpt2rt__cu_inputs_bytes(d) +
                             gpt2rt__ald(d, red));
     } else {
-        ws_gemm = (uint64_t)gpt2rt__ald(d, (int64_t)gpt2rt__sgemm_workspace_bytes(d->nt));
-        ws_att = (uint64_t)d->nt * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
+        ws_gemm = (uint64_t)gpt2rt__ald(d, (int64_t)gpt2rt__sgemm_workspace_bytes(d->n_threads));
+        ws_att = (uint64_t)d->n_threads * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
     }
     bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
     /* generation: the cache of this device's layers and a pass's scratch */
@@ -4084,8 +4092,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->n_params = held;
     ctx->n_train = owned;
     ctx->l0 = s->l0;
-    ctx->params = d->w16 ? NULL : (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
-    ctx->params16 = d->w16 ? (uint16_t *)ctx->arena[GPT2RT_MEM_WEIGHTS] : NULL;
+    ctx->params = d->bf16_weights ? NULL : (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
+    ctx->params16 = d->bf16_weights ? (uint16_t *)ctx->arena[GPT2RT_MEM_WEIGHTS] : NULL;
     ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
     ctx->m = (float *)ctx->arena[GPT2RT_MEM_MOMENTS];
     ctx->n_opt = gpt2rt__shard_lo(ctx->n_train, d->shards, 1);
@@ -4115,8 +4123,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->dres = has_tr ? (float *)(void *)tr : NULL;
     ctx->dbuf = has_tr ? (float *)(void *)(tr + act) : NULL;
     ctx->dbig = has_tr ? (float *)(void *)(tr + 2 * act) : NULL;
-    ctx->rcbuf = has_tr && d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
-    ctx->ts_dpatch = has_tr && dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
+    ctx->rcbuf = has_tr && d->recompute_buffer ? (float *)(void *)(tr + 2 * act + big) : NULL;
+    ctx->ts_dpatch = has_tr && dpatch ? (float *)(void *)(tr + 2 * act + big + (d->recompute_buffer ? big : 0)) : NULL;
     ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
     unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
     ctx->gemm_ws = ws;
@@ -4129,13 +4137,13 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
    Its cost is what gpt2rt_plan reports for it: the device's planned total. */
 typedef struct gpt2rt__split {
     const gpt2rt__dims *d;
-    int64_t n, S, ck, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
+    int64_t n, S, checkpoint_every, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
 } gpt2rt__split;
 
 static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a, int64_t b) {
     gpt2rt__span sp;
     uint64_t bytes[GPT2RT_MEM_COUNT], t = 0;
-    sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
+    sp.l0 = a * p->checkpoint_every; sp.l1 = b * p->checkpoint_every < p->L ? b * p->checkpoint_every : p->L;
     sp.first = s == 0; sp.last = s == p->n - 1;
     gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
     /* past 2^64 the cost saturates, so no split is chosen for a wrapped (small) cost;
@@ -4201,12 +4209,12 @@ static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DE
     gpt2rt__split p;
     p.d = &d; p.n = n; p.L = L;
     p.m = d.cuda ? c->grad_accum : 1; /* CPU stages share the host: the spans' own layouts weigh them */
-    p.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
-    p.S = (L + p.ck - 1) / p.ck;
+    p.checkpoint_every = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    p.S = (L + p.checkpoint_every - 1) / p.checkpoint_every;
     int64_t e[GPT2RT_MAX_DEVICES + 1], q = p.S / n, r = p.S % n, lo_b[GPT2RT_MAX_DEVICES + 1];
     for (int64_t s = 0; s <= n; s++) e[s] = s * q + (s < r ? s : r);
     if (n < 2 || p.S < n) { /* nothing to choose (the config check refuses too few segments) */
-        for (int64_t s = 1; s < n; s++) b[s] = e[s] * p.ck < L ? e[s] * p.ck : L;
+        for (int64_t s = 1; s < n; s++) b[s] = e[s] * p.checkpoint_every < L ? e[s] * p.checkpoint_every : L;
         return;
     }
     /* M* in (lo, hi]: the even split fits hi; the first and last stages hold a segment at least */
@@ -4227,7 +4235,7 @@ static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DE
         int64_t lower = lo_b[s] > prev + 1 ? lo_b[s] : prev + 1;
         int64_t upper = gpt2rt__split_reach(&p, s - 1, prev, p.S - (n - s), hi);
         int64_t x = e[s] < lower ? lower : e[s] > upper ? upper : e[s];
-        b[s] = x * p.ck < L ? x * p.ck : L;
+        b[s] = x * p.checkpoint_every < L ? x * p.checkpoint_every : L;
         prev = x;
     }
 }
@@ -4293,15 +4301,15 @@ static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *
     const gpt2rt__dims d = *dp;
     double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
     double layer = 72 * C * C + 12 * C * T, layer_fwd = 24 * C * C + 4 * C * T, head = 6 * (double)d.Vp * C;
-    if (d.patches) head = 6 * (double)(d.PL + d.H) * C; /* in_layer and out_layer, per patch */
+    if (d.patches) head = 6 * (double)(d.patch_len + d.H) * C; /* in_layer and out_layer, per patch */
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
     if (d.infer) { layer = layer_fwd; head /= 3; } /* the forward alone */
     double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
-    if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
+    if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.checkpoint_every < nl ? d.checkpoint_every : nl)) * layer_fwd;
     if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
-        bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
+        bytes = tok * nl * 2.0 * d.act_bytes * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
     uint64_t b[GPT2RT_MEM_COUNT];
     gpt2rt__layout(&d, &s, b, NULL);
     *flops = f;
@@ -4325,10 +4333,10 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
         f_micro += f;
         if (owned > owned_max) owned_max = owned;
     }
-    if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
+    if (split) t_micro += 2.0 * (n - 1) * tok * C * d.act_bytes / link;
     /* AdamW: p, g, m, v in and out, over this rank's shard with ZeRO-1 (whose reduce-scatter
        and all-gather move what the all-reduce below does) */
-    double t = c->grad_accum * t_micro + owned_max / d.shards * (32.0 + d.wb) / bw;
+    double t = c->grad_accum * t_micro + owned_max / d.shards * (32.0 + d.weight_bytes) / bw;
     if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
     if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
     return t;
@@ -4363,7 +4371,7 @@ static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw,
         t_all += t;
         owned_all += owned;
     }
-    double adam = (32.0 + d.wb) / hw->mem_bw; /* s per parameter: p, g, m, v in and out */
+    double adam = (32.0 + d.weight_bytes) / hw->mem_bw; /* s per parameter: p, g, m, v in and out */
     uint64_t b[GPT2RT_MEM_COUNT];
     gpt2rt__span whole = gpt2rt__span_of(c, 0);
     gpt2rt__layout(&d, &whole, b, NULL);
@@ -4382,7 +4390,7 @@ static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw,
             st->comm_bytes += share * W;
         }
     } else if (split) {
-        double act = (double)d.BT * d.C * d.ab;
+        double act = (double)d.BT * d.C * d.act_bytes;
         st->comm_bytes = m * 2.0 * act;
         st->comm = st->comm_bytes / link;
         st->bubble = (n - 1) * (t_stage + 2.0 * act / link);
@@ -4485,7 +4493,7 @@ GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
 static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *plan) {
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
-    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
+    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.patch_len + d.H) * d.C);
     if (d.infer) plan->flops_per_token /= 3.0; /* the forward alone: a third of forward + backward */
     /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
     plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *
@@ -7484,7 +7492,7 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
     const gpt2rt__dims *d = &ctx->d;
     for (int k = 0; k < 2; k++) {
         const float *v = k ? y : x;
-        int64_t steps = k ? d->H : d->Lb, n = d->Bw * steps * d->M;
+        int64_t steps = k ? d->H : d->lookback, n = d->Bw * steps * d->M;
         for (int64_t i = 0; v && i < n; i++)
             if (!isfinite(v[i]))
                 return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s[%lld] (window %lld, step %lld, channel "
@@ -7502,13 +7510,13 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
    L-1. Statistics are summed in double in step order. */
 /* PATCH_DECODE: the history's patches, then the placeholders (gpt2rt__ts_hist) */
 static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
-    return d->seqhead == GPT2RT_HEAD_PATCH_DECODE ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
+    return d->seqhead == GPT2RT_HEAD_PATCH_DECODE ? d->T - (d->H + d->patch_len - 1) / d->patch_len : d->T;
 }
 
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
                                    const float *b, const gpt2rt__dims *d) {
-    int64_t L = d->Lb, M = d->M, T = d->T, PL = d->PL, PS = d->PS, TH = gpt2rt__ts_hist(d);
-    GPT2RT__PARALLEL_FOR(d->nt)
+    int64_t L = d->lookback, M = d->M, T = d->T, PL = d->patch_len, PS = d->patch_stride, TH = gpt2rt__ts_hist(d);
+    GPT2RT__PARALLEL_FOR(d->n_threads)
     for (int64_t bm = 0; bm < d->B; bm++) {
         const float *xs = x + (bm / M) * L * M + bm % M; /* step t at xs[t*M] */
         double s = 0.0, ss = 0.0;
@@ -7585,7 +7593,7 @@ static void gpt2rt__ts_mse_backward(float *dyn, const float *pred, const float *
    copies included (the chain rule through the padding); summed per channel in
    double in order */
 static void gpt2rt__ts_affine_backward(float *dw, float *db, const float *dpatch, const float *zs, const gpt2rt__dims *d) {
-    int64_t M = d->M, n = gpt2rt__ts_hist(d) * d->PL, ld = d->T * d->PL; /* placeholders: no affine */
+    int64_t M = d->M, n = gpt2rt__ts_hist(d) * d->patch_len, ld = d->T * d->patch_len; /* placeholders: no affine */
     for (int64_t m = 0; m < M; m++) {
         double sw = 0.0, sb = 0.0;
         for (int64_t bw = 0; bw < d->Bw; bw++) {
@@ -7611,7 +7619,7 @@ static float *gpt2rt__ts_yn(const gpt2rt_ctx *ctx) {
 
 /* yn (B*M,H) = the placeholders' rows of out (BT,PL) */
 static void gpt2rt__ts_decode_gather(float *yn, const float *out, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL, H = d->H, TH = gpt2rt__ts_hist(d);
+    int64_t T = d->T, PL = d->patch_len, H = d->H, TH = gpt2rt__ts_hist(d);
     for (int64_t bm = 0; bm < d->B; bm++)
         for (int64_t h = 0; h < H; h++) yn[bm * H + h] = out[(bm * T + TH + h / PL) * PL + h % PL];
 }
@@ -7619,7 +7627,7 @@ static void gpt2rt__ts_decode_gather(float *yn, const float *out, const gpt2rt__
 /* dout (BT,PL) = dyn (B*M,H) at the placeholders' rows, 0 elsewhere (the history's
    outputs and the cut tail of the last placeholder feed no loss) */
 static void gpt2rt__ts_decode_scatter(float *dout, const float *dyn, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL, H = d->H, TH = gpt2rt__ts_hist(d);
+    int64_t T = d->T, PL = d->patch_len, H = d->H, TH = gpt2rt__ts_hist(d);
     memset(dout, 0, (size_t)(d->BT * PL) * sizeof(float));
     for (int64_t bm = 0; bm < d->B; bm++)
         for (int64_t h = 0; h < H; h++) dout[(bm * T + TH + h / PL) * PL + h % PL] = dyn[bm * H + h];
@@ -7628,7 +7636,7 @@ static void gpt2rt__ts_decode_scatter(float *dout, const float *dyn, const gpt2r
 /* NEXT_PATCH: sum over series bm, t < T-1, k < PL of (out[bm,t,k] - patch[bm,t+1,k])^2,
    in double in that order */
 static double gpt2rt__ts_next_sum(const float *out, const float *patch, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL;
+    int64_t T = d->T, PL = d->patch_len;
     double s = 0.0;
     for (int64_t bm = 0; bm < d->B; bm++)
         for (int64_t i = bm * T * PL; i < ((bm + 1) * T - 1) * PL; i++) {
@@ -7641,7 +7649,7 @@ static double gpt2rt__ts_next_sum(const float *out, const float *patch, const gp
 /* NEXT_PATCH: dout (BT,PL) = d(dloss * gpt2rt__ts_next_sum) / d(out), in place over out;
    the last position of each series predicts nothing (0) */
 static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL;
+    int64_t T = d->T, PL = d->patch_len;
     for (int64_t bm = 0; bm < d->B; bm++) {
         float *o = out + bm * T * PL;
         const float *pt = patch + bm * T * PL;
@@ -8736,7 +8744,7 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
 static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {
     int64_t nch = gpt2rt__opt_norm_chunks(n);
     double *parts = ctx->norm_parts;
-    GPT2RT__PARALLEL_FOR(ctx->d.nt)
+    GPT2RT__PARALLEL_FOR(ctx->d.n_threads)
     for (int64_t ch = 0; ch < nch; ch++) {
         int64_t i0 = ch * GPT2RT__NORM_CHUNK, i1 = i0 + GPT2RT__NORM_CHUNK < n ? i0 + GPT2RT__NORM_CHUNK : n;
         double acc[8] = {0}; /* 8 independent sums: no dependency chain, vectorisable */
@@ -8837,8 +8845,8 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     float step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
     float decay_on = (float)(1.0 - (double)lr * c->weight_decay);
-    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo, nparts = ctx->d.nt;
-    GPT2RT__PARALLEL_FOR(ctx->d.nt)
+    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo, nparts = ctx->d.n_threads;
+    GPT2RT__PARALLEL_FOR(ctx->d.n_threads)
     for (int64_t part = 0; part < nparts; part++) {
         int64_t plo = lo0 + n_all * part / nparts, phi = lo0 + n_all * (part + 1) / nparts;
         for (int i = 0; i < ctx->n_tensors; i++) {
@@ -9067,7 +9075,7 @@ static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
         case GPT2RT__INIT_NORMAL:
         case GPT2RT__INIT_RESID:
             gpt2rt__init_normal(p, p16, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts,
-                                ctx->d.nt);
+                                ctx->d.n_threads);
             for (int64_t j = n_file; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f); /* padded vocab rows */
             break;
         case GPT2RT__INIT_ONES:
@@ -9355,9 +9363,9 @@ typedef struct gpt2rt__head {
 
 static gpt2rt__head gpt2rt__head_of(const gpt2rt__dims *d) {
     gpt2rt__head h;
-    if (d->seqhead) { h.kind = GPT2RT__HEAD_SEQ; h.rows = d->BT; h.k = d->C; h.n = d->PL; }
+    if (d->seqhead) { h.kind = GPT2RT__HEAD_SEQ; h.rows = d->BT; h.k = d->C; h.n = d->patch_len; }
     else if (d->patches) { h.kind = GPT2RT__HEAD_SERIES; h.rows = d->B; h.k = d->T * d->C; h.n = d->H; }
-    else { h.kind = d->hc < d->BT ? GPT2RT__HEAD_CHUNKED : GPT2RT__HEAD_LM; h.rows = d->BT; h.k = d->C; h.n = d->Vp; }
+    else { h.kind = d->classifier_chunk < d->BT ? GPT2RT__HEAD_CHUNKED : GPT2RT__HEAD_LM; h.rows = d->BT; h.k = d->C; h.n = d->Vp; }
     return h;
 }
 
@@ -9374,9 +9382,9 @@ static gpt2rt__head gpt2rt__head_of(const gpt2rt__dims *d) {
 static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
     const gpt2rt__dims *d = &ax->d;
     if (l == ax->l0) return ax->x0; /* a layer-split stage's input lies in x0 too */
-    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
-        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->ck - 1) *
-                                 gpt2rt__ald(d, d->BT * d->C * d->ab));
+    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->checkpoint_every == 0) /* checkpoints: one activation apart, as laid out */
+        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->checkpoint_every - 1) *
+                                 gpt2rt__ald(d, d->BT * d->C * d->act_bytes));
     return gpt2rt__lacts(ax, l - 1).res3;
 }
 
@@ -9387,10 +9395,10 @@ static gpt2rt_result gpt2rt__model_layers_forward(gpt2rt_ctx *ctx, const gpt2rt_
                                                   int64_t l0, int64_t l1) {
     const gpt2rt__dims *d = &ax->d;
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
+    size_t act = (size_t)(d->BT * d->C * d->act_bytes);
     for (int64_t l = l0; l < l1; l++) {
         GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        if (full && l + 1 < d->L && (l + 1) % d->ck == 0)
+        if (full && l + 1 < d->L && (l + 1) % d->checkpoint_every == 0)
             GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
     }
     return GPT2RT_OK;
@@ -9406,8 +9414,8 @@ static gpt2rt_result gpt2rt__model_layers_backward(gpt2rt_ctx *ctx, const gpt2rt
     const gpt2rt__dims *d = &ax->d;
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     for (int64_t l = l1 - 1; l >= l0; l--) {
-        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L)
-            for (int64_t j = l - l % d->ck; j <= l; j++)
+        if (full && (l + 1) % d->checkpoint_every == 0 && l + 1 < d->L)
+            for (int64_t j = l - l % d->checkpoint_every; j <= l; j++)
                 GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
         GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
         GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
@@ -9420,7 +9428,7 @@ static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backen
     const gpt2rt__dims *d = &ax->d;
     int64_t L = d->L;
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
+    size_t act = (size_t)(d->BT * d->C * d->act_bytes);
     gpt2rt__drop_begin(ctx);
     GPT2RT__TRY(be->embed_forward(ctx));
     GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, ax, 0, L));
@@ -10864,8 +10872,8 @@ static gpt2rt_result gpt2rt__cpu_calibrate(int nt, int64_t M, int64_t K, int64_t
    speed, so each micro-batch moves its activations about GPT2RT__CPU_PASSES times
    (written by the forward, read by the backward, their gradients written and read),
    and the cross-entropy passes over the (tokens, Vp) logits three times (the max, the
-   exponentials, the gradient). A chunked classifier (classifier_chunk = hc < tokens)
-   runs the head's three products as tokens / hc smaller ones: each at the rate of hc
+   exponentials, the gradient). A chunked classifier (classifier_chunk < tokens)
+   runs the head's three products as tokens / classifier_chunk smaller ones: each at the rate of its
    rows, and each further chunk reads wte twice more and its gradient once more,
    read and written. */
 #define GPT2RT__CPU_PASSES 4.0
@@ -10892,7 +10900,7 @@ static double gpt2rt__cpu_micro(const gpt2rt_config *c, const gpt2rt__dims *d, c
     double head_rows = d->patches ? 0.0 : tok;
     t += GPT2RT__CPU_PASSES * (double)b[GPT2RT_MEM_ACTIVATIONS] / bw;
     if (head_rows > 0 && !d->infer) {
-        double vc = (double)d->Vp * d->C, hc = (double)d->hc;
+        double vc = (double)d->Vp * d->C, hc = (double)d->classifier_chunk;
         t += 3.0 * 4.0 * tok * (double)d->Vp / bw;
         if (hc < tok) {
             double chunks = ceil(tok / hc), f_head = 6.0 * tok * vc;
@@ -10913,7 +10921,7 @@ static void gpt2rt__cpu_step_time(const gpt2rt_config *c, const gpt2rt_cpu_speed
     owned = (double)b[GPT2RT_MEM_GRADS] / 4;
     memset(st, 0, sizeof *st);
     st->compute = c->grad_accum * gpt2rt__cpu_micro(c, &d, s, &f);
-    st->update = owned * (32.0 + d.wb) / s->mem_bw; /* AdamW: p, g, m, v in and out */
+    st->update = owned * (32.0 + d.weight_bytes) / s->mem_bw; /* AdamW: p, g, m, v in and out */
     st->total = st->compute + st->update;
     st->one_device = st->total;
 }
@@ -10999,31 +11007,31 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_cpu_time(const gpt2rt_config *config, const
 /* ==== 7.3 Model ==== */
 
 /* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
-   Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
+   Chunks of classifier_chunk tokens in order: their logits (classifier_chunk, Vp) in the logits arena, each
    token's lse and loss as the whole-batch path computes them, and, in the backward or
    in a forward whose backward follows at once (gpt2rt_step: fused, no second product),
    dlogits in place, the chunk's rows of d(lnf) into dbuf and wte's gradient +=. Every
    step is row by row but wte's gradient, a sum over the tokens: bitwise the
-   whole-batch path's when hc is a multiple of the matrix product's KC slice
+   whole-batch path's when classifier_chunk is a multiple of the matrix product's KC slice
    (GPT2RT_SGEMM_KC, 256 by default), else within fp32 reassociation. */
 static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int loss, int grad, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t C = d->C;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n,
-                 C, d->Vp, ctx->gemm_ws, d->nt));
+                 C, d->Vp, ctx->gemm_ws, d->n_threads));
     if (loss) {
         int64_t cnt;
         double sum;
         GPT2RT__PROF(ctx, GPT2RT__PROF_CE, (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i,
-                     ctx->logits, ctx->targets + i, n, d->V, d->Vp, &cnt, &sum, d->nt));
+                     ctx->logits, ctx->targets + i, n, d->V, d->Vp, &cnt, &sum, d->n_threads));
     }
     if (!grad) return;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
     GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i,
-                 ctx->targets + i, dloss, n, d->V, d->Vp, d->nt));
+                 ctx->targets + i, dloss, n, d->V, d->Vp, d->n_threads));
     GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits,
-                 ctx->lnf + i * C, p.wte, n, C, d->Vp, ctx->gemm_ws, d->nt));
+                 ctx->lnf + i * C, p.wte, n, C, d->Vp, ctx->gemm_ws, d->n_threads));
 }
 
 /* the loss of the last forward (targets copied): chunk by chunk, then summed over the
@@ -11031,8 +11039,8 @@ static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int lo
 static float gpt2rt__cpu_head_chunked_loss(gpt2rt_ctx *ctx, int fused) {
     const gpt2rt__dims *d = &ctx->d;
     float dloss = 1.0f / (float)(d->n_out * ctx->cfg.grad_accum); /* gpt2rt__cpu_backward's */
-    for (int64_t i = 0; i < d->BT; i += d->hc)
-        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 1, fused, dloss);
+    for (int64_t i = 0; i < d->BT; i += d->classifier_chunk)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->classifier_chunk ? d->BT - i : d->classifier_chunk, 1, fused, dloss);
     ctx->head_fused = fused;
     double total = 0.0;
     int64_t n = 0;
@@ -11047,8 +11055,8 @@ static float gpt2rt__cpu_head_chunked_loss(gpt2rt_ctx *ctx, int fused) {
 static void gpt2rt__cpu_head_chunked_backward(gpt2rt_ctx *ctx, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
     if (ctx->head_fused) { ctx->head_fused = 0; return; }
-    for (int64_t i = 0; i < d->BT; i += d->hc)
-        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 0, 1, dloss);
+    for (int64_t i = 0; i < d->BT; i += d->classifier_chunk)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->classifier_chunk ? d->BT - i : d->classifier_chunk, 0, 1, dloss);
 }
 
 /* ---- the CPU backend's steps ---- */
@@ -11058,10 +11066,10 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     if (!d->patches) {
         GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B,
-                     d->T, d->C, d->nt));
+                     d->T, d->C, d->n_threads));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
-        gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
-        GPT2RT__PARALLEL_FOR(d->nt)
+        gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
+        GPT2RT__PARALLEL_FOR(d->n_threads)
         for (int64_t bt = 0; bt < d->BT; bt++) {
             float *o = ctx->x0 + bt * d->C;
             const float *pe = p.wpe + (bt % d->T) * d->C;
@@ -11070,7 +11078,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     }
     /* x0 keeps the dropped embeddings: layer 0's input, and FULL's checkpoint 0 */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
-    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt));
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->n_threads));
     return GPT2RT_OK;
 }
 
@@ -11080,7 +11088,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
 static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
-    int nt = d->nt;
+    int nt = d->n_threads;
     void *ws = ctx->gemm_ws;
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
     float *ln1 = a.ln1 ? a.ln1 : ctx->dbig, *ln2 = a.ln2 ? a.ln2 : ctx->dbig; /* not kept: scratch */
@@ -11114,15 +11122,15 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res,
-                 p.lnfw, p.lnfb, d->BT, d->C, d->nt));
+                 p.lnfw, p.lnfb, d->BT, d->C, d->n_threads));
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
-    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->n_threads));
     gpt2rt__head h = gpt2rt__head_of(d);
     if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
     int tied = h.kind == GPT2RT__HEAD_LM;
     GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, tied ? p.wte : p.outw,
-                 tied ? NULL : p.outb, h.rows, h.k, h.n, ctx->gemm_ws, d->nt));
+                 tied ? NULL : p.outb, h.rows, h.k, h.n, ctx->gemm_ws, d->n_threads));
     if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     return GPT2RT_OK;
 }
@@ -11130,7 +11138,7 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
 static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
-    int nt = d->nt;
+    int nt = d->n_threads;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
     gpt2rt__head h = gpt2rt__head_of(d);
     /* the gradient of the loss at the product's output (rows, n), in place */
@@ -11170,7 +11178,7 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
 static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
-    int nt = d->nt;
+    int nt = d->n_threads;
     void *ws = ctx->gemm_ws;
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l), g = gpt2rt__lparams(ctx, ctx->grads, 1, l);
     /* MLP; dres holds d(res3) */
@@ -11220,20 +11228,20 @@ static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C,
-                            d->nt)); /* d(x0 before dropout): dres ends here */
+                            d->n_threads)); /* d(x0 before dropout): dres ends here */
     if (!d->patches) {
         GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B,
-                     d->T, d->C, d->nt));
+                     d->T, d->C, d->n_threads));
         return GPT2RT_OK;
     }
     /* patches: wpe as for tokens (no wte); in_layer's weight gradients; the patches'
        gradient only for RevIN's affine */
     GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C,
-                 d->nt));
+                 d->n_threads));
     if (g.inw) {
         gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
         gpt2rt__cpu_matmul_backward(g.revw ? ctx->ts_dpatch : NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw,
-                                    d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+                                    d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
         if (g.revw) gpt2rt__ts_affine_backward(g.revw, g.revb, ctx->ts_dpatch, ctx->ts_z, d);
     }
     return GPT2RT_OK;
@@ -11309,9 +11317,9 @@ static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float
    bf16 weights (inference_weights): every pass by gpt2rt__cpu_matvec_bf16 on tensor tw */
 static void gpt2rt__cpu_decode_matmul(gpt2rt_ctx *ctx, float *out, const float *inp, const float *w,
                                       const gpt2rt__tensor *tw, const float *b, int64_t N, int64_t IC, int64_t OC) {
-    if (ctx->params16) gpt2rt__cpu_matvec_bf16(out, inp, ctx->params16 + tw->off, b, N, IC, OC, ctx->d.nt);
-    else if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.nt);
-    else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.nt);
+    if (ctx->params16) gpt2rt__cpu_matvec_bf16(out, inp, ctx->params16 + tw->off, b, N, IC, OC, ctx->d.n_threads);
+    else if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.n_threads);
+    else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.n_threads);
 }
 
 /* the first n tensors of t that are vectors (LayerNorm, biases), widened from bf16 into
@@ -11348,21 +11356,21 @@ static gpt2rt__layer_params gpt2rt__cpu_decode_lparams(gpt2rt_ctx *ctx, int64_t 
    fork and join (a few microseconds, far more when a core is busy) cost more than the
    microsecond of work they split */
 static int gpt2rt__cpu_decode_rowwise_nt(const gpt2rt_ctx *ctx, int64_t N) {
-    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.nt;
+    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.n_threads;
 }
 
 /* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
 static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__kv *kv = &ctx->kv;
-    int64_t C = d->C, cache = l * d->KB * d->KS * C;
-    int nt = d->nt, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
+    int64_t C = d->C, cache = l * d->kv_batch * d->kv_len * C;
+    int nt = d->n_threads, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
     gpt2rt__layer_params p = gpt2rt__cpu_decode_lparams(ctx, l);
     const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, ntr);
     gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, &t[GPT2RT__QKVW], p.qkvb, N, C, 3 * C);
     gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
-                                 d->KS, C, d->NH, nt);
+                                 d->kv_len, C, d->NH, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, &t[GPT2RT__PROJW], p.projb, N, C, C);
     gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, ntr);
@@ -11426,16 +11434,16 @@ static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs,
     memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
     ctx->head_fused = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
-    ctx->have_logits = d->hc == d->BT;
+    ctx->have_logits = d->classifier_chunk == d->BT;
     ctx->have_loss = 0;
-    if (targets && d->hc < d->BT) {
+    if (targets && d->classifier_chunk < d->BT) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
         ctx->loss = gpt2rt__cpu_head_chunked_loss(ctx, fuse);
         ctx->have_loss = 1;
     } else if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
         GPT2RT__PROF(ctx, GPT2RT__PROF_CE, ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse,
-                     ctx->logits, ctx->targets, d->BT, d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt));
+                     ctx->logits, ctx->targets, d->BT, d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->n_threads));
         ctx->have_loss = 1;
     }
     if (loss) *loss = targets ? ctx->loss : 0.0f;
@@ -12749,12 +12757,12 @@ template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_revin_patch(floatX *patch, float *zs, float *mean, float *std, const float *x,
                                              const floatX *w, const floatX *b, const gpt2rt__dims *d,
                                              cudaStream_t stream) {
-    int64_t n = d->B * d->T * d->PL;
+    int64_t n = d->B * d->T * d->patch_len;
     if (n <= 0) return cudaSuccess;
-    GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_stats)(mean, std, x, d->B, d->Lb, d->M);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_stats)(mean, std, x, d->B, d->lookback, d->M);
     GPT2RT__CU_LAUNCHED();
     GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_patch<floatX>)(patch, zs, x, mean, std, w, b, d->B,
-                                                                               d->Lb, d->M, d->T, d->PL, d->PS,
+                                                                               d->lookback, d->M, d->T, d->patch_len, d->patch_stride,
                                                                                gpt2rt__ts_hist(d));
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -12865,9 +12873,9 @@ gpt2rt__cuk_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const
 template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const float *zs,
                                                  const gpt2rt__dims *d, cudaStream_t stream) {
-    if (d->B * d->T * d->PL <= 0) return cudaSuccess;
+    if (d->B * d->T * d->patch_len <= 0) return cudaSuccess;
     GPT2RT__LAUNCH((unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream, gpt2rt__cuk_ts_affine_backward<floatX>)(
-        dw, db, dpatch, zs, d->Bw, d->M, gpt2rt__ts_hist(d) * d->PL, d->T * d->PL);
+        dw, db, dpatch, zs, d->Bw, d->M, gpt2rt__ts_hist(d) * d->patch_len, d->T * d->patch_len);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -12900,14 +12908,14 @@ __global__ void gpt2rt__cuk_ts_decode_scatter(floatX *dout, const floatX *dyn, i
 template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_decode(floatX *yn, floatX *out, int scatter, const gpt2rt__dims *d,
                                         cudaStream_t stream) {
-    int64_t n = scatter ? d->BT * d->PL : d->B * d->H, TH = gpt2rt__ts_hist(d);
+    int64_t n = scatter ? d->BT * d->patch_len : d->B * d->H, TH = gpt2rt__ts_hist(d);
     if (n <= 0) return cudaSuccess;
     if (scatter)
         GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_decode_scatter<floatX>)(out, yn, d->B, d->T,
-                                                                                          d->PL, d->H, TH);
+                                                                                          d->patch_len, d->H, TH);
     else
         GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_decode_gather<floatX>)(yn, out, d->B, d->T,
-                                                                                         d->PL, d->H, TH);
+                                                                                         d->patch_len, d->H, TH);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -12945,13 +12953,13 @@ __global__ void gpt2rt__cuk_ts_next_backward(floatX *out, const floatX *patch, f
 template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *patch, float dloss,
                                       const gpt2rt__dims *d, cudaStream_t stream) {
-    if (d->BT * d->PL <= 0) return cudaSuccess;
+    if (d->BT * d->patch_len <= 0) return cudaSuccess;
     if (part)
         GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_next_sum<floatX>)(part, out, patch, d->B,
-                                                                                       d->T, d->PL);
+                                                                                       d->T, d->patch_len);
     else
-        GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->BT * d->PL, 256), 256, 0, stream, gpt2rt__cuk_ts_next_backward<floatX>)(
-            out, patch, dloss, d->B, d->T, d->PL);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->BT * d->patch_len, 256), 256, 0, stream, gpt2rt__cuk_ts_next_backward<floatX>)(
+            out, patch, dloss, d->B, d->T, d->patch_len);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -15142,7 +15150,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
    weights and logits).
 
    Memory: one cudaMalloc per gpt2rt_mem category of exactly the bytes gpt2rt__layout
-   plans for the CUDA dims (d.cuda = 1, d.ab = d.wb = 2 in bf16/fp16), and the pointers
+   plans for the CUDA dims (d.cuda = 1, d.act_bytes = d.weight_bytes = 2 in bf16/fp16), and the pointers
    are carved by that same function, called on a "shadow" gpt2rt_ctx whose arenas are
    the device arenas: planned == allocated by construction. Per category:
      weights      (n_params) floatX, by tensor.off (fp32: these ARE the master weights)
@@ -15288,7 +15296,7 @@ typedef struct gpt2rt__cu_adamw_run {
 typedef struct gpt2rt__cu_state {
     gpt2rt_config cfg;        /* the resolved CUDA config (backend CUDA) */
     gpt2rt_config hooks;      /* allocator hooks of the host context (bookkeeping) */
-    gpt2rt__dims d;           /* d.cuda = 1, d.ab = d.wb = 4 or 2 */
+    gpt2rt__dims d;           /* d.cuda = 1, d.act_bytes = d.weight_bytes = 4 or 2 */
     gpt2rt__span span;
     int device;
     cudaStream_t stream;
@@ -15654,11 +15662,11 @@ static gpt2rt_result gpt2rt__cu_create_pointers(const gpt2rt_ctx *ctx, gpt2rt__c
                                  gpt2rt_mem_name((gpt2rt_mem)i));
     }
     st->w = st->arena[GPT2RT_MEM_WEIGHTS];
-    st->master = d->wb == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
+    st->master = d->weight_bytes == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
     st->grads = st->dev->grads;
     st->m = st->dev->m;
     st->v = st->dev->v;
-    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
+    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->act_bytes);
     st->att_D = st->dev->att_scratch;
     st->norm_parts = st->dev->norm_parts;
     { /* the workspace after attention's D: the inputs' slot (token buckets, or the series
@@ -15670,7 +15678,7 @@ static gpt2rt_result gpt2rt__cu_create_pointers(const gpt2rt_ctx *ctx, gpt2rt__c
         st->red = (float *)(void *)(b + slot);
         st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
         uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
-        int64_t oc = d->H > d->PL ? d->H : d->PL; /* out_layer's bias: H, or PL (aLLM4TS) */
+        int64_t oc = d->H > d->patch_len ? d->H : d->patch_len; /* out_layer's bias: H, or PL (aLLM4TS) */
         uint64_t bias = (uint64_t)((4 * d->C > oc ? 4 * d->C : oc) * 4); /* the widest bias vector */
         uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
         uint64_t need = ln > bias ? ln : bias;
@@ -15706,7 +15714,7 @@ static gpt2rt_result gpt2rt__cu_create_buffers(gpt2rt_ctx *ctx, gpt2rt__cu_state
     if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
     GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
     GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
-    if (d->KB && st->span.last) /* generation's ids and logits pass through it: pinned */
+    if (d->kv_batch && st->span.last) /* generation's ids and logits pass through it: pinned */
         GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_kv, (size_t)gpt2rt__kv_layout(d, 0, 1, NULL, NULL,
                                                                                      GPT2RT__KV_HOST)));
     st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
@@ -15747,7 +15755,7 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     st->layer = -1;
     st->phase = "create";
     st->nb = -1;
-    st->xt = st->d.ab == 4 ? CUDA_R_32F : cfg->precision == GPT2RT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    st->xt = st->d.act_bytes == 4 ? CUDA_R_32F : cfg->precision == GPT2RT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     st->loss_scale = cfg->precision == GPT2RT_PRECISION_FP16 ? cfg->loss_scale : 1.0f;
 
     gpt2rt_result pr = gpt2rt__cu_create_table(ctx, st, err, cap);
@@ -15992,7 +16000,7 @@ static gpt2rt_result gpt2rt__cu_embed_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, gpt2rt__cu_dtype<X>::value, x0, NULL, dv->ts_patch,
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__INW)),
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__INB)), d->BT,
-                                                d->PL, d->C, st->mm_err, sizeof st->mm_err));
+                                                d->patch_len, d->C, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_CK(gpt2rt__cu_add_pos<X>(x0, wpe, d->BT, d->T, d->C, st->stream));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
@@ -16032,7 +16040,7 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
 }
 
 /* The chunked classifier (config.classifier_chunk; 7.3's gpt2rt__cpu_head_chunk): tokens
-   [i, i+n) of lnf (BT,C): their logits (n,Vp) in the logits arena (hc rows), their
+   [i, i+n) of lnf (BT,C): their logits (n,Vp) in the logits arena (classifier_chunk rows), their
    losses and lse (the whole-batch classifier's kernel, row by row), and with grad the
    logits become dlogits in place, dbuf's rows [i, i+n) = dlogits wte and wte's gradient
    += dlogits^T lnf (overwritten by the first chunk when st->acc = 0). Every row is
@@ -16076,8 +16084,8 @@ static gpt2rt_result gpt2rt__cu_head_chunk_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *
 template <typename X>
 static gpt2rt_result gpt2rt__cu_head_chunks_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int grad, float dloss) {
     const gpt2rt__dims *d = &st->d;
-    for (int64_t i = 0; i < d->BT; i += d->hc)
-        GPT2RT__TRY(gpt2rt__cu_head_chunk_t<X>(ctx, st, i, d->BT - i < d->hc ? d->BT - i : d->hc, grad, dloss));
+    for (int64_t i = 0; i < d->BT; i += d->classifier_chunk)
+        GPT2RT__TRY(gpt2rt__cu_head_chunk_t<X>(ctx, st, i, d->BT - i < d->classifier_chunk ? d->BT - i : d->classifier_chunk, grad, dloss));
     return GPT2RT_OK;
 }
 
@@ -16143,7 +16151,7 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dbuf, &dr, BT * C, s));
-    GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->ab), s));
+    GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->act_bytes), s));
     GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnfw), gpt2rt__cu_grad_of(st, lnfb), dbuf,
                                             res, gpt2rt__cu_weight<X>(st, lnfw), dv->lnf_mean, dv->lnf_rstd));
     return GPT2RT_OK;
@@ -16249,11 +16257,11 @@ static gpt2rt_result gpt2rt__cu_embed_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     if (!g_inw) return GPT2RT_OK; /* tokens, or the head group frozen */
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_inw, gpt2rt__cu_grad_of(st, gpt2rt__ts_tensor(ctx,
                                                     GPT2RT__INB)), st->acc ? st->red : NULL, dres, dv->ts_patch, d->BT,
-                                                    d->PL, d->C, st->acc, st->mm_err, sizeof st->mm_err));
+                                                    d->patch_len, d->C, st->acc, st->mm_err, sizeof st->mm_err));
     const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
     if (!gpt2rt__cu_grad_of(st, rw)) return GPT2RT_OK;
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dv->ts_dpatch, dres, gpt2rt__cu_weight<X>(st, iw), NULL,
-                                                   d->BT, d->PL, d->C, st->mm_err, sizeof st->mm_err));
+                                                   d->BT, d->patch_len, d->C, st->mm_err, sizeof st->mm_err));
     GPT2RT__CU_CK(gpt2rt__cu_ts_affine_backward<X>(gpt2rt__cu_grad_of(st, rw), gpt2rt__cu_grad_of(st, rb),
                                                    (const X *)(const void *)dv->ts_dpatch, dv->ts_z, d, st->stream));
     return GPT2RT_OK;
@@ -16378,7 +16386,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         return GPT2RT_OK;
     }
     float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
-    if (d->hc < BT) { /* classifier_chunk: the fused head's weight gradient joins what is there */
+    if (d->classifier_chunk < BT) { /* classifier_chunk: the fused head's weight gradient joins what is there */
         st->acc = st->grads_dirty;
         GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, fuse, dloss));
     } else
@@ -16426,7 +16434,7 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     st->dlogits_in_forward = st->dlogits_ready = 0;
     st->have_targets = 0;
     st->layer = -1;
-    GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->Lb) * 4, cudaMemcpyHostToDevice, s));
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->lookback) * 4, cudaMemcpyHostToDevice, s));
     if (y && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) /* NEXT_PATCH has no y slot: its targets are the patches */
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
@@ -16537,7 +16545,7 @@ template <typename X>
 static gpt2rt_result gpt2rt__cu_decode_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t N, int64_t M) {
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__kv *hk = &ctx->kv, *dk = &st->dev->kv;
-    const int64_t C = d->C, cache = d->KB * d->KS * C; /* one layer's keys */
+    const int64_t C = d->C, cache = d->kv_batch * d->kv_len * C; /* one layer's keys */
     const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
     cudaStream_t s = st->stream;
     gpt2rt__cu_blas *bl = &st->blas;
@@ -16558,7 +16566,7 @@ static gpt2rt_result gpt2rt__cu_decode_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
         GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln, dk->ln_mean, dk->ln_rstd, x, p.ln1w, p.ln1b, N, C, s));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, qkv, NULL, ln, p.qkvw, p.qkvb, N, C, 3 * C, me, mc));
         GPT2RT__CU_CK(gpt2rt__cu_attention_cached<X>(atty, qkv, (X *)(void *)dk->k + l * cache,
-                                                     (X *)(void *)dk->v + l * cache, dk->row, dk->pos, N, d->KS, C,
+                                                     (X *)(void *)dk->v + l * cache, dk->row, dk->pos, N, d->kv_len, C,
                                                      d->NH, s));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, proj, NULL, atty, p.projw, p.projb, N, C, C, me, mc));
         GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(x, x, proj, N * C, s));
@@ -16597,7 +16605,7 @@ static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M)
     gpt2rt__cu_state *st = ctx->cu;
     if (!st || !st->h_kv)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_generate: this CUDA context has no device KV cache "
-                            "(kv_batch = %lld, one device only)", (long long)ctx->d.KB);
+                            "(kv_batch = %lld, one device only)", (long long)ctx->d.kv_batch);
     st->phase = "decode";
     st->layer = -1;
     GPT2RT__CU_CK(cudaSetDevice(st->device));
@@ -17501,7 +17509,7 @@ static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
     const gpt2rt__span sp = st->span;
     const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const int64_t BT = d->BT;
-    const size_t act = (size_t)(BT * d->C * d->ab);
+    const size_t act = (size_t)(BT * d->C * d->act_bytes);
     cudaStream_t cs = st->stream;
     st->phase = "layer split forward";
     st->layer = -1;
@@ -17553,7 +17561,7 @@ static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
     const gpt2rt__backend *be = &gpt2rt__cu_layers;
-    const size_t act = (size_t)(d->BT * d->C * d->ab);
+    const size_t act = (size_t)(d->BT * d->C * d->act_bytes);
     st->phase = "layer split backward";
     st->layer = -1;
     st->acc = k > 0; /* the first micro-batch after an update overwrites, as one device's */
@@ -17582,7 +17590,7 @@ static gpt2rt_result gpt2rt__ls_cu_embed_wte(gpt2rt__ls *ls, int k) {
     st->phase = "layer split wte gradient";
     st->layer = -1;
     GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, 0, dv->dbuf, gpt2rt__ls_cu_set(ls, 0, k)->x0,
-                                     (size_t)(d->BT * d->C * d->ab)));
+                                     (size_t)(d->BT * d->C * d->act_bytes)));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->buckets_ws, ls->h_buckets + k * nbi, (size_t)nbi * 4, cudaMemcpyHostToDevice,
                                   st->stream));
     GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
@@ -17711,7 +17719,7 @@ static gpt2rt_result gpt2rt__ls_cu_adamw_stages(gpt2rt_ctx *ctx, float lr, gpt2r
         const gpt2rt__tensor *wl = gpt2rt__model_tensor(&ls->hs[n - 1], GPT2RT__WTE);
         if (!ctx->d.patches && wl->goff >= 0) { /* the first stage's copy of wte for the embedding */
             gpt2rt__cu_state *s0 = ls->cu[0], *sl = ls->cu[n - 1];
-            size_t wb = (size_t)ctx->d.wb;
+            size_t wb = (size_t)ctx->d.weight_bytes;
             cudaError_t e = cudaSetDevice(s0->device);
             if (e == cudaSuccess) e = gpt2rt__ls_cu_pull(ls, 0, n - 1, (unsigned char *)s0->w + (size_t)w0->off * wb,
                                                          (const unsigned char *)sl->w + (size_t)wl->off * wb,
@@ -18248,7 +18256,7 @@ static const void *gpt2rt__slice(const gpt2rt_ctx *ctx, const void *p, int64_t m
     const gpt2rt__dims *d = &ctx->d;
     if (!p) return NULL;
     if (!d->patches) return (const int32_t *)p + m * d->BT;
-    return (const float *)p + m * (targets ? d->n_out : d->Bw * d->Lb * d->M);
+    return (const float *)p + m * (targets ? d->n_out : d->Bw * d->lookback * d->M);
 }
 
 /* ---- one device: the context alone (also what each rank and the CPU stages' context run) ---- */
@@ -18776,7 +18784,7 @@ static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
             gpt2rt__layout(&sc->d, &whole, bytes, sc); /* the same carving as ctx's, on these arenas */
             /* the stages share the cores: each its share of the threads (the kernels give
                bitwise the same results for any thread count) */
-            sc->d.nt = ctx->d.nt / n > 1 ? ctx->d.nt / n : 1;
+            sc->d.n_threads = ctx->d.n_threads / n > 1 ? ctx->d.n_threads / n : 1;
         }
     return GPT2RT_OK;
 #else
@@ -18792,7 +18800,7 @@ static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
     const gpt2rt__dims *d = &sc->d;
     const gpt2rt__backend *be = &gpt2rt__cpu_backend;
     gpt2rt__model_params p = gpt2rt__mparams(sc, sc->params, 0);
-    int64_t xs = d->Bw * d->Lb * d->M;
+    int64_t xs = d->Bw * d->lookback * d->M;
     if (sp.first) {
         if (d->patches)
             gpt2rt__ts_revin_patch(sc->ts_patch, sc->ts_z, sc->ts_mean, sc->ts_std, (const float *)ls->a + k * xs,
@@ -18814,7 +18822,7 @@ static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
     } else {
         memcpy(sc->targets, (const int32_t *)ls->b + k * d->BT, (size_t)d->BT * sizeof(int32_t));
         (void)gpt2rt__cpu_crossentropy_forward(sc->losses, sc->logit_lse, sc->logits, sc->targets, d->BT, d->V, d->Vp,
-                                               &ls->n_targets[k], &ls->loss_sum[k], d->nt);
+                                               &ls->n_targets[k], &ls->loss_sum[k], d->n_threads);
     }
 }
 
@@ -19729,7 +19737,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if ((r = ctx->ex->open(ctx, &plan)) != GPT2RT_OK) return r;
     ctx->failed = 0;
     gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)%s",
-                (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
+                (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.n_threads,
                 ctx->ex->slices(ctx) > 1 ? " on each of the data-parallel ranks" : "");
     return GPT2RT_OK;
 }
@@ -19917,10 +19925,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t coun
     char what[128];
     snprintf(what, sizeof what, "B*T*vocab = %lld*%lld*%lld", (long long)d->B, (long long)d->T, (long long)d->V);
     GPT2RT__TRY(gpt2rt__output_count(ctx, "gpt2rt_logits", count, d->BT * d->V, what));
-    if (d->hc < d->BT)
+    if (d->classifier_chunk < d->BT)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: classifier_chunk = %d holds the logits of %lld "
                             "tokens at a time, never all B*T = %lld; create the context with classifier_chunk = 0 "
-                            "to read them", ctx->cfg.classifier_chunk, (long long)d->hc, (long long)d->BT);
+                            "to read them", ctx->cfg.classifier_chunk, (long long)d->classifier_chunk, (long long)d->BT);
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
@@ -20233,8 +20241,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     snprintf(v[8], 32, "%u", ctx->cfg.frozen);
     char tv[8][32];
     snprintf(tv[6], 32, "%d", (int)ctx->cfg.head); snprintf(tv[7], 32, "%d", (int)ctx->cfg.attn_mask);
-    snprintf(tv[0], 32, "%d", ctx->cfg.seq_len); snprintf(tv[1], 32, "%lld", (long long)d->PL);
-    snprintf(tv[2], 32, "%lld", (long long)d->PS); snprintf(tv[3], 32, "%lld", (long long)d->M);
+    snprintf(tv[0], 32, "%d", ctx->cfg.seq_len); snprintf(tv[1], 32, "%lld", (long long)d->patch_len);
+    snprintf(tv[2], 32, "%lld", (long long)d->patch_stride); snprintf(tv[3], 32, "%lld", (long long)d->M);
     snprintf(tv[4], 32, "%lld", (long long)d->H); snprintf(tv[5], 32, "%d", d->affine);
     /* patch models add their shape (token states keep the keys they always had) */
     const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
@@ -20276,7 +20284,7 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                             "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine",
                             "head", "attn_mask"};
     int64_t want[15] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
-                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine,
+                        d->patches ? ctx->cfg.seq_len : 0, d->patch_len, d->patch_stride, d->patches ? d->M : 0, d->H, d->affine,
                         (int64_t)ctx->cfg.head, (int64_t)ctx->cfg.attn_mask};
     static const char *const enum_names[2][4] = {{" (LM)", " (REGRESSION)", " (NEXT_PATCH)", " (PATCH_DECODE)"},
                                                  {" (CAUSAL)", " (PLACEHOLDERS)", "", ""}};
@@ -20534,19 +20542,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     const gpt2rt__dims *d = &ctx->d;
     const char *fn = "gpt2rt_generate";
     if (d->patches) return gpt2rt__input_kind(ctx, fn, 0);
-    if (!d->KB)
+    if (!d->kv_batch)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context has no KV cache: set config.kv_batch (the "
                             "prompts generated at once) before gpt2rt_create", fn);
     if (!tokens || !lens) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: tokens or lens is NULL", fn);
-    if (B < 1 || B > d->KB)
+    if (B < 1 || B > d->kv_batch)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: B = %d must lie in [1, kv_batch = %lld] (the "
-                            "rows of the KV cache)", fn, B, (long long)d->KB);
+                            "rows of the KV cache)", fn, B, (long long)d->kv_batch);
     if (row_cap < 1)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: row_cap = %lld must be >= 1", fn, (long long)row_cap);
     gpt2rt_sample o;
     gpt2rt_result r = gpt2rt__gen_options(ctx, opts, &o);
     if (r != GPT2RT_OK) return r;
-    int64_t cap = row_cap < d->KS ? row_cap : d->KS; /* a row's tokens all fit the cache */
+    int64_t cap = row_cap < d->kv_len ? row_cap : d->kv_len; /* a row's tokens all fit the cache */
     for (int b = 0; b < B; b++) {
         if (lens[b] < 1)
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld: a prompt needs at least one "
@@ -20554,13 +20562,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
         if (lens[b] > cap)
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld: the prompt is longer than "
                                 "min(row_cap = %lld, kv_len = %lld) (kv_len <= max_seq_len = %lld)", fn, b,
-                                (long long)lens[b], (long long)row_cap, (long long)d->KS, (long long)d->P);
+                                (long long)lens[b], (long long)row_cap, (long long)d->kv_len, (long long)d->P);
         if (o.max_new_tokens > cap - lens[b]) /* asked for more than the row holds: refused, not cut short */
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld + max_new_tokens = %d is %lld "
                                 "tokens, more than row %d holds: min(row_cap = %lld, kv_len = %lld) = %lld (kv_len <= "
                                 "max_seq_len = %lld); ask for at most %lld new tokens, or max_new_tokens = 0 (until "
                                 "the row is full)", fn, b, (long long)lens[b], o.max_new_tokens,
-                                (long long)(lens[b] + o.max_new_tokens), b, (long long)row_cap, (long long)d->KS,
+                                (long long)(lens[b] + o.max_new_tokens), b, (long long)row_cap, (long long)d->kv_len,
                                 (long long)cap, (long long)d->P, (long long)(cap - lens[b]));
         for (int64_t i = 0; i < lens[b]; i++) {
             int32_t t = tokens[b * row_cap + i];

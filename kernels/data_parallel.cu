@@ -191,7 +191,7 @@ static void check_ranks_agree(const char *what, gpt2rt_ctx *x) {
         /* the padding between tensors is never written: compare the tensors */
         for (int i = 0; i < x->n_tensors; i++) {
             const gpt2rt__tensor *t = &x->tensors[i];
-            size_t at = (size_t)t->off * (size_t)s0->d.wb, len = (size_t)(t->rows * t->cols) * (size_t)s0->d.wb;
+            size_t at = (size_t)t->off * (size_t)s0->d.weight_bytes, len = (size_t)(t->rows * t->cols) * (size_t)s0->d.weight_bytes;
             ok &= memcmp(a + at, b + at, len) == 0;
         }
         ok &= x->ranks[r]->step == x->step && x->ranks[r]->cu->loss_scale == s0->loss_scale;

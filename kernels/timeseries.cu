@@ -296,7 +296,7 @@ static void check_ts_ops(void) {
     for (int affine = 0; affine < 2; affine++) {
         gpt2rt_ctx *c = make(ts_config(affine, 0), GPT2RT_BACKEND_CPU, GPT2RT_PRECISION_DEFAULT);
         const gpt2rt__dims *d = &c->d;
-        int64_t nx = d->B * d->Lb, np = d->BT * d->PL, B = d->B, nyn = d->B * d->H, ny = d->n_out;
+        int64_t nx = d->B * d->lookback, np = d->BT * d->patch_len, B = d->B, nyn = d->B * d->H, ny = d->n_out;
         float w[M], b[M];
         for (int m = 0; m < M; m++) { w[m] = 0.7f + 0.3f * (float)m; b[m] = 0.1f * (float)m - 0.05f; }
         const float *hw = affine ? w : NULL, *hb = affine ? b : NULL;

@@ -620,8 +620,10 @@
    compiled by nvcc.
 
    ============================================================================
-   CONTENTS of the implementation, in the order data flows (grep "==== N." to
-   jump; each subsystem has one infix)
+   CONTENTS of the implementation, in the order data flows: each section calls only
+   the ones above it (grep "==== N." to jump; each subsystem has one infix; the
+   numbers name the sections and are not yet renumbered to this order; src/ holds
+   one file per entry, listed in src/gpt2rt.h)
    ============================================================================
     1. Common                    1.1 Threads, compiler helpers  1.2 Types: sizes,
                                  tensors, the context  1.3 Hooks, errors, time,
@@ -630,7 +632,8 @@
     2. Config                    defaults (gpt2rt__cfg_)  2.1 Capabilities: what runs
                                  where (gpt2rt__cap_)  2.2 Checks
     3. Layout and plan           3.1 Parameter table  3.2 Activations and arenas
-                                 3.3 Plan  3.4 Advisor (gpt2rt__fit_)
+                                 (and the layer split's search)  3.3 Plan
+                                 11.2 Plan: its public calls  3.4 Advisor (gpt2rt__fit_)
     4. Formats                   4.1 safetensors: reading (gpt2rt__st_, gpt2rt__json_)
                                  4.2 safetensors: writing; files  4.3 Hugging Face
                                  weights and config.json
@@ -642,10 +645,17 @@
                                  series: RevIN, patching, MSE, gpt2rt__ts_)
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
-    7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)  7.3 Model
-                                 (gpt2rt__cpu_; the driver every backend plugs
-                                 into: gpt2rt__model_)  7.4 Backend table (the
-                                 CPU's step-level entries and its gpt2rt__backend)
+    9. Optimizer                 (gpt2rt__opt_)
+       Backends' interface       the gpt2rt__backend table, initialisation, the data-
+                                 parallel collectives (src/backend/interface.h); the
+                                 model driver every backend plugs into: dropout's
+                                 masks, the head's dispatch, gpt2rt__model_
+                                 (src/backend/driver.h)
+    7. CPU backend               7.1 Ops  7.2 Matrix product (gpt2rt__sg_)
+                                 3.3b CPU step time (the plan's time model on this
+                                 CPU, calibrated once)  7.3 Model (gpt2rt__cpu_)
+                                 7.4 Backend table (the CPU's step-level entries and
+                                 its gpt2rt__backend)
     8. CUDA backend              (nvcc or the emulator: GPT2RT__CUDA, gpt2rt__cu_)
                                  8.1 Common  8.2 Ops  8.3 Attention  8.4 Matrix
                                  products  8.5 Driver  8.6 Device communicators:
@@ -654,17 +664,15 @@
                                  8.7 Layer split on CUDA devices (gpt2rt__ls_cu_)
                                  8.8 Backend table (the CUDA step-level entries,
                                  gpt2rt__cu_be_, and its gpt2rt__backend)
-    9. Optimizer                 (gpt2rt__opt_)
    10. Context                   creation's parts, initialisation, out of memory;
                                  the executors' table (gpt2rt__exec) and one
                                  device's (gpt2rt__one_)  10.1 Data parallel
                                  (gpt2rt__dp_)  10.2 Layer split (gpt2rt__ls_)
-                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
                                  10.4 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
-   11. Public calls              11.1 Results and names  11.2 Plan  11.3 Context
-                                 11.4 Training  11.5 Weights and training state
-                                 files  11.6 Parameters by name  11.7 Generation
-                                 (gpt2rt__gen_)
+                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
+   11. Public calls              11.1 Results and names  11.3 Context  11.4 Training
+                                 11.5 Weights and training state files  11.6
+                                 Parameters by name  11.7 Generation (gpt2rt__gen_)
    12. Forecaster                a client of the public calls: trained, saved and
                                  loaded with what a forecast needs (gpt2rt__fc_)
 

@@ -241,7 +241,7 @@ static void test_losses(void) {
         gpt2rt_ctx *ctx = make(tiny(stage == 1 ? GPT2RT_HEAD_NEXT_PATCH : GPT2RT_HEAD_PATCH_DECODE));
         const gpt2rt__dims *d = &ctx->d;
         float loss = (float)loss_at(ctx, stage);
-        int64_t T = d->T, PL = d->PL, PS = d->PS, H = d->H, TH = stage == 1 ? T : T - 3;
+        int64_t T = d->T, PL = d->patch_len, PS = d->patch_stride, H = d->H, TH = stage == 1 ? T : T - 3;
         CHECK(T == (stage == 1 ? 5 : 13) && d->TH == TH, "stage %d: %lld positions, mask history %lld", stage,
               (long long)T, (long long)d->TH);
         double sum = 0, cnt = 0;
@@ -292,7 +292,7 @@ static void test_losses(void) {
 static void test_mask_model(void) {
     gpt2rt_ctx *ctx = make(tiny(GPT2RT_HEAD_PATCH_DECODE));
     const gpt2rt__dims *d = &ctx->d;
-    int64_t T = d->T, PL = d->PL, C = d->C, TH = d->TH, BT = d->BT;
+    int64_t T = d->T, PL = d->patch_len, C = d->C, TH = d->TH, BT = d->BT;
     loss_at(ctx, 2);
     float *keep = malloc(sizeof(float) * (size_t)(BT * C)), *pat = malloc(sizeof(float) * (size_t)(BT * PL));
     memcpy(keep, ctx->lnf, sizeof(float) * (size_t)(BT * C));

@@ -634,7 +634,7 @@ static void ls_span_tables(void) {
     CHECK(gpt2rt__cfg_resolve(&c, &r, err, sizeof err) == GPT2RT_OK, "resolve: %s", err);
     gpt2rt__dims d = gpt2rt__dims_of(&r);
     int n = gpt2rt__param_table(&d, NULL, NULL, NULL), bad = 0;
-    int64_t nf, nt, aw = d.align / d.wb, ag = d.align / 4;
+    int64_t nf, nt, aw = d.align / d.weight_bytes, ag = d.align / 4;
     gpt2rt__tensor *g = (gpt2rt__tensor *)malloc((size_t)n * sizeof *g), *t = (gpt2rt__tensor *)malloc((size_t)n * sizeof *t);
     gpt2rt__param_table(&d, g, &nf, &nt);
     gpt2rt__span whole = {0, 5, 1, 1};
@@ -664,7 +664,7 @@ static void ls_span_tables(void) {
         held_sum += size;
         uint64_t b[GPT2RT_MEM_COUNT];
         gpt2rt__layout(&d, &sp, b, NULL);
-        bad += b[GPT2RT_MEM_WEIGHTS] != (uint64_t)(f * d.wb) || b[GPT2RT_MEM_GRADS] != (uint64_t)(tr * 4);
+        bad += b[GPT2RT_MEM_WEIGHTS] != (uint64_t)(f * d.weight_bytes) || b[GPT2RT_MEM_GRADS] != (uint64_t)(tr * 4);
         printf("    span [%lld,%lld): %lld weights (%lld in gaps), %lld trained\n", (long long)sp.l0, (long long)sp.l1,
                (long long)f, (long long)gaps, (long long)tr);
         /* a stage context's first layer input is its x0, its layers' blocks its own */
@@ -674,7 +674,7 @@ static void ls_span_tables(void) {
         gpt2rt__layout(&d, &sp, b, x);
         unsigned char *a0 = (unsigned char *)x->arena[GPT2RT_MEM_ACTIVATIONS];
         bad += gpt2rt__model_layer_input(x, sp.l0) != x->x0 || (unsigned char *)gpt2rt__lacts(x, sp.l1 - 1).res3 +
-               gpt2rt__ald(&d, d.BT * d.C * d.ab) > a0 + b[GPT2RT_MEM_ACTIVATIONS] || gpt2rt__lacts(x, sp.l0).ln1_mean <
+               gpt2rt__ald(&d, d.BT * d.C * d.act_bytes) > a0 + b[GPT2RT_MEM_ACTIVATIONS] || gpt2rt__lacts(x, sp.l0).ln1_mean <
                (float *)(void *)a0;
         for (int i = 0; i < GPT2RT_MEM_COUNT; i++) free(x->arena[i]);
         free(x);

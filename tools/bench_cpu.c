@@ -102,9 +102,9 @@ static void print_profile(const gpt2rt_ctx *ctx, const gpt2rt_memory_plan *plan,
         int64_t IC = shp[si][0] * d->C / 768, OC = si == 4 ? d->Vp : shp[si][1] * d->C / 768, M = d->BT;
         double times = si == 4 ? 1.0 : L;
         for (int mode = 0; mode < 3; mode++) {
-            double sec = mode == 0 ? sgemm_seconds(0, M, OC, IC, d->nt, si == 4 ? 3 : 10)
-                       : mode == 1 ? sgemm_seconds(1, M, IC, OC, d->nt, si == 4 ? 3 : 10)
-                                   : sgemm_seconds(2, OC, IC, M, d->nt, si == 4 ? 3 : 10);
+            double sec = mode == 0 ? sgemm_seconds(0, M, OC, IC, d->n_threads, si == 4 ? 3 : 10)
+                       : mode == 1 ? sgemm_seconds(1, M, IC, OC, d->n_threads, si == 4 ? 3 : 10)
+                                   : sgemm_seconds(2, OC, IC, M, d->n_threads, si == 4 ? 3 : 10);
             t_alone += times * sec;
             f_alone += times * 2.0 * (double)M * (double)IC * (double)OC;
         }

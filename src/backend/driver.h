@@ -77,9 +77,9 @@ typedef struct gpt2rt__head {
 
 static gpt2rt__head gpt2rt__head_of(const gpt2rt__dims *d) {
     gpt2rt__head h;
-    if (d->seqhead) { h.kind = GPT2RT__HEAD_SEQ; h.rows = d->BT; h.k = d->C; h.n = d->PL; }
+    if (d->seqhead) { h.kind = GPT2RT__HEAD_SEQ; h.rows = d->BT; h.k = d->C; h.n = d->patch_len; }
     else if (d->patches) { h.kind = GPT2RT__HEAD_SERIES; h.rows = d->B; h.k = d->T * d->C; h.n = d->H; }
-    else { h.kind = d->hc < d->BT ? GPT2RT__HEAD_CHUNKED : GPT2RT__HEAD_LM; h.rows = d->BT; h.k = d->C; h.n = d->Vp; }
+    else { h.kind = d->classifier_chunk < d->BT ? GPT2RT__HEAD_CHUNKED : GPT2RT__HEAD_LM; h.rows = d->BT; h.k = d->C; h.n = d->Vp; }
     return h;
 }
 
@@ -96,9 +96,9 @@ static gpt2rt__head gpt2rt__head_of(const gpt2rt__dims *d) {
 static float *gpt2rt__model_layer_input(const gpt2rt_ctx *ax, int64_t l) {
     const gpt2rt__dims *d = &ax->d;
     if (l == ax->l0) return ax->x0; /* a layer-split stage's input lies in x0 too */
-    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->ck == 0) /* checkpoints: one activation apart, as laid out */
-        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->ck - 1) *
-                                 gpt2rt__ald(d, d->BT * d->C * d->ab));
+    if (d->recompute == GPT2RT_RECOMPUTE_FULL && l % d->checkpoint_every == 0) /* checkpoints: one activation apart, as laid out */
+        return (float *)(void *)((unsigned char *)ax->ckpt + ((l - ax->l0) / d->checkpoint_every - 1) *
+                                 gpt2rt__ald(d, d->BT * d->C * d->act_bytes));
     return gpt2rt__lacts(ax, l - 1).res3;
 }
 
@@ -109,10 +109,10 @@ static gpt2rt_result gpt2rt__model_layers_forward(gpt2rt_ctx *ctx, const gpt2rt_
                                                   int64_t l0, int64_t l1) {
     const gpt2rt__dims *d = &ax->d;
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
+    size_t act = (size_t)(d->BT * d->C * d->act_bytes);
     for (int64_t l = l0; l < l1; l++) {
         GPT2RT__TRY(be->layer_forward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
-        if (full && l + 1 < d->L && (l + 1) % d->ck == 0)
+        if (full && l + 1 < d->L && (l + 1) % d->checkpoint_every == 0)
             GPT2RT__TRY(be->copy(ctx, gpt2rt__model_layer_input(ax, l + 1), gpt2rt__lacts(ax, l).res3, act));
     }
     return GPT2RT_OK;
@@ -128,8 +128,8 @@ static gpt2rt_result gpt2rt__model_layers_backward(gpt2rt_ctx *ctx, const gpt2rt
     const gpt2rt__dims *d = &ax->d;
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     for (int64_t l = l1 - 1; l >= l0; l--) {
-        if (full && (l + 1) % d->ck == 0 && l + 1 < d->L)
-            for (int64_t j = l - l % d->ck; j <= l; j++)
+        if (full && (l + 1) % d->checkpoint_every == 0 && l + 1 < d->L)
+            for (int64_t j = l - l % d->checkpoint_every; j <= l; j++)
                 GPT2RT__TRY(be->layer_forward(ctx, j, gpt2rt__model_layer_input(ax, j), gpt2rt__lacts(ax, j)));
         GPT2RT__TRY(be->layer_backward(ctx, l, gpt2rt__model_layer_input(ax, l), gpt2rt__lacts(ax, l)));
         GPT2RT__TRY(gpt2rt__dp_bucket_ready(ctx, l));
@@ -142,7 +142,7 @@ static gpt2rt_result gpt2rt__model_forward(gpt2rt_ctx *ctx, const gpt2rt__backen
     const gpt2rt__dims *d = &ax->d;
     int64_t L = d->L;
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
-    size_t act = (size_t)(d->BT * d->C * d->ab);
+    size_t act = (size_t)(d->BT * d->C * d->act_bytes);
     gpt2rt__drop_begin(ctx);
     GPT2RT__TRY(be->embed_forward(ctx));
     GPT2RT__TRY(gpt2rt__model_layers_forward(ctx, be, ax, 0, L));

@@ -131,7 +131,7 @@ static void gpt2rt__init_params(gpt2rt_ctx *ctx) {
         case GPT2RT__INIT_NORMAL:
         case GPT2RT__INIT_RESID:
             gpt2rt__init_normal(p, p16, n_file, t->row->init == GPT2RT__INIT_RESID ? resid_std : 0.02f, ts,
-                                ctx->d.nt);
+                                ctx->d.n_threads);
             for (int64_t j = n_file; j < n; j++) gpt2rt__w_set(ctx, t->off + j, 0.0f); /* padded vocab rows */
             break;
         case GPT2RT__INIT_ONES:

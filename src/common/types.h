@@ -12,30 +12,30 @@ typedef struct gpt2rt__dims {
     int64_t V, Vp, P;      /* vocab, padded vocab, positions (max_seq_len) */
     int64_t B, T, BT;      /* micro-batch, sequence, B*T (patches: B*M series of n_patches tokens) */
     int patches;           /* time series: patch inputs, regression head (V = Vp = 0) */
-    int64_t Bw, Lb, M;     /* patches: windows, lookback, channels (B = Bw*M) */
-    int64_t PL, PS, H;     /* patches: patch length, stride, horizon (T = n_patches) */
+    int64_t Bw, lookback, M; /* patches: windows, lookback, channels (B = Bw*M) */
+    int64_t patch_len, patch_stride, H; /* patches: patch length, stride, horizon (T = n_patches) */
     int affine;            /* patches: RevIN's learned affine */
     gpt2rt_head seqhead;   /* aLLM4TS's sequence head, NEXT_PATCH or PATCH_DECODE; HEAD_LM (0): none */
     int64_t TH;            /* attention: queries t >= TH are placeholders (see only [0,TH) and
                               themselves); T: plain causal */
     int64_t n_out;         /* loss terms of a micro-batch: BT tokens, or Bw*H*M values */
-    int nt;                /* CPU threads */
+    int n_threads;         /* CPU threads */
     int cuda;              /* planned for the CUDA backend */
-    int ab;                /* bytes per activation element: 4 (fp32), 2 (bf16, fp16) */
-    int wb;                /* bytes per stored weight: 4, or 2 with an fp32 master copy */
+    int act_bytes;         /* bytes per activation element: 4 (fp32), 2 (bf16, fp16) */
+    int weight_bytes;      /* bytes per stored weight: 4, or 2 with an fp32 master copy */
     unsigned frozen;       /* gpt2rt_group bits */
-    int recompute, ck;     /* recompute level; FULL: checkpoint spacing k */
+    int recompute, checkpoint_every; /* recompute level; FULL: checkpoint spacing k */
     int need_ln1, need_mlp_in; /* ln_1 out / ln_2 out and GELU out feed a trained weight's gradient */
     int keep_ln1, keep_mlp_in; /* ln_1 out; ln_2 out and GELU out: saved by the forward, else
                                   recomputed (if needed) or dropped */
-    int rc;                /* SELECTIVE: a transient buffer for what the backward recomputes */
+    int recompute_buffer;  /* SELECTIVE: a transient buffer for what the backward recomputes */
     int shards;            /* ZeRO-1: ranks the moments and master weights are split over; 1: none */
     int align;             /* bytes every buffer starts on: 64 (CPU), 256 (CUDA: cuBLASLt, vector loads) */
-    int64_t KB, KS;        /* generation: KV cache rows and positions (0: no cache) */
-    int64_t hc;            /* tokens the LM head holds logits of at once (classifier_chunk; BT: all) */
+    int64_t kv_batch, kv_len; /* generation: KV cache rows and positions (0: no cache) */
+    int64_t classifier_chunk; /* tokens the LM head holds logits of at once (BT: all) */
     int infer;             /* inference context: every group counts as frozen (no gradients, moments,
                               master), two layer blocks used in turn, no transient */
-    int w16;               /* inference_weights = BF16: the weights arena holds bf16 (wb = 2, no master) */
+    int bf16_weights;      /* inference_weights = BF16: the weights arena holds bf16 (weight_bytes = 2, no master) */
 } gpt2rt__dims;
 
 /* ZeRO-1: the moments, master weights and updates are split over d->shards data-parallel
@@ -198,8 +198,8 @@ struct gpt2rt_ctx {
     uint64_t arena_bytes[GPT2RT_MEM_COUNT];
 
     int64_t n_train;   /* floats in the grads arena (and in m, v): the trainable ones */
-    float *params;     /* (n_params); NULL when d.w16 */
-    uint16_t *params16;/* (n_params) bf16 weights (d.w16), the same offsets; else NULL */
+    float *params;     /* (n_params); NULL when d.bf16_weights */
+    uint16_t *params16;/* (n_params) bf16 weights (d.bf16_weights), the same offsets; else NULL */
     float *grads;      /* (n_train) */
     float *m, *v;      /* (n_opt) each: the moments of the trained floats [opt_lo, opt_lo + n_opt)
                           (ZeRO-1: this rank's shard; else all, opt_lo = 0, n_opt = n_train) */

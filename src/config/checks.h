@@ -472,9 +472,9 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.V = c->vocab_size; d.Vp = c->padded_vocab; d.P = c->max_seq_len;
     d.B = c->batch_size; d.T = c->seq_len; d.BT = d.B * d.T;
     d.patches = c->input == GPT2RT_INPUT_PATCHES;
-    d.Bw = d.B; d.Lb = d.T; d.M = 1; d.PL = d.PS = d.H = 0; d.affine = 0; d.seqhead = GPT2RT_HEAD_LM;
+    d.Bw = d.B; d.lookback = d.T; d.M = 1; d.patch_len = d.patch_stride = d.H = 0; d.affine = 0; d.seqhead = GPT2RT_HEAD_LM;
     if (d.patches) { /* the transformer sees B*M series of n_patches tokens; no vocabulary */
-        d.M = c->n_channels; d.PL = c->patch_len; d.PS = c->patch_stride; d.H = c->horizon;
+        d.M = c->n_channels; d.patch_len = c->patch_len; d.patch_stride = c->patch_stride; d.H = c->horizon;
         d.affine = c->revin_affine;
         d.B = d.Bw * d.M; d.T = gpt2rt__cfg_n_patches(c); d.BT = d.B * d.T;
         d.V = d.Vp = 0;
@@ -482,16 +482,16 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     }
     d.TH = c->attn_mask == GPT2RT_MASK_PLACEHOLDERS ? gpt2rt__cfg_n_history(c) : d.T;
     /* NEXT_PATCH: every position but the last predicts the next patch's PL values */
-    d.n_out = d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? d.B * (d.T - 1) * d.PL : d.patches ? d.Bw * d.H * d.M : d.BT;
-    d.nt = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
-    if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.nt = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
+    d.n_out = d.seqhead == GPT2RT_HEAD_NEXT_PATCH ? d.B * (d.T - 1) * d.patch_len : d.patches ? d.Bw * d.H * d.M : d.BT;
+    d.n_threads = c->n_threads; /* CPU data parallel: each rank thread runs its share (at least one) */
+    if (c->parallel == GPT2RT_PARALLEL_DATA && c->backend != GPT2RT_BACKEND_CUDA) d.n_threads = c->n_threads / c->n_devices > 1 ? c->n_threads / c->n_devices : 1;
     d.shards = c->parallel == GPT2RT_PARALLEL_DATA && c->shard_optimizer ? c->n_devices * c->world_size : 1;
     d.cuda = c->backend == GPT2RT_BACKEND_CUDA;
-    d.ab = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
-    d.wb = d.ab;
+    d.act_bytes = c->precision == GPT2RT_PRECISION_FP32 ? 4 : 2;
+    d.weight_bytes = d.act_bytes;
     d.frozen = c->frozen;
     d.recompute = (int)c->recompute;
-    d.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    d.checkpoint_every = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
     d.need_ln1 = !(c->frozen & GPT2RT_GROUP_ATTENTION);  /* ln_1 out: input of c_attn's dW */
     d.need_mlp_in = !(c->frozen & GPT2RT_GROUP_MLP);     /* ln_2 out, GELU out: c_fc's, c_proj's dW */
     int keep = c->recompute == GPT2RT_RECOMPUTE_NONE, full = c->recompute == GPT2RT_RECOMPUTE_FULL;
@@ -499,19 +499,19 @@ static gpt2rt__dims gpt2rt__dims_of(const gpt2rt_config *c) {
     d.keep_mlp_in = full || (keep && d.need_mlp_in);
     /* SELECTIVE recomputes into its own buffer; outputs merely not kept (frozen
        weights) pass through dbig in the forward, which is free until the backward */
-    d.rc = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
+    d.recompute_buffer = c->recompute == GPT2RT_RECOMPUTE_SELECTIVE && (d.need_ln1 || d.need_mlp_in);
     d.align = d.cuda ? 256 : 64;
-    d.KB = c->kv_batch; d.KS = c->kv_batch ? c->kv_len : 0;
-    d.hc = c->classifier_chunk && c->classifier_chunk < d.BT ? c->classifier_chunk : d.BT;
+    d.kv_batch = c->kv_batch; d.kv_len = c->kv_batch ? c->kv_len : 0;
+    d.classifier_chunk = c->classifier_chunk && c->classifier_chunk < d.BT ? c->classifier_chunk : d.BT;
     d.infer = c->inference;
-    d.w16 = c->inference && c->inference_weights == GPT2RT_PRECISION_BF16;
-    if (d.w16) d.wb = 2; /* activations stay fp32 (ab = 4); owned = 0, so no master copy */
+    d.bf16_weights = c->inference && c->inference_weights == GPT2RT_PRECISION_BF16;
+    if (d.bf16_weights) d.weight_bytes = 2; /* activations stay fp32 (ab = 4); owned = 0, so no master copy */
     if (d.infer) { /* nothing trains: no parameter owns a gradient; the forward keeps its outputs in the
                       block it writes (no scratch for outputs not kept) */
         d.frozen = GPT2RT_GROUP_TOKEN_EMBED | GPT2RT_GROUP_POS_EMBED | GPT2RT_GROUP_LAYERNORM |
                    GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP | GPT2RT_GROUP_HEAD;
         d.keep_ln1 = d.keep_mlp_in = 1;
-        d.rc = 0;
+        d.recompute_buffer = 0;
     }
     return d;
 }

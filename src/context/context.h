@@ -87,7 +87,7 @@ static const void *gpt2rt__slice(const gpt2rt_ctx *ctx, const void *p, int64_t m
     const gpt2rt__dims *d = &ctx->d;
     if (!p) return NULL;
     if (!d->patches) return (const int32_t *)p + m * d->BT;
-    return (const float *)p + m * (targets ? d->n_out : d->Bw * d->Lb * d->M);
+    return (const float *)p + m * (targets ? d->n_out : d->Bw * d->lookback * d->M);
 }
 
 /* ---- one device: the context alone (also what each rank and the CPU stages' context run) ---- */

@@ -119,7 +119,7 @@ static gpt2rt_result gpt2rt__ls_open(gpt2rt_ctx *ctx, const gpt2rt_memory_plan *
             gpt2rt__layout(&sc->d, &whole, bytes, sc); /* the same carving as ctx's, on these arenas */
             /* the stages share the cores: each its share of the threads (the kernels give
                bitwise the same results for any thread count) */
-            sc->d.nt = ctx->d.nt / n > 1 ? ctx->d.nt / n : 1;
+            sc->d.n_threads = ctx->d.n_threads / n > 1 ? ctx->d.n_threads / n : 1;
         }
     return GPT2RT_OK;
 #else
@@ -135,7 +135,7 @@ static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
     const gpt2rt__dims *d = &sc->d;
     const gpt2rt__backend *be = &gpt2rt__cpu_backend;
     gpt2rt__model_params p = gpt2rt__mparams(sc, sc->params, 0);
-    int64_t xs = d->Bw * d->Lb * d->M;
+    int64_t xs = d->Bw * d->lookback * d->M;
     if (sp.first) {
         if (d->patches)
             gpt2rt__ts_revin_patch(sc->ts_patch, sc->ts_z, sc->ts_mean, sc->ts_std, (const float *)ls->a + k * xs,
@@ -157,7 +157,7 @@ static void gpt2rt__ls_forward(gpt2rt__ls *ls, gpt2rt_ctx *sc, gpt2rt__span sp, 
     } else {
         memcpy(sc->targets, (const int32_t *)ls->b + k * d->BT, (size_t)d->BT * sizeof(int32_t));
         (void)gpt2rt__cpu_crossentropy_forward(sc->losses, sc->logit_lse, sc->logits, sc->targets, d->BT, d->V, d->Vp,
-                                               &ls->n_targets[k], &ls->loss_sum[k], d->nt);
+                                               &ls->n_targets[k], &ls->loss_sum[k], d->n_threads);
     }
 }
 

@@ -26,16 +26,16 @@ static gpt2rt_result gpt2rt__cpu_forward(gpt2rt_ctx *ctx, const int32_t *inputs,
     memcpy(ctx->inputs, inputs, (size_t)d->BT * sizeof(int32_t));
     ctx->head_fused = 0;
     if ((r = gpt2rt__model_forward(ctx, ctx->be, ctx)) != GPT2RT_OK) return r;
-    ctx->have_logits = d->hc == d->BT;
+    ctx->have_logits = d->classifier_chunk == d->BT;
     ctx->have_loss = 0;
-    if (targets && d->hc < d->BT) {
+    if (targets && d->classifier_chunk < d->BT) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
         ctx->loss = gpt2rt__cpu_head_chunked_loss(ctx, fuse);
         ctx->have_loss = 1;
     } else if (targets) {
         memcpy(ctx->targets, targets, (size_t)d->BT * sizeof(int32_t));
         GPT2RT__PROF(ctx, GPT2RT__PROF_CE, ctx->loss = gpt2rt__cpu_crossentropy_forward(ctx->losses, ctx->logit_lse,
-                     ctx->logits, ctx->targets, d->BT, d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->nt));
+                     ctx->logits, ctx->targets, d->BT, d->V, d->Vp, &ctx->n_targets, &ctx->loss_sum, d->n_threads));
         ctx->have_loss = 1;
     }
     if (loss) *loss = targets ? ctx->loss : 0.0f;

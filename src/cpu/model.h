@@ -15,31 +15,31 @@
 /* ==== 7.3 Model ==== */
 
 /* ---- the chunked classifier (config.classifier_chunk): never (BT, Vp) logits ----
-   Chunks of hc tokens in order: their logits (hc, Vp) in the logits arena, each
+   Chunks of classifier_chunk tokens in order: their logits (classifier_chunk, Vp) in the logits arena, each
    token's lse and loss as the whole-batch path computes them, and, in the backward or
    in a forward whose backward follows at once (gpt2rt_step: fused, no second product),
    dlogits in place, the chunk's rows of d(lnf) into dbuf and wte's gradient +=. Every
    step is row by row but wte's gradient, a sum over the tokens: bitwise the
-   whole-batch path's when hc is a multiple of the matrix product's KC slice
+   whole-batch path's when classifier_chunk is a multiple of the matrix product's KC slice
    (GPT2RT_SGEMM_KC, 256 by default), else within fp32 reassociation. */
 static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int loss, int grad, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t C = d->C;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf + i * C, p.wte, NULL, n,
-                 C, d->Vp, ctx->gemm_ws, d->nt));
+                 C, d->Vp, ctx->gemm_ws, d->n_threads));
     if (loss) {
         int64_t cnt;
         double sum;
         GPT2RT__PROF(ctx, GPT2RT__PROF_CE, (void)gpt2rt__cpu_crossentropy_forward(ctx->losses + i, ctx->logit_lse + i,
-                     ctx->logits, ctx->targets + i, n, d->V, d->Vp, &cnt, &sum, d->nt));
+                     ctx->logits, ctx->targets + i, n, d->V, d->Vp, &cnt, &sum, d->n_threads));
     }
     if (!grad) return;
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
     GPT2RT__PROF(ctx, GPT2RT__PROF_CE, gpt2rt__cpu_crossentropy_backward(ctx->logits, ctx->logit_lse + i,
-                 ctx->targets + i, dloss, n, d->V, d->Vp, d->nt));
+                 ctx->targets + i, dloss, n, d->V, d->Vp, d->n_threads));
     GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_BWD, gpt2rt__cpu_matmul_backward(ctx->dbuf + i * C, g.wte, NULL, ctx->logits,
-                 ctx->lnf + i * C, p.wte, n, C, d->Vp, ctx->gemm_ws, d->nt));
+                 ctx->lnf + i * C, p.wte, n, C, d->Vp, ctx->gemm_ws, d->n_threads));
 }
 
 /* the loss of the last forward (targets copied): chunk by chunk, then summed over the
@@ -47,8 +47,8 @@ static void gpt2rt__cpu_head_chunk(gpt2rt_ctx *ctx, int64_t i, int64_t n, int lo
 static float gpt2rt__cpu_head_chunked_loss(gpt2rt_ctx *ctx, int fused) {
     const gpt2rt__dims *d = &ctx->d;
     float dloss = 1.0f / (float)(d->n_out * ctx->cfg.grad_accum); /* gpt2rt__cpu_backward's */
-    for (int64_t i = 0; i < d->BT; i += d->hc)
-        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 1, fused, dloss);
+    for (int64_t i = 0; i < d->BT; i += d->classifier_chunk)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->classifier_chunk ? d->BT - i : d->classifier_chunk, 1, fused, dloss);
     ctx->head_fused = fused;
     double total = 0.0;
     int64_t n = 0;
@@ -63,8 +63,8 @@ static float gpt2rt__cpu_head_chunked_loss(gpt2rt_ctx *ctx, int fused) {
 static void gpt2rt__cpu_head_chunked_backward(gpt2rt_ctx *ctx, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
     if (ctx->head_fused) { ctx->head_fused = 0; return; }
-    for (int64_t i = 0; i < d->BT; i += d->hc)
-        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->hc ? d->BT - i : d->hc, 0, 1, dloss);
+    for (int64_t i = 0; i < d->BT; i += d->classifier_chunk)
+        gpt2rt__cpu_head_chunk(ctx, i, d->BT - i < d->classifier_chunk ? d->BT - i : d->classifier_chunk, 0, 1, dloss);
 }
 
 /* ---- the CPU backend's steps ---- */
@@ -74,10 +74,10 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     if (!d->patches) {
         GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_forward(ctx->x0, ctx->inputs, p.wte, p.wpe, d->B,
-                     d->T, d->C, d->nt));
+                     d->T, d->C, d->n_threads));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
-        gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
-        GPT2RT__PARALLEL_FOR(d->nt)
+        gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
+        GPT2RT__PARALLEL_FOR(d->n_threads)
         for (int64_t bt = 0; bt < d->BT; bt++) {
             float *o = ctx->x0 + bt * d->C;
             const float *pe = p.wpe + (bt % d->T) * d->C;
@@ -86,7 +86,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
     }
     /* x0 keeps the dropped embeddings: layer 0's input, and FULL's checkpoint 0 */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
-    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->nt));
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->x0, ctx->x0, &dr, d->BT * d->C, d->n_threads));
     return GPT2RT_OK;
 }
 
@@ -96,7 +96,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
 static gpt2rt_result gpt2rt__cpu_layer_forward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
-    int nt = d->nt;
+    int nt = d->n_threads;
     void *ws = ctx->gemm_ws;
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l);
     float *ln1 = a.ln1 ? a.ln1 : ctx->dbig, *ln2 = a.ln2 ? a.ln2 : ctx->dbig; /* not kept: scratch */
@@ -130,15 +130,15 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
     GPT2RT__PROF(ctx, GPT2RT__PROF_LN, gpt2rt__cpu_layernorm_forward(ctx->lnf, ctx->lnf_mean, ctx->lnf_rstd, res,
-                 p.lnfw, p.lnfb, d->BT, d->C, d->nt));
+                 p.lnfw, p.lnfb, d->BT, d->C, d->n_threads));
     /* lnf keeps the dropped values: the head's input; ln_f's backward reads res, not lnf */
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, d->BT * d->C);
-    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->nt));
+    if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->lnf, ctx->lnf, &dr, d->BT * d->C, d->n_threads));
     gpt2rt__head h = gpt2rt__head_of(d);
     if (h.kind == GPT2RT__HEAD_CHUNKED) return GPT2RT_OK;
     int tied = h.kind == GPT2RT__HEAD_LM;
     GPT2RT__PROF(ctx, GPT2RT__PROF_HEAD_FWD, gpt2rt__cpu_matmul_forward(ctx->logits, ctx->lnf, tied ? p.wte : p.outw,
-                 tied ? NULL : p.outb, h.rows, h.k, h.n, ctx->gemm_ws, d->nt));
+                 tied ? NULL : p.outb, h.rows, h.k, h.n, ctx->gemm_ws, d->n_threads));
     if (d->seqhead == GPT2RT_HEAD_PATCH_DECODE) gpt2rt__ts_decode_gather(gpt2rt__ts_yn(ctx), ctx->logits, d);
     return GPT2RT_OK;
 }
@@ -146,7 +146,7 @@ static gpt2rt_result gpt2rt__cpu_head_forward(gpt2rt_ctx *ctx, const float *res)
 static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res, float dloss) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
-    int nt = d->nt;
+    int nt = d->n_threads;
     gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0), g = gpt2rt__mparams(ctx, ctx->grads, 1);
     gpt2rt__head h = gpt2rt__head_of(d);
     /* the gradient of the loss at the product's output (rows, n), in place */
@@ -186,7 +186,7 @@ static gpt2rt_result gpt2rt__cpu_head_backward(gpt2rt_ctx *ctx, const float *res
 static gpt2rt_result gpt2rt__cpu_layer_backward(gpt2rt_ctx *ctx, int64_t l, const float *res, gpt2rt__layer_acts a) {
     const gpt2rt__dims *d = &ctx->d;
     int64_t BT = d->BT, C = d->C;
-    int nt = d->nt;
+    int nt = d->n_threads;
     void *ws = ctx->gemm_ws;
     gpt2rt__layer_params p = gpt2rt__lparams(ctx, ctx->params, 0, l), g = gpt2rt__lparams(ctx, ctx->grads, 1, l);
     /* MLP; dres holds d(res3) */
@@ -236,20 +236,20 @@ static gpt2rt_result gpt2rt__cpu_embed_backward(gpt2rt_ctx *ctx) {
     gpt2rt__model_params g = gpt2rt__mparams(ctx, ctx->grads, 1);
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
     if (dr.on) GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_dropout(ctx->dres, ctx->dres, &dr, d->BT * d->C,
-                            d->nt)); /* d(x0 before dropout): dres ends here */
+                            d->n_threads)); /* d(x0 before dropout): dres ends here */
     if (!d->patches) {
         GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(g.wte, g.wpe, ctx->dres, ctx->inputs, d->B,
-                     d->T, d->C, d->nt));
+                     d->T, d->C, d->n_threads));
         return GPT2RT_OK;
     }
     /* patches: wpe as for tokens (no wte); in_layer's weight gradients; the patches'
        gradient only for RevIN's affine */
     GPT2RT__PROF(ctx, GPT2RT__PROF_RESID, gpt2rt__cpu_encoder_backward(NULL, g.wpe, ctx->dres, NULL, d->B, d->T, d->C,
-                 d->nt));
+                 d->n_threads));
     if (g.inw) {
         gpt2rt__model_params p = gpt2rt__mparams(ctx, ctx->params, 0);
         gpt2rt__cpu_matmul_backward(g.revw ? ctx->ts_dpatch : NULL, g.inw, g.inb, ctx->dres, ctx->ts_patch, p.inw,
-                                    d->BT, d->PL, d->C, ctx->gemm_ws, d->nt);
+                                    d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
         if (g.revw) gpt2rt__ts_affine_backward(g.revw, g.revb, ctx->ts_dpatch, ctx->ts_z, d);
     }
     return GPT2RT_OK;
@@ -325,9 +325,9 @@ static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float
    bf16 weights (inference_weights): every pass by gpt2rt__cpu_matvec_bf16 on tensor tw */
 static void gpt2rt__cpu_decode_matmul(gpt2rt_ctx *ctx, float *out, const float *inp, const float *w,
                                       const gpt2rt__tensor *tw, const float *b, int64_t N, int64_t IC, int64_t OC) {
-    if (ctx->params16) gpt2rt__cpu_matvec_bf16(out, inp, ctx->params16 + tw->off, b, N, IC, OC, ctx->d.nt);
-    else if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.nt);
-    else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.nt);
+    if (ctx->params16) gpt2rt__cpu_matvec_bf16(out, inp, ctx->params16 + tw->off, b, N, IC, OC, ctx->d.n_threads);
+    else if (N < GPT2RT__KV_MATVEC_ROWS) gpt2rt__cpu_matvec_forward(out, inp, w, b, N, IC, OC, ctx->d.n_threads);
+    else gpt2rt__cpu_matmul_forward(out, inp, w, b, N, IC, OC, ctx->gemm_ws, ctx->d.n_threads);
 }
 
 /* the first n tensors of t that are vectors (LayerNorm, biases), widened from bf16 into
@@ -364,21 +364,21 @@ static gpt2rt__layer_params gpt2rt__cpu_decode_lparams(gpt2rt_ctx *ctx, int64_t 
    fork and join (a few microseconds, far more when a core is busy) cost more than the
    microsecond of work they split */
 static int gpt2rt__cpu_decode_rowwise_nt(const gpt2rt_ctx *ctx, int64_t N) {
-    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.nt;
+    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.n_threads;
 }
 
 /* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
 static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__kv *kv = &ctx->kv;
-    int64_t C = d->C, cache = l * d->KB * d->KS * C;
-    int nt = d->nt, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
+    int64_t C = d->C, cache = l * d->kv_batch * d->kv_len * C;
+    int nt = d->n_threads, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
     gpt2rt__layer_params p = gpt2rt__cpu_decode_lparams(ctx, l);
     const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, ntr);
     gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, &t[GPT2RT__QKVW], p.qkvb, N, C, 3 * C);
     gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
-                                 d->KS, C, d->NH, nt);
+                                 d->kv_len, C, d->NH, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, &t[GPT2RT__PROJW], p.projb, N, C, C);
     gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
     gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, ntr);

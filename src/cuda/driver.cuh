@@ -21,7 +21,7 @@
    weights and logits).
 
    Memory: one cudaMalloc per gpt2rt_mem category of exactly the bytes gpt2rt__layout
-   plans for the CUDA dims (d.cuda = 1, d.ab = d.wb = 2 in bf16/fp16), and the pointers
+   plans for the CUDA dims (d.cuda = 1, d.act_bytes = d.weight_bytes = 2 in bf16/fp16), and the pointers
    are carved by that same function, called on a "shadow" gpt2rt_ctx whose arenas are
    the device arenas: planned == allocated by construction. Per category:
      weights      (n_params) floatX, by tensor.off (fp32: these ARE the master weights)
@@ -167,7 +167,7 @@ typedef struct gpt2rt__cu_adamw_run {
 typedef struct gpt2rt__cu_state {
     gpt2rt_config cfg;        /* the resolved CUDA config (backend CUDA) */
     gpt2rt_config hooks;      /* allocator hooks of the host context (bookkeeping) */
-    gpt2rt__dims d;           /* d.cuda = 1, d.ab = d.wb = 4 or 2 */
+    gpt2rt__dims d;           /* d.cuda = 1, d.act_bytes = d.weight_bytes = 4 or 2 */
     gpt2rt__span span;
     int device;
     cudaStream_t stream;
@@ -533,11 +533,11 @@ static gpt2rt_result gpt2rt__cu_create_pointers(const gpt2rt_ctx *ctx, gpt2rt__c
                                  gpt2rt_mem_name((gpt2rt_mem)i));
     }
     st->w = st->arena[GPT2RT_MEM_WEIGHTS];
-    st->master = d->wb == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
+    st->master = d->weight_bytes == 4 ? NULL : (float *)st->arena[GPT2RT_MEM_MASTER];
     st->grads = st->dev->grads;
     st->m = st->dev->m;
     st->v = st->dev->v;
-    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->ab);
+    st->act_bytes = gpt2rt__ald(d, d->BT * d->C * d->act_bytes);
     st->att_D = st->dev->att_scratch;
     st->norm_parts = st->dev->norm_parts;
     { /* the workspace after attention's D: the inputs' slot (token buckets, or the series
@@ -549,7 +549,7 @@ static gpt2rt_result gpt2rt__cu_create_pointers(const gpt2rt_ctx *ctx, gpt2rt__c
         st->red = (float *)(void *)(b + slot);
         st->red_bytes = (int64_t)((unsigned char *)st->norm_parts - (b + slot));
         uint64_t ln = (uint64_t)gpt2rt__cu_layernorm_backward_scratch_bytes(d->BT, d->C);
-        int64_t oc = d->H > d->PL ? d->H : d->PL; /* out_layer's bias: H, or PL (aLLM4TS) */
+        int64_t oc = d->H > d->patch_len ? d->H : d->patch_len; /* out_layer's bias: H, or PL (aLLM4TS) */
         uint64_t bias = (uint64_t)((4 * d->C > oc ? 4 * d->C : oc) * 4); /* the widest bias vector */
         uint64_t upd = 16 + (uint64_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor);
         uint64_t need = ln > bias ? ln : bias;
@@ -585,7 +585,7 @@ static gpt2rt_result gpt2rt__cu_create_buffers(gpt2rt_ctx *ctx, gpt2rt__cu_state
     if ((size_t)d->V * 4 > st->stage_bytes) st->stage_bytes = (size_t)d->V * 4;
     GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_stage, st->stage_bytes));
     GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_adamw, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_tensor)));
-    if (d->KB && st->span.last) /* generation's ids and logits pass through it: pinned */
+    if (d->kv_batch && st->span.last) /* generation's ids and logits pass through it: pinned */
         GPT2RT__CU_SCK(cudaMallocHost((void **)&st->h_kv, (size_t)gpt2rt__kv_layout(d, 0, 1, NULL, NULL,
                                                                                      GPT2RT__KV_HOST)));
     st->runs = (gpt2rt__cu_adamw_run *)gpt2rt__alloc(&st->hooks, (size_t)ctx->n_tensors * sizeof(gpt2rt__cu_adamw_run),
@@ -626,7 +626,7 @@ static gpt2rt_result gpt2rt__cu_create_span(gpt2rt_ctx *ctx, const gpt2rt_config
     st->layer = -1;
     st->phase = "create";
     st->nb = -1;
-    st->xt = st->d.ab == 4 ? CUDA_R_32F : cfg->precision == GPT2RT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    st->xt = st->d.act_bytes == 4 ? CUDA_R_32F : cfg->precision == GPT2RT_PRECISION_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     st->loss_scale = cfg->precision == GPT2RT_PRECISION_FP16 ? cfg->loss_scale : 1.0f;
 
     gpt2rt_result pr = gpt2rt__cu_create_table(ctx, st, err, cap);

@@ -59,12 +59,12 @@ template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_revin_patch(floatX *patch, float *zs, float *mean, float *std, const float *x,
                                              const floatX *w, const floatX *b, const gpt2rt__dims *d,
                                              cudaStream_t stream) {
-    int64_t n = d->B * d->T * d->PL;
+    int64_t n = d->B * d->T * d->patch_len;
     if (n <= 0) return cudaSuccess;
-    GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_stats)(mean, std, x, d->B, d->Lb, d->M);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_stats)(mean, std, x, d->B, d->lookback, d->M);
     GPT2RT__CU_LAUNCHED();
     GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_patch<floatX>)(patch, zs, x, mean, std, w, b, d->B,
-                                                                               d->Lb, d->M, d->T, d->PL, d->PS,
+                                                                               d->lookback, d->M, d->T, d->patch_len, d->patch_stride,
                                                                                gpt2rt__ts_hist(d));
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
@@ -175,9 +175,9 @@ gpt2rt__cuk_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const
 template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_affine_backward(float *dw, float *db, const floatX *dpatch, const float *zs,
                                                  const gpt2rt__dims *d, cudaStream_t stream) {
-    if (d->B * d->T * d->PL <= 0) return cudaSuccess;
+    if (d->B * d->T * d->patch_len <= 0) return cudaSuccess;
     GPT2RT__LAUNCH((unsigned)d->M, GPT2RT__CU_TS_THREADS, 0, stream, gpt2rt__cuk_ts_affine_backward<floatX>)(
-        dw, db, dpatch, zs, d->Bw, d->M, gpt2rt__ts_hist(d) * d->PL, d->T * d->PL);
+        dw, db, dpatch, zs, d->Bw, d->M, gpt2rt__ts_hist(d) * d->patch_len, d->T * d->patch_len);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -210,14 +210,14 @@ __global__ void gpt2rt__cuk_ts_decode_scatter(floatX *dout, const floatX *dyn, i
 template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_decode(floatX *yn, floatX *out, int scatter, const gpt2rt__dims *d,
                                         cudaStream_t stream) {
-    int64_t n = scatter ? d->BT * d->PL : d->B * d->H, TH = gpt2rt__ts_hist(d);
+    int64_t n = scatter ? d->BT * d->patch_len : d->B * d->H, TH = gpt2rt__ts_hist(d);
     if (n <= 0) return cudaSuccess;
     if (scatter)
         GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_decode_scatter<floatX>)(out, yn, d->B, d->T,
-                                                                                          d->PL, d->H, TH);
+                                                                                          d->patch_len, d->H, TH);
     else
         GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 256), 256, 0, stream, gpt2rt__cuk_ts_decode_gather<floatX>)(yn, out, d->B, d->T,
-                                                                                         d->PL, d->H, TH);
+                                                                                         d->patch_len, d->H, TH);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -255,13 +255,13 @@ __global__ void gpt2rt__cuk_ts_next_backward(floatX *out, const floatX *patch, f
 template <typename floatX>
 static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *patch, float dloss,
                                       const gpt2rt__dims *d, cudaStream_t stream) {
-    if (d->BT * d->PL <= 0) return cudaSuccess;
+    if (d->BT * d->patch_len <= 0) return cudaSuccess;
     if (part)
         GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->B, 128), 128, 0, stream, gpt2rt__cuk_ts_next_sum<floatX>)(part, out, patch, d->B,
-                                                                                       d->T, d->PL);
+                                                                                       d->T, d->patch_len);
     else
-        GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->BT * d->PL, 256), 256, 0, stream, gpt2rt__cuk_ts_next_backward<floatX>)(
-            out, patch, dloss, d->B, d->T, d->PL);
+        GPT2RT__LAUNCH(gpt2rt__cu_blocks(d->BT * d->patch_len, 256), 256, 0, stream, gpt2rt__cuk_ts_next_backward<floatX>)(
+            out, patch, dloss, d->B, d->T, d->patch_len);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }

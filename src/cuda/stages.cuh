@@ -74,7 +74,7 @@ static gpt2rt_result gpt2rt__ls_cu_forward(gpt2rt__ls *ls, int s, int k) {
     const gpt2rt__span sp = st->span;
     const gpt2rt__backend *be = &gpt2rt__cu_layers;
     const int64_t BT = d->BT;
-    const size_t act = (size_t)(BT * d->C * d->ab);
+    const size_t act = (size_t)(BT * d->C * d->act_bytes);
     cudaStream_t cs = st->stream;
     st->phase = "layer split forward";
     st->layer = -1;
@@ -126,7 +126,7 @@ static gpt2rt_result gpt2rt__ls_cu_backward(gpt2rt__ls *ls, int s, int k) {
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__span sp = st->span;
     const gpt2rt__backend *be = &gpt2rt__cu_layers;
-    const size_t act = (size_t)(d->BT * d->C * d->ab);
+    const size_t act = (size_t)(d->BT * d->C * d->act_bytes);
     st->phase = "layer split backward";
     st->layer = -1;
     st->acc = k > 0; /* the first micro-batch after an update overwrites, as one device's */
@@ -155,7 +155,7 @@ static gpt2rt_result gpt2rt__ls_cu_embed_wte(gpt2rt__ls *ls, int k) {
     st->phase = "layer split wte gradient";
     st->layer = -1;
     GPT2RT__CU_CK(gpt2rt__ls_cu_pull(ls, s, 0, dv->dbuf, gpt2rt__ls_cu_set(ls, 0, k)->x0,
-                                     (size_t)(d->BT * d->C * d->ab)));
+                                     (size_t)(d->BT * d->C * d->act_bytes)));
     GPT2RT__CU_CK(cudaMemcpyAsync(st->buckets_ws, ls->h_buckets + k * nbi, (size_t)nbi * 4, cudaMemcpyHostToDevice,
                                   st->stream));
     GPT2RT__CU_CK(gpt2rt__cu_encoder_backward<X>(gpt2rt__cu_grad_of(st, gpt2rt__model_tensor(ctx, GPT2RT__WTE)), NULL,
@@ -284,7 +284,7 @@ static gpt2rt_result gpt2rt__ls_cu_adamw_stages(gpt2rt_ctx *ctx, float lr, gpt2r
         const gpt2rt__tensor *wl = gpt2rt__model_tensor(&ls->hs[n - 1], GPT2RT__WTE);
         if (!ctx->d.patches && wl->goff >= 0) { /* the first stage's copy of wte for the embedding */
             gpt2rt__cu_state *s0 = ls->cu[0], *sl = ls->cu[n - 1];
-            size_t wb = (size_t)ctx->d.wb;
+            size_t wb = (size_t)ctx->d.weight_bytes;
             cudaError_t e = cudaSetDevice(s0->device);
             if (e == cudaSuccess) e = gpt2rt__ls_cu_pull(ls, 0, n - 1, (unsigned char *)s0->w + (size_t)w0->off * wb,
                                                          (const unsigned char *)sl->w + (size_t)wl->off * wb,

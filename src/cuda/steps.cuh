@@ -25,7 +25,7 @@ static gpt2rt_result gpt2rt__cu_embed_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(&st->blas, gpt2rt__cu_dtype<X>::value, x0, NULL, dv->ts_patch,
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__INW)),
                                                 gpt2rt__cu_weight<X>(st, gpt2rt__ts_tensor(ctx, GPT2RT__INB)), d->BT,
-                                                d->PL, d->C, st->mm_err, sizeof st->mm_err));
+                                                d->patch_len, d->C, st->mm_err, sizeof st->mm_err));
         GPT2RT__CU_CK(gpt2rt__cu_add_pos<X>(x0, wpe, d->BT, d->T, d->C, st->stream));
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.dropout, -1, GPT2RT__DROP_EMBED, d->BT * d->C);
@@ -65,7 +65,7 @@ static gpt2rt_result gpt2rt__cu_head_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state
 }
 
 /* The chunked classifier (config.classifier_chunk; 7.3's gpt2rt__cpu_head_chunk): tokens
-   [i, i+n) of lnf (BT,C): their logits (n,Vp) in the logits arena (hc rows), their
+   [i, i+n) of lnf (BT,C): their logits (n,Vp) in the logits arena (classifier_chunk rows), their
    losses and lse (the whole-batch classifier's kernel, row by row), and with grad the
    logits become dlogits in place, dbuf's rows [i, i+n) = dlogits wte and wte's gradient
    += dlogits^T lnf (overwritten by the first chunk when st->acc = 0). Every row is
@@ -109,8 +109,8 @@ static gpt2rt_result gpt2rt__cu_head_chunk_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *
 template <typename X>
 static gpt2rt_result gpt2rt__cu_head_chunks_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int grad, float dloss) {
     const gpt2rt__dims *d = &st->d;
-    for (int64_t i = 0; i < d->BT; i += d->hc)
-        GPT2RT__TRY(gpt2rt__cu_head_chunk_t<X>(ctx, st, i, d->BT - i < d->hc ? d->BT - i : d->hc, grad, dloss));
+    for (int64_t i = 0; i < d->BT; i += d->classifier_chunk)
+        GPT2RT__TRY(gpt2rt__cu_head_chunk_t<X>(ctx, st, i, d->BT - i < d->classifier_chunk ? d->BT - i : d->classifier_chunk, grad, dloss));
     return GPT2RT_OK;
 }
 
@@ -176,7 +176,7 @@ static gpt2rt_result gpt2rt__cu_head_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_stat
     }
     gpt2rt__drop dr = gpt2rt__drop_at(ctx, ctx->cfg.head_dropout, -1, GPT2RT__DROP_HEAD, BT * C);
     GPT2RT__CU_CK(gpt2rt__cu_dropout<X>(dbuf, dbuf, &dr, BT * C, s));
-    GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->ab), s));
+    GPT2RT__CU_CK(cudaMemsetAsync(dres, 0, (size_t)(BT * C * d->act_bytes), s));
     GPT2RT__CU_CK(gpt2rt__cu_ln_backward<X>(st, dres, gpt2rt__cu_grad_of(st, lnfw), gpt2rt__cu_grad_of(st, lnfb), dbuf,
                                             res, gpt2rt__cu_weight<X>(st, lnfw), dv->lnf_mean, dv->lnf_rstd));
     return GPT2RT_OK;
@@ -282,11 +282,11 @@ static gpt2rt_result gpt2rt__cu_embed_backward_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     if (!g_inw) return GPT2RT_OK; /* tokens, or the head group frozen */
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_weight(&st->blas, t, g_inw, gpt2rt__cu_grad_of(st, gpt2rt__ts_tensor(ctx,
                                                     GPT2RT__INB)), st->acc ? st->red : NULL, dres, dv->ts_patch, d->BT,
-                                                    d->PL, d->C, st->acc, st->mm_err, sizeof st->mm_err));
+                                                    d->patch_len, d->C, st->acc, st->mm_err, sizeof st->mm_err));
     const gpt2rt__tensor *rw = gpt2rt__ts_tensor(ctx, GPT2RT__REVW), *rb = gpt2rt__ts_tensor(ctx, GPT2RT__REVB);
     if (!gpt2rt__cu_grad_of(st, rw)) return GPT2RT_OK;
     GPT2RT__CU_MM(gpt2rt__cu_matmul_backward_input(&st->blas, t, dv->ts_dpatch, dres, gpt2rt__cu_weight<X>(st, iw), NULL,
-                                                   d->BT, d->PL, d->C, st->mm_err, sizeof st->mm_err));
+                                                   d->BT, d->patch_len, d->C, st->mm_err, sizeof st->mm_err));
     GPT2RT__CU_CK(gpt2rt__cu_ts_affine_backward<X>(gpt2rt__cu_grad_of(st, rw), gpt2rt__cu_grad_of(st, rb),
                                                    (const X *)(const void *)dv->ts_dpatch, dv->ts_z, d, st->stream));
     return GPT2RT_OK;
@@ -411,7 +411,7 @@ static gpt2rt_result gpt2rt__cu_forward_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         return GPT2RT_OK;
     }
     float dloss = st->loss_scale / (float)(BT * st->cfg.grad_accum);
-    if (d->hc < BT) { /* classifier_chunk: the fused head's weight gradient joins what is there */
+    if (d->classifier_chunk < BT) { /* classifier_chunk: the fused head's weight gradient joins what is there */
         st->acc = st->grads_dirty;
         GPT2RT__TRY(gpt2rt__cu_head_chunks_t<X>(ctx, st, fuse, dloss));
     } else
@@ -459,7 +459,7 @@ static gpt2rt_result gpt2rt__cu_forward_series_t(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     st->dlogits_in_forward = st->dlogits_ready = 0;
     st->have_targets = 0;
     st->layer = -1;
-    GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->Lb) * 4, cudaMemcpyHostToDevice, s));
+    GPT2RT__CU_CK(cudaMemcpyAsync(st->ts_x, x, (size_t)(d->B * d->lookback) * 4, cudaMemcpyHostToDevice, s));
     if (y && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) /* NEXT_PATCH has no y slot: its targets are the patches */
         GPT2RT__CU_CK(cudaMemcpyAsync(dv->ts_y, y, (size_t)d->n_out * 4, cudaMemcpyHostToDevice, s));
     GPT2RT__CU_CK(gpt2rt__cu_ts_revin_patch<X>((X *)(void *)dv->ts_patch, dv->ts_z, dv->ts_mean, dv->ts_std, st->ts_x, rw,
@@ -570,7 +570,7 @@ template <typename X>
 static gpt2rt_result gpt2rt__cu_decode_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, int64_t N, int64_t M) {
     const gpt2rt__dims *d = &st->d;
     const gpt2rt__kv *hk = &ctx->kv, *dk = &st->dev->kv;
-    const int64_t C = d->C, cache = d->KB * d->KS * C; /* one layer's keys */
+    const int64_t C = d->C, cache = d->kv_batch * d->kv_len * C; /* one layer's keys */
     const cudaDataType_t t = gpt2rt__cu_dtype<X>::value;
     cudaStream_t s = st->stream;
     gpt2rt__cu_blas *bl = &st->blas;
@@ -591,7 +591,7 @@ static gpt2rt_result gpt2rt__cu_decode_t(gpt2rt_ctx *ctx, gpt2rt__cu_state *st, 
         GPT2RT__CU_CK(gpt2rt__cu_layernorm_forward<X>(ln, dk->ln_mean, dk->ln_rstd, x, p.ln1w, p.ln1b, N, C, s));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, qkv, NULL, ln, p.qkvw, p.qkvb, N, C, 3 * C, me, mc));
         GPT2RT__CU_CK(gpt2rt__cu_attention_cached<X>(atty, qkv, (X *)(void *)dk->k + l * cache,
-                                                     (X *)(void *)dk->v + l * cache, dk->row, dk->pos, N, d->KS, C,
+                                                     (X *)(void *)dk->v + l * cache, dk->row, dk->pos, N, d->kv_len, C,
                                                      d->NH, s));
         GPT2RT__CU_MM(gpt2rt__cu_matmul_forward(bl, t, proj, NULL, atty, p.projw, p.projb, N, C, C, me, mc));
         GPT2RT__CU_CK(gpt2rt__cu_residual_forward<X>(x, x, proj, N * C, s));
@@ -630,7 +630,7 @@ static gpt2rt_result gpt2rt__cu_be_decode(gpt2rt_ctx *ctx, int64_t N, int64_t M)
     gpt2rt__cu_state *st = ctx->cu;
     if (!st || !st->h_kv)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_generate: this CUDA context has no device KV cache "
-                            "(kv_batch = %lld, one device only)", (long long)ctx->d.KB);
+                            "(kv_batch = %lld, one device only)", (long long)ctx->d.kv_batch);
     st->phase = "decode";
     st->layer = -1;
     GPT2RT__CU_CK(cudaSetDevice(st->device));

@@ -45,7 +45,7 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
     const gpt2rt__dims *d = &ctx->d;
     for (int k = 0; k < 2; k++) {
         const float *v = k ? y : x;
-        int64_t steps = k ? d->H : d->Lb, n = d->Bw * steps * d->M;
+        int64_t steps = k ? d->H : d->lookback, n = d->Bw * steps * d->M;
         for (int64_t i = 0; v && i < n; i++)
             if (!isfinite(v[i]))
                 return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s[%lld] (window %lld, step %lld, channel "
@@ -63,13 +63,13 @@ static gpt2rt_result gpt2rt__ts_check(gpt2rt_ctx *ctx, const char *fn, const flo
    L-1. Statistics are summed in double in step order. */
 /* PATCH_DECODE: the history's patches, then the placeholders (gpt2rt__ts_hist) */
 static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
-    return d->seqhead == GPT2RT_HEAD_PATCH_DECODE ? d->T - (d->H + d->PL - 1) / d->PL : d->T;
+    return d->seqhead == GPT2RT_HEAD_PATCH_DECODE ? d->T - (d->H + d->patch_len - 1) / d->patch_len : d->T;
 }
 
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
                                    const float *b, const gpt2rt__dims *d) {
-    int64_t L = d->Lb, M = d->M, T = d->T, PL = d->PL, PS = d->PS, TH = gpt2rt__ts_hist(d);
-    GPT2RT__PARALLEL_FOR(d->nt)
+    int64_t L = d->lookback, M = d->M, T = d->T, PL = d->patch_len, PS = d->patch_stride, TH = gpt2rt__ts_hist(d);
+    GPT2RT__PARALLEL_FOR(d->n_threads)
     for (int64_t bm = 0; bm < d->B; bm++) {
         const float *xs = x + (bm / M) * L * M + bm % M; /* step t at xs[t*M] */
         double s = 0.0, ss = 0.0;
@@ -146,7 +146,7 @@ static void gpt2rt__ts_mse_backward(float *dyn, const float *pred, const float *
    copies included (the chain rule through the padding); summed per channel in
    double in order */
 static void gpt2rt__ts_affine_backward(float *dw, float *db, const float *dpatch, const float *zs, const gpt2rt__dims *d) {
-    int64_t M = d->M, n = gpt2rt__ts_hist(d) * d->PL, ld = d->T * d->PL; /* placeholders: no affine */
+    int64_t M = d->M, n = gpt2rt__ts_hist(d) * d->patch_len, ld = d->T * d->patch_len; /* placeholders: no affine */
     for (int64_t m = 0; m < M; m++) {
         double sw = 0.0, sb = 0.0;
         for (int64_t bw = 0; bw < d->Bw; bw++) {
@@ -172,7 +172,7 @@ static float *gpt2rt__ts_yn(const gpt2rt_ctx *ctx) {
 
 /* yn (B*M,H) = the placeholders' rows of out (BT,PL) */
 static void gpt2rt__ts_decode_gather(float *yn, const float *out, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL, H = d->H, TH = gpt2rt__ts_hist(d);
+    int64_t T = d->T, PL = d->patch_len, H = d->H, TH = gpt2rt__ts_hist(d);
     for (int64_t bm = 0; bm < d->B; bm++)
         for (int64_t h = 0; h < H; h++) yn[bm * H + h] = out[(bm * T + TH + h / PL) * PL + h % PL];
 }
@@ -180,7 +180,7 @@ static void gpt2rt__ts_decode_gather(float *yn, const float *out, const gpt2rt__
 /* dout (BT,PL) = dyn (B*M,H) at the placeholders' rows, 0 elsewhere (the history's
    outputs and the cut tail of the last placeholder feed no loss) */
 static void gpt2rt__ts_decode_scatter(float *dout, const float *dyn, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL, H = d->H, TH = gpt2rt__ts_hist(d);
+    int64_t T = d->T, PL = d->patch_len, H = d->H, TH = gpt2rt__ts_hist(d);
     memset(dout, 0, (size_t)(d->BT * PL) * sizeof(float));
     for (int64_t bm = 0; bm < d->B; bm++)
         for (int64_t h = 0; h < H; h++) dout[(bm * T + TH + h / PL) * PL + h % PL] = dyn[bm * H + h];
@@ -189,7 +189,7 @@ static void gpt2rt__ts_decode_scatter(float *dout, const float *dyn, const gpt2r
 /* NEXT_PATCH: sum over series bm, t < T-1, k < PL of (out[bm,t,k] - patch[bm,t+1,k])^2,
    in double in that order */
 static double gpt2rt__ts_next_sum(const float *out, const float *patch, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL;
+    int64_t T = d->T, PL = d->patch_len;
     double s = 0.0;
     for (int64_t bm = 0; bm < d->B; bm++)
         for (int64_t i = bm * T * PL; i < ((bm + 1) * T - 1) * PL; i++) {
@@ -202,7 +202,7 @@ static double gpt2rt__ts_next_sum(const float *out, const float *patch, const gp
 /* NEXT_PATCH: dout (BT,PL) = d(dloss * gpt2rt__ts_next_sum) / d(out), in place over out;
    the last position of each series predicts nothing (0) */
 static void gpt2rt__ts_next_backward(float *out, const float *patch, float dloss, const gpt2rt__dims *d) {
-    int64_t T = d->T, PL = d->PL;
+    int64_t T = d->T, PL = d->patch_len;
     for (int64_t bm = 0; bm < d->B; bm++) {
         float *o = out + bm * T * PL;
         const float *pt = patch + bm * T * PL;

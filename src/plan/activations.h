@@ -10,17 +10,17 @@
 /* ==== 3.2 Activations and arenas ==== */
 /* the memory documentation: what every byte of the plan is for */
 
-/* One layer's saved activations, in order, in bytes (activations of d->ab bytes,
+/* One layer's saved activations, in order, in bytes (activations of d->act_bytes bytes,
    statistics fp32). full: every field (the FULL recompute slots); else the ones
    d->keep_* asks for, the others NULL. Fills a (pointers from base) when non-NULL. */
 static int64_t gpt2rt__ald(const gpt2rt__dims *d, int64_t bytes) { return (bytes + d->align - 1) / d->align * d->align; }
 
 /* bytes into the logits arena where the normalised predictions (B*M,H) start: after a
    sequence head's (BT,PL) outputs, 0 for the flatten head (they are its output) */
-static int64_t gpt2rt__ts_yn_off(const gpt2rt__dims *d) { return d->seqhead ? gpt2rt__ald(d, d->BT * d->PL * d->ab) : 0; }
+static int64_t gpt2rt__ts_yn_off(const gpt2rt__dims *d) { return d->seqhead ? gpt2rt__ald(d, d->BT * d->patch_len * d->act_bytes) : 0; }
 
 static int64_t gpt2rt__layer_acts_carve(const gpt2rt__dims *d, unsigned char *base, gpt2rt__layer_acts *a, int full) {
-    int64_t o = 0, BT = d->BT, C = d->C, ab = d->ab;
+    int64_t o = 0, BT = d->BT, C = d->C, ab = d->act_bytes;
 #define GPT2RT__CARVE(field, n, eb, keep) do { int k_ = full || (keep); \
         if (a) { a->field = k_ ? (float *)(void *)(base + o) : NULL; } \
         if (k_) { o += gpt2rt__ald(d, (n) * (eb)); } } while (0)
@@ -47,7 +47,7 @@ static gpt2rt__layer_acts gpt2rt__lacts(const gpt2rt_ctx *ctx, int64_t l) {
     int full = ctx->d.recompute == GPT2RT_RECOMPUTE_FULL;
     /* a layer-split stage's blocks start at its first layer; inference: two blocks in turn, so
        layer l reads layer l-1's output from the other */
-    int64_t slot = full ? l % ctx->d.ck : ctx->d.infer ? (l - ctx->l0) % 2 : l - ctx->l0;
+    int64_t slot = full ? l % ctx->d.checkpoint_every : ctx->d.infer ? (l - ctx->l0) % 2 : l - ctx->l0;
     gpt2rt__layer_acts_carve(&ctx->d, ctx->layer_acts + slot * ctx->layer_stride, &a, full);
     return a;
 }
@@ -86,7 +86,7 @@ static int64_t gpt2rt__opt_norm_chunks(int64_t n_params) { return (n_params + GP
 /* the CUDA workspace's input slot: tokens, the wte gradient's buckets ((3BT+1) int32);
    patches, the windows x (Bw,L,M) fp32 that RevIN reads on the device */
 static int64_t gpt2rt__cu_inputs_bytes(const gpt2rt__dims *d) {
-    return gpt2rt__ald(d, d->patches ? d->B * d->Lb * 4 : (3 * d->BT + 1) * 4);
+    return gpt2rt__ald(d, d->patches ? d->B * d->lookback * 4 : (3 * d->BT + 1) * 4);
 }
 
 /* prompt positions one row feeds the model in one generation pass: bounds the
@@ -123,7 +123,7 @@ static float gpt2rt__w_get(const gpt2rt_ctx *ctx, int64_t i) {
 }
 
 /* what gpt2rt__kv_layout lays out: ALL, the CPU's one arena; DEVICE, a CUDA device's arena
-   (the cache and a pass's activations in the storage type d->ab, the pass's ids, the
+   (the cache and a pass's activations in the storage type d->act_bytes, the pass's ids, the
    sampled rows' logits); HOST, the CUDA context's host side of it (the ids staged, the
    logits in fp32, the sampling scratch: pinned bookkeeping, no device bytes) */
 enum { GPT2RT__KV_ALL, GPT2RT__KV_DEVICE, GPT2RT__KV_HOST };
@@ -134,16 +134,16 @@ enum { GPT2RT__KV_ALL, GPT2RT__KV_DEVICE, GPT2RT__KV_HOST };
 static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, unsigned char *base, gpt2rt__kv *kv,
                                  int part) {
     if (kv) memset(kv, 0, sizeof *kv);
-    if (!d->KB) return 0;
-    int64_t C = d->C, KB = d->KB, N = KB * (d->KS < GPT2RT__KV_CHUNK ? d->KS : GPT2RT__KV_CHUNK), o = 0;
+    if (!d->kv_batch) return 0;
+    int64_t C = d->C, KB = d->kv_batch, N = KB * (d->kv_len < GPT2RT__KV_CHUNK ? d->kv_len : GPT2RT__KV_CHUNK), o = 0;
     int bind = base && kv, dev = part != GPT2RT__KV_HOST, cpu = part == GPT2RT__KV_ALL, host = part != GPT2RT__KV_DEVICE;
-    int64_t eb = part == GPT2RT__KV_DEVICE ? d->ab : 4; /* cache and activations: the storage type on a device */
+    int64_t eb = part == GPT2RT__KV_DEVICE ? d->act_bytes : 4; /* cache and activations: the storage type on a device */
 #define GPT2RT__KV(field, type, n, on) do { if (on) { if (bind) kv->field = (type *)(void *)(base + o); \
         o += gpt2rt__ald(d, (int64_t)(n) * (int64_t)sizeof(type)); } } while (0)
 #define GPT2RT__KVX(field, n, on) do { if (on) { if (bind) kv->field = (float *)(void *)(base + o); \
         o += gpt2rt__ald(d, (int64_t)(n) * eb); } } while (0)
-    GPT2RT__KVX(k, nl * KB * d->KS * C, dev);
-    GPT2RT__KVX(v, nl * KB * d->KS * C, dev);
+    GPT2RT__KVX(k, nl * KB * d->kv_len * C, dev);
+    GPT2RT__KVX(v, nl * KB * d->kv_len * C, dev);
     GPT2RT__KV(tok, int32_t, N, 1);
     GPT2RT__KV(row, int32_t, N, 1);
     GPT2RT__KV(pos, int32_t, N, 1);
@@ -155,8 +155,8 @@ static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, un
     GPT2RT__KVX(atty, N * C, dev);
     GPT2RT__KVX(proj, N * C, dev);
     GPT2RT__KVX(fch, N * 4 * C, dev);
-    GPT2RT__KV(att, float, d->nt * gpt2rt__pad16(d->KS), cpu);
-    if (d->w16) GPT2RT__KV(wvec, float, GPT2RT__KV_WVEC * C, cpu); /* a layer's vectors (or ln_f's), widened */
+    GPT2RT__KV(att, float, d->n_threads * gpt2rt__pad16(d->kv_len), cpu);
+    if (d->bf16_weights) GPT2RT__KV(wvec, float, GPT2RT__KV_WVEC * C, cpu); /* a layer's vectors (or ln_f's), widened */
     if (last) {
         GPT2RT__KVX(logits, KB * d->Vp, 1);
         GPT2RT__KV(sel, int32_t, KB, host);
@@ -184,27 +184,27 @@ static int64_t gpt2rt__kv_layout(const gpt2rt__dims *d, int64_t nl, int last, un
    and the logits on the last. Data parallel: every device holds it all. */
 static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_t bytes[GPT2RT_MEM_COUNT],
                            gpt2rt_ctx *ctx) {
-    int64_t BT = d->BT, C = d->C, ab = d->ab, nl = s->l1 - s->l0;
+    int64_t BT = d->BT, C = d->C, ab = d->act_bytes, nl = s->l1 - s->l0;
     for (int i = 0; i < GPT2RT_MEM_COUNT; i++) bytes[i] = 0;
 
     /* parameters: held (weights) and owned (master, grads, moments) */
     int64_t held, owned;
     gpt2rt__span_params(d, s, NULL, &held, &owned);
-    bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->wb);
+    bytes[GPT2RT_MEM_WEIGHTS] = (uint64_t)(held * d->weight_bytes);
     /* ZeRO-1: the optimizer state of rank r's shard of the trained floats only (shard 0
        is the largest); the gradients stay whole: the backward writes all of them, padded
        to d->shards equal shards for the reduce-scatter (1.4) */
     int64_t opt_owned = gpt2rt__shard_lo(owned, d->shards, 1);
     /* low precision: an fp32 master of what this device trains */
-    bytes[GPT2RT_MEM_MASTER] = d->wb == 4 ? 0 : (uint64_t)(opt_owned * 4);
+    bytes[GPT2RT_MEM_MASTER] = d->weight_bytes == 4 ? 0 : (uint64_t)(opt_owned * 4);
     bytes[GPT2RT_MEM_GRADS] = (uint64_t)(gpt2rt__shard_padded(owned, d->shards) * 4);
     bytes[GPT2RT_MEM_MOMENTS] = (uint64_t)(opt_owned * 8);
 
     /* activations: tokens, layer input, the layers (or FULL's checkpoints and slots), ln_f, losses */
     int full = d->recompute == GPT2RT_RECOMPUTE_FULL;
     int64_t stride = gpt2rt__layer_acts_carve(d, NULL, NULL, full);
-    int64_t n_blocks = full ? (d->ck < nl ? d->ck : nl) : d->infer ? (nl < 2 ? nl : 2) : nl;
-    int64_t n_ckpt = full ? (nl + d->ck - 1) / d->ck - 1 : 0; /* the layer input is checkpoint 0 */
+    int64_t n_blocks = full ? (d->checkpoint_every < nl ? d->checkpoint_every : nl) : d->infer ? (nl < 2 ? nl : 2) : nl;
+    int64_t n_ckpt = full ? (nl + d->checkpoint_every - 1) / d->checkpoint_every - 1 : 0; /* the layer input is checkpoint 0 */
     int64_t o = 0, act = gpt2rt__ald(d, BT * C * ab);
     /* tokens: the ids; patches: the normalised patches and their series' statistics,
        the targets and the de-normalised predictions */
@@ -214,10 +214,10 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
         o_targets = o; if (s->last) o += gpt2rt__ald(d, BT * 4);
     } else {
         if (s->first) {
-            o_patch = o; o += gpt2rt__ald(d, BT * d->PL * 4);
+            o_patch = o; o += gpt2rt__ald(d, BT * d->patch_len * 4);
             o_mean = o; o += gpt2rt__ald(d, d->B * 4);
             o_std = o; o += gpt2rt__ald(d, d->B * 4);
-            o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->PL * 4); /* the patches before the affine */
+            o_z = o; if (d->affine) o += gpt2rt__ald(d, BT * d->patch_len * 4); /* the patches before the affine */
         }
         if (s->last && d->seqhead != GPT2RT_HEAD_NEXT_PATCH) { /* NEXT_PATCH: the targets are the patches themselves */
             o_y = o; o += gpt2rt__ald(d, d->n_out * 4);
@@ -244,19 +244,19 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
        recompute buffer for outputs not kept */
     int64_t big = gpt2rt__ald(d, BT * 4 * C * ab);
     /* patches with RevIN's affine: the gradient of the patches (BT,PL) */
-    int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->PL * 4) : 0;
-    bytes[GPT2RT_MEM_TRANSIENT] = d->infer ? 0 : (uint64_t)(2 * act + big + (d->rc ? big : 0) + dpatch);
-    /* the head's output: logits (hc,Vp) (hc: BT, or the chunked classifier's chunk), or the
+    int64_t dpatch = d->affine && s->first ? gpt2rt__ald(d, BT * d->patch_len * 4) : 0;
+    bytes[GPT2RT_MEM_TRANSIENT] = d->infer ? 0 : (uint64_t)(2 * act + big + (d->recompute_buffer ? big : 0) + dpatch);
+    /* the head's output: logits (classifier_chunk,Vp) (BT, or the chunked classifier's chunk), or the
        normalised predictions (B*M,H); sequence heads: a patch a position (BT,PL),
        PATCH_DECODE then its placeholders' (B*M,H) */
     bytes[GPT2RT_MEM_LOGITS] = !s->last ? 0 : d->seqhead ? (uint64_t)(gpt2rt__ts_yn_off(d) + d->B * d->H * ab)
-                               : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(d->hc * d->Vp * ab);
+                               : d->patches ? (uint64_t)(d->B * d->H * ab) : (uint64_t)(d->classifier_chunk * d->Vp * ab);
 
     /* the norm's partial sums cover what this device owns */
     uint64_t ws_gemm, ws_att, ws_norm = (uint64_t)gpt2rt__ald(d, gpt2rt__opt_norm_chunks(owned) * 8);
     if (d->cuda) { /* cuBLASLt workspace; attention's row statistics; the inputs' slot; reductions */
         int64_t n_tensors = GPT2RT__N_MODEL + GPT2RT__PER_LAYER * d->L + (d->patches ? GPT2RT__N_TS : 0);
-        int64_t oc = d->H > d->PL ? d->H : d->PL;                     /* out_layer's bias: H, or PL (aLLM4TS) */
+        int64_t oc = d->H > d->patch_len ? d->H : d->patch_len;                     /* out_layer's bias: H, or PL (aLLM4TS) */
         int64_t rows = (BT + 31) / 32, bias = 4 * C > oc ? 4 * C : oc;
         int64_t red = rows * 2 * C * 4 > bias * 4 ? rows * 2 * C * 4 : bias * 4; /* LayerNorm / bias partials */
         if (n_tensors * 32 + 16 > red) red = n_tensors * 32 + 16;                  /* the AdamW tensor table */
@@ -264,8 +264,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
         ws_att = (uint64_t)(gpt2rt__ald(d, d->B * d->NH * d->T * 4) + gpt2rt__cu_inputs_bytes(d) +
                             gpt2rt__ald(d, red));
     } else {
-        ws_gemm = (uint64_t)gpt2rt__ald(d, (int64_t)gpt2rt__sgemm_workspace_bytes(d->nt));
-        ws_att = (uint64_t)d->nt * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
+        ws_gemm = (uint64_t)gpt2rt__ald(d, (int64_t)gpt2rt__sgemm_workspace_bytes(d->n_threads));
+        ws_att = (uint64_t)d->n_threads * (uint64_t)gpt2rt__pad16(2 * d->T) * 4;
     }
     bytes[GPT2RT_MEM_WORKSPACE] = ws_gemm + ws_att + ws_norm;
     /* generation: the cache of this device's layers and a pass's scratch */
@@ -277,8 +277,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->n_params = held;
     ctx->n_train = owned;
     ctx->l0 = s->l0;
-    ctx->params = d->w16 ? NULL : (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
-    ctx->params16 = d->w16 ? (uint16_t *)ctx->arena[GPT2RT_MEM_WEIGHTS] : NULL;
+    ctx->params = d->bf16_weights ? NULL : (float *)ctx->arena[GPT2RT_MEM_WEIGHTS];
+    ctx->params16 = d->bf16_weights ? (uint16_t *)ctx->arena[GPT2RT_MEM_WEIGHTS] : NULL;
     ctx->grads = (float *)ctx->arena[GPT2RT_MEM_GRADS];
     ctx->m = (float *)ctx->arena[GPT2RT_MEM_MOMENTS];
     ctx->n_opt = gpt2rt__shard_lo(ctx->n_train, d->shards, 1);
@@ -308,8 +308,8 @@ static void gpt2rt__layout(const gpt2rt__dims *d, const gpt2rt__span *s, uint64_
     ctx->dres = has_tr ? (float *)(void *)tr : NULL;
     ctx->dbuf = has_tr ? (float *)(void *)(tr + act) : NULL;
     ctx->dbig = has_tr ? (float *)(void *)(tr + 2 * act) : NULL;
-    ctx->rcbuf = has_tr && d->rc ? (float *)(void *)(tr + 2 * act + big) : NULL;
-    ctx->ts_dpatch = has_tr && dpatch ? (float *)(void *)(tr + 2 * act + big + (d->rc ? big : 0)) : NULL;
+    ctx->rcbuf = has_tr && d->recompute_buffer ? (float *)(void *)(tr + 2 * act + big) : NULL;
+    ctx->ts_dpatch = has_tr && dpatch ? (float *)(void *)(tr + 2 * act + big + (d->recompute_buffer ? big : 0)) : NULL;
     ctx->logits = (float *)ctx->arena[GPT2RT_MEM_LOGITS];
     unsigned char *ws = (unsigned char *)ctx->arena[GPT2RT_MEM_WORKSPACE];
     ctx->gemm_ws = ws;

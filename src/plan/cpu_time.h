@@ -63,8 +63,8 @@ static gpt2rt_result gpt2rt__cpu_calibrate(int nt, int64_t M, int64_t K, int64_t
    speed, so each micro-batch moves its activations about GPT2RT__CPU_PASSES times
    (written by the forward, read by the backward, their gradients written and read),
    and the cross-entropy passes over the (tokens, Vp) logits three times (the max, the
-   exponentials, the gradient). A chunked classifier (classifier_chunk = hc < tokens)
-   runs the head's three products as tokens / hc smaller ones: each at the rate of hc
+   exponentials, the gradient). A chunked classifier (classifier_chunk < tokens)
+   runs the head's three products as tokens / classifier_chunk smaller ones: each at the rate of its
    rows, and each further chunk reads wte twice more and its gradient once more,
    read and written. */
 #define GPT2RT__CPU_PASSES 4.0
@@ -91,7 +91,7 @@ static double gpt2rt__cpu_micro(const gpt2rt_config *c, const gpt2rt__dims *d, c
     double head_rows = d->patches ? 0.0 : tok;
     t += GPT2RT__CPU_PASSES * (double)b[GPT2RT_MEM_ACTIVATIONS] / bw;
     if (head_rows > 0 && !d->infer) {
-        double vc = (double)d->Vp * d->C, hc = (double)d->hc;
+        double vc = (double)d->Vp * d->C, hc = (double)d->classifier_chunk;
         t += 3.0 * 4.0 * tok * (double)d->Vp / bw;
         if (hc < tok) {
             double chunks = ceil(tok / hc), f_head = 6.0 * tok * vc;
@@ -112,7 +112,7 @@ static void gpt2rt__cpu_step_time(const gpt2rt_config *c, const gpt2rt_cpu_speed
     owned = (double)b[GPT2RT_MEM_GRADS] / 4;
     memset(st, 0, sizeof *st);
     st->compute = c->grad_accum * gpt2rt__cpu_micro(c, &d, s, &f);
-    st->update = owned * (32.0 + d.wb) / s->mem_bw; /* AdamW: p, g, m, v in and out */
+    st->update = owned * (32.0 + d.weight_bytes) / s->mem_bw; /* AdamW: p, g, m, v in and out */
     st->total = st->compute + st->update;
     st->one_device = st->total;
 }

@@ -52,9 +52,9 @@ static int64_t gpt2rt__dim_size(const gpt2rt__dims *d, gpt2rt__dim k) {
     case GPT2RT__DIM_4C: return 4 * d->C;
     case GPT2RT__DIM_VP: return d->Vp;
     case GPT2RT__DIM_P: return d->P;
-    case GPT2RT__DIM_PL: return d->PL;
+    case GPT2RT__DIM_PL: return d->patch_len;
     /* out_layer: the flatten head (H, T*C); aLLM4TS's sequence head (PL, C), one patch a position */
-    case GPT2RT__DIM_H: return d->seqhead ? d->PL : d->H;
+    case GPT2RT__DIM_H: return d->seqhead ? d->patch_len : d->H;
     case GPT2RT__DIM_TC: return d->seqhead ? d->C : d->T * d->C;
     case GPT2RT__DIM_M: return d->M;
     }
@@ -177,7 +177,7 @@ static void gpt2rt__span_params(const gpt2rt__dims *d, const gpt2rt__span *s, gp
                                 int64_t *n_train) {
     int64_t head = gpt2rt__layer0(d), nl = d->L * GPT2RT__PER_LAYER, l;
     int64_t n = head + nl + 2 + (d->patches ? (d->affine ? 4 : 2) : 0);
-    gpt2rt__span_walk w = {0, 0, 0, 0, d->align / d->wb, d->align / 4};
+    gpt2rt__span_walk w = {0, 0, 0, 0, d->align / d->weight_bytes, d->align / 4};
     for (int64_t i = 0; i < head; i++) {
         const gpt2rt__param_row *row = gpt2rt__param_row_of(d, i, &l);
         gpt2rt__span_row(d, s, &w, row, l, tab ? tab + i : NULL);

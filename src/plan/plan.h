@@ -49,15 +49,15 @@ static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *
     const gpt2rt__dims d = *dp;
     double C = (double)d.C, T = (double)d.T, tok = (double)d.BT, eff = tok / (tok + half);
     double layer = 72 * C * C + 12 * C * T, layer_fwd = 24 * C * C + 4 * C * T, head = 6 * (double)d.Vp * C;
-    if (d.patches) head = 6 * (double)(d.PL + d.H) * C; /* in_layer and out_layer, per patch */
+    if (d.patches) head = 6 * (double)(d.patch_len + d.H) * C; /* in_layer and out_layer, per patch */
     if (c->frozen & GPT2RT_GROUP_ATTENTION) layer -= 8 * C * C;  /* no weight gradients: 2 FLOPs a weight */
     if (c->frozen & GPT2RT_GROUP_MLP) layer -= 16 * C * C;
     if (c->frozen & GPT2RT_GROUP_TOKEN_EMBED) head -= 2 * (double)d.Vp * C;
     if (d.infer) { layer = layer_fwd; head /= 3; } /* the forward alone */
     double nl = (double)(s.l1 - s.l0), f = tok * (nl * layer + (s.last ? head : 0.0)), bytes = 0.0;
-    if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.ck < nl ? d.ck : nl)) * layer_fwd;
+    if (d.recompute == GPT2RT_RECOMPUTE_FULL) f += tok * (nl - (d.checkpoint_every < nl ? d.checkpoint_every : nl)) * layer_fwd;
     if (d.recompute == GPT2RT_RECOMPUTE_SELECTIVE) /* read and write LN and GELU outputs again */
-        bytes = tok * nl * 2.0 * d.ab * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
+        bytes = tok * nl * 2.0 * d.act_bytes * ((d.need_ln1 ? C : 0) + (d.need_mlp_in ? 5 * C : 0));
     uint64_t b[GPT2RT_MEM_COUNT];
     gpt2rt__layout(&d, &s, b, NULL);
     *flops = f;
@@ -81,10 +81,10 @@ static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
         f_micro += f;
         if (owned > owned_max) owned_max = owned;
     }
-    if (split) t_micro += 2.0 * (n - 1) * tok * C * d.ab / link;
+    if (split) t_micro += 2.0 * (n - 1) * tok * C * d.act_bytes / link;
     /* AdamW: p, g, m, v in and out, over this rank's shard with ZeRO-1 (whose reduce-scatter
        and all-gather move what the all-reduce below does) */
-    double t = c->grad_accum * t_micro + owned_max / d.shards * (32.0 + d.wb) / bw;
+    double t = c->grad_accum * t_micro + owned_max / d.shards * (32.0 + d.weight_bytes) / bw;
     if (c->parallel == GPT2RT_PARALLEL_DATA) t += 2.0 * (n - 1) / n * owned_max * 4.0 / link; /* ring all-reduce */
     if (flops) *flops = f_micro * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? n : 1);
     return t;
@@ -119,7 +119,7 @@ static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw,
         t_all += t;
         owned_all += owned;
     }
-    double adam = (32.0 + d.wb) / hw->mem_bw; /* s per parameter: p, g, m, v in and out */
+    double adam = (32.0 + d.weight_bytes) / hw->mem_bw; /* s per parameter: p, g, m, v in and out */
     uint64_t b[GPT2RT_MEM_COUNT];
     gpt2rt__span whole = gpt2rt__span_of(c, 0);
     gpt2rt__layout(&d, &whole, b, NULL);
@@ -138,7 +138,7 @@ static void gpt2rt__step_time(const gpt2rt_config *c, const gpt2rt_hardware *hw,
             st->comm_bytes += share * W;
         }
     } else if (split) {
-        double act = (double)d.BT * d.C * d.ab;
+        double act = (double)d.BT * d.C * d.act_bytes;
         st->comm_bytes = m * 2.0 * act;
         st->comm = st->comm_bytes / link;
         st->bubble = (n - 1) * (t_stage + 2.0 * act / link);
@@ -241,7 +241,7 @@ GPT2RT_DEF const char *gpt2rt_mem_name(gpt2rt_mem m) {
 static void gpt2rt__plan_figures(const gpt2rt_config *c, gpt2rt_memory_plan *plan) {
     gpt2rt__dims d = gpt2rt__dims_of(c);
     plan->flops_per_token = 6.0 * (double)(12 * d.L * d.C * d.C + d.Vp * d.C) + 12.0 * (double)(d.L * d.C * d.T);
-    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.PL + d.H) * d.C);
+    if (d.patches) plan->flops_per_token += 6.0 * (double)((d.patch_len + d.H) * d.C);
     if (d.infer) plan->flops_per_token /= 3.0; /* the forward alone: a third of forward + backward */
     /* d.BT: token models B x T, patch models every series' patches (B x channels x patches) */
     plan->tokens_per_step = d.BT * c->grad_accum * (c->parallel == GPT2RT_PARALLEL_DATA ? c->n_devices : 1) *

@@ -11,13 +11,13 @@
    Its cost is what gpt2rt_plan reports for it: the device's planned total. */
 typedef struct gpt2rt__split {
     const gpt2rt__dims *d;
-    int64_t n, S, ck, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
+    int64_t n, S, checkpoint_every, L, m; /* m: activation sets a CUDA stage holds (grad_accum, 3.3) */
 } gpt2rt__split;
 
 static uint64_t gpt2rt__split_cost(const gpt2rt__split *p, int64_t s, int64_t a, int64_t b) {
     gpt2rt__span sp;
     uint64_t bytes[GPT2RT_MEM_COUNT], t = 0;
-    sp.l0 = a * p->ck; sp.l1 = b * p->ck < p->L ? b * p->ck : p->L;
+    sp.l0 = a * p->checkpoint_every; sp.l1 = b * p->checkpoint_every < p->L ? b * p->checkpoint_every : p->L;
     sp.first = s == 0; sp.last = s == p->n - 1;
     gpt2rt__layout(p->d, &sp, bytes, NULL); /* an explicit span: no way back into the planner */
     /* past 2^64 the cost saturates, so no split is chosen for a wrapped (small) cost;
@@ -83,12 +83,12 @@ static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DE
     gpt2rt__split p;
     p.d = &d; p.n = n; p.L = L;
     p.m = d.cuda ? c->grad_accum : 1; /* CPU stages share the host: the spans' own layouts weigh them */
-    p.ck = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
-    p.S = (L + p.ck - 1) / p.ck;
+    p.checkpoint_every = c->recompute == GPT2RT_RECOMPUTE_FULL ? c->checkpoint_every : 1;
+    p.S = (L + p.checkpoint_every - 1) / p.checkpoint_every;
     int64_t e[GPT2RT_MAX_DEVICES + 1], q = p.S / n, r = p.S % n, lo_b[GPT2RT_MAX_DEVICES + 1];
     for (int64_t s = 0; s <= n; s++) e[s] = s * q + (s < r ? s : r);
     if (n < 2 || p.S < n) { /* nothing to choose (the config check refuses too few segments) */
-        for (int64_t s = 1; s < n; s++) b[s] = e[s] * p.ck < L ? e[s] * p.ck : L;
+        for (int64_t s = 1; s < n; s++) b[s] = e[s] * p.checkpoint_every < L ? e[s] * p.checkpoint_every : L;
         return;
     }
     /* M* in (lo, hi]: the even split fits hi; the first and last stages hold a segment at least */
@@ -109,7 +109,7 @@ static void gpt2rt__stage_bounds(const gpt2rt_config *c, int64_t b[GPT2RT_MAX_DE
         int64_t lower = lo_b[s] > prev + 1 ? lo_b[s] : prev + 1;
         int64_t upper = gpt2rt__split_reach(&p, s - 1, prev, p.S - (n - s), hi);
         int64_t x = e[s] < lower ? lower : e[s] > upper ? upper : e[s];
-        b[s] = x * p.ck < L ? x * p.ck : L;
+        b[s] = x * p.checkpoint_every < L ? x * p.checkpoint_every : L;
         prev = x;
     }
 }

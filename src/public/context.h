@@ -103,7 +103,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     if ((r = ctx->ex->open(ctx, &plan)) != GPT2RT_OK) return r;
     ctx->failed = 0;
     gpt2rt__log(ctx, GPT2RT_LOG_INFO, "gpt2rt: %.2fM parameters, %.1f MiB planned and allocated, %d thread(s)%s",
-                (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.nt,
+                (double)plan.n_params / 1e6, (double)plan.total[0] / 1048576.0, ctx->d.n_threads,
                 ctx->ex->slices(ctx) > 1 ? " on each of the data-parallel ranks" : "");
     return GPT2RT_OK;
 }

@@ -303,8 +303,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_state_save(gpt2rt_ctx *ctx, const char *path) {
     snprintf(v[8], 32, "%u", ctx->cfg.frozen);
     char tv[8][32];
     snprintf(tv[6], 32, "%d", (int)ctx->cfg.head); snprintf(tv[7], 32, "%d", (int)ctx->cfg.attn_mask);
-    snprintf(tv[0], 32, "%d", ctx->cfg.seq_len); snprintf(tv[1], 32, "%lld", (long long)d->PL);
-    snprintf(tv[2], 32, "%lld", (long long)d->PS); snprintf(tv[3], 32, "%lld", (long long)d->M);
+    snprintf(tv[0], 32, "%d", ctx->cfg.seq_len); snprintf(tv[1], 32, "%lld", (long long)d->patch_len);
+    snprintf(tv[2], 32, "%lld", (long long)d->patch_stride); snprintf(tv[3], 32, "%lld", (long long)d->M);
     snprintf(tv[4], 32, "%lld", (long long)d->H); snprintf(tv[5], 32, "%d", d->affine);
     /* patch models add their shape (token states keep the keys they always had) */
     const char *meta[] = {"format", "gpt2rt-state-1", "n_layer", v[0], "n_head", v[1], "n_embd", v[2],
@@ -346,7 +346,7 @@ static gpt2rt_result gpt2rt__state_load_mem(gpt2rt_ctx *ctx, const unsigned char
                             "seq_len", "patch_len", "patch_stride", "n_channels", "horizon", "revin_affine",
                             "head", "attn_mask"};
     int64_t want[15] = {d->L, d->NH, d->C, d->V, d->Vp, d->P, (int64_t)ctx->cfg.frozen,
-                        d->patches ? ctx->cfg.seq_len : 0, d->PL, d->PS, d->patches ? d->M : 0, d->H, d->affine,
+                        d->patches ? ctx->cfg.seq_len : 0, d->patch_len, d->patch_stride, d->patches ? d->M : 0, d->H, d->affine,
                         (int64_t)ctx->cfg.head, (int64_t)ctx->cfg.attn_mask};
     static const char *const enum_names[2][4] = {{" (LM)", " (REGRESSION)", " (NEXT_PATCH)", " (PATCH_DECODE)"},
                                                  {" (CAUSAL)", " (PLACEHOLDERS)", "", ""}};

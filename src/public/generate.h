@@ -99,19 +99,19 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
     const gpt2rt__dims *d = &ctx->d;
     const char *fn = "gpt2rt_generate";
     if (d->patches) return gpt2rt__input_kind(ctx, fn, 0);
-    if (!d->KB)
+    if (!d->kv_batch)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "%s: this context has no KV cache: set config.kv_batch (the "
                             "prompts generated at once) before gpt2rt_create", fn);
     if (!tokens || !lens) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: tokens or lens is NULL", fn);
-    if (B < 1 || B > d->KB)
+    if (B < 1 || B > d->kv_batch)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: B = %d must lie in [1, kv_batch = %lld] (the "
-                            "rows of the KV cache)", fn, B, (long long)d->KB);
+                            "rows of the KV cache)", fn, B, (long long)d->kv_batch);
     if (row_cap < 1)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: row_cap = %lld must be >= 1", fn, (long long)row_cap);
     gpt2rt_sample o;
     gpt2rt_result r = gpt2rt__gen_options(ctx, opts, &o);
     if (r != GPT2RT_OK) return r;
-    int64_t cap = row_cap < d->KS ? row_cap : d->KS; /* a row's tokens all fit the cache */
+    int64_t cap = row_cap < d->kv_len ? row_cap : d->kv_len; /* a row's tokens all fit the cache */
     for (int b = 0; b < B; b++) {
         if (lens[b] < 1)
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld: a prompt needs at least one "
@@ -119,13 +119,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_generate(gpt2rt_ctx *ctx, const gpt2rt_sample *o
         if (lens[b] > cap)
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld: the prompt is longer than "
                                 "min(row_cap = %lld, kv_len = %lld) (kv_len <= max_seq_len = %lld)", fn, b,
-                                (long long)lens[b], (long long)row_cap, (long long)d->KS, (long long)d->P);
+                                (long long)lens[b], (long long)row_cap, (long long)d->kv_len, (long long)d->P);
         if (o.max_new_tokens > cap - lens[b]) /* asked for more than the row holds: refused, not cut short */
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: lens[%d] = %lld + max_new_tokens = %d is %lld "
                                 "tokens, more than row %d holds: min(row_cap = %lld, kv_len = %lld) = %lld (kv_len <= "
                                 "max_seq_len = %lld); ask for at most %lld new tokens, or max_new_tokens = 0 (until "
                                 "the row is full)", fn, b, (long long)lens[b], o.max_new_tokens,
-                                (long long)(lens[b] + o.max_new_tokens), b, (long long)row_cap, (long long)d->KS,
+                                (long long)(lens[b] + o.max_new_tokens), b, (long long)row_cap, (long long)d->kv_len,
                                 (long long)cap, (long long)d->P, (long long)(cap - lens[b]));
         for (int64_t i = 0; i < lens[b]; i++) {
             int32_t t = tokens[b * row_cap + i];

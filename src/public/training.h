@@ -163,10 +163,10 @@ GPT2RT_DEF gpt2rt_result gpt2rt_logits(gpt2rt_ctx *ctx, float *dst, int64_t coun
     char what[128];
     snprintf(what, sizeof what, "B*T*vocab = %lld*%lld*%lld", (long long)d->B, (long long)d->T, (long long)d->V);
     GPT2RT__TRY(gpt2rt__output_count(ctx, "gpt2rt_logits", count, d->BT * d->V, what));
-    if (d->hc < d->BT)
+    if (d->classifier_chunk < d->BT)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: classifier_chunk = %d holds the logits of %lld "
                             "tokens at a time, never all B*T = %lld; create the context with classifier_chunk = 0 "
-                            "to read them", ctx->cfg.classifier_chunk, (long long)d->hc, (long long)d->BT);
+                            "to read them", ctx->cfg.classifier_chunk, (long long)d->classifier_chunk, (long long)d->BT);
     if (!ctx->have_logits)
         return gpt2rt__fail(ctx, GPT2RT_ERR_STATE, "gpt2rt_logits: no logits (call gpt2rt_forward; gpt2rt_backward "
                             "consumes them)");
