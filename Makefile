@@ -49,10 +49,10 @@ check-header:
 check: | $(B)
 	@bash tests/run.sh compile-only
 
-$(B)/%: examples/%.c gpt2rt.h tools/cli.h tools/ts_linear.h | $(B)
+$(B)/%: examples/%.c gpt2rt.h tools/cli.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
 
-$(B)/%: tools/%.c gpt2rt.h tools/cli.h tools/ts_linear.h | $(B)
+$(B)/%: tools/%.c gpt2rt.h tools/cli.h | $(B)
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -o $@ $< $(LDLIBS)
 
 # the memory CLI: tables, the advisor, PNG charts (with stb, Debian libstb-dev; without, no --png)

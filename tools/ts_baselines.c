@@ -17,7 +17,6 @@
    adds the test MSE over whole batches of N windows only (a drop_last=True test loader's). */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
-#include "ts_linear.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +122,7 @@ int main(int argc, char **argv) {
         memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
         memcpy(W, B, sizeof(double) * (size_t)(n * H));
         for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
-        if (!lin_solve(Ar, W, n, H)) continue;
+        if (!gpt2rt__fc_solve(Ar, W, n, H)) continue; /* the forecaster's Cholesky solve */
         sums v = score(s, GPT2RT_SERIES_VAL, 2, L, M, H, P, W, 0);
         double mse = v.se / (double)v.n;
         if (mse < best) {
