@@ -121,7 +121,8 @@ static void usage(void) {
            "  --date-column NAME  the date column (none: there is none, unless a column is named none; default:\n"
            "                      a column named date, time, timestamp or datetime, else the first column when\n"
            "                      it holds text)\n"
-           "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear\n"
+           "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear;\n"
+           "                      --save keeps it: predict fills as training did\n"
            "  --lookback L        input steps            --patch P / --stride S  patching\n"
            "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
            "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
@@ -145,7 +146,8 @@ static void usage(void) {
            "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
            "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
            "  --channel NAME      the channel --png draws (default: the last)\n"
-           "  --season N          the seasonal-naive baseline's period in rows (default: a day of the date column's step)\n"
+           "  --season N          the seasonal-naive baseline's period in rows (default: a day of the date column's step;\n"
+           "                      --save keeps it for predict --score)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
@@ -1072,6 +1074,7 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
 typedef struct popts {
     const char *model, *data, *out;
     int all, score, threads, fill, season;
+    int fill_set; /* --fill given: it overrides the forecaster's */
     const char *backend;
 } popts;
 
@@ -1085,8 +1088,8 @@ static void predict_usage(void) {
            "  --all            forecast from every window of lookback rows, not only the last: the columns are\n"
            "                   origin (the window's last date), date, then the channels\n"
            "  --score          also score the file's test split (cut as in training) through the forecaster\n"
-           "  --fill MODE      missing values: refuse (default), previous, linear\n"
-           "  --season N       the seasonal-naive baseline's period for --score (default: a day of the date step)\n"
+           "  --fill MODE      missing values: refuse, previous, linear (default: the training run's --fill)\n"
+           "  --season N       the seasonal-naive baseline's period for --score (default: the training run's)\n"
            "  --threads N      CPU threads (0: OMP_NUM_THREADS)   --backend cpu|cuda|auto\n");
 }
 
@@ -1114,6 +1117,7 @@ static int predict_parse(popts *o, int argc, char **argv) {
             o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
                     : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
             if (o->fill < 0) { fprintf(stderr, "timeseries predict: --fill '%s': expected previous, linear or refuse\n", v); return 0; }
+            o->fill_set = 1;
         } else { fprintf(stderr, "timeseries predict: unknown option %s (see timeseries predict --help)\n", a); return 0; }
     }
     if (!o->model || !o->data) {
@@ -1136,8 +1140,8 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
     int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut and scaled it */
-    sd.fill = (gpt2rt_series_fill)o->fill;
+    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut, scaled and filled it */
+    if (o->fill_set) sd.fill = (gpt2rt_series_fill)o->fill;
     gpt2rt_series *s;
     if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
         fprintf(stderr, "--score: %s\n", gpt2rt_series_last_error(s));
@@ -1167,7 +1171,7 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
         gpt2rt_forecaster_linear base;
         gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
         int fitted = info_of(s).windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, s, &base, "");
-        report_test(ctx, s, p, L, H, M, o->season, fitted ? &base : NULL);
+        report_test(ctx, s, p, L, H, M, o->season ? o->season : fi->season, fitted ? &base : NULL);
         if (fitted) gpt2rt_forecaster_linear_free(&base);
     }
     free(x); free(y); free(p);
@@ -1233,9 +1237,16 @@ static int predict_main(int argc, char **argv) {
     int64_t L = fi.lookback, H = fi.horizon, M = fi.channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    gpt2rt_forecaster_series_desc(fc, &sd);
+    gpt2rt_forecaster_series_desc(fc, &sd); /* training's columns, date column and fill */
     sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1; /* every row, in the data's units */
-    sd.fill = (gpt2rt_series_fill)o.fill;
+    static const char *fills[] = {"refuse", "previous", "linear"};
+    if (o.fill_set && o.fill != (int)fi.fill)
+        fprintf(stderr, "timeseries predict: --fill %s overrides the forecaster's fill (%s, as trained)\n", fills[o.fill],
+                fills[fi.fill]);
+    if (o.fill_set) sd.fill = (gpt2rt_series_fill)o.fill;
+    if (o.season && fi.season && o.season != fi.season)
+        fprintf(stderr, "timeseries predict: --season %d overrides the forecaster's season (%d, as trained)\n", o.season,
+                fi.season);
     gpt2rt_series *s;
     int rc = 0;
     if (gpt2rt_series_load(&s, o.data, &sd) != GPT2RT_OK) {
@@ -1482,6 +1493,8 @@ static int run_save(run *r) {
     fd.blend = r->lu.linear ? r->lu.blend : 0;
     fd.batch = (int)r->B;
     fd.note = o->stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
+    fd.fill = (gpt2rt_series_fill)o->fill;
+    fd.season = (int)season_of(o->season, r->info.date_step, r->info.date_is_calendar);
     if (gpt2rt_forecaster_save(r->ctx, o->save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(r->ctx)); return 1; }
     printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
            "timeseries predict --model %s --data FILE.csv forecasts with it\n", r->tr.best_epoch,

@@ -202,6 +202,22 @@ if built timeseries; then
        echo "$out2" | tail -1 | grep -q '(missing values filled)$'; then
         ok "timeseries predict: a missing value refused naming line and column, filled with --fill previous"
     else bad "timeseries predict --fill (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | tail -1; fi
+    # what training decided, predict remembers: --fill and --season are saved; a flag given
+    # to predict overrides the saved value and says so in one line
+    rm -rf $B/cli_fcf
+    out=$("$TSP" --data $B/cli_sensor.csv --horizon 2 --lookback 16 --patch 4 --stride 4 --epochs 1 --steps-per-epoch 2 \
+          --fill previous --season 12 --save $B/cli_fcf 2>&1); rc=$?
+    out2=$("$TSP" predict --model $B/cli_fcf --data $B/cli_sensor.csv --score 2>&1); rc2=$?
+    out3=$("$TSP" predict --model $B/cli_fcf --data $B/cli_sensor.csv --score --fill linear --season 6 2>&1); rc3=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q 'seasonal naive (12 steps)' && [ $rc2 -eq 0 ] &&
+       echo "$out2" | grep -q '(missing values filled)$' && echo "$out2" | grep -q 'seasonal naive (12 steps)' &&
+       ! echo "$out2" | grep -q overrides && [ $rc3 -eq 0 ] && echo "$out3" | grep -q 'seasonal naive (6 steps)' &&
+       [ "$(echo "$out3" | grep -c '^timeseries predict: --.* overrides the forecaster.s ')" -eq 2 ] &&
+       echo "$out3" | grep -q '^timeseries predict: --fill linear overrides the forecaster.s fill (previous, as trained)$' &&
+       echo "$out3" | grep -q '^timeseries predict: --season 6 overrides the forecaster.s season (12, as trained)$'; then
+        ok "timeseries predict: a gap filled and season 12 as trained with --fill previous --season 12, no flag needed; --fill linear --season 6 override, one line each"
+    else bad "timeseries predict remembering --fill / --season (exit $rc, $rc2, $rc3)"; echo "$out2" | tail -3; echo "$out3" | grep -E 'overrides|seasonal'; fi
+    rm -rf $B/cli_fcf
     out=$("$TSP" predict --model tests/fixtures/hf_tiny --data $B/cli_sensor.csv 2>&1); rc=$?
     if [ $rc -eq 1 ] && echo "$out" | grep -q 'no forecaster here .*weights only'; then
         ok "timeseries predict --model of a weights-only directory: refused, says what a forecaster holds"

@@ -887,8 +887,8 @@ static void csv_calls(void) {
     sd.fill = GPT2RT_SERIES_FILL_LINEAR;
     CHECK(gpt2rt_forecaster_series_desc(fc, &sd) == GPT2RT_OK && sd.lookback == L && sd.horizon == H &&
           sd.columns && !strcmp(sd.columns, "load,temp,flow") && sd.date_column && !strcmp(sd.date_column, "date") &&
-          !sd.no_date_column && sd.borders == GPT2RT_SERIES_BORDERS_RATIO && sd.fill == GPT2RT_SERIES_FILL_LINEAR,
-          "series_desc: lookback %d horizon %d columns %s date %s borders %d, fill kept %d", sd.lookback, sd.horizon,
+          !sd.no_date_column && sd.borders == GPT2RT_SERIES_BORDERS_RATIO && sd.fill == GPT2RT_SERIES_FILL_REFUSE,
+          "series_desc: lookback %d horizon %d columns %s date %s borders %d, fill %d (want the saved refuse)", sd.lookback, sd.horizon,
           sd.columns ? sd.columns : "NULL", sd.date_column ? sd.date_column : "NULL", (int)sd.borders, (int)sd.fill);
     sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
     gpt2rt_series *raw;
@@ -921,6 +921,63 @@ static void csv_calls(void) {
     gpt2rt_forecaster_free(fc);
 }
 
+/* fill and season: what training decided is saved, read back, and applied by series_desc;
+   a file saved without them (older saves) reads as no fill and no season; bad values refused */
+static void fill_season(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = s; fd.fill = GPT2RT_SERIES_FILL_LINEAR; fd.season = 24;
+    CHECK_OK(ctx, gpt2rt_forecaster_save(ctx, DIR "/fc_fill", &fd));
+    fd.fill = (gpt2rt_series_fill)3;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/fc_never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "fill = 3"), "save with fill 3: %s", gpt2rt_last_error(ctx));
+    fd.fill = GPT2RT_SERIES_FILL_PREVIOUS; fd.season = -1;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/fc_never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "season = -1"), "save with season -1: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(s);
+    for (int old = 0; old < 2; old++) {
+        if (old) { /* as a save before the keys: both lines gone */
+            edit_json_in(DIR "/fc_fill", "  \"fill\": \"linear\",\n", "");
+            edit_json_in(DIR "/fc_fill", "  \"season\": 24,\n", "");
+        }
+        gpt2rt_forecaster *fc;
+        gpt2rt_forecaster_info fi;
+        memset(&fi, 0, sizeof fi);
+        gpt2rt_series_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.fill = GPT2RT_SERIES_FILL_PREVIOUS;
+        gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/fc_fill", NULL);
+        CHECK(r == GPT2RT_OK, "load (%s): %s", old ? "old keys" : "new keys", gpt2rt_forecaster_last_error(fc));
+        if (r == GPT2RT_OK && gpt2rt_forecaster_info_get(fc, &fi) == GPT2RT_OK && gpt2rt_forecaster_series_desc(fc, &sd) == GPT2RT_OK) {
+            gpt2rt_series_fill want = old ? GPT2RT_SERIES_FILL_REFUSE : GPT2RT_SERIES_FILL_LINEAR;
+            CHECK(fi.fill == want && fi.season == (old ? 0 : 24) && sd.fill == want,
+                  "%s: info fill %d season %d, series_desc fill %d; want fill %d season %d",
+                  old ? "a save without fill and season" : "fill linear, season 24 round trip", (int)fi.fill, fi.season,
+                  (int)sd.fill, (int)want, old ? 0 : 24);
+        }
+        gpt2rt_forecaster_free(fc);
+    }
+    static const char *bad[][2] = {{"\"season\": 0,\n", "\"season\": -2,\n"}, {"\"fill\": \"refuse\"", "\"fill\": \"zero\""},
+                                   {"\"season\": 0,\n", "\"season\": 0,\n  \"season\": 0,\n"}};
+    const char *want[] = {"season", "not refuse, previous or linear", "twice"};
+    for (int k = 0; k < 3; k++) {
+        gpt2rt_series *s2 = fx_series(DIR "/series.csv");
+        gpt2rt_ctx *c2 = fx_ctx(0);
+        CHECK(fx_save(c2, s2, DIR "/fc_bad", NULL) == GPT2RT_OK, "save: %s", gpt2rt_last_error(c2));
+        gpt2rt_free(c2);
+        gpt2rt_series_free(s2);
+        edit_json_in(DIR "/fc_bad", bad[k][0], bad[k][1]);
+        gpt2rt_forecaster *fc;
+        gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/fc_bad", NULL);
+        CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), want[k]),
+              "forecaster.json with %s: refused naming '%s': %s", bad[k][1], want[k], gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+    }
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -936,5 +993,6 @@ int main(void) {
     train_call();
     pretrain_call();
     csv_calls();
+    fill_season();
     return harness_finish();
 }
