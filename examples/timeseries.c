@@ -93,7 +93,7 @@ typedef struct opts {
     int nfiles;
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
-    int season; /* the seasonal-naive baseline's period in rows, 0: a day of the date step */
+    int season; /* the seasonal-naive baseline's period in rows, 0: the dates' calendar cycle */
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
@@ -146,8 +146,8 @@ static void usage(void) {
            "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
            "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
            "  --channel NAME      the channel --png draws (default: the last)\n"
-           "  --season N          the seasonal-naive baseline's period in rows (default: a day of the date column's step;\n"
-           "                      --save keeps it for predict --score)\n"
+           "  --season N          the seasonal-naive baseline's period in rows (default: the dates' calendar cycle: 24\n"
+           "                      hourly, 7 daily, 5 business-daily, 52 weekly, 12 monthly; --save keeps it)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
@@ -805,6 +805,8 @@ static void print_columns(gpt2rt_series *d) {
     }
     printf("%s\n", in.channels > 16 ? ", ..." : "");
     if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
+    if (in.index_column_skipped)
+        printf("skipped the first column: unnamed, it counts the rows (the index pandas' to_csv writes)\n");
 }
 
 
@@ -972,12 +974,10 @@ static void print_metrics(const char *what, const double *sse, const double *sae
     printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
 }
 
-/* the seasonal period in rows: --season N, else a day of the date step (calendar dates
-   only: a step of plain numbers has no known unit) when it divides one; 0: none */
-static int64_t season_of(int season, double date_step, int calendar) {
-    if (season) return season;
-    if (calendar && date_step > 0 && date_step <= 43200 && fmod(86400.0, date_step) == 0) return (int64_t)(86400.0 / date_step);
-    return 0;
+/* the seasonal period in rows: --season N, else the loader's default from the calendar
+   (info.season: 24 hourly, 7 daily, 5 business-daily, 52 weekly, 12 monthly, ...); 0: none */
+static int64_t season_of(int season, const gpt2rt_series_info *in) {
+    return season ? season : in->season > 1 ? in->season : 0;
 }
 
 /* baselines on windows x (n,L,M), truth y (n,H,M), scaled: the last value, the seasonal
@@ -1059,8 +1059,8 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
         channel_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
         gpt2rt_series_info in = info_of(s);
-        print_baselines(ctx, x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
-                        "no --season N, and no calendar date step that divides a day");
+        print_baselines(ctx, x, y, n, L, H, M, season_of(season, &in), lm,
+                        "no --season N, and the dates have no calendar cycle");
     }
     free(x); free(y); free(sse); free(sae); free(std); free(names);
 }
@@ -1494,7 +1494,7 @@ static int run_save(run *r) {
     fd.batch = (int)r->B;
     fd.note = o->stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
     fd.fill = (gpt2rt_series_fill)o->fill;
-    fd.season = (int)season_of(o->season, r->info.date_step, r->info.date_is_calendar);
+    fd.season = (int)season_of(o->season, &r->info);
     if (gpt2rt_forecaster_save(r->ctx, o->save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(r->ctx)); return 1; }
     printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
            "timeseries predict --model %s --data FILE.csv forecasts with it\n", r->tr.best_epoch,
