@@ -1456,6 +1456,15 @@ GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
                                                          const float *x, int64_t n, int64_t channels, float *offset,
                                                          float *means);
+/* The baselines a forecast is measured against, on n windows x (n, lookback, M) and their
+   truth y (n, horizon, M), both scaled, lookback, horizon and M the context's: [0] the
+   last value repeated, [1] the seasonal naive (the lookback's last period rows
+   repeated), [2] the linear map lm's forecast. mse[k] and mae[k] over every value
+   (errors summed in double per channel, then over the channels); NaN where a baseline is
+   not computed: period < 1 or > lookback, lm NULL. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
+                                                     int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
+                                                     double mae[3]);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each
@@ -21585,6 +21594,55 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const 
     else r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_linear_offset: out of memory");
     free(z); free(acc);
     if (!means) free(mus);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
+                                                     int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
+                                                     double mae[3]) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels;
+    if (!x || !y || !mse || !mae || n < 1 || L < 1 || H < 1 || M < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_baselines: %s",
+                            !x || !y || !mse || !mae ? "x, y, mse or mae is NULL"
+                            : n < 1 ? "n < 1" : "the context has no lookback, horizon or channels (a patch model's)");
+    if (lm && (lm->lookback != L || lm->horizon != H))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_baselines: the linear map is for "
+                            "lookback %lld, horizon %lld; the context's are %lld, %lld", (long long)lm->lookback,
+                            (long long)lm->horizon, (long long)L, (long long)H);
+    float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
+    gpt2rt_result r = p && sse && sae ? GPT2RT_OK : gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY,
+                                                                 "gpt2rt_forecaster_baselines: out of memory");
+    for (int k = 0; r == GPT2RT_OK && k < 3; k++) {
+        mse[k] = mae[k] = NAN;
+        if ((k == 1 && (period < 1 || period > L)) || (k == 2 && !lm)) continue;
+        if (k == 2) {
+            float *off = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
+            if (!off || !mus) r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_baselines: out of memory");
+            else r = gpt2rt_forecaster_linear_offset(ctx, lm, x, n, M, off, mus);
+            for (int64_t i = 0; r == GPT2RT_OK && i < n * H * M; i++)
+                p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)off[i]);
+            free(off); free(mus);
+            if (r != GPT2RT_OK) break;
+        } else
+            for (int64_t w = 0; w < n; w++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t m = 0; m < M; m++)
+                        p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
+        for (int64_t m = 0; m < M; m++) sse[m] = sae[m] = 0;
+        for (int64_t i = 0; i < n * H * M; i++) {
+            double e = (double)p[i] - (double)y[i];
+            sse[i % M] += e * e;
+            sae[i % M] += fabs(e);
+        }
+        double a = 0, b = 0;
+        for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
+        mse[k] = a / (double)(n * H * M);
+        mae[k] = b / (double)(n * H * M);
+    }
+    free(p); free(sse); free(sae);
     return r;
 }
 

@@ -980,41 +980,20 @@ static int64_t season_of(int season, const gpt2rt_series_info *in) {
     return season ? season : in->season > 1 ? in->season : 0;
 }
 
-/* baselines on windows x (n,L,M), truth y (n,H,M), scaled: the last value, the seasonal
-   naive (the value one period before), and the linear map (lm may be NULL); one line */
-static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M,
-                            int64_t period, const gpt2rt_forecaster_linear *lm, const char *period_why) {
-    float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
-    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
-    if (!p || !sse || !sae) { free(p); free(sse); free(sae); return; }
-    printf("baselines on the same windows, mse / mae scaled:");
-    for (int k = 0; k < 3; k++) {
-        if (k == 1 && (period < 1 || period > L)) {
-            printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
-            continue;
-        }
-        if (k == 2 && !lm) { printf("; linear map: none (no validation window to choose its ridge on)"); continue; }
-        if (k == 2) {
-            float *c = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
-            if (c && mus && gpt2rt_forecaster_linear_offset(ctx, lm, x, n, M, c, mus) == GPT2RT_OK)
-                for (int64_t i = 0; i < n * H * M; i++) p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)c[i]);
-            free(c); free(mus);
-        } else
-            for (int64_t w = 0; w < n; w++)
-                for (int64_t h = 0; h < H; h++)
-                    for (int64_t m = 0; m < M; m++)
-                        p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
-        channel_errors(p, y, n, H, M, sse, sae);
-        double a = 0, b = 0;
-        for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
-        a /= (double)(n * H * M);
-        b /= (double)(n * H * M);
-        if (k == 0) printf(" last value %.4f / %.4f", a, b);
-        else if (k == 1) printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, a, b);
-        else printf("; linear map %.4f / %.4f", a, b);
+/* the baselines (gpt2rt_forecaster_baselines) on windows x, truth y, scaled: one line */
+static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t period,
+                            const gpt2rt_forecaster_linear *lm, const char *period_why) {
+    double mse[3], mae[3];
+    if (gpt2rt_forecaster_baselines(ctx, x, y, n, period, lm, mse, mae) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+        return;
     }
-    printf("\n");
-    free(p); free(sse); free(sae);
+    printf("baselines on the same windows, mse / mae scaled: last value %.4f / %.4f", mse[0], mae[0]);
+    if (period < 1 || period > L)
+        printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
+    else printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, mse[1], mae[1]);
+    if (!lm) printf("; linear map: none (no validation window to choose its ridge on)\n");
+    else printf("; linear map %.4f / %.4f\n", mse[2], mae[2]);
 }
 
 /* the linear map (gpt2rt_forecaster_linear_fit); 0 after printing why, then hint */
@@ -1059,7 +1038,7 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
         channel_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
         gpt2rt_series_info in = info_of(s);
-        print_baselines(ctx, x, y, n, L, H, M, season_of(season, &in), lm,
+        print_baselines(ctx, x, y, n, L, season_of(season, &in), lm,
                         "no --season N, and the dates have no calendar cycle");
     }
     free(x); free(y); free(sse); free(sae); free(std); free(names);

@@ -785,6 +785,15 @@ GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
                                                          const float *x, int64_t n, int64_t channels, float *offset,
                                                          float *means);
+/* The baselines a forecast is measured against, on n windows x (n, lookback, M) and their
+   truth y (n, horizon, M), both scaled, lookback, horizon and M the context's: [0] the
+   last value repeated, [1] the seasonal naive (the lookback's last period rows
+   repeated), [2] the linear map lm's forecast. mse[k] and mae[k] over every value
+   (errors summed in double per channel, then over the channels); NaN where a baseline is
+   not computed: period < 1 or > lookback, lm NULL. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
+                                                     int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
+                                                     double mae[3]);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each

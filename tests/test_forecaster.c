@@ -978,6 +978,44 @@ static void fill_season(void) {
     }
 }
 
+/* the baselines on windows built so each error is known: x periodic with period 4 in
+   every channel, y the next period continued plus 1 in channel 0, plus 0 elsewhere */
+static void baselines(void) {
+    enum { N = 2, P = 4 };
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    float x[N * L * M], y[N * H * M];
+    for (int w = 0; w < N; w++)
+        for (int m = 0; m < M; m++) {
+            for (int k = 0; k < L; k++) x[(w * L + k) * M + m] = (float)(k % P + 2 * m + w);
+            for (int h = 0; h < H; h++) y[(w * H + h) * M + m] = (float)((L + h) % P + 2 * m + w + (m == 0));
+        }
+    /* last value x[L-1] = 3 + 2m + w against (16 + h) % 4 + 2m + w (+1 in channel 0): errors over h = 0..3
+       are 3, 2, 1, 0 (channels 1, 2) and 2, 1, 0, -1 (channel 0): mse (2 * 14 + 6) / 12, mae (2 * 6 + 4) / 12;
+       the seasonal naive at 4 misses by 1 in channel 0 only: mse = mae = 1 / 3 */
+    double mse[3], mae[3];
+    CHECK_OK(ctx, gpt2rt_forecaster_baselines(ctx, x, y, N, P, NULL, mse, mae));
+    CHECK(mse[0] == 34.0 / 12 && mae[0] == 16.0 / 12 && fabs(mse[1] - 1.0 / 3) < 1e-15 && fabs(mae[1] - 1.0 / 3) < 1e-15 &&
+          isnan(mse[2]) && isnan(mae[2]), "baselines: last %.17g / %.17g (want 34/12, 16/12), seasonal %.17g / %.17g "
+          "(want 1/3; 1e-15: a sum of 24 exact small integers divided once), linear %g (want NaN: no map)",
+          mse[0], mae[0], mse[1], mae[1], mse[2]);
+    /* a map forecasting the last value: W's row L-1 is 1, the rest 0: mean + sd * z[L-1] */
+    static double W[(L + 1) * H];
+    for (int i = 0; i < (L + 1) * H; i++) W[i] = i / H == L - 1 ? 1 : 0;
+    gpt2rt_forecaster_linear lm = {L, H, W, 0, 0};
+    CHECK_OK(ctx, gpt2rt_forecaster_baselines(ctx, x, y, N, L + 1, &lm, mse, mae));
+    /* 1e-5: (x - mean) / sd * sd in double, the sum with the mean rounded to float once: values below 8 are
+       off by at most 2^-21 each, so mse moves by at most 2 * 3 * 2^-21 + 2^-42 < 3e-6 and mae by 2^-21 */
+    CHECK(isnan(mse[1]) && fabs(mse[2] - 34.0 / 12) < 1e-5 && fabs(mae[2] - 16.0 / 12) < 1e-5,
+          "baselines: period %d > lookback gives NaN (%g); a last-value map scores %.9g / %.9g (want 34/12, 16/12)",
+          L + 1, mse[1], mse[2], mae[2]);
+    gpt2rt_forecaster_linear wrong = {L + 1, H, W, 0, 0};
+    CHECK(gpt2rt_forecaster_baselines(ctx, x, y, N, P, &wrong, mse, mae) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "lookback 17"), "a map of another lookback: %s", gpt2rt_last_error(ctx));
+    CHECK(gpt2rt_forecaster_baselines(ctx, x, y, 0, P, NULL, mse, mae) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "n < 1"), "n = 0: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -994,5 +1032,6 @@ int main(void) {
     pretrain_call();
     csv_calls();
     fill_season();
+    baselines();
     return harness_finish();
 }
