@@ -947,18 +947,6 @@ static int pretrain(opts *o) {
    units (the papers' convention) and in the data's (times each channel's std), beside
    baselines scored on the same windows ---- */
 
-/* per-channel sums of squared and absolute errors of pred against truth, both (n,H,M)
-   in scaled units, into sse, sae (M) */
-static void channel_errors(const float *pred, const float *truth, int64_t n, int64_t H, int64_t M, double *sse,
-                           double *sae) {
-    for (int64_t m = 0; m < M; m++) sse[m] = sae[m] = 0;
-    for (int64_t i = 0; i < n * H * M; i++) {
-        double e = (double)pred[i] - (double)truth[i];
-        sse[i % M] += e * e;
-        sae[i % M] += fabs(e);
-    }
-}
-
 /* the table: one row a channel, then "all"; std (M) turns scaled errors into data units */
 static void print_metrics(const char *what, const double *sse, const double *sae, int64_t n, int64_t H, int64_t M,
                           const char *const *names, const double *std) {
@@ -1035,7 +1023,7 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
             gpt2rt_series_scaler(s, (int)m, &mu, &std[m]);
             names[m] = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
         }
-        channel_errors(pred, y, n, H, M, sse, sae);
+        gpt2rt_forecaster_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
         gpt2rt_series_info in = info_of(s);
         print_baselines(ctx, x, y, n, L, season_of(season, &in), lm,

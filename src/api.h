@@ -785,6 +785,10 @@ GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
                                                          const float *x, int64_t n, int64_t channels, float *offset,
                                                          float *means);
+/* per-channel sums of squared and absolute errors of pred against truth, both (n,
+   horizon, M), summed in double in index order, into sse and sae (M each) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float *truth, int64_t n, int64_t horizon,
+                                                  int64_t channels, double *sse, double *sae);
 /* The baselines a forecast is measured against, on n windows x (n, lookback, M) and their
    truth y (n, horizon, M), both scaled, lookback, horizon and M the context's: [0] the
    last value repeated, [1] the seasonal naive (the lookback's last period rows

@@ -970,6 +970,18 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const 
     return r;
 }
 
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float *truth, int64_t n, int64_t horizon,
+                                                  int64_t channels, double *sse, double *sae) {
+    if (!pred || !truth || !sse || !sae || n < 0 || horizon < 1 || channels < 1) return GPT2RT_ERR_INVALID_ARGUMENT;
+    for (int64_t m = 0; m < channels; m++) sse[m] = sae[m] = 0;
+    for (int64_t i = 0; i < n * horizon * channels; i++) {
+        double e = (double)pred[i] - (double)truth[i];
+        sse[i % channels] += e * e;
+        sae[i % channels] += fabs(e);
+    }
+    return GPT2RT_OK;
+}
+
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
                                                      int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
                                                      double mae[3]) {
@@ -1004,12 +1016,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const floa
                 for (int64_t h = 0; h < H; h++)
                     for (int64_t m = 0; m < M; m++)
                         p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
-        for (int64_t m = 0; m < M; m++) sse[m] = sae[m] = 0;
-        for (int64_t i = 0; i < n * H * M; i++) {
-            double e = (double)p[i] - (double)y[i];
-            sse[i % M] += e * e;
-            sae[i % M] += fabs(e);
-        }
+        gpt2rt_forecaster_errors(p, y, n, H, M, sse, sae);
         double a = 0, b = 0;
         for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
         mse[k] = a / (double)(n * H * M);

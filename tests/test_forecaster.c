@@ -1008,6 +1008,14 @@ static void baselines(void) {
     CHECK(isnan(mse[1]) && fabs(mse[2] - 34.0 / 12) < 1e-5 && fabs(mae[2] - 16.0 / 12) < 1e-5,
           "baselines: period %d > lookback gives NaN (%g); a last-value map scores %.9g / %.9g (want 34/12, 16/12)",
           L + 1, mse[1], mse[2], mae[2]);
+    { /* per channel: (n 1, horizon 2, 2 channels) errors 1, -2 | 3, 0.5 */
+        float pr[4] = {1, -2, 3, 0.5f}, tr[4] = {0, 0, 0, 0};
+        double se[2], ae[2];
+        CHECK(gpt2rt_forecaster_errors(pr, tr, 1, 2, 2, se, ae) == GPT2RT_OK && se[0] == 10 && se[1] == 4.25 &&
+              ae[0] == 4 && ae[1] == 2.5, "errors: sse %g %g (want 10, 4.25), sae %g %g (want 4, 2.5)", se[0], se[1],
+              ae[0], ae[1]);
+        CHECK(gpt2rt_forecaster_errors(pr, tr, -1, 2, 2, se, ae) == GPT2RT_ERR_INVALID_ARGUMENT, "errors: n = -1 refused");
+    }
     gpt2rt_forecaster_linear wrong = {L + 1, H, W, 0, 0};
     CHECK(gpt2rt_forecaster_baselines(ctx, x, y, N, P, &wrong, mse, mae) == GPT2RT_ERR_INVALID_ARGUMENT &&
           strstr(gpt2rt_last_error(ctx), "lookback 17"), "a map of another lookback: %s", gpt2rt_last_error(ctx));
