@@ -1366,6 +1366,10 @@ typedef struct gpt2rt_forecaster_desc {
                                     linear map's */
     int batch;                   /* windows a forward (0: the context's batch_size) */
     const char *note;            /* NULL, or a line kept in forecaster.json (how it was trained) */
+    gpt2rt_series_fill fill;     /* how training filled missing values: a forecast's file is read
+                                    the same way (gpt2rt_forecaster_series_desc) */
+    int season;                  /* the seasonal period in rows training used (its seasonal-naive
+                                    baseline), 0: none */
 } gpt2rt_forecaster_desc;
 
 typedef struct gpt2rt_forecaster_info {
@@ -1374,6 +1378,8 @@ typedef struct gpt2rt_forecaster_info {
     gpt2rt_series_borders borders; /* the training file's (resolved) */
     int has_linear, linear_residual;
     double blend;
+    gpt2rt_series_fill fill;     /* desc.fill at the save (REFUSE for a file saved without it) */
+    int season;                  /* desc.season at the save (0: none, or a file saved without it) */
 } gpt2rt_forecaster_info;
 
 /* the context's model (input = PATCHES, head REGRESSION or PATCH_DECODE, one device or
@@ -1414,8 +1420,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* a series desc reading a file as the forecaster's training read its file: lookback,
    horizon, the columns by name in its order (desc->columns points into fc, valid until
-   gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders;
-   the other fields are left as they were (fill, no_scale: the caller's) */
+   gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders,
+   the fill training used (info.fill: a caller may set another after); the other fields
+   are left as they were (no_scale: the caller's) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *desc);
 /* forecasts (n, horizon, M) of the n windows of series starting at rows first, first + 1,
    ... as CSV text (*text malloc'd, NUL-terminated, *len bytes; free it): the header
@@ -1449,6 +1456,19 @@ GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
                                                          const float *x, int64_t n, int64_t channels, float *offset,
                                                          float *means);
+/* per-channel sums of squared and absolute errors of pred against truth, both (n,
+   horizon, M), summed in double in index order, into sse and sae (M each) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float *truth, int64_t n, int64_t horizon,
+                                                  int64_t channels, double *sse, double *sae);
+/* The baselines a forecast is measured against, on n windows x (n, lookback, M) and their
+   truth y (n, horizon, M), both scaled, lookback, horizon and M the context's: [0] the
+   last value repeated, [1] the seasonal naive (the lookback's last period rows
+   repeated), [2] the linear map lm's forecast. mse[k] and mae[k] over every value
+   (errors summed in double per channel, then over the channels); NaN where a baseline is
+   not computed: period < 1 or > lookback, lm NULL. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
+                                                     int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
+                                                     double mae[3]);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each
@@ -20652,6 +20672,7 @@ struct gpt2rt_forecaster {
 };
 
 static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
+static const char *gpt2rt__fc_fills[] = {"refuse", "previous", "linear"};
 
 /* the linear map's forecast minus each series' lookback mean, (nb,H,M) into c, and
    the means (nb,M) into mus: each series of x (nb,L,M) normalised as RevIN does
@@ -20839,6 +20860,8 @@ static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, con
     gpt2rt__fc_put_nums(f, "scaler_mean", s->mean, M);
     gpt2rt__fc_put_nums(f, "scaler_std", s->std, M);
     fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
+    gpt2rt__fc_put_str(f, "fill", gpt2rt__fc_fills[desc->fill]);
+    fprintf(f, "  \"season\": %d,\n", desc->season);
     if (desc->linear) {
         fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
         gpt2rt__fc_put_nums(f, "linear", desc->linear, (L + 1) * H);
@@ -20870,6 +20893,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: blend = %g must lie in [0, 1], "
                             "batch = %d >= 0, and blend > 0 or linear_residual = %d need the linear map (linear is %s)",
                             desc->blend, desc->batch, desc->linear_residual, desc->linear ? "given" : "NULL");
+    if ((int)desc->fill < GPT2RT_SERIES_FILL_REFUSE || (int)desc->fill > GPT2RT_SERIES_FILL_LINEAR || desc->season < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: fill = %d must be a "
+                            "gpt2rt_series_fill (0, 1 or 2) and season = %d >= 0", (int)desc->fill, desc->season);
     int64_t L = c.seq_len, H = c.horizon, nw = (L + 1) * H;
     for (int64_t i = 0; desc->linear && i < nw; i++)
         if (!(fabs(desc->linear[i]) <= GPT2RT__FC_LINEAR_MAX))
@@ -20956,20 +20982,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
 /* ---- reading forecaster.json ---- */
 
 /* its keys, each once: the strings and arrays, then the integers with their ranges.
-   note, trained_precision and end may be left out; linear_rows and linear_cols are
-   there exactly when linear is not null. */
+   note, trained_precision, end, fill and season may be left out (a file saved before
+   them: no fill, no season); linear_rows and linear_cols are there exactly when linear
+   is not null. */
 static const char *gpt2rt__fc_keys[] = {"format", "version", "note", "head", "attn_mask", "trained_precision",
                                         "columns", "date_column", "date_step", "borders", "scaler_mean",
-                                        "scaler_std", "blend", "linear", "end"};
+                                        "scaler_std", "blend", "linear", "end", "fill"};
 enum { GPT2RT__FK_FORMAT, GPT2RT__FK_VERSION, GPT2RT__FK_NOTE, GPT2RT__FK_HEAD, GPT2RT__FK_MASK, GPT2RT__FK_PRECISION,
        GPT2RT__FK_COLUMNS, GPT2RT__FK_DATE_COLUMN, GPT2RT__FK_DATE_STEP, GPT2RT__FK_BORDERS, GPT2RT__FK_MEAN,
-       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_NS };
+       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_FILL, GPT2RT__FK_NS };
 static const struct { const char *key; int64_t lo, hi; } gpt2rt__fc_ints[] = {
     {"n_layer", 1, INT32_MAX}, {"n_head", 1, INT32_MAX}, {"n_embd", 1, INT32_MAX}, {"max_seq_len", 1, INT32_MAX},
     {"lookback", 1, INT32_MAX}, {"patch_len", 1, INT32_MAX}, {"patch_stride", 1, INT32_MAX},
     {"horizon", 1, INT32_MAX}, {"channels", 1, INT32_MAX}, {"revin_affine", 0, 1}, {"batch", 1, INT32_MAX},
-    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}};
-enum { GPT2RT__FI_N = 14, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13 };
+    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}, {"season", 0, INT32_MAX}};
+enum { GPT2RT__FI_N = 15, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13, GPT2RT__FI_SEASON = 14 };
 #define GPT2RT__FC_DATE_STEP_MAX 1e10 /* seconds: 317 years between rows */
 
 /* one of n names, or -1 */
@@ -21014,7 +21041,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     const char *head = NULL, *mask = NULL, *date = NULL, *key, **cols = NULL;
     double *arr[3] = {NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear */
     int64_t narr[3] = {0, 0, 0}, ncols = 0, cap = 0;
-    int borders = 0, end = 1, linear_null = 0;
+    int borders = 0, end = 1, linear_null = 0, fill = 0;
     char *e = fc->error;
     gpt2rt__json j;
     gpt2rt__json_init(&j, text, len, NULL, e, sizeof fc->error, file, "forecaster.json");
@@ -21062,6 +21089,10 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
         case GPT2RT__FK_BORDERS:
             if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && (borders = gpt2rt__fc_pick(s, gpt2rt__fc_borders, 5)) < 0)
                 r = gpt2rt__json_failf(&j, "\"%.60s\" is not auto, etth, ettm, ratio or none", s);
+            break;
+        case GPT2RT__FK_FILL:
+            if ((r = gpt2rt__json_string(&j, &s)) == GPT2RT_OK && (fill = gpt2rt__fc_pick(s, gpt2rt__fc_fills, 3)) < 0)
+                r = gpt2rt__json_failf(&j, "\"%.60s\" is not refuse, previous or linear", s);
             break;
         case GPT2RT__FK_COLUMNS:
             if ((r = gpt2rt__json_array_begin(&j)) != GPT2RT_OK) break;
@@ -21122,7 +21153,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     /* every key the writer always writes, and the arrays as long as the shape says */
     for (int k = 0; r == GPT2RT_OK && k < GPT2RT__FK_NS + GPT2RT__FI_N; k++) {
         const char *name = k < GPT2RT__FK_NS ? gpt2rt__fc_keys[k] : gpt2rt__fc_ints[k - GPT2RT__FK_NS].key;
-        int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END ||
+        int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END || k == GPT2RT__FK_FILL ||
                        k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
         if (!seen[k] && !optional) r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing", file, name);
     }
@@ -21199,6 +21230,8 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     c->head = strcmp(head, "regression") ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
     c->attn_mask = strcmp(mask, "causal") ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
     fc->info.borders = (gpt2rt_series_borders)borders;
+    fc->info.fill = (gpt2rt_series_fill)fill;
+    fc->info.season = (int)iv[GPT2RT__FI_SEASON];
     fc->info.lookback = c->seq_len;
     fc->info.horizon = c->horizon;
     fc->info.channels = c->n_channels;
@@ -21565,6 +21598,62 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const 
     else r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_linear_offset: out of memory");
     free(z); free(acc);
     if (!means) free(mus);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float *truth, int64_t n, int64_t horizon,
+                                                  int64_t channels, double *sse, double *sae) {
+    if (!pred || !truth || !sse || !sae || n < 0 || horizon < 1 || channels < 1) return GPT2RT_ERR_INVALID_ARGUMENT;
+    for (int64_t m = 0; m < channels; m++) sse[m] = sae[m] = 0;
+    for (int64_t i = 0; i < n * horizon * channels; i++) {
+        double e = (double)pred[i] - (double)truth[i];
+        sse[i % channels] += e * e;
+        sae[i % channels] += fabs(e);
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
+                                                     int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
+                                                     double mae[3]) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels;
+    if (!x || !y || !mse || !mae || n < 1 || L < 1 || H < 1 || M < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_baselines: %s",
+                            !x || !y || !mse || !mae ? "x, y, mse or mae is NULL"
+                            : n < 1 ? "n < 1" : "the context has no lookback, horizon or channels (a patch model's)");
+    if (lm && (lm->lookback != L || lm->horizon != H))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_baselines: the linear map is for "
+                            "lookback %lld, horizon %lld; the context's are %lld, %lld", (long long)lm->lookback,
+                            (long long)lm->horizon, (long long)L, (long long)H);
+    float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
+    gpt2rt_result r = p && sse && sae ? GPT2RT_OK : gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY,
+                                                                 "gpt2rt_forecaster_baselines: out of memory");
+    for (int k = 0; r == GPT2RT_OK && k < 3; k++) {
+        mse[k] = mae[k] = NAN;
+        if ((k == 1 && (period < 1 || period > L)) || (k == 2 && !lm)) continue;
+        if (k == 2) {
+            float *off = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
+            if (!off || !mus) r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_baselines: out of memory");
+            else r = gpt2rt_forecaster_linear_offset(ctx, lm, x, n, M, off, mus);
+            for (int64_t i = 0; r == GPT2RT_OK && i < n * H * M; i++)
+                p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)off[i]);
+            free(off); free(mus);
+            if (r != GPT2RT_OK) break;
+        } else
+            for (int64_t w = 0; w < n; w++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t m = 0; m < M; m++)
+                        p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
+        gpt2rt_forecaster_errors(p, y, n, H, M, sse, sae);
+        double a = 0, b = 0;
+        for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
+        mse[k] = a / (double)(n * H * M);
+        mae[k] = b / (double)(n * H * M);
+    }
+    free(p); free(sse); free(sae);
     return r;
 }
 
@@ -21986,6 +22075,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gp
     sd->borders = fc->info.borders;
     sd->date_column = fc->date_name; /* by name, "none" too */
     sd->no_date_column = !fc->date_name;
+    sd->fill = fc->info.fill;
     return GPT2RT_OK;
 }
 

@@ -93,7 +93,7 @@ typedef struct opts {
     int nfiles;
     int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
     int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
-    int season; /* the seasonal-naive baseline's period in rows, 0: a day of the date step */
+    int season; /* the seasonal-naive baseline's period in rows, 0: the dates' calendar cycle */
     float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
@@ -121,7 +121,8 @@ static void usage(void) {
            "  --date-column NAME  the date column (none: there is none, unless a column is named none; default:\n"
            "                      a column named date, time, timestamp or datetime, else the first column when\n"
            "                      it holds text)\n"
-           "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear\n"
+           "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear;\n"
+           "                      --save keeps it: predict fills as training did\n"
            "  --lookback L        input steps            --patch P / --stride S  patching\n"
            "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
            "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
@@ -145,7 +146,8 @@ static void usage(void) {
            "  --blend-linear 0|1  after training, move the forecast a fraction w of the way to that linear map's,\n"
            "                      w in [0, 1] minimising the validation MSE (exact: the MSE is quadratic in w)\n"
            "  --channel NAME      the channel --png draws (default: the last)\n"
-           "  --season N          the seasonal-naive baseline's period in rows (default: a day of the date column's step)\n"
+           "  --season N          the seasonal-naive baseline's period in rows (default: the dates' calendar cycle: 24\n"
+           "                      hourly, 7 daily, 5 business-daily, 52 weekly, 12 monthly; --save keeps it)\n"
            "  --threads N         CPU threads (0: OMP_NUM_THREADS)\n"
            "  --backend B         cpu, cuda (this program built by nvcc as a .cu file) or auto (default)\n"
            "presets: cpu (default): lookback 336, patch 16, stride 16, 1 layer, 2 heads, width 16, attention + MLP\n"
@@ -803,6 +805,8 @@ static void print_columns(gpt2rt_series *d) {
     }
     printf("%s\n", in.channels > 16 ? ", ..." : "");
     if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
+    if (in.index_column_skipped)
+        printf("skipped the first column: unnamed, it counts the rows (the index pandas' to_csv writes)\n");
 }
 
 
@@ -943,18 +947,6 @@ static int pretrain(opts *o) {
    units (the papers' convention) and in the data's (times each channel's std), beside
    baselines scored on the same windows ---- */
 
-/* per-channel sums of squared and absolute errors of pred against truth, both (n,H,M)
-   in scaled units, into sse, sae (M) */
-static void channel_errors(const float *pred, const float *truth, int64_t n, int64_t H, int64_t M, double *sse,
-                           double *sae) {
-    for (int64_t m = 0; m < M; m++) sse[m] = sae[m] = 0;
-    for (int64_t i = 0; i < n * H * M; i++) {
-        double e = (double)pred[i] - (double)truth[i];
-        sse[i % M] += e * e;
-        sae[i % M] += fabs(e);
-    }
-}
-
 /* the table: one row a channel, then "all"; std (M) turns scaled errors into data units */
 static void print_metrics(const char *what, const double *sse, const double *sae, int64_t n, int64_t H, int64_t M,
                           const char *const *names, const double *std) {
@@ -970,49 +962,26 @@ static void print_metrics(const char *what, const double *sse, const double *sae
     printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
 }
 
-/* the seasonal period in rows: --season N, else a day of the date step (calendar dates
-   only: a step of plain numbers has no known unit) when it divides one; 0: none */
-static int64_t season_of(int season, double date_step, int calendar) {
-    if (season) return season;
-    if (calendar && date_step > 0 && date_step <= 43200 && fmod(86400.0, date_step) == 0) return (int64_t)(86400.0 / date_step);
-    return 0;
+/* the seasonal period in rows: --season N, else the loader's default from the calendar
+   (info.season: 24 hourly, 7 daily, 5 business-daily, 52 weekly, 12 monthly, ...); 0: none */
+static int64_t season_of(int season, const gpt2rt_series_info *in) {
+    return season ? season : in->season > 1 ? in->season : 0;
 }
 
-/* baselines on windows x (n,L,M), truth y (n,H,M), scaled: the last value, the seasonal
-   naive (the value one period before), and the linear map (lm may be NULL); one line */
-static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t H, int64_t M,
-                            int64_t period, const gpt2rt_forecaster_linear *lm, const char *period_why) {
-    float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
-    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
-    if (!p || !sse || !sae) { free(p); free(sse); free(sae); return; }
-    printf("baselines on the same windows, mse / mae scaled:");
-    for (int k = 0; k < 3; k++) {
-        if (k == 1 && (period < 1 || period > L)) {
-            printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
-            continue;
-        }
-        if (k == 2 && !lm) { printf("; linear map: none (no validation window to choose its ridge on)"); continue; }
-        if (k == 2) {
-            float *c = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
-            if (c && mus && gpt2rt_forecaster_linear_offset(ctx, lm, x, n, M, c, mus) == GPT2RT_OK)
-                for (int64_t i = 0; i < n * H * M; i++) p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)c[i]);
-            free(c); free(mus);
-        } else
-            for (int64_t w = 0; w < n; w++)
-                for (int64_t h = 0; h < H; h++)
-                    for (int64_t m = 0; m < M; m++)
-                        p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
-        channel_errors(p, y, n, H, M, sse, sae);
-        double a = 0, b = 0;
-        for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
-        a /= (double)(n * H * M);
-        b /= (double)(n * H * M);
-        if (k == 0) printf(" last value %.4f / %.4f", a, b);
-        else if (k == 1) printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, a, b);
-        else printf("; linear map %.4f / %.4f", a, b);
+/* the baselines (gpt2rt_forecaster_baselines) on windows x, truth y, scaled: one line */
+static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t period,
+                            const gpt2rt_forecaster_linear *lm, const char *period_why) {
+    double mse[3], mae[3];
+    if (gpt2rt_forecaster_baselines(ctx, x, y, n, period, lm, mse, mae) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+        return;
     }
-    printf("\n");
-    free(p); free(sse); free(sae);
+    printf("baselines on the same windows, mse / mae scaled: last value %.4f / %.4f", mse[0], mae[0]);
+    if (period < 1 || period > L)
+        printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
+    else printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, mse[1], mae[1]);
+    if (!lm) printf("; linear map: none (no validation window to choose its ridge on)\n");
+    else printf("; linear map %.4f / %.4f\n", mse[2], mae[2]);
 }
 
 /* the linear map (gpt2rt_forecaster_linear_fit); 0 after printing why, then hint */
@@ -1054,11 +1023,11 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
             gpt2rt_series_scaler(s, (int)m, &mu, &std[m]);
             names[m] = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
         }
-        channel_errors(pred, y, n, H, M, sse, sae);
+        gpt2rt_forecaster_errors(pred, y, n, H, M, sse, sae);
         print_metrics("test", sse, sae, n, H, M, names, std);
         gpt2rt_series_info in = info_of(s);
-        print_baselines(ctx, x, y, n, L, H, M, season_of(season, in.date_step, in.date_is_calendar), lm,
-                        "no --season N, and no calendar date step that divides a day");
+        print_baselines(ctx, x, y, n, L, season_of(season, &in), lm,
+                        "no --season N, and the dates have no calendar cycle");
     }
     free(x); free(y); free(sse); free(sae); free(std); free(names);
 }
@@ -1072,6 +1041,7 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
 typedef struct popts {
     const char *model, *data, *out;
     int all, score, threads, fill, season;
+    int fill_set; /* --fill given: it overrides the forecaster's */
     const char *backend;
 } popts;
 
@@ -1085,8 +1055,8 @@ static void predict_usage(void) {
            "  --all            forecast from every window of lookback rows, not only the last: the columns are\n"
            "                   origin (the window's last date), date, then the channels\n"
            "  --score          also score the file's test split (cut as in training) through the forecaster\n"
-           "  --fill MODE      missing values: refuse (default), previous, linear\n"
-           "  --season N       the seasonal-naive baseline's period for --score (default: a day of the date step)\n"
+           "  --fill MODE      missing values: refuse, previous, linear (default: the training run's --fill)\n"
+           "  --season N       the seasonal-naive baseline's period for --score (default: the training run's)\n"
            "  --threads N      CPU threads (0: OMP_NUM_THREADS)   --backend cpu|cuda|auto\n");
 }
 
@@ -1114,6 +1084,7 @@ static int predict_parse(popts *o, int argc, char **argv) {
             o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
                     : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
             if (o->fill < 0) { fprintf(stderr, "timeseries predict: --fill '%s': expected previous, linear or refuse\n", v); return 0; }
+            o->fill_set = 1;
         } else { fprintf(stderr, "timeseries predict: unknown option %s (see timeseries predict --help)\n", a); return 0; }
     }
     if (!o->model || !o->data) {
@@ -1136,8 +1107,8 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
     int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut and scaled it */
-    sd.fill = (gpt2rt_series_fill)o->fill;
+    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut, scaled and filled it */
+    if (o->fill_set) sd.fill = (gpt2rt_series_fill)o->fill;
     gpt2rt_series *s;
     if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
         fprintf(stderr, "--score: %s\n", gpt2rt_series_last_error(s));
@@ -1167,7 +1138,7 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
         gpt2rt_forecaster_linear base;
         gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
         int fitted = info_of(s).windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, s, &base, "");
-        report_test(ctx, s, p, L, H, M, o->season, fitted ? &base : NULL);
+        report_test(ctx, s, p, L, H, M, o->season ? o->season : fi->season, fitted ? &base : NULL);
         if (fitted) gpt2rt_forecaster_linear_free(&base);
     }
     free(x); free(y); free(p);
@@ -1233,9 +1204,16 @@ static int predict_main(int argc, char **argv) {
     int64_t L = fi.lookback, H = fi.horizon, M = fi.channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    gpt2rt_forecaster_series_desc(fc, &sd);
+    gpt2rt_forecaster_series_desc(fc, &sd); /* training's columns, date column and fill */
     sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1; /* every row, in the data's units */
-    sd.fill = (gpt2rt_series_fill)o.fill;
+    static const char *fills[] = {"refuse", "previous", "linear"};
+    if (o.fill_set && o.fill != (int)fi.fill)
+        fprintf(stderr, "timeseries predict: --fill %s overrides the forecaster's fill (%s, as trained)\n", fills[o.fill],
+                fills[fi.fill]);
+    if (o.fill_set) sd.fill = (gpt2rt_series_fill)o.fill;
+    if (o.season && fi.season && o.season != fi.season)
+        fprintf(stderr, "timeseries predict: --season %d overrides the forecaster's season (%d, as trained)\n", o.season,
+                fi.season);
     gpt2rt_series *s;
     int rc = 0;
     if (gpt2rt_series_load(&s, o.data, &sd) != GPT2RT_OK) {
@@ -1290,207 +1268,241 @@ static int predict_main(int argc, char **argv) {
     return rc;
 }
 
-int main(int argc, char **argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1);
+/* one training run's state, filled phase by phase (main below) */
+typedef struct run {
     opts o;
-    if (!parse(&o, argc, argv)) return 2;
-    if (o.stage == 1) return pretrain(&o);
-    double t_start = now();
+    double t_start;
+    gpt2rt_series *data;
+    gpt2rt_series_info info;
+    gpt2rt_ctx *ctx;
+    int64_t L, H, M, B, steps_per_epoch, png_channel;
+    gpt2rt_forecaster_linear lm;     /* the linear map training fits, if any */
+    gpt2rt_forecaster_score_desc lu; /* how a split is scored: with the linear map, if any */
+    gpt2rt_forecaster_train_result tr;
+    gpt2rt_forecaster_scores sc;
+    float *keep; /* every test window's forecast */
+} run;
+
+/* --data read: the data and columns lines; --channel resolved. 0 ok, else the exit status */
+static int run_load(run *r) {
+    const opts *o = &r->o;
     struct stat fst; /* a directory is named, and a FIFO never opened (its open would block) */
-    if (stat(o.data, &fst) != 0) { fprintf(stderr, "timeseries: --data %s: %s\n", o.data, strerror(errno)); return 1; }
+    if (stat(o->data, &fst) != 0) { fprintf(stderr, "timeseries: --data %s: %s\n", o->data, strerror(errno)); return 1; }
     if (!S_ISREG(fst.st_mode)) {
-        fprintf(stderr, "timeseries: --data %s: is %s, not a regular file\n", o.data, S_ISDIR(fst.st_mode) ? "a directory"
+        fprintf(stderr, "timeseries: --data %s: is %s, not a regular file\n", o->data, S_ISDIR(fst.st_mode) ? "a directory"
                 : S_ISFIFO(fst.st_mode) ? "a FIFO (named pipe)" : "a device or socket");
         return 1;
     }
-
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    sd.lookback = o.lookback;
-    sd.horizon = o.horizon;
-    series_desc_flags(&o, &sd);
-    gpt2rt_series *data;
-    if (gpt2rt_series_load(&data, o.data, &sd) != GPT2RT_OK) {
-        fprintf(stderr, "%s\n", gpt2rt_series_last_error(data));
-        gpt2rt_series_free(data);
-        return 1;
-    }
+    sd.lookback = o->lookback;
+    sd.horizon = o->horizon;
+    series_desc_flags(o, &sd);
     /* the info is what a successful load filled in; checking the call also tells the
        compiler so (gcc 12 -O3 -march=x86-64-v4 otherwise warns it may be unset) */
-    gpt2rt_series_info info;
-    if (gpt2rt_series_info_get(data, &info) != GPT2RT_OK) {
-        fprintf(stderr, "%s\n", gpt2rt_series_last_error(data));
-        gpt2rt_series_free(data);
+    if (gpt2rt_series_load(&r->data, o->data, &sd) != GPT2RT_OK || gpt2rt_series_info_get(r->data, &r->info) != GPT2RT_OK) {
+        fprintf(stderr, "%s\n", gpt2rt_series_last_error(r->data));
         return 1;
     }
-    const int64_t L = o.lookback, H = o.horizon, M = info.channels, B = o.batch;
+    const gpt2rt_series_info *in = &r->info;
+    r->L = o->lookback, r->H = o->horizon, r->M = in->channels, r->B = o->batch;
     static const char *bname[] = {"auto", "ETTh", "ETTm", "70/10/20"};
-    printf("data %s: %lld rows, %lld channels, %s borders; windows train %lld, validation %lld, test %lld\n", o.data,
-           (long long)info.rows, (long long)M, bname[info.borders], (long long)info.windows[0],
-           (long long)info.windows[1], (long long)info.windows[2]);
-    print_columns(data);
-    int64_t png_channel = M - 1;
-    if (o.channel) {
-        png_channel = -1;
-        for (int64_t m = 0; m < M; m++)
-            if (gpt2rt_series_column(data, (int)m) && !strcmp(gpt2rt_series_column(data, (int)m), o.channel)) png_channel = m;
-        if (png_channel < 0) {
-            fprintf(stderr, "timeseries: --channel %s: no such channel (see the columns line above)\n", o.channel);
+    printf("data %s: %lld rows, %lld channels, %s borders; windows train %lld, validation %lld, test %lld\n", o->data,
+           (long long)in->rows, (long long)r->M, bname[in->borders], (long long)in->windows[0],
+           (long long)in->windows[1], (long long)in->windows[2]);
+    print_columns(r->data);
+    r->png_channel = r->M - 1;
+    if (o->channel) {
+        r->png_channel = -1;
+        for (int64_t m = 0; m < r->M; m++)
+            if (gpt2rt_series_column(r->data, (int)m) && !strcmp(gpt2rt_series_column(r->data, (int)m), o->channel))
+                r->png_channel = m;
+        if (r->png_channel < 0) {
+            fprintf(stderr, "timeseries: --channel %s: no such channel (see the columns line above)\n", o->channel);
             return 2;
         }
     }
-    int64_t steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
-    if (steps_per_epoch < 1) {
+    return 0;
+}
+
+/* the context from the flags and the data: the model and training lines. 0 ok, else the exit status */
+static int run_model(run *r) {
+    const opts *o = &r->o;
+    int64_t B = r->B;
+    r->steps_per_epoch = r->info.windows[GPT2RT_SERIES_TRAIN] / B;
+    if (r->steps_per_epoch < 1) {
         fprintf(stderr, "--batch %lld exceeds the %lld training windows\n", (long long)B,
-                (long long)info.windows[GPT2RT_SERIES_TRAIN]);
+                (long long)r->info.windows[GPT2RT_SERIES_TRAIN]);
         return 1;
     }
-    if (o.steps_per_epoch && o.steps_per_epoch < steps_per_epoch) steps_per_epoch = o.steps_per_epoch;
-
+    if (o->steps_per_epoch && o->steps_per_epoch < r->steps_per_epoch) r->steps_per_epoch = o->steps_per_epoch;
     gpt2rt_config c;
-    if (!train_config(&o, steps_per_epoch, &c)) return 1;
-    if (!strcmp(o.parallel, "split") && c.n_layer < o.devices) {
+    if (!train_config(o, r->steps_per_epoch, &c)) return 1;
+    if (!strcmp(o->parallel, "split") && c.n_layer < o->devices) {
         fprintf(stderr, "timeseries: --parallel split over --devices %d needs at least %d layers (each device holds "
-                "whole layers), the model has %d: set --layers %d or more", o.devices, o.devices, c.n_layer, o.devices);
+                "whole layers), the model has %d: set --layers %d or more", o->devices, o->devices, c.n_layer, o->devices);
         if (c.n_layer >= 2) fprintf(stderr, ", or --devices %d", c.n_layer);
         fprintf(stderr, "\n");
         return 2;
     }
-    if (!strcmp(o.parallel, "split") && (o.dropout > 0 || o.attn_dropout > 0 || o.head_dropout > 0)) {
+    if (!strcmp(o->parallel, "split") && (o->dropout > 0 || o->attn_dropout > 0 || o->head_dropout > 0)) {
         fprintf(stderr, "timeseries: --parallel split runs without dropout for now (--dropout %g --attn-dropout %g "
                 "--head-dropout %g, the preset's or given): add --dropout 0 --attn-dropout 0 --head-dropout 0, or use "
-                "--parallel dp\n", (double)o.dropout, (double)o.attn_dropout, (double)o.head_dropout);
+                "--parallel dp\n", (double)o->dropout, (double)o->attn_dropout, (double)o->head_dropout);
         return 2;
     }
     /* aLLM4TS stage 2: out_layer on one placeholder per future patch, which sees the history only */
-    c.head = o.stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
-    c.attn_mask = o.stage == 2 ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    c.n_channels = (int)M;
-    c.horizon = o.horizon;
-    gpt2rt_ctx *ctx;
-    if (gpt2rt_create(&ctx, &c) != GPT2RT_OK) {
-        fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
-        gpt2rt_free(ctx);
+    c.head = o->stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
+    c.attn_mask = o->stage == 2 ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    c.n_channels = (int)r->M;
+    c.horizon = o->horizon;
+    if (gpt2rt_create(&r->ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(r->ctx, o->init) != GPT2RT_OK)) {
+        fprintf(stderr, "%s\n", gpt2rt_last_error(r->ctx));
         return 1;
     }
-    if (o.init && gpt2rt_weights_load(ctx, o.init) != GPT2RT_OK) {
-        fprintf(stderr, "%s\n", gpt2rt_last_error(ctx));
-        gpt2rt_free(ctx);
-        return 1;
-    }
-    gpt2rt_config r = gpt2rt_config_get(ctx);
+    gpt2rt_config g = gpt2rt_config_get(r->ctx);
     gpt2rt_memory_plan plan;
-    gpt2rt_plan(&r, &plan);
+    gpt2rt_plan(&g, &plan);
     printf("model: preset %s, %d layers, %d heads, width %d, lookback %d, patch %d stride %d, horizon %d, %.3fM "
-           "parameters (%.3fM trained)%s, %.2f GiB planned (%s)\n", o.preset, r.n_layer, r.n_head, r.n_embd, r.seq_len,
-           r.patch_len, r.patch_stride, r.horizon, (double)plan.n_params / 1e6, (double)plan.n_trainable / 1e6,
-           o.init ? ", blocks from --init" : ", random init", (double)plan.total[0] / 1073741824.0,
-           precision_name(r.precision));
+           "parameters (%.3fM trained)%s, %.2f GiB planned (%s)\n", o->preset, g.n_layer, g.n_head, g.n_embd, g.seq_len,
+           g.patch_len, g.patch_stride, g.horizon, (double)plan.n_params / 1e6, (double)plan.n_trainable / 1e6,
+           o->init ? ", blocks from --init" : ", random init", (double)plan.total[0] / 1073741824.0,
+           precision_name(g.precision));
     printf("training: batch %lld, lr %g cosine to %g over %d steps (%lld a epoch), at most %d epochs, patience %d, "
-           "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)r.lr,
-           (double)(r.lr * r.min_lr_frac), r.total_steps, (long long)steps_per_epoch, o.epochs, o.patience,
-           (unsigned long long)o.seed, (double)r.weight_decay, (double)r.dropout, (double)r.attn_dropout,
-           (double)r.head_dropout);
-    print_devices(ctx, &plan, &o, B, "windows");
+           "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)g.lr,
+           (double)(g.lr * g.min_lr_frac), g.total_steps, (long long)r->steps_per_epoch, o->epochs, o->patience,
+           (unsigned long long)o->seed, (double)g.weight_decay, (double)g.dropout, (double)g.attn_dropout,
+           (double)g.head_dropout);
+    print_devices(r->ctx, &plan, o, B, "windows");
+    return 0;
+}
 
-    gpt2rt_forecaster_linear lm;
-    memset(&lm, 0, sizeof lm);
-    gpt2rt_forecaster_score_desc lu; /* how a split is scored: with the linear map, if any */
-    memset(&lu, 0, sizeof lu);
-    lu.batch = (int)B;
-    if (o.linear_residual || o.blend_linear) {
+/* the linear map (if asked), then the model's training; the best epoch's and blend's
+   lines. 0 ok, -1 stopped at --max-steps (estimate printed), else the exit status */
+static int run_train(run *r) {
+    const opts *o = &r->o;
+    int64_t B = r->B;
+    r->lu.batch = (int)B;
+    if (o->linear_residual || o->blend_linear) {
         double t0 = now();
-        if (!fit_linear(ctx, data, &lm, "; use --linear-residual 0 --blend-linear 0")) return 1;
-        printf("linear map: ridge %g (chosen on validation), val mse %.4f, %.1f s%s\n", lm.ridge, lm.val_mse, now() - t0,
-               o.linear_residual ? "; the model trains on what it leaves" : "");
-        lu.linear = &lm;
-        lu.linear_residual = o.linear_residual;
+        if (!fit_linear(r->ctx, r->data, &r->lm, "; use --linear-residual 0 --blend-linear 0")) return 1;
+        printf("linear map: ridge %g (chosen on validation), val mse %.4f, %.1f s%s\n", r->lm.ridge, r->lm.val_mse,
+               now() - t0, o->linear_residual ? "; the model trains on what it leaves" : "");
+        r->lu.linear = &r->lm;
+        r->lu.linear_residual = o->linear_residual;
     }
     gpt2rt_forecaster_train_desc td;
     memset(&td, 0, sizeof td);
-    td.batch = (int)B; td.epochs = o.epochs; td.patience = o.patience; td.steps_per_epoch = steps_per_epoch;
-    td.seed = o.seed; td.max_steps = o.max_steps;
-    td.linear = lu.linear; td.linear_residual = o.linear_residual; td.blend_linear = o.blend_linear;
-    td.start_from_linear = o.linear_residual && o.stage == 0 && !o.max_steps;
-    train_view tv = {&o, 0, {0, 0, 0, 0}};
+    td.batch = (int)B; td.epochs = o->epochs; td.patience = o->patience; td.steps_per_epoch = r->steps_per_epoch;
+    td.seed = o->seed; td.max_steps = o->max_steps;
+    td.linear = r->lu.linear; td.linear_residual = o->linear_residual; td.blend_linear = o->blend_linear;
+    td.start_from_linear = o->linear_residual && o->stage == 0 && !o->max_steps;
+    train_view tv = {o, 0, {0, 0, 0, 0}};
     td.progress = on_progress; td.user = &tv;
-    gpt2rt_forecaster_train_result tr;
-    if (gpt2rt_forecaster_train(ctx, data, &td, &tr) != GPT2RT_OK) {
+    gpt2rt_forecaster_train_result *tr = &r->tr;
+    if (gpt2rt_forecaster_train(r->ctx, r->data, &td, tr) != GPT2RT_OK) {
         progress_end(&tv.pg);
-        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(r->ctx));
         return 1;
     }
-    if (tr.max_steps_reached) { /* scoring is forward only: about a third of a training step a batch */
-        double per = tr.step_seconds / (double)tr.steps, n_steps = (double)steps_per_epoch * o.epochs;
-        double evals = (double)((info.windows[1] + B - 1) / B * o.epochs + (info.windows[2] + B - 1) / B);
+    if (tr->max_steps_reached) { /* scoring is forward only: about a third of a training step a batch */
+        double per = tr->step_seconds / (double)tr->steps, n_steps = (double)r->steps_per_epoch * o->epochs;
+        double evals = (double)((r->info.windows[1] + B - 1) / B * o->epochs + (r->info.windows[2] + B - 1) / B);
         printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
-               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o.max_steps, per, n_steps,
+               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o->max_steps, per, n_steps,
                evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
-        gpt2rt_free(ctx);
-        gpt2rt_series_free(data);
-        return 0;
+        return -1;
     }
-    int best_epoch = tr.best_epoch;
-    printf("best epoch %d (val mse %.4f), %.1f s in all\n", best_epoch, tr.best_val_mse, now() - t_start);
-    if (best_epoch == 0)
+    printf("best epoch %d (val mse %.4f), %.1f s in all\n", tr->best_epoch, tr->best_val_mse, now() - r->t_start);
+    if (tr->best_epoch == 0)
         printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
                "zero)\n");
-    if (o.blend_linear) {
-        double w = tr.blend;
-        lu.blend = w;
+    if (o->blend_linear) {
+        r->lu.blend = tr->blend;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
-               w, tr.blend_val_mse, tr.model_val_mse, tr.linear_val_mse);
-        if (w == 1 && best_epoch != 0)
+               tr->blend, tr->blend_val_mse, tr->model_val_mse, tr->linear_val_mse);
+        if (tr->blend == 1 && tr->best_epoch != 0)
             printf("the blend puts all its weight on the linear map: the kept forecast is the linear map's, the model "
                    "added nothing\n");
     }
-    gpt2rt_forecaster_scores sc;
-    int64_t n_test = info.windows[GPT2RT_SERIES_TEST], n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
-    int png_failed = 0;
-    float *keep = (float *)malloc(sizeof(float) * (size_t)(n_test * H * M + 1));
-    if (!keep) { fprintf(stderr, "timeseries: out of memory for the test forecasts\n"); return 1; }
-    lu.keep = keep;
-    lu.keep_windows = n_test;
-    lu.drop_batch = o.drop_last;
-    if (!evaluate(ctx, data, GPT2RT_SERIES_TEST, &lu, &sc)) return 1;
-    if (o.png) { /* windows spread over the test split */
+    return 0;
+}
+
+/* every test window scored (kept in r->keep); --png drawn. 0 ok, 1 scoring failed; *png_failed set */
+static int run_test(run *r, int *png_failed) {
+    const opts *o = &r->o;
+    int64_t H = r->H, M = r->M, n_test = r->info.windows[GPT2RT_SERIES_TEST];
+    int64_t n_png = n_test < 4 ? n_test : 4, spacing = n_test / n_png;
+    r->keep = (float *)malloc(sizeof(float) * (size_t)(n_test * H * M + 1));
+    if (!r->keep) { fprintf(stderr, "timeseries: out of memory for the test forecasts\n"); return 1; }
+    r->lu.keep = r->keep;
+    r->lu.keep_windows = n_test;
+    r->lu.drop_batch = o->drop_last;
+    if (!evaluate(r->ctx, r->data, GPT2RT_SERIES_TEST, &r->lu, &r->sc)) return 1;
+    if (o->png) { /* windows spread over the test split */
         float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
-        for (int64_t k = 0; few && k < n_png; k++) memcpy(few + k * H * M, keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
-        if (!few || !draw_png(o.png, o.data, data, L, H, M, png_channel, few, n_png, spacing)) png_failed = 1;
+        for (int64_t k = 0; few && k < n_png; k++)
+            memcpy(few + k * H * M, r->keep + k * spacing * H * M, sizeof(float) * (size_t)(H * M));
+        if (!few || !draw_png(o->png, o->data, r->data, r->L, H, M, r->png_channel, few, n_png, spacing)) *png_failed = 1;
         free(few);
     }
-    if (o.save) { /* before the scores, so the last lines stay the test's */
-        gpt2rt_forecaster_desc fd;
-        memset(&fd, 0, sizeof fd);
-        fd.series = data;
-        fd.linear = lu.linear ? lm.weights : NULL;
-        fd.linear_residual = lu.linear ? lu.linear_residual : 0;
-        fd.blend = lu.linear ? lu.blend : 0;
-        fd.batch = (int)B;
-        fd.note = o.stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
-        if (gpt2rt_forecaster_save(ctx, o.save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(ctx)); return 1; }
-        printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
-               "timeseries predict --model %s --data FILE.csv forecasts with it\n", best_epoch,
-               lu.linear ? ", the linear map and blend" : "", o.save, o.save);
-    }
-    {   /* the linear map for the baseline when training did not fit one */
-        gpt2rt_forecaster_linear base;
-        memset(&base, 0, sizeof base);
-        const gpt2rt_forecaster_linear *use = lu.linear;
-        if (!use && info.windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, data, &base, "")) use = &base;
-        report_test(ctx, data, keep, L, H, M, o.season, use);
-        gpt2rt_forecaster_linear_free(&base);
-    }
-    double n_full = (double)(sc.windows_full * H * M), n_all = (double)(sc.windows * H * M);
-    if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc.sse_full / n_full, sc.sae_full / n_full,
-                       (long long)sc.windows_full);
+    return 0;
+}
+
+/* --save: the forecaster. 0 ok, 1 failed */
+static int run_save(run *r) {
+    const opts *o = &r->o;
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = r->data;
+    fd.linear = r->lu.linear ? r->lm.weights : NULL;
+    fd.linear_residual = r->lu.linear ? r->lu.linear_residual : 0;
+    fd.blend = r->lu.linear ? r->lu.blend : 0;
+    fd.batch = (int)r->B;
+    fd.note = o->stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
+    fd.fill = (gpt2rt_series_fill)o->fill;
+    fd.season = (int)season_of(o->season, &r->info);
+    if (gpt2rt_forecaster_save(r->ctx, o->save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(r->ctx)); return 1; }
+    printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
+           "timeseries predict --model %s --data FILE.csv forecasts with it\n", r->tr.best_epoch,
+           r->lu.linear ? ", the linear map and blend" : "", o->save, o->save);
+    return 0;
+}
+
+/* the per-channel table and baselines, then the two test lines, last */
+static void run_report(run *r) {
+    gpt2rt_forecaster_linear base; /* the linear map for the baseline when training did not fit one */
+    memset(&base, 0, sizeof base);
+    const gpt2rt_forecaster_linear *use = r->lu.linear;
+    if (!use && r->info.windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(r->ctx, r->data, &base, "")) use = &base;
+    report_test(r->ctx, r->data, r->keep, r->L, r->H, r->M, r->o.season, use);
+    gpt2rt_forecaster_linear_free(&base);
+    const gpt2rt_forecaster_scores *sc = &r->sc;
+    double n_full = (double)(sc->windows_full * r->H * r->M), n_all = (double)(sc->windows * r->H * r->M);
+    if (n_full) printf("test (drop last) mse %.4f mae %.4f windows %lld\n", sc->sse_full / n_full, sc->sae_full / n_full,
+                       (long long)sc->windows_full);
     else printf("test (drop last): no score: the %lld test windows are fewer than one batch of %lld, and drop-last "
-                "scoring counts whole batches only\n", (long long)sc.windows, (long long)(o.drop_last ? o.drop_last : B));
-    printf("test mse %.4f mae %.4f windows %lld\n", sc.sse / n_all, sc.sae / n_all, (long long)sc.windows);
-    free(keep);
-    gpt2rt_forecaster_linear_free(&lm);
-    gpt2rt_free(ctx);
-    gpt2rt_series_free(data);
-    return png_failed;
+                "scoring counts whole batches only\n", (long long)sc->windows,
+                (long long)(r->o.drop_last ? r->o.drop_last : r->B));
+    printf("test mse %.4f mae %.4f windows %lld\n", sc->sse / n_all, sc->sae / n_all, (long long)sc->windows);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "predict")) return predict_main(argc - 1, argv + 1);
+    static run r; /* zeroed */
+    if (!parse(&r.o, argc, argv)) return 2;
+    if (r.o.stage == 1) return pretrain(&r.o);
+    r.t_start = now();
+    int rc = run_load(&r), png_failed = 0;
+    if (!rc) rc = run_model(&r);
+    if (!rc) rc = run_train(&r);
+    if (!rc) rc = run_test(&r, &png_failed);
+    if (!rc && r.o.save) rc = run_save(&r); /* before the scores, so the last lines stay the test's */
+    if (!rc) run_report(&r);
+    free(r.keep);
+    gpt2rt_forecaster_linear_free(&r.lm);
+    gpt2rt_free(r.ctx);
+    gpt2rt_series_free(r.data);
+    return rc < 0 ? 0 : rc ? rc : png_failed;
 }

@@ -695,6 +695,10 @@ typedef struct gpt2rt_forecaster_desc {
                                     linear map's */
     int batch;                   /* windows a forward (0: the context's batch_size) */
     const char *note;            /* NULL, or a line kept in forecaster.json (how it was trained) */
+    gpt2rt_series_fill fill;     /* how training filled missing values: a forecast's file is read
+                                    the same way (gpt2rt_forecaster_series_desc) */
+    int season;                  /* the seasonal period in rows training used (its seasonal-naive
+                                    baseline), 0: none */
 } gpt2rt_forecaster_desc;
 
 typedef struct gpt2rt_forecaster_info {
@@ -703,6 +707,8 @@ typedef struct gpt2rt_forecaster_info {
     gpt2rt_series_borders borders; /* the training file's (resolved) */
     int has_linear, linear_residual;
     double blend;
+    gpt2rt_series_fill fill;     /* desc.fill at the save (REFUSE for a file saved without it) */
+    int season;                  /* desc.season at the save (0: none, or a file saved without it) */
 } gpt2rt_forecaster_info;
 
 /* the context's model (input = PATCHES, head REGRESSION or PATCH_DECODE, one device or
@@ -743,8 +749,9 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* a series desc reading a file as the forecaster's training read its file: lookback,
    horizon, the columns by name in its order (desc->columns points into fc, valid until
-   gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders;
-   the other fields are left as they were (fill, no_scale: the caller's) */
+   gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders,
+   the fill training used (info.fill: a caller may set another after); the other fields
+   are left as they were (no_scale: the caller's) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *desc);
 /* forecasts (n, horizon, M) of the n windows of series starting at rows first, first + 1,
    ... as CSV text (*text malloc'd, NUL-terminated, *len bytes; free it): the header
@@ -778,6 +785,19 @@ GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
                                                          const float *x, int64_t n, int64_t channels, float *offset,
                                                          float *means);
+/* per-channel sums of squared and absolute errors of pred against truth, both (n,
+   horizon, M), summed in double in index order, into sse and sae (M each) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float *truth, int64_t n, int64_t horizon,
+                                                  int64_t channels, double *sse, double *sae);
+/* The baselines a forecast is measured against, on n windows x (n, lookback, M) and their
+   truth y (n, horizon, M), both scaled, lookback, horizon and M the context's: [0] the
+   last value repeated, [1] the seasonal naive (the lookback's last period rows
+   repeated), [2] the linear map lm's forecast. mse[k] and mae[k] over every value
+   (errors summed in double per channel, then over the channels); NaN where a baseline is
+   not computed: period < 1 or > lookback, lm NULL. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
+                                                     int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
+                                                     double mae[3]);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each

@@ -78,7 +78,7 @@ if built timeseries; then
     # seconds, so no seasonal period is guessed from it
     out=$("$TSP" $S2 --data $B/cli_nodate.csv --date-column a 2>&1); rc=$?
     if [ $rc -eq 0 ] && echo "$out" | grep -q '^columns: date "a" (1 to 40, a row every 1 (the column.s units)); 2 channels: b, c$' &&
-       echo "$out" | grep -q 'seasonal naive: none (no --season N, and no calendar date step'; then
+       echo "$out" | grep -q 'seasonal naive: none (no --season N, and the dates have no calendar cycle)'; then
         ok "timeseries --date-column a (plain numbers): a step of 1 in the column's units, no seasonal period guessed"
     else bad "timeseries --date-column naming a column of numbers (exit $rc)"; echo "$out" | grep -E '^columns|baselines'; fi
     sed -i '5s/^4,8,/4,,/; 9s/^8,16,/8,NA,/' $B/cli_nodate.csv
@@ -89,6 +89,18 @@ if built timeseries; then
         ok "timeseries: a missing value refused naming line and column; --fill linear fills 2; --columns c,b picks and orders"
     else bad "timeseries --fill / --columns (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | head -3; fi
     rm -f $B/cli_nodate.csv
+    # the season from the calendar (the loader's info.season): daily dates, 7 steps; a
+    # pandas index column (unnamed, counting the rows) skipped in one line
+    awk 'BEGIN { print ",date,a,b"; for (i = 0; i < 60; i++) printf "%d,2024-01-%02d,%d,%d\n", i, 1 + i % 31, i % 7, i * 3 }' |
+        awk -F, 'NR == 1 || NR <= 32 { print; next } { m = 2; printf "%s,2024-%02d-%02d,%s,%s\n", $1, m, $1 - 30, $3, $4 }' \
+        > $B/cli_daily.csv
+    out=$("$TSP" $S2 --lookback 8 --data $B/cli_daily.csv 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^columns: date "date" (2024-01-01 to 2024-02-29, a row every 24 h); 2 channels: a, b$' &&
+       [ "$(echo "$out" | grep -c '^skipped the first column: unnamed, it counts the rows')" -eq 1 ] &&
+       echo "$out" | grep -Eq 'seasonal naive \(7 steps\) [0-9.]+ / [0-9.]+'; then
+        ok "timeseries on daily dates with a pandas index: the index skipped in one line, the seasonal naive at 7 steps (the calendar's week)"
+    else bad "timeseries daily dates / pandas index (exit $rc)"; echo "$out" | grep -E '^columns|^skipped|baselines'; fi
+    rm -f $B/cli_daily.csv
 
     # ---- the forecaster: --save, then timeseries predict on the file it never saw before
     # 400 hourly rows from 2024-02-27 00:00 (across the leap day), three noisy channels
@@ -202,6 +214,22 @@ if built timeseries; then
        echo "$out2" | tail -1 | grep -q '(missing values filled)$'; then
         ok "timeseries predict: a missing value refused naming line and column, filled with --fill previous"
     else bad "timeseries predict --fill (exit $rc, $rc2)"; echo "$out" | tail -1; echo "$out2" | tail -1; fi
+    # what training decided, predict remembers: --fill and --season are saved; a flag given
+    # to predict overrides the saved value and says so in one line
+    rm -rf $B/cli_fcf
+    out=$("$TSP" --data $B/cli_sensor.csv --horizon 2 --lookback 16 --patch 4 --stride 4 --epochs 1 --steps-per-epoch 2 \
+          --fill previous --season 12 --save $B/cli_fcf 2>&1); rc=$?
+    out2=$("$TSP" predict --model $B/cli_fcf --data $B/cli_sensor.csv --score 2>&1); rc2=$?
+    out3=$("$TSP" predict --model $B/cli_fcf --data $B/cli_sensor.csv --score --fill linear --season 6 2>&1); rc3=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q 'seasonal naive (12 steps)' && [ $rc2 -eq 0 ] &&
+       echo "$out2" | grep -q '(missing values filled)$' && echo "$out2" | grep -q 'seasonal naive (12 steps)' &&
+       ! echo "$out2" | grep -q overrides && [ $rc3 -eq 0 ] && echo "$out3" | grep -q 'seasonal naive (6 steps)' &&
+       [ "$(echo "$out3" | grep -c '^timeseries predict: --.* overrides the forecaster.s ')" -eq 2 ] &&
+       echo "$out3" | grep -q '^timeseries predict: --fill linear overrides the forecaster.s fill (previous, as trained)$' &&
+       echo "$out3" | grep -q '^timeseries predict: --season 6 overrides the forecaster.s season (12, as trained)$'; then
+        ok "timeseries predict: a gap filled and season 12 as trained with --fill previous --season 12, no flag needed; --fill linear --season 6 override, one line each"
+    else bad "timeseries predict remembering --fill / --season (exit $rc, $rc2, $rc3)"; echo "$out2" | tail -3; echo "$out3" | grep -E 'overrides|seasonal'; fi
+    rm -rf $B/cli_fcf
     out=$("$TSP" predict --model tests/fixtures/hf_tiny --data $B/cli_sensor.csv 2>&1); rc=$?
     if [ $rc -eq 1 ] && echo "$out" | grep -q 'no forecaster here .*weights only'; then
         ok "timeseries predict --model of a weights-only directory: refused, says what a forecaster holds"

@@ -887,8 +887,8 @@ static void csv_calls(void) {
     sd.fill = GPT2RT_SERIES_FILL_LINEAR;
     CHECK(gpt2rt_forecaster_series_desc(fc, &sd) == GPT2RT_OK && sd.lookback == L && sd.horizon == H &&
           sd.columns && !strcmp(sd.columns, "load,temp,flow") && sd.date_column && !strcmp(sd.date_column, "date") &&
-          !sd.no_date_column && sd.borders == GPT2RT_SERIES_BORDERS_RATIO && sd.fill == GPT2RT_SERIES_FILL_LINEAR,
-          "series_desc: lookback %d horizon %d columns %s date %s borders %d, fill kept %d", sd.lookback, sd.horizon,
+          !sd.no_date_column && sd.borders == GPT2RT_SERIES_BORDERS_RATIO && sd.fill == GPT2RT_SERIES_FILL_REFUSE,
+          "series_desc: lookback %d horizon %d columns %s date %s borders %d, fill %d (want the saved refuse)", sd.lookback, sd.horizon,
           sd.columns ? sd.columns : "NULL", sd.date_column ? sd.date_column : "NULL", (int)sd.borders, (int)sd.fill);
     sd.borders = GPT2RT_SERIES_BORDERS_NONE; sd.no_scale = 1;
     gpt2rt_series *raw;
@@ -921,6 +921,109 @@ static void csv_calls(void) {
     gpt2rt_forecaster_free(fc);
 }
 
+/* fill and season: what training decided is saved, read back, and applied by series_desc;
+   a file saved without them (older saves) reads as no fill and no season; bad values refused */
+static void fill_season(void) {
+    gpt2rt_series *s = fx_series(DIR "/series.csv");
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = s; fd.fill = GPT2RT_SERIES_FILL_LINEAR; fd.season = 24;
+    CHECK_OK(ctx, gpt2rt_forecaster_save(ctx, DIR "/fc_fill", &fd));
+    fd.fill = (gpt2rt_series_fill)3;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/fc_never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "fill = 3"), "save with fill 3: %s", gpt2rt_last_error(ctx));
+    fd.fill = GPT2RT_SERIES_FILL_PREVIOUS; fd.season = -1;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/fc_never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "season = -1"), "save with season -1: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(s);
+    for (int old = 0; old < 2; old++) {
+        if (old) { /* as a save before the keys: both lines gone */
+            edit_json_in(DIR "/fc_fill", "  \"fill\": \"linear\",\n", "");
+            edit_json_in(DIR "/fc_fill", "  \"season\": 24,\n", "");
+        }
+        gpt2rt_forecaster *fc;
+        gpt2rt_forecaster_info fi;
+        memset(&fi, 0, sizeof fi);
+        gpt2rt_series_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.fill = GPT2RT_SERIES_FILL_PREVIOUS;
+        gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/fc_fill", NULL);
+        CHECK(r == GPT2RT_OK, "load (%s): %s", old ? "old keys" : "new keys", gpt2rt_forecaster_last_error(fc));
+        if (r == GPT2RT_OK && gpt2rt_forecaster_info_get(fc, &fi) == GPT2RT_OK && gpt2rt_forecaster_series_desc(fc, &sd) == GPT2RT_OK) {
+            gpt2rt_series_fill want = old ? GPT2RT_SERIES_FILL_REFUSE : GPT2RT_SERIES_FILL_LINEAR;
+            CHECK(fi.fill == want && fi.season == (old ? 0 : 24) && sd.fill == want,
+                  "%s: info fill %d season %d, series_desc fill %d; want fill %d season %d",
+                  old ? "a save without fill and season" : "fill linear, season 24 round trip", (int)fi.fill, fi.season,
+                  (int)sd.fill, (int)want, old ? 0 : 24);
+        }
+        gpt2rt_forecaster_free(fc);
+    }
+    static const char *bad[][2] = {{"\"season\": 0,\n", "\"season\": -2,\n"}, {"\"fill\": \"refuse\"", "\"fill\": \"zero\""},
+                                   {"\"season\": 0,\n", "\"season\": 0,\n  \"season\": 0,\n"}};
+    const char *want[] = {"season", "not refuse, previous or linear", "twice"};
+    for (int k = 0; k < 3; k++) {
+        gpt2rt_series *s2 = fx_series(DIR "/series.csv");
+        gpt2rt_ctx *c2 = fx_ctx(0);
+        CHECK(fx_save(c2, s2, DIR "/fc_bad", NULL) == GPT2RT_OK, "save: %s", gpt2rt_last_error(c2));
+        gpt2rt_free(c2);
+        gpt2rt_series_free(s2);
+        edit_json_in(DIR "/fc_bad", bad[k][0], bad[k][1]);
+        gpt2rt_forecaster *fc;
+        gpt2rt_result r = gpt2rt_forecaster_load(&fc, DIR "/fc_bad", NULL);
+        CHECK(r == GPT2RT_ERR_FORMAT && strstr(gpt2rt_forecaster_last_error(fc), want[k]),
+              "forecaster.json with %s: refused naming '%s': %s", bad[k][1], want[k], gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+    }
+}
+
+/* the baselines on windows built so each error is known: x periodic with period 4 in
+   every channel, y the next period continued plus 1 in channel 0, plus 0 elsewhere */
+static void baselines(void) {
+    enum { N = 2, P = 4 };
+    gpt2rt_ctx *ctx = fx_ctx(0);
+    float x[N * L * M], y[N * H * M];
+    for (int w = 0; w < N; w++)
+        for (int m = 0; m < M; m++) {
+            for (int k = 0; k < L; k++) x[(w * L + k) * M + m] = (float)(k % P + 2 * m + w);
+            for (int h = 0; h < H; h++) y[(w * H + h) * M + m] = (float)((L + h) % P + 2 * m + w + (m == 0));
+        }
+    /* last value x[L-1] = 3 + 2m + w against (16 + h) % 4 + 2m + w (+1 in channel 0): errors over h = 0..3
+       are 3, 2, 1, 0 (channels 1, 2) and 2, 1, 0, -1 (channel 0): mse (2 * 14 + 6) / 12, mae (2 * 6 + 4) / 12;
+       the seasonal naive at 4 misses by 1 in channel 0 only: mse = mae = 1 / 3 */
+    double mse[3], mae[3];
+    CHECK_OK(ctx, gpt2rt_forecaster_baselines(ctx, x, y, N, P, NULL, mse, mae));
+    CHECK(mse[0] == 34.0 / 12 && mae[0] == 16.0 / 12 && fabs(mse[1] - 1.0 / 3) < 1e-15 && fabs(mae[1] - 1.0 / 3) < 1e-15 &&
+          isnan(mse[2]) && isnan(mae[2]), "baselines: last %.17g / %.17g (want 34/12, 16/12), seasonal %.17g / %.17g "
+          "(want 1/3; 1e-15: a sum of 24 exact small integers divided once), linear %g (want NaN: no map)",
+          mse[0], mae[0], mse[1], mae[1], mse[2]);
+    /* a map forecasting the last value: W's row L-1 is 1, the rest 0: mean + sd * z[L-1] */
+    static double W[(L + 1) * H];
+    for (int i = 0; i < (L + 1) * H; i++) W[i] = i / H == L - 1 ? 1 : 0;
+    gpt2rt_forecaster_linear lm = {L, H, W, 0, 0};
+    CHECK_OK(ctx, gpt2rt_forecaster_baselines(ctx, x, y, N, L + 1, &lm, mse, mae));
+    /* 1e-5: (x - mean) / sd * sd in double, the sum with the mean rounded to float once: values below 8 are
+       off by at most 2^-21 each, so mse moves by at most 2 * 3 * 2^-21 + 2^-42 < 3e-6 and mae by 2^-21 */
+    CHECK(isnan(mse[1]) && fabs(mse[2] - 34.0 / 12) < 1e-5 && fabs(mae[2] - 16.0 / 12) < 1e-5,
+          "baselines: period %d > lookback gives NaN (%g); a last-value map scores %.9g / %.9g (want 34/12, 16/12)",
+          L + 1, mse[1], mse[2], mae[2]);
+    { /* per channel: (n 1, horizon 2, 2 channels) errors 1, -2 | 3, 0.5 */
+        float pr[4] = {1, -2, 3, 0.5f}, tr[4] = {0, 0, 0, 0};
+        double se[2], ae[2];
+        CHECK(gpt2rt_forecaster_errors(pr, tr, 1, 2, 2, se, ae) == GPT2RT_OK && se[0] == 10 && se[1] == 4.25 &&
+              ae[0] == 4 && ae[1] == 2.5, "errors: sse %g %g (want 10, 4.25), sae %g %g (want 4, 2.5)", se[0], se[1],
+              ae[0], ae[1]);
+        CHECK(gpt2rt_forecaster_errors(pr, tr, -1, 2, 2, se, ae) == GPT2RT_ERR_INVALID_ARGUMENT, "errors: n = -1 refused");
+    }
+    gpt2rt_forecaster_linear wrong = {L + 1, H, W, 0, 0};
+    CHECK(gpt2rt_forecaster_baselines(ctx, x, y, N, P, &wrong, mse, mae) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "lookback 17"), "a map of another lookback: %s", gpt2rt_last_error(ctx));
+    CHECK(gpt2rt_forecaster_baselines(ctx, x, y, 0, P, NULL, mse, mae) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "n < 1"), "n = 0: %s", gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+}
+
 int main(void) {
     mkdir("build", 0777);
     mkdir(DIR, 0777);
@@ -936,5 +1039,7 @@ int main(void) {
     train_call();
     pretrain_call();
     csv_calls();
+    fill_season();
+    baselines();
     return harness_finish();
 }
