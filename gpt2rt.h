@@ -21447,6 +21447,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out) {
     return gpt2rt__fc_run(fc, "gpt2rt_forecaster_predict_scaled", x, n, out, 0);
 }
+#endif /* GPT2RT_NO_SERIES */
+#ifndef GPT2RT_NO_SERIES
 
 /* ---- the linear map and scoring (the training run's, gpt2rt_forecaster_linear_fit,
    gpt2rt_forecaster_score) ---- */

@@ -51,6 +51,7 @@
 #include "public/files.h"
 #include "public/generate.h"
 #include "forecaster.h"
+#include "forecaster_train.h"
 #endif /* GPT2RT_IMPLEMENTATION_DONE */
 #endif /* GPT2RT_IMPLEMENTATION */
 

@@ -1,0 +1,702 @@
+/* forecaster_train.h - 12. Forecaster, unless GPT2RT_NO_SERIES: the linear map, scoring, training, baselines, CSV
+   may call: forecaster.h and what it includes */
+#ifndef GPT2RT__SRC_FORECASTER_TRAIN_H
+#define GPT2RT__SRC_FORECASTER_TRAIN_H
+#include "forecaster.h"
+
+#ifndef GPT2RT_NO_SERIES
+
+/* ---- the linear map and scoring (the training run's, gpt2rt_forecaster_linear_fit,
+   gpt2rt_forecaster_score) ---- */
+
+/* A (n,n) symmetric positive definite: solve A X = B (n,k) in place (Cholesky); 0 on failure */
+static int gpt2rt__fc_solve(double *A, double *B, int64_t n, int64_t k) {
+    for (int64_t j = 0; j < n; j++) {
+        double d = A[j * n + j];
+        for (int64_t p = 0; p < j; p++) d -= A[j * n + p] * A[j * n + p];
+        if (d <= 0) return 0;
+        A[j * n + j] = sqrt(d);
+        for (int64_t i = j + 1; i < n; i++) {
+            double v = A[i * n + j];
+            for (int64_t p = 0; p < j; p++) v -= A[i * n + p] * A[j * n + p];
+            A[i * n + j] = v / A[j * n + j];
+        }
+    }
+    for (int64_t c = 0; c < k; c++) {
+        for (int64_t i = 0; i < n; i++) { /* L z = b */
+            double v = B[i * k + c];
+            for (int64_t p = 0; p < i; p++) v -= A[i * n + p] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+        for (int64_t i = n - 1; i >= 0; i--) { /* L^T x = z */
+            double v = B[i * k + c];
+            for (int64_t p = i + 1; p < n; p++) v -= A[p * n + i] * B[p * k + c];
+            B[i * k + c] = v / A[i * n + i];
+        }
+    }
+    return 1;
+}
+
+/* series m of window x (L,M): its mean, std and normalised lookback z (L+1: a trailing 1) */
+static void gpt2rt__fc_lin_norm(const float *x, int64_t L, int64_t M, int64_t m, double *mu, double *sd, double *z) {
+    double s = 0, v = 0;
+    for (int64_t k = 0; k < L; k++) s += x[k * M + m];
+    s /= (double)L;
+    for (int64_t k = 0; k < L; k++) v += (x[k * M + m] - s) * (x[k * M + m] - s);
+    *mu = s;
+    *sd = sqrt(v / (double)L + 1e-5);
+    for (int64_t k = 0; k < L; k++) z[k] = (x[k * M + m] - s) / *sd;
+    z[L] = 1.0;
+}
+
+/* the weighted normal equations of a split: A (n,n), b (n,H) added to, c set */
+static int gpt2rt__fc_lin_sums(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M,
+                               int64_t windows, double *A, double *b, double *c) {
+    int64_t n = L + 1;
+    double *z = (double *)malloc(sizeof(double) * (size_t)n), *t = (double *)malloc(sizeof(double) * (size_t)H);
+    float *x = (float *)malloc(sizeof(float) * (size_t)(L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(H * M));
+    int ok = z && t && x && y;
+    *c = 0;
+    for (int64_t w = 0; ok && w < windows; w++) {
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, x, y) != GPT2RT_OK) { ok = 0; break; }
+        for (int64_t m = 0; m < M; m++) {
+            double mu, sd;
+            gpt2rt__fc_lin_norm(x, L, M, m, &mu, &sd, z);
+            double wt = sd * sd;
+            for (int64_t h = 0; h < H; h++) {
+                t[h] = (y[h * M + m] - mu) / sd;
+                *c += wt * t[h] * t[h];
+            }
+            for (int64_t i = 0; i < n; i++) {
+                double wz = wt * z[i];
+                for (int64_t j = 0; j <= i; j++) A[i * n + j] += wz * z[j];
+                for (int64_t h = 0; h < H; h++) b[i * H + h] += wz * t[h];
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < i; j++) A[j * n + i] = A[i * n + j];
+    free(z); free(t); free(x); free(y);
+    return ok;
+}
+
+GPT2RT_DEF void gpt2rt_forecaster_linear_free(gpt2rt_forecaster_linear *lm) {
+    if (!lm) return;
+    free(lm->weights);
+    lm->weights = NULL;
+}
+
+/* Validation MSE per ridge from the validation split's own normal equations:
+   sum sd^2 (W'z - t)^2 = tr(W'A W) - 2 tr(W'b) + c, no pass over the windows per ridge */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_fit(gpt2rt_ctx *ctx, gpt2rt_series *s, gpt2rt_forecaster_linear *lm) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info in;
+    if (!lm) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_linear_fit: lm is NULL");
+    memset(lm, 0, sizeof *lm);
+    if (!s || gpt2rt_series_info_get(s, &in) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: %s",
+                            s ? gpt2rt_series_last_error(s) : "the series is NULL");
+    int64_t L = s->desc.lookback, H = s->desc.horizon, M = in.channels, n = L + 1;
+    lm->lookback = L; lm->horizon = H; lm->val_mse = INFINITY;
+    if (in.windows[GPT2RT_SERIES_VAL] < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map chooses its ridge on the validation "
+                            "split, which has no window (lookback %lld + horizon %lld)", (long long)L, (long long)H);
+    double *A = (double *)calloc((size_t)(n * n), sizeof(double)), *b = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Av = (double *)calloc((size_t)(n * n), sizeof(double)), *bv = (double *)calloc((size_t)(n * H), sizeof(double));
+    double *Ar = (double *)malloc(sizeof(double) * (size_t)(n * n)), *W = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    double *AW = (double *)malloc(sizeof(double) * (size_t)H), c, cv;
+    lm->weights = (double *)malloc(sizeof(double) * (size_t)(n * H));
+    int mem = A && b && Av && bv && Ar && W && AW && lm->weights;
+    int ok = mem && gpt2rt__fc_lin_sums(s, GPT2RT_SERIES_TRAIN, L, H, M, in.windows[GPT2RT_SERIES_TRAIN], A, b, &c) &&
+             gpt2rt__fc_lin_sums(s, GPT2RT_SERIES_VAL, L, H, M, in.windows[GPT2RT_SERIES_VAL], Av, bv, &cv);
+    static const double ridges[] = {0.1, 1, 10, 100, 1000, 1e4, 1e5};
+    for (int r = 0; ok && r < 7; r++) {
+        memcpy(Ar, A, sizeof(double) * (size_t)(n * n));
+        memcpy(W, b, sizeof(double) * (size_t)(n * H));
+        for (int64_t i = 0; i < L; i++) Ar[i * n + i] += ridges[r]; /* not on the bias */
+        if (!gpt2rt__fc_solve(Ar, W, n, H)) continue;
+        double sse = cv; /* tr(W'Av W) - 2 tr(W'bv) + cv, a row of Av at a time */
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t h = 0; h < H; h++) AW[h] = 0;
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t h = 0; h < H; h++) AW[h] += Av[i * n + j] * W[j * H + h];
+            for (int64_t h = 0; h < H; h++) sse += W[i * H + h] * (AW[h] - 2 * bv[i * H + h]);
+        }
+        double mse = sse / (double)(in.windows[GPT2RT_SERIES_VAL] * M * H);
+        if (mse < lm->val_mse) {
+            lm->val_mse = mse; lm->ridge = ridges[r];
+            memcpy(lm->weights, W, sizeof(double) * (size_t)(n * H));
+        }
+    }
+    free(A); free(b); free(Av); free(bv); free(Ar); free(W); free(AW);
+    if (!ok || lm->ridge == 0) {
+        gpt2rt_forecaster_linear_free(lm);
+        if (!mem) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the linear map: out of memory for %lld x %lld "
+                                      "normal equations", (long long)n, (long long)n);
+        if (!ok) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: a window: %s",
+                                     gpt2rt_series_last_error(s));
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "the linear map: the normal equations are singular at "
+                            "every ridge (0.1 to 1e5)");
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_linear_offset(gpt2rt_ctx *ctx, const gpt2rt_forecaster_linear *lm,
+                                                         const float *x, int64_t n, int64_t channels, float *offset,
+                                                         float *means) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!lm || !lm->weights || !x || !offset || n < 0 || channels < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_linear_offset: %s",
+                            !lm || !lm->weights ? "no fitted map" : !x || !offset ? "x or offset is NULL"
+                            : "n < 0 or channels < 1");
+    double *z = (double *)malloc(sizeof(double) * (size_t)(lm->lookback + 1));
+    double *acc = (double *)malloc(sizeof(double) * (size_t)lm->horizon);
+    float *mus = means ? means : (float *)malloc(sizeof(float) * (size_t)(n * channels + 1));
+    gpt2rt_result r = GPT2RT_OK;
+    if (z && acc && mus) gpt2rt__fc_lin_offset(lm->weights, lm->lookback, lm->horizon, x, n, channels, offset, mus, z, acc);
+    else r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_linear_offset: out of memory");
+    free(z); free(acc);
+    if (!means) free(mus);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float *truth, int64_t n, int64_t horizon,
+                                                  int64_t channels, double *sse, double *sae) {
+    if (!pred || !truth || !sse || !sae || n < 0 || horizon < 1 || channels < 1) return GPT2RT_ERR_INVALID_ARGUMENT;
+    for (int64_t m = 0; m < channels; m++) sse[m] = sae[m] = 0;
+    for (int64_t i = 0; i < n * horizon * channels; i++) {
+        double e = (double)pred[i] - (double)truth[i];
+        sse[i % channels] += e * e;
+        sae[i % channels] += fabs(e);
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
+                                                     int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
+                                                     double mae[3]) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t L = c.seq_len, H = c.horizon, M = c.n_channels;
+    if (!x || !y || !mse || !mae || n < 1 || L < 1 || H < 1 || M < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_baselines: %s",
+                            !x || !y || !mse || !mae ? "x, y, mse or mae is NULL"
+                            : n < 1 ? "n < 1" : "the context has no lookback, horizon or channels (a patch model's)");
+    if (lm && (lm->lookback != L || lm->horizon != H))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_baselines: the linear map is for "
+                            "lookback %lld, horizon %lld; the context's are %lld, %lld", (long long)lm->lookback,
+                            (long long)lm->horizon, (long long)L, (long long)H);
+    float *p = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
+    gpt2rt_result r = p && sse && sae ? GPT2RT_OK : gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY,
+                                                                 "gpt2rt_forecaster_baselines: out of memory");
+    for (int k = 0; r == GPT2RT_OK && k < 3; k++) {
+        mse[k] = mae[k] = NAN;
+        if ((k == 1 && (period < 1 || period > L)) || (k == 2 && !lm)) continue;
+        if (k == 2) {
+            float *off = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *mus = (float *)malloc(sizeof(float) * (size_t)(n * M));
+            if (!off || !mus) r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_baselines: out of memory");
+            else r = gpt2rt_forecaster_linear_offset(ctx, lm, x, n, M, off, mus);
+            for (int64_t i = 0; r == GPT2RT_OK && i < n * H * M; i++)
+                p[i] = (float)((double)mus[i / (H * M) * M + i % M] + (double)off[i]);
+            free(off); free(mus);
+            if (r != GPT2RT_OK) break;
+        } else
+            for (int64_t w = 0; w < n; w++)
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t m = 0; m < M; m++)
+                        p[(w * H + h) * M + m] = x[(w * L + (k ? L - period + h % period : L - 1)) * M + m];
+        gpt2rt_forecaster_errors(p, y, n, H, M, sse, sae);
+        double a = 0, b = 0;
+        for (int64_t m = 0; m < M; m++) { a += sse[m]; b += sae[m]; }
+        mse[k] = a / (double)(n * H * M);
+        mae[k] = b / (double)(n * H * M);
+    }
+    free(p); free(sse); free(sae);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_score(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
+                                                 const gpt2rt_forecaster_score_desc *desc,
+                                                 gpt2rt_forecaster_scores *sc) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info info;
+    if (!desc || !sc || desc->batch < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: %s",
+                            !desc || !sc ? "desc or scores is NULL" : "desc->batch < 1");
+    if (!data || gpt2rt_series_info_get(data, &info) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: %s",
+                            data ? gpt2rt_series_last_error(data) : "the series is NULL");
+    if ((int)split < 0 || split > GPT2RT_SERIES_TEST)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: split %d (0 to 2)", (int)split);
+    const gpt2rt_forecaster_linear *lm = desc->linear && desc->linear->weights ? desc->linear : NULL;
+    int64_t B = desc->batch, L = data->desc.lookback, H = data->desc.horizon, M = info.channels, n = info.windows[split];
+    if (lm && (lm->lookback != L || lm->horizon != H))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_score: the linear map is lookback "
+                            "%lld horizon %lld, the series %lld and %lld", (long long)lm->lookback,
+                            (long long)lm->horizon, (long long)L, (long long)H);
+    int64_t drop_batch = desc->drop_batch > 0 ? desc->drop_batch : B;
+    int64_t n_whole = n / drop_batch * drop_batch; /* the windows a drop-last loader scores */
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *pred = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *c = lm ? (float *)malloc(sizeof(float) * (size_t)(B * H * M)) : NULL;
+    float *mus = lm ? (float *)malloc(sizeof(float) * (size_t)(B * M)) : NULL;
+    double *z = lm ? (double *)malloc(sizeof(double) * (size_t)(L + 1)) : NULL;
+    double *acc = lm ? (double *)malloc(sizeof(double) * (size_t)H) : NULL;
+    gpt2rt_result r = GPT2RT_OK;
+    memset(sc, 0, sizeof *sc);
+    if (!x || !y || !pred || (lm && (!c || !mus || !z || !acc)))
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_score: out of memory for a batch of %lld "
+                         "windows", (long long)B);
+    if (r == GPT2RT_OK) r = gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL); /* no dropout while scoring */
+    for (int64_t first = 0; r == GPT2RT_OK && first < n; first += B) {
+        int real = (int)(n - first < B ? n - first : B);
+        if (gpt2rt_series_batch(data, split, 0, 0, first, real, x, y) != GPT2RT_OK) {
+            r = gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(data));
+            break;
+        }
+        for (int b = real; b < B; b++) memcpy(x + b * L * M, x + (real - 1) * L * M, sizeof(float) * (size_t)(L * M));
+        if ((r = gpt2rt_forward_series(ctx, x, NULL, NULL)) != GPT2RT_OK ||
+            (r = gpt2rt_predictions(ctx, pred, B * H * M)) != GPT2RT_OK)
+            break;
+        if (lm) {
+            gpt2rt__fc_lin_offset(lm->weights, L, H, x, real, M, c, mus, z, acc);
+            for (int64_t i = 0; i < (int64_t)real * H * M; i++) {
+                double p = (double)pred[i] + (desc->linear_residual ? (double)c[i] : 0.0);
+                double d = (double)mus[i / (H * M) * M + i % M] + (double)c[i] - p; /* linear - forecast */
+                double e = p - (double)y[i];
+                sc->see += e * e; sc->sed += e * d; sc->sdd += d * d;
+                pred[i] = (float)(p + desc->blend * d);
+            }
+        }
+        for (int b = 0; b < real; b++) {
+            double se = 0, ae = 0;
+            for (int64_t i = (int64_t)b * H * M; i < (int64_t)(b + 1) * H * M; i++) {
+                double e = (double)pred[i] - (double)y[i];
+                se += e * e;
+                ae += fabs(e);
+            }
+            sc->sse += se; sc->sae += ae; sc->windows++;
+            if (first + b < n_whole) { sc->sse_full += se; sc->sae_full += ae; sc->windows_full++; }
+        }
+        for (int b = 0; desc->keep && b < real && first + b < desc->keep_windows; b++)
+            memcpy(desc->keep + (first + b) * H * M, pred + b * H * M, sizeof(float) * (size_t)(H * M));
+    }
+    free(x); free(y); free(pred); free(c); free(mus); free(z); free(acc);
+    return r;
+}
+
+/* every parameter's values: the best epoch's weights */
+typedef struct gpt2rt__fc_snap { int n; float **v; } gpt2rt__fc_snap;
+
+static gpt2rt_result gpt2rt__fc_snap_take(gpt2rt_ctx *ctx, gpt2rt__fc_snap *s) {
+    gpt2rt_result r;
+    if (!s->v) {
+        s->n = gpt2rt_param_count(ctx);
+        s->v = (float **)calloc((size_t)s->n + 1, sizeof(float *));
+        if (!s->v) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the best epoch's weights: out of memory");
+    }
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if ((r = gpt2rt_param_info_get(ctx, i, &in)) != GPT2RT_OK) return r;
+        if (!s->v[i] && !(s->v[i] = (float *)malloc(sizeof(float) * (size_t)in.numel)))
+            return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "the best epoch's weights: out of memory for %s", in.name);
+        if ((r = gpt2rt_param_read(ctx, in.name, GPT2RT_PARAM_VALUE, s->v[i], in.numel)) != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__fc_snap_restore(gpt2rt_ctx *ctx, const gpt2rt__fc_snap *s) {
+    gpt2rt_result r;
+    for (int i = 0; i < s->n; i++) {
+        gpt2rt_param_info in;
+        if ((r = gpt2rt_param_info_get(ctx, i, &in)) != GPT2RT_OK) return r;
+        if ((r = gpt2rt_param_write(ctx, in.name, s->v[i], in.numel)) != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* out_layer.weight zero: the regression head adds nothing to the linear map's offset */
+static gpt2rt_result gpt2rt__fc_zero_head(gpt2rt_ctx *ctx) {
+    gpt2rt_param_info pi;
+    for (int i = 0; i < gpt2rt_param_count(ctx); i++)
+        if (gpt2rt_param_info_get(ctx, i, &pi) == GPT2RT_OK && !strcmp(pi.name, "out_layer.weight")) {
+            float *zero = (float *)calloc((size_t)pi.numel, sizeof(float));
+            if (!zero) return gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "out_layer.weight: out of memory");
+            gpt2rt_result r = gpt2rt_param_write(ctx, pi.name, zero, pi.numel);
+            free(zero);
+            return r;
+        }
+    return GPT2RT_OK;
+}
+
+/* the epochs, steps and early stopping of gpt2rt_forecaster_train, its scratch given */
+static gpt2rt_result gpt2rt__fc_train(gpt2rt_ctx *ctx, gpt2rt_series *data, const gpt2rt_forecaster_train_desc *d,
+                                      gpt2rt_forecaster_train_result *res, int64_t L, int64_t H, int64_t M, float *x,
+                                      float *y, float *c, gpt2rt__fc_snap *best_w) {
+    int64_t B = d->batch, spe = res->steps_per_epoch;
+    gpt2rt_forecaster_score_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = d->batch;
+    sd.linear = d->linear;
+    sd.linear_residual = d->linear && d->linear_residual;
+    gpt2rt_forecaster_scores sc;
+    gpt2rt_forecaster_progress pg;
+    gpt2rt_result r;
+    double best = INFINITY;
+    int bad_epochs = 0;
+    if (d->start_from_linear && sd.linear_residual) {
+        if ((r = gpt2rt__fc_zero_head(ctx)) != GPT2RT_OK || (r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK)
+            return r;
+        best = sc.sse / (double)(sc.windows * H * M);
+        res->best_epoch = 0;
+        if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.val_mse = best; pg.best = 1;
+        if (d->progress) d->progress(d->user, &pg);
+    }
+    for (int epoch = 0; epoch < d->epochs; epoch++) {
+        double t0 = gpt2rt__now(), loss_sum = 0;
+        if ((r = gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN)) != GPT2RT_OK) return r;
+        for (int64_t s = 0; s < spe; s++) {
+            gpt2rt_step_stats st;
+            if (gpt2rt_series_batch(data, GPT2RT_SERIES_TRAIN, d->seed, epoch, s * B, (int)B, x, y) != GPT2RT_OK)
+                return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(data));
+            if (sd.linear_residual) { /* the target is what the linear map leaves: the loss is the sum's */
+                if ((r = gpt2rt_forecaster_linear_offset(ctx, d->linear, x, B, M, c, NULL)) != GPT2RT_OK) return r;
+                for (int64_t i = 0; i < B * H * M; i++) y[i] -= c[i];
+            }
+            if ((r = gpt2rt_step_series(ctx, x, y, &st)) != GPT2RT_OK) return r;
+            loss_sum += st.loss;
+            res->steps++;
+            res->step_seconds += st.seconds;
+            memset(&pg, 0, sizeof pg);
+            pg.event = GPT2RT_FORECASTER_STEP; pg.epoch = epoch + 1; pg.step = s + 1; pg.steps = spe;
+            pg.epoch_seconds = gpt2rt__now() - t0; pg.stats = &st;
+            if (d->progress) d->progress(d->user, &pg);
+            if (d->max_steps && res->steps >= d->max_steps) {
+                res->max_steps_reached = 1;
+                return GPT2RT_OK;
+            }
+        }
+        double t1 = gpt2rt__now();
+        if ((r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.epoch = epoch + 1;
+        pg.train_mse = loss_sum / (double)spe;
+        pg.val_mse = sc.sse / (double)(sc.windows * H * M);
+        pg.best = pg.val_mse < best;
+        if (pg.best) {
+            best = pg.val_mse;
+            res->best_epoch = epoch + 1;
+            bad_epochs = 0;
+            if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        } else pg.stop = d->patience > 0 && ++bad_epochs >= d->patience;
+        pg.train_seconds = t1 - t0;
+        pg.val_seconds = gpt2rt__now() - t1;
+        if (d->progress) d->progress(d->user, &pg);
+        if (pg.stop) break;
+    }
+    res->best_val_mse = best;
+    if ((r = gpt2rt__fc_snap_restore(ctx, best_w)) != GPT2RT_OK) return r;
+    if (d->blend_linear && d->linear) { /* the weight minimising the validation SSE see + 2 w sed + w^2 sdd over [0, 1] */
+        if ((r = gpt2rt_forecaster_score(ctx, data, GPT2RT_SERIES_VAL, &sd, &sc)) != GPT2RT_OK) return r;
+        double w = sc.sdd > 0 ? -sc.sed / sc.sdd : 0, nv = (double)(sc.windows * H * M);
+        w = w < 0 ? 0 : w > 1 ? 1 : w;
+        res->blend = w;
+        res->blend_val_mse = (sc.see + 2 * w * sc.sed + w * w * sc.sdd) / nv;
+        res->model_val_mse = sc.see / nv;
+        res->linear_val_mse = (sc.see + 2 * sc.sed + sc.sdd) / nv;
+    }
+    (void)L;
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *data,
+                                                 const gpt2rt_forecaster_train_desc *d,
+                                                 gpt2rt_forecaster_train_result *res) {
+    GPT2RT__CHECK_CTX(ctx);
+    gpt2rt_series_info info;
+    if (!d || !res) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: desc or result is NULL");
+    memset(res, 0, sizeof *res);
+    res->best_epoch = -1;
+    res->best_val_mse = INFINITY;
+    if (!data || gpt2rt_series_info_get(data, &info) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: %s",
+                            data ? gpt2rt_series_last_error(data) : "the series is NULL");
+    if (d->batch < 1 || d->epochs < 1 || d->patience < 0 || d->steps_per_epoch < 0 || d->max_steps < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: batch %d and epochs %d must be "
+                            "at least 1, patience %d, steps_per_epoch %lld and max_steps %d at least 0", d->batch,
+                            d->epochs, d->patience, (long long)d->steps_per_epoch, d->max_steps);
+    int64_t L = data->desc.lookback, H = data->desc.horizon, M = info.channels, B = d->batch;
+    if ((d->linear_residual || d->start_from_linear || d->blend_linear) && (!d->linear || !d->linear->weights))
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_train: linear_residual, "
+                            "start_from_linear and blend_linear need a fitted linear map (desc.linear)");
+    res->steps_per_epoch = info.windows[GPT2RT_SERIES_TRAIN] / B;
+    if (res->steps_per_epoch < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch %lld exceeds the %lld training windows",
+                            (long long)B, (long long)info.windows[GPT2RT_SERIES_TRAIN]);
+    if (d->steps_per_epoch && d->steps_per_epoch < res->steps_per_epoch) res->steps_per_epoch = d->steps_per_epoch;
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    float *c = (float *)malloc(sizeof(float) * (size_t)(B * H * M));
+    gpt2rt__fc_snap best_w = {0, NULL};
+    gpt2rt_result r = x && y && c ? gpt2rt__fc_train(ctx, data, d, res, L, H, M, x, y, c, &best_w)
+                    : gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_train: out of memory for a batch "
+                                   "of %lld windows", (long long)B);
+    for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
+    free(best_w.v); free(x); free(y); free(c);
+    return r;
+}
+
+/* the series [i0, i0 + B) of a split (each channel of each window one, in order) into x
+   (B, L); tmp, ytmp: room for B + 1 windows */
+static gpt2rt_result gpt2rt__fc_pool(gpt2rt_ctx *ctx, gpt2rt_series *d, gpt2rt_series_split split, uint64_t seed,
+                                     int epoch, int64_t i0, int64_t B, int64_t L, float *x, float *tmp, float *ytmp) {
+    int64_t M = d->info.channels, w0 = i0 / M, w1 = (i0 + B - 1) / M;
+    if (gpt2rt_series_batch(d, split, seed, epoch, w0, (int)(w1 - w0 + 1), tmp, ytmp) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch: %s", gpt2rt_series_last_error(d));
+    for (int64_t j = 0; j < B; j++)
+        for (int64_t t = 0; t < L; t++) x[j * L + t] = tmp[(((i0 + j) / M - w0) * L + t) * M + (i0 + j) % M];
+    return GPT2RT_OK;
+}
+
+/* the mean next-patch MSE over the whole batches of every validation series (the last
+   partial batch is left out: filling it would weigh its series twice); with naive, the
+   last patch repeated's instead (patches of PL steps PS apart, in RevIN's scale) */
+static gpt2rt_result gpt2rt__fc_pre_val(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf, int64_t B, int64_t L,
+                                        int64_t PL, int64_t PS, int naive, float *x, float *tmp, float *ytmp,
+                                        double *val) {
+    double sum = 0;
+    int64_t n = 0, T = (L - PL) / PS + 1;
+    gpt2rt_result r;
+    if (!naive && (r = gpt2rt_mode_set(ctx, GPT2RT_MODE_EVAL)) != GPT2RT_OK) return r;
+    for (int k = 0; k < nf && (!naive || T > 1); k++) {
+        int64_t ns = ds[k]->info.windows[GPT2RT_SERIES_VAL] * ds[k]->info.channels;
+        for (int64_t i0 = 0; i0 + B <= ns; i0 += B) {
+            if ((r = gpt2rt__fc_pool(ctx, ds[k], GPT2RT_SERIES_VAL, 0, 0, i0, B, L, x, tmp, ytmp)) != GPT2RT_OK) return r;
+            if (naive) {
+                double se = 0;
+                for (int64_t j = 0; j < B; j++) {
+                    const float *xs = x + j * L;
+                    double mu = 0, var = 0;
+                    for (int64_t t = 0; t < L; t++) mu += xs[t];
+                    mu /= (double)L;
+                    for (int64_t t = 0; t < L; t++) var += (xs[t] - mu) * (xs[t] - mu);
+                    double sd = sqrt(var / (double)L + 1e-5);
+                    for (int64_t p = 0; p + 1 < T; p++)
+                        for (int64_t q = 0; q < PL; q++) {
+                            double e = (xs[(p + 1) * PS + q] - xs[p * PS + q]) / sd;
+                            se += e * e;
+                        }
+                }
+                sum += se / (double)(B * (T - 1) * PL);
+            } else {
+                float loss;
+                if ((r = gpt2rt_forward_series(ctx, x, NULL, &loss)) != GPT2RT_OK) return r;
+                sum += loss;
+            }
+            n++;
+        }
+    }
+    *val = n ? sum / (double)n : NAN;
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__fc_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf,
+                                         const gpt2rt_forecaster_train_desc *d, gpt2rt_forecaster_pretrain_result *res,
+                                         int64_t L, int64_t PL, int64_t PS, int64_t *nser, int64_t *pos, float *x,
+                                         float *tmp, float *ytmp, gpt2rt__fc_snap *best_w) {
+    int64_t B = d->batch, steps = res->steps_per_epoch;
+    gpt2rt_forecaster_progress pg;
+    gpt2rt_result r;
+    double best = INFINITY, val = 0;
+    int bad_epochs = 0;
+    if (!d->max_steps) {
+        if ((r = gpt2rt__fc_pre_val(ctx, ds, nf, B, L, PL, PS, 1, x, tmp, ytmp, &res->naive_val_mse)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_BASELINE; pg.val_mse = res->naive_val_mse;
+        if (d->progress) d->progress(d->user, &pg);
+    }
+    for (int epoch = 0; epoch < d->epochs; epoch++) {
+        double t0 = gpt2rt__now(), loss_sum = 0;
+        if ((r = gpt2rt_mode_set(ctx, GPT2RT_MODE_TRAIN)) != GPT2RT_OK) return r;
+        for (int k = 0; k < nf; k++) pos[k] = 0;
+        for (int64_t s = 0, k = 0; s < steps; s++) {
+            while (pos[k % nf] + B > nser[k % nf]) k++; /* steps <= the sum of whole batches: one has room */
+            gpt2rt_step_stats st;
+            if ((r = gpt2rt__fc_pool(ctx, ds[k % nf], GPT2RT_SERIES_TRAIN, d->seed, epoch, pos[k % nf], B, L, x, tmp,
+                                     ytmp)) != GPT2RT_OK ||
+                (r = gpt2rt_step_series(ctx, x, NULL, &st)) != GPT2RT_OK)
+                return r;
+            loss_sum += st.loss;
+            pos[k % nf] += B;
+            k++;
+            res->steps++;
+            res->step_seconds += st.seconds;
+            memset(&pg, 0, sizeof pg);
+            pg.event = GPT2RT_FORECASTER_STEP; pg.epoch = epoch + 1; pg.step = s + 1; pg.steps = steps;
+            pg.epoch_seconds = gpt2rt__now() - t0; pg.stats = &st;
+            if (d->progress) d->progress(d->user, &pg);
+            if (d->max_steps && res->steps >= d->max_steps) {
+                res->max_steps_reached = 1;
+                return GPT2RT_OK;
+            }
+        }
+        double t1 = gpt2rt__now();
+        if ((r = gpt2rt__fc_pre_val(ctx, ds, nf, B, L, PL, PS, 0, x, tmp, ytmp, &val)) != GPT2RT_OK) return r;
+        memset(&pg, 0, sizeof pg);
+        pg.event = GPT2RT_FORECASTER_EPOCH; pg.epoch = epoch + 1;
+        pg.train_mse = loss_sum / (double)steps;
+        pg.val_mse = val;
+        pg.best = val < best || best != best;
+        if (pg.best || val != val) { /* no validation series: keep the last epoch */
+            best = val; res->best_epoch = epoch + 1; bad_epochs = 0;
+            if ((r = gpt2rt__fc_snap_take(ctx, best_w)) != GPT2RT_OK) return r;
+        } else pg.stop = d->patience > 0 && ++bad_epochs >= d->patience;
+        pg.train_seconds = t1 - t0;
+        pg.val_seconds = gpt2rt__now() - t1;
+        if (d->progress) d->progress(d->user, &pg);
+        if (pg.stop) break;
+    }
+    res->best_val_mse = best;
+    return gpt2rt__fc_snap_restore(ctx, best_w);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *ds, int nf,
+                                                    const gpt2rt_forecaster_train_desc *d,
+                                                    gpt2rt_forecaster_pretrain_result *res) {
+    GPT2RT__CHECK_CTX(ctx);
+    if (!d || !res || !ds || nf < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: %s",
+                            !d || !res ? "desc or result is NULL" : "no series");
+    memset(res, 0, sizeof *res);
+    res->best_val_mse = res->naive_val_mse = NAN;
+    if (d->batch < 1 || d->epochs < 1 || d->patience < 0 || d->steps_per_epoch < 0 || d->max_steps < 0)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: batch %d and epochs %d must "
+                            "be at least 1, patience %d, steps_per_epoch %lld and max_steps %d at least 0", d->batch,
+                            d->epochs, d->patience, (long long)d->steps_per_epoch, d->max_steps);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t L = c.seq_len, B = d->batch, Mmax = 1, HMmax = 1, steps = 0;
+    if (c.head != GPT2RT_HEAD_NEXT_PATCH || c.n_channels != 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: the context's head is %d "
+                            "with %d channels; pretraining takes head NEXT_PATCH, n_channels 1", (int)c.head, c.n_channels);
+    for (int k = 0; k < nf; k++) {
+        if (!ds[k] || ds[k]->failed)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: series %d %s", k,
+                                ds[k] ? "failed to load" : "is NULL");
+        if (ds[k]->desc.lookback != L)
+            return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_pretrain: series %d has lookback "
+                                "%d, the context seq_len %lld", k, ds[k]->desc.lookback, (long long)L);
+        if (ds[k]->info.channels > Mmax) Mmax = ds[k]->info.channels;
+        if ((int64_t)ds[k]->desc.horizon * ds[k]->info.channels > HMmax) HMmax = (int64_t)ds[k]->desc.horizon * ds[k]->info.channels;
+        steps += ds[k]->info.windows[GPT2RT_SERIES_TRAIN] * ds[k]->info.channels / B;
+    }
+    if (steps < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "batch %lld exceeds every file's training series", (long long)B);
+    res->steps_per_epoch = d->steps_per_epoch && d->steps_per_epoch < steps ? d->steps_per_epoch : steps;
+    /* a batch of B series spans at most B + 1 windows of the widest file (their horizons
+       are read and not used) */
+    int64_t *nser = (int64_t *)calloc((size_t)nf, sizeof(int64_t)), *pos = (int64_t *)calloc((size_t)nf, sizeof(int64_t));
+    float *x = (float *)malloc(sizeof(float) * (size_t)(B * L));
+    float *tmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * L * Mmax));
+    float *ytmp = (float *)malloc(sizeof(float) * (size_t)((B + 1) * HMmax));
+    gpt2rt__fc_snap best_w = {0, NULL};
+    gpt2rt_result r;
+    if (!nser || !pos || !x || !tmp || !ytmp)
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_pretrain: out of memory for a batch of %lld "
+                         "series", (long long)B);
+    else {
+        for (int k = 0; k < nf; k++) nser[k] = ds[k]->info.windows[GPT2RT_SERIES_TRAIN] * ds[k]->info.channels;
+        r = gpt2rt__fc_pretrain(ctx, ds, nf, d, res, L, c.patch_len, c.patch_stride, nser, pos, x, tmp, ytmp, &best_w);
+    }
+    for (int i = 0; i < best_w.n && best_w.v; i++) free(best_w.v[i]);
+    free(best_w.v); free(nser); free(pos); free(x); free(tmp); free(ytmp);
+    return r;
+}
+
+/* ---- reading a file as training did, writing forecasts as CSV ---- */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *sd) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (!sd) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT,
+                                    "gpt2rt_forecaster_series_desc: desc is NULL");
+    int M = fc->info.channels;
+    if (!fc->columns) {
+        size_t n = 1;
+        for (int m = 0; m < M; m++) n += strlen(fc->name[m]) + 1;
+        char *q = fc->columns = (char *)malloc(n);
+        if (!q) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY,
+                                       "gpt2rt_forecaster_series_desc: out of memory");
+        for (int m = 0; m < M; m++) q += sprintf(q, "%s%s", m ? "," : "", fc->name[m]);
+    }
+    sd->lookback = fc->info.lookback; sd->horizon = fc->info.horizon; sd->columns = fc->columns;
+    sd->borders = fc->info.borders;
+    sd->date_column = fc->date_name; /* by name, "none" too */
+    sd->no_date_column = !fc->date_name;
+    sd->fill = fc->info.fill;
+    return GPT2RT_OK;
+}
+
+typedef struct gpt2rt__fc_buf { char *p; size_t len, cap; int failed; } gpt2rt__fc_buf;
+
+static void gpt2rt__fc_put(gpt2rt__fc_buf *b, const char *fmt, ...) GPT2RT__PRINTF(2, 3);
+static void gpt2rt__fc_put(gpt2rt__fc_buf *b, const char *fmt, ...) {
+    va_list ap;
+    for (int pass = 0; pass < 2 && !b->failed; pass++) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) { b->failed = 1; return; }
+        if (b->p && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *q = (char *)realloc(b->p, cap);
+        if (!q) { b->failed = 1; return; }
+        b->p = q; b->cap = cap;
+    }
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *s, int64_t first,
+                                               int64_t nw, const float *p, int with_origin, char **text,
+                                               size_t *len) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (text) *text = NULL;
+    if (len) *len = 0;
+    if (!s || s->failed || !p || !text || !len || nw < 0)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv: %s",
+                               !s || s->failed ? "no loaded series" : nw < 0 ? "n < 0" : "forecasts, text or len is NULL");
+    int64_t L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
+    if (s->info.channels != M || first < 0 || first + nw - 1 + L > s->info.rows)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv: "
+                               "windows %lld to %lld of lookback %lld in a series of %lld rows and %d channels (the "
+                               "forecaster's: %lld)", (long long)first, (long long)(first + nw - 1), (long long)L,
+                               (long long)s->info.rows, s->info.channels, (long long)M);
+    int dated = s->info.date_step > 0 && gpt2rt_series_date_column(s);
+    gpt2rt__fc_buf b = {NULL, 0, 0, 0};
+    gpt2rt__fc_put(&b, "%s%s", with_origin ? "origin," : "", dated ? gpt2rt_series_date_column(s) : "step");
+    for (int64_t m = 0; m < M; m++) gpt2rt__fc_put(&b, ",%s", fc->name[m]);
+    gpt2rt__fc_put(&b, "\n");
+    for (int64_t w = 0; w < nw; w++) {
+        int64_t last = first + w + L - 1; /* the window's last row */
+        char a[64], d[64];
+        if (with_origin && (!dated || gpt2rt_series_date(s, last, a, sizeof a) != GPT2RT_OK))
+            snprintf(a, sizeof a, "%lld", (long long)last);
+        for (int64_t h = 0; h < H; h++) {
+            if (!dated || gpt2rt_series_date(s, last + 1 + h, d, sizeof d) != GPT2RT_OK)
+                snprintf(d, sizeof d, "%lld", (long long)(last + 1 + h));
+            gpt2rt__fc_put(&b, "%s%s%s", with_origin ? a : "", with_origin ? "," : "", d);
+            for (int64_t m = 0; m < M; m++) gpt2rt__fc_put(&b, ",%.9g", (double)p[(w * H + h) * M + m]);
+            gpt2rt__fc_put(&b, "\n");
+        }
+    }
+    if (b.failed) {
+        free(b.p);
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "gpt2rt_forecaster_csv: out of "
+                               "memory for the text of %lld windows", (long long)nw);
+    }
+    *text = b.p;
+    *len = b.len;
+    return GPT2RT_OK;
+}
+#endif /* GPT2RT_NO_SERIES */
+#endif /* GPT2RT__SRC_FORECASTER_TRAIN_H */
