@@ -4619,7 +4619,7 @@ GPT2RT_DEF size_t gpt2rt_plan_format(const gpt2rt_memory_plan *p, char *buf, siz
     const gpt2rt_config *c = &rc;
     char rb[64];
     /* tokens a step from the config the plan holds: gpt2rt_plan_allocated fills the
-       config and the bytes, not the planner's figures (it printed 0 here) */
+       config and the bytes, not the planner's figures */
     gpt2rt_memory_plan fig;
     fig.tokens_per_step = p->tokens_per_step;
     if (gpt2rt__plan_resolved(c)) gpt2rt__plan_figures(c, &fig);

@@ -431,8 +431,8 @@ static void row_daily(char *l, size_t cap, int i) { /* from 2020-02-20 on, daily
 static void row_minutes(char *l, size_t cap, int i) { snprintf(l, cap, "x%d,2021-06-01T10:%02d,%d", i, 15 * (i % 4), i); }
 
 /* the date column: found by name (anywhere) or by content (a text first column), or
-   none, and named by desc.date_column; a file without one keeps every numeric column
-   (before, its first column was dropped unread); dates continue past the last row */
+   none, and named by desc.date_column; a file without one keeps every numeric column,
+   its first included; dates continue past the last row */
 static void test_date_column(void) {
     gpt2rt_series *s;
     gpt2rt_series_info in = {0};
@@ -602,12 +602,10 @@ static const char *date_of(gpt2rt_series *s, int64_t row, char *buf, size_t cap)
     return buf;
 }
 
-/* column names: an empty or repeated name is refused at load, naming the columns (before,
-   "date,a,a" loaded and columns "a" picked one silently; an empty name loaded for
-   training and was refused when the forecaster asked for it); a date column headed
-   "none" is found by that name (before, "none" always meant no date column, so predict
-   refused the file training read), and no_date_column says "no date column" whatever
-   the header holds */
+/* column names: an empty or repeated name is refused at load, naming the columns
+   ("date,a,a" with columns "a" would be ambiguous; what training loads, predict must
+   load too); a date column headed "none" is found by that name, and no_date_column
+   says "no date column" whatever the header holds */
 static void test_column_names(void) {
     gpt2rt_series_desc d = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE);
     gpt2rt_series_info in = {0};
@@ -654,10 +652,9 @@ static void test_column_names(void) {
         "date_column = \"none\"", "set one");
 }
 
-/* dates: impossible ones refused naming the line, the row and the text (before,
-   2025-02-30 read as March 2 and 25:00 as text); zones kept (before, 11:00:00Z
-   continued as 12:00:00); fields without leading zeros continued without them (before,
-   2025/1/31 7:05 continued as 2025/02/01 07:05) */
+/* dates: impossible ones (2025-02-30, 25:00) refused naming the line, the row and the
+   text; continued dates keep the zone (11:00:00Z -> 12:00:00Z) and the fields' form
+   (2025/1/31 7:05 -> 2025/2/1 7:05) */
 static void test_dates(void) {
     gpt2rt_series_desc d = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE);
     gpt2rt_series_info in = {0};
@@ -715,8 +712,7 @@ static void test_dates(void) {
     CHECK(s && !strcmp(date_of(s, 2, buf, sizeof buf), "2026-01-01 10:00"), "2025-12-31 10:00 continues as %s", buf);
     gpt2rt_series_free(s);
     /* gpt2rt_series_date: a buffer too small is an error naming the size, the buffer left
-       empty (before: OK and "2025-0"); a row past the year 9999 an error naming the row
-       (before: OK and a date of a negative year) */
+       empty, never a truncated date; a row past the year 9999 an error naming the row */
     s = load_ok("zulu.csv", "date,a\n2025-01-01T10:00:00Z,1\n2025-01-01T11:00:00Z,2\n", d);
     memset(buf, 'x', sizeof buf);
     gpt2rt_result r = s ? gpt2rt_series_date(s, 0, buf, 7) : GPT2RT_OK;
@@ -766,11 +762,10 @@ static void check_calendar(const char *label, const char *header, const char *co
     gpt2rt_series_free(s);
 }
 
-/* calendar steps: monthly, quarterly and yearly files continue by calendar months (before,
-   at a fixed step of the most common length: 2009-10-01 quarterly went on 2010-01-01,
-   2010-04-03, 2010-07-04; monthly 2019-12-01 went on 2020-03-03 after 2020-01-01 ... );
+/* calendar steps: monthly, quarterly and yearly files continue by calendar months, not
+   at a fixed number of seconds (quarterly 2009-10-01 goes on 2010-01-01, 2010-04-01, ...);
    month ends stay month ends; period labels (1959Q1, 2020-03, 2020) are dates written back
-   in their form (before: text, no step). The tables are Python's datetime and calendar
+   in their form. The tables are Python's datetime and calendar
    (stdlib; pandas is not installed here), the equivalents of
    pandas.date_range(start, periods=n, freq='ME' / 'MS' / 'QS' / 'B'):
      python3 -c 'import datetime, calendar; ...' (add k months to y*12+m-1; the day 1, or
@@ -895,7 +890,7 @@ static void test_calendar_far(void) {
 }
 
 /* pandas' df.to_csv() writes its row index as an unnamed first column: skipped and said
-   (before: refused as a column without a name); any other unnamed column, or an unnamed
+   (info.index_column_skipped); any other unnamed column, or an unnamed
    first column that does not count the rows, is refused */
 static void test_index_column(void) {
     gpt2rt_series_desc d = desc(1, 1, NULL, GPT2RT_SERIES_BORDERS_NONE);
