@@ -140,9 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#if defined(FUZZ_REPLAY) || defined(FUZZ_SEEDS)
-#include <dirent.h>
-
+#ifdef FUZZ_SEEDS
 static unsigned char *fz_read(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -157,43 +155,14 @@ static unsigned char *fz_read(const char *path, size_t *n) {
 #endif
 
 #ifdef FUZZ_REPLAY
-static int fz_replayed, fz_verbose;
-
-static void fz_replay_file(const char *path) {
-    size_t n;
-    unsigned char *buf = fz_read(path, &n);
-    if (!buf) { fprintf(stderr, "cannot read %s\n", path); exit(2); }
-    LLVMFuzzerTestOneInput(buf, n);
-    free(buf);
-    if (fz_verbose) printf("%-50s %6zu bytes  %s\n", path, n, fz_last == GPT2RT_OK ? "ok" : fz_msg);
-    fz_replayed++;
+static const char *fz_replay_status(void) { return fz_last == GPT2RT_OK ? "ok" : fz_msg; }
+static void fz_replay_end(void) { /* the directory the inputs were written into */
+    if (!fz_dir[0]) return;
+    fz_write("forecaster.json", NULL, 0);
+    fz_write("model.safetensors", NULL, 0);
+    rmdir(fz_dir);
 }
-
-int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-v")) { fz_verbose = 1; continue; }
-        struct stat sb;
-        if (stat(argv[i], &sb) != 0) { fprintf(stderr, "cannot stat %s\n", argv[i]); return 2; }
-        if (!S_ISDIR(sb.st_mode)) { fz_replay_file(argv[i]); continue; }
-        DIR *dir = opendir(argv[i]);
-        struct dirent *de;
-        while (dir && (de = readdir(dir)) != NULL) {
-            char full[4096];
-            if (de->d_name[0] == '.' || snprintf(full, sizeof full, "%s/%s", argv[i], de->d_name) >= (int)sizeof full)
-                continue;
-            if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) fz_replay_file(full);
-        }
-        if (dir) closedir(dir);
-    }
-    if (fz_dir[0]) {
-        fz_write("forecaster.json", NULL, 0);
-        fz_write("model.safetensors", NULL, 0);
-        rmdir(fz_dir);
-    }
-    printf("replayed %d inputs\n", fz_replayed);
-    printf("RESULT %d 0\n", fz_replayed);
-    return fz_replayed ? 0 : 1;
-}
+#include "fuzz_replay.h"
 #endif
 
 #ifdef FUZZ_SEEDS
