@@ -206,7 +206,47 @@ static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, co
 #define GPT2RT__MADD(a, b, c) ((a) * (b) + (c)) /* no FMA: no compiler can fuse it either */
 #endif
 
-static inline float gpt2rt__exp_fast(float a); /* the classifier's exp, below */
+/* ---- exp for the softmaxes (the classifier's, attention's): vectorisable, within 2 ulp of expf ----
+   exp(a) = 2^k exp(r), k = round(a / ln2) (taken as floor(y + 128.5) - 128, a
+   conversion of a positive value: exact and vectorised), r = a - k ln2 in two parts,
+   |r| <= ln2/2, exp(r) by its Taylor polynomial of degree 7 (truncation r^8/8! < 5e-9
+   relative). Arguments below -87 give exp(-87) (1.6e-38: nothing next to a softmax
+   sum of at least 1); the classifier's arguments are x - max and x - lse, at most 0,
+   and the formula holds up to 88. The C library's expf is a call per element: with
+   it, the softmax over 50257 logits was the largest op of the step after the matrix
+   products. A float's magnitude bits grow with its magnitude, so the clamp is an
+   unsigned min on them, at 87 below 0 and 88 above, the sign put back (no float
+   comparison, see gpt2rt__tanh_n; the int conversion below must stay in range: a NaN
+   or an infinity there is undefined behaviour), and a NaN argument gives NaN, so a
+   poisoned step's loss still reads NaN and its update is skipped. The NaN is put in
+   by a mask: gcc 12 turned "nan ? NaN : y" into a branch around the whole formula,
+   and no loop around it vectorised. */
+static inline float gpt2rt__exp_fast(float a) {
+    uint32_t ub;
+    memcpy(&ub, &a, sizeof ub);
+    uint32_t nan = (ub & 0x7FFFFFFFu) > 0x7F800000u;
+    /* |a| clamped to 87 for a negative, 88 for a positive, by a limit that depends on the
+       sign: with a constant one (and a select for the NaN below) gcc folded the clamped
+       case to its constant result behind a branch, and -ftrapping-math then kept the float
+       work under it from vectorising: 6 ns a logit instead of under 1 */
+    uint32_t sign = ub & 0x80000000u, mag = ub & 0x7FFFFFFFu, lim = 0x42B00000u - (sign >> 31) * 0x20000u;
+    ub = sign | (mag > lim ? lim : mag);
+    memcpy(&a, &ub, sizeof a);
+    int32_t k = (int32_t)(a * 1.44269504088896341f + 128.5f) - 128; /* in [-125, 127] */
+    float kf = (float)k;
+    float r = (a - kf * 0.693145751953125f) - kf * 1.42860682030941723e-6f;
+    float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 +
+              r * (1.0f / 5040)))))));
+    int32_t bits = (k + 127) * (1 << 23);
+    float two_k, y;
+    memcpy(&two_k, &bits, sizeof two_k);
+    y = e * two_k;
+    uint32_t yb;
+    memcpy(&yb, &y, sizeof yb);
+    yb = (yb & (nan - 1u)) | (0x7FC00000u & (0u - nan)); /* masks, not a select: see the clamp */
+    memcpy(&y, &yb, sizeof y);
+    return y;
+}
 
 /* tile (HS, Tp) = the head's rows src + s*C3 (s < T) transposed; columns T..Tp-1 zero */
 static void gpt2rt__cpu_att_tile(float *tile, const float *src, int64_t C3, int64_t T, int64_t Tp, int64_t HS) {
@@ -583,48 +623,6 @@ static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float
 static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt) {
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < N; i++) y[i] += x[i];
-}
-
-/* ---- exp for the softmaxes (the classifier's, attention's): vectorisable, within 2 ulp of expf ----
-   exp(a) = 2^k exp(r), k = round(a / ln2) (taken as floor(y + 128.5) - 128, a
-   conversion of a positive value: exact and vectorised), r = a - k ln2 in two parts,
-   |r| <= ln2/2, exp(r) by its Taylor polynomial of degree 7 (truncation r^8/8! < 5e-9
-   relative). Arguments below -87 give exp(-87) (1.6e-38: nothing next to a softmax
-   sum of at least 1); the classifier's arguments are x - max and x - lse, at most 0,
-   and the formula holds up to 88. The C library's expf is a call per element: with
-   it, the softmax over 50257 logits was the largest op of the step after the matrix
-   products. A float's magnitude bits grow with its magnitude, so the clamp is an
-   unsigned min on them, at 87 below 0 and 88 above, the sign put back (no float
-   comparison, see gpt2rt__tanh_n; the int conversion below must stay in range: a NaN
-   or an infinity there is undefined behaviour), and a NaN argument gives NaN, so a
-   poisoned step's loss still reads NaN and its update is skipped. The NaN is put in
-   by a mask: gcc 12 turned "nan ? NaN : y" into a branch around the whole formula,
-   and no loop around it vectorised. */
-static inline float gpt2rt__exp_fast(float a) {
-    uint32_t ub;
-    memcpy(&ub, &a, sizeof ub);
-    uint32_t nan = (ub & 0x7FFFFFFFu) > 0x7F800000u;
-    /* |a| clamped to 87 for a negative, 88 for a positive, by a limit that depends on the
-       sign: with a constant one (and a select for the NaN below) gcc folded the clamped
-       case to its constant result behind a branch, and -ftrapping-math then kept the float
-       work under it from vectorising: 6 ns a logit instead of under 1 */
-    uint32_t sign = ub & 0x80000000u, mag = ub & 0x7FFFFFFFu, lim = 0x42B00000u - (sign >> 31) * 0x20000u;
-    ub = sign | (mag > lim ? lim : mag);
-    memcpy(&a, &ub, sizeof a);
-    int32_t k = (int32_t)(a * 1.44269504088896341f + 128.5f) - 128; /* in [-125, 127] */
-    float kf = (float)k;
-    float r = (a - kf * 0.693145751953125f) - kf * 1.42860682030941723e-6f;
-    float e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 +
-              r * (1.0f / 5040)))))));
-    int32_t bits = (k + 127) * (1 << 23);
-    float two_k, y;
-    memcpy(&two_k, &bits, sizeof two_k);
-    y = e * two_k;
-    uint32_t yb;
-    memcpy(&yb, &y, sizeof yb);
-    yb = (yb & (nan - 1u)) | (0x7FC00000u & (0u - nan)); /* masks, not a select: see the clamp */
-    memcpy(&y, &yb, sizeof y);
-    return y;
 }
 
 /* ---- cross-entropy over the first V of Vp logits ---- */
