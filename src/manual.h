@@ -646,6 +646,10 @@
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
     9. Optimizer                 (gpt2rt__opt_)
+       Processes                 how separate processes meet: 10.4 Processes: MPI
+                                 (the MPI communicator; GPT2RT_MPI, gpt2rt__mpi_)
+                                 10.3 Processes: rendezvous (rank 0's communicator
+                                 id to every rank: gpt2rt__rdv_)
        Backends' interface       the gpt2rt__backend table, initialisation, the data-
                                  parallel collectives (src/backend/interface.h); the
                                  model driver every backend plugs into: dropout's
@@ -668,8 +672,8 @@
                                  the executors' table (gpt2rt__exec) and one
                                  device's (gpt2rt__one_)  10.1 Data parallel
                                  (gpt2rt__dp_)  10.2 Layer split (gpt2rt__ls_)
-                                 10.4 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
-                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
+                                 10.5 Processes: ranks over MPI (the executor of
+                                 CPU ranks in separate processes: gpt2rt__proc_)
    11. Public calls              11.1 Results and names  11.3 Context  11.4 Training
                                  11.5 Weights and training state files  11.6
                                  Parameters by name  11.7 Generation (gpt2rt__gen_)

@@ -1,7 +1,8 @@
 /* cuda/comm.cuh - 8.6 Device communicators: NCCL, loopback; data parallel on the device
-   may call: cuda/steps.cuh and what it includes */
+   may call: cuda/steps.cuh and what it includes, processes/rendezvous.h */
 #ifndef GPT2RT__SRC_CUDA_COMM_CUH
 #define GPT2RT__SRC_CUDA_COMM_CUH
+#include "../processes/rendezvous.h"
 #include "steps.cuh"
 
 /* ==== 8.6 Device communicators: NCCL, loopback; data parallel on the device ==== */
@@ -270,8 +271,6 @@ static gpt2rt_result gpt2rt__loop_open(gpt2rt__dcomms *lp, void *host, char *err
    this process failed; either aborts the communicator (unusable afterwards), never a
    wait forever. NCCL refuses one GPU twice: the test mode uses the loopback. */
 #ifdef GPT2RT_NCCL
-static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap);
-
 typedef struct gpt2rt__nccl {
     ncclComm_t comm;
     cudaStream_t stream;
@@ -605,7 +604,7 @@ static gpt2rt_result gpt2rt__cu_dp_attach(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         if (e != cudaSuccess) { (void)cudaEventDestroy(st->ev_grads); return gpt2rt__cu_fail(ctx, st, e, "cudaEventCreate"); }
         st->dp_ev_ok = 1;
     }
-    if (st->d.shards > 1) {
+    if (gpt2rt__sharded(&st->d)) {
         st->opt_lo = gpt2rt__shard_lo(st->n_train, dcomm->size, rank);
         st->opt_hi = gpt2rt__shard_lo(st->n_train, dcomm->size, rank + 1);
         /* the gradient's padding to equal shards (3.2, 1.4) sums as zeros: nothing else writes it */
@@ -691,7 +690,7 @@ static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     cudaStream_t s = st->stream;
     if (!ctx->dp_reduced) {
         const int64_t all[1][2] = {{0, st->n_train}};
-        GPT2RT__TRY(gpt2rt__cu_dp_reduce(ctx, st, all, 1, st->d.shards > 1));
+        GPT2RT__TRY(gpt2rt__cu_dp_reduce(ctx, st, all, 1, gpt2rt__sharded(&st->d)));
     }
     ctx->dp_reduced = 0;
     GPT2RT__TRY(gpt2rt__cu_dp_join(ctx, st, "reducing the gradients"));

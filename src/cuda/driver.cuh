@@ -444,7 +444,7 @@ static gpt2rt_result gpt2rt__cu_create_table(const gpt2rt_ctx *ctx, gpt2rt__cu_s
     /* ZeRO-1: the master and the moments hold shard 0's floats until gpt2rt__cu_dp_attach
        (8.6) gives the rank its own shard */
     st->opt_lo = 0;
-    st->opt_hi = d->shards > 1 ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
+    st->opt_hi = gpt2rt__sharded(d) ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
     return GPT2RT_OK;
 }
 
@@ -778,7 +778,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
     st->layer = -1;
     size_t bytes = (size_t)(t->rows * t->cols) * 4;
     const float *src = NULL;
-    int grad_shard = what == GPT2RT_PARAM_GRAD && ctx->d.shards > 1 && ctx->dp_reduced;
+    int grad_shard = what == GPT2RT_PARAM_GRAD && gpt2rt__sharded(&ctx->d) && ctx->dp_reduced;
     int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master) ||
                   grad_shard;
     if (t->goff >= 0 && sharded && (st->opt_lo > 0 || st->opt_hi < st->n_train)) {

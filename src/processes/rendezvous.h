@@ -1,7 +1,7 @@
-/* context/rendezvous.h - 10.3 Processes: rendezvous
-   may call: what its includes name (common/, config/, formats/, context/) */
-#ifndef GPT2RT__SRC_CONTEXT_RENDEZVOUS_H
-#define GPT2RT__SRC_CONTEXT_RENDEZVOUS_H
+/* processes/rendezvous.h - 10.3 Processes: rendezvous (every rank gets rank 0's communicator id)
+   may call: what its includes name (common/, config/, formats/, processes/) */
+#ifndef GPT2RT__SRC_PROCESSES_RENDEZVOUS_H
+#define GPT2RT__SRC_PROCESSES_RENDEZVOUS_H
 #include "../common/threads.h"
 #include "../common/errors.h"
 #include "../config/config.h"
@@ -415,4 +415,4 @@ GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_conf
                 "system and no GPT2RT_NO_DIST; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
 }
 
-#endif /* GPT2RT__SRC_CONTEXT_RENDEZVOUS_H */
+#endif /* GPT2RT__SRC_PROCESSES_RENDEZVOUS_H */
