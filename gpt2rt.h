@@ -641,6 +641,10 @@
                                  6.3 Series files (ETT-format CSV, splits, scaler,
                                  windows: gpt2rt__csv_, gpt2rt__series_)
     9. Optimizer                 (gpt2rt__opt_)
+       Processes                 how separate processes meet: 10.4 Processes: MPI
+                                 (the MPI communicator; GPT2RT_MPI, gpt2rt__mpi_)
+                                 10.3 Processes: rendezvous (rank 0's communicator
+                                 id to every rank: gpt2rt__rdv_)
        Backends' interface       the gpt2rt__backend table, initialisation, the data-
                                  parallel collectives (src/backend/interface.h); the
                                  model driver every backend plugs into: dropout's
@@ -663,8 +667,8 @@
                                  the executors' table (gpt2rt__exec) and one
                                  device's (gpt2rt__one_)  10.1 Data parallel
                                  (gpt2rt__dp_)  10.2 Layer split (gpt2rt__ls_)
-                                 10.4 Processes: MPI (GPT2RT_MPI, gpt2rt__mpi_)
-                                 10.3 Processes: rendezvous (gpt2rt__rdv_)
+                                 10.5 Processes: ranks over MPI (the executor of
+                                 CPU ranks in separate processes: gpt2rt__proc_)
    11. Public calls              11.1 Results and names  11.3 Context  11.4 Training
                                  11.5 Weights and training state files  11.6
                                  Parameters by name  11.7 Generation (gpt2rt__gen_)
@@ -8977,6 +8981,596 @@ static gpt2rt_result gpt2rt__opt_update(gpt2rt_ctx *ctx, gpt2rt__update_fn updat
     return GPT2RT_OK;
 }
 
+/* ==== 10.4 Processes: MPI ==== */
+/* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
+   openmpi-bin libopenmpi-dev). MPI_Allreduce may sum in any order, different on each
+   rank and from run to run; so every sum here is taken by rank 0 in rank order
+   (x_0 + x_1 + ... + x_{size-1}, left to right, as the in-process communicator sums)
+   and broadcast, which makes it bitwise the same on every rank and in every run, and
+   equal to the in-process result. Each call is nonblocking underneath and waits at
+   most timeout_s: a rank that stops or dies makes the others return an error. MPI is
+   initialised here if the program has not done it (and finalised at exit). */
+#ifdef GPT2RT_MPI
+#define GPT2RT__MPI_CHUNK ((int64_t)1 << 18) /* floats rank 0 takes from each rank at once (1 MiB) */
+
+typedef struct gpt2rt__mpi {
+    MPI_Comm comm;    /* a duplicate of MPI_COMM_WORLD, errors returned, not fatal */
+    double timeout_s;
+    float *scratch;   /* rank 0: (size - 1, GPT2RT__MPI_CHUNK) the other ranks' chunks */
+} gpt2rt__mpi;
+
+static void gpt2rt__mpi_at_exit(void) {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+
+/* MPI up, once per process; *rank and *size of MPI_COMM_WORLD */
+static gpt2rt_result gpt2rt__mpi_init(int *rank, int *size, char *err, size_t cap) {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+            GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Init_thread failed (run under mpirun, or as one process)");
+        atexit(gpt2rt__mpi_at_exit);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    return GPT2RT_OK;
+}
+
+/* wait for req until the deadline: MPI_Wait cannot time out, so poll MPI_Test */
+static gpt2rt_result gpt2rt__mpi_wait(MPI_Request *req, double deadline, const char *what, int rank, char *err,
+                                      size_t cap) {
+    int done = 0, sleep_us = 0;
+    for (;;) {
+        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s failed on rank %d (a peer died?)", what, rank);
+        if (done) return GPT2RT_OK;
+        if (gpt2rt__now() > deadline)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s on rank %d did not finish within the timeout: another rank failed, "
+                        "stopped, or is making a different call", what, rank);
+        if (sleep_us > 50) (void)poll(NULL, 0, 1); /* spin briefly, then yield the core */
+        sleep_us++;
+    }
+}
+
+static gpt2rt_result gpt2rt__mpi_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    char *err = c->err;
+    size_t cap = sizeof c->err;
+    MPI_Request req[GPT2RT__RDV_MAX_PEERS];
+    gpt2rt_result r;
+    for (int64_t lo = 0; lo < n; lo += GPT2RT__MPI_CHUNK) {
+        int k = (int)(n - lo < GPT2RT__MPI_CHUNK ? n - lo : GPT2RT__MPI_CHUNK);
+        if (c->rank == 0) {
+            for (int s = 1; s < c->size; s++)
+                MPI_Irecv(m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK, k, MPI_FLOAT, s, 7, m->comm, &req[s]);
+            for (int s = 1; s < c->size; s++)
+                if ((r = gpt2rt__mpi_wait(&req[s], deadline, "all_reduce (gather)", c->rank, err, cap)) != GPT2RT_OK)
+                    return r;
+            for (int s = 1; s < c->size; s++) { /* rank order: ((x0 + x1) + x2) + ... */
+                const float *x = m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK;
+                for (int i = 0; i < k; i++) buf[lo + i] += x[i];
+            }
+        } else {
+            MPI_Isend(buf + lo, k, MPI_FLOAT, 0, 7, m->comm, &req[0]);
+            if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (send)", c->rank, err, cap)) != GPT2RT_OK) return r;
+        }
+        MPI_Ibcast(buf + lo, k, MPI_FLOAT, 0, m->comm, &req[0]);
+        if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (broadcast)", c->rank, err, cap)) != GPT2RT_OK)
+            return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* the sum of every shard, so each rank's own shard is right (the rest too) */
+static gpt2rt_result gpt2rt__mpi_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
+    return gpt2rt__mpi_all_reduce(c, buf, n);
+}
+
+static gpt2rt_result gpt2rt__mpi_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    double deadline = gpt2rt__now() + m->timeout_s;
+    for (size_t lo = 0; lo < bytes; lo += (size_t)1 << 30) {
+        size_t k = bytes - lo < ((size_t)1 << 30) ? bytes - lo : (size_t)1 << 30;
+        MPI_Request req;
+        MPI_Ibcast((char *)buf + lo, (int)k, MPI_BYTE, root, m->comm, &req);
+        gpt2rt_result r = gpt2rt__mpi_wait(&req, deadline, "broadcast", c->rank, c->err, sizeof c->err);
+        if (r != GPT2RT_OK) return r;
+    }
+    return GPT2RT_OK;
+}
+
+/* shard r from rank r, one broadcast per shard (shards are contiguous) */
+static gpt2rt_result gpt2rt__mpi_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
+    for (int r = 0; r < c->size; r++) {
+        int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
+        gpt2rt_result res = gpt2rt__mpi_broadcast(c, buf + lo, (size_t)(hi - lo) * sizeof(float), r);
+        if (res != GPT2RT_OK) return res;
+    }
+    return GPT2RT_OK;
+}
+
+static gpt2rt_result gpt2rt__mpi_barrier(gpt2rt__comm *c) {
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    MPI_Request req;
+    MPI_Ibarrier(m->comm, &req);
+    return gpt2rt__mpi_wait(&req, gpt2rt__now() + m->timeout_s, "barrier", c->rank, c->err, sizeof c->err);
+}
+
+static void gpt2rt__mpi_destroy(gpt2rt__comm *c) {
+    if (!c || !c->impl) return;
+    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done && m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
+    free(m->scratch);
+    free(m);
+    c->impl = NULL;
+}
+
+/* c := the MPI communicator of this process's config (rank, world_size checked
+   against mpirun's) */
+static gpt2rt_result gpt2rt__mpi_comm(const gpt2rt_config *cfg, gpt2rt__comm *c, char *err, size_t cap) {
+    int rank = 0, size = 1;
+    memset(c, 0, sizeof *c);
+    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
+    if (r != GPT2RT_OK) return r;
+    if (rank != cfg->rank || size != cfg->world_size)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config (or RANK / "
+                    "WORLD_SIZE) says rank %d of %d: launch with mpirun -np %d and leave them 0, or make them agree",
+                    rank, size, cfg->rank, cfg->world_size, cfg->world_size);
+    if ((r = gpt2rt__cap_processes(size, "MPI world of", err, cap)) != GPT2RT_OK) return r;
+    gpt2rt__mpi *m = (gpt2rt__mpi *)calloc(1, sizeof *m);
+    if (!m) GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %zu bytes", sizeof *m);
+    m->comm = MPI_COMM_NULL;
+    m->timeout_s = cfg->timeout_s;
+    if (rank == 0 && size > 1) {
+        m->scratch = (float *)malloc((size_t)(size - 1) * GPT2RT__MPI_CHUNK * sizeof(float));
+        if (!m->scratch) {
+            free(m);
+            GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %lld MiB of scratch on rank 0",
+                        (long long)(size - 1) * GPT2RT__MPI_CHUNK * 4 / 1048576);
+        }
+    }
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
+        free(m->scratch); free(m);
+        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Comm_dup failed on rank %d", rank);
+    }
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    c->rank = rank; c->size = size; c->impl = m;
+    c->all_reduce = gpt2rt__mpi_all_reduce;
+    c->reduce_scatter = gpt2rt__mpi_reduce_scatter;
+    c->all_gather = gpt2rt__mpi_all_gather;
+    c->broadcast = gpt2rt__mpi_broadcast;
+    c->barrier = gpt2rt__mpi_barrier;
+    c->destroy = gpt2rt__mpi_destroy;
+    return GPT2RT_OK;
+}
+
+/* the rendezvous through MPI: rank 0's id to every rank */
+static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap) {
+    int rank = 0, size = 1;
+    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
+    if (r != GPT2RT_OK) return r;
+    if (rank != cfg->rank || size != cfg->world_size)
+        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config says rank %d "
+                    "of %d", rank, size, cfg->rank, cfg->world_size);
+    MPI_Request req;
+    MPI_Ibcast(id, GPT2RT__RDV_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    return gpt2rt__mpi_wait(&req, gpt2rt__now() + cfg->timeout_s, "rendezvous broadcast", rank, err, cap);
+}
+#endif /* GPT2RT_MPI */
+
+/* ==== 10.3 Processes: rendezvous ==== */
+/* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
+   a rendezvous: rank 0's opaque id (128 bytes: what ncclCommInitRank needs, its
+   ncclUniqueId) reaches every rank, and every rank learns that all the others are
+   there. Three ways, as torch.distributed offers them:
+   - TCP (rendezvous ENV or TCP): rank 0 listens on master_addr:master_port; the
+     others connect (refused connections are retried until the timeout: rank 0 may
+     start last), say (world_size, rank), and get the id once every rank is there.
+   - FILE: rank 0 creates rendezvous_file (with link(), so it appears whole and only
+     once: a file left by a crashed run is refused by name, never read as new); each
+     other rank reads it and leaves rendezvous_file.ack<rank>; rank 0 waits for every
+     ack and then removes them, which tells each rank that the rendezvous succeeded.
+   - MPI: a broadcast from rank 0 (GPT2RT_MPI builds).
+   Each waits at most timeout_s and then fails naming the ranks that did not come: a
+   rank that dies before the rendezvous makes the others return an error, never hang.
+   The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
+
+#define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
+
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
+/* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */
+static int gpt2rt__rdv_left_ms(double deadline) {
+    double left = (deadline - gpt2rt__now()) * 1e3;
+    return left <= 0.0 ? 0 : left > 1e9 ? 1000000000 : (int)left + 1;
+}
+
+static void gpt2rt__rdv_sleep_ms(int ms) { (void)poll(NULL, 0, ms); } /* nanosleep is not C11 */
+
+/* all n bytes through fd (want POLLOUT: send, else receive) before deadline: 1 done,
+   0 timed out, -1 the peer closed or the socket failed */
+static int gpt2rt__rdv_io(int fd, void *buf, size_t n, int out, double deadline) {
+    unsigned char *p = (unsigned char *)buf;
+    size_t done = 0;
+    while (done < n) {
+        struct pollfd pf;
+        pf.fd = fd; pf.events = (short)(out ? POLLOUT : POLLIN); pf.revents = 0;
+        int left = gpt2rt__rdv_left_ms(deadline);
+        if (left == 0) return 0;
+        int k = poll(&pf, 1, left);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) return 0;
+#ifdef MSG_NOSIGNAL /* a peer that died must not kill this process with SIGPIPE */
+        ssize_t m = out ? send(fd, p + done, n - done, MSG_NOSIGNAL) : recv(fd, p + done, n - done, 0);
+#else
+        ssize_t m = out ? send(fd, p + done, n - done, 0) : recv(fd, p + done, n - done, 0);
+#endif
+        if (m < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (m <= 0) return -1;
+        done += (size_t)m;
+    }
+    return 1;
+}
+
+/* master_addr as an IPv4 address: numeric, "localhost", or (where the C library
+   declares getaddrinfo: POSIX 2001, i.e. not strict -std=c11) a host name */
+static gpt2rt_result gpt2rt__rdv_addr(const gpt2rt_config *c, struct sockaddr_in *a, char *err, size_t cap) {
+    memset(a, 0, sizeof *a);
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)c->master_port);
+    const char *host = strcmp(c->master_addr, "localhost") ? c->master_addr : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &a->sin_addr) == 1) return GPT2RT_OK;
+#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    int e = getaddrinfo(host, NULL, &hints, &res);
+    if (e == 0 && res) {
+        memcpy(&a->sin_addr, &((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr, sizeof a->sin_addr);
+        freeaddrinfo(res);
+        return GPT2RT_OK;
+    }
+    GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "master_addr (MASTER_ADDR) = '%s' does not resolve to an IPv4 address "
+                "(%s)", c->master_addr, gai_strerror(e));
+#else
+    GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "master_addr (MASTER_ADDR) = '%s' is not a numeric IPv4 address, and "
+                "this build cannot resolve host names (compile the implementation file without strict -std=c11, or "
+                "with -D_POSIX_C_SOURCE=200112L); give rank 0's IP address", c->master_addr);
+#endif
+}
+
+/* the 16-byte hello a rank sends rank 0, and rank 0's answer */
+typedef struct gpt2rt__rdv_hello { uint32_t magic, world, rank, pad; } gpt2rt__rdv_hello;
+typedef struct gpt2rt__rdv_reply {
+    uint32_t status, world;                  /* status 0: ok, 1: world_size differs, 2: rank taken or out of range */
+    unsigned char id[GPT2RT__RDV_ID_BYTES];
+} gpt2rt__rdv_reply;
+
+static gpt2rt_result gpt2rt__rdv_tcp_root(const gpt2rt_config *c, const struct sockaddr_in *a,
+                                          const unsigned char *id, char *err, size_t cap) {
+    double deadline = gpt2rt__now() + c->timeout_s;
+    int peers[GPT2RT__RDV_MAX_PEERS], n_in = 0, one = 1, w = c->world_size;
+    for (int i = 0; i < w && i < GPT2RT__RDV_MAX_PEERS; i++) peers[i] = -1;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (lfd < 0) GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: socket() failed: %s", strerror(errno));
+    struct sockaddr_in any = *a;
+    any.sin_addr.s_addr = htonl(INADDR_ANY); /* MASTER_ADDR names this host; listen on all of its addresses */
+    (void)setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(lfd, (struct sockaddr *)&any, sizeof any) != 0 || listen(lfd, w) != 0) {
+        int e = errno;
+        close(lfd);
+        GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 cannot listen on port %d (MASTER_PORT): %s%s", c->master_port,
+                    strerror(e), e == EADDRINUSE ? ": another job, or a previous run's rank 0, holds it; choose "
+                    "another MASTER_PORT" : "");
+    }
+    (void)fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
+    gpt2rt_result r = GPT2RT_OK;
+    while (n_in < w - 1) {
+        struct pollfd pf;
+        pf.fd = lfd; pf.events = POLLIN; pf.revents = 0;
+        int left = gpt2rt__rdv_left_ms(deadline);
+        if (left == 0 || poll(&pf, 1, left) == 0) {
+            size_t k = (size_t)snprintf(err, cap, "rendezvous timed out after %g s: rank 0 listens on %s:%d, and "
+                                        "rank(s)", (double)c->timeout_s, c->master_addr, c->master_port);
+            for (int i = 1, shown = 0; i < w && k < cap; i++)
+                if (peers[i] < 0 && shown++ < 16) k += (size_t)snprintf(err + k, cap - k, " %d", i);
+            if (k < cap)
+                snprintf(err + k, cap - k, " of world_size = %d did not come (not started, crashed, or given another "
+                         "MASTER_ADDR/MASTER_PORT or WORLD_SIZE)", w);
+            r = GPT2RT_ERR_IO;
+            break;
+        }
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0) continue; /* EAGAIN: the connection went away */
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        gpt2rt__rdv_hello h;
+        double hd = gpt2rt__now() + 10.0 < deadline ? gpt2rt__now() + 10.0 : deadline;
+        if (gpt2rt__rdv_io(fd, &h, sizeof h, 0, hd) != 1 || h.magic != GPT2RT__RDV_MAGIC) { close(fd); continue; }
+        gpt2rt__rdv_reply rep;
+        memset(&rep, 0, sizeof rep);
+        rep.world = (uint32_t)w;
+        if (h.world != (uint32_t)w) rep.status = 1;
+        else if (h.rank == 0 || h.rank >= (uint32_t)w || peers[h.rank] >= 0) rep.status = 2;
+        if (rep.status) {
+            (void)gpt2rt__rdv_io(fd, &rep, sizeof rep, 1, hd);
+            close(fd);
+            if (rep.status == 1)
+                snprintf(err, cap, "rendezvous: rank %u has world_size = %u, rank 0 has %d: every process must get "
+                         "the same WORLD_SIZE", h.rank, h.world, w);
+            else
+                snprintf(err, cap, "rendezvous: a second process says it is rank %u (or rank %u is outside [1, %d]): "
+                         "every process needs its own RANK", h.rank, h.rank, w - 1);
+            r = GPT2RT_ERR_INVALID_ARGUMENT;
+            break;
+        }
+        peers[h.rank] = fd;
+        n_in++;
+    }
+    for (int i = 1; i < w; i++) {
+        if (peers[i] < 0) continue;
+        if (r == GPT2RT_OK) {
+            gpt2rt__rdv_reply rep;
+            memset(&rep, 0, sizeof rep);
+            rep.world = (uint32_t)w;
+            memcpy(rep.id, id, GPT2RT__RDV_ID_BYTES);
+            if (gpt2rt__rdv_io(peers[i], &rep, sizeof rep, 1, deadline) != 1) {
+                snprintf(err, cap, "rendezvous: rank %d went away before rank 0 could send it the id", i);
+                r = GPT2RT_ERR_IO;
+            }
+        }
+        close(peers[i]); /* on failure: the others see the connection close and fail too */
+    }
+    close(lfd);
+    return r;
+}
+
+static gpt2rt_result gpt2rt__rdv_tcp_peer(const gpt2rt_config *c, const struct sockaddr_in *a, unsigned char *id,
+                                          char *err, size_t cap) {
+    double deadline = gpt2rt__now() + c->timeout_s;
+    int refused = 0;
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: socket() failed: %s", strerror(errno));
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        int ok = connect(fd, (const struct sockaddr *)a, sizeof *a) == 0, e = errno;
+        if (!ok && e == EINPROGRESS) { /* wait for the answer, at most a second a try */
+            struct pollfd pf;
+            pf.fd = fd; pf.events = POLLOUT; pf.revents = 0;
+            int left = gpt2rt__rdv_left_ms(deadline);
+            if (poll(&pf, 1, left < 1000 ? left : 1000) == 1) {
+                socklen_t len = sizeof e;
+                e = 0;
+                (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
+                ok = e == 0;
+            } else e = ETIMEDOUT;
+        }
+        if (ok) {
+            gpt2rt__rdv_hello h;
+            gpt2rt__rdv_reply rep;
+            h.magic = GPT2RT__RDV_MAGIC; h.world = (uint32_t)c->world_size; h.rank = (uint32_t)c->rank; h.pad = 0;
+            int got = gpt2rt__rdv_io(fd, &h, sizeof h, 1, deadline);
+            if (got == 1) got = gpt2rt__rdv_io(fd, &rep, sizeof rep, 0, deadline);
+            close(fd);
+            if (got == 0)
+                GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d reached rank 0 at %s:%d, but "
+                            "rank 0 did not hear from every rank of world_size = %d (one not started or crashed?)",
+                            (double)c->timeout_s, c->rank, c->master_addr, c->master_port, c->world_size);
+            if (got < 0)
+                GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 at %s:%d closed the connection before sending the id "
+                            "(rank 0 failed, or refused this rank: its error says why)", c->master_addr,
+                            c->master_port);
+            if (rep.status == 1)
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous: rank 0 has world_size = %u, this rank %d has "
+                            "%d: every process must get the same WORLD_SIZE", rep.world, c->rank, c->world_size);
+            if (rep.status)
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous: rank 0 refused rank %d: another process has "
+                            "it (every process needs its own RANK)", c->rank);
+            memcpy(id, rep.id, GPT2RT__RDV_ID_BYTES);
+            return GPT2RT_OK;
+        }
+        close(fd);
+        refused++;
+        int left = gpt2rt__rdv_left_ms(deadline);
+        if (left == 0)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d could not reach rank 0 at %s:%d "
+                        "(%d tries, last: %s); is rank 0 running, with the same MASTER_ADDR and MASTER_PORT, and is "
+                        "the port open between the nodes?", (double)c->timeout_s, c->rank, c->master_addr,
+                        c->master_port, refused, strerror(e));
+        gpt2rt__rdv_sleep_ms(left < 100 ? left : 100); /* rank 0 may not listen yet */
+    }
+}
+
+/* FILE: see the subsection's comment for the protocol */
+static void gpt2rt__rdv_file_name(char *out, size_t cap, const gpt2rt_config *c, const char *what, int r) {
+    if (r >= 0) snprintf(out, cap, "%s.%s%d", c->rendezvous_file, what, r);
+    else snprintf(out, cap, "%s%s", c->rendezvous_file, what);
+}
+
+static int gpt2rt__rdv_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* path := bytes, appearing whole: written to a temporary name, then linked (fails
+   with EEXIST if path is there). The temporary is opened non-blocking: a FIFO left
+   at its name fails at once (ENXIO) instead of waiting for a reader. */
+static int gpt2rt__rdv_publish(const char *path, const char *tmp, const void *bytes, size_t n) {
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0644);
+    if (fd < 0) return -1;
+    struct stat sb;
+    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode), mine = ok; /* never remove what is not a file */
+    if (!ok) errno = EINVAL;
+    for (size_t done = 0; ok && done < n;) {
+        long k = (long)write(fd, (const char *)bytes + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) { ok = 0; break; }
+        done += (size_t)k;
+    }
+    int e = errno;
+    if (close(fd) != 0 && ok) { ok = 0; e = errno; }
+    if (ok && link(tmp, path) != 0) { ok = errno == EEXIST ? -2 : 0; e = errno; }
+    if (mine) remove(tmp);
+    errno = e;
+    return ok == 1 ? 0 : ok == -2 ? -2 : -1;
+}
+
+/* what is at path when it is not a regular file ("a directory", "a FIFO (named
+   pipe)", ...), NULL for a regular file or nothing */
+static const char *gpt2rt__rdv_not_file(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return NULL;
+    return gpt2rt__file_kind((unsigned)sb.st_mode);
+}
+
+static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
+    double deadline = gpt2rt__now() + c->timeout_s;
+    char path[300], tmp[320], ack[320];
+    gpt2rt__rdv_file_name(path, sizeof path, c, "", -1);
+    gpt2rt__rdv_reply rec; /* the file: world_size and the id */
+    int w = c->world_size;
+    if (c->rank == 0) {
+        memset(&rec, 0, sizeof rec);
+        rec.status = GPT2RT__RDV_MAGIC; rec.world = (uint32_t)w;
+        memcpy(rec.id, id, GPT2RT__RDV_ID_BYTES);
+        gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", 0);
+        const char *kind = gpt2rt__rdv_not_file(path);
+        if (kind)
+            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s: give every rank the path of a file "
+                        "rank 0 can create, absent before the run%s%s%s", path, kind,
+                        strcmp(kind, "a directory") ? "" : " (e.g. ", strcmp(kind, "a directory") ? "" : path,
+                        strcmp(kind, "a directory") ? "" : "/gpt2rt.rdv)");
+        int p = gpt2rt__rdv_publish(path, tmp, &rec, sizeof rec);
+        if (p == -2)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s exists already (left by an earlier run, or another job "
+                        "uses it): delete it, or give each run a fresh path", path);
+        if (p)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s: cannot create it: %s", path, strerror(errno));
+        int waiting = w - 1;
+        while (waiting > 0) {
+            waiting = 0;
+            for (int i = 1; i < w; i++) {
+                gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
+                waiting += !gpt2rt__rdv_exists(ack);
+            }
+            if (waiting == 0) break;
+            if (gpt2rt__rdv_left_ms(deadline) == 0) {
+                remove(path); /* the acks stay: the ranks that came see the file go with theirs there, and fail */
+                size_t k = (size_t)snprintf(err, cap, "rendezvous timed out after %g s: rank(s)", (double)c->timeout_s);
+                for (int i = 1, shown = 0; i < w && k < cap; i++) {
+                    gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
+                    if (!gpt2rt__rdv_exists(ack) && shown++ < 16) k += (size_t)snprintf(err + k, cap - k, " %d", i);
+                }
+                if (k < cap)
+                    snprintf(err + k, cap - k, " of world_size = %d did not read rendezvous_file %s (not started, "
+                             "crashed, or given another path or WORLD_SIZE)", w, path);
+                return GPT2RT_ERR_IO;
+            }
+            gpt2rt__rdv_sleep_ms(20);
+        }
+        for (int i = 1; i < w; i++) { /* success, as each rank sees it: its ack is gone */
+            gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
+            remove(ack);
+        }
+        remove(path);
+        return GPT2RT_OK;
+    }
+    int open_errno = ENOENT;
+    for (;;) { /* read the id; opened non-blocking, so a FIFO or a directory is refused at once */
+        int fd = open(path, O_RDONLY | O_NONBLOCK);
+        if (fd >= 0) {
+            struct stat sb;
+            if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+                close(fd);
+                const char *kind = gpt2rt__file_kind((unsigned)sb.st_mode);
+                int dir = !strcmp(kind, "a directory");
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s, not a file rank 0 wrote: give "
+                            "every rank the path of a file rank 0 can create%s%s%s", path, kind, dir ? " (e.g. " : "",
+                            dir ? path : "", dir ? "/gpt2rt.rdv)" : "");
+            }
+            size_t got = 0;
+            while (got < sizeof rec) {
+                long k = (long)read(fd, (unsigned char *)&rec + got, sizeof rec - got);
+                if (k < 0 && errno == EINTR) continue;
+                if (k <= 0) break;
+                got += (size_t)k;
+            }
+            close(fd);
+            if (got != sizeof rec || rec.status != GPT2RT__RDV_MAGIC)
+                GPT2RT__BAD(GPT2RT_ERR_FORMAT, "rendezvous_file %s is not a gpt2rt rendezvous file (%zu bytes): "
+                            "another program's file? delete it, or choose another path", path, got);
+            if (rec.world != (uint32_t)w)
+                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s: rank 0 has world_size = %u, rank %d "
+                            "has %d: every process must get the same WORLD_SIZE (or the file is an earlier run's: "
+                            "delete it)", path, rec.world, c->rank, w);
+            break;
+        }
+        open_errno = errno;
+        if (gpt2rt__rdv_left_ms(deadline) == 0)
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d waited for rank 0 to create "
+                        "rendezvous_file %s (is rank 0 running, with the same path on a file system both see?)%s%s",
+                        (double)c->timeout_s, c->rank, path, open_errno == ENOENT ? "" : "; opening it: ",
+                        open_errno == ENOENT ? "" : strerror(open_errno));
+        gpt2rt__rdv_sleep_ms(20);
+    }
+    gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", c->rank);
+    gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", c->rank);
+    int p = gpt2rt__rdv_publish(ack, tmp, "ok", 2);
+    if (p)
+        GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank %d cannot create %s: %s", c->rank, ack,
+                    p == -2 ? "it exists (another process with the same RANK, or an earlier run's: delete it)"
+                            : strerror(errno));
+    for (;;) { /* rank 0 removes the ack when every rank has come */
+        if (!gpt2rt__rdv_exists(ack)) break;
+        if (!gpt2rt__rdv_exists(path)) {
+            remove(ack);
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 gave up (rendezvous_file %s went away before every rank "
+                        "came: its error names the missing ranks)", path);
+        }
+        if (gpt2rt__rdv_left_ms(deadline) == 0) {
+            remove(ack);
+            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d read rendezvous_file %s but rank 0 "
+                        "did not confirm that every rank came (rank 0 crashed, or another rank is missing)",
+                        (double)c->timeout_s, c->rank, path);
+        }
+        gpt2rt__rdv_sleep_ms(20);
+    }
+    memcpy(id, rec.id, GPT2RT__RDV_ID_BYTES);
+    return GPT2RT_OK;
+}
+#endif /* !_WIN32 && !GPT2RT_NO_DIST */
+
+/* Every rank gets rank 0's id: id (GPT2RT__RDV_ID_BYTES) is rank 0's input and the
+   others' output. One process: nothing to do. */
+GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
+    if (c->world_size <= 1) return GPT2RT_OK;
+#ifdef GPT2RT_NO_DIST
+    (void)id; /* config resolution refuses world_size > 1 in such a build */
+#endif
+    gpt2rt_result r = gpt2rt__cap_processes(c->world_size, "rendezvous of world_size =", err, cap);
+    if (r != GPT2RT_OK) return r;
+#ifdef GPT2RT_MPI
+    if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
+#endif
+#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
+    if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
+    if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
+        struct sockaddr_in a;
+        if ((r = gpt2rt__rdv_addr(c, &a, err, cap)) != GPT2RT_OK) return r;
+        return c->rank == 0 ? gpt2rt__rdv_tcp_root(c, &a, id, err, cap) : gpt2rt__rdv_tcp_peer(c, &a, id, err, cap);
+    }
+#endif
+    GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "rendezvous = %d is not available in this build (TCP and FILE need a POSIX "
+                "system and no GPT2RT_NO_DIST; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
+}
+
 /* What a backend gives the model driver (7.3, end): the steps of GPT-2, each on the
    arenas that gpt2rt__layout carved for it (the CPU: the context's own; the CUDA
    backend: its device arenas, carved by the same function on a shadow context).
@@ -15591,7 +16185,7 @@ static gpt2rt_result gpt2rt__cu_create_table(const gpt2rt_ctx *ctx, gpt2rt__cu_s
     /* ZeRO-1: the master and the moments hold shard 0's floats until gpt2rt__cu_dp_attach
        (8.6) gives the rank its own shard */
     st->opt_lo = 0;
-    st->opt_hi = d->shards > 1 ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
+    st->opt_hi = gpt2rt__sharded(d) ? gpt2rt__shard_lo(ntr, d->shards, 1) : ntr;
     return GPT2RT_OK;
 }
 
@@ -15925,7 +16519,7 @@ static gpt2rt_result gpt2rt__cu_read_tensor(gpt2rt_ctx *ctx, gpt2rt__cu_state *s
     st->layer = -1;
     size_t bytes = (size_t)(t->rows * t->cols) * 4;
     const float *src = NULL;
-    int grad_shard = what == GPT2RT_PARAM_GRAD && ctx->d.shards > 1 && ctx->dp_reduced;
+    int grad_shard = what == GPT2RT_PARAM_GRAD && gpt2rt__sharded(&ctx->d) && ctx->dp_reduced;
     int sharded = what == GPT2RT_PARAM_ADAM_M || what == GPT2RT_PARAM_ADAM_V || (what == GPT2RT_PARAM_VALUE && st->master) ||
                   grad_shard;
     if (t->goff >= 0 && sharded && (st->opt_lo > 0 || st->opt_hi < st->n_train)) {
@@ -16979,8 +17573,6 @@ static gpt2rt_result gpt2rt__loop_open(gpt2rt__dcomms *lp, void *host, char *err
    this process failed; either aborts the communicator (unusable afterwards), never a
    wait forever. NCCL refuses one GPU twice: the test mode uses the loopback. */
 #ifdef GPT2RT_NCCL
-static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap);
-
 typedef struct gpt2rt__nccl {
     ncclComm_t comm;
     cudaStream_t stream;
@@ -17314,7 +17906,7 @@ static gpt2rt_result gpt2rt__cu_dp_attach(gpt2rt_ctx *ctx, gpt2rt__cu_state *st,
         if (e != cudaSuccess) { (void)cudaEventDestroy(st->ev_grads); return gpt2rt__cu_fail(ctx, st, e, "cudaEventCreate"); }
         st->dp_ev_ok = 1;
     }
-    if (st->d.shards > 1) {
+    if (gpt2rt__sharded(&st->d)) {
         st->opt_lo = gpt2rt__shard_lo(st->n_train, dcomm->size, rank);
         st->opt_hi = gpt2rt__shard_lo(st->n_train, dcomm->size, rank + 1);
         /* the gradient's padding to equal shards (3.2, 1.4) sums as zeros: nothing else writes it */
@@ -17400,7 +17992,7 @@ static gpt2rt_result gpt2rt__cu_dp_before_update(gpt2rt_ctx *ctx, gpt2rt__cu_sta
     cudaStream_t s = st->stream;
     if (!ctx->dp_reduced) {
         const int64_t all[1][2] = {{0, st->n_train}};
-        GPT2RT__TRY(gpt2rt__cu_dp_reduce(ctx, st, all, 1, st->d.shards > 1));
+        GPT2RT__TRY(gpt2rt__cu_dp_reduce(ctx, st, all, 1, gpt2rt__sharded(&st->d)));
     }
     ctx->dp_reduced = 0;
     GPT2RT__TRY(gpt2rt__cu_dp_join(ctx, st, "reducing the gradients"));
@@ -18983,189 +19575,7 @@ static const gpt2rt__exec gpt2rt__ex_stages = {
     /* .close      = */ gpt2rt__ls_free
 };
 
-/* ==== 10.4 Processes: MPI ==== */
-/* CPU ranks in separate processes reduce with MPI (GPT2RT_MPI builds, mpicc; Debian
-   openmpi-bin libopenmpi-dev). MPI_Allreduce may sum in any order, different on each
-   rank and from run to run; so every sum here is taken by rank 0 in rank order
-   (x_0 + x_1 + ... + x_{size-1}, left to right, as the in-process communicator sums)
-   and broadcast, which makes it bitwise the same on every rank and in every run, and
-   equal to the in-process result. Each call is nonblocking underneath and waits at
-   most timeout_s: a rank that stops or dies makes the others return an error. MPI is
-   initialised here if the program has not done it (and finalised at exit). */
-#ifdef GPT2RT_MPI
-#define GPT2RT__MPI_CHUNK ((int64_t)1 << 18) /* floats rank 0 takes from each rank at once (1 MiB) */
-
-typedef struct gpt2rt__mpi {
-    MPI_Comm comm;    /* a duplicate of MPI_COMM_WORLD, errors returned, not fatal */
-    double timeout_s;
-    float *scratch;   /* rank 0: (size - 1, GPT2RT__MPI_CHUNK) the other ranks' chunks */
-} gpt2rt__mpi;
-
-static void gpt2rt__mpi_at_exit(void) {
-    int done = 0;
-    MPI_Finalized(&done);
-    if (!done) MPI_Finalize();
-}
-
-/* MPI up, once per process; *rank and *size of MPI_COMM_WORLD */
-static gpt2rt_result gpt2rt__mpi_init(int *rank, int *size, char *err, size_t cap) {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided = 0;
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-            GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Init_thread failed (run under mpirun, or as one process)");
-        atexit(gpt2rt__mpi_at_exit);
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, rank);
-    MPI_Comm_size(MPI_COMM_WORLD, size);
-    return GPT2RT_OK;
-}
-
-/* wait for req until the deadline: MPI_Wait cannot time out, so poll MPI_Test */
-static gpt2rt_result gpt2rt__mpi_wait(MPI_Request *req, double deadline, const char *what, int rank, char *err,
-                                      size_t cap) {
-    int done = 0, sleep_us = 0;
-    for (;;) {
-        if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s failed on rank %d (a peer died?)", what, rank);
-        if (done) return GPT2RT_OK;
-        if (gpt2rt__now() > deadline)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "MPI %s on rank %d did not finish within the timeout: another rank failed, "
-                        "stopped, or is making a different call", what, rank);
-        if (sleep_us > 50) (void)poll(NULL, 0, 1); /* spin briefly, then yield the core */
-        sleep_us++;
-    }
-}
-
-static gpt2rt_result gpt2rt__mpi_all_reduce(gpt2rt__comm *c, float *buf, int64_t n) {
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    double deadline = gpt2rt__now() + m->timeout_s;
-    char *err = c->err;
-    size_t cap = sizeof c->err;
-    MPI_Request req[GPT2RT__RDV_MAX_PEERS];
-    gpt2rt_result r;
-    for (int64_t lo = 0; lo < n; lo += GPT2RT__MPI_CHUNK) {
-        int k = (int)(n - lo < GPT2RT__MPI_CHUNK ? n - lo : GPT2RT__MPI_CHUNK);
-        if (c->rank == 0) {
-            for (int s = 1; s < c->size; s++)
-                MPI_Irecv(m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK, k, MPI_FLOAT, s, 7, m->comm, &req[s]);
-            for (int s = 1; s < c->size; s++)
-                if ((r = gpt2rt__mpi_wait(&req[s], deadline, "all_reduce (gather)", c->rank, err, cap)) != GPT2RT_OK)
-                    return r;
-            for (int s = 1; s < c->size; s++) { /* rank order: ((x0 + x1) + x2) + ... */
-                const float *x = m->scratch + (size_t)(s - 1) * GPT2RT__MPI_CHUNK;
-                for (int i = 0; i < k; i++) buf[lo + i] += x[i];
-            }
-        } else {
-            MPI_Isend(buf + lo, k, MPI_FLOAT, 0, 7, m->comm, &req[0]);
-            if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (send)", c->rank, err, cap)) != GPT2RT_OK) return r;
-        }
-        MPI_Ibcast(buf + lo, k, MPI_FLOAT, 0, m->comm, &req[0]);
-        if ((r = gpt2rt__mpi_wait(&req[0], deadline, "all_reduce (broadcast)", c->rank, err, cap)) != GPT2RT_OK)
-            return r;
-    }
-    return GPT2RT_OK;
-}
-
-/* the sum of every shard, so each rank's own shard is right (the rest too) */
-static gpt2rt_result gpt2rt__mpi_reduce_scatter(gpt2rt__comm *c, float *buf, int64_t n) {
-    return gpt2rt__mpi_all_reduce(c, buf, n);
-}
-
-static gpt2rt_result gpt2rt__mpi_broadcast(gpt2rt__comm *c, void *buf, size_t bytes, int root) {
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    double deadline = gpt2rt__now() + m->timeout_s;
-    for (size_t lo = 0; lo < bytes; lo += (size_t)1 << 30) {
-        size_t k = bytes - lo < ((size_t)1 << 30) ? bytes - lo : (size_t)1 << 30;
-        MPI_Request req;
-        MPI_Ibcast((char *)buf + lo, (int)k, MPI_BYTE, root, m->comm, &req);
-        gpt2rt_result r = gpt2rt__mpi_wait(&req, deadline, "broadcast", c->rank, c->err, sizeof c->err);
-        if (r != GPT2RT_OK) return r;
-    }
-    return GPT2RT_OK;
-}
-
-/* shard r from rank r, one broadcast per shard (shards are contiguous) */
-static gpt2rt_result gpt2rt__mpi_all_gather(gpt2rt__comm *c, float *buf, int64_t n) {
-    for (int r = 0; r < c->size; r++) {
-        int64_t lo = gpt2rt__shard_lo(n, c->size, r), hi = gpt2rt__shard_lo(n, c->size, r + 1);
-        gpt2rt_result res = gpt2rt__mpi_broadcast(c, buf + lo, (size_t)(hi - lo) * sizeof(float), r);
-        if (res != GPT2RT_OK) return res;
-    }
-    return GPT2RT_OK;
-}
-
-static gpt2rt_result gpt2rt__mpi_barrier(gpt2rt__comm *c) {
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    MPI_Request req;
-    MPI_Ibarrier(m->comm, &req);
-    return gpt2rt__mpi_wait(&req, gpt2rt__now() + m->timeout_s, "barrier", c->rank, c->err, sizeof c->err);
-}
-
-static void gpt2rt__mpi_destroy(gpt2rt__comm *c) {
-    if (!c || !c->impl) return;
-    gpt2rt__mpi *m = (gpt2rt__mpi *)c->impl;
-    int done = 0;
-    MPI_Finalized(&done);
-    if (!done && m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
-    free(m->scratch);
-    free(m);
-    c->impl = NULL;
-}
-
-/* c := the MPI communicator of this process's config (rank, world_size checked
-   against mpirun's) */
-static gpt2rt_result gpt2rt__mpi_comm(const gpt2rt_config *cfg, gpt2rt__comm *c, char *err, size_t cap) {
-    int rank = 0, size = 1;
-    memset(c, 0, sizeof *c);
-    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
-    if (r != GPT2RT_OK) return r;
-    if (rank != cfg->rank || size != cfg->world_size)
-        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config (or RANK / "
-                    "WORLD_SIZE) says rank %d of %d: launch with mpirun -np %d and leave them 0, or make them agree",
-                    rank, size, cfg->rank, cfg->world_size, cfg->world_size);
-    if ((r = gpt2rt__cap_processes(size, "MPI world of", err, cap)) != GPT2RT_OK) return r;
-    gpt2rt__mpi *m = (gpt2rt__mpi *)calloc(1, sizeof *m);
-    if (!m) GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %zu bytes", sizeof *m);
-    m->comm = MPI_COMM_NULL;
-    m->timeout_s = cfg->timeout_s;
-    if (rank == 0 && size > 1) {
-        m->scratch = (float *)malloc((size_t)(size - 1) * GPT2RT__MPI_CHUNK * sizeof(float));
-        if (!m->scratch) {
-            free(m);
-            GPT2RT__BAD(GPT2RT_ERR_OUT_OF_MEMORY, "MPI communicator: %lld MiB of scratch on rank 0",
-                        (long long)(size - 1) * GPT2RT__MPI_CHUNK * 4 / 1048576);
-        }
-    }
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
-        free(m->scratch); free(m);
-        GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "MPI_Comm_dup failed on rank %d", rank);
-    }
-    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-    c->rank = rank; c->size = size; c->impl = m;
-    c->all_reduce = gpt2rt__mpi_all_reduce;
-    c->reduce_scatter = gpt2rt__mpi_reduce_scatter;
-    c->all_gather = gpt2rt__mpi_all_gather;
-    c->broadcast = gpt2rt__mpi_broadcast;
-    c->barrier = gpt2rt__mpi_barrier;
-    c->destroy = gpt2rt__mpi_destroy;
-    return GPT2RT_OK;
-}
-
-/* the rendezvous through MPI: rank 0's id to every rank */
-static gpt2rt_result gpt2rt__mpi_bcast_id(const gpt2rt_config *cfg, unsigned char *id, char *err, size_t cap) {
-    int rank = 0, size = 1;
-    gpt2rt_result r = gpt2rt__mpi_init(&rank, &size, err, cap);
-    if (r != GPT2RT_OK) return r;
-    if (rank != cfg->rank || size != cfg->world_size)
-        GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "MPI says this process is rank %d of %d, the config says rank %d "
-                    "of %d", rank, size, cfg->rank, cfg->world_size);
-    MPI_Request req;
-    MPI_Ibcast(id, GPT2RT__RDV_ID_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
-    return gpt2rt__mpi_wait(&req, gpt2rt__now() + cfg->timeout_s, "rendezvous broadcast", rank, err, cap);
-}
-#endif /* GPT2RT_MPI */
+/* ==== 10.5 Processes: ranks over MPI ==== */
 
 /* gpt2rt_backward of a process rank: the one-device backward, whose last micro-step
    sums the gradients over the processes (10.1); then the targets every rank counted,
@@ -19238,412 +19648,6 @@ static const gpt2rt__exec gpt2rt__ex_procs = {
     /* .open       = */ gpt2rt__proc_open,
     /* .close      = */ gpt2rt__proc_close
 };
-
-/* ==== 10.3 Processes: rendezvous ==== */
-/* A run of world_size processes (torchrun, mpirun, a cluster's scheduler) starts with
-   a rendezvous: rank 0's opaque id (128 bytes: what ncclCommInitRank needs, its
-   ncclUniqueId) reaches every rank, and every rank learns that all the others are
-   there. Three ways, as torch.distributed offers them:
-   - TCP (rendezvous ENV or TCP): rank 0 listens on master_addr:master_port; the
-     others connect (refused connections are retried until the timeout: rank 0 may
-     start last), say (world_size, rank), and get the id once every rank is there.
-   - FILE: rank 0 creates rendezvous_file (with link(), so it appears whole and only
-     once: a file left by a crashed run is refused by name, never read as new); each
-     other rank reads it and leaves rendezvous_file.ack<rank>; rank 0 waits for every
-     ack and then removes them, which tells each rank that the rendezvous succeeded.
-   - MPI: a broadcast from rank 0 (GPT2RT_MPI builds).
-   Each waits at most timeout_s and then fails naming the ranks that did not come: a
-   rank that dies before the rendezvous makes the others return an error, never hang.
-   The CPU backend needs no id: its processes reduce with MPI (gpt2rt__mpi_comm). */
-
-#define GPT2RT__RDV_MAGIC 0x74723267u /* "g2rt" little-endian */
-
-#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
-/* milliseconds left before deadline (seconds, gpt2rt__now's clock), at least 0 */
-static int gpt2rt__rdv_left_ms(double deadline) {
-    double left = (deadline - gpt2rt__now()) * 1e3;
-    return left <= 0.0 ? 0 : left > 1e9 ? 1000000000 : (int)left + 1;
-}
-
-static void gpt2rt__rdv_sleep_ms(int ms) { (void)poll(NULL, 0, ms); } /* nanosleep is not C11 */
-
-/* all n bytes through fd (want POLLOUT: send, else receive) before deadline: 1 done,
-   0 timed out, -1 the peer closed or the socket failed */
-static int gpt2rt__rdv_io(int fd, void *buf, size_t n, int out, double deadline) {
-    unsigned char *p = (unsigned char *)buf;
-    size_t done = 0;
-    while (done < n) {
-        struct pollfd pf;
-        pf.fd = fd; pf.events = (short)(out ? POLLOUT : POLLIN); pf.revents = 0;
-        int left = gpt2rt__rdv_left_ms(deadline);
-        if (left == 0) return 0;
-        int k = poll(&pf, 1, left);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) return -1;
-        if (k == 0) return 0;
-#ifdef MSG_NOSIGNAL /* a peer that died must not kill this process with SIGPIPE */
-        ssize_t m = out ? send(fd, p + done, n - done, MSG_NOSIGNAL) : recv(fd, p + done, n - done, 0);
-#else
-        ssize_t m = out ? send(fd, p + done, n - done, 0) : recv(fd, p + done, n - done, 0);
-#endif
-        if (m < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-        if (m <= 0) return -1;
-        done += (size_t)m;
-    }
-    return 1;
-}
-
-/* master_addr as an IPv4 address: numeric, "localhost", or (where the C library
-   declares getaddrinfo: POSIX 2001, i.e. not strict -std=c11) a host name */
-static gpt2rt_result gpt2rt__rdv_addr(const gpt2rt_config *c, struct sockaddr_in *a, char *err, size_t cap) {
-    memset(a, 0, sizeof *a);
-    a->sin_family = AF_INET;
-    a->sin_port = htons((uint16_t)c->master_port);
-    const char *host = strcmp(c->master_addr, "localhost") ? c->master_addr : "127.0.0.1";
-    if (inet_pton(AF_INET, host, &a->sin_addr) == 1) return GPT2RT_OK;
-#if defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    int e = getaddrinfo(host, NULL, &hints, &res);
-    if (e == 0 && res) {
-        memcpy(&a->sin_addr, &((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr, sizeof a->sin_addr);
-        freeaddrinfo(res);
-        return GPT2RT_OK;
-    }
-    GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "master_addr (MASTER_ADDR) = '%s' does not resolve to an IPv4 address "
-                "(%s)", c->master_addr, gai_strerror(e));
-#else
-    GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "master_addr (MASTER_ADDR) = '%s' is not a numeric IPv4 address, and "
-                "this build cannot resolve host names (compile the implementation file without strict -std=c11, or "
-                "with -D_POSIX_C_SOURCE=200112L); give rank 0's IP address", c->master_addr);
-#endif
-}
-
-/* the 16-byte hello a rank sends rank 0, and rank 0's answer */
-typedef struct gpt2rt__rdv_hello { uint32_t magic, world, rank, pad; } gpt2rt__rdv_hello;
-typedef struct gpt2rt__rdv_reply {
-    uint32_t status, world;                  /* status 0: ok, 1: world_size differs, 2: rank taken or out of range */
-    unsigned char id[GPT2RT__RDV_ID_BYTES];
-} gpt2rt__rdv_reply;
-
-static gpt2rt_result gpt2rt__rdv_tcp_root(const gpt2rt_config *c, const struct sockaddr_in *a,
-                                          const unsigned char *id, char *err, size_t cap) {
-    double deadline = gpt2rt__now() + c->timeout_s;
-    int peers[GPT2RT__RDV_MAX_PEERS], n_in = 0, one = 1, w = c->world_size;
-    for (int i = 0; i < w && i < GPT2RT__RDV_MAX_PEERS; i++) peers[i] = -1;
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (lfd < 0) GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: socket() failed: %s", strerror(errno));
-    struct sockaddr_in any = *a;
-    any.sin_addr.s_addr = htonl(INADDR_ANY); /* MASTER_ADDR names this host; listen on all of its addresses */
-    (void)setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(lfd, (struct sockaddr *)&any, sizeof any) != 0 || listen(lfd, w) != 0) {
-        int e = errno;
-        close(lfd);
-        GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 cannot listen on port %d (MASTER_PORT): %s%s", c->master_port,
-                    strerror(e), e == EADDRINUSE ? ": another job, or a previous run's rank 0, holds it; choose "
-                    "another MASTER_PORT" : "");
-    }
-    (void)fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
-    gpt2rt_result r = GPT2RT_OK;
-    while (n_in < w - 1) {
-        struct pollfd pf;
-        pf.fd = lfd; pf.events = POLLIN; pf.revents = 0;
-        int left = gpt2rt__rdv_left_ms(deadline);
-        if (left == 0 || poll(&pf, 1, left) == 0) {
-            size_t k = (size_t)snprintf(err, cap, "rendezvous timed out after %g s: rank 0 listens on %s:%d, and "
-                                        "rank(s)", (double)c->timeout_s, c->master_addr, c->master_port);
-            for (int i = 1, shown = 0; i < w && k < cap; i++)
-                if (peers[i] < 0 && shown++ < 16) k += (size_t)snprintf(err + k, cap - k, " %d", i);
-            if (k < cap)
-                snprintf(err + k, cap - k, " of world_size = %d did not come (not started, crashed, or given another "
-                         "MASTER_ADDR/MASTER_PORT or WORLD_SIZE)", w);
-            r = GPT2RT_ERR_IO;
-            break;
-        }
-        int fd = accept(lfd, NULL, NULL);
-        if (fd < 0) continue; /* EAGAIN: the connection went away */
-        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        gpt2rt__rdv_hello h;
-        double hd = gpt2rt__now() + 10.0 < deadline ? gpt2rt__now() + 10.0 : deadline;
-        if (gpt2rt__rdv_io(fd, &h, sizeof h, 0, hd) != 1 || h.magic != GPT2RT__RDV_MAGIC) { close(fd); continue; }
-        gpt2rt__rdv_reply rep;
-        memset(&rep, 0, sizeof rep);
-        rep.world = (uint32_t)w;
-        if (h.world != (uint32_t)w) rep.status = 1;
-        else if (h.rank == 0 || h.rank >= (uint32_t)w || peers[h.rank] >= 0) rep.status = 2;
-        if (rep.status) {
-            (void)gpt2rt__rdv_io(fd, &rep, sizeof rep, 1, hd);
-            close(fd);
-            if (rep.status == 1)
-                snprintf(err, cap, "rendezvous: rank %u has world_size = %u, rank 0 has %d: every process must get "
-                         "the same WORLD_SIZE", h.rank, h.world, w);
-            else
-                snprintf(err, cap, "rendezvous: a second process says it is rank %u (or rank %u is outside [1, %d]): "
-                         "every process needs its own RANK", h.rank, h.rank, w - 1);
-            r = GPT2RT_ERR_INVALID_ARGUMENT;
-            break;
-        }
-        peers[h.rank] = fd;
-        n_in++;
-    }
-    for (int i = 1; i < w; i++) {
-        if (peers[i] < 0) continue;
-        if (r == GPT2RT_OK) {
-            gpt2rt__rdv_reply rep;
-            memset(&rep, 0, sizeof rep);
-            rep.world = (uint32_t)w;
-            memcpy(rep.id, id, GPT2RT__RDV_ID_BYTES);
-            if (gpt2rt__rdv_io(peers[i], &rep, sizeof rep, 1, deadline) != 1) {
-                snprintf(err, cap, "rendezvous: rank %d went away before rank 0 could send it the id", i);
-                r = GPT2RT_ERR_IO;
-            }
-        }
-        close(peers[i]); /* on failure: the others see the connection close and fail too */
-    }
-    close(lfd);
-    return r;
-}
-
-static gpt2rt_result gpt2rt__rdv_tcp_peer(const gpt2rt_config *c, const struct sockaddr_in *a, unsigned char *id,
-                                          char *err, size_t cap) {
-    double deadline = gpt2rt__now() + c->timeout_s;
-    int refused = 0;
-    for (;;) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0) GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: socket() failed: %s", strerror(errno));
-        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        int ok = connect(fd, (const struct sockaddr *)a, sizeof *a) == 0, e = errno;
-        if (!ok && e == EINPROGRESS) { /* wait for the answer, at most a second a try */
-            struct pollfd pf;
-            pf.fd = fd; pf.events = POLLOUT; pf.revents = 0;
-            int left = gpt2rt__rdv_left_ms(deadline);
-            if (poll(&pf, 1, left < 1000 ? left : 1000) == 1) {
-                socklen_t len = sizeof e;
-                e = 0;
-                (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len);
-                ok = e == 0;
-            } else e = ETIMEDOUT;
-        }
-        if (ok) {
-            gpt2rt__rdv_hello h;
-            gpt2rt__rdv_reply rep;
-            h.magic = GPT2RT__RDV_MAGIC; h.world = (uint32_t)c->world_size; h.rank = (uint32_t)c->rank; h.pad = 0;
-            int got = gpt2rt__rdv_io(fd, &h, sizeof h, 1, deadline);
-            if (got == 1) got = gpt2rt__rdv_io(fd, &rep, sizeof rep, 0, deadline);
-            close(fd);
-            if (got == 0)
-                GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d reached rank 0 at %s:%d, but "
-                            "rank 0 did not hear from every rank of world_size = %d (one not started or crashed?)",
-                            (double)c->timeout_s, c->rank, c->master_addr, c->master_port, c->world_size);
-            if (got < 0)
-                GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 at %s:%d closed the connection before sending the id "
-                            "(rank 0 failed, or refused this rank: its error says why)", c->master_addr,
-                            c->master_port);
-            if (rep.status == 1)
-                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous: rank 0 has world_size = %u, this rank %d has "
-                            "%d: every process must get the same WORLD_SIZE", rep.world, c->rank, c->world_size);
-            if (rep.status)
-                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous: rank 0 refused rank %d: another process has "
-                            "it (every process needs its own RANK)", c->rank);
-            memcpy(id, rep.id, GPT2RT__RDV_ID_BYTES);
-            return GPT2RT_OK;
-        }
-        close(fd);
-        refused++;
-        int left = gpt2rt__rdv_left_ms(deadline);
-        if (left == 0)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d could not reach rank 0 at %s:%d "
-                        "(%d tries, last: %s); is rank 0 running, with the same MASTER_ADDR and MASTER_PORT, and is "
-                        "the port open between the nodes?", (double)c->timeout_s, c->rank, c->master_addr,
-                        c->master_port, refused, strerror(e));
-        gpt2rt__rdv_sleep_ms(left < 100 ? left : 100); /* rank 0 may not listen yet */
-    }
-}
-
-/* FILE: see the subsection's comment for the protocol */
-static void gpt2rt__rdv_file_name(char *out, size_t cap, const gpt2rt_config *c, const char *what, int r) {
-    if (r >= 0) snprintf(out, cap, "%s.%s%d", c->rendezvous_file, what, r);
-    else snprintf(out, cap, "%s%s", c->rendezvous_file, what);
-}
-
-static int gpt2rt__rdv_exists(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
-/* path := bytes, appearing whole: written to a temporary name, then linked (fails
-   with EEXIST if path is there). The temporary is opened non-blocking: a FIFO left
-   at its name fails at once (ENXIO) instead of waiting for a reader. */
-static int gpt2rt__rdv_publish(const char *path, const char *tmp, const void *bytes, size_t n) {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0644);
-    if (fd < 0) return -1;
-    struct stat sb;
-    int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode), mine = ok; /* never remove what is not a file */
-    if (!ok) errno = EINVAL;
-    for (size_t done = 0; ok && done < n;) {
-        long k = (long)write(fd, (const char *)bytes + done, n - done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) { ok = 0; break; }
-        done += (size_t)k;
-    }
-    int e = errno;
-    if (close(fd) != 0 && ok) { ok = 0; e = errno; }
-    if (ok && link(tmp, path) != 0) { ok = errno == EEXIST ? -2 : 0; e = errno; }
-    if (mine) remove(tmp);
-    errno = e;
-    return ok == 1 ? 0 : ok == -2 ? -2 : -1;
-}
-
-/* what is at path when it is not a regular file ("a directory", "a FIFO (named
-   pipe)", ...), NULL for a regular file or nothing */
-static const char *gpt2rt__rdv_not_file(const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return NULL;
-    return gpt2rt__file_kind((unsigned)sb.st_mode);
-}
-
-static gpt2rt_result gpt2rt__rdv_file(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
-    double deadline = gpt2rt__now() + c->timeout_s;
-    char path[300], tmp[320], ack[320];
-    gpt2rt__rdv_file_name(path, sizeof path, c, "", -1);
-    gpt2rt__rdv_reply rec; /* the file: world_size and the id */
-    int w = c->world_size;
-    if (c->rank == 0) {
-        memset(&rec, 0, sizeof rec);
-        rec.status = GPT2RT__RDV_MAGIC; rec.world = (uint32_t)w;
-        memcpy(rec.id, id, GPT2RT__RDV_ID_BYTES);
-        gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", 0);
-        const char *kind = gpt2rt__rdv_not_file(path);
-        if (kind)
-            GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s: give every rank the path of a file "
-                        "rank 0 can create, absent before the run%s%s%s", path, kind,
-                        strcmp(kind, "a directory") ? "" : " (e.g. ", strcmp(kind, "a directory") ? "" : path,
-                        strcmp(kind, "a directory") ? "" : "/gpt2rt.rdv)");
-        int p = gpt2rt__rdv_publish(path, tmp, &rec, sizeof rec);
-        if (p == -2)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s exists already (left by an earlier run, or another job "
-                        "uses it): delete it, or give each run a fresh path", path);
-        if (p)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous_file %s: cannot create it: %s", path, strerror(errno));
-        int waiting = w - 1;
-        while (waiting > 0) {
-            waiting = 0;
-            for (int i = 1; i < w; i++) {
-                gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
-                waiting += !gpt2rt__rdv_exists(ack);
-            }
-            if (waiting == 0) break;
-            if (gpt2rt__rdv_left_ms(deadline) == 0) {
-                remove(path); /* the acks stay: the ranks that came see the file go with theirs there, and fail */
-                size_t k = (size_t)snprintf(err, cap, "rendezvous timed out after %g s: rank(s)", (double)c->timeout_s);
-                for (int i = 1, shown = 0; i < w && k < cap; i++) {
-                    gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
-                    if (!gpt2rt__rdv_exists(ack) && shown++ < 16) k += (size_t)snprintf(err + k, cap - k, " %d", i);
-                }
-                if (k < cap)
-                    snprintf(err + k, cap - k, " of world_size = %d did not read rendezvous_file %s (not started, "
-                             "crashed, or given another path or WORLD_SIZE)", w, path);
-                return GPT2RT_ERR_IO;
-            }
-            gpt2rt__rdv_sleep_ms(20);
-        }
-        for (int i = 1; i < w; i++) { /* success, as each rank sees it: its ack is gone */
-            gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", i);
-            remove(ack);
-        }
-        remove(path);
-        return GPT2RT_OK;
-    }
-    int open_errno = ENOENT;
-    for (;;) { /* read the id; opened non-blocking, so a FIFO or a directory is refused at once */
-        int fd = open(path, O_RDONLY | O_NONBLOCK);
-        if (fd >= 0) {
-            struct stat sb;
-            if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-                close(fd);
-                const char *kind = gpt2rt__file_kind((unsigned)sb.st_mode);
-                int dir = !strcmp(kind, "a directory");
-                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s is %s, not a file rank 0 wrote: give "
-                            "every rank the path of a file rank 0 can create%s%s%s", path, kind, dir ? " (e.g. " : "",
-                            dir ? path : "", dir ? "/gpt2rt.rdv)" : "");
-            }
-            size_t got = 0;
-            while (got < sizeof rec) {
-                long k = (long)read(fd, (unsigned char *)&rec + got, sizeof rec - got);
-                if (k < 0 && errno == EINTR) continue;
-                if (k <= 0) break;
-                got += (size_t)k;
-            }
-            close(fd);
-            if (got != sizeof rec || rec.status != GPT2RT__RDV_MAGIC)
-                GPT2RT__BAD(GPT2RT_ERR_FORMAT, "rendezvous_file %s is not a gpt2rt rendezvous file (%zu bytes): "
-                            "another program's file? delete it, or choose another path", path, got);
-            if (rec.world != (uint32_t)w)
-                GPT2RT__BAD(GPT2RT_ERR_INVALID_ARGUMENT, "rendezvous_file %s: rank 0 has world_size = %u, rank %d "
-                            "has %d: every process must get the same WORLD_SIZE (or the file is an earlier run's: "
-                            "delete it)", path, rec.world, c->rank, w);
-            break;
-        }
-        open_errno = errno;
-        if (gpt2rt__rdv_left_ms(deadline) == 0)
-            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d waited for rank 0 to create "
-                        "rendezvous_file %s (is rank 0 running, with the same path on a file system both see?)%s%s",
-                        (double)c->timeout_s, c->rank, path, open_errno == ENOENT ? "" : "; opening it: ",
-                        open_errno == ENOENT ? "" : strerror(open_errno));
-        gpt2rt__rdv_sleep_ms(20);
-    }
-    gpt2rt__rdv_file_name(ack, sizeof ack, c, "ack", c->rank);
-    gpt2rt__rdv_file_name(tmp, sizeof tmp, c, "tmp", c->rank);
-    int p = gpt2rt__rdv_publish(ack, tmp, "ok", 2);
-    if (p)
-        GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank %d cannot create %s: %s", c->rank, ack,
-                    p == -2 ? "it exists (another process with the same RANK, or an earlier run's: delete it)"
-                            : strerror(errno));
-    for (;;) { /* rank 0 removes the ack when every rank has come */
-        if (!gpt2rt__rdv_exists(ack)) break;
-        if (!gpt2rt__rdv_exists(path)) {
-            remove(ack);
-            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous: rank 0 gave up (rendezvous_file %s went away before every rank "
-                        "came: its error names the missing ranks)", path);
-        }
-        if (gpt2rt__rdv_left_ms(deadline) == 0) {
-            remove(ack);
-            GPT2RT__BAD(GPT2RT_ERR_IO, "rendezvous timed out after %g s: rank %d read rendezvous_file %s but rank 0 "
-                        "did not confirm that every rank came (rank 0 crashed, or another rank is missing)",
-                        (double)c->timeout_s, c->rank, path);
-        }
-        gpt2rt__rdv_sleep_ms(20);
-    }
-    memcpy(id, rec.id, GPT2RT__RDV_ID_BYTES);
-    return GPT2RT_OK;
-}
-#endif /* !_WIN32 && !GPT2RT_NO_DIST */
-
-/* Every rank gets rank 0's id: id (GPT2RT__RDV_ID_BYTES) is rank 0's input and the
-   others' output. One process: nothing to do. */
-GPT2RT__MAYBE_UNUSED static gpt2rt_result gpt2rt__rdv_exchange(const gpt2rt_config *c, unsigned char *id, char *err, size_t cap) {
-    if (c->world_size <= 1) return GPT2RT_OK;
-#ifdef GPT2RT_NO_DIST
-    (void)id; /* config resolution refuses world_size > 1 in such a build */
-#endif
-    gpt2rt_result r = gpt2rt__cap_processes(c->world_size, "rendezvous of world_size =", err, cap);
-    if (r != GPT2RT_OK) return r;
-#ifdef GPT2RT_MPI
-    if (c->rendezvous == GPT2RT_RENDEZVOUS_MPI) return gpt2rt__mpi_bcast_id(c, id, err, cap);
-#endif
-#if !defined(_WIN32) && !defined(GPT2RT_NO_DIST)
-    if (c->rendezvous == GPT2RT_RENDEZVOUS_FILE) return gpt2rt__rdv_file(c, id, err, cap);
-    if (c->rendezvous == GPT2RT_RENDEZVOUS_ENV || c->rendezvous == GPT2RT_RENDEZVOUS_TCP) {
-        struct sockaddr_in a;
-        if ((r = gpt2rt__rdv_addr(c, &a, err, cap)) != GPT2RT_OK) return r;
-        return c->rank == 0 ? gpt2rt__rdv_tcp_root(c, &a, id, err, cap) : gpt2rt__rdv_tcp_peer(c, &a, id, err, cap);
-    }
-#endif
-    GPT2RT__BAD(GPT2RT_ERR_UNAVAILABLE, "rendezvous = %d is not available in this build (TCP and FILE need a POSIX "
-                "system and no GPT2RT_NO_DIST; MPI needs -DGPT2RT_MPI)", (int)c->rendezvous);
-}
 
 /* ==== 11. Public calls ==== */
 

@@ -17,12 +17,17 @@ ok()   { passed=$((passed + 1)); echo "ok   $1"; }
 bad()  { failed=$((failed + 1)); echo "FAIL $1"; }
 skip() { skipped=$((skipped + 1)); echo "skip $1"; }
 
-# Background jobs: compiles are queued and run in queue order, at most JOBS at a time (the
-# machine's cores), by one dispatcher in the background, so the checks run beside them;
-# they are reported in queue order, so the log reads the same at any JOBS.
+# Background jobs, and why not make -j: a run queues about 125 compiles (every example and tool
+# at two -march levels with two compilers, the suites at several flag sets) and checks that
+# each need one of them. The compiles are queued as jobs and run in queue order, at most
+# JOBS at a time (the machine's cores), by one dispatcher in the background, while this
+# script runs the checks in its own order and waits only for the binary a check needs.
+# Every job's output is kept whole and reported in queue order, so the log reads the same
+# at any JOBS; make -j interleaves its children's output and would need a target per
+# check. The queue is the 30 lines below: the dispatcher, job, job_wait and job_rc.
 # job NAME COMMAND...: queue it (an external command); its output goes to
-# $B/jobs/NAME.log, its exit status to $B/jobs/NAME.rc once it ended.
-# job_wait NAME: until it ended. job_rc NAME: its exit status, once it ended.
+# $B/jobs/NAME.log, its exit status to $B/jobs/NAME.rc. job_wait NAME: until it ended;
+# job_rc NAME: its exit status, once it ended.
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 job_n=0 job_pid=
 rm -rf $B/jobs && mkdir -p $B/jobs/queue
