@@ -530,7 +530,7 @@ static void test_chunk_time(void) {
 
     /* The advisor weighs the chunks against selective recompute by their modelled cost:
        GPT-2 124M bf16 on CUDA, a budget both single changes fit and the config does not.
-       At B = 16 selective recompute (LayerNorm and GELU outputs again: 1.8 GB of traffic,
+       At B = 16 selective recompute (LayerNorm and GELU outputs again: 3.6 GB of traffic,
        1.45 ms on the advisor's figures) is cheaper than 15 further chunks (2.15 ms); a
        48-layer model at B = 2 needs 4 x 0.45 GB of recompute against one further chunk */
     struct { int L, B; } cs[2] = {{12, 16}, {48, 2}};
