@@ -2,13 +2,16 @@
 
    The same global batch trained a few optimizer steps under each configuration
    (like the Hugging Face "model training anatomy" tables): recompute levels,
-   micro-batch x accumulation, frozen groups. For each it prints the median time of
-   a step beside the time gpt2rt_plan_cpu_time predicts for this machine (its
-   calibration measures the library's own matrix product and memory rate), the
-   memory gpt2rt_plan predicted, the memory a counting allocator hook really saw,
-   and the loss. Recompute changes where the time goes, never the numbers: those
-   losses equal the baseline's bit for bit. Last, it says whether the measured
-   medians come in the order the predictions do, for recompute and for accumulation.
+   micro-batch x accumulation, frozen groups, the chunked classifier. For each it
+   prints the median time of a step beside the time gpt2rt_plan_cpu_time predicts
+   for this machine (its calibration measures the library's own matrix product and
+   memory rate), the memory gpt2rt_plan predicted, the memory a counting allocator
+   hook really saw, and the loss. Recompute changes where the time goes, never the
+   numbers: those losses equal the baseline's bit for bit, and so do the chunked
+   classifier's when its chunk is a multiple of the matrix product's k slice
+   (GPT2RT_SGEMM_KC), else within rounding. Last, it says
+   whether the measured medians come in the order the predictions do, for recompute,
+   for accumulation and for the classifier's chunks.
 
    usage: memory_tradeoffs [--steps N] [--model small|124M] [--batch G] [--vocab V]
      --steps N   timed optimizer steps per configuration after one warm-up (default 5)
@@ -20,7 +23,7 @@
      --vocab V   vocabulary size instead of the model's (50257: GPT-2's, where the
                  classifier weighs what it weighs in GPT-2)
    Exit status 1 when a configuration fails, allocates other bytes than it planned, or
-   changes the loss more than recompute (no bit) or accumulation (rounding) may. */
+   changes the loss more than recompute (no bit) or accumulation or chunks (rounding) may. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <errno.h>
@@ -66,17 +69,20 @@ typedef struct experiment {
     gpt2rt_recompute recompute;
     int checkpoint_every;
     unsigned frozen;
+    int chunk_div; /* classifier_chunk = the micro-batch's tokens / chunk_div; 0: the whole batch */
 } experiment;
 
 static const experiment EXPERIMENTS[] = {
-    {"baseline", 1, GPT2RT_RECOMPUTE_NONE, 0, 0},
-    {"selective recompute", 1, GPT2RT_RECOMPUTE_SELECTIVE, 0, 0},
-    {"full recompute (every 1)", 1, GPT2RT_RECOMPUTE_FULL, 1, 0},
-    {"full recompute (sqrt)", 1, GPT2RT_RECOMPUTE_FULL, GPT2RT_CHECKPOINT_SQRT, 0},
-    {"B/2 x accum 2", 2, GPT2RT_RECOMPUTE_NONE, 0, 0},
-    {"B/4 x accum 4", 4, GPT2RT_RECOMPUTE_NONE, 0, 0},
-    {"B/4 x accum 4 + full", 4, GPT2RT_RECOMPUTE_FULL, 1, 0},
-    {"frozen attn+mlp (GPT4TS)", 1, GPT2RT_RECOMPUTE_NONE, 0, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP},
+    {"baseline", 1, GPT2RT_RECOMPUTE_NONE, 0, 0, 0},
+    {"selective recompute", 1, GPT2RT_RECOMPUTE_SELECTIVE, 0, 0, 0},
+    {"full recompute (every 1)", 1, GPT2RT_RECOMPUTE_FULL, 1, 0, 0},
+    {"full recompute (sqrt)", 1, GPT2RT_RECOMPUTE_FULL, GPT2RT_CHECKPOINT_SQRT, 0, 0},
+    {"B/2 x accum 2", 2, GPT2RT_RECOMPUTE_NONE, 0, 0, 0},
+    {"B/4 x accum 4", 4, GPT2RT_RECOMPUTE_NONE, 0, 0, 0},
+    {"B/4 x accum 4 + full", 4, GPT2RT_RECOMPUTE_FULL, 1, 0, 0},
+    {"frozen attn+mlp (GPT4TS)", 1, GPT2RT_RECOMPUTE_NONE, 0, GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP, 0},
+    {"classifier chunk BT/2", 1, GPT2RT_RECOMPUTE_NONE, 0, 0, 2},
+    {"classifier chunk BT/4", 1, GPT2RT_RECOMPUTE_NONE, 0, 0, 4},
 };
 #define N_EXP ((int)(sizeof EXPERIMENTS / sizeof EXPERIMENTS[0]))
 
@@ -113,6 +119,7 @@ static gpt2rt_config config_of(const setup *s, const experiment *e, counter *see
     c.recompute = e->recompute;
     c.checkpoint_every = e->checkpoint_every;
     c.frozen = e->frozen;
+    c.classifier_chunk = e->chunk_div ? c.batch_size * s->T / e->chunk_div : 0;
     c.backend = GPT2RT_BACKEND_CPU;
     c.seed = 1337; /* every configuration starts from the same weights */
     c.alloc = count_alloc; c.free = count_free; c.alloc_user = seen;
@@ -228,10 +235,13 @@ static int print_results(const result *res) {
            checkpoints plus the slots a segment refills) */
         char range[32];
         snprintf(range, sizeof range, "(%.1f-%.1f)", r->ms_min, r->ms_max);
-        printf("%-26s %7s %9.1f %15s %8.1f %9.1f %+5.0f%% %11.2f %13.2f %9.2f %10.6f%s\n", EXPERIMENTS[i].name, ba,
-               r->ms_per_step, range, r->ms_cpu, r->ms_predicted,
-               r->ms_predicted > 0 ? 100.0 * (r->ms_predicted - r->ms_per_step) / r->ms_per_step : 0.0,
-               MIB(r->planned_total), MIB(r->seen.arenas), MIB(r->seen.bytes[GPT2RT_MEM_ACTIVATIONS]),
+        char pred[16] = "-", err[16] = "-"; /* no prediction: said on stderr */
+        if (r->ms_predicted > 0) {
+            snprintf(pred, sizeof pred, "%.1f", r->ms_predicted);
+            snprintf(err, sizeof err, "%+.0f%%", 100.0 * (r->ms_predicted - r->ms_per_step) / r->ms_per_step);
+        }
+        printf("%-26s %7s %9.1f %15s %8.1f %9s %6s %11.2f %13.2f %9.2f %10.6f%s\n", EXPERIMENTS[i].name, ba,
+               r->ms_per_step, range, r->ms_cpu, pred, err, MIB(r->planned_total), MIB(r->seen.arenas), MIB(r->seen.bytes[GPT2RT_MEM_ACTIVATIONS]),
                (double)r->loss, r->seen.arenas == r->planned_total ? "" : "  (allocated != planned!)");
         mismatches += r->seen.arenas != r->planned_total;
     }
@@ -268,7 +278,7 @@ static void print_categories(const result *res) {
 static int reference_of(int i) {
     for (int j = 0; j < N_EXP; j++)
         if (EXPERIMENTS[j].micro_div == EXPERIMENTS[i].micro_div && EXPERIMENTS[j].recompute == GPT2RT_RECOMPUTE_NONE &&
-            !EXPERIMENTS[j].frozen)
+            !EXPERIMENTS[j].frozen && !EXPERIMENTS[j].chunk_div)
             return j;
     return 0;
 }
@@ -286,7 +296,10 @@ static int print_checks(const result *res, const setup *s) {
         const experiment *e = &EXPERIMENTS[i];
         if (!res[i].ok || e->frozen) continue; /* frozen trains other weights: another loss */
         int ref = e->recompute == GPT2RT_RECOMPUTE_NONE ? 0 : reference_of(i);
-        int want_bits = EXPERIMENTS[ref].micro_div == e->micro_div;
+        /* chunks: wte's gradient is summed chunk by chunk, bitwise the whole batch's when
+           the chunk is a multiple of the product's k slice */
+        int chunk = e->chunk_div ? s->global / e->micro_div * s->T / e->chunk_div : 0;
+        int want_bits = EXPERIMENTS[ref].micro_div == e->micro_div && chunk % GPT2RT_SGEMM_KC == 0;
         int same = same_bits(res[i].loss, res[ref].loss);
         double diff = (double)res[i].loss - (double)res[ref].loss;
         printf("  %-26s vs %-22s ", e->name, EXPERIMENTS[ref].name);
@@ -307,7 +320,8 @@ static int print_checks(const result *res, const setup *s) {
 }
 
 /* Does the order of the medians match the order of the predictions? Recompute:
-   baseline, selective, full (sqrt), full (every 1); accumulation: B x 1, B/2 x 2, B/4 x 4. */
+   baseline, selective, full (sqrt), full (every 1); accumulation: B x 1, B/2 x 2, B/4 x 4;
+   chunks: the whole batch, BT/2, BT/4. */
 static double measured(const result *r, int cpu) { return cpu ? r->ms_cpu : r->ms_per_step; }
 
 static void print_order(const result *res, const int *idx, int n, const char *what, int cpu) {
@@ -328,12 +342,14 @@ static void print_order(const result *res, const int *idx, int n, const char *wh
 }
 
 static void print_orders(const result *res) {
-    static const int rc[] = {0, 1, 3, 2}, acc[] = {0, 4, 5};
+    static const int rc[] = {0, 1, 3, 2}, acc[] = {0, 4, 5}, chunks[] = {0, 8, 9};
     printf("\nfastest to slowest:\n");
     print_order(res, rc, 4, "recompute", 0);
     print_order(res, rc, 4, "", 1);
     print_order(res, acc, 3, "accumulation", 0);
     print_order(res, acc, 3, "", 1);
+    print_order(res, chunks, 3, "chunks", 0);
+    print_order(res, chunks, 3, "", 1);
 }
 
 /* ---- main ---- */

@@ -8,7 +8,9 @@
    - planned == allocated over every knob, nothing allocated during a step;
    - the per-parameter bytes of the training state are Hugging Face's "model
      training anatomy" figures (4+4+8 fp32; 6+4+8 mixed precision);
-   - the advisor's classic cases and the out-of-memory message. */
+   - the advisor's classic cases and the out-of-memory message;
+   - the chunked classifier's cost in the GPU and CPU time models, and the advisor
+     choosing between it and selective recompute by that cost. */
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"
@@ -435,6 +437,132 @@ static void test_advisor(void) {
     CHECK(r == GPT2RT_ERR_OUT_OF_MEMORY && strstr(why, "nothing reachable fits"), "(d) %s", why);
 }
 
+/* ---- the chunked classifier's cost in the time models ----
+   gpt2rt-mem's H100 figures (tools/gpt2rt_mem.c: 450 TFLOP/s of bf16 products, half
+   efficiency at 640 tokens, 3350 GB/s): the step times it prints for GPT-2 124M. */
+static gpt2rt_hardware h100_tool(void) {
+    gpt2rt_hardware hw;
+    memset(&hw, 0, sizeof hw);
+    hw.flops_16 = 450e12; hw.flops_fp32 = 22.7e12; hw.flops_tf32 = 30.9e12;
+    hw.mem_bw = 3350e9; hw.link_bw = 24e9; hw.half_tokens = 640.0;
+    return hw;
+}
+
+static double step_s(const gpt2rt_config *c, const gpt2rt_hardware *hw) {
+    gpt2rt_step_time st;
+    char err[512];
+    if (gpt2rt_plan_step_time(c, hw, 0, &st, err, sizeof err) != GPT2RT_OK) { printf("step time: %s\n", err); return -1; }
+    return st.total;
+}
+
+static double predicted(const gpt2rt_config *c) {
+    gpt2rt_memory_plan p;
+    return gpt2rt_plan(c, &p) == GPT2RT_OK ? p.predicted_seconds : -1.0;
+}
+
+static void test_chunk_time(void) {
+    gpt2rt_hardware hw = h100_tool();
+    gpt2rt_config c;
+    const double VC = 50304.0 * 768.0; /* wte of 124M: padded vocabulary x width */
+    for (int B = 8; B <= 16; B += 8) {
+        memset(&c, 0, sizeof c);
+        c.backend = GPT2RT_BACKEND_CUDA; c.precision = GPT2RT_PRECISION_BF16; c.batch_size = B; c.seq_len = 1024;
+        double t0 = step_s(&c, &hw), last = t0;
+        /* a chunk of all the tokens (or more) is the whole batch: the same time */
+        c.classifier_chunk = B * 1024;
+        CHECK(step_s(&c, &hw) == t0 && t0 > 0, "B=%d chunk = B*T: %.6f s against %.6f", B, step_s(&c, &hw), t0);
+        c.classifier_chunk = 4 * B * 1024;
+        CHECK(step_s(&c, &hw) == t0, "B=%d chunk = 4 B*T: %.6f s against %.6f", B, step_s(&c, &hw), t0);
+        /* smaller chunks cost more, every halving */
+        for (int n = B * 512; n >= 64; n /= 2) {
+            c.classifier_chunk = n;
+            double t = step_s(&c, &hw);
+            CHECK(t > last, "B=%d chunk %d: %.6f s, not above chunk %d's %.6f", B, n, t, 2 * n, last);
+            last = t;
+        }
+        /* the derivation: each chunk after the first reads and writes wte's fp32 gradient
+           (8 bytes a weight at 3350 GB/s) and launches 4 kernels at 5 us; equal up to
+           double rounding of a sum of a few terms (1e-12 relative) */
+        c.classifier_chunk = 1024;
+        double t = step_s(&c, &hw), want = (B - 1) * (8.0 * VC / hw.mem_bw + 4 * 5e-6);
+        CHECK(fabs((t - t0) - want) <= 1e-12 * t0, "B=%d chunk 1024 costs %.6f ms, the count says %.6f", B,
+              1e3 * (t - t0), 1e3 * want);
+        /* measured on an H100 (docs/results/gpu.md, classifier_chunk = 1024, one run each):
+           tokens/s 3.4% lower at B = 8 (427,116 -> 412,389) and 4.7% at B = 16 (446,272 ->
+           425,083). The model's fall in tokens/s, 1 - t0/t, lies in that band for both */
+        double fall = 1.0 - t0 / t;
+        CHECK(fall >= 0.034 && fall <= 0.047, "B=%d: chunks of 1024 cost %.2f%% of the tokens a second, measured "
+              "3.4%% (B=8) and 4.7%% (B=16)", B, 100 * fall);
+        printf("chunked classifier, 124M bf16 B=%d T=1024, gpt2rt-mem's H100: %.2f ms -> %.2f ms with chunks of 1024 "
+               "(%.2f%% fewer tokens/s; measured %s)\n", B, 1e3 * t0, 1e3 * t, 100 * fall, B == 8 ? "3.4%" : "4.7%");
+        /* frozen wte: no gradient to accumulate, 3 kernels a chunk */
+        c.frozen = GPT2RT_GROUP_TOKEN_EMBED;
+        c.classifier_chunk = 0;
+        t0 = step_s(&c, &hw);
+        c.classifier_chunk = 1024;
+        t = step_s(&c, &hw);
+        CHECK(fabs((t - t0) - (B - 1) * 3 * 5e-6) <= 1e-12 * t0, "B=%d frozen wte: chunks cost %.6f ms", B, 1e3 * (t - t0));
+    }
+    /* the advisor's own model (gpt2rt_plan's predicted_seconds) counts them too */
+    memset(&c, 0, sizeof c);
+    c.backend = GPT2RT_BACKEND_CUDA; c.precision = GPT2RT_PRECISION_BF16; c.batch_size = 8; c.seq_len = 1024;
+    double p0 = predicted(&c);
+    c.classifier_chunk = 1024;
+    CHECK(predicted(&c) > p0 * 1.01, "plan: chunks of 1024 predicted %.3f ms against %.3f", 1e3 * predicted(&c), 1e3 * p0);
+
+    /* the CPU model counts the same gradient traffic and adds wte's two re-reads (fp32):
+       16 bytes a weight a chunk at its memory rate (half_rows 0: no rows term) */
+    {
+        gpt2rt_cpu_speed sp;
+        memset(&sp, 0, sizeof sp);
+        sp.matmul_peak = 6e10; sp.head_peak = 7e10; sp.mem_bw = 1e10; sp.n_threads = 2;
+        gpt2rt_step_time a, b;
+        char err[512];
+        memset(&c, 0, sizeof c);
+        c.batch_size = 4; c.seq_len = 64;
+        CHECK(gpt2rt_plan_cpu_time(&c, &sp, &a, err, sizeof err) == GPT2RT_OK, "cpu time: %s", err);
+        c.classifier_chunk = 64;
+        CHECK(gpt2rt_plan_cpu_time(&c, &sp, &b, err, sizeof err) == GPT2RT_OK, "cpu time: %s", err);
+        double want = 3 * 16.0 * VC / sp.mem_bw;
+        CHECK(fabs((b.total - a.total) - want) <= 1e-12 * a.total, "CPU: 4 chunks cost %.6f s, the count says %.6f",
+              b.total - a.total, want);
+    }
+
+    /* The advisor weighs the chunks against selective recompute by their modelled cost:
+       GPT-2 124M bf16 on CUDA, a budget both single changes fit and the config does not.
+       At B = 16 selective recompute (LayerNorm and GELU outputs again: 3.6 GB of traffic,
+       1.45 ms on the advisor's figures) is cheaper than 15 further chunks (2.15 ms); a
+       48-layer model at B = 2 needs 4 x 0.45 GB of recompute against one further chunk */
+    struct { int L, B; } cs[2] = {{12, 16}, {48, 2}};
+    for (int i = 0; i < 2; i++) {
+        const uint64_t GiB = (uint64_t)1 << 30;
+        char why[4096];
+        gpt2rt_config sel, chk, out;
+        memset(&c, 0, sizeof c);
+        c.backend = GPT2RT_BACKEND_CUDA; c.precision = GPT2RT_PRECISION_BF16; c.n_layer = cs[i].L;
+        c.batch_size = cs[i].B; c.seq_len = 1024;
+        sel = chk = c;
+        sel.recompute = GPT2RT_RECOMPUTE_SELECTIVE;
+        chk.classifier_chunk = 1024;
+        uint64_t budget = peak(&sel) > peak(&chk) ? peak(&sel) : peak(&chk);
+        double ts = predicted(&sel), tc = predicted(&chk);
+        CHECK(peak(&c) > budget && ts > 0 && tc > 0 && fabs(ts - tc) > 0.01 * (ts < tc ? ts : tc),
+              "L=%d B=%d: needs %.2f GiB against %.2f; selective %.3f ms, chunks %.3f ms: not a clear case", cs[i].L,
+              cs[i].B, peak(&c) / (double)GiB, budget / (double)GiB, 1e3 * ts, 1e3 * tc);
+        int want_sel = i == 0;
+        CHECK((ts < tc) == want_sel, "L=%d B=%d: selective %.3f ms, chunks %.3f ms", cs[i].L, cs[i].B, 1e3 * ts, 1e3 * tc);
+        gpt2rt_result r = gpt2rt_fit(&c, budget, GPT2RT_FIT_RECOMPUTE | GPT2RT_FIT_CLASSIFIER, &out, why, sizeof why);
+        CHECK(r == GPT2RT_OK && out.batch_size == c.batch_size &&
+              (want_sel ? out.recompute == GPT2RT_RECOMPUTE_SELECTIVE && !out.classifier_chunk
+                        : out.recompute == GPT2RT_RECOMPUTE_NONE && out.classifier_chunk == 1024),
+              "L=%d B=%d: the advisor chose recompute %d, chunk %d (selective %.3f ms, chunks %.3f ms predicted): %s",
+              cs[i].L, cs[i].B, (int)out.recompute, out.classifier_chunk, 1e3 * ts, 1e3 * tc, why);
+        printf("advisor, GPT-2 L=%d bf16 B=%d T=1024 in %.2f GiB: selective %.2f ms, chunks of 1024 %.2f ms -> %s\n",
+               cs[i].L, cs[i].B, budget / (double)GiB, 1e3 * ts, 1e3 * tc,
+               out.classifier_chunk ? "chunks" : out.recompute == GPT2RT_RECOMPUTE_SELECTIVE ? "selective" : "other");
+    }
+}
+
 /* ---- out of memory, explained ---- */
 static void test_oom_message(void) {
     gpt2rt_config c = small();
@@ -459,6 +587,7 @@ int main(void) {
     test_plan_knobs();
     test_anatomy();
     test_advisor();
+    test_chunk_time();
     test_oom_message();
     return harness_finish();
 }

@@ -113,7 +113,8 @@ static void usage(void) {
         "  --checkpoint-every K|sqrt      full recompute: keep every K-th layer input\n"
         "                                 (implies --recompute full when that is not given)\n"
         "  --classifier-chunk N           the LM head and loss over N tokens at a time: the logits\n"
-        "                                 arena holds N rows, not batch x seq\n"
+        "                                 arena holds N rows, not batch x seq; each chunk after the first\n"
+        "                                 reads and writes wte's gradient again (the step time counts it)\n"
         "  --inference                    a context for generation and evaluation only: weights,\n"
         "                                 KV cache, logits, two layers' activations; no gradients,\n"
         "                                 moments or master weights (--sweep inference=0,1 compares)\n"
@@ -975,8 +976,9 @@ static int report_budget(const options *o, const gpt2rt_config *c, const gpt2rt_
     int kept;
     gpt2rt_result r = advise(c, o->budget, margin, o->allow, &out, explain, sizeof explain, &kept);
     printf("\nadvisor (gpt2rt_fit on the budget less the margin, %.2f GiB; may change micro-batch/accumulation, "
-           "recompute, parallel mode%s%s):\n", GIB(o->budget > margin ? o->budget - margin : 0),
-           o->allow & GPT2RT_FIT_PRECISION ? ", precision" : "", o->allow & GPT2RT_FIT_SHARD ? ", ZeRO-1" : "");
+           "recompute, parallel mode%s%s%s):\n", GIB(o->budget > margin ? o->budget - margin : 0),
+           o->allow & GPT2RT_FIT_PRECISION ? ", precision" : "", o->allow & GPT2RT_FIT_SHARD ? ", ZeRO-1" : "",
+           o->allow & GPT2RT_FIT_CLASSIFIER ? ", classifier chunk" : "");
     if (r == GPT2RT_OK && !kept) printf("  nothing reachable keeps the margin; on the whole budget:\n");
     print_explain(explain, "  ");
     if (r == GPT2RT_ERR_OUT_OF_MEMORY) {

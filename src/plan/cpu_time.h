@@ -65,8 +65,9 @@ static gpt2rt_result gpt2rt__cpu_calibrate(int nt, int64_t M, int64_t K, int64_t
    and the cross-entropy passes over the (tokens, Vp) logits three times (the max, the
    exponentials, the gradient). A chunked classifier (classifier_chunk < tokens)
    runs the head's three products as tokens / classifier_chunk smaller ones: each at the rate of its
-   rows, and each further chunk reads wte twice more and its gradient once more,
-   read and written. */
+   rows, and each further chunk reads and writes wte's gradient once more (the GPU
+   model's count, gpt2rt__head_chunk_extra) and reads wte twice more, by the forward
+   and d(lnf) products (on the CPU nothing hides that read). */
 #define GPT2RT__CPU_PASSES 4.0
 static double gpt2rt__cpu_micro(const gpt2rt_config *c, const gpt2rt__dims *d, const gpt2rt_cpu_speed *s,
                                 double *flops) {
@@ -96,7 +97,7 @@ static double gpt2rt__cpu_micro(const gpt2rt_config *c, const gpt2rt__dims *d, c
         if (hc < tok) {
             double chunks = ceil(tok / hc), f_head = 6.0 * tok * vc;
             t += f_head / peak * ((hc + half) / hc - (tok + half) / tok); /* rows hc, not tok */
-            t += (chunks - 1.0) * 4.0 * vc * 4.0 / bw;
+            t += (chunks - 1.0) * 2.0 * vc * 4.0 / bw; /* wte's re-reads; its gradient's is in t already */
         }
     }
     return t;

@@ -40,9 +40,37 @@ static uint64_t gpt2rt__overhead_estimate(const gpt2rt_config *c) {
    split runs its devices one after the other. Round figures for an H100-class GPU
    and a small multicore CPU: it ranks configurations, it does not promise times.
    *flops gets the FLOPs of the step, recompute included. */
+/* The chunked classifier's time beyond the whole batch's, one micro-batch, in seconds
+   (classifier_chunk = n < tok, k = ceil(tok / n) chunks). It does the whole batch's
+   FLOPs (gpt2rt_step fuses the head's backward into its forward, so no logits are
+   computed twice) and moves the same logits; each chunk after the first adds:
+   - wte's gradient (Vp,C), fp32, read and written once more: the chunk's weight-gradient
+     product accumulates into it, 8 bytes a weight at bw (none when wte is frozen or
+     nothing trains);
+   - the chunk's kernels: its logits product, the loss kernel, the two backward products
+     (4; 3 without wte's gradient; 2 forward only), each a layer's launch / 25.
+   Not counted: the head's products at n rows instead of tok (each has Vp columns, so
+   n = 1024 rows already fill the GPU: a chunk's d(lnf) product takes 108 us on an H100
+   against 96 for 1024 rows of the whole batch's), and wte's re-reads by the forward and
+   d(lnf) products (2n FLOPs a weight read: compute-bound, the read runs under the
+   product). At 124M, T = 1024, bf16 on gpt2rt-mem's H100 figures (3.35 TB/s, 5 us a
+   kernel): 7 x (92 + 20) us = 0.79 ms at B = 8, n = 1024 (4.0% of its 19.5 ms step)
+   and 15 x 112 us = 1.68 ms at B = 16 (4.8% of 35.1 ms); measured on an H100, 3.6% and
+   5.0% more time a step (docs/results/gpu.md). The CPU model (gpt2rt__cpu_micro) adds
+   what the CPU does not hide: wte's re-reads. */
+static double gpt2rt__head_chunk_extra(const gpt2rt_config *c, const gpt2rt__dims *d, double bw, double launch) {
+    if (d->patches || d->classifier_chunk >= d->BT) return 0.0;
+    int wgrad = !d->infer && !(c->frozen & GPT2RT_GROUP_TOKEN_EMBED);
+    double more = (double)((d->BT + d->classifier_chunk - 1) / d->classifier_chunk - 1);
+    double bytes = wgrad ? 8.0 * (double)d->Vp * (double)d->C : 0.0, kernels = d->infer ? 2.0 : wgrad ? 4.0 : 3.0;
+    return more * (bytes / bw + kernels * launch / 25.0);
+}
+
 /* One micro-batch's forward and backward on the layers of device dev, in seconds:
    matrix products at peak FLOP/s scaled by the efficiency tok/(tok + half), the
-   element-wise traffic of recompute at bw bytes/s, a launch latency per layer.
+   element-wise traffic of recompute at bw bytes/s, a launch latency per layer
+   (launch: a layer's 25 kernels), and on the last layers' device the chunked
+   classifier's extra (gpt2rt__head_chunk_extra).
    *flops: its FLOPs (recompute included); *owned: the parameters it trains. */
 static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *dp, gpt2rt__span s, double peak, double bw,
                                     double half, double launch, double *flops, double *owned) {
@@ -62,7 +90,7 @@ static double gpt2rt__predict_micro(const gpt2rt_config *c, const gpt2rt__dims *
     gpt2rt__layout(&d, &s, b, NULL);
     *flops = f;
     *owned = (double)b[GPT2RT_MEM_GRADS] / 4;
-    return f / (peak * eff) + bytes / bw + nl * launch;
+    return f / (peak * eff) + bytes / bw + nl * launch + (s.last ? gpt2rt__head_chunk_extra(c, &d, bw, launch) : 0.0);
 }
 
 static double gpt2rt__predict_seconds(const gpt2rt_config *c, double *flops) {
