@@ -577,8 +577,10 @@
    holding layers [l0, l1) takes f / (peak * n / (n + h)) + recompute bytes /
    memory bandwidth + 125 us per layer, f = n * (72 C^2 + 12 C T) per layer (+ 6 Vp C
    for the head), the planner's FLOPs, h = gpt2rt_hardware.half_tokens (4096 when 0;
-   gpt2rt-mem's cards use 640, fitted to measured H100 steps); AdamW moves 32 + 4
-   bytes per parameter. Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
+   gpt2rt-mem's cards use 640, fitted to measured H100 steps); on the head's device
+   each chunk after the first of a chunked classifier adds 8 Vp C bytes / memory
+   bandwidth (wte's fp32 gradient read and written once more) and 4 kernels at 5 us;
+   AdamW moves 32 + 4 bytes per parameter. Gradient bytes G, weight bytes W, N data-parallel ranks, link bandwidth BW
    (bytes/s each way), m = grad_accum micro-batches:
    - data parallel: compute m * t_micro; a ring all-reduce sends 2 (N-1)/N G,
      taking 2 (N-1)/N G / BW; in 25 MiB buckets (PyTorch DDP's default) it starts

@@ -773,7 +773,7 @@ memory_tools() { # the memory CLI (with and without stb) and the trade-off tour,
     else bad "examples/memory_tradeoffs --steps 2x (exit $rc): $out"; fi
     if ./$B/memory_tradeoffs --steps 1 > $B/memory_tradeoffs.log 2>&1; then
         ok "examples/memory_tradeoffs: every knob for real, planned == allocated, recompute losses bitwise equal, accumulation within the rounding bound (it exits 1 otherwise)"
-        grep -A 9 "^config" $B/memory_tradeoffs.log | sed 's/^/    /'
+        grep -A 10 "^config" $B/memory_tradeoffs.log | sed 's/^/    /'
     else bad "examples/memory_tradeoffs (exit $?)"; tail -20 $B/memory_tradeoffs.log; fi
 }
 

@@ -467,7 +467,7 @@ static void test_chunked(void) {
           "124M B=16 T=1024: logits %llu -> %llu", (unsigned long long)p0.bytes[0][GPT2RT_MEM_LOGITS],
           (unsigned long long)p1.bytes[0][GPT2RT_MEM_LOGITS]);
     /* the advisor tries it when allowed: 11.44 GiB fits 12 GiB with nothing else changed
-       (chunks cost nothing in its coarse time model, a smaller batch or recompute does) */
+       (at fp32 its modelled cost, 15 further chunks, is below a smaller batch's or selective recompute's) */
     {
         gpt2rt_config fit;
         char why[4096], want[160];
