@@ -38,7 +38,7 @@
 #include "backend/driver.h"
 #include "cpu/ops.h"
 #include "cpu/matmul.h"
-#include "plan/cpu_time.h"
+#include "cpu/step_time.h"
 #include "cpu/model.h"
 #include "cpu/backend.h"
 #include "cuda.h"

@@ -1,9 +1,9 @@
-/* plan/cpu_time.h - 3.3b The CPU backend's step-time model, calibrated on this machine
+/* cpu/step_time.h - 3.3b The CPU backend's step-time model, calibrated on this machine
    may call: cpu/matmul.h, plan/plan.h and what they include */
-#ifndef GPT2RT__SRC_PLAN_CPU_TIME_H
-#define GPT2RT__SRC_PLAN_CPU_TIME_H
-#include "../cpu/matmul.h"
-#include "plan.h"
+#ifndef GPT2RT__SRC_CPU_STEP_TIME_H
+#define GPT2RT__SRC_CPU_STEP_TIME_H
+#include "matmul.h"
+#include "../plan/plan.h"
 
 /* ==== 3.3b CPU step time ==== */
 
@@ -196,4 +196,4 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_cpu_time(const gpt2rt_config *config, const
     return GPT2RT_OK;
 }
 
-#endif /* GPT2RT__SRC_PLAN_CPU_TIME_H */
+#endif /* GPT2RT__SRC_CPU_STEP_TIME_H */
