@@ -460,10 +460,7 @@ static gpt2rt_result gpt2rt__fc_read_intervals(gpt2rt_forecaster *fc, const char
     if (!v->rank || !v->score) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
     v->windows = n; v->horizon = H; v->channels = M; v->ranks = G;
     for (int64_t g = 0; g < G; g++) v->rank[g] = ranks[g] == floor(ranks[g]) ? (int64_t)ranks[g] : -1;
-    for (int64_t i = 0; i < ns; i++) { /* a float written by a save is read back exactly; another, rounded up */
-        float x = (float)scores[i];
-        v->score[i] = (double)x < scores[i] ? nextafterf(x, INFINITY) : x;
-    }
+    for (int64_t i = 0; i < ns; i++) v->score[i] = (float)scores[i]; /* a save's %.9g reads back the same float */
     char why[256];
     gpt2rt__fc_iv_check(v, M, H, why, sizeof why);
     return why[0] ? gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: %s", file, why) : GPT2RT_OK;
