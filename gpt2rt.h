@@ -1621,9 +1621,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_backtest(gpt2rt_forecaster *fc, gpt2r
    h has n scores, the absolute errors |forecast - truth| in the data's units. For a level
    a in (0, 1) the half-width is the k-th smallest score, k = ceil((n + 1) a): the
    empirical quantile at level k / n, which covers a new error with probability at least
-   k / (n + 1) >= a when errors are exchangeable (a series' are only roughly: its
-   behaviour may drift, which the test split's coverage shows). A level with k > n is
-   refused (it needs n >= a / (1 - a) windows). Kept: for n <= 100 every score; else the
+   k / (n + 1) >= a when errors are exchangeable (the new error is one of n + 1, equally
+   likely at any rank; the plain ceil(n a)-th covers only ceil(n a) / (n + 1), below a;
+   a series' errors are only roughly exchangeable: its behaviour may drift, which the
+   test split's coverage shows). A level with k > n is refused, naming n and the windows
+   it needs (n >= a / (1 - a)): an infinite width would print as a forecast. Kept: for n <= 100 every score; else the
    order statistics at the ranks ceil((n + 1) j / 100), j = 1..99, and those of levels
    0.995, 0.999 and n, so a level between them takes the next kept rank up: at least as
    wide as its exact interval (conservative, never narrower). */
