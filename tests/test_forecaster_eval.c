@@ -43,17 +43,22 @@ static gpt2rt_series *load(const char *csv, int L, int H, int no_scale) {
 
 /* an untrained tiny patch model beside the series' linear map, blended all the way to
    the map, saved to dir; with_iv: with its conformal scores (returned in *iv) */
-static int make_fc(const char *csv, const char *dir, int L, int H, int M, int with_iv, gpt2rt_forecaster_intervals *iv) {
-    gpt2rt_series *s = load(csv, L, H, 0);
+static gpt2rt_ctx *tiny_ctx(int L, int H, int M) {
     gpt2rt_config c;
     memset(&c, 0, sizeof c);
     c.input = GPT2RT_INPUT_PATCHES; c.head = GPT2RT_HEAD_REGRESSION; c.seq_len = L; c.patch_len = 8;
     c.patch_stride = 8; c.n_channels = M; c.horizon = H; c.n_layer = 1; c.n_head = 2; c.n_embd = 8; c.batch_size = 64;
     c.seed = 3; c.n_threads = 1;
     gpt2rt_ctx *ctx;
+    CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
+    return ctx;
+}
+
+static int make_fc(const char *csv, const char *dir, int L, int H, int M, int with_iv, gpt2rt_forecaster_intervals *iv) {
+    gpt2rt_series *s = load(csv, L, H, 0);
+    gpt2rt_ctx *ctx = tiny_ctx(L, H, M);
     gpt2rt_forecaster_linear lm;
     memset(&lm, 0, sizeof lm);
-    CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
     CHECK_OK(ctx, gpt2rt_forecaster_linear_fit(ctx, s, &lm));
     int ok = lm.weights != NULL;
     if (ok && with_iv) {
@@ -316,6 +321,15 @@ static void intervals(gpt2rt_forecaster_intervals *fit) {
                 nextafterf(hi[i], -INFINITY) < f[i] + q;
     }
     CHECK(same, "0.8: lo and hi are the forecast -+ the half-width rounded outward to the next float");
+    f[5] = NAN;
+    CHECK(gpt2rt_forecaster_interval(old, 0.8, f, 2, lo, hi) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_forecaster_last_error(old), "forecasts[5] (window 0, step 2, channel 1) is nan"),
+          "a NaN forecast: %s", gpt2rt_forecaster_last_error(old));
+    gpt2rt_series *other = load(DIR "/sine.csv", SL + 1, SH, 0);
+    CHECK(gpt2rt_forecaster_coverage(old, other, GPT2RT_SERIES_TEST, 0.9, NULL, &g, NULL) == GPT2RT_ERR_INVALID_ARGUMENT
+          && strstr(gpt2rt_forecaster_last_error(old), "lookback 33 and horizon 8; the forecaster 2, 32 and 8"),
+          "a series of another lookback: %s", gpt2rt_forecaster_last_error(old));
+    gpt2rt_series_free(other);
     /* coverage: the share of the test split's values in the intervals, per channel, as counted here */
     gpt2rt_series_info in;
     memset(&in, 0, sizeof in);
@@ -384,6 +398,35 @@ static void first_score_big(const char *dir) {
     fclose(f);
 }
 
+/* a save checks the scores as a load does: shape, ranks, order; nothing is written */
+static void save_refuses(void) {
+    gpt2rt_series *s = load(DIR "/sine.csv", SL, SH, 0);
+    gpt2rt_ctx *ctx = tiny_ctx(SL, SH, SM);
+    int64_t rank[2] = {3, 2};
+    float score[SM * SH * 2];
+    for (int i = 0; i < SM * SH * 2; i++) score[i] = (float)(i % 2);
+    gpt2rt_forecaster_intervals bad = {5, SH + 1, SM, 2, rank, score};
+    gpt2rt_forecaster_desc fd;
+    memset(&fd, 0, sizeof fd);
+    fd.series = s; fd.intervals = &bad;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "the intervals are 2 channels x 9 steps with 2 ranks of 5 windows; the model's "
+                 "are 2 x 8"), "another horizon: %s", gpt2rt_last_error(ctx));
+    bad.horizon = SH;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "interval rank 1 is 2"), "ranks out of order: %s", gpt2rt_last_error(ctx));
+    rank[0] = 1;
+    score[2] = -0.0f;
+    score[3] = -1;
+    CHECK(gpt2rt_forecaster_save(ctx, DIR "/never", &fd) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "interval score 3 (channel 0, step 1, rank 2) is -1"), "a negative score: %s",
+          gpt2rt_last_error(ctx));
+    struct stat sb;
+    CHECK(stat(DIR "/never", &sb) != 0, "a refused save writes nothing");
+    gpt2rt_free(ctx);
+    gpt2rt_series_free(s);
+}
+
 static void strict_keys(void) {
     static const struct { const char *from, *to, *says; } cases[] = {
         {"\"interval_windows\": 593,", "", "come together"},
@@ -447,6 +490,7 @@ int main(void) {
         per_channel_and_backtest();
         intervals(&iv);
         strict_keys();
+        save_refuses();
     }
     gpt2rt_forecaster_intervals_free(&iv);
     etth2();
