@@ -259,6 +259,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_intervals_fit(gpt2rt_ctx *ctx, gpt2rt
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series is %s", fn, s ? "one that failed to load"
                                                                                              : "NULL");
     int64_t L = s->desc.lookback, H = s->desc.horizon, M = s->info.channels, n = s->info.windows[GPT2RT_SERIES_VAL];
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    if (c.seq_len != L || c.horizon != H || c.n_channels != M)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series has lookback %lld, horizon %lld and %lld "
+                            "channels; the context seq_len %d, horizon %d and n_channels %d", fn, (long long)L,
+                            (long long)H, (long long)M, c.seq_len, c.horizon, c.n_channels);
     if (n < 1)
         return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the validation split (rows [%lld, %lld)) has no "
                             "window of lookback %lld + horizon %lld rows: the scores come from it", fn,

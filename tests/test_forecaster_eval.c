@@ -423,6 +423,14 @@ static void save_refuses(void) {
           gpt2rt_last_error(ctx));
     struct stat sb;
     CHECK(stat(DIR "/never", &sb) != 0, "a refused save writes nothing");
+    gpt2rt_series *other = load(DIR "/sine.csv", SL, SH + 1, 0);
+    gpt2rt_forecaster_score_desc d;
+    memset(&d, 0, sizeof d);
+    d.batch = 64;
+    CHECK(gpt2rt_forecaster_intervals_fit(ctx, other, &d, &bad) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "horizon 9 and 2 channels; the context seq_len 32, horizon 8") && !bad.rank,
+          "a series of another horizon: %s", gpt2rt_last_error(ctx));
+    gpt2rt_series_free(other);
     gpt2rt_free(ctx);
     gpt2rt_series_free(s);
 }
