@@ -676,6 +676,9 @@
                                  Parameters by name  11.7 Generation (gpt2rt__gen_)
    12. Forecaster                a client of the public calls: trained, saved and
                                  loaded with what a forecast needs (gpt2rt__fc_)
+                                 12.1 Forecaster: evaluation (per channel in the
+                                 data's units beside the baselines, backtests,
+                                 split-conformal intervals: gpt2rt__fce_)
 
    ============================================================================
    LICENSE: MIT. See the end of the file.
@@ -1376,6 +1379,8 @@ typedef struct gpt2rt_forecaster_desc {
                                     the same way (gpt2rt_forecaster_series_desc) */
     int season;                  /* the seasonal period in rows training used (its seasonal-naive
                                     baseline), 0: none */
+    const struct gpt2rt_forecaster_intervals *intervals; /* NULL, or the conformal scores to keep
+                                    (gpt2rt_forecaster_intervals_fit) */
 } gpt2rt_forecaster_desc;
 
 typedef struct gpt2rt_forecaster_info {
@@ -1577,6 +1582,97 @@ typedef struct gpt2rt_forecaster_pretrain_result {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *series, int n,
                                                     const gpt2rt_forecaster_train_desc *desc,
                                                     gpt2rt_forecaster_pretrain_result *result);
+
+/* ---- evaluating a forecaster: per channel, in the data's units ----
+   A series given to these calls has the forecaster's lookback, horizon and channels
+   (read it with gpt2rt_forecaster_series_desc); its values are taken in the data's units
+   (its values unscaled with its own scaler: exact when loaded with no_scale = 1) and
+   forecast with gpt2rt_forecaster_predict. The baselines are scored on the same windows:
+   the last value repeated, the seasonal naive (the lookback's last season rows repeated)
+   and the linear map (the forecaster's own, or lm), applied as the forecaster applies
+   its map: to the windows scaled by the forecaster's scaler, the result unscaled. */
+typedef enum gpt2rt_forecaster_method {
+    GPT2RT_FORECASTER_MODEL = 0,      /* the forecaster's forecast */
+    GPT2RT_FORECASTER_LAST_VALUE,     /* the lookback's last value repeated */
+    GPT2RT_FORECASTER_SEASONAL_NAIVE, /* the lookback's last season rows repeated */
+    GPT2RT_FORECASTER_LINEAR_MAP,     /* the linear map */
+    GPT2RT_FORECASTER_METHODS
+} gpt2rt_forecaster_method;
+typedef struct gpt2rt_forecaster_channel_eval {
+    double mse[GPT2RT_FORECASTER_METHODS], mae[GPT2RT_FORECASTER_METHODS]; /* data units (MSE in their
+                                      square), by method; NaN where a baseline is not computed */
+    gpt2rt_forecaster_method best;    /* the baseline of least MSE (the first of equals) */
+    int model_better;                 /* 1: the model's MSE is below best's */
+} gpt2rt_forecaster_channel_eval;
+/* "model", "last value", "seasonal naive", "linear map"; NULL out of range */
+GPT2RT_DEF const char *gpt2rt_forecaster_method_name(gpt2rt_forecaster_method method);
+/* every window of split: ch (info.channels entries) per channel, *windows (may be NULL)
+   the windows scored. season: the seasonal naive's period in rows, 0: the forecaster's
+   (info.season; none: NaN); lm: NULL: the forecaster's map (none: NaN). A split without a
+   window is refused. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_evaluate(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                    gpt2rt_series_split split, int season,
+                                                    const gpt2rt_forecaster_linear *lm, int64_t *windows,
+                                                    gpt2rt_forecaster_channel_eval *ch);
+/* a backtest: the last origins windows of the whole series, whatever its splits (window
+   w's lookback ends at row rows - horizon - origins + w, its horizon the rows after), as
+   gpt2rt_forecaster_evaluate scores a split; forecasts (may be NULL): (origins, horizon,
+   M), data units. origins < 1, or more than the rows hold (one origin needs lookback +
+   horizon rows, each further one a row more), is refused naming the numbers. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_backtest(gpt2rt_forecaster *fc, gpt2rt_series *series, int64_t origins,
+                                                    int season, const gpt2rt_forecaster_linear *lm,
+                                                    gpt2rt_forecaster_channel_eval *ch, float *forecasts);
+
+/* Split-conformal intervals. On a validation split of n windows, each channel m and step
+   h has n scores, the absolute errors |forecast - truth| in the data's units. For a level
+   a in (0, 1) the half-width is the k-th smallest score, k = ceil((n + 1) a): the
+   empirical quantile at level k / n, which covers a new error with probability at least
+   k / (n + 1) >= a when errors are exchangeable (the new error is one of n + 1, equally
+   likely at any rank; the plain ceil(n a)-th covers only ceil(n a) / (n + 1), below a;
+   a series' errors are only roughly exchangeable: its behaviour may drift, which the
+   test split's coverage shows). A level with k > n is refused, naming n and the windows
+   it needs (n >= a / (1 - a)): an infinite width would print as a forecast. Kept: for n <= 100 every score; else the
+   order statistics at the ranks ceil((n + 1) j / 100), j = 1..99, and those of levels
+   0.995, 0.999 and n, so a level between them takes the next kept rank up: at least as
+   wide as its exact interval (conservative, never narrower). */
+typedef struct gpt2rt_forecaster_intervals {
+    int64_t windows;              /* n: the validation windows the scores come from */
+    int64_t horizon, channels;
+    int64_t ranks;                /* G: order statistics kept per channel and step */
+    int64_t *rank;                /* (G) ascending in [1, n], the last n */
+    float *score;                 /* (channels, horizon, G): channel m's rank[g]-th smallest absolute error
+                                     at step h, data units, rounded up to a float */
+} gpt2rt_forecaster_intervals;
+/* the scores of ctx's forecasts of series' validation split, scored as
+   gpt2rt_forecaster_score scores it with desc (its keep fields unused), unscaled with
+   series' scaler: for gpt2rt_forecaster_desc.intervals (the same series as desc.series),
+   so a saved forecaster keeps them (forecaster.json's interval_* keys). Free with
+   gpt2rt_forecaster_intervals_free. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_intervals_fit(gpt2rt_ctx *ctx, gpt2rt_series *series,
+                                                         const gpt2rt_forecaster_score_desc *desc,
+                                                         gpt2rt_forecaster_intervals *iv);
+GPT2RT_DEF void gpt2rt_forecaster_intervals_free(gpt2rt_forecaster_intervals *iv);
+/* the forecaster's scores from its validation split of series, through the forecaster,
+   replacing any it has (kept until it is freed; a save from a context keeps them only
+   through desc.intervals): for a forecaster saved without them */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_calibrate(gpt2rt_forecaster *fc, gpt2rt_series *series);
+/* the forecaster's scores (pointers into fc, valid until it is freed or calibrated);
+   GPT2RT_ERR_STATE, with a message, when it has none (a forecaster.json saved without
+   them: intervals are unavailable until gpt2rt_forecaster_calibrate) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_intervals_get(gpt2rt_forecaster *fc, gpt2rt_forecaster_intervals *iv);
+/* the half-widths (horizon, M) at level, and (may be NULL) the coverage the kept rank
+   guarantees, rank / (n + 1) >= level */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_interval_width(gpt2rt_forecaster *fc, double level, double *half,
+                                                          double *guaranteed);
+/* lo and hi (n, horizon, M) around forecasts (n, horizon, M): forecast -+ the half-width,
+   rounded outward to floats */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_interval(gpt2rt_forecaster *fc, double level, const float *forecasts,
+                                                    int64_t n, float *lo, float *hi);
+/* the share of split's true values inside the level interval around the forecaster's
+   forecasts: per channel (M, may be NULL) and over all, *windows (may be NULL) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_coverage(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                    gpt2rt_series_split split, double level, double *per_channel,
+                                                    double *all, int64_t *windows);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----
@@ -20702,6 +20798,7 @@ struct gpt2rt_forecaster {
     float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
     double *z, *acc;       /* scratch: L+1, H */
     char *columns;         /* the channels' names as the loader's list "a,b,c"; NULL until asked for */
+    gpt2rt_forecaster_intervals iv; /* the conformal scores, iv.rank NULL: none */
 };
 
 static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
@@ -20858,6 +20955,41 @@ static gpt2rt_result gpt2rt__fc_dir_check(gpt2rt_ctx *ctx, const char *dir, int 
     return GPT2RT_OK;
 }
 
+/* conformal scores that a load takes back: shape (channels, horizon), 1 <= ranks, ranks
+   strictly ascending in [1, windows], scores finite, >= 0 and non-decreasing with the
+   rank; "" when they are, else why in why */
+static void gpt2rt__fc_iv_check(const gpt2rt_forecaster_intervals *iv, int64_t M, int64_t H, char *why, size_t cap) {
+    why[0] = 0;
+    if (iv->channels != M || iv->horizon != H || iv->windows < 1 || iv->ranks < 1 || !iv->rank || !iv->score) {
+        snprintf(why, cap, "the intervals are %lld channels x %lld steps with %lld ranks of %lld windows; the model's "
+                 "are %lld x %lld, with at least one rank and window", (long long)iv->channels, (long long)iv->horizon,
+                 (long long)iv->ranks, (long long)iv->windows, (long long)M, (long long)H);
+        return;
+    }
+    for (int64_t g = 0; g < iv->ranks; g++)
+        if (iv->rank[g] < (g ? iv->rank[g - 1] + 1 : 1) || iv->rank[g] > iv->windows) {
+            snprintf(why, cap, "interval rank %lld is %lld: the ranks ascend strictly within [1, %lld] (the windows)",
+                     (long long)g, (long long)iv->rank[g], (long long)iv->windows);
+            return;
+        }
+    for (int64_t i = 0; i < M * H * iv->ranks; i++)
+        if (!(iv->score[i] >= 0 && iv->score[i] <= GPT2RT__FC_STD_MAX) || (i % iv->ranks && iv->score[i] < iv->score[i - 1])) {
+            snprintf(why, cap, "interval score %lld (channel %lld, step %lld, rank %lld) is %.9g: scores are finite, >= 0 "
+                     "and grow with the rank", (long long)i, (long long)(i / (H * iv->ranks)),
+                     (long long)(i / iv->ranks % H), (long long)iv->rank[i % iv->ranks], (double)iv->score[i]);
+            return;
+        }
+}
+
+static void gpt2rt__fc_put_intervals(FILE *f, const gpt2rt_forecaster_intervals *iv) {
+    fprintf(f, "  \"interval_windows\": %lld,\n  \"interval_ranks\": [", (long long)iv->windows);
+    for (int64_t g = 0; g < iv->ranks; g++) fprintf(f, "%s%lld", g ? (g % 16 ? ", " : ",\n    ") : "", (long long)iv->rank[g]);
+    fprintf(f, "],\n  \"interval_scores\": [");
+    for (int64_t i = 0; i < iv->channels * iv->horizon * iv->ranks; i++)
+        fprintf(f, "%s%.9g", i ? (i % 8 ? ", " : ",\n    ") : "", (double)iv->score[i]);
+    fprintf(f, "],\n");
+}
+
 /* forecaster.json into dir (a new directory of the save's) */
 static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
     gpt2rt_config c = gpt2rt_config_get(ctx);
@@ -20895,6 +21027,7 @@ static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, con
     fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
     gpt2rt__fc_put_str(f, "fill", gpt2rt__fc_fills[desc->fill]);
     fprintf(f, "  \"season\": %d,\n", desc->season);
+    if (desc->intervals) gpt2rt__fc_put_intervals(f, desc->intervals);
     if (desc->linear) {
         fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
         gpt2rt__fc_put_nums(f, "linear", desc->linear, (L + 1) * H);
@@ -20941,6 +21074,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: channel %d's scaler (mean "
                                 "%g, std %g) is outside |mean| <= 3.4028234663852886e38, std in [2.220446049250313e-15, "
                                 "3.4028234663852886e38]", m, s->mean[m], s->std[m]);
+    if (desc->intervals) {
+        char why[256];
+        gpt2rt__fc_iv_check(desc->intervals, c.n_channels, c.horizon, why, sizeof why);
+        if (why[0]) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: desc->intervals: %s", why);
+    }
     for (int m = -2; m < s->info.channels; m++) { /* forecaster.json is UTF-8: the strict reader takes nothing else */
         const char *t = m == -2 ? desc->note : m == -1 ? s->date_name : s->name[m];
         for (size_t i = 0, n = t ? strlen(t) : 0; i < n;) {
@@ -21017,19 +21155,23 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
 /* its keys, each once: the strings and arrays, then the integers with their ranges.
    note, trained_precision, end, fill and season may be left out (a file saved before
    them: no fill, no season); linear_rows and linear_cols are there exactly when linear
-   is not null. */
+   is not null; interval_windows, interval_ranks and interval_scores all or none (none:
+   no intervals). */
 static const char *gpt2rt__fc_keys[] = {"format", "version", "note", "head", "attn_mask", "trained_precision",
                                         "columns", "date_column", "date_step", "borders", "scaler_mean",
-                                        "scaler_std", "blend", "linear", "end", "fill"};
+                                        "scaler_std", "blend", "linear", "end", "fill", "interval_ranks",
+                                        "interval_scores"};
 enum { GPT2RT__FK_FORMAT, GPT2RT__FK_VERSION, GPT2RT__FK_NOTE, GPT2RT__FK_HEAD, GPT2RT__FK_MASK, GPT2RT__FK_PRECISION,
        GPT2RT__FK_COLUMNS, GPT2RT__FK_DATE_COLUMN, GPT2RT__FK_DATE_STEP, GPT2RT__FK_BORDERS, GPT2RT__FK_MEAN,
-       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_FILL, GPT2RT__FK_NS };
+       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_FILL, GPT2RT__FK_IV_RANKS,
+       GPT2RT__FK_IV_SCORES, GPT2RT__FK_NS };
 static const struct { const char *key; int64_t lo, hi; } gpt2rt__fc_ints[] = {
     {"n_layer", 1, INT32_MAX}, {"n_head", 1, INT32_MAX}, {"n_embd", 1, INT32_MAX}, {"max_seq_len", 1, INT32_MAX},
     {"lookback", 1, INT32_MAX}, {"patch_len", 1, INT32_MAX}, {"patch_stride", 1, INT32_MAX},
     {"horizon", 1, INT32_MAX}, {"channels", 1, INT32_MAX}, {"revin_affine", 0, 1}, {"batch", 1, INT32_MAX},
-    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}, {"season", 0, INT32_MAX}};
-enum { GPT2RT__FI_N = 15, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13, GPT2RT__FI_SEASON = 14 };
+    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}, {"season", 0, INT32_MAX},
+    {"interval_windows", 1, (int64_t)1 << 53}};
+enum { GPT2RT__FI_N = 16, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13, GPT2RT__FI_SEASON = 14, GPT2RT__FI_IV = 15 };
 #define GPT2RT__FC_DATE_STEP_MAX 1e10 /* seconds: 317 years between rows */
 
 /* one of n names, or -1 */
@@ -21061,6 +21203,29 @@ static gpt2rt_result gpt2rt__fc_nums(gpt2rt__json *j, double **v, int64_t *n, do
     return r;
 }
 
+/* the interval_* keys (all: all three given) into fc->iv, checked as a save checks them */
+static gpt2rt_result gpt2rt__fc_read_intervals(gpt2rt_forecaster *fc, const char *file, int all, int64_t n,
+                                               const double *ranks, int64_t G, const double *scores, int64_t ns,
+                                               int64_t M, int64_t H) {
+    gpt2rt_forecaster_intervals *v = &fc->iv;
+    if (!all)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"interval_windows\", \"interval_ranks\" and "
+                               "\"interval_scores\" come together (some are missing)", file);
+    if (ns != M * H * G)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"interval_scores\" has %lld numbers; %lld channels x "
+                               "%lld steps x %lld ranks need %lld", file, (long long)ns, (long long)M, (long long)H,
+                               (long long)G, (long long)(M * H * G));
+    v->rank = (int64_t *)malloc(sizeof(int64_t) * (size_t)G);
+    v->score = (float *)malloc(sizeof(float) * (size_t)ns);
+    if (!v->rank || !v->score) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+    v->windows = n; v->horizon = H; v->channels = M; v->ranks = G;
+    for (int64_t g = 0; g < G; g++) v->rank[g] = ranks[g] == floor(ranks[g]) ? (int64_t)ranks[g] : -1;
+    for (int64_t i = 0; i < ns; i++) v->score[i] = (float)scores[i]; /* a save's %.9g reads back the same float */
+    char why[256];
+    gpt2rt__fc_iv_check(v, M, H, why, sizeof why);
+    return why[0] ? gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: %s", file, why) : GPT2RT_OK;
+}
+
 static int gpt2rt__fc_cmp_names(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -21072,8 +21237,8 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     int seen[GPT2RT__FK_NS + GPT2RT__FI_N] = {0};
     int64_t iv[GPT2RT__FI_N] = {0};
     const char *head = NULL, *mask = NULL, *date = NULL, *key, **cols = NULL;
-    double *arr[3] = {NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear */
-    int64_t narr[3] = {0, 0, 0}, ncols = 0, cap = 0;
+    double *arr[5] = {NULL, NULL, NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear, interval ranks, scores */
+    int64_t narr[5] = {0, 0, 0, 0, 0}, ncols = 0, cap = 0;
     int borders = 0, end = 1, linear_null = 0, fill = 0;
     char *e = fc->error;
     gpt2rt__json j;
@@ -21173,6 +21338,13 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
             if (!(linear_null = gpt2rt__json_null(&j)))
                 r = gpt2rt__fc_nums(&j, &arr[2], &narr[2], -GPT2RT__FC_LINEAR_MAX, GPT2RT__FC_LINEAR_MAX, "[-1e15, 1e15]");
             break;
+        case GPT2RT__FK_IV_RANKS:
+            r = gpt2rt__fc_nums(&j, &arr[3], &narr[3], 1, 9007199254740992.0, "[1, 2^53] (a rank among the windows)");
+            break;
+        case GPT2RT__FK_IV_SCORES:
+            r = gpt2rt__fc_nums(&j, &arr[4], &narr[4], 0, GPT2RT__FC_STD_MAX, "[0, 3.4028234663852886e38] (an absolute "
+                                "error in a float)");
+            break;
         case GPT2RT__FK_END:
             if ((r = gpt2rt__json_bool(&j, &end)) == GPT2RT_OK && !end) r = gpt2rt__json_fail(&j, "false; a complete file ends with \"end\": true");
             break;
@@ -21187,7 +21359,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     for (int k = 0; r == GPT2RT_OK && k < GPT2RT__FK_NS + GPT2RT__FI_N; k++) {
         const char *name = k < GPT2RT__FK_NS ? gpt2rt__fc_keys[k] : gpt2rt__fc_ints[k - GPT2RT__FK_NS].key;
         int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END || k == GPT2RT__FK_FILL ||
-                       k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
+                       k == GPT2RT__FK_IV_RANKS || k == GPT2RT__FK_IV_SCORES || k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
         if (!seen[k] && !optional) r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing", file, name);
     }
     int64_t L = iv[4], H = iv[7], M = iv[8];
@@ -21215,7 +21387,12 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     } else if ((fc->info.blend > 0 || iv[11]) && !has_linear) {
         r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
                             fc->info.blend, (int)iv[11]);
+    } else if (seen[GPT2RT__FK_IV_RANKS] + seen[GPT2RT__FK_IV_SCORES] + seen[GPT2RT__FK_NS + GPT2RT__FI_IV]) {
+        r = gpt2rt__fc_read_intervals(fc, file, seen[GPT2RT__FK_IV_RANKS] && seen[GPT2RT__FK_IV_SCORES] &&
+                                      seen[GPT2RT__FK_NS + GPT2RT__FI_IV], iv[GPT2RT__FI_IV], arr[3], narr[3], arr[4],
+                                      narr[4], M, H);
     }
+    free(arr[3]); free(arr[4]);
     if (r == GPT2RT_OK && M > 1) { /* duplicate names: sorted neighbours */
         const char **sorted = (const char **)malloc(sizeof(char *) * (size_t)M);
         if (!sorted) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
@@ -21275,7 +21452,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
 static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
     if (r != GPT2RT_OK) {
         gpt2rt_free(fc->ctx);
-        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
         free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
         char keep[512];
         memcpy(keep, fc->error, sizeof keep);
@@ -21388,7 +21565,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
 GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
     if (!fc) return;
     gpt2rt_free(fc->ctx);
-    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
     free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->columns);
     free(fc);
 }
@@ -22174,6 +22351,445 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2
     *text = b.p;
     *len = b.len;
     return GPT2RT_OK;
+}
+#endif /* GPT2RT_NO_SERIES */
+#ifndef GPT2RT_NO_SERIES
+/* ==== 12.1 Forecaster: evaluation ==== */
+
+/* Windows are taken from a series in chunks: each chunk's lookbacks and truths in the
+   data's units (the series' values unscaled with its scaler, in double; the lookbacks
+   rounded to floats, what gpt2rt_forecaster_predict takes), and the forecaster's
+   forecasts of them. Errors are summed in double per channel, window by window, step by
+   step, so a caller summing in that order gets the same bits. */
+typedef struct gpt2rt__fce {
+    gpt2rt_forecaster *fc;
+    gpt2rt_series *s;
+    int64_t L, H, M, C;          /* C: windows a chunk */
+    float *x, *xs, *pred, *c, *mus; /* (C,L,M) data units, (C,L,M) the forecaster's scale, (C,H,M), (C,H,M), (C,M) */
+    double *y, *z, *acc;         /* (C,H,M) the truth, data units; L+1, H: the linear map's scratch */
+} gpt2rt__fce;
+
+static void gpt2rt__fce_close(gpt2rt__fce *e) {
+    free(e->x); free(e->xs); free(e->pred); free(e->c); free(e->mus); free(e->y); free(e->z); free(e->acc);
+    memset(e, 0, sizeof *e);
+}
+
+/* fc and s checked against each other (the message in fc->error, naming fn), the chunk's
+   buffers allocated */
+static gpt2rt_result gpt2rt__fce_open(gpt2rt__fce *e, gpt2rt_forecaster *fc, gpt2rt_series *s, const char *fn) {
+    memset(e, 0, sizeof *e);
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    fc->error[0] = 0;
+    int64_t L = fc->info.lookback, H = fc->info.horizon, M = fc->info.channels;
+    if (!s || s->failed)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series is %s", fn,
+                               s ? "one that failed to load" : "NULL");
+    if (s->info.channels != M || s->desc.lookback != L || s->desc.horizon != H)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series has %d channels, lookback %d and "
+                               "horizon %d; the forecaster %lld, %lld and %lld (read the file with "
+                               "gpt2rt_forecaster_series_desc)", fn, s->info.channels, s->desc.lookback,
+                               s->desc.horizon, (long long)M, (long long)L, (long long)H);
+    e->fc = fc; e->s = s; e->L = L; e->H = H; e->M = M;
+    e->C = fc->info.batch > 64 ? fc->info.batch : 64;
+    size_t xl = (size_t)(e->C * L * M), yl = (size_t)(e->C * H * M);
+    e->x = (float *)malloc(sizeof(float) * xl); e->xs = (float *)malloc(sizeof(float) * xl);
+    e->pred = (float *)malloc(sizeof(float) * yl); e->c = (float *)malloc(sizeof(float) * yl);
+    e->mus = (float *)malloc(sizeof(float) * (size_t)(e->C * M)); e->y = (double *)malloc(sizeof(double) * yl);
+    e->z = (double *)malloc(sizeof(double) * (size_t)(L + 1)); e->acc = (double *)malloc(sizeof(double) * (size_t)H);
+    if (!e->x || !e->xs || !e->pred || !e->c || !e->mus || !e->y || !e->z || !e->acc) {
+        gpt2rt__fce_close(e);
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld windows", fn,
+                               (long long)e->C);
+    }
+    return GPT2RT_OK;
+}
+
+/* the nb windows whose lookbacks start at rows row0, row0 + 1, ...: x, y, pred */
+static gpt2rt_result gpt2rt__fce_chunk(gpt2rt__fce *e, int64_t row0, int64_t nb) {
+    int64_t L = e->L, H = e->H, M = e->M;
+    const float *v = e->s->values;
+    const double *mu = e->s->mean, *sd = e->s->std;
+    for (int64_t w = 0; w < nb; w++) {
+        for (int64_t i = 0; i < L * M; i++)
+            e->x[w * L * M + i] = (float)((double)v[(row0 + w) * M + i] * sd[i % M] + mu[i % M]);
+        for (int64_t i = 0; i < H * M; i++)
+            e->y[w * H * M + i] = (double)v[(row0 + w + L) * M + i] * sd[i % M] + mu[i % M];
+    }
+    return gpt2rt_forecaster_predict(e->fc, e->x, nb, e->pred);
+}
+
+/* the linear map W's forecast of window w, step h, channel m of the chunk, in the data's
+   units; gpt2rt__fce_lin first puts the chunk in the forecaster's scale, as its forecast
+   does, and runs the map */
+static void gpt2rt__fce_lin(gpt2rt__fce *e, const double *W, int64_t nb) {
+    const gpt2rt_forecaster *fc = e->fc;
+    for (int64_t i = 0; i < nb * e->L * e->M; i++)
+        e->xs[i] = (float)(((double)e->x[i] - fc->mean[i % e->M]) / fc->std[i % e->M]);
+    gpt2rt__fc_lin_offset(W, e->L, e->H, e->xs, nb, e->M, e->c, e->mus, e->z, e->acc);
+}
+static double gpt2rt__fce_lin_at(const gpt2rt__fce *e, int64_t w, int64_t i) {
+    int64_t m = i % e->M;
+    return ((double)e->mus[w * e->M + m] + (double)e->c[i]) * e->fc->std[m] + e->fc->mean[m];
+}
+
+GPT2RT_DEF const char *gpt2rt_forecaster_method_name(gpt2rt_forecaster_method k) {
+    static const char *names[] = {"model", "last value", "seasonal naive", "linear map"};
+    return (unsigned)k < GPT2RT_FORECASTER_METHODS ? names[k] : NULL;
+}
+
+/* n windows from row0 scored per channel: the model and the baselines; forecasts (may
+   be NULL) take the model's */
+static gpt2rt_result gpt2rt__fce_score(gpt2rt_forecaster *fc, gpt2rt_series *s, const char *fn, int64_t row0,
+                                       int64_t n, int season, const gpt2rt_forecaster_linear *lm,
+                                       gpt2rt_forecaster_channel_eval *ch, float *forecasts) {
+    gpt2rt__fce e;
+    gpt2rt_result r = gpt2rt__fce_open(&e, fc, s, fn);
+    if (r != GPT2RT_OK) return r;
+    int64_t L = e.L, H = e.H, M = e.M, P = season ? season : fc->info.season;
+    if (P < 1 || P > L) P = 0;
+    const double *W = lm ? lm->weights : fc->W;
+    double *sse = (double *)calloc((size_t)(2 * GPT2RT_FORECASTER_METHODS * M), sizeof(double));
+    double *sae = sse ? sse + GPT2RT_FORECASTER_METHODS * M : NULL;
+    if (lm && (lm->lookback != L || lm->horizon != H || !lm->weights))
+        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the linear map lm is for lookback %lld, "
+                            "horizon %lld%s; the forecaster's are %lld and %lld", fn, (long long)lm->lookback,
+                            (long long)lm->horizon, lm->weights ? "" : " without weights", (long long)L, (long long)H);
+    else if (!sse) r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int64_t w0 = 0; r == GPT2RT_OK && w0 < n; w0 += e.C) {
+        int64_t nb = n - w0 < e.C ? n - w0 : e.C;
+        if ((r = gpt2rt__fce_chunk(&e, row0 + w0, nb)) != GPT2RT_OK) break;
+        if (W) gpt2rt__fce_lin(&e, W, nb);
+        for (int64_t w = 0; w < nb; w++)
+            for (int64_t i = w * H * M; i < (w + 1) * H * M; i++) {
+                int64_t h = i / M % H, m = i % M;
+                double p[GPT2RT_FORECASTER_METHODS] = {
+                    e.pred[i], e.x[(w * L + L - 1) * M + m], P ? e.x[(w * L + L - P + h % P) * M + m] : NAN,
+                    W ? gpt2rt__fce_lin_at(&e, w, i) : NAN};
+                for (int k = 0; k < GPT2RT_FORECASTER_METHODS; k++) {
+                    double d = p[k] - e.y[i];
+                    sse[k * M + m] += d * d;
+                    sae[k * M + m] += fabs(d);
+                }
+            }
+        if (forecasts) memcpy(forecasts + w0 * H * M, e.pred, sizeof(float) * (size_t)(nb * H * M));
+    }
+    for (int64_t m = 0; r == GPT2RT_OK && m < M; m++) {
+        gpt2rt_forecaster_channel_eval *c = &ch[m];
+        c->best = GPT2RT_FORECASTER_LAST_VALUE;
+        for (int k = 0; k < GPT2RT_FORECASTER_METHODS; k++) {
+            c->mse[k] = sse[k * M + m] / (double)(n * H); /* NaN for a baseline not computed */
+            c->mae[k] = sae[k * M + m] / (double)(n * H);
+            if (k > 1 && c->mse[k] < c->mse[c->best]) c->best = (gpt2rt_forecaster_method)k;
+        }
+        c->model_better = c->mse[0] < c->mse[c->best];
+    }
+    free(sse);
+    gpt2rt__fce_close(&e);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_evaluate(gpt2rt_forecaster *fc, gpt2rt_series *s, gpt2rt_series_split split,
+                                                    int season, const gpt2rt_forecaster_linear *lm, int64_t *windows,
+                                                    gpt2rt_forecaster_channel_eval *ch) {
+    static const char *fn = "gpt2rt_forecaster_evaluate";
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    if (windows) *windows = 0;
+    if (!ch || season < 0 || (unsigned)split >= GPT2RT_SERIES_SPLIT_COUNT || !s || s->failed)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                               !ch ? "ch is NULL" : season < 0 ? "season < 0 (0: the forecaster's)"
+                               : (unsigned)split >= GPT2RT_SERIES_SPLIT_COUNT ? "split is not TRAIN, VAL or TEST"
+                               : "no loaded series");
+    int64_t n = s->info.windows[split];
+    if (n < 1)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the %s split has no window (rows [%lld, "
+                               "%lld); one window needs lookback %d + horizon %d rows)", fn,
+                               split == GPT2RT_SERIES_TRAIN ? "training" : split == GPT2RT_SERIES_VAL ? "validation"
+                               : "test", (long long)s->info.begin[split], (long long)s->info.end[split],
+                               s->desc.lookback, s->desc.horizon);
+    gpt2rt_result r = gpt2rt__fce_score(fc, s, fn, s->info.begin[split], n, season, lm, ch, NULL);
+    if (r == GPT2RT_OK && windows) *windows = n;
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_backtest(gpt2rt_forecaster *fc, gpt2rt_series *s, int64_t K, int season,
+                                                    const gpt2rt_forecaster_linear *lm,
+                                                    gpt2rt_forecaster_channel_eval *ch, float *forecasts) {
+    static const char *fn = "gpt2rt_forecaster_backtest";
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    if (!ch || season < 0 || !s || s->failed)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s", fn, !ch ? "ch is NULL"
+                               : season < 0 ? "season < 0 (0: the forecaster's)" : "no loaded series");
+    int64_t L = fc->info.lookback, H = fc->info.horizon, rows = s->info.rows;
+    if (K < 1 || K > rows - L - H + 1)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %lld origins: one origin needs lookback "
+                               "%lld + horizon %lld = %lld rows and each further origin one row more, so %lld origins "
+                               "need %lld rows; the series has %lld (at most %lld origins)", fn, (long long)K,
+                               (long long)L, (long long)H, (long long)(L + H), (long long)K, (long long)(L + H + K - 1),
+                               (long long)rows, (long long)(rows - L - H + 1 > 0 ? rows - L - H + 1 : 0));
+    return gpt2rt__fce_score(fc, s, fn, rows - L - H - K + 1, K, season, lm, ch, forecasts);
+}
+
+/* ---- split-conformal intervals ---- */
+
+GPT2RT_DEF void gpt2rt_forecaster_intervals_free(gpt2rt_forecaster_intervals *iv) {
+    if (!iv) return;
+    free(iv->rank);
+    free(iv->score);
+    memset(iv, 0, sizeof *iv);
+}
+
+static int gpt2rt__fce_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* the kept ranks of n windows (at most 102): every rank for n <= 100, else the ranks
+   of levels j / 100, 0.995 and 0.999, ceil((n + 1) a) in integers, and n */
+static int64_t gpt2rt__fce_ranks(int64_t n, int64_t *rank) {
+    int64_t G = 0;
+    if (n <= 100) {
+        for (int64_t k = 1; k <= n; k++) rank[G++] = k;
+        return G;
+    }
+    for (int j = 1; j <= 102; j++) {
+        int64_t k = j <= 99 ? ((n + 1) * j + 99) / 100 : j == 100 ? ((n + 1) * 199 + 199) / 200
+                  : j == 101 ? ((n + 1) * 999 + 999) / 1000 : n;
+        if (k > n) k = n;
+        if (!G || k > rank[G - 1]) rank[G++] = k;
+    }
+    return G;
+}
+
+/* res (M, H, n): each channel's and step's n absolute errors (sorted here) into iv's
+   kept order statistics, rounded up to floats; the message in err */
+static gpt2rt_result gpt2rt__fce_grid(double *res, int64_t n, int64_t H, int64_t M, gpt2rt_forecaster_intervals *iv,
+                                      char *err, size_t cap, const char *fn) {
+    int64_t rank[102], G = gpt2rt__fce_ranks(n, rank);
+    memset(iv, 0, sizeof *iv);
+    iv->rank = (int64_t *)malloc(sizeof(int64_t) * (size_t)G);
+    iv->score = (float *)malloc(sizeof(float) * (size_t)(M * H * G));
+    if (!iv->rank || !iv->score) {
+        gpt2rt_forecaster_intervals_free(iv);
+        snprintf(err, cap, "%s: out of memory", fn);
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    iv->windows = n; iv->horizon = H; iv->channels = M; iv->ranks = G;
+    memcpy(iv->rank, rank, sizeof(int64_t) * (size_t)G);
+    for (int64_t mh = 0; mh < M * H; mh++) {
+        double *row = res + mh * n;
+        qsort(row, (size_t)n, sizeof(double), gpt2rt__fce_cmp);
+        for (int64_t g = 0; g < G; g++) {
+            double d = row[rank[g] - 1];
+            float f = (float)d;
+            if ((double)f < d) f = nextafterf(f, INFINITY);
+            if (!(f <= GPT2RT__FC_STD_MAX)) {
+                snprintf(err, cap, "%s: channel %lld's absolute error at step %lld is %g, beyond a float", fn,
+                         (long long)(mh / H), (long long)(mh % H), d);
+                gpt2rt_forecaster_intervals_free(iv);
+                return GPT2RT_ERR_INVALID_ARGUMENT;
+            }
+            iv->score[mh * G + g] = f;
+        }
+    }
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_intervals_fit(gpt2rt_ctx *ctx, gpt2rt_series *s,
+                                                         const gpt2rt_forecaster_score_desc *desc,
+                                                         gpt2rt_forecaster_intervals *iv) {
+    GPT2RT__CHECK_CTX(ctx);
+    static const char *fn = "gpt2rt_forecaster_intervals_fit";
+    if (!iv || !desc) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, !iv ? "iv" : "desc");
+    memset(iv, 0, sizeof *iv);
+    if (!s || s->failed)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series is %s", fn, s ? "one that failed to load"
+                                                                                             : "NULL");
+    int64_t L = s->desc.lookback, H = s->desc.horizon, M = s->info.channels, n = s->info.windows[GPT2RT_SERIES_VAL];
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    if (c.seq_len != L || c.horizon != H || c.n_channels != M)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series has lookback %lld, horizon %lld and %lld "
+                            "channels; the context seq_len %d, horizon %d and n_channels %d", fn, (long long)L,
+                            (long long)H, (long long)M, c.seq_len, c.horizon, c.n_channels);
+    if (n < 1)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the validation split (rows [%lld, %lld)) has no "
+                            "window of lookback %lld + horizon %lld rows: the scores come from it", fn,
+                            (long long)s->info.begin[GPT2RT_SERIES_VAL], (long long)s->info.end[GPT2RT_SERIES_VAL],
+                            (long long)L, (long long)H);
+    float *keep = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    double *res = (double *)malloc(sizeof(double) * (size_t)(n * H * M));
+    gpt2rt_forecaster_score_desc d = *desc;
+    gpt2rt_forecaster_scores sc;
+    gpt2rt_result r = keep && res ? GPT2RT_OK : gpt2rt__fail(ctx, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for "
+                                                             "%lld windows", fn, (long long)n);
+    d.keep = keep; d.keep_windows = n;
+    if (r == GPT2RT_OK) r = gpt2rt_forecaster_score(ctx, s, GPT2RT_SERIES_VAL, &d, &sc);
+    for (int64_t w = 0; r == GPT2RT_OK && w < n; w++) {
+        const float *y = s->values + (s->info.begin[GPT2RT_SERIES_VAL] + w + L) * M;
+        for (int64_t i = 0; i < H * M; i++)
+            res[(i % M * H + i / M) * n + w] = fabs((double)keep[w * H * M + i] - (double)y[i]) * s->std[i % M];
+    }
+    if (r == GPT2RT_OK) {
+        char err[256];
+        if ((r = gpt2rt__fce_grid(res, n, H, M, iv, err, sizeof err, fn)) != GPT2RT_OK) gpt2rt__fail(ctx, r, "%s", err);
+    }
+    free(keep); free(res);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_calibrate(gpt2rt_forecaster *fc, gpt2rt_series *s) {
+    static const char *fn = "gpt2rt_forecaster_calibrate";
+    gpt2rt__fce e;
+    gpt2rt_result r = gpt2rt__fce_open(&e, fc, s, fn);
+    if (r != GPT2RT_OK) return r;
+    int64_t H = e.H, M = e.M, n = s->info.windows[GPT2RT_SERIES_VAL], row0 = s->info.begin[GPT2RT_SERIES_VAL];
+    double *res = n > 0 ? (double *)malloc(sizeof(double) * (size_t)(n * H * M)) : NULL;
+    if (n < 1)
+        r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the validation split (rows [%lld, %lld)) has no "
+                            "window of lookback %lld + horizon %lld rows: the scores come from it", fn, (long long)row0,
+                            (long long)s->info.end[GPT2RT_SERIES_VAL], (long long)e.L, (long long)H);
+    else if (!res) r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld windows", fn,
+                                       (long long)n);
+    for (int64_t w0 = 0; r == GPT2RT_OK && w0 < n; w0 += e.C) {
+        int64_t nb = n - w0 < e.C ? n - w0 : e.C;
+        if ((r = gpt2rt__fce_chunk(&e, row0 + w0, nb)) != GPT2RT_OK) break;
+        for (int64_t i = 0; i < nb * H * M; i++)
+            res[(i % M * H + i / M % H) * n + w0 + i / (H * M)] = fabs((double)e.pred[i] - e.y[i]);
+    }
+    gpt2rt_forecaster_intervals iv;
+    if (r == GPT2RT_OK && (r = gpt2rt__fce_grid(res, n, H, M, &iv, fc->error, sizeof fc->error, fn)) == GPT2RT_OK) {
+        gpt2rt_forecaster_intervals_free(&fc->iv);
+        fc->iv = iv;
+    }
+    free(res);
+    gpt2rt__fce_close(&e);
+    return r;
+}
+
+/* the message for a forecaster without scores */
+static gpt2rt_result gpt2rt__fce_none(gpt2rt_forecaster *fc, const char *fn) {
+    return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_STATE, "%s: this forecaster has no conformal intervals (its "
+                           "forecaster.json was saved without interval_windows, interval_ranks and interval_scores): "
+                           "gpt2rt_forecaster_calibrate computes them from a file's validation split", fn);
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_intervals_get(gpt2rt_forecaster *fc, gpt2rt_forecaster_intervals *iv) {
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    fc->error[0] = 0;
+    if (!iv) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_intervals_get: iv is NULL");
+    if (!fc->iv.rank) {
+        memset(iv, 0, sizeof *iv);
+        return gpt2rt__fce_none(fc, "gpt2rt_forecaster_intervals_get");
+    }
+    *iv = fc->iv;
+    return GPT2RT_OK;
+}
+
+/* the kept rank for level a (its index g), or the message: k = ceil((n + 1) a) in
+   double (a product a hair above an integer takes the next rank: wider, never narrower) */
+static gpt2rt_result gpt2rt__fce_rank(gpt2rt_forecaster *fc, const char *fn, double a, int64_t *g) {
+    if (!fc->iv.rank) return gpt2rt__fce_none(fc, fn);
+    int64_t n = fc->iv.windows;
+    if (!(a > 0 && a < 1))
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: level %g must lie in (0, 1) (0.9: a 90%% "
+                               "interval)", fn, a);
+    double k = ceil((double)(n + 1) * a);
+    if (k > (double)n)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: level %g needs the %.0f-th smallest of the "
+                               "validation's absolute errors, ceil((n + 1) x %g) with n = %lld windows: a level above "
+                               "n / (n + 1) = %.6g needs more windows (at least %.0f for %g)", fn, a, k, a,
+                               (long long)n, (double)n / (double)(n + 1), ceil(a / (1 - a)), a);
+    for (*g = 0; fc->iv.rank[*g] < (int64_t)k; (*g)++) {}
+    return GPT2RT_OK;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_interval_width(gpt2rt_forecaster *fc, double level, double *half,
+                                                          double *guaranteed) {
+    static const char *fn = "gpt2rt_forecaster_interval_width";
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    fc->error[0] = 0;
+    if (!half) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: half is NULL", fn);
+    int64_t g, H = fc->iv.horizon, M = fc->iv.channels, G = fc->iv.ranks;
+    gpt2rt_result r = gpt2rt__fce_rank(fc, fn, level, &g);
+    if (r != GPT2RT_OK) return r;
+    for (int64_t i = 0; i < H * M; i++) half[i] = fc->iv.score[(i % M * H + i / M) * G + g];
+    if (guaranteed) *guaranteed = (double)fc->iv.rank[g] / (double)(fc->iv.windows + 1);
+    return GPT2RT_OK;
+}
+
+/* f -+ q rounded outward to floats */
+static void gpt2rt__fce_bounds(double f, double q, float *lo, float *hi) {
+    float a = (float)(f - q), b = (float)(f + q);
+    *lo = (double)a > f - q ? nextafterf(a, -INFINITY) : a;
+    *hi = (double)b < f + q ? nextafterf(b, INFINITY) : b;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_interval(gpt2rt_forecaster *fc, double level, const float *forecasts,
+                                                    int64_t n, float *lo, float *hi) {
+    static const char *fn = "gpt2rt_forecaster_interval";
+    if (!fc) return GPT2RT_ERR_INVALID_ARGUMENT;
+    if (fc->failed) return GPT2RT_ERR_STATE;
+    fc->error[0] = 0;
+    if (!forecasts || !lo || !hi || n < 0)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s", fn,
+                               n < 0 ? "n < 0" : "forecasts, lo or hi is NULL");
+    int64_t g, H = fc->info.horizon, M = fc->info.channels;
+    gpt2rt_result r = gpt2rt__fce_rank(fc, fn, level, &g);
+    for (int64_t i = 0; r == GPT2RT_OK && i < n * H * M; i++) {
+        int64_t hm = i % (H * M);
+        if (!isfinite(forecasts[i]))
+            return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: forecasts[%lld] (window %lld, step %lld, "
+                                   "channel %lld) is %g", fn, (long long)i, (long long)(i / (H * M)),
+                                   (long long)(hm / M), (long long)(hm % M), (double)forecasts[i]);
+        gpt2rt__fce_bounds(forecasts[i], fc->iv.score[(hm % M * H + hm / M) * fc->iv.ranks + g], &lo[i], &hi[i]);
+    }
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_coverage(gpt2rt_forecaster *fc, gpt2rt_series *s, gpt2rt_series_split split,
+                                                    double level, double *per_channel, double *all, int64_t *windows) {
+    static const char *fn = "gpt2rt_forecaster_coverage";
+    gpt2rt__fce e;
+    int64_t g, n;
+    if (fc && !fc->failed && (!all || (unsigned)split >= GPT2RT_SERIES_SPLIT_COUNT))
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s", fn, !all ? "all is NULL"
+                               : "split is not TRAIN, VAL or TEST");
+    gpt2rt_result r = gpt2rt__fce_open(&e, fc, s, fn);
+    if (r != GPT2RT_OK) return r;
+    if ((r = gpt2rt__fce_rank(fc, fn, level, &g)) != GPT2RT_OK) { gpt2rt__fce_close(&e); return r; }
+    int64_t H = e.H, M = e.M, G = fc->iv.ranks, row0 = s->info.begin[split];
+    if ((n = s->info.windows[split]) < 1) {
+        gpt2rt__fce_close(&e);
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the split has no window", fn);
+    }
+    int64_t *in = (int64_t *)calloc((size_t)M, sizeof(int64_t));
+    if (!in) r = gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (int64_t w0 = 0; r == GPT2RT_OK && w0 < n; w0 += e.C) {
+        int64_t nb = n - w0 < e.C ? n - w0 : e.C;
+        if ((r = gpt2rt__fce_chunk(&e, row0 + w0, nb)) != GPT2RT_OK) break;
+        for (int64_t i = 0; i < nb * H * M; i++) {
+            int64_t hm = i % (H * M);
+            float lo, hi;
+            gpt2rt__fce_bounds(e.pred[i], fc->iv.score[(hm % M * H + hm / M) * G + g], &lo, &hi);
+            in[hm % M] += e.y[i] >= lo && e.y[i] <= hi;
+        }
+    }
+    if (r == GPT2RT_OK) {
+        int64_t sum = 0;
+        for (int64_t m = 0; m < M; m++) {
+            sum += in[m];
+            if (per_channel) per_channel[m] = (double)in[m] / (double)(n * H);
+        }
+        *all = (double)sum / (double)(n * H * M);
+        if (windows) *windows = n;
+    }
+    free(in);
+    gpt2rt__fce_close(&e);
+    return r;
 }
 #endif /* GPT2RT_NO_SERIES */
 #endif /* GPT2RT_IMPLEMENTATION_DONE */

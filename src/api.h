@@ -699,6 +699,8 @@ typedef struct gpt2rt_forecaster_desc {
                                     the same way (gpt2rt_forecaster_series_desc) */
     int season;                  /* the seasonal period in rows training used (its seasonal-naive
                                     baseline), 0: none */
+    const struct gpt2rt_forecaster_intervals *intervals; /* NULL, or the conformal scores to keep
+                                    (gpt2rt_forecaster_intervals_fit) */
 } gpt2rt_forecaster_desc;
 
 typedef struct gpt2rt_forecaster_info {
@@ -900,6 +902,97 @@ typedef struct gpt2rt_forecaster_pretrain_result {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_series *const *series, int n,
                                                     const gpt2rt_forecaster_train_desc *desc,
                                                     gpt2rt_forecaster_pretrain_result *result);
+
+/* ---- evaluating a forecaster: per channel, in the data's units ----
+   A series given to these calls has the forecaster's lookback, horizon and channels
+   (read it with gpt2rt_forecaster_series_desc); its values are taken in the data's units
+   (its values unscaled with its own scaler: exact when loaded with no_scale = 1) and
+   forecast with gpt2rt_forecaster_predict. The baselines are scored on the same windows:
+   the last value repeated, the seasonal naive (the lookback's last season rows repeated)
+   and the linear map (the forecaster's own, or lm), applied as the forecaster applies
+   its map: to the windows scaled by the forecaster's scaler, the result unscaled. */
+typedef enum gpt2rt_forecaster_method {
+    GPT2RT_FORECASTER_MODEL = 0,      /* the forecaster's forecast */
+    GPT2RT_FORECASTER_LAST_VALUE,     /* the lookback's last value repeated */
+    GPT2RT_FORECASTER_SEASONAL_NAIVE, /* the lookback's last season rows repeated */
+    GPT2RT_FORECASTER_LINEAR_MAP,     /* the linear map */
+    GPT2RT_FORECASTER_METHODS
+} gpt2rt_forecaster_method;
+typedef struct gpt2rt_forecaster_channel_eval {
+    double mse[GPT2RT_FORECASTER_METHODS], mae[GPT2RT_FORECASTER_METHODS]; /* data units (MSE in their
+                                      square), by method; NaN where a baseline is not computed */
+    gpt2rt_forecaster_method best;    /* the baseline of least MSE (the first of equals) */
+    int model_better;                 /* 1: the model's MSE is below best's */
+} gpt2rt_forecaster_channel_eval;
+/* "model", "last value", "seasonal naive", "linear map"; NULL out of range */
+GPT2RT_DEF const char *gpt2rt_forecaster_method_name(gpt2rt_forecaster_method method);
+/* every window of split: ch (info.channels entries) per channel, *windows (may be NULL)
+   the windows scored. season: the seasonal naive's period in rows, 0: the forecaster's
+   (info.season; none: NaN); lm: NULL: the forecaster's map (none: NaN). A split without a
+   window is refused. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_evaluate(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                    gpt2rt_series_split split, int season,
+                                                    const gpt2rt_forecaster_linear *lm, int64_t *windows,
+                                                    gpt2rt_forecaster_channel_eval *ch);
+/* a backtest: the last origins windows of the whole series, whatever its splits (window
+   w's lookback ends at row rows - horizon - origins + w, its horizon the rows after), as
+   gpt2rt_forecaster_evaluate scores a split; forecasts (may be NULL): (origins, horizon,
+   M), data units. origins < 1, or more than the rows hold (one origin needs lookback +
+   horizon rows, each further one a row more), is refused naming the numbers. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_backtest(gpt2rt_forecaster *fc, gpt2rt_series *series, int64_t origins,
+                                                    int season, const gpt2rt_forecaster_linear *lm,
+                                                    gpt2rt_forecaster_channel_eval *ch, float *forecasts);
+
+/* Split-conformal intervals. On a validation split of n windows, each channel m and step
+   h has n scores, the absolute errors |forecast - truth| in the data's units. For a level
+   a in (0, 1) the half-width is the k-th smallest score, k = ceil((n + 1) a): the
+   empirical quantile at level k / n, which covers a new error with probability at least
+   k / (n + 1) >= a when errors are exchangeable (the new error is one of n + 1, equally
+   likely at any rank; the plain ceil(n a)-th covers only ceil(n a) / (n + 1), below a;
+   a series' errors are only roughly exchangeable: its behaviour may drift, which the
+   test split's coverage shows). A level with k > n is refused, naming n and the windows
+   it needs (n >= a / (1 - a)): an infinite width would print as a forecast. Kept: for n <= 100 every score; else the
+   order statistics at the ranks ceil((n + 1) j / 100), j = 1..99, and those of levels
+   0.995, 0.999 and n, so a level between them takes the next kept rank up: at least as
+   wide as its exact interval (conservative, never narrower). */
+typedef struct gpt2rt_forecaster_intervals {
+    int64_t windows;              /* n: the validation windows the scores come from */
+    int64_t horizon, channels;
+    int64_t ranks;                /* G: order statistics kept per channel and step */
+    int64_t *rank;                /* (G) ascending in [1, n], the last n */
+    float *score;                 /* (channels, horizon, G): channel m's rank[g]-th smallest absolute error
+                                     at step h, data units, rounded up to a float */
+} gpt2rt_forecaster_intervals;
+/* the scores of ctx's forecasts of series' validation split, scored as
+   gpt2rt_forecaster_score scores it with desc (its keep fields unused), unscaled with
+   series' scaler: for gpt2rt_forecaster_desc.intervals (the same series as desc.series),
+   so a saved forecaster keeps them (forecaster.json's interval_* keys). Free with
+   gpt2rt_forecaster_intervals_free. */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_intervals_fit(gpt2rt_ctx *ctx, gpt2rt_series *series,
+                                                         const gpt2rt_forecaster_score_desc *desc,
+                                                         gpt2rt_forecaster_intervals *iv);
+GPT2RT_DEF void gpt2rt_forecaster_intervals_free(gpt2rt_forecaster_intervals *iv);
+/* the forecaster's scores from its validation split of series, through the forecaster,
+   replacing any it has (kept until it is freed; a save from a context keeps them only
+   through desc.intervals): for a forecaster saved without them */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_calibrate(gpt2rt_forecaster *fc, gpt2rt_series *series);
+/* the forecaster's scores (pointers into fc, valid until it is freed or calibrated);
+   GPT2RT_ERR_STATE, with a message, when it has none (a forecaster.json saved without
+   them: intervals are unavailable until gpt2rt_forecaster_calibrate) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_intervals_get(gpt2rt_forecaster *fc, gpt2rt_forecaster_intervals *iv);
+/* the half-widths (horizon, M) at level, and (may be NULL) the coverage the kept rank
+   guarantees, rank / (n + 1) >= level */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_interval_width(gpt2rt_forecaster *fc, double level, double *half,
+                                                          double *guaranteed);
+/* lo and hi (n, horizon, M) around forecasts (n, horizon, M): forecast -+ the half-width,
+   rounded outward to floats */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_interval(gpt2rt_forecaster *fc, double level, const float *forecasts,
+                                                    int64_t n, float *lo, float *hi);
+/* the share of split's true values inside the level interval around the forecaster's
+   forecasts: per channel (M, may be NULL) and over all, *windows (may be NULL) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_coverage(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                    gpt2rt_series_split split, double level, double *per_channel,
+                                                    double *all, int64_t *windows);
 #endif /* GPT2RT_NO_SERIES */
 
 /* ---- text: generation with a KV cache (a context with config.kv_batch > 0) ----

@@ -38,6 +38,7 @@ struct gpt2rt_forecaster {
     float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
     double *z, *acc;       /* scratch: L+1, H */
     char *columns;         /* the channels' names as the loader's list "a,b,c"; NULL until asked for */
+    gpt2rt_forecaster_intervals iv; /* the conformal scores, iv.rank NULL: none */
 };
 
 static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
@@ -194,6 +195,41 @@ static gpt2rt_result gpt2rt__fc_dir_check(gpt2rt_ctx *ctx, const char *dir, int 
     return GPT2RT_OK;
 }
 
+/* conformal scores that a load takes back: shape (channels, horizon), 1 <= ranks, ranks
+   strictly ascending in [1, windows], scores finite, >= 0 and non-decreasing with the
+   rank; "" when they are, else why in why */
+static void gpt2rt__fc_iv_check(const gpt2rt_forecaster_intervals *iv, int64_t M, int64_t H, char *why, size_t cap) {
+    why[0] = 0;
+    if (iv->channels != M || iv->horizon != H || iv->windows < 1 || iv->ranks < 1 || !iv->rank || !iv->score) {
+        snprintf(why, cap, "the intervals are %lld channels x %lld steps with %lld ranks of %lld windows; the model's "
+                 "are %lld x %lld, with at least one rank and window", (long long)iv->channels, (long long)iv->horizon,
+                 (long long)iv->ranks, (long long)iv->windows, (long long)M, (long long)H);
+        return;
+    }
+    for (int64_t g = 0; g < iv->ranks; g++)
+        if (iv->rank[g] < (g ? iv->rank[g - 1] + 1 : 1) || iv->rank[g] > iv->windows) {
+            snprintf(why, cap, "interval rank %lld is %lld: the ranks ascend strictly within [1, %lld] (the windows)",
+                     (long long)g, (long long)iv->rank[g], (long long)iv->windows);
+            return;
+        }
+    for (int64_t i = 0; i < M * H * iv->ranks; i++)
+        if (!(iv->score[i] >= 0 && iv->score[i] <= GPT2RT__FC_STD_MAX) || (i % iv->ranks && iv->score[i] < iv->score[i - 1])) {
+            snprintf(why, cap, "interval score %lld (channel %lld, step %lld, rank %lld) is %.9g: scores are finite, >= 0 "
+                     "and grow with the rank", (long long)i, (long long)(i / (H * iv->ranks)),
+                     (long long)(i / iv->ranks % H), (long long)iv->rank[i % iv->ranks], (double)iv->score[i]);
+            return;
+        }
+}
+
+static void gpt2rt__fc_put_intervals(FILE *f, const gpt2rt_forecaster_intervals *iv) {
+    fprintf(f, "  \"interval_windows\": %lld,\n  \"interval_ranks\": [", (long long)iv->windows);
+    for (int64_t g = 0; g < iv->ranks; g++) fprintf(f, "%s%lld", g ? (g % 16 ? ", " : ",\n    ") : "", (long long)iv->rank[g]);
+    fprintf(f, "],\n  \"interval_scores\": [");
+    for (int64_t i = 0; i < iv->channels * iv->horizon * iv->ranks; i++)
+        fprintf(f, "%s%.9g", i ? (i % 8 ? ", " : ",\n    ") : "", (double)iv->score[i]);
+    fprintf(f, "],\n");
+}
+
 /* forecaster.json into dir (a new directory of the save's) */
 static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, const gpt2rt_forecaster_desc *desc) {
     gpt2rt_config c = gpt2rt_config_get(ctx);
@@ -231,6 +267,7 @@ static gpt2rt_result gpt2rt__fc_write_json(gpt2rt_ctx *ctx, const char *dir, con
     fprintf(f, "  \"linear_residual\": %d,\n  \"blend\": %.17g,\n", desc->linear_residual, desc->blend);
     gpt2rt__fc_put_str(f, "fill", gpt2rt__fc_fills[desc->fill]);
     fprintf(f, "  \"season\": %d,\n", desc->season);
+    if (desc->intervals) gpt2rt__fc_put_intervals(f, desc->intervals);
     if (desc->linear) {
         fprintf(f, "  \"linear_rows\": %lld,\n  \"linear_cols\": %lld,\n", (long long)(L + 1), (long long)H);
         gpt2rt__fc_put_nums(f, "linear", desc->linear, (L + 1) * H);
@@ -277,6 +314,11 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
             return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: channel %d's scaler (mean "
                                 "%g, std %g) is outside |mean| <= 3.4028234663852886e38, std in [2.220446049250313e-15, "
                                 "3.4028234663852886e38]", m, s->mean[m], s->std[m]);
+    if (desc->intervals) {
+        char why[256];
+        gpt2rt__fc_iv_check(desc->intervals, c.n_channels, c.horizon, why, sizeof why);
+        if (why[0]) return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_save: desc->intervals: %s", why);
+    }
     for (int m = -2; m < s->info.channels; m++) { /* forecaster.json is UTF-8: the strict reader takes nothing else */
         const char *t = m == -2 ? desc->note : m == -1 ? s->date_name : s->name[m];
         for (size_t i = 0, n = t ? strlen(t) : 0; i < n;) {
@@ -353,19 +395,23 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_save(gpt2rt_ctx *ctx, const char *dir
 /* its keys, each once: the strings and arrays, then the integers with their ranges.
    note, trained_precision, end, fill and season may be left out (a file saved before
    them: no fill, no season); linear_rows and linear_cols are there exactly when linear
-   is not null. */
+   is not null; interval_windows, interval_ranks and interval_scores all or none (none:
+   no intervals). */
 static const char *gpt2rt__fc_keys[] = {"format", "version", "note", "head", "attn_mask", "trained_precision",
                                         "columns", "date_column", "date_step", "borders", "scaler_mean",
-                                        "scaler_std", "blend", "linear", "end", "fill"};
+                                        "scaler_std", "blend", "linear", "end", "fill", "interval_ranks",
+                                        "interval_scores"};
 enum { GPT2RT__FK_FORMAT, GPT2RT__FK_VERSION, GPT2RT__FK_NOTE, GPT2RT__FK_HEAD, GPT2RT__FK_MASK, GPT2RT__FK_PRECISION,
        GPT2RT__FK_COLUMNS, GPT2RT__FK_DATE_COLUMN, GPT2RT__FK_DATE_STEP, GPT2RT__FK_BORDERS, GPT2RT__FK_MEAN,
-       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_FILL, GPT2RT__FK_NS };
+       GPT2RT__FK_STD, GPT2RT__FK_BLEND, GPT2RT__FK_LINEAR, GPT2RT__FK_END, GPT2RT__FK_FILL, GPT2RT__FK_IV_RANKS,
+       GPT2RT__FK_IV_SCORES, GPT2RT__FK_NS };
 static const struct { const char *key; int64_t lo, hi; } gpt2rt__fc_ints[] = {
     {"n_layer", 1, INT32_MAX}, {"n_head", 1, INT32_MAX}, {"n_embd", 1, INT32_MAX}, {"max_seq_len", 1, INT32_MAX},
     {"lookback", 1, INT32_MAX}, {"patch_len", 1, INT32_MAX}, {"patch_stride", 1, INT32_MAX},
     {"horizon", 1, INT32_MAX}, {"channels", 1, INT32_MAX}, {"revin_affine", 0, 1}, {"batch", 1, INT32_MAX},
-    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}, {"season", 0, INT32_MAX}};
-enum { GPT2RT__FI_N = 15, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13, GPT2RT__FI_SEASON = 14 };
+    {"linear_residual", 0, 1}, {"linear_rows", 1, INT32_MAX}, {"linear_cols", 1, INT32_MAX}, {"season", 0, INT32_MAX},
+    {"interval_windows", 1, (int64_t)1 << 53}};
+enum { GPT2RT__FI_N = 16, GPT2RT__FI_ROWS = 12, GPT2RT__FI_COLS = 13, GPT2RT__FI_SEASON = 14, GPT2RT__FI_IV = 15 };
 #define GPT2RT__FC_DATE_STEP_MAX 1e10 /* seconds: 317 years between rows */
 
 /* one of n names, or -1 */
@@ -397,6 +443,29 @@ static gpt2rt_result gpt2rt__fc_nums(gpt2rt__json *j, double **v, int64_t *n, do
     return r;
 }
 
+/* the interval_* keys (all: all three given) into fc->iv, checked as a save checks them */
+static gpt2rt_result gpt2rt__fc_read_intervals(gpt2rt_forecaster *fc, const char *file, int all, int64_t n,
+                                               const double *ranks, int64_t G, const double *scores, int64_t ns,
+                                               int64_t M, int64_t H) {
+    gpt2rt_forecaster_intervals *v = &fc->iv;
+    if (!all)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"interval_windows\", \"interval_ranks\" and "
+                               "\"interval_scores\" come together (some are missing)", file);
+    if (ns != M * H * G)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: \"interval_scores\" has %lld numbers; %lld channels x "
+                               "%lld steps x %lld ranks need %lld", file, (long long)ns, (long long)M, (long long)H,
+                               (long long)G, (long long)(M * H * G));
+    v->rank = (int64_t *)malloc(sizeof(int64_t) * (size_t)G);
+    v->score = (float *)malloc(sizeof(float) * (size_t)ns);
+    if (!v->rank || !v->score) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
+    v->windows = n; v->horizon = H; v->channels = M; v->ranks = G;
+    for (int64_t g = 0; g < G; g++) v->rank[g] = ranks[g] == floor(ranks[g]) ? (int64_t)ranks[g] : -1;
+    for (int64_t i = 0; i < ns; i++) v->score[i] = (float)scores[i]; /* a save's %.9g reads back the same float */
+    char why[256];
+    gpt2rt__fc_iv_check(v, M, H, why, sizeof why);
+    return why[0] ? gpt2rt__tok_msg(fc->error, GPT2RT_ERR_FORMAT, "%s: %s", file, why) : GPT2RT_OK;
+}
+
 static int gpt2rt__fc_cmp_names(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
@@ -408,8 +477,8 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     int seen[GPT2RT__FK_NS + GPT2RT__FI_N] = {0};
     int64_t iv[GPT2RT__FI_N] = {0};
     const char *head = NULL, *mask = NULL, *date = NULL, *key, **cols = NULL;
-    double *arr[3] = {NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear */
-    int64_t narr[3] = {0, 0, 0}, ncols = 0, cap = 0;
+    double *arr[5] = {NULL, NULL, NULL, NULL, NULL}; /* scaler_mean, scaler_std, linear, interval ranks, scores */
+    int64_t narr[5] = {0, 0, 0, 0, 0}, ncols = 0, cap = 0;
     int borders = 0, end = 1, linear_null = 0, fill = 0;
     char *e = fc->error;
     gpt2rt__json j;
@@ -509,6 +578,13 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
             if (!(linear_null = gpt2rt__json_null(&j)))
                 r = gpt2rt__fc_nums(&j, &arr[2], &narr[2], -GPT2RT__FC_LINEAR_MAX, GPT2RT__FC_LINEAR_MAX, "[-1e15, 1e15]");
             break;
+        case GPT2RT__FK_IV_RANKS:
+            r = gpt2rt__fc_nums(&j, &arr[3], &narr[3], 1, 9007199254740992.0, "[1, 2^53] (a rank among the windows)");
+            break;
+        case GPT2RT__FK_IV_SCORES:
+            r = gpt2rt__fc_nums(&j, &arr[4], &narr[4], 0, GPT2RT__FC_STD_MAX, "[0, 3.4028234663852886e38] (an absolute "
+                                "error in a float)");
+            break;
         case GPT2RT__FK_END:
             if ((r = gpt2rt__json_bool(&j, &end)) == GPT2RT_OK && !end) r = gpt2rt__json_fail(&j, "false; a complete file ends with \"end\": true");
             break;
@@ -523,7 +599,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     for (int k = 0; r == GPT2RT_OK && k < GPT2RT__FK_NS + GPT2RT__FI_N; k++) {
         const char *name = k < GPT2RT__FK_NS ? gpt2rt__fc_keys[k] : gpt2rt__fc_ints[k - GPT2RT__FK_NS].key;
         int optional = k == GPT2RT__FK_NOTE || k == GPT2RT__FK_PRECISION || k == GPT2RT__FK_END || k == GPT2RT__FK_FILL ||
-                       k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
+                       k == GPT2RT__FK_IV_RANKS || k == GPT2RT__FK_IV_SCORES || k >= GPT2RT__FK_NS + GPT2RT__FI_ROWS;
         if (!seen[k] && !optional) r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: \"%s\" is missing", file, name);
     }
     int64_t L = iv[4], H = iv[7], M = iv[8];
@@ -551,7 +627,12 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
     } else if ((fc->info.blend > 0 || iv[11]) && !has_linear) {
         r = gpt2rt__tok_msg(e, GPT2RT_ERR_FORMAT, "%s: blend = %g, linear_residual = %d, but no linear map", file,
                             fc->info.blend, (int)iv[11]);
+    } else if (seen[GPT2RT__FK_IV_RANKS] + seen[GPT2RT__FK_IV_SCORES] + seen[GPT2RT__FK_NS + GPT2RT__FI_IV]) {
+        r = gpt2rt__fc_read_intervals(fc, file, seen[GPT2RT__FK_IV_RANKS] && seen[GPT2RT__FK_IV_SCORES] &&
+                                      seen[GPT2RT__FK_NS + GPT2RT__FI_IV], iv[GPT2RT__FI_IV], arr[3], narr[3], arr[4],
+                                      narr[4], M, H);
     }
+    free(arr[3]); free(arr[4]);
     if (r == GPT2RT_OK && M > 1) { /* duplicate names: sorted neighbours */
         const char **sorted = (const char **)malloc(sizeof(char *) * (size_t)M);
         if (!sorted) r = gpt2rt__tok_msg(e, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory", file);
@@ -611,7 +692,7 @@ static gpt2rt_result gpt2rt__fc_read(gpt2rt_forecaster *fc, char *text, size_t l
 static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster *fc, gpt2rt_result r) {
     if (r != GPT2RT_OK) {
         gpt2rt_free(fc->ctx);
-        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+        free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
         free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
         char keep[512];
         memcpy(keep, fc->error, sizeof keep);
@@ -724,7 +805,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
 GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
     if (!fc) return;
     gpt2rt_free(fc->ctx);
-    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
+    free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
     free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->columns);
     free(fc);
 }

@@ -53,6 +53,7 @@
 #include "public/generate.h"
 #include "forecaster.h"
 #include "forecaster_train.h"
+#include "forecaster_eval.h"
 #endif /* GPT2RT_IMPLEMENTATION_DONE */
 #endif /* GPT2RT_IMPLEMENTATION */
 

@@ -681,6 +681,9 @@
                                  Parameters by name  11.7 Generation (gpt2rt__gen_)
    12. Forecaster                a client of the public calls: trained, saved and
                                  loaded with what a forecast needs (gpt2rt__fc_)
+                                 12.1 Forecaster: evaluation (per channel in the
+                                 data's units beside the baselines, backtests,
+                                 split-conformal intervals: gpt2rt__fce_)
 
    ============================================================================
    LICENSE: MIT. See the end of the file.
