@@ -9508,6 +9508,27 @@ static void gpt2rt__prof_add(const gpt2rt_ctx *ctx, int op, double t0) {
 /* run `call` (a statement), its time added to op class `op` when profiled */
 #define GPT2RT__PROF(ctx, op, call) do { double pt_ = gpt2rt__prof_t(ctx); call; gpt2rt__prof_add(ctx, op, pt_); } while (0)
 
+/* ---- threads by the work of each op ----
+   A parallel region waits for every thread of its team; on cores that other jobs keep
+   busy that is a wait for the scheduler: 3-6 ms a region on a 2-core machine at load
+   average 5 (tools/bench_threads; a few microseconds on idle cores), against 5.8 ms
+   for a whole training step of examples/timeseries' cpu preset on one thread. So an op
+   takes one thread per GPT2RT__CPU_WORK_PER_THREAD units of work, at most nt; below two
+   units' worth it runs on the calling thread alone. A unit is about one flop of the
+   matrix product (0.055 ns on one core there), and 1e8 of them (5.5 ms) cover a
+   region's wait, so an op is not slower on the default count than on one thread
+   (docs/results/cpu-threads.md). The ops' weights: a unit per flop of a product, and per
+   element: GPT2RT__CPU_W_ADD for an add or copy (0.67 ns), GPT2RT__CPU_W_MATH for
+   LayerNorm, GELU, dropout's hash, an exponential, or a multiply-add of attention
+   (2-3 ns); backward passes twice that. The results do not depend on the count. */
+#define GPT2RT__CPU_WORK_PER_THREAD 1e8
+#define GPT2RT__CPU_W_ADD 12.0
+#define GPT2RT__CPU_W_MATH 50.0
+static int gpt2rt__cpu_nt(int nt, double work) {
+    double k = work / GPT2RT__CPU_WORK_PER_THREAD;
+    return k < 2.0 || nt < 2 ? 1 : k < (double)nt ? (int)k : nt;
+}
+
 /* ==== 7.1 Ops ==== */
 
 /* ---- dot product with 16 independent lanes (vectorises without -ffast-math) ---- */
@@ -9529,6 +9550,7 @@ static void gpt2rt__cpu_dropout_span(float *out, const float *in, gpt2rt__drop d
     for (int64_t i = i0; i < i1; i++) out[i] = in[i] * gpt2rt__drop_factor(&d, i); /* d: a copy out cannot alias */
 }
 static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop *dr, int64_t N, int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 4095) / 4096; /* in spans: the hash loop vectorises on its own copy of dr */
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++)
@@ -9539,6 +9561,7 @@ static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop 
 /* out (B,T,C) = wte[tokens] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (P,C) */
 static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                                     int64_t B, int64_t T, int64_t C, int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_ADD * (double)(B * T * C));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *te = wte + (int64_t)tokens[bt] * C, *pe = wpe + (bt % T) * C;
@@ -9552,6 +9575,7 @@ static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const
    deterministic. */
 static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                                      int64_t B, int64_t T, int64_t C, int nt) {
+    nt = gpt2rt__cpu_nt(nt, 2.0 * GPT2RT__CPU_W_ADD * (double)(B * T * C));
     int64_t nblk = (C + 15) / 16;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -9573,6 +9597,7 @@ static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *
 /* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
 static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                       const float *b, int64_t N, int64_t C, int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_MATH * (double)(N * C));
     int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t g = 0; g < ng; g++) {
@@ -9601,6 +9626,7 @@ static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, 
 static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                        const float *w, const float *mean, const float *rstd,
                                        int64_t N, int64_t C, int nt) {
+    nt = gpt2rt__cpu_nt(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)(N * C));
     int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t gi = 0; gi < ng; gi++) {
@@ -9903,6 +9929,7 @@ static void gpt2rt__cpu_att_grad_row(float *p, float *g, int64_t t, int64_t TH, 
 static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const float *qkv, float *scratch, int64_t B,
                                                  int64_t T, int64_t C, int64_t NH, int64_t TH, const gpt2rt__drop *dr,
                                                  int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_MATH * (double)B * (double)(T * (T + 1) / 2) * (double)C);
     int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
     if (HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX) {
@@ -9952,6 +9979,7 @@ static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const f
 static void gpt2rt__cpu_attention_backward_masked(float *dqkv, const float *dout, const float *qkv, const float *lse,
                                                   float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                                                   int64_t TH, const gpt2rt__drop *dr, int nt) {
+    nt = gpt2rt__cpu_nt(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)B * (double)(T * (T + 1) / 2) * (double)C);
     int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
     int tiled = HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX;
@@ -10058,6 +10086,7 @@ static void gpt2rt__tanh_n(float *x, int64_t n) { /* x (n) = tanh(x), in place *
 
 /* out (N) = gelu(inp (N)); the backward computes tanh the same way (the same bits) */
 static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 63) / 64;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -10072,6 +10101,7 @@ static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, in
 
 /* dinp (N) = gelu'(inp) * dout; dinp may alias dout. tanh as in the forward. */
 static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t N, int nt) {
+    nt = gpt2rt__cpu_nt(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 63) / 64;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -10090,6 +10120,7 @@ static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float
 
 /* y (N) += x (N) */
 static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_ADD * (double)N);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < N; i++) y[i] += x[i];
 }
@@ -10100,6 +10131,7 @@ static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt
    the losses' sum. */
 static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
                                           int64_t BT, int64_t V, int64_t Vp, int64_t *count, double *sum, int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_MATH * (double)(BT * V));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         const float *x = logits + i * Vp;
@@ -10133,6 +10165,7 @@ static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const f
    columns and ignored rows get 0 */
 static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
                                           float dloss, int64_t BT, int64_t V, int64_t Vp, int nt) {
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_MATH * (double)(BT * V));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         float *x = logits + i * Vp;
@@ -10167,9 +10200,9 @@ static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, c
 #else
 #define GPT2RT__SG_UNUSED
 #endif
-/* tiny products run on the calling thread only (no team spawn) */
+/* the team: gpt2rt__cpu_nt's count for the product's 2MNK flops (one thread: no team) */
 #ifdef _OPENMP
-#define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if((double)M * (double)N * (double)K > 2.0e5)")
+#define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if(n_threads > 1)")
 #else
 #define GPT2RT__SG_OMP_PARALLEL
 #endif
@@ -10564,6 +10597,7 @@ static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
                           const float *bias, int accumulate,
                           float *C, int64_t ldc, void *workspace, int n_threads) {
     gpt2rt__sg_impl im;
+    n_threads = gpt2rt__cpu_nt(n_threads, 2.0 * (double)M * (double)N * (double)K);
     (void)n_threads;
     int64_t kcb, nkb;
     if (M <= 0 || N <= 0) return;
@@ -10635,6 +10669,7 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
     if (!db) return;
     /* column sums: threads own column blocks, rows are summed in order */
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_ADD * (double)(BT * OC));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
@@ -10821,6 +10856,7 @@ static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t
                                     int64_t IC, int64_t OC, int nt) {
     gpt2rt__bf16_rows_fn rows = gpt2rt__bf16_rows_pick(N >= GPT2RT__BF16_MANY_ROWS);
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__cpu_nt(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
@@ -11087,7 +11123,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
                      d->T, d->C, d->n_threads));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
         gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
-        GPT2RT__PARALLEL_FOR(d->n_threads)
+        GPT2RT__PARALLEL_FOR(gpt2rt__cpu_nt(d->n_threads, GPT2RT__CPU_W_ADD * (double)(d->BT * d->C)))
         for (int64_t bt = 0; bt < d->BT; bt++) {
             float *o = ctx->x0 + bt * d->C;
             const float *pe = p.wpe + (bt % d->T) * d->C;
@@ -11293,7 +11329,11 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
                                          int64_t NH, int nt) {
     int64_t HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
-    GPT2RT__PARALLEL_FOR(nt)
+    int ntc = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_ADD * 2.0 * (double)(N * C));
+    double keys = 0;
+    for (int64_t i = 0; i < N; i++) keys += (double)pos[i] + 1.0;
+    nt = gpt2rt__cpu_nt(nt, 2.0 * GPT2RT__CPU_W_MATH * keys * (double)C);
+    GPT2RT__PARALLEL_FOR(ntc)
     for (int64_t i = 0; i < N; i++) {
         int64_t at = ((int64_t)row[i] * KS + pos[i]) * C;
         memcpy(kc + at, qkv + i * C3 + C, (size_t)C * sizeof(float));
@@ -11322,6 +11362,7 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
 static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float *w, const float *b, int64_t N,
                                        int64_t IC, int64_t OC, int nt) {
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__cpu_nt(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o1 = blk * 64 + 64 < OC ? blk * 64 + 64 : OC;
@@ -11369,33 +11410,25 @@ static gpt2rt__layer_params gpt2rt__cpu_decode_lparams(gpt2rt_ctx *ctx, int64_t 
     return p;
 }
 
-/* the threads of a decode pass's row-wise ops (LayerNorm, GELU, residual adds; the same
-   floats on any count): one for a decode step's few rows, where a parallel region's
-   fork and join (a few microseconds, far more when a core is busy) cost more than the
-   microsecond of work they split */
-static int gpt2rt__cpu_decode_rowwise_nt(const gpt2rt_ctx *ctx, int64_t N) {
-    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.n_threads;
-}
-
 /* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
 static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__kv *kv = &ctx->kv;
     int64_t C = d->C, cache = l * d->kv_batch * d->kv_len * C;
-    int nt = d->n_threads, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
+    int nt = d->n_threads;
     gpt2rt__layer_params p = gpt2rt__cpu_decode_lparams(ctx, l);
     const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, ntr);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, &t[GPT2RT__QKVW], p.qkvb, N, C, 3 * C);
     gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
                                  d->kv_len, C, d->NH, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, &t[GPT2RT__PROJW], p.projb, N, C, C);
-    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, ntr);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, &t[GPT2RT__FCW], p.fcb, N, C, 4 * C);
-    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, ntr);
+    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, &t[GPT2RT__FCPROJW], p.fcprojb, N, 4 * C, C);
-    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
 }
 
 /* one pass: embeddings of the N tokens, every layer, then ln_f and the tied head on
@@ -11411,7 +11444,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     gpt2rt__model_params p;
     if (w16) memset(&p, 0, sizeof p);
     else p = gpt2rt__mparams(ctx, ctx->params, 0);
-    GPT2RT__PARALLEL_FOR(gpt2rt__cpu_decode_rowwise_nt(ctx, N))
+    GPT2RT__PARALLEL_FOR(gpt2rt__cpu_nt(d->n_threads, GPT2RT__CPU_W_ADD * (double)(N * C)))
     for (int64_t i = 0; i < N; i++) { /* wte[tok] + wpe[pos], as gpt2rt__cpu_encoder_forward */
         int64_t te = (int64_t)kv->tok[i] * C, pe = (int64_t)kv->pos[i] * C;
         float *o = kv->x + i * C;
@@ -11428,8 +11461,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
         gpt2rt__cpu_decode_vectors(ctx, gpt2rt__model_tensor(ctx, GPT2RT__LNFW), 2, q);
         p.lnfw = q[0]; p.lnfb = q[1];
     }
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C,
-                                  gpt2rt__cpu_decode_rowwise_nt(ctx, M));
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C, d->n_threads);
     gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, twte, NULL, M, C, d->Vp);
 }
 
