@@ -1,11 +1,10 @@
 /* cpu/matmul.h - 7.2 Matrix product
-   may call: common/platform.h, common/threads.h, plan/activations.h, cpu/ops.h */
+   may call: common/platform.h, common/threads.h, plan/activations.h */
 #ifndef GPT2RT__SRC_CPU_MATMUL_H
 #define GPT2RT__SRC_CPU_MATMUL_H
 #include "../common/platform.h"
 #include "../common/threads.h"
 #include "../plan/activations.h"
-#include "ops.h"
 
 /* ==== 7.2 Matrix product ==== */
 
@@ -30,7 +29,7 @@
 #else
 #define GPT2RT__SG_UNUSED
 #endif
-/* the team: gpt2rt__cpu_nt's count for the product's 2MNK flops (one thread: no team) */
+/* the team: gpt2rt__threads_for's count for the product's 2MNK flops (one thread: no team) */
 #ifdef _OPENMP
 #define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if(n_threads > 1)")
 #else
@@ -427,7 +426,7 @@ static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
                           const float *bias, int accumulate,
                           float *C, int64_t ldc, void *workspace, int n_threads) {
     gpt2rt__sg_impl im;
-    n_threads = gpt2rt__cpu_nt(n_threads, 2.0 * (double)M * (double)N * (double)K);
+    n_threads = gpt2rt__threads_for(n_threads, 2.0 * (double)M * (double)N * (double)K);
     (void)n_threads;
     int64_t kcb, nkb;
     if (M <= 0 || N <= 0) return;
@@ -499,7 +498,7 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
     if (!db) return;
     /* column sums: threads own column blocks, rows are summed in order */
     int64_t nblk = (OC + 63) / 64;
-    nt = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_ADD * (double)(BT * OC));
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)(BT * OC));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
@@ -686,7 +685,7 @@ static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t
                                     int64_t IC, int64_t OC, int nt) {
     gpt2rt__bf16_rows_fn rows = gpt2rt__bf16_rows_pick(N >= GPT2RT__BF16_MANY_ROWS);
     int64_t nblk = (OC + 63) / 64;
-    nt = gpt2rt__cpu_nt(nt, 2.0 * (double)(N * IC) * (double)OC);
+    nt = gpt2rt__threads_for(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;

@@ -77,7 +77,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
                      d->T, d->C, d->n_threads));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
         gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
-        GPT2RT__PARALLEL_FOR(gpt2rt__cpu_nt(d->n_threads, GPT2RT__CPU_W_ADD * (double)(d->BT * d->C)))
+        GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_ADD * (double)(d->BT * d->C)))
         for (int64_t bt = 0; bt < d->BT; bt++) {
             float *o = ctx->x0 + bt * d->C;
             const float *pe = p.wpe + (bt % d->T) * d->C;
@@ -283,10 +283,10 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
                                          int64_t NH, int nt) {
     int64_t HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
-    int ntc = gpt2rt__cpu_nt(nt, GPT2RT__CPU_W_ADD * 2.0 * (double)(N * C));
+    int ntc = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * 2.0 * (double)(N * C));
     double keys = 0;
     for (int64_t i = 0; i < N; i++) keys += (double)pos[i] + 1.0;
-    nt = gpt2rt__cpu_nt(nt, 2.0 * GPT2RT__CPU_W_MATH * keys * (double)C);
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * keys * (double)C);
     GPT2RT__PARALLEL_FOR(ntc)
     for (int64_t i = 0; i < N; i++) {
         int64_t at = ((int64_t)row[i] * KS + pos[i]) * C;
@@ -316,7 +316,7 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
 static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float *w, const float *b, int64_t N,
                                        int64_t IC, int64_t OC, int nt) {
     int64_t nblk = (OC + 63) / 64;
-    nt = gpt2rt__cpu_nt(nt, 2.0 * (double)(N * IC) * (double)OC);
+    nt = gpt2rt__threads_for(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o1 = blk * 64 + 64 < OC ? blk * 64 + 64 : OC;
@@ -398,7 +398,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     gpt2rt__model_params p;
     if (w16) memset(&p, 0, sizeof p);
     else p = gpt2rt__mparams(ctx, ctx->params, 0);
-    GPT2RT__PARALLEL_FOR(gpt2rt__cpu_nt(d->n_threads, GPT2RT__CPU_W_ADD * (double)(N * C)))
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_ADD * (double)(N * C)))
     for (int64_t i = 0; i < N; i++) { /* wte[tok] + wpe[pos], as gpt2rt__cpu_encoder_forward */
         int64_t te = (int64_t)kv->tok[i] * C, pe = (int64_t)kv->pos[i] * C;
         float *o = kv->x + i * C;
