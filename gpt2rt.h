@@ -1753,24 +1753,24 @@ static int gpt2rt__default_threads(void) { return 1; }
 
 /* the threads of an op by its work (the CPU backend's ops, the update, the patching).
    A parallel region waits for every thread of its team; on cores that other jobs keep
-   busy that is a wait for the scheduler: 3-6 ms a region on a 2-core machine at load
-   average 5 (tools/bench_threads; a few microseconds on idle cores), against 5.8 ms
-   for a whole training step of examples/timeseries' cpu preset on one thread. So an op
-   takes one thread per GPT2RT_CPU_WORK_PER_THREAD units of work, at most nt; below two
-   units' worth it runs on the calling thread alone. A unit is about one flop of the
-   matrix product (0.055 ns on one core there), and 1e8 of them (5.5 ms) cover a
-   region's wait, so an op is not slower on the default count than on one thread
-   (docs/results/cpu-threads.md). The ops' weights: a unit per flop of a product, and per
-   element: GPT2RT__CPU_W_ADD for an add or copy (0.67 ns), GPT2RT__CPU_W_MATH for
-   LayerNorm, GELU, dropout's hash, an exponential, or a multiply-add of attention
-   (2-3 ns); backward passes twice that. The results do not depend on the count; a
-   build with GPT2RT_CPU_WORK_PER_THREAD 0 splits every op over nt threads (the
-   tests of that). */
+   busy that is a wait for the scheduler: 3-8 ms a region (median) on a 2-core machine
+   at load average 5-7, a few microseconds on idle cores (tools/bench_threads, numbers
+   in docs/results/cpu-threads.md), where a whole training step of examples/timeseries'
+   cpu preset takes 6 ms on one thread. So an op takes one thread per
+   GPT2RT_CPU_WORK_PER_THREAD units of work, at most nt, and below two threads' worth it
+   runs on the calling thread alone: no team. A unit is about a flop of the matrix
+   product (0.020 ns on one core there), so 4e8 units are 8 ms, a region's wait at the
+   worst measured: a 2-thread op saves at least that much and is no slower than on one
+   thread. Per element: GPT2RT__CPU_W_ADD units for an add or copy (0.19 ns),
+   GPT2RT__CPU_W_MATH for LayerNorm, GELU, dropout's hash, an exponential or a
+   multiply-add of attention (1.6-1.9 ns); backward passes twice that. The results do
+   not depend on the count; a build with GPT2RT_CPU_WORK_PER_THREAD 0 splits every op
+   over all nt threads (the thread-count tests, tools/bench_threads). */
 #ifndef GPT2RT_CPU_WORK_PER_THREAD
-#define GPT2RT_CPU_WORK_PER_THREAD 1e8
+#define GPT2RT_CPU_WORK_PER_THREAD 4e8
 #endif
-#define GPT2RT__CPU_W_ADD 12.0
-#define GPT2RT__CPU_W_MATH 50.0
+#define GPT2RT__CPU_W_ADD 10.0
+#define GPT2RT__CPU_W_MATH 90.0
 static int gpt2rt__threads_for(int nt, double work) {
     double per = GPT2RT_CPU_WORK_PER_THREAD;
     if (nt < 2 || per <= 0.0) return nt < 1 ? 1 : nt;
@@ -9089,7 +9089,7 @@ typedef struct gpt2rt__backend {
    result does not depend on the thread count */
 static void gpt2rt__init_normal(float *x, uint16_t *x16, int64_t n, float std, uint64_t seed, int nt) {
     int64_t nch = (n + 4095) / 4096;
-    GPT2RT__PARALLEL_FOR(nt)
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)n))
     for (int64_t ch = 0; ch < nch; ch++) {
         uint64_t s = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(ch + 1));
         gpt2rt__rng_next(&s);
