@@ -81,6 +81,7 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "bench_threads: unknown option %s (see --help)\n", a); return 2; }
         if (!ok) return 2;
     }
+    if (nt < 2) nt = 2; /* one core: still the cost of a team of two */
     const int64_t NMAX = (int64_t)1 << 21;
     A = (float *)malloc(sizeof(float) * NMAX * 16); Bm = (float *)malloc(sizeof(float) * 48 * 16);
     Cm = (float *)malloc(sizeof(float) * NMAX * 48);
