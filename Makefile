@@ -1,5 +1,5 @@
 # gpt2rt - make (examples, tools), make test (every check), make test-docs, make support (docs/support.md), make demo,
-# make bench (bench-tok, bench-gen, bench-ts),
+# make bench (bench-tok, bench-gen, bench-ts, bench-threads),
 # make header (gpt2rt.h from src/), make check-header,
 # make test-asan, make fuzz, make fuzz-tok, make fuzz-csv, make fuzz-json, make fuzz-forecaster, make kernels, make install PREFIX=..., and the GPU
 # targets: make gpu-build, gpu-anchors, gpu-pack (need nvcc, not a GPU), make test-gpu /
@@ -17,9 +17,10 @@ FUZZ_TIME ?= 60
 B := build
 
 EXAMPLES := $(B)/minimal $(B)/train_text $(B)/memory_tradeoffs $(B)/timeseries
-TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/gpt2rt-caps $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
+TOOLS    := $(B)/bench_cpu $(B)/bench_memory $(B)/gpt2rt-mem $(B)/gpt2rt-tok $(B)/gpt2rt-caps $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts \
+            $(B)/bench_threads
 
-.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts fuzz fuzz-tok fuzz-csv fuzz-json fuzz-forecaster kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
+.PHONY: all support test test-asan test-docs demo bench bench-tok bench-gen bench-ts bench-threads fuzz fuzz-tok fuzz-csv fuzz-json fuzz-forecaster kernels install clean gpu-build gpu-anchors gpu-pack test-gpu bench-gpu check test-emu
 
 # what a user runs; the compiler matrix and nvcc checks are make test's (or make check)
 all: $(EXAMPLES) $(TOOLS)
@@ -120,7 +121,7 @@ demo: $(B)/train_text
 	./$(B)/train_text
 
 # gpt2rt, then PyTorch on the same step and threads (where installed), then the ratio
-bench: $(B)/bench_cpu $(B)/bench_memory $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts
+bench: $(B)/bench_cpu $(B)/bench_memory $(B)/bench_tok $(B)/bench_gen $(B)/bench_ts $(B)/bench_threads
 	./$(B)/bench_cpu | tee $(B)/bench_cpu.log
 	@python3 tools/bench_torch_cpu.py > $(B)/bench_torch.log 2>&1; rc=$$?; cat $(B)/bench_torch.log; \
 	if [ $$rc -eq 0 ]; then \
@@ -135,6 +136,36 @@ bench: $(B)/bench_cpu $(B)/bench_memory $(B)/bench_tok $(B)/bench_gen $(B)/bench
 	@$(MAKE) --no-print-directory bench-gen
 	@echo
 	@$(MAKE) --no-print-directory bench-ts
+	@echo
+	@$(MAKE) --no-print-directory bench-threads
+
+# the default thread count against one thread: a step of the small time-series model
+# (examples/timeseries' cpu preset, bench_ts's default shape) and of a large one
+# (BENCH_THREADS_LARGE), each timed at -threads 0 (the default: OMP_NUM_THREADS or the
+# cores) and -threads 1 in alternation, BENCH_THREADS_ROUNDS rounds; the median of the
+# rounds' median steps and their ratio (default / 1 thread: above 1, the default is
+# slower). Then tools/bench_threads, the per-op measurement behind the choice of threads
+# (src/common/threads.h). On a machine shared with other jobs every number moves with
+# the load (printed beside each).
+BENCH_THREADS_LARGE ?= -width 256 -heads 4 -layers 2 -freeze 0 -steps 3
+BENCH_THREADS_ROUNDS ?= 3
+bench-threads: $(B)/bench_ts $(B)/bench_threads
+	@for shape in small large; do \
+	  if [ $$shape = small ]; then args=""; else args="$(BENCH_THREADS_LARGE)"; fi; \
+	  d=""; o=""; \
+	  for r in $$(seq $(BENCH_THREADS_ROUNDS)); do \
+	    d="$$d $$(./$(B)/bench_ts -threads 0 $$args | awk '/ steps of /{print $$7}')"; \
+	    o="$$o $$(./$(B)/bench_ts -threads 1 $$args | awk '/ steps of /{print $$7}')"; \
+	  done; \
+	  echo "$$d|$$o" | awk -v s=$$shape -v a="$$args" -v n=$$(nproc) -v l="$$(cut -d' ' -f1-3 /proc/loadavg)" \
+	    'function med(str,  v, k, i, j, t) { k = split(str, v, " "); \
+	        for (i = 2; i <= k; i++) for (j = i; j > 1 && v[j-1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t } \
+	        return k % 2 ? v[(k+1)/2] : (v[k/2] + v[k/2+1]) / 2 } \
+	     { split($$0, p, "|"); md = med(p[1]); m1 = med(p[2]); \
+	       printf "threads, %s model (bench_ts %s): default (%d cores) %.2f ms a step, 1 thread %.2f ms: %.2fx (median of %d rounds; steps:%s |%s; load average %s)\n", \
+	         s, a == "" ? "defaults" : a, n, md, m1, md / m1, split(p[1], x, " "), p[1], p[2], l }'; \
+	done
+	./$(B)/bench_threads -ms 10
 
 # time-series training windows/s (examples/timeseries.c's --preset cpu shape), gpt2rt then
 # PyTorch on the same shapes and threads, and the ratio: at 1 thread, then at $(nproc)

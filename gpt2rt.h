@@ -75,8 +75,10 @@
    - gpt2rt_plan, gpt2rt_plan_format, gpt2rt_fit, gpt2rt_config_load,
      gpt2rt_result_string and gpt2rt_mem_name touch no context and may run anywhere,
      concurrently.
-   - Each call runs on the calling thread plus, with OpenMP, parallel regions of
-     config.n_threads threads that end before it returns. Never call gpt2rt from
+   - Each call runs on the calling thread plus, with OpenMP, parallel regions of at
+     most config.n_threads threads that end before it returns; an op takes a thread
+     per 4e8 flops or so of work (GPT2RT_CPU_WORK_PER_THREAD), and smaller ops open no
+     region: the results are the same bits on any count. Never call gpt2rt from
      inside an OpenMP parallel region: its own regions would then nest (one thread
      each, or n_threads^2 threads with nesting enabled).
    - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX
@@ -1852,6 +1854,32 @@ static int gpt2rt__default_threads(void) { return omp_get_max_threads(); }
 static int gpt2rt__thread_id(void) { return 0; }
 static int gpt2rt__default_threads(void) { return 1; }
 #endif
+
+/* the threads of an op by its work (the CPU backend's ops, the update, the patching).
+   A parallel region waits for every thread of its team; on cores that other jobs keep
+   busy that is a wait for the scheduler: 3-8 ms a region (median) on a 2-core machine
+   at load average 5-7, a few microseconds on idle cores (tools/bench_threads, numbers
+   in docs/results/cpu-threads.md), where a whole training step of examples/timeseries'
+   cpu preset takes 6 ms on one thread. So an op takes one thread per
+   GPT2RT_CPU_WORK_PER_THREAD units of work, at most nt, and below two threads' worth it
+   runs on the calling thread alone: no team. A unit is about a flop of the matrix
+   product (0.020 ns on one core there), so 4e8 units are 8 ms, a region's wait at the
+   worst measured: a 2-thread op saves at least that much and is no slower than on one
+   thread. Per element: GPT2RT__CPU_W_ADD units for an add or copy (0.19 ns),
+   GPT2RT__CPU_W_MATH for LayerNorm, GELU, dropout's hash, an exponential or a
+   multiply-add of attention (1.6-1.9 ns); backward passes twice that. The results do
+   not depend on the count; a build with GPT2RT_CPU_WORK_PER_THREAD 0 splits every op
+   over all nt threads (the thread-count tests, tools/bench_threads). */
+#ifndef GPT2RT_CPU_WORK_PER_THREAD
+#define GPT2RT_CPU_WORK_PER_THREAD 4e8
+#endif
+#define GPT2RT__CPU_W_ADD 10.0
+#define GPT2RT__CPU_W_MATH 90.0
+static int gpt2rt__threads_for(int nt, double work) {
+    double per = GPT2RT_CPU_WORK_PER_THREAD;
+    if (nt < 2 || per <= 0.0) return nt < 1 ? 1 : nt;
+    return work < 2.0 * per ? 1 : work < per * (double)nt ? (int)(work / per) : nt;
+}
 
 #if defined(__GNUC__) || defined(__clang__)
 #define GPT2RT__PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -7666,7 +7694,7 @@ static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
                                    const float *b, const gpt2rt__dims *d) {
     int64_t L = d->lookback, M = d->M, T = d->T, PL = d->patch_len, PS = d->patch_stride, TH = gpt2rt__ts_hist(d);
-    GPT2RT__PARALLEL_FOR(d->n_threads)
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_MATH * (double)(d->B * (L + TH * PL))))
     for (int64_t bm = 0; bm < d->B; bm++) {
         const float *xs = x + (bm / M) * L * M + bm % M; /* step t at xs[t*M] */
         double s = 0.0, ss = 0.0;
@@ -8894,7 +8922,7 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
 static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {
     int64_t nch = gpt2rt__opt_norm_chunks(n);
     double *parts = ctx->norm_parts;
-    GPT2RT__PARALLEL_FOR(ctx->d.n_threads)
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(ctx->d.n_threads, GPT2RT__CPU_W_ADD * (double)n))
     for (int64_t ch = 0; ch < nch; ch++) {
         int64_t i0 = ch * GPT2RT__NORM_CHUNK, i1 = i0 + GPT2RT__NORM_CHUNK < n ? i0 + GPT2RT__NORM_CHUNK : n;
         double acc[8] = {0}; /* 8 independent sums: no dependency chain, vectorisable */
@@ -8995,8 +9023,9 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     float step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
     float decay_on = (float)(1.0 - (double)lr * c->weight_decay);
-    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo, nparts = ctx->d.n_threads;
-    GPT2RT__PARALLEL_FOR(ctx->d.n_threads)
+    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo;
+    int nparts = gpt2rt__threads_for(ctx->d.n_threads, GPT2RT__CPU_W_MATH * (double)n_all);
+    GPT2RT__PARALLEL_FOR(nparts)
     for (int64_t part = 0; part < nparts; part++) {
         int64_t plo = lo0 + n_all * part / nparts, phi = lo0 + n_all * (part + 1) / nparts;
         for (int i = 0; i < ctx->n_tensors; i++) {
@@ -9782,7 +9811,7 @@ typedef struct gpt2rt__backend {
    result does not depend on the thread count */
 static void gpt2rt__init_normal(float *x, uint16_t *x16, int64_t n, float std, uint64_t seed, int nt) {
     int64_t nch = (n + 4095) / 4096;
-    GPT2RT__PARALLEL_FOR(nt)
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)n))
     for (int64_t ch = 0; ch < nch; ch++) {
         uint64_t s = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(ch + 1));
         gpt2rt__rng_next(&s);
@@ -10249,6 +10278,7 @@ static void gpt2rt__cpu_dropout_span(float *out, const float *in, gpt2rt__drop d
     for (int64_t i = i0; i < i1; i++) out[i] = in[i] * gpt2rt__drop_factor(&d, i); /* d: a copy out cannot alias */
 }
 static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop *dr, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 4095) / 4096; /* in spans: the hash loop vectorises on its own copy of dr */
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++)
@@ -10259,6 +10289,7 @@ static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop 
 /* out (B,T,C) = wte[tokens] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (P,C) */
 static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                                     int64_t B, int64_t T, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)(B * T * C));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *te = wte + (int64_t)tokens[bt] * C, *pe = wpe + (bt % T) * C;
@@ -10272,6 +10303,7 @@ static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const
    deterministic. */
 static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                                      int64_t B, int64_t T, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_ADD * (double)(B * T * C));
     int64_t nblk = (C + 15) / 16;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -10293,6 +10325,7 @@ static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *
 /* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
 static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                       const float *b, int64_t N, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)(N * C));
     int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t g = 0; g < ng; g++) {
@@ -10321,6 +10354,7 @@ static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, 
 static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                        const float *w, const float *mean, const float *rstd,
                                        int64_t N, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)(N * C));
     int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t gi = 0; gi < ng; gi++) {
@@ -10623,6 +10657,7 @@ static void gpt2rt__cpu_att_grad_row(float *p, float *g, int64_t t, int64_t TH, 
 static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const float *qkv, float *scratch, int64_t B,
                                                  int64_t T, int64_t C, int64_t NH, int64_t TH, const gpt2rt__drop *dr,
                                                  int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)B * (double)(T * (T + 1) / 2) * (double)C);
     int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
     if (HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX) {
@@ -10672,6 +10707,7 @@ static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const f
 static void gpt2rt__cpu_attention_backward_masked(float *dqkv, const float *dout, const float *qkv, const float *lse,
                                                   float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                                                   int64_t TH, const gpt2rt__drop *dr, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)B * (double)(T * (T + 1) / 2) * (double)C);
     int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
     int tiled = HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX;
@@ -10778,6 +10814,7 @@ static void gpt2rt__tanh_n(float *x, int64_t n) { /* x (n) = tanh(x), in place *
 
 /* out (N) = gelu(inp (N)); the backward computes tanh the same way (the same bits) */
 static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 63) / 64;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -10792,6 +10829,7 @@ static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, in
 
 /* dinp (N) = gelu'(inp) * dout; dinp may alias dout. tanh as in the forward. */
 static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 63) / 64;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -10810,6 +10848,7 @@ static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float
 
 /* y (N) += x (N) */
 static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)N);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < N; i++) y[i] += x[i];
 }
@@ -10820,6 +10859,7 @@ static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt
    the losses' sum. */
 static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
                                           int64_t BT, int64_t V, int64_t Vp, int64_t *count, double *sum, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)(BT * V));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         const float *x = logits + i * Vp;
@@ -10853,6 +10893,7 @@ static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const f
    columns and ignored rows get 0 */
 static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
                                           float dloss, int64_t BT, int64_t V, int64_t Vp, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)(BT * V));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         float *x = logits + i * Vp;
@@ -10887,9 +10928,9 @@ static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, c
 #else
 #define GPT2RT__SG_UNUSED
 #endif
-/* tiny products run on the calling thread only (no team spawn) */
+/* the team: gpt2rt__threads_for's count for the product's 2MNK flops (one thread: no team) */
 #ifdef _OPENMP
-#define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if((double)M * (double)N * (double)K > 2.0e5)")
+#define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if(n_threads > 1)")
 #else
 #define GPT2RT__SG_OMP_PARALLEL
 #endif
@@ -11284,6 +11325,7 @@ static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
                           const float *bias, int accumulate,
                           float *C, int64_t ldc, void *workspace, int n_threads) {
     gpt2rt__sg_impl im;
+    n_threads = gpt2rt__threads_for(n_threads, 2.0 * (double)M * (double)N * (double)K);
     (void)n_threads;
     int64_t kcb, nkb;
     if (M <= 0 || N <= 0) return;
@@ -11355,6 +11397,7 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
     if (!db) return;
     /* column sums: threads own column blocks, rows are summed in order */
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)(BT * OC));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
@@ -11541,6 +11584,7 @@ static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t
                                     int64_t IC, int64_t OC, int nt) {
     gpt2rt__bf16_rows_fn rows = gpt2rt__bf16_rows_pick(N >= GPT2RT__BF16_MANY_ROWS);
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__threads_for(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
@@ -11808,7 +11852,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
                      d->T, d->C, d->n_threads));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
         gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
-        GPT2RT__PARALLEL_FOR(d->n_threads)
+        GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_ADD * (double)(d->BT * d->C)))
         for (int64_t bt = 0; bt < d->BT; bt++) {
             float *o = ctx->x0 + bt * d->C;
             const float *pe = p.wpe + (bt % d->T) * d->C;
@@ -12014,7 +12058,11 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
                                          int64_t NH, int nt) {
     int64_t HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
-    GPT2RT__PARALLEL_FOR(nt)
+    int ntc = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * 2.0 * (double)(N * C));
+    double keys = 0;
+    for (int64_t i = 0; i < N; i++) keys += (double)pos[i] + 1.0;
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * keys * (double)C);
+    GPT2RT__PARALLEL_FOR(ntc)
     for (int64_t i = 0; i < N; i++) {
         int64_t at = ((int64_t)row[i] * KS + pos[i]) * C;
         memcpy(kc + at, qkv + i * C3 + C, (size_t)C * sizeof(float));
@@ -12043,6 +12091,7 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
 static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float *w, const float *b, int64_t N,
                                        int64_t IC, int64_t OC, int nt) {
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__threads_for(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o1 = blk * 64 + 64 < OC ? blk * 64 + 64 : OC;
@@ -12090,33 +12139,25 @@ static gpt2rt__layer_params gpt2rt__cpu_decode_lparams(gpt2rt_ctx *ctx, int64_t 
     return p;
 }
 
-/* the threads of a decode pass's row-wise ops (LayerNorm, GELU, residual adds; the same
-   floats on any count): one for a decode step's few rows, where a parallel region's
-   fork and join (a few microseconds, far more when a core is busy) cost more than the
-   microsecond of work they split */
-static int gpt2rt__cpu_decode_rowwise_nt(const gpt2rt_ctx *ctx, int64_t N) {
-    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.n_threads;
-}
-
 /* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
 static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__kv *kv = &ctx->kv;
     int64_t C = d->C, cache = l * d->kv_batch * d->kv_len * C;
-    int nt = d->n_threads, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
+    int nt = d->n_threads;
     gpt2rt__layer_params p = gpt2rt__cpu_decode_lparams(ctx, l);
     const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, ntr);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, &t[GPT2RT__QKVW], p.qkvb, N, C, 3 * C);
     gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
                                  d->kv_len, C, d->NH, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, &t[GPT2RT__PROJW], p.projb, N, C, C);
-    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, ntr);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, &t[GPT2RT__FCW], p.fcb, N, C, 4 * C);
-    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, ntr);
+    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, &t[GPT2RT__FCPROJW], p.fcprojb, N, 4 * C, C);
-    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
 }
 
 /* one pass: embeddings of the N tokens, every layer, then ln_f and the tied head on
@@ -12132,7 +12173,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     gpt2rt__model_params p;
     if (w16) memset(&p, 0, sizeof p);
     else p = gpt2rt__mparams(ctx, ctx->params, 0);
-    GPT2RT__PARALLEL_FOR(gpt2rt__cpu_decode_rowwise_nt(ctx, N))
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_ADD * (double)(N * C)))
     for (int64_t i = 0; i < N; i++) { /* wte[tok] + wpe[pos], as gpt2rt__cpu_encoder_forward */
         int64_t te = (int64_t)kv->tok[i] * C, pe = (int64_t)kv->pos[i] * C;
         float *o = kv->x + i * C;
@@ -12149,8 +12190,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
         gpt2rt__cpu_decode_vectors(ctx, gpt2rt__model_tensor(ctx, GPT2RT__LNFW), 2, q);
         p.lnfw = q[0]; p.lnfb = q[1];
     }
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C,
-                                  gpt2rt__cpu_decode_rowwise_nt(ctx, M));
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C, d->n_threads);
     gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, twte, NULL, M, C, d->Vp);
 }
 

@@ -80,8 +80,10 @@
    - gpt2rt_plan, gpt2rt_plan_format, gpt2rt_fit, gpt2rt_config_load,
      gpt2rt_result_string and gpt2rt_mem_name touch no context and may run anywhere,
      concurrently.
-   - Each call runs on the calling thread plus, with OpenMP, parallel regions of
-     config.n_threads threads that end before it returns. Never call gpt2rt from
+   - Each call runs on the calling thread plus, with OpenMP, parallel regions of at
+     most config.n_threads threads that end before it returns; an op takes a thread
+     per 4e8 flops or so of work (GPT2RT_CPU_WORK_PER_THREAD), and smaller ops open no
+     region: the results are the same bits on any count. Never call gpt2rt from
      inside an OpenMP parallel region: its own regions would then nest (one thread
      each, or n_threads^2 threads with nesting enabled).
    - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX

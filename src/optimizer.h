@@ -30,7 +30,7 @@ static void gpt2rt__accum_reset(gpt2rt_ctx *ctx) {
 static double gpt2rt__opt_sumsq(gpt2rt_ctx *ctx, const float *g, int64_t n) {
     int64_t nch = gpt2rt__opt_norm_chunks(n);
     double *parts = ctx->norm_parts;
-    GPT2RT__PARALLEL_FOR(ctx->d.n_threads)
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(ctx->d.n_threads, GPT2RT__CPU_W_ADD * (double)n))
     for (int64_t ch = 0; ch < nch; ch++) {
         int64_t i0 = ch * GPT2RT__NORM_CHUNK, i1 = i0 + GPT2RT__NORM_CHUNK < n ? i0 + GPT2RT__NORM_CHUNK : n;
         double acc[8] = {0}; /* 8 independent sums: no dependency chain, vectorisable */
@@ -131,8 +131,9 @@ static void gpt2rt__opt_adamw(gpt2rt_ctx *ctx, float lr, float grad_scale) {
     float step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)t));
     float decay_on = (float)(1.0 - (double)lr * c->weight_decay);
-    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo, nparts = ctx->d.n_threads;
-    GPT2RT__PARALLEL_FOR(ctx->d.n_threads)
+    int64_t lo0 = ctx->opt_lo, n_all = ctx->opt_hi - ctx->opt_lo;
+    int nparts = gpt2rt__threads_for(ctx->d.n_threads, GPT2RT__CPU_W_MATH * (double)n_all);
+    GPT2RT__PARALLEL_FOR(nparts)
     for (int64_t part = 0; part < nparts; part++) {
         int64_t plo = lo0 + n_all * part / nparts, phi = lo0 + n_all * (part + 1) / nparts;
         for (int i = 0; i < ctx->n_tensors; i++) {

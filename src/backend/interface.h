@@ -98,7 +98,7 @@ typedef struct gpt2rt__backend {
    result does not depend on the thread count */
 static void gpt2rt__init_normal(float *x, uint16_t *x16, int64_t n, float std, uint64_t seed, int nt) {
     int64_t nch = (n + 4095) / 4096;
-    GPT2RT__PARALLEL_FOR(nt)
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)n))
     for (int64_t ch = 0; ch < nch; ch++) {
         uint64_t s = seed ^ (0x5851F42D4C957F2Dull * (uint64_t)(ch + 1));
         gpt2rt__rng_next(&s);

@@ -29,9 +29,9 @@
 #else
 #define GPT2RT__SG_UNUSED
 #endif
-/* tiny products run on the calling thread only (no team spawn) */
+/* the team: gpt2rt__threads_for's count for the product's 2MNK flops (one thread: no team) */
 #ifdef _OPENMP
-#define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if((double)M * (double)N * (double)K > 2.0e5)")
+#define GPT2RT__SG_OMP_PARALLEL _Pragma("omp parallel num_threads(n_threads) if(n_threads > 1)")
 #else
 #define GPT2RT__SG_OMP_PARALLEL
 #endif
@@ -426,6 +426,7 @@ static void gpt2rt__sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_
                           const float *bias, int accumulate,
                           float *C, int64_t ldc, void *workspace, int n_threads) {
     gpt2rt__sg_impl im;
+    n_threads = gpt2rt__threads_for(n_threads, 2.0 * (double)M * (double)N * (double)K);
     (void)n_threads;
     int64_t kcb, nkb;
     if (M <= 0 || N <= 0) return;
@@ -497,6 +498,7 @@ static void gpt2rt__cpu_matmul_backward(float *dinp, float *dw, float *db, const
     if (!db) return;
     /* column sums: threads own column blocks, rows are summed in order */
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)(BT * OC));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;
@@ -683,6 +685,7 @@ static void gpt2rt__cpu_matvec_bf16(float *out, const float *inp, const uint16_t
                                     int64_t IC, int64_t OC, int nt) {
     gpt2rt__bf16_rows_fn rows = gpt2rt__bf16_rows_pick(N >= GPT2RT__BF16_MANY_ROWS);
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__threads_for(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o0 = blk * 64, o1 = o0 + 64 < OC ? o0 + 64 : OC;

@@ -77,7 +77,7 @@ static gpt2rt_result gpt2rt__cpu_embed_forward(gpt2rt_ctx *ctx) {
                      d->T, d->C, d->n_threads));
     } else { /* patches: x0 (BT,C) = in_layer(patch) + wpe[t] */
         gpt2rt__cpu_matmul_forward(ctx->x0, ctx->ts_patch, p.inw, p.inb, d->BT, d->patch_len, d->C, ctx->gemm_ws, d->n_threads);
-        GPT2RT__PARALLEL_FOR(d->n_threads)
+        GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_ADD * (double)(d->BT * d->C)))
         for (int64_t bt = 0; bt < d->BT; bt++) {
             float *o = ctx->x0 + bt * d->C;
             const float *pe = p.wpe + (bt % d->T) * d->C;
@@ -283,7 +283,11 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
                                          int64_t NH, int nt) {
     int64_t HS = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)HS);
-    GPT2RT__PARALLEL_FOR(nt)
+    int ntc = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * 2.0 * (double)(N * C));
+    double keys = 0;
+    for (int64_t i = 0; i < N; i++) keys += (double)pos[i] + 1.0;
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * keys * (double)C);
+    GPT2RT__PARALLEL_FOR(ntc)
     for (int64_t i = 0; i < N; i++) {
         int64_t at = ((int64_t)row[i] * KS + pos[i]) * C;
         memcpy(kc + at, qkv + i * C3 + C, (size_t)C * sizeof(float));
@@ -312,6 +316,7 @@ static void gpt2rt__cpu_attention_cached(float *out, const float *qkv, float *kc
 static void gpt2rt__cpu_matvec_forward(float *out, const float *inp, const float *w, const float *b, int64_t N,
                                        int64_t IC, int64_t OC, int nt) {
     int64_t nblk = (OC + 63) / 64;
+    nt = gpt2rt__threads_for(nt, 2.0 * (double)(N * IC) * (double)OC);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
         int64_t o1 = blk * 64 + 64 < OC ? blk * 64 + 64 : OC;
@@ -359,33 +364,25 @@ static gpt2rt__layer_params gpt2rt__cpu_decode_lparams(gpt2rt_ctx *ctx, int64_t 
     return p;
 }
 
-/* the threads of a decode pass's row-wise ops (LayerNorm, GELU, residual adds; the same
-   floats on any count): one for a decode step's few rows, where a parallel region's
-   fork and join (a few microseconds, far more when a core is busy) cost more than the
-   microsecond of work they split */
-static int gpt2rt__cpu_decode_rowwise_nt(const gpt2rt_ctx *ctx, int64_t N) {
-    return N < GPT2RT__KV_MATVEC_ROWS ? 1 : ctx->d.n_threads;
-}
-
 /* layer l on the pass's N tokens: kv->x (N,C) += attention, then += MLP */
 static void gpt2rt__cpu_layer_decode(gpt2rt_ctx *ctx, int64_t l, int64_t N) {
     const gpt2rt__dims *d = &ctx->d;
     gpt2rt__kv *kv = &ctx->kv;
     int64_t C = d->C, cache = l * d->kv_batch * d->kv_len * C;
-    int nt = d->n_threads, ntr = gpt2rt__cpu_decode_rowwise_nt(ctx, N);
+    int nt = d->n_threads;
     gpt2rt__layer_params p = gpt2rt__cpu_decode_lparams(ctx, l);
     const gpt2rt__tensor *t = gpt2rt__layer_tensors(ctx, l);
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, ntr);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln1w, p.ln1b, N, C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->qkv, kv->ln, p.qkvw, &t[GPT2RT__QKVW], p.qkvb, N, C, 3 * C);
     gpt2rt__cpu_attention_cached(kv->atty, kv->qkv, kv->k + cache, kv->v + cache, kv->row, kv->pos, kv->att, N,
                                  d->kv_len, C, d->NH, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->atty, p.projw, &t[GPT2RT__PROJW], p.projb, N, C, C);
-    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, ntr);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->x, p.ln2w, p.ln2b, N, C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->fch, kv->ln, p.fcw, &t[GPT2RT__FCW], p.fcb, N, C, 4 * C);
-    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, ntr);
+    gpt2rt__cpu_gelu_forward(kv->fch, kv->fch, N * 4 * C, nt);
     gpt2rt__cpu_decode_matmul(ctx, kv->proj, kv->fch, p.fcprojw, &t[GPT2RT__FCPROJW], p.fcprojb, N, 4 * C, C);
-    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, ntr);
+    gpt2rt__cpu_residual_add(kv->x, kv->proj, N * C, nt);
 }
 
 /* one pass: embeddings of the N tokens, every layer, then ln_f and the tied head on
@@ -401,7 +398,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
     gpt2rt__model_params p;
     if (w16) memset(&p, 0, sizeof p);
     else p = gpt2rt__mparams(ctx, ctx->params, 0);
-    GPT2RT__PARALLEL_FOR(gpt2rt__cpu_decode_rowwise_nt(ctx, N))
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_ADD * (double)(N * C)))
     for (int64_t i = 0; i < N; i++) { /* wte[tok] + wpe[pos], as gpt2rt__cpu_encoder_forward */
         int64_t te = (int64_t)kv->tok[i] * C, pe = (int64_t)kv->pos[i] * C;
         float *o = kv->x + i * C;
@@ -418,8 +415,7 @@ static void gpt2rt__cpu_decode_pass(gpt2rt_ctx *ctx, int64_t N, int64_t M) {
         gpt2rt__cpu_decode_vectors(ctx, gpt2rt__model_tensor(ctx, GPT2RT__LNFW), 2, q);
         p.lnfw = q[0]; p.lnfb = q[1];
     }
-    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C,
-                                  gpt2rt__cpu_decode_rowwise_nt(ctx, M));
+    gpt2rt__cpu_layernorm_forward(kv->ln, kv->ln_mean, kv->ln_rstd, kv->proj, p.lnfw, p.lnfb, M, C, d->n_threads);
     gpt2rt__cpu_decode_matmul(ctx, kv->logits, kv->ln, p.wte, twte, NULL, M, C, d->Vp);
 }
 

@@ -60,6 +60,7 @@ static void gpt2rt__cpu_dropout_span(float *out, const float *in, gpt2rt__drop d
     for (int64_t i = i0; i < i1; i++) out[i] = in[i] * gpt2rt__drop_factor(&d, i); /* d: a copy out cannot alias */
 }
 static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop *dr, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 4095) / 4096; /* in spans: the hash loop vectorises on its own copy of dr */
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++)
@@ -70,6 +71,7 @@ static void gpt2rt__cpu_dropout(float *out, const float *in, const gpt2rt__drop 
 /* out (B,T,C) = wte[tokens] + wpe[t];  tokens (B,T), wte (Vp,C), wpe (P,C) */
 static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
                                     int64_t B, int64_t T, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)(B * T * C));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t bt = 0; bt < B * T; bt++) {
         const float *te = wte + (int64_t)tokens[bt] * C, *pe = wpe + (bt % T) * C;
@@ -83,6 +85,7 @@ static void gpt2rt__cpu_encoder_forward(float *out, const int32_t *tokens, const
    deterministic. */
 static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
                                      int64_t B, int64_t T, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_ADD * (double)(B * T * C));
     int64_t nblk = (C + 15) / 16;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -104,6 +107,7 @@ static void gpt2rt__cpu_encoder_backward(float *dwte, float *dwpe, const float *
 /* out (N,C), mean (N), rstd (N) from inp (N,C), w (C), b (C) */
 static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
                                       const float *b, int64_t N, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)(N * C));
     int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t g = 0; g < ng; g++) {
@@ -132,6 +136,7 @@ static void gpt2rt__cpu_layernorm_forward(float *out, float *mean, float *rstd, 
 static void gpt2rt__cpu_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                        const float *w, const float *mean, const float *rstd,
                                        int64_t N, int64_t C, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)(N * C));
     int64_t ng = (N + GPT2RT__LN_ROWS - 1) / GPT2RT__LN_ROWS;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t gi = 0; gi < ng; gi++) {
@@ -434,6 +439,7 @@ static void gpt2rt__cpu_att_grad_row(float *p, float *g, int64_t t, int64_t TH, 
 static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const float *qkv, float *scratch, int64_t B,
                                                  int64_t T, int64_t C, int64_t NH, int64_t TH, const gpt2rt__drop *dr,
                                                  int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)B * (double)(T * (T + 1) / 2) * (double)C);
     int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
     if (HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX) {
@@ -483,6 +489,7 @@ static void gpt2rt__cpu_attention_forward_masked(float *out, float *lse, const f
 static void gpt2rt__cpu_attention_backward_masked(float *dqkv, const float *dout, const float *qkv, const float *lse,
                                                   float *scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                                                   int64_t TH, const gpt2rt__drop *dr, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)B * (double)(T * (T + 1) / 2) * (double)C);
     int64_t HS = C / NH, C3 = 3 * C, Tp = gpt2rt__pad16(T);
     float scale = 1.0f / sqrtf((float)HS);
     int tiled = HS * Tp <= GPT2RT__ATT_TILE && Tp <= GPT2RT__ATT_TMAX;
@@ -589,6 +596,7 @@ static void gpt2rt__tanh_n(float *x, int64_t n) { /* x (n) = tanh(x), in place *
 
 /* out (N) = gelu(inp (N)); the backward computes tanh the same way (the same bits) */
 static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 63) / 64;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -603,6 +611,7 @@ static void gpt2rt__cpu_gelu_forward(float *out, const float *inp, int64_t N, in
 
 /* dinp (N) = gelu'(inp) * dout; dinp may alias dout. tanh as in the forward. */
 static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float *dout, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, 2.0 * GPT2RT__CPU_W_MATH * (double)N);
     int64_t nblk = (N + 63) / 64;
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t blk = 0; blk < nblk; blk++) {
@@ -621,6 +630,7 @@ static void gpt2rt__cpu_gelu_backward(float *dinp, const float *inp, const float
 
 /* y (N) += x (N) */
 static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)N);
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < N; i++) y[i] += x[i];
 }
@@ -631,6 +641,7 @@ static void gpt2rt__cpu_residual_add(float *y, const float *x, int64_t N, int nt
    the losses' sum. */
 static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const float *logits, const int32_t *targets,
                                           int64_t BT, int64_t V, int64_t Vp, int64_t *count, double *sum, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)(BT * V));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         const float *x = logits + i * Vp;
@@ -664,6 +675,7 @@ static float gpt2rt__cpu_crossentropy_forward(float *losses, float *lse, const f
    columns and ignored rows get 0 */
 static void gpt2rt__cpu_crossentropy_backward(float *logits, const float *lse, const int32_t *targets,
                                           float dloss, int64_t BT, int64_t V, int64_t Vp, int nt) {
+    nt = gpt2rt__threads_for(nt, GPT2RT__CPU_W_MATH * (double)(BT * V));
     GPT2RT__PARALLEL_FOR(nt)
     for (int64_t i = 0; i < BT; i++) {
         float *x = logits + i * Vp;

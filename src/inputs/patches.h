@@ -69,7 +69,7 @@ static int64_t gpt2rt__ts_hist(const gpt2rt__dims *d) {
 static void gpt2rt__ts_revin_patch(float *patch, float *zs, float *mean, float *std, const float *x, const float *w,
                                    const float *b, const gpt2rt__dims *d) {
     int64_t L = d->lookback, M = d->M, T = d->T, PL = d->patch_len, PS = d->patch_stride, TH = gpt2rt__ts_hist(d);
-    GPT2RT__PARALLEL_FOR(d->n_threads)
+    GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(d->n_threads, GPT2RT__CPU_W_MATH * (double)(d->B * (L + TH * PL))))
     for (int64_t bm = 0; bm < d->B; bm++) {
         const float *xs = x + (bm / M) * L * M + bm % M; /* step t at xs[t*M] */
         double s = 0.0, ss = 0.0;
