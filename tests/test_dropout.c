@@ -6,6 +6,12 @@
    1 vs 2 threads all bitwise equal with dropout on; finite differences of the loss
    with the masks on (a mask is a fixed function of the step); k micro-batches equal
    one batch k times the size; the config checks. */
+/* every op splits over the threads whatever its size (by default an op too small to pay
+   for a second thread runs on one), so the checks across thread counts below compare
+   split work, not one thread's with itself */
+#ifndef GPT2RT_CPU_WORK_PER_THREAD
+#define GPT2RT_CPU_WORK_PER_THREAD 0
+#endif
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"

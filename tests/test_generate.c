@@ -13,6 +13,12 @@
    - op by op, the decode step's attention over the cache is bitwise the forward's at
      every position (head sizes with a tail past 16, both forward paths, one pass or a
      token a pass, 1 and 3 threads). */
+/* every op splits over the threads whatever its size (by default an op too small to pay
+   for a second thread runs on one), so the checks across thread counts below compare
+   split work, not one thread's with itself */
+#ifndef GPT2RT_CPU_WORK_PER_THREAD
+#define GPT2RT_CPU_WORK_PER_THREAD 0
+#endif
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"

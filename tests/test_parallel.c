@@ -9,6 +9,12 @@
    - save + resume under data parallel == uninterrupted (bitwise);
    - time series (patch inputs) under data parallel;
    - planned == allocated on every rank; bad configs and bad rows refused by name. */
+/* every op splits over the threads whatever its size (by default an op too small to pay
+   for a second thread runs on one), so the checks across thread counts below compare
+   split work, not one thread's with itself */
+#ifndef GPT2RT_CPU_WORK_PER_THREAD
+#define GPT2RT_CPU_WORK_PER_THREAD 0
+#endif
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"

@@ -4,6 +4,12 @@
    that name their numbers, call order, allocation failure, non-finite steps; the
    forward against GPT-2's definition evaluated in double, AdamW against
    torch.optim.AdamW's formula, k micro-batches against one batch of k times the rows. */
+/* every op splits over the threads whatever its size (by default an op too small to pay
+   for a second thread runs on one), so the checks across thread counts below compare
+   split work, not one thread's with itself */
+#ifndef GPT2RT_CPU_WORK_PER_THREAD
+#define GPT2RT_CPU_WORK_PER_THREAD 0
+#endif
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include "harness.h"

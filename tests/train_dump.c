@@ -9,6 +9,12 @@
 
    usage: train_dump OUT [WORKDIR]     (run from the repository root)
    build: cc -std=c11 -O3 -march=native -fopenmp -o build/train_dump tests/train_dump.c -lm */
+/* every op splits over the threads whatever its size (by default an op too small to pay
+   for a second thread runs on one), so the checks across thread counts below compare
+   split work, not one thread's with itself */
+#ifndef GPT2RT_CPU_WORK_PER_THREAD
+#define GPT2RT_CPU_WORK_PER_THREAD 0
+#endif
 #define GPT2RT_IMPLEMENTATION
 #include "../gpt2rt.h"
 #include <stdio.h>

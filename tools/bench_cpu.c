@@ -18,12 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double now(void) {
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void cpu_name(char *out, size_t cap) {
     snprintf(out, cap, "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -56,9 +50,9 @@ static double sgemm_seconds(int mode, int64_t M, int64_t N, int64_t K, int nt, i
     for (int64_t i = 0; i < N; i++) bias[i] = 0.01f * (float)(i % 7);
     double best = 1e30;
     for (int r = 0; r <= reps; r++) {
-        double t0 = now();
+        double t0 = cli_now();
         gpt2rt__sgemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, mode == 0 ? bias : NULL, mode == 2, C, N, wsa, nt);
-        double dt = now() - t0;
+        double dt = cli_now() - t0;
         if (r > 0 && dt < best) best = dt;
     }
     free(A); free(B); free(bias); free(C); free(ws);
@@ -142,9 +136,9 @@ static void bench_chunk(gpt2rt_config cfg, int chunk, int rounds) {
                 x[k] = (int32_t)((s >> 33) % 50257); y[k] = (int32_t)((s >> 13) % 50257);
             }
             gpt2rt_step_stats st;
-            double t0 = now();
+            double t0 = cli_now();
             if (gpt2rt_step(ctx[i], x, y, &st) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx[i])); r = rounds; break; }
-            double dt = now() - t0;
+            double dt = cli_now() - t0;
             if (r >= 0) { sum[i] += dt; if (dt < best[i]) best[i] = dt; }
         }
     printf("\nclassifier_chunk (gpt2rt_step, %d alternated rounds): whole batch %.0f ms (best %.0f), chunks of %d tokens "
@@ -217,13 +211,13 @@ int main(int argc, char **argv) {
         }
         float loss;
         gpt2rt_step_stats st;
-        double t0 = now();
+        double t0 = cli_now();
         gpt2rt_forward(ctx, x, y, &loss);
-        double t1 = now();
+        double t1 = cli_now();
         gpt2rt_backward(ctx);
-        double t2 = now();
+        double t2 = cli_now();
         if (gpt2rt_update(ctx, &st) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx)); return 1; }
-        double t3 = now();
+        double t3 = cli_now();
         if (k >= 0) { tf += t1 - t0; tb += t2 - t1; tu += t3 - t2; }
         if (k == -1) ctx->prof = prof; /* the timed steps' ops only */
         printf("step %2d: loss %.4f  %.0f ms (forward %.0f, backward %.0f, update %.0f)\n", k, loss,

@@ -19,12 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double now(void) {
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* the process's peak resident set (VmHWM) in bytes; 0 where /proc is absent */
 static unsigned long long peak_rss(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -47,7 +41,7 @@ typedef struct clock2 { double first, last; int n; } clock2;
 static int on_token(void *user, int row, int32_t token, const float *logits, int64_t n_logits) {
     clock2 *c = (clock2 *)user;
     (void)row; (void)token; (void)logits; (void)n_logits;
-    c->last = now();
+    c->last = cli_now();
     if (!c->n++) c->first = c->last;
     return 0;
 }
@@ -113,12 +107,12 @@ int main(int argc, char **argv) {
         int64_t len = n_prompt;
         clock2 c = {0, 0, 0};
         opt.user = &c;
-        double t0 = now();
+        double t0 = cli_now();
         if (gpt2rt_generate(ctx, &opt, 1, row, n_prompt + n_new, &len) != GPT2RT_OK) {
             fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx));
             return 1;
         }
-        double t = now() - t0;
+        double t = cli_now() - t0;
         if (k < 0) continue;
         tps[k] = (double)(len - n_prompt) / t;
         dps[k] = c.n > 1 ? (double)(c.n - 1) / (c.last - c.first) : 0.0;

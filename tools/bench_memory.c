@@ -12,12 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double now(void) {
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct knob { const char *name; gpt2rt_recompute recompute; int every, div; } knob;
 
 #define PROG "bench_memory"
@@ -87,9 +81,9 @@ int main(int argc, char **argv) {
                 y[i] = (int32_t)((r >> 13) % 50257);
             }
             gpt2rt_step_stats st;
-            double t0 = now();
+            double t0 = cli_now();
             if (gpt2rt_step(ctx, x, y, &st) != GPT2RT_OK) { fprintf(stderr, "gpt2rt: %s\n", gpt2rt_last_error(ctx)); return 1; }
-            if (s >= 0) t += now() - t0;
+            if (s >= 0) t += cli_now() - t0;
             loss = st.loss;
         }
         t /= steps;

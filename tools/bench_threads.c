@@ -16,12 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double now(void) {
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static double median(double *v, int n) { /* sorts v */
     for (int i = 1; i < n; i++)
         for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { double t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
@@ -37,9 +31,9 @@ static volatile float sink;
 
 /* single-thread work for about us microseconds */
 static void pause_work(double us) {
-    double t0 = now();
+    double t0 = cli_now();
     float s = 0;
-    while ((now() - t0) * 1e6 < us)
+    while ((cli_now() - t0) * 1e6 < us)
         for (int i = 0; i < 256; i++) s += X[i] * 0.5f;
     sink = s;
 }
@@ -109,9 +103,9 @@ int main(int argc, char **argv) {
                 double v[4096], spent = 0;
                 while (reps < 4096 && (reps < 5 || spent < ms * 1e-3)) {
                     pause_work(gap);
-                    double a = now();
+                    double a = cli_now();
                     run_op(op, n, k, &work);
-                    v[reps] = now() - a;
+                    v[reps] = cli_now() - a;
                     spent += v[reps] + gap * 1e-6;
                     reps++;
                 }

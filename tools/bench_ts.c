@@ -28,12 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double now(void) {
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* the process's CPU time: on a machine shared with other jobs it counts the work, not the waits */
 static double cpu_now(void) {
     struct timespec ts;
@@ -163,9 +157,9 @@ int main(int argc, char **argv) {
             memcpy(y + (size_t)b * H * M, series + (t0 + (int64_t)b * 8 + L) * M, sizeof(float) * (size_t)H * M);
         }
         gpt2rt_step_stats st;
-        double a = now(), ca = cpu_now();
+        double a = cli_now(), ca = cpu_now();
         if (gpt2rt_step_series(ctx, x, next ? NULL : y, &st) != GPT2RT_OK) { fprintf(stderr, "bench_ts: %s\n", gpt2rt_last_error(ctx)); return 1; }
-        double dt = now() - a, ct = cpu_now() - ca;
+        double dt = cli_now() - a, ct = cpu_now() - ca;
         if (k >= 0) { total += dt; dts[k] = dt; cts[k] = ct; }
         if (k < 0 || k % 5 == 4 || k == steps - 1)
             printf("step %3d: loss %.4f  %.1f ms\n", k, (double)st.loss, dt * 1e3);

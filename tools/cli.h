@@ -8,6 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* wall-clock seconds, for the benchmarks' timings */
+static inline double cli_now(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* an integer parsed whole (no trailing text, no overflow, in [lo, hi]); a bad one is
    refused naming the program, the flag and the value: the caller exits 2 */
