@@ -1433,6 +1433,33 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gp
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *series, int64_t first,
                                                int64_t n, const float *forecasts, int with_origin, char **text,
                                                size_t *len);
+/* text (len bytes: gpt2rt_forecaster_csv's) into the file path, whole or not at all: to a
+   new temporary file beside path (under POSIX beside the file a symbolic link names, with
+   that file's permissions), renamed to path once complete; a failed write (a full disk,
+   a file-size limit) removes it and leaves path as it was. Refused before anything is
+   written (GPT2RT_ERR_INVALID_ARGUMENT): path the same file as data (the series' file;
+   NULL: none), or path inside the directory fc was loaded from (gpt2rt_forecaster_path_clash) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv_write(gpt2rt_forecaster *fc, const char *path, const char *text,
+                                                     size_t len, const char *data);
+/* What writing output out could do to input in, from the file system before anything
+   is written: the same file or directory under any spelling (./F, a symbolic or hard
+   link: device and inode; two names not there yet: their directory and first
+   component), out inside the directory in (a model's), or in inside the directory out
+   writes into. Windows has no inodes: APART there. */
+typedef enum gpt2rt_forecaster_clash {
+    GPT2RT_FORECASTER_APART = 0,
+    GPT2RT_FORECASTER_SAME_FILE,
+    GPT2RT_FORECASTER_SAME_DIR,
+    GPT2RT_FORECASTER_OUT_INSIDE,
+    GPT2RT_FORECASTER_IN_INSIDE
+} gpt2rt_forecaster_clash;
+GPT2RT_DEF gpt2rt_forecaster_clash gpt2rt_forecaster_path_clash(const char *out, const char *in);
+/* whether an output path can be written, checked before the work that fills it: dir (a
+   forecaster, weights): an existing writable directory or a new name in one; else a
+   new or writable file, not a directory, in a writable directory. GPT2RT_OK, else the
+   reason in why (cap bytes; may be NULL), without the path: "the directory /x does not
+   exist" */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_path_check(const char *path, int dir, char *why, size_t cap);
 
 /* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
    each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),
@@ -20667,6 +20694,7 @@ struct gpt2rt_forecaster {
     float *x, *pred, *c, *mus; /* scratch: (B,L,M), (B,H,M), (B,H,M), (B,M) */
     double *z, *acc;       /* scratch: L+1, H */
     char *columns;         /* the channels' names as the loader's list "a,b,c"; NULL until asked for */
+    char *dir;             /* the directory it was loaded from (gpt2rt_forecaster_csv_write keeps out of it) */
 };
 
 static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
@@ -21241,7 +21269,7 @@ static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster 
     if (r != GPT2RT_OK) {
         gpt2rt_free(fc->ctx);
         free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
-        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->dir);
         char keep[512];
         memcpy(keep, fc->error, sizeof keep);
         memset(fc, 0, sizeof *fc);
@@ -21344,7 +21372,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
     fc->mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
     fc->z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
     fc->acc = (double *)malloc(sizeof(double) * (size_t)H);
-    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc)
+    if ((fc->dir = (char *)malloc(strlen(dir) + 1)) != NULL) strcpy(fc->dir, dir);
+    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc || !fc->dir)
         return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for a "
                                                         "batch of %lld windows", dir, (long long)B));
     return GPT2RT_OK;
@@ -21355,6 +21384,7 @@ GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
     gpt2rt_free(fc->ctx);
     free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W);
     free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->columns);
+    free(fc->dir);
     free(fc);
 }
 
@@ -22138,6 +22168,206 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2
     }
     *text = b.p;
     *len = b.len;
+    return GPT2RT_OK;
+}
+
+/* ---- outputs against inputs, checked before anything is written ---- */
+
+/* path's directory ("." for a bare name) stat'ed into st, and *base (may be NULL) at
+   path's last component; 0 when it does not stat */
+static int gpt2rt__fc_parent_stat(const char *path, struct stat *st, const char **base) {
+    size_t n = strlen(path);
+    char *p = (char *)malloc(n + 2);
+    if (!p) return 0;
+    memcpy(p, path, n + 1);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (base) *base = path + (slash ? slash - p + 1 : 0);
+    if (!slash) strcpy(p, ".");
+    else if (slash == p) p[1] = 0;
+    else *slash = 0;
+    int good = stat(p, st) == 0;
+    free(p);
+    return good;
+}
+
+/* the same file or directory: device and inode (Windows gives no inode: never) */
+static int gpt2rt__fc_same_id(const struct stat *a, const struct stat *b) {
+#ifdef _WIN32
+    (void)a; (void)b;
+    return 0;
+#else
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+#endif
+}
+
+GPT2RT_DEF gpt2rt_forecaster_clash gpt2rt_forecaster_path_clash(const char *out, const char *in) {
+    if (!out || !in) return GPT2RT_FORECASTER_APART;
+    struct stat so, si, po, pi;
+    int eo = stat(out, &so) == 0, ei = stat(in, &si) == 0;
+    const char *bo, *bi;
+    if (eo && ei ? gpt2rt__fc_same_id(&so, &si)
+                 : !eo && !ei && gpt2rt__fc_parent_stat(out, &po, &bo) && gpt2rt__fc_parent_stat(in, &pi, &bi) &&
+                   gpt2rt__fc_same_id(&po, &pi) && strcspn(bo, "/") == strcspn(bi, "/") &&
+                   !strncmp(bo, bi, strcspn(bo, "/")))
+        return eo && GPT2RT__IS_DIR(so.st_mode) ? GPT2RT_FORECASTER_SAME_DIR : GPT2RT_FORECASTER_SAME_FILE;
+    if (ei && GPT2RT__IS_DIR(si.st_mode) && gpt2rt__fc_parent_stat(out, &po, NULL) && gpt2rt__fc_same_id(&po, &si))
+        return GPT2RT_FORECASTER_OUT_INSIDE;
+    if (eo && GPT2RT__IS_DIR(so.st_mode) && gpt2rt__fc_parent_stat(in, &pi, NULL) && gpt2rt__fc_same_id(&pi, &so))
+        return GPT2RT_FORECASTER_IN_INSIDE;
+    return GPT2RT_FORECASTER_APART;
+}
+
+#ifdef _WIN32
+#define GPT2RT__FC_WRITABLE(p, dir) (_access(p, 2) == 0)
+#else
+#define GPT2RT__FC_WRITABLE(p, dir) (access(p, (dir) ? W_OK | X_OK : W_OK) == 0)
+#endif
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_path_check(const char *path, int dir, char *why, size_t cap) {
+    char none[1];
+    if (!why || !cap) why = none, cap = sizeof none;
+    why[0] = 0;
+    if (!path || !*path) {
+        snprintf(why, cap, "no path given");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (dir && !GPT2RT__IS_DIR(st.st_mode)) {
+            snprintf(why, cap, "exists and is not a directory (the weights go into a directory): name a new path or "
+                     "a directory");
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        if (!dir && GPT2RT__IS_DIR(st.st_mode)) {
+            snprintf(why, cap, "is a directory; name a file in it");
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        if (!GPT2RT__FC_WRITABLE(path, dir)) {
+            snprintf(why, cap, "not writable (%s)", strerror(errno));
+            return GPT2RT_ERR_IO;
+        }
+        return GPT2RT_OK;
+    }
+    if (errno != ENOENT) {
+        snprintf(why, cap, "%s", strerror(errno));
+        return GPT2RT_ERR_IO;
+    }
+    /* a new name: its directory must exist and take it */
+    size_t n = strlen(path);
+    char *parent = (char *)malloc(n + 2);
+    if (!parent) {
+        snprintf(why, cap, "out of memory");
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    memcpy(parent, path, n + 1);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = 0;
+    else *slash = 0;
+    gpt2rt_result r = GPT2RT_OK;
+    if (stat(parent, &st) != 0 || !GPT2RT__IS_DIR(st.st_mode)) {
+        snprintf(why, cap, "the directory %s does not exist%s", parent, dir ? " (one directory is created, not its "
+                 "parents)" : "");
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    } else if (!GPT2RT__FC_WRITABLE(parent, 1)) {
+        snprintf(why, cap, "the directory %s is not writable (%s)", parent, strerror(errno));
+        r = GPT2RT_ERR_IO;
+    }
+    free(parent);
+    return r;
+}
+
+/* the temporary file beside dest (*tmp malloc'd), created new; POSIX: with dest's
+   permissions, or a new file's (0666 less the umask) */
+static FILE *gpt2rt__fc_tmp_open(const char *dest, char **tmp) {
+    size_t n = strlen(dest) + 24;
+    FILE *f = NULL;
+    if (!(*tmp = (char *)malloc(n))) return NULL;
+#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200809L
+    snprintf(*tmp, n, "%s.tmp.XXXXXX", dest);
+    int fd = mkstemp(*tmp);
+    struct stat st;
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fd >= 0 && (fchmod(fd, stat(dest, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask) != 0 ||
+                    !(f = fdopen(fd, "w")))) {
+        int e = errno;
+        close(fd);
+        remove(*tmp);
+        errno = e;
+    }
+#else /* C11's exclusive create */
+    for (int k = 0; !f && k < 1000; k++) {
+        snprintf(*tmp, n, "%s.tmp-%d", dest, k);
+        f = fopen(*tmp, "wbx");
+    }
+#endif
+    if (!f) { free(*tmp); *tmp = NULL; }
+    return f;
+}
+
+/* path with its symbolic links followed (malloc'd; NULL: out of memory): the file a
+   write replaces, the links kept */
+static char *gpt2rt__fc_link_target(const char *path) {
+    char *p = (char *)malloc(strlen(path) + 1);
+    if (p) strcpy(p, path);
+#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+    for (int hop = 0; p && hop < 40; hop++) { /* 40: Linux's limit on links followed */
+        struct stat st;
+        char to[4096];
+        ssize_t n = lstat(p, &st) == 0 && S_ISLNK(st.st_mode) ? readlink(p, to, sizeof to - 1) : -1;
+        if (n < 0) break;
+        to[n] = 0;
+        const char *slash = strrchr(p, '/');
+        size_t dn = to[0] == '/' || !slash ? 0 : (size_t)(slash - p + 1); /* relative: from the link's directory */
+        char *q = (char *)malloc(dn + (size_t)n + 1);
+        if (q) { memcpy(q, p, dn); memcpy(q + dn, to, (size_t)n + 1); }
+        free(p);
+        p = q;
+    }
+#endif
+    return p;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv_write(gpt2rt_forecaster *fc, const char *path, const char *text,
+                                                     size_t len, const char *data) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (!path || (!text && len))
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv_write: %s is NULL",
+                               !path ? "path" : "text");
+    gpt2rt_forecaster_clash k = gpt2rt_forecaster_path_clash(path, data);
+    if (k == GPT2RT_FORECASTER_SAME_FILE || k == GPT2RT_FORECASTER_SAME_DIR)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s and %s (the data) are the same %s: writing "
+                               "would replace it; nothing was written", path, data, k == GPT2RT_FORECASTER_SAME_DIR
+                               ? "directory" : "file");
+    k = gpt2rt_forecaster_path_clash(path, fc->dir);
+    if (k != GPT2RT_FORECASTER_APART)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s %s the forecaster's directory %s: writing "
+                               "could replace its files; nothing was written", path, k == GPT2RT_FORECASTER_OUT_INSIDE
+                               ? "lies inside" : k == GPT2RT_FORECASTER_IN_INSIDE ? "holds" : "is", fc->dir);
+    char *tmp = NULL, *dest = gpt2rt__fc_link_target(path);
+    FILE *f = dest ? gpt2rt__fc_tmp_open(dest, &tmp) : NULL;
+    if (!f) {
+        int e = dest ? errno : ENOMEM;
+        free(dest);
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: cannot create a file beside it: %s", path, strerror(e));
+    }
+    int good = fwrite(text, 1, len, f) == len;
+    good = fflush(f) == 0 && !ferror(f) && good;
+    int e = errno;
+    if (fclose(f) != 0 && good) good = 0, e = errno;
+#ifdef _WIN32
+    if (good) remove(dest); /* rename does not replace a file there */
+#endif
+    if (good && gpt2rt__fc_rename(tmp, dest) != 0) good = 0, e = errno;
+    if (!good) remove(tmp);
+    free(tmp); free(dest);
+    if (!good)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: writing the forecasts failed: %s; %s is as it was", path,
+                               strerror(e), path);
     return GPT2RT_OK;
 }
 #endif /* GPT2RT_NO_SERIES */

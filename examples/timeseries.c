@@ -248,98 +248,29 @@ static int data_files(opts *o) {
     return good;
 }
 
-/* an output path checked before any work: dir (--save) must be a writable directory
-   or a new name in one; a file (--png) a new or writable file in a writable directory */
+/* an output path checked before any work (gpt2rt_forecaster_path_check): dir (--save)
+   a writable directory or a new name in one, a file (--png, --out) a new or writable one */
 static int out_path_ok(const char *flag, const char *path, int dir) {
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (dir && !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "timeseries: %s %s: exists and is not a directory (the weights go into a directory): name "
-                    "a new path or a directory\n", flag, path);
-            return 0;
-        }
-        if (!dir && S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "timeseries: %s %s: is a directory; name a file (e.g. %s/forecast.png)\n", flag, path, path);
-            return 0;
-        }
-        if (access(path, dir ? W_OK | X_OK : W_OK) != 0) {
-            fprintf(stderr, "timeseries: %s %s: not writable (%s)\n", flag, path, strerror(errno));
-            return 0;
-        }
-        return 1;
-    }
-    if (errno != ENOENT) { fprintf(stderr, "timeseries: %s %s: %s\n", flag, path, strerror(errno)); return 0; }
-    /* a new name: its directory must exist and take it */
-    size_t n = strlen(path);
-    char *parent = (char *)malloc(n + 2);
-    if (!parent) { fprintf(stderr, "timeseries: out of memory\n"); return 0; }
-    memcpy(parent, path, n + 1);
-    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
-    char *slash = strrchr(parent, '/');
-    if (!slash) strcpy(parent, ".");
-    else if (slash == parent) parent[1] = 0;
-    else *slash = 0;
-    int good = stat(parent, &st) == 0 && S_ISDIR(st.st_mode);
-    if (!good) fprintf(stderr, "timeseries: %s %s: the directory %s does not exist%s\n", flag, path, parent,
-                       dir ? " (--save creates one directory, not its parents)" : "");
-    else if (access(parent, W_OK | X_OK) != 0) {
-        fprintf(stderr, "timeseries: %s %s: the directory %s is not writable (%s)\n", flag, path, parent, strerror(errno));
-        good = 0;
-    }
-    free(parent);
-    return good;
+    char why[600];
+    if (gpt2rt_forecaster_path_check(path, dir, why, sizeof why) == GPT2RT_OK) return 1;
+    fprintf(stderr, "timeseries: %s %s: %s\n", flag, path, why);
+    return 0;
 }
 
-/* ---- an output against an input, before anything is written: the same file or
-   directory under any spelling (./F, a symlink, a hard link: device and inode; a name
-   not there yet: its directory's and its last component), an output inside an input
-   directory (a model's), or an input inside the directory an output writes into ---- */
-
-/* path's directory ("." for a bare name) and whether it and what names both stat */
-static int parent_stat(const char *path, struct stat *st, const char **base) {
-    size_t n = strlen(path);
-    char *p = (char *)malloc(n + 2);
-    if (!p) return 0;
-    memcpy(p, path, n + 1);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-    char *slash = strrchr(p, '/');
-    if (base) *base = path + (slash ? slash - p + 1 : 0);
-    if (!slash) strcpy(p, ".");
-    else if (slash == p) p[1] = 0;
-    else *slash = 0;
-    int good = stat(p, st) == 0;
-    free(p);
-    return good;
-}
-
-static int same_id(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
-
-/* 1 (and a line naming both) when writing output oflag opath could touch input iflag ipath
-   (prog: "timeseries" or "timeseries predict"); a second output in iflag checks the pair too */
+/* 1 (and a line naming both) when writing output oflag opath could touch input iflag
+   ipath (gpt2rt_forecaster_path_clash); prog: "timeseries" or "timeseries predict" */
 static int paths_clash(const char *prog, const char *oflag, const char *opath, const char *iflag, const char *ipath) {
-    if (!opath || !ipath) return 0;
-    struct stat so, si, po, pi;
-    int eo = stat(opath, &so) == 0, ei = stat(ipath, &si) == 0;
-    const char *bo, *bi;
-    int same = eo && ei ? same_id(&so, &si)
-             : !eo && !ei && parent_stat(opath, &po, &bo) && parent_stat(ipath, &pi, &bi) && same_id(&po, &pi) &&
-               strcspn(bo, "/") == strcspn(bi, "/") && !strncmp(bo, bi, strcspn(bo, "/"));
-    if (same) {
+    gpt2rt_forecaster_clash k = gpt2rt_forecaster_path_clash(opath, ipath);
+    if (k == GPT2RT_FORECASTER_SAME_FILE || k == GPT2RT_FORECASTER_SAME_DIR)
         fprintf(stderr, "%s: %s %s and %s %s are the same %s: writing %s would replace it; name another path\n", prog,
-                oflag, opath, iflag, ipath, eo && S_ISDIR(so.st_mode) ? "directory" : "file", oflag);
-        return 1;
-    }
-    if (ei && S_ISDIR(si.st_mode) && parent_stat(opath, &po, NULL) && same_id(&po, &si)) {
+                oflag, opath, iflag, ipath, k == GPT2RT_FORECASTER_SAME_DIR ? "directory" : "file", oflag);
+    else if (k == GPT2RT_FORECASTER_OUT_INSIDE)
         fprintf(stderr, "%s: %s %s lies inside %s %s: writing it there could replace that directory's files; name a "
                 "path outside it\n", prog, oflag, opath, iflag, ipath);
-        return 1;
-    }
-    if (eo && S_ISDIR(so.st_mode) && parent_stat(ipath, &pi, NULL) && same_id(&pi, &so)) {
+    else if (k == GPT2RT_FORECASTER_IN_INSIDE)
         fprintf(stderr, "%s: %s %s lies inside %s %s, which %s writes into: name another %s\n", prog, iflag, ipath,
                 oflag, opath, oflag, oflag);
-        return 1;
-    }
-    return 0;
+    return k != GPT2RT_FORECASTER_APART;
 }
 
 static int parse(opts *o, int argc, char **argv) {
@@ -1146,44 +1077,6 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
     return good;
 }
 
-/* --out F whole or not at all: written to a temporary file beside F (beside the file a
-   symlink F names), renamed over F once complete, as weights saves are; a failed write
-   (a full disk, a file-size limit) removes it and leaves F as it was */
-typedef struct out_file { FILE *f; char *tmp, *dest; } out_file;
-
-static FILE *out_open(out_file *o, const char *path) {
-    memset(o, 0, sizeof *o);
-    o->dest = realpath(path, NULL);
-    if (!o->dest) o->dest = strdup(path);
-    size_t n = o->dest ? strlen(o->dest) + 16 : 0;
-    if (!o->dest || !(o->tmp = (char *)malloc(n))) { free(o->dest); errno = ENOMEM; return NULL; }
-    snprintf(o->tmp, n, "%s.tmp.XXXXXX", o->dest);
-    int fd = mkstemp(o->tmp);
-    struct stat st;
-    mode_t mask = umask(0);
-    umask(mask);
-    if (fd >= 0 && (fchmod(fd, stat(o->dest, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask) != 0 ||
-                    !(o->f = fdopen(fd, "w")))) {
-        int e = errno;
-        close(fd);
-        remove(o->tmp);
-        errno = e;
-    }
-    if (!o->f) { free(o->tmp); free(o->dest); }
-    return o->f;
-}
-
-/* 1 when every byte was written and the file took its name; else 0, errno saying why */
-static int out_close(out_file *o) {
-    int good = fflush(o->f) == 0 && !ferror(o->f), e = errno;
-    if (fclose(o->f) != 0 && good) { good = 0; e = errno; }
-    if (good && rename(o->tmp, o->dest) != 0) { good = 0; e = errno; }
-    if (!good) remove(o->tmp);
-    free(o->tmp); free(o->dest);
-    errno = e;
-    return good;
-}
-
 static int predict_main(int argc, char **argv) {
     popts o;
     if (!predict_parse(&o, argc, argv)) return 2;
@@ -1232,13 +1125,7 @@ static int predict_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", gpt2rt_forecaster_last_error(fc));
         rc = 1;
     }
-    FILE *f = stdout;
-    out_file of;
     signal(SIGXFSZ, SIG_IGN); /* past a file-size limit a write fails (EFBIG) instead of killing us */
-    if (!rc && o.out && !(f = out_open(&of, o.out))) {
-        fprintf(stderr, "timeseries predict: --out %s: cannot create a file beside it: %s\n", o.out, strerror(errno));
-        rc = 1;
-    }
     int dated = in.date_step > 0 && gpt2rt_series_date_column(s);
     char *csv = NULL;
     size_t csv_len = 0;
@@ -1246,21 +1133,16 @@ static int predict_main(int argc, char **argv) {
         fprintf(stderr, "timeseries predict: %s\n", gpt2rt_forecaster_last_error(fc));
         rc = 1;
     }
-    if (!rc) {
-        fwrite(csv, 1, csv_len, f);
-        if (f != stdout && !out_close(&of)) {
-            fprintf(stderr, "timeseries predict: --out %s: writing the forecasts failed: %s; %s is as it was\n", o.out,
-                    strerror(errno), o.out);
-            rc = 1;
-        }
-        FILE *msg = o.out ? stdout : stderr; /* stdout carries the CSV when there is no --out */
-        if (!rc)
-            fprintf(msg, "forecast %lld window%s x %lld steps x %lld channels from %s (%lld rows%s%s)%s%s%s\n",
-                    (long long)nw, nw > 1 ? "s" : "", (long long)H, (long long)M, o.data, (long long)in.rows,
-                    dated ? "; dates continue at " : ", no dated step: rows numbered",
-                    dated ? "the file's step" : "", o.out ? " to " : "", o.out ? o.out : "",
-                    in.filled ? " (missing values filled)" : "");
+    if (!rc && !o.out) fwrite(csv, 1, csv_len, stdout);
+    if (!rc && o.out && gpt2rt_forecaster_csv_write(fc, o.out, csv, csv_len, o.data) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries predict: --out %s\n", gpt2rt_forecaster_last_error(fc));
+        rc = 1;
     }
+    if (!rc) /* stdout carries the CSV when there is no --out */
+        fprintf(o.out ? stdout : stderr, "forecast %lld window%s x %lld steps x %lld channels from %s (%lld rows%s%s)%s%s%s\n",
+                (long long)nw, nw > 1 ? "s" : "", (long long)H, (long long)M, o.data, (long long)in.rows,
+                dated ? "; dates continue at " : ", no dated step: rows numbered", dated ? "the file's step" : "",
+                o.out ? " to " : "", o.out ? o.out : "", in.filled ? " (missing values filled)" : "");
     if (!rc && o.score && !predict_score(fc, &o, &fi)) rc = 1;
     free(x); free(p); free(csv);
     gpt2rt_series_free(s);

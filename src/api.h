@@ -762,6 +762,33 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gp
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *series, int64_t first,
                                                int64_t n, const float *forecasts, int with_origin, char **text,
                                                size_t *len);
+/* text (len bytes: gpt2rt_forecaster_csv's) into the file path, whole or not at all: to a
+   new temporary file beside path (under POSIX beside the file a symbolic link names, with
+   that file's permissions), renamed to path once complete; a failed write (a full disk,
+   a file-size limit) removes it and leaves path as it was. Refused before anything is
+   written (GPT2RT_ERR_INVALID_ARGUMENT): path the same file as data (the series' file;
+   NULL: none), or path inside the directory fc was loaded from (gpt2rt_forecaster_path_clash) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv_write(gpt2rt_forecaster *fc, const char *path, const char *text,
+                                                     size_t len, const char *data);
+/* What writing output out could do to input in, from the file system before anything
+   is written: the same file or directory under any spelling (./F, a symbolic or hard
+   link: device and inode; two names not there yet: their directory and first
+   component), out inside the directory in (a model's), or in inside the directory out
+   writes into. Windows has no inodes: APART there. */
+typedef enum gpt2rt_forecaster_clash {
+    GPT2RT_FORECASTER_APART = 0,
+    GPT2RT_FORECASTER_SAME_FILE,
+    GPT2RT_FORECASTER_SAME_DIR,
+    GPT2RT_FORECASTER_OUT_INSIDE,
+    GPT2RT_FORECASTER_IN_INSIDE
+} gpt2rt_forecaster_clash;
+GPT2RT_DEF gpt2rt_forecaster_clash gpt2rt_forecaster_path_clash(const char *out, const char *in);
+/* whether an output path can be written, checked before the work that fills it: dir (a
+   forecaster, weights): an existing writable directory or a new name in one; else a
+   new or writable file, not a directory, in a writable directory. GPT2RT_OK, else the
+   reason in why (cap bytes; may be NULL), without the path: "the directory /x does not
+   exist" */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_path_check(const char *path, int dir, char *why, size_t cap);
 
 /* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
    each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),

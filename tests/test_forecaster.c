@@ -17,6 +17,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <glob.h>
+#include <unistd.h>
 
 enum { ROWS = 160, M = 3, L = 16, H = 4, B = 4 };
 #define DIR "build/forecaster_test_files"
@@ -921,6 +923,126 @@ static void csv_calls(void) {
     gpt2rt_forecaster_free(fc);
 }
 
+/* the whole of a small file ("" when it cannot be read) */
+static const char *slurp(const char *path) {
+    static char buf[8192];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* a file of DIR whose name begins with prefix (a temporary left behind) */
+static int left_in_dir(const char *prefix) {
+    char pat[256];
+    glob_t g;
+    snprintf(pat, sizeof pat, DIR "/%s*", prefix);
+    int found = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found) globfree(&g);
+    return found;
+}
+
+/* Outputs against inputs: the same file under other spellings and links, a path inside
+   a directory, and a directory holding an input, told apart by device and inode; an
+   output path that cannot be written named before any work; a forecast CSV written
+   whole or not at all, never onto its data file or into the forecaster's directory. */
+static void csv_write_call(void) {
+    const char *data = DIR "/cw_data.csv", *out = DIR "/cw_out.csv";
+    copy_file(DIR "/series.csv", data);
+    remove(DIR "/cw_hard.csv"); remove(DIR "/cw_sym.csv"); remove(DIR "/cw_link.csv"); remove(out);
+    CHECK(link(data, DIR "/cw_hard.csv") == 0 && symlink("cw_data.csv", DIR "/cw_sym.csv") == 0, "links: %s",
+          strerror(errno));
+    static const char *same[] = {DIR "/cw_data.csv", "./" DIR "/cw_data.csv", "build/../" DIR "/cw_data.csv",
+                                 DIR "/cw_hard.csv", DIR "/cw_sym.csv"};
+    for (int i = 0; i < 5; i++)
+        CHECK(gpt2rt_forecaster_path_clash(same[i], data) == GPT2RT_FORECASTER_SAME_FILE, "%s is the data file",
+              same[i]);
+    CHECK(gpt2rt_forecaster_path_clash(DIR "/new_a.csv", "./" DIR "/new_a.csv") == GPT2RT_FORECASTER_SAME_FILE &&
+          gpt2rt_forecaster_path_clash(DIR "/new_a.csv", DIR "/new_b.csv") == GPT2RT_FORECASTER_APART,
+          "two names not there yet: the same when their directory and name agree");
+    CHECK(gpt2rt_forecaster_path_clash(DIR "/fc_csv", "./" DIR "/fc_csv/") == GPT2RT_FORECASTER_SAME_DIR &&
+          gpt2rt_forecaster_path_clash(DIR "/fc_csv/new.csv", DIR "/fc_csv") == GPT2RT_FORECASTER_OUT_INSIDE &&
+          gpt2rt_forecaster_path_clash(DIR "/fc_csv", DIR "/fc_csv/config.json") == GPT2RT_FORECASTER_IN_INSIDE &&
+          gpt2rt_forecaster_path_clash(out, data) == GPT2RT_FORECASTER_APART &&
+          gpt2rt_forecaster_path_clash(out, NULL) == GPT2RT_FORECASTER_APART,
+          "the same directory, a path inside one, a directory holding one, two files apart");
+    char why[600];
+    CHECK(gpt2rt_forecaster_path_check(data, 0, why, sizeof why) == GPT2RT_OK && !why[0] &&
+          gpt2rt_forecaster_path_check(out, 0, why, sizeof why) == GPT2RT_OK &&
+          gpt2rt_forecaster_path_check(DIR "/new_dir", 1, why, sizeof why) == GPT2RT_OK &&
+          gpt2rt_forecaster_path_check(DIR "/fc_csv", 1, why, sizeof why) == GPT2RT_OK,
+          "an existing file, a new one, a new and an existing directory can be written: %s", why);
+    CHECK(gpt2rt_forecaster_path_check(data, 1, why, sizeof why) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(why, "exists and is not a directory"), "a file where a directory goes: %s", why);
+    CHECK(gpt2rt_forecaster_path_check(DIR, 0, why, sizeof why) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(why, "is a directory"), "a directory where a file goes: %s", why);
+    CHECK(gpt2rt_forecaster_path_check(DIR "/no_such_dir/x.csv", 0, why, sizeof why) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          !strcmp(why, "the directory " DIR "/no_such_dir does not exist"), "a file in a missing directory: %s", why);
+
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, DIR "/fc_csv", NULL) != GPT2RT_OK) {
+        CHECK(0, "load: %s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return;
+    }
+    const char *old = "old,text\n1,2\n", *text = "date,load,temp,flow\n2024-04-05 16:00:00,1,2,3\n";
+    size_t len = strlen(text);
+    char keep[8192];
+    snprintf(keep, sizeof keep, "%s", slurp(data));
+    static const char *refuse[] = {DIR "/cw_hard.csv", DIR "/cw_sym.csv", DIR "/fc_csv/forecaster.json",
+                                   DIR "/fc_csv/new.csv", DIR "/fc_csv"};
+    for (int i = 0; i < 5; i++)
+        CHECK(gpt2rt_forecaster_csv_write(fc, refuse[i], text, len, data) == GPT2RT_ERR_INVALID_ARGUMENT &&
+              strstr(gpt2rt_forecaster_last_error(fc), "nothing was written"), "csv_write onto %s refused: %s",
+              refuse[i], gpt2rt_forecaster_last_error(fc));
+    CHECK(!strcmp(slurp(data), keep) && !exists(DIR "/fc_csv/new.csv") && !left_in_dir("cw_data.csv.tmp") &&
+              !left_in_dir("cw_hard.csv.tmp"),
+          "the refused writes left the data file as it was and wrote nothing into the forecaster's directory");
+    CHECK(gpt2rt_forecaster_csv_write(fc, out, text, len, data) == GPT2RT_OK && !strcmp(slurp(out), text) &&
+          !gpt2rt_forecaster_last_error(fc)[0], "csv_write: the file holds the text: %s", gpt2rt_forecaster_last_error(fc));
+    /* an existing file: replaced whole, its permissions kept; through a symbolic link: the
+       file it names replaced, the link kept */
+    write_file(out, old);
+    chmod(out, 0640);
+    struct stat st;
+    CHECK(gpt2rt_forecaster_csv_write(fc, out, text, len, NULL) == GPT2RT_OK && !strcmp(slurp(out), text) &&
+          stat(out, &st) == 0 && (st.st_mode & 0777) == 0640, "csv_write over a 0640 file: its text, mode %o",
+          (unsigned)(st.st_mode & 0777));
+    write_file(out, old);
+    CHECK(symlink("cw_out.csv", DIR "/cw_link.csv") == 0 &&
+          gpt2rt_forecaster_csv_write(fc, DIR "/cw_link.csv", text, len, NULL) == GPT2RT_OK &&
+          lstat(DIR "/cw_link.csv", &st) == 0 && S_ISLNK(st.st_mode) && !strcmp(slurp(out), text),
+          "csv_write through a symbolic link: the link kept, the file it names replaced");
+    /* a failed rename, and a write past a file-size limit, leave the old file whole and
+       no temporary beside it */
+    write_file(out, old);
+    gpt2rt__test_rename_fail = 1;
+    gpt2rt_result r = gpt2rt_forecaster_csv_write(fc, out, text, len, NULL);
+    gpt2rt__test_rename_fail = 0;
+    CHECK(r == GPT2RT_ERR_IO && strstr(gpt2rt_forecaster_last_error(fc), "is as it was") && !strcmp(slurp(out), old) &&
+          !left_in_dir("cw_out.csv.tmp"), "a failed rename: %s; the old file whole, no temporary",
+          gpt2rt_forecaster_last_error(fc));
+    static char big[1 << 16];
+    memset(big, 'x', sizeof big);
+    struct rlimit was, lim;
+    getrlimit(RLIMIT_FSIZE, &was);
+    lim = was;
+    lim.rlim_cur = 4096;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    int set = setrlimit(RLIMIT_FSIZE, &lim) == 0;
+    r = set ? gpt2rt_forecaster_csv_write(fc, out, big, sizeof big, NULL) : GPT2RT_OK;
+    setrlimit(RLIMIT_FSIZE, &was);
+    signal(SIGXFSZ, prev);
+    if (!set) SKIP("RLIMIT_FSIZE cannot be set here");
+    else CHECK(r == GPT2RT_ERR_IO && strstr(gpt2rt_forecaster_last_error(fc), "File too large") &&
+               !strcmp(slurp(out), old) && !left_in_dir("cw_out.csv.tmp"),
+               "64 KiB past a 4 KiB file-size limit: %s; the old file whole, no temporary",
+               gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    remove(DIR "/cw_hard.csv"); remove(DIR "/cw_sym.csv"); remove(DIR "/cw_link.csv"); remove(out); remove(data);
+}
+
 /* fill and season: what training decided is saved, read back, and applied by series_desc;
    a file saved without them (older saves) reads as no fill and no season; bad values refused */
 static void fill_season(void) {
@@ -1039,6 +1161,7 @@ int main(void) {
     train_call();
     pretrain_call();
     csv_calls();
+    csv_write_call();
     fill_season();
     baselines();
     return harness_finish();
