@@ -1418,6 +1418,12 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* every window of a split of series (loaded as gpt2rt_forecaster_series_desc reads it;
+   scaled by its own training rows) forecast in the scaler's units, in order, into out
+   (info.windows[split], horizon, M): what the training run's scoring of that split
+   forecast when series is its file */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_split(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                         gpt2rt_series_split split, float *out);
 /* a series desc reading a file as the forecaster's training read its file: lookback,
    horizon, the columns by name in its order (desc->columns points into fc, valid until
    gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders,
@@ -1496,6 +1502,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
                                                      int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
                                                      double mae[3]);
+
+/* The numbers of a split's table: forecasts pred (n, horizon, M; scaled) of every window
+   of a split of series (n = info.windows[split], in order) against their truth: per
+   channel the sums of squared and absolute errors, scaled (times the scaler's std, and
+   its square, in the data's units), and the baselines on the same windows
+   (gpt2rt_forecaster_baselines with period and lm). ctx: a patch context of the
+   series' lookback, horizon and channels; a split without a window is refused. */
+typedef struct gpt2rt_forecaster_metric {
+    double *sse, *sae;               /* (M) each, the caller's */
+    int64_t windows;
+    double base_mse[3], base_mae[3]; /* last value, seasonal naive, linear map; NaN: not computed */
+} gpt2rt_forecaster_metric;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_metrics(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                   const float *pred, int64_t period,
+                                                   const gpt2rt_forecaster_linear *lm, gpt2rt_forecaster_metric *out);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each
@@ -22107,6 +22128,77 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gp
     sd->no_date_column = !fc->date_name;
     sd->fill = fc->info.fill;
     return GPT2RT_OK;
+}
+
+/* every window of a split: x (n,L,M) and y (n,H,M), malloc'd (n + 1 windows: never 0
+   bytes); the failure in error (512 bytes) */
+static gpt2rt_result gpt2rt__fc_split(gpt2rt_series *s, gpt2rt_series_split split, float **x, float **y, int64_t *n,
+                                      char *error, const char *fn) {
+    *x = *y = NULL;
+    *n = 0;
+    if (!s || s->failed || (int)split < 0 || (int)split > GPT2RT_SERIES_TEST)
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s", fn, !s || s->failed ? "no loaded series"
+                               : "split is not TRAIN, VAL or TEST");
+    int64_t L = s->desc.lookback, H = s->desc.horizon, M = s->info.channels, nw = s->info.windows[split];
+    *x = (float *)malloc(sizeof(float) * (size_t)((nw + 1) * L * M));
+    *y = (float *)malloc(sizeof(float) * (size_t)((nw + 1) * H * M));
+    gpt2rt_result r = *x && *y ? GPT2RT_OK : gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for "
+                                                             "%lld windows", fn, (long long)nw);
+    for (int64_t w = 0; r == GPT2RT_OK && w < nw; w++)
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, *x + w * L * M, *y + w * H * M) != GPT2RT_OK)
+            r = gpt2rt__tok_msg(error, GPT2RT_ERR_STATE, "%s: %s", fn, s->error);
+    if (r != GPT2RT_OK) { free(*x); free(*y); *x = *y = NULL; }
+    else *n = nw;
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_split(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                         gpt2rt_series_split split, float *out) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    const char *fn = "gpt2rt_forecaster_predict_split";
+    if (!out) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    if (series && !series->failed && (series->desc.lookback != fc->info.lookback ||
+                                      series->desc.horizon != fc->info.horizon ||
+                                      series->info.channels != fc->info.channels))
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series (lookback %d, horizon %d, %d "
+                               "channels) is not cut as the forecaster's windows (%d, %d, %d): load it with "
+                               "gpt2rt_forecaster_series_desc", fn, series->desc.lookback, series->desc.horizon,
+                               series->info.channels, fc->info.lookback, fc->info.horizon, fc->info.channels);
+    float *x, *y;
+    int64_t n;
+    gpt2rt_result r = gpt2rt__fc_split(series, split, &x, &y, &n, fc->error, fn);
+    if (r == GPT2RT_OK) r = gpt2rt_forecaster_predict_scaled(fc, x, n, out);
+    free(x); free(y);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_metrics(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                   const float *pred, int64_t period,
+                                                   const gpt2rt_forecaster_linear *lm, gpt2rt_forecaster_metric *out) {
+    GPT2RT__CHECK_CTX(ctx);
+    const char *fn = "gpt2rt_forecaster_metrics";
+    if (!pred || !out || !out->sse || !out->sae)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: pred, out, out->sse or out->sae is NULL", fn);
+    float *x, *y;
+    int64_t n;
+    char err[512];
+    if (gpt2rt__fc_split(series, split, &x, &y, &n, err, fn) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s", err);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    gpt2rt_result r = GPT2RT_OK;
+    if (series->desc.lookback != c.seq_len || series->desc.horizon != c.horizon || series->info.channels != c.n_channels)
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series (lookback %d, horizon %d, %d channels) and "
+                         "the context (seq_len %d, horizon %d, n_channels %d) differ", fn, series->desc.lookback,
+                         series->desc.horizon, series->info.channels, c.seq_len, c.horizon, c.n_channels);
+    else if (n < 1) r = gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the split has no window", fn);
+    if (r == GPT2RT_OK) {
+        out->windows = n;
+        gpt2rt_forecaster_errors(pred, y, n, c.horizon, c.n_channels, out->sse, out->sae);
+        r = gpt2rt_forecaster_baselines(ctx, x, y, n, period, lm, out->base_mse, out->base_mae);
+    }
+    free(x); free(y);
+    return r;
 }
 
 typedef struct gpt2rt__fc_buf { char *p; size_t len, cap; int failed; } gpt2rt__fc_buf;

@@ -874,45 +874,10 @@ static int pretrain(opts *o) {
     return rc;
 }
 
-/* ---- metrics a forecaster reads: per channel and overall, MSE and MAE in the scaler's
-   units (the papers' convention) and in the data's (times each channel's std), beside
-   baselines scored on the same windows ---- */
-
-/* the table: one row a channel, then "all"; std (M) turns scaled errors into data units */
-static void print_metrics(const char *what, const double *sse, const double *sae, int64_t n, int64_t H, int64_t M,
-                          const char *const *names, const double *std) {
-    double per = (double)(n * H), all[4] = {0, 0, 0, 0};
-    printf("%s metrics, %lld windows x %lld steps (scaled: the papers' units; data: the file's):\n", what, (long long)n,
-           (long long)H);
-    printf("  %-16s %12s %12s %14s %14s\n", "channel", "mse scaled", "mae scaled", "mse data", "mae data");
-    for (int64_t m = 0; m < M; m++) {
-        double v[4] = {sse[m] / per, sae[m] / per, sse[m] * std[m] * std[m] / per, sae[m] * std[m] / per};
-        if (M <= 32) printf("  %-16.16s %12.6f %12.6f %14.6g %14.6g\n", names[m], v[0], v[1], v[2], v[3]);
-        for (int k = 0; k < 4; k++) all[k] += v[k] / (double)M;
-    }
-    printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
-}
-
 /* the seasonal period in rows: --season N, else the loader's default from the calendar
    (info.season: 24 hourly, 7 daily, 5 business-daily, 52 weekly, 12 monthly, ...); 0: none */
 static int64_t season_of(int season, const gpt2rt_series_info *in) {
     return season ? season : in->season > 1 ? in->season : 0;
-}
-
-/* the baselines (gpt2rt_forecaster_baselines) on windows x, truth y, scaled: one line */
-static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t period,
-                            const gpt2rt_forecaster_linear *lm, const char *period_why) {
-    double mse[3], mae[3];
-    if (gpt2rt_forecaster_baselines(ctx, x, y, n, period, lm, mse, mae) != GPT2RT_OK) {
-        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
-        return;
-    }
-    printf("baselines on the same windows, mse / mae scaled: last value %.4f / %.4f", mse[0], mae[0]);
-    if (period < 1 || period > L)
-        printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
-    else printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, mse[1], mae[1]);
-    if (!lm) printf("; linear map: none (no validation window to choose its ridge on)\n");
-    else printf("; linear map %.4f / %.4f\n", mse[2], mae[2]);
 }
 
 /* the linear map (gpt2rt_forecaster_linear_fit); 0 after printing why, then hint */
@@ -922,45 +887,42 @@ static int fit_linear(gpt2rt_ctx *ctx, gpt2rt_series *s, gpt2rt_forecaster_linea
     return 0;
 }
 
-/* every window of a split: x (n,L,M), y (n,H,M), allocated */
-static int split_windows(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M, float **x,
-                         float **y, int64_t *n) {
+/* the test split's table, pred (n,H,M) scaled (gpt2rt_forecaster_metrics): one row a
+   channel, then "all", MSE and MAE in the scaler's units (the papers' convention) and
+   in the data's (times each channel's std); then the baselines on the same windows */
+static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, int season,
+                        const gpt2rt_forecaster_linear *lm) {
     gpt2rt_series_info in = info_of(s);
-    *n = in.windows[split];
-    *x = (float *)malloc(sizeof(float) * (size_t)(*n * L * M + 1));
-    *y = (float *)malloc(sizeof(float) * (size_t)(*n * H * M + 1));
-    int good = *x && *y;
-    if (!good) fprintf(stderr, "timeseries: out of memory for %lld windows\n", (long long)*n);
-    for (int64_t w = 0; good && w < *n; w++)
-        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, *x + w * L * M, *y + w * H * M) != GPT2RT_OK) {
-            fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(s));
-            good = 0;
-        }
-    if (!good) { free(*x); free(*y); *x = *y = NULL; }
-    return good;
-}
-
-/* the test split's metrics table and baselines, pred (n,H,M) scaled */
-static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M,
-                        int season, const gpt2rt_forecaster_linear *lm) {
-    float *x = NULL, *y = NULL;
-    int64_t n;
-    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
-    double *std = (double *)malloc(sizeof(double) * (size_t)M);
-    const char **names = (const char **)malloc(sizeof(char *) * (size_t)M);
-    if (sse && sae && std && names && split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n) && n > 0) {
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t H = c.horizon, M = in.channels, L = c.seq_len, period = season_of(season, &in);
+    gpt2rt_forecaster_metric mt;
+    memset(&mt, 0, sizeof mt);
+    mt.sse = (double *)malloc(sizeof(double) * (size_t)M), mt.sae = (double *)malloc(sizeof(double) * (size_t)M);
+    if (in.windows[GPT2RT_SERIES_TEST] > 0 && gpt2rt_forecaster_metrics(ctx, s, GPT2RT_SERIES_TEST, pred, period, lm, &mt) != GPT2RT_OK)
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+    else if (in.windows[GPT2RT_SERIES_TEST] > 0) {
+        double per = (double)(mt.windows * H), all[4] = {0, 0, 0, 0};
+        printf("test metrics, %lld windows x %lld steps (scaled: the papers' units; data: the file's):\n",
+               (long long)mt.windows, (long long)H);
+        printf("  %-16s %12s %12s %14s %14s\n", "channel", "mse scaled", "mae scaled", "mse data", "mae data");
         for (int64_t m = 0; m < M; m++) {
-            double mu;
-            gpt2rt_series_scaler(s, (int)m, &mu, &std[m]);
-            names[m] = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
+            double mu, sd;
+            gpt2rt_series_scaler(s, (int)m, &mu, &sd);
+            const char *name = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
+            double v[4] = {mt.sse[m] / per, mt.sae[m] / per, mt.sse[m] * sd * sd / per, mt.sae[m] * sd / per};
+            if (M <= 32) printf("  %-16.16s %12.6f %12.6f %14.6g %14.6g\n", name, v[0], v[1], v[2], v[3]);
+            for (int k = 0; k < 4; k++) all[k] += v[k] / (double)M;
         }
-        gpt2rt_forecaster_errors(pred, y, n, H, M, sse, sae);
-        print_metrics("test", sse, sae, n, H, M, names, std);
-        gpt2rt_series_info in = info_of(s);
-        print_baselines(ctx, x, y, n, L, season_of(season, &in), lm,
-                        "no --season N, and the dates have no calendar cycle");
+        printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
+        printf("baselines on the same windows, mse / mae scaled: last value %.4f / %.4f", mt.base_mse[0], mt.base_mae[0]);
+        if (period < 1 || period > L)
+            printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback"
+                                                             : "no --season N, and the dates have no calendar cycle");
+        else printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, mt.base_mse[1], mt.base_mae[1]);
+        if (!lm) printf("; linear map: none (no validation window to choose its ridge on)\n");
+        else printf("; linear map %.4f / %.4f\n", mt.base_mse[2], mt.base_mae[2]);
     }
-    free(x); free(y); free(sse); free(sae); free(std); free(names);
+    free(mt.sse); free(mt.sae);
 }
 
 /* ---- timeseries predict: forecasts from a saved forecaster ----
@@ -1035,7 +997,7 @@ static const char *fc_column(gpt2rt_forecaster *fc, int m) {
 
 /* --score: the test split as training cut and scaled it, through the forecaster */
 static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
-    int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
+    int64_t H = fi->horizon, M = fi->channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
     gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut, scaled and filled it */
@@ -1057,22 +1019,17 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
             break;
         }
     }
-    float *x, *y, *p = NULL;
-    int64_t n;
-    int good = split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n);
-    if (good) p = (float *)malloc(sizeof(float) * (size_t)(n * H * M + 1));
-    if (good && (!p || gpt2rt_forecaster_predict_scaled(fc, x, n, p) != GPT2RT_OK)) {
-        fprintf(stderr, "--score: %s\n", p ? gpt2rt_forecaster_last_error(fc) : "out of memory");
-        good = 0;
-    }
+    float *p = (float *)malloc(sizeof(float) * (size_t)(info_of(s).windows[GPT2RT_SERIES_TEST] * H * M + 1));
+    int good = p && gpt2rt_forecaster_predict_split(fc, s, GPT2RT_SERIES_TEST, p) == GPT2RT_OK;
+    if (!good) fprintf(stderr, "--score: %s\n", p ? gpt2rt_forecaster_last_error(fc) : "out of memory");
     if (good) { /* the linear map baseline fit as training fits it: the same map */
         gpt2rt_forecaster_linear base;
         gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
         int fitted = info_of(s).windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, s, &base, "");
-        report_test(ctx, s, p, L, H, M, o->season ? o->season : fi->season, fitted ? &base : NULL);
+        report_test(ctx, s, p, o->season ? o->season : fi->season, fitted ? &base : NULL);
         if (fitted) gpt2rt_forecaster_linear_free(&base);
     }
-    free(x); free(y); free(p);
+    free(p);
     gpt2rt_series_free(s);
     return good;
 }
@@ -1357,7 +1314,7 @@ static void run_report(run *r) {
     memset(&base, 0, sizeof base);
     const gpt2rt_forecaster_linear *use = r->lu.linear;
     if (!use && r->info.windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(r->ctx, r->data, &base, "")) use = &base;
-    report_test(r->ctx, r->data, r->keep, r->L, r->H, r->M, r->o.season, use);
+    report_test(r->ctx, r->data, r->keep, r->o.season, use);
     gpt2rt_forecaster_linear_free(&base);
     const gpt2rt_forecaster_scores *sc = &r->sc;
     double n_full = (double)(sc->windows_full * r->H * r->M), n_all = (double)(sc->windows * r->H * r->M);

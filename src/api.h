@@ -747,6 +747,12 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* every window of a split of series (loaded as gpt2rt_forecaster_series_desc reads it;
+   scaled by its own training rows) forecast in the scaler's units, in order, into out
+   (info.windows[split], horizon, M): what the training run's scoring of that split
+   forecast when series is its file */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_split(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                         gpt2rt_series_split split, float *out);
 /* a series desc reading a file as the forecaster's training read its file: lookback,
    horizon, the columns by name in its order (desc->columns points into fc, valid until
    gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders,
@@ -825,6 +831,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
                                                      int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
                                                      double mae[3]);
+
+/* The numbers of a split's table: forecasts pred (n, horizon, M; scaled) of every window
+   of a split of series (n = info.windows[split], in order) against their truth: per
+   channel the sums of squared and absolute errors, scaled (times the scaler's std, and
+   its square, in the data's units), and the baselines on the same windows
+   (gpt2rt_forecaster_baselines with period and lm). ctx: a patch context of the
+   series' lookback, horizon and channels; a split without a window is refused. */
+typedef struct gpt2rt_forecaster_metric {
+    double *sse, *sae;               /* (M) each, the caller's */
+    int64_t windows;
+    double base_mse[3], base_mae[3]; /* last value, seasonal naive, linear map; NaN: not computed */
+} gpt2rt_forecaster_metric;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_metrics(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                   const float *pred, int64_t period,
+                                                   const gpt2rt_forecaster_linear *lm, gpt2rt_forecaster_metric *out);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each

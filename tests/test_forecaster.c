@@ -1043,6 +1043,65 @@ static void csv_write_call(void) {
     remove(DIR "/cw_hard.csv"); remove(DIR "/cw_sym.csv"); remove(DIR "/cw_link.csv"); remove(out); remove(data);
 }
 
+/* A split through the forecaster (gpt2rt_forecaster_predict_split) is predict_scaled on
+   the split's windows as gpt2rt_series_batch gives them, bitwise; the split's table
+   (gpt2rt_forecaster_metrics) is gpt2rt_forecaster_errors and _baselines on the same
+   windows, bitwise; a series cut otherwise is refused. */
+static void split_calls(void) {
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, DIR "/fc_csv", NULL) != GPT2RT_OK) {
+        CHECK(0, "load: %s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return;
+    }
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    gpt2rt_forecaster_series_desc(fc, &sd);
+    gpt2rt_series *s;
+    CHECK(gpt2rt_series_load(&s, DIR "/series.csv", &sd) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_info in;
+    gpt2rt_series_info_get(s, &in);
+    int64_t n = in.windows[GPT2RT_SERIES_TEST];
+    float *x = (float *)malloc(sizeof(float) * (size_t)(n * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    float *want = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *got = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    for (int64_t w = 0; w < n; w++) gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, w, 1, x + w * L * M, y + w * H * M);
+    CHECK(n > B && gpt2rt_forecaster_predict_scaled(fc, x, n, want) == GPT2RT_OK &&
+          gpt2rt_forecaster_predict_split(fc, s, GPT2RT_SERIES_TEST, got) == GPT2RT_OK &&
+          !memcmp(want, got, sizeof(float) * (size_t)(n * H * M)),
+          "predict_split of %lld test windows equals predict_scaled of their batches, bitwise: %s", (long long)n,
+          gpt2rt_forecaster_last_error(fc));
+    gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
+    gpt2rt_forecaster_linear lm;
+    memset(&lm, 0, sizeof lm);
+    CHECK_OK(ctx, gpt2rt_forecaster_linear_fit(ctx, s, &lm));
+    double sse[M], sae[M], e_sse[M], e_sae[M], b_mse[3], b_mae[3];
+    gpt2rt_forecaster_errors(got, y, n, H, M, e_sse, e_sae);
+    CHECK_OK(ctx, gpt2rt_forecaster_baselines(ctx, x, y, n, 24, &lm, b_mse, b_mae));
+    gpt2rt_forecaster_metric mt;
+    memset(&mt, 0, sizeof mt);
+    mt.sse = sse; mt.sae = sae;
+    CHECK(gpt2rt_forecaster_metrics(ctx, s, GPT2RT_SERIES_TEST, got, 24, &lm, &mt) == GPT2RT_OK && mt.windows == n &&
+          !memcmp(sse, e_sse, sizeof sse) && !memcmp(sae, e_sae, sizeof sae) && !memcmp(mt.base_mse, b_mse, sizeof b_mse) &&
+          !memcmp(mt.base_mae, b_mae, sizeof b_mae) && b_mse[2] < b_mse[0],
+          "metrics: the per-channel sums and the baselines of errors() and baselines(), bitwise (%s)", gpt2rt_last_error(ctx));
+    CHECK(gpt2rt_forecaster_metrics(ctx, s, GPT2RT_SERIES_TEST, got, 0, NULL, &mt) == GPT2RT_OK &&
+          mt.base_mse[1] != mt.base_mse[1] && mt.base_mse[2] != mt.base_mse[2] && mt.base_mse[0] == b_mse[0],
+          "metrics without a period or a map: those baselines NaN, the last value's as before");
+    gpt2rt_forecaster_linear_free(&lm);
+    gpt2rt_series *other;
+    sd.lookback = L / 2;
+    CHECK(gpt2rt_series_load(&other, DIR "/series.csv", &sd) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(other));
+    CHECK(gpt2rt_forecaster_predict_split(fc, other, GPT2RT_SERIES_TEST, got) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_forecaster_last_error(fc), "lookback 8"), "predict_split of a series cut at lookback 8: %s",
+          gpt2rt_forecaster_last_error(fc));
+    CHECK(gpt2rt_forecaster_metrics(ctx, other, GPT2RT_SERIES_TEST, got, 0, NULL, &mt) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "differ"), "metrics of a series cut at lookback 8: %s", gpt2rt_last_error(ctx));
+    gpt2rt_series_free(other);
+    free(x); free(y); free(want); free(got);
+    gpt2rt_series_free(s);
+    gpt2rt_forecaster_free(fc);
+}
+
 /* fill and season: what training decided is saved, read back, and applied by series_desc;
    a file saved without them (older saves) reads as no fill and no season; bad values refused */
 static void fill_season(void) {
@@ -1162,6 +1221,7 @@ int main(void) {
     pretrain_call();
     csv_calls();
     csv_write_call();
+    split_calls();
     fill_season();
     baselines();
     return harness_finish();
