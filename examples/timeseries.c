@@ -1,51 +1,17 @@
 /* examples/timeseries.c - GPT4TS-style forecasting ("One Fits All") on an ETT-format
-   CSV: train on the training split, stop early on the validation split, then score
-   every test window; save the forecaster, and forecast with it.
+   CSV: train on the training split, stop early on the validation split, score every
+   test window; save the forecaster, and forecast with it. Each step is a library call
+   (gpt2rt.h "12. Forecaster"); this program parses the flags and prints.
 
-   usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts] [--seed S]
-                     [--init DIR] [--png FILE] [--devices N --parallel dp|zero1|split]
-                     [setting flags, see --help]
-
-   The splits, the scaler and the windows are the Time-Series-Library's (gpt2rt.h,
-   "6.3 Series files"); every channel is forecast (channel independence) unless
-   --target names one. Each epoch visits the training windows in a seeded order in
-   batches of --batch (the last incomplete batch dropped); after each epoch the MSE
-   over every validation window decides early stopping (--patience epochs without
-   improvement), and the best epoch's weights are restored for the test. The last
-   two lines are
-       test (drop last) mse <x> mae <y> windows <n>   the last incomplete batch (of
-                                                      --drop-last N, default --batch)
-                                                      dropped, as some published
-                                                      tables count (PatchTST's scripts:
-                                                      128; aLLM4TS's: their batch)
-       test mse <x> mae <y> windows <n>               every test window
-   on the scaled data. --init DIR starts the blocks from a Hugging Face GPT-2
-   checkpoint (DIR/model.safetensors; its first --layers layers); --png draws
-   forecast against truth for a few test windows (needs stb: Debian libstb-dev).
-   --linear-residual 1 fits the least-squares linear map of the RevIN-normalised lookback
-   (tools/ts_baselines' "linear", ridge chosen on validation) and trains the model on
-   what it leaves; --blend-linear 1 blends the forecast with that map, the weight chosen
-   on validation (--preset cpu turns both on; README "Time series").
-   --data defaults to the repository's data/ETTh2.csv, found from any directory (./data,
-   else the data/ beside this program's directory). --devices 2 trains on two CPU ranks
-   (threads of this process): data parallel (--batch split over them), the same with
-   ZeRO-1, or the layers split in stages.
-
-   aLLM4TS (gpt2rt.h "TIME SERIES"), two stages:
+       timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts|allm4ts] [settings]
        timeseries --preset allm4ts --stage pretrain --data A.csv,B.csv --save DIR
-       timeseries --preset allm4ts --stage finetune --init DIR --horizon 96
-   pretrain: causal next-patch pre-training (head NEXT_PATCH) on the training rows of
-   every --data file pooled, each channel of each window one series; it validates on
-   the files' validation rows and saves the best epoch's weights to --save DIR (a
-   Hugging Face directory). finetune: patch-wise decoding (head PATCH_DECODE, the
-   placeholder mask), the rest as above; --init takes a pretrain DIR or GPT-2's.
-   After the test split is scored, a table gives the MSE and MAE per channel and over
-   all, in the scaler's units and the data's, and a line the baselines on the same
-   windows (last value, seasonal naive, the linear map). --save DIR writes the
-   forecaster (gpt2rt.h "12. Forecaster"), and
-       timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all]
-   forecasts from the file's last lookback rows (or every window) in its own units,
-   dated by continuing its date column.
+       timeseries --preset allm4ts --stage finetune --init DIR --horizon H
+       timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]
+
+   --help lists every flag and the presets; docs/timeseries.md walks through a run. The
+   last two lines of a run are the test scores on the scaled data:
+       test (drop last) mse <x> mae <y> windows <n>   whole batches of --drop-last N only
+       test mse <x> mae <y> windows <n>               every test window
    Exit status: 0 ok, 1 an error, 2 a bad argument. */
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define _XOPEN_SOURCE 700       /* realpath */
@@ -233,19 +199,16 @@ static int data_files(opts *o) {
                 "list)\n", o->nfiles);
         return 0;
     }
-    struct stat *st = (struct stat *)calloc((size_t)o->nfiles, sizeof(struct stat));
-    int *ok = (int *)calloc((size_t)o->nfiles, sizeof(int)), good = st && ok;
-    for (int i = 0; good && i < o->nfiles; i++) {
-        ok[i] = stat(o->files[i], &st[i]) == 0; /* a missing file: the loader names it */
-        for (int j = 0; ok[i] && j < i && good; j++)
-            if (ok[j] && st[i].st_dev == st[j].st_dev && st[i].st_ino == st[j].st_ino) {
+    struct stat st; /* a missing file: the loader names it */
+    for (int i = 0; i < o->nfiles; i++)
+        for (int j = 0; j < i; j++)
+            if (gpt2rt_forecaster_path_clash(o->files[i], o->files[j]) == GPT2RT_FORECASTER_SAME_FILE &&
+                stat(o->files[i], &st) == 0) {
                 fprintf(stderr, "timeseries: --data: entries %d (%s) and %d (%s) are the same file; each file is pooled "
                         "once\n", j + 1, o->files[j], i + 1, o->files[i]);
-                good = 0;
+                return 0;
             }
-    }
-    free(st); free(ok);
-    return good;
+    return 1;
 }
 
 /* an output path checked before any work (gpt2rt_forecaster_path_check): dir (--save)
