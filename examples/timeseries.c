@@ -50,17 +50,17 @@
 
 typedef struct opts {
     const char *data, *preset, *init, *png, *target, *backend, *parallel, *save, *date_column, *columns, *channel;
-    int fill;      /* gpt2rt_series_fill */
-    int precision; /* gpt2rt_precision: FP32 unless --precision */
+    int fill;  /* gpt2rt_series_fill */
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
     char *data_list;    /* a copy of --data, cut at its commas into files */
     const char **files; /* --data's files, nfiles of them */
     int nfiles;
-    int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
-    int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
+    gpt2rt_config c;                 /* the preset's (gpt2rt_forecaster_recipe_get), then the flags' */
+    gpt2rt_forecaster_train_desc td; /* the same: batch, epochs, patience, max_steps, the linear map's use */
+    int freeze, recompute;           /* --freeze, --recompute; -1: the preset's */
+    int steps_per_epoch, drop_last;
     int season; /* the seasonal-naive baseline's period in rows, 0: the dates' calendar cycle */
-    float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
 
@@ -127,38 +127,6 @@ static void usage(void) {
            "         lookback 1024, patch 16 stride 16, lr 1e-4, batch 2048 series, dropout 0.2, everything\n"
            "         trained; finetune: lookback 336, patch 16 stride 8, lr 3e-3, batch 256, LayerNorms, wpe\n"
            "         and in/out layers trained (attention + MLP frozen)\n");
-}
-
-static void preset(opts *o, const char *name) {
-    o->lookback = 336; o->patch = 16; o->stride = 8; o->epochs = 10; o->patience = 3;
-    o->min_lr_frac = 0.0f; o->weight_decay = 0.0f; o->clip = 1.0f; o->warmup = 0; o->revin_affine = 0;
-    if (strcmp(name, "allm4ts") == 0) { /* aLLM4TS's scripts (Bian et al., ICML 2024) */
-        o->layers = 6; o->heads = 12; o->width = 768;
-        if (o->stage == 1) {
-            o->lookback = 1024; o->stride = 16; o->lr = 1e-4f; o->batch = 2048; o->dropout = 0.2f; o->freeze = 0;
-        } else {
-            o->lr = 3e-3f; o->batch = 256; o->freeze = 1;
-        }
-        o->recompute = GPT2RT_RECOMPUTE_FULL;
-    } else if (strcmp(name, "gpt4ts") == 0) {
-        o->layers = 6; o->heads = 12; o->width = 768; o->lr = 1e-4f; o->batch = 256; o->freeze = -1;
-        o->recompute = GPT2RT_RECOMPUTE_FULL; /* 23 GiB of activations otherwise: more than a 24 GiB machine has free */
-    } else { /* cpu: the published ETTh rows' lookback, 336 (GPT4TS, PatchTST, aLLM4TS use it;
-                fixed, not searched: validation on ETTh2 prefers 192, test 336-512, README
-                "Time series"), and the rest chosen on ETTh2's validation split (horizon 96,
-                seeds 1-3): one small block whose attention and MLP keep their random init
-                (frozen: a fixed random feature map, nothing to overfit), stride 16 (validation
-                0.2078 against 0.2087 for stride 8 at this lookback), small batches (more,
-                noisier updates) and dropout 0.3 before the head. The model rides on the
-                least-squares linear map: it trains on what the
-                map leaves, at lr 1e-4, and the result is blended with the map (validation at
-                horizons 96/192/336/720, seeds 1-3: 0.2025/0.2653/0.3504/0.5932, against
-                0.2082/0.2755/0.3647/0.6108 for the model alone at lr 1e-3 and
-                0.2037/0.2689/0.3567/0.6019 for the map alone; README "Time series") */
-        o->stride = 16; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-4f; o->batch = 16; o->freeze = 1;
-        o->head_dropout = 0.3f;
-        o->linear_residual = o->blend_linear = o->stage == 0; /* chosen for the flatten head */
-    }
 }
 
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
@@ -240,7 +208,7 @@ static int parse(opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     o->preset = "cpu";
     o->seed = 1;
-    o->devices = 1;
+    o->freeze = o->recompute = -1;
     const char *stage = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { usage(); exit(0); }
@@ -256,7 +224,11 @@ static int parse(opts *o, int argc, char **argv) {
         return 0;
     }
     o->stage = !stage ? (strcmp(o->preset, "allm4ts") == 0 ? 2 : 0) : strcmp(stage, "pretrain") == 0 ? 1 : 2;
-    preset(o, o->preset);
+    gpt2rt_forecaster_recipe_get(!strcmp(o->preset, "gpt4ts") ? GPT2RT_FORECASTER_RECIPE_GPT4TS
+                                 : !strcmp(o->preset, "allm4ts") ? GPT2RT_FORECASTER_RECIPE_ALLM4TS
+                                 : GPT2RT_FORECASTER_RECIPE_CPU, o->stage == 1 ? GPT2RT_HEAD_NEXT_PATCH
+                                 : o->stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION, &o->c, &o->td);
+    o->c.n_devices = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { fprintf(stderr, "timeseries: %s needs a value (see --help)\n", a); return 0; }
@@ -281,9 +253,10 @@ static int parse(opts *o, int argc, char **argv) {
         if (strcmp(a, "--columns") == 0) { o->columns = v; continue; }
         if (strcmp(a, "--channel") == 0) { o->channel = v; continue; }
         if (strcmp(a, "--precision") == 0) {
-            o->precision = !strcmp(v, "fp32") ? GPT2RT_PRECISION_FP32 : !strcmp(v, "bf16") ? GPT2RT_PRECISION_BF16
-                         : !strcmp(v, "fp16") ? GPT2RT_PRECISION_FP16 : -1;
-            if (o->precision < 0) { fprintf(stderr, "timeseries: --precision '%s': expected fp32, bf16 or fp16\n", v); return 0; }
+            int p = !strcmp(v, "fp32") ? GPT2RT_PRECISION_FP32 : !strcmp(v, "bf16") ? GPT2RT_PRECISION_BF16
+                  : !strcmp(v, "fp16") ? GPT2RT_PRECISION_FP16 : -1;
+            if (p < 0) { fprintf(stderr, "timeseries: --precision '%s': expected fp32, bf16 or fp16\n", v); return 0; }
+            o->c.precision = (gpt2rt_precision)p; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
             continue;
         }
         if (strcmp(a, "--fill") == 0) {
@@ -320,47 +293,47 @@ static int parse(opts *o, int argc, char **argv) {
             o->seed = (uint64_t)seed;
             continue;
         }
-        INT_OPT("--horizon", horizon, 1, 1 << 20)
-        INT_OPT("--lookback", lookback, 1, 1 << 20)
-        INT_OPT("--patch", patch, 1, 1 << 20)
-        INT_OPT("--stride", stride, 1, 1 << 20)
-        INT_OPT("--layers", layers, 1, 1024)
-        INT_OPT("--heads", heads, 1, 1024)
-        INT_OPT("--width", width, 1, 65536)
-        INT_OPT("--batch", batch, 1, 1 << 20)
-        INT_OPT("--epochs", epochs, 1, 1000000)
-        INT_OPT("--patience", patience, 1, 1000000)
-        INT_OPT("--warmup", warmup, 0, 1000000000)
-        INT_OPT("--revin-affine", revin_affine, 0, 1)
+        INT_OPT("--horizon", c.horizon, 1, 1 << 20)
+        INT_OPT("--lookback", c.seq_len, 1, 1 << 20)
+        INT_OPT("--patch", c.patch_len, 1, 1 << 20)
+        INT_OPT("--stride", c.patch_stride, 1, 1 << 20)
+        INT_OPT("--layers", c.n_layer, 1, 1024)
+        INT_OPT("--heads", c.n_head, 1, 1024)
+        INT_OPT("--width", c.n_embd, 1, 65536)
+        INT_OPT("--batch", td.batch, 1, 1 << 20)
+        INT_OPT("--epochs", td.epochs, 1, 1000000)
+        INT_OPT("--patience", td.patience, 1, 1000000)
+        INT_OPT("--warmup", c.warmup_steps, 0, 1000000000)
+        INT_OPT("--revin-affine", c.revin_affine, 0, 1)
         INT_OPT("--freeze", freeze, 0, 1)
-        INT_OPT("--threads", threads, 0, 1024)
+        INT_OPT("--threads", c.n_threads, 0, 1024)
         INT_OPT("--steps-per-epoch", steps_per_epoch, 0, 1000000000)
-        INT_OPT("--max-steps", max_steps, 0, 1000000000)
+        INT_OPT("--max-steps", td.max_steps, 0, 1000000000)
         INT_OPT("--recompute", recompute, 0, GPT2RT_RECOMPUTE_FULL)
-        INT_OPT("--linear-residual", linear_residual, 0, 1)
-        INT_OPT("--blend-linear", blend_linear, 0, 1)
+        INT_OPT("--linear-residual", td.linear_residual, 0, 1)
+        INT_OPT("--blend-linear", td.blend_linear, 0, 1)
         INT_OPT("--drop-last", drop_last, 1, 1 << 20)
         INT_OPT("--season", season, 1, 1 << 20)
-        INT_OPT("--devices", devices, 1, GPT2RT_MAX_DEVICES)
-        FLOAT_OPT("--lr", lr, 0, 1000, 1, 1)
-        FLOAT_OPT("--min-lr-frac", min_lr_frac, 0, 1, 0, 0)
-        FLOAT_OPT("--weight-decay", weight_decay, 0, 1000, 0, 1)
-        FLOAT_OPT("--clip", clip, -1e30, 1e30, 0, 0)
-        FLOAT_OPT("--dropout", dropout, 0, 1, 0, 1)
-        FLOAT_OPT("--attn-dropout", attn_dropout, 0, 1, 0, 1)
-        FLOAT_OPT("--head-dropout", head_dropout, 0, 1, 0, 1)
+        INT_OPT("--devices", c.n_devices, 1, GPT2RT_MAX_DEVICES)
+        FLOAT_OPT("--lr", c.lr, 0, 1000, 1, 1)
+        FLOAT_OPT("--min-lr-frac", c.min_lr_frac, 0, 1, 0, 0)
+        FLOAT_OPT("--weight-decay", c.weight_decay, 0, 1000, 0, 1)
+        FLOAT_OPT("--clip", c.grad_clip, -1e30, 1e30, 0, 0)
+        FLOAT_OPT("--dropout", c.dropout, 0, 1, 0, 1)
+        FLOAT_OPT("--attn-dropout", c.attn_dropout, 0, 1, 0, 1)
+        FLOAT_OPT("--head-dropout", c.head_dropout, 0, 1, 0, 1)
 #undef INT_OPT
 #undef FLOAT_OPT
         fprintf(stderr, "timeseries: unknown option %s (see --help)\n", a);
         return 0;
     }
-    if (o->stage == 1 && o->horizon) {
+    if (o->stage == 1 && o->c.horizon) {
         fprintf(stderr, "timeseries: --stage pretrain predicts the next patch of the lookback: no --horizon\n");
         return 0;
     }
-    if (o->stage == 1 && (o->linear_residual || o->blend_linear)) {
+    if (o->stage == 1 && (o->td.linear_residual || o->td.blend_linear)) {
         fprintf(stderr, "timeseries: --stage pretrain has no horizon to forecast: --linear-residual %d and "
-                "--blend-linear %d must be 0\n", o->linear_residual, o->blend_linear);
+                "--blend-linear %d must be 0\n", o->td.linear_residual, o->td.blend_linear);
         return 0;
     }
     if (o->stage == 1 && o->png) {
@@ -377,11 +350,11 @@ static int parse(opts *o, int argc, char **argv) {
                 "test split (it validates on next-patch mse): leave --drop-last out\n", o->drop_last);
         return 0;
     }
-    if (o->stage == 1 && !o->save && !o->max_steps) {
+    if (o->stage == 1 && !o->save && !o->td.max_steps) {
         fprintf(stderr, "timeseries: --stage pretrain needs --save DIR (where the weights go)\n");
         return 0;
     }
-    if (o->stage != 1 && !o->horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
+    if (o->stage != 1 && !o->c.horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
     if (!o->data) o->data = repo_path("data/ETTh2.csv", o->data_buf, sizeof o->data_buf);
     if (!data_files(o) || (o->save && !out_path_ok("--save", o->save, 1)) || (o->png && !out_path_ok("--png", o->png, 0)))
         return 0;
@@ -395,22 +368,25 @@ static int parse(opts *o, int argc, char **argv) {
     if (paths_clash("timeseries", "--png", o->png, "--save", o->save) ||
         paths_clash("timeseries", "--save", o->save, "--png", o->png))
         return 0;
-    if (!o->parallel) o->parallel = o->devices > 1 ? "dp" : "none";
+    if (!o->parallel) o->parallel = o->c.n_devices > 1 ? "dp" : "none";
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1"), split = !strcmp(o->parallel, "split");
-    if ((dp || split) && o->devices < 2) {
-        fprintf(stderr, "timeseries: --parallel %s needs --devices 2 or more (it is %d)\n", o->parallel, o->devices);
+    if ((dp || split) && o->c.n_devices < 2) {
+        fprintf(stderr, "timeseries: --parallel %s needs --devices 2 or more (it is %d)\n", o->parallel, o->c.n_devices);
         return 0;
     }
-    if (!dp && !split && o->devices > 1) {
-        fprintf(stderr, "timeseries: --devices %d with --parallel none: set --parallel dp, zero1 or split\n", o->devices);
+    if (!dp && !split && o->c.n_devices > 1) {
+        fprintf(stderr, "timeseries: --devices %d with --parallel none: set --parallel dp, zero1 or split\n", o->c.n_devices);
         return 0;
     }
-    if (dp && o->batch % o->devices) {
+    if (dp && o->td.batch % o->c.n_devices) {
         fprintf(stderr, "timeseries: --batch %d does not split over --devices %d (data parallel gives each device "
-                "batch / devices windows): set --batch to a multiple of %d\n", o->batch, o->devices, o->devices);
+                "batch / devices windows): set --batch to a multiple of %d\n", o->td.batch, o->c.n_devices, o->c.n_devices);
         return 0;
     }
-    if (o->freeze < 0) o->freeze = o->init != NULL; /* GPT4TS freezes only what it loaded */
+    if (o->freeze >= 0) o->c.frozen = o->freeze ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
+    else if (!strcmp(o->preset, "gpt4ts") && o->init) o->c.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP; /* GPT4TS
+                                                                          freezes only what it loaded */
+    if (o->recompute >= 0) o->c.recompute = (gpt2rt_recompute)o->recompute;
     return 1;
 }
 
@@ -602,43 +578,27 @@ static int draw_png(const char *path, const char *file, gpt2rt_series *data, int
 #endif
 }
 
-/* the model's shape: GPT-2's from --init (a Hugging Face or pretrain directory, its
-   first --layers layers), else the flags'; 0 when --init has no readable config.json */
-static int model_shape(const opts *o, gpt2rt_config *c) {
-    memset(c, 0, sizeof *c);
-    if (o->init) {
-        char err[512];
-        if (gpt2rt_config_load(c, o->init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "%s\n", err); return 0; }
-        c->n_layer = o->layers < c->n_layer ? o->layers : c->n_layer;
-    } else {
-        c->n_layer = o->layers;
-        c->n_head = o->heads;
-        c->n_embd = o->width;
-    }
-    return 1;
-}
-
-/* the context's config from the flags, for either stage: the shape (model_shape), the
-   patches, the parallel mode, the optimiser over steps_per_epoch * --epochs steps; the
-   head, channels and horizon are the stage's */
+/* the context's config for either stage: the preset's and the flags' (o->c), GPT-2's
+   shape from --init (a Hugging Face or pretrain directory, its first --layers layers),
+   the parallel mode, the optimiser over steps_per_epoch * --epochs steps; 0 when
+   --init has no readable config.json */
 static int train_config(const opts *o, int64_t steps_per_epoch, gpt2rt_config *c) {
-    if (!model_shape(o, c)) return 0;
-    c->input = GPT2RT_INPUT_PATCHES;
-    c->seq_len = o->lookback; c->patch_len = o->patch; c->patch_stride = o->stride;
-    c->revin_affine = o->revin_affine; /* NEXT_PATCH: the library refuses it, and says why */
-    c->frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
+    *c = o->c;
+    if (o->init) {
+        gpt2rt_config f;
+        char err[512];
+        memset(&f, 0, sizeof f);
+        if (gpt2rt_config_load(&f, o->init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "%s\n", err); return 0; }
+        c->n_layer = c->n_layer < f.n_layer ? c->n_layer : f.n_layer;
+        c->n_head = f.n_head; c->n_embd = f.n_embd; c->vocab_size = f.vocab_size; c->max_seq_len = f.max_seq_len;
+    }
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
-    c->n_devices = o->devices;
     c->parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
                      : GPT2RT_PARALLEL_NONE;
     c->shard_optimizer = !strcmp(o->parallel, "zero1");
-    c->batch_size = dp ? o->batch / o->devices : o->batch; /* per rank under data parallel: calls take all B */
-    c->lr = o->lr; c->min_lr_frac = o->min_lr_frac; c->warmup_steps = o->warmup;
-    c->total_steps = (int)(steps_per_epoch * o->epochs);
-    c->weight_decay = o->weight_decay; c->grad_clip = o->clip;
-    c->dropout = o->dropout; c->attn_dropout = o->attn_dropout; c->head_dropout = o->head_dropout;
-    c->n_threads = o->threads; c->recompute = (gpt2rt_recompute)o->recompute; c->seed = o->seed;
-    c->precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
+    c->batch_size = dp ? o->td.batch / c->n_devices : o->td.batch; /* per rank under data parallel: calls take all B */
+    c->total_steps = (int)(steps_per_epoch * o->td.epochs);
+    c->seed = o->seed;
     if (o->backend) c->backend = strcmp(o->backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
                                : strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
     return 1;
@@ -721,10 +681,10 @@ static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
         }
         char what[32];
         snprintf(what, sizeof what, "epoch %d", p->epoch);
-        if (v->o->max_steps)
+        if (v->o->td.max_steps)
             printf("step %lld  train %smse %.4f  %.3g s\n", (long long)p->stats->step, v->pretrain ? "next-patch " : "",
                    (double)p->stats->loss, p->stats->seconds);
-        else progress_tick(&v->pg, what, p->step, p->steps, v->o->batch, v->pretrain ? "series" : "windows");
+        else progress_tick(&v->pg, what, p->step, p->steps, v->o->td.batch, v->pretrain ? "series" : "windows");
         return;
     }
     progress_end(&v->pg);
@@ -740,7 +700,7 @@ static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
     else if (p->epoch == 0) printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", p->val_mse);
     else printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", p->epoch, p->train_mse,
                 p->val_mse, p->best ? "  best" : "", p->train_seconds, p->val_seconds);
-    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->patience);
+    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->td.patience);
 }
 
 /* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
@@ -752,13 +712,13 @@ static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
 static int pretrain(opts *o) {
     int nf = 0;
     gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
-    int64_t B = o->batch, L = o->lookback, steps = 0;
+    int64_t B = o->td.batch, L = o->c.seq_len, steps = 0;
     if (!ds) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
     for (int fi = 0; fi < o->nfiles; fi++) {
         const char *f = o->files[fi];
         gpt2rt_series_desc sd;
         memset(&sd, 0, sizeof sd);
-        sd.lookback = o->lookback;
+        sd.lookback = o->c.seq_len;
         sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
         series_desc_flags(o, &sd);
         if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
@@ -778,8 +738,6 @@ static int pretrain(opts *o) {
     if (o->steps_per_epoch && o->steps_per_epoch < steps) steps = o->steps_per_epoch;
     gpt2rt_config c; /* split: gpt2rt_create says why not */
     if (!train_config(o, steps, &c)) return 1;
-    c.head = GPT2RT_HEAD_NEXT_PATCH;
-    c.n_channels = 1;
     if (o->backend && c.backend == GPT2RT_BACKEND_AUTO) c.backend = GPT2RT_BACKEND_CPU; /* --backend auto */
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(ctx, o->init) != GPT2RT_OK)) {
@@ -797,10 +755,8 @@ static int pretrain(opts *o) {
            (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
            (double)plan.total[0] / 1073741824.0, precision_name(r.precision), (long long)B, (double)r.lr, (long long)steps);
     print_devices(ctx, &plan, o, B, "series");
-    gpt2rt_forecaster_train_desc td;
-    memset(&td, 0, sizeof td);
-    td.batch = (int)B; td.epochs = o->epochs; td.patience = o->patience; td.steps_per_epoch = steps;
-    td.seed = o->seed; td.max_steps = o->max_steps;
+    gpt2rt_forecaster_train_desc td = o->td; /* the linear map's fields: 0 in stage 1 (parse) */
+    td.steps_per_epoch = steps; td.seed = o->seed;
     train_view tv = {o, 1, {0, 0, 0, 0}};
     td.progress = on_progress; td.user = &tv;
     gpt2rt_forecaster_pretrain_result pr;
@@ -810,15 +766,15 @@ static int pretrain(opts *o) {
         fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
         rc = 1;
     } else if (pr.max_steps_reached) {
-        double per = pr.step_seconds / (double)pr.steps, n_steps = (double)steps * o->epochs, evals = 0;
+        double per = pr.step_seconds / (double)pr.steps, n_steps = (double)steps * o->td.epochs, evals = 0;
         for (int j = 0; j < nf; j++) {
             gpt2rt_series_info in = info_of(ds[j]);
             evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
         }
-        evals *= o->epochs;
+        evals *= o->td.epochs;
         printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
                "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
-               "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
+               "nothing saved\n", o->td.max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
                (n_steps + evals / 3) * per / 3600);
         timed = 1;
     }
@@ -1097,8 +1053,8 @@ static int run_load(run *r) {
     }
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    sd.lookback = o->lookback;
-    sd.horizon = o->horizon;
+    sd.lookback = o->c.seq_len;
+    sd.horizon = o->c.horizon;
     series_desc_flags(o, &sd);
     /* the info is what a successful load filled in; checking the call also tells the
        compiler so (gcc 12 -O3 -march=x86-64-v4 otherwise warns it may be unset) */
@@ -1107,7 +1063,7 @@ static int run_load(run *r) {
         return 1;
     }
     const gpt2rt_series_info *in = &r->info;
-    r->L = o->lookback, r->H = o->horizon, r->M = in->channels, r->B = o->batch;
+    r->L = o->c.seq_len, r->H = o->c.horizon, r->M = in->channels, r->B = o->td.batch;
     static const char *bname[] = {"auto", "ETTh", "ETTm", "70/10/20"};
     printf("data %s: %lld rows, %lld channels, %s borders; windows train %lld, validation %lld, test %lld\n", o->data,
            (long long)in->rows, (long long)r->M, bname[in->borders], (long long)in->windows[0],
@@ -1140,24 +1096,20 @@ static int run_model(run *r) {
     if (o->steps_per_epoch && o->steps_per_epoch < r->steps_per_epoch) r->steps_per_epoch = o->steps_per_epoch;
     gpt2rt_config c;
     if (!train_config(o, r->steps_per_epoch, &c)) return 1;
-    if (!strcmp(o->parallel, "split") && c.n_layer < o->devices) {
+    if (!strcmp(o->parallel, "split") && c.n_layer < o->c.n_devices) {
         fprintf(stderr, "timeseries: --parallel split over --devices %d needs at least %d layers (each device holds "
-                "whole layers), the model has %d: set --layers %d or more", o->devices, o->devices, c.n_layer, o->devices);
+                "whole layers), the model has %d: set --layers %d or more", o->c.n_devices, o->c.n_devices, c.n_layer, o->c.n_devices);
         if (c.n_layer >= 2) fprintf(stderr, ", or --devices %d", c.n_layer);
         fprintf(stderr, "\n");
         return 2;
     }
-    if (!strcmp(o->parallel, "split") && (o->dropout > 0 || o->attn_dropout > 0 || o->head_dropout > 0)) {
+    if (!strcmp(o->parallel, "split") && (o->c.dropout > 0 || o->c.attn_dropout > 0 || o->c.head_dropout > 0)) {
         fprintf(stderr, "timeseries: --parallel split runs without dropout for now (--dropout %g --attn-dropout %g "
                 "--head-dropout %g, the preset's or given): add --dropout 0 --attn-dropout 0 --head-dropout 0, or use "
-                "--parallel dp\n", (double)o->dropout, (double)o->attn_dropout, (double)o->head_dropout);
+                "--parallel dp\n", (double)o->c.dropout, (double)o->c.attn_dropout, (double)o->c.head_dropout);
         return 2;
     }
-    /* aLLM4TS stage 2: out_layer on one placeholder per future patch, which sees the history only */
-    c.head = o->stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
-    c.attn_mask = o->stage == 2 ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    c.n_channels = (int)r->M;
-    c.horizon = o->horizon;
+    c.n_channels = (int)r->M; /* the head and mask are the stage's (the preset's) */
     if (gpt2rt_create(&r->ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(r->ctx, o->init) != GPT2RT_OK)) {
         fprintf(stderr, "%s\n", gpt2rt_last_error(r->ctx));
         return 1;
@@ -1172,7 +1124,7 @@ static int run_model(run *r) {
            precision_name(g.precision));
     printf("training: batch %lld, lr %g cosine to %g over %d steps (%lld a epoch), at most %d epochs, patience %d, "
            "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)g.lr,
-           (double)(g.lr * g.min_lr_frac), g.total_steps, (long long)r->steps_per_epoch, o->epochs, o->patience,
+           (double)(g.lr * g.min_lr_frac), g.total_steps, (long long)r->steps_per_epoch, o->td.epochs, o->td.patience,
            (unsigned long long)o->seed, (double)g.weight_decay, (double)g.dropout, (double)g.attn_dropout,
            (double)g.head_dropout);
     print_devices(r->ctx, &plan, o, B, "windows");
@@ -1185,20 +1137,17 @@ static int run_train(run *r) {
     const opts *o = &r->o;
     int64_t B = r->B;
     r->lu.batch = (int)B;
-    if (o->linear_residual || o->blend_linear) {
+    if (o->td.linear_residual || o->td.blend_linear) {
         double t0 = now();
         if (!fit_linear(r->ctx, r->data, &r->lm, "; use --linear-residual 0 --blend-linear 0")) return 1;
         printf("linear map: ridge %g (chosen on validation), val mse %.4f, %.1f s%s\n", r->lm.ridge, r->lm.val_mse,
-               now() - t0, o->linear_residual ? "; the model trains on what it leaves" : "");
+               now() - t0, o->td.linear_residual ? "; the model trains on what it leaves" : "");
         r->lu.linear = &r->lm;
-        r->lu.linear_residual = o->linear_residual;
+        r->lu.linear_residual = o->td.linear_residual;
     }
-    gpt2rt_forecaster_train_desc td;
-    memset(&td, 0, sizeof td);
-    td.batch = (int)B; td.epochs = o->epochs; td.patience = o->patience; td.steps_per_epoch = r->steps_per_epoch;
-    td.seed = o->seed; td.max_steps = o->max_steps;
-    td.linear = r->lu.linear; td.linear_residual = o->linear_residual; td.blend_linear = o->blend_linear;
-    td.start_from_linear = o->linear_residual && o->stage == 0 && !o->max_steps;
+    gpt2rt_forecaster_train_desc td = o->td;
+    td.steps_per_epoch = r->steps_per_epoch; td.seed = o->seed; td.linear = r->lu.linear;
+    td.start_from_linear = o->td.linear_residual && o->stage == 0 && !o->td.max_steps;
     train_view tv = {o, 0, {0, 0, 0, 0}};
     td.progress = on_progress; td.user = &tv;
     gpt2rt_forecaster_train_result *tr = &r->tr;
@@ -1208,10 +1157,10 @@ static int run_train(run *r) {
         return 1;
     }
     if (tr->max_steps_reached) { /* scoring is forward only: about a third of a training step a batch */
-        double per = tr->step_seconds / (double)tr->steps, n_steps = (double)r->steps_per_epoch * o->epochs;
-        double evals = (double)((r->info.windows[1] + B - 1) / B * o->epochs + (r->info.windows[2] + B - 1) / B);
+        double per = tr->step_seconds / (double)tr->steps, n_steps = (double)r->steps_per_epoch * o->td.epochs;
+        double evals = (double)((r->info.windows[1] + B - 1) / B * o->td.epochs + (r->info.windows[2] + B - 1) / B);
         printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
-               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o->max_steps, per, n_steps,
+               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o->td.max_steps, per, n_steps,
                evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
         return -1;
     }
@@ -1219,7 +1168,7 @@ static int run_train(run *r) {
     if (tr->best_epoch == 0)
         printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
                "zero)\n");
-    if (o->blend_linear) {
+    if (o->td.blend_linear) {
         r->lu.blend = tr->blend;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
                tr->blend, tr->blend_val_mse, tr->model_val_mse, tr->linear_val_mse);

@@ -928,6 +928,30 @@ typedef struct gpt2rt_forecaster_train_result {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
                                                  const gpt2rt_forecaster_train_desc *desc,
                                                  gpt2rt_forecaster_train_result *result);
+/* The settings of published forecasting runs (timeseries --preset), as a config and a
+   train desc to start from: input PATCHES with head (REGRESSION: GPT4TS's flatten head,
+   PATCH_DECODE: aLLM4TS stage 2, with the placeholder mask; NEXT_PATCH: stage 1, with
+   n_channels 1), the shape, patching, optimiser (cosine to 0, clip 1), dropout, frozen
+   groups, recompute, batch_size = desc.batch (one device's), epochs 10, patience 3,
+   and for the cpu recipe's REGRESSION head the linear map (linear_residual,
+   blend_linear; the caller fits it and sets desc.linear). Everything else is zero: the
+   caller sets n_channels and horizon from its data, total_steps, seed, and any
+   setting it wants otherwise. GPT4TS freezes attention and MLP only over GPT-2's
+   weights: frozen is 0 here, to set when weights are loaded. */
+typedef enum gpt2rt_forecaster_recipe {
+    GPT2RT_FORECASTER_RECIPE_CPU = 0, /* lookback 336, patch 16 stride 16, 1 layer, 2 heads, width 16,
+                                         attention + MLP frozen at their random init, lr 1e-4, batch 16,
+                                         head dropout 0.3, riding on the linear map (chosen on
+                                         ETTh2's validation split: README "Time series") */
+    GPT2RT_FORECASTER_RECIPE_GPT4TS,  /* GPT4TS's ETTh setting: lookback 336, patch 16 stride 8, 6 layers,
+                                         12 heads, width 768, lr 1e-4, batch 256, full recompute */
+    GPT2RT_FORECASTER_RECIPE_ALLM4TS  /* aLLM4TS's scripts, GPT-2's 6 layers: pretrain lookback 1024, patch
+                                         16 stride 16, lr 1e-4, batch 2048 series, dropout 0.2, nothing
+                                         frozen; finetune lookback 336, patch 16 stride 8, lr 3e-3, batch
+                                         256, attention + MLP frozen; full recompute */
+} gpt2rt_forecaster_recipe;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_recipe_get(gpt2rt_forecaster_recipe recipe, gpt2rt_head head,
+                                                      gpt2rt_config *config, gpt2rt_forecaster_train_desc *desc);
 /* aLLM4TS stage 1: causal next-patch pre-training of a NEXT_PATCH context (n_channels
    1) on the training rows of n series pooled: each channel of each window is one
    univariate series of lookback steps, batch of them a step, the series taking turns

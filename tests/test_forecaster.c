@@ -1102,6 +1102,48 @@ static void split_calls(void) {
     gpt2rt_forecaster_free(fc);
 }
 
+/* The recipes (gpt2rt_forecaster_recipe_get) are the settings their comments publish;
+   the stage follows the head; the cpu recipe's config, given channels and a horizon,
+   builds a context whose plan counts the frozen blocks out; a bad recipe or head is
+   refused. */
+static void recipes(void) {
+    gpt2rt_config c;
+    gpt2rt_forecaster_train_desc td;
+    unsigned am = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_REGRESSION, &c, &td) == GPT2RT_OK &&
+          c.input == GPT2RT_INPUT_PATCHES && c.seq_len == 336 && c.patch_len == 16 && c.patch_stride == 16 &&
+          c.n_layer == 1 && c.n_head == 2 && c.n_embd == 16 && c.lr == 1e-4f && c.frozen == am &&
+          c.head_dropout == 0.3f && c.grad_clip == 1.0f && c.batch_size == 16 && td.batch == 16 && td.epochs == 10 &&
+          td.patience == 3 && td.linear_residual == 1 && td.blend_linear == 1 && c.n_channels == 0 && c.horizon == 0,
+          "cpu, flatten head: lookback 336, patch 16 stride 16, 1x2x16 frozen, lr 1e-4, batch 16, the linear map");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_PATCH_DECODE, &c, &td) == GPT2RT_OK &&
+          !td.linear_residual && !td.blend_linear && c.attn_mask == GPT2RT_MASK_PLACEHOLDERS,
+          "cpu, patch decoding: no linear map, the placeholder mask");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_GPT4TS, GPT2RT_HEAD_REGRESSION, &c, &td) == GPT2RT_OK &&
+          c.n_layer == 6 && c.n_head == 12 && c.n_embd == 768 && c.patch_stride == 8 && td.batch == 256 &&
+          c.frozen == 0 && c.recompute == GPT2RT_RECOMPUTE_FULL && !td.linear_residual,
+          "gpt4ts: 6x12x768, stride 8, batch 256, nothing frozen until weights load, full recompute");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_ALLM4TS, GPT2RT_HEAD_NEXT_PATCH, &c, &td) == GPT2RT_OK &&
+          c.head == GPT2RT_HEAD_NEXT_PATCH && c.n_channels == 1 && c.seq_len == 1024 && c.patch_stride == 16 &&
+          td.batch == 2048 && c.dropout == 0.2f && c.frozen == 0,
+          "allm4ts stage 1: next patch, one channel a series, lookback 1024, batch 2048, dropout 0.2, all trained");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_ALLM4TS, GPT2RT_HEAD_PATCH_DECODE, &c, &td) == GPT2RT_OK &&
+          c.seq_len == 336 && c.patch_stride == 8 && c.lr == 3e-3f && td.batch == 256 && c.frozen == am,
+          "allm4ts stage 2: lookback 336, stride 8, lr 3e-3, batch 256, attention + MLP frozen");
+    CHECK(gpt2rt_forecaster_recipe_get((gpt2rt_forecaster_recipe)7, GPT2RT_HEAD_REGRESSION, &c, &td) ==
+              GPT2RT_ERR_INVALID_ARGUMENT &&
+          gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_LM, &c, &td) == GPT2RT_ERR_INVALID_ARGUMENT,
+          "an unknown recipe, a token head: refused");
+    gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_REGRESSION, &c, &td);
+    c.n_channels = M; c.horizon = H; c.n_threads = 1;
+    gpt2rt_ctx *ctx = NULL;
+    gpt2rt_memory_plan plan;
+    CHECK(gpt2rt_create(&ctx, &c) == GPT2RT_OK && gpt2rt_plan(&c, &plan) == GPT2RT_OK && plan.n_trainable < plan.n_params,
+          "the cpu recipe builds a context, fewer parameters trained than held (attention + MLP frozen): %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+}
+
 /* fill and season: what training decided is saved, read back, and applied by series_desc;
    a file saved without them (older saves) reads as no fill and no season; bad values refused */
 static void fill_season(void) {
@@ -1222,6 +1264,7 @@ int main(void) {
     csv_calls();
     csv_write_call();
     split_calls();
+    recipes();
     fill_season();
     baselines();
     return harness_finish();
