@@ -703,37 +703,9 @@ static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
     if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->td.patience);
 }
 
-/* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
-   rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
-   each channel of each window is one univariate series (n_channels 1), B series a
-   step, the files taking turns while each has a whole batch left in the epoch; early
-   stopping on the validation series (gpt2rt_forecaster_pretrain); the best epoch's
-   weights go to --save */
-static int pretrain(opts *o) {
-    int nf = 0;
-    gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
-    int64_t B = o->td.batch, L = o->c.seq_len, steps = 0;
-    if (!ds) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
-    for (int fi = 0; fi < o->nfiles; fi++) {
-        const char *f = o->files[fi];
-        gpt2rt_series_desc sd;
-        memset(&sd, 0, sizeof sd);
-        sd.lookback = o->c.seq_len;
-        sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
-        series_desc_flags(o, &sd);
-        if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
-            fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
-            return 1;
-        }
-        gpt2rt_series_info in = info_of(ds[nf]);
-        int64_t nser = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
-        steps += nser / B;
-        printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
-               (long long)in.rows, (long long)in.channels, (long long)nser, (long long)L,
-               (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
-        print_columns(ds[nf]);
-        nf++;
-    }
+/* stage 1 on the loaded files: the context, the pre-training, --save */
+static int pretrain_run(opts *o, gpt2rt_series **ds, int nf, int64_t steps) {
+    int64_t B = o->td.batch;
     if (steps < 1) { fprintf(stderr, "timeseries: --batch %lld exceeds every file's training series\n", (long long)B); return 1; }
     if (o->steps_per_epoch && o->steps_per_epoch < steps) steps = o->steps_per_epoch;
     gpt2rt_config c; /* split: gpt2rt_create says why not */
@@ -788,6 +760,42 @@ static int pretrain(opts *o) {
     if (!rc && !timed && naive == naive && !(best < naive))
         printf("the model did not beat the last patch repeated on validation (%.4f against %.4f)\n", best, naive);
     gpt2rt_free(ctx);
+    return rc;
+}
+
+/* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
+   rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
+   each channel of each window is one univariate series (n_channels 1), B series a
+   step, the files taking turns while each has a whole batch left in the epoch; early
+   stopping on the validation series (gpt2rt_forecaster_pretrain); the best epoch's
+   weights go to --save */
+static int pretrain(opts *o) {
+    int nf = 0;
+    gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
+    int64_t B = o->td.batch, L = o->c.seq_len, steps = 0;
+    if (!ds) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
+    for (int fi = 0; fi < o->nfiles; fi++) {
+        const char *f = o->files[fi];
+        gpt2rt_series_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.lookback = o->c.seq_len;
+        sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
+        series_desc_flags(o, &sd);
+        if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
+            fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
+            gpt2rt_series_free(ds[nf]);
+            break;
+        }
+        gpt2rt_series_info in = info_of(ds[nf]);
+        int64_t nser = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
+        steps += nser / B;
+        printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
+               (long long)in.rows, (long long)in.channels, (long long)nser, (long long)L,
+               (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
+        print_columns(ds[nf]);
+        nf++;
+    }
+    int rc = nf == o->nfiles ? pretrain_run(o, ds, nf, steps) : 1;
     for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
     free(ds);
     return rc;
@@ -825,7 +833,7 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
                (long long)mt.windows, (long long)H);
         printf("  %-16s %12s %12s %14s %14s\n", "channel", "mse scaled", "mae scaled", "mse data", "mae data");
         for (int64_t m = 0; m < M; m++) {
-            double mu, sd;
+            double mu = 0, sd = 1;
             gpt2rt_series_scaler(s, (int)m, &mu, &sd);
             const char *name = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
             double v[4] = {mt.sse[m] / per, mt.sae[m] / per, mt.sse[m] * sd * sd / per, mt.sae[m] * sd / per};

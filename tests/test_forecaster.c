@@ -1060,6 +1060,7 @@ static void split_calls(void) {
     gpt2rt_series *s;
     CHECK(gpt2rt_series_load(&s, DIR "/series.csv", &sd) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(s));
     gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
     gpt2rt_series_info_get(s, &in);
     int64_t n = in.windows[GPT2RT_SERIES_TEST];
     float *x = (float *)malloc(sizeof(float) * (size_t)(n * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
