@@ -60,6 +60,7 @@ typedef struct opts {
     gpt2rt_forecaster_train_desc td; /* the same: batch, epochs, patience, max_steps, the linear map's use */
     int freeze, recompute;           /* --freeze, --recompute; -1: the preset's */
     int steps_per_epoch, drop_last;
+    int shape_set; /* --lookback, --patch or --stride given: no choice for a short file */
     int season; /* the seasonal-naive baseline's period in rows, 0: the dates' calendar cycle */
     uint64_t seed;
 } opts;
@@ -89,7 +90,9 @@ static void usage(void) {
            "                      it holds text)\n"
            "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear;\n"
            "                      --save keeps it: predict fills as training did\n"
-           "  --lookback L        input steps            --patch P / --stride S  patching\n"
+           "  --lookback L        input steps            --patch P / --stride S  patching (none of the three given\n"
+           "                      and the file too short for the preset's lookback: about half the training rows,\n"
+           "                      in patches of a lookback / 8 steps, a line saying so)\n"
            "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
            "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
            "  --warmup N          warmup steps           --weight-decay X        AdamW weight decay\n"
@@ -244,6 +247,7 @@ static int parse(opts *o, int argc, char **argv) {
         continue;                                        \
     }
         if (strcmp(a, "--data") == 0) { o->data = v; continue; }
+        o->shape_set |= !strcmp(a, "--lookback") || !strcmp(a, "--patch") || !strcmp(a, "--stride");
         if (strcmp(a, "--preset") == 0 || strcmp(a, "--stage") == 0) continue;
         if (strcmp(a, "--save") == 0) { o->save = v; continue; }
         if (strcmp(a, "--init") == 0) { o->init = v; continue; }
@@ -1049,6 +1053,33 @@ typedef struct run {
     float *keep; /* every test window's forecast */
 } run;
 
+/* a file too short for the preset's lookback, with no --lookback, --patch or --stride:
+   the lookback about half the training split's rows (as many training windows as steps
+   in a lookback), a whole number of patches of lookback / 8 steps (at most the preset's
+   patch), the stride in the preset's ratio to the patch; one line says so. 1 when
+   chosen (sd->lookback and o's patching set), 0: the file is too short for that too */
+static int short_series(opts *o, gpt2rt_series_desc *sd) {
+    gpt2rt_series_desc pd = *sd;
+    pd.lookback = 1; /* the borders do not depend on it: the training split's rows */
+    gpt2rt_series *probe;
+    int ok = gpt2rt_series_load(&probe, o->data, &pd) == GPT2RT_OK;
+    gpt2rt_series_info in = info_of(probe); /* zero when the load failed */
+    gpt2rt_series_free(probe);
+    int64_t T = in.end[GPT2RT_SERIES_TRAIN] - in.begin[GPT2RT_SERIES_TRAIN], L = (T - o->c.horizon + 1) / 2;
+    int64_t patch = L / 8 < o->c.patch_len ? L / 8 : o->c.patch_len;
+    if (!ok || patch < 1 || L >= o->c.seq_len) return 0;
+    L -= L % patch;
+    int64_t stride = patch * o->c.patch_stride / o->c.patch_len > 0 ? patch * o->c.patch_stride / o->c.patch_len : 1;
+    printf("short series: the training split holds %lld rows, too few for the preset's lookback %d + horizon %d: "
+           "lookback %lld (about half of them), patch %lld stride %lld (%lld patches); --lookback, --patch and "
+           "--stride set them\n", (long long)T, o->c.seq_len, o->c.horizon, (long long)L, (long long)patch,
+           (long long)stride, (long long)(L / patch));
+    o->c.seq_len = sd->lookback = (int)L;
+    o->c.patch_len = (int)patch;
+    o->c.patch_stride = (int)stride;
+    return 1;
+}
+
 /* --data read: the data and columns lines; --channel resolved. 0 ok, else the exit status */
 static int run_load(run *r) {
     const opts *o = &r->o;
@@ -1066,7 +1097,12 @@ static int run_load(run *r) {
     series_desc_flags(o, &sd);
     /* the info is what a successful load filled in; checking the call also tells the
        compiler so (gcc 12 -O3 -march=x86-64-v4 otherwise warns it may be unset) */
-    if (gpt2rt_series_load(&r->data, o->data, &sd) != GPT2RT_OK || gpt2rt_series_info_get(r->data, &r->info) != GPT2RT_OK) {
+    int loaded = gpt2rt_series_load(&r->data, o->data, &sd) == GPT2RT_OK;
+    if (!loaded && !o->shape_set && short_series(&r->o, &sd)) { /* the preset's lookback did not fit */
+        gpt2rt_series_free(r->data);
+        loaded = gpt2rt_series_load(&r->data, o->data, &sd) == GPT2RT_OK;
+    }
+    if (!loaded || gpt2rt_series_info_get(r->data, &r->info) != GPT2RT_OK) {
         fprintf(stderr, "%s\n", gpt2rt_series_last_error(r->data));
         return 1;
     }
