@@ -440,14 +440,6 @@ static void progress_end(progress *p) {
     p->shown = 0;
 }
 
-/* a split's scores through the library (gpt2rt_forecaster_score); 0 after printing why */
-static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
-                    const gpt2rt_forecaster_score_desc *sd, gpt2rt_forecaster_scores *sc) {
-    if (gpt2rt_forecaster_score(ctx, data, split, sd, sc) == GPT2RT_OK) return 1;
-    fprintf(stderr, "timeseries: scoring: %s\n", gpt2rt_last_error(ctx));
-    return 0;
-}
-
 #ifdef TS_PNG
 static void plot_line(unsigned char *px, int w, int h, int x0, int y0, int x1, int y1, const unsigned char rgb[3]) {
     int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
@@ -1233,7 +1225,10 @@ static int run_test(run *r, int *png_failed) {
     r->lu.keep = r->keep;
     r->lu.keep_windows = n_test;
     r->lu.drop_batch = o->drop_last;
-    if (!evaluate(r->ctx, r->data, GPT2RT_SERIES_TEST, &r->lu, &r->sc)) return 1;
+    if (gpt2rt_forecaster_score(r->ctx, r->data, GPT2RT_SERIES_TEST, &r->lu, &r->sc) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries: scoring: %s\n", gpt2rt_last_error(r->ctx));
+        return 1;
+    }
     if (o->png) { /* windows spread over the test split */
         float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
         for (int64_t k = 0; few && k < n_png; k++)
