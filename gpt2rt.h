@@ -1431,6 +1431,12 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* every window of a split of series (loaded as gpt2rt_forecaster_series_desc reads it;
+   scaled by its own training rows) forecast in the scaler's units, in order, into out
+   (info.windows[split], horizon, M): what the training run's scoring of that split
+   forecast when series is its file */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_split(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                         gpt2rt_series_split split, float *out);
 /* a series desc reading a file as the forecaster's training read its file: lookback,
    horizon, the columns by name in its order (desc->columns points into fc, valid until
    gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders,
@@ -1446,6 +1452,33 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gp
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *series, int64_t first,
                                                int64_t n, const float *forecasts, int with_origin, char **text,
                                                size_t *len);
+/* text (len bytes: gpt2rt_forecaster_csv's) into the file path, whole or not at all: to a
+   new temporary file beside path (under POSIX beside the file a symbolic link names, with
+   that file's permissions), renamed to path once complete; a failed write (a full disk,
+   a file-size limit) removes it and leaves path as it was. Refused before anything is
+   written (GPT2RT_ERR_INVALID_ARGUMENT): path the same file as data (the series' file;
+   NULL: none), or path inside the directory fc was loaded from (gpt2rt_forecaster_path_clash) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv_write(gpt2rt_forecaster *fc, const char *path, const char *text,
+                                                     size_t len, const char *data);
+/* What writing output out could do to input in, from the file system before anything
+   is written: the same file or directory under any spelling (./F, a symbolic or hard
+   link: device and inode; two names not there yet: their directory and first
+   component), out inside the directory in (a model's), or in inside the directory out
+   writes into. Windows has no inodes: APART there. */
+typedef enum gpt2rt_forecaster_clash {
+    GPT2RT_FORECASTER_APART = 0,
+    GPT2RT_FORECASTER_SAME_FILE,
+    GPT2RT_FORECASTER_SAME_DIR,
+    GPT2RT_FORECASTER_OUT_INSIDE,
+    GPT2RT_FORECASTER_IN_INSIDE
+} gpt2rt_forecaster_clash;
+GPT2RT_DEF gpt2rt_forecaster_clash gpt2rt_forecaster_path_clash(const char *out, const char *in);
+/* whether an output path can be written, checked before the work that fills it: dir (a
+   forecaster, weights): an existing writable directory or a new name in one; else a
+   new or writable file, not a directory, in a writable directory. GPT2RT_OK, else the
+   reason in why (cap bytes; may be NULL), without the path: "the directory /x does not
+   exist" */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_path_check(const char *path, int dir, char *why, size_t cap);
 
 /* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
    each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),
@@ -1482,6 +1515,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
                                                      int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
                                                      double mae[3]);
+
+/* The numbers of a split's table: forecasts pred (n, horizon, M; scaled) of every window
+   of a split of series (n = info.windows[split], in order) against their truth: per
+   channel the sums of squared and absolute errors, scaled (times the scaler's std, and
+   its square, in the data's units), and the baselines on the same windows
+   (gpt2rt_forecaster_baselines with period and lm). ctx: a patch context of the
+   series' lookback, horizon and channels; a split without a window is refused. */
+typedef struct gpt2rt_forecaster_metric {
+    double *sse, *sae;               /* (M) each, the caller's */
+    int64_t windows;
+    double base_mse[3], base_mae[3]; /* last value, seasonal naive, linear map; NaN: not computed */
+} gpt2rt_forecaster_metric;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_metrics(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                   const float *pred, int64_t period,
+                                                   const gpt2rt_forecaster_linear *lm, gpt2rt_forecaster_metric *out);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each
@@ -1564,6 +1612,30 @@ typedef struct gpt2rt_forecaster_train_result {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
                                                  const gpt2rt_forecaster_train_desc *desc,
                                                  gpt2rt_forecaster_train_result *result);
+/* The settings of published forecasting runs (timeseries --preset), as a config and a
+   train desc to start from: input PATCHES with head (REGRESSION: GPT4TS's flatten head,
+   PATCH_DECODE: aLLM4TS stage 2, with the placeholder mask; NEXT_PATCH: stage 1, with
+   n_channels 1), the shape, patching, optimiser (cosine to 0, clip 1), dropout, frozen
+   groups, recompute, batch_size = desc.batch (one device's), epochs 10, patience 3,
+   and for the cpu recipe's REGRESSION head the linear map (linear_residual,
+   blend_linear; the caller fits it and sets desc.linear). Everything else is zero: the
+   caller sets n_channels and horizon from its data, total_steps, seed, and any
+   setting it wants otherwise. GPT4TS freezes attention and MLP only over GPT-2's
+   weights: frozen is 0 here, to set when weights are loaded. */
+typedef enum gpt2rt_forecaster_recipe {
+    GPT2RT_FORECASTER_RECIPE_CPU = 0, /* lookback 336, patch 16 stride 16, 1 layer, 2 heads, width 16,
+                                         attention + MLP frozen at their random init, lr 1e-4, batch 16,
+                                         head dropout 0.3, riding on the linear map (chosen on
+                                         ETTh2's validation split: README "Time series") */
+    GPT2RT_FORECASTER_RECIPE_GPT4TS,  /* GPT4TS's ETTh setting: lookback 336, patch 16 stride 8, 6 layers,
+                                         12 heads, width 768, lr 1e-4, batch 256, full recompute */
+    GPT2RT_FORECASTER_RECIPE_ALLM4TS  /* aLLM4TS's scripts, GPT-2's 6 layers: pretrain lookback 1024, patch
+                                         16 stride 16, lr 1e-4, batch 2048 series, dropout 0.2, nothing
+                                         frozen; finetune lookback 336, patch 16 stride 8, lr 3e-3, batch
+                                         256, attention + MLP frozen; full recompute */
+} gpt2rt_forecaster_recipe;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_recipe_get(gpt2rt_forecaster_recipe recipe, gpt2rt_head head,
+                                                      gpt2rt_config *config, gpt2rt_forecaster_train_desc *desc);
 /* aLLM4TS stage 1: causal next-patch pre-training of a NEXT_PATCH context (n_channels
    1) on the training rows of n series pooled: each channel of each window is one
    univariate series of lookback steps, batch of them a step, the series taking turns
@@ -20839,6 +20911,7 @@ struct gpt2rt_forecaster {
     double *z, *acc;       /* scratch: L+1, H */
     char *columns;         /* the channels' names as the loader's list "a,b,c"; NULL until asked for */
     gpt2rt_forecaster_intervals iv; /* the conformal scores, iv.rank NULL: none */
+    char *dir;             /* the directory it was loaded from (gpt2rt_forecaster_csv_write keeps out of it) */
 };
 
 static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
@@ -21493,7 +21566,7 @@ static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster 
     if (r != GPT2RT_OK) {
         gpt2rt_free(fc->ctx);
         free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
-        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->dir);
         char keep[512];
         memcpy(keep, fc->error, sizeof keep);
         memset(fc, 0, sizeof *fc);
@@ -21596,7 +21669,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
     fc->mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
     fc->z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
     fc->acc = (double *)malloc(sizeof(double) * (size_t)H);
-    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc)
+    if ((fc->dir = (char *)malloc(strlen(dir) + 1)) != NULL) strcpy(fc->dir, dir);
+    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc || !fc->dir)
         return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for a "
                                                         "batch of %lld windows", dir, (long long)B));
     return GPT2RT_OK;
@@ -21607,6 +21681,7 @@ GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
     gpt2rt_free(fc->ctx);
     free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
     free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->columns);
+    free(fc->dir);
     free(fc);
 }
 
@@ -22307,6 +22382,51 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_pretrain(gpt2rt_ctx *ctx, gpt2rt_seri
     return r;
 }
 
+/* ---- recipes: the settings of published forecasting runs, as data ---- */
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_recipe_get(gpt2rt_forecaster_recipe recipe, gpt2rt_head head,
+                                                      gpt2rt_config *c, gpt2rt_forecaster_train_desc *td) {
+    if (!c || !td || (int)recipe < 0 || (int)recipe > GPT2RT_FORECASTER_RECIPE_ALLM4TS ||
+        (head != GPT2RT_HEAD_REGRESSION && head != GPT2RT_HEAD_PATCH_DECODE && head != GPT2RT_HEAD_NEXT_PATCH))
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    memset(c, 0, sizeof *c);
+    memset(td, 0, sizeof *td);
+    int pre = head == GPT2RT_HEAD_NEXT_PATCH;
+    c->input = GPT2RT_INPUT_PATCHES;
+    c->head = head;
+    c->attn_mask = head == GPT2RT_HEAD_PATCH_DECODE ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
+    c->n_channels = pre ? 1 : 0; /* next-patch pre-training: each channel one series */
+    c->seq_len = 336; c->patch_len = 16; c->patch_stride = 8; c->grad_clip = 1.0f;
+    td->epochs = 10; td->patience = 3;
+    if (recipe == GPT2RT_FORECASTER_RECIPE_ALLM4TS) { /* aLLM4TS's scripts (Bian et al., ICML 2024) */
+        c->n_layer = 6; c->n_head = 12; c->n_embd = 768;
+        if (pre) { c->seq_len = 1024; c->patch_stride = 16; c->lr = 1e-4f; td->batch = 2048; c->dropout = 0.2f; }
+        else { c->lr = 3e-3f; td->batch = 256; c->frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP; }
+        c->recompute = GPT2RT_RECOMPUTE_FULL;
+    } else if (recipe == GPT2RT_FORECASTER_RECIPE_GPT4TS) {
+        c->n_layer = 6; c->n_head = 12; c->n_embd = 768; c->lr = 1e-4f; td->batch = 256;
+        c->recompute = GPT2RT_RECOMPUTE_FULL; /* 23 GiB of activations otherwise: more than a 24 GiB machine has free */
+    } else { /* cpu: the published ETTh rows' lookback, 336 (GPT4TS, PatchTST, aLLM4TS use it;
+                fixed, not searched: validation on ETTh2 prefers 192, test 336-512, README
+                "Time series"), and the rest chosen on ETTh2's validation split (horizon 96,
+                seeds 1-3): one small block whose attention and MLP keep their random init
+                (frozen: a fixed random feature map, nothing to overfit), stride 16 (validation
+                0.2078 against 0.2087 for stride 8 at this lookback), small batches (more,
+                noisier updates) and dropout 0.3 before the head. The model rides on the
+                least-squares linear map: it trains on what the map leaves, at lr 1e-4, and the
+                result is blended with the map (validation at horizons 96/192/336/720, seeds
+                1-3: 0.2025/0.2653/0.3504/0.5932, against 0.2082/0.2755/0.3647/0.6108 for the
+                model alone at lr 1e-3 and 0.2037/0.2689/0.3567/0.6019 for the map alone;
+                README "Time series") */
+        c->patch_stride = 16; c->n_layer = 1; c->n_head = 2; c->n_embd = 16; c->lr = 1e-4f; td->batch = 16;
+        c->frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+        c->head_dropout = 0.3f;
+        td->linear_residual = td->blend_linear = head == GPT2RT_HEAD_REGRESSION; /* chosen for the flatten head */
+    }
+    c->batch_size = td->batch;
+    return GPT2RT_OK;
+}
+
 /* ---- reading a file as training did, writing forecasts as CSV ---- */
 
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gpt2rt_series_desc *sd) {
@@ -22329,6 +22449,77 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gp
     sd->no_date_column = !fc->date_name;
     sd->fill = fc->info.fill;
     return GPT2RT_OK;
+}
+
+/* every window of a split: x (n,L,M) and y (n,H,M), malloc'd (n + 1 windows: never 0
+   bytes); the failure in error (512 bytes) */
+static gpt2rt_result gpt2rt__fc_split(gpt2rt_series *s, gpt2rt_series_split split, float **x, float **y, int64_t *n,
+                                      char *error, const char *fn) {
+    *x = *y = NULL;
+    *n = 0;
+    if (!s || s->failed || (int)split < 0 || (int)split > GPT2RT_SERIES_TEST)
+        return gpt2rt__tok_msg(error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: %s", fn, !s || s->failed ? "no loaded series"
+                               : "split is not TRAIN, VAL or TEST");
+    int64_t L = s->desc.lookback, H = s->desc.horizon, M = s->info.channels, nw = s->info.windows[split];
+    *x = (float *)malloc(sizeof(float) * (size_t)((nw + 1) * L * M));
+    *y = (float *)malloc(sizeof(float) * (size_t)((nw + 1) * H * M));
+    gpt2rt_result r = *x && *y ? GPT2RT_OK : gpt2rt__tok_msg(error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for "
+                                                             "%lld windows", fn, (long long)nw);
+    for (int64_t w = 0; r == GPT2RT_OK && w < nw; w++)
+        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, *x + w * L * M, *y + w * H * M) != GPT2RT_OK)
+            r = gpt2rt__tok_msg(error, GPT2RT_ERR_STATE, "%s: %s", fn, s->error);
+    if (r != GPT2RT_OK) { free(*x); free(*y); *x = *y = NULL; }
+    else *n = nw;
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_split(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                         gpt2rt_series_split split, float *out) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    const char *fn = "gpt2rt_forecaster_predict_split";
+    if (!out) return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    if (series && !series->failed && (series->desc.lookback != fc->info.lookback ||
+                                      series->desc.horizon != fc->info.horizon ||
+                                      series->info.channels != fc->info.channels))
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series (lookback %d, horizon %d, %d "
+                               "channels) is not cut as the forecaster's windows (%d, %d, %d): load it with "
+                               "gpt2rt_forecaster_series_desc", fn, series->desc.lookback, series->desc.horizon,
+                               series->info.channels, fc->info.lookback, fc->info.horizon, fc->info.channels);
+    float *x, *y;
+    int64_t n;
+    gpt2rt_result r = gpt2rt__fc_split(series, split, &x, &y, &n, fc->error, fn);
+    if (r == GPT2RT_OK) r = gpt2rt_forecaster_predict_scaled(fc, x, n, out);
+    free(x); free(y);
+    return r;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_metrics(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                   const float *pred, int64_t period,
+                                                   const gpt2rt_forecaster_linear *lm, gpt2rt_forecaster_metric *out) {
+    GPT2RT__CHECK_CTX(ctx);
+    const char *fn = "gpt2rt_forecaster_metrics";
+    if (!pred || !out || !out->sse || !out->sae)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: pred, out, out->sse or out->sae is NULL", fn);
+    float *x, *y;
+    int64_t n;
+    char err[512];
+    if (gpt2rt__fc_split(series, split, &x, &y, &n, err, fn) != GPT2RT_OK)
+        return gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s", err);
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    gpt2rt_result r = GPT2RT_OK;
+    if (series->desc.lookback != c.seq_len || series->desc.horizon != c.horizon || series->info.channels != c.n_channels)
+        r = gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the series (lookback %d, horizon %d, %d channels) and "
+                         "the context (seq_len %d, horizon %d, n_channels %d) differ", fn, series->desc.lookback,
+                         series->desc.horizon, series->info.channels, c.seq_len, c.horizon, c.n_channels);
+    else if (n < 1) r = gpt2rt__fail(ctx, GPT2RT_ERR_INVALID_ARGUMENT, "%s: the split has no window", fn);
+    if (r == GPT2RT_OK) {
+        out->windows = n;
+        gpt2rt_forecaster_errors(pred, y, n, c.horizon, c.n_channels, out->sse, out->sae);
+        r = gpt2rt_forecaster_baselines(ctx, x, y, n, period, lm, out->base_mse, out->base_mae);
+    }
+    free(x); free(y);
+    return r;
 }
 
 typedef struct gpt2rt__fc_buf { char *p; size_t len, cap; int failed; } gpt2rt__fc_buf;
@@ -22390,6 +22581,206 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2
     }
     *text = b.p;
     *len = b.len;
+    return GPT2RT_OK;
+}
+
+/* ---- outputs against inputs, checked before anything is written ---- */
+
+/* path's directory ("." for a bare name) stat'ed into st, and *base (may be NULL) at
+   path's last component; 0 when it does not stat */
+static int gpt2rt__fc_parent_stat(const char *path, struct stat *st, const char **base) {
+    size_t n = strlen(path);
+    char *p = (char *)malloc(n + 2);
+    if (!p) return 0;
+    memcpy(p, path, n + 1);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    char *slash = strrchr(p, '/');
+    if (base) *base = path + (slash ? slash - p + 1 : 0);
+    if (!slash) strcpy(p, ".");
+    else if (slash == p) p[1] = 0;
+    else *slash = 0;
+    int good = stat(p, st) == 0;
+    free(p);
+    return good;
+}
+
+/* the same file or directory: device and inode (Windows gives no inode: never) */
+static int gpt2rt__fc_same_id(const struct stat *a, const struct stat *b) {
+#ifdef _WIN32
+    (void)a; (void)b;
+    return 0;
+#else
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+#endif
+}
+
+GPT2RT_DEF gpt2rt_forecaster_clash gpt2rt_forecaster_path_clash(const char *out, const char *in) {
+    if (!out || !in) return GPT2RT_FORECASTER_APART;
+    struct stat so, si, po, pi;
+    int eo = stat(out, &so) == 0, ei = stat(in, &si) == 0;
+    const char *bo, *bi;
+    if (eo && ei ? gpt2rt__fc_same_id(&so, &si)
+                 : !eo && !ei && gpt2rt__fc_parent_stat(out, &po, &bo) && gpt2rt__fc_parent_stat(in, &pi, &bi) &&
+                   gpt2rt__fc_same_id(&po, &pi) && strcspn(bo, "/") == strcspn(bi, "/") &&
+                   !strncmp(bo, bi, strcspn(bo, "/")))
+        return eo && GPT2RT__IS_DIR(so.st_mode) ? GPT2RT_FORECASTER_SAME_DIR : GPT2RT_FORECASTER_SAME_FILE;
+    if (ei && GPT2RT__IS_DIR(si.st_mode) && gpt2rt__fc_parent_stat(out, &po, NULL) && gpt2rt__fc_same_id(&po, &si))
+        return GPT2RT_FORECASTER_OUT_INSIDE;
+    if (eo && GPT2RT__IS_DIR(so.st_mode) && gpt2rt__fc_parent_stat(in, &pi, NULL) && gpt2rt__fc_same_id(&pi, &so))
+        return GPT2RT_FORECASTER_IN_INSIDE;
+    return GPT2RT_FORECASTER_APART;
+}
+
+#ifdef _WIN32
+#define GPT2RT__FC_WRITABLE(p, dir) (_access(p, 2) == 0)
+#else
+#define GPT2RT__FC_WRITABLE(p, dir) (access(p, (dir) ? W_OK | X_OK : W_OK) == 0)
+#endif
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_path_check(const char *path, int dir, char *why, size_t cap) {
+    char none[1];
+    if (!why || !cap) why = none, cap = sizeof none;
+    why[0] = 0;
+    if (!path || !*path) {
+        snprintf(why, cap, "no path given");
+        return GPT2RT_ERR_INVALID_ARGUMENT;
+    }
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (dir && !GPT2RT__IS_DIR(st.st_mode)) {
+            snprintf(why, cap, "exists and is not a directory (the weights go into a directory): name a new path or "
+                     "a directory");
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        if (!dir && GPT2RT__IS_DIR(st.st_mode)) {
+            snprintf(why, cap, "is a directory; name a file in it");
+            return GPT2RT_ERR_INVALID_ARGUMENT;
+        }
+        if (!GPT2RT__FC_WRITABLE(path, dir)) {
+            snprintf(why, cap, "not writable (%s)", strerror(errno));
+            return GPT2RT_ERR_IO;
+        }
+        return GPT2RT_OK;
+    }
+    if (errno != ENOENT) {
+        snprintf(why, cap, "%s", strerror(errno));
+        return GPT2RT_ERR_IO;
+    }
+    /* a new name: its directory must exist and take it */
+    size_t n = strlen(path);
+    char *parent = (char *)malloc(n + 2);
+    if (!parent) {
+        snprintf(why, cap, "out of memory");
+        return GPT2RT_ERR_OUT_OF_MEMORY;
+    }
+    memcpy(parent, path, n + 1);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    if (!slash) strcpy(parent, ".");
+    else if (slash == parent) parent[1] = 0;
+    else *slash = 0;
+    gpt2rt_result r = GPT2RT_OK;
+    if (stat(parent, &st) != 0 || !GPT2RT__IS_DIR(st.st_mode)) {
+        snprintf(why, cap, "the directory %s does not exist%s", parent, dir ? " (one directory is created, not its "
+                 "parents)" : "");
+        r = GPT2RT_ERR_INVALID_ARGUMENT;
+    } else if (!GPT2RT__FC_WRITABLE(parent, 1)) {
+        snprintf(why, cap, "the directory %s is not writable (%s)", parent, strerror(errno));
+        r = GPT2RT_ERR_IO;
+    }
+    free(parent);
+    return r;
+}
+
+/* the temporary file beside dest (*tmp malloc'd), created new; POSIX: with dest's
+   permissions, or a new file's (0666 less the umask) */
+static FILE *gpt2rt__fc_tmp_open(const char *dest, char **tmp) {
+    size_t n = strlen(dest) + 24;
+    FILE *f = NULL;
+    if (!(*tmp = (char *)malloc(n))) return NULL;
+#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200809L
+    snprintf(*tmp, n, "%s.tmp.XXXXXX", dest);
+    int fd = mkstemp(*tmp);
+    struct stat st;
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fd >= 0 && (fchmod(fd, stat(dest, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask) != 0 ||
+                    !(f = fdopen(fd, "w")))) {
+        int e = errno;
+        close(fd);
+        remove(*tmp);
+        errno = e;
+    }
+#else /* C11's exclusive create */
+    for (int k = 0; !f && k < 1000; k++) {
+        snprintf(*tmp, n, "%s.tmp-%d", dest, k);
+        f = fopen(*tmp, "wbx");
+    }
+#endif
+    if (!f) { free(*tmp); *tmp = NULL; }
+    return f;
+}
+
+/* path with its symbolic links followed (malloc'd; NULL: out of memory): the file a
+   write replaces, the links kept */
+static char *gpt2rt__fc_link_target(const char *path) {
+    char *p = (char *)malloc(strlen(path) + 1);
+    if (p) strcpy(p, path);
+#if !defined(_WIN32) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+    for (int hop = 0; p && hop < 40; hop++) { /* 40: Linux's limit on links followed */
+        struct stat st;
+        char to[4096];
+        ssize_t n = lstat(p, &st) == 0 && S_ISLNK(st.st_mode) ? readlink(p, to, sizeof to - 1) : -1;
+        if (n < 0) break;
+        to[n] = 0;
+        const char *slash = strrchr(p, '/');
+        size_t dn = to[0] == '/' || !slash ? 0 : (size_t)(slash - p + 1); /* relative: from the link's directory */
+        char *q = (char *)malloc(dn + (size_t)n + 1);
+        if (q) { memcpy(q, p, dn); memcpy(q + dn, to, (size_t)n + 1); }
+        free(p);
+        p = q;
+    }
+#endif
+    return p;
+}
+
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv_write(gpt2rt_forecaster *fc, const char *path, const char *text,
+                                                     size_t len, const char *data) {
+    if (!fc || fc->failed) return fc ? GPT2RT_ERR_STATE : GPT2RT_ERR_INVALID_ARGUMENT;
+    fc->error[0] = 0;
+    if (!path || (!text && len))
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "gpt2rt_forecaster_csv_write: %s is NULL",
+                               !path ? "path" : "text");
+    gpt2rt_forecaster_clash k = gpt2rt_forecaster_path_clash(path, data);
+    if (k == GPT2RT_FORECASTER_SAME_FILE || k == GPT2RT_FORECASTER_SAME_DIR)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s and %s (the data) are the same %s: writing "
+                               "would replace it; nothing was written", path, data, k == GPT2RT_FORECASTER_SAME_DIR
+                               ? "directory" : "file");
+    k = gpt2rt_forecaster_path_clash(path, fc->dir);
+    if (k != GPT2RT_FORECASTER_APART)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_INVALID_ARGUMENT, "%s %s the forecaster's directory %s: writing "
+                               "could replace its files; nothing was written", path, k == GPT2RT_FORECASTER_OUT_INSIDE
+                               ? "lies inside" : k == GPT2RT_FORECASTER_IN_INSIDE ? "holds" : "is", fc->dir);
+    char *tmp = NULL, *dest = gpt2rt__fc_link_target(path);
+    FILE *f = dest ? gpt2rt__fc_tmp_open(dest, &tmp) : NULL;
+    if (!f) {
+        int e = dest ? errno : ENOMEM;
+        free(dest);
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: cannot create a file beside it: %s", path, strerror(e));
+    }
+    int good = fwrite(text, 1, len, f) == len;
+    good = fflush(f) == 0 && !ferror(f) && good;
+    int e = errno;
+    if (fclose(f) != 0 && good) good = 0, e = errno;
+#ifdef _WIN32
+    if (good) remove(dest); /* rename does not replace a file there */
+#endif
+    if (good && gpt2rt__fc_rename(tmp, dest) != 0) good = 0, e = errno;
+    if (!good) remove(tmp);
+    free(tmp); free(dest);
+    if (!good)
+        return gpt2rt__tok_msg(fc->error, GPT2RT_ERR_IO, "%s: writing the forecasts failed: %s; %s is as it was", path,
+                               strerror(e), path);
     return GPT2RT_OK;
 }
 #endif /* GPT2RT_NO_SERIES */

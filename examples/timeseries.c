@@ -1,51 +1,17 @@
 /* examples/timeseries.c - GPT4TS-style forecasting ("One Fits All") on an ETT-format
-   CSV: train on the training split, stop early on the validation split, then score
-   every test window; save the forecaster, and forecast with it.
+   CSV: train on the training split, stop early on the validation split, score every
+   test window; save the forecaster, and forecast with it. Each step is a library call
+   (gpt2rt.h "12. Forecaster"); this program parses the flags and prints.
 
-   usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts] [--seed S]
-                     [--init DIR] [--png FILE] [--devices N --parallel dp|zero1|split]
-                     [setting flags, see --help]
-
-   The splits, the scaler and the windows are the Time-Series-Library's (gpt2rt.h,
-   "6.3 Series files"); every channel is forecast (channel independence) unless
-   --target names one. Each epoch visits the training windows in a seeded order in
-   batches of --batch (the last incomplete batch dropped); after each epoch the MSE
-   over every validation window decides early stopping (--patience epochs without
-   improvement), and the best epoch's weights are restored for the test. The last
-   two lines are
-       test (drop last) mse <x> mae <y> windows <n>   the last incomplete batch (of
-                                                      --drop-last N, default --batch)
-                                                      dropped, as some published
-                                                      tables count (PatchTST's scripts:
-                                                      128; aLLM4TS's: their batch)
-       test mse <x> mae <y> windows <n>               every test window
-   on the scaled data. --init DIR starts the blocks from a Hugging Face GPT-2
-   checkpoint (DIR/model.safetensors; its first --layers layers); --png draws
-   forecast against truth for a few test windows (needs stb: Debian libstb-dev).
-   --linear-residual 1 fits the least-squares linear map of the RevIN-normalised lookback
-   (tools/ts_baselines' "linear", ridge chosen on validation) and trains the model on
-   what it leaves; --blend-linear 1 blends the forecast with that map, the weight chosen
-   on validation (--preset cpu turns both on; README "Time series").
-   --data defaults to the repository's data/ETTh2.csv, found from any directory (./data,
-   else the data/ beside this program's directory). --devices 2 trains on two CPU ranks
-   (threads of this process): data parallel (--batch split over them), the same with
-   ZeRO-1, or the layers split in stages.
-
-   aLLM4TS (gpt2rt.h "TIME SERIES"), two stages:
+       timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts|allm4ts] [settings]
        timeseries --preset allm4ts --stage pretrain --data A.csv,B.csv --save DIR
-       timeseries --preset allm4ts --stage finetune --init DIR --horizon 96
-   pretrain: causal next-patch pre-training (head NEXT_PATCH) on the training rows of
-   every --data file pooled, each channel of each window one series; it validates on
-   the files' validation rows and saves the best epoch's weights to --save DIR (a
-   Hugging Face directory). finetune: patch-wise decoding (head PATCH_DECODE, the
-   placeholder mask), the rest as above; --init takes a pretrain DIR or GPT-2's.
-   After the test split is scored, a table gives the MSE and MAE per channel and over
-   all, in the scaler's units and the data's, and a line the baselines on the same
-   windows (last value, seasonal naive, the linear map). --save DIR writes the
-   forecaster (gpt2rt.h "12. Forecaster"), and
-       timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all]
-   forecasts from the file's last lookback rows (or every window) in its own units,
-   dated by continuing its date column.
+       timeseries --preset allm4ts --stage finetune --init DIR --horizon H
+       timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]
+
+   --help lists every flag and the presets; docs/timeseries.md walks through a run. The
+   last two lines of a run are the test scores on the scaled data:
+       test (drop last) mse <x> mae <y> windows <n>   whole batches of --drop-last N only
+       test mse <x> mae <y> windows <n>               every test window
    Exit status: 0 ok, 1 an error, 2 a bad argument. */
 #define _POSIX_C_SOURCE 200809L /* readlink, stat and S_ISREG under -std=c11 */
 #define _XOPEN_SOURCE 700       /* realpath */
@@ -84,17 +50,18 @@
 
 typedef struct opts {
     const char *data, *preset, *init, *png, *target, *backend, *parallel, *save, *date_column, *columns, *channel;
-    int fill;      /* gpt2rt_series_fill */
-    int precision; /* gpt2rt_precision: FP32 unless --precision */
+    int fill;  /* gpt2rt_series_fill */
     int stage; /* 0: GPT4TS's flatten head; 1: aLLM4TS pretrain; 2: aLLM4TS finetune */
     char data_buf[4096];
     char *data_list;    /* a copy of --data, cut at its commas into files */
     const char **files; /* --data's files, nfiles of them */
     int nfiles;
-    int devices, horizon, lookback, patch, stride, layers, heads, width, batch, epochs, patience, warmup;
-    int revin_affine, freeze, threads, steps_per_epoch, max_steps, recompute, linear_residual, blend_linear, drop_last;
+    gpt2rt_config c;                 /* the preset's (gpt2rt_forecaster_recipe_get), then the flags' */
+    gpt2rt_forecaster_train_desc td; /* the same: batch, epochs, patience, max_steps, the linear map's use */
+    int freeze, recompute;           /* --freeze, --recompute; -1: the preset's */
+    int steps_per_epoch, drop_last;
+    int shape_set; /* --lookback, --patch or --stride given: no choice for a short file */
     int season; /* the seasonal-naive baseline's period in rows, 0: the dates' calendar cycle */
-    float lr, min_lr_frac, weight_decay, clip, dropout, attn_dropout, head_dropout;
     uint64_t seed;
 } opts;
 
@@ -123,7 +90,9 @@ static void usage(void) {
            "                      it holds text)\n"
            "  --fill MODE         missing values (empty, NA, NaN, null): refuse (default), previous, linear;\n"
            "                      --save keeps it: predict fills as training did\n"
-           "  --lookback L        input steps            --patch P / --stride S  patching\n"
+           "  --lookback L        input steps            --patch P / --stride S  patching (none of the three given\n"
+           "                      and the file too short for the preset's lookback: about half the training rows,\n"
+           "                      in patches of a lookback / 8 steps, a line saying so)\n"
            "  --layers N          GPT-2 blocks           --heads N / --width C   attention heads, model width\n"
            "  --lr X              peak learning rate     --min-lr-frac F         cosine floor (lr * F)\n"
            "  --warmup N          warmup steps           --weight-decay X        AdamW weight decay\n"
@@ -161,38 +130,6 @@ static void usage(void) {
            "         lookback 1024, patch 16 stride 16, lr 1e-4, batch 2048 series, dropout 0.2, everything\n"
            "         trained; finetune: lookback 336, patch 16 stride 8, lr 3e-3, batch 256, LayerNorms, wpe\n"
            "         and in/out layers trained (attention + MLP frozen)\n");
-}
-
-static void preset(opts *o, const char *name) {
-    o->lookback = 336; o->patch = 16; o->stride = 8; o->epochs = 10; o->patience = 3;
-    o->min_lr_frac = 0.0f; o->weight_decay = 0.0f; o->clip = 1.0f; o->warmup = 0; o->revin_affine = 0;
-    if (strcmp(name, "allm4ts") == 0) { /* aLLM4TS's scripts (Bian et al., ICML 2024) */
-        o->layers = 6; o->heads = 12; o->width = 768;
-        if (o->stage == 1) {
-            o->lookback = 1024; o->stride = 16; o->lr = 1e-4f; o->batch = 2048; o->dropout = 0.2f; o->freeze = 0;
-        } else {
-            o->lr = 3e-3f; o->batch = 256; o->freeze = 1;
-        }
-        o->recompute = GPT2RT_RECOMPUTE_FULL;
-    } else if (strcmp(name, "gpt4ts") == 0) {
-        o->layers = 6; o->heads = 12; o->width = 768; o->lr = 1e-4f; o->batch = 256; o->freeze = -1;
-        o->recompute = GPT2RT_RECOMPUTE_FULL; /* 23 GiB of activations otherwise: more than a 24 GiB machine has free */
-    } else { /* cpu: the published ETTh rows' lookback, 336 (GPT4TS, PatchTST, aLLM4TS use it;
-                fixed, not searched: validation on ETTh2 prefers 192, test 336-512, README
-                "Time series"), and the rest chosen on ETTh2's validation split (horizon 96,
-                seeds 1-3): one small block whose attention and MLP keep their random init
-                (frozen: a fixed random feature map, nothing to overfit), stride 16 (validation
-                0.2078 against 0.2087 for stride 8 at this lookback), small batches (more,
-                noisier updates) and dropout 0.3 before the head. The model rides on the
-                least-squares linear map: it trains on what the
-                map leaves, at lr 1e-4, and the result is blended with the map (validation at
-                horizons 96/192/336/720, seeds 1-3: 0.2025/0.2653/0.3504/0.5932, against
-                0.2082/0.2755/0.3647/0.6108 for the model alone at lr 1e-3 and
-                0.2037/0.2689/0.3567/0.6019 for the map alone; README "Time series") */
-        o->stride = 16; o->layers = 1; o->heads = 2; o->width = 16; o->lr = 1e-4f; o->batch = 16; o->freeze = 1;
-        o->head_dropout = 0.3f;
-        o->linear_residual = o->blend_linear = o->stage == 0; /* chosen for the flatten head */
-    }
 }
 
 /* ---- the command line: every number parsed whole (no trailing text, no overflow,
@@ -233,120 +170,48 @@ static int data_files(opts *o) {
                 "list)\n", o->nfiles);
         return 0;
     }
-    struct stat *st = (struct stat *)calloc((size_t)o->nfiles, sizeof(struct stat));
-    int *ok = (int *)calloc((size_t)o->nfiles, sizeof(int)), good = st && ok;
-    for (int i = 0; good && i < o->nfiles; i++) {
-        ok[i] = stat(o->files[i], &st[i]) == 0; /* a missing file: the loader names it */
-        for (int j = 0; ok[i] && j < i && good; j++)
-            if (ok[j] && st[i].st_dev == st[j].st_dev && st[i].st_ino == st[j].st_ino) {
+    struct stat st; /* a missing file: the loader names it */
+    for (int i = 0; i < o->nfiles; i++)
+        for (int j = 0; j < i; j++)
+            if (gpt2rt_forecaster_path_clash(o->files[i], o->files[j]) == GPT2RT_FORECASTER_SAME_FILE &&
+                stat(o->files[i], &st) == 0) {
                 fprintf(stderr, "timeseries: --data: entries %d (%s) and %d (%s) are the same file; each file is pooled "
                         "once\n", j + 1, o->files[j], i + 1, o->files[i]);
-                good = 0;
+                return 0;
             }
-    }
-    free(st); free(ok);
-    return good;
+    return 1;
 }
 
-/* an output path checked before any work: dir (--save) must be a writable directory
-   or a new name in one; a file (--png) a new or writable file in a writable directory */
+/* an output path checked before any work (gpt2rt_forecaster_path_check): dir (--save)
+   a writable directory or a new name in one, a file (--png, --out) a new or writable one */
 static int out_path_ok(const char *flag, const char *path, int dir) {
-    struct stat st;
-    if (stat(path, &st) == 0) {
-        if (dir && !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "timeseries: %s %s: exists and is not a directory (the weights go into a directory): name "
-                    "a new path or a directory\n", flag, path);
-            return 0;
-        }
-        if (!dir && S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "timeseries: %s %s: is a directory; name a file (e.g. %s/forecast.png)\n", flag, path, path);
-            return 0;
-        }
-        if (access(path, dir ? W_OK | X_OK : W_OK) != 0) {
-            fprintf(stderr, "timeseries: %s %s: not writable (%s)\n", flag, path, strerror(errno));
-            return 0;
-        }
-        return 1;
-    }
-    if (errno != ENOENT) { fprintf(stderr, "timeseries: %s %s: %s\n", flag, path, strerror(errno)); return 0; }
-    /* a new name: its directory must exist and take it */
-    size_t n = strlen(path);
-    char *parent = (char *)malloc(n + 2);
-    if (!parent) { fprintf(stderr, "timeseries: out of memory\n"); return 0; }
-    memcpy(parent, path, n + 1);
-    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
-    char *slash = strrchr(parent, '/');
-    if (!slash) strcpy(parent, ".");
-    else if (slash == parent) parent[1] = 0;
-    else *slash = 0;
-    int good = stat(parent, &st) == 0 && S_ISDIR(st.st_mode);
-    if (!good) fprintf(stderr, "timeseries: %s %s: the directory %s does not exist%s\n", flag, path, parent,
-                       dir ? " (--save creates one directory, not its parents)" : "");
-    else if (access(parent, W_OK | X_OK) != 0) {
-        fprintf(stderr, "timeseries: %s %s: the directory %s is not writable (%s)\n", flag, path, parent, strerror(errno));
-        good = 0;
-    }
-    free(parent);
-    return good;
+    char why[600];
+    if (gpt2rt_forecaster_path_check(path, dir, why, sizeof why) == GPT2RT_OK) return 1;
+    fprintf(stderr, "timeseries: %s %s: %s\n", flag, path, why);
+    return 0;
 }
 
-/* ---- an output against an input, before anything is written: the same file or
-   directory under any spelling (./F, a symlink, a hard link: device and inode; a name
-   not there yet: its directory's and its last component), an output inside an input
-   directory (a model's), or an input inside the directory an output writes into ---- */
-
-/* path's directory ("." for a bare name) and whether it and what names both stat */
-static int parent_stat(const char *path, struct stat *st, const char **base) {
-    size_t n = strlen(path);
-    char *p = (char *)malloc(n + 2);
-    if (!p) return 0;
-    memcpy(p, path, n + 1);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-    char *slash = strrchr(p, '/');
-    if (base) *base = path + (slash ? slash - p + 1 : 0);
-    if (!slash) strcpy(p, ".");
-    else if (slash == p) p[1] = 0;
-    else *slash = 0;
-    int good = stat(p, st) == 0;
-    free(p);
-    return good;
-}
-
-static int same_id(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
-
-/* 1 (and a line naming both) when writing output oflag opath could touch input iflag ipath
-   (prog: "timeseries" or "timeseries predict"); a second output in iflag checks the pair too */
+/* 1 (and a line naming both) when writing output oflag opath could touch input iflag
+   ipath (gpt2rt_forecaster_path_clash); prog: "timeseries" or "timeseries predict" */
 static int paths_clash(const char *prog, const char *oflag, const char *opath, const char *iflag, const char *ipath) {
-    if (!opath || !ipath) return 0;
-    struct stat so, si, po, pi;
-    int eo = stat(opath, &so) == 0, ei = stat(ipath, &si) == 0;
-    const char *bo, *bi;
-    int same = eo && ei ? same_id(&so, &si)
-             : !eo && !ei && parent_stat(opath, &po, &bo) && parent_stat(ipath, &pi, &bi) && same_id(&po, &pi) &&
-               strcspn(bo, "/") == strcspn(bi, "/") && !strncmp(bo, bi, strcspn(bo, "/"));
-    if (same) {
+    gpt2rt_forecaster_clash k = gpt2rt_forecaster_path_clash(opath, ipath);
+    if (k == GPT2RT_FORECASTER_SAME_FILE || k == GPT2RT_FORECASTER_SAME_DIR)
         fprintf(stderr, "%s: %s %s and %s %s are the same %s: writing %s would replace it; name another path\n", prog,
-                oflag, opath, iflag, ipath, eo && S_ISDIR(so.st_mode) ? "directory" : "file", oflag);
-        return 1;
-    }
-    if (ei && S_ISDIR(si.st_mode) && parent_stat(opath, &po, NULL) && same_id(&po, &si)) {
+                oflag, opath, iflag, ipath, k == GPT2RT_FORECASTER_SAME_DIR ? "directory" : "file", oflag);
+    else if (k == GPT2RT_FORECASTER_OUT_INSIDE)
         fprintf(stderr, "%s: %s %s lies inside %s %s: writing it there could replace that directory's files; name a "
                 "path outside it\n", prog, oflag, opath, iflag, ipath);
-        return 1;
-    }
-    if (eo && S_ISDIR(so.st_mode) && parent_stat(ipath, &pi, NULL) && same_id(&pi, &so)) {
+    else if (k == GPT2RT_FORECASTER_IN_INSIDE)
         fprintf(stderr, "%s: %s %s lies inside %s %s, which %s writes into: name another %s\n", prog, iflag, ipath,
                 oflag, opath, oflag, oflag);
-        return 1;
-    }
-    return 0;
+    return k != GPT2RT_FORECASTER_APART;
 }
 
 static int parse(opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     o->preset = "cpu";
     o->seed = 1;
-    o->devices = 1;
+    o->freeze = o->recompute = -1;
     const char *stage = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { usage(); exit(0); }
@@ -362,7 +227,11 @@ static int parse(opts *o, int argc, char **argv) {
         return 0;
     }
     o->stage = !stage ? (strcmp(o->preset, "allm4ts") == 0 ? 2 : 0) : strcmp(stage, "pretrain") == 0 ? 1 : 2;
-    preset(o, o->preset);
+    gpt2rt_forecaster_recipe_get(!strcmp(o->preset, "gpt4ts") ? GPT2RT_FORECASTER_RECIPE_GPT4TS
+                                 : !strcmp(o->preset, "allm4ts") ? GPT2RT_FORECASTER_RECIPE_ALLM4TS
+                                 : GPT2RT_FORECASTER_RECIPE_CPU, o->stage == 1 ? GPT2RT_HEAD_NEXT_PATCH
+                                 : o->stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION, &o->c, &o->td);
+    o->c.n_devices = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { fprintf(stderr, "timeseries: %s needs a value (see --help)\n", a); return 0; }
@@ -378,6 +247,7 @@ static int parse(opts *o, int argc, char **argv) {
         continue;                                        \
     }
         if (strcmp(a, "--data") == 0) { o->data = v; continue; }
+        o->shape_set |= !strcmp(a, "--lookback") || !strcmp(a, "--patch") || !strcmp(a, "--stride");
         if (strcmp(a, "--preset") == 0 || strcmp(a, "--stage") == 0) continue;
         if (strcmp(a, "--save") == 0) { o->save = v; continue; }
         if (strcmp(a, "--init") == 0) { o->init = v; continue; }
@@ -387,9 +257,10 @@ static int parse(opts *o, int argc, char **argv) {
         if (strcmp(a, "--columns") == 0) { o->columns = v; continue; }
         if (strcmp(a, "--channel") == 0) { o->channel = v; continue; }
         if (strcmp(a, "--precision") == 0) {
-            o->precision = !strcmp(v, "fp32") ? GPT2RT_PRECISION_FP32 : !strcmp(v, "bf16") ? GPT2RT_PRECISION_BF16
-                         : !strcmp(v, "fp16") ? GPT2RT_PRECISION_FP16 : -1;
-            if (o->precision < 0) { fprintf(stderr, "timeseries: --precision '%s': expected fp32, bf16 or fp16\n", v); return 0; }
+            int p = !strcmp(v, "fp32") ? GPT2RT_PRECISION_FP32 : !strcmp(v, "bf16") ? GPT2RT_PRECISION_BF16
+                  : !strcmp(v, "fp16") ? GPT2RT_PRECISION_FP16 : -1;
+            if (p < 0) { fprintf(stderr, "timeseries: --precision '%s': expected fp32, bf16 or fp16\n", v); return 0; }
+            o->c.precision = (gpt2rt_precision)p; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
             continue;
         }
         if (strcmp(a, "--fill") == 0) {
@@ -426,47 +297,47 @@ static int parse(opts *o, int argc, char **argv) {
             o->seed = (uint64_t)seed;
             continue;
         }
-        INT_OPT("--horizon", horizon, 1, 1 << 20)
-        INT_OPT("--lookback", lookback, 1, 1 << 20)
-        INT_OPT("--patch", patch, 1, 1 << 20)
-        INT_OPT("--stride", stride, 1, 1 << 20)
-        INT_OPT("--layers", layers, 1, 1024)
-        INT_OPT("--heads", heads, 1, 1024)
-        INT_OPT("--width", width, 1, 65536)
-        INT_OPT("--batch", batch, 1, 1 << 20)
-        INT_OPT("--epochs", epochs, 1, 1000000)
-        INT_OPT("--patience", patience, 1, 1000000)
-        INT_OPT("--warmup", warmup, 0, 1000000000)
-        INT_OPT("--revin-affine", revin_affine, 0, 1)
+        INT_OPT("--horizon", c.horizon, 1, 1 << 20)
+        INT_OPT("--lookback", c.seq_len, 1, 1 << 20)
+        INT_OPT("--patch", c.patch_len, 1, 1 << 20)
+        INT_OPT("--stride", c.patch_stride, 1, 1 << 20)
+        INT_OPT("--layers", c.n_layer, 1, 1024)
+        INT_OPT("--heads", c.n_head, 1, 1024)
+        INT_OPT("--width", c.n_embd, 1, 65536)
+        INT_OPT("--batch", td.batch, 1, 1 << 20)
+        INT_OPT("--epochs", td.epochs, 1, 1000000)
+        INT_OPT("--patience", td.patience, 1, 1000000)
+        INT_OPT("--warmup", c.warmup_steps, 0, 1000000000)
+        INT_OPT("--revin-affine", c.revin_affine, 0, 1)
         INT_OPT("--freeze", freeze, 0, 1)
-        INT_OPT("--threads", threads, 0, 1024)
+        INT_OPT("--threads", c.n_threads, 0, 1024)
         INT_OPT("--steps-per-epoch", steps_per_epoch, 0, 1000000000)
-        INT_OPT("--max-steps", max_steps, 0, 1000000000)
+        INT_OPT("--max-steps", td.max_steps, 0, 1000000000)
         INT_OPT("--recompute", recompute, 0, GPT2RT_RECOMPUTE_FULL)
-        INT_OPT("--linear-residual", linear_residual, 0, 1)
-        INT_OPT("--blend-linear", blend_linear, 0, 1)
+        INT_OPT("--linear-residual", td.linear_residual, 0, 1)
+        INT_OPT("--blend-linear", td.blend_linear, 0, 1)
         INT_OPT("--drop-last", drop_last, 1, 1 << 20)
         INT_OPT("--season", season, 1, 1 << 20)
-        INT_OPT("--devices", devices, 1, GPT2RT_MAX_DEVICES)
-        FLOAT_OPT("--lr", lr, 0, 1000, 1, 1)
-        FLOAT_OPT("--min-lr-frac", min_lr_frac, 0, 1, 0, 0)
-        FLOAT_OPT("--weight-decay", weight_decay, 0, 1000, 0, 1)
-        FLOAT_OPT("--clip", clip, -1e30, 1e30, 0, 0)
-        FLOAT_OPT("--dropout", dropout, 0, 1, 0, 1)
-        FLOAT_OPT("--attn-dropout", attn_dropout, 0, 1, 0, 1)
-        FLOAT_OPT("--head-dropout", head_dropout, 0, 1, 0, 1)
+        INT_OPT("--devices", c.n_devices, 1, GPT2RT_MAX_DEVICES)
+        FLOAT_OPT("--lr", c.lr, 0, 1000, 1, 1)
+        FLOAT_OPT("--min-lr-frac", c.min_lr_frac, 0, 1, 0, 0)
+        FLOAT_OPT("--weight-decay", c.weight_decay, 0, 1000, 0, 1)
+        FLOAT_OPT("--clip", c.grad_clip, -1e30, 1e30, 0, 0)
+        FLOAT_OPT("--dropout", c.dropout, 0, 1, 0, 1)
+        FLOAT_OPT("--attn-dropout", c.attn_dropout, 0, 1, 0, 1)
+        FLOAT_OPT("--head-dropout", c.head_dropout, 0, 1, 0, 1)
 #undef INT_OPT
 #undef FLOAT_OPT
         fprintf(stderr, "timeseries: unknown option %s (see --help)\n", a);
         return 0;
     }
-    if (o->stage == 1 && o->horizon) {
+    if (o->stage == 1 && o->c.horizon) {
         fprintf(stderr, "timeseries: --stage pretrain predicts the next patch of the lookback: no --horizon\n");
         return 0;
     }
-    if (o->stage == 1 && (o->linear_residual || o->blend_linear)) {
+    if (o->stage == 1 && (o->td.linear_residual || o->td.blend_linear)) {
         fprintf(stderr, "timeseries: --stage pretrain has no horizon to forecast: --linear-residual %d and "
-                "--blend-linear %d must be 0\n", o->linear_residual, o->blend_linear);
+                "--blend-linear %d must be 0\n", o->td.linear_residual, o->td.blend_linear);
         return 0;
     }
     if (o->stage == 1 && o->png) {
@@ -483,11 +354,11 @@ static int parse(opts *o, int argc, char **argv) {
                 "test split (it validates on next-patch mse): leave --drop-last out\n", o->drop_last);
         return 0;
     }
-    if (o->stage == 1 && !o->save && !o->max_steps) {
+    if (o->stage == 1 && !o->save && !o->td.max_steps) {
         fprintf(stderr, "timeseries: --stage pretrain needs --save DIR (where the weights go)\n");
         return 0;
     }
-    if (o->stage != 1 && !o->horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
+    if (o->stage != 1 && !o->c.horizon) { fprintf(stderr, "timeseries: --horizon H is required (see --help)\n"); return 0; }
     if (!o->data) o->data = repo_path("data/ETTh2.csv", o->data_buf, sizeof o->data_buf);
     if (!data_files(o) || (o->save && !out_path_ok("--save", o->save, 1)) || (o->png && !out_path_ok("--png", o->png, 0)))
         return 0;
@@ -501,22 +372,25 @@ static int parse(opts *o, int argc, char **argv) {
     if (paths_clash("timeseries", "--png", o->png, "--save", o->save) ||
         paths_clash("timeseries", "--save", o->save, "--png", o->png))
         return 0;
-    if (!o->parallel) o->parallel = o->devices > 1 ? "dp" : "none";
+    if (!o->parallel) o->parallel = o->c.n_devices > 1 ? "dp" : "none";
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1"), split = !strcmp(o->parallel, "split");
-    if ((dp || split) && o->devices < 2) {
-        fprintf(stderr, "timeseries: --parallel %s needs --devices 2 or more (it is %d)\n", o->parallel, o->devices);
+    if ((dp || split) && o->c.n_devices < 2) {
+        fprintf(stderr, "timeseries: --parallel %s needs --devices 2 or more (it is %d)\n", o->parallel, o->c.n_devices);
         return 0;
     }
-    if (!dp && !split && o->devices > 1) {
-        fprintf(stderr, "timeseries: --devices %d with --parallel none: set --parallel dp, zero1 or split\n", o->devices);
+    if (!dp && !split && o->c.n_devices > 1) {
+        fprintf(stderr, "timeseries: --devices %d with --parallel none: set --parallel dp, zero1 or split\n", o->c.n_devices);
         return 0;
     }
-    if (dp && o->batch % o->devices) {
+    if (dp && o->td.batch % o->c.n_devices) {
         fprintf(stderr, "timeseries: --batch %d does not split over --devices %d (data parallel gives each device "
-                "batch / devices windows): set --batch to a multiple of %d\n", o->batch, o->devices, o->devices);
+                "batch / devices windows): set --batch to a multiple of %d\n", o->td.batch, o->c.n_devices, o->c.n_devices);
         return 0;
     }
-    if (o->freeze < 0) o->freeze = o->init != NULL; /* GPT4TS freezes only what it loaded */
+    if (o->freeze >= 0) o->c.frozen = o->freeze ? GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP : 0;
+    else if (!strcmp(o->preset, "gpt4ts") && o->init) o->c.frozen = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP; /* GPT4TS
+                                                                          freezes only what it loaded */
+    if (o->recompute >= 0) o->c.recompute = (gpt2rt_recompute)o->recompute;
     return 1;
 }
 
@@ -564,14 +438,6 @@ static void progress_tick(progress *p, const char *what, int64_t done, int64_t t
 static void progress_end(progress *p) {
     if (p->shown) fprintf(stderr, "\r\033[K");
     p->shown = 0;
-}
-
-/* a split's scores through the library (gpt2rt_forecaster_score); 0 after printing why */
-static int evaluate(gpt2rt_ctx *ctx, gpt2rt_series *data, gpt2rt_series_split split,
-                    const gpt2rt_forecaster_score_desc *sd, gpt2rt_forecaster_scores *sc) {
-    if (gpt2rt_forecaster_score(ctx, data, split, sd, sc) == GPT2RT_OK) return 1;
-    fprintf(stderr, "timeseries: scoring: %s\n", gpt2rt_last_error(ctx));
-    return 0;
 }
 
 #ifdef TS_PNG
@@ -708,43 +574,27 @@ static int draw_png(const char *path, const char *file, gpt2rt_series *data, int
 #endif
 }
 
-/* the model's shape: GPT-2's from --init (a Hugging Face or pretrain directory, its
-   first --layers layers), else the flags'; 0 when --init has no readable config.json */
-static int model_shape(const opts *o, gpt2rt_config *c) {
-    memset(c, 0, sizeof *c);
-    if (o->init) {
-        char err[512];
-        if (gpt2rt_config_load(c, o->init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "%s\n", err); return 0; }
-        c->n_layer = o->layers < c->n_layer ? o->layers : c->n_layer;
-    } else {
-        c->n_layer = o->layers;
-        c->n_head = o->heads;
-        c->n_embd = o->width;
-    }
-    return 1;
-}
-
-/* the context's config from the flags, for either stage: the shape (model_shape), the
-   patches, the parallel mode, the optimiser over steps_per_epoch * --epochs steps; the
-   head, channels and horizon are the stage's */
+/* the context's config for either stage: the preset's and the flags' (o->c), GPT-2's
+   shape from --init (a Hugging Face or pretrain directory, its first --layers layers),
+   the parallel mode, the optimiser over steps_per_epoch * --epochs steps; 0 when
+   --init has no readable config.json */
 static int train_config(const opts *o, int64_t steps_per_epoch, gpt2rt_config *c) {
-    if (!model_shape(o, c)) return 0;
-    c->input = GPT2RT_INPUT_PATCHES;
-    c->seq_len = o->lookback; c->patch_len = o->patch; c->patch_stride = o->stride;
-    c->revin_affine = o->revin_affine; /* NEXT_PATCH: the library refuses it, and says why */
-    c->frozen = o->freeze ? (GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP) : 0;
+    *c = o->c;
+    if (o->init) {
+        gpt2rt_config f;
+        char err[512];
+        memset(&f, 0, sizeof f);
+        if (gpt2rt_config_load(&f, o->init, err, sizeof err) != GPT2RT_OK) { fprintf(stderr, "%s\n", err); return 0; }
+        c->n_layer = c->n_layer < f.n_layer ? c->n_layer : f.n_layer;
+        c->n_head = f.n_head; c->n_embd = f.n_embd; c->vocab_size = f.vocab_size; c->max_seq_len = f.max_seq_len;
+    }
     int dp = !strcmp(o->parallel, "dp") || !strcmp(o->parallel, "zero1");
-    c->n_devices = o->devices;
     c->parallel = dp ? GPT2RT_PARALLEL_DATA : !strcmp(o->parallel, "split") ? GPT2RT_PARALLEL_LAYER_SPLIT
                      : GPT2RT_PARALLEL_NONE;
     c->shard_optimizer = !strcmp(o->parallel, "zero1");
-    c->batch_size = dp ? o->batch / o->devices : o->batch; /* per rank under data parallel: calls take all B */
-    c->lr = o->lr; c->min_lr_frac = o->min_lr_frac; c->warmup_steps = o->warmup;
-    c->total_steps = (int)(steps_per_epoch * o->epochs);
-    c->weight_decay = o->weight_decay; c->grad_clip = o->clip;
-    c->dropout = o->dropout; c->attn_dropout = o->attn_dropout; c->head_dropout = o->head_dropout;
-    c->n_threads = o->threads; c->recompute = (gpt2rt_recompute)o->recompute; c->seed = o->seed;
-    c->precision = (gpt2rt_precision)o->precision; /* bf16, fp16: the CUDA backend's; the CPU's refusal says so */
+    c->batch_size = dp ? o->td.batch / c->n_devices : o->td.batch; /* per rank under data parallel: calls take all B */
+    c->total_steps = (int)(steps_per_epoch * o->td.epochs);
+    c->seed = o->seed;
     if (o->backend) c->backend = strcmp(o->backend, "cpu") == 0 ? GPT2RT_BACKEND_CPU
                                : strcmp(o->backend, "cuda") == 0 ? GPT2RT_BACKEND_CUDA : GPT2RT_BACKEND_AUTO;
     return 1;
@@ -827,10 +677,10 @@ static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
         }
         char what[32];
         snprintf(what, sizeof what, "epoch %d", p->epoch);
-        if (v->o->max_steps)
+        if (v->o->td.max_steps)
             printf("step %lld  train %smse %.4f  %.3g s\n", (long long)p->stats->step, v->pretrain ? "next-patch " : "",
                    (double)p->stats->loss, p->stats->seconds);
-        else progress_tick(&v->pg, what, p->step, p->steps, v->o->batch, v->pretrain ? "series" : "windows");
+        else progress_tick(&v->pg, what, p->step, p->steps, v->o->td.batch, v->pretrain ? "series" : "windows");
         return;
     }
     progress_end(&v->pg);
@@ -846,46 +696,16 @@ static void on_progress(void *user, const gpt2rt_forecaster_progress *p) {
     else if (p->epoch == 0) printf("epoch  0  (the linear map: out_layer zero)  val mse %.4f  best\n", p->val_mse);
     else printf("epoch %2d  train mse %.4f  val mse %.4f%s  (%.1f s train, %.1f s val)\n", p->epoch, p->train_mse,
                 p->val_mse, p->best ? "  best" : "", p->train_seconds, p->val_seconds);
-    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->patience);
+    if (p->stop) printf("early stop: %d epochs without a better validation mse\n", v->o->td.patience);
 }
 
-/* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
-   rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
-   each channel of each window is one univariate series (n_channels 1), B series a
-   step, the files taking turns while each has a whole batch left in the epoch; early
-   stopping on the validation series (gpt2rt_forecaster_pretrain); the best epoch's
-   weights go to --save */
-static int pretrain(opts *o) {
-    int nf = 0;
-    gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
-    int64_t B = o->batch, L = o->lookback, steps = 0;
-    if (!ds) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
-    for (int fi = 0; fi < o->nfiles; fi++) {
-        const char *f = o->files[fi];
-        gpt2rt_series_desc sd;
-        memset(&sd, 0, sizeof sd);
-        sd.lookback = o->lookback;
-        sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
-        series_desc_flags(o, &sd);
-        if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
-            fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
-            return 1;
-        }
-        gpt2rt_series_info in = info_of(ds[nf]);
-        int64_t nser = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
-        steps += nser / B;
-        printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
-               (long long)in.rows, (long long)in.channels, (long long)nser, (long long)L,
-               (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
-        print_columns(ds[nf]);
-        nf++;
-    }
+/* stage 1 on the loaded files: the context, the pre-training, --save */
+static int pretrain_run(opts *o, gpt2rt_series **ds, int nf, int64_t steps) {
+    int64_t B = o->td.batch;
     if (steps < 1) { fprintf(stderr, "timeseries: --batch %lld exceeds every file's training series\n", (long long)B); return 1; }
     if (o->steps_per_epoch && o->steps_per_epoch < steps) steps = o->steps_per_epoch;
     gpt2rt_config c; /* split: gpt2rt_create says why not */
     if (!train_config(o, steps, &c)) return 1;
-    c.head = GPT2RT_HEAD_NEXT_PATCH;
-    c.n_channels = 1;
     if (o->backend && c.backend == GPT2RT_BACKEND_AUTO) c.backend = GPT2RT_BACKEND_CPU; /* --backend auto */
     gpt2rt_ctx *ctx;
     if (gpt2rt_create(&ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(ctx, o->init) != GPT2RT_OK)) {
@@ -903,10 +723,8 @@ static int pretrain(opts *o) {
            (double)plan.n_trainable / 1e6, o->init ? ", blocks from --init" : ", random init",
            (double)plan.total[0] / 1073741824.0, precision_name(r.precision), (long long)B, (double)r.lr, (long long)steps);
     print_devices(ctx, &plan, o, B, "series");
-    gpt2rt_forecaster_train_desc td;
-    memset(&td, 0, sizeof td);
-    td.batch = (int)B; td.epochs = o->epochs; td.patience = o->patience; td.steps_per_epoch = steps;
-    td.seed = o->seed; td.max_steps = o->max_steps;
+    gpt2rt_forecaster_train_desc td = o->td; /* the linear map's fields: 0 in stage 1 (parse) */
+    td.steps_per_epoch = steps; td.seed = o->seed;
     train_view tv = {o, 1, {0, 0, 0, 0}};
     td.progress = on_progress; td.user = &tv;
     gpt2rt_forecaster_pretrain_result pr;
@@ -916,15 +734,15 @@ static int pretrain(opts *o) {
         fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
         rc = 1;
     } else if (pr.max_steps_reached) {
-        double per = pr.step_seconds / (double)pr.steps, n_steps = (double)steps * o->epochs, evals = 0;
+        double per = pr.step_seconds / (double)pr.steps, n_steps = (double)steps * o->td.epochs, evals = 0;
         for (int j = 0; j < nf; j++) {
             gpt2rt_series_info in = info_of(ds[j]);
             evals += (double)(in.windows[GPT2RT_SERIES_VAL] * in.channels / B);
         }
-        evals *= o->epochs;
+        evals *= o->td.epochs;
         printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f validation "
                "batches, each about a third of a step) would take at most about %.0f s (%.1f h) here; "
-               "nothing saved\n", o->max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
+               "nothing saved\n", o->td.max_steps, per, n_steps, evals, (n_steps + evals / 3) * per,
                (n_steps + evals / 3) * per / 3600);
         timed = 1;
     }
@@ -938,50 +756,51 @@ static int pretrain(opts *o) {
     if (!rc && !timed && naive == naive && !(best < naive))
         printf("the model did not beat the last patch repeated on validation (%.4f against %.4f)\n", best, naive);
     gpt2rt_free(ctx);
-    for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
-    free(ds);
     return rc;
 }
 
-/* ---- metrics a forecaster reads: per channel and overall, MSE and MAE in the scaler's
-   units (the papers' convention) and in the data's (times each channel's std), beside
-   baselines scored on the same windows ---- */
-
-/* the table: one row a channel, then "all"; std (M) turns scaled errors into data units */
-static void print_metrics(const char *what, const double *sse, const double *sae, int64_t n, int64_t H, int64_t M,
-                          const char *const *names, const double *std) {
-    double per = (double)(n * H), all[4] = {0, 0, 0, 0};
-    printf("%s metrics, %lld windows x %lld steps (scaled: the papers' units; data: the file's):\n", what, (long long)n,
-           (long long)H);
-    printf("  %-16s %12s %12s %14s %14s\n", "channel", "mse scaled", "mae scaled", "mse data", "mae data");
-    for (int64_t m = 0; m < M; m++) {
-        double v[4] = {sse[m] / per, sae[m] / per, sse[m] * std[m] * std[m] / per, sae[m] * std[m] / per};
-        if (M <= 32) printf("  %-16.16s %12.6f %12.6f %14.6g %14.6g\n", names[m], v[0], v[1], v[2], v[3]);
-        for (int k = 0; k < 4; k++) all[k] += v[k] / (double)M;
+/* aLLM4TS stage 1 (--stage pretrain): causal next-patch pre-training on the training
+   rows of every --data file (comma-separated), pooled as aLLM4TS pools its datasets:
+   each channel of each window is one univariate series (n_channels 1), B series a
+   step, the files taking turns while each has a whole batch left in the epoch; early
+   stopping on the validation series (gpt2rt_forecaster_pretrain); the best epoch's
+   weights go to --save */
+static int pretrain(opts *o) {
+    int nf = 0;
+    gpt2rt_series **ds = (gpt2rt_series **)calloc((size_t)o->nfiles, sizeof(gpt2rt_series *));
+    int64_t B = o->td.batch, L = o->c.seq_len, steps = 0;
+    if (!ds) { fprintf(stderr, "timeseries: out of memory\n"); return 1; }
+    for (int fi = 0; fi < o->nfiles; fi++) {
+        const char *f = o->files[fi];
+        gpt2rt_series_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.lookback = o->c.seq_len;
+        sd.horizon = 1; /* the loader cuts windows of lookback + horizon rows; stage 1 reads the lookback only */
+        series_desc_flags(o, &sd);
+        if (gpt2rt_series_load(&ds[nf], f, &sd) != GPT2RT_OK) {
+            fprintf(stderr, "%s\n", gpt2rt_series_last_error(ds[nf]));
+            gpt2rt_series_free(ds[nf]);
+            break;
+        }
+        gpt2rt_series_info in = info_of(ds[nf]);
+        int64_t nser = in.windows[GPT2RT_SERIES_TRAIN] * in.channels;
+        steps += nser / B;
+        printf("data %s: %lld rows, %lld channels: %lld training series of %lld steps, %lld validation\n", f,
+               (long long)in.rows, (long long)in.channels, (long long)nser, (long long)L,
+               (long long)(in.windows[GPT2RT_SERIES_VAL] * in.channels));
+        print_columns(ds[nf]);
+        nf++;
     }
-    printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
+    int rc = nf == o->nfiles ? pretrain_run(o, ds, nf, steps) : 1;
+    for (int k = 0; k < nf; k++) gpt2rt_series_free(ds[k]);
+    free(ds);
+    return rc;
 }
 
 /* the seasonal period in rows: --season N, else the loader's default from the calendar
    (info.season: 24 hourly, 7 daily, 5 business-daily, 52 weekly, 12 monthly, ...); 0: none */
 static int64_t season_of(int season, const gpt2rt_series_info *in) {
     return season ? season : in->season > 1 ? in->season : 0;
-}
-
-/* the baselines (gpt2rt_forecaster_baselines) on windows x, truth y, scaled: one line */
-static void print_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n, int64_t L, int64_t period,
-                            const gpt2rt_forecaster_linear *lm, const char *period_why) {
-    double mse[3], mae[3];
-    if (gpt2rt_forecaster_baselines(ctx, x, y, n, period, lm, mse, mae) != GPT2RT_OK) {
-        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
-        return;
-    }
-    printf("baselines on the same windows, mse / mae scaled: last value %.4f / %.4f", mse[0], mae[0]);
-    if (period < 1 || period > L)
-        printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback" : period_why);
-    else printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, mse[1], mae[1]);
-    if (!lm) printf("; linear map: none (no validation window to choose its ridge on)\n");
-    else printf("; linear map %.4f / %.4f\n", mse[2], mae[2]);
 }
 
 /* the linear map (gpt2rt_forecaster_linear_fit); 0 after printing why, then hint */
@@ -991,45 +810,42 @@ static int fit_linear(gpt2rt_ctx *ctx, gpt2rt_series *s, gpt2rt_forecaster_linea
     return 0;
 }
 
-/* every window of a split: x (n,L,M), y (n,H,M), allocated */
-static int split_windows(gpt2rt_series *s, gpt2rt_series_split split, int64_t L, int64_t H, int64_t M, float **x,
-                         float **y, int64_t *n) {
+/* the test split's table, pred (n,H,M) scaled (gpt2rt_forecaster_metrics): one row a
+   channel, then "all", MSE and MAE in the scaler's units (the papers' convention) and
+   in the data's (times each channel's std); then the baselines on the same windows */
+static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, int season,
+                        const gpt2rt_forecaster_linear *lm) {
     gpt2rt_series_info in = info_of(s);
-    *n = in.windows[split];
-    *x = (float *)malloc(sizeof(float) * (size_t)(*n * L * M + 1));
-    *y = (float *)malloc(sizeof(float) * (size_t)(*n * H * M + 1));
-    int good = *x && *y;
-    if (!good) fprintf(stderr, "timeseries: out of memory for %lld windows\n", (long long)*n);
-    for (int64_t w = 0; good && w < *n; w++)
-        if (gpt2rt_series_batch(s, split, 0, 0, w, 1, *x + w * L * M, *y + w * H * M) != GPT2RT_OK) {
-            fprintf(stderr, "batch: %s\n", gpt2rt_series_last_error(s));
-            good = 0;
-        }
-    if (!good) { free(*x); free(*y); *x = *y = NULL; }
-    return good;
-}
-
-/* the test split's metrics table and baselines, pred (n,H,M) scaled */
-static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, int64_t L, int64_t H, int64_t M,
-                        int season, const gpt2rt_forecaster_linear *lm) {
-    float *x = NULL, *y = NULL;
-    int64_t n;
-    double *sse = (double *)malloc(sizeof(double) * (size_t)M), *sae = (double *)malloc(sizeof(double) * (size_t)M);
-    double *std = (double *)malloc(sizeof(double) * (size_t)M);
-    const char **names = (const char **)malloc(sizeof(char *) * (size_t)M);
-    if (sse && sae && std && names && split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n) && n > 0) {
+    gpt2rt_config c = gpt2rt_config_get(ctx);
+    int64_t H = c.horizon, M = in.channels, L = c.seq_len, period = season_of(season, &in);
+    gpt2rt_forecaster_metric mt;
+    memset(&mt, 0, sizeof mt);
+    mt.sse = (double *)malloc(sizeof(double) * (size_t)M), mt.sae = (double *)malloc(sizeof(double) * (size_t)M);
+    if (in.windows[GPT2RT_SERIES_TEST] > 0 && gpt2rt_forecaster_metrics(ctx, s, GPT2RT_SERIES_TEST, pred, period, lm, &mt) != GPT2RT_OK)
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_last_error(ctx));
+    else if (in.windows[GPT2RT_SERIES_TEST] > 0) {
+        double per = (double)(mt.windows * H), all[4] = {0, 0, 0, 0};
+        printf("test metrics, %lld windows x %lld steps (scaled: the papers' units; data: the file's):\n",
+               (long long)mt.windows, (long long)H);
+        printf("  %-16s %12s %12s %14s %14s\n", "channel", "mse scaled", "mae scaled", "mse data", "mae data");
         for (int64_t m = 0; m < M; m++) {
-            double mu;
-            gpt2rt_series_scaler(s, (int)m, &mu, &std[m]);
-            names[m] = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
+            double mu = 0, sd = 1;
+            gpt2rt_series_scaler(s, (int)m, &mu, &sd);
+            const char *name = gpt2rt_series_column(s, (int)m) ? gpt2rt_series_column(s, (int)m) : "?";
+            double v[4] = {mt.sse[m] / per, mt.sae[m] / per, mt.sse[m] * sd * sd / per, mt.sae[m] * sd / per};
+            if (M <= 32) printf("  %-16.16s %12.6f %12.6f %14.6g %14.6g\n", name, v[0], v[1], v[2], v[3]);
+            for (int k = 0; k < 4; k++) all[k] += v[k] / (double)M;
         }
-        gpt2rt_forecaster_errors(pred, y, n, H, M, sse, sae);
-        print_metrics("test", sse, sae, n, H, M, names, std);
-        gpt2rt_series_info in = info_of(s);
-        print_baselines(ctx, x, y, n, L, season_of(season, &in), lm,
-                        "no --season N, and the dates have no calendar cycle");
+        printf("  %-16s %12.8f %12.8f %14.6g %14.6g\n", "all", all[0], all[1], all[2], all[3]);
+        printf("baselines on the same windows, mse / mae scaled: last value %.4f / %.4f", mt.base_mse[0], mt.base_mae[0]);
+        if (period < 1 || period > L)
+            printf("; seasonal naive: none (%s)", period > L ? "the period is longer than the lookback"
+                                                             : "no --season N, and the dates have no calendar cycle");
+        else printf("; seasonal naive (%lld steps) %.4f / %.4f", (long long)period, mt.base_mse[1], mt.base_mae[1]);
+        if (!lm) printf("; linear map: none (no validation window to choose its ridge on)\n");
+        else printf("; linear map %.4f / %.4f\n", mt.base_mse[2], mt.base_mae[2]);
     }
-    free(x); free(y); free(sse); free(sae); free(std); free(names);
+    free(mt.sse); free(mt.sae);
 }
 
 /* ---- timeseries predict: forecasts from a saved forecaster ----
@@ -1104,7 +920,7 @@ static const char *fc_column(gpt2rt_forecaster *fc, int m) {
 
 /* --score: the test split as training cut and scaled it, through the forecaster */
 static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
-    int64_t L = fi->lookback, H = fi->horizon, M = fi->channels;
+    int64_t H = fi->horizon, M = fi->channels;
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
     gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut, scaled and filled it */
@@ -1126,61 +942,18 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
             break;
         }
     }
-    float *x, *y, *p = NULL;
-    int64_t n;
-    int good = split_windows(s, GPT2RT_SERIES_TEST, L, H, M, &x, &y, &n);
-    if (good) p = (float *)malloc(sizeof(float) * (size_t)(n * H * M + 1));
-    if (good && (!p || gpt2rt_forecaster_predict_scaled(fc, x, n, p) != GPT2RT_OK)) {
-        fprintf(stderr, "--score: %s\n", p ? gpt2rt_forecaster_last_error(fc) : "out of memory");
-        good = 0;
-    }
+    float *p = (float *)malloc(sizeof(float) * (size_t)(info_of(s).windows[GPT2RT_SERIES_TEST] * H * M + 1));
+    int good = p && gpt2rt_forecaster_predict_split(fc, s, GPT2RT_SERIES_TEST, p) == GPT2RT_OK;
+    if (!good) fprintf(stderr, "--score: %s\n", p ? gpt2rt_forecaster_last_error(fc) : "out of memory");
     if (good) { /* the linear map baseline fit as training fits it: the same map */
         gpt2rt_forecaster_linear base;
         gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
         int fitted = info_of(s).windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, s, &base, "");
-        report_test(ctx, s, p, L, H, M, o->season ? o->season : fi->season, fitted ? &base : NULL);
+        report_test(ctx, s, p, o->season ? o->season : fi->season, fitted ? &base : NULL);
         if (fitted) gpt2rt_forecaster_linear_free(&base);
     }
-    free(x); free(y); free(p);
+    free(p);
     gpt2rt_series_free(s);
-    return good;
-}
-
-/* --out F whole or not at all: written to a temporary file beside F (beside the file a
-   symlink F names), renamed over F once complete, as weights saves are; a failed write
-   (a full disk, a file-size limit) removes it and leaves F as it was */
-typedef struct out_file { FILE *f; char *tmp, *dest; } out_file;
-
-static FILE *out_open(out_file *o, const char *path) {
-    memset(o, 0, sizeof *o);
-    o->dest = realpath(path, NULL);
-    if (!o->dest) o->dest = strdup(path);
-    size_t n = o->dest ? strlen(o->dest) + 16 : 0;
-    if (!o->dest || !(o->tmp = (char *)malloc(n))) { free(o->dest); errno = ENOMEM; return NULL; }
-    snprintf(o->tmp, n, "%s.tmp.XXXXXX", o->dest);
-    int fd = mkstemp(o->tmp);
-    struct stat st;
-    mode_t mask = umask(0);
-    umask(mask);
-    if (fd >= 0 && (fchmod(fd, stat(o->dest, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask) != 0 ||
-                    !(o->f = fdopen(fd, "w")))) {
-        int e = errno;
-        close(fd);
-        remove(o->tmp);
-        errno = e;
-    }
-    if (!o->f) { free(o->tmp); free(o->dest); }
-    return o->f;
-}
-
-/* 1 when every byte was written and the file took its name; else 0, errno saying why */
-static int out_close(out_file *o) {
-    int good = fflush(o->f) == 0 && !ferror(o->f), e = errno;
-    if (fclose(o->f) != 0 && good) { good = 0; e = errno; }
-    if (good && rename(o->tmp, o->dest) != 0) { good = 0; e = errno; }
-    if (!good) remove(o->tmp);
-    free(o->tmp); free(o->dest);
-    errno = e;
     return good;
 }
 
@@ -1232,13 +1005,7 @@ static int predict_main(int argc, char **argv) {
         fprintf(stderr, "%s\n", gpt2rt_forecaster_last_error(fc));
         rc = 1;
     }
-    FILE *f = stdout;
-    out_file of;
     signal(SIGXFSZ, SIG_IGN); /* past a file-size limit a write fails (EFBIG) instead of killing us */
-    if (!rc && o.out && !(f = out_open(&of, o.out))) {
-        fprintf(stderr, "timeseries predict: --out %s: cannot create a file beside it: %s\n", o.out, strerror(errno));
-        rc = 1;
-    }
     int dated = in.date_step > 0 && gpt2rt_series_date_column(s);
     char *csv = NULL;
     size_t csv_len = 0;
@@ -1246,21 +1013,16 @@ static int predict_main(int argc, char **argv) {
         fprintf(stderr, "timeseries predict: %s\n", gpt2rt_forecaster_last_error(fc));
         rc = 1;
     }
-    if (!rc) {
-        fwrite(csv, 1, csv_len, f);
-        if (f != stdout && !out_close(&of)) {
-            fprintf(stderr, "timeseries predict: --out %s: writing the forecasts failed: %s; %s is as it was\n", o.out,
-                    strerror(errno), o.out);
-            rc = 1;
-        }
-        FILE *msg = o.out ? stdout : stderr; /* stdout carries the CSV when there is no --out */
-        if (!rc)
-            fprintf(msg, "forecast %lld window%s x %lld steps x %lld channels from %s (%lld rows%s%s)%s%s%s\n",
-                    (long long)nw, nw > 1 ? "s" : "", (long long)H, (long long)M, o.data, (long long)in.rows,
-                    dated ? "; dates continue at " : ", no dated step: rows numbered",
-                    dated ? "the file's step" : "", o.out ? " to " : "", o.out ? o.out : "",
-                    in.filled ? " (missing values filled)" : "");
+    if (!rc && !o.out) fwrite(csv, 1, csv_len, stdout);
+    if (!rc && o.out && gpt2rt_forecaster_csv_write(fc, o.out, csv, csv_len, o.data) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries predict: --out %s\n", gpt2rt_forecaster_last_error(fc));
+        rc = 1;
     }
+    if (!rc) /* stdout carries the CSV when there is no --out */
+        fprintf(o.out ? stdout : stderr, "forecast %lld window%s x %lld steps x %lld channels from %s (%lld rows%s%s)%s%s%s\n",
+                (long long)nw, nw > 1 ? "s" : "", (long long)H, (long long)M, o.data, (long long)in.rows,
+                dated ? "; dates continue at " : ", no dated step: rows numbered", dated ? "the file's step" : "",
+                o.out ? " to " : "", o.out ? o.out : "", in.filled ? " (missing values filled)" : "");
     if (!rc && o.score && !predict_score(fc, &o, &fi)) rc = 1;
     free(x); free(p); free(csv);
     gpt2rt_series_free(s);
@@ -1283,6 +1045,33 @@ typedef struct run {
     float *keep; /* every test window's forecast */
 } run;
 
+/* a file too short for the preset's lookback, with no --lookback, --patch or --stride:
+   the lookback about half the training split's rows (as many training windows as steps
+   in a lookback), a whole number of patches of lookback / 8 steps (at most the preset's
+   patch), the stride in the preset's ratio to the patch; one line says so. 1 when
+   chosen (sd->lookback and o's patching set), 0: the file is too short for that too */
+static int short_series(opts *o, gpt2rt_series_desc *sd) {
+    gpt2rt_series_desc pd = *sd;
+    pd.lookback = 1; /* the borders do not depend on it: the training split's rows */
+    gpt2rt_series *probe;
+    int ok = gpt2rt_series_load(&probe, o->data, &pd) == GPT2RT_OK;
+    gpt2rt_series_info in = info_of(probe); /* zero when the load failed */
+    gpt2rt_series_free(probe);
+    int64_t T = in.end[GPT2RT_SERIES_TRAIN] - in.begin[GPT2RT_SERIES_TRAIN], L = (T - o->c.horizon + 1) / 2;
+    int64_t patch = L / 8 < o->c.patch_len ? L / 8 : o->c.patch_len;
+    if (!ok || patch < 1 || L >= o->c.seq_len) return 0;
+    L -= L % patch;
+    int64_t stride = patch * o->c.patch_stride / o->c.patch_len > 0 ? patch * o->c.patch_stride / o->c.patch_len : 1;
+    printf("short series: the training split holds %lld rows, too few for the preset's lookback %d + horizon %d: "
+           "lookback %lld (about half of them), patch %lld stride %lld (%lld patches); --lookback, --patch and "
+           "--stride set them\n", (long long)T, o->c.seq_len, o->c.horizon, (long long)L, (long long)patch,
+           (long long)stride, (long long)(L / patch));
+    o->c.seq_len = sd->lookback = (int)L;
+    o->c.patch_len = (int)patch;
+    o->c.patch_stride = (int)stride;
+    return 1;
+}
+
 /* --data read: the data and columns lines; --channel resolved. 0 ok, else the exit status */
 static int run_load(run *r) {
     const opts *o = &r->o;
@@ -1295,17 +1084,22 @@ static int run_load(run *r) {
     }
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    sd.lookback = o->lookback;
-    sd.horizon = o->horizon;
+    sd.lookback = o->c.seq_len;
+    sd.horizon = o->c.horizon;
     series_desc_flags(o, &sd);
     /* the info is what a successful load filled in; checking the call also tells the
        compiler so (gcc 12 -O3 -march=x86-64-v4 otherwise warns it may be unset) */
-    if (gpt2rt_series_load(&r->data, o->data, &sd) != GPT2RT_OK || gpt2rt_series_info_get(r->data, &r->info) != GPT2RT_OK) {
+    int loaded = gpt2rt_series_load(&r->data, o->data, &sd) == GPT2RT_OK;
+    if (!loaded && !o->shape_set && short_series(&r->o, &sd)) { /* the preset's lookback did not fit */
+        gpt2rt_series_free(r->data);
+        loaded = gpt2rt_series_load(&r->data, o->data, &sd) == GPT2RT_OK;
+    }
+    if (!loaded || gpt2rt_series_info_get(r->data, &r->info) != GPT2RT_OK) {
         fprintf(stderr, "%s\n", gpt2rt_series_last_error(r->data));
         return 1;
     }
     const gpt2rt_series_info *in = &r->info;
-    r->L = o->lookback, r->H = o->horizon, r->M = in->channels, r->B = o->batch;
+    r->L = o->c.seq_len, r->H = o->c.horizon, r->M = in->channels, r->B = o->td.batch;
     static const char *bname[] = {"auto", "ETTh", "ETTm", "70/10/20"};
     printf("data %s: %lld rows, %lld channels, %s borders; windows train %lld, validation %lld, test %lld\n", o->data,
            (long long)in->rows, (long long)r->M, bname[in->borders], (long long)in->windows[0],
@@ -1338,24 +1132,20 @@ static int run_model(run *r) {
     if (o->steps_per_epoch && o->steps_per_epoch < r->steps_per_epoch) r->steps_per_epoch = o->steps_per_epoch;
     gpt2rt_config c;
     if (!train_config(o, r->steps_per_epoch, &c)) return 1;
-    if (!strcmp(o->parallel, "split") && c.n_layer < o->devices) {
+    if (!strcmp(o->parallel, "split") && c.n_layer < o->c.n_devices) {
         fprintf(stderr, "timeseries: --parallel split over --devices %d needs at least %d layers (each device holds "
-                "whole layers), the model has %d: set --layers %d or more", o->devices, o->devices, c.n_layer, o->devices);
+                "whole layers), the model has %d: set --layers %d or more", o->c.n_devices, o->c.n_devices, c.n_layer, o->c.n_devices);
         if (c.n_layer >= 2) fprintf(stderr, ", or --devices %d", c.n_layer);
         fprintf(stderr, "\n");
         return 2;
     }
-    if (!strcmp(o->parallel, "split") && (o->dropout > 0 || o->attn_dropout > 0 || o->head_dropout > 0)) {
+    if (!strcmp(o->parallel, "split") && (o->c.dropout > 0 || o->c.attn_dropout > 0 || o->c.head_dropout > 0)) {
         fprintf(stderr, "timeseries: --parallel split runs without dropout for now (--dropout %g --attn-dropout %g "
                 "--head-dropout %g, the preset's or given): add --dropout 0 --attn-dropout 0 --head-dropout 0, or use "
-                "--parallel dp\n", (double)o->dropout, (double)o->attn_dropout, (double)o->head_dropout);
+                "--parallel dp\n", (double)o->c.dropout, (double)o->c.attn_dropout, (double)o->c.head_dropout);
         return 2;
     }
-    /* aLLM4TS stage 2: out_layer on one placeholder per future patch, which sees the history only */
-    c.head = o->stage == 2 ? GPT2RT_HEAD_PATCH_DECODE : GPT2RT_HEAD_REGRESSION;
-    c.attn_mask = o->stage == 2 ? GPT2RT_MASK_PLACEHOLDERS : GPT2RT_MASK_CAUSAL;
-    c.n_channels = (int)r->M;
-    c.horizon = o->horizon;
+    c.n_channels = (int)r->M; /* the head and mask are the stage's (the preset's) */
     if (gpt2rt_create(&r->ctx, &c) != GPT2RT_OK || (o->init && gpt2rt_weights_load(r->ctx, o->init) != GPT2RT_OK)) {
         fprintf(stderr, "%s\n", gpt2rt_last_error(r->ctx));
         return 1;
@@ -1370,7 +1160,7 @@ static int run_model(run *r) {
            precision_name(g.precision));
     printf("training: batch %lld, lr %g cosine to %g over %d steps (%lld a epoch), at most %d epochs, patience %d, "
            "seed %llu, weight decay %g, dropout %g / attention %g / head %g\n", (long long)B, (double)g.lr,
-           (double)(g.lr * g.min_lr_frac), g.total_steps, (long long)r->steps_per_epoch, o->epochs, o->patience,
+           (double)(g.lr * g.min_lr_frac), g.total_steps, (long long)r->steps_per_epoch, o->td.epochs, o->td.patience,
            (unsigned long long)o->seed, (double)g.weight_decay, (double)g.dropout, (double)g.attn_dropout,
            (double)g.head_dropout);
     print_devices(r->ctx, &plan, o, B, "windows");
@@ -1383,20 +1173,17 @@ static int run_train(run *r) {
     const opts *o = &r->o;
     int64_t B = r->B;
     r->lu.batch = (int)B;
-    if (o->linear_residual || o->blend_linear) {
+    if (o->td.linear_residual || o->td.blend_linear) {
         double t0 = now();
         if (!fit_linear(r->ctx, r->data, &r->lm, "; use --linear-residual 0 --blend-linear 0")) return 1;
         printf("linear map: ridge %g (chosen on validation), val mse %.4f, %.1f s%s\n", r->lm.ridge, r->lm.val_mse,
-               now() - t0, o->linear_residual ? "; the model trains on what it leaves" : "");
+               now() - t0, o->td.linear_residual ? "; the model trains on what it leaves" : "");
         r->lu.linear = &r->lm;
-        r->lu.linear_residual = o->linear_residual;
+        r->lu.linear_residual = o->td.linear_residual;
     }
-    gpt2rt_forecaster_train_desc td;
-    memset(&td, 0, sizeof td);
-    td.batch = (int)B; td.epochs = o->epochs; td.patience = o->patience; td.steps_per_epoch = r->steps_per_epoch;
-    td.seed = o->seed; td.max_steps = o->max_steps;
-    td.linear = r->lu.linear; td.linear_residual = o->linear_residual; td.blend_linear = o->blend_linear;
-    td.start_from_linear = o->linear_residual && o->stage == 0 && !o->max_steps;
+    gpt2rt_forecaster_train_desc td = o->td;
+    td.steps_per_epoch = r->steps_per_epoch; td.seed = o->seed; td.linear = r->lu.linear;
+    td.start_from_linear = o->td.linear_residual && o->stage == 0 && !o->td.max_steps;
     train_view tv = {o, 0, {0, 0, 0, 0}};
     td.progress = on_progress; td.user = &tv;
     gpt2rt_forecaster_train_result *tr = &r->tr;
@@ -1406,10 +1193,10 @@ static int run_train(run *r) {
         return 1;
     }
     if (tr->max_steps_reached) { /* scoring is forward only: about a third of a training step a batch */
-        double per = tr->step_seconds / (double)tr->steps, n_steps = (double)r->steps_per_epoch * o->epochs;
-        double evals = (double)((r->info.windows[1] + B - 1) / B * o->epochs + (r->info.windows[2] + B - 1) / B);
+        double per = tr->step_seconds / (double)tr->steps, n_steps = (double)r->steps_per_epoch * o->td.epochs;
+        double evals = (double)((r->info.windows[1] + B - 1) / B * o->td.epochs + (r->info.windows[2] + B - 1) / B);
         printf("--max-steps %d: %.3g s a step; the whole run (at most %.0f steps and %.0f scoring batches, "
-               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o->max_steps, per, n_steps,
+               "each about a third of a step) would take at most about %.0f s (%.1f h) here\n", o->td.max_steps, per, n_steps,
                evals, (n_steps + evals / 3) * per, (n_steps + evals / 3) * per / 3600);
         return -1;
     }
@@ -1417,7 +1204,7 @@ static int run_train(run *r) {
     if (tr->best_epoch == 0)
         printf("the model added nothing on validation: the kept forecast is the linear map's (epoch 0, out_layer "
                "zero)\n");
-    if (o->blend_linear) {
+    if (o->td.blend_linear) {
         r->lu.blend = tr->blend;
         printf("blend: weight %.3f on the linear map (chosen on validation), val mse %.4f (model %.4f, linear %.4f)\n",
                tr->blend, tr->blend_val_mse, tr->model_val_mse, tr->linear_val_mse);
@@ -1438,7 +1225,10 @@ static int run_test(run *r, int *png_failed) {
     r->lu.keep = r->keep;
     r->lu.keep_windows = n_test;
     r->lu.drop_batch = o->drop_last;
-    if (!evaluate(r->ctx, r->data, GPT2RT_SERIES_TEST, &r->lu, &r->sc)) return 1;
+    if (gpt2rt_forecaster_score(r->ctx, r->data, GPT2RT_SERIES_TEST, &r->lu, &r->sc) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries: scoring: %s\n", gpt2rt_last_error(r->ctx));
+        return 1;
+    }
     if (o->png) { /* windows spread over the test split */
         float *few = (float *)malloc(sizeof(float) * (size_t)(n_png * H * M));
         for (int64_t k = 0; few && k < n_png; k++)
@@ -1475,7 +1265,7 @@ static void run_report(run *r) {
     memset(&base, 0, sizeof base);
     const gpt2rt_forecaster_linear *use = r->lu.linear;
     if (!use && r->info.windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(r->ctx, r->data, &base, "")) use = &base;
-    report_test(r->ctx, r->data, r->keep, r->L, r->H, r->M, r->o.season, use);
+    report_test(r->ctx, r->data, r->keep, r->o.season, use);
     gpt2rt_forecaster_linear_free(&base);
     const gpt2rt_forecaster_scores *sc = &r->sc;
     double n_full = (double)(sc->windows_full * r->H * r->M), n_all = (double)(sc->windows * r->H * r->M);

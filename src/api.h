@@ -749,6 +749,12 @@ GPT2RT_DEF gpt2rt_ctx *gpt2rt_forecaster_ctx(gpt2rt_forecaster *fc);
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
 /* the same in the scaler's units (gpt2rt_series_values'; the papers' convention) */
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_scaled(gpt2rt_forecaster *fc, const float *x, int64_t n, float *out);
+/* every window of a split of series (loaded as gpt2rt_forecaster_series_desc reads it;
+   scaled by its own training rows) forecast in the scaler's units, in order, into out
+   (info.windows[split], horizon, M): what the training run's scoring of that split
+   forecast when series is its file */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_predict_split(gpt2rt_forecaster *fc, gpt2rt_series *series,
+                                                         gpt2rt_series_split split, float *out);
 /* a series desc reading a file as the forecaster's training read its file: lookback,
    horizon, the columns by name in its order (desc->columns points into fc, valid until
    gpt2rt_forecaster_free), the date column by name (or no_date_column), the borders,
@@ -764,6 +770,33 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_series_desc(gpt2rt_forecaster *fc, gp
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv(gpt2rt_forecaster *fc, const gpt2rt_series *series, int64_t first,
                                                int64_t n, const float *forecasts, int with_origin, char **text,
                                                size_t *len);
+/* text (len bytes: gpt2rt_forecaster_csv's) into the file path, whole or not at all: to a
+   new temporary file beside path (under POSIX beside the file a symbolic link names, with
+   that file's permissions), renamed to path once complete; a failed write (a full disk,
+   a file-size limit) removes it and leaves path as it was. Refused before anything is
+   written (GPT2RT_ERR_INVALID_ARGUMENT): path the same file as data (the series' file;
+   NULL: none), or path inside the directory fc was loaded from (gpt2rt_forecaster_path_clash) */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_csv_write(gpt2rt_forecaster *fc, const char *path, const char *text,
+                                                     size_t len, const char *data);
+/* What writing output out could do to input in, from the file system before anything
+   is written: the same file or directory under any spelling (./F, a symbolic or hard
+   link: device and inode; two names not there yet: their directory and first
+   component), out inside the directory in (a model's), or in inside the directory out
+   writes into. Windows has no inodes: APART there. */
+typedef enum gpt2rt_forecaster_clash {
+    GPT2RT_FORECASTER_APART = 0,
+    GPT2RT_FORECASTER_SAME_FILE,
+    GPT2RT_FORECASTER_SAME_DIR,
+    GPT2RT_FORECASTER_OUT_INSIDE,
+    GPT2RT_FORECASTER_IN_INSIDE
+} gpt2rt_forecaster_clash;
+GPT2RT_DEF gpt2rt_forecaster_clash gpt2rt_forecaster_path_clash(const char *out, const char *in);
+/* whether an output path can be written, checked before the work that fills it: dir (a
+   forecaster, weights): an existing writable directory or a new name in one; else a
+   new or writable file, not a directory, in a writable directory. GPT2RT_OK, else the
+   reason in why (cap bytes; may be NULL), without the path: "the directory /x does not
+   exist" */
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_path_check(const char *path, int dir, char *why, size_t cap);
 
 /* The least-squares linear map beside a patch model: the RevIN-normalised lookback of
    each series (mean, sqrt(biased variance + 1e-5)) with a trailing 1, z (lookback + 1),
@@ -800,6 +833,21 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_errors(const float *pred, const float
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_baselines(gpt2rt_ctx *ctx, const float *x, const float *y, int64_t n,
                                                      int64_t period, const gpt2rt_forecaster_linear *lm, double mse[3],
                                                      double mae[3]);
+
+/* The numbers of a split's table: forecasts pred (n, horizon, M; scaled) of every window
+   of a split of series (n = info.windows[split], in order) against their truth: per
+   channel the sums of squared and absolute errors, scaled (times the scaler's std, and
+   its square, in the data's units), and the baselines on the same windows
+   (gpt2rt_forecaster_baselines with period and lm). ctx: a patch context of the
+   series' lookback, horizon and channels; a split without a window is refused. */
+typedef struct gpt2rt_forecaster_metric {
+    double *sse, *sae;               /* (M) each, the caller's */
+    int64_t windows;
+    double base_mse[3], base_mae[3]; /* last value, seasonal naive, linear map; NaN: not computed */
+} gpt2rt_forecaster_metric;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_metrics(gpt2rt_ctx *ctx, gpt2rt_series *series, gpt2rt_series_split split,
+                                                   const float *pred, int64_t period,
+                                                   const gpt2rt_forecaster_linear *lm, gpt2rt_forecaster_metric *out);
 
 /* Scoring a split of a series with a patch context (gpt2rt_forecaster_score): every
    window, in batches of batch (the last filled up by repeating its last window: each
@@ -882,6 +930,30 @@ typedef struct gpt2rt_forecaster_train_result {
 GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_train(gpt2rt_ctx *ctx, gpt2rt_series *series,
                                                  const gpt2rt_forecaster_train_desc *desc,
                                                  gpt2rt_forecaster_train_result *result);
+/* The settings of published forecasting runs (timeseries --preset), as a config and a
+   train desc to start from: input PATCHES with head (REGRESSION: GPT4TS's flatten head,
+   PATCH_DECODE: aLLM4TS stage 2, with the placeholder mask; NEXT_PATCH: stage 1, with
+   n_channels 1), the shape, patching, optimiser (cosine to 0, clip 1), dropout, frozen
+   groups, recompute, batch_size = desc.batch (one device's), epochs 10, patience 3,
+   and for the cpu recipe's REGRESSION head the linear map (linear_residual,
+   blend_linear; the caller fits it and sets desc.linear). Everything else is zero: the
+   caller sets n_channels and horizon from its data, total_steps, seed, and any
+   setting it wants otherwise. GPT4TS freezes attention and MLP only over GPT-2's
+   weights: frozen is 0 here, to set when weights are loaded. */
+typedef enum gpt2rt_forecaster_recipe {
+    GPT2RT_FORECASTER_RECIPE_CPU = 0, /* lookback 336, patch 16 stride 16, 1 layer, 2 heads, width 16,
+                                         attention + MLP frozen at their random init, lr 1e-4, batch 16,
+                                         head dropout 0.3, riding on the linear map (chosen on
+                                         ETTh2's validation split: README "Time series") */
+    GPT2RT_FORECASTER_RECIPE_GPT4TS,  /* GPT4TS's ETTh setting: lookback 336, patch 16 stride 8, 6 layers,
+                                         12 heads, width 768, lr 1e-4, batch 256, full recompute */
+    GPT2RT_FORECASTER_RECIPE_ALLM4TS  /* aLLM4TS's scripts, GPT-2's 6 layers: pretrain lookback 1024, patch
+                                         16 stride 16, lr 1e-4, batch 2048 series, dropout 0.2, nothing
+                                         frozen; finetune lookback 336, patch 16 stride 8, lr 3e-3, batch
+                                         256, attention + MLP frozen; full recompute */
+} gpt2rt_forecaster_recipe;
+GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_recipe_get(gpt2rt_forecaster_recipe recipe, gpt2rt_head head,
+                                                      gpt2rt_config *config, gpt2rt_forecaster_train_desc *desc);
 /* aLLM4TS stage 1: causal next-patch pre-training of a NEXT_PATCH context (n_channels
    1) on the training rows of n series pooled: each channel of each window is one
    univariate series of lookback steps, batch of them a step, the series taking turns

@@ -39,6 +39,7 @@ struct gpt2rt_forecaster {
     double *z, *acc;       /* scratch: L+1, H */
     char *columns;         /* the channels' names as the loader's list "a,b,c"; NULL until asked for */
     gpt2rt_forecaster_intervals iv; /* the conformal scores, iv.rank NULL: none */
+    char *dir;             /* the directory it was loaded from (gpt2rt_forecaster_csv_write keeps out of it) */
 };
 
 static const char *gpt2rt__fc_borders[] = {"auto", "etth", "ettm", "ratio", "none"};
@@ -693,7 +694,7 @@ static gpt2rt_result gpt2rt__fc_done(gpt2rt_forecaster **out, gpt2rt_forecaster 
     if (r != GPT2RT_OK) {
         gpt2rt_free(fc->ctx);
         free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
-        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc);
+        free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->dir);
         char keep[512];
         memcpy(keep, fc->error, sizeof keep);
         memset(fc, 0, sizeof *fc);
@@ -796,7 +797,8 @@ GPT2RT_DEF gpt2rt_result gpt2rt_forecaster_load(gpt2rt_forecaster **out, const c
     fc->mus = (float *)malloc(sizeof(float) * (size_t)(B * M));
     fc->z = (double *)malloc(sizeof(double) * (size_t)(L + 1));
     fc->acc = (double *)malloc(sizeof(double) * (size_t)H);
-    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc)
+    if ((fc->dir = (char *)malloc(strlen(dir) + 1)) != NULL) strcpy(fc->dir, dir);
+    if (!fc->x || !fc->pred || !fc->c || !fc->mus || !fc->z || !fc->acc || !fc->dir)
         return gpt2rt__fc_done(out, fc, gpt2rt__tok_msg(fc->error, GPT2RT_ERR_OUT_OF_MEMORY, "%s: out of memory for a "
                                                         "batch of %lld windows", dir, (long long)B));
     return GPT2RT_OK;
@@ -807,6 +809,7 @@ GPT2RT_DEF void gpt2rt_forecaster_free(gpt2rt_forecaster *fc) {
     gpt2rt_free(fc->ctx);
     free(fc->names); free(fc->name); free(fc->mean); free(fc->std); free(fc->W); free(fc->iv.rank); free(fc->iv.score);
     free(fc->x); free(fc->pred); free(fc->c); free(fc->mus); free(fc->z); free(fc->acc); free(fc->columns);
+    free(fc->dir);
     free(fc);
 }
 

@@ -102,6 +102,25 @@ if built timeseries; then
     else bad "timeseries daily dates / pandas index (exit $rc)"; echo "$out" | grep -E '^columns|^skipped|baselines'; fi
     rm -f $B/cli_daily.csv
 
+    # ---- a short quarterly file (203 rows, 142 training): no --lookback, --patch or --stride, so
+    # the lookback is about half the training rows (64) in patches of 8, said in one line first;
+    # any of the three given, the file is cut as asked (and refused when too short for it)
+    awk 'BEGIN { srand(5); print "quarter,gdp,cpi"; for (i = 0; i < 203; i++)
+        printf "%dQ%d,%.2f,%.3f\n", 1959 + int(i / 4), i % 4 + 1, 2700 + 30 * i + 40 * sin(i * 1.5708) + 60 * rand(),
+               29 + 0.9 * i + 3 * rand() }' > $B/cli_quarterly.csv
+    out=$("$TSP" --data $B/cli_quarterly.csv --horizon 8 --epochs 1 --steps-per-epoch 2 2>/dev/null); rc=$?
+    out2=$("$TSP" --data $B/cli_quarterly.csv --horizon 8 --lookback 336 2>&1); rc2=$?
+    out3=$("$TSP" --data $B/cli_quarterly.csv --horizon 8 --patch 4 --stride 4 --lookback 32 --epochs 1 --steps-per-epoch 2 2>/dev/null); rc3=$?
+    if [ $rc -eq 0 ] && echo "$out" | head -1 | grep -q '^short series: the training split holds 142 rows, too few for the preset.s lookback 336 + horizon 8: lookback 64 (about half of them), patch 8 stride 8 (8 patches)' &&
+       echo "$out" | grep -q '^data .*: 203 rows, 2 channels, 70/10/20 borders; windows train 71, validation 14, test 33$' &&
+       echo "$out" | grep -q '^model: .*lookback 64, patch 8 stride 8, horizon 8' &&
+       echo "$out" | tail -1 | grep -Eq '^test mse [0-9.]+ mae [0-9.]+ windows 33$' &&
+       [ $rc2 -eq 1 ] && echo "$out2" | grep -q 'too few.*336 + 8' && ! echo "$out2" | grep -q '^short series' &&
+       [ $rc3 -eq 0 ] && ! echo "$out3" | grep -q '^short series' && echo "$out3" | grep -q 'lookback 32, patch 4 stride 4'; then
+        ok "timeseries on 203 quarterly rows: lookback 64 and patch 8 chosen and said in one line; --lookback 336 refused as asked; --lookback 32 kept"
+    else bad "timeseries short series (exit $rc, $rc2, $rc3)"; echo "$out" | head -2; echo "$out2" | tail -1; echo "$out3" | grep '^model'; fi
+    rm -f $B/cli_quarterly.csv
+
     # ---- the forecaster: --save, then timeseries predict on the file it never saw before
     # 400 hourly rows from 2024-02-27 00:00 (across the leap day), three noisy channels
     awk 'BEGIN { srand(7); print "date,load,temp,flow";

@@ -17,6 +17,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <glob.h>
+#include <unistd.h>
 
 enum { ROWS = 160, M = 3, L = 16, H = 4, B = 4 };
 #define DIR "build/forecaster_test_files"
@@ -921,6 +923,228 @@ static void csv_calls(void) {
     gpt2rt_forecaster_free(fc);
 }
 
+/* the whole of a small file ("" when it cannot be read) */
+static const char *slurp(const char *path) {
+    static char buf[8192];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* a file of DIR whose name begins with prefix (a temporary left behind) */
+static int left_in_dir(const char *prefix) {
+    char pat[256];
+    glob_t g;
+    snprintf(pat, sizeof pat, DIR "/%s*", prefix);
+    int found = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    if (found) globfree(&g);
+    return found;
+}
+
+/* Outputs against inputs: the same file under other spellings and links, a path inside
+   a directory, and a directory holding an input, told apart by device and inode; an
+   output path that cannot be written named before any work; a forecast CSV written
+   whole or not at all, never onto its data file or into the forecaster's directory. */
+static void csv_write_call(void) {
+    const char *data = DIR "/cw_data.csv", *out = DIR "/cw_out.csv";
+    copy_file(DIR "/series.csv", data);
+    remove(DIR "/cw_hard.csv"); remove(DIR "/cw_sym.csv"); remove(DIR "/cw_link.csv"); remove(out);
+    CHECK(link(data, DIR "/cw_hard.csv") == 0 && symlink("cw_data.csv", DIR "/cw_sym.csv") == 0, "links: %s",
+          strerror(errno));
+    static const char *same[] = {DIR "/cw_data.csv", "./" DIR "/cw_data.csv", "build/../" DIR "/cw_data.csv",
+                                 DIR "/cw_hard.csv", DIR "/cw_sym.csv"};
+    for (int i = 0; i < 5; i++)
+        CHECK(gpt2rt_forecaster_path_clash(same[i], data) == GPT2RT_FORECASTER_SAME_FILE, "%s is the data file",
+              same[i]);
+    CHECK(gpt2rt_forecaster_path_clash(DIR "/new_a.csv", "./" DIR "/new_a.csv") == GPT2RT_FORECASTER_SAME_FILE &&
+          gpt2rt_forecaster_path_clash(DIR "/new_a.csv", DIR "/new_b.csv") == GPT2RT_FORECASTER_APART,
+          "two names not there yet: the same when their directory and name agree");
+    CHECK(gpt2rt_forecaster_path_clash(DIR "/fc_csv", "./" DIR "/fc_csv/") == GPT2RT_FORECASTER_SAME_DIR &&
+          gpt2rt_forecaster_path_clash(DIR "/fc_csv/new.csv", DIR "/fc_csv") == GPT2RT_FORECASTER_OUT_INSIDE &&
+          gpt2rt_forecaster_path_clash(DIR "/fc_csv", DIR "/fc_csv/config.json") == GPT2RT_FORECASTER_IN_INSIDE &&
+          gpt2rt_forecaster_path_clash(out, data) == GPT2RT_FORECASTER_APART &&
+          gpt2rt_forecaster_path_clash(out, NULL) == GPT2RT_FORECASTER_APART,
+          "the same directory, a path inside one, a directory holding one, two files apart");
+    char why[600];
+    CHECK(gpt2rt_forecaster_path_check(data, 0, why, sizeof why) == GPT2RT_OK && !why[0] &&
+          gpt2rt_forecaster_path_check(out, 0, why, sizeof why) == GPT2RT_OK &&
+          gpt2rt_forecaster_path_check(DIR "/new_dir", 1, why, sizeof why) == GPT2RT_OK &&
+          gpt2rt_forecaster_path_check(DIR "/fc_csv", 1, why, sizeof why) == GPT2RT_OK,
+          "an existing file, a new one, a new and an existing directory can be written: %s", why);
+    CHECK(gpt2rt_forecaster_path_check(data, 1, why, sizeof why) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(why, "exists and is not a directory"), "a file where a directory goes: %s", why);
+    CHECK(gpt2rt_forecaster_path_check(DIR, 0, why, sizeof why) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(why, "is a directory"), "a directory where a file goes: %s", why);
+    CHECK(gpt2rt_forecaster_path_check(DIR "/no_such_dir/x.csv", 0, why, sizeof why) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          !strcmp(why, "the directory " DIR "/no_such_dir does not exist"), "a file in a missing directory: %s", why);
+
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, DIR "/fc_csv", NULL) != GPT2RT_OK) {
+        CHECK(0, "load: %s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return;
+    }
+    const char *old = "old,text\n1,2\n", *text = "date,load,temp,flow\n2024-04-05 16:00:00,1,2,3\n";
+    size_t len = strlen(text);
+    char keep[8192];
+    snprintf(keep, sizeof keep, "%s", slurp(data));
+    static const char *refuse[] = {DIR "/cw_hard.csv", DIR "/cw_sym.csv", DIR "/fc_csv/forecaster.json",
+                                   DIR "/fc_csv/new.csv", DIR "/fc_csv"};
+    for (int i = 0; i < 5; i++)
+        CHECK(gpt2rt_forecaster_csv_write(fc, refuse[i], text, len, data) == GPT2RT_ERR_INVALID_ARGUMENT &&
+              strstr(gpt2rt_forecaster_last_error(fc), "nothing was written"), "csv_write onto %s refused: %s",
+              refuse[i], gpt2rt_forecaster_last_error(fc));
+    CHECK(!strcmp(slurp(data), keep) && !exists(DIR "/fc_csv/new.csv") && !left_in_dir("cw_data.csv.tmp") &&
+              !left_in_dir("cw_hard.csv.tmp"),
+          "the refused writes left the data file as it was and wrote nothing into the forecaster's directory");
+    CHECK(gpt2rt_forecaster_csv_write(fc, out, text, len, data) == GPT2RT_OK && !strcmp(slurp(out), text) &&
+          !gpt2rt_forecaster_last_error(fc)[0], "csv_write: the file holds the text: %s", gpt2rt_forecaster_last_error(fc));
+    /* an existing file: replaced whole, its permissions kept; through a symbolic link: the
+       file it names replaced, the link kept */
+    write_file(out, old);
+    chmod(out, 0640);
+    struct stat st;
+    CHECK(gpt2rt_forecaster_csv_write(fc, out, text, len, NULL) == GPT2RT_OK && !strcmp(slurp(out), text) &&
+          stat(out, &st) == 0 && (st.st_mode & 0777) == 0640, "csv_write over a 0640 file: its text, mode %o",
+          (unsigned)(st.st_mode & 0777));
+    write_file(out, old);
+    CHECK(symlink("cw_out.csv", DIR "/cw_link.csv") == 0 &&
+          gpt2rt_forecaster_csv_write(fc, DIR "/cw_link.csv", text, len, NULL) == GPT2RT_OK &&
+          lstat(DIR "/cw_link.csv", &st) == 0 && S_ISLNK(st.st_mode) && !strcmp(slurp(out), text),
+          "csv_write through a symbolic link: the link kept, the file it names replaced");
+    /* a failed rename, and a write past a file-size limit, leave the old file whole and
+       no temporary beside it */
+    write_file(out, old);
+    gpt2rt__test_rename_fail = 1;
+    gpt2rt_result r = gpt2rt_forecaster_csv_write(fc, out, text, len, NULL);
+    gpt2rt__test_rename_fail = 0;
+    CHECK(r == GPT2RT_ERR_IO && strstr(gpt2rt_forecaster_last_error(fc), "is as it was") && !strcmp(slurp(out), old) &&
+          !left_in_dir("cw_out.csv.tmp"), "a failed rename: %s; the old file whole, no temporary",
+          gpt2rt_forecaster_last_error(fc));
+    static char big[1 << 16];
+    memset(big, 'x', sizeof big);
+    struct rlimit was, lim;
+    getrlimit(RLIMIT_FSIZE, &was);
+    lim = was;
+    lim.rlim_cur = 4096;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    int set = setrlimit(RLIMIT_FSIZE, &lim) == 0;
+    r = set ? gpt2rt_forecaster_csv_write(fc, out, big, sizeof big, NULL) : GPT2RT_OK;
+    setrlimit(RLIMIT_FSIZE, &was);
+    signal(SIGXFSZ, prev);
+    if (!set) SKIP("RLIMIT_FSIZE cannot be set here");
+    else CHECK(r == GPT2RT_ERR_IO && strstr(gpt2rt_forecaster_last_error(fc), "File too large") &&
+               !strcmp(slurp(out), old) && !left_in_dir("cw_out.csv.tmp"),
+               "64 KiB past a 4 KiB file-size limit: %s; the old file whole, no temporary",
+               gpt2rt_forecaster_last_error(fc));
+    gpt2rt_forecaster_free(fc);
+    remove(DIR "/cw_hard.csv"); remove(DIR "/cw_sym.csv"); remove(DIR "/cw_link.csv"); remove(out); remove(data);
+}
+
+/* A split through the forecaster (gpt2rt_forecaster_predict_split) is predict_scaled on
+   the split's windows as gpt2rt_series_batch gives them, bitwise; the split's table
+   (gpt2rt_forecaster_metrics) is gpt2rt_forecaster_errors and _baselines on the same
+   windows, bitwise; a series cut otherwise is refused. */
+static void split_calls(void) {
+    gpt2rt_forecaster *fc;
+    if (gpt2rt_forecaster_load(&fc, DIR "/fc_csv", NULL) != GPT2RT_OK) {
+        CHECK(0, "load: %s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_free(fc);
+        return;
+    }
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    gpt2rt_forecaster_series_desc(fc, &sd);
+    gpt2rt_series *s;
+    CHECK(gpt2rt_series_load(&s, DIR "/series.csv", &sd) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(s));
+    gpt2rt_series_info in;
+    memset(&in, 0, sizeof in);
+    gpt2rt_series_info_get(s, &in);
+    int64_t n = in.windows[GPT2RT_SERIES_TEST];
+    float *x = (float *)malloc(sizeof(float) * (size_t)(n * L * M)), *y = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    float *want = (float *)malloc(sizeof(float) * (size_t)(n * H * M)), *got = (float *)malloc(sizeof(float) * (size_t)(n * H * M));
+    for (int64_t w = 0; w < n; w++) gpt2rt_series_batch(s, GPT2RT_SERIES_TEST, 0, 0, w, 1, x + w * L * M, y + w * H * M);
+    CHECK(n > B && gpt2rt_forecaster_predict_scaled(fc, x, n, want) == GPT2RT_OK &&
+          gpt2rt_forecaster_predict_split(fc, s, GPT2RT_SERIES_TEST, got) == GPT2RT_OK &&
+          !memcmp(want, got, sizeof(float) * (size_t)(n * H * M)),
+          "predict_split of %lld test windows equals predict_scaled of their batches, bitwise: %s", (long long)n,
+          gpt2rt_forecaster_last_error(fc));
+    gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
+    gpt2rt_forecaster_linear lm;
+    memset(&lm, 0, sizeof lm);
+    CHECK_OK(ctx, gpt2rt_forecaster_linear_fit(ctx, s, &lm));
+    double sse[M], sae[M], e_sse[M], e_sae[M], b_mse[3], b_mae[3];
+    gpt2rt_forecaster_errors(got, y, n, H, M, e_sse, e_sae);
+    CHECK_OK(ctx, gpt2rt_forecaster_baselines(ctx, x, y, n, 24, &lm, b_mse, b_mae));
+    gpt2rt_forecaster_metric mt;
+    memset(&mt, 0, sizeof mt);
+    mt.sse = sse; mt.sae = sae;
+    CHECK(gpt2rt_forecaster_metrics(ctx, s, GPT2RT_SERIES_TEST, got, 24, &lm, &mt) == GPT2RT_OK && mt.windows == n &&
+          !memcmp(sse, e_sse, sizeof sse) && !memcmp(sae, e_sae, sizeof sae) && !memcmp(mt.base_mse, b_mse, sizeof b_mse) &&
+          !memcmp(mt.base_mae, b_mae, sizeof b_mae) && b_mse[2] < b_mse[0],
+          "metrics: the per-channel sums and the baselines of errors() and baselines(), bitwise (%s)", gpt2rt_last_error(ctx));
+    CHECK(gpt2rt_forecaster_metrics(ctx, s, GPT2RT_SERIES_TEST, got, 0, NULL, &mt) == GPT2RT_OK &&
+          mt.base_mse[1] != mt.base_mse[1] && mt.base_mse[2] != mt.base_mse[2] && mt.base_mse[0] == b_mse[0],
+          "metrics without a period or a map: those baselines NaN, the last value's as before");
+    gpt2rt_forecaster_linear_free(&lm);
+    gpt2rt_series *other;
+    sd.lookback = L / 2;
+    CHECK(gpt2rt_series_load(&other, DIR "/series.csv", &sd) == GPT2RT_OK, "load: %s", gpt2rt_series_last_error(other));
+    CHECK(gpt2rt_forecaster_predict_split(fc, other, GPT2RT_SERIES_TEST, got) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_forecaster_last_error(fc), "lookback 8"), "predict_split of a series cut at lookback 8: %s",
+          gpt2rt_forecaster_last_error(fc));
+    CHECK(gpt2rt_forecaster_metrics(ctx, other, GPT2RT_SERIES_TEST, got, 0, NULL, &mt) == GPT2RT_ERR_INVALID_ARGUMENT &&
+          strstr(gpt2rt_last_error(ctx), "differ"), "metrics of a series cut at lookback 8: %s", gpt2rt_last_error(ctx));
+    gpt2rt_series_free(other);
+    free(x); free(y); free(want); free(got);
+    gpt2rt_series_free(s);
+    gpt2rt_forecaster_free(fc);
+}
+
+/* The recipes (gpt2rt_forecaster_recipe_get) are the settings their comments publish;
+   the stage follows the head; the cpu recipe's config, given channels and a horizon,
+   builds a context whose plan counts the frozen blocks out; a bad recipe or head is
+   refused. */
+static void recipes(void) {
+    gpt2rt_config c;
+    gpt2rt_forecaster_train_desc td;
+    unsigned am = GPT2RT_GROUP_ATTENTION | GPT2RT_GROUP_MLP;
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_REGRESSION, &c, &td) == GPT2RT_OK &&
+          c.input == GPT2RT_INPUT_PATCHES && c.seq_len == 336 && c.patch_len == 16 && c.patch_stride == 16 &&
+          c.n_layer == 1 && c.n_head == 2 && c.n_embd == 16 && c.lr == 1e-4f && c.frozen == am &&
+          c.head_dropout == 0.3f && c.grad_clip == 1.0f && c.batch_size == 16 && td.batch == 16 && td.epochs == 10 &&
+          td.patience == 3 && td.linear_residual == 1 && td.blend_linear == 1 && c.n_channels == 0 && c.horizon == 0,
+          "cpu, flatten head: lookback 336, patch 16 stride 16, 1x2x16 frozen, lr 1e-4, batch 16, the linear map");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_PATCH_DECODE, &c, &td) == GPT2RT_OK &&
+          !td.linear_residual && !td.blend_linear && c.attn_mask == GPT2RT_MASK_PLACEHOLDERS,
+          "cpu, patch decoding: no linear map, the placeholder mask");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_GPT4TS, GPT2RT_HEAD_REGRESSION, &c, &td) == GPT2RT_OK &&
+          c.n_layer == 6 && c.n_head == 12 && c.n_embd == 768 && c.patch_stride == 8 && td.batch == 256 &&
+          c.frozen == 0 && c.recompute == GPT2RT_RECOMPUTE_FULL && !td.linear_residual,
+          "gpt4ts: 6x12x768, stride 8, batch 256, nothing frozen until weights load, full recompute");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_ALLM4TS, GPT2RT_HEAD_NEXT_PATCH, &c, &td) == GPT2RT_OK &&
+          c.head == GPT2RT_HEAD_NEXT_PATCH && c.n_channels == 1 && c.seq_len == 1024 && c.patch_stride == 16 &&
+          td.batch == 2048 && c.dropout == 0.2f && c.frozen == 0,
+          "allm4ts stage 1: next patch, one channel a series, lookback 1024, batch 2048, dropout 0.2, all trained");
+    CHECK(gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_ALLM4TS, GPT2RT_HEAD_PATCH_DECODE, &c, &td) == GPT2RT_OK &&
+          c.seq_len == 336 && c.patch_stride == 8 && c.lr == 3e-3f && td.batch == 256 && c.frozen == am,
+          "allm4ts stage 2: lookback 336, stride 8, lr 3e-3, batch 256, attention + MLP frozen");
+    CHECK(gpt2rt_forecaster_recipe_get((gpt2rt_forecaster_recipe)7, GPT2RT_HEAD_REGRESSION, &c, &td) ==
+              GPT2RT_ERR_INVALID_ARGUMENT &&
+          gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_LM, &c, &td) == GPT2RT_ERR_INVALID_ARGUMENT,
+          "an unknown recipe, a token head: refused");
+    gpt2rt_forecaster_recipe_get(GPT2RT_FORECASTER_RECIPE_CPU, GPT2RT_HEAD_REGRESSION, &c, &td);
+    c.n_channels = M; c.horizon = H; c.n_threads = 1;
+    gpt2rt_ctx *ctx = NULL;
+    gpt2rt_memory_plan plan;
+    CHECK(gpt2rt_create(&ctx, &c) == GPT2RT_OK && gpt2rt_plan(&c, &plan) == GPT2RT_OK && plan.n_trainable < plan.n_params,
+          "the cpu recipe builds a context, fewer parameters trained than held (attention + MLP frozen): %s",
+          gpt2rt_last_error(ctx));
+    gpt2rt_free(ctx);
+}
+
 /* fill and season: what training decided is saved, read back, and applied by series_desc;
    a file saved without them (older saves) reads as no fill and no season; bad values refused */
 static void fill_season(void) {
@@ -1039,6 +1263,9 @@ int main(void) {
     train_call();
     pretrain_call();
     csv_calls();
+    csv_write_call();
+    split_calls();
+    recipes();
     fill_season();
     baselines();
     return harness_finish();
