@@ -89,7 +89,7 @@ static int parse(opts *o, int argc, char **argv) {
         return 0;
     }
     if (o->season > o->lookback) {
-        fprintf(stderr, "ts_baselines: --season %d is longer than the lookback (%d): the seasonal naive repeats the "
+        fprintf(stderr, "ts_baselines: --season '%d': longer than the lookback (%d): the seasonal naive repeats the "
                 "lookback's last season; set --season <= %d or --lookback >= %d\n", o->season, o->lookback, o->lookback,
                 o->season);
         return 0;
