@@ -76,6 +76,24 @@ if built ts_baselines; then
         ok "ts_baselines --lookback 40 on weekly rows: the calendar's 52 does not fit, said; the other two scored"
     else bad "ts_baselines season longer than the lookback (exit $rc)"; echo "$out" | head -4; fi
 
+    cut -d, -f2- $B/cli_tb_plain.csv > $B/cli_tb_nodate.csv
+    out=$("$TB" --data $B/cli_tb_nodate.csv --horizon 4 --lookback 60 2>&1); rc=$?
+    if [ $rc -eq 0 ] && echo "$out" | grep -q '^season: none (the dates have no calendar cycle; --season N sets one): no seasonal naive$' &&
+       echo "$out" | grep -q '^seasonal-naive none (the dates have no calendar cycle' &&
+       [ "$(echo "$out" | grep -c '^channel [abc]: last-value [0-9.e+]* / [0-9.e+]*; linear [0-9.e+]* / [0-9.e+]*$')" -eq 3 ]; then
+        ok "ts_baselines on a file without dates: no season, says --season N sets one; last value and linear scored per channel"
+    else bad "ts_baselines without dates (exit $rc)"; echo "$out" | head -4; fi
+
+    # --drop-last N: also the whole batches of N test windows (37 -> 30 at N = 10); --target
+    out=$("$TB" $TBA --drop-last 10 --target c 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | grep -Ec '^(last-value|seasonal-naive|linear) val mse .* windows 37( \(.*\))?; drop-last 10: test mse [0-9.]+ windows 30$')" -eq 3 ] &&
+       echo "$out" | grep -q ': 200 rows, 1 channel (c),' && [ "$(echo "$out" | grep -c '^channel ')" -eq 1 ]; then
+        ok "ts_baselines --drop-last 10 --target c: one channel; each forecaster's drop-last MSE over 30 of 37 windows"
+    else bad "ts_baselines --drop-last 10 --target c (exit $rc)"; echo "$out" | head -6; fi
+    out=$("$TB" $TBA --target c --columns a,b 2>&1); rc=$?
+    if [ $rc -eq 1 ] && echo "$out" | grep -q 'both choose the channels'; then ok "ts_baselines --target with --columns: the library's refusal ($out)"
+    else bad "ts_baselines --target with --columns (exit $rc)"; echo "$out" | head -3; fi
+
     # ---- --fill: gaps refused by default naming the fix; filled with --fill previous / linear
     out=$("$TB" --data $B/cli_tb_gaps.csv --horizon 4 --lookback 60 2>&1); rc=$?
     if [ $rc -eq 1 ] && echo "$out" | grep -q 'line 12' && echo "$out" | grep -qF -- '--fill previous|linear'; then

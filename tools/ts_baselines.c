@@ -97,6 +97,12 @@ static int parse(opts *o, int argc, char **argv) {
     return 1;
 }
 
+/* channel m's name ("?" past the channels, which never happens here) */
+static const char *column(const gpt2rt_series *s, int64_t m) {
+    const char *c = gpt2rt_series_column(s, (int)m);
+    return c ? c : "?";
+}
+
 /* channel m of windows first .. first+n-1 of a split: x (n, L), y (n, H), scaled */
 static void channel_windows(const float *v, int64_t M, int64_t m, int64_t begin, int64_t n, int64_t L, int64_t H, float *x,
                             float *y) {
@@ -124,28 +130,24 @@ int main(int argc, char **argv) {
     gpt2rt_series_info in;
     memset(&in, 0, sizeof in);
     (void)gpt2rt_series_info_get(s, &in); /* a loaded series has one */
+    /* the loader refuses a file whose training, validation or test split holds no window */
     int64_t M = in.channels, nv = in.windows[GPT2RT_SERIES_VAL], nt = in.windows[GPT2RT_SERIES_TEST];
     static const char *borders[] = {"auto", "ETTh", "ETTm", "70/10/20", "no"};
     printf("data %s: %lld rows, %lld channel%s (", o.data, (long long)in.rows, (long long)M, M > 1 ? "s" : "");
-    for (int64_t m = 0; m < M && m < 16; m++) printf("%s%s", m ? ", " : "", gpt2rt_series_column(s, (int)m));
+    for (int64_t m = 0; m < M && m < 16; m++) printf("%s%s", m ? ", " : "", column(s, m));
     printf("%s), %s borders; windows train %lld, validation %lld, test %lld\n", M > 16 ? ", ..." : "",
            borders[in.borders], (long long)in.windows[GPT2RT_SERIES_TRAIN], (long long)nv, (long long)nt);
     if (in.filled) printf("filled %lld missing values (--fill)\n", (long long)in.filled);
-    if (nt < 1) {
-        fprintf(stderr, "ts_baselines: no test window: the test split's rows [%lld, %lld) are fewer than lookback %lld + "
-                "horizon %lld\n", (long long)in.begin[GPT2RT_SERIES_TEST], (long long)in.end[GPT2RT_SERIES_TEST],
-                (long long)L, (long long)H);
-        gpt2rt_series_free(s);
-        return 1;
-    }
     int64_t P = o.season ? o.season : in.season > 1 ? in.season : 0;
+    const char *no_season = "the dates have no calendar cycle; --season N sets one";
     if (o.season) printf("season %lld rows (--season)\n", (long long)P);
     else if (P > L) {
         printf("season %lld rows (the dates' calendar cycle) is longer than the lookback %lld: no seasonal naive "
                "(--season N <= %lld sets one)\n", (long long)P, (long long)L, (long long)L);
+        no_season = "the calendar's season is longer than the lookback; --season N sets one";
         P = 0;
     } else if (P) printf("season %lld rows (the dates' calendar cycle; --season N sets another)\n", (long long)P);
-    else printf("season: none (the dates have no calendar cycle; --season N sets one): no seasonal naive\n");
+    else printf("season: none (%s): no seasonal naive\n", no_season);
 
     /* the baselines take lookback, horizon and channels from a patch context: a tiny one
        of one channel, so each call scores one channel (the forecasters are per series) */
@@ -182,7 +184,6 @@ int main(int argc, char **argv) {
         for (int sp = 0; sp < 2; sp++) {
             gpt2rt_series_split split = sp ? GPT2RT_SERIES_TEST : GPT2RT_SERIES_VAL;
             int64_t n = in.windows[split];
-            if (n < 1) continue;
             channel_windows(v, M, m, in.begin[split], n, L, H, x, y);
             gpt2rt_result r = gpt2rt_forecaster_baselines(ctx, x, y, n, P, no_linear ? NULL : &lm, e + 3 * sp, a + 3 * sp);
             if (r == GPT2RT_OK && sp && whole)
@@ -193,16 +194,14 @@ int main(int argc, char **argv) {
     printf("over every channel, scaled (the papers' convention):\n");
     static const char *names[] = {"last-value", "seasonal-naive", "linear"};
     for (int k = 0; k < 3; k++) {
-        if (k == 1 && !P) { printf("seasonal-naive none (no season)\n"); continue; }
+        if (k == 1 && !P) { printf("seasonal-naive none (%s)\n", no_season); continue; }
         if (k == 2 && no_linear) { printf("linear none (%s)\n", no_linear); continue; }
         double vm = 0, tm = 0, ta = 0, dm = 0; /* every channel has n * H values: the mean of the channels' means */
         for (int64_t m = 0; m < M; m++) {
             vm += mse[m * 9 + k]; tm += mse[m * 9 + 3 + k]; ta += mae[m * 9 + 3 + k]; dm += mse[m * 9 + 6 + k];
         }
-        printf("%s val mse ", names[k]);
-        if (nv) printf("%.4f", vm / (double)M);
-        else printf("none");
-        printf(" test mse %.4f mae %.4f windows %lld", tm / (double)M, ta / (double)M, (long long)nt);
+        printf("%s val mse %.4f test mse %.4f mae %.4f windows %lld", names[k], vm / (double)M, tm / (double)M,
+               ta / (double)M, (long long)nt);
         if (k == 1) printf(" (period %lld)", (long long)P);
         if (k == 2) printf(" (ridge %g, chosen on validation)", lm.ridge);
         if (whole) printf("; drop-last %lld: test mse %.4f windows %lld", (long long)o.drop, dm / (double)M, (long long)whole);
@@ -212,7 +211,7 @@ int main(int argc, char **argv) {
     for (int64_t m = 0; m < M; m++) {
         double mu, sdv;
         gpt2rt_series_scaler(s, (int)m, &mu, &sdv);
-        printf("channel %s:", gpt2rt_series_column(s, (int)m));
+        printf("channel %s:", column(s, m));
         for (int k = 0; k < 3; k++) {
             if ((k == 1 && !P) || (k == 2 && no_linear)) continue;
             printf("%s %s %.6g / %.6g", k ? ";" : "", names[k], mse[m * 9 + 3 + k] * sdv * sdv, mae[m * 9 + 3 + k] * sdv);
