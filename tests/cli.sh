@@ -24,9 +24,9 @@ declare -A SRC=(
     [minimal]=examples/minimal.c [train_text]=examples/train_text.c [timeseries]=examples/timeseries.c
     [gpt2rt-tok]=tools/gpt2rt_tok.c [gpt2rt-mem]=tools/gpt2rt_mem.c [bench_cpu]=tools/bench_cpu.c
     [bench_memory]=tools/bench_memory.c [bench_tok]=tools/bench_tok.c [bench_gen]=tools/bench_gen.c
-    [bench_ts]=tools/bench_ts.c [gpt2rt-caps]=tools/gpt2rt_caps.c
+    [bench_ts]=tools/bench_ts.c [gpt2rt-caps]=tools/gpt2rt_caps.c [ts_baselines]=tools/ts_baselines.c
 )
-PROGS="minimal train_text timeseries gpt2rt-tok gpt2rt-mem bench_cpu bench_memory bench_tok bench_gen bench_ts gpt2rt-caps"
+PROGS="minimal train_text timeseries gpt2rt-tok gpt2rt-mem bench_cpu bench_memory bench_tok bench_gen bench_ts gpt2rt-caps ts_baselines"
 jobs_max=$(nproc 2>/dev/null || echo 2)
 build_one() { # NAME OUT EXTRA-FLAGS...
     local name=$1 out=$2; shift 2
@@ -372,6 +372,9 @@ fi
 
 # ---- timeseries: flags per stage, the --data list, output paths, presets (its own file)
 . tests/cli_timeseries.sh
+
+# ---- ts_baselines: timeseries' reading flags, strict numbers, its numbers against awk's (its own file)
+. tests/cli_ts_baselines.sh
 
 echo "CLI: $passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

@@ -28,7 +28,7 @@ for h in $horizons; do
         echo "horizon $h seed $s: $t (val $v) [$(echo "$out" | grep '^best epoch')]"
         mses="$mses $(echo "$t" | awk '{print $3}')"; maes="$maes $(echo "$t" | awk '{print $5}')"; vals="$vals $v"
     done
-    b=$(nice -n 10 ./build/ts_baselines --data "$data" --horizon "$h")
+    b=$(nice -n 10 ./build/ts_baselines --data "$data" --horizon "$h" | grep -E '^(last-value|seasonal-naive|linear) ')
     echo "$b" | sed "s/^/horizon $h: /"
     row=$(echo "$mses|$maes|$vals" | awk -F'|' '{
         n = split($1, m, " "); split($2, a, " "); split($3, v, " ");
