@@ -77,8 +77,10 @@
      concurrently.
    - Each call runs on the calling thread plus, with OpenMP, parallel regions of at
      most config.n_threads threads that end before it returns; an op takes a thread
-     per 4e8 flops or so of work (GPT2RT_CPU_WORK_PER_THREAD), and smaller ops open no
-     region: the results are the same bits on any count. Never call gpt2rt from
+     per 2e6 flops or so of work on idle cores, per 4e8 when the load average says
+     other jobs keep them busy (read once per process; -DGPT2RT_CPU_WORK_PER_THREAD=N
+     fixes it, 0 splits every op), and smaller ops open no region: the results are
+     the same bits on any count. Never call gpt2rt from
      inside an OpenMP parallel region: its own regions would then nest (one thread
      each, or n_threads^2 threads with nesting enabled).
    - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX
@@ -1928,27 +1930,35 @@ static int gpt2rt__default_threads(void) { return 1; }
 #endif
 
 /* the threads of an op by its work (the CPU backend's ops, the update, the patching).
-   A parallel region waits for every thread of its team; on cores that other jobs keep
-   busy that is a wait for the scheduler: 3-8 ms a region (median) on a 2-core machine
-   at load average 5-7, a few microseconds on idle cores (tools/bench_threads, numbers
-   in docs/results/cpu-threads.md), where a whole training step of examples/timeseries'
-   cpu preset takes 6 ms on one thread. So an op takes one thread per
-   GPT2RT_CPU_WORK_PER_THREAD units of work, at most nt, and below two threads' worth it
-   runs on the calling thread alone: no team. A unit is about a flop of the matrix
-   product (0.020 ns on one core there), so 4e8 units are 8 ms, a region's wait at the
-   worst measured: a 2-thread op saves at least that much and is no slower than on one
-   thread. Per element: GPT2RT__CPU_W_ADD units for an add or copy (0.19 ns),
-   GPT2RT__CPU_W_MATH for LayerNorm, GELU, dropout's hash, an exponential or a
-   multiply-add of attention (1.6-1.9 ns); backward passes twice that. The results do
-   not depend on the count; a build with GPT2RT_CPU_WORK_PER_THREAD 0 splits every op
-   over all nt threads (the thread-count tests, tools/bench_threads). */
-#ifndef GPT2RT_CPU_WORK_PER_THREAD
-#define GPT2RT_CPU_WORK_PER_THREAD 4e8
-#endif
+   A parallel region waits for every thread of its team: microseconds on idle cores,
+   3-8 ms a region (median) on a 2-core machine that other jobs keep busy (the wait
+   for the scheduler; tools/bench_threads, docs/results/cpu-threads.md). So an op takes
+   one thread per "work per thread" units of work, at most nt, and below two threads'
+   worth it runs on the calling thread alone: no team. A unit is about a flop of the
+   matrix product (0.020 ns on one core there); per element, GPT2RT__CPU_W_ADD units
+   for an add or copy (0.19 ns), GPT2RT__CPU_W_MATH for LayerNorm, GELU, dropout's
+   hash, an exponential or a multiply-add of attention (1.6-1.9 ns); backward passes
+   twice that. The work per thread is the machine's, chosen once per process by the
+   CPU backend (gpt2rt__threads_measure): GPT2RT__CPU_WORK_MIN on idle cores,
+   GPT2RT__CPU_WORK_MAX on busy ones, so a 2-thread op saves at least the wait it
+   pays; GPT2RT__CPU_WORK_MAX until chosen. A build may fix it:
+   GPT2RT_CPU_WORK_PER_THREAD N (0 splits every op over all nt threads: the
+   thread-count tests, tools/bench_threads). The results do not depend on the count. */
 #define GPT2RT__CPU_W_ADD 10.0
 #define GPT2RT__CPU_W_MATH 90.0
+#define GPT2RT__CPU_WORK_MIN 2e6 /* 40 us a thread: a region's 1-20 us on idle cores, twice over */
+#define GPT2RT__CPU_WORK_MAX 4e8 /* 8 ms a thread: the worst region wait measured on a busy 2-core machine */
+#ifdef GPT2RT_CPU_WORK_PER_THREAD
+static double gpt2rt__work_per_thread(void) { return GPT2RT_CPU_WORK_PER_THREAD; }
+#else
+static double gpt2rt__cpu_work_measured; /* 0: not measured yet */
+static double gpt2rt__work_per_thread(void) {
+    double w = gpt2rt__cpu_work_measured;
+    return w > 0.0 ? w : GPT2RT__CPU_WORK_MAX;
+}
+#endif
 static int gpt2rt__threads_for(int nt, double work) {
-    double per = GPT2RT_CPU_WORK_PER_THREAD;
+    double per = gpt2rt__work_per_thread();
     if (nt < 2 || per <= 0.0) return nt < 1 ? 1 : nt;
     return work < 2.0 * per ? 1 : work < per * (double)nt ? (int)(work / per) : nt;
 }
@@ -10303,6 +10313,34 @@ static gpt2rt_result gpt2rt__model_backward(gpt2rt_ctx *ctx, const gpt2rt__backe
    Every loop that reduces does so in an order fixed by the shapes alone, so the
    results do not depend on the thread count. nt: threads. */
 
+/* ---- the work per thread of this machine (common/threads.h, gpt2rt__threads_for) ----
+   Once per process (the first CPU context or calibration), under a lock, since contexts
+   may be made on several threads: cores that other jobs keep busy (the 1-minute load
+   average of /proc/loadavg, plus this process, above the cores OpenMP sees) make a
+   region wait for the scheduler, so only ops of GPT2RT__CPU_WORK_MAX units a thread
+   split; idle cores (or no /proc/loadavg to say otherwise) answer within microseconds,
+   so every op of GPT2RT__CPU_WORK_MIN units a thread or more does. */
+static void gpt2rt__threads_measure(int nt) {
+#if defined(_OPENMP) && !defined(GPT2RT_CPU_WORK_PER_THREAD)
+    if (nt < 2 || gpt2rt__cpu_work_measured > 0.0) return;
+    GPT2RT__PRAGMA(omp critical(gpt2rt__threads_measure))
+    {
+        if (!(gpt2rt__cpu_work_measured > 0.0)) {
+            double load = 0.0;
+            FILE *f = fopen("/proc/loadavg", "r");
+            if (f) {
+                if (fscanf(f, "%lf", &load) != 1) load = 0.0;
+                fclose(f);
+            }
+            gpt2rt__cpu_work_measured = load + 1.0 > (double)omp_get_num_procs() ? GPT2RT__CPU_WORK_MAX
+                                                                                : GPT2RT__CPU_WORK_MIN;
+        }
+    }
+#else
+    (void)nt;
+#endif
+}
+
 /* ---- the per-op profile (tools/bench_cpu): off unless ctx->prof is set ----
    Each op class's wall time, from the driver's thread around the op's call (its
    parallel regions included), so the classes and the step's remainder add up to the
@@ -11694,7 +11732,7 @@ static double gpt2rt__cal_stream(float *x, const float *y, int64_t n, int nt) {
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         double t0 = gpt2rt__now();
-        GPT2RT__PARALLEL_FOR(nt)
+        GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)n)) /* as the ops choose */
         for (int64_t i = 0; i < n; i++) x[i] = x[i] * 0.5f + y[i];
         double dt = gpt2rt__now() - t0;
         if (dt < best) best = dt;
@@ -11800,6 +11838,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, i
         NH = d.patches ? 0 : d.Vp < 8192 ? d.Vp : 8192;
     }
     if (nt < 1) nt = 1;
+    gpt2rt__threads_measure(nt);
     int slot = 0;
     for (int i = 0; i < 8; i++) {
         gpt2rt__cpu_cal *e = &gpt2rt__cpu_cals[i];
@@ -19942,6 +19981,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
     ctx->eval = ctx->cfg.inference; /* an inference context evaluates: no dropout unless asked for */
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CPU) gpt2rt__threads_measure(ctx->cfg.n_threads);
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     /* the cells that plan but do not run (the capability table's CREATE rules), before any arena */
     char why[2048];

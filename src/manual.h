@@ -82,8 +82,10 @@
      concurrently.
    - Each call runs on the calling thread plus, with OpenMP, parallel regions of at
      most config.n_threads threads that end before it returns; an op takes a thread
-     per 4e8 flops or so of work (GPT2RT_CPU_WORK_PER_THREAD), and smaller ops open no
-     region: the results are the same bits on any count. Never call gpt2rt from
+     per 2e6 flops or so of work on idle cores, per 4e8 when the load average says
+     other jobs keep them busy (read once per process; -DGPT2RT_CPU_WORK_PER_THREAD=N
+     fixes it, 0 splits every op), and smaller ops open no region: the results are
+     the same bits on any count. Never call gpt2rt from
      inside an OpenMP parallel region: its own regions would then nest (one thread
      each, or n_threads^2 threads with nesting enabled).
    - parallel = DATA on the CPU: a call on the context also runs n_devices - 1 POSIX

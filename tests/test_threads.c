@@ -23,7 +23,7 @@ static int task_count(void) {
 }
 
 static void test_counts(void) {
-    const double per = GPT2RT_CPU_WORK_PER_THREAD;
+    const double per = gpt2rt__work_per_thread();
     if (per <= 0) { SKIP("built with GPT2RT_CPU_WORK_PER_THREAD %g: every op splits", per); return; }
     CHECK(gpt2rt__threads_for(2, 0.0) == 1, "no work: 1 thread, got %d", gpt2rt__threads_for(2, 0.0));
     CHECK(gpt2rt__threads_for(2, 2.0 * per * 0.999) == 1, "just under two threads' work: 1 thread, got %d",
@@ -41,7 +41,7 @@ static void test_no_team(void) {
     SKIP("no OpenMP in this build: no teams to count");
     return;
 #else
-    if (GPT2RT_CPU_WORK_PER_THREAD <= 0) { SKIP("built with GPT2RT_CPU_WORK_PER_THREAD <= 0: every op splits"); return; }
+    if (gpt2rt__work_per_thread() <= 0) { SKIP("built with GPT2RT_CPU_WORK_PER_THREAD <= 0: every op splits"); return; }
     int n0 = task_count();
     if (n0 != 1) { SKIP("/proc/self/task: %d threads before any gpt2rt call (want 1 to count)", n0); return; }
     gpt2rt_config c;
@@ -52,6 +52,13 @@ static void test_no_team(void) {
     gpt2rt_ctx *ctx = NULL;
     CHECK_OK(ctx, gpt2rt_create(&ctx, &c));
     if (!ctx) return;
+#ifndef GPT2RT_CPU_WORK_PER_THREAD
+    /* the first CPU context of 2 threads chose the machine's work per thread: one of the two */
+    CHECK(gpt2rt__cpu_work_measured > 0.0, "the first CPU context of 2 threads chose a work per thread");
+    CHECK(gpt2rt__work_per_thread() == GPT2RT__CPU_WORK_MIN || gpt2rt__work_per_thread() == GPT2RT__CPU_WORK_MAX,
+          "work per thread after the first context: %g (want %g idle or %g busy)", gpt2rt__work_per_thread(),
+          GPT2RT__CPU_WORK_MIN, GPT2RT__CPU_WORK_MAX);
+#endif
     int32_t x[16], y[16];
     for (int i = 0; i < 16; i++) { x[i] = (i * 7) % 37; y[i] = (i * 11 + 3) % 37; }
     gpt2rt_step_stats st;

@@ -24,27 +24,35 @@ static int gpt2rt__default_threads(void) { return 1; }
 #endif
 
 /* the threads of an op by its work (the CPU backend's ops, the update, the patching).
-   A parallel region waits for every thread of its team; on cores that other jobs keep
-   busy that is a wait for the scheduler: 3-8 ms a region (median) on a 2-core machine
-   at load average 5-7, a few microseconds on idle cores (tools/bench_threads, numbers
-   in docs/results/cpu-threads.md), where a whole training step of examples/timeseries'
-   cpu preset takes 6 ms on one thread. So an op takes one thread per
-   GPT2RT_CPU_WORK_PER_THREAD units of work, at most nt, and below two threads' worth it
-   runs on the calling thread alone: no team. A unit is about a flop of the matrix
-   product (0.020 ns on one core there), so 4e8 units are 8 ms, a region's wait at the
-   worst measured: a 2-thread op saves at least that much and is no slower than on one
-   thread. Per element: GPT2RT__CPU_W_ADD units for an add or copy (0.19 ns),
-   GPT2RT__CPU_W_MATH for LayerNorm, GELU, dropout's hash, an exponential or a
-   multiply-add of attention (1.6-1.9 ns); backward passes twice that. The results do
-   not depend on the count; a build with GPT2RT_CPU_WORK_PER_THREAD 0 splits every op
-   over all nt threads (the thread-count tests, tools/bench_threads). */
-#ifndef GPT2RT_CPU_WORK_PER_THREAD
-#define GPT2RT_CPU_WORK_PER_THREAD 4e8
-#endif
+   A parallel region waits for every thread of its team: microseconds on idle cores,
+   3-8 ms a region (median) on a 2-core machine that other jobs keep busy (the wait
+   for the scheduler; tools/bench_threads, docs/results/cpu-threads.md). So an op takes
+   one thread per "work per thread" units of work, at most nt, and below two threads'
+   worth it runs on the calling thread alone: no team. A unit is about a flop of the
+   matrix product (0.020 ns on one core there); per element, GPT2RT__CPU_W_ADD units
+   for an add or copy (0.19 ns), GPT2RT__CPU_W_MATH for LayerNorm, GELU, dropout's
+   hash, an exponential or a multiply-add of attention (1.6-1.9 ns); backward passes
+   twice that. The work per thread is the machine's, chosen once per process by the
+   CPU backend (gpt2rt__threads_measure): GPT2RT__CPU_WORK_MIN on idle cores,
+   GPT2RT__CPU_WORK_MAX on busy ones, so a 2-thread op saves at least the wait it
+   pays; GPT2RT__CPU_WORK_MAX until chosen. A build may fix it:
+   GPT2RT_CPU_WORK_PER_THREAD N (0 splits every op over all nt threads: the
+   thread-count tests, tools/bench_threads). The results do not depend on the count. */
 #define GPT2RT__CPU_W_ADD 10.0
 #define GPT2RT__CPU_W_MATH 90.0
+#define GPT2RT__CPU_WORK_MIN 2e6 /* 40 us a thread: a region's 1-20 us on idle cores, twice over */
+#define GPT2RT__CPU_WORK_MAX 4e8 /* 8 ms a thread: the worst region wait measured on a busy 2-core machine */
+#ifdef GPT2RT_CPU_WORK_PER_THREAD
+static double gpt2rt__work_per_thread(void) { return GPT2RT_CPU_WORK_PER_THREAD; }
+#else
+static double gpt2rt__cpu_work_measured; /* 0: not measured yet */
+static double gpt2rt__work_per_thread(void) {
+    double w = gpt2rt__cpu_work_measured;
+    return w > 0.0 ? w : GPT2RT__CPU_WORK_MAX;
+}
+#endif
 static int gpt2rt__threads_for(int nt, double work) {
-    double per = GPT2RT_CPU_WORK_PER_THREAD;
+    double per = gpt2rt__work_per_thread();
     if (nt < 2 || per <= 0.0) return nt < 1 ? 1 : nt;
     return work < 2.0 * per ? 1 : work < per * (double)nt ? (int)(work / per) : nt;
 }

@@ -13,6 +13,34 @@
    Every loop that reduces does so in an order fixed by the shapes alone, so the
    results do not depend on the thread count. nt: threads. */
 
+/* ---- the work per thread of this machine (common/threads.h, gpt2rt__threads_for) ----
+   Once per process (the first CPU context or calibration), under a lock, since contexts
+   may be made on several threads: cores that other jobs keep busy (the 1-minute load
+   average of /proc/loadavg, plus this process, above the cores OpenMP sees) make a
+   region wait for the scheduler, so only ops of GPT2RT__CPU_WORK_MAX units a thread
+   split; idle cores (or no /proc/loadavg to say otherwise) answer within microseconds,
+   so every op of GPT2RT__CPU_WORK_MIN units a thread or more does. */
+static void gpt2rt__threads_measure(int nt) {
+#if defined(_OPENMP) && !defined(GPT2RT_CPU_WORK_PER_THREAD)
+    if (nt < 2 || gpt2rt__cpu_work_measured > 0.0) return;
+    GPT2RT__PRAGMA(omp critical(gpt2rt__threads_measure))
+    {
+        if (!(gpt2rt__cpu_work_measured > 0.0)) {
+            double load = 0.0;
+            FILE *f = fopen("/proc/loadavg", "r");
+            if (f) {
+                if (fscanf(f, "%lf", &load) != 1) load = 0.0;
+                fclose(f);
+            }
+            gpt2rt__cpu_work_measured = load + 1.0 > (double)omp_get_num_procs() ? GPT2RT__CPU_WORK_MAX
+                                                                                : GPT2RT__CPU_WORK_MIN;
+        }
+    }
+#else
+    (void)nt;
+#endif
+}
+
 /* ---- the per-op profile (tools/bench_cpu): off unless ctx->prof is set ----
    Each op class's wall time, from the driver's thread around the op's call (its
    parallel regions included), so the classes and the step's remainder add up to the

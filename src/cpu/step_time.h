@@ -31,7 +31,7 @@ static double gpt2rt__cal_stream(float *x, const float *y, int64_t n, int nt) {
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
         double t0 = gpt2rt__now();
-        GPT2RT__PARALLEL_FOR(nt)
+        GPT2RT__PARALLEL_FOR(gpt2rt__threads_for(nt, GPT2RT__CPU_W_ADD * (double)n)) /* as the ops choose */
         for (int64_t i = 0; i < n; i++) x[i] = x[i] * 0.5f + y[i];
         double dt = gpt2rt__now() - t0;
         if (dt < best) best = dt;
@@ -137,6 +137,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, i
         NH = d.patches ? 0 : d.Vp < 8192 ? d.Vp : 8192;
     }
     if (nt < 1) nt = 1;
+    gpt2rt__threads_measure(nt);
     int slot = 0;
     for (int i = 0; i < 8; i++) {
         gpt2rt__cpu_cal *e = &gpt2rt__cpu_cals[i];

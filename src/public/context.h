@@ -47,6 +47,7 @@ GPT2RT_DEF gpt2rt_result gpt2rt_create(gpt2rt_ctx **out, const gpt2rt_config *co
     ctx->cfg = plan.config;
     ctx->d = gpt2rt__dims_of(&ctx->cfg);
     ctx->eval = ctx->cfg.inference; /* an inference context evaluates: no dropout unless asked for */
+    if (ctx->cfg.backend == GPT2RT_BACKEND_CPU) gpt2rt__threads_measure(ctx->cfg.n_threads);
     int split = ctx->cfg.parallel == GPT2RT_PARALLEL_LAYER_SPLIT;
     /* the cells that plan but do not run (the capability table's CREATE rules), before any arena */
     char why[2048];
