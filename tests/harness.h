@@ -138,6 +138,28 @@ HARNESS_UNUSED static int write_all(const char *path, const void *buf, size_t le
     return fclose(f) == 0 && ok;
 }
 
+/* the file at path with its first `from` replaced by `to`: 1, or 0 with the file untouched
+   when it cannot be read or does not hold `from` */
+HARNESS_UNUSED static int harness_replace(const char *path, const char *from, const char *to) {
+    size_t n, lf = strlen(from), lt = strlen(to);
+    unsigned char *buf = read_all(path, &n);
+    if (!buf) return 0;
+    buf[n] = 0;
+    char *at = strstr((char *)buf, from);
+    char *out = at ? (char *)malloc(n - lf + lt + 1) : NULL;
+    int ok = 0;
+    if (out) {
+        size_t head = (size_t)(at - (char *)buf);
+        memcpy(out, buf, head);
+        memcpy(out + head, to, lt);
+        memcpy(out + head + lt, at + lf, n - head - lf);
+        ok = write_all(path, out, n - lf + lt);
+    }
+    free(out);
+    free(buf);
+    return ok;
+}
+
 /* float -> F16 / BF16, round to nearest even (finite values): test files in other dtypes */
 HARNESS_UNUSED static uint16_t to_f16(float x) { /* round to nearest even; finite values */
     uint32_t b;

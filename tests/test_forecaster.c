@@ -72,21 +72,9 @@ static void reference(gpt2rt_ctx *ctx, gpt2rt_series *s, const double *W, int re
 }
 
 static void edit_json_in(const char *dir, const char *from, const char *to) { /* dir/forecaster.json, one value changed */
-    char path[256], *buf;
+    char path[256];
     snprintf(path, sizeof path, "%s/forecaster.json", dir);
-    FILE *f = fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (char *)malloc((size_t)n + 64);
-    n = (long)fread(buf, 1, (size_t)n, f);
-    buf[n] = 0;
-    fclose(f);
-    char *at = strstr(buf, from);
-    f = fopen(path, "wb");
-    if (at) { fwrite(buf, 1, (size_t)(at - buf), f); fputs(to, f); fputs(at + strlen(from), f); }
-    fclose(f);
-    free(buf);
+    CHECK(harness_replace(path, from, to), "%s holds %s", path, from);
 }
 
 static void edit_json(const char *from, const char *to) { edit_json_in(DIR "/fc", from, to); }

@@ -363,22 +363,9 @@ static void intervals(gpt2rt_forecaster_intervals *fit) {
 
 /* forecaster.json's interval keys: all or none, in range, ordered */
 static void edit(const char *dir, const char *from, const char *to) {
-    char path[256], *buf;
+    char path[256];
     snprintf(path, sizeof path, "%s/forecaster.json", dir);
-    FILE *f = fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (char *)malloc((size_t)n + 1);
-    n = (long)fread(buf, 1, (size_t)n, f);
-    buf[n] = 0;
-    fclose(f);
-    char *at = strstr(buf, from);
-    CHECK(at != NULL, "forecaster.json holds %s", from);
-    f = fopen(path, "wb");
-    if (at) { fwrite(buf, 1, (size_t)(at - buf), f); fputs(to, f); fputs(at + strlen(from), f); }
-    fclose(f);
-    free(buf);
+    CHECK(harness_replace(path, from, to), "%s holds %s", path, from);
 }
 
 /* the first of interval_scores replaced by 1e30 */
