@@ -372,11 +372,13 @@ GPT2RT_DEF gpt2rt_result gpt2rt_plan_step_time(const gpt2rt_config *config, cons
                                                gpt2rt_step_time *out, char *err, size_t cap);
 
 /* The CPU backend's step-time model: the GPU model's FLOPs and bytes at rates this
-   machine measured (its own matrix product and a streaming add), plus the element-wise
-   work the CPU does at memory speed. gpt2rt_cpu_speed_measure times them (0.1-0.5 s) at
-   config's largest product (config NULL: a 124M-sized one) and thread count, once per
-   process unless fresh (later calls return the first answer, seconds 0). The answers are
-   kept in a table of this process: call these from one thread at a time. */
+   machine measured (its own matrix product and a streaming add), plus the ops between
+   the products (LayerNorm, GELU, attention, residual adds, the cross-entropy) timed
+   once each at the config's shape, a backward taken as twice its forward.
+   gpt2rt_cpu_speed_measure times them (0.1-0.5 s) at config's shapes (config NULL: a
+   124M-sized product, no ops) and thread count, once per process unless fresh (later
+   calls return the first answer, seconds 0). The answers are kept in a table of this
+   process: call these from one thread at a time. */
 typedef struct gpt2rt_cpu_speed {
     double matmul_peak; /* FLOP/s of the fp32 matrix product */
     double half_rows;   /* rows (tokens) at which it reaches half of that; 0: measured at the config's rows */
@@ -384,6 +386,11 @@ typedef struct gpt2rt_cpu_speed {
     double mem_bw;      /* bytes/s of a streaming read-modify-write */
     int n_threads;
     double seconds;     /* the calibration's wall time; 0 when the process's first answer was reused */
+    /* seconds of one micro-batch's forward, at the config's shape: one layer's two
+       LayerNorms and GELU; its attention and two residual adds; the cross-entropy over
+       (tokens, Vp). 0 (all three): not measured, and the model moves the activations
+       4 times and the logits 3 times at mem_bw instead */
+    double layer_norm_gelu, layer_attention, cross_entropy;
 } gpt2rt_cpu_speed;
 GPT2RT_DEF gpt2rt_result gpt2rt_cpu_speed_measure(const gpt2rt_config *config, int fresh, gpt2rt_cpu_speed *out);
 /* One optimizer step of a CPU config (one device) at speed (NULL: measured for config), term by term in out: compute (every micro-batch), update,

@@ -564,6 +564,50 @@ static void test_chunk_time(void) {
 }
 
 /* ---- out of memory, explained ---- */
+/* the CPU model's ops between the products: with their forwards given (a, b, c), full
+   recompute adds the forward of the layers between checkpoints, (L - k)(a + b), and
+   selective the LayerNorms and GELU, L a, over what the same knobs add without them
+   (exact: the rest of the model is the same sum in both); measuring at a GPT-2 shape
+   fills all three, at a patch model's no cross-entropy */
+static void test_cpu_ops_time(void) {
+    const double a = 1e-3, b = 2e-3, c = 5e-4;
+    gpt2rt_cpu_speed none, ops;
+    memset(&none, 0, sizeof none);
+    none.matmul_peak = 6e10; none.head_peak = 7e10; none.mem_bw = 1e10; none.n_threads = 2;
+    ops = none;
+    ops.layer_norm_gelu = a; ops.layer_attention = b; ops.cross_entropy = c;
+    gpt2rt_config cf;
+    memset(&cf, 0, sizeof cf);
+    cf.n_layer = 6; cf.batch_size = 4; cf.seq_len = 64;
+    char err[512];
+    gpt2rt_step_time t[2][3];
+    gpt2rt_recompute rc[3] = {GPT2RT_RECOMPUTE_NONE, GPT2RT_RECOMPUTE_FULL, GPT2RT_RECOMPUTE_SELECTIVE};
+    for (int k = 0; k < 3; k++) {
+        cf.recompute = rc[k];
+        cf.checkpoint_every = rc[k] == GPT2RT_RECOMPUTE_FULL ? 2 : 0;
+        CHECK(gpt2rt_plan_cpu_time(&cf, &none, &t[0][k], err, sizeof err) == GPT2RT_OK, "cpu time: %s", err);
+        CHECK(gpt2rt_plan_cpu_time(&cf, &ops, &t[1][k], err, sizeof err) == GPT2RT_OK, "cpu time: %s", err);
+    }
+    double full = (t[1][1].total - t[1][0].total) - (t[0][1].total - t[0][0].total);
+    double sel = (t[1][2].total - t[1][0].total) - (t[0][2].total - t[0][0].total);
+    CHECK(fabs(full - 4 * (a + b)) <= 1e-9, "full recompute (6 layers, checkpoint every 2) adds %.6f s of ops, want 4 (a + b) = %.6f",
+          full, 4 * (a + b));
+    CHECK(fabs(sel - 6 * a) <= 1e-9, "selective recompute adds %.6f s of ops, want 6 a = %.6f", sel, 6 * a);
+    gpt2rt_cpu_speed m;
+    cf.recompute = GPT2RT_RECOMPUTE_NONE; cf.checkpoint_every = 0; cf.n_threads = 1;
+    CHECK(gpt2rt_cpu_speed_measure(&cf, 1, &m) == GPT2RT_OK && m.layer_norm_gelu > 0 && m.layer_attention > 0 &&
+              m.cross_entropy > 0, "measured at a GPT-2 shape: LayerNorms and GELU %g s, attention %g s, cross-entropy %g s",
+          m.layer_norm_gelu, m.layer_attention, m.cross_entropy);
+    memset(&cf, 0, sizeof cf);
+    cf.input = GPT2RT_INPUT_PATCHES; cf.head = GPT2RT_HEAD_REGRESSION; cf.n_layer = 1; cf.n_head = 2; cf.n_embd = 16;
+    cf.seq_len = 64; cf.patch_len = 16; cf.patch_stride = 16; cf.horizon = 8; cf.n_channels = 2; cf.batch_size = 4;
+    cf.n_threads = 1;
+    gpt2rt_result r = gpt2rt_cpu_speed_measure(&cf, 1, &m);
+    CHECK(r == GPT2RT_OK && m.layer_norm_gelu > 0 && m.cross_entropy == 0,
+          "measured at a patch model: LayerNorms and GELU %g s, cross-entropy %g s (want none), result %d",
+          m.layer_norm_gelu, m.cross_entropy, (int)r);
+}
+
 static void test_oom_message(void) {
     gpt2rt_config c = small();
     c.batch_size = 8; c.grad_accum = 1;
@@ -588,6 +632,7 @@ int main(void) {
     test_anatomy();
     test_advisor();
     test_chunk_time();
+    test_cpu_ops_time();
     test_oom_message();
     return harness_finish();
 }
