@@ -25,8 +25,9 @@ declare -A SRC=(
     [gpt2rt-tok]=tools/gpt2rt_tok.c [gpt2rt-mem]=tools/gpt2rt_mem.c [bench_cpu]=tools/bench_cpu.c
     [bench_memory]=tools/bench_memory.c [bench_tok]=tools/bench_tok.c [bench_gen]=tools/bench_gen.c
     [bench_ts]=tools/bench_ts.c [gpt2rt-caps]=tools/gpt2rt_caps.c [ts_baselines]=tools/ts_baselines.c
+    [bench_threads]=tools/bench_threads.c
 )
-PROGS="minimal train_text timeseries gpt2rt-tok gpt2rt-mem bench_cpu bench_memory bench_tok bench_gen bench_ts gpt2rt-caps ts_baselines"
+PROGS="minimal train_text timeseries gpt2rt-tok gpt2rt-mem bench_cpu bench_memory bench_tok bench_gen bench_ts gpt2rt-caps ts_baselines bench_threads"
 jobs_max=$(nproc 2>/dev/null || echo 2)
 build_one() { # NAME OUT EXTRA-FLAGS...
     local name=$1 out=$2; shift 2
@@ -99,6 +100,8 @@ refuse bench_ts --threads 1e3
 refuse bench_ts -backend gpu
 refuse bench_ts -precision fp8
 refuse bench_tok --seconds nan
+refuse bench_threads -ms x
+refuse bench_threads -gap -1
 refuse gpt2rt-mem --batch 0x10
 
 # ---- gpt2rt-mem's time models: the CPU model at given rates, a custom card, vs 1
