@@ -905,7 +905,7 @@ static void print_losses(gpt2rt_forecaster *fc, const gpt2rt_forecaster_channel_
    the file, cut as training cut it, through the forecaster: the same metrics table. */
 typedef struct popts {
     const char *model, *data, *out;
-    int all, score, threads, fill, season, backtest;
+    int all, score, threads, fill, season, backtest, calibrate;
     double interval;  /* --interval: the level, 0: none */
     int fill_set; /* --fill given: it overrides the forecaster's */
     const char *backend;
@@ -929,6 +929,8 @@ static void predict_usage(void) {
            "  --interval A     split-conformal intervals at level A in (0, 1) (0.9: 90%%): NAME_lo,NAME_hi columns\n"
            "                   beside each forecast column, the forecast -+ the k-th smallest absolute validation\n"
            "                   error, k = ceil((n + 1) A) of the n validation windows the forecaster was saved with\n"
+           "  --calibrate      with --interval: compute those errors from --data's validation split (cut as\n"
+           "                   training cut it), for a forecaster saved without them (or to replace them)\n"
            "  --fill MODE      missing values: refuse, previous, linear (default: the training run's --fill)\n"
            "  --season N       the seasonal-naive baseline's period for --score (default: the training run's)\n"
            "  --threads N      CPU threads (0: OMP_NUM_THREADS)   --backend cpu|cuda|auto\n");
@@ -941,6 +943,7 @@ static int predict_parse(popts *o, int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { predict_usage(); exit(0); }
         if (!strcmp(a, "--all")) { o->all = 1; continue; }
         if (!strcmp(a, "--score")) { o->score = 1; continue; }
+        if (!strcmp(a, "--calibrate")) { o->calibrate = 1; continue; }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         if (!v) { fprintf(stderr, "timeseries predict: %s needs a value (see timeseries predict --help)\n", a); return 0; }
         if (!strcmp(a, "--model")) o->model = v;
@@ -967,6 +970,11 @@ static int predict_parse(popts *o, int argc, char **argv) {
         fprintf(stderr, "timeseries predict: --model DIR and --data FILE.csv are required\n");
         return 0;
     }
+    if (o->calibrate && !o->interval) {
+        fprintf(stderr, "timeseries predict: --calibrate computes the intervals --interval LEVEL writes: give --interval "
+                "too\n");
+        return 0;
+    }
     if (o->out && !out_path_ok("--out", o->out, 0)) return 0;
     return !paths_clash("timeseries predict", "--out", o->out, "--data", o->data) &&
            !paths_clash("timeseries predict", "--out", o->out, "--model", o->model);
@@ -979,18 +987,24 @@ static const char *fc_column(gpt2rt_forecaster *fc, int m) {
 }
 
 /* --score: the test split as training cut and scaled it, through the forecaster */
-static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
-    int64_t H = fi->horizon, M = fi->channels;
+/* --data read as training cut, scaled and filled its file (--fill overrides); NULL
+   after the message, naming flag */
+static gpt2rt_series *load_as_trained(gpt2rt_forecaster *fc, const popts *o, const char *flag) {
     gpt2rt_series_desc sd;
     memset(&sd, 0, sizeof sd);
-    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut, scaled and filled it */
+    gpt2rt_forecaster_series_desc(fc, &sd);
     if (o->fill_set) sd.fill = (gpt2rt_series_fill)o->fill;
     gpt2rt_series *s;
-    if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
-        fprintf(stderr, "--score: %s\n", gpt2rt_series_last_error(s));
-        gpt2rt_series_free(s);
-        return 0;
-    }
+    if (gpt2rt_series_load(&s, o->data, &sd) == GPT2RT_OK) return s;
+    fprintf(stderr, "%s: %s\n", flag, gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    return NULL;
+}
+
+static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
+    int64_t H = fi->horizon, M = fi->channels;
+    gpt2rt_series *s = load_as_trained(fc, o, "--score");
+    if (!s) return 0;
     for (int m = 0; m < M; m++) {
         double a = 0, b = 0, c = 0, d = 0;
         gpt2rt_series_scaler(s, m, &a, &b);
@@ -1088,7 +1102,12 @@ static int predict_intervals(gpt2rt_forecaster *fc, const popts *o, const float 
     else if (gpt2rt_forecaster_interval(fc, o->interval, p, nw, lo, hi) != GPT2RT_OK ||
              gpt2rt_forecaster_interval_width(fc, o->interval, half, &guaranteed) != GPT2RT_OK ||
              gpt2rt_forecaster_intervals_get(fc, &iv) != GPT2RT_OK) {
-        fprintf(stderr, "timeseries predict: --interval %g: %s\n", o->interval, gpt2rt_forecaster_last_error(fc));
+        char why[600];
+        snprintf(why, sizeof why, "%s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_intervals none;
+        int has = gpt2rt_forecaster_intervals_get(fc, &none) == GPT2RT_OK;
+        fprintf(stderr, "timeseries predict: --interval %g: %s%s\n", o->interval, why,
+                has ? "" : " (timeseries predict --calibrate does so from --data's)");
         good = 0;
     } else if (!csv_intervals(*csv, *csv_len, o->all ? 2 : 1, fi.channels, p, lo, hi, &with, &with_len)) {
         fprintf(stderr, "timeseries predict: --interval: out of memory\n");
@@ -1165,6 +1184,19 @@ static int predict_main(int argc, char **argv) {
     if (!rc && gpt2rt_forecaster_csv(fc, s, first, nw, p, o.all, &csv, &csv_len) != GPT2RT_OK) {
         fprintf(stderr, "timeseries predict: %s\n", gpt2rt_forecaster_last_error(fc));
         rc = 1;
+    }
+    if (!rc && o.calibrate) { /* the forecaster's scores from --data's validation split */
+        gpt2rt_forecaster_intervals had;
+        int replaced = gpt2rt_forecaster_intervals_get(fc, &had) == GPT2RT_OK;
+        gpt2rt_series *vs = load_as_trained(fc, &o, "--calibrate");
+        if (!vs || gpt2rt_forecaster_calibrate(fc, vs) != GPT2RT_OK) {
+            if (vs) fprintf(stderr, "timeseries predict: --calibrate: %s\n", gpt2rt_forecaster_last_error(fc));
+            rc = 1;
+        } else
+            fprintf(o.out ? stdout : stderr, "--calibrate: the intervals' errors from the %lld validation windows of %s "
+                    "(cut as training cut it)%s\n", (long long)info_of(vs).windows[GPT2RT_SERIES_VAL], o.data,
+                    replaced ? ", in place of the ones the forecaster was saved with" : "");
+        gpt2rt_series_free(vs);
     }
     if (!rc && o.interval > 0 && !predict_intervals(fc, &o, p, nw, &csv, &csv_len)) rc = 1;
     gpt2rt_forecaster_channel_eval *bt = NULL; /* --backtest: scored before anything is written */
