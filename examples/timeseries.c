@@ -7,6 +7,7 @@
        timeseries --preset allm4ts --stage pretrain --data A.csv,B.csv --save DIR
        timeseries --preset allm4ts --stage finetune --init DIR --horizon H
        timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]
+                          [--backtest K] [--interval A [--calibrate]]
 
    --help lists every flag and the presets; docs/timeseries.md walks through a run. The
    last two lines of a run are the test scores on the scaled data:
@@ -69,11 +70,13 @@ static void usage(void) {
     printf("usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts|allm4ts] [--seed S] [--init DIR] [--png FILE]\n"
            "       timeseries --stage pretrain --data A.csv[,B.csv...] --save DIR [settings]   (aLLM4TS stage 1)\n"
            "       timeseries --stage finetune --init DIR --horizon H [settings]               (aLLM4TS stage 2)\n"
-           "       timeseries predict --model DIR --data FILE.csv [--out F] [--all] [--score]  (forecasts: predict --help)\n"
+           "       timeseries predict --model DIR --data FILE.csv [--out F] [--all] [--score] [--backtest K]\n"
+           "                          [--interval A [--calibrate]]                             (forecasts: predict --help)\n"
            "  --stage S           pretrain: next-patch pre-training on every --data file's training rows, pooled;\n"
            "                      finetune: patch-wise decoding with placeholders (default with --preset allm4ts)\n"
            "  --save DIR          pretrain: the best epoch's weights (model.safetensors + config.json); otherwise the\n"
-           "                      forecaster: those and forecaster.json (scaler, columns, dates, linear map, blend),\n"
+           "                      forecaster: those and forecaster.json (scaler, columns, dates, linear map, blend,\n"
+           "                      split-conformal intervals fit on the validation split: predict --interval),\n"
            "                      what timeseries predict reads; a new name in an existing directory, or an\n"
            "                      existing directory, checked before the first step\n"
            "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv); pretrain takes a\n"
@@ -916,7 +919,7 @@ typedef struct popts {
 
 static void predict_usage(void) {
     printf("usage: timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]\n"
-           "                          [--backtest K] [--interval LEVEL]\n"
+           "                          [--backtest K] [--interval A [--calibrate]]\n"
            "  --model DIR      a forecaster written by timeseries --save (forecaster.json + model.safetensors)\n"
            "  --data FILE.csv  the series: the forecaster's columns by name (other columns must be numbers too), its date column\n"
            "  --out FILE       the forecasts as CSV (default: stdout): date, then one column per channel, in the\n"
