@@ -1047,23 +1047,26 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
     return good;
 }
 
-/* gpt2rt_forecaster_csv's text (lines of lead date fields, then M values) with each
-   value followed by its interval's ends: NAME,NAME_lo,NAME_hi in the header, the values
-   of f, lo, hi (rows x M each) as %.9g; *out malloc'd. 0: out of memory */
-static int csv_intervals(const char *text, size_t len, int lead, int64_t M, const float *f, const float *lo,
-                         const float *hi, char **out, size_t *out_len) {
+/* gpt2rt_forecaster_csv's text (a header, then rows lines of lead date fields and M
+   values) with each value followed by its interval's ends: NAME,NAME_lo,NAME_hi in the
+   header, the values of f, lo, hi (rows x M each) as %.9g; *out malloc'd. 0: out of memory */
+static int csv_intervals(const char *text, size_t len, int lead, int64_t rows, int64_t M, const float *f,
+                         const float *lo, const float *hi, char **out, size_t *out_len) {
     size_t cap = 2 * len + 64, n = 0;
     char *o = (char *)malloc(cap);
     int64_t row = -1;
-    for (const char *ln = text; o && ln < text + len; row++) {
+    for (const char *ln = text; o && ln < text + len && row < rows; row++) {
         const char *end = memchr(ln, '\n', (size_t)(text + len - ln)), *c = ln;
         if (!end) end = text + len;
         for (int k = 0; k < lead && c < end; k++) {
             const char *e = memchr(c, ',', (size_t)(end - c));
             c = e ? e + 1 : end;
         }
-        if (n + (size_t)(c - ln) + (size_t)M * 3 * 48 + 2 * (size_t)(end - c) + 2 > cap) {
-            cap = 2 * cap + (size_t)M * 3 * 48 + 2 * (size_t)(end - c);
+        /* the header writes each name 3 times with 7 more bytes; a row 3 values of at most
+           16 bytes (-3.40282347e+38,) for each of its values */
+        size_t need = (size_t)(c - ln) + 3 * (size_t)(end - c) + (size_t)M * 3 * 48 + 2;
+        if (n + need > cap) {
+            cap = 2 * cap + need;
             char *g = (char *)realloc(o, cap);
             if (!g) { free(o); o = NULL; break; }
             o = g;
@@ -1115,7 +1118,8 @@ static int predict_intervals(gpt2rt_forecaster *fc, const popts *o, const float 
         fprintf(stderr, "timeseries predict: --interval %g: %s%s\n", o->interval, why,
                 has ? "" : " (timeseries predict --calibrate does so from --data's)");
         good = 0;
-    } else if (!csv_intervals(*csv, *csv_len, o->all ? 2 : 1, fi.channels, p, lo, hi, &with, &with_len)) {
+    } else if (!csv_intervals(*csv, *csv_len, o->all ? 2 : 1, nw * fi.horizon, fi.channels, p, lo, hi, &with,
+                              &with_len)) {
         fprintf(stderr, "timeseries predict: --interval: out of memory\n");
         good = 0;
     }

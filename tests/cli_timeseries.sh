@@ -234,6 +234,19 @@ flow" ] && [ -n "$got" ] && awk -v a="$lv" -v b="$got" 'BEGIN { d = (a - b) / a;
        echo "$out2" | tail -1 | grep -q '^2024-02-27 23:00:00,2024-02-28 00:00:00,'; then
         ok "timeseries predict --interval 0.9 --all: the origin and date, then each channel with its interval"
     else bad "timeseries predict --interval --all"; echo "$out2"; fi
+    # a 700-character column name: the header holds it three times, whole (2126 bytes, more
+    # than twice the text without intervals: the buffer grows for it; an overflow there shows
+    # under -fsanitize=address)
+    ln=$(printf 'x%.0s' $(seq 1 700)); rm -rf $B/cli_fc_long
+    { echo "date,$ln,b"; tail -n +2 $B/cli_sensor.csv | cut -d, -f1,2,3; } > $B/cli_long.csv
+    "$TSP" --data $B/cli_long.csv --horizon 6 --lookback 24 --patch 4 --stride 4 --epochs 1 --steps-per-epoch 2 \
+        --save $B/cli_fc_long > /dev/null 2>&1
+    out2=$("$TSP" predict --model $B/cli_fc_long --data $B/cli_long.csv --interval 0.5 2>/dev/null); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out2" | head -1)" = "date,$ln,${ln}_lo,${ln}_hi,b,b_lo,b_hi" ] &&
+       [ "$(echo "$out2" | wc -l)" -eq 7 ] && [ "$(echo "$out2" | awk -F, 'NF != 7' | wc -l)" -eq 0 ]; then
+        ok "timeseries predict --interval with a 700-character column name: a header of $(echo "$out2" | head -1 | wc -c) bytes, 6 rows of 7 fields"
+    else bad "timeseries predict --interval with a long column name (exit $rc)"; echo "$out2" | head -2 | cut -c1-100; fi
+    rm -rf $B/cli_fc_long $B/cli_long.csv
     for v in 0 1 x 0.9x; do
         ts_refused "predict --interval $v" "^timeseries: --interval '$v': expected a number in \(0, 1\)" \
             predict --model $B/cli_fc --data $B/cli_sensor.csv --interval $v
