@@ -929,9 +929,9 @@ static void predict_usage(void) {
            "                   origin (the window's last date), date, then the channels\n"
            "  --score          also score the file's test split (cut as in training) through the forecaster,\n"
            "                   and each channel in the data's units beside the baselines\n"
-           "  --backtest K     also forecast from the file's last K origins (each window's lookback ending K - 1,\n"
-           "                   ..., 0 rows before the last horizon) and print each channel's MSE / MAE in the\n"
-           "                   data's units beside the baselines'\n"
+           "  --backtest K     also forecast the file's last K windows, whatever its splits (the last one's\n"
+           "                   horizon ends at the file's last row, each earlier one a row before), and print\n"
+           "                   each channel's MSE / MAE in the data's units beside the baselines'\n"
            "  --interval A     split-conformal intervals at level A in (0, 1) (0.9: 90%%): NAME_lo,NAME_hi columns\n"
            "                   beside each forecast column, the forecast -+ the k-th smallest absolute validation\n"
            "                   error, k = ceil((n + 1) A) of the n validation windows the forecaster was saved with\n"
@@ -992,7 +992,6 @@ static const char *fc_column(gpt2rt_forecaster *fc, int m) {
     return n ? n : "?";
 }
 
-/* --score: the test split as training cut and scaled it, through the forecaster */
 /* --data read as training cut, scaled and filled its file (--fill overrides); NULL
    after the message, naming flag */
 static gpt2rt_series *load_as_trained(gpt2rt_forecaster *fc, const popts *o, const char *flag) {
@@ -1007,6 +1006,7 @@ static gpt2rt_series *load_as_trained(gpt2rt_forecaster *fc, const popts *o, con
     return NULL;
 }
 
+/* --score: the test split as training cut and scaled it, through the forecaster */
 static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
     int64_t H = fi->horizon, M = fi->channels;
     gpt2rt_series *s = load_as_trained(fc, o, "--score");
