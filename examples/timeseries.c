@@ -7,6 +7,7 @@
        timeseries --preset allm4ts --stage pretrain --data A.csv,B.csv --save DIR
        timeseries --preset allm4ts --stage finetune --init DIR --horizon H
        timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]
+                          [--backtest K] [--interval A [--calibrate]]
 
    --help lists every flag and the presets; docs/timeseries.md walks through a run. The
    last two lines of a run are the test scores on the scaled data:
@@ -69,11 +70,13 @@ static void usage(void) {
     printf("usage: timeseries --horizon H [--data FILE.csv] [--preset cpu|gpt4ts|allm4ts] [--seed S] [--init DIR] [--png FILE]\n"
            "       timeseries --stage pretrain --data A.csv[,B.csv...] --save DIR [settings]   (aLLM4TS stage 1)\n"
            "       timeseries --stage finetune --init DIR --horizon H [settings]               (aLLM4TS stage 2)\n"
-           "       timeseries predict --model DIR --data FILE.csv [--out F] [--all] [--score]  (forecasts: predict --help)\n"
+           "       timeseries predict --model DIR --data FILE.csv [--out F] [--all] [--score] [--backtest K]\n"
+           "                          [--interval A [--calibrate]]                             (forecasts: predict --help)\n"
            "  --stage S           pretrain: next-patch pre-training on every --data file's training rows, pooled;\n"
            "                      finetune: patch-wise decoding with placeholders (default with --preset allm4ts)\n"
            "  --save DIR          pretrain: the best epoch's weights (model.safetensors + config.json); otherwise the\n"
-           "                      forecaster: those and forecaster.json (scaler, columns, dates, linear map, blend),\n"
+           "                      forecaster: those and forecaster.json (scaler, columns, dates, linear map, blend,\n"
+           "                      split-conformal intervals fit on the validation split: predict --interval),\n"
            "                      what timeseries predict reads; a new name in an existing directory, or an\n"
            "                      existing directory, checked before the first step\n"
            "  --data FILE.csv     an ETT-format CSV (default: the repository's data/ETTh2.csv); pretrain takes a\n"
@@ -848,6 +851,58 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
     free(mt.sse); free(mt.sae);
 }
 
+/* per channel in the data's units (gpt2rt_forecaster_evaluate, _backtest): the model's
+   MSE / MAE beside each baseline's, one line a channel ("none": not computed) */
+static void print_evals(gpt2rt_forecaster *fc, const char *what, int64_t windows,
+                        const gpt2rt_forecaster_channel_eval *ch) {
+    gpt2rt_forecaster_info fi;
+    memset(&fi, 0, sizeof fi);
+    gpt2rt_forecaster_info_get(fc, &fi);
+    printf("%s, %lld windows, per channel in the data's units, mse / mae:\n", what, (long long)windows);
+    printf("  %-16s", "channel");
+    for (int k = 0; k < GPT2RT_FORECASTER_METHODS; k++) printf(" %25s", gpt2rt_forecaster_method_name((gpt2rt_forecaster_method)k));
+    printf("\n");
+    for (int m = 0; m < fi.channels && m < 32; m++) {
+        const char *name = gpt2rt_forecaster_column(fc, m);
+        printf("  %-16.16s", name ? name : "?");
+        for (int k = 0; k < GPT2RT_FORECASTER_METHODS; k++) {
+            char b[64];
+            if (isnan(ch[m].mse[k])) snprintf(b, sizeof b, "none");
+            else snprintf(b, sizeof b, "%.6g / %.6g", ch[m].mse[k], ch[m].mae[k]);
+            printf(" %25s", b);
+        }
+        printf("\n");
+    }
+    if (fi.channels > 32) printf("  (%d channels: the first 32 shown)\n", fi.channels);
+}
+
+/* a line for each channel where the model does not beat the best baseline: its MSE
+   is below the model's ("better") or within float rounding of it either way ("as
+   good": the model kept may be that baseline, as the linear map can be; forecasts are
+   floats, 6e-8 relative, and the same forecast reached by two sums differs by a few of
+   those: 1e-6 relative leaves a margin) */
+static void print_losses(gpt2rt_forecaster *fc, const gpt2rt_forecaster_channel_eval *ch) {
+    gpt2rt_forecaster_info fi;
+    memset(&fi, 0, sizeof fi);
+    gpt2rt_forecaster_info_get(fc, &fi);
+    int lost = 0;
+    for (int m = 0; m < fi.channels; m++) {
+        double b = ch[m].mse[ch[m].best], a = ch[m].mse[GPT2RT_FORECASTER_MODEL];
+        if (ch[m].model_better && b - a > 1e-6 * b) continue;
+        if (++lost > 32) continue;
+        const char *name = gpt2rt_forecaster_column(fc, m);
+        int digits = 3; /* more where 3 would print two different numbers the same */
+        char sb[40], sa[40];
+        do {
+            snprintf(sb, sizeof sb, "%.*g", digits, b);
+            snprintf(sa, sizeof sa, "%.*g", digits, a);
+        } while (a - b > 1e-6 * a && !strcmp(sa, sb) && ++digits <= 17);
+        printf("%s: %s is %s: %s against %s\n", name ? name : "?", gpt2rt_forecaster_method_name(ch[m].best),
+               a - b > 1e-6 * a ? "better" : "as good", sb, sa);
+    }
+    if (lost > 32) printf("... a baseline is better or as good on %d of the %d channels in all\n", lost, fi.channels);
+}
+
 /* ---- timeseries predict: forecasts from a saved forecaster ----
    The file is read with the forecaster's columns (by name, in its order) and date
    column; the forecast starts from its last lookback rows (--all: from every window
@@ -856,13 +911,15 @@ static void report_test(gpt2rt_ctx *ctx, gpt2rt_series *s, const float *pred, in
    the file, cut as training cut it, through the forecaster: the same metrics table. */
 typedef struct popts {
     const char *model, *data, *out;
-    int all, score, threads, fill, season;
+    int all, score, threads, fill, season, backtest, calibrate;
+    double interval;  /* --interval: the level, 0: none */
     int fill_set; /* --fill given: it overrides the forecaster's */
     const char *backend;
 } popts;
 
 static void predict_usage(void) {
     printf("usage: timeseries predict --model DIR --data FILE.csv [--out forecasts.csv] [--all] [--score]\n"
+           "                          [--backtest K] [--interval A [--calibrate]]\n"
            "  --model DIR      a forecaster written by timeseries --save (forecaster.json + model.safetensors)\n"
            "  --data FILE.csv  the series: the forecaster's columns by name (other columns must be numbers too), its date column\n"
            "  --out FILE       the forecasts as CSV (default: stdout): date, then one column per channel, in the\n"
@@ -870,7 +927,16 @@ static void predict_usage(void) {
            "                   written whole or not at all, never onto --data or into --model\n"
            "  --all            forecast from every window of lookback rows, not only the last: the columns are\n"
            "                   origin (the window's last date), date, then the channels\n"
-           "  --score          also score the file's test split (cut as in training) through the forecaster\n"
+           "  --score          also score the file's test split (cut as in training) through the forecaster,\n"
+           "                   and each channel in the data's units beside the baselines\n"
+           "  --backtest K     also forecast the file's last K windows, whatever its splits (the last one's\n"
+           "                   horizon ends at the file's last row, each earlier one a row before), and print\n"
+           "                   each channel's MSE / MAE in the data's units beside the baselines'\n"
+           "  --interval A     split-conformal intervals at level A in (0, 1) (0.9: 90%%): NAME_lo,NAME_hi columns\n"
+           "                   beside each forecast column, the forecast -+ the k-th smallest absolute validation\n"
+           "                   error, k = ceil((n + 1) A) of the n validation windows the forecaster was saved with\n"
+           "  --calibrate      with --interval: compute those errors from --data's validation split (cut as\n"
+           "                   training cut it), for a forecaster saved without them (or to replace them)\n"
            "  --fill MODE      missing values: refuse, previous, linear (default: the training run's --fill)\n"
            "  --season N       the seasonal-naive baseline's period for --score (default: the training run's)\n"
            "  --threads N      CPU threads (0: OMP_NUM_THREADS)   --backend cpu|cuda|auto\n");
@@ -883,6 +949,7 @@ static int predict_parse(popts *o, int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { predict_usage(); exit(0); }
         if (!strcmp(a, "--all")) { o->all = 1; continue; }
         if (!strcmp(a, "--score")) { o->score = 1; continue; }
+        if (!strcmp(a, "--calibrate")) { o->calibrate = 1; continue; }
         const char *v = i + 1 < argc ? argv[++i] : NULL;
         if (!v) { fprintf(stderr, "timeseries predict: %s needs a value (see timeseries predict --help)\n", a); return 0; }
         if (!strcmp(a, "--model")) o->model = v;
@@ -896,6 +963,8 @@ static int predict_parse(popts *o, int argc, char **argv) {
             o->backend = v;
         } else if (!strcmp(a, "--threads")) { if (!arg_int(a, v, 0, 1024, &o->threads)) return 0; }
         else if (!strcmp(a, "--season")) { if (!arg_int(a, v, 1, 1 << 20, &o->season)) return 0; }
+        else if (!strcmp(a, "--backtest")) { if (!arg_int(a, v, 1, 1 << 30, &o->backtest)) return 0; }
+        else if (!strcmp(a, "--interval")) { if (!arg_real(a, v, 0, 1, 1, 1, &o->interval)) return 0; }
         else if (!strcmp(a, "--fill")) {
             o->fill = !strcmp(v, "refuse") ? GPT2RT_SERIES_FILL_REFUSE : !strcmp(v, "previous") ? GPT2RT_SERIES_FILL_PREVIOUS
                     : !strcmp(v, "linear") ? GPT2RT_SERIES_FILL_LINEAR : -1;
@@ -905,6 +974,11 @@ static int predict_parse(popts *o, int argc, char **argv) {
     }
     if (!o->model || !o->data) {
         fprintf(stderr, "timeseries predict: --model DIR and --data FILE.csv are required\n");
+        return 0;
+    }
+    if (o->calibrate && !o->interval) {
+        fprintf(stderr, "timeseries predict: --calibrate computes the intervals --interval LEVEL writes: give --interval "
+                "too\n");
         return 0;
     }
     if (o->out && !out_path_ok("--out", o->out, 0)) return 0;
@@ -918,19 +992,25 @@ static const char *fc_column(gpt2rt_forecaster *fc, int m) {
     return n ? n : "?";
 }
 
+/* --data read as training cut, scaled and filled its file (--fill overrides); NULL
+   after the message, naming flag */
+static gpt2rt_series *load_as_trained(gpt2rt_forecaster *fc, const popts *o, const char *flag) {
+    gpt2rt_series_desc sd;
+    memset(&sd, 0, sizeof sd);
+    gpt2rt_forecaster_series_desc(fc, &sd);
+    if (o->fill_set) sd.fill = (gpt2rt_series_fill)o->fill;
+    gpt2rt_series *s;
+    if (gpt2rt_series_load(&s, o->data, &sd) == GPT2RT_OK) return s;
+    fprintf(stderr, "%s: %s\n", flag, gpt2rt_series_last_error(s));
+    gpt2rt_series_free(s);
+    return NULL;
+}
+
 /* --score: the test split as training cut and scaled it, through the forecaster */
 static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_forecaster_info *fi) {
     int64_t H = fi->horizon, M = fi->channels;
-    gpt2rt_series_desc sd;
-    memset(&sd, 0, sizeof sd);
-    gpt2rt_forecaster_series_desc(fc, &sd); /* as training cut, scaled and filled it */
-    if (o->fill_set) sd.fill = (gpt2rt_series_fill)o->fill;
-    gpt2rt_series *s;
-    if (gpt2rt_series_load(&s, o->data, &sd) != GPT2RT_OK) {
-        fprintf(stderr, "--score: %s\n", gpt2rt_series_last_error(s));
-        gpt2rt_series_free(s);
-        return 0;
-    }
+    gpt2rt_series *s = load_as_trained(fc, o, "--score");
+    if (!s) return 0;
     for (int m = 0; m < M; m++) {
         double a = 0, b = 0, c = 0, d = 0;
         gpt2rt_series_scaler(s, m, &a, &b);
@@ -950,10 +1030,112 @@ static int predict_score(gpt2rt_forecaster *fc, const popts *o, const gpt2rt_for
         gpt2rt_ctx *ctx = gpt2rt_forecaster_ctx(fc);
         int fitted = info_of(s).windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(ctx, s, &base, "");
         report_test(ctx, s, p, o->season ? o->season : fi->season, fitted ? &base : NULL);
+        gpt2rt_forecaster_channel_eval *ch = (gpt2rt_forecaster_channel_eval *)calloc((size_t)M, sizeof *ch);
+        int64_t n = 0;
+        good = ch && gpt2rt_forecaster_evaluate(fc, s, GPT2RT_SERIES_TEST, o->season, fitted ? &base : NULL, &n, ch) ==
+               GPT2RT_OK;
+        if (!good) fprintf(stderr, "--score: %s\n", ch ? gpt2rt_forecaster_last_error(fc) : "out of memory");
+        else {
+            print_evals(fc, "test", n, ch);
+            print_losses(fc, ch);
+        }
+        free(ch);
         if (fitted) gpt2rt_forecaster_linear_free(&base);
     }
     free(p);
     gpt2rt_series_free(s);
+    return good;
+}
+
+/* gpt2rt_forecaster_csv's text (a header, then rows lines of lead date fields and M
+   values) with each value followed by its interval's ends: NAME,NAME_lo,NAME_hi in the
+   header, the values of f, lo, hi (rows x M each) as %.9g; *out malloc'd. 0: out of memory */
+static int csv_intervals(const char *text, size_t len, int lead, int64_t rows, int64_t M, const float *f,
+                         const float *lo, const float *hi, char **out, size_t *out_len) {
+    size_t cap = 2 * len + 64, n = 0;
+    char *o = (char *)malloc(cap);
+    int64_t row = -1;
+    for (const char *ln = text; o && ln < text + len && row < rows; row++) {
+        const char *end = memchr(ln, '\n', (size_t)(text + len - ln)), *c = ln;
+        if (!end) end = text + len;
+        for (int k = 0; k < lead && c < end; k++) {
+            const char *e = memchr(c, ',', (size_t)(end - c));
+            c = e ? e + 1 : end;
+        }
+        /* the header writes each name 3 times with 7 more bytes; a row 3 values of at most
+           16 bytes (-3.40282347e+38,) for each of its values */
+        size_t need = (size_t)(c - ln) + 3 * (size_t)(end - c) + (size_t)M * 3 * 48 + 2;
+        if (n + need > cap) {
+            cap = 2 * cap + need;
+            char *g = (char *)realloc(o, cap);
+            if (!g) { free(o); o = NULL; break; }
+            o = g;
+        }
+        memcpy(o + n, ln, (size_t)(c - ln)); /* the dates, each with its comma */
+        n += (size_t)(c - ln);
+        for (int64_t m = 0; m < M; m++) {
+            if (row < 0) { /* the header: the channel's name, then its interval's */
+                const char *e = memchr(c, ',', (size_t)(end - c));
+                if (!e) e = end;
+                n += (size_t)snprintf(o + n, cap - n, "%s%.*s,%.*s_lo,%.*s_hi", m ? "," : "", (int)(e - c), c,
+                                      (int)(e - c), c, (int)(e - c), c);
+                c = e < end ? e + 1 : end;
+            } else
+                n += (size_t)snprintf(o + n, cap - n, "%s%.9g,%.9g,%.9g", m ? "," : "", (double)f[row * M + m],
+                                      (double)lo[row * M + m], (double)hi[row * M + m]);
+        }
+        o[n++] = '\n';
+        ln = end + 1;
+    }
+    *out = o;
+    *out_len = n;
+    return o != NULL;
+}
+
+/* --interval: lo and hi around the forecasts p (nw windows) and the CSV with them;
+   the line saying what they are (to where, stdout or stderr); 0 after the message */
+static int predict_intervals(gpt2rt_forecaster *fc, const popts *o, const float *p, int64_t nw, char **csv,
+                             size_t *csv_len) {
+    gpt2rt_forecaster_info fi;
+    memset(&fi, 0, sizeof fi);
+    gpt2rt_forecaster_info_get(fc, &fi);
+    int64_t n = nw * fi.horizon * fi.channels;
+    float *lo = (float *)malloc(sizeof(float) * (size_t)(n + 1)), *hi = (float *)malloc(sizeof(float) * (size_t)(n + 1));
+    double *half = (double *)malloc(sizeof(double) * (size_t)(fi.horizon * fi.channels)), guaranteed = 0;
+    gpt2rt_forecaster_intervals iv;
+    memset(&iv, 0, sizeof iv);
+    char *with = NULL;
+    size_t with_len = 0;
+    int good = lo && hi && half;
+    if (!good) fprintf(stderr, "timeseries predict: --interval: out of memory\n");
+    else if (gpt2rt_forecaster_interval(fc, o->interval, p, nw, lo, hi) != GPT2RT_OK ||
+             gpt2rt_forecaster_interval_width(fc, o->interval, half, &guaranteed) != GPT2RT_OK ||
+             gpt2rt_forecaster_intervals_get(fc, &iv) != GPT2RT_OK) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", gpt2rt_forecaster_last_error(fc));
+        gpt2rt_forecaster_intervals none;
+        int has = gpt2rt_forecaster_intervals_get(fc, &none) == GPT2RT_OK;
+        fprintf(stderr, "timeseries predict: --interval %g: %s%s\n", o->interval, why,
+                has ? "" : " (timeseries predict --calibrate does so from --data's)");
+        good = 0;
+    } else if (!csv_intervals(*csv, *csv_len, o->all ? 2 : 1, nw * fi.horizon, fi.channels, p, lo, hi, &with,
+                              &with_len)) {
+        fprintf(stderr, "timeseries predict: --interval: out of memory\n");
+        good = 0;
+    }
+    if (good) {
+        free(*csv);
+        *csv = with;
+        *csv_len = with_len;
+        long long k = llround(guaranteed * (double)(iv.windows + 1));
+        const char *th = k % 100 >= 11 && k % 100 <= 13 ? "th" : k % 10 == 1 ? "st" : k % 10 == 2 ? "nd"
+                       : k % 10 == 3 ? "rd" : "th";
+        fprintf(o->out ? stdout : stderr, "%g%% intervals: split-conformal from %lld validation windows: the half-width "
+                "at each step and channel is the %lld%s smallest of its %lld absolute validation errors; guaranteed "
+                "coverage %.4f (%lld / %lld, when errors are exchangeable)\n", o->interval * 100, (long long)iv.windows,
+                k, th, (long long)iv.windows, guaranteed, k, (long long)(iv.windows + 1));
+    }
+    free(lo); free(hi); free(half);
     return good;
 }
 
@@ -1013,6 +1195,29 @@ static int predict_main(int argc, char **argv) {
         fprintf(stderr, "timeseries predict: %s\n", gpt2rt_forecaster_last_error(fc));
         rc = 1;
     }
+    if (!rc && o.calibrate) { /* the forecaster's scores from --data's validation split */
+        gpt2rt_forecaster_intervals had;
+        int replaced = gpt2rt_forecaster_intervals_get(fc, &had) == GPT2RT_OK;
+        gpt2rt_series *vs = load_as_trained(fc, &o, "--calibrate");
+        if (!vs || gpt2rt_forecaster_calibrate(fc, vs) != GPT2RT_OK) {
+            if (vs) fprintf(stderr, "timeseries predict: --calibrate: %s\n", gpt2rt_forecaster_last_error(fc));
+            rc = 1;
+        } else
+            fprintf(o.out ? stdout : stderr, "--calibrate: the intervals' errors from the %lld validation windows of %s "
+                    "(cut as training cut it)%s\n", (long long)info_of(vs).windows[GPT2RT_SERIES_VAL], o.data,
+                    replaced ? ", in place of the ones the forecaster was saved with" : "");
+        gpt2rt_series_free(vs);
+    }
+    if (!rc && o.interval > 0 && !predict_intervals(fc, &o, p, nw, &csv, &csv_len)) rc = 1;
+    gpt2rt_forecaster_channel_eval *bt = NULL; /* --backtest: scored before anything is written */
+    if (!rc && o.backtest) {
+        bt = (gpt2rt_forecaster_channel_eval *)calloc((size_t)M, sizeof *bt);
+        if (!bt || gpt2rt_forecaster_backtest(fc, s, o.backtest, o.season, NULL, bt, NULL) != GPT2RT_OK) {
+            fprintf(stderr, "timeseries predict: --backtest %d: %s\n", o.backtest,
+                    bt ? gpt2rt_forecaster_last_error(fc) : "out of memory");
+            rc = 1;
+        }
+    }
     if (!rc && !o.out) fwrite(csv, 1, csv_len, stdout);
     if (!rc && o.out && gpt2rt_forecaster_csv_write(fc, o.out, csv, csv_len, o.data) != GPT2RT_OK) {
         fprintf(stderr, "timeseries predict: --out %s\n", gpt2rt_forecaster_last_error(fc));
@@ -1023,6 +1228,13 @@ static int predict_main(int argc, char **argv) {
                 (long long)nw, nw > 1 ? "s" : "", (long long)H, (long long)M, o.data, (long long)in.rows,
                 dated ? "; dates continue at " : ", no dated step: rows numbered", dated ? "the file's step" : "",
                 o.out ? " to " : "", o.out ? o.out : "", in.filled ? " (missing values filled)" : "");
+    if (!rc && bt) {
+        char what[96];
+        snprintf(what, sizeof what, "backtest from the last %d origins", o.backtest);
+        print_evals(fc, what, o.backtest, bt);
+        print_losses(fc, bt);
+    }
+    free(bt);
     if (!rc && o.score && !predict_score(fc, &o, &fi)) rc = 1;
     free(x); free(p); free(csv);
     gpt2rt_series_free(s);
@@ -1043,6 +1255,8 @@ typedef struct run {
     gpt2rt_forecaster_train_result tr;
     gpt2rt_forecaster_scores sc;
     float *keep; /* every test window's forecast */
+    gpt2rt_forecaster *fc; /* the forecaster as saved (--save, or a temporary save), loaded back */
+    int64_t iv_windows;    /* the validation windows of the intervals --save kept, 0: none */
 } run;
 
 /* a file too short for the preset's lookback, with no --lookback, --patch or --stride:
@@ -1239,9 +1453,18 @@ static int run_test(run *r, int *png_failed) {
     return 0;
 }
 
-/* --save: the forecaster. 0 ok, 1 failed */
-static int run_save(run *r) {
+/* the forecaster into dir (--save: with its split-conformal intervals, fit on the
+   validation split as the forecaster forecasts: the same batch, linear map and blend),
+   then loaded back into r->fc. 0 ok, 1 failed */
+static int run_save_to(run *r, const char *dir) {
     const opts *o = &r->o;
+    gpt2rt_forecaster_intervals iv;
+    memset(&iv, 0, sizeof iv);
+    gpt2rt_forecaster_score_desc d = r->lu;
+    d.keep = NULL; d.keep_windows = 0; d.drop_batch = 0;
+    if (o->save && gpt2rt_forecaster_intervals_fit(r->ctx, r->data, &d, &iv) != GPT2RT_OK)
+        printf("intervals: none saved: %s\n", gpt2rt_last_error(r->ctx));
+    r->iv_windows = iv.windows;
     gpt2rt_forecaster_desc fd;
     memset(&fd, 0, sizeof fd);
     fd.series = r->data;
@@ -1252,11 +1475,50 @@ static int run_save(run *r) {
     fd.note = o->stage == 2 ? "examples/timeseries.c, aLLM4TS stage 2 (patch decoding)" : "examples/timeseries.c";
     fd.fill = (gpt2rt_series_fill)o->fill;
     fd.season = (int)season_of(o->season, &r->info);
-    if (gpt2rt_forecaster_save(r->ctx, o->save, &fd) != GPT2RT_OK) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(r->ctx)); return 1; }
-    printf("saved the forecaster (best epoch %d%s) to %s: model.safetensors, config.json, forecaster.json; "
-           "timeseries predict --model %s --data FILE.csv forecasts with it\n", r->tr.best_epoch,
-           r->lu.linear ? ", the linear map and blend" : "", o->save, o->save);
+    fd.intervals = iv.rank ? &iv : NULL;
+    int saved = gpt2rt_forecaster_save(r->ctx, dir, &fd) == GPT2RT_OK;
+    gpt2rt_forecaster_intervals_free(&iv);
+    if (!saved) { fprintf(stderr, "save: %s\n", gpt2rt_last_error(r->ctx)); return 1; }
+    if (o->save)
+        printf("saved the forecaster (best epoch %d%s%s) to %s: model.safetensors, config.json, forecaster.json; "
+               "timeseries predict --model %s --data FILE.csv forecasts with it\n", r->tr.best_epoch,
+               r->lu.linear ? ", the linear map and blend" : "", r->iv_windows ? ", its intervals" : "", o->save, o->save);
+    gpt2rt_config base;
+    memset(&base, 0, sizeof base);
+    base.n_threads = gpt2rt_config_get(r->ctx).n_threads;
+    base.backend = gpt2rt_config_get(r->ctx).backend;
+    if (gpt2rt_forecaster_load(&r->fc, dir, &base) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries: loading the saved forecaster back: %s\n", gpt2rt_forecaster_last_error(r->fc));
+        gpt2rt_forecaster_free(r->fc);
+        r->fc = NULL;
+        return 1;
+    }
     return 0;
+}
+
+/* the forecaster saved and loaded back into r->fc: to --save, else to a temporary
+   directory removed after (the per-channel report scores it). 0 ok, 1 failed */
+static int run_save(run *r) {
+    if (r->o.save) return run_save_to(r, r->o.save);
+    const char *t = getenv("TMPDIR");
+    char tmp[4096], dir[4200];
+    snprintf(tmp, sizeof tmp, "%s/timeseries-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmp)) {
+        printf("per-channel baselines: none (no temporary directory for the forecaster in %s: %s)\n",
+               t && *t ? t : "/tmp", strerror(errno));
+        return 0;
+    }
+    snprintf(dir, sizeof dir, "%s/fc", tmp);
+    int rc = run_save_to(r, dir);
+    static const char *files[] = {"forecaster.json", "model.safetensors", "config.json"};
+    for (int k = 0; k < 3; k++) {
+        char f[4300];
+        snprintf(f, sizeof f, "%s/%s", dir, files[k]);
+        remove(f);
+    }
+    rmdir(dir);
+    rmdir(tmp);
+    return rc;
 }
 
 /* the per-channel table and baselines, then the two test lines, last */
@@ -1266,6 +1528,23 @@ static void run_report(run *r) {
     const gpt2rt_forecaster_linear *use = r->lu.linear;
     if (!use && r->info.windows[GPT2RT_SERIES_VAL] > 0 && fit_linear(r->ctx, r->data, &base, "")) use = &base;
     report_test(r->ctx, r->data, r->keep, r->o.season, use);
+    gpt2rt_forecaster_channel_eval *ch = r->fc && r->info.windows[GPT2RT_SERIES_TEST] > 0 ? (gpt2rt_forecaster_channel_eval *)calloc((size_t)r->M, sizeof *ch) : NULL;
+    int64_t n = 0;
+    if (ch && gpt2rt_forecaster_evaluate(r->fc, r->data, GPT2RT_SERIES_TEST, 0, use, &n, ch) != GPT2RT_OK) {
+        fprintf(stderr, "timeseries: %s\n", gpt2rt_forecaster_last_error(r->fc));
+        free(ch);
+        ch = NULL;
+    }
+    if (ch) print_evals(r->fc, "test", n, ch);
+    double cover = 0;
+    if (r->fc && r->iv_windows) {
+        if (gpt2rt_forecaster_coverage(r->fc, r->data, GPT2RT_SERIES_TEST, 0.9, NULL, &cover, &n) == GPT2RT_OK)
+            printf("90%% intervals: split-conformal from %lld validation windows; test-split coverage %.3f\n",
+                   (long long)r->iv_windows, cover);
+        else printf("90%% intervals: none: %s\n", gpt2rt_forecaster_last_error(r->fc));
+    }
+    if (ch) print_losses(r->fc, ch);
+    free(ch);
     gpt2rt_forecaster_linear_free(&base);
     const gpt2rt_forecaster_scores *sc = &r->sc;
     double n_full = (double)(sc->windows_full * r->H * r->M), n_all = (double)(sc->windows * r->H * r->M);
@@ -1288,9 +1567,10 @@ int main(int argc, char **argv) {
     if (!rc) rc = run_model(&r);
     if (!rc) rc = run_train(&r);
     if (!rc) rc = run_test(&r, &png_failed);
-    if (!rc && r.o.save) rc = run_save(&r); /* before the scores, so the last lines stay the test's */
+    if (!rc) rc = run_save(&r); /* before the scores, so the last lines stay the test's */
     if (!rc) run_report(&r);
     free(r.keep);
+    gpt2rt_forecaster_free(r.fc);
     gpt2rt_forecaster_linear_free(&r.lm);
     gpt2rt_free(r.ctx);
     gpt2rt_series_free(r.data);

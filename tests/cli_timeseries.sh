@@ -130,6 +130,7 @@ if built timeseries; then
     rm -rf $B/cli_fc
     FC="--data $B/cli_sensor.csv --horizon 6 --lookback 24 --patch 4 --stride 4 --epochs 2 --steps-per-epoch 20"
     out=$("$TSP" $FC --save $B/cli_fc 2>&1); rc=$?
+    fc_out=$out # the training run's report, read again below
     all_row() { awk '$1 == "all" && NF == 5 {print $2, $3; exit}'; }
     a=$(echo "$out" | all_row)
     if [ $rc -eq 0 ] && [ -s $B/cli_fc/forecaster.json ] && [ -s $B/cli_fc/model.safetensors ] &&
@@ -156,6 +157,119 @@ if built timeseries; then
        [ "$(echo "$out" | sed -n 2p | cut -d, -f1,2)" = "2024-02-27 23:00:00,2024-02-28 00:00:00" ]; then
         ok "timeseries predict --all: 377 windows x 6 steps on stdout, each dated from its origin"
     else bad "timeseries predict --all (exit $rc)"; echo "$out" | head -3; fi
+    # ---- each channel in the data's units beside the baselines (gpt2rt_forecaster_evaluate):
+    # one line a channel, "NAME m-mse / m-mae  lv-mse / lv-mae  sn-mse / sn-mae  lm-mse / lm-mae";
+    # flow (a trend: 0.5 a row) loses to the last value, said in a line of its own
+    chan_rows() { awk '/per channel in the data.s units, mse \/ mae:$/ { on = 1; next } on && $1 == "channel" { next }
+                       on && NF == 13 { print; next } { on = 0 }'; }
+    rows=$(echo "$fc_out" | chan_rows)
+    # flow's last-value MSE over the 75 test windows, from the CSV: rows [296, 400) hold
+    # them (70/10/20 of 400, less the lookback 24), window w's last value is row 319 + w
+    # (CSV line 321 + w), its truth rows 320 + w .. 325 + w. Tolerance 1e-4 relative: the
+    # library reads the values scaled and unscaled in floats (each off by ~2 float ulps,
+    # 6e-5 at 300, so the MSE by <= 2 x 2.1 x 6e-5 = 2.5e-4 of 6.6, 4e-5 relative), then
+    # prints 6 digits (5e-6)
+    lv=$(awk -F, 'NR > 1 { v[NR - 2] = $4 } END { for (w = 0; w < 75; w++) for (h = 0; h < 6; h++) {
+             d = v[320 + w + h] - v[319 + w]; s += d * d }; printf "%.9g", s / 450 }' $B/cli_sensor.csv)
+    got=$(echo "$rows" | awk '$1 == "flow" { print $5 }')
+    loss=$(echo "$fc_out" | grep '^flow: last value is better: ')
+    if [ "$(echo "$rows" | wc -l)" -eq 3 ] && [ "$(echo "$rows" | cut -d' ' -f3)" = "load
+temp
+flow" ] && [ -n "$got" ] && awk -v a="$lv" -v b="$got" 'BEGIN { d = (a - b) / a; exit !(d < 1e-4 && -d < 1e-4) }' &&
+       [ -n "$loss" ] && echo "$loss" | awk -v lv="$got" -v m="$(echo "$rows" | awk '$1 == "flow" { print $2 }')" '
+           { d1 = ($6 - lv) / lv; d2 = ($8 - m) / m; exit !(d1 < 5e-3 && -d1 < 5e-3 && d2 < 5e-3 && -d2 < 5e-3) }' &&
+       [ "$(echo "$fc_out" | tail -3 | head -1)" = "$loss" ]; then
+        ok "timeseries: each channel's mse / mae in the data's units beside the baselines; flow's last value $got == awk's $lv on the CSV (1e-4); '$loss' closes the report"
+    else bad "timeseries per-channel baselines: flow last value '$got' against awk's '$lv'; '$loss'"; echo "$fc_out" | tail -9; fi
+    # the intervals training saves: fit on the 35 validation windows ([256, 320)), their 90%
+    # coverage on the test split
+    if echo "$fc_out" | grep -Eq '^90% intervals: split-conformal from 35 validation windows; test-split coverage (0\.[0-9]{3}|1\.000)$' &&
+       grep -q '"interval_windows": 35,' $B/cli_fc/forecaster.json; then
+        ok "timeseries --save: $(echo "$fc_out" | grep '^90% intervals'), kept in forecaster.json"
+    else bad "timeseries --save: no coverage line or no interval keys"; echo "$fc_out" | grep -i interval; fi
+    # predict --score through the saved forecaster: the same per-channel lines
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --score --out $B/cli_fc_s.csv 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ -n "$rows" ] && [ "$(echo "$out2" | chan_rows)" = "$rows" ] &&
+       [ "$(echo "$out2" | tail -1)" = "$(echo "$fc_out" | grep '^flow: last value is better')" ]; then
+        ok "timeseries predict --score: the per-channel lines equal the training run's, its last line the same loss"
+    else bad "timeseries predict --score per-channel lines (exit $rc)"; echo "$out2" | tail -6; fi
+    rm -f $B/cli_fc_s.csv
+    # --backtest K: the last K origins of the whole file; flow's last value from the CSV as
+    # above (window w of 5: the last value row 389 + w, the truth rows 390 + w .. 395 + w),
+    # read with no scaling (floats of 3-decimal values: 6e-8 relative) and printed to 6
+    # digits: within 1e-5 relative
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --backtest 5 --out $B/cli_fc_b.csv 2>&1); rc=$?
+    lv=$(awk -F, 'NR > 1 { v[NR - 2] = $4 } END { for (w = 0; w < 5; w++) for (h = 0; h < 6; h++) {
+             d = v[390 + w + h] - v[389 + w]; s += d * d }; printf "%.9g", s / 30 }' $B/cli_sensor.csv)
+    got=$(echo "$out2" | chan_rows | awk '$1 == "flow" { print $5 }')
+    if [ $rc -eq 0 ] && echo "$out2" | grep -q '^backtest from the last 5 origins, 5 windows, per channel in the data.s units' &&
+       [ "$(echo "$out2" | chan_rows | wc -l)" -eq 3 ] && [ -n "$got" ] &&
+       awk -v a="$lv" -v b="$got" 'BEGIN { d = (a - b) / a; exit !(d < 1e-5 && -d < 1e-5) }' &&
+       [ "$(wc -l < $B/cli_fc_b.csv)" -eq 7 ]; then
+        ok "timeseries predict --backtest 5: 3 channel lines; flow's last value $got == awk's $lv (1e-5); the forecast written as ever"
+    else bad "timeseries predict --backtest 5 (exit $rc): flow last value '$got' against '$lv'"; echo "$out2" | tail -6; fi
+    rm -f $B/cli_fc_b.csv
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --backtest 372 --out $B/cli_fc_b.csv 2>&1); rc=$?
+    if [ $rc -eq 1 ] && [ ! -e $B/cli_fc_b.csv ] &&
+       echo "$out2" | grep -q '^timeseries predict: --backtest 372: .*372 origins need 401 rows; the series has 400 (at most 371 origins)'; then
+        ok "timeseries predict --backtest 372 on 400 rows: refused before anything is written, naming 401 rows and 371 origins"
+    else bad "timeseries predict --backtest 372 (exit $rc)"; echo "$out2" | tail -2; fi
+    ts_refused "predict --backtest 3x" "^timeseries: --backtest '3x': expected an integer" \
+        predict --model $B/cli_fc --data $B/cli_sensor.csv --backtest 3x
+    ts_refused "predict --backtest 0" "^timeseries: --backtest '0': expected an integer in \[1," \
+        predict --model $B/cli_fc --data $B/cli_sensor.csv --backtest 0
+    # --interval: NAME_lo,NAME_hi beside each forecast column, lo <= forecast <= hi, the
+    # forecasts those of predict without it
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --interval 0.9 --out $B/cli_fc_i.csv 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(head -1 $B/cli_fc_i.csv)" = "date,load,load_lo,load_hi,temp,temp_lo,temp_hi,flow,flow_lo,flow_hi" ] &&
+       [ "$(wc -l < $B/cli_fc_i.csv)" -eq 7 ] &&
+       awk -F, 'NR > 1 { for (c = 2; c <= 8; c += 3) if (!($(c + 1) <= $c && $c <= $(c + 2) && $(c + 1) < $(c + 2))) exit 1; n++ }
+                END { exit n != 6 }' $B/cli_fc_i.csv &&
+       [ "$(cut -d, -f1,2,5,8 $B/cli_fc_i.csv)" = "$(cat $B/cli_fc.csv)" ] &&
+       echo "$out2" | grep -q '^90% intervals: split-conformal from 35 validation windows: .* 33rd smallest of its 35 .*; guaranteed coverage 0.9167 (33 / 36'; then
+        ok "timeseries predict --interval 0.9: NAME_lo,NAME_hi beside each column, lo < forecast < hi on 6 rows x 3 channels, the forecasts unchanged, rank 33 of 35 (0.9167)"
+    else bad "timeseries predict --interval 0.9 (exit $rc)"; head -3 $B/cli_fc_i.csv; echo "$out2" | head -2; fi
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --interval 0.9 --all 2>/dev/null | sed -n '1p;2p')
+    if [ "$(echo "$out2" | head -1)" = "origin,date,load,load_lo,load_hi,temp,temp_lo,temp_hi,flow,flow_lo,flow_hi" ] &&
+       echo "$out2" | tail -1 | grep -q '^2024-02-27 23:00:00,2024-02-28 00:00:00,'; then
+        ok "timeseries predict --interval 0.9 --all: the origin and date, then each channel with its interval"
+    else bad "timeseries predict --interval --all"; echo "$out2"; fi
+    # a 700-character column name: the header holds it three times, whole (2126 bytes, more
+    # than twice the text without intervals: the buffer grows for it; an overflow there shows
+    # under -fsanitize=address)
+    ln=$(printf 'x%.0s' $(seq 1 700)); rm -rf $B/cli_fc_long
+    { echo "date,$ln,b"; tail -n +2 $B/cli_sensor.csv | cut -d, -f1,2,3; } > $B/cli_long.csv
+    "$TSP" --data $B/cli_long.csv --horizon 6 --lookback 24 --patch 4 --stride 4 --epochs 1 --steps-per-epoch 2 \
+        --save $B/cli_fc_long > /dev/null 2>&1
+    out2=$("$TSP" predict --model $B/cli_fc_long --data $B/cli_long.csv --interval 0.5 2>/dev/null); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out2" | head -1)" = "date,$ln,${ln}_lo,${ln}_hi,b,b_lo,b_hi" ] &&
+       [ "$(echo "$out2" | wc -l)" -eq 7 ] && [ "$(echo "$out2" | awk -F, 'NF != 7' | wc -l)" -eq 0 ]; then
+        ok "timeseries predict --interval with a 700-character column name: a header of $(echo "$out2" | head -1 | wc -c) bytes, 6 rows of 7 fields"
+    else bad "timeseries predict --interval with a long column name (exit $rc)"; echo "$out2" | head -2 | cut -c1-100; fi
+    rm -rf $B/cli_fc_long $B/cli_long.csv
+    for v in 0 1 x 0.9x; do
+        ts_refused "predict --interval $v" "^timeseries: --interval '$v': expected a number in \(0, 1\)" \
+            predict --model $B/cli_fc --data $B/cli_sensor.csv --interval $v
+    done
+    out2=$("$TSP" predict --model $B/cli_fc --data $B/cli_sensor.csv --interval 0.99 --out $B/cli_fc_j.csv 2>&1); rc=$?
+    if [ $rc -eq 1 ] && [ ! -e $B/cli_fc_j.csv ] && echo "$out2" | grep -q 'level 0.99 needs the 36-th smallest .*n = 35 windows.*at least 99'; then
+        ok "timeseries predict --interval 0.99 from 35 windows: refused, naming the 99 windows it needs"
+    else bad "timeseries predict --interval 0.99 (exit $rc)"; echo "$out2" | tail -1; fi
+    # a forecaster saved without intervals: the library's message; --calibrate from --data's validation split
+    rm -rf $B/cli_fc_noiv; mkdir -p $B/cli_fc_noiv; cp $B/cli_fc/model.safetensors $B/cli_fc/config.json $B/cli_fc_noiv/
+    awk '/^  "interval_/ { skip = 1; next } /^  "/ { skip = 0 } !skip' $B/cli_fc/forecaster.json > $B/cli_fc_noiv/forecaster.json
+    out2=$("$TSP" predict --model $B/cli_fc_noiv --data $B/cli_sensor.csv --interval 0.9 --out $B/cli_fc_j.csv 2>&1); rc=$?
+    out3=$("$TSP" predict --model $B/cli_fc_noiv --data $B/cli_sensor.csv --interval 0.9 --calibrate --out $B/cli_fc_j.csv 2>&1); rc3=$?
+    if [ $rc -eq 1 ] && echo "$out2" | grep -q '^timeseries predict: --interval 0.9: gpt2rt_forecaster_interval: this forecaster has no conformal intervals .*--calibrate' &&
+       ! grep -q interval $B/cli_fc_noiv/forecaster.json && [ $rc3 -eq 0 ] &&
+       echo "$out3" | grep -q '^--calibrate: the intervals. errors from the 35 validation windows of ' &&
+       [ "$(head -1 $B/cli_fc_j.csv)" = "$(head -1 $B/cli_fc_i.csv)" ]; then
+        ok "timeseries predict --interval on a forecaster saved without intervals: the library's message; --calibrate computes them from 35 validation windows"
+    else bad "timeseries predict --interval without intervals (exit $rc, $rc3)"; echo "$out2" | tail -1; echo "$out3" | head -1; fi
+    ts_refused "predict --calibrate without --interval" '^timeseries predict: --calibrate .*give --interval too' \
+        predict --model $B/cli_fc --data $B/cli_sensor.csv --calibrate
+    rm -rf $B/cli_fc_noiv $B/cli_fc_i.csv $B/cli_fc_j.csv
+
     # ---- outputs never touch inputs: --out onto the --data file (any spelling) or into the
     # model directory is refused before anything is written, naming both paths
     cp $B/cli_sensor.csv $B/cli_in.csv; cp $B/cli_in.csv $B/cli_in.keep
