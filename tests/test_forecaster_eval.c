@@ -466,7 +466,7 @@ static void etth2(void) {
     for (int m = 0; m < M; m++) printf("%s %.3f%s", gpt2rt_forecaster_column(fc, m) ? gpt2rt_forecaster_column(fc, m) : "?", per[m], m + 1 < M ? ", " : ")\n");
     /* n = 2857 validation windows: Beta sd sqrt(0.09 / 2859) = 0.0056, the test's 2857 windows' binomial
        sd the same: 0.008 in all for exchangeable errors; ETTh2's hours are autocorrelated and its test
-       months are not its validation months, so the band is the issue's 85-95%, not 3 sd */
+       months are not its validation months, so the band is a fixed 85-95% (within 5 points of the level asked), not 3 sd */
     CHECK(all >= 0.85 && all <= 0.95, "ETTh2: 90%% intervals cover %.4f of the test split", all);
     gpt2rt_forecaster_intervals_free(&iv);
     gpt2rt_series_free(s);

@@ -776,13 +776,13 @@ static void test_calendar(void) {
                                      "2020-02-29", "2020-03-31", "2020-04-30", "2020-05-31", "2020-06-30", "2020-07-31",
                                      "2020-08-31", "2020-09-30", "2020-10-31", "2020-11-30", "2020-12-31"};
     check_calendar("month ends", "date,v", me, 5, 17, GPT2RT_SERIES_CALENDAR_MONTHS, 1, 1, 12);
-    /* freq='MS' from 2019-01-01 (the monthly file ends 2019-12-01) */
+    /* freq='MS' from 2019-01-01 (a monthly file that ends 2019-12-01) */
     static const char *const ms[] = {"2019-01-01", "2019-02-01", "2019-03-01", "2019-04-01", "2019-05-01", "2019-06-01",
                                      "2019-07-01", "2019-08-01", "2019-09-01", "2019-10-01", "2019-11-01", "2019-12-01",
                                      "2020-01-01", "2020-02-01", "2020-03-01", "2020-04-01", "2020-05-01", "2020-06-01",
                                      "2020-07-01", "2020-08-01", "2020-09-01", "2020-10-01", "2020-11-01", "2020-12-01"};
     check_calendar("month starts", "date,v", ms, 12, 24, GPT2RT_SERIES_CALENDAR_MONTHS, 1, 0, 12);
-    /* freq='QS' from 2008-07-01 (the quarterly file ends 2009-07-01, 2009-10-01): Q4 -> Q1 */
+    /* freq='QS' from 2008-07-01 (a quarterly file that ends 2009-07-01, 2009-10-01): Q4 -> Q1 */
     static const char *const qs[] = {"2008-07-01", "2008-10-01", "2009-01-01", "2009-04-01", "2009-07-01",
                                      "2009-10-01", "2010-01-01", "2010-04-01", "2010-07-01"};
     check_calendar("quarter starts", "date,v", qs, 6, 9, GPT2RT_SERIES_CALENDAR_MONTHS, 3, 0, 4);
