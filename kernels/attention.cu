@@ -8,7 +8,7 @@
    dK,dV and dQ passes. Both are validated against the CPU, and the wgmma ones against mma.sync
    (same_as_mma: out, lse, dq, dk, dv). Then times B=8 T=1024 C=768 NH=12, the two side by side
    (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + wgmma dQ). Exit status 0 when
-   everything passes.
+   everything passes. lab_attention time B: only the timing, at batch B.
 
    cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
        -o /tmp/lab_attention attention.cu -lcublasLt && /tmp/lab_attention            */
@@ -186,8 +186,8 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
 }
 
-template <typename X> static void bench(int allow_fast) {
-    const int B = 8, T = 1024, C = 768, NH = 12, HS = C / NH;
+template <typename X> static void bench(int allow_fast, int B) {
+    const int T = 1024, C = 768, NH = 12, HS = C / NH;
     const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
     float *h = (float *)malloc(n_qkv * 4);
     lab_fill(h, n_qkv, 1.5f);
@@ -214,8 +214,8 @@ template <typename X> static void bench(int allow_fast) {
 /* The wgmma forward with 1 warpgroup per CTA (64 query rows, 40 KiB smem) against the
    launchers' 2 (GPT2RT__CU_ATT_NWG): each warpgroup computes the same sums in the same order,
    so the outputs must be the same bits; then both timed at the bench shape */
-template <typename X> static void bench_wg_ctas(void) {
-    const int B = 8, T = 1024, C = 768, NH = 12, HS = C / NH;
+template <typename X> static void bench_wg_ctas(int B) {
+    const int T = 1024, C = 768, NH = 12, HS = C / NH;
     if (!gpt2rt__cu_attn_fast<X>::wgmma_ok()) { printf("  %s wgmma CTA shapes: skipped (no sm_90a device code here)\n", lab_type_name<X>()); return; }
     const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
     float *h = (float *)malloc(n_qkv * 4);
@@ -263,28 +263,37 @@ template <typename X> static void validate_16(void) {
     same_as_mma<X>(Shape{2, 200, 768, 12}, 130);
 }
 
-int main(void) {
+/* lab_attention: validation, then timing at B=8; lab_attention time B: only the timing, at batch B */
+int main(int argc, char **argv) {
+    const int time_only = argc == 3 && !strcmp(argv[1], "time");
+    const int B = time_only ? atoi(argv[2]) : 8;
+    if ((argc != 1 && !time_only) || B < 1) {
+        fprintf(stderr, "usage: %s [time B]\n", argv[0]);
+        return 2;
+    }
     int dev = 0;
     cudaDeviceProp prop;
     LAB_CK(cudaGetDevice(&dev));
     LAB_CK(cudaGetDeviceProperties(&prop, dev));
     printf("attention lab on %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
-    validate_all<float>(GPT2RT__CU_ATT_BEST);
-    validate_16<__nv_bfloat16>();
-    validate_16<__half>();
-    /* the generic kernels at HS = 64 with 16-bit storage (the fast path normally takes these) */
-    validate<__nv_bfloat16>(Shape{2, 100, 768, 12}, 0);
-    validate<__half>(Shape{2, 100, 768, 12}, 0);
+    if (!time_only) {
+        validate_all<float>(GPT2RT__CU_ATT_BEST);
+        validate_16<__nv_bfloat16>();
+        validate_16<__half>();
+        /* the generic kernels at HS = 64 with 16-bit storage (the fast path normally takes these) */
+        validate<__nv_bfloat16>(Shape{2, 100, 768, 12}, 0);
+        validate<__half>(Shape{2, 100, 768, 12}, 0);
+    }
 
     printf("timing\n");
-    bench<__nv_bfloat16>(GPT2RT__CU_ATT_MMA);
-    bench<__nv_bfloat16>(GPT2RT__CU_ATT_BEST);
-    bench<__half>(GPT2RT__CU_ATT_MMA);
-    bench<__half>(GPT2RT__CU_ATT_BEST);
-    bench<float>(GPT2RT__CU_ATT_BEST);
-    bench_wg_ctas<__nv_bfloat16>();
-    bench_wg_ctas<__half>();
-    bench<__nv_bfloat16>(0);
+    bench<__nv_bfloat16>(GPT2RT__CU_ATT_MMA, B);
+    bench<__nv_bfloat16>(GPT2RT__CU_ATT_BEST, B);
+    bench<__half>(GPT2RT__CU_ATT_MMA, B);
+    bench<__half>(GPT2RT__CU_ATT_BEST, B);
+    bench<float>(GPT2RT__CU_ATT_BEST, B);
+    bench_wg_ctas<__nv_bfloat16>(B);
+    bench_wg_ctas<__half>(B);
+    bench<__nv_bfloat16>(0, B);
     return lab_finish("attention");
 }
