@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
 # kernels/bench_gpu.sh - make bench-gpu: GPT-2 124M training steps (T=1024, bf16) of gpt2rt
-# and of its anchors in one call on one GPU, then one table (tools/bench_gpu_table.py).
+# and of its anchors in one call on one GPU, then the causal attention alone (B=8 and 16,
+# T=1024, NH=12, HS=64, bf16, forward and backward) of gpt2rt and of PyTorch's SDPA backends,
+# then two tables (tools/bench_gpu_table.py).
 # Without a GPU (nvidia-smi lists none) it prints one skip line and exits 0.
 #   1. the binaries: make gpu-build (a no-op when the prebuilt ones are up to date)
 #   2. gpt2rt: build/lab_train_step time (B=8, 16, the largest within 40 GiB, recompute,
 #      accumulation, classifier_chunk=1024 at B=8 and 16, B=8 and 16 again)
-#   3. llm.c's train_gpt2cu with cuDNN flash attention, then with its own attention
+#   3. attention: build/lab_attention time B (gpt2rt's kernels, at each batch), then
+#      tools/bench_attn_torch.py (F.scaled_dot_product_attention under each of the flash,
+#      cuDNN and efficient backends, both batches in one process); right after gpt2rt's
+#      steps, before the anchors, as the attention targets need both and they are short
+#   4. llm.c's train_gpt2cu with cuDNN flash attention, then with its own attention
 #      kernels, at B=8 and 16, 25 steps each on data/tinyshakespeare_train.bin (llm.c's
 #      uint16 token format), binaries from make gpu-anchors (build/anchors/{cudnn,plain});
 #      the cuDNN build finds libcudnn.so.9 in python3's nvidia.cudnn package, else through
 #      the loader's cache or /usr/local/cuda/lib64, else it is a named skip
-#   4. PyTorch (tools/bench_torch_gpu.py), torch.compile at B=8 and 16, one process each
+#   5. PyTorch (tools/bench_torch_gpu.py), torch.compile at B=8 and 16, one process each
 #      (BENCH_GPU_TORCH_MODES="compile eager" adds eager); it runs between llm.c's cuDNN
 #      and plain builds, so that a caller's time limit cuts the least needed run
-#   5. aLLM4TS stage 1 at its scripts' shape in bf16 (build/bench_ts_nvcc), between the two
+#   6. aLLM4TS stage 1 at its scripts' shape in bf16 (build/bench_ts_nvcc), between the two
 #      llm.c builds
-#   6. the table, also written to build/bench_gpu_table.md
+#   7. the tables, also written to build/bench_gpu_table.md
 # Each run has a time limit, and nvidia-smi samples memory.used beside each anchor run.
-# Logs: build/bench_gpu_*.log. Sized for about 4 to 5 minutes on an H100 (an estimate: not
+# Logs: build/bench_gpu_*.log. Sized for about 5 minutes on an H100 (an estimate: not
 # yet run there as a whole), most of it torch.compile.
 # Environment (for the dry-run test in tests/run.sh): BENCH_GPU_BIN (default build) where
 # the gpt2rt binaries are, BENCH_GPU_ANCHORS (default build/anchors) llm.c's binaries,
 # BENCH_GPU_LOGS (default build) where the logs go, BENCH_GPU_NO_BUILD=1 skips step 1,
 # BENCH_GPU_TORCH (default "python3 tools/bench_torch_gpu.py") the PyTorch command,
+# BENCH_GPU_ATTN_TORCH (default "python3 tools/bench_attn_torch.py") PyTorch's attention,
 # BENCH_GPU_CUDNN_DIR the folder of libcudnn.so.9 ("none": not found), BENCH_GPU_BATCHES
 # (default "8 16").
 set -u
@@ -32,6 +39,7 @@ B=${BENCH_GPU_BIN:-build}
 A=${BENCH_GPU_ANCHORS:-build/anchors}
 L=${BENCH_GPU_LOGS:-build}
 TORCH=${BENCH_GPU_TORCH:-python3 tools/bench_torch_gpu.py}
+ATTN_TORCH=${BENCH_GPU_ATTN_TORCH:-python3 tools/bench_attn_torch.py}
 batches=${BENCH_GPU_BATCHES:-8 16}
 modes=${BENCH_GPU_TORCH_MODES:-compile}
 L=$(mkdir -p "$L" && cd "$L" && pwd)
@@ -75,7 +83,17 @@ echo "gpt2rt: $B/lab_train_step time"
 if [ -x "$B/lab_train_step" ]; then timed 150 "$L/bench_gpu_gpt2rt.log" "$B/lab_train_step" time
 else echo "SKIP: $B/lab_train_step is missing (make gpu-build)" > "$L/bench_gpu_gpt2rt.log"; fi
 
-# 3. llm.c: the cuDNN build needs libcudnn.so.9 at run time
+# 3. attention alone: gpt2rt's lab at each batch, then PyTorch's SDPA backends
+for b in $batches; do
+    echo "gpt2rt attention: $B/lab_attention time $b"
+    log=$L/bench_gpu_attn_gpt2rt_b$b.log
+    if [ -x "$B/lab_attention" ]; then timed 40 "$log" "$B/lab_attention" time "$b"
+    else echo "SKIP: $B/lab_attention is missing (make gpu-build)" > "$log"; fi
+done
+echo "PyTorch attention: $ATTN_TORCH --batches $batches"
+PYTHONUNBUFFERED=1 timed 60 "$L/bench_gpu_attn_torch.log" $ATTN_TORCH --batches $batches
+
+# 4. llm.c: the cuDNN build needs libcudnn.so.9 at run time
 if [ -n "${BENCH_GPU_CUDNN_DIR:-}" ]; then
     cudnn_dir=$BENCH_GPU_CUDNN_DIR cudnn_from=BENCH_GPU_CUDNN_DIR
     [ "$cudnn_dir" = none ] && cudnn_dir=
@@ -110,7 +128,7 @@ llmc() { # llmc VARIANT: llm.c's train_gpt2cu at each batch
     done
 }
 
-# 4. PyTorch
+# 5. PyTorch
 torch_runs() {
     local m b
     for m in $modes; do
@@ -143,6 +161,6 @@ torch_runs
 allm4ts
 llmc plain
 
-# 6. the table
+# 7. the tables
 echo
 python3 tools/bench_gpu_table.py "$L" | tee "$L/bench_gpu_table.md"

@@ -243,7 +243,8 @@ gpu_suite_dry_run() {
 # make bench-gpu without a GPU (kernels/bench_gpu.sh, tools/bench_gpu_table.py): one skip line
 # with no device; with a fake nvidia-smi, fake gpt2rt / llm.c / PyTorch runs printing their
 # real output formats, the same-call table's rows, ratios, MFU and target verdicts; cuDNN
-# not found is a named skip row; then kernels/gpu_session.sh end to end on the fakes
+# not found is a named skip row; the attention table from a fake lab_attention time B and a
+# fake tools/bench_attn_torch.py; then kernels/gpu_session.sh end to end on the fakes
 bench_gpu_fakes() { # DIR
     local d=$1 i
     rm -rf $d && mkdir -p $d/nodev $d/dev $d/bin $d/anchors/cudnn $d/anchors/plain $d/cudnnlib
@@ -286,7 +287,30 @@ echo "torch 2.11.0+cu130, transformers 5.17.0, CUDA 13.0, gpu \"NVIDIA H100 80GB
 case $b in 8) t=250000.0; p=6.43 ;; *) t=317000.0; p=11.14 ;; esac
 echo "torch mode=$m batch=$b tokens_per_s=$t step_ms=1.0 mfu=0.2 peak_alloc_gib=$p peak_reserved_gib=7.50 gpu=\"NVIDIA H100 80GB HBM3\""
 S
-    chmod +x $d/nodev/* $d/dev/* $d/bin/* $d/anchors/*/* $d/torch
+    # lab_attention time B's lines (the lab's printf), times in ms at B=8 and twice that at
+    # B=16: bf16 mma.sync 0.060 + 0.180, wgmma 0.040 + 0.130, generic 1 + 3; fp16 not read
+    cat > $d/bin/lab_attention <<'S'
+#!/bin/sh
+b=$2
+line() { awk -v b=$b -v t=$1 -v p=$2 -v fm=$3 -v bm=$4 'BEGIN { f = 4 * b * 12 * 1024 * 1024 * 64 / 2; fm *= b / 8; bm *= b / 8
+  printf "  %-5s %-8s B=%d T=1024 C=768 NH=12: forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n", t, p, b, fm, f / (fm * 1e9), bm, 2.5 * f / (bm * 1e9) }'; }
+echo "attention lab on NVIDIA H100 80GB HBM3 (sm_90)"; echo timing
+line bf16 mma.sync 0.060 0.180; line bf16 wgmma 0.040 0.130; line fp16 wgmma 0.010 0.010; line bf16 generic 1 3
+echo "attention: PASS (0 failures)"
+S
+    # tools/bench_attn_torch.py's lines: B=8 flash 0.050 + 0.140, cudnn 0.045 + 0.135 (the
+    # best), efficient refused; B=16 flash 0.100 + 0.280, then cut short by its time limit
+    cat > $d/attn_torch <<'S'
+#!/bin/sh
+[ "$*" = "--batches 8 16" ] || { echo "bad arguments: $*"; exit 2; }
+line() { awk -v n=$1 -v b=$2 -v fm=$3 -v bm=$4 'BEGIN { f = 4 * b * 12 * 1024 * 1024 * 64 / 2
+  printf "sdpa %s B=%d: forward %.3f ms %.1f TFLOP/s, backward %.3f ms %.1f TFLOP/s\n", n, b, fm, f / (fm * 1e9), bm, 2.5 * f / (bm * 1e9) }'; }
+echo "torch 2.11.0+cu130, CUDA 13.0, cuDNN 91500, gpu \"NVIDIA H100 80GB HBM3\""
+line flash 8 0.050 0.140; line cudnn 8 0.045 0.135
+echo "sdpa efficient B=8: SKIP: RuntimeError: No available kernel. Aborting execution."
+line flash 16 0.100 0.280; echo "over its 60 s limit"
+S
+    chmod +x $d/nodev/* $d/dev/* $d/bin/* $d/anchors/*/* $d/torch $d/attn_torch
 }
 
 bench_gpu_dry_run() {
@@ -296,7 +320,7 @@ bench_gpu_dry_run() {
     if [ $rc -eq 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "^bench-gpu: skipped: no NVIDIA GPU"; then
         ok "make bench-gpu without a GPU: one skip line, exit 0"
     else bad "make bench-gpu without a GPU (exit $rc):"; echo "$out" | head -10; fi
-    local env="BENCH_GPU_BIN=$d/bin BENCH_GPU_ANCHORS=$d/anchors BENCH_GPU_LOGS=$d/logs BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$d/torch"
+    local env="BENCH_GPU_BIN=$d/bin BENCH_GPU_ANCHORS=$d/anchors BENCH_GPU_LOGS=$d/logs BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$d/torch BENCH_GPU_ATTN_TORCH=$PWD/$d/attn_torch"
     out=$(env PATH="$PWD/$d/dev:$PATH" $env BENCH_GPU_CUDNN_DIR=$PWD/$d/cudnnlib bash kernels/bench_gpu.sh 2>&1); rc=$?
     t=$(cat $d/logs/bench_gpu_table.md 2>/dev/null)
     # expected: gpt2rt the mean of its two lines; llm.c B x 1024 over the mean of steps 4-25;
@@ -322,7 +346,7 @@ bench_gpu_dry_run() {
     t=$(echo "$t" | awk "$norm"); want=$(echo "$want" | awk "$norm")
     local miss; miss=$(echo "$want" | while IFS= read -r l; do echo "$t" | grep -qxF -- "$l" || echo "    missing: $l"; done)
     printf '1200\n6100\n5900\n' > $d/logs/bench_gpu_torch_compile_b8.mem
-    if [ $rc -eq 0 ] && [ -z "$miss" ] && [ "$(echo "$t" | grep -c '^| ')" -eq 11 ] && echo "$t" | grep -qF "$ts" &&
+    if [ $rc -eq 0 ] && [ -z "$miss" ] && [ "$(echo "$t" | sed '/^## attention/,$d' | grep -c '^| ')" -eq 11 ] && echo "$t" | grep -qF "$ts" &&
        python3 tools/bench_gpu_table.py $d/logs | grep -qF '| PyTorch torch.compile | 8 | 250,000 | 20.3% | 1.74x | 6.43 allocated (7.50 reserved) | 5.96 |  |' &&
        grep -q "^LD_LIBRARY_PATH=$PWD/$d/cudnnlib:" $d/logs/bench_gpu_llmc_cudnn_b8.log &&
        ! grep -q "cudnnlib" $d/logs/bench_gpu_llmc_plain_b8.log && [ "$(echo "$out" | tail -1)" = "$(echo "$t" | tail -1)" ]; then
@@ -335,6 +359,33 @@ bench_gpu_dry_run() {
        echo "$t" | grep -q '^| llm.c, its own attention | 16 | 323,987 '; then
         ok "make bench-gpu: no libcudnn.so.9 is a named skip row for llm.c with cuDNN, the other rows stay"
     else bad "make bench-gpu with cuDNN not found (exit $rc)"; echo "$t" | head -20; fi
+    # the attention table of that call: each bf16 path of the lab and each PyTorch backend
+    # against the least fwd+bwd among the backends at that B (B=8: 0.170 / cudnn's 0.180 ms;
+    # B=16: 0.340 / flash's 0.380), the rates at 4 B NH T^2 HS / 2 and 2.5x that; fp16 no row;
+    # a refused backend and lines cut short are named
+    want=$(printf '%s\n' \
+        '| gpt2rt mma.sync | 8 | 0.0600 | 0.1800 | 0.2400 | 214.7 | 179.0 | 1.33x | time NOT met, fwd NOT met, bwd NOT met |' \
+        '| gpt2rt wgmma | 8 | 0.0400 | 0.1300 | 0.1700 | 322.1 | 247.8 | 0.94x | time met, fwd met, bwd met |' \
+        '| gpt2rt generic | 16 | 2.0000 | 6.0000 | 8.0000 | 12.9 | 10.7 | 21.05x | time NOT met, fwd NOT met, bwd NOT met |' \
+        '| PyTorch sdpa flash | 8 | 0.0500 | 0.1400 | 0.1900 | 257.7 | 230.1 | 1.06x |  |' \
+        '| PyTorch sdpa cudnn | 8 | 0.0450 | 0.1350 | 0.1800 | 286.3 | 238.6 | 1.00x | best |' \
+        '| PyTorch sdpa efficient | 8 | - | - | - | - | - | - | skipped: RuntimeError: No available kernel. Aborting execution. |' \
+        '| PyTorch sdpa flash | 16 | 0.1000 | 0.2800 | 0.3800 | 257.7 | 230.1 | 1.00x | best |' \
+        '| PyTorch sdpa cudnn | 16 | - | - | - | - | - | - | no line in bench_gpu_attn_torch.log; its last: over its 60 s limit |' \
+        '  B=8: gpt2rt wgmma fwd+bwd 0.1700 ms / PyTorch sdpa cudnn 0.1800 ms = 0.94x (target <= 1.00x): met' \
+        '  B=16: gpt2rt wgmma forward 322.1 TFLOP/s (target >= 300): met; backward 247.8 TFLOP/s (target >= 220): met')
+    miss=$(echo "$want" | while IFS= read -r l; do echo "$t" | grep -qxF -- "$l" || echo "    missing: $l"; done)
+    local at; at=$(echo "$t" | sed -n '/^## attention, B=8 and 16, T=1024, HS=64, bf16/,$p')
+    # a lab log missing and torch not importable: named skips, the gpt2rt rows of B=8 kept
+    rm -f $d/logs/bench_gpu_attn_gpt2rt_b16.log && echo "SKIP: torch not importable" > $d/logs/bench_gpu_attn_torch.log
+    local t2; t2=$(python3 tools/bench_gpu_table.py $d/logs); rc=$?
+    if [ -z "$miss" ] && [ "$(echo "$at" | grep -c '^| ')" -eq 13 ] && ! echo "$at" | grep -q fp16 &&
+       [ $rc -eq 0 ] && echo "$t2" | grep -qxF '| gpt2rt | 16 | - | - | - | - | - | - | skipped: no bench_gpu_attn_gpt2rt_b16.log |' &&
+       [ "$(echo "$t2" | grep -c '^| PyTorch sdpa [a-z]* | [0-9]* | - | .* | skipped: torch not importable |$')" -eq 6 ] &&
+       echo "$t2" | grep -qxF '  B=8: gpt2rt wgmma / PyTorch'"'"'s best: no PyTorch backend ran in this call' &&
+       echo "$t2" | grep -qF '| gpt2rt wgmma | 8 | 0.0400 | 0.1300 | 0.1700 | 322.1 | 247.8 | - | fwd met, bwd met |'; then
+        ok "make bench-gpu: the attention table (lab_attention time 8 and 16, PyTorch's SDPA backends), time against PyTorch's best backend, TFLOP/s at the lab's count, the targets' verdicts, named skips"
+    else bad "make bench-gpu's attention table"; echo "$miss"; echo "$at" | head -30; echo "$t2" | tail -8; fi
 }
 
 # kernels/gpu_session.sh on the fakes of the two dry runs above (run after them): the pack
@@ -352,6 +403,7 @@ gpu_session_dry_run() {
           TEST_GPU_BIN=$B/gpu_dry/bin TEST_GPU_NO_BUILD=1 COMPUTE_SANITIZER=$PWD/$B/gpu_dry/sanitizer \
           BENCH_GPU_BIN=$B/bench_dry/bin BENCH_GPU_ANCHORS=$B/bench_dry/anchors BENCH_GPU_LOGS=$B/bench_dry/logs \
           BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$B/bench_dry/torch BENCH_GPU_CUDNN_DIR=$PWD/$B/bench_dry/cudnnlib \
+          BENCH_GPU_ATTN_TORCH=$PWD/$B/bench_dry/attn_torch \
           bash kernels/gpu_session.sh 2>&1); rc=$?
     rm -f $B/gpu_sources.sha256
     local files; files=$(cd $d/out && ls | tr '\n' ' ')
@@ -370,6 +422,7 @@ gpu_session_dry_run() {
           TEST_GPU_BIN=$d/slow TEST_GPU_NO_BUILD=1 COMPUTE_SANITIZER=$PWD/$B/gpu_dry/sanitizer \
           BENCH_GPU_BIN=$B/bench_dry/bin BENCH_GPU_ANCHORS=$B/bench_dry/anchors BENCH_GPU_LOGS=$B/bench_dry/logs \
           BENCH_GPU_NO_BUILD=1 BENCH_GPU_TORCH=$PWD/$B/bench_dry/torch BENCH_GPU_CUDNN_DIR=$PWD/$B/bench_dry/cudnnlib \
+          BENCH_GPU_ATTN_TORCH=$PWD/$B/bench_dry/attn_torch \
           bash kernels/gpu_session.sh 2>&1)
     local left; left=$(ps -eo pid=,args= | awk '$2 == "sleep" && $3 == "47" {print $1}')
     if [ -z "$left" ] && echo "$out" | grep -q "make test-gpu: OVER ITS 3 s LIMIT, stopped" && echo "$out" | grep -q "make bench-gpu: done"; then

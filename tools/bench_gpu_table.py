@@ -12,6 +12,10 @@ ratios against each anchor and the targets:
                                  "torch mode=M batch=B tokens_per_s=... peak_alloc_gib=..."
   bench_gpu_allm4ts.log          build/bench_ts_nvcc -backend cuda (aLLM4TS stage 1, bf16; _fp32: fp32): "plan: A GiB of
                                  arenas + O GiB ...", "N steps of B windows: median X ms", "windows/s: W"
+  bench_gpu_attn_gpt2rt_bB.log   build/lab_attention time B: lines "  bf16  PATH     B=8 T=1024 C=768 NH=12:
+                                 forward X ms F TFLOP/s   backward Y ms G TFLOP/s" (other types not read)
+  bench_gpu_attn_torch.log       tools/bench_attn_torch.py: "sdpa NAME B=8: forward X ms F TFLOP/s,
+                                 backward Y ms G TFLOP/s" or "sdpa NAME B=8: SKIP: why"
   *.mem                          beside a log: nvidia-smi memory.used samples (MiB), one a line
 A log whose first line starts with "SKIP" names why that run did not happen; a missing log
 is a run that was not asked for.
@@ -26,6 +30,13 @@ recomputes both from tokens/s.
 
 llm.c's tokens/s: the batch's tokens over the mean of its event-timed steps after the first
 3 (gpt2rt's lab and the PyTorch script also time after 3 or more warm-up steps).
+Then the attention table (B=8 and 16, T=1024, NH=12, HS=64, bf16, causal): one row per
+gpt2rt path and per PyTorch SDPA backend, each time against PyTorch's best (the least
+forward + backward among the backends that ran at that batch), and the targets (gpt2rt's
+fastest path at most PyTorch's best, forward >= 300 and backward >= 220 TFLOP/s). Both
+programs count FLOPs as kernels/attention.cu does (forward 4 B NH T^2 HS / 2, backward 2.5x);
+each time comes from its printed ms or from its printed TFLOP/s and that count, whichever
+has the finer rounding (at gpt2rt's speeds, the rate: the lab prints ms to 3 decimals).
 Exit status 0 when the gpt2rt rows were found, 1 otherwise."""
 import os
 import re
@@ -37,6 +48,11 @@ N_PARAMS = 124_475_904
 FLOPS_PER_TOKEN = 6.0 * N_PARAMS + 6.0 * L * C * T
 LAB_FLOPS_PER_TOKEN = 6.0 * (12 * L * C * C + 50304 * C) + 12.0 * L * C * T
 GIB = float(1 << 30)
+ATTN_TARGETS = {"vs_best": 1.0, "fwd_tflops": 300.0, "bwd_tflops": 220.0}
+LAB_ATTN = re.compile(r"^\s*bf16\s+(\S+)\s+B=(\d+) T=1024 C=768 NH=12: forward\s+([0-9.]+) ms\s+([0-9.]+) TFLOP/s"
+                      r"\s+backward\s+([0-9.]+) ms\s+([0-9.]+) TFLOP/s", re.M)
+SDPA = re.compile(r"^sdpa (\S+) B=(\d+): forward ([0-9.]+) ms ([0-9.]+) TFLOP/s, backward ([0-9.]+) ms ([0-9.]+) TFLOP/s", re.M)
+SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 TARGETS = {"vs_cudnn": 1.15, "vs_compile": 1.3, "mfu_b16": 0.50, "chunk_cost": 0.05, "mem_vs_compile": 0.8}
 
 
@@ -111,6 +127,99 @@ def torch_run(text, mode, batch):
             return {"tokens_per_s": float(d["tokens_per_s"]), "own_gib": float(d["peak_alloc_gib"]),
                     "reserved_gib": float(d.get("peak_reserved_gib", "nan"))}
     return None
+
+
+def attn_times(b, fwd_ms, fwd_tf, bwd_ms, bwd_tf):
+    """(forward ms, backward ms, forward TFLOP/s, backward TFLOP/s): each time from its printed
+    ms (3 decimals) or its printed rate (1 decimal), whichever the rounding moves less"""
+    ff = 4.0 * b * 12 * 1024.0 * 1024.0 * 64 / 2.0
+
+    def ms(printed, tf, flop):
+        return flop / (tf * 1e9) if tf > 0 and 0.05 / tf < 0.0005 / max(printed, 1e-9) else printed
+    fwd, bwd = ms(fwd_ms, fwd_tf, ff), ms(bwd_ms, bwd_tf, 2.5 * ff)
+    return fwd, bwd, ff / (fwd * 1e9), 2.5 * ff / (bwd * 1e9)
+
+
+def attention_table(d, batches):
+    """the attention rows of the gpt2rt lab's and PyTorch's logs, the ratios and the targets"""
+    rows = []  # (name, b, (fwd, bwd, fwd_tf, bwd_tf) or None, note)
+    for b in batches:
+        log = f"bench_gpu_attn_gpt2rt_b{b}.log"
+        t = read(os.path.join(d, log))
+        why = skip_reason(t) if t is not None else f"no {log}"
+        seen = set()
+        for m in LAB_ATTN.finditer("" if why else t):
+            if int(m.group(2)) == b and m.group(1) not in seen:
+                seen.add(m.group(1))
+                rows.append((f"gpt2rt {m.group(1)}", b, attn_times(b, *map(float, m.group(3, 4, 5, 6))), ""))
+        if not seen:
+            rows.append(("gpt2rt", b, None, f"skipped: {why}" if why else f"no bf16 timing line in {log}; its last: {last_line(t)}"))
+    t = read(os.path.join(d, "bench_gpu_attn_torch.log"))
+    why = skip_reason(t) if t is not None else "no bench_gpu_attn_torch.log"
+    for b in batches:
+        for name in SDPA_BACKENDS:
+            m = None if why else next((x for x in SDPA.finditer(t) if x.group(1) == name and int(x.group(2)) == b), None)
+            sk = None if why else re.search(rf"^sdpa {name} B={b}: SKIP:? (.*)$", t, re.M)
+            if m:
+                rows.append((f"PyTorch sdpa {name}", b, attn_times(b, *map(float, m.group(3, 4, 5, 6))), ""))
+            else:
+                rows.append((f"PyTorch sdpa {name}", b, None, f"skipped: {why or sk.group(1)}" if why or sk else
+                             f"no line in bench_gpu_attn_torch.log; its last: {last_line(t)}"))
+
+    def total(r):
+        return r[2][0] + r[2][1]
+    best = {}
+    for r in rows:
+        if r[2] and r[0].startswith("PyTorch") and (r[1] not in best or total(r) < total(best[r[1]])):
+            best[r[1]] = r
+
+    def verdict(ok):
+        return "met" if ok else "NOT met"
+
+    def marks(r):
+        tf, tb = r[2][2], r[2][3]
+        out = [f"fwd {verdict(tf >= ATTN_TARGETS['fwd_tflops'])}", f"bwd {verdict(tb >= ATTN_TARGETS['bwd_tflops'])}"]
+        if r[1] in best:
+            out.insert(0, f"time {verdict(total(r) <= ATTN_TARGETS['vs_best'] * total(best[r[1]]))}")
+        return ", ".join(out)
+
+    print()
+    print("## attention, B=8 and 16, T=1024, HS=64, bf16 (NH=12, causal), forward and backward, same call")
+    print(f"- FLOPs as kernels/attention.cu counts them: forward 4 B NH T^2 HS / 2, backward 2.5x; "
+          f"best: PyTorch's least fwd+bwd at that B; targets (gpt2rt rows): time <= "
+          f"{ATTN_TARGETS['vs_best']:.2f}x best, fwd >= {ATTN_TARGETS['fwd_tflops']:.0f}, "
+          f"bwd >= {ATTN_TARGETS['bwd_tflops']:.0f} TFLOP/s")
+    for line in (t or "").splitlines()[:1]:
+        if line.startswith("torch "):
+            print(f"- {line}")
+    print()
+    print("| run | B | forward ms | backward ms | fwd+bwd ms | forward TFLOP/s | backward TFLOP/s | / best PyTorch | targets / note |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        name, b, v, note = r
+        if v is None:
+            print(f"| {name} | {b} | - | - | - | - | - | - | {note} |")
+            continue
+        ratio = f"{total(r) / total(best[b]):.2f}x" if b in best else "-"
+        note = marks(r) if name.startswith("gpt2rt") else ("best" if best.get(b) is r else "")
+        print(f"| {name} | {b} | {v[0]:.4f} | {v[1]:.4f} | {total(r):.4f} | {v[2]:.1f} | {v[3]:.1f} | {ratio} | {note} |")
+    print()
+    print("attention targets (gpt2rt's fastest bf16 path):")
+    for b in batches:
+        g = [r for r in rows if r[1] == b and r[2] and r[0].startswith("gpt2rt")]
+        if not g:
+            print(f"  B={b}: gpt2rt's attention: not measured in this call")
+            continue
+        r = min(g, key=total)
+        if b in best:
+            ratio = total(r) / total(best[b])
+            print(f"  B={b}: {r[0]} fwd+bwd {total(r):.4f} ms / {best[b][0]} {total(best[b]):.4f} ms = {ratio:.2f}x "
+                  f"(target <= {ATTN_TARGETS['vs_best']:.2f}x): {verdict(ratio <= ATTN_TARGETS['vs_best'])}")
+        else:
+            print(f"  B={b}: {r[0]} / PyTorch's best: no PyTorch backend ran in this call")
+        print(f"  B={b}: {r[0]} forward {r[2][2]:.1f} TFLOP/s (target >= {ATTN_TARGETS['fwd_tflops']:.0f}): "
+              f"{verdict(r[2][2] >= ATTN_TARGETS['fwd_tflops'])}; backward {r[2][3]:.1f} TFLOP/s "
+              f"(target >= {ATTN_TARGETS['bwd_tflops']:.0f}): {verdict(r[2][3] >= ATTN_TARGETS['bwd_tflops'])}")
 
 
 def fmt_int(x):
@@ -267,6 +376,7 @@ def main(argv):
         print(line)
     if "bf16" in ts_ms and "fp32" in ts_ms:
         print(f"aLLM4TS stage 1: bf16 is {ts_ms['fp32'] / ts_ms['bf16']:.2f}x fp32's speed")
+    attention_table(d, batches)
     return 0 if gpt else 1
 
 
