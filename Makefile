@@ -325,7 +325,8 @@ $(B)/bench_ts_nvcc: tools/bench_ts.c tools/cli.h gpt2rt.h | $(B)
 # small steps; one line per check, "N passed, N failed" last (kernels/test_gpu.sh).
 # bench-gpu (kernels/bench_gpu.sh): the step lab's timing (lab_train_step time), llm.c with
 # cuDNN and plain (make gpu-anchors), torch.compile at B=8 and 16, one same-call table
-# (tools/bench_gpu_table.py). gpu-pack: the binaries a GPU session carries
+# (tools/bench_gpu_table.py); then attention alone (lab_attention time B against PyTorch's
+# SDPA backends, tools/bench_attn_torch.py), a second table. gpu-pack: the binaries a GPU session carries
 # (kernels/gpu_session.sh runs both suites there in one call; docs/cuda.md).
 # test-emu: the CUDA backend compiled by the host C++ compiler against the emulator in
 # kernels/emu/ (ASan+UBSan, two fiber orders), run on the CPU against the CPU backend;
