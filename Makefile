@@ -323,10 +323,10 @@ $(B)/bench_ts_nvcc: tools/bench_ts.c tools/cli.h gpt2rt.h | $(B)
 # test-gpu: device, attention, matrix products, the other op labs, the end-to-end step
 # lab and the nvcc-built suites, then compute-sanitizer memcheck and racecheck on a few
 # small steps; one line per check, "N passed, N failed" last (kernels/test_gpu.sh).
-# bench-gpu (kernels/bench_gpu.sh): the step lab's timing (lab_train_step time), llm.c with
-# cuDNN and plain (make gpu-anchors), torch.compile at B=8 and 16, one same-call table
-# (tools/bench_gpu_table.py); then attention alone (lab_attention time B against PyTorch's
-# SDPA backends, tools/bench_attn_torch.py), a second table. gpu-pack: the binaries a GPU session carries
+# bench-gpu (kernels/bench_gpu.sh): the step lab's timing (lab_train_step time), attention
+# alone (lab_attention time B, PyTorch's SDPA backends by tools/bench_attn_torch.py), llm.c
+# with cuDNN and plain (make gpu-anchors), torch.compile at B=8 and 16, two same-call tables
+# (tools/bench_gpu_table.py). gpu-pack: the binaries a GPU session carries
 # (kernels/gpu_session.sh runs both suites there in one call; docs/cuda.md).
 # test-emu: the CUDA backend compiled by the host C++ compiler against the emulator in
 # kernels/emu/ (ASan+UBSan, two fiber orders), run on the CPU against the CPU backend;
