@@ -288,14 +288,15 @@ case $b in 8) t=250000.0; p=6.43 ;; *) t=317000.0; p=11.14 ;; esac
 echo "torch mode=$m batch=$b tokens_per_s=$t step_ms=1.0 mfu=0.2 peak_alloc_gib=$p peak_reserved_gib=7.50 gpu=\"NVIDIA H100 80GB HBM3\""
 S
     # lab_attention time B's lines (the lab's printf), times in ms at B=8 and twice that at
-    # B=16: bf16 mma.sync 0.060 + 0.180, wgmma 0.040 + 0.130, generic 1 + 3; fp16 not read
+    # B=16: bf16 mma.sync 0.060 + 0.180, wgmma 0.040 + 0.130, generic 1 + 3 and again 2 + 6
+    # (a path printed twice); fp16 not read
     cat > $d/bin/lab_attention <<'S'
 #!/bin/sh
 b=$2
 line() { awk -v b=$b -v t=$1 -v p=$2 -v fm=$3 -v bm=$4 'BEGIN { f = 4 * b * 12 * 1024 * 1024 * 64 / 2; fm *= b / 8; bm *= b / 8
   printf "  %-5s %-8s B=%d T=1024 C=768 NH=12: forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n", t, p, b, fm, f / (fm * 1e9), bm, 2.5 * f / (bm * 1e9) }'; }
 echo "attention lab on NVIDIA H100 80GB HBM3 (sm_90)"; echo timing
-line bf16 mma.sync 0.060 0.180; line bf16 wgmma 0.040 0.130; line fp16 wgmma 0.010 0.010; line bf16 generic 1 3
+line bf16 mma.sync 0.060 0.180; line bf16 wgmma 0.040 0.130; line fp16 wgmma 0.010 0.010; line bf16 generic 1 3; line bf16 generic 2 6
 echo "attention: PASS (0 failures)"
 S
     # tools/bench_attn_torch.py's lines: B=8 flash 0.050 + 0.140, cudnn 0.045 + 0.135 (the
@@ -367,6 +368,7 @@ bench_gpu_dry_run() {
         '| gpt2rt mma.sync | 8 | 0.0600 | 0.1800 | 0.2400 | 214.7 | 179.0 | 1.33x | time NOT met, fwd NOT met, bwd NOT met |' \
         '| gpt2rt wgmma | 8 | 0.0400 | 0.1300 | 0.1700 | 322.1 | 247.8 | 0.94x | time met, fwd met, bwd met |' \
         '| gpt2rt generic | 16 | 2.0000 | 6.0000 | 8.0000 | 12.9 | 10.7 | 21.05x | time NOT met, fwd NOT met, bwd NOT met |' \
+        '| gpt2rt generic (2) | 8 | 2.0000 | 6.0000 | 8.0000 | 6.4 | 5.4 | 44.44x | time NOT met, fwd NOT met, bwd NOT met |' \
         '| PyTorch sdpa flash | 8 | 0.0500 | 0.1400 | 0.1900 | 257.7 | 230.1 | 1.06x |  |' \
         '| PyTorch sdpa cudnn | 8 | 0.0450 | 0.1350 | 0.1800 | 286.3 | 238.6 | 1.00x | best |' \
         '| PyTorch sdpa efficient | 8 | - | - | - | - | - | - | skipped: RuntimeError: No available kernel. Aborting execution. |' \
@@ -379,7 +381,7 @@ bench_gpu_dry_run() {
     # a lab log missing and torch not importable: named skips, the gpt2rt rows of B=8 kept
     rm -f $d/logs/bench_gpu_attn_gpt2rt_b16.log && echo "SKIP: torch not importable" > $d/logs/bench_gpu_attn_torch.log
     local t2; t2=$(python3 tools/bench_gpu_table.py $d/logs); rc=$?
-    if [ -z "$miss" ] && [ "$(echo "$at" | grep -c '^| ')" -eq 13 ] && ! echo "$at" | grep -q fp16 &&
+    if [ -z "$miss" ] && [ "$(echo "$at" | grep -c '^| ')" -eq 15 ] && ! echo "$at" | grep -q fp16 &&
        [ $rc -eq 0 ] && echo "$t2" | grep -qxF '| gpt2rt | 16 | - | - | - | - | - | - | skipped: no bench_gpu_attn_gpt2rt_b16.log |' &&
        [ "$(echo "$t2" | grep -c '^| PyTorch sdpa [a-z]* | [0-9]* | - | .* | skipped: torch not importable |$')" -eq 6 ] &&
        echo "$t2" | grep -qxF '  B=8: gpt2rt wgmma / PyTorch'"'"'s best: no PyTorch backend ran in this call' &&

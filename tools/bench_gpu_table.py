@@ -147,11 +147,13 @@ def attention_table(d, batches):
         log = f"bench_gpu_attn_gpt2rt_b{b}.log"
         t = read(os.path.join(d, log))
         why = skip_reason(t) if t is not None else f"no {log}"
-        seen = set()
+        seen = []  # a path printed again (mma.sync twice where no wgmma runs) is named "PATH (2)"
         for m in LAB_ATTN.finditer("" if why else t):
-            if int(m.group(2)) == b and m.group(1) not in seen:
-                seen.add(m.group(1))
-                rows.append((f"gpt2rt {m.group(1)}", b, attn_times(b, *map(float, m.group(3, 4, 5, 6))), ""))
+            if int(m.group(2)) == b:
+                seen.append(m.group(1))
+                n = seen.count(m.group(1))
+                rows.append((f"gpt2rt {m.group(1)}" + (f" ({n})" if n > 1 else ""), b,
+                             attn_times(b, *map(float, m.group(3, 4, 5, 6))), ""))
         if not seen:
             rows.append(("gpt2rt", b, None, f"skipped: {why}" if why else f"no bf16 timing line in {log}; its last: {last_line(t)}"))
     t = read(os.path.join(d, "bench_gpu_attn_torch.log"))
