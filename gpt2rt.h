@@ -14337,6 +14337,186 @@ gpt2rt__cuk_attn_fwd64(X *out,          /* (B,T,C) */
 }
 
 /* ---------------------------------------------------------------------------------------------
+   Fast forward over RT query tiles per CTA: grid (ceil(T / (64 RT)), B*NH), 128 threads, (RT +
+   4) tiles of dynamic smem (the RT Q tiles, then K and V double-buffered). Warp w holds rows
+   16w .. 16w+15 of each of the CTA's query tiles qt0 + r, so every K and V fragment it reads
+   from shared memory feeds RT products instead of one. Row tile r takes key tiles 0 .. qt0 + r
+   (the later ones are skipped, not masked). Each row's arithmetic is gpt2rt__cuk_attn_fwd64's
+   in the same order (the products sum their k-slices in increasing order, the online softmax
+   runs per 64-key tile): out and lse are the same bits.
+   ------------------------------------------------------------------------------------------- */
+template <typename X, int RT>
+__device__ __forceinline__ void gpt2rt__cu_attn_mma_abt_rt(float s[RT][8][4], const unsigned a[RT][4][4],
+                                                           const uint16_t *M, int r0, int lane) {
+    const X *tag = 0;
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) s[r][j][0] = s[r][j][1] = s[r][j][2] = s[r][j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            unsigned bb[4];
+            gpt2rt__cu_attn_frag_b(bb, M, 16 * np, 16 * kk, lane);
+#pragma unroll
+            for (int r = 0; r < RT; r++)
+                if (r >= r0) {
+                    gpt2rt__cu_attn_mma(tag, s[r][2 * np], a[r][kk], bb[0], bb[1]);
+                    gpt2rt__cu_attn_mma(tag, s[r][2 * np + 1], a[r][kk], bb[2], bb[3]);
+                }
+        }
+}
+template <typename X, int RT>
+__device__ __forceinline__ void gpt2rt__cu_attn_mma_pm_rt(float acc[RT][8][4], const float p[RT][8][4],
+                                                          const uint16_t *M, int r0, int lane) {
+    const X *tag = 0;
+#pragma unroll
+    for (int kj = 0; kj < 4; kj++) {
+        unsigned a[RT][4];
+#pragma unroll
+        for (int r = 0; r < RT; r++) gpt2rt__cu_attn_acc_to_a<X>(a[r], p[r], kj);
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            unsigned bb[4];
+            gpt2rt__cu_attn_frag_bt(bb, M, 16 * kj, 16 * dp, lane);
+#pragma unroll
+            for (int r = 0; r < RT; r++)
+                if (r >= r0) {
+                    gpt2rt__cu_attn_mma(tag, acc[r][2 * dp], a[r], bb[0], bb[1]);
+                    gpt2rt__cu_attn_mma(tag, acc[r][2 * dp + 1], a[r], bb[2], bb[3]);
+                }
+        }
+    }
+}
+template <typename X, int RT>
+__global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
+gpt2rt__cuk_attn_fwd64_rt(X *out,          /* (B,T,C) */
+                          float *lse,      /* (B,NH,T) */
+                          const X *qkv,    /* (B,T,3C) */
+                          int T, int C, int NH, float scale_log2, int TH) {
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    uint16_t *sm = (uint16_t *)gpt2rt__cu_attn_dsm;
+    uint16_t *sK = sm + RT * GPT2RT__CU_ATT_TE, *sV = sK + 2 * GPT2RT__CU_ATT_TE; /* buffer i: + i * TE */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qt0 = RT * qb, last = qt0 + RT - 1 < ntile - 1 ? qt0 + RT - 1 : ntile - 1;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+
+#pragma unroll
+    for (int r = 0; r < RT; r++) gpt2rt__cu_attn_load_tile(sm + r * GPT2RT__CU_ATT_TE, q_g, (qt0 + r) * 64, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sK, k_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sV, v_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_cp_commit();
+
+    unsigned qf[RT][4][4];                   /* this warp's 16 x 64 Q rows of each tile */
+    float o[RT][8][4];                       /* 16 x 64 output accumulators */
+    float m[RT][2], l[RT][2];                /* rows lane/4 and lane/4 + 8: running max, partial sums */
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+        m[r][0] = m[r][1] = -INFINITY;
+        l[r][0] = l[r][1] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) o[r][j][0] = o[r][j][1] = o[r][j][2] = o[r][j][3] = 0.0f;
+    }
+
+    for (int kt = 0; kt <= last; kt++) {
+        const int buf = kt & 1;
+        gpt2rt__cu_attn_kv_step(sK + (1 - buf) * GPT2RT__CU_ATT_TE, sV + (1 - buf) * GPT2RT__CU_ATT_TE, k_g, v_g, kt,
+                                last, T, C3, tid);
+        const uint16_t *cK = sK + buf * GPT2RT__CU_ATT_TE, *cV = sV + buf * GPT2RT__CU_ATT_TE;
+        if (kt == 0)
+#pragma unroll
+            for (int r = 0; r < RT; r++) gpt2rt__cu_attn_rows_a(qf[r], sm + r * GPT2RT__CU_ATT_TE, 16 * warp, lane);
+        const int r0 = kt > qt0 ? kt - qt0 : 0; /* row tiles r0 .. RT-1 see key tile kt */
+
+        float s[RT][8][4];
+        gpt2rt__cu_attn_mma_abt_rt<X, RT>(s, qf, cK, r0, lane);
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            if (r < r0) continue;
+            const int q0 = (qt0 + r) * 64;
+            const bool edge = kt == qt0 + r || (kt + 1) * 64 > TH;
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    float x = s[r][j][c] * scale_log2;
+                    if (edge && gpt2rt__cu_att_hidden(q0 + 16 * warp + (lane >> 2) + 8 * (c >> 1),
+                                                      kt * 64 + 8 * j + 2 * (lane & 3) + (c & 1), TH)) x = -INFINITY;
+                    s[r][j][c] = x;
+                    mx[c >> 1] = fmaxf(mx[c >> 1], x);
+                }
+            float corr[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                float mnew = fmaxf(m[r][i], mx[i]);
+                corr[i] = exp2f(m[r][i] - mnew);
+                m[r][i] = mnew;
+                l[r][i] *= corr[i];
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    float p = exp2f(s[r][j][c] - m[r][c >> 1]);
+                    s[r][j][c] = p;
+                    l[r][c >> 1] += p;
+                    o[r][j][c] *= corr[c >> 1];
+                }
+        }
+        gpt2rt__cu_attn_mma_pm_rt<X, RT>(o, s, cV, r0, lane);
+        __syncthreads(); /* everyone is done with buffer buf before it is refilled */
+    }
+
+    /* finish each row tile: full row sums, lse, normalised output (staged through the warp's
+       16 rows of the first Q tile, free since the first key tile) */
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+        const int q0 = (qt0 + r) * 64;
+        if (q0 >= T) break; /* warp-uniform */
+        float inv[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            l[r][i] += __shfl_xor_sync(0xffffffffu, l[r][i], 1);
+            l[r][i] += __shfl_xor_sync(0xffffffffu, l[r][i], 2);
+            inv[i] = 1.0f / l[r][i];
+            int t = q0 + 16 * warp + (lane >> 2) + 8 * i;
+            if ((lane & 3) == 0 && t < T) lse[(int64_t)blockIdx.y * T + t] = (m[r][i] + log2f(l[r][i])) * GPT2RT__CU_ATT_LN2;
+        }
+        const int row0 = q0 + 16 * warp;
+        gpt2rt__cu_attn_store_rows<X>(out + ((int64_t)b * T + row0) * C + h * 64, C, T - row0, o[r], inv[0], inv[1],
+                                      sm + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+    }
+}
+/* launches gpt2rt__cuk_attn_fwd64_rt<X, RT> (HS 64, the fast path's conditions checked by the
+   caller); its dynamic shared memory, over 48 KiB from RT = 2 on, is allowed once per device
+   (ordinals from 64 on: at every launch) */
+template <typename X, int RT>
+static cudaError_t gpt2rt__cu_attn_fwd_rt_launch(X *out, float *lse, const X *qkv, int B, int T, int C, int NH,
+                                                 cudaStream_t s, int TH) {
+    static std::atomic<unsigned long long> smem_set;
+    const int smem = (RT + 4) * GPT2RT__CU_ATT_TE * 2;
+    int dev = -1;
+    GPT2RT__CU_TRY(cudaGetDevice(&dev));
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(smem_set.load() & bit)) {
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_fwd64_rt<X, RT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        smem_set.fetch_or(bit);
+    }
+    const float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
+    dim3 grid((unsigned)((T + 64 * RT - 1) / (64 * RT)), (unsigned)(B * NH));
+    GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem, s, gpt2rt__cuk_attn_fwd64_rt<X, RT>)(out, lse, qkv, T, C, NH, scale_log2, TH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------------------------------------
    Hopper path building blocks: warpgroup MMAs (wgmma.mma_async, sm_90a). A warpgroup is 4
    warps (128 threads) that issue each instruction together. Device code has them only when
    built for sm_90a (-gencode arch=compute_90a,code=sm_90a: __CUDA_ARCH__ 900 with
@@ -14917,6 +15097,142 @@ gpt2rt__cuk_attn_bwd_dq64(X *dqkv,          /* (B,T,3C): writes the q columns */
     const int row0 = q0 + 16 * warp;
     gpt2rt__cu_attn_store_rows<X>(dqkv + ((int64_t)b * T + row0) * C3 + h * 64, C3, T - row0, dq, 1.0f, 1.0f,
                                   sQ + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Fast backward, dQ over RT query tiles per CTA: grid (ceil(T / (64 RT)), B*NH), 128 threads,
+   (2 RT + 4) tiles of dynamic smem (Q and dO of each query tile, K and V double-buffered).
+   Warp w owns rows 16w .. of each query tile qt0 + r, so every K and V fragment it reads feeds
+   RT products; the Q and dO A operands are read from shared memory at each use (registers
+   hold RT tiles' S, dP and dQ). Row tile r takes key tiles 0 .. qt0 + r. Each row's arithmetic
+   is gpt2rt__cuk_attn_bwd_dq64's in the same order: dQ is the same bits.
+   ------------------------------------------------------------------------------------------- */
+template <typename X, int RT>
+__device__ __forceinline__ void gpt2rt__cu_attn_mma_abt_rt_s(float s[RT][8][4], const uint16_t *A, const uint16_t *M,
+                                                             int r0, int warp, int lane) {
+    const X *tag = 0;
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) s[r][j][0] = s[r][j][1] = s[r][j][2] = s[r][j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        unsigned a[RT][4];
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+            if (r >= r0) gpt2rt__cu_attn_frag_a(a[r], A + r * 2 * GPT2RT__CU_ATT_TE, 16 * warp, 16 * kk, lane);
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            unsigned bb[4];
+            gpt2rt__cu_attn_frag_b(bb, M, 16 * np, 16 * kk, lane);
+#pragma unroll
+            for (int r = 0; r < RT; r++)
+                if (r >= r0) {
+                    gpt2rt__cu_attn_mma(tag, s[r][2 * np], a[r], bb[0], bb[1]);
+                    gpt2rt__cu_attn_mma(tag, s[r][2 * np + 1], a[r], bb[2], bb[3]);
+                }
+        }
+    }
+}
+template <typename X, int RT>
+__global__ void __launch_bounds__(GPT2RT__CU_ATT_THREADS)
+gpt2rt__cuk_attn_bwd_dq64_rt(X *dqkv,          /* (B,T,3C): writes the q columns */
+                             const X *dout,    /* (B,T,C) */
+                             const X *qkv,     /* (B,T,3C) */
+                             const float *lse, /* (B,NH,T) */
+                             const float *Dv,  /* (B,NH,T) */
+                             int T, int C, int NH, float scale, float scale_log2, int TH) {
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    uint16_t *sQ = (uint16_t *)gpt2rt__cu_attn_dsm; /* Q of row tile r at sQ + 2r TE, dO at sQ + (2r+1) TE */
+    uint16_t *sK = sQ + 2 * RT * GPT2RT__CU_ATT_TE, *sV = sK + 2 * GPT2RT__CU_ATT_TE; /* buffer i: + i * TE */
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qt0 = RT * qb, last = qt0 + RT - 1 < ntile - 1 ? qt0 + RT - 1 : ntile - 1;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+        gpt2rt__cu_attn_load_tile(sQ + 2 * r * GPT2RT__CU_ATT_TE, q_g, (qt0 + r) * 64, T, C3, tid);
+        gpt2rt__cu_attn_load_tile(sQ + (2 * r + 1) * GPT2RT__CU_ATT_TE, do_g, (qt0 + r) * 64, T, C, tid);
+    }
+    gpt2rt__cu_attn_load_tile(sK, k_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_load_tile(sV, v_g, 0, T, C3, tid);
+    gpt2rt__cu_attn_cp_commit();
+
+    float lse2[RT][2], Dr[RT][2]; /* rows lane/4 and lane/4 + 8 of each tile; rows past T get P = 0 */
+    float dq[RT][8][4];
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int t = (qt0 + r) * 64 + 16 * warp + (lane >> 2) + 8 * i;
+            lse2[r][i] = t < T ? lse[(int64_t)blockIdx.y * T + t] * GPT2RT__CU_ATT_LOG2E : INFINITY;
+            Dr[r][i] = t < T ? Dv[(int64_t)blockIdx.y * T + t] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) dq[r][j][0] = dq[r][j][1] = dq[r][j][2] = dq[r][j][3] = 0.0f;
+    }
+
+    for (int kt = 0; kt <= last; kt++) {
+        const int buf = kt & 1;
+        gpt2rt__cu_attn_kv_step(sK + (1 - buf) * GPT2RT__CU_ATT_TE, sV + (1 - buf) * GPT2RT__CU_ATT_TE, k_g, v_g, kt,
+                                last, T, C3, tid);
+        const uint16_t *cK = sK + buf * GPT2RT__CU_ATT_TE, *cV = sV + buf * GPT2RT__CU_ATT_TE;
+        const int r0 = kt > qt0 ? kt - qt0 : 0; /* row tiles r0 .. RT-1 see key tile kt */
+        /* S = Q K^T and dP = dO V^T (16 queries x 64 keys, each row tile) */
+        float s[RT][8][4], dp_[RT][8][4];
+        gpt2rt__cu_attn_mma_abt_rt_s<X, RT>(s, sQ, cK, r0, warp, lane);
+        gpt2rt__cu_attn_mma_abt_rt_s<X, RT>(dp_, sQ + GPT2RT__CU_ATT_TE, cV, r0, warp, lane);
+        /* dS = P (dP - D) scale, P zero where the key is hidden */
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            const int q0 = (qt0 + r) * 64;
+            const bool edge = kt == qt0 + r || (kt + 1) * 64 > TH;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    int kl = 8 * j + 2 * (lane & 3) + (c & 1), ql = 16 * warp + (lane >> 2) + 8 * (c >> 1);
+                    float p = exp2f(s[r][j][c] * scale_log2 - lse2[r][c >> 1]);
+                    if (edge && gpt2rt__cu_att_hidden(q0 + ql, kt * 64 + kl, TH)) p = 0.0f;
+                    s[r][j][c] = p * (dp_[r][j][c] - Dr[r][c >> 1]) * scale;
+                }
+        }
+        /* dQ (16 x 64) += dS (16 x 64 keys) K (64 keys x 64), each row tile */
+        gpt2rt__cu_attn_mma_pm_rt<X, RT>(dq, s, cK, r0, lane);
+        __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < RT; r++) {
+        const int row0 = (qt0 + r) * 64 + 16 * warp;
+        if (row0 - 16 * warp >= T) break; /* warp-uniform */
+        gpt2rt__cu_attn_store_rows<X>(dqkv + ((int64_t)b * T + row0) * C3 + h * 64, C3, T - row0, dq[r], 1.0f, 1.0f,
+                                      sQ + 16 * warp * GPT2RT__CU_ATT_LD, lane);
+    }
+}
+/* launches gpt2rt__cuk_attn_bwd_dq64_rt<X, RT> (HS 64; D already computed); its dynamic shared
+   memory is allowed once per device (ordinals from 64 on: at every launch) */
+template <typename X, int RT>
+static cudaError_t gpt2rt__cu_attn_bwd_dq_rt_launch(X *dqkv, const X *dout, const X *qkv, const float *lse,
+                                                    const float *Dv, int B, int T, int C, int NH, cudaStream_t s, int TH) {
+    static std::atomic<unsigned long long> smem_set;
+    const int smem = (2 * RT + 4) * GPT2RT__CU_ATT_TE * 2;
+    int dev = -1;
+    GPT2RT__CU_TRY(cudaGetDevice(&dev));
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(smem_set.load() & bit)) {
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_rt<X, RT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        smem_set.fetch_or(bit);
+    }
+    const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
+    dim3 grid((unsigned)((T + 64 * RT - 1) / (64 * RT)), (unsigned)(B * NH));
+    GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem, s, gpt2rt__cuk_attn_bwd_dq64_rt<X, RT>)(dqkv, dout, qkv, lse, Dv, T, C, NH,
+                                                                                              scale, scale_log2, TH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -913,6 +913,62 @@ static void op_attention(int B, int T, int C, int NH, int TH, const char *what) 
     cudaFree(d_qkv); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_l1); cudaFree(d_l2);
 }
 
+/* The mma.sync forward and dQ pass over RT = 2 query tiles per CTA (gpt2rt__cuk_attn_fwd64_rt,
+   gpt2rt__cuk_attn_bwd_dq64_rt) against the one-tile kernels (GPT2RT__CU_ATT_MMA) on the same
+   problem: out, lse and dQ the same bits. */
+template <typename X>
+static void op_attention_rt(int B, int T, int C, int NH, int TH, const char *what) {
+    gpt2rt_emu::set_problem(what);
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    std::vector<float> q = floats(n_qkv, (uint64_t)(T * 5 + C));
+    std::vector<X> hx((size_t)n_qkv);
+    for (int64_t i = 0; i < n_qkv; i++) hx[(size_t)i] = gpt2rt__cu_to<X>(1.5f * q[(size_t)i]);
+    X *d_qkv, *d_o1, *d_o2;
+    float *d_l1, *d_l2;
+    cudaMalloc(&d_qkv, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_o1, (size_t)n_out * sizeof(X)); cudaMalloc(&d_o2, (size_t)n_out * sizeof(X));
+    cudaMalloc(&d_l1, (size_t)n_lse * 4); cudaMalloc(&d_l2, (size_t)n_lse * 4);
+    cudaMemcpy(d_qkv, hx.data(), (size_t)n_qkv * sizeof(X), cudaMemcpyHostToDevice);
+    cudaError_t e1 = gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    cudaError_t e2 = gpt2rt__cu_attn_fwd_rt_launch<X, 2>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, TH ? TH : T);
+    std::vector<X> o1((size_t)n_out), o2((size_t)n_out);
+    std::vector<float> l1((size_t)n_lse), l2((size_t)n_lse);
+    cudaError_t e3 = cudaMemcpy(o1.data(), d_o1, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
+    cudaMemcpy(o2.data(), d_o2, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
+    cudaMemcpy(l1.data(), d_l1, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(l2.data(), d_l2, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
+    size_t bad_o = 0, bad_l = 0;
+    for (int64_t i = 0; i < n_out; i++) bad_o += memcmp(&o1[(size_t)i], &o2[(size_t)i], sizeof(X)) != 0;
+    for (int64_t i = 0; i < n_lse; i++) bad_l += memcmp(&l1[(size_t)i], &l2[(size_t)i], 4) != 0;
+    check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && bad_o == 0 && bad_l == 0,
+          "op attention forward %s: 2 query tiles per CTA == 1 bitwise (%zu of %lld outputs, %zu of %lld lse differ)",
+          what, bad_o, (long long)n_out, bad_l, (long long)n_lse);
+
+    /* the dQ pass over 2 query tiles per CTA: dqkv from the one-tile backward with its q columns
+       poisoned (0xff: NaN), then the q columns written by the new pass: the same bits */
+    std::vector<float> dy = floats(n_out, (uint64_t)(T * 13 + C));
+    std::vector<X> dyx((size_t)n_out), g1((size_t)n_qkv), g2((size_t)n_qkv);
+    for (int64_t i = 0; i < n_out; i++) dyx[(size_t)i] = gpt2rt__cu_to<X>(dy[(size_t)i]);
+    X *d_dy, *d_g1, *d_g2;
+    float *d_D;
+    cudaMalloc(&d_dy, (size_t)n_out * sizeof(X)); cudaMalloc(&d_g1, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_g2, (size_t)n_qkv * sizeof(X));
+    cudaMalloc(&d_D, (size_t)n_lse * 4);
+    cudaMemcpy(d_dy, dyx.data(), (size_t)n_out * sizeof(X), cudaMemcpyHostToDevice);
+    e1 = gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    e3 = cudaMemcpy(g1.data(), d_g1, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+    g2 = g1;
+    for (int64_t r = 0; r < (int64_t)B * T; r++) memset(&g2[(size_t)(r * 3 * C)], 0xff, (size_t)C * sizeof(X));
+    cudaMemcpy(d_g2, g2.data(), (size_t)n_qkv * sizeof(X), cudaMemcpyHostToDevice);
+    e2 = gpt2rt__cu_attn_bwd_dq_rt_launch<X, 2>(d_g2, d_dy, d_qkv, d_l1, d_D, B, T, C, NH, 0, TH ? TH : T);
+    cudaMemcpy(g2.data(), d_g2, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+    size_t bad_g = 0;
+    for (int64_t i = 0; i < n_qkv; i++) bad_g += memcmp(&g1[(size_t)i], &g2[(size_t)i], sizeof(X)) != 0;
+    check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && bad_g == 0,
+          "op attention backward %s: dQ over 2 query tiles per CTA == 1 bitwise (%zu of %lld differ)", what, bad_g,
+          (long long)n_qkv);
+    cudaFree(d_dy); cudaFree(d_g1); cudaFree(d_g2); cudaFree(d_D);
+    cudaFree(d_qkv); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_l1); cudaFree(d_l2);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -1041,6 +1097,10 @@ int main(int argc, char **argv) {
            and fp16 with the placeholder mask (history 40 of 65) */
         op_attention<__nv_bfloat16>(2, 130, 128, 2, 0, "bf16 B2 T130 C128 HS64");
         op_attention<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
+        /* 2 query tiles per CTA: T 130 ends in a CTA whose second tile has no rows, T 65 in one
+           whose second tile holds one row; the placeholder mask */
+        op_attention_rt<__nv_bfloat16>(2, 130, 128, 2, 0, "bf16 B2 T130 C128 HS64");
+        op_attention_rt<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
         op_bias_backward(128, 64);
         op_bias_backward(37, 13);
         op_cast(4096);
