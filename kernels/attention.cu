@@ -41,9 +41,10 @@ static void take_cols(float *y, const float *x, int64_t BT, int C, int c0) {
 }
 
 /* TH: the placeholder mask's history (0: causal) */
-/* which forward kernel allow_fast (0, GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_BEST) runs at HS 64 */
+/* which kernels allow_fast (0, GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_WGMMA, GPT2RT__CU_ATT_BEST) runs at HS 64 */
 template <typename X> static const char *path_name(int C, int NH, int allow_fast) {
     if (!gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, allow_fast)) return "generic";
+    if (allow_fast == GPT2RT__CU_ATT_BEST) return "auto";
     return (allow_fast & GPT2RT__CU_ATT_WGMMA) && gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma" : "mma.sync";
 }
 
@@ -141,7 +142,7 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
     LAB_CK(cudaMalloc(&d_l1, n_lse * 4));
     LAB_CK(cudaMalloc(&d_l2, n_lse * 4));
     LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH));
-    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_WGMMA, NULL, TH));
     LAB_CK(cudaDeviceSynchronize());
     float *o1 = (float *)malloc(n_out * 4), *o2 = (float *)malloc(n_out * 4), *l1 = (float *)malloc(n_lse * 4),
           *l2 = (float *)malloc(n_lse * 4);
@@ -169,7 +170,7 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
     LAB_CK(cudaMalloc(&d_g2, n_qkv * sizeof(X)));
     LAB_CK(cudaMalloc(&d_D, n_lse * 4));
     LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH));
-    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_WGMMA, NULL, TH));
     LAB_CK(cudaDeviceSynchronize());
     lab_download<X>(g1, d_g1, n_qkv);
     lab_download<X>(g2, d_g2, n_qkv);
@@ -180,6 +181,11 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
         snprintf(what, sizeof what, "wgmma vs mma.sync %s %s T=%d%s", names[part], lab_type_name<X>(), T, TH ? " placeholders" : "");
         compare_rel_max(what, p2, p1, n_out, 4.0f * eps);
     }
+    /* the launchers pick between them by speed alone: that needs the same bits */
+    snprintf(what, sizeof what, "wgmma == mma.sync bitwise: out, lse, dqkv %s T=%d%s", lab_type_name<X>(), T, TH ? " placeholders" : "");
+    lab_same_bits(what, d_o1, d_o2, n_out * sizeof(X));
+    lab_same_bits(what, d_l1, d_l2, n_lse * 4);
+    lab_same_bits(what, d_g1, d_g2, n_qkv * sizeof(X));
     free(dy); free(g1); free(g2); free(p1); free(p2);
     LAB_CK(cudaFree(d_dy)); LAB_CK(cudaFree(d_g1)); LAB_CK(cudaFree(d_g2)); LAB_CK(cudaFree(d_D));
     free(qkv); free(o1); free(o2); free(l1); free(l2);
@@ -206,6 +212,8 @@ template <typename X> static void bench(int allow_fast, int B) {
     printf("  %-5s %-8s B=%d T=%d C=%d NH=%d: forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n",
            lab_type_name<X>(), path_name<X>(C, NH, allow_fast),
            B, T, C, NH, ms_f, flop_f / (ms_f * 1e9), ms_b, flop_b / (ms_b * 1e9));
+    if (allow_fast == GPT2RT__CU_ATT_BEST && gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, allow_fast))
+        lab_print_attn_pick<X>("        ", B * NH, T);
     free(h);
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_dout)); LAB_CK(cudaFree(d_out)); LAB_CK(cudaFree(d_dqkv));
     LAB_CK(cudaFree(d_lse)); LAB_CK(cudaFree(d_D));
@@ -232,7 +240,7 @@ template <typename X> static void bench_wg_ctas(int B) {
             d_o1, d_l1, d_qkv, T, C, NH, scale_log2, T);
         LAB_CK(cudaGetLastError());
     };
-    auto two = [&] { LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST)); };
+    auto two = [&] { LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_WGMMA)); };
     one();
     two();
     LAB_CK(cudaDeviceSynchronize());
@@ -246,7 +254,8 @@ template <typename X> static void bench_wg_ctas(int B) {
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
 }
 
-/* allow: GPT2RT__CU_ATT_MMA (the mma.sync forward) or GPT2RT__CU_ATT_BEST (wgmma where it runs) */
+/* allow: GPT2RT__CU_ATT_MMA (the mma.sync kernels), GPT2RT__CU_ATT_WGMMA (wgmma where it runs) or
+   GPT2RT__CU_ATT_BEST (the fastest here) */
 template <typename X> static void validate_all(int allow) {
     const Shape shapes[3] = {{2, 256, 768, 12}, {2, 37, 64, 4}, {1, 1000, 768, 12}};
     for (int i = 0; i < 3; i++) validate<X>(shapes[i], allow);
@@ -257,7 +266,7 @@ template <typename X> static void validate_all(int allow) {
 }
 template <typename X> static void validate_16(void) {
     validate_all<X>(GPT2RT__CU_ATT_MMA);
-    if (gpt2rt__cu_attn_fast<X>::wgmma_ok()) validate_all<X>(GPT2RT__CU_ATT_BEST);
+    if (gpt2rt__cu_attn_fast<X>::wgmma_ok()) validate_all<X>(GPT2RT__CU_ATT_WGMMA);
     same_as_mma<X>(Shape{2, 256, 768, 12});
     same_as_mma<X>(Shape{1, 1000, 768, 12}); /* a partial last tile; with 2 warpgroups per CTA, 16 query tiles */
     same_as_mma<X>(Shape{2, 200, 768, 12}, 130);
@@ -288,8 +297,10 @@ int main(int argc, char **argv) {
 
     printf("timing\n");
     bench<__nv_bfloat16>(GPT2RT__CU_ATT_MMA, B);
+    bench<__nv_bfloat16>(GPT2RT__CU_ATT_WGMMA, B);
     bench<__nv_bfloat16>(GPT2RT__CU_ATT_BEST, B);
     bench<__half>(GPT2RT__CU_ATT_MMA, B);
+    bench<__half>(GPT2RT__CU_ATT_WGMMA, B);
     bench<__half>(GPT2RT__CU_ATT_BEST, B);
     bench<float>(GPT2RT__CU_ATT_BEST, B);
     bench_wg_ctas<__nv_bfloat16>(B);

@@ -112,6 +112,25 @@ template <typename F> static float lab_time_ms(F fn, int reps) {
             gpt2rt_last_error(ctx)); exit(2); } } while (0)
 #endif
 
+/* one line: the variant the attention launchers picked for storage type X at B*NH = bnh and
+   T (causal) in each direction, and each variant's fastest timed run (-: not timed) */
+#if defined(GPT2RT_IMPLEMENTATION) && GPT2RT__CUDA
+template <typename X> static void lab_print_attn_pick(const char *indent, int bnh, int T) {
+    printf("%sattention pick %s B*NH=%d T=%d:", indent, lab_type_name<X>(), bnh, T);
+    for (int dir = 0; dir < 2; dir++) {
+        gpt2rt__cu_attn_picked p;
+        printf(" %s ", dir ? "backward" : "forward");
+        if (!gpt2rt__cu_attn_pick_info<X>(dir, bnh, T, 0, &p)) { printf("not timed%s", dir ? "" : ";"); continue; }
+        printf("%s (", p.name[p.variant]);
+        for (int i = 0; i < p.n; i++)
+            if (p.ms[i] < 0.0f) printf("%s%s -", i ? ", " : "", p.name[i]);
+            else printf("%s%s %.3f ms", i ? ", " : "", p.name[i], (double)p.ms[i]);
+        printf(")%s", dir ? "" : ";");
+    }
+    printf("\n");
+}
+#endif
+
 static int lab_finish(const char *name) {
     printf("%s: %s (%d failure%s)\n", name, lab_failures ? "FAIL" : "PASS", lab_failures, lab_failures == 1 ? "" : "s");
     return lab_failures ? 1 : 0;

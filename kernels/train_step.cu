@@ -912,6 +912,7 @@ static void time_gpt2_cfg(int B, const char *gpu, double peak, gpt2rt_recompute 
            dt / steps * 1e3, mfu, used / 1073741824.0, GPT2RT__GIB(r.st->arena_total), GPT2RT__GIB(r.st->overhead),
            created / 1073741824.0,
            GPT2RT__GIB(r.plan.overhead[0]), s.loss, gpu);
+    lab_print_attn_pick<__nv_bfloat16>("  ", B * 12, 1024); /* GPT-2 124M: 12 heads */
     if (!(s.loss == s.loss) || s.loss > 12.0f) { printf("  loss %g is not sane: FAIL\n", s.loss); lab_failures++; }
     free(tok);
     run_free(r);

@@ -834,7 +834,7 @@ static void forecaster_round_trip(gpt2rt_config c) {
 }
 
 /* The attention's two tensor-core forwards (and backwards) on the same problem: mma.sync (allow
-   GPT2RT__CU_ATT_MMA) and the Hopper wgmma kernel (GPT2RT__CU_ATT_BEST; the emulator is a
+   GPT2RT__CU_ATT_MMA) and the Hopper wgmma kernel (GPT2RT__CU_ATT_WGMMA; the emulator is a
    compute capability 9.0 device). Both of the emulator's models sum each product in
    increasing k, so out and lse must be the same bits; both against the CPU's fp32
    attention on the same rounded inputs (out within the storage type's rounding of P and of
@@ -855,7 +855,7 @@ static void op_attention(int B, int T, int C, int NH, int TH, const char *what) 
     cudaMemcpy(d_qkv, hx.data(), (size_t)n_qkv * sizeof(X), cudaMemcpyHostToDevice);
     cudaMemset(d_o2, 0xFF, (size_t)n_out * sizeof(X)); cudaMemset(d_l2, 0xFF, (size_t)n_lse * 4);
     cudaError_t e1 = gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
-    cudaError_t e2 = gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH);
+    cudaError_t e2 = gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_WGMMA, NULL, TH);
     std::vector<X> o1((size_t)n_out), o2((size_t)n_out);
     std::vector<float> l1((size_t)n_lse), l2((size_t)n_lse);
     cudaError_t e3 = cudaMemcpy(o1.data(), d_o1, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
@@ -875,7 +875,7 @@ static void op_attention(int B, int T, int C, int NH, int TH, const char *what) 
           "op attention forward %s: wgmma == mma.sync bitwise %d; wgmma vs CPU: out max err %.2e (bound %.2e), lse rel %.2e",
           what, same, eo, tol, el);
 
-    /* the backward: dQ, dK and dV by the wgmma kernels (GPT2RT__CU_ATT_BEST) or mma.sync, the
+    /* the backward: dQ, dK and dV by the wgmma kernels (GPT2RT__CU_ATT_WGMMA) or mma.sync, the
        whole dqkv the same bits; against the CPU's backward from the CPU's forward: the lab's
        tolerances (3e-2 bf16, 5e-3 fp16 of each part's max), which cover P, dS and the
        forward's output rounded to X */
@@ -890,7 +890,7 @@ static void op_attention(int B, int T, int C, int NH, int TH, const char *what) 
     cudaMemcpy(d_dy, dyx.data(), (size_t)n_out * sizeof(X), cudaMemcpyHostToDevice);
     cudaMemset(d_g2, 0xFF, (size_t)n_qkv * sizeof(X));
     e1 = gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
-    e2 = gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST, NULL, TH);
+    e2 = gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_WGMMA, NULL, TH);
     e3 = cudaMemcpy(g1.data(), d_g1, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
     cudaMemcpy(g2.data(), d_g2, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
     same = !memcmp(g1.data(), g2.data(), (size_t)n_qkv * sizeof(X));
@@ -967,6 +967,87 @@ static void op_attention_rt(int B, int T, int C, int NH, int TH, const char *wha
           (long long)n_qkv);
     cudaFree(d_dy); cudaFree(d_g1); cudaFree(d_g2); cudaFree(d_D);
     cudaFree(d_qkv); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_l1); cudaFree(d_l2);
+}
+
+/* The launchers' choice among the tensor-core variants (allow GPT2RT__CU_ATT_BEST): (a) the
+   pick is a variant that runs here, (b) its forward and backward are the same bits as each
+   variant forced by its allow bit, (c) a second call with the same key times nothing (the
+   measures counter) and another T times again, (d) while the stream is being captured
+   nothing is timed or remembered. The emulator's events read the host's clock, so which
+   variant wins here means nothing: no check depends on it. */
+template <typename X> static void op_attention_pick(const char *what) {
+    gpt2rt_emu::set_problem(what);
+    typedef gpt2rt__cu_attn_fast16<X> F;
+    const int B = 1, C = 128, NH = 2, Tmax = 130, Ts[3] = {130, 65, 64}; /* 64: only under capture */
+    const int64_t n_qkv = (int64_t)B * Tmax * 3 * C, n_out = (int64_t)B * Tmax * C, n_lse = (int64_t)B * NH * Tmax;
+    std::vector<float> q = floats(n_qkv, 31), dy = floats(n_out, 37);
+    std::vector<X> hq((size_t)n_qkv), hdy((size_t)n_out);
+    for (size_t i = 0; i < hq.size(); i++) hq[i] = gpt2rt__cu_to<X>(1.5f * q[i]);
+    for (size_t i = 0; i < hdy.size(); i++) hdy[i] = gpt2rt__cu_to<X>(dy[i]);
+    X *d_qkv, *d_dy, *d_o, *d_g;
+    float *d_l, *d_D;
+    cudaMalloc(&d_qkv, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_dy, (size_t)n_out * sizeof(X));
+    cudaMalloc(&d_o, (size_t)n_out * sizeof(X)); cudaMalloc(&d_g, (size_t)n_qkv * sizeof(X));
+    cudaMalloc(&d_l, (size_t)n_lse * 4); cudaMalloc(&d_D, (size_t)n_lse * 4);
+    cudaMemcpy(d_qkv, hq.data(), hq.size() * sizeof(X), cudaMemcpyHostToDevice);
+    cudaMemcpy(d_dy, hdy.data(), hdy.size() * sizeof(X), cudaMemcpyHostToDevice);
+    /* forward then backward at T with allow; the outputs (out, lse, dqkv) as bytes, set to
+       0xFF first so a part a variant leaves unwritten shows */
+    auto both = [&](int T, int allow, std::vector<unsigned char> &bytes) {
+        const size_t no = (size_t)B * T * C * sizeof(X), nl = (size_t)B * NH * T * 4, ng = 3 * no;
+        cudaMemset(d_o, 0xFF, no); cudaMemset(d_l, 0xFF, nl); cudaMemset(d_g, 0xFF, ng);
+        cudaError_t e = gpt2rt__cu_attention_forward_impl<X>(d_o, d_l, d_qkv, B, T, C, NH, 0, allow);
+        if (e == cudaSuccess) e = gpt2rt__cu_attention_backward_impl<X>(d_g, d_dy, d_qkv, d_o, d_l, d_D, B, T, C, NH, 0, allow);
+        bytes.assign(no + nl + ng, 0);
+        cudaMemcpy(bytes.data(), d_o, no, cudaMemcpyDeviceToHost);
+        cudaMemcpy(bytes.data() + no, d_l, nl, cudaMemcpyDeviceToHost);
+        if (cudaMemcpy(bytes.data() + no + nl, d_g, ng, cudaMemcpyDeviceToHost) != cudaSuccess) e = cudaErrorUnknown;
+        return e;
+    };
+    long m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0;
+    gpt2rt__cu_attn_picked pf, pb;
+    std::vector<unsigned char> got, forced;
+    gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, NULL, &m0);
+    cudaError_t e = both(Ts[0], GPT2RT__CU_ATT_BEST, got);
+    int have = gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, &pf, &m1) &&
+               gpt2rt__cu_attn_pick_info<X>(1, B * NH, Ts[0], 0, &pb, NULL);
+    int nf, nb;
+    const gpt2rt__cu_attn_variant<typename F::fwd_fn> *vf = F::forwards(&nf);
+    const gpt2rt__cu_attn_variant<typename F::bwd_fn> *vb = F::backwards(&nb);
+    check(e == cudaSuccess && have && pf.variant >= 0 && pf.variant < nf && vf[pf.variant].ok() && pf.ms[pf.variant] >= 0 &&
+          pb.variant >= 0 && pb.variant < nb && vb[pb.variant].ok() && pb.ms[pb.variant] >= 0 && m1 == m0 + 2,
+          "op attention pick %s: forward picked %s, backward %s, each a variant that runs here and was timed; "
+          "2 keys timed (%ld)", what, have ? pf.name[pf.variant] : "-", have ? pb.name[pb.variant] : "-", m1 - m0);
+    int n = nf > nb ? nf : nb;
+    for (int i = 0; i < n; i++) {
+        if (!(i < nf && vf[i].ok()) && !(i < nb && vb[i].ok())) continue;
+        e = both(Ts[0], 1 << i, forced);
+        int eq = e == cudaSuccess && forced == got;
+        check(eq, "op attention pick %s: the automatic pick's out, lse and dqkv == variant %d (%s) forced, bitwise",
+              what, i, i < nf ? vf[i].name : vb[i].name);
+    }
+    gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, NULL, &m2);
+    e = both(Ts[0], GPT2RT__CU_ATT_BEST, forced);
+    gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, NULL, &m3);
+    cudaError_t e2 = both(Ts[1], GPT2RT__CU_ATT_BEST, forced);
+    gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[1], 0, NULL, &m4);
+    check(e == cudaSuccess && e2 == cudaSuccess && m2 == m1 && m3 == m2 && m4 == m3 + 2,
+          "op attention pick %s: forced variants time nothing (%ld), the same key again nothing (%ld), T %d again "
+          "forward and backward (%ld)", what, m2 - m1, m3 - m2, Ts[1], m4 - m3);
+    /* (d) the emulator has no graphs; gpt2rt_emu::capturing makes cudaStreamIsCapturing say
+       the stream is being captured: a known key keeps its pick, a new one runs entry 0 */
+    gpt2rt_emu::capturing = 1;
+    e = both(Ts[0], GPT2RT__CU_ATT_BEST, forced);
+    e2 = both(Ts[2], GPT2RT__CU_ATT_BEST, got);
+    gpt2rt_emu::capturing = 0;
+    long m5 = 0;
+    int kept = gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[2], 0, NULL, &m5) || gpt2rt__cu_attn_pick_info<X>(1, B * NH, Ts[2], 0, NULL, NULL);
+    std::vector<unsigned char> first;
+    cudaError_t e3 = both(Ts[2], GPT2RT__CU_ATT_MMA, first);
+    check(e == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && m5 == m4 && !kept && got == first,
+          "op attention pick %s: under (simulated) stream capture nothing timed (%ld) nor remembered (%d), "
+          "a new key runs mma.sync (same bytes %d)", what, m5 - m4, kept, got == first);
+    cudaFree(d_qkv); cudaFree(d_dy); cudaFree(d_o); cudaFree(d_g); cudaFree(d_l); cudaFree(d_D);
 }
 
 int main(int argc, char **argv) {
@@ -1101,6 +1182,8 @@ int main(int argc, char **argv) {
            whose second tile holds one row; the placeholder mask */
         op_attention_rt<__nv_bfloat16>(2, 130, 128, 2, 0, "bf16 B2 T130 C128 HS64");
         op_attention_rt<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
+        op_attention_pick<__nv_bfloat16>("bf16 B1 C128 HS64 T130, 65, 64");
+        op_attention_pick<__half>("fp16 B1 C128 HS64 T130, 65, 64");
         op_bias_backward(128, 64);
         op_bias_backward(37, 13);
         op_cast(4096);

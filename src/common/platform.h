@@ -25,6 +25,7 @@
 #include <cuda_fp16.h>
 #include <cublasLt.h>
 #include <atomic> /* once-per-device kernel setup (8.3) */
+#include <mutex>  /* the attention kernel's choice per shape (8.3) */
 #ifdef GPT2RT_NCCL /* the NCCL communicator (8.6): link with -lnccl */
 #include <nccl.h>
 #endif

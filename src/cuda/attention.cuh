@@ -82,9 +82,12 @@ enum {
     GPT2RT__CU_ATT_TE = 64 * 72,      /* 16-bit elements per smem tile */
     GPT2RT__CU_ATT_THREADS = 128,     /* 4 warps, 16 tile rows each */
     GPT2RT__CU_ATT_NWG = 2,           /* warpgroups per CTA of the Hopper kernels (64 rows each) */
-    GPT2RT__CU_ATT_MMA = 1,           /* allow_fast bits: the mma.sync kernels, */
+    GPT2RT__CU_ATT_MMA = 1,           /* allow_fast bits, bit i: entry i of each direction's variant
+                                         table (gpt2rt__cu_attn_fast16): the mma.sync kernels, */
     GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward and backward, */
-    GPT2RT__CU_ATT_BEST = 3           /* both: what the launchers use */
+    GPT2RT__CU_ATT_BEST = 0xFF,       /* every variant: the fastest here, measured (the launchers) */
+    GPT2RT__CU_ATT_NVAR = 8,          /* the most entries a variant table has (one allow bit each) */
+    GPT2RT__CU_ATT_SLOTS = 64         /* the choices remembered per storage type (shapes x devices) */
 };
 #define GPT2RT__CU_ATT_LOG2E 1.4426950408889634f
 #define GPT2RT__CU_ATT_LN2 0.6931471805599453f

@@ -777,6 +777,30 @@ template <typename X> struct gpt2rt__cu_attn_fast {
         return cudaErrorNotSupported;
     }
 };
+/* The tensor-core variants of a direction, in a table: entry i runs where ok() says so and
+   allow_fast has bit i. Every entry of a direction gives the same bits (kernels/attention.cu
+   and the emulator's drive.cpp check it), so the choice among them is by speed alone
+   (gpt2rt__cu_attn_fast16::run). Adding a variant is one entry and one allow bit. */
+template <typename F> struct gpt2rt__cu_attn_variant {
+    const char *name;
+    int (*ok)(void); /* whether it can run on the current device */
+    F launch;
+};
+/* what was picked for a key (gpt2rt__cu_attn_pick_info) */
+struct gpt2rt__cu_attn_picked {
+    int variant;                           /* the pick's index in its direction's table */
+    int n;                                 /* the table's entries */
+    const char *name[GPT2RT__CU_ATT_NVAR]; /* each entry's name */
+    float ms[GPT2RT__CU_ATT_NVAR];         /* each entry's fastest timed run (ms); -1: not timed (not
+                                              allowed, cannot run here, or the timing failed) */
+};
+/* a remembered choice: the key (the storage type is the table's) and what was picked */
+struct gpt2rt__cu_attn_slot {
+    int used, dev, dir, bnh, T, TH, allow;
+    gpt2rt__cu_attn_picked p;
+};
+#define GPT2RT__CU_ATT_RUNS 3 /* timed runs per variant, after one warm-up */
+
 template <typename X> struct gpt2rt__cu_attn_fast16 {
     enum { available = 1 };
     /* What is asked of the driver once per device (bit d of a mask: device d; ordinals
@@ -805,6 +829,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(0).fetch_or(bit);
         return ok;
     }
+    static int always(void) { return 1; } /* mma.sync: wherever the fast path runs (built) */
     /* The Hopper kernels run where the device is compute capability 9.0 and the image it
        runs has their sm_90a bodies (built with -gencode arch=compute_90a,code=sm_90a; any
        other build's body is a trap without the forward's 48 KiB of static shared memory) */
@@ -824,51 +849,38 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         mask(3).fetch_or(bit);
         return ok;
     }
-    static cudaError_t allow_smem(int smem_dkdv, int smem_dq) {
-        unsigned long long bit = device_bit();
-        if (bit && (mask(2).load() & bit)) return cudaSuccess;
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
-        mask(2).fetch_or(bit);
-        return cudaSuccess;
-    }
-    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH,
-                               int allow) {
-        float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
-        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
-            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
-            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, 0, s, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>)(out, lse, qkv, T, C, NH, scale_log2, TH);
-            GPT2RT__CU_LAUNCHED();
-            return cudaSuccess;
-        }
+
+    /* the variants' launches: out (B,T,C), lse (B,NH,T) <- qkv; dqkv (all 3C columns
+       written, never accumulated) <- dout, qkv, lse, Dv. Each overwrites its outputs whole
+       and reads only its inputs, so it can run again on the same buffers. */
+    typedef cudaError_t (*fwd_fn)(X *, float *, const X *, int, int, int, int, cudaStream_t, int);
+    typedef cudaError_t (*bwd_fn)(X *, const X *, const X *, const float *, const float *, int, int, int, int,
+                                  cudaStream_t, int);
+    static cudaError_t fwd_mma(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(out, lse, qkv, T, C, NH, scale_log2, TH);
+        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, 0, s, gpt2rt__cuk_attn_fwd64<X>)(
+            out, lse, qkv, T, C, NH, (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E, TH);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
-    static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
-                                int B, int T, int C, int NH, cudaStream_t s, int TH, int allow) {
+    static cudaError_t fwd_wg(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH) {
+        dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+        GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, 0, s, gpt2rt__cuk_attn_fwd64_wg<X, GPT2RT__CU_ATT_NWG>)(
+            out, lse, qkv, T, C, NH, (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E, TH);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+    /* the backward's two passes: dK and dV (the k and v columns), then dQ (the q columns) */
+    static cudaError_t bwd_mma(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv, int B, int T,
+                               int C, int NH, cudaStream_t s, int TH) {
         dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
-        float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
+        const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
         const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
-        GPT2RT__CU_TRY(allow_smem(smem_dkdv, smem_dq));
-        if ((allow & GPT2RT__CU_ATT_WGMMA) && wgmma_ok()) {
-            const unsigned long long bit = device_bit();
-            if (!bit || !(mask(5).load() & bit)) {
-                GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
-                GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>,
-                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM));
-                mask(5).fetch_or(bit);
-            }
-            dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
-            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>)(
-                dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
-            GPT2RT__CU_LAUNCHED();
-            GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>)(
-                dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
-            GPT2RT__CU_LAUNCHED();
-            return cudaSuccess;
+        const unsigned long long bit = device_bit();
+        if (!bit || !(mask(2).load() & bit)) {
+            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
+            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
+            mask(2).fetch_or(bit);
         }
         GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
         GPT2RT__CU_LAUNCHED();
@@ -876,14 +888,196 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
+    static cudaError_t bwd_wg(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv, int B, int T,
+                              int C, int NH, cudaStream_t s, int TH) {
+        const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
+        const unsigned long long bit = device_bit();
+        if (!bit || !(mask(5).load() & bit)) {
+            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
+            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM));
+            mask(5).fetch_or(bit);
+        }
+        dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+        GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>)(
+            dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        GPT2RT__CU_LAUNCHED();
+        GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>)(
+            dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+
+    /* The variant tables; entry 0 runs wherever the fast path does: the default */
+    static const gpt2rt__cu_attn_variant<fwd_fn> *forwards(int *n) {
+        static const gpt2rt__cu_attn_variant<fwd_fn> v[] = {
+            {"mma.sync", always, fwd_mma},
+            {"wgmma", wgmma_ok, fwd_wg},
+        };
+        *n = (int)(sizeof v / sizeof v[0]);
+        return v;
+    }
+    static const gpt2rt__cu_attn_variant<bwd_fn> *backwards(int *n) {
+        static const gpt2rt__cu_attn_variant<bwd_fn> v[] = {
+            {"mma.sync", always, bwd_mma},
+            {"wgmma", wgmma_ok, bwd_wg},
+        };
+        *n = (int)(sizeof v / sizeof v[0]);
+        return v;
+    }
+
+    /* The choices made, one table per storage type, under one lock. When its
+       GPT2RT__CU_ATT_SLOTS slots are full a new key is not remembered: its calls run entry
+       0 without timing (a process meets a few shapes: training one T per device). */
+    static std::mutex &lock(void) {
+        static std::mutex m;
+        return m;
+    }
+    static gpt2rt__cu_attn_slot *slots(void) {
+        static gpt2rt__cu_attn_slot s[GPT2RT__CU_ATT_SLOTS];
+        return s;
+    }
+    static std::atomic<long> &measures(void) { /* how many keys were timed: the tests' counter */
+        static std::atomic<long> n(0);
+        return n;
+    }
+    /* the slot of key k (p is ignored), or with add a free one (NULL: none or full); under lock() */
+    static gpt2rt__cu_attn_slot *lookup(const gpt2rt__cu_attn_slot &k, int add) {
+        gpt2rt__cu_attn_slot *s = slots();
+        for (int i = 0; i < GPT2RT__CU_ATT_SLOTS; i++) {
+            if (!s[i].used) {
+                if (!add) return NULL;
+                s[i] = k;
+                s[i].used = 1;
+                return &s[i];
+            }
+            if (s[i].dev == k.dev && s[i].dir == k.dir && s[i].bnh == k.bnh && s[i].T == k.T && s[i].TH == k.TH &&
+                s[i].allow == k.allow)
+                return &s[i];
+        }
+        return NULL;
+    }
+    static gpt2rt__cu_attn_slot key(int dir, int bnh, int T, int TH, int allow) {
+        gpt2rt__cu_attn_slot k;
+        memset(&k, 0, sizeof k);
+        if (cudaGetDevice(&k.dev) != cudaSuccess) { (void)cudaGetLastError(); k.dev = -1; }
+        k.dir = dir; k.bnh = bnh; k.T = T; k.TH = TH; k.allow = allow;
+        return k;
+    }
+
+    /* Times each allowed variant that runs here on the call's own buffers (a... are the
+       launch's arguments) and stream s: one warm-up launch, then GPT2RT__CU_ATT_RUNS launches
+       between events; p->ms[i] is variant i's fastest run and p->variant the fastest variant.
+       The minimum, not the mean or the median: a variant does the same work every run, and
+       what varies (launch gaps, clocks ramping up, other work on the device) only adds time,
+       so the fastest of a few runs is the least disturbed estimate. A launch's error is
+       returned; an event's error ends the timing with p->variant = -1 and is cleared. */
+    template <typename F, typename... A>
+    static cudaError_t measure(const gpt2rt__cu_attn_variant<F> *v, int n, int allow, cudaStream_t s,
+                               gpt2rt__cu_attn_picked *p, A... a) {
+        cudaEvent_t ev[GPT2RT__CU_ATT_RUNS + 1];
+        int made = 0, timed = 1;
+        while (made <= GPT2RT__CU_ATT_RUNS && cudaEventCreate(&ev[made]) == cudaSuccess) made++;
+        timed = made == GPT2RT__CU_ATT_RUNS + 1;
+        cudaError_t e = cudaSuccess;
+        p->variant = -1;
+        for (int i = 0; i < n && timed && e == cudaSuccess; i++) {
+            if (!(allow >> i & 1) || !v[i].ok()) continue;
+            e = v[i].launch(a...);
+            timed = e == cudaSuccess && cudaEventRecord(ev[0], s) == cudaSuccess;
+            for (int r = 0; r < GPT2RT__CU_ATT_RUNS && timed && e == cudaSuccess; r++) {
+                e = v[i].launch(a...);
+                timed = e == cudaSuccess && cudaEventRecord(ev[r + 1], s) == cudaSuccess;
+            }
+            timed = timed && cudaEventSynchronize(ev[GPT2RT__CU_ATT_RUNS]) == cudaSuccess;
+            for (int r = 0; r < GPT2RT__CU_ATT_RUNS && timed; r++) {
+                float ms = -1.0f;
+                timed = cudaEventElapsedTime(&ms, ev[r], ev[r + 1]) == cudaSuccess;
+                if (timed && (p->ms[i] < 0.0f || ms < p->ms[i])) p->ms[i] = ms;
+            }
+            if (timed && (p->variant < 0 || p->ms[i] < p->ms[p->variant])) p->variant = i;
+        }
+        for (int i = 0; i < made; i++) (void)cudaEventDestroy(ev[i]);
+        if (e == cudaSuccess && !timed) {
+            (void)cudaGetLastError();
+            p->variant = -1;
+            for (int i = 0; i < n; i++) p->ms[i] = -1.0f;
+        }
+        return e;
+    }
+
+    /* One call of direction dir (0 forward, 1 backward) over bnh = B*NH heads of T rows: with
+       one allowed variant that runs here, that one; else the remembered pick for the key
+       (device, B*NH, T, TH, allow), or measure() picks now, the pick is remembered and runs
+       last, so the outputs are the pick's. While s is being captured into a CUDA graph nothing
+       is timed (events would be captured, not run): the remembered pick or entry 0. */
+    template <typename F, typename... A>
+    static cudaError_t run(int dir, const gpt2rt__cu_attn_variant<F> *v, int n, int allow, int bnh, int T, int TH,
+                           cudaStream_t s, A... a) {
+        int first = -1, count = 0;
+        for (int i = 0; i < n; i++)
+            if ((allow >> i & 1) && v[i].ok()) { count++; if (first < 0) first = i; }
+        if (count < 2) return v[first < 0 ? 0 : first].launch(a...);
+        const gpt2rt__cu_attn_slot k = key(dir, bnh, T, TH, allow);
+        {
+            std::lock_guard<std::mutex> l(lock());
+            const gpt2rt__cu_attn_slot *got = lookup(k, 0);
+            if (got) return v[got->p.variant].launch(a...);
+        }
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) { (void)cudaGetLastError(); cs = cudaStreamCaptureStatusActive; }
+        if (cs != cudaStreamCaptureStatusNone) return v[first].launch(a...);
+        gpt2rt__cu_attn_picked p;
+        p.n = n;
+        for (int i = 0; i < GPT2RT__CU_ATT_NVAR; i++) { p.name[i] = i < n ? v[i].name : NULL; p.ms[i] = -1.0f; }
+        GPT2RT__CU_TRY(measure(v, n, allow, s, &p, a...));
+        measures()++;
+        if (p.variant < 0) p.variant = first;
+        {
+            std::lock_guard<std::mutex> l(lock());
+            gpt2rt__cu_attn_slot *slot = lookup(k, 1);
+            if (slot && slot->p.n == 0) slot->p = p; /* a key another thread timed first keeps its pick */
+        }
+        return v[p.variant].launch(a...);
+    }
+
+    static cudaError_t forward(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH,
+                               int allow) {
+        int n;
+        const gpt2rt__cu_attn_variant<fwd_fn> *v = forwards(&n);
+        return run(0, v, n, allow, B * NH, T, TH, s, out, lse, qkv, B, T, C, NH, s, TH);
+    }
+    static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                int B, int T, int C, int NH, cudaStream_t s, int TH, int allow) {
+        int n;
+        const gpt2rt__cu_attn_variant<bwd_fn> *v = backwards(&n);
+        return run(1, v, n, allow, B * NH, T, TH, s, dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH);
+    }
 };
 template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<__nv_bfloat16> {};
 template <> struct gpt2rt__cu_attn_fast<__half> : gpt2rt__cu_attn_fast16<__half> {};
 
+/* What the launchers' automatic choice (allow GPT2RT__CU_ATT_BEST) picked for storage type X
+   on the current device in direction dir (0 forward, 1 backward) at B*NH = bnh, T and TH
+   (0: causal): 1 with *p, or 0 when that key was not timed. *measures (when not NULL): how
+   many keys of X this process has timed. For the labs and the tests; nothing is printed. */
+template <typename X>
+static int gpt2rt__cu_attn_pick_info(int dir, int bnh, int T, int TH, gpt2rt__cu_attn_picked *p, long *measures = NULL) {
+    typedef gpt2rt__cu_attn_fast16<X> F;
+    if (measures) *measures = F::measures().load();
+    if (TH <= 0 || TH > T) TH = T;
+    const gpt2rt__cu_attn_slot k = F::key(dir, bnh, T, TH, GPT2RT__CU_ATT_BEST);
+    std::lock_guard<std::mutex> l(F::lock());
+    const gpt2rt__cu_attn_slot *got = F::lookup(k, 0);
+    if (got && p) *p = got->p;
+    return got != NULL;
+}
+
 /* fast path: 16-bit type, HS == 64, every pointer 16-byte aligned (the row strides C and 3C
    are then multiples of 8 elements), kernels built for sm_80+. allow_fast: 0 forces the generic
-   path, GPT2RT__CU_ATT_MMA the mma.sync kernels, GPT2RT__CU_ATT_BEST (the launchers) also the
-   Hopper forward where it runs (the lab and the emulator's driver compare them) */
+   path, one variant's bit (GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_WGMMA) that variant where it runs
+   (else mma.sync), GPT2RT__CU_ATT_BEST (the launchers) the fastest here, timed once per shape */
 template <typename X>
 static int gpt2rt__cu_attn_use_fast(int C, int NH, const void *a, const void *b, const void *c, int allow_fast) {
     return allow_fast && gpt2rt__cu_attn_fast<X>::available && C / NH == 64 &&

@@ -22,6 +22,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <chrono>
@@ -633,6 +634,20 @@ static inline cudaError_t cudaDeviceSynchronize(void) {
         if (e == cudaSuccess) e = r;
     }
     return e;
+}
+
+/* No graphs here: a stream is never being captured, except while a test sets
+   gpt2rt_emu::capturing, to run a library's capture-time path (launches still run at once) */
+typedef enum {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2
+} cudaStreamCaptureStatus;
+namespace gpt2rt_emu { inline std::atomic<int> capturing{0}; }
+static inline cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status) {
+    (void)s;
+    *status = gpt2rt_emu::capturing.load() ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
 }
 
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
