@@ -187,8 +187,8 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
         X *d_g3;
         LAB_CK(cudaMalloc(&d_g3, n_qkv * sizeof(X)));
         LAB_CK(cudaMemset(d_g3, 0xFF, n_qkv * sizeof(X)));
-        LAB_CK(nwg == 2 ? gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_g3, d_dy, d_qkv, d_l1, d_D, B, T, C, NH, 0, TH)
-                        : gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_g3, d_dy, d_qkv, d_l1, d_D, B, T, C, NH, 0, TH));
+        LAB_CK((nwg == 2 ? gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_g3, d_dy, d_qkv, d_l1, d_D, B, T, C, NH, 0, TH)
+                         : gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_g3, d_dy, d_qkv, d_l1, d_D, B, T, C, NH, 0, TH)));
         LAB_CK(cudaDeviceSynchronize());
         snprintf(what, sizeof what, "pipelined wgmma (dQ %d warpgroups) vs wgmma backward dqkv %s T=%d%s", nwg, lab_type_name<X>(), T,
                  TH ? " placeholders" : "");
@@ -289,8 +289,8 @@ template <typename X> static void bench_bwd_passes(void) {
     /* D, and every variant's shared-memory limit set */
     LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA));
     LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST));
-    LAB_CK(gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T));
-    LAB_CK(gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T));
+    LAB_CK((gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T)));
+    LAB_CK((gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T)));
     LAB_CK(cudaDeviceSynchronize());
     const float scale = 1.0f / sqrtf(64.0f), sl2 = scale * GPT2RT__CU_ATT_LOG2E;
     const dim3 g1((unsigned)((T + 63) / 64), (unsigned)(B * NH)), g2((unsigned)((T + 127) / 128), (unsigned)(B * NH)),
