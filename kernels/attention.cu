@@ -186,6 +186,29 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
     lab_same_bits(what, d_o1, d_o2, n_out * sizeof(X));
     lab_same_bits(what, d_l1, d_l2, n_lse * 4);
     lab_same_bits(what, d_g1, d_g2, n_qkv * sizeof(X));
+    /* the pipelined wgmma backward (its dQ pass with 2 and 3 warpgroups per CTA) on the D the calls above left
+       in d_D: the same sums in the same order as the wgmma backward, so its bits; against
+       mma.sync as the wgmma backward is */
+    for (int nwg = 2; nwg <= 3; nwg++) {
+        X *d_g3;
+        LAB_CK(cudaMalloc(&d_g3, n_qkv * sizeof(X)));
+        LAB_CK(cudaMemset(d_g3, 0xFF, n_qkv * sizeof(X)));
+        LAB_CK((nwg == 2 ? gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_g3, d_dy, d_qkv, d_l1, d_D, B, T, C, NH, 0, TH)
+                         : gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_g3, d_dy, d_qkv, d_l1, d_D, B, T, C, NH, 0, TH)));
+        LAB_CK(cudaDeviceSynchronize());
+        snprintf(what, sizeof what, "pipelined wgmma (dQ %d warpgroups) vs wgmma backward dqkv %s T=%d%s", nwg, lab_type_name<X>(), T,
+                 TH ? " placeholders" : "");
+        lab_same_bits(what, d_g3, d_g2, n_qkv * sizeof(X));
+        lab_download<X>(g2, d_g3, n_qkv);
+        for (int part = 0; part < 3; part++) {
+            take_cols(p1, g1, BT, C, part * C);
+            take_cols(p2, g2, BT, C, part * C);
+            snprintf(what, sizeof what, "pipelined wgmma (%d) vs mma.sync %s %s T=%d%s", nwg, names[part], lab_type_name<X>(), T,
+                     TH ? " placeholders" : "");
+            compare_rel_max(what, p2, p1, n_out, 4.0f * eps);
+        }
+        LAB_CK(cudaFree(d_g3));
+    }
     free(dy); free(g1); free(g2); free(p1); free(p2);
     LAB_CK(cudaFree(d_dy)); LAB_CK(cudaFree(d_g1)); LAB_CK(cudaFree(d_g2)); LAB_CK(cudaFree(d_D));
     free(qkv); free(o1); free(o2); free(l1); free(l2);
@@ -254,6 +277,55 @@ template <typename X> static void bench_wg_ctas(int B) {
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
 }
 
+/* The backward's two passes, each kernel launched directly, at the bench shape: mma.sync,
+   wgmma and the pipelined wgmma (2 warpgroups per CTA; then its dQ pass with 3); one line per variant with the
+   dK,dV pass, the dQ pass and both (rates: the pass's share of the backward's flops, dK,dV
+   3 of its 5 products, dQ 2) */
+template <typename X> static void bench_bwd_passes(void) {
+    const int B = 8, T = 1024, C = 768, NH = 12, HS = C / NH;
+    if (!gpt2rt__cu_attn_fast<X>::wgmma_ok()) { printf("  %s backward passes: skipped (no sm_90a device code here)\n", lab_type_name<X>()); return; }
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    float *h = (float *)malloc(n_qkv * 4);
+    lab_fill(h, n_qkv, 1.5f);
+    X *d_qkv = lab_upload<X>(h, n_qkv), *d_dout = lab_upload<X>(h, n_out), *d_out, *d_dqkv;
+    float *d_lse, *d_D;
+    LAB_CK(cudaMalloc(&d_out, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_dqkv, n_qkv * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_lse, n_lse * 4));
+    LAB_CK(cudaMalloc(&d_D, n_lse * 4));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_out, d_lse, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA));
+    /* D, and every variant's shared-memory limit set */
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA));
+    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST));
+    LAB_CK((gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T)));
+    LAB_CK((gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T)));
+    LAB_CK(cudaDeviceSynchronize());
+    const float scale = 1.0f / sqrtf(64.0f), sl2 = scale * GPT2RT__CU_ATT_LOG2E;
+    const dim3 g1((unsigned)((T + 63) / 64), (unsigned)(B * NH)), g2((unsigned)((T + 127) / 128), (unsigned)(B * NH)),
+        g3((unsigned)((T + 191) / 192), (unsigned)(B * NH));
+#define LAB_BWD_ARGS d_dqkv, d_dout, d_qkv, d_lse, d_D, T, C, NH, scale, sl2, T
+    auto kv_mma = [&] { GPT2RT__LAUNCH(g1, GPT2RT__CU_ATT_THREADS, GPT2RT__CU_ATT_BWD_SMEM, 0, gpt2rt__cuk_attn_bwd_dkdv64<X>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
+    auto q_mma = [&] { GPT2RT__LAUNCH(g1, GPT2RT__CU_ATT_THREADS, 6 * GPT2RT__CU_ATT_TE * 2, 0, gpt2rt__cuk_attn_bwd_dq64<X>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
+    auto kv_wg = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_WG_SMEM, 0, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
+    auto q_wg = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, 0, gpt2rt__cuk_attn_bwd_dq64_wg<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
+    auto kv_p2 = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_WGP_SMEM(2), 0, gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
+    auto q_p2 = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(2), 0, gpt2rt__cuk_attn_bwd_dq64_wgp<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
+    auto q_p3 = [&] { GPT2RT__LAUNCH(g3, 384, GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(3), 0, gpt2rt__cuk_attn_bwd_dq64_wgp<X, 3>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
+#undef LAB_BWD_ARGS
+    const double flop_b = 2.5 * 4.0 * B * NH * (double)T * T * HS / 2.0;
+    auto line = [&](const char *name, float kv, float q, float both) {
+        printf("  %-5s backward %-24s dK,dV %7.3f ms %6.1f TFLOP/s  dQ %7.3f ms %6.1f TFLOP/s  both %7.3f ms %6.1f TFLOP/s\n",
+               lab_type_name<X>(), name, kv, 0.6 * flop_b / (kv * 1e9), q, 0.4 * flop_b / (q * 1e9), both, flop_b / (both * 1e9));
+    };
+    line("mma.sync", lab_time_ms(kv_mma, 50), lab_time_ms(q_mma, 50), lab_time_ms([&] { kv_mma(); q_mma(); }, 50));
+    line("wgmma 2 wg", lab_time_ms(kv_wg, 50), lab_time_ms(q_wg, 50), lab_time_ms([&] { kv_wg(); q_wg(); }, 50));
+    line("pipelined wgmma 2 wg", lab_time_ms(kv_p2, 50), lab_time_ms(q_p2, 50), lab_time_ms([&] { kv_p2(); q_p2(); }, 50));
+    line("pipelined, dQ 3 wg", lab_time_ms(kv_p2, 50), lab_time_ms(q_p3, 50), lab_time_ms([&] { kv_p2(); q_p3(); }, 50));
+    free(h);
+    LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_dout)); LAB_CK(cudaFree(d_out)); LAB_CK(cudaFree(d_dqkv));
+    LAB_CK(cudaFree(d_lse)); LAB_CK(cudaFree(d_D));
+}
+
 /* allow: GPT2RT__CU_ATT_MMA (the mma.sync kernels), GPT2RT__CU_ATT_WGMMA (wgmma where it runs) or
    GPT2RT__CU_ATT_BEST (the fastest here) */
 template <typename X> static void validate_all(int allow) {
@@ -305,6 +377,8 @@ int main(int argc, char **argv) {
     bench<float>(GPT2RT__CU_ATT_BEST, B);
     bench_wg_ctas<__nv_bfloat16>(B);
     bench_wg_ctas<__half>(B);
+    bench_bwd_passes<__nv_bfloat16>();
+    bench_bwd_passes<__half>();
     bench<__nv_bfloat16>(0, B);
     return lab_finish("attention");
 }

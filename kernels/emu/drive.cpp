@@ -1050,6 +1050,44 @@ template <typename X> static void op_attention_pick(const char *what) {
     cudaFree(d_qkv); cudaFree(d_dy); cudaFree(d_o); cudaFree(d_g); cudaFree(d_l); cudaFree(d_D);
 }
 
+/* The pipelined Hopper backward (gpt2rt__cu_attn_bwd_wgp_launch_n: dK,dV with 2 warpgroups
+   per CTA, dQ with 2 and with 3) against the mma.sync backward on the same forward: dQ, dK and dV the same bits (both
+   of the emulator's models sum each product in increasing k, and the tiles in the same
+   order). TH: the placeholder mask's history, 0 causal. */
+template <typename X>
+static void op_attention_wgp(int B, int T, int C, int NH, int TH, const char *what) {
+    gpt2rt_emu::set_problem(what);
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    std::vector<float> q = floats(n_qkv, (uint64_t)(T * 5 + C)), dy = floats(n_out, (uint64_t)(T * 13 + C));
+    std::vector<X> hx((size_t)n_qkv), dyx((size_t)n_out), g1((size_t)n_qkv), g2((size_t)n_qkv);
+    for (int64_t i = 0; i < n_qkv; i++) hx[(size_t)i] = gpt2rt__cu_to<X>(1.5f * q[(size_t)i]);
+    for (int64_t i = 0; i < n_out; i++) dyx[(size_t)i] = gpt2rt__cu_to<X>(dy[(size_t)i]);
+    X *d_qkv, *d_o, *d_dy, *d_g1, *d_g2;
+    float *d_l, *d_D;
+    cudaMalloc(&d_qkv, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_o, (size_t)n_out * sizeof(X)); cudaMalloc(&d_dy, (size_t)n_out * sizeof(X));
+    cudaMalloc(&d_g1, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_g2, (size_t)n_qkv * sizeof(X));
+    cudaMalloc(&d_l, (size_t)n_lse * 4); cudaMalloc(&d_D, (size_t)n_lse * 4);
+    cudaMemcpy(d_qkv, hx.data(), (size_t)n_qkv * sizeof(X), cudaMemcpyHostToDevice);
+    cudaMemcpy(d_dy, dyx.data(), (size_t)n_out * sizeof(X), cudaMemcpyHostToDevice);
+    cudaError_t e = gpt2rt__cu_attention_forward_impl<X>(d_o, d_l, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    /* the mma.sync backward also leaves D = rowsum(dy * out) in d_D */
+    cudaError_t e1 = gpt2rt__cu_attention_backward_impl<X>(d_g1, d_dy, d_qkv, d_o, d_l, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    cudaMemcpy(g1.data(), d_g1, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+    int same[2] = {0, 0};
+    cudaError_t e2[2];
+    for (int v = 0; v < 2; v++) {
+        cudaMemset(d_g2, 0xFF, (size_t)n_qkv * sizeof(X));
+        e2[v] = v == 0 ? gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_g2, d_dy, d_qkv, d_l, d_D, B, T, C, NH, 0, TH ? TH : T)
+                       : gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_g2, d_dy, d_qkv, d_l, d_D, B, T, C, NH, 0, TH ? TH : T);
+        cudaMemcpy(g2.data(), d_g2, (size_t)n_qkv * sizeof(X), cudaMemcpyDeviceToHost);
+        same[v] = !memcmp(g1.data(), g2.data(), (size_t)n_qkv * sizeof(X));
+    }
+    check(e == cudaSuccess && e1 == cudaSuccess && e2[0] == cudaSuccess && e2[1] == cudaSuccess && same[0] && same[1],
+          "op attention backward %s: pipelined wgmma dQ,dK,dV == mma.sync bitwise: dQ with 2 warpgroups per CTA %d, with 3 %d",
+          what, same[0], same[1]);
+    cudaFree(d_qkv); cudaFree(d_o); cudaFree(d_dy); cudaFree(d_g1); cudaFree(d_g2); cudaFree(d_l); cudaFree(d_D);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -1184,6 +1222,12 @@ int main(int argc, char **argv) {
         op_attention_rt<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
         op_attention_pick<__nv_bfloat16>("bf16 B1 C128 HS64 T130, 65, 64");
         op_attention_pick<__half>("fp16 B1 C128 HS64 T130, 65, 64");
+        /* the pipelined backward: 3 tiles (the ring wraps; with 2 warpgroups per CTA the second
+           CTA's second warpgroup has no keys), 2 tiles with the placeholder mask */
+        op_attention_wgp<__nv_bfloat16>(2, 130, 128, 2, 0, "bf16 B2 T130 C128 HS64");
+        op_attention_wgp<__half>(2, 130, 128, 2, 0, "fp16 B2 T130 C128 HS64");
+        op_attention_wgp<__nv_bfloat16>(1, 65, 64, 1, 40, "bf16 B1 T65 C64 HS64 placeholders TH40");
+        op_attention_wgp<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
         op_bias_backward(128, 64);
         op_bias_backward(37, 13);
         op_cast(4096);

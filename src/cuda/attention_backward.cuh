@@ -576,6 +576,345 @@ gpt2rt__cuk_attn_bwd_dq64_wg(X *dqkv,          /* (B,T,3C): writes the q columns
 #endif
 }
 /* ---------------------------------------------------------------------------------------------
+   Hopper backward, pipelined (wgmma, sm_90a): the same two passes, sums and roundings as
+   gpt2rt__cuk_attn_bwd_dkdv64_wg and gpt2rt__cuk_attn_bwd_dq64_wg, with each warpgroup
+   keeping the tensor cores busy while it does its elementwise work, and loads two tiles ahead:
+   - The streamed tiles (Q, dO, lse, D for dK,dV; K, V for dQ) sit in a 3-stage ring in
+     dynamic smem. Tile i+2 is requested right after the one CTA barrier of step i, when
+     every warpgroup has retired the products that read stage (i+2) % 3 = (i-1) % 3; tile
+     i+1 landed during step i. lse and D of tile i+2 are read into registers at the start of
+     step i and stored after that barrier.
+   - Each product is its own commit group, and a warpgroup waits with wait_group 1 where one
+     may stay in flight. dK,dV per query tile: [S^T, dP^T] were issued in the previous step;
+     wait 1 (S^T done) -> P^T -> issue dV += P^T dO; wait 1 (dP^T done, dV in flight) ->
+     dS^T -> issue dK += dS^T Q; barrier; issue S^T, dP^T of the next tile (dV, dK still in
+     flight behind them). dQ per key tile: wait 1 (S done, dP in flight) -> P; wait 0 -> dS
+     -> issue dQ += dS K; barrier; issue S, dP of the next tile.
+   Every accumulation keeps its order (tiles in increasing order, 16 at a time in k), so the
+   bits are those of the wg kernels. Registers an in-flight wgmma reads (the A operands P^T,
+   dS^T, dS) or writes (accumulators) are touched only after the wait that retires it.
+   Dynamic smem GPT2RT__CU_ATT_BWD_WGP_SMEM(NWG) / _DQ_SMEM(NWG): 82.5 / 81 KiB for NWG = 2
+   (97 KiB for the dQ pass with NWG = 3).
+   ------------------------------------------------------------------------------------------- */
+#define GPT2RT__CU_ATT_BWD_WGP_SMEM(nwg) ((2 * (nwg) + 6) * 8192 + 6 * 64 * 4 + 1024)
+#define GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(nwg) ((2 * (nwg) + 6) * 8192 + 1024)
+#ifndef GPT2RT__CU_ATT_BWD_WGP_NWG
+#define GPT2RT__CU_ATT_BWD_WGP_NWG 2 /* warpgroups per CTA of gpt2rt__cu_attn_bwd_wgp_launch's dQ pass */
+#endif
+
+/* wait until every committed wgmma group but the newest N is done */
+template <int N> __device__ __forceinline__ void gpt2rt__cu_wg_waitn(void) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_wait(N);
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#else
+    __trap();
+#endif
+}
+/* after the wait that retires a wgmma: its accumulator d may have changed, and its register
+   A operand a was live until here (neither moved across the wait by the compiler) */
+__device__ __forceinline__ void gpt2rt__cu_wg_landed(float d[32]) {
+#if !defined(GPT2RT_CUDA_EMU) && GPT2RT__CU_ATT_SM90A
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+#else
+    (void)d;
+#endif
+}
+__device__ __forceinline__ void gpt2rt__cu_wg_held(unsigned a[4][4]) {
+#if !defined(GPT2RT_CUDA_EMU) && GPT2RT__CU_ATT_SM90A
+#pragma unroll
+    for (int i = 0; i < 16; i++) asm volatile("" : "+r"(a[i >> 2][i & 3])::"memory");
+#else
+    (void)a;
+#endif
+}
+
+/* dK,dV: grid, ownership and outputs as gpt2rt__cuk_attn_bwd_dkdv64_wg */
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG, 1)
+gpt2rt__cuk_attn_bwd_dkdv64_wgp(X *dqkv,          /* (B,T,3C): writes the k and v columns */
+                                const X *dout,    /* (B,T,C) */
+                                const X *qkv,     /* (B,T,3C) */
+                                const float *lse, /* (B,NH,T) */
+                                const float *Dv,  /* (B,NH,T) */
+                                int T, int C, int NH, float scale, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sKa = sm, *sVa = sm + NWG * TILE, *sQa = sm + 2 * NWG * TILE, *sdOa = sQa + 3 * TILE; /* stage i: + i * TILE */
+    float *sL = (float *)(sdOa + 3 * TILE), *sD = sL + 3 * 64; /* [3][64] each */
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int nqt = (T + 63) / 64, kw = NWG * blockIdx.x + wg, k0 = kw * 64, qfirst = NWG * blockIdx.x;
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const float *lse_g = lse + (int64_t)blockIdx.y * T, *D_g = Dv + (int64_t)blockIdx.y * T;
+    const uint16_t *sK = sKa + wg * TILE, *sV = sVa + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) {
+        gpt2rt__cu_attn_load_tile_sw(sKa + i * TILE, k_g, (qfirst + i) * 64, T, C3, tid, NT);
+        gpt2rt__cu_attn_load_tile_sw(sVa + i * TILE, v_g, (qfirst + i) * 64, T, C3, tid, NT);
+    }
+    /* query tile qt's lse*log2e (+inf past T, so P = 0 there) and D, for thread tid < 64 */
+#define GPT2RT__CU_ATT_LSE_D(qt_, l_, d_) do { int t_ = (qt_) * 64 + tid; \
+        l_ = t_ < T ? lse_g[t_] * GPT2RT__CU_ATT_LOG2E : INFINITY; d_ = t_ < T ? D_g[t_] : 0.0f; } while (0)
+    /* query tile qt's Q and dO into stage i (cp.async, one group) */
+#define GPT2RT__CU_ATT_FETCH_QW(qt_, i_) do { \
+        gpt2rt__cu_attn_load_tile_sw(sQa + (i_) * TILE, q_g, (qt_) * 64, T, C3, tid, NT); \
+        gpt2rt__cu_attn_load_tile_sw(sdOa + (i_) * TILE, do_g, (qt_) * 64, T, C, tid, NT); \
+        gpt2rt__cu_attn_cp_commit(); } while (0)
+    float ln = 0.0f, dn = 0.0f;
+    for (int i = 0; i < 2 && qfirst + i < nqt; i++) {
+        if (tid < 64) { GPT2RT__CU_ATT_LSE_D(qfirst + i, ln, dn); sL[64 * i + tid] = ln; sD[64 * i + tid] = dn; }
+        GPT2RT__CU_ATT_FETCH_QW(qfirst + i, i);
+    }
+    if (qfirst + 1 < nqt) gpt2rt__cu_attn_cp_wait<1>(); else gpt2rt__cu_attn_cp_wait<0>();
+    gpt2rt__cu_wg_proxy_fence();
+    __syncthreads();
+
+    const X *tag = 0;
+    float dk[32], dv[32], s[32], dp[32]; /* accumulator layout: row (key) 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1) */
+    unsigned pa[4][4], da[4][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) dk[i] = dv[i] = 0.0f;
+    gpt2rt__cu_wg_landed(dk); /* the zeros are set before the first wgmma is issued, not sunk past it */
+    gpt2rt__cu_wg_landed(dv);
+    /* S^T (64 keys x 64 queries) = K Q^T, dP^T = V dO^T of the tile in stage st: two groups */
+#define GPT2RT__CU_ATT_ISSUE_SDP(st_) do { \
+        const uint16_t *q_s = sQa + (st_) * TILE, *do_s = sdOa + (st_) * TILE; \
+        gpt2rt__cu_wg_fence(); \
+        _Pragma("unroll") for (int kk = 0; kk < 4; kk++) \
+            gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sK + 16 * kk, 16), gpt2rt__cu_wg_desc(q_s + 16 * kk, 16), kk > 0, sm); \
+        gpt2rt__cu_wg_commit(); \
+        _Pragma("unroll") for (int kk = 0; kk < 4; kk++) \
+            gpt2rt__cu_wg_ss<X>(dp, gpt2rt__cu_wg_desc(sV + 16 * kk, 16), gpt2rt__cu_wg_desc(do_s + 16 * kk, 16), kk > 0, sm); \
+        gpt2rt__cu_wg_commit(); } while (0)
+    GPT2RT__CU_ATT_ISSUE_SDP(0);
+
+    /* Every warpgroup runs every step (the same commit groups on every path, so the compiler
+       keeps the wgmmas asynchronous); a key tile past T or a query tile before it (qt < kw:
+       all hidden) gets P^T = 0, adding zeros to dK and dV, which are +0 until its first tile */
+    for (int qt = qfirst;; qt++) {
+        const int st = (qt - qfirst) % 3, st2 = (qt - qfirst + 2) % 3;
+        if (tid < 64 && qt + 2 < nqt) GPT2RT__CU_ATT_LSE_D(qt + 2, ln, dn);
+        const bool live = k0 < T && qt >= kw; /* warpgroup-uniform */
+        {
+            const uint16_t *sQ = sQa + st * TILE, *sdO = sdOa + st * TILE;
+            const float *sLb = sL + 64 * st, *sDb = sD + 64 * st;
+            /* in flight: [dV, dK of the previous tile,] S^T, dP^T */
+            gpt2rt__cu_wg_waitn<1>();
+            gpt2rt__cu_wg_landed(s);
+            gpt2rt__cu_wg_landed(dv);
+            gpt2rt__cu_wg_landed(dk);
+            gpt2rt__cu_wg_held(pa);
+            gpt2rt__cu_wg_held(da);
+            /* P^T, zero where the key is hidden from the query (causal: the diagonal tile only) */
+            const bool edge = kw == qt || (kw + 1) * 64 > TH;
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                int ql = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), kl = 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1);
+                float p = exp2f(s[i] * scale_log2 - sLb[ql]);
+                s[i] = !live || (edge && gpt2rt__cu_att_hidden(qt * 64 + ql, k0 + kl, TH)) ? 0.0f : p;
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) pa[kk][r] = gpt2rt__cu_attn_pack(tag, s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+            /* dV += P^T dO: 16 queries = 16 rows of 128 bytes of dO */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dv, pa[kk], gpt2rt__cu_wg_desc(sdO + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+            /* in flight: dP^T, dV */
+            gpt2rt__cu_wg_waitn<1>();
+            gpt2rt__cu_wg_landed(dp);
+            /* dS^T = P^T (dP^T - D) scale */
+#pragma unroll
+            for (int i = 0; i < 32; i++) dp[i] = s[i] * (dp[i] - sDb[8 * (i >> 2) + 2 * (lane & 3) + (i & 1)]) * scale;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) da[kk][r] = gpt2rt__cu_attn_pack(tag, dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+            /* dK += dS^T Q */
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dk, da[kk], gpt2rt__cu_wg_desc(sQ + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+        }
+        if (qt + 1 == nqt) break;
+        /* tile qt+1 has landed (this thread's copies; the barrier publishes everyone's), and
+           every warpgroup has retired the products of tile qt-1: its stage takes tile qt+2 */
+        gpt2rt__cu_attn_cp_wait<0>();
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (qt + 2 < nqt) {
+            if (tid < 64) { sL[64 * st2 + tid] = ln; sD[64 * st2 + tid] = dn; }
+            GPT2RT__CU_ATT_FETCH_QW(qt + 2, st2);
+        }
+        GPT2RT__CU_ATT_ISSUE_SDP((st + 1) % 3);
+    }
+#undef GPT2RT__CU_ATT_ISSUE_SDP
+#undef GPT2RT__CU_ATT_FETCH_QW
+#undef GPT2RT__CU_ATT_LSE_D
+    gpt2rt__cu_wg_waitn<0>();
+    gpt2rt__cu_wg_landed(dv);
+    gpt2rt__cu_wg_landed(dk);
+    gpt2rt__cu_wg_held(pa);
+    gpt2rt__cu_wg_held(da);
+    __syncthreads(); /* every warpgroup's reads of smem are done */
+
+    /* each warp stages its 16 rows (stride LD) at its own place */
+    float ka[8][4], va[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) { ka[i >> 2][i & 3] = dk[i]; va[i >> 2][i & 3] = dv[i]; }
+    const int row0 = k0 + 16 * w;
+    X *dk_g = dqkv + ((int64_t)b * T + row0) * C3 + C + h * 64;
+    uint16_t *stage = sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD;
+    gpt2rt__cu_attn_store_rows<X>(dk_g, C3, T - row0, ka, 1.0f, 1.0f, stage, lane);
+    gpt2rt__cu_attn_store_rows<X>(dk_g + C, C3, T - row0, va, 1.0f, 1.0f, stage, lane);
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse; (void)Dv; (void)T; (void)C; (void)NH; (void)scale; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
+
+/* dQ: grid, ownership and outputs as gpt2rt__cuk_attn_bwd_dq64_wg */
+template <typename X, int NWG>
+__global__ void __launch_bounds__(128 * NWG, 1)
+gpt2rt__cuk_attn_bwd_dq64_wgp(X *dqkv,          /* (B,T,3C): writes the q columns */
+                              const X *dout,    /* (B,T,C) */
+                              const X *qkv,     /* (B,T,3C) */
+                              const float *lse, /* (B,NH,T) */
+                              const float *Dv,  /* (B,NH,T) */
+                              int T, int C, int NH, float scale, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG };
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sQa = sm, *sdOa = sm + NWG * TILE, *sKr = sm + 2 * NWG * TILE, *sVr = sKr + 3 * TILE; /* stage i: + i * TILE */
+    const int tid = threadIdx.x, wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qw = NWG * qb + wg, q0 = qw * 64, last = NWG * qb + NWG - 1 < ntile - 1 ? NWG * qb + NWG - 1 : ntile - 1;
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *do_g = (const uint16_t *)dout + (int64_t)b * T * C + h * 64;
+    const uint16_t *sQ = sQa + wg * TILE, *sdO = sdOa + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) {
+        gpt2rt__cu_attn_load_tile_sw(sQa + i * TILE, q_g, (NWG * qb + i) * 64, T, C3, tid, NT);
+        gpt2rt__cu_attn_load_tile_sw(sdOa + i * TILE, do_g, (NWG * qb + i) * 64, T, C, tid, NT);
+    }
+    /* key tile kt's K and V into stage i (cp.async, one group) */
+#define GPT2RT__CU_ATT_FETCH_KV(kt_, i_) do { \
+        gpt2rt__cu_attn_load_tile_sw(sKr + (i_) * TILE, k_g, (kt_) * 64, T, C3, tid, NT); \
+        gpt2rt__cu_attn_load_tile_sw(sVr + (i_) * TILE, v_g, (kt_) * 64, T, C3, tid, NT); \
+        gpt2rt__cu_attn_cp_commit(); } while (0)
+    GPT2RT__CU_ATT_FETCH_KV(0, 0);
+    if (last >= 1) GPT2RT__CU_ATT_FETCH_KV(1, 1);
+
+    float lse2[2], Dr[2]; /* rows 16w + lane/4 and + 8; rows past T get P = 0 */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int t = q0 + 16 * w + (lane >> 2) + 8 * r;
+        lse2[r] = t < T ? lse[(int64_t)blockIdx.y * T + t] * GPT2RT__CU_ATT_LOG2E : INFINITY;
+        Dr[r] = t < T ? Dv[(int64_t)blockIdx.y * T + t] : 0.0f;
+    }
+    if (last >= 1) gpt2rt__cu_attn_cp_wait<1>(); else gpt2rt__cu_attn_cp_wait<0>();
+    gpt2rt__cu_wg_proxy_fence();
+    __syncthreads();
+
+    const X *tag = 0;
+    float dq[32], s[32], dp[32]; /* accumulator layout: row (query) 16w + lane/4 + 8((i>>1)&1), column 8(i>>2) + 2(lane%4) + (i&1) */
+    unsigned da[4][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) dq[i] = 0.0f;
+    gpt2rt__cu_wg_landed(dq); /* the zeros are set before the first wgmma is issued, not sunk past it */
+    /* S = Q K^T, dP = dO V^T (64 queries x 64 keys) of the tile in stage st: two groups */
+#define GPT2RT__CU_ATT_ISSUE_SDP(st_) do { \
+        const uint16_t *k_s = sKr + (st_) * TILE, *v_s = sVr + (st_) * TILE; \
+        gpt2rt__cu_wg_fence(); \
+        _Pragma("unroll") for (int kk = 0; kk < 4; kk++) \
+            gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), gpt2rt__cu_wg_desc(k_s + 16 * kk, 16), kk > 0, sm); \
+        gpt2rt__cu_wg_commit(); \
+        _Pragma("unroll") for (int kk = 0; kk < 4; kk++) \
+            gpt2rt__cu_wg_ss<X>(dp, gpt2rt__cu_wg_desc(sdO + 16 * kk, 16), gpt2rt__cu_wg_desc(v_s + 16 * kk, 16), kk > 0, sm); \
+        gpt2rt__cu_wg_commit(); } while (0)
+    GPT2RT__CU_ATT_ISSUE_SDP(0);
+
+    /* Every warpgroup runs every step (the same commit groups on every path, so the compiler
+       keeps the wgmmas asynchronous); a query tile past T or a key tile after it (kt > qw:
+       all hidden) gets P = 0, adding zeros to dQ (which is never -0: it starts at +0) */
+    for (int kt = 0;; kt++) {
+        const int st = kt % 3;
+        const bool live = q0 < T && kt <= qw; /* warpgroup-uniform */
+        {
+            /* in flight: [dQ of the previous tile,] S, dP */
+            gpt2rt__cu_wg_waitn<1>();
+            gpt2rt__cu_wg_landed(s);
+            gpt2rt__cu_wg_landed(dq);
+            gpt2rt__cu_wg_held(da);
+            /* P, zero where the key is hidden (causal: the diagonal tile only) */
+            const bool edge = kt == qw || (kt + 1) * 64 > TH;
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                const int r = (i >> 1) & 1;
+                int kl = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), ql = 16 * w + (lane >> 2) + 8 * r;
+                float p = exp2f(s[i] * scale_log2 - lse2[r]);
+                if (!live || (edge && gpt2rt__cu_att_hidden(q0 + ql, kt * 64 + kl, TH))) p = 0.0f;
+                s[i] = p;
+            }
+            gpt2rt__cu_wg_waitn<0>();
+            gpt2rt__cu_wg_landed(dp);
+            /* dS = P (dP - D) scale */
+#pragma unroll
+            for (int i = 0; i < 32; i++) dp[i] = s[i] * (dp[i] - Dr[(i >> 1) & 1]) * scale;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) da[kk][r] = gpt2rt__cu_attn_pack(tag, dp[8 * kk + 2 * r], dp[8 * kk + 2 * r + 1]);
+            /* dQ += dS K: 16 keys = 16 rows of 128 bytes of K */
+            const uint16_t *k_s = sKr + st * TILE;
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2rt__cu_wg_rs<X>(dq, da[kk], gpt2rt__cu_wg_desc(k_s + 16 * 64 * kk, 1024), 1, sm);
+            gpt2rt__cu_wg_commit();
+        }
+        if (kt == last) break;
+        /* tile kt+1 has landed, and every warpgroup has retired the products of tile kt-1:
+           its stage takes tile kt+2 */
+        gpt2rt__cu_attn_cp_wait<0>();
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        if (kt + 2 <= last) GPT2RT__CU_ATT_FETCH_KV(kt + 2, (kt + 2) % 3);
+        GPT2RT__CU_ATT_ISSUE_SDP((kt + 1) % 3);
+    }
+#undef GPT2RT__CU_ATT_ISSUE_SDP
+#undef GPT2RT__CU_ATT_FETCH_KV
+    gpt2rt__cu_wg_waitn<0>();
+    gpt2rt__cu_wg_landed(dq);
+    gpt2rt__cu_wg_held(da);
+    __syncthreads(); /* every warpgroup's reads of smem are done */
+
+    float qa[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) qa[i >> 2][i & 3] = dq[i];
+    const int row0 = q0 + 16 * w;
+    gpt2rt__cu_attn_store_rows<X>(dqkv + ((int64_t)b * T + row0) * C3 + h * 64, C3, T - row0, qa, 1.0f, 1.0f,
+                                  sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD, lane);
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse; (void)Dv; (void)T; (void)C; (void)NH; (void)scale; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
    D[b,h,t] = dout . out over the head's HS columns. One warp per (b,t,h) row (any HS, any type).
    ------------------------------------------------------------------------------------------- */
 template <typename X>
@@ -761,6 +1100,40 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
         int d = lane + 32 * i;
         if (d < HS) { dkp[d] = gpt2rt__cu_to<X>(dk[i]); dkp[C + d] = gpt2rt__cu_to<X>(dv[i]); }
     }
+}
+
+/* The pipelined Hopper backward: gpt2rt__cuk_attn_bwd_dkdv64_wgp with 2 warpgroups per CTA
+   (3 would need more than the 168 registers a thread may have at 384 threads: its wgmmas
+   would be serialized), then gpt2rt__cuk_attn_bwd_dq64_wgp with NWG (2 or 3), on a compute capability 9.0
+   device running the sm_90a build (the caller checks: gpt2rt__cu_attn_fast16::wgmma_ok); Dv
+   holds D = rowsum(dout * out) already. Sets the kernels' dynamic shared memory limit once
+   per device (ordinals from 64 on: at every launch). */
+template <typename X, int NWG>
+static cudaError_t gpt2rt__cu_attn_bwd_wgp_launch_n(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                                    int B, int T, int C, int NH, cudaStream_t s, int TH) {
+    static std::atomic<unsigned long long> smem_set{0};
+    const int smem_kv = GPT2RT__CU_ATT_BWD_WGP_SMEM(2), smem_q = GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(NWG);
+    int dev = -1;
+    GPT2RT__CU_TRY(cudaGetDevice(&dev));
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(smem_set.load() & bit)) {
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_kv));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wgp<X, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q));
+        smem_set.fetch_or(bit);
+    }
+    const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
+    if (TH <= 0 || TH > T) TH = T; /* GPT-2's causal mask */
+    const dim3 g2((unsigned)((T + 127) / 128), (unsigned)(B * NH)), g((unsigned)((T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * NH));
+    GPT2RT__LAUNCH(g2, 256, smem_kv, s, gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+    GPT2RT__CU_LAUNCHED();
+    GPT2RT__LAUNCH(g, 128 * NWG, smem_q, s, gpt2rt__cuk_attn_bwd_dq64_wgp<X, NWG>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+template <typename X>
+static cudaError_t gpt2rt__cu_attn_bwd_wgp_launch(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                                  int B, int T, int C, int NH, cudaStream_t s, int TH) {
+    return gpt2rt__cu_attn_bwd_wgp_launch_n<X, GPT2RT__CU_ATT_BWD_WGP_NWG>(dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH);
 }
 
 /* ---------------------------------------------------------------------------------------------
