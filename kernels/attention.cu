@@ -41,11 +41,19 @@ static void take_cols(float *y, const float *x, int64_t BT, int C, int c0) {
 }
 
 /* TH: the placeholder mask's history (0: causal) */
-/* which kernels allow_fast (0, GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_WGMMA, GPT2RT__CU_ATT_BEST) runs at HS 64 */
+/* which kernels allow_fast runs at HS 64: 0 the generic path, GPT2RT__CU_ATT_BEST "auto" (the
+   fastest here, measured), one bit: that variant where it runs (each direction's entry of that
+   index), else mma.sync; a name without spaces (make bench-gpu's table reads it) */
 template <typename X> static const char *path_name(int C, int NH, int allow_fast) {
     if (!gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, allow_fast)) return "generic";
     if (allow_fast == GPT2RT__CU_ATT_BEST) return "auto";
-    return (allow_fast & GPT2RT__CU_ATT_WGMMA) && gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma" : "mma.sync";
+    switch (allow_fast) {
+    case GPT2RT__CU_ATT_WGMMA: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma" : "mma.sync";
+    case GPT2RT__CU_ATT_WGP: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma-pipelined" : "mma.sync";
+    case GPT2RT__CU_ATT_ALT: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma-pipelined-alt" : "mma.sync";
+    case GPT2RT__CU_ATT_MMA2: return "mma.sync-2tiles";
+    default: return "mma.sync";
+    }
 }
 
 template <typename X> static void validate(Shape sh, int allow_fast, int TH = 0) {
@@ -209,6 +217,22 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
         }
         LAB_CK(cudaFree(d_g3));
     }
+    /* every other variant forced (each direction's entry of that index where it runs, else
+       mma.sync): out, lse and dqkv the same bits as mma.sync's, what the choice by speed needs */
+    const int others[3] = {GPT2RT__CU_ATT_WGP, GPT2RT__CU_ATT_MMA2, GPT2RT__CU_ATT_ALT};
+    for (int i = 0; i < 3; i++) {
+        LAB_CK(cudaMemset(d_o2, 0xFF, n_out * sizeof(X)));
+        LAB_CK(cudaMemset(d_l2, 0xFF, n_lse * 4));
+        LAB_CK(cudaMemset(d_g2, 0xFF, n_qkv * sizeof(X)));
+        LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, others[i], NULL, TH));
+        LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_g2, d_dy, d_qkv, d_o1, d_l1, d_D, B, T, C, NH, 0, others[i], NULL, TH));
+        LAB_CK(cudaDeviceSynchronize());
+        snprintf(what, sizeof what, "%s == mma.sync bitwise: out, lse, dqkv %s T=%d%s", path_name<X>(C, NH, others[i]),
+                 lab_type_name<X>(), T, TH ? " placeholders" : "");
+        lab_same_bits(what, d_o1, d_o2, n_out * sizeof(X));
+        lab_same_bits(what, d_l1, d_l2, n_lse * 4);
+        lab_same_bits(what, d_g1, d_g2, n_qkv * sizeof(X));
+    }
     free(dy); free(g1); free(g2); free(p1); free(p2);
     LAB_CK(cudaFree(d_dy)); LAB_CK(cudaFree(d_g1)); LAB_CK(cudaFree(d_g2)); LAB_CK(cudaFree(d_D));
     free(qkv); free(o1); free(o2); free(l1); free(l2);
@@ -277,13 +301,12 @@ template <typename X> static void bench_wg_ctas(int B) {
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
 }
 
-/* The backward's two passes, each kernel launched directly, at the bench shape: mma.sync,
-   wgmma and the pipelined wgmma (2 warpgroups per CTA; then its dQ pass with 3); one line per variant with the
-   dK,dV pass, the dQ pass and both (rates: the pass's share of the backward's flops, dK,dV
-   3 of its 5 products, dQ 2) */
-template <typename X> static void bench_bwd_passes(void) {
-    const int B = 8, T = 1024, C = 768, NH = 12, HS = C / NH;
-    if (!gpt2rt__cu_attn_fast<X>::wgmma_ok()) { printf("  %s backward passes: skipped (no sm_90a device code here)\n", lab_type_name<X>()); return; }
+/* Every entry of each direction's variant table (the forward, the backward's dK,dV pass, its dQ
+   pass) timed alone at the bench shape, one line each: what the launchers choose among
+   (rates: the pass's share of the backward's flops, dK,dV 3 of its 5 products, dQ 2) */
+template <typename X> static void bench_variants(int B) {
+    typedef gpt2rt__cu_attn_fast16<X> F;
+    const int T = 1024, C = 768, NH = 12, HS = C / NH;
     const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
     float *h = (float *)malloc(n_qkv * 4);
     lab_fill(h, n_qkv, 1.5f);
@@ -293,34 +316,27 @@ template <typename X> static void bench_bwd_passes(void) {
     LAB_CK(cudaMalloc(&d_dqkv, n_qkv * sizeof(X)));
     LAB_CK(cudaMalloc(&d_lse, n_lse * 4));
     LAB_CK(cudaMalloc(&d_D, n_lse * 4));
+    /* out, lse and D for the passes */
     LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_out, d_lse, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA));
-    /* D, and every variant's shared-memory limit set */
     LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA));
-    LAB_CK(gpt2rt__cu_attention_backward_impl<X>(d_dqkv, d_dout, d_qkv, d_out, d_lse, d_D, B, T, C, NH, 0, GPT2RT__CU_ATT_BEST));
-    LAB_CK((gpt2rt__cu_attn_bwd_wgp_launch_n<X, 2>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T)));
-    LAB_CK((gpt2rt__cu_attn_bwd_wgp_launch_n<X, 3>(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T)));
-    LAB_CK(cudaDeviceSynchronize());
-    const float scale = 1.0f / sqrtf(64.0f), sl2 = scale * GPT2RT__CU_ATT_LOG2E;
-    const dim3 g1((unsigned)((T + 63) / 64), (unsigned)(B * NH)), g2((unsigned)((T + 127) / 128), (unsigned)(B * NH)),
-        g3((unsigned)((T + 191) / 192), (unsigned)(B * NH));
-#define LAB_BWD_ARGS d_dqkv, d_dout, d_qkv, d_lse, d_D, T, C, NH, scale, sl2, T
-    auto kv_mma = [&] { GPT2RT__LAUNCH(g1, GPT2RT__CU_ATT_THREADS, GPT2RT__CU_ATT_BWD_SMEM, 0, gpt2rt__cuk_attn_bwd_dkdv64<X>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
-    auto q_mma = [&] { GPT2RT__LAUNCH(g1, GPT2RT__CU_ATT_THREADS, 6 * GPT2RT__CU_ATT_TE * 2, 0, gpt2rt__cuk_attn_bwd_dq64<X>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
-    auto kv_wg = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_WG_SMEM, 0, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
-    auto q_wg = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, 0, gpt2rt__cuk_attn_bwd_dq64_wg<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
-    auto kv_p2 = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_WGP_SMEM(2), 0, gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
-    auto q_p2 = [&] { GPT2RT__LAUNCH(g2, 256, GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(2), 0, gpt2rt__cuk_attn_bwd_dq64_wgp<X, 2>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
-    auto q_p3 = [&] { GPT2RT__LAUNCH(g3, 384, GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(3), 0, gpt2rt__cuk_attn_bwd_dq64_wgp<X, 3>)(LAB_BWD_ARGS); LAB_CK(cudaGetLastError()); };
-#undef LAB_BWD_ARGS
-    const double flop_b = 2.5 * 4.0 * B * NH * (double)T * T * HS / 2.0;
-    auto line = [&](const char *name, float kv, float q, float both) {
-        printf("  %-5s backward %-24s dK,dV %7.3f ms %6.1f TFLOP/s  dQ %7.3f ms %6.1f TFLOP/s  both %7.3f ms %6.1f TFLOP/s\n",
-               lab_type_name<X>(), name, kv, 0.6 * flop_b / (kv * 1e9), q, 0.4 * flop_b / (q * 1e9), both, flop_b / (both * 1e9));
-    };
-    line("mma.sync", lab_time_ms(kv_mma, 50), lab_time_ms(q_mma, 50), lab_time_ms([&] { kv_mma(); q_mma(); }, 50));
-    line("wgmma 2 wg", lab_time_ms(kv_wg, 50), lab_time_ms(q_wg, 50), lab_time_ms([&] { kv_wg(); q_wg(); }, 50));
-    line("pipelined wgmma 2 wg", lab_time_ms(kv_p2, 50), lab_time_ms(q_p2, 50), lab_time_ms([&] { kv_p2(); q_p2(); }, 50));
-    line("pipelined, dQ 3 wg", lab_time_ms(kv_p2, 50), lab_time_ms(q_p3, 50), lab_time_ms([&] { kv_p2(); q_p3(); }, 50));
+    const double flop_f = 4.0 * B * NH * (double)T * T * HS / 2.0, flop_b = 2.5 * flop_f;
+    int n;
+    const gpt2rt__cu_attn_variant<typename F::fwd_fn> *vf = F::forwards(&n);
+    for (int i = 0; i < n; i++) {
+        if (!vf[i].ok()) continue;
+        float ms = lab_time_ms([&] { LAB_CK(vf[i].launch(d_out, d_lse, d_qkv, B, T, C, NH, 0, T)); }, 50);
+        printf("  %-5s variant forward %-22s B=%d: %8.3f ms %7.1f TFLOP/s\n", lab_type_name<X>(), vf[i].name, B, ms, flop_f / (ms * 1e9));
+    }
+    for (int dir = 1; dir <= 2; dir++) {
+        const gpt2rt__cu_attn_variant<typename F::bwd_fn> *vb = dir == 1 ? F::dkdvs(&n) : F::dqs(&n);
+        const double share = dir == 1 ? 0.6 : 0.4;
+        for (int i = 0; i < n; i++) {
+            if (!vb[i].ok()) continue;
+            float ms = lab_time_ms([&] { LAB_CK(vb[i].launch(d_dqkv, d_dout, d_qkv, d_lse, d_D, B, T, C, NH, 0, T)); }, 50);
+            printf("  %-5s variant %-7s %-22s B=%d: %8.3f ms %7.1f TFLOP/s\n", lab_type_name<X>(), dir == 1 ? "dK,dV" : "dQ",
+                   vb[i].name, B, ms, share * flop_b / (ms * 1e9));
+        }
+    }
     free(h);
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_dout)); LAB_CK(cudaFree(d_out)); LAB_CK(cudaFree(d_dqkv));
     LAB_CK(cudaFree(d_lse)); LAB_CK(cudaFree(d_D));
@@ -368,17 +384,18 @@ int main(int argc, char **argv) {
     }
 
     printf("timing\n");
-    bench<__nv_bfloat16>(GPT2RT__CU_ATT_MMA, B);
-    bench<__nv_bfloat16>(GPT2RT__CU_ATT_WGMMA, B);
+    /* forward + backward with one variant forced (each direction's entry of that index where
+       it runs, else mma.sync), then the launchers' choice; then every variant alone */
+    const int forced[5] = {GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_WGMMA, GPT2RT__CU_ATT_WGP, GPT2RT__CU_ATT_MMA2, GPT2RT__CU_ATT_ALT};
+    for (int i = 0; i < 5; i++) bench<__nv_bfloat16>(forced[i], B);
     bench<__nv_bfloat16>(GPT2RT__CU_ATT_BEST, B);
-    bench<__half>(GPT2RT__CU_ATT_MMA, B);
-    bench<__half>(GPT2RT__CU_ATT_WGMMA, B);
+    for (int i = 0; i < 5; i++) bench<__half>(forced[i], B);
     bench<__half>(GPT2RT__CU_ATT_BEST, B);
     bench<float>(GPT2RT__CU_ATT_BEST, B);
+    bench_variants<__nv_bfloat16>(B);
+    bench_variants<__half>(B);
     bench_wg_ctas<__nv_bfloat16>(B);
     bench_wg_ctas<__half>(B);
-    bench_bwd_passes<__nv_bfloat16>();
-    bench_bwd_passes<__half>();
     bench<__nv_bfloat16>(0, B);
     return lab_finish("attention");
 }

@@ -10,7 +10,8 @@
 # The call, from the repository root of a checkout where make gpu-pack ran (docs/cuda.md):
 #   run(command="bash kernels/gpu_session.sh", carry=["build/gpu_carry.tar.xz"], timeout_s=600)
 # Environment: GPU_SESSION_PACK (default build/gpu_carry.tar.xz), GPU_SESSION_TEST_S and
-# GPU_SESSION_BENCH_S and GPU_SESSION_PROFILE_S (the three steps' limits, 170, 320 and 100 s); make test-gpu's and make
+# GPU_SESSION_BENCH_S and GPU_SESSION_PROFILE_S (the three steps' limits, 170, 320 and 100 s; a
+# profile limit of 0 skips the profile); make test-gpu's and make
 # bench-gpu's own variables pass through (the dry run in tests/run.sh uses them).
 # Each step has a time limit; a step over it is named and the next one runs. The packed
 # binaries are reused when the sources they were built from are unchanged (their sha256
@@ -99,7 +100,8 @@ tar cJf "$out/logs.tar.xz" build/gpu_*.log "$logs"/bench_gpu_* 2>/dev/null
 python3 tools/bench_gpu_table.py "$logs" > "$out/bench_table.md" 2>&1
 
 # 6. where a step's time goes, kernel by kernel (ncu), and cuBLASLt's algorithms
-step "kernel profile" "${GPU_SESSION_PROFILE_S:-100}" "$out/profile.log" bash kernels/gpu_profile.sh "$out"
+if [ "${GPU_SESSION_PROFILE_S:-100}" = 0 ]; then say "kernel profile: skipped (GPU_SESSION_PROFILE_S=0)"
+else step "kernel profile" "${GPU_SESSION_PROFILE_S:-100}" "$out/profile.log" bash kernels/gpu_profile.sh "$out"; fi
 say "session done; logs in $out"
 grep -E "passed, [0-9]+ failed$" "$out/test_gpu.log" | tail -1 | sed 's/^/test-gpu: /'
 cat "$out/bench_table.md"

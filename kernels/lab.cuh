@@ -116,16 +116,18 @@ template <typename F> static float lab_time_ms(F fn, int reps) {
    T (causal) in each direction, and each variant's fastest timed run (-: not timed) */
 #if defined(GPT2RT_IMPLEMENTATION) && GPT2RT__CUDA
 template <typename X> static void lab_print_attn_pick(const char *indent, int bnh, int T) {
+    static const char *dirs[3] = {"forward", "dK,dV", "dQ"};
     printf("%sattention pick %s B*NH=%d T=%d:", indent, lab_type_name<X>(), bnh, T);
-    for (int dir = 0; dir < 2; dir++) {
+    for (int dir = 0; dir < 3; dir++) {
         gpt2rt__cu_attn_picked p;
-        printf(" %s ", dir ? "backward" : "forward");
-        if (!gpt2rt__cu_attn_pick_info<X>(dir, bnh, T, 0, &p)) { printf("not timed%s", dir ? "" : ";"); continue; }
+        printf("%s %s ", dir ? ";" : "", dirs[dir]);
+        if (!gpt2rt__cu_attn_pick_info<X>(dir, bnh, T, 0, &p)) { printf("not timed"); continue; }
         printf("%s (", p.name[p.variant]);
-        for (int i = 0; i < p.n; i++)
-            if (p.ms[i] < 0.0f) printf("%s%s -", i ? ", " : "", p.name[i]);
-            else printf("%s%s %.3f ms", i ? ", " : "", p.name[i], (double)p.ms[i]);
-        printf(")%s", dir ? "" : ";");
+        for (int i = 0, k = 0; i < p.n; i++) {
+            if (p.ms[i] < 0.0f) continue; /* not allowed or cannot run here */
+            printf("%s%s %.3f ms", k++ ? ", " : "", p.name[i], (double)p.ms[i]);
+        }
+        printf(")");
     }
     printf("\n");
 }

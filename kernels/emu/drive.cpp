@@ -1005,35 +1005,41 @@ template <typename X> static void op_attention_pick(const char *what) {
         return e;
     };
     long m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0;
-    gpt2rt__cu_attn_picked pf, pb;
+    gpt2rt__cu_attn_picked pd[3]; /* forward, dK,dV, dQ */
     std::vector<unsigned char> got, forced;
     gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, NULL, &m0);
     cudaError_t e = both(Ts[0], GPT2RT__CU_ATT_BEST, got);
-    int have = gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, &pf, &m1) &&
-               gpt2rt__cu_attn_pick_info<X>(1, B * NH, Ts[0], 0, &pb, NULL);
-    int nf, nb;
-    const gpt2rt__cu_attn_variant<typename F::fwd_fn> *vf = F::forwards(&nf);
-    const gpt2rt__cu_attn_variant<typename F::bwd_fn> *vb = F::backwards(&nb);
-    check(e == cudaSuccess && have && pf.variant >= 0 && pf.variant < nf && vf[pf.variant].ok() && pf.ms[pf.variant] >= 0 &&
-          pb.variant >= 0 && pb.variant < nb && vb[pb.variant].ok() && pb.ms[pb.variant] >= 0 && m1 == m0 + 2,
-          "op attention pick %s: forward picked %s, backward %s, each a variant that runs here and was timed; "
-          "2 keys timed (%ld)", what, have ? pf.name[pf.variant] : "-", have ? pb.name[pb.variant] : "-", m1 - m0);
-    int n = nf > nb ? nf : nb;
+    int have = gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, &pd[0], &m1) &&
+               gpt2rt__cu_attn_pick_info<X>(1, B * NH, Ts[0], 0, &pd[1], NULL) &&
+               gpt2rt__cu_attn_pick_info<X>(2, B * NH, Ts[0], 0, &pd[2], NULL);
+    int nd[3];
+    const gpt2rt__cu_attn_variant<typename F::fwd_fn> *vf = F::forwards(&nd[0]);
+    const gpt2rt__cu_attn_variant<typename F::bwd_fn> *vk = F::dkdvs(&nd[1]), *vq = F::dqs(&nd[2]);
+    int sane = have;
+    for (int d = 0; d < 3 && have; d++) {
+        const int v = pd[d].variant;
+        sane = sane && v >= 0 && v < nd[d] && pd[d].ms[v] >= 0 && (d == 0 ? vf[v].ok() : d == 1 ? vk[v].ok() : vq[v].ok());
+    }
+    check(e == cudaSuccess && sane && m1 == m0 + 3,
+          "op attention pick %s: forward picked %s, dK,dV %s, dQ %s, each a variant that runs here and was timed; "
+          "3 keys timed (%ld)", what, have ? pd[0].name[pd[0].variant] : "-", have ? pd[1].name[pd[1].variant] : "-",
+          have ? pd[2].name[pd[2].variant] : "-", m1 - m0);
+    int n = std::max(nd[0], std::max(nd[1], nd[2]));
     for (int i = 0; i < n; i++) {
-        if (!(i < nf && vf[i].ok()) && !(i < nb && vb[i].ok())) continue;
+        if (!(i < nd[0] && vf[i].ok()) && !(i < nd[1] && vk[i].ok()) && !(i < nd[2] && vq[i].ok())) continue;
         e = both(Ts[0], 1 << i, forced);
         int eq = e == cudaSuccess && forced == got;
-        check(eq, "op attention pick %s: the automatic pick's out, lse and dqkv == variant %d (%s) forced, bitwise",
-              what, i, i < nf ? vf[i].name : vb[i].name);
+        check(eq, "op attention pick %s: the automatic pick's out, lse and dqkv == variant %d forced (%s, %s, %s), bitwise",
+              what, i, i < nd[0] ? vf[i].name : "-", i < nd[1] ? vk[i].name : "-", i < nd[2] ? vq[i].name : "-");
     }
     gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, NULL, &m2);
     e = both(Ts[0], GPT2RT__CU_ATT_BEST, forced);
     gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[0], 0, NULL, &m3);
     cudaError_t e2 = both(Ts[1], GPT2RT__CU_ATT_BEST, forced);
     gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[1], 0, NULL, &m4);
-    check(e == cudaSuccess && e2 == cudaSuccess && m2 == m1 && m3 == m2 && m4 == m3 + 2,
+    check(e == cudaSuccess && e2 == cudaSuccess && m2 == m1 && m3 == m2 && m4 == m3 + 3,
           "op attention pick %s: forced variants time nothing (%ld), the same key again nothing (%ld), T %d again "
-          "forward and backward (%ld)", what, m2 - m1, m3 - m2, Ts[1], m4 - m3);
+          "forward, dK,dV and dQ (%ld)", what, m2 - m1, m3 - m2, Ts[1], m4 - m3);
     /* (d) the emulator has no graphs; gpt2rt_emu::capturing makes cudaStreamIsCapturing say
        the stream is being captured: a known key keeps its pick, a new one runs entry 0 */
     gpt2rt_emu::capturing = 1;
@@ -1041,7 +1047,8 @@ template <typename X> static void op_attention_pick(const char *what) {
     e2 = both(Ts[2], GPT2RT__CU_ATT_BEST, got);
     gpt2rt_emu::capturing = 0;
     long m5 = 0;
-    int kept = gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[2], 0, NULL, &m5) || gpt2rt__cu_attn_pick_info<X>(1, B * NH, Ts[2], 0, NULL, NULL);
+    int kept = gpt2rt__cu_attn_pick_info<X>(0, B * NH, Ts[2], 0, NULL, &m5) || gpt2rt__cu_attn_pick_info<X>(1, B * NH, Ts[2], 0, NULL, NULL) ||
+               gpt2rt__cu_attn_pick_info<X>(2, B * NH, Ts[2], 0, NULL, NULL);
     std::vector<unsigned char> first;
     cudaError_t e3 = both(Ts[2], GPT2RT__CU_ATT_MMA, first);
     check(e == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && m5 == m4 && !kept && got == first,

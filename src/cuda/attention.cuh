@@ -85,6 +85,9 @@ enum {
     GPT2RT__CU_ATT_MMA = 1,           /* allow_fast bits, bit i: entry i of each direction's variant
                                          table (gpt2rt__cu_attn_fast16): the mma.sync kernels, */
     GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward and backward, */
+    GPT2RT__CU_ATT_WGP = 4,           /* the pipelined Hopper kernels, */
+    GPT2RT__CU_ATT_MMA2 = 8,          /* the mma.sync forward and dQ pass over 2 query tiles a CTA, */
+    GPT2RT__CU_ATT_ALT = 16,          /* a pipelined Hopper kernel's other shape (dQ: 3 warpgroups a CTA), */
     GPT2RT__CU_ATT_BEST = 0xFF,       /* every variant: the fastest here, measured (the launchers) */
     GPT2RT__CU_ATT_NVAR = 8,          /* the most entries a variant table has (one allow bit each) */
     GPT2RT__CU_ATT_SLOTS = 64         /* the choices remembered per storage type (shapes x devices) */

@@ -598,9 +598,6 @@ gpt2rt__cuk_attn_bwd_dq64_wg(X *dqkv,          /* (B,T,3C): writes the q columns
    ------------------------------------------------------------------------------------------- */
 #define GPT2RT__CU_ATT_BWD_WGP_SMEM(nwg) ((2 * (nwg) + 6) * 8192 + 6 * 64 * 4 + 1024)
 #define GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(nwg) ((2 * (nwg) + 6) * 8192 + 1024)
-#ifndef GPT2RT__CU_ATT_BWD_WGP_NWG
-#define GPT2RT__CU_ATT_BWD_WGP_NWG 2 /* warpgroups per CTA of gpt2rt__cu_attn_bwd_wgp_launch's dQ pass */
-#endif
 
 /* wait until every committed wgmma group but the newest N is done */
 template <int N> __device__ __forceinline__ void gpt2rt__cu_wg_waitn(void) {
@@ -1102,38 +1099,56 @@ gpt2rt__cuk_attn_bwd_dkdv_generic(X *dqkv, const X *dout, const X *qkv, /* (B,T,
     }
 }
 
-/* The pipelined Hopper backward: gpt2rt__cuk_attn_bwd_dkdv64_wgp with 2 warpgroups per CTA
+/* The pipelined Hopper backward's passes, on a compute capability 9.0 device running the
+   sm_90a build (the caller checks: gpt2rt__cu_attn_fast16::wgmma_ok); Dv holds D =
+   rowsum(dout * out) already. dK,dV: gpt2rt__cuk_attn_bwd_dkdv64_wgp with 2 warpgroups per CTA
    (3 would need more than the 168 registers a thread may have at 384 threads: its wgmmas
-   would be serialized), then gpt2rt__cuk_attn_bwd_dq64_wgp with NWG (2 or 3), on a compute capability 9.0
-   device running the sm_90a build (the caller checks: gpt2rt__cu_attn_fast16::wgmma_ok); Dv
-   holds D = rowsum(dout * out) already. Sets the kernels' dynamic shared memory limit once
-   per device (ordinals from 64 on: at every launch). */
-template <typename X, int NWG>
-static cudaError_t gpt2rt__cu_attn_bwd_wgp_launch_n(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
-                                                    int B, int T, int C, int NH, cudaStream_t s, int TH) {
+   would be serialized); dQ: gpt2rt__cuk_attn_bwd_dq64_wgp with NWG (2 or 3). Each sets its
+   kernel's dynamic shared memory limit once per device (ordinals from 64 on: at every launch). */
+template <typename X>
+static cudaError_t gpt2rt__cu_attn_bwd_kv_wgp_launch(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                                     int B, int T, int C, int NH, cudaStream_t s, int TH) {
     static std::atomic<unsigned long long> smem_set{0};
-    const int smem_kv = GPT2RT__CU_ATT_BWD_WGP_SMEM(2), smem_q = GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(NWG);
+    const int smem = GPT2RT__CU_ATT_BWD_WGP_SMEM(2);
     int dev = -1;
     GPT2RT__CU_TRY(cudaGetDevice(&dev));
     const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
     if (!bit || !(smem_set.load() & bit)) {
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_kv));
-        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wgp<X, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_q));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         smem_set.fetch_or(bit);
     }
     const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
     if (TH <= 0 || TH > T) TH = T; /* GPT-2's causal mask */
-    const dim3 g2((unsigned)((T + 127) / 128), (unsigned)(B * NH)), g((unsigned)((T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * NH));
-    GPT2RT__LAUNCH(g2, 256, smem_kv, s, gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
-    GPT2RT__CU_LAUNCHED();
-    GPT2RT__LAUNCH(g, 128 * NWG, smem_q, s, gpt2rt__cuk_attn_bwd_dq64_wgp<X, NWG>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+    const dim3 g((unsigned)((T + 127) / 128), (unsigned)(B * NH));
+    GPT2RT__LAUNCH(g, 256, smem, s, gpt2rt__cuk_attn_bwd_dkdv64_wgp<X, 2>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
-template <typename X>
-static cudaError_t gpt2rt__cu_attn_bwd_wgp_launch(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
-                                                  int B, int T, int C, int NH, cudaStream_t s, int TH) {
-    return gpt2rt__cu_attn_bwd_wgp_launch_n<X, GPT2RT__CU_ATT_BWD_WGP_NWG>(dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH);
+template <typename X, int NWG>
+static cudaError_t gpt2rt__cu_attn_bwd_dq_wgp_launch(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                                     int B, int T, int C, int NH, cudaStream_t s, int TH) {
+    static std::atomic<unsigned long long> smem_set{0};
+    const int smem = GPT2RT__CU_ATT_BWD_WGP_DQ_SMEM(NWG);
+    int dev = -1;
+    GPT2RT__CU_TRY(cudaGetDevice(&dev));
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(smem_set.load() & bit)) {
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wgp<X, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        smem_set.fetch_or(bit);
+    }
+    const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
+    if (TH <= 0 || TH > T) TH = T;
+    const dim3 g((unsigned)((T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * NH));
+    GPT2RT__LAUNCH(g, 128 * NWG, smem, s, gpt2rt__cuk_attn_bwd_dq64_wgp<X, NWG>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
+}
+/* both passes, the dQ pass with NWG warpgroups per CTA (the labs and the emulator's checks) */
+template <typename X, int NWG>
+static cudaError_t gpt2rt__cu_attn_bwd_wgp_launch_n(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
+                                                    int B, int T, int C, int NH, cudaStream_t s, int TH) {
+    GPT2RT__CU_TRY(gpt2rt__cu_attn_bwd_kv_wgp_launch<X>(dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH));
+    return gpt2rt__cu_attn_bwd_dq_wgp_launch<X, NWG>(dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1203,6 +1218,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         return ok;
     }
     static int always(void) { return 1; } /* mma.sync: wherever the fast path runs (built) */
+    static int never(void) { return 0; }  /* a table's unused entry */
     /* The Hopper kernels run where the device is compute capability 9.0 and the image it
        runs has their sm_90a bodies (built with -gencode arch=compute_90a,code=sm_90a; any
        other build's body is a trap without the forward's 48 KiB of static shared memory) */
@@ -1243,58 +1259,93 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
-    /* the backward's two passes: dK and dV (the k and v columns), then dQ (the q columns) */
-    static cudaError_t bwd_mma(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv, int B, int T,
-                               int C, int NH, cudaStream_t s, int TH) {
-        dim3 grid((unsigned)((T + 63) / 64), (unsigned)(B * NH));
-        const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
-        const int smem_dkdv = GPT2RT__CU_ATT_BWD_SMEM, smem_dq = 6 * GPT2RT__CU_ATT_TE * 2;
+    static cudaError_t fwd_mma2(X *out, float *lse, const X *qkv, int B, int T, int C, int NH, cudaStream_t s, int TH) {
+        return gpt2rt__cu_attn_fwd_rt_launch<X, 2>(out, lse, qkv, B, T, C, NH, s, TH);
+    }
+    /* the backward's two passes, each its own direction: dK and dV (the k and v columns),
+       dQ (the q columns); they read the same inputs and write disjoint columns */
+    static cudaError_t mma_smem(void) {
         const unsigned long long bit = device_bit();
-        if (!bit || !(mask(2).load() & bit)) {
-            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dkdv));
-            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_dq));
-            mask(2).fetch_or(bit);
-        }
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dkdv, s, gpt2rt__cuk_attn_bwd_dkdv64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
-        GPT2RT__CU_LAUNCHED();
-        GPT2RT__LAUNCH(grid, GPT2RT__CU_ATT_THREADS, smem_dq, s, gpt2rt__cuk_attn_bwd_dq64<X>)(dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+        if (bit && (mask(2).load() & bit)) return cudaSuccess;
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_SMEM));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64<X>, cudaFuncAttributeMaxDynamicSharedMemorySize, 6 * GPT2RT__CU_ATT_TE * 2));
+        mask(2).fetch_or(bit);
+        return cudaSuccess;
+    }
+    static cudaError_t wg_smem(void) {
+        const unsigned long long bit = device_bit();
+        if (bit && (mask(5).load() & bit)) return cudaSuccess;
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM));
+        mask(5).fetch_or(bit);
+        return cudaSuccess;
+    }
+#define GPT2RT__CU_ATT_PASS_ARGS X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv, int B, int T, \
+                                 int C, int NH, cudaStream_t s, int TH
+#define GPT2RT__CU_ATT_PASS_CALL dqkv, dout, qkv, lse, Dv, T, C, NH, 1.0f / sqrtf(64.0f), (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E, TH
+    static cudaError_t kv_mma(GPT2RT__CU_ATT_PASS_ARGS) {
+        GPT2RT__CU_TRY(mma_smem());
+        GPT2RT__LAUNCH(dim3((unsigned)((T + 63) / 64), (unsigned)(B * NH)), GPT2RT__CU_ATT_THREADS, GPT2RT__CU_ATT_BWD_SMEM, s,
+                       gpt2rt__cuk_attn_bwd_dkdv64<X>)(GPT2RT__CU_ATT_PASS_CALL);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
-    static cudaError_t bwd_wg(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv, int B, int T,
-                              int C, int NH, cudaStream_t s, int TH) {
-        const float scale = 1.0f / sqrtf(64.0f), scale_log2 = scale * GPT2RT__CU_ATT_LOG2E;
-        const unsigned long long bit = device_bit();
-        if (!bit || !(mask(5).load() & bit)) {
-            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_WG_SMEM));
-            GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM));
-            mask(5).fetch_or(bit);
-        }
+    static cudaError_t q_mma(GPT2RT__CU_ATT_PASS_ARGS) {
+        GPT2RT__CU_TRY(mma_smem());
+        GPT2RT__LAUNCH(dim3((unsigned)((T + 63) / 64), (unsigned)(B * NH)), GPT2RT__CU_ATT_THREADS, 6 * GPT2RT__CU_ATT_TE * 2, s,
+                       gpt2rt__cuk_attn_bwd_dq64<X>)(GPT2RT__CU_ATT_PASS_CALL);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+    static cudaError_t kv_wg(GPT2RT__CU_ATT_PASS_ARGS) {
+        GPT2RT__CU_TRY(wg_smem());
         dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
         GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dkdv64_wg<X, GPT2RT__CU_ATT_NWG>)(
-            dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
-        GPT2RT__CU_LAUNCHED();
-        GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>)(
-            dqkv, dout, qkv, lse, Dv, T, C, NH, scale, scale_log2, TH);
+            GPT2RT__CU_ATT_PASS_CALL);
         GPT2RT__CU_LAUNCHED();
         return cudaSuccess;
     }
+    static cudaError_t q_wg(GPT2RT__CU_ATT_PASS_ARGS) {
+        GPT2RT__CU_TRY(wg_smem());
+        dim3 g((unsigned)((T + 64 * GPT2RT__CU_ATT_NWG - 1) / (64 * GPT2RT__CU_ATT_NWG)), (unsigned)(B * NH));
+        GPT2RT__LAUNCH(g, 128 * GPT2RT__CU_ATT_NWG, GPT2RT__CU_ATT_BWD_DQ_WG_SMEM, s, gpt2rt__cuk_attn_bwd_dq64_wg<X, GPT2RT__CU_ATT_NWG>)(
+            GPT2RT__CU_ATT_PASS_CALL);
+        GPT2RT__CU_LAUNCHED();
+        return cudaSuccess;
+    }
+#undef GPT2RT__CU_ATT_PASS_ARGS
+#undef GPT2RT__CU_ATT_PASS_CALL
 
-    /* The variant tables; entry 0 runs wherever the fast path does: the default */
+    /* The variant tables, entry i forced by allow bit i (GPT2RT__CU_ATT_MMA, _WGMMA, _WGP,
+       _MMA2, _ALT); entry 0 runs wherever the fast path does: the default */
     static const gpt2rt__cu_attn_variant<fwd_fn> *forwards(int *n) {
         static const gpt2rt__cu_attn_variant<fwd_fn> v[] = {
             {"mma.sync", always, fwd_mma},
             {"wgmma", wgmma_ok, fwd_wg},
+            {"mma.sync (unused)", never, fwd_mma},
+            {"mma.sync 2 tiles", always, fwd_mma2},
         };
         *n = (int)(sizeof v / sizeof v[0]);
         return v;
     }
-    static const gpt2rt__cu_attn_variant<bwd_fn> *backwards(int *n) {
+    static const gpt2rt__cu_attn_variant<bwd_fn> *dkdvs(int *n) {
         static const gpt2rt__cu_attn_variant<bwd_fn> v[] = {
-            {"mma.sync", always, bwd_mma},
-            {"wgmma", wgmma_ok, bwd_wg},
+            {"mma.sync", always, kv_mma},
+            {"wgmma", wgmma_ok, kv_wg},
+            {"wgmma pipelined", wgmma_ok, gpt2rt__cu_attn_bwd_kv_wgp_launch<X>},
+        };
+        *n = (int)(sizeof v / sizeof v[0]);
+        return v;
+    }
+    static const gpt2rt__cu_attn_variant<bwd_fn> *dqs(int *n) {
+        static const gpt2rt__cu_attn_variant<bwd_fn> v[] = {
+            {"mma.sync", always, q_mma},
+            {"wgmma", wgmma_ok, q_wg},
+            {"wgmma pipelined", wgmma_ok, gpt2rt__cu_attn_bwd_dq_wgp_launch<X, 2>},
+            {"mma.sync 2 tiles", always, gpt2rt__cu_attn_bwd_dq_rt_launch<X, 2>},
+            {"wgmma pipelined 3 wg", wgmma_ok, gpt2rt__cu_attn_bwd_dq_wgp_launch<X, 3>},
         };
         *n = (int)(sizeof v / sizeof v[0]);
         return v;
@@ -1380,7 +1431,7 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         return e;
     }
 
-    /* One call of direction dir (0 forward, 1 backward) over bnh = B*NH heads of T rows: with
+    /* One call of direction dir (0 forward, 1 the backward's dK,dV pass, 2 its dQ pass) over bnh = B*NH heads of T rows: with
        one allowed variant that runs here, that one; else the remembered pick for the key
        (device, B*NH, T, TH, allow), or measure() picks now, the pick is remembered and runs
        last, so the outputs are the pick's. While s is being captured into a CUDA graph nothing
@@ -1424,8 +1475,10 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
     static cudaError_t backward(X *dqkv, const X *dout, const X *qkv, const float *lse, const float *Dv,
                                 int B, int T, int C, int NH, cudaStream_t s, int TH, int allow) {
         int n;
-        const gpt2rt__cu_attn_variant<bwd_fn> *v = backwards(&n);
-        return run(1, v, n, allow, B * NH, T, TH, s, dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH);
+        const gpt2rt__cu_attn_variant<bwd_fn> *v = dkdvs(&n);
+        GPT2RT__CU_TRY(run(1, v, n, allow, B * NH, T, TH, s, dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH));
+        v = dqs(&n);
+        return run(2, v, n, allow, B * NH, T, TH, s, dqkv, dout, qkv, lse, Dv, B, T, C, NH, s, TH);
     }
 };
 template <> struct gpt2rt__cu_attn_fast<__nv_bfloat16> : gpt2rt__cu_attn_fast16<__nv_bfloat16> {};
