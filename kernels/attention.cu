@@ -6,8 +6,10 @@
    16-bit forward has two tensor-core kernels: mma.sync (sm_80 and later) and, on a compute
    capability 9.0 device running the sm_90a build, the Hopper wgmma kernel; so have the backward's
    dK,dV and dQ passes. Both are validated against the CPU, and the wgmma ones against mma.sync
-   (same_as_mma: out, lse, dq, dk, dv). Then times B=8 T=1024 C=768 NH=12, the two side by side
-   (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + wgmma dQ). Exit status 0 when
+   (same_as_mma: out, lse, dq, dk, dv); the pipelined wgmma forward's variants likewise
+   (validate_wgp). Then times B=8 T=1024 C=768 NH=12, the two side by side
+   (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + wgmma dQ), and each pipelined
+   forward variant (a "wgmma-pipelined" line). Exit status 0 when
    everything passes.
 
    cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
@@ -246,6 +248,104 @@ template <typename X> static void bench_wg_ctas(void) {
     LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
 }
 
+/* The pipelined Hopper forward's variants (gpt2rt__cu_attn_fwd_wgp_launch<X, NWG, KB, STAGES>):
+   warpgroups per CTA, key tile 64 KB, K/V ring of STAGES tiles */
+enum { WGP_VARIANTS = 3 };
+static const char *wgp_name(int v) {
+    static const char *n[WGP_VARIANTS] = {"NWG 2, keys 128", "NWG 3, keys 128", "NWG 2, keys 64"};
+    return n[v];
+}
+template <typename X>
+static cudaError_t wgp_run(int v, X *out, float *lse, const X *qkv, int B, int T, int C, int NH, int TH) {
+    const int th = TH ? TH : T;
+    if (v == 0) return gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 2, 4>(out, lse, qkv, B, T, C, NH, 0, th);
+    if (v == 1) return gpt2rt__cu_attn_fwd_wgp_launch<X, 3, 2, 4>(out, lse, qkv, B, T, C, NH, 0, th);
+    return gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>(out, lse, qkv, B, T, C, NH, 0, th);
+}
+
+/* Each variant against the CPU (the lab's tolerances) and against the mma.sync forward as
+   same_as_mma checks the wgmma forward (within a rounding of P and of the output), and
+   whether it is the same bits as mma.sync (as the emulator requires: the runtime may then
+   pick either kernel without changing a result), printed */
+template <typename X> static void validate_wgp(Shape sh, int TH = 0) {
+    const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH;
+    if (!gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, GPT2RT__CU_ATT_MMA) || !gpt2rt__cu_attn_fast<X>::wgmma_ok()) {
+        printf("  pipelined wgmma forward %s T=%d: skipped (needs compute capability 9.0 and the sm_90a build)\n",
+               lab_type_name<X>(), T);
+        return;
+    }
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    float *qkv = (float *)malloc(n_qkv * 4), *out_ref = (float *)malloc(n_out * 4), *lse_ref = (float *)malloc(n_lse * 4);
+    float *scratch = (float *)malloc(gpt2rt__pad16(2 * T) * 4);
+    lab_fill(qkv, n_qkv, 1.5f);
+    float vmax = 0.0f;
+    for (int64_t i = 0; i < n_qkv; i++) {
+        qkv[i] = lab_f(lab_to<X>(qkv[i]));
+        if (i % (3 * C) >= 2 * C) vmax = fmaxf(vmax, fabsf(qkv[i]));
+    }
+    gpt2rt__cpu_attention_forward_masked(out_ref, lse_ref, qkv, scratch, B, T, C, NH, TH ? TH : T, NULL, 1);
+    X *d_qkv = lab_upload<X>(qkv, n_qkv), *d_o1, *d_o2;
+    float *d_l1, *d_l2;
+    LAB_CK(cudaMalloc(&d_o1, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_o2, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_l1, n_lse * 4));
+    LAB_CK(cudaMalloc(&d_l2, n_lse * 4));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH));
+    float *o1 = (float *)malloc(n_out * 4), *o2 = (float *)malloc(n_out * 4), *l1 = (float *)malloc(n_lse * 4),
+          *l2 = (float *)malloc(n_lse * 4);
+    LAB_CK(cudaDeviceSynchronize());
+    lab_download<X>(o1, d_o1, n_out);
+    LAB_CK(cudaMemcpy(l1, d_l1, n_lse * 4, cudaMemcpyDeviceToHost));
+    const float eps = lab_f(lab_to<X>(1.0f + 1.0f / 1024.0f)) != 1.0f ? 1.0f / 2048.0f : 1.0f / 256.0f;
+    for (int v = 0; v < WGP_VARIANTS; v++) {
+        LAB_CK(cudaMemset(d_o2, 0xFF, n_out * sizeof(X)));
+        LAB_CK(cudaMemset(d_l2, 0xFF, n_lse * 4));
+        LAB_CK(wgp_run<X>(v, d_o2, d_l2, d_qkv, B, T, C, NH, TH));
+        LAB_CK(cudaDeviceSynchronize());
+        lab_download<X>(o2, d_o2, n_out);
+        LAB_CK(cudaMemcpy(l2, d_l2, n_lse * 4, cudaMemcpyDeviceToHost));
+        char what[128];
+        const char *pm = TH ? " placeholders" : "";
+        snprintf(what, sizeof what, "pipelined wgmma (%s) out vs CPU %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        compare_rel_max(what, o2, out_ref, n_out, tol_out<X>());
+        snprintf(what, sizeof what, "pipelined wgmma (%s) lse vs CPU %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        compare_rel_max(what, l2, lse_ref, n_lse, 1e-4f);
+        snprintf(what, sizeof what, "pipelined wgmma (%s) vs mma.sync out %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        lab_compare(what, o2, o1, n_out, 2.0f * eps * vmax, 0.0f);
+        snprintf(what, sizeof what, "pipelined wgmma (%s) vs mma.sync lse %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        compare_rel_max(what, l2, l1, n_lse, 1e-5f);
+        int64_t dout = 0, dlse = 0;
+        for (int64_t i = 0; i < n_out; i++) dout += memcmp(&o1[i], &o2[i], 4) != 0;
+        for (int64_t i = 0; i < n_lse; i++) dlse += memcmp(&l1[i], &l2[i], 4) != 0;
+        printf("  pipelined wgmma (%s) %s T=%d%s: %s mma.sync (%lld of %lld out, %lld of %lld lse differ)\n", wgp_name(v),
+               lab_type_name<X>(), T, pm, dout || dlse ? "NOT the same bits as" : "the same bits as", (long long)dout,
+               (long long)n_out, (long long)dlse, (long long)n_lse);
+    }
+    free(qkv); free(out_ref); free(lse_ref); free(scratch); free(o1); free(o2); free(l1); free(l2);
+    LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
+}
+
+/* each variant timed at the bench shape, one line each */
+template <typename X> static void bench_wgp(void) {
+    const int B = 8, T = 1024, C = 768, NH = 12, HS = C / NH;
+    if (!gpt2rt__cu_attn_fast<X>::wgmma_ok()) { printf("  %s wgmma-pipelined forward: skipped (no sm_90a device code here)\n", lab_type_name<X>()); return; }
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    float *h = (float *)malloc(n_qkv * 4);
+    lab_fill(h, n_qkv, 1.5f);
+    X *d_qkv = lab_upload<X>(h, n_qkv), *d_out;
+    float *d_lse;
+    LAB_CK(cudaMalloc(&d_out, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_lse, n_lse * 4));
+    const double flop_f = 4.0 * B * NH * (double)T * T * HS / 2.0;
+    for (int v = 0; v < WGP_VARIANTS; v++) {
+        float ms = lab_time_ms([&] { LAB_CK(wgp_run<X>(v, d_out, d_lse, d_qkv, B, T, C, NH, 0)); }, 50);
+        printf("  %-5s wgmma-pipelined forward (%s) %8.3f ms %7.1f TFLOP/s\n", lab_type_name<X>(), wgp_name(v), ms,
+               flop_f / (ms * 1e9));
+    }
+    free(h);
+    LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_out)); LAB_CK(cudaFree(d_lse));
+}
+
 /* allow: GPT2RT__CU_ATT_MMA (the mma.sync forward) or GPT2RT__CU_ATT_BEST (wgmma where it runs) */
 template <typename X> static void validate_all(int allow) {
     const Shape shapes[3] = {{2, 256, 768, 12}, {2, 37, 64, 4}, {1, 1000, 768, 12}};
@@ -261,6 +361,9 @@ template <typename X> static void validate_16(void) {
     same_as_mma<X>(Shape{2, 256, 768, 12});
     same_as_mma<X>(Shape{1, 1000, 768, 12}); /* a partial last tile; with 2 warpgroups per CTA, 16 query tiles */
     same_as_mma<X>(Shape{2, 200, 768, 12}, 130);
+    validate_wgp<X>(Shape{2, 256, 768, 12});
+    validate_wgp<X>(Shape{1, 1000, 768, 12}); /* T not a multiple of 128 or 192; 8 key tiles of 128: the ring wraps */
+    validate_wgp<X>(Shape{2, 200, 768, 12}, 130);
 }
 
 int main(void) {
@@ -285,6 +388,8 @@ int main(void) {
     bench<float>(GPT2RT__CU_ATT_BEST);
     bench_wg_ctas<__nv_bfloat16>();
     bench_wg_ctas<__half>();
+    bench_wgp<__nv_bfloat16>();
+    bench_wgp<__half>();
     bench<__nv_bfloat16>(0);
     return lab_finish("attention");
 }
