@@ -14778,12 +14778,11 @@ gpt2rt__cuk_attn_fwd64_wgp(X *out,          /* (B,T,C) */
 #pragma unroll
                 for (int kk = 0; kk < 4; kk++) /* 16 keys = 16 rows of 128 bytes of V */
                     gpt2rt__cu_wg_rs<X>(o, pa[4 * kh + kk], gpt2rt__cu_wg_desc(v_s + 16 * 64 * kk, 1024), 1, sm);
-                gpt2rt__cu_wg_commit();
             }
-            if (kh == 0) { /* S_n has landed */
-                if (pv) gpt2rt__cu_wg_wait<1, 32 * KB>(s);
-                else gpt2rt__cu_wg_wait<0, 32 * KB>(s);
-            }
+            /* a group on every path (empty without P V): ptxas then sees S_n retired below on
+               every path, and keeps the wgmmas asynchronous */
+            gpt2rt__cu_wg_commit();
+            if (kh == 0) gpt2rt__cu_wg_wait<1, 32 * KB>(s); /* S_n has landed */
             if (!do_s) continue;
             /* the softmax step of 64-key block n KB + kh from s[32 kh ..] (read only: only wgmmas
                write accumulator registers, else ptxas serializes the wgmmas), P rounded to X into
