@@ -13967,6 +13967,9 @@ static cudaError_t gpt2rt__cu_ts_next(double *part, floatX *out, const floatX *p
      warpgroup MMAs, wgmma.mma_async, from 128-byte swizzled shared memory), taken on a compute
      capability 9.0 device when the binary was built for sm_90a; the same contract, numerics and
      determinism, their results within the rounding described there of the mma.sync kernels'.
+     A pipelined Hopper forward (gpt2rt__cuk_attn_fwd64_wgp, launched by
+     gpt2rt__cu_attn_fwd_wgp_launch) overlaps the softmax with the tensor cores, keeping the
+     wgmma forward's order of operations and so its bits.
    * generic (any HS <= 256, any storage type, fp32 always): one warp per row, lanes split the
      head dimension, the dot products are reduced with a xor butterfly. Plain fp32 SIMT code,
      close to the CPU reference (about 1e-6 relative).
@@ -14015,7 +14018,8 @@ enum {
     GPT2RT__CU_ATT_WGMMA = 2,         /* the Hopper (wgmma) forward and backward, */
     GPT2RT__CU_ATT_WGP = 4,           /* the pipelined Hopper kernels, */
     GPT2RT__CU_ATT_MMA2 = 8,          /* the mma.sync forward and dQ pass over 2 query tiles a CTA, */
-    GPT2RT__CU_ATT_ALT = 16,          /* a pipelined Hopper kernel's other shape (dQ: 3 warpgroups a CTA), */
+    GPT2RT__CU_ATT_ALT = 16,          /* a pipelined Hopper kernel's other shape (3 warpgroups a CTA), */
+    GPT2RT__CU_ATT_ALT2 = 32,         /* the pipelined Hopper forward with 64-key tiles, */
     GPT2RT__CU_ATT_BEST = 0xFF,       /* every variant: the fastest here, measured (the launchers) */
     GPT2RT__CU_ATT_NVAR = 8,          /* the most entries a variant table has (one allow bit each) */
     GPT2RT__CU_ATT_SLOTS = 64         /* the choices remembered per storage type (shapes x devices) */
@@ -14644,6 +14648,54 @@ __device__ __forceinline__ void gpt2rt__cu_wg_rs(float d[32], const unsigned a[4
 #endif
 }
 
+/* wait until every committed group but the newest N is done; then the R registers at d
+   (the accumulator the caller reads next) hold the results */
+template <int N, int R>
+__device__ __forceinline__ void gpt2rt__cu_wg_wait(float *d) {
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma_wait(N);
+    (void)d;
+#elif GPT2RT__CU_ATT_SM90A
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#pragma unroll
+    for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+#else
+    (void)d;
+    __trap();
+#endif
+}
+#define GPT2RT__CU_WG_D128 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define GPT2RT__CU_WG_DOUT128(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+/* gpt2rt__cu_wg_ss with N = 128: d (64 x 128 fp32, 64 registers, the layout of the 64-wide
+   accumulator extended to columns 8j.. of j < 16) = [d +] A B, B 128 rows (K-major) */
+template <typename X>
+__device__ __forceinline__ void gpt2rt__cu_wg_ss128(float d[64], uint64_t da, uint64_t db, int scale_d, const void *smem) {
+    const int f16 = gpt2rt__cu_wg_f16((const X *)0);
+#ifdef GPT2RT_CUDA_EMU
+    gpt2rt_emu_wgmma(d, 128, NULL, da, db, scale_d, 0, 0, f16, smem);
+#elif GPT2RT__CU_ATT_SM90A
+    (void)smem;
+    if (f16)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " GPT2RT__CU_WG_D128 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : GPT2RT__CU_WG_DOUT128(d) : "l"(da), "l"(db), "r"(scale_d));
+    else
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GPT2RT__CU_WG_D128 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : GPT2RT__CU_WG_DOUT128(d) : "l"(da), "l"(db), "r"(scale_d));
+#else
+    (void)d; (void)da; (void)db; (void)scale_d; (void)smem; (void)f16;
+    __trap();
+#endif
+}
+
 /* Start copying a 64 x 64 tile of 16-bit values into a 1024-byte aligned smem tile in the
    128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)): rows r0..r0+63 of src
    (row stride ld elements, nrows rows; rows >= nrows read as zero). nthr threads call it. */
@@ -14796,6 +14848,223 @@ gpt2rt__cuk_attn_fwd64_wg(X *out,          /* (B,T,C) */
     (void)out; (void)lse; (void)qkv; (void)T; (void)C; (void)NH; (void)scale_log2; (void)TH;
     __trap();
 #endif
+}
+
+/* ---------------------------------------------------------------------------------------------
+   Pipelined Hopper forward (FlashAttention-3's consumer schedule without producer warps).
+   grid (ceil(T / (64 NWG)) query blocks, B*NH), NWG warpgroups (128 NWG threads) per CTA,
+   warpgroup wg owning query tile qw = NWG * block + wg as in gpt2rt__cuk_attn_fwd64_wg; key
+   tiles of 64 KB keys (KB = 1 or 2: S by m64n64k16 or m64n128k16 wgmmas, 4 k-slices each).
+   Dynamic smem (NWG + 2 STAGES KB) * 8 KiB + 1 KiB of alignment slack: the NWG Q tiles, then
+   a ring of STAGES K tiles and STAGES V tiles (128-byte swizzled, 64 KB rows each). Loads run
+   STAGES - 2 key tiles ahead (cp.async, one commit group per key tile): at the CTA's one
+   barrier per key tile n, tile n has landed and every thread is done with tile n - 1's S and
+   tile n - 2's P V, so tile n + STAGES - 2 may refill tile n - 2's slot.
+   Per key tile n each warpgroup (software-pipelined by one tile):
+     issue S_n = Q K_n^T (committed, in flight);
+     per 64-key half h: rescale O by tile n-1's correction of half h (after half h-1's P V is
+       waited for), issue O += P_{n-1,h} V_{n-1,h} (committed); the softmax of half h of S_n
+       (S_n waited for before half 0) runs while that P V is on the tensor cores;
+     wait for the last P V, round P_n to X in registers for the next tile.
+   So the tensor cores run S_n under the O rescale and the P V products under the softmax.
+   Numerics are bitwise those of gpt2rt__cuk_attn_fwd64_wg: every 64-key block is one
+   softmax step (max, correction, l *= corr, p, l += p in increasing column order, O *= corr,
+   O += P V over 4 slices of 16 keys in increasing order) in increasing block order; blocks
+   past qw in a 128-key tile are computed by the S wgmma and then ignored (no softmax step,
+   no P V), as the 64-key kernels never visit them.
+   ------------------------------------------------------------------------------------------- */
+template <typename X, int NWG, int KB, int STAGES>
+__global__ void __launch_bounds__(128 * NWG, 1)
+gpt2rt__cuk_attn_fwd64_wgp(X *out,          /* (B,T,C) */
+                           float *lse,      /* (B,NH,T) */
+                           const X *qkv,    /* (B,T,3C) */
+                           int T, int C, int NH, float scale_log2, int TH) {
+#if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
+    enum { TILE = 64 * 64, NT = 128 * NWG, KN = 64 * KB, AHEAD = STAGES - 2 };
+    static_assert(KB == 1 || KB == 2, "key tiles of 64 or 128");
+    static_assert(STAGES >= 3, "the ring holds tiles n - 1, n and the loads ahead");
+    extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
+    /* the swizzle is a function of the shared address: tiles start on 1024-byte boundaries */
+    const uint32_t mis = (uint32_t)__cvta_generic_to_shared(gpt2rt__cu_attn_dsm) & 1023u;
+    uint16_t *sm = (uint16_t *)(gpt2rt__cu_attn_dsm + (mis ? 1024 - mis : 0));
+    uint16_t *sK = sm + NWG * TILE, *sV = sK + STAGES * KB * TILE; /* slot i: + i * KB * TILE */
+    /* wg broadcast from lane 0: ptxas then knows the branches around the wgmmas are
+       warp-uniform and keeps them asynchronous (else it serializes them) */
+    const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), w = (tid >> 5) & 3, lane = tid & 31;
+    const int qb = gridDim.x - 1 - blockIdx.x; /* longest rows (most key tiles) first */
+    const int b = blockIdx.y / NH, h = blockIdx.y % NH, ntile = (T + 63) / 64;
+    const int qw = NWG * qb + wg, q0 = qw * 64;
+    const int qlast = NWG * qb + NWG - 1 < ntile - 1 ? NWG * qb + NWG - 1 : ntile - 1;
+    const int nmine = q0 < T ? qw / KB + 1 : 0, ncta = qlast / KB + 1; /* key tiles (warpgroup-uniform) */
+    const int64_t C3 = 3 * (int64_t)C;
+    const uint16_t *q_g = (const uint16_t *)qkv + (int64_t)b * T * C3 + h * 64, *k_g = q_g + C, *v_g = q_g + 2 * C;
+    const uint16_t *sQ = sm + wg * TILE;
+
+    for (int i = 0; i < NWG; i++) gpt2rt__cu_attn_load_tile_sw(sm + i * TILE, q_g, (NWG * qb + i) * 64, T, C3, tid, NT);
+    for (int n = 0; n < AHEAD; n++) {
+        if (n < ncta)
+            for (int i = 0; i < KB; i++) {
+                gpt2rt__cu_attn_load_tile_sw(sK + (n * KB + i) * TILE, k_g, n * KN + 64 * i, T, C3, tid, NT);
+                gpt2rt__cu_attn_load_tile_sw(sV + (n * KB + i) * TILE, v_g, n * KN + 64 * i, T, C3, tid, NT);
+            }
+        gpt2rt__cu_attn_cp_commit();
+    }
+
+    const X *tag = 0;
+    float o[32], s[32 * KB];                 /* accumulators: o[4j+c], s[32 kh + 4j+c] = row 16w + lane/4 +
+                                                8(c>>1), column (64 kh +) 8j + 2(lane%4) + (c&1) */
+    unsigned pa[4 * KB][4], pn[4 * KB][4];   /* P of the previous and this key tile, A operands of 16-key slices */
+    float cp[KB][2];                         /* its corrections, per 64-key half and row */
+    float m[2] = {-INFINITY, -INFINITY};     /* rows lane/4 and lane/4 + 8 of the warp */
+    float l[2] = {0.0f, 0.0f};               /* this thread's partial row sums */
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32 * KB; i++) s[i] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4 * KB; kk++) pn[kk][0] = pn[kk][1] = pn[kk][2] = pn[kk][3] = 0u;
+
+    for (int n = 0; n <= ncta; n++) {
+        /* tile n has landed (its group is the oldest of AHEAD outstanding), and after the
+           barrier everyone is done with tile n - 2's slot */
+        gpt2rt__cu_attn_cp_wait<AHEAD - 1>();
+        gpt2rt__cu_wg_proxy_fence();
+        __syncthreads();
+        {
+            const int nn = n + AHEAD, slot = nn % STAGES;
+            if (nn < ncta)
+                for (int i = 0; i < KB; i++) {
+                    gpt2rt__cu_attn_load_tile_sw(sK + (slot * KB + i) * TILE, k_g, nn * KN + 64 * i, T, C3, tid, NT);
+                    gpt2rt__cu_attn_load_tile_sw(sV + (slot * KB + i) * TILE, v_g, nn * KN + 64 * i, T, C3, tid, NT);
+                }
+            gpt2rt__cu_attn_cp_commit();
+        }
+        const bool do_s = n < nmine, do_pv = n >= 1 && n <= nmine; /* warpgroup-uniform */
+        if (do_s) {
+            const uint16_t *k_s = sK + (n % STAGES) * KB * TILE;
+            gpt2rt__cu_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                if (KB == 2)
+                    gpt2rt__cu_wg_ss128<X>(s, gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), gpt2rt__cu_wg_desc(k_s + 16 * kk, 16), kk > 0, sm);
+                else
+                    gpt2rt__cu_wg_ss<X>(s, gpt2rt__cu_wg_desc(sQ + 16 * kk, 16), gpt2rt__cu_wg_desc(k_s + 16 * kk, 16), kk > 0, sm);
+            }
+            gpt2rt__cu_wg_commit();
+        }
+#pragma unroll
+        for (int kh = 0; kh < KB; kh++) {
+            /* O = O * corr + P V for 64-key block (n - 1) KB + kh */
+            const bool pv = do_pv && (n - 1) * KB + kh <= qw;
+            if (kh > 0) gpt2rt__cu_wg_wait<0, 32>(o);
+            if (pv) {
+                if (kh > 0)
+#pragma unroll
+                    for (int i = 0; i < 32; i++) o[i] *= cp[kh][(i >> 1) & 1];
+                const uint16_t *v_s = sV + ((n - 1) % STAGES) * KB * TILE + kh * TILE;
+                gpt2rt__cu_wg_fence();
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) /* 16 keys = 16 rows of 128 bytes of V */
+                    gpt2rt__cu_wg_rs<X>(o, pa[4 * kh + kk], gpt2rt__cu_wg_desc(v_s + 16 * 64 * kk, 1024), 1, sm);
+            }
+            /* a group on every path (empty without P V): ptxas then sees S_n retired below on
+               every path, and keeps the wgmmas asynchronous */
+            gpt2rt__cu_wg_commit();
+            if (kh == 0) gpt2rt__cu_wg_wait<1, 32 * KB>(s); /* S_n has landed */
+            if (!do_s) continue;
+            /* the softmax step of 64-key block n KB + kh from s[32 kh ..] (read only: only wgmmas
+               write accumulator registers, else ptxas serializes the wgmmas), P rounded to X into
+               pn, keys 16kk.. of the half being accumulator columns 8j.. of j = 2kk, 2kk+1, already
+               the A layout (a0: row g keys 2t.., a1: row g+8, a2/a3: keys 2t+8..) */
+            const int blk = n * KB + kh;
+            if (blk > qw) continue;
+            const float *sh = s + 32 * kh;
+            const bool edge = blk == qw || (blk + 1) * 64 > TH;
+            float x[32], mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                x[i] = sh[i] * scale_log2;
+                if (edge && gpt2rt__cu_att_hidden(q0 + 16 * w + (lane >> 2) + 8 * ((i >> 1) & 1),
+                                                  blk * 64 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1), TH)) x[i] = -INFINITY;
+                mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x[i]);
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                float mnew = fmaxf(m[r], mx[r]); /* finite: key 0 of tile 0 is never masked */
+                cp[kh][r] = exp2f(m[r] - mnew);   /* 0 on the first block */
+                m[r] = mnew;
+                l[r] *= cp[kh][r];
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                x[i] = exp2f(x[i] - m[(i >> 1) & 1]);
+                l[(i >> 1) & 1] += x[i];
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) pn[4 * kh + kk][c] = gpt2rt__cu_attn_pack(tag, x[8 * kk + 2 * c], x[8 * kk + 2 * c + 1]);
+        }
+        gpt2rt__cu_wg_wait<0, 32>(o);
+        /* the P V products that read pa are done; O is rescaled for this tile's first half
+           here (before the next S is issued: ptxas serializes the wgmmas otherwise) */
+#pragma unroll
+        for (int kk = 0; kk < 4 * KB; kk++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) pa[kk][c] = pn[kk][c];
+        if (do_s)
+#pragma unroll
+            for (int i = 0; i < 32; i++) o[i] *= cp[0][(i >> 1) & 1];
+    }
+    __syncthreads(); /* every warpgroup is done with the ring before the output is staged in it */
+
+    /* finish: full row sums, lse, normalised output (each warp its own 16 rows of stride LD) */
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = 1.0f / l[r];
+        int t = q0 + 16 * w + (lane >> 2) + 8 * r;
+        if ((lane & 3) == 0 && t < T) lse[(int64_t)blockIdx.y * T + t] = (m[r] + log2f(l[r])) * GPT2RT__CU_ATT_LN2;
+    }
+    float oa[8][4];
+#pragma unroll
+    for (int i = 0; i < 32; i++) oa[i >> 2][i & 3] = o[i];
+    const int row0 = q0 + 16 * w;
+    gpt2rt__cu_attn_store_rows<X>(out + ((int64_t)b * T + row0) * C + h * 64, C, T - row0, oa, inv[0], inv[1],
+                                  sm + (tid >> 5) * 16 * GPT2RT__CU_ATT_LD, lane);
+#else
+    (void)out; (void)lse; (void)qkv; (void)T; (void)C; (void)NH; (void)scale_log2; (void)TH;
+    __trap();
+#endif
+}
+
+/* Launch the pipelined Hopper forward (HS = 64, X bf16 or fp16, 16-byte aligned pointers, a
+   compute capability 9.0 device running an sm_90a image: the caller checks, as for
+   gpt2rt__cuk_attn_fwd64_wg). Its dynamic shared memory beyond 48 KiB is allowed once per
+   device (ordinals from 64 on: at every launch). */
+template <typename X, int NWG = 2, int KB = 2, int STAGES = 4>
+static cudaError_t gpt2rt__cu_attn_fwd_wgp_launch(X *out, float *lse, const X *qkv, int B, int T, int C, int NH,
+                                                  cudaStream_t s, int TH) {
+    const int smem = (NWG + 2 * STAGES * KB) * 8192 + 1024;
+    static std::atomic<unsigned long long> allowed(0);
+    int dev = -1;
+    GPT2RT__CU_TRY(cudaGetDevice(&dev));
+    const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0;
+    if (!bit || !(allowed.load() & bit)) {
+        GPT2RT__CU_TRY(cudaFuncSetAttribute(gpt2rt__cuk_attn_fwd64_wgp<X, NWG, KB, STAGES>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        allowed.fetch_or(bit);
+    }
+    if (B <= 0 || T <= 0) return cudaSuccess;
+    const float scale_log2 = (1.0f / sqrtf(64.0f)) * GPT2RT__CU_ATT_LOG2E;
+    dim3 g((unsigned)((T + 64 * NWG - 1) / (64 * NWG)), (unsigned)(B * NH));
+    GPT2RT__LAUNCH(g, 128 * NWG, smem, s, gpt2rt__cuk_attn_fwd64_wgp<X, NWG, KB, STAGES>)(out, lse, qkv, T, C, NH, scale_log2, TH);
+    GPT2RT__CU_LAUNCHED();
+    return cudaSuccess;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -16012,7 +16281,6 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
         return ok;
     }
     static int always(void) { return 1; } /* mma.sync: wherever the fast path runs (built) */
-    static int never(void) { return 0; }  /* a table's unused entry */
     /* The Hopper kernels run where the device is compute capability 9.0 and the image it
        runs has their sm_90a bodies (built with -gencode arch=compute_90a,code=sm_90a; any
        other build's body is a trap without the forward's 48 KiB of static shared memory) */
@@ -16113,13 +16381,15 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
 #undef GPT2RT__CU_ATT_PASS_CALL
 
     /* The variant tables, entry i forced by allow bit i (GPT2RT__CU_ATT_MMA, _WGMMA, _WGP,
-       _MMA2, _ALT); entry 0 runs wherever the fast path does: the default */
+       _MMA2, _ALT, _ALT2); entry 0 runs wherever the fast path does: the default */
     static const gpt2rt__cu_attn_variant<fwd_fn> *forwards(int *n) {
         static const gpt2rt__cu_attn_variant<fwd_fn> v[] = {
             {"mma.sync", always, fwd_mma},
             {"wgmma", wgmma_ok, fwd_wg},
-            {"mma.sync (unused)", never, fwd_mma},
+            {"wgmma pipelined", wgmma_ok, gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 2, 4>},
             {"mma.sync 2 tiles", always, fwd_mma2},
+            {"wgmma pipelined 3 wg", wgmma_ok, gpt2rt__cu_attn_fwd_wgp_launch<X, 3, 2, 4>},
+            {"wgmma pipelined 64 keys", wgmma_ok, gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>},
         };
         *n = (int)(sizeof v / sizeof v[0]);
         return v;

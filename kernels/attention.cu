@@ -6,9 +6,12 @@
    16-bit forward has two tensor-core kernels: mma.sync (sm_80 and later) and, on a compute
    capability 9.0 device running the sm_90a build, the Hopper wgmma kernel; so have the backward's
    dK,dV and dQ passes. Both are validated against the CPU, and the wgmma ones against mma.sync
-   (same_as_mma: out, lse, dq, dk, dv). Then times B=8 T=1024 C=768 NH=12, the two side by side
-   (a "wgmma" line: wgmma forward; backward = wgmma dK,dV + wgmma dQ). Exit status 0 when
-   everything passes. lab_attention time B: only the timing, at batch B.
+   (same_as_mma: out, lse, dq, dk, dv; and every other variant of the choice by speed, forced
+   by its allow bit, the same bits as mma.sync); the pipelined wgmma forward's variants against
+   the CPU (validate_wgp). Then times B=8 T=1024 C=768 NH=12: forward + backward with each
+   variant forced and with the launchers' choice ("auto", its pick printed under it), then every
+   variant of each direction alone. Exit status 0 when everything passes. lab_attention time B:
+   only the timing, at batch B.
 
    cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror --Werror all-warnings \
        -o /tmp/lab_attention attention.cu -lcublasLt && /tmp/lab_attention            */
@@ -50,7 +53,8 @@ template <typename X> static const char *path_name(int C, int NH, int allow_fast
     switch (allow_fast) {
     case GPT2RT__CU_ATT_WGMMA: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma" : "mma.sync";
     case GPT2RT__CU_ATT_WGP: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma-pipelined" : "mma.sync";
-    case GPT2RT__CU_ATT_ALT: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma-pipelined-alt" : "mma.sync";
+    case GPT2RT__CU_ATT_ALT: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma-pipelined-3wg" : "mma.sync";
+    case GPT2RT__CU_ATT_ALT2: return gpt2rt__cu_attn_fast<X>::wgmma_ok() ? "wgmma-pipelined-64keys" : "mma.sync";
     case GPT2RT__CU_ATT_MMA2: return "mma.sync-2tiles";
     default: return "mma.sync";
     }
@@ -219,8 +223,8 @@ template <typename X> static void same_as_mma(Shape sh, int TH = 0) {
     }
     /* every other variant forced (each direction's entry of that index where it runs, else
        mma.sync): out, lse and dqkv the same bits as mma.sync's, what the choice by speed needs */
-    const int others[3] = {GPT2RT__CU_ATT_WGP, GPT2RT__CU_ATT_MMA2, GPT2RT__CU_ATT_ALT};
-    for (int i = 0; i < 3; i++) {
+    const int others[4] = {GPT2RT__CU_ATT_WGP, GPT2RT__CU_ATT_MMA2, GPT2RT__CU_ATT_ALT, GPT2RT__CU_ATT_ALT2};
+    for (int i = 0; i < 4; i++) {
         LAB_CK(cudaMemset(d_o2, 0xFF, n_out * sizeof(X)));
         LAB_CK(cudaMemset(d_l2, 0xFF, n_lse * 4));
         LAB_CK(cudaMemset(d_g2, 0xFF, n_qkv * sizeof(X)));
@@ -344,6 +348,83 @@ template <typename X> static void bench_variants(int B) {
 
 /* allow: GPT2RT__CU_ATT_MMA (the mma.sync kernels), GPT2RT__CU_ATT_WGMMA (wgmma where it runs) or
    GPT2RT__CU_ATT_BEST (the fastest here) */
+/* The pipelined Hopper forward's variants (gpt2rt__cu_attn_fwd_wgp_launch<X, NWG, KB, STAGES>):
+   warpgroups per CTA, key tile 64 KB, K/V ring of STAGES tiles */
+enum { WGP_VARIANTS = 3 };
+static const char *wgp_name(int v) {
+    static const char *n[WGP_VARIANTS] = {"NWG 2, keys 128", "NWG 3, keys 128", "NWG 2, keys 64"};
+    return n[v];
+}
+template <typename X>
+static cudaError_t wgp_run(int v, X *out, float *lse, const X *qkv, int B, int T, int C, int NH, int TH) {
+    const int th = TH ? TH : T;
+    if (v == 0) return gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 2, 4>(out, lse, qkv, B, T, C, NH, 0, th);
+    if (v == 1) return gpt2rt__cu_attn_fwd_wgp_launch<X, 3, 2, 4>(out, lse, qkv, B, T, C, NH, 0, th);
+    return gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>(out, lse, qkv, B, T, C, NH, 0, th);
+}
+
+/* Each variant against the CPU (the lab's tolerances) and against the mma.sync forward as
+   same_as_mma checks the wgmma forward (within a rounding of P and of the output), and
+   whether it is the same bits as mma.sync (as the emulator requires: the runtime may then
+   pick either kernel without changing a result), printed */
+template <typename X> static void validate_wgp(Shape sh, int TH = 0) {
+    const int B = sh.B, T = sh.T, C = sh.C, NH = sh.NH;
+    if (!gpt2rt__cu_attn_use_fast<X>(C, NH, 0, 0, 0, GPT2RT__CU_ATT_MMA) || !gpt2rt__cu_attn_fast<X>::wgmma_ok()) {
+        printf("  pipelined wgmma forward %s T=%d: skipped (needs compute capability 9.0 and the sm_90a build)\n",
+               lab_type_name<X>(), T);
+        return;
+    }
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    float *qkv = (float *)malloc(n_qkv * 4), *out_ref = (float *)malloc(n_out * 4), *lse_ref = (float *)malloc(n_lse * 4);
+    float *scratch = (float *)malloc(gpt2rt__pad16(2 * T) * 4);
+    lab_fill(qkv, n_qkv, 1.5f);
+    float vmax = 0.0f;
+    for (int64_t i = 0; i < n_qkv; i++) {
+        qkv[i] = lab_f(lab_to<X>(qkv[i]));
+        if (i % (3 * C) >= 2 * C) vmax = fmaxf(vmax, fabsf(qkv[i]));
+    }
+    gpt2rt__cpu_attention_forward_masked(out_ref, lse_ref, qkv, scratch, B, T, C, NH, TH ? TH : T, NULL, 1);
+    X *d_qkv = lab_upload<X>(qkv, n_qkv), *d_o1, *d_o2;
+    float *d_l1, *d_l2;
+    LAB_CK(cudaMalloc(&d_o1, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_o2, n_out * sizeof(X)));
+    LAB_CK(cudaMalloc(&d_l1, n_lse * 4));
+    LAB_CK(cudaMalloc(&d_l2, n_lse * 4));
+    LAB_CK(gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH));
+    float *o1 = (float *)malloc(n_out * 4), *o2 = (float *)malloc(n_out * 4), *l1 = (float *)malloc(n_lse * 4),
+          *l2 = (float *)malloc(n_lse * 4);
+    LAB_CK(cudaDeviceSynchronize());
+    lab_download<X>(o1, d_o1, n_out);
+    LAB_CK(cudaMemcpy(l1, d_l1, n_lse * 4, cudaMemcpyDeviceToHost));
+    const float eps = lab_f(lab_to<X>(1.0f + 1.0f / 1024.0f)) != 1.0f ? 1.0f / 2048.0f : 1.0f / 256.0f;
+    for (int v = 0; v < WGP_VARIANTS; v++) {
+        LAB_CK(cudaMemset(d_o2, 0xFF, n_out * sizeof(X)));
+        LAB_CK(cudaMemset(d_l2, 0xFF, n_lse * 4));
+        LAB_CK(wgp_run<X>(v, d_o2, d_l2, d_qkv, B, T, C, NH, TH));
+        LAB_CK(cudaDeviceSynchronize());
+        lab_download<X>(o2, d_o2, n_out);
+        LAB_CK(cudaMemcpy(l2, d_l2, n_lse * 4, cudaMemcpyDeviceToHost));
+        char what[128];
+        const char *pm = TH ? " placeholders" : "";
+        snprintf(what, sizeof what, "pipelined wgmma (%s) out vs CPU %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        compare_rel_max(what, o2, out_ref, n_out, tol_out<X>());
+        snprintf(what, sizeof what, "pipelined wgmma (%s) lse vs CPU %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        compare_rel_max(what, l2, lse_ref, n_lse, 1e-4f);
+        snprintf(what, sizeof what, "pipelined wgmma (%s) vs mma.sync out %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        lab_compare(what, o2, o1, n_out, 2.0f * eps * vmax, 0.0f);
+        snprintf(what, sizeof what, "pipelined wgmma (%s) vs mma.sync lse %s T=%d%s", wgp_name(v), lab_type_name<X>(), T, pm);
+        compare_rel_max(what, l2, l1, n_lse, 1e-5f);
+        int64_t dout = 0, dlse = 0;
+        for (int64_t i = 0; i < n_out; i++) dout += memcmp(&o1[i], &o2[i], 4) != 0;
+        for (int64_t i = 0; i < n_lse; i++) dlse += memcmp(&l1[i], &l2[i], 4) != 0;
+        printf("  pipelined wgmma (%s) %s T=%d%s: %s mma.sync (%lld of %lld out, %lld of %lld lse differ)\n", wgp_name(v),
+               lab_type_name<X>(), T, pm, dout || dlse ? "NOT the same bits as" : "the same bits as", (long long)dout,
+               (long long)n_out, (long long)dlse, (long long)n_lse);
+    }
+    free(qkv); free(out_ref); free(lse_ref); free(scratch); free(o1); free(o2); free(l1); free(l2);
+    LAB_CK(cudaFree(d_qkv)); LAB_CK(cudaFree(d_o1)); LAB_CK(cudaFree(d_o2)); LAB_CK(cudaFree(d_l1)); LAB_CK(cudaFree(d_l2));
+}
+
 template <typename X> static void validate_all(int allow) {
     const Shape shapes[3] = {{2, 256, 768, 12}, {2, 37, 64, 4}, {1, 1000, 768, 12}};
     for (int i = 0; i < 3; i++) validate<X>(shapes[i], allow);
@@ -358,6 +439,9 @@ template <typename X> static void validate_16(void) {
     same_as_mma<X>(Shape{2, 256, 768, 12});
     same_as_mma<X>(Shape{1, 1000, 768, 12}); /* a partial last tile; with 2 warpgroups per CTA, 16 query tiles */
     same_as_mma<X>(Shape{2, 200, 768, 12}, 130);
+    validate_wgp<X>(Shape{2, 256, 768, 12});
+    validate_wgp<X>(Shape{1, 1000, 768, 12}); /* T not a multiple of 128 or 192; 8 key tiles of 128: the ring wraps */
+    validate_wgp<X>(Shape{2, 200, 768, 12}, 130);
 }
 
 /* lab_attention: validation, then timing at B=8; lab_attention time B: only the timing, at batch B */
@@ -386,10 +470,11 @@ int main(int argc, char **argv) {
     printf("timing\n");
     /* forward + backward with one variant forced (each direction's entry of that index where
        it runs, else mma.sync), then the launchers' choice; then every variant alone */
-    const int forced[5] = {GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_WGMMA, GPT2RT__CU_ATT_WGP, GPT2RT__CU_ATT_MMA2, GPT2RT__CU_ATT_ALT};
-    for (int i = 0; i < 5; i++) bench<__nv_bfloat16>(forced[i], B);
+    const int forced[6] = {GPT2RT__CU_ATT_MMA, GPT2RT__CU_ATT_WGMMA, GPT2RT__CU_ATT_WGP, GPT2RT__CU_ATT_MMA2,
+                           GPT2RT__CU_ATT_ALT, GPT2RT__CU_ATT_ALT2};
+    for (int i = 0; i < 6; i++) bench<__nv_bfloat16>(forced[i], B);
     bench<__nv_bfloat16>(GPT2RT__CU_ATT_BEST, B);
-    for (int i = 0; i < 5; i++) bench<__half>(forced[i], B);
+    for (int i = 0; i < 6; i++) bench<__half>(forced[i], B);
     bench<__half>(GPT2RT__CU_ATT_BEST, B);
     bench<float>(GPT2RT__CU_ATT_BEST, B);
     bench_variants<__nv_bfloat16>(B);

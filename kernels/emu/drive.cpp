@@ -1095,6 +1095,46 @@ static void op_attention_wgp(int B, int T, int C, int NH, int TH, const char *wh
     cudaFree(d_qkv); cudaFree(d_o); cudaFree(d_dy); cudaFree(d_g1); cudaFree(d_g2); cudaFree(d_l); cudaFree(d_D);
 }
 
+/* The pipelined Hopper forward (gpt2rt__cuk_attn_fwd64_wgp, each variant the lab times)
+   against the mma.sync forward on the same problem: out and lse the same bits (both models
+   sum in increasing k; the kernel keeps mma.sync's order of softmax steps). T past one key
+   ring (STAGES = 4 tiles) reuses its slots; TH < T: the placeholder mask. */
+template <typename X>
+static void op_attention_fwd_wgp(int B, int T, int C, int NH, int TH, const char *what) {
+    gpt2rt_emu::set_problem(what);
+    const int64_t n_qkv = (int64_t)B * T * 3 * C, n_out = (int64_t)B * T * C, n_lse = (int64_t)B * NH * T;
+    std::vector<float> q = floats(n_qkv, (uint64_t)(T * 5 + C));
+    std::vector<X> hx((size_t)n_qkv);
+    for (int64_t i = 0; i < n_qkv; i++) hx[(size_t)i] = gpt2rt__cu_to<X>(1.5f * q[(size_t)i]);
+    X *d_qkv, *d_o1, *d_o2;
+    float *d_l1, *d_l2;
+    cudaMalloc(&d_qkv, (size_t)n_qkv * sizeof(X)); cudaMalloc(&d_o1, (size_t)n_out * sizeof(X)); cudaMalloc(&d_o2, (size_t)n_out * sizeof(X));
+    cudaMalloc(&d_l1, (size_t)n_lse * 4); cudaMalloc(&d_l2, (size_t)n_lse * 4);
+    cudaMemcpy(d_qkv, hx.data(), (size_t)n_qkv * sizeof(X), cudaMemcpyHostToDevice);
+    cudaError_t e1 = gpt2rt__cu_attention_forward_impl<X>(d_o1, d_l1, d_qkv, B, T, C, NH, 0, GPT2RT__CU_ATT_MMA, NULL, TH);
+    std::vector<X> o1((size_t)n_out), o2((size_t)n_out);
+    std::vector<float> l1((size_t)n_lse), l2((size_t)n_lse);
+    cudaMemcpy(o1.data(), d_o1, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
+    cudaMemcpy(l1.data(), d_l1, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
+    const char *names[3] = {"NWG 2 keys 128", "NWG 3 keys 128", "NWG 2 keys 64"};
+    for (int v = 0; v < 3; v++) {
+        cudaMemset(d_o2, 0xFF, (size_t)n_out * sizeof(X)); cudaMemset(d_l2, 0xFF, (size_t)n_lse * 4);
+        const int th = TH ? TH : T;
+        cudaError_t e2 = v == 0 ? gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 2, 4>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, th)
+                       : v == 1 ? gpt2rt__cu_attn_fwd_wgp_launch<X, 3, 2, 4>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, th)
+                                : gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, th);
+        cudaError_t e3 = cudaMemcpy(o2.data(), d_o2, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
+        cudaMemcpy(l2.data(), d_l2, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
+        size_t diff_o = 0, diff_l = 0;
+        for (int64_t i = 0; i < n_out; i++) diff_o += memcmp(&o1[(size_t)i], &o2[(size_t)i], sizeof(X)) != 0;
+        for (int64_t i = 0; i < n_lse; i++) diff_l += memcmp(&l1[(size_t)i], &l2[(size_t)i], 4) != 0;
+        check(e1 == cudaSuccess && e2 == cudaSuccess && e3 == cudaSuccess && !diff_o && !diff_l,
+              "op attention forward %s: pipelined wgmma (%s) == mma.sync bitwise: %zu of %lld out, %zu of %lld lse differ",
+              what, names[v], diff_o, (long long)n_out, diff_l, (long long)n_lse);
+    }
+    cudaFree(d_qkv); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_l1); cudaFree(d_l2);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     gpt2rt_config c = base();
@@ -1235,6 +1275,10 @@ int main(int argc, char **argv) {
         op_attention_wgp<__half>(2, 130, 128, 2, 0, "fp16 B2 T130 C128 HS64");
         op_attention_wgp<__nv_bfloat16>(1, 65, 64, 1, 40, "bf16 B1 T65 C64 HS64 placeholders TH40");
         op_attention_wgp<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
+        op_attention_fwd_wgp<__nv_bfloat16>(2, 130, 128, 2, 0, "bf16 B2 T130 C128 HS64");
+        op_attention_fwd_wgp<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
+        op_attention_fwd_wgp<__nv_bfloat16>(1, 600, 64, 1, 0, "bf16 B1 T600 C64 HS64");
+        op_attention_fwd_wgp<__half>(1, 333, 64, 1, 200, "fp16 B1 T333 C64 HS64 placeholders TH200");
         op_bias_backward(128, 64);
         op_bias_backward(37, 13);
         op_cast(4096);
