@@ -1116,13 +1116,11 @@ static void op_attention_fwd_wgp(int B, int T, int C, int NH, int TH, const char
     std::vector<float> l1((size_t)n_lse), l2((size_t)n_lse);
     cudaMemcpy(o1.data(), d_o1, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
     cudaMemcpy(l1.data(), d_l1, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
-    const char *names[3] = {"NWG 2 keys 128", "NWG 3 keys 128", "NWG 2 keys 64"};
-    for (int v = 0; v < 3; v++) {
+    const char *names[1] = {"NWG 2 keys 64"};
+    for (int v = 0; v < 1; v++) {
         cudaMemset(d_o2, 0xFF, (size_t)n_out * sizeof(X)); cudaMemset(d_l2, 0xFF, (size_t)n_lse * 4);
         const int th = TH ? TH : T;
-        cudaError_t e2 = v == 0 ? gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 2, 4>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, th)
-                       : v == 1 ? gpt2rt__cu_attn_fwd_wgp_launch<X, 3, 2, 4>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, th)
-                                : gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, th);
+        cudaError_t e2 = gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>(d_o2, d_l2, d_qkv, B, T, C, NH, 0, th);
         cudaError_t e3 = cudaMemcpy(o2.data(), d_o2, (size_t)n_out * sizeof(X), cudaMemcpyDeviceToHost);
         cudaMemcpy(l2.data(), d_l2, (size_t)n_lse * 4, cudaMemcpyDeviceToHost);
         size_t diff_o = 0, diff_l = 0;

@@ -1318,15 +1318,13 @@ template <typename X> struct gpt2rt__cu_attn_fast16 {
 #undef GPT2RT__CU_ATT_PASS_CALL
 
     /* The variant tables, entry i forced by allow bit i (GPT2RT__CU_ATT_MMA, _WGMMA, _WGP,
-       _MMA2, _ALT, _ALT2); entry 0 runs wherever the fast path does: the default */
+       _MMA2, _ALT); entry 0 runs wherever the fast path does: the default */
     static const gpt2rt__cu_attn_variant<fwd_fn> *forwards(int *n) {
         static const gpt2rt__cu_attn_variant<fwd_fn> v[] = {
             {"mma.sync", always, fwd_mma},
             {"wgmma", wgmma_ok, fwd_wg},
-            {"wgmma pipelined", wgmma_ok, gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 2, 4>},
+            {"wgmma pipelined", wgmma_ok, gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>},
             {"mma.sync 2 tiles", always, fwd_mma2},
-            {"wgmma pipelined 3 wg", wgmma_ok, gpt2rt__cu_attn_fwd_wgp_launch<X, 3, 2, 4>},
-            {"wgmma pipelined 64 keys", wgmma_ok, gpt2rt__cu_attn_fwd_wgp_launch<X, 2, 1, 4>},
         };
         *n = (int)(sizeof v / sizeof v[0]);
         return v;
