@@ -335,9 +335,9 @@ bench_gpu_dry_run() {
         '| llm.c with cuDNN attention | 16 | 505,679 | 41.1% | 0.88x | 4.88 in use after allocation | 5.96 | mean of 22 steps |' \
         '| llm.c, its own attention | 8 | 298,542 | 24.2% | 1.46x | 4.88 in use after allocation | 5.96 | mean of 22 steps |' \
         '| PyTorch torch.compile | 16 | 317,000 | 25.7% | 1.40x | 11.14 allocated (7.50 reserved) | 5.96 |  |' \
-        '  B=8: gpt2rt / llm.c with cuDNN = 0.97x (target >= 1.15x): NOT met' \
+        '  B=8: gpt2rt / llm.c with cuDNN = 0.97x (target >= 1.00x): NOT met' \
         '  B=16: gpt2rt / torch.compile = 1.40x (target >= 1.30x): met' \
-        '  B=16: MFU 36.1% (target >= 50.0%): NOT met' \
+        '  B=16: MFU 36.1% (target >= 45.0%): NOT met' \
         '  B=8: classifier_chunk=1024 costs 31.5% of the step'"'"'s tokens/s (target <= 5.0%): NOT met' \
         '  B=8: peak memory gpt2rt classifier_chunk=1024 5.09 GiB / torch.compile 6.43 GiB = 0.79x (target <= 0.80x): met')
     local ts='aLLM4TS stage 1 (6 blocks of width 768, 2,048 series of 64 patches, bf16): median step 102.4 ms, 20,000 series/s, 1,280,000 patches/s; plan 20.21 GiB arenas + 0.73 overhead = 20.94 GiB' 

@@ -53,7 +53,7 @@ LAB_ATTN = re.compile(r"^\s*bf16\s+(\S+)\s+B=(\d+) T=1024 C=768 NH=12: forward\s
                       r"\s+backward\s+([0-9.]+) ms\s+([0-9.]+) TFLOP/s", re.M)
 SDPA = re.compile(r"^sdpa (\S+) B=(\d+): forward ([0-9.]+) ms ([0-9.]+) TFLOP/s, backward ([0-9.]+) ms ([0-9.]+) TFLOP/s", re.M)
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
-TARGETS = {"vs_cudnn": 1.15, "vs_compile": 1.3, "mfu_b16": 0.50, "chunk_cost": 0.05, "mem_vs_compile": 0.8}
+TARGETS = {"vs_cudnn": 1.0, "vs_compile": 1.3, "mfu_b16": 0.45, "chunk_cost": 0.05, "mem_vs_compile": 0.8}
 
 
 def peak_tflops(gpu):
