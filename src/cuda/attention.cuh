@@ -952,10 +952,10 @@ gpt2rt__cuk_attn_fwd64_wgp(X *out,          /* (B,T,C) */
                            int T, int C, int NH, float scale_log2, int TH) {
 #if defined(GPT2RT_CUDA_EMU) || GPT2RT__CU_ATT_SM90A
     enum { TILE = 64 * 64, NT = 128 * NWG, KN = 64 * KB, AHEAD = STAGES - 2 };
-    /* 128-key tiles (KB = 2) pass the emulator but gave wrong outputs (lse right, out off) on
-       an H200: a hazard on the P V path that the emulator, which reads a wgmma's operands when
-       it is issued, does not model. Only KB = 1 has run right on hardware. */
-    static_assert(KB == 1, "key tiles of 64 (128 gave wrong outputs on an H200)");
+    /* 128-key tiles (KB = 2) are not built: on hardware their out is wrong (lse right), a hazard
+       on the P V path that the emulator, which reads a wgmma's operands when it is issued, does
+       not model (docs/results/gpu.md). */
+    static_assert(KB == 1, "key tiles of 64 only: the 128-key path is wrong on hardware");
     static_assert(STAGES >= 3, "the ring holds tiles n - 1, n and the loads ahead");
     extern __shared__ __align__(128) unsigned char gpt2rt__cu_attn_dsm[];
     /* the swizzle is a function of the shared address: tiles start on 1024-byte boundaries */
