@@ -12739,10 +12739,11 @@ __device__ __forceinline__ double gpt2rt__cu_block_sum_d(double v, double *sh) {
 
 static inline int gpt2rt__cu_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* dst (n) fp32 += sum over g < G of parts[g * ld + i]. Block (32, 16): x a column,
-   y one of 16 running sums over g = y, y+16, ...; the 16 are then added in order of y.
-   The order depends only on G: deterministic. */
-static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n) {
+/* dst (n) fp32 (+)= sum over g < G of parts[g * ld + i] (accumulate 1: +=, 0: =). Block
+   (32, 16): x a column, y one of 16 running sums over g = y, y+16, ...; the 16 are then
+   added in order of y. The order depends only on G: deterministic. */
+static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n,
+                                             int accumulate) {
     __shared__ float sh[16][33];
     int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
@@ -12753,14 +12754,15 @@ static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int
     if (threadIdx.y == 0 && i < n) {
         float s = 0.0f;
         for (int y = 0; y < 16; y++) s += sh[y][threadIdx.x];
-        dst[i] += s;
+        dst[i] = accumulate ? dst[i] + s : s;
     }
 }
 
 static inline cudaError_t gpt2rt__cu_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n,
-                                               cudaStream_t stream) {
+                                               int accumulate, cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
-    GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 32), dim3(32, 16), 0, stream, gpt2rt__cuk_sum_parts)(dst, parts, G, ld, n);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 32), dim3(32, 16), 0, stream, gpt2rt__cuk_sum_parts)(dst, parts, G, ld, n,
+                                                                                          accumulate);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -12826,37 +12828,30 @@ static cudaError_t gpt2rt__cu_decode_embed(floatX *x, const int32_t *tok, const 
      buf[0 .. nb]               start of bucket k in pos (nb + 1 entries, start[nb] = BT)
      buf[BT+1 .. BT+nb]         token of bucket k (increasing)
      buf[2BT+1 .. 3BT]          pos: the positions bt, grouped by token, increasing in a bucket
-   Host code (heap sort by (token, position): O(BT log BT), no allocation). Upload the
+   Host code (radix sort by (token, position): O(BT) a byte of Vp, no allocation). Upload the
    whole buffer (or its first 3*BT+1 entries) and pass nb to gpt2rt__cu_encoder_backward.
    Returns nb, the number of distinct tokens, or -1 if a token is outside [0, Vp). BT < 2^31. */
 static inline int64_t gpt2rt__cu_encoder_bucket_ints(int64_t BT) { return 3 * BT + 1; }
 
-static inline int gpt2rt__cu_bucket_less(const int32_t *tokens, int32_t a, int32_t b) {
-    return tokens[a] < tokens[b] || (tokens[a] == tokens[b] && a < b);
-}
-
 static inline int64_t gpt2rt__cu_encoder_buckets(int32_t *buf, const int32_t *tokens, int64_t BT, int64_t Vp) {
     int32_t *start = buf, *ids = buf + BT + 1, *pos = buf + 2 * BT + 1;
+    int32_t *src = pos, *dst = ids; /* ids is free until the end: the sort's second buffer */
+    int64_t nb = 0;
     for (int64_t i = 0; i < BT; i++) {
         if (tokens[i] < 0 || tokens[i] >= Vp) return -1;
         pos[i] = (int32_t)i;
     }
-    /* heap sort of pos by (token, position); the keys are unique, so the order is unique */
-    for (int64_t n = BT, i = BT / 2 - 1;; ) {
-        int64_t root;
-        if (i >= 0) root = i--;                     /* building the heap */
-        else if (--n > 0) { int32_t t = pos[0]; pos[0] = pos[n]; pos[n] = t; root = 0; } /* pop the max */
-        else break;
-        for (;;) { /* sift down */
-            int64_t ch = 2 * root + 1;
-            if (ch >= n) break;
-            if (ch + 1 < n && gpt2rt__cu_bucket_less(tokens, pos[ch], pos[ch + 1])) ch++;
-            if (!gpt2rt__cu_bucket_less(tokens, pos[root], pos[ch])) break;
-            int32_t t = pos[root]; pos[root] = pos[ch]; pos[ch] = t;
-            root = ch;
-        }
+    /* least-significant-digit radix sort by token, one byte a pass, as many passes as Vp - 1
+       has bytes; each pass is stable, so equal tokens keep their positions' increasing order
+       and the (token, position) order comes out, which is unique. O(BT) a pass. */
+    for (int shift = 0; shift < 32 && (((uint32_t)(Vp - 1)) >> shift) != 0; shift += 8) {
+        int64_t count[257] = {0};
+        for (int64_t i = 0; i < BT; i++) count[(((uint32_t)tokens[src[i]] >> shift) & 255u) + 1]++;
+        for (int k = 0; k < 256; k++) count[k + 1] += count[k];
+        for (int64_t i = 0; i < BT; i++) dst[count[((uint32_t)tokens[src[i]] >> shift) & 255u]++] = src[i];
+        int32_t *t = src; src = dst; dst = t;
     }
-    int64_t nb = 0;
+    if (src != pos) memcpy(pos, src, (size_t)BT * sizeof(int32_t));
     for (int64_t i = 0; i < BT; i++)
         if (i == 0 || tokens[pos[i]] != tokens[pos[i - 1]]) { start[nb] = (int32_t)i; ids[nb] = tokens[pos[i]]; nb++; }
     start[nb] = (int32_t)BT;
@@ -13123,8 +13118,8 @@ static cudaError_t gpt2rt__cu_layernorm_backward(floatX *dinp, float *dw, float 
                                                                                         mean, rstd, N, C);
     }
     GPT2RT__CU_LAUNCHED();
-    if (dw) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(dw, scratch, G, 2 * C, C, stream));
-    if (db) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(db, scratch + C, G, 2 * C, C, stream));
+    if (dw) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(dw, scratch, G, 2 * C, C, 1, stream));
+    if (db) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(db, scratch + C, G, 2 * C, C, 1, stream));
     return cudaSuccess;
 }
 
@@ -13364,22 +13359,33 @@ static cudaError_t gpt2rt__cu_classifier(floatX *logits, float *losses, float *l
 
 /* ---- bias gradient ---- */
 
-#define GPT2RT__CU_BIAS_ROWS 64 /* rows per partial of the bias gradient */
+#define GPT2RT__CU_BIAS_ROWS 64 /* rows per partial of the bias gradient, at least */
 
-/* device bytes of scratch gpt2rt__cu_bias_backward needs: ceil(BT/64) partials of OC floats */
-static inline size_t gpt2rt__cu_bias_backward_scratch_bytes(int64_t BT, int64_t OC) {
-    return (size_t)((BT + GPT2RT__CU_BIAS_ROWS - 1) / GPT2RT__CU_BIAS_ROWS) * (size_t)OC * sizeof(float);
+/* rows per partial of the bias gradient of dout (BT,OC) with at most cap bytes of scratch:
+   64, or the multiple of 8 that keeps ceil(BT/rows) partials of OC floats within cap */
+static inline int64_t gpt2rt__cu_bias_backward_rows(int64_t BT, int64_t OC, size_t cap) {
+    int64_t g = (int64_t)(cap / ((size_t)OC * sizeof(float))), rows;
+    if (g < 1) return 0; /* not even one partial fits */
+    rows = (BT + g - 1) / g;
+    rows = (rows + 7) / 8 * 8;
+    return rows < GPT2RT__CU_BIAS_ROWS ? GPT2RT__CU_BIAS_ROWS : rows;
 }
 
-/* parts (G, OC): parts[g][c] = sum of dout[r][c] over the 64 rows r of chunk g.
+/* device bytes of scratch gpt2rt__cu_bias_backward needs: ceil(BT/rows) partials of OC floats */
+static inline size_t gpt2rt__cu_bias_backward_scratch_bytes(int64_t BT, int64_t OC, int64_t rows) {
+    return (size_t)((BT + rows - 1) / rows) * (size_t)OC * sizeof(float);
+}
+
+/* parts (G, OC): parts[g][c] = sum of dout[r][c] over the rows r of chunk g (rows each).
    Block (32, 8), grid (G, column tiles of 32*VN): x picks VN columns, y sums the rows
-   r = 64g + y, +8, ... in order; the 8 sums are then added in order of y. dout (BT,OC) */
+   r = rows g + y, +8, ... in order; the 8 sums are then added in order of y. dout (BT,OC) */
 template <typename floatX, int VN>
-__global__ void gpt2rt__cuk_bias_backward_parts(float *parts, const floatX *dout, int64_t BT, int64_t OC) {
+__global__ void gpt2rt__cuk_bias_backward_parts(float *parts, const floatX *dout, int64_t BT, int64_t OC,
+                                                int64_t rows) {
     __shared__ float sh[8][VN][33];
     int64_t c = ((int64_t)blockIdx.y * 32 + threadIdx.x) * VN;
-    int64_t r0 = (int64_t)blockIdx.x * GPT2RT__CU_BIAS_ROWS;
-    int64_t r1 = r0 + GPT2RT__CU_BIAS_ROWS < BT ? r0 + GPT2RT__CU_BIAS_ROWS : BT;
+    int64_t r0 = (int64_t)blockIdx.x * rows;
+    int64_t r1 = r0 + rows < BT ? r0 + rows : BT;
     float acc[VN], d[VN];
 #pragma unroll
     for (int k = 0; k < VN; k++) acc[k] = 0.0f;
@@ -13405,23 +13411,28 @@ __global__ void gpt2rt__cuk_bias_backward_parts(float *parts, const floatX *dout
     }
 }
 
-/* db (OC) fp32 += column sums of dout (BT,OC) floatX. scratch: device,
-   gpt2rt__cu_bias_backward_scratch_bytes(BT, OC). OC / (32*VN) < 65536. */
+/* db (OC) fp32 (accumulate 1: +=, 0: =) column sums of dout (BT,OC) floatX: partial sums
+   of rows rows each (a multiple of 8, gpt2rt__cu_bias_backward_rows), then their sum in a
+   fixed order. scratch: device, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC, rows).
+   OC / (32*VN) < 65536. */
 template <typename floatX>
 static cudaError_t gpt2rt__cu_bias_backward(float *db, const floatX *dout, float *scratch, int64_t BT, int64_t OC,
-                                            cudaStream_t stream) {
+                                            int64_t rows, int accumulate, cudaStream_t stream) {
     constexpr int VN = (int)(16 / sizeof(floatX));
-    if (BT <= 0 || OC <= 0) return cudaSuccess;
-    int64_t G = (BT + GPT2RT__CU_BIAS_ROWS - 1) / GPT2RT__CU_BIAS_ROWS;
+    if (BT <= 0 || OC <= 0) return accumulate ? cudaSuccess : cudaMemsetAsync(db, 0, (size_t)OC * sizeof(float), stream);
+    if (rows <= 0 || rows % 8) return cudaErrorInvalidValue;
+    int64_t G = (BT + rows - 1) / rows;
     if (OC % VN == 0 && gpt2rt__cu_al16(dout)) {
         dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC / VN, 32));
-        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, VN>)(scratch, dout, BT, OC);
+        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, VN>)(scratch, dout, BT, OC,
+                                                                                                  rows);
     } else {
         dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC, 32));
-        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, 1>)(scratch, dout, BT, OC);
+        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, 1>)(scratch, dout, BT, OC,
+                                                                                                 rows);
     }
     GPT2RT__CU_LAUNCHED();
-    return gpt2rt__cu_sum_parts(db, scratch, G, OC, OC, stream);
+    return gpt2rt__cu_sum_parts(db, scratch, G, OC, OC, accumulate, stream);
 }
 
 /* ---- global gradient norm, inf/NaN check ---- */
@@ -16775,9 +16786,14 @@ static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, f
              gpt2rt__cpu_gelu_backward. c_fc's own backward (weight with BGRADB, input)
              then uses that d(fch) as its dout.
    (DGELU_BGRAD could also emit c_fc's bias gradient there; we do not use it: the
-   bias gradient comes from the c_fc weight-gradient matmul, BGRADB, like every layer.)
+   bias gradient comes from the c_fc weight-gradient matmul, like every layer's.)
 
    ---- Bias gradient semantics ------------------------------------------------------
+   By default (GPT2RT__CU_MM_FUSE_DEFAULT) the weight-gradient product is plain and the
+   column-sum kernel here (gpt2rt__cu_bias_backward, partial sums in the workspace, then a
+   fixed-order sum) writes db: where measured (docs/results/gpu.md, GPT-2 124M on an H200)
+   asking for BGRADB made cuBLASLt take slower products for some shapes and run a separate
+   reduction kernel of its own, slower than ours. With BGRADB allowed (blas->fuse):
    cuBLASLt's bias-gradient epilogues OVERWRITE the bias vector (there is no beta for
    it). gpt2rt__cu_matmul_backward_weight(accumulate = 0) lets BGRADB write db directly
    (db = column sums, dW = dout^T inp). With accumulate = 1 (dW += ..., gradient
@@ -16799,7 +16815,8 @@ static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, f
    heuristic returns no algorithm for a fused epilogue, the plan falls back to the plain
    product (or BIAS for GELU_AUX_BIAS) plus a small hand-written kernel here
    (GELU / dGELU elementwise, deterministic column sums for db). blas->fallbacks records
-   which fallbacks were taken (GPT2RT__CU_MM_FB_* bits); blas->fuse = 0 forces them.
+   which fallbacks were taken (GPT2RT__CU_MM_FB_* bits). blas->fuse is the set of fused
+   epilogues the plans may ask for (the same bits); a bit left out forces that kernel.
 
    ---- Determinism -------------------------------------------------------------------
    cuBLAS results are bitwise reproducible run to run for a given toolkit, GPU
@@ -16813,6 +16830,11 @@ static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, f
    as a separate reduction step, i.e. none of them is atomics-ordered, so
    CUBLASLT_REDUCTION_SCHEME_MASK may be allowed for speed once the lab shows it
    bitwise stable on the target GPU; kernels/matmul.cu measures both).
+   blas->reduction_mask_w is the same for the weight-gradient products (an inner
+   dimension of B*T rows, an output as small as C x C: without split-K such a product
+   fills few multiprocessors). Its default GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT allows
+   every scheme: kernels/matmul.cu found these products bitwise the same run to run with
+   split-K allowed (fp32, tf32, bf16, fp16, on an H200), and the plan fixes the algorithm.
    Different BT (so different shapes) may pick different kernels: results are then
    not bitwise comparable across batch sizes.
 
@@ -16826,10 +16848,13 @@ static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, f
 
 #define GPT2RT__CU_BLAS_MAX_PLANS 64                           /* cached (op, shape, type) plans */
 #define GPT2RT__CU_BLAS_REDUCTION_DEFAULT ((uint32_t)CUBLASLT_REDUCTION_SCHEME_NONE)
+#define GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT ((uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK)
 /* blas->fallbacks bits: a fused epilogue was unavailable and the kernel here ran instead */
 #define GPT2RT__CU_MM_FB_GELU 1u  /* forward GELU_AUX(_BIAS) -> BIAS/DEFAULT + gelu kernel */
 #define GPT2RT__CU_MM_FB_DGELU 2u /* backward input DGELU -> DEFAULT + dgelu kernel */
 #define GPT2RT__CU_MM_FB_BGRAD 4u /* backward weight BGRADB -> DEFAULT + column-sum kernel */
+#define GPT2RT__CU_MM_FUSE_ALL 7u /* blas->fuse: every fused epilogue allowed */
+#define GPT2RT__CU_MM_FUSE_DEFAULT (GPT2RT__CU_MM_FB_GELU | GPT2RT__CU_MM_FB_DGELU) /* BGRADB left out: see above */
 
 enum { GPT2RT__CU_MM_FWD = 0, GPT2RT__CU_MM_BWD_IN = 1, GPT2RT__CU_MM_BWD_W = 2 };
 
@@ -16840,7 +16865,7 @@ typedef struct {
     int32_t ab_type;      /* cudaDataType_t of A, B */
     int32_t cd_type;      /* cudaDataType_t of C, D */
     int32_t compute;      /* cublasComputeType_t */
-    int32_t fuse;         /* blas->fuse when planned */
+    uint32_t fuse;        /* blas->fuse when planned */
     int64_t m, n, k;      /* column-major GEMM sizes (see top comment) */
     uint32_t align_abcd;  /* min alignment (bytes, <= 256) of A, B, C, D pointers */
     uint32_t align_bias;  /* of the bias / bias-gradient pointer (256 when none) */
@@ -16862,8 +16887,10 @@ typedef struct gpt2rt__cu_blas {
     size_t workspace_bytes;     /* GPT2RT__CU_BLAS_WORKSPACE */
     cudaStream_t stream;        /* every call runs on it */
     int tf32;                   /* fp32 storage: 1 -> CUBLAS_COMPUTE_32F_FAST_TF32 */
-    int fuse;                   /* 1 (default): cuBLASLt epilogues; 0: force the kernels here */
+    unsigned fuse;              /* GPT2RT__CU_MM_FB_* bits: the cuBLASLt epilogues allowed; a bit
+                                   left out forces the kernel here (default GPT2RT__CU_MM_FUSE_DEFAULT) */
     uint32_t reduction_mask;    /* allowed CUBLASLT_REDUCTION_SCHEME_* (default NONE) */
+    uint32_t reduction_mask_w;  /* the same for the weight-gradient products */
     unsigned fallbacks;         /* GPT2RT__CU_MM_FB_* taken so far */
     int n_plans;
     gpt2rt__cu_mm_plan plans[GPT2RT__CU_BLAS_MAX_PLANS];
@@ -16944,23 +16971,6 @@ __global__ void gpt2rt__cu_mm_dgelu_kernel(T *d, const T *pre, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         d[i] = gpt2rt__cu_to<T>(gpt2rt__cu_mm_dgelu(gpt2rt__cu_f(pre[i])) * gpt2rt__cu_f(d[i]));
 }
-/* db (OC) (+)= column sums of x (R,OC); block (32,16): 32 columns, 16 row lanes, each
-   lane sums its rows in increasing order, lanes are added in increasing order */
-template <typename T>
-__global__ void gpt2rt__cu_mm_colsum_kernel(float *db, const T *x, int64_t R, int64_t OC, int accumulate) {
-    __shared__ float part[16][33];
-    int64_t o = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0.0f;
-    if (o < OC)
-        for (int64_t r = threadIdx.y; r < R; r += 16) acc += gpt2rt__cu_f(x[r * OC + o]);
-    part[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < OC) {
-        float s = 0.0f;
-        for (int j = 0; j < 16; j++) s += part[j][threadIdx.x];
-        db[o] = accumulate ? db[o] + s : s;
-    }
-}
 /* y (n) += x (n) */
 __global__ void gpt2rt__cu_mm_add_kernel(float *y, const float *x, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -16982,13 +16992,18 @@ static cudaError_t gpt2rt__cu_mm_dgelu_launch(cudaDataType_t t, void *d, const v
     else GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_dgelu_kernel<__half>)((__half *)d, (const __half *)pre, n);
     return cudaGetLastError();
 }
-static cudaError_t gpt2rt__cu_mm_colsum_launch(cudaDataType_t t, float *db, const void *x, int64_t R, int64_t OC,
-                                               int accumulate, cudaStream_t s) {
-    dim3 grid((unsigned)((OC + 31) / 32)), block(32, 16);
-    if (t == CUDA_R_32F) GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<float>)(db, (const float *)x, R, OC, accumulate);
-    else if (t == CUDA_R_16BF) GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<__nv_bfloat16>)(db, (const __nv_bfloat16 *)x, R, OC, accumulate);
-    else GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<__half>)(db, (const __half *)x, R, OC, accumulate);
-    return cudaGetLastError();
+/* db (OC) (+)= column sums of x (R,OC) of type t: gpt2rt__cu_bias_backward (ops.cuh) with
+   its partial sums in the cuBLASLt workspace, which no product uses between two calls on
+   the stream; the rows per partial depend only on (R, OC) and the workspace's size */
+static cudaError_t gpt2rt__cu_mm_colsum_launch(const gpt2rt__cu_blas *b, cudaDataType_t t, float *db, const void *x,
+                                               int64_t R, int64_t OC, int accumulate) {
+    float *parts = (float *)b->workspace;
+    int64_t rows = gpt2rt__cu_bias_backward_rows(R, OC, b->workspace_bytes);
+    if (!rows) return cudaErrorInvalidValue; /* OC floats exceed the workspace: never at GPT-2's widths */
+    if (t == CUDA_R_32F) return gpt2rt__cu_bias_backward<float>(db, (const float *)x, parts, R, OC, rows, accumulate, b->stream);
+    if (t == CUDA_R_16BF)
+        return gpt2rt__cu_bias_backward<__nv_bfloat16>(db, (const __nv_bfloat16 *)x, parts, R, OC, rows, accumulate, b->stream);
+    return gpt2rt__cu_bias_backward<__half>(db, (const __half *)x, parts, R, OC, rows, accumulate, b->stream);
 }
 
 /* ------------------------------------------------------------------ handle */
@@ -17011,8 +17026,9 @@ static int gpt2rt__cu_blas_init(gpt2rt__cu_blas *b, void *workspace, size_t work
     b->workspace_bytes = workspace_bytes;
     b->stream = stream;
     b->tf32 = 0;
-    b->fuse = 1;
+    b->fuse = GPT2RT__CU_MM_FUSE_DEFAULT;
     b->reduction_mask = GPT2RT__CU_BLAS_REDUCTION_DEFAULT;
+    b->reduction_mask_w = GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT;
     return 0;
 }
 
@@ -17113,6 +17129,16 @@ fail:
     return (int)st;
 }
 
+/* the blas->fuse bit that allows epilogue epi (0: a plain product or bias, always allowed) */
+static unsigned gpt2rt__cu_mm_fuse_bit(int epi) {
+    switch (epi) {
+    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return GPT2RT__CU_MM_FB_GELU;
+    case CUBLASLT_EPILOGUE_DGELU: return GPT2RT__CU_MM_FB_DGELU;
+    case CUBLASLT_EPILOGUE_BGRADB: return GPT2RT__CU_MM_FB_BGRAD;
+    default: return ~0u;
+    }
+}
+
 /* The cached plan for key (made on first use). want: the fused epilogue; plain: what
    remains of it when the fused one is unavailable (the caller then runs the kernel). */
 static int gpt2rt__cu_mm_get_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *key, int plain, const void *bias,
@@ -17126,7 +17152,7 @@ static int gpt2rt__cu_mm_get_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *k
         memmove(&b->plans[0], &b->plans[1], sizeof(b->plans[0]) * (GPT2RT__CU_BLAS_MAX_PLANS - 1));
         b->n_plans--;
     }
-    if (!key->fuse) want = plain;
+    if (!(key->fuse & gpt2rt__cu_mm_fuse_bit(want))) want = plain;
     st = gpt2rt__cu_mm_make_plan(b, key, want, bias, aux, &tmp, what);
     /* a fused epilogue this cuBLASLt cannot plan takes the plain product and the kernel
        after it: no algorithm (NOT_SUPPORTED), or a refusal of the epilogue itself or of
@@ -17220,7 +17246,7 @@ static int gpt2rt__cu_matmul_forward(gpt2rt__cu_blas *b, cudaDataType_t t,
     if ((st = gpt2rt__cu_mm_get_plan(b, &key, plain, bias, pre_gelu, &p, &what)) != 0)
         return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, want, st, 0);
     if (pre_gelu && p->epilogue == plain) { /* unfused: product (+bias) into pre_gelu, then the kernel */
-        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_GELU : 0u;
+        b->fallbacks |= key.fuse & GPT2RT__CU_MM_FB_GELU;
         if ((st = gpt2rt__cu_mm_exec(b, p, w, inp, pre_gelu, 0.0f, bias, NULL, &what)) != 0)
             return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
         if ((st = (int)gpt2rt__cu_mm_gelu_launch(t, out, pre_gelu, BT * OC, b->stream)) != 0)
@@ -17261,7 +17287,7 @@ static int gpt2rt__cu_matmul_backward_input(gpt2rt__cu_blas *b, cudaDataType_t t
     if ((st = gpt2rt__cu_mm_exec(b, p, w, dout, dinp, 0.0f, NULL, pre_gelu, &what)) != 0)
         return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
     if (pre_gelu && p->epilogue == plain) {
-        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_DGELU : 0u;
+        b->fallbacks |= key.fuse & GPT2RT__CU_MM_FB_DGELU;
         if ((st = (int)gpt2rt__cu_mm_dgelu_launch(t, dinp, pre_gelu, BT * IC, b->stream)) != 0)
             return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_dgelu_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
     }
@@ -17292,6 +17318,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
         return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_matmul_backward_weight arguments (db_scratch is required when accumulating db)",
                                   op, t, BT, IC, OC, want, CUBLAS_STATUS_INVALID_VALUE, 0);
     gpt2rt__cu_mm_key_init(&key, b, op, want, t, CUDA_R_32F, IC, OC, BT);
+    key.reduction_mask = b->reduction_mask_w;
     key.align_abcd = gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_align(dw), gpt2rt__cu_mm_align(dout)),
                                            gpt2rt__cu_mm_align(inp));
     key.align_bias = gpt2rt__cu_mm_align(bvec);
@@ -17301,9 +17328,9 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
         return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
     if (!db) return 0;
     if (p->epilogue == plain) { /* no BGRADB: deterministic column sums straight into db */
-        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_BGRAD : 0u;
-        if ((st = (int)gpt2rt__cu_mm_colsum_launch(t, db, dout, BT, OC, accumulate, b->stream)) != 0)
-            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_colsum_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
+        b->fallbacks |= key.fuse & GPT2RT__CU_MM_FB_BGRAD;
+        if ((st = (int)gpt2rt__cu_mm_colsum_launch(b, t, db, dout, BT, OC, accumulate)) != 0)
+            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_bias_backward (column sums)", op, t, BT, IC, OC, p->epilogue, st, 1);
     } else if (accumulate) {
         GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(OC), 256, 0, b->stream, gpt2rt__cu_mm_add_kernel)(db, db_scratch, OC);
         if ((st = (int)cudaGetLastError()) != 0)

@@ -1,6 +1,7 @@
 /* kernels/bias_grad.cu - lab of the CUDA bias gradient (gpt2rt.h, section 8.2 Ops):
    gpt2rt__cu_bias_backward, db (OC) fp32 += column sums of dout (BT,OC) floatX,
-   deterministic (64-row partials, then a fixed-order sum). The reference is the CPU
+   deterministic (64-row partials, then a fixed-order sum), the kernel the weight gradient's
+   product runs when cuBLASLt's BGRADB epilogue is not taken. The reference is the CPU
    order (rows in increasing order, fp32) on the values as stored; an fp64 sum shows how
    far each is from exact.
      cd kernels && nvcc -std=c++17 -O3 -arch=sm_90 -Xcompiler -Wall,-Wextra,-Werror \
@@ -26,9 +27,9 @@ static void run(int64_t BT, int64_t OC, int timing) {
     free(e);
     floatX *d_dout = lab_upload<floatX>(dout, n);
     float *d_db = lab_upload<float>(db, (size_t)OC), *d_db2 = lab_upload<float>(db, (size_t)OC), *d_scratch;
-    LAB_CK(cudaMalloc(&d_scratch, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC)));
-    LAB_CK(gpt2rt__cu_bias_backward<floatX>(d_db, d_dout, d_scratch, BT, OC, 0));
-    LAB_CK(gpt2rt__cu_bias_backward<floatX>(d_db2, d_dout, d_scratch, BT, OC, 0));
+    LAB_CK(cudaMalloc(&d_scratch, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC, GPT2RT__CU_BIAS_ROWS)));
+    LAB_CK(gpt2rt__cu_bias_backward<floatX>(d_db, d_dout, d_scratch, BT, OC, GPT2RT__CU_BIAS_ROWS, 1, 0));
+    LAB_CK(gpt2rt__cu_bias_backward<floatX>(d_db2, d_dout, d_scratch, BT, OC, GPT2RT__CU_BIAS_ROWS, 1, 0));
     LAB_CK(cudaDeviceSynchronize());
     lab_same_bits("db, run twice", d_db, d_db2, (size_t)OC * 4);
     lab_download<float>(got, d_db, (size_t)OC);
@@ -42,7 +43,7 @@ static void run(int64_t BT, int64_t OC, int timing) {
         printf("  (info) CPU order vs fp64 sum: max |difference| %.3g, not counted\n", worst);
     }
     if (timing) {
-        float ms = lab_time_ms([&] { LAB_CK(gpt2rt__cu_bias_backward<floatX>(d_db2, d_dout, d_scratch, BT, OC, 0)); }, 50);
+        float ms = lab_time_ms([&] { LAB_CK(gpt2rt__cu_bias_backward<floatX>(d_db2, d_dout, d_scratch, BT, OC, GPT2RT__CU_BIAS_ROWS, 1, 0)); }, 50);
         printf("  %-40s %8.4f ms  %7.1f GB/s\n", "time", ms, (double)n * sizeof(floatX) / ms * 1e-6);
     }
     free(dout); free(db); free(ref); free(got); free(exact);

@@ -240,7 +240,7 @@ template <typename T>
 static void validate(gpt2rt__cu_blas *b, const lab_mode &m) {
     b->tf32 = m.tf32;
     for (int fuse = 1; fuse >= 0; fuse--) {
-        b->fuse = fuse;
+        b->fuse = fuse ? GPT2RT__CU_MM_FUSE_ALL : 0u;
         b->fallbacks = 0;
         printf("[%s%s]\n", m.name, fuse ? " fused epilogues" : " unfused (fallback kernels)");
         const int64_t BT = 512, C = 768;
@@ -261,7 +261,7 @@ static void validate(gpt2rt__cu_blas *b, const lab_mode &m) {
         check_backward_input<T>(b, m, 77, 100, 96, 1);
         check_backward_weight<T>(b, m, 77, 96, 100, 1, 1);
     }
-    b->fuse = 1;
+    b->fuse = GPT2RT__CU_MM_FUSE_DEFAULT;
 }
 
 /* ---------------------------------------------------------------- timing */
@@ -352,7 +352,7 @@ static void bench(gpt2rt__cu_blas *b, const lab_mode &m) {
     LAB_CK(cudaMalloc(&scratch, OC_MAX * sizeof(float)));
     LAB_CK(cudaMalloc(&dcount, sizeof(unsigned long long)));
     b->tf32 = m.tf32;
-    b->fuse = 1;
+    b->fuse = GPT2RT__CU_MM_FUSE_DEFAULT;
     b->fallbacks = 0;
     printf("[%s timing, BT=%lld, TFLOP/s = 2*BT*IC*OC / time]\n", m.name, (long long)BT);
     printf("  %-18s %9s %9s %9s %9s %9s %9s\n", "shape", "fwd", "fwd+gelu", "bwd_in", "+dgelu", "bwd_w", "w:splitK");
@@ -375,10 +375,11 @@ static void bench(gpt2rt__cu_blas *b, const lab_mode &m) {
         float t_bin = lab_time_ms([&] { LAB_BLAS(gpt2rt__cu_matmul_backward_input(b, m.t, out2, out, w, NULL, BT, IC, OC, ERRBUF)); }, reps);
         if (s.dgelu_bwd)
             t_dgelu = lab_time_ms([&] { LAB_BLAS(gpt2rt__cu_matmul_backward_input(b, m.t, out2, out, w, aux, BT, IC, OC, ERRBUF)); }, reps);
+        b->reduction_mask_w = (uint32_t)CUBLASLT_REDUCTION_SCHEME_NONE;
         float t_bw = lab_time_ms([&] { LAB_BLAS(gpt2rt__cu_matmul_backward_weight(b, m.t, dw, s.bias ? db : NULL, scratch, out, inp, BT, IC, OC, 1, ERRBUF)); }, reps);
-        b->reduction_mask = CUBLASLT_REDUCTION_SCHEME_MASK; /* split-K allowed */
+        b->reduction_mask_w = CUBLASLT_REDUCTION_SCHEME_MASK; /* split-K allowed */
         float t_bw_sk = lab_time_ms([&] { LAB_BLAS(gpt2rt__cu_matmul_backward_weight(b, m.t, dw, s.bias ? db : NULL, scratch, out, inp, BT, IC, OC, 1, ERRBUF)); }, reps);
-        b->reduction_mask = GPT2RT__CU_BLAS_REDUCTION_DEFAULT;
+        b->reduction_mask_w = GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT;
 #define TF(ms) ((ms) > 0.0f ? flop / ((double)(ms) * 1e-3) / 1e12 : 0.0)
         printf("  %-18s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", s.name, TF(t_fwd), TF(t_gelu), TF(t_bin), TF(t_dgelu), TF(t_bw), TF(t_bw_sk));
 #undef TF
@@ -397,7 +398,7 @@ static void bench(gpt2rt__cu_blas *b, const lab_mode &m) {
         snprintf(name, sizeof(name), "%s %s bwd_in%s twice", m.name, s.name, s.dgelu_bwd ? "+dgelu" : "");
         dev_same_bits(name, stage, out2, (size_t)BT * IC * sizeof(T), dcount);
         for (int sk = 0; sk < 2; sk++) {
-            b->reduction_mask = sk ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK : GPT2RT__CU_BLAS_REDUCTION_DEFAULT;
+            b->reduction_mask_w = sk ? (uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK : (uint32_t)CUBLASLT_REDUCTION_SCHEME_NONE;
             LAB_CK(cudaMemset(dw, 0, (size_t)OC * IC * sizeof(float)));
             LAB_CK(cudaMemset(dw2, 0, (size_t)OC * IC * sizeof(float)));
             LAB_BLAS(gpt2rt__cu_matmul_backward_weight(b, m.t, dw, s.bias ? db : NULL, scratch, out, inp, BT, IC, OC, 1, ERRBUF));
@@ -405,7 +406,7 @@ static void bench(gpt2rt__cu_blas *b, const lab_mode &m) {
             snprintf(name, sizeof(name), "%s %s bwd_w twice%s", m.name, s.name, sk ? " (split-K allowed)" : "");
             dev_same_bits(name, dw, dw2, (size_t)OC * IC * sizeof(float), dcount);
         }
-        b->reduction_mask = GPT2RT__CU_BLAS_REDUCTION_DEFAULT;
+        b->reduction_mask_w = GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT;
     }
     LAB_CK(cudaDeviceSynchronize());
     print_fallbacks(m.name, b->fallbacks);

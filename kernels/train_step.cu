@@ -9,11 +9,16 @@
      /tmp/lab_train_step time       timing only (B=8, 16 and the largest), in a fresh process
      /tmp/lab_train_step sanitize   a few small steps for compute-sanitizer, no checks
      /tmp/lab_train_step time-chunk classifier_chunk = 1024 against the whole batch, B = 8 and 16
-     /tmp/lab_train_step profile B [CHUNK]
+     /tmp/lab_train_step time-fuse  cuBLASLt's bias-gradient epilogue against the kernel here
+                                    (blas.fuse 0x7, 0x3), the weight gradients with and without
+                                    split-K (blas.reduction_mask_w), B = 8 and 16
+     /tmp/lab_train_step profile B [CHUNK [FUSE [RED_W]]]
                                     GPT-2 124M bf16 at micro-batch B (LM head over CHUNK tokens
                                     at a time, 0: all): 3 warm steps, then one step between
                                     cudaProfilerStart and cudaProfilerStop, for
-                                    ncu --profile-from-start off (kernels/gpu_profile.sh)
+                                    ncu --profile-from-start off (kernels/gpu_profile.sh); FUSE:
+                                    blas.fuse, the cuBLASLt epilogues allowed (0x7 all); RED_W:
+                                    blas.reduction_mask_w (7: split-K allowed)
    Run from kernels/ or from the repository root (it looks for tests/fixtures/hf_tiny in both).
 
    Checks (fixture tests/fixtures/hf_tiny: L2 H4 C64 V1000, B4 T32, HS = 16 so attention
@@ -852,7 +857,9 @@ static double peak_tflops(const char *name) {
    accum micro-batches per update, the LM head over chunk tokens at a time (0: all);
    label names it in the machine-readable line */
 static void time_gpt2_cfg(int B, const char *gpu, double peak, gpt2rt_recompute rec, int ck, int accum,
-                          const char *label, int chunk = 0, int profile = 0) {
+                          const char *label, int chunk = 0, int profile = 0,
+                          unsigned fuse = GPT2RT__CU_MM_FUSE_DEFAULT,
+                          uint32_t red_w = GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT) {
     gpt2rt_config c;
     memset(&c, 0, sizeof c); /* GPT-2 124M shape */
     c.seq_len = 1024;
@@ -878,6 +885,8 @@ static void time_gpt2_cfg(int B, const char *gpu, double peak, gpt2rt_recompute 
     }
     r.h->cu = r.st;
     r.h->cfg.precision = r.plan.config.precision;
+    r.st->blas.fuse = fuse; /* before the first product: the plans remember these */
+    r.st->blas.reduction_mask_w = red_w;
     double created = (double)(r.st->mem_total - r.st->free_after);
     int64_t BT = (int64_t)B * 1024;
     int32_t *tok = (int32_t *)malloc((size_t)(4 * BT + 1) * 4);
@@ -913,6 +922,8 @@ static void time_gpt2_cfg(int B, const char *gpu, double peak, gpt2rt_recompute 
            created / 1073741824.0,
            GPT2RT__GIB(r.plan.overhead[0]), s.loss, gpu);
     lab_print_attn_pick<__nv_bfloat16>("  ", B * 12, 1024); /* GPT-2 124M: 12 heads */
+    printf("  matmul epilogues allowed 0x%x, fallback kernels taken 0x%x (1 GELU, 2 dGELU, 4 bias gradient), "
+           "weight-gradient reduction schemes 0x%x; loss %a\n", fuse, r.st->blas.fallbacks, red_w, s.loss);
     if (!(s.loss == s.loss) || s.loss > 12.0f) { printf("  loss %g is not sane: FAIL\n", s.loss); lab_failures++; }
     free(tok);
     run_free(r);
@@ -992,10 +1003,12 @@ int main(int argc, char **argv) {
 
     if (strcmp(mode, "profile") == 0) { /* one step for a profiler, in a fresh process */
         int B = argc > 2 ? atoi(argv[2]) : 8, chunk = argc > 3 ? atoi(argv[3]) : 0;
+        unsigned fuse = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 0) : GPT2RT__CU_MM_FUSE_DEFAULT;
+        uint32_t red_w = argc > 5 ? (uint32_t)strtoul(argv[5], NULL, 0) : GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT;
         if (B < 1 || B > 1024 || chunk < 0) { printf("profile: B %d must be in [1, 1024], CHUNK %d >= 0\n", B, chunk); return 2; }
         char label[64];
         snprintf(label, sizeof label, " profile classifier_chunk=%d", chunk);
-        time_gpt2_cfg(B, prop.name, peak_tflops(prop.name), GPT2RT_RECOMPUTE_NONE, 0, 1, label, chunk, 1);
+        time_gpt2_cfg(B, prop.name, peak_tflops(prop.name), GPT2RT_RECOMPUTE_NONE, 0, 1, label, chunk, 1, fuse, red_w);
         return lab_finish("train_step profile");
     }
     if (strcmp(mode, "time-chunk") == 0) { /* the chunked classifier against the whole batch alone */
@@ -1005,6 +1018,19 @@ int main(int argc, char **argv) {
             time_gpt2_cfg(B, prop.name, peak, GPT2RT_RECOMPUTE_NONE, 0, 1, " classifier_chunk=1024", 1024);
         }
         return lab_finish("train_step time-chunk");
+    }
+    if (strcmp(mode, "time-fuse") == 0) { /* cuBLASLt's fused epilogues against the kernels here */
+        double peak = peak_tflops(prop.name);
+        const unsigned masks[2] = {GPT2RT__CU_MM_FUSE_ALL, GPT2RT__CU_MM_FUSE_ALL & ~GPT2RT__CU_MM_FB_BGRAD};
+        const uint32_t reds[2] = {CUBLASLT_REDUCTION_SCHEME_NONE, CUBLASLT_REDUCTION_SCHEME_MASK};
+        for (int B = 8; B <= 16; B += 8)
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < 2; i++) {
+                    char label[64];
+                    snprintf(label, sizeof label, " fuse=0x%x red_w=0x%x", masks[i], reds[k]);
+                    time_gpt2_cfg(B, prop.name, peak, GPT2RT_RECOMPUTE_NONE, 0, 1, label, 0, 0, masks[i], reds[k]);
+                }
+        return lab_finish("train_step time-fuse");
     }
     if (strcmp(mode, "time") == 0) { /* timing alone, in a fresh process */
         timing(prop.name, 2);

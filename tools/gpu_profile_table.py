@@ -19,7 +19,7 @@ KINDS = [  # (kind, substrings of the kernel name), first match wins
     ("classifier", ("classifier", "softmax", "crossent")),
     ("GELU / residual / casts", ("gelu", "residual", "_add", "cast")),
     ("embedding", ("encoder", "embed")),
-    ("bias gradient", ("colsum", "bias")),
+    ("bias gradient", ("colsum", "bias", "sum_parts")),
     ("AdamW / norm / checks", ("adamw", "norm", "finite", "scale")),
 ]
 

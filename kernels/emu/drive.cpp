@@ -383,14 +383,17 @@ static void data_parallel_free_mid_step(gpt2rt_config c) {
 
 /* ---- the ops no training path of this driver launches (the labs' own ops), each at an
    aligned and an odd shape against a host reference ---- */
-static void op_bias_backward(int64_t BT, int64_t OC) {
+/* cap: the scratch bytes allowed (the rows per partial follow from it) */
+static void op_bias_backward(int64_t BT, int64_t OC, size_t cap) {
     gpt2rt_emu::set_problem("bias_backward");
-    std::vector<float> h = floats(BT * OC, (uint64_t)(BT * 131 + OC)), db((size_t)OC);
+    std::vector<float> h = floats(BT * OC, (uint64_t)(BT * 131 + OC)), db((size_t)OC, 1e30f);
     float *d_dout, *d_db, *d_s;
+    int64_t rows = gpt2rt__cu_bias_backward_rows(BT, OC, cap);
     cudaMalloc(&d_dout, (size_t)(BT * OC) * 4); cudaMalloc(&d_db, (size_t)OC * 4);
-    cudaMalloc(&d_s, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC));
+    cudaMalloc(&d_s, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC, rows));
     cudaMemcpy(d_dout, h.data(), (size_t)(BT * OC) * 4, cudaMemcpyHostToDevice);
-    cudaError_t e = gpt2rt__cu_bias_backward<float>(d_db, d_dout, d_s, BT, OC, 0);
+    cudaMemcpy(d_db, db.data(), (size_t)OC * 4, cudaMemcpyHostToDevice); /* overwritten: accumulate 0 */
+    cudaError_t e = gpt2rt__cu_bias_backward<float>(d_db, d_dout, d_s, BT, OC, rows, 0, 0);
     cudaMemcpy(db.data(), d_db, (size_t)OC * 4, cudaMemcpyDeviceToHost);
     double w = 0;
     for (int64_t o = 0; o < OC; o++) {
@@ -399,9 +402,41 @@ static void op_bias_backward(int64_t BT, int64_t OC) {
         w = fmax(w, fabs(db[(size_t)o] - s) / a);
     }
     /* fp32 sums of BT terms in another grouping: |error| <= BT * 2^-24 * sum|terms| */
-    check(e == cudaSuccess && w <= (double)BT / 16777216.0, "op bias_backward BT %lld OC %lld: err / sum|dout| %.2e, bound BT*2^-24 %.2e",
-          (long long)BT, (long long)OC, w, (double)BT / 16777216.0);
+    check(e == cudaSuccess && w <= (double)BT / 16777216.0 && gpt2rt__cu_bias_backward_scratch_bytes(BT, OC, rows) <= cap,
+          "op bias_backward BT %lld OC %lld, %lld rows a partial: err / sum|dout| %.2e, bound BT*2^-24 %.2e",
+          (long long)BT, (long long)OC, (long long)rows, w, (double)BT / 16777216.0);
     cudaFree(d_dout); cudaFree(d_db); cudaFree(d_s);
+}
+/* the wte gradient's bucket list (host code) against its definition, built the slow way:
+   for each token in increasing order, its positions in increasing order; Vp sets how many
+   one-byte passes the sort takes (1 to 3 here) */
+static void op_encoder_buckets(int64_t BT, int64_t Vp, uint64_t seed) {
+    std::vector<int32_t> tok((size_t)BT), buf((size_t)gpt2rt__cu_encoder_bucket_ints(BT), -7);
+    uint64_t x = seed;
+    for (int64_t i = 0; i < BT; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        /* few distinct tokens half the time: long buckets */
+        tok[(size_t)i] = (int32_t)((x >> 33) % (uint64_t)(i % 2 ? Vp : (Vp < 5 ? Vp : 5)));
+    }
+    int64_t nb = gpt2rt__cu_encoder_buckets(buf.data(), tok.data(), BT, Vp);
+    std::vector<int32_t> start, ids, pos;
+    std::vector<int32_t> sorted(tok);
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    for (int32_t t : sorted) {
+        start.push_back((int32_t)pos.size());
+        ids.push_back(t);
+        for (int64_t i = 0; i < BT; i++)
+            if (tok[(size_t)i] == t) pos.push_back((int32_t)i);
+    }
+    start.push_back((int32_t)BT);
+    int ok = nb == (int64_t)ids.size() && std::equal(start.begin(), start.end(), buf.begin()) &&
+             std::equal(ids.begin(), ids.end(), buf.begin() + BT + 1) &&
+             std::equal(pos.begin(), pos.end(), buf.begin() + 2 * BT + 1);
+    tok[(size_t)(BT / 2)] = (int32_t)Vp; /* a token outside [0, Vp): refused */
+    int refused = gpt2rt__cu_encoder_buckets(buf.data(), tok.data(), BT, Vp) == -1;
+    check(ok && refused, "op encoder_buckets BT %lld Vp %lld: %lld buckets as defined (expected %zu), a token of Vp refused",
+          (long long)BT, (long long)Vp, (long long)nb, ids.size());
 }
 static void op_cast(int64_t n) {
     gpt2rt_emu::set_problem("cast");
@@ -508,6 +543,48 @@ static void op_matmul_dgelu(int64_t BT, int64_t IC, int64_t OC) {
           bl.fallbacks ? "the dGELU kernel" : "fused epilogue", (long long)BT, (long long)IC, (long long)OC, e, tol, err);
     gpt2rt__cu_blas_destroy(&bl);
     cudaFree(d_dout); cudaFree(d_w); cudaFree(d_pre); cudaFree(d_dinp); cudaFree(ws);
+}
+
+/* weight and bias gradients accumulated twice (dw, db += from the same dout, inp) with the
+   fused epilogues allowed in blas->fuse: BGRADB (cuBLASLt's vector, then the add kernel)
+   or the column-sum kernel, against double sums */
+static void op_matmul_bgrad(int64_t BT, int64_t IC, int64_t OC, unsigned fuse) {
+    gpt2rt_emu::set_problem("matmul_bgrad");
+    std::vector<float> dout = floats(BT * OC, 9), inp = floats(BT * IC, 10), dw((size_t)(IC * OC)), db((size_t)OC);
+    float *d_dout, *d_inp, *d_dw, *d_db, *d_dbs;
+    void *ws;
+    cudaMalloc(&d_dout, dout.size() * 4); cudaMalloc(&d_inp, inp.size() * 4); cudaMalloc(&d_dw, dw.size() * 4);
+    cudaMalloc(&d_db, db.size() * 4); cudaMalloc(&d_dbs, db.size() * 4); cudaMalloc(&ws, 1 << 20);
+    cudaMemcpy(d_dout, dout.data(), dout.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_inp, inp.data(), inp.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemset(d_dw, 0, dw.size() * 4); cudaMemset(d_db, 0, db.size() * 4);
+    gpt2rt__cu_blas bl;
+    char err[256] = "";
+    int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
+    bl.fuse = fuse;
+    for (int k = 0; k < 2 && !st; k++)
+        st = gpt2rt__cu_matmul_backward_weight(&bl, CUDA_R_32F, d_dw, d_db, d_dbs, d_dout, d_inp, BT, IC, OC, 1, err,
+                                               sizeof err);
+    cudaMemcpy(dw.data(), d_dw, dw.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(db.data(), d_db, db.size() * 4, cudaMemcpyDeviceToHost);
+    double e = 0, eb = 0;
+    for (int64_t o = 0; o < OC; o++) {
+        double sb = 0;
+        for (int64_t r = 0; r < BT; r++) sb += dout[(size_t)(r * OC + o)];
+        eb = fmax(eb, fabs(db[(size_t)o] - 2 * sb));
+        for (int64_t i = 0; i < IC; i++) {
+            double sw = 0;
+            for (int64_t r = 0; r < BT; r++) sw += (double)dout[(size_t)(r * OC + o)] * inp[(size_t)(r * IC + i)];
+            e = fmax(e, fabs(dw[(size_t)(o * IC + i)] - 2 * sw));
+        }
+    }
+    /* fp32 sums of 2 BT terms of size <= 1: rounding at most 2 BT * 2^-24 * 2 BT */
+    double tol = 4.0 * (double)BT * BT / 16777216.0 + 1e-6;
+    check(!st && e <= tol && eb <= tol, "op matmul_backward_weight accumulated twice (%s) BT %lld IC %lld OC %lld: "
+          "max|err| dw %.2e db %.2e, tol %.2e %s", (fuse & GPT2RT__CU_MM_FB_BGRAD) ? "BGRADB + the add kernel" :
+          "the column-sum kernel", (long long)BT, (long long)IC, (long long)OC, e, eb, tol, err);
+    gpt2rt__cu_blas_destroy(&bl);
+    cudaFree(d_dout); cudaFree(d_inp); cudaFree(d_dw); cudaFree(d_db); cudaFree(d_dbs); cudaFree(ws);
 }
 
 /* ---- generation with the KV cache ---- */
@@ -1277,8 +1354,13 @@ int main(int argc, char **argv) {
         op_attention_fwd_wgp<__half>(1, 65, 64, 1, 40, "fp16 B1 T65 C64 HS64 placeholders TH40");
         op_attention_fwd_wgp<__nv_bfloat16>(1, 600, 64, 1, 0, "bf16 B1 T600 C64 HS64");
         op_attention_fwd_wgp<__half>(1, 333, 64, 1, 200, "fp16 B1 T333 C64 HS64 placeholders TH200");
-        op_bias_backward(128, 64);
-        op_bias_backward(37, 13);
+        op_bias_backward(128, 64, 1u << 20);
+        op_bias_backward(37, 13, 1u << 20);
+        op_bias_backward(1000, 24, 4 * 24 * 5); /* 5 partials at most: 200 rows each */
+        op_encoder_buckets(1, 1, 1);
+        op_encoder_buckets(300, 200, 2);      /* one pass */
+        op_encoder_buckets(4096, 50304, 3);   /* two passes: GPT-2's padded vocabulary */
+        op_encoder_buckets(777, 70000, 4);    /* three passes */
         op_cast(4096);
         op_cast(37);
         op_nonfinite(4096);
@@ -1286,6 +1368,9 @@ int main(int argc, char **argv) {
         op_matmul_gelu(16, 32, 64);
         op_matmul_gelu(9, 13, 21); /* OC % 8 != 0: unfused */
         op_matmul_dgelu(16, 64, 32);
+        op_matmul_bgrad(16, 24, 40, GPT2RT__CU_MM_FUSE_ALL);
+        op_matmul_bgrad(37, 8, 300, GPT2RT__CU_MM_FUSE_ALL);
+        op_matmul_bgrad(37, 8, 300, GPT2RT__CU_MM_FUSE_DEFAULT);
         setenv("EMU_BLAS_NO_EPILOGUE", "GELU_AUX_BIAS,DGELU", 1);
         op_matmul_gelu(16, 32, 64);
         op_matmul_dgelu(16, 64, 32);

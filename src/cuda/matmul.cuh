@@ -50,9 +50,14 @@
              gpt2rt__cpu_gelu_backward. c_fc's own backward (weight with BGRADB, input)
              then uses that d(fch) as its dout.
    (DGELU_BGRAD could also emit c_fc's bias gradient there; we do not use it: the
-   bias gradient comes from the c_fc weight-gradient matmul, BGRADB, like every layer.)
+   bias gradient comes from the c_fc weight-gradient matmul, like every layer's.)
 
    ---- Bias gradient semantics ------------------------------------------------------
+   By default (GPT2RT__CU_MM_FUSE_DEFAULT) the weight-gradient product is plain and the
+   column-sum kernel here (gpt2rt__cu_bias_backward, partial sums in the workspace, then a
+   fixed-order sum) writes db: where measured (docs/results/gpu.md, GPT-2 124M on an H200)
+   asking for BGRADB made cuBLASLt take slower products for some shapes and run a separate
+   reduction kernel of its own, slower than ours. With BGRADB allowed (blas->fuse):
    cuBLASLt's bias-gradient epilogues OVERWRITE the bias vector (there is no beta for
    it). gpt2rt__cu_matmul_backward_weight(accumulate = 0) lets BGRADB write db directly
    (db = column sums, dW = dout^T inp). With accumulate = 1 (dW += ..., gradient
@@ -74,7 +79,8 @@
    heuristic returns no algorithm for a fused epilogue, the plan falls back to the plain
    product (or BIAS for GELU_AUX_BIAS) plus a small hand-written kernel here
    (GELU / dGELU elementwise, deterministic column sums for db). blas->fallbacks records
-   which fallbacks were taken (GPT2RT__CU_MM_FB_* bits); blas->fuse = 0 forces them.
+   which fallbacks were taken (GPT2RT__CU_MM_FB_* bits). blas->fuse is the set of fused
+   epilogues the plans may ask for (the same bits); a bit left out forces that kernel.
 
    ---- Determinism -------------------------------------------------------------------
    cuBLAS results are bitwise reproducible run to run for a given toolkit, GPU
@@ -88,6 +94,11 @@
    as a separate reduction step, i.e. none of them is atomics-ordered, so
    CUBLASLT_REDUCTION_SCHEME_MASK may be allowed for speed once the lab shows it
    bitwise stable on the target GPU; kernels/matmul.cu measures both).
+   blas->reduction_mask_w is the same for the weight-gradient products (an inner
+   dimension of B*T rows, an output as small as C x C: without split-K such a product
+   fills few multiprocessors). Its default GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT allows
+   every scheme: kernels/matmul.cu found these products bitwise the same run to run with
+   split-K allowed (fp32, tf32, bf16, fp16, on an H200), and the plan fixes the algorithm.
    Different BT (so different shapes) may pick different kernels: results are then
    not bitwise comparable across batch sizes.
 
@@ -101,10 +112,13 @@
 
 #define GPT2RT__CU_BLAS_MAX_PLANS 64                           /* cached (op, shape, type) plans */
 #define GPT2RT__CU_BLAS_REDUCTION_DEFAULT ((uint32_t)CUBLASLT_REDUCTION_SCHEME_NONE)
+#define GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT ((uint32_t)CUBLASLT_REDUCTION_SCHEME_MASK)
 /* blas->fallbacks bits: a fused epilogue was unavailable and the kernel here ran instead */
 #define GPT2RT__CU_MM_FB_GELU 1u  /* forward GELU_AUX(_BIAS) -> BIAS/DEFAULT + gelu kernel */
 #define GPT2RT__CU_MM_FB_DGELU 2u /* backward input DGELU -> DEFAULT + dgelu kernel */
 #define GPT2RT__CU_MM_FB_BGRAD 4u /* backward weight BGRADB -> DEFAULT + column-sum kernel */
+#define GPT2RT__CU_MM_FUSE_ALL 7u /* blas->fuse: every fused epilogue allowed */
+#define GPT2RT__CU_MM_FUSE_DEFAULT (GPT2RT__CU_MM_FB_GELU | GPT2RT__CU_MM_FB_DGELU) /* BGRADB left out: see above */
 
 enum { GPT2RT__CU_MM_FWD = 0, GPT2RT__CU_MM_BWD_IN = 1, GPT2RT__CU_MM_BWD_W = 2 };
 
@@ -115,7 +129,7 @@ typedef struct {
     int32_t ab_type;      /* cudaDataType_t of A, B */
     int32_t cd_type;      /* cudaDataType_t of C, D */
     int32_t compute;      /* cublasComputeType_t */
-    int32_t fuse;         /* blas->fuse when planned */
+    uint32_t fuse;        /* blas->fuse when planned */
     int64_t m, n, k;      /* column-major GEMM sizes (see top comment) */
     uint32_t align_abcd;  /* min alignment (bytes, <= 256) of A, B, C, D pointers */
     uint32_t align_bias;  /* of the bias / bias-gradient pointer (256 when none) */
@@ -137,8 +151,10 @@ typedef struct gpt2rt__cu_blas {
     size_t workspace_bytes;     /* GPT2RT__CU_BLAS_WORKSPACE */
     cudaStream_t stream;        /* every call runs on it */
     int tf32;                   /* fp32 storage: 1 -> CUBLAS_COMPUTE_32F_FAST_TF32 */
-    int fuse;                   /* 1 (default): cuBLASLt epilogues; 0: force the kernels here */
+    unsigned fuse;              /* GPT2RT__CU_MM_FB_* bits: the cuBLASLt epilogues allowed; a bit
+                                   left out forces the kernel here (default GPT2RT__CU_MM_FUSE_DEFAULT) */
     uint32_t reduction_mask;    /* allowed CUBLASLT_REDUCTION_SCHEME_* (default NONE) */
+    uint32_t reduction_mask_w;  /* the same for the weight-gradient products */
     unsigned fallbacks;         /* GPT2RT__CU_MM_FB_* taken so far */
     int n_plans;
     gpt2rt__cu_mm_plan plans[GPT2RT__CU_BLAS_MAX_PLANS];
@@ -219,23 +235,6 @@ __global__ void gpt2rt__cu_mm_dgelu_kernel(T *d, const T *pre, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         d[i] = gpt2rt__cu_to<T>(gpt2rt__cu_mm_dgelu(gpt2rt__cu_f(pre[i])) * gpt2rt__cu_f(d[i]));
 }
-/* db (OC) (+)= column sums of x (R,OC); block (32,16): 32 columns, 16 row lanes, each
-   lane sums its rows in increasing order, lanes are added in increasing order */
-template <typename T>
-__global__ void gpt2rt__cu_mm_colsum_kernel(float *db, const T *x, int64_t R, int64_t OC, int accumulate) {
-    __shared__ float part[16][33];
-    int64_t o = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0.0f;
-    if (o < OC)
-        for (int64_t r = threadIdx.y; r < R; r += 16) acc += gpt2rt__cu_f(x[r * OC + o]);
-    part[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < OC) {
-        float s = 0.0f;
-        for (int j = 0; j < 16; j++) s += part[j][threadIdx.x];
-        db[o] = accumulate ? db[o] + s : s;
-    }
-}
 /* y (n) += x (n) */
 __global__ void gpt2rt__cu_mm_add_kernel(float *y, const float *x, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
@@ -257,13 +256,18 @@ static cudaError_t gpt2rt__cu_mm_dgelu_launch(cudaDataType_t t, void *d, const v
     else GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(n), 256, 0, s, gpt2rt__cu_mm_dgelu_kernel<__half>)((__half *)d, (const __half *)pre, n);
     return cudaGetLastError();
 }
-static cudaError_t gpt2rt__cu_mm_colsum_launch(cudaDataType_t t, float *db, const void *x, int64_t R, int64_t OC,
-                                               int accumulate, cudaStream_t s) {
-    dim3 grid((unsigned)((OC + 31) / 32)), block(32, 16);
-    if (t == CUDA_R_32F) GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<float>)(db, (const float *)x, R, OC, accumulate);
-    else if (t == CUDA_R_16BF) GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<__nv_bfloat16>)(db, (const __nv_bfloat16 *)x, R, OC, accumulate);
-    else GPT2RT__LAUNCH(grid, block, 0, s, gpt2rt__cu_mm_colsum_kernel<__half>)(db, (const __half *)x, R, OC, accumulate);
-    return cudaGetLastError();
+/* db (OC) (+)= column sums of x (R,OC) of type t: gpt2rt__cu_bias_backward (ops.cuh) with
+   its partial sums in the cuBLASLt workspace, which no product uses between two calls on
+   the stream; the rows per partial depend only on (R, OC) and the workspace's size */
+static cudaError_t gpt2rt__cu_mm_colsum_launch(const gpt2rt__cu_blas *b, cudaDataType_t t, float *db, const void *x,
+                                               int64_t R, int64_t OC, int accumulate) {
+    float *parts = (float *)b->workspace;
+    int64_t rows = gpt2rt__cu_bias_backward_rows(R, OC, b->workspace_bytes);
+    if (!rows) return cudaErrorInvalidValue; /* OC floats exceed the workspace: never at GPT-2's widths */
+    if (t == CUDA_R_32F) return gpt2rt__cu_bias_backward<float>(db, (const float *)x, parts, R, OC, rows, accumulate, b->stream);
+    if (t == CUDA_R_16BF)
+        return gpt2rt__cu_bias_backward<__nv_bfloat16>(db, (const __nv_bfloat16 *)x, parts, R, OC, rows, accumulate, b->stream);
+    return gpt2rt__cu_bias_backward<__half>(db, (const __half *)x, parts, R, OC, rows, accumulate, b->stream);
 }
 
 /* ------------------------------------------------------------------ handle */
@@ -286,8 +290,9 @@ static int gpt2rt__cu_blas_init(gpt2rt__cu_blas *b, void *workspace, size_t work
     b->workspace_bytes = workspace_bytes;
     b->stream = stream;
     b->tf32 = 0;
-    b->fuse = 1;
+    b->fuse = GPT2RT__CU_MM_FUSE_DEFAULT;
     b->reduction_mask = GPT2RT__CU_BLAS_REDUCTION_DEFAULT;
+    b->reduction_mask_w = GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT;
     return 0;
 }
 
@@ -388,6 +393,16 @@ fail:
     return (int)st;
 }
 
+/* the blas->fuse bit that allows epilogue epi (0: a plain product or bias, always allowed) */
+static unsigned gpt2rt__cu_mm_fuse_bit(int epi) {
+    switch (epi) {
+    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return GPT2RT__CU_MM_FB_GELU;
+    case CUBLASLT_EPILOGUE_DGELU: return GPT2RT__CU_MM_FB_DGELU;
+    case CUBLASLT_EPILOGUE_BGRADB: return GPT2RT__CU_MM_FB_BGRAD;
+    default: return ~0u;
+    }
+}
+
 /* The cached plan for key (made on first use). want: the fused epilogue; plain: what
    remains of it when the fused one is unavailable (the caller then runs the kernel). */
 static int gpt2rt__cu_mm_get_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *key, int plain, const void *bias,
@@ -401,7 +416,7 @@ static int gpt2rt__cu_mm_get_plan(gpt2rt__cu_blas *b, const gpt2rt__cu_mm_key *k
         memmove(&b->plans[0], &b->plans[1], sizeof(b->plans[0]) * (GPT2RT__CU_BLAS_MAX_PLANS - 1));
         b->n_plans--;
     }
-    if (!key->fuse) want = plain;
+    if (!(key->fuse & gpt2rt__cu_mm_fuse_bit(want))) want = plain;
     st = gpt2rt__cu_mm_make_plan(b, key, want, bias, aux, &tmp, what);
     /* a fused epilogue this cuBLASLt cannot plan takes the plain product and the kernel
        after it: no algorithm (NOT_SUPPORTED), or a refusal of the epilogue itself or of
@@ -495,7 +510,7 @@ static int gpt2rt__cu_matmul_forward(gpt2rt__cu_blas *b, cudaDataType_t t,
     if ((st = gpt2rt__cu_mm_get_plan(b, &key, plain, bias, pre_gelu, &p, &what)) != 0)
         return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, want, st, 0);
     if (pre_gelu && p->epilogue == plain) { /* unfused: product (+bias) into pre_gelu, then the kernel */
-        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_GELU : 0u;
+        b->fallbacks |= key.fuse & GPT2RT__CU_MM_FB_GELU;
         if ((st = gpt2rt__cu_mm_exec(b, p, w, inp, pre_gelu, 0.0f, bias, NULL, &what)) != 0)
             return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
         if ((st = (int)gpt2rt__cu_mm_gelu_launch(t, out, pre_gelu, BT * OC, b->stream)) != 0)
@@ -536,7 +551,7 @@ static int gpt2rt__cu_matmul_backward_input(gpt2rt__cu_blas *b, cudaDataType_t t
     if ((st = gpt2rt__cu_mm_exec(b, p, w, dout, dinp, 0.0f, NULL, pre_gelu, &what)) != 0)
         return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
     if (pre_gelu && p->epilogue == plain) {
-        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_DGELU : 0u;
+        b->fallbacks |= key.fuse & GPT2RT__CU_MM_FB_DGELU;
         if ((st = (int)gpt2rt__cu_mm_dgelu_launch(t, dinp, pre_gelu, BT * IC, b->stream)) != 0)
             return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_dgelu_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
     }
@@ -567,6 +582,7 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
         return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_matmul_backward_weight arguments (db_scratch is required when accumulating db)",
                                   op, t, BT, IC, OC, want, CUBLAS_STATUS_INVALID_VALUE, 0);
     gpt2rt__cu_mm_key_init(&key, b, op, want, t, CUDA_R_32F, IC, OC, BT);
+    key.reduction_mask = b->reduction_mask_w;
     key.align_abcd = gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_min_u32(gpt2rt__cu_mm_align(dw), gpt2rt__cu_mm_align(dout)),
                                            gpt2rt__cu_mm_align(inp));
     key.align_bias = gpt2rt__cu_mm_align(bvec);
@@ -576,9 +592,9 @@ static int gpt2rt__cu_matmul_backward_weight(gpt2rt__cu_blas *b, cudaDataType_t 
         return gpt2rt__cu_mm_fail(err, cap, what, op, t, BT, IC, OC, p->epilogue, st, 0);
     if (!db) return 0;
     if (p->epilogue == plain) { /* no BGRADB: deterministic column sums straight into db */
-        b->fallbacks |= key.fuse ? GPT2RT__CU_MM_FB_BGRAD : 0u;
-        if ((st = (int)gpt2rt__cu_mm_colsum_launch(t, db, dout, BT, OC, accumulate, b->stream)) != 0)
-            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_mm_colsum_kernel", op, t, BT, IC, OC, p->epilogue, st, 1);
+        b->fallbacks |= key.fuse & GPT2RT__CU_MM_FB_BGRAD;
+        if ((st = (int)gpt2rt__cu_mm_colsum_launch(b, t, db, dout, BT, OC, accumulate)) != 0)
+            return gpt2rt__cu_mm_fail(err, cap, "gpt2rt__cu_bias_backward (column sums)", op, t, BT, IC, OC, p->epilogue, st, 1);
     } else if (accumulate) {
         GPT2RT__LAUNCH(gpt2rt__cu_mm_grid(OC), 256, 0, b->stream, gpt2rt__cu_mm_add_kernel)(db, db_scratch, OC);
         if ((st = (int)cudaGetLastError()) != 0)

@@ -104,10 +104,11 @@ __device__ __forceinline__ double gpt2rt__cu_block_sum_d(double v, double *sh) {
 
 static inline int gpt2rt__cu_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
-/* dst (n) fp32 += sum over g < G of parts[g * ld + i]. Block (32, 16): x a column,
-   y one of 16 running sums over g = y, y+16, ...; the 16 are then added in order of y.
-   The order depends only on G: deterministic. */
-static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n) {
+/* dst (n) fp32 (+)= sum over g < G of parts[g * ld + i] (accumulate 1: +=, 0: =). Block
+   (32, 16): x a column, y one of 16 running sums over g = y, y+16, ...; the 16 are then
+   added in order of y. The order depends only on G: deterministic. */
+static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n,
+                                             int accumulate) {
     __shared__ float sh[16][33];
     int64_t i = (int64_t)blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
@@ -118,14 +119,15 @@ static __global__ void gpt2rt__cuk_sum_parts(float *dst, const float *parts, int
     if (threadIdx.y == 0 && i < n) {
         float s = 0.0f;
         for (int y = 0; y < 16; y++) s += sh[y][threadIdx.x];
-        dst[i] += s;
+        dst[i] = accumulate ? dst[i] + s : s;
     }
 }
 
 static inline cudaError_t gpt2rt__cu_sum_parts(float *dst, const float *parts, int64_t G, int64_t ld, int64_t n,
-                                               cudaStream_t stream) {
+                                               int accumulate, cudaStream_t stream) {
     if (n <= 0) return cudaSuccess;
-    GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 32), dim3(32, 16), 0, stream, gpt2rt__cuk_sum_parts)(dst, parts, G, ld, n);
+    GPT2RT__LAUNCH(gpt2rt__cu_blocks(n, 32), dim3(32, 16), 0, stream, gpt2rt__cuk_sum_parts)(dst, parts, G, ld, n,
+                                                                                          accumulate);
     GPT2RT__CU_LAUNCHED();
     return cudaSuccess;
 }
@@ -191,37 +193,30 @@ static cudaError_t gpt2rt__cu_decode_embed(floatX *x, const int32_t *tok, const 
      buf[0 .. nb]               start of bucket k in pos (nb + 1 entries, start[nb] = BT)
      buf[BT+1 .. BT+nb]         token of bucket k (increasing)
      buf[2BT+1 .. 3BT]          pos: the positions bt, grouped by token, increasing in a bucket
-   Host code (heap sort by (token, position): O(BT log BT), no allocation). Upload the
+   Host code (radix sort by (token, position): O(BT) a byte of Vp, no allocation). Upload the
    whole buffer (or its first 3*BT+1 entries) and pass nb to gpt2rt__cu_encoder_backward.
    Returns nb, the number of distinct tokens, or -1 if a token is outside [0, Vp). BT < 2^31. */
 static inline int64_t gpt2rt__cu_encoder_bucket_ints(int64_t BT) { return 3 * BT + 1; }
 
-static inline int gpt2rt__cu_bucket_less(const int32_t *tokens, int32_t a, int32_t b) {
-    return tokens[a] < tokens[b] || (tokens[a] == tokens[b] && a < b);
-}
-
 static inline int64_t gpt2rt__cu_encoder_buckets(int32_t *buf, const int32_t *tokens, int64_t BT, int64_t Vp) {
     int32_t *start = buf, *ids = buf + BT + 1, *pos = buf + 2 * BT + 1;
+    int32_t *src = pos, *dst = ids; /* ids is free until the end: the sort's second buffer */
+    int64_t nb = 0;
     for (int64_t i = 0; i < BT; i++) {
         if (tokens[i] < 0 || tokens[i] >= Vp) return -1;
         pos[i] = (int32_t)i;
     }
-    /* heap sort of pos by (token, position); the keys are unique, so the order is unique */
-    for (int64_t n = BT, i = BT / 2 - 1;; ) {
-        int64_t root;
-        if (i >= 0) root = i--;                     /* building the heap */
-        else if (--n > 0) { int32_t t = pos[0]; pos[0] = pos[n]; pos[n] = t; root = 0; } /* pop the max */
-        else break;
-        for (;;) { /* sift down */
-            int64_t ch = 2 * root + 1;
-            if (ch >= n) break;
-            if (ch + 1 < n && gpt2rt__cu_bucket_less(tokens, pos[ch], pos[ch + 1])) ch++;
-            if (!gpt2rt__cu_bucket_less(tokens, pos[root], pos[ch])) break;
-            int32_t t = pos[root]; pos[root] = pos[ch]; pos[ch] = t;
-            root = ch;
-        }
+    /* least-significant-digit radix sort by token, one byte a pass, as many passes as Vp - 1
+       has bytes; each pass is stable, so equal tokens keep their positions' increasing order
+       and the (token, position) order comes out, which is unique. O(BT) a pass. */
+    for (int shift = 0; shift < 32 && (((uint32_t)(Vp - 1)) >> shift) != 0; shift += 8) {
+        int64_t count[257] = {0};
+        for (int64_t i = 0; i < BT; i++) count[(((uint32_t)tokens[src[i]] >> shift) & 255u) + 1]++;
+        for (int k = 0; k < 256; k++) count[k + 1] += count[k];
+        for (int64_t i = 0; i < BT; i++) dst[count[((uint32_t)tokens[src[i]] >> shift) & 255u]++] = src[i];
+        int32_t *t = src; src = dst; dst = t;
     }
-    int64_t nb = 0;
+    if (src != pos) memcpy(pos, src, (size_t)BT * sizeof(int32_t));
     for (int64_t i = 0; i < BT; i++)
         if (i == 0 || tokens[pos[i]] != tokens[pos[i - 1]]) { start[nb] = (int32_t)i; ids[nb] = tokens[pos[i]]; nb++; }
     start[nb] = (int32_t)BT;
@@ -488,8 +483,8 @@ static cudaError_t gpt2rt__cu_layernorm_backward(floatX *dinp, float *dw, float 
                                                                                         mean, rstd, N, C);
     }
     GPT2RT__CU_LAUNCHED();
-    if (dw) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(dw, scratch, G, 2 * C, C, stream));
-    if (db) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(db, scratch + C, G, 2 * C, C, stream));
+    if (dw) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(dw, scratch, G, 2 * C, C, 1, stream));
+    if (db) GPT2RT__CU_TRY(gpt2rt__cu_sum_parts(db, scratch + C, G, 2 * C, C, 1, stream));
     return cudaSuccess;
 }
 
@@ -729,22 +724,33 @@ static cudaError_t gpt2rt__cu_classifier(floatX *logits, float *losses, float *l
 
 /* ---- bias gradient ---- */
 
-#define GPT2RT__CU_BIAS_ROWS 64 /* rows per partial of the bias gradient */
+#define GPT2RT__CU_BIAS_ROWS 64 /* rows per partial of the bias gradient, at least */
 
-/* device bytes of scratch gpt2rt__cu_bias_backward needs: ceil(BT/64) partials of OC floats */
-static inline size_t gpt2rt__cu_bias_backward_scratch_bytes(int64_t BT, int64_t OC) {
-    return (size_t)((BT + GPT2RT__CU_BIAS_ROWS - 1) / GPT2RT__CU_BIAS_ROWS) * (size_t)OC * sizeof(float);
+/* rows per partial of the bias gradient of dout (BT,OC) with at most cap bytes of scratch:
+   64, or the multiple of 8 that keeps ceil(BT/rows) partials of OC floats within cap */
+static inline int64_t gpt2rt__cu_bias_backward_rows(int64_t BT, int64_t OC, size_t cap) {
+    int64_t g = (int64_t)(cap / ((size_t)OC * sizeof(float))), rows;
+    if (g < 1) return 0; /* not even one partial fits */
+    rows = (BT + g - 1) / g;
+    rows = (rows + 7) / 8 * 8;
+    return rows < GPT2RT__CU_BIAS_ROWS ? GPT2RT__CU_BIAS_ROWS : rows;
 }
 
-/* parts (G, OC): parts[g][c] = sum of dout[r][c] over the 64 rows r of chunk g.
+/* device bytes of scratch gpt2rt__cu_bias_backward needs: ceil(BT/rows) partials of OC floats */
+static inline size_t gpt2rt__cu_bias_backward_scratch_bytes(int64_t BT, int64_t OC, int64_t rows) {
+    return (size_t)((BT + rows - 1) / rows) * (size_t)OC * sizeof(float);
+}
+
+/* parts (G, OC): parts[g][c] = sum of dout[r][c] over the rows r of chunk g (rows each).
    Block (32, 8), grid (G, column tiles of 32*VN): x picks VN columns, y sums the rows
-   r = 64g + y, +8, ... in order; the 8 sums are then added in order of y. dout (BT,OC) */
+   r = rows g + y, +8, ... in order; the 8 sums are then added in order of y. dout (BT,OC) */
 template <typename floatX, int VN>
-__global__ void gpt2rt__cuk_bias_backward_parts(float *parts, const floatX *dout, int64_t BT, int64_t OC) {
+__global__ void gpt2rt__cuk_bias_backward_parts(float *parts, const floatX *dout, int64_t BT, int64_t OC,
+                                                int64_t rows) {
     __shared__ float sh[8][VN][33];
     int64_t c = ((int64_t)blockIdx.y * 32 + threadIdx.x) * VN;
-    int64_t r0 = (int64_t)blockIdx.x * GPT2RT__CU_BIAS_ROWS;
-    int64_t r1 = r0 + GPT2RT__CU_BIAS_ROWS < BT ? r0 + GPT2RT__CU_BIAS_ROWS : BT;
+    int64_t r0 = (int64_t)blockIdx.x * rows;
+    int64_t r1 = r0 + rows < BT ? r0 + rows : BT;
     float acc[VN], d[VN];
 #pragma unroll
     for (int k = 0; k < VN; k++) acc[k] = 0.0f;
@@ -770,23 +776,28 @@ __global__ void gpt2rt__cuk_bias_backward_parts(float *parts, const floatX *dout
     }
 }
 
-/* db (OC) fp32 += column sums of dout (BT,OC) floatX. scratch: device,
-   gpt2rt__cu_bias_backward_scratch_bytes(BT, OC). OC / (32*VN) < 65536. */
+/* db (OC) fp32 (accumulate 1: +=, 0: =) column sums of dout (BT,OC) floatX: partial sums
+   of rows rows each (a multiple of 8, gpt2rt__cu_bias_backward_rows), then their sum in a
+   fixed order. scratch: device, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC, rows).
+   OC / (32*VN) < 65536. */
 template <typename floatX>
 static cudaError_t gpt2rt__cu_bias_backward(float *db, const floatX *dout, float *scratch, int64_t BT, int64_t OC,
-                                            cudaStream_t stream) {
+                                            int64_t rows, int accumulate, cudaStream_t stream) {
     constexpr int VN = (int)(16 / sizeof(floatX));
-    if (BT <= 0 || OC <= 0) return cudaSuccess;
-    int64_t G = (BT + GPT2RT__CU_BIAS_ROWS - 1) / GPT2RT__CU_BIAS_ROWS;
+    if (BT <= 0 || OC <= 0) return accumulate ? cudaSuccess : cudaMemsetAsync(db, 0, (size_t)OC * sizeof(float), stream);
+    if (rows <= 0 || rows % 8) return cudaErrorInvalidValue;
+    int64_t G = (BT + rows - 1) / rows;
     if (OC % VN == 0 && gpt2rt__cu_al16(dout)) {
         dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC / VN, 32));
-        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, VN>)(scratch, dout, BT, OC);
+        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, VN>)(scratch, dout, BT, OC,
+                                                                                                  rows);
     } else {
         dim3 grid((unsigned)G, gpt2rt__cu_blocks(OC, 32));
-        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, 1>)(scratch, dout, BT, OC);
+        GPT2RT__LAUNCH(grid, dim3(32, 8), 0, stream, gpt2rt__cuk_bias_backward_parts<floatX, 1>)(scratch, dout, BT, OC,
+                                                                                                 rows);
     }
     GPT2RT__CU_LAUNCHED();
-    return gpt2rt__cu_sum_parts(db, scratch, G, OC, OC, stream);
+    return gpt2rt__cu_sum_parts(db, scratch, G, OC, OC, accumulate, stream);
 }
 
 /* ---- global gradient norm, inf/NaN check ---- */
