@@ -16791,15 +16791,14 @@ static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, f
    ---- Bias gradient semantics ------------------------------------------------------
    By default (GPT2RT__CU_MM_FUSE_DEFAULT) the weight-gradient product is plain and the
    column-sum kernel here (gpt2rt__cu_bias_backward, partial sums in the workspace, then a
-   fixed-order sum) writes db: where measured (docs/results/gpu.md, GPT-2 124M on an H200)
-   asking for BGRADB made cuBLASLt take slower products for some shapes and run a separate
-   reduction kernel of its own, slower than ours. With BGRADB allowed (blas->fuse):
-   cuBLASLt's bias-gradient epilogues OVERWRITE the bias vector (there is no beta for
-   it). gpt2rt__cu_matmul_backward_weight(accumulate = 0) lets BGRADB write db directly
-   (db = column sums, dW = dout^T inp). With accumulate = 1 (dW += ..., gradient
-   accumulation over micro-batches) BGRADB writes into the caller's db_scratch (OC
-   floats) and a small kernel does db[o] += db_scratch[o] (deterministic). With
-   accumulate = 1 and db != NULL, db_scratch is required.
+   fixed-order sum) writes db. Asking for BGRADB can make cuBLASLt take a slower product
+   and run a separate reduction kernel of its own (docs/results/gpu.md has the timings).
+   With BGRADB allowed (blas->fuse): cuBLASLt's bias-gradient epilogues OVERWRITE the
+   bias vector (there is no beta for it). gpt2rt__cu_matmul_backward_weight(accumulate =
+   0) lets BGRADB write db directly (db = column sums, dW = dout^T inp). With accumulate
+   = 1 (dW += ..., gradient accumulation over micro-batches) BGRADB writes into the
+   caller's db_scratch (OC floats) and a small kernel does db[o] += db_scratch[o]
+   (deterministic). With accumulate = 1 and db != NULL, db_scratch is required.
 
    ---- Types --------------------------------------------------------------------------
    t = CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F is the storage type of activations and
@@ -16833,8 +16832,8 @@ static cudaError_t gpt2rt__cu_attention_cached(floatX *out, const floatX *qkv, f
    blas->reduction_mask_w is the same for the weight-gradient products (an inner
    dimension of B*T rows, an output as small as C x C: without split-K such a product
    fills few multiprocessors). Its default GPT2RT__CU_BLAS_REDUCTION_W_DEFAULT allows
-   every scheme: kernels/matmul.cu found these products bitwise the same run to run with
-   split-K allowed (fp32, tf32, bf16, fp16, on an H200), and the plan fixes the algorithm.
+   every scheme: the plan fixes the algorithm, and kernels/matmul.cu checks each weight
+   gradient twice with split-K allowed, bitwise, in every storage type.
    Different BT (so different shapes) may pick different kernels: results are then
    not bitwise comparable across batch sizes.
 
