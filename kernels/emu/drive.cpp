@@ -68,6 +68,13 @@ static std::vector<float> floats(int64_t n, uint64_t seed) {
     return t;
 }
 /* every parameter's `what` as one vector per tensor */
+/* a device copy of h (cudaMalloc'ed; the caller frees it) */
+template <typename T> static T *upload(const std::vector<T> &h) {
+    T *d = NULL;
+    cudaMalloc(&d, h.size() * sizeof(T));
+    cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return d;
+}
 static std::vector<std::vector<float>> read_all(gpt2rt_ctx *x, gpt2rt_param_what what, std::vector<std::string> *names = NULL) {
     std::vector<std::vector<float>> out;
     for (int i = 0; i < gpt2rt_param_count(x); i++) {
@@ -387,12 +394,9 @@ static void data_parallel_free_mid_step(gpt2rt_config c) {
 static void op_bias_backward(int64_t BT, int64_t OC, size_t cap) {
     gpt2rt_emu::set_problem("bias_backward");
     std::vector<float> h = floats(BT * OC, (uint64_t)(BT * 131 + OC)), db((size_t)OC, 1e30f);
-    float *d_dout, *d_db, *d_s;
     int64_t rows = gpt2rt__cu_bias_backward_rows(BT, OC, cap);
-    cudaMalloc(&d_dout, (size_t)(BT * OC) * 4); cudaMalloc(&d_db, (size_t)OC * 4);
+    float *d_dout = upload(h), *d_db = upload(db) /* overwritten: accumulate 0 */, *d_s;
     cudaMalloc(&d_s, gpt2rt__cu_bias_backward_scratch_bytes(BT, OC, rows));
-    cudaMemcpy(d_dout, h.data(), (size_t)(BT * OC) * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_db, db.data(), (size_t)OC * 4, cudaMemcpyHostToDevice); /* overwritten: accumulate 0 */
     cudaError_t e = gpt2rt__cu_bias_backward<float>(d_db, d_dout, d_s, BT, OC, rows, 0, 0);
     cudaMemcpy(db.data(), d_db, (size_t)OC * 4, cudaMemcpyDeviceToHost);
     double w = 0;
@@ -442,10 +446,9 @@ static void op_cast(int64_t n) {
     gpt2rt_emu::set_problem("cast");
     std::vector<float> h = floats(n, (uint64_t)n), back((size_t)n);
     std::vector<__nv_bfloat16> b((size_t)n);
-    float *d_f, *d_f2;
+    float *d_f = upload(h), *d_f2;
     __nv_bfloat16 *d_b;
-    cudaMalloc(&d_f, (size_t)n * 4); cudaMalloc(&d_f2, (size_t)n * 4); cudaMalloc(&d_b, (size_t)n * 2);
-    cudaMemcpy(d_f, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    cudaMalloc(&d_f2, (size_t)n * 4); cudaMalloc(&d_b, (size_t)n * 2);
     gpt2rt__cu_cast<__nv_bfloat16, float>(d_b, d_f, n, 0);
     gpt2rt__cu_cast<float, __nv_bfloat16>(d_f2, d_b, n, 0);
     cudaMemcpy(b.data(), d_b, (size_t)n * 2, cudaMemcpyDeviceToHost);
@@ -461,10 +464,9 @@ static void op_cast(int64_t n) {
 static void op_nonfinite(int64_t n) {
     gpt2rt_emu::set_problem("nonfinite");
     std::vector<float> h = floats(n, (uint64_t)n + 5);
-    float *d;
+    float *d = upload(h);
     int *flag, f0 = -1, f1 = -1;
-    cudaMalloc(&d, (size_t)n * 4); cudaMalloc(&flag, 4);
-    cudaMemcpy(d, h.data(), (size_t)n * 4, cudaMemcpyHostToDevice);
+    cudaMalloc(&flag, 4);
     gpt2rt__cu_nonfinite<float>(flag, d, n, 1, 0);
     cudaMemcpy(&f0, flag, 4, cudaMemcpyDeviceToHost);
     h[(size_t)(n - 1)] = INFINITY; /* the last element: the tail of the vector path */
@@ -481,13 +483,9 @@ static void op_matmul_gelu(int64_t BT, int64_t IC, int64_t OC) {
     gpt2rt_emu::set_problem("matmul_gelu");
     std::vector<float> inp = floats(BT * IC, 3), w = floats(OC * IC, 4), bias = floats(OC, 5), out((size_t)(BT * OC)),
                        pre((size_t)(BT * OC));
-    float *d_inp, *d_w, *d_b, *d_out, *d_pre;
+    float *d_inp = upload(inp), *d_w = upload(w), *d_b = upload(bias), *d_out, *d_pre;
     void *ws;
-    cudaMalloc(&d_inp, inp.size() * 4); cudaMalloc(&d_w, w.size() * 4); cudaMalloc(&d_b, bias.size() * 4);
     cudaMalloc(&d_out, out.size() * 4); cudaMalloc(&d_pre, pre.size() * 4); cudaMalloc(&ws, 1 << 20);
-    cudaMemcpy(d_inp, inp.data(), inp.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_w, w.data(), w.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_b, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice);
     gpt2rt__cu_blas bl;
     char err[256] = "";
     int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
@@ -516,13 +514,9 @@ static void op_matmul_gelu(int64_t BT, int64_t IC, int64_t OC) {
 static void op_matmul_dgelu(int64_t BT, int64_t IC, int64_t OC) {
     gpt2rt_emu::set_problem("matmul_dgelu");
     std::vector<float> dout = floats(BT * OC, 6), w = floats(OC * IC, 7), pre = floats(BT * IC, 8), dinp((size_t)(BT * IC));
-    float *d_dout, *d_w, *d_pre, *d_dinp;
+    float *d_dout = upload(dout), *d_w = upload(w), *d_pre = upload(pre), *d_dinp;
     void *ws;
-    cudaMalloc(&d_dout, dout.size() * 4); cudaMalloc(&d_w, w.size() * 4); cudaMalloc(&d_pre, pre.size() * 4);
     cudaMalloc(&d_dinp, dinp.size() * 4); cudaMalloc(&ws, 1 << 20);
-    cudaMemcpy(d_dout, dout.data(), dout.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_w, w.data(), w.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_pre, pre.data(), pre.size() * 4, cudaMemcpyHostToDevice);
     gpt2rt__cu_blas bl;
     char err[256] = "";
     int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
@@ -551,13 +545,10 @@ static void op_matmul_dgelu(int64_t BT, int64_t IC, int64_t OC) {
 static void op_matmul_bgrad(int64_t BT, int64_t IC, int64_t OC, unsigned fuse) {
     gpt2rt_emu::set_problem("matmul_bgrad");
     std::vector<float> dout = floats(BT * OC, 9), inp = floats(BT * IC, 10), dw((size_t)(IC * OC)), db((size_t)OC);
-    float *d_dout, *d_inp, *d_dw, *d_db, *d_dbs;
+    /* dw and db start at zero: the vectors' initial values */
+    float *d_dout = upload(dout), *d_inp = upload(inp), *d_dw = upload(dw), *d_db = upload(db), *d_dbs;
     void *ws;
-    cudaMalloc(&d_dout, dout.size() * 4); cudaMalloc(&d_inp, inp.size() * 4); cudaMalloc(&d_dw, dw.size() * 4);
-    cudaMalloc(&d_db, db.size() * 4); cudaMalloc(&d_dbs, db.size() * 4); cudaMalloc(&ws, 1 << 20);
-    cudaMemcpy(d_dout, dout.data(), dout.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_inp, inp.data(), inp.size() * 4, cudaMemcpyHostToDevice);
-    cudaMemset(d_dw, 0, dw.size() * 4); cudaMemset(d_db, 0, db.size() * 4);
+    cudaMalloc(&d_dbs, db.size() * 4); cudaMalloc(&ws, 1 << 20);
     gpt2rt__cu_blas bl;
     char err[256] = "";
     int st = gpt2rt__cu_blas_init(&bl, ws, 1 << 20, 0, err, sizeof err);
