@@ -617,7 +617,7 @@ typedef struct gpt2rt_series_info {
     gpt2rt_series_calendar date_calendar; /* how dates continue past the last row */
     int date_months;      /* MONTHS: the step in calendar months (1, 3, 12, any k >= 1); else 0 */
     int date_month_end;   /* MONTHS: 1 when every date is its month's last day, so continued
-                             dates are too (2020-01-31, 2020-02-29, 2020-03-31); else 0 */
+                             dates are too (Jan 31, then Feb 29 in a leap year, Mar 31); else 0 */
     int season;           /* the calendar's cycle in rows, a default season for seasonal models:
                              86400 / date_step for steps that divide a day (24 hourly, 96 every
                              15 minutes), 7 daily, 5 business-daily, 52 weekly, 12 / date_months
@@ -639,7 +639,7 @@ typedef struct gpt2rt_series_info {
    period labels read as the period's first day: 2020-03, 1959Q1, and 2020 (a date
    column of four-digit numbers alone). A numeric column is never dropped: a column that is
    neither the date nor numeric is an error naming its line and column. A date
-   written as one but not on the calendar (2025-02-30, month 13, hour 25 or 24:01,
+   written as one but not on the calendar (February 30, month 13, hour 25 or 24:01,
    minute or second 60, year 0; 24:00 is the day's end) is an error naming its line,
    row and text. name (may be NULL) labels messages and picks the AUTO borders. */
 GPT2RT_DEF gpt2rt_result gpt2rt_series_load(gpt2rt_series **series, const char *path, const gpt2rt_series_desc *desc);
