@@ -67,7 +67,6 @@ static std::vector<float> floats(int64_t n, uint64_t seed) {
     for (auto &x : t) { seed = seed * 6364136223846793005ull + 1442695040888963407ull; x = (float)((seed >> 40) / 8388608.0 - 1.0); }
     return t;
 }
-/* every parameter's `what` as one vector per tensor */
 /* a device copy of h (cudaMalloc'ed; the caller frees it) */
 template <typename T> static T *upload(const std::vector<T> &h) {
     T *d = NULL;
@@ -75,6 +74,7 @@ template <typename T> static T *upload(const std::vector<T> &h) {
     cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice);
     return d;
 }
+/* every parameter's `what` as one vector per tensor */
 static std::vector<std::vector<float>> read_all(gpt2rt_ctx *x, gpt2rt_param_what what, std::vector<std::string> *names = NULL) {
     std::vector<std::vector<float>> out;
     for (int i = 0; i < gpt2rt_param_count(x); i++) {
